@@ -1,0 +1,38 @@
+"""Rebound: an ops console for background tasks that fail."""
+
+from pathlib import Path
+
+from flask import Flask
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def create_app(config: dict | None = None) -> Flask:
+    """Build the web app: defaults, then the environment, then the caller's mapping."""
+    from console import auth, redis_conn, safety, web
+    from console import config as settings
+    from console.api import register as register_api
+    from console.cli import register as register_cli
+    from console.extensions import csrf, db, htmx, limiter, migrate
+
+    app = Flask(__name__, template_folder=str(ROOT / "templates"), static_folder=str(ROOT / "static"))
+    app.config.update(settings.DEFAULTS)
+    app.config.update(settings.from_env())
+    app.config.update(config or {})
+    if not app.config["SECRET_KEY"]:
+        app.config["SECRET_KEY"] = settings.stored_secret_key(app.config["DATA_DIR"])
+
+    db.init_app(app)
+    migrate.init_app(app, db, directory=str(ROOT / "migrations"))
+    redis_conn.init_app(app)
+    app.config.setdefault("RATELIMIT_STORAGE_URI", redis_conn.limiter_storage_uri(app.config["REDIS_URL"]))
+    limiter.init_app(app)
+    csrf.init_app(app)
+    htmx.init_app(app)
+    auth.init_app(app)
+    safety.init_app(app)
+
+    web.register(app)
+    register_api(app)
+    register_cli(app)
+    return app

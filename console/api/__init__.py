@@ -1,0 +1,34 @@
+"""The JSON API for other services; bearer tokens, no cookies, so no CSRF."""
+
+from flask import Blueprint, g, jsonify
+from flask_login import current_user
+
+from console.auth import public, requires
+from console.auth.permissions import VIEW
+from console.extensions import csrf
+from console.redis_conn import get_redis
+from console.services import health
+
+bp = Blueprint("api", __name__)
+
+
+@bp.get("/healthz")
+@public
+def healthz():
+    report = health.check(get_redis())
+    return jsonify(report), 200 if report["status"] == "ok" else 503
+
+
+@bp.get("/api/me")
+@requires(VIEW)
+def me():
+    """Tell a service whom its token acts as."""
+    token = g.api_token
+    return jsonify(username=current_user.username, role=current_user.role, token=token.prefix,
+                   tenant=token.tenant.name if token.tenant else None)
+
+
+def register(app) -> None:
+    """Register the API blueprint, exempt from CSRF (it takes bearer tokens only)."""
+    csrf.exempt(bp)
+    app.register_blueprint(bp)

@@ -1,0 +1,100 @@
+"""Sessions for people, bearer tokens for services, and the role check every route carries."""
+
+import functools
+import logging
+
+from flask import abort, g, jsonify, redirect, request, url_for
+from flask_login import current_user
+
+from console.auth.permissions import can
+from console.extensions import db, login_manager
+from console.models import User
+from console.services import tokens
+from console.services.actor import Actor
+
+security_log = logging.getLogger("rebound.security")
+API_PREFIXES = ("/internal/", "/worker/", "/events", "/api/", "/ops/")
+
+
+def wants_json() -> bool:
+    """Tell whether this request is for the JSON API rather than a console page."""
+    return request.path.startswith(API_PREFIXES) or request.authorization is not None
+
+
+def requires(permission: str):
+    """Let the view run only for a logged-in user whose role grants the permission."""
+
+    def decorate(view):
+        @functools.wraps(view)
+        def wrapper(*args, **kwargs):
+            # The API is CSRF-exempt, so it must not accept the session cookie: tokens only.
+            api_call = request.path.startswith(API_PREFIXES)
+            if not current_user.is_authenticated or (api_call and g.get("api_token") is None):
+                return login_manager.unauthorized()
+            if not can(current_user.role, permission):
+                security_log.warning("forbidden user=%s role=%s needs=%s path=%s", current_user.username,
+                                     current_user.role, permission, request.path)
+                abort(403, f"your role ({current_user.role}) may not {permission}")
+            return view(*args, **kwargs)
+
+        wrapper.required_permission = permission
+        return wrapper
+
+    return decorate
+
+
+def public(view):
+    """Mark a view as open to everyone (login page, health check), on purpose."""
+    view.required_permission = None
+    return view
+
+
+def current_actor() -> Actor:
+    """Return the person (or token) behind this request, for the audit log."""
+    name = current_user.username if current_user.is_authenticated else "anonymous"
+    if getattr(g, "api_token", None) is not None:
+        name = f"{name} (token {g.api_token.prefix})"
+    return Actor(name, getattr(current_user, "id", None), request.remote_addr)
+
+
+def tenant_scope() -> int | None:
+    """Return the tenant id this request is limited to, or None for every tenant."""
+    token = getattr(g, "api_token", None)
+    if token is not None and token.tenant_id:
+        return token.tenant_id
+    return current_user.tenant_id if current_user.is_authenticated else None
+
+
+def init_app(app) -> None:
+    """Wire Flask-Login: session users, bearer-token users, and the answer to 'not logged in'."""
+    login_manager.init_app(app)
+    login_manager.login_view = "auth.login"
+    login_manager.login_message = "Log in to continue."
+    login_manager.session_protection = "strong"
+
+    @login_manager.user_loader
+    def load_user(user_id: str):
+        user = db.session.get(User, int(user_id))
+        return user if user and user.active else None
+
+    @login_manager.request_loader
+    def load_token_user(req):
+        if req.authorization is None or req.authorization.type != "bearer":
+            return None
+        token = tokens.authenticate(req.authorization.token or "")
+        if token is None:
+            security_log.warning("invalid bearer token path=%s addr=%s", req.path, req.remote_addr)
+            g.token_rejected = True
+            return None
+        g.api_token = token
+        return token.user
+
+    @login_manager.unauthorized_handler
+    def unauthorized():
+        if wants_json():
+            detail = ("the bearer token is invalid, revoked, or its user is disabled"
+                      if g.get("token_rejected") else "send 'Authorization: Bearer <token>'")
+            return jsonify(error="unauthorized", detail=detail), 401
+        if request.headers.get("HX-Request"):
+            return "", 401, {"HX-Redirect": url_for("auth.login")}
+        return redirect(url_for("auth.login", next=request.full_path if request.query_string else request.path))

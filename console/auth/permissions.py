@@ -1,0 +1,18 @@
+"""Which role may do what; one table, checked by one decorator."""
+
+from console.models import Role
+
+VIEW, OPERATE, APPROVE, REPORT, ADMIN = "view", "operate", "approve", "report", "admin"
+
+GRANTS: dict[str, frozenset[str]] = {
+    Role.VIEWER: frozenset({VIEW}),
+    Role.OPERATOR: frozenset({VIEW, OPERATE}),
+    Role.APPROVER: frozenset({VIEW, OPERATE, APPROVE}),
+    Role.MANAGER: frozenset({VIEW, REPORT}),
+    Role.ADMIN: frozenset({VIEW, OPERATE, APPROVE, REPORT, ADMIN}),
+}
+
+
+def can(role: str, permission: str) -> bool:
+    """Tell whether a role holds a permission."""
+    return permission in GRANTS.get(role, frozenset())

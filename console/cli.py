@@ -1,0 +1,210 @@
+"""The `rebound` command (also `flask --app app ...`): run, administer and inspect the console."""
+
+import atexit
+import os
+import sys
+import threading
+
+import click
+from flask import current_app
+from flask.cli import FlaskGroup, with_appcontext
+
+from console.logs import configure as configure_logging
+
+
+def _ensure_redis() -> None:
+    """Use REBOUND_REDIS_URL, or start the embedded Redis in the data dir for this process."""
+    from console import embedded_redis
+
+    if current_app.config.get("REDIS_URL_GIVEN"):
+        return
+    _, process = embedded_redis.start(current_app.config["DATA_DIR"])
+    if process is not None:
+        atexit.register(process.terminate)
+
+
+def _child(*args: str) -> list[str]:
+    return [sys.executable, "-m", "console.cli", *args]
+
+
+@click.command("up")
+@click.option("--workers", type=int, default=None, help="Worker processes (default REBOUND_WORKERS).")
+@with_appcontext
+def up_command(workers):
+    """Start everything: embedded Redis, web, workers and scheduler, supervised."""
+    from console import embedded_redis
+    from console.services import bootstrap, demo
+    from console.supervisor import Child, Supervisor
+
+    config = current_app.config
+    env = dict(os.environ)
+    redis_process = None
+    if not config.get("REDIS_URL_GIVEN"):
+        url, redis_process = embedded_redis.start(config["DATA_DIR"])
+        env["REBOUND_REDIS_URL"] = url
+    env.setdefault("REBOUND_DATA_DIR", config["DATA_DIR"])
+    password = bootstrap.prepare(config["ADMIN_PASSWORD"])
+    if password:
+        click.secho(f"\n  First admin created. Log in as 'admin' with password: {password}\n"
+                    "  (shown once; set REBOUND_ADMIN_PASSWORD to choose it)\n", fg="yellow", bold=True)
+    if config["DEMO"] and demo.is_empty():
+        click.echo(demo.seed())
+    count = workers or config["WORKERS"]
+    children = [Child("web", _child("web"), env=env), Child("scheduler", _child("scheduler"), env=env)]
+    children += [Child(f"worker-{n + 1}", _child("worker"), env=env) for n in range(count)]
+    click.echo(f"Rebound is starting at http://127.0.0.1:{config['PORT']}  (Ctrl-C stops everything)")
+    try:
+        Supervisor(children).run()
+    finally:
+        if redis_process is not None:
+            redis_process.terminate()
+            redis_process.wait(10)
+
+
+@click.command("web")
+@click.option("--host", default=lambda: os.environ.get("REBOUND_HOST", "127.0.0.1"), show_default="127.0.0.1")
+@click.option("--port", type=int, default=None, help="Default REBOUND_PORT (8000).")
+@click.option("--threads", type=int, default=8, show_default=True)
+@with_appcontext
+def web_command(host, port, threads):
+    """Serve the console and API with gunicorn."""
+    from console.webserver import serve
+
+    _ensure_redis()
+    serve(current_app._get_current_object(), host, port or current_app.config["PORT"], threads=threads)
+
+
+@click.command("worker")
+@click.option("--processes", type=int, default=1, show_default=True, help="Worker processes to supervise.")
+@click.option("--kind", type=click.Choice(["simple", "fork"]), default="simple", show_default=True,
+              help="simple: run jobs in-process (fast); fork: a child per job (isolated).")
+@click.option("--burst", is_flag=True, help="Stop when the queues are empty.")
+@with_appcontext
+def worker_command(processes, kind, burst):
+    """Run RQ workers (with RQ's scheduler on, for delayed retries)."""
+    from console.redis_conn import get_redis
+    from console.supervisor import Child, Supervisor
+    from console.worker import build_worker
+
+    _ensure_redis()
+    if processes > 1:
+        args = ["worker", "--kind", kind] + (["--burst"] if burst else [])
+        Supervisor([Child(f"worker-{n + 1}", _child(*args)) for n in range(processes)]).run()
+        return
+    worker = build_worker(current_app._get_current_object(), get_redis(), kind)
+    worker.work(with_scheduler=True, burst=burst)
+
+
+@click.command("scheduler")
+@with_appcontext
+def scheduler_command():
+    """Run the scheduler; with several running, one leads and the others stand by."""
+    import signal
+
+    from console.scheduler import process
+
+    _ensure_redis()
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    process.run(current_app._get_current_object(), stop)
+
+
+@click.command("create-user")
+@click.argument("username")
+@click.option("--role", required=True, type=click.Choice(["viewer", "operator", "approver", "manager", "admin"]))
+@click.option("--password", default=None, help="Generated and printed when omitted.")
+@click.option("--tenant", default=None, help="Limit the user to one tenant.")
+@with_appcontext
+def create_user_command(username, role, password, tenant):
+    """Create a user."""
+    from console.services import tenants, users
+    from console.services.actor import Actor
+    from console.services.errors import ServiceError
+
+    try:
+        scope = tenants.require(tenant) if tenant else None
+        user, generated = users.create(username, role, password, Actor("cli"), tenant=scope)
+    except ServiceError as error:
+        raise click.ClickException(error.detail) from None
+    click.echo(f"Created {user.username} ({user.role}).")
+    if generated:
+        click.echo(f"Password: {generated}")
+
+
+@click.command("create-token")
+@click.argument("username")
+@click.option("--tenant", default=None, help="Limit the token to one tenant.")
+@click.option("--name", default="cli", show_default=True)
+@with_appcontext
+def create_token_command(username, tenant, name):
+    """Print a new bearer token acting as USERNAME."""
+    from console.services import tenants, tokens, users
+    from console.services.actor import Actor
+    from console.services.errors import ServiceError
+
+    user = users.find(username)
+    if user is None:
+        raise click.ClickException(f"no user named {username!r}")
+    try:
+        scope = tenants.require(tenant) if tenant else None
+        _, plaintext = tokens.issue(user, Actor("cli"), name=name, tenant=scope)
+    except ServiceError as error:
+        raise click.ClickException(error.detail) from None
+    click.echo(plaintext)
+
+
+@click.command("seed-demo")
+@click.option("--force", is_flag=True, help="Seed even when the database already has tasks.")
+@with_appcontext
+def seed_demo_command(force):
+    """Create demo tenants, tasks and runs."""
+    from console.services import demo
+
+    if not force and not demo.is_empty():
+        raise click.ClickException("the database already has tasks; use --force to add demo data anyway")
+    click.echo(demo.seed())
+
+
+@click.group("audit")
+def audit_group():
+    """Inspect the audit log."""
+
+
+@audit_group.command("verify")
+@with_appcontext
+def audit_verify_command():
+    """Check the audit log's hash chain from the first row to the last."""
+    from console.extensions import db
+    from console.services import audit
+
+    report = audit.verify(db.session)
+    if not report.ok:
+        raise click.ClickException(f"audit chain broken at row {report.first_bad_seq}: {report.problem}")
+    click.echo(f"audit chain intact: {report.checked} rows verified")
+
+
+COMMANDS = [up_command, web_command, worker_command, scheduler_command, create_user_command,
+            create_token_command, seed_demo_command, audit_group]
+
+
+def register(app) -> None:
+    """Add the commands to `flask --app app`."""
+    for command in COMMANDS:
+        app.cli.add_command(command)
+
+
+def _create_app():
+    from console import create_app
+
+    return create_app()
+
+
+def main() -> None:
+    """Entry point of the `rebound` console script."""
+    configure_logging()
+    FlaskGroup(create_app=_create_app, help="Rebound: ops console for background tasks that fail.")(prog_name="rebound")
+
+
+if __name__ == "__main__":
+    main()

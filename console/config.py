@@ -1,0 +1,66 @@
+"""Read every REBOUND_* setting from the environment, in one place."""
+
+import os
+import secrets
+from pathlib import Path
+
+
+def _data_dir(env) -> Path:
+    return Path(env.get("REBOUND_DATA_DIR", "instance")).resolve()
+
+
+def stored_secret_key(data_dir: str) -> str:
+    """Return the key generated once and kept in the data dir (created on first call)."""
+    data_dir = Path(data_dir)
+    key_file = data_dir / "secret_key"
+    if not key_file.exists():
+        data_dir.mkdir(parents=True, exist_ok=True)
+        # Write-then-rename so two processes starting together agree on one key.
+        tmp = key_file.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(secrets.token_urlsafe(48))
+        tmp.chmod(0o600)
+        if not key_file.exists():
+            tmp.replace(key_file)
+        else:
+            tmp.unlink()
+    return key_file.read_text().strip()
+
+
+def _int(env, name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise SystemExit(f"{name} must be a whole number, got {raw!r}") from None
+
+
+def from_env(env=None) -> dict:
+    """Build the Flask config mapping from REBOUND_* environment variables."""
+    env = os.environ if env is None else env
+    data_dir = _data_dir(env)
+    database_url = env.get("REBOUND_DATABASE_URL") or f"sqlite:///{data_dir / 'rebound.db'}"
+    return {
+        "DATA_DIR": str(data_dir),
+        "SQLALCHEMY_DATABASE_URI": database_url,
+        "REDIS_URL": env.get("REBOUND_REDIS_URL") or "",
+        "PORT": _int(env, "REBOUND_PORT", 8000),
+        "SECRET_KEY": env.get("REBOUND_SECRET_KEY") or None,
+        "ADMIN_PASSWORD": env.get("REBOUND_ADMIN_PASSWORD") or "",
+        "WORKERS": _int(env, "REBOUND_WORKERS", 2),
+        "DEMO": env.get("REBOUND_DEMO", "1") not in ("0", "false", "no", ""),
+        "LOGIN_RATE_LIMIT": env.get("REBOUND_LOGIN_RATE_LIMIT", "10 per minute"),
+        "POLICIES_FILE": env.get("REBOUND_POLICIES_FILE", "config/retry-policies.yaml"),
+        "PLUGIN_RUNTIME_URL": env.get("REBOUND_PLUGIN_RUNTIME_URL", ""),
+    }
+
+
+DEFAULTS = {
+    "SQLALCHEMY_ENGINE_OPTIONS": {"pool_pre_ping": True},
+    "SESSION_COOKIE_HTTPONLY": True,
+    "SESSION_COOKIE_SAMESITE": "Lax",
+    "REMEMBER_COOKIE_HTTPONLY": True,
+    "WTF_CSRF_TIME_LIMIT": None,
+    "TESTING": False,
+}

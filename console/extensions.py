@@ -1,0 +1,25 @@
+"""Flask extensions, created unbound so the factory can wire them to an app."""
+
+from flask_htmx import HTMX
+from flask_limiter import Limiter
+from flask_limiter.util import get_remote_address
+from flask_login import LoginManager
+from flask_migrate import Migrate
+from flask_sqlalchemy import SQLAlchemy
+from flask_wtf import CSRFProtect
+from sqlalchemy import MetaData
+
+# Named constraints make Alembic's batch mode (SQLite) and PostgreSQL migrations agree.
+naming = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+db = SQLAlchemy(metadata=MetaData(naming_convention=naming))
+migrate = Migrate(render_as_batch=True)
+login_manager = LoginManager()
+csrf = CSRFProtect()
+htmx = HTMX()
+limiter = Limiter(key_func=get_remote_address, default_limits=[])

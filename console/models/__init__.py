@@ -1,0 +1,14 @@
+"""SQLAlchemy models: the system of record."""
+
+from console.models.audit import AuditEntry, AuditHead
+from console.models.people import ApiToken, Role, Tenant, User
+from console.models.policies import PolicyVersion, RetryPolicyRecord
+from console.models.recovery import Approval, DeadLetter, OutboxMessage, RunbookExecution, WorkOrder
+from console.models.runs import Run, RunEvent
+from console.models.tasks import Task
+
+__all__ = [
+    "ApiToken", "Approval", "AuditEntry", "AuditHead", "DeadLetter", "OutboxMessage", "PolicyVersion",
+    "RetryPolicyRecord", "Role", "Run", "RunEvent", "RunbookExecution", "Task", "Tenant", "User",
+    "WorkOrder",
+]

@@ -1,0 +1,42 @@
+"""The append-only, hash-chained audit log."""
+
+from sqlalchemy import JSON, Integer, String, Text, event
+from sqlalchemy.orm import Mapped, mapped_column
+
+from console.domain.clock import utcnow
+from console.extensions import db
+from console.models.types import UTCDateTime
+
+
+class AuditEntry(db.Model):
+    __tablename__ = "audit_log"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, unique=True)
+    at = mapped_column(UTCDateTime, default=utcnow, nullable=False, index=True)
+    actor: Mapped[str] = mapped_column(String(80))
+    actor_id: Mapped[int | None] = mapped_column(Integer)
+    action: Mapped[str] = mapped_column(String(80), index=True)
+    target_type: Mapped[str] = mapped_column(String(40))
+    target_id: Mapped[str] = mapped_column(String(80), default="")
+    tenant: Mapped[str | None] = mapped_column(String(64))
+    before = mapped_column(JSON)
+    after = mapped_column(JSON)
+    remote_addr: Mapped[str | None] = mapped_column(String(64))
+    prev_hash: Mapped[str] = mapped_column(String(64))
+    hash: Mapped[str] = mapped_column(String(64))
+    note: Mapped[str | None] = mapped_column(Text)
+
+
+class AuditHead(db.Model):
+    """One row whose update serialises appends, so the chain never forks."""
+
+    __tablename__ = "audit_head"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, default=0)
+    hash: Mapped[str] = mapped_column(String(64), default="0" * 64)
+
+
+@event.listens_for(AuditEntry, "before_update")
+@event.listens_for(AuditEntry, "before_delete")
+def _refuse_rewrite(mapper, connection, target):
+    raise PermissionError("the audit log is append-only")

@@ -1,0 +1,62 @@
+"""People, their roles, API tokens and tenants."""
+
+from enum import StrEnum
+
+from flask_login import UserMixin
+from sqlalchemy import Boolean, ForeignKey, Integer, String
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from console.domain.clock import utcnow
+from console.extensions import db
+from console.models.types import UTCDateTime
+
+
+class Role(StrEnum):
+    VIEWER = "viewer"
+    OPERATOR = "operator"
+    APPROVER = "approver"
+    MANAGER = "manager"
+    ADMIN = "admin"
+
+
+class Tenant(db.Model):
+    __tablename__ = "tenants"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    max_running: Mapped[int] = mapped_column(Integer, default=100)
+    max_queued: Mapped[int] = mapped_column(Integer, default=10_000)
+    created_at = mapped_column(UTCDateTime, default=utcnow, nullable=False)
+
+
+class User(UserMixin, db.Model):
+    __tablename__ = "users"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    username: Mapped[str] = mapped_column(String(64), unique=True)
+    password_hash: Mapped[str] = mapped_column(String(255))
+    role: Mapped[str] = mapped_column(String(16), default=Role.VIEWER)
+    # None means every tenant; set, the person sees only that tenant's data.
+    tenant_id: Mapped[int | None] = mapped_column(ForeignKey("tenants.id"))
+    active: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at = mapped_column(UTCDateTime, default=utcnow, nullable=False)
+    last_login_at = mapped_column(UTCDateTime)
+    tenant = relationship(Tenant)
+
+    @property
+    def is_active(self) -> bool:
+        return self.active
+
+
+class ApiToken(db.Model):
+    __tablename__ = "api_tokens"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    name: Mapped[str] = mapped_column(String(80), default="")
+    # Only a SHA-256 of the token is kept; the prefix lets people tell tokens apart.
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16))
+    tenant_id: Mapped[int | None] = mapped_column(ForeignKey("tenants.id"))
+    created_at = mapped_column(UTCDateTime, default=utcnow, nullable=False)
+    last_used_at = mapped_column(UTCDateTime)
+    revoked_at = mapped_column(UTCDateTime)
+    user = relationship(User)
+    tenant = relationship(Tenant)

@@ -1,0 +1,115 @@
+"""Dead letters, work orders, approvals and runbook executions: the recovery side."""
+
+from sqlalchemy import JSON, ForeignKey, Index, Integer, String, Text
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from console.domain.clock import utcnow
+from console.extensions import db
+from console.models.types import UTCDateTime
+
+
+class WorkOrder(db.Model):
+    __tablename__ = "work_orders"
+    __table_args__ = (Index("ix_work_orders_status_fingerprint", "status", "fingerprint"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"))
+    fingerprint: Mapped[str] = mapped_column(String(32))
+    title: Mapped[str] = mapped_column(String(255))
+    status: Mapped[str] = mapped_column(String(16), default="open")
+    dead_letter_count: Mapped[int] = mapped_column(Integer, default=0)
+    assignee_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    external_id: Mapped[str | None] = mapped_column(String(120))
+    created_at = mapped_column(UTCDateTime, default=utcnow, nullable=False)
+    acknowledged_at = mapped_column(UTCDateTime)
+    closed_at = mapped_column(UTCDateTime)
+    tenant = relationship("Tenant")
+    assignee = relationship("User")
+
+
+class DeadLetter(db.Model):
+    __tablename__ = "dead_letters"
+    __table_args__ = (
+        Index("ix_dead_letters_status_id", "status", "id"),
+        Index("ix_dead_letters_fingerprint_status", "fingerprint", "status"),
+        Index("ix_dead_letters_tenant_status_id", "tenant_id", "status", "id"),
+    )
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"), index=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"))
+    task_id: Mapped[int | None] = mapped_column(ForeignKey("tasks.id"))
+    handler: Mapped[str] = mapped_column(String(120))
+    series: Mapped[int] = mapped_column(Integer, default=1)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    reason: Mapped[str] = mapped_column(String(64))
+    error_code: Mapped[str | None] = mapped_column(String(80))
+    error_message: Mapped[str | None] = mapped_column(Text)
+    fingerprint: Mapped[str] = mapped_column(String(32))
+    # open → replayed | discarded | resolved
+    status: Mapped[str] = mapped_column(String(16), default="open")
+    work_order_id: Mapped[int | None] = mapped_column(ForeignKey("work_orders.id"))
+    created_at = mapped_column(UTCDateTime, default=utcnow, nullable=False, index=True)
+    resolved_at = mapped_column(UTCDateTime)
+    resolved_by: Mapped[str | None] = mapped_column(String(80))
+    resolution_note: Mapped[str | None] = mapped_column(Text)
+    run = relationship("Run")
+    tenant = relationship("Tenant")
+    work_order = relationship(WorkOrder)
+
+
+class OutboxMessage(db.Model):
+    """An alert, work order or escalation to deliver; written with the change that causes it."""
+
+    __tablename__ = "outbox"
+    __table_args__ = (Index("ix_outbox_status_next_attempt_at", "status", "next_attempt_at"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    channel: Mapped[str] = mapped_column(String(32), default="default")
+    dedup_key: Mapped[str] = mapped_column(String(200), index=True)
+    tenant_id: Mapped[int | None] = mapped_column(ForeignKey("tenants.id"))
+    payload = mapped_column(JSON, nullable=False)
+    occurrences: Mapped[int] = mapped_column(Integer, default=1)
+    status: Mapped[str] = mapped_column(String(16), default="pending")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at = mapped_column(UTCDateTime, default=utcnow)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at = mapped_column(UTCDateTime, default=utcnow, nullable=False)
+    delivered_at = mapped_column(UTCDateTime)
+
+
+class Approval(db.Model):
+    """A change that needs a second person (four-eyes rule)."""
+
+    __tablename__ = "approvals"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    tenant_id: Mapped[int | None] = mapped_column(ForeignKey("tenants.id"))
+    subject_type: Mapped[str] = mapped_column(String(40))
+    subject_id: Mapped[str] = mapped_column(String(80))
+    payload = mapped_column(JSON, nullable=False)
+    backup = mapped_column(JSON)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    status: Mapped[str] = mapped_column(String(16), default="pending", index=True)
+    requested_by_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    decided_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    decision_note: Mapped[str | None] = mapped_column(Text)
+    created_at = mapped_column(UTCDateTime, default=utcnow, nullable=False)
+    decided_at = mapped_column(UTCDateTime)
+    executed_at = mapped_column(UTCDateTime)
+
+
+class RunbookExecution(db.Model):
+    __tablename__ = "runbook_executions"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    runbook: Mapped[str] = mapped_column(String(120))
+    tenant_id: Mapped[int | None] = mapped_column(ForeignKey("tenants.id"))
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id"))
+    dead_letter_id: Mapped[int | None] = mapped_column(ForeignKey("dead_letters.id"))
+    approval_id: Mapped[int | None] = mapped_column(ForeignKey("approvals.id"))
+    params = mapped_column(JSON, default=dict, nullable=False)
+    status: Mapped[str] = mapped_column(String(16), default="pending")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    output: Mapped[str | None] = mapped_column(Text)
+    started_by: Mapped[str] = mapped_column(String(80))
+    created_at = mapped_column(UTCDateTime, default=utcnow, nullable=False)
+    started_at = mapped_column(UTCDateTime)
+    finished_at = mapped_column(UTCDateTime)

@@ -1,0 +1,74 @@
+"""Runs (one logical execution of a task) and their append-only timeline."""
+
+from sqlalchemy import JSON, Boolean, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from console.domain.clock import utcnow
+from console.extensions import db
+from console.models.types import UTCDateTime
+
+
+class Run(db.Model):
+    __tablename__ = "runs"
+    __table_args__ = (
+        UniqueConstraint("tenant_id", "idempotency_key"),
+        Index("ix_runs_status_next_retry_at", "status", "next_retry_at"),
+        Index("ix_runs_tenant_status_id", "tenant_id", "status", "id"),
+        Index("ix_runs_task_id_id", "task_id", "id"),
+    )
+    id: Mapped[int] = mapped_column(primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"))
+    task_id: Mapped[int | None] = mapped_column(ForeignKey("tasks.id"))
+    handler: Mapped[str] = mapped_column(String(120))
+    params = mapped_column(JSON, default=dict, nullable=False)
+    policy_version_id: Mapped[int | None] = mapped_column(ForeignKey("policy_versions.id"))
+    policy_overrides = mapped_column(JSON, default=dict, nullable=False)
+    idempotency_key: Mapped[str] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(24), default="pending")
+    status_reason: Mapped[str | None] = mapped_column(String(64))
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    # A replay starts a new attempt series on the same run and idempotency key.
+    series: Mapped[int] = mapped_column(Integer, default=1)
+    retry_token: Mapped[str | None] = mapped_column(String(64))
+    next_retry_at = mapped_column(UTCDateTime)
+    scheduled_for = mapped_column(UTCDateTime)
+    enqueued_at = mapped_column(UTCDateTime)
+    started_at = mapped_column(UTCDateTime)
+    finished_at = mapped_column(UTCDateTime)
+    created_at = mapped_column(UTCDateTime, default=utcnow, nullable=False, index=True)
+    updated_at = mapped_column(UTCDateTime, default=utcnow, nullable=False)
+    heartbeat_at = mapped_column(UTCDateTime)
+    worker_id: Mapped[str | None] = mapped_column(String(120))
+    progress: Mapped[int] = mapped_column(Integer, default=0)
+    progress_message: Mapped[str | None] = mapped_column(String(255))
+    result = mapped_column(JSON)
+    error_code: Mapped[str | None] = mapped_column(String(80), index=True)
+    error_message: Mapped[str | None] = mapped_column(Text)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    trace_id: Mapped[str | None] = mapped_column(String(64))
+    source: Mapped[str] = mapped_column(String(16), default="api")
+    tenant = relationship("Tenant")
+    task = relationship("Task")
+    policy_version = relationship("PolicyVersion")
+
+
+class RunEvent(db.Model):
+    __tablename__ = "run_events"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"), index=True)
+    at = mapped_column(UTCDateTime, default=utcnow, nullable=False)
+    kind: Mapped[str] = mapped_column(String(32))
+    from_status: Mapped[str | None] = mapped_column(String(24))
+    to_status: Mapped[str | None] = mapped_column(String(24))
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    series: Mapped[int] = mapped_column(Integer, default=1)
+    retry_token: Mapped[str | None] = mapped_column(String(64))
+    reason: Mapped[str | None] = mapped_column(String(64))
+    error_code: Mapped[str | None] = mapped_column(String(80))
+    message: Mapped[str | None] = mapped_column(Text)
+    next_retry_at = mapped_column(UTCDateTime)
+    worker_id: Mapped[str | None] = mapped_column(String(120))
+    duration_ms: Mapped[int | None] = mapped_column(Integer)
+    progress: Mapped[int | None] = mapped_column(Integer)
+    actor: Mapped[str | None] = mapped_column(String(80))
+    run = relationship(Run)

@@ -1,0 +1,35 @@
+"""Task definitions: what to run, where, when and under which policy."""
+
+from sqlalchemy import JSON, Boolean, ForeignKey, Integer, String, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from console.domain.clock import utcnow
+from console.extensions import db
+from console.models.types import UTCDateTime
+
+
+class Task(db.Model):
+    __tablename__ = "tasks"
+    __table_args__ = (UniqueConstraint("tenant_id", "name"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"), index=True)
+    name: Mapped[str] = mapped_column(String(120))
+    handler: Mapped[str] = mapped_column(String(120), index=True)
+    params = mapped_column(JSON, default=dict, nullable=False)
+    policy_id: Mapped[int | None] = mapped_column(ForeignKey("retry_policies.id"))
+    policy_overrides = mapped_column(JSON, default=dict, nullable=False)
+    cron: Mapped[str | None] = mapped_column(String(120))
+    timezone: Mapped[str] = mapped_column(String(64), default="UTC")
+    event: Mapped[str | None] = mapped_column(String(120), index=True)
+    mutex_key: Mapped[str | None] = mapped_column(String(120))
+    concurrency_policy: Mapped[str] = mapped_column(String(16), default="allow")
+    window = mapped_column(JSON)
+    jitter_s: Mapped[int] = mapped_column(Integer, default=0)
+    debounce_s: Mapped[int] = mapped_column(Integer, default=0)
+    sla = mapped_column(JSON)
+    paused: Mapped[bool] = mapped_column(Boolean, default=False)
+    deleted_at = mapped_column(UTCDateTime)
+    created_at = mapped_column(UTCDateTime, default=utcnow, nullable=False)
+    updated_at = mapped_column(UTCDateTime, default=utcnow, nullable=False)
+    tenant = relationship("Tenant")
+    policy = relationship("RetryPolicyRecord")

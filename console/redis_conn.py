@@ -1,0 +1,29 @@
+"""The shared Redis connection (transport for queues, breakers and locks)."""
+
+from pathlib import Path
+
+import redis
+from flask import current_app
+
+
+def embedded_url(data_dir: str) -> str:
+    """Return the URL of the embedded Redis that lives in the data dir."""
+    return f"unix://{Path(data_dir) / 'redis.sock'}"
+
+
+def init_app(app) -> None:
+    """Create the app's Redis client; it connects lazily, on first use."""
+    app.config["REDIS_URL_GIVEN"] = bool(app.config["REDIS_URL"])
+    if not app.config["REDIS_URL"]:
+        app.config["REDIS_URL"] = embedded_url(app.config["DATA_DIR"])
+    app.extensions["rebound_redis"] = redis.Redis.from_url(app.config["REDIS_URL"])
+
+
+def get_redis() -> redis.Redis:
+    """Return the current app's Redis client."""
+    return current_app.extensions["rebound_redis"]
+
+
+def limiter_storage_uri(url: str) -> str:
+    """Translate a redis-py URL into the form the limits library expects."""
+    return "redis+unix://" + url.removeprefix("unix://") if url.startswith("unix://") else url

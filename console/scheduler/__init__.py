@@ -1,0 +1,1 @@
+"""The scheduler process: cron triggers, maintenance schedule, leader lock."""

@@ -1,0 +1,14 @@
+"""The maintenance schedule, declared as data with stable ids."""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Periodic:
+    id: str
+    func: str  # "module:function", called with no arguments inside an app context
+    seconds: int
+    description: str
+
+
+MAINTENANCE: list[Periodic] = []

@@ -1,0 +1,1 @@
+"""Operations everyone calls (views, API, CLI, jobs); they know no Flask."""

@@ -1,0 +1,39 @@
+"""Errors services raise for bad input; the API and views turn them into 4xx answers."""
+
+
+class ServiceError(Exception):
+    """A request that cannot be carried out; says what to fix."""
+
+    status = 400
+    code = "bad_request"
+
+    def __init__(self, detail: str, field: str | None = None):
+        super().__init__(detail)
+        self.detail = detail
+        self.field = field
+
+    def to_dict(self) -> dict:
+        body = {"error": self.code, "detail": self.detail}
+        if self.field:
+            body["field"] = self.field
+        return body
+
+
+class InvalidInput(ServiceError):
+    status = 422
+    code = "invalid"
+
+
+class NotFound(ServiceError):
+    status = 404
+    code = "not_found"
+
+
+class Conflict(ServiceError):
+    status = 409
+    code = "conflict"
+
+
+class Forbidden(ServiceError):
+    status = 403
+    code = "forbidden"

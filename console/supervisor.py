@@ -1,0 +1,82 @@
+"""Run several child processes, restart the ones that die, stop them all on Ctrl-C."""
+
+import logging
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+
+log = logging.getLogger("rebound.up")
+
+
+@dataclass
+class Child:
+    name: str
+    argv: list[str]
+    process: subprocess.Popen | None = None
+    restarts: int = 0
+    started_at: float = 0.0
+    next_start: float = 0.0
+    env: dict = field(default_factory=dict)
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(self.argv, env=self.env or None)
+        self.started_at = time.monotonic()
+        log.info("started %s (pid %s)", self.name, self.process.pid)
+
+
+class Supervisor:
+    """Keep every child running until asked to stop."""
+
+    def __init__(self, children: list[Child], poll_s: float = 0.5):
+        self.children = children
+        self.poll_s = poll_s
+        self.stopping = False
+
+    def _request_stop(self, signum, frame) -> None:
+        self.stopping = True
+
+    def run(self) -> None:
+        """Start the children and watch them; return once all have stopped."""
+        signal.signal(signal.SIGINT, self._request_stop)
+        signal.signal(signal.SIGTERM, self._request_stop)
+        for child in self.children:
+            child.start()
+        while not self.stopping:
+            time.sleep(self.poll_s)
+            for child in self.children:
+                self._watch(child)
+        self.stop()
+
+    def _watch(self, child: Child) -> None:
+        now = time.monotonic()
+        if child.process is None:
+            if now >= child.next_start:
+                child.start()
+            return
+        code = child.process.poll()
+        if code is None:
+            return
+        # Back off if it keeps dying young, so a broken child does not spin the CPU.
+        quick = now - child.started_at < 10
+        child.restarts += 1
+        delay = min(30.0, 2.0 ** min(child.restarts, 5)) if quick else 1.0
+        log.warning("%s exited with code %s; restarting in %.0f s (restart #%d)", child.name, code, delay,
+                    child.restarts)
+        child.process = None
+        child.next_start = now + delay
+
+    def stop(self, timeout_s: float = 15.0) -> None:
+        """Ask every child to stop, then kill whatever is still running after the timeout."""
+        live = [c for c in self.children if c.process and c.process.poll() is None]
+        for child in live:
+            child.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        for child in live:
+            try:
+                child.process.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log.warning("%s did not stop in time; killing it", child.name)
+                child.process.kill()
+                child.process.wait()
+        log.info("all processes stopped")

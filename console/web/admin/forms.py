@@ -1,0 +1,35 @@
+"""Forms of the Admin area."""
+
+from flask_wtf import FlaskForm
+from wtforms import PasswordField, SelectField, StringField
+from wtforms.fields.choices import SelectChoice
+from wtforms.validators import DataRequired, Length, Optional, Regexp
+
+from console.models import Role
+
+ROLE_CHOICES = [SelectChoice(r.value) for r in Role]
+
+
+class CreateUserForm(FlaskForm):
+    username = StringField("Username", validators=[
+        DataRequired(), Regexp(r"^[a-zA-Z0-9_.-]{2,64}$", message="2-64 letters, digits, '.', '_' or '-'")])
+    role = SelectField("Role", choices=ROLE_CHOICES, default="viewer")
+    tenant = SelectField("Tenant", choices=[], validators=[Optional()])
+    password = PasswordField("Password", validators=[
+        Optional(), Length(min=10, message="at least 10 characters, or leave empty to generate one")])
+
+
+class UpdateUserForm(FlaskForm):
+    role = SelectField("Role", choices=ROLE_CHOICES)
+    active = SelectField("Status", choices=[SelectChoice("1", "active"), SelectChoice("0", "disabled")])
+
+
+class CreateTokenForm(FlaskForm):
+    user = SelectField("User", choices=[], validators=[DataRequired()])
+    name = StringField("Name", validators=[Optional(), Length(max=80)])
+    tenant = SelectField("Limited to tenant", choices=[], validators=[Optional()])
+
+
+def tenant_choices(tenants) -> list[SelectChoice]:
+    """Return the tenant options, with 'all tenants' first."""
+    return [SelectChoice("", "all tenants")] + [SelectChoice(t.name) for t in tenants]

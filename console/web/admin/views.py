@@ -1,0 +1,113 @@
+"""Admin: people, roles and API tokens."""
+
+from flask import Blueprint, flash, redirect, render_template, url_for
+from wtforms.fields.choices import SelectChoice
+
+from console.auth import current_actor, requires
+from console.auth.permissions import ADMIN
+from console.extensions import htmx
+from console.services import tenants, tokens, users
+from console.services.errors import ServiceError
+from console.web.admin.forms import CreateTokenForm, CreateUserForm, UpdateUserForm, tenant_choices
+
+bp = Blueprint("admin", __name__, url_prefix="/admin")
+
+
+def _create_user_form() -> CreateUserForm:
+    form = CreateUserForm()
+    form.tenant.choices = tenant_choices(tenants.all_tenants())
+    return form
+
+
+def _users_page(form=None, status=200):
+    rows = [(user, UpdateUserForm(prefix=f"u{user.id}", role=user.role, active="1" if user.active else "0"))
+            for user in users.all_users()]
+    return render_template("admin/users.html", rows=rows, form=form or _create_user_form()), status
+
+
+@bp.get("/users")
+@requires(ADMIN)
+def users_index():
+    return _users_page()
+
+
+@bp.post("/users")
+@requires(ADMIN)
+def create_user():
+    form = _create_user_form()
+    if not form.validate_on_submit():
+        return _users_page(form, 422)
+    try:
+        tenant = tenants.require(form.tenant.data) if form.tenant.data else None
+        user, generated = users.create(form.username.data, form.role.data, form.password.data or None,
+                                       current_actor(), tenant=tenant)
+    except ServiceError as error:
+        (form[error.field].errors if error.field in form else form.form_errors).append(error.detail)
+        return _users_page(form, error.status)
+    message = f"Created {user.username} ({user.role})."
+    if generated:
+        message += f" Their password, shown once: {generated}"
+    flash(message, "success")
+    return redirect(url_for("admin.users_index"))
+
+
+@bp.post("/users/<int:user_id>")
+@requires(ADMIN)
+def update_user(user_id: int):
+    user = users.get(user_id)
+    form = UpdateUserForm(prefix=f"u{user.id}")
+    error = None
+    if form.validate_on_submit():
+        try:
+            users.update(user, current_actor(), role=form.role.data, active=form.active.data == "1")
+        except ServiceError as exc:
+            error = exc.detail
+    else:
+        error = "; ".join(f"{k}: {', '.join(v)}" for k, v in form.errors.items())
+    if htmx:
+        form = UpdateUserForm(prefix=f"u{user.id}", role=user.role, active="1" if user.active else "0")
+        return render_template("admin/_user_row.html", user=user, form=form, error=error,
+                               saved=error is None), 200 if error is None else 409
+    flash(error or f"Saved {user.username}.", "error" if error else "success")
+    return redirect(url_for("admin.users_index"))
+
+
+def _token_form() -> CreateTokenForm:
+    form = CreateTokenForm()
+    form.user.choices = [SelectChoice(str(u.id), u.username) for u in users.all_users() if u.active]
+    form.tenant.choices = tenant_choices(tenants.all_tenants())
+    return form
+
+
+@bp.get("/tokens")
+@requires(ADMIN)
+def tokens_index():
+    return render_template("admin/tokens.html", tokens=tokens.all_tokens(), form=_token_form(), plaintext=None)
+
+
+@bp.post("/tokens")
+@requires(ADMIN)
+def create_token():
+    form = _token_form()
+    plaintext, status = None, 201
+    if form.validate_on_submit():
+        try:
+            tenant = tenants.require(form.tenant.data) if form.tenant.data else None
+            _, plaintext = tokens.issue(users.get(int(form.user.data)), current_actor(),
+                                        name=form.name.data or "", tenant=tenant)
+        except ServiceError as error:
+            form.form_errors.append(error.detail)
+            status = error.status
+    else:
+        status = 422
+    # The plaintext is rendered into this one response and never again, so no redirect here.
+    return render_template("admin/tokens.html", tokens=tokens.all_tokens(), form=form,
+                           plaintext=plaintext), status
+
+
+@bp.post("/tokens/<int:token_id>/revoke")
+@requires(ADMIN)
+def revoke_token(token_id: int):
+    token = tokens.revoke(token_id, current_actor())
+    flash(f"Revoked token {token.prefix}….", "success")
+    return redirect(url_for("admin.tokens_index"))

@@ -1,0 +1,29 @@
+"""The audit log: who changed what, when, from what to what."""
+
+from flask import Blueprint, render_template, request
+
+from console.auth import requires, tenant_scope
+from console.auth.permissions import ADMIN, VIEW
+from console.extensions import db
+from console.models import Tenant
+from console.services import audit, audit_query
+from console.web.render import page
+
+bp = Blueprint("audit", __name__, url_prefix="/audit")
+
+
+@bp.get("/")
+@requires(VIEW)
+def index():
+    scope = tenant_scope()
+    tenant = db.session.get(Tenant, scope).name if scope else None
+    filters = {key: request.args.get(key, "").strip() for key in ("actor", "action", "target")}
+    before = request.args.get("before", type=int)
+    entries, next_seq = audit_query.page(**filters, before_seq=before, tenant=tenant)
+    return page("audit/index.html", "results", entries=entries, next_seq=next_seq, filters=filters)
+
+
+@bp.get("/verify")
+@requires(ADMIN)
+def verify():
+    return render_template("audit/_verify.html", report=audit.verify(db.session))

@@ -1,0 +1,61 @@
+"""Log in and out."""
+
+import logging
+from urllib.parse import urlsplit
+
+from flask import Blueprint, current_app, flash, redirect, render_template, request, url_for
+from flask_login import current_user, login_required, login_user, logout_user
+
+from console.auth import current_actor, public
+from console.extensions import db, limiter
+from console.services import audit, users
+from console.web.auth.forms import LoginForm
+
+bp = Blueprint("auth", __name__)
+security_log = logging.getLogger("rebound.security")
+
+
+def _login_limit() -> str:
+    return current_app.config["LOGIN_RATE_LIMIT"]
+
+
+def _login_key() -> str:
+    # Per address and name: one noisy neighbour cannot lock everybody out.
+    return f"{request.remote_addr}|{request.form.get('username', '')[:64].lower()}"
+
+
+def _safe_next(target: str | None) -> str:
+    if target and target.startswith("/") and not target.startswith("//") and not urlsplit(target).netloc:
+        return target
+    return url_for("overview.index")
+
+
+@bp.route("/login", methods=["GET", "POST"])
+@public
+@limiter.limit(_login_limit, key_func=_login_key, methods=["POST"],
+               error_message="Too many login attempts; wait a minute and try again.")
+def login():
+    if current_user.is_authenticated:
+        return redirect(url_for("overview.index"))
+    form = LoginForm()
+    if form.validate_on_submit():
+        user = users.authenticate(form.username.data, form.password.data)
+        if user is not None:
+            login_user(user)
+            audit.record(db.session, current_actor(), "auth.login", "user", user.id)
+            db.session.commit()
+            return redirect(_safe_next(request.args.get("next")))
+        security_log.warning("login failed user=%s addr=%s", form.username.data[:64], request.remote_addr)
+        flash("Wrong username or password.", "error")
+        return render_template("auth/login.html", form=form), 401
+    return render_template("auth/login.html", form=form), 400 if form.errors else 200
+
+
+@bp.post("/logout")
+@login_required
+@public
+def logout():
+    audit.record(db.session, current_actor(), "auth.logout", "user", current_user.id)
+    db.session.commit()
+    logout_user()
+    return redirect(url_for("auth.login"))

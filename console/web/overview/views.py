@@ -1,0 +1,24 @@
+"""The Overview page: what needs attention right now."""
+
+from flask import Blueprint, redirect, url_for
+
+from console.auth import public, requires, tenant_scope
+from console.auth.permissions import VIEW
+from console.services import overview
+from console.web.render import page
+
+bp = Blueprint("overview", __name__)
+
+
+@bp.get("/")
+@public
+def root():
+    return redirect(url_for("overview.index"))
+
+
+@bp.get("/overview")
+@requires(VIEW)
+def index():
+    scope = tenant_scope()
+    return page("overview/index.html", "live", counters=overview.counters(scope),
+                dead_letters=overview.recent_dead_letters(scope))

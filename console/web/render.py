@@ -1,0 +1,13 @@
+"""Render a page, or just one block of it when htmx asks (one markup source for both)."""
+
+from flask import render_template
+from jinja2_fragments.flask import render_block
+
+from console.extensions import htmx
+
+
+def page(template: str, block: str, **context):
+    """Render the whole template, or only `block` for an htmx request that is not a boost."""
+    if htmx and not htmx.boosted:
+        return render_block(template, block, **context)
+    return render_template(template, **context)

@@ -1,0 +1,32 @@
+"""Serve the app with gunicorn (threads, so one slow page does not block the rest)."""
+
+from gunicorn.app.base import BaseApplication
+
+
+class GunicornServer(BaseApplication):
+    """Gunicorn, configured in code and serving an app that is already built."""
+
+    def __init__(self, app, options: dict):
+        self.application = app
+        self.options = options
+        super().__init__()
+
+    def load_config(self):
+        for key, value in self.options.items():
+            self.cfg.set(key, value)
+
+    def load(self):
+        return self.application
+
+
+def serve(app, host: str, port: int, workers: int = 1, threads: int = 8) -> None:
+    """Serve until stopped."""
+    GunicornServer(app, {
+        "bind": f"{host}:{port}",
+        "workers": workers,
+        "worker_class": "gthread",
+        "threads": threads,
+        "accesslog": "-",
+        "graceful_timeout": 10,
+        "timeout": 60,
+    }).run()

@@ -1,0 +1,53 @@
+"""RQ workers that run each job inside a fresh app context of an app built once."""
+
+import os
+import socket
+
+from rq import SimpleWorker, Worker
+
+from console.extensions import db
+
+QUEUES = ["default", "retries", "maintenance"]
+
+
+class AppContextMixin:
+    """Give each job its own app context and database session, then clean both up."""
+
+    flask_app = None
+
+    def perform_job(self, *args, **kwargs):
+        with self.flask_app.app_context():
+            try:
+                return super().perform_job(*args, **kwargs)
+            finally:
+                db.session.remove()
+
+
+class ReboundSimpleWorker(AppContextMixin, SimpleWorker):
+    """Runs jobs in the worker process itself: no fork per job, so several times faster."""
+
+
+class ReboundForkWorker(AppContextMixin, Worker):
+    """Forks a child per job: a crashing handler cannot take the worker down."""
+
+    def fork_work_horse(self, *args, **kwargs):
+        # The child must not reuse the parent's pooled database connections.
+        with self.flask_app.app_context():
+            db.engine.dispose(close=False)
+        return super().fork_work_horse(*args, **kwargs)
+
+
+WORKER_CLASSES = {"simple": ReboundSimpleWorker, "fork": ReboundForkWorker}
+
+
+def worker_name() -> str:
+    """Return a name that tells the host and process apart."""
+    return f"{socket.gethostname()}.{os.getpid()}"
+
+
+def build_worker(app, connection, kind: str = "simple", queues: list[str] | None = None) -> Worker:
+    """Create a worker of the given kind bound to the app."""
+    cls = WORKER_CLASSES[kind]
+    worker = cls(queues or QUEUES, connection=connection, name=worker_name())
+    worker.flask_app = app
+    return worker

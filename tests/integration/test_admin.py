@@ -1,0 +1,88 @@
+"""Admin: create people, change roles, issue and revoke tokens, all audited."""
+
+import re
+
+from console.extensions import db
+from console.models import ApiToken, AuditEntry, User
+
+
+def last_audit():
+    return db.session.query(AuditEntry).order_by(AuditEntry.seq.desc()).first()
+
+
+def test_admin_creates_a_user_with_a_generated_password_shown_once(client, auth):
+    auth.as_role("admin", "root")
+    response = client.post("/admin/users", data={"username": "nina", "role": "operator", "tenant": "",
+                                                  "password": "", "csrf_token": auth.csrf("/admin/users")})
+    assert response.status_code == 302
+    assert response.headers["Location"] == "/admin/users"
+    page = client.get("/admin/users").get_data(as_text=True)
+    password = re.search(r"Their password, shown once: (\S+)</div>", page).group(1)
+    assert "shown once" not in client.get("/admin/users").get_data(as_text=True)
+    client.post("/logout", data={"csrf_token": auth.csrf()})
+    assert auth.login("nina", password).status_code == 302
+    entry = db.session.query(AuditEntry).filter_by(action="user.create", actor="root").one()
+    assert entry.actor == "root" and entry.after["role"] == "operator"
+
+
+def test_invalid_new_user_gets_422_naming_the_field(client, auth):
+    auth.as_role("admin", "root")
+    response = client.post("/admin/users", data={"username": "x", "role": "operator", "password": "short",
+                                                  "csrf_token": auth.csrf("/admin/users")})
+    assert response.status_code == 422
+    body = response.get_data(as_text=True)
+    assert "2-64 letters" in body and "at least 10 characters" in body
+    assert db.session.query(User).count() == 1
+
+
+def test_duplicate_username_is_409(client, auth):
+    auth.as_role("admin", "root")
+    response = client.post("/admin/users", data={"username": "root", "role": "viewer", "password": "",
+                                                  "csrf_token": auth.csrf("/admin/users")})
+    assert response.status_code == 409
+    assert "already exists" in response.get_data(as_text=True)
+
+
+def test_role_change_over_htmx_returns_the_row_and_audits_before_and_after(client, auth):
+    target = auth.make_user("olga", "viewer")
+    auth.as_role("admin", "root")
+    response = client.post(f"/admin/users/{target.id}", headers={"HX-Request": "true"}, data={
+        f"u{target.id}-role": "approver", f"u{target.id}-active": "1", "csrf_token": auth.csrf()})
+    assert response.status_code == 200
+    fragment = response.get_data(as_text=True)
+    assert fragment.lstrip().startswith(f'<tr id="user-{target.id}"') and "saved" in fragment
+    db.session.refresh(target)
+    assert target.role == "approver"
+    entry = last_audit()
+    assert (entry.action, entry.before["role"], entry.after["role"]) == ("user.update", "viewer", "approver")
+
+
+def test_the_last_admin_cannot_be_demoted(client, auth):
+    root = auth.as_role("admin", "root")
+    response = client.post(f"/admin/users/{root.id}", headers={"HX-Request": "true"}, data={
+        f"u{root.id}-role": "viewer", f"u{root.id}-active": "1", "csrf_token": auth.csrf()})
+    assert response.status_code == 409
+    assert "last active admin" in response.get_data(as_text=True)
+    db.session.refresh(root)
+    assert root.role == "admin"
+
+
+def test_token_is_shown_once_stored_hashed_and_revocable(client, auth):
+    svc = auth.make_user("svc", "operator")
+    auth.as_role("admin", "root")
+    response = client.post("/admin/tokens", data={"user": str(svc.id), "name": "billing", "tenant": "default",
+                                                  "csrf_token": auth.csrf("/admin/tokens")})
+    assert response.status_code == 201
+    plaintext = re.search(r'id="new-token">(rb_[^<]+)<', response.get_data(as_text=True)).group(1)
+    assert plaintext not in client.get("/admin/tokens").get_data(as_text=True)
+    token = db.session.query(ApiToken).one()
+    assert token.token_hash != plaintext and token.tenant.name == "default"
+    api = client.application.test_client()
+    me = api.get("/api/me", headers={"Authorization": f"Bearer {plaintext}"})
+    assert me.status_code == 200, me.json
+    assert me.json["tenant"] == "default"
+    response = client.post(f"/admin/tokens/{token.id}/revoke", data={"csrf_token": auth.csrf()})
+    assert response.status_code == 302
+    assert api.get("/api/me", headers={"Authorization": f"Bearer {plaintext}"}).status_code == 401
+    assert [e.action for e in db.session.query(AuditEntry).filter(AuditEntry.target_type == "api_token")] == [
+        "token.create", "token.revoke"]

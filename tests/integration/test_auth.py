@@ -1,0 +1,159 @@
+"""Logging in, roles, CSRF, tokens: every refusal is a clear 4xx that changes nothing."""
+
+import logging
+
+from console.extensions import db
+from console.models import AuditEntry, User
+from console.services import tokens
+from console.services.actor import Actor
+from tests.conftest import PASSWORD, csrf_from
+
+
+def audit_actions():
+    return [e.action for e in db.session.query(AuditEntry).order_by(AuditEntry.seq)]
+
+
+def test_login_with_the_right_password_lands_on_the_overview_and_is_audited(client, auth):
+    auth.make_user("olga", "operator")
+    response = auth.login("olga")
+    assert response.status_code == 302
+    assert response.headers["Location"] == "/overview"
+    assert client.get("/overview").status_code == 200
+    assert audit_actions()[-1] == "auth.login"
+
+
+def test_wrong_password_is_401_with_a_message_and_a_log_line(client, auth, caplog):
+    auth.make_user("olga", "operator")
+    with caplog.at_level(logging.WARNING, logger="rebound.security"):
+        response = auth.login("olga", "not-the-password")
+    assert response.status_code == 401
+    assert "Wrong username or password" in response.get_data(as_text=True)
+    assert "login failed user=olga" in caplog.text
+    assert client.get("/overview").status_code == 302  # still logged out
+    assert "auth.login" not in audit_actions()
+
+
+def test_unknown_user_gets_the_same_answer_as_a_wrong_password(auth):
+    assert auth.login("nobody", "whatever-it-is").status_code == 401
+
+
+def test_disabled_user_cannot_log_in(auth):
+    user = auth.make_user("gone", "admin")
+    user.active = False
+    db.session.commit()
+    assert auth.login("gone").status_code == 401
+
+
+def test_next_parameter_only_redirects_inside_the_console(client, auth):
+    auth.make_user("olga", "operator")
+    page = client.get("/login?next=https://evil.example/")
+    response = client.post("/login?next=https://evil.example/", data={
+        "username": "olga", "password": PASSWORD, "csrf_token": csrf_from(page.get_data(as_text=True))})
+    assert response.headers["Location"] == "/overview"
+
+
+def test_login_without_csrf_token_is_rejected(client, auth, caplog):
+    auth.make_user("olga", "operator")
+    with caplog.at_level(logging.WARNING, logger="rebound.security"):
+        response = client.post("/login", data={"username": "olga", "password": PASSWORD})
+    assert response.status_code == 400
+    assert "CSRF" in response.get_data(as_text=True)
+    assert "csrf rejected" in caplog.text
+
+
+def test_admin_form_without_csrf_token_changes_nothing(client, auth):
+    auth.as_role("admin", "root")
+    response = client.post("/admin/users", data={"username": "mallory", "role": "admin"})
+    assert response.status_code == 400
+    assert db.session.query(User).filter_by(username="mallory").first() is None
+
+
+def test_viewer_posting_to_an_admin_route_gets_403_and_nothing_changes(client, auth, caplog):
+    target = auth.make_user("target", "operator")
+    auth.as_role("viewer", "vic")
+    token = auth.csrf()
+    with caplog.at_level(logging.WARNING, logger="rebound.security"):
+        response = client.post(f"/admin/users/{target.id}", data={
+            "csrf_token": token, f"u{target.id}-role": "admin", f"u{target.id}-active": "1"})
+    assert response.status_code == 403
+    assert "your role (viewer) may not admin" in response.get_data(as_text=True)
+    assert "forbidden user=vic" in caplog.text
+    db.session.refresh(target)
+    assert target.role == "operator"
+    assert client.get("/admin/users").status_code == 403
+
+
+def test_login_is_rate_limited_per_address_and_name(app, client, auth):
+    app.config["LOGIN_RATE_LIMIT"] = "3 per minute"
+    auth.make_user("olga", "operator")
+    codes = [auth.login("olga", "wrong-password").status_code for _ in range(4)]
+    assert codes == [401, 401, 401, 429]
+    assert "Too many login attempts" in auth.login("olga").get_data(as_text=True)
+    assert auth.login("someone-else", "x" * 10).status_code == 401  # a different name is not locked out
+
+
+def test_invalid_bearer_token_is_401_json_and_logged(client, caplog):
+    with caplog.at_level(logging.WARNING, logger="rebound.security"):
+        response = client.get("/api/me", headers={"Authorization": "Bearer rb_not-a-real-token"})
+    assert response.status_code == 401
+    assert response.json == {"error": "unauthorized",
+                             "detail": "the bearer token is invalid, revoked, or its user is disabled"}
+    assert "invalid bearer token" in caplog.text
+
+
+def test_api_without_a_token_says_how_to_send_one(client):
+    response = client.get("/api/me")
+    assert response.status_code == 401
+    assert "Authorization: Bearer" in response.json["detail"]
+
+
+def test_api_refuses_the_session_cookie(client, auth):
+    # The API is CSRF-exempt, so a logged-in browser must not be able to call it.
+    auth.as_role("admin")
+    assert client.get("/api/me").status_code == 401
+
+
+def test_a_token_acts_as_its_user_until_revoked(client, auth):
+    user = auth.make_user("svc", "operator")
+    row, plaintext = tokens.issue(user, Actor("test"), name="billing")
+    headers = {"Authorization": f"Bearer {plaintext}"}
+    assert client.get("/api/me", headers=headers).json == {
+        "username": "svc", "role": "operator", "token": row.prefix, "tenant": None}
+    assert row.token_hash != plaintext and plaintext not in row.token_hash
+    tokens.revoke(row.id, Actor("test"))
+    assert client.get("/api/me", headers=headers).status_code == 401
+
+
+def test_passwords_are_stored_with_a_kdf(auth):
+    user = auth.make_user("olga", "operator")
+    assert user.password_hash.startswith(("scrypt:", "pbkdf2:"))
+    assert PASSWORD not in user.password_hash
+
+
+def test_console_pages_are_not_cached(client, auth):
+    auth.as_role("viewer")
+    assert client.get("/overview").headers["Cache-Control"] == "no-store"
+    assert client.get("/login").headers["Cache-Control"] == "no-store"
+
+
+def test_every_route_declares_who_may_use_it(app):
+    undeclared = []
+    for rule in app.url_map.iter_rules():
+        view = app.view_functions[rule.endpoint]
+        if rule.endpoint != "static" and not hasattr(view, "required_permission"):
+            undeclared.append(rule.rule)
+    assert undeclared == []
+
+
+def test_every_state_changing_route_is_post_only(app):
+    # GET must never change state; the few public GETs are read-only by construction.
+    for rule in app.url_map.iter_rules():
+        methods = rule.methods - {"HEAD", "OPTIONS"}
+        if "POST" in methods and rule.endpoint != "auth.login":
+            assert methods <= {"POST", "PUT", "DELETE", "PATCH"}, rule.rule
+
+
+def test_htmx_request_without_a_session_is_told_to_go_to_login(client):
+    response = client.get("/overview", headers={"HX-Request": "true"})
+    assert response.status_code == 401
+    assert response.headers["HX-Redirect"] == "/login"

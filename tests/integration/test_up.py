@@ -1,0 +1,57 @@
+"""`rebound up` on an empty data dir: embedded Redis, migrations, first admin, supervised children."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+
+import requests
+
+from tests.conftest import free_port, wait_for
+
+
+def test_up_starts_everything_restarts_a_dead_child_and_stops_on_ctrl_c(tmp_path):
+    port = free_port()
+    env = {key: value for key, value in os.environ.items() if not key.startswith("REBOUND_")}
+    env.update(REBOUND_DATA_DIR=str(tmp_path), REBOUND_PORT=str(port), REBOUND_WORKERS="1",
+               REBOUND_DEMO="0", PYTHONUNBUFFERED="1")
+    log_path = tmp_path / "up.log"
+    with log_path.open("w") as log:
+        up = subprocess.Popen([sys.executable, "-m", "console.cli", "up"], env=env, stdout=log,
+                              stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        base = f"http://127.0.0.1:{port}"
+
+        def healthy():
+            assert up.poll() is None, log_path.read_text()
+            try:
+                return requests.get(f"{base}/healthz", timeout=1).json()
+            except requests.RequestException:
+                return None
+
+        assert wait_for(healthy, 60, 0.2, "the console to answer") == {
+            "database": "ok", "redis": "ok", "status": "ok"}
+        output = log_path.read_text()
+        password = re.search(r"password: (\S+)", output).group(1)
+        session = requests.Session()
+        login_page = session.get(f"{base}/login").text
+        csrf = re.search(r'name="csrf_token" type="hidden" value="([^"]+)"', login_page).group(1)
+        response = session.post(f"{base}/login", data={"username": "admin", "password": password,
+                                                       "csrf_token": csrf}, allow_redirects=False)
+        assert response.status_code == 302
+
+        worker_pid = int(wait_for(lambda: re.search(r"started worker-1 \(pid (\d+)\)", log_path.read_text()),
+                                  30, 0.1, "the worker to start").group(1))
+        os.kill(worker_pid, signal.SIGKILL)
+        wait_for(lambda: "worker-1 exited with code -9; restarting" in log_path.read_text(), 30, 0.1,
+                 "the restart to be logged")
+        wait_for(lambda: len(re.findall(r"started worker-1 \(pid", log_path.read_text())) == 2, 30, 0.1,
+                 "the worker to come back")
+    finally:
+        # Ctrl-C in a terminal signals the whole foreground process group.
+        os.killpg(up.pid, signal.SIGINT)
+        code = up.wait(30)
+    assert code == 0, log_path.read_text()
+    assert "all processes stopped" in log_path.read_text()
+    assert not (tmp_path / "redis.sock").exists()
