@@ -12,15 +12,16 @@ from flask.cli import FlaskGroup, with_appcontext
 from console.logs import configure as configure_logging
 
 
-def _ensure_redis() -> None:
-    """Use REBOUND_REDIS_URL, or start the embedded Redis in the data dir for this process."""
+def _start_process() -> None:
+    """Prepare a long-running process: Redis reachable (embedded unless REBOUND_REDIS_URL), defaults loaded."""
     from console import embedded_redis
+    from console.services import bootstrap
 
-    if current_app.config.get("REDIS_URL_GIVEN"):
-        return
-    _, process = embedded_redis.start(current_app.config["DATA_DIR"])
-    if process is not None:
-        atexit.register(process.terminate)
+    if not current_app.config.get("REDIS_URL_GIVEN"):
+        _, process = embedded_redis.start(current_app.config["DATA_DIR"])
+        if process is not None:
+            atexit.register(process.terminate)
+    bootstrap.ensure_ready()
 
 
 def _child(*args: str) -> list[str]:
@@ -70,7 +71,7 @@ def web_command(host, port, threads):
     """Serve the console and API with gunicorn."""
     from console.webserver import serve
 
-    _ensure_redis()
+    _start_process()
     serve(current_app._get_current_object(), host, port or current_app.config["PORT"], threads=threads)
 
 
@@ -86,7 +87,7 @@ def worker_command(processes, kind, burst):
     from console.supervisor import Child, Supervisor
     from console.worker import build_worker
 
-    _ensure_redis()
+    _start_process()
     if processes > 1:
         args = ["worker", "--kind", kind] + (["--burst"] if burst else [])
         Supervisor([Child(f"worker-{n + 1}", _child(*args)) for n in range(processes)]).run()
@@ -103,7 +104,7 @@ def scheduler_command():
 
     from console.scheduler import process
 
-    _ensure_redis()
+    _start_process()
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -184,7 +185,49 @@ def audit_verify_command():
     click.echo(f"audit chain intact: {report.checked} rows verified")
 
 
-COMMANDS = [up_command, web_command, worker_command, scheduler_command, create_user_command,
+@click.command("retry-inspect")
+@click.option("--reconcile", is_flag=True, help="Repair drift between the database and Redis first.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
+@with_appcontext
+def retry_inspect_command(reconcile, as_json):
+    """Show the delay queue and the dead-letter queue; --reconcile repairs state drift."""
+    import json
+
+    from console.services.engine import inspect
+    from console.services.engine.reconcile import reconcile as run_reconcile
+
+    repaired = run_reconcile().as_dict() if reconcile else None
+    data = inspect.snapshot()
+    if repaired is not None:
+        data["reconciled"] = repaired
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    if repaired is not None:
+        click.echo("Reconciled: " + ", ".join(f"{k} {v}" for k, v in repaired.items()))
+    click.echo("Runs by status: " + (", ".join(f"{k} {v}" for k, v in sorted(data["runs_by_status"].items()))
+                                     or "none"))
+    _table("Delay queue (retry_wait)", ["handler", "count", "next_retry_at"], data["delay_queue"])
+    _table("Dead-letter queue (open)", ["handler", "error_code", "count", "oldest_age_s"], data["dead_letter_queue"])
+    _table("Oldest retry-waiting runs", ["run_id", "handler", "attempt", "next_retry_at", "error_code"],
+           data["oldest_retry_wait"])
+    _table("Oldest open dead letters", ["id", "run_id", "handler", "error_code", "age_s", "reason"],
+           data["oldest_dead_letters"])
+
+
+def _table(title: str, columns: list[str], rows: list[dict]) -> None:
+    click.echo(f"\n{title}")
+    if not rows:
+        click.echo("  (none)")
+        return
+    cells = [[str(row.get(c, "")) for c in columns] for row in rows]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+    click.echo("  " + "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)))
+    for r in cells:
+        click.echo("  " + "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)))
+
+
+COMMANDS = [up_command, retry_inspect_command, web_command, worker_command, scheduler_command, create_user_command,
             create_token_command, seed_demo_command, audit_group]
 
 

@@ -4,6 +4,8 @@ import os
 import secrets
 from pathlib import Path
 
+PROJECT = Path(__file__).resolve().parent.parent
+
 
 def _data_dir(env) -> Path:
     return Path(env.get("REBOUND_DATA_DIR", "instance")).resolve()
@@ -36,6 +38,16 @@ def _int(env, name: str, default: int) -> int:
         raise SystemExit(f"{name} must be a whole number, got {raw!r}") from None
 
 
+def _float(env, name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise SystemExit(f"{name} must be a number, got {raw!r}") from None
+
+
 def from_env(env=None) -> dict:
     """Build the Flask config mapping from REBOUND_* environment variables."""
     env = os.environ if env is None else env
@@ -51,8 +63,14 @@ def from_env(env=None) -> dict:
         "WORKERS": _int(env, "REBOUND_WORKERS", 2),
         "DEMO": env.get("REBOUND_DEMO", "1") not in ("0", "false", "no", ""),
         "LOGIN_RATE_LIMIT": env.get("REBOUND_LOGIN_RATE_LIMIT", "10 per minute"),
-        "POLICIES_FILE": env.get("REBOUND_POLICIES_FILE", "config/retry-policies.yaml"),
+        "POLICIES_FILE": env.get("REBOUND_POLICIES_FILE") or str(PROJECT / "config" / "retry-policies.yaml"),
+        "COMMANDS_FILE": env.get("REBOUND_COMMANDS_FILE") or str(PROJECT / "config" / "commands.yaml"),
         "PLUGIN_RUNTIME_URL": env.get("REBOUND_PLUGIN_RUNTIME_URL", ""),
+        # A running run whose heartbeat is older than this is taken for lost (its worker died).
+        "HEARTBEAT_S": _float(env, "REBOUND_HEARTBEAT_S", 5.0),
+        "STALE_AFTER_S": _float(env, "REBOUND_STALE_AFTER_S", 30.0),
+        # A pending run not picked up this long after enqueueing is checked against Redis.
+        "REQUEUE_AFTER_S": _float(env, "REBOUND_REQUEUE_AFTER_S", 30.0),
     }
 
 

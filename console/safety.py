@@ -26,12 +26,9 @@ def _sqlite_pragmas(dbapi_connection, connection_record):
         cursor.close()
 
 
-def _error_response(status: int, code: str, detail: str, field: str | None = None):
+def _error_response(status: int, code: str, detail: str, body: dict | None = None):
     if wants_json():
-        body = {"error": code, "detail": detail}
-        if field:
-            body["field"] = field
-        return jsonify(body), status
+        return jsonify(body or {"error": code, "detail": detail}), status
     return render_template("error.html", status=status, detail=detail), status
 
 
@@ -55,7 +52,7 @@ def init_app(app) -> None:
 
     @app.errorhandler(ServiceError)
     def service_error(error):
-        return _error_response(error.status, error.code, error.detail, error.field)
+        return _error_response(error.status, error.code, error.detail, error.to_dict())
 
     @app.errorhandler(HTTPException)
     def http_error(error):

@@ -17,6 +17,8 @@ class AppContextMixin:
 
     def perform_job(self, *args, **kwargs):
         with self.flask_app.app_context():
+            # A job's session lives for one job; reloading every object after each commit only costs queries.
+            db.session().expire_on_commit = False
             try:
                 return super().perform_job(*args, **kwargs)
             finally:

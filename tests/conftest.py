@@ -17,7 +17,7 @@ from console import create_app
 from console.domain.clock import FrozenClock
 from console.embedded_redis import start as start_redis
 from console.extensions import db
-from console.services import tenants, users
+from console.services import bootstrap, users
 from console.services.actor import Actor
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,8 +56,26 @@ def make_config(tmp_path: Path, redis_url: str, **extra) -> dict:
         "REDIS_URL": redis_url,
         "SECRET_KEY": "test-secret-" + tmp_path.name,
         "LOGIN_RATE_LIMIT": "1000 per minute",
+        # Fast liveness checks, so worker-loss tests finish in seconds.
+        "HEARTBEAT_S": 0.2,
+        "STALE_AFTER_S": 2.0,
+        "REQUEUE_AFTER_S": 1.0,
         **extra,
     }
+
+
+ENV_OF = {"DATA_DIR": "REBOUND_DATA_DIR", "SQLALCHEMY_DATABASE_URI": "REBOUND_DATABASE_URL",
+          "REDIS_URL": "REBOUND_REDIS_URL", "SECRET_KEY": "REBOUND_SECRET_KEY", "HEARTBEAT_S": "REBOUND_HEARTBEAT_S",
+          "STALE_AFTER_S": "REBOUND_STALE_AFTER_S", "REQUEUE_AFTER_S": "REBOUND_REQUEUE_AFTER_S",
+          "PLUGIN_RUNTIME_URL": "REBOUND_PLUGIN_RUNTIME_URL", "COMMANDS_FILE": "REBOUND_COMMANDS_FILE"}
+
+
+def env_for(app) -> dict:
+    """Return the environment a child process needs to act on the same database and Redis as `app`."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("REBOUND_")}
+    env.update({name: str(app.config[key]) for key, name in ENV_OF.items() if app.config.get(key)})
+    env.update(REBOUND_LOG_LEVEL="WARNING", PYTHONUNBUFFERED="1")
+    return env
 
 
 class IsolatedClient(FlaskClient):
@@ -75,7 +93,7 @@ def app(tmp_path, redis_url):
     app.test_client_class = IsolatedClient
     with app.app_context():
         db.create_all()
-        tenants.ensure_default()
+        bootstrap.ensure_ready()
         yield app
         db.session.remove()
         db.engine.dispose()

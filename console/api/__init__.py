@@ -29,6 +29,11 @@ def me():
 
 
 def register(app) -> None:
-    """Register the API blueprint, exempt from CSRF (it takes bearer tokens only)."""
-    csrf.exempt(bp)
-    app.register_blueprint(bp)
+    """Register the API blueprints, exempt from CSRF (they take bearer tokens only)."""
+    from console.api.internal import bp as internal
+    from console.api.openapi import bp as openapi
+    from console.api.worker import bp as worker
+
+    for blueprint in (bp, worker, internal, openapi):
+        csrf.exempt(blueprint)
+        app.register_blueprint(blueprint)

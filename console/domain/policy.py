@@ -127,7 +127,14 @@ class RetryPolicy:
 
     def with_overrides(self, overrides: Mapping) -> "RetryPolicy":
         """Return a copy with some fields changed, validating the merged result."""
-        return RetryPolicy.from_mapping({**self.to_dict(), **_flatten(overrides)})
+        try:
+            return RetryPolicy.from_mapping({**self.to_dict(), **_flatten(overrides)})
+        except PolicyError as exc:
+            # The merge is flat; name the field as the overrides spelled it (breaker.open_s, not breaker_open_s).
+            if exc.field in overrides or exc.field not in _ALIAS_OF:
+                raise
+            field = _ALIAS_OF[exc.field]
+            raise PolicyError(field, exc.message.replace(exc.field, field, 1)) from None
 
 
 _FIELD_NAMES = frozenset(f.name for f in fields(RetryPolicy))

@@ -15,13 +15,17 @@ class Run(db.Model):
         Index("ix_runs_status_next_retry_at", "status", "next_retry_at"),
         Index("ix_runs_tenant_status_id", "tenant_id", "status", "id"),
         Index("ix_runs_task_id_id", "task_id", "id"),
+        Index("ix_runs_tenant_handler_status", "tenant_id", "handler", "status"),
+        Index("ix_runs_task_status", "task_id", "status"),
     )
     id: Mapped[int] = mapped_column(primary_key=True)
     tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"))
     task_id: Mapped[int | None] = mapped_column(ForeignKey("tasks.id"))
     handler: Mapped[str] = mapped_column(String(120))
     params = mapped_column(JSON, default=dict, nullable=False)
-    policy_version_id: Mapped[int | None] = mapped_column(ForeignKey("policy_versions.id"))
+    policy_id: Mapped[int | None] = mapped_column(ForeignKey("retry_policies.id"))
+    # The version the latest attempt used: a policy change takes effect from the next attempt.
+    policy_version: Mapped[int | None] = mapped_column(Integer)
     policy_overrides = mapped_column(JSON, default=dict, nullable=False)
     idempotency_key: Mapped[str] = mapped_column(String(200))
     status: Mapped[str] = mapped_column(String(24), default="pending")
@@ -29,6 +33,8 @@ class Run(db.Model):
     attempt: Mapped[int] = mapped_column(Integer, default=0)
     # A replay starts a new attempt series on the same run and idempotency key.
     series: Mapped[int] = mapped_column(Integer, default=1)
+    # Attempts over every series; demo.flaky counts these so a replay can recover.
+    executions: Mapped[int] = mapped_column(Integer, default=0)
     retry_token: Mapped[str | None] = mapped_column(String(64))
     next_retry_at = mapped_column(UTCDateTime)
     scheduled_for = mapped_column(UTCDateTime)
@@ -49,7 +55,7 @@ class Run(db.Model):
     source: Mapped[str] = mapped_column(String(16), default="api")
     tenant = relationship("Tenant")
     task = relationship("Task")
-    policy_version = relationship("PolicyVersion")
+    policy = relationship("RetryPolicyRecord")
 
 
 class RunEvent(db.Model):
@@ -62,6 +68,8 @@ class RunEvent(db.Model):
     to_status: Mapped[str | None] = mapped_column(String(24))
     attempt: Mapped[int] = mapped_column(Integer, default=0)
     series: Mapped[int] = mapped_column(Integer, default=1)
+    # Attempts over every series; demo.flaky counts these so a replay can recover.
+    executions: Mapped[int] = mapped_column(Integer, default=0)
     retry_token: Mapped[str | None] = mapped_column(String(64))
     reason: Mapped[str | None] = mapped_column(String(64))
     error_code: Mapped[str | None] = mapped_column(String(80))
@@ -71,4 +79,5 @@ class RunEvent(db.Model):
     duration_ms: Mapped[int | None] = mapped_column(Integer)
     progress: Mapped[int | None] = mapped_column(Integer)
     actor: Mapped[str | None] = mapped_column(String(80))
+    data = mapped_column(JSON)
     run = relationship(Run)

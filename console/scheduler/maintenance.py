@@ -11,4 +11,7 @@ class Periodic:
     description: str
 
 
-MAINTENANCE: list[Periodic] = []
+MAINTENANCE: list[Periodic] = [
+    Periodic("reconcile", "console.services.engine.reconcile:reconcile", 30,
+             "Repair drift between the database and Redis"),
+]

@@ -1,13 +1,20 @@
-"""Make a database ready to use: schema, default tenant, first admin."""
+"""Make a database ready to use: schema, default tenant, default policies, first admin."""
 
+from flask import current_app
 from flask_migrate import upgrade
 
-from console.services import tenants, users
+from console.services import policies, tenants, users
+
+
+def ensure_ready() -> None:
+    """Ensure the default tenant and the YAML file's policies exist (cheap; every process calls it)."""
+    tenants.ensure_default()
+    policies.load_defaults(current_app.config["POLICIES_FILE"])
 
 
 def prepare(admin_password: str | None) -> str | None:
-    """Apply migrations, ensure the default tenant and first admin; return a generated password."""
+    """Apply migrations, ensure the defaults and the first admin; return a generated password."""
     upgrade()
-    tenants.ensure_default()
+    ensure_ready()
     _, generated = users.ensure_admin(admin_password)
     return generated

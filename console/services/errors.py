@@ -37,3 +37,17 @@ class Conflict(ServiceError):
 class Forbidden(ServiceError):
     status = 403
     code = "forbidden"
+
+
+class QueueFull(ServiceError):
+    """A submission over a queue limit or tenant quota; nothing was created."""
+
+    status = 429
+    code = "queue_full"
+
+    def __init__(self, detail: str, limit: str, current: int, maximum: int):
+        super().__init__(detail, limit)
+        self.limit, self.current, self.maximum = limit, current, maximum
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "limit": self.limit, "current": self.current, "max": self.maximum}

@@ -1,8 +1,8 @@
 """first schema
 
-Revision ID: f449e06f5374
+Revision ID: f0ea5e2b95f6
 Revises: 
-Create Date: 2026-11-29 07:44:28.910101
+Create Date: 2026-11-29 07:51:01.418135
 
 """
 from datetime import UTC, datetime
@@ -11,9 +11,8 @@ from alembic import op
 import sqlalchemy as sa
 
 
-
 # revision identifiers, used by Alembic.
-revision = 'f449e06f5374'
+revision = 'f0ea5e2b95f6'
 down_revision = None
 branch_labels = None
 depends_on = None
@@ -200,13 +199,15 @@ def upgrade():
     sa.Column('task_id', sa.Integer(), nullable=True),
     sa.Column('handler', sa.String(length=120), nullable=False),
     sa.Column('params', sa.JSON(), nullable=False),
-    sa.Column('policy_version_id', sa.Integer(), nullable=True),
+    sa.Column('policy_id', sa.Integer(), nullable=True),
+    sa.Column('policy_version', sa.Integer(), nullable=True),
     sa.Column('policy_overrides', sa.JSON(), nullable=False),
     sa.Column('idempotency_key', sa.String(length=200), nullable=False),
     sa.Column('status', sa.String(length=24), nullable=False),
     sa.Column('status_reason', sa.String(length=64), nullable=True),
     sa.Column('attempt', sa.Integer(), nullable=False),
     sa.Column('series', sa.Integer(), nullable=False),
+    sa.Column('executions', sa.Integer(), nullable=False),
     sa.Column('retry_token', sa.String(length=64), nullable=True),
     sa.Column('next_retry_at', sa.DateTime(), nullable=True),
     sa.Column('scheduled_for', sa.DateTime(), nullable=True),
@@ -225,7 +226,7 @@ def upgrade():
     sa.Column('cancel_requested', sa.Boolean(), nullable=False),
     sa.Column('trace_id', sa.String(length=64), nullable=True),
     sa.Column('source', sa.String(length=16), nullable=False),
-    sa.ForeignKeyConstraint(['policy_version_id'], ['policy_versions.id'], name=op.f('fk_runs_policy_version_id_policy_versions')),
+    sa.ForeignKeyConstraint(['policy_id'], ['retry_policies.id'], name=op.f('fk_runs_policy_id_retry_policies')),
     sa.ForeignKeyConstraint(['task_id'], ['tasks.id'], name=op.f('fk_runs_task_id_tasks')),
     sa.ForeignKeyConstraint(['tenant_id'], ['tenants.id'], name=op.f('fk_runs_tenant_id_tenants')),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_runs')),
@@ -236,6 +237,8 @@ def upgrade():
         batch_op.create_index(batch_op.f('ix_runs_error_code'), ['error_code'], unique=False)
         batch_op.create_index('ix_runs_status_next_retry_at', ['status', 'next_retry_at'], unique=False)
         batch_op.create_index('ix_runs_task_id_id', ['task_id', 'id'], unique=False)
+        batch_op.create_index('ix_runs_task_status', ['task_id', 'status'], unique=False)
+        batch_op.create_index('ix_runs_tenant_handler_status', ['tenant_id', 'handler', 'status'], unique=False)
         batch_op.create_index('ix_runs_tenant_status_id', ['tenant_id', 'status', 'id'], unique=False)
 
     op.create_table('work_orders',
@@ -297,6 +300,7 @@ def upgrade():
     sa.Column('to_status', sa.String(length=24), nullable=True),
     sa.Column('attempt', sa.Integer(), nullable=False),
     sa.Column('series', sa.Integer(), nullable=False),
+    sa.Column('executions', sa.Integer(), nullable=False),
     sa.Column('retry_token', sa.String(length=64), nullable=True),
     sa.Column('reason', sa.String(length=64), nullable=True),
     sa.Column('error_code', sa.String(length=80), nullable=True),
@@ -306,6 +310,7 @@ def upgrade():
     sa.Column('duration_ms', sa.Integer(), nullable=True),
     sa.Column('progress', sa.Integer(), nullable=True),
     sa.Column('actor', sa.String(length=80), nullable=True),
+    sa.Column('data', sa.JSON(), nullable=True),
     sa.ForeignKeyConstraint(['run_id'], ['runs.id'], name=op.f('fk_run_events_run_id_runs')),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_run_events'))
     )
@@ -357,6 +362,8 @@ def downgrade():
     op.drop_table('work_orders')
     with op.batch_alter_table('runs', schema=None) as batch_op:
         batch_op.drop_index('ix_runs_tenant_status_id')
+        batch_op.drop_index('ix_runs_tenant_handler_status')
+        batch_op.drop_index('ix_runs_task_status')
         batch_op.drop_index('ix_runs_task_id_id')
         batch_op.drop_index('ix_runs_status_next_retry_at')
         batch_op.drop_index(batch_op.f('ix_runs_error_code'))

@@ -1,0 +1,195 @@
+"""Rebound's engine against bare RQ on the same Redis, worker class and process count.
+
+    .venv/bin/python -m bench.engine [--runs 2000] [--mixed 10000]
+
+Prints runs/s for both and the ratio, submit→succeeded latency at half of Rebound's throughput,
+and a mixed run (20% retryable failures) checked for duplicates and for delays within policy.
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+from rq import Queue
+from rq.job import Job
+
+from console import create_app
+from console.domain.policy import RetryPolicy, delay_bounds
+from console.embedded_redis import start as start_redis
+from console.extensions import db
+from console.models import Run, RunEvent
+from console.services import bootstrap, tenants
+from console.services.actor import Actor
+from console.services.engine.submit import submit
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+def percentile(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(pct / 100 * (len(ordered) - 1))))]
+
+
+class Bench:
+    def __init__(self, workdir: Path):
+        self.workdir = workdir
+        self.redis_url, self.redis_process = start_redis(str(workdir / "redis"))
+        self.redis = redis.Redis.from_url(self.redis_url)
+        self.db_path = workdir / "bench.db"
+        self.app = create_app({"DATA_DIR": str(workdir), "SQLALCHEMY_DATABASE_URI": f"sqlite:///{self.db_path}",
+                               "REDIS_URL": self.redis_url, "SECRET_KEY": "bench"})
+        self.env = {**os.environ, "REBOUND_DATA_DIR": str(workdir), "REBOUND_REDIS_URL": self.redis_url,
+                    "REBOUND_DATABASE_URL": f"sqlite:///{self.db_path}", "REBOUND_SECRET_KEY": "bench",
+                    "REBOUND_LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT)}
+        with self.app.app_context():
+            db.create_all()
+            bootstrap.ensure_ready()
+
+    def reset(self):
+        self.redis.flushdb()
+        with self.app.app_context():
+            db.session.execute(db.text("DELETE FROM run_events"))
+            db.session.execute(db.text("DELETE FROM dead_letters"))
+            db.session.execute(db.text("DELETE FROM outbox"))
+            db.session.execute(db.text("DELETE FROM work_orders"))
+            db.session.execute(db.text("DELETE FROM runs"))
+            db.session.commit()
+
+    def workers(self, argv: list[str], count: int) -> list[subprocess.Popen]:
+        return [subprocess.Popen(argv, env=self.env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                for _ in range(count)]
+
+    def bare_rq(self, n: int, processes: int, kind: str) -> float:
+        """Drain n no-op jobs with bare RQ workers; return jobs/s."""
+        self.reset()
+        queue = Queue("default", connection=self.redis)
+        with self.redis.pipeline() as pipe:
+            jobs = [queue.enqueue("bench.jobs.noop", pipeline=pipe, result_ttl=600) for _ in range(n)]
+            pipe.execute()
+        worker_class = "rq.worker.SimpleWorker" if kind == "simple" else "rq.worker.Worker"
+        for p in self.workers([str(BIN / "rq"), "worker", "--burst", "-q", "-w", worker_class, "--url",
+                               self.redis_url, "default"], processes):
+            p.wait()
+        done = [job for job in Job.fetch_many([j.id for j in jobs], connection=self.redis) if job and job.ended_at]
+        assert len(done) == n, f"only {len(done)} of {n} jobs finished"
+        # From the first job's start to the last one's end: process start-up is not the engine's cost.
+        span = max(j.ended_at for j in done) - min(j.started_at for j in done)
+        return n / span.total_seconds()
+
+    def rebound(self, n: int, processes: int, kind: str, handler="demo.noop", params=None, policy=None) -> float:
+        """Submit n runs, then drain them with Rebound workers; return runs/s of the drain."""
+        self.reset()
+        with self.app.app_context():
+            tenant = tenants.find("default")
+            for i in range(n):
+                submit(tenant, Actor("bench"), handler=handler, params=params(i) if callable(params) else params,
+                       policy=policy)
+        for p in self.workers([str(BIN / "rebound"), "worker", "--kind", kind, "--burst"], processes):
+            p.wait()
+        with self.app.app_context():
+            done, first, last = db.session.query(db.func.count(), db.func.min(Run.started_at),
+                                                 db.func.max(Run.finished_at)).filter(Run.status == "succeeded").one()
+        assert done == n, f"only {done} of {n} runs succeeded"
+        return n / (last - first).total_seconds()
+
+    def latency(self, n: int, rate: float, processes: int) -> dict:
+        """Submit at a steady rate while workers run; return submit→succeeded percentiles in ms."""
+        self.reset()
+        procs = self.workers([str(BIN / "rebound"), "worker", "--kind", "simple"], processes)
+        time.sleep(2)  # let the workers start before the clock starts
+        with self.app.app_context():
+            tenant = tenants.find("default")
+            start = time.perf_counter()
+            for i in range(n):
+                delay = start + i / rate - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+                submit(tenant, Actor("bench"), handler="demo.noop")
+            deadline = time.monotonic() + 120
+            while db.session.query(Run).filter(Run.status != "succeeded").count() and time.monotonic() < deadline:
+                time.sleep(0.2)
+                db.session.commit()
+            rows = db.session.query(Run.created_at, Run.finished_at).all()
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait()
+        ms = [(f - c).total_seconds() * 1000 for c, f in rows if f]
+        return {"p50": percentile(ms, 50), "p99": percentile(ms, 99), "max": max(ms), "done": len(ms)}
+
+    def mixed(self, n: int, processes: int) -> dict:
+        """n runs, 20% failing once (retryable); check outcomes, duplicates and retry delays."""
+        policy = {"max_attempts": 3, "base_delay_s": 1, "multiplier": 2, "jitter": 0.2, "max_delay_s": 10}
+        self.reset()
+        with self.app.app_context():
+            tenant = tenants.find("default")
+            for i in range(n):
+                submit(tenant, Actor("bench"), handler="demo.flaky", params={"fail_times": 1 if i % 5 == 0 else 0},
+                       policy=policy)
+        started = time.perf_counter()
+        procs = self.workers([str(BIN / "rebound"), "worker", "--kind", "simple"], processes)
+        with self.app.app_context():
+            while db.session.query(Run).filter(Run.status.notin_(("succeeded", "dead"))).count():
+                time.sleep(0.5)
+                db.session.commit()
+            elapsed = time.perf_counter() - started
+            statuses = dict(db.session.query(Run.status, db.func.count()).group_by(Run.status).all())
+            starts = db.session.query(RunEvent.run_id, RunEvent.series, RunEvent.attempt, db.func.count()).filter(
+                RunEvent.kind == "running").group_by(RunEvent.run_id, RunEvent.series, RunEvent.attempt).all()
+            duplicates = sum(c - 1 for *_, c in starts if c > 1)
+            waits = db.session.query(RunEvent).filter(RunEvent.kind == "retry_wait").all()
+            low, _, high = delay_bounds(RetryPolicy.from_mapping(policy), 1)
+            delays = [(w.next_retry_at - w.at).total_seconds() for w in waits]
+            outside = sum(1 for delay in delays if not low - 0.001 <= delay <= high + 0.001)
+            started_early = db.session.execute(db.text(
+                "SELECT count(*) FROM run_events w JOIN run_events s ON s.run_id = w.run_id AND s.kind = 'running' "
+                "AND s.attempt = w.attempt + 1 WHERE w.kind = 'retry_wait' AND s.at < w.next_retry_at")).scalar()
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait()
+        return {"runs": n, "seconds": round(elapsed, 1), "statuses": statuses, "retries": len(waits),
+                "duplicate_executions": duplicates, "delays_outside_policy": outside,
+                "retries_started_early": started_early}
+
+    def close(self):
+        self.redis_process.terminate()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=2000)
+    parser.add_argument("--mixed", type=int, default=10_000)
+    parser.add_argument("--kinds", default="simple,fork", help="worker kinds to compare")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        bench = Bench(Path(tmp))
+        try:
+            print(f"{args.runs} no-op runs; same Redis (embedded, unix socket), SQLite WAL; {os.cpu_count()} cores")
+            print(f"{'worker':<8} {'procs':>5} {'bare RQ/s':>10} {'Rebound/s':>10} {'ratio':>6}")
+            throughput = {}
+            for kind in args.kinds.split(","):
+                for processes in (1, 2):
+                    n = args.runs if kind == "simple" else max(200, args.runs // 4)
+                    bare = bench.bare_rq(n, processes, kind)
+                    ours = bench.rebound(n, processes, kind)
+                    throughput[(kind, processes)] = ours
+                    print(f"{kind:<8} {processes:>5} {bare:>10.0f} {ours:>10.0f} {ours / bare:>6.2f}")
+            rate = throughput[("simple", 2)] / 2
+            lat = bench.latency(min(args.runs, int(rate * 10)), rate, 2)
+            print(f"submit→succeeded at {rate:.0f} runs/s (half of Rebound's 2-process throughput): "
+                  f"p50 {lat['p50']:.0f} ms, p99 {lat['p99']:.0f} ms, max {lat['max']:.0f} ms ({lat['done']} runs)")
+            if args.mixed:
+                print("mixed:", bench.mixed(args.mixed, 2))
+        finally:
+            bench.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,6 @@
+"""The bare-RQ baseline's job: a function that does nothing, like demo.noop."""
+
+
+def noop():
+    """Do nothing."""
+    return {"ok": True}

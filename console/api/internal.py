@@ -1,0 +1,70 @@
+"""Seed 000/001's internal API: manual retry, retry policies, reported events."""
+
+from flask import Blueprint, jsonify
+
+from console.api import serialize
+from console.api.common import acting_tenant, body, is_id
+from console.auth import current_actor, requires, tenant_scope
+from console.auth.permissions import OPERATE, VIEW
+from console.services import policies
+from console.services.engine import control, reports
+from console.services.engine.submit import find_by_key
+from console.services.errors import InvalidInput, NotFound
+
+bp = Blueprint("internal_api", __name__)
+
+
+@bp.post("/internal/tasks/retry")
+@requires(OPERATE)
+def retry():
+    data = body()
+    if is_id(data.get("run_id")):
+        run = control.get_run(data["run_id"], tenant_scope())
+    elif isinstance(data.get("idempotency_key"), str):
+        run = find_by_key(acting_tenant(data.get("tenant")).id, data["idempotency_key"])
+        if run is None:
+            raise NotFound(f"no run with idempotency key {data['idempotency_key']!r}")
+    else:
+        raise InvalidInput("give run_id (a number) or idempotency_key", "run_id")
+    run = control.retry_now(run, current_actor(), policy=data.get("policy"))
+    return jsonify(serialize.run(run)), 202
+
+
+@bp.get("/internal/policies")
+@requires(VIEW)
+def list_policies():
+    return jsonify([policies.as_dict(record) for record in policies.all_policies()])
+
+
+@bp.get("/internal/policies/<name>")
+@requires(VIEW)
+def get_policy(name: str):
+    return jsonify(policies.as_dict(policies.get(name)))
+
+
+@bp.put("/internal/policies/<name>")
+@requires(OPERATE)
+def put_policy(name: str):
+    data = body()
+    description = data.pop("description", None)
+    if description is not None and not isinstance(description, str):
+        raise InvalidInput("description must be a string", "description")
+    existed = policies.find(name) is not None
+    record = policies.save(name, data, current_actor(), description=description)
+    return jsonify(policies.as_dict(record)), 200 if existed else 201
+
+
+@bp.post("/events")
+@requires(OPERATE)
+def events():
+    data = body()
+    kind = data.get("type")
+    payload = data.get("data") if isinstance(data.get("data"), dict) else data
+    tenant = acting_tenant(data.get("tenant"))
+    if kind == "task.execution.failed":
+        run = reports.report_failure(tenant, payload, current_actor())
+        return jsonify(id=run.id, status=run.status, next_retry_at=serialize.iso(run.next_retry_at)), 202
+    if kind == "task.execution.updated":
+        run = reports.report_update(tenant, payload, current_actor())
+        return jsonify(id=run.id, status=run.status), 202
+    raise InvalidInput(f"unknown event type {kind!r}; known: task.execution.failed, task.execution.updated", "type")

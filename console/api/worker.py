@@ -1,0 +1,53 @@
+"""Seed 003's worker API: submit, look up and cancel work."""
+
+from flask import Blueprint, jsonify
+from sqlalchemy import select
+
+from console.api import serialize
+from console.api.common import acting_tenant, body, is_id
+from console.auth import current_actor, requires, tenant_scope
+from console.auth.permissions import OPERATE, VIEW
+from console.extensions import db
+from console.models import RunEvent, Task
+from console.services.engine import control
+from console.services.engine.submit import submit
+from console.services.errors import InvalidInput
+
+bp = Blueprint("worker_api", __name__)
+FIELDS = {"handler", "task_id", "tenant", "params", "idempotency_key", "policy"}
+
+
+@bp.post("/worker/tasks")
+@requires(OPERATE)
+def submit_task():
+    data = body()
+    unknown = set(data) - FIELDS
+    if unknown:
+        raise InvalidInput(f"unknown field {sorted(unknown)[0]!r}; allowed: {', '.join(sorted(FIELDS))}",
+                           sorted(unknown)[0])
+    tenant = acting_tenant(data.get("tenant"))
+    task = None
+    if data.get("task_id") is not None:
+        task = db.session.get(Task, data["task_id"]) if is_id(data["task_id"]) else None
+        if task is None or task.tenant_id != tenant.id or task.deleted_at is not None:
+            raise InvalidInput(f"no task {data['task_id']!r} in tenant {tenant.name}", "task_id")
+    run, created = submit(tenant, current_actor(), handler=data.get("handler"), task=task, params=data.get("params"),
+                          idempotency_key=data.get("idempotency_key"), policy=data.get("policy"))
+    return jsonify(id=run.id, status=run.status, idempotency_key=run.idempotency_key,
+                   created=created), 202 if created else 200
+
+
+@bp.get("/worker/tasks/<int:run_id>")
+@requires(VIEW)
+def get_task(run_id: int):
+    run = control.get_run(run_id, tenant_scope())
+    events = db.session.execute(select(RunEvent).where(RunEvent.run_id == run.id).order_by(RunEvent.id)
+                                ).scalars().all()
+    return jsonify(serialize.run(run, events))
+
+
+@bp.post("/worker/tasks/<int:run_id>/cancel")
+@requires(OPERATE)
+def cancel_task(run_id: int):
+    run = control.cancel(control.get_run(run_id, tenant_scope()), current_actor())
+    return jsonify(id=run.id, status=run.status, cancel_requested=run.cancel_requested)

@@ -1,0 +1,1 @@
+"""The execution engine: submit, claim, execute, retry, dead-letter, replay, reconcile."""

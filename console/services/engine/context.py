@@ -1,0 +1,42 @@
+"""What a handler is given: its input, its identity for idempotency, and a way to report progress."""
+
+import threading
+from dataclasses import dataclass, field
+
+from sqlalchemy import update
+
+from console.extensions import db
+from console.models import Run
+
+
+@dataclass
+class HandlerContext:
+    run_id: int
+    tenant: str
+    task: str | None
+    handler: str
+    params: dict
+    attempt: int
+    series: int
+    execution: int  # attempts over every series of this run
+    idempotency_key: str
+    retry_token: str
+    trace_id: str
+    timeout_s: int
+    cancel_event: threading.Event = field(default_factory=threading.Event)
+    progress_failures: int = 0
+
+    def progress(self, percent: int, message: str = "") -> None:
+        """Record progress (0-100) and a short message; visible in the console at once."""
+        percent = max(0, min(100, int(percent)))
+        try:
+            # Its own short transaction, so progress is visible while the handler still runs.
+            with db.engine.begin() as connection:
+                connection.execute(update(Run).where(Run.id == self.run_id, Run.status == "running")
+                                   .values(progress=percent, progress_message=message[:255]))
+        except Exception:  # noqa: BLE001 - a lost progress write must not fail the work itself
+            self.progress_failures += 1
+
+    def cancelled(self) -> bool:
+        """Tell whether someone asked to cancel this run; long handlers should check it and stop."""
+        return self.cancel_event.is_set()

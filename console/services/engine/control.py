@@ -1,0 +1,109 @@
+"""What people and services do to runs: cancel, retry now, replay dead letters."""
+
+from sqlalchemy import select, update
+
+from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.extensions import db
+from console.models import DeadLetter, Run
+from console.services import audit, policies
+from console.services.actor import Actor
+from console.services.engine import submit as submitting
+from console.services.engine import transitions
+from console.services.errors import Conflict, NotFound
+
+RETRYABLE_BY_HAND = ("dead", "failed", "cancelled")
+
+
+def get_run(run_id: int, tenant_id: int | None = None) -> Run:
+    """Return a run visible to this tenant scope, or raise NotFound."""
+    run = db.session.get(Run, run_id)
+    if run is None or (tenant_id is not None and run.tenant_id != tenant_id):
+        raise NotFound(f"no run with id {run_id}")
+    return run
+
+
+def cancel(run: Run, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> Run:
+    """Cancel a waiting run at once, or ask a running one to stop at its next check."""
+    now = clock()
+    before = run.status
+    if run.status in ("pending", "retry_wait"):
+        try:
+            transitions.move(run, "cancelled", now, reason="cancelled_by_person", actor=actor.name, finished_at=now,
+                             next_retry_at=None)
+        except transitions.StaleRun:
+            raise Conflict(f"run {run.id} changed while cancelling; look again") from None
+    elif run.status == "running":
+        db.session.execute(update(Run).where(Run.id == run.id).values(cancel_requested=True))
+        run.cancel_requested = True
+        transitions.event(run, "cancel_requested", now, actor=actor.name)
+    else:
+        raise Conflict(f"run {run.id} is {run.status}; only pending, retry_wait and running runs can be cancelled",
+                       "status")
+    audit.record(db.session, actor, "run.cancel", "run", run.id, before={"status": before},
+                 after={"status": run.status, "cancel_requested": run.cancel_requested}, tenant=run.tenant.name,
+                 clock=clock)
+    db.session.commit()
+    return run
+
+
+def _restart(run: Run, actor: Actor, now, kind: str) -> None:
+    """Start a new attempt series on the same run and idempotency key, and queue it."""
+    transitions.move(run, "pending", now, reason=kind, actor=actor.name, attempt=0, series=run.series + 1,
+                     retry_token=None, next_retry_at=None, finished_at=None, enqueued_at=now, cancel_requested=False,
+                     progress=0, progress_message=None, error_code=None, error_message=None)
+
+
+def retry_now(run: Run, actor: Actor, *, policy=None, clock: Clock = SYSTEM_CLOCK) -> Run:
+    """Retry a dead, failed or cancelled run now (a new series), or pull a waiting retry forward."""
+    now = clock()
+    before = {"status": run.status, "series": run.series, "policy_id": run.policy_id,
+              "policy_overrides": run.policy_overrides}
+    if policy is not None:
+        policy_id, overrides = submitting._policy_choice(policy, None)
+        policy_id = policy_id or run.policy_id
+        submitting.effective_policy(policy_id, overrides)
+        db.session.execute(update(Run).where(Run.id == run.id).values(policy_id=policy_id, policy_overrides=overrides))
+        run.policy_id, run.policy_overrides = policy_id, overrides
+    if run.status in RETRYABLE_BY_HAND:
+        if run.status == "dead":
+            _close_dead_letters(run, actor, now, "replayed")
+        _restart(run, actor, now, "manual_retry")
+    elif run.status == "retry_wait":
+        transitions.move(run, "pending", now, reason="manual_retry", actor=actor.name, next_retry_at=None,
+                         enqueued_at=now)
+    else:
+        raise Conflict(f"run {run.id} is {run.status}; retry applies to dead, failed, cancelled and retry_wait runs",
+                       "status")
+    audit.record(db.session, actor, "run.retry", "run", run.id, before=before,
+                 after={"status": run.status, "series": run.series, "policy_id": run.policy_id,
+                        "policy_overrides": run.policy_overrides}, tenant=run.tenant.name, clock=clock)
+    db.session.commit()
+    submitting.enqueue(run, policies.effective(run.policy_id, run.policy_overrides)[1].timeout_s)
+    return run
+
+
+def _close_dead_letters(run: Run, actor: Actor, now, status: str) -> list[DeadLetter]:
+    letters = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run.id, DeadLetter.status == "open")
+                                 ).scalars().all()
+    for letter in letters:
+        letter.status, letter.resolved_at, letter.resolved_by = status, now, actor.name
+    return letters
+
+
+def replay(dead_letter: DeadLetter, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> Run:
+    """Replay one open dead letter through its original queue, keeping the run's idempotency key."""
+    if dead_letter.status != "open":
+        raise Conflict(f"dead letter {dead_letter.id} is already {dead_letter.status}", "status")
+    run = dead_letter.run
+    if run.status != "dead":
+        raise Conflict(f"run {run.id} is {run.status}, not dead", "status")
+    now = clock()
+    _close_dead_letters(run, actor, now, "replayed")
+    _restart(run, actor, now, "replay")
+    transitions.event(run, "replay_of_dead_letter", now, actor=actor.name, data={"dead_letter_id": dead_letter.id})
+    audit.record(db.session, actor, "dead_letter.replay", "dead_letter", dead_letter.id,
+                 before={"status": "open"}, after={"status": "replayed", "run_id": run.id, "series": run.series},
+                 tenant=run.tenant.name, clock=clock)
+    db.session.commit()
+    submitting.enqueue(run, policies.effective(run.policy_id, run.policy_overrides)[1].timeout_s)
+    return run

@@ -1,0 +1,158 @@
+"""Execute one attempt: claim the run, call its handler under a timeout, record what happened."""
+
+import functools
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from datetime import timedelta
+
+from rq.timeouts import JobTimeoutException, UnixSignalDeathPenalty
+from sqlalchemy import case, func, select
+
+from console.domain.breaker import BreakerSettings
+from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.domain.errors import HandlerTimeout, NonRetryableError, classify
+from console.extensions import db
+from console.models import Run, Tenant
+from console.services import outbox, policies
+from console.services.engine import breakers, handlers, queueing, transitions
+from console.services.engine.context import HandlerContext
+from console.services.engine.failures import fail
+from console.services.engine.heartbeat import Heartbeat
+from console.services.engine.settings import setting
+
+log = logging.getLogger("rebound.engine")
+RESULT_LIMIT = 16_000
+DEFER_S = 1.0
+WORKER_ID = f"{socket.gethostname()}.{os.getpid()}"
+
+
+def _json_safe(value):
+    try:
+        text = json.dumps(value, default=str)
+    except (TypeError, ValueError):
+        return {"repr": repr(value)[:RESULT_LIMIT]}
+    return value if len(text) <= RESULT_LIMIT else {"truncated": text[:RESULT_LIMIT]}
+
+
+def _over_capacity(run: Run, concurrency: int) -> str | None:
+    """Name the limit that is full (the task's concurrency or the tenant's max_running), if any."""
+    # Counted, then claimed: two workers racing may overshoot by one; the limits are for load, not safety.
+    same = Run.task_id == run.task_id if run.task_id else Run.handler == run.handler
+    own, tenant_running, max_running = db.session.execute(
+        select(func.count(case((same, 1))), func.count(), Tenant.max_running)
+        .select_from(Tenant).outerjoin(Run, (Run.tenant_id == Tenant.id) & (Run.status == "running"))
+        .where(Tenant.id == run.tenant_id).group_by(Tenant.max_running)).one()
+    if own >= concurrency:
+        return "concurrency"
+    return "quota" if tenant_running >= max_running else None
+
+
+@functools.lru_cache(maxsize=1024)
+def _tenant_name(tenant_id: int) -> str:
+    # Tenants are never renamed, so a process may remember their names.
+    return db.session.execute(select(Tenant.name).where(Tenant.id == tenant_id)).scalar_one()
+
+
+def _call(invocation, ctx: HandlerContext, timeout_s: int):
+    """Call the handler; a hung one is stopped at timeout_s (SIGALRM, as RQ does) and counted as a timeout."""
+    if threading.current_thread() is not threading.main_thread():
+        return invocation.run(ctx)  # signals only reach the main thread; RQ workers always call us there
+    try:
+        with UnixSignalDeathPenalty(int(timeout_s), JobTimeoutException):
+            return invocation.run(ctx)
+    except JobTimeoutException:
+        raise HandlerTimeout(message=f"handler ran past its {timeout_s} s timeout and was stopped") from None
+
+
+def execute(run_id: int, expected_attempt: int, *, clock: Clock = SYSTEM_CLOCK, worker_id: str = WORKER_ID) -> str:
+    """Claim and run one attempt; return what became of the run (or why nothing was done)."""
+    run = db.session.get(Run, run_id)
+    if run is None:
+        return "missing"
+    if run.attempt != expected_attempt or run.status not in ("pending", "retry_wait"):
+        return "skipped"  # a duplicate or stale delivery: someone already took this attempt
+    now = clock()
+    version, policy = policies.effective(run.policy_id, run.policy_overrides)
+    try:
+        if run.cancel_requested:
+            transitions.move(run, "cancelled", now, reason="cancel_requested", finished_at=now)
+            db.session.commit()
+            return "cancelled"
+        if run.status == "retry_wait":
+            transitions.move(run, "pending", now, reason="timer")
+        full = _over_capacity(run, policy.concurrency)
+        if full:
+            db.session.commit()
+            queueing.enqueue_at(now + timedelta(seconds=DEFER_S), run.id, run.series, run.attempt, policy.timeout_s)
+            return f"deferred:{full}"
+        settings = BreakerSettings.from_policy(policy)
+        allowed, retry_at = breakers.allow(run.handler, now, settings)
+        if not allowed:
+            transitions.move(run, "retry_wait", now, reason="breaker_open", next_retry_at=retry_at)
+            db.session.commit()
+            queueing.enqueue_at(retry_at, run.id, run.series, run.attempt, policy.timeout_s)
+            return "breaker_open"
+        token = uuid.uuid4().hex
+        transitions.move(run, "running", now, attempt=run.attempt + 1, executions=run.executions + 1,
+                         retry_token=token, worker_id=worker_id, started_at=run.started_at or now, heartbeat_at=now,
+                         policy_version=version, progress=0, progress_message=None, next_retry_at=None,
+                         data={"policy_version": version})
+        db.session.commit()  # write-ahead: the claim is durable before the handler's side effects
+    except transitions.StaleRun:
+        return "skipped"
+    return _perform(run, policy, settings, clock)
+
+
+def _perform(run: Run, policy, settings: BreakerSettings, clock: Clock) -> str:
+    ctx = HandlerContext(
+        run_id=run.id, tenant=_tenant_name(run.tenant_id), task=run.task.name if run.task else None,
+        handler=run.handler, params=dict(run.params or {}), attempt=run.attempt, series=run.series,
+        execution=run.executions, idempotency_key=run.idempotency_key, retry_token=run.retry_token,
+        trace_id=run.trace_id,
+        timeout_s=policy.timeout_s)
+    try:
+        invocation = handlers.resolve(run.handler)
+    except NonRetryableError as error:
+        invocation, resolve_error = None, error
+    started = time.monotonic()
+    result, error = None, None
+    if invocation is None:
+        error = resolve_error
+    else:
+        with Heartbeat(run.id, run.attempt, setting("HEARTBEAT_S"), ctx.cancel_event):
+            try:
+                result = _call(invocation, ctx, policy.timeout_s)
+            except Exception as exc:  # noqa: BLE001 - every handler error is classified, none is swallowed
+                error = exc
+    duration_ms = int((time.monotonic() - started) * 1000)
+    now = clock()
+    status, token = db.session.execute(select(Run.status, Run.retry_token).where(Run.id == run.id)).one()
+    if status != "running" or token != ctx.retry_token:
+        log.warning("run %s moved on while attempt %s ran (now %s); its outcome is dropped", run.id, ctx.attempt,
+                    status)
+        return "stale"
+    try:
+        event = breakers.record(run.handler, error is None, now, settings)
+        if event == "opened":
+            outbox.add("alert", f"breaker:{run.handler}", {
+                "rule": "breaker_opened", "handler": run.handler, "tenant_id": run.tenant_id,
+                "open_s": settings.open_s, "at": now.isoformat()}, now)
+        if error is None and ctx.cancelled():
+            transitions.move(run, "cancelled", now, reason="cancel_requested", finished_at=now,
+                             result=_json_safe(result), duration_ms=duration_ms)
+        elif error is None:
+            transitions.move(run, "succeeded", now, reason=None, finished_at=now, result=_json_safe(result),
+                             progress=100, duration_ms=duration_ms)
+        else:
+            failure = classify(error, policy)
+            return fail(run, failure, policy, now, duration_ms=duration_ms,
+                        compensate=invocation.compensate if invocation else None, ctx=ctx)
+        db.session.commit()
+    except transitions.StaleRun:
+        return "stale"
+    return run.status

@@ -1,0 +1,83 @@
+"""What happens after an attempt fails: retry later, compensate, or park as a dead letter."""
+
+import logging
+import time
+from datetime import timedelta
+
+from console.domain.errors import Failure
+from console.domain.policy import RetryPolicy, retry_delay
+from console.extensions import db
+from console.models import Run
+from console.services import dead_letters, outbox
+from console.services.engine import queueing, transitions
+
+log = logging.getLogger("rebound.engine")
+COMPENSATION_ATTEMPTS = 3
+COMPENSATION_BACKOFF_S = (0.5, 1.0)
+
+
+def _error_fields(failure: Failure) -> dict:
+    return {"error_message": failure.message}
+
+
+def fail(run: Run, failure: Failure, policy: RetryPolicy, now, *, duration_ms: int | None = None,
+         compensate=None, ctx=None) -> str:
+    """Move a running run on after a failed attempt; return its new status."""
+    common = {"duration_ms": duration_ms, "message": failure.message[:2000]}
+    if failure.retryable and run.attempt < policy.max_attempts:
+        delay = retry_delay(policy, run.attempt, failure.retry_after_s)
+        next_at = now + timedelta(seconds=delay)
+        transitions.move(run, "retry_wait", now, reason="retryable", error_code=failure.code, next_retry_at=next_at,
+                         data={"delay_s": round(delay, 3), "retry_after_s": failure.retry_after_s}, **common,
+                         **_error_fields(failure))
+        db.session.commit()
+        try:
+            queueing.enqueue_at(next_at, run.id, run.series, run.attempt, policy.timeout_s)
+        except Exception as error:  # noqa: BLE001 - the reconciler enqueues due retries Redis lost
+            log.warning("retry of run %s committed but not scheduled (%s)", run.id, error)
+        return "retry_wait"
+    if failure.retryable:
+        return _dead(run, failure, "exhausted", now, common)
+    if failure.severity == 3:
+        return _dead(run, failure, "manual_intervention", now, common)
+    if compensate is not None:
+        return _compensate(run, failure, now, common, compensate, ctx)
+    return _dead(run, failure, "non_retryable", now, common)
+
+
+def _dead(run: Run, failure: Failure, reason: str, now, common: dict) -> str:
+    transitions.move(run, "dead", now, reason=reason, error_code=failure.code, finished_at=now, **common,
+                     **_error_fields(failure))
+    dead_letters.park(run, failure, reason, now)
+    db.session.commit()
+    return "dead"
+
+
+def _compensate(run: Run, failure: Failure, now, common: dict, compensate, ctx) -> str:
+    """Run the handler's compensation (idempotent; retried with backoff) after a non-retryable failure."""
+    transitions.move(run, "failed", now, reason="non_retryable", error_code=failure.code, **common,
+                     **_error_fields(failure))
+    transitions.move(run, "compensating", now, reason="compensate")
+    if failure.severity == 2:
+        outbox.add("alert", f"compensating:{run.tenant_id}:{failure.fingerprint}", {
+            "rule": "compensation_started", "run_id": run.id, "tenant_id": run.tenant_id, "handler": run.handler,
+            "error_code": failure.code, "message": failure.message[:500]}, now, tenant_id=run.tenant_id)
+    db.session.commit()
+    last_error = ""
+    for number in range(1, COMPENSATION_ATTEMPTS + 1):
+        try:
+            compensate(ctx)
+        except Exception as error:  # noqa: BLE001 - any failure of the undo is recorded and retried
+            last_error = f"{type(error).__name__}: {error}"[:2000]
+            transitions.event(run, "compensation_attempt_failed", now, message=last_error, data={"number": number})
+            db.session.commit()
+            if number < COMPENSATION_ATTEMPTS:
+                time.sleep(COMPENSATION_BACKOFF_S[number - 1])
+            continue
+        transitions.move(run, "compensated", now, reason="compensated", finished_at=now,
+                         data={"compensation_attempts": number})
+        db.session.commit()
+        return "compensated"
+    transitions.move(run, "compensation_failed", now, reason="compensation_failed", message=last_error)
+    failed = Failure(code="compensation_failed", message=f"{failure.code}: {last_error}", retryable=False)
+    return _dead(run, failed, "compensation_failed", now, {"message": last_error})

@@ -1,0 +1,59 @@
+"""Put attempts on RQ queues: now, or at a time (RQ's scheduler moves them when due)."""
+
+from datetime import datetime, timedelta
+
+from rq import Queue
+from rq.job import Job
+
+from console.redis_conn import get_redis
+
+RUN_QUEUE = "default"
+RETRY_QUEUE = "retries"
+ENTRY_POINT = "jobs.execute.run_attempt"
+# Workers record results in the database; RQ needs to keep none.
+JOB_OPTIONS = {"result_ttl": 0, "failure_ttl": 24 * 3600}
+
+
+def job_id(run_id: int, series: int, attempt: int) -> str:
+    """Name the job for one attempt, so enqueueing it twice cannot make two different jobs."""
+    return f"run-{run_id}-s{series}-a{attempt}"
+
+
+def parse_job_id(value: str) -> tuple[int, int, int] | None:
+    """Return (run_id, series, attempt) from a job id made by job_id, else None."""
+    try:
+        run, series, attempt = value.removeprefix("run-").split("-")
+        return int(run), int(series.removeprefix("s")), int(attempt.removeprefix("a"))
+    except ValueError:
+        return None
+
+
+def _timeout(timeout_s: int) -> int:
+    # The handler has its own timeout; RQ's is the backstop for the bookkeeping around it.
+    return int(timeout_s) + 60
+
+
+def enqueue_now(run_id: int, series: int, attempt: int, timeout_s: int, queue: str = RUN_QUEUE) -> None:
+    """Queue an attempt to start as soon as a worker is free."""
+    Queue(queue, connection=get_redis()).enqueue(
+        ENTRY_POINT, run_id, attempt, job_id=job_id(run_id, series, attempt), job_timeout=_timeout(timeout_s),
+        **JOB_OPTIONS)
+
+
+def enqueue_at(when: datetime, run_id: int, series: int, attempt: int, timeout_s: int) -> None:
+    """Queue an attempt to start at `when` (a delayed retry), never earlier."""
+    # RQ's scheduler keeps whole seconds and drops the fraction; round up so a retry never starts early.
+    if when.microsecond:
+        when = when.replace(microsecond=0) + timedelta(seconds=1)
+    Queue(RETRY_QUEUE, connection=get_redis()).enqueue_at(
+        when, ENTRY_POINT, run_id, attempt, job_id=job_id(run_id, series, attempt),
+        job_timeout=_timeout(timeout_s), **JOB_OPTIONS)
+
+
+def job_status(run_id: int, series: int, attempt: int) -> str | None:
+    """Return the status RQ holds for this attempt's job ("queued", "scheduled", ...), or None if it has none."""
+    job = Job.fetch_many([job_id(run_id, series, attempt)], connection=get_redis())[0]
+    if job is None:
+        return None
+    status = job.get_status(refresh=False)
+    return status.value if hasattr(status, "value") else status

@@ -1,0 +1,112 @@
+"""Repair drift between the database (the truth) and Redis (transport); nothing lost, nothing twice."""
+
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from rq import Queue
+from sqlalchemy import select
+
+from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.domain.errors import Failure
+from console.extensions import db
+from console.models import Run
+from console.redis_conn import get_redis
+from console.services import policies
+from console.services.engine import queueing, transitions
+from console.services.engine.failures import fail
+from console.services.engine.settings import setting
+
+log = logging.getLogger("rebound.reconcile")
+BATCH = 500
+TERMINAL = ("succeeded", "dead", "compensated", "cancelled", "failed", "compensation_failed")
+
+
+@dataclass
+class Report:
+    requeued: list[int] = field(default_factory=list)
+    retries_enqueued: list[int] = field(default_factory=list)
+    lost_workers: list[int] = field(default_factory=list)
+    dropped_jobs: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {key: len(value) for key, value in self.__dict__.items()}
+
+
+def _timeout(run: Run) -> int:
+    return policies.effective(run.policy_id, run.policy_overrides)[1].timeout_s
+
+
+def reconcile(clock: Clock = SYSTEM_CLOCK) -> Report:
+    """Run every repair once and report what it did."""
+    report = Report()
+    now = clock()
+    _requeue_pending(now, report)
+    _enqueue_due_retries(now, report)
+    _recover_lost_workers(now, report)
+    _drop_jobs_of_finished_runs(report)
+    if any(report.as_dict().values()):
+        log.warning("reconciled: %s", report.as_dict())
+    return report
+
+
+def _requeue_pending(now, report: Report) -> None:
+    """Pending runs whose job Redis no longer holds are queued again."""
+    cutoff = now - timedelta(seconds=setting("REQUEUE_AFTER_S"))
+    runs = db.session.execute(select(Run).where(Run.status == "pending", Run.enqueued_at <= cutoff)
+                              .order_by(Run.id).limit(BATCH)).scalars().all()
+    for run in runs:
+        if queueing.job_status(run.id, run.series, run.attempt) not in ("queued", "started", "scheduled"):
+            queueing.enqueue_now(run.id, run.series, run.attempt, _timeout(run))
+            run.enqueued_at = now
+            transitions.event(run, "requeued", now, reason="job_missing")
+            report.requeued.append(run.id)
+    db.session.commit()
+
+
+def _enqueue_due_retries(now, report: Report) -> None:
+    """Retries overdue by a few seconds are queued now: their job is gone, or no scheduler moves it.
+
+    RQ's scheduler runs inside one worker and holds its lock for a minute after that worker dies;
+    a duplicate delivery that this may cause is a no-op (the claim is conditional).
+    """
+    runs = db.session.execute(select(Run).where(Run.status == "retry_wait", Run.next_retry_at <= now - timedelta(
+        seconds=5)).order_by(Run.next_retry_at).limit(BATCH)).scalars().all()
+    for run in runs:
+        if queueing.job_status(run.id, run.series, run.attempt) not in ("queued", "started"):
+            queueing.enqueue_now(run.id, run.series, run.attempt, _timeout(run), queue=queueing.RETRY_QUEUE)
+            transitions.event(run, "requeued", now, reason="retry_job_missing")
+            report.retries_enqueued.append(run.id)
+    db.session.commit()
+
+
+def _recover_lost_workers(now, report: Report) -> None:
+    """Running runs whose heartbeat stopped (their worker died) go through the retryable path."""
+    cutoff = now - timedelta(seconds=setting("STALE_AFTER_S"))
+    runs = db.session.execute(select(Run).where(Run.status == "running", Run.heartbeat_at <= cutoff)
+                              .order_by(Run.id).limit(BATCH)).scalars().all()
+    for run in runs:
+        policy = policies.effective(run.policy_id, run.policy_overrides)[1]
+        failure = Failure(code="worker_lost", retryable=True,
+                          message=f"worker {run.worker_id} stopped sending heartbeats during attempt {run.attempt}")
+        try:
+            fail(run, failure, policy, now)
+            report.lost_workers.append(run.id)
+        except transitions.StaleRun:
+            continue  # it finished after all
+
+
+def _drop_jobs_of_finished_runs(report: Report) -> None:
+    """Queued jobs whose run already finished are removed, so no worker wakes for nothing."""
+    connection = get_redis()
+    for name in (queueing.RUN_QUEUE, queueing.RETRY_QUEUE):
+        queue = Queue(name, connection=connection)
+        parsed = {job_id: queueing.parse_job_id(job_id) for job_id in queue.get_job_ids(0, BATCH * 4)}
+        ids = {value[0] for value in parsed.values() if value}
+        if not ids:
+            continue
+        finished = set(db.session.execute(select(Run.id).where(Run.id.in_(ids), Run.status.in_(TERMINAL))).scalars())
+        for job_id, value in parsed.items():
+            if value and value[0] in finished:
+                queue.remove(job_id)
+                report.dropped_jobs.append(job_id)

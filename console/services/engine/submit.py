@@ -1,0 +1,120 @@
+"""Submit work: validate, deduplicate by idempotency key, enforce limits, commit, then enqueue."""
+
+import logging
+import uuid
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+
+from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.domain.policy import PolicyError, RetryPolicy
+from console.extensions import db
+from console.models import Run, Task, Tenant
+from console.services import outbox, policies
+from console.services.actor import Actor
+from console.services.engine import handlers, queueing, transitions
+from console.services.errors import InvalidInput, QueueFull
+
+log = logging.getLogger("rebound.engine")
+WAITING = ("pending", "retry_wait")
+MAX_KEY = 200
+
+
+def _policy_choice(policy, task: Task | None) -> tuple[int | None, dict]:
+    """Return (policy id, overrides) from a request's `policy`: a name, an object of overrides, or nothing."""
+    base_id = task.policy_id if task else None
+    overrides = dict(task.policy_overrides or {}) if task else {}
+    if isinstance(policy, str):
+        base_id = policies.require(policy).id
+    elif isinstance(policy, dict):
+        overrides.update(policy)
+    elif policy is not None:
+        raise InvalidInput("policy is a policy name or an object of overrides", "policy")
+    return base_id, overrides
+
+
+def effective_policy(policy_id: int | None, overrides: dict) -> tuple[int, RetryPolicy]:
+    """Return the version and the policy a run would use now, or a 422 naming the bad field."""
+    try:
+        return policies.effective(policy_id, overrides)
+    except PolicyError as error:
+        raise InvalidInput(error.message, f"policy.{error.field}") from None
+
+
+def _waiting(tenant_id: int, task: Task | None, handler: str) -> tuple[int, int]:
+    """Count runs waiting for this task (or ad-hoc handler) and for the whole tenant."""
+    own = select(func.count()).select_from(Run).where(Run.tenant_id == tenant_id, Run.status.in_(WAITING))
+    own = own.where(Run.task_id == task.id) if task else own.where(Run.task_id.is_(None), Run.handler == handler)
+    tenant_total = select(func.count()).select_from(Run).where(Run.tenant_id == tenant_id, Run.status.in_(WAITING))
+    return db.session.execute(own).scalar_one(), db.session.execute(tenant_total).scalar_one()
+
+
+def _reject(tenant: Tenant, handler: str, limit: str, current: int, maximum: int, now: datetime):
+    detail = (f"queue full: {current} runs already wait for {handler} in tenant {tenant.name} "
+              f"(queue_limit {maximum}); wait for them to drain or raise the policy's queue_limit"
+              if limit == "queue_limit" else
+              f"tenant {tenant.name} already has {current} runs waiting (max_queued {maximum}); "
+              "wait for them to drain or raise the tenant's quota")
+    outbox.add("alert", f"queue_overflow:{tenant.id}:{handler}", {
+        "rule": "queue_overflow", "tenant_id": tenant.id, "handler": handler, "limit": limit,
+        "current": current, "max": maximum, "at": now.isoformat()}, now, tenant_id=tenant.id)
+    db.session.commit()
+    raise QueueFull(detail, limit, current, maximum)
+
+
+def submit(tenant: Tenant, actor: Actor, *, handler: str | None = None, task: Task | None = None,
+           params: dict | None = None, idempotency_key: str | None = None, policy=None, source: str = "api",
+           scheduled_for: datetime | None = None, clock: Clock = SYSTEM_CLOCK) -> tuple[Run, bool]:
+    """Create a pending run and queue it; return (run, created). A known idempotency key returns its run."""
+    if (handler is None) == (task is None):
+        raise InvalidInput("give exactly one of handler or task_id", "handler")
+    if params is not None and not isinstance(params, dict):
+        raise InvalidInput("params must be a JSON object", "params")
+    if idempotency_key is not None and not (isinstance(idempotency_key, str) and 0 < len(idempotency_key) <= MAX_KEY):
+        raise InvalidInput(f"idempotency_key must be a string of 1-{MAX_KEY} characters", "idempotency_key")
+    if idempotency_key:
+        existing = find_by_key(tenant.id, idempotency_key)
+        if existing is not None:
+            return existing, False
+    handler = handlers.normalise(task.handler if task else handler)
+    policy_id, overrides = _policy_choice(policy, task)
+    version, effective = effective_policy(policy_id, overrides)
+    now = clock()
+    own, tenant_total = _waiting(tenant.id, task, handler)
+    if own >= effective.queue_limit:
+        _reject(tenant, handler, "queue_limit", own, effective.queue_limit, now)
+    if tenant_total >= tenant.max_queued:
+        _reject(tenant, handler, "tenant.max_queued", tenant_total, tenant.max_queued, now)
+    run = Run(tenant_id=tenant.id, task_id=task.id if task else None, handler=handler,
+              params={**(task.params if task else {}), **(params or {})}, policy_id=policy_id,
+              policy_version=version, policy_overrides=overrides,
+              idempotency_key=idempotency_key or uuid.uuid4().hex, status="pending", attempt=0, series=1,
+              scheduled_for=scheduled_for or now, enqueued_at=now, created_at=now, updated_at=now,
+              trace_id=uuid.uuid4().hex, source=source)
+    db.session.add(run)
+    try:
+        db.session.flush()
+    except IntegrityError:
+        # Another request with the same key won the race; answer with its run.
+        db.session.rollback()
+        return find_by_key(tenant.id, idempotency_key), False
+    transitions.event(run, "submitted", now, to_status="pending", actor=actor.name,
+                      data={"source": source, "policy_version": version})
+    db.session.commit()
+    enqueue(run, effective.timeout_s)
+    return run, True
+
+
+def enqueue(run: Run, timeout_s: int) -> None:
+    """Queue the run's next attempt; if Redis is down the run waits and the reconciler queues it later."""
+    try:
+        queueing.enqueue_now(run.id, run.series, run.attempt, timeout_s)
+    except Exception as error:  # noqa: BLE001 - any transport failure is recoverable by the reconciler
+        log.warning("run %s committed but not queued (%s); the reconciler will queue it", run.id, error)
+
+
+def find_by_key(tenant_id: int, key: str) -> Run | None:
+    """Return the tenant's run with this idempotency key, if any."""
+    return db.session.execute(select(Run).where(Run.tenant_id == tenant_id, Run.idempotency_key == key)
+                              ).scalar_one_or_none()

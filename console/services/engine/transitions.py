@@ -1,0 +1,51 @@
+"""Every status change of a run: checked against the table, guarded, and written to the timeline."""
+
+from datetime import datetime
+
+from sqlalchemy import insert, update
+from sqlalchemy.orm.attributes import set_committed_value
+
+from console.domain.statuses import check_transition
+from console.extensions import db
+from console.models import Run, RunEvent
+
+
+class StaleRun(Exception):
+    """The run moved on (another worker, a cancel, the reconciler) since it was read."""
+
+
+def event(run: Run, kind: str, now: datetime, **fields) -> None:
+    """Append one timeline entry for the run's current attempt (in the caller's transaction)."""
+    # A plain INSERT: the timeline is append-only, so the unit of work has nothing to track.
+    db.session.execute(insert(RunEvent).values(
+        run_id=run.id, at=now, kind=kind, attempt=run.attempt, series=run.series, retry_token=run.retry_token,
+        worker_id=run.worker_id, **fields))
+
+
+def move(run: Run, target: str, now: datetime, *, reason: str | None = None, error_code: str | None = None,
+         message: str | None = None, duration_ms: int | None = None, actor: str | None = None,
+         data: dict | None = None, **values) -> None:
+    """Change a run's status if it is still as read; raise StaleRun if someone else changed it first."""
+    check_transition(run.status, target)
+    source = run.status
+    if error_code is not None:
+        values["error_code"] = error_code
+    if target == "succeeded":
+        # A run that succeeded has no error, whatever its earlier attempts said.
+        values.update(error_code=None, error_message=None)
+    # One conditional update: the status and attempt we read must still hold, or another process won.
+    result = db.session.execute(
+        update(Run)
+        .where(Run.id == run.id, Run.status == source, Run.attempt == run.attempt, Run.series == run.series)
+        .values(status=target, status_reason=reason, updated_at=now, **values)
+        .execution_options(synchronize_session=False)
+    )
+    if result.rowcount != 1:
+        db.session.rollback()
+        raise StaleRun(f"run {run.id} is no longer {source} at attempt {run.attempt}")
+    # Mirror the update on the object without marking it dirty, so the ORM does not write it again.
+    for key, value in {"status": target, "status_reason": reason, "updated_at": now, **values}.items():
+        set_committed_value(run, key, value)
+    event(run, target, now, from_status=source, to_status=target, reason=reason, error_code=error_code,
+                 message=message, next_retry_at=values.get("next_retry_at"), duration_ms=duration_ms, actor=actor,
+                 data=data)

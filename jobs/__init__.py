@@ -1,0 +1,1 @@
+"""RQ entry points (they take ids) and the handlers tasks run."""

@@ -1,0 +1,56 @@
+"""Demo handlers used by the demo data, the tests and the benchmarks."""
+
+import time
+
+from console.domain.errors import CompensableError, NonRetryableError, RetryableError
+from console.services.engine.registry import handler
+
+
+@handler("demo.noop")
+def noop(ctx):
+    """Do nothing and succeed."""
+    return {"ok": True}
+
+
+@handler("demo.sleep")
+def sleep(ctx):
+    """Sleep `seconds`, reporting progress and stopping early when cancelled."""
+    seconds = float(ctx.params.get("seconds", 1))
+    steps = max(1, int(seconds * 10))
+    for step in range(steps):
+        if ctx.cancelled():
+            return {"slept_s": step / 10, "cancelled": True}
+        time.sleep(seconds / steps)
+        ctx.progress(100 * (step + 1) // steps, f"slept {(step + 1) * seconds / steps:.1f} of {seconds:g} s")
+    return {"slept_s": seconds}
+
+
+def _undo(ctx):
+    """Compensate demo.flaky: nothing to undo, but record that it ran."""
+    ctx.progress(100, "compensated")
+    return {"compensated": True}
+
+
+@handler("demo.flaky")
+def flaky(ctx):
+    """Fail the first `fail_times` executions of a run, then succeed.
+
+    `error`: retryable (default) | fatal | compensable; `retry_after_s` adds a Retry-After hint;
+    `code` names the error code.
+    """
+    fail_times = int(ctx.params.get("fail_times", 1))
+    if ctx.execution <= fail_times:
+        kind = ctx.params.get("error", "retryable")
+        message = ctx.params.get("message", f"flaky failure {ctx.execution} of {fail_times}")
+        if kind == "fatal":
+            raise NonRetryableError(ctx.params.get("code", "fatal"), message)
+        if kind == "compensable":
+            raise CompensableError(ctx.params.get("code", "compensable"), message,
+                                   severity=int(ctx.params.get("severity", 1)))
+        raise RetryableError(ctx.params.get("code", "flaky"), message,
+                             retry_after_s=ctx.params.get("retry_after_s"))
+    return {"succeeded_on_execution": ctx.execution}
+
+
+# The same behaviour with an undo step, for the compensation path.
+handler("demo.flaky_compensated", compensate=_undo)(flaky)

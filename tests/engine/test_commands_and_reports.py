@@ -1,0 +1,81 @@
+"""command:<name> handlers, failures reported by external executors, and `rebound retry-inspect`."""
+
+import json
+
+import pytest
+
+from console.services import tenants
+from console.services.actor import Actor
+from console.services.engine import reports
+from console.services.engine.execute import execute
+from console.services.errors import InvalidInput
+
+
+@pytest.fixture
+def commands_file(app, tmp_path):
+    path = tmp_path / "commands.yaml"
+    path.write_text(
+        "echo:\n  argv: [python3, -c, 'import sys, os; "
+        "print(os.environ[\"REBOUND_IDEMPOTENCY_KEY\"], sys.stdin.read())']\n"
+        "later:\n  argv: [python3, -c, 'import sys; print(\"busy\", file=sys.stderr); sys.exit(75)']\n"
+        "broken:\n  argv: [python3, -c, 'import sys; sys.exit(3)']\n"
+        "slow:\n  argv: [sleep, '30']\n  timeout_s: 1\n")
+    app.config["COMMANDS_FILE"] = str(path)
+    return path
+
+
+def test_a_registered_command_gets_params_on_stdin_and_its_output_is_kept(runs, clock, commands_file):
+    run_id = runs.submit("command:echo", {"n": 1})
+    assert execute(run_id, 0, clock=clock) == "succeeded"
+    run = runs.get(run_id)
+    key, params = run.result["stdout"].split(" ", 1)
+    assert key == run.idempotency_key and json.loads(params) == {"n": 1}
+
+
+def test_exit_75_is_retried_other_codes_are_not_and_a_hang_is_stopped(runs, clock, commands_file):
+    later, broken, slow = (runs.submit(f"command:{name}") for name in ("later", "broken", "slow"))
+    assert execute(later, 0, clock=clock) == "retry_wait"
+    assert runs.get(later).error_code == "exit_75" and "busy" in runs.get(later).error_message
+    assert execute(broken, 0, clock=clock) == "dead"
+    assert runs.get(broken).error_code == "exit_3"
+    assert execute(slow, 0, clock=clock) == "retry_wait"
+    assert runs.get(slow).error_code == "timeout"
+
+
+def test_a_command_that_is_not_registered_cannot_be_submitted(runs, commands_file):
+    with pytest.raises(InvalidInput, match="no command named 'rm'"):
+        runs.submit("command:rm")
+
+
+def test_an_externally_failed_execution_enters_the_retry_flow(runs, clock):
+    tenant = tenants.find("default")
+    run = reports.report_failure(tenant, {"idempotency_key": "ext-1", "error_code": "db_timeout", "retryable": True,
+                                          "handler": "demo.noop", "retry_after_s": 5}, Actor("billing"), clock=clock)
+    assert (run.status, run.attempt, run.error_code) == ("retry_wait", 1, "db_timeout")
+    assert (run.next_retry_at - clock()).total_seconds() == 5
+    clock.set(run.next_retry_at)
+    assert execute(run.id, 1, clock=clock) == "succeeded"  # Rebound's retry of the external work
+
+
+def test_a_reported_non_retryable_failure_is_dead_lettered(runs, clock):
+    tenant = tenants.find("default")
+    run = reports.report_failure(tenant, {"idempotency_key": "ext-2", "error_code": "invalid_account",
+                                          "retryable": False, "handler": "demo.noop", "message": "acct 99 closed"},
+                                 Actor("billing"), clock=clock)
+    assert run.status == "dead"
+    assert runs.dead_letters(run.id)[0].error_message == "acct 99 closed"
+
+
+def test_retry_inspect_shows_the_delay_queue_and_dead_letters(app, runs, clock):
+    waiting = runs.submit("demo.flaky", {"fail_times": 5}, policy={"base_delay_s": 60})
+    dead = runs.submit("demo.flaky", {"fail_times": 5, "error": "fatal", "code": "bad_row"})
+    execute(waiting, 0, clock=clock)
+    execute(dead, 0, clock=clock)
+    result = app.test_cli_runner().invoke(args=["retry-inspect", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["runs_by_status"] == {"retry_wait": 1, "dead": 1}
+    assert data["delay_queue"][0]["handler"] == "python:demo.flaky"
+    assert data["dead_letter_queue"][0]["error_code"] == "bad_row"
+    text = app.test_cli_runner().invoke(args=["retry-inspect", "--reconcile"]).output
+    assert "Reconciled:" in text and "Dead-letter queue (open)" in text and "bad_row" in text

@@ -1,0 +1,108 @@
+"""The attempt executor, called as the RQ job calls it, with a clock the test moves."""
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy.orm import Session
+
+from console.domain.breaker import BreakerSettings
+from console.extensions import db
+from console.models import Run
+from console.services.engine import breakers
+from console.services.engine.execute import execute
+from console.services.engine.transitions import StaleRun, move
+
+NO_JITTER = {"base_delay_s": 1, "multiplier": 2, "jitter": 0, "max_delay_s": 60}
+BREAKER = {**NO_JITTER, "max_attempts": 5, "breaker": {"failure_threshold": 2, "open_s": 30, "success_threshold": 2}}
+
+
+def test_retry_after_wins_over_the_computed_backoff(runs, clock):
+    run_id = runs.submit("demo.flaky", {"fail_times": 1, "retry_after_s": 7}, policy=NO_JITTER)
+    assert execute(run_id, 0, clock=clock) == "retry_wait"
+    run = runs.get(run_id)
+    assert run.next_retry_at - clock() == timedelta(seconds=7)
+    assert runs.events(run_id, "retry_wait")[0].data == {"delay_s": 7.0, "retry_after_s": 7}
+
+
+def test_backoff_grows_by_the_multiplier_and_stops_at_the_cap(runs, clock):
+    run_id = runs.submit("demo.flaky", {"fail_times": 9}, policy={**NO_JITTER, "max_delay_s": 3, "max_attempts": 5})
+    delays = []
+    for attempt in range(4):
+        assert execute(run_id, attempt, clock=clock) == "retry_wait"
+        run = runs.get(run_id)
+        delays.append((run.next_retry_at - clock()).total_seconds())
+        clock.set(run.next_retry_at)
+    assert delays == [1, 2, 3, 3]
+    assert execute(run_id, 4, clock=clock) == "dead"
+
+
+def test_a_duplicate_or_stale_delivery_does_nothing(runs, clock):
+    run_id = runs.submit("demo.noop")
+    assert execute(run_id, 0, clock=clock) == "succeeded"
+    assert execute(run_id, 0, clock=clock) == "skipped"  # the same job delivered twice
+    assert len(runs.events(run_id, "running")) == 1
+
+
+def test_the_claim_is_conditional_so_only_one_worker_wins(runs, clock):
+    run_id = runs.submit("demo.noop")
+    with Session(db.engine, expire_on_commit=False) as worker_a:
+        seen_by_a = worker_a.get(Run, run_id)  # worker A reads the run as pending ...
+    db.session.execute(db.text("UPDATE runs SET status = 'running', attempt = 1 WHERE id = :id"), {"id": run_id})
+    db.session.commit()  # ... worker B claims it first
+    with pytest.raises(StaleRun):
+        move(seen_by_a, "running", clock(), attempt=1)
+    assert runs.events(run_id, "running") == []
+
+
+def test_breaker_opens_defers_without_spending_an_attempt_half_opens_and_closes(runs, clock):
+    failing = [runs.submit("demo.flaky", {"fail_times": 9}, policy=BREAKER) for _ in range(2)]
+    for run_id in failing:
+        assert execute(run_id, 0, clock=clock) == "retry_wait"
+    assert breakers.state_of("python:demo.flaky", clock()).state == "open"
+    assert [m.payload["rule"] for m in runs.outbox("alert")] == ["breaker_opened"]
+
+    healthy = runs.submit("demo.flaky", {"fail_times": 0}, policy=BREAKER)
+    assert execute(healthy, 0, clock=clock) == "breaker_open"
+    run = runs.get(healthy)
+    assert (run.status, run.status_reason, run.attempt) == ("retry_wait", "breaker_open", 0)
+    assert run.next_retry_at == clock() + timedelta(seconds=30)
+
+    clock.advance(30)
+    assert breakers.state_of("python:demo.flaky", clock()).state == "half_open"
+    assert execute(healthy, 0, clock=clock) == "succeeded"  # the one probe
+    assert breakers.state_of("python:demo.flaky", clock()).state == "half_open"
+    second = runs.submit("demo.flaky", {"fail_times": 0}, policy=BREAKER)
+    assert execute(second, 0, clock=clock) == "succeeded"
+    assert breakers.state_of("python:demo.flaky", clock()).state == "closed"
+
+
+def test_half_open_lets_one_probe_through_at_a_time(runs, clock):
+    for run_id in [runs.submit("demo.flaky", {"fail_times": 9}, policy=BREAKER) for _ in range(2)]:
+        execute(run_id, 0, clock=clock)
+    clock.advance(31)
+    allowed, _ = breakers.allow("python:demo.flaky", clock(), BreakerSettings(2, 30, 2))
+    assert allowed
+    second = runs.submit("demo.noop")  # another handler: its breaker is its own
+    assert execute(second, 0, clock=clock) == "succeeded"
+    waiting = runs.submit("demo.flaky", {"fail_times": 0}, policy=BREAKER)
+    assert execute(waiting, 0, clock=clock) == "breaker_open"
+
+
+def test_a_failing_probe_reopens_the_breaker(runs, clock):
+    for run_id in [runs.submit("demo.flaky", {"fail_times": 9}, policy=BREAKER) for _ in range(2)]:
+        execute(run_id, 0, clock=clock)
+    clock.advance(30)
+    probe = runs.submit("demo.flaky", {"fail_times": 9}, policy=BREAKER)
+    assert execute(probe, 0, clock=clock) == "retry_wait"
+    state = breakers.state_of("python:demo.flaky", clock())
+    assert state.state == "open" and state.open_until == clock() + timedelta(seconds=30)
+
+
+def test_concurrency_limit_defers_without_spending_an_attempt(runs, clock):
+    first = runs.submit("demo.noop", policy={"concurrency": 1})
+    second = runs.submit("demo.noop", policy={"concurrency": 1})
+    db.session.execute(db.text("UPDATE runs SET status = 'running', attempt = 1 WHERE id = :id"), {"id": first})
+    db.session.commit()
+    assert execute(second, 0, clock=clock) == "deferred:concurrency"
+    run = runs.get(second)
+    assert (run.status, run.attempt) == ("pending", 0)

@@ -1,0 +1,87 @@
+"""plugin:<id> handlers against a real local HTTP server."""
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from console.services.engine.execute import execute
+
+
+class PluginRuntime:
+    """A local plugin runtime that answers from a script and records every request."""
+
+    def __init__(self):
+        self.answers: list[tuple[int, dict, dict]] = []
+        self.requests: list[dict] = []
+        runtime = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                runtime.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+                status, headers, payload = runtime.answers.pop(0) if runtime.answers else (200, {}, {"ok": True})
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def runtime(app):
+    server = PluginRuntime()
+    app.config["PLUGIN_RUNTIME_URL"] = server.url
+    yield server
+    server.server.shutdown()
+
+
+def test_plugin_retry_after_then_success_carries_idempotency_and_retry_tokens(runs, workers, runtime):
+    runtime.answers = [(503, {"Retry-After": "1"}, {"error": "busy"}), (200, {}, {"charged": 42})]
+    workers()
+    run_id = runs.submit("plugin:payments", {"order": 7}, policy={"base_delay_s": 30, "jitter": 0})
+    run = runs.wait(run_id, "succeeded")
+    assert run.result == {"charged": 42} and run.attempt == 2
+    first, second = runtime.requests
+    assert first["path"] == "/plugin/runtime/payments/execute"
+    assert first["headers"]["Idempotency-Key"] == second["headers"]["Idempotency-Key"] == run.idempotency_key
+    tokens = [e.retry_token for e in runs.events(run_id, "running")]
+    assert [first["headers"]["X-Retry-Token"], second["headers"]["X-Retry-Token"]] == tokens
+    assert tokens[0] != tokens[1]
+    assert first["headers"]["X-Trace-Id"] == run.trace_id and run.trace_id in first["headers"]["traceparent"]
+    assert first["body"] == {"run_id": run_id, "task": None, "tenant": "default", "params": {"order": 7},
+                             "attempt": 1}
+    assert second["body"]["attempt"] == 2
+    [wait] = runs.events(run_id, "retry_wait")
+    assert wait.error_code == "http_503" and wait.data["delay_s"] == 1.0  # Retry-After beat the 30 s backoff
+
+
+def test_plugin_4xx_is_not_retried(runs, runtime, clock):
+    runtime.answers = [(422, {}, {"error": "amount must be positive"})]
+    run_id = runs.submit("plugin:payments", {"amount": -1})
+    assert execute(run_id, 0, clock=clock) == "dead"
+    run = runs.get(run_id)
+    assert (run.error_code, run.status_reason) == ("http_422", "non_retryable")
+    assert "amount must be positive" in run.error_message
+
+
+def test_plugin_5xx_and_connection_errors_are_retried(runs, runtime, clock, app):
+    runtime.answers = [(500, {}, {"error": "boom"})]
+    run_id = runs.submit("plugin:payments")
+    assert execute(run_id, 0, clock=clock) == "retry_wait"
+    assert runs.get(run_id).error_code == "http_500"
+    app.config["PLUGIN_RUNTIME_URL"] = "http://127.0.0.1:9"  # nothing listens on the discard port
+    clock.set(runs.get(run_id).next_retry_at)
+    assert execute(run_id, 1, clock=clock) == "retry_wait"
+    assert runs.get(run_id).error_code == "connection_error"

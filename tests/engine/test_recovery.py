@@ -1,0 +1,55 @@
+"""Nothing lost, nothing twice: a worker killed mid-run, and Redis losing every job."""
+
+import redis
+
+from console.services.engine import queueing
+from console.services.engine.execute import execute
+from console.services.engine.reconcile import reconcile
+from tests.conftest import wait_for
+
+QUICK = {"base_delay_s": 1, "multiplier": 1, "jitter": 0, "max_attempts": 3}
+
+
+def reconcile_until(runs, run_ids, status="succeeded", timeout_s=40):
+    """Run the reconciler (as the scheduler does every 30 s) until every run reaches `status`."""
+
+    def settled():
+        reconcile()
+        return all(runs.status(run_id) == status for run_id in run_ids)
+
+    wait_for(settled, timeout_s, 0.5, f"runs {run_ids} to become {status}")
+
+
+def test_worker_killed_mid_run_is_retried_and_finishes_once(runs, workers):
+    doomed = workers()
+    run_id = runs.submit("demo.sleep", {"seconds": 2}, policy=QUICK)
+    runs.wait(run_id, "running")
+    doomed.kill()  # SIGKILL: no cleanup, no goodbye
+    doomed.wait()
+    workers()
+    reconcile_until(runs, [run_id])
+    run = runs.get(run_id)
+    assert run.attempt == 2 and run.executions == 2
+    [lost] = runs.events(run_id, "retry_wait")
+    assert lost.error_code == "worker_lost" and lost.attempt == 1
+    assert len(runs.events(run_id, "succeeded")) == 1
+
+
+def test_redis_flush_loses_no_run_and_runs_none_twice(runs, workers, redis_url, clock):
+    waiting = [runs.submit("demo.noop") for _ in range(5)]
+    retrying = runs.submit("demo.flaky", {"fail_times": 1}, policy=QUICK)
+    assert execute(retrying, 0) == "retry_wait"  # its delayed retry now lives only in Redis
+    redis.Redis.from_url(redis_url).flushdb()
+    workers()
+    reconcile_until(runs, waiting + [retrying])
+    for run_id in waiting:
+        assert len(runs.events(run_id, "running")) == 1
+    assert runs.get(retrying).attempt == 2
+
+
+def test_reconcile_drops_queued_jobs_of_finished_runs(runs, clock):
+    run_id = runs.submit("demo.noop")
+    assert execute(run_id, 0, clock=clock) == "succeeded"
+    queueing.enqueue_now(run_id, 1, 0, 10)  # a stray duplicate left in the queue
+    report = reconcile()
+    assert report.dropped_jobs == [f"run-{run_id}-s1-a0"]

@@ -1,0 +1,127 @@
+"""Seed 000's acceptance cases, end to end through real RQ workers and a real Redis."""
+
+import pytest
+
+from console.extensions import db
+from console.models import Run, WorkOrder
+from console.services import policies
+from console.services.actor import Actor
+from console.services.engine import control
+from tests.conftest import wait_for
+
+NO_JITTER = {"base_delay_s": 1, "multiplier": 2, "jitter": 0, "max_delay_s": 10}
+
+
+def test_d1_delayed_retry_succeeds(runs, workers):
+    workers()
+    run_id = runs.submit("demo.flaky", {"fail_times": 2}, policy={**NO_JITTER, "max_attempts": 3})
+    run = runs.wait(run_id, "succeeded")
+    assert (run.attempt, run.result) == (3, {"succeeded_on_execution": 3})
+    waits = runs.events(run_id, "retry_wait")
+    starts = runs.events(run_id, "running")
+    assert [round((w.next_retry_at - w.at).total_seconds(), 3) for w in waits] == [1.0, 2.0]
+    # Each retry started no earlier than its policy said.
+    for wait, start in zip(waits, starts[1:], strict=True):
+        assert start.at >= wait.next_retry_at
+    assert [e.error_code for e in waits] == ["flaky", "flaky"]
+    assert len({e.retry_token for e in starts}) == 3  # a new retry_token per attempt
+
+
+def test_d2_exhausted_retries_stop_and_open_a_work_order(runs, workers):
+    workers()
+    run_id = runs.submit("demo.flaky", {"fail_times": 9, "message": "upstream 502 for order 4411"},
+                         policy={**NO_JITTER, "max_attempts": 2})
+    run = runs.wait(run_id, "dead")
+    assert (run.attempt, run.status_reason, run.error_code) == (2, "exhausted", "flaky")
+    [letter] = runs.dead_letters(run_id)
+    assert (letter.reason, letter.attempts, letter.status) == ("exhausted", 2, "open")
+    order = db.session.get(WorkOrder, letter.work_order_id)
+    assert order.status == "open" and order.dead_letter_count == 1
+    kinds = {(m.kind, m.payload.get("rule")) for m in runs.outbox()}
+    assert ("workorder", None) in kinds and ("alert", "retry_limit_reached") in kinds
+
+
+def test_same_error_group_shares_one_work_order_and_one_pending_alert(runs, workers):
+    workers()
+    ids = [runs.submit("demo.flaky", {"fail_times": 9, "error": "fatal", "message": f"bad row {n}"})
+           for n in range(3)]
+    for run_id in ids:
+        runs.wait(run_id, "dead")
+    letters = [runs.dead_letters(run_id)[0] for run_id in ids]
+    assert len({letter.fingerprint for letter in letters}) == 1
+    assert len({letter.work_order_id for letter in letters}) == 1
+    [alert] = runs.outbox("alert")
+    assert alert.occurrences == 3
+
+
+def test_a_policy_change_takes_effect_on_the_next_attempt(app, runs, workers):
+    policies.save("tight", {**NO_JITTER, "base_delay_s": 2, "max_attempts": 2}, Actor("test"))
+    workers()
+    run_id = runs.submit("demo.flaky", {"fail_times": 2}, policy="tight")
+    runs.wait(run_id, "retry_wait")
+    policies.save("tight", {**NO_JITTER, "base_delay_s": 2, "max_attempts": 3}, Actor("ops"))
+    run = runs.wait(run_id, "succeeded", "dead")
+    assert (run.status, run.attempt, run.policy_version) == ("succeeded", 3, 2)
+    assert [e.data["policy_version"] for e in runs.events(run_id, "running")] == [1, 2, 2]
+
+
+def test_non_retryable_goes_straight_to_dead(runs, workers):
+    workers()
+    run_id = runs.submit("demo.flaky", {"fail_times": 1, "error": "fatal", "code": "bad_input"})
+    run = runs.wait(run_id, "dead")
+    assert (run.attempt, run.status_reason, run.error_code) == (1, "non_retryable", "bad_input")
+    assert [e.kind for e in runs.events(run_id)] == ["submitted", "running", "dead"]
+
+
+def test_non_retryable_with_an_undo_is_compensated(runs, workers):
+    workers()
+    run_id = runs.submit("demo.flaky_compensated", {"fail_times": 1, "error": "fatal"})
+    run = runs.wait(run_id, "compensated")
+    assert [e.kind for e in runs.events(run_id)] == ["submitted", "running", "failed", "compensating", "compensated"]
+    assert runs.dead_letters(run_id) == [] and run.finished_at is not None
+
+
+def test_a_hung_handler_is_stopped_at_its_timeout_and_retried(runs, workers):
+    workers()
+    run_id = runs.submit("demo.sleep", {"seconds": 30}, policy={**NO_JITTER, "timeout_s": 1, "max_attempts": 1})
+    run = runs.wait(run_id, "dead", timeout_s=20)
+    assert (run.error_code, run.status_reason) == ("timeout", "exhausted")
+    assert 900 <= runs.events(run_id, "dead")[0].duration_ms < 5000
+
+
+def test_progress_is_visible_while_the_handler_runs(runs, workers):
+    workers()
+    run_id = runs.submit("demo.sleep", {"seconds": 3})
+    runs.wait(run_id, "running")
+    progress = wait_for(lambda: runs.get(run_id).progress, 2.0, 0.05, "progress within 2 s of starting")
+    assert 0 < progress < 100
+    assert "of 3 s" in runs.get(run_id).progress_message
+    assert runs.wait(run_id, "succeeded").progress == 100
+
+
+def test_cancel_stops_a_running_handler_cooperatively(runs, workers):
+    workers()
+    run_id = runs.submit("demo.sleep", {"seconds": 20})
+    run = runs.wait(run_id, "running")
+    control.cancel(run, Actor("ops"))
+    run = runs.wait(run_id, "cancelled", timeout_s=10)
+    assert run.result["cancelled"] is True and run.result["slept_s"] < 20
+
+
+def test_cancel_of_a_waiting_run_is_immediate_and_no_worker_runs_it(runs, workers):
+    run_id = runs.submit("demo.noop")
+    control.cancel(runs.get(run_id), Actor("ops"))
+    workers()
+    run_id_2 = runs.submit("demo.noop")
+    runs.wait(run_id_2, "succeeded")  # the worker has drained the queue past the cancelled run
+    assert runs.status(run_id) == "cancelled"
+    assert runs.events(run_id, "running") == []
+
+
+@pytest.mark.parametrize("kind", ["simple", "fork"])
+def test_both_worker_kinds_run_work(runs, workers, kind):
+    workers(kind)
+    ids = [runs.submit("demo.noop") for _ in range(5)]
+    for run_id in ids:
+        assert runs.wait(run_id, "succeeded").attempt == 1
+    assert db.session.query(Run).filter(Run.status == "succeeded").count() == 5

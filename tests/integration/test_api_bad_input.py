@@ -1,0 +1,346 @@
+"""Every bad API input gets a clear 4xx JSON answer, never a 500, and nothing is half-written."""
+
+import contextlib
+from datetime import datetime
+
+import pytest
+from sqlalchemy import func, select, update
+
+from console.extensions import db
+from console.models import AuditEntry, OutboxMessage, PolicyVersion, RetryPolicyRecord, Run, RunEvent, Task, Tenant
+from console.services import tenants, tokens
+from console.services.actor import Actor
+
+COUNTED = {"runs": Run, "run_events": RunEvent, "policies": RetryPolicyRecord, "policy_versions": PolicyVersion,
+           "audit": AuditEntry, "outbox": OutboxMessage}
+
+
+def counts() -> dict[str, int]:
+    """Count the rows a request could half-write."""
+    found = {name: db.session.execute(select(func.count()).select_from(model)).scalar_one()
+             for name, model in COUNTED.items()}
+    # End the read transaction, so the next count sees what later requests committed.
+    db.session.rollback()
+    return found
+
+
+@contextlib.contextmanager
+def nothing_written():
+    before = counts()
+    yield
+    assert counts() == before
+
+
+def refused(response, status: int, error: str, field: str | None = None) -> dict:
+    """Assert a clear JSON refusal: the status, the error code, a detail, and the field to fix."""
+    assert response.status_code == status, response.get_data(as_text=True)
+    assert response.mimetype == "application/json"
+    body = response.json
+    assert body["error"] == error
+    assert isinstance(body["detail"], str) and body["detail"]
+    assert body.get("field") == field
+    assert set(body) <= {"error", "detail", "field"}
+    return body
+
+
+def bearer(user, tenant: Tenant | None = None) -> dict:
+    _, plaintext = tokens.issue(user, Actor("test"), tenant=tenant)
+    return {"Authorization": f"Bearer {plaintext}"}
+
+
+def make_tenant(name: str) -> Tenant:
+    tenant = Tenant(name=name)
+    db.session.add(tenant)
+    db.session.commit()
+    return tenant
+
+
+def set_status(run_id: int, status: str) -> None:
+    db.session.execute(update(Run).where(Run.id == run_id).values(status=status))
+    db.session.commit()
+
+
+@pytest.fixture
+def operator(auth):
+    """Headers of an operator token that may act for every tenant."""
+    return bearer(auth.make_user("svc", "operator"))
+
+
+@pytest.fixture
+def submitted(client, operator):
+    """Submit a demo.noop run (it stays pending: no worker runs) and return its id."""
+
+    def submit(**fields) -> int:
+        response = client.post("/worker/tasks", json={"handler": "demo.noop", **fields}, headers=operator)
+        assert response.status_code == 202, response.get_data(as_text=True)
+        return response.json["id"]
+
+    return submit
+
+
+# --- POST /worker/tasks ---------------------------------------------------------------------------------------
+
+
+def test_good_submission_is_202_pending_and_its_run_shows_one_submitted_event(client, operator):
+    response = client.post("/worker/tasks", json={"handler": "demo.noop", "params": {"n": 1}}, headers=operator)
+    assert response.status_code == 202
+    assert response.json["status"] == "pending" and response.json["created"] is True
+    run_id = response.json["id"]
+    assert isinstance(run_id, int)
+
+    run = client.get(f"/worker/tasks/{run_id}", headers=operator)
+    assert run.status_code == 200
+    body = run.json
+    assert (body["id"], body["status"], body["attempt"], body["handler"]) == (run_id, "pending", 0, "python:demo.noop")
+    assert [event["kind"] for event in body["events"]] == ["submitted"]
+    times = [body["created_at"], body["enqueued_at"], body["scheduled_for"], body["events"][0]["at"]]
+    assert all(datetime.fromisoformat(moment).utcoffset() is not None for moment in times), times
+
+
+@pytest.mark.parametrize(("payload", "status", "error", "field", "says"), [
+    pytest.param({"handler": "demo.noop", "priority": 5}, 422, "invalid", "priority", "priority", id="unknown-field"),
+    pytest.param({"params": {}}, 422, "invalid", "handler", "exactly one", id="neither-handler-nor-task"),
+    pytest.param({"handler": "demo.nope"}, 422, "invalid", "handler", "demo.noop", id="unknown-handler"),
+    pytest.param({"handler": 5}, 422, "invalid", "handler", "handler", id="handler-not-a-string"),
+    pytest.param({"task_id": "nightly"}, 422, "invalid", "task_id", "nightly", id="task-id-not-a-number"),
+    pytest.param({"task_id": 999}, 422, "invalid", "task_id", "999", id="unknown-task"),
+    pytest.param({"handler": "demo.noop", "params": [1]}, 422, "invalid", "params", "params", id="params-a-list"),
+    pytest.param({"handler": "demo.noop", "idempotency_key": "k" * 201}, 422, "invalid", "idempotency_key", "200",
+                 id="key-too-long"),
+    pytest.param({"handler": "demo.noop", "idempotency_key": ""}, 422, "invalid", "idempotency_key", "200",
+                 id="key-empty"),
+    pytest.param({"handler": "demo.noop", "policy": {"max_attempts": 0}}, 422, "invalid", "policy.max_attempts",
+                 "1 to 100", id="override-out-of-range"),
+    pytest.param({"handler": "demo.noop", "policy": {"breaker": {"open_s": 0}}}, 422, "invalid",
+                 "policy.breaker.open_s", "open_s", id="nested-override-out-of-range"),
+    pytest.param({"handler": "demo.noop", "policy": {"max_atempts": 3}}, 422, "invalid", "policy.max_atempts",
+                 "max_atempts", id="override-unknown-field"),
+    pytest.param({"handler": "demo.noop", "policy": "no-such-policy"}, 422, "invalid", "policy", "no-such-policy",
+                 id="unknown-policy-name"),
+    pytest.param({"handler": "demo.noop", "policy": ["default"]}, 422, "invalid", "policy", "policy",
+                 id="policy-a-list"),
+    pytest.param({"handler": "demo.noop", "tenant": "nowhere"}, 422, "invalid", "tenant", "nowhere",
+                 id="unknown-tenant"),
+    pytest.param({"handler": "demo.noop", "tenant": 7}, 422, "invalid", "tenant", "tenant", id="tenant-not-a-name"),
+])
+def test_bad_submission_is_refused_and_creates_nothing(client, operator, payload, status, error, field, says):
+    with nothing_written():
+        body = refused(client.post("/worker/tasks", json=payload, headers=operator), status, error, field)
+    assert says in body["detail"]
+
+
+@pytest.mark.parametrize(("data", "content_type"), [
+    pytest.param("handler=demo.noop", "application/x-www-form-urlencoded", id="a-form"),
+    pytest.param("{not json", "application/json", id="broken-json"),
+    pytest.param('["demo.noop"]', "application/json", id="a-list"),
+    pytest.param('"demo.noop"', "application/json", id="a-string"),
+])
+def test_body_that_is_not_a_json_object_is_400(client, operator, data, content_type):
+    with nothing_written():
+        body = refused(client.post("/worker/tasks", data=data, content_type=content_type, headers=operator),
+                       400, "bad_request")
+    assert "JSON object" in body["detail"]
+
+
+def test_handler_and_task_id_together_are_refused(client, operator):
+    task = Task(tenant_id=tenants.find("default").id, name="nightly", handler="python:demo.noop")
+    db.session.add(task)
+    db.session.commit()
+    with nothing_written():
+        body = refused(client.post("/worker/tasks", json={"handler": "demo.noop", "task_id": task.id},
+                                   headers=operator), 422, "invalid", "handler")
+    assert "exactly one of handler or task_id" in body["detail"]
+
+
+def test_plugin_handler_without_a_plugin_runtime_is_refused(app, client, operator, monkeypatch):
+    monkeypatch.setitem(app.config, "PLUGIN_RUNTIME_URL", "")
+    with nothing_written():
+        body = refused(client.post("/worker/tasks", json={"handler": "plugin:x"}, headers=operator),
+                       422, "invalid", "handler")
+    assert "REBOUND_PLUGIN_RUNTIME_URL" in body["detail"]
+
+
+def test_tenant_limited_token_may_not_name_another_tenant(client, auth):
+    acme = make_tenant("acme")
+    make_tenant("globex")
+    headers = bearer(auth.make_user("acme-svc", "operator"), tenant=acme)
+    with nothing_written():
+        body = refused(client.post("/worker/tasks", json={"handler": "demo.noop", "tenant": "globex"},
+                                   headers=headers), 403, "forbidden", "tenant")
+    assert "acme" in body["detail"]
+
+
+def test_viewer_token_may_not_submit(client, auth):
+    headers = bearer(auth.make_user("vic", "viewer"))
+    with nothing_written():
+        body = refused(client.post("/worker/tasks", json={"handler": "demo.noop"}, headers=headers),
+                       403, "forbidden")
+    assert "viewer" in body["detail"]
+
+
+def test_same_key_resubmission_returns_the_same_run_with_200(client, operator):
+    first = client.post("/worker/tasks", json={"handler": "demo.noop", "idempotency_key": "order-42"},
+                        headers=operator)
+    assert first.status_code == 202
+    with nothing_written():
+        again = client.post("/worker/tasks", json={"handler": "demo.noop", "idempotency_key": "order-42"},
+                            headers=operator)
+    assert again.status_code == 200
+    assert again.json == {**first.json, "created": False}
+    assert again.json["id"] == first.json["id"] and again.json["idempotency_key"] == "order-42"
+
+
+def test_queue_limit_overflow_is_429_with_an_alert_and_no_third_run(client, operator):
+    for key in ("q-1", "q-2"):
+        response = client.post("/worker/tasks", json={"handler": "demo.noop", "idempotency_key": key,
+                                                      "policy": {"queue_limit": 2}}, headers=operator)
+        assert response.status_code == 202
+    before = counts()
+    response = client.post("/worker/tasks", json={"handler": "demo.noop", "idempotency_key": "q-3",
+                                                  "policy": {"queue_limit": 2}}, headers=operator)
+    assert response.status_code == 429
+    body = response.json
+    assert (body["error"], body["field"], body["limit"], body["current"], body["max"]) == (
+        "queue_full", "queue_limit", "queue_limit", 2, 2)
+    assert "queue_limit" in body["detail"]
+    assert counts() == {**before, "outbox": before["outbox"] + 1}
+    alert = db.session.execute(select(OutboxMessage).where(OutboxMessage.kind == "alert")).scalar_one()
+    assert alert.payload["rule"] == "queue_overflow"
+    assert (alert.payload["limit"], alert.payload["current"], alert.payload["max"]) == ("queue_limit", 2, 2)
+    assert db.session.execute(select(func.count()).select_from(Run)).scalar_one() == 2
+
+
+# --- GET /worker/tasks/{run_id} and cancel --------------------------------------------------------------------
+
+
+def test_another_tenants_run_is_404_for_a_tenant_limited_token(client, auth, submitted):
+    run_id = submitted()  # in the default tenant
+    acme = make_tenant("acme")
+    headers = bearer(auth.make_user("acme-svc", "operator"), tenant=acme)
+    refused(client.get(f"/worker/tasks/{run_id}", headers=headers), 404, "not_found")
+    with nothing_written():
+        refused(client.post(f"/worker/tasks/{run_id}/cancel", headers=headers), 404, "not_found")
+    assert db.session.get(Run, run_id).status == "pending"
+
+
+def test_unknown_run_is_404(client, operator):
+    refused(client.get("/worker/tasks/999", headers=operator), 404, "not_found")
+    with nothing_written():
+        refused(client.post("/worker/tasks/999/cancel", headers=operator), 404, "not_found")
+
+
+def test_cancelling_a_succeeded_run_is_409_and_changes_nothing(client, operator, submitted):
+    run_id = submitted()
+    set_status(run_id, "succeeded")
+    with nothing_written():
+        body = refused(client.post(f"/worker/tasks/{run_id}/cancel", headers=operator), 409, "conflict", "status")
+    assert "succeeded" in body["detail"]
+    assert db.session.execute(select(Run.status).where(Run.id == run_id)).scalar_one() == "succeeded"
+
+
+# --- POST /internal/tasks/retry -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("payload", "status", "error", "field"), [
+    pytest.param({}, 422, "invalid", "run_id", id="no-run-named"),
+    pytest.param({"run_id": "1"}, 422, "invalid", "run_id", id="run-id-not-a-number"),
+    pytest.param({"idempotency_key": "nope"}, 404, "not_found", None, id="unknown-key"),
+    pytest.param({"run_id": 999}, 404, "not_found", None, id="unknown-run"),
+])
+def test_bad_retry_is_refused(client, operator, payload, status, error, field):
+    with nothing_written():
+        refused(client.post("/internal/tasks/retry", json=payload, headers=operator), status, error, field)
+
+
+def test_retrying_a_pending_run_with_a_new_policy_is_409_and_keeps_its_policy(client, operator, submitted):
+    run_id = submitted()
+    with nothing_written():
+        refused(client.post("/internal/tasks/retry", json={"run_id": run_id, "policy": {"max_attempts": 9}},
+                            headers=operator), 409, "conflict", "status")
+    db.session.expire_all()
+    run = db.session.get(Run, run_id)
+    assert (run.status, run.policy_overrides) == ("pending", {})
+
+
+# --- PUT /internal/policies/{name} ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "payload", "field"), [
+    pytest.param("default", {"max_attempts": 0}, "policy.max_attempts", id="out-of-range"),
+    pytest.param("default", {"max_atempts": 3}, "policy.max_atempts", id="unknown-field"),
+    pytest.param("default", {"breaker": {"open_s": 0}}, "policy.breaker.open_s", id="nested-out-of-range"),
+    pytest.param("default", {"retryable_codes": "timeout"}, "policy.retryable_codes", id="codes-a-string"),
+    pytest.param("default", {"max_attempts": 3, "description": 5}, "description", id="description-not-text"),
+    pytest.param("fresh", {"jitter": 2}, "policy.jitter", id="new-policy-out-of-range"),
+    pytest.param("Bad_Name", {"max_attempts": 3}, "name", id="invalid-name"),
+])
+def test_bad_policy_edit_adds_no_version_and_no_audit_row(client, operator, name, payload, field):
+    with nothing_written():
+        refused(client.put(f"/internal/policies/{name}", json=payload, headers=operator), 422, "invalid", field)
+    assert client.get("/internal/policies/default", headers=operator).json["version"] == 1
+
+
+def test_policy_edit_that_is_not_an_object_is_400(client, operator):
+    with nothing_written():
+        refused(client.put("/internal/policies/default", json=[1], headers=operator), 400, "bad_request")
+
+
+def test_unknown_policy_is_404(client, operator):
+    refused(client.get("/internal/policies/nope", headers=operator), 404, "not_found")
+
+
+# --- POST /events ---------------------------------------------------------------------------------------------
+
+
+FAILED = "task.execution.failed"
+UPDATED = "task.execution.updated"
+
+
+@pytest.mark.parametrize(("payload", "status", "error", "field"), [
+    pytest.param({"type": "task.execution.exploded", "idempotency_key": "k"}, 422, "invalid", "type",
+                 id="unknown-type"),
+    pytest.param({"idempotency_key": "k"}, 422, "invalid", "type", id="no-type"),
+    pytest.param({"type": FAILED, "error_code": "boom"}, 422, "invalid", "idempotency_key", id="failed-without-key"),
+    pytest.param({"type": FAILED, "idempotency_key": "k"}, 422, "invalid", "error_code", id="failed-without-code"),
+    pytest.param({"type": FAILED, "idempotency_key": "k", "error_code": "boom", "retryable": "yes"}, 422, "invalid",
+                 "retryable", id="retryable-a-string"),
+    pytest.param({"type": FAILED, "idempotency_key": "k", "error_code": "boom", "retry_after_s": -1}, 422,
+                 "invalid", "retry_after_s", id="negative-retry-after"),
+    pytest.param({"type": FAILED, "idempotency_key": "k", "error_code": "boom"}, 404, "not_found", None,
+                 id="unknown-key-and-no-handler"),
+    pytest.param({"type": FAILED, "data": {"idempotency_key": "k", "error_code": "boom"}}, 404, "not_found", None,
+                 id="unknown-key-nested-in-data"),
+    pytest.param({"type": FAILED, "idempotency_key": "k", "error_code": "boom", "handler": "demo.nope"}, 422,
+                 "invalid", "handler", id="unknown-key-and-unknown-handler"),
+    pytest.param({"type": FAILED, "idempotency_key": "k", "error_code": "boom", "handler": 5}, 422,
+                 "invalid", "handler", id="unknown-key-and-handler-not-a-string"),
+    pytest.param({"type": FAILED, "idempotency_key": "k", "error_code": "boom", "handler": "demo.noop",
+                  "params": [1]}, 422, "invalid", "params", id="unknown-key-and-params-a-list"),
+    pytest.param({"type": FAILED, "idempotency_key": "k", "error_code": "boom", "handler": "demo.noop",
+                  "retry_token": 5}, 422, "invalid", "retry_token", id="unknown-key-and-retry-token-not-a-string"),
+    pytest.param({"type": UPDATED, "idempotency_key": "k", "progress": 50}, 404, "not_found", None,
+                 id="update-for-unknown-key"),
+    pytest.param({"type": FAILED, "idempotency_key": "k", "error_code": "boom", "tenant": "nowhere"}, 422,
+                 "invalid", "tenant", id="unknown-tenant"),
+])
+def test_bad_event_is_refused_and_records_nothing(client, operator, payload, status, error, field):
+    with nothing_written():
+        refused(client.post("/events", json=payload, headers=operator), status, error, field)
+
+
+@pytest.mark.parametrize("progress", [101, -1, 50.5, True, "50"])
+def test_progress_outside_0_to_100_is_422(client, operator, submitted, progress):
+    submitted(idempotency_key="job-7")
+    with nothing_written():
+        body = refused(client.post("/events", json={"type": UPDATED, "idempotency_key": "job-7",
+                                                    "progress": progress}, headers=operator),
+                       422, "invalid", "progress")
+    assert "0 to 100" in body["detail"]
+
+
+def test_failure_reported_for_a_run_that_is_not_running_is_409(client, operator, submitted):
+    run_id = submitted(idempotency_key="job-8")
+    with nothing_written():
+        refused(client.post("/events", json={"type": FAILED, "idempotency_key": "job-8", "error_code": "boom"},
+                            headers=operator), 409, "conflict", "idempotency_key")
+    assert db.session.execute(select(Run.status).where(Run.id == run_id)).scalar_one() == "pending"

@@ -1,0 +1,79 @@
+"""The OpenAPI document: served openly, valid, and in step with the routes the app really has."""
+
+import re
+
+import pytest
+
+API_PREFIXES = ("/worker/", "/internal/", "/events", "/api/")
+IGNORED_METHODS = {"HEAD", "OPTIONS"}
+
+
+def openapi_path(rule: str) -> str:
+    """Turn Flask's `/worker/tasks/<int:run_id>` into OpenAPI's `/worker/tasks/{run_id}`."""
+    return re.sub(r"<(?:[^:<>]+:)?([^<>]+)>", r"{\1}", rule)
+
+
+def api_routes(app) -> dict[str, set[str]]:
+    """Return the methods of every JSON API route, by OpenAPI path."""
+    routes: dict[str, set[str]] = {}
+    for rule in app.url_map.iter_rules():
+        if rule.rule.startswith(API_PREFIXES) or rule.rule == "/healthz":
+            routes.setdefault(openapi_path(rule.rule), set()).update(rule.methods - IGNORED_METHODS)
+    return routes
+
+
+@pytest.fixture
+def document(client):
+    response = client.get("/openapi.json")
+    assert response.status_code == 200
+    return response.json
+
+
+def test_document_is_served_without_a_token_and_parses(client):
+    response = client.get("/openapi.json")
+    assert response.status_code == 200
+    assert response.mimetype == "application/json"
+    assert response.json["openapi"].startswith("3.1")
+    scheme = response.json["components"]["securitySchemes"]["bearerAuth"]
+    assert (scheme["type"], scheme["scheme"]) == ("http", "bearer")
+    assert response.json["security"] == [{"bearerAuth": []}]
+
+
+def test_flask_placeholders_become_openapi_parameters():
+    assert openapi_path("/worker/tasks/<int:run_id>/cancel") == "/worker/tasks/{run_id}/cancel"
+    assert openapi_path("/internal/policies/<name>") == "/internal/policies/{name}"
+
+
+def test_every_api_route_is_documented_with_the_same_methods(app, document):
+    routes = api_routes(app)
+    assert "/worker/tasks/{run_id}" in routes  # the conversion found the parameterised rules
+    documented = {path: {method.upper() for method in item if method != "parameters"}
+                  for path, item in document["paths"].items()}
+    for path, methods in routes.items():
+        assert path in documented, f"{path} is not in openapi.yaml"
+        assert documented[path] == methods, path
+
+
+def test_documented_path_parameters_match_the_flask_rules(document):
+    for path, item in document["paths"].items():
+        named = set(re.findall(r"{([^}]+)}", path))
+        declared = {p["name"] for p in item.get("parameters", []) if "$ref" not in p}
+        declared |= {document["components"]["parameters"][p["$ref"].rsplit("/", 1)[1]]["name"]
+                     for p in item.get("parameters", []) if "$ref" in p}
+        assert declared == named, path
+
+
+def test_only_public_routes_waive_the_bearer_token(app, document):
+    for rule in app.url_map.iter_rules():
+        path = openapi_path(rule.rule)
+        if path not in document["paths"]:
+            continue
+        public = app.view_functions[rule.endpoint].required_permission is None
+        for method in rule.methods - IGNORED_METHODS:
+            operation = document["paths"][path][method.lower()]
+            assert (operation.get("security") == []) == public, f"{method} {path}"
+
+
+def test_document_is_valid_openapi(document):
+    validator = pytest.importorskip("openapi_spec_validator")
+    validator.validate(document)
