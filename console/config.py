@@ -28,24 +28,15 @@ def stored_secret_key(data_dir: str) -> str:
     return key_file.read_text().strip()
 
 
-def _int(env, name: str, default: int) -> int:
+def _number(env, name: str, default, kind=int):
     raw = env.get(name)
     if raw in (None, ""):
         return default
     try:
-        return int(raw)
+        return kind(raw)
     except ValueError:
-        raise SystemExit(f"{name} must be a whole number, got {raw!r}") from None
-
-
-def _float(env, name: str, default: float) -> float:
-    raw = env.get(name)
-    if raw in (None, ""):
-        return default
-    try:
-        return float(raw)
-    except ValueError:
-        raise SystemExit(f"{name} must be a number, got {raw!r}") from None
+        what = "a whole number" if kind is int else "a number"
+        raise SystemExit(f"{name} must be {what}, got {raw!r}") from None
 
 
 def from_env(env=None) -> dict:
@@ -57,20 +48,20 @@ def from_env(env=None) -> dict:
         "DATA_DIR": str(data_dir),
         "SQLALCHEMY_DATABASE_URI": database_url,
         "REDIS_URL": env.get("REBOUND_REDIS_URL") or "",
-        "PORT": _int(env, "REBOUND_PORT", 8000),
+        "PORT": _number(env, "REBOUND_PORT", 8000),
         "SECRET_KEY": env.get("REBOUND_SECRET_KEY") or None,
         "ADMIN_PASSWORD": env.get("REBOUND_ADMIN_PASSWORD") or "",
-        "WORKERS": _int(env, "REBOUND_WORKERS", 2),
+        "WORKERS": _number(env, "REBOUND_WORKERS", 2),
         "DEMO": env.get("REBOUND_DEMO", "1") not in ("0", "false", "no", ""),
         "LOGIN_RATE_LIMIT": env.get("REBOUND_LOGIN_RATE_LIMIT", "10 per minute"),
         "POLICIES_FILE": env.get("REBOUND_POLICIES_FILE") or str(PROJECT / "config" / "retry-policies.yaml"),
         "COMMANDS_FILE": env.get("REBOUND_COMMANDS_FILE") or str(PROJECT / "config" / "commands.yaml"),
         "PLUGIN_RUNTIME_URL": env.get("REBOUND_PLUGIN_RUNTIME_URL", ""),
         # A running run whose heartbeat is older than this is taken for lost (its worker died).
-        "HEARTBEAT_S": _float(env, "REBOUND_HEARTBEAT_S", 5.0),
-        "STALE_AFTER_S": _float(env, "REBOUND_STALE_AFTER_S", 30.0),
+        "HEARTBEAT_S": _number(env, "REBOUND_HEARTBEAT_S", 5.0, float),
+        "STALE_AFTER_S": _number(env, "REBOUND_STALE_AFTER_S", 30.0, float),
         # A pending run not picked up this long after enqueueing is checked against Redis.
-        "REQUEUE_AFTER_S": _float(env, "REBOUND_REQUEUE_AFTER_S", 30.0),
+        "REQUEUE_AFTER_S": _number(env, "REBOUND_REQUEUE_AFTER_S", 30.0, float),
     }
 
 
@@ -80,5 +71,7 @@ DEFAULTS = {
     "SESSION_COOKIE_SAMESITE": "Lax",
     "REMEMBER_COOKIE_HTTPONLY": True,
     "WTF_CSRF_TIME_LIMIT": None,
+    # A Redis outage must not lock people out of the console: the login throttle then lets requests through.
+    "RATELIMIT_SWALLOW_ERRORS": True,
     "TESTING": False,
 }

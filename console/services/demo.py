@@ -10,8 +10,10 @@ from console.services.engine.submit import submit
 
 DEMO = Actor("demo")
 # Short delays so the demo's retries and dead letters appear within seconds of `rebound up`.
+# The breaker is lenient so the demo's deliberate failures fill the DLQ instead of tripping it.
 DEMO_POLICY = {"description": "Demo: three quick attempts.", "max_attempts": 3, "base_delay_s": 1,
-               "multiplier": 2, "max_delay_s": 5, "jitter": 0.1, "timeout_s": 300}
+               "multiplier": 2, "max_delay_s": 5, "jitter": 0.1, "timeout_s": 300,
+               "breaker": {"failure_threshold": 50, "open_s": 20, "success_threshold": 2}}
 
 
 def is_empty() -> bool:

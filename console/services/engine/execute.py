@@ -131,28 +131,25 @@ def _perform(run: Run, policy, settings: BreakerSettings, clock: Clock) -> str:
                 error = exc
     duration_ms = int((time.monotonic() - started) * 1000)
     now = clock()
-    status, token = db.session.execute(select(Run.status, Run.retry_token).where(Run.id == run.id)).one()
-    if status != "running" or token != ctx.retry_token:
-        log.warning("run %s moved on while attempt %s ran (now %s); its outcome is dropped", run.id, ctx.attempt,
-                    status)
-        return "stale"
     try:
-        event = breakers.record(run.handler, error is None, now, settings)
-        if event == "opened":
-            outbox.add("alert", f"breaker:{run.handler}", {
-                "rule": "breaker_opened", "handler": run.handler, "tenant_id": run.tenant_id,
-                "open_s": settings.open_s, "at": now.isoformat()}, now)
+        # Guarded by status and attempt: if the reconciler gave this attempt up meanwhile, the outcome is dropped.
         if error is None and ctx.cancelled():
             transitions.move(run, "cancelled", now, reason="cancel_requested", finished_at=now,
                              result=_json_safe(result), duration_ms=duration_ms)
         elif error is None:
             transitions.move(run, "succeeded", now, reason=None, finished_at=now, result=_json_safe(result),
                              progress=100, duration_ms=duration_ms)
+        if error is None:
+            db.session.commit()
         else:
-            failure = classify(error, policy)
-            return fail(run, failure, policy, now, duration_ms=duration_ms,
-                        compensate=invocation.compensate if invocation else None, ctx=ctx)
-        db.session.commit()
+            fail(run, classify(error, policy), policy, now, duration_ms=duration_ms,
+                 compensate=invocation.compensate if invocation else None, ctx=ctx)
     except transitions.StaleRun:
+        log.warning("run %s moved on while attempt %s ran; its outcome is dropped", run.id, ctx.attempt)
         return "stale"
+    if breakers.record(run.handler, error is None, now, settings) == "opened":
+        outbox.add("alert", f"breaker:{run.handler}", {
+            "rule": "breaker_opened", "handler": run.handler, "tenant_id": run.tenant_id,
+            "open_s": settings.open_s, "at": now.isoformat()}, now)
+        db.session.commit()
     return run.status
