@@ -8,6 +8,7 @@ and a mixed run (20% retryable failures) checked for duplicates and for delays w
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -172,18 +173,24 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2000)
     parser.add_argument("--mixed", type=int, default=10_000)
     parser.add_argument("--kinds", default="simple,fork", help="worker kinds to compare")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds; the median is reported")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         bench = Bench(Path(tmp))
         try:
-            print(f"{args.runs} no-op runs; same Redis (embedded, unix socket), SQLite WAL; {os.cpu_count()} cores")
+            print(f"{args.runs} no-op runs, median of {args.rounds} alternating rounds; same Redis (embedded, "
+                  f"unix socket), SQLite WAL; {os.cpu_count()} cores")
             print(f"{'worker':<8} {'procs':>5} {'bare RQ/s':>10} {'Rebound/s':>10} {'ratio':>6}")
             throughput = {}
             for kind in args.kinds.split(","):
                 for processes in (1, 2):
                     n = args.runs if kind == "simple" else max(200, args.runs // 4)
-                    bare = bench.bare_rq(n, processes, kind)
-                    ours = bench.rebound(n, processes, kind)
+                    # Alternate the two in rounds and take medians: this machine's speed drifts between runs.
+                    bares, ourses = [], []
+                    for _ in range(args.rounds):
+                        bares.append(bench.bare_rq(n, processes, kind))
+                        ourses.append(bench.rebound(n, processes, kind))
+                    bare, ours = statistics.median(bares), statistics.median(ourses)
                     throughput[(kind, processes)] = ours
                     print(f"{kind:<8} {processes:>5} {bare:>10.0f} {ours:>10.0f} {ours / bare:>6.2f}")
             rate = throughput[("simple", 2)] / 2

@@ -47,6 +47,8 @@ def from_env(env=None) -> dict:
     return {
         "DATA_DIR": str(data_dir),
         "SQLALCHEMY_DATABASE_URI": database_url,
+        # A server database may drop idle connections; a local SQLite file cannot, so no ping per checkout.
+        "SQLALCHEMY_ENGINE_OPTIONS": {"pool_pre_ping": not database_url.startswith("sqlite")},
         "REDIS_URL": env.get("REBOUND_REDIS_URL") or "",
         "PORT": _number(env, "REBOUND_PORT", 8000),
         "SECRET_KEY": env.get("REBOUND_SECRET_KEY") or None,
@@ -66,7 +68,6 @@ def from_env(env=None) -> dict:
 
 
 DEFAULTS = {
-    "SQLALCHEMY_ENGINE_OPTIONS": {"pool_pre_ping": True},
     "SESSION_COOKIE_HTTPONLY": True,
     "SESSION_COOKIE_SAMESITE": "Lax",
     "REMEMBER_COOKIE_HTTPONLY": True,

@@ -1,11 +1,13 @@
 """RQ workers that run each job inside a fresh app context of an app built once."""
 
+import importlib
 import os
 import socket
 
 from rq import SimpleWorker, Worker
 
 from console.extensions import db
+from console.services.engine import registry
 
 QUEUES = ["default", "retries", "maintenance"]
 
@@ -49,6 +51,9 @@ def worker_name() -> str:
 
 def build_worker(app, connection, kind: str = "simple", queues: list[str] | None = None) -> Worker:
     """Create a worker of the given kind bound to the app."""
+    # Import the job and handler modules once here, not in every forked child.
+    importlib.import_module("jobs.execute")
+    registry.names()
     cls = WORKER_CLASSES[kind]
     worker = cls(queues or QUEUES, connection=connection, name=worker_name())
     worker.flask_app = app

@@ -61,11 +61,12 @@ def current_version(record: RetryPolicyRecord) -> PolicyVersion:
 def effective(policy_id: int | None, overrides: dict | None) -> tuple[int, RetryPolicy]:
     """Return the version in force (of the run's policy, or `default`) with the run's overrides applied."""
     # One query on every attempt: a policy change must take effect from the very next attempt.
-    chosen = RetryPolicyRecord.id == policy_id if policy_id is not None else RetryPolicyRecord.name == DEFAULT
-    row = db.session.execute(
-        select(PolicyVersion.version, PolicyVersion.spec)
-        .join(RetryPolicyRecord, RetryPolicyRecord.id == PolicyVersion.policy_id)
-        .where(chosen, PolicyVersion.version == RetryPolicyRecord.current_version)
+    policies_t, versions_t = RetryPolicyRecord.__table__, PolicyVersion.__table__
+    chosen = policies_t.c.id == policy_id if policy_id is not None else policies_t.c.name == DEFAULT
+    row = db.session.connection().execute(
+        select(versions_t.c.version, versions_t.c.spec)
+        .join(policies_t, policies_t.c.id == versions_t.c.policy_id)
+        .where(chosen, versions_t.c.version == policies_t.c.current_version)
     ).one_or_none()
     if row is None:
         raise NotFound(f"retry policy {policy_id or DEFAULT} is missing")

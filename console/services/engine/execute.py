@@ -42,11 +42,12 @@ def _json_safe(value):
 def _over_capacity(run: Run, concurrency: int) -> str | None:
     """Name the limit that is full (the task's concurrency or the tenant's max_running), if any."""
     # Counted, then claimed: two workers racing may overshoot by one; the limits are for load, not safety.
-    same = Run.task_id == run.task_id if run.task_id else Run.handler == run.handler
-    own, tenant_running, max_running = db.session.execute(
-        select(func.count(case((same, 1))), func.count(), Tenant.max_running)
-        .select_from(Tenant).outerjoin(Run, (Run.tenant_id == Tenant.id) & (Run.status == "running"))
-        .where(Tenant.id == run.tenant_id).group_by(Tenant.max_running)).one()
+    runs, tenants = Run.__table__, Tenant.__table__
+    same = runs.c.task_id == run.task_id if run.task_id else runs.c.handler == run.handler
+    own, tenant_running, max_running = db.session.connection().execute(
+        select(func.count(case((same, 1))), func.count(runs.c.id), tenants.c.max_running)
+        .select_from(tenants).outerjoin(runs, (runs.c.tenant_id == tenants.c.id) & (runs.c.status == "running"))
+        .where(tenants.c.id == run.tenant_id).group_by(tenants.c.max_running)).one()
     if own >= concurrency:
         return "concurrency"
     return "quota" if tenant_running >= max_running else None

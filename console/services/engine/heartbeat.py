@@ -1,6 +1,7 @@
-"""While a handler runs: prove the worker is alive, and notice a cancel request."""
+"""While handlers run: prove their worker is alive, and notice cancel requests."""
 
 import threading
+import time
 
 from flask import current_app
 from sqlalchemy import select, update
@@ -10,34 +11,65 @@ from console.extensions import db
 from console.models import Run
 
 
+class _Beater:
+    """One thread per process beats for every attempt running in it (no thread start per attempt)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.attempts: dict[int, tuple[int, threading.Event]] = {}
+        self.thread: threading.Thread | None = None
+        self.interval_s = 5.0
+
+    def add(self, app, run_id: int, attempt: int, cancel_event: threading.Event, interval_s: float) -> None:
+        with self.lock:
+            self.attempts[run_id] = (attempt, cancel_event)
+            self.interval_s = interval_s
+            # After a fork the child has no thread even though the object says otherwise; is_alive() knows.
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self._run, args=(app,), name="heartbeat", daemon=True)
+                self.thread.start()
+
+    def remove(self, run_id: int) -> None:
+        with self.lock:
+            self.attempts.pop(run_id, None)
+
+    def _run(self, app) -> None:
+        with app.app_context():
+            while True:
+                time.sleep(self.interval_s)
+                with self.lock:
+                    attempts = dict(self.attempts)
+                if attempts:
+                    self._beat(attempts)
+
+    def _beat(self, attempts: dict) -> None:
+        try:
+            with db.engine.begin() as connection:
+                for run_id, (attempt, _) in attempts.items():
+                    connection.execute(update(Run.__table__).where(
+                        Run.id == run_id, Run.status == "running", Run.attempt == attempt
+                    ).values(heartbeat_at=utcnow()))
+                cancelling = set(connection.execute(select(Run.id).where(
+                    Run.id.in_(attempts), Run.cancel_requested.is_(True))).scalars())
+        except Exception:  # noqa: BLE001 - a missed beat is retried on the next tick
+            return
+        for run_id in cancelling:
+            attempts[run_id][1].set()
+
+
+_beater = _Beater()
+
+
 class Heartbeat:
-    """A background thread that touches the run's heartbeat_at and watches cancel_requested."""
+    """Keep one attempt's heartbeat_at fresh while the block runs; set cancel_event on a cancel request."""
 
     def __init__(self, run_id: int, attempt: int, interval_s: float, cancel_event: threading.Event):
-        self.run_id, self.attempt, self.interval_s = run_id, attempt, interval_s
-        self.cancel_event = cancel_event
-        self._stop = threading.Event()
-        self._app = current_app._get_current_object()
-        self._thread = threading.Thread(target=self._beat, name=f"heartbeat-run-{run_id}", daemon=True)
+        self.run_id, self.attempt, self.interval_s, self.cancel_event = run_id, attempt, interval_s, cancel_event
 
     def __enter__(self):
-        self._thread.start()
+        _beater.add(current_app._get_current_object(), self.run_id, self.attempt, self.cancel_event, self.interval_s)
         return self
 
     def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join(5)
+        _beater.remove(self.run_id)
         return False
-
-    def _beat(self) -> None:
-        with self._app.app_context():
-            while not self._stop.wait(self.interval_s):
-                try:
-                    with db.engine.begin() as connection:
-                        connection.execute(update(Run).where(
-                            Run.id == self.run_id, Run.status == "running", Run.attempt == self.attempt
-                        ).values(heartbeat_at=utcnow()))
-                        if connection.execute(select(Run.cancel_requested).where(Run.id == self.run_id)).scalar():
-                            self.cancel_event.set()
-                except Exception:  # noqa: BLE001,S110 - a missed beat is retried on the next tick
-                    continue

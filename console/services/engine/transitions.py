@@ -9,6 +9,10 @@ from console.domain.statuses import check_transition
 from console.extensions import db
 from console.models import Run, RunEvent
 
+# Core statements on the tables: this is the hot path, and the ORM's bulk-update machinery costs more
+# than the SQL itself. The session's connection keeps them in the caller's transaction.
+RUNS, EVENTS = Run.__table__, RunEvent.__table__
+
 
 class StaleRun(Exception):
     """The run moved on (another worker, a cancel, the reconciler) since it was read."""
@@ -17,7 +21,7 @@ class StaleRun(Exception):
 def event(run: Run, kind: str, now: datetime, **fields) -> None:
     """Append one timeline entry for the run's current attempt (in the caller's transaction)."""
     # A plain INSERT: the timeline is append-only, so the unit of work has nothing to track.
-    db.session.execute(insert(RunEvent).values(
+    db.session.connection().execute(insert(EVENTS).values(
         run_id=run.id, at=now, kind=kind, attempt=run.attempt, series=run.series, retry_token=run.retry_token,
         worker_id=run.worker_id, **fields))
 
@@ -34,11 +38,11 @@ def move(run: Run, target: str, now: datetime, *, reason: str | None = None, err
         # A run that succeeded has no error, whatever its earlier attempts said.
         values.update(error_code=None, error_message=None)
     # One conditional update: the status and attempt we read must still hold, or another process won.
-    result = db.session.execute(
-        update(Run)
-        .where(Run.id == run.id, Run.status == source, Run.attempt == run.attempt, Run.series == run.series)
+    result = db.session.connection().execute(
+        update(RUNS)
+        .where(RUNS.c.id == run.id, RUNS.c.status == source, RUNS.c.attempt == run.attempt,
+               RUNS.c.series == run.series)
         .values(status=target, status_reason=reason, updated_at=now, **values)
-        .execution_options(synchronize_session=False)
     )
     if result.rowcount != 1:
         db.session.rollback()

@@ -1,0 +1,265 @@
+"""Cron schedules evaluated on the task's own wall clock, the way cron daemons treat DST.
+
+Expressions are the classic 5 fields (minute hour day-of-month month day-of-week) or an @alias.
+Choices a caller must know:
+
+- Fields match local wall-clock minutes in the task's IANA zone, so `0 3 * * *` stays 03:00 local all year.
+- Spring forward: a wall time the clock skips (02:30 when 02:00 jumps to 03:00) fires once, at the first
+  instant after the gap (03:00 local); the day is never skipped.
+- Fall back: a wall time shown twice fires at its first occurrence only, unless the minute or hour field is
+  a wildcard (`*`, `*/n` or the full range). Like Vixie cron, such interval-like schedules fire in both
+  passes, so `0 * * * *` runs at every real hour while `30 1 * * *` runs once.
+- When day-of-month and day-of-week are both restricted (neither is literally `*`), a day matching either
+  fires (Vixie/POSIX OR). `*/2` counts as restricted, unlike Vixie's "starts with *" quirk; croniter agrees.
+- Day-of-week: 0 and 7 are Sunday; an open-ended `a/n` runs to 6, as in croniter (write `a-7/n` for Sunday).
+"""
+
+import difflib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from functools import lru_cache
+from itertools import islice, takewhile
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+
+from cron_descriptor import get_description
+
+_MONTH_NAMES = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
+_MONTHS = {name: number for number, name in enumerate(_MONTH_NAMES, 1)}
+_WEEKDAYS = {name: number for number, name in enumerate(("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"))}
+# (name, low, high, names); day-of-week accepts 7 for Sunday and folds it to 0 after expansion.
+_FIELDS = (
+    ("minute", 0, 59, {}),
+    ("hour", 0, 23, {}),
+    ("day-of-month", 1, 31, {}),
+    ("month", 1, 12, _MONTHS),
+    ("day-of-week", 0, 7, _WEEKDAYS),
+)
+_ALIASES = {
+    "@hourly": "0 * * * *",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@weekly": "0 0 * * 0",
+    "@monthly": "0 0 1 * *",
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+}
+_ITEM = re.compile(r"(?:(\*)|([A-Za-z0-9]+)(?:-([A-Za-z0-9]+))?)(?:/([A-Za-z0-9]*))?")
+_QUARTZ = "; L, W, # and ? are Quartz extensions that classic cron does not support"
+_MONTH_DAYS = (0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+# Offsets around one transition differ by at most this much (2 hours for double summer time); looking this far
+# either side of a moment tells whether a transition is near and by how much the clock moves.
+_SWING = timedelta(hours=3)
+# Parse rejects day sets that never occur, so a match comes within 8 years (Feb 29 around 2100).
+_SEARCH_DAYS = 366 * 9
+
+
+class CronError(ValueError):
+    """A cron expression or time zone that cannot be used; `field` is "cron" or "timezone"."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        self.message = message
+        super().__init__(f"{field}: {message}")
+
+
+@lru_cache(maxsize=1)
+def _zone_names() -> dict[str, str]:
+    return {name.lower(): name for name in available_timezones()}
+
+
+def load_zone(name: str) -> ZoneInfo:
+    """Return the IANA time zone called `name`, or raise CronError suggesting the closest real one."""
+    if isinstance(name, str) and name and name == name.strip():
+        try:
+            return ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError, OSError):
+            pass
+    close = difflib.get_close_matches(str(name).strip().lower(), _zone_names(), n=1)
+    hint = f"did you mean {_zone_names()[close[0]]!r}?" if close else "use a name like 'Europe/Berlin' or 'UTC'"
+    raise CronError("timezone", f"unknown IANA time zone {name!r}; {hint}")
+
+
+def as_utc(moment: datetime) -> datetime:
+    """Return an aware datetime converted to UTC; naive ones are refused rather than guessed."""
+    if not isinstance(moment, datetime) or moment.utcoffset() is None:
+        raise ValueError(f"expected a timezone-aware datetime, got {moment!r}")
+    return moment.astimezone(UTC)
+
+
+def wall_to_utc(wall: datetime, zone: ZoneInfo) -> datetime:
+    """Return the first instant `zone`'s clock shows naive `wall`, or the end of the gap that skips it."""
+    first = wall.replace(tzinfo=zone, fold=0).astimezone(UTC)
+    second = wall.replace(tzinfo=zone, fold=1).astimezone(UTC)
+    # In a gap fold=0 reads the wall time with the old offset, which lands after fold=1 (PEP 495).
+    if first <= second:
+        return first
+    # zoneinfo does not expose its transitions; bisect whole seconds for where the new offset starts.
+    target = first.astimezone(zone).utcoffset()
+    low, high = int(second.timestamp()), int(first.timestamp())
+    while high - low > 1:
+        middle = (low + high) // 2
+        if datetime.fromtimestamp(middle, zone).utcoffset() == target:
+            high = middle
+        else:
+            low = middle
+    return datetime.fromtimestamp(high, UTC)
+
+
+def _split(expression: str) -> list[str]:
+    if not isinstance(expression, str) or not expression.strip():
+        raise CronError("cron", "expression is empty; write 5 fields like '30 2 * * *' or an alias like '@daily'")
+    text = expression.strip()
+    if text.startswith("@"):
+        alias = text.lower()
+        if alias == "@reboot":
+            raise CronError("cron", "@reboot fires at daemon start, not on a schedule; use a time such as '@daily'")
+        if alias not in _ALIASES:
+            raise CronError("cron", f"unknown alias {text!r}; use one of {', '.join(_ALIASES)}")
+        text = _ALIASES[alias]
+    fields = text.split()
+    if len(fields) != 5:
+        extra = "; seconds and year fields are not supported" if len(fields) in (6, 7) else ""
+        layout = "minute hour day-of-month month day-of-week"
+        raise CronError("cron", f"expected 5 fields ({layout}), got {len(fields)}{extra}")
+    return fields
+
+
+def _number(token: str, position: int) -> int:
+    name, low, high, names = _FIELDS[position - 1]
+    where = f"field {position} ({name})"
+    if token.upper() in names:
+        return names[token.upper()]
+    if not (token.isascii() and token.isdigit()):
+        hint = f" or a name like {next(iter(names))}" if names else ""
+        quartz = _QUARTZ if set(token.upper()) & set("LW") else ""
+        raise CronError("cron", f"{where} value {token!r} is not a number{hint}{quartz}")
+    if not low <= int(token) <= high:
+        raise CronError("cron", f"{where} value {int(token)} is out of range {low}-{high}")
+    return int(token)
+
+
+def _parse_field(text: str, position: int) -> frozenset[int]:
+    name, low, high, _ = _FIELDS[position - 1]
+    where = f"field {position} ({name})"
+    values: set[int] = set()
+    for item in text.split(","):
+        match = _ITEM.fullmatch(item)
+        if not match:
+            quartz = _QUARTZ if set(item) & set("#?") else ""
+            expected = "*, a value, a range a-b, a step like */5, or a list a,b"
+            raise CronError("cron", f"{where} has {item!r}, expected {expected}{quartz}")
+        star, first, last, step = match.groups()
+        top = 6 if position == 5 else high
+        start = low if star else _number(first, position)
+        stop = _number(last, position) if last else (top if star or step is not None else start)
+        if start > stop:
+            fix = f"split it, e.g. {first}-{high},{low}-{last}"
+            raise CronError("cron", f"{where} range {first}-{last} runs backwards; {fix}")
+        if step is not None and not (step.isascii() and step.isdigit() and int(step) >= 1):
+            raise CronError("cron", f"{where} step {step!r} in {item!r} must be a whole number of at least 1")
+        values.update(range(start, stop + 1, int(step) if step else 1))
+    return frozenset(value % 7 for value in values) if position == 5 else frozenset(values)
+
+
+def parse(expression: str, timezone: str = "UTC") -> "CronSchedule":
+    """Parse a 5-field crontab line or @alias evaluated in IANA `timezone`, raising CronError if unusable."""
+    fields = _split(expression)
+    minutes, hours, days, months, weekdays = (_parse_field(text, i) for i, text in enumerate(fields, 1))
+    days_any, weekdays_any = fields[2] == "*", fields[4] == "*"
+    # Only when day-of-month alone decides can the day set be impossible ("31" in "FEB,APR"); refuse it
+    # rather than search for years.
+    if weekdays_any and not any(day <= _MONTH_DAYS[month] for day in days for month in months):
+        names = ", ".join(name for name, number in _MONTHS.items() if number in months)
+        shown = ",".join(map(str, sorted(days)))
+        raise CronError("cron", f"day-of-month {shown} never occurs in {names}; pick days that exist in those months")
+    load_zone(timezone)
+    wild = fields[0].startswith("*") or fields[1].startswith("*") or len(minutes) == 60 or len(hours) == 24
+    sets = (minutes, hours, days, months, weekdays)
+    return CronSchedule(expression.strip(), timezone, *sets, days_any, weekdays_any, wild)
+
+
+@dataclass(frozen=True)
+class CronSchedule:
+    """A parsed cron expression bound to a time zone; build it with parse()."""
+
+    expression: str
+    timezone: str
+    minutes: frozenset[int]
+    hours: frozenset[int]
+    days: frozenset[int]
+    months: frozenset[int]
+    weekdays: frozenset[int]  # 0 = Sunday, as in cron
+    days_any: bool
+    weekdays_any: bool
+    wild: bool  # fires in both passes of a repeated hour
+
+    def next_after(self, moment: datetime) -> datetime:
+        """Return the first firing strictly after `moment`, as an aware UTC datetime."""
+        moment, zone = as_utc(moment), ZoneInfo(self.timezone)
+        wall = moment.astimezone(zone).replace(tzinfo=None, second=0, microsecond=0, fold=0)
+        # First occurrences (and gap ends) rise with the wall clock, so the first one past `moment` is the earliest.
+        first = next(((w, t) for w in self._walls(wall) if (t := wall_to_utc(w, zone)) > moment), None)
+        if first is None:
+            raise ValueError(f"{self.expression!r} has no firing after {moment.isoformat()}")
+        shift = abs((moment + _SWING).astimezone(zone).utcoffset() - (moment - _SWING).astimezone(zone).utcoffset())
+        if not (self.wild and shift):
+            return first[1]
+        # Near a fall-back the second pass of an earlier wall time can come before that, e.g. the second
+        # 01:00 after 01:15 of the first pass; only wall times before `first`'s can beat it.
+        for earlier in self._walls(wall - shift):
+            if earlier >= first[0]:
+                break
+            second = earlier.replace(tzinfo=zone, fold=1).astimezone(UTC)
+            if second > moment and second > wall_to_utc(earlier, zone):
+                return min(second, first[1])
+        return first[1]
+
+    def next_n(self, moment: datetime, n: int) -> list[datetime]:
+        """Return the next `n` firings after `moment` in the task's time zone, for display with their offset."""
+        zone = ZoneInfo(self.timezone)
+        return [instant.astimezone(zone) for instant in islice(self._following(moment), n)]
+
+    def fires_between(self, start: datetime, end: datetime, max_count: int = 1000) -> Iterator[datetime]:
+        """Yield UTC firings after `start` up to and including `end`, at most `max_count` of them."""
+        end = as_utc(end)
+        return takewhile(lambda instant: instant <= end, islice(self._following(start), max_count))
+
+    def _following(self, moment: datetime) -> Iterator[datetime]:
+        while True:
+            moment = self.next_after(moment)
+            yield moment
+
+    def _matches_day(self, day: date) -> bool:
+        in_month, in_week = day.day in self.days, (day.weekday() + 1) % 7 in self.weekdays
+        if self.days_any or self.weekdays_any:
+            return in_month and in_week
+        return in_month or in_week
+
+    def _walls(self, start: datetime) -> Iterator[datetime]:
+        hours, minutes = sorted(self.hours), sorted(self.minutes)
+        day, last = start.date(), start.date() + timedelta(days=_SEARCH_DAYS)
+        while day <= last:
+            if day.month not in self.months:
+                # Jump to the 1st of next month instead of walking the days of a month that never fires.
+                day = (day.replace(day=28) + timedelta(days=4)).replace(day=1)
+                continue
+            if self._matches_day(day):
+                for hour in hours:
+                    if (day, hour) < (start.date(), start.hour):
+                        continue
+                    for minute in minutes:
+                        wall = datetime.combine(day, time(hour, minute))
+                        if wall >= start:
+                            yield wall
+            day += timedelta(days=1)
+
+
+def describe(expression: str) -> str:
+    """Return the expression in words ("At 02:30 AM, only on Monday"), or the expression if that fails."""
+    try:
+        text = expression.strip()
+        return get_description(_ALIASES.get(text.lower(), text))
+    except Exception:  # a label must never break a page, and the raw expression is still true
+        return expression
