@@ -227,8 +227,35 @@ def _table(title: str, columns: list[str], rows: list[dict]) -> None:
         click.echo("  " + "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)))
 
 
-COMMANDS = [up_command, retry_inspect_command, web_command, worker_command, scheduler_command, create_user_command,
-            create_token_command, seed_demo_command, audit_group]
+@click.command("task-dryrun")
+@click.option("--hours", type=float, default=24, show_default=True, help="How far ahead to forecast.")
+@click.option("--tenant", default=None, help="Only this tenant's tasks.")
+@click.option("--task", "task_id", type=int, default=None, help="Only this task.")
+@click.option("--crowded", type=int, default=50, show_default=True, help="Starts in one minute worth a warning.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
+@with_appcontext
+def task_dryrun_command(hours, tenant, task_id, crowded, as_json):
+    """Forecast firings and report mutex overlaps, quota overflows, window deferrals and crowded minutes."""
+    import json
+
+    from console.domain.clock import utcnow
+    from console.services.forecast import forecast
+
+    result = forecast(utcnow(), hours, tenant, task_id, crowded)
+    if as_json:
+        click.echo(json.dumps(result.as_dict(), indent=2))
+        return
+    click.echo(f"{result.tasks} cron tasks, {result.firings} firings from {result.start:%Y-%m-%d %H:%M} "
+               f"to {result.end:%Y-%m-%d %H:%M} UTC")
+    _table("Mutex overlaps", ["mutex_key", "first", "second", "overlap_s", "duration_basis", "consequence"],
+           result.mutex_overlaps)
+    _table("Quota overflows", ["tenant", "minute", "expected_running", "max_running"], result.quota_overflows)
+    _table("Firings outside their window", ["task", "firing", "deferred_to"], result.outside_window)
+    _table(f"Minutes with {crowded}+ starts", ["minute", "starts"], result.crowded_minutes)
+
+
+COMMANDS = [up_command, retry_inspect_command, task_dryrun_command, web_command, worker_command, scheduler_command,
+            create_user_command, create_token_command, seed_demo_command, audit_group]
 
 
 def register(app) -> None:

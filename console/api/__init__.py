@@ -32,8 +32,9 @@ def register(app) -> None:
     """Register the API blueprints, exempt from CSRF (they take bearer tokens only)."""
     from console.api.internal import bp as internal
     from console.api.openapi import bp as openapi
+    from console.api.tasks import bp as tasks
     from console.api.worker import bp as worker
 
-    for blueprint in (bp, worker, internal, openapi):
+    for blueprint in (bp, worker, internal, tasks, openapi):
         csrf.exempt(blueprint)
         app.register_blueprint(blueprint)

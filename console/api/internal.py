@@ -6,7 +6,7 @@ from console.api import serialize
 from console.api.common import acting_tenant, body, is_id
 from console.auth import current_actor, requires, tenant_scope
 from console.auth.permissions import OPERATE, VIEW
-from console.services import policies
+from console.services import policies, triggers
 from console.services.engine import control, reports
 from console.services.engine.submit import find_by_key
 from console.services.errors import InvalidInput, NotFound
@@ -67,4 +67,9 @@ def events():
     if kind == "task.execution.updated":
         run = reports.report_update(tenant, payload, current_actor())
         return jsonify(id=run.id, status=run.status), 202
-    raise InvalidInput(f"unknown event type {kind!r}; known: task.execution.failed, task.execution.updated", "type")
+    if not isinstance(kind, str) or not kind or kind.startswith("task."):
+        raise InvalidInput("type is an event name such as order.created; task.* names other than "
+                           "task.execution.failed and task.execution.updated are reserved", "type")
+    outcomes = triggers.on_event(tenant, kind, data.get("data", {}), current_actor())
+    return jsonify(type=kind, runs=[{"task_id": o.task_id, "run_id": o.run_id, "status": o.status,
+                                     "reason": o.reason} for o in outcomes]), 202

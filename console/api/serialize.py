@@ -1,5 +1,6 @@
 """JSON shapes of the API's objects (ISO 8601 times with offsets)."""
 
+from console.domain.cron import describe
 from console.models import Run, RunEvent
 
 
@@ -32,3 +33,23 @@ def run(entry: Run, events: list[RunEvent] | None = None) -> dict:
     if events is not None:
         body["events"] = [event(e) for e in events]
     return body
+
+
+def task(entry, next_runs: list) -> dict:
+    return {
+        "id": entry.id, "name": entry.name, "tenant": entry.tenant.name, "handler": entry.handler,
+        "params": entry.params, "cron": entry.cron, "cron_description": describe(entry.cron) if entry.cron else None,
+        "timezone": entry.timezone, "event": entry.event,
+        "policy": entry.policy.name if entry.policy else "default", "policy_overrides": entry.policy_overrides,
+        "mutex_key": entry.mutex_key, "concurrency_policy": entry.concurrency_policy, "window": entry.window,
+        "jitter_s": entry.jitter_s, "debounce_s": entry.debounce_s, "sla": entry.sla,
+        "misfire_grace_s": entry.misfire_grace_s, "paused": entry.paused, "missed_total": entry.missed_total,
+        "last_fired_for": iso(entry.last_fired_for), "created_at": iso(entry.created_at),
+        "updated_at": iso(entry.updated_at), "next_runs": [iso(moment) for moment in next_runs],
+    }
+
+
+def run_row(entry: Run) -> dict:
+    return {"id": entry.id, "status": entry.status, "status_reason": entry.status_reason, "attempt": entry.attempt,
+            "scheduled_for": iso(entry.scheduled_for), "enqueued_at": iso(entry.enqueued_at),
+            "started_at": iso(entry.started_at), "finished_at": iso(entry.finished_at)}

@@ -5,10 +5,10 @@ from console.models.people import ApiToken, Role, Tenant, User
 from console.models.policies import PolicyVersion, RetryPolicyRecord
 from console.models.recovery import Approval, DeadLetter, OutboxMessage, RunbookExecution, WorkOrder
 from console.models.runs import Run, RunEvent
-from console.models.tasks import Task
+from console.models.tasks import SlaBreach, Task
 
 __all__ = [
     "ApiToken", "Approval", "AuditEntry", "AuditHead", "DeadLetter", "OutboxMessage", "PolicyVersion",
-    "RetryPolicyRecord", "Role", "Run", "RunEvent", "RunbookExecution", "Task", "Tenant", "User",
+    "RetryPolicyRecord", "Role", "Run", "RunEvent", "RunbookExecution", "SlaBreach", "Task", "Tenant", "User",
     "WorkOrder",
 ]

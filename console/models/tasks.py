@@ -28,8 +28,27 @@ class Task(db.Model):
     debounce_s: Mapped[int] = mapped_column(Integer, default=0)
     sla = mapped_column(JSON)
     paused: Mapped[bool] = mapped_column(Boolean, default=False)
+    # A firing missed while no scheduler ran is caught up once if it is at most this old.
+    misfire_grace_s: Mapped[int] = mapped_column(Integer, default=300, server_default="300")
+    last_fired_for = mapped_column(UTCDateTime)
+    missed_total: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     deleted_at = mapped_column(UTCDateTime)
     created_at = mapped_column(UTCDateTime, default=utcnow, nullable=False)
     updated_at = mapped_column(UTCDateTime, default=utcnow, nullable=False)
     tenant = relationship("Tenant")
     policy = relationship("RetryPolicyRecord")
+
+
+class SlaBreach(db.Model):
+    """A run that started too late or did not succeed in time."""
+
+    __tablename__ = "sla_breaches"
+    __table_args__ = (UniqueConstraint("run_id", "kind"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id"), index=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"))
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"))
+    kind: Mapped[str] = mapped_column(String(16))  # start_delay | deadline
+    late_by_s: Mapped[int] = mapped_column(Integer)
+    detected_at = mapped_column(UTCDateTime, default=utcnow, nullable=False, index=True)
+    escalated: Mapped[bool] = mapped_column(Boolean, default=False)

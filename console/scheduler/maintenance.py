@@ -14,4 +14,5 @@ class Periodic:
 MAINTENANCE: list[Periodic] = [
     Periodic("reconcile", "console.services.engine.reconcile:reconcile", 30,
              "Repair drift between the database and Redis"),
+    Periodic("sla-check", "console.services.sla:check", 60, "Record SLA breaches; escalate three in a row"),
 ]

@@ -7,45 +7,61 @@ import threading
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from console.redis_conn import get_redis
+from console.scheduler.firing import FiringBuffer
 from console.scheduler.leader import LeaderLock
 from console.scheduler.maintenance import MAINTENANCE
+from console.scheduler.task_jobs import TaskJobs
 
 log = logging.getLogger("rebound.scheduler")
+SYNC_S = 2  # task edits reach the schedule within this (plus one APScheduler tick)
+CATCH_UP_S = 30
 
 
-def _call_in_app(app, dotted: str):
-    module, _, name = dotted.partition(":")
-    func = getattr(importlib.import_module(module), name)
-
+def _in_app(app, func, name: str):
     def run():
         with app.app_context():
             try:
                 func()
             except Exception:
-                log.exception("maintenance job %s failed", dotted)
+                log.exception("scheduler job %s failed", name)
 
     return run
 
 
-def build_scheduler(app) -> BackgroundScheduler:
-    """Create an in-memory APScheduler with the maintenance schedule applied."""
-    # In memory, rebuilt from our tables at start: the database is the truth, not a job store.
+def _dotted(path: str):
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def build_scheduler(app) -> tuple[BackgroundScheduler, TaskJobs, FiringBuffer]:
+    """Create an in-memory APScheduler with the maintenance schedule and the task jobs' upkeep."""
+    # In memory, rebuilt from our tables at start: the database is the truth, not a job store. A large pool
+    # and a generous default grace, so a burst of 10k simultaneous firings is delivered, not dropped.
     scheduler = BackgroundScheduler(
         timezone="UTC",
-        job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 30},
-        executors={"default": {"type": "threadpool", "max_workers": 10}},
+        job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 60},
+        executors={"default": {"type": "threadpool", "max_workers": 20}},
     )
+    buffer = FiringBuffer(app)
+    task_jobs = TaskJobs(app, scheduler, buffer)
     for job in MAINTENANCE:
-        scheduler.add_job(_call_in_app(app, job.func), "interval", seconds=job.seconds, id=job.id,
+        scheduler.add_job(_in_app(app, _dotted(job.func), job.id), "interval", seconds=job.seconds, id=job.id,
                           name=job.description, replace_existing=True)
-    return scheduler
+    scheduler.add_job(_in_app(app, task_jobs.sync, "task-sync"), "interval", seconds=SYNC_S, id="task-sync",
+                      name="Mirror the tasks table into cron jobs", replace_existing=True)
+    scheduler.add_job(_in_app(app, task_jobs.catch_up, "task-catch-up"), "interval", seconds=CATCH_UP_S,
+                      id="task-catch-up", name="Catch up firings missed while no scheduler led",
+                      replace_existing=True)
+    return scheduler, task_jobs, buffer
 
 
 def run(app, stop: threading.Event, renew_every_s: float = 3.0, ttl_s: float = 10.0) -> None:
     """Contend for leadership; while leading, run the schedule; until `stop` is set."""
     with app.app_context():
         lock = LeaderLock(get_redis(), ttl_s=ttl_s)
-    scheduler = build_scheduler(app)
+        scheduler, task_jobs, buffer = build_scheduler(app)
+        task_jobs.sync(force=True)
+    buffer.start()
     scheduler.start(paused=True)
     leading = False
     log.info("scheduler %s started; contending for leadership", lock.identity)
@@ -54,11 +70,17 @@ def run(app, stop: threading.Event, renew_every_s: float = 3.0, ttl_s: float = 1
             now_leading = lock.acquire_or_renew()
             if now_leading != leading:
                 leading = now_leading
-                (scheduler.resume if leading else scheduler.pause)()
+                if leading:
+                    # Firings missed while nobody led are caught up before live firing resumes.
+                    _in_app(app, task_jobs.catch_up, "catch-up on leadership")()
+                    scheduler.resume()
+                else:
+                    scheduler.pause()
                 log.warning("scheduler %s %s", lock.identity, "is now the leader" if leading else "lost leadership")
             stop.wait(renew_every_s)
     finally:
         scheduler.shutdown(wait=False)
+        buffer.stop()
         if leading:
             lock.release()
         log.info("scheduler %s stopped", lock.identity)

@@ -40,6 +40,16 @@ def enqueue_now(run_id: int, series: int, attempt: int, timeout_s: int, queue: s
         **JOB_OPTIONS)
 
 
+def enqueue_first_attempts(runs: list[tuple[int, int]]) -> None:
+    """Queue the first attempt of many new runs in one round trip; takes (run_id, timeout_s) pairs."""
+    queue = Queue(RUN_QUEUE, connection=get_redis())
+    with get_redis().pipeline() as pipe:
+        for run_id, timeout_s in runs:
+            queue.enqueue(ENTRY_POINT, run_id, 0, job_id=job_id(run_id, 1, 0), job_timeout=_timeout(timeout_s),
+                          pipeline=pipe, **JOB_OPTIONS)
+        pipe.execute()
+
+
 def enqueue_at(when: datetime, run_id: int, series: int, attempt: int, timeout_s: int) -> None:
     """Queue an attempt to start at `when` (a delayed retry), never earlier."""
     # RQ's scheduler keeps whole seconds and drops the fraction; round up so a retry never starts early.

@@ -1,0 +1,126 @@
+"""10,000 tasks due at the same instant: Rebound's scheduler against bare APScheduler, in one run.
+
+    .venv/bin/python -m bench.scheduler [--tasks 10000]
+
+Bare APScheduler fires 10,000 empty cron jobs; Rebound fires 10,000 registered `* * * * *` tasks, each
+becoming a committed, queued run. Prints load/sync time, and p50/p99/max of the delay from the scheduled
+instant to the job running (bare) or to the run's enqueued_at (Rebound), with missed and duplicates.
+"""
+
+import argparse
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.cron import CronTrigger
+from sqlalchemy import func, insert
+
+from bench.engine import percentile
+from console import create_app
+from console.embedded_redis import start as start_redis
+from console.extensions import db
+from console.models import Run, Task
+from console.scheduler.process import build_scheduler
+from console.services import bootstrap, tenants
+
+EXECUTORS = {"default": {"type": "threadpool", "max_workers": 20}}
+DEFAULTS = {"coalesce": True, "max_instances": 1, "misfire_grace_time": 60}
+
+
+def next_minute(margin_s: float = 15) -> datetime:
+    """Return the next minute boundary at least margin_s away (time to load before it)."""
+    now = datetime.now(UTC)
+    boundary = now.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    return boundary + timedelta(minutes=1) if (boundary - now).total_seconds() < margin_s else boundary
+
+
+def bare(n: int) -> dict:
+    delays, lock = [], threading.Lock()
+    scheduler = BackgroundScheduler(timezone="UTC", executors=EXECUTORS, job_defaults=DEFAULTS)
+
+    def job():
+        fired = time.time()
+        with lock:
+            delays.append(fired - target.timestamp())
+
+    started = time.perf_counter()
+    for i in range(n):
+        scheduler.add_job(job, CronTrigger(minute="*", timezone="UTC"), id=f"j{i}")
+    load_s = time.perf_counter() - started
+    target = next_minute(margin_s=5)
+    scheduler.start()
+    deadline = time.monotonic() + (target - datetime.now(UTC)).total_seconds() + 60
+    while len(delays) < n and time.monotonic() < deadline:
+        time.sleep(0.2)
+    scheduler.shutdown(wait=False)
+    ms = [d * 1000 for d in delays]
+    return {"load_s": load_s, "fired": len(ms), "p50": percentile(ms, 50), "p99": percentile(ms, 99),
+            "max": max(ms)}
+
+
+def rebound(n: int, workdir: Path) -> dict:
+    url, redis_process = start_redis(str(workdir / "redis"))
+    app = create_app({"DATA_DIR": str(workdir), "SQLALCHEMY_DATABASE_URI": f"sqlite:///{workdir}/s.db",
+                      "REDIS_URL": url, "SECRET_KEY": "bench"})
+    try:
+        with app.app_context():
+            db.create_all()
+            bootstrap.ensure_ready()
+            tenant = tenants.find("default")
+            tenant.max_queued = tenant.max_running = 1_000_000
+            now = datetime.now(UTC)
+            db.session.execute(insert(Task), [
+                {"tenant_id": tenant.id, "name": f"task-{i}", "handler": "python:demo.noop", "params": {},
+                 "policy_overrides": {"queue_limit": 1_000_000}, "cron": "* * * * *", "timezone": "UTC",
+                 "concurrency_policy": "allow", "jitter_s": 0, "debounce_s": 0, "paused": False,
+                 "created_at": now, "updated_at": now, "misfire_grace_s": 300, "missed_total": 0}
+                for i in range(n)])
+            db.session.commit()
+            scheduler, task_jobs, buffer = build_scheduler(app)
+            started = time.perf_counter()
+            task_jobs.sync(force=True)
+            sync_s = time.perf_counter() - started
+        buffer.start()
+        target = next_minute(margin_s=5)
+        scheduler.start()
+        deadline = time.monotonic() + (target - datetime.now(UTC)).total_seconds() + 90
+        with app.app_context():
+            while time.monotonic() < deadline:
+                count = db.session.query(func.count(Run.id)).filter(Run.scheduled_for == target).scalar()
+                db.session.commit()
+                if count >= n:
+                    break
+                time.sleep(0.5)
+            rows = db.session.query(Run.enqueued_at, Run.scheduled_for, Run.task_id).filter(
+                Run.scheduled_for == target).all()
+        scheduler.shutdown(wait=False)
+        buffer.stop()
+    finally:
+        redis_process.terminate()
+    ms = [(e - s).total_seconds() * 1000 for e, s, _ in rows]
+    return {"sync_s": sync_s, "fired": len(rows), "missed": n - len({t for *_, t in rows}),
+            "duplicates": len(rows) - len({t for *_, t in rows}), "p50": percentile(ms, 50),
+            "p99": percentile(ms, 99), "max": max(ms)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", type=int, default=10_000)
+    args = parser.parse_args()
+    print(f"{args.tasks} tasks due at the same minute; APScheduler thread pool of 20; 2 cores", flush=True)
+    base = bare(args.tasks)
+    print(f"bare APScheduler: add {base['load_s']:.1f} s; fired {base['fired']}; delay p50 {base['p50']:.0f} ms, "
+          f"p99 {base['p99']:.0f} ms, max {base['max']:.0f} ms", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        ours = rebound(args.tasks, Path(tmp))
+    print(f"Rebound: sync {ours['sync_s']:.1f} s; runs {ours['fired']}, missed {ours['missed']}, duplicates "
+          f"{ours['duplicates']}; enqueued_at - scheduled_for p50 {ours['p50']:.0f} ms, p99 {ours['p99']:.0f} ms, "
+          f"max {ours['max']:.0f} ms", flush=True)
+    print(f"p99 ratio Rebound / bare: {ours['p99'] / base['p99']:.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

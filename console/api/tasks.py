@@ -1,0 +1,72 @@
+"""Seed 001's task API: register, inspect, pause, resume, trigger, delete."""
+
+from flask import Blueprint, jsonify, request
+
+from console.api import serialize
+from console.api.common import acting_tenant, body
+from console.auth import current_actor, requires, tenant_scope
+from console.auth.permissions import OPERATE, VIEW
+from console.domain.clock import utcnow
+from console.services import tasks, triggers
+
+bp = Blueprint("tasks_api", __name__)
+
+
+def _task_json(task):
+    return serialize.task(task, tasks.next_runs(task, utcnow()))
+
+
+@bp.post("/internal/tasks/register")
+@requires(OPERATE)
+def register():
+    data = body()
+    task = tasks.register(acting_tenant(data.get("tenant")), data, current_actor())
+    return jsonify(_task_json(task)), 201
+
+
+@bp.get("/internal/tasks/<int:task_id>")
+@requires(VIEW)
+def get_task(task_id: int):
+    return jsonify(_task_json(tasks.get(task_id, tenant_scope())))
+
+
+@bp.put("/internal/tasks/<int:task_id>")
+@requires(OPERATE)
+def edit_task(task_id: int):
+    task = tasks.edit(tasks.get(task_id, tenant_scope()), body(), current_actor())
+    return jsonify(_task_json(task))
+
+
+@bp.put("/internal/tasks/<int:task_id>/pause")
+@requires(OPERATE)
+def pause(task_id: int):
+    return jsonify(_task_json(tasks.set_paused(tasks.get(task_id, tenant_scope()), True, current_actor())))
+
+
+@bp.put("/internal/tasks/<int:task_id>/resume")
+@requires(OPERATE)
+def resume(task_id: int):
+    return jsonify(_task_json(tasks.set_paused(tasks.get(task_id, tenant_scope()), False, current_actor())))
+
+
+@bp.post("/internal/tasks/<int:task_id>/trigger")
+@requires(OPERATE)
+def trigger(task_id: int):
+    outcome = triggers.run_now(tasks.get(task_id, tenant_scope()), current_actor())
+    return jsonify(task_id=outcome.task_id, run_id=outcome.run_id, status=outcome.status,
+                   reason=outcome.reason), 202
+
+
+@bp.delete("/internal/tasks/<int:task_id>")
+@requires(OPERATE)
+def delete(task_id: int):
+    tasks.delete(tasks.get(task_id, tenant_scope()), current_actor())
+    return jsonify(id=task_id, deleted=True)
+
+
+@bp.get("/internal/tasks/<int:task_id>/runs")
+@requires(VIEW)
+def task_runs(task_id: int):
+    limit = min(max(request.args.get("limit", 50, type=int), 1), 500)
+    task = tasks.get(task_id, tenant_scope())
+    return jsonify([serialize.run_row(run) for run in tasks.recent_runs(task, limit)])

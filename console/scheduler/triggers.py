@@ -1,0 +1,38 @@
+"""An APScheduler trigger that fires on Rebound's cron rules (DST included), offset by the task's jitter."""
+
+import hashlib
+from datetime import datetime, timedelta
+
+from apscheduler.triggers.base import BaseTrigger
+
+from console.domain.cron import CronSchedule
+
+
+def jitter_offset(task_id: int, jitter_s: int) -> timedelta:
+    """Return the task's fixed stagger within its jitter: stable, so forecasts and firings agree."""
+    if not jitter_s:
+        return timedelta(0)
+    digest = int(hashlib.sha1(str(task_id).encode()).hexdigest()[:8], 16)
+    return timedelta(milliseconds=digest % (jitter_s * 1000))
+
+
+class TaskTrigger(BaseTrigger):
+    """Fire at each cron time plus a fixed offset."""
+
+    def __init__(self, schedule: CronSchedule, offset: timedelta):
+        self.schedule = schedule
+        self.offset = offset
+
+    def get_next_fire_time(self, previous_fire_time: datetime | None, now: datetime) -> datetime:
+        after = (previous_fire_time or now) - self.offset
+        return self.schedule.next_after(after) + self.offset
+
+    def nominal_time(self, fired_at: datetime, lookback: timedelta) -> datetime | None:
+        """Return the cron time a firing at `fired_at` stands for (the latest one not after it, less the offset)."""
+        latest = None
+        for moment in self.schedule.fires_between(fired_at - self.offset - lookback, fired_at - self.offset):
+            latest = moment
+        return latest
+
+    def __str__(self) -> str:
+        return f"cron[{self.schedule.expression} {self.schedule.timezone} +{self.offset.total_seconds():.1f}s]"

@@ -1,0 +1,122 @@
+"""`rebound task-dryrun`: the forecast of the next hours names mutex overlaps, quota overflows, deferrals, crowds.
+
+The command forecasts from the real current time, so every cron here fires in any 2-hour horizon.
+"""
+
+import json
+from datetime import datetime, time, timedelta
+
+from console.extensions import db
+from console.models import Tenant
+from console.services import tasks, tenants
+from console.services.actor import Actor
+
+ACTOR = Actor("test")
+
+
+def register(name: str, cron: str, tenant: Tenant | None = None, **fields):
+    return tasks.register(tenant or tenants.find("default"), {"name": name, "handler": "demo.noop", "cron": cron,
+                                                              **fields}, ACTOR)
+
+
+def dryrun(app, *args: str) -> dict:
+    result = app.test_cli_runner().invoke(args=["task-dryrun", "--json", "--hours", "2", *args])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def test_empty_schedule_forecasts_nothing(app):
+    report = dryrun(app)
+    assert (report["tasks"], report["firings"]) == (0, 0)
+    for key in ("mutex_overlaps", "quota_overflows", "outside_window", "crowded_minutes"):
+        assert report[key] == [], key
+    start, end = datetime.fromisoformat(report["start"]), datetime.fromisoformat(report["end"])
+    assert end - start == timedelta(hours=2)
+
+
+def test_tasks_sharing_a_mutex_whose_timeouts_overlap_are_reported(app):
+    register("ledger-a", "*/10 * * * *", mutex_key="ledger", policy={"timeout_s": 600})
+    register("ledger-b", "5,15,25,35,45,55 * * * *", mutex_key="ledger", policy={"timeout_s": 600},
+             concurrency_policy="forbid")
+    report = dryrun(app)
+    assert report["tasks"] == 2
+    assert 22 <= report["firings"] <= 24  # one firing every 5 minutes
+    overlaps = report["mutex_overlaps"]
+    assert overlaps, report
+    assert all(o["mutex_key"] == "ledger" and o["duration_basis"] == "timeout" for o in overlaps)
+    skipped = [o for o in overlaps if o["consequence"] == "second firing skipped"]
+    assert skipped, overlaps
+    # a run of 10 minutes started 5 minutes before the next one overlaps it by 5 minutes
+    assert all(o["first"].startswith("ledger-a at ") and o["second"].startswith("ledger-b at ") for o in skipped)
+    assert all(o["overlap_s"] == 300 for o in overlaps)
+    both = [o for o in overlaps if o["consequence"] == "both run"]
+    assert all(o["second"].startswith("ledger-a at ") for o in both)
+
+
+def test_tasks_that_finish_before_the_next_firing_do_not_overlap(app):
+    register("ledger-a", "*/10 * * * *", mutex_key="ledger", policy={"timeout_s": 120})
+    register("ledger-b", "5,15,25,35,45,55 * * * *", mutex_key="ledger", policy={"timeout_s": 120},
+             concurrency_policy="forbid")
+    assert dryrun(app)["mutex_overlaps"] == []
+
+
+def test_tenant_expected_to_run_more_than_max_running_is_a_quota_overflow(app):
+    tiny = Tenant(name="tiny", max_running=1)
+    db.session.add(tiny)
+    db.session.commit()
+    register("export-a", "* * * * *", tenant=tiny, policy={"timeout_s": 3600})
+    register("export-b", "* * * * *", tenant=tiny, policy={"timeout_s": 3600})
+    register("roomy", "* * * * *", policy={"timeout_s": 60})  # the default tenant allows 100 at once
+    report = dryrun(app)
+    overflows = report["quota_overflows"]
+    assert overflows, report
+    assert {o["tenant"] for o in overflows} == {"tiny"}
+    assert all(o["max_running"] == 1 and o["expected_running"] > 1 for o in overflows)
+
+
+def test_firings_outside_their_window_are_deferred_to_its_next_opening(app):
+    task = register("saturday-night", "* * * * *", window={"days": ["sat"], "start": "01:00", "end": "02:00"})
+    report = dryrun(app)
+    entries = report["outside_window"]
+    # 2 hours of firings every minute cannot all fall inside a 1-hour window
+    assert len(entries) >= 59, len(entries)
+    for entry in entries:
+        assert (entry["task_id"], entry["task"]) == (task.id, "saturday-night")
+        firing, deferred = datetime.fromisoformat(entry["firing"]), datetime.fromisoformat(entry["deferred_to"])
+        assert deferred > firing
+        assert deferred.utcoffset() == timedelta(0)
+        assert deferred.weekday() == 5 and deferred.time() == time(1, 0), entry
+        assert deferred - firing <= timedelta(days=7)
+
+
+def test_sixty_tasks_on_the_hour_make_a_crowded_minute(app):
+    for number in range(60):
+        register(f"hourly-{number:02d}", "0 * * * *")
+    report = dryrun(app, "--crowded", "50")
+    assert report["tasks"] == 60
+    crowded = report["crowded_minutes"]
+    assert crowded, report
+    assert any(minute["starts"] >= 60 for minute in crowded)
+    for minute in crowded:
+        assert datetime.fromisoformat(minute["minute"]).minute == 0
+
+
+def test_paused_and_deleted_tasks_are_left_out(app):
+    paused = register("paused", "* * * * *")
+    tasks.set_paused(paused, True, ACTOR)
+    tasks.delete(register("deleted", "* * * * *"), ACTOR)
+    register("event-only", None, event="order.created")
+    assert (dryrun(app)["tasks"], dryrun(app)["firings"]) == (0, 0)
+
+
+def test_table_output_has_every_section(app):
+    register("ledger-a", "*/10 * * * *", mutex_key="ledger", policy={"timeout_s": 600})
+    register("ledger-b", "5,15,25,35,45,55 * * * *", mutex_key="ledger", policy={"timeout_s": 600},
+             concurrency_policy="forbid")
+    register("saturday-night", "* * * * *", window={"days": ["sat"], "start": "01:00", "end": "02:00"})
+    result = app.test_cli_runner().invoke(args=["task-dryrun", "--hours", "2"])
+    assert result.exit_code == 0, result.output
+    for title in ("Mutex overlaps", "Quota overflows", "Firings outside their window", "Minutes with 50+ starts"):
+        assert title in result.output, title
+    assert "cron tasks" in result.output
+    assert "second firing skipped" in result.output and "saturday-night" in result.output

@@ -1,0 +1,416 @@
+"""The task API end to end: register, inspect, edit, pause, resume, trigger, delete, and tasks fired by events.
+
+No worker runs, so every run a task creates stays pending; Redis is real (debounce and queueing use it).
+"""
+
+import contextlib
+from datetime import datetime, time, timedelta
+
+import pytest
+from sqlalchemy import func, select
+
+from console.extensions import db
+from console.models import AuditEntry, OutboxMessage, Run, RunEvent, Task, Tenant
+from console.services import tokens
+from console.services.actor import Actor
+
+COUNTED = {"tasks": Task, "audit": AuditEntry, "runs": Run, "run_events": RunEvent, "outbox": OutboxMessage}
+BERLIN_OFFSETS = {timedelta(hours=1), timedelta(hours=2)}
+DROP = object()  # a key to leave out of the request body
+
+
+def counts() -> dict[str, int]:
+    """Count the rows a request could half-write."""
+    found = {name: db.session.execute(select(func.count()).select_from(model)).scalar_one()
+             for name, model in COUNTED.items()}
+    # End the read transaction, so the next count sees what later requests committed.
+    db.session.rollback()
+    return found
+
+
+@contextlib.contextmanager
+def nothing_written():
+    before = counts()
+    yield
+    assert counts() == before
+
+
+def refused(response, status: int, error: str, field: str | None = None) -> dict:
+    """Assert a clear JSON refusal: the status, the error code, a detail, and the field to fix."""
+    assert response.status_code == status, response.get_data(as_text=True)
+    assert response.mimetype == "application/json"
+    body = response.json
+    assert body["error"] == error
+    assert isinstance(body["detail"], str) and body["detail"]
+    assert body.get("field") == field, body
+    return body
+
+
+def bearer(user, tenant: Tenant | None = None) -> dict:
+    _, plaintext = tokens.issue(user, Actor("test"), tenant=tenant)
+    return {"Authorization": f"Bearer {plaintext}"}
+
+
+def make_tenant(name: str) -> Tenant:
+    tenant = Tenant(name=name)
+    db.session.add(tenant)
+    db.session.commit()
+    return tenant
+
+
+def task_body(**changes) -> dict:
+    """A good registration body, with some fields changed (DROP leaves one out)."""
+    body = {"name": "weekly-report", "handler": "demo.noop", "cron": "30 2 * * MON", "timezone": "Europe/Berlin"}
+    body.update(changes)
+    return {key: value for key, value in body.items() if value is not DROP}
+
+
+def audit_rows(action: str, task_id: int) -> list[AuditEntry]:
+    rows = db.session.execute(select(AuditEntry).where(AuditEntry.action == action,
+                                                       AuditEntry.target_id == str(task_id))
+                              .order_by(AuditEntry.id)).scalars().all()
+    db.session.rollback()
+    return rows
+
+
+def run_of(run_id: int) -> Run:
+    db.session.expire_all()
+    return db.session.get(Run, run_id)
+
+
+def runs_of(task_id: int) -> list[Run]:
+    db.session.expire_all()
+    return db.session.execute(select(Run).where(Run.task_id == task_id).order_by(Run.id)).scalars().all()
+
+
+def assert_weekly_berlin(next_runs: list[str]) -> None:
+    """Five increasing firings, each a Monday at 02:30 Berlin time, shown with Berlin's offset."""
+    assert len(next_runs) == 5, next_runs
+    moments = [datetime.fromisoformat(text) for text in next_runs]
+    for moment in moments:
+        assert moment.utcoffset() in BERLIN_OFFSETS, moment
+        assert moment.weekday() == 0 and moment.time() == time(2, 30), moment
+    assert moments == sorted(moments) and len(set(moments)) == 5
+    assert all(later - earlier in (timedelta(days=7), timedelta(days=7, hours=1), timedelta(days=7, hours=-1))
+               for earlier, later in zip(moments, moments[1:], strict=False))
+
+
+@pytest.fixture
+def operator(auth):
+    """Headers of an operator token that may act for every tenant."""
+    return bearer(auth.make_user("svc", "operator"))
+
+
+@pytest.fixture
+def register(client, operator):
+    """Register a task through the API and return its JSON."""
+
+    def create(headers=None, **changes) -> dict:
+        response = client.post("/internal/tasks/register", json=task_body(**changes), headers=headers or operator)
+        assert response.status_code == 201, response.get_data(as_text=True)
+        return response.json
+
+    return create
+
+
+# --- the life of a task -----------------------------------------------------------------------------------------
+
+
+def test_register_returns_the_task_with_its_description_and_next_runs(client, operator):
+    response = client.post("/internal/tasks/register", json=task_body(), headers=operator)
+    assert response.status_code == 201, response.get_data(as_text=True)
+    body = response.json
+    assert isinstance(body["id"], int)
+    assert (body["name"], body["tenant"], body["handler"]) == ("weekly-report", "default", "python:demo.noop")
+    assert (body["cron"], body["timezone"], body["paused"]) == ("30 2 * * MON", "Europe/Berlin", False)
+    assert "02:30" in body["cron_description"] and "Monday" in body["cron_description"], body["cron_description"]
+    assert_weekly_berlin(body["next_runs"])
+    assert datetime.fromisoformat(body["next_runs"][0]) > datetime.now().astimezone()
+    [entry] = audit_rows("task.register", body["id"])
+    assert entry.after["name"] == "weekly-report" and entry.tenant == "default"
+
+
+def test_get_returns_what_register_returned(client, operator, register):
+    created = register()
+    response = client.get(f"/internal/tasks/{created['id']}", headers=operator)
+    assert response.status_code == 200
+    assert response.json == created
+
+
+def test_edit_changes_next_runs_and_is_audited_with_before_and_after(client, operator, register):
+    created = register()
+    response = client.put(f"/internal/tasks/{created['id']}", json={"cron": "0 * * * *"}, headers=operator)
+    assert response.status_code == 200, response.get_data(as_text=True)
+    body = response.json
+    assert body["cron"] == "0 * * * *" and body["name"] == "weekly-report" and body["timezone"] == "Europe/Berlin"
+    assert body["next_runs"] != created["next_runs"]
+    moments = [datetime.fromisoformat(text) for text in body["next_runs"]]
+    assert len(moments) == 5 and all(m.minute == 0 and m.utcoffset() in BERLIN_OFFSETS for m in moments)
+    assert all(later - earlier == timedelta(hours=1) for earlier, later in zip(moments, moments[1:], strict=False))
+    [entry] = audit_rows("task.edit", created["id"])
+    assert entry.before["cron"] == "30 2 * * MON" and entry.after["cron"] == "0 * * * *"
+    assert entry.before["name"] == entry.after["name"] == "weekly-report"
+    assert client.get(f"/internal/tasks/{created['id']}", headers=operator).json["cron"] == "0 * * * *"
+
+
+def test_edit_that_changes_nothing_writes_no_audit_row(client, operator, register):
+    created = register()
+    with nothing_written():
+        response = client.put(f"/internal/tasks/{created['id']}", json={"cron": "30 2 * * MON"}, headers=operator)
+    assert response.status_code == 200
+    assert response.json["next_runs"] == created["next_runs"]
+
+
+def test_bad_edit_is_422_and_leaves_the_task_as_it_was(client, operator, register):
+    created = register()
+    with nothing_written():
+        refused(client.put(f"/internal/tasks/{created['id']}", json={"cron": "61 * * * *"}, headers=operator),
+                422, "invalid", "cron")
+    assert client.get(f"/internal/tasks/{created['id']}", headers=operator).json == created
+
+
+def test_pause_and_resume_flip_paused_and_are_audited(client, operator, register):
+    task_id = register()["id"]
+    paused = client.put(f"/internal/tasks/{task_id}/pause", headers=operator)
+    assert paused.status_code == 200 and paused.json["paused"] is True
+    [entry] = audit_rows("task.pause", task_id)
+    assert (entry.before, entry.after) == ({"paused": False}, {"paused": True})
+    assert client.get(f"/internal/tasks/{task_id}", headers=operator).json["paused"] is True
+
+    resumed = client.put(f"/internal/tasks/{task_id}/resume", headers=operator)
+    assert resumed.status_code == 200 and resumed.json["paused"] is False
+    [entry] = audit_rows("task.resume", task_id)
+    assert (entry.before, entry.after) == ({"paused": True}, {"paused": False})
+    assert client.get(f"/internal/tasks/{task_id}", headers=operator).json["paused"] is False
+
+
+def test_pausing_a_paused_task_writes_nothing(client, operator, register):
+    task_id = register()["id"]
+    assert client.put(f"/internal/tasks/{task_id}/pause", headers=operator).status_code == 200
+    with nothing_written():
+        again = client.put(f"/internal/tasks/{task_id}/pause", headers=operator)
+    assert again.status_code == 200 and again.json["paused"] is True
+
+
+def test_trigger_creates_a_pending_manual_run_listed_under_the_task(client, operator, register):
+    task_id = register(params={"region": "eu"})["id"]
+    response = client.post(f"/internal/tasks/{task_id}/trigger", headers=operator)
+    assert response.status_code == 202, response.get_data(as_text=True)
+    body = response.json
+    assert body["task_id"] == task_id and body["status"] == "created" and isinstance(body["run_id"], int)
+    run = run_of(body["run_id"])
+    assert (run.source, run.status, run.task_id, run.handler) == ("manual", "pending", task_id, "python:demo.noop")
+    assert run.params == {"region": "eu"}
+    [entry] = audit_rows("task.trigger", task_id)
+    assert entry.after == {"run_id": body["run_id"]}
+
+    listed = client.get(f"/internal/tasks/{task_id}/runs", headers=operator)
+    assert listed.status_code == 200
+    [row] = listed.json
+    assert (row["id"], row["status"]) == (body["run_id"], "pending")
+    for key in ("scheduled_for", "enqueued_at"):
+        assert datetime.fromisoformat(row[key]).utcoffset() is not None, row
+
+
+def test_a_paused_task_can_still_be_triggered_by_hand(client, operator, register):
+    task_id = register()["id"]
+    client.put(f"/internal/tasks/{task_id}/pause", headers=operator)
+    response = client.post(f"/internal/tasks/{task_id}/trigger", headers=operator)
+    assert response.status_code == 202 and response.json["status"] == "created"
+    assert run_of(response.json["run_id"]).status == "pending"
+
+
+def test_delete_hides_the_task_and_frees_its_name(client, operator, register):
+    task_id = register()["id"]
+    response = client.delete(f"/internal/tasks/{task_id}", headers=operator)
+    assert response.status_code == 200
+    assert response.json == {"id": task_id, "deleted": True}
+    assert len(audit_rows("task.delete", task_id)) == 1
+    refused(client.get(f"/internal/tasks/{task_id}", headers=operator), 404, "not_found")
+    refused(client.get(f"/internal/tasks/{task_id}/runs", headers=operator), 404, "not_found")
+    with nothing_written():
+        refused(client.post(f"/internal/tasks/{task_id}/trigger", headers=operator), 404, "not_found")
+        refused(client.delete(f"/internal/tasks/{task_id}", headers=operator), 404, "not_found")
+
+    again = register()
+    assert again["id"] != task_id and again["name"] == "weekly-report"
+
+
+def test_unknown_task_is_404(client, operator):
+    with nothing_written():
+        for method, path in (("get", ""), ("put", ""), ("delete", ""), ("put", "/pause"), ("put", "/resume"),
+                             ("post", "/trigger"), ("get", "/runs")):
+            kwargs = {"json": {"cron": "0 * * * *"}} if (method, path) == ("put", "") else {}
+            refused(getattr(client, method)(f"/internal/tasks/999{path}", headers=operator, **kwargs),
+                    404, "not_found")
+
+
+# --- refusals ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("changes", "field"), [
+    pytest.param({"cron": "61 * * * *"}, "cron", id="minute-out-of-range"),
+    pytest.param({"cron": "* * *"}, "cron", id="three-fields"),
+    pytest.param({"timezone": "Europe/Berlinn"}, "timezone", id="unknown-timezone"),
+    pytest.param({"cron": DROP, "event": "order.created", "timezone": "Europe/Berlinn"}, "timezone",
+                 id="unknown-timezone-of-an-event-task"),
+    pytest.param({"cron": DROP}, "cron", id="neither-cron-nor-event"),
+    pytest.param({"cron": DROP, "event": "task.foo"}, "event", id="reserved-event-name"),
+    pytest.param({"event": "task.foo"}, "event", id="reserved-event-name-with-cron"),
+    pytest.param({"concurrency_policy": "sometimes"}, "concurrency_policy", id="bad-concurrency-policy"),
+    pytest.param({"window": {"start": "25:00", "end": "03:00"}}, "window.start", id="window-start-25h"),
+    pytest.param({"sla": {"deadline_s": 0}}, "sla.deadline_s", id="sla-deadline-zero"),
+    pytest.param({"policy": {"max_attempts": 0}}, "policy.max_attempts", id="policy-max-attempts-zero"),
+    pytest.param({"policy": "no-such-policy"}, "policy", id="unknown-policy-name"),
+    pytest.param({"priority": 5}, "priority", id="unknown-field"),
+    pytest.param({"handler": "demo.nope"}, "handler", id="unknown-handler"),
+    pytest.param({"jitter_s": -1}, "jitter_s", id="negative-jitter"),
+    pytest.param({"paused": "false"}, "paused", id="paused-not-a-boolean"),
+])
+def test_bad_registration_is_422_naming_the_field_and_writes_nothing(client, operator, changes, field):
+    with nothing_written():
+        refused(client.post("/internal/tasks/register", json=task_body(**changes), headers=operator),
+                422, "invalid", field)
+
+
+def test_duplicate_name_in_the_same_tenant_is_409(client, operator, register):
+    register()
+    with nothing_written():
+        body = refused(client.post("/internal/tasks/register", json=task_body(cron="0 * * * *"), headers=operator),
+                       409, "conflict", "name")
+    assert "weekly-report" in body["detail"]
+
+
+def test_renaming_a_task_to_a_name_the_tenant_uses_is_409(app, client, operator, register, monkeypatch):
+    monkeypatch.setitem(app.config, "PROPAGATE_EXCEPTIONS", False)  # a server error is a status, not a raise
+    register()
+    other = register(name="other")
+    with nothing_written():
+        refused(client.put(f"/internal/tasks/{other['id']}", json={"name": "weekly-report"}, headers=operator),
+                409, "conflict", "name")
+    assert client.get(f"/internal/tasks/{other['id']}", headers=operator).json["name"] == "other"
+
+
+def test_a_deleted_task_frees_even_the_longest_name(app, client, operator, register, monkeypatch):
+    monkeypatch.setitem(app.config, "PROPAGATE_EXCEPTIONS", False)
+    longest = "n" * 120
+    for _ in range(2):
+        task_id = register(name=longest)["id"]
+        assert client.delete(f"/internal/tasks/{task_id}", headers=operator).status_code == 200
+    assert register(name=longest)["name"] == longest
+
+
+def test_same_name_in_another_tenant_is_allowed(client, operator, register):
+    make_tenant("acme")
+    first, second = register(), register(tenant="acme")
+    assert (first["tenant"], second["tenant"]) == ("default", "acme")
+
+
+def test_tenant_limited_token_may_not_register_for_another_tenant(client, auth):
+    acme = make_tenant("acme")
+    make_tenant("globex")
+    headers = bearer(auth.make_user("acme-svc", "operator"), tenant=acme)
+    with nothing_written():
+        body = refused(client.post("/internal/tasks/register", json=task_body(tenant="globex"), headers=headers),
+                       403, "forbidden", "tenant")
+    assert "acme" in body["detail"]
+
+
+def test_tenant_limited_token_registers_in_its_own_tenant(client, auth, register):
+    acme = make_tenant("acme")
+    headers = bearer(auth.make_user("acme-svc", "operator"), tenant=acme)
+    assert register(headers=headers)["tenant"] == "acme"
+
+
+def test_another_tenants_task_is_404_for_a_tenant_limited_token(client, auth, register):
+    task_id = register()["id"]  # in the default tenant
+    acme = make_tenant("acme")
+    headers = bearer(auth.make_user("acme-svc", "operator"), tenant=acme)
+    refused(client.get(f"/internal/tasks/{task_id}", headers=headers), 404, "not_found")
+    refused(client.get(f"/internal/tasks/{task_id}/runs", headers=headers), 404, "not_found")
+    with nothing_written():
+        refused(client.put(f"/internal/tasks/{task_id}", json={"cron": "0 * * * *"}, headers=headers),
+                404, "not_found")
+        refused(client.put(f"/internal/tasks/{task_id}/pause", headers=headers), 404, "not_found")
+        refused(client.post(f"/internal/tasks/{task_id}/trigger", headers=headers), 404, "not_found")
+        refused(client.delete(f"/internal/tasks/{task_id}", headers=headers), 404, "not_found")
+
+
+def test_viewer_token_may_read_but_not_register(client, auth, register):
+    task_id = register()["id"]
+    headers = bearer(auth.make_user("vic", "viewer"))
+    assert client.get(f"/internal/tasks/{task_id}", headers=headers).status_code == 200
+    with nothing_written():
+        refused(client.post("/internal/tasks/register", json=task_body(name="other"), headers=headers),
+                403, "forbidden")
+
+
+# --- tasks fired by events --------------------------------------------------------------------------------------
+
+
+def post_event(client, headers, **body):
+    return client.post("/events", json=body, headers=headers)
+
+
+def test_event_fires_the_enabled_tasks_of_its_tenant_with_data_merged_over_params(client, operator, register):
+    make_tenant("acme")
+    fired = register(name="on-order", cron=DROP, event="order.created", params={"order": 1, "region": "eu"})["id"]
+    paused = register(name="on-order-paused", cron=DROP, event="order.created")["id"]
+    client.put(f"/internal/tasks/{paused}/pause", headers=operator)
+    elsewhere = register(name="on-order", cron=DROP, event="order.created", tenant="acme")["id"]
+    register(name="on-refund", cron=DROP, event="order.refunded")
+
+    response = post_event(client, operator, type="order.created", tenant="default", data={"order": 7})
+    assert response.status_code == 202, response.get_data(as_text=True)
+    body = response.json
+    assert body["type"] == "order.created"
+    [outcome] = body["runs"]
+    assert (outcome["task_id"], outcome["status"]) == (fired, "created")
+    run = run_of(outcome["run_id"])
+    assert (run.status, run.source, run.task_id) == ("pending", "event", fired)
+    assert run.params == {"order": 7, "region": "eu"}
+    assert runs_of(paused) == [] and runs_of(elsewhere) == []
+
+
+def test_event_tasks_have_no_next_runs(client, register):
+    assert register(name="on-order", cron=DROP, event="order.created")["next_runs"] == []
+
+
+def test_event_nobody_listens_for_is_202_with_no_runs(client, operator, register):
+    register(name="on-order", cron=DROP, event="order.created")
+    with nothing_written():
+        response = post_event(client, operator, type="invoice.paid", tenant="default", data={})
+    assert response.status_code == 202 and response.json["runs"] == []
+
+
+def test_debounced_task_fires_once_for_two_events_in_a_row(client, operator, register):
+    task_id = register(name="on-ship", cron=DROP, event="order.shipped", debounce_s=60)["id"]
+    first = post_event(client, operator, type="order.shipped", tenant="default", data={"order": 1})
+    second = post_event(client, operator, type="order.shipped", tenant="default", data={"order": 2})
+    assert first.status_code == second.status_code == 202
+    assert [o["status"] for o in first.json["runs"]] == ["created"]
+    assert [(o["task_id"], o["status"], o["run_id"]) for o in second.json["runs"]] == [(task_id, "debounced", None)]
+    [run] = runs_of(task_id)
+    assert run.params == {"order": 1}
+
+
+@pytest.mark.parametrize("kind", ["task.anything", "", 5])
+def test_reserved_or_missing_event_type_is_422(client, operator, register, kind):
+    register(name="on-order", cron=DROP, event="order.anything")
+    with nothing_written():
+        refused(post_event(client, operator, type=kind, tenant="default", data={"order": 7}), 422, "invalid", "type")
+
+
+def test_event_data_that_is_not_an_object_is_422(client, operator, register):
+    register(name="on-order", cron=DROP, event="order.created")
+    with nothing_written():
+        refused(post_event(client, operator, type="order.created", tenant="default", data=[7]), 422, "invalid", "data")
+
+
+def test_tenant_limited_token_may_not_fire_another_tenants_event_tasks(client, auth, register):
+    acme = make_tenant("acme")
+    register(name="on-order", cron=DROP, event="order.created")
+    headers = bearer(auth.make_user("acme-svc", "operator"), tenant=acme)
+    with nothing_written():
+        refused(post_event(client, headers, type="order.created", tenant="default", data={}), 403, "forbidden",
+                "tenant")

@@ -1,0 +1,124 @@
+"""Seed 001's planner: quota, mutex (allow/forbid/replace), windows, and firings that never double."""
+
+from datetime import UTC, datetime, timedelta
+
+from rq.registry import ScheduledJobRegistry
+
+from console.extensions import db
+from console.models import Run, Tenant
+from console.redis_conn import get_redis
+from console.services import planner, tasks
+from console.services.actor import Actor
+from console.services.engine import control
+from console.services.engine.execute import execute
+
+SCHEDULER = Actor("scheduler")
+
+
+def fire(task, clock, **kwargs):
+    [outcome] = planner.fire([planner.Firing(task.id, clock(), **kwargs)], SCHEDULER, clock)
+    return outcome
+
+
+def test_b1_fires_on_schedule_with_quota_available(register, runs, clock):
+    task = register(cron="*/5 * * * *")
+    clock.set(datetime(2026, 3, 2, 10, 5, tzinfo=UTC))
+    outcome = fire(task, clock)
+    run = runs.get(outcome.run_id)
+    assert (outcome.status, run.status, run.status_reason) == ("created", "pending", None)
+    assert run.scheduled_for == clock() and run.enqueued_at == clock() and run.idempotency_key == (
+        f"task:{task.id}:2026-03-02T10:05:00+00:00")
+    assert execute(run.id, 0, clock=clock) == "succeeded"
+    assert runs.get(run.id).started_at - run.scheduled_for == timedelta(0)
+
+
+def test_the_same_firing_twice_creates_one_run(register, runs, clock):
+    task = register()
+    first = fire(task, clock)
+    second = fire(task, clock)  # a second leader, or a catch-up racing the live firing
+    assert (first.status, second.status) == ("created", "duplicate")
+    assert db.session.query(Run).filter_by(task_id=task.id).count() == 1
+
+
+def test_b2_quota_exhausted_queues_with_a_warning_then_runs_when_room_frees(register, runs, clock):
+    tenant = db.session.query(Tenant).filter_by(name="default").one()
+    tenant.max_queued, tenant.max_running = 1, 1
+    db.session.commit()
+    task = register()
+    first = fire(task, clock)
+    clock.advance(60)
+    second = fire(task, clock)
+    run = runs.get(second.run_id)
+    assert (run.status, run.status_reason) == ("pending", "quota")  # not lost
+    [warning] = [m for m in runs.outbox("alert") if m.payload["rule"] == "tenant_quota"]
+    assert warning.payload["max_queued"] == 1
+    db.session.execute(db.text("UPDATE runs SET status = 'running', attempt = 1 WHERE id = :id"),
+                       {"id": first.run_id})
+    db.session.commit()
+    assert execute(run.id, 0, clock=clock) == "deferred:quota"  # max_running 1 is taken
+    db.session.execute(db.text("UPDATE runs SET status = 'succeeded' WHERE id = :id"), {"id": first.run_id})
+    db.session.commit()
+    assert execute(run.id, 0, clock=clock) == "succeeded"
+
+
+def test_forbid_skips_and_records_the_new_firing_while_the_mutex_is_held(register, runs, clock):
+    holder = register("export", mutex_key="ledger")
+    blocked = register("reconcile-ledger", mutex_key="ledger", concurrency_policy="forbid")
+    fire(holder, clock)
+    outcome = fire(blocked, clock)
+    run = runs.get(outcome.run_id)
+    assert (outcome.status, run.status, run.status_reason) == ("skipped", "cancelled", "mutex_forbid")
+    assert [e.kind for e in runs.events(run.id)] == ["submitted", "cancelled"]
+
+
+def test_replace_cancels_the_running_holder_and_starts_the_new_one(register, runs, clock):
+    old = register("sync-v1", mutex_key="catalog", concurrency_policy="replace")
+    old_run = fire(old, clock).run_id
+    db.session.execute(db.text("UPDATE runs SET status = 'running', attempt = 1 WHERE id = :id"), {"id": old_run})
+    db.session.commit()
+    clock.advance(60)
+    new = fire(old, clock)
+    assert new.status == "created" and runs.get(new.run_id).status == "pending"
+    assert runs.get(old_run).cancel_requested is True  # a running run stops at its next check
+    assert [e.kind for e in runs.events(old_run)][-1] == "replaced"
+
+
+def test_replace_cancels_a_waiting_holder_at_once(register, runs, clock):
+    task = register("sync", mutex_key="catalog", concurrency_policy="replace")
+    waiting = fire(task, clock).run_id
+    clock.advance(60)
+    fire(task, clock)
+    assert (runs.get(waiting).status, runs.get(waiting).status_reason) == ("cancelled", "replaced")
+
+
+def test_allow_runs_side_by_side(register, runs, clock):
+    first = register("a", mutex_key="shared")
+    second = register("b", mutex_key="shared", concurrency_policy="allow")
+    assert fire(first, clock).status == fire(second, clock).status == "created"
+
+
+def test_outside_its_window_a_firing_is_deferred_to_the_next_opening(register, runs, clock):
+    clock.set(datetime(2026, 3, 6, 20, 0, tzinfo=UTC))  # a Friday evening
+    task = register(window={"days": ["mon", "tue", "wed", "thu", "fri"], "start": "08:00", "end": "18:00",
+                            "timezone": "UTC"})
+    outcome = fire(task, clock)
+    run = runs.get(outcome.run_id)
+    assert (run.status, run.status_reason) == ("pending", "window")
+    scheduled = ScheduledJobRegistry("retries", connection=get_redis())
+    assert scheduled.get_scheduled_time(f"run-{run.id}-s1-a0") == datetime(2026, 3, 9, 8, 0, tzinfo=UTC)
+
+
+def test_a_paused_task_does_not_fire_from_cron_but_run_now_still_works(register, runs, clock):
+    from console.services import triggers
+
+    task = tasks.set_paused(register(), True, Actor("ops"))
+    assert fire(task, clock).status == "paused"
+    outcome = triggers.run_now(task, Actor("ops"), clock)
+    assert outcome.status == "created" and runs.get(outcome.run_id).source == "manual"
+
+
+def test_cancelling_a_forbidden_holder_frees_the_mutex(register, runs, clock):
+    holder = register("export", mutex_key="ledger")
+    blocked = register("reconcile-ledger", mutex_key="ledger", concurrency_policy="forbid")
+    control.cancel(runs.get(fire(holder, clock).run_id), Actor("ops"))
+    assert fire(blocked, clock).status == "created"

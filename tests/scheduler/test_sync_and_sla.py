@@ -1,0 +1,95 @@
+"""The scheduler's task jobs follow the table; missed firings are caught up once; SLA breaches escalate."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from console.extensions import db
+from console.models import Run, SlaBreach
+from console.scheduler.task_jobs import TaskJobs
+from console.services import planner, sla, tasks
+from console.services.actor import Actor
+from console.services.engine.execute import execute
+
+
+class Buffer:
+    def __init__(self):
+        self.firings = []
+
+    def add(self, firing):
+        self.firings.append(firing)
+
+
+@pytest.fixture
+def jobs(app, clock):
+    scheduler = BackgroundScheduler(timezone="UTC")
+    return TaskJobs(app, scheduler, Buffer(), clock)
+
+
+def test_jobs_follow_register_pause_resume_edit_and_delete(register, jobs):
+    task = register(cron="30 2 * * MON", timezone="Europe/Berlin")
+    assert jobs.sync() == 1 and jobs.scheduler.get_job(f"task:{task.id}") is not None
+    assert jobs.sync() == 0  # nothing changed, nothing done
+    tasks.set_paused(task, True, Actor("ops"))
+    jobs.sync()
+    assert jobs.scheduler.get_job(f"task:{task.id}") is None
+    tasks.set_paused(task, False, Actor("ops"))
+    tasks.edit(task, {"cron": "0 6 * * *"}, Actor("ops"))
+    jobs.sync()
+    job = jobs.scheduler.get_job(f"task:{task.id}")
+    assert "0 6 * * *" in str(job.trigger)
+    tasks.delete(task, Actor("ops"))
+    jobs.sync()
+    assert jobs.scheduler.get_jobs() == []
+
+
+def test_a_firing_stands_for_its_cron_time_even_when_delivered_late_or_jittered(register, jobs, clock):
+    task = register(cron="*/5 * * * *", jitter_s=30)
+    jobs.sync()
+    job = jobs.scheduler.get_job(f"task:{task.id}")
+    fired_at = datetime(2026, 3, 2, 10, 5, tzinfo=UTC) + job.trigger.offset + timedelta(seconds=2)
+    assert job.trigger.nominal_time(fired_at, timedelta(minutes=6)) == datetime(2026, 3, 2, 10, 5, tzinfo=UTC)
+
+
+def test_missed_firings_within_grace_are_caught_up_once_and_the_rest_counted(register, jobs, clock, runs):
+    clock.set(datetime(2026, 3, 2, 10, 0, tzinfo=UTC))
+    task = register(cron="*/10 * * * *", misfire_grace_s=900)
+    task.created_at = clock()
+    db.session.commit()
+    clock.set(datetime(2026, 3, 2, 11, 3, tzinfo=UTC))  # the scheduler was down for an hour
+    fired, missed = jobs.catch_up()
+    assert (fired, missed) == (1, 5)  # 11:00 is caught up; 10:10 .. 10:50 are past their grace
+    [run] = db.session.query(Run).filter_by(task_id=task.id).all()
+    assert run.scheduled_for == datetime(2026, 3, 2, 11, 0, tzinfo=UTC) and run.source == "catchup"
+    db.session.refresh(task)
+    assert task.missed_total == 5
+    assert jobs.catch_up() == (0, 0)  # nothing twice
+
+
+def test_an_sla_breach_is_recorded_once_and_three_in_a_row_escalate(register, runs, clock):
+    task = register(cron="0 * * * *", sla={"max_start_delay_s": 60})
+    for hour in range(3):
+        clock.set(datetime(2026, 3, 2, 9 + hour, 0, tzinfo=UTC))
+        [outcome] = planner.fire([planner.Firing(task.id, clock())], Actor("scheduler"), clock)
+        clock.advance(300)  # workers were busy: it starts five minutes late
+        execute(outcome.run_id, 0, clock=clock)
+        breaches = sla.check(clock)
+        assert [(b.kind, b.late_by_s) for b in breaches] == [("start_delay", 240)]
+        assert sla.check(clock) == []  # recorded once
+    assert db.session.query(SlaBreach).count() == 3
+    alerts = [m for m in runs.outbox("alert") if m.payload["rule"] == "sla_breach"]
+    assert len(alerts) == 1 and alerts[0].occurrences == 3 and alerts[0].channel == "sla-breach"
+    [escalation] = runs.outbox("escalation")
+    assert escalation.channel == "manager" and escalation.payload["count"] == 3
+
+
+def test_a_run_that_never_starts_breaches_its_start_delay_too(register, runs, clock):
+    task = register(cron="0 * * * *", sla={"max_start_delay_s": 60, "deadline_s": 600})
+    [outcome] = planner.fire([planner.Firing(task.id, clock())], Actor("scheduler"), clock)
+    clock.advance(30)
+    assert sla.check(clock) == []
+    clock.advance(600)
+    kinds = sorted(b.kind for b in sla.check(clock))
+    assert kinds == ["deadline", "start_delay"]
+    assert runs.status(outcome.run_id) == "pending"
