@@ -54,8 +54,13 @@ def _validated(data: dict, tenant: Tenant, current: Task | None = None) -> dict:
             cron.parse(expression, timezone)
         except cron.CronError as error:
             raise InvalidInput(error.message, error.field) from None
-    elif not isinstance(timezone, str):
-        raise InvalidInput("timezone is an IANA name such as Europe/Berlin", "timezone")
+    else:
+        if not isinstance(timezone, str):
+            raise InvalidInput("timezone is an IANA name such as Europe/Berlin", "timezone")
+        try:
+            cron.load_zone(timezone)
+        except cron.CronError as error:
+            raise InvalidInput(error.message, error.field) from None
     if event is not None and (not isinstance(event, str) or not EVENT.match(event) or event.startswith("task.")):
         raise InvalidInput("event is a lowercase name like order.created (task.* names are the engine's)", "event")
     policy_id, overrides = _policy(merged.get("policy"))
@@ -79,8 +84,15 @@ def _validated(data: dict, tenant: Tenant, current: Task | None = None) -> dict:
         "window": window, "jitter_s": _whole(merged, "jitter_s", 0, 3600, 0),
         "debounce_s": _whole(merged, "debounce_s", 0, 86_400, 0), "sla": sla,
         "misfire_grace_s": _whole(merged, "misfire_grace_s", 0, 86_400, 300),
-        "paused": bool(merged.get("paused", False)),
+        "paused": _flag(merged, "paused"),
     }
+
+
+def _flag(data: dict, name: str) -> bool:
+    value = data.get(name, False)
+    if not isinstance(value, bool):
+        raise InvalidInput(f"{name} must be true or false", name)
+    return value
 
 
 def _policy(value) -> tuple[int | None, dict]:
@@ -129,12 +141,17 @@ def snapshot(task: Task) -> dict:
     return {**_as_input(task), "tenant": task.tenant.name}
 
 
+def _check_name_free(tenant: Tenant, name: str, own_id: int | None = None) -> None:
+    taken = db.session.execute(select(Task.id).where(Task.tenant_id == tenant.id, Task.name == name,
+                                                     Task.id != (own_id or 0))).first()
+    if taken:
+        raise Conflict(f"tenant {tenant.name} already has a task named {name!r}", "name")
+
+
 def register(tenant: Tenant, data: dict, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> Task:
     """Create a task from a request body; a name already used in the tenant is a 409."""
     values = _validated(data, tenant)
-    if db.session.execute(select(Task.id).where(Task.tenant_id == tenant.id, Task.name == values["name"],
-                                                Task.deleted_at.is_(None))).first():
-        raise Conflict(f"tenant {tenant.name} already has a task named {values['name']!r}", "name")
+    _check_name_free(tenant, values["name"])
     now = clock()
     task = Task(**values, created_at=now, updated_at=now)
     db.session.add(task)
@@ -150,6 +167,7 @@ def edit(task: Task, data: dict, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> T
     data = {k: v for k, v in data.items() if k != "tenant"}
     before = snapshot(task)
     values = _validated(data, task.tenant, current=task)
+    _check_name_free(task.tenant, values["name"], task.id)
     for key, value in values.items():
         setattr(task, key, value)
     task.updated_at = clock()
@@ -176,7 +194,8 @@ def delete(task: Task, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> None:
     now = clock()
     task.deleted_at, task.updated_at = now, now
     # The name is free again for a new task.
-    task.name = f"{task.name}~deleted-{task.id}"[:120]
+    suffix = f"~deleted-{task.id}"
+    task.name = task.name[: 120 - len(suffix)] + suffix
     audit.record(db.session, actor, "task.delete", "task", task.id, before=snapshot(task), tenant=task.tenant.name,
                  clock=clock)
     db.session.commit()
@@ -191,7 +210,7 @@ def get(task_id, tenant_id: int | None = None) -> Task:
 
 
 def next_runs(task: Task, now: datetime, count: int = 5) -> list[datetime]:
-    """Return the next firing times in the task's timezone (empty for event-only or paused tasks)."""
+    """Return the next firing times in the task's timezone (none for event-only tasks)."""
     if not task.cron:
         return []
     return cron.parse(task.cron, task.timezone).next_n(now, count)

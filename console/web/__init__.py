@@ -1,22 +1,28 @@
 """Console pages: one blueprint per area."""
 
+import importlib
+
 from flask import current_app, send_from_directory
 from flask_login import current_user
 
 from console.auth import public
 from console.auth.permissions import can
+from console.domain.clock import utcnow
 from console.web.nav import NAV
+
+# One line per area; each module defines `bp`.
+BLUEPRINTS = [
+    "console.web.auth.views",
+    "console.web.overview.views",
+    "console.web.admin.views",
+    "console.web.audit.views",
+]
 
 
 def register(app) -> None:
     """Register every console blueprint and the template helpers they share."""
-    from console.web.admin.views import bp as admin
-    from console.web.audit.views import bp as audit
-    from console.web.auth.views import bp as auth
-    from console.web.overview.views import bp as overview
-
-    for blueprint in (auth, overview, admin, audit):
-        app.register_blueprint(blueprint)
+    for module in BLUEPRINTS:
+        app.register_blueprint(importlib.import_module(module).bp)
 
     @app.get("/vendor/plotly.min.js", endpoint="plotly_js")
     @public
@@ -31,7 +37,9 @@ def register(app) -> None:
         def visible_nav():
             if not current_user.is_authenticated:
                 return []
-            return [item for item in NAV if can(current_user.role, item.permission)]
+            # An area appears once its blueprint is registered; until then there is no link to it.
+            return [item for item in NAV if item.endpoint in current_app.view_functions
+                    and can(current_user.role, item.permission)]
 
-        return {"nav": visible_nav, "can": lambda perm: current_user.is_authenticated
-                and can(current_user.role, perm)}
+        return {"nav": visible_nav, "now": utcnow(),
+                "can": lambda perm: current_user.is_authenticated and can(current_user.role, perm)}

@@ -12,9 +12,15 @@ class NavItem:
     permission: str
 
 
-# Areas appear here as they are built; a link to a page that does not exist is worse than none.
+# The console's areas in order. One whose endpoint is not registered is not shown (see visible_nav).
 NAV = [
     NavItem("Overview", "overview.index", VIEW),
+    NavItem("Tasks", "tasks.index", VIEW),
+    NavItem("Runs", "runs.index", VIEW),
+    NavItem("DLQ", "dlq.index", VIEW),
+    NavItem("Policies", "policies.index", VIEW),
+    NavItem("Breakers", "breakers.index", VIEW),
+    NavItem("Queues", "queues.index", VIEW),
     NavItem("Audit", "audit.index", VIEW),
     NavItem("Admin", "admin.users_index", ADMIN),
 ]
