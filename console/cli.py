@@ -157,14 +157,19 @@ def create_token_command(username, tenant, name):
 
 @click.command("seed-demo")
 @click.option("--force", is_flag=True, help="Seed even when the database already has tasks.")
+@click.option("--runs", type=int, default=0, help="Also insert this many finished runs of history (scale tests).")
+@click.option("--dead-letters", type=int, default=None, help="How many of those runs are dead (default runs/10).")
 @with_appcontext
-def seed_demo_command(force):
-    """Create demo tenants, tasks and runs."""
+def seed_demo_command(force, runs, dead_letters):
+    """Create demo tenants and runs; --runs N adds a week of history for scale tests."""
     from console.services import demo
+    from console.services.demo_history import seed_history
 
     if not force and not demo.is_empty():
         raise click.ClickException("the database already has tasks; use --force to add demo data anyway")
     click.echo(demo.seed())
+    if runs:
+        click.echo(seed_history(runs, runs // 10 if dead_letters is None else dead_letters))
 
 
 @click.group("audit")

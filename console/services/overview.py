@@ -2,11 +2,13 @@
 
 from datetime import timedelta
 
+import redis
 from sqlalchemy import func, select
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
-from console.models import DeadLetter, Run
+from console.models import DeadLetter, Run, RunEvent, SlaBreach
+from console.services.engine import breakers
 
 LIVE_STATUSES = ("pending", "running", "retry_wait", "compensating")
 
@@ -38,6 +40,40 @@ def counters(tenant_id: int | None, clock: Clock = SYSTEM_CLOCK) -> dict:
         "dead_24h": finished.get("dead", 0),
         "success_rate_24h": round(100 * finished.get("succeeded", 0) / done, 1) if done else None,
     }
+
+
+def breakers_open(clock: Clock = SYSTEM_CLOCK) -> int | None:
+    """Count breakers not closed, or None when Redis cannot be read."""
+    try:
+        return sum(1 for state in breakers.all_states(clock()).values() if state.state != "closed")
+    except (redis.RedisError, OSError):
+        return None
+
+
+def sla_breaches_today(tenant_id: int | None, clock: Clock = SYSTEM_CLOCK) -> int:
+    """Count SLA breaches recorded since midnight UTC."""
+    midnight = clock().replace(hour=0, minute=0, second=0, microsecond=0)
+    return db.session.execute(_scoped(select(func.count()).select_from(SlaBreach).where(
+        SlaBreach.detected_at >= midnight), SlaBreach, tenant_id)).scalar_one()
+
+
+FAILURE_KINDS = ("retry_wait", "dead", "failed")
+
+
+def failures_per_minute(tenant_id: int | None, clock: Clock = SYSTEM_CLOCK, minutes: int = 60) -> list[dict]:
+    """Count failed attempts per minute over the last hour, by kind (for the Overview chart)."""
+    now = clock().replace(second=0, microsecond=0)
+    since = now - timedelta(minutes=minutes - 1)
+    query = select(RunEvent.at, RunEvent.kind).where(RunEvent.at >= since, RunEvent.kind.in_(FAILURE_KINDS),
+                                                     RunEvent.reason != "breaker_open")
+    if tenant_id is not None:
+        query = query.join(Run, Run.id == RunEvent.run_id).where(Run.tenant_id == tenant_id)
+    buckets = {since + timedelta(minutes=i): dict.fromkeys(FAILURE_KINDS, 0) for i in range(minutes)}
+    for at, kind in db.session.execute(query.limit(200_000)):
+        minute = at.replace(second=0, microsecond=0)
+        if minute in buckets:
+            buckets[minute][kind] += 1
+    return [{"minute": minute, **counts} for minute, counts in buckets.items()]
 
 
 def recent_dead_letters(tenant_id: int | None, limit: int = 8) -> list[DeadLetter]:
