@@ -122,3 +122,13 @@ def test_cancelling_a_forbidden_holder_frees_the_mutex(register, runs, clock):
     blocked = register("reconcile-ledger", mutex_key="ledger", concurrency_policy="forbid")
     control.cancel(runs.get(fire(holder, clock).run_id), Actor("ops"))
     assert fire(blocked, clock).status == "created"
+
+
+def test_a_window_deferred_run_delivered_early_waits_again(register, runs, clock):
+    clock.set(datetime(2026, 3, 6, 20, 0, tzinfo=UTC))  # Friday evening, window closed until Monday 08:00
+    task = register(window={"days": ["mon", "tue", "wed", "thu", "fri"], "start": "08:00", "end": "18:00"})
+    run_id = fire(task, clock).run_id
+    assert execute(run_id, 0, clock=clock) == "deferred:window"  # e.g. re-queued after Redis lost its job
+    assert runs.status(run_id) == "pending"
+    clock.set(datetime(2026, 3, 9, 8, 0, tzinfo=UTC))
+    assert execute(run_id, 0, clock=clock) == "succeeded"

@@ -16,6 +16,7 @@ from sqlalchemy import case, func, select
 from console.domain.breaker import BreakerSettings
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.errors import HandlerTimeout, NonRetryableError, classify
+from console.domain.windows import Window
 from console.extensions import db
 from console.models import Run, Tenant
 from console.services import outbox, policies
@@ -86,6 +87,13 @@ def execute(run_id: int, expected_attempt: int, *, clock: Clock = SYSTEM_CLOCK, 
             return "cancelled"
         if run.status == "retry_wait":
             transitions.move(run, "pending", now, reason="timer")
+        if run.status_reason == "window" and run.task is not None and run.task.window:
+            # Deferred to its window; a job that arrives early (a re-queue after a Redis loss) waits again.
+            opening = Window.from_mapping(run.task.window).next_opening(now)
+            if opening > now:
+                db.session.commit()
+                queueing.enqueue_at(opening, run.id, run.series, run.attempt, policy.timeout_s)
+                return "deferred:window"
         full = _over_capacity(run, policy.concurrency)
         if full:
             db.session.commit()
