@@ -29,10 +29,15 @@ class TaskTrigger(BaseTrigger):
 
     def nominal_time(self, fired_at: datetime, lookback: timedelta) -> datetime | None:
         """Return the cron time a firing at `fired_at` stands for (the latest one not after it, less the offset)."""
-        latest = None
-        for moment in self.schedule.fires_between(fired_at - self.offset - lookback, fired_at - self.offset):
-            latest = moment
-        return latest
+        target = fired_at - self.offset
+        # Firings are nearly always on time: look one minute back first, the whole grace only if needed.
+        for window in (min(lookback, timedelta(seconds=61)), lookback):
+            latest = None
+            for moment in self.schedule.fires_between(target - window, target):
+                latest = moment
+            if latest is not None:
+                return latest
+        return None
 
     def __str__(self) -> str:
         return f"cron[{self.schedule.expression} {self.schedule.timezone} +{self.offset.total_seconds():.1f}s]"

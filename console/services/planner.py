@@ -5,7 +5,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import func, insert, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
@@ -80,7 +80,7 @@ def fire(firings: list[Firing], actor: Actor, clock: Clock = SYSTEM_CLOCK) -> li
     tasks = {t.id: t for t in db.session.execute(select(Task).where(
         Task.id.in_({f.task_id for f in firings}))).scalars()}
     batch = _Batch(tasks)
-    rows, outcomes, deferred, timeouts, versions = [], [], [], {}, {}
+    rows, outcomes, deferred, timeouts, versions, fired_for = [], [], [], {}, {}, {}
     for firing in firings:
         task = tasks.get(firing.task_id)
         if task is None or task.deleted_at is not None or (task.paused and firing.source in ("cron", "catchup")):
@@ -120,9 +120,14 @@ def fire(firings: list[Firing], actor: Actor, clock: Clock = SYSTEM_CLOCK) -> li
         if start_at is not None:
             deferred.append((key, start_at))
         if firing.source in ("cron", "catchup"):
-            task.last_fired_for = max(task.last_fired_for or firing.scheduled_for, firing.scheduled_for)
+            fired_for.setdefault(firing.scheduled_for, []).append(task.id)
     inserted = _insert_ignoring_duplicates(rows)
     _timeline(rows, inserted, actor, now)
+    # One UPDATE per distinct firing time, not one per task: a burst of 10k shares one minute.
+    for scheduled_for, task_ids in fired_for.items():
+        db.session.execute(update(Task).where(Task.id.in_(task_ids), or_(
+            Task.last_fired_for.is_(None), Task.last_fired_for < scheduled_for)).values(last_fired_for=scheduled_for)
+            .execution_options(synchronize_session=False))
     db.session.commit()
     by_key = {row["idempotency_key"]: row for row in rows}
     for outcome, row in zip([o for o in outcomes if o.status in ("created", "skipped")], rows, strict=True):

@@ -42,11 +42,11 @@ def enqueue_now(run_id: int, series: int, attempt: int, timeout_s: int, queue: s
 
 def enqueue_first_attempts(runs: list[tuple[int, int]]) -> None:
     """Queue the first attempt of many new runs in one round trip; takes (run_id, timeout_s) pairs."""
-    queue = Queue(RUN_QUEUE, connection=get_redis())
-    with get_redis().pipeline() as pipe:
-        for run_id, timeout_s in runs:
-            queue.enqueue(ENTRY_POINT, run_id, 0, job_id=job_id(run_id, 1, 0), job_timeout=_timeout(timeout_s),
-                          pipeline=pipe, **JOB_OPTIONS)
+    connection = get_redis()
+    jobs = [Queue.prepare_data(ENTRY_POINT, args=(run_id, 0), job_id=job_id(run_id, 1, 0), timeout=_timeout(timeout_s),
+                               **JOB_OPTIONS) for run_id, timeout_s in runs]
+    with connection.pipeline() as pipe:
+        Queue(RUN_QUEUE, connection=connection).enqueue_many(jobs, pipeline=pipe)
         pipe.execute()
 
 
