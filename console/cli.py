@@ -14,7 +14,7 @@ from console.logs import configure as configure_logging
 
 def _start_process() -> None:
     """Prepare a long-running process: Redis reachable (embedded unless REBOUND_REDIS_URL), defaults loaded."""
-    from console import embedded_redis
+    from console import embedded_redis, metrics
     from console.services import bootstrap
 
     if not current_app.config.get("REDIS_URL_GIVEN"):
@@ -22,6 +22,7 @@ def _start_process() -> None:
         if process is not None:
             atexit.register(process.terminate)
     bootstrap.ensure_ready()
+    metrics.start_batching(current_app.config["METRICS_FLUSH_S"])
 
 
 def _child(*args: str) -> list[str]:

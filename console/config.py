@@ -39,6 +39,18 @@ def _number(env, name: str, default, kind=int):
         raise SystemExit(f"{name} must be {what}, got {raw!r}") from None
 
 
+LOG_FORMATS = ("auto", "json", "text")
+
+
+def log_format(env=None) -> str:
+    """Return REBOUND_LOG_FORMAT: json, text, or auto (json unless stderr is a terminal)."""
+    env = os.environ if env is None else env
+    value = (env.get("REBOUND_LOG_FORMAT") or "auto").strip().lower()
+    if value not in LOG_FORMATS:
+        raise SystemExit(f"REBOUND_LOG_FORMAT must be one of {', '.join(LOG_FORMATS)}, got {value!r}")
+    return value
+
+
 def from_env(env=None) -> dict:
     """Build the Flask config mapping from REBOUND_* environment variables."""
     env = os.environ if env is None else env
@@ -64,6 +76,25 @@ def from_env(env=None) -> dict:
         "STALE_AFTER_S": _number(env, "REBOUND_STALE_AFTER_S", 30.0, float),
         # A pending run not picked up this long after enqueueing is checked against Redis.
         "REQUEUE_AFTER_S": _number(env, "REBOUND_REQUEUE_AFTER_S", 30.0, float),
+        # Alert and work-order channels; Admin → Channels can override each target (see console/services/delivery).
+        "CONSOLE_URL": (env.get("REBOUND_CONSOLE_URL")
+                        or f"http://127.0.0.1:{_number(env, 'REBOUND_PORT', 8000)}").rstrip("/"),
+        "SLACK_WEBHOOK_URL": env.get("REBOUND_SLACK_WEBHOOK_URL", ""),
+        "PAGERDUTY_URL": env.get("REBOUND_PAGERDUTY_URL") or "https://events.pagerduty.com/v2/enqueue",
+        "PAGERDUTY_ROUTING_KEY": env.get("REBOUND_PAGERDUTY_ROUTING_KEY", ""),
+        "ALERT_WEBHOOK_URL": env.get("REBOUND_ALERT_WEBHOOK_URL", ""),
+        "ALERT_WEBHOOK_SECRET": env.get("REBOUND_ALERT_WEBHOOK_SECRET", ""),
+        "WORKORDER_URL": env.get("REBOUND_WORKORDER_URL", ""),
+        "DELIVERY_ATTEMPTS": _number(env, "REBOUND_DELIVERY_ATTEMPTS", 5),
+        "DELIVERY_BACKOFF_S": _number(env, "REBOUND_DELIVERY_BACKOFF_S", 2.0, float),
+        "DELIVERY_TIMEOUT_S": _number(env, "REBOUND_DELIVERY_TIMEOUT_S", 5.0, float),
+        # A repeat of an alert delivered less than this ago waits out the gap, gathering occurrences.
+        "ALERT_REPEAT_S": _number(env, "REBOUND_ALERT_REPEAT_S", 300.0, float),
+        # GET /metrics is open unless this is set; then it takes `Authorization: Bearer <token>`.
+        "METRICS_TOKEN": env.get("REBOUND_METRICS_TOKEN", ""),
+        # Web, workers and the scheduler send their counts to Redis this often (0: at every commit).
+        "METRICS_FLUSH_S": _number(env, "REBOUND_METRICS_FLUSH_S", 1.0, float),
+        "LOG_FORMAT": log_format(env),
     }
 
 

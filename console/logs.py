@@ -1,13 +1,165 @@
-"""Process-wide logging set-up, called by the CLI (never by the app factory)."""
+"""Process-wide logging set-up, called by the CLI (never by the app factory): JSON lines or text, secrets masked.
 
+REBOUND_LOG_FORMAT=json writes one JSON object per line with the seeds' fields (run_id, tenant_id, attempt,
+retry_token, next_retry_at, ...) when the line is about a run; `text` writes the classic one-liner; `auto`
+(the default) picks text when stderr is a terminal and JSON otherwise (a service manager, a container,
+a file), so `rebound up` in a terminal is readable and the same processes under systemd are parseable.
+Every line, in either format, passes RedactSecrets first.
+"""
+
+import json
 import logging
 import os
+import re
+import sys
+from datetime import UTC, datetime
+
+# The seeds' log fields (000, 001, 003), plus the run's handler and worker. A record carries them as
+# attributes through `extra=`; run_fields() builds them for a run.
+FIELDS = ("run_id", "task_id", "tenant_id", "handler", "status", "from_status", "reason", "attempt", "retry_count",
+          "retry_token", "next_retry_at", "dlq_flag", "dead_letter_id", "workorder_id", "trigger_time",
+          "actual_start", "duration_ms", "error_code", "trace_id", "worker_id")
+MASK = "***"
+SECRET_ENV = re.compile(r"SECRET|TOKEN|PASSWORD|ROUTING_KEY|_URL$")
+
+_PATTERNS = [
+    # An Authorization header or field, whatever its scheme.
+    (re.compile(r"(?i)(\bauthorization[\"']?\s*[:=]\s*[\"']?)[^\"'\r\n,;}]+"), rf"\1{MASK}"),
+    (re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"), rf"\1{MASK}"),
+    # Rebound API tokens keep their public prefix (shown in Admin → API tokens), never the rest.
+    (re.compile(r"\b(rb_[A-Za-z0-9_-]{7})[A-Za-z0-9_-]+"), rf"\1{MASK}"),
+    # key=value, key: value and "key": "value" for keys that name a secret (routing_key is PagerDuty's).
+    # retry_token is an idempotency token shown in the console, not a credential.
+    (re.compile(r"(?i)\b(?!retry_token\b)([a-z0-9_]*(?:password|passwd|secret|token|api_?key|access_?key|routing_?key|"
+                r"private_?key|signature)[a-z0-9_]*)([\"']?\s*[:=]\s*[\"']?)[^\s\"'&,;}]+"), rf"\1\2{MASK}"),
+]
+# Absolute URLs keep scheme and host: webhook URLs (Slack, Teams, ...) carry their secret in the path,
+# others in the query or user info. The console's own access log has relative paths, which stay.
+_URL = re.compile(r"\b(https?://)(?:[^\s/@'\"<>]+@)?([^\s/?#'\"<>]+)([/?#][^\s'\"<>]*)?", re.IGNORECASE)
 
 
-def configure(level: str | None = None) -> None:
-    """Log to stderr with the process name, once per process."""
-    logging.basicConfig(
-        level=(level or os.environ.get("REBOUND_LOG_LEVEL", "INFO")).upper(),
-        format="%(asctime)s %(levelname)s %(processName)s %(name)s: %(message)s",
-    )
+def _mask_url(match: re.Match) -> str:
+    rest = match.group(3) or ""
+    return f"{match.group(1)}{match.group(2)}{'/' + MASK if rest.strip('/') else rest}"
+
+
+def known_secrets(env=None) -> list[str]:
+    """Return the configured secrets (REBOUND_* tokens, passwords, keys, channel URLs), longest first."""
+    env = os.environ if env is None else env
+    values = {value for name, value in env.items()
+              if name.startswith("REBOUND_") and SECRET_ENV.search(name) and len(value) >= 8}
+    return sorted(values, key=len, reverse=True)
+
+
+def redact(text: str, secrets: list[str] = ()) -> str:
+    """Mask tokens, Authorization values, URL paths and queries, passwords and keys in a piece of text."""
+    for secret in secrets:
+        text = text.replace(secret, MASK)
+    for pattern, replacement in _PATTERNS:
+        text = pattern.sub(replacement, text)
+    return _URL.sub(_mask_url, text)
+
+
+class RedactSecrets(logging.Filter):
+    """Mask secrets in a record's message, fields and traceback before any formatter sees them."""
+
+    def __init__(self, secrets: list[str] | None = None):
+        super().__init__()
+        self.secrets = known_secrets() if secrets is None else secrets
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a bad format string is logging's to report, unmasked args are not
+            message = str(record.msg)
+        record.msg, record.args = redact(message, self.secrets), None
+        for name in FIELDS:
+            value = getattr(record, name, None)
+            if isinstance(value, str):
+                setattr(record, name, redact(value, self.secrets))
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text, self.secrets)
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info, self.secrets)
+        return True
+
+
+def _json_value(value):
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, process, message, then the seed fields present."""
+
+    def __init__(self, process: str | None = None):
+        super().__init__()
+        self.process = process or _process_role()
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "level": record.levelname,
+            "logger": record.name,
+            "process": self.process,
+            "pid": record.process,
+            "message": record.getMessage(),
+        }
+        for name in FIELDS:
+            if hasattr(record, name):
+                line[name] = _json_value(getattr(record, name))
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            line["exc"] = record.exc_text
+        if record.stack_info:
+            line["stack"] = record.stack_info
+        return json.dumps(line, ensure_ascii=False, default=str)
+
+
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(processName)s %(name)s: %(message)s"
+
+
+def _process_role() -> str:
+    """Name this process by its CLI command (web, worker, scheduler, up), for lines from many processes."""
+    command = next((arg for arg in sys.argv[1:] if not arg.startswith("-")), None)
+    return command or os.path.basename(sys.argv[0] or "rebound")
+
+
+def run_fields(run, reason: str | None, error_code: str | None, duration_ms: int | None) -> dict:
+    """Return the seed fields of a run's log line, as `extra=` for logging (None where not known)."""
+    return {
+        "run_id": run.id, "task_id": run.task_id, "tenant_id": run.tenant_id, "handler": run.handler,
+        "status": run.status, "reason": reason, "attempt": run.attempt, "retry_count": max(run.attempt - 1, 0),
+        "retry_token": run.retry_token, "next_retry_at": run.next_retry_at, "dlq_flag": run.status == "dead",
+        "workorder_id": None, "trigger_time": run.scheduled_for, "actual_start": run.started_at,
+        "duration_ms": duration_ms, "error_code": error_code or run.error_code, "trace_id": run.trace_id,
+        "worker_id": run.worker_id,
+    }
+
+
+def handler(log_format: str, stream=None) -> logging.Handler:
+    """Return a stream handler writing the given format ("json" or "text"), secrets masked."""
+    out = logging.StreamHandler(stream)
+    out.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT))
+    out.addFilter(RedactSecrets())
+    return out
+
+
+def configure(level: str | None = None, log_format: str | None = None) -> None:
+    """Log to stderr in REBOUND_LOG_FORMAT (json, text, auto), once per process."""
+    from console.config import log_format as configured_format
+
+    chosen = log_format or configured_format()
+    if chosen == "auto":
+        chosen = "text" if sys.stderr.isatty() else "json"
+    logging.basicConfig(level=(level or os.environ.get("REBOUND_LOG_LEVEL", "INFO")).upper(),
+                        handlers=[handler(chosen)])
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    # APScheduler says "Running job … executed successfully" for every tick of every 2-second job.
+    logging.getLogger("apscheduler.executors").setLevel(logging.WARNING)

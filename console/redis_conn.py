@@ -4,6 +4,8 @@ from pathlib import Path
 
 import redis
 from flask import current_app
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 
 
 def embedded_url(data_dir: str) -> str:
@@ -16,7 +18,11 @@ def init_app(app) -> None:
     app.config["REDIS_URL_GIVEN"] = bool(app.config["REDIS_URL"])
     if not app.config["REDIS_URL"]:
         app.config["REDIS_URL"] = embedded_url(app.config["DATA_DIR"])
-    app.extensions["rebound_redis"] = redis.Redis.from_url(app.config["REDIS_URL"])
+    # One quick retry, not redis-py's default ten with backoff: with Redis down a page must answer in
+    # well under a second that it is down, and the engine's callers already recover through the reconciler.
+    app.extensions["rebound_redis"] = redis.Redis.from_url(
+        app.config["REDIS_URL"], socket_connect_timeout=2,
+        retry=Retry(ExponentialBackoff(cap=0.2, base=0.05), 1))
 
 
 def get_redis() -> redis.Redis:

@@ -1,6 +1,20 @@
 """Serve the app with gunicorn (threads, so one slow page does not block the rest)."""
 
+import logging
+
 from gunicorn.app.base import BaseApplication
+from gunicorn.glogging import Logger
+
+
+class RootLogger(Logger):
+    """Gunicorn's error and access lines go through the process's handler: same format, secrets masked."""
+
+    def setup(self, cfg):
+        super().setup(cfg)
+        if logging.getLogger().handlers:
+            for log in (self.error_log, self.access_log):
+                log.handlers.clear()
+                log.propagate = True
 
 
 class GunicornServer(BaseApplication):
@@ -27,6 +41,7 @@ def serve(app, host: str, port: int, workers: int = 1, threads: int = 8) -> None
         "worker_class": "gthread",
         "threads": threads,
         "accesslog": "-",
+        "logger_class": RootLogger,
         "graceful_timeout": 10,
         "timeout": 60,
     }).run()

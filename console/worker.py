@@ -6,6 +6,7 @@ import socket
 
 from rq import SimpleWorker, Worker
 
+from console import metrics
 from console.extensions import db
 from console.services.engine import registry
 
@@ -39,6 +40,12 @@ class ReboundForkWorker(AppContextMixin, Worker):
         with self.flask_app.app_context():
             db.engine.dispose(close=False)
         return super().fork_work_horse(*args, **kwargs)
+
+    def perform_job(self, *args, **kwargs):
+        try:
+            return super().perform_job(*args, **kwargs)
+        finally:
+            metrics.flush()  # this runs in the forked child, which leaves by os._exit: send its counts now
 
 
 WORKER_CLASSES = {"simple": ReboundSimpleWorker, "fork": ReboundForkWorker}

@@ -191,6 +191,32 @@ def live_server(tmp_path, redis_url):
     log.close()
 
 
+@pytest.fixture
+def live_app(live_server):
+    """An app in the test process on the live server's database and Redis, to arrange data through services."""
+    env = live_server.env
+    app = create_app({"TESTING": True, "DATA_DIR": env["REBOUND_DATA_DIR"], "REDIS_URL": env["REBOUND_REDIS_URL"],
+                      "SQLALCHEMY_DATABASE_URI": f"sqlite:///{live_server.data_dir / 'rebound.db'}",
+                      "SECRET_KEY": env["REBOUND_SECRET_KEY"]})
+    with app.app_context():
+        bootstrap.ensure_ready()
+        yield app
+        db.session.remove()
+        db.engine.dispose()
+
+
+@pytest.fixture
+def live_worker(live_server):
+    """A real `rebound worker` beside the live server, on the same database and Redis."""
+    log = (live_server.data_dir / "worker.log").open("w")
+    process = subprocess.Popen([sys.executable, "-m", "console.cli", "worker"], env=live_server.env, stdout=log,
+                               stderr=subprocess.STDOUT)
+    yield process
+    process.terminate()
+    process.wait(15)
+    log.close()
+
+
 @pytest.fixture(scope="session")
 def browser_type_launch_args():
     """Drive Debian's Chromium (Playwright's own download is not available here)."""

@@ -1,6 +1,8 @@
 """SQLAlchemy models: the system of record."""
 
+from console.models.alerts import AlertRule
 from console.models.audit import AuditEntry, AuditHead
+from console.models.delivery import ChannelSetting, Delivery
 from console.models.people import ApiToken, Role, Tenant, User
 from console.models.policies import PolicyVersion, RetryPolicyRecord
 from console.models.recovery import Approval, DeadLetter, OutboxMessage, RunbookExecution, WorkOrder
@@ -8,7 +10,7 @@ from console.models.runs import Run, RunEvent
 from console.models.tasks import SlaBreach, Task
 
 __all__ = [
-    "ApiToken", "Approval", "AuditEntry", "AuditHead", "DeadLetter", "OutboxMessage", "PolicyVersion",
-    "RetryPolicyRecord", "Role", "Run", "RunEvent", "RunbookExecution", "SlaBreach", "Task", "Tenant", "User",
-    "WorkOrder",
+    "AlertRule", "ApiToken", "Approval", "AuditEntry", "AuditHead", "ChannelSetting", "DeadLetter", "Delivery",
+    "OutboxMessage", "PolicyVersion", "RetryPolicyRecord", "Role", "Run", "RunEvent", "RunbookExecution", "SlaBreach",
+    "Task", "Tenant", "User", "WorkOrder",
 ]

@@ -10,7 +10,11 @@ from console.models.types import UTCDateTime
 
 class WorkOrder(db.Model):
     __tablename__ = "work_orders"
-    __table_args__ = (Index("ix_work_orders_status_fingerprint", "status", "fingerprint"),)
+    __table_args__ = (
+        Index("ix_work_orders_status_fingerprint", "status", "fingerprint"),
+        Index("ix_work_orders_status_id", "status", "id"),
+        Index("ix_work_orders_tenant_status_id", "tenant_id", "status", "id"),
+    )
     id: Mapped[int] = mapped_column(primary_key=True)
     tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"))
     fingerprint: Mapped[str] = mapped_column(String(32))
@@ -19,9 +23,11 @@ class WorkOrder(db.Model):
     dead_letter_count: Mapped[int] = mapped_column(Integer, default=0)
     assignee_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
     external_id: Mapped[str | None] = mapped_column(String(120))
-    created_at = mapped_column(UTCDateTime, default=utcnow, nullable=False)
+    created_at = mapped_column(UTCDateTime, default=utcnow, nullable=False, index=True)
     acknowledged_at = mapped_column(UTCDateTime)
     closed_at = mapped_column(UTCDateTime)
+    closed_by: Mapped[str | None] = mapped_column(String(80))
+    close_note: Mapped[str | None] = mapped_column(Text)
     tenant = relationship("Tenant")
     assignee = relationship("User")
 
@@ -32,6 +38,11 @@ class DeadLetter(db.Model):
         Index("ix_dead_letters_status_id", "status", "id"),
         Index("ix_dead_letters_fingerprint_status", "fingerprint", "status"),
         Index("ix_dead_letters_tenant_status_id", "tenant_id", "status", "id"),
+        Index("ix_dead_letters_work_order_id_status", "work_order_id", "status"),
+        Index("ix_dead_letters_work_order_id_id", "work_order_id", "id"),
+        # Covers the grouped DLQ view: open letters grouped by fingerprint without touching the table.
+        Index("ix_dead_letters_status_fingerprint_tenant_handler", "status", "fingerprint", "tenant_id", "handler",
+              "error_code", "task_id", "created_at"),
     )
     id: Mapped[int] = mapped_column(primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"), index=True)
@@ -60,7 +71,10 @@ class OutboxMessage(db.Model):
     """An alert, work order or escalation to deliver; written with the change that causes it."""
 
     __tablename__ = "outbox"
-    __table_args__ = (Index("ix_outbox_status_next_attempt_at", "status", "next_attempt_at"),)
+    __table_args__ = (
+        Index("ix_outbox_status_next_attempt_at", "status", "next_attempt_at"),
+        Index("ix_outbox_kind_delivered_at", "kind", "delivered_at"),
+    )
     id: Mapped[int] = mapped_column(primary_key=True)
     kind: Mapped[str] = mapped_column(String(32))
     channel: Mapped[str] = mapped_column(String(32), default="default")
@@ -68,6 +82,8 @@ class OutboxMessage(db.Model):
     tenant_id: Mapped[int | None] = mapped_column(ForeignKey("tenants.id"))
     payload = mapped_column(JSON, nullable=False)
     occurrences: Mapped[int] = mapped_column(Integer, default=1)
+    # pending → sending (claimed; next_attempt_at is then the lease's end) → delivered | pending (retry) | failed;
+    # skipped when no channel is configured for it.
     status: Mapped[str] = mapped_column(String(16), default="pending")
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     next_attempt_at = mapped_column(UTCDateTime, default=utcnow)

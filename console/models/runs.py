@@ -17,6 +17,11 @@ class Run(db.Model):
         Index("ix_runs_task_id_id", "task_id", "id"),
         Index("ix_runs_tenant_handler_status", "tenant_id", "handler", "status"),
         Index("ix_runs_task_status", "task_id", "status"),
+        # Newest-first lists by status, by tenant and by error code; breaker hold-back counts.
+        Index("ix_runs_status_id", "status", "id"),
+        Index("ix_runs_tenant_id_id", "tenant_id", "id"),
+        Index("ix_runs_error_code_id", "error_code", "id"),
+        Index("ix_runs_status_reason_handler", "status", "status_reason", "handler"),
     )
     id: Mapped[int] = mapped_column(primary_key=True)
     tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"))
@@ -48,7 +53,7 @@ class Run(db.Model):
     progress: Mapped[int] = mapped_column(Integer, default=0)
     progress_message: Mapped[str | None] = mapped_column(String(255))
     result = mapped_column(JSON)
-    error_code: Mapped[str | None] = mapped_column(String(80), index=True)
+    error_code: Mapped[str | None] = mapped_column(String(80))
     error_message: Mapped[str | None] = mapped_column(Text)
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     trace_id: Mapped[str | None] = mapped_column(String(64))
@@ -60,6 +65,8 @@ class Run(db.Model):
 
 class RunEvent(db.Model):
     __tablename__ = "run_events"
+    # Failures per minute and alert-rule windows read recent events of a few kinds.
+    __table_args__ = (Index("ix_run_events_kind_at", "kind", "at"),)
     id: Mapped[int] = mapped_column(primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"), index=True)
     at = mapped_column(UTCDateTime, default=utcnow, nullable=False)

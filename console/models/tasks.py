@@ -16,7 +16,7 @@ class Task(db.Model):
     name: Mapped[str] = mapped_column(String(120))
     handler: Mapped[str] = mapped_column(String(120), index=True)
     params = mapped_column(JSON, default=dict, nullable=False)
-    policy_id: Mapped[int | None] = mapped_column(ForeignKey("retry_policies.id"))
+    policy_id: Mapped[int | None] = mapped_column(ForeignKey("retry_policies.id"), index=True)
     policy_overrides = mapped_column(JSON, default=dict, nullable=False)
     cron: Mapped[str | None] = mapped_column(String(120))
     timezone: Mapped[str] = mapped_column(String(64), default="UTC")

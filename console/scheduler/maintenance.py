@@ -15,4 +15,8 @@ MAINTENANCE: list[Periodic] = [
     Periodic("reconcile", "console.services.engine.reconcile:reconcile", 30,
              "Repair drift between the database and Redis"),
     Periodic("sla-check", "console.services.sla:check", 60, "Record SLA breaches; escalate three in a row"),
+    Periodic("alert-rules", "console.services.alert_rules:evaluate", 60,
+             "Evaluate the alert rules: fire past a threshold, resolve below it"),
+    Periodic("outbox", "console.services.delivery:tick", 2,
+             "Close settled work orders; deliver alerts and work orders to their channels"),
 ]

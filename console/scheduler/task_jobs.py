@@ -5,6 +5,7 @@ from datetime import timedelta
 
 from sqlalchemy import select, update
 
+from console import metrics
 from console.domain import cron
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
@@ -91,6 +92,7 @@ class TaskJobs:
                     missed_total=Task.missed_total + missed, last_fired_for=latest)
                     .execution_options(synchronize_session=False))
                 missed_total += missed
+                metrics.SCHEDULER_MISSED.inc(missed, tenant=task.tenant_id, at=now)
         db.session.commit()
         if firings:
             fired = sum(1 for o in planner.fire(firings, SCHEDULER, self.clock) if o.status == "created")

@@ -3,13 +3,14 @@
 from flask import current_app
 from flask_migrate import upgrade
 
-from console.services import policies, tenants, users
+from console.services import alert_rules, policies, tenants, users
 
 
 def ensure_ready() -> None:
-    """Ensure the default tenant and the YAML file's policies exist (cheap; every process calls it)."""
+    """Ensure the default tenant, the YAML policies and the alert rules exist (cheap; every process calls it)."""
     tenants.ensure_default()
     policies.load_defaults(current_app.config["POLICIES_FILE"])
+    alert_rules.ensure_defaults()
 
 
 def prepare(admin_password: str | None) -> str | None:

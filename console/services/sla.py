@@ -5,6 +5,7 @@ from datetime import timedelta
 
 from sqlalchemy import or_, select
 
+from console import metrics
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import Run, SlaBreach, Task
@@ -54,6 +55,7 @@ def check(clock: Clock = SYSTEM_CLOCK) -> list[SlaBreach]:
                     db.session.add(breach)
                     known.add((run.id, kind))
                     found.append(breach)
+                    metrics.SLA_BREACHES.inc(tenant=run.tenant_id, kind=kind)
                     outbox.add("alert", f"sla:{task.id}:{kind}", {
                         "rule": "sla_breach", "task_id": task.id, "task": task.name, "run_id": run.id,
                         "tenant_id": run.tenant_id, "kind": kind, "late_by_s": breach.late_by_s,
@@ -79,6 +81,7 @@ def _escalate(task: Task, now) -> None:
         return
     for breach in breaches:
         breach.escalated = True
+    metrics.RETRY_ESCALATED.inc(tenant=task.tenant_id, reason="sla_consecutive_breaches")
     outbox.add("escalation", f"sla-escalation:{task.id}:{max(last_runs)}", {
         "rule": "sla_consecutive_breaches", "task_id": task.id, "task": task.name, "runs": sorted(last_runs),
         "count": ESCALATE_AFTER, "at": now.isoformat()}, now, tenant_id=task.tenant_id, channel="manager")

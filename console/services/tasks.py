@@ -192,11 +192,12 @@ def set_paused(task: Task, paused: bool, actor: Actor, clock: Clock = SYSTEM_CLO
 def delete(task: Task, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> None:
     """Delete a task (kept for its runs' history; it never fires again)."""
     now = clock()
+    before = snapshot(task)
     task.deleted_at, task.updated_at = now, now
     # The name is free again for a new task.
     suffix = f"~deleted-{task.id}"
     task.name = task.name[: 120 - len(suffix)] + suffix
-    audit.record(db.session, actor, "task.delete", "task", task.id, before=snapshot(task), tenant=task.tenant.name,
+    audit.record(db.session, actor, "task.delete", "task", task.id, before=before, tenant=task.tenant.name,
                  clock=clock)
     db.session.commit()
 

@@ -16,6 +16,13 @@ BLUEPRINTS = [
     "console.web.overview.views",
     "console.web.admin.views",
     "console.web.audit.views",
+    "console.web.workorders.views",
+    "console.web.dlq.views",
+    "console.web.runs.views",
+    "console.web.tasks.views",
+    "console.web.policies.views",
+    "console.web.breakers.views",
+    "console.web.queues.views",
 ]
 
 

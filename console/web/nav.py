@@ -18,6 +18,7 @@ NAV = [
     NavItem("Tasks", "tasks.index", VIEW),
     NavItem("Runs", "runs.index", VIEW),
     NavItem("DLQ", "dlq.index", VIEW),
+    NavItem("Work orders", "workorders.index", VIEW),
     NavItem("Policies", "policies.index", VIEW),
     NavItem("Breakers", "breakers.index", VIEW),
     NavItem("Queues", "queues.index", VIEW),

@@ -8,6 +8,7 @@ from console.extensions import htmx
 
 def page(template: str, block: str, **context):
     """Render the whole template, or only `block` for an htmx request that is not a boost."""
-    if htmx and not htmx.boosted:
+    # A history restore after a reload needs the whole page, though htmx sent the request.
+    if htmx and not htmx.boosted and not htmx.history_restore_request:
         return render_block(template, block, **context)
     return render_template(template, **context)

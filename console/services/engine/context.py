@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import update
 
+from console import metrics
 from console.extensions import db
 from console.models import Run
 
@@ -36,6 +37,7 @@ class HandlerContext:
                                    .values(progress=percent, progress_message=message[:255]))
         except Exception:  # noqa: BLE001 - a lost progress write must not fail the work itself
             self.progress_failures += 1
+            metrics.PROGRESS_WRITE_FAILURES.inc_now(kind="progress")
 
     def cancelled(self) -> bool:
         """Tell whether someone asked to cancel this run; long handlers should check it and stop."""

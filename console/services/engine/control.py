@@ -5,7 +5,7 @@ from sqlalchemy import select, update
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import DeadLetter, Run
-from console.services import audit, policies
+from console.services import audit, policies, workorders
 from console.services.actor import Actor
 from console.services.engine import submit as submitting
 from console.services.engine import transitions
@@ -50,7 +50,7 @@ def _restart(run: Run, actor: Actor, now, kind: str) -> None:
     """Start a new attempt series on the same run and idempotency key, and queue it."""
     transitions.move(run, "pending", now, reason=kind, actor=actor.name, attempt=0, series=run.series + 1,
                      retry_token=None, next_retry_at=None, finished_at=None, enqueued_at=now, cancel_requested=False,
-                     progress=0, progress_message=None, error_code=None, error_message=None)
+                     progress=0, progress_message=None, clear_error=True)
 
 
 def retry_now(run: Run, actor: Actor, *, policy=None, clock: Clock = SYSTEM_CLOCK) -> Run:
@@ -87,6 +87,8 @@ def _close_dead_letters(run: Run, actor: Actor, now, status: str) -> list[DeadLe
                                  ).scalars().all()
     for letter in letters:
         letter.status, letter.resolved_at, letter.resolved_by = status, now, actor.name
+    for work_order_id in sorted({letter.work_order_id for letter in letters if letter.work_order_id}):
+        workorders.close_if_resolved(work_order_id, now, by=actor)
     return letters
 
 

@@ -19,7 +19,7 @@ from console.domain.errors import HandlerTimeout, NonRetryableError, classify
 from console.domain.windows import Window
 from console.extensions import db
 from console.models import Run, Tenant
-from console.services import outbox, policies
+from console.services import delivery, outbox, policies
 from console.services.engine import breakers, handlers, queueing, transitions
 from console.services.engine.context import HandlerContext
 from console.services.engine.failures import fail
@@ -156,9 +156,15 @@ def _perform(run: Run, policy, settings: BreakerSettings, clock: Clock) -> str:
     except transitions.StaleRun:
         log.warning("run %s moved on while attempt %s ran; its outcome is dropped", run.id, ctx.attempt)
         return "stale"
-    if breakers.record(run.handler, error is None, now, settings) == "opened":
+    change = breakers.record(run.handler, error is None, now, settings)
+    if change == "opened":
         outbox.add("alert", f"breaker:{run.handler}", {
             "rule": "breaker_opened", "handler": run.handler, "tenant_id": run.tenant_id,
             "open_s": settings.open_s, "at": now.isoformat()}, now)
+        db.session.commit()
+    elif change == "closed":
+        # The cause has cleared: resolve the PagerDuty incident the "opened" alert started (same key).
+        delivery.resolve(f"rebound-breaker:{run.handler}", f"Circuit breaker opened: {run.handler}",
+                         f"{run.handler} answers again: its circuit breaker closed.", now, handler=run.handler)
         db.session.commit()
     return run.status

@@ -4,6 +4,7 @@ import logging
 import time
 from datetime import timedelta
 
+from console import metrics
 from console.domain.errors import Failure
 from console.domain.policy import RetryPolicy, retry_delay
 from console.extensions import db
@@ -48,8 +49,12 @@ def fail(run: Run, failure: Failure, policy: RetryPolicy, now, *, duration_ms: i
 def _dead(run: Run, failure: Failure, reason: str, now, common: dict) -> str:
     transitions.move(run, "dead", now, reason=reason, error_code=failure.code, finished_at=now, **common,
                      **_error_fields(failure))
-    dead_letters.park(run, failure, reason, now)
+    letter = dead_letters.park(run, failure, reason, now)
     db.session.commit()
+    log.warning("run %s parked as dead letter %s (%s)", run.id, letter.id, reason, extra={
+        "run_id": run.id, "task_id": run.task_id, "tenant_id": run.tenant_id, "status": "dead", "reason": reason,
+        "attempt": run.attempt, "dlq_flag": True, "dead_letter_id": letter.id, "workorder_id": letter.work_order_id,
+        "error_code": failure.code, "trace_id": run.trace_id})
     return "dead"
 
 
@@ -62,6 +67,7 @@ def _compensate(run: Run, failure: Failure, now, common: dict, compensate, ctx) 
         outbox.add("alert", f"compensating:{run.tenant_id}:{failure.fingerprint}", {
             "rule": "compensation_started", "run_id": run.id, "tenant_id": run.tenant_id, "handler": run.handler,
             "error_code": failure.code, "message": failure.message[:500]}, now, tenant_id=run.tenant_id)
+        metrics.RETRY_ESCALATED.inc(tenant=run.tenant_id, reason="compensation_alert")
     db.session.commit()
     last_error = ""
     for number in range(1, COMPENSATION_ATTEMPTS + 1):

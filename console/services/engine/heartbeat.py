@@ -6,6 +6,7 @@ import time
 from flask import current_app
 from sqlalchemy import select, update
 
+from console import metrics
 from console.domain.clock import utcnow
 from console.extensions import db
 from console.models import Run
@@ -52,6 +53,7 @@ class _Beater:
                 cancelling = set(connection.execute(select(Run.id).where(
                     Run.id.in_(attempts), Run.cancel_requested.is_(True))).scalars())
         except Exception:  # noqa: BLE001 - a missed beat is retried on the next tick
+            metrics.PROGRESS_WRITE_FAILURES.inc_now(kind="heartbeat")
             return
         for run_id in cancelling:
             attempts[run_id][1].set()

@@ -1,13 +1,20 @@
 """Every status change of a run: checked against the table, guarded, and written to the timeline."""
 
+import logging
 from datetime import datetime
 
 from sqlalchemy import insert, update
 from sqlalchemy.orm.attributes import set_committed_value
 
+from console import metrics
 from console.domain.statuses import check_transition
 from console.extensions import db
+from console.logs import run_fields
 from console.models import Run, RunEvent
+
+log = logging.getLogger("rebound.runs")
+# Statuses that need a person: logged as warnings, the rest as info.
+NEEDS_A_PERSON = frozenset({"dead", "compensation_failed"})
 
 # Core statements on the tables: this is the hot path, and the ORM's bulk-update machinery costs more
 # than the SQL itself. The session's connection keeps them in the caller's transaction.
@@ -28,14 +35,14 @@ def event(run: Run, kind: str, now: datetime, **fields) -> None:
 
 def move(run: Run, target: str, now: datetime, *, reason: str | None = None, error_code: str | None = None,
          message: str | None = None, duration_ms: int | None = None, actor: str | None = None,
-         data: dict | None = None, **values) -> None:
+         data: dict | None = None, clear_error: bool = False, **values) -> None:
     """Change a run's status if it is still as read; raise StaleRun if someone else changed it first."""
     check_transition(run.status, target)
     source = run.status
     if error_code is not None:
         values["error_code"] = error_code
-    if target == "succeeded":
-        # A run that succeeded has no error, whatever its earlier attempts said.
+    if clear_error or target == "succeeded":
+        # A run that succeeded, or starts a new series, carries no error from earlier attempts.
         values.update(error_code=None, error_message=None)
     # One conditional update: the status and attempt we read must still hold, or another process won.
     result = db.session.connection().execute(
@@ -47,9 +54,12 @@ def move(run: Run, target: str, now: datetime, *, reason: str | None = None, err
     if result.rowcount != 1:
         db.session.rollback()
         raise StaleRun(f"run {run.id} is no longer {source} at attempt {run.attempt}")
+    metrics.transition(run, source, target, now, reason, error_code, values)
     # Mirror the update on the object without marking it dirty, so the ORM does not write it again.
     for key, value in {"status": target, "status_reason": reason, "updated_at": now, **values}.items():
         set_committed_value(run, key, value)
+    log.log(logging.WARNING if target in NEEDS_A_PERSON else logging.INFO, "run %s: %s → %s%s", run.id, source,
+            target, f" ({reason})" if reason else "", extra=run_fields(run, reason, error_code, duration_ms))
     event(run, target, now, from_status=source, to_status=target, reason=reason, error_code=error_code,
                  message=message, next_retry_at=values.get("next_retry_at"), duration_ms=duration_ms, actor=actor,
                  data=data)

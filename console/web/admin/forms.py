@@ -1,9 +1,9 @@
 """Forms of the Admin area."""
 
 from flask_wtf import FlaskForm
-from wtforms import PasswordField, SelectField, StringField
+from wtforms import BooleanField, FloatField, IntegerField, PasswordField, SelectField, StringField
 from wtforms.fields.choices import SelectChoice
-from wtforms.validators import DataRequired, Length, Optional, Regexp
+from wtforms.validators import DataRequired, InputRequired, Length, Optional, Regexp
 
 from console.models import Role
 
@@ -33,3 +33,21 @@ class CreateTokenForm(FlaskForm):
 def tenant_choices(tenants) -> list[SelectChoice]:
     """Return the tenant options, with 'all tenants' first."""
     return [SelectChoice("", "all tenants")] + [SelectChoice(t.name) for t in tenants]
+
+
+class AlertRuleForm(FlaskForm):
+    """One rule's row: the threshold (in % for rates), the window in seconds, on or off."""
+
+    threshold = FloatField("Threshold", validators=[InputRequired(message="enter a number")])
+    window_s = IntegerField("Window, seconds", validators=[Optional()])
+    enabled = SelectField("Status", choices=[SelectChoice("1", "on"), SelectChoice("0", "off")])
+
+
+class ChannelForm(FlaskForm):
+    """One channel's console settings; a blank URL or secret keeps what is set, 'forget' falls back to the env."""
+
+    url = StringField("URL", validators=[Optional(), Length(max=500)])
+    secret = PasswordField("Secret", validators=[Optional(), Length(max=500)])
+    enabled = SelectField("Status", choices=[SelectChoice("1", "on"), SelectChoice("0", "off")])
+    forget_url = BooleanField("Forget the saved URL")
+    forget_secret = BooleanField("Forget the saved secret")

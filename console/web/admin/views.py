@@ -111,3 +111,10 @@ def revoke_token(token_id: int):
     token = tokens.revoke(token_id, current_actor())
     flash(f"Revoked token {token.prefix}….", "success")
     return redirect(url_for("admin.tokens_index"))
+
+
+# Admin → Alert rules adds its routes to this blueprint.
+from console.web.admin import alert_rules as _alert_rules  # noqa: E402, F401
+
+# Admin → Channels adds its routes to this blueprint.
+from console.web.admin import channels as _channels  # noqa: E402, F401

@@ -1,0 +1,26 @@
+"""Alert rules over the API: read their state, and (admins) change thresholds, windows and switches."""
+
+from flask import Blueprint, jsonify
+
+from console.api.common import body
+from console.auth import current_actor, requires, tenant_scope
+from console.auth.permissions import ADMIN, VIEW
+from console.services import alert_rules
+from console.services.errors import Forbidden
+
+bp = Blueprint("alert_rules_api", __name__)
+
+
+@bp.get("/internal/alert-rules")
+@requires(VIEW)
+def list_rules():
+    if tenant_scope() is not None:
+        raise Forbidden("alert rules watch every tenant; a token limited to one tenant may not read them")
+    return jsonify([alert_rules.as_dict(row) for row in alert_rules.all_rules()])
+
+
+@bp.put("/internal/alert-rules/<key>")
+@requires(ADMIN)
+def put_rule(key: str):
+    row = alert_rules.update_rule(key, body(), current_actor())
+    return jsonify(alert_rules.as_dict(row))

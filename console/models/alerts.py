@@ -1,0 +1,25 @@
+"""Alert rules: what is watched, the threshold an admin set, and whether it is firing now."""
+
+from sqlalchemy import Boolean, Float, Integer, String
+from sqlalchemy.orm import Mapped, mapped_column
+
+from console.domain.clock import utcnow
+from console.extensions import db
+from console.models.types import UTCDateTime
+
+
+class AlertRule(db.Model):
+    """One rule, evaluated every minute; its state flips between ok and firing, with an alert each way."""
+
+    __tablename__ = "alert_rules"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    key: Mapped[str] = mapped_column(String(64), unique=True)
+    description: Mapped[str] = mapped_column(String(255))
+    threshold: Mapped[float] = mapped_column(Float)
+    # None for rules that look at the present only (e.g. the dead-letter queue's length).
+    window_s: Mapped[int | None] = mapped_column(Integer)
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    state: Mapped[str] = mapped_column(String(16), default="ok")  # ok | firing
+    last_value: Mapped[float | None] = mapped_column(Float)
+    changed_at = mapped_column(UTCDateTime, default=utcnow, nullable=False)
+    evaluated_at = mapped_column(UTCDateTime)

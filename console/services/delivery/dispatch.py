@@ -1,0 +1,215 @@
+"""Deliver outbox rows: claim one, send it to its channels, then mark it delivered, retry it later, or fail it."""
+
+import logging
+import time
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import func, select, update
+
+from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.extensions import db
+from console.models import Delivery, OutboxMessage, WorkOrder
+from console.services import outbox
+from console.services.delivery import http, notice, pagerduty, slack, targets, webhook, workorder
+from console.services.engine.settings import setting
+
+log = logging.getLogger("rebound.delivery")
+CHANNELS = {"slack": slack, "pagerduty": pagerduty, "webhook": webhook, "workorder": workorder}
+# Which channels an alert goes to, by the outbox row's channel; a channel that is not configured is left out.
+ROUTES = {"default": ("slack", "pagerduty", "webhook"), "sla-breach": ("webhook", "slack"),
+          "manager": ("pagerduty", "slack")}
+CLAIMABLE = ("pending", "sending")
+TICK_BUDGET_S = 20.0
+
+
+@dataclass(frozen=True)
+class Claim:
+    message_id: int
+    attempt: int
+
+
+def route(message: OutboxMessage) -> list[str]:
+    """Return the channels a message is meant for, before looking at which are configured."""
+    if message.kind == "workorder":
+        names = ("workorder",)
+    elif message.kind == "resolve":
+        names = ("pagerduty", "slack")
+    elif message.kind == "test":
+        names = (message.channel,)
+    else:
+        names = ROUTES.get(message.channel, ROUTES["default"])
+    # A "delivery failed" alert is not sent back through the channel that failed.
+    skip = set((message.payload or {}).get("skip_channels") or ())
+    return [name for name in names if name not in skip]
+
+
+def _lease() -> timedelta:
+    # Long enough for every channel of one message to time out, so a live deliverer never loses its claim.
+    return timedelta(seconds=60 + 4 * float(setting("DELIVERY_TIMEOUT_S")))
+
+
+def claim_next(now: datetime, message_id: int | None = None) -> Claim | None:
+    """Claim the next due message (or the given one) with a conditional update; only one deliverer wins it."""
+    query = (select(OutboxMessage.id, OutboxMessage.status, OutboxMessage.attempts)
+             .where(OutboxMessage.status.in_(CLAIMABLE), OutboxMessage.next_attempt_at <= now)
+             .order_by(OutboxMessage.next_attempt_at, OutboxMessage.id).limit(10))
+    if message_id is not None:
+        query = query.where(OutboxMessage.id == message_id)
+    for row in db.session.execute(query).all():
+        # A "sending" row is due only once its lease ran out: its deliverer died mid-send.
+        won = db.session.execute(
+            update(OutboxMessage)
+            .where(OutboxMessage.id == row.id, OutboxMessage.status == row.status,
+                   OutboxMessage.attempts == row.attempts, OutboxMessage.next_attempt_at <= now)
+            .values(status="sending", attempts=row.attempts + 1, next_attempt_at=now + _lease())
+            .execution_options(synchronize_session=False)).rowcount
+        if won == 1:
+            db.session.commit()
+            return Claim(row.id, row.attempts + 1)
+    db.session.rollback()
+    return None
+
+
+def _settle(claim: Claim, **values) -> bool:
+    """Record the outcome, if this deliverer still holds the claim."""
+    done = db.session.execute(
+        update(OutboxMessage)
+        .where(OutboxMessage.id == claim.message_id, OutboxMessage.status == "sending",
+               OutboxMessage.attempts == claim.attempt)
+        .values(**values).execution_options(synchronize_session=False)).rowcount
+    if not done:
+        log.warning("outbox %s: claim of attempt %s was taken over; outcome not recorded", claim.message_id,
+                    claim.attempt)
+    return done == 1
+
+
+def _hold(message: OutboxMessage, claim: Claim, now: datetime) -> datetime | None:
+    """Hold back a repeat of an alert delivered moments ago, so a storm reaches people as few messages."""
+    repeat_s = float(setting("ALERT_REPEAT_S"))
+    if message.kind != "alert" or claim.attempt != 1 or repeat_s <= 0:
+        return None
+    last = db.session.execute(select(func.max(OutboxMessage.delivered_at)).where(
+        OutboxMessage.dedup_key == message.dedup_key, OutboxMessage.status == "delivered",
+        OutboxMessage.id != message.id)).scalar()
+    if last is None or last + timedelta(seconds=repeat_s) <= now:
+        return None
+    until = last + timedelta(seconds=repeat_s)
+    if _settle(claim, status="pending", attempts=0, next_attempt_at=until):
+        db.session.add(Delivery(outbox_id=message.id, channel="all", attempt=0, outcome="held", at=now,
+                                error=f"the same alert was delivered at {last:%H:%M:%S}; this one gathers "
+                                      f"occurrences until {until:%H:%M:%S} UTC"))
+    db.session.commit()
+    return until
+
+
+def deliver(claim: Claim, clock: Clock = SYSTEM_CLOCK) -> str:
+    """Send one claimed message; return delivered, retrying, failed, skipped or held."""
+    try:
+        return _deliver(claim, clock)
+    except Exception as error:
+        # A message that cannot even be formatted is retried, then failed, like one that cannot be sent.
+        log.exception("outbox %s: delivery attempt %s broke", claim.message_id, claim.attempt)
+        db.session.rollback()
+        return _after(claim, clock(), {"rebound": f"{type(error).__name__} while delivering"}, None)
+
+
+def _deliver(claim: Claim, clock: Clock) -> str:
+    now = clock()
+    message = db.session.get(OutboxMessage, claim.message_id)
+    if _hold(message, claim, now):
+        return "held"
+    every = targets.all_targets()
+    wanted = route(message)
+    names = [name for name in wanted if every[name].configured]
+    if not names:
+        _settle(claim, status="skipped", next_attempt_at=now,
+                last_error=f"no channel configured for it ({', '.join(wanted) or 'none'})")
+        db.session.commit()
+        return "skipped"
+    sent_before = set(db.session.execute(select(Delivery.channel).where(
+        Delivery.outbox_id == message.id, Delivery.outcome == "sent")).scalars())
+    text = notice.build(message)
+    snapshot = {"kind": message.kind, "payload": dict(message.payload or {}), "created_at": message.created_at,
+                "tenant_id": message.tenant_id, "title": text.title}
+    db.session.commit()  # no transaction stays open while we wait on the network
+    errors: dict[str, str] = {}
+    for name in names:
+        if name in sent_before:
+            continue
+        target = every[name]
+        result = http.post(CHANNELS[name].request(text, target), float(setting("DELIVERY_TIMEOUT_S")),
+                           target.secrets())
+        db.session.add(Delivery(outbox_id=claim.message_id, channel=name, attempt=claim.attempt,
+                                outcome="sent" if result.ok else "failed", status_code=result.status_code,
+                                error=result.error, duration_ms=result.duration_ms, at=clock()))
+        if result.ok and name == "workorder" and text.rule != "test":
+            _store_external_id(snapshot["payload"].get("work_order_id"), result)
+        if result.ok:
+            log.info("outbox %s (%s) sent to %s %s in %d ms", claim.message_id, text.rule, name, target.masked_url,
+                     result.duration_ms)
+        else:
+            errors[name] = result.error or "failed"
+            log.warning("outbox %s (%s) to %s %s failed, attempt %s: %s", claim.message_id, text.rule, name,
+                        target.masked_url, claim.attempt, result.error)
+        db.session.commit()
+    return _after(claim, clock(), errors, snapshot)
+
+
+def _store_external_id(work_order_id, result: http.Result) -> None:
+    external = workorder.external_id(result)
+    if work_order_id and external:
+        db.session.execute(update(WorkOrder).where(WorkOrder.id == work_order_id).values(external_id=external))
+
+
+def _after(claim: Claim, now: datetime, errors: dict[str, str], snapshot: dict | None) -> str:
+    """Mark the message delivered, due again after a backoff, or failed for good (and say so)."""
+    if not errors:
+        settled = _settle(claim, status="delivered", delivered_at=now, next_attempt_at=now, last_error=None)
+        if settled and snapshot and snapshot["payload"].get("rule") in notice.DEAD_RULES:
+            log.info("alert latency %.1f s for outbox %s (dead letter to delivered)",
+                         (now - snapshot["created_at"]).total_seconds(), claim.message_id)
+        db.session.commit()
+        return "delivered"
+    error = "; ".join(f"{name}: {text}" for name, text in sorted(errors.items()))[:2000]
+    plain = next(iter(errors.values())) if len(errors) == 1 else error
+    kind = snapshot["kind"] if snapshot else db.session.get(OutboxMessage, claim.message_id).kind
+    attempts = int(setting("DELIVERY_ATTEMPTS"))
+    if claim.attempt < attempts and kind != "test":
+        delay = float(setting("DELIVERY_BACKOFF_S")) * 2 ** (claim.attempt - 1)
+        _settle(claim, status="pending", next_attempt_at=now + timedelta(seconds=delay), last_error=error)
+        db.session.commit()
+        return "retrying"
+    if _settle(claim, status="failed", next_attempt_at=now, last_error=error) and kind != "test":
+        _raise_failure(claim, now, errors, plain, snapshot)
+    db.session.commit()
+    return "failed"
+
+
+def _raise_failure(claim: Claim, now: datetime, errors: dict[str, str], error: str, snapshot: dict | None) -> None:
+    """Queue a "delivery failed" alert, except for a failed "delivery failed" alert: that stops here."""
+    message = db.session.get(OutboxMessage, claim.message_id)
+    payload = message.payload or {}
+    if payload.get("rule") == "delivery_failed":
+        log.error("outbox %s: the 'delivery failed' alert itself could not be delivered: %s", message.id, error)
+        return
+    failed = sorted(errors)
+    log.error("outbox %s (%s) failed for good after %s attempts: %s", message.id, message.kind, claim.attempt, error)
+    outbox.add("alert", f"delivery_failed:{message.kind}:{','.join(failed)}", {
+        "rule": "delivery_failed", "failed_outbox_id": message.id, "failed_kind": message.kind,
+        "failed_rule": payload.get("rule"), "failed_title": (snapshot or {}).get("title") or payload.get("title"),
+        "failed_channels": failed, "skip_channels": failed, "attempts": claim.attempt, "error": error[:500],
+        "work_order_id": payload.get("work_order_id") if message.kind == "workorder" else None,
+        "tenant_id": message.tenant_id}, now, tenant_id=message.tenant_id)
+
+
+def deliver_due(clock: Clock = SYSTEM_CLOCK, budget_s: float = TICK_BUDGET_S, limit: int = 1000) -> Counter:
+    """Deliver every due message, one claim at a time, until none is due or the time budget is spent."""
+    started, outcomes = time.monotonic(), Counter()
+    while sum(outcomes.values()) < limit and time.monotonic() - started < budget_s:
+        claim = claim_next(clock())
+        if claim is None:
+            break
+        outcomes[deliver(claim, clock)] += 1
+    return outcomes

@@ -1,0 +1,103 @@
+"""What the console shows about delivery: each channel's last attempt, the backlog, failures and alert latency."""
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import func, select
+
+from console.extensions import db
+from console.models import Delivery, OutboxMessage
+from console.services.delivery import targets
+from console.services.delivery.notice import DEAD_RULES
+
+LATENCY_WINDOW = timedelta(hours=24)
+LATENCY_ROWS_CAP = 2_000  # the latest alerts of the window: plenty for a p95
+
+
+@dataclass(frozen=True)
+class ChannelState:
+    target: targets.Target
+    last: Delivery | None
+    last_sent: Delivery | None
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Dead letter → delivered alert, over the first alert of each group (held repeats are left out)."""
+
+    count: int
+    p50_s: float | None
+    p95_s: float | None
+    max_s: float | None
+
+
+@dataclass(frozen=True)
+class Backlog:
+    pending: int  # due now: the next tick sends them
+    held: int  # repeats of an alert just delivered, waiting to go out with their count
+    retrying: int
+    sending: int
+    failed_24h: int
+
+
+def channels() -> list[ChannelState]:
+    """Return each channel with its settings and its latest attempt (two index lookups per channel)."""
+    states = []
+    for target in targets.all_targets().values():
+        recent = (select(Delivery).where(Delivery.channel == target.name).order_by(Delivery.id.desc()).limit(1))
+        last = db.session.execute(recent).scalar_one_or_none()
+        last_sent = last if last is not None and last.outcome == "sent" else db.session.execute(
+            recent.where(Delivery.outcome == "sent")).scalar_one_or_none()
+        states.append(ChannelState(target, last, last_sent))
+    return states
+
+
+def _percentile(values: list[float], share: float) -> float | None:
+    """Nearest-rank percentile of sorted values."""
+    if not values:
+        return None
+    return values[max(0, math.ceil(share * len(values)) - 1)]
+
+
+def latency(now: datetime, tenant_id: int | None = None, window: timedelta = LATENCY_WINDOW) -> Latency:
+    """Return p50/p95 of alert latency (dead letter created → alert delivered) over the window's latest alerts."""
+    held = select(Delivery.id).where(Delivery.outbox_id == OutboxMessage.id, Delivery.outcome == "held").exists()
+    query = (select(OutboxMessage.created_at, OutboxMessage.delivered_at)
+             .where(OutboxMessage.kind == "alert", OutboxMessage.delivered_at >= now - window,
+                    OutboxMessage.payload["rule"].as_string().in_(DEAD_RULES),
+                    # Raised by a dead letter itself (an alert rule that counts them carries no dead_letter_id).
+                    OutboxMessage.payload["dead_letter_id"].as_integer().is_not(None), ~held)
+             .order_by(OutboxMessage.delivered_at.desc()).limit(LATENCY_ROWS_CAP))
+    if tenant_id is not None:
+        query = query.where(OutboxMessage.tenant_id == tenant_id)
+    values = sorted(max(0.0, (delivered - created).total_seconds()) for created, delivered in db.session.execute(query))
+    return Latency(len(values), _percentile(values, 0.5), _percentile(values, 0.95), values[-1] if values else None)
+
+
+def backlog(now: datetime) -> Backlog:
+    """Count messages due, held, retrying, in flight, and failed in the last 24 h (all on the status index)."""
+    def count(*where) -> int:
+        return db.session.execute(select(func.count()).select_from(OutboxMessage).where(*where)).scalar_one()
+
+    return Backlog(
+        pending=count(OutboxMessage.status == "pending", OutboxMessage.attempts == 0,
+                      OutboxMessage.next_attempt_at <= now),
+        held=count(OutboxMessage.status == "pending", OutboxMessage.attempts == 0, OutboxMessage.next_attempt_at > now),
+        retrying=count(OutboxMessage.status == "pending", OutboxMessage.attempts > 0),
+        sending=count(OutboxMessage.status == "sending"),
+        failed_24h=count(OutboxMessage.status == "failed", OutboxMessage.next_attempt_at >= now - LATENCY_WINDOW))
+
+
+def recent_failures(limit: int = 20) -> list[OutboxMessage]:
+    """Return the latest messages that failed for good, newest first."""
+    return db.session.execute(select(OutboxMessage).where(OutboxMessage.status == "failed")
+                              .order_by(OutboxMessage.next_attempt_at.desc()).limit(limit)).scalars().all()
+
+
+def deliveries_of(message_ids: list[int], limit: int = 50) -> list[Delivery]:
+    """Return the attempts made for these messages, newest first."""
+    if not message_ids:
+        return []
+    return db.session.execute(select(Delivery).where(Delivery.outbox_id.in_(message_ids))
+                              .order_by(Delivery.id.desc()).limit(limit)).scalars().all()

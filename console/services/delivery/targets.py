@@ -1,0 +1,188 @@
+"""Where each channel sends: REBOUND_* settings, overridden per field by what an admin saved in the console."""
+
+from dataclasses import dataclass
+from datetime import datetime
+from urllib.parse import urlsplit
+
+from sqlalchemy import select
+
+from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.extensions import db
+from console.models import ChannelSetting
+from console.services import audit
+from console.services.actor import Actor
+from console.services.engine.settings import setting
+from console.services.errors import InvalidInput, NotFound
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    label: str
+    url_setting: str
+    secret_setting: str | None
+    secret_label: str | None
+    secret_required: bool
+    purpose: str
+
+
+SPECS = {spec.name: spec for spec in (
+    Spec("slack", "Slack", "SLACK_WEBHOOK_URL", None, None, False,
+         "Incoming webhook: every alert, SLA breaches and escalations, with a link back to the console."),
+    Spec("pagerduty", "PagerDuty", "PAGERDUTY_URL", "PAGERDUTY_ROUTING_KEY", "Routing key", True,
+         "Events API v2: dead letters, breakers and escalations trigger an incident; closing the work order "
+         "resolves it."),
+    Spec("webhook", "Alert webhook", "ALERT_WEBHOOK_URL", "ALERT_WEBHOOK_SECRET", "HMAC secret", False,
+         "POST {url}/notifications/retry-alert and /notifications/sla-breach, signed with X-Rebound-Signature."),
+    Spec("workorder", "Work-order system", "WORKORDER_URL", None, None, False,
+         "POST {url}/ops/workorders for every new work order; the returned id is kept as its external id."),
+)}
+ENV_NAMES = {"SLACK_WEBHOOK_URL": "REBOUND_SLACK_WEBHOOK_URL", "PAGERDUTY_URL": "REBOUND_PAGERDUTY_URL",
+             "PAGERDUTY_ROUTING_KEY": "REBOUND_PAGERDUTY_ROUTING_KEY", "ALERT_WEBHOOK_URL": "REBOUND_ALERT_WEBHOOK_URL",
+             "ALERT_WEBHOOK_SECRET": "REBOUND_ALERT_WEBHOOK_SECRET", "WORKORDER_URL": "REBOUND_WORKORDER_URL"}
+
+
+def mask_url(url: str) -> str:
+    """Show a URL as its scheme, host and the last 4 characters: the rest of a webhook URL is its secret."""
+    if not url:
+        return ""
+    parts = urlsplit(url)
+    host = parts.hostname or "?"
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    rest = parts.path.lstrip("/") + (f"?{parts.query}" if parts.query else "")
+    if not rest:
+        return f"{parts.scheme}://{host}"
+    return f"{parts.scheme}://{host}/…{rest[-4:]}" if len(rest) > 4 else f"{parts.scheme}://{host}/…"
+
+
+def mask_secret(secret: str) -> str:
+    """Show that a secret is set, and its last 4 characters only when it is long enough to keep the rest safe."""
+    if not secret:
+        return ""
+    return f"…{secret[-4:]}" if len(secret) >= 16 else "set"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One channel's effective settings."""
+
+    spec: Spec
+    url: str
+    secret: str
+    enabled: bool
+    url_source: str  # "console", "env" or ""
+    secret_source: str
+    updated_at: datetime | None = None
+    updated_by: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.enabled and self.url and (self.secret or not self.spec.secret_required))
+
+    @property
+    def masked_url(self) -> str:
+        return mask_url(self.url)
+
+    @property
+    def masked_secret(self) -> str:
+        return mask_secret(self.secret)
+
+    @property
+    def missing(self) -> str:
+        """Say what keeps the channel from sending, or ''."""
+        if not self.enabled:
+            return "turned off in the console"
+        if not self.url:
+            return f"no URL: set {ENV_NAMES[self.spec.url_setting]} or save one here"
+        if self.spec.secret_required and not self.secret:
+            return f"no {self.spec.secret_label.lower()}: set {ENV_NAMES[self.spec.secret_setting]} or save one here"
+        return ""
+
+    def secrets(self) -> tuple[str, ...]:
+        """Return the strings that must never appear in a log line or on a page."""
+        values = [self.secret, self.url]
+        path = urlsplit(self.url).path if self.url else ""
+        if len(path) > 1:
+            values.append(path)
+        return tuple(value for value in values if value)
+
+
+def _pick(saved: str | None, configured: str) -> tuple[str, str]:
+    if saved:
+        return saved, "console"
+    return configured, "env" if configured else ""
+
+
+def all_targets() -> dict[str, Target]:
+    """Return every channel's effective settings (one query)."""
+    saved = {row.name: row for row in db.session.execute(select(ChannelSetting)).scalars()}
+    found = {}
+    for name, spec in SPECS.items():
+        row = saved.get(name)
+        url, url_source = _pick(row.url if row else None, setting(spec.url_setting) or "")
+        secret, secret_source = _pick(row.secret if row else None,
+                                      setting(spec.secret_setting) or "" if spec.secret_setting else "")
+        found[name] = Target(spec, url.rstrip("/") if name in ("webhook", "workorder") else url, secret,
+                             row.enabled if row else True, url_source, secret_source,
+                             row.updated_at if row else None, row.updated_by if row else "")
+    return found
+
+
+def get(name: str) -> Target:
+    """Return one channel's effective settings, or raise NotFound."""
+    if name not in SPECS:
+        raise NotFound(f"no channel named {name!r}; channels are {', '.join(SPECS)}")
+    return all_targets()[name]
+
+
+def _check_url(url: str) -> str:
+    url = url.strip()
+    if not url:
+        return ""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidInput("give a full http:// or https:// URL", "url")
+    if len(url) > 500:
+        raise InvalidInput("keep the URL under 500 characters", "url")
+    return url
+
+
+def save(name: str, actor: Actor, *, url: str = "", secret: str = "", enabled: bool = True,
+         forget_url: bool = False, forget_secret: bool = False, clock: Clock = SYSTEM_CLOCK) -> Target:
+    """Save a channel's console settings: a blank field keeps what was saved; 'forget' falls back to the env."""
+    before = get(name)
+    url = _check_url(url)
+    secret = secret.strip()
+    if len(secret) > 500:
+        raise InvalidInput("keep the secret under 500 characters", "secret")
+    if secret and before.spec.secret_setting is None:
+        raise InvalidInput(f"{before.spec.label} takes no secret", "secret")
+    row = db.session.get(ChannelSetting, name) or ChannelSetting(name=name, enabled=True)
+    db.session.add(row)
+    if forget_url:
+        row.url = None
+    elif url:
+        row.url = url
+    if forget_secret:
+        row.secret = None
+    elif secret:
+        row.secret = secret
+    row.enabled = enabled
+    row.updated_at, row.updated_by = clock(), actor.name
+    db.session.flush()
+    after = all_targets()[name]
+    audit.record(db.session, actor, "channel.update", "channel", name, before=_describe(before),
+                 after=_describe(after), clock=clock)
+    db.session.commit()
+    return after
+
+
+def _describe(target: Target) -> dict:
+    """Describe a channel for the audit log, with its secrets masked."""
+    return {"url": target.masked_url, "url_source": target.url_source, "secret": target.masked_secret,
+            "enabled": target.enabled}

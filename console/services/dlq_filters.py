@@ -1,0 +1,134 @@
+"""Which dead letters a person asked for: the DLQ page's filters, turned into one bounded WHERE clause."""
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+
+from console.extensions import db
+from console.models import DeadLetter, Tenant
+
+STATUSES = ("open", "replayed", "discarded")
+AGES = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta(days=7)}
+# A text search reads messages row by row; it looks through this many of the newest open dead letters at a time.
+SEARCH_WINDOW = 10_000
+MAX_QUERY_CHARS = 200
+FINGERPRINT = re.compile(r"[0-9a-f]{1,32}")
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What the person asked to see; every field is a GET parameter of the DLQ page."""
+
+    q: str = ""
+    task: str = ""  # "<task id>" or "handler:<name>"
+    tenant: str = ""
+    age: str = ""
+    code: str = ""
+    status: str = "open"
+    group: str = ""
+
+    @classmethod
+    def parse(cls, args: Mapping) -> "Filters":
+        """Read filters from request arguments; unknown values fall back to 'any'."""
+        def text(name: str, limit: int = 120) -> str:
+            return str(args.get(name) or "").strip()[:limit]
+
+        status = text("status")
+        filters = cls(q=text("q", MAX_QUERY_CHARS), task=text("task"), tenant=text("tenant", 64),
+                      age=text("age") if text("age") in AGES else "", code=text("code", 80),
+                      status=status if status in STATUSES else "open",
+                      group=text("group", 32) if FINGERPRINT.fullmatch(text("group", 32)) else "")
+        return filters.bounded()
+
+    def bounded(self) -> "Filters":
+        # Search reads message text row by row, so it only ever looks through open dead letters.
+        return replace(self, status="open") if self.q else self
+
+    def with_status(self, status: str) -> "Filters":
+        return replace(self, status=status)
+
+    def args(self) -> dict:
+        """Return the non-default values, for links and hidden fields."""
+        values = {"q": self.q, "task": self.task, "tenant": self.tenant, "age": self.age, "code": self.code,
+                  "status": "" if self.status == "open" else self.status, "group": self.group}
+        return {key: value for key, value in values.items() if value}
+
+    def args_without(self, key: str) -> dict:
+        return {name: value for name, value in self.args().items() if name != key}
+
+    @property
+    def narrowed(self) -> bool:
+        """Tell whether anything beyond the status narrows the selection."""
+        return bool(self.q or self.task or self.tenant or self.age or self.code or self.group)
+
+    def to_dict(self) -> dict:
+        return {"q": self.q, "task": self.task, "tenant": self.tenant, "age": self.age, "code": self.code,
+                "status": self.status, "group": self.group}
+
+    def describe(self) -> str:
+        """Say in words which dead letters the filters select."""
+        parts = [f"{self.status} dead letters"]
+        labels = {"q": "matching '{}'", "code": "with code {}", "task": "of {}", "tenant": "of tenant {}",
+                  "age": "older than {}", "group": "in group {}"}
+        parts += [labels[key].format(value) for key, value in self.to_dict().items() if key in labels and value]
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """An id range and a moment, fixed when a bulk operation starts: later dead letters and passing time add
+    nothing, and a text search covers the same window the page showed."""
+
+    as_of: datetime
+    min_id: int | None = None
+    max_id: int | None = None
+
+
+def search_floor(filters: Filters, tenant_id: int | None, before: int | None = None) -> int | None:
+    """Return the lowest id a text search reads: it covers the newest SEARCH_WINDOW open dead letters (below
+    `before`), found on the status index; None when it covers them all."""
+    if not filters.q:
+        return None
+    query = select(DeadLetter.id).where(DeadLetter.status == "open")
+    if tenant_id is not None:
+        query = query.where(DeadLetter.tenant_id == tenant_id)
+    if before:
+        query = query.where(DeadLetter.id < before)
+    query = query.order_by(DeadLetter.id.desc()).offset(SEARCH_WINDOW - 1).limit(1)
+    return db.session.execute(query).scalar_one_or_none()
+
+
+def _escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def where(query, filters: Filters, tenant_id: int | None, now: datetime, min_id: int | None = None,
+           max_id: int | None = None):
+    """Apply the filters and the tenant scope; the status comes first so an index on it leads."""
+    dl = DeadLetter
+    query = query.where(dl.status == filters.status)
+    if tenant_id is not None:
+        query = query.where(dl.tenant_id == tenant_id)
+    elif filters.tenant:
+        query = query.where(dl.tenant_id == select(Tenant.id).where(Tenant.name == filters.tenant).scalar_subquery())
+    if filters.task.startswith("handler:"):
+        query = query.where(dl.handler == filters.task.removeprefix("handler:"))
+    elif filters.task:
+        query = query.where(dl.task_id == (int(filters.task) if filters.task.isdigit() else -1))
+    if filters.code:
+        query = query.where(dl.error_code == filters.code)
+    if filters.group:
+        query = query.where(dl.fingerprint == filters.group)
+    if filters.age:
+        query = query.where(dl.created_at < now - AGES[filters.age])
+    if filters.q:
+        pattern = f"%{_escape_like(filters.q)}%"
+        query = query.where(dl.error_message.ilike(pattern, escape="\\") | dl.error_code.ilike(pattern, escape="\\"))
+    if min_id is not None:
+        query = query.where(dl.id >= min_id)
+    if max_id is not None:
+        query = query.where(dl.id <= max_id)
+    return query

@@ -1,0 +1,137 @@
+"""Read runs for the console: filtered, newest first, one keyset page at a time; one run with its timeline."""
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import func, or_, select
+from sqlalchemy.orm import joinedload
+
+from console.extensions import db
+from console.models import DeadLetter, Run, RunEvent, Task, Tenant
+from console.services.engine.control import get_run
+
+PAGE_SIZE = 50
+# A text search looks at this many run ids per page at most, so a rare word never scans the whole table.
+TEXT_WINDOW = 20_000
+EVENT_LIMIT = 1000
+
+
+@dataclass(frozen=True)
+class RunFilters:
+    """What the runs list is narrowed to; empty fields do not filter."""
+
+    tenant_id: int | None = None
+    task_id: int | None = None
+    statuses: tuple[str, ...] = ()
+    created_from: datetime | None = None
+    created_to: datetime | None = None
+    error_code: str = ""
+    text: str = ""
+
+
+@dataclass
+class RunPage:
+    runs: list[Run]
+    # Pass as ?before= to continue with older runs; None when there is nothing older to look at.
+    next_before: int | None = None
+    # A text search that ran out of its id window before filling the page: the ids it looked at (low, high).
+    searched: tuple[int, int] | None = None
+    filters: RunFilters = field(default_factory=RunFilters)
+
+
+def apply(query, filters: RunFilters, scope: int | None):
+    """Narrow a select over Run to the filters and the caller's tenant scope."""
+    if scope is not None:
+        query = query.where(Run.tenant_id == scope)
+    if filters.tenant_id is not None:
+        query = query.where(Run.tenant_id == filters.tenant_id)
+    if filters.task_id is not None:
+        query = query.where(Run.task_id == filters.task_id)
+    if filters.statuses:
+        query = query.where(Run.status.in_(filters.statuses))
+    if filters.created_from is not None:
+        query = query.where(Run.created_at >= filters.created_from)
+    if filters.created_to is not None:
+        query = query.where(Run.created_at < filters.created_to)
+    if filters.error_code:
+        query = query.where(Run.error_code == filters.error_code)
+    return query
+
+
+def _by_time(filters: RunFilters) -> bool:
+    """Tell whether to list newest-created first through the created_at index rather than by id."""
+    # An error code or task has its own index in id order, far more selective than a time range;
+    # a text search is bounded by an id window already.
+    return bool(filters.created_from or filters.created_to) and not (
+        filters.text or filters.error_code or filters.task_id is not None)
+
+
+def page(filters: RunFilters, *, scope: int | None, before: int | None = None, limit: int = PAGE_SIZE,
+         text_window: int = TEXT_WINDOW) -> RunPage:
+    """Return one page of runs, newest first, and where to continue."""
+    query = apply(select(Run), filters, scope).options(joinedload(Run.tenant), joinedload(Run.task))
+    order = (Run.id.desc(),)
+    if _by_time(filters):
+        # Walk the created_at index instead of sorting every run of a long time range by id.
+        order = (Run.created_at.desc(), Run.id.desc())
+        cursor = db.session.execute(select(Run.created_at).where(Run.id == before)).scalar() if before else None
+        if cursor is not None:
+            query = query.where(Run.created_at <= cursor, or_(Run.created_at < cursor, Run.id < before))
+        elif before:
+            query = query.where(Run.id < before)
+    elif before:
+        query = query.where(Run.id < before)
+    low = None
+    if filters.text:
+        # The text matches inside free-form columns no index can serve, so bound the scan by id.
+        high = before or (db.session.execute(select(func.max(Run.id))).scalar() or 0) + 1
+        low = max(high - text_window, 1)
+        query = query.where(Run.id >= low, or_(
+            Run.handler.icontains(filters.text, autoescape=True),
+            Run.idempotency_key.icontains(filters.text, autoescape=True),
+            Run.error_message.icontains(filters.text, autoescape=True)))
+    rows = db.session.execute(query.order_by(*order).limit(limit + 1)).scalars().all()
+    if len(rows) > limit:
+        return RunPage(rows[:limit], rows[limit - 1].id, filters=filters)
+    if low is not None and low > 1:
+        return RunPage(rows, low, (low, high - 1), filters=filters)
+    return RunPage(rows, None, filters=filters)
+
+
+@dataclass
+class RunDetail:
+    run: Run
+    events: list[RunEvent]
+    hidden_events: int
+    dead_letters: list[DeadLetter]
+
+
+def detail(run_id: int, scope: int | None, event_limit: int = EVENT_LIMIT) -> RunDetail:
+    """Return a run visible to this scope with its timeline (oldest first) and dead letters; NotFound otherwise."""
+    run = get_run(run_id, scope)
+    newest = db.session.execute(select(RunEvent).where(RunEvent.run_id == run.id).order_by(RunEvent.id.desc())
+                                .limit(event_limit + 1)).scalars().all()
+    hidden = 0
+    if len(newest) > event_limit:
+        newest = newest[:event_limit]
+        hidden = db.session.execute(select(func.count()).select_from(RunEvent).where(
+            RunEvent.run_id == run.id)).scalar_one() - event_limit
+    letters = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run.id)
+                                 .order_by(DeadLetter.id.desc()).limit(20)).scalars().all()
+    return RunDetail(run, list(reversed(newest)), hidden, letters)
+
+
+def tenant_options(scope: int | None) -> list[Tenant]:
+    """Return the tenants a person may filter by."""
+    query = select(Tenant).order_by(Tenant.name)
+    if scope is not None:
+        query = query.where(Tenant.id == scope)
+    return db.session.execute(query).scalars().all()
+
+
+def task_options(scope: int | None, limit: int = 500) -> list[Task]:
+    """Return the tasks a person may filter by (deleted ones too: their runs remain), by tenant and name."""
+    query = select(Task).options(joinedload(Task.tenant)).join(Tenant, Tenant.id == Task.tenant_id)
+    if scope is not None:
+        query = query.where(Task.tenant_id == scope)
+    return db.session.execute(query.order_by(Tenant.name, Task.name).limit(limit)).scalars().all()

@@ -1,0 +1,94 @@
+"""Admin → Channels: where alerts and work orders go, how the last delivery went, a test button, and settings."""
+
+from flask import flash, redirect, render_template, url_for
+
+from console.auth import current_actor, requires
+from console.auth.permissions import ADMIN
+from console.domain.clock import utcnow
+from console.services import delivery
+from console.services.delivery import report, targets
+from console.services.errors import ServiceError
+from console.web.admin.forms import ChannelForm
+from console.web.admin.views import bp
+
+ROUTES = [
+    ("Dead letters, retry limit reached, breaker opened, queue overflow, other alert rules",
+     "Slack · PagerDuty · webhook /notifications/retry-alert"),
+    ("SLA breach", "webhook /notifications/sla-breach · Slack"),
+    ("3 SLA breaches in a row (manager escalation)", "PagerDuty (critical) · Slack"),
+    ("New work order", "work-order system POST /ops/workorders"),
+    ("Work order closed", "PagerDuty resolve · Slack"),
+    ("Delivery failed for good (e.g. work order creation failed)", "the default channels, minus the one that failed"),
+]
+
+
+def _form(target: targets.Target, form: ChannelForm | None = None) -> ChannelForm:
+    form = form or ChannelForm(prefix=target.name, enabled="1" if target.enabled else "0")
+    # A URL or secret typed in is never sent back to the browser: the page shows them masked only.
+    form.url.data, form.secret.data = "", ""
+    return form
+
+
+def _page(failed: tuple[str, ChannelForm, str | None] | None = None, status: int = 200):
+    now = utcnow()
+    states = report.channels()
+    forms = {state.target.name: _form(state.target, failed[1] if failed and failed[0] == state.target.name else None)
+             for state in states}
+    return render_template("admin/channels.html", states=states, forms=forms, routes=ROUTES, now=now,
+                           backlog=report.backlog(now), latency=report.latency(now),
+                           failures=report.recent_failures(), failed=failed), status
+
+
+@bp.get("/channels")
+@requires(ADMIN)
+def channels_index():
+    return _page()
+
+
+@bp.post("/channels/<name>/test")
+@requires(ADMIN)
+def test_channel(name: str):
+    label = targets.get(name).spec.label
+    try:
+        _, attempt = delivery.send_test(name, current_actor())
+    except ServiceError as error:
+        flash(error.detail, "error")
+        return redirect(url_for("admin.channels_index"), 303)
+    if attempt is None:
+        flash(f"Test alert to {label} queued; the deliverer sends it within seconds.", "info")
+    elif attempt.outcome == "sent":
+        flash(f"Test alert delivered to {label}: HTTP {attempt.status_code} in {attempt.duration_ms} ms.", "success")
+    else:
+        flash(f"Test alert to {label} failed: {attempt.error}", "error")
+    return redirect(url_for("admin.channels_index"), 303)
+
+
+@bp.post("/channels/<name>")
+@requires(ADMIN)
+def update_channel(name: str):
+    target = targets.get(name)
+    form = ChannelForm(prefix=name)
+    if not form.validate_on_submit():
+        problems = "; ".join(f"{form[key].label.text}: {', '.join(errors)}" for key, errors in form.errors.items())
+        return _page((name, form, problems), 422)
+    try:
+        saved = targets.save(name, current_actor(), url=form.url.data or "", secret=form.secret.data or "",
+                             enabled=form.enabled.data == "1", forget_url=form.forget_url.data,
+                             forget_secret=form.forget_secret.data)
+    except ServiceError as error:
+        return _page((name, form, error.detail), error.status)
+    state = "configured" if saved.configured else f"not sending: {saved.missing}"
+    flash(f"Saved {target.spec.label} ({state}).", "success")
+    return redirect(url_for("admin.channels_index"), 303)
+
+
+@bp.post("/channels/messages/<int:message_id>/redeliver")
+@requires(ADMIN)
+def redeliver_message(message_id: int):
+    try:
+        delivery.redeliver(message_id, current_actor())
+    except ServiceError as error:
+        flash(error.detail, "error")
+    else:
+        flash(f"Message {message_id} is queued again; it goes out within seconds.", "success")
+    return redirect(url_for("admin.channels_index"), 303)

@@ -1,0 +1,1 @@
+"""The Breakers area: circuit breakers per handler, and resetting one."""

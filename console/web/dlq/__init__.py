@@ -1,0 +1,1 @@
+"""DLQ area: dead letters grouped by error, replayed and discarded."""

@@ -1,0 +1,206 @@
+"""The DLQ page: open dead letters grouped by error, searched, replayed one by one or in bulk, discarded."""
+
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from flask import Blueprint, current_app, flash, redirect, render_template, request, url_for
+
+from console.auth import current_actor, requires, tenant_scope
+from console.auth.permissions import OPERATE, VIEW
+from console.extensions import db, htmx
+from console.services import dlq, dlq_bulk, dlq_filters, tenants
+from console.services.engine import control
+from console.services.engine.transitions import StaleRun
+from console.services.errors import Conflict, InvalidInput, NotFound, ServiceError
+from console.web.dlq.forms import BulkReplayForm, DiscardForm
+from console.web.render import page
+
+bp = Blueprint("dlq", __name__, url_prefix="/dlq")
+
+
+@bp.context_processor
+def links():
+    def work_order_url(order_id: int) -> str | None:
+        # The Work orders area links here once it is registered; until then the order shows inline only.
+        if "workorders.show" in current_app.view_functions:
+            return url_for("workorders.show", order_id=order_id)
+        return None
+
+    return {"work_order_url": work_order_url}
+
+
+def _view() -> str:
+    return "list" if request.values.get("view") == "list" else "groups"
+
+
+def _results(filters: dlq_filters.Filters, view: str, before: int | None = None, notice=None) -> dict:
+    """Return what the results region shows: groups, or one page of entries."""
+    scope = tenant_scope()
+    context = {"filters": filters, "view": view, "before": before, "results_notice": notice,
+               "count_cap": dlq.COUNT_CAP, "search_window": dlq_filters.SEARCH_WINDOW,
+               "default_rate": dlq_bulk.DEFAULT_RATE, "max_rate": dlq_bulk.MAX_RATE}
+    if view == "list":
+        found = dlq.entries(filters, scope, before)
+        context.update(letters=found.entries, next_before=found.next_before, search_floor=found.search_floor,
+                       replays=dlq.replays(found.entries), task_names=dlq.task_names(found.entries),
+                       matching=dlq.count_matching(filters, scope))
+    else:
+        found = dlq.groups(filters, scope)
+        context.update(groups=found.groups, more_groups=found.more, matching=found.total,
+                       search_floor=found.search_floor)
+    return context
+
+
+@bp.get("/")
+@requires(VIEW)
+def index():
+    scope = tenant_scope()
+    filters = dlq_filters.Filters.parse(request.args)
+    op = request.args.get("op", "")
+    # Callables, so an htmx request that renders only the results block does not run their queries.
+    return page("dlq/index.html", "results", **_results(filters, _view(), request.args.get("before", type=int)),
+                scoped=scope is not None, bulk_ops=lambda: dlq_bulk.recent(scope, include=op),
+                task_choices=lambda: dlq.task_choices(scope), handler_choices=dlq.handler_choices,
+                tenant_choices=lambda: [] if scope else [t.name for t in tenants.all_tenants()])
+
+
+@bp.get("/groups/<fingerprint>")
+@requires(VIEW)
+def group_entries(fingerprint: str):
+    if not dlq_filters.FINGERPRINT.fullmatch(fingerprint):
+        raise NotFound(f"no error group {fingerprint!r}")
+    filters = dlq_filters.Filters.parse({**request.args.to_dict(), "group": fingerprint})
+    if not htmx:
+        return redirect(url_for("dlq.index", view="list", **filters.args()))
+    found = dlq.entries(filters, tenant_scope(), limit=10)
+    return render_template("dlq/_group_entries.html", fingerprint=fingerprint, filters=filters,
+                           letters=found.entries, more=found.next_before is not None,
+                           replays=dlq.replays(found.entries), task_names=dlq.task_names(found.entries))
+
+
+def _back(**extra):
+    """Redirect to the DLQ page the request came from (keeping its filters), else to the DLQ page."""
+    referrer = urlsplit(request.referrer or "")
+    index = url_for("dlq.index")
+    if referrer.netloc == request.host and referrer.path == index:
+        query = {**dict(parse_qsl(referrer.query)), **extra}
+        return redirect(f"{index}?{urlencode(query)}" if query else index, 303)
+    return redirect(url_for("dlq.index", **extra), 303)
+
+
+def _row(letter, *, error=None, notice=None, notice_run=None, status=200):
+    return render_template("dlq/_row.html", letter=letter, replays=dlq.replays([letter]),
+                           task_names=dlq.task_names([letter]), selectable=request.form.get("nested") != "1",
+                           error=error,
+                           notice=notice, notice_run=notice_run), status
+
+
+@bp.post("/<int:dead_letter_id>/replay")
+@requires(OPERATE)
+def replay(dead_letter_id: int):
+    letter = dlq.get(dead_letter_id, tenant_scope())
+    try:
+        run = control.replay(letter, current_actor())
+    except (Conflict, StaleRun) as error:
+        db.session.rollback()
+        message = getattr(error, "detail", None) or f"run {letter.run_id} changed meanwhile; look again"
+        if htmx:
+            return _row(letter, error=message, status=409)
+        flash(message, "error")
+        return _back()
+    if htmx:
+        return _row(letter, notice=f"Replayed as series {run.series} of", notice_run=run.id)
+    flash(f"Replayed dead letter {letter.id}: run {run.id} is {run.status} in series {run.series}.", "success")
+    return _back()
+
+
+@bp.post("/<int:dead_letter_id>/discard")
+@requires(OPERATE)
+def discard(dead_letter_id: int):
+    letter = dlq.get(dead_letter_id, tenant_scope())
+    form = DiscardForm()
+    try:
+        if not form.validate_on_submit():
+            raise InvalidInput("; ".join(e for errors in form.errors.values() for e in errors), "reason")
+        dlq.discard(letter, form.reason.data, current_actor())
+    except ServiceError as error:
+        if htmx:
+            return _row(letter, error=error.detail, status=error.status)
+        flash(error.detail, "error")
+        return _back()
+    if htmx:
+        return _row(letter, notice="Discarded.")
+    flash(f"Discarded dead letter {letter.id}.", "success")
+    return _back()
+
+
+def _start_bulk(**selection):
+    form = BulkReplayForm()
+    try:
+        if not form.validate_on_submit():
+            raise InvalidInput("; ".join(e for errors in form.errors.values() for e in errors), "rate")
+        progress = dlq_bulk.start_replay(current_actor(), tenant_scope(), rate=form.rate.data, **selection)
+    except ServiceError as error:
+        if htmx:
+            return render_template("dlq/_notice.html", category="error", message=error.detail), error.status
+        flash(error.detail, "error")
+        return _back()
+    if htmx:
+        return render_template("dlq/_progress.html", op=progress)
+    flash(f"Replaying {progress.total} dead letters at {progress.rate:g} runs/s in the background.", "success")
+    return _back(op=progress.op_id)
+
+
+@bp.post("/bulk/replay")
+@requires(OPERATE)
+def bulk_replay():
+    return _start_bulk(ids=request.form.getlist("id", type=int))
+
+
+@bp.post("/bulk/replay-matching")
+@requires(OPERATE)
+def bulk_replay_matching():
+    return _start_bulk(filters=dlq_filters.Filters.parse(request.form))
+
+
+@bp.post("/bulk/discard")
+@requires(OPERATE)
+def bulk_discard():
+    filters = dlq_filters.Filters.parse(request.form)
+    try:
+        discarded, skipped = dlq.discard_many(request.form.getlist("id", type=int), request.form.get("reason"),
+                                              current_actor(), tenant_scope())
+    except ServiceError as error:
+        if htmx:
+            return render_template("dlq/_notice.html", category="error", message=error.detail), error.status
+        flash(error.detail, "error")
+        return _back()
+    message = f"Discarded {discarded} dead letter{'s' if discarded != 1 else ''}" + (
+        f"; {skipped} skipped (no longer open)." if skipped else ".")
+    if htmx:
+        return page("dlq/index.html", "results", **_results(filters, _view(), notice=("success", message)))
+    flash(message, "success")
+    return _back()
+
+
+@bp.get("/bulk/<op_id>")
+@requires(VIEW)
+def bulk_progress(op_id: str):
+    progress = dlq_bulk.get(op_id, tenant_scope())
+    if not htmx:
+        return redirect(url_for("dlq.index", op=op_id))
+    headers = {} if progress.running else {"HX-Trigger": "dlq-changed"}
+    return render_template("dlq/_progress.html", op=progress), 200, headers
+
+
+@bp.post("/bulk/<op_id>/stop")
+@requires(OPERATE)
+def bulk_stop(op_id: str):
+    try:
+        progress = dlq_bulk.stop(op_id, current_actor(), tenant_scope())
+    except Conflict as error:
+        progress = dlq_bulk.get(op_id, tenant_scope())
+        if not htmx:
+            flash(error.detail, "error")
+    if htmx:
+        return render_template("dlq/_progress.html", op=progress)
+    return _back(op=op_id)

@@ -1,0 +1,1 @@
+"""The Policies area: retry policies, their backoff preview and their version history."""

@@ -1,0 +1,1 @@
+"""The Queues area: RQ queues, workers and the scheduler leader."""

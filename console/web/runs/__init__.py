@@ -1,0 +1,1 @@
+"""Runs: the list, one run with its timeline, and a Gantt of many."""

@@ -1,0 +1,77 @@
+"""Forms of the Runs area: the filters of the list and of the timeline (GET, so no CSRF)."""
+
+from dataclasses import replace
+from datetime import UTC
+
+from wtforms import Form, SelectField, SelectMultipleField, StringField, widgets
+from wtforms.fields import DateTimeLocalField
+from wtforms.fields.choices import SelectChoice
+from wtforms.validators import Length, Optional
+
+from console.domain.statuses import RunStatus
+from console.services.runs_query import RunFilters
+
+TIME_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S"]
+
+
+class StatusChecks(SelectMultipleField):
+    """Statuses as a row of checkboxes."""
+
+    widget = widgets.ListWidget(prefix_label=False)
+    option_widget = widgets.CheckboxInput()
+
+
+class TimelineFilterForm(Form):
+    tenant = SelectField("Tenant", choices=[], validators=[Optional()])
+    task = SelectField("Task", choices=[], validators=[Optional()])
+    status = StatusChecks("Status", choices=[SelectChoice(s.value, s.value.replace("_", " ")) for s in RunStatus],
+                          validators=[Optional()])
+    created_from = DateTimeLocalField("Created from (UTC)", format=TIME_FORMATS, validators=[Optional()])
+    created_to = DateTimeLocalField("Created before (UTC)", format=TIME_FORMATS, validators=[Optional()])
+
+    def fill_choices(self, tenants, tasks) -> None:
+        """Offer the tenants and tasks this person may see."""
+        self.tenant.choices = [SelectChoice("", "all tenants")] + [SelectChoice(t.name) for t in tenants]
+        self.task.choices = [SelectChoice("", "all tasks")] + [
+            SelectChoice(str(t.id), f"{t.tenant.name} / {t.name}" + (" (deleted)" if t.deleted_at else ""))
+            for t in tasks]
+
+    def validate(self, extra_validators=None) -> bool:
+        ok = super().validate(extra_validators)
+        if ok and self.created_from.data and self.created_to.data and self.created_to.data <= self.created_from.data:
+            self.created_to.errors.append("must be after 'created from'")
+            ok = False
+        return ok
+
+    def filters(self, tenant_ids: dict[str, int]) -> RunFilters:
+        """Turn valid input into RunFilters (an unknown tenant name matches nothing)."""
+        tenant = self.tenant.data or ""
+        return RunFilters(
+            tenant_id=tenant_ids.get(tenant, -1) if tenant else None,
+            task_id=int(self.task.data) if self.task.data else None,
+            statuses=tuple(self.status.data or ()),
+            created_from=_utc(self.created_from.data), created_to=_utc(self.created_to.data),
+        )
+
+    def query_args(self) -> dict:
+        """Return the filters as query-string arguments (for links that keep them), empty ones left out."""
+        args = {}
+        for name, field in self._fields.items():
+            raw = field.raw_data or []
+            values = [v for v in raw if v]
+            if values:
+                args[name] = values if isinstance(field, SelectMultipleField) else values[0]
+        return args
+
+
+class RunFilterForm(TimelineFilterForm):
+    error_code = StringField("Error code", validators=[Optional(), Length(max=80)])
+    q = StringField("Text", validators=[Optional(), Length(max=200)])
+
+    def filters(self, tenant_ids: dict[str, int]) -> RunFilters:
+        return replace(super().filters(tenant_ids), error_code=(self.error_code.data or "").strip(),
+                       text=(self.q.data or "").strip())
+
+
+def _utc(moment):
+    return moment.replace(tzinfo=UTC) if moment is not None else None

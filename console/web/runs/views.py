@@ -1,0 +1,124 @@
+"""Runs: find runs, read one run's timeline, retry or cancel it, and see many runs on a Gantt."""
+
+import json
+from datetime import timedelta
+
+from flask import Blueprint, flash, redirect, request, url_for
+
+from console.auth import current_actor, requires, tenant_scope
+from console.auth.permissions import OPERATE, VIEW
+from console.domain.clock import utcnow
+from console.domain.statuses import ACTIVE
+from console.extensions import db, htmx
+from console.services import run_timeline, runs_query
+from console.services.engine import control, transitions
+from console.services.errors import Conflict, ServiceError
+from console.web.render import page
+from console.web.runs.forms import RunFilterForm, TimelineFilterForm
+
+bp = Blueprint("runs", __name__, url_prefix="/runs")
+LIVE = frozenset(status.value for status in ACTIVE)
+DEFAULT_WINDOW = timedelta(hours=1)
+
+
+def pretty(value) -> str:
+    """Show a JSON value indented, for params and results."""
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _filter_form(form_class, scope: int | None):
+    form = form_class(request.args)
+    form.fill_choices(runs_query.tenant_options(scope), runs_query.task_options(scope))
+    return form
+
+
+def _tenant_ids(scope: int | None) -> dict[str, int]:
+    return {tenant.name: tenant.id for tenant in runs_query.tenant_options(scope)}
+
+
+@bp.get("", strict_slashes=False)
+@requires(VIEW)
+def index():
+    scope = tenant_scope()
+    form = _filter_form(RunFilterForm, scope)
+    before = request.args.get("before", type=int)
+    result, status = None, 422
+    if form.validate():
+        result, status = runs_query.page(form.filters(_tenant_ids(scope)), scope=scope, before=before), 200
+    return page("runs/index.html", "results", form=form, result=result, before=before, args=form.query_args(),
+                scoped=scope is not None), status
+
+
+def _detail(run_id: int, *, error: str | None = None, notice: str | None = None, status: int = 200):
+    detail = runs_query.detail(run_id, tenant_scope())
+    return page("runs/show.html", "detail", d=detail, run=detail.run, live=detail.run.status in LIVE,
+                error=error, notice=notice, pretty=pretty), status
+
+
+@bp.get("/<int:run_id>")
+@requires(VIEW)
+def show(run_id: int):
+    return _detail(run_id)
+
+
+def _act(run_id: int, action, verb: str):
+    """Carry out one action on a run; answer htmx with the refreshed run, others with a redirect."""
+    run = control.get_run(run_id, tenant_scope())
+    try:
+        try:
+            action(run, current_actor())
+        except transitions.StaleRun:
+            raise Conflict(f"run {run_id} changed while you acted on it; look again") from None
+    except ServiceError as error:
+        db.session.rollback()
+        if htmx:
+            return _detail(run_id, error=error.detail, status=error.status)
+        flash(error.detail, "error")
+        return _detail(run_id, status=error.status)
+    db.session.expire_all()
+    notice = f"{verb} run #{run_id}: it is now {run.status.replace('_', ' ')}" + (
+        f" (series {run.series})." if verb == "Retried" else ".")
+    if run.cancel_requested and run.status == "running":
+        notice = f"Asked run #{run_id} to stop; the handler stops at its next cancellation check."
+    if htmx:
+        return _detail(run_id, notice=notice)
+    flash(notice, "success")
+    return redirect(url_for("runs.show", run_id=run_id), 303)
+
+
+@bp.post("/<int:run_id>/retry")
+@requires(OPERATE)
+def retry(run_id: int):
+    return _act(run_id, control.retry_now, "Retried")
+
+
+@bp.post("/<int:run_id>/cancel")
+@requires(OPERATE)
+def cancel(run_id: int):
+    return _act(run_id, control.cancel, "Cancelled")
+
+
+def _window(start, end, now):
+    """Fill in a missing end of the window: an hour up to now by default."""
+    if end is None:
+        end = now if start is None or start < now else start + DEFAULT_WINDOW
+    return start or end - DEFAULT_WINDOW, end
+
+
+@bp.get("/timeline")
+@requires(VIEW)
+def timeline():
+    scope = tenant_scope()
+    form = _filter_form(TimelineFilterForm, scope)
+    now = utcnow()
+    chart, status = None, 422
+    if form.validate():
+        filters = form.filters(_tenant_ids(scope))
+        start, end = _window(filters.created_from, filters.created_to, now)
+        # Show the window actually drawn in the inputs left empty (the URL keeps only what was asked).
+        form.created_from.data = form.created_from.data or start.replace(tzinfo=None)
+        form.created_to.data = form.created_to.data or end.replace(tzinfo=None)
+        built = run_timeline.build(filters, (start, end), scope=scope, now=now)
+        chart, status = {"timeline": built, "figure": run_timeline.figure(built).to_json()}, 200
+    return page("runs/timeline.html", "chart", form=form, chart=chart, args=form.query_args(),
+                scoped=scope is not None), status

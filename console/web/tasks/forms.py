@@ -1,0 +1,134 @@
+"""The task form: its fields become the same JSON body the task API takes, and the service validates it."""
+
+import json
+import re
+
+from flask_wtf import FlaskForm
+from wtforms import BooleanField, SelectField, StringField, TextAreaField
+from wtforms.fields.choices import SelectChoice
+
+from console.services.errors import InvalidInput
+from console.services.tasks import CONCURRENCY_POLICIES
+
+WHOLE = re.compile(r"[+-]?\d+")
+DEFAULT_POLICY = "default"
+_CONCURRENCY_HINTS = {"allow": "runs may overlap", "forbid": "skip a firing while one runs",
+                      "replace": "cancel the running one"}
+CONCURRENCY_CHOICES = [SelectChoice(p, f"{p} — {_CONCURRENCY_HINTS.get(p, p)}") for p in CONCURRENCY_POLICIES]
+
+
+def _json(field, label: str, empty):
+    """Read a JSON textarea; an empty one means `empty`."""
+    text = (field.data or "").strip()
+    if not text:
+        return empty
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InvalidInput(f"{label} is not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}",
+                           field.name) from None
+
+
+def _text(field) -> str | None:
+    text = (field.data or "").strip()
+    return text or None
+
+
+def _whole(field):
+    """Return the number typed, or the text itself so the service says what a valid value is."""
+    text = (field.data or "").strip()
+    return int(text) if WHOLE.fullmatch(text) else text
+
+
+def json_text(value) -> str:
+    """Show a stored JSON value in a textarea: nothing for an empty one, one line when it is short."""
+    if value in (None, {}, []):
+        return ""
+    line = json.dumps(value, ensure_ascii=False)
+    return line if len(line) <= 140 else json.dumps(value, indent=2, ensure_ascii=False)
+
+
+class TaskForm(FlaskForm):
+    """Edit a task. Choices are not checked here: the service checks them, as it does for the API."""
+
+    name = StringField("Name")
+    handler = StringField("Handler")
+    params = TextAreaField("Params (JSON object)")
+    cron = StringField("Cron expression")
+    timezone = StringField("Time zone", default="UTC")
+    event = StringField("Event name")
+    policy = SelectField("Retry policy", choices=[], validate_choice=False, default="")
+    policy_overrides = TextAreaField("Policy overrides (JSON)")
+    mutex_key = StringField("Mutex key")
+    concurrency_policy = SelectField("Concurrency policy", choices=CONCURRENCY_CHOICES, validate_choice=False,
+                                     default="allow")
+    window = TextAreaField("Execution window (JSON)")
+    jitter_s = StringField("Jitter (s)", default="0")
+    debounce_s = StringField("Debounce (s)", default="0")
+    misfire_grace_s = StringField("Misfire grace (s)", default="300")
+    sla = TextAreaField("SLA (JSON)")
+
+    def fill(self, snapshot: dict) -> None:
+        """Put a task's current definition (tasks.snapshot) into the fields."""
+        policy = snapshot.get("policy")
+        name, overrides = "", {}
+        if isinstance(policy, str):
+            name = policy
+        elif isinstance(policy, dict):
+            overrides = dict(policy)
+            name = overrides.pop("name", "") or ""
+        self.name.data, self.handler.data = snapshot["name"], snapshot["handler"]
+        self.params.data = json_text(snapshot.get("params"))
+        self.cron.data, self.timezone.data = snapshot.get("cron") or "", snapshot.get("timezone") or "UTC"
+        self.event.data, self.mutex_key.data = snapshot.get("event") or "", snapshot.get("mutex_key") or ""
+        self.policy.data = "" if name == DEFAULT_POLICY else name
+        self.policy_overrides.data = json_text(overrides)
+        self.concurrency_policy.data = snapshot.get("concurrency_policy") or "allow"
+        self.window.data, self.sla.data = json_text(snapshot.get("window")), json_text(snapshot.get("sla"))
+        for key in ("jitter_s", "debounce_s", "misfire_grace_s"):
+            self[key].data = str(snapshot[key])
+
+    def to_body(self) -> dict:
+        """Return the request body the task API would receive; raise InvalidInput for a JSON field that is not JSON."""
+        overrides = _json(self.policy_overrides, "policy overrides", {})
+        if not isinstance(overrides, dict):
+            raise InvalidInput("policy overrides must be a JSON object such as {\"max_attempts\": 5}",
+                               "policy_overrides")
+        name = self.policy.data or None
+        policy = {**overrides, "name": name} if overrides and name else overrides or name
+        return {
+            "name": (self.name.data or "").strip(), "handler": (self.handler.data or "").strip(),
+            "params": _json(self.params, "params", {}), "cron": _text(self.cron),
+            "timezone": _text(self.timezone) or "UTC", "event": _text(self.event), "policy": policy or None,
+            "mutex_key": _text(self.mutex_key), "concurrency_policy": self.concurrency_policy.data,
+            "window": _json(self.window, "window", None), "jitter_s": _whole(self.jitter_s),
+            "debounce_s": _whole(self.debounce_s), "sla": _json(self.sla, "sla", None),
+            "misfire_grace_s": _whole(self.misfire_grace_s),
+        }
+
+    def attach(self, error) -> None:
+        """Show a service error under the field it names (policy.max_attempts → the overrides box)."""
+        field = error.field or ""
+        head = field.split(".", 1)[0]
+        if field in ("policy", "policy.name"):
+            target = "policy"
+        elif head == "policy":
+            target = "policy_overrides"
+        else:
+            target = head if head in self else None
+        (self[target].errors if target else self.form_errors).append(error.detail)
+
+
+class NewTaskForm(TaskForm):
+    """Register a task: the edit form plus its tenant and whether it starts paused."""
+
+    tenant = SelectField("Tenant", choices=[], validate_choice=False)
+    paused = BooleanField("Start paused")
+
+    def to_body(self) -> dict:
+        return {**super().to_body(), "paused": bool(self.paused.data)}
+
+
+def policy_choices(names: list[str]) -> list[SelectChoice]:
+    """Return the retry policy options, `default` first."""
+    return [SelectChoice("", DEFAULT_POLICY)] + [SelectChoice(n) for n in names if n != DEFAULT_POLICY]

@@ -1,0 +1,214 @@
+"""Tasks: the list, one task's schedule, definition and runs, and the actions an operator takes on it."""
+
+from functools import lru_cache
+from zoneinfo import ZoneInfo, available_timezones
+
+from flask import Blueprint, flash, redirect, render_template, request, url_for
+from markupsafe import Markup
+
+from console.auth import current_actor, requires, tenant_scope
+from console.auth.permissions import OPERATE, VIEW
+from console.domain.clock import utcnow
+from console.domain.cron import describe
+from console.extensions import db, htmx
+from console.models import Tenant
+from console.services import policies, task_query, tasks, tenants, triggers
+from console.services.engine import registry
+from console.services.errors import Forbidden, ServiceError
+from console.web.render import page
+from console.web.tasks.forms import NewTaskForm, TaskForm, policy_choices
+
+bp = Blueprint("tasks", __name__, url_prefix="/tasks")
+# A list shows the same few expressions many times; describing one takes a parse.
+bp.add_app_template_filter(lru_cache(maxsize=1024)(describe), "cron_words")
+
+
+@bp.app_template_filter("in_zone")
+def in_zone(moment, zone: str):
+    """Show an aware time on another zone's clock (an unknown zone leaves it as it is)."""
+    try:
+        return moment.astimezone(ZoneInfo(zone))
+    except (ValueError, KeyError):
+        return moment
+
+
+RECENT_RUNS = 20
+FILTERS = ("tenant", "handler", "status", "q")
+
+
+@bp.get("", strict_slashes=False)
+@requires(VIEW)
+def index():
+    scope = tenant_scope()
+    filters = {key: request.args.get(key, "").strip() for key in FILTERS}
+    if scope is not None:
+        filters["tenant"] = ""
+    before, now = request.args.get("before", type=int), utcnow()
+    rows, next_id = task_query.page(scope=scope, tenant=filters["tenant"], handler=filters["handler"],
+                                    status=filters["status"], text=filters["q"], before=before, now=now)
+    return page("tasks/index.html", "results", rows=rows, next_id=next_id, filters=filters, now=now, paging=before,
+                query={key: value for key, value in filters.items() if value},
+                tenant_names=[] if scope is not None else [t.name for t in tenants.all_tenants()],
+                handler_names=task_query.handler_names(scope))
+
+
+@bp.get("/<int:task_id>")
+@requires(VIEW)
+def show(task_id: int):
+    task = tasks.get(task_id, tenant_scope())
+    now = utcnow()
+    return render_template("tasks/show.html", task=task, now=now, firings=task_query.next_firings(task, now),
+                           runs=tasks.recent_runs(task, RECENT_RUNS))
+
+
+@bp.get("/cron-preview")
+@requires(VIEW)
+def cron_preview():
+    preview = task_query.preview(request.args.get("cron", ""), request.args.get("timezone", ""), utcnow())
+    return render_template("tasks/_cron_preview.html", preview=preview)
+
+
+def _toggle(task_id: int, paused: bool):
+    task = tasks.set_paused(tasks.get(task_id, tenant_scope()), paused, current_actor())
+    if htmx:
+        return render_template("tasks/_header.html", task=task)
+    flash(f"{'Paused' if paused else 'Resumed'} {task.name}.", "success")
+    return redirect(url_for("tasks.show", task_id=task.id), 303)
+
+
+@bp.post("/<int:task_id>/pause")
+@requires(OPERATE)
+def pause(task_id: int):
+    return _toggle(task_id, True)
+
+
+@bp.post("/<int:task_id>/resume")
+@requires(OPERATE)
+def resume(task_id: int):
+    return _toggle(task_id, False)
+
+
+_REASONS = {
+    "window": "outside its execution window; it starts when the window opens",
+    "quota": "the tenant's queue is full; it starts when there is room",
+    "mutex_forbid": "another run with the same mutex key is active and the concurrency policy is forbid",
+}
+
+
+@bp.post("/<int:task_id>/trigger")
+@requires(OPERATE)
+def trigger(task_id: int):
+    task = tasks.get(task_id, tenant_scope())
+    outcome = triggers.run_now(task, current_actor())
+    link = Markup('<a href="/runs/{0}">run #{0}</a>').format(outcome.run_id) if outcome.run_id else None
+    if outcome.status == "created" and outcome.reason:
+        flash(Markup("Created {} for {}; it waits ({}).").format(link, task.name, _REASONS.get(
+            outcome.reason, outcome.reason)), "info")
+    elif outcome.status == "created":
+        flash(Markup("Queued {} of {}.").format(link, task.name), "success")
+    elif link is not None:
+        flash(Markup("Created {} of {} but it did not start: {}.").format(link, task.name, _REASONS.get(
+            outcome.reason, outcome.reason or outcome.status)), "error")
+    else:
+        flash(f"{task.name} did not fire: {outcome.reason or outcome.status}.", "error")
+    return redirect(url_for("tasks.show", task_id=task.id), 303)
+
+
+
+@bp.post("/<int:task_id>/delete")
+@requires(OPERATE)
+def delete(task_id: int):
+    task = tasks.get(task_id, tenant_scope())
+    name = task.name
+    tasks.delete(task, current_actor())
+    flash(f"Deleted {name}. Its runs stay in the history; it never fires again.", "success")
+    return redirect(url_for("tasks.index"), 303)
+
+
+def _form_page(form, task=None, status: int = 200):
+    preview = task_query.preview(form.cron.data or "", form.timezone.data or "", utcnow())
+    return render_template("tasks/form.html", form=form, task=task, preview=preview,
+                           handler_names=registry.names(), zone_names=_zone_names()), status
+
+
+@lru_cache(maxsize=1)
+def _zone_names() -> list[str]:
+    return sorted(available_timezones())
+
+
+def _new_form() -> NewTaskForm:
+    form = NewTaskForm()
+    scope = tenant_scope()
+    names = [db.session.get(Tenant, scope).name] if scope is not None else [t.name for t in tenants.all_tenants()]
+    form.tenant.choices = names
+    if request.method == "GET":
+        form.tenant.data = tenants.DEFAULT if tenants.DEFAULT in names else names[0]
+    form.policy.choices = policy_choices([p.name for p in policies.all_policies()])
+    return form
+
+
+def _acting_tenant(name: str) -> Tenant:
+    """Return the tenant a new task goes to: the one chosen, which a tenant-limited user cannot leave."""
+    scope = tenant_scope()
+    if scope is None:
+        return tenants.require(name)
+    own = db.session.get(Tenant, scope)
+    if name not in ("", own.name):
+        raise Forbidden(f"you may register tasks only for tenant {own.name}", "tenant")
+    return own
+
+
+@bp.get("/new")
+@requires(OPERATE)
+def new():
+    return _form_page(_new_form())
+
+
+@bp.post("/new")
+@requires(OPERATE)
+def create():
+    form = _new_form()
+    if not form.validate_on_submit():
+        return _form_page(form, status=422)
+    try:
+        task = tasks.register(_acting_tenant(form.tenant.data or ""), form.to_body(), current_actor())
+    except ServiceError as error:
+        db.session.rollback()
+        form.attach(error)
+        return _form_page(form, status=error.status)
+    flash(f"Registered {task.name}.", "success")
+    return redirect(url_for("tasks.show", task_id=task.id), 303)
+
+
+def _edit_form() -> TaskForm:
+    form = TaskForm()
+    form.policy.choices = policy_choices([p.name for p in policies.all_policies()])
+    return form
+
+
+@bp.get("/<int:task_id>/edit")
+@requires(OPERATE)
+def edit(task_id: int):
+    task = tasks.get(task_id, tenant_scope())
+    form = _edit_form()
+    form.fill(tasks.snapshot(task))
+    return _form_page(form, task)
+
+
+@bp.post("/<int:task_id>/edit")
+@requires(OPERATE)
+def update(task_id: int):
+    task = tasks.get(task_id, tenant_scope())
+    form = _edit_form()
+    if not form.validate_on_submit():
+        return _form_page(form, task, 422)
+    try:
+        tasks.edit(task, form.to_body(), current_actor())
+    except ServiceError as error:
+        # Nothing of a refused edit may reach the database, whatever else this request commits.
+        db.session.rollback()
+        form.attach(error)
+        return _form_page(form, tasks.get(task_id, tenant_scope()), error.status)
+    flash(f"Saved {task.name}.", "success")
+    return redirect(url_for("tasks.show", task_id=task.id), 303)
+

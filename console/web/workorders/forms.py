@@ -1,0 +1,17 @@
+"""Forms of the Work orders area."""
+
+from flask_wtf import FlaskForm
+from wtforms import SelectField, TextAreaField
+from wtforms.validators import DataRequired, Length
+
+from console.services.workorders import MAX_NOTE_CHARS
+
+
+class AssignForm(FlaskForm):
+    user = SelectField("Assign to", choices=[], validators=[DataRequired(message="pick a person")])
+
+
+class CloseForm(FlaskForm):
+    note = TextAreaField("What was done", validators=[
+        DataRequired(message="say what was done: a note is required to close a work order"),
+        Length(max=MAX_NOTE_CHARS, message=f"keep the note under {MAX_NOTE_CHARS} characters")])

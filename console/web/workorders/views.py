@@ -1,0 +1,142 @@
+"""Work orders: the list with completion and alert latency, one work order's dead letters, and its actions."""
+
+from flask import Blueprint, flash, redirect, request, url_for
+from flask_login import current_user
+from wtforms.fields.choices import SelectChoice
+
+from console.auth import current_actor, requires, tenant_scope
+from console.auth.permissions import OPERATE, VIEW
+from console.domain.clock import utcnow
+from console.extensions import db, htmx
+from console.services import delivery, workorders
+from console.services.delivery import report
+from console.services.errors import Conflict, InvalidInput, ServiceError
+from console.web.render import page
+from console.web.workorders.forms import AssignForm, CloseForm
+
+bp = Blueprint("workorders", __name__, url_prefix="/workorders")
+
+
+def _query(status: str, mine: bool) -> dict:
+    return {key: value for key, value in (("status", "" if status == "active" else status),
+                                          ("mine", "1" if mine else "")) if value}
+
+
+@bp.get("", strict_slashes=False)
+@requires(VIEW)
+def index():
+    scope, now = tenant_scope(), utcnow()
+    status = request.args.get("status", "active")
+    status = status if status in workorders.FILTERS else "active"
+    mine = request.args.get("mine") == "1"
+    before = request.args.get("before", type=int)
+    result = workorders.page(status, scope, before, assignee_id=current_user.id if mine else None)
+    return page("workorders/index.html", "results", result=result, status=status, mine=mine, before=before,
+                query=_query(status, mine), counts=workorders.counts(scope),
+                completion=workorders.completion(now, scope), latency=report.latency(now, scope), now=now,
+                target=workorders.COMPLETION_TARGET, filters=workorders.FILTERS)
+
+
+def _assign_form(order) -> AssignForm:
+    form = AssignForm(prefix="assign")
+    form.user.choices = [SelectChoice("", "nobody")] + [
+        SelectChoice(str(person.id), f"{person.username} ({person.role})") for person in workorders.assignable(order)]
+    if form.user.data is None:
+        form.user.data = str(order.assignee_id or "")
+    return form
+
+
+def _detail(order_id: int, *, notice=None, error=None, close_form=None, status=200):
+    d = workorders.detail(order_id, tenant_scope())
+    return page("workorders/show.html", "detail", d=d, order=d.order, notice=notice, error=error,
+                assign_form=_assign_form(d.order), close_form=close_form or CloseForm(prefix="close"),
+                now=utcnow()), status
+
+
+@bp.get("/<int:order_id>")
+@requires(VIEW)
+def show(order_id: int):
+    return _detail(order_id)
+
+
+def _in_row() -> bool:
+    """Tell whether htmx asked from a row of the list (it swaps that row) rather than from the detail page."""
+    return bool(htmx and htmx.target and htmx.target.startswith("wo-row-"))
+
+
+def _row(order_id: int, error: str | None = None, status: int = 200):
+    row = workorders.row(workorders.get(order_id, tenant_scope()))
+    return page("workorders/_row.html", "row", row=row, error=error, now=utcnow()), status
+
+
+def _done(order_id: int, action, message, **failed_context):
+    """Carry out an action; answer htmx with the refreshed fragment, others with a redirect and a flash."""
+    try:
+        action()
+    except ServiceError as error:
+        db.session.rollback()
+        if _in_row():
+            return _row(order_id, error.detail, error.status)
+        if htmx:
+            return _detail(order_id, error=error.detail, status=error.status, **failed_context)
+        flash(error.detail, "error")
+        return redirect(url_for("workorders.show", order_id=order_id), 303)
+    db.session.expire_all()
+    message = message() if callable(message) else message
+    if _in_row():
+        return _row(order_id)
+    if htmx:
+        return _detail(order_id, notice=message)
+    flash(message, "success")
+    return redirect(url_for("workorders.show", order_id=order_id), 303)
+
+
+@bp.post("/<int:order_id>/acknowledge")
+@requires(OPERATE)
+def acknowledge(order_id: int):
+    order = workorders.get(order_id, tenant_scope())
+    return _done(order_id, lambda: workorders.acknowledge(order, current_actor()),
+                 lambda: f"Acknowledged work order #{order_id}; it is assigned to {_assignee(order)}.")
+
+
+def _assignee(order) -> str:
+    if order.assignee_id is None:
+        return "nobody"
+    return "you" if order.assignee_id == current_user.id else order.assignee.username
+
+
+@bp.post("/<int:order_id>/assign")
+@requires(OPERATE)
+def assign(order_id: int):
+    order = workorders.get(order_id, tenant_scope())
+    raw = str(current_user.id) if request.form.get("me") == "1" else request.form.get("assign-user", "").strip()
+
+    def act():
+        if raw and not raw.isdigit():
+            raise InvalidInput("pick a person from the list", "user")
+        workorders.assign(order, int(raw) if raw else None, current_actor())
+
+    return _done(order_id, act, lambda: f"Work order #{order_id} is assigned to {_assignee(order)}.")
+
+
+@bp.post("/<int:order_id>/close")
+@requires(OPERATE)
+def close(order_id: int):
+    order = workorders.get(order_id, tenant_scope())
+    form = CloseForm(prefix="close")
+    return _done(order_id, lambda: workorders.close(order, form.note.data, current_actor()),
+                 f"Closed work order #{order_id}; PagerDuty is told it is resolved.", close_form=form)
+
+
+@bp.post("/<int:order_id>/redeliver")
+@requires(OPERATE)
+def redeliver(order_id: int):
+    scope = tenant_scope()
+    request_row = workorders.detail(order_id, scope).request
+
+    def act():
+        if request_row is None:
+            raise Conflict("this work order has no request to the work-order system", "status")
+        delivery.redeliver(request_row.id, current_actor(), tenant_id=scope)
+
+    return _done(order_id, act, "Queued the request to the work-order system again; it goes out within seconds.")

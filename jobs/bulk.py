@@ -1,0 +1,11 @@
+"""RQ entry points for bulk operations on dead letters (they take ids and filter values, never objects)."""
+
+from console.services import dlq_bulk
+
+
+def replay_matching(op_id: str, *, ids: list[int] | None = None, filters: dict | None = None,
+                    tenant_id: int | None = None, rate: float = dlq_bulk.DEFAULT_RATE, actor: dict | None = None,
+                    after_id: int = 0) -> str:
+    """Replay the dead letters of bulk operation op_id (the listed ids, or all matching the filters)."""
+    return dlq_bulk.run_replay(op_id, ids=ids, filters=filters, tenant_id=tenant_id, rate=rate, actor=actor,
+                               after_id=after_id)

@@ -1,0 +1,511 @@
+"""Outbox delivery to real local HTTP servers: exact payloads, retries with backoff, dedup, resolve, exclusivity."""
+
+import hashlib
+import hmac
+import logging
+import threading
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import insert, select
+
+from console.domain.errors import Failure
+from console.extensions import db
+from console.models import DeadLetter, Delivery, OutboxMessage, Run, WorkOrder
+from console.scheduler.maintenance import MAINTENANCE
+from console.services import dead_letters, delivery, outbox, tenants, workorders
+from console.services.actor import Actor
+from console.services.delivery import report
+from console.services.engine import control
+from console.services.engine.execute import execute
+from console.services.engine.submit import submit
+from tests.receiver import Receiver
+
+SLACK_PATH = "/services/T0001/B0002/XXXXslackSECRETpath"
+ROUTING_KEY = "R0UTINGKEYabcdef0123456789wxyz"
+WEBHOOK_SECRET = "hmac-secret-for-tests"
+CONSOLE = "https://rebound.example.com"
+ONE_ATTEMPT = {"max_attempts": 1, "base_delay_s": 1, "jitter": 0}
+HANDLER = "python:demo.flaky"  # the name a registered Python handler is stored under
+ops = Actor("alice", 1)
+
+
+@pytest.fixture
+def channels(app):
+    """Four receivers standing in for Slack, PagerDuty, the alert webhook and the work-order system."""
+    with Receiver() as slack, Receiver() as pagerduty, Receiver() as hook, Receiver() as orders:
+        pagerduty.always(202, {"status": "success", "message": "Event processed"})
+        app.config.update(SLACK_WEBHOOK_URL=slack.url + SLACK_PATH, PAGERDUTY_URL=pagerduty.url + "/v2/enqueue",
+                          PAGERDUTY_ROUTING_KEY=ROUTING_KEY, ALERT_WEBHOOK_URL=hook.url + "/hooks",
+                          ALERT_WEBHOOK_SECRET=WEBHOOK_SECRET, WORKORDER_URL=orders.url + "/itsm",
+                          CONSOLE_URL=CONSOLE)
+        yield type("Channels", (), {"slack": slack, "pagerduty": pagerduty, "webhook": hook, "workorder": orders})
+
+
+def only(app, **urls):
+    """Configure just some channels (the others are switched off)."""
+    app.config.update({"SLACK_WEBHOOK_URL": "", "PAGERDUTY_ROUTING_KEY": "", "ALERT_WEBHOOK_URL": "",
+                       "WORKORDER_URL": "", "CONSOLE_URL": CONSOLE, **urls})
+
+
+def dead_run(clock, message="upstream 502 for order 4411", code="upstream_502", task=None) -> Run:
+    """Drive one run to dead (one attempt, retryable error), as a worker would."""
+    run, _ = submit(tenants.find("default"), Actor("test"), handler=None if task else "demo.flaky", task=task,
+                    params={"fail_times": 9, "message": message, "code": code}, policy=ONE_ATTEMPT, clock=clock)
+    assert execute(run.id, 0, clock=clock) == "dead"
+    db.session.expire_all()
+    return db.session.get(Run, run.id)
+
+
+def messages(kind=None) -> list[OutboxMessage]:
+    db.session.expire_all()
+    query = select(OutboxMessage).order_by(OutboxMessage.id)
+    return db.session.execute(query.where(OutboxMessage.kind == kind) if kind else query).scalars().all()
+
+
+def alert_rows(rule: str) -> list[OutboxMessage]:
+    return [m for m in messages("alert") if m.payload.get("rule") == rule]
+
+
+def test_the_outbox_job_runs_every_2_s_with_a_stable_id():
+    [job] = [job for job in MAINTENANCE if job.id == "outbox"]
+    assert (job.func, job.seconds) == ("console.services.delivery:tick", 2)
+
+
+def test_slack_gets_text_and_blocks_with_links_back_to_the_console(app, channels, clock):
+    run = dead_run(clock)
+    [letter] = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run.id)).scalars().all()
+    assert delivery.tick(clock)["delivered"] == 2  # the alert and the work order
+    [sent] = channels.slack.requests
+    assert sent.path == SLACK_PATH and sent.headers["Content-Type"] == "application/json"
+    body = sent.json
+    order_url = f"{CONSOLE}/workorders/{letter.work_order_id}"
+    assert set(body) == {"text", "blocks"}
+    assert body["text"].startswith(f":red_circle: Retry limit reached: {HANDLER} — upstream_502: 1 dead letter in "
+                                   f"this group: {HANDLER} failed with upstream_502 after 1 attempt: upstream 502 "
+                                   "for order 4411")
+    assert body["text"].endswith(f"<{order_url}|Open in Rebound>")
+    kinds = [block["type"] for block in body["blocks"]]
+    assert kinds == ["section", "section", "actions", "context"]
+    assert body["blocks"][0]["text"]["text"].startswith(
+        f":red_circle: *Retry limit reached: {HANDLER} — upstream_502*")
+    fields = {f["text"].split("\n")[0]: f["text"].split("\n")[1] for f in body["blocks"][1]["fields"]}
+    assert fields["*Tenant*"] == "default" and fields["*Error code*"] == "upstream_502"
+    assert fields["*Work order*"] == f"#{letter.work_order_id} (open)"
+    buttons = {b["text"]["text"]: b["url"] for b in body["blocks"][2]["elements"]}
+    assert buttons == {f"Work order #{letter.work_order_id}": order_url,
+                       "Dead letters of this group": f"{CONSOLE}/dlq/?group={letter.fingerprint}",
+                       f"Run #{run.id}": f"{CONSOLE}/runs/{run.id}"}
+
+
+def test_pagerduty_gets_an_events_v2_trigger_keyed_by_the_work_order(app, channels, clock):
+    run = dead_run(clock)
+    delivery.tick(clock)
+    [sent] = channels.pagerduty.requests
+    event = sent.json
+    order_id = db.session.execute(select(DeadLetter.work_order_id).where(DeadLetter.run_id == run.id)).scalar_one()
+    assert sent.path == "/v2/enqueue"
+    assert set(event) == {"routing_key", "event_action", "dedup_key", "payload", "links", "client", "client_url"}
+    assert (event["routing_key"], event["event_action"], event["dedup_key"]) == (
+        ROUTING_KEY, "trigger", f"rebound-workorder-{order_id}")
+    payload = event["payload"]
+    assert set(payload) == {"summary", "source", "severity", "timestamp", "component", "group", "class",
+                            "custom_details"}
+    assert payload["summary"].startswith(f"Retry limit reached: {HANDLER} — upstream_502: 1 dead letter in this group")
+    assert (payload["source"], payload["severity"], payload["component"], payload["group"], payload["class"]) == (
+        "rebound.example.com", "error", HANDLER, "default", "retry_limit_reached")
+    assert payload["timestamp"] == clock().isoformat()
+    details = payload["custom_details"]
+    assert (details["run_id"], details["error_code"], details["occurrences"]) == (run.id, "upstream_502", 1)
+    assert event["links"][0] == {"href": f"{CONSOLE}/workorders/{order_id}", "text": f"Work order #{order_id}"}
+    assert {"href": f"{CONSOLE}/runs/{run.id}", "text": f"Run #{run.id}"} in event["links"]
+
+
+def test_webhook_posts_retry_alerts_and_sla_breaches_to_their_paths_signed_with_hmac(app, channels, clock):
+    dead_run(clock)
+    outbox.add("alert", "sla:7:deadline", {"rule": "sla_breach", "task": "nightly-report", "run_id": 99,
+                                           "kind": "deadline", "late_by_s": 95, "scheduled_for": "2026-01-05T02:00"},
+               clock(), channel="sla-breach")
+    db.session.commit()
+    delivery.tick(clock)
+    assert channels.webhook.paths() == ["/hooks/notifications/retry-alert", "/hooks/notifications/sla-breach"]
+    for sent in channels.webhook.requests:
+        expected = "sha256=" + hmac.new(WEBHOOK_SECRET.encode(), sent.body, hashlib.sha256).hexdigest()
+        assert sent.headers["X-Rebound-Signature"] == expected
+    retry, sla = (sent.json for sent in channels.webhook.requests)
+    assert (retry["event"], retry["severity"], retry["tenant"], retry["occurrences"]) == (
+        "retry_limit_reached", "error", "default", 1)
+    assert retry["url"].startswith(f"{CONSOLE}/workorders/")
+    assert (sla["event"], sla["title"]) == ("sla_breach", "SLA breach: nightly-report")
+    assert sla["summary"] == "Run #99 of nightly-report missed its deadline by 95 s (scheduled 2026-01-05T02:00)."
+    # SLA breaches go to the webhook and Slack, not to PagerDuty.
+    assert len(channels.pagerduty.requests) == 1
+    assert any("SLA breach: nightly-report" in r.json["text"] for r in channels.slack.requests)
+
+
+def test_a_tampered_body_does_not_match_its_signature(app, channels, clock):
+    dead_run(clock)
+    delivery.tick(clock)
+    [sent] = channels.webhook.requests
+    forged = sent.body.replace(b'"occurrences":1', b'"occurrences":0')
+    assert forged != sent.body
+    assert sent.headers["X-Rebound-Signature"] != (
+        "sha256=" + hmac.new(WEBHOOK_SECRET.encode(), forged, hashlib.sha256).hexdigest())
+
+
+def test_manager_escalation_pages_pagerduty_at_critical_and_tells_slack(app, channels, clock):
+    outbox.add("escalation", "sla-escalation:3:120", {"rule": "sla_consecutive_breaches", "task": "billing-sync",
+                                                      "runs": [118, 119, 120], "count": 3}, clock(), channel="manager")
+    db.session.commit()
+    assert delivery.tick(clock)["delivered"] == 1
+    [page] = channels.pagerduty.requests
+    assert page.json["payload"]["severity"] == "critical"
+    assert page.json["payload"]["summary"].startswith("SLA breached 3 runs in a row: billing-sync")
+    [note] = channels.slack.requests
+    assert note.json["text"].startswith(":rotating_light: SLA breached 3 runs in a row: billing-sync")
+    assert channels.webhook.requests == []
+
+
+def test_work_order_is_posted_with_failure_and_task_context_and_keeps_the_external_id(app, channels, clock):
+    channels.workorder.reply(201, {"id": "WO-4411", "status": "new"})
+    run = dead_run(clock)
+    delivery.tick(clock)
+    [sent] = channels.workorder.requests
+    order = db.session.get(WorkOrder, db.session.execute(
+        select(DeadLetter.work_order_id).where(DeadLetter.run_id == run.id)).scalar_one())
+    assert sent.path == "/itsm/ops/workorders"
+    assert sent.headers["Idempotency-Key"] == f"rebound-workorder-{order.id}"
+    body = sent.json
+    assert (body["work_order_id"], body["title"], body["tenant"], body["handler"], body["test"]) == (
+        order.id, order.title, "default", HANDLER, False)
+    assert body["failure"] == {"error_code": "upstream_502", "reason": "upstream 502 for order 4411",
+                               "first_run_id": run.id, "dead_letters": 1}
+    assert body["url"] == f"{CONSOLE}/workorders/{order.id}"
+    assert order.external_id == "WO-4411"
+    [request] = messages("workorder")
+    assert (request.status, request.attempts) == ("delivered", 1)
+
+
+def test_work_order_carries_its_task(app, channels, clock):
+    from console.services import tasks as task_service
+
+    task = task_service.register(tenants.find("default"), {"name": "charge-cards", "handler": "demo.flaky",
+                                                            "event": "cards.charge"},
+                                 Actor("test"))
+    dead_run(clock, task=task)
+    delivery.tick(clock)
+    [sent] = channels.workorder.requests
+    assert sent.json["task"] == {"id": task.id, "name": "charge-cards"}
+    assert {"href": f"{CONSOLE}/tasks/{task.id}", "text": "Task charge-cards"} in sent.json["links"]
+
+
+def test_a_failing_channel_is_retried_with_backoff_then_failed_with_a_delivery_failed_alert(app, clock, caplog):
+    with Receiver() as slack:
+        slack.always(500, {"error": "internal"})
+        only(app, SLACK_WEBHOOK_URL=slack.url + SLACK_PATH)
+        dead_run(clock)
+        [alert] = alert_rows("retry_limit_reached")
+        gaps = []
+        for attempt in range(1, 6):
+            assert delivery.tick(clock)["retrying" if attempt < 5 else "failed"] == 1
+            assert len(slack.requests) == attempt
+            assert delivery.tick(clock).get("retrying", 0) == 0  # nothing is due before its backoff ends
+            db.session.expire_all()
+            row = db.session.get(OutboxMessage, alert.id)
+            if attempt < 5:
+                gaps.append((row.next_attempt_at - clock()).total_seconds())
+                clock.advance(gaps[-1])
+        assert gaps == [2.0, 4.0, 8.0, 16.0]
+        assert (row.status, row.attempts, row.delivered_at) == ("failed", 5, None)
+        assert row.last_error == 'slack: 127.0.0.1 answered HTTP 500: {"error": "internal"}'
+        [failed] = alert_rows("delivery_failed")
+        assert (failed.payload["failed_outbox_id"], failed.payload["failed_channels"]) == (alert.id, ["slack"])
+        assert failed.payload["skip_channels"] == ["slack"]
+        # Its own delivery leaves Slack out; with nothing else configured it is recorded, not looped.
+        delivery.tick(clock)
+        db.session.expire_all()
+        assert db.session.get(OutboxMessage, failed.id).status == "skipped"
+        assert len(slack.requests) == 5
+        assert len(alert_rows("delivery_failed")) == 1
+    logged = caplog.text
+    assert SLACK_PATH not in logged and "XXXX" not in logged
+
+
+def test_work_order_creation_failed_is_alerted_on_the_other_channels(app, clock):
+    with Receiver() as slack, Receiver() as orders:
+        orders.always(503)
+        only(app, SLACK_WEBHOOK_URL=slack.url + SLACK_PATH, WORKORDER_URL=orders.url)
+        run = dead_run(clock)
+        for _ in range(5):
+            delivery.tick(clock)
+            clock.advance(30)
+        [request] = messages("workorder")
+        assert (request.status, request.attempts) == ("failed", 5)
+        delivery.tick(clock)
+        texts = [r.json["text"] for r in slack.requests]
+        order_id = db.session.execute(select(DeadLetter.work_order_id).where(DeadLetter.run_id == run.id)).scalar_one()
+        [failure] = [text for text in texts if "Work order creation failed" in text]
+        assert f"Work order #{order_id} (" in failure and "after 5 attempts: 127.0.0.1 answered HTTP 503" in failure
+        assert f"<{CONSOLE}/workorders/{order_id}|Open in Rebound>" in failure
+        assert db.session.get(WorkOrder, order_id).external_id is None
+
+
+def test_a_delivery_failed_alert_that_fails_does_not_raise_another(app, clock):
+    with Receiver() as slack, Receiver() as hook:
+        slack.always(500)
+        hook.always(500)
+        only(app, SLACK_WEBHOOK_URL=slack.url + SLACK_PATH, ALERT_WEBHOOK_URL=hook.url)
+        outbox.add("alert", "queue_overflow:1:demo.noop", {"rule": "queue_overflow", "tenant_id": 1,
+                                                           "handler": "demo.noop", "limit": "queue_limit",
+                                                           "current": 10, "max": 10}, clock())
+        db.session.commit()
+        for _ in range(12):
+            delivery.tick(clock)
+            clock.advance(60)
+        [overflow] = alert_rows("queue_overflow")
+        assert (overflow.status, overflow.attempts) == ("failed", 5)
+        # Both channels failed, so the 'delivery failed' alert had nowhere left to go.
+        [failed] = alert_rows("delivery_failed")
+        assert failed.payload["failed_channels"] == ["slack", "webhook"] and failed.status == "skipped"
+
+
+def test_a_delivery_failed_alert_that_fails_on_its_own_channel_stops_there(app, clock):
+    with Receiver() as slack, Receiver() as hook:
+        slack.always(500)
+        hook.always(500)
+        only(app, SLACK_WEBHOOK_URL=slack.url + SLACK_PATH, ALERT_WEBHOOK_URL=hook.url)
+        # A resolve goes to PagerDuty (off) and Slack (failing); its 'delivery failed' alert then tries the webhook.
+        delivery.resolve("rebound-breaker:x", "Circuit breaker opened: x", "x recovered", clock())
+        db.session.commit()
+        for _ in range(12):
+            delivery.tick(clock)
+            clock.advance(60)
+        [failed] = alert_rows("delivery_failed")
+        assert (failed.payload["skip_channels"], failed.status, failed.attempts) == (["slack"], "failed", 5)
+        assert len(hook.requests) == 5 and len(slack.requests) == 5
+        assert len(alert_rows("delivery_failed")) == 1
+
+
+def test_a_storm_of_1000_dead_letters_in_one_group_is_one_alert_with_a_count(app, channels, clock):
+    tenant = tenants.find("default")
+    now = clock()
+    rows = [{"tenant_id": tenant.id, "handler": "payments.charge", "params": {}, "policy_overrides": {},
+             "idempotency_key": f"storm-{n}", "status": "dead", "attempt": 3, "series": 1, "executions": 3,
+             "progress": 0, "source": "api", "cancel_requested": False, "created_at": now, "updated_at": now}
+            for n in range(1000)]
+    ids = db.session.execute(insert(Run).returning(Run.id), rows).scalars().all()
+    failure = Failure("card_declined", "card declined by issuer", retryable=True)
+    for run in db.session.execute(select(Run).where(Run.id.in_(ids))).scalars():
+        dead_letters.park(run, failure, "exhausted", now)
+    db.session.commit()
+    [alert] = messages("alert")
+    assert (alert.occurrences, alert.payload["rule"]) == (1000, "retry_limit_reached")
+    [order] = db.session.execute(select(WorkOrder)).scalars().all()
+    assert order.dead_letter_count == 1000
+    assert len(messages("workorder")) == 1
+    delivery.tick(clock)
+    [slack] = channels.slack.requests
+    assert "1000 dead letters in this group: payments.charge failed with card_declined" in slack.json["text"]
+    [page] = channels.pagerduty.requests
+    assert page.json["payload"]["custom_details"]["occurrences"] == 1000
+    assert len(channels.webhook.requests) == 1 and len(channels.workorder.requests) == 1
+
+
+def test_a_repeat_soon_after_is_held_back_and_sent_once_with_its_count(app, channels, clock):
+    first = dead_run(clock, message="bad row 1")
+    delivery.tick(clock)
+    assert len(channels.slack.requests) == 1
+    clock.advance(5)
+    for n in (2, 3):
+        dead_run(clock, message=f"bad row {n}")
+    assert delivery.tick(clock)["held"] == 1
+    assert len(channels.slack.requests) == 1
+    repeat = alert_rows("retry_limit_reached")[-1]
+    assert repeat.next_attempt_at == first.finished_at + timedelta(seconds=300)
+    clock.advance(295)
+    assert delivery.tick(clock)["delivered"] == 1
+    assert "2 more dead letters in this group (3 in all)" in channels.slack.requests[-1].json["text"]
+    # PagerDuty keeps both in the work order's one incident.
+    assert len({r.json["dedup_key"] for r in channels.pagerduty.requests}) == 1
+
+
+def test_work_order_opened_by_a_dead_letter_is_closed_by_replaying_it_with_a_pagerduty_resolve(app, channels,
+                                                                                                 clock):
+    run = dead_run(clock)
+    [letter] = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run.id)).scalars().all()
+    order_id = letter.work_order_id
+    delivery.tick(clock)
+    assert db.session.get(WorkOrder, order_id).status == "open"
+    clock.advance(60)
+    control.replay(letter, ops, clock=clock)
+    db.session.expire_all()
+    order = db.session.get(WorkOrder, order_id)
+    assert (order.status, order.closed_at, order.closed_by) == ("closed", clock(), "system")
+    assert order.close_note == "Every linked dead letter is replayed, discarded or resolved (the last by alice)."
+    delivery.tick(clock)
+    resolve = channels.pagerduty.requests[-1].json
+    assert resolve == {"routing_key": ROUTING_KEY, "event_action": "resolve",
+                       "dedup_key": f"rebound-workorder-{order_id}"}
+    assert channels.slack.requests[-1].json["text"].startswith(f":white_check_mark: Resolved: Work order #{order_id}")
+
+
+def test_work_order_stays_open_while_one_of_its_dead_letters_is_open(app, channels, clock):
+    first, second = dead_run(clock, message="row 1"), dead_run(clock, message="row 2")
+    letters = db.session.execute(select(DeadLetter).where(DeadLetter.run_id.in_((first.id, second.id)))
+                                 ).scalars().all()
+    assert len({letter.work_order_id for letter in letters}) == 1
+    control.replay(letters[0], ops, clock=clock)
+    assert db.session.get(WorkOrder, letters[0].work_order_id).status == "open"
+    control.retry_now(db.session.get(Run, second.id), ops, clock=clock)
+    db.session.expire_all()
+    assert db.session.get(WorkOrder, letters[0].work_order_id).status == "closed"
+
+
+def test_discarded_dead_letters_close_their_work_order_on_the_next_tick(app, clock):
+    only(app)
+    run = dead_run(clock)
+    [letter] = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run.id)).scalars().all()
+    letter.status = "discarded"
+    db.session.commit()
+    delivery.tick(clock)
+    db.session.expire_all()
+    assert db.session.get(WorkOrder, letter.work_order_id).status == "closed"
+    [resolve] = messages("resolve")
+    assert resolve.payload["incident_key"] == f"rebound-workorder-{letter.work_order_id}"
+
+
+def test_claim_is_exclusive_so_two_deliverers_send_each_row_once(app, clock):
+    with Receiver() as slack:
+        only(app, SLACK_WEBHOOK_URL=slack.url + SLACK_PATH)
+        for n in range(40):
+            outbox.add("alert", f"breaker:h{n}", {"rule": "breaker_opened", "handler": f"h{n}", "open_s": 30},
+                       clock())
+        db.session.commit()
+        outcomes, errors = [], []
+
+        def deliverer():
+            try:
+                with app.app_context():
+                    outcomes.append(delivery.deliver_due(clock))
+            except Exception as error:  # surfaced by the assertion below
+                errors.append(error)
+
+        threads = [threading.Thread(target=deliverer) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert errors == []
+        handlers = sorted(r.json["text"].split("opened: ")[1].split(":")[0] for r in slack.requests)
+        assert handlers == sorted(f"h{n}" for n in range(40))
+        assert sum(sum(o.values()) for o in outcomes) == 40
+        assert {m.status for m in messages()} == {"delivered"}
+        sent = db.session.execute(select(Delivery.outbox_id)).scalars().all()
+        assert len(sent) == len(set(sent)) == 40
+
+
+def test_a_claimed_row_is_not_claimed_again_until_its_lease_runs_out(app, clock):
+    outbox.add("alert", "breaker:x", {"rule": "breaker_opened", "handler": "x", "open_s": 30}, clock())
+    db.session.commit()
+    first = delivery.claim_next(clock())
+    assert first is not None and first.attempt == 1
+    assert delivery.claim_next(clock()) is None
+    clock.advance(60 + 4 * 5 + 1)  # the deliverer died without a word
+    second = delivery.claim_next(clock())
+    assert (second.message_id, second.attempt) == (first.message_id, 2)
+
+
+def test_nothing_configured_records_messages_as_skipped(app, clock):
+    only(app)
+    dead_run(clock)
+    assert delivery.tick(clock) == {"skipped": 2}
+    assert {m.status for m in messages()} == {"skipped"}
+    assert messages("workorder")[0].last_error == "no channel configured for it (workorder)"
+
+
+def test_alert_latency_is_measured_from_dead_letter_to_delivery(app, channels, clock):
+    start = clock()
+    for delay in (1, 2, 3, 4, 30):
+        dead_run(clock, message=f"distinct failure {delay}", code=f"code_{delay}")
+        clock.advance(delay)
+        delivery.tick(clock)
+    latency = report.latency(clock())
+    assert (latency.count, latency.p50_s, latency.p95_s, latency.max_s) == (5, 3.0, 30.0, 30.0)
+    assert report.latency(start + timedelta(days=2)).count == 0
+
+
+def test_test_alert_is_sent_at_once_and_audited(app, channels, clock):
+    message, attempt = delivery.send_test("pagerduty", ops, clock)
+    assert (message.status, attempt.outcome, attempt.status_code) == ("delivered", "sent", 202)
+    event = channels.pagerduty.requests[0].json
+    assert event["payload"]["summary"].startswith("Test alert from Rebound: Sent by alice")
+    assert event["payload"]["severity"] == "info"
+    assert channels.slack.requests == []
+
+
+def test_a_failed_work_order_request_can_be_sent_again(app, clock):
+    with Receiver() as orders:
+        orders.always(500)
+        only(app, WORKORDER_URL=orders.url)
+        dead_run(clock)
+        for _ in range(5):
+            delivery.tick(clock)
+            clock.advance(30)
+        [request] = messages("workorder")
+        assert request.status == "failed"
+        orders.always(200, {"id": 777})
+        delivery.redeliver(request.id, ops, clock=clock)
+        delivery.tick(clock)
+        db.session.expire_all()
+        assert db.session.get(OutboxMessage, request.id).status == "delivered"
+        assert db.session.get(WorkOrder, request.payload["work_order_id"]).external_id == "777"
+
+
+def test_completion_rate_counts_work_orders_closed_of_those_created(app, clock):
+    only(app)
+    runs = [dead_run(clock, message=f"m{n}", code=f"c{n}") for n in range(4)]
+    letters = db.session.execute(select(DeadLetter).where(DeadLetter.run_id.in_([r.id for r in runs]))
+                                 ).scalars().all()
+    for letter in letters[:3]:
+        control.replay(letter, ops, clock=clock)
+    rate = workorders.completion(clock())
+    assert (rate.created, rate.closed, rate.rate, rate.on_target) == (4, 3, 0.75, False)
+
+
+def test_errors_and_logs_never_show_a_webhook_url_or_routing_key(app, clock, caplog):
+    caplog.set_level(logging.INFO, logger="rebound.delivery")
+    with Receiver() as slack, Receiver() as pagerduty:
+        slack.always(404, {"error": f"no such hook {SLACK_PATH}"})
+        pagerduty.always(400, {"message": f"bad key {ROUTING_KEY}"})
+        only(app, SLACK_WEBHOOK_URL=slack.url + SLACK_PATH, PAGERDUTY_URL=pagerduty.url + "/v2/enqueue",
+             PAGERDUTY_ROUTING_KEY=ROUTING_KEY)
+        dead_run(clock)
+        delivery.tick(clock)
+    stored = " ".join(filter(None, [m.last_error for m in messages()] + db.session.execute(
+        select(Delivery.error)).scalars().all()))
+    assert "answered HTTP 404" in stored and "answered HTTP 400" in stored
+    for text in (stored, caplog.text):
+        assert SLACK_PATH not in text and ROUTING_KEY not in text and "SECRET" not in text
+    assert "/…path" in caplog.text  # the masked target: host and last 4 only
+
+
+def test_a_breaker_that_closes_resolves_the_incident_its_opening_started(app, channels, clock):
+    policy = {"max_attempts": 5, "base_delay_s": 1, "jitter": 0,
+              "breaker": {"failure_threshold": 2, "open_s": 30, "success_threshold": 1}}
+    default = tenants.find("default")
+    for _ in range(2):
+        run, _ = submit(default, Actor("test"), handler="demo.flaky", params={"fail_times": 9}, policy=policy,
+                        clock=clock)
+        assert execute(run.id, 0, clock=clock) == "retry_wait"
+    delivery.tick(clock)
+    opened = channels.pagerduty.requests[-1].json
+    assert (opened["event_action"], opened["dedup_key"]) == ("trigger", f"rebound-breaker:{HANDLER}")
+    clock.advance(30)
+    probe, _ = submit(default, Actor("test"), handler="demo.flaky", params={"fail_times": 0}, policy=policy,
+                      clock=clock)
+    assert execute(probe.id, 0, clock=clock) == "succeeded"
+    delivery.tick(clock)
+    closed = channels.pagerduty.requests[-1].json
+    assert closed == {"routing_key": ROUTING_KEY, "event_action": "resolve", "dedup_key": f"rebound-breaker:{HANDLER}"}
+    assert channels.slack.requests[-1].json["text"].startswith(
+        f":white_check_mark: Resolved: Circuit breaker opened: {HANDLER}: {HANDLER} answers again")

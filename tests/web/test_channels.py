@@ -1,0 +1,133 @@
+"""Admin → Channels: masked targets, last delivery, the test button, and settings saved in the console."""
+
+import re
+
+from sqlalchemy import select
+
+from console.extensions import db
+from console.models import AuditEntry, ChannelSetting
+from console.services import delivery
+from console.services.actor import Actor
+from console.services.delivery import targets
+from tests.receiver import Receiver
+
+SLACK_PATH = "/services/T0001/B0002/slackSECRETtoken"
+ROUTING_KEY = "R0UTINGKEYabcdef0123456789wxyz"
+HOOK_SECRET = "hmac-secret-0123456789-ABCD"
+
+
+def post(client, auth, path: str, data: dict | None = None):
+    return client.post(path, data={"csrf_token": auth.csrf("/admin/channels"), **(data or {})})
+
+
+def audit(action: str) -> list[AuditEntry]:
+    db.session.expire_all()
+    return db.session.execute(select(AuditEntry).where(AuditEntry.action == action)).scalars().all()
+
+
+def test_the_page_shows_each_channel_masked_and_never_a_secret(app, client, auth):
+    app.config.update(SLACK_WEBHOOK_URL="https://hooks.slack.com" + SLACK_PATH, PAGERDUTY_ROUTING_KEY=ROUTING_KEY,
+                      ALERT_WEBHOOK_URL="", ALERT_WEBHOOK_SECRET=HOOK_SECRET, WORKORDER_URL="")
+    auth.as_role("admin")
+    html = client.get("/admin/channels").get_data(as_text=True)
+    for secret in (SLACK_PATH, "slackSECRET", ROUTING_KEY, HOOK_SECRET):
+        assert secret not in html
+    slack = re.search(r'<tr id="channel-slack">(.*?)</tr>', html, re.S).group(1)
+    assert "<code>https://hooks.slack.com/…oken</code>" in slack and "badge ok" in slack and "never" in slack
+    pagerduty = re.search(r'<tr id="channel-pagerduty">(.*?)</tr>', html, re.S).group(1)
+    assert "<code>https://events.pagerduty.com/…ueue</code>" in pagerduty and "<code>…wxyz</code>" in pagerduty
+    webhook = re.search(r'<tr id="channel-webhook">(.*?)</tr>', html, re.S).group(1)
+    assert "no URL: set REBOUND_ALERT_WEBHOOK_URL or save one here" in webhook and " disabled " in webhook
+    assert "No failed deliveries." in html
+
+
+def test_send_test_alert_delivers_now_is_audited_and_shows_the_last_attempt(app, client, auth):
+    with Receiver() as slack:
+        app.config.update(SLACK_WEBHOOK_URL=slack.url + SLACK_PATH)
+        auth.as_role("admin", "ada")
+        response = post(client, auth, "/admin/channels/slack/test")
+        assert response.status_code == 303 and response.location.endswith("/admin/channels")
+        [sent] = slack.requests
+        assert sent.path == SLACK_PATH and sent.json["text"].startswith(":information_source: Test alert from Rebound")
+        html = client.get("/admin/channels").get_data(as_text=True)
+    assert "Test alert delivered to Slack: HTTP 200" in html
+    row = re.search(r'<tr id="channel-slack">(.*?)</tr>', html, re.S).group(1)
+    assert ">sent</span>" in row and "HTTP 200" in row
+    [entry] = audit("channel.test")
+    assert (entry.actor, entry.target_id) == ("ada", "slack") and SLACK_PATH not in str(entry.after)
+
+
+def test_a_failing_test_alert_says_why_without_the_url(app, client, auth):
+    with Receiver() as slack:
+        slack.always(403, {"error": "invalid_token"})
+        app.config.update(SLACK_WEBHOOK_URL=slack.url + SLACK_PATH)
+        auth.as_role("admin")
+        post(client, auth, "/admin/channels/slack/test")
+        html = client.get("/admin/channels").get_data(as_text=True)
+    assert "Test alert to Slack failed: 127.0.0.1 answered HTTP 403" in html and SLACK_PATH not in html
+    assert len(slack.requests) == 1  # a test is tried once, and raises no "delivery failed" alert
+    assert "No failed deliveries." not in html  # it is listed, with a "Send again" button
+
+
+def test_a_test_alert_to_an_unconfigured_channel_is_refused(app, client, auth):
+    app.config.update(WORKORDER_URL="")
+    auth.as_role("admin")
+    response = post(client, auth, "/admin/channels/workorder/test")
+    assert response.status_code == 303
+    assert "Work-order system is not configured: no URL" in client.get("/admin/channels").get_data(as_text=True)
+    assert post(client, auth, "/admin/channels/nope/test").status_code == 404
+
+
+def test_settings_saved_here_win_over_the_env_and_stay_masked(app, client, auth):
+    with Receiver() as hook:
+        app.config.update(ALERT_WEBHOOK_URL="", ALERT_WEBHOOK_SECRET="")
+        auth.as_role("admin", "ada")
+        response = post(client, auth, "/admin/channels/webhook", {
+            "webhook-url": hook.url + "/inbound/abc123", "webhook-secret": HOOK_SECRET, "webhook-enabled": "1"})
+        assert response.status_code == 303
+        target = targets.get("webhook")
+        assert (target.url, target.secret, target.url_source, target.configured) == (
+            hook.url + "/inbound/abc123", HOOK_SECRET, "console", True)
+        html = client.get("/admin/channels").get_data(as_text=True)
+        assert "/inbound/abc123" not in html and HOOK_SECRET not in html and "…c123" in html
+        [entry] = audit("channel.update")
+        assert entry.after == {"url": f"{hook.url}/…c123", "url_source": "console", "secret": "…ABCD",
+                               "enabled": True}
+        delivery.send_test("webhook", Actor("ada"))
+        assert hook.paths() == ["/inbound/abc123/notifications/retry-alert"]
+        # A blank field keeps what is saved; "forget" goes back to the env.
+        post(client, auth, "/admin/channels/webhook", {"webhook-url": "", "webhook-enabled": "0"})
+        db.session.expire_all()
+        assert (targets.get("webhook").enabled, targets.get("webhook").secret) == (False, HOOK_SECRET)
+        post(client, auth, "/admin/channels/webhook", {"webhook-forget_url": "y", "webhook-forget_secret": "y",
+                                                        "webhook-enabled": "1"})
+        db.session.expire_all()
+        row = db.session.get(ChannelSetting, "webhook")
+        assert (row.url, row.secret, targets.get("webhook").configured) == (None, None, False)
+
+
+def test_a_bad_url_is_refused_and_not_echoed(app, client, auth):
+    auth.as_role("admin")
+    response = post(client, auth, "/admin/channels/slack", {"slack-url": "ftp://files.example.com/secret-path",
+                                                            "slack-enabled": "1"})
+    html = response.get_data(as_text=True)
+    assert response.status_code == 422 and "give a full http:// or https:// URL" in html
+    assert "secret-path" not in html
+    assert db.session.get(ChannelSetting, "slack") is None
+    refused = post(client, auth, "/admin/channels/slack", {"slack-secret": "x" * 20, "slack-enabled": "1"})
+    assert refused.status_code == 422 and "Slack takes no secret" in refused.get_data(as_text=True)
+
+
+def test_only_admins_reach_channels(app, client, auth):
+    auth.as_role("operator")
+    assert client.get("/admin/channels").status_code == 403
+    token = auth.csrf("/workorders")
+    for path in ("/admin/channels/slack/test", "/admin/channels/slack", "/admin/channels/messages/1/redeliver"):
+        assert client.post(path, data={"csrf_token": token}).status_code == 403
+    assert audit("channel.test") == [] and audit("channel.update") == []
+
+
+def test_the_channels_tab_is_in_the_admin_area(app, client, auth):
+    auth.as_role("admin")
+    html = client.get("/admin/users").get_data(as_text=True)
+    assert 'href="/admin/channels">Channels</a>' in html

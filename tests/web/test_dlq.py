@@ -1,0 +1,387 @@
+"""The DLQ page: dead letters grouped by error, searched, replayed one by one and in bulk, discarded."""
+
+import re
+from datetime import timedelta
+
+import pytest
+from rq import Queue
+from sqlalchemy import select, text
+
+from console.extensions import db
+from console.models import AuditEntry, DeadLetter, Tenant
+from console.redis_conn import get_redis
+from console.services import dlq, dlq_bulk, dlq_filters, tasks, tenants
+from console.services.actor import Actor
+from console.services.dlq_filters import Filters
+from console.services.engine.execute import execute
+from console.services.engine.submit import submit
+from jobs import bulk
+from tests.engine.conftest import Runs
+
+HX = {"HX-Request": "true"}
+# Many deliberate failures in a row would open the handler's breaker; these tests want dead letters.
+LENIENT = {"breaker": {"failure_threshold": 1000, "open_s": 1, "success_threshold": 1}}
+
+
+@pytest.fixture
+def runs(app):
+    return Runs()
+
+
+@pytest.fixture
+def make_dead_letter(runs, clock):
+    """Submit a run that fails for good and execute it: a real dead letter, with its work order."""
+
+    def make(message: str, code: str = "fatal", tenant: str = "default") -> DeadLetter:
+        run_id = runs.submit("demo.flaky", {"fail_times": 9, "error": "fatal", "code": code, "message": message},
+                             tenant=tenant, policy=LENIENT)
+        assert execute(run_id, 0, clock=clock) == "dead"
+        (letter,) = runs.dead_letters(run_id)
+        return letter
+
+    return make
+
+
+def tenant(name: str) -> Tenant:
+    row = Tenant(name=name)
+    db.session.add(row)
+    db.session.commit()
+    return row
+
+
+def fresh(letter_id: int) -> DeadLetter:
+    db.session.expire_all()
+    return db.session.get(DeadLetter, letter_id)
+
+
+def audits(action: str) -> list[AuditEntry]:
+    db.session.expire_all()
+    return db.session.execute(select(AuditEntry).where(AuditEntry.action == action).order_by(AuditEntry.seq)
+                              ).scalars().all()
+
+
+def post(client, auth, path: str, data: dict | None = None, htmx: bool = False):
+    token = auth.csrf("/dlq/")
+    return client.post(path, data={"csrf_token": token, **(data or {})}, headers=HX if htmx else {})
+
+
+def test_groups_count_open_dead_letters_by_error_fingerprint(client, auth, make_dead_letter):
+    closed = [make_dead_letter(f"account {n} is closed", code="invalid_account") for n in (1001, 1002, 1003)]
+    locked = make_dead_letter("ledger row locked by another writer", code="lock_timeout")
+    other = make_dead_letter("account 1004 is closed", code="invalid_account")
+    dlq.discard(other, "test account, not real", Actor("test"))
+
+    found = dlq.groups(Filters(), None)
+    counts = {g.error_code: g.count for g in found.groups}
+    assert counts == {"invalid_account": 3, "lock_timeout": 1} and not found.more and found.total == 4
+    group = next(g for g in found.groups if g.error_code == "invalid_account")
+    assert group.message == "account <n> is closed" and group.handlers == {"python:demo.flaky"}
+    assert group.tenants == {"default"} and group.first_seen <= group.last_seen
+    assert [wo.id for wo in group.work_orders] == [closed[0].work_order_id] and group.work_orders[0].status == "open"
+
+    auth.as_role("viewer")
+    html = client.get("/dlq/").get_data(as_text=True)
+    row = html[html.index(f'id="group-{group.fingerprint}"'):]
+    row = row[:row.index("</tbody>")]
+    assert "account &lt;n&gt; is closed" in row and "<strong>3</strong>" in row
+    assert f"WO #{closed[0].work_order_id}" in row and "demo.flaky" in row
+    assert f'id="group-{locked.fingerprint}"' in html
+    assert 'data-matching="4"><strong>4</strong> open dead letters</span>' in html
+
+
+def test_search_finds_an_entry_by_a_word_of_its_error_text(client, auth, make_dead_letter):
+    gateway = make_dead_letter("payments-gateway answered 502 for order 77", code="http_502")
+    ledger = make_dead_letter("ledger row locked", code="lock_timeout")
+    auth.as_role("viewer")
+    html = client.get("/dlq/?view=list&q=GATEWAY").get_data(as_text=True)
+    assert f'id="dl-{gateway.id}"' in html and f'id="dl-{ledger.id}"' not in html
+    by_code = client.get("/dlq/?view=list&q=lock_tim").get_data(as_text=True)
+    assert f'id="dl-{ledger.id}"' in by_code and f'id="dl-{gateway.id}"' not in by_code
+    # LIKE wildcards are searched literally.
+    assert f'id="dl-{gateway.id}"' not in client.get("/dlq/?view=list&q=%25").get_data(as_text=True)
+    # Search is bounded to open dead letters, whatever status was asked for.
+    assert Filters.parse({"q": "ledger", "status": "discarded"}).status == "open"
+
+
+def test_the_search_query_leads_with_an_index_on_status(app, make_dead_letter):
+    make_dead_letter("payments-gateway answered 502")
+    query = dlq_filters.where(select(DeadLetter.id), Filters(q="gateway"), None, dlq.SYSTEM_CLOCK())
+    compiled = query.compile(db.engine, compile_kwargs={"literal_binds": True})
+    plan = " ".join(str(row[-1]) for row in db.session.execute(text(f"EXPLAIN QUERY PLAN {compiled}")))
+    assert re.search(r"USING (COVERING )?INDEX ix_dead_letters_status", plan), plan
+
+
+def test_search_reads_a_bounded_window_of_the_newest_and_continues_older(client, auth, make_dead_letter,
+                                                                         monkeypatch):
+    monkeypatch.setattr(dlq_filters, "SEARCH_WINDOW", 2)
+    needle = make_dead_letter("needle in the ledger")
+    hay = [make_dead_letter(f"hay bale {n}") for n in range(2)]
+    first = dlq.entries(Filters(q="needle"), None)
+    assert first.entries == [] and first.next_before == hay[0].id
+    second = dlq.entries(Filters(q="needle"), None, before=first.next_before)
+    assert [x.id for x in second.entries] == [needle.id] and second.next_before is None
+    assert dlq.count_matching(Filters(q="needle"), None) == 0
+    assert dlq.count_matching(Filters(q="hay"), None) == 2
+    auth.as_role("viewer")
+    html = client.get("/dlq/?view=list&q=needle").get_data(as_text=True)
+    assert "No match in these 2 open dead letters." in html and f"before={hay[0].id}" in html
+    assert "Search older →" in html
+
+
+def test_filters_by_code_tenant_task_and_age(app, make_dead_letter, clock):
+    tenant("acme")
+    old = make_dead_letter("disk full on node 3", code="disk_full", tenant="acme")
+    clock.advance(2 * 3600)
+    new = make_dead_letter("disk full on node 4", code="disk_full")
+    other = make_dead_letter("quota exceeded", code="quota")
+
+    def ids(**filters):
+        return {letter.id for letter in dlq.entries(Filters(**filters), None, clock=clock).entries}
+
+    assert ids(code="disk_full") == {old.id, new.id}
+    assert ids(tenant="acme") == {old.id}
+    assert ids(age="1h") == {old.id} and ids(age="24h") == set()
+    assert ids(task="handler:python:demo.flaky") == {old.id, new.id, other.id}
+    assert ids(task="handler:python:demo.noop") == set()
+    assert ids(group=new.fingerprint) == {old.id, new.id}
+    task = tasks.register(tenants.find("default"), {"name": "nightly ledger sync", "handler": "python:demo.flaky",
+                                                    "event": "ledger.closed", "policy": LENIENT,
+                                                    "params": {"fail_times": 9, "error": "fatal"}}, Actor("test"))
+    run, _ = submit(tenants.find("default"), Actor("test"), task=task)
+    assert execute(run.id, 0, clock=clock) == "dead"
+    assert {x.task_id for x in dlq.entries(Filters(task=str(task.id)), None, clock=clock).entries} == {task.id}
+    assert (str(task.id), "nightly ledger sync · default") in dlq.task_choices(None)
+    assert Filters.parse({"age": "forever", "status": "bogus"}) == Filters()
+
+
+def test_entries_page_newest_first_with_keyset_pagination(app, make_dead_letter):
+    letters = [make_dead_letter(f"broken thing {n}") for n in range(3)]
+    first = dlq.entries(Filters(), None, limit=2)
+    assert [x.id for x in first.entries] == [letters[2].id, letters[1].id] and first.next_before == letters[1].id
+    rest = dlq.entries(Filters(), None, before=first.next_before, limit=2)
+    assert [x.id for x in rest.entries] == [letters[0].id] and rest.next_before is None
+
+
+def test_one_click_replay_starts_a_new_series_with_the_same_idempotency_key(client, auth, runs, make_dead_letter):
+    letter = make_dead_letter("account 1001 is closed")
+    key = runs.get(letter.run_id).idempotency_key
+    auth.as_role("operator", "olga")
+    response = post(client, auth, f"/dlq/{letter.id}/replay", htmx=True)
+    assert response.status_code == 200
+    fragment = response.get_data(as_text=True)
+    assert fragment.lstrip().startswith(f'<tr id="dl-{letter.id}"') and "<html" not in fragment
+    assert ">replayed<" in fragment and f'href="/runs/{letter.run_id}"' in fragment and "series 2" in fragment
+    run = runs.get(letter.run_id)
+    assert (run.status, run.series, run.attempt, run.idempotency_key) == ("pending", 2, 0, key)
+    letter = fresh(letter.id)
+    assert letter.status == "replayed" and letter.resolved_by == "olga"
+    (event,) = runs.events(run.id, "replay_of_dead_letter")
+    assert event.data == {"dead_letter_id": letter.id} and event.series == 2
+    (entry,) = audits("dead_letter.replay")
+    assert entry.actor == "olga" and entry.target_id == str(letter.id) and entry.after["series"] == 2
+
+    again = post(client, auth, f"/dlq/{letter.id}/replay", htmx=True)
+    assert again.status_code == 409 and "already replayed" in again.get_data(as_text=True)
+    plain = post(client, auth, f"/dlq/{letter.id}/replay")
+    assert plain.status_code == 303 and plain.headers["Location"].endswith("/dlq/")
+    # A row inside an expanded group has no selection column, and keeps none after its replay.
+    nested = make_dead_letter("account 1002 is closed")
+    inside = post(client, auth, f"/dlq/{nested.id}/replay", {"nested": "1"}, htmx=True).get_data(as_text=True)
+    assert ">replayed<" in inside and 'class="check"' not in inside
+
+
+def test_bulk_replay_of_selected_rows_runs_in_the_background(client, auth, runs, make_dead_letter):
+    first, second, untouched = (make_dead_letter(f"order {n} failed") for n in (1, 2, 3))
+    auth.as_role("operator", "olga")
+    response = post(client, auth, "/dlq/bulk/replay", {"id": [first.id, second.id], "rate": "1000",
+                                                       "action": "replay"}, htmx=True)
+    assert response.status_code == 200
+    fragment = response.get_data(as_text=True)
+    assert 'class="panel bulk-progress queued"' in fragment and 'hx-trigger="every 1s"' in fragment
+    (job,) = Queue("maintenance", connection=get_redis()).jobs
+    assert job.func_name == "jobs.bulk.replay_matching" and job.kwargs["ids"] == [first.id, second.id]
+
+    assert bulk.replay_matching(*job.args, **job.kwargs) == "done"
+    assert {fresh(x.id).status for x in (first, second)} == {"replayed"} and fresh(untouched.id).status == "open"
+    assert {runs.get(x.run_id).series for x in (first, second)} == {2}
+    progress = dlq_bulk.get(job.args[0])
+    assert (progress.status, progress.total, progress.done, progress.failed, progress.skipped) == ("done", 2, 2, 0, 0)
+    (entry,) = audits("dead_letter.bulk_replay")
+    assert entry.actor == "olga" and entry.after == {"count": 2, "rate": 1000.0, "ids": [first.id, second.id]}
+    assert len(audits("dead_letter.replay")) == 2
+
+    done = client.get(f"/dlq/bulk/{job.args[0]}", headers=HX)
+    assert "every 1s" not in done.get_data(as_text=True) and done.headers["HX-Trigger"] == "dlq-changed"
+    assert ">2 replayed<" in done.get_data(as_text=True)
+
+
+def test_bulk_replay_of_all_matching_a_filter_completes_and_leaves_the_rest(client, auth, runs, make_dead_letter):
+    matching = [make_dead_letter(f"payments-gateway answered 502 for order {n}", code="http_502") for n in range(4)]
+    others = [make_dead_letter("inventory service unavailable", code="http_503") for _ in range(2)]
+    auth.as_role("operator", "olga")
+    page = client.get("/dlq/?view=list&code=http_502").get_data(as_text=True)
+    assert "Replay all 4 open dead letters that match this filter" in page
+
+    response = post(client, auth, "/dlq/bulk/replay-matching", {"code": "http_502", "rate": "1000", "view": "list"})
+    assert response.status_code == 303 and "op=" in response.headers["Location"]
+    (job,) = Queue("maintenance", connection=get_redis()).jobs
+    op_id = job.args[0]
+    assert job.kwargs["filters"]["code"] == "http_502" and job.kwargs["ids"] is None
+    # Someone discards one before the job reaches it: it is skipped, not failed.
+    dlq.discard(fresh(matching[1].id), "duplicate order", Actor("someone"))
+
+    assert bulk.replay_matching(*job.args, **job.kwargs) == "done"
+    state = {k.decode(): v.decode() for k, v in get_redis().hgetall(f"rebound:bulk:{op_id}").items()}
+    assert (state["status"], state["total"], state["done"], state["failed"], state["skipped"]) == (
+        "done", "4", "3", "0", "1")
+    assert state["actor"] == "olga" and "http_502" in state["filter"] and state["finished_at"]
+    assert [fresh(x.id).status for x in matching] == ["replayed", "discarded", "replayed", "replayed"]
+    assert {fresh(x.id).status for x in others} == {"open"} and {runs.get(x.run_id).series for x in others} == {1}
+    (entry,) = audits("dead_letter.bulk_replay")
+    assert entry.after == {"count": 4, "rate": 1000.0, "filter": {"code": "http_502"}} and entry.actor == "olga"
+    # A late duplicate delivery of the finished job does nothing.
+    assert bulk.replay_matching(*job.args, **job.kwargs) == "done"
+    assert len(audits("dead_letter.replay")) == 3
+
+
+def test_bulk_replay_honours_the_rate_and_continues_in_slices(app, make_dead_letter, clock):
+    letters = [make_dead_letter(f"flaky upstream {n}") for n in range(5)]
+    op = dlq_bulk.start_replay(Actor("olga"), None, filters=Filters(), rate=2)
+    assert op.total == 5
+    (job,) = Queue("maintenance", connection=get_redis()).jobs
+    now, slept = [0.0], []
+
+    def sleep(seconds):
+        slept.append(seconds)
+        now[0] += seconds
+
+    status = dlq_bulk.run_replay(op.op_id, **job.kwargs, slice_s=1.5, sleep=sleep, monotonic=lambda: now[0])
+    # Two per second: the third replay would start at 1.0 s, then the 1.5 s slice is up.
+    assert status == "running" and sum(slept) == pytest.approx(1.5) and dlq_bulk.get(op.op_id).done == 3
+    continuation = Queue("maintenance", connection=get_redis()).jobs[-1]
+    assert continuation.kwargs["after_id"] == letters[2].id
+    assert bulk.replay_matching(*continuation.args, **continuation.kwargs) == "done"
+    assert dlq_bulk.get(op.op_id).done == 5 and {fresh(x.id).status for x in letters} == {"replayed"}
+
+
+def test_a_bulk_replay_can_be_stopped(client, auth, make_dead_letter):
+    letters = [make_dead_letter(f"flaky upstream {n}") for n in range(3)]
+    auth.as_role("operator")
+    post(client, auth, "/dlq/bulk/replay-matching", {"rate": "50"}, htmx=True)
+    (job,) = Queue("maintenance", connection=get_redis()).jobs
+    stopped = post(client, auth, f"/dlq/bulk/{job.args[0]}/stop", htmx=True)
+    assert stopped.status_code == 200 and "stopping" in stopped.get_data(as_text=True)
+    assert bulk.replay_matching(*job.args, **job.kwargs) == "stopped"
+    assert {fresh(x.id).status for x in letters} == {"open"} and len(audits("dead_letter.bulk_replay_stop")) == 1
+
+
+def test_bulk_replay_needs_something_to_replay_and_a_sane_rate(client, auth, make_dead_letter):
+    letter = make_dead_letter("account 1001 is closed")
+    auth.as_role("operator")
+    nothing = post(client, auth, "/dlq/bulk/replay", {"rate": "50"}, htmx=True)
+    assert nothing.status_code == 422 and "Select the dead letters to replay" in nothing.get_data(as_text=True)
+    too_fast = post(client, auth, "/dlq/bulk/replay", {"id": letter.id, "rate": "5000"}, htmx=True)
+    assert too_fast.status_code == 422 and "between 1 and 1000" in too_fast.get_data(as_text=True)
+    assert Queue("maintenance", connection=get_redis()).count == 0 and not audits("dead_letter.bulk_replay")
+
+
+def test_discard_requires_a_reason_and_is_audited(client, auth, make_dead_letter):
+    letter = make_dead_letter("account 1001 is closed")
+    auth.as_role("operator", "olga")
+    plain = post(client, auth, f"/dlq/{letter.id}/discard", {"reason": "  "})
+    assert plain.status_code == 303
+    assert "a reason is required" in client.get(plain.headers["Location"]).get_data(as_text=True)
+    hx = post(client, auth, f"/dlq/{letter.id}/discard", {}, htmx=True)
+    assert hx.status_code == 422 and "a reason is required" in hx.get_data(as_text=True)
+    assert fresh(letter.id).status == "open" and not audits("dead_letter.discard")
+
+    done = post(client, auth, f"/dlq/{letter.id}/discard", {"reason": "customer closed the account"}, htmx=True)
+    assert done.status_code == 200 and ">discarded<" in done.get_data(as_text=True)
+    letter = fresh(letter.id)
+    assert (letter.status, letter.resolved_by, letter.resolution_note) == (
+        "discarded", "olga", "customer closed the account")
+    (entry,) = audits("dead_letter.discard")
+    assert entry.actor == "olga" and entry.note == "customer closed the account"
+    assert entry.before == {"status": "open"} and entry.after["status"] == "discarded"
+
+
+def test_bulk_discard_of_selected_rows(client, auth, make_dead_letter):
+    first, second, kept = (make_dead_letter(f"order {n} failed") for n in (1, 2, 3))
+    auth.as_role("operator")
+    missing = post(client, auth, "/dlq/bulk/discard", {"id": [first.id], "view": "list"}, htmx=True)
+    assert missing.status_code == 422 and fresh(first.id).status == "open"
+    response = post(client, auth, "/dlq/bulk/discard", {"id": [first.id, second.id], "reason": "test orders",
+                                                        "view": "list"}, htmx=True)
+    html = response.get_data(as_text=True)
+    assert response.status_code == 200 and html.lstrip().startswith('<div id="results"')
+    assert "Discarded 2 dead letters." in html and f'id="dl-{kept.id}"' in html and f'id="dl-{first.id}"' not in html
+    assert [fresh(x.id).status for x in (first, second, kept)] == ["discarded", "discarded", "open"]
+    assert len(audits("dead_letter.discard")) == 2
+
+
+def test_viewers_see_no_buttons_and_get_403_when_posting(client, auth, make_dead_letter):
+    letter = make_dead_letter("account 1001 is closed")
+    auth.as_role("viewer")
+    for url in ("/dlq/", "/dlq/?view=list"):
+        html = client.get(url).get_data(as_text=True)
+        assert "account 1001 is closed" in html or "account &lt;n&gt; is closed" in html
+        assert "dlq-bulk" not in html and "hx-post" not in html and "Discard" not in html
+        assert "/replay" not in html and "/discard" not in html and 'method="post" action="/dlq' not in html
+    for path, data in ((f"/dlq/{letter.id}/replay", {}), (f"/dlq/{letter.id}/discard", {"reason": "x"}),
+                       ("/dlq/bulk/replay", {"id": letter.id, "rate": "50"}), ("/dlq/bulk/replay-matching", {}),
+                       ("/dlq/bulk/discard", {"id": letter.id, "reason": "x"})):
+        assert post(client, auth, path, data).status_code == 403, path
+    assert fresh(letter.id).status == "open" and Queue("maintenance", connection=get_redis()).count == 0
+
+
+def test_tenant_limited_users_see_and_touch_only_their_tenant(client, auth, make_dead_letter):
+    tenant("acme")
+    globex = tenant("globex")
+    theirs = make_dead_letter("account 1001 is closed", tenant="acme")
+    ours = make_dead_letter("account 1002 is closed", tenant="globex")
+    auth.make_user("gina", "operator", tenant=globex)
+    auth.login("gina")
+    listing = client.get("/dlq/?view=list&tenant=acme").get_data(as_text=True)
+    assert f'id="dl-{ours.id}"' in listing and f'id="dl-{theirs.id}"' not in listing
+    groups = client.get("/dlq/").get_data(as_text=True)
+    assert "<strong>1</strong>" in groups and "acme" not in groups
+    assert post(client, auth, f"/dlq/{theirs.id}/replay").status_code == 404
+    assert post(client, auth, f"/dlq/{theirs.id}/discard", {"reason": "not mine"}).status_code == 404
+    post(client, auth, "/dlq/bulk/replay", {"id": [theirs.id, ours.id], "rate": "1000"})
+    (job,) = Queue("maintenance", connection=get_redis()).jobs
+    assert job.kwargs["ids"] == [ours.id] and job.kwargs["tenant_id"] == globex.id
+    bulk.replay_matching(*job.args, **job.kwargs)
+    assert (fresh(theirs.id).status, fresh(ours.id).status) == ("open", "replayed")
+    assert client.get(f"/dlq/bulk/{job.args[0]}", headers=HX).status_code == 200
+
+
+def test_htmx_requests_get_only_the_fragment(client, auth, make_dead_letter):
+    letter = make_dead_letter("account 1001 is closed")
+    auth.as_role("viewer")
+    for url in ("/dlq/", "/dlq/?view=list&q=account"):
+        fragment = client.get(url, headers=HX).get_data(as_text=True)
+        assert fragment.lstrip().startswith('<div id="results"') and "<html" not in fragment
+        assert 'class="dlq-filters' not in fragment
+    group = client.get(f"/dlq/groups/{letter.fingerprint}", headers=HX).get_data(as_text=True)
+    assert group.lstrip().startswith(f'<tr id="ge-{letter.fingerprint}"') and f'id="dl-{letter.id}"' in group
+    full = client.get("/dlq/?view=list").get_data(as_text=True)
+    assert "<html" in full and 'hx-push-url="true"' in full and 'class="filters dlq-filters"' in full
+    assert client.get("/dlq/groups/x');alert(1);//", headers=HX).status_code == 404
+    plain = client.get(f"/dlq/groups/{letter.fingerprint}")
+    assert plain.status_code == 302 and f"group={letter.fingerprint}" in plain.headers["Location"]
+
+
+def test_replayed_entries_link_their_runs_later_series(client, auth, runs, make_dead_letter, clock):
+    letter = make_dead_letter("account 1001 is closed")
+    auth.as_role("operator")
+    post(client, auth, f"/dlq/{letter.id}/replay")
+    # The replay fails again: a second dead letter for the same run, series 2.
+    assert execute(letter.run_id, 0, clock=clock) == "dead"
+    html = client.get("/dlq/?view=list&status=replayed").get_data(as_text=True)
+    row = html[html.index(f'id="dl-{letter.id}"'):]
+    row = row[:row.index("</tr>")]
+    assert f'href="/runs/{letter.run_id}">series 2</a>' in row and ">dead<" in row
+    assert f"WO #{letter.work_order_id}" in row
+    (second,) = [x for x in runs.dead_letters(letter.run_id) if x.id != letter.id]
+    assert second.series == 2 and second.status == "open"
+    assert timedelta(0) <= second.created_at - letter.created_at

@@ -1,0 +1,252 @@
+"""Policies: list, edit with the domain's validation, live backoff preview with the SLA check, history."""
+
+import html
+import json
+import re
+
+from sqlalchemy import select
+
+from console.domain.policy import RetryPolicy, retry_schedule
+from console.extensions import db
+from console.models import AuditEntry, PolicyVersion, Tenant
+from console.services import policies, tasks, tenants
+from console.services.actor import Actor
+
+# The `quick` policy of config/retry-policies.yaml, as its edit form posts it.
+QUICK = {
+    "description": "Three fast attempts for cheap, idempotent work.", "max_attempts": "3", "base_delay_s": "1",
+    "multiplier": "2", "max_delay_s": "10", "jitter": "0.1", "timeout_s": "60", "concurrency": "20",
+    "queue_limit": "5000", "retryable_codes": "", "non_retryable_codes": "", "breaker_failure_threshold": "5",
+    "breaker_open_s": "30", "breaker_success_threshold": "3", "sla_max_start_delay_s": "", "sla_deadline_s": "",
+}
+
+
+def make_task(name: str, policy: str | None = "quick", tenant: str = "default", deadline_s: int | None = None):
+    data = {"name": name, "handler": "demo.noop", "cron": "0 3 * * *"}
+    if policy:
+        data["policy"] = policy
+    if deadline_s:
+        data["sla"] = {"deadline_s": deadline_s}
+    return tasks.register(tenants.find(tenant), data, Actor("test"))
+
+
+def make_tenant(name: str) -> Tenant:
+    tenant = Tenant(name=name)
+    db.session.add(tenant)
+    db.session.commit()
+    return tenant
+
+
+def post_form(client, auth, path: str, **changes):
+    return client.post(path, data={**QUICK, **changes, "csrf_token": auth.csrf("/policies/")})
+
+
+def row(page: str, policy: str) -> str:
+    match = re.search(rf'<tr data-policy="{re.escape(policy)}">(.*?)</tr>', page, re.S)
+    assert match, f"no row for {policy}"
+    return match.group(1)
+
+
+def figure_of(page: str) -> dict:
+    match = re.search(r'data-figure="([^"]+)"', page)
+    assert match, "no chart in the preview"
+    return json.loads(html.unescape(match.group(1)))
+
+
+def versions(name: str) -> list[int]:
+    record = policies.get(name)
+    return db.session.execute(select(PolicyVersion.version).where(PolicyVersion.policy_id == record.id)
+                              .order_by(PolicyVersion.version)).scalars().all()
+
+
+def test_list_shows_version_key_fields_and_how_many_tasks_use_each_policy(client, auth):
+    make_tenant("globex")
+    make_task("nightly-export")
+    make_task("cleanup", tenant="globex")
+    make_task("plain", policy=None)  # no policy: runs under default
+    auth.as_role("viewer")
+    response = client.get("/policies/")
+    assert response.status_code == 200
+    page = response.get_data(as_text=True)
+    quick = row(page, "quick")
+    assert "v1" in quick and "±10%" in quick and ">10 s<" in quick and ">1 min<" in quick
+    assert 'data-tasks="2"' in quick
+    assert 'data-tasks="1"' in row(page, "default")
+    assert 'data-tasks="0"' in row(page, "external-api")
+    assert "New policy" not in page
+
+
+def test_tenant_limited_user_counts_only_their_tenants_tasks(client, auth):
+    globex = make_tenant("globex")
+    make_task("nightly-export")
+    make_task("cleanup", tenant="globex")
+    auth.make_user("gina", "operator", tenant=globex)
+    auth.login("gina")
+    page = client.get("/policies/").get_data(as_text=True)
+    assert 'data-tasks="1"' in row(page, "quick")
+
+
+def test_valid_edit_saves_a_new_version_audits_it_and_shows_the_diff(client, auth):
+    auth.as_role("operator", "olga")
+    response = post_form(client, auth, "/policies/quick", max_attempts="4", non_retryable_codes="http_404, http_400")
+    assert response.status_code == 303
+    assert response.headers["Location"] == "/policies/quick"
+    assert versions("quick") == [1, 2]
+    spec = policies.current_version(policies.get("quick")).spec
+    assert spec["max_attempts"] == 4 and spec["non_retryable_codes"] == ["http_404", "http_400"]
+    entry = db.session.execute(select(AuditEntry).where(AuditEntry.action == "policy.save")
+                               .order_by(AuditEntry.seq.desc())).scalars().first()
+    assert (entry.actor, entry.target_id, entry.before["max_attempts"], entry.after["max_attempts"]) == (
+        "olga", "quick", 3, 4)
+    page = client.get("/policies/quick").get_data(as_text=True)
+    assert "Saved quick as version 2" in page
+    history = page[page.index('id="history"'):]
+    assert '<span class="key">max_attempts</span>: <span class="was">3</span> → <span class="now">4</span>' in history
+    assert ('<span class="key">non_retryable_codes</span>: <span class="was">[]</span> → '
+            '<span class="now">http_404, http_400</span>') in history
+    assert "olga" in history and "created" in history  # v2 by olga, v1 as created
+
+
+def test_saving_over_a_version_saved_meanwhile_is_409_until_reviewed(client, auth):
+    auth.as_role("operator", "olga")
+    page = client.get("/policies/quick").get_data(as_text=True)
+    assert re.search(r'name="base_version" type="hidden" value="1"', page)
+    spec = policies.current_version(policies.get("quick")).spec
+    policies.save("quick", {**spec, "timeout_s": 90}, Actor("pat"))
+    response = post_form(client, auth, "/policies/quick", base_version="1", max_attempts="4")
+    assert response.status_code == 409
+    page = response.get_data(as_text=True)
+    assert "pat saved version 2 while you edited version 1" in page and 'value="4"' in page
+    assert re.search(r'name="base_version" type="hidden" value="2"', page)
+    assert versions("quick") == [1, 2]
+    assert post_form(client, auth, "/policies/quick", base_version="2", max_attempts="4").status_code == 303
+    assert versions("quick") == [1, 2, 3]
+
+
+def test_saving_unchanged_values_makes_no_version(client, auth):
+    auth.as_role("operator")
+    response = post_form(client, auth, "/policies/quick")
+    assert response.status_code == 303
+    assert versions("quick") == [1]
+    assert "No changes to quick" in client.get("/policies/quick").get_data(as_text=True)
+
+
+def test_invalid_value_is_422_on_its_field_keeps_the_values_and_saves_nothing(client, auth):
+    auth.as_role("operator")
+    audits = db.session.query(AuditEntry).count()
+    response = post_form(client, auth, "/policies/quick", max_attempts="0", description="kept as typed")
+    assert response.status_code == 422
+    page = response.get_data(as_text=True)
+    field = re.search(r'<input[^>]*id="max_attempts"[^>]*>\s*<div class="field-error">([^<]*)</div>', page)
+    assert field and "max_attempts must be an integer from 1 to 100, got 0" in field.group(1)
+    assert 'value="kept as typed"' in page and 'aria-invalid="true"' in page
+    assert versions("quick") == [1]
+    assert db.session.query(AuditEntry).count() == audits
+
+
+def test_a_nested_breaker_error_lands_on_its_own_field(client, auth):
+    auth.as_role("operator")
+    response = post_form(client, auth, "/policies/quick", breaker_open_s="0")
+    assert response.status_code == 422
+    page = response.get_data(as_text=True)
+    field = re.search(r'<input[^>]*id="breaker_open_s"[^>]*value="0"[^>]*>\s*<div class="field-error">([^<]*)</div>',
+                      page)
+    assert field and field.group(1).startswith("breaker.open_s must be an integer from 1 to 86400")
+    assert versions("quick") == [1]
+
+
+def test_create_a_policy_and_refuse_reserved_or_taken_names(client, auth):
+    auth.as_role("operator")
+    assert client.get("/policies/new?from=quick").status_code == 200
+    response = post_form(client, auth, "/policies/new", name="payments-api", max_attempts="6")
+    assert response.status_code == 303 and response.headers["Location"] == "/policies/payments-api"
+    assert policies.current_version(policies.get("payments-api")).spec["max_attempts"] == 6
+    for name, message in (("new", "reserved"), ("quick", "exists already"), ("Bad Name", "lowercase")):
+        response = post_form(client, auth, "/policies/new", name=name)
+        assert response.status_code == 422
+        assert re.search(rf'id="name"[^>]*>\s*<div class="field-error">[^<]*{message}', response.get_data(as_text=True))
+
+
+def test_preview_draws_nominal_band_and_cumulative_traces_from_the_schedule(client, auth):
+    auth.as_role("operator")
+    response = post_form(client, auth, "/policies/preview?policy=quick", max_attempts="5")
+    assert response.status_code == 200
+    page = response.get_data(as_text=True)
+    assert page.lstrip().startswith('<section id="backoff-preview"')
+    traces = {trace["name"]: trace for trace in figure_of(page)["data"]}
+    schedule = retry_schedule(RetryPolicy(max_attempts=5, base_delay_s=1, multiplier=2, max_delay_s=10, jitter=0.1))
+    assert traces["delay (nominal)"]["y"] == [row["nominal_s"] for row in schedule] == [1, 2, 4, 8]
+    assert traces["jitter band"]["fill"] == "tonexty" and traces["jitter band"]["y"] == [1.1, 2.2, 4.4, 8.8]
+    assert traces["jitter low"]["y"] == [0.9, 1.8, 3.6, 7.2]
+    assert traces["cumulative (nominal)"]["yaxis"] == "y2" and traces["cumulative (nominal)"]["y"][-1] == 15
+    assert traces["cumulative (worst case)"]["y"][-1] == 16.5
+    assert 'data-total="nominal">15 s<' in page and 'data-total="worst">16.5 s<' in page
+    assert "SLA deadline" not in traces and "sla-warning" not in page
+
+
+def test_preview_warns_when_a_task_deadline_is_shorter_than_the_worst_case(client, auth):
+    make_task("relaxed", deadline_s=600)
+    auth.as_role("operator")
+    page = post_form(client, auth, "/policies/preview?policy=quick").get_data(as_text=True)
+    assert "sla-ok" in page and "sla-warning" not in page  # 3.3 s of waits + 3 × 60 s of attempts fit 600 s
+    make_task("snug", deadline_s=60)
+    page = post_form(client, auth, "/policies/preview?policy=quick").get_data(as_text=True)
+    assert "sla-caution" in page and "sla-warning" not in page  # the waits fit, attempts at their timeout do not
+    make_task("tight", deadline_s=3)
+    page = post_form(client, auth, "/policies/preview?policy=quick").get_data(as_text=True)
+    warning = re.search(r'<div class="sla-warning" role="alert">(.*?)</div>', page, re.S).group(1)
+    assert "worst-case retry time (3.3 s) exceeds the SLA deadline of task <code>tight</code>" in warning
+    assert "SLA deadline" in {trace["name"] for trace in figure_of(page)["data"]}
+    # The edit page shows the same warning before anything is typed.
+    assert "sla-warning" in client.get("/policies/quick").get_data(as_text=True)
+
+
+def test_preview_warns_against_the_policys_own_deadline(client, auth):
+    auth.as_role("operator")
+    page = post_form(client, auth, "/policies/preview", sla_deadline_s="2").get_data(as_text=True)
+    assert "exceeds the SLA deadline of this policy (2 s)" in page
+
+
+def test_preview_of_an_invalid_value_shows_the_message_instead_of_a_chart(client, auth):
+    auth.as_role("operator")
+    page = post_form(client, auth, "/policies/preview?policy=quick", multiplier="eleven").get_data(as_text=True)
+    assert "Cannot preview this policy." in page and "multiplier must be a number from 1 to 10" in page
+    assert "data-figure" not in page
+
+
+def test_viewer_reads_the_policy_but_sees_no_save_and_gets_403(client, auth):
+    auth.as_role("viewer")
+    page = client.get("/policies/quick").get_data(as_text=True)
+    assert "Save as version" not in page and "Duplicate" not in page and "hx-post" not in page
+    assert re.search(r'<input[^>]*disabled[^>]*id="max_attempts"', page)
+    assert "data-figure" in page  # the preview of the current version still shows
+    assert post_form(client, auth, "/policies/quick", max_attempts="4").status_code == 403
+    assert post_form(client, auth, "/policies/new", name="sneaky").status_code == 403
+    assert client.get("/policies/new").status_code == 403
+    assert versions("quick") == [1] and policies.find("sneaky") is None
+
+
+def test_unknown_policy_is_404(client, auth):
+    auth.as_role("viewer")
+    assert client.get("/policies/nope").status_code == 404
+
+
+def test_history_pages_through_every_version_each_with_its_diff(client, auth):
+    spec = policies.current_version(policies.get("quick")).spec
+    for attempts in range(4, 56):  # versions 2 to 53
+        policies.save("quick", {**spec, "max_attempts": attempts}, Actor("pat"))
+    auth.as_role("viewer")
+
+    def shown(path):
+        page = client.get(path).get_data(as_text=True)
+        history = page[page.index('id="history"'):]
+        return [int(v) for v in re.findall(r'<span class="badge[^"]*">v(\d+)</span>', history)], history
+
+    newest, history = shown("/policies/quick")
+    assert newest == list(range(53, 3, -1))  # 50 per page, newest first
+    assert '<span class="key">max_attempts</span>: <span class="was">54</span> → <span class="now">55</span>' in history
+    assert 'href="/policies/quick?before=4#history"' in history
+    oldest, history = shown("/policies/quick?before=4")
+    assert oldest == [3, 2, 1]
+    assert '<span class="was">3</span> → <span class="now">4</span>' in history and "created" in history
+    assert "Older versions" not in history

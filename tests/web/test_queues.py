@@ -1,0 +1,135 @@
+"""Queues & workers: depths and delayed jobs as RQ holds them, workers, the scheduler leader, Redis down."""
+
+import re
+from datetime import timedelta
+
+import pytest
+import redis
+from rq import SimpleWorker
+from rq.job import Job
+
+from console.domain.clock import utcnow
+from console.extensions import db
+from console.models import Tenant
+from console.redis_conn import get_redis
+from console.scheduler import leader
+from console.services import tenants
+from console.services.actor import Actor
+from console.services.engine import queueing
+from console.services.engine.submit import submit
+from tests.conftest import free_port
+
+
+def queue_row(page: str, name: str) -> list[str]:
+    match = re.search(rf'<tr data-queue="{name}">(.*?)</tr>', page, re.S)
+    assert match, f"no row for queue {name}"
+    return [cell.strip() for cell in re.findall(r"<td[^>]*>(.*?)</td>", match.group(1), re.S)]
+
+
+def worker_row(page: str, name: str) -> str | None:
+    match = re.search(rf'<tr data-worker="{re.escape(name)}">(.*?)</tr>', page, re.S)
+    return match.group(1) if match else None
+
+
+def busy_worker(name: str, job_id: str) -> SimpleWorker:
+    """Register a worker with RQ and make it hold a job, without running anything."""
+    worker = SimpleWorker(["default", "retries"], connection=get_redis(), name=name)
+    worker.register_birth()
+    worker.set_state("busy")
+    worker.prepare_execution(Job.fetch(job_id, connection=get_redis()))
+    return worker
+
+
+def test_depths_and_delayed_counts_match_what_was_enqueued(client, auth):
+    now = utcnow()
+    for run_id in (9001, 9002):
+        queueing.enqueue_now(run_id, 1, 0, 60)
+    for run_id, minutes in ((9003, 10), (9004, 25), (9005, 40)):
+        queueing.enqueue_at(now + timedelta(minutes=minutes), run_id, 1, 1, 60)
+    queueing.enqueue_now(9006, 1, 0, 60, queue="maintenance")
+    auth.as_role("viewer")
+    response = client.get("/queues/")
+    assert response.status_code == 200
+    page = response.get_data(as_text=True)
+    default, retries, maintenance = (queue_row(page, name) for name in ("default", "retries", "maintenance"))
+    assert (default[1], default[3]) == ("2", "0")  # waiting, delayed
+    assert (retries[1], retries[3]) == ("0", "3")
+    assert re.search(r"in (9|10) min", retries[4])  # the earliest delayed job is due in ten minutes
+    assert maintenance[1] == "1"
+    assert "s ago" in default[2]  # the oldest waiting job's age
+    assert 'data-counter="waiting">3<' in page and 'data-counter="delayed">3<' in page
+
+
+def test_a_registered_worker_shows_with_its_state_and_a_link_to_the_run_it_works_on(client, auth):
+    run, _ = submit(tenants.find("default"), Actor("test"), handler="demo.noop")
+    busy_worker("worker-a", queueing.job_id(run.id, 1, 0))
+    auth.as_role("viewer")
+    page = client.get("/queues/").get_data(as_text=True)
+    row = worker_row(page, "worker-a")
+    assert row is not None
+    assert '<span class="badge running">busy</span>' in row and "default, retries" in row
+    assert f'href="/runs/{run.id}"' in row and "attempt 1" in row
+    assert "No worker is running" not in page
+
+
+def test_tenant_limited_user_sees_no_link_to_another_tenants_run(client, auth):
+    run, _ = submit(tenants.find("default"), Actor("test"), handler="demo.noop")
+    busy_worker("worker-a", queueing.job_id(run.id, 1, 0))
+    globex = Tenant(name="globex")
+    db.session.add(globex)
+    db.session.commit()
+    auth.make_user("gina", "viewer", tenant=globex)
+    auth.login("gina")
+    row = worker_row(client.get("/queues/").get_data(as_text=True), "worker-a")
+    assert "another tenant's run" in row and f"/runs/{run.id}" not in row
+
+
+def test_no_worker_and_overdue_delayed_jobs_are_called_out(client, auth):
+    queueing.enqueue_now(9001, 1, 0, 60)
+    auth.as_role("viewer")
+    page = client.get("/queues/").get_data(as_text=True)
+    assert "No worker is running." in page and "No worker is registered with RQ." in page
+    worker = SimpleWorker(["default"], connection=get_redis(), name="idle-one")
+    worker.register_birth()
+    queueing.enqueue_at(utcnow() - timedelta(minutes=2), 9002, 1, 1, 60)
+    page = client.get("/queues/").get_data(as_text=True)
+    assert worker_row(page, "idle-one") is not None
+    assert "1 delayed job overdue." in page
+    assert '<span class="badge bad">1 overdue</span>' in queue_row(page, "retries")[3]
+
+
+def test_the_scheduler_leader_and_the_maintenance_schedule_are_shown(client, auth):
+    auth.as_role("viewer")
+    page = client.get("/queues/").get_data(as_text=True)
+    assert "No scheduler holds the leader lock" in page
+    get_redis().set(leader.KEY, "ops-host-2:4242:abcd1234", px=10_000)
+    page = client.get("/queues/").get_data(as_text=True)
+    assert re.search(r'<span class="badge ok">leading</span> <strong class="mono">ops-host-2</strong> · pid '
+                     r'<span class="mono">4242</span> · lock <span class="mono">abcd1234</span>', page)
+    assert "No scheduler holds the leader lock" not in page
+    for job_id, every in (("reconcile", "30 s"), ("sla-check", "60 s")):
+        assert re.search(rf"<strong>{job_id}</strong></td><td>{every}</td>", page)
+
+
+def test_live_refresh_returns_only_the_region(client, auth):
+    auth.as_role("viewer")
+    fragment = client.get("/queues/", headers={"HX-Request": "true"}).get_data(as_text=True)
+    assert fragment.lstrip().startswith('<div id="queues-live" hx-get="/queues/" hx-trigger="every 5s"')
+    assert "<html" not in fragment
+
+
+@pytest.fixture
+def redis_down(app):
+    working = app.extensions["rebound_redis"]
+    app.extensions["rebound_redis"] = redis.Redis(port=free_port(), socket_connect_timeout=1)
+    yield
+    app.extensions["rebound_redis"] = working
+
+
+def test_page_says_redis_is_down_instead_of_failing(client, auth, redis_down):
+    auth.as_role("viewer")
+    response = client.get("/queues/")
+    assert response.status_code == 200
+    page = response.get_data(as_text=True)
+    assert "Redis is unreachable, so queues and workers cannot be read." in page
+    assert "ConnectionError" in page and "data-queue" not in page

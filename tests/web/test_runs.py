@@ -1,0 +1,370 @@
+"""The Runs area: find runs, read one run's whole timeline, retry or cancel it, and see many on a Gantt."""
+
+import html
+import json
+import re
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select
+
+from console.extensions import db
+from console.models import AuditEntry, DeadLetter, Tenant
+from console.services import run_timeline, runs_query
+from console.services.engine.execute import execute
+from console.services.runs_query import RunFilters
+from tests.engine.conftest import Runs
+
+ROW_ID = re.compile(r'<td class="num mono"><a href="/runs/(\d+)">')
+FLAKY_ONCE = {"fail_times": 1, "message": "lock wait timeout on ledger row"}
+FATAL = {"fail_times": 9, "error": "fatal", "code": "invalid_account", "message": "account 1000 is closed"}
+
+
+@pytest.fixture
+def runs(app):
+    return Runs()
+
+
+def tenant(name: str) -> Tenant:
+    row = Tenant(name=name)
+    db.session.add(row)
+    db.session.commit()
+    return row
+
+
+def listed(response) -> list[int]:
+    """Return the run ids of a Runs list page, in the order shown."""
+    return [int(i) for i in ROW_ID.findall(response.get_data(as_text=True))]
+
+
+def retried_to_success(runs, clock) -> int:
+    """Submit demo.flaky failing once, and execute it twice: retry_wait, then succeeded."""
+    run_id = runs.submit("demo.flaky", FLAKY_ONCE, clock=clock)
+    assert execute(run_id, 0, clock=clock) == "retry_wait"
+    clock.set(runs.get(run_id).next_retry_at)
+    assert execute(run_id, 1, clock=clock) == "succeeded"
+    return run_id
+
+
+def dead_run(runs, clock, **kwargs) -> int:
+    run_id = runs.submit("demo.flaky", FATAL, clock=clock, **kwargs)
+    assert execute(run_id, 0, clock=clock) == "dead"
+    return run_id
+
+
+def audit_rows(action: str, run_id: int) -> list[AuditEntry]:
+    db.session.expire_all()
+    return db.session.execute(select(AuditEntry).where(AuditEntry.action == action,
+                                                       AuditEntry.target_id == str(run_id))).scalars().all()
+
+
+def htmx_post(client, auth, path: str, run_id: int):
+    token = auth.csrf(f"/runs/{run_id}")
+    return client.post(path, headers={"HX-Request": "true", "X-CSRFToken": token})
+
+
+# ---- the list ----
+
+def test_filters_by_status_tenant_error_code_and_text(client, auth, runs, clock):
+    tenant("acme")
+    waiting = runs.submit("demo.noop", tenant="acme", idempotency_key="order-4711", clock=clock)
+    dead = dead_run(runs, clock)
+    retrying = runs.submit("demo.flaky", FLAKY_ONCE, clock=clock)
+    execute(retrying, 0, clock=clock)
+    auth.as_role("viewer")
+
+    assert listed(client.get("/runs")) == [retrying, dead, waiting]
+    assert listed(client.get("/runs?status=dead")) == [dead]
+    assert listed(client.get("/runs?status=dead&status=retry_wait")) == [retrying, dead]
+    assert listed(client.get("/runs?tenant=acme")) == [waiting]
+    assert listed(client.get("/runs?tenant=default&status=pending")) == []
+    assert listed(client.get("/runs?error_code=invalid_account")) == [dead]
+    assert listed(client.get("/runs?error_code=flaky")) == [retrying]
+    # Text matches the idempotency key, the error message or the handler, case-insensitively.
+    assert listed(client.get("/runs?q=ORDER-47")) == [waiting]
+    assert listed(client.get("/runs?q=ledger")) == [retrying]
+    assert listed(client.get("/runs?q=flaky")) == [retrying, dead]
+    assert listed(client.get("/runs?q=flaky&status=dead")) == [dead]
+    # LIKE wildcards in the text are taken literally.
+    assert listed(client.get("/runs?q=%25")) == []
+    empty = client.get("/runs?q=nothing-like-this").get_data(as_text=True)
+    assert "No runs match these filters" in empty
+
+
+def test_a_bad_filter_is_a_422_that_names_the_field(client, auth, runs):
+    runs.submit()
+    auth.as_role("viewer")
+    response = client.get("/runs?created_from=yesterday")
+    assert response.status_code == 422
+    body = response.get_data(as_text=True)
+    assert "Fix the filter" in body and "Created from (UTC)" in body and listed(response) == []
+    assert client.get("/runs?status=exploded").status_code == 422
+    assert client.get("/runs?created_from=2026-01-05T10:00&created_to=2026-01-05T09:00").status_code == 422
+
+
+def test_created_time_range_filters_by_created_at(client, auth, runs, clock):
+    early = runs.submit(clock=clock)
+    clock.advance(3600)
+    late = runs.submit(clock=clock)
+    auth.as_role("viewer")
+    assert listed(client.get("/runs?created_from=2026-01-05T09:30")) == [late]
+    assert listed(client.get("/runs?created_to=2026-01-05T09:30")) == [early]
+    assert listed(client.get("/runs?created_from=2026-01-05T08:00&created_to=2026-01-05T11:00")) == [late, early]
+
+
+def test_keyset_pagination_walks_two_pages_and_only_the_first_one_polls(client, auth, runs):
+    ids = [runs.submit() for _ in range(60)]
+    auth.as_role("viewer")
+    first = client.get("/runs")
+    first_ids = listed(first)
+    assert first_ids == sorted(ids, reverse=True)[:50]
+    body = first.get_data(as_text=True)
+    assert 'hx-trigger="every 5s"' in body
+    older = re.search(r'href="(/runs\?before=(\d+)[^"]*)"', body)
+    assert older and int(older.group(2)) == first_ids[-1]
+    second = client.get(html.unescape(older.group(1)))
+    assert listed(second) == sorted(ids, reverse=True)[50:]
+    second_body = second.get_data(as_text=True)
+    assert "before=" not in second_body.split('class="pager"')[1] and 'hx-trigger="every 5s"' not in second_body
+    assert "← Newest" in second_body
+
+
+def test_pagination_keeps_the_filters(client, auth, runs, clock):
+    tenant("acme")
+    acme = [runs.submit(tenant="acme") for _ in range(52)]
+    runs.submit()
+    auth.as_role("viewer")
+    body = client.get("/runs?tenant=acme").get_data(as_text=True)
+    link = html.unescape(re.search(r'href="(/runs\?before=[^"]+)"', body).group(1))
+    assert "tenant=acme" in link
+    assert listed(client.get(link)) == sorted(acme, reverse=True)[50:]
+
+
+def test_a_time_range_pages_through_created_at_order_without_losing_ties(client, auth, runs, clock):
+    # Twenty runs share each second, so the keyset must break ties on the id.
+    ids = []
+    for _ in range(3):
+        ids += [runs.submit(clock=clock) for _ in range(20)]
+        clock.advance(1)
+    auth.as_role("viewer")
+    first = client.get("/runs?created_from=2026-01-05T08:00&created_to=2026-01-05T10:00")
+    body = first.get_data(as_text=True)
+    link = html.unescape(re.search(r'href="(/runs\?before=[^"]+)"', body).group(1))
+    assert "created_from=2026-01-05T08%3A00" in link or "created_from=2026-01-05T08:00" in link
+    second = client.get(link)
+    assert listed(first) + listed(second) == sorted(ids, reverse=True)
+    assert 'class="pager"' in second.get_data(as_text=True) and "before=" not in second.get_data(
+        as_text=True).split('class="pager"')[1]
+
+
+def test_text_search_reads_a_bounded_window_of_ids_then_offers_to_go_on(app, runs):
+    match_old = runs.submit(idempotency_key="needle-1")
+    filler = [runs.submit() for _ in range(10)]
+    match_new = runs.submit(idempotency_key="needle-2")
+    found = runs_query.page(RunFilters(text="needle"), scope=None, text_window=4)
+    assert [r.id for r in found.runs] == [match_new]
+    low = match_new + 1 - 4
+    assert found.searched == (low, match_new) and found.next_before == low
+    on = runs_query.page(RunFilters(text="needle"), scope=None, before=found.next_before, text_window=4)
+    assert on.runs == [] and on.next_before == low - 4
+    last = runs_query.page(RunFilters(text="needle"), scope=None, before=on.next_before, text_window=4)
+    assert [r.id for r in last.runs] == [match_old] and last.next_before is None
+    assert filler[0] > match_old
+
+
+def test_htmx_requests_get_only_the_fragment(client, auth, runs, clock):
+    run_id = runs.submit(clock=clock)
+    auth.as_role("viewer")
+    headers = {"HX-Request": "true"}
+    listing = client.get("/runs?status=pending", headers=headers).get_data(as_text=True)
+    assert listing.lstrip().startswith('<div id="results"') and "<html" not in listing
+    assert f'href="/runs/{run_id}"' in listing and 'hx-get="/runs?status=pending"' in listing
+    detail = client.get(f"/runs/{run_id}", headers=headers).get_data(as_text=True)
+    assert detail.lstrip().startswith('<div id="run-detail"') and "<html" not in detail
+    chart = client.get("/runs/timeline", headers=headers).get_data(as_text=True)
+    assert chart.lstrip().startswith('<div id="chart"') and "<html" not in chart
+    full = client.get("/runs").get_data(as_text=True)
+    assert "<html" in full and 'hx-push-url="true"' in full
+
+
+# ---- one run ----
+
+def test_run_page_shows_every_event_of_a_retried_run(client, auth, runs, clock):
+    run_id = retried_to_success(runs, clock)
+    events = runs.events(run_id)
+    assert [e.kind for e in events] == ["submitted", "running", "retry_wait", "pending", "running", "succeeded"]
+    auth.as_role("viewer")
+    body = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    timeline = body.split('<table class="timeline">')[1]
+    rows = re.findall(r'<tr class="ev-([a-z_]+)">', timeline)
+    assert rows == [e.kind for e in events]
+    run = runs.get(run_id)
+    for token in {e.retry_token for e in events if e.retry_token}:
+        assert f'<code title="{token}">{token[:8]}…</code>' in timeline
+    assert "flaky" in timeline and "lock wait timeout on ledger row" in timeline
+    assert f"{events[2].next_retry_at:%H:%M:%S}" in timeline and "retryable" in timeline and "timer" in timeline
+    assert run.idempotency_key in body and run.trace_id in body and "demo.flaky" in body
+    assert "&#34;succeeded_on_execution&#34;: 2" in body and "&#34;fail_times&#34;: 1" in body
+    assert "6 events, oldest first" in body
+
+
+def test_run_page_polls_while_waiting_and_stops_once_succeeded(client, auth, runs, clock):
+    run_id = runs.submit("demo.flaky", FLAKY_ONCE, clock=clock)
+    execute(run_id, 0, clock=clock)
+    auth.as_role("viewer")
+    waiting = client.get(f"/runs/{run_id}", headers={"HX-Request": "true"}).get_data(as_text=True)
+    opening = waiting[:waiting.index(">")]
+    assert 'hx-trigger="every 2s"' in opening and f'hx-get="/runs/{run_id}"' in opening
+    assert "retry wait" in waiting
+    clock.set(runs.get(run_id).next_retry_at)
+    execute(run_id, 1, clock=clock)
+    done = client.get(f"/runs/{run_id}", headers={"HX-Request": "true"}).get_data(as_text=True)
+    assert "hx-trigger" not in done and "hx-get" not in done[:done.index(">")]
+    assert "badge succeeded" in done
+
+
+def test_an_unknown_run_is_a_404(client, auth):
+    auth.as_role("viewer")
+    assert client.get("/runs/999999").status_code == 404
+
+
+# ---- actions ----
+
+def test_retry_now_on_a_dead_run_starts_series_two_and_is_audited(client, auth, runs, clock):
+    run_id = dead_run(runs, clock)
+    auth.as_role("operator", "olga")
+    page = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    assert "Retry now" in page and "hx-confirm=" in page and f'action="/runs/{run_id}/retry"' in page
+    assert f'action="/runs/{run_id}/cancel"' not in page  # a dead run cannot be cancelled
+    response = client.post(f"/runs/{run_id}/retry", data={"csrf_token": auth.csrf(f"/runs/{run_id}")})
+    assert response.status_code == 303 and response.headers["Location"].endswith(f"/runs/{run_id}")
+    run = runs.get(run_id)
+    assert (run.status, run.series, run.attempt, run.status_reason) == ("pending", 2, 0, "manual_retry")
+    [entry] = audit_rows("run.retry", run_id)
+    assert entry.actor == "olga" and entry.before["status"] == "dead" and entry.after == {
+        "status": "pending", "series": 2, "policy_id": run.policy_id, "policy_overrides": {}}
+    [letter] = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run_id)).scalars().all()
+    assert letter.status == "replayed" and letter.resolved_by == "olga"
+    followed = client.get(response.headers["Location"]).get_data(as_text=True)
+    assert "Retried run #" in followed and "series 2" in followed
+
+
+def test_cancel_a_pending_run_over_htmx_returns_the_refreshed_run(client, auth, runs, clock):
+    run_id = runs.submit(clock=clock)
+    auth.as_role("operator", "otto")
+    response = htmx_post(client, auth, f"/runs/{run_id}/cancel", run_id)
+    assert response.status_code == 200
+    body = response.get_data(as_text=True)
+    assert body.lstrip().startswith('<div id="run-detail"') and "<html" not in body
+    assert "Cancelled run #" in body and "badge cancelled" in body and "hx-trigger" not in body[:body.index(">")]
+    assert re.search(r'<tr class="ev-cancelled">', body) and "otto" in body.split('<table class="timeline">')[1]
+    assert runs.status(run_id) == "cancelled"
+    [entry] = audit_rows("run.cancel", run_id)
+    assert entry.actor == "otto" and entry.before == {"status": "pending"}
+    assert entry.after == {"status": "cancelled", "cancel_requested": False}
+    # A cancelled run offers a retry and no second cancel.
+    assert f'hx-post="/runs/{run_id}/retry"' in body and f'hx-post="/runs/{run_id}/cancel"' not in body
+
+
+def test_an_illegal_cancel_is_a_409_with_the_reason_inline(client, auth, runs, clock):
+    run_id = retried_to_success(runs, clock)
+    auth.as_role("operator")
+    token = auth.csrf(f"/runs/{run_id}")
+    over_htmx = client.post(f"/runs/{run_id}/cancel", headers={"HX-Request": "true", "X-CSRFToken": token})
+    assert over_htmx.status_code == 409
+    body = over_htmx.get_data(as_text=True)
+    assert body.lstrip().startswith('<div id="run-detail"')
+    assert re.search(r'class="flash error"[^>]*>[^<]*only pending, retry_wait and running runs can be cancelled', body)
+    plain = client.post(f"/runs/{run_id}/cancel", data={"csrf_token": token})
+    assert plain.status_code == 409 and "only pending, retry_wait and running" in plain.get_data(as_text=True)
+    assert runs.status(run_id) == "succeeded" and audit_rows("run.cancel", run_id) == []
+    assert client.post(f"/runs/{run_id}/retry", data={"csrf_token": token}).status_code == 409
+
+
+def test_viewers_see_no_actions_and_get_403_when_posting(client, auth, runs, clock):
+    pending = runs.submit(clock=clock)
+    dead = dead_run(runs, clock)
+    auth.as_role("viewer")
+    for run_id in (pending, dead):
+        page = client.get(f"/runs/{run_id}").get_data(as_text=True)
+        assert "Retry now" not in page and "/cancel" not in page and "/retry" not in page
+    token = auth.csrf(f"/runs/{pending}")
+    assert client.post(f"/runs/{pending}/cancel", data={"csrf_token": token}).status_code == 403
+    assert client.post(f"/runs/{dead}/retry", data={"csrf_token": token}).status_code == 403
+    assert (runs.status(pending), runs.status(dead)) == ("pending", "dead")
+    assert audit_rows("run.cancel", pending) == [] and audit_rows("run.retry", dead) == []
+
+
+def test_a_tenant_limited_person_sees_only_their_tenant(client, auth, runs, clock):
+    globex = tenant("globex")
+    tenant("acme")
+    theirs = runs.submit(tenant="globex", clock=clock)
+    other = runs.submit(tenant="acme", clock=clock)
+    auth.make_user("gina", "operator", tenant=globex)
+    auth.login("gina")
+    page = client.get("/runs")
+    assert listed(page) == [theirs]
+    assert 'name="tenant"' not in page.get_data(as_text=True)  # nothing to choose from
+    assert listed(client.get("/runs?tenant=acme")) == []
+    assert listed(client.get(f"/runs?q={runs.get(other).idempotency_key}")) == []
+    assert client.get(f"/runs/{theirs}").status_code == 200
+    assert client.get(f"/runs/{other}").status_code == 404
+    token = auth.csrf(f"/runs/{theirs}")
+    assert client.post(f"/runs/{other}/cancel", data={"csrf_token": token}).status_code == 404
+    assert runs.status(other) == "pending"
+    chart = client.get("/runs/timeline?created_from=2026-01-05T08:00&created_to=2026-01-05T10:00")
+    labels = set(json.loads(html.unescape(re.search(r'data-figure="([^"]+)"', chart.get_data(as_text=True))
+                                            .group(1)))["data"][0]["y"])
+    assert labels == {f"#{theirs} globex/python:demo.noop"}
+
+
+# ---- the Gantt ----
+
+def test_timeline_page_draws_each_segment_kind(client, auth, runs, clock):
+    recovered = retried_to_success(runs, clock)
+    dead = dead_run(runs, clock)
+    clock.advance(5)
+    waiting = runs.submit(clock=clock)
+    auth.as_role("viewer")
+    response = client.get("/runs/timeline?created_from=2026-01-05T08:30&created_to=2026-01-05T09:30")
+    assert response.status_code == 200
+    body = response.get_data(as_text=True)
+    assert "/vendor/plotly.min.js" in body
+    figure = json.loads(html.unescape(re.search(r'data-figure="([^"]+)"', body).group(1)))
+    traces = {trace["name"]: trace for trace in figure["data"]}
+    assert {"queue wait", "failed, will retry", "retry wait", "succeeded", "dead"} <= set(traces)
+    assert all(trace["type"] == "bar" and trace["orientation"] == "h" for trace in traces.values())
+    assert f"#{recovered} default/python:demo.flaky" in traces["retry wait"]["y"]
+    assert traces["dead"]["y"] == [f"#{dead} default/python:demo.flaky"]
+    assert traces["failed, will retry"]["customdata"][0][3] == "flaky"  # the hover names the error code
+    assert f"#{waiting} default/python:demo.noop" in traces["queue wait"]["y"]
+    assert figure["layout"]["xaxis"]["type"] == "date"
+    assert figure["layout"]["yaxis"]["categoryarray"][0] == f"#{waiting} default/python:demo.noop"  # newest on top
+    outside = client.get("/runs/timeline?created_from=2026-01-04T08:30&created_to=2026-01-04T09:30")
+    assert "No runs were created between" in outside.get_data(as_text=True)
+    # With no window given it shows the last hour of the real clock, where these frozen-clock runs are not.
+    default = client.get("/runs/timeline").get_data(as_text=True)
+    assert "No runs were created between" in default and "data-figure" not in default
+
+
+def test_segments_follow_the_events_of_a_retried_run(app, runs, clock):
+    run_id = runs.submit("demo.flaky", FLAKY_ONCE, clock=clock)
+    clock.advance(2)
+    execute(run_id, 0, clock=clock)
+    waited = runs.get(run_id).next_retry_at
+    clock.set(waited)
+    execute(run_id, 1, clock=clock)
+    run = runs.get(run_id)
+    segments = run_timeline.segments_of(run, runs.events(run_id), clock())
+    assert [(s.kind, s.attempt) for s in segments] == [
+        ("queue wait", 0), ("failed, will retry", 1), ("retry wait", 1), ("succeeded", 2)]
+    assert segments[0].end - segments[0].start == timedelta(seconds=2)
+    assert segments[2].end == waited and segments[1].error_code == "flaky"
+
+
+def test_the_timeline_defaults_to_the_last_hour_and_caps_the_runs(app, runs, clock):
+    for _ in range(3):
+        runs.submit(clock=clock)
+    built = run_timeline.build(RunFilters(), (clock() - timedelta(hours=1), clock() + timedelta(seconds=1)),
+                               scope=None, now=clock(), limit=2)
+    assert len(built.runs) == 2 and built.truncated and built.kinds == {"queue wait"}

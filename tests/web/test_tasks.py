@@ -1,0 +1,441 @@
+"""The Tasks pages: list and filters, a task's schedule and runs, pause/resume, run now, edit, new, delete.
+
+No worker runs here, so every run a task creates stays pending; Redis is real (queueing uses it).
+"""
+
+import re
+
+import pytest
+from sqlalchemy import event, select
+
+from console.extensions import db
+from console.models import AuditEntry, Run, Task, Tenant
+from console.services import task_query, tasks, tenants, triggers
+from console.services.actor import Actor
+
+SEED = Actor("seed")
+
+
+def make_tenant(name: str) -> Tenant:
+    tenant = Tenant(name=name)
+    db.session.add(tenant)
+    db.session.commit()
+    return tenant
+
+
+def make_task(tenant: Tenant | None = None, **fields) -> Task:
+    body = {"name": "weekly-report", "handler": "demo.noop", "cron": "30 2 * * MON", "timezone": "Europe/Berlin",
+            **fields}
+    return tasks.register(tenant or tenants.ensure_default(), body, SEED)
+
+
+def reload(task_id: int) -> Task:
+    db.session.expire_all()
+    return db.session.get(Task, task_id)
+
+
+def audits(action: str, task_id: int) -> list[AuditEntry]:
+    rows = db.session.execute(select(AuditEntry).where(AuditEntry.action == action,
+                                                       AuditEntry.target_id == str(task_id))
+                              .order_by(AuditEntry.seq)).scalars().all()
+    db.session.rollback()
+    return rows
+
+
+def row_ids(html: str) -> set[int]:
+    return {int(found) for found in re.findall(r'<tr id="task-(\d+)"', html)}
+
+
+def form_body(task: Task, csrf: str, **changes) -> dict:
+    """The edit form as a browser posts it for this task, with some fields changed."""
+    body = {"csrf_token": csrf, "name": task.name, "handler": task.handler, "params": "", "cron": task.cron or "",
+            "timezone": task.timezone, "event": task.event or "", "policy": "", "policy_overrides": "",
+            "mutex_key": task.mutex_key or "", "concurrency_policy": task.concurrency_policy, "window": "",
+            "jitter_s": str(task.jitter_s), "debounce_s": str(task.debounce_s),
+            "misfire_grace_s": str(task.misfire_grace_s), "sla": ""}
+    body.update(changes)
+    return body
+
+
+# -- the list ---------------------------------------------------------------------------------------------------------
+
+def test_list_filters_by_tenant_handler_status_and_name(client, auth):
+    acme, globex = make_tenant("acme"), make_tenant("globex")
+    report = make_task(acme, name="weekly-report")
+    ledger = make_task(acme, name="nightly-ledger", handler="demo.flaky", cron="0 1 * * *", timezone="UTC")
+    email = make_task(globex, name="order-email", cron=None, event="order.created", paused=True)
+    auth.as_role("viewer")
+
+    def shown(query: str) -> set[int]:
+        response = client.get(f"/tasks{query}")
+        assert response.status_code == 200
+        return row_ids(response.get_data(as_text=True))
+
+    assert shown("") == {report.id, ledger.id, email.id}
+    assert shown("?tenant=acme") == {report.id, ledger.id}
+    assert shown("?handler=python:demo.flaky") == {ledger.id}
+    assert shown("?status=paused") == {email.id}
+    assert shown("?status=active") == {report.id, ledger.id}
+    assert shown("?q=LEDG") == {ledger.id}
+    assert shown("?q=report&tenant=globex") == set()
+    empty = client.get("/tasks?q=nothing-like-this").get_data(as_text=True)
+    assert "No task matches." in empty and "Loosen the filters" in empty
+
+
+def test_list_row_shows_trigger_in_words_next_firing_last_run_and_policy(client, auth):
+    task = make_task(policy={"max_attempts": 5})
+    paused = make_task(name="paused-one", cron="0 * * * *", timezone="UTC", paused=True)
+    outcome = triggers.run_now(task, SEED)
+    auth.as_role("viewer")
+    html = client.get("/tasks").get_data(as_text=True)
+    row = html[html.index(f'<tr id="task-{task.id}"'):html.index("</tr>", html.index(f'<tr id="task-{task.id}"'))]
+    assert "30 2 * * MON" in row and "At 02:30 AM, only on Monday" in row
+    assert re.search(r'<time datetime="[^"]+" title="[^"]+">in (\d+ d|\d+ h|\d+ min)', row), row
+    assert f'href="/runs/{outcome.run_id}"' in row and 'class="badge pending"' in row
+    assert "default" in row and "+ 1 override" in row
+    paused_row = html[html.index(f'<tr id="task-{paused.id}"'):]
+    assert 'class="badge paused"' in paused_row[:paused_row.index("</tr>")]
+
+
+def test_list_htmx_filter_returns_only_the_results_region(client, auth):
+    make_task()
+    auth.as_role("viewer")
+    response = client.get("/tasks?q=weekly", headers={"HX-Request": "true"})
+    assert response.status_code == 200
+    fragment = response.get_data(as_text=True)
+    assert fragment.lstrip().startswith('<div id="results">') and "<html" not in fragment
+
+
+def test_list_pages_by_id_newest_first(client, auth, app):
+    made = [make_task(name=f"task-{n}") for n in range(5)]
+    rows, next_id = task_query.page(now=made[0].created_at, limit=2)
+    assert [row.task.id for row in rows] == [made[4].id, made[3].id] and next_id == made[3].id
+    auth.as_role("viewer")
+    html = client.get(f"/tasks?before={next_id}").get_data(as_text=True)
+    assert row_ids(html) == {made[0].id, made[1].id, made[2].id}
+    assert "← Newest" in html
+
+
+def test_list_reads_the_last_runs_in_one_query_whatever_the_page_size(client, auth, app):
+    auth.as_role("viewer")
+
+    def statements_for_list() -> int:
+        seen = []
+        listener = lambda *args: seen.append(args[2])  # noqa: E731 - (conn, cursor, statement, ...)
+        event.listen(db.engine, "before_cursor_execute", listener)
+        try:
+            assert client.get("/tasks").status_code == 200
+        finally:
+            event.remove(db.engine, "before_cursor_execute", listener)
+        return len([s for s in seen if "tasks" in s or "runs" in s])
+
+    for n in range(2):
+        triggers.run_now(make_task(name=f"small-{n}"), SEED)
+    few = statements_for_list()
+    for n in range(10):
+        task = make_task(name=f"big-{n}")
+        triggers.run_now(task, SEED)
+        triggers.run_now(task, SEED)
+    assert statements_for_list() == few
+    newest = task_query.last_runs([task.id])[task.id]
+    assert newest.id == max(r.id for r in db.session.execute(select(Run).where(Run.task_id == task.id)).scalars())
+
+
+# -- the task page ----------------------------------------------------------------------------------------------------
+
+def test_task_page_shows_cron_in_words_and_the_next_five_firings_in_its_zone(client, auth):
+    task = make_task(params={"report": "weekly"}, mutex_key="reports", concurrency_policy="forbid",
+                     sla={"deadline_s": 600}, window={"days": ["tue"], "start": "01:00", "end": "06:00",
+                                                      "timezone": "Europe/Berlin"})
+    auth.as_role("viewer")
+    html = client.get(f"/tasks/{task.id}").get_data(as_text=True)
+    assert "At 02:30 AM, only on Monday" in html and "Europe/Berlin" in html
+    table = html[html.index('<table class="tasks-firings">'):html.index("</table>", html.index("tasks-firings"))]
+    firings = re.findall(r'<td class="mono">Mon (\d{4}-\d\d-\d\d) 02:30 <span class="subtle">CES?T \((\+0[12]:00)\)',
+                         table)
+    assert len(firings) == 5, table
+    assert len({day for day, _ in firings}) == 5
+    assert "reports" in html and "forbid" in html and "succeed within 600 s" in html
+    assert "tue 01:00–06:00" in html and '"report": "weekly"' in html
+    # Monday 02:30 is outside a Tuesday window: each firing says when it will really start.
+    assert table.count("starts Tue 01:00") == 5
+
+
+def test_task_page_lists_recent_runs_linked_to_the_runs_page(client, auth):
+    task = make_task()
+    outcomes = [triggers.run_now(task, SEED) for _ in range(3)]
+    auth.as_role("viewer")
+    html = client.get(f"/tasks/{task.id}").get_data(as_text=True)
+    links = re.findall(r'href="/runs/(\d+)"', html)
+    assert links == [str(o.run_id) for o in reversed(outcomes)]
+    assert "manual" in html
+
+
+def test_event_only_task_page_says_how_it_fires(client, auth):
+    task = make_task(name="order-email", cron=None, event="order.created")
+    auth.as_role("viewer")
+    html = client.get(f"/tasks/{task.id}").get_data(as_text=True)
+    assert "tasks-firings" not in html
+    assert "Fires on event <code>order.created</code>" in html
+
+
+def test_missing_or_deleted_task_is_404(client, auth):
+    task = make_task()
+    tasks.delete(task, SEED)
+    auth.as_role("viewer")
+    assert client.get(f"/tasks/{task.id}").status_code == 404
+    assert client.get("/tasks/999999").status_code == 404
+
+
+# -- pause, resume, run now -------------------------------------------------------------------------------------------
+
+def test_pause_and_resume_over_htmx_swap_the_header_and_are_audited(client, auth):
+    task = make_task()
+    auth.as_role("operator", "olga")
+    csrf = auth.csrf(f"/tasks/{task.id}")
+    response = client.post(f"/tasks/{task.id}/pause", data={"csrf_token": csrf}, headers={"HX-Request": "true"})
+    assert response.status_code == 200
+    fragment = response.get_data(as_text=True)
+    assert fragment.lstrip().startswith('<div id="task-head"')
+    assert "<html" not in fragment and 'class="badge paused"' in fragment
+    assert f'hx-post="/tasks/{task.id}/resume"' in fragment
+    assert reload(task.id).paused is True
+    [entry] = audits("task.pause", task.id)
+    assert (entry.actor, entry.before, entry.after) == ("olga", {"paused": False}, {"paused": True})
+
+    response = client.post(f"/tasks/{task.id}/resume", data={"csrf_token": csrf}, headers={"HX-Request": "true"})
+    assert response.status_code == 200 and f'hx-post="/tasks/{task.id}/pause"' in response.get_data(as_text=True)
+    assert reload(task.id).paused is False
+    assert len(audits("task.resume", task.id)) == 1
+
+
+def test_pause_without_htmx_redirects_with_a_flash(client, auth):
+    task = make_task()
+    auth.as_role("operator")
+    response = client.post(f"/tasks/{task.id}/pause", data={"csrf_token": auth.csrf()})
+    assert response.status_code == 303 and response.headers["Location"] == f"/tasks/{task.id}"
+    assert f"Paused {task.name}." in client.get(f"/tasks/{task.id}").get_data(as_text=True)
+
+
+def test_run_now_creates_a_manual_run_and_links_to_it(client, auth):
+    task = make_task(paused=True)
+    auth.as_role("operator", "olga")
+    response = client.post(f"/tasks/{task.id}/trigger", data={"csrf_token": auth.csrf()})
+    assert response.status_code == 303 and response.headers["Location"] == f"/tasks/{task.id}"
+    [run] = db.session.execute(select(Run).where(Run.task_id == task.id)).scalars().all()
+    assert (run.source, run.status, run.handler) == ("manual", "pending", "python:demo.noop")
+    page = client.get(f"/tasks/{task.id}").get_data(as_text=True)
+    assert f'Queued <a href="/runs/{run.id}">run #{run.id}</a> of {task.name}.' in page
+    [entry] = audits("task.trigger", task.id)
+    assert entry.actor == "olga" and entry.after == {"run_id": run.id}
+
+
+# -- edit -------------------------------------------------------------------------------------------------------------
+
+def test_edit_form_is_filled_with_the_current_definition(client, auth):
+    task = make_task(params={"report": "weekly"}, policy={"max_attempts": 5}, window={"start": "08:00", "end": "18:00"})
+    auth.as_role("operator")
+    html = client.get(f"/tasks/{task.id}/edit").get_data(as_text=True)
+    assert 'value="30 2 * * MON"' in html and 'value="Europe/Berlin"' in html
+    assert "{&#34;report&#34;: &#34;weekly&#34;}" in html and "{&#34;max_attempts&#34;: 5}" in html
+    assert "&#34;start&#34;: &#34;08:00&#34;" in html
+    assert "At 02:30 AM, only on Monday" in html  # the preview, rendered with the page
+
+
+def test_edit_with_an_invalid_cron_is_422_with_the_error_on_the_cron_field_and_changes_nothing(client, auth):
+    task = make_task()
+    before = tasks.snapshot(task)
+    auth.as_role("operator")
+    response = client.post(f"/tasks/{task.id}/edit", data=form_body(
+        task, auth.csrf(f"/tasks/{task.id}/edit"), cron="61 * * * *", params='{"report": "monthly"}'))
+    assert response.status_code == 422
+    html = response.get_data(as_text=True)
+    assert re.search(r'id="cron-error">field 1 \(minute\) value 61 is out of range 0-59<', html), html
+    assert 'value="61 * * * *"' in html and "monthly" in html  # what was typed stays
+    assert tasks.snapshot(reload(task.id)) == before
+    assert audits("task.edit", task.id) == []
+
+
+@pytest.mark.parametrize(("changes", "field", "message"), [
+    ({"params": "{report: 1}"}, "params", "params is not valid JSON"),
+    ({"params": "[1, 2]"}, "params", "params must be a JSON object"),
+    ({"timezone": "Europe/Berln"}, "timezone", "did you mean &#39;Europe/Berlin&#39;"),
+    ({"window": '{"start": "8am", "end": "18:00"}'}, "window", "start must be a 24-hour time"),
+    ({"policy_overrides": '{"max_attempts": 0}'}, "policy_overrides", "max_attempts"),
+    ({"policy": "no-such-policy"}, "policy", "no retry policy named"),
+    ({"sla": '{"deadline_s": -5}'}, "sla", "deadline_s"),
+    ({"jitter_s": "soon"}, "jitter_s", "jitter_s must be a whole number of seconds from 0 to 3600"),
+    ({"handler": "demo.nope"}, "handler", "no Python handler named"),
+    ({"cron": "", "event": ""}, "cron", "give a cron expression, an event name, or both"),
+])
+def test_edit_puts_each_service_refusal_under_its_field(client, auth, changes, field, message):
+    task = make_task()
+    auth.as_role("operator")
+    response = client.post(f"/tasks/{task.id}/edit", data=form_body(task, auth.csrf(), **changes))
+    assert response.status_code == 422
+    errors = re.findall(rf'id="{field}-error">([^<]*)<', response.get_data(as_text=True))
+    assert errors and message in errors[0], response.get_data(as_text=True)
+    assert audits("task.edit", task.id) == []
+
+
+def test_renaming_to_a_taken_name_is_409_on_the_name_field(client, auth):
+    make_task(name="taken")
+    task = make_task(name="mine")
+    auth.as_role("operator")
+    response = client.post(f"/tasks/{task.id}/edit", data=form_body(task, auth.csrf(), name="taken"))
+    assert response.status_code == 409
+    assert re.search(r'id="name-error">tenant default already has a task named', response.get_data(as_text=True))
+    assert reload(task.id).name == "mine"
+
+
+def test_edit_with_valid_data_saves_and_audits_before_and_after(client, auth):
+    task = make_task()
+    auth.as_role("operator", "olga")
+    response = client.post(f"/tasks/{task.id}/edit", data=form_body(
+        task, auth.csrf(), cron="0 9 * * MON-FRI", timezone="Asia/Tokyo", params='{"report": "daily"}',
+        policy_overrides='{"max_attempts": 7}', window='{"days": ["mon", "fri"], "start": "08:00", "end": "18:00"}',
+        sla='{"max_start_delay_s": 60}', mutex_key="reports", concurrency_policy="replace", jitter_s="15"))
+    assert response.status_code == 303 and response.headers["Location"] == f"/tasks/{task.id}"
+    saved = reload(task.id)
+    assert (saved.cron, saved.timezone, saved.params) == ("0 9 * * MON-FRI", "Asia/Tokyo", {"report": "daily"})
+    assert (saved.policy_id, saved.policy_overrides) == (None, {"max_attempts": 7})
+    assert saved.window == {"days": ["mon", "fri"], "start": "08:00", "end": "18:00", "timezone": "UTC"}
+    assert (saved.sla, saved.mutex_key, saved.concurrency_policy, saved.jitter_s) == (
+        {"max_start_delay_s": 60}, "reports", "replace", 15)
+    [entry] = audits("task.edit", task.id)
+    assert entry.actor == "olga"
+    assert (entry.before["cron"], entry.after["cron"]) == ("30 2 * * MON", "0 9 * * MON-FRI")
+    assert (entry.before["policy"], entry.after["policy"]) == (None, {"max_attempts": 7})
+    assert "At 09:00 AM, Monday through Friday" in client.get(f"/tasks/{task.id}").get_data(as_text=True)
+
+
+def test_saving_an_unchanged_form_writes_no_audit_entry(client, auth):
+    task = make_task()
+    auth.as_role("operator")
+    assert client.post(f"/tasks/{task.id}/edit", data=form_body(task, auth.csrf())).status_code == 303
+    assert audits("task.edit", task.id) == []
+
+
+# -- new and delete ---------------------------------------------------------------------------------------------------
+
+def test_new_task_registers_it_and_audits(client, auth):
+    acme = make_tenant("acme")
+    auth.as_role("operator", "olga")
+    form = client.get("/tasks/new").get_data(as_text=True)
+    assert '<option selected value="default">default</option>' in form or 'value="default" selected' in form
+    response = client.post("/tasks/new", data={
+        "csrf_token": auth.csrf("/tasks/new"), "tenant": "acme", "name": "order-email", "handler": "demo.noop",
+        "params": '{"template": "receipt"}', "cron": "", "timezone": "UTC", "event": "order.created",
+        "policy": "", "policy_overrides": "", "mutex_key": "", "concurrency_policy": "allow", "window": "",
+        "jitter_s": "0", "debounce_s": "30", "misfire_grace_s": "300", "sla": "", "paused": "y"})
+    task = db.session.execute(select(Task).where(Task.name == "order-email")).scalar_one()
+    assert response.status_code == 303 and response.headers["Location"] == f"/tasks/{task.id}"
+    assert (task.tenant_id, task.event, task.cron, task.debounce_s, task.paused, task.params) == (
+        acme.id, "order.created", None, 30, True, {"template": "receipt"})
+    [entry] = audits("task.register", task.id)
+    assert entry.actor == "olga" and entry.after["event"] == "order.created" and entry.tenant == "acme"
+
+
+def test_new_task_with_bad_input_is_422_and_keeps_what_was_typed(client, auth):
+    auth.as_role("operator")
+    response = client.post("/tasks/new", data={
+        "csrf_token": auth.csrf("/tasks/new"), "tenant": "default", "name": "nightly", "handler": "demo.noop",
+        "cron": "0 25 * * *", "timezone": "UTC", "concurrency_policy": "allow", "jitter_s": "0", "debounce_s": "0",
+        "misfire_grace_s": "300"})
+    assert response.status_code == 422
+    html = response.get_data(as_text=True)
+    assert re.search(r'id="cron-error">field 2 \(hour\) value 25 is out of range 0-23<', html)
+    assert 'value="nightly"' in html
+    assert db.session.execute(select(Task)).first() is None
+
+
+def test_delete_hides_the_task_and_frees_its_name(client, auth):
+    task = make_task()
+    auth.as_role("operator", "olga")
+    page = client.get(f"/tasks/{task.id}").get_data(as_text=True)
+    assert "return confirm(" in page
+    response = client.post(f"/tasks/{task.id}/delete", data={"csrf_token": auth.csrf()})
+    assert response.status_code == 303 and response.headers["Location"] == "/tasks"
+    assert reload(task.id).deleted_at is not None
+    listing = client.get("/tasks").get_data(as_text=True)
+    assert task.id not in row_ids(listing) and "Deleted weekly-report." in listing
+    assert client.get(f"/tasks/{task.id}").status_code == 404
+    [entry] = audits("task.delete", task.id)
+    assert entry.actor == "olga"
+    make_task()  # the name is free again
+
+
+# -- cron preview -----------------------------------------------------------------------------------------------------
+
+def test_cron_preview_describes_a_valid_expression_with_five_firings(client, auth):
+    auth.as_role("operator")
+    response = client.get("/tasks/cron-preview", query_string={"cron": "0 9 * * MON-FRI", "timezone": "Asia/Tokyo"})
+    assert response.status_code == 200
+    html = response.get_data(as_text=True)
+    assert html.lstrip().startswith('<div id="cron-preview"')
+    assert "At 09:00 AM, Monday through Friday" in html and "Asia/Tokyo" in html
+    firings = re.findall(r'<li class="mono">(Mon|Tue|Wed|Thu|Fri) \d{4}-\d\d-\d\d 09:00 '
+                         r'<span class="subtle">JST \+09:00', html)
+    assert len(firings) == 5
+
+
+@pytest.mark.parametrize(("query", "label", "message"), [
+    ({"cron": "0 25 * * *"}, "Cron", "field 2 (hour) value 25 is out of range 0-23"),
+    ({"cron": "0 9 * *"}, "Cron", "expected 5 fields"),
+    ({"cron": "0 9 * * *", "timezone": "Mars/Olympus"}, "Time zone", "unknown IANA time zone"),
+])
+def test_cron_preview_says_what_is_wrong(client, auth, query, label, message):
+    auth.as_role("operator")
+    html = client.get("/tasks/cron-preview", query_string=query).get_data(as_text=True)
+    assert f"<strong>{label}:</strong>" in html and message in html.replace("&#39;", "'")
+    assert "<li" not in html
+
+
+def test_cron_preview_of_no_expression_says_the_task_is_event_only(client, auth):
+    auth.as_role("operator")
+    html = client.get("/tasks/cron-preview?cron=&timezone=UTC").get_data(as_text=True)
+    assert "fires only on its event" in html
+
+
+# -- who may do what --------------------------------------------------------------------------------------------------
+
+def test_viewer_sees_no_actions_and_every_post_is_403(client, auth):
+    task = make_task()
+    auth.as_role("viewer")
+    assert "New task" not in client.get("/tasks").get_data(as_text=True)
+    page = client.get(f"/tasks/{task.id}").get_data(as_text=True)
+    for action in ("/pause", "/resume", "/trigger", "/delete", "/edit"):
+        assert f"/tasks/{task.id}{action}" not in page
+    csrf = auth.csrf(f"/tasks/{task.id}")
+    for path in (f"/tasks/{task.id}/pause", f"/tasks/{task.id}/resume", f"/tasks/{task.id}/trigger",
+                 f"/tasks/{task.id}/delete", f"/tasks/{task.id}/edit", "/tasks/new"):
+        assert client.post(path, data=form_body(task, csrf)).status_code == 403, path
+    assert client.get(f"/tasks/{task.id}/edit").status_code == 403
+    assert client.get("/tasks/new").status_code == 403
+    assert tasks.snapshot(reload(task.id)) == tasks.snapshot(task)
+    assert db.session.execute(select(Run)).first() is None
+
+
+def test_tenant_limited_user_sees_and_acts_on_their_tenant_only(client, auth):
+    acme, globex = make_tenant("acme"), make_tenant("globex")
+    mine = make_task(acme, name="acme-report")
+    theirs = make_task(globex, name="globex-report")
+    auth.make_user("ann", "operator", tenant=acme)
+    assert auth.login("ann").status_code == 302
+    listing = client.get("/tasks").get_data(as_text=True)
+    assert row_ids(listing) == {mine.id} and "globex" not in listing
+    assert row_ids(client.get("/tasks?tenant=globex").get_data(as_text=True)) == {mine.id}
+    assert client.get(f"/tasks/{theirs.id}").status_code == 404
+    assert client.get(f"/tasks/{theirs.id}/edit").status_code == 404
+    csrf = auth.csrf()
+    for path in (f"/tasks/{theirs.id}/pause", f"/tasks/{theirs.id}/trigger", f"/tasks/{theirs.id}/delete"):
+        assert client.post(path, data={"csrf_token": csrf}).status_code == 404, path
+    assert reload(theirs.id).paused is False and reload(theirs.id).deleted_at is None
+    form = client.get("/tasks/new").get_data(as_text=True)
+    assert "acme" in form and "globex" not in form
+    response = client.post("/tasks/new", data={
+        "csrf_token": csrf, "tenant": "globex", "name": "sneaky", "handler": "demo.noop", "cron": "@daily",
+        "timezone": "UTC", "concurrency_policy": "allow", "jitter_s": "0", "debounce_s": "0", "misfire_grace_s": "300"})
+    assert response.status_code == 403
+    assert "you may register tasks only for tenant acme" in response.get_data(as_text=True)
+    assert db.session.execute(select(Task).where(Task.name == "sneaky")).first() is None

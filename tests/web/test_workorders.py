@@ -1,0 +1,218 @@
+"""The Work orders page: list, detail, acknowledge / assign / close with audit, viewers, tenants."""
+
+import re
+
+import pytest
+from sqlalchemy import select
+
+from console.domain.clock import FrozenClock, utcnow
+from console.extensions import db
+from console.models import AuditEntry, DeadLetter, OutboxMessage, Tenant, WorkOrder
+from console.services import delivery
+from console.services.engine.execute import execute
+from tests.engine.conftest import Runs
+from tests.receiver import Receiver
+
+FATAL = {"fail_times": 9, "error": "fatal", "code": "invalid_account", "message": "account 1000 is closed"}
+HX = {"HX-Request": "true"}
+
+
+@pytest.fixture
+def runs(app):
+    return Runs()
+
+
+@pytest.fixture
+def clock():
+    """A movable clock starting now, so the page's "last 7 days" and "last 24 h" windows see what tests make."""
+    return FrozenClock(utcnow())
+
+
+def dead(runs, clock, tenant="default", **params) -> DeadLetter:
+    run_id = runs.submit("demo.flaky", {**FATAL, **params}, tenant=tenant, clock=clock)
+    assert execute(run_id, 0, clock=clock) == "dead"
+    [letter] = runs.dead_letters(run_id)
+    return letter
+
+
+def order(order_id: int) -> WorkOrder:
+    db.session.expire_all()
+    return db.session.get(WorkOrder, order_id)
+
+
+def audit_rows(action: str, order_id: int) -> list[AuditEntry]:
+    db.session.expire_all()
+    return db.session.execute(select(AuditEntry).where(AuditEntry.action == action,
+                                                       AuditEntry.target_id == str(order_id))).scalars().all()
+
+
+def post(client, auth, path: str, data: dict | None = None, headers: dict | None = None):
+    return client.post(path, data={"csrf_token": auth.csrf("/workorders"), **(data or {})}, headers=headers or {})
+
+
+def test_list_shows_each_work_order_with_its_count_external_id_and_delivery(app, client, auth, runs, clock):
+    with Receiver() as tickets:
+        tickets.always(201, {"id": "OPS-77"})
+        app.config.update(WORKORDER_URL=tickets.url)
+        first = dead(runs, clock, message="account 1000 is closed")
+        dead(runs, clock, message="account 2000 is closed")  # the same error group
+        other = dead(runs, clock, code="bad_iban", message="IBAN checksum failed")
+        delivery.tick(clock)
+    auth.as_role("viewer")
+    page = client.get("/workorders")
+    html = page.get_data(as_text=True)
+    assert page.status_code == 200
+    row = re.search(rf'<tr id="wo-row-{first.work_order_id}">(.*?)</tr>', html, re.S).group(1)
+    assert "python:demo.flaky: invalid_account — account 1000 is closed" in row
+    assert '<td class="num">2</td>' in row and "OPS-77" in row and ">sent</span>" in row
+    assert f'id="wo-row-{other.work_order_id}"' in html
+    counters = re.search(r'<div class="grid counters wo-counters">(.*?)</nav>', html, re.S).group(1)
+    assert re.search(r'Open</div><div class="value">2<', counters)
+    assert "0 of 2 closed" in counters and "Alert latency" in counters
+
+
+def test_status_filter_and_assigned_to_me(app, client, auth, runs, clock):
+    app.config.update(WORKORDER_URL="")
+    kept, closed = dead(runs, clock), dead(runs, clock, code="gone", message="other")
+    me = auth.as_role("operator")
+    post(client, auth, f"/workorders/{kept.work_order_id}/acknowledge")
+    post(client, auth, f"/workorders/{closed.work_order_id}/close", {"close-note": "won't fix: account retired"})
+    active = client.get("/workorders").get_data(as_text=True)
+    assert f"wo-row-{kept.work_order_id}" in active and f"wo-row-{closed.work_order_id}" not in active
+    shut = client.get("/workorders?status=closed").get_data(as_text=True)
+    assert f"wo-row-{closed.work_order_id}" in shut and f"wo-row-{kept.work_order_id}" not in shut
+    mine = client.get("/workorders?status=all&mine=1").get_data(as_text=True)
+    assert f"wo-row-{kept.work_order_id}" in mine and order(kept.work_order_id).assignee_id == me.id
+    assert f"wo-row-{closed.work_order_id}" not in mine
+    empty = client.get("/workorders?status=open").get_data(as_text=True)
+    assert "No open work orders." in empty
+
+
+def test_detail_lists_the_dead_letters_with_links_to_runs_and_the_dlq(app, client, auth, runs, clock):
+    letter = dead(runs, clock)
+    auth.as_role("viewer")
+    html = client.get(f"/workorders/{letter.work_order_id}").get_data(as_text=True)
+    assert f'<a href="/runs/{letter.run_id}">Run #{letter.run_id}</a>' in html
+    assert f'href="/dlq/?group={letter.fingerprint}"' in html
+    assert "1 open of 1" in html and "account 1000 is closed" in html
+    assert "retry limit reached" in html or "dead letter" in html  # the alert queued with it
+
+
+def test_acknowledge_takes_the_work_order_and_is_audited(app, client, auth, runs, clock):
+    letter = dead(runs, clock)
+    me = auth.as_role("operator", "olga")
+    response = post(client, auth, f"/workorders/{letter.work_order_id}/acknowledge")
+    assert response.status_code == 303 and response.location.endswith(f"/workorders/{letter.work_order_id}")
+    worked = order(letter.work_order_id)
+    assert (worked.status, worked.assignee_id) == ("acknowledged", me.id) and worked.acknowledged_at is not None
+    [entry] = audit_rows("work_order.acknowledge", letter.work_order_id)
+    assert (entry.actor, entry.before, entry.after) == (
+        "olga", {"status": "open", "assignee": None}, {"status": "acknowledged", "assignee": "olga"})
+    again = post(client, auth, f"/workorders/{letter.work_order_id}/acknowledge", headers=HX)
+    assert again.status_code == 409 and "only open work orders can be acknowledged" in again.get_data(as_text=True)
+
+
+def test_acknowledge_from_the_list_swaps_just_the_row(app, client, auth, runs, clock):
+    letter = dead(runs, clock)
+    auth.as_role("operator")
+    response = post(client, auth, f"/workorders/{letter.work_order_id}/acknowledge",
+                    headers={**HX, "HX-Target": f"wo-row-{letter.work_order_id}"})
+    body = response.get_data(as_text=True).strip()
+    assert response.status_code == 200 and body.startswith(f'<tr id="wo-row-{letter.work_order_id}">')
+    assert "acknowledged</span>" in body and "<html" not in body and ">Acknowledge</button>" not in body
+
+
+def test_assign_to_a_person_and_to_me(app, client, auth, runs, clock):
+    letter = dead(runs, clock)
+    colleague = auth.make_user("pat", "operator")
+    auth.make_user("vic", "viewer")
+    me = auth.as_role("operator", "olga")
+    path = f"/workorders/{letter.work_order_id}/assign"
+    page = client.get(f"/workorders/{letter.work_order_id}").get_data(as_text=True)
+    assert ">pat (operator)</option>" in page and "vic (viewer)" not in page  # only people who can work it
+    assert post(client, auth, path, {"assign-user": str(colleague.id)}).status_code == 303
+    assert order(letter.work_order_id).assignee_id == colleague.id
+    response = post(client, auth, path, {"me": "1"}, headers=HX)
+    assert response.status_code == 200 and "assigned to you" in response.get_data(as_text=True)
+    assert order(letter.work_order_id).assignee_id == me.id
+    assert [e.after for e in audit_rows("work_order.assign", letter.work_order_id)] == [
+        {"assignee": "pat"}, {"assignee": "olga"}]
+    viewer = db.session.execute(select(type(me)).where(type(me).username == "vic")).scalar_one()
+    refused = post(client, auth, path, {"assign-user": str(viewer.id)}, headers=HX)
+    assert refused.status_code == 422 and "pick an active operator" in refused.get_data(as_text=True)
+
+
+def test_close_needs_a_note_then_closes_audits_and_resolves(app, client, auth, runs, clock):
+    letter = dead(runs, clock)
+    auth.as_role("operator", "olga")
+    path = f"/workorders/{letter.work_order_id}/close"
+    refused = post(client, auth, path, {"close-note": "  "}, headers=HX)
+    assert refused.status_code == 422 and "a note is required" in refused.get_data(as_text=True)
+    assert order(letter.work_order_id).status == "open"
+    done = post(client, auth, path, {"close-note": "card processor fixed; will replay tomorrow"})
+    assert done.status_code == 303
+    closed = order(letter.work_order_id)
+    assert (closed.status, closed.closed_by, closed.close_note) == (
+        "closed", "olga", "card processor fixed; will replay tomorrow")
+    [entry] = audit_rows("work_order.close", letter.work_order_id)
+    assert (entry.note, entry.after) == ("card processor fixed; will replay tomorrow", {"status": "closed"})
+    [resolve] = db.session.execute(select(OutboxMessage).where(OutboxMessage.kind == "resolve")).scalars().all()
+    assert resolve.payload["incident_key"] == f"rebound-workorder-{letter.work_order_id}"
+    page = client.get(f"/workorders/{letter.work_order_id}").get_data(as_text=True)
+    assert "card processor fixed" in page and "Close work order</button>" not in page
+
+
+def test_viewer_sees_no_actions_and_is_refused(app, client, auth, runs, clock):
+    letter = dead(runs, clock)
+    auth.as_role("viewer")
+    listing = client.get("/workorders").get_data(as_text=True)
+    detail = client.get(f"/workorders/{letter.work_order_id}").get_data(as_text=True)
+    for html in (listing, detail):
+        assert ">Acknowledge</button>" not in html and "Close work order" not in html and "Assign to me" not in html
+    for action, data in (("acknowledge", {}), ("assign", {"me": "1"}), ("close", {"close-note": "x"}),
+                         ("redeliver", {})):
+        assert post(client, auth, f"/workorders/{letter.work_order_id}/{action}", data).status_code == 403
+    assert order(letter.work_order_id).status == "open"
+
+
+def test_a_tenant_limited_person_sees_only_their_tenant(app, client, auth, runs, clock):
+    db.session.add(Tenant(name="acme"))
+    db.session.commit()
+    ours, theirs = dead(runs, clock, tenant="acme"), dead(runs, clock, tenant="default")
+    user = auth.make_user("acme-op", "operator", tenant=db.session.execute(
+        select(Tenant).where(Tenant.name == "acme")).scalar_one())
+    auth.login(user.username)
+    html = client.get("/workorders?status=all").get_data(as_text=True)
+    assert f"wo-row-{ours.work_order_id}" in html and f"wo-row-{theirs.work_order_id}" not in html
+    assert re.search(r'Open</div><div class="value">1<', html)
+    assert client.get(f"/workorders/{theirs.work_order_id}").status_code == 404
+    assert post(client, auth, f"/workorders/{theirs.work_order_id}/acknowledge").status_code == 404
+    assert order(theirs.work_order_id).status == "open"
+
+
+def test_a_failed_work_order_request_is_sent_again_from_its_page(app, client, auth, runs, clock):
+    with Receiver() as tickets:
+        tickets.always(500)
+        app.config.update(WORKORDER_URL=tickets.url)
+        letter = dead(runs, clock)
+        for _ in range(5):
+            delivery.tick(clock)
+            clock.advance(60)
+        auth.as_role("operator")
+        page = client.get(f"/workorders/{letter.work_order_id}").get_data(as_text=True)
+        assert ">failed</span>" in page and "Send again</button>" in page
+        tickets.always(200, {"id": "T-9"})
+        response = post(client, auth, f"/workorders/{letter.work_order_id}/redeliver")
+        assert response.status_code == 303
+        delivery.tick(clock)
+    assert order(letter.work_order_id).external_id == "T-9"
+    assert [e.action for e in db.session.execute(select(AuditEntry).where(
+        AuditEntry.action == "outbox.redeliver")).scalars()] == ["outbox.redeliver"]
+
+
+def test_the_work_orders_nav_item_follows_the_dlq(app, client, auth):
+    auth.as_role("viewer")
+    html = client.get("/workorders").get_data(as_text=True)
+    nav = re.search(r"<nav>(.*?)</nav>", html, re.S).group(1)
+    labels = re.findall(r">([^<]+)</a>", nav)
+    assert labels[labels.index("DLQ") + 1] == "Work orders"
