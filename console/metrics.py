@@ -10,6 +10,7 @@ messages. A tenant is stored by id and named at scrape time.
 """
 
 import atexit
+import collections
 import logging
 import os
 import threading
@@ -148,20 +149,27 @@ os.register_at_fork(after_in_child=_forget_after_fork)
 def _write(client, entries: list) -> None:
     """Add the entries to Redis in one round trip; a Redis outage loses them, never the caller's work."""
     global _last_warning
+    # A batch repeats the same few series: add them up first, one command per series.
+    counts: collections.Counter[tuple[str, str]] = collections.Counter()
+    sums: dict[tuple[str, str], float] = {}
+    for metric, field, amount, at in entries:
+        key = PREFIX + metric.name
+        if isinstance(metric, Histogram):
+            counts[key, f"{field}{SEP}b{_bucket(metric, amount)}"] += 1
+            counts[key, f"{field}{SEP}count"] += 1
+            sums[key, f"{field}{SEP}sum"] = sums.get((key, f"{field}{SEP}sum"), 0.0) + amount
+            continue
+        counts[key, field] += int(amount)
+        if metric.window and at is not None:
+            counts[f"{WINDOW_PREFIX}{int(at.timestamp() // 60)}", metric.name] += int(amount)
     try:
         with client.pipeline(transaction=False) as pipe:
-            for metric, field, amount, at in entries:
-                key = PREFIX + metric.name
-                if isinstance(metric, Histogram):
-                    pipe.hincrby(key, f"{field}{SEP}b{_bucket(metric, amount)}", 1)
-                    pipe.hincrby(key, f"{field}{SEP}count", 1)
-                    pipe.hincrbyfloat(key, f"{field}{SEP}sum", amount)
-                    continue
-                pipe.hincrby(key, field, int(amount))
-                if metric.window and at is not None:
-                    bucket = f"{WINDOW_PREFIX}{int(at.timestamp() // 60)}"
-                    pipe.hincrby(bucket, metric.name, int(amount))
-                    pipe.expire(bucket, WINDOW_TTL_S)
+            for (key, field), amount in counts.items():
+                pipe.hincrby(key, field, amount)
+                if key.startswith(WINDOW_PREFIX):
+                    pipe.expire(key, WINDOW_TTL_S)
+            for (key, field), amount in sums.items():
+                pipe.hincrbyfloat(key, field, amount)
             pipe.execute()
     except Exception as error:  # noqa: BLE001 - metrics must never break the work they count
         if time.monotonic() - _last_warning > 60:

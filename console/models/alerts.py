@@ -20,6 +20,9 @@ class AlertRule(db.Model):
     window_s: Mapped[int | None] = mapped_column(Integer)
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     state: Mapped[str] = mapped_column(String(16), default="ok")  # ok | firing
+    # None until measured, while off, or when too few events were seen to judge a rate.
     last_value: Mapped[float | None] = mapped_column(Float)
+    # What the last measurement counted, in words ("3 of 40 attempts failed").
+    detail: Mapped[str | None] = mapped_column(String(255))
     changed_at = mapped_column(UTCDateTime, default=utcnow, nullable=False)
     evaluated_at = mapped_column(UTCDateTime)

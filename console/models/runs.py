@@ -22,6 +22,8 @@ class Run(db.Model):
         Index("ix_runs_tenant_id_id", "tenant_id", "id"),
         Index("ix_runs_error_code_id", "error_code", "id"),
         Index("ix_runs_status_reason_handler", "status", "status_reason", "handler"),
+        # The Overview's "finished in the last 24 h" by status.
+        Index("ix_runs_status_finished_at", "status", "finished_at"),
     )
     id: Mapped[int] = mapped_column(primary_key=True)
     tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"))

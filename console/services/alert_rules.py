@@ -191,7 +191,7 @@ def as_dict(row: AlertRule) -> dict:
     rule = RULES[row.key]
     return {"key": row.key, "title": rule.title, "description": row.description, "unit": rule.unit,
             "threshold": row.threshold, "window_s": row.window_s, "windowed": rule.window_s is not None,
-            "enabled": row.enabled, "state": row.state, "last_value": row.last_value,
+            "enabled": row.enabled, "state": row.state, "last_value": row.last_value, "detail": row.detail,
             "changed_at": _iso(row.changed_at), "evaluated_at": _iso(row.evaluated_at)}
 
 
@@ -213,7 +213,10 @@ def evaluate(clock: Clock = SYSTEM_CLOCK) -> dict[str, str]:
             db.session.rollback()
             log.exception("alert rule %s could not be measured", row.key)
             continue
-        row.last_value, row.evaluated_at = float(measure.value), now
+        row.last_value = float(measure.value) if measure.enough else None
+        row.detail = (measure.detail if measure.enough
+                      else f"{measure.detail}: too few to judge (a rate needs {MIN_EVENTS})")[:255]
+        row.evaluated_at = now
         breached = measure.enough and measure.value > row.threshold
         if breached != (row.state == "firing") and _switch(row, "firing" if breached else "ok", now, measure):
             changed[row.key] = row.state
@@ -280,7 +283,7 @@ def update_rule(key: str, changes: dict, actor: Actor, clock: Clock = SYSTEM_CLO
     for name, value in values.items():
         setattr(row, name, value)
     if values.get("enabled") is False:
-        row.last_value = None
+        row.last_value = row.detail = None
         if row.state == "firing":
             _switch(row, "ok", now, None)
     audit.record(db.session, actor, "alert_rule.update", "alert_rule", key,

@@ -28,6 +28,7 @@ def upgrade():
     sa.Column('enabled', sa.Boolean(), nullable=False),
     sa.Column('state', sa.String(length=16), nullable=False),
     sa.Column('last_value', sa.Float(), nullable=True),
+    sa.Column('detail', sa.String(length=255), nullable=True),
     sa.Column('changed_at', sa.DateTime(), nullable=False),
     sa.Column('evaluated_at', sa.DateTime(), nullable=True),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_alert_rules')),

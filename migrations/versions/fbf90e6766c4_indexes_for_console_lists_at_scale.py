@@ -28,6 +28,7 @@ def upgrade():
         batch_op.drop_index(batch_op.f('ix_runs_error_code'))
         batch_op.create_index('ix_runs_error_code_id', ['error_code', 'id'], unique=False)
         batch_op.create_index('ix_runs_status_id', ['status', 'id'], unique=False)
+        batch_op.create_index('ix_runs_status_finished_at', ['status', 'finished_at'], unique=False)
         batch_op.create_index('ix_runs_status_reason_handler', ['status', 'status_reason', 'handler'], unique=False)
         batch_op.create_index('ix_runs_tenant_id_id', ['tenant_id', 'id'], unique=False)
 
@@ -45,6 +46,7 @@ def downgrade():
     with op.batch_alter_table('runs', schema=None) as batch_op:
         batch_op.drop_index('ix_runs_tenant_id_id')
         batch_op.drop_index('ix_runs_status_reason_handler')
+        batch_op.drop_index('ix_runs_status_finished_at')
         batch_op.drop_index('ix_runs_status_id')
         batch_op.drop_index('ix_runs_error_code_id')
         batch_op.create_index(batch_op.f('ix_runs_error_code'), ['error_code'], unique=False)

@@ -48,6 +48,7 @@ def assert_fires(key: str, clock, value: float) -> OutboxMessage:
     row = rule(key)
     assert (row.state, row.changed_at, row.evaluated_at) == ("firing", clock(), clock())
     assert row.last_value == pytest.approx(value)
+    assert row.detail == alert_rules.RULES[key].measure(clock(), row.window_s).detail  # what was counted, in words
     alert = messages(key)[-1]
     assert (alert.kind, alert.status, alert.payload["state"]) == ("alert", "pending", "firing")
     assert alert.payload["rule"] == key and alert.payload["value"] == pytest.approx(value)
@@ -94,7 +95,8 @@ def test_retry_failure_rate_fires_over_15_percent_of_ten_or_more_attempts_and_cl
     for _ in range(2):
         assert execute(runs.submit("demo.flaky", {"fail_times": 9}, policy=NO_JITTER), 0, clock=clock) == "retry_wait"
     assert alert_rules.evaluate(clock) == {}  # 2 of 9 is 22%, but nine attempts are too few to page anyone
-    assert rule("retry_failure_rate").last_value == pytest.approx(2 / 9)
+    row = rule("retry_failure_rate")
+    assert row.last_value is None and row.detail == "2 of 9 attempts failed: too few to judge (a rate needs 10)"
     assert execute(runs.submit("demo.noop"), 0, clock=clock) == "succeeded"
     alert = assert_fires("retry_failure_rate", clock, 0.2)
     assert alert.payload["summary"] == ("2 of 10 attempts failed in the last 10 min (20%; threshold 15%).")
@@ -233,7 +235,7 @@ def test_the_api_lists_the_rules_and_admins_change_them_audited(client, auth):
     assert first | {"changed_at": None} == {
         "key": "retry_failure_rate", "title": "Retry failure rate high", "description": first["description"],
         "unit": "rate", "threshold": 0.15, "window_s": 600, "windowed": True, "enabled": True, "state": "ok",
-        "last_value": None, "changed_at": None, "evaluated_at": None}
+        "last_value": None, "detail": None, "changed_at": None, "evaluated_at": None}
     changed = client.put("/internal/alert-rules/retry_failure_rate", headers=admin,
                          json={"threshold": 0.25, "window_s": 900, "enabled": True})
     assert changed.status_code == 200, changed.json
