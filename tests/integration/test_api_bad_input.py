@@ -1,6 +1,5 @@
 """Every bad API input gets a clear 4xx JSON answer, never a 500, and nothing is half-written."""
 
-import contextlib
 from datetime import datetime
 
 import pytest
@@ -10,35 +9,23 @@ from console.extensions import db
 from console.models import AuditEntry, OutboxMessage, PolicyVersion, RetryPolicyRecord, Run, RunEvent, Task, Tenant
 from console.services import tenants, tokens
 from console.services.actor import Actor
+from tests import api_checks
 
 COUNTED = {"runs": Run, "run_events": RunEvent, "policies": RetryPolicyRecord, "policy_versions": PolicyVersion,
            "audit": AuditEntry, "outbox": OutboxMessage}
 
 
 def counts() -> dict[str, int]:
-    """Count the rows a request could half-write."""
-    found = {name: db.session.execute(select(func.count()).select_from(model)).scalar_one()
-             for name, model in COUNTED.items()}
-    # End the read transaction, so the next count sees what later requests committed.
-    db.session.rollback()
-    return found
+    return api_checks.counts(COUNTED)
 
 
-@contextlib.contextmanager
 def nothing_written():
-    before = counts()
-    yield
-    assert counts() == before
+    return api_checks.nothing_written(COUNTED)
 
 
 def refused(response, status: int, error: str, field: str | None = None) -> dict:
-    """Assert a clear JSON refusal: the status, the error code, a detail, and the field to fix."""
-    assert response.status_code == status, response.get_data(as_text=True)
-    assert response.mimetype == "application/json"
-    body = response.json
-    assert body["error"] == error
-    assert isinstance(body["detail"], str) and body["detail"]
-    assert body.get("field") == field
+    """Assert a clear JSON refusal that carries nothing but error, detail and field."""
+    body = api_checks.refused(response, status, error, field)
     assert set(body) <= {"error", "detail", "field"}
     return body
 

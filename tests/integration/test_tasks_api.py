@@ -3,16 +3,16 @@
 No worker runs, so every run a task creates stays pending; Redis is real (debounce and queueing use it).
 """
 
-import contextlib
 from datetime import datetime, time, timedelta
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from console.extensions import db
 from console.models import AuditEntry, OutboxMessage, Run, RunEvent, Task, Tenant
 from console.services import tokens
 from console.services.actor import Actor
+from tests import api_checks
 
 COUNTED = {"tasks": Task, "audit": AuditEntry, "runs": Run, "run_events": RunEvent, "outbox": OutboxMessage}
 BERLIN_OFFSETS = {timedelta(hours=1), timedelta(hours=2)}
@@ -20,30 +20,14 @@ DROP = object()  # a key to leave out of the request body
 
 
 def counts() -> dict[str, int]:
-    """Count the rows a request could half-write."""
-    found = {name: db.session.execute(select(func.count()).select_from(model)).scalar_one()
-             for name, model in COUNTED.items()}
-    # End the read transaction, so the next count sees what later requests committed.
-    db.session.rollback()
-    return found
+    return api_checks.counts(COUNTED)
 
 
-@contextlib.contextmanager
 def nothing_written():
-    before = counts()
-    yield
-    assert counts() == before
+    return api_checks.nothing_written(COUNTED)
 
 
-def refused(response, status: int, error: str, field: str | None = None) -> dict:
-    """Assert a clear JSON refusal: the status, the error code, a detail, and the field to fix."""
-    assert response.status_code == status, response.get_data(as_text=True)
-    assert response.mimetype == "application/json"
-    body = response.json
-    assert body["error"] == error
-    assert isinstance(body["detail"], str) and body["detail"]
-    assert body.get("field") == field, body
-    return body
+refused = api_checks.refused
 
 
 def bearer(user, tenant: Tenant | None = None) -> dict:
