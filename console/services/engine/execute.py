@@ -54,9 +54,13 @@ def _over_capacity(run: Run, concurrency: int) -> str | None:
     return "quota" if tenant_running >= max_running else None
 
 
-@functools.lru_cache(maxsize=1024)
 def _tenant_name(tenant_id: int) -> str:
-    # Tenants are never renamed, so a process may remember their names.
+    return _tenant_name_in(str(db.engine.url), tenant_id)
+
+
+@functools.lru_cache(maxsize=1024)
+def _tenant_name_in(database: str, tenant_id: int) -> str:
+    # Tenants are never renamed, so a process may remember their names (per database: tests use many).
     return db.session.execute(select(Tenant.name).where(Tenant.id == tenant_id)).scalar_one()
 
 
