@@ -163,9 +163,10 @@ def create_token_command(username, tenant, name):
 @with_appcontext
 def seed_demo_command(force, runs, dead_letters):
     """Create demo tenants and runs; --runs N adds a week of history for scale tests."""
-    from console.services import demo
+    from console.services import bootstrap, demo
     from console.services.demo_history import seed_history
 
+    bootstrap.ensure_ready()  # the runs it creates need the default policies, even before any process ran
     if not force and not demo.is_empty():
         raise click.ClickException("the database already has tasks; use --force to add demo data anyway")
     click.echo(demo.seed())
