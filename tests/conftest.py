@@ -17,7 +17,8 @@ from console import create_app
 from console.domain.clock import FrozenClock
 from console.embedded_redis import start as start_redis
 from console.extensions import db
-from console.services import bootstrap, users
+from console.models import Tenant
+from console.services import bootstrap, tokens, users
 from console.services.actor import Actor
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -144,6 +145,29 @@ class Auth:
 @pytest.fixture
 def auth(client):
     return Auth(client)
+
+
+def bearer(user, tenant=None) -> dict:
+    """Return the Authorization header of a new token acting as `user` (optionally limited to a tenant)."""
+    _, plaintext = tokens.issue(user, Actor("test"), tenant=tenant)
+    return {"Authorization": f"Bearer {plaintext}"}
+
+
+def make_tenant(name: str) -> Tenant:
+    """Create a tenant with the default quotas."""
+    tenant = Tenant(name=name)
+    db.session.add(tenant)
+    db.session.commit()
+    return tenant
+
+
+@pytest.fixture
+def redis_down(app):
+    """Point the app at a port where no Redis listens, for pages that must degrade, not fail."""
+    working = app.extensions["rebound_redis"]
+    app.extensions["rebound_redis"] = redis.Redis(port=free_port(), socket_connect_timeout=1)
+    yield
+    app.extensions["rebound_redis"] = working
 
 
 def free_port() -> int:

@@ -8,11 +8,11 @@ from sqlalchemy import select, update
 from console.extensions import db
 from console.models import AlertRule, AuditEntry, DeadLetter, OutboxMessage, Tenant
 from console.scheduler.task_jobs import TaskJobs
-from console.services import alert_rules, outbox, planner, sla, tasks, tenants, tokens
+from console.services import alert_rules, outbox, planner, sla, tasks, tenants
 from console.services.actor import Actor
 from console.services.engine.execute import execute
 from console.services.errors import QueueFull
-from tests.conftest import csrf_from
+from tests.conftest import bearer, csrf_from
 from tests.engine.conftest import Runs
 
 NO_JITTER = {"base_delay_s": 1, "multiplier": 2, "jitter": 0, "max_delay_s": 60}
@@ -214,10 +214,6 @@ def test_a_disabled_rule_is_not_watched_and_disabling_a_firing_rule_resolves_it(
 
 
 # The API and the page.
-
-def bearer(user, tenant: Tenant | None = None) -> dict:
-    _, plaintext = tokens.issue(user, Actor("test"), tenant=tenant)
-    return {"Authorization": f"Bearer {plaintext}"}
 
 
 def audit_rows(key: str) -> list[AuditEntry]:

@@ -6,10 +6,10 @@ import pytest
 from sqlalchemy import func, select, update
 
 from console.extensions import db
-from console.models import AuditEntry, OutboxMessage, PolicyVersion, RetryPolicyRecord, Run, RunEvent, Task, Tenant
-from console.services import tenants, tokens
-from console.services.actor import Actor
+from console.models import AuditEntry, OutboxMessage, PolicyVersion, RetryPolicyRecord, Run, RunEvent, Task
+from console.services import tenants
 from tests import api_checks
+from tests.conftest import bearer, make_tenant
 
 COUNTED = {"runs": Run, "run_events": RunEvent, "policies": RetryPolicyRecord, "policy_versions": PolicyVersion,
            "audit": AuditEntry, "outbox": OutboxMessage}
@@ -30,16 +30,6 @@ def refused(response, status: int, error: str, field: str | None = None) -> dict
     return body
 
 
-def bearer(user, tenant: Tenant | None = None) -> dict:
-    _, plaintext = tokens.issue(user, Actor("test"), tenant=tenant)
-    return {"Authorization": f"Bearer {plaintext}"}
-
-
-def make_tenant(name: str) -> Tenant:
-    tenant = Tenant(name=name)
-    db.session.add(tenant)
-    db.session.commit()
-    return tenant
 
 
 def set_status(run_id: int, status: str) -> None:

@@ -9,10 +9,9 @@ import pytest
 from sqlalchemy import select
 
 from console.extensions import db
-from console.models import AuditEntry, OutboxMessage, Run, RunEvent, Task, Tenant
-from console.services import tokens
-from console.services.actor import Actor
+from console.models import AuditEntry, OutboxMessage, Run, RunEvent, Task
 from tests import api_checks
+from tests.conftest import bearer, make_tenant
 
 COUNTED = {"tasks": Task, "audit": AuditEntry, "runs": Run, "run_events": RunEvent, "outbox": OutboxMessage}
 BERLIN_OFFSETS = {timedelta(hours=1), timedelta(hours=2)}
@@ -30,16 +29,6 @@ def nothing_written():
 refused = api_checks.refused
 
 
-def bearer(user, tenant: Tenant | None = None) -> dict:
-    _, plaintext = tokens.issue(user, Actor("test"), tenant=tenant)
-    return {"Authorization": f"Bearer {plaintext}"}
-
-
-def make_tenant(name: str) -> Tenant:
-    tenant = Tenant(name=name)
-    db.session.add(tenant)
-    db.session.commit()
-    return tenant
 
 
 def task_body(**changes) -> dict:

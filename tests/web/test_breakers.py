@@ -2,9 +2,6 @@
 
 import re
 
-import pytest
-import redis
-
 from console.domain.breaker import BreakerMode, BreakerSettings
 from console.domain.clock import FrozenClock, utcnow
 from console.extensions import db
@@ -14,7 +11,6 @@ from console.services.actor import Actor
 from console.services.engine import breakers
 from console.services.engine.execute import execute
 from console.services.engine.submit import submit
-from tests.conftest import free_port
 
 SETTINGS = BreakerSettings(failure_threshold=3, open_s=120)
 HANDLER = "plugin:billing.charge"
@@ -128,13 +124,6 @@ def test_empty_state_says_when_a_breaker_opens(client, auth):
     page = client.get("/breakers/").get_data(as_text=True)
     assert "All breakers are closed" in page and "opens after 5 consecutive failures" in page
 
-
-@pytest.fixture
-def redis_down(app):
-    working = app.extensions["rebound_redis"]
-    app.extensions["rebound_redis"] = redis.Redis(port=free_port(), socket_connect_timeout=1)
-    yield
-    app.extensions["rebound_redis"] = working
 
 
 def test_page_says_redis_is_down_instead_of_failing(client, auth, redis_down):

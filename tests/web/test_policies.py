@@ -8,9 +8,10 @@ from sqlalchemy import select
 
 from console.domain.policy import RetryPolicy, retry_schedule
 from console.extensions import db
-from console.models import AuditEntry, PolicyVersion, Tenant
+from console.models import AuditEntry, PolicyVersion
 from console.services import policies, tasks, tenants
 from console.services.actor import Actor
+from tests.conftest import make_tenant
 
 # The `quick` policy of config/retry-policies.yaml, as its edit form posts it.
 QUICK = {
@@ -29,12 +30,6 @@ def make_task(name: str, policy: str | None = "quick", tenant: str = "default", 
         data["sla"] = {"deadline_s": deadline_s}
     return tasks.register(tenants.find(tenant), data, Actor("test"))
 
-
-def make_tenant(name: str) -> Tenant:
-    tenant = Tenant(name=name)
-    db.session.add(tenant)
-    db.session.commit()
-    return tenant
 
 
 def post_form(client, auth, path: str, **changes):

@@ -3,8 +3,6 @@
 import re
 from datetime import timedelta
 
-import pytest
-import redis
 from rq import SimpleWorker
 from rq.job import Job
 
@@ -17,7 +15,6 @@ from console.services import tenants
 from console.services.actor import Actor
 from console.services.engine import queueing
 from console.services.engine.submit import submit
-from tests.conftest import free_port
 
 
 def queue_row(page: str, name: str) -> list[str]:
@@ -117,13 +114,6 @@ def test_live_refresh_returns_only_the_region(client, auth):
     assert fragment.lstrip().startswith('<div id="queues-live" hx-get="/queues/" hx-trigger="every 5s"')
     assert "<html" not in fragment
 
-
-@pytest.fixture
-def redis_down(app):
-    working = app.extensions["rebound_redis"]
-    app.extensions["rebound_redis"] = redis.Redis(port=free_port(), socket_connect_timeout=1)
-    yield
-    app.extensions["rebound_redis"] = working
 
 
 def test_page_says_redis_is_down_instead_of_failing(client, auth, redis_down):

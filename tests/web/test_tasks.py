@@ -12,15 +12,10 @@ from console.extensions import db
 from console.models import AuditEntry, Run, Task, Tenant
 from console.services import task_query, tasks, tenants, triggers
 from console.services.actor import Actor
+from tests.conftest import make_tenant
 
 SEED = Actor("seed")
 
-
-def make_tenant(name: str) -> Tenant:
-    tenant = Tenant(name=name)
-    db.session.add(tenant)
-    db.session.commit()
-    return tenant
 
 
 def make_task(tenant: Tenant | None = None, **fields) -> Task:
