@@ -1,0 +1,64 @@
+"""Queue thousands of first attempts at once: the job hashes RQ would write, sent by one Lua call per chunk."""
+
+import zlib
+
+from rq import Queue
+from rq.job import Job, JobStatus
+from rq.utils import get_call_string, now
+
+# Per job this writes what Queue.enqueue_many writes for a job without dependencies (the job hash, then its id
+# pushed on the queue), all in one script call. RQ's own path spends ~0.3 ms per job in Python building a Job
+# and encoding a 20-field HSET; a burst of 10,000 cron firings cannot wait 3 s for that.
+_SCRIPT = """
+local fixed = tonumber(ARGV[1])
+local fields = {}
+for i = 2, 1 + 2 * fixed do fields[#fields + 1] = ARGV[i] end
+local base = #fields
+local ids = {}
+for i = 2 + 2 * fixed, #ARGV, 3 do
+  fields[base + 1] = 'data'
+  fields[base + 2] = ARGV[i + 1]
+  fields[base + 3] = 'description'
+  fields[base + 4] = ARGV[i + 2]
+  redis.call('HSET', KEYS[3] .. ARGV[i], unpack(fields))
+  ids[#ids + 1] = ARGV[i]
+  if #ids == 500 then
+    redis.call('RPUSH', KEYS[1], unpack(ids))
+    ids = {}
+  end
+end
+if #ids > 0 then redis.call('RPUSH', KEYS[1], unpack(ids)) end
+redis.call('SADD', KEYS[2], KEYS[1])
+return 0
+"""
+# What varies per job; the rest of the hash comes from a template job RQ builds itself.
+_PER_JOB = ("data", "description")
+_CHUNK = 1000
+
+
+def _template(queue: Queue, func: str, options: dict) -> list:
+    """Return the hash RQ writes for a queued job, less the per-job fields, as a flat field/value list."""
+    job = queue.create_job(func, args=(0, 0), job_id="template", status=JobStatus.QUEUED, **options)
+    job.origin = queue.name
+    job.enqueued_at = now()
+    flat = []
+    for field, value in job.to_dict().items():
+        if field not in _PER_JOB:
+            flat += [field, value.value if isinstance(value, JobStatus) else value]
+    return flat
+
+
+def enqueue_calls(connection, queue_name: str, func: str, calls: list[tuple[str, tuple]], options: dict) -> None:
+    """Queue `func(*args)` for each (job_id, args), all with the same RQ options (timeout, ttls)."""
+    if not calls:
+        return
+    queue = Queue(queue_name, connection=connection)
+    script = connection.register_script(_SCRIPT)
+    dumps = queue.serializer.dumps
+    keys = [queue.key, queue.redis_queues_keys, Job.redis_job_namespace_prefix]
+    for start in range(0, len(calls), _CHUNK):
+        fixed = _template(queue, func, options)  # fresh created_at / enqueued_at for each chunk
+        argv = [len(fixed) // 2, *fixed]
+        for job_id, args in calls[start:start + _CHUNK]:
+            argv += [job_id, zlib.compress(dumps((func, None, args, {}))), get_call_string(func, args, {})]
+        script(keys=keys, args=argv)
