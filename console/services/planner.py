@@ -13,12 +13,15 @@ from console.domain.windows import Window
 from console.extensions import db
 from console.models import Run, RunEvent, Task, Tenant
 from console.redis_conn import get_redis
-from console.services import outbox, policies
+from console.services import bulk_runs, outbox, policies
 from console.services.actor import Actor
 from console.services.engine import queueing
 
 log = logging.getLogger("rebound.planner")
 ACTIVE = ("pending", "running", "retry_wait")
+# What the rules and the row path read of a task: plain columns, no ORM object per task.
+_TASK_COLUMNS = (Task.id, Task.tenant_id, Task.handler, Task.params, Task.policy_id, Task.policy_overrides,
+                 Task.mutex_key, Task.concurrency_policy, Task.window, Task.paused, Task.deleted_at)
 
 
 @dataclass(frozen=True)
@@ -77,37 +80,29 @@ def fire(firings: list[Firing], actor: Actor, clock: Clock = SYSTEM_CLOCK) -> li
     if not firings:
         return []
     now = clock()
-    tasks = {t.id: t for t in db.session.execute(select(Task).where(
-        Task.id.in_({f.task_id for f in firings}))).scalars()}
+    tasks = {t.id: t for t in db.session.execute(select(*_TASK_COLUMNS).where(
+        Task.id.in_({f.task_id for f in firings})))}
     batch = _Batch(tasks)
-    rows, outcomes, deferred, timeouts, versions, fired_for = [], [], [], {}, {}, {}
+    rows, row_outcomes, outcomes, deferred, timeouts, versions, fired_for = [], [], [], [], {}, {}, {}
+    plain: dict[tuple, list[Outcome]] = {}
     for firing in firings:
         task = tasks.get(firing.task_id)
         if task is None or task.deleted_at is not None or (task.paused and firing.source in ("cron", "catchup")):
             outcomes.append(Outcome(firing.task_id, None, "paused"))
             continue
+        status, reason, start_at = _rules(task, batch, actor, now)
+        version, _ = _policy(task, timeouts, versions)
+        outcome = Outcome(task.id, None, "created" if status == "pending" else "skipped", reason)
+        outcomes.append(outcome)
+        if firing.source in ("cron", "catchup"):
+            fired_for.setdefault(firing.scheduled_for, []).append(task.id)
+        if (status, reason, firing.params, firing.key) == ("pending", None, {}, None) and firing.source in (
+                "cron", "catchup"):
+            # The common case, a plain pending cron run: the database copies it from the task row.
+            plain.setdefault((firing.scheduled_for, firing.source, version), []).append(outcome)
+            continue
         key = firing.key or (cron_key(task.id, firing.scheduled_for) if firing.source in ("cron", "catchup")
                              else f"{firing.source}:{task.id}:{uuid.uuid4().hex}")
-        status, reason, start_at = "pending", None, None
-        if task.mutex_key and batch.busy.get(task.mutex_key):
-            if task.concurrency_policy == "forbid":
-                status, reason = "cancelled", "mutex_forbid"
-            elif task.concurrency_policy == "replace":
-                _replace(batch.busy.pop(task.mutex_key), actor, now)
-        if status == "pending" and task.window and not Window.from_mapping(task.window).contains(now):
-            reason, start_at = "window", Window.from_mapping(task.window).next_opening(now)
-        tenant = batch.tenants[task.tenant_id]
-        if status == "pending" and batch.waiting.get(tenant.id, 0) >= tenant.max_queued:
-            # A scheduled firing is never dropped for quota: it waits, and someone is told.
-            reason = reason or "quota"
-            outbox.add("alert", f"quota:{tenant.id}", {
-                "rule": "tenant_quota", "tenant_id": tenant.id, "waiting": batch.waiting[tenant.id],
-                "max_queued": tenant.max_queued, "task_id": task.id, "at": now.isoformat()}, now, tenant_id=tenant.id)
-        if status == "pending":
-            batch.waiting[tenant.id] = batch.waiting.get(tenant.id, 0) + 1
-            if task.mutex_key:
-                batch.busy.setdefault(task.mutex_key, []).append(None)
-        version, _ = _policy(task, timeouts, versions)
         rows.append({
             "tenant_id": task.tenant_id, "task_id": task.id, "handler": task.handler,
             "params": {**task.params, **firing.params}, "policy_id": task.policy_id, "policy_version": version,
@@ -116,13 +111,25 @@ def fire(firings: list[Firing], actor: Actor, clock: Clock = SYSTEM_CLOCK) -> li
             "cancel_requested": False, "scheduled_for": firing.scheduled_for, "enqueued_at": now,
             "created_at": now, "updated_at": now, "finished_at": now if status == "cancelled" else None,
             "trace_id": uuid.uuid4().hex, "source": firing.source})
-        outcomes.append(Outcome(task.id, None, "created" if status == "pending" else "skipped", reason))
+        row_outcomes.append(outcome)
         if start_at is not None:
             deferred.append((key, start_at))
-        if firing.source in ("cron", "catchup"):
-            fired_for.setdefault(firing.scheduled_for, []).append(task.id)
     inserted = _insert_ignoring_duplicates(rows)
     _timeline(rows, inserted, actor, now)
+    claimed = set()  # a key given twice in a batch makes one run; the second firing is its duplicate
+    for outcome, row in zip(row_outcomes, rows, strict=True):
+        if row["idempotency_key"] in inserted and row["idempotency_key"] not in claimed:
+            outcome.run_id = inserted[row["idempotency_key"]]
+            claimed.add(row["idempotency_key"])
+    for (scheduled_for, source, version), group in plain.items():
+        created = bulk_runs.insert_pending(sorted({o.task_id for o in group}), scheduled_for, source, version, now,
+                                           actor.name)
+        for outcome in group:
+            # A task firing twice for one time in a batch gets one run; the other firing is its duplicate.
+            outcome.run_id = created.pop(outcome.task_id, None)
+    for outcome in outcomes:
+        if outcome.status in ("created", "skipped") and outcome.run_id is None:
+            outcome.status = "duplicate"
     # One UPDATE per distinct firing time, not one per task: a burst of 10k shares one minute.
     for scheduled_for, task_ids in fired_for.items():
         db.session.execute(update(Task).where(Task.id.in_(task_ids), or_(
@@ -130,24 +137,48 @@ def fire(firings: list[Firing], actor: Actor, clock: Clock = SYSTEM_CLOCK) -> li
             .execution_options(synchronize_session=False))
     db.session.commit()
     by_key = {row["idempotency_key"]: row for row in rows}
-    for outcome, row in zip([o for o in outcomes if o.status in ("created", "skipped")], rows, strict=True):
-        outcome.run_id = inserted.get(row["idempotency_key"])
-        if outcome.run_id is None:
-            outcome.status = "duplicate"
-    deferred_keys = {key for key, _ in deferred}
-    _enqueue([(inserted[k], timeouts[(by_key[k]["policy_id"], str(by_key[k]["policy_overrides"]))])
-              for k in inserted if by_key[k]["status"] == "pending" and k not in deferred_keys],
+    # A window-deferred run (reason "window") is queued for the window's opening, everything else at once.
+    _enqueue([(o.run_id, timeouts[_policy_key(tasks[o.task_id])]) for o in outcomes
+              if o.status == "created" and o.reason != "window"],
              [(inserted[k], when, by_key[k]) for k, when in deferred if k in inserted], timeouts)
     return outcomes
 
 
+def _rules(task, batch: "_Batch", actor: Actor, now: datetime) -> tuple[str, str | None, datetime | None]:
+    """Apply mutex, window and quota to one firing; return (status, reason, start_at)."""
+    status, reason, start_at = "pending", None, None
+    if task.mutex_key and batch.busy.get(task.mutex_key):
+        if task.concurrency_policy == "forbid":
+            status, reason = "cancelled", "mutex_forbid"
+        elif task.concurrency_policy == "replace":
+            _replace(batch.busy.pop(task.mutex_key), actor, now)
+    if status == "pending" and task.window and not Window.from_mapping(task.window).contains(now):
+        reason, start_at = "window", Window.from_mapping(task.window).next_opening(now)
+    tenant = batch.tenants[task.tenant_id]
+    if status == "pending" and batch.waiting.get(tenant.id, 0) >= tenant.max_queued:
+        # A scheduled firing is never dropped for quota: it waits, and someone is told.
+        reason = reason or "quota"
+        outbox.add("alert", f"quota:{tenant.id}", {
+            "rule": "tenant_quota", "tenant_id": tenant.id, "waiting": batch.waiting[tenant.id],
+            "max_queued": tenant.max_queued, "task_id": task.id, "at": now.isoformat()}, now, tenant_id=tenant.id)
+    if status == "pending":
+        batch.waiting[tenant.id] = batch.waiting.get(tenant.id, 0) + 1
+        if task.mutex_key:
+            batch.busy.setdefault(task.mutex_key, []).append(None)
+    return status, reason, start_at
+
+
 def _policy(task: Task, timeouts: dict, versions: dict) -> tuple[int, object]:
     """Return the task's policy version (read once per batch) and note its timeout for enqueueing."""
-    key = (task.policy_id, str(task.policy_overrides or {}))
+    key = _policy_key(task)
     if key not in versions:
         versions[key] = policies.effective(task.policy_id, task.policy_overrides)
         timeouts[key] = versions[key][1].timeout_s
     return versions[key]
+
+
+def _policy_key(task) -> tuple:
+    return task.policy_id, str(task.policy_overrides or {})
 
 
 def _timeline(rows: list[dict], inserted: dict[str, int], actor: Actor, now: datetime) -> None:

@@ -9,7 +9,7 @@ from console.models import Run, Tenant
 from console.redis_conn import get_redis
 from console.services import planner, tasks
 from console.services.actor import Actor
-from console.services.engine import control
+from console.services.engine import control, queueing
 from console.services.engine.execute import execute
 
 SCHEDULER = Actor("scheduler")
@@ -38,6 +38,25 @@ def test_the_same_firing_twice_creates_one_run(register, runs, clock):
     second = fire(task, clock)  # a second leader, or a catch-up racing the live firing
     assert (first.status, second.status) == ("created", "duplicate")
     assert db.session.query(Run).filter_by(task_id=task.id).count() == 1
+
+
+def test_a_batch_makes_one_run_per_task_and_firing_with_its_timeline_row(register, runs, clock):
+    first, second = register("a", params={"n": 1}), register("b")
+    firings = [planner.Firing(first.id, clock()), planner.Firing(second.id, clock()),
+               planner.Firing(first.id, clock(), source="catchup")]  # a catch-up racing the live firing
+    outcomes = planner.fire(firings, SCHEDULER, clock)
+    assert [o.status for o in outcomes] == ["created", "created", "duplicate"]
+    run = runs.get(outcomes[0].run_id)
+    assert (run.task_id, run.params, run.status, run.source, run.scheduled_for, run.enqueued_at) == (
+        first.id, {"n": 1}, "pending", "cron", clock(), clock())
+    assert run.idempotency_key == planner.cron_key(first.id, clock()) and len(run.trace_id) == 32
+    assert run.trace_id != runs.get(outcomes[1].run_id).trace_id
+    [event] = runs.events(run.id)
+    assert (event.kind, event.to_status, event.actor, event.data["source"]) == ("submitted", "pending",
+                                                                                "scheduler", "cron")
+    assert queueing.job_status(run.id, 1, 0) == "queued"
+    db.session.refresh(first)
+    assert first.last_fired_for == clock()
 
 
 def test_b2_quota_exhausted_queues_with_a_warning_then_runs_when_room_frees(register, runs, clock):
