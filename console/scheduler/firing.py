@@ -31,8 +31,11 @@ class FiringBuffer:
         self._thread.join(10)
 
     def add(self, firing: planner.Firing) -> None:
+        self.add_many([firing])
+
+    def add_many(self, firings: list[planner.Firing]) -> None:
         with self._ready:
-            self._items.append(firing)
+            self._items.extend(firings)
             self._ready.notify()
 
     def _take(self) -> list[planner.Firing]:

@@ -1,6 +1,8 @@
-"""Keep one APScheduler job per enabled cron task, in step with the tasks table; catch up missed firings."""
+"""Keep one APScheduler job per distinct schedule of the enabled cron tasks; catch up missed firings."""
 
+import hashlib
 import logging
+import threading
 from datetime import timedelta
 
 from sqlalchemy import select, update
@@ -15,57 +17,85 @@ from console.scheduler.triggers import TaskTrigger, jitter_offset
 from console.services import planner, tasks
 
 log = logging.getLogger("rebound.scheduler")
-PREFIX = "task:"
+PREFIX = "schedule:"
 # A firing APScheduler is about to deliver is not a missed one; leave it this long before catching up.
 CATCH_UP_MARGIN = timedelta(seconds=5)
 
 
+def job_id(schedule: tuple) -> str:
+    """Name the APScheduler job of one schedule (cron, time zone, jitter offset, grace), stable across syncs."""
+    return PREFIX + hashlib.sha1(repr(schedule).encode()).hexdigest()[:16]
+
+
 class TaskJobs:
-    """Mirror the tasks table into APScheduler jobs; fire into a batching buffer."""
+    """Mirror the tasks table into APScheduler jobs, one per schedule that fans out to its tasks."""
 
     def __init__(self, app, scheduler, buffer: FiringBuffer, clock: Clock = SYSTEM_CLOCK):
         self.app, self.scheduler, self.buffer, self.clock = app, scheduler, buffer, clock
         self.fingerprint = None
-        self.signatures: dict[int, tuple] = {}
+        self.schedules: dict[int, tuple] = {}  # task id -> its schedule
+        # Tasks sharing a schedule share one APScheduler job: 10,000 `* * * * *` tasks are one trigger that
+        # fires once and hands the planner one batch, instead of 10,000 jobs through APScheduler's executor.
+        self.members: dict[tuple, set[int]] = {}
+        self._lock = threading.Lock()  # sync changes members while a schedule's job reads them
+
+    def job_for(self, task_id: int):
+        """Return the APScheduler job that fires this task, or None."""
+        schedule = self.schedules.get(task_id)
+        return self.scheduler.get_job(job_id(schedule)) if schedule else None
 
     def sync(self, force: bool = False) -> int:
-        """Add, replace and remove jobs to match the tasks table; return how many jobs changed."""
+        """Add, move and remove tasks (and their schedules' jobs) to match the tasks table; return tasks changed."""
         fingerprint = tasks.schedule_fingerprint()
         if fingerprint == self.fingerprint and not force:
             return 0
         rows = db.session.execute(select(Task.id, Task.cron, Task.timezone, Task.jitter_s, Task.misfire_grace_s)
                                   .where(Task.cron.is_not(None), Task.paused.is_(False),
                                          Task.deleted_at.is_(None))).all()
-        wanted = {row.id: (row.cron, row.timezone, row.jitter_s, row.misfire_grace_s) for row in rows}
-        changed = 0
-        for task_id in set(self.signatures) - set(wanted):
-            self.scheduler.remove_job(f"{PREFIX}{task_id}")
-            del self.signatures[task_id]
-            changed += 1
-        for task_id, signature in wanted.items():
-            if self.signatures.get(task_id) == signature:
-                continue
-            expression, timezone, jitter_s, grace_s = signature
-            trigger = TaskTrigger(cron.parse(expression, timezone), jitter_offset(task_id, jitter_s))
-            self.scheduler.add_job(self._fire, trigger, args=(task_id,), id=f"{PREFIX}{task_id}",
-                                   name=f"task {task_id}", replace_existing=True,
-                                   misfire_grace_time=max(1, grace_s), coalesce=True)
-            self.signatures[task_id] = signature
-            changed += 1
+        wanted = {row.id: (row.cron, row.timezone, jitter_offset(row.id, row.jitter_s), row.misfire_grace_s)
+                  for row in rows}
+        changed = [task_id for task_id in set(self.schedules) | set(wanted)
+                   if self.schedules.get(task_id) != wanted.get(task_id)]
+        with self._lock:
+            for task_id in changed:
+                if task_id in self.schedules:
+                    self._leave(task_id, self.schedules.pop(task_id))
+                if task_id in wanted:
+                    self._join(task_id, wanted[task_id])
         self.fingerprint = fingerprint
         if changed:
-            log.info("synced %d task jobs (%d enabled cron tasks)", changed, len(wanted))
-        return changed
+            log.info("synced %d task changes (%d enabled cron tasks on %d schedules)", len(changed), len(wanted),
+                     len(self.members))
+        return len(changed)
 
-    def _fire(self, task_id: int) -> None:
-        job = self.scheduler.get_job(f"{PREFIX}{task_id}")
-        if job is None:
+    def _join(self, task_id: int, schedule: tuple) -> None:
+        self.schedules[task_id] = schedule
+        if schedule in self.members:
+            self.members[schedule].add(task_id)
             return
-        now = self.clock()
+        expression, timezone, offset, grace_s = schedule
+        self.members[schedule] = {task_id}
+        self.scheduler.add_job(self._fire, TaskTrigger(cron.parse(expression, timezone), offset), args=(schedule,),
+                               id=job_id(schedule), name=f"cron {expression} {timezone} +{offset.total_seconds()}s",
+                               replace_existing=True, misfire_grace_time=max(1, grace_s), coalesce=True)
+
+    def _leave(self, task_id: int, schedule: tuple) -> None:
+        members = self.members.get(schedule, set())
+        members.discard(task_id)
+        if not members:
+            self.members.pop(schedule, None)
+            self.scheduler.remove_job(job_id(schedule))
+
+    def _fire(self, schedule: tuple) -> None:
+        job = self.scheduler.get_job(job_id(schedule))
+        with self._lock:
+            task_ids = sorted(self.members.get(schedule, ()))
+        if job is None or not task_ids:
+            return
         grace = timedelta(seconds=job.misfire_grace_time or 60) + timedelta(minutes=1)
-        nominal = job.trigger.nominal_time(now, grace)
+        nominal = job.trigger.nominal_time(self.clock(), grace)
         if nominal is not None:
-            self.buffer.add(planner.Firing(task_id, nominal))
+            self.buffer.add_many([planner.Firing(task_id, nominal) for task_id in task_ids])
 
     def catch_up(self) -> tuple[int, int]:
         """Fire once for tasks that missed firings within their grace; count the rest as missed."""

@@ -17,8 +17,8 @@ class Buffer:
     def __init__(self):
         self.firings = []
 
-    def add(self, firing):
-        self.firings.append(firing)
+    def add_many(self, firings):
+        self.firings.extend(firings)
 
 
 @pytest.fixture
@@ -29,15 +29,15 @@ def jobs(app, clock):
 
 def test_jobs_follow_register_pause_resume_edit_and_delete(register, jobs):
     task = register(cron="30 2 * * MON", timezone="Europe/Berlin")
-    assert jobs.sync() == 1 and jobs.scheduler.get_job(f"task:{task.id}") is not None
+    assert jobs.sync() == 1 and jobs.job_for(task.id) is not None
     assert jobs.sync() == 0  # nothing changed, nothing done
     tasks.set_paused(task, True, Actor("ops"))
     jobs.sync()
-    assert jobs.scheduler.get_job(f"task:{task.id}") is None
+    assert jobs.job_for(task.id) is None and jobs.scheduler.get_jobs() == []
     tasks.set_paused(task, False, Actor("ops"))
     tasks.edit(task, {"cron": "0 6 * * *"}, Actor("ops"))
     jobs.sync()
-    job = jobs.scheduler.get_job(f"task:{task.id}")
+    job = jobs.job_for(task.id)
     assert "0 6 * * *" in str(job.trigger)
     tasks.delete(task, Actor("ops"))
     jobs.sync()
@@ -47,9 +47,28 @@ def test_jobs_follow_register_pause_resume_edit_and_delete(register, jobs):
 def test_a_firing_stands_for_its_cron_time_even_when_delivered_late_or_jittered(register, jobs, clock):
     task = register(cron="*/5 * * * *", jitter_s=30)
     jobs.sync()
-    job = jobs.scheduler.get_job(f"task:{task.id}")
+    job = jobs.job_for(task.id)
     fired_at = datetime(2026, 3, 2, 10, 5, tzinfo=UTC) + job.trigger.offset + timedelta(seconds=2)
     assert job.trigger.nominal_time(fired_at, timedelta(minutes=6)) == datetime(2026, 3, 2, 10, 5, tzinfo=UTC)
+
+
+def test_tasks_sharing_a_schedule_share_one_job_that_fires_each_of_them(register, jobs, clock):
+    first, second, third = register("a"), register("b"), register("c", cron="*/5 * * * *")
+    jittered = register("d", jitter_s=30)
+    assert jobs.sync() == 4
+    assert jobs.job_for(first.id).id == jobs.job_for(second.id).id
+    assert len({jobs.job_for(t.id).id for t in (first, third, jittered)}) == 3
+    clock.set(datetime(2026, 3, 2, 10, 5, 0, 300000, tzinfo=UTC))  # APScheduler delivers a little late
+    job = jobs.job_for(first.id)
+    job.func(*job.args)
+    assert sorted(f.task_id for f in jobs.buffer.firings) == [first.id, second.id]
+    assert {f.scheduled_for for f in jobs.buffer.firings} == {datetime(2026, 3, 2, 10, 5, tzinfo=UTC)}
+    tasks.set_paused(first, True, Actor("ops"))
+    jobs.sync()
+    assert jobs.job_for(second.id).id == job.id and len(jobs.scheduler.get_jobs()) == 3  # the others keep it
+    jobs.buffer.firings.clear()
+    job.func(*job.args)
+    assert [f.task_id for f in jobs.buffer.firings] == [second.id]
 
 
 def test_missed_firings_within_grace_are_caught_up_once_and_the_rest_counted(register, jobs, clock, runs):
