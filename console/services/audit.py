@@ -29,25 +29,45 @@ def _digest(prev_hash: str, entry: AuditEntry) -> str:
     return hashlib.sha256((prev_hash + canonical).encode()).hexdigest()
 
 
+@dataclass(frozen=True)
+class Change:
+    """What one audited change did to one target."""
+
+    target_id: object = ""
+    before: object = None
+    after: object = None
+    tenant: str | None = None
+
+
 def record(session, actor: Actor, action: str, target_type: str, target_id="", *, before=None,
            after=None, tenant: str | None = None, note: str | None = None, clock: Clock = SYSTEM_CLOCK):
     """Add an audit row to the caller's transaction, chained to the previous row."""
+    return record_many(session, actor, action, target_type, [Change(target_id, before, after, tenant)], note=note,
+                       clock=clock)[0]
+
+
+def record_many(session, actor: Actor, action: str, target_type: str, changes: list[Change], *,
+                note: str | None = None, clock: Clock = SYSTEM_CLOCK) -> list[AuditEntry]:
+    """Add one chained audit row per change to the caller's transaction, taking the chain's head once."""
     # Bumping the head first takes the write lock, so concurrent appends queue up instead of forking.
-    session.execute(update(AuditHead).where(AuditHead.id == 1).values(seq=AuditHead.seq + 1))
+    session.execute(update(AuditHead).where(AuditHead.id == 1).values(seq=AuditHead.seq + len(changes)))
     head = session.execute(select(AuditHead).where(AuditHead.id == 1)).scalar_one_or_none()
     if head is None:
-        head = AuditHead(id=1, seq=1, hash=GENESIS)
+        head = AuditHead(id=1, seq=len(changes), hash=GENESIS)
         session.add(head)
         session.flush()
-    entry = AuditEntry(
-        seq=head.seq, at=clock(), actor=actor.name, actor_id=actor.id, action=action,
-        target_type=target_type, target_id=str(target_id), tenant=tenant, before=before, after=after,
-        remote_addr=actor.remote_addr, prev_hash=head.hash, note=note,
-    )
-    entry.hash = _digest(head.hash, entry)
-    head.hash = entry.hash
-    session.add(entry)
-    return entry
+    at, entries, prev_hash = clock(), [], head.hash
+    for seq, change in enumerate(changes, start=head.seq - len(changes) + 1):
+        entry = AuditEntry(
+            seq=seq, at=at, actor=actor.name, actor_id=actor.id, action=action, target_type=target_type,
+            target_id=str(change.target_id), tenant=change.tenant, before=change.before, after=change.after,
+            remote_addr=actor.remote_addr, prev_hash=prev_hash, note=note,
+        )
+        entry.hash = prev_hash = _digest(prev_hash, entry)
+        entries.append(entry)
+    head.hash = prev_hash
+    session.add_all(entries)
+    return entries
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ import json
 import logging
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -11,13 +12,12 @@ from rq import Queue
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
-from console.models import DeadLetter, Tenant
+from console.models import Tenant
 from console.redis_conn import get_redis
 from console.services import audit, dlq
 from console.services.actor import Actor
 from console.services.dlq_filters import Bounds, Filters
-from console.services.engine import control
-from console.services.engine.transitions import StaleRun
+from console.services.engine import replays
 from console.services.errors import Conflict, InvalidInput, NotFound
 
 log = logging.getLogger("rebound.dlq")
@@ -195,22 +195,18 @@ def stop(op_id: str, actor: Actor, tenant_id: int | None, clock: Clock = SYSTEM_
     return get(op_id, tenant_id)
 
 
-def _replay_one(letter_id: int, tenant_id: int | None, actor: Actor, key: str) -> str:
-    """Replay one dead letter; return which counter it goes to: done, skipped or failed."""
-    letter = db.session.get(DeadLetter, letter_id, populate_existing=True)
-    if letter is None or (tenant_id is not None and letter.tenant_id != tenant_id) or letter.status != "open":
-        return "skipped"
+def _replay_chunk(letter_ids: list[int], tenant_id: int | None, actor: Actor, key: str) -> Counter:
+    """Replay a chunk in one transaction; count its entries as done, skipped or failed."""
     try:
-        control.replay(letter, actor)
-    except (Conflict, StaleRun):
-        db.session.rollback()  # someone replayed, retried or discarded it since the operation started
-        return "skipped"
-    except Exception as error:  # noqa: BLE001 - one bad entry must not stop the batch; it is counted and logged
+        outcome = replays.replay_many(letter_ids, actor, tenant_id=tenant_id)
+        return Counter(done=len(outcome.runs), skipped=len(outcome.skipped))
+    except Exception as error:  # noqa: BLE001 - one bad entry must not stop the operation; it is counted and logged
         db.session.rollback()
-        log.exception("bulk replay: dead letter %s failed", letter_id)
-        get_redis().hset(key, "last_error", f"#{letter_id}: {type(error).__name__}: {error}"[:500])
-        return "failed"
-    return "done"
+        if len(letter_ids) > 1:  # find the bad entry: the others still go through
+            return sum((_replay_chunk([letter_id], tenant_id, actor, key) for letter_id in letter_ids), Counter())
+        log.exception("bulk replay: dead letter %s failed", letter_ids[0])
+        get_redis().hset(key, "last_error", f"#{letter_ids[0]}: {type(error).__name__}: {error}"[:500])
+        return Counter(failed=1)
 
 
 def run_replay(op_id: str, *, ids: list[int] | None = None, filters: dict | None = None,
@@ -219,7 +215,8 @@ def run_replay(op_id: str, *, ids: list[int] | None = None, filters: dict | None
                sleep=time.sleep, monotonic=time.monotonic) -> str:
     """Replay the operation's dead letters in id order, from after_id, at most `rate` per second.
 
-    Works for slice_s seconds, then queues its continuation; returns the operation's status.
+    Works in chunks of up to one second's worth, each one transaction; after slice_s seconds it queues its
+    continuation. Returns the operation's status.
     """
     redis, key = get_redis(), KEY.format(op_id)
     status = (redis.hget(key, "status") or b"").decode()
@@ -234,32 +231,34 @@ def run_replay(op_id: str, *, ids: list[int] | None = None, filters: dict | None
         return _finish(key, "stopped", clock)
     if status == "queued":
         redis.hset(key, "status", "running")
-    started, paced, rate = monotonic(), 0, float(rate)
+    rate = float(rate)
+    started, paced, size = monotonic(), 0, max(1, min(CHUNK, int(rate)))
     try:
         while True:
+            # Pace before each chunk: chunk n starts no earlier than (letters so far) / rate after the start.
+            ahead = started + paced / rate - monotonic()
+            if ahead > 0:
+                sleep(ahead)
+            if paced and monotonic() - started >= slice_s:
+                Queue(QUEUE, connection=redis).enqueue(
+                    JOB, args=(op_id,), kwargs={"ids": ids, "filters": filters, "tenant_id": tenant_id,
+                                                "rate": rate, "actor": actor, "after_id": after_id},
+                    job_timeout=int(slice_s) + 600, result_ttl=0, failure_ttl=KEEP_S)
+                return "running"
             if filters is not None:
-                batch = dlq.matching_ids(chosen, tenant_id, bounds, after_id, CHUNK)
+                batch = dlq.matching_ids(chosen, tenant_id, bounds, after_id, size)
             else:
-                batch = [i for i in ids or [] if i > after_id][:CHUNK]
+                batch = [i for i in ids or [] if i > after_id][:size]
             if not batch:
                 return _finish(key, "done", clock)
-            db.session.expire_all()
-            for letter_id in batch:
-                outcome = _replay_one(letter_id, tenant_id, who, key)
-                after_id, paced = letter_id, paced + 1
-                with redis.pipeline() as pipe:
-                    pipe.hincrby(key, outcome, 1).hset(key, "after_id", after_id).hget(key, "status")
-                    if pipe.execute()[-1] == b"stopping":
-                        return _finish(key, "stopped", clock)
-                ahead = started + paced / rate - monotonic()
-                if ahead > 0:
-                    sleep(ahead)
-                if monotonic() - started >= slice_s:
-                    Queue(QUEUE, connection=redis).enqueue(
-                        JOB, args=(op_id,), kwargs={"ids": ids, "filters": filters, "tenant_id": tenant_id,
-                                                    "rate": rate, "actor": actor, "after_id": after_id},
-                        job_timeout=int(slice_s) + 600, result_ttl=0, failure_ttl=KEEP_S)
-                    return "running"
+            counts = _replay_chunk(batch, tenant_id, who, key)
+            after_id, paced = batch[-1], paced + len(batch)
+            with redis.pipeline() as pipe:
+                for counter, count in counts.items():
+                    pipe.hincrby(key, counter, count)
+                pipe.hset(key, "after_id", after_id).hget(key, "status")
+                if pipe.execute()[-1] == b"stopping":
+                    return _finish(key, "stopped", clock)
     except Exception as error:
         redis.hset(key, "last_error", f"{type(error).__name__}: {error}"[:500])
         _finish(key, "failed", clock)

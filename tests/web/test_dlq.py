@@ -10,9 +10,10 @@ from sqlalchemy import select, text
 from console.extensions import db
 from console.models import AuditEntry, DeadLetter, Tenant
 from console.redis_conn import get_redis
-from console.services import dlq, dlq_bulk, dlq_filters, tasks, tenants
+from console.services import audit, dlq, dlq_bulk, dlq_filters, tasks, tenants
 from console.services.actor import Actor
 from console.services.dlq_filters import Filters
+from console.services.engine import replays
 from console.services.engine.execute import execute
 from console.services.engine.submit import submit
 from jobs import bulk
@@ -256,12 +257,57 @@ def test_bulk_replay_honours_the_rate_and_continues_in_slices(app, make_dead_let
         now[0] += seconds
 
     status = dlq_bulk.run_replay(op.op_id, **job.kwargs, slice_s=1.5, sleep=sleep, monotonic=lambda: now[0])
-    # Two per second: the third replay would start at 1.0 s, then the 1.5 s slice is up.
-    assert status == "running" and sum(slept) == pytest.approx(1.5) and dlq_bulk.get(op.op_id).done == 3
+    # Two per second, a chunk of two each second: chunks at 0 s and 1 s; at 2 s the 1.5 s slice is up.
+    assert status == "running" and slept == [pytest.approx(1.0)] * 2 and dlq_bulk.get(op.op_id).done == 4
     continuation = Queue("maintenance", connection=get_redis()).jobs[-1]
-    assert continuation.kwargs["after_id"] == letters[2].id
+    assert continuation.kwargs["after_id"] == letters[3].id
     assert bulk.replay_matching(*continuation.args, **continuation.kwargs) == "done"
     assert dlq_bulk.get(op.op_id).done == 5 and {fresh(x.id).status for x in letters} == {"replayed"}
+
+
+def test_a_chunk_replays_in_one_transaction_with_one_audit_row_each_and_a_sound_chain(app, runs, make_dead_letter):
+    tenant("acme")
+    mine = [make_dead_letter(f"ledger {n} locked") for n in range(3)]
+    theirs = make_dead_letter("ledger 9 locked", tenant="acme")
+    dlq.discard(fresh(mine[1].id), "handled by hand", Actor("someone"))
+    default = db.session.execute(select(Tenant.id).where(Tenant.name == "default")).scalar_one()
+
+    outcome = replays.replay_many([x.id for x in (*mine, theirs)], Actor("olga"), tenant_id=default)
+    assert outcome.runs == {mine[0].id: mine[0].run_id, mine[2].id: mine[2].run_id}
+    assert outcome.skipped == [mine[1].id, theirs.id]
+    assert [fresh(x.id).status for x in (*mine, theirs)] == ["replayed", "discarded", "replayed", "open"]
+    for letter in (mine[0], mine[2]):
+        run = runs.get(letter.run_id)
+        assert (run.status, run.series, run.attempt, run.error_code, run.status_reason) == (
+            "pending", 2, 0, None, "replay")
+        assert [e.kind for e in runs.events(run.id) if e.series == 2] == ["pending", "replay_of_dead_letter"]
+    queued = {job.id for job in Queue("default", connection=get_redis()).jobs}
+    assert {f"run-{x.run_id}-s2-a0" for x in (mine[0], mine[2])} <= queued
+    assert f"run-{mine[1].run_id}-s2-a0" not in queued
+    assert [(e.target_id, e.after["series"]) for e in audits("dead_letter.replay")] == [
+        (str(mine[0].id), 2), (str(mine[2].id), 2)]
+    assert audit.verify(db.session).ok
+    # Replaying the same letters again finds nothing to do and writes nothing.
+    assert replays.replay_many([mine[0].id], Actor("olga")).runs == {} and len(audits("dead_letter.replay")) == 2
+
+
+def test_a_bad_entry_fails_alone_and_the_rest_of_its_chunk_is_replayed(app, make_dead_letter, monkeypatch):
+    letters = [make_dead_letter(f"upstream {word} refused") for word in ("alpha", "beta", "gamma")]
+    op = dlq_bulk.start_replay(Actor("olga"), None, ids=[x.id for x in letters], rate=100)
+    record_many = audit.record_many
+
+    def refuse_beta(session, actor, action, target_type, changes, **kwargs):
+        if any(change.target_id == letters[1].id for change in changes):
+            raise RuntimeError("disk full")
+        return record_many(session, actor, action, target_type, changes, **kwargs)
+
+    monkeypatch.setattr(audit, "record_many", refuse_beta)
+    (job,) = Queue("maintenance", connection=get_redis()).jobs
+    assert bulk.replay_matching(*job.args, **job.kwargs) == "done"
+    progress = dlq_bulk.get(op.op_id)
+    assert (progress.done, progress.failed, progress.skipped) == (2, 1, 0)
+    assert progress.last_error == f"#{letters[1].id}: RuntimeError: disk full"
+    assert [fresh(x.id).status for x in letters] == ["replayed", "open", "replayed"]
 
 
 def test_a_bulk_replay_can_be_stopped(client, auth, make_dead_letter):

@@ -7,8 +7,8 @@ from console.extensions import db
 from console.models import DeadLetter, Run
 from console.services import audit, policies, workorders
 from console.services.actor import Actor
+from console.services.engine import replays, transitions
 from console.services.engine import submit as submitting
-from console.services.engine import transitions
 from console.services.errors import Conflict, NotFound
 
 RETRYABLE_BY_HAND = ("dead", "failed", "cancelled")
@@ -47,10 +47,9 @@ def cancel(run: Run, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> Run:
 
 
 def _restart(run: Run, actor: Actor, now, kind: str) -> None:
-    """Start a new attempt series on the same run and idempotency key, and queue it."""
-    transitions.move(run, "pending", now, reason=kind, actor=actor.name, attempt=0, series=run.series + 1,
-                     retry_token=None, next_retry_at=None, finished_at=None, enqueued_at=now, cancel_requested=False,
-                     progress=0, progress_message=None, clear_error=True)
+    """Start a new attempt series on the same run and idempotency key (queued by the caller after its commit)."""
+    transitions.move(run, "pending", now, reason=kind, actor=actor.name, series=run.series + 1, enqueued_at=now,
+                     clear_error=True, **replays.RESTART_VALUES)
 
 
 def retry_now(run: Run, actor: Actor, *, policy=None, clock: Clock = SYSTEM_CLOCK) -> Run:
@@ -99,13 +98,6 @@ def replay(dead_letter: DeadLetter, actor: Actor, clock: Clock = SYSTEM_CLOCK) -
     run = dead_letter.run
     if run.status != "dead":
         raise Conflict(f"run {run.id} is {run.status}, not dead", "status")
-    now = clock()
-    _close_dead_letters(run, actor, now, "replayed")
-    _restart(run, actor, now, "replay")
-    transitions.event(run, "replay_of_dead_letter", now, actor=actor.name, data={"dead_letter_id": dead_letter.id})
-    audit.record(db.session, actor, "dead_letter.replay", "dead_letter", dead_letter.id,
-                 before={"status": "open"}, after={"status": "replayed", "run_id": run.id, "series": run.series},
-                 tenant=run.tenant.name, clock=clock)
-    db.session.commit()
-    submitting.enqueue(run, policies.effective(run.policy_id, run.policy_overrides)[1].timeout_s)
-    return run
+    if not replays.replay_many([dead_letter.id], actor, clock=clock).runs:
+        raise Conflict(f"dead letter {dead_letter.id} changed while replaying; look again", "status")
+    return db.session.get(Run, run.id, populate_existing=True)

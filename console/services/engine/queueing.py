@@ -42,23 +42,17 @@ def enqueue_now(run_id: int, series: int, attempt: int, timeout_s: int, queue: s
 
 
 def enqueue_first_attempts(runs: list[tuple[int, int]]) -> None:
-    """Queue the first attempt of many new runs in a few round trips; takes (run_id, timeout_s) pairs."""
-    by_timeout: dict[int, list] = {}
-    for run_id, timeout_s in runs:
-        by_timeout.setdefault(_timeout(timeout_s), []).append((job_id(run_id, 1, 0), (run_id, 0)))
-    for timeout, calls in by_timeout.items():
-        bulk_enqueue.enqueue_calls(get_redis(), RUN_QUEUE, ENTRY_POINT, calls, {"timeout": timeout, **JOB_OPTIONS})
+    """Queue the first attempt of many new runs; takes (run_id, timeout_s) pairs."""
+    enqueue_many_now([(run_id, 1, 0, timeout_s) for run_id, timeout_s in runs])
 
 
 def enqueue_many_now(attempts: list[tuple[int, int, int, int]]) -> None:
-    """Queue many attempts to start now in one round trip; takes (run_id, series, attempt, timeout_s) tuples."""
-    connection = get_redis()
-    jobs = [Queue.prepare_data(ENTRY_POINT, args=(run_id, attempt), job_id=job_id(run_id, series, attempt),
-                               timeout=_timeout(timeout_s), **JOB_OPTIONS)
-            for run_id, series, attempt, timeout_s in attempts]
-    with connection.pipeline() as pipe:
-        Queue(RUN_QUEUE, connection=connection).enqueue_many(jobs, pipeline=pipe)
-        pipe.execute()
+    """Queue many attempts to start now in a few round trips; takes (run_id, series, attempt, timeout_s) tuples."""
+    by_timeout: dict[int, list] = {}
+    for run_id, series, attempt, timeout_s in attempts:
+        by_timeout.setdefault(_timeout(timeout_s), []).append((job_id(run_id, series, attempt), (run_id, attempt)))
+    for timeout, calls in by_timeout.items():
+        bulk_enqueue.enqueue_calls(get_redis(), RUN_QUEUE, ENTRY_POINT, calls, {"timeout": timeout, **JOB_OPTIONS})
 
 
 def enqueue_at(when: datetime, run_id: int, series: int, attempt: int, timeout_s: int) -> None:

@@ -1,0 +1,52 @@
+"""Bulk replay of every open dead letter matching a filter, run by a real RQ worker on the maintenance queue.
+
+    .venv/bin/rebound seed-demo --runs 1000000 --dead-letters 100000   (with REBOUND_DATA_DIR=/tmp/scale)
+    REBOUND_DATA_DIR=/tmp/scale .venv/bin/python -m bench.bulk_replay --rate 500 [--code http_502]
+
+The operation is started as the console starts it (audit row, progress hash, first slice on RQ); a
+SimpleWorker in burst mode then runs the slices and their continuations. Only the maintenance queue is
+worked, so the replayed runs wait on the default queue instead of competing for the database. Prints the
+achieved rate against the configured one. It consumes the database's open dead letters: reseed to repeat.
+"""
+
+import argparse
+import os
+import time
+
+from console import create_app
+from console.embedded_redis import start as start_redis
+from console.redis_conn import get_redis
+from console.services import dlq_bulk
+from console.services.actor import Actor
+from console.services.dlq_filters import Filters
+from console.worker import build_worker
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rate", type=float, default=dlq_bulk.MAX_RATE, help="runs per second asked for")
+    parser.add_argument("--code", help="replay only dead letters with this error code")
+    args = parser.parse_args()
+    data_dir = os.environ.get("REBOUND_DATA_DIR", "/tmp/scale")
+    url, redis_process = start_redis(f"{data_dir}/bench-redis")
+    app = create_app({"REDIS_URL": url})
+    try:
+        with app.app_context():
+            filters = Filters.parse({"code": args.code} if args.code else {})
+            started = time.perf_counter()
+            op = dlq_bulk.start_replay(Actor("bench"), None, filters=filters, rate=args.rate)
+            print(f"replaying {op.total:,} open dead letters ({op.filter}) at up to {args.rate:g}/s")
+            build_worker(app, get_redis(), "simple", ["maintenance"]).work(burst=True, logging_level="WARNING")
+            elapsed = time.perf_counter() - started
+            progress = dlq_bulk.get(op.op_id)
+        achieved = progress.done / elapsed
+        print(f"status {progress.status}: {progress.done:,} replayed, {progress.skipped:,} skipped, "
+              f"{progress.failed:,} failed in {elapsed:.1f} s")
+        print(f"achieved {achieved:.0f} replays/s against {args.rate:g}/s asked: ratio {achieved / args.rate:.2f}")
+    finally:
+        if redis_process is not None:
+            redis_process.terminate()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""Replay dead letters: many in one transaction and one Redis round trip, keeping each run's idempotency key."""
+
+import json
+import logging
+from dataclasses import dataclass
+
+from sqlalchemy import exists, insert, select, update
+
+from console import metrics
+from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.domain.statuses import check_transition
+from console.extensions import db
+from console.logs import run_fields
+from console.models import DeadLetter, Run, RunEvent, Tenant
+from console.services import audit, policies, workorders
+from console.services.actor import Actor
+from console.services.engine import queueing
+
+log = logging.getLogger("rebound.runs")
+RUNS, EVENTS, LETTERS = Run.__table__, RunEvent.__table__, DeadLetter.__table__
+# What a new attempt series starts from, besides its series number, times and a cleared error.
+RESTART_VALUES = {"attempt": 0, "retry_token": None, "next_retry_at": None, "finished_at": None,
+                  "cancel_requested": False, "progress": 0, "progress_message": None}
+# executemany needs every row to name the same columns.
+EVENT_COLUMNS = ("from_status", "to_status", "reason", "error_code", "message", "next_retry_at", "duration_ms",
+                 "data")
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """Which runs a replay restarted, and which dead letters it left alone."""
+
+    runs: dict[int, int]  # dead letter id → run id, for the letters whose run was restarted
+    skipped: list[int]  # no longer open, run not dead, another tenant's, or a second letter of a run already replayed
+
+
+def replay_many(letter_ids: list[int], actor: Actor, *, tenant_id: int | None = None,
+                clock: Clock = SYSTEM_CLOCK) -> Replayed:
+    """Restart the dead run of each open dead letter as a new series, audit each, commit once, queue them all."""
+    check_transition("dead", "pending")
+    now = clock()
+    chosen = _replayable(letter_ids, tenant_id)
+    restarted = _restart(chosen, now) if chosen else set()
+    rows = [row for row in chosen if row.id in restarted]
+    if rows:
+        _close_letters(rows, actor, now)
+        _record(rows, actor, now)
+        db.session.commit()
+        _enqueue(rows)
+    replayed = {row.letter_id: row.id for row in rows}
+    return Replayed(replayed, [letter_id for letter_id in letter_ids if letter_id not in replayed])
+
+
+def _replayable(letter_ids: list[int], tenant_id: int | None) -> list:
+    """Return one row per run (its first open letter in the list) whose run is dead; run columns plus letter_id."""
+    query = (select(RUNS, LETTERS.c.id.label("letter_id"), Tenant.name.label("tenant_name"))
+             .join(LETTERS, LETTERS.c.run_id == RUNS.c.id).join(Tenant, Tenant.id == RUNS.c.tenant_id)
+             .where(LETTERS.c.id.in_(letter_ids), LETTERS.c.status == "open", RUNS.c.status == "dead")
+             .order_by(LETTERS.c.id))
+    if tenant_id is not None:
+        query = query.where(LETTERS.c.tenant_id == tenant_id)
+    first_per_run = {}
+    for row in db.session.execute(query):
+        first_per_run.setdefault(row.id, row)
+    return list(first_per_run.values())
+
+
+def _restart(rows: list, now) -> set[int]:
+    """Move the runs dead → pending in one guarded UPDATE; return the ids still dead with their letter open."""
+    # The guard is the letter read above still being open: a concurrent replay or discard closes it first.
+    still_open = exists().where(LETTERS.c.run_id == RUNS.c.id, LETTERS.c.status == "open",
+                                LETTERS.c.id.in_([row.letter_id for row in rows]))
+    result = db.session.connection().execute(
+        update(RUNS).where(RUNS.c.id.in_([row.id for row in rows]), RUNS.c.status == "dead", still_open)
+        .values(**RESTART_VALUES, status="pending", series=RUNS.c.series + 1, status_reason="replay", error_code=None,
+                error_message=None, updated_at=now, enqueued_at=now)
+        .returning(RUNS.c.id))
+    return set(result.scalars())
+
+
+def _close_letters(rows: list, actor: Actor, now) -> None:
+    """Mark every open letter of the restarted runs replayed, and close the work orders left with none open."""
+    connection = db.session.connection()
+    # By id, not by run_id and status: SQLite would otherwise walk every open letter on the status index.
+    run_ids = [row.id for row in rows]
+    letter_ids = connection.execute(select(LETTERS.c.id).where(LETTERS.c.run_id.in_(run_ids))).scalars().all()
+    closed = connection.execute(
+        update(LETTERS).where(LETTERS.c.id.in_(letter_ids), LETTERS.c.status == "open")
+        .values(status="replayed", resolved_at=now, resolved_by=actor.name).returning(LETTERS.c.work_order_id))
+    for work_order_id in sorted({order_id for order_id in closed.scalars() if order_id}):
+        workorders.close_if_resolved(work_order_id, now, by=actor)
+
+
+def _record(rows: list, actor: Actor, now) -> None:
+    """Write each run's timeline entries, log line, metrics and audit row."""
+    events = []
+    for row in rows:
+        series = row.series + 1
+        common = {"run_id": row.id, "at": now, "attempt": 0, "series": series, "retry_token": None,
+                  "worker_id": row.worker_id, "actor": actor.name, **dict.fromkeys(EVENT_COLUMNS)}
+        events.append({**common, "kind": "pending", "from_status": "dead", "to_status": "pending", "reason": "replay"})
+        events.append({**common, "kind": "replay_of_dead_letter", "data": {"dead_letter_id": row.letter_id}})
+        metrics.transition(row, "dead", "pending", now, "replay", None, RESTART_VALUES)
+        fields = {**run_fields(row, "replay", None, None), "status": "pending", "attempt": 0, "retry_count": 0,
+                  "retry_token": None, "next_retry_at": None, "dlq_flag": False, "error_code": None}
+        log.info("run %s: dead → pending (replay)", row.id, extra=fields)
+    db.session.connection().execute(insert(EVENTS), events)
+    audit.record_many(db.session, actor, "dead_letter.replay", "dead_letter", [
+        audit.Change(row.letter_id, before={"status": "open"},
+                     after={"status": "replayed", "run_id": row.id, "series": row.series + 1}, tenant=row.tenant_name)
+        for row in rows], clock=lambda: now)
+
+
+def _enqueue(rows: list) -> None:
+    """Queue the first attempt of every new series; if Redis is down the reconciler queues them later."""
+    timeouts: dict[str, int] = {}
+
+    def timeout_s(row) -> int:
+        key = json.dumps([row.policy_id, row.policy_overrides], sort_keys=True, default=str)
+        if key not in timeouts:
+            timeouts[key] = policies.effective(row.policy_id, row.policy_overrides)[1].timeout_s
+        return timeouts[key]
+
+    try:
+        queueing.enqueue_many_now([(row.id, row.series + 1, 0, timeout_s(row)) for row in rows])
+    except Exception as error:  # noqa: BLE001 - any transport failure is recoverable by the reconciler
+        log.warning("%d replayed runs committed but not queued (%s); the reconciler will queue them", len(rows), error)
