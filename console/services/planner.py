@@ -19,9 +19,9 @@ from console.services.engine import queueing
 
 log = logging.getLogger("rebound.planner")
 ACTIVE = ("pending", "running", "retry_wait")
-# What the rules and the row path read of a task: plain columns, no ORM object per task.
-_TASK_COLUMNS = (Task.id, Task.tenant_id, Task.handler, Task.params, Task.policy_id, Task.policy_overrides,
-                 Task.mutex_key, Task.concurrency_policy, Task.window, Task.paused, Task.deleted_at)
+# What the rules read of a task: plain columns, no ORM object per task.
+_TASK_COLUMNS = (Task.id, Task.tenant_id, Task.policy_id, Task.policy_overrides, Task.mutex_key,
+                 Task.concurrency_policy, Task.window, Task.paused, Task.deleted_at)
 
 
 @dataclass(frozen=True)
@@ -76,51 +76,31 @@ class _Batch:
 
 
 def fire(firings: list[Firing], actor: Actor, clock: Clock = SYSTEM_CLOCK) -> list[Outcome]:
-    """Create the runs of a batch of firings in one transaction, then queue them in one round trip."""
+    """Create the runs of a batch of firings in one transaction, then queue them in a few round trips."""
     if not firings:
         return []
     now = clock()
     tasks = {t.id: t for t in db.session.execute(select(*_TASK_COLUMNS).where(
         Task.id.in_({f.task_id for f in firings})))}
-    batch = _Batch(tasks)
-    rows, row_outcomes, outcomes, deferred, timeouts, versions, fired_for = [], [], [], [], {}, {}, {}
-    plain: dict[tuple, list[Outcome]] = {}
+    batch, versions = _Batch(tasks), _Versions()
+    outcomes, others, plain, fired_for = [], [], {}, {}
     for firing in firings:
         task = tasks.get(firing.task_id)
         if task is None or task.deleted_at is not None or (task.paused and firing.source in ("cron", "catchup")):
             outcomes.append(Outcome(firing.task_id, None, "paused"))
             continue
         status, reason, start_at = _rules(task, batch, actor, now)
-        version, _ = _policy(task, timeouts, versions)
         outcome = Outcome(task.id, None, "created" if status == "pending" else "skipped", reason)
         outcomes.append(outcome)
-        if firing.source in ("cron", "catchup"):
+        scheduled = firing.source in ("cron", "catchup")
+        if scheduled:
             fired_for.setdefault(firing.scheduled_for, []).append(task.id)
-        if (status, reason, firing.params, firing.key) == ("pending", None, {}, None) and firing.source in (
-                "cron", "catchup"):
+        if scheduled and (status, reason, firing.params, firing.key) == ("pending", None, {}, None):
             # The common case, a plain pending cron run: the database copies it from the task row.
-            plain.setdefault((firing.scheduled_for, firing.source, version), []).append(outcome)
-            continue
-        key = firing.key or (cron_key(task.id, firing.scheduled_for) if firing.source in ("cron", "catchup")
-                             else f"{firing.source}:{task.id}:{uuid.uuid4().hex}")
-        rows.append({
-            "tenant_id": task.tenant_id, "task_id": task.id, "handler": task.handler,
-            "params": {**task.params, **firing.params}, "policy_id": task.policy_id, "policy_version": version,
-            "policy_overrides": task.policy_overrides or {}, "idempotency_key": key, "status": status,
-            "status_reason": reason, "attempt": 0, "series": 1, "executions": 0, "progress": 0,
-            "cancel_requested": False, "scheduled_for": firing.scheduled_for, "enqueued_at": now,
-            "created_at": now, "updated_at": now, "finished_at": now if status == "cancelled" else None,
-            "trace_id": uuid.uuid4().hex, "source": firing.source})
-        row_outcomes.append(outcome)
-        if start_at is not None:
-            deferred.append((key, start_at))
-    inserted = _insert_ignoring_duplicates(rows)
-    _timeline(rows, inserted, actor, now)
-    claimed = set()  # a key given twice in a batch makes one run; the second firing is its duplicate
-    for outcome, row in zip(row_outcomes, rows, strict=True):
-        if row["idempotency_key"] in inserted and row["idempotency_key"] not in claimed:
-            outcome.run_id = inserted[row["idempotency_key"]]
-            claimed.add(row["idempotency_key"])
+            plain.setdefault((firing.scheduled_for, firing.source, versions.of(task)), []).append(outcome)
+        else:
+            others.append((firing, task, status, start_at, outcome))
+    deferred = _insert_others(others, versions, actor, now)
     for (scheduled_for, source, version), group in plain.items():
         created = bulk_runs.insert_pending(sorted({o.task_id for o in group}), scheduled_for, source, version, now,
                                            actor.name)
@@ -136,12 +116,47 @@ def fire(firings: list[Firing], actor: Actor, clock: Clock = SYSTEM_CLOCK) -> li
             Task.last_fired_for.is_(None), Task.last_fired_for < scheduled_for)).values(last_fired_for=scheduled_for)
             .execution_options(synchronize_session=False))
     db.session.commit()
-    by_key = {row["idempotency_key"]: row for row in rows}
     # A window-deferred run (reason "window") is queued for the window's opening, everything else at once.
-    _enqueue([(o.run_id, timeouts[_policy_key(tasks[o.task_id])]) for o in outcomes
+    _enqueue([(o.run_id, versions.timeout(tasks[o.task_id])) for o in outcomes
               if o.status == "created" and o.reason != "window"],
-             [(inserted[k], when, by_key[k]) for k, when in deferred if k in inserted], timeouts)
+             [(o.run_id, start_at, versions.timeout(tasks[o.task_id])) for o, start_at in deferred
+              if o.run_id is not None])
     return outcomes
+
+
+def _insert_others(others: list[tuple], versions: "_Versions", actor: Actor, now: datetime) -> list[tuple]:
+    """Insert the runs that are not plain (params, keys, reasons, manual and event firings) one row each.
+
+    Sets each outcome's run_id (None for a duplicate); returns (outcome, start_at) of the window-deferred ones.
+    """
+    if not others:
+        return []
+    # Only these firings need the task's params and handler; a burst of plain cron firings never loads them.
+    extra = {row.id: row for row in db.session.execute(select(Task.id, Task.handler, Task.params).where(
+        Task.id.in_({task.id for _, task, *_ in others})))}
+    rows, deferred = [], []
+    for firing, task, status, start_at, outcome in others:
+        key = firing.key or (cron_key(task.id, firing.scheduled_for) if firing.source in ("cron", "catchup")
+                             else f"{firing.source}:{task.id}:{uuid.uuid4().hex}")
+        rows.append({
+            "tenant_id": task.tenant_id, "task_id": task.id, "handler": extra[task.id].handler,
+            "params": {**extra[task.id].params, **firing.params}, "policy_id": task.policy_id,
+            "policy_version": versions.of(task), "policy_overrides": task.policy_overrides or {},
+            "idempotency_key": key, "status": status, "status_reason": outcome.reason, "attempt": 0, "series": 1,
+            "executions": 0, "progress": 0, "cancel_requested": False, "scheduled_for": firing.scheduled_for,
+            "enqueued_at": now, "created_at": now, "updated_at": now,
+            "finished_at": now if status == "cancelled" else None, "trace_id": uuid.uuid4().hex,
+            "source": firing.source})
+        if start_at is not None:
+            deferred.append((outcome, start_at))
+    inserted = _insert_ignoring_duplicates(rows)
+    _timeline(rows, inserted, actor, now)
+    claimed = set()  # a key given twice in a batch makes one run; the second firing is its duplicate
+    for (*_, outcome), row in zip(others, rows, strict=True):
+        if row["idempotency_key"] in inserted and row["idempotency_key"] not in claimed:
+            outcome.run_id = inserted[row["idempotency_key"]]
+            claimed.add(row["idempotency_key"])
+    return deferred
 
 
 def _rules(task, batch: "_Batch", actor: Actor, now: datetime) -> tuple[str, str | None, datetime | None]:
@@ -168,17 +183,26 @@ def _rules(task, batch: "_Batch", actor: Actor, now: datetime) -> tuple[str, str
     return status, reason, start_at
 
 
-def _policy(task: Task, timeouts: dict, versions: dict) -> tuple[int, object]:
-    """Return the task's policy version (read once per batch) and note its timeout for enqueueing."""
-    key = _policy_key(task)
-    if key not in versions:
-        versions[key] = policies.effective(task.policy_id, task.policy_overrides)
-        timeouts[key] = versions[key][1].timeout_s
-    return versions[key]
+class _Versions:
+    """Each policy's version in force and timeout, read once per batch; keyed by (policy, overrides)."""
 
+    def __init__(self):
+        self._read: dict[tuple, tuple[int, object]] = {}
+        self._of_task: dict[int, tuple[int, object]] = {}
 
-def _policy_key(task) -> tuple:
-    return task.policy_id, str(task.policy_overrides or {})
+    def _get(self, task) -> tuple[int, object]:
+        if task.id not in self._of_task:
+            key = (task.policy_id, str(task.policy_overrides or {}))
+            if key not in self._read:
+                self._read[key] = policies.effective(task.policy_id, task.policy_overrides)
+            self._of_task[task.id] = self._read[key]
+        return self._of_task[task.id]
+
+    def of(self, task) -> int:
+        return self._get(task)[0]
+
+    def timeout(self, task) -> int:
+        return self._get(task)[1].timeout_s
 
 
 def _timeline(rows: list[dict], inserted: dict[str, int], actor: Actor, now: datetime) -> None:
@@ -211,11 +235,11 @@ def _replace(active: list[Run | None], actor: Actor, now: datetime) -> None:
             reason="replaced", message="a newer firing of a task with concurrency_policy replace took over"))
 
 
-def _enqueue(now_runs: list[tuple[int, int]], later: list[tuple[int, datetime, dict]], timeouts: dict) -> None:
+def _enqueue(now_runs: list[tuple[int, int]], later: list[tuple[int, datetime, int]]) -> None:
     try:
         queueing.enqueue_first_attempts(now_runs)
-        for run_id, when, row in later:
-            queueing.enqueue_at(when, run_id, 1, 0, timeouts[(row["policy_id"], str(row["policy_overrides"]))])
+        for run_id, when, timeout_s in later:
+            queueing.enqueue_at(when, run_id, 1, 0, timeout_s)
     except Exception as error:  # noqa: BLE001 - the runs are committed; the reconciler queues them
         log.warning("%d runs committed but not queued (%s); the reconciler will queue them",
                     len(now_runs) + len(later), error)
