@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import yaml
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.policy import PolicyError, RetryPolicy
@@ -58,25 +58,40 @@ def current_version(record: RetryPolicyRecord) -> PolicyVersion:
         PolicyVersion.policy_id == record.id, PolicyVersion.version == record.current_version)).scalar_one()
 
 
+# Built once: this runs on every attempt, and building a statement costs more than SQLite answering it.
+_POLICIES, _VERSIONS = RetryPolicyRecord.__table__, PolicyVersion.__table__
+IN_FORCE_BY_ID = select(_POLICIES.c.id, _POLICIES.c.current_version).where(_POLICIES.c.id == bindparam("policy_id"))
+IN_FORCE_DEFAULT = select(_POLICIES.c.id, _POLICIES.c.current_version).where(_POLICIES.c.name == DEFAULT)
+_SPEC = select(_VERSIONS.c.spec).where(_VERSIONS.c.policy_id == bindparam("policy_id"),
+                                       _VERSIONS.c.version == bindparam("version"))
+
+
 def effective(policy_id: int | None, overrides: dict | None) -> tuple[int, RetryPolicy]:
     """Return the version in force (of the run's policy, or `default`) with the run's overrides applied."""
-    # One query on every attempt: a policy change must take effect from the very next attempt.
-    policies_t, versions_t = RetryPolicyRecord.__table__, PolicyVersion.__table__
-    chosen = policies_t.c.id == policy_id if policy_id is not None else policies_t.c.name == DEFAULT
-    row = db.session.connection().execute(
-        select(versions_t.c.version, versions_t.c.spec)
-        .join(policies_t, policies_t.c.id == versions_t.c.policy_id)
-        .where(chosen, versions_t.c.version == policies_t.c.current_version)
-    ).one_or_none()
+    # One small query on every attempt: a policy change must take effect from the very next attempt.
+    connection = db.session.connection()
+    if policy_id is None:
+        row = connection.execute(IN_FORCE_DEFAULT).one_or_none()
+    else:
+        row = connection.execute(IN_FORCE_BY_ID, {"policy_id": policy_id}).one_or_none()
     if row is None:
         raise NotFound(f"retry policy {policy_id or DEFAULT} is missing")
-    policy = _parsed(row.version, policy_id, json.dumps(row.spec, sort_keys=True))
-    return row.version, policy.with_overrides(overrides) if overrides else policy
+    return row.current_version, of_version(row.id, row.current_version, overrides)
 
 
-@functools.lru_cache(maxsize=256)
-def _parsed(version: int, policy_id: int | None, spec_json: str) -> RetryPolicy:
-    return RetryPolicy.from_mapping(json.loads(spec_json))
+def of_version(policy_id: int, version: int, overrides: dict | None) -> RetryPolicy:
+    """Return one version of a policy with the run's overrides applied (parsed once per process)."""
+    overridden = json.dumps(overrides, sort_keys=True) if overrides else ""
+    return _version(str(db.engine.url), policy_id, version, overridden)
+
+
+@functools.lru_cache(maxsize=1024)
+def _version(database: str, policy_id: int, version: int, overrides_json: str) -> RetryPolicy:
+    # Versions are append-only, so (database, policy, version) always names the same spec: read and parse it once.
+    if not overrides_json:
+        spec = db.session.connection().execute(_SPEC, {"policy_id": policy_id, "version": version}).scalar_one()
+        return RetryPolicy.from_mapping(spec)
+    return _version(database, policy_id, version, "").with_overrides(json.loads(overrides_json))
 
 
 def save(name: str, spec: dict, actor: Actor, *, description: str | None = None,

@@ -1,12 +1,14 @@
 """Seed 000's acceptance cases, end to end through real RQ workers and a real Redis."""
 
 import pytest
+from rq.registry import ScheduledJobRegistry
 
 from console.extensions import db
 from console.models import Run, WorkOrder
+from console.redis_conn import get_redis
 from console.services import policies
 from console.services.actor import Actor
-from console.services.engine import control
+from console.services.engine import control, queueing
 from tests.conftest import wait_for
 
 NO_JITTER = {"base_delay_s": 1, "multiplier": 2, "jitter": 0, "max_delay_s": 10}
@@ -125,3 +127,20 @@ def test_both_worker_kinds_run_work(runs, workers, kind):
     for run_id in ids:
         assert runs.wait(run_id, "succeeded").attempt == 1
     assert db.session.query(Run).filter(Run.status == "succeeded").count() == 5
+
+
+def test_a_run_deferred_by_its_concurrency_limit_starts_once_the_slot_frees(runs, workers):
+    busy = runs.submit("demo.noop", policy={"concurrency": 1})
+    # Another worker holds the only slot.
+    db.session.execute(db.text("UPDATE runs SET status = 'running', attempt = 1 WHERE id = :id"), {"id": busy})
+    db.session.commit()
+    waiting = runs.submit("demo.noop", policy={"concurrency": 1})
+    workers()
+    scheduled = ScheduledJobRegistry(queueing.RETRY_QUEUE, connection=get_redis())
+    # Its attempt job ran, found no room, and put itself back on RQ's schedule under the same job id.
+    wait_for(lambda: queueing.job_id(waiting, 1, 0) in scheduled.get_job_ids(), 15, 0.05, "the deferral")
+    assert runs.status(waiting) == "pending"
+    db.session.execute(db.text("UPDATE runs SET status = 'succeeded' WHERE id = :id"), {"id": busy})
+    db.session.commit()
+    # The deferred job itself comes back (the reconciler, which would also requeue it, is not running here).
+    assert runs.wait(waiting, "succeeded", timeout_s=15).attempt == 1

@@ -8,10 +8,11 @@ import socket
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from datetime import timedelta
 
 from rq.timeouts import JobTimeoutException, UnixSignalDeathPenalty
-from sqlalchemy import case, func, select
+from sqlalchemy import bindparam, func, select
 
 from console.domain.breaker import BreakerSettings
 from console.domain.clock import SYSTEM_CLOCK, Clock
@@ -25,6 +26,7 @@ from console.services.engine.context import HandlerContext
 from console.services.engine.failures import fail
 from console.services.engine.heartbeat import Heartbeat
 from console.services.engine.settings import setting
+from console.services.errors import NotFound
 
 log = logging.getLogger("rebound.engine")
 RESULT_LIMIT = 16_000
@@ -40,18 +42,45 @@ def _json_safe(value):
     return value if len(text) <= RESULT_LIMIT else {"truncated": text[:RESULT_LIMIT]}
 
 
-def _over_capacity(run: Run, concurrency: int) -> str | None:
+@dataclass(frozen=True)
+class Admission:
+    """What an attempt is admitted by, read in one query: the policy version in force and the running counts."""
+
+    policy_id: int | None
+    policy_version: int | None
+    own_running: int
+    tenant_running: int
+    max_running: int
+
+
+@functools.lru_cache(maxsize=4)
+def _admission_query(by_policy_id: bool, by_task: bool):
+    """Build once (this runs on every attempt) the admission query for runs with/without a policy and a task."""
+    runs, tenants = Run.__table__, Tenant.__table__
+    in_force = policies.IN_FORCE_BY_ID if by_policy_id else policies.IN_FORCE_DEFAULT
+    same_work = runs.c.task_id == bindparam("task_id") if by_task else runs.c.handler == bindparam("handler")
+    running = select(func.count()).select_from(runs).where(runs.c.status == "running")
+    return select(
+        in_force.with_only_columns(in_force.selected_columns.id).scalar_subquery(),
+        in_force.with_only_columns(in_force.selected_columns.current_version).scalar_subquery(),
+        running.where(same_work).scalar_subquery(),
+        running.where(runs.c.tenant_id == bindparam("tenant_id")).scalar_subquery(),
+        select(tenants.c.max_running).where(tenants.c.id == bindparam("tenant_id")).scalar_subquery())
+
+
+def _admission(run: Run) -> Admission:
+    query = _admission_query(run.policy_id is not None, run.task_id is not None)
+    row = db.session.connection().execute(query, {"policy_id": run.policy_id, "task_id": run.task_id,
+                                                  "handler": run.handler, "tenant_id": run.tenant_id}).one()
+    return Admission(*row)
+
+
+def _over_capacity(admission: Admission, concurrency: int) -> str | None:
     """Name the limit that is full (the task's concurrency or the tenant's max_running), if any."""
     # Counted, then claimed: two workers racing may overshoot by one; the limits are for load, not safety.
-    runs, tenants = Run.__table__, Tenant.__table__
-    same = runs.c.task_id == run.task_id if run.task_id else runs.c.handler == run.handler
-    own, tenant_running, max_running = db.session.connection().execute(
-        select(func.count(case((same, 1))), func.count(runs.c.id), tenants.c.max_running)
-        .select_from(tenants).outerjoin(runs, (runs.c.tenant_id == tenants.c.id) & (runs.c.status == "running"))
-        .where(tenants.c.id == run.tenant_id).group_by(tenants.c.max_running)).one()
-    if own >= concurrency:
+    if admission.own_running >= concurrency:
         return "concurrency"
-    return "quota" if tenant_running >= max_running else None
+    return "quota" if admission.tenant_running >= admission.max_running else None
 
 
 def _tenant_name(tenant_id: int) -> str:
@@ -83,7 +112,11 @@ def execute(run_id: int, expected_attempt: int, *, clock: Clock = SYSTEM_CLOCK, 
     if run.attempt != expected_attempt or run.status not in ("pending", "retry_wait"):
         return "skipped"  # a duplicate or stale delivery: someone already took this attempt
     now = clock()
-    version, policy = policies.effective(run.policy_id, run.policy_overrides)
+    admission = _admission(run)
+    if admission.policy_version is None:
+        raise NotFound(f"retry policy {run.policy_id or policies.DEFAULT} is missing")
+    version = admission.policy_version
+    policy = policies.of_version(admission.policy_id, version, run.policy_overrides)
     try:
         if run.cancel_requested:
             transitions.move(run, "cancelled", now, reason="cancel_requested", finished_at=now)
@@ -98,7 +131,7 @@ def execute(run_id: int, expected_attempt: int, *, clock: Clock = SYSTEM_CLOCK, 
                 db.session.commit()
                 queueing.enqueue_at(opening, run.id, run.series, run.attempt, policy.timeout_s)
                 return "deferred:window"
-        full = _over_capacity(run, policy.concurrency)
+        full = _over_capacity(admission, policy.concurrency)
         if full:
             db.session.commit()
             queueing.enqueue_at(now + timedelta(seconds=DEFER_S), run.id, run.series, run.attempt, policy.timeout_s)

@@ -12,7 +12,7 @@ RUN_QUEUE = "default"
 RETRY_QUEUE = "retries"
 ENTRY_POINT = "jobs.execute.run_attempt"
 # Workers record results in the database; RQ needs to keep none.
-JOB_OPTIONS = {"result_ttl": 0, "failure_ttl": 24 * 3600}
+JOB_OPTIONS = {"result_ttl": 60, "failure_ttl": 24 * 3600}
 
 
 def job_id(run_id: int, series: int, attempt: int) -> str:

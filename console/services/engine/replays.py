@@ -4,26 +4,23 @@ import json
 import logging
 from dataclasses import dataclass
 
-from sqlalchemy import exists, insert, select, update
+from sqlalchemy import exists, select, update
 
 from console import metrics
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.statuses import check_transition
 from console.extensions import db
 from console.logs import run_fields
-from console.models import DeadLetter, Run, RunEvent, Tenant
+from console.models import DeadLetter, Run, Tenant
 from console.services import audit, policies, workorders
 from console.services.actor import Actor
-from console.services.engine import queueing
+from console.services.engine import queueing, transitions
 
 log = logging.getLogger("rebound.runs")
-RUNS, EVENTS, LETTERS = Run.__table__, RunEvent.__table__, DeadLetter.__table__
+RUNS, LETTERS = Run.__table__, DeadLetter.__table__
 # What a new attempt series starts from, besides its series number, times and a cleared error.
 RESTART_VALUES = {"attempt": 0, "retry_token": None, "next_retry_at": None, "finished_at": None,
                   "cancel_requested": False, "progress": 0, "progress_message": None}
-# executemany needs every row to name the same columns.
-EVENT_COLUMNS = ("from_status", "to_status", "reason", "error_code", "message", "next_retry_at", "duration_ms",
-                 "data")
 
 
 @dataclass(frozen=True)
@@ -96,15 +93,17 @@ def _record(rows: list, actor: Actor, now) -> None:
     events = []
     for row in rows:
         series = row.series + 1
-        common = {"run_id": row.id, "at": now, "attempt": 0, "series": series, "retry_token": None,
-                  "worker_id": row.worker_id, "actor": actor.name, **dict.fromkeys(EVENT_COLUMNS)}
-        events.append({**common, "kind": "pending", "from_status": "dead", "to_status": "pending", "reason": "replay"})
-        events.append({**common, "kind": "replay_of_dead_letter", "data": {"dead_letter_id": row.letter_id}})
+        common = {"run_id": row.id, "at": now, "attempt": 0, "series": series, "worker_id": row.worker_id,
+                  "actor": actor.name}
+        events.append(transitions.event_row(**common, kind="pending", from_status="dead", to_status="pending",
+                                            reason="replay"))
+        events.append(transitions.event_row(**common, kind="replay_of_dead_letter",
+                                            data={"dead_letter_id": row.letter_id}))
         metrics.transition(row, "dead", "pending", now, "replay", None, RESTART_VALUES)
         fields = {**run_fields(row, "replay", None, None), "status": "pending", "attempt": 0, "retry_count": 0,
                   "retry_token": None, "next_retry_at": None, "dlq_flag": False, "error_code": None}
         log.info("run %s: dead → pending (replay)", row.id, extra=fields)
-    db.session.connection().execute(insert(EVENTS), events)
+    db.session.connection().execute(transitions.INSERT_EVENT, events)
     audit.record_many(db.session, actor, "dead_letter.replay", "dead_letter", [
         audit.Change(row.letter_id, before={"status": "open"},
                      after={"status": "replayed", "run_id": row.id, "series": row.series + 1}, tenant=row.tenant_name)

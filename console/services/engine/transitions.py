@@ -1,9 +1,10 @@
 """Every status change of a run: checked against the table, guarded, and written to the timeline."""
 
+import functools
 import logging
 from datetime import datetime
 
-from sqlalchemy import insert, update
+from sqlalchemy import bindparam, insert, update
 from sqlalchemy.orm.attributes import set_committed_value
 
 from console import metrics
@@ -19,18 +20,37 @@ NEEDS_A_PERSON = frozenset({"dead", "compensation_failed"})
 # Core statements on the tables: this is the hot path, and the ORM's bulk-update machinery costs more
 # than the SQL itself. The session's connection keeps them in the caller's transaction.
 RUNS, EVENTS = Run.__table__, RunEvent.__table__
+# Every timeline row names all of these, so one INSERT statement (compiled once) serves every event.
+EVENT_COLUMNS = ("run_id", "at", "kind", "attempt", "series", "retry_token", "worker_id", "from_status", "to_status",
+                 "reason", "error_code", "message", "next_retry_at", "duration_ms", "actor", "data")
+INSERT_EVENT = insert(EVENTS)
 
 
 class StaleRun(Exception):
     """The run moved on (another worker, a cancel, the reconciler) since it was read."""
 
 
+def event_row(**fields) -> dict:
+    """Return a timeline row naming every column (None where not given), for INSERT_EVENT."""
+    return {**dict.fromkeys(EVENT_COLUMNS), **fields}
+
+
 def event(run: Run, kind: str, now: datetime, **fields) -> None:
     """Append one timeline entry for the run's current attempt (in the caller's transaction)."""
     # A plain INSERT: the timeline is append-only, so the unit of work has nothing to track.
-    db.session.connection().execute(insert(EVENTS).values(
+    db.session.connection().execute(INSERT_EVENT, event_row(
         run_id=run.id, at=now, kind=kind, attempt=run.attempt, series=run.series, retry_token=run.retry_token,
         worker_id=run.worker_id, **fields))
+
+
+@functools.lru_cache(maxsize=256)
+def _guarded_update(columns: tuple[str, ...]):
+    """Return the UPDATE of these columns guarded by status, attempt and series, built once per column set."""
+    # Building a statement and its cache key costs more than SQLite running it; the bound values vary.
+    return (update(RUNS)
+            .where(RUNS.c.id == bindparam("g_id"), RUNS.c.status == bindparam("g_status"),
+                   RUNS.c.attempt == bindparam("g_attempt"), RUNS.c.series == bindparam("g_series"))
+            .values({name: bindparam(f"v_{name}", type_=RUNS.c[name].type) for name in columns}))
 
 
 def move(run: Run, target: str, now: datetime, *, reason: str | None = None, error_code: str | None = None,
@@ -45,18 +65,17 @@ def move(run: Run, target: str, now: datetime, *, reason: str | None = None, err
         # A run that succeeded, or starts a new series, carries no error from earlier attempts.
         values.update(error_code=None, error_message=None)
     # One conditional update: the status and attempt we read must still hold, or another process won.
+    changes = {"status": target, "status_reason": reason, "updated_at": now, **values}
     result = db.session.connection().execute(
-        update(RUNS)
-        .where(RUNS.c.id == run.id, RUNS.c.status == source, RUNS.c.attempt == run.attempt,
-               RUNS.c.series == run.series)
-        .values(status=target, status_reason=reason, updated_at=now, **values)
-    )
+        _guarded_update(tuple(sorted(changes))),
+        {"g_id": run.id, "g_status": source, "g_attempt": run.attempt, "g_series": run.series,
+         **{f"v_{name}": value for name, value in changes.items()}})
     if result.rowcount != 1:
         db.session.rollback()
         raise StaleRun(f"run {run.id} is no longer {source} at attempt {run.attempt}")
     metrics.transition(run, source, target, now, reason, error_code, values)
     # Mirror the update on the object without marking it dirty, so the ORM does not write it again.
-    for key, value in {"status": target, "status_reason": reason, "updated_at": now, **values}.items():
+    for key, value in changes.items():
         set_committed_value(run, key, value)
     log.log(logging.WARNING if target in NEEDS_A_PERSON else logging.INFO, "run %s: %s → %s%s", run.id, source,
             target, f" ({reason})" if reason else "", extra=run_fields(run, reason, error_code, duration_ms))
