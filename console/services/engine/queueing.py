@@ -36,9 +36,7 @@ def _timeout(timeout_s: int) -> int:
 
 def enqueue_now(run_id: int, series: int, attempt: int, timeout_s: int, queue: str = RUN_QUEUE) -> None:
     """Queue an attempt to start as soon as a worker is free."""
-    Queue(queue, connection=get_redis()).enqueue(
-        ENTRY_POINT, run_id, attempt, job_id=job_id(run_id, series, attempt), job_timeout=_timeout(timeout_s),
-        **JOB_OPTIONS)
+    enqueue_many_now([(run_id, series, attempt, timeout_s)], queue)
 
 
 def enqueue_first_attempts(runs: list[tuple[int, int]]) -> None:
@@ -46,13 +44,13 @@ def enqueue_first_attempts(runs: list[tuple[int, int]]) -> None:
     enqueue_many_now([(run_id, 1, 0, timeout_s) for run_id, timeout_s in runs])
 
 
-def enqueue_many_now(attempts: list[tuple[int, int, int, int]]) -> None:
-    """Queue many attempts to start now in a few round trips; takes (run_id, series, attempt, timeout_s) tuples."""
+def enqueue_many_now(attempts: list[tuple[int, int, int, int]], queue: str = RUN_QUEUE) -> None:
+    """Queue attempts to start now, in one round trip per timeout; takes (run_id, series, attempt, timeout_s)."""
     by_timeout: dict[int, list] = {}
     for run_id, series, attempt, timeout_s in attempts:
         by_timeout.setdefault(_timeout(timeout_s), []).append((job_id(run_id, series, attempt), (run_id, attempt)))
     for timeout, calls in by_timeout.items():
-        bulk_enqueue.enqueue_calls(get_redis(), RUN_QUEUE, ENTRY_POINT, calls, {"timeout": timeout, **JOB_OPTIONS})
+        bulk_enqueue.enqueue_calls(get_redis(), queue, ENTRY_POINT, calls, {"timeout": timeout, **JOB_OPTIONS})
 
 
 def enqueue_at(when: datetime, run_id: int, series: int, attempt: int, timeout_s: int) -> None:

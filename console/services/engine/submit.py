@@ -1,10 +1,11 @@
 """Submit work: validate, deduplicate by idempotency key, enforce limits, commit, then enqueue."""
 
+import functools
 import logging
 import uuid
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.exc import IntegrityError
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
@@ -42,12 +43,22 @@ def effective_policy(policy_id: int | None, overrides: dict) -> tuple[int, Retry
         raise InvalidInput(error.message, f"policy.{error.field}") from None
 
 
+@functools.lru_cache(maxsize=2)
+def _waiting_query(by_task: bool):
+    """Build once (this runs on every submit) the count of waiting runs of the task or handler, and of the tenant."""
+    runs = Run.__table__
+    waiting = select(func.count()).select_from(runs).where(runs.c.tenant_id == bindparam("tenant_id"),
+                                                           runs.c.status.in_(WAITING))
+    own = (waiting.where(runs.c.task_id == bindparam("task_id")) if by_task else
+           waiting.where(runs.c.task_id.is_(None), runs.c.handler == bindparam("handler")))
+    return select(own.scalar_subquery(), waiting.scalar_subquery())
+
+
 def _waiting(tenant_id: int, task: Task | None, handler: str) -> tuple[int, int]:
     """Count runs waiting for this task (or ad-hoc handler) and for the whole tenant."""
-    own = select(func.count()).select_from(Run).where(Run.tenant_id == tenant_id, Run.status.in_(WAITING))
-    own = own.where(Run.task_id == task.id) if task else own.where(Run.task_id.is_(None), Run.handler == handler)
-    tenant_total = select(func.count()).select_from(Run).where(Run.tenant_id == tenant_id, Run.status.in_(WAITING))
-    return db.session.execute(own).scalar_one(), db.session.execute(tenant_total).scalar_one()
+    own, tenant_total = db.session.connection().execute(_waiting_query(task is not None), {
+        "tenant_id": tenant_id, "task_id": task.id if task else None, "handler": handler}).one()
+    return own, tenant_total
 
 
 def _reject(tenant: Tenant, handler: str, limit: str, current: int, maximum: int, now: datetime):
