@@ -77,8 +77,10 @@ def move(run: Run, target: str, now: datetime, *, reason: str | None = None, err
     # Mirror the update on the object without marking it dirty, so the ORM does not write it again.
     for key, value in changes.items():
         set_committed_value(run, key, value)
-    log.log(logging.WARNING if target in NEEDS_A_PERSON else logging.INFO, "run %s: %s → %s%s", run.id, source,
-            target, f" ({reason})" if reason else "", extra=run_fields(run, reason, error_code, duration_ms))
+    level = logging.WARNING if target in NEEDS_A_PERSON else logging.INFO
+    if log.isEnabledFor(level):  # the seed fields are gathered only for a line that is written
+        log.log(level, "run %s: %s → %s%s", run.id, source, target, f" ({reason})" if reason else "",
+                extra=run_fields(run, reason, error_code, duration_ms))
     event(run, target, now, from_status=source, to_status=target, reason=reason, error_code=error_code,
                  message=message, next_retry_at=values.get("next_retry_at"), duration_ms=duration_ms, actor=actor,
                  data=data)
