@@ -1,5 +1,7 @@
 """The audit log is append-only and hash-chained; tampering is found."""
 
+import re
+
 import pytest
 from sqlalchemy import text
 
@@ -74,3 +76,13 @@ def test_audit_page_filters_and_tenant_people_see_only_their_tenant(client, auth
     assert "run.replay" in page and "thing.change" not in page
     fragment = client.get("/audit/?action=thing", headers={"HX-Request": "true"}).get_data(as_text=True)
     assert fragment.lstrip().startswith('<div id="results">') and "thing.change" in fragment
+
+
+def test_audit_page_pages_back_to_older_rows(client, auth):
+    write_rows(55)
+    auth.as_role("viewer")
+    page = client.get("/audit/?action=thing").get_data(as_text=True)
+    older = re.search(r'href="(/audit/\?before=(\d+)[^"]*)">Older →</a>', page)
+    assert older and "action=thing" in older.group(1)
+    rest = client.get(older.group(1).replace("&amp;", "&")).get_data(as_text=True)
+    assert rest.count("thing.change") == 5 and "Older →" not in rest
