@@ -65,6 +65,8 @@ class Bench:
             db.session.execute(db.text("DELETE FROM work_orders"))
             db.session.execute(db.text("DELETE FROM runs"))
             db.session.commit()
+            # Start each measurement from an empty WAL: the rows deleted here are the benchmark's, not the work's.
+            db.session.execute(db.text("PRAGMA wal_checkpoint(TRUNCATE)"))
 
     def workers(self, argv: list[str], count: int) -> list[subprocess.Popen]:
         return [subprocess.Popen(argv, env=self.env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
