@@ -86,3 +86,7 @@ def test_audit_page_pages_back_to_older_rows(client, auth):
     assert older and "action=thing" in older.group(1)
     rest = client.get(older.group(1).replace("&amp;", "&")).get_data(as_text=True)
     assert rest.count("thing.change") == 5 and "Older →" not in rest
+    fragment = client.get("/audit/?action=thing", headers={"HX-Request": "true"}).get_data(as_text=True)
+    assert fragment.lstrip().startswith('<div id="results">') and older.group(0) in fragment
+    nothing = client.get("/audit/?action=nothing.at.all", headers={"HX-Request": "true"}).get_data(as_text=True)
+    assert '<td colspan="6" class="empty"><strong>Nothing matches.</strong>' in nothing

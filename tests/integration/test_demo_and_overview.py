@@ -39,3 +39,10 @@ def test_a_tenant_limited_viewer_sees_only_their_tenant(client, auth):
     page = client.get("/overview").get_data(as_text=True)
     waiting = db.session.query(Run).filter_by(tenant_id=globex.id, status="pending").count()
     assert f'data-counter="pending">{waiting}<' in page and waiting < 38
+
+
+def test_an_empty_overview_says_where_dead_letters_come_from_in_page_and_fragment(client, auth):
+    auth.as_role("viewer")
+    for headers in ({}, {"HX-Request": "true"}):
+        html = client.get("/overview", headers=headers).get_data(as_text=True)
+        assert '<td colspan="6" class="empty"><strong>No open dead letters.</strong>' in html

@@ -71,6 +71,12 @@ def test_list_shows_each_work_order_with_its_count_external_id_and_delivery(app,
     assert "0 of 2 closed" in counters and "Alert latency" in counters
 
 
+def test_the_list_refreshes_as_a_fragment_with_its_empty_state(client, auth):
+    auth.as_role("viewer")
+    fragment = client.get("/workorders?status=closed", headers=HX).get_data(as_text=True)
+    assert "<html" not in fragment and "<strong>No work order matches.</strong>" in fragment
+
+
 def test_status_filter_and_assigned_to_me(app, client, auth, runs, clock):
     app.config.update(WORKORDER_URL="")
     kept, closed = dead(runs, clock), dead(runs, clock, code="gone", message="other")
