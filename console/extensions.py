@@ -6,6 +6,7 @@ from flask_limiter.util import get_remote_address
 from flask_login import LoginManager
 from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
+from flask_sqlalchemy.session import Session
 from flask_wtf import CSRFProtect
 from sqlalchemy import MetaData
 
@@ -17,7 +18,21 @@ naming = {
     "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
     "pk": "pk_%(table_name)s",
 }
-db = SQLAlchemy(metadata=MetaData(naming_convention=naming))
+PINNED = "pinned_connection"
+
+
+class PinnableSession(Session):
+    """A session that runs on the connection put in its info[PINNED], when there is one."""
+
+    def get_bind(self, mapper=None, clause=None, bind=None, **kwargs):
+        # A worker pins one connection per job: its commits then skip a pool check-in and check-out each.
+        pinned = self.info.get(PINNED)
+        if bind is None and pinned is not None:
+            return pinned
+        return super().get_bind(mapper, clause, bind, **kwargs)
+
+
+db = SQLAlchemy(metadata=MetaData(naming_convention=naming), session_options={"class_": PinnableSession})
 migrate = Migrate(render_as_batch=True)
 login_manager = LoginManager()
 csrf = CSRFProtect()

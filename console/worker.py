@@ -7,21 +7,23 @@ import socket
 from rq import SimpleWorker, Worker
 
 from console import metrics
-from console.extensions import db
+from console.extensions import PINNED, db
 from console.services.engine import registry
 
 QUEUES = ["default", "retries", "maintenance"]
 
 
 class AppContextMixin:
-    """Give each job its own app context and database session, then clean both up."""
+    """Give each job its own app context and database session on one connection, then clean them up."""
 
     flask_app = None
 
     def perform_job(self, *args, **kwargs):
-        with self.flask_app.app_context():
+        with self.flask_app.app_context(), db.engine.connect() as connection:
+            session = db.session()
             # A job's session lives for one job; reloading every object after each commit only costs queries.
-            db.session().expire_on_commit = False
+            session.expire_on_commit = False
+            session.info[PINNED] = connection
             try:
                 return super().perform_job(*args, **kwargs)
             finally:

@@ -80,7 +80,7 @@ def test_half_open_lets_one_probe_through_at_a_time(runs, clock):
     for run_id in [runs.submit("demo.flaky", {"fail_times": 9}, policy=BREAKER) for _ in range(2)]:
         execute(run_id, 0, clock=clock)
     clock.advance(31)
-    allowed, _ = breakers.allow("python:demo.flaky", clock(), BreakerSettings(2, 30, 2))
+    allowed, *_ = breakers.allow("python:demo.flaky", clock(), BreakerSettings(2, 30, 2))
     assert allowed
     second = runs.submit("demo.noop")  # another handler: its breaker is its own
     assert execute(second, 0, clock=clock) == "succeeded"
@@ -106,3 +106,17 @@ def test_concurrency_limit_defers_without_spending_an_attempt(runs, clock):
     assert execute(second, 0, clock=clock) == "deferred:concurrency"
     run = runs.get(second)
     assert (run.status, run.attempt) == ("pending", 0)
+
+
+def test_a_success_resets_failures_only_if_the_call_began_after_them(runs, clock):
+    settings = BreakerSettings(3, 30, 1)
+    handler = "python:demo.flaky"
+    began_clean = breakers.allow(handler, clock(), settings)
+    assert began_clean.allowed and began_clean.clean
+    breakers.record(handler, False, clock(), settings)  # another call failed while this one ran
+    breakers.record(handler, True, clock(), settings, clean_before=began_clean.clean)
+    assert breakers.state_of(handler, clock()).consecutive_failures == 1  # no proof the failure has cleared
+    began_after = breakers.allow(handler, clock(), settings)
+    assert began_after.allowed and not began_after.clean
+    breakers.record(handler, True, clock(), settings, clean_before=began_after.clean)
+    assert breakers.state_of(handler, clock()).consecutive_failures == 0

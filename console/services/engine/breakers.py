@@ -2,6 +2,7 @@
 
 import json
 from datetime import datetime
+from typing import NamedTuple
 
 import redis
 
@@ -45,23 +46,38 @@ def _closed_and_clean(handler: str) -> bool:
     return state.state == breaker.BreakerMode.CLOSED and state.consecutive_failures == 0
 
 
-def allow(handler: str, now: datetime, settings: BreakerSettings) -> tuple[bool, datetime | None]:
+class Verdict(NamedTuple):
+    """Whether a call may go now, when to try again if not, and whether the breaker was closed and clean."""
+
+    allowed: bool
+    retry_at: datetime | None
+    clean: bool
+
+
+def allow(handler: str, now: datetime, settings: BreakerSettings) -> Verdict:
     """Ask whether a call to this handler may go now; if not, when to try again."""
     if _closed_and_clean(handler):
-        return True, None  # a closed breaker lets everything through and changes nothing
+        return Verdict(True, None, True)  # a closed breaker lets everything through and changes nothing
 
     def change(state):
         allowed, new_state, retry_at = breaker.allow(state, now, settings)
         return new_state, allowed, retry_at
 
     _, allowed, retry_at = _update(handler, change)
-    return allowed, retry_at
+    return Verdict(allowed, retry_at, False)
 
 
-def record(handler: str, ok: bool, now: datetime, settings: BreakerSettings) -> str | None:
-    """Record an outcome; return "opened", "half_opened" or "closed" when the mode changed."""
-    if ok and _closed_and_clean(handler):
-        return None  # nothing to reset: skip the transaction on the hot path
+def record(handler: str, ok: bool, now: datetime, settings: BreakerSettings, *,
+           clean_before: bool = False) -> str | None:
+    """Record an outcome; return "opened", "half_opened" or "closed" when the mode changed.
+
+    clean_before: the breaker was closed and clean when this call was allowed (Verdict.clean).
+    """
+    # A success of a call that began on a clean breaker changes nothing: there was nothing to reset then, and
+    # failures other calls counted since began later, so this success is no proof that they have cleared.
+    # Skipping the read keeps the hot path at one Redis round trip per attempt.
+    if ok and (clean_before or _closed_and_clean(handler)):
+        return None
     outcome = breaker.record_success if ok else breaker.record_failure
 
     def change(state):

@@ -141,11 +141,11 @@ def execute(run_id: int, expected_attempt: int, *, clock: Clock = SYSTEM_CLOCK, 
             queueing.enqueue_at(now + timedelta(seconds=DEFER_S), run.id, run.series, run.attempt, policy.timeout_s)
             return f"deferred:{full}"
         settings = BreakerSettings.from_policy(policy)
-        allowed, retry_at = breakers.allow(run.handler, now, settings)
-        if not allowed:
-            transitions.move(run, "retry_wait", now, reason="breaker_open", next_retry_at=retry_at)
+        verdict = breakers.allow(run.handler, now, settings)
+        if not verdict.allowed:
+            transitions.move(run, "retry_wait", now, reason="breaker_open", next_retry_at=verdict.retry_at)
             db.session.commit()
-            queueing.enqueue_at(retry_at, run.id, run.series, run.attempt, policy.timeout_s)
+            queueing.enqueue_at(verdict.retry_at, run.id, run.series, run.attempt, policy.timeout_s)
             return "breaker_open"
         token = uuid.uuid4().hex
         transitions.move(run, "running", now, attempt=run.attempt + 1, executions=run.executions + 1,
@@ -155,10 +155,10 @@ def execute(run_id: int, expected_attempt: int, *, clock: Clock = SYSTEM_CLOCK, 
         db.session.commit()  # write-ahead: the claim is durable before the handler's side effects
     except transitions.StaleRun:
         return "skipped"
-    return _perform(run, policy, settings, clock)
+    return _perform(run, policy, settings, verdict.clean, clock)
 
 
-def _perform(run: Run, policy, settings: BreakerSettings, clock: Clock) -> str:
+def _perform(run: Run, policy, settings: BreakerSettings, breaker_was_clean: bool, clock: Clock) -> str:
     ctx = HandlerContext(
         run_id=run.id, tenant=_tenant_name(run.tenant_id), task=run.task.name if run.task else None,
         handler=run.handler, params=dict(run.params or {}), attempt=run.attempt, series=run.series,
@@ -197,7 +197,7 @@ def _perform(run: Run, policy, settings: BreakerSettings, clock: Clock) -> str:
     except transitions.StaleRun:
         log.warning("run %s moved on while attempt %s ran; its outcome is dropped", run.id, ctx.attempt)
         return "stale"
-    change = breakers.record(run.handler, error is None, now, settings)
+    change = breakers.record(run.handler, error is None, now, settings, clean_before=breaker_was_clean)
     if change == "opened":
         outbox.add("alert", f"breaker:{run.handler}", {
             "rule": "breaker_opened", "handler": run.handler, "tenant_id": run.tenant_id,
