@@ -195,10 +195,12 @@ def main() -> None:
                     bare, ours = statistics.median(bares), statistics.median(ourses)
                     throughput[(kind, processes)] = ours
                     print(f"{kind:<8} {processes:>5} {bare:>10.0f} {ours:>10.0f} {ours / bare:>6.2f}")
-            rate = throughput[("simple", 2)] / 2
-            lat = bench.latency(min(args.runs, int(rate * 10)), rate, 2)
-            print(f"submit→succeeded at {rate:.0f} runs/s (half of Rebound's 2-process throughput): "
-                  f"p50 {lat['p50']:.0f} ms, p99 {lat['p99']:.0f} ms, max {lat['max']:.0f} ms ({lat['done']} runs)")
+            if ("simple", 2) in throughput:  # the latency probe runs the default (simple) workers
+                rate = throughput[("simple", 2)] / 2
+                lat = bench.latency(min(args.runs, int(rate * 10)), rate, 2)
+                print(f"submit→succeeded at {rate:.0f} runs/s (half of Rebound's 2-process throughput): "
+                      f"p50 {lat['p50']:.0f} ms, p99 {lat['p99']:.0f} ms, max {lat['max']:.0f} ms "
+                      f"({lat['done']} runs)")
             if args.mixed:
                 print("mixed:", bench.mixed(args.mixed, 2))
         finally:

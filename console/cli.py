@@ -79,7 +79,7 @@ def web_command(host, port, threads):
 @click.command("worker")
 @click.option("--processes", type=int, default=1, show_default=True, help="Worker processes to supervise.")
 @click.option("--kind", type=click.Choice(["simple", "fork"]), default="simple", show_default=True,
-              help="simple: run jobs in-process (fast); fork: a child per job (isolated).")
+              help="simple: handlers run in the worker (fastest); fork: each handler call in a child (isolated).")
 @click.option("--burst", is_flag=True, help="Stop when the queues are empty.")
 @with_appcontext
 def worker_command(processes, kind, burst):

@@ -74,6 +74,8 @@ def from_env(env=None) -> dict:
         # A running run whose heartbeat is older than this is taken for lost (its worker died).
         "HEARTBEAT_S": _number(env, "REBOUND_HEARTBEAT_S", 5.0, float),
         "STALE_AFTER_S": _number(env, "REBOUND_STALE_AFTER_S", 30.0, float),
+        # Call each handler in a forked child; `rebound worker --kind fork` turns it on for its process.
+        "ISOLATE_HANDLERS": False,
         # A pending run not picked up this long after enqueueing is checked against Redis.
         "REQUEUE_AFTER_S": _number(env, "REBOUND_REQUEUE_AFTER_S", 30.0, float),
         # Alert and work-order channels; Admin → Channels can override each target (see console/services/delivery).

@@ -6,7 +6,6 @@ import socket
 
 from rq import SimpleWorker, Worker
 
-from console import metrics
 from console.extensions import PINNED, db
 from console.services.engine import registry
 
@@ -34,20 +33,12 @@ class ReboundSimpleWorker(AppContextMixin, SimpleWorker):
     """Runs jobs in the worker process itself: no fork per job, so several times faster."""
 
 
-class ReboundForkWorker(AppContextMixin, Worker):
-    """Forks a child per job: a crashing handler cannot take the worker down."""
+class ReboundForkWorker(AppContextMixin, SimpleWorker):
+    """Forks a child per handler call: a crashing, leaking or hung handler cannot take the worker down.
 
-    def fork_work_horse(self, *args, **kwargs):
-        # The child must not reuse the parent's pooled database connections.
-        with self.flask_app.app_context():
-            db.engine.dispose(close=False)
-        return super().fork_work_horse(*args, **kwargs)
-
-    def perform_job(self, *args, **kwargs):
-        try:
-            return super().perform_job(*args, **kwargs)
-        finally:
-            metrics.flush()  # this runs in the forked child, which leaves by os._exit: send its counts now
+    Unlike RQ's forking Worker, which forks for the whole job, only the handler runs in the child: the claim
+    and the outcome are written by the worker on its warm connection (see engine/isolation.py).
+    """
 
 
 WORKER_CLASSES = {"simple": ReboundSimpleWorker, "fork": ReboundForkWorker}
@@ -64,6 +55,7 @@ def build_worker(app, connection, kind: str = "simple", queues: list[str] | None
     importlib.import_module("jobs.execute")
     registry.names()
     cls = WORKER_CLASSES[kind]
+    app.config["ISOLATE_HANDLERS"] = kind == "fork"
     worker = cls(queues or QUEUES, connection=connection, name=worker_name())
     worker.flask_app = app
     return worker

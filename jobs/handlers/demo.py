@@ -1,5 +1,7 @@
 """Demo handlers used by the demo data, the tests and the benchmarks."""
 
+import os
+import signal
 import time
 
 from console.domain.errors import CompensableError, NonRetryableError, RetryableError
@@ -23,6 +25,12 @@ def sleep(ctx):
         time.sleep(seconds / steps)
         ctx.progress(100 * (step + 1) // steps, f"slept {(step + 1) * seconds / steps:.1f} of {seconds:g} s")
     return {"slept_s": seconds}
+
+
+@handler("demo.crash")
+def crash(ctx):
+    """Kill the process running it, as a crashing native library would; a fork worker survives it."""
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _undo(ctx):

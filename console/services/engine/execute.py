@@ -1,7 +1,6 @@
 """Execute one attempt: claim the run, call its handler under a timeout, record what happened."""
 
 import functools
-import json
 import logging
 import os
 import socket
@@ -21,25 +20,17 @@ from console.domain.windows import Window
 from console.extensions import db
 from console.models import Run, Tenant
 from console.services import delivery, outbox, policies
-from console.services.engine import breakers, handlers, queueing, transitions
+from console.services.engine import breakers, handlers, isolation, queueing, transitions
 from console.services.engine.context import HandlerContext
 from console.services.engine.failures import fail
 from console.services.engine.heartbeat import Heartbeat
+from console.services.engine.results import json_safe
 from console.services.engine.settings import setting
 from console.services.errors import NotFound
 
 log = logging.getLogger("rebound.engine")
-RESULT_LIMIT = 16_000
 DEFER_S = 1.0
 WORKER_ID = f"{socket.gethostname()}.{os.getpid()}"
-
-
-def _json_safe(value):
-    try:
-        text = json.dumps(value, default=str)
-    except (TypeError, ValueError):
-        return {"repr": repr(value)[:RESULT_LIMIT]}
-    return value if len(text) <= RESULT_LIMIT else {"truncated": text[:RESULT_LIMIT]}
 
 
 # A prebuilt statement loads the run in ~60% of session.get's time (which builds its query per call).
@@ -97,15 +88,27 @@ def _tenant_name_in(database: str, tenant_id: int) -> str:
     return db.session.execute(select(Tenant.name).where(Tenant.id == tenant_id)).scalar_one()
 
 
-def _call(invocation, ctx: HandlerContext, timeout_s: int):
-    """Call the handler; a hung one is stopped at timeout_s (SIGALRM, as RQ does) and counted as a timeout."""
+def _call(fn, ctx: HandlerContext, timeout_s: int):
+    """Call handler code; a hung one is stopped at timeout_s and counted as a timeout.
+
+    A fork worker (ISOLATE_HANDLERS) calls it in a child process; otherwise it runs here under SIGALRM, as RQ does.
+    """
+    if setting("ISOLATE_HANDLERS"):
+        return isolation.call_forked(fn, ctx, timeout_s)
     if threading.current_thread() is not threading.main_thread():
-        return invocation.run(ctx)  # signals only reach the main thread; RQ workers always call us there
+        return fn(ctx)  # signals only reach the main thread; RQ workers always call us there
     try:
         with UnixSignalDeathPenalty(int(timeout_s), JobTimeoutException):
-            return invocation.run(ctx)
+            return fn(ctx)
     except JobTimeoutException:
         raise HandlerTimeout(message=f"handler ran past its {timeout_s} s timeout and was stopped") from None
+
+
+def _compensation(invocation, timeout_s: int):
+    """Return the handler's undo step, called like the handler itself (isolated, under the same timeout)."""
+    if invocation is None or invocation.compensate is None:
+        return None
+    return functools.partial(_call, invocation.compensate, timeout_s=timeout_s)
 
 
 def execute(run_id: int, expected_attempt: int, *, clock: Clock = SYSTEM_CLOCK, worker_id: str = WORKER_ID) -> str:
@@ -176,7 +179,7 @@ def _perform(run: Run, policy, settings: BreakerSettings, breaker_was_clean: boo
     else:
         with Heartbeat(run.id, run.attempt, setting("HEARTBEAT_S"), ctx.cancel_event):
             try:
-                result = _call(invocation, ctx, policy.timeout_s)
+                result = _call(invocation.run, ctx, policy.timeout_s)
             except Exception as exc:  # noqa: BLE001 - every handler error is classified, none is swallowed
                 error = exc
     duration_ms = int((time.monotonic() - started) * 1000)
@@ -185,15 +188,15 @@ def _perform(run: Run, policy, settings: BreakerSettings, breaker_was_clean: boo
         # Guarded by status and attempt: if the reconciler gave this attempt up meanwhile, the outcome is dropped.
         if error is None and ctx.cancelled():
             transitions.move(run, "cancelled", now, reason="cancel_requested", finished_at=now,
-                             result=_json_safe(result), duration_ms=duration_ms)
+                             result=json_safe(result), duration_ms=duration_ms)
         elif error is None:
-            transitions.move(run, "succeeded", now, reason=None, finished_at=now, result=_json_safe(result),
+            transitions.move(run, "succeeded", now, reason=None, finished_at=now, result=json_safe(result),
                              progress=100, duration_ms=duration_ms)
         if error is None:
             db.session.commit()
         else:
             fail(run, classify(error, policy), policy, now, duration_ms=duration_ms,
-                 compensate=invocation.compensate if invocation else None, ctx=ctx)
+                 compensate=_compensation(invocation, policy.timeout_s), ctx=ctx)
     except transitions.StaleRun:
         log.warning("run %s moved on while attempt %s ran; its outcome is dropped", run.id, ctx.attempt)
         return "stale"

@@ -1,0 +1,126 @@
+"""Call a handler in a forked child: its crash, leak or hang cannot take the worker, or its bookkeeping, down."""
+
+import json
+import os
+import select
+import signal
+import sys
+import time
+
+from console import metrics
+from console.domain.errors import (
+    CompensableError,
+    HandlerError,
+    HandlerTimeout,
+    NonRetryableError,
+    RetryableError,
+)
+from console.extensions import PINNED, db
+from console.services.engine.results import json_safe
+
+POLL_S = 0.2  # how soon a cancel request reaches the child
+
+
+def call_forked(fn, ctx, timeout_s: float):
+    """Return fn(ctx) run in a child process, or raise the handler's error as the parent's HandlerError.
+
+    The child is killed at timeout_s (a HandlerTimeout); one that dies without answering is a retryable
+    `handler_crashed`. A cancel request (ctx.cancel_event) is passed on with SIGUSR1.
+    """
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child leaves by os._exit, which coverage cannot follow
+        os.close(reader)
+        _child(fn, ctx, writer)
+    os.close(writer)
+    try:
+        payload = _read(reader, pid, ctx, timeout_s)
+    finally:
+        os.close(reader)
+    _, status = os.waitpid(pid, 0)
+    if not payload:
+        raise RetryableError("handler_crashed", f"the handler's process died without an answer ({_death(status)})")
+    answer = json.loads(payload)
+    if "error" in answer:
+        raise _rebuild(answer["error"])
+    return answer["result"]
+
+
+def _read(reader: int, pid: int, ctx, timeout_s: float) -> bytes:
+    """Read the child's answer until it closes the pipe; kill it at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    chunks, cancel_sent = [], False
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise HandlerTimeout(message=f"handler ran past its {timeout_s:g} s timeout and was stopped")
+        ready, _, _ = select.select([reader], [], [], min(left, POLL_S))
+        if ctx.cancel_event.is_set() and not cancel_sent:
+            os.kill(pid, signal.SIGUSR1)
+            cancel_sent = True
+        if ready:
+            chunk = os.read(reader, 65536)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+
+
+def _child(fn, ctx, writer: int) -> None:  # pragma: no cover - runs in the forked child
+    """Run fn in the child, write its answer as JSON and leave without running the parent's exit handlers."""
+    code = 0
+    try:
+        # The worker's own signal handlers (warm shutdown) and database connections belong to the parent.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGUSR1, lambda *_: ctx.cancel_event.set())
+        db.session.info.pop(PINNED, None)
+        db.engine.dispose(close=False)
+        try:
+            answer = {"result": json_safe(fn(ctx))}
+        except BaseException as error:  # noqa: BLE001 - every error is described to the parent, none lost
+            answer = {"error": _describe(error)}
+        data = json.dumps(answer, default=str).encode()
+        while data:
+            data = data[os.write(writer, data):]
+        metrics.flush()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:  # noqa: BLE001 - the parent reports a child that could not answer
+        code = 70
+    finally:
+        os._exit(code)
+
+
+def _describe(error: BaseException) -> dict:
+    """Keep what classification needs of an error: its kind, code, message and hints."""
+    if not isinstance(error, HandlerError):
+        return {"kind": "unexpected", "code": type(error).__name__, "message": str(error)}
+    kind = ("compensable" if isinstance(error, CompensableError) else
+            "non_retryable" if isinstance(error, NonRetryableError) else
+            "timeout" if isinstance(error, HandlerTimeout) else
+            "retryable" if isinstance(error, RetryableError) else "handler_error")
+    return {"kind": kind, "code": error.code, "message": error.message,
+            "retry_after_s": getattr(error, "retry_after_s", None), "severity": getattr(error, "severity", None)}
+
+
+def _rebuild(described: dict) -> HandlerError:
+    """Make the parent's twin of a described error, which classify() reads exactly as it would the original."""
+    kind, code, message = described["kind"], described["code"], described["message"]
+    if kind == "compensable":
+        return CompensableError(code, message, severity=described["severity"])
+    if kind == "non_retryable":
+        return NonRetryableError(code, message)
+    if kind == "timeout":
+        return HandlerTimeout(code, message, retry_after_s=described["retry_after_s"])
+    if kind == "retryable":
+        return RetryableError(code, message, retry_after_s=described["retry_after_s"])
+    return HandlerError(code, message)  # unexpected errors: classify() retries them under their type's name
+
+
+def _death(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        return f"killed by signal {number} ({signal.Signals(number).name})"
+    return f"exit status {os.waitstatus_to_exitcode(status)}"
