@@ -137,8 +137,9 @@ def test_a_run_deferred_by_its_concurrency_limit_starts_once_the_slot_frees(runs
     waiting = runs.submit("demo.noop", policy={"concurrency": 1})
     workers()
     scheduled = ScheduledJobRegistry(queueing.RETRY_QUEUE, connection=get_redis())
-    # Its attempt job ran, found no room, and put itself back on RQ's schedule under the same job id.
-    wait_for(lambda: queueing.job_id(waiting, 1, 0) in scheduled.get_job_ids(), 15, 0.05, "the deferral")
+    # Its attempt job ran, found no room, and put itself back on RQ's schedule under a deferral's job id.
+    wait_for(lambda: any(job.startswith(f"{queueing.job_id(waiting, 1, 0)}-d") for job in scheduled.get_job_ids()),
+             15, 0.05, "the deferral")
     assert runs.status(waiting) == "pending"
     db.session.execute(db.text("UPDATE runs SET status = 'succeeded' WHERE id = :id"), {"id": busy})
     db.session.commit()

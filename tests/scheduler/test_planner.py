@@ -151,3 +151,27 @@ def test_a_window_deferred_run_delivered_early_waits_again(register, runs, clock
     assert runs.status(run_id) == "pending"
     clock.set(datetime(2026, 3, 9, 8, 0, tzinfo=UTC))
     assert execute(run_id, 0, clock=clock) == "succeeded"
+
+
+def test_a_long_deferral_keeps_its_own_job_and_the_reconciler_leaves_it_alone(register, runs, clock):
+    from console.services.engine import reconcile
+
+    clock.set(datetime(2026, 3, 6, 20, 0, tzinfo=UTC))
+    task = register(window={"days": ["mon", "tue", "wed", "thu", "fri"], "start": "08:00", "end": "18:00"})
+    run_id = fire(task, clock).run_id
+    assert execute(run_id, 0, clock=clock) == "deferred:window"
+    opening = datetime(2026, 3, 9, 8, 0, tzinfo=UTC)
+    run = runs.get(run_id)
+    assert (run.status, run.next_retry_at) == ("pending", opening)
+    # Not the attempt's own id, which RQ marks finished (and expires) when the deferring job returns.
+    deferral = queueing.job_id(run_id, 1, 0, opening)
+    assert deferral.endswith(f"-d{int(opening.timestamp())}") and queueing.parse_job_id(deferral) == (run_id, 1, 0)
+    scheduled = ScheduledJobRegistry(queueing.RETRY_QUEUE, connection=get_redis())
+    assert scheduled.get_scheduled_time(deferral) == opening
+    clock.advance(3600)
+    assert reconcile.reconcile(clock).requeued == []
+    assert runs.events(run_id, "requeued") == []
+    get_redis().flushdb()  # Redis loses the deferral: it is scheduled again for the opening, not run now
+    assert reconcile.reconcile(clock).requeued == [run_id]
+    assert scheduled.get_scheduled_time(deferral) == opening
+    assert queueing.job_status(run_id, 1, 0) is None

@@ -368,3 +368,16 @@ def test_the_timeline_defaults_to_the_last_hour_and_caps_the_runs(app, runs, clo
     built = run_timeline.build(RunFilters(), (clock() - timedelta(hours=1), clock() + timedelta(seconds=1)),
                                scope=None, now=clock(), limit=2)
     assert len(built.runs) == 2 and built.truncated and built.kinds == {"queue wait"}
+
+
+def test_a_deferred_run_shows_when_it_is_due(client, auth, runs, clock):
+    first = runs.submit("demo.noop", policy={"concurrency": 1})
+    second = runs.submit("demo.noop", policy={"concurrency": 1})
+    db.session.execute(db.text("UPDATE runs SET status = 'running', attempt = 1 WHERE id = :id"), {"id": first})
+    db.session.commit()
+    assert execute(second, 0, clock=clock) == "deferred:concurrency"
+    due = (clock() + timedelta(seconds=1)).strftime("%H:%M:%S")
+    auth.as_role("viewer")
+    page = client.get(f"/runs/{second}").get_data(as_text=True)
+    assert "Deferred until" in page
+    assert re.search(rf"· due <time[^>]*>{due}</time>", page)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from rq.timeouts import JobTimeoutException, UnixSignalDeathPenalty
-from sqlalchemy import bindparam, func, select
+from sqlalchemy import bindparam, func, select, update
 
 from console.domain.breaker import BreakerSettings
 from console.domain.clock import SYSTEM_CLOCK, Clock
@@ -104,6 +104,20 @@ def _call(fn, ctx: HandlerContext, timeout_s: int):
         raise HandlerTimeout(message=f"handler ran past its {timeout_s} s timeout and was stopped") from None
 
 
+# A deferred pending run notes when it is due: the reconciler finds the deferral's job by it (queueing.job_id).
+_NOTE_DUE = (update(Run.__table__)
+             .where(Run.id == bindparam("run_id"), Run.status == "pending",
+                    Run.attempt == bindparam("expected_attempt"))
+             .values(next_retry_at=bindparam("due")))
+
+
+def _defer(run: Run, when, timeout_s: int) -> None:
+    """Put a pending run off until `when` without spending an attempt."""
+    db.session.connection().execute(_NOTE_DUE, {"run_id": run.id, "expected_attempt": run.attempt, "due": when})
+    db.session.commit()
+    queueing.enqueue_at(when, run.id, run.series, run.attempt, timeout_s, deferral=True)
+
+
 def _compensation(invocation, timeout_s: int):
     """Return the handler's undo step, called like the handler itself (isolated, under the same timeout)."""
     if invocation is None or invocation.compensate is None:
@@ -135,20 +149,18 @@ def execute(run_id: int, expected_attempt: int, *, clock: Clock = SYSTEM_CLOCK, 
             # Deferred to its window; a job that arrives early (a re-queue after a Redis loss) waits again.
             opening = Window.from_mapping(run.task.window).next_opening(now)
             if opening > now:
-                db.session.commit()
-                queueing.enqueue_at(opening, run.id, run.series, run.attempt, policy.timeout_s)
+                _defer(run, opening, policy.timeout_s)
                 return "deferred:window"
         full = _over_capacity(admission, policy.concurrency)
         if full:
-            db.session.commit()
-            queueing.enqueue_at(now + timedelta(seconds=DEFER_S), run.id, run.series, run.attempt, policy.timeout_s)
+            _defer(run, now + timedelta(seconds=DEFER_S), policy.timeout_s)
             return f"deferred:{full}"
         settings = BreakerSettings.from_policy(policy)
         verdict = breakers.allow(run.handler, now, settings)
         if not verdict.allowed:
             transitions.move(run, "retry_wait", now, reason="breaker_open", next_retry_at=verdict.retry_at)
             db.session.commit()
-            queueing.enqueue_at(verdict.retry_at, run.id, run.series, run.attempt, policy.timeout_s)
+            queueing.enqueue_at(verdict.retry_at, run.id, run.series, run.attempt, policy.timeout_s, deferral=True)
             return "breaker_open"
         token = uuid.uuid4().hex
         transitions.move(run, "running", now, attempt=run.attempt + 1, executions=run.executions + 1,

@@ -15,18 +15,30 @@ ENTRY_POINT = "jobs.execute.run_attempt"
 JOB_OPTIONS = {"result_ttl": 60, "failure_ttl": 24 * 3600}
 
 
-def job_id(run_id: int, series: int, attempt: int) -> str:
-    """Name the job for one attempt, so enqueueing it twice cannot make two different jobs."""
-    return f"run-{run_id}-s{series}-a{attempt}"
+def job_id(run_id: int, series: int, attempt: int, deferred_to: datetime | None = None) -> str:
+    """Name the job for one attempt, so enqueueing it twice cannot make two different jobs.
+
+    A deferral (window, capacity, open breaker: no attempt spent) is queued by the attempt's own job while
+    it runs, and RQ marks that job finished when it returns; so a deferral's job is named by its due time too.
+    """
+    name = f"run-{run_id}-s{series}-a{attempt}"
+    return name if deferred_to is None else f"{name}-d{int(_whole_second(deferred_to).timestamp())}"
 
 
 def parse_job_id(value: str) -> tuple[int, int, int] | None:
     """Return (run_id, series, attempt) from a job id made by job_id, else None."""
     try:
-        run, series, attempt = value.removeprefix("run-").split("-")
+        run, series, attempt, *deferral = value.removeprefix("run-").split("-")
+        if len(deferral) > 1 or (deferral and not deferral[0].startswith("d")):
+            return None
         return int(run), int(series.removeprefix("s")), int(attempt.removeprefix("a"))
     except ValueError:
         return None
+
+
+def _whole_second(when: datetime) -> datetime:
+    # RQ's scheduler keeps whole seconds and drops the fraction; round up so a retry never starts early.
+    return when.replace(microsecond=0) + timedelta(seconds=1) if when.microsecond else when
 
 
 def _timeout(timeout_s: int) -> int:
@@ -53,19 +65,18 @@ def enqueue_many_now(attempts: list[tuple[int, int, int, int]], queue: str = RUN
         bulk_enqueue.enqueue_calls(get_redis(), queue, ENTRY_POINT, calls, {"timeout": timeout, **JOB_OPTIONS})
 
 
-def enqueue_at(when: datetime, run_id: int, series: int, attempt: int, timeout_s: int) -> None:
-    """Queue an attempt to start at `when` (a delayed retry), never earlier."""
-    # RQ's scheduler keeps whole seconds and drops the fraction; round up so a retry never starts early.
-    if when.microsecond:
-        when = when.replace(microsecond=0) + timedelta(seconds=1)
+def enqueue_at(when: datetime, run_id: int, series: int, attempt: int, timeout_s: int, *,
+               deferral: bool = False) -> None:
+    """Queue an attempt to start at `when` (a delayed retry, or a deferral), never earlier."""
     Queue(RETRY_QUEUE, connection=get_redis()).enqueue_at(
-        when, ENTRY_POINT, run_id, attempt, job_id=job_id(run_id, series, attempt),
-        job_timeout=_timeout(timeout_s), **JOB_OPTIONS)
+        _whole_second(when), ENTRY_POINT, run_id, attempt,
+        job_id=job_id(run_id, series, attempt, when if deferral else None), job_timeout=_timeout(timeout_s),
+        **JOB_OPTIONS)
 
 
-def job_status(run_id: int, series: int, attempt: int) -> str | None:
+def job_status(run_id: int, series: int, attempt: int, deferred_to: datetime | None = None) -> str | None:
     """Return the status RQ holds for this attempt's job ("queued", "scheduled", ...), or None if it has none."""
-    job = Job.fetch_many([job_id(run_id, series, attempt)], connection=get_redis())[0]
+    job = Job.fetch_many([job_id(run_id, series, attempt, deferred_to)], connection=get_redis())[0]
     if job is None:
         return None
     status = job.get_status(refresh=False)

@@ -56,11 +56,17 @@ def _requeue_pending(now, report: Report) -> None:
     runs = db.session.execute(select(Run).where(Run.status == "pending", Run.enqueued_at <= cutoff)
                               .order_by(Run.id).limit(BATCH)).scalars().all()
     for run in runs:
-        if queueing.job_status(run.id, run.series, run.attempt) not in ("queued", "started", "scheduled"):
+        # A deferred run (window, capacity) waits on its deferral's job, named by when it is due.
+        due = run.next_retry_at
+        if queueing.job_status(run.id, run.series, run.attempt, due) in ("queued", "started", "scheduled"):
+            continue
+        if due is not None and due > now:
+            queueing.enqueue_at(due, run.id, run.series, run.attempt, _timeout(run), deferral=True)
+        else:
             queueing.enqueue_now(run.id, run.series, run.attempt, _timeout(run))
-            run.enqueued_at = now
-            transitions.event(run, "requeued", now, reason="job_missing")
-            report.requeued.append(run.id)
+        run.enqueued_at = now
+        transitions.event(run, "requeued", now, reason="job_missing")
+        report.requeued.append(run.id)
     db.session.commit()
 
 
@@ -73,7 +79,8 @@ def _enqueue_due_retries(now, report: Report) -> None:
     runs = db.session.execute(select(Run).where(Run.status == "retry_wait", Run.next_retry_at <= now - timedelta(
         seconds=5)).order_by(Run.next_retry_at).limit(BATCH)).scalars().all()
     for run in runs:
-        if queueing.job_status(run.id, run.series, run.attempt) not in ("queued", "started"):
+        deferred_to = run.next_retry_at if run.status_reason == "breaker_open" else None
+        if queueing.job_status(run.id, run.series, run.attempt, deferred_to) not in ("queued", "started"):
             queueing.enqueue_now(run.id, run.series, run.attempt, _timeout(run), queue=queueing.RETRY_QUEUE)
             transitions.event(run, "requeued", now, reason="retry_job_missing")
             report.retries_enqueued.append(run.id)
