@@ -12,6 +12,7 @@ from console.domain.statuses import check_transition
 from console.extensions import db
 from console.logs import run_fields
 from console.models import Run, RunEvent
+from console.services.engine.prepared import Prepared
 
 log = logging.getLogger("rebound.runs")
 # Statuses that need a person: logged as warnings, the rest as info.
@@ -24,6 +25,7 @@ RUNS, EVENTS = Run.__table__, RunEvent.__table__
 EVENT_COLUMNS = ("run_id", "at", "kind", "attempt", "series", "retry_token", "worker_id", "from_status", "to_status",
                  "reason", "error_code", "message", "next_retry_at", "duration_ms", "actor", "data")
 INSERT_EVENT = insert(EVENTS)
+_INSERT_ONE_EVENT = Prepared(INSERT_EVENT, EVENT_COLUMNS)
 
 
 class StaleRun(Exception):
@@ -38,19 +40,19 @@ def event_row(**fields) -> dict:
 def event(run: Run, kind: str, now: datetime, **fields) -> None:
     """Append one timeline entry for the run's current attempt (in the caller's transaction)."""
     # A plain INSERT: the timeline is append-only, so the unit of work has nothing to track.
-    db.session.connection().execute(INSERT_EVENT, event_row(
+    _INSERT_ONE_EVENT.execute(db.session.connection(), event_row(
         run_id=run.id, at=now, kind=kind, attempt=run.attempt, series=run.series, retry_token=run.retry_token,
         worker_id=run.worker_id, **fields))
 
 
 @functools.lru_cache(maxsize=256)
-def _guarded_update(columns: tuple[str, ...]):
+def _guarded_update(columns: tuple[str, ...]) -> Prepared:
     """Return the UPDATE of these columns guarded by status, attempt and series, built once per column set."""
     # Building a statement and its cache key costs more than SQLite running it; the bound values vary.
-    return (update(RUNS)
-            .where(RUNS.c.id == bindparam("g_id"), RUNS.c.status == bindparam("g_status"),
-                   RUNS.c.attempt == bindparam("g_attempt"), RUNS.c.series == bindparam("g_series"))
-            .values({name: bindparam(f"v_{name}", type_=RUNS.c[name].type) for name in columns}))
+    return Prepared(update(RUNS)
+                    .where(RUNS.c.id == bindparam("g_id"), RUNS.c.status == bindparam("g_status"),
+                           RUNS.c.attempt == bindparam("g_attempt"), RUNS.c.series == bindparam("g_series"))
+                    .values({name: bindparam(f"v_{name}", type_=RUNS.c[name].type) for name in columns}))
 
 
 def move(run: Run, target: str, now: datetime, *, reason: str | None = None, error_code: str | None = None,
@@ -66,8 +68,8 @@ def move(run: Run, target: str, now: datetime, *, reason: str | None = None, err
         values.update(error_code=None, error_message=None)
     # One conditional update: the status and attempt we read must still hold, or another process won.
     changes = {"status": target, "status_reason": reason, "updated_at": now, **values}
-    result = db.session.connection().execute(
-        _guarded_update(tuple(sorted(changes))),
+    result = _guarded_update(tuple(sorted(changes))).execute(
+        db.session.connection(),
         {"g_id": run.id, "g_status": source, "g_attempt": run.attempt, "g_series": run.series,
          **{f"v_{name}": value for name, value in changes.items()}})
     if result.rowcount != 1:
