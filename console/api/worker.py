@@ -1,6 +1,6 @@
-"""Seed 003's worker API: submit, look up and cancel work."""
+"""Seed 003's worker API: submit, look up, cancel and compensate work."""
 
-from flask import Blueprint, jsonify
+from flask import Blueprint, jsonify, request
 from sqlalchemy import select
 
 from console.api import serialize
@@ -9,7 +9,7 @@ from console.auth import current_actor, requires, tenant_scope
 from console.auth.permissions import OPERATE, VIEW
 from console.extensions import db
 from console.models import RunEvent, Task
-from console.services.engine import control
+from console.services.engine import compensation, control
 from console.services.engine.submit import submit
 from console.services.errors import InvalidInput
 
@@ -51,3 +51,14 @@ def get_task(run_id: int):
 def cancel_task(run_id: int):
     run = control.cancel(control.get_run(run_id, tenant_scope()), current_actor())
     return jsonify(id=run.id, status=run.status, cancel_requested=run.cancel_requested)
+
+
+@bp.post("/worker/tasks/<int:run_id>/compensate")
+@requires(OPERATE)
+def compensate_task(run_id: int):
+    data = body() if request.content_length else {}
+    unknown = set(data) - {"cause"}
+    if unknown:
+        raise InvalidInput(f"unknown field {sorted(unknown)[0]!r}; allowed: cause", sorted(unknown)[0])
+    run = compensation.request(control.get_run(run_id, tenant_scope()), current_actor(), cause=data.get("cause", ""))
+    return jsonify(id=run.id, status=run.status), 202

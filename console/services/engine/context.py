@@ -33,7 +33,9 @@ class HandlerContext:
         try:
             # Its own short transaction, so progress is visible while the handler still runs.
             with db.engine.begin() as connection:
-                connection.execute(update(Run).where(Run.id == self.run_id, Run.status == "running")
+                # Compensation steps report through the same context while the run is compensating.
+                connection.execute(update(Run).where(Run.id == self.run_id,
+                                                     Run.status.in_(("running", "compensating")))
                                    .values(progress=percent, progress_message=message[:255]))
         except Exception:  # noqa: BLE001 - a lost progress write must not fail the work itself
             self.progress_failures += 1

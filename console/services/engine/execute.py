@@ -118,7 +118,7 @@ def _defer(run: Run, when, timeout_s: int) -> None:
     queueing.enqueue_at(when, run.id, run.series, run.attempt, timeout_s, deferral=True)
 
 
-def _compensation(invocation, timeout_s: int):
+def compensation(invocation, timeout_s: int):
     """Return the handler's undo step, called like the handler itself (isolated, under the same timeout)."""
     if invocation is None or invocation.compensate is None:
         return None
@@ -173,13 +173,17 @@ def execute(run_id: int, expected_attempt: int, *, clock: Clock = SYSTEM_CLOCK, 
     return _perform(run, policy, settings, verdict.clean, clock)
 
 
-def _perform(run: Run, policy, settings: BreakerSettings, breaker_was_clean: bool, clock: Clock) -> str:
-    ctx = HandlerContext(
+def context_for(run: Run, timeout_s: int) -> HandlerContext:
+    """Return what the run's handler (or its compensation) is given."""
+    return HandlerContext(
         run_id=run.id, tenant=_tenant_name(run.tenant_id), task=run.task.name if run.task else None,
         handler=run.handler, params=dict(run.params or {}), attempt=run.attempt, series=run.series,
-        execution=run.executions, idempotency_key=run.idempotency_key, retry_token=run.retry_token,
-        trace_id=run.trace_id,
-        timeout_s=policy.timeout_s)
+        execution=run.executions, idempotency_key=run.idempotency_key, retry_token=run.retry_token or "",
+        trace_id=run.trace_id, timeout_s=timeout_s)
+
+
+def _perform(run: Run, policy, settings: BreakerSettings, breaker_was_clean: bool, clock: Clock) -> str:
+    ctx = context_for(run, policy.timeout_s)
     try:
         invocation = handlers.resolve(run.handler)
     except NonRetryableError as error:
@@ -208,7 +212,7 @@ def _perform(run: Run, policy, settings: BreakerSettings, breaker_was_clean: boo
             db.session.commit()
         else:
             fail(run, classify(error, policy), policy, now, duration_ms=duration_ms,
-                 compensate=_compensation(invocation, policy.timeout_s), ctx=ctx)
+                 compensate=compensation(invocation, policy.timeout_s), ctx=ctx)
     except transitions.StaleRun:
         log.warning("run %s moved on while attempt %s ran; its outcome is dropped", run.id, ctx.attempt)
         return "stale"

@@ -69,6 +69,11 @@ def _compensate(run: Run, failure: Failure, now, common: dict, compensate, ctx) 
             "error_code": failure.code, "message": failure.message[:500]}, now, tenant_id=run.tenant_id)
         metrics.RETRY_ESCALATED.inc(tenant=run.tenant_id, reason="compensation_alert")
     db.session.commit()
+    return compensate_run(run, compensate, ctx, now, failure.code)
+
+
+def compensate_run(run: Run, compensate, ctx, now, cause: str) -> str:
+    """Run the undo step of a compensating run (idempotent; retried with backoff); return its new status."""
     last_error = ""
     for number in range(1, COMPENSATION_ATTEMPTS + 1):
         try:
@@ -85,5 +90,5 @@ def _compensate(run: Run, failure: Failure, now, common: dict, compensate, ctx) 
         db.session.commit()
         return "compensated"
     transitions.move(run, "compensation_failed", now, reason="compensation_failed", message=last_error)
-    failed = Failure(code="compensation_failed", message=f"{failure.code}: {last_error}", retryable=False)
+    failed = Failure(code="compensation_failed", message=f"{cause}: {last_error}", retryable=False)
     return _dead(run, failed, "compensation_failed", now, {"message": last_error})

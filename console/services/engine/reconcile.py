@@ -13,7 +13,7 @@ from console.extensions import db
 from console.models import Run
 from console.redis_conn import get_redis
 from console.services import policies
-from console.services.engine import queueing, transitions
+from console.services.engine import compensation, queueing, transitions
 from console.services.engine.failures import fail
 from console.services.engine.settings import setting
 
@@ -28,6 +28,7 @@ class Report:
     retries_enqueued: list[int] = field(default_factory=list)
     lost_workers: list[int] = field(default_factory=list)
     dropped_jobs: list[str] = field(default_factory=list)
+    compensations_requeued: list[int] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {key: len(value) for key, value in self.__dict__.items()}
@@ -45,6 +46,7 @@ def reconcile(clock: Clock = SYSTEM_CLOCK) -> Report:
     _enqueue_due_retries(now, report)
     _recover_lost_workers(now, report)
     _drop_jobs_of_finished_runs(report)
+    _requeue_compensations(now, report)
     if any(report.as_dict().values()):
         log.warning("reconciled: %s", report.as_dict())
     return report
@@ -117,3 +119,17 @@ def _drop_jobs_of_finished_runs(report: Report) -> None:
             if value and value[0] in finished:
                 queue.remove(job_id)
                 report.dropped_jobs.append(job_id)
+
+
+def _requeue_compensations(now, report: Report) -> None:
+    """Requested compensations whose job Redis no longer holds (or that failed outright) are queued again."""
+    cutoff = now - timedelta(seconds=setting("REQUEUE_AFTER_S"))
+    runs = db.session.execute(select(Run).where(Run.status == "compensating",
+                                                Run.status_reason == compensation.REASON, Run.updated_at <= cutoff)
+                              .order_by(Run.id).limit(BATCH)).scalars().all()
+    for run in runs:
+        if not compensation.is_queued(run.id):
+            compensation.enqueue(run.id)
+            transitions.event(run, "requeued", now, reason="compensation_job_missing")
+            report.compensations_requeued.append(run.id)
+    db.session.commit()

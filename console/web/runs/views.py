@@ -1,4 +1,4 @@
-"""Runs: find runs, read one run's timeline, retry or cancel it, and see many runs on a Gantt."""
+"""Runs: find runs, read one run's timeline, retry, cancel or compensate it, and see many runs on a Gantt."""
 
 import json
 from datetime import timedelta
@@ -11,7 +11,7 @@ from console.domain.clock import utcnow
 from console.domain.statuses import ACTIVE
 from console.extensions import db, htmx
 from console.services import run_timeline, runs_query
-from console.services.engine import control, transitions
+from console.services.engine import compensation, control, transitions
 from console.services.errors import Conflict, ServiceError
 from console.web.render import page
 from console.web.runs.forms import RunFilterForm, TimelineFilterForm
@@ -52,7 +52,8 @@ def index():
 def _detail(run_id: int, *, error: str | None = None, notice: str | None = None, status: int = 200):
     detail = runs_query.detail(run_id, tenant_scope())
     return page("runs/show.html", "detail", d=detail, run=detail.run, live=detail.run.status in LIVE,
-                error=error, notice=notice, pretty=pretty), status
+                compensable=compensation.can_compensate(detail.run), error=error, notice=notice,
+                pretty=pretty), status
 
 
 @bp.get("/<int:run_id>")
@@ -122,3 +123,9 @@ def timeline():
         chart, status = {"timeline": built, "figure": run_timeline.figure(built).to_json()}, 200
     return page("runs/timeline.html", "chart", form=form, chart=chart, args=form.query_args(),
                 scoped=scope is not None), status
+
+
+@bp.post("/<int:run_id>/compensate")
+@requires(OPERATE)
+def compensate(run_id: int):
+    return _act(run_id, compensation.request, "Asked to undo")

@@ -1,0 +1,94 @@
+"""Undo a run that succeeded because a later step of its workflow failed: succeeded → compensating → ..."""
+
+import logging
+
+from rq import Queue
+from rq.job import Job
+
+from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.domain.errors import NonRetryableError
+from console.extensions import db
+from console.models import Run
+from console.redis_conn import get_redis
+from console.services import audit, policies
+from console.services.actor import Actor
+from console.services.engine import handlers, transitions
+from console.services.engine.execute import compensation, context_for
+from console.services.engine.failures import compensate_run
+from console.services.errors import Conflict, InvalidInput
+
+log = logging.getLogger("rebound.engine")
+QUEUE = "maintenance"
+ENTRY_POINT = "jobs.compensate.compensate"
+REASON = "workflow_step_failed"
+CAUSE_LIMIT = 2000
+
+
+def job_id(run_id: int) -> str:
+    """Name the compensation job of a run, so queueing it twice cannot make two jobs."""
+    return f"compensate-{run_id}"
+
+
+def can_compensate(run: Run) -> bool:
+    """Tell whether a person may ask for this run to be undone now."""
+    return run.status == "succeeded" and _undo_step(run.handler) is not None
+
+
+def request(run: Run, actor: Actor, *, cause: str = "", clock: Clock = SYSTEM_CLOCK) -> Run:
+    """Start undoing a succeeded run (audited); a worker runs its handler's compensation."""
+    if not isinstance(cause, str) or len(cause) > CAUSE_LIMIT:
+        raise InvalidInput(f"cause must be text of at most {CAUSE_LIMIT} characters", "cause")
+    if run.status != "succeeded":
+        raise Conflict(f"run {run.id} is {run.status}; only a succeeded run can be compensated (a failed one is "
+                       "compensated automatically when its handler has an undo step)", "status")
+    if _undo_step(run.handler) is None:
+        raise Conflict(f"handler {run.handler} has no compensation step to run", "handler")
+    now = clock()
+    try:
+        transitions.move(run, "compensating", now, reason=REASON, actor=actor.name, message=cause or None)
+    except transitions.StaleRun:
+        raise Conflict(f"run {run.id} changed while asking for its compensation; look again", "status") from None
+    audit.record(db.session, actor, "run.compensate", "run", run.id, before={"status": "succeeded"},
+                 after={"status": "compensating", "cause": cause[:500]}, tenant=run.tenant.name, clock=clock)
+    db.session.commit()
+    enqueue(run.id)
+    return run
+
+
+def enqueue(run_id: int) -> None:
+    """Queue a compensation job; if Redis is down the reconciler queues it later."""
+    try:
+        Queue(QUEUE, connection=get_redis()).enqueue(ENTRY_POINT, run_id, job_id=job_id(run_id), result_ttl=60,
+                                                     failure_ttl=24 * 3600)
+    except Exception as error:  # noqa: BLE001 - any transport failure is recoverable by the reconciler
+        log.warning("compensation of run %s committed but not queued (%s); the reconciler will queue it", run_id,
+                    error)
+
+
+def is_queued(run_id: int) -> bool:
+    """Tell whether Redis holds a queued or running compensation job for the run."""
+    job = Job.fetch_many([job_id(run_id)], connection=get_redis())[0]
+    if job is None:
+        return False
+    status = job.get_status(refresh=False)
+    return (status.value if hasattr(status, "value") else status) in ("queued", "started")
+
+
+def execute(run_id: int, *, clock: Clock = SYSTEM_CLOCK) -> str:
+    """Run a requested compensation (the job's body); return what became of the run."""
+    run = db.session.get(Run, run_id)
+    if run is None or run.status != "compensating" or run.status_reason != REASON:
+        return "skipped"  # finished already, or a compensation the failing attempt runs itself
+    timeout_s = policies.effective(run.policy_id, run.policy_overrides)[1].timeout_s
+    undo = compensation(handlers.resolve(run.handler), timeout_s)
+    try:
+        return compensate_run(run, undo, context_for(run, timeout_s), clock(), REASON)
+    except transitions.StaleRun:
+        return "skipped"
+
+
+def _undo_step(handler: str):
+    try:
+        return handlers.resolve(handler).compensate
+    except NonRetryableError:
+        return None  # the handler is gone: nothing to run

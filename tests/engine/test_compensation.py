@@ -1,0 +1,93 @@
+"""succeeded → compensating: a later workflow step failed, so a person or service asks for a success to be undone."""
+
+from sqlalchemy import select
+
+from console.extensions import db
+from console.models import AuditEntry
+from console.redis_conn import get_redis
+from console.services.actor import Actor
+from console.services.engine import compensation, reconcile
+from console.services.engine.execute import execute
+from tests.conftest import bearer
+
+
+def succeeded(runs, clock, handler="demo.flaky_compensated") -> int:
+    run_id = runs.submit(handler, {"fail_times": 0})
+    assert execute(run_id, 0, clock=clock) == "succeeded"
+    return run_id
+
+
+def test_the_api_asks_for_an_undo_and_a_worker_job_runs_the_compensation(client, auth, runs, clock):
+    run_id = succeeded(runs, clock)
+    headers = bearer(auth.make_user("otto", "operator"))
+    response = client.post(f"/worker/tasks/{run_id}/compensate", headers=headers,
+                           json={"cause": "shipping step 3 failed: carrier rejected the parcel"})
+    assert response.status_code == 202 and response.get_json() == {"id": run_id, "status": "compensating"}
+    [requested] = runs.events(run_id, "compensating")
+    assert requested.reason == "workflow_step_failed" and requested.actor.startswith("otto (token ")
+    assert requested.message.startswith("shipping step 3 failed")
+    [entry] = db.session.execute(select(AuditEntry).where(AuditEntry.action == "run.compensate")).scalars().all()
+    assert entry.actor.startswith("otto") and entry.target_id == str(run_id) and entry.after["status"] == "compensating"
+    assert compensation.is_queued(run_id)
+    assert compensation.execute(run_id, clock=clock) == "compensated"
+    run = runs.get(run_id)
+    assert (run.status, run.progress_message) == ("compensated", "compensated")  # the undo step reported
+    assert compensation.execute(run_id, clock=clock) == "skipped"  # a duplicate delivery does nothing
+
+
+def test_what_cannot_be_compensated_is_refused_with_the_reason(client, auth, runs, clock):
+    headers = bearer(auth.make_user("otto", "operator"))
+    pending = runs.submit("demo.flaky_compensated")
+    refused = client.post(f"/worker/tasks/{pending}/compensate", headers=headers)
+    assert refused.status_code == 409 and "only a succeeded run" in refused.get_json()["detail"]
+    no_undo = succeeded(runs, clock, "demo.noop")
+    refused = client.post(f"/worker/tasks/{no_undo}/compensate", headers=headers, json={})
+    assert refused.status_code == 409 and refused.get_json()["field"] == "handler"
+    run_id = succeeded(runs, clock)
+    too_long = client.post(f"/worker/tasks/{run_id}/compensate", headers=headers, json={"cause": "x" * 2001})
+    assert too_long.status_code == 422 and too_long.get_json()["field"] == "cause"
+    unknown = client.post(f"/worker/tasks/{run_id}/compensate", headers=headers, json={"reason": "typo"})
+    assert unknown.status_code == 422 and unknown.get_json()["field"] == "reason"
+    viewer = client.post(f"/worker/tasks/{run_id}/compensate", headers=bearer(auth.make_user("vic", "viewer")))
+    assert viewer.status_code == 403
+    assert runs.status(run_id) == "succeeded" and runs.events(run_id, "compensating") == []
+
+
+def test_the_run_page_offers_compensate_to_operators_when_the_handler_has_an_undo(client, auth, runs, clock):
+    run_id = succeeded(runs, clock)
+    auth.as_role("operator", "olga")
+    token = auth.csrf(f"/runs/{run_id}")
+    response = client.post(f"/runs/{run_id}/compensate", headers={"HX-Request": "true", "X-CSRFToken": token})
+    body = response.get_data(as_text=True)
+    assert response.status_code == 200 and "Asked to undo run #" in body and "badge compensating" in body
+    assert f'hx-post="/runs/{run_id}/compensate"' not in body  # not twice
+    no_undo = succeeded(runs, clock, "demo.noop")
+    assert f'hx-post="/runs/{no_undo}/compensate"' not in client.get(f"/runs/{no_undo}").get_data(as_text=True)
+
+
+def test_viewers_are_not_offered_compensate_and_cannot_post_it(client, auth, runs, clock):
+    run_id = succeeded(runs, clock)
+    auth.as_role("viewer")
+    assert f'hx-post="/runs/{run_id}/compensate"' not in client.get(f"/runs/{run_id}").get_data(as_text=True)
+    token = auth.csrf("/overview")
+    assert client.post(f"/runs/{run_id}/compensate", headers={"X-CSRFToken": token}).status_code == 403
+    assert runs.status(run_id) == "succeeded"
+
+
+def test_a_worker_runs_a_requested_compensation(runs, workers, clock):
+    workers()
+    run_id = runs.submit("demo.flaky_compensated", {"fail_times": 0})
+    run = runs.wait(run_id, "succeeded")
+    compensation.request(run, Actor("workflow"), cause="step 2 failed")
+    assert runs.wait(run_id, "compensated").status_reason == "compensated"
+
+
+def test_the_reconciler_queues_a_compensation_redis_lost(runs, clock):
+    run_id = succeeded(runs, clock)
+    compensation.request(runs.get(run_id), Actor("workflow"), clock=clock)
+    get_redis().flushdb()
+    assert reconcile.reconcile(clock).compensations_requeued == []  # recent: its job may still be on its way
+    clock.advance(31)
+    assert reconcile.reconcile(clock).compensations_requeued == [run_id]
+    assert compensation.is_queued(run_id)
+    assert [event.reason for event in runs.events(run_id, "requeued")] == ["compensation_job_missing"]
