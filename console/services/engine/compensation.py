@@ -3,7 +3,6 @@
 import logging
 
 from rq import Queue
-from rq.job import Job
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.errors import NonRetryableError
@@ -12,7 +11,7 @@ from console.models import Run
 from console.redis_conn import get_redis
 from console.services import audit, policies
 from console.services.actor import Actor
-from console.services.engine import handlers, transitions
+from console.services.engine import handlers, queueing, transitions
 from console.services.engine.execute import compensation, context_for
 from console.services.engine.failures import compensate_run
 from console.services.errors import Conflict, InvalidInput
@@ -67,11 +66,7 @@ def enqueue(run_id: int) -> None:
 
 def is_queued(run_id: int) -> bool:
     """Tell whether Redis holds a queued or running compensation job for the run."""
-    job = Job.fetch_many([job_id(run_id)], connection=get_redis())[0]
-    if job is None:
-        return False
-    status = job.get_status(refresh=False)
-    return (status.value if hasattr(status, "value") else status) in ("queued", "started")
+    return queueing.status_of(job_id(run_id)) in ("queued", "started")
 
 
 def execute(run_id: int, *, clock: Clock = SYSTEM_CLOCK) -> str:

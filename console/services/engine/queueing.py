@@ -76,7 +76,12 @@ def enqueue_at(when: datetime, run_id: int, series: int, attempt: int, timeout_s
 
 def job_status(run_id: int, series: int, attempt: int, deferred_to: datetime | None = None) -> str | None:
     """Return the status RQ holds for this attempt's job ("queued", "scheduled", ...), or None if it has none."""
-    job = Job.fetch_many([job_id(run_id, series, attempt, deferred_to)], connection=get_redis())[0]
+    return status_of(job_id(run_id, series, attempt, deferred_to))
+
+
+def status_of(name: str) -> str | None:
+    """Return the status RQ holds for the job of this id, or None if it has none."""
+    job = Job.fetch_many([name], connection=get_redis())[0]
     if job is None:
         return None
     status = job.get_status(refresh=False)
