@@ -120,3 +120,26 @@ def test_a_success_resets_failures_only_if_the_call_began_after_them(runs, clock
     assert began_after.allowed and not began_after.clean
     breakers.record(handler, True, clock(), settings, clean_before=began_after.clean)
     assert breakers.state_of(handler, clock()).consecutive_failures == 0
+
+
+@pytest.mark.parametrize("outcome", ["succeeds", "fails"])
+def test_an_outcome_is_dropped_when_the_run_moved_on_while_the_handler_ran(runs, clock, monkeypatch, outcome):
+    from console.domain.errors import RetryableError
+    from console.services.engine import handlers
+
+    run_id = runs.submit("demo.noop", policy=NO_JITTER)
+
+    def given_up_meanwhile(ctx):
+        # The reconciler took this attempt for lost (its heartbeat stopped) and scheduled the next one.
+        with db.engine.begin() as connection:
+            connection.execute(db.text("UPDATE runs SET status = 'retry_wait', status_reason = 'worker_lost' "
+                                       "WHERE id = :id"), {"id": ctx.run_id})
+        if outcome == "fails":
+            raise RetryableError("flaky", "late failure")
+        return {"late": True}
+
+    monkeypatch.setattr(handlers, "resolve", lambda handler: handlers.Invocation(given_up_meanwhile))
+    assert execute(run_id, 0, clock=clock) == "stale"
+    run = runs.get(run_id)
+    assert (run.status, run.status_reason, run.result) == ("retry_wait", "worker_lost", None)
+    assert [event.kind for event in runs.events(run_id)] == ["submitted", "running"]

@@ -76,9 +76,10 @@ def move(run: Run, target: str, now: datetime, *, reason: str | None = None, err
         db.session.rollback()
         raise StaleRun(f"run {run.id} is no longer {source} at attempt {run.attempt}")
     metrics.transition(run, source, target, now, reason, error_code, values)
-    # Mirror the update on the object without marking it dirty, so the ORM does not write it again.
+    # Mirror the update on the object: an ORM run without marking it dirty, so the ORM does not write it again.
+    mirror = set_committed_value if hasattr(run, "_sa_instance_state") else setattr
     for key, value in changes.items():
-        set_committed_value(run, key, value)
+        mirror(run, key, value)
     level = logging.WARNING if target in NEEDS_A_PERSON else logging.INFO
     if log.isEnabledFor(level):  # the seed fields are gathered only for a line that is written
         log.log(level, "run %s: %s → %s%s", run.id, source, target, f" ({reason})" if reason else "",
