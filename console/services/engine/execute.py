@@ -75,7 +75,7 @@ def _admission_query(by_policy_id: bool, by_task: bool):
         select(tenants.c.max_running).where(tenants.c.id == bindparam("tenant_id")).scalar_subquery())
 
 
-def _admission(run: Run) -> Admission:
+def _admission(run: RunRow) -> Admission:
     query = _admission_query(run.policy_id is not None, run.task_id is not None)
     row = db.session.connection().execute(query, {"policy_id": run.policy_id, "task_id": run.task_id,
                                                   "handler": run.handler, "tenant_id": run.tenant_id}).one()
@@ -123,7 +123,7 @@ _NOTE_DUE = (update(Run.__table__)
              .values(next_retry_at=bindparam("due")))
 
 
-def _defer(run: Run, when, timeout_s: int) -> None:
+def _defer(run: RunRow, when, timeout_s: int) -> None:
     """Put a pending run off until `when` without spending an attempt."""
     db.session.connection().execute(_NOTE_DUE, {"run_id": run.id, "expected_attempt": run.attempt, "due": when})
     db.session.commit()
@@ -186,7 +186,7 @@ def execute(run_id: int, expected_attempt: int, *, clock: Clock = SYSTEM_CLOCK, 
     return _perform(run, policy, settings, verdict.clean, clock)
 
 
-def _as_orm(row) -> Run:
+def _as_orm(row: RunRow) -> Run:
     """Return the ORM object of a run read as a row, if it still is as the row says; else raise StaleRun."""
     run = db.session.get(Run, row.id)
     if (run.status, run.attempt, run.series) != (row.status, row.attempt, row.series):
@@ -201,7 +201,7 @@ def _task_name(task_id: int | None) -> str | None:
     return db.session.connection().execute(_TASK_NAME, {"task_id": task_id}).scalar_one_or_none()
 
 
-def context_for(run: Run, timeout_s: int) -> HandlerContext:
+def context_for(run: Run | RunRow, timeout_s: int) -> HandlerContext:
     """Return what the run's handler (or its compensation) is given."""
     return HandlerContext(
         run_id=run.id, tenant=_tenant_name(run.tenant_id), task=_task_name(run.task_id),
@@ -210,7 +210,7 @@ def context_for(run: Run, timeout_s: int) -> HandlerContext:
         trace_id=run.trace_id, timeout_s=timeout_s)
 
 
-def _perform(run: Run, policy, settings: BreakerSettings, breaker_was_clean: bool, clock: Clock) -> str:
+def _perform(run: RunRow, policy, settings: BreakerSettings, breaker_was_clean: bool, clock: Clock) -> str:
     ctx = context_for(run, policy.timeout_s)
     try:
         invocation = handlers.resolve(run.handler)
