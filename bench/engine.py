@@ -133,7 +133,10 @@ class Bench:
     def _warm_up(self, tenant, processes: int) -> None:
         """Wait until every worker has run work, then forget it: the probe measures steady state, not start-up."""
         # A sleep was not enough: on a busy 2-core machine a worker still starting made the first runs wait 0.25 s.
+        deadline = time.monotonic() + 60
         while True:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"not all {processes} workers took work within 60 s")
             for _ in range(10 * processes):
                 submit(tenant, Actor("bench"), handler="demo.noop", policy=UNLIMITED)
             while db.session.query(Run).filter(Run.status != "succeeded").count():

@@ -91,3 +91,15 @@ def test_the_reconciler_queues_a_compensation_redis_lost(runs, clock):
     assert reconcile.reconcile(clock).compensations_requeued == [run_id]
     assert compensation.is_queued(run_id)
     assert [event.reason for event in runs.events(run_id, "requeued")] == ["compensation_job_missing"]
+
+
+def test_a_requested_undo_whose_handler_is_gone_fails_to_a_dead_letter(runs, clock):
+    run_id = succeeded(runs, clock)
+    compensation.request(runs.get(run_id), Actor("workflow"), clock=clock)
+    db.session.execute(db.text("UPDATE runs SET handler = 'python:demo.retired' WHERE id = :id"), {"id": run_id})
+    db.session.commit()
+    assert compensation.execute(run_id, clock=clock) == "dead"
+    run = runs.get(run_id)
+    assert (run.status, run.status_reason) == ("dead", "compensation_failed")
+    [letter] = runs.dead_letters(run_id)
+    assert letter.error_code == "compensation_failed" and "python:demo.retired is gone" in letter.error_message

@@ -6,9 +6,10 @@ import pytest
 from sqlalchemy.orm import Session
 
 from console.domain.breaker import BreakerSettings
+from console.domain.errors import RetryableError
 from console.extensions import db
 from console.models import Run
-from console.services.engine import breakers
+from console.services.engine import breakers, handlers
 from console.services.engine.execute import execute
 from console.services.engine.transitions import StaleRun, move
 
@@ -124,9 +125,6 @@ def test_a_success_resets_failures_only_if_the_call_began_after_them(runs, clock
 
 @pytest.mark.parametrize("outcome", ["succeeds", "fails"])
 def test_an_outcome_is_dropped_when_the_run_moved_on_while_the_handler_ran(runs, clock, monkeypatch, outcome):
-    from console.domain.errors import RetryableError
-    from console.services.engine import handlers
-
     run_id = runs.submit("demo.noop", policy=NO_JITTER)
 
     def given_up_meanwhile(ctx):

@@ -9,7 +9,7 @@ from console.models import Run, Tenant
 from console.redis_conn import get_redis
 from console.services import planner, tasks
 from console.services.actor import Actor
-from console.services.engine import control, queueing
+from console.services.engine import control, queueing, reconcile
 from console.services.engine.execute import execute
 
 SCHEDULER = Actor("scheduler")
@@ -154,8 +154,6 @@ def test_a_window_deferred_run_delivered_early_waits_again(register, runs, clock
 
 
 def test_a_long_deferral_keeps_its_own_job_and_the_reconciler_leaves_it_alone(register, runs, clock):
-    from console.services.engine import reconcile
-
     clock.set(datetime(2026, 3, 6, 20, 0, tzinfo=UTC))
     task = register(window={"days": ["mon", "tue", "wed", "thu", "fri"], "start": "08:00", "end": "18:00"})
     run_id = fire(task, clock).run_id

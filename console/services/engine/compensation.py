@@ -12,7 +12,7 @@ from console.redis_conn import get_redis
 from console.services import audit, policies
 from console.services.actor import Actor
 from console.services.engine import handlers, queueing, transitions
-from console.services.engine.execute import compensation, context_for
+from console.services.engine.execute import context_for, undo_call
 from console.services.engine.failures import compensate_run
 from console.services.errors import Conflict, InvalidInput
 
@@ -75,9 +75,12 @@ def execute(run_id: int, *, clock: Clock = SYSTEM_CLOCK) -> str:
     if run is None or run.status != "compensating" or run.status_reason != REASON:
         return "skipped"  # finished already, or a compensation the failing attempt runs itself
     timeout_s = policies.effective(run.policy_id, run.policy_overrides)[1].timeout_s
-    undo = compensation(handlers.resolve(run.handler), timeout_s)
     try:
-        return compensate_run(run, undo, context_for(run, timeout_s), clock(), REASON)
+        invocation = handlers.resolve(run.handler)
+    except NonRetryableError:
+        invocation = None  # the handler is gone since the undo was asked for: compensate_run records that
+    try:
+        return compensate_run(run, undo_call(invocation, timeout_s), context_for(run, timeout_s), clock(), REASON)
     except transitions.StaleRun:
         return "skipped"
 

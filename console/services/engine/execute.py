@@ -130,7 +130,7 @@ def _defer(run: RunRow, when, timeout_s: int) -> None:
     queueing.enqueue_at(when, run.id, run.series, run.attempt, timeout_s, deferral=True)
 
 
-def compensation(invocation, timeout_s: int):
+def undo_call(invocation, timeout_s: int):
     """Return the handler's undo step, called like the handler itself (isolated, under the same timeout)."""
     if invocation is None or invocation.compensate is None:
         return None
@@ -241,7 +241,7 @@ def _perform(run: RunRow, policy, settings: BreakerSettings, breaker_was_clean: 
         else:
             run = _as_orm(run)  # the failure paths (dead letters, compensation) work on the ORM object
             fail(run, classify(error, policy), policy, now, duration_ms=duration_ms,
-                 compensate=compensation(invocation, policy.timeout_s), ctx=ctx)
+                 compensate=undo_call(invocation, policy.timeout_s), ctx=ctx)
     except transitions.StaleRun:
         log.warning("run %s moved on while attempt %s ran; its outcome is dropped", run.id, ctx.attempt)
         return "stale"

@@ -73,7 +73,12 @@ def _compensate(run: Run, failure: Failure, now, common: dict, compensate, ctx) 
 
 
 def compensate_run(run: Run, compensate, ctx, now, cause: str) -> str:
-    """Run the undo step of a compensating run (idempotent; retried with backoff); return its new status."""
+    """Run the undo step of a compensating run (idempotent; retried with backoff); return its new status.
+
+    With no step to run (compensate None: its handler is gone), the compensation fails at once.
+    """
+    if compensate is None:
+        return _compensation_failed(run, cause, f"no compensation step to run: handler {run.handler} is gone", now)
     last_error = ""
     for number in range(1, COMPENSATION_ATTEMPTS + 1):
         try:
@@ -89,6 +94,10 @@ def compensate_run(run: Run, compensate, ctx, now, cause: str) -> str:
                          data={"compensation_attempts": number})
         db.session.commit()
         return "compensated"
+    return _compensation_failed(run, cause, last_error, now)
+
+
+def _compensation_failed(run: Run, cause: str, last_error: str, now) -> str:
     transitions.move(run, "compensation_failed", now, reason="compensation_failed", message=last_error)
     failed = Failure(code="compensation_failed", message=f"{cause}: {last_error}", retryable=False)
     return _dead(run, failed, "compensation_failed", now, {"message": last_error})
