@@ -1,0 +1,43 @@
+"""Rebound's workers renew their RQ worker key once a second, not three times per job, and never let it lapse."""
+
+from rq import Queue
+from rq.worker import BaseWorker
+from sqlalchemy import func, select
+
+from console.extensions import db
+from console.models import Run
+from console.redis_conn import get_redis
+from console.services.engine import queueing
+from console.worker import build_worker
+
+
+def test_a_busy_worker_beats_once_per_second_not_per_job(app, runs, monkeypatch):
+    beats = []
+    real = BaseWorker.heartbeat
+    monkeypatch.setattr(BaseWorker, "heartbeat", lambda self, timeout=None, pipeline=None: (
+        beats.append("job" if timeout or pipeline is not None else "worker"), real(self, timeout, pipeline))[1])
+    ids = [runs.submit() for _ in range(20)]
+    worker = build_worker(app, get_redis(), "simple")
+    now = [100.0]
+    worker.clock = lambda: now[0]  # the whole drain happens within one second
+
+    worker.work(burst=True, logging_level="WARNING")
+
+    assert db.session.execute(select(func.count()).where(Run.id.in_(ids), Run.status == "succeeded")).scalar() == 20
+    # RQ alone would send 3 worker beats per job (before and after each dequeue, after each job): 61 here.
+    assert beats.count("worker") == 1
+    assert beats.count("job") >= 20  # RQ's job monitoring (a beat on a pipeline, per job) is untouched
+
+    now[0] += 1.0
+    worker.heartbeat()
+    assert beats.count("worker") == 2
+
+
+def test_an_idle_wait_ends_before_the_key_a_job_shortened_expires(app, runs):
+    worker = build_worker(app, get_redis(), "simple")
+    runs.submit(policy={"timeout_s": 1})  # the shortest timeout gives the shortest key life during a job
+    (job,) = Queue(queueing.RUN_QUEUE, connection=get_redis()).jobs
+    # A job's preparation sets the worker key to live get_heartbeat_ttl(job) s; the worker beats again (and
+    # restores worker_ttl) at the latest when an idle wait times out.
+    assert worker.dequeue_timeout < worker.get_heartbeat_ttl(job)
+    assert worker.dequeue_timeout <= 60
