@@ -7,6 +7,7 @@ and a mixed run (20% retryable failures) checked for duplicates and for delays w
 """
 
 import argparse
+import gc
 import os
 import statistics
 import subprocess
@@ -55,6 +56,9 @@ class Bench:
             # The benchmark queues far more than a tenant's default quota allows.
             tenants.find("default").max_queued = 1_000_000
             db.session.commit()
+        # This process submits as `rebound web` would, and like it leaves start-up's objects out of collections.
+        gc.collect()
+        gc.freeze()
 
     def reset(self):
         self.redis.flushdb()
