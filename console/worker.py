@@ -30,12 +30,12 @@ class AppContextMixin:
                 db.session.remove()
 
 
-class SparseHeartbeatMixin:
-    """Renew the worker's key in Redis at most once a second, not three times per job."""
+class SparseHousekeepingMixin:
+    """Do RQ's per-job housekeeping in Redis at most once a second: renewing the worker key, checking suspension."""
 
-    HEARTBEAT_EVERY_S = 1.0
+    EVERY_S = 1.0
     clock = staticmethod(time.monotonic)
-    _last_beat = float("-inf")
+    _last_beat = _last_suspension_check = float("-inf")
 
     def heartbeat(self, timeout=None, pipeline=None):
         # RQ beats before and after each dequeue and after each job, 3 round trips each: ~0.8 of a no-op job's
@@ -43,10 +43,18 @@ class SparseHeartbeatMixin:
         # Beats with a timeout or on a pipeline (RQ's job monitoring) always go through.
         if timeout is None and pipeline is None:
             beat_at = self.clock()
-            if beat_at - self._last_beat < self.HEARTBEAT_EVERY_S:
+            if beat_at - self._last_beat < self.EVERY_S:
                 return
             self._last_beat = beat_at
         super().heartbeat(timeout, pipeline)
+
+    def check_for_suspension(self, burst: bool):
+        # `rq suspend` then takes effect within a second rather than before the very next job.
+        checked_at = self.clock()
+        if checked_at - self._last_suspension_check < self.EVERY_S:
+            return
+        self._last_suspension_check = checked_at
+        super().check_for_suspension(burst)
 
     @property
     def dequeue_timeout(self) -> int:
@@ -55,11 +63,11 @@ class SparseHeartbeatMixin:
         return min(super().dequeue_timeout, 60)
 
 
-class ReboundSimpleWorker(AppContextMixin, SparseHeartbeatMixin, SimpleWorker):
+class ReboundSimpleWorker(AppContextMixin, SparseHousekeepingMixin, SimpleWorker):
     """Runs jobs in the worker process itself: no fork per job, so several times faster."""
 
 
-class ReboundForkWorker(AppContextMixin, SparseHeartbeatMixin, SimpleWorker):
+class ReboundForkWorker(AppContextMixin, SparseHousekeepingMixin, SimpleWorker):
     """Forks a child per handler call: a crashing, leaking or hung handler cannot take the worker down.
 
     Unlike RQ's forking Worker, which forks for the whole job, only the handler runs in the child: the claim

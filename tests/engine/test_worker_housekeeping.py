@@ -1,6 +1,7 @@
-"""Rebound's workers renew their RQ worker key once a second, not three times per job, and never let it lapse."""
+"""RQ's per-job housekeeping, once a second: the worker key (never let lapse) and the suspension check."""
 
 from rq import Queue
+from rq.suspension import suspend
 from rq.worker import BaseWorker
 from sqlalchemy import func, select
 
@@ -41,3 +42,20 @@ def test_an_idle_wait_ends_before_the_key_a_job_shortened_expires(app, runs):
     # restores worker_ttl) at the latest when an idle wait times out.
     assert worker.dequeue_timeout < worker.get_heartbeat_ttl(job)
     assert worker.dequeue_timeout <= 60
+
+
+def test_suspension_is_checked_once_per_second_and_still_stops_a_worker(app, runs, monkeypatch):
+    checks = []
+    real = BaseWorker.check_for_suspension
+    monkeypatch.setattr(BaseWorker, "check_for_suspension", lambda self, burst: (checks.append(1), real(self, burst)))
+    ids = [runs.submit() for _ in range(10)]
+    worker = build_worker(app, get_redis(), "simple")
+    worker.clock = lambda: 100.0
+    worker.work(burst=True, logging_level="WARNING")
+    assert runs.status(ids[-1]) == "succeeded" and len(checks) == 1  # RQ alone: once per job, 11 here
+
+    waiting = runs.submit()
+    suspend(get_redis())
+    stopped = build_worker(app, get_redis(), "simple")
+    stopped.work(burst=True, logging_level="WARNING")  # a suspended burst worker leaves at its first check
+    assert runs.status(waiting) == "pending"
