@@ -34,7 +34,8 @@ def crash(ctx):
 
 
 def _undo(ctx):
-    """Compensate demo.flaky: nothing to undo, but record that it ran."""
+    """Compensate demo.flaky: nothing to undo, but record that it ran (after `undo_seconds`, default 0)."""
+    time.sleep(float(ctx.params.get("undo_seconds", 0)))
     ctx.progress(100, "compensated")
     return {"compensated": True}
 

@@ -6,9 +6,9 @@ from console.extensions import db
 from console.models import AuditEntry
 from console.redis_conn import get_redis
 from console.services.actor import Actor
-from console.services.engine import compensation, reconcile
+from console.services.engine import compensation, failures, reconcile
 from console.services.engine.execute import execute
-from tests.conftest import bearer
+from tests.conftest import bearer, wait_for
 
 
 def succeeded(runs, clock, handler="demo.flaky_compensated") -> int:
@@ -103,3 +103,58 @@ def test_a_requested_undo_whose_handler_is_gone_fails_to_a_dead_letter(runs, clo
     assert (run.status, run.status_reason) == ("dead", "compensation_failed")
     [letter] = runs.dead_letters(run_id)
     assert letter.error_code == "compensation_failed" and "python:demo.retired is gone" in letter.error_message
+
+
+COMPENSABLE = {"fail_times": 1, "error": "compensable", "code": "card_declined"}
+
+
+def test_the_reconciler_finishes_a_compensation_whose_worker_died(runs, clock, monkeypatch):
+    # The worker commits `compensating` and dies before its undo step ends (nothing else is written).
+    monkeypatch.setattr(failures, "compensate_run", lambda *args: "killed")
+    run_id = runs.submit("demo.flaky_compensated", COMPENSABLE)
+    assert execute(run_id, 0, clock=clock) == "compensating"
+    assert runs.get(run_id).status_reason == failures.AFTER_FAILURE
+    monkeypatch.undo()
+    assert reconcile.reconcile(clock).compensations_requeued == []  # its worker may still be at it
+
+    clock.advance(31)
+    db.session.execute(db.text("UPDATE runs SET heartbeat_at = :now WHERE id = :id"), {"now": clock(), "id": run_id})
+    db.session.commit()
+    assert reconcile.reconcile(clock).compensations_requeued == []  # it is: its heartbeat is fresh
+
+    clock.advance(31)
+    assert reconcile.reconcile(clock).compensations_requeued == [run_id]
+    assert compensation.is_queued(run_id)
+    assert [event.reason for event in runs.events(run_id, "requeued")] == ["compensation_worker_lost"]
+    assert compensation.execute(run_id, clock=clock) == "compensated"
+    assert compensation.execute(run_id, clock=clock) == "skipped"  # a duplicate job does nothing
+
+
+def test_a_worker_killed_during_an_undo_step_another_worker_finishes_it(runs, workers):
+    doomed = workers()
+    run_id = runs.submit("demo.flaky_compensated", {**COMPENSABLE, "undo_seconds": 2})
+    runs.wait(run_id, "compensating")
+    doomed.kill()  # SIGKILL mid-undo: no cleanup
+    doomed.wait()
+    workers()
+
+    def finished():
+        reconcile.reconcile()
+        return runs.status(run_id) == "compensated"
+
+    wait_for(finished, 40, 0.5, f"run {run_id} to be compensated")
+    assert [event.reason for event in runs.events(run_id, "requeued")] == ["compensation_worker_lost"]
+    assert len(runs.events(run_id, "compensated")) == 1
+
+
+def test_a_long_undo_step_is_not_taken_from_its_live_worker(runs, workers):
+    workers()
+    run_id = runs.submit("demo.flaky_compensated", {**COMPENSABLE, "undo_seconds": 4})  # twice STALE_AFTER_S
+    runs.wait(run_id, "compensating")
+
+    def finished():
+        assert reconcile.reconcile().compensations_requeued == []  # its heartbeat goes on during the undo
+        return runs.status(run_id) == "compensated"
+
+    wait_for(finished, 30, 0.3, f"run {run_id} to be compensated")
+    assert runs.events(run_id, "requeued") == []

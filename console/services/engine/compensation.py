@@ -1,6 +1,7 @@
 """Undo a run that succeeded because a later step of its workflow failed: succeeded → compensating → ..."""
 
 import logging
+import threading
 
 from rq import Queue
 
@@ -13,7 +14,9 @@ from console.services import audit, policies
 from console.services.actor import Actor
 from console.services.engine import handlers, queueing, transitions
 from console.services.engine.execute import context_for, undo_call
-from console.services.engine.failures import compensate_run
+from console.services.engine.failures import AFTER_FAILURE, compensate_run
+from console.services.engine.heartbeat import Heartbeat
+from console.services.engine.settings import setting
 from console.services.errors import Conflict, InvalidInput
 
 log = logging.getLogger("rebound.engine")
@@ -70,17 +73,19 @@ def is_queued(run_id: int) -> bool:
 
 
 def execute(run_id: int, *, clock: Clock = SYSTEM_CLOCK) -> str:
-    """Run a requested compensation (the job's body); return what became of the run."""
+    """Run a compensation as its own job (one asked for, or one whose worker died); return what became of the run."""
     run = db.session.get(Run, run_id)
-    if run is None or run.status != "compensating" or run.status_reason != REASON:
-        return "skipped"  # finished already, or a compensation the failing attempt runs itself
+    if run is None or run.status != "compensating" or run.status_reason not in (REASON, AFTER_FAILURE):
+        return "skipped"  # finished already
     timeout_s = policies.effective(run.policy_id, run.policy_overrides)[1].timeout_s
     try:
         invocation = handlers.resolve(run.handler)
     except NonRetryableError:
         invocation = None  # the handler is gone since the undo was asked for: compensate_run records that
+    cause = REASON if run.status_reason == REASON else run.error_code or "non_retryable"
     try:
-        return compensate_run(run, undo_call(invocation, timeout_s), context_for(run, timeout_s), clock(), REASON)
+        with Heartbeat(run.id, run.attempt, setting("HEARTBEAT_S"), threading.Event()):
+            return compensate_run(run, undo_call(invocation, timeout_s), context_for(run, timeout_s), clock(), cause)
     except transitions.StaleRun:
         return "skipped"
 

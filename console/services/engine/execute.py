@@ -240,8 +240,10 @@ def _perform(run: RunRow, policy, settings: BreakerSettings, breaker_was_clean: 
             db.session.commit()
         else:
             run = _as_orm(run)  # the failure paths (dead letters, compensation) work on the ORM object
-            fail(run, classify(error, policy), policy, now, duration_ms=duration_ms,
-                 compensate=undo_call(invocation, policy.timeout_s), ctx=ctx)
+            # A compensation runs here, inline: its heartbeat tells the reconciler whether this worker still lives.
+            with Heartbeat(run.id, run.attempt, setting("HEARTBEAT_S"), ctx.cancel_event):
+                fail(run, classify(error, policy), policy, now, duration_ms=duration_ms,
+                     compensate=undo_call(invocation, policy.timeout_s), ctx=ctx)
     except transitions.StaleRun:
         log.warning("run %s moved on while attempt %s ran; its outcome is dropped", run.id, ctx.attempt)
         return "stale"

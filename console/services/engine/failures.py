@@ -14,6 +14,8 @@ from console.services.engine import queueing, transitions
 
 log = logging.getLogger("rebound.engine")
 COMPENSATION_ATTEMPTS = 3
+# The status reason of a run compensating after its own attempt failed (the worker undoes it there and then).
+AFTER_FAILURE = "compensate"
 COMPENSATION_BACKOFF_S = (0.5, 1.0)
 
 
@@ -62,7 +64,7 @@ def _compensate(run: Run, failure: Failure, now, common: dict, compensate, ctx) 
     """Run the handler's compensation (idempotent; retried with backoff) after a non-retryable failure."""
     transitions.move(run, "failed", now, reason="non_retryable", error_code=failure.code, **common,
                      **_error_fields(failure))
-    transitions.move(run, "compensating", now, reason="compensate")
+    transitions.move(run, "compensating", now, reason=AFTER_FAILURE)
     if failure.severity == 2:
         outbox.add("alert", f"compensating:{run.tenant_id}:{failure.fingerprint}", {
             "rule": "compensation_started", "run_id": run.id, "tenant_id": run.tenant_id, "handler": run.handler,

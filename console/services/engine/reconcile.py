@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from rq import Queue
-from sqlalchemy import select
+from sqlalchemy import and_, or_, select
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.errors import Failure
@@ -14,7 +14,7 @@ from console.models import Run
 from console.redis_conn import get_redis
 from console.services import policies
 from console.services.engine import compensation, queueing, transitions
-from console.services.engine.failures import fail
+from console.services.engine.failures import AFTER_FAILURE, fail
 from console.services.engine.settings import setting
 
 log = logging.getLogger("rebound.reconcile")
@@ -122,14 +122,22 @@ def _drop_jobs_of_finished_runs(report: Report) -> None:
 
 
 def _requeue_compensations(now, report: Report) -> None:
-    """Requested compensations whose job Redis no longer holds (or that failed outright) are queued again."""
+    """Compensations nobody runs are queued as their own job.
+
+    Those asked for whose job Redis lost (or that failed outright), and those a worker ran after a failed
+    attempt and died during (their heartbeat stopped).
+    """
     cutoff = now - timedelta(seconds=setting("REQUEUE_AFTER_S"))
-    runs = db.session.execute(select(Run).where(Run.status == "compensating",
-                                                Run.status_reason == compensation.REASON, Run.updated_at <= cutoff)
+    worker_lost = and_(Run.status_reason == AFTER_FAILURE,
+                       or_(Run.heartbeat_at.is_(None), Run.heartbeat_at <= now - timedelta(
+                           seconds=setting("STALE_AFTER_S"))))
+    runs = db.session.execute(select(Run).where(Run.status == "compensating", Run.updated_at <= cutoff,
+                                                or_(Run.status_reason == compensation.REASON, worker_lost))
                               .order_by(Run.id).limit(BATCH)).scalars().all()
     for run in runs:
         if not compensation.is_queued(run.id):
             compensation.enqueue(run.id)
-            transitions.event(run, "requeued", now, reason="compensation_job_missing")
+            transitions.event(run, "requeued", now, reason="compensation_job_missing"
+                              if run.status_reason == compensation.REASON else "compensation_worker_lost")
             report.compensations_requeued.append(run.id)
     db.session.commit()
