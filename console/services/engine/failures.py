@@ -14,9 +14,9 @@ from console.services.engine import queueing, transitions
 
 log = logging.getLogger("rebound.engine")
 COMPENSATION_ATTEMPTS = 3
+COMPENSATION_BACKOFF_S = (0.5, 1.0)
 # The status reason of a run compensating after its own attempt failed (the worker undoes it there and then).
 AFTER_FAILURE = "compensate"
-COMPENSATION_BACKOFF_S = (0.5, 1.0)
 
 
 def _error_fields(failure: Failure) -> dict:
