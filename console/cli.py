@@ -2,6 +2,7 @@
 
 import atexit
 import gc
+import logging
 import os
 import sys
 import threading
@@ -106,7 +107,8 @@ def worker_command(processes, kind, burst):
         return
     worker = build_worker(current_app._get_current_object(), get_redis(), kind)
     _freeze_startup_heap()
-    worker.work(with_scheduler=True, burst=burst)
+    # RQ sets its own loggers to the level it is given, INFO unless told: they follow REBOUND_LOG_LEVEL.
+    worker.work(with_scheduler=True, burst=burst, logging_level=logging.getLogger().level)
 
 
 @click.command("scheduler")

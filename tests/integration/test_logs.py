@@ -140,3 +140,14 @@ def test_a_worker_process_started_by_the_cli_writes_json_lines(runs, workers, tm
     claim, done = [line for line in lines if line.get("run_id") == run_id]
     assert (claim["status"], done["status"]) == ("running", "succeeded")
     assert claim["process"] == "worker" and claim["worker_id"] and done.keys() >= SEED_FIELDS
+
+
+def test_a_worker_logs_at_the_configured_level_rq_included(runs, workers, tmp_path):
+    quiet = workers(REBOUND_LOG_LEVEL="WARNING")
+    run_id = runs.submit("demo.noop")
+    runs.wait(run_id, "succeeded")
+    quiet.terminate()
+    quiet.wait(15)
+    # RQ's own loggers used to be set to INFO by its work loop: two lines per job, whatever the setting said.
+    levels = {json.loads(line)["level"] for line in (tmp_path / "worker-0.log").read_text().splitlines() if line}
+    assert levels <= {"WARNING", "ERROR", "CRITICAL"}
