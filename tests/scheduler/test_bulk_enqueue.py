@@ -1,14 +1,16 @@
 """Bulk-queued first attempts are the jobs RQ itself would have queued, and real workers run them."""
 
 import zlib
+from datetime import UTC, datetime
 
 from rq import Queue
 from rq.job import Job
+from rq.utils import utcformat
 
 from console.redis_conn import get_redis
 from console.services import planner
 from console.services.actor import Actor
-from console.services.engine import queueing
+from console.services.engine import bulk_enqueue, queueing
 
 # Set per job at the moment of queueing; they differ between any two jobs.
 MOMENTS = {b"created_at", b"enqueued_at"}
@@ -35,6 +37,17 @@ def test_a_bulk_queued_job_is_the_job_rq_would_have_queued(app):
     queue = Queue(queueing.RUN_QUEUE, connection=connection)
     assert queue.job_ids == ["run-7-s1-a0", "run-8-s1-a0", "run-9-s1-a0"]
     assert queueing.RUN_QUEUE in [q.name for q in Queue.all(connection=connection)]
+
+
+def test_each_call_stamps_its_own_moments_though_the_template_is_built_once(app, monkeypatch):
+    connection = get_redis()
+    for run_id, moment in ((7, datetime(2026, 11, 29, 9, 0, 1, 5, tzinfo=UTC)),
+                           (8, datetime(2026, 11, 29, 9, 0, 2, 7, tzinfo=UTC))):
+        monkeypatch.setattr(bulk_enqueue, "now", lambda moment=moment: moment)
+        queueing.enqueue_first_attempts([(run_id, 30)])
+        stored = connection.hgetall(f"rq:job:run-{run_id}-s1-a0")
+        assert {stored[field].decode() for field in MOMENTS} == {utcformat(moment)}
+    assert Job.fetch("run-8-s1-a0", connection=connection).enqueued_at == datetime(2026, 11, 29, 9, 0, 2, 7, tzinfo=UTC)
 
 
 def test_a_burst_of_firings_is_run_by_a_real_worker(register, runs, workers, clock):
