@@ -47,13 +47,14 @@ class Prepared:
         """Run the statement in the connection's transaction with these values (by bind name)."""
         form = self._form(connection.dialect)
         if form.defaults.keys() - params.keys():
-            params = {**{name: _default_value(default) for name, default in form.defaults.items()}, **params}
+            params = {**{name: default_value(default) for name, default in form.defaults.items()}, **params}
         values = [params[name] if processor is None else processor(params[name])
                   for name, processor in zip(form.names, form.processors, strict=True)]
         return connection.exec_driver_sql(form.sql, tuple(values) if form.positional
                                           else dict(zip(form.names, values, strict=True)))
 
 
-def _default_value(default):
+def default_value(default):
+    """Return a column's Python-side default value (a callable one is called)."""
     # SQLAlchemy wraps a callable default to take the execution context; the ones used here ignore it.
     return default.arg if default.is_scalar else default.arg(None)

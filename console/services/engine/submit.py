@@ -5,8 +5,9 @@ import logging
 import uuid
 from datetime import datetime
 
-from sqlalchemy import bindparam, func, inspect, select
+from sqlalchemy import bindparam, func, insert, inspect, select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import make_transient_to_detached
 from sqlalchemy.orm.attributes import set_committed_value
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
@@ -16,6 +17,7 @@ from console.models import Run, Task, Tenant
 from console.services import outbox, policies
 from console.services.actor import Actor
 from console.services.engine import handlers, queueing, transitions
+from console.services.engine.prepared import Prepared, default_value
 from console.services.errors import InvalidInput, QueueFull
 
 log = logging.getLogger("rebound.engine")
@@ -98,15 +100,14 @@ def submit(tenant: Tenant, actor: Actor, *, handler: str | None = None, task: Ta
         _reject(tenant, handler, "queue_limit", own, effective.queue_limit, now)
     if tenant_total >= tenant.max_queued:
         _reject(tenant, handler, "tenant.max_queued", tenant_total, tenant.max_queued, now)
-    run = Run(tenant_id=tenant.id, task_id=task.id if task else None, handler=handler,
-              params={**(task.params if task else {}), **(params or {})}, policy_id=policy_id,
-              policy_version=version, policy_overrides=overrides,
-              idempotency_key=idempotency_key or uuid.uuid4().hex, status="pending", attempt=0, series=1,
-              scheduled_for=scheduled_for or now, enqueued_at=now, created_at=now, updated_at=now,
-              trace_id=uuid.uuid4().hex, source=source)
-    db.session.add(run)
     try:
-        db.session.flush()
+        run = _insert_run(
+            tenant_id=tenant.id, task_id=task.id if task else None, handler=handler,
+            params={**(task.params if task else {}), **(params or {})}, policy_id=policy_id,
+            policy_version=version, policy_overrides=overrides,
+            idempotency_key=idempotency_key or uuid.uuid4().hex, status="pending", attempt=0, series=1,
+            scheduled_for=scheduled_for or now, enqueued_at=now, created_at=now, updated_at=now,
+            trace_id=uuid.uuid4().hex, source=source)
     except IntegrityError:
         # Another request with the same key won the race; answer with its run.
         db.session.rollback()
@@ -116,6 +117,23 @@ def submit(tenant: Tenant, actor: Actor, *, handler: str | None = None, task: Ta
     _commit_keeping_values(run)
     enqueue(run, effective.timeout_s)
     return run, True
+
+
+_RUNS = Run.__table__
+_RUN_COLUMNS = tuple(column.key for column in _RUNS.c if column.key != "id")
+_INSERT_RUN = Prepared(insert(_RUNS).returning(_RUNS.c.id), _RUN_COLUMNS)
+
+
+def _insert_run(**values) -> Run:
+    """Insert a new run and return it as a persistent object with every value loaded."""
+    # One prepared INSERT naming every column: the unit of work's flush of the same row cost five times more.
+    row = dict.fromkeys(_RUN_COLUMNS)
+    row.update({column.key: default_value(column.default) for column in _RUNS.c if column.default is not None})
+    row.update(values)
+    run = Run(id=_INSERT_RUN.execute(db.session.connection(), row).scalar_one(), **row)
+    make_transient_to_detached(run)
+    db.session.add(run)
+    return run
 
 
 def _commit_keeping_values(run: Run) -> None:
