@@ -23,6 +23,10 @@ from console.services.errors import InvalidInput, QueueFull
 log = logging.getLogger("rebound.engine")
 WAITING = ("pending", "retry_wait")
 MAX_KEY = 200
+_RUNS = Run.__table__
+_RUN_COLUMNS = tuple(column.key for column in _RUNS.c if column.key != "id")
+_RUN_DEFAULTS = {column.key: column.default for column in _RUNS.c if column.default is not None}
+_INSERT_RUN = Prepared(insert(_RUNS).returning(_RUNS.c.id), _RUN_COLUMNS)
 
 
 def _policy_choice(policy, task: Task | None) -> tuple[int | None, dict]:
@@ -119,16 +123,11 @@ def submit(tenant: Tenant, actor: Actor, *, handler: str | None = None, task: Ta
     return run, True
 
 
-_RUNS = Run.__table__
-_RUN_COLUMNS = tuple(column.key for column in _RUNS.c if column.key != "id")
-_INSERT_RUN = Prepared(insert(_RUNS).returning(_RUNS.c.id), _RUN_COLUMNS)
-
-
 def _insert_run(**values) -> Run:
     """Insert a new run and return it as a persistent object with every value loaded."""
     # One prepared INSERT naming every column: the unit of work's flush of the same row cost five times more.
     row = dict.fromkeys(_RUN_COLUMNS)
-    row.update({column.key: default_value(column.default) for column in _RUNS.c if column.default is not None})
+    row.update({key: default_value(default) for key, default in _RUN_DEFAULTS.items()})
     row.update(values)
     run = Run(id=_INSERT_RUN.execute(db.session.connection(), row).scalar_one(), **row)
     make_transient_to_detached(run)
