@@ -15,8 +15,12 @@ from console.worker import build_worker
 def test_a_busy_worker_beats_once_per_second_not_per_job(app, runs, monkeypatch):
     beats = []
     real = BaseWorker.heartbeat
-    monkeypatch.setattr(BaseWorker, "heartbeat", lambda self, timeout=None, pipeline=None: (
-        beats.append("job" if timeout or pipeline is not None else "worker"), real(self, timeout, pipeline))[1])
+
+    def counted(self, timeout=None, pipeline=None):
+        beats.append("job" if timeout or pipeline is not None else "worker")
+        return real(self, timeout, pipeline)
+
+    monkeypatch.setattr(BaseWorker, "heartbeat", counted)
     ids = [runs.submit() for _ in range(20)]
     worker = build_worker(app, get_redis(), "simple")
     now = [100.0]
@@ -47,7 +51,12 @@ def test_an_idle_wait_ends_before_the_key_a_job_shortened_expires(app, runs):
 def test_suspension_is_checked_once_per_second_and_still_stops_a_worker(app, runs, monkeypatch):
     checks = []
     real = BaseWorker.check_for_suspension
-    monkeypatch.setattr(BaseWorker, "check_for_suspension", lambda self, burst: (checks.append(1), real(self, burst)))
+
+    def counted(self, burst):
+        checks.append(burst)
+        return real(self, burst)
+
+    monkeypatch.setattr(BaseWorker, "check_for_suspension", counted)
     ids = [runs.submit() for _ in range(10)]
     worker = build_worker(app, get_redis(), "simple")
     worker.clock = lambda: 100.0

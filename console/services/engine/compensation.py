@@ -1,7 +1,6 @@
 """Undo a run that succeeded because a later step of its workflow failed: succeeded → compensating → ..."""
 
 import logging
-import threading
 
 from rq import Queue
 
@@ -83,9 +82,10 @@ def execute(run_id: int, *, clock: Clock = SYSTEM_CLOCK) -> str:
     except NonRetryableError:
         invocation = None  # the handler is gone since the undo was asked for: compensate_run records that
     cause = REASON if run.status_reason == REASON else run.error_code or "non_retryable"
+    ctx = context_for(run, timeout_s)
     try:
-        with Heartbeat(run.id, run.attempt, setting("HEARTBEAT_S"), threading.Event()):
-            return compensate_run(run, undo_call(invocation, timeout_s), context_for(run, timeout_s), clock(), cause)
+        with Heartbeat(run.id, run.attempt, setting("HEARTBEAT_S"), ctx.cancel_event):
+            return compensate_run(run, undo_call(invocation, timeout_s), ctx, clock(), cause)
     except transitions.StaleRun:
         return "skipped"
 
