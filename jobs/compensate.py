@@ -1,8 +1,8 @@
-"""The RQ job that runs a compensation a person or service asked for."""
+"""The RQ job that runs a compensation: one a person or service asked for, or one whose worker died during it."""
 
 from console.services.engine import compensation
 
 
 def compensate(run_id: int) -> str:
-    """Undo a succeeded run whose workflow failed later; a duplicate or stale job does nothing."""
+    """Run the run's undo step; a duplicate or stale job does nothing."""
     return compensation.execute(run_id)

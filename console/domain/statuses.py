@@ -45,6 +45,8 @@ TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
 # succeeded, dead and cancelled still have outgoing edges (compensate, replay, retry).
 TERMINAL = frozenset({S.SUCCEEDED, S.DEAD, S.COMPENSATED, S.CANCELLED})
 ACTIVE = frozenset({S.PENDING, S.RUNNING, S.RETRY_WAIT, S.COMPENSATING})
+# A worker runs code for the run: its handler, or its undo step (heartbeats and progress reports apply).
+IN_WORK = (S.RUNNING.value, S.COMPENSATING.value)
 # Neither terminal nor active: failed and compensation_failed wait for the next decision.
 NEEDS_ATTENTION = frozenset(set(RunStatus) - TERMINAL - ACTIVE)
 

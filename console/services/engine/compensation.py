@@ -1,4 +1,7 @@
-"""Undo a run that succeeded because a later step of its workflow failed: succeeded → compensating → ..."""
+"""Undo a run that succeeded because a later step of its workflow failed: succeeded → compensating → ...
+
+The same job also finishes a compensation a worker started after a failed attempt and died during.
+"""
 
 import logging
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import update
 
 from console import metrics
+from console.domain.statuses import IN_WORK
 from console.extensions import db
 from console.models import Run
 
@@ -34,8 +35,7 @@ class HandlerContext:
             # Its own short transaction, so progress is visible while the handler still runs.
             with db.engine.begin() as connection:
                 # Compensation steps report through the same context while the run is compensating.
-                connection.execute(update(Run).where(Run.id == self.run_id,
-                                                     Run.status.in_(("running", "compensating")))
+                connection.execute(update(Run).where(Run.id == self.run_id, Run.status.in_(IN_WORK))
                                    .values(progress=percent, progress_message=message[:255]))
         except Exception:  # noqa: BLE001 - a lost progress write must not fail the work itself
             self.progress_failures += 1

@@ -8,11 +8,9 @@ from sqlalchemy import select, update
 
 from console import metrics
 from console.domain.clock import utcnow
+from console.domain.statuses import IN_WORK
 from console.extensions import db
 from console.models import Run
-
-# A worker runs code for a run in these statuses: the attempt's handler, or its undo step.
-BEATING = ("running", "compensating")
 
 
 class _Beater:
@@ -51,7 +49,7 @@ class _Beater:
             with db.engine.begin() as connection:
                 for run_id, (attempt, _) in attempts.items():
                     connection.execute(update(Run.__table__).where(
-                        Run.id == run_id, Run.status.in_(BEATING), Run.attempt == attempt
+                        Run.id == run_id, Run.status.in_(IN_WORK), Run.attempt == attempt
                     ).values(heartbeat_at=utcnow()))
                 cancelling = set(connection.execute(select(Run.id).where(
                     Run.id.in_(attempts), Run.cancel_requested.is_(True))).scalars())

@@ -125,7 +125,8 @@ def submit(tenant: Tenant, actor: Actor, *, handler: str | None = None, task: Ta
 
 def _insert_run(**values) -> Run:
     """Insert a new run and return it as a persistent object with every value loaded."""
-    # One prepared INSERT naming every column: the unit of work's flush of the same row cost five times more.
+    # One prepared INSERT naming every column: the unit of work's flush of the same row cost about twice as
+    # much (~0.7 against ~0.35 ms per submit).
     row = dict.fromkeys(_RUN_COLUMNS)
     row.update({key: default_value(default) for key, default in _RUN_DEFAULTS.items()})
     row.update(values)
