@@ -2,11 +2,13 @@
 
     .venv/bin/python -m bench.engine [--runs 2000] [--mixed 10000]
 
-Prints runs/s for both and the ratio, submit→succeeded latency at half of Rebound's throughput,
-and a mixed run (20% retryable failures) checked for duplicates and for delays within policy.
+Prints runs/s for both and the ratio, draining a backlog and end to end (one client submitting while the
+workers drain), submit→succeeded latency at half of Rebound's drain and of its end-to-end throughput, and a
+mixed run (20% retryable failures) checked for duplicates and for delays within policy.
 """
 
 import argparse
+import contextlib
 import gc
 import os
 import statistics
@@ -14,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import redis
@@ -111,28 +114,88 @@ class Bench:
 
     def latency(self, n: int, rate: float, processes: int) -> dict:
         """Submit at a steady rate while workers run; return submit→succeeded percentiles in ms."""
-        self.reset()
-        procs = self.workers([str(BIN / "rebound"), "worker", "--kind", "simple"], processes)
-        with self.app.app_context():
-            tenant = tenants.find("default")
-            self._warm_up(tenant, processes)
+        with self.serving(processes) as tenant:
             start = time.perf_counter()
             for i in range(n):
                 delay = start + i / rate - time.perf_counter()
                 if delay > 0:
                     time.sleep(delay)
                 submit(tenant, Actor("bench"), handler="demo.noop", policy=UNLIMITED)
-            deadline = time.monotonic() + 120
-            while db.session.query(Run).filter(Run.status != "succeeded").count() and time.monotonic() < deadline:
-                time.sleep(0.2)
-                db.session.commit()
-            rows = db.session.query(Run.created_at, Run.finished_at).all()
+            rows = self._finished(n)
+        ms = [(finished - created).total_seconds() * 1000 for created, finished in rows]
+        return {"p50": percentile(ms, 50), "p99": percentile(ms, 99), "max": max(ms), "done": len(ms)}
+
+    def rebound_end_to_end(self, n: int, processes: int) -> float:
+        """Submit n runs one by one, as fast as one client can, while workers drain; return runs/s end to end."""
+        with self.serving(processes) as tenant:
+            for _ in range(n):
+                submit(tenant, Actor("bench"), handler="demo.noop", policy=UNLIMITED)
+            rows = self._finished(n)
+        return n / (max(f for _, f in rows) - min(c for c, _ in rows)).total_seconds()
+
+    def bare_rq_end_to_end(self, n: int, processes: int) -> float:
+        """Enqueue n no-op jobs one by one while bare RQ workers drain; return jobs/s end to end."""
+        self.reset()
+        queue = Queue("default", connection=self.redis)
+        procs = self.workers([str(BIN / "rq"), "worker", "-q", "-w", "rq.worker.SimpleWorker", "--url",
+                              self.redis_url, "default"], processes)
+        try:
+            deadline = time.monotonic() + 60
+            # As for Rebound's workers: measure once every worker has started and taken work.
+            while len({job.worker_name for job in self._enqueue_and_wait(queue, 10 * processes)}) < processes:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"not all {processes} RQ workers took work within 60 s")
+            started = datetime.now(UTC)
+            jobs = self._enqueue_and_wait(queue, n)
+        finally:
+            self._stop(procs)
+        return n / (max(job.ended_at for job in jobs) - started).total_seconds()
+
+    def _enqueue_and_wait(self, queue: Queue, n: int) -> list[Job]:
+        """Enqueue n no-op jobs one call at a time, wait until they have finished; return them with their times."""
+        # Polling the finished registry's size, not the jobs: fetching 2,000 job hashes five times a second would
+        # take CPU from the workers being measured.
+        finished = queue.finished_job_registry
+        expected = finished.count + n
+        jobs = [queue.enqueue("bench.jobs.noop", result_ttl=600) for _ in range(n)]
+        deadline = time.monotonic() + 120
+        while finished.count < expected:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{n - expected + finished.count} of {n} jobs finished in 120 s")
+            time.sleep(0.2)
+        done = [job for job in Job.fetch_many([j.id for j in jobs], connection=self.redis) if job and job.ended_at]
+        assert len(done) == n, f"only {len(done)} of {n} jobs have an end time"
+        return done
+
+    @contextlib.contextmanager
+    def serving(self, processes: int):
+        """Run Rebound workers that have each taken work, from an empty database; yield the tenant to submit for."""
+        self.reset()
+        procs = self.workers([str(BIN / "rebound"), "worker", "--kind", "simple"], processes)
+        try:
+            with self.app.app_context():
+                tenant = tenants.find("default")
+                self._warm_up(tenant, processes)
+                yield tenant
+        finally:
+            self._stop(procs)
+
+    def _finished(self, n: int) -> list[tuple]:
+        """Wait for the n runs submitted since the warm-up to succeed; return their (created_at, finished_at)."""
+        deadline = time.monotonic() + 120
+        while db.session.query(Run).filter(Run.status != "succeeded").count() and time.monotonic() < deadline:
+            time.sleep(0.2)
+            db.session.commit()
+        rows = db.session.query(Run.created_at, Run.finished_at).filter(Run.status == "succeeded").all()
+        assert len(rows) == n, f"only {len(rows)} of {n} runs succeeded within 120 s"
+        return rows
+
+    @staticmethod
+    def _stop(procs: list[subprocess.Popen]) -> None:
         for p in procs:
             p.terminate()
         for p in procs:
             p.wait()
-        ms = [(f - c).total_seconds() * 1000 for c, f in rows if f]
-        return {"p50": percentile(ms, 50), "p99": percentile(ms, 99), "max": max(ms), "done": len(ms)}
 
     def _warm_up(self, tenant, processes: int) -> None:
         """Wait until every worker has run work, then forget it: the probe measures steady state, not start-up."""
@@ -180,10 +243,7 @@ class Bench:
             started_early = db.session.execute(db.text(
                 "SELECT count(*) FROM run_events w JOIN run_events s ON s.run_id = w.run_id AND s.kind = 'running' "
                 "AND s.attempt = w.attempt + 1 WHERE w.kind = 'retry_wait' AND s.at < w.next_retry_at")).scalar()
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            p.wait()
+        self._stop(procs)
         return {"runs": n, "seconds": round(elapsed, 1), "statuses": statuses, "retries": len(waits),
                 "duplicate_executions": duplicates, "delays_outside_policy": outside,
                 "retries_started_early": started_early}
@@ -218,11 +278,20 @@ def main() -> None:
                     throughput[(kind, processes)] = ours
                     print(f"{kind:<8} {processes:>5} {bare:>10.0f} {ours:>10.0f} {ours / bare:>6.2f}")
             if ("simple", 2) in throughput:  # the latency probe runs the default (simple) workers
-                rate = throughput[("simple", 2)] / 2
-                lat = bench.latency(min(args.runs, int(rate * 10)), rate, 2)
-                print(f"submit→succeeded at {rate:.0f} runs/s (half of Rebound's 2-process throughput): "
-                      f"p50 {lat['p50']:.0f} ms, p99 {lat['p99']:.0f} ms, max {lat['max']:.0f} ms "
-                      f"({lat['done']} runs)")
+                # End to end: one client submits (or enqueues) one at a time while the workers drain, on the same
+                # cores, as the console's API and its workers share a machine.
+                bares, ourses = [], []
+                for _ in range(args.rounds):
+                    bares.append(bench.bare_rq_end_to_end(args.runs, 2))
+                    ourses.append(bench.rebound_end_to_end(args.runs, 2))
+                bare, ours = statistics.median(bares), statistics.median(ourses)
+                print(f"end to end, simple ×2: bare RQ {bare:.0f} jobs/s, Rebound {ours:.0f} runs/s, "
+                      f"ratio {ours / bare:.2f}")
+                for label, rate in (("drain", throughput[("simple", 2)] / 2), ("end-to-end", ours / 2)):
+                    lat = bench.latency(min(args.runs, int(rate * 10)), rate, 2)
+                    print(f"submit→succeeded at {rate:.0f} runs/s (half of Rebound's 2-process {label} throughput): "
+                          f"p50 {lat['p50']:.0f} ms, p99 {lat['p99']:.0f} ms, max {lat['max']:.0f} ms "
+                          f"({lat['done']} runs)")
             if args.mixed:
                 print("mixed:", bench.mixed(args.mixed, 2))
         finally:
