@@ -2,7 +2,7 @@
 
 from datetime import UTC, datetime
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, func, literal, select, update
 
 from console.extensions import db
 from console.models import Run, RunEvent
@@ -47,3 +47,17 @@ def test_an_update_reports_its_rowcount_so_a_guard_can_fail(app):
     db.session.commit()
     db.session.expire_all()
     assert (run.status, run.updated_at) == ("cancelled", AT)
+
+
+def test_a_constant_in_the_statement_is_bound_without_the_caller_giving_it(app):
+    tenant = tenants.find("default")
+    for _ in range(3):
+        submit(tenant, Actor("test"), handler="demo.noop")
+    db.session.execute(update(Run.__table__).where(Run.id == db.session.query(func.min(Run.id)).scalar_subquery())
+                       .values(status="succeeded"))
+    runs = Run.__table__
+    waiting = select(func.count()).select_from(runs).where(
+        runs.c.tenant_id == bindparam("tenant_id"), runs.c.status.in_([literal("pending"), literal("retry_wait")]))
+    core = db.session.execute(waiting, {"tenant_id": tenant.id}).scalar_one()
+    prepared = Prepared(waiting).execute(db.session.connection(), {"tenant_id": tenant.id}).scalar_one()
+    assert core == prepared == 2

@@ -12,6 +12,7 @@ class _Form:
     processors: tuple  # per name: the column type's bind processor, or None
     positional: bool
     defaults: dict  # name -> the column's Python-side default, for values the caller leaves out
+    constants: dict  # name -> a value bound in the statement itself (`status IN ('pending', ...)`)
 
 
 class Prepared:
@@ -40,14 +41,18 @@ class Prepared:
                                for name in names)
             defaults = {column.key: column.default if column.default is not None else column.onupdate
                         for column in (*compiled.insert_prefetch, *compiled.update_prefetch)}
-            form = self._forms[key] = _Form(compiled.string, names, processors, compiled.positional, defaults)
+            constants = {name: bind.value for name, bind in compiled.binds.items()
+                         if name in names and not bind.required and name not in defaults}
+            form = self._forms[key] = _Form(compiled.string, names, processors, compiled.positional, defaults,
+                                            constants)
         return form
 
     def execute(self, connection: Connection, params: dict) -> CursorResult:
         """Run the statement in the connection's transaction with these values (by bind name)."""
         form = self._form(connection.dialect)
-        if form.defaults.keys() - params.keys():
-            params = {**{name: default_value(default) for name, default in form.defaults.items()}, **params}
+        if form.constants or form.defaults.keys() - params.keys():
+            params = {**form.constants, **{name: default_value(default) for name, default in form.defaults.items()},
+                      **params}
         values = [params[name] if processor is None else processor(params[name])
                   for name, processor in zip(form.names, form.processors, strict=True)]
         return connection.exec_driver_sql(form.sql, tuple(values) if form.positional

@@ -1,11 +1,10 @@
 """Submit work: validate, deduplicate by idempotency key, enforce limits, commit, then enqueue."""
 
-import functools
 import logging
 import uuid
 from datetime import datetime
 
-from sqlalchemy import bindparam, func, insert, inspect, select
+from sqlalchemy import bindparam, func, insert, inspect, literal, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import make_transient_to_detached
 from sqlalchemy.orm.attributes import set_committed_value
@@ -50,20 +49,24 @@ def effective_policy(policy_id: int | None, overrides: dict) -> tuple[int, Retry
         raise InvalidInput(error.message, f"policy.{error.field}") from None
 
 
-@functools.lru_cache(maxsize=2)
-def _waiting_query(by_task: bool):
-    """Build once (this runs on every submit) the count of waiting runs of the task or handler, and of the tenant."""
+def _waiting_counts(by_task: bool) -> Prepared:
+    """Count the waiting runs of the task (or ad-hoc handler) and of the whole tenant, in one statement."""
     runs = Run.__table__
-    waiting = select(func.count()).select_from(runs).where(runs.c.tenant_id == bindparam("tenant_id"),
-                                                           runs.c.status.in_(WAITING))
+    # The statuses as constants in the SQL: an IN over a Python list is re-expanded by SQLAlchemy on every call,
+    # which cost a quarter of this query's time on each submit.
+    waiting = select(func.count()).select_from(runs).where(
+        runs.c.tenant_id == bindparam("tenant_id"), runs.c.status.in_([literal(status) for status in WAITING]))
     own = (waiting.where(runs.c.task_id == bindparam("task_id")) if by_task else
            waiting.where(runs.c.task_id.is_(None), runs.c.handler == bindparam("handler")))
-    return select(own.scalar_subquery(), waiting.scalar_subquery())
+    return Prepared(select(own.scalar_subquery(), waiting.scalar_subquery()))
+
+
+_WAITING = {by_task: _waiting_counts(by_task) for by_task in (True, False)}
 
 
 def _waiting(tenant_id: int, task: Task | None, handler: str) -> tuple[int, int]:
     """Count runs waiting for this task (or ad-hoc handler) and for the whole tenant."""
-    own, tenant_total = db.session.connection().execute(_waiting_query(task is not None), {
+    own, tenant_total = _WAITING[task is not None].execute(db.session.connection(), {
         "tenant_id": tenant_id, "task_id": task.id if task else None, "handler": handler}).one()
     return own, tenant_total
 
