@@ -13,14 +13,7 @@ from tests.conftest import free_port, wait_for
 
 
 def test_up_starts_everything_restarts_a_dead_child_and_stops_on_ctrl_c(tmp_path):
-    port = free_port()
-    env = {key: value for key, value in os.environ.items() if not key.startswith("REBOUND_")}
-    env.update(REBOUND_DATA_DIR=str(tmp_path), REBOUND_PORT=str(port), REBOUND_WORKERS="1",
-               REBOUND_DEMO="0", PYTHONUNBUFFERED="1")
-    log_path = tmp_path / "up.log"
-    with log_path.open("w") as log:
-        up = subprocess.Popen([sys.executable, "-m", "console.cli", "up"], env=env, stdout=log,
-                              stderr=subprocess.STDOUT, start_new_session=True)
+    up, port, log_path = _start_up(tmp_path)
     try:
         base = f"http://127.0.0.1:{port}"
 
@@ -61,14 +54,7 @@ def test_up_starts_everything_restarts_a_dead_child_and_stops_on_ctrl_c(tmp_path
 def test_up_keeps_its_redis_when_the_one_it_found_goes_away_or_its_own_dies(tmp_path):
     # A previous console still stopping (waiting for a long job) left its Redis answering on the data dir's socket.
     _, previous = start_redis(str(tmp_path))
-    port = free_port()
-    env = {key: value for key, value in os.environ.items() if not key.startswith("REBOUND_")}
-    env.update(REBOUND_DATA_DIR=str(tmp_path), REBOUND_PORT=str(port), REBOUND_WORKERS="1",
-               REBOUND_DEMO="0", PYTHONUNBUFFERED="1")
-    log_path = tmp_path / "up.log"
-    with log_path.open("w") as log:
-        up = subprocess.Popen([sys.executable, "-m", "console.cli", "up"], env=env, stdout=log,
-                              stderr=subprocess.STDOUT, start_new_session=True)
+    up, port, log_path = _start_up(tmp_path)
     try:
         def redis_ok():
             assert up.poll() is None, log_path.read_text()
@@ -98,3 +84,16 @@ def test_up_keeps_its_redis_when_the_one_it_found_goes_away_or_its_own_dies(tmp_
             previous.terminate()
     assert code == 0, log_path.read_text()
     assert not (tmp_path / "redis.sock").exists()
+
+
+def _start_up(data_dir):
+    """Start `rebound up` on a data dir and a free port, in its own process group; return (process, port, log)."""
+    port = free_port()
+    env = {key: value for key, value in os.environ.items() if not key.startswith("REBOUND_")}
+    env.update(REBOUND_DATA_DIR=str(data_dir), REBOUND_PORT=str(port), REBOUND_WORKERS="1",
+               REBOUND_DEMO="0", PYTHONUNBUFFERED="1")
+    log_path = data_dir / "up.log"
+    with log_path.open("w") as log:
+        up = subprocess.Popen([sys.executable, "-m", "console.cli", "up"], env=env, stdout=log,
+                              stderr=subprocess.STDOUT, start_new_session=True)
+    return up, port, log_path
