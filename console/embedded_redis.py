@@ -21,11 +21,16 @@ def _responds(socket_path: Path) -> bool:
         return False
 
 
+def socket_path_of(data_dir: str) -> Path:
+    """Return where the embedded Redis of data_dir listens."""
+    return Path(data_dir).resolve() / "redis.sock"
+
+
 def start(data_dir: str, timeout_s: float = 10.0) -> tuple[str, subprocess.Popen | None]:
     """Start (or reuse) the embedded Redis in data_dir; return its URL and our child process."""
-    directory = Path(data_dir).resolve()
+    socket_path = socket_path_of(data_dir)
+    directory = socket_path.parent
     directory.mkdir(parents=True, exist_ok=True)
-    socket_path = directory / "redis.sock"
     url = f"unix://{socket_path}"
     if _responds(socket_path):
         return url, None
@@ -63,7 +68,7 @@ class Keeper:
 
     def __init__(self, data_dir: str):
         self.data_dir = data_dir
-        self.socket_path = Path(data_dir).resolve() / "redis.sock"
+        self.socket_path = socket_path_of(data_dir)
         self.url, self.process = start(data_dir)
         self._silent = 0
 
