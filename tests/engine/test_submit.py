@@ -1,19 +1,21 @@
 """Submitting a run: the statements it costs, and what the caller gets back."""
 
-from sqlalchemy import event, func, select
+import pytest
+from sqlalchemy import event, func, select, update
 
 from console.extensions import db
-from console.models import Run
+from console.models import OutboxMessage, Run, Tenant
 from console.services import tenants
 from console.services.actor import Actor
 from console.services.engine import submit as submitting
 from console.services.engine.submit import submit
+from console.services.errors import QueueFull
 
 
 def test_a_submit_writes_the_run_and_reads_nothing_back(app):
     tenant = tenants.find("default")
     submit(tenant, Actor("test"), handler="demo.noop")  # the first one also reads the policy's spec
-    db.session.refresh(tenant)  # as a request finds its tenant loaded
+    assert "max_queued" not in tenant.__dict__  # that commit expired the tenant, as it does between a caller's submits
     statements = []
 
     def record(connection, cursor, statement, *args):
@@ -26,8 +28,8 @@ def test_a_submit_writes_the_run_and_reads_nothing_back(app):
                                                      "params", "created_at", "handler")}
     finally:
         event.remove(db.engine, "before_cursor_execute", record)
-    # The policy version in force, the limits' counts, the run, its timeline row; queueing the run and
-    # answering the request read nothing back.
+    # The policy version in force, the limits' counts with the tenant's quota, the run, its timeline row; the
+    # tenant is not read again, and queueing the run and answering the request read nothing back.
     assert statements == ["SELECT retry_policies.id, retry_policies.current_version", "SELECT (SELECT count(*)",
                           "INSERT INTO runs", "INSERT INTO run_events"]
     db.session.expire_all()
@@ -52,3 +54,19 @@ def test_a_request_that_loses_the_race_for_its_key_answers_with_the_winners_run(
     assert (run.id, created) == (winner.id, False)
     assert db.session.execute(select(func.count()).select_from(Run).where(
         Run.idempotency_key == "order-7")).scalar() == 1
+
+
+def test_the_tenant_quota_is_read_when_submitting_and_a_full_tenant_gets_nothing_new(app):
+    tenant = tenants.find("default")
+    for _ in range(2):
+        submit(tenant, Actor("test"), handler="demo.noop")
+    # Lowered behind the held object's back, as an admin's edit in another process would.
+    db.session.execute(update(Tenant).where(Tenant.id == tenant.id).values(max_queued=2))
+    db.session.commit()
+    with pytest.raises(QueueFull) as refused:
+        submit(tenant, Actor("test"), handler="demo.sleep")
+    assert (refused.value.limit, refused.value.current, refused.value.maximum) == ("tenant.max_queued", 2, 2)
+    assert "max_queued 2" in refused.value.detail
+    assert db.session.execute(select(func.count()).select_from(Run)).scalar() == 2
+    alert = db.session.execute(select(OutboxMessage).where(OutboxMessage.kind == "alert")).scalar_one()
+    assert (alert.payload["limit"], alert.payload["current"], alert.payload["max"]) == ("tenant.max_queued", 2, 2)
