@@ -1,5 +1,7 @@
 """Engine fixtures: real RQ worker processes, and helpers to submit runs and wait for their states."""
 
+import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -22,8 +24,10 @@ def workers(app, tmp_path):
 
     def start(kind: str = "simple", **env):
         log = (tmp_path / f"worker-{len(started)}.log").open("w")
+        # Its own process group, so the teardown can reach what the worker forks: RQ's scheduler.
         process = subprocess.Popen([sys.executable, "-m", "console.cli", "worker", "--kind", kind],
-                                   env={**env_for(app), **env}, stdout=log, stderr=subprocess.STDOUT)
+                                   env={**env_for(app), **env}, stdout=log, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
         started.append((process, log))
         return process
 
@@ -37,6 +41,10 @@ def workers(app, tmp_path):
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+        # A worker the test killed (SIGKILL) left its RQ scheduler running on this process's Redis, where it
+        # would re-take the locks after the next test's flush and move that test's due delayed jobs.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
         log.close()
 
 
