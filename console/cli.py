@@ -95,6 +95,7 @@ def web_command(host, port, threads):
 @with_appcontext
 def worker_command(processes, kind, burst):
     """Run RQ workers (with RQ's scheduler on, for delayed retries)."""
+    from console.parent_death import forked_children_die_with_this_process
     from console.redis_conn import get_redis
     from console.supervisor import Child, Supervisor
     from console.worker import build_worker
@@ -104,6 +105,7 @@ def worker_command(processes, kind, burst):
         args = ["worker", "--kind", kind] + (["--burst"] if burst else [])
         Supervisor([Child(f"worker-{n + 1}", _child(*args)) for n in range(processes)]).run()
         return
+    forked_children_die_with_this_process()  # RQ's scheduler child and fork-kind handler children
     worker = build_worker(current_app._get_current_object(), get_redis(), kind)
     _freeze_startup_heap()
     # RQ sets its own loggers to the level it is given, INFO unless told: they follow REBOUND_LOG_LEVEL.

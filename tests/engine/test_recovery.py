@@ -1,5 +1,7 @@
 """Nothing lost, nothing twice: a worker killed mid-run, and Redis losing every job."""
 
+from pathlib import Path
+
 import redis
 
 from console.services.engine import queueing
@@ -33,6 +35,40 @@ def test_worker_killed_mid_run_is_retried_and_finishes_once(runs, workers):
     [lost] = runs.events(run_id, "retry_wait")
     assert lost.error_code == "worker_lost" and lost.attempt == 1
     assert len(runs.events(run_id, "succeeded")) == 1
+
+
+def living_children(pid: int) -> set[int]:
+    """Return the processes whose parent is `pid` and that have not exited."""
+    children = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            _, _, rest = stat.read_text().rpartition(")")
+        except OSError:  # it exited while we looked
+            continue
+        state, ppid = rest.split()[:2]
+        if int(ppid) == pid and state != "Z":
+            children.add(int(stat.parent.name))
+    return children
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_killed_workers_scheduler_and_handler_children_end_with_it(runs, workers):
+    doomed = workers("fork")
+    run_id = runs.submit("demo.sleep", {"seconds": 60}, policy=QUICK)
+    runs.wait(run_id, "running")
+    # RQ's scheduler (the only worker holds its locks) and the child running the handler.
+    children = wait_for(lambda: len(living_children(doomed.pid)) == 2 and living_children(doomed.pid), 15, 0.05,
+                        "the worker's scheduler and handler children")
+    doomed.kill()
+    doomed.wait()
+    wait_for(lambda: not any(alive(pid) for pid in children), 10, 0.05,
+             f"the killed worker's children {sorted(children)} to end")
 
 
 def test_redis_flush_loses_no_run_and_runs_none_twice(runs, workers, redis_url, clock):
