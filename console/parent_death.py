@@ -1,37 +1,35 @@
-"""Children a process forks end with it: a killed worker leaves no RQ scheduler or handler child running."""
+"""Children end with the process that started them: a killed worker or console leaves nothing running."""
 
 import ctypes
-import ctypes.util
+import functools
 import os
 import signal
 
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 
+@functools.cache
 def _prctl():
     """Return libc's prctl, or None where there is none (not Linux)."""
-    path = ctypes.util.find_library("c")
-    libc = ctypes.CDLL(path, use_errno=True) if path else None
-    return getattr(libc, "prctl", None)
+    return getattr(ctypes.CDLL(None, use_errno=True), "prctl", None)
 
 
-def forked_children_die_with_this_process() -> bool:
-    """Have every child this process forks from now on get SIGTERM when this process dies; False if unsupported."""
+def die_with(parent: int) -> None:
+    """In a child just forked by `parent`: have the kernel send it SIGTERM when `parent` dies (Linux only)."""
+    prctl = _prctl()
+    if prctl is None:
+        return
+    prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:  # the parent died between the fork and the line above
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def forked_children_die_with_this_process() -> None:
+    """Have every child this process forks from now on get SIGTERM when this process dies."""
     # RQ's scheduler is a forked child of the worker and does not watch its parent: after a worker was killed -9
     # it kept the scheduler locks and moved due jobs on its own until the console stopped. A handler running in a
     # fork-kind child went on running beside the retry the reconciler started for the abandoned attempt.
-    prctl = _prctl()
-    if prctl is None:
-        return False
+    _prctl()  # looked up before any fork, not in each child
     forking = {}
-
-    def before():
-        forking["pid"] = os.getpid()  # the forking process, also when a child forks in turn
-
-    def in_child():
-        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-        if os.getppid() != forking["pid"]:  # the parent died between the fork and the line above
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    os.register_at_fork(before=before, after_in_child=in_child)
-    return True
+    os.register_at_fork(before=lambda: forking.update(pid=os.getpid()),  # also when a child forks in turn
+                        after_in_child=lambda: die_with(forking["pid"]))

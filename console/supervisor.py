@@ -1,11 +1,15 @@
 """Run several child processes, restart the ones that die, stop them all on Ctrl-C."""
 
+import functools
 import logging
+import os
 import signal
 import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from console.parent_death import die_with
 
 log = logging.getLogger("rebound.up")
 
@@ -21,7 +25,10 @@ class Child:
     env: dict = field(default_factory=dict)
 
     def start(self) -> None:
-        self.process = subprocess.Popen(self.argv, env=self.env or None)
+        # A supervisor killed -9 (the OOM killer, an operator) takes its children with it: left running, they
+        # went on beside whatever the next `rebound up` started.
+        self.process = subprocess.Popen(self.argv, env=self.env or None,
+                                        preexec_fn=functools.partial(die_with, os.getpid()))
         self.started_at = time.monotonic()
         log.info("started %s (pid %s)", self.name, self.process.pid)
 

@@ -187,6 +187,15 @@ def wait_for(predicate, timeout_s: float = 15.0, interval_s: float = 0.05, what:
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
+def process_alive(pid: int) -> bool:
+    """Whether the process exists and has not exited (a zombie not yet reaped counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 @pytest.fixture
 def live_server(tmp_path, redis_url):
     """A real `rebound web` process on a free port, over a migrated database with an admin."""

@@ -7,7 +7,7 @@ import redis
 from console.services.engine import queueing
 from console.services.engine.execute import execute
 from console.services.engine.reconcile import reconcile
-from tests.conftest import wait_for
+from tests.conftest import process_alive, wait_for
 
 QUICK = {"base_delay_s": 1, "multiplier": 1, "jitter": 0, "max_attempts": 3}
 
@@ -51,13 +51,6 @@ def living_children(pid: int) -> set[int]:
     return children
 
 
-def alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def test_a_killed_workers_scheduler_and_handler_children_end_with_it(runs, workers):
     doomed = workers("fork")
     run_id = runs.submit("demo.sleep", {"seconds": 60}, policy=QUICK)
@@ -67,7 +60,7 @@ def test_a_killed_workers_scheduler_and_handler_children_end_with_it(runs, worke
                         "the worker's scheduler and handler children")
     doomed.kill()
     doomed.wait()
-    wait_for(lambda: not any(alive(pid) for pid in children), 10, 0.05,
+    wait_for(lambda: not any(process_alive(pid) for pid in children), 10, 0.05,
              f"the killed worker's children {sorted(children)} to end")
 
 

@@ -1,15 +1,18 @@
 """`rebound up` on an empty data dir: embedded Redis, migrations, first admin, supervised children."""
 
+import contextlib
 import os
 import re
 import signal
 import subprocess
 import sys
 
+import redis
 import requests
 
+from console.embedded_redis import socket_path_of
 from console.embedded_redis import start as start_redis
-from tests.conftest import free_port, wait_for
+from tests.conftest import free_port, process_alive, wait_for
 
 
 def test_up_starts_everything_restarts_a_dead_child_and_stops_on_ctrl_c(tmp_path):
@@ -84,6 +87,31 @@ def test_up_keeps_its_redis_when_the_one_it_found_goes_away_or_its_own_dies(tmp_
             previous.terminate()
     assert code == 0, log_path.read_text()
     assert not (tmp_path / "redis.sock").exists()
+
+
+def test_up_killed_with_sigkill_takes_its_children_with_it(tmp_path):
+    up, port, log_path = _start_up(tmp_path)
+    try:
+        wait_for(lambda: _answers(port), 60, 0.2, "the console to answer")
+        children = {int(pid) for pid in re.findall(r"started \S+ \(pid (\d+)\)", log_path.read_text())}
+        assert len(children) >= 3  # web, worker-1, scheduler
+        up.kill()
+        up.wait(10)
+        wait_for(lambda: not any(process_alive(pid) for pid in children), 30, 0.1,
+                 f"the children {sorted(children)} of the killed console to end")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(up.pid, signal.SIGKILL)
+        # The embedded Redis runs in a session of its own, outside the console's process group, on purpose: the
+        # next `rebound up` finds it and carries on with it.
+        redis.Redis(unix_socket_path=str(socket_path_of(str(tmp_path)))).shutdown(nosave=True)
+
+
+def _answers(port: int) -> bool:
+    try:
+        return requests.get(f"http://127.0.0.1:{port}/healthz", timeout=1).ok
+    except requests.RequestException:
+        return False
 
 
 def _start_up(data_dir):
