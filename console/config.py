@@ -8,7 +8,8 @@ PROJECT = Path(__file__).resolve().parent.parent
 
 
 def _data_dir(env) -> Path:
-    return Path(env.get("REBOUND_DATA_DIR", "instance")).resolve()
+    # Empty counts as unset, as for the other paths and URLs: an empty value put the data in the working directory.
+    return Path(env.get("REBOUND_DATA_DIR") or "instance").resolve()
 
 
 def stored_secret_key(data_dir: str) -> str:
