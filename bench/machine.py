@@ -1,0 +1,68 @@
+"""How steady this machine's CPUs are: the same small piece of Python work timed over and over on every core.
+
+    .venv/bin/python -m bench.machine [--seconds 5]
+
+A latency percentile measured here is only as good as the machine under it. On a shared virtual machine the
+host can slow a guest's cores for milliseconds at a time (the guest still counts the time as its own), and
+at a p99 over a few seconds one such episode decides the figure. This prints how often a fixed unit of work
+took more than four times its usual CPU time, and what share of all the CPU time those slow units took.
+"""
+
+import argparse
+import multiprocessing
+import os
+import statistics
+import time
+
+SLOW = 4  # a unit this many times its median counts as slowed by something outside the process
+
+
+def _unit() -> int:
+    total = 0
+    for i in range(2000):
+        total += i * i
+    return total
+
+
+def _time_units(seconds: float) -> list[float]:
+    """Return the CPU time, in seconds, of each fixed unit of work run back to back for `seconds`."""
+    # CPU time, not wall time: a unit the guest's scheduler set aside for another process is not counted as slow.
+    for _ in range(200):  # warm up
+        _unit()
+    durations = []
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        start = time.thread_time()
+        for _ in range(4):
+            _unit()
+        durations.append(time.thread_time() - start)
+    return durations
+
+
+def steadiness(seconds: float = 5.0, cores: int | None = None) -> dict:
+    """Run the fixed work on every core at once; return its median, p99.9 and how much time slowed units took."""
+    cores = cores or os.cpu_count() or 1
+    with multiprocessing.get_context("fork").Pool(cores) as pool:
+        per_core = pool.map(_time_units, [seconds] * cores)
+    durations = sorted(d for core in per_core for d in core)
+    median = statistics.median(durations)
+    slowed = [d for d in durations if d > SLOW * median]
+    return {"cores": cores, "median_ms": median * 1000, "p999_ms": durations[int(0.999 * (len(durations) - 1))] * 1000,
+            "max_ms": durations[-1] * 1000, "slowed_units": len(slowed), "slowed_share": sum(slowed) / sum(durations)}
+
+
+def describe(result: dict) -> str:
+    """One line for a benchmark's output."""
+    return (f"machine steadiness, fixed work on all {result['cores']} cores: unit median {result['median_ms']:.2f} ms, "
+            f"p99.9 {result['p999_ms']:.2f} ms, max {result['max_ms']:.1f} ms; {result['slowed_units']} units over "
+            f"{SLOW}× the median took {100 * result['slowed_share']:.1f} % of the CPU time")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    print(describe(steadiness(parser.parse_args().seconds)))
+
+
+if __name__ == "__main__":
+    main()
