@@ -70,7 +70,7 @@ def up_command(workers):
         Supervisor(children, tend=keeper.tend if keeper else None).run()
     finally:
         if keeper is not None:
-            keeper.stop()  # last: the children's final writes go to Redis
+            keeper.close()  # last: the children's final writes go to Redis
 
 
 @click.command("web")

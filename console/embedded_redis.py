@@ -94,6 +94,18 @@ class Keeper:
                 return
             log.info("started embedded Redis (pid %s)", self.process.pid)
 
+    def close(self) -> None:
+        """At the console's stop: stop the data dir's server, ours or the one found running at start."""
+        # A server found on this data dir's socket is most often one a console killed -9 left behind (its other
+        # processes die with it, Redis by design does not): "Ctrl-C stops everything" includes it.
+        if self.process is None and _responds(self.socket_path):
+            log.info("stopping the embedded Redis found running at start")
+            try:
+                redis.Redis(unix_socket_path=str(self.socket_path), socket_timeout=10).shutdown()
+            except redis.RedisError as error:  # it may have gone on its own meanwhile
+                log.warning("could not stop the embedded Redis found at start: %s", error)
+        self.stop()
+
     def stop(self) -> None:
         """Stop the server if this keeper started it."""
         if self.process is not None and self.process.poll() is None:

@@ -89,8 +89,9 @@ def test_up_keeps_its_redis_when_the_one_it_found_goes_away_or_its_own_dies(tmp_
     assert not (tmp_path / "redis.sock").exists()
 
 
-def test_up_killed_with_sigkill_takes_its_children_with_it(tmp_path):
+def test_up_killed_with_sigkill_takes_its_children_and_the_next_one_stops_the_redis_left(tmp_path):
     up, port, log_path = _start_up(tmp_path)
+    socket_path = socket_path_of(str(tmp_path))
     try:
         wait_for(lambda: _answers(port), 60, 0.2, "the console to answer")
         children = {int(pid) for pid in re.findall(r"started \S+ \(pid (\d+)\)", log_path.read_text())}
@@ -99,12 +100,19 @@ def test_up_killed_with_sigkill_takes_its_children_with_it(tmp_path):
         up.wait(10)
         wait_for(lambda: not any(process_alive(pid) for pid in children), 30, 0.1,
                  f"the children {sorted(children)} of the killed console to end")
+        # Its Redis runs in a session of its own, on purpose: the next console finds it, and stops it on Ctrl-C.
+        assert redis.Redis(unix_socket_path=str(socket_path)).ping()
+        up, port, log_path = _start_up(tmp_path)
+        wait_for(lambda: _answers(port), 60, 0.2, "the next console to answer")
+        os.killpg(up.pid, signal.SIGINT)
+        assert up.wait(30) == 0, log_path.read_text()
+        assert "stopping the embedded Redis found running at start" in log_path.read_text()
+        assert not socket_path.exists()
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(up.pid, signal.SIGKILL)
-        # The embedded Redis runs in a session of its own, outside the console's process group, on purpose: the
-        # next `rebound up` finds it and carries on with it.
-        redis.Redis(unix_socket_path=str(socket_path_of(str(tmp_path)))).shutdown(nosave=True)
+        with contextlib.suppress(redis.ConnectionError):
+            redis.Redis(unix_socket_path=str(socket_path)).shutdown(nosave=True)
 
 
 def _answers(port: int) -> bool:
