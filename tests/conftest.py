@@ -187,13 +187,25 @@ def wait_for(predicate, timeout_s: float = 15.0, interval_s: float = 0.05, what:
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
+def _state_and_parent(stat: Path) -> tuple[str, int] | None:
+    """Read a process's state letter and parent pid from its /proc stat file; None if it is gone."""
+    try:
+        state, ppid = stat.read_text().rpartition(")")[2].split()[:2]
+    except OSError:
+        return None
+    return state, int(ppid)
+
+
 def process_alive(pid: int) -> bool:
     """Whether the process exists and has not exited (a zombie not yet reaped counts as ended)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rpartition(")")[2].split()[0] != "Z"
-    except OSError:
-        return False
+    found = _state_and_parent(Path(f"/proc/{pid}/stat"))
+    return found is not None and found[0] != "Z"
+
+
+def living_children(pid: int) -> set[int]:
+    """Return the processes whose parent is `pid` and that have not exited."""
+    return {int(stat.parent.name) for stat in Path("/proc").glob("[0-9]*/stat")
+            if (found := _state_and_parent(stat)) and found[1] == pid and found[0] != "Z"}
 
 
 @pytest.fixture

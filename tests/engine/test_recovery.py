@@ -1,13 +1,11 @@
 """Nothing lost, nothing twice: a worker killed mid-run, and Redis losing every job."""
 
-from pathlib import Path
-
 import redis
 
 from console.services.engine import queueing
 from console.services.engine.execute import execute
 from console.services.engine.reconcile import reconcile
-from tests.conftest import process_alive, wait_for
+from tests.conftest import living_children, process_alive, wait_for
 
 QUICK = {"base_delay_s": 1, "multiplier": 1, "jitter": 0, "max_attempts": 3}
 
@@ -35,20 +33,6 @@ def test_worker_killed_mid_run_is_retried_and_finishes_once(runs, workers):
     [lost] = runs.events(run_id, "retry_wait")
     assert lost.error_code == "worker_lost" and lost.attempt == 1
     assert len(runs.events(run_id, "succeeded")) == 1
-
-
-def living_children(pid: int) -> set[int]:
-    """Return the processes whose parent is `pid` and that have not exited."""
-    children = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            _, _, rest = stat.read_text().rpartition(")")
-        except OSError:  # it exited while we looked
-            continue
-        state, ppid = rest.split()[:2]
-        if int(ppid) == pid and state != "Z":
-            children.add(int(stat.parent.name))
-    return children
 
 
 def test_a_killed_workers_scheduler_and_handler_children_end_with_it(runs, workers):
