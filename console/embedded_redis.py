@@ -73,7 +73,7 @@ class Keeper:
         self._silent = 0
 
     def tend(self) -> None:
-        """Start the server again if ours exited, or if the one we found (another run's, stopping) went away."""
+        """Start the server again if ours exited, or if the one we found (another console's) went away."""
         # Without this, a console started while the previous one was still stopping used that one's Redis, lost it
         # seconds later, and ran on with its workers retrying a missing socket.
         if self.process is not None:

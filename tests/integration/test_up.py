@@ -14,21 +14,14 @@ from console.embedded_redis import socket_path_of
 from console.embedded_redis import start as start_redis
 from tests.conftest import free_port, process_alive, wait_for
 
+HEALTHY = {"database": "ok", "redis": "ok", "status": "ok"}
+
 
 def test_up_starts_everything_restarts_a_dead_child_and_stops_on_ctrl_c(tmp_path):
     up, port, log_path = _start_up(tmp_path)
     try:
         base = f"http://127.0.0.1:{port}"
-
-        def healthy():
-            assert up.poll() is None, log_path.read_text()
-            try:
-                return requests.get(f"{base}/healthz", timeout=1).json()
-            except requests.RequestException:
-                return None
-
-        assert wait_for(healthy, 60, 0.2, "the console to answer") == {
-            "database": "ok", "redis": "ok", "status": "ok"}
+        assert wait_for(lambda: _health(up, port, log_path), 60, 0.2, "the console to answer") == HEALTHY
         output = log_path.read_text()
         password = re.search(r"password: (\S+)", output).group(1)
         session = requests.Session()
@@ -60,11 +53,7 @@ def test_up_keeps_its_redis_when_the_one_it_found_goes_away_or_its_own_dies(tmp_
     up, port, log_path = _start_up(tmp_path)
     try:
         def redis_ok():
-            assert up.poll() is None, log_path.read_text()
-            try:
-                return requests.get(f"http://127.0.0.1:{port}/healthz", timeout=1).json()["redis"] == "ok"
-            except requests.RequestException:
-                return False
+            return (_health(up, port, log_path) or {}).get("redis") == "ok"
 
         wait_for(redis_ok, 60, 0.2, "the console to answer with the Redis it found")
         previous.terminate()
@@ -93,7 +82,7 @@ def test_up_killed_with_sigkill_takes_its_children_and_the_next_one_stops_the_re
     up, port, log_path = _start_up(tmp_path)
     socket_path = socket_path_of(str(tmp_path))
     try:
-        wait_for(lambda: _answers(port), 60, 0.2, "the console to answer")
+        assert wait_for(lambda: _health(up, port, log_path), 60, 0.2, "the console to answer") == HEALTHY
         children = {int(pid) for pid in re.findall(r"started \S+ \(pid (\d+)\)", log_path.read_text())}
         assert len(children) >= 3  # web, worker-1, scheduler
         up.kill()
@@ -103,7 +92,7 @@ def test_up_killed_with_sigkill_takes_its_children_and_the_next_one_stops_the_re
         # Its Redis runs in a session of its own, on purpose: the next console finds it, and stops it on Ctrl-C.
         assert redis.Redis(unix_socket_path=str(socket_path)).ping()
         up, port, log_path = _start_up(tmp_path)
-        wait_for(lambda: _answers(port), 60, 0.2, "the next console to answer")
+        assert wait_for(lambda: _health(up, port, log_path), 60, 0.2, "the next console to answer") == HEALTHY
         os.killpg(up.pid, signal.SIGINT)
         assert up.wait(30) == 0, log_path.read_text()
         assert "stopping the embedded Redis found running at start" in log_path.read_text()
@@ -115,11 +104,13 @@ def test_up_killed_with_sigkill_takes_its_children_and_the_next_one_stops_the_re
             redis.Redis(unix_socket_path=str(socket_path)).shutdown(nosave=True)
 
 
-def _answers(port: int) -> bool:
+def _health(up, port: int, log_path) -> dict | None:
+    """Return the console's /healthz answer, or None while it does not answer; fail at once if `rebound up` exited."""
+    assert up.poll() is None, log_path.read_text()
     try:
-        return requests.get(f"http://127.0.0.1:{port}/healthz", timeout=1).ok
+        return requests.get(f"http://127.0.0.1:{port}/healthz", timeout=1).json()
     except requests.RequestException:
-        return False
+        return None
 
 
 def _start_up(data_dir):
