@@ -8,6 +8,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from werkzeug.exceptions import HTTPException
 
+from console import sqlite_busy
 from console.auth import wants_json
 from console.services.errors import ServiceError
 
@@ -24,6 +25,7 @@ def _sqlite_pragmas(dbapi_connection, connection_record):
         cursor.execute("PRAGMA busy_timeout=10000")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
+        sqlite_busy.install(dbapi_connection)
 
 
 def _error_response(status: int, code: str, detail: str, body: dict | None = None):

@@ -1,0 +1,91 @@
+"""A writer blocked by another's write lock tries again in short steps, and gives up after the timeout."""
+
+import sqlite3
+import time
+
+import pytest
+from sqlalchemy import text
+
+from console import sqlite_busy
+from console.extensions import db
+
+
+class SleepRecorder:
+    """Stands in for the time module inside the busy handler: records each sleep, optionally acts after n of them."""
+
+    def __init__(self, after: int | None = None, then=None):
+        self.sleeps: list[float] = []
+        self.after, self.then = after, then
+
+    @staticmethod
+    def monotonic() -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        if len(self.sleeps) == self.after:
+            self.then()
+        time.sleep(seconds)
+
+
+def _holding_the_write_lock(path) -> sqlite3.Connection:
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("PRAGMA journal_mode=WAL")
+    holder.execute("CREATE TABLE IF NOT EXISTS notes (body TEXT)")
+    holder.execute("BEGIN IMMEDIATE")
+    return holder
+
+
+def _writer(path) -> sqlite3.Connection:
+    writer = sqlite3.connect(path, isolation_level=None)
+    # Without the handler SQLite's own wait would end the test quickly, not hang it.
+    writer.execute("PRAGMA busy_timeout=200")
+    return writer
+
+
+def test_a_blocked_writer_tries_again_in_short_steps_and_writes_once_the_lock_is_free(tmp_path, monkeypatch):
+    path = tmp_path / "busy.db"
+    holder = _holding_the_write_lock(path)
+    recorder = SleepRecorder(after=5, then=holder.commit)
+    monkeypatch.setattr(sqlite_busy, "time", recorder)
+    writer = _writer(path)
+    assert sqlite_busy.install(writer)
+
+    writer.execute("INSERT INTO notes VALUES ('written')")
+
+    assert recorder.sleeps == [sqlite_busy.STEP_S] * 5
+    assert holder.execute("SELECT body FROM notes").fetchall() == [("written",)]
+
+
+def test_a_writer_gives_up_with_database_is_locked_after_the_timeout(tmp_path, monkeypatch):
+    path = tmp_path / "busy.db"
+    holder = _holding_the_write_lock(path)
+    recorder = SleepRecorder()
+    monkeypatch.setattr(sqlite_busy, "time", recorder)
+    monkeypatch.setattr(sqlite_busy, "TIMEOUT_S", 0.05)
+    writer = _writer(path)
+    assert sqlite_busy.install(writer)
+
+    started = time.monotonic()
+    with pytest.raises(sqlite3.OperationalError, match="database is locked"):
+        writer.execute("INSERT INTO notes VALUES ('lost')")
+
+    assert time.monotonic() - started >= 0.05
+    assert recorder.sleeps and set(recorder.sleeps) == {sqlite_busy.STEP_S}
+    holder.rollback()
+    assert holder.execute("SELECT count(*) FROM notes").fetchone() == (0,)
+
+
+def test_the_consoles_connections_wait_with_the_handler(app, monkeypatch):
+    holder = _holding_the_write_lock(app.config["SQLALCHEMY_DATABASE_URI"].removeprefix("sqlite:///"))
+    recorder = SleepRecorder(after=3, then=holder.commit)
+    monkeypatch.setattr(sqlite_busy, "time", recorder)
+    with app.app_context():
+        db.session.execute(text("UPDATE tenants SET max_queued = max_queued + 1"))
+        db.session.commit()
+    assert recorder.sleeps == [sqlite_busy.STEP_S] * 3
+
+
+def test_an_object_that_is_not_a_sqlite3_connection_keeps_the_default_wait(caplog):
+    assert not sqlite_busy.install(object())
+    assert "busy handler not installed" in caplog.text
