@@ -41,9 +41,13 @@ class Supervisor:
         self.poll_s = poll_s
         self.tend = tend  # called every poll: keeps up what the children need (the embedded Redis)
         self.stopping = False
+        self.forced = False
 
     def _request_stop(self, signum, frame) -> None:
         self.stopping = True
+
+    def _force(self, signum, frame) -> None:
+        self.forced = True
 
     def run(self) -> None:
         """Start the children and watch them; return once all have stopped."""
@@ -53,6 +57,8 @@ class Supervisor:
             child.start()
         while not self.stopping:
             time.sleep(self.poll_s)
+            if self.stopping:
+                break  # children that Ctrl-C reached directly are not dying: they are not to be restarted
             if self.tend is not None:
                 self.tend()
             for child in self.children:
@@ -78,16 +84,24 @@ class Supervisor:
         child.next_start = now + delay
 
     def stop(self, timeout_s: float = 15.0) -> None:
-        """Ask every child to stop, then kill whatever is still running after the timeout."""
+        """Ask every child to stop; kill whatever still runs after the timeout, or at once on a second signal."""
         live = [c for c in self.children if c.process and c.process.poll() is None]
         for child in live:
             child.process.send_signal(signal.SIGTERM)
+        self.forced = False
+        signal.signal(signal.SIGINT, self._force)
+        signal.signal(signal.SIGTERM, self._force)
+        if live:
+            log.info("stopping %s; running jobs get up to %.0f s to finish (Ctrl-C again stops them now)",
+                     ", ".join(c.name for c in live), timeout_s)
         deadline = time.monotonic() + timeout_s
+        while (not self.forced and time.monotonic() < deadline
+               and any(c.process.poll() is None for c in live)):
+            time.sleep(0.05)
         for child in live:
-            try:
-                child.process.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                log.warning("%s did not stop in time; killing it", child.name)
+            if child.process.poll() is None:
+                log.warning("%s did not stop %s; killing it", child.name,
+                            "before the second Ctrl-C" if self.forced else f"within {timeout_s:.0f} s")
                 child.process.kill()
                 child.process.wait()
         log.info("all processes stopped")
