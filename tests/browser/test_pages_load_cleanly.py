@@ -12,12 +12,20 @@ PAGES = ["/overview", "/tasks", "/tasks/new", "/runs", "/runs/timeline", "/dlq/"
 
 def test_every_page_loads_without_a_failed_request_or_an_error(page, live_server):
     problems = []
-    page.on("response", lambda response: response.status >= 400 and problems.append(
-        f"{page.url}: {response.status} for {response.url}"))
+
+    def failed_response(response):
+        if response.status >= 400:
+            problems.append(f"{page.url}: {response.status} for {response.url}")
+
+    def console_error(message):
+        # What the browser fetches by itself (the tab's icon) shows only here, not as a page's response.
+        if message.type == "error":
+            problems.append(f"{page.url}: {message.text}")
+
+    page.on("response", failed_response)
+    page.on("console", console_error)
     page.on("requestfailed", lambda request: problems.append(f"{page.url}: {request.url} failed"))
     page.on("pageerror", lambda error: problems.append(f"{page.url}: script error {error}"))
-    # What the browser fetches by itself (the tab's icon) shows only here, not as a page's response.
-    page.on("console", lambda message: message.type == "error" and problems.append(f"{page.url}: {message.text}"))
     login(page, live_server.url)
     page.wait_for_url("**/overview")
     for path in PAGES:

@@ -32,6 +32,7 @@ def test_a_submit_writes_the_run_and_reads_nothing_back(app):
     # tenant is not read again, and queueing the run and answering the request read nothing back.
     assert statements == ["SELECT retry_policies.id, retry_policies.current_version", "SELECT (SELECT count(*)",
                           "INSERT INTO runs", "INSERT INTO run_events"]
+    assert run in db.session and not db.session.dirty  # persistent, with nothing left for a later flush to write
     db.session.expire_all()
     stored = db.session.execute(select(Run).where(Run.id == answer["id"])).scalar_one()
     assert created and answer == {key: getattr(stored, key) for key in answer}

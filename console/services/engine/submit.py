@@ -143,7 +143,11 @@ def _insert_run(**values) -> Run:
     row = dict.fromkeys(_RUN_COLUMNS)
     row.update({key: default_value(default) for key, default in _RUN_DEFAULTS.items()})
     row.update(values)
-    return Run(id=_INSERT_RUN.execute(db.session.connection(), row).scalar_one(), **row)
+    # Built before the INSERT: SQLite's write lock is held from the first write to the commit, and every other
+    # writer (workers claiming and finishing runs) waits for it.
+    run = Run(**row)
+    run.id = _INSERT_RUN.execute(db.session.connection(), row).scalar_one()
+    return run
 
 
 def _attach(run: Run) -> None:
