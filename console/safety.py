@@ -8,8 +8,8 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from werkzeug.exceptions import HTTPException
 
-from console import sqlite_busy
 from console.auth import wants_json
+from console.db import sqlite_busy
 from console.services.errors import ServiceError
 
 security_log = logging.getLogger("rebound.security")

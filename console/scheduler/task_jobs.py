@@ -15,7 +15,7 @@ from console.extensions import db
 from console.models import Task
 from console.scheduler.firing import SCHEDULER, FiringBuffer
 from console.scheduler.triggers import TaskTrigger, jitter_offset
-from console.services import planner, tasks
+from console.services.scheduling import planner, tasks
 
 log = logging.getLogger("rebound.scheduler")
 PREFIX = "schedule:"

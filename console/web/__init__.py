@@ -6,8 +6,8 @@ from flask import current_app, send_from_directory
 from flask_login import current_user
 
 from console.auth import public
-from console.auth.permissions import can
 from console.domain.clock import utcnow
+from console.services.people.permissions import can
 from console.web.nav import NAV
 
 # One line per area; each module defines `bp`.

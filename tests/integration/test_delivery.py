@@ -12,13 +12,16 @@ from sqlalchemy import insert, select
 from console.domain.errors import Failure
 from console.extensions import db
 from console.models import DeadLetter, Delivery, OutboxMessage, Run, WorkOrder
-from console.scheduler.maintenance import MAINTENANCE
-from console.services import dead_letters, delivery, outbox, tenants, workorders
+from console.services import delivery
 from console.services.actor import Actor
-from console.services.delivery import report
+from console.services.delivery import channel_report, outbox
+from console.services.dlq import parking as dead_letters
+from console.services.dlq import workorders
 from console.services.engine import control
 from console.services.engine.execute import execute
 from console.services.engine.submit import submit
+from console.services.people import tenants
+from console.services.system.maintenance import MAINTENANCE
 from tests.receiver import Receiver
 
 SLACK_PATH = "/services/T0001/B0002/XXXXslackSECRETpath"
@@ -187,7 +190,7 @@ def test_work_order_is_posted_with_failure_and_task_context_and_keeps_the_extern
 
 
 def test_work_order_carries_its_task(app, channels, clock):
-    from console.services import tasks as task_service
+    from console.services.scheduling import tasks as task_service
 
     task = task_service.register(tenants.find("default"), {"name": "charge-cards", "handler": "demo.flaky",
                                                             "event": "cards.charge"},
@@ -429,9 +432,9 @@ def test_alert_latency_is_measured_from_dead_letter_to_delivery(app, channels, c
         dead_run(clock, message=f"distinct failure {delay}", code=f"code_{delay}")
         clock.advance(delay)
         delivery.tick(clock)
-    latency = report.latency(clock())
+    latency = channel_report.latency(clock())
     assert (latency.count, latency.p50_s, latency.p95_s, latency.max_s) == (5, 3.0, 30.0, 30.0)
-    assert report.latency(start + timedelta(days=2)).count == 0
+    assert channel_report.latency(start + timedelta(days=2)).count == 0
 
 
 def test_test_alert_is_sent_at_once_and_audited(app, channels, clock):

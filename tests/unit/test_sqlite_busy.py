@@ -6,7 +6,7 @@ import time
 import pytest
 from sqlalchemy import text
 
-from console import sqlite_busy
+from console.db import sqlite_busy
 from console.extensions import db
 
 

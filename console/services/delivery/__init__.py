@@ -1,6 +1,6 @@
 """Deliver alerts and work orders from the outbox to Slack, PagerDuty, the alert webhook and the work-order system.
 
-Rows are written by the change that causes them (console.services.outbox.add); the maintenance job
+Rows are written by the change that causes them (console.services.delivery.outbox.add); the maintenance job
 `tick` (every 2 s, id "outbox") closes work orders whose dead letters are all settled, then delivers
 whatever is due. One module per channel builds the exact request; `dispatch` claims, sends and retries.
 """
@@ -14,9 +14,9 @@ from sqlalchemy import select, update
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import Delivery, OutboxMessage, Tenant
-from console.services import audit, outbox
 from console.services.actor import Actor
-from console.services.delivery import targets
+from console.services.audit import trail as audit
+from console.services.delivery import outbox, targets
 from console.services.delivery.dispatch import claim_next, deliver, deliver_due, route
 from console.services.delivery.notice import incident_key, work_order_incident
 from console.services.errors import Conflict, NotFound
@@ -27,7 +27,7 @@ __all__ = ["claim_next", "deliver", "deliver_due", "incident_key", "redeliver", 
 
 def tick(clock: Clock = SYSTEM_CLOCK) -> Counter:
     """The "outbox" maintenance job: close settled work orders, then deliver every due message."""
-    from console.services import workorders
+    from console.services.dlq import workorders
 
     workorders.close_settled(clock)
     return deliver_due(clock)

@@ -11,9 +11,8 @@ from sqlalchemy import func, select, update
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import Delivery, OutboxMessage, WorkOrder
-from console.services import outbox
-from console.services.delivery import http, notice, pagerduty, slack, targets, webhook, workorder
-from console.services.engine.settings import setting
+from console.services.delivery import http, notice, outbox, pagerduty, slack, targets, webhook, workorder
+from console.services.settings import setting
 
 log = logging.getLogger("rebound.delivery")
 CHANNELS = {"slack": slack, "pagerduty": pagerduty, "webhook": webhook, "workorder": workorder}

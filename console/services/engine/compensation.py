@@ -12,14 +12,15 @@ from console.domain.errors import NonRetryableError
 from console.extensions import db
 from console.models import Run
 from console.redis_conn import get_redis
-from console.services import audit, policies
 from console.services.actor import Actor
-from console.services.engine import handlers, queueing, transitions
+from console.services.audit import trail as audit
+from console.services.engine import handler_kinds, queueing, transitions
 from console.services.engine.execute import context_for, undo_call
 from console.services.engine.failures import AFTER_FAILURE, compensate_run
 from console.services.engine.heartbeat import Heartbeat
-from console.services.engine.settings import setting
 from console.services.errors import Conflict, InvalidInput
+from console.services.policies import versions as policies
+from console.services.settings import setting
 
 log = logging.getLogger("rebound.engine")
 QUEUE = "maintenance"
@@ -81,7 +82,7 @@ def execute(run_id: int, *, clock: Clock = SYSTEM_CLOCK) -> str:
         return "skipped"  # finished already
     timeout_s = policies.effective(run.policy_id, run.policy_overrides)[1].timeout_s
     try:
-        invocation = handlers.resolve(run.handler)
+        invocation = handler_kinds.resolve(run.handler)
     except NonRetryableError:
         invocation = None  # the handler is gone since the undo was asked for: compensate_run records that
     cause = REASON if run.status_reason == REASON else run.error_code or "non_retryable"
@@ -95,6 +96,6 @@ def execute(run_id: int, *, clock: Clock = SYSTEM_CLOCK) -> str:
 
 def _undo_step(handler: str):
     try:
-        return handlers.resolve(handler).compensate
+        return handler_kinds.resolve(handler).compensate
     except NonRetryableError:
         return None  # the handler is gone: nothing to run

@@ -4,10 +4,10 @@ from flask import Blueprint, flash, redirect, render_template, url_for
 from wtforms.fields.choices import SelectChoice
 
 from console.auth import current_actor, requires
-from console.auth.permissions import ADMIN
 from console.extensions import htmx
-from console.services import tenants, tokens, users
 from console.services.errors import ServiceError
+from console.services.people import tenants, tokens, users
+from console.services.people.permissions import ADMIN
 from console.web.admin.forms import CreateTokenForm, CreateUserForm, UpdateUserForm, tenant_choices
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
