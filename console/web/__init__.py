@@ -14,7 +14,7 @@ from console.web.nav import NAV
 BLUEPRINTS = [
     "console.web.auth.views",
     "console.web.overview.views",
-    "console.web.admin.views",
+    "console.web.admin",
     "console.web.audit.views",
     "console.web.workorders.views",
     "console.web.dlq.views",

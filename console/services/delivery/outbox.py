@@ -25,6 +25,14 @@ def add(kind: str, dedup_key: str, payload: dict, now: datetime, *, tenant_id: i
     return message
 
 
+def resolve(key: str, title: str, summary: str, now: datetime, *, tenant_id: int | None = None,
+            **details) -> OutboxMessage | None:
+    """Queue a resolve for the incident `key` (PagerDuty resolve, a note in Slack), in the caller's transaction."""
+    return add("resolve", f"resolve:{key}", {
+        "rule": "resolved", "incident_key": key, "title": title, "summary": summary, "tenant_id": tenant_id,
+        **details}, now, tenant_id=tenant_id)
+
+
 def pending(limit: int = 100) -> list[OutboxMessage]:
     """Return messages waiting for delivery, oldest first."""
     return db.session.execute(select(OutboxMessage).where(OutboxMessage.status == "pending")

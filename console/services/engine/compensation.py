@@ -23,7 +23,6 @@ from console.services.policies import versions as policies
 from console.services.settings import setting
 
 log = logging.getLogger("rebound.engine")
-QUEUE = "maintenance"
 ENTRY_POINT = "jobs.compensate.compensate"
 REASON = "workflow_step_failed"
 CAUSE_LIMIT = 2000
@@ -63,8 +62,8 @@ def request(run: Run, actor: Actor, *, cause: str = "", clock: Clock = SYSTEM_CL
 def enqueue(run_id: int) -> None:
     """Queue a compensation job; if Redis is down the reconciler queues it later."""
     try:
-        Queue(QUEUE, connection=get_redis()).enqueue(ENTRY_POINT, run_id, job_id=job_id(run_id), result_ttl=60,
-                                                     failure_ttl=24 * 3600)
+        Queue(queueing.MAINTENANCE_QUEUE, connection=get_redis()).enqueue(
+            ENTRY_POINT, run_id, job_id=job_id(run_id), result_ttl=60, failure_ttl=24 * 3600)
     except Exception as error:  # noqa: BLE001 - any transport failure is recoverable by the reconciler
         log.warning("compensation of run %s committed but not queued (%s); the reconciler will queue it", run_id,
                     error)

@@ -20,7 +20,6 @@ from console.domain.errors import HandlerTimeout, NonRetryableError, classify
 from console.domain.windows import Window
 from console.extensions import db
 from console.models import Run, Task, Tenant
-from console.services import delivery
 from console.services.delivery import outbox
 from console.services.engine import breakers, handler_kinds, isolation, queueing, transitions
 from console.services.engine.context import HandlerContext
@@ -257,7 +256,7 @@ def _perform(run: RunRow, policy, settings: BreakerSettings, breaker_was_clean: 
         db.session.commit()
     elif change == "closed":
         # The cause has cleared: resolve the PagerDuty incident the "opened" alert started (same key).
-        delivery.resolve(f"rebound-breaker:{run.handler}", f"Circuit breaker opened: {run.handler}",
-                         f"{run.handler} answers again: its circuit breaker closed.", now, handler=run.handler)
+        outbox.resolve(f"rebound-breaker:{run.handler}", f"Circuit breaker opened: {run.handler}",
+                       f"{run.handler} answers again: its circuit breaker closed.", now, handler=run.handler)
         db.session.commit()
     return run.status

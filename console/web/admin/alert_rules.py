@@ -8,8 +8,8 @@ from console.extensions import htmx
 from console.services.delivery import alert_rules
 from console.services.errors import ServiceError
 from console.services.people.permissions import ADMIN
+from console.web.admin.blueprint import bp
 from console.web.admin.forms import AlertRuleForm
-from console.web.admin.views import bp
 
 
 def _shown_threshold(row) -> float | int:

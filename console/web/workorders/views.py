@@ -7,8 +7,7 @@ from wtforms.fields.choices import SelectChoice
 from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import utcnow
 from console.extensions import db, htmx
-from console.services import delivery
-from console.services.delivery import channel_report
+from console.services.delivery import channel_report, manual
 from console.services.dlq import workorders
 from console.services.errors import Conflict, InvalidInput, ServiceError
 from console.services.people.permissions import OPERATE, VIEW
@@ -138,6 +137,6 @@ def redeliver(order_id: int):
     def act():
         if request_row is None:
             raise Conflict("this work order has no request to the work-order system", "status")
-        delivery.redeliver(request_row.id, current_actor(), tenant_id=scope)
+        manual.redeliver(request_row.id, current_actor(), tenant_id=scope)
 
     return _done(order_id, act, "Queued the request to the work-order system again; it goes out within seconds.")
