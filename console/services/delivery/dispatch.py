@@ -12,7 +12,6 @@ from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import Delivery, OutboxMessage, WorkOrder
 from console.services.delivery import http, notice, outbox, pagerduty, slack, targets, webhook, workorder
-from console.services.dlq import workorders
 from console.services.settings import setting
 
 log = logging.getLogger("rebound.delivery")
@@ -22,12 +21,6 @@ ROUTES = {"default": ("slack", "pagerduty", "webhook"), "sla-breach": ("webhook"
           "manager": ("pagerduty", "slack")}
 CLAIMABLE = ("pending", "sending")
 TICK_BUDGET_S = 20.0
-
-
-def tick(clock: Clock = SYSTEM_CLOCK) -> Counter:
-    """The "outbox" maintenance job: close settled work orders, then deliver every due message."""
-    workorders.close_settled(clock)
-    return deliver_due(clock)
 
 
 @dataclass(frozen=True)

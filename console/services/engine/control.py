@@ -7,7 +7,7 @@ from console.extensions import db
 from console.models import DeadLetter, Run
 from console.services.actor import Actor
 from console.services.audit import trail as audit
-from console.services.dlq import workorders
+from console.services.workorders import orders as workorders
 from console.services.engine import replays, transitions
 from console.services.engine import submit as submitting
 from console.services.errors import Conflict, NotFound

@@ -10,7 +10,7 @@ from console.domain.policy import RetryPolicy, retry_delay
 from console.extensions import db
 from console.models import Run
 from console.services.delivery import outbox
-from console.services.dlq import parking as dead_letters
+from console.services.engine import parking as dead_letters
 from console.services.engine import queueing, transitions
 
 log = logging.getLogger("rebound.engine")

@@ -14,7 +14,7 @@ from console.logs import run_fields
 from console.models import DeadLetter, Run, Tenant
 from console.services.actor import Actor
 from console.services.audit import trail as audit
-from console.services.dlq import workorders
+from console.services.workorders import orders as workorders
 from console.services.engine import queueing, transitions
 from console.services.policies import versions as policies
 

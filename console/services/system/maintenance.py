@@ -15,8 +15,8 @@ MAINTENANCE: list[Periodic] = [
     Periodic("reconcile", "console.services.engine.reconcile:reconcile", 30,
              "Repair drift between the database and Redis"),
     Periodic("sla-check", "console.services.scheduling.sla:check", 60, "Record SLA breaches; escalate three in a row"),
-    Periodic("alert-rules", "console.services.delivery.alert_rules:evaluate", 60,
+    Periodic("alert-rules", "console.services.system.alert_rules:evaluate", 60,
              "Evaluate the alert rules: fire past a threshold, resolve below it"),
-    Periodic("outbox", "console.services.delivery.dispatch:tick", 2,
+    Periodic("outbox", "console.services.system.delivery_round:tick", 2,
              "Close settled work orders; deliver alerts and work orders to their channels"),
 ]

@@ -5,9 +5,9 @@ from flask import flash, redirect, render_template, url_for
 from console.auth import current_actor, requires
 from console.domain.clock import utcnow
 from console.extensions import htmx
-from console.services.delivery import alert_rules
 from console.services.errors import ServiceError
 from console.services.people.permissions import ADMIN
+from console.services.system import alert_rules
 from console.web.admin.blueprint import bp
 from console.web.admin.forms import AlertRuleForm
 

@@ -8,9 +8,9 @@ from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import utcnow
 from console.extensions import db, htmx
 from console.services.delivery import channel_report, manual
-from console.services.dlq import workorders
 from console.services.errors import Conflict, InvalidInput, ServiceError
 from console.services.people.permissions import OPERATE, VIEW
+from console.services.workorders import orders as workorders
 from console.web.render import page
 from console.web.workorders.forms import AssignForm, CloseForm
 
