@@ -92,11 +92,10 @@ def report_update(tenant: Tenant, data: dict, actor: Actor, clock: Clock = SYSTE
         raise InvalidInput("progress must be a whole number from 0 to 100", "progress")
     if run.status != "running":
         raise Conflict(f"run {run.id} is {run.status}; progress is recorded for running runs only", "idempotency_key")
-    values = {"heartbeat_at": clock()}
-    if progress is not None:
-        values["progress"] = progress
-    if isinstance(data.get("message"), str):
-        values["progress_message"] = data["message"][:255]
-    db.session.execute(update(Run).where(Run.id == run.id, Run.status == "running").values(**values))
+    message = data["message"][:255] if isinstance(data.get("message"), str) else None
+    # What the executor left out keeps its stored value (the column itself), not the value read above.
+    db.session.execute(update(Run).where(Run.id == run.id, Run.status == "running").values(
+        heartbeat_at=clock(), progress=Run.progress if progress is None else progress,
+        progress_message=Run.progress_message if message is None else message))
     db.session.commit()
     return run
