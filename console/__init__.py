@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def create_app(config: dict | None = None) -> Flask:
     """Build the web app: defaults, then the environment, then the caller's mapping."""
-    from console import auth, redis_conn, safety, web
+    from console import auth, redis_conn, safety, sqlite_busy, web
     from console import config as settings
     from console.api import register as register_api
     from console.cli import register as register_cli
@@ -22,6 +22,7 @@ def create_app(config: dict | None = None) -> Flask:
     if not app.config["SECRET_KEY"]:
         app.config["SECRET_KEY"] = settings.stored_secret_key(app.config["DATA_DIR"])
 
+    sqlite_busy.init_app(app)
     db.init_app(app)
     migrate.init_app(app, db, directory=str(ROOT / "migrations"))
     redis_conn.init_app(app)

@@ -1,6 +1,7 @@
 """Safety defaults in one place: response headers, error pages, SQLite pragmas."""
 
 import logging
+import sqlite3
 
 from flask import jsonify, render_template, request
 from flask_wtf.csrf import CSRFError
@@ -18,14 +19,15 @@ security_log = logging.getLogger("rebound.security")
 @event.listens_for(Engine, "connect")
 def _sqlite_pragmas(dbapi_connection, connection_record):
     # WAL lets the web, workers and scheduler read while one of them writes.
-    if type(dbapi_connection).__module__.startswith("sqlite3"):
+    if isinstance(dbapi_connection, sqlite3.Connection):
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA busy_timeout=10000")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
-        sqlite_busy.install(dbapi_connection)
+        if isinstance(dbapi_connection, sqlite_busy.Connection):  # not when REBOUND_SQLITE_BUSY_HANDLER=0
+            sqlite_busy.install(dbapi_connection)
 
 
 def _error_response(status: int, code: str, detail: str, body: dict | None = None):
