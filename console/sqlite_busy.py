@@ -16,8 +16,8 @@ log = logging.getLogger("rebound.db")
 # again every STEP_S, so a waiter takes the lock within a step of its release.
 STEP_S = 0.0005
 TIMEOUT_S = 10.0
-# The CPython versions CI runs the tests on, where tests/unit/test_sqlite_busy.py fails if the handler does not
-# install. Add one only with CI running it: elsewhere connections keep busy_timeout and a warning says so.
+# The CPython versions CI runs the tests on, where tests/contracts/test_sqlite3_internals.py fails if the handler
+# does not install. Add one only with CI running it: elsewhere connections keep busy_timeout and a warning says so.
 PYTHONS = frozenset({(3, 11)})
 _HANDLER_TYPE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int)
 # SQLite calls each registered auto-extension with the handle of every connection it opens, while opening it.
