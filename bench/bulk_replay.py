@@ -14,12 +14,12 @@ import os
 import time
 
 from console import create_app
-from console.embedded_redis import start as start_redis
+from console.processes.embedded_redis import start as start_redis
+from console.processes.worker import build_worker
 from console.redis_conn import get_redis
-from console.services import dlq_bulk
 from console.services.actor import Actor
-from console.services.dlq_filters import Filters
-from console.worker import build_worker
+from console.services.dlq import bulk as dlq_bulk
+from console.services.dlq.filters import Filters
 
 
 def main() -> None:

@@ -14,11 +14,11 @@ import time
 
 from bench.engine import percentile
 from console import create_app
-from console.embedded_redis import start as start_redis
 from console.extensions import db
 from console.models import DeadLetter, Run
-from console.services import users
+from console.processes.embedded_redis import start as start_redis
 from console.services.actor import Actor
+from console.services.people import users
 
 PAGES = [
     ("healthz (baseline)", "/healthz"),

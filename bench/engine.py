@@ -27,12 +27,13 @@ from rq.job import Job
 from bench import machine
 from console import create_app
 from console.domain.policy import RetryPolicy, delay_bounds
-from console.embedded_redis import start as start_redis
 from console.extensions import db
 from console.models import Run, RunEvent
-from console.services import bootstrap, tenants
+from console.processes.embedded_redis import start as start_redis
 from console.services.actor import Actor
 from console.services.engine.submit import submit
+from console.services.people import tenants
+from console.services.system import bootstrap
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent

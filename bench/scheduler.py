@@ -22,12 +22,13 @@ from sqlalchemy import func, insert
 
 from bench.engine import percentile
 from console import create_app
-from console.embedded_redis import start as start_redis
 from console.extensions import db
 from console.models import Run, Task
+from console.processes.embedded_redis import start as start_redis
 from console.scheduler.process import build_scheduler
-from console.services import bootstrap, tenants
 from console.services.engine import queueing
+from console.services.people import tenants
+from console.services.system import bootstrap
 
 EXECUTORS = {"default": {"type": "threadpool", "max_workers": 20}}
 DEFAULTS = {"coalesce": True, "max_instances": 1, "misfire_grace_time": 60}

@@ -9,11 +9,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def create_app(config: dict | None = None) -> Flask:
     """Build the web app: defaults, then the environment, then the caller's mapping."""
-    from console import auth, redis_conn, safety, sqlite_busy, web
+    from console import auth, metrics, redis_conn, safety, web
     from console import config as settings
     from console.api import register as register_api
     from console.cli import register as register_cli
+    from console.db import sqlite, sqlite_busy
     from console.extensions import csrf, db, htmx, limiter, migrate
+    from console.services.engine import registry
 
     app = Flask(__name__, template_folder=str(ROOT / "templates"), static_folder=str(ROOT / "static"))
     app.config.update(settings.DEFAULTS)
@@ -24,8 +26,11 @@ def create_app(config: dict | None = None) -> Flask:
 
     sqlite_busy.init_app(app)
     db.init_app(app)
+    sqlite.init_app(app)
     migrate.init_app(app, db, directory=str(ROOT / "migrations"))
     redis_conn.init_app(app)
+    metrics.init_app(app)
+    registry.init_app(app)
     app.config.setdefault("RATELIMIT_STORAGE_URI", redis_conn.limiter_storage_uri(app.config["REDIS_URL"]))
     limiter.init_app(app)
     csrf.init_app(app)

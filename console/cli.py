@@ -16,8 +16,9 @@ from console.logs import configure as configure_logging
 
 def _start_process() -> None:
     """Prepare a long-running process: Redis reachable (embedded unless REBOUND_REDIS_URL), defaults loaded."""
-    from console import embedded_redis, metrics
-    from console.services import bootstrap
+    from console import metrics
+    from console.processes import embedded_redis
+    from console.services.system import bootstrap
 
     if not current_app.config.get("REDIS_URL_GIVEN"):
         _, process = embedded_redis.start(current_app.config["DATA_DIR"])
@@ -45,9 +46,9 @@ def _child(*args: str) -> list[str]:
 @with_appcontext
 def up_command(workers):
     """Start everything: embedded Redis, web, workers and scheduler, supervised."""
-    from console import embedded_redis
-    from console.services import bootstrap, demo
-    from console.supervisor import Child, Supervisor
+    from console.processes import embedded_redis
+    from console.processes.supervisor import Child, Supervisor
+    from console.services.system import bootstrap, demo
 
     config = current_app.config
     env = dict(os.environ)
@@ -80,7 +81,7 @@ def up_command(workers):
 @with_appcontext
 def web_command(host, port, threads):
     """Serve the console and API with gunicorn."""
-    from console.webserver import serve
+    from console.processes.webserver import serve
 
     _start_process()
     _freeze_startup_heap()
@@ -95,10 +96,10 @@ def web_command(host, port, threads):
 @with_appcontext
 def worker_command(processes, kind, burst):
     """Run RQ workers (with RQ's scheduler on, for delayed retries)."""
-    from console.parent_death import forked_children_die_with_this_process
+    from console.processes.parent_death import forked_children_die_with_this_process
+    from console.processes.supervisor import Child, Supervisor
+    from console.processes.worker import build_worker
     from console.redis_conn import get_redis
-    from console.supervisor import Child, Supervisor
-    from console.worker import build_worker
 
     _start_process()
     if processes > 1:
@@ -136,9 +137,9 @@ def scheduler_command():
 @with_appcontext
 def create_user_command(username, role, password, tenant):
     """Create a user."""
-    from console.services import tenants, users
     from console.services.actor import Actor
     from console.services.errors import ServiceError
+    from console.services.people import tenants, users
 
     try:
         scope = tenants.require(tenant) if tenant else None
@@ -157,9 +158,9 @@ def create_user_command(username, role, password, tenant):
 @with_appcontext
 def create_token_command(username, tenant, name):
     """Print a new bearer token acting as USERNAME."""
-    from console.services import tenants, tokens, users
     from console.services.actor import Actor
     from console.services.errors import ServiceError
+    from console.services.people import tenants, tokens, users
 
     user = users.find(username)
     if user is None:
@@ -179,8 +180,8 @@ def create_token_command(username, tenant, name):
 @with_appcontext
 def seed_demo_command(force, runs, dead_letters):
     """Create demo tenants and runs; --runs N adds a week of history for scale tests."""
-    from console.services import bootstrap, demo
-    from console.services.demo_history import seed_history
+    from console.services.system import bootstrap, demo
+    from console.services.system.demo_history import seed_history
 
     bootstrap.ensure_ready()  # the runs it creates need the default policies, even before any process ran
     if not force and not demo.is_empty():
@@ -200,7 +201,7 @@ def audit_group():
 def audit_verify_command():
     """Check the audit log's hash chain from the first row to the last."""
     from console.extensions import db
-    from console.services import audit
+    from console.services.audit import trail as audit
 
     report = audit.verify(db.session)
     if not report.ok:
@@ -216,11 +217,11 @@ def retry_inspect_command(reconcile, as_json):
     """Show the delay queue and the dead-letter queue; --reconcile repairs state drift."""
     import json
 
-    from console.services.engine import inspect
+    from console.services.engine import retry_inspect
     from console.services.engine.reconcile import reconcile as run_reconcile
 
     repaired = run_reconcile().as_dict() if reconcile else None
-    data = inspect.snapshot()
+    data = retry_inspect.snapshot()
     if repaired is not None:
         data["reconciled"] = repaired
     if as_json:
@@ -262,7 +263,7 @@ def task_dryrun_command(hours, tenant, task_id, crowded, as_json):
     import json
 
     from console.domain.clock import utcnow
-    from console.services.forecast import forecast
+    from console.services.scheduling.forecast import forecast
 
     result = forecast(utcnow(), hours, tenant, task_id, crowded)
     if as_json:

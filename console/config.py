@@ -71,6 +71,9 @@ def from_env(env=None) -> dict:
         "LOGIN_RATE_LIMIT": env.get("REBOUND_LOGIN_RATE_LIMIT", "10 per minute"),
         "POLICIES_FILE": env.get("REBOUND_POLICIES_FILE") or str(PROJECT / "config" / "retry-policies.yaml"),
         "COMMANDS_FILE": env.get("REBOUND_COMMANDS_FILE") or str(PROJECT / "config" / "commands.yaml"),
+        # Python modules whose import registers `python:` handlers, comma-separated.
+        "HANDLER_MODULES": [name.strip() for name in (env.get("REBOUND_HANDLER_MODULES") or "jobs.handlers").split(",")
+                            if name.strip()],
         "PLUGIN_RUNTIME_URL": env.get("REBOUND_PLUGIN_RUNTIME_URL", ""),
         # A running run whose heartbeat is older than this is taken for lost (its worker died).
         "HEARTBEAT_S": _number(env, "REBOUND_HEARTBEAT_S", 5.0, float),

@@ -1,33 +1,15 @@
-"""Safety defaults in one place: response headers, error pages, SQLite pragmas."""
+"""Safety defaults in one place: response headers and error pages."""
 
 import logging
-import sqlite3
 
 from flask import jsonify, render_template, request
 from flask_wtf.csrf import CSRFError
-from sqlalchemy import event
-from sqlalchemy.engine import Engine
 from werkzeug.exceptions import HTTPException
 
-from console import sqlite_busy
 from console.auth import wants_json
 from console.services.errors import ServiceError
 
 security_log = logging.getLogger("rebound.security")
-
-
-@event.listens_for(Engine, "connect")
-def _sqlite_pragmas(dbapi_connection, connection_record):
-    # WAL lets the web, workers and scheduler read while one of them writes.
-    if isinstance(dbapi_connection, sqlite3.Connection):
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.execute("PRAGMA busy_timeout=10000")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.close()
-        if isinstance(dbapi_connection, sqlite_busy.Connection):  # not when REBOUND_SQLITE_BUSY_HANDLER=0
-            sqlite_busy.install(dbapi_connection)
 
 
 def _error_response(status: int, code: str, detail: str, body: dict | None = None):

@@ -1,6 +1,6 @@
 """RQ entry points for bulk operations on dead letters (they take ids and filter values, never objects)."""
 
-from console.services import dlq_bulk
+from console.services.dlq import bulk as dlq_bulk
 
 
 def replay_matching(op_id: str, *, ids: list[int] | None = None, filters: dict | None = None,

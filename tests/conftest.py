@@ -15,11 +15,12 @@ from flask.testing import FlaskClient
 
 from console import create_app
 from console.domain.clock import FrozenClock
-from console.embedded_redis import start as start_redis
 from console.extensions import db
 from console.models import Tenant
-from console.services import bootstrap, tokens, users
+from console.processes.embedded_redis import start as start_redis
 from console.services.actor import Actor
+from console.services.people import tokens, users
+from console.services.system import bootstrap
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "tests" / "artifacts"

@@ -4,10 +4,10 @@ from flask import Blueprint, g, jsonify
 from flask_login import current_user
 
 from console.auth import public, requires
-from console.auth.permissions import VIEW
 from console.extensions import csrf
 from console.redis_conn import get_redis
-from console.services import health
+from console.services.people.permissions import VIEW
+from console.services.system import health
 
 bp = Blueprint("api", __name__)
 

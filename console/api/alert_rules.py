@@ -4,9 +4,9 @@ from flask import Blueprint, jsonify
 
 from console.api.common import body
 from console.auth import current_actor, requires, tenant_scope
-from console.auth.permissions import ADMIN, VIEW
-from console.services import alert_rules
+from console.services.delivery import alert_rules
 from console.services.errors import Forbidden
+from console.services.people.permissions import ADMIN, VIEW
 
 bp = Blueprint("alert_rules_api", __name__)
 

@@ -5,9 +5,9 @@ from flask import request
 from console.auth import tenant_scope
 from console.extensions import db
 from console.models import Tenant
-from console.services import tenants
 from console.services.errors import Forbidden, InvalidInput, ServiceError
 from console.services.inputs import is_id  # noqa: F401 - the API views use it from here
+from console.services.people import tenants
 
 
 class BadRequest(ServiceError):

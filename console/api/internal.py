@@ -5,11 +5,12 @@ from flask import Blueprint, jsonify
 from console.api import serialize
 from console.api.common import acting_tenant, body, is_id
 from console.auth import current_actor, requires, tenant_scope
-from console.auth.permissions import OPERATE, VIEW
-from console.services import policies, triggers
-from console.services.engine import control, reports
+from console.services.engine import control, executor_reports
 from console.services.engine.submit import find_by_key
 from console.services.errors import InvalidInput, NotFound
+from console.services.people.permissions import OPERATE, VIEW
+from console.services.policies import versions as policies
+from console.services.scheduling import on_demand
 
 bp = Blueprint("internal_api", __name__)
 
@@ -62,14 +63,14 @@ def events():
     payload = data.get("data") if isinstance(data.get("data"), dict) else data
     tenant = acting_tenant(data.get("tenant"))
     if kind == "task.execution.failed":
-        run = reports.report_failure(tenant, payload, current_actor())
+        run = executor_reports.report_failure(tenant, payload, current_actor())
         return jsonify(id=run.id, status=run.status, next_retry_at=serialize.iso(run.next_retry_at)), 202
     if kind == "task.execution.updated":
-        run = reports.report_update(tenant, payload, current_actor())
+        run = executor_reports.report_update(tenant, payload, current_actor())
         return jsonify(id=run.id, status=run.status), 202
     if not isinstance(kind, str) or not kind or kind.startswith("task."):
         raise InvalidInput("type is an event name such as order.created; task.* names other than "
                            "task.execution.failed and task.execution.updated are reserved", "type")
-    outcomes = triggers.on_event(tenant, kind, data.get("data", {}), current_actor())
+    outcomes = on_demand.on_event(tenant, kind, data.get("data", {}), current_actor())
     return jsonify(type=kind, runs=[{"task_id": o.task_id, "run_id": o.run_id, "status": o.status,
                                      "reason": o.reason} for o in outcomes]), 202

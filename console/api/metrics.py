@@ -7,7 +7,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from console.auth import public
 from console.domain.clock import utcnow
-from console.services import observability
+from console.services.system import observability
 
 bp = Blueprint("metrics", __name__)
 

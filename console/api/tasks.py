@@ -5,9 +5,9 @@ from flask import Blueprint, jsonify, request
 from console.api import serialize
 from console.api.common import acting_tenant, body
 from console.auth import current_actor, requires, tenant_scope
-from console.auth.permissions import OPERATE, VIEW
 from console.domain.clock import utcnow
-from console.services import tasks, triggers
+from console.services.people.permissions import OPERATE, VIEW
+from console.services.scheduling import on_demand, tasks
 
 bp = Blueprint("tasks_api", __name__)
 
@@ -52,7 +52,7 @@ def resume(task_id: int):
 @bp.post("/internal/tasks/<int:task_id>/trigger")
 @requires(OPERATE)
 def trigger(task_id: int):
-    outcome = triggers.run_now(tasks.get(task_id, tenant_scope()), current_actor())
+    outcome = on_demand.run_now(tasks.get(task_id, tenant_scope()), current_actor())
     return jsonify(task_id=outcome.task_id, run_id=outcome.run_id, status=outcome.status,
                    reason=outcome.reason), 202
 

@@ -6,12 +6,12 @@ from sqlalchemy import select
 from console.api import serialize
 from console.api.common import acting_tenant, body, is_id
 from console.auth import current_actor, requires, tenant_scope
-from console.auth.permissions import OPERATE, VIEW
 from console.extensions import db
 from console.models import RunEvent, Task
 from console.services.engine import compensation, control
 from console.services.engine.submit import submit
 from console.services.errors import InvalidInput
+from console.services.people.permissions import OPERATE, VIEW
 
 bp = Blueprint("worker_api", __name__)
 FIELDS = {"handler", "task_id", "tenant", "params", "idempotency_key", "policy"}

@@ -6,11 +6,11 @@ import logging
 from flask import abort, g, jsonify, redirect, request, url_for
 from flask_login import current_user
 
-from console.auth.permissions import can
 from console.extensions import db, login_manager
 from console.models import User
-from console.services import tokens
 from console.services.actor import Actor
+from console.services.people import tokens
+from console.services.people.permissions import can
 
 security_log = logging.getLogger("rebound.security")
 API_PREFIXES = ("/internal/", "/worker/", "/events", "/api/", "/ops/")

@@ -15,6 +15,7 @@ Choices a caller must know:
 """
 
 import difflib
+import hashlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -263,3 +264,11 @@ def describe(expression: str) -> str:
         return get_description(_ALIASES.get(text.lower(), text))
     except Exception:  # a label must never break a page, and the raw expression is still true
         return expression
+
+
+def jitter_offset(task_id: int, jitter_s: int) -> timedelta:
+    """Return the task's fixed stagger within its jitter: stable, so forecasts and firings agree."""
+    if not jitter_s:
+        return timedelta(0)
+    digest = int(hashlib.sha1(str(task_id).encode()).hexdigest()[:8], 16)
+    return timedelta(milliseconds=digest % (jitter_s * 1000))

@@ -3,9 +3,9 @@
 from sqlalchemy import Boolean, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
+from console.db.types import UTCDateTime
 from console.domain.clock import utcnow
 from console.extensions import db
-from console.models.types import UTCDateTime
 
 
 class ChannelSetting(db.Model):

@@ -6,9 +6,9 @@ from flask_login import UserMixin
 from sqlalchemy import Boolean, ForeignKey, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
+from console.db.types import UTCDateTime
 from console.domain.clock import utcnow
 from console.extensions import db
-from console.models.types import UTCDateTime
 
 
 class Role(StrEnum):

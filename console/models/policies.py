@@ -3,9 +3,9 @@
 from sqlalchemy import JSON, ForeignKey, Integer, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
+from console.db.types import UTCDateTime
 from console.domain.clock import utcnow
 from console.extensions import db
-from console.models.types import UTCDateTime
 
 
 class RetryPolicyRecord(db.Model):

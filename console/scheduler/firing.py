@@ -4,8 +4,8 @@ import logging
 import threading
 import time
 
-from console.services import planner
 from console.services.actor import Actor
+from console.services.scheduling import planner
 
 log = logging.getLogger("rebound.scheduler")
 SCHEDULER = Actor("scheduler")

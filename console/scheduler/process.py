@@ -8,9 +8,9 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from console.redis_conn import get_redis
 from console.scheduler.firing import FiringBuffer
-from console.scheduler.leader import LeaderLock
-from console.scheduler.maintenance import MAINTENANCE
 from console.scheduler.task_jobs import TaskJobs
+from console.services.system.leader import LeaderLock
+from console.services.system.maintenance import MAINTENANCE
 
 log = logging.getLogger("rebound.scheduler")
 SYNC_S = 2  # task edits reach the schedule within this (plus one APScheduler tick)

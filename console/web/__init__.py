@@ -6,15 +6,15 @@ from flask import current_app, send_from_directory
 from flask_login import current_user
 
 from console.auth import public
-from console.auth.permissions import can
 from console.domain.clock import utcnow
+from console.services.people.permissions import can
 from console.web.nav import NAV
 
 # One line per area; each module defines `bp`.
 BLUEPRINTS = [
     "console.web.auth.views",
     "console.web.overview.views",
-    "console.web.admin.views",
+    "console.web.admin",
     "console.web.audit.views",
     "console.web.workorders.views",
     "console.web.dlq.views",

@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from console.auth.permissions import ADMIN, VIEW
+from console.services.people.permissions import ADMIN, VIEW
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,12 @@ from playwright.sync_api import expect
 from console.domain.clock import FrozenClock, utcnow
 from console.extensions import db
 from console.models import DeadLetter, Run
-from console.services import policies, tasks, tenants, users
 from console.services.actor import Actor
 from console.services.engine.execute import execute
 from console.services.engine.submit import submit
+from console.services.people import tenants, users
+from console.services.policies import versions as policies
+from console.services.scheduling import tasks
 from tests.browser.test_admin_flow import login
 from tests.conftest import PASSWORD, wait_for
 

@@ -7,9 +7,9 @@ from rq import Queue, SimpleWorker
 from rq.job import Job, JobStatus
 from rq.worker import BaseWorker
 
+from console.processes.worker import WORKER_CLASSES, SparseHousekeepingMixin, build_worker
 from console.redis_conn import get_redis
 from console.services.engine import queueing
-from console.worker import WORKER_CLASSES, SparseHousekeepingMixin, build_worker
 
 # Set per job at the moment of queueing: they differ between any two jobs.
 MOMENTS = {b"created_at", b"enqueued_at"}

@@ -9,8 +9,8 @@ from sqlalchemy.dialects.postgresql import psycopg
 from sqlalchemy.sql.elements import BindParameter
 from sqlalchemy.sql.schema import ColumnDefault
 
+from console.db.prepared import default_value
 from console.services.engine import submit, transitions
-from console.services.engine.prepared import default_value
 
 # Byte for byte, the prepared statements store what Core's execute() stores: tests/integration/test_prepared.py.
 DIALECTS = [sqlite.dialect(), psycopg.dialect()]  # qmark (positional) and pyformat (named)

@@ -6,7 +6,7 @@ import sqlite3
 import sys
 import threading
 
-from console import sqlite_busy
+from console.db import sqlite_busy
 
 
 def test_the_handler_installs_on_the_python_ci_runs(tmp_path):

@@ -11,9 +11,9 @@ from sqlalchemy import select
 
 from console.extensions import db
 from console.models import DeadLetter, OutboxMessage, Run, RunEvent
-from console.services import tenants
 from console.services.actor import Actor
 from console.services.engine.submit import submit
+from console.services.people import tenants
 from tests.conftest import env_for, wait_for
 
 

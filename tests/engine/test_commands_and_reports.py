@@ -4,11 +4,11 @@ import json
 
 import pytest
 
-from console.services import tenants
 from console.services.actor import Actor
-from console.services.engine import reports
+from console.services.engine import executor_reports
 from console.services.engine.execute import execute
 from console.services.errors import InvalidInput
+from console.services.people import tenants
 
 
 @pytest.fixture
@@ -49,8 +49,9 @@ def test_a_command_that_is_not_registered_cannot_be_submitted(runs, commands_fil
 
 def test_an_externally_failed_execution_enters_the_retry_flow(runs, clock):
     tenant = tenants.find("default")
-    run = reports.report_failure(tenant, {"idempotency_key": "ext-1", "error_code": "db_timeout", "retryable": True,
-                                          "handler": "demo.noop", "retry_after_s": 5}, Actor("billing"), clock=clock)
+    payload = {"idempotency_key": "ext-1", "error_code": "db_timeout", "retryable": True, "handler": "demo.noop",
+               "retry_after_s": 5}
+    run = executor_reports.report_failure(tenant, payload, Actor("billing"), clock=clock)
     assert (run.status, run.attempt, run.error_code) == ("retry_wait", 1, "db_timeout")
     assert (run.next_retry_at - clock()).total_seconds() == 5
     clock.set(run.next_retry_at)
@@ -59,7 +60,7 @@ def test_an_externally_failed_execution_enters_the_retry_flow(runs, clock):
 
 def test_a_reported_non_retryable_failure_is_dead_lettered(runs, clock):
     tenant = tenants.find("default")
-    run = reports.report_failure(tenant, {"idempotency_key": "ext-2", "error_code": "invalid_account",
+    run = executor_reports.report_failure(tenant, {"idempotency_key": "ext-2", "error_code": "invalid_account",
                                           "retryable": False, "handler": "demo.noop", "message": "acct 99 closed"},
                                  Actor("billing"), clock=clock)
     assert run.status == "dead"

@@ -9,7 +9,7 @@ from console.domain.breaker import BreakerSettings
 from console.domain.errors import RetryableError
 from console.extensions import db
 from console.models import Run
-from console.services.engine import breakers, handlers
+from console.services.engine import breakers, handler_kinds
 from console.services.engine.execute import execute
 from console.services.engine.transitions import StaleRun, move
 
@@ -136,7 +136,7 @@ def test_an_outcome_is_dropped_when_the_run_moved_on_while_the_handler_ran(runs,
             raise RetryableError("flaky", "late failure")
         return {"late": True}
 
-    monkeypatch.setattr(handlers, "resolve", lambda handler: handlers.Invocation(given_up_meanwhile))
+    monkeypatch.setattr(handler_kinds, "resolve", lambda handler: handler_kinds.Invocation(given_up_meanwhile))
     assert execute(run_id, 0, clock=clock) == "stale"
     run = runs.get(run_id)
     assert (run.status, run.status_reason, run.result) == ("retry_wait", "worker_lost", None)

@@ -6,9 +6,9 @@ from rq.registry import ScheduledJobRegistry
 from console.extensions import db
 from console.models import Run, WorkOrder
 from console.redis_conn import get_redis
-from console.services import policies
 from console.services.actor import Actor
 from console.services.engine import control, queueing
+from console.services.policies import versions as policies
 from tests.conftest import wait_for
 
 NO_JITTER = {"base_delay_s": 1, "multiplier": 2, "jitter": 0, "max_delay_s": 10}

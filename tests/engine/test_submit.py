@@ -5,11 +5,11 @@ from sqlalchemy import event, func, select, update
 
 from console.extensions import db
 from console.models import OutboxMessage, Run, Tenant
-from console.services import tenants
 from console.services.actor import Actor
 from console.services.engine import submit as submitting
 from console.services.engine.submit import submit
 from console.services.errors import QueueFull
+from console.services.people import tenants
 
 
 def test_a_submit_writes_the_run_and_reads_nothing_back(app):

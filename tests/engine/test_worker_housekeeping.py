@@ -7,9 +7,9 @@ from sqlalchemy import func, select
 
 from console.extensions import db
 from console.models import Run
+from console.processes.worker import build_worker
 from console.redis_conn import get_redis
 from console.services.engine import queueing
-from console.worker import build_worker
 
 
 def test_a_busy_worker_beats_once_per_second_not_per_job(app, runs, monkeypatch):

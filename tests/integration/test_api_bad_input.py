@@ -7,7 +7,7 @@ from sqlalchemy import func, select, update
 
 from console.extensions import db
 from console.models import AuditEntry, OutboxMessage, PolicyVersion, RetryPolicyRecord, Run, RunEvent, Task
-from console.services import tenants
+from console.services.people import tenants
 from tests import api_checks
 from tests.conftest import bearer, make_tenant
 

@@ -7,8 +7,8 @@ from sqlalchemy import text
 
 from console.extensions import db
 from console.models import AuditEntry
-from console.services import audit
 from console.services.actor import Actor
+from console.services.audit import trail as audit
 
 
 def write_rows(n: int):

@@ -4,8 +4,8 @@ import logging
 
 from console.extensions import db
 from console.models import AuditEntry, User
-from console.services import tokens
 from console.services.actor import Actor
+from console.services.people import tokens
 from tests.conftest import PASSWORD, csrf_from
 
 

@@ -2,8 +2,8 @@
 
 from console.extensions import db
 from console.models import Run, Tenant
-from console.services import demo
 from console.services.engine.execute import execute
+from console.services.system import demo
 
 
 def test_seed_demo_submits_runs_through_the_engine_and_refuses_to_run_twice(app):

@@ -7,9 +7,10 @@ import logging
 import pytest
 
 from console import config, logs
-from console.services import planner, tasks, tenants
 from console.services.actor import Actor
 from console.services.engine.execute import execute
+from console.services.people import tenants
+from console.services.scheduling import planner, tasks
 from tests.conftest import wait_for
 from tests.engine.conftest import Runs
 

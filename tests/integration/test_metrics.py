@@ -16,11 +16,12 @@ from console.extensions import db
 from console.models import DeadLetter, Run, RunEvent, SlaBreach, Task, Tenant
 from console.redis_conn import get_redis
 from console.scheduler.task_jobs import TaskJobs
-from console.services import planner, sla, tasks, tenants
 from console.services.actor import Actor
 from console.services.engine import transitions
 from console.services.engine.context import HandlerContext
 from console.services.engine.execute import WORKER_ID, execute
+from console.services.people import tenants
+from console.services.scheduling import planner, sla, tasks
 from tests.conftest import wait_for
 from tests.engine.conftest import Runs
 

@@ -4,13 +4,13 @@ from datetime import UTC, datetime
 
 from sqlalchemy import bindparam, func, literal, select, update
 
+from console.db.prepared import Prepared
 from console.extensions import db
 from console.models import Run, RunEvent
-from console.services import tenants
 from console.services.actor import Actor
 from console.services.engine import transitions
-from console.services.engine.prepared import Prepared
 from console.services.engine.submit import submit
+from console.services.people import tenants
 
 AT = datetime(2026, 3, 2, 10, 5, 7, tzinfo=UTC)  # no microseconds: the case where formats differ
 

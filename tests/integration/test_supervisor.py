@@ -13,7 +13,7 @@ PATIENT_CHILD = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_I
                 "time.sleep(120)"
 SUPERVISOR = """
 import logging, sys
-from console.supervisor import Child, Supervisor
+from console.processes.supervisor import Child, Supervisor
 logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(message)s")
 Supervisor([Child(f"child-{n}", [sys.executable, "-c", sys.argv[1]]) for n in (1, 2)], poll_s=0.2).run()
 """

@@ -8,8 +8,9 @@ from datetime import datetime, time, timedelta
 
 from console.extensions import db
 from console.models import Tenant
-from console.services import tasks, tenants
 from console.services.actor import Actor
+from console.services.people import tenants
+from console.services.scheduling import tasks
 
 ACTOR = Actor("test")
 

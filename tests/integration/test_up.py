@@ -10,8 +10,8 @@ import sys
 import redis
 import requests
 
-from console.embedded_redis import socket_path_of
-from console.embedded_redis import start as start_redis
+from console.processes.embedded_redis import socket_path_of
+from console.processes.embedded_redis import start as start_redis
 from tests.conftest import free_port, process_alive, wait_for
 
 HEALTHY = {"database": "ok", "redis": "ok", "status": "ok"}

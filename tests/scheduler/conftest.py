@@ -2,9 +2,9 @@
 
 import pytest
 
-from console.services import tasks as task_service
-from console.services import tenants
 from console.services.actor import Actor
+from console.services.people import tenants
+from console.services.scheduling import tasks as task_service
 from tests.engine.conftest import Runs, workers  # noqa: F401 - shared fixtures
 
 

@@ -8,9 +8,9 @@ from rq.job import Job
 from rq.utils import utcformat
 
 from console.redis_conn import get_redis
-from console.services import planner
 from console.services.actor import Actor
 from console.services.engine import bulk_enqueue, queueing
+from console.services.scheduling import planner
 
 # Set per job at the moment of queueing; they differ between any two jobs.
 MOMENTS = {b"created_at", b"enqueued_at"}

@@ -9,7 +9,7 @@ import redis
 
 from console.extensions import db
 from console.models import Run
-from console.scheduler.leader import KEY
+from console.services.system.leader import KEY
 from tests.conftest import env_for, wait_for
 
 

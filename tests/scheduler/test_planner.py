@@ -7,10 +7,10 @@ from rq.registry import ScheduledJobRegistry
 from console.extensions import db
 from console.models import Run, Tenant
 from console.redis_conn import get_redis
-from console.services import planner, tasks
 from console.services.actor import Actor
 from console.services.engine import control, queueing, reconcile
 from console.services.engine.execute import execute
+from console.services.scheduling import planner, tasks
 
 SCHEDULER = Actor("scheduler")
 
@@ -128,11 +128,11 @@ def test_outside_its_window_a_firing_is_deferred_to_the_next_opening(register, r
 
 
 def test_a_paused_task_does_not_fire_from_cron_but_run_now_still_works(register, runs, clock):
-    from console.services import triggers
+    from console.services.scheduling import on_demand
 
     task = tasks.set_paused(register(), True, Actor("ops"))
     assert fire(task, clock).status == "paused"
-    outcome = triggers.run_now(task, Actor("ops"), clock)
+    outcome = on_demand.run_now(task, Actor("ops"), clock)
     assert outcome.status == "created" and runs.get(outcome.run_id).source == "manual"
 
 

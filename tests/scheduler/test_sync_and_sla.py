@@ -8,9 +8,9 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from console.extensions import db
 from console.models import Run, SlaBreach
 from console.scheduler.task_jobs import TaskJobs
-from console.services import planner, sla, tasks
 from console.services.actor import Actor
 from console.services.engine.execute import execute
+from console.services.scheduling import planner, sla, tasks
 
 
 class Buffer:

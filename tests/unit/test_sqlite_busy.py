@@ -6,7 +6,8 @@ import time
 import pytest
 from sqlalchemy import text
 
-from console import create_app, sqlite_busy
+from console import create_app
+from console.db import sqlite_busy
 from console.extensions import db
 from tests.conftest import make_config
 

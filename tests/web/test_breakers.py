@@ -6,11 +6,11 @@ from console.domain.breaker import BreakerMode, BreakerSettings
 from console.domain.clock import FrozenClock, utcnow
 from console.extensions import db
 from console.models import AuditEntry, Tenant
-from console.services import tenants
 from console.services.actor import Actor
 from console.services.engine import breakers
 from console.services.engine.execute import execute
 from console.services.engine.submit import submit
+from console.services.people import tenants
 
 SETTINGS = BreakerSettings(failure_threshold=3, open_s=120)
 HANDLER = "plugin:billing.charge"

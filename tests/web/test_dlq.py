@@ -10,12 +10,17 @@ from sqlalchemy import select, text
 from console.extensions import db
 from console.models import AuditEntry, DeadLetter, Tenant
 from console.redis_conn import get_redis
-from console.services import audit, dlq, dlq_bulk, dlq_filters, tasks, tenants
 from console.services.actor import Actor
-from console.services.dlq_filters import Filters
+from console.services.audit import trail as audit
+from console.services.dlq import bulk as dlq_bulk
+from console.services.dlq import filters as dlq_filters
+from console.services.dlq import groups as dlq
+from console.services.dlq.filters import Filters
 from console.services.engine import replays
 from console.services.engine.execute import execute
 from console.services.engine.submit import submit
+from console.services.people import tenants
+from console.services.scheduling import tasks
 from jobs import bulk
 from tests.engine.conftest import Runs
 

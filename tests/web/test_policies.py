@@ -9,8 +9,10 @@ from sqlalchemy import select
 from console.domain.policy import RetryPolicy, retry_schedule
 from console.extensions import db
 from console.models import AuditEntry, PolicyVersion
-from console.services import policies, tasks, tenants
 from console.services.actor import Actor
+from console.services.people import tenants
+from console.services.policies import versions as policies
+from console.services.scheduling import tasks
 from tests.conftest import make_tenant
 
 # The `quick` policy of config/retry-policies.yaml, as its edit form posts it.

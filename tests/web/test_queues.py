@@ -10,11 +10,11 @@ from console.domain.clock import utcnow
 from console.extensions import db
 from console.models import Tenant
 from console.redis_conn import get_redis
-from console.scheduler import leader
-from console.services import tenants
 from console.services.actor import Actor
 from console.services.engine import queueing
 from console.services.engine.submit import submit
+from console.services.people import tenants
+from console.services.system import leader
 
 
 def queue_row(page: str, name: str) -> list[str]:

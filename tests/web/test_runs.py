@@ -10,9 +10,10 @@ from sqlalchemy import select
 
 from console.extensions import db
 from console.models import AuditEntry, DeadLetter, Tenant
-from console.services import run_timeline, runs_query
 from console.services.engine.execute import execute
-from console.services.runs_query import RunFilters
+from console.services.runs import query as runs_query
+from console.services.runs import timeline as run_timeline
+from console.services.runs.query import RunFilters
 from tests.engine.conftest import Runs
 
 ROW_ID = re.compile(r'<td class="num mono"><a href="/runs/(\d+)">')

@@ -10,8 +10,9 @@ from sqlalchemy import event, select
 
 from console.extensions import db
 from console.models import AuditEntry, Run, Task, Tenant
-from console.services import task_query, tasks, tenants, triggers
 from console.services.actor import Actor
+from console.services.people import tenants
+from console.services.scheduling import on_demand, task_query, tasks
 from tests.conftest import make_tenant
 
 SEED = Actor("seed")
@@ -80,7 +81,7 @@ def test_list_filters_by_tenant_handler_status_and_name(client, auth):
 def test_list_row_shows_trigger_in_words_next_firing_last_run_and_policy(client, auth):
     task = make_task(policy={"max_attempts": 5})
     paused = make_task(name="paused-one", cron="0 * * * *", timezone="UTC", paused=True)
-    outcome = triggers.run_now(task, SEED)
+    outcome = on_demand.run_now(task, SEED)
     auth.as_role("viewer")
     html = client.get("/tasks").get_data(as_text=True)
     row = html[html.index(f'<tr id="task-{task.id}"'):html.index("</tr>", html.index(f'<tr id="task-{task.id}"'))]
@@ -125,12 +126,12 @@ def test_list_reads_the_last_runs_in_one_query_whatever_the_page_size(client, au
         return len([s for s in seen if "tasks" in s or "runs" in s])
 
     for n in range(2):
-        triggers.run_now(make_task(name=f"small-{n}"), SEED)
+        on_demand.run_now(make_task(name=f"small-{n}"), SEED)
     few = statements_for_list()
     for n in range(10):
         task = make_task(name=f"big-{n}")
-        triggers.run_now(task, SEED)
-        triggers.run_now(task, SEED)
+        on_demand.run_now(task, SEED)
+        on_demand.run_now(task, SEED)
     assert statements_for_list() == few
     newest = task_query.last_runs([task.id])[task.id]
     assert newest.id == max(r.id for r in db.session.execute(select(Run).where(Run.task_id == task.id)).scalars())
@@ -158,7 +159,7 @@ def test_task_page_shows_cron_in_words_and_the_next_five_firings_in_its_zone(cli
 
 def test_task_page_lists_recent_runs_linked_to_the_runs_page(client, auth):
     task = make_task()
-    outcomes = [triggers.run_now(task, SEED) for _ in range(3)]
+    outcomes = [on_demand.run_now(task, SEED) for _ in range(3)]
     auth.as_role("viewer")
     html = client.get(f"/tasks/{task.id}").get_data(as_text=True)
     links = re.findall(r'href="/runs/(\d+)"', html)

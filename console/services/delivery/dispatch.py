@@ -11,9 +11,9 @@ from sqlalchemy import func, select, update
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import Delivery, OutboxMessage, WorkOrder
-from console.services import outbox
-from console.services.delivery import http, notice, pagerduty, slack, targets, webhook, workorder
-from console.services.engine.settings import setting
+from console.services.delivery import http, notice, outbox, pagerduty, slack, targets, webhook, workorder
+from console.services.dlq import workorders
+from console.services.settings import setting
 
 log = logging.getLogger("rebound.delivery")
 CHANNELS = {"slack": slack, "pagerduty": pagerduty, "webhook": webhook, "workorder": workorder}
@@ -22,6 +22,12 @@ ROUTES = {"default": ("slack", "pagerduty", "webhook"), "sla-breach": ("webhook"
           "manager": ("pagerduty", "slack")}
 CLAIMABLE = ("pending", "sending")
 TICK_BUDGET_S = 20.0
+
+
+def tick(clock: Clock = SYSTEM_CLOCK) -> Counter:
+    """The "outbox" maintenance job: close settled work orders, then deliver every due message."""
+    workorders.close_settled(clock)
+    return deliver_due(clock)
 
 
 @dataclass(frozen=True)

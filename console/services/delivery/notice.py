@@ -6,7 +6,7 @@ from urllib.parse import urlencode
 
 from console.extensions import db
 from console.models import OutboxMessage, Task, Tenant, WorkOrder
-from console.services.engine.settings import setting
+from console.services.settings import setting
 
 DEAD_RULES = ("dead_letter", "retry_limit_reached")
 SEVERITIES = ("critical", "error", "warning", "info")

@@ -9,10 +9,10 @@ from sqlalchemy import select
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import ChannelSetting
-from console.services import audit
 from console.services.actor import Actor
-from console.services.engine.settings import setting
+from console.services.audit import trail as audit
 from console.services.errors import InvalidInput, NotFound
+from console.services.settings import setting
 
 
 @dataclass(frozen=True)

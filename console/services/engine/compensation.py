@@ -12,17 +12,17 @@ from console.domain.errors import NonRetryableError
 from console.extensions import db
 from console.models import Run
 from console.redis_conn import get_redis
-from console.services import audit, policies
 from console.services.actor import Actor
-from console.services.engine import handlers, queueing, transitions
+from console.services.audit import trail as audit
+from console.services.engine import handler_kinds, queueing, transitions
 from console.services.engine.execute import context_for, undo_call
 from console.services.engine.failures import AFTER_FAILURE, compensate_run
 from console.services.engine.heartbeat import Heartbeat
-from console.services.engine.settings import setting
 from console.services.errors import Conflict, InvalidInput
+from console.services.policies import versions as policies
+from console.services.settings import setting
 
 log = logging.getLogger("rebound.engine")
-QUEUE = "maintenance"
 ENTRY_POINT = "jobs.compensate.compensate"
 REASON = "workflow_step_failed"
 CAUSE_LIMIT = 2000
@@ -62,8 +62,8 @@ def request(run: Run, actor: Actor, *, cause: str = "", clock: Clock = SYSTEM_CL
 def enqueue(run_id: int) -> None:
     """Queue a compensation job; if Redis is down the reconciler queues it later."""
     try:
-        Queue(QUEUE, connection=get_redis()).enqueue(ENTRY_POINT, run_id, job_id=job_id(run_id), result_ttl=60,
-                                                     failure_ttl=24 * 3600)
+        Queue(queueing.MAINTENANCE_QUEUE, connection=get_redis()).enqueue(
+            ENTRY_POINT, run_id, job_id=job_id(run_id), result_ttl=60, failure_ttl=24 * 3600)
     except Exception as error:  # noqa: BLE001 - any transport failure is recoverable by the reconciler
         log.warning("compensation of run %s committed but not queued (%s); the reconciler will queue it", run_id,
                     error)
@@ -81,7 +81,7 @@ def execute(run_id: int, *, clock: Clock = SYSTEM_CLOCK) -> str:
         return "skipped"  # finished already
     timeout_s = policies.effective(run.policy_id, run.policy_overrides)[1].timeout_s
     try:
-        invocation = handlers.resolve(run.handler)
+        invocation = handler_kinds.resolve(run.handler)
     except NonRetryableError:
         invocation = None  # the handler is gone since the undo was asked for: compensate_run records that
     cause = REASON if run.status_reason == REASON else run.error_code or "non_retryable"
@@ -95,6 +95,6 @@ def execute(run_id: int, *, clock: Clock = SYSTEM_CLOCK) -> str:
 
 def _undo_step(handler: str):
     try:
-        return handlers.resolve(handler).compensate
+        return handler_kinds.resolve(handler).compensate
     except NonRetryableError:
         return None  # the handler is gone: nothing to run

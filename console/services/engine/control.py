@@ -5,11 +5,13 @@ from sqlalchemy import select, update
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import DeadLetter, Run
-from console.services import audit, policies, workorders
 from console.services.actor import Actor
+from console.services.audit import trail as audit
+from console.services.dlq import workorders
 from console.services.engine import replays, transitions
 from console.services.engine import submit as submitting
 from console.services.errors import Conflict, NotFound
+from console.services.policies import versions as policies
 
 RETRYABLE_BY_HAND = ("dead", "failed", "cancelled")
 

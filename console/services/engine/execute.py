@@ -20,14 +20,15 @@ from console.domain.errors import HandlerTimeout, NonRetryableError, classify
 from console.domain.windows import Window
 from console.extensions import db
 from console.models import Run, Task, Tenant
-from console.services import delivery, outbox, policies
-from console.services.engine import breakers, handlers, isolation, queueing, transitions
+from console.services.delivery import outbox
+from console.services.engine import breakers, handler_kinds, isolation, queueing, transitions
 from console.services.engine.context import HandlerContext
 from console.services.engine.failures import fail
 from console.services.engine.heartbeat import Heartbeat
 from console.services.engine.results import json_safe
-from console.services.engine.settings import setting
 from console.services.errors import NotFound
+from console.services.policies import versions as policies
+from console.services.settings import setting
 
 log = logging.getLogger("rebound.engine")
 DEFER_S = 1.0
@@ -213,7 +214,7 @@ def context_for(run: Run | RunRow, timeout_s: int) -> HandlerContext:
 def _perform(run: RunRow, policy, settings: BreakerSettings, breaker_was_clean: bool, clock: Clock) -> str:
     ctx = context_for(run, policy.timeout_s)
     try:
-        invocation = handlers.resolve(run.handler)
+        invocation = handler_kinds.resolve(run.handler)
     except NonRetryableError as error:
         invocation, resolve_error = None, error
     started = time.monotonic()
@@ -255,7 +256,7 @@ def _perform(run: RunRow, policy, settings: BreakerSettings, breaker_was_clean: 
         db.session.commit()
     elif change == "closed":
         # The cause has cleared: resolve the PagerDuty incident the "opened" alert started (same key).
-        delivery.resolve(f"rebound-breaker:{run.handler}", f"Circuit breaker opened: {run.handler}",
-                         f"{run.handler} answers again: its circuit breaker closed.", now, handler=run.handler)
+        outbox.resolve(f"rebound-breaker:{run.handler}", f"Circuit breaker opened: {run.handler}",
+                       f"{run.handler} answers again: its circuit breaker closed.", now, handler=run.handler)
         db.session.commit()
     return run.status

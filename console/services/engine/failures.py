@@ -9,7 +9,8 @@ from console.domain.errors import Failure
 from console.domain.policy import RetryPolicy, retry_delay
 from console.extensions import db
 from console.models import Run
-from console.services import dead_letters, outbox
+from console.services.delivery import outbox
+from console.services.dlq import parking as dead_letters
 from console.services.engine import queueing, transitions
 
 log = logging.getLogger("rebound.engine")

@@ -12,10 +12,10 @@ from console.domain.errors import Failure
 from console.extensions import db
 from console.models import Run
 from console.redis_conn import get_redis
-from console.services import policies
 from console.services.engine import compensation, queueing, transitions
 from console.services.engine.failures import AFTER_FAILURE, fail
-from console.services.engine.settings import setting
+from console.services.policies import versions as policies
+from console.services.settings import setting
 
 log = logging.getLogger("rebound.reconcile")
 BATCH = 500

@@ -4,8 +4,8 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-# Modules whose import registers handlers; the worker and the web both load them.
-HANDLER_MODULES = ["jobs.handlers"]
+# Modules whose import registers handlers (REBOUND_HANDLER_MODULES); the worker and the web both load them.
+_modules: tuple[str, ...] = ("jobs.handlers",)
 
 
 @dataclass(frozen=True)
@@ -31,10 +31,18 @@ def handler(name: str, *, compensate: Callable | None = None):
     return register
 
 
+def init_app(app) -> None:
+    """Take the modules that register handlers from the app's config; they are imported on first use."""
+    global _modules, _loaded
+    modules = tuple(app.config["HANDLER_MODULES"])
+    if modules != _modules:
+        _modules, _loaded = modules, False
+
+
 def _load() -> None:
     global _loaded
     if not _loaded:
-        for module in HANDLER_MODULES:
+        for module in _modules:
             importlib.import_module(module)
         _loaded = True
 

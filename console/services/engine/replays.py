@@ -12,9 +12,11 @@ from console.domain.statuses import check_transition
 from console.extensions import db
 from console.logs import run_fields
 from console.models import DeadLetter, Run, Tenant
-from console.services import audit, policies, workorders
 from console.services.actor import Actor
+from console.services.audit import trail as audit
+from console.services.dlq import workorders
 from console.services.engine import queueing, transitions
+from console.services.policies import versions as policies
 
 log = logging.getLogger("rebound.runs")
 RUNS, LETTERS = Run.__table__, DeadLetter.__table__

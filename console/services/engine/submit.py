@@ -8,15 +8,16 @@ from sqlalchemy import bindparam, func, insert, inspect, literal, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import make_transient_to_detached
 
+from console.db.prepared import Prepared, default_value
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.policy import PolicyError, RetryPolicy
 from console.extensions import db
 from console.models import Run, Task, Tenant
-from console.services import outbox, policies
 from console.services.actor import Actor
-from console.services.engine import handlers, queueing, transitions
-from console.services.engine.prepared import Prepared, default_value
+from console.services.delivery import outbox
+from console.services.engine import handler_kinds, queueing, transitions
 from console.services.errors import InvalidInput, QueueFull
+from console.services.policies import versions as policies
 
 log = logging.getLogger("rebound.engine")
 WAITING = ("pending", "retry_wait")
@@ -107,7 +108,7 @@ def submit(tenant: Tenant, actor: Actor, *, handler: str | None = None, task: Ta
         existing = find_by_key(tenant_id, idempotency_key)
         if existing is not None:
             return existing, False
-    handler = handlers.normalise(task.handler if task else handler)
+    handler = handler_kinds.normalise(task.handler if task else handler)
     policy_id, overrides = _policy_choice(policy, task)
     version, effective = effective_policy(policy_id, overrides)
     now = clock()

@@ -8,11 +8,11 @@ from sqlalchemy import bindparam, insert, update
 from sqlalchemy.orm.attributes import set_committed_value
 
 from console import metrics
+from console.db.prepared import Prepared
 from console.domain.statuses import check_transition
 from console.extensions import db
 from console.logs import run_fields
 from console.models import Run, RunEvent
-from console.services.engine.prepared import Prepared
 
 log = logging.getLogger("rebound.runs")
 # Statuses that need a person: logged as warnings, the rest as info.

@@ -3,13 +3,13 @@
 from flask import flash, redirect, render_template, url_for
 
 from console.auth import current_actor, requires
-from console.auth.permissions import ADMIN
 from console.domain.clock import utcnow
 from console.extensions import htmx
-from console.services import alert_rules
+from console.services.delivery import alert_rules
 from console.services.errors import ServiceError
+from console.services.people.permissions import ADMIN
+from console.web.admin.blueprint import bp
 from console.web.admin.forms import AlertRuleForm
-from console.web.admin.views import bp
 
 
 def _shown_threshold(row) -> float | int:

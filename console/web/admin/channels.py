@@ -3,13 +3,12 @@
 from flask import flash, redirect, render_template, url_for
 
 from console.auth import current_actor, requires
-from console.auth.permissions import ADMIN
 from console.domain.clock import utcnow
-from console.services import delivery
-from console.services.delivery import report, targets
+from console.services.delivery import channel_report, manual, targets
 from console.services.errors import ServiceError
+from console.services.people.permissions import ADMIN
+from console.web.admin.blueprint import bp
 from console.web.admin.forms import ChannelForm
-from console.web.admin.views import bp
 
 ROUTES = [
     ("Dead letters, retry limit reached, breaker opened, queue overflow, other alert rules",
@@ -31,12 +30,12 @@ def _form(target: targets.Target, form: ChannelForm | None = None) -> ChannelFor
 
 def _page(failed: tuple[str, ChannelForm, str | None] | None = None, status: int = 200):
     now = utcnow()
-    states = report.channels()
+    states = channel_report.channels()
     forms = {state.target.name: _form(state.target, failed[1] if failed and failed[0] == state.target.name else None)
              for state in states}
     return render_template("admin/channels.html", states=states, forms=forms, routes=ROUTES, now=now,
-                           backlog=report.backlog(now), latency=report.latency(now),
-                           failures=report.recent_failures(), failed=failed), status
+                           backlog=channel_report.backlog(now), latency=channel_report.latency(now),
+                           failures=channel_report.recent_failures(), failed=failed), status
 
 
 @bp.get("/channels")
@@ -50,7 +49,7 @@ def channels_index():
 def test_channel(name: str):
     label = targets.get(name).spec.label
     try:
-        _, attempt = delivery.send_test(name, current_actor())
+        _, attempt = manual.send_test(name, current_actor())
     except ServiceError as error:
         flash(error.detail, "error")
         return redirect(url_for("admin.channels_index"), 303)
@@ -86,7 +85,7 @@ def update_channel(name: str):
 @requires(ADMIN)
 def redeliver_message(message_id: int):
     try:
-        delivery.redeliver(message_id, current_actor())
+        manual.redeliver(message_id, current_actor())
     except ServiceError as error:
         flash(error.detail, "error")
     else:

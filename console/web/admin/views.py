@@ -1,16 +1,15 @@
 """Admin: people, roles and API tokens."""
 
-from flask import Blueprint, flash, redirect, render_template, url_for
+from flask import flash, redirect, render_template, url_for
 from wtforms.fields.choices import SelectChoice
 
 from console.auth import current_actor, requires
-from console.auth.permissions import ADMIN
 from console.extensions import htmx
-from console.services import tenants, tokens, users
 from console.services.errors import ServiceError
+from console.services.people import tenants, tokens, users
+from console.services.people.permissions import ADMIN
+from console.web.admin.blueprint import bp
 from console.web.admin.forms import CreateTokenForm, CreateUserForm, UpdateUserForm, tenant_choices
-
-bp = Blueprint("admin", __name__, url_prefix="/admin")
 
 
 def _create_user_form() -> CreateUserForm:
@@ -111,10 +110,3 @@ def revoke_token(token_id: int):
     token = tokens.revoke(token_id, current_actor())
     flash(f"Revoked token {token.prefix}….", "success")
     return redirect(url_for("admin.tokens_index"))
-
-
-# Admin → Alert rules adds its routes to this blueprint.
-from console.web.admin import alert_rules as _alert_rules  # noqa: E402, F401
-
-# Admin → Channels adds its routes to this blueprint.
-from console.web.admin import channels as _channels  # noqa: E402, F401

@@ -3,10 +3,11 @@
 from flask import Blueprint, render_template, request
 
 from console.auth import requires, tenant_scope
-from console.auth.permissions import ADMIN, VIEW
 from console.extensions import db
 from console.models import Tenant
-from console.services import audit, audit_query
+from console.services.audit import query as audit_query
+from console.services.audit import trail as audit
+from console.services.people.permissions import ADMIN, VIEW
 from console.web.render import page
 
 bp = Blueprint("audit", __name__, url_prefix="/audit")

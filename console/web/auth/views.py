@@ -8,7 +8,8 @@ from flask_login import current_user, login_required, login_user, logout_user
 
 from console.auth import current_actor, public
 from console.extensions import db, limiter
-from console.services import audit, users
+from console.services.audit import trail as audit
+from console.services.people import users
 from console.web.auth.forms import LoginForm
 
 bp = Blueprint("auth", __name__)

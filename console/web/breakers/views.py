@@ -4,11 +4,11 @@ import redis
 from flask import Blueprint, abort, flash, redirect, url_for
 
 from console.auth import current_actor, requires, tenant_scope
-from console.auth.permissions import OPERATE, VIEW
 from console.domain.clock import utcnow
 from console.extensions import htmx
-from console.services import breaker_admin
+from console.services.engine import breaker_admin
 from console.services.errors import ServiceError
+from console.services.people.permissions import OPERATE, VIEW
 from console.web.render import page
 
 bp = Blueprint("breakers", __name__, url_prefix="/breakers")

@@ -4,8 +4,8 @@ from flask_wtf import FlaskForm
 from wtforms import IntegerField, StringField
 from wtforms.validators import DataRequired, InputRequired, Length, NumberRange
 
-from console.services.dlq import MAX_REASON_CHARS
-from console.services.dlq_bulk import DEFAULT_RATE, MAX_RATE
+from console.services.dlq.bulk import DEFAULT_RATE, MAX_RATE
+from console.services.dlq.groups import MAX_REASON_CHARS
 
 
 class DiscardForm(FlaskForm):

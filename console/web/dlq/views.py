@@ -5,12 +5,15 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 from flask import Blueprint, current_app, flash, redirect, render_template, request, url_for
 
 from console.auth import current_actor, requires, tenant_scope
-from console.auth.permissions import OPERATE, VIEW
 from console.extensions import db, htmx
-from console.services import dlq, dlq_bulk, dlq_filters, tenants
+from console.services.dlq import bulk as dlq_bulk
+from console.services.dlq import filters as dlq_filters
+from console.services.dlq import groups as dlq
 from console.services.engine import control
 from console.services.engine.transitions import StaleRun
 from console.services.errors import Conflict, InvalidInput, NotFound, ServiceError
+from console.services.people import tenants
+from console.services.people.permissions import OPERATE, VIEW
 from console.web.dlq.forms import BulkReplayForm, DiscardForm
 from console.web.render import page
 

@@ -3,8 +3,8 @@
 from flask import Blueprint, redirect, url_for
 
 from console.auth import public, requires, tenant_scope
-from console.auth.permissions import VIEW
-from console.services import overview
+from console.services.people.permissions import VIEW
+from console.services.reports import overview
 from console.web.overview.charts import failures_figure
 from console.web.render import page
 

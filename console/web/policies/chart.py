@@ -2,7 +2,7 @@
 
 import plotly.graph_objects as go
 
-from console.services.policy_insight import BackoffPreview
+from console.services.policies.insight import BackoffPreview
 
 # (unit, seconds per unit, up to how many seconds the unit reads well)
 UNITS = (("s", 1, 120), ("min", 60, 2 * 3600), ("h", 3600, 2 * 86_400), ("d", 86_400, float("inf")))

@@ -3,10 +3,11 @@
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 
 from console.auth import current_actor, requires, tenant_scope
-from console.auth.permissions import OPERATE, VIEW
 from console.domain.policy import RetryPolicy
-from console.services import policies, policy_insight
 from console.services.errors import InvalidInput, ServiceError
+from console.services.people.permissions import OPERATE, VIEW
+from console.services.policies import insight as policy_insight
+from console.services.policies import versions as policies
 from console.web.policies.chart import backoff_figure, duration
 from console.web.policies.forms import PolicyForm
 

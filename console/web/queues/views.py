@@ -3,9 +3,9 @@
 from flask import Blueprint, current_app, url_for
 
 from console.auth import requires, tenant_scope
-from console.auth.permissions import VIEW
 from console.domain.clock import utcnow
-from console.services import queues
+from console.services.people.permissions import VIEW
+from console.services.system import queues
 from console.web.render import page
 
 bp = Blueprint("queues", __name__, url_prefix="/queues")

@@ -9,7 +9,7 @@ from wtforms.fields.choices import SelectChoice
 from wtforms.validators import Length, Optional
 
 from console.domain.statuses import RunStatus
-from console.services.runs_query import RunFilters
+from console.services.runs.query import RunFilters
 
 TIME_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S"]
 

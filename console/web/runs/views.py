@@ -6,13 +6,14 @@ from datetime import timedelta
 from flask import Blueprint, flash, redirect, request, url_for
 
 from console.auth import current_actor, requires, tenant_scope
-from console.auth.permissions import OPERATE, VIEW
 from console.domain.clock import utcnow
 from console.domain.statuses import ACTIVE
 from console.extensions import db, htmx
-from console.services import run_timeline, runs_query
 from console.services.engine import compensation, control, transitions
 from console.services.errors import Conflict, ServiceError
+from console.services.people.permissions import OPERATE, VIEW
+from console.services.runs import query as runs_query
+from console.services.runs import timeline as run_timeline
 from console.web.render import page
 from console.web.runs.forms import RunFilterForm, TimelineFilterForm
 

@@ -8,7 +8,7 @@ from wtforms import BooleanField, SelectField, StringField, TextAreaField
 from wtforms.fields.choices import SelectChoice
 
 from console.services.errors import InvalidInput
-from console.services.tasks import CONCURRENCY_POLICIES
+from console.services.scheduling.tasks import CONCURRENCY_POLICIES
 
 WHOLE = re.compile(r"[+-]?\d+")
 DEFAULT_POLICY = "default"

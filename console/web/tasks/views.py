@@ -7,14 +7,16 @@ from flask import Blueprint, flash, redirect, render_template, request, url_for
 from markupsafe import Markup
 
 from console.auth import current_actor, requires, tenant_scope
-from console.auth.permissions import OPERATE, VIEW
 from console.domain.clock import utcnow
 from console.domain.cron import describe
 from console.extensions import db, htmx
 from console.models import Tenant
-from console.services import policies, task_query, tasks, tenants, triggers
 from console.services.engine import registry
 from console.services.errors import Forbidden, ServiceError
+from console.services.people import tenants
+from console.services.people.permissions import OPERATE, VIEW
+from console.services.policies import versions as policies
+from console.services.scheduling import on_demand, task_query, tasks
 from console.web.render import page
 from console.web.tasks.forms import NewTaskForm, TaskForm, policy_choices
 
@@ -99,7 +101,7 @@ _REASONS = {
 @requires(OPERATE)
 def trigger(task_id: int):
     task = tasks.get(task_id, tenant_scope())
-    outcome = triggers.run_now(task, current_actor())
+    outcome = on_demand.run_now(task, current_actor())
     link = Markup('<a href="/runs/{0}">run #{0}</a>').format(outcome.run_id) if outcome.run_id else None
     if outcome.status == "created" and outcome.reason:
         flash(Markup("Created {} for {}; it waits ({}).").format(link, task.name, _REASONS.get(

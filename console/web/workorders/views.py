@@ -5,12 +5,12 @@ from flask_login import current_user
 from wtforms.fields.choices import SelectChoice
 
 from console.auth import current_actor, requires, tenant_scope
-from console.auth.permissions import OPERATE, VIEW
 from console.domain.clock import utcnow
 from console.extensions import db, htmx
-from console.services import delivery, workorders
-from console.services.delivery import report
+from console.services.delivery import channel_report, manual
+from console.services.dlq import workorders
 from console.services.errors import Conflict, InvalidInput, ServiceError
+from console.services.people.permissions import OPERATE, VIEW
 from console.web.render import page
 from console.web.workorders.forms import AssignForm, CloseForm
 
@@ -33,7 +33,7 @@ def index():
     result = workorders.page(status, scope, before, assignee_id=current_user.id if mine else None)
     return page("workorders/index.html", "results", result=result, status=status, mine=mine, before=before,
                 query=_query(status, mine), counts=workorders.counts(scope),
-                completion=workorders.completion(now, scope), latency=report.latency(now, scope), now=now,
+                completion=workorders.completion(now, scope), latency=channel_report.latency(now, scope), now=now,
                 target=workorders.COMPLETION_TARGET, filters=workorders.FILTERS)
 
 
@@ -137,6 +137,6 @@ def redeliver(order_id: int):
     def act():
         if request_row is None:
             raise Conflict("this work order has no request to the work-order system", "status")
-        delivery.redeliver(request_row.id, current_actor(), tenant_id=scope)
+        manual.redeliver(request_row.id, current_actor(), tenant_id=scope)
 
     return _done(order_id, act, "Queued the request to the work-order system again; it goes out within seconds.")

@@ -1,0 +1,1 @@
+"""Database plumbing: the session, prepared statements, SQLite's pragmas and lock wait, column types."""

@@ -1,0 +1,1 @@
+"""Process wiring: worker classes, the web server, `rebound up`'s supervisor, embedded Redis."""

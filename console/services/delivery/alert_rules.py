@@ -1,0 +1,315 @@
+"""Alert rules, evaluated every minute: each fires (an alert) past its threshold and clears (a resolve) below it.
+
+A rule's definition (what it measures) is code; its threshold, window, on/off switch and state are rows in
+alert_rules, edited by admins. Firing writes an outbox alert with the dedup key `rule:<key>`; clearing
+writes a `resolve` row with the same key, so the delivery side resolves the same PagerDuty incident.
+"""
+
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import func, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm.attributes import set_committed_value
+
+from console import metrics
+from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.extensions import db
+from console.models import AlertRule, DeadLetter, OutboxMessage
+from console.services.actor import Actor
+from console.services.audit import trail as audit
+from console.services.delivery import outbox
+from console.services.errors import InvalidInput, NotFound
+from console.services.system import observability
+
+log = logging.getLogger("rebound.alerts")
+# A rate over fewer events than this is noise (one failure of two attempts is not an incident).
+MIN_EVENTS = 10
+# Late start for the scheduling rule, as the issue defines it.
+LATE_START_S = 60
+MIN_WINDOW_S, MAX_WINDOW_S = 60, 86_400
+
+
+@dataclass(frozen=True)
+class Measure:
+    value: float
+    detail: str  # what was counted, in words: "4 of 20 attempts failed"
+    enough: bool = True  # False: too few events for a rate to mean anything
+
+
+@dataclass(frozen=True)
+class Rule:
+    key: str
+    title: str
+    description: str
+    threshold: float
+    window_s: int | None
+    unit: str  # rate (a fraction, shown as %) | count
+    severity: str
+    measure: Callable[[datetime, int | None], Measure]
+
+    def show(self, value: float | None) -> str:
+        """Format a value or threshold of this rule for people."""
+        if value is None:
+            return "—"
+        if self.unit == "rate":
+            return f"{value * 100:.1f}%".replace(".0%", "%")
+        return f"{value:g}"
+
+
+def _since(now: datetime, window_s: int | None) -> datetime:
+    return now - timedelta(seconds=window_s or 0)
+
+
+def _prefix(column, prefix: str):
+    # A range instead of LIKE, so the dedup_key index serves it on SQLite and PostgreSQL alike.
+    return (column >= prefix) & (column < prefix[:-1] + chr(ord(prefix[-1]) + 1))
+
+
+def _outbox_occurrences(prefix: str, since: datetime) -> int:
+    return db.session.execute(select(func.coalesce(func.sum(OutboxMessage.occurrences), 0)).where(
+        _prefix(OutboxMessage.dedup_key, prefix), OutboxMessage.created_at >= since)).scalar_one()
+
+
+def _retry_failure_rate(now: datetime, window_s: int | None) -> Measure:
+    totals = metrics.window_totals([metrics.WORKER_FAILURE.name, metrics.WORKER_SUCCESS.name], now, window_s)
+    failed, ended = totals[metrics.WORKER_FAILURE.name], sum(totals.values())
+    return Measure(failed / ended if ended else 0.0, f"{failed} of {ended} attempts failed", ended >= MIN_EVENTS)
+
+
+def _dlq_length(now: datetime, window_s: int | None) -> Measure:
+    count = db.session.execute(select(func.count()).select_from(DeadLetter).where(
+        DeadLetter.status == "open")).scalar_one()
+    return Measure(count, f"{count} dead letters are open")
+
+
+def _scheduling_failure_rate(now: datetime, window_s: int | None) -> Measure:
+    late, due = observability.start_punctuality(now, window_s, limit_s=LATE_START_S)
+    try:
+        missed = metrics.window_totals([metrics.SCHEDULER_MISSED.name], now, window_s)[metrics.SCHEDULER_MISSED.name]
+    except Exception as error:  # noqa: BLE001 - the runs in the database still tell most of the story
+        log.warning("alert rules: missed firings unknown, Redis unreachable (%s)", error)
+        missed = 0
+    failed, total = late + missed, due + missed
+    return Measure(failed / total if total else 0.0,
+                   f"{late} of {due} due runs started over {LATE_START_S} s late and {missed} firings were missed",
+                   total >= MIN_EVENTS)
+
+
+def _sla_escalations(now: datetime, window_s: int | None) -> Measure:
+    count = db.session.execute(select(func.count()).select_from(OutboxMessage).where(
+        _prefix(OutboxMessage.dedup_key, "sla-escalation:"), OutboxMessage.created_at >= _since(now, window_s))
+    ).scalar_one()
+    return Measure(count, f"{count} tasks breached their SLA three runs in a row")
+
+
+def _queue_overflow(now: datetime, window_s: int | None) -> Measure:
+    count = _outbox_occurrences("queue_overflow:", _since(now, window_s))
+    return Measure(count, f"{count} submissions were refused because a queue was full")
+
+
+def _retry_limit_reached(now: datetime, window_s: int | None) -> Measure:
+    count = db.session.execute(select(func.count()).select_from(DeadLetter).where(
+        DeadLetter.created_at >= _since(now, window_s), DeadLetter.reason == "exhausted",
+        DeadLetter.status == "open")).scalar_one()
+    return Measure(count, f"{count} runs used up their retries and wait in the dead-letter queue")
+
+
+def _workorder_failed(now: datetime, window_s: int | None) -> Measure:
+    count = db.session.execute(select(func.count()).select_from(OutboxMessage).where(
+        OutboxMessage.status == "failed", OutboxMessage.kind == "workorder")).scalar_one()
+    return Measure(count, f"{count} work orders could not be created in the work-order system")
+
+
+def _breaker_opened(now: datetime, window_s: int | None) -> Measure:
+    count = _outbox_occurrences("breaker:", _since(now, window_s))
+    return Measure(count, f"circuit breakers opened {count} times")
+
+
+RULES: dict[str, Rule] = {rule.key: rule for rule in (
+    Rule("retry_failure_rate", "Retry failure rate high",
+         f"Share of attempts that failed (of those that ended, at least {MIN_EVENTS}) over the window.",
+         0.15, 600, "rate", "error", _retry_failure_rate),
+    Rule("dlq_length", "Dead-letter queue long", "Open dead letters, now.", 100, None, "count", "error", _dlq_length),
+    Rule("scheduling_failure_rate", "Scheduling failure rate high",
+         f"Task runs that started over {LATE_START_S} s after their scheduled time (or not at all), plus missed "
+         f"firings, over those due in the window (at least {MIN_EVENTS}).",
+         0.05, 300, "rate", "warning", _scheduling_failure_rate),
+    Rule("sla_consecutive_breaches", "SLA breached three runs in a row",
+         "Tasks escalated to the manager for three consecutive SLA breaches in the window.",
+         0, 3600, "count", "critical", _sla_escalations),
+    Rule("queue_overflow", "Queue overflow", "Submissions refused with 429 because a queue or quota was full.",
+         0, 300, "count", "warning", _queue_overflow),
+    Rule("retry_limit_reached", "Retry limit reached",
+         "Runs that used up their retries in the window and still wait in the dead-letter queue.",
+         0, 3600, "count", "error", _retry_limit_reached),
+    Rule("workorder_failed", "Work-order creation failed",
+         "Work orders the work-order system refused for good, until someone sends them again.",
+         0, None, "count", "error", _workorder_failed),
+    Rule("breaker_opened", "Circuit breaker opened", "Times a handler's circuit breaker opened in the window.",
+         0, 600, "count", "error", _breaker_opened),
+)}
+
+
+def ensure_defaults() -> None:
+    """Add the rules this version knows and the database lacks (idempotent; every process calls it)."""
+    known = {rule.key: rule for rule in db.session.execute(select(AlertRule)).scalars()}
+    for spec in RULES.values():
+        row = known.get(spec.key)
+        if row is None:
+            db.session.add(AlertRule(key=spec.key, description=spec.description, threshold=spec.threshold,
+                                     window_s=spec.window_s, enabled=True, state="ok"))
+        elif row.description != spec.description:
+            row.description = spec.description
+    try:
+        db.session.commit()
+    except IntegrityError:
+        db.session.rollback()  # another process seeded them at the same moment
+
+
+def all_rules() -> list[AlertRule]:
+    """Return every rule this version knows, in the order they are defined."""
+    rows = {row.key: row for row in db.session.execute(select(AlertRule)).scalars()}
+    return [rows[key] for key in RULES if key in rows]
+
+
+def get(key: str) -> AlertRule:
+    """Return the rule with this key or raise NotFound."""
+    row = db.session.execute(select(AlertRule).where(AlertRule.key == key)).scalar_one_or_none()
+    if row is None or key not in RULES:
+        raise NotFound(f"no alert rule {key!r}; the rules are {', '.join(RULES)}")
+    return row
+
+
+def spec(row: AlertRule) -> Rule:
+    return RULES[row.key]
+
+
+def as_dict(row: AlertRule) -> dict:
+    """Return a rule as the API shows it."""
+    rule = RULES[row.key]
+    return {"key": row.key, "title": rule.title, "description": row.description, "unit": rule.unit,
+            "threshold": row.threshold, "window_s": row.window_s, "windowed": rule.window_s is not None,
+            "enabled": row.enabled, "state": row.state, "last_value": row.last_value, "detail": row.detail,
+            "changed_at": _iso(row.changed_at), "evaluated_at": _iso(row.evaluated_at)}
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def evaluate(clock: Clock = SYSTEM_CLOCK) -> dict[str, str]:
+    """Measure every enabled rule, fire or clear it; return {key: new state} of the rules that changed."""
+    now = clock()
+    changed = {}
+    for row in all_rules():
+        if not row.enabled:
+            continue
+        rule = RULES[row.key]
+        try:
+            measure = rule.measure(now, row.window_s)
+        except Exception:  # noqa: BLE001 - one broken measure must not silence the other rules
+            db.session.rollback()
+            log.exception("alert rule %s could not be measured", row.key)
+            continue
+        row.last_value = float(measure.value) if measure.enough else None
+        row.detail = (measure.detail if measure.enough
+                      else f"{measure.detail}: too few to judge (a rate needs {MIN_EVENTS})")[:255]
+        row.evaluated_at = now
+        breached = measure.enough and measure.value > row.threshold
+        if breached != (row.state == "firing") and _switch(row, "firing" if breached else "ok", now, measure):
+            changed[row.key] = row.state
+        db.session.commit()
+    return changed
+
+
+def _switch(row: AlertRule, state: str, now: datetime, measure: Measure | None) -> bool:
+    """Flip the rule's state if no one else did first, and write the alert (or its resolve) with it."""
+    won = db.session.execute(update(AlertRule).where(AlertRule.id == row.id, AlertRule.state == row.state)
+                             .values(state=state, changed_at=now).execution_options(synchronize_session=False))
+    if won.rowcount != 1:
+        return False
+    set_committed_value(row, "state", state)
+    set_committed_value(row, "changed_at", now)
+    rule = RULES[row.key]
+    firing = state == "firing"
+    window = f" in the last {_duration(row.window_s)}" if row.window_s else ""
+    if measure is None:
+        summary = "The rule was switched off; it is no longer watched."
+    else:
+        lead = "" if firing else "Back under the threshold: "
+        summary = f"{lead}{measure.detail}{window} ({rule.show(measure.value)}; threshold {rule.show(row.threshold)})."
+    payload = {"rule": row.key, "alert_rule": row.key, "state": "firing" if firing else "resolved",
+               "title": rule.title if firing else f"Resolved: {rule.title}", "summary": summary,
+               "severity": rule.severity if firing else "info", "value": measure.value if measure else None,
+               "threshold": row.threshold, "window_s": row.window_s, "at": now.isoformat()}
+    kind, key = ("alert" if firing else "resolve"), f"rule:{row.key}"
+    if outbox.add(kind, key, payload, now) is None:
+        # Merged into a message not sent yet: the latest state wins, trigger or resolve.
+        db.session.execute(update(OutboxMessage).where(OutboxMessage.dedup_key == key,
+                                                       OutboxMessage.status == "pending").values(kind=kind))
+    log.warning("alert rule %s %s: %s", row.key, "fired" if firing else "cleared", summary)
+    return True
+
+
+def _duration(seconds: int) -> str:
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600} h"
+    return f"{seconds // 60} min" if seconds % 60 == 0 else f"{seconds} s"
+
+
+def update_rule(key: str, changes: dict, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> AlertRule:
+    """Change a rule's threshold, window or switch (audited); switching off a firing rule resolves its alert."""
+    row = get(key)
+    rule = RULES[key]
+    for name in changes:
+        if name not in ("threshold", "window_s", "enabled"):
+            raise InvalidInput(f"unknown field {name!r}; a rule takes threshold, window_s and enabled", name)
+    values = {}
+    if "threshold" in changes:
+        values["threshold"] = _threshold(rule, changes["threshold"])
+    if "window_s" in changes:
+        values["window_s"] = _window(rule, changes["window_s"])
+    if "enabled" in changes:
+        if not isinstance(changes["enabled"], bool):
+            raise InvalidInput("enabled is true or false", "enabled")
+        values["enabled"] = changes["enabled"]
+    before = {name: getattr(row, name) for name in values}
+    values = {name: value for name, value in values.items() if before[name] != value}
+    if not values:
+        return row
+    now = clock()
+    for name, value in values.items():
+        setattr(row, name, value)
+    if values.get("enabled") is False:
+        row.last_value = row.detail = None
+        if row.state == "firing":
+            _switch(row, "ok", now, None)
+    audit.record(db.session, actor, "alert_rule.update", "alert_rule", key,
+                 before={name: before[name] for name in values}, after=values, clock=clock)
+    db.session.commit()
+    return row
+
+
+def _threshold(rule: Rule, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise InvalidInput("threshold is a number of at least 0", "threshold")
+    if rule.unit == "rate" and value > 1:
+        raise InvalidInput("threshold of a rate is a fraction from 0 to 1 (0.15 is 15%)", "threshold")
+    if rule.unit == "count" and not float(value).is_integer():
+        raise InvalidInput("threshold of a count is a whole number", "threshold")
+    return float(value)
+
+
+def _window(rule: Rule, value) -> int | None:
+    if rule.window_s is None:
+        if value is None:
+            return None
+        raise InvalidInput(f"{rule.key} looks at the present only; it has no window", "window_s")
+    if isinstance(value, bool) or not isinstance(value, int) or not MIN_WINDOW_S <= value <= MAX_WINDOW_S:
+        raise InvalidInput(f"window_s is a whole number of seconds from {MIN_WINDOW_S} to {MAX_WINDOW_S}",
+                           "window_s")
+    return value

@@ -1,0 +1,1 @@
+"""Dead letters and work orders: parked, grouped, filtered, replayed in bulk, closed."""

@@ -1,0 +1,279 @@
+"""Replay many dead letters in the background, at a set rate, with progress kept in Redis."""
+
+import json
+import logging
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+
+from rq import Queue
+
+from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.extensions import db
+from console.models import Tenant
+from console.redis_conn import get_redis
+from console.services.actor import Actor
+from console.services.audit import trail as audit
+from console.services.dlq import groups as dlq
+from console.services.dlq.filters import Bounds, Filters
+from console.services.engine import replays
+from console.services.engine.queueing import MAINTENANCE_QUEUE
+from console.services.errors import Conflict, InvalidInput, NotFound
+
+log = logging.getLogger("rebound.dlq")
+
+JOB = "jobs.bulk.replay_matching"
+KEY = "rebound:bulk:{}"
+RECENT = "rebound:bulk:recent"
+KEEP_S = 7 * 24 * 3600
+KEEP_RECENT = 20
+DEFAULT_RATE, MAX_RATE = 50, 1000
+# One job works this long, then queues its own continuation: a single worker then also runs the
+# replayed attempts (on the default queue, which it reads first) instead of waiting for the whole batch.
+SLICE_S = 10.0
+CHUNK = 100
+RUNNING = ("queued", "running", "stopping")
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One bulk operation as its Redis hash tells it."""
+
+    op_id: str
+    status: str
+    total: int
+    done: int
+    failed: int
+    skipped: int
+    rate: float
+    actor: str
+    filter: str
+    started_at: datetime | None
+    finished_at: datetime | None
+    tenant_id: int | None
+    last_error: str = ""
+
+    @property
+    def processed(self) -> int:
+        return self.done + self.failed + self.skipped
+
+    @property
+    def running(self) -> bool:
+        return self.status in RUNNING
+
+    @property
+    def percent(self) -> int:
+        return 100 if not self.total else min(100, round(100 * self.processed / self.total))
+
+    @property
+    def eta_s(self) -> int:
+        return round(max(0, self.total - self.processed) / self.rate) if self.rate else 0
+
+
+def _rate(rate) -> float:
+    try:
+        value = float(rate)
+    except (TypeError, ValueError):
+        raise InvalidInput("the rate is a number of runs per second", "rate") from None
+    if not 1 <= value <= MAX_RATE:
+        raise InvalidInput(f"the rate must be between 1 and {MAX_RATE} runs per second", "rate")
+    return value
+
+
+def _time(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+def _progress(op_id: str, raw: dict) -> Progress:
+    fields = {key.decode(): value.decode() for key, value in raw.items()}
+    number = lambda name: int(fields.get(name) or 0)  # noqa: E731 - a local shorthand
+    return Progress(op_id, fields.get("status", "unknown"), number("total"), number("done"), number("failed"),
+                    number("skipped"), float(fields.get("rate") or 0), fields.get("actor", ""),
+                    fields.get("filter", ""), _time(fields.get("started_at")), _time(fields.get("finished_at")),
+                    int(fields["tenant_id"]) if fields.get("tenant_id") else None, fields.get("last_error", ""))
+
+
+def _visible(progress: Progress, tenant_id: int | None) -> bool:
+    return tenant_id is None or progress.tenant_id == tenant_id
+
+
+def get(op_id: str, tenant_id: int | None = None) -> Progress:
+    """Return a bulk operation this tenant scope may see, or raise NotFound."""
+    raw = get_redis().hgetall(KEY.format(op_id)) if op_id.isalnum() else {}
+    progress = _progress(op_id, raw) if raw else None
+    if progress is None or not _visible(progress, tenant_id):
+        raise NotFound(f"no bulk operation {op_id} (they are kept for 7 days)")
+    return progress
+
+
+def recent(tenant_id: int | None, include: str | None = None) -> list[Progress]:
+    """Return the bulk operations still running, plus `include` whatever its state, newest first."""
+    redis = get_redis()
+    ids = [value.decode() for value in redis.lrange(RECENT, 0, KEEP_RECENT - 1)]
+    if include and include.isalnum() and include not in ids:
+        ids.insert(0, include)
+    with redis.pipeline() as pipe:
+        for op_id in ids:
+            pipe.hgetall(KEY.format(op_id))
+        found = pipe.execute()
+    shown = [_progress(op_id, raw) for op_id, raw in zip(ids, found, strict=True) if raw]
+    return [p for p in shown if _visible(p, tenant_id) and (p.running or p.op_id == include)]
+
+
+def start_replay(actor: Actor, tenant_id: int | None, *, ids: list[int] | None = None,
+                 filters: Filters | None = None, rate=DEFAULT_RATE, clock: Clock = SYSTEM_CLOCK) -> Progress:
+    """Start replaying the selected dead letters, or all that match the filters, at `rate` runs per second."""
+    rate = _rate(rate)
+    now = clock()
+    if ids is not None:
+        ids = sorted(set(ids))
+        if not ids:
+            raise InvalidInput("select the dead letters to replay", "id")
+        if len(ids) > dlq.MAX_SELECTED:
+            raise InvalidInput(f"select at most {dlq.MAX_SELECTED} dead letters, or replay all matching", "id")
+        letters = [letter for letter in dlq.visible(ids, tenant_id) if letter.status == "open"]
+        ids, total, job_filters = [letter.id for letter in letters], len(letters), None
+        described = f"selected dead letters {', '.join(map(str, ids[:20]))}{' …' if len(ids) > 20 else ''}"
+        recorded = {"ids": ids}
+    else:
+        # Bulk replay only ever touches open dead letters, whatever status the page showed.
+        filters = (filters or Filters()).with_status("open")
+        bounds = dlq.bounds(filters, tenant_id, now)
+        total = dlq.count_matching(filters, tenant_id, cap=None, bounds=bounds) if bounds else 0
+        job_filters = {**filters.to_dict(), "as_of": now.isoformat(), "min_id": bounds and bounds.min_id,
+                       "max_id": bounds and bounds.max_id}
+        described = filters.describe()
+        recorded = {"filter": filters.args()}
+    if not total:
+        raise InvalidInput("no open dead letters to replay: they may have been replayed or discarded already", "id")
+    op_id = uuid.uuid4().hex[:12]
+    key = KEY.format(op_id)
+    tenant = db.session.get(Tenant, tenant_id).name if tenant_id else None
+    # The audit row joins the transaction first, the progress hash and the job go to Redis in one MULTI, and
+    # the commit comes last: a Redis failure leaves no audit of an operation that never started.
+    audit.record(db.session, actor, "dead_letter.bulk_replay", "bulk_operation", op_id, tenant=tenant,
+                 after={"count": total, "rate": rate, **recorded}, note=described, clock=clock)
+    redis = get_redis()
+    with redis.pipeline() as pipe:
+        # RQ starts the transaction itself, so its enqueue comes first in the pipeline.
+        Queue(MAINTENANCE_QUEUE, connection=redis).enqueue(
+            JOB, args=(op_id,), kwargs={"ids": ids if job_filters is None else None, "filters": job_filters,
+                                        "tenant_id": tenant_id, "rate": rate, "actor": _actor_dict(actor)},
+            job_timeout=int(SLICE_S) + 600, result_ttl=0, failure_ttl=KEEP_S, pipeline=pipe)
+        pipe.hset(key, mapping={"kind": "replay", "status": "queued", "total": total, "done": 0, "failed": 0,
+                                "skipped": 0, "rate": rate, "actor": actor.name, "filter": described,
+                                "selection": json.dumps(recorded), "tenant_id": tenant_id or "",
+                                "started_at": now.isoformat(), "finished_at": ""})
+        pipe.expire(key, KEEP_S)
+        pipe.lpush(RECENT, op_id)
+        pipe.ltrim(RECENT, 0, KEEP_RECENT - 1)
+        pipe.execute()
+    try:
+        db.session.commit()
+    except Exception:
+        # Not audited, so it must not run: the job stops before its first replay.
+        redis.hset(key, mapping={"status": "stopping", "last_error": "the audit record could not be written"})
+        raise
+    return get(op_id, tenant_id)
+
+
+def _actor_dict(actor: Actor) -> dict:
+    return {"name": actor.name, "id": actor.id, "remote_addr": actor.remote_addr}
+
+
+def stop(op_id: str, actor: Actor, tenant_id: int | None, clock: Clock = SYSTEM_CLOCK) -> Progress:
+    """Ask a running bulk replay to stop after the entry it is on."""
+    progress = get(op_id, tenant_id)
+    if not progress.running:
+        raise Conflict(f"bulk operation {op_id} is already {progress.status}", "status")
+    get_redis().hset(KEY.format(op_id), "status", "stopping")
+    tenant = db.session.get(Tenant, tenant_id).name if tenant_id else None
+    audit.record(db.session, actor, "dead_letter.bulk_replay_stop", "bulk_operation", op_id, tenant=tenant,
+                 before={"status": progress.status, "done": progress.done}, after={"status": "stopping"}, clock=clock)
+    db.session.commit()
+    return get(op_id, tenant_id)
+
+
+def _replay_chunk(letter_ids: list[int], tenant_id: int | None, actor: Actor, key: str) -> Counter:
+    """Replay a chunk in one transaction; count its entries as done, skipped or failed."""
+    try:
+        outcome = replays.replay_many(letter_ids, actor, tenant_id=tenant_id)
+        return Counter(done=len(outcome.runs), skipped=len(outcome.skipped))
+    except Exception as error:  # noqa: BLE001 - one bad entry must not stop the operation; it is counted and logged
+        db.session.rollback()
+        if len(letter_ids) > 1:  # find the bad entry: the others still go through
+            return sum((_replay_chunk([letter_id], tenant_id, actor, key) for letter_id in letter_ids), Counter())
+        log.exception("bulk replay: dead letter %s failed", letter_ids[0])
+        get_redis().hset(key, "last_error", f"#{letter_ids[0]}: {type(error).__name__}: {error}"[:500])
+        return Counter(failed=1)
+
+
+def run_replay(op_id: str, *, ids: list[int] | None = None, filters: dict | None = None,
+               tenant_id: int | None = None, rate: float = DEFAULT_RATE, actor: dict | None = None,
+               after_id: int = 0, slice_s: float = SLICE_S, clock: Clock = SYSTEM_CLOCK,
+               sleep=time.sleep, monotonic=time.monotonic) -> str:
+    """Replay the operation's dead letters in id order, from after_id, at most `rate` per second.
+
+    Works in chunks of up to one second's worth, each one transaction; after slice_s seconds it queues its
+    continuation. Returns the operation's status.
+    """
+    redis, key = get_redis(), KEY.format(op_id)
+    status = (redis.hget(key, "status") or b"").decode()
+    if status not in RUNNING:
+        return status or "missing"  # finished, or its progress expired: a late duplicate does nothing
+    who = Actor(**(actor or {"name": "system"}))
+    if filters is not None:
+        pinned = dict(filters)
+        bounds = Bounds(datetime.fromisoformat(pinned.pop("as_of")), pinned.pop("min_id"), pinned.pop("max_id"))
+        chosen = Filters(**pinned)
+    if status == "stopping":
+        return _finish(key, "stopped", clock)
+    if status == "queued":
+        redis.hset(key, "status", "running")
+    rate = float(rate)
+    started, paced, size = monotonic(), 0, max(1, min(CHUNK, int(rate)))
+    try:
+        while True:
+            # Pace before each chunk: chunk n starts no earlier than (letters so far) / rate after the start.
+            ahead = started + paced / rate - monotonic()
+            if ahead > 0:
+                sleep(ahead)
+            if paced and monotonic() - started >= slice_s:
+                Queue(MAINTENANCE_QUEUE, connection=redis).enqueue(
+                    JOB, args=(op_id,), kwargs={"ids": ids, "filters": filters, "tenant_id": tenant_id,
+                                                "rate": rate, "actor": actor, "after_id": after_id},
+                    job_timeout=int(slice_s) + 600, result_ttl=0, failure_ttl=KEEP_S)
+                return "running"
+            if filters is not None:
+                batch = dlq.matching_ids(chosen, tenant_id, bounds, after_id, size)
+            else:
+                batch = [i for i in ids or [] if i > after_id][:size]
+            if not batch:
+                return _finish(key, "done", clock)
+            counts = _replay_chunk(batch, tenant_id, who, key)
+            after_id, paced = batch[-1], paced + len(batch)
+            with redis.pipeline() as pipe:
+                for counter, count in counts.items():
+                    pipe.hincrby(key, counter, count)
+                pipe.hset(key, "after_id", after_id).hget(key, "status")
+                if pipe.execute()[-1] == b"stopping":
+                    return _finish(key, "stopped", clock)
+    except Exception as error:
+        redis.hset(key, "last_error", f"{type(error).__name__}: {error}"[:500])
+        _finish(key, "failed", clock)
+        raise
+
+
+def _finish(key: str, status: str, clock: Clock) -> str:
+    redis = get_redis()
+    processed = sum(int(value or 0) for value in redis.hmget(key, "done", "failed", "skipped"))
+    total = int(redis.hget(key, "total") or 0)
+    mapping = {"status": status, "finished_at": clock().isoformat()}
+    if status == "done" and processed < total:
+        # Counted at the start but no longer open when reached: replayed or discarded meanwhile.
+        redis.hincrby(key, "skipped", total - processed)
+    redis.hset(key, mapping=mapping)
+    return status
+

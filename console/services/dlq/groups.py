@@ -1,0 +1,254 @@
+"""The dead-letter queue as people work it: grouped by error, filtered, searched, and discarded."""
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import selectinload
+
+from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.domain.errors import normalise_message
+from console.extensions import db
+from console.models import DeadLetter, RunEvent, Task, Tenant, WorkOrder
+from console.services.actor import Actor
+from console.services.audit import trail as audit
+from console.services.dlq.filters import Bounds, Filters, search_floor, where
+from console.services.engine import handler_kinds, registry
+from console.services.errors import Conflict, InvalidInput, NotFound
+
+PAGE_SIZE = 50
+GROUP_LIMIT = 50
+# A group is (fingerprint, handler, tenant) rows merged in Python; this bounds how many rows that reads.
+GROUP_ROWS_LIMIT = 5000
+COUNT_CAP = 10_000
+MAX_REASON_CHARS = 1000
+MAX_SELECTED = 500
+
+
+@dataclass
+class WorkOrderRef:
+    id: int
+    status: str
+    title: str
+    tenant: str
+
+
+@dataclass
+class Group:
+    """Open dead letters that share an error fingerprint (same code, same message up to ids and numbers)."""
+
+    fingerprint: str
+    error_code: str | None
+    count: int = 0
+    first_seen: datetime | None = None
+    last_seen: datetime | None = None
+    handlers: set[str] = field(default_factory=set)
+    tenants: set[str] = field(default_factory=set)
+    sample_id: int = 0
+    sample_message: str = ""
+    message: str = ""
+    work_orders: list[WorkOrderRef] = field(default_factory=list)
+
+
+@dataclass
+class GroupPage:
+    groups: list[Group]
+    more: bool  # more groups than shown
+    total: int  # dead letters in all groups
+    search_floor: int | None  # a search covered ids from here up only
+
+
+@dataclass
+class EntryPage:
+    entries: list
+    next_before: int | None
+    search_floor: int | None  # a search covered ids from here up only; older ones continue before it
+
+
+def groups(filters: Filters, tenant_id: int | None, clock: Clock = SYSTEM_CLOCK, limit: int = GROUP_LIMIT) -> GroupPage:
+    """Return the largest error groups with their handlers, tenants and work orders."""
+    dl = DeadLetter
+    # Grouped in the order of an index on (status, fingerprint, tenant_id, handler, ...), which covers it.
+    query = select(dl.fingerprint, dl.tenant_id, dl.handler, func.max(dl.error_code), func.count(),
+                   func.min(dl.created_at), func.max(dl.created_at), func.max(dl.id)).group_by(
+        dl.fingerprint, dl.tenant_id, dl.handler)
+    floor = search_floor(filters, tenant_id)
+    rows = db.session.execute(where(query, filters, tenant_id, clock(), floor).limit(GROUP_ROWS_LIMIT)).all()
+    names = dict(db.session.execute(select(Tenant.id, Tenant.name)).all())
+    merged: dict[str, Group] = {}
+    # The newest dead letter per group and tenant: its work order is that tenant's for the group.
+    samples: dict[str, dict[int, int]] = {}
+    for fingerprint, tenant, handler, code, count, first, last, newest in rows:
+        group = merged.setdefault(fingerprint, Group(fingerprint, code))
+        group.count += count
+        group.first_seen = min(first, group.first_seen or first)
+        group.last_seen = max(last, group.last_seen or last)
+        group.handlers.add(handler)
+        group.tenants.add(names.get(tenant, str(tenant)))
+        group.sample_id = max(group.sample_id, newest)
+        per_tenant = samples.setdefault(fingerprint, {})
+        per_tenant[tenant] = max(per_tenant.get(tenant, 0), newest)
+    ordered = sorted(merged.values(), key=lambda g: (g.count, g.last_seen), reverse=True)
+    shown = ordered[:limit]
+    sample_ids = [i for g in shown for i in samples[g.fingerprint].values()]
+    details = {row.id: row for row in db.session.execute(
+        select(dl.id, dl.error_message, dl.work_order_id).where(dl.id.in_(sample_ids)))}
+    order_ids = {row.work_order_id for row in details.values() if row.work_order_id}
+    orders = {order.id: order for order in db.session.execute(
+        select(WorkOrder).where(WorkOrder.id.in_(order_ids))).scalars()} if order_ids else {}
+    for group in shown:
+        sample = details.get(group.sample_id)
+        group.sample_message = (sample.error_message or "") if sample else ""
+        group.message = normalise_message(group.sample_message)
+        found = {orders[details[i].work_order_id] for i in samples[group.fingerprint].values()
+                 if i in details and details[i].work_order_id in orders}
+        group.work_orders = [WorkOrderRef(o.id, o.status, o.title, names.get(o.tenant_id, str(o.tenant_id)))
+                             for o in sorted(found, key=lambda o: o.id)]
+    return GroupPage(shown, len(ordered) > limit, sum(g.count for g in ordered), floor)
+
+
+def entries(filters: Filters, tenant_id: int | None, before: int | None = None, clock: Clock = SYSTEM_CLOCK,
+            limit: int = PAGE_SIZE) -> EntryPage:
+    """Return one page of dead letters, newest first, and the id to continue before (None on the last page)."""
+    query = select(DeadLetter).order_by(DeadLetter.id.desc()).limit(limit + 1).options(
+        selectinload(DeadLetter.run), selectinload(DeadLetter.tenant), selectinload(DeadLetter.work_order))
+    if before:
+        query = query.where(DeadLetter.id < before)
+    floor = search_floor(filters, tenant_id, before)
+    rows = db.session.execute(where(query, filters, tenant_id, clock(), floor)).scalars().all()
+    if len(rows) > limit:
+        return EntryPage(rows[:limit], rows[limit - 1].id, floor)
+    # The search window ran out before the page filled: the next page searches the window below it.
+    return EntryPage(rows, floor, floor)
+
+
+def count_matching(filters: Filters, tenant_id: int | None, clock: Clock = SYSTEM_CLOCK,
+                   cap: int | None = COUNT_CAP, bounds: Bounds | None = None) -> int:
+    """Count the dead letters the filters select, reading at most cap + 1 rows (None: count them all)."""
+    bounds = bounds or Bounds(clock(), search_floor(filters, tenant_id))
+    inner = where(select(DeadLetter.id), filters, tenant_id, bounds.as_of, bounds.min_id, bounds.max_id)
+    if cap is not None:
+        inner = inner.limit(cap + 1)
+    return db.session.execute(select(func.count()).select_from(inner.subquery())).scalar_one()
+
+
+def bounds(filters: Filters, tenant_id: int | None, now: datetime) -> Bounds | None:
+    """Fix what the filters select now (the search window, the newest id); None when they select nothing."""
+    floor = search_floor(filters, tenant_id)
+    query = where(select(DeadLetter.id), filters, tenant_id, now, floor).order_by(DeadLetter.id.desc()).limit(1)
+    newest = db.session.execute(query).scalar_one_or_none()
+    return Bounds(now, floor, newest) if newest is not None else None
+
+
+def matching_ids(filters: Filters, tenant_id: int | None, bounds: Bounds, after_id: int, limit: int) -> list[int]:
+    """Return the next ids (ascending, after after_id) the bounded filters select."""
+    query = where(select(DeadLetter.id), filters, tenant_id, bounds.as_of, bounds.min_id, bounds.max_id)
+    query = query.where(DeadLetter.id > after_id).order_by(DeadLetter.id).limit(limit)
+    return list(db.session.execute(query).scalars())
+
+
+def get(dead_letter_id: int, tenant_id: int | None = None) -> DeadLetter:
+    """Return a dead letter visible to this tenant scope, or raise NotFound."""
+    letter = db.session.get(DeadLetter, dead_letter_id)
+    if letter is None or (tenant_id is not None and letter.tenant_id != tenant_id):
+        raise NotFound(f"no dead letter with id {dead_letter_id}")
+    return letter
+
+
+def visible(ids: list[int], tenant_id: int | None) -> list[DeadLetter]:
+    """Return the dead letters among ids that this tenant scope may see, by id."""
+    query = select(DeadLetter).where(DeadLetter.id.in_(ids)).order_by(DeadLetter.id)
+    if tenant_id is not None:
+        query = query.where(DeadLetter.tenant_id == tenant_id)
+    return list(db.session.execute(query).scalars())
+
+
+def replays(letters: list[DeadLetter]) -> dict[int, list[RunEvent]]:
+    """Return, per dead letter, the replay events that started a new series of its run."""
+    run_ids = {letter.run_id for letter in letters}
+    if not run_ids:
+        return {}
+    events = db.session.execute(select(RunEvent).where(RunEvent.run_id.in_(run_ids),
+                                                       RunEvent.kind == "replay_of_dead_letter")
+                                .order_by(RunEvent.id)).scalars()
+    found: dict[int, list[RunEvent]] = {}
+    for event in events:
+        letter_id = (event.data or {}).get("dead_letter_id")
+        if letter_id is not None:
+            found.setdefault(int(letter_id), []).append(event)
+    return found
+
+
+def task_names(letters: list[DeadLetter]) -> dict[int, str]:
+    """Return the names of the tasks these dead letters came from."""
+    ids = {letter.task_id for letter in letters if letter.task_id}
+    if not ids:
+        return {}
+    return dict(db.session.execute(select(Task.id, Task.name).where(Task.id.in_(ids))).all())
+
+
+def task_choices(tenant_id: int | None, limit: int = 500) -> list[tuple[str, str]]:
+    """Return (value, label) of the tasks a filter can pick, by name."""
+    query = (select(Task.id, Task.name, Tenant.name).join(Tenant, Task.tenant_id == Tenant.id)
+             .where(Task.deleted_at.is_(None)).order_by(Task.name, Tenant.name).limit(limit))
+    if tenant_id is not None:
+        query = query.where(Task.tenant_id == tenant_id)
+    return [(str(task_id), name if tenant_id is not None else f"{name} · {tenant}")
+            for task_id, name, tenant in db.session.execute(query)]
+
+
+def handler_choices() -> list[str]:
+    """Return the handlers a filter can pick, in their stored 'kind:name' form (plugins are open-ended)."""
+    return ([f"python:{name}" for name in registry.names()]
+            + [f"command:{name}" for name in sorted(handler_kinds.commands())])
+
+
+def _reason(reason: str | None) -> str:
+    reason = (reason or "").strip()
+    if not reason:
+        raise InvalidInput("say why these dead letters are discarded: a reason is required", "reason")
+    if len(reason) > MAX_REASON_CHARS:
+        raise InvalidInput(f"keep the reason under {MAX_REASON_CHARS} characters", "reason")
+    return reason
+
+
+def _discard(letter: DeadLetter, reason: str, actor: Actor, now: datetime) -> bool:
+    # Conditional, so a replay that wins the race is not overwritten by a discard.
+    changed = db.session.execute(
+        update(DeadLetter).where(DeadLetter.id == letter.id, DeadLetter.status == "open")
+        .values(status="discarded", resolved_at=now, resolved_by=actor.name, resolution_note=reason)
+        .execution_options(synchronize_session=False)).rowcount
+    if changed != 1:
+        return False
+    db.session.refresh(letter)
+    audit.record(db.session, actor, "dead_letter.discard", "dead_letter", letter.id, before={"status": "open"},
+                 after={"status": "discarded", "run_id": letter.run_id}, tenant=letter.tenant.name, note=reason,
+                 clock=lambda: now)
+    return True
+
+
+def discard(letter: DeadLetter, reason: str | None, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> DeadLetter:
+    """Close one open dead letter without replaying it, saying why."""
+    reason = _reason(reason)
+    if not _discard(letter, reason, actor, clock()):
+        db.session.rollback()
+        db.session.refresh(letter)
+        raise Conflict(f"dead letter {letter.id} is already {letter.status}", "status")
+    db.session.commit()
+    return letter
+
+
+def discard_many(ids: list[int], reason: str | None, actor: Actor, tenant_id: int | None,
+                 clock: Clock = SYSTEM_CLOCK) -> tuple[int, int]:
+    """Discard the selected open dead letters; return (discarded, skipped because no longer open or unseen)."""
+    reason = _reason(reason)
+    ids = sorted(set(ids))
+    if not ids:
+        raise InvalidInput("select the dead letters to discard", "id")
+    if len(ids) > MAX_SELECTED:
+        raise InvalidInput(f"select at most {MAX_SELECTED} dead letters at once", "id")
+    now = clock()
+    discarded = sum(_discard(letter, reason, actor, now) for letter in visible(ids, tenant_id))
+    db.session.commit()
+    return discarded, len(ids) - discarded
+

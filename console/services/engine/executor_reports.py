@@ -1,0 +1,102 @@
+"""Failures and progress reported by external executors (events task.execution.failed / .updated)."""
+
+import uuid
+
+from sqlalchemy import update
+
+from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.domain.errors import classify_reported
+from console.extensions import db
+from console.models import Run, Task, Tenant
+from console.services.actor import Actor
+from console.services.engine import handler_kinds, transitions
+from console.services.engine.failures import fail
+from console.services.engine.submit import _policy_choice, effective_policy, find_by_key
+from console.services.errors import Conflict, InvalidInput, NotFound
+from console.services.inputs import is_id
+from console.services.policies import versions as policies
+
+
+def _text(data: dict, name: str, limit: int, required: bool = False) -> str | None:
+    value = data.get(name)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not value or len(value) > limit:
+        raise InvalidInput(f"{name} must be a string of 1-{limit} characters", name)
+    return value
+
+
+def report_failure(tenant: Tenant, data: dict, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> Run:
+    """Put an externally failed execution into the retry flow: retry later, or dead-letter it."""
+    key = _text(data, "idempotency_key", 200, required=True)
+    code = _text(data, "error_code", 80, required=True)
+    message = data.get("message") or ""
+    retryable = data.get("retryable")
+    if retryable is not None and not isinstance(retryable, bool):
+        raise InvalidInput("retryable must be true or false", "retryable")
+    retry_after = data.get("retry_after_s")
+    if retry_after is not None and (isinstance(retry_after, bool) or not isinstance(retry_after, int | float)
+                                    or retry_after < 0):
+        raise InvalidInput("retry_after_s must be a number of seconds >= 0", "retry_after_s")
+    now = clock()
+    run = find_by_key(tenant.id, key)
+    if run is None:
+        run = _external_run(tenant, data, key, actor, now)
+    elif run.status != "running":
+        raise Conflict(f"run {run.id} is {run.status}; only a running run can fail "
+                       "(use POST /internal/tasks/retry for dead or failed runs)", "idempotency_key")
+    _, policy = policies.effective(run.policy_id, run.policy_overrides)
+    failure = classify_reported(code, str(message)[:2000], retryable, policy, retry_after_s=retry_after)
+    transitions.event(run, "failure_reported", now, actor=actor.name, error_code=code, message=failure.message)
+    fail(run, failure, policy, now)
+    return run
+
+
+def _external_run(tenant: Tenant, data: dict, key: str, actor: Actor, now) -> Run:
+    """Record an attempt Rebound did not run itself, so Rebound can retry it with the given handler or task."""
+    task = None
+    if data.get("task_id") is not None:
+        task = db.session.get(Task, data["task_id"]) if is_id(data["task_id"]) else None
+        if task is None or task.tenant_id != tenant.id:
+            raise InvalidInput(f"no task {data['task_id']!r} in tenant {tenant.name}", "task_id")
+    elif data.get("handler") is None:
+        raise NotFound(f"no run with idempotency key {key!r}; send handler or task_id to let Rebound retry it")
+    handler = handler_kinds.normalise(task.handler if task else data["handler"])
+    policy_id, overrides = _policy_choice(data.get("policy"), task)
+    version, _ = effective_policy(policy_id, overrides)
+    retry_token = _text(data, "retry_token", 64)
+    params = data.get("params") or {}
+    if not isinstance(params, dict):
+        raise InvalidInput("params must be a JSON object", "params")
+    run = Run(tenant_id=tenant.id, task_id=task.id if task else None, handler=handler,
+              params={**(task.params if task else {}), **params}, policy_id=policy_id, policy_version=version,
+              policy_overrides=overrides, idempotency_key=key, status="running", attempt=1, executions=1,
+              retry_token=retry_token or uuid.uuid4().hex, started_at=now, enqueued_at=now,
+              scheduled_for=now, created_at=now, updated_at=now, heartbeat_at=now, trace_id=uuid.uuid4().hex,
+              source="external", worker_id="external")
+    db.session.add(run)
+    db.session.flush()
+    transitions.event(run, "external_attempt", now, to_status="running", actor=actor.name)
+    return run
+
+
+def report_update(tenant: Tenant, data: dict, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> Run:
+    """Record progress (and a result) an executor reports for a running run."""
+    key = _text(data, "idempotency_key", 200, required=True)
+    run = find_by_key(tenant.id, key)
+    if run is None:
+        raise NotFound(f"no run with idempotency key {key!r}")
+    progress = data.get("progress")
+    whole = isinstance(progress, int) and not isinstance(progress, bool)
+    if progress is not None and not (whole and 0 <= progress <= 100):
+        raise InvalidInput("progress must be a whole number from 0 to 100", "progress")
+    if run.status != "running":
+        raise Conflict(f"run {run.id} is {run.status}; progress is recorded for running runs only", "idempotency_key")
+    values = {"heartbeat_at": clock()}
+    if progress is not None:
+        values["progress"] = progress
+    if isinstance(data.get("message"), str):
+        values["progress_message"] = data["message"][:255]
+    db.session.execute(update(Run).where(Run.id == run.id, Run.status == "running").values(**values))
+    db.session.commit()
+    return run

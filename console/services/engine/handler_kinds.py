@@ -1,0 +1,145 @@
+"""Turn a task's handler string into something to call: python:, plugin: or command:."""
+
+import json
+import subprocess
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+
+import requests
+import yaml
+
+from console.domain.clock import utcnow
+from console.domain.errors import HandlerTimeout, NonRetryableError, RetryableError
+from console.services.engine import registry
+from console.services.errors import InvalidInput
+from console.services.settings import setting
+
+KINDS = ("python", "plugin", "command")
+OUTPUT_LIMIT = 4000
+EX_TEMPFAIL = 75  # sysexits.h: "try again later"
+
+
+@dataclass(frozen=True)
+class Invocation:
+    run: object  # callable(ctx) -> result
+    compensate: object | None = None
+
+
+def parse(handler: str) -> tuple[str, str]:
+    """Split 'kind:name'; a bare name means a Python handler."""
+    if not isinstance(handler, str):
+        raise InvalidInput("handler must be a string such as python:demo.noop", "handler")
+    kind, sep, name = (handler or "").partition(":")
+    if not sep:
+        kind, name = "python", kind
+    if kind not in KINDS or not name:
+        raise InvalidInput(f"handler must be python:<name>, plugin:<pluginId> or command:<name>, got {handler!r}",
+                           "handler")
+    return kind, name
+
+
+def normalise(handler: str) -> str:
+    """Return the canonical 'kind:name' form, checking that the handler exists."""
+    kind, name = parse(handler)
+    if kind == "python" and registry.get(name) is None:
+        raise InvalidInput(f"no Python handler named {name!r}; known: {', '.join(registry.names())}", "handler")
+    if kind == "command" and name not in commands():
+        raise InvalidInput(f"no command named {name!r} is registered in {setting('COMMANDS_FILE')}", "handler")
+    if kind == "plugin" and not setting("PLUGIN_RUNTIME_URL"):
+        raise InvalidInput("plugin handlers need REBOUND_PLUGIN_RUNTIME_URL to be set", "handler")
+    return f"{kind}:{name}"
+
+
+def resolve(handler: str) -> Invocation:
+    """Return what to call for this handler."""
+    kind, name = parse(handler)
+    if kind == "python":
+        found = registry.get(name)
+        if found is None:
+            raise NonRetryableError("unknown_handler", f"no Python handler named {name!r}")
+        return Invocation(found.run, found.compensate)
+    if kind == "plugin":
+        return Invocation(lambda ctx: call_plugin(name, ctx))
+    return Invocation(lambda ctx: run_command(name, ctx))
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        try:
+            return max(0.0, (parsedate_to_datetime(value) - utcnow()).total_seconds())
+        except (TypeError, ValueError):
+            return None
+
+
+def call_plugin(plugin_id: str, ctx) -> object:
+    """POST the run to the plugin runtime and classify its answer."""
+    url = f"{setting('PLUGIN_RUNTIME_URL').rstrip('/')}/plugin/runtime/{plugin_id}/execute"
+    headers = {
+        "Idempotency-Key": ctx.idempotency_key,
+        "X-Retry-Token": ctx.retry_token,
+        "X-Trace-Id": ctx.trace_id,
+        "traceparent": f"00-{ctx.trace_id}-{ctx.retry_token[:16]}-01",
+    }
+    body = {"run_id": ctx.run_id, "task": ctx.task, "tenant": ctx.tenant, "params": ctx.params,
+            "attempt": ctx.attempt}
+    try:
+        response = requests.post(url, json=body, headers=headers, timeout=ctx.timeout_s)
+    except requests.Timeout:
+        raise HandlerTimeout(message=f"plugin {plugin_id} did not answer within {ctx.timeout_s} s") from None
+    except requests.ConnectionError as error:
+        raise RetryableError("connection_error", f"plugin {plugin_id}: {type(error).__name__}") from None
+    status = response.status_code
+    if 200 <= status < 300:
+        try:
+            return response.json()
+        except ValueError:
+            return {"body": response.text[:OUTPUT_LIMIT]}
+    message = f"plugin {plugin_id} answered {status}: {response.text[:500]}"
+    if status in (429, 503) or status >= 500:
+        raise RetryableError(f"http_{status}", message, retry_after_s=_retry_after(response.headers.get("Retry-After")))
+    raise NonRetryableError(f"http_{status}", message)
+
+
+_commands_cache: tuple[float, dict] = (0.0, {})
+
+
+def commands() -> dict:
+    """Return the commands an admin registered in the commands file (re-read when it changes)."""
+    global _commands_cache
+    path = Path(setting("COMMANDS_FILE"))
+    if not path.exists():
+        return {}
+    mtime = path.stat().st_mtime
+    if mtime != _commands_cache[0]:
+        data = yaml.safe_load(path.read_text()) or {}
+        _commands_cache = (mtime, {name: spec for name, spec in data.items()
+                                   if isinstance(spec, dict) and isinstance(spec.get("argv"), list)})
+    return _commands_cache[1]
+
+
+def run_command(name: str, ctx) -> object:
+    """Run a registered command: params as JSON on stdin, output captured and truncated."""
+    spec = commands().get(name)
+    if spec is None:
+        raise NonRetryableError("unknown_command", f"command {name!r} is no longer registered")
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "REBOUND_RUN_ID": str(ctx.run_id),
+           "REBOUND_IDEMPOTENCY_KEY": ctx.idempotency_key, "REBOUND_RETRY_TOKEN": ctx.retry_token,
+           "REBOUND_ATTEMPT": str(ctx.attempt), "REBOUND_TRACE_ID": ctx.trace_id}
+    timeout = min(ctx.timeout_s, int(spec.get("timeout_s", ctx.timeout_s)))
+    try:
+        done = subprocess.run([str(part) for part in spec["argv"]], input=json.dumps(ctx.params), env=env,
+                              capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise HandlerTimeout(message=f"command {name} ran past {timeout} s and was stopped") from None
+    output = (done.stdout[-OUTPUT_LIMIT:], done.stderr[-OUTPUT_LIMIT:])
+    if done.returncode == 0:
+        return {"exit_code": 0, "stdout": output[0], "stderr": output[1]}
+    message = f"command {name} exited {done.returncode}: {output[1][-500:] or output[0][-500:]}"
+    if done.returncode == EX_TEMPFAIL or done.returncode < 0:
+        raise RetryableError(f"exit_{done.returncode}", message)
+    raise NonRetryableError(f"exit_{done.returncode}", message)

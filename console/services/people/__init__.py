@@ -1,0 +1,1 @@
+"""Tenants, users, roles and API tokens."""

@@ -1,0 +1,72 @@
+"""API bearer tokens: issued once, stored hashed, revocable, optionally limited to a tenant."""
+
+import hashlib
+import secrets
+from datetime import timedelta
+
+from sqlalchemy import select
+
+from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.extensions import db
+from console.models import ApiToken, Tenant, User
+from console.services.actor import Actor
+from console.services.audit import trail as audit
+from console.services.errors import InvalidInput, NotFound
+
+PREFIX = "rb_"
+
+
+def _hash(token: str) -> str:
+    # Tokens are 256-bit random strings, so a fast hash is enough; a KDF would only slow every API call.
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def issue(user: User, actor: Actor, *, name: str = "", tenant: Tenant | None = None) -> tuple[ApiToken, str]:
+    """Create a token for a user; return the row and the plaintext, which is shown only now."""
+    if user.tenant_id and tenant and tenant.id != user.tenant_id:
+        raise InvalidInput(f"{user.username} may only act for tenant {user.tenant.name}", "tenant")
+    plaintext = PREFIX + secrets.token_urlsafe(32)
+    token = ApiToken(user=user, name=name[:80], token_hash=_hash(plaintext), prefix=plaintext[:10],
+                     tenant=tenant or user.tenant)
+    db.session.add(token)
+    db.session.flush()
+    audit.record(db.session, actor, "token.create", "api_token", token.id,
+                 after={"user": user.username, "name": token.name, "prefix": token.prefix,
+                        "tenant": token.tenant.name if token.tenant else None})
+    db.session.commit()
+    return token, plaintext
+
+
+def revoke(token_id: int, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> ApiToken:
+    """Revoke a token so it no longer authenticates."""
+    token = db.session.get(ApiToken, token_id)
+    if token is None:
+        raise NotFound(f"no token with id {token_id}")
+    if token.revoked_at is None:
+        token.revoked_at = clock()
+        audit.record(db.session, actor, "token.revoke", "api_token", token.id,
+                     before={"revoked": False}, after={"revoked": True, "prefix": token.prefix})
+        db.session.commit()
+    return token
+
+
+def authenticate(plaintext: str, clock: Clock = SYSTEM_CLOCK) -> ApiToken | None:
+    """Return the live token for this plaintext, whose user is active, else None."""
+    if not plaintext.startswith(PREFIX):
+        return None
+    token = db.session.execute(
+        select(ApiToken).where(ApiToken.token_hash == _hash(plaintext))
+    ).scalar_one_or_none()
+    if token is None or token.revoked_at is not None or not token.user.active:
+        return None
+    now = clock()
+    # Touch last_used_at at most once a minute so reads stay reads.
+    if token.last_used_at is None or now - token.last_used_at > timedelta(minutes=1):
+        token.last_used_at = now
+        db.session.commit()
+    return token
+
+
+def all_tokens() -> list[ApiToken]:
+    """Return every token, newest first."""
+    return db.session.execute(select(ApiToken).order_by(ApiToken.id.desc())).scalars().all()

@@ -1,0 +1,126 @@
+"""Create people, change their roles, check their passwords."""
+
+import re
+import secrets
+
+from sqlalchemy import func, select
+from werkzeug.security import check_password_hash, generate_password_hash
+
+from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.extensions import db
+from console.models import Role, Tenant, User
+from console.services.actor import Actor
+from console.services.audit import trail as audit
+from console.services.errors import Conflict, InvalidInput, NotFound
+
+USERNAME = re.compile(r"^[a-zA-Z0-9_.-]{2,64}$")
+MIN_PASSWORD = 10
+# A fixed hash to compare against when the user does not exist, so timing does not reveal names.
+_DUMMY_HASH = generate_password_hash("not-a-real-password")
+
+
+def _check_role(role: str) -> str:
+    if role not in {r.value for r in Role}:
+        raise InvalidInput(f"role must be one of {', '.join(r.value for r in Role)}", "role")
+    return role
+
+
+def _check_password(password: str) -> None:
+    if len(password) < MIN_PASSWORD:
+        raise InvalidInput(f"password must be at least {MIN_PASSWORD} characters", "password")
+
+
+def _snapshot(user: User) -> dict:
+    return {"username": user.username, "role": user.role, "active": user.active,
+            "tenant": user.tenant.name if user.tenant else None}
+
+
+def find(username: str) -> User | None:
+    """Return the user with this name, if any."""
+    return db.session.execute(select(User).where(User.username == username)).scalar_one_or_none()
+
+
+def get(user_id: int) -> User:
+    """Return a user by id or raise NotFound."""
+    user = db.session.get(User, user_id)
+    if user is None:
+        raise NotFound(f"no user with id {user_id}")
+    return user
+
+
+def create(username: str, role: str, password: str | None, actor: Actor, *,
+           tenant: Tenant | None = None) -> tuple[User, str | None]:
+    """Create a user; return it and the generated password when none was given."""
+    if not USERNAME.match(username or ""):
+        raise InvalidInput("username must be 2-64 letters, digits, '.', '_' or '-'", "username")
+    _check_role(role)
+    generated = None
+    if not password:
+        password = generated = secrets.token_urlsafe(12)
+    _check_password(password)
+    if find(username):
+        raise Conflict(f"a user named {username!r} already exists", "username")
+    user = User(username=username, role=role, password_hash=generate_password_hash(password),
+                tenant=tenant, active=True)
+    db.session.add(user)
+    db.session.flush()
+    audit.record(db.session, actor, "user.create", "user", user.id, after=_snapshot(user))
+    db.session.commit()
+    return user, generated
+
+
+def update(user: User, actor: Actor, *, role: str | None = None, active: bool | None = None) -> User:
+    """Change a user's role or whether they may log in; refuse to lock out the last admin."""
+    before = _snapshot(user)
+    if role is not None:
+        user.role = _check_role(role)
+    if active is not None:
+        user.active = active
+    if before["role"] == Role.ADMIN and (user.role != Role.ADMIN or not user.active) and _admins_left(user) == 0:
+        db.session.rollback()
+        raise Conflict("this is the last active admin; make someone else admin first", "role")
+    after = _snapshot(user)
+    if after != before:
+        audit.record(db.session, actor, "user.update", "user", user.id, before=before, after=after)
+    db.session.commit()
+    return user
+
+
+def _admins_left(excluding: User) -> int:
+    return db.session.execute(
+        select(func.count()).select_from(User).where(
+            User.role == Role.ADMIN, User.active.is_(True), User.id != excluding.id)
+    ).scalar_one()
+
+
+def set_password(user: User, password: str, actor: Actor) -> None:
+    """Replace a user's password."""
+    _check_password(password)
+    user.password_hash = generate_password_hash(password)
+    audit.record(db.session, actor, "user.password", "user", user.id)
+    db.session.commit()
+
+
+def authenticate(username: str, password: str, clock: Clock = SYSTEM_CLOCK) -> User | None:
+    """Return the active user whose password matches, else None."""
+    user = find(username or "")
+    if user is None or not user.active:
+        check_password_hash(_DUMMY_HASH, password or "")
+        return None
+    if not check_password_hash(user.password_hash, password or ""):
+        return None
+    user.last_login_at = clock()
+    db.session.commit()
+    return user
+
+
+def ensure_admin(password: str | None) -> tuple[User | None, str | None]:
+    """Create the first admin when there are no users; return it and any generated password."""
+    if db.session.execute(select(func.count()).select_from(User)).scalar_one():
+        return None, None
+    return create("admin", Role.ADMIN, password or None, Actor("system"))
+
+
+def all_users() -> list[User]:
+    """Return every user, by name."""
+    return db.session.execute(select(User).order_by(User.username)).scalars().all()

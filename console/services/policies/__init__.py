@@ -1,0 +1,1 @@
+"""Retry policies: versions in force and what the console shows beside them."""

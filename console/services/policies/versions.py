@@ -1,0 +1,163 @@
+"""Retry policies: defaults from YAML, versioned edits, and the policy a run uses now."""
+
+import functools
+import json
+import re
+from pathlib import Path
+
+import yaml
+from sqlalchemy import bindparam, select
+
+from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.domain.policy import PolicyError, RetryPolicy
+from console.extensions import db
+from console.models import PolicyVersion, RetryPolicyRecord
+from console.services.actor import SYSTEM, Actor
+from console.services.audit import trail as audit
+from console.services.errors import InvalidInput, NotFound
+
+DEFAULT = "default"
+NAME_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,63}$"
+DEFAULTS_FILE_HEADER = "# Default retry policies, loaded into the database at start.\n"
+
+
+def validated(spec, field_prefix: str = "policy") -> RetryPolicy:
+    """Turn a mapping into a policy, or raise a 422 naming the bad field."""
+    if not isinstance(spec, dict):
+        raise InvalidInput("a policy is an object of fields such as max_attempts", field_prefix)
+    try:
+        return RetryPolicy.from_mapping(spec)
+    except PolicyError as error:
+        raise InvalidInput(error.message, f"{field_prefix}.{error.field}") from None
+
+
+def find(name: str) -> RetryPolicyRecord | None:
+    """Return the named policy, if any."""
+    return db.session.execute(select(RetryPolicyRecord).where(RetryPolicyRecord.name == name)).scalar_one_or_none()
+
+
+def require(name: str, field: str = "policy") -> RetryPolicyRecord:
+    """Return the named policy or raise a 422 naming the field."""
+    record = find(name)
+    if record is None:
+        raise InvalidInput(f"no retry policy named {name!r}", field)
+    return record
+
+
+def get(name: str) -> RetryPolicyRecord:
+    """Return the named policy or raise NotFound."""
+    record = find(name)
+    if record is None:
+        raise NotFound(f"no retry policy named {name!r}")
+    return record
+
+
+def current_version(record: RetryPolicyRecord) -> PolicyVersion:
+    """Return the version in force."""
+    return db.session.execute(select(PolicyVersion).where(
+        PolicyVersion.policy_id == record.id, PolicyVersion.version == record.current_version)).scalar_one()
+
+
+# Built once: this runs on every attempt, and building a statement costs more than SQLite answering it.
+_POLICIES, _VERSIONS = RetryPolicyRecord.__table__, PolicyVersion.__table__
+IN_FORCE_BY_ID = select(_POLICIES.c.id, _POLICIES.c.current_version).where(_POLICIES.c.id == bindparam("policy_id"))
+IN_FORCE_DEFAULT = select(_POLICIES.c.id, _POLICIES.c.current_version).where(_POLICIES.c.name == DEFAULT)
+_SPEC = select(_VERSIONS.c.spec).where(_VERSIONS.c.policy_id == bindparam("policy_id"),
+                                       _VERSIONS.c.version == bindparam("version"))
+
+
+def effective(policy_id: int | None, overrides: dict | None) -> tuple[int, RetryPolicy]:
+    """Return the version in force (of the run's policy, or `default`) with the run's overrides applied."""
+    # One small query on every attempt: a policy change must take effect from the very next attempt.
+    connection = db.session.connection()
+    if policy_id is None:
+        row = connection.execute(IN_FORCE_DEFAULT).one_or_none()
+    else:
+        row = connection.execute(IN_FORCE_BY_ID, {"policy_id": policy_id}).one_or_none()
+    if row is None:
+        raise NotFound(f"retry policy {policy_id or DEFAULT} is missing")
+    return row.current_version, of_version(row.id, row.current_version, overrides)
+
+
+def of_version(policy_id: int, version: int, overrides: dict | None) -> RetryPolicy:
+    """Return one version of a policy with the run's overrides applied (parsed once per process)."""
+    overridden = json.dumps(overrides, sort_keys=True) if overrides else ""
+    return _version(str(db.engine.url), policy_id, version, overridden)
+
+
+@functools.lru_cache(maxsize=1024)
+def _version(database: str, policy_id: int, version: int, overrides_json: str) -> RetryPolicy:
+    # Versions are append-only, so (database, policy, version) always names the same spec: read and parse it once.
+    if not overrides_json:
+        spec = db.session.connection().execute(_SPEC, {"policy_id": policy_id, "version": version}).scalar_one()
+        return RetryPolicy.from_mapping(spec)
+    return _version(database, policy_id, version, "").with_overrides(json.loads(overrides_json))
+
+
+def save(name: str, spec: dict, actor: Actor, *, description: str | None = None,
+         clock: Clock = SYSTEM_CLOCK) -> RetryPolicyRecord:
+    """Create a policy or add a new version of it; takes effect from the next attempt."""
+    if not re.match(NAME_PATTERN, name or ""):
+        raise InvalidInput("policy names are 1-64 lowercase letters, digits, '.', '_' or '-'", "name")
+    policy = validated(spec)
+    record = find(name)
+    before = None
+    if record is None:
+        record = RetryPolicyRecord(name=name, description=description or "", current_version=1)
+        db.session.add(record)
+        db.session.flush()
+        version = 1
+    else:
+        before = current_version(record).spec
+        if before == policy.to_dict() and (description is None or description == record.description):
+            return record
+        version = record.current_version + 1
+        record.current_version = version
+        if description is not None:
+            record.description = description
+        record.updated_at = clock()
+    db.session.add(PolicyVersion(policy_id=record.id, version=version, spec=policy.to_dict(),
+                                 created_by=actor.name, created_at=clock()))
+    audit.record(db.session, actor, "policy.save", "policy", name, before=before, after=policy.to_dict(),
+                 note=f"version {version}", clock=clock)
+    db.session.commit()
+    return record
+
+
+def load_defaults(path: str) -> list[str]:
+    """Create the policies of the YAML file that the database does not have yet; return their names."""
+    file = Path(path)
+    if not file.exists():
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_text(DEFAULTS_FILE_HEADER + yaml.safe_dump(
+            {DEFAULT: {"description": "Built-in default", **RetryPolicy().to_dict()}}, sort_keys=False))
+    data = yaml.safe_load(file.read_text()) or {}
+    if not isinstance(data, dict):
+        raise SystemExit(f"{path}: expected a mapping of policy name to fields")
+    created = []
+    for name, spec in data.items():
+        if find(name) is not None:
+            continue
+        spec = dict(spec or {})
+        description = spec.pop("description", "")
+        try:
+            save(name, spec, SYSTEM, description=description)
+        except InvalidInput as error:
+            raise SystemExit(f"{path}: policy {name!r}: {error.field}: {error.detail}") from None
+        created.append(name)
+    if find(DEFAULT) is None:
+        save(DEFAULT, RetryPolicy().to_dict(), SYSTEM, description="Built-in default")
+        created.append(DEFAULT)
+    return created
+
+
+def all_policies() -> list[RetryPolicyRecord]:
+    """Return every policy, by name."""
+    return db.session.execute(select(RetryPolicyRecord).order_by(RetryPolicyRecord.name)).scalars().all()
+
+
+def as_dict(record: RetryPolicyRecord) -> dict:
+    """Describe a policy for the API."""
+    version = current_version(record)
+    return {"name": record.name, "description": record.description, "version": version.version,
+            "updated_at": record.updated_at.isoformat(), "updated_by": version.created_by, "spec": version.spec}

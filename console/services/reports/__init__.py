@@ -1,0 +1,1 @@
+"""Figures for people who read rather than act: the Overview's numbers."""

@@ -1,0 +1,1 @@
+"""Tasks and their firings: definitions, the planner, forecasts, SLA watch."""

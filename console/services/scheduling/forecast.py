@@ -1,0 +1,116 @@
+"""`task-dryrun`: forecast every firing in a horizon and report conflicts before they happen."""
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+
+from console.domain import cron
+from console.domain.cron import jitter_offset
+from console.domain.windows import Window
+from console.extensions import db
+from console.models import Run, Task, Tenant
+from console.services.policies import versions as policies
+
+MAX_FIRINGS_PER_TASK = 20_000
+
+
+@dataclass
+class Forecast:
+    start: datetime
+    end: datetime
+    firings: int = 0
+    tasks: int = 0
+    mutex_overlaps: list[dict] = field(default_factory=list)
+    quota_overflows: list[dict] = field(default_factory=list)
+    outside_window: list[dict] = field(default_factory=list)
+    crowded_minutes: list[dict] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {"start": self.start.isoformat(), "end": self.end.isoformat(), "tasks": self.tasks,
+                "firings": self.firings, "mutex_overlaps": self.mutex_overlaps,
+                "quota_overflows": self.quota_overflows, "outside_window": self.outside_window,
+                "crowded_minutes": self.crowded_minutes}
+
+
+def expected_duration(task: Task) -> tuple[float, str]:
+    """Return the p95 duration of the task's recent runs, or its timeout when it has no history."""
+    rows = db.session.execute(select(Run.started_at, Run.finished_at).where(
+        Run.task_id == task.id, Run.status == "succeeded", Run.started_at.is_not(None))
+        .order_by(Run.id.desc()).limit(200)).all()
+    durations = sorted((f - s).total_seconds() for s, f in rows if f and s)
+    if durations:
+        return durations[min(len(durations) - 1, int(0.95 * len(durations)))], "p95"
+    return float(policies.effective(task.policy_id, task.policy_overrides)[1].timeout_s), "timeout"
+
+
+def forecast(now: datetime, hours: float = 24, tenant: str | None = None, task_id: int | None = None,
+             crowded_threshold: int = 50) -> Forecast:
+    """Forecast firings from now over `hours` and list what will collide."""
+    end = now + timedelta(hours=hours)
+    query = select(Task).where(Task.cron.is_not(None), Task.paused.is_(False), Task.deleted_at.is_(None))
+    if tenant:
+        query = query.join(Tenant).where(Tenant.name == tenant)
+    if task_id:
+        query = query.where(Task.id == task_id)
+    result = Forecast(now, end)
+    by_mutex: dict[str, list[tuple[datetime, datetime, Task]]] = defaultdict(list)
+    per_minute: Counter = Counter()
+    running: dict[int, list[tuple[datetime, datetime]]] = defaultdict(list)
+    tenants = {t.id: t for t in db.session.execute(select(Tenant)).scalars()}
+    for task in db.session.execute(query).scalars():
+        result.tasks += 1
+        duration, basis = expected_duration(task)
+        offset = jitter_offset(task.id, task.jitter_s)
+        window = Window.from_mapping(task.window) if task.window else None
+        schedule = cron.parse(task.cron, task.timezone)
+        for nominal in schedule.fires_between(now - offset, end - offset, MAX_FIRINGS_PER_TASK):
+            start = nominal + offset
+            result.firings += 1
+            if window and not window.contains(start):
+                result.outside_window.append({"task_id": task.id, "task": task.name, "firing": start.isoformat(),
+                                              "deferred_to": window.next_opening(start).isoformat()})
+                start = window.next_opening(start)
+            finish = start + timedelta(seconds=duration)
+            per_minute[start.replace(second=0, microsecond=0)] += 1
+            running[task.tenant_id].append((start, finish))
+            if task.mutex_key:
+                by_mutex[task.mutex_key].append((start, finish, task, basis))
+    result.mutex_overlaps = _overlaps(by_mutex)
+    result.quota_overflows = _quota(running, tenants)
+    result.crowded_minutes = [{"minute": minute.isoformat(), "starts": count}
+                              for minute, count in sorted(per_minute.items()) if count >= crowded_threshold]
+    return result
+
+
+def _overlaps(by_mutex: dict) -> list[dict]:
+    """Pairs of firings sharing a mutex key whose expected run times overlap."""
+    found = []
+    for key, spans in by_mutex.items():
+        spans.sort(key=lambda span: span[0])
+        for (start, finish, task, basis), (next_start, _, next_task, _) in zip(spans, spans[1:], strict=False):
+            if next_start < finish:
+                found.append({"mutex_key": key, "first": f"{task.name} at {start.isoformat()}",
+                              "second": f"{next_task.name} at {next_start.isoformat()}",
+                              "overlap_s": int((finish - next_start).total_seconds()), "duration_basis": basis,
+                              "consequence": {"forbid": "second firing skipped", "replace": "first run cancelled",
+                                              "allow": "both run"}[next_task.concurrency_policy]})
+    return found
+
+
+def _quota(running: dict, tenants: dict) -> list[dict]:
+    """Minutes in which a tenant is expected to run more at once than its max_running."""
+    found = []
+    for tenant_id, spans in running.items():
+        limit = tenants[tenant_id].max_running
+        points = sorted([(s, 1) for s, _ in spans] + [(f, -1) for _, f in spans])
+        level, reported = 0, set()
+        for moment, change in points:
+            level += change
+            minute = moment.replace(second=0, microsecond=0)
+            if level > limit and minute not in reported:
+                reported.add(minute)
+                found.append({"tenant": tenants[tenant_id].name, "minute": minute.isoformat(),
+                              "expected_running": level, "max_running": limit})
+    return found

@@ -1,0 +1,39 @@
+"""Fire tasks on demand: events from other services, and 'run now'."""
+
+from sqlalchemy import select
+
+from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.extensions import db
+from console.models import Task, Tenant
+from console.services.actor import Actor
+from console.services.audit import trail as audit
+from console.services.errors import InvalidInput
+from console.services.scheduling import planner
+
+
+def on_event(tenant: Tenant, event_type: str, data, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> list:
+    """Fire every enabled task of the tenant registered for this event, with `data` merged into its params."""
+    if not isinstance(data, dict):
+        raise InvalidInput("data must be a JSON object", "data")
+    now = clock()
+    tasks = db.session.execute(select(Task).where(Task.tenant_id == tenant.id, Task.event == event_type,
+                                                  Task.paused.is_(False), Task.deleted_at.is_(None))
+                               .order_by(Task.id)).scalars().all()
+    outcomes, firings = [], []
+    for task in tasks:
+        key = f"event:{task.id}:{now.isoformat()}"
+        if planner.debounced(task, key):
+            outcomes.append(planner.Outcome(task.id, None, "debounced", f"within debounce_s {task.debounce_s}"))
+        else:
+            firings.append(planner.Firing(task.id, now, source="event", params=data, key=key))
+    return outcomes + planner.fire(firings, actor, clock)
+
+
+def run_now(task: Task, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> planner.Outcome:
+    """Fire a task once, now, whatever its schedule (a paused task too: a person asked)."""
+    now = clock()
+    [outcome] = planner.fire([planner.Firing(task.id, now, source="manual")], actor, clock)
+    audit.record(db.session, actor, "task.trigger", "task", task.id, after={"run_id": outcome.run_id},
+                 tenant=task.tenant.name, clock=clock)
+    db.session.commit()
+    return outcome

@@ -1,0 +1,257 @@
+"""Turn firings (cron, event, run-now) into runs: quota, mutex, window and debounce first, in batches."""
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import func, insert, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.domain.windows import Window
+from console.extensions import db
+from console.models import Run, RunEvent, Task, Tenant
+from console.redis_conn import get_redis
+from console.services.actor import Actor
+from console.services.delivery import outbox
+from console.services.engine import queueing
+from console.services.policies import versions as policies
+from console.services.scheduling import bulk_runs
+
+log = logging.getLogger("rebound.planner")
+ACTIVE = ("pending", "running", "retry_wait")
+# What the rules read of a task: plain columns, no ORM object per task.
+_TASK_COLUMNS = (Task.id, Task.tenant_id, Task.policy_id, Task.policy_overrides, Task.mutex_key,
+                 Task.concurrency_policy, Task.window, Task.paused, Task.deleted_at)
+
+
+@dataclass(frozen=True)
+class Firing:
+    task_id: int
+    scheduled_for: datetime
+    source: str = "cron"  # cron | catchup | event | manual
+    params: dict = field(default_factory=dict)
+    key: str | None = None
+
+
+@dataclass
+class Outcome:
+    task_id: int
+    run_id: int | None
+    status: str  # created | duplicate | skipped | debounced | paused
+    reason: str | None = None
+
+
+def cron_key(task_id: int, scheduled_for: datetime) -> str:
+    """Name a cron firing, so two leaders (or a catch-up and a live firing) cannot create two runs."""
+    return f"task:{task_id}:{scheduled_for.isoformat()}"
+
+
+def _insert_ignoring_duplicates(rows: list[dict]) -> dict[str, int]:
+    """Insert runs, skipping idempotency keys that exist; return {key: id} of the ones inserted."""
+    if not rows:
+        return {}
+    dialect = {"sqlite": sqlite, "postgresql": postgresql}.get(db.engine.dialect.name)
+    statement = (dialect.insert(Run.__table__).on_conflict_do_nothing() if dialect else insert(Run.__table__))
+    result = db.session.connection().execute(
+        statement.returning(Run.__table__.c.id, Run.__table__.c.idempotency_key), rows)
+    return {key: run_id for run_id, key in result}
+
+
+class _Batch:
+    """What one batch needs to know about tenants, mutexes and waiting counts, read once."""
+
+    def __init__(self, tasks: dict[int, Task]):
+        tenant_ids = {task.tenant_id for task in tasks.values()}
+        self.tenants = {t.id: t for t in db.session.execute(select(Tenant).where(Tenant.id.in_(tenant_ids))).scalars()}
+        self.waiting = dict(db.session.execute(
+            select(Run.tenant_id, func.count()).where(Run.tenant_id.in_(tenant_ids),
+                                                      Run.status.in_(("pending", "retry_wait")))
+            .group_by(Run.tenant_id)).all())
+        keys = {task.mutex_key for task in tasks.values() if task.mutex_key}
+        self.busy: dict[str, list[Run]] = {}
+        if keys:
+            for run, key in db.session.execute(select(Run, Task.mutex_key).join(Task, Task.id == Run.task_id).where(
+                    Task.mutex_key.in_(keys), Run.status.in_(ACTIVE))):
+                self.busy.setdefault(key, []).append(run)
+
+
+def fire(firings: list[Firing], actor: Actor, clock: Clock = SYSTEM_CLOCK) -> list[Outcome]:
+    """Create the runs of a batch of firings in one transaction, then queue them in a few round trips."""
+    if not firings:
+        return []
+    now = clock()
+    tasks = {t.id: t for t in db.session.execute(select(*_TASK_COLUMNS).where(
+        Task.id.in_({f.task_id for f in firings})))}
+    batch, versions = _Batch(tasks), _Versions()
+    outcomes, others, plain, fired_for = [], [], {}, {}
+    for firing in firings:
+        task = tasks.get(firing.task_id)
+        if task is None or task.deleted_at is not None or (task.paused and firing.source in ("cron", "catchup")):
+            outcomes.append(Outcome(firing.task_id, None, "paused"))
+            continue
+        status, reason, start_at = _rules(task, batch, actor, now)
+        outcome = Outcome(task.id, None, "created" if status == "pending" else "skipped", reason)
+        outcomes.append(outcome)
+        scheduled = firing.source in ("cron", "catchup")
+        if scheduled:
+            fired_for.setdefault(firing.scheduled_for, []).append(task.id)
+        if scheduled and (status, reason, firing.params, firing.key) == ("pending", None, {}, None):
+            # The common case, a plain pending cron run: the database copies it from the task row.
+            plain.setdefault((firing.scheduled_for, firing.source, versions.of(task)), []).append(outcome)
+        else:
+            others.append((firing, task, status, start_at, outcome))
+    deferred = _insert_others(others, versions, actor, now)
+    for (scheduled_for, source, version), group in plain.items():
+        created = bulk_runs.insert_pending(sorted({o.task_id for o in group}), scheduled_for, source, version, now,
+                                           actor.name)
+        for outcome in group:
+            # A task firing twice for one time in a batch gets one run; the other firing is its duplicate.
+            outcome.run_id = created.pop(outcome.task_id, None)
+    for outcome in outcomes:
+        if outcome.status in ("created", "skipped") and outcome.run_id is None:
+            outcome.status = "duplicate"
+    # One UPDATE per distinct firing time, not one per task: a burst of 10k shares one minute.
+    for scheduled_for, task_ids in fired_for.items():
+        db.session.execute(update(Task).where(Task.id.in_(task_ids), or_(
+            Task.last_fired_for.is_(None), Task.last_fired_for < scheduled_for)).values(last_fired_for=scheduled_for)
+            .execution_options(synchronize_session=False))
+    db.session.commit()
+    # A window-deferred run (reason "window") is queued for the window's opening, everything else at once.
+    _enqueue([(o.run_id, versions.timeout(tasks[o.task_id])) for o in outcomes
+              if o.status == "created" and o.reason != "window"],
+             [(o.run_id, start_at, versions.timeout(tasks[o.task_id])) for o, start_at in deferred
+              if o.run_id is not None])
+    return outcomes
+
+
+def _insert_others(others: list[tuple], versions: "_Versions", actor: Actor, now: datetime) -> list[tuple]:
+    """Insert the runs that are not plain (params, keys, reasons, manual and event firings) one row each.
+
+    Sets each outcome's run_id (None for a duplicate); returns (outcome, start_at) of the window-deferred ones.
+    """
+    if not others:
+        return []
+    # Only these firings need the task's params and handler; a burst of plain cron firings never loads them.
+    extra = {row.id: row for row in db.session.execute(select(Task.id, Task.handler, Task.params).where(
+        Task.id.in_({task.id for _, task, *_ in others})))}
+    rows, deferred = [], []
+    for firing, task, status, start_at, outcome in others:
+        key = firing.key or (cron_key(task.id, firing.scheduled_for) if firing.source in ("cron", "catchup")
+                             else f"{firing.source}:{task.id}:{uuid.uuid4().hex}")
+        rows.append({
+            "tenant_id": task.tenant_id, "task_id": task.id, "handler": extra[task.id].handler,
+            "params": {**extra[task.id].params, **firing.params}, "policy_id": task.policy_id,
+            "policy_version": versions.of(task), "policy_overrides": task.policy_overrides or {},
+            "idempotency_key": key, "status": status, "status_reason": outcome.reason, "attempt": 0, "series": 1,
+            "executions": 0, "progress": 0, "cancel_requested": False, "scheduled_for": firing.scheduled_for,
+            "enqueued_at": now, "created_at": now, "updated_at": now,
+            "finished_at": now if status == "cancelled" else None, "trace_id": uuid.uuid4().hex,
+            "source": firing.source})
+        if start_at is not None:
+            deferred.append((outcome, start_at))
+    inserted = _insert_ignoring_duplicates(rows)
+    _timeline(rows, inserted, actor, now)
+    claimed = set()  # a key given twice in a batch makes one run; the second firing is its duplicate
+    for (*_, outcome), row in zip(others, rows, strict=True):
+        if row["idempotency_key"] in inserted and row["idempotency_key"] not in claimed:
+            outcome.run_id = inserted[row["idempotency_key"]]
+            claimed.add(row["idempotency_key"])
+    return deferred
+
+
+def _rules(task, batch: "_Batch", actor: Actor, now: datetime) -> tuple[str, str | None, datetime | None]:
+    """Apply mutex, window and quota to one firing; return (status, reason, start_at)."""
+    status, reason, start_at = "pending", None, None
+    if task.mutex_key and batch.busy.get(task.mutex_key):
+        if task.concurrency_policy == "forbid":
+            status, reason = "cancelled", "mutex_forbid"
+        elif task.concurrency_policy == "replace":
+            _replace(batch.busy.pop(task.mutex_key), actor, now)
+    if status == "pending" and task.window and not Window.from_mapping(task.window).contains(now):
+        reason, start_at = "window", Window.from_mapping(task.window).next_opening(now)
+    tenant = batch.tenants[task.tenant_id]
+    if status == "pending" and batch.waiting.get(tenant.id, 0) >= tenant.max_queued:
+        # A scheduled firing is never dropped for quota: it waits, and someone is told.
+        reason = reason or "quota"
+        outbox.add("alert", f"quota:{tenant.id}", {
+            "rule": "tenant_quota", "tenant_id": tenant.id, "waiting": batch.waiting[tenant.id],
+            "max_queued": tenant.max_queued, "task_id": task.id, "at": now.isoformat()}, now, tenant_id=tenant.id)
+    if status == "pending":
+        batch.waiting[tenant.id] = batch.waiting.get(tenant.id, 0) + 1
+        if task.mutex_key:
+            batch.busy.setdefault(task.mutex_key, []).append(None)
+    return status, reason, start_at
+
+
+class _Versions:
+    """Each policy's version in force and timeout, read once per batch; keyed by (policy, overrides)."""
+
+    def __init__(self):
+        self._read: dict[tuple, tuple[int, object]] = {}
+        self._of_task: dict[int, tuple[int, object]] = {}
+
+    def _get(self, task) -> tuple[int, object]:
+        if task.id not in self._of_task:
+            key = (task.policy_id, str(task.policy_overrides or {}))
+            if key not in self._read:
+                self._read[key] = policies.effective(task.policy_id, task.policy_overrides)
+            self._of_task[task.id] = self._read[key]
+        return self._of_task[task.id]
+
+    def of(self, task) -> int:
+        return self._get(task)[0]
+
+    def timeout(self, task) -> int:
+        return self._get(task)[1].timeout_s
+
+
+def _timeline(rows: list[dict], inserted: dict[str, int], actor: Actor, now: datetime) -> None:
+    events = [{"run_id": inserted[row["idempotency_key"]], "at": now, "kind": "submitted", "to_status": "pending",
+               "attempt": 0, "series": 1, "actor": actor.name, "reason": row["status_reason"],
+               "data": {"source": row["source"], "scheduled_for": row["scheduled_for"].isoformat()}}
+              for row in rows if row["idempotency_key"] in inserted]
+    skipped = [{"run_id": inserted[row["idempotency_key"]], "at": now, "kind": "cancelled", "from_status": "pending",
+                "to_status": "cancelled", "attempt": 0, "series": 1, "actor": actor.name,
+                "reason": row["status_reason"], "message": "another run with the same mutex key was active"}
+               for row in rows if row["idempotency_key"] in inserted and row["status"] == "cancelled"]
+    # Two statements: an executemany needs every row to name the same columns.
+    for rows_of_a_kind in (events, skipped):
+        if rows_of_a_kind:
+            db.session.connection().execute(insert(RunEvent.__table__), rows_of_a_kind)
+
+
+def _replace(active: list[Run | None], actor: Actor, now: datetime) -> None:
+    """Cancel the runs a `replace` task supersedes: waiting ones now, running ones at their next check."""
+    for run in (r for r in active if r is not None):
+        if run.status in ("pending", "retry_wait"):
+            db.session.execute(update(Run).where(Run.id == run.id, Run.status == run.status).values(
+                status="cancelled", status_reason="replaced", finished_at=now, updated_at=now)
+                .execution_options(synchronize_session=False))
+        else:
+            db.session.execute(update(Run).where(Run.id == run.id).values(cancel_requested=True)
+                               .execution_options(synchronize_session=False))
+        db.session.connection().execute(insert(RunEvent.__table__).values(
+            run_id=run.id, at=now, kind="replaced", attempt=run.attempt, series=run.series, actor=actor.name,
+            reason="replaced", message="a newer firing of a task with concurrency_policy replace took over"))
+
+
+def _enqueue(now_runs: list[tuple[int, int]], later: list[tuple[int, datetime, int]]) -> None:
+    try:
+        queueing.enqueue_first_attempts(now_runs)
+        for run_id, when, timeout_s in later:
+            queueing.enqueue_at(when, run_id, 1, 0, timeout_s)
+    except Exception as error:  # noqa: BLE001 - the runs are committed; the reconciler queues them
+        log.warning("%d runs committed but not queued (%s); the reconciler will queue them",
+                    len(now_runs) + len(later), error)
+
+
+def debounced(task: Task, key: str) -> bool:
+    """Tell whether an event for this task arrived within its debounce_s (and remember this one if not)."""
+    if not task.debounce_s:
+        return False
+    try:
+        return not get_redis().set(f"rebound:debounce:{task.id}", key, nx=True, ex=task.debounce_s)
+    except Exception:  # noqa: BLE001 - without Redis, run every event rather than drop one
+        return False

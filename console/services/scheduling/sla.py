@@ -1,0 +1,88 @@
+"""Seed 001's SLA watch: record late starts and missed deadlines; three in a row escalate."""
+
+import logging
+from datetime import timedelta
+
+from sqlalchemy import or_, select
+
+from console import metrics
+from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.extensions import db
+from console.models import Run, SlaBreach, Task
+from console.services.delivery import outbox
+from console.services.policies import versions as policies
+
+log = logging.getLogger("rebound.sla")
+ESCALATE_AFTER = 3
+LOOKBACK = timedelta(days=2)
+RECHECK = timedelta(minutes=10)
+
+
+def _limits(task: Task) -> tuple[int | None, int | None]:
+    """Return (max_start_delay_s, deadline_s): the task's own, else its policy's."""
+    sla = task.sla or {}
+    _, policy = policies.effective(task.policy_id, task.policy_overrides)
+    return (sla.get("max_start_delay_s", policy.max_start_delay_s), sla.get("deadline_s", policy.deadline_s))
+
+
+def check(clock: Clock = SYSTEM_CLOCK) -> list[SlaBreach]:
+    """Record every new breach since the last check, alert on each, escalate three in a row."""
+    now = clock()
+    found: list[SlaBreach] = []
+    known = set(db.session.execute(select(SlaBreach.run_id, SlaBreach.kind).where(
+        SlaBreach.detected_at >= now - LOOKBACK - timedelta(days=1))).all())
+    for task in db.session.execute(select(Task).where(Task.deleted_at.is_(None))).scalars():
+        max_delay, deadline = _limits(task)
+        if max_delay is None and deadline is None:
+            continue
+        # Only runs still open, or settled since the last few checks: the rest were judged already.
+        recent = now - RECHECK
+        runs = db.session.execute(select(Run).where(
+            Run.task_id == task.id, Run.scheduled_for >= now - LOOKBACK, Run.status != "cancelled",
+            or_(Run.started_at.is_(None), Run.started_at >= recent, Run.finished_at.is_(None),
+                Run.finished_at >= recent))
+            .order_by(Run.scheduled_for)).scalars().all()
+        for run in runs:
+            for kind, limit, reached_at in (("start_delay", max_delay, run.started_at),
+                                            ("deadline", deadline, run.finished_at if run.status == "succeeded"
+                                             else None)):
+                if limit is None or (run.id, kind) in known:
+                    continue
+                due = run.scheduled_for + timedelta(seconds=limit)
+                late_at = reached_at or now
+                if late_at > due:
+                    breach = SlaBreach(task_id=task.id, run_id=run.id, tenant_id=run.tenant_id, kind=kind,
+                                       late_by_s=int((late_at - due).total_seconds()), detected_at=now)
+                    db.session.add(breach)
+                    known.add((run.id, kind))
+                    found.append(breach)
+                    metrics.SLA_BREACHES.inc(tenant=run.tenant_id, kind=kind)
+                    outbox.add("alert", f"sla:{task.id}:{kind}", {
+                        "rule": "sla_breach", "task_id": task.id, "task": task.name, "run_id": run.id,
+                        "tenant_id": run.tenant_id, "kind": kind, "late_by_s": breach.late_by_s,
+                        "scheduled_for": run.scheduled_for.isoformat()}, now, tenant_id=run.tenant_id,
+                        channel="sla-breach")
+        db.session.flush()
+        _escalate(task, now)
+    db.session.commit()
+    if found:
+        log.warning("recorded %d SLA breaches", len(found))
+    return found
+
+
+def _escalate(task: Task, now) -> None:
+    """Escalate to the manager channel when the task's last three runs each breached."""
+    last_runs = db.session.execute(select(Run.id).where(Run.task_id == task.id, Run.scheduled_for <= now,
+                                                        Run.status != "cancelled")
+                                   .order_by(Run.scheduled_for.desc()).limit(ESCALATE_AFTER)).scalars().all()
+    if len(last_runs) < ESCALATE_AFTER:
+        return
+    breaches = db.session.execute(select(SlaBreach).where(SlaBreach.run_id.in_(last_runs))).scalars().all()
+    if {b.run_id for b in breaches} != set(last_runs) or any(b.escalated for b in breaches):
+        return
+    for breach in breaches:
+        breach.escalated = True
+    metrics.RETRY_ESCALATED.inc(tenant=task.tenant_id, reason="sla_consecutive_breaches")
+    outbox.add("escalation", f"sla-escalation:{task.id}:{max(last_runs)}", {
+        "rule": "sla_consecutive_breaches", "task_id": task.id, "task": task.name, "runs": sorted(last_runs),
+        "count": ESCALATE_AFTER, "at": now.isoformat()}, now, tenant_id=task.tenant_id, channel="manager")

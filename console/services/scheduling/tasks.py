@@ -1,0 +1,235 @@
+"""Task definitions: register, edit, pause, resume, delete — validated like the API promises."""
+
+import re
+from datetime import datetime
+
+from sqlalchemy import func, select, update
+
+from console.domain import cron
+from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.domain.policy import PolicyError, RetryPolicy
+from console.domain.windows import Window, WindowError
+from console.extensions import db
+from console.models import Run, Task, Tenant
+from console.services.actor import Actor
+from console.services.audit import trail as audit
+from console.services.engine import handler_kinds
+from console.services.errors import Conflict, InvalidInput, NotFound
+from console.services.policies import versions as policies
+
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.:/-]{0,119}$")
+EVENT = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,119}$")
+CONCURRENCY_POLICIES = ("allow", "forbid", "replace")
+FIELDS = {"name", "tenant", "handler", "params", "cron", "timezone", "event", "policy", "mutex_key",
+          "concurrency_policy", "window", "jitter_s", "debounce_s", "sla", "misfire_grace_s", "paused"}
+
+
+def _whole(data: dict, name: str, low: int, high: int, default: int) -> int:
+    value = data.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidInput(f"{name} must be a whole number of seconds from {low} to {high}", name)
+    return value
+
+
+def _validated(data: dict, tenant: Tenant, current: Task | None = None) -> dict:
+    """Check every field of a task definition; return the column values."""
+    unknown = set(data) - FIELDS
+    if unknown:
+        name = sorted(unknown)[0]
+        raise InvalidInput(f"unknown field {name!r}; allowed: {', '.join(sorted(FIELDS))}", name)
+    merged = {**(_as_input(current) if current else {}), **data}
+    name = merged.get("name")
+    if not isinstance(name, str) or not NAME.match(name):
+        raise InvalidInput("name is 1-120 letters, digits, spaces or . _ : / -", "name")
+    params = merged.get("params") or {}
+    if not isinstance(params, dict):
+        raise InvalidInput("params must be a JSON object", "params")
+    timezone = merged.get("timezone") or "UTC"
+    expression, event = merged.get("cron"), merged.get("event")
+    if not expression and not event:
+        raise InvalidInput("give a cron expression, an event name, or both", "cron")
+    if expression is not None:
+        if not isinstance(expression, str):
+            raise InvalidInput("cron is a 5-field crontab expression such as '30 2 * * MON'", "cron")
+        try:
+            cron.parse(expression, timezone)
+        except cron.CronError as error:
+            raise InvalidInput(error.message, error.field) from None
+    else:
+        if not isinstance(timezone, str):
+            raise InvalidInput("timezone is an IANA name such as Europe/Berlin", "timezone")
+        try:
+            cron.load_zone(timezone)
+        except cron.CronError as error:
+            raise InvalidInput(error.message, error.field) from None
+    if event is not None and (not isinstance(event, str) or not EVENT.match(event) or event.startswith("task.")):
+        raise InvalidInput("event is a lowercase name like order.created (task.* names are the engine's)", "event")
+    policy_id, overrides = _policy(merged.get("policy"))
+    concurrency_policy = merged.get("concurrency_policy") or "allow"
+    if concurrency_policy not in CONCURRENCY_POLICIES:
+        raise InvalidInput(f"concurrency_policy is one of {', '.join(CONCURRENCY_POLICIES)}", "concurrency_policy")
+    mutex_key = merged.get("mutex_key")
+    if mutex_key is not None and (not isinstance(mutex_key, str) or not 0 < len(mutex_key) <= 120):
+        raise InvalidInput("mutex_key is a string of 1-120 characters", "mutex_key")
+    window = merged.get("window")
+    if window is not None:
+        try:
+            window = Window.from_mapping(window).to_dict()
+        except WindowError as error:
+            raise InvalidInput(error.message, error.field) from None
+    sla = _sla(merged.get("sla"))
+    return {
+        "tenant_id": tenant.id, "name": name, "handler": handler_kinds.normalise(merged.get("handler")),
+        "params": params, "cron": expression, "timezone": timezone, "event": event, "policy_id": policy_id,
+        "policy_overrides": overrides, "mutex_key": mutex_key, "concurrency_policy": concurrency_policy,
+        "window": window, "jitter_s": _whole(merged, "jitter_s", 0, 3600, 0),
+        "debounce_s": _whole(merged, "debounce_s", 0, 86_400, 0), "sla": sla,
+        "misfire_grace_s": _whole(merged, "misfire_grace_s", 0, 86_400, 300),
+        "paused": _flag(merged, "paused"),
+    }
+
+
+def _flag(data: dict, name: str) -> bool:
+    value = data.get(name, False)
+    if not isinstance(value, bool):
+        raise InvalidInput(f"{name} must be true or false", name)
+    return value
+
+
+def _policy(value) -> tuple[int | None, dict]:
+    if value is None:
+        return None, {}
+    if isinstance(value, str):
+        return policies.require(value).id, {}
+    if isinstance(value, dict):
+        overrides = dict(value)
+        base = overrides.pop("name", None)
+        base_id = policies.require(base, "policy.name").id if base else None
+        try:
+            policies.effective(base_id, overrides)
+        except PolicyError as error:
+            raise InvalidInput(error.message, f"policy.{error.field}") from None
+        return base_id, overrides
+    raise InvalidInput("policy is a policy name or an object of overrides (optionally with a base 'name')", "policy")
+
+
+def _sla(value) -> dict | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or set(value) - {"max_start_delay_s", "deadline_s"}:
+        raise InvalidInput("sla is an object with max_start_delay_s and/or deadline_s", "sla")
+    try:
+        RetryPolicy.from_mapping({"sla": value})
+    except PolicyError as error:
+        raise InvalidInput(error.message, error.field) from None
+    return dict(value)
+
+
+def _as_input(task: Task) -> dict:
+    """Return a task as the fields a request would send (so an edit can change only some)."""
+    policy = task.policy_overrides or None
+    if task.policy_id:
+        policy = {"name": task.policy.name, **(task.policy_overrides or {})}
+    return {"name": task.name, "handler": task.handler, "params": task.params, "cron": task.cron,
+            "timezone": task.timezone, "event": task.event, "policy": policy, "mutex_key": task.mutex_key,
+            "concurrency_policy": task.concurrency_policy, "window": task.window, "jitter_s": task.jitter_s,
+            "debounce_s": task.debounce_s, "sla": task.sla, "misfire_grace_s": task.misfire_grace_s,
+            "paused": task.paused}
+
+
+def snapshot(task: Task) -> dict:
+    """Describe a task for the audit log and the API."""
+    return {**_as_input(task), "tenant": task.tenant.name}
+
+
+def _check_name_free(tenant: Tenant, name: str, own_id: int | None = None) -> None:
+    taken = db.session.execute(select(Task.id).where(Task.tenant_id == tenant.id, Task.name == name,
+                                                     Task.id != (own_id or 0))).first()
+    if taken:
+        raise Conflict(f"tenant {tenant.name} already has a task named {name!r}", "name")
+
+
+def register(tenant: Tenant, data: dict, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> Task:
+    """Create a task from a request body; a name already used in the tenant is a 409."""
+    values = _validated(data, tenant)
+    _check_name_free(tenant, values["name"])
+    now = clock()
+    task = Task(**values, created_at=now, updated_at=now)
+    db.session.add(task)
+    db.session.flush()
+    audit.record(db.session, actor, "task.register", "task", task.id, after=snapshot(task), tenant=tenant.name,
+                 clock=clock)
+    db.session.commit()
+    return task
+
+
+def edit(task: Task, data: dict, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> Task:
+    """Change some fields of a task, validated as a whole."""
+    data = {k: v for k, v in data.items() if k != "tenant"}
+    before = snapshot(task)
+    values = _validated(data, task.tenant, current=task)
+    _check_name_free(task.tenant, values["name"], task.id)
+    for key, value in values.items():
+        setattr(task, key, value)
+    task.updated_at = clock()
+    after = snapshot(task)
+    if after != before:
+        audit.record(db.session, actor, "task.edit", "task", task.id, before=before, after=after,
+                     tenant=task.tenant.name, clock=clock)
+    db.session.commit()
+    return task
+
+
+def set_paused(task: Task, paused: bool, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> Task:
+    """Pause or resume a task's triggers (runs already created carry on)."""
+    if task.paused != paused:
+        task.paused, task.updated_at = paused, clock()
+        audit.record(db.session, actor, "task.pause" if paused else "task.resume", "task", task.id,
+                     before={"paused": not paused}, after={"paused": paused}, tenant=task.tenant.name, clock=clock)
+        db.session.commit()
+    return task
+
+
+def delete(task: Task, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> None:
+    """Delete a task (kept for its runs' history; it never fires again)."""
+    now = clock()
+    before = snapshot(task)
+    task.deleted_at, task.updated_at = now, now
+    # The name is free again for a new task.
+    suffix = f"~deleted-{task.id}"
+    task.name = task.name[: 120 - len(suffix)] + suffix
+    audit.record(db.session, actor, "task.delete", "task", task.id, before=before, tenant=task.tenant.name,
+                 clock=clock)
+    db.session.commit()
+
+
+def get(task_id, tenant_id: int | None = None) -> Task:
+    """Return a live task visible to this tenant scope, or raise NotFound."""
+    task = db.session.get(Task, task_id) if isinstance(task_id, int) and not isinstance(task_id, bool) else None
+    if task is None or task.deleted_at is not None or (tenant_id is not None and task.tenant_id != tenant_id):
+        raise NotFound(f"no task with id {task_id}")
+    return task
+
+
+def next_runs(task: Task, now: datetime, count: int = 5) -> list[datetime]:
+    """Return the next firing times in the task's timezone (none for event-only tasks)."""
+    if not task.cron:
+        return []
+    return cron.parse(task.cron, task.timezone).next_n(now, count)
+
+
+def recent_runs(task: Task, limit: int = 50) -> list[Run]:
+    """Return the task's runs, newest first."""
+    return db.session.execute(select(Run).where(Run.task_id == task.id).order_by(Run.id.desc()).limit(limit)
+                              ).scalars().all()
+
+
+def schedule_fingerprint() -> tuple:
+    """Return something that changes whenever any task changes (the scheduler polls it to resync)."""
+    return tuple(db.session.execute(select(func.count(Task.id), func.max(Task.updated_at))).one())
+
+
+def record_fired(task_id: int, scheduled_for: datetime) -> None:
+    """Remember the latest firing of a task (for catching up after downtime)."""
+    db.session.execute(update(Task).where(Task.id == task_id).values(last_fired_for=scheduled_for)
+                       .execution_options(synchronize_session=False))

@@ -1,0 +1,23 @@
+"""Make a database ready to use: schema, default tenant, default policies, first admin."""
+
+from flask import current_app
+from flask_migrate import upgrade
+
+from console.services.delivery import alert_rules
+from console.services.people import tenants, users
+from console.services.policies import versions as policies
+
+
+def ensure_ready() -> None:
+    """Ensure the default tenant, the YAML policies and the alert rules exist (cheap; every process calls it)."""
+    tenants.ensure_default()
+    policies.load_defaults(current_app.config["POLICIES_FILE"])
+    alert_rules.ensure_defaults()
+
+
+def prepare(admin_password: str | None) -> str | None:
+    """Apply migrations, ensure the defaults and the first admin; return a generated password."""
+    upgrade()
+    ensure_ready()
+    _, generated = users.ensure_admin(admin_password)
+    return generated

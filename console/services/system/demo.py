@@ -1,0 +1,61 @@
+"""Demo data, so a fresh console has something to look at: tenants and a realistic mix of runs."""
+
+from sqlalchemy import func, select
+
+from console.extensions import db
+from console.models import Run, Task, Tenant
+from console.services.actor import Actor
+from console.services.engine.submit import submit
+from console.services.policies import versions as policies
+
+DEMO = Actor("demo")
+# Short delays so the demo's retries and dead letters appear within seconds of `rebound up`.
+# The breaker is lenient so the demo's deliberate failures fill the DLQ instead of tripping it.
+DEMO_POLICY = {"description": "Demo: three quick attempts.", "max_attempts": 3, "base_delay_s": 1,
+               "multiplier": 2, "max_delay_s": 5, "jitter": 0.1, "timeout_s": 300,
+               "breaker": {"failure_threshold": 50, "open_s": 20, "success_threshold": 2}}
+
+
+def is_empty() -> bool:
+    """Tell whether nothing has been registered or run yet."""
+    tasks = db.session.execute(select(func.count()).select_from(Task)).scalar_one()
+    return tasks == 0 and db.session.execute(select(func.count()).select_from(Run)).scalar_one() == 0
+
+
+def _tenant(name: str, max_running: int, max_queued: int) -> Tenant:
+    tenant = db.session.execute(select(Tenant).where(Tenant.name == name)).scalar_one_or_none()
+    if tenant is None:
+        tenant = Tenant(name=name, max_running=max_running, max_queued=max_queued)
+        db.session.add(tenant)
+        db.session.commit()
+    return tenant
+
+
+def seed() -> str:
+    """Create demo tenants and submit a mix of runs that succeed, recover, compensate or die."""
+    spec = dict(DEMO_POLICY)
+    policies.save("demo", spec, DEMO, description=spec.pop("description"))
+    acme, globex = _tenant("acme", 20, 500), _tenant("globex", 10, 200)
+    plan = [
+        (acme, "demo.noop", {}, 12),
+        (globex, "demo.noop", {}, 8),
+        (acme, "demo.flaky", {"fail_times": 1, "message": "lock wait timeout on ledger row"}, 4),
+        (globex, "demo.flaky", {"fail_times": 2, "code": "http_503", "message": "inventory service unavailable"}, 2),
+        (acme, "demo.flaky", {"fail_times": 9, "code": "http_502",
+                              "message": "payments-gateway answered 502 for order {n}"}, 4),
+        (globex, "demo.flaky", {"fail_times": 9, "error": "fatal", "code": "invalid_account",
+                                "message": "account {n} is closed"}, 3),
+        # Fails its first three executions: dead after one series, recovers when replayed.
+        (acme, "demo.flaky", {"fail_times": 4, "code": "http_504",
+                              "message": "search index timed out on shard {n}"}, 2),
+        (acme, "demo.flaky_compensated", {"fail_times": 1, "error": "fatal", "code": "stock_mismatch",
+                                          "message": "reserved stock does not match order {n}"}, 2),
+        (globex, "demo.sleep", {"seconds": 90}, 1),
+    ]
+    count = 0
+    for tenant, handler, params, times in plan:
+        for n in range(times):
+            filled = {k: v.format(n=1000 + n) if isinstance(v, str) else v for k, v in params.items()}
+            submit(tenant, DEMO, handler=handler, params=filled, policy="demo", source="demo")
+            count += 1
+    return f"Demo data: tenants acme and globex, {count} runs submitted (some will retry, some will die)."

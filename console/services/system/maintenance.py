@@ -1,0 +1,22 @@
+"""The maintenance schedule, declared as data with stable ids."""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Periodic:
+    id: str
+    func: str  # "module:function", called with no arguments inside an app context
+    seconds: int
+    description: str
+
+
+MAINTENANCE: list[Periodic] = [
+    Periodic("reconcile", "console.services.engine.reconcile:reconcile", 30,
+             "Repair drift between the database and Redis"),
+    Periodic("sla-check", "console.services.scheduling.sla:check", 60, "Record SLA breaches; escalate three in a row"),
+    Periodic("alert-rules", "console.services.delivery.alert_rules:evaluate", 60,
+             "Evaluate the alert rules: fire past a threshold, resolve below it"),
+    Periodic("outbox", "console.services.delivery.dispatch:tick", 2,
+             "Close settled work orders; deliver alerts and work orders to their channels"),
+]

@@ -1,0 +1,156 @@
+"""What RQ holds right now: queue depths, delayed jobs, workers, and which scheduler leads."""
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import redis
+from rq import Queue, Worker
+from rq.job import Job
+from rq.registry import FailedJobRegistry, ScheduledJobRegistry, StartedJobRegistry
+from rq.scheduler import SCHEDULER_KEY_TEMPLATE, SCHEDULER_LOCKING_KEY_TEMPLATE
+from sqlalchemy import select
+
+from console.extensions import db
+from console.models import Run
+from console.redis_conn import get_redis
+from console.services.engine import queueing
+from console.services.engine.queueing import QUEUES
+from console.services.system import leader
+from console.services.system.maintenance import MAINTENANCE, Periodic
+
+# A delayed job this late was not moved by RQ's scheduler: no worker runs one for its queue.
+OVERDUE_AFTER_S = 30
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    name: str
+    depth: int
+    scheduled: int
+    next_due: datetime | None
+    overdue: int
+    started: int
+    failed: int
+    oldest_enqueued_at: datetime | None
+    scheduler: str | None  # where the RQ scheduler that moves this queue's delayed jobs runs ("host · pid N")
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    name: str
+    hostname: str | None
+    pid: int | None
+    state: str
+    queues: list[str]
+    job_id: str | None
+    run: tuple[int, int, int] | None  # (run_id, series, attempt) behind job_id, if this viewer may see that run
+    last_heartbeat: datetime | None
+    birth: datetime | None
+    successful: int
+    failed: int
+    working_s: float
+
+
+@dataclass(frozen=True)
+class Leader:
+    host: str
+    pid: str
+    lock_id: str
+    expires_in_s: float | None
+
+
+@dataclass(frozen=True)
+class QueueBoard:
+    queues: list[QueueStats] = field(default_factory=list)
+    workers: list[WorkerInfo] = field(default_factory=list)
+    leader: Leader | None = None
+    maintenance: list[Periodic] = field(default_factory=lambda: list(MAINTENANCE))
+    error: str | None = None
+
+
+def board(now: datetime, scope: int | None = None) -> QueueBoard:
+    """Read every queue, worker and the scheduler leader from Redis; on an outage, say why instead."""
+    try:
+        connection = get_redis()
+        queues = [_queue_stats(Queue(name, connection=connection), now) for name in _queue_names(connection)]
+        workers = _workers(connection, scope)
+        return QueueBoard(queues, workers, _leader(connection))
+    except (redis.RedisError, OSError) as error:
+        return QueueBoard(error=f"{type(error).__name__}: {error}")
+
+
+def _queue_names(connection) -> list[str]:
+    # The queues workers serve come first, in their order; any other queue RQ knows follows.
+    others = sorted(queue.name for queue in Queue.all(connection=connection) if queue.name not in QUEUES)
+    return [*QUEUES, *others]
+
+
+def _queue_stats(queue: Queue, now: datetime) -> QueueStats:
+    connection = queue.connection
+    scheduled = ScheduledJobRegistry(queue=queue)
+    # No cleanup: reading the page must not move jobs between registries.
+    first_due = connection.zrange(scheduled.key, 0, 0, withscores=True)
+    overdue = connection.zcount(scheduled.key, 0, now.timestamp() - OVERDUE_AFTER_S)
+    oldest = queue.get_job_ids(0, 1)
+    oldest_job = Job.fetch_many(oldest, connection=connection)[0] if oldest else None
+    holder = connection.get(SCHEDULER_LOCKING_KEY_TEMPLATE % queue.name)
+    return QueueStats(
+        name=queue.name,
+        depth=queue.count,
+        scheduled=scheduled.get_job_count(cleanup=False),
+        next_due=datetime.fromtimestamp(first_due[0][1], UTC) if first_due else None,
+        overdue=overdue,
+        started=StartedJobRegistry(queue=queue).get_job_count(cleanup=False),
+        failed=FailedJobRegistry(queue=queue).get_job_count(cleanup=False),
+        oldest_enqueued_at=_aware(oldest_job.enqueued_at) if oldest_job else None,
+        scheduler=_scheduler_of(connection, holder.decode()) if holder else None,
+    )
+
+
+def _scheduler_of(connection, name: str) -> str:
+    """Say where the RQ scheduler holding a queue's lock runs; its bare name is a random id."""
+    meta = {key.decode(): value.decode() for key, value in connection.hgetall(SCHEDULER_KEY_TEMPLATE % name).items()}
+    if meta.get("hostname"):
+        return f"{meta['hostname']} · pid {meta.get('pid', '?')}"
+    return name
+
+
+def _workers(connection, scope: int | None) -> list[WorkerInfo]:
+    workers = sorted(Worker.all(connection=connection), key=lambda worker: worker.name)
+    jobs = {worker.name: worker.get_current_job_id() for worker in workers}
+    runs = {job_id: parsed for job_id in jobs.values() if job_id and (parsed := queueing.parse_job_id(job_id))}
+    visible = {run_id for run_id, _, _ in runs.values()}
+    if scope is not None and visible:
+        visible = set(db.session.execute(select(Run.id).where(Run.id.in_(visible), Run.tenant_id == scope))
+                      .scalars())
+    return [
+        WorkerInfo(
+            name=worker.name, hostname=worker.hostname, pid=worker.pid, state=worker.get_state(),
+            queues=worker.queue_names(), job_id=jobs[worker.name],
+            run=_visible(runs.get(jobs[worker.name]), visible),
+            last_heartbeat=_aware(worker.last_heartbeat), birth=_aware(worker.birth_date),
+            successful=worker.successful_job_count, failed=worker.failed_job_count,
+            working_s=worker.total_working_time,
+        )
+        for worker in workers
+    ]
+
+
+def _visible(run: tuple[int, int, int] | None, visible: set[int]) -> tuple[int, int, int] | None:
+    return run if run is not None and run[0] in visible else None
+
+
+def _leader(connection) -> Leader | None:
+    raw = connection.get(leader.KEY)
+    if raw is None:
+        return None
+    # "host:pid:id"; split from the right, so a host name holding ':' stays whole.
+    host, pid, lock_id = ([""] * 3 + raw.decode().rsplit(":", 2))[-3:]
+    ttl_ms = connection.pttl(leader.KEY)
+    return Leader(host, pid, lock_id, ttl_ms / 1000 if ttl_ms and ttl_ms > 0 else None)
+
+
+def _aware(moment: datetime | None) -> datetime | None:
+    if moment is None:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
