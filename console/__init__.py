@@ -13,7 +13,7 @@ def create_app(config: dict | None = None) -> Flask:
     from console import config as settings
     from console.api import register as register_api
     from console.cli import register as register_cli
-    from console.db import sqlite
+    from console.db import sqlite, sqlite_busy
     from console.extensions import csrf, db, htmx, limiter, migrate
     from console.services.engine import registry
 
@@ -24,6 +24,7 @@ def create_app(config: dict | None = None) -> Flask:
     if not app.config["SECRET_KEY"]:
         app.config["SECRET_KEY"] = settings.stored_secret_key(app.config["DATA_DIR"])
 
+    sqlite_busy.init_app(app)
     db.init_app(app)
     sqlite.init_app(app)
     migrate.init_app(app, db, directory=str(ROOT / "migrations"))

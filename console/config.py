@@ -101,6 +101,8 @@ def from_env(env=None) -> dict:
         # Web, workers and the scheduler send their counts to Redis this often (0: at every commit).
         "METRICS_FLUSH_S": _number(env, "REBOUND_METRICS_FLUSH_S", 1.0, float),
         "LOG_FORMAT": log_format(env),
+        # SQLite writers wait for the lock in 0.5 ms steps (console/sqlite_busy.py); 0 keeps SQLite's busy_timeout.
+        "SQLITE_BUSY_HANDLER": (env.get("REBOUND_SQLITE_BUSY_HANDLER") or "1").lower() not in ("0", "false", "no"),
     }
 
 

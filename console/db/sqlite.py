@@ -22,4 +22,5 @@ def _pragmas(dbapi_connection, connection_record) -> None:
     cursor.execute("PRAGMA busy_timeout=10000")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
-    sqlite_busy.install(dbapi_connection)
+    if isinstance(dbapi_connection, sqlite_busy.Connection):  # not when REBOUND_SQLITE_BUSY_HANDLER=0
+        sqlite_busy.install(dbapi_connection)
