@@ -96,21 +96,30 @@ class Approval(db.Model):
     """A change that needs a second person (four-eyes rule)."""
 
     __tablename__ = "approvals"
+    __table_args__ = (Index("ix_approvals_status_expires_at", "status", "expires_at"),)
     id: Mapped[int] = mapped_column(primary_key=True)
-    kind: Mapped[str] = mapped_column(String(32))
+    kind: Mapped[str] = mapped_column(String(40))
     tenant_id: Mapped[int | None] = mapped_column(ForeignKey("tenants.id"))
     subject_type: Mapped[str] = mapped_column(String(40))
     subject_id: Mapped[str] = mapped_column(String(80))
-    payload = mapped_column(JSON, nullable=False)
-    backup = mapped_column(JSON)
+    payload = mapped_column(JSON, nullable=False)  # what the change does, read by its kind when approved
+    before = mapped_column(JSON)  # the diff the approver reads: the rows' values now ...
+    after = mapped_column(JSON)  # ... and what they become
+    backup = mapped_column(JSON)  # the rows as they were when the change ran, for a rollback
     reason: Mapped[str] = mapped_column(Text, default="")
+    # pending → executed (approved and run once) | failed (approved, could not run) | rejected | expired;
+    # executed → rolled_back
     status: Mapped[str] = mapped_column(String(16), default="pending", index=True)
-    requested_by_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    requested_by_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
     decided_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
     decision_note: Mapped[str | None] = mapped_column(Text)
+    outcome: Mapped[str | None] = mapped_column(Text)  # why an approved change could not run
     created_at = mapped_column(UTCDateTime, default=utcnow, nullable=False)
+    expires_at = mapped_column(UTCDateTime, nullable=False)
     decided_at = mapped_column(UTCDateTime)
     executed_at = mapped_column(UTCDateTime)
+    rolled_back_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    rolled_back_at = mapped_column(UTCDateTime)
 
 
 class RunbookExecution(db.Model):

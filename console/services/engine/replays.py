@@ -33,17 +33,23 @@ class Replayed:
 def replay_many(letter_ids: list[int], actor: Actor, *, tenant_id: int | None = None,
                 clock: Clock = SYSTEM_CLOCK) -> Replayed:
     """Restart the dead run of each open dead letter as a new series, audit each, commit once, queue them all."""
-    now = clock()
+    rows = restart(letter_ids, actor, tenant_id=tenant_id, now=clock())
+    if rows:
+        db.session.commit()
+        enqueue(rows)
+    replayed = {row.letter_id: row.id for row in rows}
+    return Replayed(replayed, [letter_id for letter_id in letter_ids if letter_id not in replayed])
+
+
+def restart(letter_ids: list[int], actor: Actor, *, tenant_id: int | None = None, now) -> list:
+    """Restart the dead runs of these open letters in the caller's transaction; `enqueue` the rows after its commit."""
     chosen = _replayable(letter_ids, tenant_id)
     restarted = _restart(chosen, actor, now) if chosen else {}
     rows = [row for row in chosen if row.id in restarted]
     if rows:
         _close_letters(rows, actor, now)
         _record(rows, actor, now)
-        db.session.commit()
-        _enqueue(rows)
-    replayed = {row.letter_id: row.id for row in rows}
-    return Replayed(replayed, [letter_id for letter_id in letter_ids if letter_id not in replayed])
+    return rows
 
 
 def _replayable(letter_ids: list[int], tenant_id: int | None) -> list:
@@ -95,7 +101,7 @@ def _record(rows: list, actor: Actor, now) -> None:
         for row in rows], clock=lambda: now)
 
 
-def _enqueue(rows: list) -> None:
+def enqueue(rows: list) -> None:
     """Queue the first attempt of every new series; if Redis is down the reconciler queues them later."""
     timeouts: dict[str, int] = {}
 
