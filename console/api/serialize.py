@@ -1,7 +1,7 @@
 """JSON shapes of the API's objects (ISO 8601 times with offsets)."""
 
 from console.domain.cron import describe
-from console.models import Run, RunEvent
+from console.models import DeadLetter, Run, RunEvent
 
 
 def iso(moment):
@@ -33,6 +33,23 @@ def run(entry: Run, events: list[RunEvent] | None = None) -> dict:
     if events is not None:
         body["events"] = [event(e) for e in events]
     return body
+
+
+def dead_letter(entry: DeadLetter) -> dict:
+    return {"id": entry.id, "run_id": entry.run_id, "tenant": entry.tenant.name, "task_id": entry.task_id,
+            "handler": entry.handler, "series": entry.series, "attempts": entry.attempts, "reason": entry.reason,
+            "error": {"code": entry.error_code, "message": entry.error_message}, "fingerprint": entry.fingerprint,
+            "status": entry.status, "work_order_id": entry.work_order_id, "created_at": iso(entry.created_at),
+            "resolved_at": iso(entry.resolved_at), "resolved_by": entry.resolved_by,
+            "resolution_note": entry.resolution_note}
+
+
+def operation(progress) -> dict:
+    return {"operation_id": progress.op_id, "status": progress.status, "total": progress.total,
+            "done": progress.done, "failed": progress.failed, "skipped": progress.skipped,
+            "percent": progress.percent, "rate_per_s": progress.rate, "eta_s": progress.eta_s,
+            "selection": progress.filter, "started_at": iso(progress.started_at),
+            "finished_at": iso(progress.finished_at), "last_error": progress.last_error or None}
 
 
 def task(entry, next_runs: list) -> dict:

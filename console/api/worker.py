@@ -7,7 +7,7 @@ from console.api import serialize
 from console.api.common import acting_tenant, body, is_id
 from console.auth import current_actor, requires, tenant_scope
 from console.extensions import db
-from console.models import RunEvent, Task
+from console.models import DeadLetter, RunEvent, Task
 from console.services.engine import compensation, control
 from console.services.engine.submit import submit
 from console.services.errors import InvalidInput
@@ -43,7 +43,10 @@ def get_task(run_id: int):
     run = control.get_run(run_id, tenant_scope())
     events = db.session.execute(select(RunEvent).where(RunEvent.run_id == run.id).order_by(RunEvent.id)
                                 ).scalars().all()
-    return jsonify(serialize.run(run, events))
+    letter_id = db.session.execute(select(DeadLetter.id).where(DeadLetter.run_id == run.id)
+                                   .order_by(DeadLetter.id.desc()).limit(1)).scalar_one_or_none()
+    # Seed 003's "mode": Rebound's worker pool is its standalone mode (a local queue and a pool of workers).
+    return jsonify({**serialize.run(run, events), "dead_letter_id": letter_id, "mode": "standalone"})
 
 
 @bp.post("/worker/tasks/<int:run_id>/cancel")
