@@ -1,11 +1,14 @@
 """Dead letters, work orders, approvals and runbook executions: the recovery side."""
 
-from sqlalchemy import JSON, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import JSON, ForeignKey, Index, Integer, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from console.db.types import UTCDateTime
 from console.domain.clock import utcnow
 from console.extensions import db
+
+ACTIVE_WORK_ORDER = "status IN ('open', 'acknowledged')"
+PENDING_MESSAGE = "status = 'pending'"
 
 
 class WorkOrder(db.Model):
@@ -14,6 +17,9 @@ class WorkOrder(db.Model):
         Index("ix_work_orders_status_fingerprint", "status", "fingerprint"),
         Index("ix_work_orders_status_id", "status", "id"),
         Index("ix_work_orders_tenant_status_id", "tenant_id", "status", "id"),
+        # One active work order per error group, on any number of writers (parking inserts ON CONFLICT DO NOTHING).
+        Index("uq_work_orders_active_group", "tenant_id", "fingerprint", unique=True,
+              sqlite_where=text(ACTIVE_WORK_ORDER), postgresql_where=text(ACTIVE_WORK_ORDER)),
     )
     id: Mapped[int] = mapped_column(primary_key=True)
     tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"))
@@ -74,6 +80,9 @@ class OutboxMessage(db.Model):
     __table_args__ = (
         Index("ix_outbox_status_next_attempt_at", "status", "next_attempt_at"),
         Index("ix_outbox_kind_delivered_at", "kind", "delivered_at"),
+        # One pending message per key: a storm becomes one message with a count (outbox.add upserts).
+        Index("uq_outbox_pending_dedup_key", "dedup_key", unique=True, sqlite_where=text(PENDING_MESSAGE),
+              postgresql_where=text(PENDING_MESSAGE)),
     )
     id: Mapped[int] = mapped_column(primary_key=True)
     kind: Mapped[str] = mapped_column(String(32))
