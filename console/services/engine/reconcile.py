@@ -12,7 +12,8 @@ from console.domain.errors import Failure
 from console.extensions import db
 from console.models import Run
 from console.redis_conn import get_redis
-from console.services.engine import compensation, queueing, transitions
+from console.services.engine import compensation, known_outcomes, queueing, transitions
+from console.services.engine.execute import park_for_a_person
 from console.services.engine.failures import AFTER_FAILURE, fail
 from console.services.policies import versions as policies
 from console.services.settings import setting
@@ -95,6 +96,16 @@ def _recover_lost_workers(now, report: Report) -> None:
     runs = db.session.execute(select(Run).where(Run.status == "running", Run.heartbeat_at <= cutoff)
                               .order_by(Run.id).limit(BATCH)).scalars().all()
     for run in runs:
+        known = known_outcomes.recall(run.id, run.attempt)
+        if known is not None:
+            # Its worker knew how the handler ended but could not write it: park it, never run the handler again.
+            try:
+                park_for_a_person(run, Failure(code=known["code"], message=known["message"], retryable=False), now)
+            except transitions.StaleRun:
+                continue
+            known_outcomes.forget(run.id, run.attempt)
+            report.lost_workers.append(run.id)
+            continue
         policy = policies.effective(run.policy_id, run.policy_overrides)[1]
         failure = Failure(code="worker_lost", retryable=True,
                           message=f"worker {run.worker_id} stopped sending heartbeats during attempt {run.attempt}")
