@@ -9,13 +9,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def create_app(config: dict | None = None) -> Flask:
     """Build the web app: defaults, then the environment, then the caller's mapping."""
-    from console import auth, metrics, redis_conn, safety, web
+    from console import auth, json_input, metrics, redis_conn, safety, web
     from console import config as settings
     from console.api import register as register_api
     from console.cli import register as register_cli
     from console.db import sqlite, sqlite_busy
     from console.extensions import csrf, db, htmx, limiter, migrate
     from console.services.engine import registry
+    from console.web import converters
 
     app = Flask(__name__, template_folder=str(ROOT / "templates"), static_folder=str(ROOT / "static"))
     app.config.update(settings.DEFAULTS)
@@ -37,6 +38,8 @@ def create_app(config: dict | None = None) -> Flask:
     htmx.init_app(app)
     auth.init_app(app)
     safety.init_app(app)
+    json_input.init_app(app)
+    converters.init_app(app)
 
     web.register(app)
     register_api(app)

@@ -71,6 +71,8 @@ def from_env(env=None) -> dict:
         "LOGIN_RATE_LIMIT": env.get("REBOUND_LOGIN_RATE_LIMIT", "10 per minute"),
         "POLICIES_FILE": env.get("REBOUND_POLICIES_FILE") or str(PROJECT / "config" / "retry-policies.yaml"),
         "COMMANDS_FILE": env.get("REBOUND_COMMANDS_FILE") or str(PROJECT / "config" / "commands.yaml"),
+        # The largest request body accepted (a 413 above it, saying so); a batch of 1,000 runs fits.
+        "MAX_CONTENT_LENGTH": _number(env, "REBOUND_MAX_BODY_BYTES", 4 * 1024 * 1024),
         # How long a change waiting for a second person's approval stays open before it expires (24 h).
         "APPROVAL_TTL_S": _number(env, "REBOUND_APPROVAL_TTL_S", 86_400),
         # Python modules whose import registers `python:` handlers, comma-separated.

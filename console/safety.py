@@ -2,9 +2,9 @@
 
 import logging
 
-from flask import jsonify, render_template, request
+from flask import jsonify, make_response, render_template, request
 from flask_wtf.csrf import CSRFError
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from console.auth import wants_json
 from console.services.errors import ServiceError
@@ -43,4 +43,14 @@ def init_app(app) -> None:
     @app.errorhandler(HTTPException)
     def http_error(error):
         code = (error.name or "error").lower().replace(" ", "_")
-        return _error_response(error.code or 500, code, error.description or error.name)
+        detail = error.description or error.name
+        if isinstance(error, RequestEntityTooLarge):
+            detail = (f"the request body is larger than {app.config['MAX_CONTENT_LENGTH']:,} bytes "
+                      "(REBOUND_MAX_BODY_BYTES); send less, or split it")
+        response, status = _error_response(error.code or 500, code, detail)
+        response = make_response(response, status)
+        # A 405 says which methods the path takes, as HTTP asks.
+        for name, value in error.get_headers():
+            if name.lower() != "content-type":
+                response.headers[name] = value
+        return response

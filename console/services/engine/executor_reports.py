@@ -5,7 +5,7 @@ import uuid
 from sqlalchemy import update
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
-from console.domain.errors import classify_reported
+from console.domain.errors import MAX_RETRY_AFTER_S, classify_reported
 from console.extensions import db
 from console.models import Run, Task, Tenant
 from console.services.actor import Actor
@@ -36,8 +36,9 @@ def report_failure(tenant: Tenant, data: dict, actor: Actor, clock: Clock = SYST
         raise InvalidInput("retryable must be true or false", "retryable")
     retry_after = data.get("retry_after_s")
     if retry_after is not None and (isinstance(retry_after, bool) or not isinstance(retry_after, int | float)
-                                    or retry_after < 0):
-        raise InvalidInput("retry_after_s must be a number of seconds >= 0", "retry_after_s")
+                                    or not 0 <= retry_after <= MAX_RETRY_AFTER_S):
+        raise InvalidInput(f"retry_after_s must be a number of seconds from 0 to {MAX_RETRY_AFTER_S} (30 days)",
+                           "retry_after_s")
     now = clock()
     run = find_by_key(tenant.id, key)
     if run is None:

@@ -17,6 +17,7 @@ from console.services.actor import Actor
 from console.services.delivery import outbox
 from console.services.engine import handler_kinds, queueing, transitions
 from console.services.errors import InvalidInput, QueueFull
+from console.services.inputs import params_too_large
 from console.services.policies import versions as policies
 
 log = logging.getLogger("rebound.engine")
@@ -101,6 +102,8 @@ def submit(tenant: Tenant, actor: Actor, *, handler: str | None = None, task: Ta
         raise InvalidInput("give exactly one of handler or task_id", "handler")
     if params is not None and not isinstance(params, dict):
         raise InvalidInput("params must be a JSON object", "params")
+    if params and (too_large := params_too_large(params)):
+        raise InvalidInput(too_large, "params")
     if idempotency_key is not None and not (isinstance(idempotency_key, str) and 0 < len(idempotency_key) <= MAX_KEY):
         raise InvalidInput(f"idempotency_key must be a string of 1-{MAX_KEY} characters", "idempotency_key")
     tenant_id = _id_of(tenant)

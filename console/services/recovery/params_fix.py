@@ -1,6 +1,5 @@
 """Fix a dead letter's params, then replay it: a data fix that waits for a second person's approval."""
 
-import json
 from datetime import datetime
 
 from sqlalchemy import select, update
@@ -11,11 +10,11 @@ from console.models import Approval, DeadLetter, Run
 from console.services.actor import Actor
 from console.services.engine import replays, transitions
 from console.services.errors import Conflict, InvalidInput, NotFound
+from console.services.inputs import params_too_large
 from console.services.recovery import approvals
 from console.services.recovery.kinds import Applied, FixKind
 
 NAME = "dead_letter.fix_params"
-MAX_PARAMS_BYTES = 64 * 1024
 
 
 def _letter(letter_id, tenant_id: int | None) -> DeadLetter:
@@ -28,8 +27,8 @@ def _letter(letter_id, tenant_id: int | None) -> DeadLetter:
 def _checked(params) -> dict:
     if not isinstance(params, dict):
         raise InvalidInput("params must be a JSON object", "params")
-    if len(json.dumps(params, default=str).encode()) > MAX_PARAMS_BYTES:
-        raise InvalidInput(f"params are larger than {MAX_PARAMS_BYTES // 1024} KB", "params")
+    if too_large := params_too_large(params):
+        raise InvalidInput(too_large, "params")
     return params
 
 

@@ -12,6 +12,7 @@ from console.services.dlq import groups as dlq
 from console.services.engine import control
 from console.services.engine.transitions import StaleRun
 from console.services.errors import Conflict, InvalidInput, NotFound, ServiceError
+from console.services.inputs import row_id
 from console.services.people import tenants
 from console.services.people.permissions import OPERATE, VIEW
 from console.web.dlq.forms import BulkReplayForm, DiscardForm
@@ -60,7 +61,7 @@ def index():
     filters = dlq_filters.Filters.parse(request.args)
     op = request.args.get("op", "")
     # Callables, so an htmx request that renders only the results block does not run their queries.
-    return page("dlq/index.html", "results", **_results(filters, _view(), request.args.get("before", type=int)),
+    return page("dlq/index.html", "results", **_results(filters, _view(), request.args.get("before", type=row_id)),
                 scoped=scope is not None, bulk_ops=lambda: dlq_bulk.recent(scope, include=op),
                 task_choices=lambda: dlq.task_choices(scope), handler_choices=dlq.handler_choices,
                 tenant_choices=lambda: [] if scope else [t.name for t in tenants.all_tenants()])
@@ -156,7 +157,7 @@ def _start_bulk(**selection):
 @bp.post("/bulk/replay")
 @requires(OPERATE)
 def bulk_replay():
-    return _start_bulk(ids=request.form.getlist("id", type=int))
+    return _start_bulk(ids=request.form.getlist("id", type=row_id))
 
 
 @bp.post("/bulk/replay-matching")
@@ -170,7 +171,7 @@ def bulk_replay_matching():
 def bulk_discard():
     filters = dlq_filters.Filters.parse(request.form)
     try:
-        discarded, skipped = dlq.discard_many(request.form.getlist("id", type=int), request.form.get("reason"),
+        discarded, skipped = dlq.discard_many(request.form.getlist("id", type=row_id), request.form.get("reason"),
                                               current_actor(), tenant_scope())
     except ServiceError as error:
         if htmx:

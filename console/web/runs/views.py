@@ -11,6 +11,7 @@ from console.domain.statuses import ACTIVE
 from console.extensions import db, htmx
 from console.services.engine import compensation, control, transitions
 from console.services.errors import Conflict, ServiceError
+from console.services.inputs import row_id
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.runs import query as runs_query
 from console.services.runs import timeline as run_timeline
@@ -42,7 +43,7 @@ def _tenant_ids(scope: int | None) -> dict[str, int]:
 def index():
     scope = tenant_scope()
     form = _filter_form(RunFilterForm, scope)
-    before = request.args.get("before", type=int)
+    before = request.args.get("before", type=row_id)
     result, status = None, 422
     if form.validate():
         result, status = runs_query.page(form.filters(_tenant_ids(scope)), scope=scope, before=before), 200

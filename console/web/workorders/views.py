@@ -9,6 +9,7 @@ from console.domain.clock import utcnow
 from console.extensions import db, htmx
 from console.services.delivery import channel_report, manual
 from console.services.errors import Conflict, InvalidInput, ServiceError
+from console.services.inputs import row_id
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.workorders import orders as workorders
 from console.web.render import page
@@ -29,7 +30,7 @@ def index():
     status = request.args.get("status", "active")
     status = status if status in workorders.FILTERS else "active"
     mine = request.args.get("mine") == "1"
-    before = request.args.get("before", type=int)
+    before = request.args.get("before", type=row_id)
     result = workorders.page(status, scope, before, assignee_id=current_user.id if mine else None)
     return page("workorders/index.html", "results", result=result, status=status, mine=mine, before=before,
                 query=_query(status, mine), counts=workorders.counts(scope),
