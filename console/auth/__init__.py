@@ -73,9 +73,13 @@ def init_app(app) -> None:
     login_manager.session_protection = "strong"
 
     @login_manager.user_loader
-    def load_user(user_id: str):
+    def load_user(session_id: str):
+        user_id, _, generation = session_id.partition(":")
+        if not (user_id.isdigit() and generation.isdigit()):
+            return None  # a cookie from before session generations, or forged: log in again
         user = db.session.get(User, int(user_id))
-        return user if user and user.active else None
+        # An ended session (logout, password or role change, disabled) names an older generation.
+        return user if user and user.active and user.session_generation == int(generation) else None
 
     @login_manager.request_loader
     def load_token_user(req):

@@ -4,6 +4,7 @@ import re
 import secrets
 
 from sqlalchemy import func, select
+from sqlalchemy import update as sql_update
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
@@ -82,8 +83,17 @@ def update(user: User, actor: Actor, *, role: str | None = None, active: bool | 
     after = _snapshot(user)
     if after != before:
         audit.record(db.session, actor, "user.update", "user", user.id, before=before, after=after)
+        end_sessions(user)  # a new role or a disabled account takes effect now, not at the next login
     db.session.commit()
     return user
+
+
+def end_sessions(user: User) -> None:
+    """End every session of the user, on every device (in the caller's transaction)."""
+    db.session.execute(sql_update(User).where(User.id == user.id)
+                       .values(session_generation=User.session_generation + 1)
+                       .execution_options(synchronize_session=False))
+    db.session.refresh(user, ["session_generation"])
 
 
 def _admins_left(excluding: User) -> int:
@@ -98,6 +108,7 @@ def set_password(user: User, password: str, actor: Actor) -> None:
     _check_password(password)
     user.password_hash = generate_password_hash(password)
     audit.record(db.session, actor, "user.password", "user", user.id)
+    end_sessions(user)
     db.session.commit()
 
 

@@ -57,6 +57,8 @@ def login():
 @public
 def logout():
     audit.record(db.session, current_actor(), "auth.logout", "user", current_user.id)
+    # Ends the session on the server too: a copy of the cookie taken before logout no longer works.
+    users.end_sessions(current_user)
     db.session.commit()
     logout_user()
     return redirect(url_for("auth.login"))
