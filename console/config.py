@@ -40,6 +40,22 @@ def _number(env, name: str, default, kind=int):
         raise SystemExit(f"{name} must be {what}, got {raw!r}") from None
 
 
+def _demo(env) -> bool:
+    return env.get("REBOUND_DEMO", "1") not in ("0", "false", "no", "")
+
+
+def _rate_limit(env, name: str, default: str) -> str:
+    # A limit that does not parse would switch the throttle off without a word: refuse it at start instead.
+    from limits import parse_many
+
+    raw = env.get(name) or default
+    try:
+        parse_many(raw)
+    except ValueError:
+        raise SystemExit(f"{name} must be a rate such as '10 per minute' or '100/hour', got {raw!r}") from None
+    return raw
+
+
 LOG_FORMATS = ("auto", "json", "text")
 
 
@@ -67,8 +83,10 @@ def from_env(env=None) -> dict:
         "SECRET_KEY": env.get("REBOUND_SECRET_KEY") or None,
         "ADMIN_PASSWORD": env.get("REBOUND_ADMIN_PASSWORD") or "",
         "WORKERS": _number(env, "REBOUND_WORKERS", 2),
-        "DEMO": env.get("REBOUND_DEMO", "1") not in ("0", "false", "no", ""),
-        "LOGIN_RATE_LIMIT": env.get("REBOUND_LOGIN_RATE_LIMIT", "10 per minute"),
+        "DEMO": _demo(env),
+        "LOGIN_RATE_LIMIT": _rate_limit(env, "REBOUND_LOGIN_RATE_LIMIT", "10 per minute"),
+        # Failed logins from one address across every username (password spraying).
+        "LOGIN_RATE_LIMIT_PER_ADDRESS": _rate_limit(env, "REBOUND_LOGIN_RATE_LIMIT_PER_ADDRESS", "30 per minute"),
         "POLICIES_FILE": env.get("REBOUND_POLICIES_FILE") or str(PROJECT / "config" / "retry-policies.yaml"),
         "COMMANDS_FILE": env.get("REBOUND_COMMANDS_FILE") or str(PROJECT / "config" / "commands.yaml"),
         # The largest request body accepted (a 413 above it, saying so); a batch of 1,000 runs fits.

@@ -1,7 +1,5 @@
 """Demo handlers used by the demo data, the tests and the benchmarks."""
 
-import os
-import signal
 import time
 
 from console.domain.errors import CompensableError, NonRetryableError, RetryableError
@@ -12,25 +10,6 @@ from console.services.engine.registry import handler
 def noop(ctx):
     """Do nothing and succeed."""
     return {"ok": True}
-
-
-@handler("demo.sleep")
-def sleep(ctx):
-    """Sleep `seconds`, reporting progress and stopping early when cancelled."""
-    seconds = float(ctx.params.get("seconds", 1))
-    steps = max(1, int(seconds * 10))
-    for step in range(steps):
-        if ctx.cancelled():
-            return {"slept_s": step / 10, "cancelled": True}
-        time.sleep(seconds / steps)
-        ctx.progress(100 * (step + 1) // steps, f"slept {(step + 1) * seconds / steps:.1f} of {seconds:g} s")
-    return {"slept_s": seconds}
-
-
-@handler("demo.crash")
-def crash(ctx):
-    """Kill the process running it, as a crashing native library would; a fork worker survives it."""
-    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _undo(ctx):

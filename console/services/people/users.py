@@ -16,6 +16,14 @@ from console.services.errors import Conflict, InvalidInput, NotFound
 
 USERNAME = re.compile(r"^[a-zA-Z0-9_.-]{2,64}$")
 MIN_PASSWORD = 10
+# The commonest passwords of at least MIN_PASSWORD characters in public breach lists (compared lower-cased).
+COMMON_PASSWORDS = frozenset({
+    "1234567890", "0123456789", "12345678910", "123456789a", "1q2w3e4r5t", "1qaz2wsx3edc", "abcdefghij",
+    "qwertyuiop", "asdfghjkl;", "password12", "password123", "password1234", "passw0rd123", "iloveyou12",
+    "iloveyou123", "qwerty1234", "qwerty12345", "qwerty123456", "letmein123", "welcome123", "welcome1234",
+    "changeme123", "administrator", "admin12345", "admin123456", "football123", "baseball123", "princess123",
+    "sunshine123", "trustno1234", "zaq12wsxcde", "1111111111a", "aaaaaaaaaa1", "correcthorsebatterystaple",
+})
 # A fixed hash to compare against when the user does not exist, so timing does not reveal names.
 _DUMMY_HASH = generate_password_hash("not-a-real-password")
 
@@ -26,9 +34,15 @@ def _check_role(role: str) -> str:
     return role
 
 
-def _check_password(password: str) -> None:
+def _check_password(password: str, username: str) -> None:
     if len(password) < MIN_PASSWORD:
         raise InvalidInput(f"password must be at least {MIN_PASSWORD} characters", "password")
+    if password.lower() == username.lower():
+        raise InvalidInput("the password must not be the username", "password")
+    if len(set(password)) == 1:
+        raise InvalidInput("the password must not be one character repeated", "password")
+    if password.lower() in COMMON_PASSWORDS:
+        raise InvalidInput("that password is one of the most common ones; choose another", "password")
 
 
 def _snapshot(user: User) -> dict:
@@ -58,7 +72,7 @@ def create(username: str, role: str, password: str | None, actor: Actor, *,
     generated = None
     if not password:
         password = generated = secrets.token_urlsafe(12)
-    _check_password(password)
+    _check_password(password, username)
     if find(username):
         raise Conflict(f"a user named {username!r} already exists", "username")
     user = User(username=username, role=role, password_hash=generate_password_hash(password),
@@ -105,7 +119,7 @@ def _admins_left(excluding: User) -> int:
 
 def set_password(user: User, password: str, actor: Actor) -> None:
     """Replace a user's password."""
-    _check_password(password)
+    _check_password(password, user.username)
     user.password_hash = generate_password_hash(password)
     audit.record(db.session, actor, "user.password", "user", user.id)
     end_sessions(user)
