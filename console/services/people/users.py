@@ -12,7 +12,7 @@ from console.extensions import db
 from console.models import Role, Tenant, User
 from console.services.actor import Actor
 from console.services.audit import trail as audit
-from console.services.errors import Conflict, InvalidInput, NotFound
+from console.services.errors import Conflict, Forbidden, InvalidInput, NotFound
 
 USERNAME = re.compile(r"^[a-zA-Z0-9_.-]{2,64}$")
 MIN_PASSWORD = 10
@@ -55,17 +55,27 @@ def find(username: str) -> User | None:
     return db.session.execute(select(User).where(User.username == username)).scalar_one_or_none()
 
 
-def get(user_id: int) -> User:
-    """Return a user by id or raise NotFound."""
+def get(user_id: int, scope: int | None = None) -> User:
+    """Return a user by id, or NotFound (also for one outside a tenant-scoped caller's tenant)."""
     user = db.session.get(User, user_id)
-    if user is None:
+    if user is None or (scope is not None and user.tenant_id != scope):
         raise NotFound(f"no user with id {user_id}")
     return user
 
 
-def create(username: str, role: str, password: str | None, actor: Actor, *,
+def within_scope(tenant: Tenant | None, scope: int | None) -> Tenant | None:
+    """Return the tenant a tenant-scoped admin may give: their own (the default); never wider, never another."""
+    if scope is None:
+        return tenant
+    if tenant is not None and tenant.id != scope:
+        raise Forbidden("you manage only your own tenant's people and tokens", "tenant")
+    return tenant or db.session.get(Tenant, scope)
+
+
+def create(username: str, role: str, password: str | None, actor: Actor, *, scope: int | None = None,
            tenant: Tenant | None = None) -> tuple[User, str | None]:
     """Create a user; return it and the generated password when none was given."""
+    tenant = within_scope(tenant, scope)
     if not USERNAME.match(username or ""):
         raise InvalidInput("username must be 2-64 letters, digits, '.', '_' or '-'", "username")
     _check_role(role)
@@ -146,6 +156,9 @@ def ensure_admin(password: str | None) -> tuple[User | None, str | None]:
     return create("admin", Role.ADMIN, password or None, Actor("system"))
 
 
-def all_users() -> list[User]:
-    """Return every user, by name."""
-    return db.session.execute(select(User).order_by(User.username)).scalars().all()
+def all_users(scope: int | None = None) -> list[User]:
+    """Return every user a caller with this tenant scope may manage, by name."""
+    query = select(User).order_by(User.username)
+    if scope is not None:
+        query = query.where(User.tenant_id == scope)
+    return db.session.execute(query).scalars().all()

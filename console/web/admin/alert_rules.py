@@ -2,7 +2,7 @@
 
 from flask import flash, redirect, render_template, url_for
 
-from console.auth import current_actor, requires
+from console.auth import current_actor, requires, shared_by_all_tenants
 from console.domain.clock import utcnow
 from console.extensions import htmx
 from console.services.errors import ServiceError
@@ -48,6 +48,7 @@ def alert_rules_index():
 
 @bp.post("/alert-rules/<key>")
 @requires(ADMIN)
+@shared_by_all_tenants("Alert rules")
 def update_alert_rule(key: str):
     row = alert_rules.get(key)
     rule = alert_rules.spec(row)

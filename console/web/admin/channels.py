@@ -2,7 +2,7 @@
 
 from flask import flash, redirect, render_template, url_for
 
-from console.auth import current_actor, requires
+from console.auth import current_actor, requires, shared_by_all_tenants
 from console.domain.clock import utcnow
 from console.services.delivery import channel_report, manual, targets
 from console.services.errors import ServiceError
@@ -46,6 +46,7 @@ def channels_index():
 
 @bp.post("/channels/<name>/test")
 @requires(ADMIN)
+@shared_by_all_tenants("Alert channels")
 def test_channel(name: str):
     label = targets.get(name).spec.label
     try:
@@ -64,6 +65,7 @@ def test_channel(name: str):
 
 @bp.post("/channels/<name>")
 @requires(ADMIN)
+@shared_by_all_tenants("Alert channels")
 def update_channel(name: str):
     target = targets.get(name)
     form = ChannelForm(prefix=name)

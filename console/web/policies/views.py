@@ -2,7 +2,7 @@
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 
-from console.auth import current_actor, requires, tenant_scope
+from console.auth import current_actor, requires, shared_by_all_tenants, tenant_scope
 from console.domain.policy import RetryPolicy
 from console.services.errors import InvalidInput, ServiceError
 from console.services.inputs import row_id
@@ -64,6 +64,7 @@ def new():
 
 @bp.post("/new")
 @requires(OPERATE)
+@shared_by_all_tenants("Retry policies")
 def create():
     form = PolicyForm()
     name = (form.name.data or "").strip()
@@ -90,6 +91,7 @@ def edit(name: str):
 
 @bp.post("/<name>")
 @requires(OPERATE)
+@shared_by_all_tenants("Retry policies")
 def update(name: str):
     record = _record_or_404(name)
     form = PolicyForm()
