@@ -291,6 +291,9 @@ def _perform(run: RunRow, policy, settings: BreakerSettings, breaker_was_clean: 
             if attempt == BOOKKEEPING_TRIES:
                 return _park_known_outcome(run.id, ctx.attempt, outcome, policy, bookkeeping_error, now)
             _sleep(BOOKKEEPING_BACKOFF_S * attempt)
+    if error is not None and not classify(error, policy).retryable:
+        # A caller's bad input (non-retryable) says nothing about the dependency's health: the breaker ignores it.
+        return run.status
     change = breakers.record(run.handler, error is None, now, settings, clean_before=breaker_was_clean)
     if change == "opened":
         outbox.add("alert", f"breaker:{run.handler}", {
