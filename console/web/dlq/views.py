@@ -199,7 +199,9 @@ def bulk_discard():
 
 
 def _fix_page(letter, form: FixParamsForm, *, error: str | None = None, status: int = 200):
-    return render_template("dlq/fix.html", letter=letter, form=form, error=error,
+    ttl_s = int(current_app.config["APPROVAL_TTL_S"])
+    expires_in = f"{ttl_s // 3600} h" if ttl_s % 3600 == 0 else f"{max(1, ttl_s // 60)} min"
+    return render_template("dlq/fix.html", letter=letter, form=form, error=error, expires_in=expires_in,
                            current=json.dumps(letter.run.params or {}, indent=2, sort_keys=True, ensure_ascii=False),
                            task_names=dlq.task_names([letter])), status
 
