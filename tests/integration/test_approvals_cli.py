@@ -8,6 +8,7 @@ from console.services.actor import Actor
 from console.services.engine.execute import execute
 from console.services.people import users
 from console.services.recovery import params_fix
+from tests.conftest import make_tenant
 from tests.engine.conftest import Runs
 
 LENIENT = {"breaker": {"failure_threshold": 1000, "open_s": 1, "success_threshold": 1}}
@@ -88,3 +89,12 @@ def test_reject_needs_a_note_on_the_cli(cli, people, request_of):
     done = cli("reject", str(request.id), "--as", "ada", "--note", "fix the account first")
     assert done.exit_code == 0 and "is rejected" in done.output
     assert cli("list", "--status", "bogus").exit_code == 1
+
+
+def test_a_tenant_scoped_person_decides_only_their_tenants_requests_on_the_cli(cli, people, request_of):
+    acme = make_tenant("acme")
+    users.create("sam", "approver", "correct-horse-battery", Actor("test"), tenant=acme)
+    request = request_of("olga")  # in the default tenant
+    refused = cli("approve", str(request.id), "--as", "sam")
+    assert refused.exit_code == 1 and "refused (not_found, 404)" in refused.output
+    assert db.session.get(Approval, request.id).status == "pending"

@@ -257,6 +257,10 @@ def test_a_bulk_discard_over_the_limit_becomes_a_request(person, letter, clock):
     assert "more than the 2 one person may discard at once" in html(response)
     db.session.expire_all()
     assert {db.session.get(DeadLetter, x.id).status for x in found} == {"open"}
+    plain = client.post("/dlq/bulk/discard", data={"csrf_token": token, "id": [x.id for x in found],
+                                                   "reason": "load-test leftovers"}, follow_redirects=True)
+    second = db.session.execute(select(Approval).order_by(Approval.id.desc())).scalars().first()
+    assert second.id != request.id and f'<a href="/approvals/{second.id}">request #{second.id}</a>' in html(plain)
     small = client.post("/dlq/bulk/discard", data={"csrf_token": token, "id": [found[0].id, found[1].id],
                                                    "reason": "load-test leftovers"})
     assert small.status_code == 303
