@@ -31,6 +31,7 @@ def me():
 def register(app) -> None:
     """Register the API blueprints, exempt from CSRF (they take bearer tokens only)."""
     from console.api.alert_rules import bp as alert_rules
+    from console.api.approvals import bp as approvals
     from console.api.dead_letters import bp as dead_letters
     from console.api.internal import bp as internal
     from console.api.metrics import bp as metrics
@@ -38,6 +39,6 @@ def register(app) -> None:
     from console.api.tasks import bp as tasks
     from console.api.worker import bp as worker
 
-    for blueprint in (bp, worker, internal, tasks, dead_letters, openapi, alert_rules, metrics):
+    for blueprint in (bp, worker, internal, tasks, dead_letters, openapi, alert_rules, metrics, approvals):
         csrf.exempt(blueprint)
         app.register_blueprint(blueprint)

@@ -8,10 +8,11 @@ from console.api.common import acting_tenant, body, is_id
 from console.auth import current_actor, requires, tenant_scope
 from console.extensions import db
 from console.models import DeadLetter, RunEvent, Task
-from console.services.engine import compensation, control
+from console.services.engine import control
 from console.services.engine.submit import submit
 from console.services.errors import InvalidInput
 from console.services.people.permissions import OPERATE, VIEW
+from console.services.recovery import run_compensation
 
 bp = Blueprint("worker_api", __name__)
 FIELDS = {"handler", "task_id", "tenant", "params", "idempotency_key", "policy"}
@@ -59,9 +60,11 @@ def cancel_task(run_id: int):
 @bp.post("/worker/tasks/<int:run_id>/compensate")
 @requires(OPERATE)
 def compensate_task(run_id: int):
+    """A person's token asks for an undo; it waits for another person's approval (four eyes)."""
     data = body() if request.content_length else {}
     unknown = set(data) - {"cause"}
     if unknown:
         raise InvalidInput(f"unknown field {sorted(unknown)[0]!r}; allowed: cause", sorted(unknown)[0])
-    run = compensation.request(control.get_run(run_id, tenant_scope()), current_actor(), cause=data.get("cause", ""))
-    return jsonify(id=run.id, status=run.status), 202
+    approval = run_compensation.request_compensation(run_id, data.get("cause", ""), current_actor(),
+                                                     tenant_id=tenant_scope())
+    return jsonify(approval_id=approval.id, status="awaiting_approval"), 202

@@ -7,10 +7,11 @@ from console.models.people import ApiToken, Role, Tenant, User
 from console.models.policies import PolicyVersion, RetryPolicyRecord
 from console.models.recovery import Approval, DeadLetter, OutboxMessage, RunbookExecution, WorkOrder
 from console.models.runs import Run, RunEvent
+from console.models.settings import ConsoleSetting
 from console.models.tasks import SlaBreach, Task
 
 __all__ = [
-    "AlertRule", "ApiToken", "Approval", "AuditEntry", "AuditHead", "ChannelSetting", "DeadLetter", "Delivery",
-    "OutboxMessage", "PolicyVersion", "RetryPolicyRecord", "Role", "Run", "RunEvent", "RunbookExecution", "SlaBreach",
-    "Task", "Tenant", "User", "WorkOrder",
+    "AlertRule", "ApiToken", "Approval", "AuditEntry", "AuditHead", "ChannelSetting", "ConsoleSetting", "DeadLetter",
+    "Delivery", "OutboxMessage", "PolicyVersion", "RetryPolicyRecord", "Role", "Run", "RunEvent", "RunbookExecution",
+    "SlaBreach", "Task", "Tenant", "User", "WorkOrder",
 ]

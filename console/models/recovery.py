@@ -105,7 +105,11 @@ class Approval(db.Model):
     """A change that needs a second person (four-eyes rule)."""
 
     __tablename__ = "approvals"
-    __table_args__ = (Index("ix_approvals_status_expires_at", "status", "expires_at"),)
+    __table_args__ = (
+        Index("ix_approvals_status_expires_at", "status", "expires_at"),
+        # The run page lists the requests about a run and its dead letters.
+        Index("ix_approvals_subject_type_subject_id", "subject_type", "subject_id"),
+    )
     id: Mapped[int] = mapped_column(primary_key=True)
     kind: Mapped[str] = mapped_column(String(40))
     tenant_id: Mapped[int | None] = mapped_column(ForeignKey("tenants.id"))

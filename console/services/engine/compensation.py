@@ -38,8 +38,8 @@ def can_compensate(run: Run) -> bool:
     return run.status == "succeeded" and _undo_step(run.handler) is not None
 
 
-def request(run: Run, actor: Actor, *, cause: str = "", clock: Clock = SYSTEM_CLOCK) -> Run:
-    """Start undoing a succeeded run (audited); a worker runs its handler's compensation."""
+def check(run: Run, cause) -> str:
+    """Return the cause, or say why this run cannot be compensated now."""
     if not isinstance(cause, str) or len(cause) > CAUSE_LIMIT:
         raise InvalidInput(f"cause must be text of at most {CAUSE_LIMIT} characters", "cause")
     if run.status != "succeeded":
@@ -47,13 +47,27 @@ def request(run: Run, actor: Actor, *, cause: str = "", clock: Clock = SYSTEM_CL
                        "compensated automatically when its handler has an undo step)", "status")
     if _undo_step(run.handler) is None:
         raise Conflict(f"handler {run.handler} has no compensation step to run", "handler")
-    now = clock()
+    return cause
+
+
+def start(run: Run, actor: Actor, *, cause: str = "", now) -> None:
+    """Move a succeeded run to compensating (audited) in the caller's transaction; `enqueue` after the commit."""
+    cause = check(run, cause)
     try:
         transitions.move(run, "compensating", now, reason=REASON, actor=actor.name, message=cause or None)
     except transitions.StaleRun:
         raise Conflict(f"run {run.id} changed while asking for its compensation; look again", "status") from None
     audit.record(db.session, actor, "run.compensate", "run", run.id, before={"status": "succeeded"},
-                 after={"status": "compensating", "cause": cause[:500]}, tenant=run.tenant.name, clock=clock)
+                 after={"status": "compensating", "cause": cause[:500]}, tenant=run.tenant.name, clock=lambda: now)
+
+
+def request(run: Run, actor: Actor, *, cause: str = "", clock: Clock = SYSTEM_CLOCK) -> Run:
+    """Start undoing a succeeded run at once (audited); a worker runs its handler's compensation.
+
+    Services call this (a workflow undoing its own steps); a person's request waits for approval instead
+    (recovery/run_compensation.py).
+    """
+    start(run, actor, cause=cause, now=clock())
     db.session.commit()
     enqueue(run.id)
     return run

@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, select, update
+from sqlalchemy import and_, func, or_, select, update
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
@@ -68,8 +68,12 @@ def get(approval_id: int, tenant_id: int | None = None) -> Approval:
 
 
 def rows(*, status: str | None = None, tenant_id: int | None = None, requested_by_id: int | None = None,
-         before: int | None = None, limit: int = PAGE_SIZE) -> list[Row]:
-    """Return requests newest first, one keyset page at a time, with the names people read."""
+         decidable_by: int | None = None, live_at: datetime | None = None, before: int | None = None,
+         limit: int = PAGE_SIZE) -> list[Row]:
+    """Return requests newest first, one keyset page at a time, with the names people read.
+
+    decidable_by leaves out that person's own requests; live_at leaves out those expired by then.
+    """
     if status is not None and status not in STATUSES:
         raise InvalidInput(f"status must be one of {', '.join(STATUSES)}", "status")
     requester, decider = db.aliased(User), db.aliased(User)
@@ -84,6 +88,10 @@ def rows(*, status: str | None = None, tenant_id: int | None = None, requested_b
         query = query.where(Approval.tenant_id == tenant_id)
     if requested_by_id is not None:
         query = query.where(Approval.requested_by_id == requested_by_id)
+    if decidable_by is not None:
+        query = query.where(Approval.requested_by_id != decidable_by)
+    if live_at is not None:
+        query = query.where(Approval.expires_at > live_at)
     if before is not None:
         query = query.where(Approval.id < before)
     return [Row(*found) for found in db.session.execute(query)]
@@ -96,6 +104,22 @@ def row(approval: Approval) -> Row:
     tenant = db.session.get(Tenant, approval.tenant_id) if approval.tenant_id else None
     return Row(approval, names.get(approval.requested_by_id, "?"), names.get(approval.decided_by_id),
                tenant.name if tenant else None)
+
+
+def status_at(approval: Approval, now: datetime) -> str:
+    """Return a request's status as it stands at `now`: pending past its time is expired (the job marks it soon)."""
+    if approval.status == "pending" and approval.expires_at <= now:
+        return "expired"
+    return approval.status
+
+
+def about(subjects: list[tuple[str, object]], limit: int = 20) -> list[Approval]:
+    """Return the newest requests about any of these (subject type, subject id) pairs."""
+    if not subjects:
+        return []
+    query = select(Approval).where(or_(*(and_(Approval.subject_type == kind, Approval.subject_id == str(subject))
+                                         for kind, subject in subjects)))
+    return list(db.session.execute(query.order_by(Approval.id.desc()).limit(limit)).scalars())
 
 
 def waiting_for(actor_id: int | None, tenant_id: int | None, now: datetime) -> int:
