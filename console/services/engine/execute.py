@@ -131,9 +131,12 @@ def _defer(run: RunRow, when, timeout_s: int) -> None:
     queueing.enqueue_at(when, run.id, run.series, run.attempt, timeout_s, deferral=True)
 
 
-def undo_call(invocation, timeout_s: int):
-    """Return the handler's undo step, called like the handler itself (isolated, under the same timeout)."""
-    if invocation is None or invocation.compensate is None:
+def undo_call(invocation, timeout_s: int, *, asked: bool = False):
+    """Return the handler's undo step, called like the handler itself (isolated, under the same timeout).
+
+    After the run's own failure (not `asked`), a handler whose undo is only tried when asked for has none.
+    """
+    if invocation is None or invocation.compensate is None or (invocation.undo_only_when_asked and not asked):
         return None
     return functools.partial(_call, invocation.compensate, timeout_s=timeout_s)
 
