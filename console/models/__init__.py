@@ -8,9 +8,10 @@ from console.models.policies import PolicyVersion, RetryPolicyRecord
 from console.models.recovery import Approval, DeadLetter, OutboxMessage, RunbookExecution, WorkOrder
 from console.models.runs import Run, RunEvent
 from console.models.tasks import SlaBreach, Task
+from console.models.workflows import Workflow, WorkflowStep
 
 __all__ = [
     "AlertRule", "ApiToken", "Approval", "AuditEntry", "AuditHead", "ChannelSetting", "DeadLetter", "Delivery",
     "OutboxMessage", "PolicyVersion", "RetryPolicyRecord", "Role", "Run", "RunEvent", "RunbookExecution", "SlaBreach",
-    "Task", "Tenant", "User", "WorkOrder",
+    "Task", "Tenant", "User", "WorkOrder", "Workflow", "WorkflowStep",
 ]
