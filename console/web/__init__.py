@@ -18,7 +18,7 @@ BLUEPRINTS = [
     "console.web.audit.views",
     "console.web.workorders.views",
     "console.web.dlq.views",
-    "console.web.runs.views",
+    "console.web.runs",
     "console.web.tasks.views",
     "console.web.policies.views",
     "console.web.breakers.views",

@@ -107,7 +107,7 @@ def execute(run_id: int, *, clock: Clock = SYSTEM_CLOCK) -> str:
     try:
         with Heartbeat(run.id, run.attempt, setting("HEARTBEAT_S"), ctx.cancel_event):
             return compensate_run(run, undo_call(invocation, timeout_s, asked=True), ctx, clock(), cause,
-                                  missing=missing)
+                                  missing=missing, clock=clock)
     except transitions.StaleRun:
         return "skipped"
 

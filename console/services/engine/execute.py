@@ -247,7 +247,7 @@ def _perform(run: RunRow, policy, settings: BreakerSettings, breaker_was_clean: 
             # A compensation runs here, inline: its heartbeat tells the reconciler whether this worker still lives.
             with Heartbeat(run.id, run.attempt, setting("HEARTBEAT_S"), ctx.cancel_event):
                 fail(run, classify(error, policy), policy, now, duration_ms=duration_ms,
-                     compensate=undo_call(invocation, policy.timeout_s), ctx=ctx)
+                     compensate=undo_call(invocation, policy.timeout_s), ctx=ctx, clock=clock)
     except transitions.StaleRun:
         log.warning("run %s moved on while attempt %s ran; its outcome is dropped", run.id, ctx.attempt)
         return "stale"

@@ -40,7 +40,7 @@ class TrailEntry:
     actor: str | None
     error_code: str | None
     message: str | None
-    number: int | None  # which try, for a failed one
+    number: int | None  # which try failed, or the one that undid it
 
 
 @dataclass
@@ -69,13 +69,17 @@ def detail(workflow: Workflow) -> WorkflowDetail:
                                                        RunEvent.kind.in_(UNDO_EVENTS))
                                 .order_by(RunEvent.id)).scalars().all() if position_of else []
     trail = [TrailEntry(position_of[event.run_id], event.run_id, event.at, event.kind, event.actor, event.error_code,
-                        event.message, (event.data or {}).get("number")) for event in events]
+                        event.message, _try_number(event.data or {})) for event in events]
     tries: dict[int, int] = {}
     for entry in trail:
         if entry.kind in ("compensation_attempt_failed", "compensated"):
             tries[entry.position] = tries.get(entry.position, 0) + 1
     return WorkflowDetail(workflow, [StepView(step, runs.get(step.position), tries.get(step.position, 0))
                                      for step in steps], trail)
+
+
+def _try_number(data: dict) -> int | None:
+    return data.get("number") or data.get("compensation_attempts")
 
 
 def rows(*, scope: int | None = None, status: str | None = None, before: int | None = None,
