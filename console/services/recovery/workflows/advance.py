@@ -182,15 +182,16 @@ def _backward(workflow: Workflow, clock: Clock) -> str | None:
         db.session.commit()
         return None
     step, run = _step(workflow, position), _step_run(workflow, position)
-    if step.compensation_status == Undo.PENDING.value:
+    undo = step.compensation_status
+    if undo == Undo.PENDING.value:
         claimed = db.session.execute(update(STEPS).where(
             STEPS.c.id == step.id, STEPS.c.compensation_status == Undo.PENDING.value).values(
             compensation_status=Undo.COMPENSATING.value, compensation_started_at=now)).rowcount
         if not claimed:
             return _raced()
         db.session.commit()  # write-ahead: the step is marked before its undo is asked for
-        step.compensation_status = Undo.COMPENSATING.value
-    if step.compensation_status != Undo.COMPENSATING.value:
+        undo = Undo.COMPENSATING.value
+    if undo != Undo.COMPENSATING.value:
         return "waiting"
     if run.status == "succeeded":
         cause = f"step {workflow.failed_step} of workflow #{workflow.id} ({workflow.name}) failed"
