@@ -45,3 +45,20 @@ def test_a_workflow_submitted_from_the_form_is_undone_backward_on_its_live_page(
     page.get_by_role("link", name="Workflows").first.click()
     expect(page.locator("table.workflows")).to_contain_text("ship order 7")
     screenshot("workflow-list")
+
+
+def test_a_step_with_no_undo_stops_the_workflow_for_a_person(page, live_server, live_worker, screenshot):
+    login(page, live_server.url)
+    page.wait_for_url("**/overview")
+    page.goto(f"{live_server.url}/runs/workflows/new")
+    page.get_by_label("Name").fill("notify, then charge")
+    steps = [{"handler": "demo.flaky_compensated", "params": {"fail_times": 0}}, {"handler": "demo.noop"},
+             {"handler": "demo.flaky", "params": {"fail_times": 9, "error": "fatal", "code": "card_declined"}}]
+    page.get_by_label("Steps (JSON list)").fill(json.dumps(steps))
+    page.get_by_role("button", name="Submit workflow").click()
+    expect(page.locator("#workflow-detail h1")).to_contain_text("compensation failed", timeout=60_000)
+    expect(page.get_by_role("alert")).to_contain_text("step 2 is not compensable")
+    steps_table = page.locator("table.wf-steps tbody tr")
+    expect(steps_table.nth(0)).to_contain_text("not attempted")
+    expect(steps_table.nth(1)).to_contain_text("not compensable")
+    screenshot("workflow-needs-a-person")

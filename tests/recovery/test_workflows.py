@@ -91,6 +91,7 @@ def test_a_step_with_no_undo_ends_the_workflow_compensation_failed_for_a_person(
     assert "step 2 is not compensable" in workflow.note and "steps before it were left as they are" in workflow.note
     assert [step.compensation_status for step in saga.steps(workflow_id)] == [
         "not_attempted", "not_compensable", None]
+    assert saga.steps(workflow_id)[1].note == "handler python:demo.noop has no undo step"
     [letter] = runs.dead_letters(saga.run(workflow_id, 2).id)
     assert letter.error_code == "not_compensable" and "has no undo step" in letter.error_message
     assert saga.run(workflow_id, 1).status == "succeeded"

@@ -17,7 +17,7 @@ def test_a_step_moves_its_workflow_on_only_once_its_run_has_finished(status, out
 
 def test_every_run_status_is_either_finished_or_still_at_work_for_a_workflow():
     statuses = {status.value for status in RunStatus}
-    assert STEP_DONE | UNDO_DONE | STILL_WORKING == statuses
+    assert statuses == STEP_DONE | UNDO_DONE | STILL_WORKING
     assert not (STEP_DONE | UNDO_DONE) & STILL_WORKING
 
 

@@ -205,12 +205,14 @@ def _backward(workflow: Workflow, clock: Clock) -> str | None:
 def _undone(workflow: Workflow, step: WorkflowStep, run: Run, clock: Clock) -> str | None:
     """Record how a step's undo ended; go on to the step before it, or stop for a person."""
     now, position = clock(), step.position
+    # The run's error reads "<why it was undone>: <what went wrong>"; the workflow says the first part itself.
+    error = (run.error_message or "").removeprefix(f"{compensation.REASON}: ")
     if run.status == "compensated":
         result, note = Undo.COMPENSATED.value, None
     elif run.error_code == NOT_COMPENSABLE:
-        result, note = Undo.NOT_COMPENSABLE.value, (run.error_message or "its handler has no undo step")[:NOTE_CHARS]
+        result, note = Undo.NOT_COMPENSABLE.value, (error or "its handler has no undo step")[:NOTE_CHARS]
     else:
-        result, note = Undo.FAILED.value, (run.error_message or "its undo step kept failing")[:NOTE_CHARS]
+        result, note = Undo.FAILED.value, (error or "its undo step kept failing")[:NOTE_CHARS]
     marked = db.session.execute(update(STEPS).where(
         STEPS.c.id == step.id, STEPS.c.compensation_status == Undo.COMPENSATING.value).values(
         compensation_status=result, compensation_finished_at=now, note=note)).rowcount
