@@ -21,6 +21,7 @@ def test_a_workflow_submitted_from_the_form_is_undone_backward_on_its_live_page(
     page.get_by_role("link", name="Workflows").click()
     expect(page.get_by_text("No workflows yet.")).to_be_visible()
     page.get_by_role("link", name="New workflow").click()
+    screenshot("workflow-form")
 
     page.get_by_label("Name").fill("ship order 7")
     page.get_by_label("Steps (JSON list)").fill("[{\"handler\": \"demo.noop\"}, {\"handler\": ")
