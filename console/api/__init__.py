@@ -38,7 +38,9 @@ def register(app) -> None:
     from console.api.openapi import bp as openapi
     from console.api.tasks import bp as tasks
     from console.api.worker import bp as worker
+    from console.api.workflows import bp as workflows
 
-    for blueprint in (bp, worker, internal, tasks, dead_letters, openapi, alert_rules, metrics, approvals):
+    for blueprint in (bp, worker, internal, tasks, dead_letters, openapi, alert_rules, metrics, approvals,
+                      workflows):
         csrf.exempt(blueprint)
         app.register_blueprint(blueprint)

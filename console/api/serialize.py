@@ -70,3 +70,18 @@ def run_row(entry: Run) -> dict:
     return {"id": entry.id, "status": entry.status, "status_reason": entry.status_reason, "attempt": entry.attempt,
             "scheduled_for": iso(entry.scheduled_for), "enqueued_at": iso(entry.enqueued_at),
             "started_at": iso(entry.started_at), "finished_at": iso(entry.finished_at)}
+
+
+def workflow(detail) -> dict:
+    """A workflow with its steps (index is the step's 1-based number) and where each one's run and undo stand."""
+    entry = detail.workflow
+    steps = [{"index": view.step.position, "handler": view.step.handler, "run_id": view.run.id if view.run else None,
+              "status": view.status, "compensation_status": view.step.compensation_status,
+              "compensation_attempts": view.undo_attempts, "note": view.step.note} for view in detail.steps]
+    return {
+        "id": entry.id, "name": entry.name, "tenant": entry.tenant.name, "status": entry.status,
+        "idempotency_key": entry.idempotency_key, "current_step": entry.current_step,
+        "failed_step": entry.failed_step, "note": entry.note, "created_by": entry.created_by,
+        "created_at": iso(entry.created_at), "updated_at": iso(entry.updated_at), "finished_at": iso(entry.finished_at),
+        "steps": steps,
+    }

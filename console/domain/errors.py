@@ -9,6 +9,8 @@ from console.domain.policy import RetryPolicy
 
 MAX_MESSAGE_CHARS = 2000
 MAX_NORMALISED_CHARS = 200
+# The code of an undo step that says there is nothing to undo with (a plugin's compensate answered 404).
+NOT_COMPENSABLE = "not_compensable"
 
 
 # The longest Retry-After honoured: a longer one is capped (a handler's) or refused (an API report's).

@@ -9,9 +9,10 @@ from console.models.recovery import Approval, DeadLetter, OutboxMessage, Runbook
 from console.models.runs import Run, RunEvent
 from console.models.settings import ConsoleSetting
 from console.models.tasks import SlaBreach, Task
+from console.models.workflows import Workflow, WorkflowStep
 
 __all__ = [
     "AlertRule", "ApiToken", "Approval", "AuditEntry", "AuditHead", "ChannelSetting", "ConsoleSetting", "DeadLetter",
     "Delivery", "OutboxMessage", "PolicyVersion", "RetryPolicyRecord", "Role", "Run", "RunEvent", "RunbookExecution",
-    "SlaBreach", "Task", "Tenant", "User", "WorkOrder",
+    "SlaBreach", "Task", "Tenant", "User", "WorkOrder", "Workflow", "WorkflowStep",
 ]

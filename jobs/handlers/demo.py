@@ -13,8 +13,14 @@ def noop(ctx):
 
 
 def _undo(ctx):
-    """Compensate demo.flaky: nothing to undo, but record that it ran (after `undo_seconds`, default 0)."""
+    """Compensate demo.flaky: nothing to undo, but record that it ran (after `undo_seconds`, default 0).
+
+    `undo_fail_times` fails the first tries of the undo itself (retryable), as a flaky downstream would.
+    """
     time.sleep(float(ctx.params.get("undo_seconds", 0)))
+    fail_times = int(ctx.params.get("undo_fail_times", 0))
+    if ctx.undo_attempt <= fail_times:
+        raise RetryableError("undo_flaky", f"undo failure {ctx.undo_attempt} of {fail_times}")
     ctx.progress(100, "compensated")
     return {"compensated": True}
 

@@ -5,9 +5,10 @@ import pytest
 from tests.browser.test_admin_flow import login
 
 pytestmark = pytest.mark.browser
-PAGES = ["/overview", "/tasks", "/tasks/new", "/runs", "/runs/timeline", "/dlq/", "/workorders/", "/approvals",
-         "/approvals/mine", "/approvals/all", "/policies/", "/policies/new", "/breakers/", "/queues/", "/audit/",
-         "/admin/users", "/admin/tokens", "/admin/channels", "/admin/alert-rules", "/admin/settings"]
+PAGES = ["/overview", "/tasks", "/tasks/new", "/runs", "/runs/timeline", "/runs/workflows", "/runs/workflows/new",
+         "/dlq/", "/workorders/", "/approvals", "/approvals/mine", "/approvals/all", "/policies/", "/policies/new",
+         "/breakers/", "/queues/", "/audit/", "/admin/users", "/admin/tokens", "/admin/channels", "/admin/alert-rules",
+         "/admin/settings"]
 
 
 def test_every_page_loads_without_a_failed_request_or_an_error(page, live_server):

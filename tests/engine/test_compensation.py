@@ -132,7 +132,7 @@ COMPENSABLE = {"fail_times": 1, "error": "compensable", "code": "card_declined"}
 
 def test_the_reconciler_finishes_a_compensation_whose_worker_died(runs, clock, monkeypatch):
     # The worker commits `compensating` and dies before its undo step ends (nothing else is written).
-    monkeypatch.setattr(failures, "compensate_run", lambda *args: "killed")
+    monkeypatch.setattr(failures, "compensate_run", lambda *args, **kwargs: "killed")
     run_id = runs.submit("demo.flaky_compensated", COMPENSABLE)
     assert execute(run_id, 0, clock=clock) == "compensating"
     assert runs.get(run_id).status_reason == failures.AFTER_FAILURE

@@ -8,7 +8,7 @@ import logging
 from rq import Queue
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
-from console.domain.errors import NonRetryableError
+from console.domain.errors import NOT_COMPENSABLE, Failure, NonRetryableError
 from console.extensions import db
 from console.models import Run
 from console.redis_conn import get_redis
@@ -73,6 +73,21 @@ def request(run: Run, actor: Actor, *, cause: str = "", clock: Clock = SYSTEM_CL
     return run
 
 
+def start_for_workflow(run: Run, *, actor: str, cause: str, clock: Clock = SYSTEM_CLOCK) -> bool:
+    """Start undoing a succeeded step of a failed workflow (its workflow's advance asks); tell whether it started.
+
+    Unlike `request`, a handler with no undo step is not refused: its compensation fails at once as
+    `not_compensable`, with a dead letter, so a person learns the step needs undoing by hand.
+    """
+    try:
+        transitions.move(run, "compensating", clock(), reason=REASON, actor=actor, message=cause[:CAUSE_LIMIT] or None)
+    except transitions.StaleRun:
+        return False  # another advance asked first, or the run moved on
+    db.session.commit()
+    enqueue(run.id)
+    return True
+
+
 def enqueue(run_id: int) -> None:
     """Queue a compensation job; if Redis is down the reconciler queues it later."""
     try:
@@ -94,15 +109,19 @@ def execute(run_id: int, *, clock: Clock = SYSTEM_CLOCK) -> str:
     if run is None or run.status != "compensating" or run.status_reason not in (REASON, AFTER_FAILURE):
         return "skipped"  # finished already
     timeout_s = policies.effective(run.policy_id, run.policy_overrides)[1].timeout_s
+    missing = None
     try:
         invocation = handler_kinds.resolve(run.handler)
+        if invocation.compensate is None:
+            missing = Failure(NOT_COMPENSABLE, f"handler {run.handler} has no undo step", retryable=False)
     except NonRetryableError:
         invocation = None  # the handler is gone since the undo was asked for: compensate_run records that
     cause = REASON if run.status_reason == REASON else run.error_code or "non_retryable"
     ctx = context_for(run, timeout_s)
     try:
         with Heartbeat(run.id, run.attempt, setting("HEARTBEAT_S"), ctx.cancel_event):
-            return compensate_run(run, undo_call(invocation, timeout_s), ctx, clock(), cause)
+            return compensate_run(run, undo_call(invocation, timeout_s, asked=True), ctx, clock(), cause,
+                                  missing=missing, clock=clock)
     except transitions.StaleRun:
         return "skipped"
 

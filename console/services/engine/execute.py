@@ -104,9 +104,12 @@ def _defer(run: RunRow, when, timeout_s: int) -> None:
     queueing.enqueue_at(when, run.id, run.series, run.attempt, timeout_s, deferral=True)
 
 
-def undo_call(invocation, timeout_s: int):
-    """Return the handler's undo step, called like the handler itself (isolated, under the same timeout)."""
-    if invocation is None or invocation.compensate is None:
+def undo_call(invocation, timeout_s: int, *, asked: bool = False):
+    """Return the handler's undo step, called like the handler itself (isolated, under the same timeout).
+
+    After the run's own failure (not `asked`), a handler whose undo is only tried when asked for has none.
+    """
+    if invocation is None or invocation.compensate is None or (invocation.undo_only_when_asked and not asked):
         return None
     return functools.partial(_call, invocation.compensate, timeout_s=timeout_s)
 
@@ -194,7 +197,7 @@ class Outcome:
     invocation: object
 
 
-def _record(run, outcome: Outcome, policy, ctx: HandlerContext, now) -> Run | RunRow:
+def _record(run, outcome: Outcome, policy, ctx: HandlerContext, now, clock: Clock) -> Run | RunRow:
     """Write the attempt's outcome; guarded by status and attempt (StaleRun if the run moved on meanwhile)."""
     if outcome.error is None:
         if ctx.cancelled():
@@ -209,7 +212,7 @@ def _record(run, outcome: Outcome, policy, ctx: HandlerContext, now) -> Run | Ru
     # A compensation runs here, inline: its heartbeat tells the reconciler whether this worker still lives.
     with Heartbeat(run.id, run.attempt, setting("HEARTBEAT_S"), ctx.cancel_event):
         fail(run, classify(outcome.error, policy), policy, now, duration_ms=outcome.duration_ms,
-             compensate=undo_call(outcome.invocation, policy.timeout_s), ctx=ctx)
+             compensate=undo_call(outcome.invocation, policy.timeout_s), ctx=ctx, clock=clock)
     return run
 
 
@@ -279,7 +282,7 @@ def _perform(run: RunRow, policy, settings: BreakerSettings, breaker_was_clean: 
     # bookkeeping is retried on a fresh read; if it keeps failing, the run is parked for a person.
     for attempt in range(1, BOOKKEEPING_TRIES + 1):
         try:
-            run = _record(_reread(run) if attempt > 1 else run, outcome, policy, ctx, now)
+            run = _record(_reread(run) if attempt > 1 else run, outcome, policy, ctx, now, clock)
             break
         except transitions.StaleRun:
             log.warning("run %s moved on while attempt %s ran; its outcome is dropped", run.id, ctx.attempt)

@@ -16,6 +16,7 @@ from console.domain.statuses import check_transition
 from console.extensions import db
 from console.logs import run_fields
 from console.models import Run, RunEvent
+from console.services.engine import followups
 
 log = logging.getLogger("rebound.runs")
 # Statuses that need a person: logged as warnings, the rest as info.
@@ -79,6 +80,8 @@ def move(run: Run, target: str, now: datetime, *, reason: str | None = None, err
         db.session.rollback()
         raise StaleRun(f"run {run.id} is no longer {source} at attempt {run.attempt}")
     metrics.transition(run, source, target, now, reason, error_code, values)
+    if target in followups.SIGNALS and run.workflow_id is not None:
+        followups.note(db.session, run.workflow_id)
     # Mirror the update on the object: an ORM run without marking it dirty, so the ORM does not write it again.
     mirror = set_committed_value if hasattr(run, "_sa_instance_state") else setattr
     for key, value in changes.items():
@@ -116,6 +119,8 @@ def move_many(source: str, target: str, run_ids: list[int], now: datetime, *, re
     level = logging.WARNING if target in NEEDS_A_PERSON else logging.INFO
     for row in rows:
         metrics.transition(row, source, target, now, reason, error_code, {"attempt": row.attempt})
+        if target in followups.SIGNALS and row.workflow_id is not None:
+            followups.note(db.session, row.workflow_id)
         if log.isEnabledFor(level):
             log.log(level, "run %s: %s → %s (%s)", row.id, source, target, reason,
                     extra=run_fields(row, reason, error_code, None))

@@ -19,6 +19,8 @@ MAINTENANCE: list[Periodic] = [
              "Evaluate the alert rules: fire past a threshold, resolve below it"),
     Periodic("approvals-expire", "console.services.recovery.approvals:expire_due", 60,
              "Expire approval requests nobody decided in time; they never run"),
+    Periodic("workflows", "console.services.recovery.workflows.advance:reconcile", 30,
+             "Advance workflows whose advance job was lost (Redis is transport, the database the truth)"),
     Periodic("outbox", "console.services.system.delivery_round:tick", 2,
              "Close settled work orders; deliver alerts and work orders to their channels"),
 ]

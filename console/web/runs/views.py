@@ -3,7 +3,7 @@
 import json
 from datetime import timedelta
 
-from flask import Blueprint, flash, redirect, request, url_for
+from flask import flash, redirect, request, url_for
 
 from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import utcnow
@@ -18,9 +18,9 @@ from console.services.runs import query as runs_query
 from console.services.runs import timeline as run_timeline
 from console.web.approvals import present
 from console.web.render import page
+from console.web.runs.blueprint import bp
 from console.web.runs.forms import RunFilterForm, TimelineFilterForm
 
-bp = Blueprint("runs", __name__, url_prefix="/runs")
 LIVE = frozenset(status.value for status in ACTIVE)
 DEFAULT_WINDOW = timedelta(hours=1)
 
