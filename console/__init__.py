@@ -16,6 +16,7 @@ def create_app(config: dict | None = None) -> Flask:
     from console.db import sqlite, sqlite_busy
     from console.extensions import csrf, db, htmx, limiter, migrate
     from console.services.engine import registry
+    from console.services.recovery import runbook_registry
 
     app = Flask(__name__, template_folder=str(ROOT / "templates"), static_folder=str(ROOT / "static"))
     app.config.update(settings.DEFAULTS)
@@ -31,6 +32,7 @@ def create_app(config: dict | None = None) -> Flask:
     redis_conn.init_app(app)
     metrics.init_app(app)
     registry.init_app(app)
+    runbook_registry.init_app(app)
     app.config.setdefault("RATELIMIT_STORAGE_URI", redis_conn.limiter_storage_uri(app.config["REDIS_URL"]))
     limiter.init_app(app)
     csrf.init_app(app)
