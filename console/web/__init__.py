@@ -18,6 +18,7 @@ BLUEPRINTS = [
     "console.web.audit.views",
     "console.web.workorders.views",
     "console.web.dlq.views",
+    "console.web.runbooks.views",
     "console.web.runs.views",
     "console.web.tasks.views",
     "console.web.policies.views",

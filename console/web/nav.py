@@ -19,6 +19,7 @@ NAV = [
     NavItem("Runs", "runs.index", VIEW),
     NavItem("DLQ", "dlq.index", VIEW),
     NavItem("Work orders", "workorders.index", VIEW),
+    NavItem("Runbooks", "runbooks.index", VIEW),
     NavItem("Policies", "policies.index", VIEW),
     NavItem("Breakers", "breakers.index", VIEW),
     NavItem("Queues", "queues.index", VIEW),

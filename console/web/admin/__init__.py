@@ -1,4 +1,4 @@
-"""Admin area: people and tokens, channels, alert rules; each module adds its routes to one blueprint."""
+"""Admin area: people and tokens, channels, alert rules, runbooks; each module adds its routes to one blueprint."""
 
-from console.web.admin import alert_rules, channels, views  # noqa: F401 - importing them registers their routes
+from console.web.admin import alert_rules, channels, runbooks, views  # noqa: F401 - importing them registers routes
 from console.web.admin.blueprint import bp  # noqa: F401 - what console.web.register looks for
