@@ -88,7 +88,7 @@ def _run(execution: RunbookExecution, *, preview: bool, clock: Clock, on_line, s
     elif execution.approval_id:
         ctx.log(f"Approved (request #{execution.approval_id}); running for real.")
     ctx.log(f"{'Dry-run' if dry_run else 'Run'} of {execution.runbook} by {execution.requested_by}"
-            f"{' on worker ' + execution.worker_id if execution.worker_id else ''}.")
+            f"{' on ' + execution.worker_id if execution.worker_id else ''}.")
     error = None
     with Beat(execution.id, ctx, "awaiting_approval" if preview else "running"):
         try:
