@@ -42,15 +42,19 @@ def replay_dead_letters(ctx) -> None:
     ctx.log(f"{total} {filters.describe()}" + (f"; replaying the oldest {wanted}" if wanted < total else "") + ".")
     if not wanted:
         return
-    ctx.log(f"At {rate:g} a second that takes about {max(1, round(wanted / rate))} s.")
-    size, after_id, seen, replayed = max(1, min(CHUNK, int(rate))), 0, 0, 0
+    if not ctx.dry_run:
+        ctx.log(f"At {rate:g} per second that takes about {max(1, round(wanted / rate))} s.")
+    # A real run takes at most a second's worth per chunk (the pace); a dry-run reads in full chunks.
+    size = CHUNK if ctx.dry_run else max(1, min(CHUNK, int(rate)))
+    after_id, seen, replayed = 0, 0, 0
     started = time.monotonic()
     while seen < wanted:
         batch = dlq.matching_ids(filters, ctx.tenant_id, bounds, after_id, min(size, wanted - seen))
         if not batch:
             break
-        # Pace before each chunk: chunk n starts no earlier than (letters so far) / rate after the start.
-        ctx.sleep(started + seen / rate - time.monotonic())
+        if not ctx.dry_run:  # a dry-run only reads: it need not spare anything
+            # Pace before each chunk: chunk n starts no earlier than (letters so far) / rate after the start.
+            ctx.sleep(started + seen / rate - time.monotonic())
         after_id, seen = batch[-1], seen + len(batch)
         rows = replays.replayable(batch, ctx.tenant_id) if ctx.dry_run else replays.restart(
             batch, ctx.actor, tenant_id=ctx.tenant_id, now=ctx.now)
@@ -64,7 +68,8 @@ def replay_dead_letters(ctx) -> None:
             replays.enqueue(rows)
         replayed += len(rows)
         left_alone = len(batch) - len(rows)
-        ctx.log(f"{'Would replay' if ctx.dry_run else 'Replayed'} {len(rows)} (#{batch[0]}–#{batch[-1]})"
+        span = f"#{batch[0]}" if len(batch) == 1 else f"#{batch[0]}–#{batch[-1]}"
+        ctx.log(f"{'Would replay' if ctx.dry_run else 'Replayed'} {len(rows)} ({span})"
                 + (f", {left_alone} no longer open or their run not dead" if left_alone else "")
                 + f"; {seen} of {wanted} done.")
     ctx.log(f"{replayed} dead letter{'s' if replayed != 1 else ''} {'would be ' if ctx.dry_run else ''}replayed.")

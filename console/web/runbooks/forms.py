@@ -53,7 +53,8 @@ def _field(param: Param):
         return DateTimeLocalField(format=["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S"], **options)
     if param.reference:
         noun = NOUNS[kind]
-        options["label"] = f"{param.label} ({noun} ids)" if param.many else f"{param.label} ({noun} id)"
+        what = f"{noun} ids" if param.many else f"{noun} id"
+        options["label"] = f"{param.label} ({what}{'' if param.required else ', optional'})"
         return (StringField if param.many else IntegerField)(**options)
     if param.max_length > LONG_TEXT:
         return TextAreaField(default=param.default, **options)

@@ -89,8 +89,9 @@ def _started(execution) -> str:
     if execution.status == "awaiting_approval":
         return (f"Asked for approval (request #{execution.approval_id}): a worker dry-runs it now so the approver "
                 "sees what it would change; it runs once another person approves.")
-    what = "Dry-run" if execution.dry_run else "Run"
-    return f"{what} #{execution.id} of {execution.runbook} is queued; a worker picks it up within seconds."
+    what = "a dry-run" if execution.dry_run else "for real"
+    return (f"Started execution #{execution.id} of {execution.runbook} ({what}): a worker runs it, and this page "
+            "follows it.")
 
 
 def _execution_page(execution, *, status: int = 200):
