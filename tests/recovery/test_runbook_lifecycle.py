@@ -1,14 +1,19 @@
 """A runbook execution's life: filed, run or dry-run, log and changes kept; gated by approval; walled by tenant."""
 
+import importlib
+
 import pytest
+import redis
 from sqlalchemy import select
 
 from console.extensions import db
 from console.models import Approval, AuditEntry, RunbookBackup, RunbookExecution, Tenant
 from console.services.actor import Actor
+from console.services.engine import queueing
 from console.services.errors import Forbidden, InvalidInput, NotFound
 from console.services.recovery import approvals, decisions, runbook_reconcile, runbook_runner, runbooks
 from console.services.recovery.approvals import FourEyes
+from console.services.system.maintenance import MAINTENANCE
 from tests.conftest import make_tenant
 from tests.recovery.conftest import changes_of, run_now
 
@@ -204,3 +209,21 @@ def test_the_cli_runs_as_nobody_cannot_ask_for_approval(samples, clock):
     with pytest.raises(Forbidden, match="must be requested by a person"):
         runbooks.start("sample_gated", {}, Actor("cli"), scope=None, reason="r", clock=clock, enqueue=False)
     assert db.session.execute(select(RunbookExecution)).first() is None
+
+
+def test_the_reconciler_queues_again_what_redis_lost_and_is_on_the_maintenance_schedule(samples, staff, clock,
+                                                                                       redis_url):
+    queued = runbooks.start("sample_steps", {}, staff["olga"], scope=None, clock=clock)
+    gated = runbooks.start("sample_gated", {}, staff["bea"], scope=None, reason="r", clock=clock)
+    assert queueing.status_of(runbooks.run_job_id(queued.id)) == "queued"
+    assert runbook_reconcile.reconcile(clock=clock) == {"lost": [], "requeued": [], "cancelled": [],
+                                                        "previews_requeued": []}
+    redis.Redis.from_url(redis_url).flushdb()
+    clock.advance(2)
+    report = runbook_reconcile.reconcile(clock=clock)
+    assert (report["requeued"], report["previews_requeued"]) == ([queued.id], [gated.id])
+    assert queueing.status_of(runbooks.run_job_id(queued.id)) == "queued"
+    assert queueing.status_of(runbooks.preview_job_id(gated.id)) == "queued"
+    [job] = [job for job in MAINTENANCE if job.id == "runbooks-reconcile"]
+    module, name = job.func.split(":")
+    assert getattr(importlib.import_module(module), name) is runbook_reconcile.reconcile
