@@ -111,6 +111,11 @@ def test_a_runbook_that_needs_approval_asks_for_a_reason_then_files_a_request(cl
     html = client.get(response.headers["Location"]).get_data(as_text=True)
     assert f'<a href="/approvals/{execution.approval_id}">Request #{execution.approval_id}</a>' in html
     assert "the dry-run for the approver is running" in html and "Asked for approval" in html
+    assert 'hx-trigger="every 1s"' in html  # a worker is about to write its preview
+    runbook_runner.preview(execution.id)
+    html = client.get(response.headers["Location"]).get_data(as_text=True)
+    assert 'hx-trigger="every 5s"' in html  # now it waits for a person: the page still sees the decision land
+    assert "Changes the approver was shown" in html
 
 
 def test_the_execution_page_shows_changes_and_log_and_answers_htmx_with_its_region(samples, client, auth):  # noqa: F811

@@ -97,8 +97,10 @@ def _started(execution) -> str:
 def _execution_page(execution, *, status: int = 200):
     made, made_count = runbooks.changes(execution.id, planned=False)
     planned, planned_count = runbooks.changes(execution.id, planned=True)
-    live = execution.status in runbooks.LIVE or (execution.status == "awaiting_approval"
-                                                 and execution.previewed_at is None)
+    # Every second while a worker writes it; every 5 s while it waits for a person, to see their decision land.
+    live = "1s" if execution.status in runbooks.LIVE or (
+        execution.status == "awaiting_approval" and execution.previewed_at is None) else (
+        "5s" if execution.status == "awaiting_approval" else None)
     runbook = runbook_registry.get(execution.runbook)
     return page("runbooks/execution.html", "detail", execution=execution, runbook=runbook,
                 approval=runbooks.approval_of(execution), made=made, made_count=made_count, planned=planned,
