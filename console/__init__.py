@@ -16,6 +16,7 @@ def create_app(config: dict | None = None) -> Flask:
     from console.db import sqlite, sqlite_busy
     from console.extensions import csrf, db, htmx, limiter, migrate
     from console.services.engine import followups, registry
+    from console.services.recovery import runbook_registry
     from console.web import converters
 
     app = Flask(__name__, template_folder=str(ROOT / "templates"), static_folder=str(ROOT / "static"))
@@ -33,6 +34,7 @@ def create_app(config: dict | None = None) -> Flask:
     metrics.init_app(app)
     registry.init_app(app)
     followups.init_app(app)
+    runbook_registry.init_app(app)
     app.config.setdefault("RATELIMIT_STORAGE_URI", redis_conn.limiter_storage_uri(app.config["REDIS_URL"]))
     limiter.init_app(app)
     csrf.init_app(app)

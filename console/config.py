@@ -96,6 +96,11 @@ def from_env(env=None) -> dict:
         # Python modules whose import registers `python:` handlers, comma-separated.
         "HANDLER_MODULES": [name.strip() for name in (env.get("REBOUND_HANDLER_MODULES") or "jobs.handlers").split(",")
                             if name.strip()],
+        # Python modules that list runbooks (each has a RUNBOOKS tuple), comma-separated.
+        "RUNBOOK_MODULES": [name.strip() for name in (env.get("REBOUND_RUNBOOK_MODULES") or "jobs.runbooks").split(",")
+                            if name.strip()],
+        # A runbook execution still running after this long is stopped by its worker and marked failed.
+        "RUNBOOK_TIMEOUT_S": _number(env, "REBOUND_RUNBOOK_TIMEOUT_S", 21_600),
         "PLUGIN_RUNTIME_URL": env.get("REBOUND_PLUGIN_RUNTIME_URL", ""),
         # A running run whose heartbeat is older than this is taken for lost (its worker died).
         "HEARTBEAT_S": _number(env, "REBOUND_HEARTBEAT_S", 5.0, float),

@@ -19,6 +19,7 @@ BLUEPRINTS = [
     "console.web.workorders.views",
     "console.web.dlq.views",
     "console.web.approvals.views",
+    "console.web.runbooks.views",
     "console.web.runs",
     "console.web.tasks.views",
     "console.web.policies.views",

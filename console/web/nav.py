@@ -35,6 +35,7 @@ NAV = [
     NavItem("Work orders", "workorders.index", VIEW),
     # Operators see their own requests there; approvers also what waits for them, counted.
     NavItem("Approvals", "approvals.index", OPERATE, count=waiting_approvals),
+    NavItem("Runbooks", "runbooks.index", VIEW),
     NavItem("Policies", "policies.index", VIEW),
     NavItem("Breakers", "breakers.index", VIEW),
     NavItem("Queues", "queues.index", VIEW),

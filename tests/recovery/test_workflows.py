@@ -249,7 +249,8 @@ def test_a_lost_undo_request_is_asked_again_by_the_reconcile_pass(saga, monkeypa
         saga.execute(workflow_id, position)
         if position < 3:
             saga.advance(workflow_id)
-    monkeypatch.setattr(advance.compensation, "start_for_workflow", lambda *args, **kwargs: (_ for _ in ()).throw(SystemExit()))
+    monkeypatch.setattr(advance.compensation, "start_for_workflow",
+                        lambda *args, **kwargs: (_ for _ in ()).throw(SystemExit()))
     with pytest.raises(SystemExit):
         saga.advance(workflow_id)
     monkeypatch.undo()

@@ -11,7 +11,7 @@ from console.extensions import db
 from console.models import DeadLetter, Tenant
 from console.services.errors import Forbidden
 
-STATUSES = ("open", "replayed", "discarded")
+STATUSES = ("open", "replayed", "discarded", "resolved")
 AGES = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta(days=7)}
 # A text search reads messages row by row; it looks through this many of the newest open dead letters at a time.
 SEARCH_WINDOW = 10_000

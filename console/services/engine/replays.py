@@ -52,6 +52,11 @@ def restart(letter_ids: list[int], actor: Actor, *, tenant_id: int | None = None
     return rows
 
 
+def replayable(letter_ids: list[int], tenant_id: int | None = None) -> list:
+    """Return the dead runs these open letters would restart, reading only (one row per run: run columns, letter_id)."""
+    return _replayable(letter_ids, tenant_id)
+
+
 def _replayable(letter_ids: list[int], tenant_id: int | None) -> list:
     """Return one row per run (its first open letter in the list) whose run is dead; run columns plus letter_id."""
     query = (select(RUNS, LETTERS.c.id.label("letter_id"), Tenant.name.label("tenant_name"))

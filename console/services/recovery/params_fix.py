@@ -50,19 +50,28 @@ def request_fix(letter_id: int, params, reason, actor: Actor, *, tenant_id: int 
     return approval
 
 
-def _apply(approval: Approval, actor: Actor, now: datetime) -> Applied:
-    run_id, letter_id = approval.payload["run_id"], approval.payload["dead_letter_id"]
+def restart_with(run_id: int, letter_id: int, before: dict, after: dict, actor: Actor, now: datetime, *,
+                 message: str) -> list:
+    """Give a dead letter's run new params and restart it, in the caller's transaction; `replays.enqueue` the rows
+    after its commit. Raises Conflict if the params or the letter moved on since they were read."""
     # Held until the commit, so a concurrent edit of the same run waits and then sees the new params.
     run = db.session.execute(select(Run).where(Run.id == run_id).with_for_update()).scalar_one()
-    if run.params != approval.before["params"]:
+    if run.params != before:
         raise Conflict(f"run {run_id}'s params changed since the request; file a new one", "params")
-    db.session.execute(update(Run).where(Run.id == run_id).values(params=approval.after["params"])
+    db.session.execute(update(Run).where(Run.id == run_id).values(params=after)
                        .execution_options(synchronize_session=False))
-    transitions.event(run, "params_fixed", now, actor=actor.name, message=f"approval #{approval.id}",
-                      data={"before": approval.before["params"], "after": approval.after["params"]})
+    transitions.event(run, "params_fixed", now, actor=actor.name, message=message,
+                      data={"before": before, "after": after})
     restarted = replays.restart([letter_id], actor, now=now)
     if not restarted:
         raise Conflict(f"dead letter {letter_id} is no longer open, or its run is no longer dead", "status")
+    return restarted
+
+
+def _apply(approval: Approval, actor: Actor, now: datetime) -> Applied:
+    run_id, letter_id = approval.payload["run_id"], approval.payload["dead_letter_id"]
+    restarted = restart_with(run_id, letter_id, approval.before["params"], approval.after["params"], actor, now,
+                             message=f"approval #{approval.id}")
     return Applied(backup={"run_id": run_id, "params": approval.before["params"]},
                    after_commit=lambda: replays.enqueue(restarted))
 

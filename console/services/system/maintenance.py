@@ -17,6 +17,8 @@ MAINTENANCE: list[Periodic] = [
     Periodic("sla-check", "console.services.scheduling.sla:check", 60, "Record SLA breaches; escalate three in a row"),
     Periodic("alert-rules", "console.services.system.alert_rules:evaluate", 60,
              "Evaluate the alert rules: fire past a threshold, resolve below it"),
+    Periodic("runbooks-reconcile", "console.services.recovery.runbook_reconcile:reconcile", 15,
+             "Fail runbook executions whose worker died; queue those Redis lost; cancel those refused approval"),
     Periodic("approvals-expire", "console.services.recovery.approvals:expire_due", 60,
              "Expire approval requests nobody decided in time; they never run"),
     Periodic("workflows", "console.services.recovery.workflows.advance:reconcile", 30,
