@@ -41,12 +41,13 @@ class Undo(str, Enum):  # noqa: UP042 - as above
 
 # Run statuses in which a step's run has finished, for its workflow's purpose. Succeeded moves the workflow on;
 # the others are a failure for good: dead (retries spent, non-retryable, or its own undo failed), compensated
-# (it failed and undid itself), cancelled by a person. `failed` is not here: it becomes dead or compensating at once.
-STEP_FAILED = frozenset({"dead", "compensated", "cancelled", "compensation_failed"})
+# (it failed and undid itself), cancelled or resolved by a person. `failed` is not here: it becomes dead or
+# compensating at once.
+STEP_FAILED = frozenset({"dead", "compensated", "cancelled", "compensation_failed", "resolved"})
 STEP_DONE = STEP_FAILED | {"succeeded"}
 # Statuses of a run being undone at its workflow's request that end the undo: compensated, or failed to a person
 # (compensation_failed turns dead in the same transaction).
-UNDO_FAILED = frozenset({"dead", "compensation_failed"})
+UNDO_FAILED = frozenset({"dead", "compensation_failed", "resolved"})
 UNDO_DONE = UNDO_FAILED | {"compensated"}
 # A run in one of these is still at work (or about to be); nothing for its workflow to do yet.
 STILL_WORKING = frozenset({"pending", "running", "retry_wait", "failed", "compensating"})

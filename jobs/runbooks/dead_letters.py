@@ -14,6 +14,7 @@ from console.services.dlq import resolve as resolving
 from console.services.dlq.filters import AGES, Filters
 from console.services.engine import replays
 from console.services.errors import Conflict
+from console.services.inputs import MAX_PARAMS_BYTES
 from console.services.recovery import params_fix
 from console.services.recovery.runbook_registry import Runbook
 
@@ -111,8 +112,8 @@ def _new_params(raw: str):
         raise ValueError(f"not JSON: {error}") from None
     if not isinstance(value, dict):
         raise ValueError("a JSON object, like {\"account\": 42}")
-    if len(json.dumps(value).encode()) > params_fix.MAX_PARAMS_BYTES:
-        raise ValueError(f"larger than {params_fix.MAX_PARAMS_BYTES // 1024} KB")
+    if len(json.dumps(value).encode()) > MAX_PARAMS_BYTES:
+        raise ValueError(f"larger than {MAX_PARAMS_BYTES // 1024} KB")
     return value
 
 
@@ -187,7 +188,7 @@ FIX_PARAMS = Runbook(
     "Give the run of an open dead letter new params, then replay it (a new attempt series, same idempotency key).",
     Risk.HIGH, (
         Param("dead_letter", T.DEAD_LETTER, required=True, help="The dead letter's id."),
-        Param("params", T.STR, required=True, max_length=params_fix.MAX_PARAMS_BYTES,
+        Param("params", T.STR, required=True, max_length=MAX_PARAMS_BYTES,
               help='A JSON object: the keys to change (merge), or all the new params, e.g. {"account": 43}.'),
         Param("merge", T.BOOL, default=True, help="Merge over the run's params; off: replace them whole."),
     ), fix_params_and_replay, check=_check_fix)
