@@ -263,9 +263,13 @@ def task_dryrun_command(hours, tenant, task_id, crowded, as_json):
     import json
 
     from console.domain.clock import utcnow
+    from console.services.scheduling import warnings
     from console.services.scheduling.forecast import forecast
 
-    result = forecast(utcnow(), hours, tenant, task_id, crowded)
+    now = utcnow()
+    result = forecast(now, hours, tenant, task_id, crowded)
+    # Kept, so the reports can tell how many of the conflicts that then happen were named beforehand.
+    warnings.record(result, now)
     if as_json:
         click.echo(json.dumps(result.as_dict(), indent=2))
         return

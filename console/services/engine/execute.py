@@ -187,6 +187,14 @@ def execute(run_id: int, expected_attempt: int, *, clock: Clock = SYSTEM_CLOCK, 
     return _perform(run, policy, settings, verdict.clean, clock)
 
 
+def _note_dropped_success(run: RunRow, now, duration_ms: int) -> None:
+    """Record that a handler succeeded in an attempt the engine had given up: a later success repeats its effect."""
+    # The duplicate-execution figure counts these; the run's status stays what the engine made it.
+    transitions.event(run, "stale_success", now, duration_ms=duration_ms,
+                      message="the handler succeeded after this attempt was given up; its result was dropped")
+    db.session.commit()
+
+
 def _as_orm(row: RunRow) -> Run:
     """Return the ORM object of a run read as a row, if it still is as the row says; else raise StaleRun."""
     run = db.session.get(Run, row.id)
@@ -247,6 +255,8 @@ def _perform(run: RunRow, policy, settings: BreakerSettings, breaker_was_clean: 
                      compensate=undo_call(invocation, policy.timeout_s), ctx=ctx)
     except transitions.StaleRun:
         log.warning("run %s moved on while attempt %s ran; its outcome is dropped", run.id, ctx.attempt)
+        if error is None:
+            _note_dropped_success(run, now, duration_ms)
         return "stale"
     change = breakers.record(run.handler, error is None, now, settings, clean_before=breaker_was_clean)
     if change == "opened":

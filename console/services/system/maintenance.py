@@ -21,4 +21,6 @@ MAINTENANCE: list[Periodic] = [
              "Expire approval requests nobody decided in time; they never run"),
     Periodic("outbox", "console.services.system.delivery_round:tick", 2,
              "Close settled work orders; deliver alerts and work orders to their channels"),
+    Periodic("rollups", "console.services.reports.rollup:tick", 60,
+             "Recompute the report rollups of the hours since the last pass, and their days"),
 ]
