@@ -12,13 +12,6 @@ from console.services.reports.read import Scope
 from tests.reports import history
 
 
-@pytest.fixture
-def built(app, clock, monkeypatch):
-    ids = history.build(clock, monkeypatch)
-    rollup.tick(clock)
-    return ids
-
-
 def test_each_figure_on_the_known_history(built, clock):
     summary = figures.summary(periods.preset("24h", clock()), Scope(), clock())
     got = {name: value.value for name, value in summary.values.items()}
