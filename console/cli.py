@@ -11,6 +11,7 @@ import click
 from flask import current_app
 from flask.cli import FlaskGroup, with_appcontext
 
+from console.cli_reports import sla_report_command
 from console.logs import configure as configure_logging
 
 
@@ -189,6 +190,10 @@ def seed_demo_command(force, runs, dead_letters):
     click.echo(demo.seed())
     if runs:
         click.echo(seed_history(runs, runs // 10 if dead_letters is None else dead_letters))
+    # The history is written in the past: roll it up now rather than a day per minute.
+    from console.services.reports import rollup
+
+    rollup.rebuild()
 
 
 @click.group("audit")
@@ -283,7 +288,7 @@ def task_dryrun_command(hours, tenant, task_id, crowded, as_json):
 
 
 COMMANDS = [up_command, retry_inspect_command, task_dryrun_command, web_command, worker_command, scheduler_command,
-            create_user_command, create_token_command, seed_demo_command, audit_group]
+            create_user_command, create_token_command, seed_demo_command, audit_group, sla_report_command]
 
 
 def register(app) -> None:

@@ -178,3 +178,37 @@ def trend(value, previous) -> str | None:
     if abs(value - previous) <= 1e-9 * max(1.0, abs(previous)):
         return "flat"
     return "up" if value > previous else "down"
+
+
+def duration(seconds: float | None) -> str:
+    """Say a number of seconds the way a person would: 0.4 s, 45 s, 2 min 30 s, 3 h 5 min, 2 d 4 h."""
+    if seconds is None:
+        return "—"
+    if seconds < 60:
+        return f"{seconds:.2g} s" if seconds < 10 else f"{seconds:.0f} s"
+    whole = int(round(seconds))
+    for size, name, smaller, smaller_name in ((86_400, "d", 3600, "h"), (3600, "h", 60, "min"), (60, "min", 1, "s")):
+        if whole >= size:
+            rest = (whole % size) // smaller
+            return f"{whole // size} {name}" + (f" {rest} {smaller_name}" if rest else "")
+    return f"{whole} s"
+
+
+def shown(figure: Figure, value) -> str:
+    """Write a figure's value for people: rates in per cent, seconds as a duration, counts whole."""
+    if value is None:
+        return "—"
+    if figure.unit == "rate":
+        digits = 2 if figure.target is not None and figure.target < 0.01 else 1
+        return f"{100 * value:.{digits}f} %"
+    if figure.unit == "seconds":
+        return duration(value)
+    return f"{int(value):,}"
+
+
+def target_text(figure: Figure) -> str:
+    """Write the target the way the seeds do: ≥ 98 %, ≤ 60 s, < 0.50 %."""
+    if figure.target is None:
+        return "—"
+    sign = {"at_least": "≥", "at_most": "≤", "below": "<"}[figure.goal]
+    return f"{sign} {shown(figure, figure.target)}"
