@@ -49,6 +49,7 @@ report_error_hours = Table(
     Column("task_id", Integer, primary_key=True),
     Column("fingerprint", String(32), primary_key=True),
     Column("error_code", String(80), nullable=False, default=""),
+    Column("message", String(255), nullable=False, default=""),  # normalised (ids and numbers replaced)
     Column("letters", Integer, nullable=False, default=0),
 )
 
@@ -59,6 +60,7 @@ report_error_days = Table(
     Column("task_id", Integer, primary_key=True),
     Column("fingerprint", String(32), primary_key=True),
     Column("error_code", String(80), nullable=False, default=""),
+    Column("message", String(255), nullable=False, default=""),  # normalised (ids and numbers replaced)
     Column("letters", Integer, nullable=False, default=0),
 )
 

@@ -45,6 +45,7 @@ def upgrade():
     for table, first in (('report_error_hours', 'hour'), ('report_error_days', 'day')):
         op.create_table(table, *_keys(first), sa.Column('fingerprint', sa.String(length=32), nullable=False),
                         sa.Column('error_code', sa.String(length=80), nullable=False),
+                        sa.Column('message', sa.String(length=255), nullable=False),
                         sa.Column('letters', sa.Integer(), nullable=False),
                         sa.PrimaryKeyConstraint(first, 'tenant_id', 'task_id', 'fingerprint', name=op.f(f'pk_{table}')))
     op.create_table('report_state',

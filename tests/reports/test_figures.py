@@ -70,8 +70,9 @@ def test_the_heat_map_and_tables_read_the_same_rollups(built, clock):
     assert heat == {(built["edge"], 9): (2, 1), (built["office"], 10): (1, 1)}
     tasks = read.per_task(period, Scope())
     assert sum(counts["dead_letters"] for counts in tasks.values()) == 3
-    [(fingerprint, code, letters), *rest] = read.fingerprints(period, Scope())
-    assert (code, letters) == ("gateway_down", 2) and rest[0][1:] == ("ledger_locked", 1)
+    [top, second] = read.fingerprints(period, Scope())
+    assert (top.error_code, top.message, top.letters) == ("gateway_down", "gateway down", 2)
+    assert (second.error_code, second.letters) == ("ledger_locked", 1)
 
 
 def test_a_later_period_sees_this_one_as_its_previous(built, clock):

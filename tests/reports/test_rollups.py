@@ -66,7 +66,7 @@ class History:
                 execute(fired.run_id, 0, clock=clock)
         elif action < 0.45:
             submit(tenants.find("default"), Actor("api"), handler="demo.flaky",
-                   params={"fail_times": rand.choice((0, 1, 3)), "code": rand.choice(("e1", "e2"))},
+                   params={"fail_times": rand.choice((0, 1, 2, 3)), "code": rand.choice(("e1", "e2"))},
                    policy={"max_attempts": 2, "base_delay_s": 1, "jitter": 0}, clock=clock)
         elif action < 0.75:
             waiting = db.session.execute(select(Run.id, Run.attempt).where(
@@ -76,7 +76,9 @@ class History:
         elif action < 0.82:
             letters = db.session.execute(select(DeadLetter).where(DeadLetter.status == "open")).scalars().all()
             if letters:
-                control.replay(rand.choice(letters), OPS, clock=clock)
+                run = control.replay(rand.choice(letters), OPS, clock=clock)
+                if rand.random() < 0.7:
+                    execute(run.id, 0, clock=clock)
         elif action < 0.88:
             sla.check(clock)
         elif action < 0.94:

@@ -99,16 +99,26 @@ def on_time_by_hour_of_day(period: Period, scope: Scope, task_ids: list[int]) ->
     return {(task_id, hour): (starts, on_time) for task_id, hour, starts, on_time in db.session.execute(query)}
 
 
-def fingerprints(period: Period, scope: Scope, limit: int = 10) -> list[tuple[str, str, int]]:
-    """Return the error fingerprints with the most dead letters: (fingerprint, error code, letters)."""
+@dataclass(frozen=True)
+class ErrorGroup:
+    fingerprint: str
+    error_code: str
+    message: str  # normalised: ids and numbers replaced
+    letters: int
+
+
+def fingerprints(period: Period, scope: Scope, limit: int | None = 10) -> list[ErrorGroup]:
+    """Return the error fingerprints with the most dead letters created in the period, most first."""
     found: Counter = Counter()
-    codes: dict[str, str] = {}
+    named: dict[str, tuple[str, str]] = {}
     for daily, start, end in parts(period.start, period.end):
         table = report_error_days if daily else report_error_hours
         when = table.c.day if daily else table.c.hour
-        query = (select(table.c.fingerprint, func.max(table.c.error_code), func.sum(table.c.letters))
+        query = (select(table.c.fingerprint, func.max(table.c.error_code), func.max(table.c.message),
+                        func.sum(table.c.letters))
                  .where(*_where(table, when, start, end, scope)).group_by(table.c.fingerprint))
-        for fingerprint, code, letters in db.session.execute(query):
+        for fingerprint, code, message, letters in db.session.execute(query):
             found[fingerprint] += letters
-            codes[fingerprint] = code
-    return [(fingerprint, codes[fingerprint], letters) for fingerprint, letters in found.most_common(limit)]
+            named[fingerprint] = max(named.get(fingerprint, ("", "")), (code, message))
+    return [ErrorGroup(fingerprint, *named[fingerprint], letters)
+            for fingerprint, letters in found.most_common(limit)]

@@ -67,8 +67,8 @@ def recompute(start: datetime, end: datetime) -> None:
         for (hour, tenant_id, task_id, handler), counts in cells.runs.items()])
     _upsert(report_error_hours, ("hour", *ERROR_KEYS), rows=[
         {"hour": hour, "tenant_id": tenant_id, "task_id": task_id, "fingerprint": fingerprint, "error_code": code,
-         "letters": letters}
-        for (hour, tenant_id, task_id, fingerprint), (code, letters) in cells.errors.items()])
+         "message": message, "letters": letters}
+        for (hour, tenant_id, task_id, fingerprint), (code, message, letters) in cells.errors.items()])
     day = floor_day(start)
     while day < end:
         _recompute_day(day)
@@ -89,7 +89,7 @@ def _recompute_day(day: datetime) -> None:
     errors = report_error_hours.c
     _upsert(report_error_days, ("day", *ERROR_KEYS), from_select=select(
         when, errors.tenant_id, errors.task_id, errors.fingerprint,
-        func.max(errors.error_code), func.sum(errors.letters))
+        func.max(errors.error_code), func.max(errors.message), func.sum(errors.letters))
         .where(errors.hour >= day, errors.hour < day + DAY)
         .group_by(errors.tenant_id, errors.task_id, errors.fingerprint))
 

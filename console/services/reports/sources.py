@@ -13,6 +13,7 @@ from datetime import datetime
 
 from sqlalchemy import and_, func, or_, select
 
+from console.domain.errors import normalise_message
 from console.domain.figures import DEFAULT_MAX_START_DELAY_S
 from console.domain.histograms import ALERT_LATENCY, RECOVERY, TRIGGER_DELAY
 from console.extensions import db
@@ -164,12 +165,14 @@ def _recoveries(cells: Cells, successes: list) -> None:
 def _dead_letters(cells: Cells, start: datetime, end: datetime) -> None:
     for row in db.session.execute(select(
             DeadLetter.created_at, DeadLetter.tenant_id, DeadLetter.task_id, DeadLetter.handler,
-            DeadLetter.fingerprint, DeadLetter.error_code)
+            DeadLetter.fingerprint, DeadLetter.error_code, DeadLetter.error_message)
             .where(DeadLetter.created_at >= start, DeadLetter.created_at < end)):
         cells.at(row.created_at, row.tenant_id, row.task_id, row.handler)["dead_letters"] += 1
         key = (floor_hour(row.created_at), row.tenant_id, row.task_id or 0, row.fingerprint)
-        code, count = cells.errors.get(key, (row.error_code or "", 0))
-        cells.errors[key] = (code, count + 1)
+        code, message, count = cells.errors.get(key, (row.error_code or "", "", 0))
+        # The greatest normalised message stands for the group, in any hour, so a rebuild picks the same one.
+        message = max(message, normalise_message(row.error_message or "")[:255])
+        cells.errors[key] = (code, message, count + 1)
 
 
 def _alerts(cells: Cells, start: datetime, end: datetime) -> None:
