@@ -178,17 +178,24 @@ def create_token_command(username, tenant, name):
 @click.option("--force", is_flag=True, help="Seed even when the database already has tasks.")
 @click.option("--runs", type=int, default=0, help="Also insert this many finished runs of history (scale tests).")
 @click.option("--dead-letters", type=int, default=None, help="How many of those runs are dead (default runs/10).")
+@click.option("--days", type=int, default=None,
+              help="Spread the --runs over this many days as scheduled tasks' firings, with late starts, retries, "
+                   "replays, alerts and SLA breaches (for the Reports page).")
+@click.option("--tasks", type=int, default=200, show_default=True, help="How many tasks fire the --days history.")
 @with_appcontext
-def seed_demo_command(force, runs, dead_letters):
-    """Create demo tenants and runs; --runs N adds a week of history for scale tests."""
+def seed_demo_command(force, runs, dead_letters, days, tasks):
+    """Create demo tenants and runs; --runs N adds a week of history for scale tests (--days D: a report history)."""
     from console.services.system import bootstrap, demo
     from console.services.system.demo_history import seed_history
+    from console.services.system.demo_reports import seed_report_history
 
     bootstrap.ensure_ready()  # the runs it creates need the default policies, even before any process ran
     if not force and not demo.is_empty():
         raise click.ClickException("the database already has tasks; use --force to add demo data anyway")
     click.echo(demo.seed())
-    if runs:
+    if runs and days:
+        click.echo(seed_report_history(runs, days, tasks))
+    elif runs:
         click.echo(seed_history(runs, runs // 10 if dead_letters is None else dead_letters))
     # The history is written in the past: roll it up now rather than a day per minute.
     from console.services.reports import rollup

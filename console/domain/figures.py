@@ -185,7 +185,9 @@ def duration(seconds: float | None) -> str:
     if seconds is None:
         return "—"
     if seconds < 60:
-        return f"{seconds:.2g} s" if seconds < 10 else f"{seconds:.0f} s"
+        if seconds < 1:
+            return f"{seconds:.2g} s"
+        return f"{seconds:.1f} s" if seconds < 10 and seconds != int(seconds) else f"{seconds:.0f} s"
     whole = int(round(seconds))
     for size, name, smaller, smaller_name in ((86_400, "d", 3600, "h"), (3600, "h", 60, "min"), (60, "min", 1, "s")):
         if whole >= size:

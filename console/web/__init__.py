@@ -23,6 +23,7 @@ BLUEPRINTS = [
     "console.web.policies.views",
     "console.web.breakers.views",
     "console.web.queues.views",
+    "console.web.reports.views",
 ]
 
 

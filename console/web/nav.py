@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from console.services.people.permissions import ADMIN, VIEW
+from console.services.people.permissions import ADMIN, REPORT, VIEW
 
 
 @dataclass(frozen=True)
@@ -15,6 +15,7 @@ class NavItem:
 # The console's areas in order. One whose endpoint is not registered is not shown (see visible_nav).
 NAV = [
     NavItem("Overview", "overview.index", VIEW),
+    NavItem("Reports", "reports.index", REPORT),
     NavItem("Tasks", "tasks.index", VIEW),
     NavItem("Runs", "runs.index", VIEW),
     NavItem("DLQ", "dlq.index", VIEW),

@@ -1,0 +1,109 @@
+"""/reports for managers: cards against targets, charts, links behind them, CSV of every table, breaches."""
+
+import csv
+import io
+import json
+import re
+
+import pytest
+
+from console.domain.figures import FIGURES
+from tests.conftest import make_tenant
+
+
+@pytest.fixture
+def manager(built, client, auth, clock, monkeypatch):
+    monkeypatch.setattr("console.web.reports.views.utcnow", clock)
+    return auth.as_role("manager", "maria")
+
+
+def card(html: str, name: str) -> str:
+    match = re.search(rf'<a class="report-card ([a-z]+)" href="([^"]+)"\s+title="[^"]*" data-name="{name}">(.*?)</a>',
+                      html, re.S)
+    assert match, name
+    return match
+
+
+def test_a_manager_sees_every_figure_as_a_card_against_its_target(manager, client):
+    response = client.get("/reports?period=24h")
+    assert response.status_code == 200
+    html = response.get_data(as_text=True)
+    assert 'href="/reports"' in html  # the Reports area is in the nav
+    on_time = card(html, "on_time_rate")
+    assert on_time.group(1) == "missed" and "75.0 %" in on_time.group(3) and "≥ 98.0 %" in on_time.group(3)
+    assert card(html, "sla_breaches").group(1) == "untargeted"
+    for figure in FIGURES:
+        assert f'data-name="{figure.name}"' in html
+        assert figure.definition.replace("'", "&#39;")[:60] in html  # the tooltip's words
+
+
+def test_cards_and_charts_lead_to_the_runs_and_dead_letters_behind_them(manager, client):
+    html = client.get("/reports?period=24h").get_data(as_text=True)
+    success = card(html, "execution_success_rate").group(2).replace("&amp;", "&")
+    assert success.startswith("/runs?") and "status=failed" in success and "status=dead" in success
+    assert "created_from=2026-03-01T11:00" in success
+    assert client.get(success).status_code == 200
+    assert card(html, "dead_letters_open").group(2).startswith("/dlq/")
+    assert card(html, "on_time_rate").group(2).startswith("/reports/breaches?")
+    charts = [json.loads(raw.replace("&#34;", '"').replace("&quot;", '"').replace("&amp;", "&").replace("&#39;", "'"))
+              for raw in re.findall(r'data-figure="([^"]+)"', html)]
+    assert len(charts) >= 16
+    links = [link for chart in charts for trace in chart["data"] for link in (trace.get("customdata") or [])
+             if isinstance(link, str)]
+    assert links and all(link.startswith(("/runs?", "/dlq/", "/reports/breaches")) for link in links)
+
+
+def test_changing_the_period_or_asking_for_dates(manager, client):
+    html = client.get("/reports?period=90d").get_data(as_text=True)
+    assert "2025-12-02 11:00 – 2026-03-02 11:00 UTC" in html
+    assert "2026-03-02 00:00 – 2026-03-03 00:00 UTC" in client.get("/reports?from=2026-03-02&to=2026-03-02").get_data(
+        as_text=True)
+    refused = client.get("/reports?from=2026-03-05&to=2026-03-01")
+    assert refused.status_code == 422 and "&#39;to&#39; must be on or after &#39;from&#39;" in refused.get_data(
+        as_text=True)
+
+
+@pytest.mark.parametrize("table", ["figures", "trend", "tasks", "heat", "errors", "breaches"])
+def test_every_table_downloads_as_csv(manager, client, table):
+    response = client.get(f"/reports/{table}.csv?period=24h")
+    assert response.status_code == 200 and response.mimetype == "text/csv"
+    assert "attachment" in response.headers["Content-Disposition"]
+    rows = list(csv.reader(io.StringIO(response.get_data(as_text=True))))
+    assert len(rows) >= 2, rows
+    if table == "figures":
+        assert {row[0]: row[2] for row in rows[1:]}["on_time_rate"] == "0.75"
+    if table == "breaches":
+        assert rows[1][1] == "start_delay" and rows[1][8] == "1"
+
+
+def test_the_breaches_list_filters_by_kind_and_task(manager, client, built):
+    html = client.get(f"/reports/breaches?period=24h&task={built['edge']}").get_data(as_text=True)
+    assert "late start" in html and f"/runs/{built['edge_late']}" in html and "1 s" in html
+    assert "No SLA breaches" in client.get("/reports/breaches?period=24h&kind=deadline").get_data(as_text=True)
+
+
+@pytest.mark.parametrize("role", ["viewer", "operator", "approver"])
+def test_roles_without_report_get_403_and_no_nav_item(app, client, auth, role):
+    auth.as_role(role)
+    assert client.get("/reports").status_code == 403
+    assert client.get("/reports/tasks.csv").status_code == 403
+    assert 'href="/reports"' not in client.get("/overview").get_data(as_text=True)
+
+
+def test_a_manager_limited_to_a_tenant_reads_only_it(built, client, auth, clock, monkeypatch):
+    monkeypatch.setattr("console.web.reports.views.utcnow", clock)
+    acme = make_tenant("acme")
+    user = auth.make_user("sam", "manager", tenant=acme)
+    auth.login(user.username)
+    html = client.get("/reports?period=24h").get_data(as_text=True)
+    assert card(html, "dead_letters_created").group(3).count(">0<") == 1
+    assert client.get("/reports?period=24h&tenant=default").status_code == 403
+    assert client.get("/reports/breaches.csv?tenant=default").status_code == 403
+
+
+def test_no_operator_button_on_the_reports_pages(manager, client):
+    for path in ("/reports?period=24h", "/reports/breaches?period=24h"):
+        html = client.get(path).get_data(as_text=True)
+        assert not re.search(r"<button[^>]*>\s*(Replay|Cancel|Compensate|Discard|Retry)", html), path
+        assert 'method="post"' not in html.replace('action="/logout" method="post"', "").replace(
+            'method="post" action="/logout"', "")
