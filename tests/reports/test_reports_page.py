@@ -8,6 +8,8 @@ import re
 import pytest
 
 from console.domain.figures import FIGURES
+from console.extensions import db
+from console.models import Run
 from tests.conftest import make_tenant
 
 
@@ -107,3 +109,23 @@ def test_no_operator_button_on_the_reports_pages(manager, client):
         assert not re.search(r"<button[^>]*>\s*(Replay|Cancel|Compensate|Discard|Retry)", html), path
         assert 'method="post"' not in html.replace('action="/logout" method="post"', "").replace(
             'method="post" action="/logout"', "")
+
+
+def test_the_run_and_task_pages_mark_breaches_and_how_late(built, client, auth, clock, monkeypatch):
+    monkeypatch.setattr("console.web.tasks.views.utcnow", clock)
+    auth.as_role("viewer")
+    run_page = client.get(f"/runs/{built['edge_late']}").get_data(as_text=True)
+    assert "late start · 1 s late" in run_page and "Scheduled for" in run_page
+    on_time = client.get(f"/runs/{built['edge_late'] - 1}").get_data(as_text=True)
+    assert "late start" not in on_time
+    task_page = client.get(f"/tasks/{built['edge']}").get_data(as_text=True)
+    assert "SLA breaches · last 7 days" in task_page and "1 late start" in task_page
+    assert task_page.count("late start · 1 s late") == 1
+    assert "All breaches" not in task_page  # a viewer may not open the reports
+
+
+def test_a_run_deferred_into_its_window_shows_when_it_was_due(built, client, auth):
+    auth.as_role("viewer")
+    office_run = db.session.query(Run).filter_by(task_id=built["office"]).one()
+    html = client.get(f"/runs/{office_run.id}").get_data(as_text=True)
+    assert "Due (window opens)" in html and "2026-03-02 10:00:00" in html and "late start" not in html

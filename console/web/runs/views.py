@@ -12,6 +12,7 @@ from console.extensions import db, htmx
 from console.services.engine import compensation, control, transitions
 from console.services.errors import Conflict, ServiceError
 from console.services.people.permissions import OPERATE, VIEW
+from console.services.reports import breaches as breach_list
 from console.services.runs import query as runs_query
 from console.services.runs import timeline as run_timeline
 from console.web.render import page
@@ -53,6 +54,7 @@ def index():
 def _detail(run_id: int, *, error: str | None = None, notice: str | None = None, status: int = 200):
     detail = runs_query.detail(run_id, tenant_scope())
     return page("runs/show.html", "detail", d=detail, run=detail.run, live=detail.run.status in LIVE,
+                breaches=breach_list.of_run(run_id),
                 compensable=compensation.can_compensate(detail.run), error=error, notice=notice,
                 pretty=pretty), status
 
