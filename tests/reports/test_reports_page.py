@@ -129,3 +129,22 @@ def test_a_run_deferred_into_its_window_shows_when_it_was_due(built, client, aut
     office_run = db.session.query(Run).filter_by(task_id=built["office"]).one()
     html = client.get(f"/runs/{office_run.id}").get_data(as_text=True)
     assert "Due (window opens)" in html and "2026-03-02 10:00:00" in html and "late start" not in html
+
+
+def test_the_overview_shows_runs_per_hour_from_the_rollups_and_its_counters_lead_somewhere(built, client, auth, clock,
+                                                                                         monkeypatch):
+    monkeypatch.setattr("console.domain.clock.utcnow", clock)
+    monkeypatch.setattr("console.web.overview.views.utcnow", clock)
+    auth.as_role("manager")
+    html = client.get("/overview").get_data(as_text=True)
+    raw = re.search(r'id="history-chart" data-figure="([^"]+)"', html).group(1)
+    chart = json.loads(raw.replace("&#34;", '"').replace("&quot;", '"').replace("&amp;", "&").replace("&#39;", "'"))
+    succeeded = next(trace for trace in chart["data"] if trace["name"] == "succeeded")
+    assert len(succeeded["x"]) == 24 and sum(succeeded["y"]) == 8
+    assert succeeded["customdata"][-1].startswith("/runs?created_from=")
+    week = client.get("/overview?history=7d").get_data(as_text=True)
+    assert "last 7 days" in week
+    assert re.search(r'<a class="counter[^"]*" href="/runs\?status=pending"', html)
+    assert 'href="/reports/breaches?period=24h"' in html
+    fragment = client.get("/overview", headers={"HX-Request": "true"}).get_data(as_text=True)
+    assert "history-chart" not in fragment  # the live region does not re-read the history every 5 s

@@ -122,3 +122,11 @@ def fingerprints(period: Period, scope: Scope, limit: int | None = 10) -> list[E
             named[fingerprint] = max(named.get(fingerprint, ("", "")), (code, message))
     return [ErrorGroup(fingerprint, *named[fingerprint], letters)
             for fingerprint, letters in found.most_common(limit)]
+
+
+def hourly(start: datetime, end: datetime, tenant_id: int | None, measures: tuple[str, ...]) -> dict[datetime, dict]:
+    """Sum a few measures per hour of [start, end) over every task (the Overview's history)."""
+    hours = report_hours.c
+    query = (select(hours.hour, *[func.sum(hours[name]).label(name) for name in measures])
+             .where(*_where(report_hours, hours.hour, start, end, Scope(tenant_id))).group_by(hours.hour))
+    return {row.hour: {name: row._mapping[name] or 0 for name in measures} for row in db.session.execute(query)}

@@ -7,8 +7,9 @@ from flask import url_for
 
 from console.domain.periods import Period
 from console.services.reports.read import Scope
+from console.web.runs.forms import TIME_FORMATS
 
-RUN_TIME = "%Y-%m-%dT%H:%M"
+RUN_TIME = TIME_FORMATS[0]  # how the Runs page reads times in its query string
 FAILED = ("failed", "dead", "compensation_failed")
 
 
