@@ -68,3 +68,11 @@ def test_a_date_range_covers_whole_days_and_bad_input_names_the_field():
             periods.choose(*args, datetime.now(UTC))
         assert error.value.field == field
     assert periods.between(date(2026, 1, 1), date(2026, 1, 1)).length == timedelta(days=1)
+
+
+def test_the_readme_defines_each_figure_in_the_words_of_its_tooltip():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    for figure in FIGURES:
+        assert f"| `{figure.name}` |" in readme and figure.definition in readme, figure.name

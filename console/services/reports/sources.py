@@ -11,7 +11,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import and_, or_, select
 
 from console.domain.errors import normalise_message
 from console.domain.figures import DEFAULT_MAX_START_DELAY_S
@@ -101,20 +101,25 @@ def _outcomes(cells: Cells, start: datetime, end: datetime) -> None:
         .join(Run, Run.id == RunEvent.run_id)
         .where(RunEvent.kind.in_(("succeeded", "failed", "dead", "retry_wait", "stale_success")),
                RunEvent.at >= start, RunEvent.at < end)).all()
-    retried_by_hand = _manual_retries([r.run_id for r in rows if r.kind == "succeeded" and r.series == 1
-                                       and r.attempt >= 2])
-    first_success = _first_successes([r.run_id for r in rows if r.kind in ("succeeded", "stale_success")])
+    # Only a success after an earlier attempt or series can be a duplicate, a retry or a recovery: the first
+    # attempt of the first series is the run's first claim. So only those runs' timelines are read.
+    histories = _histories([row.run_id for row in rows if row.kind == "stale_success" or (
+        row.kind == "succeeded" and (row.attempt >= 2 or row.series >= 2))])
     for row in rows:
         cell = cells.at(row.at, row.tenant_id, row.task_id, row.handler)
         from_running = row.from_status == "running"
-        if row.kind in ("succeeded", "stale_success") and first_success.get(row.run_id, row.id) < row.id:
+        history = histories.get(row.run_id, ())
+        if row.kind in ("succeeded", "stale_success") and any(
+                kind in ("succeeded", "stale_success") and event_id < row.id for event_id, kind, _, _ in history):
             cell["duplicates"] += 1  # the handler already succeeded once for this key
         if row.kind == "succeeded":
             cell["finished"] += 1
             cell["succeeded"] += 1
             if row.series == 1 and row.attempt >= 2:
                 cell["retried"] += 1
-                cell["retry_succeeded"] += row.run_id not in retried_by_hand
+                cell["retry_succeeded"] += not any(reason == "manual_retry" for _, _, _, reason in history)
+            if row.series >= 2:
+                _recoveries(cell, row, history)
         elif row.kind in ("failed", "dead") and from_running:
             cell["finished"] += 1
             cell["retried"] += row.series == 1
@@ -122,44 +127,31 @@ def _outcomes(cells: Cells, start: datetime, end: datetime) -> None:
             cell["attempts_failed"] += 1
         if row.kind == "dead":
             cell["dead"] += 1
-    _recoveries(cells, [row for row in rows if row.kind == "succeeded" and row.series >= 2])
 
 
-def _manual_retries(run_ids) -> set[int]:
-    found = set()
+def _histories(run_ids) -> dict[int, list[tuple]]:
+    """Return each run's timeline as (id, kind, at, reason), plus its dead letters as ("letter", created_at)."""
+    found: dict[int, list[tuple]] = defaultdict(list)
     for chunk in _chunks(run_ids):
-        found.update(db.session.execute(select(RunEvent.run_id).where(
-            RunEvent.run_id.in_(chunk), RunEvent.reason == "manual_retry")).scalars())
-    return found
-
-
-def _first_successes(run_ids) -> dict[int, int]:
-    """Return the id of each run's first handler success (recorded, or dropped as stale)."""
-    found = {}
-    for chunk in _chunks(run_ids):
-        found.update(db.session.execute(select(RunEvent.run_id, func.min(RunEvent.id)).where(
-            RunEvent.run_id.in_(chunk), RunEvent.kind.in_(("succeeded", "stale_success")))
-            .group_by(RunEvent.run_id)).all())
-    return found
-
-
-def _recoveries(cells: Cells, successes: list) -> None:
-    """A dead letter is recovered by its run's first success after it; time to recover runs until then."""
-    letters, earlier = defaultdict(list), defaultdict(list)
-    for chunk in _chunks([row.run_id for row in successes]):
+        # By run id alone (no kind): the planner would otherwise walk the kind index over every run's events.
+        for event in db.session.execute(select(RunEvent.run_id, RunEvent.id, RunEvent.kind, RunEvent.at,
+                                               RunEvent.reason).where(RunEvent.run_id.in_(chunk))):
+            found[event.run_id].append((event.id, event.kind, event.at, event.reason))
         for letter in db.session.execute(select(DeadLetter.run_id, DeadLetter.created_at).where(
                 DeadLetter.run_id.in_(chunk))):
-            letters[letter.run_id].append(letter.created_at)
-        for event in db.session.execute(select(RunEvent.run_id, RunEvent.id, RunEvent.at).where(
-                RunEvent.run_id.in_(chunk), RunEvent.kind == "succeeded")):
-            earlier[event.run_id].append((event.id, event.at))
-    for row in successes:
-        for created in letters[row.run_id]:
-            if created >= row.at or any(created < at and event_id < row.id for event_id, at in earlier[row.run_id]):
-                continue  # not dead yet when this success came, or an earlier success recovered it
-            cell = cells.at(row.at, row.tenant_id, row.task_id, row.handler)
-            cell["recovered"] += 1
-            cell[RECOVERY.column((row.at - created).total_seconds())] += 1
+            found[letter.run_id].append((None, "letter", letter.created_at, None))
+    return found
+
+
+def _recoveries(cell: Counter, row, history: list[tuple]) -> None:
+    """A dead letter is recovered by its run's first success after it; time to recover runs until then."""
+    successes = [(event_id, at) for event_id, kind, at, _ in history if kind == "succeeded"]
+    for _, kind, created, _ in history:
+        if kind != "letter" or created >= row.at or any(
+                created < at and event_id < row.id for event_id, at in successes):
+            continue  # not dead yet when this success came, or an earlier success recovered it
+        cell["recovered"] += 1
+        cell[RECOVERY.column((row.at - created).total_seconds())] += 1
 
 
 def _dead_letters(cells: Cells, start: datetime, end: datetime) -> None:
