@@ -1,4 +1,4 @@
-"""Report periods: the last 24 h / 7 d / 30 d / 90 d in whole hours up to the current one, or a date range."""
+"""Report periods: the last 24 h (whole hours), the last 7 / 30 / 90 days (whole UTC days), or a date range."""
 
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -43,10 +43,15 @@ class Period:
 
 
 def preset(name: str, now: datetime) -> Period:
-    """Return the last `name` (24h, 7d, 30d, 90d) in whole hours, the current hour included."""
+    """Return the last 24 h in whole hours (the current one included), or the last 7, 30 or 90 UTC days (today's
+    included, so far)."""
     if name not in PRESETS:
         raise PeriodError(f"period is one of {', '.join(PRESETS)}", "period")
-    end = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    if PRESETS[name] <= timedelta(hours=48):
+        end = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    else:
+        # Whole days: a long report reads one row per task and day, never the hours at its edges.
+        end = now.replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
     return Period(end - PRESETS[name], end, name)
 
 

@@ -38,10 +38,12 @@ def upgrade():
     op.create_table('report_hours', *_keys('hour'), sa.Column('handler', sa.String(length=120), nullable=False),
                     sa.Column('hour_of_day', sa.SmallInteger(), nullable=False), *_counts(),
                     sa.PrimaryKeyConstraint('hour', 'tenant_id', 'task_id', 'handler', name=op.f('pk_report_hours')))
-    op.create_index('ix_report_hours_task_hour', 'report_hours', ['task_id', 'hour'], unique=False)
+    op.create_index('ix_report_hours_task_hour', 'report_hours',
+                    ['task_id', 'hour', 'hour_of_day', 'starts', 'on_time'], unique=False)
     op.create_table('report_days', *_keys('day'), sa.Column('handler', sa.String(length=120), nullable=False),
                     *_counts(),
                     sa.PrimaryKeyConstraint('day', 'tenant_id', 'task_id', 'handler', name=op.f('pk_report_days')))
+    op.create_index('ix_report_days_task_day', 'report_days', ['task_id', 'day'], unique=False)
     for table, first in (('report_error_hours', 'hour'), ('report_error_days', 'day')):
         op.create_table(table, *_keys(first), sa.Column('fingerprint', sa.String(length=32), nullable=False),
                         sa.Column('error_code', sa.String(length=80), nullable=False),
@@ -75,6 +77,7 @@ def downgrade():
     op.drop_table('report_state')
     op.drop_table('report_error_days')
     op.drop_table('report_error_hours')
+    op.drop_index('ix_report_days_task_day', table_name='report_days')
     op.drop_table('report_days')
     op.drop_index('ix_report_hours_task_hour', table_name='report_hours')
     op.drop_table('report_hours')

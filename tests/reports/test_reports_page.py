@@ -57,7 +57,7 @@ def test_cards_and_charts_lead_to_the_runs_and_dead_letters_behind_them(manager,
 
 def test_changing_the_period_or_asking_for_dates(manager, client):
     html = client.get("/reports?period=90d").get_data(as_text=True)
-    assert "2025-12-02 11:00 – 2026-03-02 11:00 UTC" in html
+    assert "2025-12-03 00:00 – 2026-03-03 00:00 UTC" in html
     assert "2026-03-02 00:00 – 2026-03-03 00:00 UTC" in client.get("/reports?from=2026-03-02&to=2026-03-02").get_data(
         as_text=True)
     refused = client.get("/reports?from=2026-03-05&to=2026-03-01")

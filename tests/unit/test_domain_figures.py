@@ -50,10 +50,12 @@ def test_rates_are_none_without_a_denominator_and_targets_hold_both_ways():
     assert (trend(2, 1), trend(1, 2), trend(1, 1), trend(None, 1)) == ("up", "down", "flat", None)
 
 
-def test_presets_end_after_the_current_hour_and_previous_is_as_long():
+def test_presets_include_the_current_hour_or_day_and_previous_is_as_long():
     now = datetime(2026, 3, 2, 10, 17, tzinfo=UTC)
+    day = periods.preset("24h", now)
+    assert (day.start, day.end) == (datetime(2026, 3, 1, 11, tzinfo=UTC), datetime(2026, 3, 2, 11, tzinfo=UTC))
     period = periods.preset("7d", now)
-    assert (period.start, period.end) == (datetime(2026, 2, 23, 11, tzinfo=UTC), datetime(2026, 3, 2, 11, tzinfo=UTC))
+    assert (period.start, period.end) == (datetime(2026, 2, 24, tzinfo=UTC), datetime(2026, 3, 3, tzinfo=UTC))
     assert period.previous.end == period.start and period.previous.length == timedelta(days=7)
     assert periods.preset("24h", now).hourly and not period.hourly
 

@@ -9,7 +9,7 @@ from sqlalchemy import func, select
 from console.domain.figures import MEASURES
 from console.domain.periods import Period
 from console.extensions import db
-from console.models.reports import report_days, report_error_days, report_error_hours, report_hours
+from console.models.reports import ALL_TASKS, report_days, report_error_days, report_error_hours, report_hours
 
 DAY = timedelta(days=1)
 
@@ -39,13 +39,22 @@ def parts(start: datetime, end: datetime) -> list[tuple[bool, datetime, datetime
     return found
 
 
-def _where(table, time_column, start, end, scope: Scope):
+def _where(table, time_column, start, end, scope: Scope, per_task: bool = False):
+    """Rows of the span and scope: a task's own rows, every task's (per_task), or the tenants' totals."""
     conditions = [time_column >= start, time_column < end]
     if scope.tenant_id is not None:
         conditions.append(table.c.tenant_id == scope.tenant_id)
     if scope.task_id is not None:
         conditions.append(table.c.task_id == scope.task_id)
+    elif per_task:
+        conditions.append(table.c.task_id != ALL_TASKS)
+    elif "handler" in table.c:
+        conditions.append(table.c.task_id == ALL_TASKS)
     return conditions
+
+
+# What the tasks table shows (a narrower sum reads faster than all of MEASURES).
+TASK_MEASURES = ("finished", "succeeded", "starts", "on_time", "dead_letters", "recovered", "breaches", "duplicates")
 
 
 def _query(period: Period, scope: Scope, group: str | None, measures=MEASURES) -> dict:
@@ -56,7 +65,7 @@ def _query(period: Period, scope: Scope, group: str | None, measures=MEASURES) -
         when = table.c.day if daily else table.c.hour
         keys = {None: [], "bucket": [when], "task": [table.c.tenant_id, table.c.task_id, table.c.handler]}[group]
         query = (select(*keys, *[func.sum(table.c[name]).label(name) for name in measures])
-                 .where(*_where(table, when, start, end, scope)))
+                 .where(*_where(table, when, start, end, scope, per_task=group == "task")))
         if keys:
             query = query.group_by(*keys)
         for row in db.session.execute(query):
@@ -83,8 +92,8 @@ def per_bucket(period: Period, scope: Scope) -> dict[datetime, Counter]:
 
 
 def per_task(period: Period, scope: Scope) -> dict[tuple[int, int, str], Counter]:
-    """Sum every measure per (tenant, task, handler); task 0 is runs submitted without a task."""
-    return dict(_query(period, scope, "task"))
+    """Sum the tasks table's measures per (tenant, task, handler); task 0 is runs submitted without a task."""
+    return dict(_query(period, scope, "task", TASK_MEASURES))
 
 
 def on_time_by_hour_of_day(period: Period, scope: Scope, task_ids: list[int]) -> dict[tuple[int, int], tuple]:
@@ -93,7 +102,8 @@ def on_time_by_hour_of_day(period: Period, scope: Scope, task_ids: list[int]) ->
         return {}
     hours = report_hours.c
     query = (select(hours.task_id, hours.hour_of_day, func.sum(hours.starts), func.sum(hours.on_time))
-             .where(*_where(report_hours, hours.hour, period.start, period.end, scope), hours.task_id.in_(task_ids),
+             .where(*_where(report_hours, hours.hour, period.start, period.end, scope, per_task=True),
+                    hours.task_id.in_(task_ids),
                     hours.starts > 0)
              .group_by(hours.task_id, hours.hour_of_day))
     return {(task_id, hour): (starts, on_time) for task_id, hour, starts, on_time in db.session.execute(query)}

@@ -6,6 +6,7 @@ days they fall in. Each hour is recomputed whole from its source rows and writte
 that runs twice, or beside `rebuild`, writes the same numbers; nothing reads a count to add to it.
 """
 
+from collections import Counter, defaultdict
 from datetime import datetime, timedelta
 
 from sqlalchemy import delete, func, literal, select
@@ -16,7 +17,7 @@ from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.figures import MEASURES
 from console.extensions import db
 from console.models import ReportState, Run
-from console.models.reports import report_days, report_error_days, report_error_hours, report_hours
+from console.models.reports import ALL_TASKS, report_days, report_error_days, report_error_hours, report_hours
 from console.services.reports import sources
 from console.services.reports.sources import floor_hour
 
@@ -57,6 +58,7 @@ def _upsert(table, keys: tuple[str, ...], rows=None, from_select=None) -> None:
 def recompute(start: datetime, end: datetime) -> None:
     """Recompute the hours of [start, end) from the source rows, then the days they fall in (caller commits)."""
     cells = sources.collect(start, end)
+    _add_tenant_totals(cells)
     connection = db.session.connection()
     connection.execute(delete(report_hours).where(report_hours.c.hour >= start, report_hours.c.hour < end))
     connection.execute(delete(report_error_hours).where(report_error_hours.c.hour >= start,
@@ -73,6 +75,14 @@ def recompute(start: datetime, end: datetime) -> None:
     while day < end:
         _recompute_day(day)
         day += DAY
+
+
+def _add_tenant_totals(cells) -> None:
+    """Add each tenant's sum per hour as the row of task ALL_TASKS (what a report over every task reads)."""
+    totals: dict = defaultdict(Counter)
+    for (hour, tenant_id, _, _), counts in cells.runs.items():
+        totals[(hour, tenant_id, ALL_TASKS, "")].update(counts)
+    cells.runs.update(totals)
 
 
 def _recompute_day(day: datetime) -> None:

@@ -11,6 +11,8 @@ from console.web.runs.forms import TIME_FORMATS
 
 RUN_TIME = TIME_FORMATS[0]  # how the Runs page reads times in its query string
 FAILED = ("failed", "dead", "compensation_failed")
+# Stand-ins for a bucket's times in a link built once per chart (no real period starts in 1901).
+_MARK_FROM, _MARK_TO = datetime(1901, 1, 1, 1, 1), datetime(1901, 2, 2, 2, 2)
 
 
 @dataclass(frozen=True)
@@ -55,9 +57,11 @@ class Links:
             return self.runs("cancelled", "pending")
         return self.runs()
 
-    def bucket(self, name: str, start: datetime, hourly: bool) -> str:
-        """Return the runs of one hour or day of a trend."""
-        end = start + (timedelta(hours=1) if hourly else timedelta(days=1))
-        if name in ("execution_success_rate", "retry_success_rate"):
-            return self.runs(*FAILED, start=start, end=end)
-        return self.runs(start=start, end=end)
+    def buckets(self, name: str, starts: list[datetime], hourly: bool) -> list[str]:
+        """Return the runs of each hour or day of a trend."""
+        # One url_for per chart, not per point: building ~1,500 URLs through the router cost ~55 ms a page.
+        statuses = FAILED if name in ("execution_success_rate", "retry_success_rate") else ()
+        template = self.runs(*statuses, start=_MARK_FROM, end=_MARK_TO)
+        step = timedelta(hours=1) if hourly else timedelta(days=1)
+        return [template.replace(_MARK_FROM.strftime(RUN_TIME), start.strftime(RUN_TIME))
+                .replace(_MARK_TO.strftime(RUN_TIME), (start + step).strftime(RUN_TIME)) for start in starts]

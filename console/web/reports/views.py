@@ -72,8 +72,9 @@ def index():
         return _page("reports/index.html", "report", error.status, error=error, report=None)
     report = report_page.build(period, scope, now)
     hourly = period.hourly
+    buckets = list(report.trend)
     trends = {name: charts.trend(BY_NAME[name], {bucket: values[name] for bucket, values in report.trend.items()},
-                                 [links.bucket(name, bucket, hourly) for bucket in report.trend], hourly)
+                                 links.buckets(name, buckets, hourly), hourly)
               for name in CARDS if name != "dead_letters_open"}
     failing = [row for row in report.tasks if row.failed][:15]
     return _page("reports/index.html", "report", report=report, links=links, cards=CARDS, headline=HEADLINE,
