@@ -12,6 +12,7 @@ from flask import current_app
 from flask.cli import FlaskGroup, with_appcontext
 
 from console.cli_recovery import recovery_runbook_command
+from console.cli_reports import sla_report_command
 from console.commands.approvals import approvals_group
 from console.logs import configure as configure_logging
 
@@ -179,18 +180,29 @@ def create_token_command(username, tenant, name):
 @click.option("--force", is_flag=True, help="Seed even when the database already has tasks.")
 @click.option("--runs", type=int, default=0, help="Also insert this many finished runs of history (scale tests).")
 @click.option("--dead-letters", type=int, default=None, help="How many of those runs are dead (default runs/10).")
+@click.option("--days", type=int, default=None,
+              help="Spread the --runs over this many days as scheduled tasks' firings, with late starts, retries, "
+                   "replays, alerts and SLA breaches (for the Reports page).")
+@click.option("--tasks", type=int, default=200, show_default=True, help="How many tasks fire the --days history.")
 @with_appcontext
-def seed_demo_command(force, runs, dead_letters):
-    """Create demo tenants and runs; --runs N adds a week of history for scale tests."""
+def seed_demo_command(force, runs, dead_letters, days, tasks):
+    """Create demo tenants and runs; --runs N adds a week of history for scale tests (--days D: a report history)."""
     from console.services.system import bootstrap, demo
     from console.services.system.demo_history import seed_history
+    from console.services.system.demo_reports import seed_report_history
 
     bootstrap.ensure_ready()  # the runs it creates need the default policies, even before any process ran
     if not force and not demo.is_empty():
         raise click.ClickException("the database already has tasks; use --force to add demo data anyway")
     click.echo(demo.seed())
-    if runs:
+    if runs and days:
+        click.echo(seed_report_history(runs, days, tasks))
+    elif runs:
         click.echo(seed_history(runs, runs // 10 if dead_letters is None else dead_letters))
+    # The history is written in the past: roll it up now rather than a day per minute.
+    from console.services.reports import rollup
+
+    rollup.rebuild()
 
 
 @click.group("audit")
@@ -265,9 +277,13 @@ def task_dryrun_command(hours, tenant, task_id, crowded, as_json):
     import json
 
     from console.domain.clock import utcnow
+    from console.services.scheduling import warnings
     from console.services.scheduling.forecast import forecast
 
-    result = forecast(utcnow(), hours, tenant, task_id, crowded)
+    now = utcnow()
+    result = forecast(now, hours, tenant, task_id, crowded)
+    # Kept, so the reports can tell how many of the conflicts that then happen were named beforehand.
+    warnings.record(result, now)
     if as_json:
         click.echo(json.dumps(result.as_dict(), indent=2))
         return
@@ -282,7 +298,7 @@ def task_dryrun_command(hours, tenant, task_id, crowded, as_json):
 
 COMMANDS = [up_command, retry_inspect_command, task_dryrun_command, web_command, worker_command, scheduler_command,
             create_user_command, create_token_command, seed_demo_command, audit_group, approvals_group,
-            recovery_runbook_command]
+            recovery_runbook_command, sla_report_command]
 
 
 def register(app) -> None:

@@ -6,6 +6,14 @@
       var figure = JSON.parse(el.dataset.figure);
       var config = Object.assign({displayModeBar: false, responsive: true}, figure.config || {});
       Plotly.react(el, figure.data, figure.layout, config);
+      // A point whose customdata is a link opens what lies behind it (the Reports page's charts).
+      if (!el.dataset.linked) {
+        el.dataset.linked = "1";
+        el.on("plotly_click", function (event) {
+          var link = event.points && event.points[0] && event.points[0].customdata;
+          if (typeof link === "string" && link.charAt(0) === "/") window.location.assign(link);
+        });
+      }
     });
   }
   document.addEventListener("DOMContentLoaded", function () { draw(document); });

@@ -36,12 +36,13 @@ def register(app) -> None:
     from console.api.internal import bp as internal
     from console.api.metrics import bp as metrics
     from console.api.openapi import bp as openapi
+    from console.api.reports import bp as reports
     from console.api.runbooks import bp as runbooks
     from console.api.tasks import bp as tasks
     from console.api.worker import bp as worker
     from console.api.workflows import bp as workflows
 
     for blueprint in (bp, worker, internal, tasks, dead_letters, openapi, alert_rules, metrics, approvals,
-                      workflows, runbooks):
+                      workflows, runbooks, reports):
         csrf.exempt(blueprint)
         app.register_blueprint(blueprint)

@@ -15,6 +15,7 @@ from console.models.recovery import (
     RunbookPolicy,
     WorkOrder,
 )
+from console.models.reports import ForecastWarning, ReportState
 from console.models.runs import Run, RunEvent
 from console.models.settings import ConsoleSetting
 from console.models.tasks import SlaBreach, Task
@@ -22,7 +23,7 @@ from console.models.workflows import Workflow, WorkflowStep
 
 __all__ = [
     "AlertRule", "ApiToken", "Approval", "AuditEntry", "AuditHead", "ChannelSetting", "ConsoleSetting", "DeadLetter",
-    "Delivery", "OutboxMessage", "PolicyVersion", "RetryPolicyRecord", "Role", "Run", "RunEvent", "RunbookBackup",
-    "RunbookChange", "RunbookExecution", "RunbookPolicy", "SlaBreach", "Task", "Tenant", "User", "WorkOrder",
-    "Workflow", "WorkflowStep",
+    "Delivery", "ForecastWarning", "OutboxMessage", "PolicyVersion", "ReportState", "RetryPolicyRecord", "Role", "Run",
+    "RunEvent", "RunbookBackup", "RunbookChange", "RunbookExecution", "RunbookPolicy", "SlaBreach", "Task", "Tenant",
+    "User", "WorkOrder", "Workflow", "WorkflowStep",
 ]

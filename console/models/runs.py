@@ -50,6 +50,9 @@ class Run(db.Model):
     retry_token: Mapped[str | None] = mapped_column(String(64))
     next_retry_at = mapped_column(UTCDateTime)
     scheduled_for = mapped_column(UTCDateTime)
+    # When a run the planner deferred into its execution window was due to start (the opening); None means
+    # scheduled_for. On-time figures and the SLA check measure lateness from here.
+    due_at = mapped_column(UTCDateTime)
     enqueued_at = mapped_column(UTCDateTime)
     started_at = mapped_column(UTCDateTime)
     finished_at = mapped_column(UTCDateTime)

@@ -7,7 +7,7 @@ from flask_login import current_user
 
 from console.auth import tenant_scope
 from console.domain.clock import utcnow
-from console.services.people.permissions import ADMIN, APPROVE, OPERATE, VIEW, can
+from console.services.people.permissions import ADMIN, APPROVE, OPERATE, REPORT, VIEW, can
 from console.services.recovery import approvals
 
 
@@ -29,6 +29,7 @@ class NavItem:
 # The console's areas in order. One whose endpoint is not registered is not shown (see visible_nav).
 NAV = [
     NavItem("Overview", "overview.index", VIEW),
+    NavItem("Reports", "reports.index", REPORT),
     NavItem("Tasks", "tasks.index", VIEW),
     NavItem("Runs", "runs.index", VIEW),
     NavItem("DLQ", "dlq.index", VIEW),

@@ -51,10 +51,11 @@ def only(app, **urls):
                        "WORKORDER_URL": "", "CONSOLE_URL": CONSOLE, **urls})
 
 
-def dead_run(clock, message="upstream 502 for order 4411", code="upstream_502", task=None) -> Run:
+def dead_run(clock, message="upstream 502 for order 4411", code="upstream_502", task=None, params=None) -> Run:
     """Drive one run to dead (one attempt, retryable error), as a worker would."""
     run, _ = submit(tenants.find("default"), Actor("test"), handler=None if task else "demo.flaky", task=task,
-                    params={"fail_times": 9, "message": message, "code": code}, policy=ONE_ATTEMPT, clock=clock)
+                    params={"fail_times": 9, "message": message, "code": code, **(params or {})},
+                    policy=ONE_ATTEMPT, clock=clock)
     assert execute(run.id, 0, clock=clock) == "dead"
     db.session.expire_all()
     return db.session.get(Run, run.id)
@@ -332,19 +333,24 @@ def test_a_repeat_soon_after_is_held_back_and_sent_once_with_its_count(app, chan
     assert len({r.json["dedup_key"] for r in channels.pagerduty.requests}) == 1
 
 
-def test_work_order_opened_by_a_dead_letter_is_closed_by_replaying_it_with_a_pagerduty_resolve(app, channels,
-                                                                                                 clock):
-    run = dead_run(clock)
+def test_work_order_is_closed_once_its_replayed_run_succeeded_with_a_pagerduty_resolve(app, channels, clock):
+    run = dead_run(clock, params={"fail_times": 1})
     [letter] = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run.id)).scalars().all()
     order_id = letter.work_order_id
     delivery_round.tick(clock)
     assert db.session.get(WorkOrder, order_id).status == "open"
     clock.advance(60)
     control.replay(letter, ops, clock=clock)
+    delivery_round.tick(clock)
+    db.session.expire_all()
+    assert db.session.get(WorkOrder, order_id).status == "open"  # replayed, not yet recovered
+    clock.advance(5)
+    assert execute(run.id, 0, clock=clock) == "succeeded"
+    delivery_round.tick(clock)
     db.session.expire_all()
     order = db.session.get(WorkOrder, order_id)
     assert (order.status, order.closed_at, order.closed_by) == ("closed", clock(), "system")
-    assert order.close_note == "Every linked dead letter is replayed, discarded or resolved (the last by alice)."
+    assert order.close_note == workorders.SETTLED_NOTE
     delivery_round.tick(clock)
     resolve = channels.pagerduty.requests[-1].json
     assert resolve == {"routing_key": ROUTING_KEY, "event_action": "resolve",
@@ -352,14 +358,39 @@ def test_work_order_opened_by_a_dead_letter_is_closed_by_replaying_it_with_a_pag
     assert channels.slack.requests[-1].json["text"].startswith(f":white_check_mark: Resolved: Work order #{order_id}")
 
 
+def test_a_replayed_run_that_dies_again_keeps_its_work_order_open(app, clock):
+    only(app)
+    run = dead_run(clock)
+    [letter] = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run.id)).scalars().all()
+    control.replay(letter, ops, clock=clock)
+    assert execute(run.id, 0, clock=clock) == "dead"
+    delivery_round.tick(clock)
+    db.session.expire_all()
+    order = db.session.get(WorkOrder, letter.work_order_id)
+    letters = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run.id)).scalars().all()
+    assert [(x.status, x.work_order_id) for x in letters] == [("replayed", order.id), ("open", order.id)]
+    assert (order.status, order.dead_letter_count) == ("open", 2)
+    # A person gives up on it: discarding the newer letter settles the run, and the order closes.
+    letters[1].status = "discarded"
+    db.session.commit()
+    delivery_round.tick(clock)
+    db.session.expire_all()
+    assert db.session.get(WorkOrder, order.id).status == "closed"
+
+
 def test_work_order_stays_open_while_one_of_its_dead_letters_is_open(app, channels, clock):
-    first, second = dead_run(clock, message="row 1"), dead_run(clock, message="row 2")
+    first = dead_run(clock, message="row 1", params={"fail_times": 1})
+    second = dead_run(clock, message="row 2", params={"fail_times": 1})
     letters = db.session.execute(select(DeadLetter).where(DeadLetter.run_id.in_((first.id, second.id)))
                                  ).scalars().all()
     assert len({letter.work_order_id for letter in letters}) == 1
     control.replay(letters[0], ops, clock=clock)
+    assert execute(first.id, 0, clock=clock) == "succeeded"
+    delivery_round.tick(clock)
     assert db.session.get(WorkOrder, letters[0].work_order_id).status == "open"
     control.retry_now(db.session.get(Run, second.id), ops, clock=clock)
+    assert execute(second.id, 0, clock=clock) == "succeeded"
+    delivery_round.tick(clock)
     db.session.expire_all()
     assert db.session.get(WorkOrder, letters[0].work_order_id).status == "closed"
 
@@ -466,11 +497,13 @@ def test_a_failed_work_order_request_can_be_sent_again(app, clock):
 
 def test_completion_rate_counts_work_orders_closed_of_those_created(app, clock):
     only(app)
-    runs = [dead_run(clock, message=f"m{n}", code=f"c{n}") for n in range(4)]
+    runs = [dead_run(clock, message=f"m{n}", code=f"c{n}", params={"fail_times": 1}) for n in range(4)]
     letters = db.session.execute(select(DeadLetter).where(DeadLetter.run_id.in_([r.id for r in runs]))
                                  ).scalars().all()
     for letter in letters[:3]:
         control.replay(letter, ops, clock=clock)
+        assert execute(letter.run_id, 0, clock=clock) == "succeeded"
+    delivery_round.tick(clock)
     rate = workorders.completion(clock())
     assert (rate.created, rate.closed, rate.rate, rate.on_target) == (4, 3, 0.75, False)
 

@@ -121,3 +121,26 @@ def test_table_output_has_every_section(app):
         assert title in result.output, title
     assert "cron tasks" in result.output
     assert "second firing skipped" in result.output and "saturday-night" in result.output
+
+
+def test_each_forecast_keeps_what_it_named_and_a_repeat_keeps_the_earlier_time(app):
+    from sqlalchemy import select
+
+    from console.models import ForecastWarning
+
+    first = register("ledger-a", "*/10 * * * *", mutex_key="ledger", policy={"timeout_s": 600})
+    second = register("ledger-b", "5,15,25,35,45,55 * * * *", mutex_key="ledger", policy={"timeout_s": 600},
+                      concurrency_policy="forbid")
+    night = register("saturday-night", "* * * * *", window={"days": ["sat"], "start": "01:00", "end": "02:00"})
+    report = dryrun(app)
+    rows = db.session.execute(select(ForecastWarning)).scalars().all()
+    mutex = [row for row in rows if row.kind == "mutex"]
+    assert {row.task_id for row in mutex} == {first.id, second.id}
+    assert all(row.at.second == 0 and row.at.minute % 5 == 0 for row in mutex)
+    window = [row for row in rows if row.kind == "window"]
+    assert {row.task_id for row in window} == {night.id} and len(window) == len(report["outside_window"])
+    made = {row.id: row.made_at for row in rows}
+    dryrun(app)
+    db.session.expire_all()
+    again = db.session.execute(select(ForecastWarning).where(ForecastWarning.id.in_(made))).scalars().all()
+    assert {row.id: row.made_at for row in again} == made

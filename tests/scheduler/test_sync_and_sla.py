@@ -112,3 +112,15 @@ def test_a_run_that_never_starts_breaches_its_start_delay_too(register, runs, cl
     kinds = sorted(b.kind for b in sla.check(clock))
     assert kinds == ["deadline", "start_delay"]
     assert runs.status(outcome.run_id) == "pending"
+
+
+def test_a_run_deferred_into_its_window_is_due_at_the_opening_and_no_breach_for_waiting(register, runs, clock):
+    clock.set(datetime(2026, 3, 6, 6, 0, tzinfo=UTC))  # the window opens at 08:00
+    task = register(cron="0 6 * * *", sla={"max_start_delay_s": 60, "deadline_s": 600},
+                    window={"start": "08:00", "end": "18:00"})
+    [outcome] = planner.fire([planner.Firing(task.id, clock())], Actor("scheduler"), clock)
+    opening = datetime(2026, 3, 6, 8, 0, tzinfo=UTC)
+    assert runs.get(outcome.run_id).due_at == opening
+    clock.set(opening + timedelta(seconds=60))  # starts exactly at its limit after the opening
+    assert execute(outcome.run_id, 0, clock=clock) == "succeeded"
+    assert sla.check(clock) == []

@@ -11,7 +11,6 @@ from console.services.engine import replays, transitions
 from console.services.engine import submit as submitting
 from console.services.errors import Conflict, NotFound
 from console.services.policies import versions as policies
-from console.services.workorders import orders as workorders
 
 RETRYABLE_BY_HAND = ("dead", "failed", "cancelled")
 
@@ -86,9 +85,8 @@ def _close_dead_letters(run: Run, actor: Actor, now, status: str) -> list[DeadLe
     letters = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run.id, DeadLetter.status == "open")
                                  ).scalars().all()
     for letter in letters:
+        # The work order stays open until the retried run succeeds (the "outbox" job closes it then).
         letter.status, letter.resolved_at, letter.resolved_by = status, now, actor.name
-    for work_order_id in sorted({letter.work_order_id for letter in letters if letter.work_order_id}):
-        workorders.close_if_resolved(work_order_id, now, by=actor)
     return letters
 
 

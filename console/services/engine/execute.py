@@ -28,7 +28,6 @@ from console.services.engine import (
     handler_kinds,
     isolation,
     known_outcomes,
-    parking,
     queueing,
     transitions,
 )
@@ -43,7 +42,6 @@ from console.services.settings import setting
 log = logging.getLogger("rebound.engine")
 DEFER_S = 1.0
 BOOKKEEPING_TRIES = 3
-BOOKKEEPING_FAILED = "bookkeeping_failed"
 BOOKKEEPING_BACKOFF_S = 0.1
 _sleep = time.sleep  # tests replace it
 WORKER_ID = f"{socket.gethostname()}.{os.getpid()}"
@@ -163,6 +161,14 @@ def execute(run_id: int, expected_attempt: int, *, clock: Clock = SYSTEM_CLOCK, 
     return _perform(run, policy, settings, verdict.clean, clock)
 
 
+def _note_dropped_success(run: RunRow, now, duration_ms: int) -> None:
+    """Record that a handler succeeded in an attempt the engine had given up: a later success repeats its effect."""
+    # The duplicate-execution figure counts these; the run's status stays what the engine made it.
+    transitions.event(run, "stale_success", now, duration_ms=duration_ms,
+                      message="the handler succeeded after this attempt was given up; its result was dropped")
+    db.session.commit()
+
+
 def _as_orm(row: RunRow) -> Run:
     """Return the ORM object of a run read as a row, if it still is as the row says; else raise StaleRun."""
     run = db.session.get(Run, row.id)
@@ -227,36 +233,14 @@ def _reread(run) -> RunRow:
 def _park_known_outcome(run_id: int, attempt: int, outcome: Outcome, policy, bookkeeping_error, now) -> str:
     """Park the run for a person with the handler's real outcome: never a retry that would run it again."""
     if outcome.error is None:
-        failure = Failure(code=BOOKKEEPING_FAILED, retryable=False, message=(
+        failure = Failure(code=known_outcomes.BOOKKEEPING_FAILED, retryable=False, message=(
             f"the handler succeeded (result {str(json_safe(outcome.result))[:200]}) but recording it failed: "
             f"{bookkeeping_error}"[:2000]))
     else:
         real = classify(outcome.error, policy)
         failure = replace(real, retryable=False, message=(
             f"{real.message} — and recording this outcome failed: {bookkeeping_error}"[:2000]))
-    try:
-        run = db.session.get(Run, run_id, populate_existing=True)
-        if (run.status, run.attempt) != ("running", attempt):
-            return "stale"
-        park_for_a_person(run, failure, now, duration_ms=outcome.duration_ms)
-    except SQLAlchemyError as still_failing:
-        db.session.rollback()
-        # The database refuses even this: leave the outcome in Redis, where the reconciler looks before it
-        # would retry a silent attempt as worker_lost.
-        known_outcomes.remember(run_id, attempt, failure.code, failure.message)
-        log.error("run %s: attempt %s's outcome is known (%s) but cannot be written (%s); the reconciler parks it",
-                  run_id, attempt, failure.code, still_failing)
-        return "bookkeeping_failed"
-    log.error("run %s parked after its outcome could not be recorded: %s", run_id, failure.message)
-    return "dead"
-
-
-def park_for_a_person(run: Run, failure: Failure, now, duration_ms: int | None = None) -> None:
-    """Move a running run whose outcome is known to dead, with its dead letter, and commit."""
-    transitions.move(run, "dead", now, reason=BOOKKEEPING_FAILED, error_code=failure.code, finished_at=now,
-                     error_message=failure.message, duration_ms=duration_ms)
-    parking.park(run, failure, BOOKKEEPING_FAILED, now)
-    db.session.commit()
+    return known_outcomes.park(run_id, attempt, failure, now, duration_ms=outcome.duration_ms)
 
 
 def _perform(run: RunRow, policy, settings: BreakerSettings, breaker_was_clean: bool, clock: Clock) -> str:
@@ -286,6 +270,8 @@ def _perform(run: RunRow, policy, settings: BreakerSettings, breaker_was_clean: 
             break
         except transitions.StaleRun:
             log.warning("run %s moved on while attempt %s ran; its outcome is dropped", run.id, ctx.attempt)
+            if error is None:
+                _note_dropped_success(run, now, duration_ms)
             return "stale"
         except SQLAlchemyError as bookkeeping_error:
             db.session.rollback()

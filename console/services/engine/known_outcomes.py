@@ -1,11 +1,50 @@
-"""Outcomes a worker knows but the database refused: kept in Redis until the reconciler parks their runs."""
+"""Outcomes known but not recorded: park the run for a person, or keep the outcome in Redis until the reconciler can.
+
+Invariant 7: once a handler has returned or raised, a failure of the bookkeeping around it never sends the
+handler round again.
+"""
 
 import json
+import logging
 
+from sqlalchemy.exc import SQLAlchemyError
+
+from console.domain.errors import Failure
+from console.extensions import db
+from console.models import Run
 from console.redis_conn import get_redis
+from console.services.engine import parking, transitions
 
+log = logging.getLogger("rebound.engine")
+BOOKKEEPING_FAILED = "bookkeeping_failed"
 KEY = "rebound:known-outcome:{}:{}"
 KEEP_S = 7 * 24 * 3600
+
+
+def park(run_id: int, attempt: int, failure: Failure, now, duration_ms: int | None = None) -> str:
+    """Park a running attempt whose outcome is known; if the database refuses, keep the outcome in Redis."""
+    try:
+        run = db.session.get(Run, run_id, populate_existing=True)
+        if (run.status, run.attempt) != ("running", attempt):
+            return "stale"
+        park_for_a_person(run, failure, now, duration_ms=duration_ms)
+    except SQLAlchemyError as still_failing:
+        db.session.rollback()
+        # The database refuses even this: the reconciler looks here before it would retry a silent attempt.
+        remember(run_id, attempt, failure.code, failure.message)
+        log.error("run %s: attempt %s's outcome is known (%s) but cannot be written (%s); the reconciler parks it",
+                  run_id, attempt, failure.code, still_failing)
+        return BOOKKEEPING_FAILED
+    log.error("run %s parked after its outcome could not be recorded: %s", run_id, failure.message)
+    return "dead"
+
+
+def park_for_a_person(run: Run, failure: Failure, now, duration_ms: int | None = None) -> None:
+    """Move a running run whose outcome is known to dead, with its dead letter, and commit."""
+    transitions.move(run, "dead", now, reason=BOOKKEEPING_FAILED, error_code=failure.code, finished_at=now,
+                     error_message=failure.message, duration_ms=duration_ms)
+    parking.park(run, failure, BOOKKEEPING_FAILED, now)
+    db.session.commit()
 
 
 def remember(run_id: int, attempt: int, code: str, message: str) -> None:

@@ -13,7 +13,6 @@ from console.extensions import db
 from console.models import Run
 from console.redis_conn import get_redis
 from console.services.engine import compensation, known_outcomes, queueing, transitions
-from console.services.engine.execute import park_for_a_person
 from console.services.engine.failures import AFTER_FAILURE, fail
 from console.services.policies import versions as policies
 from console.services.settings import setting
@@ -108,7 +107,8 @@ def _recover_lost_workers(now, report: Report, dry_run: bool = False) -> None:
         if known is not None:
             # Its worker knew how the handler ended but could not write it: park it, never run the handler again.
             try:
-                park_for_a_person(run, Failure(code=known["code"], message=known["message"], retryable=False), now)
+                failure = Failure(code=known["code"], message=known["message"], retryable=False)
+                known_outcomes.park_for_a_person(run, failure, now)
             except transitions.StaleRun:
                 continue
             known_outcomes.forget(run.id, run.attempt)

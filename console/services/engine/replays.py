@@ -13,7 +13,6 @@ from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.engine import queueing, transitions
 from console.services.policies import versions as policies
-from console.services.workorders import orders as workorders
 
 log = logging.getLogger("rebound.runs")
 RUNS, LETTERS = Run.__table__, DeadLetter.__table__
@@ -83,16 +82,17 @@ def _restart(rows: list, actor: Actor, now) -> dict[int, object]:
 
 
 def _close_letters(rows: list, actor: Actor, now) -> None:
-    """Mark every open letter of the restarted runs replayed, and close the work orders left with none open."""
+    """Mark every open letter of the restarted runs replayed.
+
+    Their work orders stay open: the "outbox" job closes one once the replayed runs succeeded (a replayed run
+    may die again).
+    """
     connection = db.session.connection()
     # By id, not by run_id and status: SQLite would otherwise walk every open letter on the status index.
     run_ids = [row.id for row in rows]
     letter_ids = connection.execute(select(LETTERS.c.id).where(LETTERS.c.run_id.in_(run_ids))).scalars().all()
-    closed = connection.execute(
-        update(LETTERS).where(LETTERS.c.id.in_(letter_ids), LETTERS.c.status == "open")
-        .values(status="replayed", resolved_at=now, resolved_by=actor.name).returning(LETTERS.c.work_order_id))
-    for work_order_id in sorted({order_id for order_id in closed.scalars() if order_id}):
-        workorders.close_if_resolved(work_order_id, now, by=actor)
+    connection.execute(update(LETTERS).where(LETTERS.c.id.in_(letter_ids), LETTERS.c.status == "open")
+                       .values(status="replayed", resolved_at=now, resolved_by=actor.name))
 
 
 def _record(rows: list, actor: Actor, now) -> None:

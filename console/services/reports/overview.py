@@ -9,6 +9,7 @@ from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import DeadLetter, Run, RunEvent, SlaBreach
 from console.services.engine import breakers
+from console.services.reports import read
 
 LIVE_STATUSES = ("pending", "running", "retry_wait", "compensating")
 
@@ -80,3 +81,17 @@ def recent_dead_letters(tenant_id: int | None, limit: int = 8) -> list[DeadLette
     """Return the newest open dead letters."""
     query = select(DeadLetter).where(DeadLetter.status == "open").order_by(DeadLetter.id.desc()).limit(limit)
     return db.session.execute(_scoped(query, DeadLetter, tenant_id)).scalars().all()
+
+
+HISTORY = {"24h": 24, "7d": 7 * 24}
+HISTORY_MEASURES = ("succeeded", "attempts_failed", "dead")
+
+
+def history(window: str, tenant_id: int | None, clock: Clock = SYSTEM_CLOCK) -> list[dict]:
+    """Runs succeeded, attempts failed and runs dead per hour over the last 24 h or 7 d, from the rollups."""
+    hours = HISTORY.get(window, HISTORY["24h"])
+    end = clock().replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    start = end - timedelta(hours=hours)
+    found = read.hourly(start, end, tenant_id, HISTORY_MEASURES)
+    empty = dict.fromkeys(HISTORY_MEASURES, 0)
+    return [{"hour": start + timedelta(hours=i), **found.get(start + timedelta(hours=i), empty)} for i in range(hours)]

@@ -26,6 +26,8 @@ class Forecast:
     quota_overflows: list[dict] = field(default_factory=list)
     outside_window: list[dict] = field(default_factory=list)
     crowded_minutes: list[dict] = field(default_factory=list)
+    # (kind, tenant id, task id or 0, nominal minute) of each conflict named, for `warnings.record`.
+    warnings: list[tuple[str, int, int, datetime]] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {"start": self.start.isoformat(), "end": self.end.isoformat(), "tasks": self.tasks,
@@ -71,26 +73,35 @@ def forecast(now: datetime, hours: float = 24, tenant: str | None = None, task_i
             if window and not window.contains(start):
                 result.outside_window.append({"task_id": task.id, "task": task.name, "firing": start.isoformat(),
                                               "deferred_to": window.next_opening(start).isoformat()})
+                result.warnings.append(("window", task.tenant_id, task.id, _minute(nominal)))
                 start = window.next_opening(start)
             finish = start + timedelta(seconds=duration)
             per_minute[start.replace(second=0, microsecond=0)] += 1
             running[task.tenant_id].append((start, finish))
             if task.mutex_key:
-                by_mutex[task.mutex_key].append((start, finish, task, basis))
-    result.mutex_overlaps = _overlaps(by_mutex)
-    result.quota_overflows = _quota(running, tenants)
+                by_mutex[task.mutex_key].append((start, finish, task, basis, nominal))
+    result.mutex_overlaps = _overlaps(by_mutex, result.warnings)
+    result.quota_overflows = _quota(running, tenants, result.warnings)
     result.crowded_minutes = [{"minute": minute.isoformat(), "starts": count}
                               for minute, count in sorted(per_minute.items()) if count >= crowded_threshold]
     return result
 
 
-def _overlaps(by_mutex: dict) -> list[dict]:
+def _minute(moment: datetime) -> datetime:
+    return moment.replace(second=0, microsecond=0)
+
+
+def _overlaps(by_mutex: dict, warnings: list) -> list[dict]:
     """Pairs of firings sharing a mutex key whose expected run times overlap."""
     found = []
     for key, spans in by_mutex.items():
         spans.sort(key=lambda span: span[0])
-        for (start, finish, task, basis), (next_start, _, next_task, _) in zip(spans, spans[1:], strict=False):
+        for (start, finish, task, basis, nominal), (next_start, _, next_task, _, next_nominal) in zip(
+                spans, spans[1:], strict=False):
             if next_start < finish:
+                # Both sides: forbid skips the second firing, replace cancels the first run.
+                warnings.append(("mutex", task.tenant_id, task.id, _minute(nominal)))
+                warnings.append(("mutex", next_task.tenant_id, next_task.id, _minute(next_nominal)))
                 found.append({"mutex_key": key, "first": f"{task.name} at {start.isoformat()}",
                               "second": f"{next_task.name} at {next_start.isoformat()}",
                               "overlap_s": int((finish - next_start).total_seconds()), "duration_basis": basis,
@@ -99,7 +110,7 @@ def _overlaps(by_mutex: dict) -> list[dict]:
     return found
 
 
-def _quota(running: dict, tenants: dict) -> list[dict]:
+def _quota(running: dict, tenants: dict, warnings: list) -> list[dict]:
     """Minutes in which a tenant is expected to run more at once than its max_running."""
     found = []
     for tenant_id, spans in running.items():
@@ -113,4 +124,5 @@ def _quota(running: dict, tenants: dict) -> list[dict]:
                 reported.add(minute)
                 found.append({"tenant": tenants[tenant_id].name, "minute": minute.isoformat(),
                               "expected_running": level, "max_running": limit})
+                warnings.append(("quota", tenant_id, 0, minute))
     return found

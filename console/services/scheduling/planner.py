@@ -146,7 +146,8 @@ def _insert_others(others: list[tuple], versions: "_Versions", actor: Actor, now
             "policy_version": versions.of(task), "policy_overrides": task.policy_overrides or {},
             "idempotency_key": key, "status": status, "status_reason": outcome.reason, "attempt": 0, "series": 1,
             "executions": 0, "progress": 0, "cancel_requested": False, "scheduled_for": firing.scheduled_for,
-            "enqueued_at": now, "created_at": now, "updated_at": now,
+            # Deferred into its window: due when the window opens, so waiting for it is not lateness.
+            "due_at": start_at, "enqueued_at": now, "created_at": now, "updated_at": now,
             "finished_at": now if status == "cancelled" else None, "trace_id": uuid.uuid4().hex,
             "source": firing.source})
         if start_at is not None:

@@ -20,8 +20,13 @@ RECHECK = timedelta(minutes=10)
 
 def _limits(task: Task) -> tuple[int | None, int | None]:
     """Return (max_start_delay_s, deadline_s): the task's own, else its policy's."""
-    sla = task.sla or {}
-    _, policy = policies.effective(task.policy_id, task.policy_overrides)
+    return limits_of(task.sla, task.policy_id, task.policy_overrides)
+
+
+def limits_of(sla: dict | None, policy_id: int | None, overrides: dict | None) -> tuple[int | None, int | None]:
+    """Return (max_start_delay_s, deadline_s) of a task's columns: its own SLA, else its policy's."""
+    sla = sla or {}
+    _, policy = policies.effective(policy_id, overrides)
     return (sla.get("max_start_delay_s", policy.max_start_delay_s), sla.get("deadline_s", policy.deadline_s))
 
 
@@ -48,7 +53,8 @@ def check(clock: Clock = SYSTEM_CLOCK) -> list[SlaBreach]:
                                              else None)):
                 if limit is None or (run.id, kind) in known:
                     continue
-                due = run.scheduled_for + timedelta(seconds=limit)
+                # A run deferred into its window is due when the window opens: waiting for it is no breach.
+                due = (run.due_at or run.scheduled_for) + timedelta(seconds=limit)
                 late_at = reached_at or now
                 if late_at > due:
                     breach = SlaBreach(task_id=task.id, run_id=run.id, tenant_id=run.tenant_id, kind=kind,

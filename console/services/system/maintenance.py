@@ -25,4 +25,6 @@ MAINTENANCE: list[Periodic] = [
              "Advance workflows whose advance job was lost (Redis is transport, the database the truth)"),
     Periodic("outbox", "console.services.system.delivery_round:tick", 2,
              "Close settled work orders; deliver alerts and work orders to their channels"),
+    Periodic("rollups", "console.services.reports.rollup:tick", 60,
+             "Recompute the report rollups of the hours since the last pass, and their days"),
 ]

@@ -3,12 +3,12 @@
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import exists, func, or_, select, update
-from sqlalchemy.orm import joinedload
+from sqlalchemy import and_, exists, func, or_, select, update
+from sqlalchemy.orm import aliased, joinedload
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
-from console.models import DeadLetter, OutboxMessage, User, WorkOrder
+from console.models import DeadLetter, OutboxMessage, Run, User, WorkOrder
 from console.services.actor import SYSTEM, Actor
 from console.services.audit import trail as audit
 from console.services.delivery import channel_report as delivery_report
@@ -225,22 +225,37 @@ def close(order: WorkOrder, note: str | None, actor: Actor, clock: Clock = SYSTE
     return order
 
 
-def _still_open(order_id) -> exists:
-    return exists().where(DeadLetter.work_order_id == order_id, DeadLetter.status == "open")
+def _unsettled(order_id) -> exists:
+    """A dead letter of the order still needs work: open, or replayed and its run not (yet) succeeded.
+
+    A replayed letter whose run died again is superseded by the run's newer letter, which is judged instead
+    (it is open, in this work order or in the one of its new error).
+    """
+    letter, newer = aliased(DeadLetter), aliased(DeadLetter)
+    succeeded = exists().where(Run.id == letter.run_id, Run.status == "succeeded")
+    superseded = exists().where(newer.run_id == letter.run_id, newer.id > letter.id)
+    return exists().where(letter.work_order_id == order_id, or_(
+        letter.status == "open", and_(letter.status == "replayed", ~succeeded, ~superseded)))
 
 
-def close_if_resolved(work_order_id: int, now: datetime, by: Actor | None = None) -> bool:
-    """Close the work order once none of its dead letters is open (in the caller's transaction)."""
+SETTLED_NOTE = "Every linked dead letter was discarded or resolved, or replayed and its run succeeded."
+
+
+def close_if_resolved(work_order_id: int, now: datetime) -> bool:
+    """Close the work order once each of its dead letters is settled (in the caller's transaction).
+
+    Settled: discarded or resolved by a person, or replayed and its run succeeded. A replay alone settles
+    nothing: the replayed run may die again.
+    """
     db.session.flush()
     order = db.session.get(WorkOrder, work_order_id)
     if order is None or order.status not in ACTIVE:
         return False
-    note = "Every linked dead letter is replayed, discarded or resolved" + (f" (the last by {by.name})." if by else ".")
     before = order.status
     changed = db.session.execute(
         update(WorkOrder).where(WorkOrder.id == work_order_id, WorkOrder.status.in_(ACTIVE),
-                                ~_still_open(work_order_id))
-        .values(status="closed", closed_at=now, closed_by=SYSTEM.name, close_note=note)
+                                ~_unsettled(work_order_id))
+        .values(status="closed", closed_at=now, closed_by=SYSTEM.name, close_note=SETTLED_NOTE)
         .execution_options(synchronize_session=False)).rowcount
     if not changed:
         return False
@@ -250,10 +265,10 @@ def close_if_resolved(work_order_id: int, now: datetime, by: Actor | None = None
 
 
 def close_settled(clock: Clock = SYSTEM_CLOCK) -> list[int]:
-    """Close every active work order with no open dead letter left (discards and bulk replays end here)."""
+    """Close every active work order whose dead letters are all settled (replays that succeeded, discards)."""
     now = clock()
     settled = db.session.execute(select(WorkOrder.id).where(
-        WorkOrder.status.in_(ACTIVE), ~_still_open(WorkOrder.id))).scalars().all()
+        WorkOrder.status.in_(ACTIVE), ~_unsettled(WorkOrder.id))).scalars().all()
     closed = [order_id for order_id in settled if close_if_resolved(order_id, now)]
     db.session.commit()
     return closed

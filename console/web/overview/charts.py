@@ -16,3 +16,21 @@ def failures_figure(per_minute: list[dict]) -> str:
                          xaxis={"tickformat": "%H:%M"}, yaxis={"rangemode": "tozero", "gridcolor": "#eef0f3"},
                          uirevision="failures")
     return figure.to_json()
+
+
+HISTORY_COLOURS = {"succeeded": "#1a7f4b", "attempts_failed": "#d99a1e", "dead": "#c0362c"}
+HISTORY_LABELS = {"succeeded": "succeeded", "attempts_failed": "failed attempts", "dead": "dead-lettered"}
+
+
+def history_figure(per_hour: list[dict], links: list[str]) -> str:
+    """Runs succeeded, attempts failed and runs dead per hour, as Plotly JSON; a bar opens that hour's runs."""
+    hours = [row["hour"] for row in per_hour]
+    figure = go.Figure([go.Bar(x=hours, y=[row[kind] for row in per_hour], name=HISTORY_LABELS[kind],
+                               marker_color=HISTORY_COLOURS[kind], customdata=links,
+                               hovertemplate=f"%{{x|%b %d %H:00}}: %{{y}} {HISTORY_LABELS[kind]}<extra></extra>")
+                        for kind in ("succeeded", "attempts_failed", "dead")])
+    figure.update_layout(barmode="group", height=220, margin={"l": 40, "r": 10, "t": 10, "b": 30},
+                         legend={"orientation": "h", "y": 1.15}, plot_bgcolor="#fff", paper_bgcolor="#fff",
+                         xaxis={"tickformat": "%b %d %H:%M"}, yaxis={"rangemode": "tozero", "gridcolor": "#eef0f3"},
+                         uirevision="history")
+    return figure.to_json()

@@ -1,14 +1,21 @@
 """The Overview page: what needs attention right now."""
 
-from flask import Blueprint, redirect, url_for
+from datetime import timedelta
+
+from flask import Blueprint, redirect, request, url_for
 
 from console.auth import public, requires, tenant_scope
+from console.domain.clock import utcnow
+from console.extensions import db, htmx
+from console.models import Tenant
 from console.services.people.permissions import VIEW
 from console.services.reports import overview
-from console.web.overview.charts import failures_figure
+from console.web.overview.charts import failures_figure, history_figure
 from console.web.render import page
+from console.web.runs.forms import TIME_FORMATS
 
 bp = Blueprint("overview", __name__)
+RUN_TIME = TIME_FORMATS[0]  # how the Runs page reads times in its query string
 
 
 @bp.get("/")
@@ -20,8 +27,37 @@ def root():
 @bp.get("/overview")
 @requires(VIEW)
 def index():
-    scope = tenant_scope()
+    scope, now = tenant_scope(), utcnow()
+    window = request.args.get("history", "24h") if request.args.get("history") in overview.HISTORY else "24h"
+    history = None
+    if not htmx:  # the live region refreshes every 5 s; the history (rollups, a minute behind) once per page
+        per_hour = overview.history(window, scope)
+        history = history_figure(per_hour, [_runs_of_hour(row["hour"], scope) for row in per_hour])
     return page("overview/index.html", "live", counters=overview.counters(scope),
                 dead_letters=overview.recent_dead_letters(scope), breakers_open=overview.breakers_open(),
                 sla_today=overview.sla_breaches_today(scope),
-                failures_figure=failures_figure(overview.failures_per_minute(scope)))
+                failures_figure=failures_figure(overview.failures_per_minute(scope)), history_figure=history,
+                window=window, windows=list(overview.HISTORY), links=_links(scope, now))
+
+
+def _tenant_name(scope: int | None) -> str | None:
+    return db.session.get(Tenant, scope).name if scope is not None else None
+
+
+def _runs_of_hour(hour, scope: int | None) -> str:
+    return url_for("runs.index", tenant=_tenant_name(scope), created_from=hour.strftime(RUN_TIME),
+                   created_to=(hour + timedelta(hours=1)).strftime(RUN_TIME))
+
+
+def _links(scope: int | None, now) -> dict[str, str]:
+    """Where each counter leads: the runs, dead letters or breaches it counts."""
+    tenant, since = _tenant_name(scope), (now - timedelta(hours=24)).strftime(RUN_TIME)
+
+    def runs(*statuses, **extra):
+        return url_for("runs.index", status=list(statuses), tenant=tenant, **extra)
+
+    return {"pending": runs("pending"), "running": runs("running"), "retry_wait": runs("retry_wait"),
+            "dead_open": url_for("dlq.index"), "breakers_open": url_for("breakers.index"),
+            "sla_today": url_for("reports.breaches", period="24h"),
+            "succeeded_24h": runs("succeeded", created_from=since),
+            "success_rate_24h": runs("dead", "failed", "compensation_failed", created_from=since)}

@@ -14,6 +14,7 @@ from console.services.errors import Conflict, ServiceError
 from console.services.inputs import row_id
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.recovery import approvals, run_compensation
+from console.services.reports import breaches as breach_list
 from console.services.runs import query as runs_query
 from console.services.runs import timeline as run_timeline
 from console.web.approvals import present
@@ -58,6 +59,7 @@ def _detail(run_id: int, *, error: str | None = None, notice: str | None = None,
     requests = approvals.about([("run", run_id), *(("dead_letter", letter.id) for letter in detail.dead_letters)])
     waiting = [r for r in requests if r.kind == run_compensation.NAME and r.status == "pending"]
     return page("runs/show.html", "detail", d=detail, run=detail.run, live=detail.run.status in LIVE,
+                breaches=breach_list.of_run(run_id),
                 compensable=compensation.can_compensate(detail.run) and not waiting, requests=requests,
                 error=error, notice=notice, pretty=pretty, **present.helpers()), status
 

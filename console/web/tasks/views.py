@@ -17,6 +17,7 @@ from console.services.inputs import row_id
 from console.services.people import tenants
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.policies import versions as policies
+from console.services.reports import breaches as breach_list
 from console.services.scheduling import on_demand, task_query, tasks
 from console.web.render import page
 from console.web.tasks.forms import NewTaskForm, TaskForm, policy_choices
@@ -60,8 +61,10 @@ def index():
 def show(task_id: int):
     task = tasks.get(task_id, tenant_scope())
     now = utcnow()
+    runs = tasks.recent_runs(task, RECENT_RUNS)
     return render_template("tasks/show.html", task=task, now=now, firings=task_query.next_firings(task, now),
-                           runs=tasks.recent_runs(task, RECENT_RUNS))
+                           runs=runs, breaches=breach_list.of_task(task.id, now),
+                           run_breaches=breach_list.of_runs([run.id for run in runs]))
 
 
 @bp.get("/cron-preview")

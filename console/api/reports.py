@@ -1,0 +1,20 @@
+"""Reports over the API: the figures of a period beside the previous one and the seeds' targets."""
+
+from flask import Blueprint, jsonify, request
+
+from console.auth import requires, tenant_scope
+from console.domain.clock import utcnow
+from console.services.people.permissions import REPORT
+from console.services.reports import figures
+from console.services.reports import scope as report_scope
+
+bp = Blueprint("reports_api", __name__)
+
+
+@bp.get("/api/reports/summary")
+@requires(REPORT)
+def summary():
+    args, now = request.args, utcnow()
+    period = report_scope.period(args.get("period"), args.get("from"), args.get("to"), now)
+    scope = report_scope.resolve(args.get("tenant"), args.get("task"), tenant_scope())
+    return jsonify(figures.summary(period, scope, now).as_dict())

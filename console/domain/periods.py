@@ -1,0 +1,83 @@
+"""Report periods: the last 24 h (whole hours), the last 7 / 30 / 90 days (whole UTC days), or a date range."""
+
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+
+PRESETS = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30),
+           "90d": timedelta(days=90)}
+DEFAULT = "7d"
+LONGEST = timedelta(days=366)
+
+
+class PeriodError(ValueError):
+    """A period that cannot be reported on; the message says what to fix."""
+
+    def __init__(self, message: str, field: str):
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass(frozen=True)
+class Period:
+    start: datetime
+    end: datetime  # exclusive
+    name: str = ""  # the preset, or "" for a date range
+
+    @property
+    def length(self) -> timedelta:
+        return self.end - self.start
+
+    @property
+    def previous(self) -> "Period":
+        """The period of the same length just before this one."""
+        return Period(self.start - self.length, self.start, self.name)
+
+    @property
+    def hourly(self) -> bool:
+        """Trends of two days or less are drawn per hour, longer ones per day."""
+        return self.length <= timedelta(hours=48)
+
+    def as_dict(self) -> dict:
+        return {"from": self.start.isoformat(), "to": self.end.isoformat(), "name": self.name or None,
+                "hours": int(self.length.total_seconds() // 3600)}
+
+
+def preset(name: str, now: datetime) -> Period:
+    """Return the last 24 h in whole hours (the current one included), or the last 7, 30 or 90 UTC days (today's
+    included, so far)."""
+    if name not in PRESETS:
+        raise PeriodError(f"period is one of {', '.join(PRESETS)}", "period")
+    if PRESETS[name] <= timedelta(hours=48):
+        end = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    else:
+        # Whole days: a long report reads one row per task and day, never the hours at its edges.
+        end = now.replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
+    return Period(end - PRESETS[name], end, name)
+
+
+def between(first: date, last: date) -> Period:
+    """Return the whole UTC days from `first` to `last`, both included."""
+    if last < first:
+        raise PeriodError("'to' must be on or after 'from'", "to")
+    start = datetime(first.year, first.month, first.day, tzinfo=UTC)
+    end = datetime(last.year, last.month, last.day, tzinfo=UTC) + timedelta(days=1)
+    if end - start > LONGEST:
+        raise PeriodError(f"a report covers at most {LONGEST.days} days", "from")
+    return Period(start, end)
+
+
+def parse_day(raw: str, field: str) -> date:
+    """Read a YYYY-MM-DD date, or raise a PeriodError naming the field."""
+    try:
+        return date.fromisoformat(raw.strip())
+    except ValueError:
+        raise PeriodError(f"{field} is a date like 2026-03-01", field) from None
+
+
+def choose(name: str | None, first: str | None, last: str | None, now: datetime) -> Period:
+    """Return the period asked for: a date range if either end is given, else a preset (default 7 d)."""
+    if first or last:
+        if not (first and last):
+            raise PeriodError("give both 'from' and 'to' (dates like 2026-03-01)", "to" if first else "from")
+        return between(parse_day(first, "from"), parse_day(last, "to"))
+    return preset(name or DEFAULT, now)

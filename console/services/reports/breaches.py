@@ -1,0 +1,102 @@
+"""SLA breaches as people read them: a filtered list, and the marks on a run's and a task's page."""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import func, select
+
+from console.extensions import db
+from console.models import Run, SlaBreach, Task, Tenant
+
+PAGE_SIZE = 50
+EXPORT_CAP = 50_000
+KINDS = {"start_delay": "late start", "deadline": "missed deadline"}
+
+
+@dataclass(frozen=True)
+class Filters:
+    start: datetime
+    end: datetime
+    tenant_id: int | None = None
+    task_id: int | None = None
+    kind: str = ""  # "" | start_delay | deadline
+
+
+@dataclass(frozen=True)
+class Row:
+    breach: SlaBreach
+    task: str
+    tenant: str
+    run_status: str
+    due: datetime | None  # when the run was due to start (its window's opening, if deferred into one)
+
+    @property
+    def kind_text(self) -> str:
+        return KINDS.get(self.breach.kind, self.breach.kind)
+
+
+def _query(filters: Filters):
+    query = (select(SlaBreach, Task.name, Tenant.name, Run.status, Run.scheduled_for, Run.due_at)
+             .join(Task, Task.id == SlaBreach.task_id).join(Tenant, Tenant.id == SlaBreach.tenant_id)
+             .join(Run, Run.id == SlaBreach.run_id)
+             .where(SlaBreach.detected_at >= filters.start, SlaBreach.detected_at < filters.end))
+    if filters.tenant_id is not None:
+        query = query.where(SlaBreach.tenant_id == filters.tenant_id)
+    if filters.task_id is not None:
+        query = query.where(SlaBreach.task_id == filters.task_id)
+    if filters.kind in KINDS:
+        query = query.where(SlaBreach.kind == filters.kind)
+    return query
+
+
+def _rows(result) -> list[Row]:
+    return [Row(breach, task, tenant, status, due_at or scheduled_for)
+            for breach, task, tenant, status, scheduled_for, due_at in result]
+
+
+def page(filters: Filters, before: int | None = None, limit: int = PAGE_SIZE) -> tuple[list[Row], int | None]:
+    """Return one page of breaches, newest first (keyset on id), and the id to page on from."""
+    query = _query(filters)
+    if before is not None:
+        query = query.where(SlaBreach.id < before)
+    rows = _rows(db.session.execute(query.order_by(SlaBreach.id.desc()).limit(limit + 1)))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return rows, rows[-1].breach.id if more and rows else None
+
+
+def every(filters: Filters) -> list[Row]:
+    """Return the breaches for an export, newest first (at most EXPORT_CAP)."""
+    return _rows(db.session.execute(_query(filters).order_by(SlaBreach.id.desc()).limit(EXPORT_CAP)))
+
+
+def of_run(run_id: int) -> list[SlaBreach]:
+    """Return the run's breaches: a late start, a missed deadline, or both."""
+    return db.session.execute(select(SlaBreach).where(SlaBreach.run_id == run_id).order_by(SlaBreach.kind)
+                              ).scalars().all()
+
+
+def of_runs(run_ids: list[int]) -> dict[int, list[SlaBreach]]:
+    """Return the breaches of these runs, by run (for lists of runs)."""
+    found: dict[int, list[SlaBreach]] = {}
+    if run_ids:
+        for breach in db.session.execute(select(SlaBreach).where(SlaBreach.run_id.in_(run_ids))).scalars():
+            found.setdefault(breach.run_id, []).append(breach)
+    return found
+
+
+@dataclass(frozen=True)
+class TaskBreaches:
+    late_starts: int
+    missed_deadlines: int
+    window: timedelta
+    latest: list[SlaBreach]
+
+
+def of_task(task_id: int, now: datetime, window: timedelta = timedelta(days=7)) -> TaskBreaches:
+    """Count the task's breaches in the last week and return the latest few."""
+    counts = dict(db.session.execute(select(SlaBreach.kind, func.count()).where(
+        SlaBreach.task_id == task_id, SlaBreach.detected_at >= now - window).group_by(SlaBreach.kind)).all())
+    latest = db.session.execute(select(SlaBreach).where(SlaBreach.task_id == task_id)
+                                .order_by(SlaBreach.id.desc()).limit(5)).scalars().all()
+    return TaskBreaches(counts.get("start_delay", 0), counts.get("deadline", 0), window, latest)

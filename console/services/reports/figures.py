@@ -1,0 +1,128 @@
+"""The figures of a period, beside the previous period of the same length and the seeds' targets.
+
+Counts come from the rollups; three things are read live because they are about now, not about hours: work
+orders (closed *now*), dead letters open now, and task runs still waiting past their start limit.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import exists, func, select
+
+from console.domain import figures as definitions
+from console.domain.figures import FIGURES, HEADLINE, Figure, Inputs
+from console.domain.periods import Period
+from console.extensions import db
+from console.models import DeadLetter, Run, WorkOrder
+from console.services.reports import read, rollup, sources
+from console.services.reports.read import Scope
+
+# Runs still waiting are few by design (queues drain); past this many, the live count stops reading.
+LATE_WAITING_CAP = 100_000
+
+
+@dataclass(frozen=True)
+class Value:
+    figure: Figure
+    value: float | int | None
+    previous: float | int | None
+
+    @property
+    def met(self) -> bool | None:
+        return definitions.met(self.figure, self.value)
+
+    @property
+    def trend(self) -> str | None:
+        return definitions.trend(self.value, self.previous)
+
+    @property
+    def improved(self) -> bool | None:
+        """Tell whether the move since the previous period is for the better (None: flat or unknown)."""
+        direction, higher = self.trend, definitions.better(self.figure)
+        if direction in (None, "flat") or higher is None:
+            return None
+        return (direction == "up") == higher
+
+    def as_dict(self) -> dict:
+        return {"value": self.value, "previous": self.previous, "target": self.figure.target, "met": self.met,
+                "unit": self.figure.unit}
+
+
+@dataclass(frozen=True)
+class Summary:
+    period: Period
+    scope: Scope
+    values: dict[str, Value]
+    as_of: datetime | None  # how far the rollups are computed
+
+    def headline(self) -> list[Value]:
+        return [self.values[name] for name in HEADLINE]
+
+    def as_dict(self) -> dict:
+        return {"period": {**self.period.as_dict(), "previous": self.period.previous.as_dict(),
+                           "as_of": self.as_of.isoformat() if self.as_of else None,
+                           "tenant_id": self.scope.tenant_id, "task_id": self.scope.task_id},
+                "figures": {name: value.as_dict() for name, value in self.values.items()}}
+
+
+def late_waiting(scope: Scope, now: datetime) -> int:
+    """Count task runs not started yet whose start limit has passed (late now, whenever they start)."""
+    query = (select(Run.task_id, Run.scheduled_for, Run.due_at)
+             .where(Run.status.in_(("pending", "retry_wait")), Run.started_at.is_(None), Run.task_id.is_not(None),
+                    Run.scheduled_for.is_not(None))
+             .limit(LATE_WAITING_CAP))
+    if scope.tenant_id is not None:
+        query = query.where(Run.tenant_id == scope.tenant_id)
+    if scope.task_id is not None:
+        query = query.where(Run.task_id == scope.task_id)
+    rows = db.session.execute(query).all()
+    if not rows:
+        return 0
+    limits, default = sources.start_limits(), definitions.DEFAULT_MAX_START_DELAY_S
+    return sum(1 for task_id, scheduled_for, due_at in rows
+               if (now - (due_at or scheduled_for)).total_seconds() > limits.get(task_id, default))
+
+
+def workorders(period: Period, scope: Scope) -> tuple[int, int]:
+    """Return (opened in the period, of those closed now)."""
+    query = (select(func.count(), func.count().filter(WorkOrder.status == "closed"))
+             .where(WorkOrder.created_at >= period.start, WorkOrder.created_at < period.end))
+    if scope.tenant_id is not None:
+        query = query.where(WorkOrder.tenant_id == scope.tenant_id)
+    if scope.task_id is not None:
+        query = query.where(exists().where(DeadLetter.work_order_id == WorkOrder.id,
+                                           DeadLetter.task_id == scope.task_id))
+    created, closed = db.session.execute(query).one()
+    return created, closed
+
+
+def open_letters(scope: Scope) -> int:
+    query = select(func.count()).select_from(DeadLetter).where(DeadLetter.status == "open")
+    if scope.tenant_id is not None:
+        query = query.where(DeadLetter.tenant_id == scope.tenant_id)
+    if scope.task_id is not None:
+        query = query.where(DeadLetter.task_id == scope.task_id)
+    return db.session.execute(query).scalar_one()
+
+
+def inputs(period: Period, scope: Scope, now: datetime, totals=None, current: bool = True) -> Inputs:
+    """Gather what `values` needs for one period; `current` adds what is read about now."""
+    created, closed = workorders(period, scope)
+    includes_now = current and period.start <= now < period.end
+    return Inputs(totals=read.totals(period, scope) if totals is None else totals, workorders_created=created,
+                  workorders_completed=closed, dead_letters_open=open_letters(scope) if current else None,
+                  late_waiting=late_waiting(scope, now) if includes_now else 0)
+
+
+def summary(period: Period, scope: Scope, now: datetime, totals=None) -> Summary:
+    """Return every figure for the period beside the previous period's."""
+    now_values = definitions.values(inputs(period, scope, now, totals))
+    before = definitions.values(inputs(period.previous, scope, now, current=False))
+    return Summary(period, scope, {figure.name: Value(figure, now_values[figure.name], before[figure.name])
+                                   for figure in FIGURES}, rollup.through())
+
+
+def per_bucket_values(buckets: dict) -> dict[datetime, dict]:
+    """Return each hour's or day's figures from its sums (figures read live are left out)."""
+    return {bucket: definitions.values(Inputs(totals=counts)) for bucket, counts in buckets.items()}
+

@@ -1,0 +1,40 @@
+"""Turn what a reader asked for (period, tenant, task) into a period and a scope, inside their tenant wall."""
+
+from datetime import datetime
+
+from console.domain import periods
+from console.domain.periods import Period
+from console.extensions import db
+from console.models import Task, Tenant
+from console.services.errors import Forbidden, InvalidInput, NotFound
+from console.services.people import tenants
+from console.services.reports.read import Scope
+
+
+def period(name: str | None, first: str | None, last: str | None, now: datetime) -> Period:
+    """Return the period asked for, or raise a 422 that says what to fix."""
+    try:
+        return periods.choose(name, first, last, now)
+    except periods.PeriodError as error:
+        raise InvalidInput(str(error), error.field) from None
+
+
+def resolve(tenant: str | None, task: str | None, wall: int | None) -> Scope:
+    """Return the scope of a tenant name and a task id; a reader limited to a tenant sees only that tenant."""
+    tenant_id = wall
+    if tenant:
+        named = tenants.require(tenant.strip())
+        if wall is not None and named.id != wall:
+            raise Forbidden(f"you may read the reports of tenant {db.session.get(Tenant, wall).name} only", "tenant")
+        tenant_id = named.id
+    task_id = None
+    if task:
+        if not task.strip().isdigit():
+            raise InvalidInput("task is a task id (a whole number)", "task")
+        found = db.session.get(Task, int(task))
+        if found is None or (wall is not None and found.tenant_id != wall):
+            raise NotFound(f"no task with id {task.strip()}", "task")
+        if tenant_id is not None and found.tenant_id != tenant_id:
+            raise InvalidInput(f"task {found.id} belongs to another tenant", "task")
+        task_id = found.id
+    return Scope(tenant_id, task_id)

@@ -1,0 +1,82 @@
+"""The Reports page's Plotly charts, as figure JSON (built as plain dicts: a page draws about twenty).
+
+A point whose customdata is a URL opens it when clicked (static/charts.js), so every chart leads to the runs or
+dead letters behind it.
+"""
+
+import json
+from datetime import datetime
+
+from console.domain.figures import Figure
+from console.services.reports.page import HeatMap, TaskRow
+from console.services.reports.read import ErrorGroup
+
+OK, BAD, LINE, TARGET, MUTED = "#1a7f4b", "#c0362c", "#3348c8", "#a86400", "#667085"
+FONT = {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 11, "color": "#1c2230"}
+
+
+def _scale(figure: Figure) -> tuple[float, str]:
+    return {"rate": (100.0, "%"), "seconds": (1.0, "s"), "count": (1.0, "")}[figure.unit]
+
+
+def _dumps(data: list, layout: dict) -> str:
+    base = {"margin": {"l": 40, "r": 8, "t": 6, "b": 26}, "plot_bgcolor": "#fff", "paper_bgcolor": "#fff",
+            "font": FONT, "showlegend": False}
+    return json.dumps({"data": data, "layout": {**base, **layout}}, default=str, separators=(",", ":"))
+
+
+def trend(figure: Figure, points: dict[datetime, float | None], links: list[str], hourly: bool) -> str:
+    """One figure per hour or day, its target dashed; a point opens the runs of its hour or day."""
+    factor, suffix = _scale(figure)
+    x = [moment.isoformat() for moment in points]
+    y = [None if value is None else round(value * factor, 4) for value in points.values()]
+    data = [{"type": "scatter", "mode": "lines+markers", "x": x, "y": y, "customdata": links, "connectgaps": False,
+             "line": {"color": LINE, "width": 1.8}, "marker": {"size": 4},
+             "hovertemplate": f"%{{x|{'%b %d %H:00' if hourly else '%b %d'}}}: %{{y}}{suffix}<extra></extra>"}]
+    if figure.target is not None and x:
+        data.append({"type": "scatter", "mode": "lines", "x": [x[0], x[-1]], "y": [figure.target * factor] * 2,
+                     "line": {"color": TARGET, "width": 1, "dash": "dash"}, "hoverinfo": "skip"})
+    return _dumps(data, {"height": 130, "xaxis": {"tickformat": "%H:%M" if hourly else "%b %d", "nticks": 6,
+                                                  "gridcolor": "#eef0f3"},
+                         # Rates near their target would look flat from zero; counts and times start at zero.
+                         "yaxis": {"rangemode": "normal" if figure.unit == "rate" else "tozero",
+                                   "gridcolor": "#eef0f3", "ticksuffix": suffix, "nticks": 4}})
+
+
+def heat_map(heat: HeatMap, links: list[str]) -> str:
+    """On time per task (rows) and hour of day (columns, UTC); a cell opens the task's late starts."""
+    labels = [f"{row.tenant} / {row.task}" for row in heat.tasks]
+    z = [[None if (rate := heat.rate(row.task_id, hour)) is None else round(100 * rate, 1) for hour in range(24)]
+         for row in heat.tasks]
+    text = [[f"{heat.cells.get((row.task_id, hour), (0, 0))[1]} of {heat.cells.get((row.task_id, hour), (0, 0))[0]}"
+             for hour in range(24)] for row in heat.tasks]
+    data = [{"type": "heatmap", "z": z, "x": list(range(24)), "y": labels, "text": text, "zmin": 80, "zmax": 100,
+             "customdata": [[link] * 24 for link in links], "xgap": 2, "ygap": 2,
+             "colorscale": [[0, BAD], [0.9, "#f2c94c"], [1, OK]], "colorbar": {"ticksuffix": "%", "thickness": 10},
+             "hovertemplate": "%{y}<br>%{x}:00 UTC: %{z}% on time (%{text} starts)<extra></extra>"}]
+    return _dumps(data, {"height": 70 + 24 * max(1, len(labels)), "margin": {"l": 200, "r": 10, "t": 6, "b": 34},
+                         "xaxis": {"title": {"text": "hour of day (UTC)"}, "dtick": 2},
+                         "yaxis": {"autorange": "reversed", "automargin": True}})
+
+
+def failing_tasks(rows: list[TaskRow], links: list[str]) -> str:
+    """Failed series per task (horizontal bars, most first); a bar opens the task's failed runs."""
+    labels = [f"{row.tenant} / {row.task or row.handler + ' (no task)'}" for row in rows]
+    data = [{"type": "bar", "orientation": "h", "x": [row.failed for row in rows], "y": labels,
+             "customdata": links, "marker": {"color": BAD},
+             "hovertemplate": "%{y}: %{x} failed<extra></extra>"}]
+    return _dumps(data, {"height": 60 + 22 * max(1, len(rows)), "margin": {"l": 200, "r": 10, "t": 6, "b": 26},
+                         "yaxis": {"autorange": "reversed", "automargin": True},
+                         "xaxis": {"rangemode": "tozero", "gridcolor": "#eef0f3"}})
+
+
+def error_groups(groups: list[ErrorGroup], links: list[str]) -> str:
+    """Dead letters per error fingerprint (most first); a bar opens the group in the DLQ."""
+    labels = [f"{group.error_code or '—'} · {group.fingerprint[:8]}" for group in groups]
+    data = [{"type": "bar", "orientation": "h", "x": [group.letters for group in groups], "y": labels,
+             "text": [group.message[:80] for group in groups], "textposition": "none", "customdata": links,
+             "marker": {"color": MUTED},
+             "hovertemplate": "%{y}: %{x} dead letters<br>%{text}<extra></extra>"}]
+    return _dumps(data, {"height": 60 + 22 * max(1, len(groups)), "margin": {"l": 170, "r": 10, "t": 6, "b": 26},
+                         "yaxis": {"autorange": "reversed", "automargin": True},
+                         "xaxis": {"rangemode": "tozero", "gridcolor": "#eef0f3"}})

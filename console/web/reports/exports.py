@@ -1,0 +1,93 @@
+"""Every table of the Reports page as CSV: raw numbers (rates as fractions, times in seconds), one row a line."""
+
+import csv
+import io
+from datetime import datetime
+
+from flask import Response
+
+from console.domain.figures import FIGURES
+from console.domain.periods import Period
+from console.services.reports import breaches as breach_list
+from console.services.reports import figures, page, read
+from console.services.reports.read import Scope
+
+TABLES = ("figures", "trend", "tasks", "heat", "errors", "breaches")
+
+
+def _number(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)
+
+
+def _figures(period: Period, scope: Scope, now: datetime, _kind: str):
+    yield ["figure", "label", "value", "previous", "target", "met", "unit", "definition"]
+    for name, value in figures.summary(period, scope, now).values.items():
+        yield [name, value.figure.label, value.value, value.previous, value.figure.target, value.met,
+               value.figure.unit, value.figure.definition]
+
+
+def _trend(period: Period, scope: Scope, now: datetime, _kind: str):
+    names = [figure.name for figure in FIGURES if figure.name != "dead_letters_open"]
+    yield ["hour" if period.hourly else "day", *names]
+    for bucket, values in page.build(period, scope, now).trend.items():
+        yield [bucket, *[values[name] for name in names]]
+
+
+def _tasks(period: Period, scope: Scope, _now: datetime, _kind: str):
+    yield ["tenant", "task_id", "task", "handler", "finished", "succeeded", "failed", "success_rate", "starts",
+           "on_time", "late", "on_time_rate", "dead_letters", "recovered", "sla_breaches", "duplicates"]
+    for row in page.task_rows(period, scope):
+        counts = row.counts
+        yield [row.tenant, row.task_id or "", row.task or "", row.handler, counts["finished"], counts["succeeded"],
+               row.failed, row.success_rate, counts["starts"], counts["on_time"], row.late, row.on_time_rate,
+               counts["dead_letters"], counts["recovered"], counts["breaches"], counts["duplicates"]]
+
+
+def _heat(period: Period, scope: Scope, _now: datetime, _kind: str):
+    yield ["tenant", "task_id", "task", "hour_of_day_utc", "starts", "on_time", "on_time_rate"]
+    heat = page.heat_map(period, scope, page.task_rows(period, scope))
+    for row in heat.tasks:
+        for hour in range(24):
+            starts, on_time = heat.cells.get((row.task_id, hour), (0, 0))
+            if starts:
+                yield [row.tenant, row.task_id, row.task, hour, starts, on_time, on_time / starts]
+
+
+def _errors(period: Period, scope: Scope, _now: datetime, _kind: str):
+    yield ["fingerprint", "error_code", "message", "dead_letters"]
+    for group in read.fingerprints(period, scope, limit=None):
+        yield [group.fingerprint, group.error_code, group.message, group.letters]
+
+
+def _breaches(period: Period, scope: Scope, _now: datetime, kind: str):
+    yield ["breach_id", "kind", "tenant", "task_id", "task", "run_id", "run_status", "due_at", "late_by_s",
+           "detected_at", "escalated"]
+    filters = breach_list.Filters(period.start, period.end, scope.tenant_id, scope.task_id, kind)
+    for row in breach_list.every(filters):
+        breach = row.breach
+        yield [breach.id, breach.kind, row.tenant, breach.task_id, row.task, breach.run_id, row.run_status, row.due,
+               breach.late_by_s, breach.detected_at, breach.escalated]
+
+
+WRITERS = {"figures": _figures, "trend": _trend, "tasks": _tasks, "heat": _heat, "errors": _errors,
+           "breaches": _breaches}
+
+
+def respond(table: str, period: Period, scope: Scope, now: datetime, kind: str = "") -> Response:
+    """Answer a CSV download of one table."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    for row in WRITERS[table](period, scope, now, kind):
+        writer.writerow([_number(value) for value in row])
+    name = f"rebound-{table}-{period.start:%Y%m%d%H}-{period.end:%Y%m%d%H}.csv"
+    return Response(buffer.getvalue(), mimetype="text/csv",
+                    headers={"Content-Disposition": f'attachment; filename="{name}"'})
+

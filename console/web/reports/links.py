@@ -1,0 +1,67 @@
+"""Where each figure, chart point and table row of the Reports page leads: the runs, dead letters or breaches."""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from flask import url_for
+
+from console.domain.periods import Period
+from console.services.reports.read import Scope
+from console.web.runs.forms import TIME_FORMATS
+
+RUN_TIME = TIME_FORMATS[0]  # how the Runs page reads times in its query string
+FAILED = ("failed", "dead", "compensation_failed")
+# Stand-ins for a bucket's times in a link built once per chart (no real period starts in 1901).
+_MARK_FROM, _MARK_TO = datetime(1901, 1, 1, 1, 1), datetime(1901, 2, 2, 2, 2)
+
+
+@dataclass(frozen=True)
+class Links:
+    """Build links that keep the page's period, tenant and task."""
+
+    period: Period
+    scope: Scope
+    tenant: str | None  # the tenant's name (the runs and DLQ pages filter by name)
+    query: dict  # the Reports page's own filters
+
+    def runs(self, *statuses: str, start: datetime | None = None, end: datetime | None = None,
+             task_id: int | None = None) -> str:
+        start, end = start or self.period.start, end or self.period.end
+        return url_for("runs.index", status=list(statuses) or None, task=task_id or self.scope.task_id,
+                       tenant=self.tenant, created_from=start.strftime(RUN_TIME), created_to=end.strftime(RUN_TIME))
+
+    def dlq(self, status: str = "open", group: str | None = None, task_id: int | None = None) -> str:
+        task = task_id or self.scope.task_id
+        return url_for("dlq.index", view="list", status=None if status == "open" else status,
+                       task=str(task) if task else None, tenant=self.tenant, group=group)
+
+    def breaches(self, kind: str = "", task_id: int | None = None) -> str:
+        return url_for("reports.breaches", **{**self.query, "task": task_id or self.query.get("task")},
+                       kind=kind or None)
+
+    def figure(self, name: str) -> str:
+        """Return what lies behind one figure's card."""
+        if name == "on_time_rate" or name.startswith("trigger_delay"):
+            return self.breaches("start_delay")
+        if name == "sla_breaches":
+            return self.breaches()
+        if name in ("execution_success_rate", "retry_success_rate"):
+            return self.runs(*FAILED)
+        if name == "dead_letters_recovered" or name.startswith("recovery_time"):
+            return self.dlq("replayed")
+        if name in ("dead_letters_created", "dead_letters_open") or name.startswith("alert_latency"):
+            return self.dlq()
+        if name == "workorder_completion_rate":
+            return url_for("workorders.index", status="active")
+        if name == "conflict_warning_hit_rate":
+            return self.runs("cancelled", "pending")
+        return self.runs()
+
+    def buckets(self, name: str, starts: list[datetime], hourly: bool) -> list[str]:
+        """Return the runs of each hour or day of a trend."""
+        # One url_for per chart, not per point: building ~1,500 URLs through the router cost ~55 ms a page.
+        statuses = FAILED if name in ("execution_success_rate", "retry_success_rate") else ()
+        template = self.runs(*statuses, start=_MARK_FROM, end=_MARK_TO)
+        step = timedelta(hours=1) if hourly else timedelta(days=1)
+        return [template.replace(_MARK_FROM.strftime(RUN_TIME), start.strftime(RUN_TIME))
+                .replace(_MARK_TO.strftime(RUN_TIME), (start + step).strftime(RUN_TIME)) for start in starts]

@@ -1,0 +1,114 @@
+"""Reports for managers: the figures with targets and trends, charts, breaches, and every table as CSV."""
+
+from flask import Blueprint, render_template, request, url_for
+
+from console.auth import requires, tenant_scope
+from console.domain.clock import utcnow
+from console.domain.figures import BY_NAME, HEADLINE, duration, shown, target_text
+from console.domain.periods import DEFAULT, PRESETS
+from console.extensions import db
+from console.models import Tenant
+from console.services.errors import ServiceError
+from console.services.people.permissions import REPORT
+from console.services.reports import breaches as breach_list
+from console.services.reports import page as report_page
+from console.services.reports import scope as report_scope
+from console.services.runs import query as runs_query
+from console.web.render import page
+from console.web.reports import charts, exports
+from console.web.reports.links import Links
+
+bp = Blueprint("reports", __name__, url_prefix="/reports")
+FILTERS = ("period", "from", "to", "tenant", "task")
+# The cards in the order a manager reads them: scheduling, execution, recovery, alerting, planning.
+CARDS = ("on_time_rate", "trigger_delay_p50_s", "trigger_delay_p95_s", "trigger_delay_p99_s",
+         "execution_success_rate", "retry_success_rate", "duplicate_rate", "sla_breaches",
+         "dead_letters_created", "dead_letters_recovered", "dead_letters_open", "recovery_time_p50_s",
+         "recovery_time_p90_s", "alert_latency_p50_s", "alert_latency_p95_s", "workorder_completion_rate",
+         "conflict_warning_hit_rate")
+
+
+def _query() -> dict:
+    """The page's filters as given, empty ones left out (for links, exports and the form)."""
+    return {name: request.args.get(name, "").strip() for name in FILTERS if request.args.get(name, "").strip()}
+
+
+def _selection():
+    """Return (period, scope, links) of the request, or raise a ServiceError saying what to fix."""
+    now, query = utcnow(), _query()
+    period = report_scope.period(query.get("period"), query.get("from"), query.get("to"), now)
+    scope = report_scope.resolve(query.get("tenant"), query.get("task"), tenant_scope())
+    tenant = db.session.get(Tenant, scope.tenant_id).name if scope.tenant_id is not None else None
+    return period, scope, Links(period, scope, tenant, query), now
+
+
+def _choices() -> dict:
+    wall = tenant_scope()
+    return {"tenants": runs_query.tenant_options(wall), "tasks": runs_query.task_options(wall),
+            "scoped": wall is not None}
+
+
+def _presets(query: dict) -> tuple[dict[str, str], str | None]:
+    """Return a link per preset period (keeping the other filters) and the preset shown, if any."""
+    kept = {key: value for key, value in request.args.items() if key not in ("period", "from", "to", "before")}
+    current = None if (query.get("from") or query.get("to")) else query.get("period", DEFAULT)
+    return {name: url_for(request.endpoint, **kept, period=name) for name in PRESETS}, current
+
+
+def _page(template: str, block: str, status: int = 200, **context):
+    query = _query()
+    preset_links, current = _presets(query)
+    return page(template, block, query=query, shown=shown, target_text=target_text, duration=duration,
+                by_name=BY_NAME, preset_links=preset_links, current_preset=current, **_choices(),
+                **context), status
+
+
+@bp.get("", strict_slashes=False)
+@requires(REPORT)
+def index():
+    try:
+        period, scope, links, now = _selection()
+    except ServiceError as error:
+        return _page("reports/index.html", "report", error.status, error=error, report=None)
+    report = report_page.build(period, scope, now)
+    hourly = period.hourly
+    buckets = list(report.trend)
+    trends = {name: charts.trend(BY_NAME[name], {bucket: values[name] for bucket, values in report.trend.items()},
+                                 links.buckets(name, buckets, hourly), hourly)
+              for name in CARDS if name != "dead_letters_open"}
+    failing = [row for row in report.tasks if row.failed][:15]
+    return _page("reports/index.html", "report", report=report, links=links, cards=CARDS, headline=HEADLINE,
+                 trends=trends, error=None,
+                 heat_figure=charts.heat_map(report.heat, [links.breaches("start_delay", row.task_id)
+                                                           for row in report.heat.tasks]),
+                 failing=failing,
+                 failing_figure=charts.failing_tasks(failing, [links.runs(*("failed", "dead", "compensation_failed"),
+                                                                          task_id=row.task_id or None)
+                                                               for row in failing]),
+                 errors_figure=charts.error_groups(report.errors, [links.dlq(group=group.fingerprint)
+                                                                   for group in report.errors]))
+
+
+@bp.get("/breaches")
+@requires(REPORT)
+def breaches():
+    kind = request.args.get("kind", "")
+    try:
+        period, scope, links, _ = _selection()
+    except ServiceError as error:
+        return _page("reports/breaches.html", "breaches", error.status, error=error, rows=[], kind=kind)
+    filters = breach_list.Filters(period.start, period.end, scope.tenant_id, scope.task_id, kind)
+    rows, older = breach_list.page(filters, request.args.get("before", type=int))
+    return _page("reports/breaches.html", "breaches", error=None, rows=rows, older=older, kind=kind,
+                 kinds=breach_list.KINDS, period=period, links=links,
+                 newer=request.args.get("before") is not None)
+
+
+@bp.get("/<table>.csv")
+@requires(REPORT)
+def export(table: str):
+    if table not in exports.TABLES:
+        return render_template("error.html", status=404, detail=f"no table {table!r} to export; "
+                               f"try one of {', '.join(exports.TABLES)}"), 404
+    period, scope, links, now = _selection()
+    return exports.respond(table, period, scope, now, request.args.get("kind", ""))

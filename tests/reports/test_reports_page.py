@@ -1,0 +1,150 @@
+"""/reports for managers: cards against targets, charts, links behind them, CSV of every table, breaches."""
+
+import csv
+import io
+import json
+import re
+
+import pytest
+
+from console.domain.figures import FIGURES
+from console.extensions import db
+from console.models import Run
+from tests.conftest import make_tenant
+
+
+@pytest.fixture
+def manager(built, client, auth, clock, monkeypatch):
+    monkeypatch.setattr("console.web.reports.views.utcnow", clock)
+    return auth.as_role("manager", "maria")
+
+
+def card(html: str, name: str) -> str:
+    match = re.search(rf'<a class="report-card ([a-z]+)" href="([^"]+)"\s+title="[^"]*" data-name="{name}">(.*?)</a>',
+                      html, re.S)
+    assert match, name
+    return match
+
+
+def test_a_manager_sees_every_figure_as_a_card_against_its_target(manager, client):
+    response = client.get("/reports?period=24h")
+    assert response.status_code == 200
+    html = response.get_data(as_text=True)
+    assert 'href="/reports"' in html  # the Reports area is in the nav
+    on_time = card(html, "on_time_rate")
+    assert on_time.group(1) == "missed" and "75.0 %" in on_time.group(3) and "≥ 98.0 %" in on_time.group(3)
+    assert card(html, "sla_breaches").group(1) == "untargeted"
+    for figure in FIGURES:
+        assert f'data-name="{figure.name}"' in html
+        assert figure.definition.replace("'", "&#39;")[:60] in html  # the tooltip's words
+
+
+def test_cards_and_charts_lead_to_the_runs_and_dead_letters_behind_them(manager, client):
+    html = client.get("/reports?period=24h").get_data(as_text=True)
+    success = card(html, "execution_success_rate").group(2).replace("&amp;", "&")
+    assert success.startswith("/runs?") and "status=failed" in success and "status=dead" in success
+    assert "created_from=2026-03-01T11:00" in success
+    assert client.get(success).status_code == 200
+    assert card(html, "dead_letters_open").group(2).startswith("/dlq/")
+    assert card(html, "on_time_rate").group(2).startswith("/reports/breaches?")
+    charts = [json.loads(raw.replace("&#34;", '"').replace("&quot;", '"').replace("&amp;", "&").replace("&#39;", "'"))
+              for raw in re.findall(r'data-figure="([^"]+)"', html)]
+    assert len(charts) >= 16
+    links = [link for chart in charts for trace in chart["data"] for link in (trace.get("customdata") or [])
+             if isinstance(link, str)]
+    assert links and all(link.startswith(("/runs?", "/dlq/", "/reports/breaches")) for link in links)
+
+
+def test_changing_the_period_or_asking_for_dates(manager, client):
+    html = client.get("/reports?period=90d").get_data(as_text=True)
+    assert "2025-12-03 00:00 – 2026-03-03 00:00 UTC" in html
+    assert "2026-03-02 00:00 – 2026-03-03 00:00 UTC" in client.get("/reports?from=2026-03-02&to=2026-03-02").get_data(
+        as_text=True)
+    refused = client.get("/reports?from=2026-03-05&to=2026-03-01")
+    assert refused.status_code == 422 and "&#39;to&#39; must be on or after &#39;from&#39;" in refused.get_data(
+        as_text=True)
+
+
+@pytest.mark.parametrize("table", ["figures", "trend", "tasks", "heat", "errors", "breaches"])
+def test_every_table_downloads_as_csv(manager, client, table):
+    response = client.get(f"/reports/{table}.csv?period=24h")
+    assert response.status_code == 200 and response.mimetype == "text/csv"
+    assert "attachment" in response.headers["Content-Disposition"]
+    rows = list(csv.reader(io.StringIO(response.get_data(as_text=True))))
+    assert len(rows) >= 2, rows
+    if table == "figures":
+        assert {row[0]: row[2] for row in rows[1:]}["on_time_rate"] == "0.75"
+    if table == "breaches":
+        assert rows[1][1] == "start_delay" and rows[1][8] == "1"
+
+
+def test_the_breaches_list_filters_by_kind_and_task(manager, client, built):
+    html = client.get(f"/reports/breaches?period=24h&task={built['edge']}").get_data(as_text=True)
+    assert "late start" in html and f"/runs/{built['edge_late']}" in html and "1 s" in html
+    assert "No SLA breaches" in client.get("/reports/breaches?period=24h&kind=deadline").get_data(as_text=True)
+
+
+@pytest.mark.parametrize("role", ["viewer", "operator", "approver"])
+def test_roles_without_report_get_403_and_no_nav_item(app, client, auth, role):
+    auth.as_role(role)
+    assert client.get("/reports").status_code == 403
+    assert client.get("/reports/tasks.csv").status_code == 403
+    assert 'href="/reports"' not in client.get("/overview").get_data(as_text=True)
+
+
+def test_a_manager_limited_to_a_tenant_reads_only_it(built, client, auth, clock, monkeypatch):
+    monkeypatch.setattr("console.web.reports.views.utcnow", clock)
+    acme = make_tenant("acme")
+    user = auth.make_user("sam", "manager", tenant=acme)
+    auth.login(user.username)
+    html = client.get("/reports?period=24h").get_data(as_text=True)
+    assert card(html, "dead_letters_created").group(3).count(">0<") == 1
+    assert client.get("/reports?period=24h&tenant=default").status_code == 403
+    assert client.get("/reports/breaches.csv?tenant=default").status_code == 403
+
+
+def test_no_operator_button_on_the_reports_pages(manager, client):
+    for path in ("/reports?period=24h", "/reports/breaches?period=24h"):
+        html = client.get(path).get_data(as_text=True)
+        assert not re.search(r"<button[^>]*>\s*(Replay|Cancel|Compensate|Discard|Retry)", html), path
+        assert 'method="post"' not in html.replace('action="/logout" method="post"', "").replace(
+            'method="post" action="/logout"', "")
+
+
+def test_the_run_and_task_pages_mark_breaches_and_how_late(built, client, auth, clock, monkeypatch):
+    monkeypatch.setattr("console.web.tasks.views.utcnow", clock)
+    auth.as_role("viewer")
+    run_page = client.get(f"/runs/{built['edge_late']}").get_data(as_text=True)
+    assert "late start · 1 s late" in run_page and "Scheduled for" in run_page
+    on_time = client.get(f"/runs/{built['edge_late'] - 1}").get_data(as_text=True)
+    assert "late start" not in on_time
+    task_page = client.get(f"/tasks/{built['edge']}").get_data(as_text=True)
+    assert "SLA breaches · last 7 days" in task_page and "1 late start" in task_page
+    assert task_page.count("late start · 1 s late") == 1
+    assert "All breaches" not in task_page  # a viewer may not open the reports
+
+
+def test_a_run_deferred_into_its_window_shows_when_it_was_due(built, client, auth):
+    auth.as_role("viewer")
+    office_run = db.session.query(Run).filter_by(task_id=built["office"]).one()
+    html = client.get(f"/runs/{office_run.id}").get_data(as_text=True)
+    assert "Due (window opens)" in html and "2026-03-02 10:00:00" in html and "late start" not in html
+
+
+def test_the_overview_shows_runs_per_hour_from_the_rollups_and_its_counters_lead_somewhere(built, client, auth, clock,
+                                                                                         monkeypatch):
+    monkeypatch.setattr("console.domain.clock.utcnow", clock)
+    monkeypatch.setattr("console.web.overview.views.utcnow", clock)
+    auth.as_role("manager")
+    html = client.get("/overview").get_data(as_text=True)
+    raw = re.search(r'id="history-chart" data-figure="([^"]+)"', html).group(1)
+    chart = json.loads(raw.replace("&#34;", '"').replace("&quot;", '"').replace("&amp;", "&").replace("&#39;", "'"))
+    succeeded = next(trace for trace in chart["data"] if trace["name"] == "succeeded")
+    assert len(succeeded["x"]) == 24 and sum(succeeded["y"]) == 8
+    assert succeeded["customdata"][-1].startswith("/runs?created_from=")
+    week = client.get("/overview?history=7d").get_data(as_text=True)
+    assert "last 7 days" in week
+    assert re.search(r'<a class="counter[^"]*" href="/runs\?status=pending"', html)
+    assert 'href="/reports/breaches?period=24h"' in html
+    fragment = client.get("/overview", headers={"HX-Request": "true"}).get_data(as_text=True)
+    assert "history-chart" not in fragment  # the live region does not re-read the history every 5 s

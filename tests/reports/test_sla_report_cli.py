@@ -1,0 +1,49 @@
+"""`rebound sla-report`: the same figures as the page and the API, as a table, CSV or JSON; --rebuild."""
+
+import csv
+import io
+import json
+
+from sqlalchemy import delete
+
+from console.extensions import db
+from console.models.reports import report_days, report_hours
+
+
+def run(app, clock, monkeypatch, *args):
+    monkeypatch.setattr("console.domain.clock.utcnow", clock)
+    result = app.test_cli_runner().invoke(args=["sla-report", *args])
+    return result
+
+
+def test_json_is_the_api_summary(built, app, clock, monkeypatch):
+    result = run(app, clock, monkeypatch, "--period", "24h", "--format", "json")
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.stdout)
+    assert body["figures"]["on_time_rate"]["value"] == 0.75
+    assert body["figures"]["execution_success_rate"]["value"] == 8 / 11
+
+
+def test_table_and_csv_name_every_figure_with_its_target(built, app, clock, monkeypatch):
+    table = run(app, clock, monkeypatch, "--period", "24h").stdout
+    assert "Scheduling on time" in table and "75.0 %" in table and "≥ 98.0 %" in table and "NOT MET" in table
+    rows = list(csv.DictReader(io.StringIO(run(app, clock, monkeypatch, "--period", "24h", "--format", "csv").stdout)))
+    by_name = {row["name"]: row for row in rows}
+    assert by_name["sla_breaches"]["value"] == "1" and by_name["on_time_rate"]["met"] == "false"
+    assert by_name["alert_latency_p95_s"]["target"] == "300"
+
+
+def test_rebuild_recomputes_the_rollups_from_the_runs(built, app, clock, monkeypatch):
+    db.session.execute(delete(report_days))
+    db.session.execute(delete(report_hours))
+    db.session.commit()
+    assert json.loads(run(app, clock, monkeypatch, "--period", "24h", "--format", "json").stdout)[
+        "figures"]["dead_letters_created"]["value"] == 0
+    result = run(app, clock, monkeypatch, "--period", "24h", "--format", "json", "--rebuild")
+    assert result.exit_code == 0 and "Rebuilt the rollups" in result.stderr
+    assert json.loads(result.stdout)["figures"]["dead_letters_created"]["value"] == 3
+
+
+def test_a_bad_date_says_which_option_to_fix(app, clock, monkeypatch):
+    result = run(app, clock, monkeypatch, "--from", "2026-03-02")
+    assert result.exit_code == 2 and "--to" in result.stderr
