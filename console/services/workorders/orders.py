@@ -241,7 +241,7 @@ def _unsettled(order_id) -> exists:
 SETTLED_NOTE = "Every linked dead letter was discarded or resolved, or replayed and its run succeeded."
 
 
-def close_if_resolved(work_order_id: int, now: datetime) -> bool:
+def close_if_resolved(work_order_id: int, now: datetime, by: Actor | None = None) -> bool:
     """Close the work order once each of its dead letters is settled (in the caller's transaction).
 
     Settled: discarded or resolved by a person, or replayed and its run succeeded. A replay alone settles
@@ -252,10 +252,12 @@ def close_if_resolved(work_order_id: int, now: datetime) -> bool:
     if order is None or order.status not in ACTIVE:
         return False
     before = order.status
+    # The system closes it; a person whose action settled the last letter is named in the note.
+    note = SETTLED_NOTE if by is None else f"{SETTLED_NOTE.rstrip('.')} (the last by {by.name})."
     changed = db.session.execute(
         update(WorkOrder).where(WorkOrder.id == work_order_id, WorkOrder.status.in_(ACTIVE),
                                 ~_unsettled(work_order_id))
-        .values(status="closed", closed_at=now, closed_by=SYSTEM.name, close_note=SETTLED_NOTE)
+        .values(status="closed", closed_at=now, closed_by=SYSTEM.name, close_note=note)
         .execution_options(synchronize_session=False)).rowcount
     if not changed:
         return False
