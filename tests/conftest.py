@@ -1,13 +1,15 @@
-"""Shared fixtures: a real Redis per test process, a fresh database per test, a movable clock."""
+"""Shared fixtures: a real Redis per test process, a fresh database per test, a movable clock, real processes.
 
+Helpers live in tests/helpers.py and factories in tests/factories.py; this file keeps the fixtures.
+"""
+
+import contextlib
 import contextvars
 import os
-import re
+import signal
 import socket
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import pytest
 import redis
@@ -16,15 +18,10 @@ from flask.testing import FlaskClient
 from console import create_app
 from console.domain.clock import FrozenClock
 from console.extensions import db
-from console.models import Tenant
 from console.processes.embedded_redis import start as start_redis
-from console.services.actor import Actor
-from console.services.people import tokens, users
 from console.services.system import bootstrap
-
-ROOT = Path(__file__).resolve().parent.parent
-ARTIFACTS = ROOT / "tests" / "artifacts"
-PASSWORD = "correct-horse-battery"
+from tests.factories import Runs, make_user
+from tests.helpers import ARTIFACTS, PASSWORD, csrf_from, env_for, free_port, make_config, wait_for
 
 
 @pytest.fixture(scope="session")
@@ -47,37 +44,6 @@ def redis_url(redis_server):
 @pytest.fixture
 def clock():
     return FrozenClock()
-
-
-def make_config(tmp_path: Path, redis_url: str, **extra) -> dict:
-    """Return the config mapping of an app with its own data dir and SQLite file."""
-    return {
-        "TESTING": True,
-        "DATA_DIR": str(tmp_path),
-        "SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path / 'rebound.db'}",
-        "REDIS_URL": redis_url,
-        "SECRET_KEY": "test-secret-" + tmp_path.name,
-        "LOGIN_RATE_LIMIT": "1000 per minute",
-        # Fast liveness checks, so worker-loss tests finish in seconds.
-        "HEARTBEAT_S": 0.2,
-        "STALE_AFTER_S": 2.0,
-        "REQUEUE_AFTER_S": 1.0,
-        **extra,
-    }
-
-
-ENV_OF = {"DATA_DIR": "REBOUND_DATA_DIR", "SQLALCHEMY_DATABASE_URI": "REBOUND_DATABASE_URL",
-          "REDIS_URL": "REBOUND_REDIS_URL", "SECRET_KEY": "REBOUND_SECRET_KEY", "HEARTBEAT_S": "REBOUND_HEARTBEAT_S",
-          "STALE_AFTER_S": "REBOUND_STALE_AFTER_S", "REQUEUE_AFTER_S": "REBOUND_REQUEUE_AFTER_S",
-          "PLUGIN_RUNTIME_URL": "REBOUND_PLUGIN_RUNTIME_URL", "COMMANDS_FILE": "REBOUND_COMMANDS_FILE"}
-
-
-def env_for(app) -> dict:
-    """Return the environment a child process needs to act on the same database and Redis as `app`."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("REBOUND_")}
-    env.update({name: str(app.config[key]) for key, name in ENV_OF.items() if app.config.get(key)})
-    env.update(REBOUND_LOG_LEVEL="WARNING", PYTHONUNBUFFERED="1")
-    return env
 
 
 class IsolatedClient(FlaskClient):
@@ -106,16 +72,6 @@ def client(app):
     return app.test_client()
 
 
-CSRF = re.compile(r'name="csrf_token" type="hidden" value="([^"]+)"|name="csrf_token" value="([^"]+)"')
-
-
-def csrf_from(html: str) -> str:
-    """Pull the CSRF token out of a rendered form."""
-    match = CSRF.search(html)
-    assert match, "no CSRF token in the page"
-    return match.group(1) or match.group(2)
-
-
 class Auth:
     """Log people in and out through the real login form."""
 
@@ -123,8 +79,7 @@ class Auth:
         self.client = client
 
     def make_user(self, username: str, role: str, tenant=None):
-        user, _ = users.create(username, role, PASSWORD, Actor("test"), tenant=tenant)
-        return user
+        return make_user(username, role, tenant=tenant)
 
     def login(self, username: str, password: str = PASSWORD):
         page = self.client.get("/login")
@@ -148,20 +103,6 @@ def auth(client):
     return Auth(client)
 
 
-def bearer(user, tenant=None) -> dict:
-    """Return the Authorization header of a new token acting as `user` (optionally limited to a tenant)."""
-    _, plaintext = tokens.issue(user, Actor("test"), tenant=tenant)
-    return {"Authorization": f"Bearer {plaintext}"}
-
-
-def make_tenant(name: str) -> Tenant:
-    """Create a tenant with the default quotas."""
-    tenant = Tenant(name=name)
-    db.session.add(tenant)
-    db.session.commit()
-    return tenant
-
-
 @pytest.fixture
 def redis_down(app):
     """Point the app at a port where no Redis listens, for pages that must degrade, not fail."""
@@ -169,44 +110,6 @@ def redis_down(app):
     app.extensions["rebound_redis"] = redis.Redis(port=free_port(), socket_connect_timeout=1)
     yield
     app.extensions["rebound_redis"] = working
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_for(predicate, timeout_s: float = 15.0, interval_s: float = 0.05, what: str = "condition"):
-    """Poll until predicate() is truthy; fail with `what` after the deadline."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval_s)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-
-
-def _state_and_parent(stat: Path) -> tuple[str, int] | None:
-    """Read a process's state letter and parent pid from its /proc stat file; None if it is gone."""
-    try:
-        state, ppid = stat.read_text().rpartition(")")[2].split()[:2]
-    except OSError:
-        return None
-    return state, int(ppid)
-
-
-def process_alive(pid: int) -> bool:
-    """Whether the process exists and has not exited (a zombie not yet reaped counts as ended)."""
-    found = _state_and_parent(Path(f"/proc/{pid}/stat"))
-    return found is not None and found[0] != "Z"
-
-
-def living_children(pid: int) -> set[int]:
-    """Return the processes whose parent is `pid` and that have not exited."""
-    return {int(stat.parent.name) for stat in Path("/proc").glob("[0-9]*/stat")
-            if (found := _state_and_parent(stat)) and found[1] == pid and found[0] != "Z"}
 
 
 @pytest.fixture
@@ -284,3 +187,39 @@ def screenshot(page):
         return path
 
     return take
+
+
+@pytest.fixture
+def workers(app, tmp_path):
+    """Start real `rebound worker` processes on the test's database and Redis."""
+    started = []
+
+    def start(kind: str = "simple", **env):
+        log = (tmp_path / f"worker-{len(started)}.log").open("w")
+        # Its own process group, so the teardown can reach what the worker forks: RQ's scheduler.
+        process = subprocess.Popen([sys.executable, "-m", "console.cli", "worker", "--kind", kind],
+                                   env={**env_for(app), **env}, stdout=log, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+        started.append((process, log))
+        return process
+
+    yield start
+    for process, _ in started:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    for process, log in started:
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        # A worker the test killed (SIGKILL) left its RQ scheduler running on this process's Redis, where it
+        # would re-take the locks after the next test's flush and move that test's due delayed jobs.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        log.close()
+
+
+@pytest.fixture
+def runs(app):
+    return Runs()

@@ -15,8 +15,7 @@ from console.services.engine.submit import submit
 from console.services.people import tenants, users
 from console.services.policies import versions as policies
 from console.services.scheduling import tasks
-from tests.browser.test_admin_flow import login
-from tests.conftest import PASSWORD, wait_for
+from tests.helpers import PASSWORD, browser_login, wait_for
 
 pytestmark = pytest.mark.browser
 ARRANGE = Actor("arrange")
@@ -53,7 +52,7 @@ def status_of(run_id: int) -> str:
 
 def test_an_operators_day(page, live_server, live_app, arranged, live_worker, screenshot):
     base = live_server.url
-    login(page, base)
+    browser_login(page, base)
     expect(page.get_by_role("heading", name="Overview")).to_be_visible()
     screenshot("day-overview")
 
@@ -111,7 +110,7 @@ def test_an_operators_day(page, live_server, live_app, arranged, live_worker, sc
 
 def test_a_viewer_sees_no_actions_and_is_refused_when_posting_anyway(page, live_server, live_app, arranged):
     users.create("vera", "viewer", PASSWORD, ARRANGE)
-    login(page, live_server.url, "vera")
+    browser_login(page, live_server.url, "vera")
     page.goto(f"{live_server.url}/dlq?view=list")
     expect(page.locator("tr.dl-row").first).to_be_visible()
     expect(page.get_by_role("button", name="Replay")).to_have_count(0)

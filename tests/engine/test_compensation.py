@@ -8,7 +8,8 @@ from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.engine import compensation, failures, reconcile
 from console.services.engine.execute import execute
-from tests.conftest import bearer, wait_for
+from tests.factories import bearer
+from tests.helpers import wait_for
 
 
 def succeeded(runs, clock, handler="demo.flaky_compensated") -> int:

@@ -9,7 +9,7 @@ from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.engine import control, queueing
 from console.services.policies import versions as policies
-from tests.conftest import wait_for
+from tests.helpers import wait_for
 
 NO_JITTER = {"base_delay_s": 1, "multiplier": 2, "jitter": 0, "max_delay_s": 10}
 

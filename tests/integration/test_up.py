@@ -12,7 +12,7 @@ import requests
 
 from console.processes.embedded_redis import socket_path_of
 from console.processes.embedded_redis import start as start_redis
-from tests.conftest import free_port, process_alive, wait_for
+from tests.helpers import free_port, process_alive, wait_for
 
 HEALTHY = {"database": "ok", "redis": "ok", "status": "ok"}
 

@@ -10,7 +10,7 @@ import redis
 from console.extensions import db
 from console.models import Run
 from console.services.system.leader import KEY
-from tests.conftest import env_for, wait_for
+from tests.helpers import env_for, wait_for
 
 
 @pytest.fixture

@@ -1,51 +1,33 @@
-"""Engine fixtures: real RQ worker processes, and helpers to submit runs and wait for their states."""
+"""Factories: make the rows a test needs through the services, and look at runs the way the tests need."""
 
-import contextlib
-import os
-import signal
-import subprocess
-import sys
-
-import pytest
 from sqlalchemy import select
 
 from console.extensions import db
-from console.models import DeadLetter, OutboxMessage, Run, RunEvent
+from console.models import DeadLetter, OutboxMessage, Run, RunEvent, Tenant
 from console.services.actor import Actor
 from console.services.engine.submit import submit
-from console.services.people import tenants
-from tests.conftest import env_for, wait_for
+from console.services.people import tenants, tokens, users
+from tests.helpers import PASSWORD, wait_for
 
 
-@pytest.fixture
-def workers(app, tmp_path):
-    """Start real `rebound worker` processes on the test's database and Redis."""
-    started = []
+def make_tenant(name: str) -> Tenant:
+    """Create a tenant with the default quotas."""
+    tenant = Tenant(name=name)
+    db.session.add(tenant)
+    db.session.commit()
+    return tenant
 
-    def start(kind: str = "simple", **env):
-        log = (tmp_path / f"worker-{len(started)}.log").open("w")
-        # Its own process group, so the teardown can reach what the worker forks: RQ's scheduler.
-        process = subprocess.Popen([sys.executable, "-m", "console.cli", "worker", "--kind", kind],
-                                   env={**env_for(app), **env}, stdout=log, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
-        started.append((process, log))
-        return process
 
-    yield start
-    for process, _ in started:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-    for process, log in started:
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        # A worker the test killed (SIGKILL) left its RQ scheduler running on this process's Redis, where it
-        # would re-take the locks after the next test's flush and move that test's due delayed jobs.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        log.close()
+def make_user(username: str, role: str, tenant=None):
+    """Create a user with the tests' password."""
+    user, _ = users.create(username, role, PASSWORD, Actor("test"), tenant=tenant)
+    return user
+
+
+def bearer(user, tenant=None) -> dict:
+    """Return the Authorization header of a new token acting as `user` (optionally limited to a tenant)."""
+    _, plaintext = tokens.issue(user, Actor("test"), tenant=tenant)
+    return {"Authorization": f"Bearer {plaintext}"}
 
 
 class Runs:
@@ -89,8 +71,3 @@ class Runs:
         db.session.expire_all()
         query = select(OutboxMessage).order_by(OutboxMessage.id)
         return db.session.execute(query.where(OutboxMessage.kind == kind) if kind else query).scalars().all()
-
-
-@pytest.fixture
-def runs(app):
-    return Runs()
