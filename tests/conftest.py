@@ -6,14 +6,17 @@ Helpers live in tests/helpers.py and factories in tests/factories.py; this file 
 import contextlib
 import contextvars
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import redis
 from flask.testing import FlaskClient
+from sqlalchemy.engine import make_url
 
 from console import create_app
 from console.domain.clock import FrozenClock
@@ -21,7 +24,7 @@ from console.extensions import db
 from console.processes.embedded_redis import start as start_redis
 from console.services.system import bootstrap
 from tests.factories import Runs, make_user
-from tests.helpers import ARTIFACTS, PASSWORD, csrf_from, env_for, free_port, make_config, wait_for
+from tests.helpers import ARTIFACTS, DATABASE_FILE, PASSWORD, csrf_from, env_for, free_port, make_config, wait_for
 
 
 @pytest.fixture(scope="session")
@@ -54,17 +57,42 @@ class IsolatedClient(FlaskClient):
         return contextvars.Context().run(super().open, *args, **kwargs)
 
 
-@pytest.fixture
-def app(tmp_path, redis_url):
-    """An app on a fresh database (tables created directly; migrations have their own test)."""
-    app = create_app(make_config(tmp_path, redis_url))
-    app.test_client_class = IsolatedClient
+@contextlib.contextmanager
+def database_copy(template_url: str, tmp_path: Path):
+    """Give one test its own copy of the session's template database: the one step each backend does its own way.
+
+    SQLite copies the file (the template's engine was disposed, so its WAL is already in it). PostgreSQL would
+    CREATE DATABASE ... TEMPLATE here and drop it on the way out.
+    """
+    template = Path(make_url(template_url).database)
+    copy = tmp_path / template.name
+    shutil.copyfile(template, copy)
+    yield f"sqlite:///{copy}"
+
+
+@pytest.fixture(scope="session")
+def database_template(tmp_path_factory, redis_server) -> str:
+    """Create the tables and the bootstrap rows once per test process; each test starts from a copy of them."""
+    directory = tmp_path_factory.mktemp("template")
+    app = create_app(make_config(directory, redis_server))
     with app.app_context():
-        db.create_all()
+        db.create_all()  # tables created directly; migrations have their own test
         bootstrap.ensure_ready()
-        yield app
         db.session.remove()
         db.engine.dispose()
+    return app.config["SQLALCHEMY_DATABASE_URI"]
+
+
+@pytest.fixture
+def app(tmp_path, redis_url, database_template):
+    """An app on a fresh database of its own: a copy of the template, so no test sees another's rows."""
+    with database_copy(database_template, tmp_path) as url:
+        app = create_app(make_config(tmp_path, redis_url, SQLALCHEMY_DATABASE_URI=url))
+        app.test_client_class = IsolatedClient
+        with app.app_context():
+            yield app
+            db.session.remove()
+            db.engine.dispose()
 
 
 @pytest.fixture
@@ -112,32 +140,43 @@ def redis_down(app):
     app.extensions["rebound_redis"] = working
 
 
-@pytest.fixture
-def live_server(tmp_path, redis_url):
-    """A real `rebound web` process on a free port, over a migrated database with an admin."""
-    env = {**os.environ, "REBOUND_DATA_DIR": str(tmp_path), "REBOUND_REDIS_URL": redis_url,
-           "REBOUND_ADMIN_PASSWORD": PASSWORD, "REBOUND_SECRET_KEY": "live-" + tmp_path.name,
-           "REBOUND_PORT": str(free_port()), "REBOUND_LOG_LEVEL": "WARNING"}
+@pytest.fixture(scope="session")
+def migrated_template(tmp_path_factory, redis_server) -> str:
+    """Migrate a database and add the admin once per test process, through the CLI; each live server gets a copy."""
+    directory = tmp_path_factory.mktemp("migrated")
+    env = {**os.environ, "REBOUND_DATA_DIR": str(directory), "REBOUND_REDIS_URL": redis_server,
+           "REBOUND_SECRET_KEY": "migrated-template", "REBOUND_LOG_LEVEL": "WARNING"}
     rebound = [sys.executable, "-m", "console.cli"]
     subprocess.run([*rebound, "db", "upgrade"], env=env, check=True, capture_output=True)
     subprocess.run([*rebound, "create-user", "admin", "--role", "admin", "--password", PASSWORD],
                    env=env, check=True, capture_output=True)
-    log = (tmp_path / "web.log").open("w")
-    process = subprocess.Popen([*rebound, "web", "--threads", "4"], env=env, stdout=log, stderr=log)
-    base = f"http://127.0.0.1:{env['REBOUND_PORT']}"
+    return f"sqlite:///{directory / DATABASE_FILE}"
 
-    def healthy():
-        try:
-            return socket.create_connection(("127.0.0.1", int(env["REBOUND_PORT"])), timeout=0.2)
-        except OSError:
-            assert process.poll() is None, (tmp_path / "web.log").read_text()
-            return None
 
-    wait_for(healthy, 20, what="the web server to listen").close()
-    yield type("Server", (), {"url": base, "env": env, "data_dir": tmp_path})
-    process.terminate()
-    process.wait(15)
-    log.close()
+@pytest.fixture
+def live_server(tmp_path, redis_url, migrated_template):
+    """A real `rebound web` process on a free port, over a migrated database with an admin."""
+    with database_copy(migrated_template, tmp_path) as database_url:
+        env = {**os.environ, "REBOUND_DATA_DIR": str(tmp_path), "REBOUND_REDIS_URL": redis_url,
+               "REBOUND_DATABASE_URL": database_url, "REBOUND_ADMIN_PASSWORD": PASSWORD,
+               "REBOUND_SECRET_KEY": "live-" + tmp_path.name, "REBOUND_PORT": str(free_port()),
+               "REBOUND_LOG_LEVEL": "WARNING"}
+        log = (tmp_path / "web.log").open("w")
+        process = subprocess.Popen([sys.executable, "-m", "console.cli", "web", "--threads", "4"], env=env,
+                                   stdout=log, stderr=log)
+
+        def healthy():
+            try:
+                return socket.create_connection(("127.0.0.1", int(env["REBOUND_PORT"])), timeout=0.2)
+            except OSError:
+                assert process.poll() is None, (tmp_path / "web.log").read_text()
+                return None
+
+        wait_for(healthy, 20, what="the web server to listen").close()
+        yield type("Server", (), {"url": f"http://127.0.0.1:{env['REBOUND_PORT']}", "env": env, "data_dir": tmp_path})
+        process.terminate()
+        process.wait(15)
+        log.close()
 
 
 @pytest.fixture
@@ -145,7 +184,7 @@ def live_app(live_server):
     """An app in the test process on the live server's database and Redis, to arrange data through services."""
     env = live_server.env
     app = create_app({"TESTING": True, "DATA_DIR": env["REBOUND_DATA_DIR"], "REDIS_URL": env["REBOUND_REDIS_URL"],
-                      "SQLALCHEMY_DATABASE_URI": f"sqlite:///{live_server.data_dir / 'rebound.db'}",
+                      "SQLALCHEMY_DATABASE_URI": env["REBOUND_DATABASE_URL"],
                       "SECRET_KEY": env["REBOUND_SECRET_KEY"]})
     with app.app_context():
         bootstrap.ensure_ready()
