@@ -75,10 +75,11 @@ def _compensate(run: Run, failure: Failure, now, common: dict, compensate, ctx) 
     return compensate_run(run, compensate, ctx, now, failure.code)
 
 
-def compensate_run(run: Run, compensate, ctx, now, cause: str) -> str:
+def compensate_run(run: Run, compensate, ctx, now, cause: str, *, sleep=time.sleep) -> str:
     """Run the undo step of a compensating run (idempotent; retried with backoff); return its new status.
 
-    With no step to run (compensate None: its handler is gone), the compensation fails at once.
+    With no step to run (compensate None: its handler is gone), the compensation fails at once. `sleep` waits out
+    the backoff between attempts (tests pass one that does not wait).
     """
     if compensate is None:
         return _compensation_failed(run, cause, f"no compensation step to run: handler {run.handler} is gone", now)
@@ -91,7 +92,7 @@ def compensate_run(run: Run, compensate, ctx, now, cause: str) -> str:
             transitions.event(run, "compensation_attempt_failed", now, message=last_error, data={"number": number})
             db.session.commit()
             if number < COMPENSATION_ATTEMPTS:
-                time.sleep(COMPENSATION_BACKOFF_S[number - 1])
+                sleep(COMPENSATION_BACKOFF_S[number - 1])
             continue
         transitions.move(run, "compensated", now, reason="compensated", finished_at=now,
                          data={"compensation_attempts": number})
