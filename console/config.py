@@ -97,6 +97,8 @@ def from_env(env=None) -> dict:
         "METRICS_TOKEN": env.get("REBOUND_METRICS_TOKEN", ""),
         # Web, workers and the scheduler send their counts to Redis this often (0: at every commit).
         "METRICS_FLUSH_S": _number(env, "REBOUND_METRICS_FLUSH_S", 1.0, float),
+        # A scheduler that dies leaves its leader lock this long; a standby then takes over.
+        "LEADER_TTL_S": _number(env, "REBOUND_LEADER_TTL_S", 10.0, float),
         "LOG_FORMAT": log_format(env),
     }
 
