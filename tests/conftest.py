@@ -135,7 +135,9 @@ def auth(client):
 def redis_down(app):
     """Point the app at a port where no Redis listens, for pages that must degrade, not fail."""
     working = app.extensions["rebound_redis"]
-    app.extensions["rebound_redis"] = redis.Redis(port=free_port(), socket_connect_timeout=1)
+    # Retried as the app's own client is (once, quickly): redis-py's default backoff took 15 s for one page.
+    app.extensions["rebound_redis"] = redis.Redis(port=free_port(), socket_connect_timeout=1,
+                                                  retry=working.get_retry())
     yield
     app.extensions["rebound_redis"] = working
 
