@@ -101,6 +101,13 @@ def test_an_operators_day(page, live_server, live_app, arranged, live_worker, sc
     page.locator("#task-head").get_by_role("button", name="Resume").click()
     expect(page.locator("#task-head").get_by_role("button", name="Pause")).to_be_visible()
     screenshot("day-task")
+
+    # A filter the server refuses answers 422 with the reason, and htmx swaps it in where the results were.
+    page.goto(f"{base}/runs")
+    page.locator("#created_to").fill("2026-01-05T09:00")
+    page.locator("#created_from").fill("2026-01-05T10:00")
+    page.get_by_role("button", name="Filter").click()
+    expect(page.locator("#results")).to_contain_text("Fix the filter")
     for path, name in (("/runs", "day-runs"), ("/runs/timeline", "day-timeline"), ("/breakers", "day-breakers"),
                        ("/queues", "day-queues"), ("/policies", "day-policies"), ("/tasks", "day-tasks")):
         page.goto(base + path)
