@@ -176,7 +176,7 @@ def live_server(tmp_path, redis_url, migrated_template):
 
         wait_for(healthy, 20, what="the web server to listen").close()
         yield type("Server", (), {"url": f"http://127.0.0.1:{env['REBOUND_PORT']}", "env": env, "data_dir": tmp_path})
-        process.send_signal(signal.SIGINT)  # gunicorn's quick stop: a graceful one waits out Chromium's keep-alives
+        process.terminate()  # graceful; quick once the browser's connections are closed (tests/browser/conftest.py)
         process.wait(15)
         log.close()
 
