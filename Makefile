@@ -2,22 +2,43 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-stamp
+# Every install takes the versions CI tested from constraints.txt; `make lock` refreshes them.
+PIP := $(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt
+PRODUCT_STAMP := $(VENV)/.product-stamp
+TEST_STAMP := $(VENV)/.test-stamp
+LOCK_VENV := .lock-venv
 CHROMIUM := /usr/bin/chromium
 # Two cores here; more processes than cores only adds contention.
 PYTEST_WORKERS ?= 2
 
-.PHONY: run test lint install chromium clean
+.PHONY: run test lint install lock chromium clean
 
-$(STAMP): pyproject.toml
+# The product's own dependencies: all `make run` needs.
+$(PRODUCT_STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
-	touch $(STAMP)
+	$(PIP) -e .
+	touch $@
 
-install: $(STAMP)
+# The test extras (pytest, Playwright, ruff) on top, for `make test` and `make lint`.
+$(TEST_STAMP): $(PRODUCT_STAMP)
+	$(PIP) -e '.[test]'
+	touch $@
 
-run: $(STAMP)
+install: $(TEST_STAMP)
+
+run: $(PRODUCT_STAMP)
 	$(BIN)/rebound up
+
+# Resolve pyproject.toml's ranges afresh in a new venv, ignoring the old pins, and write what was installed.
+lock:
+	rm -rf $(LOCK_VENV)
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
+	{ echo "# The versions every install uses (make run, make test, CI): pip install -c constraints.txt."; \
+	  echo "# Regenerate with 'make lock': a fresh venv, pip install -e '.[test]' within pyproject.toml's"; \
+	  echo "# ranges, then pip freeze --exclude-editable. Run the tests before committing a new one."; \
+	  $(LOCK_VENV)/bin/pip freeze --exclude-editable; } > constraints.txt
+	rm -rf $(LOCK_VENV)
 
 # Debian's Chromium drives the browser tests; Playwright's own download cannot work offline.
 chromium:
@@ -26,11 +47,11 @@ chromium:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
 
-test: $(STAMP) chromium lint
+test: $(TEST_STAMP) chromium lint
 	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile -q
 
 clean:
-	rm -rf $(VENV) instance tests/artifacts
+	rm -rf $(VENV) $(LOCK_VENV) instance tests/artifacts

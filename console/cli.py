@@ -11,6 +11,8 @@ import click
 from flask import current_app
 from flask.cli import FlaskGroup, with_appcontext
 
+from console.cli_recovery import recovery_runbook_command
+from console.commands.approvals import approvals_group
 from console.logs import configure as configure_logging
 
 
@@ -279,7 +281,8 @@ def task_dryrun_command(hours, tenant, task_id, crowded, as_json):
 
 
 COMMANDS = [up_command, retry_inspect_command, task_dryrun_command, web_command, worker_command, scheduler_command,
-            create_user_command, create_token_command, seed_demo_command, audit_group]
+            create_user_command, create_token_command, seed_demo_command, audit_group, approvals_group,
+            recovery_runbook_command]
 
 
 def register(app) -> None:

@@ -40,6 +40,22 @@ def _number(env, name: str, default, kind=int):
         raise SystemExit(f"{name} must be {what}, got {raw!r}") from None
 
 
+def _demo(env) -> bool:
+    return env.get("REBOUND_DEMO", "1") not in ("0", "false", "no", "")
+
+
+def _rate_limit(env, name: str, default: str) -> str:
+    # A limit that does not parse would switch the throttle off without a word: refuse it at start instead.
+    from limits import parse_many
+
+    raw = env.get(name) or default
+    try:
+        parse_many(raw)
+    except ValueError:
+        raise SystemExit(f"{name} must be a rate such as '10 per minute' or '100/hour', got {raw!r}") from None
+    return raw
+
+
 LOG_FORMATS = ("auto", "json", "text")
 
 
@@ -67,10 +83,24 @@ def from_env(env=None) -> dict:
         "SECRET_KEY": env.get("REBOUND_SECRET_KEY") or None,
         "ADMIN_PASSWORD": env.get("REBOUND_ADMIN_PASSWORD") or "",
         "WORKERS": _number(env, "REBOUND_WORKERS", 2),
-        "DEMO": env.get("REBOUND_DEMO", "1") not in ("0", "false", "no", ""),
-        "LOGIN_RATE_LIMIT": env.get("REBOUND_LOGIN_RATE_LIMIT", "10 per minute"),
+        "DEMO": _demo(env),
+        "LOGIN_RATE_LIMIT": _rate_limit(env, "REBOUND_LOGIN_RATE_LIMIT", "10 per minute"),
+        # Failed logins from one address across every username (password spraying).
+        "LOGIN_RATE_LIMIT_PER_ADDRESS": _rate_limit(env, "REBOUND_LOGIN_RATE_LIMIT_PER_ADDRESS", "30 per minute"),
         "POLICIES_FILE": env.get("REBOUND_POLICIES_FILE") or str(PROJECT / "config" / "retry-policies.yaml"),
         "COMMANDS_FILE": env.get("REBOUND_COMMANDS_FILE") or str(PROJECT / "config" / "commands.yaml"),
+        # The largest request body accepted (a 413 above it, saying so); a batch of 1,000 runs fits.
+        "MAX_CONTENT_LENGTH": _number(env, "REBOUND_MAX_BODY_BYTES", 4 * 1024 * 1024),
+        # How long a change waiting for a second person's approval stays open before it expires (24 h).
+        "APPROVAL_TTL_S": _number(env, "REBOUND_APPROVAL_TTL_S", 86_400),
+        # Python modules whose import registers `python:` handlers, comma-separated.
+        "HANDLER_MODULES": [name.strip() for name in (env.get("REBOUND_HANDLER_MODULES") or "jobs.handlers").split(",")
+                            if name.strip()],
+        # Python modules that list runbooks (each has a RUNBOOKS tuple), comma-separated.
+        "RUNBOOK_MODULES": [name.strip() for name in (env.get("REBOUND_RUNBOOK_MODULES") or "jobs.runbooks").split(",")
+                            if name.strip()],
+        # A runbook execution still running after this long is stopped by its worker and marked failed.
+        "RUNBOOK_TIMEOUT_S": _number(env, "REBOUND_RUNBOOK_TIMEOUT_S", 21_600),
         "PLUGIN_RUNTIME_URL": env.get("REBOUND_PLUGIN_RUNTIME_URL", ""),
         # A running run whose heartbeat is older than this is taken for lost (its worker died).
         "HEARTBEAT_S": _number(env, "REBOUND_HEARTBEAT_S", 5.0, float),
@@ -100,6 +130,8 @@ def from_env(env=None) -> dict:
         # A scheduler that dies leaves its leader lock this long; a standby then takes over.
         "LEADER_TTL_S": _number(env, "REBOUND_LEADER_TTL_S", 10.0, float),
         "LOG_FORMAT": log_format(env),
+        # SQLite writers wait for the lock in 0.5 ms steps (console/sqlite_busy.py); 0 keeps SQLite's busy_timeout.
+        "SQLITE_BUSY_HANDLER": (env.get("REBOUND_SQLITE_BUSY_HANDLER") or "1").lower() not in ("0", "false", "no"),
     }
 
 

@@ -5,7 +5,7 @@ change counts nothing) and are added to Redis, so the web, every worker on every
 add to the same totals and /metrics in any web process serves them all. Long-running processes (web,
 worker, scheduler: see start_batching) send them in one round trip every REBOUND_METRICS_FLUSH_S instead
 of one per commit; everything else writes at commit. Gauges are read at scrape time from the database and
-RQ (console/services/observability.py). Labels are bounded: tenant and handler at most, never run ids or
+RQ (console/services/system/observability.py). Labels are bounded: tenant and handler at most, never run ids or
 messages. A tenant is stored by id and named at scrape time.
 """
 
@@ -177,14 +177,19 @@ def _write(client, entries: list) -> None:
             log.warning("metrics not recorded: Redis is unreachable (%s)", error)
 
 
-@event.listens_for(Session, "after_commit")
+def init_app(app) -> None:
+    """Count at commit: send what a transaction recorded once it commits, drop it on a rollback."""
+    if not event.contains(Session, "after_commit", _after_commit):
+        event.listen(Session, "after_commit", _after_commit)
+        event.listen(Session, "after_rollback", _after_rollback)
+
+
 def _after_commit(session) -> None:
     entries = session.info.pop(PENDING, None)
     if entries:
         _record(entries)
 
 
-@event.listens_for(Session, "after_rollback")
 def _after_rollback(session) -> None:
     session.info.pop(PENDING, None)
 

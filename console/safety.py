@@ -1,31 +1,15 @@
-"""Safety defaults in one place: response headers, error pages, SQLite pragmas."""
+"""Safety defaults in one place: response headers and error pages."""
 
 import logging
 
-from flask import jsonify, render_template, request
+from flask import jsonify, make_response, render_template, request
 from flask_wtf.csrf import CSRFError
-from sqlalchemy import event
-from sqlalchemy.engine import Engine
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from console.auth import wants_json
-from console.db import sqlite_busy
 from console.services.errors import ServiceError
 
 security_log = logging.getLogger("rebound.security")
-
-
-@event.listens_for(Engine, "connect")
-def _sqlite_pragmas(dbapi_connection, connection_record):
-    # WAL lets the web, workers and scheduler read while one of them writes.
-    if type(dbapi_connection).__module__.startswith("sqlite3"):
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.execute("PRAGMA busy_timeout=10000")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.close()
-        sqlite_busy.install(dbapi_connection)
 
 
 def _error_response(status: int, code: str, detail: str, body: dict | None = None):
@@ -59,4 +43,14 @@ def init_app(app) -> None:
     @app.errorhandler(HTTPException)
     def http_error(error):
         code = (error.name or "error").lower().replace(" ", "_")
-        return _error_response(error.code or 500, code, error.description or error.name)
+        detail = error.description or error.name
+        if isinstance(error, RequestEntityTooLarge):
+            detail = (f"the request body is larger than {app.config['MAX_CONTENT_LENGTH']:,} bytes "
+                      "(REBOUND_MAX_BODY_BYTES); send less, or split it")
+        response, status = _error_response(error.code or 500, code, detail)
+        response = make_response(response, status)
+        # A 405 says which methods the path takes, as HTTP asks.
+        for name, value in error.get_headers():
+            if name.lower() != "content-type":
+                response.headers[name] = value
+        return response

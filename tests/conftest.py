@@ -16,15 +16,20 @@ from pathlib import Path
 import pytest
 import redis
 from flask.testing import FlaskClient
+from sqlalchemy import select
 from sqlalchemy.engine import make_url
 
 from console import create_app
 from console.domain.clock import FrozenClock
 from console.extensions import db
 from console.processes.embedded_redis import start as start_redis
+from console.services.actor import Actor
+from console.services.engine.execute import execute
+from console.services.people import users
+from console.services.recovery import runbook_registry
 from console.services.system import bootstrap
-from tests.factories import Runs, make_user
-from tests.helpers import ARTIFACTS, DATABASE_FILE, PASSWORD, csrf_from, env_for, free_port, make_config, wait_for
+from tests.factories import BOOKKEEPING, BROKEN, LENIENT, RUNBOOK_SAMPLES, Runs, Saga
+from tests.helpers import ARTIFACTS, DATABASE_FILE, PASSWORD, Auth, env_for, free_port, make_config, wait_for
 
 
 @pytest.fixture(scope="session")
@@ -98,32 +103,6 @@ def app(tmp_path, redis_url, database_template):
 @pytest.fixture
 def client(app):
     return app.test_client()
-
-
-class Auth:
-    """Log people in and out through the real login form."""
-
-    def __init__(self, client):
-        self.client = client
-
-    def make_user(self, username: str, role: str, tenant=None):
-        return make_user(username, role, tenant=tenant)
-
-    def login(self, username: str, password: str = PASSWORD):
-        page = self.client.get("/login")
-        return self.client.post("/login", data={"username": username, "password": password,
-                                                "csrf_token": csrf_from(page.get_data(as_text=True))})
-
-    def as_role(self, role: str, username: str | None = None):
-        """Create a user with this role and log in as them."""
-        user = self.make_user(username or role, role)
-        response = self.login(user.username)
-        assert response.status_code == 302, response.get_data(as_text=True)
-        return user
-
-    def csrf(self, path: str = "/overview") -> str:
-        """Return a CSRF token valid for the logged-in session."""
-        return csrf_from(self.client.get(path).get_data(as_text=True))
 
 
 @pytest.fixture
@@ -264,3 +243,58 @@ def workers(app, tmp_path):
 @pytest.fixture
 def runs(app):
     return Runs()
+
+
+@pytest.fixture
+def saga(app, clock):
+    return Saga(clock)
+
+
+@pytest.fixture
+def samples(app):
+    """Register the test runbooks beside the shipped ones (workers get REBOUND_RUNBOOK_MODULES)."""
+    app.config["RUNBOOK_MODULES"] = RUNBOOK_SAMPLES
+    runbook_registry.init_app(app)
+    yield ",".join(RUNBOOK_SAMPLES)
+    app.config["RUNBOOK_MODULES"] = ["jobs.runbooks"]
+    runbook_registry.init_app(app)
+
+
+@pytest.fixture
+def staff(app):
+    """An operator, two approvers and an admin, as the actors services see."""
+    made = {}
+    for name, role in (("olga", "operator"), ("alex", "approver"), ("bea", "approver"), ("ada", "admin")):
+        user, _ = users.create(name, role, PASSWORD, Actor("test"))
+        made[name] = Actor(name, user.id)
+    return made
+
+
+@pytest.fixture
+def dead_run(app, clock):
+    """Make a run of tenant `tenant` dead (a non-retryable failure) and return (run id, its dead letter id)."""
+    runs = Runs()
+
+    def make(tenant: str = "default", **params) -> tuple[int, int]:
+        run_id = runs.submit("demo.flaky", {**BROKEN, **params}, policy=LENIENT, tenant=tenant)
+        assert execute(run_id, 0, clock=clock) == "dead"
+        (letter,) = runs.dead_letters(run_id)
+        return run_id, letter.id
+
+    return make
+
+
+@pytest.fixture
+def snapshot(redis_url):
+    """Return every table's rows (but the executions' own bookkeeping) and Redis's keys, to compare before/after."""
+    connection = redis.Redis.from_url(redis_url)
+
+    def take() -> dict:
+        db.session.commit()
+        with db.engine.connect() as conn:
+            tables = {table.name: sorted(map(repr, conn.execute(select(table)).all()))
+                      for table in db.metadata.sorted_tables if table.name not in BOOKKEEPING}
+        keys = sorted(connection.keys())
+        return {"tables": tables, "redis": {key: connection.type(key) for key in keys}}
+
+    return take

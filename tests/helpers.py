@@ -1,10 +1,13 @@
-"""Helpers the tests share: polling with a deadline, config and environment of a test app, processes, forms."""
+"""Helpers the tests share: polling with a deadline, config and environment of a test app, processes, logging in."""
 
 import os
 import re
 import socket
 import time
 from pathlib import Path
+
+from console.services.actor import Actor
+from console.services.people import users
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "tests" / "artifacts"
@@ -89,6 +92,33 @@ def csrf_from(html: str) -> str:
     match = CSRF.search(html)
     assert match, "no CSRF token in the page"
     return match.group(1) or match.group(2)
+
+
+class Auth:
+    """Log people in and out through the real login form."""
+
+    def __init__(self, client):
+        self.client = client
+
+    def make_user(self, username: str, role: str, tenant=None):
+        user, _ = users.create(username, role, PASSWORD, Actor("test"), tenant=tenant)
+        return user
+
+    def login(self, username: str, password: str = PASSWORD):
+        page = self.client.get("/login")
+        return self.client.post("/login", data={"username": username, "password": password,
+                                                "csrf_token": csrf_from(page.get_data(as_text=True))})
+
+    def as_role(self, role: str, username: str | None = None):
+        """Create a user with this role and log in as them."""
+        user = self.make_user(username or role, role)
+        response = self.login(user.username)
+        assert response.status_code == 302, response.get_data(as_text=True)
+        return user
+
+    def csrf(self, path: str = "/overview") -> str:
+        """Return a CSRF token valid for the logged-in session."""
+        return csrf_from(self.client.get(path).get_data(as_text=True))
 
 
 def browser_login(page, base: str, username: str = "admin", password: str = PASSWORD):

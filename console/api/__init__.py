@@ -31,12 +31,17 @@ def me():
 def register(app) -> None:
     """Register the API blueprints, exempt from CSRF (they take bearer tokens only)."""
     from console.api.alert_rules import bp as alert_rules
+    from console.api.approvals import bp as approvals
+    from console.api.dead_letters import bp as dead_letters
     from console.api.internal import bp as internal
     from console.api.metrics import bp as metrics
     from console.api.openapi import bp as openapi
+    from console.api.runbooks import bp as runbooks
     from console.api.tasks import bp as tasks
     from console.api.worker import bp as worker
+    from console.api.workflows import bp as workflows
 
-    for blueprint in (bp, worker, internal, tasks, openapi, alert_rules, metrics):
+    for blueprint in (bp, worker, internal, tasks, dead_letters, openapi, alert_rules, metrics, approvals,
+                      workflows, runbooks):
         csrf.exempt(blueprint)
         app.register_blueprint(blueprint)

@@ -3,10 +3,10 @@
 from flask import Blueprint, jsonify
 
 from console.api.common import body
-from console.auth import current_actor, requires, tenant_scope
-from console.services.delivery import alert_rules
+from console.auth import current_actor, requires, shared_by_all_tenants, tenant_scope
 from console.services.errors import Forbidden
 from console.services.people.permissions import ADMIN, VIEW
+from console.services.system import alert_rules
 
 bp = Blueprint("alert_rules_api", __name__)
 
@@ -21,6 +21,7 @@ def list_rules():
 
 @bp.put("/internal/alert-rules/<key>")
 @requires(ADMIN)
+@shared_by_all_tenants("Alert rules")
 def put_rule(key: str):
     row = alert_rules.update_rule(key, body(), current_actor())
     return jsonify(alert_rules.as_dict(row))

@@ -4,7 +4,7 @@ from flask import Blueprint, jsonify
 
 from console.api import serialize
 from console.api.common import acting_tenant, body, is_id
-from console.auth import current_actor, requires, tenant_scope
+from console.auth import current_actor, requires, shared_by_all_tenants, tenant_scope
 from console.services.engine import control, executor_reports
 from console.services.engine.submit import find_by_key
 from console.services.errors import InvalidInput, NotFound
@@ -45,6 +45,7 @@ def get_policy(name: str):
 
 @bp.put("/internal/policies/<name>")
 @requires(OPERATE)
+@shared_by_all_tenants("Retry policies")
 def put_policy(name: str):
     data = body()
     description = data.pop("description", None)

@@ -1,7 +1,7 @@
 """JSON shapes of the API's objects (ISO 8601 times with offsets)."""
 
 from console.domain.cron import describe
-from console.models import Run, RunEvent
+from console.models import DeadLetter, Run, RunEvent
 
 
 def iso(moment):
@@ -35,6 +35,23 @@ def run(entry: Run, events: list[RunEvent] | None = None) -> dict:
     return body
 
 
+def dead_letter(entry: DeadLetter) -> dict:
+    return {"id": entry.id, "run_id": entry.run_id, "tenant": entry.tenant.name, "task_id": entry.task_id,
+            "handler": entry.handler, "series": entry.series, "attempts": entry.attempts, "reason": entry.reason,
+            "error": {"code": entry.error_code, "message": entry.error_message}, "fingerprint": entry.fingerprint,
+            "status": entry.status, "work_order_id": entry.work_order_id, "created_at": iso(entry.created_at),
+            "resolved_at": iso(entry.resolved_at), "resolved_by": entry.resolved_by,
+            "resolution_note": entry.resolution_note}
+
+
+def operation(progress) -> dict:
+    return {"operation_id": progress.op_id, "status": progress.status, "total": progress.total,
+            "done": progress.done, "failed": progress.failed, "skipped": progress.skipped,
+            "percent": progress.percent, "rate_per_s": progress.rate, "eta_s": progress.eta_s,
+            "selection": progress.filter, "started_at": iso(progress.started_at),
+            "finished_at": iso(progress.finished_at), "last_error": progress.last_error or None}
+
+
 def task(entry, next_runs: list) -> dict:
     return {
         "id": entry.id, "name": entry.name, "tenant": entry.tenant.name, "handler": entry.handler,
@@ -53,3 +70,18 @@ def run_row(entry: Run) -> dict:
     return {"id": entry.id, "status": entry.status, "status_reason": entry.status_reason, "attempt": entry.attempt,
             "scheduled_for": iso(entry.scheduled_for), "enqueued_at": iso(entry.enqueued_at),
             "started_at": iso(entry.started_at), "finished_at": iso(entry.finished_at)}
+
+
+def workflow(detail) -> dict:
+    """A workflow with its steps (index is the step's 1-based number) and where each one's run and undo stand."""
+    entry = detail.workflow
+    steps = [{"index": view.step.position, "handler": view.step.handler, "run_id": view.run.id if view.run else None,
+              "status": view.status, "compensation_status": view.step.compensation_status,
+              "compensation_attempts": view.undo_attempts, "note": view.step.note} for view in detail.steps]
+    return {
+        "id": entry.id, "name": entry.name, "tenant": entry.tenant.name, "status": entry.status,
+        "idempotency_key": entry.idempotency_key, "current_step": entry.current_step,
+        "failed_step": entry.failed_step, "note": entry.note, "created_by": entry.created_by,
+        "created_at": iso(entry.created_at), "updated_at": iso(entry.updated_at), "finished_at": iso(entry.finished_at),
+        "steps": steps,
+    }

@@ -7,11 +7,12 @@ from console.api import serialize
 from console.api.common import acting_tenant, body, is_id
 from console.auth import current_actor, requires, tenant_scope
 from console.extensions import db
-from console.models import RunEvent, Task
-from console.services.engine import compensation, control
+from console.models import DeadLetter, RunEvent, Task
+from console.services.engine import control
 from console.services.engine.submit import submit
 from console.services.errors import InvalidInput
 from console.services.people.permissions import OPERATE, VIEW
+from console.services.recovery import run_compensation
 
 bp = Blueprint("worker_api", __name__)
 FIELDS = {"handler", "task_id", "tenant", "params", "idempotency_key", "policy"}
@@ -43,7 +44,10 @@ def get_task(run_id: int):
     run = control.get_run(run_id, tenant_scope())
     events = db.session.execute(select(RunEvent).where(RunEvent.run_id == run.id).order_by(RunEvent.id)
                                 ).scalars().all()
-    return jsonify(serialize.run(run, events))
+    letter_id = db.session.execute(select(DeadLetter.id).where(DeadLetter.run_id == run.id)
+                                   .order_by(DeadLetter.id.desc()).limit(1)).scalar_one_or_none()
+    # Seed 003's "mode": Rebound's worker pool is its standalone mode (a local queue and a pool of workers).
+    return jsonify({**serialize.run(run, events), "dead_letter_id": letter_id, "mode": "standalone"})
 
 
 @bp.post("/worker/tasks/<int:run_id>/cancel")
@@ -56,9 +60,11 @@ def cancel_task(run_id: int):
 @bp.post("/worker/tasks/<int:run_id>/compensate")
 @requires(OPERATE)
 def compensate_task(run_id: int):
+    """A person's token asks for an undo; it waits for another person's approval (four eyes)."""
     data = body() if request.content_length else {}
     unknown = set(data) - {"cause"}
     if unknown:
         raise InvalidInput(f"unknown field {sorted(unknown)[0]!r}; allowed: cause", sorted(unknown)[0])
-    run = compensation.request(control.get_run(run_id, tenant_scope()), current_actor(), cause=data.get("cause", ""))
-    return jsonify(id=run.id, status=run.status), 202
+    approval = run_compensation.request_compensation(run_id, data.get("cause", ""), current_actor(),
+                                                     tenant_id=tenant_scope())
+    return jsonify(approval_id=approval.id, status="awaiting_approval"), 202

@@ -9,6 +9,7 @@ from flask_login import current_user
 from console.extensions import db, login_manager
 from console.models import User
 from console.services.actor import Actor
+from console.services.errors import Forbidden
 from console.services.people import tokens
 from console.services.people.permissions import can
 
@@ -38,6 +39,24 @@ def requires(permission: str):
             return view(*args, **kwargs)
 
         wrapper.required_permission = permission
+        return wrapper
+
+    return decorate
+
+
+def shared_by_all_tenants(what: str):
+    """Let only a person or token not limited to a tenant change `what`, which every tenant shares."""
+
+    def decorate(view):
+        @functools.wraps(view)
+        def wrapper(*args, **kwargs):
+            if tenant_scope() is not None:
+                security_log.warning("tenant-scoped change of shared %s refused user=%s path=%s", what,
+                                     current_user.username, request.path)
+                raise Forbidden(f"{what} are shared by every tenant; only a person or token not limited to a "
+                                "tenant may change them")
+            return view(*args, **kwargs)
+
         return wrapper
 
     return decorate
@@ -73,9 +92,13 @@ def init_app(app) -> None:
     login_manager.session_protection = "strong"
 
     @login_manager.user_loader
-    def load_user(user_id: str):
+    def load_user(session_id: str):
+        user_id, _, generation = session_id.partition(":")
+        if not (user_id.isdigit() and generation.isdigit()):
+            return None  # a cookie from before session generations, or forged: log in again
         user = db.session.get(User, int(user_id))
-        return user if user and user.active else None
+        # An ended session (logout, password or role change, disabled) names an older generation.
+        return user if user and user.active and user.session_generation == int(generation) else None
 
     @login_manager.request_loader
     def load_token_user(req):

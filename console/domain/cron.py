@@ -15,6 +15,7 @@ Choices a caller must know:
 """
 
 import difflib
+import hashlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -64,14 +65,19 @@ class CronError(ValueError):
         super().__init__(f"{field}: {message}")
 
 
+# Files in the zone database that are not zones: the host's own setting, the POSIX rules, a placeholder.
+NOT_ZONES = {"localtime", "posixrules", "Factory"}
+
+
 @lru_cache(maxsize=1)
 def _zone_names() -> dict[str, str]:
-    return {name.lower(): name for name in available_timezones()}
+    return {name.lower(): name for name in available_timezones()
+            if name not in NOT_ZONES and not name.startswith(("posix/", "right/"))}
 
 
 def load_zone(name: str) -> ZoneInfo:
     """Return the IANA time zone called `name`, or raise CronError suggesting the closest real one."""
-    if isinstance(name, str) and name and name == name.strip():
+    if isinstance(name, str) and name and name == name.strip() and _zone_names().get(name.lower()) == name:
         try:
             return ZoneInfo(name)
         except (ZoneInfoNotFoundError, ValueError, OSError):
@@ -145,6 +151,8 @@ def _parse_field(text: str, position: int) -> frozenset[int]:
     where = f"field {position} ({name})"
     values: set[int] = set()
     for item in text.split(","):
+        if len(item) > 24:
+            raise CronError("cron", f"{where} has {item[:24]!r}…: no cron item is that long")
         match = _ITEM.fullmatch(item)
         if not match:
             quartz = _QUARTZ if set(item) & set("#?") else ""
@@ -159,6 +167,9 @@ def _parse_field(text: str, position: int) -> frozenset[int]:
             raise CronError("cron", f"{where} range {first}-{last} runs backwards; {fix}")
         if step is not None and not (step.isascii() and step.isdigit() and int(step) >= 1):
             raise CronError("cron", f"{where} step {step!r} in {item!r} must be a whole number of at least 1")
+        if step is not None and int(step) > top - low:
+            raise CronError("cron", f"{where} step {int(step)} in {item!r} spans the whole field ({low}-{top}): "
+                                    f"it would fire only at {start}; write {start} instead")
         values.update(range(start, stop + 1, int(step) if step else 1))
     return frozenset(value % 7 for value in values) if position == 5 else frozenset(values)
 
@@ -263,3 +274,11 @@ def describe(expression: str) -> str:
         return get_description(_ALIASES.get(text.lower(), text))
     except Exception:  # a label must never break a page, and the raw expression is still true
         return expression
+
+
+def jitter_offset(task_id: int, jitter_s: int) -> timedelta:
+    """Return the task's fixed stagger within its jitter: stable, so forecasts and firings agree."""
+    if not jitter_s:
+        return timedelta(0)
+    digest = int(hashlib.sha1(str(task_id).encode()).hexdigest()[:8], 16)
+    return timedelta(milliseconds=digest % (jitter_s * 1000))

@@ -9,7 +9,12 @@ from console.domain.policy import RetryPolicy
 
 MAX_MESSAGE_CHARS = 2000
 MAX_NORMALISED_CHARS = 200
+# The code of an undo step that says there is nothing to undo with (a plugin's compensate answered 404).
+NOT_COMPENSABLE = "not_compensable"
 
+
+# The longest Retry-After honoured: a longer one is capped (a handler's) or refused (an API report's).
+MAX_RETRY_AFTER_S = 30 * 24 * 3600
 
 class HandlerError(Exception):
     """Base of the errors a handler raises on purpose; `code` is what policies and reports group by."""
@@ -34,6 +39,9 @@ class RetryableError(HandlerError):
     def __init__(self, code: str | None = None, message: str = "", retry_after_s: float | None = None):
         if retry_after_s is not None and not (math.isfinite(retry_after_s) and retry_after_s >= 0):
             raise ValueError(f"retry_after_s must be a non-negative number of seconds, got {retry_after_s!r}")
+        if retry_after_s is not None:
+            # A server may ask for any wait; past 30 days it is a mistake, and a datetime would overflow.
+            retry_after_s = min(retry_after_s, MAX_RETRY_AFTER_S)
         super().__init__(code, message)
         self.retry_after_s = retry_after_s
         self.args = (self.code, message, retry_after_s)

@@ -16,6 +16,8 @@ class RunStatus(str, Enum):  # noqa: UP042 - the style guide's form, as RQ's Job
     COMPENSATED = "compensated"
     COMPENSATION_FAILED = "compensation_failed"
     CANCELLED = "cancelled"
+    # A person decided a dead run needs no replay (its dead letter closes with their reason).
+    RESOLVED = "resolved"
 
     def __str__(self) -> str:
         return self.value
@@ -35,15 +37,16 @@ TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
     # Compensation retries its own attempts inside this status, hence no self-loop.
     S.COMPENSATING: frozenset({S.COMPENSATED, S.COMPENSATION_FAILED}),
     S.COMPENSATION_FAILED: frozenset({S.DEAD}),
-    # Replay: a new attempt series under the same idempotency key.
-    S.DEAD: frozenset({S.PENDING}),
+    # Replay: a new attempt series under the same idempotency key; or a person marks it resolved.
+    S.DEAD: frozenset({S.PENDING, S.RESOLVED}),
     S.CANCELLED: frozenset({S.PENDING}),
     S.COMPENSATED: frozenset(),
+    S.RESOLVED: frozenset(),
 }
 
 # Terminal means "nothing will happen unless a person or a later workflow step acts":
 # succeeded, dead and cancelled still have outgoing edges (compensate, replay, retry).
-TERMINAL = frozenset({S.SUCCEEDED, S.DEAD, S.COMPENSATED, S.CANCELLED})
+TERMINAL = frozenset({S.SUCCEEDED, S.DEAD, S.COMPENSATED, S.CANCELLED, S.RESOLVED})
 ACTIVE = frozenset({S.PENDING, S.RUNNING, S.RETRY_WAIT, S.COMPENSATING})
 # A worker runs code for the run: its handler, or its undo step (heartbeats and progress reports apply).
 IN_WORK = (S.RUNNING.value, S.COMPENSATING.value)

@@ -5,12 +5,24 @@ from console.models.audit import AuditEntry, AuditHead
 from console.models.delivery import ChannelSetting, Delivery
 from console.models.people import ApiToken, Role, Tenant, User
 from console.models.policies import PolicyVersion, RetryPolicyRecord
-from console.models.recovery import Approval, DeadLetter, OutboxMessage, RunbookExecution, WorkOrder
+from console.models.recovery import (
+    Approval,
+    DeadLetter,
+    OutboxMessage,
+    RunbookBackup,
+    RunbookChange,
+    RunbookExecution,
+    RunbookPolicy,
+    WorkOrder,
+)
 from console.models.runs import Run, RunEvent
+from console.models.settings import ConsoleSetting
 from console.models.tasks import SlaBreach, Task
+from console.models.workflows import Workflow, WorkflowStep
 
 __all__ = [
-    "AlertRule", "ApiToken", "Approval", "AuditEntry", "AuditHead", "ChannelSetting", "DeadLetter", "Delivery",
-    "OutboxMessage", "PolicyVersion", "RetryPolicyRecord", "Role", "Run", "RunEvent", "RunbookExecution", "SlaBreach",
-    "Task", "Tenant", "User", "WorkOrder",
+    "AlertRule", "ApiToken", "Approval", "AuditEntry", "AuditHead", "ChannelSetting", "ConsoleSetting", "DeadLetter",
+    "Delivery", "OutboxMessage", "PolicyVersion", "RetryPolicyRecord", "Role", "Run", "RunEvent", "RunbookBackup",
+    "RunbookChange", "RunbookExecution", "RunbookPolicy", "SlaBreach", "Task", "Tenant", "User", "WorkOrder",
+    "Workflow", "WorkflowStep",
 ]

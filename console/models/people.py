@@ -39,11 +39,17 @@ class User(UserMixin, db.Model):
     active: Mapped[bool] = mapped_column(Boolean, default=True)
     created_at = mapped_column(UTCDateTime, default=utcnow, nullable=False)
     last_login_at = mapped_column(UTCDateTime)
+    # Part of every session's user id: raising it (logout, password, role, disable) ends every session of the user.
+    session_generation: Mapped[int] = mapped_column(Integer, default=0, server_default="0", nullable=False)
     tenant = relationship(Tenant)
 
     @property
     def is_active(self) -> bool:
         return self.active
+
+    def get_id(self) -> str:
+        """Return what a session keeps: the id and the generation, so a cookie outlives no logout."""
+        return f"{self.id}:{self.session_generation}"
 
 
 class ApiToken(db.Model):

@@ -1,11 +1,14 @@
 """Dead letters, work orders, approvals and runbook executions: the recovery side."""
 
-from sqlalchemy import JSON, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import JSON, Boolean, ForeignKey, Index, Integer, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from console.db.types import UTCDateTime
 from console.domain.clock import utcnow
 from console.extensions import db
+
+ACTIVE_WORK_ORDER = "status IN ('open', 'acknowledged')"
+PENDING_MESSAGE = "status = 'pending'"
 
 
 class WorkOrder(db.Model):
@@ -14,6 +17,9 @@ class WorkOrder(db.Model):
         Index("ix_work_orders_status_fingerprint", "status", "fingerprint"),
         Index("ix_work_orders_status_id", "status", "id"),
         Index("ix_work_orders_tenant_status_id", "tenant_id", "status", "id"),
+        # One active work order per error group, on any number of writers (parking inserts ON CONFLICT DO NOTHING).
+        Index("uq_work_orders_active_group", "tenant_id", "fingerprint", unique=True,
+              sqlite_where=text(ACTIVE_WORK_ORDER), postgresql_where=text(ACTIVE_WORK_ORDER)),
     )
     id: Mapped[int] = mapped_column(primary_key=True)
     tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"))
@@ -74,6 +80,9 @@ class OutboxMessage(db.Model):
     __table_args__ = (
         Index("ix_outbox_status_next_attempt_at", "status", "next_attempt_at"),
         Index("ix_outbox_kind_delivered_at", "kind", "delivered_at"),
+        # One pending message per key: a storm becomes one message with a count (outbox.add upserts).
+        Index("uq_outbox_pending_dedup_key", "dedup_key", unique=True, sqlite_where=text(PENDING_MESSAGE),
+              postgresql_where=text(PENDING_MESSAGE)),
     )
     id: Mapped[int] = mapped_column(primary_key=True)
     kind: Mapped[str] = mapped_column(String(32))
@@ -96,36 +105,104 @@ class Approval(db.Model):
     """A change that needs a second person (four-eyes rule)."""
 
     __tablename__ = "approvals"
+    __table_args__ = (
+        Index("ix_approvals_status_expires_at", "status", "expires_at"),
+        # The run page lists the requests about a run and its dead letters.
+        Index("ix_approvals_subject_type_subject_id", "subject_type", "subject_id"),
+    )
     id: Mapped[int] = mapped_column(primary_key=True)
-    kind: Mapped[str] = mapped_column(String(32))
+    kind: Mapped[str] = mapped_column(String(40))
     tenant_id: Mapped[int | None] = mapped_column(ForeignKey("tenants.id"))
     subject_type: Mapped[str] = mapped_column(String(40))
     subject_id: Mapped[str] = mapped_column(String(80))
-    payload = mapped_column(JSON, nullable=False)
-    backup = mapped_column(JSON)
+    payload = mapped_column(JSON, nullable=False)  # what the change does, read by its kind when approved
+    before = mapped_column(JSON)  # the diff the approver reads: the rows' values now ...
+    after = mapped_column(JSON)  # ... and what they become
+    backup = mapped_column(JSON)  # the rows as they were when the change ran, for a rollback
     reason: Mapped[str] = mapped_column(Text, default="")
+    # pending → executed (approved and run once) | failed (approved, could not run) | rejected | expired;
+    # executed → rolled_back
     status: Mapped[str] = mapped_column(String(16), default="pending", index=True)
-    requested_by_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    requested_by_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
     decided_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
     decision_note: Mapped[str | None] = mapped_column(Text)
+    outcome: Mapped[str | None] = mapped_column(Text)  # why an approved change could not run
     created_at = mapped_column(UTCDateTime, default=utcnow, nullable=False)
+    expires_at = mapped_column(UTCDateTime, nullable=False)
     decided_at = mapped_column(UTCDateTime)
     executed_at = mapped_column(UTCDateTime)
+    rolled_back_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    rolled_back_at = mapped_column(UTCDateTime)
 
 
 class RunbookExecution(db.Model):
+    """One run (or dry-run) of a runbook: its params, its log line by line, what it changed."""
+
     __tablename__ = "runbook_executions"
+    __table_args__ = (
+        Index("ix_runbook_executions_runbook_id", "runbook", "id"),
+        Index("ix_runbook_executions_tenant_id_id", "tenant_id", "id"),
+        # The reconciler's look for executions whose worker stopped beating.
+        Index("ix_runbook_executions_status_heartbeat_at", "status", "heartbeat_at"),
+    )
     id: Mapped[int] = mapped_column(primary_key=True)
-    runbook: Mapped[str] = mapped_column(String(120))
-    tenant_id: Mapped[int | None] = mapped_column(ForeignKey("tenants.id"))
-    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id"))
-    dead_letter_id: Mapped[int | None] = mapped_column(ForeignKey("dead_letters.id"))
-    approval_id: Mapped[int | None] = mapped_column(ForeignKey("approvals.id"))
+    runbook: Mapped[str] = mapped_column(String(60))
+    tenant_id: Mapped[int | None] = mapped_column(ForeignKey("tenants.id"))  # None: every tenant, or the system
     params = mapped_column(JSON, default=dict, nullable=False)
-    status: Mapped[str] = mapped_column(String(16), default="pending")
-    attempts: Mapped[int] = mapped_column(Integer, default=0)
-    output: Mapped[str | None] = mapped_column(Text)
-    started_by: Mapped[str] = mapped_column(String(80))
+    dry_run: Mapped[bool] = mapped_column(Boolean, default=False)
+    reason: Mapped[str | None] = mapped_column(Text)
+    # awaiting_approval → queued → running → succeeded | failed; awaiting_approval → cancelled (rejected, expired)
+    status: Mapped[str] = mapped_column(String(20), default="queued")
+    error: Mapped[str | None] = mapped_column(Text)  # why it failed or was cancelled
+    log: Mapped[str] = mapped_column(Text, default="")
+    # Changes made (a dry-run: found); their rows are kept up to a cap (runbook_context.MAX_CHANGES).
+    changes_total: Mapped[int] = mapped_column(Integer, default=0)
+    requested_by: Mapped[str] = mapped_column(String(120))
+    requested_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    approval_id: Mapped[int | None] = mapped_column(ForeignKey("approvals.id"))
+    worker_id: Mapped[str | None] = mapped_column(String(120))
+    heartbeat_at = mapped_column(UTCDateTime)
     created_at = mapped_column(UTCDateTime, default=utcnow, nullable=False)
+    queued_at = mapped_column(UTCDateTime)
+    # The dry-run an approver reads before a real run: started and finished while awaiting approval.
+    preview_started_at = mapped_column(UTCDateTime)
+    previewed_at = mapped_column(UTCDateTime)
     started_at = mapped_column(UTCDateTime)
     finished_at = mapped_column(UTCDateTime)
+    tenant = relationship("Tenant")
+
+
+class RunbookChange(db.Model):
+    """One change a runbook made, or (planned) would make: {object, id, field, before, after}."""
+
+    __tablename__ = "runbook_changes"
+    __table_args__ = (Index("ix_runbook_changes_execution_id_planned_id", "execution_id", "planned", "id"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    execution_id: Mapped[int] = mapped_column(ForeignKey("runbook_executions.id"))
+    planned: Mapped[bool] = mapped_column(Boolean, default=False)  # found by a dry-run or the approver's preview
+    object: Mapped[str] = mapped_column(String(40))
+    object_id: Mapped[str] = mapped_column(String(200))
+    field: Mapped[str] = mapped_column(String(80))
+    before = mapped_column(JSON)
+    after = mapped_column(JSON)
+
+
+class RunbookBackup(db.Model):
+    """A row as it was before a runbook changed it, kept in the same transaction as the change."""
+
+    __tablename__ = "runbook_backups"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    execution_id: Mapped[int] = mapped_column(ForeignKey("runbook_executions.id"), index=True)
+    object: Mapped[str] = mapped_column(String(40))
+    object_id: Mapped[str] = mapped_column(String(200))
+    row = mapped_column(JSON, nullable=False)
+
+
+class RunbookPolicy(db.Model):
+    """An admin's rule for one runbook: its real runs wait for a second person's approval whatever its risk."""
+
+    __tablename__ = "runbook_policies"
+    runbook: Mapped[str] = mapped_column(String(60), primary_key=True)
+    requires_approval: Mapped[bool] = mapped_column(Boolean, default=False)
+    updated_at = mapped_column(UTCDateTime, default=utcnow, nullable=False)
+    updated_by: Mapped[str] = mapped_column(String(120))

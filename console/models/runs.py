@@ -1,6 +1,6 @@
 """Runs (one logical execution of a task) and their append-only timeline."""
 
-from sqlalchemy import JSON, Boolean, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, Boolean, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from console.db.types import UTCDateTime
@@ -24,6 +24,11 @@ class Run(db.Model):
         Index("ix_runs_status_reason_handler", "status", "status_reason", "handler"),
         # The Overview's "finished in the last 24 h" by status.
         Index("ix_runs_status_finished_at", "status", "finished_at"),
+        # One run per workflow step: two advances racing to start a step cannot make two. Partial, so the runs
+        # outside workflows (nearly all) cost the index nothing; a plain column with no foreign key, so adding it
+        # does not make SQLite copy the runs table.
+        Index("ix_runs_workflow_id_workflow_step", "workflow_id", "workflow_step", unique=True,
+              sqlite_where=text("workflow_id IS NOT NULL"), postgresql_where=text("workflow_id IS NOT NULL")),
     )
     id: Mapped[int] = mapped_column(primary_key=True)
     tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"))
@@ -60,9 +65,13 @@ class Run(db.Model):
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     trace_id: Mapped[str | None] = mapped_column(String(64))
     source: Mapped[str] = mapped_column(String(16), default="api")
+    # A step of a saga workflow; when such a run finishes, the engine queues its workflow's advance.
+    workflow_id: Mapped[int | None] = mapped_column(Integer)
+    workflow_step: Mapped[int | None] = mapped_column(Integer)
     tenant = relationship("Tenant")
     task = relationship("Task")
     policy = relationship("RetryPolicyRecord")
+    workflow = relationship("Workflow", primaryjoin="foreign(Run.workflow_id) == Workflow.id", viewonly=True)
 
 
 class RunEvent(db.Model):

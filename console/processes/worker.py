@@ -9,8 +9,7 @@ from rq import SimpleWorker, Worker
 
 from console.extensions import PINNED, db
 from console.services.engine import registry
-
-QUEUES = ["default", "retries", "maintenance"]
+from console.services.engine.queueing import QUEUES
 
 
 class AppContextMixin:

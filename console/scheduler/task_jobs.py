@@ -11,10 +11,11 @@ from sqlalchemy import select, update
 from console import metrics
 from console.domain import cron
 from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.domain.cron import jitter_offset
 from console.extensions import db
 from console.models import Task
 from console.scheduler.firing import SCHEDULER, FiringBuffer
-from console.scheduler.triggers import TaskTrigger, jitter_offset
+from console.scheduler.triggers import TaskTrigger
 from console.services.scheduling import planner, tasks
 
 log = logging.getLogger("rebound.scheduler")

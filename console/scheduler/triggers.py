@@ -1,19 +1,10 @@
 """An APScheduler trigger that fires on Rebound's cron rules (DST included), offset by the task's jitter."""
 
-import hashlib
 from datetime import datetime, timedelta
 
 from apscheduler.triggers.base import BaseTrigger
 
 from console.domain.cron import CronSchedule
-
-
-def jitter_offset(task_id: int, jitter_s: int) -> timedelta:
-    """Return the task's fixed stagger within its jitter: stable, so forecasts and firings agree."""
-    if not jitter_s:
-        return timedelta(0)
-    digest = int(hashlib.sha1(str(task_id).encode()).hexdigest()[:8], 16)
-    return timedelta(milliseconds=digest % (jitter_s * 1000))
 
 
 class TaskTrigger(BaseTrigger):

@@ -1,6 +1,57 @@
-"""Checks of raw JSON values that several services share."""
+"""Checks of raw input values that several services and views share."""
+
+import json
+
+# Ids are 64-bit signed integers in every database we run on; a larger number can name no row.
+MAX_ID = 2**63 - 1
+# A run's params are stored with it and sent to its handler on every attempt: kept to a sensible size.
+MAX_PARAMS_BYTES = 64 * 1024
+# JSON nested deeper than this is refused before anything walks it (json.dumps, our own code) and overflows.
+MAX_JSON_DEPTH = 64
 
 
 def is_id(value) -> bool:
-    """Tell whether a JSON value is a row id (a whole number; `true` is not one)."""
-    return isinstance(value, int) and not isinstance(value, bool)
+    """Tell whether a JSON value is a row id (a whole number that fits a database id; `true` is not one)."""
+    return isinstance(value, int) and not isinstance(value, bool) and -MAX_ID <= value <= MAX_ID
+
+
+def row_id(text: str) -> int:
+    """Parse a row id from a query string or form field; ValueError when it cannot name a row."""
+    value = int(text)
+    if not 1 <= value <= MAX_ID:
+        raise ValueError(f"{text!r} is not a row id")
+    return value
+
+
+def params_too_large(params: dict) -> str | None:
+    """Say why params cannot be stored (too large), or None."""
+    size = len(json.dumps(params, default=str).encode())
+    return f"params are {size:,} bytes; at most {MAX_PARAMS_BYTES:,}" if size > MAX_PARAMS_BYTES else None
+
+
+def json_problem(value) -> str | None:
+    """Say what makes decoded JSON unusable (too deep, a lone surrogate in a string), or None if it is fine."""
+    stack = [(value, 1, "$")]
+    while stack:
+        node, depth, path = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            return f"JSON is nested deeper than {MAX_JSON_DEPTH} levels (at {path[:80]})"
+        if isinstance(node, str):
+            if not _encodable(node):
+                return f"text at {path[:80]} is not valid Unicode (a lone surrogate such as \\ud800)"
+        elif isinstance(node, dict):
+            for key, item in node.items():
+                if not _encodable(key):
+                    return f"a key at {path[:80]} is not valid Unicode (a lone surrogate such as \\ud800)"
+                stack.append((item, depth + 1, f"{path}.{key[:40]}"))
+        elif isinstance(node, list):
+            stack.extend((item, depth + 1, f"{path}[{index}]") for index, item in enumerate(node))
+    return None
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -1,8 +1,21 @@
-"""The console's navigation: each area, the endpoint it opens and the permission it needs."""
+"""The console's navigation: each area, the endpoint it opens, the permission it needs, and what waits there."""
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from console.services.people.permissions import ADMIN, VIEW
+from flask_login import current_user
+
+from console.auth import tenant_scope
+from console.domain.clock import utcnow
+from console.services.people.permissions import ADMIN, APPROVE, OPERATE, VIEW, can
+from console.services.recovery import approvals
+
+
+def waiting_approvals() -> int | None:
+    """Count the requests this person could decide now (approvers only)."""
+    if not can(current_user.role, APPROVE):
+        return None
+    return approvals.waiting_for(current_user.id, tenant_scope(), utcnow())
 
 
 @dataclass(frozen=True)
@@ -10,6 +23,7 @@ class NavItem:
     label: str
     endpoint: str
     permission: str
+    count: Callable[[], int | None] | None = None  # shown beside the label when above zero
 
 
 # The console's areas in order. One whose endpoint is not registered is not shown (see visible_nav).
@@ -19,6 +33,9 @@ NAV = [
     NavItem("Runs", "runs.index", VIEW),
     NavItem("DLQ", "dlq.index", VIEW),
     NavItem("Work orders", "workorders.index", VIEW),
+    # Operators see their own requests there; approvers also what waits for them, counted.
+    NavItem("Approvals", "approvals.index", OPERATE, count=waiting_approvals),
+    NavItem("Runbooks", "runbooks.index", VIEW),
     NavItem("Policies", "policies.index", VIEW),
     NavItem("Breakers", "breakers.index", VIEW),
     NavItem("Queues", "queues.index", VIEW),

@@ -1,3 +1,3 @@
 """Python handlers; importing this package registers them all."""
 
-from jobs.handlers import demo  # noqa: F401
+from jobs.handlers import demo, demo_harmful  # noqa: F401

@@ -1,7 +1,5 @@
 """Demo handlers used by the demo data, the tests and the benchmarks."""
 
-import os
-import signal
 import time
 
 from console.domain.errors import CompensableError, NonRetryableError, RetryableError
@@ -14,28 +12,15 @@ def noop(ctx):
     return {"ok": True}
 
 
-@handler("demo.sleep")
-def sleep(ctx):
-    """Sleep `seconds`, reporting progress and stopping early when cancelled."""
-    seconds = float(ctx.params.get("seconds", 1))
-    steps = max(1, int(seconds * 10))
-    for step in range(steps):
-        if ctx.cancelled():
-            return {"slept_s": step / 10, "cancelled": True}
-        time.sleep(seconds / steps)
-        ctx.progress(100 * (step + 1) // steps, f"slept {(step + 1) * seconds / steps:.1f} of {seconds:g} s")
-    return {"slept_s": seconds}
-
-
-@handler("demo.crash")
-def crash(ctx):
-    """Kill the process running it, as a crashing native library would; a fork worker survives it."""
-    os.kill(os.getpid(), signal.SIGKILL)
-
-
 def _undo(ctx):
-    """Compensate demo.flaky: nothing to undo, but record that it ran (after `undo_seconds`, default 0)."""
+    """Compensate demo.flaky: nothing to undo, but record that it ran (after `undo_seconds`, default 0).
+
+    `undo_fail_times` fails the first tries of the undo itself (retryable), as a flaky downstream would.
+    """
     time.sleep(float(ctx.params.get("undo_seconds", 0)))
+    fail_times = int(ctx.params.get("undo_fail_times", 0))
+    if ctx.undo_attempt <= fail_times:
+        raise RetryableError("undo_flaky", f"undo failure {ctx.undo_attempt} of {fail_times}")
     ctx.progress(100, "compensated")
     return {"compensated": True}
 

@@ -5,9 +5,10 @@ import pytest
 from tests.helpers import browser_login
 
 pytestmark = pytest.mark.browser
-PAGES = ["/overview", "/tasks", "/tasks/new", "/runs", "/runs/timeline", "/dlq/", "/workorders/", "/policies/",
-         "/policies/new", "/breakers/", "/queues/", "/audit/", "/admin/users", "/admin/tokens", "/admin/channels",
-         "/admin/alert-rules"]
+PAGES = ["/overview", "/tasks", "/tasks/new", "/runs", "/runs/timeline", "/runs/workflows", "/runs/workflows/new",
+         "/dlq/", "/workorders/", "/approvals", "/approvals/mine", "/approvals/all", "/policies/", "/policies/new",
+         "/breakers/", "/queues/", "/audit/", "/admin/users", "/admin/tokens", "/admin/channels", "/admin/alert-rules",
+         "/admin/settings"]
 
 
 def test_every_page_loads_without_a_failed_request_or_an_error(page, live_server):
@@ -28,6 +29,8 @@ def test_every_page_loads_without_a_failed_request_or_an_error(page, live_server
     page.on("pageerror", lambda error: problems.append(f"{page.url}: script error {error}"))
     browser_login(page, live_server.url)
     page.wait_for_url("**/overview")
+    # Leaving before the overview's own requests end would abort them (its tab icon), which reads as a failure.
+    page.wait_for_load_state("networkidle")
     for path in PAGES:
         page.goto(live_server.url + path)
         page.wait_for_load_state("networkidle")

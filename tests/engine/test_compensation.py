@@ -1,9 +1,11 @@
-"""succeeded → compensating: a later workflow step failed, so a person or service asks for a success to be undone."""
+"""succeeded → compensating: a later workflow step failed; a service undoes a success, a person asks (four eyes)."""
+
+from types import SimpleNamespace
 
 from sqlalchemy import select
 
 from console.extensions import db
-from console.models import AuditEntry
+from console.models import Approval, AuditEntry
 from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.engine import compensation, failures, reconcile
@@ -18,17 +20,27 @@ def succeeded(runs, clock, handler="demo.flaky_compensated") -> int:
     return run_id
 
 
-def test_the_api_asks_for_an_undo_and_a_worker_job_runs_the_compensation(client, auth, runs, clock):
+def test_the_api_asks_for_an_undo_and_it_runs_once_another_person_approves(client, auth, runs, clock):
     run_id = succeeded(runs, clock)
     headers = bearer(auth.make_user("otto", "operator"))
     response = client.post(f"/worker/tasks/{run_id}/compensate", headers=headers,
                            json={"cause": "shipping step 3 failed: carrier rejected the parcel"})
-    assert response.status_code == 202 and response.get_json() == {"id": run_id, "status": "compensating"}
+    assert response.status_code == 202, response.get_data(as_text=True)
+    body = response.get_json()
+    assert body == {"approval_id": body["approval_id"], "status": "awaiting_approval"}
+    assert runs.status(run_id) == "succeeded" and not compensation.is_queued(run_id)  # nothing until approved
+    request = db.session.get(Approval, body["approval_id"])
+    assert (request.kind, request.reason, request.subject_id) == (
+        "run.compensate", "shipping step 3 failed: carrier rejected the parcel", str(run_id))
+
+    approver = bearer(auth.make_user("ada", "approver"))
+    approved = client.post(f"/api/approvals/{request.id}/approve", headers=approver, json={"note": "ok"})
+    assert approved.status_code == 200 and approved.get_json()["status"] == "executed"
     [requested] = runs.events(run_id, "compensating")
-    assert requested.reason == "workflow_step_failed" and requested.actor.startswith("otto (token ")
-    assert requested.message.startswith("shipping step 3 failed")
+    assert requested.reason == "workflow_step_failed" and requested.actor.startswith("ada (token ")
+    assert requested.message.startswith("shipping step 3 failed") and f"approval #{request.id}" in requested.message
     [entry] = db.session.execute(select(AuditEntry).where(AuditEntry.action == "run.compensate")).scalars().all()
-    assert entry.actor.startswith("otto") and entry.target_id == str(run_id) and entry.after["status"] == "compensating"
+    assert entry.actor.startswith("ada") and entry.target_id == str(run_id) and entry.after["status"] == "compensating"
     assert compensation.is_queued(run_id)
     assert compensation.execute(run_id, clock=clock) == "compensated"
     run = runs.get(run_id)
@@ -42,34 +54,46 @@ def test_what_cannot_be_compensated_is_refused_with_the_reason(client, auth, run
     refused = client.post(f"/worker/tasks/{pending}/compensate", headers=headers)
     assert refused.status_code == 409 and "only a succeeded run" in refused.get_json()["detail"]
     no_undo = succeeded(runs, clock, "demo.noop")
-    refused = client.post(f"/worker/tasks/{no_undo}/compensate", headers=headers, json={})
+    refused = client.post(f"/worker/tasks/{no_undo}/compensate", headers=headers, json={"cause": "x"})
     assert refused.status_code == 409 and refused.get_json()["field"] == "handler"
     run_id = succeeded(runs, clock)
     too_long = client.post(f"/worker/tasks/{run_id}/compensate", headers=headers, json={"cause": "x" * 2001})
     assert too_long.status_code == 422 and too_long.get_json()["field"] == "cause"
+    no_cause = client.post(f"/worker/tasks/{run_id}/compensate", headers=headers, json={"cause": "  "})
+    assert no_cause.status_code == 422 and no_cause.get_json()["field"] == "cause"
     unknown = client.post(f"/worker/tasks/{run_id}/compensate", headers=headers, json={"reason": "typo"})
     assert unknown.status_code == 422 and unknown.get_json()["field"] == "reason"
     viewer = client.post(f"/worker/tasks/{run_id}/compensate", headers=bearer(auth.make_user("vic", "viewer")))
     assert viewer.status_code == 403
+    first = client.post(f"/worker/tasks/{run_id}/compensate", headers=headers, json={"cause": "step 2 failed"})
+    again = client.post(f"/worker/tasks/{run_id}/compensate", headers=headers, json={"cause": "step 2 failed"})
+    assert first.status_code == 202 and again.status_code == 409 and "already waits" in again.get_json()["detail"]
     assert runs.status(run_id) == "succeeded" and runs.events(run_id, "compensating") == []
 
 
-def test_the_run_page_offers_compensate_to_operators_when_the_handler_has_an_undo(client, auth, runs, clock):
+def test_the_run_page_asks_operators_for_a_cause_and_files_a_request(client, auth, runs, clock):
     run_id = succeeded(runs, clock)
     auth.as_role("operator", "olga")
+    page = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    assert f'action="/runs/{run_id}/compensate"' in page and 'name="cause"' in page
     token = auth.csrf(f"/runs/{run_id}")
-    response = client.post(f"/runs/{run_id}/compensate", headers={"HX-Request": "true", "X-CSRFToken": token})
-    body = response.get_data(as_text=True)
-    assert response.status_code == 200 and "Asked to undo run #" in body and "badge compensating" in body
-    assert f'hx-post="/runs/{run_id}/compensate"' not in body  # not twice
+    missing = client.post(f"/runs/{run_id}/compensate", data={"csrf_token": token, "cause": ""})
+    assert missing.status_code == 422 and "give the cause" in missing.get_data(as_text=True)
+    response = client.post(f"/runs/{run_id}/compensate", data={"csrf_token": token, "cause": "step 3 failed"})
+    request = db.session.execute(select(Approval)).scalar_one()
+    assert response.status_code == 303 and response.headers["Location"] == f"/approvals/{request.id}"
+    assert runs.status(run_id) == "succeeded"
+    body = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    assert f'action="/runs/{run_id}/compensate"' not in body  # not twice: one request waits
+    assert f'href="/approvals/{request.id}"' in body
     no_undo = succeeded(runs, clock, "demo.noop")
-    assert f'hx-post="/runs/{no_undo}/compensate"' not in client.get(f"/runs/{no_undo}").get_data(as_text=True)
+    assert f'action="/runs/{no_undo}/compensate"' not in client.get(f"/runs/{no_undo}").get_data(as_text=True)
 
 
 def test_viewers_are_not_offered_compensate_and_cannot_post_it(client, auth, runs, clock):
     run_id = succeeded(runs, clock)
     auth.as_role("viewer")
-    assert f'hx-post="/runs/{run_id}/compensate"' not in client.get(f"/runs/{run_id}").get_data(as_text=True)
+    assert f'action="/runs/{run_id}/compensate"' not in client.get(f"/runs/{run_id}").get_data(as_text=True)
     token = auth.csrf("/overview")
     assert client.post(f"/runs/{run_id}/compensate", headers={"X-CSRFToken": token}).status_code == 403
     assert runs.status(run_id) == "succeeded"
@@ -111,7 +135,7 @@ COMPENSABLE = {"fail_times": 1, "error": "compensable", "code": "card_declined"}
 
 def test_the_reconciler_finishes_a_compensation_whose_worker_died(runs, clock, monkeypatch):
     # The worker commits `compensating` and dies before its undo step ends (nothing else is written).
-    monkeypatch.setattr(failures, "compensate_run", lambda *args: "killed")
+    monkeypatch.setattr(failures, "compensate_run", lambda *args, **kwargs: "killed")
     run_id = runs.submit("demo.flaky_compensated", COMPENSABLE)
     assert execute(run_id, 0, clock=clock) == "compensating"
     assert runs.get(run_id).status_reason == failures.AFTER_FAILURE
@@ -175,7 +199,8 @@ def test_an_undo_step_that_keeps_failing_is_tried_three_times_then_left_to_a_per
     def undo(ctx):
         raise ConnectionError("refund API unreachable")
 
-    status = failures.compensate_run(runs.get(run_id), undo, None, clock(), compensation.REASON, sleep=waits.append)
+    status = failures.compensate_run(runs.get(run_id), undo, SimpleNamespace(), clock(), compensation.REASON,
+                                     sleep=waits.append)
     assert status == "dead"
     assert waits == list(failures.COMPENSATION_BACKOFF_S)  # a backoff between attempts, none after the last
     attempts = runs.events(run_id, "compensation_attempt_failed")
@@ -192,16 +217,16 @@ def test_an_undo_step_that_keeps_failing_is_tried_three_times_then_left_to_a_per
 
 def test_an_undo_step_that_fails_once_is_retried_after_its_backoff_and_compensates(runs, clock):
     run_id = compensating(runs, clock)
-    waits, calls = [], []
+    waits, tries = [], []
 
     def undo(ctx):
-        calls.append(ctx)
-        if len(calls) == 1:
+        tries.append(ctx.undo_attempt)
+        if ctx.undo_attempt == 1:
             raise TimeoutError("refund API timed out")
 
-    status = failures.compensate_run(runs.get(run_id), undo, "ctx", clock(), compensation.REASON,
+    status = failures.compensate_run(runs.get(run_id), undo, SimpleNamespace(), clock(), compensation.REASON,
                                      sleep=waits.append)
-    assert status == "compensated" and calls == ["ctx", "ctx"] and waits == [failures.COMPENSATION_BACKOFF_S[0]]
+    assert status == "compensated" and tries == [1, 2] and waits == [failures.COMPENSATION_BACKOFF_S[0]]
     [failed] = runs.events(run_id, "compensation_attempt_failed")
     assert (failed.data["number"], failed.message) == (1, "TimeoutError: refund API timed out")
     [done] = runs.events(run_id, "compensated")

@@ -77,6 +77,18 @@ def test_breaker_opens_defers_without_spending_an_attempt_half_opens_and_closes(
     assert breakers.state_of("python:demo.flaky", clock()).state == "closed"
 
 
+def test_a_callers_bad_input_never_opens_the_breaker(runs, clock):
+    # Non-retryable failures say nothing about the dependency's health; one tenant's bad requests must not
+    # hold every other tenant's runs behind an open breaker.
+    for _ in range(4):
+        bad = runs.submit("demo.flaky", {"fail_times": 9, "error": "fatal", "code": "invalid_account"},
+                          policy=BREAKER)
+        assert execute(bad, 0, clock=clock) == "dead"
+    assert breakers.state_of("python:demo.flaky", clock()).state == "closed"
+    assert breakers.state_of("python:demo.flaky", clock()).consecutive_failures == 0
+    assert execute(runs.submit("demo.flaky", {"fail_times": 0}, policy=BREAKER), 0, clock=clock) == "succeeded"
+
+
 def test_half_open_lets_one_probe_through_at_a_time(runs, clock):
     for run_id in [runs.submit("demo.flaky", {"fail_times": 9}, policy=BREAKER) for _ in range(2)]:
         execute(run_id, 0, clock=clock)

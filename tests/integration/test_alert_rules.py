@@ -9,11 +9,12 @@ from console.extensions import db
 from console.models import AlertRule, AuditEntry, DeadLetter, OutboxMessage, Tenant
 from console.scheduler.task_jobs import TaskJobs
 from console.services.actor import Actor
-from console.services.delivery import alert_rules, outbox
+from console.services.delivery import outbox
 from console.services.engine.execute import execute
 from console.services.errors import QueueFull
 from console.services.people import tenants
 from console.services.scheduling import planner, sla, tasks
+from console.services.system import alert_rules
 from tests.factories import Runs, bearer
 from tests.helpers import csrf_from
 
@@ -88,7 +89,7 @@ def test_alert_rules_run_every_minute_under_a_stable_id():
     from console.services.system.maintenance import MAINTENANCE
 
     [job] = [job for job in MAINTENANCE if job.id == "alert-rules"]
-    assert (job.func, job.seconds) == ("console.services.delivery.alert_rules:evaluate", 60)
+    assert (job.func, job.seconds) == ("console.services.system.alert_rules:evaluate", 60)
 
 
 def test_retry_failure_rate_fires_over_15_percent_of_ten_or_more_attempts_and_clears(runs, clock):

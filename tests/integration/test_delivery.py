@@ -12,16 +12,16 @@ from sqlalchemy import insert, select
 from console.domain.errors import Failure
 from console.extensions import db
 from console.models import DeadLetter, Delivery, OutboxMessage, Run, WorkOrder
-from console.services import delivery
 from console.services.actor import Actor
-from console.services.delivery import channel_report, outbox
-from console.services.dlq import parking as dead_letters
-from console.services.dlq import workorders
+from console.services.delivery import channel_report, dispatch, manual, outbox
 from console.services.engine import control
+from console.services.engine import parking as dead_letters
 from console.services.engine.execute import execute
 from console.services.engine.submit import submit
 from console.services.people import tenants
+from console.services.system import delivery_round
 from console.services.system.maintenance import MAINTENANCE
+from console.services.workorders import orders as workorders
 from tests.receiver import Receiver
 
 SLACK_PATH = "/services/T0001/B0002/XXXXslackSECRETpath"
@@ -72,13 +72,13 @@ def alert_rows(rule: str) -> list[OutboxMessage]:
 
 def test_the_outbox_job_runs_every_2_s_with_a_stable_id():
     [job] = [job for job in MAINTENANCE if job.id == "outbox"]
-    assert (job.func, job.seconds) == ("console.services.delivery:tick", 2)
+    assert (job.func, job.seconds) == ("console.services.system.delivery_round:tick", 2)
 
 
 def test_slack_gets_text_and_blocks_with_links_back_to_the_console(app, channels, clock):
     run = dead_run(clock)
     [letter] = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run.id)).scalars().all()
-    assert delivery.tick(clock)["delivered"] == 2  # the alert and the work order
+    assert delivery_round.tick(clock)["delivered"] == 2  # the alert and the work order
     [sent] = channels.slack.requests
     assert sent.path == SLACK_PATH and sent.headers["Content-Type"] == "application/json"
     body = sent.json
@@ -103,7 +103,7 @@ def test_slack_gets_text_and_blocks_with_links_back_to_the_console(app, channels
 
 def test_pagerduty_gets_an_events_v2_trigger_keyed_by_the_work_order(app, channels, clock):
     run = dead_run(clock)
-    delivery.tick(clock)
+    delivery_round.tick(clock)
     [sent] = channels.pagerduty.requests
     event = sent.json
     order_id = db.session.execute(select(DeadLetter.work_order_id).where(DeadLetter.run_id == run.id)).scalar_one()
@@ -130,7 +130,7 @@ def test_webhook_posts_retry_alerts_and_sla_breaches_to_their_paths_signed_with_
                                            "kind": "deadline", "late_by_s": 95, "scheduled_for": "2026-01-05T02:00"},
                clock(), channel="sla-breach")
     db.session.commit()
-    delivery.tick(clock)
+    delivery_round.tick(clock)
     assert channels.webhook.paths() == ["/hooks/notifications/retry-alert", "/hooks/notifications/sla-breach"]
     for sent in channels.webhook.requests:
         expected = "sha256=" + hmac.new(WEBHOOK_SECRET.encode(), sent.body, hashlib.sha256).hexdigest()
@@ -148,7 +148,7 @@ def test_webhook_posts_retry_alerts_and_sla_breaches_to_their_paths_signed_with_
 
 def test_a_tampered_body_does_not_match_its_signature(app, channels, clock):
     dead_run(clock)
-    delivery.tick(clock)
+    delivery_round.tick(clock)
     [sent] = channels.webhook.requests
     forged = sent.body.replace(b'"occurrences":1', b'"occurrences":0')
     assert forged != sent.body
@@ -160,7 +160,7 @@ def test_manager_escalation_pages_pagerduty_at_critical_and_tells_slack(app, cha
     outbox.add("escalation", "sla-escalation:3:120", {"rule": "sla_consecutive_breaches", "task": "billing-sync",
                                                       "runs": [118, 119, 120], "count": 3}, clock(), channel="manager")
     db.session.commit()
-    assert delivery.tick(clock)["delivered"] == 1
+    assert delivery_round.tick(clock)["delivered"] == 1
     [page] = channels.pagerduty.requests
     assert page.json["payload"]["severity"] == "critical"
     assert page.json["payload"]["summary"].startswith("SLA breached 3 runs in a row: billing-sync")
@@ -172,7 +172,7 @@ def test_manager_escalation_pages_pagerduty_at_critical_and_tells_slack(app, cha
 def test_work_order_is_posted_with_failure_and_task_context_and_keeps_the_external_id(app, channels, clock):
     channels.workorder.reply(201, {"id": "WO-4411", "status": "new"})
     run = dead_run(clock)
-    delivery.tick(clock)
+    delivery_round.tick(clock)
     [sent] = channels.workorder.requests
     order = db.session.get(WorkOrder, db.session.execute(
         select(DeadLetter.work_order_id).where(DeadLetter.run_id == run.id)).scalar_one())
@@ -196,7 +196,7 @@ def test_work_order_carries_its_task(app, channels, clock):
                                                             "event": "cards.charge"},
                                  Actor("test"))
     dead_run(clock, task=task)
-    delivery.tick(clock)
+    delivery_round.tick(clock)
     [sent] = channels.workorder.requests
     assert sent.json["task"] == {"id": task.id, "name": "charge-cards"}
     assert {"href": f"{CONSOLE}/tasks/{task.id}", "text": "Task charge-cards"} in sent.json["links"]
@@ -210,9 +210,9 @@ def test_a_failing_channel_is_retried_with_backoff_then_failed_with_a_delivery_f
         [alert] = alert_rows("retry_limit_reached")
         gaps = []
         for attempt in range(1, 6):
-            assert delivery.tick(clock)["retrying" if attempt < 5 else "failed"] == 1
+            assert delivery_round.tick(clock)["retrying" if attempt < 5 else "failed"] == 1
             assert len(slack.requests) == attempt
-            assert delivery.tick(clock).get("retrying", 0) == 0  # nothing is due before its backoff ends
+            assert delivery_round.tick(clock).get("retrying", 0) == 0  # nothing is due before its backoff ends
             db.session.expire_all()
             row = db.session.get(OutboxMessage, alert.id)
             if attempt < 5:
@@ -225,7 +225,7 @@ def test_a_failing_channel_is_retried_with_backoff_then_failed_with_a_delivery_f
         assert (failed.payload["failed_outbox_id"], failed.payload["failed_channels"]) == (alert.id, ["slack"])
         assert failed.payload["skip_channels"] == ["slack"]
         # Its own delivery leaves Slack out; with nothing else configured it is recorded, not looped.
-        delivery.tick(clock)
+        delivery_round.tick(clock)
         db.session.expire_all()
         assert db.session.get(OutboxMessage, failed.id).status == "skipped"
         assert len(slack.requests) == 5
@@ -240,11 +240,11 @@ def test_work_order_creation_failed_is_alerted_on_the_other_channels(app, clock)
         only(app, SLACK_WEBHOOK_URL=slack.url + SLACK_PATH, WORKORDER_URL=orders.url)
         run = dead_run(clock)
         for _ in range(5):
-            delivery.tick(clock)
+            delivery_round.tick(clock)
             clock.advance(30)
         [request] = messages("workorder")
         assert (request.status, request.attempts) == ("failed", 5)
-        delivery.tick(clock)
+        delivery_round.tick(clock)
         texts = [r.json["text"] for r in slack.requests]
         order_id = db.session.execute(select(DeadLetter.work_order_id).where(DeadLetter.run_id == run.id)).scalar_one()
         [failure] = [text for text in texts if "Work order creation failed" in text]
@@ -263,7 +263,7 @@ def test_a_delivery_failed_alert_that_fails_does_not_raise_another(app, clock):
                                                            "current": 10, "max": 10}, clock())
         db.session.commit()
         for _ in range(12):
-            delivery.tick(clock)
+            delivery_round.tick(clock)
             clock.advance(60)
         [overflow] = alert_rows("queue_overflow")
         assert (overflow.status, overflow.attempts) == ("failed", 5)
@@ -278,10 +278,10 @@ def test_a_delivery_failed_alert_that_fails_on_its_own_channel_stops_there(app, 
         hook.always(500)
         only(app, SLACK_WEBHOOK_URL=slack.url + SLACK_PATH, ALERT_WEBHOOK_URL=hook.url)
         # A resolve goes to PagerDuty (off) and Slack (failing); its 'delivery failed' alert then tries the webhook.
-        delivery.resolve("rebound-breaker:x", "Circuit breaker opened: x", "x recovered", clock())
+        outbox.resolve("rebound-breaker:x", "Circuit breaker opened: x", "x recovered", clock())
         db.session.commit()
         for _ in range(12):
-            delivery.tick(clock)
+            delivery_round.tick(clock)
             clock.advance(60)
         [failed] = alert_rows("delivery_failed")
         assert (failed.payload["skip_channels"], failed.status, failed.attempts) == (["slack"], "failed", 5)
@@ -306,7 +306,7 @@ def test_a_storm_of_1000_dead_letters_in_one_group_is_one_alert_with_a_count(app
     [order] = db.session.execute(select(WorkOrder)).scalars().all()
     assert order.dead_letter_count == 1000
     assert len(messages("workorder")) == 1
-    delivery.tick(clock)
+    delivery_round.tick(clock)
     [slack] = channels.slack.requests
     assert "1000 dead letters in this group: payments.charge failed with card_declined" in slack.json["text"]
     [page] = channels.pagerduty.requests
@@ -316,17 +316,17 @@ def test_a_storm_of_1000_dead_letters_in_one_group_is_one_alert_with_a_count(app
 
 def test_a_repeat_soon_after_is_held_back_and_sent_once_with_its_count(app, channels, clock):
     first = dead_run(clock, message="bad row 1")
-    delivery.tick(clock)
+    delivery_round.tick(clock)
     assert len(channels.slack.requests) == 1
     clock.advance(5)
     for n in (2, 3):
         dead_run(clock, message=f"bad row {n}")
-    assert delivery.tick(clock)["held"] == 1
+    assert delivery_round.tick(clock)["held"] == 1
     assert len(channels.slack.requests) == 1
     repeat = alert_rows("retry_limit_reached")[-1]
     assert repeat.next_attempt_at == first.finished_at + timedelta(seconds=300)
     clock.advance(295)
-    assert delivery.tick(clock)["delivered"] == 1
+    assert delivery_round.tick(clock)["delivered"] == 1
     assert "2 more dead letters in this group (3 in all)" in channels.slack.requests[-1].json["text"]
     # PagerDuty keeps both in the work order's one incident.
     assert len({r.json["dedup_key"] for r in channels.pagerduty.requests}) == 1
@@ -337,7 +337,7 @@ def test_work_order_opened_by_a_dead_letter_is_closed_by_replaying_it_with_a_pag
     run = dead_run(clock)
     [letter] = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run.id)).scalars().all()
     order_id = letter.work_order_id
-    delivery.tick(clock)
+    delivery_round.tick(clock)
     assert db.session.get(WorkOrder, order_id).status == "open"
     clock.advance(60)
     control.replay(letter, ops, clock=clock)
@@ -345,7 +345,7 @@ def test_work_order_opened_by_a_dead_letter_is_closed_by_replaying_it_with_a_pag
     order = db.session.get(WorkOrder, order_id)
     assert (order.status, order.closed_at, order.closed_by) == ("closed", clock(), "system")
     assert order.close_note == "Every linked dead letter is replayed, discarded or resolved (the last by alice)."
-    delivery.tick(clock)
+    delivery_round.tick(clock)
     resolve = channels.pagerduty.requests[-1].json
     assert resolve == {"routing_key": ROUTING_KEY, "event_action": "resolve",
                        "dedup_key": f"rebound-workorder-{order_id}"}
@@ -370,7 +370,7 @@ def test_discarded_dead_letters_close_their_work_order_on_the_next_tick(app, clo
     [letter] = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run.id)).scalars().all()
     letter.status = "discarded"
     db.session.commit()
-    delivery.tick(clock)
+    delivery_round.tick(clock)
     db.session.expire_all()
     assert db.session.get(WorkOrder, letter.work_order_id).status == "closed"
     [resolve] = messages("resolve")
@@ -389,7 +389,7 @@ def test_claim_is_exclusive_so_two_deliverers_send_each_row_once(app, clock):
         def deliverer():
             try:
                 with app.app_context():
-                    outcomes.append(delivery.deliver_due(clock))
+                    outcomes.append(dispatch.deliver_due(clock))
             except Exception as error:  # surfaced by the assertion below
                 errors.append(error)
 
@@ -410,18 +410,18 @@ def test_claim_is_exclusive_so_two_deliverers_send_each_row_once(app, clock):
 def test_a_claimed_row_is_not_claimed_again_until_its_lease_runs_out(app, clock):
     outbox.add("alert", "breaker:x", {"rule": "breaker_opened", "handler": "x", "open_s": 30}, clock())
     db.session.commit()
-    first = delivery.claim_next(clock())
+    first = dispatch.claim_next(clock())
     assert first is not None and first.attempt == 1
-    assert delivery.claim_next(clock()) is None
+    assert dispatch.claim_next(clock()) is None
     clock.advance(60 + 4 * 5 + 1)  # the deliverer died without a word
-    second = delivery.claim_next(clock())
+    second = dispatch.claim_next(clock())
     assert (second.message_id, second.attempt) == (first.message_id, 2)
 
 
 def test_nothing_configured_records_messages_as_skipped(app, clock):
     only(app)
     dead_run(clock)
-    assert delivery.tick(clock) == {"skipped": 2}
+    assert delivery_round.tick(clock) == {"skipped": 2}
     assert {m.status for m in messages()} == {"skipped"}
     assert messages("workorder")[0].last_error == "no channel configured for it (workorder)"
 
@@ -431,14 +431,14 @@ def test_alert_latency_is_measured_from_dead_letter_to_delivery(app, channels, c
     for delay in (1, 2, 3, 4, 30):
         dead_run(clock, message=f"distinct failure {delay}", code=f"code_{delay}")
         clock.advance(delay)
-        delivery.tick(clock)
+        delivery_round.tick(clock)
     latency = channel_report.latency(clock())
     assert (latency.count, latency.p50_s, latency.p95_s, latency.max_s) == (5, 3.0, 30.0, 30.0)
     assert channel_report.latency(start + timedelta(days=2)).count == 0
 
 
 def test_test_alert_is_sent_at_once_and_audited(app, channels, clock):
-    message, attempt = delivery.send_test("pagerduty", ops, clock)
+    message, attempt = manual.send_test("pagerduty", ops, clock)
     assert (message.status, attempt.outcome, attempt.status_code) == ("delivered", "sent", 202)
     event = channels.pagerduty.requests[0].json
     assert event["payload"]["summary"].startswith("Test alert from Rebound: Sent by alice")
@@ -452,13 +452,13 @@ def test_a_failed_work_order_request_can_be_sent_again(app, clock):
         only(app, WORKORDER_URL=orders.url)
         dead_run(clock)
         for _ in range(5):
-            delivery.tick(clock)
+            delivery_round.tick(clock)
             clock.advance(30)
         [request] = messages("workorder")
         assert request.status == "failed"
         orders.always(200, {"id": 777})
-        delivery.redeliver(request.id, ops, clock=clock)
-        delivery.tick(clock)
+        manual.redeliver(request.id, ops, clock=clock)
+        delivery_round.tick(clock)
         db.session.expire_all()
         assert db.session.get(OutboxMessage, request.id).status == "delivered"
         assert db.session.get(WorkOrder, request.payload["work_order_id"]).external_id == "777"
@@ -483,7 +483,7 @@ def test_errors_and_logs_never_show_a_webhook_url_or_routing_key(app, clock, cap
         only(app, SLACK_WEBHOOK_URL=slack.url + SLACK_PATH, PAGERDUTY_URL=pagerduty.url + "/v2/enqueue",
              PAGERDUTY_ROUTING_KEY=ROUTING_KEY)
         dead_run(clock)
-        delivery.tick(clock)
+        delivery_round.tick(clock)
     stored = " ".join(filter(None, [m.last_error for m in messages()] + db.session.execute(
         select(Delivery.error)).scalars().all()))
     assert "answered HTTP 404" in stored and "answered HTTP 400" in stored
@@ -500,14 +500,14 @@ def test_a_breaker_that_closes_resolves_the_incident_its_opening_started(app, ch
         run, _ = submit(default, Actor("test"), handler="demo.flaky", params={"fail_times": 9}, policy=policy,
                         clock=clock)
         assert execute(run.id, 0, clock=clock) == "retry_wait"
-    delivery.tick(clock)
+    delivery_round.tick(clock)
     opened = channels.pagerduty.requests[-1].json
     assert (opened["event_action"], opened["dedup_key"]) == ("trigger", f"rebound-breaker:{HANDLER}")
     clock.advance(30)
     probe, _ = submit(default, Actor("test"), handler="demo.flaky", params={"fail_times": 0}, policy=policy,
                       clock=clock)
     assert execute(probe.id, 0, clock=clock) == "succeeded"
-    delivery.tick(clock)
+    delivery_round.tick(clock)
     closed = channels.pagerduty.requests[-1].json
     assert closed == {"routing_key": ROUTING_KEY, "event_action": "resolve", "dedup_key": f"rebound-breaker:{HANDLER}"}
     assert channels.slack.requests[-1].json["text"].startswith(

@@ -1,9 +1,9 @@
-"""Bulk-queued first attempts are the jobs RQ itself would have queued, and real workers run them."""
+"""Bulk-queued first attempts stamp their own moments, and real workers run a burst of them."""
 
-import zlib
+# That they are the jobs RQ itself would have queued is RQ's contract: tests/contracts/test_rq_internals.py.
+
 from datetime import UTC, datetime
 
-from rq import Queue
 from rq.job import Job
 from rq.utils import utcformat
 
@@ -14,29 +14,6 @@ from console.services.scheduling import planner
 
 # Set per job at the moment of queueing; they differ between any two jobs.
 MOMENTS = {b"created_at", b"enqueued_at"}
-
-
-def test_a_bulk_queued_job_is_the_job_rq_would_have_queued(app):
-    connection = get_redis()
-    queueing.enqueue_first_attempts([(7, 30), (8, 30)])
-    ours = connection.hgetall("rq:job:run-7-s1-a0")
-    theirs_data = Queue.prepare_data(queueing.ENTRY_POINT, args=(9, 0), job_id="run-9-s1-a0", timeout=90,
-                                     **queueing.JOB_OPTIONS)
-    Queue(queueing.RUN_QUEUE, connection=connection).enqueue_many([theirs_data])
-    theirs = connection.hgetall("rq:job:run-9-s1-a0")
-    assert set(ours) == set(theirs)
-    different = {field for field in ours if ours[field] != theirs[field]}
-    assert different == MOMENTS | {b"data", b"description"}
-    assert ours[b"description"] == b"jobs.execute.run_attempt(7, 0)"
-    loads = Queue(queueing.RUN_QUEUE, connection=connection).serializer.loads
-    assert loads(zlib.decompress(ours[b"data"])) == (queueing.ENTRY_POINT, None, (7, 0), {})
-    assert loads(zlib.decompress(theirs[b"data"])) == (queueing.ENTRY_POINT, None, (9, 0), {})
-    job = Job.fetch("run-7-s1-a0", connection=connection)
-    assert (job.func_name, job.args, job.timeout, job.origin) == (queueing.ENTRY_POINT, (7, 0), 90, "default")
-    assert job.get_status() == "queued"
-    queue = Queue(queueing.RUN_QUEUE, connection=connection)
-    assert queue.job_ids == ["run-7-s1-a0", "run-8-s1-a0", "run-9-s1-a0"]
-    assert queueing.RUN_QUEUE in [q.name for q in Queue.all(connection=connection)]
 
 
 def test_each_call_stamps_its_own_moments_though_the_template_is_built_once(app, monkeypatch):

@@ -23,7 +23,7 @@ LEGAL = sorted(((source, target) for source, targets in TRANSITIONS.items() for 
 def test_statuses_are_exactly_the_lifecycle():
     assert {s.value for s in RunStatus} == {
         "pending", "running", "retry_wait", "succeeded", "failed", "dead",
-        "compensating", "compensated", "compensation_failed", "cancelled",
+        "compensating", "compensated", "compensation_failed", "cancelled", "resolved",
     }  # fmt: skip
     assert RunStatus("retry_wait") is RunStatus.RETRY_WAIT
     assert RunStatus.DEAD == "dead" and str(RunStatus.DEAD) == "dead"
@@ -58,6 +58,9 @@ def test_every_legal_transition_passes(source, target):
         ("compensation_failed", "pending"),
         ("dead", "running"),
         ("cancelled", "running"),
+        ("resolved", "pending"),
+        ("failed", "resolved"),
+        ("retry_wait", "resolved"),
     ],
 )
 def test_illegal_transition_raises_naming_both_statuses(source, target):
@@ -91,6 +94,11 @@ def test_d2_exhausted_retries_go_dead_then_replay_returns_to_pending():
     check_transition("dead", "pending")
 
 
+def test_a_dead_run_can_be_marked_resolved_and_then_never_moves():
+    check_transition("dead", "resolved")
+    assert RunStatus.RESOLVED in TERMINAL and not TRANSITIONS[RunStatus.RESOLVED]
+
+
 def test_compensation_path_ends_in_manual_intervention():
     for source, target in [
         ("running", "failed"),
@@ -108,7 +116,7 @@ def test_manual_retry_of_failed_or_cancelled_run_is_allowed():
 
 
 def test_terminal_and_active_sets():
-    assert {s.value for s in TERMINAL} == {"succeeded", "dead", "compensated", "cancelled"}
+    assert {s.value for s in TERMINAL} == {"succeeded", "dead", "compensated", "cancelled", "resolved"}
     assert {s.value for s in ACTIVE} == {"pending", "running", "retry_wait", "compensating"}
     assert {s.value for s in NEEDS_ATTENTION} == {"failed", "compensation_failed"}
     assert not TERMINAL & ACTIVE
@@ -117,7 +125,7 @@ def test_terminal_and_active_sets():
 
 def test_domain_layer_imports_only_the_standard_library_and_itself():
     domain = Path(__file__).resolve().parents[2] / "console" / "domain"
-    for name in ("statuses", "policy", "errors", "breaker"):
+    for name in ("statuses", "policy", "errors", "breaker", "runbooks"):
         tree = ast.parse((domain / f"{name}.py").read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):

@@ -6,8 +6,10 @@ import time
 import pytest
 from sqlalchemy import text
 
+from console import create_app
 from console.db import sqlite_busy
 from console.extensions import db
+from tests.helpers import make_config
 
 
 class SleepRecorder:
@@ -37,7 +39,7 @@ def _holding_the_write_lock(path) -> sqlite3.Connection:
 
 
 def _writer(path) -> sqlite3.Connection:
-    writer = sqlite3.connect(path, isolation_level=None)
+    writer = sqlite3.connect(path, isolation_level=None, factory=sqlite_busy.Connection)
     # Without the handler SQLite's own wait would end the test quickly, not hang it.
     writer.execute("PRAGMA busy_timeout=200")
     return writer
@@ -89,3 +91,33 @@ def test_the_consoles_connections_wait_with_the_handler(app, monkeypatch):
 def test_an_object_that_is_not_a_sqlite3_connection_keeps_the_default_wait(caplog):
     assert not sqlite_busy.install(object())
     assert "busy handler not installed" in caplog.text
+
+
+def test_a_closed_connection_is_refused_not_handed_to_sqlite(tmp_path):
+    connection = sqlite3.connect(tmp_path / "closed.db", factory=sqlite_busy.Connection)
+    connection.close()  # SQLite frees the handle: setting a handler on it would write into freed memory
+    assert not sqlite_busy.install(connection)
+
+
+def test_the_off_switch_leaves_the_consoles_connections_on_busy_timeout(tmp_path, redis_url):
+    # SQLite reports busy_timeout 0 once another busy handler replaced its own.
+    for switch, kind, timeout in ((True, sqlite_busy.Connection, 0), (False, sqlite3.Connection, 10000)):
+        (tmp_path / str(switch)).mkdir()
+        app = create_app(make_config(tmp_path / str(switch), redis_url, SQLITE_BUSY_HANDLER=switch))
+        with app.app_context():
+            connection = db.engine.raw_connection()
+            assert type(connection.driver_connection) is kind
+            assert connection.execute("PRAGMA busy_timeout").fetchone() == (timeout,)
+            connection.close()
+            db.engine.dispose()
+
+
+def test_a_python_not_on_the_list_keeps_busy_timeout_with_a_warning(tmp_path, redis_url, monkeypatch, caplog):
+    monkeypatch.setattr(sqlite_busy, "_LIBRARY", None)  # what an unlisted version (or a library without it) gets
+    app = create_app(make_config(tmp_path, redis_url))
+    with app.app_context():
+        connection = db.engine.raw_connection()
+        assert type(connection.driver_connection) is sqlite3.Connection
+        connection.close()
+        db.engine.dispose()
+    assert "busy handler not available" in caplog.text

@@ -6,9 +6,8 @@ from sqlalchemy import select
 
 from console.extensions import db
 from console.models import AuditEntry, ChannelSetting
-from console.services import delivery
 from console.services.actor import Actor
-from console.services.delivery import targets
+from console.services.delivery import manual, targets
 from tests.receiver import Receiver
 
 SLACK_PATH = "/services/T0001/B0002/slackSECRETtoken"
@@ -93,7 +92,7 @@ def test_settings_saved_here_win_over_the_env_and_stay_masked(app, client, auth)
         [entry] = audit("channel.update")
         assert entry.after == {"url": f"{hook.url}/…c123", "url_source": "console", "secret": "…ABCD",
                                "enabled": True}
-        delivery.send_test("webhook", Actor("ada"))
+        manual.send_test("webhook", Actor("ada"))
         assert hook.paths() == ["/inbound/abc123/notifications/retry-alert"]
         # A blank field keeps what is saved; "forget" goes back to the env.
         post(client, auth, "/admin/channels/webhook", {"webhook-url": "", "webhook-enabled": "0"})

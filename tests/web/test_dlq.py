@@ -392,7 +392,9 @@ def test_tenant_limited_users_see_and_touch_only_their_tenant(client, auth, make
     ours = make_dead_letter("account 1002 is closed", tenant="globex")
     auth.make_user("gina", "operator", tenant=globex)
     auth.login("gina")
-    listing = client.get("/dlq/?view=list&tenant=acme").get_data(as_text=True)
+    refused = client.get("/dlq/?view=list&tenant=acme")  # another tenant's filter is refused, not dropped
+    assert refused.status_code == 403 and "only tenant globex" in refused.get_data(as_text=True)
+    listing = client.get("/dlq/?view=list").get_data(as_text=True)
     assert f'id="dl-{ours.id}"' in listing and f'id="dl-{theirs.id}"' not in listing
     groups = client.get("/dlq/").get_data(as_text=True)
     assert "<strong>1</strong>" in groups and "acme" not in groups

@@ -8,8 +8,8 @@ from sqlalchemy import select
 from console.domain.clock import FrozenClock, utcnow
 from console.extensions import db
 from console.models import AuditEntry, DeadLetter, OutboxMessage, Tenant, WorkOrder
-from console.services import delivery
 from console.services.engine.execute import execute
+from console.services.system import delivery_round
 from tests.factories import Runs
 from tests.receiver import Receiver
 
@@ -57,7 +57,7 @@ def test_list_shows_each_work_order_with_its_count_external_id_and_delivery(app,
         first = dead(runs, clock, message="account 1000 is closed")
         dead(runs, clock, message="account 2000 is closed")  # the same error group
         other = dead(runs, clock, code="bad_iban", message="IBAN checksum failed")
-        delivery.tick(clock)
+        delivery_round.tick(clock)
     auth.as_role("viewer")
     page = client.get("/workorders")
     html = page.get_data(as_text=True)
@@ -202,7 +202,7 @@ def test_a_failed_work_order_request_is_sent_again_from_its_page(app, client, au
         app.config.update(WORKORDER_URL=tickets.url)
         letter = dead(runs, clock)
         for _ in range(5):
-            delivery.tick(clock)
+            delivery_round.tick(clock)
             clock.advance(60)
         auth.as_role("operator")
         page = client.get(f"/workorders/{letter.work_order_id}").get_data(as_text=True)
@@ -210,7 +210,7 @@ def test_a_failed_work_order_request_is_sent_again_from_its_page(app, client, au
         tickets.always(200, {"id": "T-9"})
         response = post(client, auth, f"/workorders/{letter.work_order_id}/redeliver")
         assert response.status_code == 303
-        delivery.tick(clock)
+        delivery_round.tick(clock)
     assert order(letter.work_order_id).external_id == "T-9"
     assert [e.action for e in db.session.execute(select(AuditEntry).where(
         AuditEntry.action == "outbox.redeliver")).scalars()] == ["outbox.redeliver"]

@@ -2,27 +2,38 @@
 
 from datetime import datetime
 
-from sqlalchemy import select, update
+from sqlalchemy import select, text
 
+from console.db.upsert import insert_for
 from console.extensions import db
 from console.models import OutboxMessage
+from console.models.recovery import PENDING_MESSAGE
+
+OUTBOX = OutboxMessage.__table__
 
 
 def add(kind: str, dedup_key: str, payload: dict, now: datetime, *, tenant_id: int | None = None,
         channel: str = "default") -> OutboxMessage | None:
-    """Queue a message for delivery; a pending one with the same key just counts one more occurrence."""
-    bumped = db.session.execute(
-        update(OutboxMessage)
-        .where(OutboxMessage.dedup_key == dedup_key, OutboxMessage.status == "pending")
-        .values(occurrences=OutboxMessage.occurrences + 1, payload=payload)
-        .execution_options(synchronize_session=False)
-    )
-    if bumped.rowcount:
-        return None
-    message = OutboxMessage(kind=kind, channel=channel, dedup_key=dedup_key, payload=payload, tenant_id=tenant_id,
-                            created_at=now, next_attempt_at=now)
-    db.session.add(message)
-    return message
+    """Queue a message for delivery; a pending one with the same key counts one more occurrence (and takes the
+    newer payload). Return the new message, or None when it was merged into one already pending."""
+    connection = db.session.connection()
+    # One statement against the unique index on pending keys: two writers cannot both insert (READ COMMITTED).
+    statement = insert_for(connection)(OUTBOX).values(
+        kind=kind, channel=channel, dedup_key=dedup_key, payload=payload, tenant_id=tenant_id, occurrences=1,
+        status="pending", attempts=0, created_at=now, next_attempt_at=now)
+    statement = statement.on_conflict_do_update(
+        index_elements=[OUTBOX.c.dedup_key], index_where=text(PENDING_MESSAGE),
+        set_={"occurrences": OUTBOX.c.occurrences + 1, "payload": statement.excluded.payload})
+    row = connection.execute(statement.returning(OUTBOX.c.id, OUTBOX.c.occurrences)).one()
+    return db.session.get(OutboxMessage, row.id) if row.occurrences == 1 else None
+
+
+def resolve(key: str, title: str, summary: str, now: datetime, *, tenant_id: int | None = None,
+            **details) -> OutboxMessage | None:
+    """Queue a resolve for the incident `key` (PagerDuty resolve, a note in Slack), in the caller's transaction."""
+    return add("resolve", f"resolve:{key}", {
+        "rule": "resolved", "incident_key": key, "title": title, "summary": summary, "tenant_id": tenant_id,
+        **details}, now, tenant_id=tenant_id)
 
 
 def pending(limit: int = 100) -> list[OutboxMessage]:

@@ -19,11 +19,11 @@ from console.services.audit import trail as audit
 from console.services.dlq import groups as dlq
 from console.services.dlq.filters import Bounds, Filters
 from console.services.engine import replays
+from console.services.engine.queueing import MAINTENANCE_QUEUE
 from console.services.errors import Conflict, InvalidInput, NotFound
 
 log = logging.getLogger("rebound.dlq")
 
-QUEUE = "maintenance"
 JOB = "jobs.bulk.replay_matching"
 KEY = "rebound:bulk:{}"
 RECENT = "rebound:bulk:recent"
@@ -158,7 +158,7 @@ def start_replay(actor: Actor, tenant_id: int | None, *, ids: list[int] | None =
     redis = get_redis()
     with redis.pipeline() as pipe:
         # RQ starts the transaction itself, so its enqueue comes first in the pipeline.
-        Queue(QUEUE, connection=redis).enqueue(
+        Queue(MAINTENANCE_QUEUE, connection=redis).enqueue(
             JOB, args=(op_id,), kwargs={"ids": ids if job_filters is None else None, "filters": job_filters,
                                         "tenant_id": tenant_id, "rate": rate, "actor": _actor_dict(actor)},
             job_timeout=int(SLICE_S) + 600, result_ttl=0, failure_ttl=KEEP_S, pipeline=pipe)
@@ -241,7 +241,7 @@ def run_replay(op_id: str, *, ids: list[int] | None = None, filters: dict | None
             if ahead > 0:
                 sleep(ahead)
             if paced and monotonic() - started >= slice_s:
-                Queue(QUEUE, connection=redis).enqueue(
+                Queue(MAINTENANCE_QUEUE, connection=redis).enqueue(
                     JOB, args=(op_id,), kwargs={"ids": ids, "filters": filters, "tenant_id": tenant_id,
                                                 "rate": rate, "actor": actor, "after_id": after_id},
                     job_timeout=int(slice_s) + 600, result_ttl=0, failure_ttl=KEEP_S)

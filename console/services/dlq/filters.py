@@ -9,8 +9,9 @@ from sqlalchemy import select
 
 from console.extensions import db
 from console.models import DeadLetter, Tenant
+from console.services.errors import Forbidden
 
-STATUSES = ("open", "replayed", "discarded")
+STATUSES = ("open", "replayed", "discarded", "resolved")
 AGES = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta(days=7)}
 # A text search reads messages row by row; it looks through this many of the newest open dead letters at a time.
 SEARCH_WINDOW = 10_000
@@ -105,12 +106,22 @@ def _escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
+def _within_scope(filters: Filters, tenant_id: int) -> None:
+    """Refuse a tenant filter outside the caller's scope, rather than quietly showing (or replaying) its own."""
+    if filters.tenant:
+        own = db.session.execute(select(Tenant.name).where(Tenant.id == tenant_id)).scalar_one()
+        if filters.tenant != own:
+            raise Forbidden(f"you see only tenant {own}'s dead letters; remove tenant={filters.tenant} from the "
+                            "filter", "tenant")
+
+
 def where(query, filters: Filters, tenant_id: int | None, now: datetime, min_id: int | None = None,
            max_id: int | None = None):
     """Apply the filters and the tenant scope; the status comes first so an index on it leads."""
     dl = DeadLetter
     query = query.where(dl.status == filters.status)
     if tenant_id is not None:
+        _within_scope(filters, tenant_id)
         query = query.where(dl.tenant_id == tenant_id)
     elif filters.tenant:
         query = query.where(dl.tenant_id == select(Tenant.id).where(Tenant.name == filters.tenant).scalar_subquery())

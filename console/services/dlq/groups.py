@@ -203,7 +203,7 @@ def handler_choices() -> list[str]:
             + [f"command:{name}" for name in sorted(handler_kinds.commands())])
 
 
-def _reason(reason: str | None) -> str:
+def reason_of(reason: str | None) -> str:
     reason = (reason or "").strip()
     if not reason:
         raise InvalidInput("say why these dead letters are discarded: a reason is required", "reason")
@@ -229,7 +229,7 @@ def _discard(letter: DeadLetter, reason: str, actor: Actor, now: datetime) -> bo
 
 def discard(letter: DeadLetter, reason: str | None, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> DeadLetter:
     """Close one open dead letter without replaying it, saying why."""
-    reason = _reason(reason)
+    reason = reason_of(reason)
     if not _discard(letter, reason, actor, clock()):
         db.session.rollback()
         db.session.refresh(letter)
@@ -238,17 +238,56 @@ def discard(letter: DeadLetter, reason: str | None, actor: Actor, clock: Clock =
     return letter
 
 
-def discard_many(ids: list[int], reason: str | None, actor: Actor, tenant_id: int | None,
-                 clock: Clock = SYSTEM_CLOCK) -> tuple[int, int]:
-    """Discard the selected open dead letters; return (discarded, skipped because no longer open or unseen)."""
-    reason = _reason(reason)
+def discard_open(ids: list[int], reason: str, actor: Actor, now: datetime, *,
+                 tenant_id: int | None = None) -> list[int]:
+    """Discard those of the dead letters still open (one guarded UPDATE), each audited, in the caller's transaction."""
+    query = update(DeadLetter).where(DeadLetter.id.in_(ids), DeadLetter.status == "open")
+    if tenant_id is not None:
+        query = query.where(DeadLetter.tenant_id == tenant_id)
+    # Guarded by status, so a replay that wins the race is not overwritten by a discard.
+    done = db.session.execute(
+        query.values(status="discarded", resolved_at=now, resolved_by=actor.name, resolution_note=reason)
+        .returning(DeadLetter.id, DeadLetter.run_id, DeadLetter.tenant_id)
+        .execution_options(synchronize_session=False)).all()
+    if done:
+        names = dict(db.session.execute(select(Tenant.id, Tenant.name)).all())
+        audit.record_many(db.session, actor, "dead_letter.discard", "dead_letter", [
+            audit.Change(letter_id, before={"status": "open"}, after={"status": "discarded", "run_id": run_id},
+                         tenant=names.get(tenant)) for letter_id, run_id, tenant in sorted(done)],
+            note=reason, clock=lambda: now)
+    return sorted(letter_id for letter_id, _, _ in done)
+
+
+def reopen(ids: list[int], discarded_at: datetime, actor: Actor, now: datetime, note: str) -> list[int]:
+    """Open again those of the dead letters still discarded at `discarded_at` (not settled otherwise since), audited."""
+    done = db.session.execute(
+        update(DeadLetter).where(DeadLetter.id.in_(ids), DeadLetter.status == "discarded",
+                                 DeadLetter.resolved_at == discarded_at)
+        .values(status="open", resolved_at=None, resolved_by=None, resolution_note=None)
+        .returning(DeadLetter.id, DeadLetter.tenant_id).execution_options(synchronize_session=False)).all()
+    if done:
+        names = dict(db.session.execute(select(Tenant.id, Tenant.name)).all())
+        audit.record_many(db.session, actor, "dead_letter.reopen", "dead_letter", [
+            audit.Change(letter_id, before={"status": "discarded"}, after={"status": "open"}, tenant=names.get(tenant))
+            for letter_id, tenant in sorted(done)], note=note, clock=lambda: now)
+    return sorted(letter_id for letter_id, _ in done)
+
+
+def selection(ids: list[int]) -> list[int]:
+    """Return the selected ids, each once, or say what is wrong with the selection."""
     ids = sorted(set(ids))
     if not ids:
         raise InvalidInput("select the dead letters to discard", "id")
     if len(ids) > MAX_SELECTED:
         raise InvalidInput(f"select at most {MAX_SELECTED} dead letters at once", "id")
-    now = clock()
-    discarded = sum(_discard(letter, reason, actor, now) for letter in visible(ids, tenant_id))
-    db.session.commit()
-    return discarded, len(ids) - discarded
+    return ids
 
+
+def discard_many(ids: list[int], reason: str | None, actor: Actor, tenant_id: int | None,
+                 clock: Clock = SYSTEM_CLOCK) -> tuple[int, int]:
+    """Discard the selected open dead letters; return (discarded, skipped because no longer open or unseen)."""
+    reason = reason_of(reason)
+    ids = selection(ids)
+    discarded = discard_open(ids, reason, actor, clock(), tenant_id=tenant_id)
+    db.session.commit()
+    return len(discarded), len(ids) - len(discarded)

@@ -8,7 +8,7 @@ import logging
 from rq import Queue
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
-from console.domain.errors import NonRetryableError
+from console.domain.errors import NOT_COMPENSABLE, Failure, NonRetryableError
 from console.extensions import db
 from console.models import Run
 from console.redis_conn import get_redis
@@ -23,7 +23,6 @@ from console.services.policies import versions as policies
 from console.services.settings import setting
 
 log = logging.getLogger("rebound.engine")
-QUEUE = "maintenance"
 ENTRY_POINT = "jobs.compensate.compensate"
 REASON = "workflow_step_failed"
 CAUSE_LIMIT = 2000
@@ -39,8 +38,8 @@ def can_compensate(run: Run) -> bool:
     return run.status == "succeeded" and _undo_step(run.handler) is not None
 
 
-def request(run: Run, actor: Actor, *, cause: str = "", clock: Clock = SYSTEM_CLOCK) -> Run:
-    """Start undoing a succeeded run (audited); a worker runs its handler's compensation."""
+def check(run: Run, cause) -> str:
+    """Return the cause, or say why this run cannot be compensated now."""
     if not isinstance(cause, str) or len(cause) > CAUSE_LIMIT:
         raise InvalidInput(f"cause must be text of at most {CAUSE_LIMIT} characters", "cause")
     if run.status != "succeeded":
@@ -48,23 +47,52 @@ def request(run: Run, actor: Actor, *, cause: str = "", clock: Clock = SYSTEM_CL
                        "compensated automatically when its handler has an undo step)", "status")
     if _undo_step(run.handler) is None:
         raise Conflict(f"handler {run.handler} has no compensation step to run", "handler")
-    now = clock()
+    return cause
+
+
+def start(run: Run, actor: Actor, *, cause: str = "", now) -> None:
+    """Move a succeeded run to compensating (audited) in the caller's transaction; `enqueue` after the commit."""
+    cause = check(run, cause)
     try:
         transitions.move(run, "compensating", now, reason=REASON, actor=actor.name, message=cause or None)
     except transitions.StaleRun:
         raise Conflict(f"run {run.id} changed while asking for its compensation; look again", "status") from None
     audit.record(db.session, actor, "run.compensate", "run", run.id, before={"status": "succeeded"},
-                 after={"status": "compensating", "cause": cause[:500]}, tenant=run.tenant.name, clock=clock)
+                 after={"status": "compensating", "cause": cause[:500]}, tenant=run.tenant.name, clock=lambda: now)
+
+
+def request(run: Run, actor: Actor, *, cause: str = "", clock: Clock = SYSTEM_CLOCK) -> Run:
+    """Start undoing a succeeded run at once (audited); a worker runs its handler's compensation.
+
+    Services call this (a workflow undoing its own steps); a person's request waits for approval instead
+    (recovery/run_compensation.py).
+    """
+    start(run, actor, cause=cause, now=clock())
     db.session.commit()
     enqueue(run.id)
     return run
 
 
+def start_for_workflow(run: Run, *, actor: str, cause: str, clock: Clock = SYSTEM_CLOCK) -> bool:
+    """Start undoing a succeeded step of a failed workflow (its workflow's advance asks); tell whether it started.
+
+    Unlike `request`, a handler with no undo step is not refused: its compensation fails at once as
+    `not_compensable`, with a dead letter, so a person learns the step needs undoing by hand.
+    """
+    try:
+        transitions.move(run, "compensating", clock(), reason=REASON, actor=actor, message=cause[:CAUSE_LIMIT] or None)
+    except transitions.StaleRun:
+        return False  # another advance asked first, or the run moved on
+    db.session.commit()
+    enqueue(run.id)
+    return True
+
+
 def enqueue(run_id: int) -> None:
     """Queue a compensation job; if Redis is down the reconciler queues it later."""
     try:
-        Queue(QUEUE, connection=get_redis()).enqueue(ENTRY_POINT, run_id, job_id=job_id(run_id), result_ttl=60,
-                                                     failure_ttl=24 * 3600)
+        Queue(queueing.MAINTENANCE_QUEUE, connection=get_redis()).enqueue(
+            ENTRY_POINT, run_id, job_id=job_id(run_id), result_ttl=60, failure_ttl=24 * 3600)
     except Exception as error:  # noqa: BLE001 - any transport failure is recoverable by the reconciler
         log.warning("compensation of run %s committed but not queued (%s); the reconciler will queue it", run_id,
                     error)
@@ -81,15 +109,19 @@ def execute(run_id: int, *, clock: Clock = SYSTEM_CLOCK) -> str:
     if run is None or run.status != "compensating" or run.status_reason not in (REASON, AFTER_FAILURE):
         return "skipped"  # finished already
     timeout_s = policies.effective(run.policy_id, run.policy_overrides)[1].timeout_s
+    missing = None
     try:
         invocation = handler_kinds.resolve(run.handler)
+        if invocation.compensate is None:
+            missing = Failure(NOT_COMPENSABLE, f"handler {run.handler} has no undo step", retryable=False)
     except NonRetryableError:
         invocation = None  # the handler is gone since the undo was asked for: compensate_run records that
     cause = REASON if run.status_reason == REASON else run.error_code or "non_retryable"
     ctx = context_for(run, timeout_s)
     try:
         with Heartbeat(run.id, run.attempt, setting("HEARTBEAT_S"), ctx.cancel_event):
-            return compensate_run(run, undo_call(invocation, timeout_s), ctx, clock(), cause)
+            return compensate_run(run, undo_call(invocation, timeout_s, asked=True), ctx, clock(), cause,
+                                  missing=missing, clock=clock)
     except transitions.StaleRun:
         return "skipped"
 

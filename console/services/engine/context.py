@@ -25,6 +25,7 @@ class HandlerContext:
     retry_token: str
     trace_id: str
     timeout_s: int
+    undo_attempt: int = 0  # which try of the undo step this is (1, 2, ...); 0 while the handler itself runs
     cancel_event: threading.Event = field(default_factory=threading.Event)
     progress_failures: int = 0
 

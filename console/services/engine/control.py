@@ -7,11 +7,11 @@ from console.extensions import db
 from console.models import DeadLetter, Run
 from console.services.actor import Actor
 from console.services.audit import trail as audit
-from console.services.dlq import workorders
 from console.services.engine import replays, transitions
 from console.services.engine import submit as submitting
 from console.services.errors import Conflict, NotFound
 from console.services.policies import versions as policies
+from console.services.workorders import orders as workorders
 
 RETRYABLE_BY_HAND = ("dead", "failed", "cancelled")
 
@@ -35,9 +35,8 @@ def cancel(run: Run, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> Run:
         except transitions.StaleRun:
             raise Conflict(f"run {run.id} changed while cancelling; look again") from None
     elif run.status == "running":
-        db.session.execute(update(Run).where(Run.id == run.id).values(cancel_requested=True))
-        run.cancel_requested = True
-        transitions.event(run, "cancel_requested", now, actor=actor.name)
+        if not transitions.request_cancel(run, now, actor=actor.name):
+            raise Conflict(f"run {run.id} changed while cancelling; look again")
     else:
         raise Conflict(f"run {run.id} is {run.status}; only pending, retry_wait and running runs can be cancelled",
                        "status")

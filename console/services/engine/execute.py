@@ -7,22 +7,31 @@ import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from types import SimpleNamespace
 
 from rq.timeouts import JobTimeoutException, UnixSignalDeathPenalty
-from sqlalchemy import bindparam, func, select, update
+from sqlalchemy import bindparam, select, update
+from sqlalchemy.exc import SQLAlchemyError
 
 from console.domain.breaker import BreakerSettings
 from console.domain.clock import SYSTEM_CLOCK, Clock
-from console.domain.errors import HandlerTimeout, NonRetryableError, classify
+from console.domain.errors import Failure, HandlerTimeout, NonRetryableError, classify
 from console.domain.windows import Window
 from console.extensions import db
 from console.models import Run, Task, Tenant
-from console.services import delivery
 from console.services.delivery import outbox
-from console.services.engine import breakers, handler_kinds, isolation, queueing, transitions
+from console.services.engine import (
+    admission,
+    breakers,
+    handler_kinds,
+    isolation,
+    known_outcomes,
+    parking,
+    queueing,
+    transitions,
+)
 from console.services.engine.context import HandlerContext
 from console.services.engine.failures import fail
 from console.services.engine.heartbeat import Heartbeat
@@ -33,6 +42,10 @@ from console.services.settings import setting
 
 log = logging.getLogger("rebound.engine")
 DEFER_S = 1.0
+BOOKKEEPING_TRIES = 3
+BOOKKEEPING_FAILED = "bookkeeping_failed"
+BOOKKEEPING_BACKOFF_S = 0.1
+_sleep = time.sleep  # tests replace it
 WORKER_ID = f"{socket.gethostname()}.{os.getpid()}"
 
 
@@ -49,47 +62,6 @@ class RunRow(SimpleNamespace):
 def _load(run_id: int) -> RunRow | None:
     row = db.session.connection().execute(_RUN_ROW, {"run_id": run_id}).one_or_none()
     return None if row is None else RunRow(**row._mapping)
-
-
-@dataclass(frozen=True)
-class Admission:
-    """What an attempt is admitted by, read in one query: the policy version in force and the running counts."""
-
-    policy_id: int | None
-    policy_version: int | None
-    own_running: int
-    tenant_running: int
-    max_running: int
-
-
-@functools.lru_cache(maxsize=4)
-def _admission_query(by_policy_id: bool, by_task: bool):
-    """Build once (this runs on every attempt) the admission query for runs with/without a policy and a task."""
-    runs, tenants = Run.__table__, Tenant.__table__
-    in_force = policies.IN_FORCE_BY_ID if by_policy_id else policies.IN_FORCE_DEFAULT
-    same_work = runs.c.task_id == bindparam("task_id") if by_task else runs.c.handler == bindparam("handler")
-    running = select(func.count()).select_from(runs).where(runs.c.status == "running")
-    return select(
-        in_force.with_only_columns(in_force.selected_columns.id).scalar_subquery(),
-        in_force.with_only_columns(in_force.selected_columns.current_version).scalar_subquery(),
-        running.where(same_work).scalar_subquery(),
-        running.where(runs.c.tenant_id == bindparam("tenant_id")).scalar_subquery(),
-        select(tenants.c.max_running).where(tenants.c.id == bindparam("tenant_id")).scalar_subquery())
-
-
-def _admission(run: RunRow) -> Admission:
-    query = _admission_query(run.policy_id is not None, run.task_id is not None)
-    row = db.session.connection().execute(query, {"policy_id": run.policy_id, "task_id": run.task_id,
-                                                  "handler": run.handler, "tenant_id": run.tenant_id}).one()
-    return Admission(*row)
-
-
-def _over_capacity(admission: Admission, concurrency: int) -> str | None:
-    """Name the limit that is full (the task's concurrency or the tenant's max_running), if any."""
-    # Counted, then claimed: two workers racing may overshoot by one; the limits are for load, not safety.
-    if admission.own_running >= concurrency:
-        return "concurrency"
-    return "quota" if admission.tenant_running >= admission.max_running else None
 
 
 def _tenant_name(tenant_id: int) -> str:
@@ -132,9 +104,12 @@ def _defer(run: RunRow, when, timeout_s: int) -> None:
     queueing.enqueue_at(when, run.id, run.series, run.attempt, timeout_s, deferral=True)
 
 
-def undo_call(invocation, timeout_s: int):
-    """Return the handler's undo step, called like the handler itself (isolated, under the same timeout)."""
-    if invocation is None or invocation.compensate is None:
+def undo_call(invocation, timeout_s: int, *, asked: bool = False):
+    """Return the handler's undo step, called like the handler itself (isolated, under the same timeout).
+
+    After the run's own failure (not `asked`), a handler whose undo is only tried when asked for has none.
+    """
+    if invocation is None or invocation.compensate is None or (invocation.undo_only_when_asked and not asked):
         return None
     return functools.partial(_call, invocation.compensate, timeout_s=timeout_s)
 
@@ -147,11 +122,11 @@ def execute(run_id: int, expected_attempt: int, *, clock: Clock = SYSTEM_CLOCK, 
     if run.attempt != expected_attempt or run.status not in ("pending", "retry_wait"):
         return "skipped"  # a duplicate or stale delivery: someone already took this attempt
     now = clock()
-    admission = _admission(run)
-    if admission.policy_version is None:
+    admitted = admission.read(run)
+    if admitted.policy_version is None:
         raise NotFound(f"retry policy {run.policy_id or policies.DEFAULT} is missing")
-    version = admission.policy_version
-    policy = policies.of_version(admission.policy_id, version, run.policy_overrides)
+    version = admitted.policy_version
+    policy = policies.of_version(admitted.policy_id, version, run.policy_overrides)
     try:
         if run.cancel_requested:
             transitions.move(run, "cancelled", now, reason="cancel_requested", finished_at=now)
@@ -166,7 +141,7 @@ def execute(run_id: int, expected_attempt: int, *, clock: Clock = SYSTEM_CLOCK, 
             if opening > now:
                 _defer(run, opening, policy.timeout_s)
                 return "deferred:window"
-        full = _over_capacity(admission, policy.concurrency)
+        full = admission.over_capacity(admitted, policy.concurrency)
         if full:
             _defer(run, now + timedelta(seconds=DEFER_S), policy.timeout_s)
             return f"deferred:{full}"
@@ -212,6 +187,78 @@ def context_for(run: Run | RunRow, timeout_s: int) -> HandlerContext:
         trace_id=run.trace_id, timeout_s=timeout_s)
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """What the handler did: its result or its error, and how long it took."""
+
+    result: object
+    error: Exception | None
+    duration_ms: int
+    invocation: object
+
+
+def _record(run, outcome: Outcome, policy, ctx: HandlerContext, now, clock: Clock) -> Run | RunRow:
+    """Write the attempt's outcome; guarded by status and attempt (StaleRun if the run moved on meanwhile)."""
+    if outcome.error is None:
+        if ctx.cancelled():
+            transitions.move(run, "cancelled", now, reason="cancel_requested", finished_at=now,
+                             result=json_safe(outcome.result), duration_ms=outcome.duration_ms)
+        else:
+            transitions.move(run, "succeeded", now, reason=None, finished_at=now, result=json_safe(outcome.result),
+                             progress=100, duration_ms=outcome.duration_ms)
+        db.session.commit()
+        return run
+    run = _as_orm(run)  # the failure paths (dead letters, compensation) work on the ORM object
+    # A compensation runs here, inline: its heartbeat tells the reconciler whether this worker still lives.
+    with Heartbeat(run.id, run.attempt, setting("HEARTBEAT_S"), ctx.cancel_event):
+        fail(run, classify(outcome.error, policy), policy, now, duration_ms=outcome.duration_ms,
+             compensate=undo_call(outcome.invocation, policy.timeout_s), ctx=ctx, clock=clock)
+    return run
+
+
+def _reread(run) -> RunRow:
+    """Read the run afresh after a rolled-back write; StaleRun if it is no longer at this attempt."""
+    fresh = _load(run.id)
+    if fresh is None or (fresh.status, fresh.attempt, fresh.series) != ("running", run.attempt, run.series):
+        raise transitions.StaleRun(f"run {run.id} is no longer running attempt {run.attempt}")
+    return fresh
+
+
+def _park_known_outcome(run_id: int, attempt: int, outcome: Outcome, policy, bookkeeping_error, now) -> str:
+    """Park the run for a person with the handler's real outcome: never a retry that would run it again."""
+    if outcome.error is None:
+        failure = Failure(code=BOOKKEEPING_FAILED, retryable=False, message=(
+            f"the handler succeeded (result {str(json_safe(outcome.result))[:200]}) but recording it failed: "
+            f"{bookkeeping_error}"[:2000]))
+    else:
+        real = classify(outcome.error, policy)
+        failure = replace(real, retryable=False, message=(
+            f"{real.message} — and recording this outcome failed: {bookkeeping_error}"[:2000]))
+    try:
+        run = db.session.get(Run, run_id, populate_existing=True)
+        if (run.status, run.attempt) != ("running", attempt):
+            return "stale"
+        park_for_a_person(run, failure, now, duration_ms=outcome.duration_ms)
+    except SQLAlchemyError as still_failing:
+        db.session.rollback()
+        # The database refuses even this: leave the outcome in Redis, where the reconciler looks before it
+        # would retry a silent attempt as worker_lost.
+        known_outcomes.remember(run_id, attempt, failure.code, failure.message)
+        log.error("run %s: attempt %s's outcome is known (%s) but cannot be written (%s); the reconciler parks it",
+                  run_id, attempt, failure.code, still_failing)
+        return "bookkeeping_failed"
+    log.error("run %s parked after its outcome could not be recorded: %s", run_id, failure.message)
+    return "dead"
+
+
+def park_for_a_person(run: Run, failure: Failure, now, duration_ms: int | None = None) -> None:
+    """Move a running run whose outcome is known to dead, with its dead letter, and commit."""
+    transitions.move(run, "dead", now, reason=BOOKKEEPING_FAILED, error_code=failure.code, finished_at=now,
+                     error_message=failure.message, duration_ms=duration_ms)
+    parking.park(run, failure, BOOKKEEPING_FAILED, now)
+    db.session.commit()
+
+
 def _perform(run: RunRow, policy, settings: BreakerSettings, breaker_was_clean: bool, clock: Clock) -> str:
     ctx = context_for(run, policy.timeout_s)
     try:
@@ -230,25 +277,26 @@ def _perform(run: RunRow, policy, settings: BreakerSettings, breaker_was_clean: 
                 error = exc
     duration_ms = int((time.monotonic() - started) * 1000)
     now = clock()
-    try:
-        # Guarded by status and attempt: if the reconciler gave this attempt up meanwhile, the outcome is dropped.
-        if error is None and ctx.cancelled():
-            transitions.move(run, "cancelled", now, reason="cancel_requested", finished_at=now,
-                             result=json_safe(result), duration_ms=duration_ms)
-        elif error is None:
-            transitions.move(run, "succeeded", now, reason=None, finished_at=now, result=json_safe(result),
-                             progress=100, duration_ms=duration_ms)
-        if error is None:
-            db.session.commit()
-        else:
-            run = _as_orm(run)  # the failure paths (dead letters, compensation) work on the ORM object
-            # A compensation runs here, inline: its heartbeat tells the reconciler whether this worker still lives.
-            with Heartbeat(run.id, run.attempt, setting("HEARTBEAT_S"), ctx.cancel_event):
-                fail(run, classify(error, policy), policy, now, duration_ms=duration_ms,
-                     compensate=undo_call(invocation, policy.timeout_s), ctx=ctx)
-    except transitions.StaleRun:
-        log.warning("run %s moved on while attempt %s ran; its outcome is dropped", run.id, ctx.attempt)
-        return "stale"
+    outcome = Outcome(result, error, duration_ms, invocation)
+    # The handler has run: from here on, nothing may send it round again (invariant 7). A failure of the
+    # bookkeeping is retried on a fresh read; if it keeps failing, the run is parked for a person.
+    for attempt in range(1, BOOKKEEPING_TRIES + 1):
+        try:
+            run = _record(_reread(run) if attempt > 1 else run, outcome, policy, ctx, now, clock)
+            break
+        except transitions.StaleRun:
+            log.warning("run %s moved on while attempt %s ran; its outcome is dropped", run.id, ctx.attempt)
+            return "stale"
+        except SQLAlchemyError as bookkeeping_error:
+            db.session.rollback()
+            log.warning("run %s: recording the outcome of attempt %s failed (try %s of %s): %s", run.id,
+                        ctx.attempt, attempt, BOOKKEEPING_TRIES, bookkeeping_error)
+            if attempt == BOOKKEEPING_TRIES:
+                return _park_known_outcome(run.id, ctx.attempt, outcome, policy, bookkeeping_error, now)
+            _sleep(BOOKKEEPING_BACKOFF_S * attempt)
+    if error is not None and not classify(error, policy).retryable:
+        # A caller's bad input (non-retryable) says nothing about the dependency's health: the breaker ignores it.
+        return run.status
     change = breakers.record(run.handler, error is None, now, settings, clean_before=breaker_was_clean)
     if change == "opened":
         outbox.add("alert", f"breaker:{run.handler}", {
@@ -257,7 +305,7 @@ def _perform(run: RunRow, policy, settings: BreakerSettings, breaker_was_clean: 
         db.session.commit()
     elif change == "closed":
         # The cause has cleared: resolve the PagerDuty incident the "opened" alert started (same key).
-        delivery.resolve(f"rebound-breaker:{run.handler}", f"Circuit breaker opened: {run.handler}",
-                         f"{run.handler} answers again: its circuit breaker closed.", now, handler=run.handler)
+        outbox.resolve(f"rebound-breaker:{run.handler}", f"Circuit breaker opened: {run.handler}",
+                       f"{run.handler} answers again: its circuit breaker closed.", now, handler=run.handler)
         db.session.commit()
     return run.status

@@ -5,7 +5,7 @@ import uuid
 from sqlalchemy import update
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
-from console.domain.errors import classify_reported
+from console.domain.errors import MAX_RETRY_AFTER_S, classify_reported
 from console.extensions import db
 from console.models import Run, Task, Tenant
 from console.services.actor import Actor
@@ -36,8 +36,9 @@ def report_failure(tenant: Tenant, data: dict, actor: Actor, clock: Clock = SYST
         raise InvalidInput("retryable must be true or false", "retryable")
     retry_after = data.get("retry_after_s")
     if retry_after is not None and (isinstance(retry_after, bool) or not isinstance(retry_after, int | float)
-                                    or retry_after < 0):
-        raise InvalidInput("retry_after_s must be a number of seconds >= 0", "retry_after_s")
+                                    or not 0 <= retry_after <= MAX_RETRY_AFTER_S):
+        raise InvalidInput(f"retry_after_s must be a number of seconds from 0 to {MAX_RETRY_AFTER_S} (30 days)",
+                           "retry_after_s")
     now = clock()
     run = find_by_key(tenant.id, key)
     if run is None:
@@ -92,11 +93,10 @@ def report_update(tenant: Tenant, data: dict, actor: Actor, clock: Clock = SYSTE
         raise InvalidInput("progress must be a whole number from 0 to 100", "progress")
     if run.status != "running":
         raise Conflict(f"run {run.id} is {run.status}; progress is recorded for running runs only", "idempotency_key")
-    values = {"heartbeat_at": clock()}
-    if progress is not None:
-        values["progress"] = progress
-    if isinstance(data.get("message"), str):
-        values["progress_message"] = data["message"][:255]
-    db.session.execute(update(Run).where(Run.id == run.id, Run.status == "running").values(**values))
+    message = data["message"][:255] if isinstance(data.get("message"), str) else None
+    # What the executor left out keeps its stored value (the column itself), not the value read above.
+    db.session.execute(update(Run).where(Run.id == run.id, Run.status == "running").values(
+        heartbeat_at=clock(), progress=Run.progress if progress is None else progress,
+        progress_message=Run.progress_message if message is None else message))
     db.session.commit()
     return run

@@ -5,17 +5,19 @@ import time
 from datetime import timedelta
 
 from console import metrics
-from console.domain.errors import Failure
+from console.domain.errors import NOT_COMPENSABLE, Failure, NonRetryableError
 from console.domain.policy import RetryPolicy, retry_delay
 from console.extensions import db
 from console.models import Run
 from console.services.delivery import outbox
-from console.services.dlq import parking as dead_letters
+from console.services.engine import parking as dead_letters
 from console.services.engine import queueing, transitions
 
 log = logging.getLogger("rebound.engine")
 COMPENSATION_ATTEMPTS = 3
 COMPENSATION_BACKOFF_S = (0.5, 1.0)
+# The undo runs inline in a worker (or in its own job): a Retry-After beyond this is not waited out in full.
+UNDO_RETRY_AFTER_CAP_S = 30.0
 # The status reason of a run compensating after its own attempt failed (the worker undoes it there and then).
 AFTER_FAILURE = "compensate"
 
@@ -25,7 +27,7 @@ def _error_fields(failure: Failure) -> dict:
 
 
 def fail(run: Run, failure: Failure, policy: RetryPolicy, now, *, duration_ms: int | None = None,
-         compensate=None, ctx=None) -> str:
+         compensate=None, ctx=None, clock=None) -> str:
     """Move a running run on after a failed attempt; return its new status."""
     common = {"duration_ms": duration_ms, "message": failure.message[:2000]}
     if failure.retryable and run.attempt < policy.max_attempts:
@@ -45,7 +47,7 @@ def fail(run: Run, failure: Failure, policy: RetryPolicy, now, *, duration_ms: i
     if failure.severity == 3:
         return _dead(run, failure, "manual_intervention", now, common)
     if compensate is not None:
-        return _compensate(run, failure, now, common, compensate, ctx)
+        return _compensate(run, failure, now, common, compensate, ctx, clock)
     return _dead(run, failure, "non_retryable", now, common)
 
 
@@ -61,7 +63,7 @@ def _dead(run: Run, failure: Failure, reason: str, now, common: dict) -> str:
     return "dead"
 
 
-def _compensate(run: Run, failure: Failure, now, common: dict, compensate, ctx) -> str:
+def _compensate(run: Run, failure: Failure, now, common: dict, compensate, ctx, clock) -> str:
     """Run the handler's compensation (idempotent; retried with backoff) after a non-retryable failure."""
     transitions.move(run, "failed", now, reason="non_retryable", error_code=failure.code, **common,
                      **_error_fields(failure))
@@ -72,36 +74,52 @@ def _compensate(run: Run, failure: Failure, now, common: dict, compensate, ctx) 
             "error_code": failure.code, "message": failure.message[:500]}, now, tenant_id=run.tenant_id)
         metrics.RETRY_ESCALATED.inc(tenant=run.tenant_id, reason="compensation_alert")
     db.session.commit()
-    return compensate_run(run, compensate, ctx, now, failure.code)
+    return compensate_run(run, compensate, ctx, now, failure.code, clock=clock)
 
 
-def compensate_run(run: Run, compensate, ctx, now, cause: str, *, sleep=time.sleep) -> str:
+def compensate_run(run: Run, compensate, ctx, now, cause: str, *, missing: Failure | None = None, clock=None,
+                   sleep=time.sleep) -> str:
     """Run the undo step of a compensating run (idempotent; retried with backoff); return its new status.
 
-    With no step to run (compensate None: its handler is gone), the compensation fails at once. `sleep` waits out
-    the backoff between attempts (tests pass one that does not wait).
+    A retryable error (a 5xx, a timeout, any unexpected exception) is tried again, after the backoff or the
+    error's Retry-After if longer (up to UNDO_RETRY_AFTER_CAP_S); a non-retryable one ends the undo at once, and
+    the code `not_compensable` (a plugin answered 404) says there is no undo to try. With no step to run
+    (compensate None), the compensation fails at once with `missing` (default: its handler is gone). With a
+    `clock`, each try is stamped when it ends (the tries are seconds apart); else all at `now`. `sleep` waits
+    between tries (tests pass one that does not wait).
     """
+    stamp = clock or (lambda: now)
     if compensate is None:
-        return _compensation_failed(run, cause, f"no compensation step to run: handler {run.handler} is gone", now)
-    last_error = ""
+        missing = missing or Failure("compensation_failed",
+                                     f"no compensation step to run: handler {run.handler} is gone", retryable=False)
+        return _compensation_failed(run, cause, missing.message, now, code=missing.code)
+    last_error, code = "", "compensation_failed"
     for number in range(1, COMPENSATION_ATTEMPTS + 1):
+        ctx.undo_attempt = number
         try:
             compensate(ctx)
         except Exception as error:  # noqa: BLE001 - any failure of the undo is recorded and retried
             last_error = f"{type(error).__name__}: {error}"[:2000]
-            transitions.event(run, "compensation_attempt_failed", now, message=last_error, data={"number": number})
+            transitions.event(run, "compensation_attempt_failed", stamp(), message=last_error,
+                              error_code=getattr(error, "code", None), data={"number": number})
             db.session.commit()
+            if isinstance(error, NonRetryableError):
+                code = NOT_COMPENSABLE if error.code == NOT_COMPENSABLE else code
+                break  # trying the same undo again cannot help
             if number < COMPENSATION_ATTEMPTS:
-                sleep(COMPENSATION_BACKOFF_S[number - 1])
+                sleep(max(COMPENSATION_BACKOFF_S[number - 1],
+                          min(getattr(error, "retry_after_s", None) or 0, UNDO_RETRY_AFTER_CAP_S)))
             continue
-        transitions.move(run, "compensated", now, reason="compensated", finished_at=now,
+        done = stamp()
+        transitions.move(run, "compensated", done, reason="compensated", finished_at=done,
                          data={"compensation_attempts": number})
         db.session.commit()
         return "compensated"
-    return _compensation_failed(run, cause, last_error, now)
+    return _compensation_failed(run, cause, last_error, stamp(), code=code)
 
 
-def _compensation_failed(run: Run, cause: str, last_error: str, now) -> str:
-    transitions.move(run, "compensation_failed", now, reason="compensation_failed", message=last_error)
-    failed = Failure(code="compensation_failed", message=f"{cause}: {last_error}", retryable=False)
+def _compensation_failed(run: Run, cause: str, last_error: str, now, *, code: str = "compensation_failed") -> str:
+    transitions.move(run, "compensation_failed", now, reason="compensation_failed", error_code=code,
+                     message=last_error)
+    failed = Failure(code=code, message=f"{cause}: {last_error}", retryable=False)
     return _dead(run, failed, "compensation_failed", now, {"message": last_error})

@@ -10,7 +10,7 @@ import requests
 import yaml
 
 from console.domain.clock import utcnow
-from console.domain.errors import HandlerTimeout, NonRetryableError, RetryableError
+from console.domain.errors import NOT_COMPENSABLE, HandlerTimeout, NonRetryableError, RetryableError
 from console.services.engine import registry
 from console.services.errors import InvalidInput
 from console.services.settings import setting
@@ -23,7 +23,10 @@ EX_TEMPFAIL = 75  # sysexits.h: "try again later"
 @dataclass(frozen=True)
 class Invocation:
     run: object  # callable(ctx) -> result
-    compensate: object | None = None
+    compensate: object | None = None  # its undo step: after its own non-retryable failure, and when asked for
+    # A plugin declares no undo up front, so its undo is tried only when a success must be undone (404: none);
+    # its own failure stays the error it answered.
+    undo_only_when_asked: bool = False
 
 
 def parse(handler: str) -> tuple[str, str]:
@@ -60,8 +63,12 @@ def resolve(handler: str) -> Invocation:
             raise NonRetryableError("unknown_handler", f"no Python handler named {name!r}")
         return Invocation(found.run, found.compensate)
     if kind == "plugin":
-        return Invocation(lambda ctx: call_plugin(name, ctx))
-    return Invocation(lambda ctx: run_command(name, ctx))
+        # Every plugin is offered its undo; one that has none answers 404, and the step is not compensable.
+        return Invocation(lambda ctx: call_plugin(name, ctx), lambda ctx: call_plugin(name, ctx, "compensate"),
+                          undo_only_when_asked=True)
+    spec = commands().get(name)
+    undo = (lambda ctx: run_command(name, ctx, undo=True)) if spec and "undo" in spec else None
+    return Invocation(lambda ctx: run_command(name, ctx), undo)
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -76,9 +83,12 @@ def _retry_after(value: str | None) -> float | None:
             return None
 
 
-def call_plugin(plugin_id: str, ctx) -> object:
-    """POST the run to the plugin runtime and classify its answer."""
-    url = f"{setting('PLUGIN_RUNTIME_URL').rstrip('/')}/plugin/runtime/{plugin_id}/execute"
+def call_plugin(plugin_id: str, ctx, action: str = "execute") -> object:
+    """POST the run to the plugin runtime (`execute`, or `compensate` to undo it) and classify its answer.
+
+    The undo gets the execute call's body and idempotency key; a 404 to it means the plugin has no undo.
+    """
+    url = f"{setting('PLUGIN_RUNTIME_URL').rstrip('/')}/plugin/runtime/{plugin_id}/{action}"
     headers = {
         "Idempotency-Key": ctx.idempotency_key,
         "X-Retry-Token": ctx.retry_token,
@@ -99,7 +109,9 @@ def call_plugin(plugin_id: str, ctx) -> object:
             return response.json()
         except ValueError:
             return {"body": response.text[:OUTPUT_LIMIT]}
-    message = f"plugin {plugin_id} answered {status}: {response.text[:500]}"
+    message = f"plugin {plugin_id} answered {status} to {action}: {response.text[:500]}"
+    if action == "compensate" and status == 404:
+        raise NonRetryableError(NOT_COMPENSABLE, f"plugin {plugin_id} has no undo (compensate answered 404)")
     if status in (429, 503) or status >= 500:
         raise RetryableError(f"http_{status}", message, retry_after_s=_retry_after(response.headers.get("Retry-After")))
     raise NonRetryableError(f"http_{status}", message)
@@ -117,19 +129,35 @@ def commands() -> dict:
     mtime = path.stat().st_mtime
     if mtime != _commands_cache[0]:
         data = yaml.safe_load(path.read_text()) or {}
-        _commands_cache = (mtime, {name: spec for name, spec in data.items()
-                                   if isinstance(spec, dict) and isinstance(spec.get("argv"), list)})
+        _commands_cache = (mtime, {name: _without_bad_undo(spec) for name, spec in data.items() if _runnable(spec)})
     return _commands_cache[1]
 
 
-def run_command(name: str, ctx) -> object:
-    """Run a registered command: params as JSON on stdin, output captured and truncated."""
+def _runnable(spec) -> bool:
+    return isinstance(spec, dict) and isinstance(spec.get("argv"), list)
+
+
+def _without_bad_undo(spec: dict) -> dict:
+    # An `undo` that is not itself runnable (no argv list) is no undo: the command is then not compensable.
+    if "undo" in spec and not _runnable(spec["undo"]):
+        return {key: value for key, value in spec.items() if key != "undo"}
+    return spec
+
+
+def run_command(name: str, ctx, *, undo: bool = False) -> object:
+    """Run a registered command (or its declared `undo`): params as JSON on stdin, output captured and truncated."""
     spec = commands().get(name)
     if spec is None:
         raise NonRetryableError("unknown_command", f"command {name!r} is no longer registered")
+    if undo:
+        if "undo" not in spec:
+            raise NonRetryableError(NOT_COMPENSABLE, f"command {name!r} no longer declares an undo")
+        spec, name = spec["undo"], f"{name} (undo)"
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "REBOUND_RUN_ID": str(ctx.run_id),
            "REBOUND_IDEMPOTENCY_KEY": ctx.idempotency_key, "REBOUND_RETRY_TOKEN": ctx.retry_token,
            "REBOUND_ATTEMPT": str(ctx.attempt), "REBOUND_TRACE_ID": ctx.trace_id}
+    if undo:
+        env["REBOUND_UNDO_ATTEMPT"] = str(ctx.undo_attempt)
     timeout = min(ctx.timeout_s, int(spec.get("timeout_s", ctx.timeout_s)))
     try:
         done = subprocess.run([str(part) for part in spec["argv"]], input=json.dumps(ctx.params), env=env,

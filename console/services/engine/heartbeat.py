@@ -12,6 +12,10 @@ from console.domain.statuses import IN_WORK
 from console.extensions import db
 from console.models import Run
 
+# Held while a beat runs its SQL: a fork waits for it (engine/isolation.py), so no child starts with SQLite's
+# process-wide mutexes taken by this thread.
+BEATING = threading.Lock()
+
 
 class _Beater:
     """One thread per process beats for every attempt running in it (no thread start per attempt)."""
@@ -42,7 +46,8 @@ class _Beater:
                 with self.lock:
                     attempts = dict(self.attempts)
                 if attempts:
-                    self._beat(attempts)
+                    with BEATING:
+                        self._beat(attempts)
 
     def _beat(self, attempts: dict) -> None:
         try:

@@ -1,10 +1,12 @@
 """Call a handler in a forked child: its crash, leak or hang cannot take the worker, or its bookkeeping, down."""
 
 import json
+import logging
 import os
 import select
 import signal
 import sys
+import threading
 import time
 
 from console import metrics
@@ -16,9 +18,42 @@ from console.domain.errors import (
     RetryableError,
 )
 from console.extensions import PINNED, db
+from console.services.engine import heartbeat
 from console.services.engine.results import json_safe
 
 POLL_S = 0.2  # how soon a cancel request reaches the child
+_held: list[logging.Handler] = []
+_inherited: list = []  # in a child: what it must neither use nor close
+
+
+def _quiesce() -> None:
+    """Before any fork: let a heartbeat beat in flight finish, then every log line being written."""
+    # A child inherits each lock exactly as it was: one held by another thread stays held there for good. A beat
+    # runs inside SQLite (process-wide mutexes); a log line holds its stream's buffer lock, which CPython does not
+    # re-create in a child (it does re-create the handlers' own locks). Beat first: a beat may log.
+    heartbeat.BEATING.acquire()
+    loggers = [logging.getLogger(), *(item for item in list(logging.Logger.manager.loggerDict.values())
+                                      if isinstance(item, logging.Logger))]
+    _held[:] = list(dict.fromkeys(handler for logger in loggers for handler in logger.handlers))
+    for handler in _held:
+        handler.acquire()
+
+
+def _resume_in_parent() -> None:
+    for handler in reversed(_held):
+        handler.release()
+    _held.clear()
+    heartbeat.BEATING.release()
+
+
+def _resume_in_child() -> None:
+    # The handlers' locks were re-created by logging's own fork hook; the beat lock is ours to re-create.
+    _held.clear()
+    heartbeat.BEATING = threading.Lock()
+
+
+# Every fork of a process that imported the engine: a handler's child here, RQ's scheduler process, gunicorn's.
+os.register_at_fork(before=_quiesce, after_in_parent=_resume_in_parent, after_in_child=_resume_in_child)
 
 
 def call_forked(fn, ctx, timeout_s: float):
@@ -75,7 +110,10 @@ def _child(fn, ctx, writer: int) -> None:  # pragma: no cover - runs in the fork
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGUSR1, lambda *_: ctx.cancel_event.set())
-        db.session.info.pop(PINNED, None)
+        # The parent's connections stay referenced, unused and unclosed until os._exit: closing one here would run
+        # SQLite's close (a rollback, the WAL's bookkeeping) on a database the parent is still using. The child
+        # opens its own connections, from a new pool, if the handler reports progress.
+        _inherited.extend((db.session.info.pop(PINNED, None), db.engine.pool))
         db.engine.dispose(close=False)
         try:
             answer = {"result": json_safe(fn(ctx))}

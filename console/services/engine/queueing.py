@@ -10,6 +10,9 @@ from console.services.engine import bulk_enqueue
 
 RUN_QUEUE = "default"
 RETRY_QUEUE = "retries"
+MAINTENANCE_QUEUE = "maintenance"
+# What a worker listens to, in order of priority.
+QUEUES = [RUN_QUEUE, RETRY_QUEUE, MAINTENANCE_QUEUE]
 ENTRY_POINT = "jobs.execute.run_attempt"
 # Workers record results in the database; RQ needs to keep none.
 JOB_OPTIONS = {"result_ttl": 60, "failure_ttl": 24 * 3600}

@@ -12,14 +12,15 @@ from console.domain.errors import Failure
 from console.extensions import db
 from console.models import Run
 from console.redis_conn import get_redis
-from console.services.engine import compensation, queueing, transitions
+from console.services.engine import compensation, known_outcomes, queueing, transitions
+from console.services.engine.execute import park_for_a_person
 from console.services.engine.failures import AFTER_FAILURE, fail
 from console.services.policies import versions as policies
 from console.services.settings import setting
 
 log = logging.getLogger("rebound.reconcile")
 BATCH = 500
-TERMINAL = ("succeeded", "dead", "compensated", "cancelled", "failed", "compensation_failed")
+TERMINAL = ("succeeded", "dead", "compensated", "cancelled", "failed", "compensation_failed", "resolved")
 
 
 @dataclass
@@ -38,21 +39,21 @@ def _timeout(run: Run) -> int:
     return policies.effective(run.policy_id, run.policy_overrides)[1].timeout_s
 
 
-def reconcile(clock: Clock = SYSTEM_CLOCK) -> Report:
-    """Run every repair once and report what it did."""
+def reconcile(clock: Clock = SYSTEM_CLOCK, *, dry_run: bool = False) -> Report:
+    """Run every repair once and report what it did (with dry_run, what it would do, changing nothing)."""
     report = Report()
     now = clock()
-    _requeue_pending(now, report)
-    _enqueue_due_retries(now, report)
-    _recover_lost_workers(now, report)
-    _drop_jobs_of_finished_runs(report)
-    _requeue_compensations(now, report)
-    if any(report.as_dict().values()):
+    _requeue_pending(now, report, dry_run)
+    _enqueue_due_retries(now, report, dry_run)
+    _recover_lost_workers(now, report, dry_run)
+    _drop_jobs_of_finished_runs(report, dry_run)
+    _requeue_compensations(now, report, dry_run)
+    if any(report.as_dict().values()) and not dry_run:
         log.warning("reconciled: %s", report.as_dict())
     return report
 
 
-def _requeue_pending(now, report: Report) -> None:
+def _requeue_pending(now, report: Report, dry_run: bool = False) -> None:
     """Pending runs whose job Redis no longer holds are queued again."""
     cutoff = now - timedelta(seconds=setting("REQUEUE_AFTER_S"))
     runs = db.session.execute(select(Run).where(Run.status == "pending", Run.enqueued_at <= cutoff)
@@ -62,17 +63,20 @@ def _requeue_pending(now, report: Report) -> None:
         due = run.next_retry_at
         if queueing.job_status(run.id, run.series, run.attempt, due) in ("queued", "started", "scheduled"):
             continue
+        report.requeued.append(run.id)
+        if dry_run:
+            continue
         if due is not None and due > now:
             queueing.enqueue_at(due, run.id, run.series, run.attempt, _timeout(run), deferral=True)
         else:
             queueing.enqueue_now(run.id, run.series, run.attempt, _timeout(run))
         run.enqueued_at = now
         transitions.event(run, "requeued", now, reason="job_missing")
-        report.requeued.append(run.id)
-    db.session.commit()
+    if not dry_run:
+        db.session.commit()
 
 
-def _enqueue_due_retries(now, report: Report) -> None:
+def _enqueue_due_retries(now, report: Report, dry_run: bool = False) -> None:
     """Retries overdue by a few seconds are queued now: their job is gone, or no scheduler moves it.
 
     RQ's scheduler runs inside one worker and holds its lock for a minute after that worker dies;
@@ -83,18 +87,33 @@ def _enqueue_due_retries(now, report: Report) -> None:
     for run in runs:
         deferred_to = run.next_retry_at if run.status_reason == "breaker_open" else None
         if queueing.job_status(run.id, run.series, run.attempt, deferred_to) not in ("queued", "started"):
-            queueing.enqueue_now(run.id, run.series, run.attempt, _timeout(run), queue=queueing.RETRY_QUEUE)
-            transitions.event(run, "requeued", now, reason="retry_job_missing")
             report.retries_enqueued.append(run.id)
-    db.session.commit()
+            if not dry_run:
+                queueing.enqueue_now(run.id, run.series, run.attempt, _timeout(run), queue=queueing.RETRY_QUEUE)
+                transitions.event(run, "requeued", now, reason="retry_job_missing")
+    if not dry_run:
+        db.session.commit()
 
 
-def _recover_lost_workers(now, report: Report) -> None:
+def _recover_lost_workers(now, report: Report, dry_run: bool = False) -> None:
     """Running runs whose heartbeat stopped (their worker died) go through the retryable path."""
     cutoff = now - timedelta(seconds=setting("STALE_AFTER_S"))
     runs = db.session.execute(select(Run).where(Run.status == "running", Run.heartbeat_at <= cutoff)
                               .order_by(Run.id).limit(BATCH)).scalars().all()
     for run in runs:
+        if dry_run:
+            report.lost_workers.append(run.id)
+            continue
+        known = known_outcomes.recall(run.id, run.attempt)
+        if known is not None:
+            # Its worker knew how the handler ended but could not write it: park it, never run the handler again.
+            try:
+                park_for_a_person(run, Failure(code=known["code"], message=known["message"], retryable=False), now)
+            except transitions.StaleRun:
+                continue
+            known_outcomes.forget(run.id, run.attempt)
+            report.lost_workers.append(run.id)
+            continue
         policy = policies.effective(run.policy_id, run.policy_overrides)[1]
         failure = Failure(code="worker_lost", retryable=True,
                           message=f"worker {run.worker_id} stopped sending heartbeats during attempt {run.attempt}")
@@ -105,7 +124,7 @@ def _recover_lost_workers(now, report: Report) -> None:
             continue  # it finished after all
 
 
-def _drop_jobs_of_finished_runs(report: Report) -> None:
+def _drop_jobs_of_finished_runs(report: Report, dry_run: bool = False) -> None:
     """Queued jobs whose run already finished are removed, so no worker wakes for nothing."""
     connection = get_redis()
     for name in (queueing.RUN_QUEUE, queueing.RETRY_QUEUE):
@@ -117,11 +136,12 @@ def _drop_jobs_of_finished_runs(report: Report) -> None:
         finished = set(db.session.execute(select(Run.id).where(Run.id.in_(ids), Run.status.in_(TERMINAL))).scalars())
         for job_id, value in parsed.items():
             if value and value[0] in finished:
-                queue.remove(job_id)
+                if not dry_run:
+                    queue.remove(job_id)
                 report.dropped_jobs.append(job_id)
 
 
-def _requeue_compensations(now, report: Report) -> None:
+def _requeue_compensations(now, report: Report, dry_run: bool = False) -> None:
     """Compensations nobody runs are queued as their own job.
 
     Those asked for whose job Redis lost (or that failed outright), and those a worker ran after a failed
@@ -136,8 +156,10 @@ def _requeue_compensations(now, report: Report) -> None:
                               .order_by(Run.id).limit(BATCH)).scalars().all()
     for run in runs:
         if not compensation.is_queued(run.id):
-            compensation.enqueue(run.id)
-            transitions.event(run, "requeued", now, reason="compensation_job_missing"
-                              if run.status_reason == compensation.REASON else "compensation_worker_lost")
             report.compensations_requeued.append(run.id)
-    db.session.commit()
+            if not dry_run:
+                compensation.enqueue(run.id)
+                transitions.event(run, "requeued", now, reason="compensation_job_missing"
+                                  if run.status_reason == compensation.REASON else "compensation_worker_lost")
+    if not dry_run:
+        db.session.commit()

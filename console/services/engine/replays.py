@@ -6,17 +6,14 @@ from dataclasses import dataclass
 
 from sqlalchemy import exists, select, update
 
-from console import metrics
 from console.domain.clock import SYSTEM_CLOCK, Clock
-from console.domain.statuses import check_transition
 from console.extensions import db
-from console.logs import run_fields
 from console.models import DeadLetter, Run, Tenant
 from console.services.actor import Actor
 from console.services.audit import trail as audit
-from console.services.dlq import workorders
 from console.services.engine import queueing, transitions
 from console.services.policies import versions as policies
+from console.services.workorders import orders as workorders
 
 log = logging.getLogger("rebound.runs")
 RUNS, LETTERS = Run.__table__, DeadLetter.__table__
@@ -36,18 +33,28 @@ class Replayed:
 def replay_many(letter_ids: list[int], actor: Actor, *, tenant_id: int | None = None,
                 clock: Clock = SYSTEM_CLOCK) -> Replayed:
     """Restart the dead run of each open dead letter as a new series, audit each, commit once, queue them all."""
-    check_transition("dead", "pending")
-    now = clock()
+    rows = restart(letter_ids, actor, tenant_id=tenant_id, now=clock())
+    if rows:
+        db.session.commit()
+        enqueue(rows)
+    replayed = {row.letter_id: row.id for row in rows}
+    return Replayed(replayed, [letter_id for letter_id in letter_ids if letter_id not in replayed])
+
+
+def restart(letter_ids: list[int], actor: Actor, *, tenant_id: int | None = None, now) -> list:
+    """Restart the dead runs of these open letters in the caller's transaction; `enqueue` the rows after its commit."""
     chosen = _replayable(letter_ids, tenant_id)
-    restarted = _restart(chosen, now) if chosen else set()
+    restarted = _restart(chosen, actor, now) if chosen else {}
     rows = [row for row in chosen if row.id in restarted]
     if rows:
         _close_letters(rows, actor, now)
         _record(rows, actor, now)
-        db.session.commit()
-        _enqueue(rows)
-    replayed = {row.letter_id: row.id for row in rows}
-    return Replayed(replayed, [letter_id for letter_id in letter_ids if letter_id not in replayed])
+    return rows
+
+
+def replayable(letter_ids: list[int], tenant_id: int | None = None) -> list:
+    """Return the dead runs these open letters would restart, reading only (one row per run: run columns, letter_id)."""
+    return _replayable(letter_ids, tenant_id)
 
 
 def _replayable(letter_ids: list[int], tenant_id: int | None) -> list:
@@ -64,17 +71,15 @@ def _replayable(letter_ids: list[int], tenant_id: int | None) -> list:
     return list(first_per_run.values())
 
 
-def _restart(rows: list, now) -> set[int]:
-    """Move the runs dead → pending in one guarded UPDATE; return the ids still dead with their letter open."""
+def _restart(rows: list, actor: Actor, now) -> dict[int, object]:
+    """Move the runs dead → pending as a new series in one guarded UPDATE; return the restarted runs by id."""
     # The guard is the letter read above still being open: a concurrent replay or discard closes it first.
     still_open = exists().where(LETTERS.c.run_id == RUNS.c.id, LETTERS.c.status == "open",
                                 LETTERS.c.id.in_([row.letter_id for row in rows]))
-    result = db.session.connection().execute(
-        update(RUNS).where(RUNS.c.id.in_([row.id for row in rows]), RUNS.c.status == "dead", still_open)
-        .values(**RESTART_VALUES, status="pending", series=RUNS.c.series + 1, status_reason="replay", error_code=None,
-                error_message=None, updated_at=now, enqueued_at=now)
-        .returning(RUNS.c.id))
-    return set(result.scalars())
+    restarted = transitions.move_many("dead", "pending", [row.id for row in rows], now, reason="replay",
+                                      actor=actor.name, guard=still_open, clear_error=True, **RESTART_VALUES,
+                                      series=RUNS.c.series + 1, enqueued_at=now)
+    return {run.id: run for run in restarted}
 
 
 def _close_letters(rows: list, actor: Actor, now) -> None:
@@ -91,28 +96,17 @@ def _close_letters(rows: list, actor: Actor, now) -> None:
 
 
 def _record(rows: list, actor: Actor, now) -> None:
-    """Write each run's timeline entries, log line, metrics and audit row."""
-    events = []
-    for row in rows:
-        series = row.series + 1
-        common = {"run_id": row.id, "at": now, "attempt": 0, "series": series, "worker_id": row.worker_id,
-                  "actor": actor.name}
-        events.append(transitions.event_row(**common, kind="pending", from_status="dead", to_status="pending",
-                                            reason="replay"))
-        events.append(transitions.event_row(**common, kind="replay_of_dead_letter",
-                                            data={"dead_letter_id": row.letter_id}))
-        metrics.transition(row, "dead", "pending", now, "replay", None, RESTART_VALUES)
-        fields = {**run_fields(row, "replay", None, None), "status": "pending", "attempt": 0, "retry_count": 0,
-                  "retry_token": None, "next_retry_at": None, "dlq_flag": False, "error_code": None}
-        log.info("run %s: dead → pending (replay)", row.id, extra=fields)
-    db.session.connection().execute(transitions.INSERT_EVENT, events)
+    """Link each restarted run's timeline to its dead letter, and audit each replay."""
+    db.session.connection().execute(transitions.INSERT_EVENT, [transitions.event_row(
+        run_id=row.id, at=now, kind="replay_of_dead_letter", attempt=0, series=row.series + 1,
+        worker_id=row.worker_id, actor=actor.name, data={"dead_letter_id": row.letter_id}) for row in rows])
     audit.record_many(db.session, actor, "dead_letter.replay", "dead_letter", [
         audit.Change(row.letter_id, before={"status": "open"},
                      after={"status": "replayed", "run_id": row.id, "series": row.series + 1}, tenant=row.tenant_name)
         for row in rows], clock=lambda: now)
 
 
-def _enqueue(rows: list) -> None:
+def enqueue(rows: list) -> None:
     """Queue the first attempt of every new series; if Redis is down the reconciler queues them later."""
     timeouts: dict[str, int] = {}
 

@@ -17,6 +17,7 @@ from console.services.actor import Actor
 from console.services.delivery import outbox
 from console.services.engine import handler_kinds, queueing, transitions
 from console.services.errors import InvalidInput, QueueFull
+from console.services.inputs import params_too_large
 from console.services.policies import versions as policies
 
 log = logging.getLogger("rebound.engine")
@@ -39,6 +40,11 @@ def _policy_choice(policy, task: Task | None) -> tuple[int | None, dict]:
     elif policy is not None:
         raise InvalidInput("policy is a policy name or an object of overrides", "policy")
     return base_id, overrides
+
+
+def check_policy(policy) -> None:
+    """Raise a 422 naming the field unless `policy` (a name, an object of overrides, or None) would be accepted."""
+    effective_policy(*_policy_choice(policy, None))
 
 
 def effective_policy(policy_id: int | None, overrides: dict) -> tuple[int, RetryPolicy]:
@@ -95,12 +101,19 @@ def _reject(tenant: Tenant, handler: str, limit: str, current: int, maximum: int
 
 def submit(tenant: Tenant, actor: Actor, *, handler: str | None = None, task: Task | None = None,
            params: dict | None = None, idempotency_key: str | None = None, policy=None, source: str = "api",
-           scheduled_for: datetime | None = None, clock: Clock = SYSTEM_CLOCK) -> tuple[Run, bool]:
-    """Create a pending run and queue it; return (run, created). A known idempotency key returns its run."""
+           scheduled_for: datetime | None = None, workflow_id: int | None = None, workflow_step: int | None = None,
+           clock: Clock = SYSTEM_CLOCK) -> tuple[Run, bool]:
+    """Create a pending run and queue it; return (run, created). A known idempotency key returns its run.
+
+    A workflow's step names its workflow and position: the engine then queues the workflow's advance when the
+    run finishes (engine/followups.py), and knows nothing else about workflows.
+    """
     if (handler is None) == (task is None):
         raise InvalidInput("give exactly one of handler or task_id", "handler")
     if params is not None and not isinstance(params, dict):
         raise InvalidInput("params must be a JSON object", "params")
+    if params and (too_large := params_too_large(params)):
+        raise InvalidInput(too_large, "params")
     if idempotency_key is not None and not (isinstance(idempotency_key, str) and 0 < len(idempotency_key) <= MAX_KEY):
         raise InvalidInput(f"idempotency_key must be a string of 1-{MAX_KEY} characters", "idempotency_key")
     tenant_id = _id_of(tenant)
@@ -124,7 +137,7 @@ def submit(tenant: Tenant, actor: Actor, *, handler: str | None = None, task: Ta
             policy_version=version, policy_overrides=overrides,
             idempotency_key=idempotency_key or uuid.uuid4().hex, status="pending", attempt=0, series=1,
             scheduled_for=scheduled_for or now, enqueued_at=now, created_at=now, updated_at=now,
-            trace_id=uuid.uuid4().hex, source=source)
+            trace_id=uuid.uuid4().hex, source=source, workflow_id=workflow_id, workflow_step=workflow_step)
     except IntegrityError:
         # Another request with the same key won the race; answer with its run.
         db.session.rollback()

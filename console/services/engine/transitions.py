@@ -1,4 +1,7 @@
-"""Every status change of a run: checked against the table, guarded, and written to the timeline."""
+"""Every status change of a run, one or many: checked against the table, guarded, and written to the timeline.
+
+This module is the only writer of `runs.status` and `runs.cancel_requested` (tests/unit/test_one_status_writer.py).
+"""
 
 import functools
 import logging
@@ -13,6 +16,7 @@ from console.domain.statuses import check_transition
 from console.extensions import db
 from console.logs import run_fields
 from console.models import Run, RunEvent
+from console.services.engine import followups
 
 log = logging.getLogger("rebound.runs")
 # Statuses that need a person: logged as warnings, the rest as info.
@@ -76,6 +80,8 @@ def move(run: Run, target: str, now: datetime, *, reason: str | None = None, err
         db.session.rollback()
         raise StaleRun(f"run {run.id} is no longer {source} at attempt {run.attempt}")
     metrics.transition(run, source, target, now, reason, error_code, values)
+    if target in followups.SIGNALS and run.workflow_id is not None:
+        followups.note(db.session, run.workflow_id)
     # Mirror the update on the object: an ORM run without marking it dirty, so the ORM does not write it again.
     mirror = set_committed_value if hasattr(run, "_sa_instance_state") else setattr
     for key, value in changes.items():
@@ -87,3 +93,52 @@ def move(run: Run, target: str, now: datetime, *, reason: str | None = None, err
     event(run, target, now, from_status=source, to_status=target, reason=reason, error_code=error_code,
                  message=message, next_retry_at=values.get("next_retry_at"), duration_ms=duration_ms, actor=actor,
                  data=data)
+
+
+def move_many(source: str, target: str, run_ids: list[int], now: datetime, *, reason: str,
+              actor: str | None = None, message: str | None = None, guard=None, clear_error: bool = False,
+              **values) -> list:
+    """Change every run still `source` to `target` in one guarded UPDATE; return the changed rows as now stored.
+
+    A run no longer `source` (or failing `guard`, a SQL condition) is left alone. Each changed run gets what
+    `move` gives one run: metrics, a log line and its timeline row. Values may be SQL expressions
+    (`series=RUNS.c.series + 1`); RETURNING reads back what they became.
+    """
+    check_transition(source, target)
+    if not run_ids:
+        return []
+    if clear_error or target == "succeeded":
+        values.update(error_code=None, error_message=None)
+    statement = update(RUNS).where(RUNS.c.id.in_(run_ids), RUNS.c.status == source)
+    if guard is not None:
+        statement = statement.where(guard)
+    connection = db.session.connection()
+    rows = connection.execute(statement.values(status=target, status_reason=reason, updated_at=now, **values)
+                              .returning(*RUNS.c)).all()
+    error_code = values.get("error_code")
+    level = logging.WARNING if target in NEEDS_A_PERSON else logging.INFO
+    for row in rows:
+        metrics.transition(row, source, target, now, reason, error_code, {"attempt": row.attempt})
+        if target in followups.SIGNALS and row.workflow_id is not None:
+            followups.note(db.session, row.workflow_id)
+        if log.isEnabledFor(level):
+            log.log(level, "run %s: %s → %s (%s)", row.id, source, target, reason,
+                    extra=run_fields(row, reason, error_code, None))
+    if rows:
+        connection.execute(INSERT_EVENT, [event_row(
+            run_id=row.id, at=now, kind=target, attempt=row.attempt, series=row.series, retry_token=row.retry_token,
+            worker_id=row.worker_id, from_status=source, to_status=target, reason=reason, error_code=error_code,
+            message=message, next_retry_at=row.next_retry_at, actor=actor) for row in rows])
+    return rows
+
+
+def request_cancel(run: Run, now: datetime, *, actor: str | None = None, kind: str = "cancel_requested",
+                   reason: str | None = None, message: str | None = None) -> bool:
+    """Ask a running run to stop at its next check; tell whether it was still running to be asked."""
+    changed = db.session.connection().execute(
+        update(RUNS).where(RUNS.c.id == run.id, RUNS.c.status == "running").values(cancel_requested=True)).rowcount
+    if changed:
+        mirror = set_committed_value if hasattr(run, "_sa_instance_state") else setattr
+        mirror(run, "cancel_requested", True)
+        event(run, kind, now, actor=actor, reason=reason, message=message)
+    return bool(changed)

@@ -12,6 +12,7 @@ from console.models import ApiToken, Tenant, User
 from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.errors import InvalidInput, NotFound
+from console.services.people import users
 
 PREFIX = "rb_"
 
@@ -21,8 +22,15 @@ def _hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def issue(user: User, actor: Actor, *, name: str = "", tenant: Tenant | None = None) -> tuple[ApiToken, str]:
-    """Create a token for a user; return the row and the plaintext, which is shown only now."""
+def issue(user: User, actor: Actor, *, name: str = "", tenant: Tenant | None = None,
+          scope: int | None = None) -> tuple[ApiToken, str]:
+    """Create a token for a user; return the row and the plaintext, which is shown only now.
+
+    A tenant-scoped caller issues tokens only to its tenant's people, limited to its tenant.
+    """
+    if scope is not None and user.tenant_id != scope:
+        raise NotFound(f"no user with id {user.id}")
+    tenant = users.within_scope(tenant, scope)
     if user.tenant_id and tenant and tenant.id != user.tenant_id:
         raise InvalidInput(f"{user.username} may only act for tenant {user.tenant.name}", "tenant")
     plaintext = PREFIX + secrets.token_urlsafe(32)
@@ -37,10 +45,10 @@ def issue(user: User, actor: Actor, *, name: str = "", tenant: Tenant | None = N
     return token, plaintext
 
 
-def revoke(token_id: int, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> ApiToken:
+def revoke(token_id: int, actor: Actor, clock: Clock = SYSTEM_CLOCK, scope: int | None = None) -> ApiToken:
     """Revoke a token so it no longer authenticates."""
     token = db.session.get(ApiToken, token_id)
-    if token is None:
+    if token is None or (scope is not None and token.tenant_id != scope):
         raise NotFound(f"no token with id {token_id}")
     if token.revoked_at is None:
         token.revoked_at = clock()
@@ -67,6 +75,9 @@ def authenticate(plaintext: str, clock: Clock = SYSTEM_CLOCK) -> ApiToken | None
     return token
 
 
-def all_tokens() -> list[ApiToken]:
-    """Return every token, newest first."""
-    return db.session.execute(select(ApiToken).order_by(ApiToken.id.desc())).scalars().all()
+def all_tokens(scope: int | None = None) -> list[ApiToken]:
+    """Return every token a caller with this tenant scope may manage, newest first."""
+    query = select(ApiToken).order_by(ApiToken.id.desc())
+    if scope is not None:
+        query = query.where(ApiToken.tenant_id == scope)
+    return db.session.execute(query).scalars().all()

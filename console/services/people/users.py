@@ -4,6 +4,7 @@ import re
 import secrets
 
 from sqlalchemy import func, select
+from sqlalchemy import update as sql_update
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
@@ -11,10 +12,18 @@ from console.extensions import db
 from console.models import Role, Tenant, User
 from console.services.actor import Actor
 from console.services.audit import trail as audit
-from console.services.errors import Conflict, InvalidInput, NotFound
+from console.services.errors import Conflict, Forbidden, InvalidInput, NotFound
 
 USERNAME = re.compile(r"^[a-zA-Z0-9_.-]{2,64}$")
 MIN_PASSWORD = 10
+# The commonest passwords of at least MIN_PASSWORD characters in public breach lists (compared lower-cased).
+COMMON_PASSWORDS = frozenset({
+    "1234567890", "0123456789", "12345678910", "123456789a", "1q2w3e4r5t", "1qaz2wsx3edc", "abcdefghij",
+    "qwertyuiop", "asdfghjkl;", "password12", "password123", "password1234", "passw0rd123", "iloveyou12",
+    "iloveyou123", "qwerty1234", "qwerty12345", "qwerty123456", "letmein123", "welcome123", "welcome1234",
+    "changeme123", "administrator", "admin12345", "admin123456", "football123", "baseball123", "princess123",
+    "sunshine123", "trustno1234", "zaq12wsxcde", "1111111111a", "aaaaaaaaaa1", "correcthorsebatterystaple",
+})
 # A fixed hash to compare against when the user does not exist, so timing does not reveal names.
 _DUMMY_HASH = generate_password_hash("not-a-real-password")
 
@@ -25,9 +34,15 @@ def _check_role(role: str) -> str:
     return role
 
 
-def _check_password(password: str) -> None:
+def _check_password(password: str, username: str) -> None:
     if len(password) < MIN_PASSWORD:
         raise InvalidInput(f"password must be at least {MIN_PASSWORD} characters", "password")
+    if password.lower() == username.lower():
+        raise InvalidInput("the password must not be the username", "password")
+    if len(set(password)) == 1:
+        raise InvalidInput("the password must not be one character repeated", "password")
+    if password.lower() in COMMON_PASSWORDS:
+        raise InvalidInput("that password is one of the most common ones; choose another", "password")
 
 
 def _snapshot(user: User) -> dict:
@@ -40,24 +55,34 @@ def find(username: str) -> User | None:
     return db.session.execute(select(User).where(User.username == username)).scalar_one_or_none()
 
 
-def get(user_id: int) -> User:
-    """Return a user by id or raise NotFound."""
+def get(user_id: int, scope: int | None = None) -> User:
+    """Return a user by id, or NotFound (also for one outside a tenant-scoped caller's tenant)."""
     user = db.session.get(User, user_id)
-    if user is None:
+    if user is None or (scope is not None and user.tenant_id != scope):
         raise NotFound(f"no user with id {user_id}")
     return user
 
 
-def create(username: str, role: str, password: str | None, actor: Actor, *,
+def within_scope(tenant: Tenant | None, scope: int | None) -> Tenant | None:
+    """Return the tenant a tenant-scoped admin may give: their own (the default); never wider, never another."""
+    if scope is None:
+        return tenant
+    if tenant is not None and tenant.id != scope:
+        raise Forbidden("you manage only your own tenant's people and tokens", "tenant")
+    return tenant or db.session.get(Tenant, scope)
+
+
+def create(username: str, role: str, password: str | None, actor: Actor, *, scope: int | None = None,
            tenant: Tenant | None = None) -> tuple[User, str | None]:
     """Create a user; return it and the generated password when none was given."""
+    tenant = within_scope(tenant, scope)
     if not USERNAME.match(username or ""):
         raise InvalidInput("username must be 2-64 letters, digits, '.', '_' or '-'", "username")
     _check_role(role)
     generated = None
     if not password:
         password = generated = secrets.token_urlsafe(12)
-    _check_password(password)
+    _check_password(password, username)
     if find(username):
         raise Conflict(f"a user named {username!r} already exists", "username")
     user = User(username=username, role=role, password_hash=generate_password_hash(password),
@@ -82,8 +107,17 @@ def update(user: User, actor: Actor, *, role: str | None = None, active: bool | 
     after = _snapshot(user)
     if after != before:
         audit.record(db.session, actor, "user.update", "user", user.id, before=before, after=after)
+        end_sessions(user)  # a new role or a disabled account takes effect now, not at the next login
     db.session.commit()
     return user
+
+
+def end_sessions(user: User) -> None:
+    """End every session of the user, on every device (in the caller's transaction)."""
+    db.session.execute(sql_update(User).where(User.id == user.id)
+                       .values(session_generation=User.session_generation + 1)
+                       .execution_options(synchronize_session=False))
+    db.session.refresh(user, ["session_generation"])
 
 
 def _admins_left(excluding: User) -> int:
@@ -95,9 +129,10 @@ def _admins_left(excluding: User) -> int:
 
 def set_password(user: User, password: str, actor: Actor) -> None:
     """Replace a user's password."""
-    _check_password(password)
+    _check_password(password, user.username)
     user.password_hash = generate_password_hash(password)
     audit.record(db.session, actor, "user.password", "user", user.id)
+    end_sessions(user)
     db.session.commit()
 
 
@@ -121,6 +156,9 @@ def ensure_admin(password: str | None) -> tuple[User | None, str | None]:
     return create("admin", Role.ADMIN, password or None, Actor("system"))
 
 
-def all_users() -> list[User]:
-    """Return every user, by name."""
-    return db.session.execute(select(User).order_by(User.username)).scalars().all()
+def all_users(scope: int | None = None) -> list[User]:
+    """Return every user a caller with this tenant scope may manage, by name."""
+    query = select(User).order_by(User.username)
+    if scope is not None:
+        query = query.where(User.tenant_id == scope)
+    return db.session.execute(query).scalars().all()

@@ -7,10 +7,10 @@ from datetime import datetime, timedelta
 from sqlalchemy import select
 
 from console.domain import cron
+from console.domain.cron import jitter_offset
 from console.domain.windows import Window
 from console.extensions import db
 from console.models import Run, Task, Tenant
-from console.scheduler.triggers import jitter_offset
 from console.services.policies import versions as policies
 
 MAX_FIRINGS_PER_TASK = 20_000

@@ -15,7 +15,7 @@ from console.models import Run, RunEvent, Task, Tenant
 from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.delivery import outbox
-from console.services.engine import queueing
+from console.services.engine import queueing, transitions
 from console.services.policies import versions as policies
 from console.services.scheduling import bulk_runs
 
@@ -222,19 +222,19 @@ def _timeline(rows: list[dict], inserted: dict[str, int], actor: Actor, now: dat
             db.session.connection().execute(insert(RunEvent.__table__), rows_of_a_kind)
 
 
+REPLACED = "a newer firing of a task with concurrency_policy replace took over"
+
+
 def _replace(active: list[Run | None], actor: Actor, now: datetime) -> None:
     """Cancel the runs a `replace` task supersedes: waiting ones now, running ones at their next check."""
-    for run in (r for r in active if r is not None):
-        if run.status in ("pending", "retry_wait"):
-            db.session.execute(update(Run).where(Run.id == run.id, Run.status == run.status).values(
-                status="cancelled", status_reason="replaced", finished_at=now, updated_at=now)
-                .execution_options(synchronize_session=False))
-        else:
-            db.session.execute(update(Run).where(Run.id == run.id).values(cancel_requested=True)
-                               .execution_options(synchronize_session=False))
-        db.session.connection().execute(insert(RunEvent.__table__).values(
-            run_id=run.id, at=now, kind="replaced", attempt=run.attempt, series=run.series, actor=actor.name,
-            reason="replaced", message="a newer firing of a task with concurrency_policy replace took over"))
+    held = [run for run in active if run is not None]
+    for source in ("pending", "retry_wait"):
+        waiting = [run.id for run in held if run.status == source]
+        transitions.move_many(source, "cancelled", waiting, now, reason="replaced", actor=actor.name, message=REPLACED,
+                              finished_at=now, next_retry_at=None)
+    for run in held:
+        if run.status == "running":
+            transitions.request_cancel(run, now, actor=actor.name, kind="replaced", reason="replaced", message=REPLACED)
 
 
 def _enqueue(now_runs: list[tuple[int, int]], later: list[tuple[int, datetime, int]]) -> None:

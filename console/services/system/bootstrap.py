@@ -3,9 +3,9 @@
 from flask import current_app
 from flask_migrate import upgrade
 
-from console.services.delivery import alert_rules
 from console.services.people import tenants, users
 from console.services.policies import versions as policies
+from console.services.system import alert_rules
 
 
 def ensure_ready() -> None:

@@ -13,8 +13,8 @@ from sqlalchemy import func, select
 from console import metrics
 from console.extensions import db
 from console.models import Run, Task, Tenant
-from console.processes.worker import QUEUES
 from console.redis_conn import get_redis
+from console.services.engine.queueing import QUEUES
 from console.services.policies import versions as policies
 
 log = logging.getLogger("rebound.metrics")

@@ -12,9 +12,9 @@ from sqlalchemy import select
 
 from console.extensions import db
 from console.models import Run
-from console.processes.worker import QUEUES
 from console.redis_conn import get_redis
 from console.services.engine import queueing
+from console.services.engine.queueing import QUEUES
 from console.services.system import leader
 from console.services.system.maintenance import MAINTENANCE, Periodic
 

@@ -2,14 +2,14 @@
 
 from flask import flash, redirect, render_template, url_for
 
-from console.auth import current_actor, requires
+from console.auth import current_actor, requires, shared_by_all_tenants
 from console.domain.clock import utcnow
 from console.extensions import htmx
-from console.services.delivery import alert_rules
 from console.services.errors import ServiceError
 from console.services.people.permissions import ADMIN
+from console.services.system import alert_rules
+from console.web.admin.blueprint import bp
 from console.web.admin.forms import AlertRuleForm
-from console.web.admin.views import bp
 
 
 def _shown_threshold(row) -> float | int:
@@ -48,6 +48,7 @@ def alert_rules_index():
 
 @bp.post("/alert-rules/<key>")
 @requires(ADMIN)
+@shared_by_all_tenants("Alert rules")
 def update_alert_rule(key: str):
     row = alert_rules.get(key)
     rule = alert_rules.spec(row)

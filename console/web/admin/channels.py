@@ -2,14 +2,13 @@
 
 from flask import flash, redirect, render_template, url_for
 
-from console.auth import current_actor, requires
+from console.auth import current_actor, requires, shared_by_all_tenants
 from console.domain.clock import utcnow
-from console.services import delivery
-from console.services.delivery import channel_report, targets
+from console.services.delivery import channel_report, manual, targets
 from console.services.errors import ServiceError
 from console.services.people.permissions import ADMIN
+from console.web.admin.blueprint import bp
 from console.web.admin.forms import ChannelForm
-from console.web.admin.views import bp
 
 ROUTES = [
     ("Dead letters, retry limit reached, breaker opened, queue overflow, other alert rules",
@@ -47,10 +46,11 @@ def channels_index():
 
 @bp.post("/channels/<name>/test")
 @requires(ADMIN)
+@shared_by_all_tenants("Alert channels")
 def test_channel(name: str):
     label = targets.get(name).spec.label
     try:
-        _, attempt = delivery.send_test(name, current_actor())
+        _, attempt = manual.send_test(name, current_actor())
     except ServiceError as error:
         flash(error.detail, "error")
         return redirect(url_for("admin.channels_index"), 303)
@@ -65,6 +65,7 @@ def test_channel(name: str):
 
 @bp.post("/channels/<name>")
 @requires(ADMIN)
+@shared_by_all_tenants("Alert channels")
 def update_channel(name: str):
     target = targets.get(name)
     form = ChannelForm(prefix=name)
@@ -86,7 +87,7 @@ def update_channel(name: str):
 @requires(ADMIN)
 def redeliver_message(message_id: int):
     try:
-        delivery.redeliver(message_id, current_actor())
+        manual.redeliver(message_id, current_actor())
     except ServiceError as error:
         flash(error.detail, "error")
     else:

@@ -51,3 +51,9 @@ class ChannelForm(FlaskForm):
     enabled = SelectField("Status", choices=[SelectChoice("1", "on"), SelectChoice("0", "off")])
     forget_url = BooleanField("Forget the saved URL")
     forget_secret = BooleanField("Forget the saved secret")
+
+
+class SettingForm(FlaskForm):
+    """One setting's new value; the service checks it against the setting's limits."""
+
+    value = StringField("Value", validators=[DataRequired(message="enter a value")])

@@ -1,27 +1,34 @@
 """Admin: people, roles and API tokens."""
 
-from flask import Blueprint, flash, redirect, render_template, url_for
+from flask import flash, redirect, render_template, url_for
 from wtforms.fields.choices import SelectChoice
 
-from console.auth import current_actor, requires
+from console.auth import current_actor, requires, tenant_scope
 from console.extensions import htmx
 from console.services.errors import ServiceError
 from console.services.people import tenants, tokens, users
 from console.services.people.permissions import ADMIN
+from console.web.admin.blueprint import bp
 from console.web.admin.forms import CreateTokenForm, CreateUserForm, UpdateUserForm, tenant_choices
 
-bp = Blueprint("admin", __name__, url_prefix="/admin")
+
+def _tenant_choices():
+    # A tenant-scoped admin is offered only their own tenant, never "all tenants".
+    scope = tenant_scope()
+    if scope is None:
+        return tenant_choices(tenants.all_tenants())
+    return [SelectChoice(tenant.name) for tenant in tenants.all_tenants() if tenant.id == scope]
 
 
 def _create_user_form() -> CreateUserForm:
     form = CreateUserForm()
-    form.tenant.choices = tenant_choices(tenants.all_tenants())
+    form.tenant.choices = _tenant_choices()
     return form
 
 
 def _users_page(form=None, status=200):
     rows = [(user, UpdateUserForm(prefix=f"u{user.id}", role=user.role, active="1" if user.active else "0"))
-            for user in users.all_users()]
+            for user in users.all_users(tenant_scope())]
     return render_template("admin/users.html", rows=rows, form=form or _create_user_form()), status
 
 
@@ -40,7 +47,7 @@ def create_user():
     try:
         tenant = tenants.require(form.tenant.data) if form.tenant.data else None
         user, generated = users.create(form.username.data, form.role.data, form.password.data or None,
-                                       current_actor(), tenant=tenant)
+                                       current_actor(), tenant=tenant, scope=tenant_scope())
     except ServiceError as error:
         (form[error.field].errors if error.field in form else form.form_errors).append(error.detail)
         return _users_page(form, error.status)
@@ -54,7 +61,7 @@ def create_user():
 @bp.post("/users/<int:user_id>")
 @requires(ADMIN)
 def update_user(user_id: int):
-    user = users.get(user_id)
+    user = users.get(user_id, tenant_scope())
     form = UpdateUserForm(prefix=f"u{user.id}")
     error = None
     if form.validate_on_submit():
@@ -74,15 +81,16 @@ def update_user(user_id: int):
 
 def _token_form() -> CreateTokenForm:
     form = CreateTokenForm()
-    form.user.choices = [SelectChoice(str(u.id), u.username) for u in users.all_users() if u.active]
-    form.tenant.choices = tenant_choices(tenants.all_tenants())
+    form.user.choices = [SelectChoice(str(u.id), u.username) for u in users.all_users(tenant_scope()) if u.active]
+    form.tenant.choices = _tenant_choices()
     return form
 
 
 @bp.get("/tokens")
 @requires(ADMIN)
 def tokens_index():
-    return render_template("admin/tokens.html", tokens=tokens.all_tokens(), form=_token_form(), plaintext=None)
+    return render_template("admin/tokens.html", tokens=tokens.all_tokens(tenant_scope()), form=_token_form(),
+                           plaintext=None)
 
 
 @bp.post("/tokens")
@@ -93,28 +101,21 @@ def create_token():
     if form.validate_on_submit():
         try:
             tenant = tenants.require(form.tenant.data) if form.tenant.data else None
-            _, plaintext = tokens.issue(users.get(int(form.user.data)), current_actor(),
-                                        name=form.name.data or "", tenant=tenant)
+            _, plaintext = tokens.issue(users.get(int(form.user.data), tenant_scope()), current_actor(),
+                                        name=form.name.data or "", tenant=tenant, scope=tenant_scope())
         except ServiceError as error:
             form.form_errors.append(error.detail)
             status = error.status
     else:
         status = 422
     # The plaintext is rendered into this one response and never again, so no redirect here.
-    return render_template("admin/tokens.html", tokens=tokens.all_tokens(), form=form,
+    return render_template("admin/tokens.html", tokens=tokens.all_tokens(tenant_scope()), form=form,
                            plaintext=plaintext), status
 
 
 @bp.post("/tokens/<int:token_id>/revoke")
 @requires(ADMIN)
 def revoke_token(token_id: int):
-    token = tokens.revoke(token_id, current_actor())
+    token = tokens.revoke(token_id, current_actor(), scope=tenant_scope())
     flash(f"Revoked token {token.prefix}….", "success")
     return redirect(url_for("admin.tokens_index"))
-
-
-# Admin → Alert rules adds its routes to this blueprint.
-from console.web.admin import alert_rules as _alert_rules  # noqa: E402, F401
-
-# Admin → Channels adds its routes to this blueprint.
-from console.web.admin import channels as _channels  # noqa: E402, F401

@@ -7,6 +7,7 @@ from console.extensions import db
 from console.models import Tenant
 from console.services.audit import query as audit_query
 from console.services.audit import trail as audit
+from console.services.inputs import row_id
 from console.services.people.permissions import ADMIN, VIEW
 from console.web.render import page
 
@@ -19,7 +20,7 @@ def index():
     scope = tenant_scope()
     tenant = db.session.get(Tenant, scope).name if scope else None
     filters = {key: request.args.get(key, "").strip() for key in ("actor", "action", "target")}
-    before = request.args.get("before", type=int)
+    before = request.args.get("before", type=row_id)
     entries, next_seq = audit_query.page(**filters, before_seq=before, tenant=tenant)
     return page("audit/index.html", "results", entries=entries, next_seq=next_seq, filters=filters)
 

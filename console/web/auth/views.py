@@ -20,6 +20,14 @@ def _login_limit() -> str:
     return current_app.config["LOGIN_RATE_LIMIT"]
 
 
+def _address_limit() -> str:
+    return current_app.config["LOGIN_RATE_LIMIT_PER_ADDRESS"]
+
+
+def _address_key() -> str:
+    return f"address|{request.remote_addr}"
+
+
 def _login_key() -> str:
     # Per address and name: one noisy neighbour cannot lock everybody out.
     return f"{request.remote_addr}|{request.form.get('username', '')[:64].lower()}"
@@ -31,10 +39,17 @@ def _safe_next(target: str | None) -> str:
     return url_for("overview.index")
 
 
+def _failed(response) -> bool:
+    # Only failed attempts count: a person who logs in and out all day is never throttled.
+    return response.status_code == 401
+
+
 @bp.route("/login", methods=["GET", "POST"])
 @public
-@limiter.limit(_login_limit, key_func=_login_key, methods=["POST"],
+@limiter.limit(_login_limit, key_func=_login_key, methods=["POST"], deduct_when=_failed,
                error_message="Too many login attempts; wait a minute and try again.")
+@limiter.limit(_address_limit, key_func=_address_key, methods=["POST"], deduct_when=_failed,
+               error_message="Too many failed logins from this address; wait a minute and try again.")
 def login():
     if current_user.is_authenticated:
         return redirect(url_for("overview.index"))
@@ -57,6 +72,8 @@ def login():
 @public
 def logout():
     audit.record(db.session, current_actor(), "auth.logout", "user", current_user.id)
+    # Ends the session on the server too: a copy of the cookie taken before logout no longer works.
+    users.end_sessions(current_user)
     db.session.commit()
     logout_user()
     return redirect(url_for("auth.login"))

@@ -3,7 +3,7 @@
 import redis
 from flask import Blueprint, abort, flash, redirect, url_for
 
-from console.auth import current_actor, requires, tenant_scope
+from console.auth import current_actor, requires, shared_by_all_tenants, tenant_scope
 from console.domain.clock import utcnow
 from console.extensions import htmx
 from console.services.engine import breaker_admin
@@ -29,6 +29,7 @@ def index():
 # Handler names hold ':' and '.' (plugin:billing.charge), and may hold '/', hence the path converter.
 @bp.post("/<path:handler>/reset")
 @requires(OPERATE)
+@shared_by_all_tenants("Circuit breakers")
 def reset(handler: str):
     if tenant_scope() is not None:
         abort(403, "A breaker is shared by every tenant; resetting one needs an account not limited to a tenant.")

@@ -1,11 +1,15 @@
 """Forms of the DLQ area."""
 
+import json
+
 from flask_wtf import FlaskForm
-from wtforms import IntegerField, StringField
-from wtforms.validators import DataRequired, InputRequired, Length, NumberRange
+from wtforms import IntegerField, StringField, TextAreaField
+from wtforms.validators import DataRequired, InputRequired, Length, NumberRange, ValidationError
 
 from console.services.dlq.bulk import DEFAULT_RATE, MAX_RATE
 from console.services.dlq.groups import MAX_REASON_CHARS
+from console.services.inputs import MAX_PARAMS_BYTES
+from console.services.recovery.approvals import MAX_REASON_CHARS as MAX_REQUEST_REASON_CHARS
 
 
 class DiscardForm(FlaskForm):
@@ -17,3 +21,23 @@ class BulkReplayForm(FlaskForm):
     rate = IntegerField("Rate (runs/s)", default=DEFAULT_RATE, validators=[
         InputRequired(message="set a rate in runs per second"),
         NumberRange(1, MAX_RATE, message=f"the rate must be between 1 and {MAX_RATE} runs per second")])
+
+
+class FixParamsForm(FlaskForm):
+    """A dead letter's run, replayed with new params once a second person approves."""
+
+    params = TextAreaField("New params (JSON)", validators=[DataRequired(message="give the params as a JSON object")])
+    reason = TextAreaField("Reason", validators=[
+        DataRequired(message="give a reason: the approver reads it before deciding"),
+        Length(max=MAX_REQUEST_REASON_CHARS, message=f"keep the reason under {MAX_REQUEST_REASON_CHARS} characters")])
+
+    def validate_params(self, field) -> None:
+        if len(field.data.encode()) > MAX_PARAMS_BYTES:
+            raise ValidationError(f"params are larger than {MAX_PARAMS_BYTES // 1024} KB")
+        try:
+            parsed = json.loads(field.data)
+        except json.JSONDecodeError as error:
+            raise ValidationError(f"not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}") from None
+        if not isinstance(parsed, dict):
+            raise ValidationError('params must be a JSON object, e.g. {"account": 42}')
+        self.parsed_params = parsed

@@ -1,8 +1,10 @@
 """The DLQ page: open dead letters grouped by error, searched, replayed one by one or in bulk, discarded."""
 
+import json
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from flask import Blueprint, current_app, flash, redirect, render_template, request, url_for
+from markupsafe import Markup
 
 from console.auth import current_actor, requires, tenant_scope
 from console.extensions import db, htmx
@@ -12,9 +14,12 @@ from console.services.dlq import groups as dlq
 from console.services.engine import control
 from console.services.engine.transitions import StaleRun
 from console.services.errors import Conflict, InvalidInput, NotFound, ServiceError
+from console.services.inputs import row_id
 from console.services.people import tenants
 from console.services.people.permissions import OPERATE, VIEW
-from console.web.dlq.forms import BulkReplayForm, DiscardForm
+from console.services.recovery import bulk_discard as bulk_discard_fix
+from console.services.recovery import params_fix
+from console.web.dlq.forms import BulkReplayForm, DiscardForm, FixParamsForm
 from console.web.render import page
 
 bp = Blueprint("dlq", __name__, url_prefix="/dlq")
@@ -60,7 +65,7 @@ def index():
     filters = dlq_filters.Filters.parse(request.args)
     op = request.args.get("op", "")
     # Callables, so an htmx request that renders only the results block does not run their queries.
-    return page("dlq/index.html", "results", **_results(filters, _view(), request.args.get("before", type=int)),
+    return page("dlq/index.html", "results", **_results(filters, _view(), request.args.get("before", type=row_id)),
                 scoped=scope is not None, bulk_ops=lambda: dlq_bulk.recent(scope, include=op),
                 task_choices=lambda: dlq.task_choices(scope), handler_choices=dlq.handler_choices,
                 tenant_choices=lambda: [] if scope else [t.name for t in tenants.all_tenants()])
@@ -156,7 +161,7 @@ def _start_bulk(**selection):
 @bp.post("/bulk/replay")
 @requires(OPERATE)
 def bulk_replay():
-    return _start_bulk(ids=request.form.getlist("id", type=int))
+    return _start_bulk(ids=request.form.getlist("id", type=row_id))
 
 
 @bp.post("/bulk/replay-matching")
@@ -170,19 +175,69 @@ def bulk_replay_matching():
 def bulk_discard():
     filters = dlq_filters.Filters.parse(request.form)
     try:
-        discarded, skipped = dlq.discard_many(request.form.getlist("id", type=int), request.form.get("reason"),
-                                              current_actor(), tenant_scope())
+        outcome = bulk_discard_fix.discard(request.form.getlist("id", type=row_id), request.form.get("reason"),
+                                           current_actor(), tenant_scope())
     except ServiceError as error:
         if htmx:
             return render_template("dlq/_notice.html", category="error", message=error.detail), error.status
         flash(error.detail, "error")
         return _back()
-    message = f"Discarded {discarded} dead letter{'s' if discarded != 1 else ''}" + (
-        f"; {skipped} skipped (no longer open)." if skipped else ".")
+    if outcome.approval is not None:
+        count = len(outcome.approval.payload["ids"])
+        link = url_for("approvals.show", approval_id=outcome.approval.id)
+        message = Markup("Discarding {} dead letters is more than the {} one person may discard at once: "
+                         '<a href="{}">request #{}</a> waits for another person with the approve permission.'
+                         ).format(count, outcome.threshold, link, outcome.approval.id)
+        category = "info"
+    else:
+        message = f"Discarded {outcome.discarded} dead letter{'s' if outcome.discarded != 1 else ''}" + (
+            f"; {outcome.skipped} skipped (no longer open)." if outcome.skipped else ".")
+        category = "success"
     if htmx:
-        return page("dlq/index.html", "results", **_results(filters, _view(), notice=("success", message)))
-    flash(message, "success")
+        return page("dlq/index.html", "results", **_results(filters, _view(), notice=(category, message)))
+    flash(message, category)
     return _back()
+
+
+def _fix_page(letter, form: FixParamsForm, *, error: str | None = None, status: int = 200):
+    ttl_s = int(current_app.config["APPROVAL_TTL_S"])
+    expires_in = f"{ttl_s // 3600} h" if ttl_s % 3600 == 0 else f"{max(1, ttl_s // 60)} min"
+    return render_template("dlq/fix.html", letter=letter, form=form, error=error, expires_in=expires_in,
+                           current=json.dumps(letter.run.params or {}, indent=2, sort_keys=True, ensure_ascii=False),
+                           task_names=dlq.task_names([letter])), status
+
+
+@bp.get("/<int:dead_letter_id>/fix")
+@requires(OPERATE)
+def fix_form(dead_letter_id: int):
+    letter = dlq.get(dead_letter_id, tenant_scope())
+    form = FixParamsForm(params=json.dumps(letter.run.params or {}, indent=2, sort_keys=True, ensure_ascii=False))
+    if letter.status != "open":
+        return _fix_page(letter, form, error=f"Dead letter {letter.id} is {letter.status}: only an open one can be "
+                                             "fixed and replayed.", status=409)
+    return _fix_page(letter, form)
+
+
+@bp.post("/<int:dead_letter_id>/fix")
+@requires(OPERATE)
+def request_fix(dead_letter_id: int):
+    scope = tenant_scope()
+    letter = dlq.get(dead_letter_id, scope)
+    form = FixParamsForm()
+    if not form.validate_on_submit():
+        return _fix_page(letter, form, status=422)
+    try:
+        approval = params_fix.request_fix(letter.id, form.parsed_params, form.reason.data, current_actor(),
+                                          tenant_id=scope)
+    except ServiceError as error:
+        db.session.rollback()
+        if error.field in ("params", "reason"):
+            form[error.field].errors = [*form[error.field].errors, error.detail]
+            return _fix_page(letter, form, status=error.status)
+        return _fix_page(letter, form, error=error.detail, status=error.status)
+    flash(f"Filed request #{approval.id}: once another person with the approve permission approves it, run "
+          f"{letter.run_id} is replayed with the new params.", "success")
+    return redirect(url_for("approvals.show", approval_id=approval.id), 303)
 
 
 @bp.get("/bulk/<op_id>")

@@ -2,9 +2,10 @@
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 
-from console.auth import current_actor, requires, tenant_scope
+from console.auth import current_actor, requires, shared_by_all_tenants, tenant_scope
 from console.domain.policy import RetryPolicy
 from console.services.errors import InvalidInput, ServiceError
+from console.services.inputs import row_id
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.policies import insight as policy_insight
 from console.services.policies import versions as policies
@@ -32,7 +33,7 @@ def _preview_context(form: PolicyForm, record) -> dict:
 
 
 def _edit_page(form: PolicyForm, record=None, status: int = 200):
-    before = request.args.get("before", type=int)
+    before = request.args.get("before", type=row_id)
     history, older = policy_insight.history(record, before) if record else ([], None)
     context = {
         "form": form, "record": record, "history": history, "older": older,
@@ -63,6 +64,7 @@ def new():
 
 @bp.post("/new")
 @requires(OPERATE)
+@shared_by_all_tenants("Retry policies")
 def create():
     form = PolicyForm()
     name = (form.name.data or "").strip()
@@ -89,6 +91,7 @@ def edit(name: str):
 
 @bp.post("/<name>")
 @requires(OPERATE)
+@shared_by_all_tenants("Retry policies")
 def update(name: str):
     record = _record_or_404(name)
     form = PolicyForm()

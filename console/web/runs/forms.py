@@ -1,14 +1,18 @@
-"""Forms of the Runs area: the filters of the list and of the timeline (GET, so no CSRF)."""
+"""Forms of the Runs area: the filters of the list and of the timeline (GET, so no CSRF); a new workflow."""
 
+import json
+import re
 from dataclasses import replace
 from datetime import UTC
 
-from wtforms import Form, SelectField, SelectMultipleField, StringField, widgets
+from flask_wtf import FlaskForm
+from wtforms import Form, HiddenField, SelectField, SelectMultipleField, StringField, TextAreaField, widgets
 from wtforms.fields import DateTimeLocalField
 from wtforms.fields.choices import SelectChoice
 from wtforms.validators import Length, Optional
 
 from console.domain.statuses import RunStatus
+from console.services.errors import InvalidInput
 from console.services.runs.query import RunFilters
 
 TIME_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S"]
@@ -75,3 +79,27 @@ class RunFilterForm(TimelineFilterForm):
 
 def _utc(moment):
     return moment.replace(tzinfo=UTC) if moment is not None else None
+
+
+class WorkflowForm(FlaskForm):
+    """Submit a workflow: the steps are the JSON list the API takes, and the service checks them the same way."""
+
+    name = StringField("Name")
+    tenant = SelectField("Tenant", choices=[], validate_choice=False)
+    steps = TextAreaField("Steps (JSON list)")
+    # Made when the form is shown: submitting it twice (a double click, a resend) is one workflow.
+    idempotency_key = HiddenField()
+
+    def steps_value(self):
+        """Return the steps as JSON values; raise InvalidInput naming the field when the text is not JSON."""
+        text = (self.steps.data or "").strip()
+        try:
+            return json.loads(text) if text else []
+        except json.JSONDecodeError as error:
+            raise InvalidInput(f"steps is not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}",
+                               "steps") from None
+
+    def attach(self, error) -> None:
+        """Show a service error under the field it names (steps[1].handler → the steps box)."""
+        head = re.split(r"[.\[]", error.field or "", maxsplit=1)[0]
+        (self[head].errors if head in self and head != "idempotency_key" else self.form_errors).append(error.detail)

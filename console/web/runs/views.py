@@ -1,9 +1,9 @@
-"""Runs: find runs, read one run's timeline, retry, cancel or compensate it, and see many runs on a Gantt."""
+"""Runs: find runs, read one run's timeline, retry or cancel it, ask for its compensation, see many on a Gantt."""
 
 import json
 from datetime import timedelta
 
-from flask import Blueprint, flash, redirect, request, url_for
+from flask import flash, redirect, request, url_for
 
 from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import utcnow
@@ -11,13 +11,16 @@ from console.domain.statuses import ACTIVE
 from console.extensions import db, htmx
 from console.services.engine import compensation, control, transitions
 from console.services.errors import Conflict, ServiceError
+from console.services.inputs import row_id
 from console.services.people.permissions import OPERATE, VIEW
+from console.services.recovery import approvals, run_compensation
 from console.services.runs import query as runs_query
 from console.services.runs import timeline as run_timeline
+from console.web.approvals import present
 from console.web.render import page
+from console.web.runs.blueprint import bp
 from console.web.runs.forms import RunFilterForm, TimelineFilterForm
 
-bp = Blueprint("runs", __name__, url_prefix="/runs")
 LIVE = frozenset(status.value for status in ACTIVE)
 DEFAULT_WINDOW = timedelta(hours=1)
 
@@ -42,7 +45,7 @@ def _tenant_ids(scope: int | None) -> dict[str, int]:
 def index():
     scope = tenant_scope()
     form = _filter_form(RunFilterForm, scope)
-    before = request.args.get("before", type=int)
+    before = request.args.get("before", type=row_id)
     result, status = None, 422
     if form.validate():
         result, status = runs_query.page(form.filters(_tenant_ids(scope)), scope=scope, before=before), 200
@@ -52,9 +55,11 @@ def index():
 
 def _detail(run_id: int, *, error: str | None = None, notice: str | None = None, status: int = 200):
     detail = runs_query.detail(run_id, tenant_scope())
+    requests = approvals.about([("run", run_id), *(("dead_letter", letter.id) for letter in detail.dead_letters)])
+    waiting = [r for r in requests if r.kind == run_compensation.NAME and r.status == "pending"]
     return page("runs/show.html", "detail", d=detail, run=detail.run, live=detail.run.status in LIVE,
-                compensable=compensation.can_compensate(detail.run), error=error, notice=notice,
-                pretty=pretty), status
+                compensable=compensation.can_compensate(detail.run) and not waiting, requests=requests,
+                error=error, notice=notice, pretty=pretty, **present.helpers()), status
 
 
 @bp.get("/<int:run_id>")
@@ -129,4 +134,14 @@ def timeline():
 @bp.post("/<int:run_id>/compensate")
 @requires(OPERATE)
 def compensate(run_id: int):
-    return _act(run_id, compensation.request, "Asked to undo")
+    """File a person's compensation as a request: another person with the approve permission decides it."""
+    try:
+        approval = run_compensation.request_compensation(run_id, request.form.get("cause", ""), current_actor(),
+                                                         tenant_id=tenant_scope())
+    except ServiceError as error:
+        db.session.rollback()
+        return _detail(run_id, error=error.detail, status=error.status)
+    flash(f"Filed request #{approval.id} to compensate run #{run_id}: it runs once another person with the "
+          "approve permission approves it.", "success")
+    target = url_for("approvals.show", approval_id=approval.id)
+    return ("", 204, {"HX-Redirect": target}) if htmx else redirect(target, 303)

@@ -13,6 +13,7 @@ from console.extensions import db, htmx
 from console.models import Tenant
 from console.services.engine import registry
 from console.services.errors import Forbidden, ServiceError
+from console.services.inputs import row_id
 from console.services.people import tenants
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.policies import versions as policies
@@ -45,7 +46,7 @@ def index():
     filters = {key: request.args.get(key, "").strip() for key in FILTERS}
     if scope is not None:
         filters["tenant"] = ""
-    before, now = request.args.get("before", type=int), utcnow()
+    before, now = request.args.get("before", type=row_id), utcnow()
     rows, next_id = task_query.page(scope=scope, tenant=filters["tenant"], handler=filters["handler"],
                                     status=filters["status"], text=filters["q"], before=before, now=now)
     return page("tasks/index.html", "results", rows=rows, next_id=next_id, filters=filters, now=now, paging=before,

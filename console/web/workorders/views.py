@@ -7,11 +7,11 @@ from wtforms.fields.choices import SelectChoice
 from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import utcnow
 from console.extensions import db, htmx
-from console.services import delivery
-from console.services.delivery import channel_report
-from console.services.dlq import workorders
+from console.services.delivery import channel_report, manual
 from console.services.errors import Conflict, InvalidInput, ServiceError
+from console.services.inputs import row_id
 from console.services.people.permissions import OPERATE, VIEW
+from console.services.workorders import orders as workorders
 from console.web.render import page
 from console.web.workorders.forms import AssignForm, CloseForm
 
@@ -30,7 +30,7 @@ def index():
     status = request.args.get("status", "active")
     status = status if status in workorders.FILTERS else "active"
     mine = request.args.get("mine") == "1"
-    before = request.args.get("before", type=int)
+    before = request.args.get("before", type=row_id)
     result = workorders.page(status, scope, before, assignee_id=current_user.id if mine else None)
     return page("workorders/index.html", "results", result=result, status=status, mine=mine, before=before,
                 query=_query(status, mine), counts=workorders.counts(scope),
@@ -138,6 +138,6 @@ def redeliver(order_id: int):
     def act():
         if request_row is None:
             raise Conflict("this work order has no request to the work-order system", "status")
-        delivery.redeliver(request_row.id, current_actor(), tenant_id=scope)
+        manual.redeliver(request_row.id, current_actor(), tenant_id=scope)
 
     return _done(order_id, act, "Queued the request to the work-order system again; it goes out within seconds.")

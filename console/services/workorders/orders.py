@@ -9,10 +9,10 @@ from sqlalchemy.orm import joinedload
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import DeadLetter, OutboxMessage, User, WorkOrder
-from console.services import delivery
 from console.services.actor import SYSTEM, Actor
 from console.services.audit import trail as audit
 from console.services.delivery import channel_report as delivery_report
+from console.services.delivery import notice, outbox
 from console.services.errors import Conflict, InvalidInput, NotFound
 from console.services.people.permissions import OPERATE, can
 
@@ -137,7 +137,7 @@ def detail(order_id: int, tenant_id: int | None = None) -> Detail:
         DeadLetter.work_order_id == order.id, DeadLetter.status == "open")).scalar_one()
     alert_key = f"dead:{order.tenant_id}:{order.fingerprint}"
     candidates = db.session.execute(select(OutboxMessage).where(OutboxMessage.dedup_key.in_(
-        (request_key(order.id), alert_key, f"resolve:{delivery.work_order_incident(order.id)}")))
+        (request_key(order.id), alert_key, f"resolve:{notice.work_order_incident(order.id)}")))
         .order_by(OutboxMessage.id.desc()).limit(60)).scalars().all()
     # The group's alerts are shared with earlier work orders of the same error: keep this one's lifetime.
     messages = [m for m in candidates if m.dedup_key != alert_key or (
@@ -204,9 +204,9 @@ def _closed(order: WorkOrder, actor: Actor, note: str, now: datetime, before: st
     """Audit a close and resolve its incident (PagerDuty), in the caller's transaction."""
     audit.record(db.session, actor, "work_order.close", "work_order", order.id, before={"status": before},
                  after={"status": "closed"}, tenant=order.tenant.name, note=note, clock=lambda: now)
-    delivery.resolve(delivery.work_order_incident(order.id), f"Work order #{order.id}: {order.title}",
-                     f"Work order #{order.id} was closed by {actor.name}: {note}", now, tenant_id=order.tenant_id,
-                     work_order_id=order.id)
+    outbox.resolve(notice.work_order_incident(order.id), f"Work order #{order.id}: {order.title}",
+                   f"Work order #{order.id} was closed by {actor.name}: {note}", now, tenant_id=order.tenant_id,
+                   work_order_id=order.id)
 
 
 def close(order: WorkOrder, note: str | None, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> WorkOrder:

@@ -1,0 +1,129 @@
+"""The dead-letter queue over the API: list and read letters, replay one or all matching, ask for a params fix."""
+
+from flask import Blueprint, jsonify, request
+
+from console.api import serialize
+from console.api.common import body
+from console.auth import current_actor, requires, tenant_scope
+from console.extensions import db
+from console.models import Tenant
+from console.services.dlq import bulk as dlq_bulk
+from console.services.dlq import groups as dlq
+from console.services.dlq.filters import AGES, FINGERPRINT, STATUSES, Filters
+from console.services.engine import control, handler_kinds
+from console.services.errors import Forbidden, InvalidInput
+from console.services.people.permissions import OPERATE, VIEW
+from console.services.recovery import params_fix
+
+bp = Blueprint("dead_letters_api", __name__)
+MAX_LIMIT = 200
+FILTER_FIELDS = {"status", "code", "handler", "task", "tenant", "q", "age", "group"}
+
+
+def _whole(name: str, raw: str | None, default: int, low: int, high: int) -> int:
+    if raw in (None, ""):
+        return default
+    if not raw.isdigit() or not low <= int(raw) <= high:
+        raise InvalidInput(f"{name} must be a whole number from {low} to {high}", name)
+    return int(raw)
+
+
+def _filters(given: dict) -> Filters:
+    """Turn the API's filter fields into the DLQ page's filters, refusing what the page would quietly drop."""
+    unknown = set(given) - FILTER_FIELDS
+    if unknown:
+        raise InvalidInput(f"unknown filter {sorted(unknown)[0]!r}; allowed: {', '.join(sorted(FILTER_FIELDS))}",
+                           sorted(unknown)[0])
+    texts = {key: value for key, value in given.items() if value not in (None, "")}
+    for key, value in texts.items():
+        if not isinstance(value, str):
+            raise InvalidInput(f"{key} is text", key)
+    if texts.get("status", "open") not in STATUSES:
+        raise InvalidInput(f"status must be one of {', '.join(STATUSES)}", "status")
+    if texts.get("age", "1h") not in AGES:
+        raise InvalidInput(f"age must be one of {', '.join(AGES)} (older than)", "age")
+    if not FINGERPRINT.fullmatch(texts.get("group", "0")):
+        raise InvalidInput("group is an error fingerprint: up to 32 hex digits", "group")
+    if "handler" in texts and "task" in texts:
+        raise InvalidInput("filter by handler or by task, not both", "handler")
+    scope = tenant_scope()
+    if scope is not None and texts.get("tenant") not in (None, db.session.get(Tenant, scope).name):
+        raise Forbidden("this token sees only its own tenant's dead letters", "tenant")
+    # A bare handler name means a Python handler, as everywhere else (demo.noop is python:demo.noop).
+    task = "handler:{}:{}".format(*handler_kinds.parse(texts["handler"])) if "handler" in texts else texts.get(
+        "task", "")
+    return Filters.parse({**texts, "task": task})
+
+
+@bp.get("/api/dead-letters")
+@requires(VIEW)
+def list_dead_letters():
+    args = request.args
+    filters = _filters({key: args.get(key) for key in FILTER_FIELDS if key in args})
+    limit = _whole("limit", args.get("limit"), 50, 1, MAX_LIMIT)
+    after = _whole("after", args.get("after"), 0, 1, 2**63 - 1) or None
+    page = dlq.entries(filters, tenant_scope(), before=after, limit=limit)
+    return jsonify(dead_letters=[serialize.dead_letter(letter) for letter in page.entries], next=page.next_before,
+                   filter=filters.describe())
+
+
+@bp.get("/api/dead-letters/<int:letter_id>")
+@requires(VIEW)
+def get_dead_letter(letter_id: int):
+    letter = dlq.get(letter_id, tenant_scope())
+    return jsonify({**serialize.dead_letter(letter), "params": letter.run.params,
+                    "run": serialize.run(letter.run)})
+
+
+@bp.post("/api/dead-letters/<int:letter_id>/replay")
+@requires(OPERATE)
+def replay_dead_letter(letter_id: int):
+    run = control.replay(dlq.get(letter_id, tenant_scope()), current_actor())
+    return jsonify(dead_letter_id=letter_id, run_id=run.id, status=run.status, series=run.series), 202
+
+
+@bp.post("/api/dead-letters/replay")
+@requires(OPERATE)
+def replay_matching():
+    data = body()
+    unknown = set(data) - {"filter", "ids", "rate_per_s"}
+    if unknown:
+        raise InvalidInput(f"unknown field {sorted(unknown)[0]!r}; allowed: filter, ids, rate_per_s",
+                           sorted(unknown)[0])
+    if ("filter" in data) == ("ids" in data):
+        raise InvalidInput("give either filter (replay all matching) or ids (these dead letters)", "filter")
+    rate = data.get("rate_per_s", dlq_bulk.DEFAULT_RATE)
+    if "ids" in data:
+        ids = data["ids"]
+        if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+            raise InvalidInput("ids is a list of dead letter ids", "ids")
+        progress = dlq_bulk.start_replay(current_actor(), tenant_scope(), ids=ids, rate=rate)
+    else:
+        if not isinstance(data["filter"], dict):
+            raise InvalidInput("filter is an object, e.g. {\"code\": \"db_timeout\"}", "filter")
+        filters = _filters(data["filter"])
+        if filters.status != "open":
+            raise InvalidInput("only open dead letters can be replayed", "status")
+        progress = dlq_bulk.start_replay(current_actor(), tenant_scope(), filters=filters, rate=rate)
+    return jsonify(serialize.operation(progress)), 202
+
+
+@bp.get("/api/operations/<op_id>")
+@requires(VIEW)
+def get_operation(op_id: str):
+    return jsonify(serialize.operation(dlq_bulk.get(op_id, tenant_scope())))
+
+
+@bp.post("/api/dead-letters/<int:letter_id>/fix")
+@requires(OPERATE)
+def fix_dead_letter(letter_id: int):
+    data = body()
+    unknown = set(data) - {"params", "reason"}
+    if unknown:
+        raise InvalidInput(f"unknown field {sorted(unknown)[0]!r}; allowed: params, reason", sorted(unknown)[0])
+    if "params" not in data:
+        raise InvalidInput("give the params the run should be replayed with", "params")
+    approval = params_fix.request_fix(letter_id, data["params"], data.get("reason"), current_actor(),
+                                      tenant_id=tenant_scope())
+    return jsonify(approval_id=approval.id, status=approval.status,
+                   expires_at=serialize.iso(approval.expires_at)), 202

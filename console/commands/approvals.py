@@ -1,0 +1,134 @@
+"""`rebound approvals …`: list and read four-eyes requests, and decide them as a named person (never one's own)."""
+
+import json
+
+import click
+from flask.cli import with_appcontext
+
+LIST_COLUMNS = ["id", "kind", "status", "tenant", "requested_by", "created_at", "expires_at", "reason"]
+
+
+def _person(username: str):
+    """Return the actor and tenant scope of the person a decision is made as."""
+    from sqlalchemy import select
+
+    from console.extensions import db
+    from console.models import User
+    from console.services.actor import Actor
+
+    user = db.session.execute(select(User).where(User.username == username)).scalar_one_or_none()
+    if user is None or not user.active:
+        raise click.ClickException(f"no active user {username!r}")
+    return Actor(f"{user.username} (cli)", user.id), user.tenant_id
+
+
+def _refused(error) -> click.ClickException:
+    return click.ClickException(f"refused ({error.code}, {error.status}): {error.detail}")
+
+
+def _decide(action: str, approval_id: int, username: str, note: str | None) -> None:
+    from console.extensions import db
+    from console.services.errors import ServiceError
+    from console.services.recovery import decisions
+
+    actor, scope = _person(username)
+    try:
+        decided = getattr(decisions, action)(approval_id, actor, note, tenant_id=scope)
+    except ServiceError as error:
+        db.session.rollback()
+        raise _refused(error) from None
+    click.echo(f"request #{decided.id} is {decided.status.replace('_', ' ')}")
+
+
+@click.group("approvals")
+def approvals_group():
+    """Four-eyes requests for data fixes: list, show, approve, reject, roll back."""
+
+
+@approvals_group.command("list")
+@click.option("--status", default="pending", show_default=True, help="pending, executed, failed, rejected, expired, "
+              "rolled_back, or 'all'.")
+@click.option("--limit", type=click.IntRange(1, 500), default=50, show_default=True)
+@with_appcontext
+def list_command(status, limit):
+    """List requests, newest first."""
+    from console.domain.clock import utcnow
+    from console.services.errors import ServiceError
+    from console.services.recovery import approvals, shown
+
+    try:
+        found = approvals.rows(status=None if status == "all" else status, limit=limit)
+    except ServiceError as error:
+        raise _refused(error) from None
+    now = utcnow()
+    rows = [shown.as_dict(row, now) for row in found]
+    if not rows:
+        click.echo(f"no {'' if status == 'all' else status + ' '}requests")
+        return
+    cells = [[str(row[c] if row[c] is not None else "-")[:60] for c in LIST_COLUMNS] for row in rows]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(LIST_COLUMNS)]
+    click.echo("  ".join(c.ljust(w) for c, w in zip(LIST_COLUMNS, widths, strict=True)))
+    for r in cells:
+        click.echo("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)))
+
+
+@approvals_group.command("show")
+@click.argument("approval_id", type=int)
+@with_appcontext
+def show_command(approval_id):
+    """Show one request: who asked, why, and the change before → after."""
+    from console.domain import diff
+    from console.domain.clock import utcnow
+    from console.services.errors import ServiceError
+    from console.services.recovery import approvals, shown
+
+    try:
+        request = shown.as_dict(approvals.row(approvals.get(approval_id)), utcnow())
+    except ServiceError as error:
+        raise _refused(error) from None
+    click.echo(f"request #{request['id']}: {request['title']} ({request['kind']})")
+    for key in ("status", "tenant", "requested_by", "created_at", "expires_at", "decided_by", "decided_at", "note",
+                "outcome", "rolled_back_at"):
+        if request[key] is not None:
+            click.echo(f"  {key.replace('_', ' ')}: {request[key]}")
+    click.echo(f"  subject: {request['subject']['type']} {request['subject']['id']}")
+    click.echo(f"  reason: {request['reason']}")
+    click.echo("change (before -> after):")
+    for change in diff.changes(request["before"], request["after"]):
+        click.echo(f"  {change.path or '(value)'}: {_one_line(change.before)} -> {_one_line(change.after)}")
+
+
+def _one_line(value) -> str:
+    from console.domain import diff
+
+    return "-" if value is diff.MISSING else json.dumps(value, sort_keys=True, default=str)
+
+
+@approvals_group.command("approve")
+@click.argument("approval_id", type=int)
+@click.option("--as", "username", required=True, help="The approver: a person with the approve permission.")
+@click.option("--note", default=None)
+@with_appcontext
+def approve_command(approval_id, username, note):
+    """Approve another person's request: its change runs now, once."""
+    _decide("approve", approval_id, username, note)
+
+
+@approvals_group.command("reject")
+@click.argument("approval_id", type=int)
+@click.option("--as", "username", required=True, help="The approver: a person with the approve permission.")
+@click.option("--note", required=True, help="Why not; the requester reads it.")
+@with_appcontext
+def reject_command(approval_id, username, note):
+    """Reject another person's request; it never runs."""
+    _decide("reject", approval_id, username, note)
+
+
+@approvals_group.command("rollback")
+@click.argument("approval_id", type=int)
+@click.option("--as", "username", required=True, help="A person with the approve permission.")
+@click.option("--note", default=None)
+@with_appcontext
+def rollback_command(approval_id, username, note):
+    """Roll an executed change back to its backup; refused if the rows changed since."""
+    _decide("rollback", approval_id, username, note)

@@ -1,0 +1,232 @@
+"""Runbooks as declared: their risk, their parameters, and how raw input (a form, JSON, `k=v`) becomes typed values."""
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from enum import Enum
+
+NAME = re.compile(r"[a-z][a-z0-9_]{1,59}")
+MAX_IDS = 500  # a reference taking many ids: more is a filter's job, not a list's
+
+
+class Risk(str, Enum):  # noqa: UP042 - the style guide's form, as RunStatus
+    """How much harm a mistaken run can do; `high` always waits for a second person's approval."""
+
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class ParamType(str, Enum):  # noqa: UP042 - the style guide's form, as RunStatus
+    """What a parameter holds."""
+
+    STR = "str"
+    INT = "int"
+    FLOAT = "float"
+    BOOL = "bool"
+    CHOICE = "choice"
+    DATETIME = "datetime"
+    RUN = "run"
+    DEAD_LETTER = "dead_letter"
+    TASK = "task"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+REFERENCES = frozenset({ParamType.RUN, ParamType.DEAD_LETTER, ParamType.TASK})
+# What a person reads for each reference type ("no dead letter with id 5").
+NOUNS = {ParamType.RUN: "run", ParamType.DEAD_LETTER: "dead letter", ParamType.TASK: "task"}
+TRUE, FALSE = frozenset({"true", "yes", "on", "1"}), frozenset({"false", "no", "off", "0"})
+
+
+class ParamErrors(ValueError):
+    """Input that does not fit the declaration; `errors` maps each bad field to what to fix."""
+
+    def __init__(self, errors: dict[str, str]):
+        self.errors = errors
+        super().__init__("; ".join(f"{name}: {message}" for name, message in errors.items()))
+
+
+@dataclass(frozen=True)
+class Param:
+    """One declared parameter of a runbook."""
+
+    name: str
+    type: ParamType
+    required: bool = False
+    default: object = None
+    choices: tuple[str, ...] = ()
+    help: str = ""
+    many: bool = False  # references only: a list of ids
+    minimum: float | None = None
+    maximum: float | None = None
+    max_length: int = 500
+    label: str = field(default="", compare=False)
+
+    def __post_init__(self):
+        if not NAME.fullmatch(self.name):
+            raise ValueError(f"parameter name {self.name!r}: lower-case letters, digits and _, starting with a letter")
+        if (self.type is ParamType.CHOICE) != bool(self.choices):
+            raise ValueError(f"parameter {self.name}: a choice, and only a choice, lists its choices")
+        if self.many and self.type not in REFERENCES:
+            raise ValueError(f"parameter {self.name}: only run, dead-letter and task references take many ids")
+        if self.default is not None:
+            coerce(self, self.default)  # a declaration with a default its own type refuses is a bug; fail at import
+        if not self.label:
+            object.__setattr__(self, "label", self.name.replace("_", " ").capitalize())
+
+    @property
+    def reference(self) -> bool:
+        return self.type in REFERENCES
+
+
+def _blank(value) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip()) or value == []
+
+
+def parse(declared: Sequence[Param], raw: Mapping) -> dict:
+    """Return a typed value for every declared parameter (defaults filled in); raise ParamErrors naming each bad one."""
+    if not isinstance(raw, Mapping):
+        raise ParamErrors({"params": "params must be an object of name: value"})
+    names = [param.name for param in declared]
+    errors = {str(name): f"unknown parameter; this runbook takes {', '.join(names) or 'none'}"
+              for name in raw if name not in names}
+    values = {}
+    for param in declared:
+        value = raw.get(param.name)
+        if _blank(value):
+            if param.required:
+                errors[param.name] = "required"
+            values[param.name] = list(param.default) if param.many and param.default else param.default
+            continue
+        try:
+            values[param.name] = coerce(param, value)
+        except ValueError as error:
+            errors[param.name] = str(error)
+    if errors:
+        raise ParamErrors(errors)
+    return values
+
+
+def coerce(param: Param, value):
+    """Turn one raw value into the parameter's type, or raise ValueError saying what it should be."""
+    kind = param.type
+    if kind is ParamType.STR:
+        if not isinstance(value, str):
+            raise ValueError("must be text")
+        value = value.strip()
+        if len(value) > param.max_length:
+            raise ValueError(f"at most {param.max_length} characters")
+        return value
+    if kind is ParamType.INT:
+        return _ranged(param, _int(value))
+    if kind is ParamType.FLOAT:
+        return _ranged(param, _float(value))
+    if kind is ParamType.BOOL:
+        return _bool(value)
+    if kind is ParamType.CHOICE:
+        if str(value) not in param.choices:
+            raise ValueError(f"one of {', '.join(param.choices)}")
+        return str(value)
+    if kind is ParamType.DATETIME:
+        return _datetime(value)
+    if param.many:
+        return _ids(value)
+    return _id(value)
+
+
+def _int(value) -> int:
+    if isinstance(value, bool):
+        raise ValueError("a whole number")
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"\s*[-+]?\d{1,18}\s*", value):
+        return int(value)
+    raise ValueError("a whole number")
+
+
+def _float(value) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError("a number")
+    try:
+        number = float(value)
+    except ValueError:
+        raise ValueError("a number") from None
+    if not math.isfinite(number):
+        raise ValueError("a finite number")
+    return number
+
+
+def _ranged(param: Param, number):
+    if param.minimum is not None and number < param.minimum:
+        raise ValueError(f"at least {param.minimum:g}")
+    if param.maximum is not None and number > param.maximum:
+        raise ValueError(f"at most {param.maximum:g}")
+    return number
+
+
+def _bool(value) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in TRUE | FALSE:
+        return value.strip().lower() in TRUE
+    raise ValueError("true or false")
+
+
+def _datetime(value) -> datetime:
+    """Read a moment: an ISO 8601 date or date and time; without an offset it is UTC."""
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, date):
+        moment = datetime(value.year, value.month, value.day)
+    elif isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise ValueError("a date and time like 2026-01-31T02:30 (UTC unless it has an offset)") from None
+    else:
+        raise ValueError("a date and time like 2026-01-31T02:30 (UTC unless it has an offset)")
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _id(value) -> int:
+    if isinstance(value, str):
+        value = value.strip().removeprefix("#")
+    try:
+        number = _int(value)
+    except ValueError:
+        raise ValueError("an id (a whole number)") from None
+    if number < 1:
+        raise ValueError("an id (a whole number from 1)")
+    return number
+
+
+def _ids(value) -> list[int]:
+    items = re.split(r"[\s,]+", value.strip()) if isinstance(value, str) else value
+    if not isinstance(items, list | tuple):
+        raise ValueError("ids, separated by commas or spaces")
+    ids = list(dict.fromkeys(_id(item) for item in items if not _blank(item)))
+    if len(ids) > MAX_IDS:
+        raise ValueError(f"at most {MAX_IDS} ids at once")
+    return ids
+
+
+def dump(declared: Sequence[Param], values: Mapping) -> dict:
+    """Return typed values as JSON (moments in ISO 8601), to store them; `parse` reads them back."""
+    return {param.name: values[param.name].isoformat() if isinstance(values.get(param.name), datetime)
+            else values.get(param.name) for param in declared}
+
+
+def needs_approval(risk: Risk, required_by_admin: bool) -> bool:
+    """Tell whether a real run waits for a second person: always for high risk, and whenever an admin asks."""
+    return Risk(risk) is Risk.HIGH or required_by_admin

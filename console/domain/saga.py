@@ -1,0 +1,64 @@
+"""Saga workflows: their statuses, and what a step's run status means to the workflow it belongs to."""
+
+from enum import Enum
+
+# A workflow is one unit a person reads: past this many steps it is better split (and its page stays readable).
+MAX_STEPS = 20
+MAX_NAME_CHARS = 120
+
+
+class WorkflowStatus(str, Enum):  # noqa: UP042 - the style guide's form, as RunStatus
+    """Where a workflow stands: its steps run forward, then (if one fails for good) are undone backward."""
+
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    COMPENSATING = "compensating"
+    COMPENSATED = "compensated"
+    COMPENSATION_FAILED = "compensation_failed"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+ACTIVE = (WorkflowStatus.RUNNING.value, WorkflowStatus.COMPENSATING.value)
+FINISHED = (WorkflowStatus.SUCCEEDED.value, WorkflowStatus.COMPENSATED.value,
+            WorkflowStatus.COMPENSATION_FAILED.value)
+
+
+class Undo(str, Enum):  # noqa: UP042 - as above
+    """Where the undo of one succeeded step stands (a step that never needs undoing has none)."""
+
+    PENDING = "pending"  # to be undone once the steps after it are
+    COMPENSATING = "compensating"  # asked for; the engine runs the handler's undo step
+    COMPENSATED = "compensated"
+    FAILED = "failed"  # its undo step kept failing: a person takes over
+    NOT_COMPENSABLE = "not_compensable"  # its handler has no undo step: a person takes over
+    NOT_ATTEMPTED = "not_attempted"  # left alone: a later step's undo failed, so undoing this one could do harm
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# Run statuses in which a step's run has finished, for its workflow's purpose. Succeeded moves the workflow on;
+# the others are a failure for good: dead (retries spent, non-retryable, or its own undo failed), compensated
+# (it failed and undid itself), cancelled by a person. `failed` is not here: it becomes dead or compensating at once.
+STEP_FAILED = frozenset({"dead", "compensated", "cancelled", "compensation_failed"})
+STEP_DONE = STEP_FAILED | {"succeeded"}
+# Statuses of a run being undone at its workflow's request that end the undo: compensated, or failed to a person
+# (compensation_failed turns dead in the same transaction).
+UNDO_FAILED = frozenset({"dead", "compensation_failed"})
+UNDO_DONE = UNDO_FAILED | {"compensated"}
+# A run in one of these is still at work (or about to be); nothing for its workflow to do yet.
+STILL_WORKING = frozenset({"pending", "running", "retry_wait", "failed", "compensating"})
+
+
+def step_outcome(run_status: str) -> str:
+    """Tell what a step's run status means going forward: "succeeded", "failed" (for good) or "waiting"."""
+    if run_status == "succeeded":
+        return "succeeded"
+    return "failed" if run_status in STEP_FAILED else "waiting"
+
+
+def step_key(workflow_id: int, position: int) -> str:
+    """Return the idempotency key of a step's run: two advances that both start a step create one run."""
+    return f"workflow:{workflow_id}:step:{position}"

@@ -1,0 +1,32 @@
+"""Request JSON read once, in one place: too deep or not valid Unicode is a clear 400, never a 500 later on."""
+
+from flask.json.provider import DefaultJSONProvider
+
+from console.services.errors import ServiceError
+from console.services.inputs import json_problem
+
+
+class UnusableJSON(ServiceError):
+    """JSON that parses but cannot be used safely; not a ValueError, so `get_json(silent=True)` passes it on."""
+
+    status = 400
+    code = "bad_json"
+
+
+class CheckedJSONProvider(DefaultJSONProvider):
+    """Flask's JSON, with every decoded body checked for depth and lone surrogates."""
+
+    def loads(self, s, **kwargs):
+        try:
+            value = super().loads(s, **kwargs)
+        except RecursionError:
+            raise UnusableJSON("the JSON is nested too deeply to read") from None
+        problem = json_problem(value)
+        if problem:
+            raise UnusableJSON(problem)
+        return value
+
+
+def init_app(app) -> None:
+    """Read request JSON through the checked provider."""
+    app.json = CheckedJSONProvider(app)

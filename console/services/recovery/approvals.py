@@ -1,0 +1,147 @@
+"""Requests that need a second person (four eyes): filed with a reason and a before → after diff, read back."""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import and_, func, or_, select, update
+
+from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.extensions import db
+from console.models import Approval, Tenant, User
+from console.services.actor import Actor
+from console.services.audit import trail as audit
+from console.services.errors import Forbidden, InvalidInput, NotFound
+from console.services.settings import setting
+
+STATUSES = ("pending", "executed", "failed", "rejected", "expired", "rolled_back")
+PAGE_SIZE = 50
+MAX_REASON_CHARS = 2000
+
+
+class FourEyes(Forbidden):
+    """The requester of a change tried to approve (or reject) it themselves."""
+
+    code = "four_eyes"
+
+
+@dataclass(frozen=True)
+class Row:
+    approval: Approval
+    requested_by: str
+    decided_by: str | None
+    tenant: str | None
+
+
+def reason_of(text) -> str:
+    """Return a requester's reason, or say what is wrong with it (it is required)."""
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidInput("give a reason: the approver reads it before deciding", "reason")
+    if len(text) > MAX_REASON_CHARS:
+        raise InvalidInput(f"the reason is longer than {MAX_REASON_CHARS} characters", "reason")
+    return text.strip()
+
+
+def request(kind: str, actor: Actor, *, reason: str, subject_type: str, subject_id, payload: dict, before: dict,
+            after: dict, tenant: Tenant | None, clock: Clock = SYSTEM_CLOCK) -> Approval:
+    """File a change for a second person to approve, audited, in the caller's transaction (not committed)."""
+    if actor.id is None:
+        raise Forbidden("a change that needs approval must be requested by a person (or a person's token)")
+    now = clock()
+    approval = Approval(kind=kind, tenant_id=tenant.id if tenant else None, subject_type=subject_type,
+                        subject_id=str(subject_id), payload=payload, before=before, after=after,
+                        reason=reason_of(reason), status="pending", requested_by_id=actor.id, created_at=now,
+                        expires_at=now + timedelta(seconds=setting("APPROVAL_TTL_S")))
+    db.session.add(approval)
+    db.session.flush()
+    audit.record(db.session, actor, "approval.request", "approval", approval.id, after={
+        "kind": kind, "subject": f"{subject_type}:{subject_id}", "before": before, "after": after},
+        tenant=tenant.name if tenant else None, note=approval.reason, clock=lambda: now)
+    return approval
+
+
+def get(approval_id: int, tenant_id: int | None = None) -> Approval:
+    """Return one request, or NotFound (also for another tenant's, to a tenant-scoped caller)."""
+    approval = db.session.get(Approval, approval_id) if isinstance(approval_id, int) else None
+    if approval is None or (tenant_id is not None and approval.tenant_id != tenant_id):
+        raise NotFound(f"no approval request with id {approval_id}")
+    return approval
+
+
+def rows(*, status: str | None = None, tenant_id: int | None = None, requested_by_id: int | None = None,
+         decidable_by: int | None = None, live_at: datetime | None = None, before: int | None = None,
+         limit: int = PAGE_SIZE) -> list[Row]:
+    """Return requests newest first, one keyset page at a time, with the names people read.
+
+    decidable_by leaves out that person's own requests; live_at leaves out those expired by then.
+    """
+    if status is not None and status not in STATUSES:
+        raise InvalidInput(f"status must be one of {', '.join(STATUSES)}", "status")
+    requester, decider = db.aliased(User), db.aliased(User)
+    query = (select(Approval, requester.username, decider.username, Tenant.name)
+             .join(requester, requester.id == Approval.requested_by_id)
+             .outerjoin(decider, decider.id == Approval.decided_by_id)
+             .outerjoin(Tenant, Tenant.id == Approval.tenant_id)
+             .order_by(Approval.id.desc()).limit(limit))
+    if status is not None:
+        query = query.where(Approval.status == status)
+    if tenant_id is not None:
+        query = query.where(Approval.tenant_id == tenant_id)
+    if requested_by_id is not None:
+        query = query.where(Approval.requested_by_id == requested_by_id)
+    if decidable_by is not None:
+        query = query.where(Approval.requested_by_id != decidable_by)
+    if live_at is not None:
+        query = query.where(Approval.expires_at > live_at)
+    if before is not None:
+        query = query.where(Approval.id < before)
+    return [Row(*found) for found in db.session.execute(query)]
+
+
+def row(approval: Approval) -> Row:
+    """Return one request with the names people read."""
+    names = dict(db.session.execute(select(User.id, User.username).where(
+        User.id.in_([approval.requested_by_id, approval.decided_by_id or approval.requested_by_id]))).all())
+    tenant = db.session.get(Tenant, approval.tenant_id) if approval.tenant_id else None
+    return Row(approval, names.get(approval.requested_by_id, "?"), names.get(approval.decided_by_id),
+               tenant.name if tenant else None)
+
+
+def status_at(approval: Approval, now: datetime) -> str:
+    """Return a request's status as it stands at `now`: pending past its time is expired (the job marks it soon)."""
+    if approval.status == "pending" and approval.expires_at <= now:
+        return "expired"
+    return approval.status
+
+
+def about(subjects: list[tuple[str, object]], limit: int = 20) -> list[Approval]:
+    """Return the newest requests about any of these (subject type, subject id) pairs."""
+    if not subjects:
+        return []
+    query = select(Approval).where(or_(*(and_(Approval.subject_type == kind, Approval.subject_id == str(subject))
+                                         for kind, subject in subjects)))
+    return list(db.session.execute(query.order_by(Approval.id.desc()).limit(limit)).scalars())
+
+
+def waiting_for(actor_id: int | None, tenant_id: int | None, now: datetime) -> int:
+    """Count the live requests this person could decide: pending, not expired, not their own."""
+    query = select(func.count()).select_from(Approval).where(
+        Approval.status == "pending", Approval.expires_at > now)
+    if actor_id is not None:
+        query = query.where(Approval.requested_by_id != actor_id)
+    if tenant_id is not None:
+        query = query.where(Approval.tenant_id == tenant_id)
+    return db.session.execute(query).scalar_one()
+
+
+def expire_due(clock: Clock = SYSTEM_CLOCK) -> int:
+    """The "approvals-expire" maintenance job: mark pending requests past their time expired; they never run."""
+    now = clock()
+    expired = db.session.execute(
+        update(Approval).where(Approval.status == "pending", Approval.expires_at <= now)
+        .values(status="expired", decided_at=now).returning(Approval.id, Approval.tenant_id)).all()
+    if expired:
+        audit.record_many(db.session, Actor("system"), "approval.expire", "approval", [
+            audit.Change(approval_id, before={"status": "pending"}, after={"status": "expired"})
+            for approval_id, _ in expired], clock=lambda: now)
+    db.session.commit()
+    return len(expired)

@@ -1,0 +1,81 @@
+"""Discard dead letters in bulk: up to an admin-set number at once; more becomes a request a second person approves."""
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.extensions import db
+from console.models import Approval, Tenant
+from console.services.actor import Actor
+from console.services.dlq import groups as dlq
+from console.services.errors import Conflict
+from console.services.recovery import approvals
+from console.services.recovery.kinds import Applied, FixKind
+from console.services.system import console_settings
+
+NAME = "dlq.discard_bulk"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a bulk discard did: discarded at once (and how many were skipped), or filed for approval."""
+
+    discarded: int = 0
+    skipped: int = 0
+    approval: Approval | None = None
+    threshold: int = 0
+
+
+def threshold() -> int:
+    """Return how many dead letters one bulk discard may close without approval."""
+    return console_settings.value(console_settings.DISCARD_WITHOUT_APPROVAL)
+
+
+def _listed(ids: list[int]) -> str:
+    """Name the letters as the subject column holds them (80 characters): their ids, cut short with '…'."""
+    listed = ",".join(map(str, ids))
+    return listed if len(listed) <= 80 else listed[:listed.rindex(",", 0, 78)] + ",…"
+
+
+def discard(ids: list[int], reason, actor: Actor, tenant_id: int | None, clock: Clock = SYSTEM_CLOCK) -> Outcome:
+    """Discard the selected open dead letters now, or, above the threshold, file the discard for approval."""
+    reason = dlq.reason_of(reason)
+    ids = dlq.selection(ids)
+    letters = [letter for letter in dlq.visible(ids, tenant_id) if letter.status == "open"]
+    limit = threshold()
+    if len(letters) <= limit:
+        discarded, skipped = dlq.discard_many(ids, reason, actor, tenant_id, clock)
+        return Outcome(discarded, skipped, threshold=limit)
+    tenant_ids = {letter.tenant_id for letter in letters}
+    # A request about one tenant's letters is that tenant's; one across tenants only unscoped approvers see.
+    tenant = db.session.get(Tenant, tenant_ids.pop()) if len(tenant_ids) == 1 else None
+    chosen = [letter.id for letter in letters]
+    approval = approvals.request(
+        NAME, actor, reason=reason, subject_type="dead_letters", subject_id=_listed(chosen),
+        payload={"ids": chosen, "reason": reason},
+        before={"dead_letters": {str(i): "open" for i in chosen}},
+        after={"dead_letters": {str(i): "discarded" for i in chosen}}, tenant=tenant, clock=clock)
+    db.session.commit()
+    return Outcome(0, len(ids) - len(chosen), approval, limit)
+
+
+def _apply(approval: Approval, actor: Actor, now: datetime) -> Applied:
+    ids = approval.payload["ids"]
+    note = f"{approval.payload['reason']} (approval #{approval.id})"
+    discarded = dlq.discard_open(ids, note, actor, now, tenant_id=approval.tenant_id)
+    if not discarded:
+        raise Conflict("none of the dead letters is still open: they were replayed or discarded meanwhile", "status")
+    return Applied(backup={"ids": discarded, "skipped": sorted(set(ids) - set(discarded)),
+                           "discarded_at": now.isoformat()})
+
+
+def _rollback(approval: Approval, actor: Actor, now: datetime) -> None:
+    backup = approval.backup
+    reopened = dlq.reopen(backup["ids"], datetime.fromisoformat(backup["discarded_at"]), actor, now,
+                          f"rollback of approval #{approval.id}")
+    if not reopened:
+        raise Conflict("none of these dead letters is still discarded by this request; nothing was reopened", "status")
+
+
+KIND = FixKind(NAME, "Discard dead letters in bulk", _apply, _rollback)
+

@@ -1,0 +1,149 @@
+"""Decide requests: another person approves (the change runs once, both names kept) or rejects; roll back a change."""
+
+from sqlalchemy import select, update
+
+from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.extensions import db
+from console.models import Approval, Tenant, User
+from console.services.actor import Actor
+from console.services.audit import trail as audit
+from console.services.errors import Conflict, Forbidden, InvalidInput, ServiceError
+from console.services.people.permissions import APPROVE, can
+from console.services.recovery import approvals
+from console.services.recovery.approvals import FourEyes
+from console.services.recovery.registry import KINDS
+
+MAX_NOTE_CHARS = 2000
+
+
+def _tenant_name(approval: Approval) -> str | None:
+    tenant = db.session.get(Tenant, approval.tenant_id) if approval.tenant_id else None
+    return tenant.name if tenant else None
+
+
+def _note(note, *, required: bool) -> str | None:
+    if note is not None and not isinstance(note, str):
+        raise InvalidInput("note must be text", "note")
+    note = (note or "").strip()
+    if required and not note:
+        raise InvalidInput("say why in a note: the requester reads it", "note")
+    if len(note) > MAX_NOTE_CHARS:
+        raise InvalidInput(f"the note is longer than {MAX_NOTE_CHARS} characters", "note")
+    return note or None
+
+
+def _check_decider(approval: Approval, actor: Actor, action: str, now) -> None:
+    """Refuse a decision by the requester (audited), by someone without the approve permission, or on a dead request."""
+    user = db.session.get(User, actor.id) if actor.id is not None else None
+    if user is None or not user.active or not can(user.role, APPROVE):
+        raise Forbidden(f"only a person with the approve permission can {action} a request")
+    if approval.requested_by_id == actor.id:
+        # Refused on the server for every path (page, API, CLI), and the attempt is kept.
+        audit.record(db.session, actor, f"approval.{action}.refused", "approval", approval.id,
+                     after={"reason": "four_eyes"}, tenant=_tenant_name(approval), clock=lambda: now)
+        db.session.commit()
+        raise FourEyes(f"you requested this change; another person with the approve permission must {action} it")
+    if approval.status == "pending" and approval.expires_at <= now:
+        approvals.expire_due(clock=lambda: now)
+        raise Conflict(f"request {approval.id} expired at {approval.expires_at:%Y-%m-%d %H:%M} UTC; file it again",
+                       "status")
+    if approval.status != "pending":
+        raise Conflict(f"request {approval.id} is {approval.status.replace('_', ' ')}, no longer pending", "status")
+
+
+def _claim(approval: Approval, actor: Actor, status: str, note: str | None, now) -> None:
+    """Move the request out of pending in one conditional UPDATE: of two deciders (or the expiry job) one wins."""
+    won = db.session.execute(
+        update(Approval).where(Approval.id == approval.id, Approval.status == "pending", Approval.expires_at > now,
+                               Approval.requested_by_id != actor.id)
+        .values(status=status, decided_by_id=actor.id, decided_at=now, decision_note=note,
+                executed_at=now if status == "executed" else None)
+        .execution_options(synchronize_session=False)).rowcount
+    if won != 1:
+        db.session.rollback()
+        current = db.session.execute(select(Approval.status).where(Approval.id == approval.id)).scalar_one()
+        raise Conflict(f"request {approval.id} was decided meanwhile: it is {current.replace('_', ' ')}", "status")
+
+
+def approve(approval_id: int, actor: Actor, note: str | None = None, *, tenant_id: int | None = None,
+            clock: Clock = SYSTEM_CLOCK) -> Approval:
+    """Approve another person's request: its change runs now, once, in the same transaction as the decision."""
+    now = clock()
+    approval = approvals.get(approval_id, tenant_id)
+    note = _note(note, required=False)
+    _check_decider(approval, actor, "approve", now)
+    kind = KINDS[approval.kind]
+    _claim(approval, actor, "executed", note, now)
+    try:
+        applied = kind.apply(approval, actor, now)
+    except ServiceError as error:
+        db.session.rollback()
+        _failed(approval, actor, note, error.detail, now)
+        raise Conflict(f"approved, but the change could not be made: {error.detail}", error.field) from None
+    db.session.execute(update(Approval).where(Approval.id == approval.id).values(backup=applied.backup)
+                       .execution_options(synchronize_session=False))
+    audit.record(db.session, actor, "approval.approve", "approval", approval.id, before={"status": "pending"},
+                 after={"status": "executed", "kind": approval.kind, "requested_by_id": approval.requested_by_id,
+                        "change": approval.after}, tenant=_tenant_name(approval), note=note, clock=lambda: now)
+    db.session.commit()
+    applied.after_commit()
+    db.session.refresh(approval)
+    return approval
+
+
+def _failed(approval: Approval, actor: Actor, note: str | None, error: str, now) -> None:
+    db.session.execute(update(Approval).where(Approval.id == approval.id, Approval.status == "pending").values(
+        status="failed", decided_by_id=actor.id, decided_at=now, decision_note=note, outcome=error)
+        .execution_options(synchronize_session=False))
+    audit.record(db.session, actor, "approval.approve", "approval", approval.id, before={"status": "pending"},
+                 after={"status": "failed", "error": error}, tenant=_tenant_name(approval), note=note,
+                 clock=lambda: now)
+    db.session.commit()
+
+
+def reject(approval_id: int, actor: Actor, note: str | None, *, tenant_id: int | None = None,
+           clock: Clock = SYSTEM_CLOCK) -> Approval:
+    """Reject another person's request with a note; it never runs."""
+    now = clock()
+    approval = approvals.get(approval_id, tenant_id)
+    note = _note(note, required=True)
+    _check_decider(approval, actor, "reject", now)
+    _claim(approval, actor, "rejected", note, now)
+    audit.record(db.session, actor, "approval.reject", "approval", approval.id, before={"status": "pending"},
+                 after={"status": "rejected"}, tenant=_tenant_name(approval), note=note, clock=lambda: now)
+    db.session.commit()
+    db.session.refresh(approval)
+    return approval
+
+
+def rollback(approval_id: int, actor: Actor, note: str | None = None, *, tenant_id: int | None = None,
+             clock: Clock = SYSTEM_CLOCK) -> Approval:
+    """Restore the rows an executed change kept a backup of; 409 if they changed since."""
+    now = clock()
+    approval = approvals.get(approval_id, tenant_id)
+    note = _note(note, required=False)
+    user = db.session.get(User, actor.id) if actor.id is not None else None
+    if user is None or not user.active or not can(user.role, APPROVE):
+        raise Forbidden("only a person with the approve permission can roll a change back")
+    kind = KINDS[approval.kind]
+    if kind.rollback is None:
+        raise Conflict(f"a {kind.title.lower()} cannot be rolled back", "kind")
+    if approval.status != "executed":
+        raise Conflict(f"request {approval.id} is {approval.status.replace('_', ' ')}; only an executed change "
+                       "can be rolled back", "status")
+    won = db.session.execute(update(Approval).where(Approval.id == approval.id, Approval.status == "executed")
+                             .values(status="rolled_back", rolled_back_by_id=actor.id, rolled_back_at=now)
+                             .execution_options(synchronize_session=False)).rowcount
+    if won != 1:
+        db.session.rollback()
+        raise Conflict(f"request {approval.id} was rolled back meanwhile", "status")
+    try:
+        kind.rollback(approval, actor, now)
+    except ServiceError:
+        db.session.rollback()  # the rows moved on since the change: nothing restored, the request stays executed
+        raise
+    audit.record(db.session, actor, "approval.rollback", "approval", approval.id, before=approval.after,
+                 after=approval.before, tenant=_tenant_name(approval), note=note, clock=lambda: now)
+    db.session.commit()
+    db.session.refresh(approval)
+    return approval

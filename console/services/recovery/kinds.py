@@ -1,0 +1,24 @@
+"""What each kind of approved change does: apply it once (keeping a backup), and roll it back if it can be."""
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from console.models import Approval
+from console.services.actor import Actor
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What an applied change leaves: the rows as they were, and what to do once its transaction commits."""
+
+    backup: dict
+    after_commit: Callable[[], None] = field(default=lambda: None)
+
+
+@dataclass(frozen=True)
+class FixKind:
+    name: str
+    title: str  # what the approver reads: "Edit a dead letter's params, then replay it"
+    apply: Callable[[Approval, Actor, datetime], Applied]  # in the caller's transaction; raises ServiceError
+    rollback: Callable[[Approval, Actor, datetime], None] | None = None  # restores the backup, or raises Conflict

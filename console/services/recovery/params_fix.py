@@ -1,0 +1,90 @@
+"""Fix a dead letter's params, then replay it: a data fix that waits for a second person's approval."""
+
+from datetime import datetime
+
+from sqlalchemy import select, update
+
+from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.extensions import db
+from console.models import Approval, DeadLetter, Run
+from console.services.actor import Actor
+from console.services.engine import replays, transitions
+from console.services.errors import Conflict, InvalidInput, NotFound
+from console.services.inputs import params_too_large
+from console.services.recovery import approvals
+from console.services.recovery.kinds import Applied, FixKind
+
+NAME = "dead_letter.fix_params"
+
+
+def _letter(letter_id, tenant_id: int | None) -> DeadLetter:
+    letter = db.session.get(DeadLetter, letter_id) if isinstance(letter_id, int) else None
+    if letter is None or (tenant_id is not None and letter.tenant_id != tenant_id):
+        raise NotFound(f"no dead letter with id {letter_id}")
+    return letter
+
+
+def _checked(params) -> dict:
+    if not isinstance(params, dict):
+        raise InvalidInput("params must be a JSON object", "params")
+    if too_large := params_too_large(params):
+        raise InvalidInput(too_large, "params")
+    return params
+
+
+def request_fix(letter_id: int, params, reason, actor: Actor, *, tenant_id: int | None = None,
+                clock: Clock = SYSTEM_CLOCK) -> Approval:
+    """Ask for a dead letter's run to be replayed with new params; a second person approves it."""
+    letter = _letter(letter_id, tenant_id)
+    params = _checked(params)
+    if letter.status != "open":
+        raise Conflict(f"dead letter {letter.id} is already {letter.status}", "status")
+    run = letter.run
+    if params == run.params:
+        raise InvalidInput("these are the params the run already has; change at least one", "params")
+    approval = approvals.request(
+        NAME, actor, reason=reason, subject_type="dead_letter", subject_id=letter.id,
+        payload={"dead_letter_id": letter.id, "run_id": run.id, "params": params},
+        before={"params": run.params}, after={"params": params}, tenant=letter.tenant, clock=clock)
+    db.session.commit()
+    return approval
+
+
+def restart_with(run_id: int, letter_id: int, before: dict, after: dict, actor: Actor, now: datetime, *,
+                 message: str) -> list:
+    """Give a dead letter's run new params and restart it, in the caller's transaction; `replays.enqueue` the rows
+    after its commit. Raises Conflict if the params or the letter moved on since they were read."""
+    # Held until the commit, so a concurrent edit of the same run waits and then sees the new params.
+    run = db.session.execute(select(Run).where(Run.id == run_id).with_for_update()).scalar_one()
+    if run.params != before:
+        raise Conflict(f"run {run_id}'s params changed since the request; file a new one", "params")
+    db.session.execute(update(Run).where(Run.id == run_id).values(params=after)
+                       .execution_options(synchronize_session=False))
+    transitions.event(run, "params_fixed", now, actor=actor.name, message=message,
+                      data={"before": before, "after": after})
+    restarted = replays.restart([letter_id], actor, now=now)
+    if not restarted:
+        raise Conflict(f"dead letter {letter_id} is no longer open, or its run is no longer dead", "status")
+    return restarted
+
+
+def _apply(approval: Approval, actor: Actor, now: datetime) -> Applied:
+    run_id, letter_id = approval.payload["run_id"], approval.payload["dead_letter_id"]
+    restarted = restart_with(run_id, letter_id, approval.before["params"], approval.after["params"], actor, now,
+                             message=f"approval #{approval.id}")
+    return Applied(backup={"run_id": run_id, "params": approval.before["params"]},
+                   after_commit=lambda: replays.enqueue(restarted))
+
+
+def _rollback(approval: Approval, actor: Actor, now: datetime) -> None:
+    run_id = approval.backup["run_id"]
+    run = db.session.execute(select(Run).where(Run.id == run_id).with_for_update()).scalar_one()
+    if run.params != approval.after["params"]:
+        raise Conflict(f"run {run_id}'s params changed since the fix; nothing was restored", "params")
+    db.session.execute(update(Run).where(Run.id == run_id).values(params=approval.backup["params"])
+                       .execution_options(synchronize_session=False))
+    transitions.event(run, "params_restored", now, actor=actor.name, message=f"rollback of approval #{approval.id}",
+                      data={"before": approval.after["params"], "after": approval.backup["params"]})
+
+
+KIND = FixKind(NAME, "Edit a dead letter's params, then replay it", _apply, _rollback)

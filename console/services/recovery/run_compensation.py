@@ -1,0 +1,55 @@
+"""Undo a succeeded run because a person asks: a request a second person approves, then the compensation job runs."""
+
+from datetime import datetime
+
+from sqlalchemy import select
+
+from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.extensions import db
+from console.models import Approval, Run
+from console.services.actor import Actor
+from console.services.engine import compensation, control
+from console.services.errors import Conflict, InvalidInput
+from console.services.recovery import approvals
+from console.services.recovery.kinds import Applied, FixKind
+
+NAME = "run.compensate"
+
+
+def pending(run_id: int) -> Approval | None:
+    """Return the live request to compensate this run, if one waits."""
+    return db.session.execute(select(Approval).where(
+        Approval.kind == NAME, Approval.subject_type == "run", Approval.subject_id == str(run_id),
+        Approval.status == "pending").order_by(Approval.id.desc()).limit(1)).scalar_one_or_none()
+
+
+def request_compensation(run_id: int, cause, actor: Actor, *, tenant_id: int | None = None,
+                         clock: Clock = SYSTEM_CLOCK) -> Approval:
+    """Ask for a succeeded run to be undone, the cause as the reason; a second person approves it."""
+    run = control.get_run(run_id, tenant_id)
+    cause = compensation.check(run, cause).strip()
+    if not cause:
+        raise InvalidInput("give the cause: what failed later, so the approver can judge the undo", "cause")
+    now = clock()
+    waiting = pending(run.id)
+    if waiting is not None and waiting.expires_at > now:
+        raise Conflict(f"request #{waiting.id} to compensate run {run.id} already waits for approval", "status")
+    approval = approvals.request(
+        NAME, actor, reason=cause, subject_type="run", subject_id=run.id,
+        payload={"run_id": run.id, "cause": cause},
+        before={"status": "succeeded"}, after={"status": "compensating"}, tenant=run.tenant, clock=lambda: now)
+    db.session.commit()
+    return approval
+
+
+def _apply(approval: Approval, actor: Actor, now: datetime) -> Applied:
+    run_id = approval.payload["run_id"]
+    # Held until the commit: the transition below is guarded too, but this keeps the check and the move together.
+    run = db.session.execute(select(Run).where(Run.id == run_id).with_for_update()).scalar_one()
+    cause = f"{approval.payload['cause']} (approval #{approval.id})"[:compensation.CAUSE_LIMIT]
+    compensation.start(run, actor, cause=cause, now=now)
+    return Applied(backup={"run_id": run_id, "status": "succeeded"}, after_commit=lambda: compensation.enqueue(run_id))
+
+
+# An undo step cannot be taken back: there is no rollback.
+KIND = FixKind(NAME, "Compensate a succeeded run (run its handler's undo step)", _apply)

@@ -1,0 +1,33 @@
+"""Run a runbook for real once a second person approves: the request shows the changes its dry-run preview found."""
+
+from datetime import datetime
+
+from sqlalchemy import update
+
+from console.extensions import db
+from console.models import Approval, RunbookExecution
+from console.services.actor import Actor
+from console.services.errors import Conflict
+from console.services.recovery import runbooks
+from console.services.recovery.kinds import Applied, FixKind
+
+EX = RunbookExecution
+
+
+def _apply(approval: Approval, actor: Actor, now: datetime) -> Applied:
+    """Queue the execution (in the decision's transaction); a worker runs it once the decision commits."""
+    execution_id = approval.payload["execution_id"]
+    queued = db.session.execute(
+        update(EX).where(EX.id == execution_id, EX.status == "awaiting_approval", EX.previewed_at.is_not(None))
+        .values(status="queued", queued_at=now).execution_options(synchronize_session=False)).rowcount
+    if queued != 1:
+        execution = db.session.get(EX, execution_id)
+        if execution is not None and execution.status == "awaiting_approval":
+            raise Conflict(f"runbook execution #{execution_id}'s dry-run preview has not finished, so there was no "
+                           "diff to approve; nothing ran. Ask for the run again once a worker is up", "status")
+        status = execution.status.replace("_", " ") if execution is not None else "gone"
+        raise Conflict(f"runbook execution #{execution_id} is {status}, no longer waiting for approval", "status")
+    return Applied(backup={"execution_id": execution_id}, after_commit=lambda: runbooks.enqueue_run(execution_id))
+
+
+KIND = FixKind(runbooks.KIND, "Run a runbook for real", _apply)

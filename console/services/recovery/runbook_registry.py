@@ -1,0 +1,79 @@
+"""Runbooks by name: each module in REBOUND_RUNBOOK_MODULES lists its runbooks in `RUNBOOKS`; read on first use."""
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from console.domain.runbooks import NAME, Param, Risk
+
+# Modules whose RUNBOOKS list is read (REBOUND_RUNBOOK_MODULES); the web, the worker and the CLI all read them.
+_modules: tuple[str, ...] = ("jobs.runbooks",)
+_runbooks: dict[str, "Runbook"] = {}
+_loaded = False
+SCOPES = ("tenant", "system")
+RESERVED = frozenset({"executions"})  # a path segment of the API
+
+
+@dataclass(frozen=True)
+class Runbook:
+    """A runbook as declared beside its code; `run(ctx)` does the work, or with ctx.dry_run reports it."""
+
+    name: str
+    title: str
+    description: str
+    risk: Risk
+    params: tuple[Param, ...]
+    run: Callable
+    # tenant: acts on one tenant's objects (every tenant's for an unscoped person); system: on the whole
+    # system, so only people who are not limited to a tenant may run it.
+    scope: str = "tenant"
+    # Checks across params, before anything is filed: (values, now) → {field: what to fix}.
+    check: Callable | None = None
+
+    def __post_init__(self):
+        if not NAME.fullmatch(self.name) or self.name in RESERVED:
+            raise ValueError(f"runbook name {self.name!r}: lower-case letters, digits and _, not {sorted(RESERVED)}")
+        if self.scope not in SCOPES:
+            raise ValueError(f"runbook {self.name}: scope is one of {', '.join(SCOPES)}")
+        object.__setattr__(self, "risk", Risk(self.risk))
+        names = [param.name for param in self.params]
+        if len(set(names)) != len(names):
+            raise ValueError(f"runbook {self.name}: two parameters share a name")
+
+    def param(self, name: str) -> Param | None:
+        return next((param for param in self.params if param.name == name), None)
+
+
+def init_app(app) -> None:
+    """Take the modules that list runbooks from the app's config; they are read on first use."""
+    global _modules, _loaded
+    modules = tuple(app.config["RUNBOOK_MODULES"])
+    if modules != _modules:
+        _modules, _loaded = modules, False
+
+
+def _load() -> None:
+    global _loaded
+    if _loaded:
+        return
+    found: dict[str, Runbook] = {}
+    for module in _modules:
+        for runbook in importlib.import_module(module).RUNBOOKS:
+            if runbook.name in found:
+                raise ValueError(f"two runbooks are named {runbook.name}")
+            found[runbook.name] = runbook
+    _runbooks.clear()
+    _runbooks.update(found)
+    _loaded = True
+
+
+def get(name: str) -> Runbook | None:
+    """Return the runbook of this name, if any."""
+    _load()
+    return _runbooks.get(name)
+
+
+def every() -> list[Runbook]:
+    """Return every runbook, by name."""
+    _load()
+    return [_runbooks[name] for name in sorted(_runbooks)]

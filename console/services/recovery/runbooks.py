@@ -1,0 +1,231 @@
+"""Runbook executions as people ask for them: checked, filed (behind an approval when needed), queued, read back."""
+
+import logging
+from dataclasses import dataclass
+
+from rq import Queue
+from sqlalchemy import func, select
+
+from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.domain.runbooks import dump, needs_approval
+from console.extensions import db
+from console.models import Approval, RunbookChange, RunbookExecution, RunbookPolicy, Tenant
+from console.redis_conn import get_redis
+from console.services.actor import Actor
+from console.services.audit import trail as audit
+from console.services.engine.queueing import MAINTENANCE_QUEUE
+from console.services.errors import Forbidden, InvalidInput, NotFound
+from console.services.people import tenants
+from console.services.recovery import approvals, runbook_registry
+from console.services.recovery.runbook_params import InvalidParams, checked
+from console.services.recovery.runbook_registry import Runbook
+from console.services.settings import setting
+
+log = logging.getLogger("rebound.runbooks")
+KIND = "runbook.execute"  # the approval kind (runbook_approval.py)
+STATUSES = ("awaiting_approval", "queued", "running", "succeeded", "failed", "cancelled")
+LIVE = ("queued", "running")
+RUN_JOB, PREVIEW_JOB = "jobs.recovery.run_runbook", "jobs.recovery.preview_runbook"
+MAX_REASON_CHARS = 2000
+PAGE_SIZE = 50
+CHANGES_SHOWN = 500
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A runbook as the list shows it: its declaration, whether a real run needs approval, its latest executions."""
+
+    runbook: Runbook
+    needs_approval: bool
+    admin_requires_approval: bool
+    latest: list[RunbookExecution]
+
+
+def run_job_id(execution_id: int) -> str:
+    return f"runbook-{execution_id}"
+
+
+def preview_job_id(execution_id: int) -> str:
+    return f"runbook-preview-{execution_id}"
+
+
+def require(name: str) -> Runbook:
+    """Return the runbook of this name, or NotFound."""
+    runbook = runbook_registry.get(name) if isinstance(name, str) else None
+    if runbook is None:
+        raise NotFound(f"no runbook named {name!r}; `rebound recovery-runbook --list` shows them")
+    return runbook
+
+
+def policies() -> dict[str, RunbookPolicy]:
+    return {row.runbook: row for row in db.session.execute(select(RunbookPolicy)).scalars()}
+
+
+def approval_needed(runbook: Runbook, policy: RunbookPolicy | None = None) -> bool:
+    """Tell whether a real run of this runbook waits for a second person (high risk, or an admin's rule)."""
+    policy = policy if policy is not None else db.session.get(RunbookPolicy, runbook.name)
+    return needs_approval(runbook.risk, bool(policy and policy.requires_approval))
+
+
+def listing(tenant_id: int | None, latest: int = 3) -> list[Listed]:
+    """Return every runbook with whether it needs approval and its latest executions this scope may see."""
+    rules = policies()
+    shown = []
+    for runbook in runbook_registry.every():
+        rule = rules.get(runbook.name)
+        shown.append(Listed(runbook, approval_needed(runbook, rule), bool(rule and rule.requires_approval),
+                            executions(runbook.name, tenant_id, limit=latest) if latest else []))
+    return shown
+
+
+def _tenant(runbook: Runbook, scope: int | None, name) -> Tenant | None:
+    """Return the tenant an execution acts on (None: every tenant, or the whole system), within the caller's wall."""
+    if name is not None and not isinstance(name, str):
+        raise InvalidInput("tenant is a tenant name", "tenant")
+    name = (name or "").strip() or None
+    if runbook.scope == "system":
+        if scope is not None:
+            raise Forbidden(f"runbook {runbook.name} acts on the whole system; only people not limited to a tenant "
+                            "may run it")
+        if name is not None:
+            raise InvalidInput(f"runbook {runbook.name} acts on the whole system; leave the tenant out", "tenant")
+        return None
+    if scope is not None:
+        own = db.session.get(Tenant, scope)
+        if name not in (None, own.name):
+            raise Forbidden(f"you may run runbooks only on tenant {own.name}'s objects", "tenant")
+        return own
+    return tenants.require(name) if name else None
+
+
+def _reason(reason, required: bool) -> str | None:
+    if required:
+        return approvals.reason_of(reason)
+    if reason is not None and not isinstance(reason, str):
+        raise InvalidInput("reason must be text", "reason")
+    reason = (reason or "").strip()
+    if len(reason) > MAX_REASON_CHARS:
+        raise InvalidInput(f"the reason is longer than {MAX_REASON_CHARS} characters", "reason")
+    return reason or None
+
+
+def start(name: str, raw_params, actor: Actor, *, scope: int | None, tenant=None, dry_run: bool = False,
+          reason=None, clock: Clock = SYSTEM_CLOCK, enqueue: bool = True) -> RunbookExecution:
+    """File an execution: queued for a worker, or (a real run that needs it) awaiting a second person's approval.
+
+    `scope` is the caller's tenant wall (None: unscoped); `tenant` the tenant name asked for. Nothing is written
+    unless every check passes. With enqueue=False the caller runs it (the CLI, in its own process).
+    """
+    runbook = require(name)
+    if not isinstance(dry_run, bool):
+        raise InvalidInput("dry_run is true or false", "dry_run")
+    target = _tenant(runbook, scope, tenant)
+    now = clock()
+    values = checked(runbook, raw_params, target.id if target else None)
+    if runbook.check is not None and (errors := runbook.check(values, now)):
+        raise InvalidParams(errors)
+    gated = not dry_run and approval_needed(runbook)
+    reason = _reason(reason, required=gated)
+    if gated and actor.id is None:
+        raise Forbidden(f"a real run of {runbook.name} needs a second person's approval, so it must be requested by a "
+                        "person (or a person's token); from the CLI, add --as USERNAME")
+    execution = RunbookExecution(
+        runbook=runbook.name, tenant_id=target.id if target else None, params=dump(runbook.params, values),
+        dry_run=dry_run, reason=reason, status="awaiting_approval" if gated else "queued", log="", changes_total=0,
+        requested_by=actor.name, requested_by_id=actor.id, created_at=now, queued_at=None if gated else now)
+    db.session.add(execution)
+    db.session.flush()
+    if gated:
+        approval = approvals.request(
+            KIND, actor, reason=reason, subject_type="runbook_execution", subject_id=execution.id,
+            payload={"execution_id": execution.id, "runbook": runbook.name, "params": execution.params},
+            before={}, after={}, tenant=target, clock=clock)
+        execution.approval_id = approval.id
+    if not dry_run:
+        audit.record(db.session, actor, "runbook.request", "runbook_execution", execution.id,
+                     after={"runbook": runbook.name, "params": execution.params, "status": execution.status,
+                            "approval_id": execution.approval_id},
+                     tenant=target.name if target else None, note=reason, clock=lambda: now)
+    db.session.commit()
+    if enqueue:
+        (enqueue_preview if gated else enqueue_run)(execution.id)
+    return execution
+
+
+def _enqueue(function: str, execution_id: int, job_id: str) -> None:
+    try:
+        Queue(MAINTENANCE_QUEUE, connection=get_redis()).enqueue(
+            function, execution_id, job_id=job_id, job_timeout=int(setting("RUNBOOK_TIMEOUT_S")), result_ttl=60,
+            failure_ttl=24 * 3600)
+    except Exception as error:  # noqa: BLE001 - any transport failure is recoverable by the reconciler
+        log.warning("runbook execution %s committed but not queued (%s); the reconciler will queue it",
+                    execution_id, error)
+
+
+def enqueue_run(execution_id: int) -> None:
+    """Queue an execution for a worker; if Redis is down the reconciler queues it later."""
+    _enqueue(RUN_JOB, execution_id, run_job_id(execution_id))
+
+
+def enqueue_preview(execution_id: int) -> None:
+    """Queue the dry-run an approver reads before deciding."""
+    _enqueue(PREVIEW_JOB, execution_id, preview_job_id(execution_id))
+
+
+def get(execution_id, tenant_id: int | None = None) -> RunbookExecution:
+    """Return an execution this scope may see (a tenant's own; not one across every tenant), or NotFound."""
+    execution = db.session.get(RunbookExecution, execution_id) if isinstance(execution_id, int) else None
+    if execution is None or (tenant_id is not None and execution.tenant_id != tenant_id):
+        raise NotFound(f"no runbook execution with id {execution_id}")
+    return execution
+
+
+def executions(runbook: str | None, tenant_id: int | None, *, before: int | None = None,
+               limit: int = PAGE_SIZE) -> list[RunbookExecution]:
+    """Return executions newest first (of one runbook, or all), one keyset page at a time."""
+    query = select(RunbookExecution).order_by(RunbookExecution.id.desc()).limit(limit)
+    if runbook is not None:
+        query = query.where(RunbookExecution.runbook == runbook)
+    if tenant_id is not None:
+        query = query.where(RunbookExecution.tenant_id == tenant_id)
+    if before is not None:
+        query = query.where(RunbookExecution.id < before)
+    return list(db.session.execute(query).scalars())
+
+
+def changes(execution_id: int, *, planned: bool, limit: int = CHANGES_SHOWN) -> tuple[list[RunbookChange], int]:
+    """Return the first changes of an execution (planned: found by a dry-run or preview) and how many rows there are."""
+    where = (RunbookChange.execution_id == execution_id, RunbookChange.planned.is_(planned))
+    rows = db.session.execute(select(RunbookChange).where(*where).order_by(RunbookChange.id).limit(limit)).scalars()
+    count = db.session.execute(select(func.count()).select_from(RunbookChange).where(*where)).scalar_one()
+    return list(rows), count
+
+
+def as_change(row: RunbookChange) -> dict:
+    return {"object": row.object, "id": row.object_id, "field": row.field, "before": row.before, "after": row.after}
+
+
+def approval_of(execution: RunbookExecution) -> Approval | None:
+    return db.session.get(Approval, execution.approval_id) if execution.approval_id else None
+
+
+def set_requires_approval(name: str, required: bool, actor: Actor, *, scope: int | None,
+                          clock: Clock = SYSTEM_CLOCK) -> RunbookPolicy:
+    """An admin's rule: real runs of this runbook wait for approval whatever its risk (audited)."""
+    runbook = require(name)
+    if scope is not None:
+        raise Forbidden("runbooks are shared by every tenant; only an admin not limited to a tenant changes their "
+                        "rules")
+    if not isinstance(required, bool):
+        raise InvalidInput("requires_approval is true or false", "requires_approval")
+    now = clock()
+    rule = db.session.get(RunbookPolicy, runbook.name)
+    before = bool(rule and rule.requires_approval)
+    if rule is None:
+        rule = RunbookPolicy(runbook=runbook.name)
+        db.session.add(rule)
+    rule.requires_approval, rule.updated_at, rule.updated_by = required, now, actor.name
+    audit.record(db.session, actor, "runbook.policy", "runbook", runbook.name,
+                 before={"requires_approval": before}, after={"requires_approval": required}, clock=lambda: now)
+    db.session.commit()
+    return rule

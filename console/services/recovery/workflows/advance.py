@@ -1,0 +1,256 @@
+"""Move workflows on: start the next step, or undo the succeeded steps backward once one fails for good.
+
+Called by the RQ job `jobs.workflows.advance` (the engine queues it when a step's run finishes), right after a
+submit, and by the reconcile pass for workflows whose job was lost. Any number of callers may race, on any
+database: every change is one conditional UPDATE guarded by the state it was decided from (the workflow's status
+and step, the step's undo status, the run's status), committed before its side effect (a run submitted, an undo
+asked for). A step's run is created under the key `workflow:<id>:step:<n>`, which the engine keeps unique, and
+an undo is asked for by the guarded move succeeded → compensating, so neither can happen twice.
+"""
+
+import logging
+from datetime import timedelta
+
+from sqlalchemy import and_, exists, or_, select, update
+
+from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.domain.errors import NOT_COMPENSABLE
+from console.domain.saga import (
+    ACTIVE,
+    MAX_STEPS,
+    STEP_FAILED,
+    STILL_WORKING,
+    UNDO_DONE,
+    Undo,
+    WorkflowStatus,
+    step_key,
+    step_outcome,
+)
+from console.extensions import db
+from console.models import Run, Workflow, WorkflowStep
+from console.services.actor import Actor
+from console.services.engine import compensation
+from console.services.engine import submit as engine_submit
+from console.services.errors import QueueFull, ServiceError
+from console.services.settings import setting
+
+log = logging.getLogger("rebound.workflows")
+WORKFLOWS, STEPS, RUNS = Workflow.__table__, WorkflowStep.__table__, Run.__table__
+RUNNING, SUCCEEDED = WorkflowStatus.RUNNING.value, WorkflowStatus.SUCCEEDED.value
+COMPENSATING, COMPENSATED = WorkflowStatus.COMPENSATING.value, WorkflowStatus.COMPENSATED.value
+COMPENSATION_FAILED = WorkflowStatus.COMPENSATION_FAILED.value
+# Each pass of the loop makes one change or returns: start or finish each step, then undo each one.
+MAX_MOVES = 3 * MAX_STEPS + 3
+BATCH = 200
+NOTE_CHARS = 2000
+
+
+def actor_name(workflow_id: int) -> str:
+    """Name the workflow as the actor on its runs' timelines."""
+    return f"workflow #{workflow_id}"
+
+
+def advance(workflow_id: int, *, clock: Clock = SYSTEM_CLOCK) -> str:
+    """Move the workflow on as far as its steps allow; return its status, or what stopped this call."""
+    for _ in range(MAX_MOVES):
+        workflow = _read(Workflow, Workflow.id == workflow_id)
+        if workflow is None:
+            return "missing"
+        if workflow.status == RUNNING:
+            stopped = _forward(workflow, clock)
+        elif workflow.status == COMPENSATING:
+            stopped = _backward(workflow, clock)
+        else:
+            return workflow.status
+        if stopped is not None:
+            db.session.commit()  # end the read transaction: nothing held while waiting
+            return stopped
+    return "busy"  # a workflow cannot make more moves than this; another call carries on
+
+
+def _read(model, *conditions):
+    # Always the stored row: another process may have moved it since this session last looked.
+    return db.session.execute(select(model).where(*conditions).execution_options(populate_existing=True)
+                              ).scalar_one_or_none()
+
+
+def _step_run(workflow: Workflow, position: int) -> Run | None:
+    return _read(Run, Run.workflow_id == workflow.id, Run.workflow_step == position)
+
+
+def _step(workflow: Workflow, position: int) -> WorkflowStep:
+    return _read(WorkflowStep, WorkflowStep.workflow_id == workflow.id, WorkflowStep.position == position)
+
+
+def _move(workflow: Workflow, expected_status: str, expected_step: int, run_statuses=None, **values) -> bool:
+    """Change the workflow if it still is as read (and its step's run in one of run_statuses); tell whether it was."""
+    statement = update(WORKFLOWS).where(WORKFLOWS.c.id == workflow.id, WORKFLOWS.c.status == expected_status,
+                                        WORKFLOWS.c.current_step == expected_step)
+    if run_statuses is not None:
+        statement = statement.where(exists().where(
+            RUNS.c.workflow_id == workflow.id, RUNS.c.workflow_step == expected_step,
+            RUNS.c.status.in_(sorted(run_statuses))))
+    return db.session.execute(statement.values(**values)).rowcount == 1
+
+
+def _raced() -> str:
+    db.session.rollback()
+    return "raced"  # another call changed it first and carries on from there
+
+
+# Going forward.
+
+def _forward(workflow: Workflow, clock: Clock) -> str | None:
+    position = workflow.current_step
+    if position == 0:
+        return _claim(workflow, 1, clock)
+    run = _step_run(workflow, position)
+    if run is None:
+        return _start(workflow, position, clock)  # claimed, but its run was not created (a caller died between)
+    outcome = step_outcome(run.status)
+    if outcome == "waiting":
+        return "waiting"
+    if outcome == "failed":
+        return _fail(workflow, position, clock, _failure_note(position, run), run_statuses=STEP_FAILED)
+    now = clock()
+    if position == workflow.step_count:
+        if not _move(workflow, RUNNING, position, {"succeeded"}, status=SUCCEEDED, updated_at=now, finished_at=now,
+                     note=None):
+            return _raced()
+        db.session.commit()
+        return None
+    return _claim(workflow, position + 1, clock, run_statuses={"succeeded"})
+
+
+def _claim(workflow: Workflow, position: int, clock: Clock, run_statuses=None) -> str | None:
+    """Make `position` the workflow's current step; the caller that wins the UPDATE starts it."""
+    if not _move(workflow, RUNNING, position - 1, run_statuses, current_step=position, updated_at=clock(), note=None):
+        return _raced()
+    db.session.commit()  # write-ahead: the claim is durable before the run is created
+    return _start(workflow, position, clock)
+
+
+def _start(workflow: Workflow, position: int, clock: Clock) -> str | None:
+    """Create the step's run through the engine (once: its key is unique), or fail the step if it cannot run."""
+    step = _step(workflow, position)
+    try:
+        run, _ = engine_submit.submit(
+            workflow.tenant, Actor(actor_name(workflow.id)), handler=step.handler, params=step.params,
+            policy=step.policy, idempotency_key=step_key(workflow.id, position), source="workflow",
+            workflow_id=workflow.id, workflow_step=position, clock=clock)
+    except QueueFull as error:
+        db.session.rollback()
+        if _move(workflow, RUNNING, position, note=f"step {position} waits to start: {error.detail}"[:NOTE_CHARS]):
+            db.session.commit()
+        return "waiting"  # the reconcile pass tries again
+    except ServiceError as error:  # its handler or policy is gone: the step can never run
+        db.session.rollback()
+        return _fail(workflow, position, clock, f"step {position} could not start: {error.detail}")
+    if (run.workflow_id, run.workflow_step) != (workflow.id, position):
+        return _fail(workflow, position, clock, f"step {position} could not start: run #{run.id}, outside this "
+                                                f"workflow, already holds its idempotency key")
+    return "started"
+
+
+def _failure_note(position: int, run: Run) -> str:
+    error = f" ({run.error_code}: {(run.error_message or '')[:300]})" if run.error_code else ""
+    return f"step {position} failed for good: run #{run.id} is {run.status.replace('_', ' ')}{error}"
+
+
+def _fail(workflow: Workflow, position: int, clock: Clock, note: str, run_statuses=None) -> str | None:
+    """Turn the workflow to undoing the steps before `position`, from the last one back."""
+    now = clock()
+    if not _move(workflow, RUNNING, position, run_statuses, status=COMPENSATING, failed_step=position,
+                 current_step=position - 1, updated_at=now, note=note[:NOTE_CHARS]):
+        return _raced()
+    db.session.execute(update(STEPS).where(STEPS.c.workflow_id == workflow.id, STEPS.c.position < position,
+                                           STEPS.c.compensation_status.is_(None))
+                       .values(compensation_status=Undo.PENDING.value))
+    db.session.commit()
+    log.warning("workflow %s: %s; undoing steps %s..1", workflow.id, note, position - 1)
+    return None
+
+
+# Undoing backward.
+
+def _backward(workflow: Workflow, clock: Clock) -> str | None:
+    position = workflow.current_step
+    now = clock()
+    if position == 0:
+        if not _move(workflow, COMPENSATING, 0, status=COMPENSATED, updated_at=now, finished_at=now):
+            return _raced()
+        db.session.commit()
+        return None
+    step, run = _step(workflow, position), _step_run(workflow, position)
+    undo = step.compensation_status
+    if undo == Undo.PENDING.value:
+        claimed = db.session.execute(update(STEPS).where(
+            STEPS.c.id == step.id, STEPS.c.compensation_status == Undo.PENDING.value).values(
+            compensation_status=Undo.COMPENSATING.value, compensation_started_at=now)).rowcount
+        if not claimed:
+            return _raced()
+        db.session.commit()  # write-ahead: the step is marked before its undo is asked for
+        undo = Undo.COMPENSATING.value
+    if undo != Undo.COMPENSATING.value:
+        return "waiting"
+    if run.status == "succeeded":
+        cause = f"step {workflow.failed_step} of workflow #{workflow.id} ({workflow.name}) failed"
+        started = compensation.start_for_workflow(run, actor=actor_name(workflow.id), cause=cause, clock=clock)
+        return "undoing" if started else None
+    if run.status not in UNDO_DONE:
+        return "waiting"
+    return _undone(workflow, step, run, clock)
+
+
+def _undone(workflow: Workflow, step: WorkflowStep, run: Run, clock: Clock) -> str | None:
+    """Record how a step's undo ended; go on to the step before it, or stop for a person."""
+    now, position = clock(), step.position
+    # The run's error reads "<why it was undone>: <what went wrong>"; the workflow says the first part itself.
+    error = (run.error_message or "").removeprefix(f"{compensation.REASON}: ")
+    if run.status == "compensated":
+        result, note = Undo.COMPENSATED.value, None
+    elif run.error_code == NOT_COMPENSABLE:
+        result, note = Undo.NOT_COMPENSABLE.value, (error or "its handler has no undo step")[:NOTE_CHARS]
+    else:
+        result, note = Undo.FAILED.value, (error or "its undo step kept failing")[:NOTE_CHARS]
+    marked = db.session.execute(update(STEPS).where(
+        STEPS.c.id == step.id, STEPS.c.compensation_status == Undo.COMPENSATING.value).values(
+        compensation_status=result, compensation_finished_at=now, note=note)).rowcount
+    if not marked:
+        return _raced()
+    if result == Undo.COMPENSATED.value:
+        moved = _move(workflow, COMPENSATING, position, {"compensated"}, current_step=position - 1, updated_at=now)
+    else:
+        # Undoing an earlier step under one that is still in place could do harm: a person decides what next.
+        what = "is not compensable" if result == Undo.NOT_COMPENSABLE.value else "could not be undone"
+        moved = _move(workflow, COMPENSATING, position, UNDO_DONE, status=COMPENSATION_FAILED, updated_at=now,
+                      finished_at=now, note=(f"step {position} {what} (run #{run.id}, a dead letter for a person); "
+                                             f"steps before it were left as they are. {note}")[:NOTE_CHARS])
+        db.session.execute(update(STEPS).where(
+            STEPS.c.workflow_id == workflow.id, STEPS.c.position < position,
+            STEPS.c.compensation_status == Undo.PENDING.value).values(compensation_status=Undo.NOT_ATTEMPTED.value))
+    if not moved:
+        return _raced()
+    db.session.commit()
+    return None
+
+
+def reconcile(clock: Clock = SYSTEM_CLOCK) -> list[int]:
+    """The "workflows" maintenance job: advance active workflows that have not moved though they could.
+
+    Their advance job was lost (Redis down or flushed) or its caller died between a claim and its side effect.
+    A workflow whose current step's run is still at work is left alone: the engine's reconciler tends the run.
+    """
+    cutoff = clock() - timedelta(seconds=setting("REQUEUE_AFTER_S"))
+    current = and_(RUNS.c.workflow_id == WORKFLOWS.c.id, RUNS.c.workflow_step == WORKFLOWS.c.current_step)
+    ids = db.session.execute(
+        select(WORKFLOWS.c.id).select_from(WORKFLOWS.outerjoin(RUNS, current))
+        .where(WORKFLOWS.c.status.in_(ACTIVE), WORKFLOWS.c.updated_at <= cutoff,
+               or_(RUNS.c.id.is_(None), and_(RUNS.c.status.not_in(sorted(STILL_WORKING)), RUNS.c.updated_at <= cutoff)))
+        .order_by(WORKFLOWS.c.id).limit(BATCH)).scalars().all()
+    db.session.commit()
+    for workflow_id in ids:
+        advance(workflow_id, clock=clock)
+    if ids:
+        log.warning("reconciled workflows %s: their advance was lost", ids)
+    return list(ids)

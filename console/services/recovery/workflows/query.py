@@ -1,0 +1,97 @@
+"""Read workflows for people and services: a page of them, or one with its steps' runs and its compensation trail."""
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import joinedload
+
+from console.domain.saga import WorkflowStatus
+from console.extensions import db
+from console.models import Run, RunEvent, Workflow, WorkflowStep
+from console.services.errors import InvalidInput, NotFound
+
+PAGE_SIZE = 50
+STATUSES = tuple(status.value for status in WorkflowStatus)
+# What an undo leaves on its run's timeline: asked for, each failed try, and how it ended.
+UNDO_EVENTS = ("compensating", "compensation_attempt_failed", "compensated", "compensation_failed")
+
+
+@dataclass(frozen=True)
+class StepView:
+    step: WorkflowStep
+    run: Run | None
+    undo_attempts: int  # tries of its undo step so far (0 when none ran)
+
+    @property
+    def status(self) -> str:
+        """The step's run status, or not_started."""
+        return self.run.status if self.run is not None else "not_started"
+
+
+@dataclass(frozen=True)
+class TrailEntry:
+    """One thing that happened while undoing a step: asked for, a failed try, undone, or failed for good."""
+
+    position: int
+    run_id: int
+    at: datetime
+    kind: str
+    actor: str | None
+    error_code: str | None
+    message: str | None
+    number: int | None  # which try failed, or the one that undid it
+
+
+@dataclass
+class WorkflowDetail:
+    workflow: Workflow
+    steps: list[StepView]
+    trail: list[TrailEntry] = field(default_factory=list)
+
+
+def get(workflow_id: int, scope: int | None = None) -> Workflow:
+    """Return a workflow visible to this tenant scope, or NotFound (also for another tenant's)."""
+    workflow = db.session.get(Workflow, workflow_id)
+    if workflow is None or (scope is not None and workflow.tenant_id != scope):
+        raise NotFound(f"no workflow with id {workflow_id}")
+    return workflow
+
+
+def detail(workflow: Workflow) -> WorkflowDetail:
+    """Return the workflow with each step's run and the undo trail, oldest first."""
+    steps = db.session.execute(select(WorkflowStep).where(WorkflowStep.workflow_id == workflow.id)
+                               .order_by(WorkflowStep.position)).scalars().all()
+    runs = {run.workflow_step: run for run in db.session.execute(
+        select(Run).where(Run.workflow_id == workflow.id)).scalars()}
+    position_of = {run.id: position for position, run in runs.items()}
+    events = db.session.execute(select(RunEvent).where(RunEvent.run_id.in_(list(position_of)),
+                                                       RunEvent.kind.in_(UNDO_EVENTS))
+                                .order_by(RunEvent.id)).scalars().all() if position_of else []
+    trail = [TrailEntry(position_of[event.run_id], event.run_id, event.at, event.kind, event.actor, event.error_code,
+                        event.message, _try_number(event.data or {})) for event in events]
+    tries: dict[int, int] = {}
+    for entry in trail:
+        if entry.kind in ("compensation_attempt_failed", "compensated"):
+            tries[entry.position] = tries.get(entry.position, 0) + 1
+    return WorkflowDetail(workflow, [StepView(step, runs.get(step.position), tries.get(step.position, 0))
+                                     for step in steps], trail)
+
+
+def _try_number(data: dict) -> int | None:
+    return data.get("number") or data.get("compensation_attempts")
+
+
+def rows(*, scope: int | None = None, status: str | None = None, before: int | None = None,
+         limit: int = PAGE_SIZE) -> list[Workflow]:
+    """Return workflows newest first, one keyset page at a time (pass the last id as `before` for the next)."""
+    if status is not None and status not in STATUSES:
+        raise InvalidInput(f"status must be one of {', '.join(STATUSES)}", "status")
+    query = select(Workflow).options(joinedload(Workflow.tenant)).order_by(Workflow.id.desc()).limit(limit)
+    if scope is not None:
+        query = query.where(Workflow.tenant_id == scope)
+    if status is not None:
+        query = query.where(Workflow.status == status)
+    if before is not None:
+        query = query.where(Workflow.id < before)
+    return db.session.execute(query).scalars().all()

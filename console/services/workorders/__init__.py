@@ -1,0 +1,1 @@
+"""Work orders: one per open error group; acknowledged, assigned and closed by people, or by recovery."""

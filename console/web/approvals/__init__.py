@@ -1,0 +1,1 @@
+"""Approvals area: the inbox of requests waiting for a second person, one's own requests, and each request's page."""

@@ -1,0 +1,118 @@
+"""Approvals: the inbox of other people's requests, my requests, all requests, and one request's diff and decision."""
+
+from flask import Blueprint, flash, redirect, request, url_for
+from flask_login import current_user
+
+from console.auth import current_actor, requires, tenant_scope
+from console.domain.clock import utcnow
+from console.extensions import db
+from console.models import User
+from console.services.errors import ServiceError
+from console.services.people.permissions import APPROVE, OPERATE, VIEW, can
+from console.services.recovery import approvals, decisions
+from console.web.approvals import present
+from console.web.approvals.forms import ApproveForm, RejectForm, RollbackForm
+from console.web.render import page
+
+bp = Blueprint("approvals", __name__, url_prefix="/approvals")
+PAGE_SIZE = 50
+
+
+@bp.context_processor
+def helpers():
+    return present.helpers()
+
+
+def _list(tab: str, status: str | None = None, **filters):
+    """Render one tab of the list, a keyset page at a time."""
+    now, before = utcnow(), request.args.get("before", type=int)
+    found = approvals.rows(status=status, tenant_id=tenant_scope(), before=before, limit=PAGE_SIZE + 1, **filters)
+    more = len(found) > PAGE_SIZE
+    found = found[:PAGE_SIZE]
+    query = {"status": status} if tab == "all" and status else {}
+    return page("approvals/index.html", "results", tab=tab, rows=found, status=status, now=now, before=before,
+                older=found[-1].approval.id if more else None, query=query, statuses=approvals.STATUSES,
+                waiting=approvals.waiting_for(current_user.id, tenant_scope(), now) if can(current_user.role, APPROVE)
+                else None)
+
+
+@bp.get("", strict_slashes=False)
+@requires(OPERATE)
+def index():
+    # People who decide land on what waits for them; people who ask, on their own requests.
+    if not can(current_user.role, APPROVE):
+        return redirect(url_for("approvals.mine"))
+    return _list("inbox", "pending", decidable_by=current_user.id, live_at=utcnow())
+
+
+@bp.get("/mine")
+@requires(OPERATE)
+def mine():
+    return _list("mine", requested_by_id=current_user.id)
+
+
+@bp.get("/all")
+@requires(APPROVE)
+def everything():
+    status = request.args.get("status") or None
+    return _list("all", status if status in approvals.STATUSES else None)
+
+
+def _show(approval_id: int, *, error: str | None = None, status: int = 200, approve_form=None, reject_form=None,
+          rollback_form=None):
+    approval = approvals.get(approval_id, tenant_scope())
+    now = utcnow()
+    state = approvals.status_at(approval, now)
+    mine = approval.requested_by_id == current_user.id
+    approver = can(current_user.role, APPROVE)
+    rolled_back_by = db.session.get(User, approval.rolled_back_by_id) if approval.rolled_back_by_id else None
+    return page("approvals/show.html", "detail", row=approvals.row(approval), approval=approval, now=now,
+                state=state, mine=mine, decidable=approver and not mine and state == "pending",
+                can_roll_back=approver and present.can_roll_back(approval),
+                rolled_back_by=rolled_back_by.username if rolled_back_by else None,
+                approve_form=approve_form or ApproveForm(prefix="approve"),
+                reject_form=reject_form or RejectForm(prefix="reject"),
+                rollback_form=rollback_form or RollbackForm(prefix="rollback"), error=error), status
+
+
+@bp.get("/<int:approval_id>")
+@requires(VIEW)
+def show(approval_id: int):
+    return _show(approval_id)
+
+
+def _decide(approval_id: int, form, form_name: str, action, done: str):
+    """Validate the form, call the decision service, then redirect; on refusal show the page with the reason."""
+    approvals.get(approval_id, tenant_scope())  # 404 before anything for another tenant's request
+    if not form.validate_on_submit():
+        return _show(approval_id, status=422, **{form_name: form})
+    try:
+        decided = action(approval_id, current_actor(), form.note.data or None, tenant_id=tenant_scope())
+    except ServiceError as error:
+        db.session.rollback()
+        if error.field == "note":
+            form.note.errors = [*form.note.errors, error.detail]
+        return _show(approval_id, error=error.detail, status=error.status, **{form_name: form})
+    flash(done.format(id=decided.id, status=decided.status.replace("_", " ")), "success")
+    return redirect(url_for("approvals.show", approval_id=approval_id), 303)
+
+
+@bp.post("/<int:approval_id>/approve")
+@requires(APPROVE)
+def approve(approval_id: int):
+    return _decide(approval_id, ApproveForm(prefix="approve"), "approve_form", decisions.approve,
+                   "Approved request #{id}: the change ran ({status}).")
+
+
+@bp.post("/<int:approval_id>/reject")
+@requires(APPROVE)
+def reject(approval_id: int):
+    return _decide(approval_id, RejectForm(prefix="reject"), "reject_form", decisions.reject,
+                   "Rejected request #{id}; it will never run.")
+
+
+@bp.post("/<int:approval_id>/rollback")
+@requires(APPROVE)
+def rollback(approval_id: int):
+    return _decide(approval_id, RollbackForm(prefix="rollback"), "rollback_form", decisions.rollback,
+                   "Rolled back request #{id}: the rows are as they were before it ran.")

@@ -1,0 +1,85 @@
+"""A runbook's form, built from its declared parameters: one WTForms field per parameter, errors at the field."""
+
+from flask_wtf import FlaskForm
+from wtforms import (
+    BooleanField,
+    DateTimeLocalField,
+    FloatField,
+    IntegerField,
+    SelectField,
+    StringField,
+    TextAreaField,
+)
+from wtforms.fields.choices import SelectChoice
+from wtforms.validators import Length, Optional
+
+from console.domain.runbooks import NOUNS, Param
+from console.domain.runbooks import ParamType as T
+from console.services.recovery.runbooks import MAX_REASON_CHARS
+
+LONG_TEXT = 500  # text parameters allowed longer than this get a text area
+
+
+class RunbookForm(FlaskForm):
+    """The fields every runbook form has; the declared ones are added by form_for."""
+
+    reason = TextAreaField("Reason", validators=[Optional(), Length(max=MAX_REASON_CHARS)])
+
+
+class ExecutionRunForm(FlaskForm):
+    """Run for real what a dry-run showed, with the same params."""
+
+    reason = TextAreaField("Reason", validators=[Optional(), Length(max=MAX_REASON_CHARS)])
+
+
+def _label(param: Param) -> str:
+    return param.label + ("" if param.required else " (optional)")
+
+
+def _field(param: Param):
+    """Return the unbound WTForms field for one parameter; the domain's parse still decides what is valid."""
+    options = {"label": _label(param), "description": param.help, "validators": [Optional()]}
+    kind = param.type
+    if kind is T.BOOL:
+        return BooleanField(param.label, description=param.help, default=bool(param.default))
+    if kind is T.CHOICE:
+        return SelectField(choices=[SelectChoice(value) for value in param.choices], default=param.default, **options)
+    if kind is T.INT:
+        return IntegerField(default=param.default, **options)
+    if kind is T.FLOAT:
+        return FloatField(default=param.default, **options)
+    if kind is T.DATETIME:
+        options["label"] += ", UTC"
+        return DateTimeLocalField(format=["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S"], **options)
+    if param.reference:
+        noun = NOUNS[kind]
+        what = f"{noun} ids" if param.many else f"{noun} id"
+        options["label"] = f"{param.label} ({what}{'' if param.required else ', optional'})"
+        return (StringField if param.many else IntegerField)(**options)
+    if param.max_length > LONG_TEXT:
+        return TextAreaField(default=param.default, **options)
+    return StringField(default=param.default, **options)
+
+
+def form_for(runbook, *, tenants: list[str] | None, formdata=None, data=None) -> RunbookForm:
+    """Build the runbook's form: its declared fields in order, a tenant choice for unscoped people, a reason."""
+    fields = {param.name: _field(param) for param in runbook.params}
+    if tenants is not None:
+        fields["tenant"] = SelectField("Tenant", choices=[SelectChoice("", "every tenant")]
+                                       + [SelectChoice(name) for name in tenants], default="")
+    form_class = type(f"{runbook.name.title().replace('_', '')}Form", (RunbookForm,), fields)
+    return form_class(formdata=formdata, data=data) if formdata is not None else form_class(data=data)
+
+
+def raw_params(runbook, form: RunbookForm) -> dict:
+    """Return what the person entered, by parameter, for the domain to parse (empty fields left out)."""
+    values = {}
+    for param in runbook.params:
+        value = form[param.name].data
+        if value is not None and value != "":
+            values[param.name] = value
+    return values
+
+
+def declared_fields(runbook, form: RunbookForm) -> list:
+    return [form[param.name] for param in runbook.params]

@@ -1,0 +1,136 @@
+"""Runbooks: the list, one runbook's form (Dry-run, Run), and an execution's page with its live log."""
+
+import json
+
+from flask import Blueprint, flash, redirect, request, url_for
+
+from console.auth import current_actor, requires, tenant_scope
+from console.domain.clock import utcnow
+from console.extensions import db
+from console.services.errors import ServiceError
+from console.services.people import tenants
+from console.services.people.permissions import OPERATE, VIEW
+from console.services.recovery import runbook_registry, runbooks
+from console.services.recovery.runbook_params import InvalidParams
+from console.web.render import page
+from console.web.runbooks.forms import ExecutionRunForm, declared_fields, form_for, raw_params
+
+bp = Blueprint("runbooks", __name__, url_prefix="/runbooks")
+
+
+def shown(value) -> str:
+    """Show a param or change value: text as it is, anything else as compact JSON."""
+    if value is None:
+        return "—"
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+@bp.get("", strict_slashes=False)
+@requires(VIEW)
+def index():
+    scope = tenant_scope()
+    return page("runbooks/index.html", "list", listed=runbooks.listing(scope), scoped=scope is not None,
+                recent=runbooks.executions(None, scope, limit=10), now=utcnow())
+
+
+def _form(runbook, **kwargs):
+    scope = tenant_scope()
+    names = None if scope is not None or runbook.scope == "system" else [t.name for t in tenants.all_tenants()]
+    return form_for(runbook, tenants=names, **kwargs)
+
+
+def _runbook_page(runbook, form, *, error: str | None = None, status: int = 200):
+    scope = tenant_scope()
+    return page("runbooks/runbook.html", "form", runbook=runbook, form=form, fields=declared_fields(runbook, form),
+                gated=runbooks.approval_needed(runbook), blocked=runbook.scope == "system" and scope is not None,
+                executions=runbooks.executions(runbook.name, scope, limit=20), error=error, now=utcnow()), status
+
+
+@bp.get("/<name>")
+@requires(VIEW)
+def show(name: str):
+    runbook = runbooks.require(name)
+    return _runbook_page(runbook, _form(runbook))
+
+
+@bp.post("/<name>")
+@requires(OPERATE)
+def start(name: str):
+    runbook = runbooks.require(name)
+    form = _form(runbook)
+    dry_run = request.form.get("action") != "run"
+    if not form.validate():
+        return _runbook_page(runbook, form, error=_unsaved(form), status=422)
+    try:
+        execution = runbooks.start(runbook.name, raw_params(runbook, form), current_actor(), scope=tenant_scope(),
+                                   tenant=form.tenant.data if "tenant" in form else None, dry_run=dry_run,
+                                   reason=form.reason.data)
+    except InvalidParams as invalid:
+        db.session.rollback()
+        for field, message in invalid.errors.items():
+            if field in form:
+                form[field].errors = [*form[field].errors, message]
+        return _runbook_page(runbook, form, error=_unsaved(form), status=invalid.status)
+    except ServiceError as refused:
+        db.session.rollback()
+        if refused.field in form:
+            form[refused.field].errors = [refused.detail]
+            return _runbook_page(runbook, form, error=_unsaved(form), status=refused.status)
+        return _runbook_page(runbook, form, error=refused.detail, status=refused.status)
+    flash(_started(execution), "success")
+    return redirect(url_for("runbooks.execution", execution_id=execution.id), 303)
+
+
+def _unsaved(form) -> str:
+    return "Nothing was started: fix the field marked below." if form.errors else "Nothing was started."
+
+
+def _started(execution) -> str:
+    if execution.status == "awaiting_approval":
+        return (f"Asked for approval (request #{execution.approval_id}): a worker dry-runs it now so the approver "
+                "sees what it would change; it runs once another person approves.")
+    what = "a dry-run" if execution.dry_run else "for real"
+    return (f"Started execution #{execution.id} of {execution.runbook} ({what}): a worker runs it, and this page "
+            "follows it.")
+
+
+def _execution_page(execution, *, status: int = 200):
+    made, made_count = runbooks.changes(execution.id, planned=False)
+    planned, planned_count = runbooks.changes(execution.id, planned=True)
+    # Every second while a worker writes it; every 5 s while it waits for a person, to see their decision land.
+    live = "1s" if execution.status in runbooks.LIVE or (
+        execution.status == "awaiting_approval" and execution.previewed_at is None) else (
+        "5s" if execution.status == "awaiting_approval" else None)
+    runbook = runbook_registry.get(execution.runbook)
+    return page("runbooks/execution.html", "detail", execution=execution, runbook=runbook,
+                approval=runbooks.approval_of(execution), made=made, made_count=made_count, planned=planned,
+                planned_count=planned_count, live=live, lines=[line for line in execution.log.splitlines() if line],
+                run_form=ExecutionRunForm(), gated=runbook is not None and runbooks.approval_needed(runbook),
+                tenant=execution.tenant.name if execution.tenant else None, shown=shown, now=utcnow()), status
+
+
+@bp.get("/executions/<int:execution_id>")
+@requires(VIEW)
+def execution(execution_id: int):
+    return _execution_page(runbooks.get(execution_id, tenant_scope()))
+
+
+@bp.post("/executions/<int:execution_id>/run")
+@requires(OPERATE)
+def run_for_real(execution_id: int):
+    """Run for real, with the same params and tenant, what a dry-run showed."""
+    scope = tenant_scope()
+    dry = runbooks.get(execution_id, scope)
+    form = ExecutionRunForm()
+    try:
+        if not form.validate():
+            raise InvalidParams({"reason": "; ".join(form.reason.errors) or "the form expired; reload the page"})
+        execution = runbooks.start(dry.runbook, dry.params, current_actor(), scope=scope,
+                                   tenant=dry.tenant.name if dry.tenant else None, dry_run=False,
+                                   reason=form.reason.data)
+    except ServiceError as refused:
+        db.session.rollback()
+        flash(refused.detail, "error")
+        return redirect(url_for("runbooks.execution", execution_id=execution_id), 303)
+    flash(_started(execution), "success")
+    return redirect(url_for("runbooks.execution", execution_id=execution.id), 303)

@@ -1,0 +1,101 @@
+"""Runs → Workflows: the list, a form to submit one, and one workflow with its steps and compensation trail."""
+
+import json
+import uuid
+
+from flask import flash, redirect, render_template, request, url_for
+
+from console.auth import current_actor, requires, tenant_scope
+from console.domain.saga import ACTIVE, MAX_STEPS
+from console.extensions import db
+from console.models import Tenant
+from console.services.engine import registry
+from console.services.errors import Forbidden, ServiceError
+from console.services.people import tenants
+from console.services.people.permissions import OPERATE, VIEW
+from console.services.recovery.workflows import query
+from console.services.recovery.workflows.submit import submit
+from console.web.render import page
+from console.web.runs.blueprint import bp
+from console.web.runs.forms import WorkflowForm
+
+EXAMPLE = [{"handler": "python:demo.flaky_compensated", "params": {"fail_times": 0}},
+           {"handler": "python:demo.noop", "params": {"order": 7}, "policy": {"max_attempts": 5}}]
+
+
+@bp.get("/workflows")
+@requires(VIEW)
+def workflows():
+    status = request.args.get("status") or None
+    before = request.args.get("before", type=int)
+    error, items = None, []
+    try:
+        items = query.rows(scope=tenant_scope(), status=status, before=before)
+    except ServiceError as refused:
+        error = refused.detail
+    older = items[-1].id if len(items) == query.PAGE_SIZE else None
+    return page("runs/workflows.html", "results", items=items, status=status, before=before, older=older,
+                statuses=query.STATUSES, error=error), 422 if error else 200
+
+
+def _tenant_names() -> list[str]:
+    scope = tenant_scope()
+    return [db.session.get(Tenant, scope).name] if scope is not None else [t.name for t in tenants.all_tenants()]
+
+
+def _form() -> WorkflowForm:
+    form = WorkflowForm()
+    names = _tenant_names()
+    form.tenant.choices = names
+    if request.method == "GET":
+        form.tenant.data = tenants.DEFAULT if tenants.DEFAULT in names else names[0]
+        form.idempotency_key.data = uuid.uuid4().hex
+    return form
+
+
+def _acting_tenant(name: str) -> Tenant:
+    """Return the tenant the workflow goes to: the one chosen, which a tenant-limited person cannot leave."""
+    scope = tenant_scope()
+    if scope is None:
+        return tenants.require(name)
+    own = db.session.get(Tenant, scope)
+    if name not in ("", own.name):
+        raise Forbidden(f"you may submit workflows only for tenant {own.name}", "tenant")
+    return own
+
+
+def _form_page(form: WorkflowForm, status: int = 200):
+    handlers = [(name, registry.get(name).compensate is not None) for name in registry.names()]
+    return render_template("runs/workflow_form.html", form=form, handlers=handlers, max_steps=MAX_STEPS,
+                           example=json.dumps(EXAMPLE, indent=2)), status
+
+
+@bp.get("/workflows/new")
+@requires(OPERATE)
+def new_workflow():
+    return _form_page(_form())
+
+
+@bp.post("/workflows/new")
+@requires(OPERATE)
+def submit_workflow():
+    form = _form()
+    if not form.validate_on_submit():
+        return _form_page(form, 422)
+    try:
+        workflow, created = submit(_acting_tenant(form.tenant.data or ""), current_actor(), name=form.name.data,
+                                   steps=form.steps_value(), idempotency_key=form.idempotency_key.data or "")
+    except ServiceError as error:
+        db.session.rollback()
+        form.attach(error)
+        return _form_page(form, error.status)
+    flash(f"Submitted workflow #{workflow.id}; step 1 is queued." if created else
+          f"This form was already submitted as workflow #{workflow.id}.", "success" if created else "info")
+    return redirect(url_for("runs.workflow", workflow_id=workflow.id), 303)
+
+
+@bp.get("/workflows/<int:workflow_id>")
+@requires(VIEW)
+def workflow(workflow_id: int):
+    detail = query.detail(query.get(workflow_id, tenant_scope()))
+    return page("runs/workflow.html", "detail", d=detail, wf=detail.workflow, live=detail.workflow.status in ACTIVE)

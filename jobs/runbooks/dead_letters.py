@@ -1,0 +1,193 @@
+"""Runbooks for dead letters: replay by filter at a rate, mark runs resolved, fix a run's params and replay it."""
+
+import json
+import time
+
+from console.domain.runbooks import Param, Risk
+from console.domain.runbooks import ParamType as T
+from console.extensions import db
+from console.models import DeadLetter, Run
+from console.services.audit import trail as audit
+from console.services.dlq import bulk
+from console.services.dlq import groups as dlq
+from console.services.dlq import resolve as resolving
+from console.services.dlq.filters import AGES, Filters
+from console.services.engine import replays
+from console.services.errors import Conflict
+from console.services.recovery import params_fix
+from console.services.recovery.runbook_registry import Runbook
+
+CHUNK = 100
+
+
+def _filters(params: dict) -> Filters:
+    task = str(params["task"]) if params["task"] else (f"handler:{params['handler']}" if params["handler"] else "")
+    return Filters(q=params["search"], task=task, code=params["code"], group=params["group"],
+                   age="" if params["age"] == "any" else params["age"], status="open")
+
+
+def _check_replay(values: dict, now) -> dict:
+    if values["task"] and values["handler"]:
+        return {"handler": "give a task or a handler, not both"}
+    return {}
+
+
+def replay_dead_letters(ctx) -> None:
+    """Replay the open dead letters that match, oldest first, at most `rate` a second."""
+    params, filters = ctx.params, _filters(ctx.params)
+    rate, limit = params["rate"], params["limit"]
+    bounds = dlq.bounds(filters, ctx.tenant_id, ctx.now)
+    total = dlq.count_matching(filters, ctx.tenant_id, cap=None, bounds=bounds) if bounds else 0
+    wanted = min(total, limit) if limit else total
+    ctx.log(f"{total} {filters.describe()}" + (f"; replaying the oldest {wanted}" if wanted < total else "") + ".")
+    if not wanted:
+        return
+    if not ctx.dry_run:
+        ctx.log(f"At {rate:g} per second that takes about {max(1, round(wanted / rate))} s.")
+    # A real run takes at most a second's worth per chunk (the pace); a dry-run reads in full chunks.
+    size = CHUNK if ctx.dry_run else max(1, min(CHUNK, int(rate)))
+    after_id, seen, replayed = 0, 0, 0
+    started = time.monotonic()
+    while seen < wanted:
+        batch = dlq.matching_ids(filters, ctx.tenant_id, bounds, after_id, min(size, wanted - seen))
+        if not batch:
+            break
+        if not ctx.dry_run:  # a dry-run only reads: it need not spare anything
+            # Pace before each chunk: chunk n starts no earlier than (letters so far) / rate after the start.
+            ctx.sleep(started + seen / rate - time.monotonic())
+        after_id, seen = batch[-1], seen + len(batch)
+        rows = replays.replayable(batch, ctx.tenant_id) if ctx.dry_run else replays.restart(
+            batch, ctx.actor, tenant_id=ctx.tenant_id, now=ctx.now)
+        for row in rows:
+            ctx.backup("run", row.id, {"status": row.status, "series": row.series, "attempt": row.attempt,
+                                       "error_code": row.error_code})
+            ctx.change("dead_letter", row.letter_id, "status", "open", "replayed")
+            ctx.change("run", row.id, "status", "dead", "pending")
+        ctx.commit()
+        if not ctx.dry_run:
+            replays.enqueue(rows)
+        replayed += len(rows)
+        left_alone = len(batch) - len(rows)
+        span = f"#{batch[0]}" if len(batch) == 1 else f"#{batch[0]}–#{batch[-1]}"
+        ctx.log(f"{'Would replay' if ctx.dry_run else 'Replayed'} {len(rows)} ({span})"
+                + (f", {left_alone} no longer open or their run not dead" if left_alone else "")
+                + f"; {seen} of {wanted} done.")
+    ctx.log(f"{replayed} dead letter{'s' if replayed != 1 else ''} {'would be ' if ctx.dry_run else ''}replayed.")
+
+
+def resolve_runs(ctx) -> None:
+    """Mark dead runs resolved with a note: their open dead letters close, and work orders left with none."""
+    chosen = resolving.plan(ctx.params["runs"], ctx.tenant_id)
+    for run_id, why in chosen.skipped.items():
+        ctx.log(f"Run #{run_id} left alone: {why}.")
+    if not chosen.runs:
+        ctx.log("No dead run to resolve.")
+        return
+    done = chosen if ctx.dry_run else resolving.resolve(chosen, ctx.params["note"], ctx.actor, ctx.now)
+    if not ctx.dry_run:
+        for run_id, why in done.skipped.items():
+            if run_id not in chosen.skipped:
+                ctx.log(f"Run #{run_id} left alone: {why}.")
+    for run_id in done.runs:
+        ctx.backup("run", run_id, {"status": "dead"})
+        ctx.change("run", run_id, "status", "dead", "resolved")
+    for letter in done.letters:
+        ctx.backup("dead_letter", letter.id, {"status": "open", "resolved_at": None, "resolved_by": None,
+                                              "resolution_note": None})
+        ctx.change("dead_letter", letter.id, "status", "open", "resolved")
+    for order_id, status in done.closing.items():
+        ctx.backup("work_order", order_id, {"status": status})
+        ctx.change("work_order", order_id, "status", status, "closed")
+    ctx.commit()
+    verb = "would be" if ctx.dry_run else "are"
+    ctx.log(f"{len(done.runs)} run(s) {verb} resolved, {len(done.letters)} dead letter(s) closed, "
+            f"{len(done.closing)} work order(s) closed.")
+
+
+def _new_params(raw: str):
+    try:
+        value = json.loads(raw)
+    except ValueError as error:
+        raise ValueError(f"not JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise ValueError("a JSON object, like {\"account\": 42}")
+    if len(json.dumps(value).encode()) > params_fix.MAX_PARAMS_BYTES:
+        raise ValueError(f"larger than {params_fix.MAX_PARAMS_BYTES // 1024} KB")
+    return value
+
+
+def _check_fix(values: dict, now) -> dict:
+    try:
+        _new_params(values["params"])
+    except ValueError as error:
+        return {"params": str(error)}
+    return {}
+
+
+def fix_params_and_replay(ctx) -> None:
+    """Give a dead letter's run new params (all of them, or merged over the old ones) and replay it."""
+    letter = db.session.get(DeadLetter, ctx.params["dead_letter"])
+    if letter is None or (ctx.tenant_id is not None and letter.tenant_id != ctx.tenant_id):
+        raise Conflict(f"dead letter #{ctx.params['dead_letter']} is gone")
+    run = db.session.get(Run, letter.run_id)
+    if letter.status != "open" or run.status != "dead":
+        raise Conflict(f"dead letter #{letter.id} is {letter.status} and its run #{run.id} is {run.status}: only an "
+                       "open dead letter of a dead run can be fixed and replayed")
+    given = _new_params(ctx.params["params"])
+    before = dict(run.params or {})
+    after = {**before, **given} if ctx.params["merge"] else given
+    if after == before:
+        raise Conflict("these are the params the run already has; change at least one")
+    ctx.log(f"Run #{run.id} ({run.handler}): params {json.dumps(before, sort_keys=True)} → "
+            f"{json.dumps(after, sort_keys=True)}.")
+    if not ctx.dry_run:
+        restarted = params_fix.restart_with(run.id, letter.id, before, after, ctx.actor, ctx.now,
+                                            message=f"runbook execution #{ctx.execution_id}")
+        audit.record(db.session, ctx.actor, "run.params_fix", "run", run.id, before={"params": before},
+                     after={"params": after, "runbook_execution": ctx.execution_id}, tenant=letter.tenant.name,
+                     note=ctx.reason, clock=ctx.clock)
+    ctx.backup("run", run.id, {"params": before, "status": "dead"})
+    ctx.change("run", run.id, "params", before, after)
+    ctx.change("dead_letter", letter.id, "status", "open", "replayed")
+    ctx.change("run", run.id, "status", "dead", "pending")
+    ctx.commit()
+    if not ctx.dry_run:
+        replays.enqueue(restarted)
+        ctx.log(f"Replayed run #{run.id} with the new params (series {restarted[0].series + 1}).")
+    else:
+        ctx.log(f"Would replay run #{run.id} with the new params.")
+
+
+REPLAY = Runbook(
+    "replay_dead_letters", "Replay dead letters by filter",
+    "Replay every open dead letter that matches the filters, oldest first, at a steady rate; each replay restarts "
+    "its run as a new attempt series under the same idempotency key.", Risk.MEDIUM, (
+        Param("code", T.STR, help="Only dead letters with this error code, e.g. carrier_down.", max_length=80),
+        Param("handler", T.STR, help="Only this handler, as stored: python:demo.flaky.", max_length=120),
+        Param("task", T.TASK, help="Only dead letters of this task (its id)."),
+        Param("search", T.STR, help="Words in the error message (searches the newest 10,000).", max_length=200),
+        Param("age", T.CHOICE, default="any", choices=("any", *AGES), help="Only dead letters older than this."),
+        Param("group", T.STR, help="Only this error group (its fingerprint, from the DLQ page).", max_length=32),
+        Param("rate", T.FLOAT, default=float(bulk.DEFAULT_RATE), minimum=1, maximum=bulk.MAX_RATE,
+              help="Dead letters replayed per second."),
+        Param("limit", T.INT, minimum=1, help="Replay at most this many (the oldest); all when empty."),
+    ), replay_dead_letters, check=_check_replay)
+
+RESOLVE = Runbook(
+    "resolve_runs", "Mark dead runs resolved",
+    "A person decided these dead runs need no replay: each run ends 'resolved', its open dead letters close with "
+    "the note, and a work order left with no open dead letter closes too.", Risk.HIGH, (
+        Param("runs", T.RUN, required=True, many=True, help="Run ids, separated by commas or spaces."),
+        Param("note", T.STR, required=True, max_length=resolving.MAX_NOTE_CHARS,
+              help="Why they need no replay; kept on each dead letter."),
+    ), resolve_runs)
+
+FIX_PARAMS = Runbook(
+    "fix_params_and_replay", "Fix a run's params and replay it",
+    "Give the run of an open dead letter new params, then replay it (a new attempt series, same idempotency key).",
+    Risk.HIGH, (
+        Param("dead_letter", T.DEAD_LETTER, required=True, help="The dead letter's id."),
+        Param("params", T.STR, required=True, max_length=params_fix.MAX_PARAMS_BYTES,
+              help='A JSON object: the keys to change (merge), or all the new params, e.g. {"account": 43}.'),
+        Param("merge", T.BOOL, default=True, help="Merge over the run's params; off: replace them whole."),
+    ), fix_params_and_replay, check=_check_fix)

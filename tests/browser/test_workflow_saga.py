@@ -1,0 +1,65 @@
+"""A saga in real Chromium: submitted from the form, run by a real worker, undone backward, read on its page."""
+
+import json
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.factories import three_steps
+from tests.helpers import browser_login
+
+pytestmark = pytest.mark.browser
+
+
+def test_a_workflow_submitted_from_the_form_is_undone_backward_on_its_live_page(page, live_server, live_worker,
+                                                                              screenshot):
+    base = live_server.url
+    browser_login(page, base)
+    page.wait_for_url("**/overview")
+    page.get_by_role("link", name="Runs").click()
+    page.get_by_role("link", name="Workflows").click()
+    expect(page.get_by_text("No workflows yet.")).to_be_visible()
+    page.get_by_role("link", name="New workflow").click()
+    screenshot("workflow-form")
+
+    page.get_by_label("Name").fill("ship order 7")
+    page.get_by_label("Steps (JSON list)").fill("[{\"handler\": \"demo.noop\"}, {\"handler\": ")
+    page.get_by_role("button", name="Submit workflow").click()
+    expect(page.locator("#steps-error")).to_contain_text("steps is not valid JSON")
+    screenshot("workflow-form-error")
+
+    page.get_by_label("Steps (JSON list)").fill(json.dumps(three_steps(), indent=2))
+    page.get_by_role("button", name="Submit workflow").click()
+    expect(page.get_by_role("heading", name=re.compile(r"Workflow #\d+"))).to_be_visible()
+    # The page refreshes itself while the worker runs the steps, then undoes 2 and 1.
+    expect(page.locator("#workflow-detail h1")).to_contain_text("compensated", timeout=60_000)
+    trail = page.locator("table.wf-trail tbody tr")
+    expect(trail).to_have_count(5)
+    expect(trail.nth(1)).to_contain_text("undo try failed")
+    screenshot("workflow-compensated")
+
+    page.locator("table.wf-steps tbody tr").nth(1).get_by_role("link").click()
+    expect(page.locator("#run-detail")).to_contain_text("step 2 of 3")
+    page.get_by_role("link", name=re.compile(r"#\d+ ship order 7")).click()
+    expect(page.get_by_role("heading", name=re.compile(r"Workflow #\d+"))).to_be_visible()
+    page.get_by_role("link", name="Workflows").first.click()
+    expect(page.locator("table.workflows")).to_contain_text("ship order 7")
+    screenshot("workflow-list")
+
+
+def test_a_step_with_no_undo_stops_the_workflow_for_a_person(page, live_server, live_worker, screenshot):
+    browser_login(page, live_server.url)
+    page.wait_for_url("**/overview")
+    page.goto(f"{live_server.url}/runs/workflows/new")
+    page.get_by_label("Name").fill("notify, then charge")
+    steps = [{"handler": "demo.flaky_compensated", "params": {"fail_times": 0}}, {"handler": "demo.noop"},
+             {"handler": "demo.flaky", "params": {"fail_times": 9, "error": "fatal", "code": "card_declined"}}]
+    page.get_by_label("Steps (JSON list)").fill(json.dumps(steps))
+    page.get_by_role("button", name="Submit workflow").click()
+    expect(page.locator("#workflow-detail h1")).to_contain_text("compensation failed", timeout=60_000)
+    expect(page.get_by_role("alert")).to_contain_text("step 2 is not compensable")
+    steps_table = page.locator("table.wf-steps tbody tr")
+    expect(steps_table.nth(0)).to_contain_text("not attempted")
+    expect(steps_table.nth(1)).to_contain_text("not compensable")
+    screenshot("workflow-needs-a-person")

@@ -1,0 +1,83 @@
+"""Invariant 7: once a handler has returned or raised, a bookkeeping failure never sends it round again."""
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import MultipleResultsFound, OperationalError
+
+from console.extensions import db
+from console.services.engine import execute as engine
+from console.services.engine import known_outcomes, parking, reconcile, transitions
+from console.services.engine.execute import execute
+
+BROKEN = {"fail_times": 9, "error": "fatal", "code": "bad_account", "message": "account 42 is closed"}
+LENIENT = {"breaker": {"failure_threshold": 1000, "open_s": 1, "success_threshold": 1}}
+
+
+@pytest.fixture(autouse=True)
+def no_backoff(monkeypatch):
+    monkeypatch.setattr(engine, "_sleep", lambda seconds: None)
+
+
+def failing(monkeypatch, target, attribute: str, times: int | None, error=None):
+    """Make target.attribute raise a database error `times` times (None: always), then behave."""
+    real, calls = getattr(target, attribute), []
+
+    def flaky(*args, **kwargs):
+        calls.append(1)
+        if times is None or len(calls) <= times:
+            raise error or OperationalError("INSERT INTO work_orders", {}, Exception("database is locked"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(target, attribute, flaky)
+    return calls
+
+
+def test_a_failed_write_of_a_known_failure_is_retried_not_the_handler(runs, clock, monkeypatch):
+    run_id = runs.submit("demo.flaky", BROKEN, policy=LENIENT)
+    calls = failing(monkeypatch, parking, "park", times=1, error=MultipleResultsFound("two work orders"))
+    assert execute(run_id, 0, clock=clock) == "dead"
+    run = runs.get(run_id)
+    assert (run.status, run.status_reason, run.error_code, run.executions) == ("dead", "non_retryable",
+                                                                               "bad_account", 1)
+    assert len(calls) == 2 and len(runs.dead_letters(run_id)) == 1
+
+
+def test_a_success_that_cannot_be_written_is_parked_for_a_person_with_what_happened(runs, clock, monkeypatch):
+    run_id = runs.submit("demo.noop")
+    real_move = transitions.move
+
+    def refuse_success(run, target, *args, **kwargs):
+        if target == "succeeded":
+            raise OperationalError("UPDATE runs", {}, Exception("disk I/O error"))
+        return real_move(run, target, *args, **kwargs)
+
+    monkeypatch.setattr(transitions, "move", refuse_success)
+    assert execute(run_id, 0, clock=clock) == "dead"
+    run = runs.get(run_id)
+    assert (run.status, run.status_reason, run.error_code, run.executions) == ("dead", "bookkeeping_failed",
+                                                                               "bookkeeping_failed", 1)
+    assert "the handler succeeded" in run.error_message and "disk I/O error" in run.error_message
+    assert runs.dead_letters(run_id)[0].reason == "bookkeeping_failed"
+
+
+def test_when_the_database_refuses_everything_the_reconciler_parks_the_run_instead_of_retrying_it(
+        runs, clock, monkeypatch):
+    run_id = runs.submit("demo.flaky", BROKEN, policy=LENIENT)
+    failing(monkeypatch, parking, "park", times=None)
+    assert execute(run_id, 0, clock=clock) == "bookkeeping_failed"
+    assert runs.get(run_id).status == "running"
+    assert known_outcomes.recall(run_id, 1)["code"] == "bad_account"
+    monkeypatch.undo()  # the database is back
+    monkeypatch.setattr(engine, "_sleep", lambda seconds: None)
+    db.session.execute(text("UPDATE runs SET heartbeat_at = :at WHERE id = :id"),
+                       {"at": (clock() - timedelta(minutes=5)).replace(tzinfo=None), "id": run_id})
+    db.session.commit()
+    assert reconcile.reconcile(clock).lost_workers == [run_id]
+    run = runs.get(run_id)
+    assert (run.status, run.status_reason, run.error_code, run.executions) == ("dead", "bookkeeping_failed",
+                                                                               "bad_account", 1)
+    assert "account 42 is closed" in run.error_message
+    assert known_outcomes.recall(run_id, 1) is None
+    assert [e.kind for e in runs.events(run_id)].count("running") == 1  # the handler ran once

@@ -1,0 +1,99 @@
+"""`rebound approvals …`: the same decisions as the pages and the API, four eyes included."""
+
+import pytest
+
+from console.extensions import db
+from console.models import Approval, AuditEntry, Run, User
+from console.services.actor import Actor
+from console.services.engine.execute import execute
+from console.services.people import users
+from console.services.recovery import params_fix
+from tests.factories import Runs, make_tenant
+
+LENIENT = {"breaker": {"failure_threshold": 1000, "open_s": 1, "success_threshold": 1}}
+BROKEN = {"fail_times": 9, "error": "fatal", "code": "bad_account", "message": "account 42 is closed"}
+FIXED = {**BROKEN, "fail_times": 0}
+
+
+@pytest.fixture
+def request_of(app, clock):
+    """File a params fix of a fresh dead letter as the named person."""
+    runs = Runs()
+
+    def file(username: str) -> Approval:
+        run_id = runs.submit("demo.flaky", BROKEN, policy=LENIENT)
+        assert execute(run_id, 0, clock=clock) == "dead"
+        user = db.session.execute(db.select(User).where(User.username == username)).scalar_one()
+        return params_fix.request_fix(runs.dead_letters(run_id)[0].id, FIXED, "the account was reopened",
+                                      Actor(username, user.id))
+
+    return file
+
+
+@pytest.fixture
+def cli(app):
+    runner = app.test_cli_runner()
+
+    def invoke(*args: str):
+        result = runner.invoke(args=["approvals", *args])
+        db.session.expire_all()
+        return result
+
+    return invoke
+
+
+@pytest.fixture
+def people(app):
+    for name, role in (("olga", "operator"), ("alex", "approver"), ("ada", "approver")):
+        users.create(name, role, "correct-horse-battery", Actor("test"))
+
+
+def test_self_approval_is_refused_on_the_cli_too(cli, people, request_of):
+    request = request_of("alex")
+    result = cli("approve", str(request.id), "--as", "alex")
+    assert result.exit_code == 1
+    assert "refused (four_eyes, 403): you requested this change" in result.output
+    assert db.session.get(Approval, request.id).status == "pending"
+    refusal = db.session.execute(db.select(AuditEntry).order_by(AuditEntry.seq.desc())).scalars().first()
+    assert (refusal.action, refusal.actor) == ("approval.approve.refused", "alex (cli)")
+
+
+def test_list_show_approve_and_roll_back_from_the_cli(cli, people, request_of):
+    request = request_of("olga")
+    listed = cli("list")
+    assert listed.exit_code == 0 and f"{request.id}" in listed.output and "olga" in listed.output
+    shown = cli("show", str(request.id))
+    assert shown.exit_code == 0
+    assert "Edit a dead letter's params, then replay it" in shown.output
+    assert "reason: the account was reopened" in shown.output and "params.fail_times: 9 -> 0" in shown.output
+
+    assert cli("approve", str(request.id), "--as", "olga").exit_code == 1  # an operator: no approve permission
+    assert cli("approve", str(request.id), "--as", "nobody").exit_code == 1
+    done = cli("approve", str(request.id), "--as", "ada", "--note", "checked with billing")
+    assert done.exit_code == 0 and f"request #{request.id} is executed" in done.output
+    assert db.session.get(Run, request.payload["run_id"]).params == FIXED
+    assert cli("list", "--status", "executed").output.count("dead_letter.fix_params") == 1
+
+    again = cli("approve", str(request.id), "--as", "alex")
+    assert again.exit_code == 1 and "refused (conflict, 409)" in again.output
+    rolled = cli("rollback", str(request.id), "--as", "alex")
+    assert rolled.exit_code == 0 and "rolled back" in rolled.output
+    assert db.session.get(Run, request.payload["run_id"]).params == BROKEN
+
+
+def test_reject_needs_a_note_on_the_cli(cli, people, request_of):
+    request = request_of("olga")
+    assert cli("reject", str(request.id), "--as", "ada").exit_code == 2  # click: --note is required
+    assert cli("reject", str(request.id), "--as", "ada", "--note", " ").exit_code == 1
+    done = cli("reject", str(request.id), "--as", "ada", "--note", "fix the account first")
+    assert done.exit_code == 0 and "is rejected" in done.output
+    assert cli("list", "--status", "bogus").exit_code == 1
+
+
+def test_a_tenant_scoped_person_decides_only_their_tenants_requests_on_the_cli(cli, people, request_of):
+    acme = make_tenant("acme")
+    users.create("sam", "approver", "correct-horse-battery", Actor("test"), tenant=acme)
+    request = request_of("olga")  # in the default tenant
+    refused = cli("approve", str(request.id), "--as", "sam")
+    assert refused.exit_code == 1 and "refused (not_found, 404)" in refused.output
+    assert db.session.get(Approval, request.id).status == "pending"

@@ -1,0 +1,146 @@
+"""The DLQ over the API: list with filters and keyset paging, read one, replay one or all matching, ask for a fix."""
+
+import pytest
+
+from console.extensions import db
+from console.models import Approval, DeadLetter
+from console.services.actor import Actor
+from console.services.engine.execute import execute
+from console.services.people import users
+from tests.factories import Runs, bearer, make_tenant
+
+LENIENT = {"breaker": {"failure_threshold": 1000, "open_s": 1, "success_threshold": 1}}
+
+
+@pytest.fixture
+def runs(app):
+    return Runs()
+
+
+@pytest.fixture
+def operator(app):
+    user, _ = users.create("olga", "operator", "correct-horse-battery", Actor("test"))
+    return user
+
+
+@pytest.fixture
+def dead(runs, clock):
+    """Make a real dead letter: a run whose handler fails for good."""
+
+    def make(code: str = "fatal", message: str = "account 7 is closed", tenant: str = "default") -> DeadLetter:
+        run_id = runs.submit("demo.flaky", {"fail_times": 9, "error": "fatal", "code": code, "message": message},
+                             tenant=tenant, policy=LENIENT)
+        assert execute(run_id, 0, clock=clock) == "dead"
+        return runs.dead_letters(run_id)[0]
+
+    return make
+
+
+def test_list_filters_by_code_and_handler_and_pages_by_keyset(client, operator, dead):
+    letters = [dead("db_timeout") for _ in range(3)] + [dead("bad_account")]
+    headers = bearer(operator)
+    first = client.get("/api/dead-letters?code=db_timeout&limit=2", headers=headers)
+    assert first.status_code == 200
+    page = first.get_json()
+    assert [d["id"] for d in page["dead_letters"]] == [letters[2].id, letters[1].id]
+    assert page["dead_letters"][0]["error"]["code"] == "db_timeout" and page["dead_letters"][0]["status"] == "open"
+    rest = client.get(f"/api/dead-letters?code=db_timeout&limit=2&after={page['next']}", headers=headers).get_json()
+    assert [d["id"] for d in rest["dead_letters"]] == [letters[0].id] and rest["next"] is None
+    by_handler = client.get("/api/dead-letters?handler=demo.flaky", headers=headers).get_json()
+    assert len(by_handler["dead_letters"]) == 4
+    assert client.get("/api/dead-letters?handler=demo.noop", headers=headers).get_json()["dead_letters"] == []
+
+
+@pytest.mark.parametrize("query, field", [
+    ("status=gone", "status"), ("limit=0", "limit"), ("limit=100000", "limit"), ("after=-1", "after"),
+    ("after=99999999999999999999999", "after"), ("age=2d", "age"), ("group=xyz", "group"),
+    ("handler=a&task=1", "handler"), ("colour=red", None),
+])
+def test_bad_filters_are_refused_with_the_field_to_fix(client, operator, query, field):
+    response = client.get(f"/api/dead-letters?{query}", headers=bearer(operator))
+    if field is None:  # unknown query parameters are ignored, as everywhere in the API
+        assert response.status_code == 200
+        return
+    assert response.status_code == 422, response.get_json()
+    assert response.get_json()["field"] == field
+
+
+def test_a_tenant_token_sees_only_its_tenant_and_cannot_name_another(client, operator, dead):
+    acme, globex = make_tenant("acme"), make_tenant("globex")
+    own, other = dead(tenant="acme"), dead(tenant="globex")
+    headers = bearer(operator, tenant=acme)
+    listed = client.get("/api/dead-letters", headers=headers).get_json()["dead_letters"]
+    assert [d["id"] for d in listed] == [own.id]
+    assert client.get("/api/dead-letters?tenant=globex", headers=headers).status_code == 403
+    assert client.get(f"/api/dead-letters/{other.id}", headers=headers).status_code == 404
+    assert client.post(f"/api/dead-letters/{other.id}/replay", headers=headers).status_code == 404
+    refused = client.post("/api/dead-letters/replay", json={"filter": {"tenant": globex.name}}, headers=headers)
+    assert refused.status_code == 403 and refused.get_json()["field"] == "tenant"
+
+
+def test_one_letter_reads_with_its_run_and_params_and_replays(client, operator, dead, runs):
+    letter = dead()
+    headers = bearer(operator)
+    body = client.get(f"/api/dead-letters/{letter.id}", headers=headers).get_json()
+    assert body["params"]["fail_times"] == 9 and body["run"]["status"] == "dead"
+    task = client.get(f"/worker/tasks/{letter.run_id}", headers=headers).get_json()
+    assert (task["dead_letter_id"], task["mode"]) == (letter.id, "standalone")
+    replayed = client.post(f"/api/dead-letters/{letter.id}/replay", headers=headers)
+    assert replayed.status_code == 202
+    assert replayed.get_json() == {"dead_letter_id": letter.id, "run_id": letter.run_id, "status": "pending",
+                                   "series": 2}
+    again = client.post(f"/api/dead-letters/{letter.id}/replay", headers=headers)
+    assert again.status_code == 409
+
+
+def test_replay_all_matching_starts_an_operation_whose_progress_is_readable(client, operator, dead):
+    for _ in range(3):
+        dead("db_timeout")
+    dead("bad_account")
+    headers = bearer(operator)
+    started = client.post("/api/dead-letters/replay", json={"filter": {"code": "db_timeout"}, "rate_per_s": 100},
+                          headers=headers)
+    assert started.status_code == 202, started.get_json()
+    operation = started.get_json()
+    assert (operation["status"], operation["total"], operation["rate_per_s"]) == ("queued", 3, 100)
+    progress = client.get(f"/api/operations/{operation['operation_id']}", headers=headers)
+    assert progress.status_code == 200 and progress.get_json()["total"] == 3
+    assert client.get("/api/operations/ffffffffffff", headers=headers).status_code == 404
+
+
+@pytest.mark.parametrize("payload, field", [
+    ({}, "filter"), ({"filter": {}, "ids": [1]}, "filter"), ({"filter": "code=x"}, "filter"),
+    ({"ids": ["1"]}, "ids"), ({"filter": {"status": "replayed"}}, "status"), ({"filter": {"code": 5}}, "code"),
+    ({"filter": {"code": "x"}, "rate_per_s": 5000}, "rate"), ({"filter": {"code": "x"}, "speed": 1}, "speed"),
+])
+def test_bad_bulk_replays_are_refused_and_start_nothing(client, operator, payload, field):
+    response = client.post("/api/dead-letters/replay", json=payload, headers=bearer(operator))
+    assert response.status_code == 422, response.get_json()
+    assert response.get_json()["field"] == field
+
+
+def test_a_fix_is_filed_for_approval_and_changes_nothing_yet(client, operator, dead, runs):
+    letter = dead()
+    headers = bearer(operator)
+    filed = client.post(f"/api/dead-letters/{letter.id}/fix",
+                        json={"params": {"fail_times": 0}, "reason": "account reopened"}, headers=headers)
+    assert filed.status_code == 202, filed.get_json()
+    approval = db.session.get(Approval, filed.get_json()["approval_id"])
+    assert (approval.status, approval.requested_by_id, approval.after) == ("pending", operator.id,
+                                                                           {"params": {"fail_times": 0}})
+    assert runs.get(letter.run_id).status == "dead"
+    no_reason = client.post(f"/api/dead-letters/{letter.id}/fix", json={"params": {"a": 1}}, headers=headers)
+    assert no_reason.status_code == 422 and no_reason.get_json()["field"] == "reason"
+    not_object = client.post(f"/api/dead-letters/{letter.id}/fix", json={"params": [1], "reason": "x"},
+                             headers=headers)
+    assert not_object.status_code == 422 and not_object.get_json()["field"] == "params"
+
+
+def test_a_viewer_reads_but_cannot_replay_or_fix(client, dead):
+    viewer, _ = users.create("vic", "viewer", "correct-horse-battery", Actor("test"))
+    letter = dead()
+    headers = bearer(viewer)
+    assert client.get("/api/dead-letters", headers=headers).status_code == 200
+    assert client.post(f"/api/dead-letters/{letter.id}/replay", headers=headers).status_code == 403
+    assert client.post(f"/api/dead-letters/{letter.id}/fix", json={"params": {}, "reason": "x"},
+                       headers=headers).status_code == 403

@@ -1,0 +1,115 @@
+"""Hostile input never gets a 500: huge integers, deep JSON, lone surrogates, oversize bodies, odd crons."""
+
+import pytest
+
+from console.models import AuditEntry, OutboxMessage, PolicyVersion, RetryPolicyRecord, Run, RunEvent, Task
+from tests import api_checks
+from tests.factories import bearer
+
+COUNTED = {"runs": Run, "run_events": RunEvent, "tasks": Task, "policies": RetryPolicyRecord,
+           "policy_versions": PolicyVersion, "audit": AuditEntry, "outbox": OutboxMessage}
+HUGE = "9" * 30
+
+
+@pytest.fixture
+def operator(auth):
+    return bearer(auth.make_user("svc", "operator"))
+
+
+def deep(levels: int) -> str:
+    return "[" * levels + "]" * levels
+
+
+@pytest.mark.parametrize("path", [f"/worker/tasks/{HUGE}", f"/internal/tasks/{HUGE}", f"/api/dead-letters/{HUGE}",
+                                  f"/worker/tasks/{2**63}"])
+def test_an_id_too_large_for_any_row_is_a_404(client, operator, path):
+    assert client.get(path, headers=operator).status_code == 404
+
+
+@pytest.mark.parametrize("path", [f"/runs/?before={HUGE}", f"/tasks/?before={HUGE}", f"/dlq/?before={HUGE}",
+                                  f"/audit/?before={HUGE}", f"/workorders/?before={HUGE}", f"/runs/{HUGE}",
+                                  f"/tasks/{HUGE}", "/runs/?before=-5"])
+def test_a_huge_number_in_a_page_address_is_not_a_500(client, auth, path):
+    auth.as_role("operator")
+    assert client.get(path).status_code in (200, 404)
+
+
+@pytest.mark.parametrize("payload", [{"run_id": 10**30}, {"run_id": -(10**30)}])
+def test_a_huge_json_id_is_refused_clearly(client, operator, payload):
+    with api_checks.nothing_written(COUNTED):
+        response = client.post("/internal/tasks/retry", json=payload, headers=operator)
+    assert response.status_code in (404, 422), response.get_data(as_text=True)
+
+
+@pytest.mark.parametrize("path", ["/worker/tasks", "/events", "/internal/tasks/register", "/internal/tasks/retry"])
+def test_json_nested_a_thousand_deep_is_a_clear_400(client, operator, path):
+    body = '{"handler": "demo.noop", "params": {"a": ' + deep(1000) + "}}"
+    with api_checks.nothing_written(COUNTED):
+        response = client.post(path, data=body, content_type="application/json", headers=operator)
+    api_checks.refused(response, 400, "bad_json")
+    assert "nested" in response.json["detail"]
+
+
+def test_json_nested_past_the_limit_but_parseable_is_refused_before_anything_walks_it(client, operator):
+    body = '{"handler": "demo.noop", "params": {"a": ' + deep(100) + "}}"
+    with api_checks.nothing_written(COUNTED):
+        response = client.post("/worker/tasks", data=body, content_type="application/json", headers=operator)
+    assert "64 levels" in api_checks.refused(response, 400, "bad_json")["detail"]
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/worker/tasks", '{"handler": "demo.noop", "idempotency_key": "k-\\ud800"}'),
+    ("/events", '{"type": "\\udfff", "data": {}}'),
+    ("/internal/policies/surrogate", '{"description": "x\\ud83d", "max_attempts": 3}'),
+    ("/worker/tasks", '{"handler": "demo.noop", "params": {"\\ud800": 1}}'),
+])
+def test_a_lone_surrogate_anywhere_in_json_is_a_clear_400(client, operator, path, body):
+    method = client.put if path.startswith("/internal/policies") else client.post
+    with api_checks.nothing_written(COUNTED):
+        response = method(path, data=body, content_type="application/json", headers=operator)
+    assert "Unicode" in api_checks.refused(response, 400, "bad_json")["detail"]
+
+
+def test_a_body_over_the_limit_is_a_413_naming_it(app, client, operator):
+    app.config["MAX_CONTENT_LENGTH"] = 10_000
+    with api_checks.nothing_written(COUNTED):
+        response = client.post("/worker/tasks", json={"handler": "demo.noop", "params": {"x": "y" * 20_000}},
+                               headers=operator)
+    body = api_checks.refused(response, 413, "request_entity_too_large")
+    assert "10,000 bytes" in body["detail"] and "REBOUND_MAX_BODY_BYTES" in body["detail"]
+
+
+def test_params_past_their_cap_are_a_422(client, operator):
+    with api_checks.nothing_written(COUNTED):
+        response = client.post("/worker/tasks", json={"handler": "demo.noop", "params": {"x": "y" * 70_000}},
+                               headers=operator)
+    assert "at most 65,536" in api_checks.refused(response, 422, "invalid", "params")["detail"]
+
+
+def test_a_wrong_method_is_a_405_that_says_which_ones_work(client, operator):
+    response = client.delete("/worker/tasks", headers=operator)
+    assert response.status_code == 405
+    assert set(response.headers["Allow"].split(", ")) >= {"POST"}
+
+
+@pytest.mark.parametrize("retry_after", [1e300, 10**40, float("nan"), 31 * 24 * 3600])
+def test_a_reported_retry_after_past_30_days_is_a_422(client, operator, retry_after):
+    submitted = client.post("/worker/tasks", json={"handler": "demo.noop", "idempotency_key": "ext"}, headers=operator)
+    assert submitted.status_code == 202
+    body = {"type": "task.execution.failed", "data": {"idempotency_key": "ext", "error_code": "x",
+                                                      "retry_after_s": retry_after}}
+    response = client.post("/events", json=body, headers=operator)
+    api_checks.refused(response, 422, "invalid", "retry_after_s")
+
+
+@pytest.mark.parametrize("fields, field", [
+    ({"cron": "*/90 * * * *"}, "cron"), ({"cron": "*/" + "9" * 5000 + " * * * *"}, "cron"),
+    ({"cron": "0 3 * * *", "timezone": "localtime"}, "timezone"),
+    ({"cron": "0 3 * * *", "timezone": "posixrules"}, "timezone"),
+    ({"cron": "0 3 * * *", "timezone": "Factory"}, "timezone"),
+])
+def test_odd_crons_and_zones_that_are_not_iana_are_refused(client, operator, fields, field):
+    with api_checks.nothing_written(COUNTED):
+        response = client.post("/internal/tasks/register", json={"name": "nightly", "handler": "demo.noop", **fields},
+                               headers=operator)
+    api_checks.refused(response, 422, "invalid", field)

@@ -1,0 +1,58 @@
+"""Logins: a bad throttle setting stops the start, spraying one address is throttled, weak passwords are refused."""
+
+import pytest
+
+from console import config
+from console.services.actor import Actor
+from console.services.engine import registry
+from console.services.errors import InvalidInput
+from console.services.people import users
+from tests.helpers import make_config
+
+
+def test_a_throttle_that_does_not_parse_stops_the_start_naming_the_setting():
+    with pytest.raises(SystemExit, match="REBOUND_LOGIN_RATE_LIMIT must be a rate"):
+        config.from_env({"REBOUND_LOGIN_RATE_LIMIT": "ten a minute"})
+    with pytest.raises(SystemExit, match="REBOUND_LOGIN_RATE_LIMIT_PER_ADDRESS"):
+        config.from_env({"REBOUND_LOGIN_RATE_LIMIT_PER_ADDRESS": "lots"})
+    assert config.from_env({"REBOUND_LOGIN_RATE_LIMIT": "5/minute"})["LOGIN_RATE_LIMIT"] == "5/minute"
+
+
+def test_failed_logins_from_one_address_are_throttled_across_usernames(app, client, auth):
+    app.config["LOGIN_RATE_LIMIT_PER_ADDRESS"] = "3 per minute"
+    codes = [auth.login(f"guess-{n}", "wrong-password-x").status_code for n in range(4)]
+    assert codes == [401, 401, 401, 429]
+    assert "from this address" in auth.login("guess-9", "wrong-password-x").get_data(as_text=True)
+
+
+def test_successful_logins_do_not_count(app, client, auth):
+    app.config["LOGIN_RATE_LIMIT"] = "2 per minute"
+    auth.make_user("olga", "operator")
+    for _ in range(4):
+        assert auth.login("olga").status_code == 302
+        client.post("/logout", data={"csrf_token": auth.csrf()})
+
+
+@pytest.mark.parametrize("password, says", [
+    ("olga.smith", "username"), ("OLGA.SMITH", "username"), ("zzzzzzzzzzzz", "repeated"),
+    ("Password123", "common"), ("qwertyuiop", "common"),
+])
+def test_weak_passwords_are_refused(app, password, says):
+    with pytest.raises(InvalidInput, match=says):
+        users.create("olga.smith", "operator", password, Actor("test"))
+    user, _ = users.create("olga.smith", "operator", "a-fine-long-passphrase", Actor("test"))
+    with pytest.raises(InvalidInput, match=says):
+        users.set_password(user, password, Actor("test"))
+
+
+def test_handlers_that_can_take_a_worker_down_exist_only_in_demo_mode(tmp_path, redis_url, client):
+    from console import create_app
+
+    assert {"demo.crash", "demo.sleep"} <= set(registry.names())  # the test app is in demo mode
+    create_app(make_config(tmp_path, redis_url, DEMO=False))
+    try:
+        assert registry.get("demo.crash") is None and registry.get("demo.sleep") is None
+        assert "demo.noop" in registry.names() and "demo.crash" not in registry.names()
+    finally:
+        create_app(make_config(tmp_path, redis_url))  # back to demo mode for the tests after this one
+    assert registry.get("demo.crash") is not None

@@ -1,0 +1,54 @@
+"""Sessions end on the server: logout, a password or role change and disabling make every copy of a cookie useless."""
+
+import pytest
+
+from console.services.actor import Actor
+from console.services.people import users
+from tests.helpers import Auth
+
+
+def stolen_copy(app, client):
+    """Return a second browser holding a copy of the first one's session cookie."""
+    thief = app.test_client()
+    thief.set_cookie("session", client.get_cookie("session").value)
+    return thief
+
+
+def logged_in(client) -> bool:
+    return client.get("/overview").status_code == 200
+
+
+def test_a_cookie_copied_before_logout_no_longer_works_after_it(app, client, auth):
+    auth.as_role("operator", "olga")
+    thief = stolen_copy(app, client)
+    assert logged_in(thief)
+    client.post("/logout", data={"csrf_token": auth.csrf()})
+    assert not logged_in(thief)
+    assert not logged_in(client)
+
+
+@pytest.mark.parametrize("change", [
+    lambda user: users.update(user, Actor("root"), role="viewer"),
+    lambda user: users.update(user, Actor("root"), active=False),
+    lambda user: users.set_password(user, "another-long-passphrase", Actor("root")),
+])
+def test_a_role_change_a_new_password_or_disabling_ends_the_users_sessions(app, client, auth, change):
+    user = auth.as_role("operator", "olga")
+    assert logged_in(client)
+    change(users.get(user.id))
+    assert not logged_in(client)
+
+
+def test_other_people_stay_logged_in(app, client, auth):
+    auth.as_role("operator", "olga")
+    other = app.test_client()
+    Auth(other).as_role("viewer", "vic")
+    users.update(users.find("olga"), Actor("root"), role="viewer")
+    assert logged_in(other)
+
+
+def test_a_session_from_before_generations_is_asked_to_log_in_again(app, client, auth):
+    auth.as_role("operator", "olga")
+    with client.session_transaction() as session:
+        session["_user_id"] = session["_user_id"].split(":")[0]  # the old form: the id alone
+    assert not logged_in(client)

@@ -1,0 +1,44 @@
+"""Runbooks for tests only: steps that take their time, a dry-run that tries to write, one that fails."""
+
+from sqlalchemy import update
+
+from console.domain.runbooks import Param, Risk
+from console.domain.runbooks import ParamType as T
+from console.extensions import db
+from console.models import Tenant
+from console.services.recovery.runbook_registry import Runbook
+
+
+def steps(ctx) -> None:
+    """Log and record one change per step, committing each, pausing between them."""
+    for number in range(1, ctx.params["steps"] + 1):
+        ctx.log(f"step {number} of {ctx.params['steps']}")
+        ctx.change("step", number, "done", False, True)
+        ctx.commit()
+        ctx.sleep(ctx.params["pause_s"])
+
+
+def writes_anyway(ctx) -> None:
+    """Write to the database even in a dry-run: a bug the dry-run's connection refuses."""
+    ctx.log("about to write, dry-run or not")
+    db.session.execute(update(Tenant).values(max_queued=Tenant.max_queued + 1))
+    ctx.change("tenant", "all", "max_queued", "n", "n + 1")
+    ctx.commit()
+
+
+def fails(ctx) -> None:
+    """Commit one change, then fail."""
+    ctx.change("step", 1, "done", False, True)
+    ctx.log("step 1 done")
+    ctx.commit()
+    ctx.change("step", 2, "done", False, True)
+    raise RuntimeError("disk on fire")
+
+
+STEP_PARAMS = (Param("steps", T.INT, default=3, minimum=1, maximum=1000), Param("pause_s", T.FLOAT, default=0.0))
+RUNBOOKS = (
+    Runbook("sample_steps", "Steps", "Log and record a few steps.", Risk.LOW, STEP_PARAMS, steps),
+    Runbook("sample_gated", "Gated steps", "Steps that need approval.", Risk.HIGH, STEP_PARAMS, steps),
+    Runbook("sample_writer", "Writer", "Writes even in a dry-run.", Risk.LOW, (), writes_anyway),
+    Runbook("sample_fails", "Fails", "Fails after one step.", Risk.MEDIUM, (), fails),
+)

@@ -1,0 +1,187 @@
+"""Four eyes: a data fix is a request; another approver runs it once, or rejects it; nobody approves their own."""
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select
+
+from console.extensions import db
+from console.models import Approval, AuditEntry, DeadLetter, Run, User
+from console.services.actor import Actor
+from console.services.engine.execute import execute
+from console.services.errors import Conflict, Forbidden, InvalidInput
+from console.services.people import users
+from console.services.recovery import approvals, decisions, params_fix
+from console.services.recovery.approvals import FourEyes
+from tests.factories import Runs
+
+LENIENT = {"breaker": {"failure_threshold": 1000, "open_s": 1, "success_threshold": 1}}
+BROKEN = {"fail_times": 9, "error": "fatal", "code": "bad_account", "message": "account 42 is closed"}
+
+
+@pytest.fixture
+def runs(app):
+    return Runs()
+
+
+@pytest.fixture
+def people(app):
+    """A requester (operator) and two approvers, as the actors services see."""
+    made = {}
+    for name, role in (("olga", "operator"), ("alex", "approver"), ("bea", "approver"), ("vic", "viewer")):
+        user, _ = users.create(name, role, "correct-horse-battery", Actor("test"))
+        made[name] = Actor(name, user.id)
+    return made
+
+
+@pytest.fixture
+def letter(runs, clock):
+    run_id = runs.submit("demo.flaky", BROKEN, policy=LENIENT)
+    assert execute(run_id, 0, clock=clock) == "dead"
+    (dead_letter,) = runs.dead_letters(run_id)
+    return dead_letter
+
+
+def fixed(letter, people, clock, **params) -> Approval:
+    return params_fix.request_fix(letter.id, {**BROKEN, "fail_times": 0, **params}, "the account was reopened",
+                                  people["olga"], clock=clock)
+
+
+def audit_actions() -> list[str]:
+    db.session.expire_all()
+    return db.session.execute(select(AuditEntry.action).order_by(AuditEntry.seq)).scalars().all()
+
+
+def test_a_fix_is_a_pending_request_with_its_diff_and_changes_nothing_yet(letter, people, clock, runs):
+    approval = fixed(letter, people, clock)
+    assert (approval.status, approval.kind, approval.requested_by_id) == (
+        "pending", "dead_letter.fix_params", people["olga"].id)
+    assert approval.before == {"params": BROKEN} and approval.after == {"params": {**BROKEN, "fail_times": 0}}
+    assert approval.expires_at == clock() + timedelta(hours=24)
+    assert runs.get(letter.run_id).params == BROKEN and runs.get(letter.run_id).status == "dead"
+    assert audit_actions()[-1] == "approval.request"
+
+
+def test_a_request_needs_a_reason_and_new_params(letter, people, clock):
+    with pytest.raises(InvalidInput, match="reason"):
+        params_fix.request_fix(letter.id, {"fail_times": 0}, "  ", people["olga"], clock=clock)
+    with pytest.raises(InvalidInput, match="already has"):
+        params_fix.request_fix(letter.id, BROKEN, "same", people["olga"], clock=clock)
+    with pytest.raises(InvalidInput, match="JSON object"):
+        params_fix.request_fix(letter.id, [1], "a list", people["olga"], clock=clock)
+    assert db.session.execute(select(Approval)).first() is None
+
+
+def test_the_requester_can_never_approve_their_own_request(letter, people, clock, runs):
+    user = db.session.get(User, people["olga"].id)
+    user.role = "approver"  # even with the approve permission
+    db.session.commit()
+    approval = fixed(letter, people, clock)
+    with pytest.raises(FourEyes) as refused:
+        decisions.approve(approval.id, people["olga"], clock=clock)
+    assert (refused.value.status, refused.value.code) == (403, "four_eyes")
+    assert db.session.get(Approval, approval.id).status == "pending"
+    assert audit_actions()[-1] == "approval.approve.refused"
+    assert runs.get(letter.run_id).params == BROKEN
+
+
+def test_only_an_approver_decides(letter, people, clock):
+    approval = fixed(letter, people, clock)
+    for who in ("vic",):
+        with pytest.raises(Forbidden):
+            decisions.approve(approval.id, people[who], clock=clock)
+    with pytest.raises(Forbidden):
+        decisions.approve(approval.id, Actor("ops (token abc)"), clock=clock)  # no person behind it
+
+
+def test_an_approved_fix_runs_once_with_the_new_params_and_both_names(letter, people, clock, runs):
+    approval = fixed(letter, people, clock)
+    clock.advance(60)
+    approved = decisions.approve(approval.id, people["alex"], "checked with billing", clock=clock)
+    assert (approved.status, approved.decided_by_id, approved.requested_by_id, approved.decision_note) == (
+        "executed", people["alex"].id, people["olga"].id, "checked with billing")
+    assert approved.backup == {"run_id": letter.run_id, "params": BROKEN}
+    run = runs.get(letter.run_id)
+    assert (run.status, run.series, run.params["fail_times"]) == ("pending", 2, 0)
+    assert db.session.get(DeadLetter, letter.id).status == "replayed"
+    kinds = [e.kind for e in runs.events(run.id)]
+    assert kinds[-3:] == ["params_fixed", "pending", "replay_of_dead_letter"]
+    assert execute(run.id, 0, clock=clock) == "succeeded"  # the replay runs the fixed params
+    with pytest.raises(Conflict, match="executed"):
+        decisions.approve(approval.id, people["bea"], clock=clock)  # runs once
+    assert runs.get(run.id).series == 2
+    assert audit_actions()[-1] == "approval.approve"
+
+
+def test_a_rejected_request_never_runs(letter, people, clock, runs):
+    approval = fixed(letter, people, clock)
+    with pytest.raises(InvalidInput, match="note"):
+        decisions.reject(approval.id, people["alex"], "", clock=clock)
+    rejected = decisions.reject(approval.id, people["alex"], "fix the account first", clock=clock)
+    assert (rejected.status, rejected.decision_note) == ("rejected", "fix the account first")
+    with pytest.raises(Conflict, match="rejected"):
+        decisions.approve(approval.id, people["bea"], clock=clock)
+    assert runs.get(letter.run_id).params == BROKEN and runs.get(letter.run_id).status == "dead"
+
+
+def test_an_expired_request_never_runs(letter, people, clock, runs, app):
+    approval = fixed(letter, people, clock)
+    clock.advance(app.config["APPROVAL_TTL_S"])
+    with pytest.raises(Conflict, match="expired"):
+        decisions.approve(approval.id, people["alex"], clock=clock)
+    assert db.session.get(Approval, approval.id).status == "expired"
+    assert runs.get(letter.run_id).params == BROKEN and runs.get(letter.run_id).status == "dead"
+
+
+def test_the_expiry_job_closes_requests_nobody_decided(letter, people, clock):
+    approval = fixed(letter, people, clock)
+    assert approvals.expire_due(clock=clock) == 0
+    assert approvals.waiting_for(people["alex"].id, None, clock()) == 1
+    assert approvals.waiting_for(people["olga"].id, None, clock()) == 0  # nobody waits on their own request
+    clock.advance(86_400)
+    assert approvals.expire_due(clock=clock) == 1
+    assert db.session.get(Approval, approval.id).status == "expired"
+    assert approvals.waiting_for(people["alex"].id, None, clock()) == 0
+
+
+def test_a_fix_whose_letter_was_settled_meanwhile_fails_clearly(letter, people, clock, runs):
+    approval = fixed(letter, people, clock)
+    db.session.execute(db.update(DeadLetter).where(DeadLetter.id == letter.id).values(status="discarded"))
+    db.session.commit()
+    with pytest.raises(Conflict, match="could not be made"):
+        decisions.approve(approval.id, people["alex"], clock=clock)
+    failed = db.session.get(Approval, approval.id)
+    assert failed.status == "failed" and "no longer open" in failed.outcome
+    assert runs.get(letter.run_id).params == BROKEN  # nothing half-written
+
+
+def test_rollback_restores_the_backup_unless_the_rows_changed_since(letter, people, clock, runs):
+    approval = fixed(letter, people, clock)
+    decisions.approve(approval.id, people["alex"], clock=clock)
+    with pytest.raises(Forbidden):
+        decisions.rollback(approval.id, people["olga"], clock=clock)
+    rolled = decisions.rollback(approval.id, people["bea"], "wrong account", clock=clock)
+    assert (rolled.status, rolled.rolled_back_by_id) == ("rolled_back", people["bea"].id)
+    assert runs.get(letter.run_id).params == BROKEN
+    assert runs.events(letter.run_id)[-1].kind == "params_restored"
+
+    second = params_fix.request_fix(_dead_again(runs, letter, clock).id, {"fail_times": 0}, "again",
+                                    people["olga"], clock=clock)
+    decisions.approve(second.id, people["alex"], clock=clock)
+    db.session.execute(db.update(Run).where(Run.id == letter.run_id).values(params={"changed": "by hand"}))
+    db.session.commit()
+    with pytest.raises(Conflict, match="changed since"):
+        decisions.rollback(second.id, people["bea"], clock=clock)
+    assert db.session.get(Approval, second.id).status == "executed"
+    assert runs.get(letter.run_id).params == {"changed": "by hand"}
+
+
+def _dead_again(runs, letter, clock) -> DeadLetter:
+    """Let the letter's run die once more (it still has the broken params) and return its new letter."""
+    run = runs.get(letter.run_id)
+    db.session.execute(db.update(DeadLetter).where(DeadLetter.id == letter.id).values(status="discarded"))
+    db.session.execute(db.text("UPDATE runs SET status = 'dead' WHERE id = :id"), {"id": run.id})
+    db.session.add(DeadLetter(run_id=run.id, tenant_id=run.tenant_id, handler=run.handler, series=run.series,
+                              attempts=1, reason="exhausted", fingerprint="x", status="open", created_at=clock()))
+    db.session.commit()
+    return runs.dead_letters(run.id)[-1]

@@ -1,0 +1,194 @@
+"""Each runbook Rebound ships: its dry-run changes nothing (every table compared before and after), its real run does
+the job and records what it changed."""
+
+import json
+from datetime import timedelta
+
+import pytest
+import redis
+from sqlalchemy import select
+
+from console.domain.clock import FrozenClock
+from console.extensions import db
+from console.models import AuditEntry, DeadLetter, Run, RunEvent, WorkOrder
+from console.services.actor import Actor
+from console.services.engine import queueing
+from console.services.engine.execute import execute
+from console.services.people import tenants
+from console.services.recovery import decisions, runbook_runner, runbooks
+from console.services.scheduling import planner, tasks
+from tests.factories import Runs, changes_of, run_now
+
+
+def run_approved(name: str, params: dict, staff, clock):
+    """Ask for a real run (it needs approval), preview it, have another person approve it, run it."""
+    execution = runbooks.start(name, params, staff["olga"], scope=None, reason="cleaning up", clock=clock,
+                               enqueue=False)
+    assert execution.status == "awaiting_approval"
+    assert runbook_runner.preview(execution.id, clock=clock) == "awaiting_approval"
+    decisions.approve(execution.approval_id, staff["alex"], "looks right", clock=clock)
+    assert runbook_runner.execute(execution.id, clock=clock, sleep=lambda s: None) in ("succeeded", "failed")
+    db.session.expire_all()
+    return runbooks.get(execution.id)
+
+
+def dry_run_changes_nothing(snapshot, name: str, params: dict, actor, clock):
+    before = snapshot()
+    execution = run_now(name, params, actor, clock=clock, dry_run=True)
+    assert execution.status == "succeeded", execution.log
+    assert snapshot() == before
+    return execution
+
+
+def letter_of(run_id: int) -> DeadLetter:
+    db.session.expire_all()
+    return db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run_id)).scalar_one()
+
+
+def run_of(run_id: int) -> Run:
+    db.session.expire_all()
+    return db.session.get(Run, run_id)
+
+
+def test_replay_dead_letters_by_filter_at_a_rate(staff, clock, dead_run, snapshot, redis_url):
+    matching = [dead_run()[0] for _ in range(3)]
+    other, _ = dead_run(code="other_code")
+    params = {"code": "bad_account", "rate": 2}
+    dry = dry_run_changes_nothing(snapshot, "replay_dead_letters", params, staff["olga"], clock)
+    assert [change[:3] for change in changes_of(dry, planned=True)] == [
+        item for run_id in matching for item in (("dead_letter", str(letter_of(run_id).id), "status"),
+                                                 ("run", str(run_id), "status"))]
+    assert "3 open dead letters with code bad_account." in dry.log
+
+    slept = []
+    execution = runbooks.start("replay_dead_letters", params, staff["olga"], scope=None, clock=clock, enqueue=False)
+    assert runbook_runner.execute(execution.id, clock=clock, sleep=slept.append) == "succeeded"
+    assert len(slept) == 1 and 0.8 <= slept[0] <= 1.0  # two a second: the second pair waits its second
+    for run_id in matching:
+        run = run_of(run_id)
+        assert (run.status, run.series) == ("pending", 2)
+        assert letter_of(run_id).status == "replayed"
+        assert queueing.job_status(run_id, 2, 0) == "queued"
+    assert run_of(other).status == "dead"
+    done = runbooks.get(execution.id)
+    assert done.changes_total == 6 and len(changes_of(done, planned=False)) == 6
+    assert redis.Redis.from_url(redis_url).exists(f"rq:job:{queueing.job_id(matching[0], 2, 0)}")
+
+
+def test_replay_dead_letters_takes_a_limit_and_refuses_a_task_with_a_handler(staff, clock, dead_run):
+    first, second = dead_run()[0], dead_run()[0]
+    execution = run_now("replay_dead_letters", {"limit": 1}, staff["olga"], clock=clock)
+    assert (run_of(first).status, run_of(second).status) == ("pending", "dead")
+    assert "replaying the oldest 1" in execution.log
+    task = tasks.register(tenants.find("default"), {"name": "t", "handler": "demo.noop", "cron": "@daily"},
+                          Actor("test"))
+    with pytest.raises(Exception, match="a task or a handler, not both"):
+        runbooks.start("replay_dead_letters", {"task": task.id, "handler": "python:demo.flaky"}, staff["olga"],
+                       scope=None, clock=clock)
+
+
+def test_resolve_runs_closes_their_dead_letters_and_then_the_work_order(staff, clock, dead_run, snapshot):
+    (first, _), (second, _) = dead_run(), dead_run()
+    succeeded = Runs().submit("demo.noop")
+    assert execute(succeeded, 0, clock=clock) == "succeeded"
+    order_id = letter_of(first).work_order_id
+    assert order_id and letter_of(second).work_order_id == order_id
+    params = {"runs": f"{first}, {succeeded}", "note": "refunded by hand"}
+    dry = dry_run_changes_nothing(snapshot, "resolve_runs", params, staff["olga"], clock)
+    assert changes_of(dry, planned=True) == [("run", str(first), "status", "dead", "resolved"),
+                                             ("dead_letter", str(letter_of(first).id), "status", "open", "resolved")]
+    assert f"Run #{succeeded} left alone: it is succeeded; only a dead run can be marked resolved." in dry.log
+
+    execution = run_approved("resolve_runs", params, staff, clock)
+    assert execution.status == "succeeded", execution.log
+    assert run_of(first).status == "resolved" and run_of(succeeded).status == "succeeded"
+    letter = letter_of(first)
+    assert (letter.status, letter.resolution_note, letter.resolved_by) == ("resolved", "refunded by hand", "olga")
+    assert db.session.get(WorkOrder, order_id).status != "closed"  # the second run's letter is still open
+
+    last = run_approved("resolve_runs", {"runs": str(second), "note": "refunded too"}, staff, clock)
+    assert ("work_order", str(order_id), "status", "open", "closed") in changes_of(last, planned=False)
+    order = db.session.get(WorkOrder, order_id)
+    assert (order.status, order.closed_by) == ("closed", "system")
+    [event] = Runs().events(second, "resolved")
+    assert (event.from_status, event.actor, event.message) == ("dead", "olga", "refunded too")
+    assert "run.resolve" in db.session.execute(select(AuditEntry.action)).scalars().all()
+
+
+def test_fix_params_and_replay_gives_the_run_new_params_and_it_recovers(staff, clock, dead_run, snapshot):
+    run_id, letter_id = dead_run()
+    params = {"dead_letter": letter_id, "params": '{"fail_times": 0}'}
+    dry = dry_run_changes_nothing(snapshot, "fix_params_and_replay", params, staff["olga"], clock)
+    broken = run_of(run_id).params
+    assert changes_of(dry, planned=True)[0] == ("run", str(run_id), "params", broken, {**broken, "fail_times": 0})
+
+    execution = run_approved("fix_params_and_replay", params, staff, clock)
+    assert execution.status == "succeeded", execution.log
+    run = run_of(run_id)
+    assert (run.status, run.series, run.params["fail_times"]) == ("pending", 2, 0)
+    assert letter_of(run_id).status == "replayed"
+    assert execute(run_id, 0, clock=clock) == "succeeded"
+    with pytest.raises(Exception, match="not JSON"):
+        runbooks.start("fix_params_and_replay", {**params, "params": "{oops"}, staff["olga"], scope=None, clock=clock)
+
+
+def test_backfill_task_creates_one_run_per_missed_firing_once(staff, clock, snapshot):
+    task = tasks.register(tenants.find("default"), {"name": "hourly", "handler": "demo.noop", "cron": "0 * * * *"},
+                          Actor("test"), clock=FrozenClock(clock() - timedelta(days=1)))
+    six = clock().replace(hour=6)
+    planner.fire([planner.Firing(task.id, six)], Actor("scheduler"), clock)  # this one the scheduler did fire
+    params = {"task": task.id, "start": "2026-01-05T05:00", "end": "2026-01-05T07:00"}
+    dry = dry_run_changes_nothing(snapshot, "backfill_task", params, staff["olga"], clock)
+    assert [change[1] for change in changes_of(dry, planned=True)] == [
+        f"task:{task.id}:2026-01-05T05:00:00+00:00", f"task:{task.id}:2026-01-05T07:00:00+00:00"]
+    assert "3 firings" in dry.log and "1 have a run, 2 have none" in dry.log
+
+    execution = run_now("backfill_task", params, staff["olga"], clock=clock)
+    assert execution.status == "succeeded" and execution.changes_total == 2
+    made = db.session.execute(select(Run.scheduled_for, Run.source, Run.idempotency_key).where(
+        Run.task_id == task.id).order_by(Run.scheduled_for)).all()
+    assert [(moment.hour, source) for moment, source, _ in made] == [(5, "backfill"), (6, "cron"), (7, "backfill")]
+    again = run_now("backfill_task", params, staff["olga"], clock=clock)
+    assert again.changes_total == 0 and "3 have a run, 0 have none" in again.log
+    assert len(tasks.recent_runs(task)) == 3
+    with pytest.raises(Exception, match="must not be in the future"):
+        runbooks.start("backfill_task", {**params, "end": "2027-01-01T00:00"}, staff["olga"], scope=None, clock=clock)
+
+
+def test_purge_finished_runs_exports_them_then_deletes_them(app, staff, clock, dead_run, snapshot):
+    runs, old = Runs(), FrozenClock(clock() - timedelta(days=40))
+    ancient = [runs.submit("demo.noop") for _ in range(2)]
+    for run_id in ancient:
+        assert execute(run_id, 0, clock=old) == "succeeded"
+    recent = runs.submit("demo.noop")
+    assert execute(recent, 0, clock=clock) == "succeeded"
+    dead_id, _ = dead_run()  # dead, with an open dead letter: never purged
+    params = {"older_than_days": 30}
+    dry = dry_run_changes_nothing(snapshot, "purge_finished_runs", params, staff["olga"], clock)
+    assert [change[1] for change in changes_of(dry, planned=True)] == [str(run_id) for run_id in ancient]
+
+    execution = run_approved("purge_finished_runs", params, staff, clock)
+    assert execution.status == "succeeded", execution.log
+    assert [run_of(run_id) for run_id in ancient] == [None, None]
+    assert run_of(recent) is not None and run_of(dead_id) is not None
+    assert db.session.execute(select(RunEvent).where(RunEvent.run_id.in_(ancient))).first() is None
+    export = app.config["DATA_DIR"] + f"/exports/purged-runs-{execution.id}.jsonl"
+    with open(export, encoding="utf-8") as lines_file:
+        lines = [json.loads(line) for line in lines_file]
+    assert [line["run"]["id"] for line in lines] == ancient
+    assert {event["kind"] for event in lines[0]["run_events"]} >= {"running", "succeeded"}
+    assert export in execution.log
+
+
+def test_engine_reconcile_reports_drift_in_a_dry_run_and_repairs_it_for_real(staff, clock, snapshot, redis_url):
+    run_id = Runs().submit("demo.noop")
+    redis.Redis.from_url(redis_url).flushdb()  # Redis lost the run's job
+    later = FrozenClock(clock() + timedelta(days=400))  # long after it was queued
+    dry = dry_run_changes_nothing(snapshot, "engine_reconcile", {}, staff["olga"], later)
+    assert changes_of(dry, planned=True) == [("run", str(run_id), "job", "missing", "queued")]
+    assert queueing.job_status(run_id, 1, 0) is None
+
+    execution = run_now("engine_reconcile", {}, staff["olga"], clock=later)
+    assert execution.status == "succeeded" and "Repaired: 1 requeued" in execution.log
+    assert queueing.job_status(run_id, 1, 0) == "queued"
+    assert [event.reason for event in Runs().events(run_id, "requeued")] == ["job_missing"]

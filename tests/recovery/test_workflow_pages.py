@@ -1,0 +1,143 @@
+"""Runs → Workflows: submit one from a form (field errors at the field), read its steps and compensation trail."""
+
+import json
+
+from sqlalchemy import func, select
+
+from console.extensions import db
+from console.models import Workflow
+from tests.factories import make_tenant, three_steps
+from tests.helpers import csrf_from
+
+
+def form_fields(page: str) -> dict:
+    """Pull the hidden fields (CSRF token, idempotency key) out of the rendered form."""
+    key = page.split('name="idempotency_key"', 1)[1].split('value="', 1)[1].split('"', 1)[0]
+    return {"csrf_token": csrf_from(page), "idempotency_key": key}
+
+
+def post_form(client, **fields):
+    page = client.get("/runs/workflows/new")
+    assert page.status_code == 200
+    return client.post("/runs/workflows/new", data={**form_fields(page.get_data(as_text=True)), "tenant": "default",
+                                                    "name": "ship order 7", **fields})
+
+
+def workflow_count() -> int:
+    count = db.session.execute(select(func.count()).select_from(Workflow)).scalar_one()
+    db.session.rollback()
+    return count
+
+
+def test_an_operator_submits_a_workflow_from_the_form_and_lands_on_its_page(client, auth, saga):
+    auth.as_role("operator", "olga")
+    page = client.get("/runs/workflows/new").get_data(as_text=True)
+    assert "python:demo.flaky_compensated</code> <span class=\"badge compensated\">undo" in page
+    fields = form_fields(page)
+    data = {**fields, "tenant": "default", "name": "ship order 7", "steps": json.dumps(three_steps())}
+    response = client.post("/runs/workflows/new", data=data)
+    assert response.status_code == 303
+    workflow = db.session.execute(select(Workflow)).scalar_one()
+    assert response.headers["Location"].endswith(f"/runs/workflows/{workflow.id}")
+    assert (workflow.name, workflow.created_by, workflow.idempotency_key) == (
+        "ship order 7", "olga", fields["idempotency_key"])
+    shown = client.get(response.headers["Location"]).get_data(as_text=True)
+    assert "Submitted workflow" in shown and "step 1 of 3" in shown
+    assert f'href="/runs/{saga.run(workflow.id, 1).id}"' in shown
+    # The same form sent again (a double click) is the same workflow.
+    again = client.post("/runs/workflows/new", data=data)
+    assert again.status_code == 303 and again.headers["Location"] == response.headers["Location"]
+    assert workflow_count() == 1
+    assert "already submitted" in client.get(again.headers["Location"]).get_data(as_text=True)
+
+
+def test_bad_steps_are_shown_at_the_steps_field_and_nothing_is_submitted(client, auth):
+    auth.as_role("operator")
+    cases = [("[{\"handler\": ", "steps is not valid JSON"), ("[]", "steps is a non-empty list"),
+             (json.dumps([{"handler": "demo.noop"}, {"handler": "demo.nope"}]), "step 2: no Python handler"),
+             (json.dumps([{"handler": "demo.noop", "params": [1]}]), "step 1: params must be a JSON object"),
+             (json.dumps([{"handler": "demo.noop"}] * 21), "a workflow has at most 20 steps")]
+    for steps, message in cases:
+        response = post_form(client, steps=steps)
+        page = response.get_data(as_text=True)
+        assert response.status_code == 422, steps
+        assert f'<div class="field-error" id="steps-error">{message}' in page.replace("&#34;", '"'), page
+        assert steps.replace('"', "&#34;") in page  # what was typed is kept
+    response = post_form(client, name="", steps=json.dumps([{"handler": "demo.noop"}]))
+    assert response.status_code == 422 and 'id="name-error"' in response.get_data(as_text=True)
+    assert workflow_count() == 0
+
+
+def test_a_tenant_limited_operator_cannot_submit_for_another_tenant(client, auth):
+    acme = make_tenant("acme")
+    auth.make_user("ann", "operator", tenant=acme)
+    auth.login("ann")
+    page = client.get("/runs/workflows/new").get_data(as_text=True)
+    assert '<option selected value="acme">acme</option>' in page and 'value="default"' not in page
+    response = client.post("/runs/workflows/new", data={**form_fields(page), "tenant": "default", "name": "x",
+                                                        "steps": json.dumps([{"handler": "demo.noop"}])})
+    assert response.status_code == 403 and "only for tenant acme" in response.get_data(as_text=True)
+    assert workflow_count() == 0
+
+
+def test_a_viewer_sees_workflows_but_no_form(client, auth, saga):
+    workflow_id = saga.submit(three_steps())
+    auth.as_role("viewer")
+    listing = client.get("/runs/workflows").get_data(as_text=True)
+    assert f'href="/runs/workflows/{workflow_id}"' in listing and "ship order 7" in listing
+    assert "New workflow" not in listing
+    assert client.get("/runs/workflows/new").status_code == 403
+    assert client.post("/runs/workflows/new", data={"csrf_token": auth.csrf("/runs/workflows")}).status_code == 403
+
+
+def test_the_page_shows_each_steps_undo_and_the_trail_and_runs_link_back(client, auth, saga):
+    workflow_id = saga.submit(three_steps())
+    for position in (1, 2, 3):
+        saga.execute(workflow_id, position)
+        saga.advance(workflow_id)
+    saga.undo(workflow_id, 2)
+    saga.advance(workflow_id)
+    auth.as_role("viewer")
+    page = client.get(f"/runs/workflows/{workflow_id}").get_data(as_text=True)
+    assert "step 3 failed · undoing step 1" in page and 'hx-trigger="every 2s"' in page
+    trail = page.split("Compensation trail", 1)[1].split("</h2>", 1)[1]
+    assert trail.count("undo asked for") == 2 and "undo try failed" in trail and "undo_flaky" in trail
+    assert trail.index("undo try failed") < trail.index("undone")
+    second = saga.run(workflow_id, 2)
+    assert f'<a href="/runs/{second.id}">#{second.id}</a>' in page
+
+    run_page = client.get(f"/runs/{second.id}").get_data(as_text=True)
+    assert f'<a href="/runs/workflows/{workflow_id}">#{workflow_id} ship order 7</a> · step 2 of 3' in run_page
+    listing = client.get("/runs").get_data(as_text=True)
+    assert f"workflow #{workflow_id} · step 2" in listing
+
+    saga.undo(workflow_id, 1)
+    saga.advance(workflow_id)
+    done = client.get(f"/runs/workflows/{workflow_id}").get_data(as_text=True)
+    assert 'badge compensated' in done and 'hx-trigger="every 2s"' not in done
+
+
+def test_a_workflow_that_needs_a_person_says_so(client, auth, saga):
+    workflow_id = saga.submit([{"handler": "demo.noop"}, {"handler": "demo.flaky", "params": {
+        "fail_times": 9, "error": "fatal"}}])
+    for position in (1, 2):
+        saga.execute(workflow_id, position)
+        saga.advance(workflow_id)
+    saga.undo(workflow_id, 1)
+    saga.advance(workflow_id)
+    auth.as_role("viewer")
+    page = client.get(f"/runs/workflows/{workflow_id}").get_data(as_text=True)
+    assert "A person takes over:" in page and "step 1 is not compensable" in page
+    assert "badge not_compensable" in page
+    listing = client.get("/runs/workflows?status=compensation_failed").get_data(as_text=True)
+    assert f'href="/runs/workflows/{workflow_id}"' in listing
+    assert client.get("/runs/workflows?status=nonsense").status_code == 422
+
+
+def test_another_tenants_workflow_is_not_found(client, auth, saga):
+    workflow_id = saga.submit(three_steps())
+    acme = make_tenant("acme")
+    auth.make_user("ann", "viewer", tenant=acme)
+    auth.login("ann")
+    assert client.get(f"/runs/workflows/{workflow_id}").status_code == 404
+    assert f"/runs/workflows/{workflow_id}" not in client.get("/runs/workflows").get_data(as_text=True)

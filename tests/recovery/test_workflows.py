@@ -1,0 +1,284 @@
+"""Saga workflows: steps run in order; when one fails for good the succeeded ones are undone backward, once each."""
+
+import threading
+
+import pytest
+from sqlalchemy import func, select
+
+from console.extensions import db
+from console.models import AuditEntry, Workflow
+from console.redis_conn import get_redis
+from console.services.actor import Actor
+from console.services.engine.submit import submit as submit_run
+from console.services.errors import InvalidInput
+from console.services.people import tenants
+from console.services.recovery.workflows import advance
+from console.services.recovery.workflows.submit import submit
+from tests.factories import FATAL, OK, three_steps
+from tests.helpers import wait_for
+
+UNDO_KINDS = ("compensating", "compensation_attempt_failed", "compensated", "compensation_failed")
+
+
+def test_steps_run_one_after_another_and_the_workflow_succeeds(saga):
+    workflow_id = saga.submit(three_steps(third=OK))
+    assert [run.workflow_step for run in saga.runs(workflow_id)] == [1]  # only the first step is started
+    for position in (1, 2, 3):
+        assert saga.execute(workflow_id, position) == "succeeded"
+        assert [run.workflow_step for run in saga.runs(workflow_id)] == list(range(1, position + 1))
+        saga.advance(workflow_id)
+    workflow = saga.get(workflow_id)
+    assert (workflow.status, workflow.current_step, workflow.finished_at) == ("succeeded", 3, saga.clock())
+    assert {run.source for run in saga.runs(workflow_id)} == {"workflow"}
+    assert [step.compensation_status for step in saga.steps(workflow_id)] == [None, None, None]
+    assert saga.advance(workflow_id) == "succeeded"  # a late duplicate changes nothing
+
+
+def test_step_3_fails_so_steps_2_then_1_are_undone_once_each_though_2s_undo_fails_once(saga, runs):
+    workflow_id = saga.submit(three_steps())
+    for position in (1, 2):
+        saga.execute(workflow_id, position)
+        saga.advance(workflow_id)
+    assert saga.execute(workflow_id, 3) == "dead"  # non-retryable, no undo of its own: a dead letter
+    assert saga.advance(workflow_id) == "undoing"
+    workflow = saga.get(workflow_id)
+    assert (workflow.status, workflow.failed_step, workflow.current_step) == ("compensating", 3, 2)
+    assert "step 3 failed for good" in workflow.note and "carrier_rejected" in workflow.note
+    assert [step.compensation_status for step in saga.steps(workflow_id)] == ["pending", "compensating", None]
+    assert saga.run(workflow_id, 1).status == "succeeded"  # not before step 2 is undone
+
+    assert saga.undo(workflow_id, 2) == "compensated"  # first try fails, the engine tries again
+    assert saga.advance(workflow_id) == "undoing"
+    assert saga.undo(workflow_id, 1) == "compensated"
+    assert saga.advance(workflow_id) == "compensated"
+
+    assert saga.events(*UNDO_KINDS, workflow_id=workflow_id) == [
+        (2, "compensating"), (2, "compensation_attempt_failed"), (2, "compensated"),
+        (1, "compensating"), (1, "compensated")]
+    steps = saga.steps(workflow_id)
+    assert [step.compensation_status for step in steps] == ["compensated", "compensated", None]
+    assert all(step.compensation_started_at and step.compensation_finished_at for step in steps[:2])
+    assert saga.get(workflow_id).finished_at == saga.clock()
+    assert [letter.error_code for letter in runs.dead_letters(saga.run(workflow_id, 3).id)] == ["carrier_rejected"]
+    assert saga.advance(workflow_id) == "compensated" and saga.undo(workflow_id, 2) == "skipped"
+
+
+def test_end_to_end_on_real_workers_steps_2_then_1_are_undone_once_each(saga, workers):
+    workers()
+    workflow_id = saga.submit(three_steps())
+    wait_for(lambda: saga.status(workflow_id) in ("compensated", "compensation_failed"), 60, 0.1,
+             f"workflow {workflow_id} to finish compensating")
+    assert saga.status(workflow_id) == "compensated"
+    assert [run.status for run in saga.runs(workflow_id)] == ["compensated", "compensated", "dead"]
+    # In reverse order, each once; step 2's undo failed on its first try and the engine tried it again.
+    assert saga.events(*UNDO_KINDS, workflow_id=workflow_id) == [
+        (2, "compensating"), (2, "compensation_attempt_failed"), (2, "compensated"),
+        (1, "compensating"), (1, "compensated")]
+    assert saga.events("running", workflow_id=workflow_id) == [(1, "running"), (2, "running"), (3, "running")]
+
+
+def test_a_step_with_no_undo_ends_the_workflow_compensation_failed_for_a_person(saga, runs):
+    # Step 2 (demo.noop) has no undo step: step 1 is left alone, for a person to judge.
+    steps = [{"handler": "demo.flaky_compensated", "params": OK}, {"handler": "demo.noop"},
+             {"handler": "demo.flaky", "params": FATAL}]
+    workflow_id = saga.submit(steps)
+    for position in (1, 2, 3):
+        saga.execute(workflow_id, position)
+        saga.advance(workflow_id)
+    assert saga.undo(workflow_id, 2) == "dead"
+    assert saga.advance(workflow_id) == "compensation_failed"
+    workflow = saga.get(workflow_id)
+    assert "step 2 is not compensable" in workflow.note and "steps before it were left as they are" in workflow.note
+    assert [step.compensation_status for step in saga.steps(workflow_id)] == [
+        "not_attempted", "not_compensable", None]
+    assert saga.steps(workflow_id)[1].note == "handler python:demo.noop has no undo step"
+    [letter] = runs.dead_letters(saga.run(workflow_id, 2).id)
+    assert letter.error_code == "not_compensable" and "has no undo step" in letter.error_message
+    assert saga.run(workflow_id, 1).status == "succeeded"
+    assert saga.events(*UNDO_KINDS, workflow_id=workflow_id) == [(2, "compensating"), (2, "compensation_failed")]
+
+
+def test_an_undo_that_keeps_failing_ends_compensation_failed_after_the_engines_retries(saga, runs):
+    workflow_id = saga.submit(three_steps(second={"fail_times": 0, "undo_fail_times": 9}))
+    for position in (1, 2, 3):
+        saga.execute(workflow_id, position)
+        saga.advance(workflow_id)
+    assert saga.undo(workflow_id, 2) == "dead"
+    assert saga.advance(workflow_id) == "compensation_failed"
+    assert [step.compensation_status for step in saga.steps(workflow_id)] == ["not_attempted", "failed", None]
+    assert len([kind for _, kind in saga.events("compensation_attempt_failed", workflow_id=workflow_id)]) == 3
+    [letter] = runs.dead_letters(saga.run(workflow_id, 2).id)
+    assert letter.error_code == "compensation_failed" and "undo failure 3 of 9" in letter.error_message
+
+
+def test_a_first_step_that_fails_leaves_nothing_to_undo(saga):
+    workflow_id = saga.submit([{"handler": "demo.flaky", "params": FATAL}, {"handler": "demo.noop"}])
+    saga.execute(workflow_id, 1)
+    assert saga.advance(workflow_id) == "compensated"
+    assert [run.workflow_step for run in saga.runs(workflow_id)] == [1]
+
+
+def test_a_step_that_undoes_itself_is_waited_for_before_the_steps_before_it(saga):
+    compensable = {"fail_times": 9, "error": "compensable", "code": "card_declined"}
+    workflow_id = saga.submit([{"handler": "demo.flaky_compensated", "params": OK},
+                               {"handler": "demo.flaky_compensated", "params": compensable}])
+    saga.execute(workflow_id, 1)
+    saga.advance(workflow_id)
+    assert saga.execute(workflow_id, 2) == "compensated"  # failed, and undid itself at once
+    assert saga.advance(workflow_id) == "undoing"
+    saga.undo(workflow_id, 1)
+    assert saga.advance(workflow_id) == "compensated"
+
+
+def test_a_second_submit_with_the_same_key_is_the_same_workflow(saga, app):
+    first = saga.submit(three_steps())
+    again, created = submit(tenants.find("default"), saga.actor, name="another name", steps=[{"handler": "demo.noop"}],
+                            idempotency_key="order-7", clock=saga.clock)
+    assert (again.id, created, again.name) == (first, False, "ship order 7")
+    assert db.session.execute(select(func.count()).select_from(Workflow)).scalar_one() == 1
+    assert len(saga.runs(first)) == 1
+    audits = db.session.execute(select(AuditEntry).where(AuditEntry.action == "workflow.submit")).scalars().all()
+    assert [(entry.target_id, entry.actor) for entry in audits] == [(str(first), "olga")]
+
+
+@pytest.mark.parametrize(("steps", "field"), [
+    ([], "steps"),
+    ({"handler": "demo.noop"}, "steps"),
+    ([{"handler": "demo.noop"}] * 21, "steps"),
+    (["demo.noop"], "steps[0]"),
+    ([{"handler": "demo.noop"}, {"handler": "demo.nope"}], "steps[1].handler"),
+    ([{"params": {}}], "steps[0].handler"),
+    ([{"handler": "demo.noop", "params": [1]}], "steps[0].params"),
+    ([{"handler": "demo.noop", "policy": {"max_attempts": 0}}], "steps[0].policy.max_attempts"),
+    ([{"handler": "demo.noop", "policy": "no-such-policy"}], "steps[0].policy"),
+    ([{"handler": "demo.noop", "retries": 3}], "steps[0].retries"),
+])
+def test_bad_steps_are_refused_naming_the_field_and_nothing_is_written(saga, steps, field):
+    with pytest.raises(InvalidInput) as refused:
+        submit(tenants.find("default"), saga.actor, name="x", steps=steps, idempotency_key="k", clock=saga.clock)
+    assert refused.value.field == field
+    assert db.session.execute(select(func.count()).select_from(Workflow)).scalar_one() == 0
+
+
+def test_two_advances_racing_start_the_next_step_once(saga, app, monkeypatch):
+    workflow_id = saga.submit(three_steps(third=OK))
+    saga.execute(workflow_id, 1)
+    both_read = threading.Barrier(2, timeout=10)
+    move = advance._move
+    waited = threading.local()
+
+    def move_after_both_read(*args, **kwargs):
+        if not getattr(waited, "done", False):  # each caller decides on what it read before either writes
+            waited.done = True
+            both_read.wait()
+        return move(*args, **kwargs)
+
+    monkeypatch.setattr(advance, "_move", move_after_both_read)
+    outcomes = []
+
+    def advance_in_its_own_context():
+        with app.app_context():
+            outcomes.append(advance.advance(workflow_id, clock=saga.clock))
+            db.session.remove()
+
+    threads = [threading.Thread(target=advance_in_its_own_context) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert sorted(outcomes) == ["raced", "started"]
+    assert [run.workflow_step for run in saga.runs(workflow_id)] == [1, 2]
+    assert saga.get(workflow_id).current_step == 2
+    assert saga.events("submitted", workflow_id=workflow_id) == [(1, "submitted"), (2, "submitted")]
+
+
+def test_two_advances_racing_ask_for_an_undo_once(saga, app):
+    workflow_id = saga.submit(three_steps())
+    for position in (1, 2, 3):
+        saga.execute(workflow_id, position)
+        if position < 3:
+            saga.advance(workflow_id)
+    outcomes = []
+
+    def advance_in_its_own_context():
+        with app.app_context():
+            outcomes.append(advance.advance(workflow_id, clock=saga.clock))
+            db.session.remove()
+
+    threads = [threading.Thread(target=advance_in_its_own_context) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert "undoing" in outcomes and outcomes.count("undoing") == 1
+    assert saga.events("compensating", workflow_id=workflow_id) == [(2, "compensating")]
+
+
+def test_a_lost_advance_job_is_recovered_by_the_reconcile_pass(saga):
+    workflow_id = saga.submit(three_steps(third=OK))
+    saga.execute(workflow_id, 1)
+    get_redis().flushdb()  # the advance job the engine queued is lost
+    assert advance.reconcile(saga.clock) == []  # just finished: its job may still be on its way
+    saga.clock.advance(5)
+    assert advance.reconcile(saga.clock) == [workflow_id]
+    assert saga.run(workflow_id, 2).status == "pending"
+    assert advance.reconcile(saga.clock) == []  # step 2 is at work: the engine's reconciler tends it
+
+
+def test_a_claimed_step_whose_run_was_never_created_is_started_by_the_reconcile_pass(saga, monkeypatch):
+    workflow_id = saga.submit(three_steps(third=OK))
+    saga.execute(workflow_id, 1)
+
+    def died(*args, **kwargs):
+        raise SystemExit("the caller died between the claim and the run")
+
+    monkeypatch.setattr(advance.engine_submit, "submit", died)
+    with pytest.raises(SystemExit):
+        saga.advance(workflow_id)
+    monkeypatch.undo()
+    db.session.rollback()
+    assert (saga.get(workflow_id).current_step, saga.run(workflow_id, 2)) == (2, None)
+    saga.clock.advance(5)
+    assert advance.reconcile(saga.clock) == [workflow_id]
+    assert saga.run(workflow_id, 2).status == "pending"
+
+
+def test_a_lost_undo_request_is_asked_again_by_the_reconcile_pass(saga, monkeypatch):
+    workflow_id = saga.submit(three_steps())
+    for position in (1, 2, 3):
+        saga.execute(workflow_id, position)
+        if position < 3:
+            saga.advance(workflow_id)
+    monkeypatch.setattr(advance.compensation, "start_for_workflow",
+                        lambda *args, **kwargs: (_ for _ in ()).throw(SystemExit()))
+    with pytest.raises(SystemExit):
+        saga.advance(workflow_id)
+    monkeypatch.undo()
+    assert [step.compensation_status for step in saga.steps(workflow_id)][1] == "compensating"
+    assert saga.run(workflow_id, 2).status == "succeeded"
+    saga.clock.advance(5)
+    assert advance.reconcile(saga.clock) == [workflow_id]
+    assert saga.run(workflow_id, 2).status == "compensating"
+
+
+def test_a_step_whose_handler_is_gone_fails_the_workflow_and_undoes_the_steps_before(saga):
+    workflow_id = saga.submit(three_steps(third=OK))
+    db.session.execute(db.text("UPDATE workflow_steps SET handler = 'python:demo.retired' WHERE position = 2"))
+    db.session.commit()
+    saga.execute(workflow_id, 1)
+    assert saga.advance(workflow_id) == "undoing"
+    workflow = saga.get(workflow_id)
+    assert (workflow.status, workflow.failed_step) == ("compensating", 2)
+    assert "step 2 could not start" in workflow.note and "demo.retired" in workflow.note
+    assert saga.run(workflow_id, 2) is None
+
+
+def test_a_step_over_the_queue_limit_waits_and_says_why(saga):
+    workflow_id = saga.submit([{"handler": "demo.noop"}, {"handler": "demo.sleep", "policy": {"queue_limit": 1}}])
+    submit_run(tenants.find("default"), Actor("test"), handler="demo.sleep")  # one demo.sleep already waits
+    saga.execute(workflow_id, 1)
+    assert saga.advance(workflow_id) == "waiting"
+    workflow = saga.get(workflow_id)
+    assert (workflow.status, workflow.current_step) == ("running", 2)
+    assert "step 2 waits to start: queue full" in workflow.note
+    assert saga.run(workflow_id, 2) is None

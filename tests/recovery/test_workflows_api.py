@@ -1,0 +1,103 @@
+"""POST /api/workflows and GET /api/workflows/{id}: submitted as a unit, read back by step, behind the tenant wall."""
+
+import pytest
+
+from console.models import AuditEntry, Run, RunEvent, Workflow, WorkflowStep
+from tests import api_checks
+from tests.factories import bearer, make_tenant, three_steps
+
+COUNTED = {"workflows": Workflow, "steps": WorkflowStep, "runs": Run, "run_events": RunEvent, "audit": AuditEntry}
+
+
+def body(**overrides) -> dict:
+    return {"name": "ship order 7", "steps": three_steps(), "idempotency_key": "order-7", **overrides}
+
+
+@pytest.fixture
+def operator(auth):
+    return bearer(auth.make_user("otto", "operator"))
+
+
+def test_a_workflow_is_submitted_as_one_unit_and_read_back_by_step(client, operator, saga):
+    response = client.post("/api/workflows", headers=operator, json=body())
+    assert response.status_code == 202
+    workflow_id = response.get_json()["id"]
+    assert response.get_json() == {"id": workflow_id, "status": "running", "created": True}
+    saga.execute(workflow_id, 1)
+
+    shown = client.get(f"/api/workflows/{workflow_id}", headers=operator).get_json()
+    assert (shown["id"], shown["status"], shown["name"], shown["tenant"]) == (
+        workflow_id, "running", "ship order 7", "default")
+    first = saga.run(workflow_id, 1)
+    assert [(s["index"], s["run_id"], s["status"], s["compensation_status"]) for s in shown["steps"]] == [
+        (1, first.id, "succeeded", None), (2, None, "not_started", None), (3, None, "not_started", None)]
+    assert shown["steps"][0]["handler"] == "python:demo.flaky_compensated"
+
+    again = client.post("/api/workflows", headers=operator, json=body(name="typo"))
+    assert again.status_code == 200 and again.get_json() == {"id": workflow_id, "status": "running",
+                                                             "created": False}
+
+
+def test_a_compensated_workflow_shows_each_steps_undo(client, operator, saga):
+    workflow_id = client.post("/api/workflows", headers=operator, json=body()).get_json()["id"]
+    for position in (1, 2, 3):
+        saga.execute(workflow_id, position)
+        saga.advance(workflow_id)
+    saga.undo(workflow_id, 2)
+    saga.advance(workflow_id)
+    saga.undo(workflow_id, 1)
+    saga.advance(workflow_id)
+    shown = client.get(f"/api/workflows/{workflow_id}", headers=operator).get_json()
+    assert (shown["status"], shown["failed_step"]) == ("compensated", 3)
+    assert [(s["status"], s["compensation_status"], s["compensation_attempts"]) for s in shown["steps"]] == [
+        ("compensated", "compensated", 1), ("compensated", "compensated", 2), ("dead", None, 0)]
+
+
+@pytest.mark.parametrize(("changes", "field"), [
+    ({"steps": []}, "steps"),
+    ({"steps": [{"handler": "demo.noop"}] * 21}, "steps"),
+    ({"steps": [{"handler": "demo.nope"}]}, "steps[0].handler"),
+    ({"steps": [{"handler": "demo.noop"}, {"handler": "demo.noop", "params": "x=1"}]}, "steps[1].params"),
+    ({"steps": [{"handler": "demo.noop", "policy": {"max_attempts": "many"}}]}, "steps[0].policy.max_attempts"),
+    ({"steps": None}, "steps"),
+    ({"name": ""}, "name"),
+    ({"name": "x" * 121}, "name"),
+    ({"idempotency_key": None}, "idempotency_key"),
+    ({"idempotency_key": 7}, "idempotency_key"),
+    ({"priority": 1}, "priority"),
+    ({"tenant": 3}, "tenant"),
+])
+def test_bad_input_is_a_422_naming_the_field_and_writes_nothing(client, operator, changes, field):
+    request = {key: value for key, value in body(**changes).items() if value is not None or key == "steps"}
+    with api_checks.nothing_written(COUNTED):
+        api_checks.refused(client.post("/api/workflows", headers=operator, json=request), 422, "invalid", field)
+
+
+def test_a_body_that_is_not_an_object_is_a_400(client, operator):
+    with api_checks.nothing_written(COUNTED):
+        api_checks.refused(client.post("/api/workflows", headers=operator, json=[body()]), 400, "bad_request")
+
+
+def test_the_tenant_wall_holds_for_a_scoped_token(client, auth, saga):
+    acme = make_tenant("acme")
+    scoped = bearer(auth.make_user("ann", "admin", tenant=acme), tenant=acme)
+    with api_checks.nothing_written(COUNTED):
+        api_checks.refused(client.post("/api/workflows", headers=scoped, json=body(tenant="default")), 403,
+                           "forbidden", "tenant")
+    own = client.post("/api/workflows", headers=scoped, json=body())
+    assert own.status_code == 202
+    assert client.get(f"/api/workflows/{own.get_json()['id']}", headers=scoped).get_json()["tenant"] == "acme"
+    others = saga.submit(three_steps(), key="order-8")
+    api_checks.refused(client.get(f"/api/workflows/{others}", headers=scoped), 404, "not_found")
+    # The same key in another tenant is another workflow.
+    assert client.post("/api/workflows", headers=scoped, json=body(idempotency_key="order-8")).status_code == 202
+
+
+def test_a_viewer_reads_but_cannot_submit(client, auth, saga):
+    viewer = bearer(auth.make_user("vic", "viewer"))
+    workflow_id = saga.submit(three_steps())
+    assert client.get(f"/api/workflows/{workflow_id}", headers=viewer).status_code == 200
+    with api_checks.nothing_written(COUNTED):
+        api_checks.refused(client.post("/api/workflows", headers=viewer, json=body(idempotency_key="k2")), 403,
+                           "forbidden")
+    assert client.post("/api/workflows", json=body()).status_code == 401

@@ -1,0 +1,293 @@
+"""The Approvals pages: an approver's inbox, a requester's requests, the diff, the decision forms, the tenant wall."""
+
+import json
+import re
+
+import pytest
+from sqlalchemy import select
+
+from console.extensions import db
+from console.models import Approval, AuditEntry, DeadLetter, Run
+from console.services.actor import Actor
+from console.services.engine.execute import execute
+from console.services.recovery import params_fix
+from console.services.system import console_settings
+from tests.factories import Runs, make_tenant
+from tests.helpers import Auth, csrf_from
+
+LENIENT = {"breaker": {"failure_threshold": 1000, "open_s": 1, "success_threshold": 1}}
+BROKEN = {"fail_times": 9, "error": "fatal", "code": "bad_account", "message": "account 42 is closed"}
+FIXED = {**BROKEN, "fail_times": 0}
+
+
+@pytest.fixture
+def runs(app):
+    return Runs()
+
+
+@pytest.fixture
+def person(app):
+    """Log a new person in on a browser (client) of their own; return (client, user)."""
+
+    def make(username: str, role: str, tenant=None):
+        client = app.test_client()
+        auth = Auth(client)
+        user = auth.make_user(username, role, tenant=tenant)
+        assert auth.login(username).status_code == 302
+        client.csrf = lambda path="/overview": csrf_from(client.get(path).get_data(as_text=True))
+        return client, user
+
+    return make
+
+
+@pytest.fixture
+def letter(runs, clock):
+    def make(tenant: str = "default") -> DeadLetter:
+        run_id = runs.submit("demo.flaky", BROKEN, policy=LENIENT, tenant=tenant)
+        assert execute(run_id, 0, clock=clock) == "dead"
+        return runs.dead_letters(run_id)[0]
+
+    return make
+
+
+def file_fix(letter: DeadLetter, requester, params=None) -> Approval:
+    return params_fix.request_fix(letter.id, params or FIXED, "the account was reopened",
+                                  Actor(requester.username, requester.id))
+
+
+def html(response) -> str:
+    return response.get_data(as_text=True)
+
+
+def nav_count(page: str) -> str | None:
+    found = re.search(r'href="/approvals" class="[^"]*">Approvals(?: <span class="nav-count"[^>]*>(\d+)</span>)?</a>',
+                      page)
+    return found.group(1) if found else "no link"
+
+
+def test_the_inbox_lists_what_an_approver_can_decide_with_a_count_in_the_nav(person, letter, clock):
+    operator_client, olga = person("olga", "operator")
+    approver_client, alex = person("alex", "approver")
+    theirs = file_fix(letter(), olga)
+    own = file_fix(letter(), alex)  # an approver's own request is not in their inbox
+    page = html(approver_client.get("/approvals"))
+    assert f'href="/approvals/{theirs.id}"' in page and f'href="/approvals/{own.id}"' not in page
+    assert "Edit a dead letter&#39;s params, then replay it" in page and "olga" in page
+    assert "the account was reopened" in page and re.search(r"2[34] h \d+ min left", page)
+    assert f'dead letter #{theirs.subject_id} · run #{theirs.payload["run_id"]}' in page
+    assert nav_count(page) == "1"
+    # The operator sees the Approvals link (their own requests) but no count, and lands on My requests.
+    assert nav_count(html(operator_client.get("/overview"))) is None
+    landing = operator_client.get("/approvals")
+    assert landing.status_code == 302 and landing.headers["Location"].endswith("/approvals/mine")
+    mine = html(operator_client.get("/approvals/mine"))
+    assert f'href="/approvals/{theirs.id}"' in mine and f'href="/approvals/{own.id}"' not in mine
+    assert 'badge pending' in mine
+    assert operator_client.get("/approvals/all").status_code == 403
+
+
+def test_an_expired_request_leaves_the_inbox_and_reads_expired(person, letter, app):
+    _, olga = person("olga", "operator")
+    approver_client, _ = person("alex", "approver")
+    request = file_fix(letter(), olga)
+    db.session.execute(db.update(Approval).where(Approval.id == request.id).values(
+        expires_at=request.created_at))  # its time ran out; the expiry job has not marked it yet
+    db.session.commit()
+    assert f'href="/approvals/{request.id}"' not in html(approver_client.get("/approvals"))
+    page = html(approver_client.get(f"/approvals/{request.id}"))
+    assert "badge expired" in page and "Approve and run" not in page
+
+
+def test_viewers_and_managers_have_no_approvals_link_and_no_inbox(person, letter):
+    for name, role in (("vic", "viewer"), ("meg", "manager")):
+        client, _ = person(name, role)
+        assert nav_count(html(client.get("/overview"))) == "no link"
+        assert client.get("/approvals").status_code == 403
+        assert client.get("/approvals/mine").status_code == 403
+
+
+def test_the_request_page_shows_the_diff_the_reason_and_both_names(person, letter, clock):
+    _, olga = person("olga", "operator")
+    approver_client, _ = person("alex", "approver")
+    request = file_fix(letter(), olga, {**BROKEN, "fail_times": 0, "account": {"id": 42, "region": "eu"}})
+    page = html(approver_client.get(f"/approvals/{request.id}"))
+    assert "the account was reopened" in page and "<strong>olga</strong>" in page
+    rows = re.findall(r'<tr class="(added|changed|removed)">\s*<td class="mono">([^<]+)</td>', page)
+    assert rows == [("added", "params.account"), ("changed", "params.fail_times")]  # a new object: one row
+    assert '<pre class="json was">9</pre>' in page and '<pre class="json now">0</pre>' in page
+    assert "Approve and run" in page and "Reject" in page
+
+
+def test_the_requester_is_not_offered_the_buttons_and_is_refused_when_posting(person, letter, runs):
+    operator_client, olga = person("olga", "operator")
+    request = file_fix(letter(), olga)
+    page = html(operator_client.get(f"/approvals/{request.id}"))
+    assert "Approve and run" not in page and "another person with the approve permission decides" in page
+    token = operator_client.csrf(f"/approvals/{request.id}")
+    refused = operator_client.post(f"/approvals/{request.id}/approve", data={"csrf_token": token})
+    assert refused.status_code == 403  # an operator has no approve permission at all
+
+    # An approver who asked is refused by the server's four-eyes rule, with its message, and it is audited.
+    approver_client, ada = person("ada", "approver")
+    own = file_fix(letter(), ada)
+    assert "Approve and run" not in html(approver_client.get(f"/approvals/{own.id}"))
+    token = approver_client.csrf(f"/approvals/{own.id}")
+    refused = approver_client.post(f"/approvals/{own.id}/approve", data={"csrf_token": token})
+    assert refused.status_code == 403
+    assert "you requested this change; another person with the approve permission must approve it" in html(refused)
+    assert db.session.get(Approval, own.id).status == "pending"
+    actions = db.session.execute(select(AuditEntry.action).order_by(AuditEntry.seq)).scalars().all()
+    assert actions[-1] == "approval.approve.refused"
+
+
+def test_an_approver_approves_from_the_page_and_the_run_is_replayed(person, letter, runs):
+    _, olga = person("olga", "operator")
+    approver_client, alex = person("alex", "approver")
+    request = file_fix(letter(), olga)
+    token = approver_client.csrf(f"/approvals/{request.id}")
+    done = approver_client.post(f"/approvals/{request.id}/approve",
+                                data={"csrf_token": token, "approve-note": "checked with billing"})
+    assert done.status_code == 303 and done.headers["Location"] == f"/approvals/{request.id}"
+    page = html(approver_client.get(f"/approvals/{request.id}"))
+    assert "Approved request #" in page and "badge executed" in page and "checked with billing" in page
+    assert "<strong>alex</strong>" in page and "<strong>olga</strong>" in page
+    run = runs.get(request.payload["run_id"])
+    assert (run.status, run.series, run.params) == ("pending", 2, FIXED)
+    assert nav_count(page) is None  # nothing waits any more
+
+    # It can be rolled back from the same page; the run's params are as before.
+    token = csrf_from(page)
+    rolled = approver_client.post(f"/approvals/{request.id}/rollback", data={"csrf_token": token})
+    assert rolled.status_code == 303
+    assert "badge rolled_back" in html(approver_client.get(f"/approvals/{request.id}"))
+    assert runs.get(run.id).params == BROKEN
+
+
+def test_reject_needs_a_note_and_then_never_runs(person, letter, runs):
+    _, olga = person("olga", "operator")
+    approver_client, _ = person("alex", "approver")
+    request = file_fix(letter(), olga)
+    token = approver_client.csrf(f"/approvals/{request.id}")
+    missing = approver_client.post(f"/approvals/{request.id}/reject", data={"csrf_token": token, "reject-note": " "})
+    assert missing.status_code == 422 and "say why in a note" in html(missing)
+    assert db.session.get(Approval, request.id).status == "pending"
+    done = approver_client.post(f"/approvals/{request.id}/reject",
+                                data={"csrf_token": token, "reject-note": "fix the account first"})
+    assert done.status_code == 303
+    db.session.expire_all()
+    assert db.session.get(Approval, request.id).status == "rejected"
+    assert runs.get(request.payload["run_id"]).status == "dead"
+
+
+def test_decisions_need_the_csrf_token(person, letter):
+    _, olga = person("olga", "operator")
+    approver_client, _ = person("alex", "approver")
+    request = file_fix(letter(), olga)
+    for action in ("approve", "reject", "rollback"):
+        response = approver_client.post(f"/approvals/{request.id}/{action}", data={"reject-note": "no"})
+        assert response.status_code == 400 and "CSRF" in html(response)
+    assert db.session.get(Approval, request.id).status == "pending"
+
+
+def test_a_tenant_scoped_approver_sees_and_decides_only_their_tenants_requests(person, letter):
+    acme = make_tenant("acme")
+    _, olga = person("olga", "operator")
+    scoped_client, _ = person("sam", "approver", tenant=acme)
+    elsewhere = file_fix(letter(), olga)
+    own_tenant = file_fix(letter("acme"), olga)
+    inbox = html(scoped_client.get("/approvals"))
+    assert f'href="/approvals/{own_tenant.id}"' in inbox and f'href="/approvals/{elsewhere.id}"' not in inbox
+    assert nav_count(inbox) == "1"
+    assert scoped_client.get(f"/approvals/{elsewhere.id}").status_code == 404
+    token = scoped_client.csrf("/approvals")
+    assert scoped_client.post(f"/approvals/{elsewhere.id}/approve", data={"csrf_token": token}).status_code == 404
+    assert db.session.get(Approval, elsewhere.id).status == "pending"
+
+
+def test_the_dlq_fix_form_is_prefilled_validated_and_files_a_request(person, letter):
+    client, olga = person("olga", "operator")
+    found = letter()
+    assert f'href="/dlq/{found.id}/fix"' in html(client.get("/dlq/?view=list"))
+    form = html(client.get(f"/dlq/{found.id}/fix"))
+    prefilled = re.search(r'<textarea[^>]*name="params"[^>]*>\s*(.*?)</textarea>', form, re.S).group(1)
+    assert json.loads(prefilled.replace("&#34;", '"').replace("&quot;", '"')) == BROKEN
+    token = csrf_from(form)
+
+    def post(**data):
+        return client.post(f"/dlq/{found.id}/fix", data={"csrf_token": token, **data})
+
+    broken_json = post(params='{"fail_times": 0,}', reason="reopened")
+    assert broken_json.status_code == 422 and "not valid JSON" in html(broken_json)
+    not_object = post(params="[1, 2]", reason="reopened")
+    assert not_object.status_code == 422 and "must be a JSON object" in html(not_object)
+    same = post(params=json.dumps(BROKEN), reason="reopened")
+    assert same.status_code == 422 and "change at least one" in html(same)
+    no_reason = post(params=json.dumps(FIXED), reason="")
+    assert no_reason.status_code == 422 and "give a reason" in html(no_reason)
+    assert db.session.execute(select(Approval)).first() is None
+    assert client.post(f"/dlq/{found.id}/fix", data={"params": json.dumps(FIXED), "reason": "x"}).status_code == 400
+
+    filed = post(params=json.dumps(FIXED), reason="the customer reopened the account")
+    request = db.session.execute(select(Approval)).scalar_one()
+    assert filed.status_code == 303 and filed.headers["Location"] == f"/approvals/{request.id}"
+    assert (request.requested_by_id, request.after) == (olga.id, {"params": FIXED})
+    assert db.session.get(Run, found.run_id).params == BROKEN  # nothing changes until approved
+
+
+def test_viewers_cannot_open_or_post_the_fix_form(person, letter):
+    client, _ = person("vic", "viewer")
+    found = letter()
+    assert f'href="/dlq/{found.id}/fix"' not in html(client.get("/dlq/?view=list"))
+    assert client.get(f"/dlq/{found.id}/fix").status_code == 403
+    token = client.csrf("/overview")
+    assert client.post(f"/dlq/{found.id}/fix", data={"csrf_token": token, "params": "{}", "reason": "x"}
+                       ).status_code == 403
+
+
+def test_a_bulk_discard_over_the_limit_becomes_a_request(person, letter, clock):
+    console_settings.save(console_settings.DISCARD_WITHOUT_APPROVAL, 2, Actor("root"))
+    client, _ = person("olga", "operator")
+    found = [letter() for _ in range(3)]
+    token = client.csrf("/dlq/")
+    response = client.post("/dlq/bulk/discard", headers={"HX-Request": "true"}, data={
+        "csrf_token": token, "id": [x.id for x in found], "reason": "load-test leftovers", "view": "list"})
+    request = db.session.execute(select(Approval)).scalar_one()
+    assert response.status_code == 200 and request.kind == "dlq.discard_bulk"
+    assert f'<a href="/approvals/{request.id}">request #{request.id}</a>' in html(response)
+    assert "more than the 2 one person may discard at once" in html(response)
+    db.session.expire_all()
+    assert {db.session.get(DeadLetter, x.id).status for x in found} == {"open"}
+    plain = client.post("/dlq/bulk/discard", data={"csrf_token": token, "id": [x.id for x in found],
+                                                   "reason": "load-test leftovers"}, follow_redirects=True)
+    second = db.session.execute(select(Approval).order_by(Approval.id.desc())).scalars().first()
+    assert second.id != request.id and f'<a href="/approvals/{second.id}">request #{second.id}</a>' in html(plain)
+    small = client.post("/dlq/bulk/discard", data={"csrf_token": token, "id": [found[0].id, found[1].id],
+                                                   "reason": "load-test leftovers"})
+    assert small.status_code == 303
+    db.session.expire_all()
+    assert [db.session.get(DeadLetter, x.id).status for x in found] == ["discarded", "discarded", "open"]
+
+
+def test_admins_set_the_bulk_discard_limit_on_the_settings_page(person, app):
+    admin_client, _ = person("root", "admin")
+    page = html(admin_client.get("/admin/settings"))
+    assert "Dead letters a bulk discard may close without approval" in page and 'value="10"' in page
+    token = csrf_from(page)
+    path = f"/admin/settings/{console_settings.DISCARD_WITHOUT_APPROVAL}"
+    bad = admin_client.post(path, data={"csrf_token": token, "value": "900"})
+    assert bad.status_code == 422 and "from 0 to 500" in html(bad)
+    saved = admin_client.post(path, data={"csrf_token": token, "value": "25"})
+    assert saved.status_code == 303 and console_settings.value(console_settings.DISCARD_WITHOUT_APPROVAL) == 25
+    assert "by root" in html(admin_client.get("/admin/settings"))
+    operator_client, _ = person("olga", "operator")
+    assert operator_client.get("/admin/settings").status_code == 403
+    assert operator_client.post(path, data={"csrf_token": operator_client.csrf(), "value": "1"}).status_code == 403
+    assert console_settings.value(console_settings.DISCARD_WITHOUT_APPROVAL) == 25
+
+
+def test_admin_people_says_what_approvers_do(person):
+    client, _ = person("root", "admin")
+    page = html(client.get("/admin/users"))
+    assert "approves or rejects other people's data-fix requests" in page
+    assert "Nobody decides" in page
+

@@ -1,0 +1,177 @@
+"""The Runbooks pages: the list, a form built from the declaration (errors at the field), Dry-run and Run, an
+execution's page with its changes, log and approval, and Admin → Runbooks."""
+
+import re
+
+from rq import Queue
+from sqlalchemy import select
+
+from console.extensions import db
+from console.models import AuditEntry, RunbookExecution
+from console.services.actor import Actor
+from console.services.engine.queueing import MAINTENANCE_QUEUE
+from console.services.recovery import runbook_runner, runbooks
+from tests.factories import make_tenant
+
+HX = {"HX-Request": "true"}
+
+
+def _actor(user) -> Actor:
+    return Actor(user.username, user.id)
+
+
+def post(client, auth, path: str, data: dict):
+    return client.post(path, data={"csrf_token": auth.csrf("/runbooks"), **data})
+
+
+def executions() -> list[RunbookExecution]:
+    db.session.expire_all()
+    return db.session.execute(select(RunbookExecution).order_by(RunbookExecution.id)).scalars().all()
+
+
+def field_error(html: str, field: str) -> str:
+    match = re.search(rf'<div class="field-error" id="{field}-error">([^<]*)</div>', html)
+    assert match, f"no error at the {field} field"
+    return match.group(1)
+
+
+def test_the_list_shows_each_runbook_with_its_risk_and_whether_it_needs_approval(client, auth):
+    auth.as_role("viewer")
+    html = client.get("/runbooks").get_data(as_text=True)
+    assert '<a href="/runbooks" class="active">Runbooks</a>' in html
+    for title in ("Replay dead letters by filter", "Mark dead runs resolved", "Backfill a task",
+                  "Purge old finished runs", "Reconcile the engine", "Fix a run&#39;s params and replay it"):
+        assert title in html
+    rows = {name: row for row in re.findall(r"<tr>.*?</tr>", html, re.S)
+            for name in re.findall(r'class="mono subtle">(\w+)</span>', row)}
+    assert "high risk" in rows["resolve_runs"] and "needs approval" in rows["resolve_runs"]
+    assert "medium risk" in rows["backfill_task"] and "runs when asked" in rows["backfill_task"]
+    assert "low risk" in rows["engine_reconcile"] and "whole system" in rows["engine_reconcile"]
+    assert "never run" in rows["backfill_task"]
+
+
+def test_the_form_is_built_from_the_declaration(client, auth):
+    auth.as_role("operator")
+    html = client.get("/runbooks/backfill_task").get_data(as_text=True)
+    assert re.search(r'<input[^>]*id="task"[^>]*type="number"', html)
+    assert re.search(r'<input[^>]*id="start"[^>]*type="datetime-local"', html)
+    assert "First firing to consider, UTC." in html
+    replay = client.get("/runbooks/replay_dead_letters").get_data(as_text=True)
+    assert re.search(r'<select[^>]*id="age"', replay) and '<option selected value="any">' in replay
+    assert 'value="50.0"' in replay  # the declared default rate
+    assert re.search(r'<select[^>]*id="tenant"', replay)  # an unscoped person picks the tenant
+    fix = client.get("/runbooks/fix_params_and_replay").get_data(as_text=True)
+    assert re.search(r'<input checked[^>]*id="merge"[^>]*type="checkbox"', fix)
+    assert "Request approval to run" in fix and "Dry-run" in fix
+
+
+def test_a_dry_run_is_queued_for_a_worker_and_the_page_goes_to_it(app, client, auth, redis_url):
+    auth.as_role("operator", "olga")
+    response = post(client, auth, "/runbooks/replay_dead_letters", {"action": "dry_run", "code": "carrier_down",
+                                                                     "rate": "5", "age": "any"})
+    [execution] = executions()
+    assert response.status_code == 303 and response.headers["Location"] == f"/runbooks/executions/{execution.id}"
+    assert (execution.dry_run, execution.status, execution.requested_by) == (True, "queued", "olga")
+    assert execution.params["code"] == "carrier_down" and execution.params["rate"] == 5.0
+    assert Queue(MAINTENANCE_QUEUE, connection=app.extensions["rebound_redis"]).get_job_ids() == [
+        f"runbook-{execution.id}"]
+    page = client.get(response.headers["Location"]).get_data(as_text=True)
+    assert f"Started execution #{execution.id} of replay_dead_letters (a dry-run)" in page
+    assert 'hx-trigger="every 1s"' in page
+
+
+def test_bad_params_are_shown_at_their_field_and_nothing_starts(client, auth):
+    auth.as_role("operator")
+    response = post(client, auth, "/runbooks/backfill_task", {"action": "dry_run", "task": "12x",
+                                                               "start": "2026-01-05T05:00", "end": ""})
+    assert response.status_code == 422
+    html = response.get_data(as_text=True)
+    assert field_error(html, "task") == "Not a valid integer value."
+    assert "Nothing was started: fix the field marked below." in html
+    response = post(client, auth, "/runbooks/backfill_task", {"action": "dry_run", "task": "999",
+                                                               "start": "2026-01-05T05:00", "end": ""})
+    html = response.get_data(as_text=True)
+    assert response.status_code == 422
+    assert field_error(html, "task") == "no task #999" and field_error(html, "end") == "required"
+    assert 'value="2026-01-05T05:00"' in html  # what was typed stays
+    assert executions() == []
+
+
+def test_a_runbook_that_needs_approval_asks_for_a_reason_then_files_a_request(client, auth, dead_run):  # noqa: F811
+    run_id, _ = dead_run()
+    auth.as_role("operator")
+    missing = post(client, auth, "/runbooks/resolve_runs", {"action": "run", "runs": str(run_id), "note": "paid"})
+    assert missing.status_code == 422
+    assert field_error(missing.get_data(as_text=True), "reason").startswith("give a reason")
+    response = post(client, auth, "/runbooks/resolve_runs", {"action": "run", "runs": str(run_id), "note": "paid",
+                                                             "reason": "refunded by finance"})
+    [execution] = executions()
+    assert response.status_code == 303 and execution.status == "awaiting_approval"
+    html = client.get(response.headers["Location"]).get_data(as_text=True)
+    assert f'<a href="/approvals/{execution.approval_id}">Request #{execution.approval_id}</a>' in html
+    assert "the dry-run for the approver is running" in html and "Asked for approval" in html
+    assert 'hx-trigger="every 1s"' in html  # a worker is about to write its preview
+    runbook_runner.preview(execution.id)
+    html = client.get(response.headers["Location"]).get_data(as_text=True)
+    assert 'hx-trigger="every 5s"' in html  # now it waits for a person: the page still sees the decision land
+    assert "Changes the approver was shown" in html
+
+
+def test_the_execution_page_shows_changes_and_log_and_answers_htmx_with_its_region(samples, client, auth):  # noqa: F811
+    user = auth.as_role("operator", "olga")
+    execution = runbooks.start("sample_steps", {"steps": 2}, _actor(user), scope=None, dry_run=True, enqueue=False)
+    runbook_runner.execute(execution.id)
+    html = client.get(f"/runbooks/executions/{execution.id}").get_data(as_text=True)
+    assert "Changes it would make" in html and "A dry-run changes nothing." in html
+    assert "step 1 of 2" in html and "Dry-run done: 2 changes would be made." in html
+    assert 'hx-trigger="every 1s"' not in html  # finished: no more polling
+    assert "Run this for real" in html
+    fragment = client.get(f"/runbooks/executions/{execution.id}", headers=HX).get_data(as_text=True)
+    assert fragment.lstrip().startswith('<div id="rb-execution"') and "<html" not in fragment
+
+    response = post(client, auth, f"/runbooks/executions/{execution.id}/run", {"reason": "as shown"})
+    real = executions()[-1]
+    assert response.headers["Location"] == f"/runbooks/executions/{real.id}"
+    assert (real.dry_run, real.params, real.reason, real.status) == (False, execution.params, "as shown", "queued")
+
+
+def test_a_viewer_reads_but_cannot_start(client, auth):
+    auth.as_role("viewer")
+    html = client.get("/runbooks/engine_reconcile").get_data(as_text=True)
+    assert "Dry-run</button>" not in html
+    assert post(client, auth, "/runbooks/engine_reconcile", {"action": "dry_run"}).status_code == 403
+    assert executions() == []
+
+
+def test_a_tenant_scoped_operator_sees_only_their_tenants_executions(client, auth):
+    acme = make_tenant("acme")
+    other = runbooks.start("replay_dead_letters", {}, _actor(auth.make_user("root", "operator")), scope=None,
+                           dry_run=True, enqueue=False)
+    auth.make_user("ann", "operator", tenant=acme)
+    auth.login("ann")
+    form = client.get("/runbooks/replay_dead_letters").get_data(as_text=True)
+    assert 'id="tenant"' not in form
+    response = post(client, auth, "/runbooks/replay_dead_letters", {"action": "dry_run", "age": "any", "rate": "5"})
+    mine = executions()[-1]
+    assert response.status_code == 303 and mine.tenant_id == acme.id
+    assert client.get(f"/runbooks/executions/{other.id}").status_code == 404
+    assert f"#{other.id}<" not in client.get("/runbooks").get_data(as_text=True)
+    blocked = client.get("/runbooks/engine_reconcile").get_data(as_text=True)
+    assert "only people not limited to a tenant may run it" in blocked and "Dry-run</button>" not in blocked
+
+
+def test_an_admin_requires_approval_for_a_runbook_audited(client, auth):
+    auth.as_role("operator", "olga")
+    assert post(client, auth, "/admin/runbooks/backfill_task", {"requires_approval": "1"}).status_code == 403
+    client.post("/logout", data={"csrf_token": auth.csrf("/runbooks")})
+    auth.as_role("admin", "ada")
+    page = client.get("/admin/runbooks").get_data(as_text=True)
+    assert "always, for high risk" in page and "Require approval" in page
+    response = client.post("/admin/runbooks/backfill_task", data={"csrf_token": auth.csrf("/admin/runbooks"),
+                                                                  "requires_approval": "1"})
+    assert response.status_code == 303
+    assert runbooks.approval_needed(runbooks.require("backfill_task"))
+    db.session.expire_all()
+    entry = db.session.execute(select(AuditEntry).where(AuditEntry.action == "runbook.policy")).scalar_one()
+    assert (entry.actor, entry.target_id, entry.after) == ("ada", "backfill_task", {"requires_approval": True})
+    assert "Request approval to run" in client.get("/runbooks/backfill_task").get_data(as_text=True)
