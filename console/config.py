@@ -127,6 +127,8 @@ def from_env(env=None) -> dict:
         "METRICS_TOKEN": env.get("REBOUND_METRICS_TOKEN", ""),
         # Web, workers and the scheduler send their counts to Redis this often (0: at every commit).
         "METRICS_FLUSH_S": _number(env, "REBOUND_METRICS_FLUSH_S", 1.0, float),
+        # A scheduler that dies leaves its leader lock this long; a standby then takes over.
+        "LEADER_TTL_S": _number(env, "REBOUND_LEADER_TTL_S", 10.0, float),
         "LOG_FORMAT": log_format(env),
         # SQLite writers wait for the lock in 0.5 ms steps (console/sqlite_busy.py); 0 keeps SQLite's busy_timeout.
         "SQLITE_BUSY_HANDLER": (env.get("REBOUND_SQLITE_BUSY_HANDLER") or "1").lower() not in ("0", "false", "no"),

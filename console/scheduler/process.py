@@ -15,6 +15,8 @@ from console.services.system.maintenance import MAINTENANCE
 log = logging.getLogger("rebound.scheduler")
 SYNC_S = 2  # task edits reach the schedule within this (plus one APScheduler tick)
 CATCH_UP_S = 30
+# Renew the leader lock every 0.3 of its TTL (3 s of 10): two renewals may fail and the third still keeps it.
+RENEW_FRACTION = 0.3
 
 
 def _in_app(app, func, name: str):
@@ -55,32 +57,47 @@ def build_scheduler(app) -> tuple[BackgroundScheduler, TaskJobs, FiringBuffer]:
     return scheduler, task_jobs, buffer
 
 
-def run(app, stop: threading.Event, renew_every_s: float = 3.0, ttl_s: float = 10.0) -> None:
+class Leadership:
+    """Follow the leader lock: on winning it catch up, then fire; on losing it, stop firing."""
+
+    def __init__(self, lock: LeaderLock, catch_up, scheduler):
+        self.lock, self.catch_up, self.scheduler = lock, catch_up, scheduler
+        self.leading = False
+
+    def contend(self) -> bool:
+        """Take or renew the lock once, start or stop firing if that changed, and tell whether we lead."""
+        now_leading = self.lock.acquire_or_renew()
+        if now_leading != self.leading:
+            self.leading = now_leading
+            if now_leading:
+                # Firings missed while nobody led are caught up before live firing resumes.
+                self.catch_up()
+                self.scheduler.resume()
+            else:
+                self.scheduler.pause()
+            log.warning("scheduler %s %s", self.lock.identity,
+                        "is now the leader" if now_leading else "lost leadership")
+        return self.leading
+
+
+def run(app, stop: threading.Event) -> None:
     """Contend for leadership; while leading, run the schedule; until `stop` is set."""
+    ttl_s = app.config["LEADER_TTL_S"]
     with app.app_context():
         lock = LeaderLock(get_redis(), ttl_s=ttl_s)
         scheduler, task_jobs, buffer = build_scheduler(app)
         task_jobs.sync(force=True)
     buffer.start()
     scheduler.start(paused=True)
-    leading = False
+    leadership = Leadership(lock, _in_app(app, task_jobs.catch_up, "catch-up on leadership"), scheduler)
     log.info("scheduler %s started; contending for leadership", lock.identity)
     try:
         while not stop.is_set():
-            now_leading = lock.acquire_or_renew()
-            if now_leading != leading:
-                leading = now_leading
-                if leading:
-                    # Firings missed while nobody led are caught up before live firing resumes.
-                    _in_app(app, task_jobs.catch_up, "catch-up on leadership")()
-                    scheduler.resume()
-                else:
-                    scheduler.pause()
-                log.warning("scheduler %s %s", lock.identity, "is now the leader" if leading else "lost leadership")
-            stop.wait(renew_every_s)
+            leadership.contend()
+            stop.wait(ttl_s * RENEW_FRACTION)
     finally:
         scheduler.shutdown(wait=False)
         buffer.stop()
-        if leading:
+        if leadership.leading:
             lock.release()
         log.info("scheduler %s stopped", lock.identity)

@@ -5,24 +5,17 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.conftest import PASSWORD
+from tests.helpers import PASSWORD, browser_login
 
 pytestmark = pytest.mark.browser
 
 
-def login(page, base: str, username: str = "admin", password: str = PASSWORD):
-    page.goto(f"{base}/login")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(password)
-    page.get_by_role("button", name="Log in").click()
-
-
 def test_admin_logs_in_sees_overview_changes_a_role_and_finds_the_audit_row(page, live_server, screenshot):
     base = live_server.url
-    login(page, base, password="wrong-password")
+    browser_login(page, base, password="wrong-password")
     expect(page.get_by_text("Wrong username or password.")).to_be_visible()
 
-    login(page, base)
+    browser_login(page, base)
     expect(page).to_have_url(f"{base}/overview")
     expect(page.get_by_role("heading", name="Overview")).to_be_visible()
     expect(page.get_by_text("Dead letters open")).to_be_visible()
@@ -57,7 +50,7 @@ def test_viewer_sees_no_admin_link_and_is_refused_the_page(page, live_server):
 
     subprocess.run([sys.executable, "-m", "console.cli", "create-user", "vic", "--role", "viewer",
                     "--password", PASSWORD], env=live_server.env, check=True, capture_output=True)
-    login(page, live_server.url, "vic")
+    browser_login(page, live_server.url, "vic")
     expect(page.get_by_role("heading", name="Overview")).to_be_visible()
     expect(page.get_by_role("link", name="Admin")).to_have_count(0)
     response = page.goto(f"{live_server.url}/admin/users")

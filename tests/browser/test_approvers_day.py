@@ -15,8 +15,7 @@ from console.services.engine.execute import execute
 from console.services.engine.submit import submit
 from console.services.people import tenants, users
 from console.services.policies import versions as policies
-from tests.browser.test_admin_flow import login
-from tests.conftest import ARTIFACTS, PASSWORD, wait_for
+from tests.helpers import ARTIFACTS, PASSWORD, browser_login, wait_for
 
 pytestmark = pytest.mark.browser
 ARRANGE = Actor("arrange")
@@ -51,7 +50,7 @@ def test_an_approvers_day(page, browser, live_server, live_app, dead_run, live_w
     letter = db.session.query(DeadLetter).filter_by(run_id=dead_run).one()
 
     # The operator finds the dead letter and asks for its params to be fixed.
-    login(page, base, "olga")
+    browser_login(page, base, "olga")
     page.goto(f"{base}/dlq/?view=list")
     row = page.locator("tr.dl-row", has_text="account 42 is closed")
     row.get_by_role("link", name="Fix params…").click()
@@ -79,7 +78,7 @@ def test_an_approvers_day(page, browser, live_server, live_app, dead_run, live_w
     approver = browser.new_context()
     try:
         second = approver.new_page()
-        login(second, base, "alex")
+        browser_login(second, base, "alex")
         approvals_link = second.locator("header nav").get_by_role("link", name=re.compile("^Approvals"))
         expect(approvals_link.locator(".nav-count")).to_have_text("1")
         approvals_link.click()

@@ -15,8 +15,7 @@ from console.services.engine.submit import submit
 from console.services.people import tenants, users
 from console.services.policies import versions as policies
 from console.services.scheduling import tasks
-from tests.browser.test_admin_flow import login
-from tests.conftest import PASSWORD, wait_for
+from tests.helpers import PASSWORD, browser_login, wait_for
 
 pytestmark = pytest.mark.browser
 ARRANGE = Actor("arrange")
@@ -53,7 +52,7 @@ def status_of(run_id: int) -> str:
 
 def test_an_operators_day(page, live_server, live_app, arranged, live_worker, screenshot):
     base = live_server.url
-    login(page, base)
+    browser_login(page, base)
     expect(page.get_by_role("heading", name="Overview")).to_be_visible()
     screenshot("day-overview")
 
@@ -102,6 +101,13 @@ def test_an_operators_day(page, live_server, live_app, arranged, live_worker, sc
     page.locator("#task-head").get_by_role("button", name="Resume").click()
     expect(page.locator("#task-head").get_by_role("button", name="Pause")).to_be_visible()
     screenshot("day-task")
+
+    # A filter the server refuses answers 422 with the reason, and htmx swaps it in where the results were.
+    page.goto(f"{base}/runs")
+    page.locator("#created_to").fill("2026-01-05T09:00")
+    page.locator("#created_from").fill("2026-01-05T10:00")
+    page.get_by_role("button", name="Filter").click()
+    expect(page.locator("#results")).to_contain_text("Fix the filter")
     for path, name in (("/runs", "day-runs"), ("/runs/timeline", "day-timeline"), ("/breakers", "day-breakers"),
                        ("/queues", "day-queues"), ("/policies", "day-policies"), ("/tasks", "day-tasks")):
         page.goto(base + path)
@@ -111,7 +117,7 @@ def test_an_operators_day(page, live_server, live_app, arranged, live_worker, sc
 
 def test_a_viewer_sees_no_actions_and_is_refused_when_posting_anyway(page, live_server, live_app, arranged):
     users.create("vera", "viewer", PASSWORD, ARRANGE)
-    login(page, live_server.url, "vera")
+    browser_login(page, live_server.url, "vera")
     page.goto(f"{live_server.url}/dlq?view=list")
     expect(page.locator("tr.dl-row").first).to_be_visible()
     expect(page.get_by_role("button", name="Replay")).to_have_count(0)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.browser.test_admin_flow import login
+from tests.helpers import browser_login
 
 pytestmark = pytest.mark.browser
 PAGES = ["/overview", "/tasks", "/tasks/new", "/runs", "/runs/timeline", "/runs/workflows", "/runs/workflows/new",
@@ -27,7 +27,7 @@ def test_every_page_loads_without_a_failed_request_or_an_error(page, live_server
     page.on("console", console_error)
     page.on("requestfailed", lambda request: problems.append(f"{page.url}: {request.url} failed"))
     page.on("pageerror", lambda error: problems.append(f"{page.url}: script error {error}"))
-    login(page, live_server.url)
+    browser_login(page, live_server.url)
     page.wait_for_url("**/overview")
     # Leaving before the overview's own requests end would abort them (its tab icon), which reads as a failure.
     page.wait_for_load_state("networkidle")

@@ -14,8 +14,7 @@ from console.services.engine.execute import execute
 from console.services.engine.submit import submit
 from console.services.people import tenants
 from console.services.policies import versions as policies
-from tests.browser.test_admin_flow import login
-from tests.conftest import wait_for
+from tests.helpers import browser_login, wait_for
 
 pytestmark = pytest.mark.browser
 ARRANGE = Actor("arrange")
@@ -43,7 +42,7 @@ def statuses(run_ids: list[int]) -> set[str]:
 
 def test_a_dry_run_then_a_real_run_with_its_log_streaming(page, live_server, live_worker, dead_runs, screenshot):
     base = live_server.url
-    login(page, base)
+    browser_login(page, base)
     page.get_by_role("link", name="Runbooks").click()
     expect(page.get_by_role("heading", name="Runbooks")).to_be_visible()
     row = page.locator("tr", has_text="Mark dead runs resolved")
@@ -89,7 +88,7 @@ def test_a_dry_run_then_a_real_run_with_its_log_streaming(page, live_server, liv
 def test_a_high_risk_runbook_waits_for_approval_showing_the_approver_its_preview(page, live_server, live_worker,
                                                                                 dead_runs, screenshot):
     base = live_server.url
-    login(page, base)
+    browser_login(page, base)
     page.goto(f"{base}/runbooks/resolve_runs")
     expect(page.locator(".rb-gate")).to_contain_text("second person's approval")
     page.get_by_label("Runs (run ids)").fill(", ".join(map(str, dead_runs[:2])))

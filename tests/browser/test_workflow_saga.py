@@ -6,8 +6,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.test_admin_flow import login
-from tests.recovery.conftest import three_steps
+from tests.factories import three_steps
+from tests.helpers import browser_login
 
 pytestmark = pytest.mark.browser
 
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.browser
 def test_a_workflow_submitted_from_the_form_is_undone_backward_on_its_live_page(page, live_server, live_worker,
                                                                               screenshot):
     base = live_server.url
-    login(page, base)
+    browser_login(page, base)
     page.wait_for_url("**/overview")
     page.get_by_role("link", name="Runs").click()
     page.get_by_role("link", name="Workflows").click()
@@ -49,7 +49,7 @@ def test_a_workflow_submitted_from_the_form_is_undone_backward_on_its_live_page(
 
 
 def test_a_step_with_no_undo_stops_the_workflow_for_a_person(page, live_server, live_worker, screenshot):
-    login(page, live_server.url)
+    browser_login(page, live_server.url)
     page.wait_for_url("**/overview")
     page.goto(f"{live_server.url}/runs/workflows/new")
     page.get_by_label("Name").fill("notify, then charge")

@@ -1,5 +1,7 @@
 """succeeded → compensating: a later workflow step failed; a service undoes a success, a person asks (four eyes)."""
 
+from types import SimpleNamespace
+
 from sqlalchemy import select
 
 from console.extensions import db
@@ -8,7 +10,8 @@ from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.engine import compensation, failures, reconcile
 from console.services.engine.execute import execute
-from tests.conftest import bearer, wait_for
+from tests.factories import bearer
+from tests.helpers import wait_for
 
 
 def succeeded(runs, clock, handler="demo.flaky_compensated") -> int:
@@ -180,3 +183,53 @@ def test_a_long_undo_step_is_not_taken_from_its_live_worker(runs, workers):
 
     wait_for(finished, 30, 0.3, f"run {run_id} to be compensated")
     assert runs.events(run_id, "requeued") == []
+
+
+def compensating(runs, clock) -> int:
+    """A succeeded run someone asked to undo: compensating, its undo step not yet run."""
+    run_id = succeeded(runs, clock)
+    compensation.request(runs.get(run_id), Actor("workflow"), cause="step 2 failed", clock=clock)
+    return run_id
+
+
+def test_an_undo_step_that_keeps_failing_is_tried_three_times_then_left_to_a_person(runs, clock):
+    run_id = compensating(runs, clock)
+    waits = []
+
+    def undo(ctx):
+        raise ConnectionError("refund API unreachable")
+
+    status = failures.compensate_run(runs.get(run_id), undo, SimpleNamespace(), clock(), compensation.REASON,
+                                     sleep=waits.append)
+    assert status == "dead"
+    assert waits == list(failures.COMPENSATION_BACKOFF_S)  # a backoff between attempts, none after the last
+    attempts = runs.events(run_id, "compensation_attempt_failed")
+    assert [event.data["number"] for event in attempts] == [1, 2, 3]
+    assert {event.message for event in attempts} == {"ConnectionError: refund API unreachable"}
+    run = runs.get(run_id)
+    assert (run.status, run.status_reason) == ("dead", "compensation_failed")
+    assert [event.kind for event in runs.events(run_id)][-2:] == ["compensation_failed", "dead"]
+    [letter] = runs.dead_letters(run_id)
+    assert (letter.reason, letter.error_code) == ("compensation_failed", "compensation_failed")
+    assert letter.error_message == "workflow_step_failed: ConnectionError: refund API unreachable"
+    assert letter.work_order_id is not None  # a person is asked to undo it by hand
+
+
+def test_an_undo_step_that_fails_once_is_retried_after_its_backoff_and_compensates(runs, clock):
+    run_id = compensating(runs, clock)
+    waits, tries = [], []
+
+    def undo(ctx):
+        tries.append(ctx.undo_attempt)
+        if ctx.undo_attempt == 1:
+            raise TimeoutError("refund API timed out")
+
+    status = failures.compensate_run(runs.get(run_id), undo, SimpleNamespace(), clock(), compensation.REASON,
+                                     sleep=waits.append)
+    assert status == "compensated" and tries == [1, 2] and waits == [failures.COMPENSATION_BACKOFF_S[0]]
+    [failed] = runs.events(run_id, "compensation_attempt_failed")
+    assert (failed.data["number"], failed.message) == (1, "TimeoutError: refund API timed out")
+    [done] = runs.events(run_id, "compensated")
+    assert done.data["compensation_attempts"] == 2
+    run = runs.get(run_id)
+    assert (run.status, run.status_reason) == ("compensated", "compensated") and runs.dead_letters(run_id) == []

@@ -22,7 +22,7 @@ from console.services.actor import Actor
 from console.services.engine import control, heartbeat
 from console.services.engine.execute import execute
 from console.services.engine.isolation import call_forked
-from tests.conftest import wait_for
+from tests.helpers import wait_for
 
 NO_JITTER = {"base_delay_s": 1, "multiplier": 2, "jitter": 0, "max_delay_s": 60}
 

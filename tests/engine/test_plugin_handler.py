@@ -1,42 +1,9 @@
 """plugin:<id> handlers against a real local HTTP server."""
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
 
 from console.services.engine.execute import execute
-
-
-class PluginRuntime:
-    """A local plugin runtime that answers from a script and records every request."""
-
-    def __init__(self):
-        self.answers: list[tuple[int, dict, dict]] = []
-        self.requests: list[dict] = []
-        runtime = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                runtime.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
-                status, headers, payload = runtime.answers.pop(0) if runtime.answers else (200, {}, {"ok": True})
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                for key, value in headers.items():
-                    self.send_header(key, value)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+from tests.plugin_runtime import PluginRuntime
 
 
 @pytest.fixture

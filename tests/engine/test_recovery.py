@@ -5,7 +5,7 @@ import redis
 from console.services.engine import queueing
 from console.services.engine.execute import execute
 from console.services.engine.reconcile import reconcile
-from tests.conftest import living_children, process_alive, wait_for
+from tests.helpers import living_children, process_alive, wait_for
 
 QUICK = {"base_delay_s": 1, "multiplier": 1, "jitter": 0, "max_attempts": 3}
 

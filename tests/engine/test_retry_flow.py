@@ -9,7 +9,7 @@ from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.engine import control, queueing
 from console.services.policies import versions as policies
-from tests.conftest import wait_for
+from tests.helpers import wait_for
 
 NO_JITTER = {"base_delay_s": 1, "multiplier": 2, "jitter": 0, "max_delay_s": 10}
 
@@ -61,10 +61,12 @@ def test_a_policy_change_takes_effect_on_the_next_attempt(app, runs, workers):
     workers()
     run_id = runs.submit("demo.flaky", {"fail_times": 2}, policy="tight")
     runs.wait(run_id, "retry_wait")
-    policies.save("tight", {**NO_JITTER, "base_delay_s": 2, "max_attempts": 3}, Actor("ops"))
+    # Saved during the first wait (2 s): a third attempt is allowed, after a shorter wait.
+    policies.save("tight", {**NO_JITTER, "base_delay_s": 0.25, "max_attempts": 3}, Actor("ops"))
     run = runs.wait(run_id, "succeeded", "dead")
     assert (run.status, run.attempt, run.policy_version) == ("succeeded", 3, 2)
     assert [e.data["policy_version"] for e in runs.events(run_id, "running")] == [1, 2, 2]
+    assert [e.data["delay_s"] for e in runs.events(run_id, "retry_wait")] == [2.0, 0.5]
 
 
 def test_non_retryable_goes_straight_to_dead(runs, workers):

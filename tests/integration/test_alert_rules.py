@@ -15,8 +15,8 @@ from console.services.errors import QueueFull
 from console.services.people import tenants
 from console.services.scheduling import planner, sla, tasks
 from console.services.system import alert_rules
-from tests.conftest import bearer, csrf_from
-from tests.engine.conftest import Runs
+from tests.factories import Runs, bearer
+from tests.helpers import csrf_from
 
 NO_JITTER = {"base_delay_s": 1, "multiplier": 2, "jitter": 0, "max_delay_s": 60}
 ADMIN = Actor("test-admin")

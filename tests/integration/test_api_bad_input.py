@@ -9,7 +9,7 @@ from console.extensions import db
 from console.models import AuditEntry, OutboxMessage, PolicyVersion, RetryPolicyRecord, Run, RunEvent, Task
 from console.services.people import tenants
 from tests import api_checks
-from tests.conftest import bearer, make_tenant
+from tests.factories import bearer, make_tenant
 
 COUNTED = {"runs": Run, "run_events": RunEvent, "policies": RetryPolicyRecord, "policy_versions": PolicyVersion,
            "audit": AuditEntry, "outbox": OutboxMessage}

@@ -9,8 +9,7 @@ from console.services.actor import Actor
 from console.services.engine.execute import execute
 from console.services.recovery import params_fix
 from tests import api_checks
-from tests.conftest import bearer, make_tenant
-from tests.engine.conftest import Runs
+from tests.factories import Runs, bearer, make_tenant
 
 LENIENT = {"breaker": {"failure_threshold": 1000, "open_s": 1, "success_threshold": 1}}
 BROKEN = {"fail_times": 9, "error": "fatal", "code": "bad_account", "message": "account 42 is closed"}

@@ -6,7 +6,7 @@ from console.extensions import db
 from console.models import AuditEntry, User
 from console.services.actor import Actor
 from console.services.people import tokens
-from tests.conftest import PASSWORD, csrf_from
+from tests.helpers import PASSWORD, csrf_from
 
 
 def audit_actions():

@@ -7,8 +7,7 @@ from console.models import Approval, DeadLetter
 from console.services.actor import Actor
 from console.services.engine.execute import execute
 from console.services.people import users
-from tests.conftest import bearer, make_tenant
-from tests.engine.conftest import Runs
+from tests.factories import Runs, bearer, make_tenant
 
 LENIENT = {"breaker": {"failure_threshold": 1000, "open_s": 1, "success_threshold": 1}}
 

@@ -4,7 +4,7 @@ import pytest
 
 from console.models import AuditEntry, OutboxMessage, PolicyVersion, RetryPolicyRecord, Run, RunEvent, Task
 from tests import api_checks
-from tests.conftest import bearer
+from tests.factories import bearer
 
 COUNTED = {"runs": Run, "run_events": RunEvent, "tasks": Task, "policies": RetryPolicyRecord,
            "policy_versions": PolicyVersion, "audit": AuditEntry, "outbox": OutboxMessage}

@@ -7,7 +7,7 @@ from console.services.actor import Actor
 from console.services.engine import registry
 from console.services.errors import InvalidInput
 from console.services.people import users
-from tests.conftest import make_config
+from tests.helpers import make_config
 
 
 def test_a_throttle_that_does_not_parse_stops_the_start_naming_the_setting():

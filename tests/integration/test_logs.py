@@ -11,8 +11,8 @@ from console.services.actor import Actor
 from console.services.engine.execute import execute
 from console.services.people import tenants
 from console.services.scheduling import planner, tasks
-from tests.conftest import wait_for
-from tests.engine.conftest import Runs
+from tests.factories import Runs
+from tests.helpers import wait_for
 
 NO_JITTER = {"base_delay_s": 1, "multiplier": 2, "jitter": 0, "max_delay_s": 60, "max_attempts": 2}
 SEED_FIELDS = {"task_id", "tenant_id", "run_id", "retry_token", "attempt", "reason", "next_retry_at", "dlq_flag",

@@ -22,8 +22,8 @@ from console.services.engine.context import HandlerContext
 from console.services.engine.execute import WORKER_ID, execute
 from console.services.people import tenants
 from console.services.scheduling import planner, sla, tasks
-from tests.conftest import wait_for
-from tests.engine.conftest import Runs
+from tests.factories import Runs
+from tests.helpers import wait_for
 
 COUNTERS = [
     "task_retry_scheduled_total", "task_retry_success_total", "task_retry_failure_total", "task_retry_dlq_total",

@@ -7,7 +7,7 @@ from sqlalchemy import create_engine, text
 
 from console import create_app
 from console.extensions import db
-from tests.conftest import make_config
+from tests.helpers import make_config
 
 
 def test_upgrade_matches_the_models_and_creates_the_default_tenant(tmp_path, redis_url):

@@ -10,8 +10,8 @@ from console.extensions import db
 from console.models import DeadLetter, OutboxMessage, WorkOrder
 from console.services.delivery import outbox
 from console.services.engine.execute import execute
-from tests.conftest import make_config
-from tests.engine.conftest import Runs
+from tests.factories import Runs
+from tests.helpers import make_config
 
 LENIENT = {"breaker": {"failure_threshold": 1000, "open_s": 1, "success_threshold": 1}}
 BROKEN = {"fail_times": 9, "error": "fatal", "code": "bad_account", "message": "account 42 is closed"}

@@ -5,7 +5,6 @@ from sqlalchemy import select
 from console.extensions import db
 from console.models import Approval, Run, RunbookExecution
 from console.services.recovery import runbooks
-from tests.recovery.conftest import dead_run, snapshot, staff  # noqa: F401 - shared fixtures
 
 
 def cli(app, *args):

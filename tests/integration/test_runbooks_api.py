@@ -8,8 +8,7 @@ from console.models import RunbookExecution
 from console.services.actor import Actor
 from console.services.people import users
 from console.services.recovery import runbook_runner
-from tests.conftest import bearer, make_tenant
-from tests.recovery.conftest import dead_run  # noqa: F401 - the shared fixture
+from tests.factories import bearer, make_tenant
 
 
 def token(role: str = "operator", name: str = "svc", tenant=None) -> dict:

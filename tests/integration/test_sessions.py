@@ -4,7 +4,7 @@ import pytest
 
 from console.services.actor import Actor
 from console.services.people import users
-from tests.conftest import Auth
+from tests.helpers import Auth
 
 
 def stolen_copy(app, client):

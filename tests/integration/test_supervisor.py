@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from tests.conftest import ROOT, wait_for
+from tests.helpers import ROOT, wait_for
 
 # A child that finishes its "job" before stopping: it ignores SIGTERM and exits only when Ctrl-C reaches it.
 PATIENT_CHILD = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); " \

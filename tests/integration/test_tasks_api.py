@@ -11,7 +11,7 @@ from sqlalchemy import select
 from console.extensions import db
 from console.models import AuditEntry, OutboxMessage, Run, RunEvent, Task
 from tests import api_checks
-from tests.conftest import bearer, make_tenant
+from tests.factories import bearer, make_tenant
 
 COUNTED = {"tasks": Task, "audit": AuditEntry, "runs": Run, "run_events": RunEvent, "outbox": OutboxMessage}
 BERLIN_OFFSETS = {timedelta(hours=1), timedelta(hours=2)}

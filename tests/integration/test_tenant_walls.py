@@ -11,7 +11,7 @@ from console.services.dlq.groups import entries
 from console.services.errors import Forbidden, NotFound
 from console.services.people import tokens as tokens_service
 from console.services.people import users
-from tests.conftest import bearer, make_tenant
+from tests.factories import bearer, make_tenant
 
 
 @pytest.fixture

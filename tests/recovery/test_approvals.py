@@ -13,7 +13,7 @@ from console.services.errors import Conflict, Forbidden, InvalidInput
 from console.services.people import users
 from console.services.recovery import approvals, decisions, params_fix
 from console.services.recovery.approvals import FourEyes
-from tests.engine.conftest import Runs
+from tests.factories import Runs
 
 LENIENT = {"breaker": {"failure_threshold": 1000, "open_s": 1, "success_threshold": 1}}
 BROKEN = {"fail_times": 9, "error": "fatal", "code": "bad_account", "message": "account 42 is closed"}

@@ -15,8 +15,7 @@ from console.services.errors import Conflict, Forbidden, InvalidInput, NotFound
 from console.services.people import users
 from console.services.recovery import bulk_discard, decisions
 from console.services.system import console_settings
-from tests.conftest import make_tenant
-from tests.engine.conftest import Runs
+from tests.factories import Runs, make_tenant
 
 LENIENT = {"breaker": {"failure_threshold": 1000, "open_s": 1, "success_threshold": 1}}
 BROKEN = {"fail_times": 9, "error": "fatal", "code": "bad_account", "message": "account 42 is closed"}

@@ -12,8 +12,7 @@ from console.services.errors import Conflict, InvalidInput, NotFound
 from console.services.people import users
 from console.services.recovery import decisions, run_compensation
 from console.services.recovery.approvals import FourEyes
-from tests.conftest import make_tenant
-from tests.engine.conftest import Runs
+from tests.factories import Runs, make_tenant
 
 
 @pytest.fixture

@@ -14,8 +14,7 @@ from console.services.errors import Forbidden, InvalidInput, NotFound
 from console.services.recovery import approvals, decisions, runbook_reconcile, runbook_runner, runbooks
 from console.services.recovery.approvals import FourEyes
 from console.services.system.maintenance import MAINTENANCE
-from tests.conftest import make_tenant
-from tests.recovery.conftest import changes_of, run_now
+from tests.factories import changes_of, make_tenant, run_now
 
 
 def audit_actions() -> list[str]:

@@ -5,7 +5,7 @@ from sqlalchemy import select
 from console.extensions import db
 from console.models import Approval, RunbookExecution
 from console.services.recovery import decisions, runbook_reconcile, runbooks
-from tests.conftest import wait_for
+from tests.helpers import wait_for
 
 
 def stored(execution_id: int) -> RunbookExecution:

@@ -17,8 +17,7 @@ from console.services.engine.execute import execute
 from console.services.people import tenants
 from console.services.recovery import decisions, runbook_runner, runbooks
 from console.services.scheduling import planner, tasks
-from tests.engine.conftest import Runs
-from tests.recovery.conftest import changes_of, run_now
+from tests.factories import Runs, changes_of, run_now
 
 
 def run_approved(name: str, params: dict, staff, clock):

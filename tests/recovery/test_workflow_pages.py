@@ -6,8 +6,8 @@ from sqlalchemy import func, select
 
 from console.extensions import db
 from console.models import Workflow
-from tests.conftest import csrf_from, make_tenant
-from tests.recovery.conftest import three_steps
+from tests.factories import make_tenant, three_steps
+from tests.helpers import csrf_from
 
 
 def form_fields(page: str) -> dict:

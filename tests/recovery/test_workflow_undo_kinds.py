@@ -6,8 +6,8 @@ import time
 import pytest
 
 from console.services.engine.execute import execute
-from tests.engine.test_plugin_handler import PluginRuntime
-from tests.recovery.conftest import FATAL
+from tests.factories import FATAL
+from tests.plugin_runtime import PluginRuntime
 
 FAILING_LAST = {"handler": "demo.flaky", "params": FATAL}
 

@@ -14,8 +14,8 @@ from console.services.errors import InvalidInput
 from console.services.people import tenants
 from console.services.recovery.workflows import advance
 from console.services.recovery.workflows.submit import submit
-from tests.conftest import wait_for
-from tests.recovery.conftest import FATAL, OK, three_steps
+from tests.factories import FATAL, OK, three_steps
+from tests.helpers import wait_for
 
 UNDO_KINDS = ("compensating", "compensation_attempt_failed", "compensated", "compensation_failed")
 

@@ -4,8 +4,7 @@ import pytest
 
 from console.models import AuditEntry, Run, RunEvent, Workflow, WorkflowStep
 from tests import api_checks
-from tests.conftest import bearer, make_tenant
-from tests.recovery.conftest import three_steps
+from tests.factories import bearer, make_tenant, three_steps
 
 COUNTED = {"workflows": Workflow, "steps": WorkflowStep, "runs": Run, "run_events": RunEvent, "audit": AuditEntry}
 

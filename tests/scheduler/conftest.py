@@ -1,16 +1,10 @@
-"""Scheduler fixtures: registered tasks and the engine helpers."""
+"""Scheduler fixtures: registered tasks."""
 
 import pytest
 
 from console.services.actor import Actor
 from console.services.people import tenants
 from console.services.scheduling import tasks as task_service
-from tests.engine.conftest import Runs, workers  # noqa: F401 - shared fixtures
-
-
-@pytest.fixture
-def runs(app):
-    return Runs()
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from sqlalchemy import text
 from console import create_app
 from console.db import sqlite_busy
 from console.extensions import db
-from tests.conftest import make_config
+from tests.helpers import make_config
 
 
 class SleepRecorder:

@@ -22,7 +22,7 @@ from console.services.engine.submit import submit
 from console.services.people import tenants
 from console.services.scheduling import tasks
 from jobs import bulk
-from tests.engine.conftest import Runs
+from tests.factories import Runs
 
 HX = {"HX-Request": "true"}
 # Many deliberate failures in a row would open the handler's breaker; these tests want dead letters.

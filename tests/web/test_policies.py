@@ -13,7 +13,7 @@ from console.services.actor import Actor
 from console.services.people import tenants
 from console.services.policies import versions as policies
 from console.services.scheduling import tasks
-from tests.conftest import make_tenant
+from tests.factories import make_tenant
 
 # The `quick` policy of config/retry-policies.yaml, as its edit form posts it.
 QUICK = {

@@ -11,8 +11,7 @@ from console.models import AuditEntry, RunbookExecution
 from console.services.actor import Actor
 from console.services.engine.queueing import MAINTENANCE_QUEUE
 from console.services.recovery import runbook_runner, runbooks
-from tests.conftest import make_tenant
-from tests.recovery.conftest import dead_run, samples  # noqa: F401 - shared fixtures
+from tests.factories import make_tenant
 
 HX = {"HX-Request": "true"}
 

@@ -14,7 +14,7 @@ from console.services.engine.execute import execute
 from console.services.runs import query as runs_query
 from console.services.runs import timeline as run_timeline
 from console.services.runs.query import RunFilters
-from tests.engine.conftest import Runs
+from tests.factories import Runs
 
 ROW_ID = re.compile(r'<td class="num mono"><a href="/runs/(\d+)">')
 FLAKY_ONCE = {"fail_times": 1, "message": "lock wait timeout on ledger row"}

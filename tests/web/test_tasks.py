@@ -13,7 +13,7 @@ from console.models import AuditEntry, Run, Task, Tenant
 from console.services.actor import Actor
 from console.services.people import tenants
 from console.services.scheduling import on_demand, task_query, tasks
-from tests.conftest import make_tenant
+from tests.factories import make_tenant
 
 SEED = Actor("seed")
 

@@ -10,7 +10,7 @@ from console.extensions import db
 from console.models import AuditEntry, DeadLetter, OutboxMessage, Tenant, WorkOrder
 from console.services.engine.execute import execute
 from console.services.system import delivery_round
-from tests.engine.conftest import Runs
+from tests.factories import Runs
 from tests.receiver import Receiver
 
 FATAL = {"fail_times": 9, "error": "fatal", "code": "invalid_account", "message": "account 1000 is closed"}

@@ -77,14 +77,16 @@ def _compensate(run: Run, failure: Failure, now, common: dict, compensate, ctx, 
     return compensate_run(run, compensate, ctx, now, failure.code, clock=clock)
 
 
-def compensate_run(run: Run, compensate, ctx, now, cause: str, *, missing: Failure | None = None, clock=None) -> str:
+def compensate_run(run: Run, compensate, ctx, now, cause: str, *, missing: Failure | None = None, clock=None,
+                   sleep=time.sleep) -> str:
     """Run the undo step of a compensating run (idempotent; retried with backoff); return its new status.
 
     A retryable error (a 5xx, a timeout, any unexpected exception) is tried again, after the backoff or the
     error's Retry-After if longer (up to UNDO_RETRY_AFTER_CAP_S); a non-retryable one ends the undo at once, and
     the code `not_compensable` (a plugin answered 404) says there is no undo to try. With no step to run
     (compensate None), the compensation fails at once with `missing` (default: its handler is gone). With a
-    `clock`, each try is stamped when it ends (the tries are seconds apart); else all at `now`.
+    `clock`, each try is stamped when it ends (the tries are seconds apart); else all at `now`. `sleep` waits
+    between tries (tests pass one that does not wait).
     """
     stamp = clock or (lambda: now)
     if compensate is None:
@@ -105,8 +107,8 @@ def compensate_run(run: Run, compensate, ctx, now, cause: str, *, missing: Failu
                 code = NOT_COMPENSABLE if error.code == NOT_COMPENSABLE else code
                 break  # trying the same undo again cannot help
             if number < COMPENSATION_ATTEMPTS:
-                time.sleep(max(COMPENSATION_BACKOFF_S[number - 1],
-                               min(getattr(error, "retry_after_s", None) or 0, UNDO_RETRY_AFTER_CAP_S)))
+                sleep(max(COMPENSATION_BACKOFF_S[number - 1],
+                          min(getattr(error, "retry_after_s", None) or 0, UNDO_RETRY_AFTER_CAP_S)))
             continue
         done = stamp()
         transitions.move(run, "compensated", done, reason="compensated", finished_at=done,

@@ -1,20 +1,78 @@
-"""Recovery fixtures: saga workflows driven by hand, the test runbooks registered, people, dead runs, and a
-snapshot of every table."""
+"""Factories: make the rows a test needs through the services, and look at runs the way the tests need."""
 
-import pytest
-import redis as redis_client
 from sqlalchemy import select
 
 from console.extensions import db
-from console.models import Run, RunEvent, Workflow, WorkflowStep
+from console.models import DeadLetter, OutboxMessage, Run, RunEvent, Tenant, Workflow, WorkflowStep
 from console.services.actor import Actor
 from console.services.engine import compensation
 from console.services.engine.execute import execute
-from console.services.people import tenants, users
-from console.services.recovery import runbook_registry, runbook_runner, runbooks
+from console.services.engine.submit import submit
+from console.services.people import tenants, tokens
+from console.services.recovery import runbook_runner, runbooks
 from console.services.recovery.workflows import advance
-from console.services.recovery.workflows.submit import submit
-from tests.engine.conftest import Runs, workers  # noqa: F401 - the real RQ workers fixture, shared
+from console.services.recovery.workflows.submit import submit as submit_workflow
+from tests.helpers import wait_for
+
+
+def make_tenant(name: str) -> Tenant:
+    """Create a tenant with the default quotas."""
+    tenant = Tenant(name=name)
+    db.session.add(tenant)
+    db.session.commit()
+    return tenant
+
+
+def bearer(user, tenant=None) -> dict:
+    """Return the Authorization header of a new token acting as `user` (optionally limited to a tenant)."""
+    _, plaintext = tokens.issue(user, Actor("test"), tenant=tenant)
+    return {"Authorization": f"Bearer {plaintext}"}
+
+
+class Runs:
+    """Submit runs and look at them the way the tests need."""
+
+    actor = Actor("test")
+
+    def submit(self, handler: str = "demo.noop", params: dict | None = None, policy=None, tenant: str = "default",
+               **kwargs) -> int:
+        run, created = submit(tenants.find(tenant), self.actor, handler=handler, params=params, policy=policy,
+                              **kwargs)
+        assert created
+        return run.id
+
+    def get(self, run_id: int) -> Run:
+        db.session.expire_all()
+        return db.session.get(Run, run_id)
+
+    def status(self, run_id: int) -> str:
+        status = db.session.execute(select(Run.status).where(Run.id == run_id)).scalar_one()
+        db.session.commit()
+        return status
+
+    def wait(self, run_id: int, *statuses: str, timeout_s: float = 30) -> Run:
+        wait_for(lambda: self.status(run_id) in statuses, timeout_s, 0.05,
+                 f"run {run_id} to become {' or '.join(statuses)} (it is {self.status(run_id)})")
+        return self.get(run_id)
+
+    def events(self, run_id: int, kind: str | None = None) -> list[RunEvent]:
+        db.session.expire_all()
+        query = select(RunEvent).where(RunEvent.run_id == run_id).order_by(RunEvent.id)
+        if kind:
+            query = query.where(RunEvent.kind == kind)
+        return db.session.execute(query).scalars().all()
+
+    def dead_letters(self, run_id: int) -> list[DeadLetter]:
+        db.session.expire_all()
+        return db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run_id)).scalars().all()
+
+    def outbox(self, kind: str | None = None) -> list[OutboxMessage]:
+        db.session.expire_all()
+        query = select(OutboxMessage).order_by(OutboxMessage.id)
+        return db.session.execute(query.where(OutboxMessage.kind == kind) if kind else query).scalars().all()
+
+
+# Recovery: saga workflows driven by hand, runbook executions run here, dead runs.
 
 OK = {"fail_times": 0}
 FATAL = {"fail_times": 9, "error": "fatal", "code": "carrier_rejected", "message": "carrier rejected parcel 7"}
@@ -37,8 +95,8 @@ class Saga:
         self.clock = clock
 
     def submit(self, steps, key: str = "order-7", tenant: str = "default", name: str = "ship order 7") -> int:
-        workflow, created = submit(tenants.find(tenant), self.actor, name=name, steps=steps, idempotency_key=key,
-                                   clock=self.clock)
+        workflow, created = submit_workflow(tenants.find(tenant), self.actor, name=name, steps=steps,
+                                            idempotency_key=key, clock=self.clock)
         assert created
         return workflow.id
 
@@ -86,71 +144,11 @@ class Saga:
         return [tuple(row) for row in db.session.execute(query)]
 
 
-@pytest.fixture
-def saga(app, clock):
-    return Saga(clock)
-
-
-@pytest.fixture
-def runs(app):
-    return Runs()
-
-
-SAMPLES = ["jobs.runbooks", "tests.recovery.sample_runbooks"]
+RUNBOOK_SAMPLES = ["jobs.runbooks", "tests.recovery.sample_runbooks"]
 # The execution's own bookkeeping: what a dry-run writes about itself, never about the system.
 BOOKKEEPING = {"runbook_executions", "runbook_changes", "runbook_backups"}
 LENIENT = {"breaker": {"failure_threshold": 1000, "open_s": 1, "success_threshold": 1}}
 BROKEN = {"fail_times": 9, "error": "fatal", "code": "bad_account", "message": "account 42 is closed"}
-
-
-@pytest.fixture
-def samples(app):
-    """Register the test runbooks beside the shipped ones (workers get REBOUND_RUNBOOK_MODULES)."""
-    app.config["RUNBOOK_MODULES"] = SAMPLES
-    runbook_registry.init_app(app)
-    yield ",".join(SAMPLES)
-    app.config["RUNBOOK_MODULES"] = ["jobs.runbooks"]
-    runbook_registry.init_app(app)
-
-
-@pytest.fixture
-def staff(app):
-    """An operator, two approvers and an admin, as the actors services see."""
-    made = {}
-    for name, role in (("olga", "operator"), ("alex", "approver"), ("bea", "approver"), ("ada", "admin")):
-        user, _ = users.create(name, role, "correct-horse-battery", Actor("test"))
-        made[name] = Actor(name, user.id)
-    return made
-
-
-@pytest.fixture
-def dead_run(app, clock):
-    """Make a run of tenant `tenant` dead (a non-retryable failure) and return (run id, its dead letter id)."""
-    runs = Runs()
-
-    def make(tenant: str = "default", **params) -> tuple[int, int]:
-        run_id = runs.submit("demo.flaky", {**BROKEN, **params}, policy=LENIENT, tenant=tenant)
-        assert execute(run_id, 0, clock=clock) == "dead"
-        (letter,) = runs.dead_letters(run_id)
-        return run_id, letter.id
-
-    return make
-
-
-@pytest.fixture
-def snapshot(redis_url):
-    """Return every table's rows (but the executions' own bookkeeping) and Redis's keys, to compare before/after."""
-    connection = redis_client.Redis.from_url(redis_url)
-
-    def take() -> dict:
-        db.session.commit()
-        with db.engine.connect() as conn:
-            tables = {table.name: sorted(map(repr, conn.execute(select(table)).all()))
-                      for table in db.metadata.sorted_tables if table.name not in BOOKKEEPING}
-        keys = sorted(connection.keys())
-        return {"tables": tables, "redis": {key: connection.type(key) for key in keys}}
-
-    return take
 
 
 def run_now(name: str, params: dict, actor: Actor, *, clock, dry_run: bool = False, scope=None, tenant=None,

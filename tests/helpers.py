@@ -1,0 +1,129 @@
+"""Helpers the tests share: polling with a deadline, config and environment of a test app, processes, logging in."""
+
+import os
+import re
+import socket
+import time
+from pathlib import Path
+
+from console.services.actor import Actor
+from console.services.people import users
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "tests" / "artifacts"
+PASSWORD = "correct-horse-battery"
+DATABASE_FILE = "rebound.db"
+
+
+def make_config(tmp_path: Path, redis_url: str, **extra) -> dict:
+    """Return the config mapping of an app with its own data dir and SQLite file."""
+    return {
+        "TESTING": True,
+        "DATA_DIR": str(tmp_path),
+        "SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path / DATABASE_FILE}",
+        "REDIS_URL": redis_url,
+        "SECRET_KEY": "test-secret-" + tmp_path.name,
+        "LOGIN_RATE_LIMIT": "1000 per minute",
+        # Fast liveness checks, so worker-loss tests finish in seconds.
+        "HEARTBEAT_S": 0.2,
+        "STALE_AFTER_S": 2.0,
+        "REQUEUE_AFTER_S": 1.0,
+        **extra,
+    }
+
+
+ENV_OF = {"DATA_DIR": "REBOUND_DATA_DIR", "SQLALCHEMY_DATABASE_URI": "REBOUND_DATABASE_URL",
+          "REDIS_URL": "REBOUND_REDIS_URL", "SECRET_KEY": "REBOUND_SECRET_KEY", "HEARTBEAT_S": "REBOUND_HEARTBEAT_S",
+          "STALE_AFTER_S": "REBOUND_STALE_AFTER_S", "REQUEUE_AFTER_S": "REBOUND_REQUEUE_AFTER_S",
+          "PLUGIN_RUNTIME_URL": "REBOUND_PLUGIN_RUNTIME_URL", "COMMANDS_FILE": "REBOUND_COMMANDS_FILE"}
+
+
+def env_for(app) -> dict:
+    """Return the environment a child process needs to act on the same database and Redis as `app`."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("REBOUND_")}
+    env.update({name: str(app.config[key]) for key, name in ENV_OF.items() if app.config.get(key)})
+    env.update(REBOUND_LOG_LEVEL="WARNING", PYTHONUNBUFFERED="1")
+    return env
+
+
+def wait_for(predicate, timeout_s: float = 15.0, interval_s: float = 0.05, what: str = "condition"):
+    """Poll until predicate() is truthy; fail with `what` after the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval_s)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _state_and_parent(stat: Path) -> tuple[str, int] | None:
+    """Read a process's state letter and parent pid from its /proc stat file; None if it is gone."""
+    try:
+        state, ppid = stat.read_text().rpartition(")")[2].split()[:2]
+    except OSError:
+        return None
+    return state, int(ppid)
+
+
+def process_alive(pid: int) -> bool:
+    """Whether the process exists and has not exited (a zombie not yet reaped counts as ended)."""
+    found = _state_and_parent(Path(f"/proc/{pid}/stat"))
+    return found is not None and found[0] != "Z"
+
+
+def living_children(pid: int) -> set[int]:
+    """Return the processes whose parent is `pid` and that have not exited."""
+    return {int(stat.parent.name) for stat in Path("/proc").glob("[0-9]*/stat")
+            if (found := _state_and_parent(stat)) and found[1] == pid and found[0] != "Z"}
+
+
+CSRF = re.compile(r'name="csrf_token" type="hidden" value="([^"]+)"|name="csrf_token" value="([^"]+)"')
+
+
+def csrf_from(html: str) -> str:
+    """Pull the CSRF token out of a rendered form."""
+    match = CSRF.search(html)
+    assert match, "no CSRF token in the page"
+    return match.group(1) or match.group(2)
+
+
+class Auth:
+    """Log people in and out through the real login form."""
+
+    def __init__(self, client):
+        self.client = client
+
+    def make_user(self, username: str, role: str, tenant=None):
+        user, _ = users.create(username, role, PASSWORD, Actor("test"), tenant=tenant)
+        return user
+
+    def login(self, username: str, password: str = PASSWORD):
+        page = self.client.get("/login")
+        return self.client.post("/login", data={"username": username, "password": password,
+                                                "csrf_token": csrf_from(page.get_data(as_text=True))})
+
+    def as_role(self, role: str, username: str | None = None):
+        """Create a user with this role and log in as them."""
+        user = self.make_user(username or role, role)
+        response = self.login(user.username)
+        assert response.status_code == 302, response.get_data(as_text=True)
+        return user
+
+    def csrf(self, path: str = "/overview") -> str:
+        """Return a CSRF token valid for the logged-in session."""
+        return csrf_from(self.client.get(path).get_data(as_text=True))
+
+
+def browser_login(page, base: str, username: str = "admin", password: str = PASSWORD):
+    """Log in through the login form in a real browser."""
+    page.goto(f"{base}/login")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Log in").click()
