@@ -15,8 +15,8 @@ from console.services.engine.submit import submit
 from console.services.people import tenants, users
 from console.services.reports import rollup
 from console.services.scheduling import planner, sla, tasks
-from tests.browser.test_admin_flow import login
-from tests.conftest import PASSWORD
+from tests.helpers import PASSWORD
+from tests.helpers import browser_login as login
 
 pytestmark = pytest.mark.browser
 ARRANGE = Actor("arrange")

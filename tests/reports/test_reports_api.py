@@ -5,7 +5,7 @@ import pytest
 from console.domain.figures import HEADLINE
 from console.services.people import tenants
 from tests.api_checks import refused
-from tests.conftest import bearer, make_tenant
+from tests.factories import bearer, make_tenant
 
 
 @pytest.fixture

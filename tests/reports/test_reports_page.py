@@ -10,7 +10,7 @@ import pytest
 from console.domain.figures import FIGURES
 from console.extensions import db
 from console.models import Run
-from tests.conftest import make_tenant
+from tests.factories import make_tenant
 
 
 @pytest.fixture
