@@ -10,7 +10,7 @@ from console.domain.saga import ACTIVE, MAX_STEPS
 from console.extensions import db
 from console.models import Tenant
 from console.services.engine import registry
-from console.services.errors import Forbidden, ServiceError
+from console.services.errors import ServiceError
 from console.services.people import tenants
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.recovery.workflows import query
@@ -18,6 +18,7 @@ from console.services.recovery.workflows.submit import submit
 from console.web.render import page
 from console.web.runs.blueprint import bp
 from console.web.runs.forms import WorkflowForm
+from console.web.tenancy import acting_tenant
 
 EXAMPLE = [{"handler": "python:demo.flaky_compensated", "params": {"fail_times": 0}},
            {"handler": "python:demo.noop", "params": {"order": 7}, "policy": {"max_attempts": 5}}]
@@ -53,17 +54,6 @@ def _form() -> WorkflowForm:
     return form
 
 
-def _acting_tenant(name: str) -> Tenant:
-    """Return the tenant the workflow goes to: the one chosen, which a tenant-limited person cannot leave."""
-    scope = tenant_scope()
-    if scope is None:
-        return tenants.require(name)
-    own = db.session.get(Tenant, scope)
-    if name not in ("", own.name):
-        raise Forbidden(f"you may submit workflows only for tenant {own.name}", "tenant")
-    return own
-
-
 def _form_page(form: WorkflowForm, status: int = 200):
     handlers = [(name, registry.get(name).compensate is not None) for name in registry.names()]
     return render_template("runs/workflow_form.html", form=form, handlers=handlers, max_steps=MAX_STEPS,
@@ -83,8 +73,9 @@ def submit_workflow():
     if not form.validate_on_submit():
         return _form_page(form, 422)
     try:
-        workflow, created = submit(_acting_tenant(form.tenant.data or ""), current_actor(), name=form.name.data,
-                                   steps=form.steps_value(), idempotency_key=form.idempotency_key.data or "")
+        tenant = acting_tenant(form.tenant.data or "", "submit workflows")
+        workflow, created = submit(tenant, current_actor(), name=form.name.data, steps=form.steps_value(),
+                                   idempotency_key=form.idempotency_key.data or "")
     except ServiceError as error:
         db.session.rollback()
         form.attach(error)

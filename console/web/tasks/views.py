@@ -12,7 +12,7 @@ from console.domain.cron import describe
 from console.extensions import db, htmx
 from console.models import Tenant
 from console.services.engine import registry
-from console.services.errors import Forbidden, ServiceError
+from console.services.errors import ServiceError
 from console.services.inputs import row_id
 from console.services.people import tenants
 from console.services.people.permissions import OPERATE, VIEW
@@ -21,6 +21,7 @@ from console.services.reports import breaches as breach_list
 from console.services.scheduling import on_demand, task_query, tasks
 from console.web.render import page
 from console.web.tasks.forms import NewTaskForm, TaskForm, policy_choices
+from console.web.tenancy import acting_tenant
 
 bp = Blueprint("tasks", __name__, url_prefix="/tasks")
 # A list shows the same few expressions many times; describing one takes a parse.
@@ -153,17 +154,6 @@ def _new_form() -> NewTaskForm:
     return form
 
 
-def _acting_tenant(name: str) -> Tenant:
-    """Return the tenant a new task goes to: the one chosen, which a tenant-limited user cannot leave."""
-    scope = tenant_scope()
-    if scope is None:
-        return tenants.require(name)
-    own = db.session.get(Tenant, scope)
-    if name not in ("", own.name):
-        raise Forbidden(f"you may register tasks only for tenant {own.name}", "tenant")
-    return own
-
-
 @bp.get("/new")
 @requires(OPERATE)
 def new():
@@ -177,7 +167,7 @@ def create():
     if not form.validate_on_submit():
         return _form_page(form, status=422)
     try:
-        task = tasks.register(_acting_tenant(form.tenant.data or ""), form.to_body(), current_actor())
+        task = tasks.register(acting_tenant(form.tenant.data or "", "register tasks"), form.to_body(), current_actor())
     except ServiceError as error:
         db.session.rollback()
         form.attach(error)
