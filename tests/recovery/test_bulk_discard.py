@@ -15,25 +15,11 @@ from console.services.errors import Conflict, Forbidden, InvalidInput, NotFound
 from console.services.people import users
 from console.services.recovery import bulk_discard, decisions
 from console.services.system import console_settings
-from tests.factories import Runs, make_tenant
+from tests.factories import make_tenant
 
 LENIENT = {"breaker": {"failure_threshold": 1000, "open_s": 1, "success_threshold": 1}}
 BROKEN = {"fail_times": 9, "error": "fatal", "code": "bad_account", "message": "account 42 is closed"}
 THRESHOLD = console_settings.DISCARD_WITHOUT_APPROVAL
-
-
-@pytest.fixture
-def runs(app):
-    return Runs()
-
-
-@pytest.fixture
-def people(app):
-    made = {}
-    for name, role in (("olga", "operator"), ("alex", "approver"), ("bea", "approver")):
-        user, _ = users.create(name, role, "correct-horse-battery", Actor("test"))
-        made[name] = Actor(name, user.id)
-    return made
 
 
 @pytest.fixture
@@ -62,12 +48,12 @@ def audited(action: str) -> list[AuditEntry]:
                               ).scalars().all()
 
 
-def test_the_threshold_defaults_to_ten_and_an_admin_sets_it_audited(app, people, clock):
+def test_the_threshold_defaults_to_ten_and_an_admin_sets_it_audited(app, staff, clock):
     assert bulk_discard.threshold() == 10
     with pytest.raises(InvalidInput, match="from 0 to 500"):
-        console_settings.save(THRESHOLD, 501, people["alex"], clock)
+        console_settings.save(THRESHOLD, 501, staff["alex"], clock)
     with pytest.raises(InvalidInput, match="whole number"):
-        console_settings.save(THRESHOLD, "ten", people["alex"], clock)
+        console_settings.save(THRESHOLD, "ten", staff["alex"], clock)
     assert console_settings.save(THRESHOLD, " 2 ", Actor("root", None), clock) == 2
     assert console_settings.save(THRESHOLD, 3, Actor("root", None), clock) == 3  # the second save updates the row
     assert bulk_discard.threshold() == 3
@@ -75,22 +61,22 @@ def test_the_threshold_defaults_to_ten_and_an_admin_sets_it_audited(app, people,
     assert [(e.before, e.after) for e in entries] == [({"value": 10}, {"value": 2}), ({"value": 2}, {"value": 3})]
 
 
-def test_at_or_below_the_threshold_a_bulk_discard_is_immediate(people, letters, clock):
+def test_at_or_below_the_threshold_a_bulk_discard_is_immediate(staff, letters, clock):
     console_settings.save(THRESHOLD, 2, Actor("root"), clock)
     found = letters(2)
-    outcome = bulk_discard.discard([x.id for x in found], "test orders", people["olga"], None, clock)
+    outcome = bulk_discard.discard([x.id for x in found], "test orders", staff["olga"], None, clock)
     assert (outcome.discarded, outcome.skipped, outcome.approval) == (2, 0, None)
     assert statuses(found) == ["discarded", "discarded"]
     assert db.session.execute(select(Approval)).first() is None
 
 
-def test_above_the_threshold_a_bulk_discard_becomes_a_request_that_changes_nothing_yet(people, letters, clock):
+def test_above_the_threshold_a_bulk_discard_becomes_a_request_that_changes_nothing_yet(staff, letters, clock):
     console_settings.save(THRESHOLD, 2, Actor("root"), clock)
     found = letters(3)
     ids = [x.id for x in found]
     with pytest.raises(InvalidInput, match="reason"):
-        bulk_discard.discard(ids, " ", people["olga"], None, clock)
-    outcome = bulk_discard.discard(ids + [999_999], "test orders from the load test", people["olga"], None, clock)
+        bulk_discard.discard(ids, " ", staff["olga"], None, clock)
+    outcome = bulk_discard.discard(ids + [999_999], "test orders from the load test", staff["olga"], None, clock)
     request = outcome.approval
     assert (outcome.discarded, outcome.skipped, outcome.threshold) == (0, 1, 2)  # the unknown id is not asked for
     assert (request.kind, request.status, request.reason) == ("dlq.discard_bulk", "pending",
@@ -101,16 +87,16 @@ def test_above_the_threshold_a_bulk_discard_becomes_a_request_that_changes_nothi
     assert statuses(found) == ["open"] * 3 and not audited("dead_letter.discard")
 
 
-def test_an_approved_bulk_discard_closes_those_still_open_and_rolls_back(people, letters, clock, runs):
+def test_an_approved_bulk_discard_closes_those_still_open_and_rolls_back(staff, letters, clock, runs):
     console_settings.save(THRESHOLD, 2, Actor("root"), clock)
     found = letters(4)
-    request = bulk_discard.discard([x.id for x in found], "duplicates", people["olga"], None, clock).approval
+    request = bulk_discard.discard([x.id for x in found], "duplicates", staff["olga"], None, clock).approval
     with pytest.raises(Forbidden):
-        decisions.approve(request.id, people["olga"], clock=clock)  # an operator: no approve permission
-    control.replay(dlq.get(found[1].id), people["bea"], clock)  # settled another way meanwhile
+        decisions.approve(request.id, staff["olga"], clock=clock)  # an operator: no approve permission
+    control.replay(dlq.get(found[1].id), staff["bea"], clock)  # settled another way meanwhile
     clock.advance(60)
 
-    approved = decisions.approve(request.id, people["alex"], "they are duplicates", clock=clock)
+    approved = decisions.approve(request.id, staff["alex"], "they are duplicates", clock=clock)
     assert approved.status == "executed"
     assert statuses(found) == ["discarded", "replayed", "discarded", "discarded"]
     assert approved.backup["ids"] == [found[0].id, found[2].id, found[3].id]
@@ -119,50 +105,50 @@ def test_an_approved_bulk_discard_closes_those_still_open_and_rolls_back(people,
     assert [e.target_id for e in entries] == [str(found[i].id) for i in (0, 2, 3)]
     assert {e.actor for e in entries} == {"alex"} and all(f"approval #{request.id}" in e.note for e in entries)
 
-    rolled = decisions.rollback(request.id, people["bea"], "they were not duplicates", clock=clock)
+    rolled = decisions.rollback(request.id, staff["bea"], "they were not duplicates", clock=clock)
     assert rolled.status == "rolled_back"
     assert statuses(found) == ["open", "replayed", "open", "open"]
     assert [e.target_id for e in audited("dead_letter.reopen")] == [str(found[i].id) for i in (0, 2, 3)]
     letter = db.session.get(DeadLetter, found[0].id)
     assert (letter.resolved_at, letter.resolved_by, letter.resolution_note) == (None, None, None)
     with pytest.raises(Conflict):
-        decisions.rollback(request.id, people["bea"], clock=clock)
+        decisions.rollback(request.id, staff["bea"], clock=clock)
 
 
-def test_rollback_reopens_only_the_letters_this_request_discarded(people, letters, clock):
+def test_rollback_reopens_only_the_letters_this_request_discarded(staff, letters, clock):
     console_settings.save(THRESHOLD, 1, Actor("root"), clock)
     found = letters(2)
-    request = bulk_discard.discard([x.id for x in found], "duplicates", people["olga"], None, clock).approval
-    decisions.approve(request.id, people["alex"], clock=clock)
+    request = bulk_discard.discard([x.id for x in found], "duplicates", staff["olga"], None, clock).approval
+    decisions.approve(request.id, staff["alex"], clock=clock)
     # One of them was reopened and discarded again by other means since: this rollback leaves that discard alone.
     db.session.execute(db.update(DeadLetter).where(DeadLetter.id == found[0].id).values(
         resolved_at=clock() + timedelta(minutes=5), resolved_by="someone"))
     db.session.commit()
-    decisions.rollback(request.id, people["bea"], clock=clock)
+    decisions.rollback(request.id, staff["bea"], clock=clock)
     assert statuses(found) == ["discarded", "open"]
 
 
-def test_an_approved_bulk_discard_with_nothing_left_open_fails_clearly(people, letters, clock):
+def test_an_approved_bulk_discard_with_nothing_left_open_fails_clearly(staff, letters, clock):
     console_settings.save(THRESHOLD, 1, Actor("root"), clock)
     found = letters(2)
-    request = bulk_discard.discard([x.id for x in found], "duplicates", people["olga"], None, clock).approval
-    dlq.discard_many([x.id for x in found], "by hand", people["bea"], None, clock)
+    request = bulk_discard.discard([x.id for x in found], "duplicates", staff["olga"], None, clock).approval
+    dlq.discard_many([x.id for x in found], "by hand", staff["bea"], None, clock)
     with pytest.raises(Conflict, match="could not be made"):
-        decisions.approve(request.id, people["alex"], clock=clock)
+        decisions.approve(request.id, staff["alex"], clock=clock)
     failed = db.session.get(Approval, request.id)
     assert failed.status == "failed" and "still open" in failed.outcome
 
 
-def test_a_request_across_tenants_is_for_unscoped_approvers_only(app, people, letters, clock):
+def test_a_request_across_tenants_is_for_unscoped_approvers_only(app, staff, letters, clock):
     console_settings.save(THRESHOLD, 1, Actor("root"), clock)
     acme = make_tenant("acme")
     scoped, _ = users.create("sam", "approver", "correct-horse-battery", Actor("test"), tenant=acme)
     mixed = letters(1) + letters(1, tenant="acme")
-    request = bulk_discard.discard([x.id for x in mixed], "cleanup", people["olga"], None, clock).approval
+    request = bulk_discard.discard([x.id for x in mixed], "cleanup", staff["olga"], None, clock).approval
     assert request.tenant_id is None
     with pytest.raises(NotFound):
         decisions.approve(request.id, Actor("sam", scoped.id), tenant_id=acme.id, clock=clock)
     own = letters(2, tenant="acme")
-    theirs = bulk_discard.discard([x.id for x in own], "cleanup", people["olga"], acme.id, clock).approval
+    theirs = bulk_discard.discard([x.id for x in own], "cleanup", staff["olga"], acme.id, clock).approval
     assert theirs.tenant_id == acme.id
     assert decisions.approve(theirs.id, Actor("sam", scoped.id), tenant_id=acme.id, clock=clock).status == "executed"

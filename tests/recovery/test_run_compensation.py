@@ -9,24 +9,9 @@ from console.services.actor import Actor
 from console.services.engine import compensation
 from console.services.engine.execute import execute
 from console.services.errors import Conflict, InvalidInput, NotFound
-from console.services.people import users
 from console.services.recovery import decisions, run_compensation
 from console.services.recovery.approvals import FourEyes
-from tests.factories import Runs, make_tenant
-
-
-@pytest.fixture
-def runs(app):
-    return Runs()
-
-
-@pytest.fixture
-def people(app):
-    made = {}
-    for name, role in (("olga", "operator"), ("alex", "approver"), ("bea", "approver")):
-        user, _ = users.create(name, role, "correct-horse-battery", Actor("test"))
-        made[name] = Actor(name, user.id)
-    return made
+from tests.factories import make_tenant
 
 
 def succeeded(runs, clock, handler="demo.flaky_compensated", tenant="default") -> int:
@@ -35,19 +20,19 @@ def succeeded(runs, clock, handler="demo.flaky_compensated", tenant="default") -
     return run_id
 
 
-def test_a_compensation_waits_for_approval_then_runs_once(runs, people, clock):
+def test_a_compensation_waits_for_approval_then_runs_once(runs, staff, clock):
     run_id = succeeded(runs, clock)
     with pytest.raises(InvalidInput, match="cause"):
-        run_compensation.request_compensation(run_id, "", people["olga"], clock=clock)
-    request = run_compensation.request_compensation(run_id, "step 3 failed", people["olga"], clock=clock)
+        run_compensation.request_compensation(run_id, "", staff["olga"], clock=clock)
+    request = run_compensation.request_compensation(run_id, "step 3 failed", staff["olga"], clock=clock)
     assert (request.kind, request.status, request.reason) == ("run.compensate", "pending", "step 3 failed")
     assert (request.before, request.after) == ({"status": "succeeded"}, {"status": "compensating"})
     assert runs.status(run_id) == "succeeded" and not compensation.is_queued(run_id)
     with pytest.raises(Conflict, match="already waits"):
-        run_compensation.request_compensation(run_id, "again", people["olga"], clock=clock)
+        run_compensation.request_compensation(run_id, "again", staff["olga"], clock=clock)
 
     clock.advance(30)
-    approved = decisions.approve(request.id, people["alex"], clock=clock)
+    approved = decisions.approve(request.id, staff["alex"], clock=clock)
     assert (approved.status, approved.backup) == ("executed", {"run_id": run_id, "status": "succeeded"})
     run = runs.get(run_id)
     assert (run.status, run.status_reason) == ("compensating", compensation.REASON)
@@ -56,37 +41,37 @@ def test_a_compensation_waits_for_approval_then_runs_once(runs, people, clock):
     assert compensation.is_queued(run_id)
     assert compensation.execute(run_id, clock=clock) == "compensated"
     with pytest.raises(Conflict, match="cannot be rolled back"):
-        decisions.rollback(request.id, people["bea"], clock=clock)
+        decisions.rollback(request.id, staff["bea"], clock=clock)
     actions = db.session.execute(select(AuditEntry.action).order_by(AuditEntry.seq)).scalars().all()
     assert actions[-3:] == ["approval.request", "run.compensate", "approval.approve"]
 
 
-def test_the_requester_cannot_approve_their_own_compensation(runs, people, clock):
-    db.session.get(User, people["olga"].id).role = "approver"
+def test_the_requester_cannot_approve_their_own_compensation(runs, staff, clock):
+    db.session.get(User, staff["olga"].id).role = "approver"
     db.session.commit()
     run_id = succeeded(runs, clock)
-    request = run_compensation.request_compensation(run_id, "step 3 failed", people["olga"], clock=clock)
+    request = run_compensation.request_compensation(run_id, "step 3 failed", staff["olga"], clock=clock)
     with pytest.raises(FourEyes):
-        decisions.approve(request.id, people["olga"], clock=clock)
+        decisions.approve(request.id, staff["olga"], clock=clock)
     assert runs.status(run_id) == "succeeded"
 
 
-def test_a_run_that_moved_on_before_approval_is_not_compensated_twice(runs, people, clock):
+def test_a_run_that_moved_on_before_approval_is_not_compensated_twice(runs, staff, clock):
     run_id = succeeded(runs, clock)
-    request = run_compensation.request_compensation(run_id, "step 3 failed", people["olga"], clock=clock)
+    request = run_compensation.request_compensation(run_id, "step 3 failed", staff["olga"], clock=clock)
     compensation.request(runs.get(run_id), Actor("workflow"), cause="the saga undid it", clock=clock)  # no approval
     with pytest.raises(Conflict, match="could not be made"):
-        decisions.approve(request.id, people["alex"], clock=clock)
+        decisions.approve(request.id, staff["alex"], clock=clock)
     assert db.session.get(Approval, request.id).status == "failed"
     assert len(runs.events(run_id, "compensating")) == 1
 
 
-def test_a_tenant_scoped_person_cannot_ask_about_another_tenants_run(runs, people, clock):
+def test_a_tenant_scoped_person_cannot_ask_about_another_tenants_run(runs, staff, clock):
     acme = make_tenant("acme")
     run_id = succeeded(runs, clock)
     with pytest.raises(NotFound):
-        run_compensation.request_compensation(run_id, "step 3 failed", people["olga"], tenant_id=acme.id, clock=clock)
+        run_compensation.request_compensation(run_id, "step 3 failed", staff["olga"], tenant_id=acme.id, clock=clock)
     theirs = succeeded(runs, clock, tenant="acme")
-    request = run_compensation.request_compensation(theirs, "step 3 failed", people["olga"], tenant_id=acme.id,
+    request = run_compensation.request_compensation(theirs, "step 3 failed", staff["olga"], tenant_id=acme.id,
                                                     clock=clock)
     assert request.tenant_id == acme.id
