@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from rq import Queue
 from sqlalchemy import func, select
 
+from console.db.upsert import insert_for
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.runbooks import dump, needs_approval
 from console.extensions import db
@@ -219,13 +220,18 @@ def set_requires_approval(name: str, required: bool, actor: Actor, *, scope: int
     if not isinstance(required, bool):
         raise InvalidInput("requires_approval is true or false", "requires_approval")
     now = clock()
-    rule = db.session.get(RunbookPolicy, runbook.name)
-    before = bool(rule and rule.requires_approval)
-    if rule is None:
-        rule = RunbookPolicy(runbook=runbook.name)
-        db.session.add(rule)
-    rule.requires_approval, rule.updated_at, rule.updated_by = required, now, actor.name
+    # Locked (when it exists) for the audit's "before"; the write is one upsert, so two admins saving the same
+    # runbook's first rule at once cannot both insert it.
+    found = db.session.execute(select(RunbookPolicy.requires_approval).where(RunbookPolicy.runbook == runbook.name)
+                               .with_for_update()).scalar_one_or_none()
+    before = bool(found)
+    connection = db.session.connection()
+    statement = insert_for(connection)(RunbookPolicy.__table__).values(
+        runbook=runbook.name, requires_approval=required, updated_at=now, updated_by=actor.name)
+    connection.execute(statement.on_conflict_do_update(
+        index_elements=[RunbookPolicy.__table__.c.runbook],
+        set_={"requires_approval": required, "updated_at": now, "updated_by": actor.name}))
     audit.record(db.session, actor, "runbook.policy", "runbook", runbook.name,
                  before={"requires_approval": before}, after={"requires_approval": required}, clock=lambda: now)
     db.session.commit()
-    return rule
+    return db.session.get(RunbookPolicy, runbook.name, populate_existing=True)
