@@ -11,7 +11,7 @@ CHROMIUM := /usr/bin/chromium
 # Two cores here; more processes than cores only adds contention.
 PYTEST_WORKERS ?= 2
 
-.PHONY: run test lint install lock chromium clean
+.PHONY: run test lint install lock chromium postgresql clean
 
 # The product's own dependencies: all `make run` needs.
 $(PRODUCT_STAMP): pyproject.toml constraints.txt
@@ -40,18 +40,27 @@ lock:
 	  $(LOCK_VENV)/bin/pip freeze --exclude-editable; } > constraints.txt
 	rm -rf $(LOCK_VENV)
 
+# Install a Debian package unless its program is there: $(call apt,program,package,why).
+apt = @test -x $(1) || { \
+	  echo "Installing Debian's $(2) $(3)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(2); }
+
 # Debian's Chromium drives the browser tests; Playwright's own download cannot work offline.
 chromium:
-	@test -x $(CHROMIUM) || { \
-	  echo "Installing Debian's chromium for the browser tests"; \
-	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
+	$(call apt,$(CHROMIUM),chromium,for the browser tests)
+
+# The PostgreSQL pass starts a private cluster of its own (tests/pg_cluster.py) with Debian's server programs.
+postgresql:
+	$(call apt,$(or $(firstword $(wildcard /usr/lib/postgresql/*/bin/initdb)),/usr/lib/postgresql/none),postgresql,for the PostgreSQL pass)
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
 
-test: $(TEST_STAMP) chromium lint
+# The whole suite on SQLite, then every test that touches the database again on PostgreSQL.
+test: $(TEST_STAMP) chromium postgresql lint
 	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile -q
+	REBOUND_TEST_DATABASE=postgresql $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile -q
 
 clean:
 	rm -rf $(VENV) $(LOCK_VENV) instance tests/artifacts

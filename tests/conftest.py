@@ -6,18 +6,15 @@ Helpers live in tests/helpers.py and factories in tests/factories.py; this file 
 import contextlib
 import contextvars
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import redis
 from flask.testing import FlaskClient
 from sqlalchemy import select
-from sqlalchemy.engine import make_url
 
 from console import create_app
 from console.domain.clock import FrozenClock
@@ -28,8 +25,21 @@ from console.services.engine.execute import execute
 from console.services.people import users
 from console.services.recovery import runbook_registry
 from console.services.system import bootstrap
+from tests.databases import BACKEND, open_databases
 from tests.factories import BOOKKEEPING, BROKEN, LENIENT, RUNBOOK_SAMPLES, Runs, Saga
-from tests.helpers import ARTIFACTS, DATABASE_FILE, PASSWORD, Auth, env_for, free_port, make_config, wait_for
+from tests.helpers import ARTIFACTS, PASSWORD, Auth, env_for, free_port, make_config, wait_for
+
+
+def pytest_collection_modifyitems(config, items):
+    """On PostgreSQL, run only the tests that touch a database, and none of the SQLite-only ones."""
+    if BACKEND != "postgresql":
+        return
+    keep, drop = [], []
+    for item in items:
+        touches = "databases" in getattr(item, "fixturenames", ())
+        (keep if touches and item.get_closest_marker("sqlite_only") is None else drop).append(item)
+    items[:] = keep
+    config.hook.pytest_deselected(items=drop)
 
 
 @pytest.fixture(scope="session")
@@ -62,36 +72,39 @@ class IsolatedClient(FlaskClient):
         return contextvars.Context().run(super().open, *args, **kwargs)
 
 
-@contextlib.contextmanager
-def database_copy(template_url: str, tmp_path: Path):
-    """Give one test its own copy of the session's template database: the one step each backend does its own way.
+@pytest.fixture(scope="session")
+def databases():
+    """The backend this run tests on (SQLite files, or a private PostgreSQL cluster): see tests/databases.py."""
+    backend = open_databases()
+    yield backend
+    backend.close()
 
-    SQLite copies the file (the template's engine was disposed, so its WAL is already in it). PostgreSQL would
-    CREATE DATABASE ... TEMPLATE here and drop it on the way out.
-    """
-    template = Path(make_url(template_url).database)
-    copy = tmp_path / template.name
-    shutil.copyfile(template, copy)
-    yield f"sqlite:///{copy}"
+
+@pytest.fixture
+def blank_database(tmp_path, databases) -> str:
+    """The URL of an empty database of this test's own, for tests that build the schema themselves."""
+    return databases.blank(tmp_path)
 
 
 @pytest.fixture(scope="session")
-def database_template(tmp_path_factory, redis_server) -> str:
+def database_template(tmp_path_factory, redis_server, databases) -> str:
     """Create the tables and the bootstrap rows once per test process; each test starts from a copy of them."""
     directory = tmp_path_factory.mktemp("template")
-    app = create_app(make_config(directory, redis_server))
+    url = databases.blank(directory)
+    app = create_app(make_config(directory, redis_server, SQLALCHEMY_DATABASE_URI=url))
     with app.app_context():
         db.create_all()  # tables created directly; migrations have their own test
         bootstrap.ensure_ready()
         db.session.remove()
         db.engine.dispose()
-    return app.config["SQLALCHEMY_DATABASE_URI"]
+    databases.seal(url)
+    return url
 
 
 @pytest.fixture
-def app(tmp_path, redis_url, database_template):
+def app(tmp_path, redis_url, database_template, databases):
     """An app on a fresh database of its own: a copy of the template, so no test sees another's rows."""
-    with database_copy(database_template, tmp_path) as url:
+    with databases.copy(database_template, tmp_path) as url:
         app = create_app(make_config(tmp_path, redis_url, SQLALCHEMY_DATABASE_URI=url))
         app.test_client_class = IsolatedClient
         with app.app_context():
@@ -122,22 +135,25 @@ def redis_down(app):
 
 
 @pytest.fixture(scope="session")
-def migrated_template(tmp_path_factory, redis_server) -> str:
+def migrated_template(tmp_path_factory, redis_server, databases) -> str:
     """Migrate a database and add the admin once per test process, through the CLI; each live server gets a copy."""
     directory = tmp_path_factory.mktemp("migrated")
+    url = databases.blank(directory)
     env = {**os.environ, "REBOUND_DATA_DIR": str(directory), "REBOUND_REDIS_URL": redis_server,
+           "REBOUND_DATABASE_URL": url,
            "REBOUND_SECRET_KEY": "migrated-template", "REBOUND_LOG_LEVEL": "WARNING"}
     rebound = [sys.executable, "-m", "console.cli"]
     subprocess.run([*rebound, "db", "upgrade"], env=env, check=True, capture_output=True)
     subprocess.run([*rebound, "create-user", "admin", "--role", "admin", "--password", PASSWORD],
                    env=env, check=True, capture_output=True)
-    return f"sqlite:///{directory / DATABASE_FILE}"
+    databases.seal(url)
+    return url
 
 
 @pytest.fixture
-def live_server(tmp_path, redis_url, migrated_template):
+def live_server(tmp_path, redis_url, migrated_template, databases):
     """A real `rebound web` process on a free port, over a migrated database with an admin."""
-    with database_copy(migrated_template, tmp_path) as database_url:
+    with databases.copy(migrated_template, tmp_path) as database_url:
         env = {**os.environ, "REBOUND_DATA_DIR": str(tmp_path), "REBOUND_REDIS_URL": redis_url,
                "REBOUND_DATABASE_URL": database_url, "REBOUND_ADMIN_PASSWORD": PASSWORD,
                "REBOUND_SECRET_KEY": "live-" + tmp_path.name, "REBOUND_PORT": str(free_port()),

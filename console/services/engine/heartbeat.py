@@ -25,29 +25,31 @@ class _Beater:
         self.attempts: dict[int, tuple[int, threading.Event]] = {}
         self.thread: threading.Thread | None = None
         self.interval_s = 5.0
+        self.app = None
 
     def add(self, app, run_id: int, attempt: int, cancel_event: threading.Event, interval_s: float) -> None:
         with self.lock:
             self.attempts[run_id] = (attempt, cancel_event)
             self.interval_s = interval_s
+            # The latest app: one per worker process, but a test process makes one per test.
+            self.app = app
             # After a fork the child has no thread even though the object says otherwise; is_alive() knows.
             if self.thread is None or not self.thread.is_alive():
-                self.thread = threading.Thread(target=self._run, args=(app,), name="heartbeat", daemon=True)
+                self.thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
                 self.thread.start()
 
     def remove(self, run_id: int) -> None:
         with self.lock:
             self.attempts.pop(run_id, None)
 
-    def _run(self, app) -> None:
-        with app.app_context():
-            while True:
-                time.sleep(self.interval_s)
-                with self.lock:
-                    attempts = dict(self.attempts)
-                if attempts:
-                    with BEATING:
-                        self._beat(attempts)
+    def _run(self) -> None:
+        while True:
+            time.sleep(self.interval_s)
+            with self.lock:
+                attempts, app = dict(self.attempts), self.app
+            if attempts:
+                with BEATING, app.app_context():
+                    self._beat(attempts)
 
     def _beat(self, attempts: dict) -> None:
         try:
