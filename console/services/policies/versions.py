@@ -8,6 +8,7 @@ from pathlib import Path
 import yaml
 from sqlalchemy import bindparam, select
 
+from console.db import locks
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.policy import PolicyError, RetryPolicy
 from console.extensions import db
@@ -100,7 +101,10 @@ def save(name: str, spec: dict, actor: Actor, *, description: str | None = None,
     if not re.match(NAME_PATTERN, name or ""):
         raise InvalidInput("policy names are 1-64 lowercase letters, digits, '.', '_' or '-'", "name")
     policy = validated(spec)
-    record = find(name)
+    # Two saves of one policy at once would both take the next version number: one at a time, read afresh.
+    locks.hold(f"policy:{name}")
+    record = db.session.execute(select(RetryPolicyRecord).where(RetryPolicyRecord.name == name)
+                                .execution_options(populate_existing=True)).scalar_one_or_none()
     before = None
     if record is None:
         record = RetryPolicyRecord(name=name, description=description or "", current_version=1)

@@ -8,6 +8,7 @@ from datetime import datetime
 from sqlalchemy import func, insert, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
+from console.db import locks
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.windows import Window
 from console.extensions import db
@@ -82,6 +83,8 @@ def fire(firings: list[Firing], actor: Actor, clock: Clock = SYSTEM_CLOCK) -> li
     if not firings:
         return []
     now = clock()
+    # Quota and mutex are read-then-write across tasks and tenants: one planner decides at a time, on any database.
+    locks.hold("planner")
     tasks = {t.id: t for t in db.session.execute(select(*_TASK_COLUMNS).where(
         Task.id.in_({f.task_id for f in firings})))}
     batch, versions = _Batch(tasks), _Versions()

@@ -1,0 +1,123 @@
+"""Writers racing on one row: what SQLite's one write lock hides must hold on PostgreSQL's READ COMMITTED too.
+
+Each race starts its writers at one barrier, in threads with their own sessions (or in worker processes), so on
+PostgreSQL they really overlap; `make test` runs this file on both databases.
+"""
+
+import threading
+from datetime import UTC, datetime
+
+from sqlalchemy import func, select
+
+from console.extensions import db
+from console.models import AuditEntry, DeadLetter, PolicyVersion, RetryPolicyRecord, Run, RunEvent, WorkOrder
+from console.services.actor import Actor
+from console.services.engine import replays
+from console.services.errors import Conflict
+from console.services.people import tenants
+from console.services.policies import versions as policies
+from console.services.recovery import decisions, params_fix
+from console.services.scheduling import planner
+from console.services.scheduling import tasks as task_service
+from tests.factories import BROKEN, LENIENT
+
+SCHEDULER = Actor("scheduler")
+
+
+def race(app, writers: int, work) -> list:
+    """Run work(i) in `writers` threads released together, each in its own app context; return results or errors."""
+    barrier, results = threading.Barrier(writers), [None] * writers
+
+    def one(index: int):
+        with app.app_context():
+            barrier.wait()
+            try:
+                results[index] = work(index)
+            except Exception as error:  # noqa: BLE001 - the test looks at what each writer got
+                results[index] = error
+            finally:
+                db.session.remove()
+
+    threads = [threading.Thread(target=one, args=(index,)) for index in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    db.session.expire_all()
+    return results
+
+
+def count(query) -> int:
+    value = db.session.execute(select(func.count()).select_from(query.subquery())).scalar_one()
+    db.session.commit()
+    return value
+
+
+def test_two_workers_dead_lettering_one_error_group_keep_one_work_order_and_each_runs_own_error(runs, workers):
+    ids = [runs.submit("demo.flaky", {**BROKEN, "message": f"account {n} is closed"}, policy=LENIENT)
+           for n in range(20)]
+    workers(), workers()
+    for run_id in ids:
+        runs.wait(run_id, "dead")
+    letters = db.session.execute(select(DeadLetter).where(DeadLetter.run_id.in_(ids))).scalars().all()
+    assert len(letters) == 20 and len({letter.fingerprint for letter in letters}) == 1
+    [order] = db.session.execute(select(WorkOrder)).scalars().all()
+    assert (order.status, order.dead_letter_count) == ("open", 20)
+    assert {letter.work_order_id for letter in letters} == {order.id}
+    [alert] = runs.outbox("alert")
+    assert (alert.status, alert.occurrences) == ("pending", 20)
+    for run_id in ids:
+        run = runs.get(run_id)
+        assert (run.status_reason, run.error_code, run.attempt) == ("non_retryable", "bad_account", 1)
+        assert len(runs.events(run_id, "running")) == 1  # the handler ran once: never again as worker_lost
+
+
+def test_concurrent_replays_of_one_letter_restart_its_run_once(app, dead_run):
+    run_id, letter_id = dead_run()
+    results = race(app, 4, lambda _: replays.replay_many([letter_id], Actor("olga")))
+    assert sorted(len(result.runs) for result in results) == [0, 0, 0, 1]
+    assert db.session.get(Run, run_id).status == "pending"
+    assert count(select(RunEvent).where(RunEvent.run_id == run_id, RunEvent.kind == "replay_of_dead_letter")) == 1
+    assert count(select(AuditEntry).where(AuditEntry.action == "dead_letter.replay")) == 1
+
+
+def test_two_schedulers_racing_one_firing_make_one_run(app, clock):
+    task = task_service.register(tenants.find("default"), {"name": "nightly", "handler": "demo.noop",
+                                                            "cron": "* * * * *"}, Actor("test"))
+    at = datetime(2026, 3, 2, 10, 5, tzinfo=UTC)
+    results = race(app, 2, lambda _: planner.fire([planner.Firing(task.id, at)], SCHEDULER, clock)[0].status)
+    assert sorted(results) == ["created", "duplicate"]
+    assert count(select(Run).where(Run.task_id == task.id)) == 1
+
+
+def test_two_firings_racing_for_one_mutex_let_one_hold_it(app, clock):
+    default = tenants.find("default")
+    first, second = (task_service.register(default, {"name": name, "handler": "demo.noop", "cron": "* * * * *",
+                                                     "mutex_key": "ledger", "concurrency_policy": "forbid"},
+                                           Actor("test")) for name in ("export", "reconcile"))
+    at = datetime(2026, 3, 2, 10, 5, tzinfo=UTC)
+    ids = [first.id, second.id]
+    outcomes = race(app, 2, lambda i: planner.fire([planner.Firing(ids[i], at)], SCHEDULER, clock)[0])
+    assert sorted((o.status, o.reason) for o in outcomes) == [("created", None), ("skipped", "mutex_forbid")]
+
+
+def test_concurrent_approvals_of_one_request_apply_it_once(app, dead_run, staff, clock):
+    _, letter_id = dead_run()
+    request = params_fix.request_fix(letter_id, {**BROKEN, "fail_times": 0}, "the account was reopened",
+                                     staff["olga"], clock=clock)
+    deciders = [staff["alex"], staff["bea"]]
+    results = race(app, 2, lambda i: decisions.approve(request.id, deciders[i], clock=clock).status)
+    assert results.count("executed") == 1
+    [refused] = [result for result in results if result != "executed"]
+    assert isinstance(refused, Conflict), refused
+    assert count(select(AuditEntry).where(AuditEntry.action == "approval.approve")) == 1
+    assert count(select(RunEvent).where(RunEvent.kind == "replay_of_dead_letter")) == 1
+
+
+def test_concurrent_saves_of_one_policy_number_their_versions_in_turn(app):
+    results = race(app, 3, lambda i: policies.save("tight", {"max_attempts": 2 + i}, Actor("test")).name)
+    assert results == ["tight"] * 3
+    versions = db.session.execute(select(PolicyVersion.version).join(
+        RetryPolicyRecord, RetryPolicyRecord.id == PolicyVersion.policy_id).where(RetryPolicyRecord.name == "tight")
+        .order_by(PolicyVersion.version)).scalars().all()
+    assert versions == [1, 2, 3]
