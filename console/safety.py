@@ -4,12 +4,15 @@ import logging
 
 from flask import jsonify, make_response, render_template, request
 from flask_wtf.csrf import CSRFError
+from sqlalchemy.exc import IntegrityError
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from console.auth import wants_json
+from console.extensions import db
 from console.services.errors import ServiceError
 
 security_log = logging.getLogger("rebound.security")
+log = logging.getLogger("rebound.web")
 
 
 def _error_response(status: int, code: str, detail: str, body: dict | None = None):
@@ -39,6 +42,13 @@ def init_app(app) -> None:
     @app.errorhandler(ServiceError)
     def service_error(error):
         return _error_response(error.status, error.code, error.detail, error.to_dict())
+
+    @app.errorhandler(IntegrityError)
+    def concurrent_write(error):
+        # The services check before they write; this is two people writing one key in the same instant.
+        db.session.rollback()
+        log.info("write refused by a unique key path=%s: %s", request.path, type(error.orig).__name__)
+        return _error_response(409, "conflict", "someone else changed this at the same moment; reload and try again")
 
     @app.errorhandler(HTTPException)
     def http_error(error):
