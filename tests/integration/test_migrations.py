@@ -10,8 +10,8 @@ from console.extensions import db
 from tests.helpers import make_config
 
 
-def test_upgrade_matches_the_models_and_creates_the_default_tenant(tmp_path, redis_url):
-    app = create_app(make_config(tmp_path, redis_url))
+def test_upgrade_matches_the_models_and_creates_the_default_tenant(tmp_path, redis_url, blank_database):
+    app = create_app(make_config(tmp_path, redis_url, SQLALCHEMY_DATABASE_URI=blank_database))
     with app.app_context():
         upgrade()
         engine = create_engine(app.config["SQLALCHEMY_DATABASE_URI"])

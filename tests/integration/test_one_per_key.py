@@ -69,8 +69,8 @@ def test_outbox_add_merges_into_the_pending_message_only(app, clock):
     assert second is not None and second.id != first.id  # the delivered one is history
 
 
-def test_the_migration_merges_duplicates_made_before_the_indexes(tmp_path, redis_url):
-    app = create_app(make_config(tmp_path, redis_url))
+def test_the_migration_merges_duplicates_made_before_the_indexes(tmp_path, redis_url, blank_database):
+    app = create_app(make_config(tmp_path, redis_url, SQLALCHEMY_DATABASE_URI=blank_database))
     with app.app_context():
         upgrade(revision="b7d41c2e9a10")
         engine = create_engine(app.config["SQLALCHEMY_DATABASE_URI"])
@@ -82,7 +82,7 @@ def test_the_migration_merges_duplicates_made_before_the_indexes(tmp_path, redis
             connection.execute(text("INSERT INTO runs (id, tenant_id, handler, params, policy_overrides, "
                                     "idempotency_key, status, attempt, series, executions, progress, "
                                     "cancel_requested, source, created_at, updated_at) VALUES (1, 1, 'python:x', "
-                                    "'{}', '{}', 'k', 'dead', 1, 1, 1, 0, 0, 'api', '2026-12-01', '2026-12-01')"))
+                                    "'{}', '{}', 'k', 'dead', 1, 1, 1, 0, false, 'api', '2026-12-01', '2026-12-01')"))
             for letter_id, order_id in ((1, 1), (2, 2), (3, 2)):
                 connection.execute(text(
                     "INSERT INTO dead_letters (id, run_id, tenant_id, handler, series, attempts, reason, fingerprint,"

@@ -2,6 +2,7 @@
 
 from sqlalchemy import select
 
+from console.db.upsert import insert_for
 from console.extensions import db
 from console.models import Tenant
 from console.services.errors import InvalidInput
@@ -10,12 +11,13 @@ DEFAULT = "default"
 
 
 def ensure_default() -> Tenant:
-    """Return the default tenant, creating it on first use."""
+    """Return the default tenant, creating it on first use (every process calls this; two may start at once)."""
     tenant = find(DEFAULT)
     if tenant is None:
-        tenant = Tenant(name=DEFAULT)
-        db.session.add(tenant)
+        db.session.execute(insert_for(db.session.connection())(Tenant).values(name=DEFAULT)
+                           .on_conflict_do_nothing(index_elements=["name"]))
         db.session.commit()
+        tenant = find(DEFAULT)
     return tenant
 
 

@@ -114,6 +114,7 @@ def save(name: str, spec: dict, actor: Actor, *, description: str | None = None,
     else:
         before = current_version(record).spec
         if before == policy.to_dict() and (description is None or description == record.description):
+            db.session.commit()  # nothing to change; ends the transaction, so the lock is not kept
             return record
         version = record.current_version + 1
         record.current_version = version
