@@ -11,6 +11,8 @@ from console.db import sqlite_busy
 from console.extensions import db
 from tests.helpers import make_config
 
+pytestmark = pytest.mark.sqlite_only  # SQLite's busy handler: PostgreSQL writers wait on row locks instead
+
 
 class SleepRecorder:
     """Stands in for the time module inside the busy handler: records each sleep, optionally acts after n of them."""

@@ -109,6 +109,7 @@ def test_search_finds_an_entry_by_a_word_of_its_error_text(client, auth, make_de
     assert Filters.parse({"q": "ledger", "status": "discarded"}).status == "open"
 
 
+@pytest.mark.sqlite_only  # reads SQLite's EXPLAIN QUERY PLAN
 def test_the_search_query_leads_with_an_index_on_status(app, make_dead_letter):
     make_dead_letter("payments-gateway answered 502")
     query = dlq_filters.where(select(DeadLetter.id), Filters(q="gateway"), None, dlq.SYSTEM_CLOCK())
