@@ -47,15 +47,15 @@ def percentile(values: list[float], pct: float) -> float:
 
 
 class Bench:
-    def __init__(self, workdir: Path):
+    def __init__(self, workdir: Path, database_url: str | None = None):
         self.workdir = workdir
         self.redis_url, self.redis_process = start_redis(str(workdir / "redis"))
         self.redis = redis.Redis.from_url(self.redis_url)
-        self.db_path = workdir / "bench.db"
-        self.app = create_app({"DATA_DIR": str(workdir), "SQLALCHEMY_DATABASE_URI": f"sqlite:///{self.db_path}",
+        self.database_url = database_url or f"sqlite:///{workdir / 'bench.db'}"
+        self.app = create_app({"DATA_DIR": str(workdir), "SQLALCHEMY_DATABASE_URI": self.database_url,
                                "REDIS_URL": self.redis_url, "SECRET_KEY": "bench"})
         self.env = {**os.environ, "REBOUND_DATA_DIR": str(workdir), "REBOUND_REDIS_URL": self.redis_url,
-                    "REBOUND_DATABASE_URL": f"sqlite:///{self.db_path}", "REBOUND_SECRET_KEY": "bench",
+                    "REBOUND_DATABASE_URL": self.database_url, "REBOUND_SECRET_KEY": "bench",
                     "REBOUND_LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT)}
         with self.app.app_context():
             db.create_all()
@@ -76,8 +76,14 @@ class Bench:
             db.session.execute(db.text("DELETE FROM work_orders"))
             db.session.execute(db.text("DELETE FROM runs"))
             db.session.commit()
-            # Start each measurement from an empty WAL: the rows deleted here are the benchmark's, not the work's.
-            db.session.execute(db.text("PRAGMA wal_checkpoint(TRUNCATE)"))
+            # Start each measurement from an empty WAL (or dead tuples vacuumed): the rows deleted here are the
+            # benchmark's, not the work's.
+            if self.database_url.startswith("sqlite"):
+                db.session.execute(db.text("PRAGMA wal_checkpoint(TRUNCATE)"))
+            else:
+                db.session.commit()
+                with db.engine.connect() as connection:
+                    connection.execution_options(isolation_level="AUTOCOMMIT").execute(db.text("VACUUM ANALYZE"))
 
     def workers(self, argv: list[str], count: int) -> list[subprocess.Popen]:
         return [subprocess.Popen(argv, env=self.env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

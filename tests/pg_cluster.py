@@ -36,7 +36,7 @@ def _as_owner() -> list[str]:
 class Cluster:
     """One running cluster; `url(name)` addresses a database in it."""
 
-    def __init__(self):
+    def __init__(self, settings: dict | None = None):
         programs = binaries()
         if programs is None:
             raise RuntimeError("PostgreSQL is not installed: `make test` installs Debian's postgresql")
@@ -49,7 +49,7 @@ class Cluster:
         owner = _as_owner()
         subprocess.run([*owner, str(programs / "initdb"), "-D", str(data), "-U", SUPERUSER, "--auth=trust",
                         "--encoding=UTF8", "--locale=C", "--no-sync"], check=True, capture_output=True)
-        options = " ".join(f"-c {key}={value}" for key, value in SETTINGS.items())
+        options = " ".join(f"-c {key}={value}" for key, value in {**SETTINGS, **(settings or {})}.items())
         subprocess.run([*owner, str(programs / "pg_ctl"), "-D", str(data), "-l", str(self.directory / "server.log"),
                         "-o", f"-p {self.port} -k {self.directory} {options}", "-w", "start"],
                        check=True, capture_output=True)

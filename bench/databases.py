@@ -1,0 +1,53 @@
+"""Rebound's engine on PostgreSQL against SQLite, on one machine: drain and end to end, same workers and Redis.
+
+    .venv/bin/python -m bench.databases [--runs 2000] [--rounds 3]
+
+PostgreSQL is a private cluster started here (Debian's server programs, tests/pg_cluster.py: fsync on, as a
+real server runs), SQLite the WAL file `rebound up` uses. Rounds alternate the two; medians are printed with
+the ratio PostgreSQL / SQLite (target ≥ 0.8 on one box; on several hosts PostgreSQL scales with workers, SQLite
+cannot).
+"""
+
+import argparse
+import statistics
+import tempfile
+from pathlib import Path
+
+from bench.engine import Bench
+from tests.pg_cluster import Cluster
+
+# A real server keeps its durability settings; the tests' cluster turns them off for speed.
+DURABLE = {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds; the median is reported")
+    parser.add_argument("--processes", type=int, default=2, help="worker processes")
+    args = parser.parse_args()
+    cluster = Cluster(settings=DURABLE)
+    with tempfile.TemporaryDirectory() as sqlite_dir, tempfile.TemporaryDirectory() as pg_dir:
+        benches = {"sqlite": Bench(Path(sqlite_dir)),
+                   "postgresql": Bench(Path(pg_dir), cluster.url(cluster.create()))}
+        try:
+            figures = {name: {"drain": [], "end to end": []} for name in benches}
+            for _ in range(args.rounds):
+                for name, bench in benches.items():
+                    figures[name]["drain"].append(bench.rebound(args.runs, args.processes, "simple"))
+                    figures[name]["end to end"].append(bench.rebound_end_to_end(args.runs, args.processes))
+            print(f"{args.runs} no-op runs, {args.processes} simple workers, median of {args.rounds} alternating "
+                  "rounds; embedded Redis per database")
+            print(f"{'':<11} {'SQLite/s':>9} {'PostgreSQL/s':>13} {'ratio':>6}")
+            for measure in ("drain", "end to end"):
+                lite = statistics.median(figures["sqlite"][measure])
+                pg = statistics.median(figures["postgresql"][measure])
+                print(f"{measure:<11} {lite:>9.0f} {pg:>13.0f} {pg / lite:>6.2f}")
+        finally:
+            for bench in benches.values():
+                bench.close()
+            cluster.stop()
+
+
+if __name__ == "__main__":
+    main()
