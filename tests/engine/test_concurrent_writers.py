@@ -10,16 +10,17 @@ from datetime import UTC, datetime
 from sqlalchemy import func, select
 
 from console.extensions import db
-from console.models import AuditEntry, DeadLetter, PolicyVersion, RetryPolicyRecord, Run, RunEvent, WorkOrder
+from console.models import AuditEntry, DeadLetter, PolicyVersion, RetryPolicyRecord, Run, RunEvent, User, WorkOrder
 from console.services.actor import Actor
 from console.services.engine import replays
 from console.services.errors import Conflict
-from console.services.people import tenants
+from console.services.people import tenants, users
 from console.services.policies import versions as policies
 from console.services.recovery import decisions, params_fix
 from console.services.scheduling import planner
 from console.services.scheduling import tasks as task_service
 from tests.factories import BROKEN, LENIENT
+from tests.helpers import PASSWORD
 
 SCHEDULER = Actor("scheduler")
 
@@ -121,3 +122,14 @@ def test_concurrent_saves_of_one_policy_number_their_versions_in_turn(app):
         RetryPolicyRecord, RetryPolicyRecord.id == PolicyVersion.policy_id).where(RetryPolicyRecord.name == "tight")
         .order_by(PolicyVersion.version)).scalars().all()
     assert versions == [1, 2, 3]
+
+
+def test_two_admins_demoting_each_other_at_once_leave_one_admin(app):
+    admins = [users.create(name, "admin", PASSWORD, Actor("test"))[0].id for name in ("ada", "max")]
+    # Each demotes the other: both would see one admin left if neither waited.
+    results = race(app, 2, lambda i: users.update(db.session.get(User, admins[1 - i]), Actor("test"),
+                                                  role="operator").role)
+    assert sorted(map(type, results), key=str) == sorted([str, Conflict], key=str), results
+    db.session.expire_all()
+    remaining = db.session.execute(select(func.count()).select_from(User).where(User.role == "admin")).scalar_one()
+    assert remaining == 1

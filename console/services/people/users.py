@@ -7,6 +7,7 @@ from sqlalchemy import func, select
 from sqlalchemy import update as sql_update
 from werkzeug.security import check_password_hash, generate_password_hash
 
+from console.db import locks
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import Role, Tenant, User
@@ -96,6 +97,9 @@ def create(username: str, role: str, password: str | None, actor: Actor, *, scop
 
 def update(user: User, actor: Actor, *, role: str | None = None, active: bool | None = None) -> User:
     """Change a user's role or whether they may log in; refuse to lock out the last admin."""
+    # Two admins demoting each other at once must not both count the other as the admin left.
+    locks.hold("admins")
+    db.session.refresh(user)
     before = _snapshot(user)
     if role is not None:
         user.role = _check_role(role)
