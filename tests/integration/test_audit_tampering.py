@@ -119,3 +119,14 @@ def test_a_verify_under_another_audit_key_reports_the_key(app):
     write_rows(2)
     app.config["AUDIT_KEY"] = "another key"
     assert_broken_at(app, 1, "REBOUND_AUDIT_KEY")
+
+
+def test_the_audit_page_verifies_the_same_way(client, auth):
+    write_rows(3, Actor("ops", id=7, remote_addr="10.0.0.7"))
+    auth.as_role("admin")
+    intact = client.get("/audit/verify").get_data(as_text=True)
+    assert f"Hash chain intact: {last_seq()} rows verified" in intact and "audit-anchor.log" in intact
+    db.session.execute(update(AuditEntry.__table__).where(AuditEntry.seq == 2).values(remote_addr="192.0.2.1"))
+    db.session.commit()
+    broken = client.get("/audit/verify").get_data(as_text=True)
+    assert "Hash chain broken at row 2: row 2 does not match its MAC" in broken
