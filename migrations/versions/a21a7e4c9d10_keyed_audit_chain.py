@@ -42,5 +42,10 @@ def downgrade():
         batch_op.alter_column('id', nullable=False)
         batch_op.create_primary_key('pk_audit_log', ['id'])
         batch_op.create_unique_constraint('uq_audit_log_seq', ['seq'])
+    if op.get_bind().dialect.name == 'postgresql':
+        # The old code leaves id to the database, as the first schema's SERIAL did (SQLite's rowid does it there).
+        op.execute("CREATE SEQUENCE audit_log_id_seq OWNED BY audit_log.id")
+        op.execute("SELECT setval('audit_log_id_seq', COALESCE((SELECT MAX(id) FROM audit_log), 0) + 1, false)")
+        op.execute("ALTER TABLE audit_log ALTER COLUMN id SET DEFAULT nextval('audit_log_id_seq')")
     with op.batch_alter_table('audit_head', schema=None) as batch_op:
         batch_op.drop_column('keyed_from')

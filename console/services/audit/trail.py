@@ -79,6 +79,10 @@ class _Broken(Exception):
         self.seq, self.problem = seq, problem
 
 
+def _rows_were(first: int, last: int) -> str:
+    return f"row {first} was" if first == last else f"rows {first}–{last} were"
+
+
 def verify(session, *, publish: bool = True, clock: Clock = SYSTEM_CLOCK, batch: int = 5000) -> ChainReport:
     """Recompute every row's link, check the head and every published anchor; anchor the head if all holds."""
     # A fresh transaction, so the head read below is no older than the anchors read from the file (SQLite keeps
@@ -127,7 +131,7 @@ class _Walk:
             by_seq[anchor.seq].append(anchor)
         self._rows(head.seq, by_seq, where)
         if self.seq != head.seq:
-            raise _Broken(self.seq + 1, f"rows {self.seq + 1}–{head.seq} were removed: the chain's head says the "
+            raise _Broken(self.seq + 1, f"{_rows_were(self.seq + 1, head.seq)} removed: the chain's head says the "
                                         f"log ends at row {head.seq}, the last row is {self.seq}")
         if head.hash != self.mac:
             raise _Broken(head.seq, f"the chain's head does not carry row {head.seq}'s MAC")
@@ -175,7 +179,7 @@ class _Walk:
     def _beyond(self, last: int, published: list[anchors.Anchor], where) -> None:
         later = max(published, key=lambda anchor: anchor.seq, default=None)
         if later is not None and later.seq > last:
-            raise _Broken(last + 1, f"rows {last + 1}–{later.seq} were removed: the anchor of {later.at} (line "
+            raise _Broken(last + 1, f"{_rows_were(last + 1, later.seq)} removed: the anchor of {later.at} (line "
                                     f"{later.line} of {where}) recorded the log at row {later.seq}, it now ends "
                                     f"at row {last}")
         stray = self.session.execute(select(func.min(AuditEntry.seq)).where(AuditEntry.seq > last)).scalar()
