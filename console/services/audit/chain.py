@@ -1,5 +1,6 @@
 """The audit chain's link: an HMAC over every column of a row, keyed outside the database."""
 
+import functools
 import hashlib
 import hmac
 import json
@@ -18,11 +19,13 @@ KEY_LABEL = b"rebound audit chain key v1"
 DOMAIN = "rebound-audit-v2\n"
 
 
-def covered_columns() -> list[str]:
+@functools.cache
+def covered_columns() -> tuple[str, ...]:
     """Return the names of the columns a keyed MAC covers: every column of the model but the MAC."""
-    return [attr.key for attr in inspect(AuditEntry).column_attrs if attr.key not in UNCOVERED]
+    return tuple(attr.key for attr in inspect(AuditEntry).column_attrs if attr.key not in UNCOVERED)
 
 
+@functools.cache
 def _json_columns() -> frozenset[str]:
     return frozenset(attr.key for attr in inspect(AuditEntry).column_attrs
                      if isinstance(attr.columns[0].type, JSON))
