@@ -7,7 +7,7 @@ from sqlalchemy import JSON, Integer, String, Text, update
 
 from console.db.types import UTCDateTime
 from console.extensions import db
-from console.models import AuditEntry
+from console.models import AuditEntry, AuditHead
 from console.services.actor import Actor
 from tests.audit_tools import cut_after, hmac_with, last_seq, plain_sha256, rechain, verify_cli, write_rows
 
@@ -130,3 +130,13 @@ def test_the_audit_page_verifies_the_same_way(client, auth):
     db.session.commit()
     broken = client.get("/audit/verify").get_data(as_text=True)
     assert "Hash chain broken at row 2: row 2 does not match its MAC" in broken
+
+
+def test_emptying_the_log_and_its_head_is_found(app):
+    write_rows(2)
+    end = last_seq()
+    assert verify_cli(app).exit_code == 0
+    db.session.execute(AuditEntry.__table__.delete())
+    db.session.execute(AuditHead.__table__.delete())
+    db.session.commit()
+    assert_broken_at(app, 1, f"rows 1–{end} were removed")

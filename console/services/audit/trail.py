@@ -118,7 +118,7 @@ class _Walk:
         head = self.session.execute(select(AuditHead).where(AuditHead.id == 1)).scalar_one_or_none()
         if head is None:
             self._no_head()
-            return
+            head = AuditHead(id=1, seq=0, hash=GENESIS, keyed_from=1)  # an empty log, which anchors may deny
         self.keyed_from = head.keyed_from
         for anchor in published:
             if anchor.keyed_from != head.keyed_from:
