@@ -213,14 +213,17 @@ def audit_group():
 @audit_group.command("verify")
 @with_appcontext
 def audit_verify_command():
-    """Check the audit log's hash chain from the first row to the last."""
+    """Check the audit chain row by row and against every published anchor; then anchor its head."""
     from console.extensions import db
     from console.services.audit import trail as audit
 
     report = audit.verify(db.session)
     if not report.ok:
-        raise click.ClickException(f"audit chain broken at row {report.first_bad_seq}: {report.problem}")
-    click.echo(f"audit chain intact: {report.checked} rows verified")
+        where = f"row {report.first_bad_seq}" if report.first_bad_seq else "its anchors"
+        raise click.ClickException(f"audit chain broken at {where}: {report.problem}")
+    legacy = f" ({report.legacy} legacy rows chained before the key)" if report.legacy else ""
+    click.echo(f"audit chain intact: {report.checked} rows verified{legacy}, "
+               f"{report.anchors} anchors checked in {report.anchor_file}")
 
 
 @click.command("retry-inspect")

@@ -81,6 +81,10 @@ def from_env(env=None) -> dict:
         "REDIS_URL": env.get("REBOUND_REDIS_URL") or "",
         "PORT": _number(env, "REBOUND_PORT", 8000),
         "SECRET_KEY": env.get("REBOUND_SECRET_KEY") or None,
+        # The audit chain's key (HMAC); unset, it is derived from the secret key (console/services/audit/chain.py).
+        "AUDIT_KEY": env.get("REBOUND_AUDIT_KEY") or "",
+        # Where the audit chain's head is published; unset, audit-anchor.log in the data dir.
+        "AUDIT_ANCHOR_FILE": env.get("REBOUND_AUDIT_ANCHOR_FILE") or "",
         "ADMIN_PASSWORD": env.get("REBOUND_ADMIN_PASSWORD") or "",
         "WORKERS": _number(env, "REBOUND_WORKERS", 2),
         "DEMO": _demo(env),

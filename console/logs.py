@@ -20,7 +20,7 @@ FIELDS = ("run_id", "task_id", "tenant_id", "handler", "status", "from_status", 
           "retry_token", "next_retry_at", "dlq_flag", "dead_letter_id", "workorder_id", "trigger_time",
           "actual_start", "duration_ms", "error_code", "trace_id", "worker_id")
 MASK = "***"
-SECRET_ENV = re.compile(r"SECRET|TOKEN|PASSWORD|ROUTING_KEY|_URL$")
+SECRET_ENV = re.compile(r"SECRET|TOKEN|PASSWORD|ROUTING_KEY|AUDIT_KEY|_URL$")
 
 _PATTERNS = [
     # An Authorization header or field, whatever its scheme.

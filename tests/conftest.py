@@ -27,7 +27,7 @@ from console.services.recovery import runbook_registry
 from console.services.system import bootstrap
 from tests.databases import BACKEND, open_databases
 from tests.factories import BOOKKEEPING, BROKEN, LENIENT, RUNBOOK_SAMPLES, Runs, Saga
-from tests.helpers import ARTIFACTS, PASSWORD, Auth, env_for, free_port, make_config, wait_for
+from tests.helpers import ARTIFACTS, AUDIT_KEY, PASSWORD, Auth, env_for, free_port, make_config, wait_for
 
 
 def pytest_collection_modifyitems(config, items):
@@ -140,8 +140,8 @@ def migrated_template(tmp_path_factory, redis_server, databases) -> str:
     directory = tmp_path_factory.mktemp("migrated")
     url = databases.blank(directory)
     env = {**os.environ, "REBOUND_DATA_DIR": str(directory), "REBOUND_REDIS_URL": redis_server,
-           "REBOUND_DATABASE_URL": url,
-           "REBOUND_SECRET_KEY": "migrated-template", "REBOUND_LOG_LEVEL": "WARNING"}
+           "REBOUND_DATABASE_URL": url, "REBOUND_SECRET_KEY": "migrated-template", "REBOUND_AUDIT_KEY": AUDIT_KEY,
+           "REBOUND_LOG_LEVEL": "WARNING"}
     rebound = [sys.executable, "-m", "console.cli"]
     subprocess.run([*rebound, "db", "upgrade"], env=env, check=True, capture_output=True)
     subprocess.run([*rebound, "create-user", "admin", "--role", "admin", "--password", PASSWORD],
@@ -156,7 +156,8 @@ def live_server(tmp_path, redis_url, migrated_template, databases):
     with databases.copy(migrated_template, tmp_path) as database_url:
         env = {**os.environ, "REBOUND_DATA_DIR": str(tmp_path), "REBOUND_REDIS_URL": redis_url,
                "REBOUND_DATABASE_URL": database_url, "REBOUND_ADMIN_PASSWORD": PASSWORD,
-               "REBOUND_SECRET_KEY": "live-" + tmp_path.name, "REBOUND_PORT": str(free_port()),
+               "REBOUND_SECRET_KEY": "live-" + tmp_path.name, "REBOUND_AUDIT_KEY": AUDIT_KEY,
+               "REBOUND_PORT": str(free_port()),
                "REBOUND_LOG_LEVEL": "WARNING"}
         log = (tmp_path / "web.log").open("w")
         process = subprocess.Popen([sys.executable, "-m", "console.cli", "web", "--threads", "4"], env=env,
@@ -182,7 +183,7 @@ def live_app(live_server):
     env = live_server.env
     app = create_app({"TESTING": True, "DATA_DIR": env["REBOUND_DATA_DIR"], "REDIS_URL": env["REBOUND_REDIS_URL"],
                       "SQLALCHEMY_DATABASE_URI": env["REBOUND_DATABASE_URL"],
-                      "SECRET_KEY": env["REBOUND_SECRET_KEY"]})
+                      "SECRET_KEY": env["REBOUND_SECRET_KEY"], "AUDIT_KEY": AUDIT_KEY})
     with app.app_context():
         bootstrap.ensure_ready()
         yield app

@@ -13,6 +13,8 @@ ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "tests" / "artifacts"
 PASSWORD = "correct-horse-battery"
 DATABASE_FILE = "rebound.db"
+# One audit key for every test database and its copies (a template's rows are chained with it).
+AUDIT_KEY = "test-audit-key"
 
 
 def make_config(tmp_path: Path, redis_url: str, **extra) -> dict:
@@ -23,6 +25,7 @@ def make_config(tmp_path: Path, redis_url: str, **extra) -> dict:
         "SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path / DATABASE_FILE}",
         "REDIS_URL": redis_url,
         "SECRET_KEY": "test-secret-" + tmp_path.name,
+        "AUDIT_KEY": AUDIT_KEY,
         "LOGIN_RATE_LIMIT": "1000 per minute",
         # Fast liveness checks, so worker-loss tests finish in seconds.
         "HEARTBEAT_S": 0.2,
@@ -33,7 +36,8 @@ def make_config(tmp_path: Path, redis_url: str, **extra) -> dict:
 
 
 ENV_OF = {"DATA_DIR": "REBOUND_DATA_DIR", "SQLALCHEMY_DATABASE_URI": "REBOUND_DATABASE_URL",
-          "REDIS_URL": "REBOUND_REDIS_URL", "SECRET_KEY": "REBOUND_SECRET_KEY", "HEARTBEAT_S": "REBOUND_HEARTBEAT_S",
+          "REDIS_URL": "REBOUND_REDIS_URL", "SECRET_KEY": "REBOUND_SECRET_KEY", "AUDIT_KEY": "REBOUND_AUDIT_KEY",
+          "HEARTBEAT_S": "REBOUND_HEARTBEAT_S",
           "STALE_AFTER_S": "REBOUND_STALE_AFTER_S", "REQUEUE_AFTER_S": "REBOUND_REQUEUE_AFTER_S",
           "PLUGIN_RUNTIME_URL": "REBOUND_PLUGIN_RUNTIME_URL", "COMMANDS_FILE": "REBOUND_COMMANDS_FILE"}
 

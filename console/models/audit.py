@@ -10,8 +10,9 @@ from console.extensions import db
 
 class AuditEntry(db.Model):
     __tablename__ = "audit_log"
-    id: Mapped[int] = mapped_column(primary_key=True)
-    seq: Mapped[int] = mapped_column(Integer, unique=True)
+    # The chain position is the row's identity: a surrogate id assigned by the database after the MAC is
+    # computed could not be covered by it, and every column is (console/services/audit/chain.py).
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     at = mapped_column(UTCDateTime, default=utcnow, nullable=False, index=True)
     actor: Mapped[str] = mapped_column(String(80))
     actor_id: Mapped[int | None] = mapped_column(Integer)
@@ -34,6 +35,8 @@ class AuditHead(db.Model):
     id: Mapped[int] = mapped_column(primary_key=True)
     seq: Mapped[int] = mapped_column(Integer, default=0)
     hash: Mapped[str] = mapped_column(String(64), default="0" * 64)
+    # Rows before this seq were chained with the unkeyed SHA-256 of before the switch (legacy rows).
+    keyed_from: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
 
 
 @event.listens_for(AuditEntry, "before_update")

@@ -41,7 +41,7 @@ def task_body(**changes) -> dict:
 def audit_rows(action: str, task_id: int) -> list[AuditEntry]:
     rows = db.session.execute(select(AuditEntry).where(AuditEntry.action == action,
                                                        AuditEntry.target_id == str(task_id))
-                              .order_by(AuditEntry.id)).scalars().all()
+                              .order_by(AuditEntry.seq)).scalars().all()
     db.session.rollback()
     return rows
 

@@ -1,32 +1,17 @@
-"""Append to and verify the hash-chained audit log."""
+"""Append to and verify the keyed, hash-chained audit log."""
 
-import hashlib
-import json
+import hmac
+from collections import defaultdict
 from dataclasses import dataclass
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 
+from console.db.upsert import insert_for
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.models import AuditEntry, AuditHead
 from console.services.actor import Actor
-
-GENESIS = "0" * 64
-
-
-def _digest(prev_hash: str, entry: AuditEntry) -> str:
-    body = {
-        "seq": entry.seq,
-        "at": entry.at.isoformat(),
-        "actor": entry.actor,
-        "action": entry.action,
-        "target": [entry.target_type, entry.target_id],
-        "tenant": entry.tenant,
-        "before": entry.before,
-        "after": entry.after,
-        "note": entry.note,
-    }
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256((prev_hash + canonical).encode()).hexdigest()
+from console.services.audit import anchors
+from console.services.audit.chain import GENESIS, audit_key, keyed_mac, legacy_digest
 
 
 @dataclass(frozen=True)
@@ -46,24 +31,31 @@ def record(session, actor: Actor, action: str, target_type: str, target_id="", *
                        clock=clock)[0]
 
 
+def _take_head(session, count: int) -> AuditHead:
+    bump = update(AuditHead).where(AuditHead.id == 1).values(seq=AuditHead.seq + count)
+    if session.execute(bump.execution_options(synchronize_session=False)).rowcount == 0:
+        # The very first append: two at once on PostgreSQL both find no head; one inserts it, the other waits.
+        insert = insert_for(session.connection())
+        session.execute(insert(AuditHead).values(id=1, seq=0, hash=GENESIS, keyed_from=1)
+                        .on_conflict_do_nothing(index_elements=["id"]))
+        session.execute(bump.execution_options(synchronize_session=False))
+    return session.execute(select(AuditHead).where(AuditHead.id == 1)
+                           .execution_options(populate_existing=True)).scalar_one()
+
+
 def record_many(session, actor: Actor, action: str, target_type: str, changes: list[Change], *,
                 note: str | None = None, clock: Clock = SYSTEM_CLOCK) -> list[AuditEntry]:
     """Add one chained audit row per change to the caller's transaction, taking the chain's head once."""
     # Bumping the head first takes the write lock, so concurrent appends queue up instead of forking.
-    session.execute(update(AuditHead).where(AuditHead.id == 1).values(seq=AuditHead.seq + len(changes)))
-    head = session.execute(select(AuditHead).where(AuditHead.id == 1)).scalar_one_or_none()
-    if head is None:
-        head = AuditHead(id=1, seq=len(changes), hash=GENESIS)
-        session.add(head)
-        session.flush()
-    at, entries, prev_hash = clock(), [], head.hash
+    head = _take_head(session, len(changes))
+    at, entries, prev_hash, key = clock(), [], head.hash, audit_key()
     for seq, change in enumerate(changes, start=head.seq - len(changes) + 1):
         entry = AuditEntry(
             seq=seq, at=at, actor=actor.name, actor_id=actor.id, action=action, target_type=target_type,
             target_id=str(change.target_id), tenant=change.tenant, before=change.before, after=change.after,
             remote_addr=actor.remote_addr, prev_hash=prev_hash, note=note,
         )
-        entry.hash = prev_hash = _digest(prev_hash, entry)
+        entry.hash = prev_hash = keyed_mac(key, entry)
         entries.append(entry)
     head.hash = prev_hash
     session.add_all(entries)
@@ -76,25 +68,124 @@ class ChainReport:
     checked: int
     first_bad_seq: int | None = None
     problem: str = ""
+    legacy: int = 0  # of the rows checked, those chained with the unkeyed SHA-256 of before the switch
+    anchors: int = 0
+    anchor_file: str = ""
 
 
-def verify(session, batch: int = 5000) -> ChainReport:
-    """Recompute every row's hash in order; report the first row that does not match."""
-    prev, checked, last_seq = GENESIS, 0, 0
-    while True:
-        rows = session.execute(
-            select(AuditEntry).where(AuditEntry.seq > last_seq).order_by(AuditEntry.seq).limit(batch)
-        ).scalars().all()
-        if not rows:
-            break
-        for entry in rows:
-            if entry.seq != last_seq + 1:
-                return ChainReport(False, checked, last_seq + 1, f"row {last_seq + 1} is missing")
-            if entry.prev_hash != prev or _digest(prev, entry) != entry.hash:
-                return ChainReport(False, checked, entry.seq, f"row {entry.seq} does not match its hash")
-            prev, last_seq, checked = entry.hash, entry.seq, checked + 1
-            session.expunge(entry)
-    head = session.get(AuditHead, 1)
-    if head is not None and (head.seq != last_seq or head.hash != prev):
-        return ChainReport(False, checked, last_seq + 1, "rows after the last one were removed")
-    return ChainReport(True, checked)
+class _Broken(Exception):
+    def __init__(self, seq: int | None, problem: str):
+        super().__init__(problem)
+        self.seq, self.problem = seq, problem
+
+
+def _rows_were(first: int, last: int) -> str:
+    return f"row {first} was" if first == last else f"rows {first}–{last} were"
+
+
+def verify(session, *, publish: bool = True, clock: Clock = SYSTEM_CLOCK, batch: int = 5000) -> ChainReport:
+    """Recompute every row's link, check the head and every published anchor; anchor the head if all holds."""
+    # A fresh transaction, so the head read below is no older than the anchors read from the file (SQLite keeps
+    # a read transaction's first snapshot; an older one would take a newer anchor for truncation).
+    session.rollback()
+    where = anchors.path()
+    walk = _Walk(session, batch)
+    try:
+        published = anchors.read_all(where)
+        walk.run(published, where)
+    except anchors.BadAnchorFile as error:
+        return ChainReport(False, walk.checked, None, str(error), anchor_file=str(where))
+    except _Broken as broken:
+        return ChainReport(False, walk.checked, broken.seq, broken.problem, anchor_file=str(where))
+    legacy = min(walk.keyed_from - 1, walk.checked)
+    if publish:
+        head = anchors.Anchor(0, clock().isoformat(timespec="seconds"), walk.seq, walk.mac, walk.keyed_from)
+        last = published[-1] if published else None
+        if last is None or (last.seq, last.mac, last.keyed_from) != (head.seq, head.mac, head.keyed_from):
+            anchors.publish(head, where)
+    return ChainReport(True, walk.checked, legacy=legacy, anchors=len(published), anchor_file=str(where))
+
+
+class _Walk:
+    """One pass over the chain up to the head committed when it starts."""
+
+    def __init__(self, session, batch: int):
+        self.session, self.batch = session, batch
+        self.checked, self.seq, self.mac, self.keyed_from = 0, 0, GENESIS, 1
+
+    def run(self, published: list[anchors.Anchor], where) -> None:
+        # The head is read first: rows appended while we walk lie beyond it and wait for the next verify.
+        head = self.session.execute(select(AuditHead).where(AuditHead.id == 1)).scalar_one_or_none()
+        if head is None:
+            self._no_head()
+            head = AuditHead(id=1, seq=0, hash=GENESIS, keyed_from=1)  # an empty log, which anchors may deny
+        self.keyed_from = head.keyed_from
+        for anchor in published:
+            if anchor.keyed_from != head.keyed_from:
+                raise _Broken(min(anchor.keyed_from, head.keyed_from),
+                              f"the chain says rows are keyed from row {head.keyed_from}, but the anchor of "
+                              f"{anchor.at} (line {anchor.line} of {where}) says from row {anchor.keyed_from}: "
+                              "the switch-over from legacy rows was moved")
+        by_seq = defaultdict(list)
+        for anchor in published:
+            by_seq[anchor.seq].append(anchor)
+        self._rows(head.seq, by_seq, where)
+        if self.seq != head.seq:
+            raise _Broken(self.seq + 1, f"{_rows_were(self.seq + 1, head.seq)} removed: the chain's head says the "
+                                        f"log ends at row {head.seq}, the last row is {self.seq}")
+        if head.hash != self.mac:
+            raise _Broken(head.seq, f"the chain's head does not carry row {head.seq}'s MAC")
+        self._beyond(head.seq, published, where)
+
+    def _no_head(self) -> None:
+        rows = self.session.execute(select(func.max(AuditEntry.seq))).scalar()
+        if rows:
+            raise _Broken(1, f"the chain's head (table audit_head) is gone but the log has rows up to {rows}")
+
+    def _rows(self, last: int, by_seq: dict, where) -> None:
+        key, anchored_ok = audit_key(), 0
+        while self.seq < last:
+            rows = self.session.execute(
+                select(AuditEntry).where(AuditEntry.seq > self.seq, AuditEntry.seq <= last)
+                .order_by(AuditEntry.seq).limit(self.batch)
+            ).scalars().all()
+            if not rows:
+                return
+            for entry in rows:
+                seq = self.seq + 1
+                if entry.seq != seq:
+                    raise _Broken(seq, f"row {seq} is missing: the log goes from row {self.seq} to row {entry.seq}")
+                if entry.prev_hash != self.mac:
+                    raise _Broken(seq, f"row {seq} does not chain from row {self.seq} (its prev_hash differs)")
+                self._check_link(key, entry)
+                for anchor in by_seq.get(seq, ()):
+                    if anchor.mac != entry.hash:
+                        since = f" after row {anchored_ok}" if anchored_ok else ""
+                        raise _Broken(seq, f"row {seq} is not the row anchored at {anchor.at} (line {anchor.line} "
+                                           f"of {where}): the chain was rewritten{since}")
+                    anchored_ok = seq
+                self.seq, self.mac, self.checked = seq, entry.hash, self.checked + 1
+                self.session.expunge(entry)
+
+    def _check_link(self, key: bytes, entry: AuditEntry) -> None:
+        if entry.seq < self.keyed_from:
+            if legacy_digest(self.mac, entry) != entry.hash:
+                raise _Broken(entry.seq, f"row {entry.seq} (a legacy row) does not match its SHA-256: it was changed")
+        elif not hmac.compare_digest(keyed_mac(key, entry), entry.hash):
+            raise _Broken(entry.seq, f"row {entry.seq} does not match its MAC: it was changed or re-chained without "
+                                     "the audit key (or this process has another key: REBOUND_AUDIT_KEY, else the "
+                                     "secret key)")
+
+    def _beyond(self, last: int, published: list[anchors.Anchor], where) -> None:
+        later = max(published, key=lambda anchor: anchor.seq, default=None)
+        if later is not None and later.seq > last:
+            raise _Broken(last + 1, f"{_rows_were(last + 1, later.seq)} removed: the anchor of {later.at} (line "
+                                    f"{later.line} of {where}) recorded the log at row {later.seq}, it now ends "
+                                    f"at row {last}")
+        stray = self.session.execute(select(func.min(AuditEntry.seq)).where(AuditEntry.seq > last)).scalar()
+        if stray is not None:
+            # A row committed after we read the head is fine; one the head does not cover is not.
+            now = self.session.execute(select(AuditHead.seq).where(AuditHead.id == 1)).scalar()
+            if now is None or stray > now:
+                raise _Broken(stray, f"row {stray} lies beyond the chain's head (row {last}): the head was moved "
+                                     "back")
