@@ -36,6 +36,8 @@ def test_the_page_lists_mutex_overlaps_window_deferrals_and_quota_pressure(clien
     page = text(client.get("/tasks/forecast"))
     assert "3 scheduled tasks, 72 firings" in page
     assert "<code>ledger</code>" in page and "second firing skipped" in page
+    # The 24 overlaps of the same two tasks are one row that counts them.
+    assert page.count("<code>ledger</code>") == 1 and '<td>export</td><td>reconcile</td><td class="num">24</td>' in page
     assert '<td class="num">23</td>' in page  # nightly: every hour but the window's is deferred
     assert "Quota pressure" in page and '<td class="num">1</td></tr>' in page
     week = text(client.get("/tasks/forecast?horizon=7d"))

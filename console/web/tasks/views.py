@@ -79,8 +79,24 @@ def forecast():
     # A GET writes nothing: `rebound task-dryrun` is what keeps forecasts for the reports' "named" figure.
     result = forecast_firings(now, HORIZONS[horizon], tenant or None, crowded_threshold=crowded)
     return render_template("tasks/forecast.html", result=result, horizon=horizon, tenant=tenant, crowded=crowded,
+                           overlaps=_pairs(result.mutex_overlaps),
                            shown=SHOWN_ROWS, tenant_names=[] if scope is not None else
                            [t.name for t in tenants.all_tenants()])
+
+
+def _pairs(overlaps: list[dict]) -> list[dict]:
+    """Fold the overlaps of the same two tasks into one row: how often, the first time, the longest overlap."""
+    pairs: dict[tuple, dict] = {}
+    for overlap in overlaps:
+        first, first_at = overlap["first"].rsplit(" at ", 1)
+        second, second_at = overlap["second"].rsplit(" at ", 1)
+        key = (overlap["mutex_key"], first, second, overlap["consequence"])
+        pair = pairs.setdefault(key, {"mutex_key": key[0], "first": first, "second": second, "times": 0,
+                                      "first_at": first_at, "second_at": second_at, "overlap_s": 0,
+                                      "basis": overlap["duration_basis"], "consequence": key[3]})
+        pair["times"] += 1
+        pair["overlap_s"] = max(pair["overlap_s"], overlap["overlap_s"])
+    return list(pairs.values())
 
 
 @bp.get("/<int:task_id>")
