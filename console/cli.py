@@ -2,7 +2,6 @@
 
 import atexit
 import gc
-import logging
 import os
 import sys
 import threading
@@ -14,7 +13,9 @@ from flask.cli import FlaskGroup, with_appcontext
 from console.cli_recovery import recovery_runbook_command
 from console.cli_reports import sla_report_command
 from console.commands.approvals import approvals_group
+from console.commands.tenants import tenants_group
 from console.logs import configure as configure_logging
+from console.logs import rq_level
 
 
 def _start_process() -> None:
@@ -50,6 +51,7 @@ def _child(*args: str) -> list[str]:
 def up_command(workers):
     """Start everything: embedded Redis, web, workers and scheduler, supervised."""
     from console.processes import embedded_redis
+    from console.processes.ready import ReadyNotice
     from console.processes.supervisor import Child, Supervisor
     from console.services.system import bootstrap, demo
 
@@ -69,9 +71,18 @@ def up_command(workers):
     count = workers or config["WORKERS"]
     children = [Child("web", _child("web"), env=env), Child("scheduler", _child("scheduler"), env=env)]
     children += [Child(f"worker-{n + 1}", _child("worker"), env=env) for n in range(count)]
-    click.echo(f"Rebound is starting at http://127.0.0.1:{config['PORT']}  (Ctrl-C stops everything)")
+    url = f"http://127.0.0.1:{config['PORT']}"
+    click.echo(f"Rebound is starting; it says \"ready\" once {url} answers.")
+    # The password goes to this terminal only (click, not logging): no log handler ever sees it.
+    ready = ReadyNotice(url, lambda text: click.secho(text, fg="green", bold=True), password)
+
+    def tend() -> None:
+        if keeper is not None:
+            keeper.tend()
+        ready()
+
     try:
-        Supervisor(children, tend=keeper.tend if keeper else None).run()
+        Supervisor(children, tend=tend).run()
     finally:
         if keeper is not None:
             keeper.close()  # last: the children's final writes go to Redis
@@ -112,8 +123,8 @@ def worker_command(processes, kind, burst):
     forked_children_die_with_this_process()  # RQ's scheduler child and fork-kind handler children
     worker = build_worker(current_app._get_current_object(), get_redis(), kind)
     _freeze_startup_heap()
-    # RQ sets its own loggers to the level it is given, INFO unless told: they follow REBOUND_LOG_LEVEL.
-    worker.work(with_scheduler=True, burst=burst, logging_level=logging.getLogger().level)
+    # RQ sets its own loggers to the level it is given, INFO unless told: WARNING unless REBOUND_LOG_LEVEL=DEBUG.
+    worker.work(with_scheduler=True, burst=burst, logging_level=rq_level())
 
 
 @click.command("scheduler")
@@ -301,7 +312,7 @@ def task_dryrun_command(hours, tenant, task_id, crowded, as_json):
 
 COMMANDS = [up_command, retry_inspect_command, task_dryrun_command, web_command, worker_command, scheduler_command,
             create_user_command, create_token_command, seed_demo_command, audit_group, approvals_group,
-            recovery_runbook_command, sla_report_command]
+            recovery_runbook_command, sla_report_command, tenants_group]
 
 
 def register(app) -> None:

@@ -134,6 +134,9 @@ def from_env(env=None) -> dict:
         # A scheduler that dies leaves its leader lock this long; a standby then takes over.
         "LEADER_TTL_S": _number(env, "REBOUND_LEADER_TTL_S", 10.0, float),
         "LOG_FORMAT": log_format(env),
+        # gunicorn's line per request (every live page polls every few seconds): off unless asked for, or at DEBUG.
+        "ACCESS_LOG": (env.get("REBOUND_ACCESS_LOG") or "0").lower() not in ("0", "false", "no")
+        or (env.get("REBOUND_LOG_LEVEL") or "").upper() == "DEBUG",
         # SQLite writers wait for the lock in 0.5 ms steps (console/sqlite_busy.py); 0 keeps SQLite's busy_timeout.
         "SQLITE_BUSY_HANDLER": (env.get("REBOUND_SQLITE_BUSY_HANDLER") or "1").lower() not in ("0", "false", "no"),
     }

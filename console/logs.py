@@ -123,12 +123,29 @@ class JsonFormatter(logging.Formatter):
 
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(processName)s %(name)s: %(message)s"
+# `rebound up` names each child (web, worker-1, scheduler) in its environment; a process started on its own is
+# named by its CLI command.
+PROCESS_NAME_ENV = "REBOUND_PROCESS_NAME"
 
 
 def _process_role() -> str:
-    """Name this process by its CLI command (web, worker, scheduler, up), for lines from many processes."""
+    """Name this process as `rebound up` named it, else by its CLI command (web, worker, scheduler, up)."""
+    if os.environ.get(PROCESS_NAME_ENV):
+        return os.environ[PROCESS_NAME_ENV]
     command = next((arg for arg in sys.argv[1:] if not arg.startswith("-")), None)
     return command or os.path.basename(sys.argv[0] or "rebound")
+
+
+class NameProcess(logging.Filter):
+    """Put the process's role (web, worker-1, scheduler) where logging would say MainProcess."""
+
+    def __init__(self, name: str | None = None):
+        super().__init__()
+        self.role = name or _process_role()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.processName = self.role
+        return True
 
 
 def run_fields(run, reason: str | None, error_code: str | None, duration_ms: int | None) -> dict:
@@ -147,6 +164,7 @@ def handler(log_format: str, stream=None) -> logging.Handler:
     """Return a stream handler writing the given format ("json" or "text"), secrets masked."""
     out = logging.StreamHandler(stream)
     out.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT))
+    out.addFilter(NameProcess())
     out.addFilter(RedactSecrets())
     return out
 
@@ -163,3 +181,13 @@ def configure(level: str | None = None, log_format: str | None = None) -> None:
     logging.getLogger("alembic").setLevel(logging.WARNING)
     # APScheduler says "Running job … executed successfully" for every tick of every 2-second job.
     logging.getLogger("apscheduler.executors").setLevel(logging.WARNING)
+    if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
+        # "Adding job tentatively" / "Added job" for every schedule at every start: the scheduler's own line says
+        # how many tasks and schedules it synced.
+        logging.getLogger("apscheduler.scheduler").setLevel(logging.WARNING)
+
+
+def rq_level() -> int:
+    """Return the level RQ's own loggers get: its per-job lines (dequeued, Job OK, result kept) only at DEBUG."""
+    # Each run's state changes are Rebound's own INFO lines; RQ's three lines per job repeated them.
+    return logging.DEBUG if logging.getLogger().getEffectiveLevel() <= logging.DEBUG else logging.WARNING

@@ -39,10 +39,11 @@ def register(app) -> None:
     from console.api.reports import bp as reports
     from console.api.runbooks import bp as runbooks
     from console.api.tasks import bp as tasks
+    from console.api.tenants import bp as tenants
     from console.api.worker import bp as worker
     from console.api.workflows import bp as workflows
 
     for blueprint in (bp, worker, internal, tasks, dead_letters, openapi, alert_rules, metrics, approvals,
-                      workflows, runbooks, reports):
+                      workflows, runbooks, reports, tenants):
         csrf.exempt(blueprint)
         app.register_blueprint(blueprint)

@@ -42,6 +42,9 @@ class Run(db.Model):
     idempotency_key: Mapped[str] = mapped_column(String(200))
     status: Mapped[str] = mapped_column(String(24), default="pending")
     status_reason: Mapped[str | None] = mapped_column(String(64))
+    # Why a pending run was last put off without a status change (capacity of which policy or tenant, its
+    # window), in words for the run page; cleared when an attempt claims the run.
+    wait_reason: Mapped[str | None] = mapped_column(String(255))
     attempt: Mapped[int] = mapped_column(Integer, default=0)
     # A replay starts a new attempt series on the same run and idempotency key.
     series: Mapped[int] = mapped_column(Integer, default=1)

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from console.logs import PROCESS_NAME_ENV
 from console.processes.parent_death import die_with
 
 log = logging.getLogger("rebound.up")
@@ -27,8 +28,9 @@ class Child:
     def start(self) -> None:
         # A supervisor killed -9 (the OOM killer, an operator) takes its children with it: left running, they
         # went on beside whatever the next `rebound up` started.
-        self.process = subprocess.Popen(self.argv, env=self.env or None,
-                                        preexec_fn=functools.partial(die_with, os.getpid()))
+        # Each child's log lines carry its name (web, worker-1, scheduler), not MainProcess.
+        env = {**(self.env or os.environ), PROCESS_NAME_ENV: self.name}
+        self.process = subprocess.Popen(self.argv, env=env, preexec_fn=functools.partial(die_with, os.getpid()))
         self.started_at = time.monotonic()
         log.info("started %s (pid %s)", self.name, self.process.pid)
 

@@ -8,7 +8,7 @@ pytestmark = pytest.mark.browser
 PAGES = ["/overview", "/tasks", "/tasks/new", "/runs", "/runs/timeline", "/runs/workflows", "/runs/workflows/new",
          "/dlq/", "/workorders/", "/approvals", "/approvals/mine", "/approvals/all", "/policies/", "/policies/new",
          "/breakers/", "/queues/", "/audit/", "/admin/users", "/admin/tokens", "/admin/channels", "/admin/alert-rules",
-         "/admin/settings"]
+         "/admin/settings", "/admin/tenants", "/tasks/forecast", "/tasks/forecast?horizon=7d"]
 
 
 def test_every_page_loads_without_a_failed_request_or_an_error(page, live_server):

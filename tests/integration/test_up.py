@@ -1,6 +1,7 @@
 """`rebound up` on an empty data dir: embedded Redis, migrations, first admin, supervised children."""
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -22,8 +23,18 @@ def test_up_starts_everything_restarts_a_dead_child_and_stops_on_ctrl_c(tmp_path
     try:
         base = f"http://127.0.0.1:{port}"
         assert wait_for(lambda: _health(up, port, log_path), 60, 0.2, "the console to answer") == HEALTHY
+        wait_for(lambda: "Rebound is ready" in log_path.read_text(), 30, 0.1, "the ready line")
         output = log_path.read_text()
         password = re.search(r"password: (\S+)", output).group(1)
+        # Said twice on the console (at creation and at "ready"), and the ready line comes after the start-up lines.
+        ready_at = output.index(f"Rebound is ready: http://127.0.0.1:{port}")
+        assert output.count(f"password: {password}") == 2 and output.rindex(password) > ready_at
+        assert output.index("started web (pid") < ready_at
+        # Never in a file of the data dir (the console output here is up.log, which the test itself writes).
+        for path in tmp_path.rglob("*"):
+            if path.is_file() and path != log_path:
+                assert password.encode() not in path.read_bytes(), path
+        assert (tmp_path / "gunicorn.ctl").exists()
         session = requests.Session()
         login_page = session.get(f"{base}/login").text
         csrf = re.search(r'name="csrf_token" type="hidden" value="([^"]+)"', login_page).group(1)
@@ -38,6 +49,10 @@ def test_up_starts_everything_restarts_a_dead_child_and_stops_on_ctrl_c(tmp_path
                  "the restart to be logged")
         wait_for(lambda: len(re.findall(r"started worker-1 \(pid", log_path.read_text())) == 2, 30, 0.1,
                  "the worker to come back")
+        lines = [json.loads(line) for line in log_path.read_text().splitlines() if line.startswith("{")]
+        assert {"up", "web", "scheduler"} <= {line["process"] for line in lines}
+        assert "MainProcess" not in log_path.read_text()
+        assert not [line for line in lines if line["logger"] == "gunicorn.access"]  # the health polls above
     finally:
         # Ctrl-C in a terminal signals the whole foreground process group.
         os.killpg(up.pid, signal.SIGINT)

@@ -50,3 +50,15 @@ def over_capacity(admission: Admission, concurrency: int) -> str | None:
     if admission.own_running >= concurrency:
         return "concurrency"
     return "quota" if admission.tenant_running >= admission.max_running else None
+
+
+def explain(full: str, admission: Admission, concurrency: int, *, tenant: str, policy: str, handler: str,
+            by_task: bool) -> str:
+    """Say in words which limit holds a run back, for its page (`full` as over_capacity named it)."""
+    if full == "quota":
+        return (f"tenant quota: tenant {tenant} is running {admission.tenant_running} of its max_running "
+                f"{admission.max_running}")
+    # A run without a task shares its policy's concurrency with every run of its handler, in every tenant.
+    scope = "this task" if by_task else f"handler {handler}, counted across every tenant"
+    return (f"policy capacity: policy {policy} lets {concurrency} run at once for {scope}; "
+            f"{admission.own_running} running")

@@ -20,7 +20,7 @@ from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.errors import Failure, HandlerTimeout, NonRetryableError, classify
 from console.domain.windows import Window
 from console.extensions import db
-from console.models import Run, Task, Tenant
+from console.models import RetryPolicyRecord, Run, Task, Tenant
 from console.services.delivery import outbox
 from console.services.engine import (
     admission,
@@ -72,6 +72,16 @@ def _tenant_name_in(database: str, tenant_id: int) -> str:
     return db.session.execute(select(Tenant.name).where(Tenant.id == tenant_id)).scalar_one()
 
 
+def _policy_name(policy_id: int) -> str:
+    return _policy_name_in(str(db.engine.url), policy_id)
+
+
+@functools.lru_cache(maxsize=256)
+def _policy_name_in(database: str, policy_id: int) -> str:
+    # Policies are never renamed (their versions change, not their names).
+    return db.session.execute(select(RetryPolicyRecord.name).where(RetryPolicyRecord.id == policy_id)).scalar_one()
+
+
 def _call(fn, ctx: HandlerContext, timeout_s: int):
     """Call handler code; a hung one is stopped at timeout_s and counted as a timeout.
 
@@ -92,12 +102,13 @@ def _call(fn, ctx: HandlerContext, timeout_s: int):
 _NOTE_DUE = (update(Run.__table__)
              .where(Run.id == bindparam("run_id"), Run.status == "pending",
                     Run.attempt == bindparam("expected_attempt"))
-             .values(next_retry_at=bindparam("due")))
+             .values(next_retry_at=bindparam("due"), wait_reason=bindparam("why")))
 
 
-def _defer(run: RunRow, when, timeout_s: int) -> None:
-    """Put a pending run off until `when` without spending an attempt."""
-    db.session.connection().execute(_NOTE_DUE, {"run_id": run.id, "expected_attempt": run.attempt, "due": when})
+def _defer(run: RunRow, when, timeout_s: int, why: str) -> None:
+    """Put a pending run off until `when` without spending an attempt, saying why (shown on its page)."""
+    db.session.connection().execute(_NOTE_DUE, {"run_id": run.id, "expected_attempt": run.attempt, "due": when,
+                                                 "why": why[:255]})
     db.session.commit()
     queueing.enqueue_at(when, run.id, run.series, run.attempt, timeout_s, deferral=True)
 
@@ -137,11 +148,15 @@ def execute(run_id: int, expected_attempt: int, *, clock: Clock = SYSTEM_CLOCK, 
             # Deferred to its window; a job that arrives early (a re-queue after a Redis loss) waits again.
             opening = Window.from_mapping(task.window).next_opening(now)
             if opening > now:
-                _defer(run, opening, policy.timeout_s)
+                _defer(run, opening, policy.timeout_s,
+                       f"execution window: it starts when the window opens at {opening:%Y-%m-%d %H:%M} UTC")
                 return "deferred:window"
         full = admission.over_capacity(admitted, policy.concurrency)
         if full:
-            _defer(run, now + timedelta(seconds=DEFER_S), policy.timeout_s)
+            why = admission.explain(full, admitted, policy.concurrency, tenant=_tenant_name(run.tenant_id),
+                                    policy=_policy_name(admitted.policy_id), handler=run.handler,
+                                    by_task=run.task_id is not None)
+            _defer(run, now + timedelta(seconds=DEFER_S), policy.timeout_s, why)
             return f"deferred:{full}"
         settings = BreakerSettings.from_policy(policy)
         verdict = breakers.allow(run.handler, now, settings)
@@ -154,7 +169,7 @@ def execute(run_id: int, expected_attempt: int, *, clock: Clock = SYSTEM_CLOCK, 
         transitions.move(run, "running", now, attempt=run.attempt + 1, executions=run.executions + 1,
                          retry_token=token, worker_id=worker_id, started_at=run.started_at or now, heartbeat_at=now,
                          policy_version=version, progress=0, progress_message=None, next_retry_at=None,
-                         data={"policy_version": version})
+                         wait_reason=None, data={"policy_version": version})
         db.session.commit()  # write-ahead: the claim is durable before the handler's side effects
     except transitions.StaleRun:
         return "skipped"

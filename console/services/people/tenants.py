@@ -1,13 +1,22 @@
-"""Tenants: every piece of work belongs to one; `default` always exists."""
+"""Tenants: every piece of work belongs to one; `default` always exists. Created and given quotas by people."""
 
-from sqlalchemy import select
+import re
+from dataclasses import dataclass
+
+from sqlalchemy import func, select, update
 
 from console.db.upsert import insert_for
+from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
-from console.models import Tenant
-from console.services.errors import InvalidInput
+from console.models import Run, Tenant
+from console.services.actor import Actor
+from console.services.audit import trail as audit
+from console.services.errors import Conflict, Forbidden, InvalidInput, NotFound
 
 DEFAULT = "default"
+NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+# The quotas a person may set, with their bounds: each is checked on every claim or submit, never a safety limit.
+QUOTAS = {"max_running": (1, 100_000), "max_queued": (1, 10_000_000)}
 
 
 def ensure_default() -> Tenant:
@@ -37,3 +46,114 @@ def require(name: str, field: str = "tenant") -> Tenant:
 def all_tenants() -> list[Tenant]:
     """Return every tenant, by name."""
     return db.session.execute(select(Tenant).order_by(Tenant.name)).scalars().all()
+
+
+def visible(name: str, scope: int | None) -> Tenant:
+    """Return the named tenant if this scope may see it; NotFound otherwise (another tenant's is not confirmed)."""
+    tenant = find(name)
+    if tenant is None or (scope is not None and tenant.id != scope):
+        raise NotFound(f"no tenant named {name!r}")
+    return tenant
+
+
+def quota(field: str, raw) -> int:
+    """Return a quota as a whole number within its bounds, or a 422 that says what to send."""
+    low, high = QUOTAS[field]
+    hint = f"{field} must be a whole number from {low} to {high}, got {raw!r}"
+    if isinstance(raw, bool):
+        raise InvalidInput(hint, field)
+    if isinstance(raw, str):
+        raw = raw.strip()
+        if not re.fullmatch(r"\d{1,9}", raw):
+            raise InvalidInput(hint, field)
+        raw = int(raw)
+    if not isinstance(raw, int) or not low <= raw <= high:
+        raise InvalidInput(hint, field)
+    return raw
+
+
+def _snapshot(tenant: Tenant) -> dict:
+    return {"name": tenant.name, "max_running": tenant.max_running, "max_queued": tenant.max_queued}
+
+
+def _unscoped(scope: int | None, what: str) -> None:
+    # A tenant-limited admin raising their own quota would escape the limit set for them.
+    if scope is not None:
+        raise Forbidden(f"only a person or token not limited to a tenant may {what}")
+
+
+def create(name, actor: Actor, *, max_running=None, max_queued=None, scope: int | None = None,
+           clock: Clock = SYSTEM_CLOCK) -> Tenant:
+    """Create a tenant with its quotas (the model's defaults where not given); audited. 409 if the name exists."""
+    _unscoped(scope, "create tenants")
+    name = (name or "").strip() if isinstance(name, str) else name
+    if not isinstance(name, str) or not NAME.match(name):
+        raise InvalidInput("a tenant name is 1-64 lowercase letters, digits, '.', '_' or '-', starting with a "
+                           f"letter or digit; got {name!r}", "name")
+    values = {"name": name, "created_at": clock()}
+    for field, raw in (("max_running", max_running), ("max_queued", max_queued)):
+        if raw not in (None, ""):
+            values[field] = quota(field, raw)
+    connection = db.session.connection()
+    # One tenant per name is the unique index's to say, not a read first: two people creating it at once get
+    # one tenant and one 409.
+    inserted = connection.execute(insert_for(connection)(Tenant.__table__).values(**{
+        "max_running": Tenant.max_running.default.arg, "max_queued": Tenant.max_queued.default.arg, **values})
+        .on_conflict_do_nothing(index_elements=["name"]).returning(Tenant.__table__.c.id)).scalar_one_or_none()
+    if inserted is None:
+        db.session.rollback()
+        raise Conflict(f"a tenant named {name!r} exists already", "name")
+    tenant = db.session.get(Tenant, inserted)
+    audit.record(db.session, actor, "tenant.create", "tenant", name, after=_snapshot(tenant), tenant=name, clock=clock)
+    db.session.commit()
+    return tenant
+
+
+def set_quota(tenant: Tenant, actor: Actor, *, max_running=None, max_queued=None, scope: int | None = None,
+              clock: Clock = SYSTEM_CLOCK) -> Tenant:
+    """Change a tenant's quotas (those given); audited with before and after. Takes effect at the next claim."""
+    _unscoped(scope, "change a tenant's quotas")
+    changes = {field: quota(field, raw) for field, raw in (("max_running", max_running), ("max_queued", max_queued))
+               if raw not in (None, "")}
+    if not changes:
+        raise InvalidInput("give max_running, max_queued or both", "max_running")
+    # Held while it changes, so the audit row's "before" is what this change replaced, not a stale read.
+    current = db.session.execute(select(Tenant).where(Tenant.id == tenant.id).with_for_update()
+                                 .execution_options(populate_existing=True)).scalar_one()
+    before = _snapshot(current)
+    db.session.execute(update(Tenant).where(Tenant.id == tenant.id).values(**changes)
+                       .execution_options(synchronize_session=False))
+    db.session.refresh(current)
+    audit.record(db.session, actor, "tenant.set_quota", "tenant", current.name, before=before,
+                 after=_snapshot(current), tenant=current.name, clock=clock)
+    db.session.commit()
+    return current
+
+
+@dataclass(frozen=True)
+class Usage:
+    """A tenant with its quotas and what it uses of them now."""
+
+    tenant: Tenant
+    running: int
+    queued: int
+
+    def as_dict(self) -> dict:
+        return {"name": self.tenant.name, "max_running": self.tenant.max_running,
+                "max_queued": self.tenant.max_queued, "running": self.running, "queued": self.queued,
+                "created_at": self.tenant.created_at.isoformat() if self.tenant.created_at else None}
+
+
+def usage(scope: int | None) -> list[Usage]:
+    """Return the tenants this scope sees, each with its running and queued (pending or retry_wait) runs now."""
+    query = select(Tenant).order_by(Tenant.name)
+    if scope is not None:
+        query = query.where(Tenant.id == scope)
+    shown = db.session.execute(query).scalars().all()
+    counts = select(Run.tenant_id, Run.status, func.count()).where(
+        Run.status.in_(("running", "pending", "retry_wait")), Run.tenant_id.in_([t.id for t in shown]))
+    per: dict[int, dict[str, int]] = {}
+    for tenant_id, status, count in db.session.execute(counts.group_by(Run.tenant_id, Run.status)):
+        per.setdefault(tenant_id, {})[status] = count
+    return [Usage(t, per.get(t.id, {}).get("running", 0),
+                  per.get(t.id, {}).get("pending", 0) + per.get(t.id, {}).get("retry_wait", 0)) for t in shown]

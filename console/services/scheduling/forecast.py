@@ -1,6 +1,7 @@
 """`task-dryrun`: forecast every firing in a horizon and report conflicts before they happen."""
 
 from collections import Counter, defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -48,14 +49,16 @@ def expected_duration(task: Task) -> tuple[float, str]:
 
 
 def forecast(now: datetime, hours: float = 24, tenant: str | None = None, task_id: int | None = None,
-             crowded_threshold: int = 50) -> Forecast:
-    """Forecast firings from now over `hours` and list what will collide."""
+             crowded_threshold: int = 50, only: Collection[int] | None = None) -> Forecast:
+    """Forecast firings from now over `hours` and list what will collide (`only`: these task ids)."""
     end = now + timedelta(hours=hours)
     query = select(Task).where(Task.cron.is_not(None), Task.paused.is_(False), Task.deleted_at.is_(None))
     if tenant:
         query = query.join(Tenant).where(Tenant.name == tenant)
     if task_id:
         query = query.where(Task.id == task_id)
+    if only is not None:
+        query = query.where(Task.id.in_(list(only)))
     result = Forecast(now, end)
     by_mutex: dict[str, list[tuple[datetime, datetime, Task]]] = defaultdict(list)
     per_minute: Counter = Counter()

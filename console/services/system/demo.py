@@ -7,6 +7,7 @@ from console.models import Run, Task, Tenant
 from console.services.actor import Actor
 from console.services.engine.submit import submit
 from console.services.policies import versions as policies
+from console.services.scheduling import tasks
 
 DEMO = Actor("demo")
 # Short delays so the demo's retries and dead letters appear within seconds of `rebound up`.
@@ -52,10 +53,32 @@ def seed() -> str:
                                           "message": "reserved stock does not match order {n}"}, 2),
         (globex, "demo.sleep", {"seconds": 90}, 1),
     ]
+    _tasks(acme, globex)
     count = 0
     for tenant, handler, params, times in plan:
         for n in range(times):
             filled = {k: v.format(n=1000 + n) if isinstance(v, str) else v for k, v in params.items()}
             submit(tenant, DEMO, handler=handler, params=filled, policy="demo", source="demo")
             count += 1
-    return f"Demo data: tenants acme and globex, {count} runs submitted (some will retry, some will die)."
+    return (f"Demo data: tenants acme and globex, {len(DEMO_TASKS)} scheduled tasks, {count} runs submitted "
+            "(some will retry, some will die).")
+
+
+# Scheduled tasks, so Tasks, the conflict forecast and the run pages show something real from the first minute:
+# one every minute, one nightly that fires before its window opens (so it waits for it), and two that share a
+# mutex key at :00 and :30 (the second is skipped while the first runs).
+DEMO_TASKS = [
+    ("acme", {"name": "heartbeat-ping", "handler": "demo.noop", "cron": "* * * * *", "policy": "demo"}),
+    ("acme", {"name": "nightly-ledger-close", "handler": "demo.sleep", "params": {"seconds": 5},
+              "cron": "30 23 * * *", "window": {"start": "00:00", "end": "05:00"}, "policy": "demo"}),
+    ("globex", {"name": "export-orders", "handler": "demo.sleep", "params": {"seconds": 40}, "cron": "*/15 * * * *",
+                "mutex_key": "orders-db", "policy": "demo"}),
+    ("globex", {"name": "reindex-orders", "handler": "demo.sleep", "params": {"seconds": 20}, "cron": "*/30 * * * *",
+                "mutex_key": "orders-db", "concurrency_policy": "forbid", "policy": "demo"}),
+]
+
+
+def _tasks(*tenants) -> None:
+    by_name = {tenant.name: tenant for tenant in tenants}
+    for tenant, body in DEMO_TASKS:
+        tasks.register(by_name[tenant], {"timezone": "UTC", **body}, DEMO)

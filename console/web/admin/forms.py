@@ -57,3 +57,15 @@ class SettingForm(FlaskForm):
     """One setting's new value; the service checks it against the setting's limits."""
 
     value = StringField("Value", validators=[DataRequired(message="enter a value")])
+
+
+class TenantForm(FlaskForm):
+    # Quotas are text here: the service checks them and says what to send, for the form and the API alike.
+    name = StringField("Name", validators=[DataRequired(message="give the tenant a name"), Length(max=64)])
+    max_running = StringField("Max running", validators=[Optional()])
+    max_queued = StringField("Max queued", validators=[Optional()])
+
+
+class QuotaForm(FlaskForm):
+    max_running = StringField("Max running", validators=[Optional()])
+    max_queued = StringField("Max queued", validators=[Optional()])

@@ -17,6 +17,7 @@ from console.services.recovery import approvals, run_compensation
 from console.services.reports import breaches as breach_list
 from console.services.runs import query as runs_query
 from console.services.runs import timeline as run_timeline
+from console.services.runs.waiting import why_waiting
 from console.web.approvals import present
 from console.web.render import page
 from console.web.runs.blueprint import bp
@@ -61,6 +62,7 @@ def _detail(run_id: int, *, error: str | None = None, notice: str | None = None,
     return page("runs/show.html", "detail", d=detail, run=detail.run, live=detail.run.status in LIVE,
                 breaches=breach_list.of_run(run_id),
                 compensable=compensation.can_compensate(detail.run) and not waiting, requests=requests,
+                waits_because=why_waiting(detail.run),
                 error=error, notice=notice, pretty=pretty, **present.helpers()), status
 
 

@@ -3,7 +3,7 @@
 from functools import lru_cache
 from zoneinfo import ZoneInfo, available_timezones
 
-from flask import Blueprint, flash, redirect, render_template, request, url_for
+from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 from markupsafe import Markup
 
 from console.auth import current_actor, requires, tenant_scope
@@ -18,7 +18,8 @@ from console.services.people import tenants
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.policies import versions as policies
 from console.services.reports import breaches as breach_list
-from console.services.scheduling import on_demand, task_query, tasks
+from console.services.scheduling import conflicts, on_demand, task_query, tasks
+from console.services.scheduling.forecast import forecast as forecast_firings
 from console.web.render import page
 from console.web.tasks.forms import NewTaskForm, TaskForm, policy_choices
 from console.web.tenancy import acting_tenant
@@ -55,6 +56,47 @@ def index():
                 query={key: value for key, value in filters.items() if value},
                 tenant_names=[] if scope is not None else [t.name for t in tenants.all_tenants()],
                 handler_names=task_query.handler_names(scope))
+
+
+HORIZONS = {"24h": 24, "7d": 168}
+SHOWN_ROWS = 50
+
+
+@bp.get("/forecast")
+@requires(VIEW)
+def forecast():
+    """Forecast the scheduled tasks' firings (24 h or 7 d) and list the conflicts they will meet."""
+    scope, now = tenant_scope(), utcnow()
+    horizon = request.args.get("horizon", "24h")
+    tenant = request.args.get("tenant", "").strip()
+    crowded = request.args.get("crowded", 50, type=int)
+    if horizon not in HORIZONS or not 1 <= crowded <= 100_000:
+        abort(422, "horizon is 24h or 7d; crowded is a whole number from 1 to 100000")
+    if scope is not None:
+        tenant = db.session.get(Tenant, scope).name  # a tenant-limited person forecasts their tenant only
+    elif tenant and tenants.find(tenant) is None:
+        abort(404, f"no tenant named {tenant!r}")
+    # A GET writes nothing: `rebound task-dryrun` is what keeps forecasts for the reports' "named" figure.
+    result = forecast_firings(now, HORIZONS[horizon], tenant or None, crowded_threshold=crowded)
+    return render_template("tasks/forecast.html", result=result, horizon=horizon, tenant=tenant, crowded=crowded,
+                           overlaps=_pairs(result.mutex_overlaps),
+                           shown=SHOWN_ROWS, tenant_names=[] if scope is not None else
+                           [t.name for t in tenants.all_tenants()])
+
+
+def _pairs(overlaps: list[dict]) -> list[dict]:
+    """Fold the overlaps of the same two tasks into one row: how often, the first time, the longest overlap."""
+    pairs: dict[tuple, dict] = {}
+    for overlap in overlaps:
+        first, first_at = overlap["first"].rsplit(" at ", 1)
+        second, second_at = overlap["second"].rsplit(" at ", 1)
+        key = (overlap["mutex_key"], first, second, overlap["consequence"])
+        pair = pairs.setdefault(key, {"mutex_key": key[0], "first": first, "second": second, "times": 0,
+                                      "first_at": first_at, "second_at": second_at, "overlap_s": 0,
+                                      "basis": overlap["duration_basis"], "consequence": key[3]})
+        pair["times"] += 1
+        pair["overlap_s"] = max(pair["overlap_s"], overlap["overlap_s"])
+    return list(pairs.values())
 
 
 @bp.get("/<int:task_id>")
@@ -166,14 +208,27 @@ def create():
     form = _new_form()
     if not form.validate_on_submit():
         return _form_page(form, status=422)
+    now, body = utcnow(), form.to_body()
     try:
-        task = tasks.register(acting_tenant(form.tenant.data or "", "register tasks"), form.to_body(), current_actor())
+        tenant = acting_tenant(form.tenant.data or "", "register tasks")
+        before = conflicts.marks(tenant, now, mutex_key=body.get("mutex_key"))
+        task = tasks.register(tenant, body, current_actor())
     except ServiceError as error:
         db.session.rollback()
         form.attach(error)
         return _form_page(form, status=error.status)
     flash(f"Registered {task.name}.", "success")
+    _warn_of_conflicts(task, before, now)
     return redirect(url_for("tasks.show", task_id=task.id), 303)
+
+
+def _warn_of_conflicts(task, before, now) -> None:
+    """Tell, after a save, which conflicts it created in the next 24 h (the save itself is not refused)."""
+    made = conflicts.created(before, conflicts.marks(task.tenant, now, mutex_key=task.mutex_key, task_id=task.id))
+    if made is not None:
+        link = url_for("tasks.forecast", tenant=task.tenant.name)
+        flash(Markup('This change creates conflicts in the next 24 h: {}. <a href="{}">See the conflict '
+                     "forecast</a>.").format(made.sentence(), link), "warning")
 
 
 def _edit_form() -> TaskForm:
@@ -198,6 +253,8 @@ def update(task_id: int):
     form = _edit_form()
     if not form.validate_on_submit():
         return _form_page(form, task, 422)
+    now = utcnow()
+    before = conflicts.marks(task.tenant, now, mutex_key=task.mutex_key, task_id=task.id)
     try:
         tasks.edit(task, form.to_body(), current_actor())
     except ServiceError as error:
@@ -206,5 +263,6 @@ def update(task_id: int):
         form.attach(error)
         return _form_page(form, tasks.get(task_id, tenant_scope()), error.status)
     flash(f"Saved {task.name}.", "success")
+    _warn_of_conflicts(task, before, now)
     return redirect(url_for("tasks.show", task_id=task.id), 303)
 

@@ -1,0 +1,66 @@
+"""Admin → Tenants: create a tenant, set its quotas, see what it uses of them now."""
+
+from flask import flash, redirect, render_template, url_for
+
+from console.auth import current_actor, requires, tenant_scope
+from console.extensions import db
+from console.services.errors import ServiceError
+from console.services.people import tenants
+from console.services.people.permissions import ADMIN
+from console.web.admin.blueprint import bp
+from console.web.admin.forms import QuotaForm, TenantForm
+
+
+def _page(form: TenantForm | None = None, failed: tuple[str, QuotaForm] | None = None, status: int = 200):
+    rows = tenants.usage(tenant_scope())
+    quota_forms = {row.tenant.name: failed[1] if failed and failed[0] == row.tenant.name else QuotaForm(
+        prefix=f"q-{row.tenant.id}", max_running=str(row.tenant.max_running), max_queued=str(row.tenant.max_queued))
+        for row in rows}
+    return render_template("admin/tenants.html", rows=rows, quota_forms=quota_forms, form=form or TenantForm(),
+                           scoped=tenant_scope() is not None), status
+
+
+def _attach(form, error: ServiceError) -> None:
+    (form[error.field].errors if error.field in form else form.form_errors).append(error.detail)
+
+
+@bp.get("/tenants")
+@requires(ADMIN)
+def tenants_index():
+    return _page()
+
+
+@bp.post("/tenants")
+@requires(ADMIN)
+def create_tenant():
+    form = TenantForm()
+    if not form.validate_on_submit():
+        return _page(form, status=422)
+    try:
+        tenant = tenants.create(form.name.data, current_actor(), max_running=form.max_running.data,
+                                max_queued=form.max_queued.data, scope=tenant_scope())
+    except ServiceError as error:
+        db.session.rollback()
+        _attach(form, error)
+        return _page(form, status=error.status)
+    flash(f"Created tenant {tenant.name}: at most {tenant.max_running} running and {tenant.max_queued} queued.",
+          "success")
+    return redirect(url_for("admin.tenants_index"), 303)
+
+
+@bp.post("/tenants/<name>")
+@requires(ADMIN)
+def set_tenant_quota(name: str):
+    tenant = tenants.visible(name, tenant_scope())
+    form = QuotaForm(prefix=f"q-{tenant.id}")
+    if not form.validate_on_submit():
+        return _page(failed=(tenant.name, form), status=422)
+    try:
+        tenant = tenants.set_quota(tenant, current_actor(), max_running=form.max_running.data,
+                                   max_queued=form.max_queued.data, scope=tenant_scope())
+    except ServiceError as error:
+        db.session.rollback()
+        _attach(form, error)
+        return _page(failed=(name, form), status=error.status)
+    flash(f"Saved {tenant.name}: at most {tenant.max_running} running and {tenant.max_queued} queued.", "success")
+    return redirect(url_for("admin.tenants_index"), 303)

@@ -1,0 +1,84 @@
+"""A waiting run always says why it waits: capacity of which policy or tenant, window, quota, breaker."""
+
+from datetime import timedelta
+
+from console.extensions import db
+from console.models import Tenant
+from console.services.engine.execute import execute
+from console.services.runs.waiting import why_waiting
+from tests.factories import make_tenant
+
+
+def _running(run_id: int) -> None:
+    db.session.execute(db.text("UPDATE runs SET status = 'running', attempt = 1 WHERE id = :id"), {"id": run_id})
+    db.session.commit()
+
+
+def _quota(name: str, max_running: int) -> Tenant:
+    tenant = make_tenant(name)
+    tenant.max_running = max_running
+    db.session.commit()
+    return tenant
+
+
+def test_a_run_over_its_tenants_max_running_says_tenant_quota(runs, clock):
+    _quota("acme", 1)
+    holder, waiting = runs.submit(tenant="acme"), runs.submit(tenant="acme")
+    _running(holder)
+    assert execute(waiting, 0, clock=clock) == "deferred:quota"
+    run = runs.get(waiting)
+    assert run.wait_reason == "tenant quota: tenant acme is running 1 of its max_running 1"
+    assert why_waiting(run) == run.wait_reason
+
+
+def test_a_run_held_by_another_tenants_run_of_its_handler_names_the_policy(runs, clock):
+    make_tenant("acme")
+    make_tenant("globex")
+    holder = runs.submit("demo.noop", policy={"concurrency": 1}, tenant="globex")
+    waiting = runs.submit("demo.noop", policy={"concurrency": 1}, tenant="acme")
+    _running(holder)
+    assert execute(waiting, 0, clock=clock) == "deferred:concurrency"
+    reason = why_waiting(runs.get(waiting))
+    assert reason.startswith("policy capacity: policy default lets 1 run at once for handler python:demo.noop")
+    assert "counted across every tenant" in reason and reason.endswith("1 running")
+    assert "globex" not in reason  # the other tenant is not named to this one
+
+
+def test_the_claim_clears_the_reason(runs, clock):
+    _quota("acme", 1)
+    holder, waiting = runs.submit(tenant="acme"), runs.submit(tenant="acme")
+    _running(holder)
+    execute(waiting, 0, clock=clock)
+    db.session.execute(db.text("UPDATE runs SET status = 'succeeded' WHERE id = :id"), {"id": holder})
+    db.session.commit()
+    assert execute(waiting, 0, clock=clock) == "succeeded"
+    run = runs.get(waiting)
+    assert run.wait_reason is None and why_waiting(run) is None
+
+
+def test_the_other_reasons_come_from_the_status(runs, clock):
+    run = runs.get(runs.submit())
+    assert why_waiting(run) == "queued: waiting for a free worker"
+    run.status, run.status_reason, run.next_retry_at = "retry_wait", "breaker_open", clock() + timedelta(seconds=20)
+    assert why_waiting(run).startswith("circuit breaker: the breaker of handler python:demo.noop is open")
+    run.status_reason = "http_503"
+    assert why_waiting(run).startswith("retry backoff: attempt 0 failed; the next attempt is at")
+    run.status, run.status_reason, run.due_at = "pending", "window", clock() + timedelta(hours=2)
+    opens = f"{run.due_at:%Y-%m-%d %H:%M:%S} UTC"
+    assert why_waiting(run) == f"execution window: it starts when its task's window opens at {opens}"
+    run.status_reason = "quota"
+    assert why_waiting(run).startswith("tenant quota: tenant default already had its max_queued 10000 runs waiting")
+    run.status = "running"
+    assert why_waiting(run) is None
+    db.session.rollback()
+
+
+def test_the_run_page_shows_why_it_waits(client, auth, runs, clock):
+    _quota("acme", 1)
+    holder, waiting = runs.submit(tenant="acme"), runs.submit(tenant="acme")
+    _running(holder)
+    execute(waiting, 0, clock=clock)
+    auth.as_role("viewer")
+    page = client.get(f"/runs/{waiting}").get_data(as_text=True)
+    assert "<strong>Waiting:</strong> tenant quota: tenant acme is running 1 of its max_running 1" in page
+    assert "Waiting:" not in client.get(f"/runs/{holder}").get_data(as_text=True)

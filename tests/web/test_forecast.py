@@ -1,0 +1,104 @@
+"""The conflict forecast page (task-dryrun's forecast in the console) and the task form's warning on save."""
+
+import re
+
+from sqlalchemy import func, select
+
+from console.extensions import db
+from console.models import ForecastWarning
+from console.services.actor import Actor
+from console.services.people import tenants
+from console.services.scheduling import conflicts, tasks
+from tests.factories import make_tenant
+from tests.web.test_tasks import form_body
+
+SEED = Actor("seed")
+
+
+def text(response) -> str:
+    """The page with its whitespace folded, as a reader sees it."""
+    return re.sub(r"\s+", " ", response.get_data(as_text=True))
+
+
+def register(tenant=None, **fields):
+    body = {"name": "export", "handler": "demo.noop", "cron": "0 * * * *", "timezone": "UTC", **fields}
+    return tasks.register(tenant or tenants.ensure_default(), body, SEED)
+
+
+def test_the_page_lists_mutex_overlaps_window_deferrals_and_quota_pressure(client, auth):
+    register(name="export", mutex_key="ledger")
+    register(name="reconcile", mutex_key="ledger", concurrency_policy="forbid")
+    register(name="nightly", cron="0 * * * *", window={"start": "01:00", "end": "02:00"})
+    tenant = tenants.find("default")
+    tenant.max_running = 1
+    db.session.commit()
+    auth.as_role("viewer")
+    page = text(client.get("/tasks/forecast"))
+    assert "3 scheduled tasks, 72 firings" in page
+    assert "<code>ledger</code>" in page and "second firing skipped" in page
+    # The 24 overlaps of the same two tasks are one row that counts them.
+    assert page.count("<code>ledger</code>") == 1 and '<td>export</td><td>reconcile</td><td class="num">24</td>' in page
+    assert '<td class="num">23</td>' in page  # nightly: every hour but the window's is deferred
+    assert "Quota pressure" in page and '<td class="num">1</td></tr>' in page
+    week = text(client.get("/tasks/forecast?horizon=7d"))
+    assert "3 scheduled tasks, 504 firings" in week
+    # Looking writes nothing: only task-dryrun keeps forecasts for the reports.
+    assert db.session.execute(select(func.count()).select_from(ForecastWarning)).scalar_one() == 0
+
+
+def test_the_page_refuses_a_bad_horizon_and_an_unknown_tenant(client, auth):
+    auth.as_role("viewer")
+    assert client.get("/tasks/forecast?horizon=1y").status_code == 422
+    assert client.get("/tasks/forecast?tenant=nope").status_code == 404
+
+
+def test_a_tenant_limited_person_forecasts_only_their_tenant(client, auth):
+    acme, globex = make_tenant("acme"), make_tenant("globex")
+    register(acme, name="acme-export")
+    register(globex, name="globex-secret", window={"start": "01:00", "end": "02:00"})
+    auth.make_user("ada", "viewer", tenant=acme)
+    assert auth.login("ada").status_code == 302
+    page = text(client.get("/tasks/forecast?tenant=globex"))
+    assert "1 scheduled task of acme" in page and "globex" not in page
+
+
+def test_tasks_links_to_the_forecast(client, auth):
+    auth.as_role("viewer")
+    assert 'href="/tasks/forecast"' in client.get("/tasks").get_data(as_text=True)
+
+
+def test_saving_a_task_that_creates_a_mutex_overlap_warns_after_the_save(client, auth):
+    register(name="export", mutex_key="ledger")
+    other = register(name="reconcile", cron="30 * * * *")
+    auth.as_role("operator")
+    saved = client.post(f"/tasks/{other.id}/edit", data=form_body(other, auth.csrf(), cron="0 * * * *",
+                                                                   mutex_key="ledger"), follow_redirects=True)
+    page = text(saved)
+    assert saved.status_code == 200 and "Saved reconcile." in page  # the save is not refused
+    assert "This change creates conflicts in the next 24 h: 24 minutes with mutex overlaps" in page
+    assert 'href="/tasks/forecast?tenant=default"' in page
+    # Saving it again creates nothing new: no warning.
+    again = client.post(f"/tasks/{other.id}/edit", data=form_body(tasks.get(other.id, None), auth.csrf()),
+                        follow_redirects=True)
+    again = text(again)
+    assert "Saved reconcile." in again and "creates conflicts" not in again
+
+
+def test_a_new_task_outside_its_window_warns(client, auth):
+    auth.as_role("operator")
+    response = client.post("/tasks/new", data={
+        "csrf_token": auth.csrf("/tasks/new"), "tenant": "default", "name": "nightly", "handler": "demo.noop",
+        "params": "", "cron": "0 * * * *", "timezone": "UTC", "event": "", "policy": "", "policy_overrides": "",
+        "mutex_key": "", "concurrency_policy": "allow", "window": '{"start": "01:00", "end": "02:00"}',
+        "jitter_s": "0", "debounce_s": "0", "misfire_grace_s": "300", "sla": ""}, follow_redirects=True)
+    page = text(response)
+    assert "Registered nightly." in page and "23 firings outside their window (first at" in page
+
+
+def test_a_large_tenant_forecasts_only_the_task_and_its_mutex_partners(app, monkeypatch):
+    monkeypatch.setattr(conflicts, "WHOLE_TENANT_UP_TO", 1)
+    a, b = register(name="a", mutex_key="k"), register(name="b", mutex_key="k")
+    register(name="c", window={"start": "01:00", "end": "02:00"})  # not a partner: not forecast
+    tenant = tenants.find("default")
+    marks = conflicts.marks(tenant, a.created_at, mutex_key="k", task_id=a.id)
+    assert {kind for kind, *_ in marks} == {"mutex"} and {task for _, _, task, _ in marks} == {a.id, b.id}
