@@ -231,11 +231,12 @@ def test_an_unknown_run_is_a_404(client, auth):
 
 # ---- actions ----
 
-def test_retry_now_on_a_dead_run_starts_series_two_and_is_audited(client, auth, runs, clock):
+def test_replay_on_a_dead_run_starts_series_two_and_is_audited(client, auth, runs, clock):
     run_id = dead_run(runs, clock)
     auth.as_role("operator", "olga")
     page = client.get(f"/runs/{run_id}").get_data(as_text=True)
-    assert "Retry now" in page and "hx-confirm=" in page and f'action="/runs/{run_id}/retry"' in page
+    assert ">Replay</button>" in page and "Retry now" not in page
+    assert "hx-confirm=" in page and f'action="/runs/{run_id}/retry"' in page
     assert f'action="/runs/{run_id}/cancel"' not in page  # a dead run cannot be cancelled
     response = client.post(f"/runs/{run_id}/retry", data={"csrf_token": auth.csrf(f"/runs/{run_id}")})
     assert response.status_code == 303 and response.headers["Location"].endswith(f"/runs/{run_id}")
@@ -247,7 +248,7 @@ def test_retry_now_on_a_dead_run_starts_series_two_and_is_audited(client, auth, 
     [letter] = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run_id)).scalars().all()
     assert letter.status == "replayed" and letter.resolved_by == "olga"
     followed = client.get(response.headers["Location"]).get_data(as_text=True)
-    assert "Retried run #" in followed and "series 2" in followed
+    assert "Replayed run #" in followed and "series 2" in followed
 
 
 def test_cancel_a_pending_run_over_htmx_returns_the_refreshed_run(client, auth, runs, clock):

@@ -86,7 +86,7 @@ def _act(run_id: int, action, verb: str):
         return _detail(run_id, status=error.status)
     db.session.expire_all()
     notice = f"{verb} run #{run_id}: it is now {run.status.replace('_', ' ')}" + (
-        f" (series {run.series})." if verb == "Retried" else ".")
+        f" (series {run.series})." if verb == "Replayed" else ".")
     if run.cancel_requested and run.status == "running":
         notice = f"Asked run #{run_id} to stop; the handler stops at its next cancellation check."
     if htmx:
@@ -98,7 +98,9 @@ def _act(run_id: int, action, verb: str):
 @bp.post("/<int:run_id>/retry")
 @requires(OPERATE)
 def retry(run_id: int):
-    return _act(run_id, control.retry_now, "Retried")
+    # A finished run starts a new series (a replay); a waiting one only has its next retry pulled forward.
+    verb = "Retried" if control.get_run(run_id, tenant_scope()).status == "retry_wait" else "Replayed"
+    return _act(run_id, control.retry_now, verb)
 
 
 @bp.post("/<int:run_id>/cancel")
