@@ -99,6 +99,17 @@ def page(filters: RunFilters, *, scope: int | None, before: int | None = None, l
     return RunPage(rows, None, filters=filters)
 
 
+COUNT_CAP = 10_000
+
+
+def count(filters: RunFilters, *, scope: int | None, cap: int = COUNT_CAP) -> int | None:
+    """Count the runs the filters select, reading at most cap + 1 ids; None for a text search (it reads a window)."""
+    if filters.text:
+        return None
+    inner = apply(select(Run.id), filters, scope).limit(cap + 1)
+    return db.session.execute(select(func.count()).select_from(inner.subquery())).scalar_one()
+
+
 @dataclass
 class RunDetail:
     run: Run

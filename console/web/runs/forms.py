@@ -7,7 +7,7 @@ from datetime import UTC
 
 from flask_wtf import FlaskForm
 from wtforms import Form, HiddenField, SelectField, SelectMultipleField, StringField, TextAreaField, widgets
-from wtforms.fields import DateTimeLocalField
+from wtforms.fields import DateTimeField
 from wtforms.fields.choices import SelectChoice
 from wtforms.validators import Length, Optional
 
@@ -16,6 +16,27 @@ from console.services.errors import InvalidInput
 from console.services.runs.query import RunFilters
 
 TIME_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S"]
+# The page writes times as 2026-12-01 14:05 (UTC); the inputs show and take the same, not the browser's locale.
+SHOWN_TIME = "%Y-%m-%d %H:%M"
+TIME_HINT = "YYYY-MM-DD HH:MM"
+PAGE_SIZES = (25, 50, 100, 200)
+
+
+class IsoTimeField(DateTimeField):
+    """A UTC time typed as the page shows times (2026-12-01 14:05); the ISO 'T' form and seconds are accepted too."""
+
+    # A text box, not <input type="datetime-local">: that one shows the browser's locale (12/01/2026, 02:05 PM).
+    widget = widgets.TextInput()
+
+    def __init__(self, label=None, validators=None, **kwargs):
+        super().__init__(label, validators, format=[SHOWN_TIME, *TIME_FORMATS],
+                         invalid_value_message=f"is a UTC time written {TIME_HINT}, e.g. 2026-12-01 14:05",
+                         render_kw={"placeholder": TIME_HINT, "autocomplete": "off", "size": 16,
+                                    "title": f"UTC, written {TIME_HINT}"}, **kwargs)
+
+    def _value(self):
+        # What was typed, back as the page writes it (a link's 2026-12-01T14:05 too); a typo is shown as typed.
+        return self.data.strftime(SHOWN_TIME) if self.data else super()._value()
 
 
 class StatusChecks(SelectMultipleField):
@@ -30,8 +51,8 @@ class TimelineFilterForm(Form):
     task = SelectField("Task", choices=[], validators=[Optional()])
     status = StatusChecks("Status", choices=[SelectChoice(s.value, s.value.replace("_", " ")) for s in RunStatus],
                           validators=[Optional()])
-    created_from = DateTimeLocalField("Created from (UTC)", format=TIME_FORMATS, validators=[Optional()])
-    created_to = DateTimeLocalField("Created before (UTC)", format=TIME_FORMATS, validators=[Optional()])
+    created_from = IsoTimeField("Created from (UTC)", validators=[Optional()])
+    created_to = IsoTimeField("Created before (UTC)", validators=[Optional()])
 
     def fill_choices(self, tenants, tasks) -> None:
         """Offer the tenants and tasks this person may see."""
@@ -71,6 +92,11 @@ class TimelineFilterForm(Form):
 class RunFilterForm(TimelineFilterForm):
     error_code = StringField("Error code", validators=[Optional(), Length(max=80)])
     q = StringField("Text", validators=[Optional(), Length(max=200)])
+    per_page = SelectField("Per page", choices=[SelectChoice(str(n)) for n in PAGE_SIZES], validators=[Optional()])
+
+    def page_size(self) -> int:
+        """Return the page size chosen (a value not offered is refused by validation; none means 50)."""
+        return int(self.per_page.data) if self.per_page.data else 50
 
     def filters(self, tenant_ids: dict[str, int]) -> RunFilters:
         return replace(super().filters(tenant_ids), error_code=(self.error_code.data or "").strip(),
