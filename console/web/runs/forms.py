@@ -129,3 +129,37 @@ class WorkflowForm(FlaskForm):
         """Show a service error under the field it names (steps[1].handler → the steps box)."""
         head = re.split(r"[.\[]", error.field or "", maxsplit=1)[0]
         (self[head].errors if head in self and head != "idempotency_key" else self.form_errors).append(error.detail)
+
+
+class SubmitRunForm(FlaskForm):
+    """Submit one run by hand: what POST /worker/tasks takes, checked by the same service."""
+
+    tenant = SelectField("Tenant", choices=[], validate_choice=False)
+    handler = StringField("Handler", validators=[Length(max=120)])
+    params = TextAreaField("Params (JSON object)")
+    policy = SelectField("Retry policy", choices=[], validate_choice=False, default="")
+    idempotency_key = StringField("Idempotency key (optional)", validators=[Length(max=200)])
+    # Made when the form is shown: submitting it twice (a double click, a resend) is one run.
+    form_key = HiddenField()
+
+    def params_value(self) -> dict:
+        """Return the params as a JSON object; raise InvalidInput naming the field when they are not one."""
+        text = (self.params.data or "").strip()
+        try:
+            value = json.loads(text) if text else {}
+        except json.JSONDecodeError as error:
+            raise InvalidInput(f"params is not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}",
+                               "params") from None
+        if not isinstance(value, dict):
+            raise InvalidInput('params must be a JSON object, e.g. {"account": 42}', "params")
+        return value
+
+    def key(self) -> str:
+        """Return the idempotency key typed, else the one this form was shown with."""
+        return (self.idempotency_key.data or "").strip() or f"console:{self.form_key.data}"
+
+    def attach(self, error) -> None:
+        """Show a service error under the field it names (policy.max_attempts → the policy picker)."""
+        head = re.split(r"[.\[]", error.field or "", maxsplit=1)[0]
+        target = head if head in self and head not in ("form_key", "csrf_token") else None
+        (self[target].errors if target else self.form_errors).append(error.detail)
