@@ -16,13 +16,14 @@ from console.models.recovery import (
     WorkOrder,
 )
 from console.models.reports import ForecastWarning, ReportState
-from console.models.runs import Run, RunEvent
+from console.models.runs import AttemptDiagnostics, Run, RunEvent
 from console.models.settings import ConsoleSetting
 from console.models.tasks import SlaBreach, Task
 from console.models.workflows import Workflow, WorkflowStep
 
 __all__ = [
-    "AlertRule", "ApiToken", "Approval", "AuditEntry", "AuditHead", "ChannelSetting", "ConsoleSetting", "DeadLetter",
+    "AlertRule", "ApiToken", "Approval", "AttemptDiagnostics", "AuditEntry", "AuditHead", "ChannelSetting",
+    "ConsoleSetting", "DeadLetter",
     "Delivery", "ForecastWarning", "OutboxMessage", "PolicyVersion", "ReportState", "RetryPolicyRecord", "Role", "Run",
     "RunEvent", "RunbookBackup", "RunbookChange", "RunbookExecution", "RunbookPolicy", "SlaBreach", "Task", "Tenant",
     "User", "WorkOrder", "Workflow", "WorkflowStep",

@@ -105,3 +105,18 @@ class RunEvent(db.Model):
     actor: Mapped[str | None] = mapped_column(String(80))
     data = mapped_column(JSON)
     run = relationship(Run)
+
+
+class AttemptDiagnostics(db.Model):
+    """What a failed attempt left behind: its traceback and the handler's last log lines, bounded and masked."""
+
+    __tablename__ = "attempt_diagnostics"
+    # One per attempt: a bookkeeping retry of the same outcome inserts nothing new (ON CONFLICT DO NOTHING).
+    __table_args__ = (UniqueConstraint("run_id", "series", "attempt"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"))
+    series: Mapped[int] = mapped_column(Integer)
+    attempt: Mapped[int] = mapped_column(Integer)
+    at = mapped_column(UTCDateTime, default=utcnow, nullable=False)
+    traceback: Mapped[str | None] = mapped_column(Text)
+    log_lines = mapped_column(JSON, default=list, nullable=False)

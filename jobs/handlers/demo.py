@@ -1,9 +1,12 @@
 """Demo handlers used by the demo data, the tests and the benchmarks."""
 
+import logging
 import time
 
 from console.domain.errors import CompensableError, NonRetryableError, RetryableError
 from console.services.engine.registry import handler
+
+log = logging.getLogger("jobs.handlers.demo")
 
 
 @handler("demo.noop")
@@ -30,10 +33,13 @@ def flaky(ctx):
     """Fail the first `fail_times` executions of a run, then succeed.
 
     `error`: retryable (default) | fatal | compensable; `retry_after_s` adds a Retry-After hint;
-    `code` names the error code.
+    `code` names the error code; `log` is a line (or list of lines) logged as a warning before each failure.
     """
     fail_times = int(ctx.params.get("fail_times", 1))
     if ctx.execution <= fail_times:
+        lines = ctx.params.get("log") or []
+        for line in [lines] if isinstance(lines, str) else lines:
+            log.warning("%s", line)
         kind = ctx.params.get("error", "retryable")
         message = ctx.params.get("message", f"flaky failure {ctx.execution} of {fail_times}")
         if kind == "fatal":

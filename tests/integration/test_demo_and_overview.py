@@ -45,4 +45,4 @@ def test_an_empty_overview_says_where_dead_letters_come_from_in_page_and_fragmen
     auth.as_role("viewer")
     for headers in ({}, {"HX-Request": "true"}):
         html = client.get("/overview", headers=headers).get_data(as_text=True)
-        assert '<td colspan="6" class="empty"><strong>No open dead letters.</strong>' in html
+        assert '<td colspan="7" class="empty"><strong>No open dead letters.</strong>' in html

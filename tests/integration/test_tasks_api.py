@@ -227,7 +227,6 @@ def test_unknown_task_is_404(client, operator):
     pytest.param({"timezone": "Europe/Berlinn"}, "timezone", id="unknown-timezone"),
     pytest.param({"cron": DROP, "event": "order.created", "timezone": "Europe/Berlinn"}, "timezone",
                  id="unknown-timezone-of-an-event-task"),
-    pytest.param({"cron": DROP}, "cron", id="neither-cron-nor-event"),
     pytest.param({"cron": DROP, "event": "task.foo"}, "event", id="reserved-event-name"),
     pytest.param({"event": "task.foo"}, "event", id="reserved-event-name-with-cron"),
     pytest.param({"concurrency_policy": "sometimes"}, "concurrency_policy", id="bad-concurrency-policy"),
@@ -244,6 +243,13 @@ def test_bad_registration_is_422_naming_the_field_and_writes_nothing(client, ope
     with nothing_written():
         refused(client.post("/internal/tasks/register", json=task_body(**changes), headers=operator),
                 422, "invalid", field)
+
+
+def test_a_task_with_neither_cron_nor_event_runs_by_hand_only(client, operator, register):
+    task = register(cron=DROP)
+    assert (task["cron"], task["event"], task["next_runs"]) == (None, None, [])
+    response = client.post(f"/internal/tasks/{task['id']}/trigger", headers=operator)
+    assert response.status_code in (200, 201, 202), response.get_data(as_text=True)
 
 
 def test_duplicate_name_in_the_same_tenant_is_409(client, operator, register):

@@ -439,3 +439,77 @@ def test_replayed_entries_link_their_runs_later_series(client, auth, runs, make_
     (second,) = [x for x in runs.dead_letters(letter.run_id) if x.id != letter.id]
     assert second.series == 2 and second.status == "open"
     assert timedelta(0) <= second.created_at - letter.created_at
+
+
+# ---- the address holds the view; the count follows replays; a group that failed for good asks first ----
+
+def test_a_shared_link_reproduces_the_filtered_view_with_its_group_open(client, auth, make_dead_letter):
+    closed = [make_dead_letter(f"account {n} is closed", code="invalid_account") for n in (1, 2)]
+    make_dead_letter("inventory service unavailable", code="http_503")
+    make_dead_letter("account 3 is closed", code="invalid_account", tenant=tenant("acme").name)
+    fingerprint = closed[0].fingerprint
+    auth.as_role("viewer", "vic")
+    page = client.get(f"/dlq/?tenant=default&code=invalid_account&open={fingerprint}").get_data(as_text=True)
+    assert 'selected>default</option>' in page and 'value="invalid_account"' in page
+    assert "<strong>2</strong> open dead letters match the filter" in page
+    # The group is drawn open, its newest entries inside it, and its button says so.
+    assert f'<tr id="ge-{fingerprint}" class="group-entries">' in page
+    assert all(f'id="dl-{letter.id}"' in page for letter in closed) and 'aria-expanded="true"' in page
+    assert "inventory service" not in page
+    # Expanding pushes that address; closing goes back to the one without it.
+    plain = client.get("/dlq/?code=invalid_account").get_data(as_text=True)
+    assert f'hx-push-url="/dlq/?open={fingerprint}&amp;code=invalid_account"' in plain
+    assert 'data-closed-url="/dlq/?code=invalid_account"' in plain
+    assert f'<tr id="ge-{fingerprint}" class="group-entries" hidden></tr>' in plain
+    # An open= that is no group on the page opens nothing.
+    assert 'aria-expanded="true"' not in client.get("/dlq/?open=ffff&code=invalid_account").get_data(as_text=True)
+
+
+def test_a_row_replay_tells_the_page_to_recount(client, auth, make_dead_letter):
+    letter = make_dead_letter("account 1 is closed")
+    auth.as_role("operator", "olga")
+    page = client.get("/dlq/?view=list").get_data(as_text=True)
+    assert 'id="dlq-count"' in page and 'hx-trigger="dlq-count from:body"' in page and 'hx-select="#dlq-count"' in page
+    response = post(client, auth, f"/dlq/{letter.id}/replay", htmx=True)
+    assert response.status_code == 200 and response.headers["HX-Trigger"] == "dlq-count"
+    recount = client.get("/dlq/?view=list", headers=HX).get_data(as_text=True)
+    assert 'data-matching="0"' in recount
+
+
+def test_replaying_a_group_that_failed_for_good_asks_first(client, auth, runs, make_dead_letter):
+    letters = [make_dead_letter(f"account {n} is closed", code="invalid_account") for n in (1, 2)]
+    fingerprint = letters[0].fingerprint
+    auth.as_role("operator", "olga")
+    page = client.get("/dlq/").get_data(as_text=True)
+    assert f'href="/dlq/replay/confirm?group={fingerprint}"' in page and ">Replay 2…</a>" in page
+    assert f'name="group" value="{fingerprint}"' not in page  # no one-click button for this group
+
+    # A POST that skips the page (an old tab, a script) is sent to it; nothing is replayed.
+    response = post(client, auth, "/dlq/bulk/replay-matching", {"group": fingerprint, "rate": "50"})
+    assert response.status_code == 303
+    assert response.headers["Location"] == f"/dlq/replay/confirm?rate=50&group={fingerprint}"
+    assert Queue("maintenance", connection=get_redis()).jobs == []
+    response = post(client, auth, "/dlq/bulk/replay-matching", {"group": fingerprint, "rate": "50"}, htmx=True)
+    assert response.status_code == 204 and response.headers["HX-Redirect"].startswith("/dlq/replay/confirm?")
+
+    confirm = client.get(response.headers["HX-Redirect"]).get_data(as_text=True)
+    assert "2 of the 2" in confirm and "failed for good" in confirm and 'value="failed_for_good"' in confirm
+    assert 'name="rate" value="50"' in confirm and f"/dlq/{letters[1].id}/fix" in confirm
+    response = post(client, auth, "/dlq/bulk/replay-matching",
+                    {"group": fingerprint, "rate": "50", "confirmed": "failed_for_good"})
+    assert response.status_code == 303 and "op=" in response.headers["Location"]
+    assert f"group={fingerprint}" in response.headers["Location"]
+    (job,) = Queue("maintenance", connection=get_redis()).jobs
+    assert job.kwargs["filters"]["group"] == fingerprint
+
+
+def test_a_group_that_ran_out_of_retries_replays_in_one_click(client, auth, runs, clock):
+    run_id = runs.submit("demo.flaky", {"fail_times": 9}, policy={**LENIENT, "max_attempts": 1})
+    assert execute(run_id, 0, clock=clock) == "dead"
+    (letter,) = runs.dead_letters(run_id)
+    assert letter.reason == "exhausted"
+    auth.as_role("operator", "olga")
+    page = client.get("/dlq/").get_data(as_text=True)
+    assert f'name="group" value="{letter.fingerprint}"' in page and "/dlq/replay/confirm" not in page
+    response = post(client, auth, "/dlq/bulk/replay-matching", {"group": letter.fingerprint, "rate": "50"})
+    assert response.status_code == 303 and "op=" in response.headers["Location"]

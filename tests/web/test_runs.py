@@ -231,11 +231,12 @@ def test_an_unknown_run_is_a_404(client, auth):
 
 # ---- actions ----
 
-def test_retry_now_on_a_dead_run_starts_series_two_and_is_audited(client, auth, runs, clock):
+def test_replay_on_a_dead_run_starts_series_two_and_is_audited(client, auth, runs, clock):
     run_id = dead_run(runs, clock)
     auth.as_role("operator", "olga")
     page = client.get(f"/runs/{run_id}").get_data(as_text=True)
-    assert "Retry now" in page and "hx-confirm=" in page and f'action="/runs/{run_id}/retry"' in page
+    assert ">Replay</button>" in page and "Retry now" not in page
+    assert "hx-confirm=" in page and f'action="/runs/{run_id}/retry"' in page
     assert f'action="/runs/{run_id}/cancel"' not in page  # a dead run cannot be cancelled
     response = client.post(f"/runs/{run_id}/retry", data={"csrf_token": auth.csrf(f"/runs/{run_id}")})
     assert response.status_code == 303 and response.headers["Location"].endswith(f"/runs/{run_id}")
@@ -247,7 +248,7 @@ def test_retry_now_on_a_dead_run_starts_series_two_and_is_audited(client, auth, 
     [letter] = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run_id)).scalars().all()
     assert letter.status == "replayed" and letter.resolved_by == "olga"
     followed = client.get(response.headers["Location"]).get_data(as_text=True)
-    assert "Retried run #" in followed and "series 2" in followed
+    assert "Replayed run #" in followed and "series 2" in followed
 
 
 def test_cancel_a_pending_run_over_htmx_returns_the_refreshed_run(client, auth, runs, clock):
@@ -382,3 +383,42 @@ def test_a_deferred_run_shows_when_it_is_due(client, auth, runs, clock):
     page = client.get(f"/runs/{second}").get_data(as_text=True)
     assert "Deferred until" in page
     assert re.search(rf"· due <time[^>]*>{due}</time>", page)
+
+
+# ---- totals, page size, ISO time inputs, a live Gantt ----
+
+def test_the_list_says_how_many_runs_match_and_pages_by_the_size_chosen(client, auth, runs, clock):
+    ids = [runs.submit(clock=clock) for _ in range(30)]
+    dead_run(runs, clock)
+    auth.as_role("viewer", "vic")
+    page = client.get("/runs?per_page=25").get_data(as_text=True)
+    assert 'data-total="31"><strong>31</strong> runs' in page and "showing 25 per page" in page
+    assert len(listed(client.get("/runs?per_page=25"))) == 25
+    older = re.search(r'href="(/runs\?[^"]*before=\d+[^"]*)"', page).group(1)
+    assert "per_page=25" in html.unescape(older)  # the next page keeps the size
+    assert len(listed(client.get(html.unescape(older)))) == 6
+    assert len(listed(client.get("/runs"))) == 31  # 50 by default
+    filtered = client.get("/runs?status=dead").get_data(as_text=True)
+    assert 'data-total="1"><strong>1</strong> run matches the filter' in filtered
+    assert client.get("/runs?per_page=7").status_code == 422  # only the sizes offered
+    assert ids
+
+
+def test_time_inputs_show_and_take_the_pages_iso_format(client, auth, runs, clock):
+    auth.as_role("viewer", "vic")
+    page = client.get("/runs?created_from=2026-12-01 14:05").get_data(as_text=True)
+    assert 'type="text"' in page and 'value="2026-12-01 14:05"' in page and 'placeholder="YYYY-MM-DD HH:MM"' in page
+    assert 'type="datetime-local"' not in page
+    # The ISO "T" form (old links, the Overview's) still works, and shows as the page writes times.
+    assert 'value="2026-12-01 14:05"' in client.get("/runs?created_from=2026-12-01T14:05").get_data(as_text=True)
+    bad = client.get("/runs?created_from=12/01/2026")
+    assert bad.status_code == 422 and "is a UTC time written YYYY-MM-DD HH:MM" in bad.get_data(as_text=True)
+
+
+def test_the_gantt_refreshes_live_while_its_window_reaches_now(client, auth, runs):
+    runs.submit()
+    auth.as_role("viewer", "vic")
+    live = client.get("/runs/timeline").get_data(as_text=True)
+    assert 'hx-get="/runs/timeline"' in live and 'hx-trigger="every 10s"' in live and "live, every 10 s" in live
+    past = client.get("/runs/timeline?created_from=2020-01-01 00:00&created_to=2020-01-01 01:00").get_data(as_text=True)
+    assert 'hx-trigger="every 10s"' not in past

@@ -23,6 +23,9 @@ GROUP_ROWS_LIMIT = 5000
 COUNT_CAP = 10_000
 MAX_REASON_CHARS = 1000
 MAX_SELECTED = 500
+# Letters parked for any other reason failed for good (non-retryable, manual intervention, a failed undo): replaying
+# them sends the same input to the same code, so the page asks first.
+RETRYABLE_REASONS = ("exhausted",)
 
 
 @dataclass
@@ -45,6 +48,9 @@ class Group:
     handlers: set[str] = field(default_factory=set)
     tenants: set[str] = field(default_factory=set)
     sample_id: int = 0
+    # Its newest letters failed for good rather than by running out of retries. Read from the samples, not counted:
+    # the grouping reads only its covering index, and one error (code and message) is classified alike each time.
+    failed_for_good: bool = False
     sample_message: str = ""
     message: str = ""
     work_orders: list[WorkOrderRef] = field(default_factory=list)
@@ -92,7 +98,7 @@ def groups(filters: Filters, tenant_id: int | None, clock: Clock = SYSTEM_CLOCK,
     shown = ordered[:limit]
     sample_ids = [i for g in shown for i in samples[g.fingerprint].values()]
     details = {row.id: row for row in db.session.execute(
-        select(dl.id, dl.error_message, dl.work_order_id).where(dl.id.in_(sample_ids)))}
+        select(dl.id, dl.error_message, dl.work_order_id, dl.reason).where(dl.id.in_(sample_ids)))}
     order_ids = {row.work_order_id for row in details.values() if row.work_order_id}
     orders = {order.id: order for order in db.session.execute(
         select(WorkOrder).where(WorkOrder.id.in_(order_ids))).scalars()} if order_ids else {}
@@ -100,6 +106,8 @@ def groups(filters: Filters, tenant_id: int | None, clock: Clock = SYSTEM_CLOCK,
         sample = details.get(group.sample_id)
         group.sample_message = (sample.error_message or "") if sample else ""
         group.message = normalise_message(group.sample_message)
+        group.failed_for_good = any(details[i].reason not in RETRYABLE_REASONS
+                                    for i in samples[group.fingerprint].values() if i in details)
         found = {orders[details[i].work_order_id] for i in samples[group.fingerprint].values()
                  if i in details and details[i].work_order_id in orders}
         group.work_orders = [WorkOrderRef(o.id, o.status, o.title, names.get(o.tenant_id, str(o.tenant_id)))
@@ -129,6 +137,14 @@ def count_matching(filters: Filters, tenant_id: int | None, clock: Clock = SYSTE
     inner = where(select(DeadLetter.id), filters, tenant_id, bounds.as_of, bounds.min_id, bounds.max_id)
     if cap is not None:
         inner = inner.limit(cap + 1)
+    return db.session.execute(select(func.count()).select_from(inner.subquery())).scalar_one()
+
+
+def count_non_retryable(filters: Filters, tenant_id: int | None, clock: Clock = SYSTEM_CLOCK,
+                        cap: int = COUNT_CAP) -> int:
+    """Count the selected dead letters that failed for good (not by running out of retries), up to cap + 1."""
+    inner = where(select(DeadLetter.id), filters, tenant_id, clock(), search_floor(filters, tenant_id)).where(
+        DeadLetter.reason.not_in(RETRYABLE_REASONS)).limit(cap + 1)
     return db.session.execute(select(func.count()).select_from(inner.subquery())).scalar_one()
 
 

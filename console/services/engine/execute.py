@@ -25,6 +25,7 @@ from console.services.delivery import outbox
 from console.services.engine import (
     admission,
     breakers,
+    diagnostics,
     handler_kinds,
     isolation,
     known_outcomes,
@@ -216,6 +217,7 @@ class Outcome:
     error: Exception | None
     duration_ms: int
     invocation: object
+    log_lines: tuple[str, ...] = ()
 
 
 def _record(run, outcome: Outcome, policy, ctx: HandlerContext, now, clock: Clock) -> Run | RunRow:
@@ -230,6 +232,8 @@ def _record(run, outcome: Outcome, policy, ctx: HandlerContext, now, clock: Cloc
         db.session.commit()
         return run
     run = _as_orm(run)  # the failure paths (dead letters, compensation) work on the ORM object
+    # With the failure, in its transaction: the attempt's story is there as soon as its status is.
+    diagnostics.store(run.id, run.series, run.attempt, diagnostics.of(outcome.error, list(outcome.log_lines)), now)
     # A compensation runs here, inline: its heartbeat tells the reconciler whether this worker still lives.
     with Heartbeat(run.id, run.attempt, setting("HEARTBEAT_S"), ctx.cancel_event):
         fail(run, classify(outcome.error, policy), policy, now, duration_ms=outcome.duration_ms,
@@ -269,14 +273,15 @@ def _perform(run: RunRow, policy, settings: BreakerSettings, breaker_was_clean: 
     if invocation is None:
         error = resolve_error
     else:
-        with Heartbeat(run.id, run.attempt, setting("HEARTBEAT_S"), ctx.cancel_event):
+        with Heartbeat(run.id, run.attempt, setting("HEARTBEAT_S"), ctx.cancel_event), \
+                diagnostics.Capture() as captured:
             try:
                 result = _call(invocation.run, ctx, policy.timeout_s)
             except Exception as exc:  # noqa: BLE001 - every handler error is classified, none is swallowed
                 error = exc
     duration_ms = int((time.monotonic() - started) * 1000)
     now = clock()
-    outcome = Outcome(result, error, duration_ms, invocation)
+    outcome = Outcome(result, error, duration_ms, invocation, tuple(captured.lines) if invocation else ())
     # The handler has run: from here on, nothing may send it round again (invariant 7). A failure of the
     # bookkeeping is retried on a fresh read; if it keeps failing, the run is parked for a person.
     for attempt in range(1, BOOKKEEPING_TRIES + 1):

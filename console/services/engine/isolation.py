@@ -8,6 +8,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 
 from console import metrics
 from console.domain.errors import (
@@ -18,7 +19,7 @@ from console.domain.errors import (
     RetryableError,
 )
 from console.extensions import PINNED, db
-from console.services.engine import heartbeat
+from console.services.engine import diagnostics, heartbeat
 from console.services.engine.results import json_safe
 
 POLL_S = 0.2  # how soon a cancel request reaches the child
@@ -77,7 +78,11 @@ def call_forked(fn, ctx, timeout_s: float):
         raise RetryableError("handler_crashed", f"the handler's process died without an answer ({_death(status)})")
     answer = json.loads(payload)
     if "error" in answer:
-        raise _rebuild(answer["error"])
+        error = _rebuild(answer["error"])
+        # The traceback and log lines are the child's: the parent's own would say only "raised here".
+        setattr(error, diagnostics.TRACEBACK_ATTR, answer["error"].get("traceback"))
+        setattr(error, diagnostics.LOG_ATTR, answer["error"].get("log_lines") or [])
+        raise error
     return answer["result"]
 
 
@@ -115,10 +120,15 @@ def _child(fn, ctx, writer: int) -> None:  # pragma: no cover - runs in the fork
         # opens its own connections, from a new pool, if the handler reports progress.
         _inherited.extend((db.session.info.pop(PINNED, None), db.engine.pool))
         db.engine.dispose(close=False)
-        try:
-            answer = {"result": json_safe(fn(ctx))}
-        except BaseException as error:  # noqa: BLE001 - every error is described to the parent, none lost
-            answer = {"error": _describe(error)}
+        failure = None
+        with diagnostics.Capture() as captured:
+            try:
+                answer = {"result": json_safe(fn(ctx))}
+            except BaseException as error:  # noqa: BLE001 - every error is described to the parent, none lost
+                answer, failure = {"error": _describe(error)}, error
+        if failure is not None:
+            answer["error"].update(traceback="".join(traceback.format_exception(failure)),
+                                   log_lines=captured.lines)
         data = json.dumps(answer, default=str).encode()
         while data:
             data = data[os.write(writer, data):]

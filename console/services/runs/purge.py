@@ -8,12 +8,12 @@ from pathlib import Path
 from sqlalchemy import delete, exists, func, select, update
 
 from console.extensions import db
-from console.models import DeadLetter, Run, RunEvent, SlaBreach
+from console.models import AttemptDiagnostics, DeadLetter, Run, RunEvent, SlaBreach
 
 RUNS = Run.__table__
 FINISHED = ("succeeded", "cancelled", "compensated", "resolved")
 # The rows that belong to a run and go with it (into its export line first).
-CHILDREN = (RunEvent.__table__, DeadLetter.__table__, SlaBreach.__table__)
+CHILDREN = (RunEvent.__table__, AttemptDiagnostics.__table__, DeadLetter.__table__, SlaBreach.__table__)
 
 
 def _others() -> list:

@@ -7,7 +7,8 @@ from sqlalchemy import func, or_, select
 from sqlalchemy.orm import joinedload
 
 from console.extensions import db
-from console.models import DeadLetter, Run, RunEvent, Task, Tenant
+from console.models import AttemptDiagnostics, DeadLetter, Run, RunEvent, Task, Tenant
+from console.services.engine import diagnostics as attempt_diagnostics
 from console.services.engine.control import get_run
 
 PAGE_SIZE = 50
@@ -98,12 +99,25 @@ def page(filters: RunFilters, *, scope: int | None, before: int | None = None, l
     return RunPage(rows, None, filters=filters)
 
 
+COUNT_CAP = 10_000
+
+
+def count(filters: RunFilters, *, scope: int | None, cap: int = COUNT_CAP) -> int | None:
+    """Count the runs the filters select, reading at most cap + 1 ids; None for a text search (it reads a window)."""
+    if filters.text:
+        return None
+    inner = apply(select(Run.id), filters, scope).limit(cap + 1)
+    return db.session.execute(select(func.count()).select_from(inner.subquery())).scalar_one()
+
+
 @dataclass
 class RunDetail:
     run: Run
     events: list[RunEvent]
     hidden_events: int
     dead_letters: list[DeadLetter]
+    # A failed attempt's traceback and log lines, by the id of the event that ended the attempt.
+    diagnostics: dict[int, AttemptDiagnostics] = field(default_factory=dict)
 
 
 def detail(run_id: int, scope: int | None, event_limit: int = EVENT_LIMIT) -> RunDetail:
@@ -118,7 +132,19 @@ def detail(run_id: int, scope: int | None, event_limit: int = EVENT_LIMIT) -> Ru
             RunEvent.run_id == run.id)).scalar_one() - event_limit
     letters = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run.id)
                                  .order_by(DeadLetter.id.desc()).limit(20)).scalars().all()
-    return RunDetail(run, list(reversed(newest)), hidden, letters)
+    events = list(reversed(newest))
+    return RunDetail(run, events, hidden, letters, _attach_diagnostics(run.id, events))
+
+
+def _attach_diagnostics(run_id: int, events: list[RunEvent]) -> dict[int, AttemptDiagnostics]:
+    """Put each attempt's diagnostics beside the event that ended it (the first one leaving `running`)."""
+    found = attempt_diagnostics.of_run(run_id)
+    placed = {}
+    for event in events:
+        key = (event.series, event.attempt)
+        if event.from_status == "running" and key in found:
+            placed[event.id] = found.pop(key)
+    return placed
 
 
 def tenant_options(scope: int | None) -> list[Tenant]:

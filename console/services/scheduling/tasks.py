@@ -45,9 +45,8 @@ def _validated(data: dict, tenant: Tenant, current: Task | None = None) -> dict:
     if not isinstance(params, dict):
         raise InvalidInput("params must be a JSON object", "params")
     timezone = merged.get("timezone") or "UTC"
-    expression, event = merged.get("cron"), merged.get("event")
-    if not expression and not event:
-        raise InvalidInput("give a cron expression, an event name, or both", "cron")
+    # Neither cron nor event is allowed: such a task runs only when someone runs it (Run now, the API).
+    expression, event = merged.get("cron") or None, merged.get("event") or None
     if expression is not None:
         if not isinstance(expression, str):
             raise InvalidInput("cron is a 5-field crontab expression such as '30 2 * * MON'", "cron")

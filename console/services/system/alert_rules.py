@@ -176,6 +176,11 @@ def all_rules() -> list[AlertRule]:
     return [rows[key] for key in RULES if key in rows]
 
 
+def firing() -> list[AlertRule]:
+    """Return the enabled rules firing now, in the order they are defined (for everyone's Overview)."""
+    return [row for row in all_rules() if row.enabled and row.state == "firing"]
+
+
 def get(key: str) -> AlertRule:
     """Return the rule with this key or raise NotFound."""
     row = db.session.execute(select(AlertRule).where(AlertRule.key == key)).scalar_one_or_none()

@@ -1,6 +1,7 @@
 """The DLQ page: open dead letters grouped by error, searched, replayed one by one or in bulk, discarded."""
 
 import json
+from dataclasses import replace
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from flask import Blueprint, current_app, flash, redirect, render_template, request, url_for
@@ -40,10 +41,16 @@ def _view() -> str:
     return "list" if request.values.get("view") == "list" else "groups"
 
 
+def _opened() -> str:
+    """Return the group shown expanded (?open=<fingerprint>, so Back and a shared link keep it open), or ""."""
+    value = request.args.get("open", "")
+    return value if dlq_filters.FINGERPRINT.fullmatch(value) else ""
+
+
 def _results(filters: dlq_filters.Filters, view: str, before: int | None = None, notice=None) -> dict:
     """Return what the results region shows: groups, or one page of entries."""
     scope = tenant_scope()
-    context = {"filters": filters, "view": view, "before": before, "results_notice": notice,
+    context = {"filters": filters, "view": view, "before": before, "results_notice": notice, "opened": "",
                "count_cap": dlq.COUNT_CAP, "search_window": dlq_filters.SEARCH_WINDOW,
                "default_rate": dlq_bulk.DEFAULT_RATE, "max_rate": dlq_bulk.MAX_RATE}
     if view == "list":
@@ -55,7 +62,18 @@ def _results(filters: dlq_filters.Filters, view: str, before: int | None = None,
         found = dlq.groups(filters, scope)
         context.update(groups=found.groups, more_groups=found.more, matching=found.total,
                        search_floor=found.search_floor)
+        opened = _opened()
+        if opened and any(group.fingerprint == opened for group in found.groups):
+            context.update(opened=opened, **_group_context(opened, replace(filters, group=opened)))
     return context
+
+
+def _group_context(fingerprint: str, filters: dlq_filters.Filters) -> dict:
+    """Return what one expanded group shows: its newest entries."""
+    found = dlq.entries(filters, tenant_scope(), limit=10)
+    return {"fingerprint": fingerprint, "group_filters": filters, "group_letters": found.entries,
+            "group_more": found.next_before is not None, "group_replays": dlq.replays(found.entries),
+            "group_task_names": dlq.task_names(found.entries)}
 
 
 @bp.get("/")
@@ -79,20 +97,21 @@ def group_entries(fingerprint: str):
     filters = dlq_filters.Filters.parse({**request.args.to_dict(), "group": fingerprint})
     if not htmx:
         return redirect(url_for("dlq.index", view="list", **filters.args()))
-    found = dlq.entries(filters, tenant_scope(), limit=10)
-    return render_template("dlq/_group_entries.html", fingerprint=fingerprint, filters=filters,
-                           letters=found.entries, more=found.next_before is not None,
-                           replays=dlq.replays(found.entries), task_names=dlq.task_names(found.entries))
+    return render_template("dlq/_group_entries.html", **_group_context(fingerprint, filters))
 
 
-def _back(**extra):
-    """Redirect to the DLQ page the request came from (keeping its filters), else to the DLQ page."""
+def _back(filters: dlq_filters.Filters | None = None, **extra):
+    """Redirect to the DLQ page the request came from (keeping its filters), else to the DLQ page (with `filters`)."""
     referrer = urlsplit(request.referrer or "")
     index = url_for("dlq.index")
     if referrer.netloc == request.host and referrer.path == index:
         query = {**dict(parse_qsl(referrer.query)), **extra}
         return redirect(f"{index}?{urlencode(query)}" if query else index, 303)
-    return redirect(url_for("dlq.index", **extra), 303)
+    return redirect(url_for("dlq.index", **(filters.args() if filters else {}), **extra), 303)
+
+
+# After a letter is replayed or discarded in its row, the page's count of open letters reads itself again.
+COUNT_CHANGED = {"HX-Trigger": "dlq-count"}
 
 
 def _row(letter, *, error=None, notice=None, notice_run=None, status=200):
@@ -116,7 +135,8 @@ def replay(dead_letter_id: int):
         flash(message, "error")
         return _back()
     if htmx:
-        return _row(letter, notice=f"Replayed as series {run.series} of", notice_run=run.id)
+        html, status = _row(letter, notice=f"Replayed as series {run.series} of", notice_run=run.id)
+        return html, status, COUNT_CHANGED
     flash(f"Replayed dead letter {letter.id}: run {run.id} is {run.status} in series {run.series}.", "success")
     return _back()
 
@@ -136,12 +156,13 @@ def discard(dead_letter_id: int):
         flash(error.detail, "error")
         return _back()
     if htmx:
-        return _row(letter, notice="Discarded.")
+        html, status = _row(letter, notice="Discarded.")
+        return html, status, COUNT_CHANGED
     flash(f"Discarded dead letter {letter.id}.", "success")
     return _back()
 
 
-def _start_bulk(**selection):
+def _start_bulk(back: dlq_filters.Filters | None = None, **selection):
     form = BulkReplayForm()
     try:
         if not form.validate_on_submit():
@@ -151,11 +172,11 @@ def _start_bulk(**selection):
         if htmx:
             return render_template("dlq/_notice.html", category="error", message=error.detail), error.status
         flash(error.detail, "error")
-        return _back()
+        return _back(back)
     if htmx:
         return render_template("dlq/_progress.html", op=progress)
     flash(f"Replaying {progress.total} dead letters at {progress.rate:g} runs/s in the background.", "success")
-    return _back(op=progress.op_id)
+    return _back(back, op=progress.op_id)
 
 
 @bp.post("/bulk/replay")
@@ -167,7 +188,26 @@ def bulk_replay():
 @bp.post("/bulk/replay-matching")
 @requires(OPERATE)
 def bulk_replay_matching():
-    return _start_bulk(filters=dlq_filters.Filters.parse(request.form))
+    filters = dlq_filters.Filters.parse(request.form)
+    confirmed = request.form.get("confirmed") == "failed_for_good"
+    if filters.group and not confirmed and dlq.count_non_retryable(filters, tenant_scope()):
+        # A group that failed for good: the same input is likely to fail the same way. Ask on a page of its own.
+        target = url_for("dlq.confirm_replay", rate=request.form.get("rate"), **filters.args())
+        return ("", 204, {"HX-Redirect": target}) if htmx else redirect(target, 303)
+    return _start_bulk(filters, filters=filters)
+
+
+@bp.get("/replay/confirm")
+@requires(OPERATE)
+def confirm_replay():
+    """Say what replaying letters that failed for good means, before it starts."""
+    filters = dlq_filters.Filters.parse(request.args)
+    scope = tenant_scope()
+    total, for_good = dlq.count_matching(filters, scope), dlq.count_non_retryable(filters, scope)
+    sample = dlq.entries(filters, scope, limit=1).entries
+    return render_template("dlq/confirm_replay.html", filters=filters, total=total, for_good=for_good,
+                           sample=sample[0] if sample else None, count_cap=dlq.COUNT_CAP,
+                           rate=request.args.get("rate", type=int) or dlq_bulk.DEFAULT_RATE, max_rate=dlq_bulk.MAX_RATE)
 
 
 @bp.post("/bulk/discard")

@@ -10,6 +10,7 @@ from console.extensions import db, htmx
 from console.models import Tenant
 from console.services.people.permissions import VIEW
 from console.services.reports import overview
+from console.services.system import alert_rules
 from console.web.overview.charts import failures_figure, history_figure
 from console.web.render import page
 from console.web.runs.forms import TIME_FORMATS
@@ -37,7 +38,8 @@ def index():
                 dead_letters=overview.recent_dead_letters(scope), breakers_open=overview.breakers_open(),
                 sla_today=overview.sla_breaches_today(scope),
                 failures_figure=failures_figure(overview.failures_per_minute(scope)), history_figure=history,
-                window=window, windows=list(overview.HISTORY), links=_links(scope, now))
+                window=window, windows=list(overview.HISTORY), links=_links(scope, now),
+                alerts=[(row, alert_rules.spec(row)) for row in alert_rules.firing()], scoped=scope is not None)
 
 
 def _tenant_name(scope: int | None) -> str | None:
@@ -60,4 +62,5 @@ def _links(scope: int | None, now) -> dict[str, str]:
             "dead_open": url_for("dlq.index"), "breakers_open": url_for("breakers.index"),
             "sla_today": url_for("reports.breaches", period="24h"),
             "succeeded_24h": runs("succeeded", created_from=since),
+            "failing": runs("retry_wait", "dead", "failed"),
             "success_rate_24h": runs("dead", "failed", "compensation_failed", created_from=since)}

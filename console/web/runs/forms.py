@@ -7,7 +7,7 @@ from datetime import UTC
 
 from flask_wtf import FlaskForm
 from wtforms import Form, HiddenField, SelectField, SelectMultipleField, StringField, TextAreaField, widgets
-from wtforms.fields import DateTimeLocalField
+from wtforms.fields import DateTimeField
 from wtforms.fields.choices import SelectChoice
 from wtforms.validators import Length, Optional
 
@@ -16,6 +16,27 @@ from console.services.errors import InvalidInput
 from console.services.runs.query import RunFilters
 
 TIME_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S"]
+# The page writes times as 2026-12-01 14:05 (UTC); the inputs show and take the same, not the browser's locale.
+SHOWN_TIME = "%Y-%m-%d %H:%M"
+TIME_HINT = "YYYY-MM-DD HH:MM"
+PAGE_SIZES = (25, 50, 100, 200)
+
+
+class IsoTimeField(DateTimeField):
+    """A UTC time typed as the page shows times (2026-12-01 14:05); the ISO 'T' form and seconds are accepted too."""
+
+    # A text box, not <input type="datetime-local">: that one shows the browser's locale (12/01/2026, 02:05 PM).
+    widget = widgets.TextInput()
+
+    def __init__(self, label=None, validators=None, **kwargs):
+        super().__init__(label, validators, format=[SHOWN_TIME, *TIME_FORMATS],
+                         invalid_value_message=f"is a UTC time written {TIME_HINT}, e.g. 2026-12-01 14:05",
+                         render_kw={"placeholder": TIME_HINT, "autocomplete": "off", "size": 16,
+                                    "title": f"UTC, written {TIME_HINT}"}, **kwargs)
+
+    def _value(self):
+        # What was typed, back as the page writes it (a link's 2026-12-01T14:05 too); a typo is shown as typed.
+        return self.data.strftime(SHOWN_TIME) if self.data else super()._value()
 
 
 class StatusChecks(SelectMultipleField):
@@ -30,8 +51,8 @@ class TimelineFilterForm(Form):
     task = SelectField("Task", choices=[], validators=[Optional()])
     status = StatusChecks("Status", choices=[SelectChoice(s.value, s.value.replace("_", " ")) for s in RunStatus],
                           validators=[Optional()])
-    created_from = DateTimeLocalField("Created from (UTC)", format=TIME_FORMATS, validators=[Optional()])
-    created_to = DateTimeLocalField("Created before (UTC)", format=TIME_FORMATS, validators=[Optional()])
+    created_from = IsoTimeField("Created from (UTC)", validators=[Optional()])
+    created_to = IsoTimeField("Created before (UTC)", validators=[Optional()])
 
     def fill_choices(self, tenants, tasks) -> None:
         """Offer the tenants and tasks this person may see."""
@@ -71,6 +92,11 @@ class TimelineFilterForm(Form):
 class RunFilterForm(TimelineFilterForm):
     error_code = StringField("Error code", validators=[Optional(), Length(max=80)])
     q = StringField("Text", validators=[Optional(), Length(max=200)])
+    per_page = SelectField("Per page", choices=[SelectChoice(str(n)) for n in PAGE_SIZES], validators=[Optional()])
+
+    def page_size(self) -> int:
+        """Return the page size chosen (a value not offered is refused by validation; none means 50)."""
+        return int(self.per_page.data) if self.per_page.data else 50
 
     def filters(self, tenant_ids: dict[str, int]) -> RunFilters:
         return replace(super().filters(tenant_ids), error_code=(self.error_code.data or "").strip(),
@@ -103,3 +129,37 @@ class WorkflowForm(FlaskForm):
         """Show a service error under the field it names (steps[1].handler → the steps box)."""
         head = re.split(r"[.\[]", error.field or "", maxsplit=1)[0]
         (self[head].errors if head in self and head != "idempotency_key" else self.form_errors).append(error.detail)
+
+
+class SubmitRunForm(FlaskForm):
+    """Submit one run by hand: what POST /worker/tasks takes, checked by the same service."""
+
+    tenant = SelectField("Tenant", choices=[], validate_choice=False)
+    handler = StringField("Handler", validators=[Length(max=120)])
+    params = TextAreaField("Params (JSON object)")
+    policy = SelectField("Retry policy", choices=[], validate_choice=False, default="")
+    idempotency_key = StringField("Idempotency key (optional)", validators=[Length(max=200)])
+    # Made when the form is shown: submitting it twice (a double click, a resend) is one run.
+    form_key = HiddenField()
+
+    def params_value(self) -> dict:
+        """Return the params as a JSON object; raise InvalidInput naming the field when they are not one."""
+        text = (self.params.data or "").strip()
+        try:
+            value = json.loads(text) if text else {}
+        except json.JSONDecodeError as error:
+            raise InvalidInput(f"params is not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}",
+                               "params") from None
+        if not isinstance(value, dict):
+            raise InvalidInput('params must be a JSON object, e.g. {"account": 42}', "params")
+        return value
+
+    def key(self) -> str:
+        """Return the idempotency key typed, else the one this form was shown with."""
+        return (self.idempotency_key.data or "").strip() or f"console:{self.form_key.data}"
+
+    def attach(self, error) -> None:
+        """Show a service error under the field it names (policy.max_attempts → the policy picker)."""
+        head = re.split(r"[.\[]", error.field or "", maxsplit=1)[0]
+        target = head if head in self and head not in ("form_key", "csrf_token") else None
+        (self[target].errors if target else self.form_errors).append(error.detail)

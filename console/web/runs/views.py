@@ -48,11 +48,13 @@ def index():
     scope = tenant_scope()
     form = _filter_form(RunFilterForm, scope)
     before = request.args.get("before", type=row_id)
-    result, status = None, 422
+    result, total, status = None, None, 422
     if form.validate():
-        result, status = runs_query.page(form.filters(_tenant_ids(scope)), scope=scope, before=before), 200
-    return page("runs/index.html", "results", form=form, result=result, before=before, args=form.query_args(),
-                scoped=scope is not None), status
+        filters = form.filters(_tenant_ids(scope))
+        result = runs_query.page(filters, scope=scope, before=before, limit=form.page_size())
+        total, status = runs_query.count(filters, scope=scope), 200
+    return page("runs/index.html", "results", form=form, result=result, total=total, count_cap=runs_query.COUNT_CAP,
+                before=before, args=form.query_args(), scoped=scope is not None), status
 
 
 def _detail(run_id: int, *, error: str | None = None, notice: str | None = None, status: int = 200):
@@ -88,7 +90,7 @@ def _act(run_id: int, action, verb: str):
         return _detail(run_id, status=error.status)
     db.session.expire_all()
     notice = f"{verb} run #{run_id}: it is now {run.status.replace('_', ' ')}" + (
-        f" (series {run.series})." if verb == "Retried" else ".")
+        f" (series {run.series})." if verb == "Replayed" else ".")
     if run.cancel_requested and run.status == "running":
         notice = f"Asked run #{run_id} to stop; the handler stops at its next cancellation check."
     if htmx:
@@ -100,7 +102,9 @@ def _act(run_id: int, action, verb: str):
 @bp.post("/<int:run_id>/retry")
 @requires(OPERATE)
 def retry(run_id: int):
-    return _act(run_id, control.retry_now, "Retried")
+    # A finished run starts a new series (a replay); a waiting one only has its next retry pulled forward.
+    verb = "Retried" if control.get_run(run_id, tenant_scope()).status == "retry_wait" else "Replayed"
+    return _act(run_id, control.retry_now, verb)
 
 
 @bp.post("/<int:run_id>/cancel")
@@ -131,8 +135,10 @@ def timeline():
         form.created_to.data = form.created_to.data or end.replace(tzinfo=None)
         built = run_timeline.build(filters, (start, end), scope=scope, now=now)
         chart, status = {"timeline": built, "figure": run_timeline.figure(built).to_json()}, 200
+    # A window that reaches now grows while people watch: it refreshes like the other live pages.
+    live = chart is not None and not request.args.get("created_to") and chart["timeline"].window[1] >= now
     return page("runs/timeline.html", "chart", form=form, chart=chart, args=form.query_args(),
-                scoped=scope is not None), status
+                scoped=scope is not None, live=live), status
 
 
 @bp.post("/<int:run_id>/compensate")

@@ -1,0 +1,63 @@
+"""The Overview leads somewhere: each dead-letter row opens the page behind it, and firing alerts reach every role."""
+
+import html
+
+from sqlalchemy import update
+
+from console.extensions import db
+from console.models import AlertRule, DeadLetter, Tenant
+from console.services.system import alert_rules
+
+
+def _fire(key: str, detail: str) -> None:
+    alert_rules.ensure_defaults()
+    db.session.execute(update(AlertRule).where(AlertRule.key == key).values(state="firing", detail=detail))
+    db.session.commit()
+
+
+def test_dead_letter_rows_link_to_their_group_tenant_handler_and_run(client, auth, dead_run):
+    run_id, letter_id = dead_run()
+    letter = db.session.get(DeadLetter, letter_id)
+    auth.as_role("viewer", "vic")
+    page = html.unescape(client.get("/overview").get_data(as_text=True))
+    assert f'href="/dlq/?view=list&group={letter.fingerprint}#dl-{letter_id}"' in page
+    assert 'href="/dlq/?tenant=default"' in page
+    assert 'href="/dlq/?task=handler:python:demo.flaky"' in page
+    assert f'href="/runs/{run_id}">run {run_id}</a>' in page
+    assert 'class="see-all" href="/dlq/">see all 1 →' in page
+    # The group link reproduces the filtered list the row stands for.
+    listed = client.get(f"/dlq/?view=list&group={letter.fingerprint}").get_data(as_text=True)
+    assert f'id="dl-{letter_id}"' in listed
+
+
+def test_firing_alerts_show_to_every_role_read_only(client, auth):
+    _fire("dlq_length", "140 dead letters are open")
+    auth.as_role("viewer", "vic")
+    page = client.get("/overview").get_data(as_text=True)
+    assert "1 alert firing" in page and "Dead-letter queue long" in page and "140 dead letters are open" in page
+    assert "/admin/alert-rules" not in page  # only admins are sent to the rules
+    assert "Retry failure rate high" not in page  # not firing: not shown
+
+
+def test_a_tenant_limited_person_sees_which_alert_fires_but_not_other_tenants_counts(client, auth):
+    _fire("dlq_length", "140 dead letters are open")
+    acme = Tenant(name="acme")
+    db.session.add(acme)
+    db.session.commit()
+    auth.make_user("tia", "operator", tenant=acme)
+    auth.login("tia")
+    page = client.get("/overview").get_data(as_text=True)
+    assert "Dead-letter queue long" in page and "140 dead letters" not in page
+
+
+def test_admins_get_a_link_to_the_rules(client, auth):
+    _fire("breaker_opened", "circuit breakers opened 3 times")
+    auth.as_role("admin", "ada")
+    page = client.get("/overview").get_data(as_text=True)
+    assert "Circuit breaker opened" in page and 'href="/admin/alert-rules"' in page
+
+
+def test_no_panel_when_nothing_fires(client, auth):
+    alert_rules.ensure_defaults()
+    auth.as_role("viewer", "vic")
+    assert "alert firing" not in client.get("/overview").get_data(as_text=True)
