@@ -212,12 +212,16 @@ def test_a_viewer_token_may_not_submit_a_batch(client, auth):
 
 
 def test_a_batch_is_one_insert_and_one_redis_round_trip(app, operator, monkeypatch):
-    from console.services.engine import bulk_enqueue
-
     tenant = tenants.find("default")
-    calls = []
-    real = bulk_enqueue.enqueue_calls
-    monkeypatch.setattr(bulk_enqueue, "enqueue_calls", lambda *args: calls.append(len(args[3])) or real(*args))
+    connection = redis.Redis.from_url(app.config["REDIS_URL"])
+    connection.script_flush()  # the first call after a restart of Redis loads the script again, once
+    trips = []
+    real = redis.Redis.execute_command
+    monkeypatch.setattr(redis.Redis, "execute_command", lambda self, *args, **kw: trips.append(args[0]) or
+                        real(self, *args, **kw))
+    real_pipeline = redis.client.Pipeline.execute
+    monkeypatch.setattr(redis.client.Pipeline, "execute", lambda self, *a, **kw: trips.append("pipeline") or
+                        real_pipeline(self, *a, **kw))
     statements = []
 
     def listener(conn, cursor, statement, *args):
@@ -225,10 +229,18 @@ def test_a_batch_is_one_insert_and_one_redis_round_trip(app, operator, monkeypat
 
     event.listen(db.engine, "before_cursor_execute", listener)
     try:
-        answers = batch_submit.submit_batch([{"handler": "demo.noop", "params": {"i": i}} for i in range(300)],
+        # Two timeouts: the policy's default and an override, so two groups of jobs.
+        answers = batch_submit.submit_batch([{"handler": "demo.noop", "params": {"i": i}} for i in range(300)]
+                                            + [{"handler": "demo.noop", "policy": {"timeout_s": 5}}] * 3,
                                             Actor("test"), lambda name: tenant)
+        first_trips = list(trips)
+        trips.clear()
+        batch_submit.submit_batch([{"handler": "demo.noop"}, {"handler": "demo.noop", "policy": {"timeout_s": 5}}],
+                                  Actor("test"), lambda name: tenant)
     finally:
         event.remove(db.engine, "before_cursor_execute", listener)
-    assert all(answer["created"] for answer in answers)
-    assert calls == [300]
-    assert statements.count("INSERT INTO runs") == 1 and statements.count("INSERT INTO run_events") == 1
+    assert sum(answer["created"] for answer in answers) == 303  # the three alike have no key, so three runs
+    assert statements.count("INSERT INTO runs") == 2 and statements.count("INSERT INTO run_events") == 2
+    assert first_trips == ["pipeline", "SCRIPT LOAD", "pipeline"]  # the script was missing, so once more
+    assert trips == ["pipeline"]
+    assert len(queued_jobs(app)) == 305
