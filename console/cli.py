@@ -91,15 +91,18 @@ def up_command(workers):
 @click.command("web")
 @click.option("--host", default=lambda: os.environ.get("REBOUND_HOST", "127.0.0.1"), show_default="127.0.0.1")
 @click.option("--port", type=int, default=None, help="Default REBOUND_PORT (8000).")
-@click.option("--threads", type=int, default=8, show_default=True)
+@click.option("--workers", type=int, default=None, help="gunicorn processes (default REBOUND_WEB_WORKERS, 1).")
+@click.option("--threads", type=int, default=None, help="Threads per process (default REBOUND_WEB_THREADS, 8).")
 @with_appcontext
-def web_command(host, port, threads):
+def web_command(host, port, workers, threads):
     """Serve the console and API with gunicorn."""
     from console.processes.webserver import serve
 
+    config = current_app.config
     _start_process()
     _freeze_startup_heap()
-    serve(current_app._get_current_object(), host, port or current_app.config["PORT"], threads=threads)
+    serve(current_app._get_current_object(), host, port or config["PORT"], workers=workers or config["WEB_WORKERS"],
+          threads=threads or config["WEB_THREADS"])
 
 
 @click.command("worker")

@@ -87,6 +87,9 @@ def from_env(env=None) -> dict:
         "AUDIT_ANCHOR_FILE": env.get("REBOUND_AUDIT_ANCHOR_FILE") or "",
         "ADMIN_PASSWORD": env.get("REBOUND_ADMIN_PASSWORD") or "",
         "WORKERS": _number(env, "REBOUND_WORKERS", 2),
+        # `rebound web`'s gunicorn: processes × threads each (chosen by measurement: docs/architecture.md).
+        "WEB_WORKERS": _number(env, "REBOUND_WEB_WORKERS", 1),
+        "WEB_THREADS": _number(env, "REBOUND_WEB_THREADS", 8),
         "DEMO": _demo(env),
         "LOGIN_RATE_LIMIT": _rate_limit(env, "REBOUND_LOGIN_RATE_LIMIT", "10 per minute"),
         # Failed logins from one address across every username (password spraying).

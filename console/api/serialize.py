@@ -47,7 +47,8 @@ def dead_letter(entry: DeadLetter) -> dict:
 def operation(progress) -> dict:
     return {"operation_id": progress.op_id, "status": progress.status, "total": progress.total,
             "done": progress.done, "failed": progress.failed, "skipped": progress.skipped,
-            "percent": progress.percent, "rate_per_s": progress.rate, "eta_s": progress.eta_s,
+            "percent": progress.percent, "rate_per_s": "max" if progress.fastest else progress.rate,
+            "eta_s": progress.eta_s,
             "selection": progress.filter, "started_at": iso(progress.started_at),
             "finished_at": iso(progress.finished_at), "last_error": progress.last_error or None}
 

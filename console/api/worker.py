@@ -1,14 +1,17 @@
 """Seed 003's worker API: submit, look up, cancel and compensate work."""
 
+import json
+
 from flask import Blueprint, jsonify, request
 from sqlalchemy import select
 
 from console.api import serialize
-from console.api.common import acting_tenant, body, is_id
+from console.api.common import BadRequest, acting_tenant, body, is_id
 from console.auth import current_actor, requires, tenant_scope
 from console.extensions import db
+from console.json_input import UnusableJSON
 from console.models import DeadLetter, RunEvent, Task
-from console.services.engine import control
+from console.services.engine import batch_submit, control
 from console.services.engine.submit import submit
 from console.services.errors import InvalidInput
 from console.services.people.permissions import OPERATE, VIEW
@@ -36,6 +39,35 @@ def submit_task():
                           idempotency_key=data.get("idempotency_key"), policy=data.get("policy"))
     return jsonify(id=run.id, status=run.status, idempotency_key=run.idempotency_key,
                    created=created), 202 if created else 200
+
+
+@bp.post("/worker/tasks/batch")
+@requires(OPERATE)
+def submit_batch():
+    """Submit up to 1,000 runs: 202 with one answer per item, each accepted or refused on its own."""
+    data = _batch_body()
+    unknown = set(data) - {"runs"}
+    if unknown:
+        raise InvalidInput(f"unknown field {sorted(unknown)[0]!r}; allowed: runs", sorted(unknown)[0])
+    runs = batch_submit.check_size(data.get("runs"))
+    if not runs:
+        raise InvalidInput("runs is empty: send at least one run", "runs")
+    return jsonify(runs=batch_submit.submit_batch(runs, current_actor(), acting_tenant)), 202
+
+
+def _batch_body() -> dict:
+    """Return the JSON object, decoded without the whole-body checks: a bad item is that item's answer."""
+    if not request.is_json:
+        raise BadRequest("send a JSON object with Content-Type: application/json")
+    try:
+        data = json.loads(request.get_data(cache=False))
+    except RecursionError:
+        raise UnusableJSON("the JSON is nested too deeply to read") from None
+    except ValueError as error:  # broken JSON, bytes that are not UTF-8, an integer of thousands of digits
+        raise BadRequest(f"the body is not JSON: {str(error)[:200]}") from None
+    if not isinstance(data, dict):
+        raise BadRequest('send a JSON object: {"runs": [...]}')
+    return data
 
 
 @bp.get("/worker/tasks/<int:run_id>")

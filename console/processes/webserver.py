@@ -56,7 +56,8 @@ def options(app, host: str, port: int, workers: int = 1, threads: int = 8) -> di
         "workers": workers,
         "worker_class": "gthread",
         "threads": threads,
-        # None is gunicorn's "no access log": a line for every 5-second live poll buried what a person needs.
+        # None is gunicorn's "no access log": a line for every 5-second live poll buried what a person needs, and
+        # each line cost its masking and JSON formatting on the submit path (docs/architecture.md).
         "accesslog": "-" if app.config.get("ACCESS_LOG") else None,
         "logger_class": RootLogger,
         "graceful_timeout": 10,

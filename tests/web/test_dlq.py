@@ -513,3 +513,56 @@ def test_a_group_that_ran_out_of_retries_replays_in_one_click(client, auth, runs
     assert f'name="group" value="{letter.fingerprint}"' in page and "/dlq/replay/confirm" not in page
     response = post(client, auth, "/dlq/bulk/replay-matching", {"group": letter.fingerprint, "rate": "50"})
     assert response.status_code == 303 and "op=" in response.headers["Location"]
+
+def test_bulk_replay_as_fast_as_it_safely_can_never_pauses_and_replays_each_letter_once(
+        client, auth, make_dead_letter, monkeypatch):
+    letters = [make_dead_letter(f"flaky upstream {n}") for n in range(5)]
+    auth.as_role("operator", "olga")
+    started = post(client, auth, "/dlq/bulk/replay-matching", {"rate": "50", "fastest": "y"}, htmx=True)
+    assert started.status_code == 200 and "as fast as it safely can" in started.get_data(as_text=True)
+    (job,) = Queue("maintenance", connection=get_redis()).jobs
+    assert job.kwargs["rate"] == 0 and dlq_bulk.get(job.args[0]).eta_s is None
+    monkeypatch.setattr(dlq_bulk, "FAST_CHUNK", 2)
+    chunks, slept = [], []
+    replay_many = replays.replay_many
+    monkeypatch.setattr(replays, "replay_many", lambda ids, *a, **kw: chunks.append(len(ids)) or
+                        replay_many(ids, *a, **kw))
+    assert dlq_bulk.run_replay(job.args[0], **job.kwargs, sleep=slept.append) == "done"
+    assert slept == [] and chunks == [2, 2, 1]
+    progress = dlq_bulk.get(job.args[0])
+    assert (progress.done, progress.failed, progress.skipped, progress.fastest) == (5, 0, 0, True)
+    assert {fresh(x.id).status for x in letters} == {"replayed"}
+    assert sorted(int(e.target_id) for e in audits("dead_letter.replay")) == sorted(x.id for x in letters)
+    assert audits("dead_letter.bulk_replay")[0].after["rate"] == 0.0
+    # Nothing is replayed twice by a late duplicate of the job.
+    assert dlq_bulk.run_replay(job.args[0], **job.kwargs) == "done" and len(audits("dead_letter.replay")) == 5
+
+
+def test_an_unpaced_bulk_replay_stops_between_chunks(app, make_dead_letter, monkeypatch):
+    letters = [make_dead_letter(f"flaky upstream {n}") for n in range(5)]
+    op = dlq_bulk.start_replay(Actor("olga"), None, filters=Filters(), rate=dlq_bulk.FASTEST)
+    (job,) = Queue("maintenance", connection=get_redis()).jobs
+    monkeypatch.setattr(dlq_bulk, "FAST_CHUNK", 2)
+    replay_many = replays.replay_many
+
+    def stop_after_the_first_chunk(ids, *args, **kwargs):
+        outcome = replay_many(ids, *args, **kwargs)
+        dlq_bulk.stop(op.op_id, Actor("bea"), None)
+        return outcome
+
+    monkeypatch.setattr(replays, "replay_many", stop_after_the_first_chunk)
+    assert dlq_bulk.run_replay(op.op_id, **job.kwargs) == "stopped"
+    assert [fresh(x.id).status for x in letters] == ["replayed"] * 2 + ["open"] * 3
+    assert dlq_bulk.get(op.op_id).done == 2
+
+
+def test_the_api_takes_max_as_the_rate(client, auth, make_dead_letter):
+    from tests.factories import bearer
+
+    make_dead_letter("ledger locked")
+    headers = bearer(auth.make_user("svc", "operator"))
+    response = client.post("/api/dead-letters/replay", json={"filter": {}, "rate_per_s": "max"}, headers=headers)
+    assert response.status_code == 202, response.get_data(as_text=True)
+    assert (response.json["rate_per_s"], response.json["eta_s"]) == ("max", None)
+    refused = client.post("/api/dead-letters/replay", json={"filter": {}, "rate_per_s": "fast"}, headers=headers)
+    assert refused.status_code == 422 and "'max'" in refused.json["detail"]

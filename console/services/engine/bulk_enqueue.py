@@ -2,6 +2,7 @@
 
 import zlib
 
+from redis.exceptions import NoScriptError
 from rq import Queue
 from rq.job import Job, JobStatus
 from rq.utils import now, utcformat
@@ -59,15 +60,38 @@ def _template(queue: Queue, func: str, options: dict) -> list:
 
 def enqueue_calls(connection, queue_name: str, func: str, calls: list[tuple[str, tuple]], options: dict) -> None:
     """Queue `func(*args)` for each (job_id, args), all with the same RQ options (timeout, ttls)."""
-    if not calls:
-        return
+    enqueue_groups(connection, queue_name, func, [(calls, options)])
+
+
+def enqueue_groups(connection, queue_name: str, func: str, groups: list[tuple[list, dict]]) -> None:
+    """Queue several groups of (job_id, args) calls, each group with its own RQ options, in one round trip."""
     queue = Queue(queue_name, connection=connection)
     script = connection.register_script(_SCRIPT)
     dumps = queue.serializer.dumps
     keys = [queue.key, queue.redis_queues_keys, Job.redis_job_namespace_prefix]
-    for start in range(0, len(calls), _CHUNK):
-        fixed = _template(queue, func, options)  # fresh created_at / enqueued_at for each chunk
-        argv = [len(fixed) // 2, *fixed]
-        for job_id, args in calls[start:start + _CHUNK]:
-            argv += [job_id, zlib.compress(dumps((func, None, args, {}))), f"{func}({', '.join(map(repr, args))})"]
-        script(keys=keys, args=argv)
+    argvs = []
+    for calls, options in groups:
+        for start in range(0, len(calls), _CHUNK):
+            fixed = _template(queue, func, options)  # fresh created_at / enqueued_at for each chunk
+            argv = [len(fixed) // 2, *fixed]
+            for job_id, args in calls[start:start + _CHUNK]:
+                argv += [job_id, zlib.compress(dumps((func, None, args, {}))), f"{func}({', '.join(map(repr, args))})"]
+            argvs.append(argv)
+    if len(argvs) == 1:
+        script(keys=keys, args=argvs[0])
+    elif argvs:
+        _in_one_round_trip(connection, script, keys, argvs)
+
+
+def _in_one_round_trip(connection, script, keys: list, argvs: list) -> None:
+    """Run the script once per argv in one pipeline; load it first only if Redis does not have it."""
+    # A pipeline given the Script object itself asks SCRIPT EXISTS first, a second round trip on every call.
+    try:
+        with connection.pipeline(transaction=False) as pipe:
+            for argv in argvs:
+                pipe.evalsha(script.sha, len(keys), *keys, *argv)
+            pipe.execute()
+    except NoScriptError:
+        # Redis restarted or flushed its scripts: every call failed before writing anything, so all go again.
+        connection.script_load(_SCRIPT)
+        _in_one_round_trip(connection, script, keys, argvs)

@@ -60,12 +60,12 @@ def enqueue_first_attempts(runs: list[tuple[int, int]]) -> None:
 
 
 def enqueue_many_now(attempts: list[tuple[int, int, int, int]], queue: str = RUN_QUEUE) -> None:
-    """Queue attempts to start now, in one round trip per timeout; takes (run_id, series, attempt, timeout_s)."""
+    """Queue attempts to start now, in one round trip; takes (run_id, series, attempt, timeout_s)."""
     by_timeout: dict[int, list] = {}
     for run_id, series, attempt, timeout_s in attempts:
         by_timeout.setdefault(_timeout(timeout_s), []).append((job_id(run_id, series, attempt), (run_id, attempt)))
-    for timeout, calls in by_timeout.items():
-        bulk_enqueue.enqueue_calls(get_redis(), queue, ENTRY_POINT, calls, {"timeout": timeout, **JOB_OPTIONS})
+    bulk_enqueue.enqueue_groups(get_redis(), queue, ENTRY_POINT, [
+        (calls, {"timeout": timeout, **JOB_OPTIONS}) for timeout, calls in by_timeout.items()])
 
 
 def enqueue_at(when: datetime, run_id: int, series: int, attempt: int, timeout_s: int, *,

@@ -86,17 +86,28 @@ def _id_of(tenant: Tenant) -> int:
     return identity[0] if identity else tenant.id
 
 
-def _reject(tenant: Tenant, handler: str, limit: str, current: int, maximum: int, now: datetime):
+def overflow_refusal(tenant: Tenant, handler: str, limit: str, current: int, maximum: int) -> QueueFull:
+    """Return the 429 that says which limit is full and what to do."""
     detail = (f"queue full: {current} runs already wait for {handler} in tenant {tenant.name} "
               f"(queue_limit {maximum}); wait for them to drain or raise the policy's queue_limit"
               if limit == "queue_limit" else
               f"tenant {tenant.name} already has {current} runs waiting (max_queued {maximum}); "
               "wait for them to drain or raise the tenant's quota")
+    return QueueFull(detail, limit, current, maximum)
+
+
+def overflow(tenant: Tenant, handler: str, limit: str, current: int, maximum: int, now: datetime) -> QueueFull:
+    """Add the queue-overflow alert to the caller's transaction; return the 429."""
     outbox.add("alert", f"queue_overflow:{tenant.id}:{handler}", {
         "rule": "queue_overflow", "tenant_id": tenant.id, "handler": handler, "limit": limit,
         "current": current, "max": maximum, "at": now.isoformat()}, now, tenant_id=tenant.id)
+    return overflow_refusal(tenant, handler, limit, current, maximum)
+
+
+def _reject(tenant: Tenant, handler: str, limit: str, current: int, maximum: int, now: datetime):
+    refusal = overflow(tenant, handler, limit, current, maximum, now)
     db.session.commit()
-    raise QueueFull(detail, limit, current, maximum)
+    raise refusal
 
 
 def submit(tenant: Tenant, actor: Actor, *, handler: str | None = None, task: Task | None = None,

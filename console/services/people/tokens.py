@@ -4,7 +4,7 @@ import hashlib
 import secrets
 from datetime import timedelta
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
@@ -15,6 +15,8 @@ from console.services.errors import InvalidInput, NotFound
 from console.services.people import users
 
 PREFIX = "rb_"
+_BY_HASH = select(ApiToken, User).join(User, User.id == ApiToken.user_id).where(
+    ApiToken.token_hash == bindparam("token_hash"))
 
 
 def _hash(token: str) -> str:
@@ -62,10 +64,13 @@ def authenticate(plaintext: str, clock: Clock = SYSTEM_CLOCK) -> ApiToken | None
     """Return the live token for this plaintext, whose user is active, else None."""
     if not plaintext.startswith(PREFIX):
         return None
-    token = db.session.execute(
-        select(ApiToken).where(ApiToken.token_hash == _hash(plaintext))
-    ).scalar_one_or_none()
-    if token is None or token.revoked_at is not None or not token.user.active:
+    # Token and user in one query, read fresh on every call: a revoked token or a disabled user stops at once in
+    # every process, with no cache to invalidate. The query and the user's lazy load were 2 of a submit's 6.
+    row = db.session.execute(_BY_HASH, {"token_hash": _hash(plaintext)}).first()
+    if row is None:
+        return None
+    token, user = row
+    if token.revoked_at is not None or not user.active:
         return None
     now = clock()
     # Touch last_used_at at most once a minute so reads stay reads.

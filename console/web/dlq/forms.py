@@ -3,7 +3,7 @@
 import json
 
 from flask_wtf import FlaskForm
-from wtforms import IntegerField, StringField, TextAreaField
+from wtforms import BooleanField, IntegerField, StringField, TextAreaField
 from wtforms.validators import DataRequired, InputRequired, Length, NumberRange, ValidationError
 
 from console.services.dlq.bulk import DEFAULT_RATE, MAX_RATE
@@ -21,6 +21,8 @@ class BulkReplayForm(FlaskForm):
     rate = IntegerField("Rate (runs/s)", default=DEFAULT_RATE, validators=[
         InputRequired(message="set a rate in runs per second"),
         NumberRange(1, MAX_RATE, message=f"the rate must be between 1 and {MAX_RATE} runs per second")])
+    # Beside the rate: no pacing, one transaction per chunk; the workers still keep each policy's limits.
+    fastest = BooleanField("As fast as it safely can")
 
 
 class FixParamsForm(FlaskForm):

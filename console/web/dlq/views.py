@@ -52,7 +52,8 @@ def _results(filters: dlq_filters.Filters, view: str, before: int | None = None,
     scope = tenant_scope()
     context = {"filters": filters, "view": view, "before": before, "results_notice": notice, "opened": "",
                "count_cap": dlq.COUNT_CAP, "search_window": dlq_filters.SEARCH_WINDOW,
-               "default_rate": dlq_bulk.DEFAULT_RATE, "max_rate": dlq_bulk.MAX_RATE}
+               "default_rate": dlq_bulk.DEFAULT_RATE, "max_rate": dlq_bulk.MAX_RATE,
+               "fast_chunk": dlq_bulk.FAST_CHUNK}
     if view == "list":
         found = dlq.entries(filters, scope, before)
         context.update(letters=found.entries, next_before=found.next_before, search_floor=found.search_floor,
@@ -167,7 +168,8 @@ def _start_bulk(back: dlq_filters.Filters | None = None, **selection):
     try:
         if not form.validate_on_submit():
             raise InvalidInput("; ".join(e for errors in form.errors.values() for e in errors), "rate")
-        progress = dlq_bulk.start_replay(current_actor(), tenant_scope(), rate=form.rate.data, **selection)
+        rate = dlq_bulk.FASTEST if form.fastest.data else form.rate.data
+        progress = dlq_bulk.start_replay(current_actor(), tenant_scope(), rate=rate, **selection)
     except ServiceError as error:
         if htmx:
             return render_template("dlq/_notice.html", category="error", message=error.detail), error.status
@@ -175,7 +177,8 @@ def _start_bulk(back: dlq_filters.Filters | None = None, **selection):
         return _back(back)
     if htmx:
         return render_template("dlq/_progress.html", op=progress)
-    flash(f"Replaying {progress.total} dead letters at {progress.rate:g} runs/s in the background.", "success")
+    pace = "as fast as it safely can" if progress.fastest else f"at {progress.rate:g} runs/s"
+    flash(f"Replaying {progress.total} dead letters {pace} in the background.", "success")
     return _back(back, op=progress.op_id)
 
 
