@@ -65,6 +65,9 @@
 
   function showTimes(scope) {
     var local = root.getAttribute("data-times") === "local";
+    scope.querySelectorAll(".tz").forEach(function (el) {
+      el.textContent = local ? zoneName(new Date()) : "UTC";
+    });
     scope.querySelectorAll("time[datetime]").forEach(function (el) {
       if (!("utcText" in el.dataset)) {
         el.dataset.utcText = el.textContent;
