@@ -134,15 +134,15 @@ def migrated_template(tmp_path_factory, redis_server) -> str:
     return f"sqlite:///{directory / DATABASE_FILE}"
 
 
-@pytest.fixture
-def live_server(tmp_path, redis_url, migrated_template):
-    """A real `rebound web` process on a free port, over a migrated database with an admin."""
-    with database_copy(migrated_template, tmp_path) as database_url:
-        env = {**os.environ, "REBOUND_DATA_DIR": str(tmp_path), "REBOUND_REDIS_URL": redis_url,
+@contextlib.contextmanager
+def web_server(data_dir: Path, redis_url: str, migrated_template: str):
+    """Run a real `rebound web` process on a free port, over a copy of the migrated database with an admin."""
+    with database_copy(migrated_template, data_dir) as database_url:
+        env = {**os.environ, "REBOUND_DATA_DIR": str(data_dir), "REBOUND_REDIS_URL": redis_url,
                "REBOUND_DATABASE_URL": database_url, "REBOUND_ADMIN_PASSWORD": PASSWORD,
-               "REBOUND_SECRET_KEY": "live-" + tmp_path.name, "REBOUND_PORT": str(free_port()),
+               "REBOUND_SECRET_KEY": "live-" + data_dir.name, "REBOUND_PORT": str(free_port()),
                "REBOUND_LOG_LEVEL": "WARNING"}
-        log = (tmp_path / "web.log").open("w")
+        log = (data_dir / "web.log").open("w")
         process = subprocess.Popen([sys.executable, "-m", "console.cli", "web", "--threads", "4"], env=env,
                                    stdout=log, stderr=log)
 
@@ -150,20 +150,27 @@ def live_server(tmp_path, redis_url, migrated_template):
             try:
                 return socket.create_connection(("127.0.0.1", int(env["REBOUND_PORT"])), timeout=0.2)
             except OSError:
-                assert process.poll() is None, (tmp_path / "web.log").read_text()
+                assert process.poll() is None, (data_dir / "web.log").read_text()
                 return None
 
         wait_for(healthy, 20, what="the web server to listen").close()
-        yield type("Server", (), {"url": f"http://127.0.0.1:{env['REBOUND_PORT']}", "env": env, "data_dir": tmp_path})
+        yield type("Server", (), {"url": f"http://127.0.0.1:{env['REBOUND_PORT']}", "env": env, "data_dir": data_dir})
         process.terminate()  # graceful; quick once the browser's connections are closed (tests/browser/conftest.py)
         process.wait(15)
         log.close()
 
 
 @pytest.fixture
-def live_app(live_server):
-    """An app in the test process on the live server's database and Redis, to arrange data through services."""
-    env = live_server.env
+def live_server(tmp_path, redis_url, migrated_template):
+    """A real `rebound web` process on a free port, over a migrated database with an admin."""
+    with web_server(tmp_path, redis_url, migrated_template) as server:
+        yield server
+
+
+@contextlib.contextmanager
+def app_beside(server):
+    """An app in the test process on a live server's database and Redis, to arrange data through services."""
+    env = server.env
     app = create_app({"TESTING": True, "DATA_DIR": env["REBOUND_DATA_DIR"], "REDIS_URL": env["REBOUND_REDIS_URL"],
                       "SQLALCHEMY_DATABASE_URI": env["REBOUND_DATABASE_URL"],
                       "SECRET_KEY": env["REBOUND_SECRET_KEY"]})
@@ -172,6 +179,13 @@ def live_app(live_server):
         yield app
         db.session.remove()
         db.engine.dispose()
+
+
+@pytest.fixture
+def live_app(live_server):
+    """An app in the test process on the live server's database and Redis, to arrange data through services."""
+    with app_beside(live_server) as app:
+        yield app
 
 
 @pytest.fixture
