@@ -153,11 +153,14 @@ def web_server(data_dir: Path, redis_url: str, migrated_template: str):
                 assert process.poll() is None, (data_dir / "web.log").read_text()
                 return None
 
-        wait_for(healthy, 20, what="the web server to listen").close()
-        yield type("Server", (), {"url": f"http://127.0.0.1:{env['REBOUND_PORT']}", "env": env, "data_dir": data_dir})
-        process.terminate()  # graceful; quick once the browser's connections are closed (tests/browser/conftest.py)
-        process.wait(15)
-        log.close()
+        try:
+            wait_for(healthy, 20, what="the web server to listen").close()
+            yield type("Server", (), {"url": f"http://127.0.0.1:{env['REBOUND_PORT']}", "env": env,
+                                      "data_dir": data_dir})
+        finally:  # also when the caller fails inside the with: an orphaned server would outlive the tests
+            process.terminate()  # graceful; quick once the browser's connections are closed (tests/browser/conftest.py)
+            process.wait(15)
+            log.close()
 
 
 @pytest.fixture
