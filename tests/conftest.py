@@ -7,7 +7,6 @@ import contextlib
 import contextvars
 import os
 import signal
-import socket
 import subprocess
 import sys
 
@@ -27,7 +26,8 @@ from console.services.recovery import runbook_registry
 from console.services.system import bootstrap
 from tests.databases import BACKEND, open_databases
 from tests.factories import BOOKKEEPING, BROKEN, LENIENT, RUNBOOK_SAMPLES, Runs, Saga
-from tests.helpers import ARTIFACTS, AUDIT_KEY, PASSWORD, Auth, env_for, free_port, make_config, wait_for
+from tests.helpers import ARTIFACTS, AUDIT_KEY, PASSWORD, Auth, env_for, free_port, make_config
+from tests.servers import app_beside, web_server
 
 
 def pytest_collection_modifyitems(config, items):
@@ -153,42 +153,15 @@ def migrated_template(tmp_path_factory, redis_server, databases) -> str:
 @pytest.fixture
 def live_server(tmp_path, redis_url, migrated_template, databases):
     """A real `rebound web` process on a free port, over a migrated database with an admin."""
-    with databases.copy(migrated_template, tmp_path) as database_url:
-        env = {**os.environ, "REBOUND_DATA_DIR": str(tmp_path), "REBOUND_REDIS_URL": redis_url,
-               "REBOUND_DATABASE_URL": database_url, "REBOUND_ADMIN_PASSWORD": PASSWORD,
-               "REBOUND_SECRET_KEY": "live-" + tmp_path.name, "REBOUND_AUDIT_KEY": AUDIT_KEY,
-               "REBOUND_PORT": str(free_port()),
-               "REBOUND_LOG_LEVEL": "WARNING"}
-        log = (tmp_path / "web.log").open("w")
-        process = subprocess.Popen([sys.executable, "-m", "console.cli", "web", "--threads", "4"], env=env,
-                                   stdout=log, stderr=log)
-
-        def healthy():
-            try:
-                return socket.create_connection(("127.0.0.1", int(env["REBOUND_PORT"])), timeout=0.2)
-            except OSError:
-                assert process.poll() is None, (tmp_path / "web.log").read_text()
-                return None
-
-        wait_for(healthy, 20, what="the web server to listen").close()
-        yield type("Server", (), {"url": f"http://127.0.0.1:{env['REBOUND_PORT']}", "env": env, "data_dir": tmp_path})
-        process.terminate()  # graceful; quick once the browser's connections are closed (tests/browser/conftest.py)
-        process.wait(15)
-        log.close()
+    with web_server(tmp_path, redis_url, migrated_template, databases) as server:
+        yield server
 
 
 @pytest.fixture
 def live_app(live_server):
     """An app in the test process on the live server's database and Redis, to arrange data through services."""
-    env = live_server.env
-    app = create_app({"TESTING": True, "DATA_DIR": env["REBOUND_DATA_DIR"], "REDIS_URL": env["REBOUND_REDIS_URL"],
-                      "SQLALCHEMY_DATABASE_URI": env["REBOUND_DATABASE_URL"],
-                      "SECRET_KEY": env["REBOUND_SECRET_KEY"], "AUDIT_KEY": AUDIT_KEY})
-    with app.app_context():
-        bootstrap.ensure_ready()
+    with app_beside(live_server) as app:
         yield app
-        db.session.remove()
-        db.engine.dispose()
 
 
 @pytest.fixture

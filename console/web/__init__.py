@@ -2,13 +2,14 @@
 
 import importlib
 
-from flask import current_app, send_from_directory
+from flask import current_app, has_request_context, request, send_from_directory
 from flask_login import current_user
 
 from console.auth import public
 from console.domain.clock import utcnow
 from console.domain.figures import duration
 from console.services.people.permissions import can
+from console.web.display import display_prefs
 from console.web.nav import NAV
 
 # One line per area; each module defines `bp`.
@@ -55,5 +56,6 @@ def register(app) -> None:
             return [item for item in NAV if item.endpoint in current_app.view_functions
                     and can(current_user.role, item.permission)]
 
-        return {"nav": visible_nav, "now": utcnow(),
+        cookies = request.cookies if has_request_context() else {}
+        return {"nav": visible_nav, "now": utcnow(), "display": display_prefs(cookies),
                 "can": lambda perm: current_user.is_authenticated and can(current_user.role, perm)}

@@ -60,8 +60,8 @@ def html(response) -> str:
 
 
 def nav_count(page: str) -> str | None:
-    found = re.search(r'href="/approvals" class="[^"]*">Approvals(?: <span class="nav-count"[^>]*>(\d+)</span>)?</a>',
-                      page)
+    found = re.search(r'href="/approvals" class="[^"]*"(?: aria-current="page")?>'
+                      r'Approvals(?: <span class="nav-count"[^>]*>(\d+)</span>)?</a>', page)
     return found.group(1) if found else "no link"
 
 

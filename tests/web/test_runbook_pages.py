@@ -38,7 +38,7 @@ def field_error(html: str, field: str) -> str:
 def test_the_list_shows_each_runbook_with_its_risk_and_whether_it_needs_approval(client, auth):
     auth.as_role("viewer")
     html = client.get("/runbooks").get_data(as_text=True)
-    assert '<a href="/runbooks" class="active">Runbooks</a>' in html
+    assert '<a href="/runbooks" class="active" aria-current="page">Runbooks</a>' in html
     for title in ("Replay dead letters by filter", "Mark dead runs resolved", "Backfill a task",
                   "Purge old finished runs", "Reconcile the engine", "Fix a run&#39;s params and replay it"):
         assert title in html

@@ -219,6 +219,6 @@ def test_a_failed_work_order_request_is_sent_again_from_its_page(app, client, au
 def test_the_work_orders_nav_item_follows_the_dlq(app, client, auth):
     auth.as_role("viewer")
     html = client.get("/workorders").get_data(as_text=True)
-    nav = re.search(r"<nav>(.*?)</nav>", html, re.S).group(1)
+    nav = re.search(r"<nav[^>]*>(.*?)</nav>", html, re.S).group(1)
     labels = re.findall(r">([^<]+)</a>", nav)
     assert labels[labels.index("DLQ") + 1] == "Work orders"

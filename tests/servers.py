@@ -1,0 +1,58 @@
+"""Real processes the tests run against: a `rebound web` over a copy of the migrated database, an app beside it."""
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from console import create_app
+from console.extensions import db
+from console.services.system import bootstrap
+from tests.helpers import AUDIT_KEY, PASSWORD, free_port, wait_for
+
+
+@contextlib.contextmanager
+def web_server(data_dir: Path, redis_url: str, migrated_template: str, databases):
+    """Run a real `rebound web` process on a free port, over a copy of the migrated database with an admin."""
+    with databases.copy(migrated_template, data_dir) as database_url:
+        env = {**os.environ, "REBOUND_DATA_DIR": str(data_dir), "REBOUND_REDIS_URL": redis_url,
+               "REBOUND_DATABASE_URL": database_url, "REBOUND_ADMIN_PASSWORD": PASSWORD,
+               "REBOUND_SECRET_KEY": "live-" + data_dir.name, "REBOUND_AUDIT_KEY": AUDIT_KEY,
+               "REBOUND_PORT": str(free_port()),
+               "REBOUND_LOG_LEVEL": "WARNING"}
+        log = (data_dir / "web.log").open("w")
+        process = subprocess.Popen([sys.executable, "-m", "console.cli", "web", "--threads", "4"], env=env,
+                                   stdout=log, stderr=log)
+
+        def healthy():
+            try:
+                return socket.create_connection(("127.0.0.1", int(env["REBOUND_PORT"])), timeout=0.2)
+            except OSError:
+                assert process.poll() is None, (data_dir / "web.log").read_text()
+                return None
+
+        try:
+            wait_for(healthy, 20, what="the web server to listen").close()
+            yield type("Server", (), {"url": f"http://127.0.0.1:{env['REBOUND_PORT']}", "env": env,
+                                      "data_dir": data_dir})
+        finally:  # also when the caller fails inside the with: an orphaned server would outlive the tests
+            process.terminate()  # graceful; quick once the browser's connections are closed (tests/browser/conftest.py)
+            process.wait(15)
+            log.close()
+
+
+
+@contextlib.contextmanager
+def app_beside(server):
+    """An app in the test process on a live server's database and Redis, to arrange data through services."""
+    env = server.env
+    app = create_app({"TESTING": True, "DATA_DIR": env["REBOUND_DATA_DIR"], "REDIS_URL": env["REBOUND_REDIS_URL"],
+                      "SQLALCHEMY_DATABASE_URI": env["REBOUND_DATABASE_URL"],
+                      "SECRET_KEY": env["REBOUND_SECRET_KEY"], "AUDIT_KEY": AUDIT_KEY})
+    with app.app_context():
+        bootstrap.ensure_ready()
+        yield app
+        db.session.remove()
+        db.engine.dispose()

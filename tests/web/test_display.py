@@ -1,0 +1,56 @@
+"""Every page's frame: the theme and time display a person chose, rendered by the server; the skip link; the menu."""
+
+import re
+
+import pytest
+
+from console.web.display import THEME_COOKIE, TIMES_COOKIE
+
+
+def html_tag(response) -> str:
+    return re.search(r"<html[^>]*>", response.get_data(as_text=True)).group(0)
+
+
+def test_without_a_choice_the_page_follows_the_system_and_shows_utc(client, auth):
+    auth.as_role("viewer")
+    tag = html_tag(client.get("/runs"))
+    assert "data-theme" not in tag  # the stylesheet's color-scheme follows prefers-color-scheme
+    assert 'data-times="utc"' in tag
+
+
+@pytest.mark.parametrize("theme", ["dark", "light"])
+def test_a_chosen_theme_is_rendered_on_the_first_paint(client, auth, theme):
+    auth.as_role("viewer")
+    client.set_cookie(THEME_COOKIE, theme)
+    response = client.get("/runs")
+    assert f'data-theme="{theme}"' in html_tag(response)
+    pressed = "true" if theme == "dark" else "false"
+    assert re.search(rf'data-pref="theme" aria-pressed="{pressed}"', response.get_data(as_text=True))
+
+
+def test_local_times_are_rendered_as_chosen_and_the_server_still_writes_utc(client, auth):
+    auth.as_role("viewer")
+    client.set_cookie(TIMES_COOKIE, "local")
+    response = client.get("/audit/")
+    assert 'data-times="local"' in html_tag(response)
+    assert 'data-pref="times" aria-pressed="true"' in response.get_data(as_text=True)
+    # The page's times are UTC in datetime= and in the text; the browser's script rewrites them.
+    assert re.search(r'<time datetime="[^"]+\+00:00"', response.get_data(as_text=True))
+
+
+def test_a_cookie_with_anything_else_is_ignored(client, auth):
+    auth.as_role("viewer")
+    client.set_cookie(THEME_COOKIE, '"><script>alert(1)</script>')
+    client.set_cookie(TIMES_COOKIE, "mars")
+    tag = html_tag(client.get("/runs"))
+    assert "data-theme" not in tag and 'data-times="utc"' in tag
+
+
+def test_every_page_has_a_skip_link_to_its_content_and_a_menu_button(client, auth):
+    assert '<a class="skip-link" href="#content">Skip to content</a>' in client.get("/login").get_data(as_text=True)
+    auth.as_role("viewer")
+    body = client.get("/runs").get_data(as_text=True)
+    assert body.index('class="skip-link" href="#content"') < body.index("<header")
+    assert '<main id="content"' in body
+    assert re.search(r'class="menu-toggle" aria-controls="topbar-menu" aria-expanded="false"', body)
+    assert 'id="topbar-menu"' in body
