@@ -246,6 +246,8 @@ def test_retrying_a_pending_run_with_a_new_policy_is_409_and_keeps_its_policy(cl
     pytest.param("default", {"max_attempts": 0}, "policy.max_attempts", id="out-of-range"),
     pytest.param("default", {"max_atempts": 3}, "policy.max_atempts", id="unknown-field"),
     pytest.param("default", {"breaker": {"open_s": 0}}, "policy.breaker.open_s", id="nested-out-of-range"),
+    pytest.param("default", {"breaker": {"scope": "tenant"}}, "policy.breaker.scope", id="unknown-breaker-scope"),
+    pytest.param("default", {"breaker_scope": ["handler"]}, "policy.breaker_scope", id="breaker-scope-not-text"),
     pytest.param("default", {"retryable_codes": "timeout"}, "policy.retryable_codes", id="codes-a-string"),
     pytest.param("default", {"max_attempts": 3, "description": 5}, "description", id="description-not-text"),
     pytest.param("fresh", {"jitter": 2}, "policy.jitter", id="new-policy-out-of-range"),
