@@ -46,6 +46,9 @@ def find(name: str) -> RetryPolicyRecord | None:
 
 def require(name: str, field: str = "policy") -> RetryPolicyRecord:
     """Return the named policy or raise a 422 naming the field."""
+    if not isinstance(name, str):
+        # A list or number here reached the database as a bound parameter and failed there (a 500, schemathesis).
+        raise InvalidInput(f"{field} must be a retry policy's name, got {type(name).__name__}", field)
     record = find(name)
     if record is None:
         raise InvalidInput(f"no retry policy named {name!r}", field)
