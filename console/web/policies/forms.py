@@ -36,9 +36,9 @@ class PolicyForm(FlaskForm):
     breaker_success_threshold = _number("Closes after successes", "Successful probes needed to close it again.")
     # validate_choice off: RetryPolicy names the allowed scopes in its message, as for every other field.
     breaker_scope = SelectField("Scope", validate_choice=False, default="handler", choices=[
-        SelectChoice("handler", "Per handler: one breaker for every tenant"),
-        SelectChoice("handler_and_tenant", "Per handler and tenant: each tenant its own")],
-        description="Whose failures open it: an outage is everyone's, or one tenant's failures hold only its runs.")
+        SelectChoice("handler", "All tenants"), SelectChoice("handler_and_tenant", "Per tenant")],
+        description="All tenants: one breaker per handler, an outage is everyone's. Per tenant: one tenant's "
+                    "failures hold only its own runs.")
     sla_max_start_delay_s = _number("Max start delay (s)", "Optional: a run must start this soon after its time.")
     sla_deadline_s = _number("Deadline (s)", "Optional: a run must succeed this soon after its time.")
     # The version the editor started from, so a save over someone else's newer version is caught.
