@@ -259,6 +259,15 @@ def test_bad_policy_edit_adds_no_version_and_no_audit_row(client, operator, name
     assert client.get("/internal/policies/default", headers=operator).json["version"] == 1
 
 
+def test_breaker_scope_is_saved_and_read_back_in_both_spellings(client, operator):
+    created = client.put("/internal/policies/per-tenant", json={"breaker": {"scope": "handler_and_tenant"}},
+                         headers=operator)
+    assert created.status_code == 201 and created.json["spec"]["breaker_scope"] == "handler_and_tenant"
+    flat = client.put("/internal/policies/per-tenant", json={"breaker_scope": "handler"}, headers=operator)
+    assert (flat.status_code, flat.json["version"], flat.json["spec"]["breaker_scope"]) == (200, 2, "handler")
+    assert client.get("/internal/policies/default", headers=operator).json["spec"]["breaker_scope"] == "handler"
+
+
 def test_policy_edit_that_is_not_an_object_is_400(client, operator):
     with nothing_written():
         refused(client.put("/internal/policies/default", json=[1], headers=operator), 400, "bad_request")
