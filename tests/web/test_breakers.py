@@ -205,3 +205,17 @@ def test_a_tenant_limited_operator_sees_and_resets_only_its_own_breakers(client,
     assert reset_audits() == []
     assert reset(client, auth, run.handler, globex.id).status_code == 303
     assert not breakers.exists(BreakerKey(run.handler, globex.id)) and len(reset_audits()) == 1
+
+
+def test_the_overview_counts_only_the_breakers_the_breakers_page_shows(client, auth):
+    acme, globex = make_tenant("acme"), make_tenant("globex")
+    run, _ = submit(globex, Actor("test"), handler="demo.flaky", policy=PER_TENANT)
+    open_breaker(BreakerKey(run.handler, globex.id))
+    open_breaker(BreakerKey(run.handler, acme.id))  # another tenant's: not globex's business
+    open_breaker(HANDLER)  # handler-wide, of a handler globex never runs
+    auth.make_user("gina", "viewer", tenant=globex)
+    auth.login("gina")
+    assert 'data-counter="breakers_open">1<' in client.get("/overview").get_data(as_text=True)
+    client.post("/logout", data={"csrf_token": auth.csrf("/overview")})
+    auth.as_role("viewer", "vic")
+    assert 'data-counter="breakers_open">3<' in client.get("/overview").get_data(as_text=True)

@@ -62,18 +62,24 @@ def board(now: datetime, scope: int | None = None) -> BreakerBoard:
         states = breakers.all_states(now)
     except (redis.RedisError, OSError) as error:
         return BreakerBoard(error=f"{type(error).__name__}: {error}", failure_threshold=threshold)
-    keys = [key for key in states if scope is None or key.tenant_id in (None, scope)]
-    shared = {key.handler for key in keys if key.tenant_id is None}
-    if scope is not None and shared:
-        used = set(db.session.execute(select(Run.handler).distinct().where(
-            Run.tenant_id == scope, Run.handler.in_(shared))).scalars())
-        keys = [key for key in keys if key.tenant_id is not None or key.handler in used]
+    keys = visible(list(states), scope)
     held, capped = held_runs(keys, scope)
     names = _tenant_names({key.tenant_id for key in keys} - {None})
     rows = [BreakerRow(key, states[key], held.get(key, 0), names.get(key.tenant_id)) for key in keys]
     rows.sort(key=lambda row: (_ORDER[row.state.state], -row.state.consecutive_failures, row.handler,
                                row.tenant or ""))
     return BreakerBoard(rows, None, threshold, capped)
+
+
+def visible(keys: list[BreakerKey], scope: int | None) -> list[BreakerKey]:
+    """Keep the breakers a person limited to `scope` may see: its tenant's own, and handler-wide ones it runs."""
+    if scope is None:
+        return keys
+    keys = [key for key in keys if key.tenant_id in (None, scope)]
+    shared = {key.handler for key in keys if key.tenant_id is None}
+    used = set(db.session.execute(select(Run.handler).distinct().where(
+        Run.tenant_id == scope, Run.handler.in_(shared))).scalars()) if shared else set()
+    return [key for key in keys if key.tenant_id is not None or key.handler in used]
 
 
 def _tenant_names(ids: set[int]) -> dict[int, str]:
