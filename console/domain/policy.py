@@ -26,10 +26,12 @@ _RANGES: dict[str, tuple[str, float, float]] = {
     "deadline_s": ("int", 1, SLA_CEILING_S),
 }
 _OPTIONAL = {"max_start_delay_s", "deadline_s"}
+# Whose failures one breaker counts: the handler's, across tenants (an outage is everyone's), or each tenant's own.
+BREAKER_SCOPES = ("handler", "handler_and_tenant")
 _CODE_LISTS = ("retryable_codes", "non_retryable_codes")
 # The nested form the YAML file and the API may use, mapped to the flat field names.
 _NESTED = {
-    "breaker": {key: f"breaker_{key}" for key in ("failure_threshold", "open_s", "success_threshold")},
+    "breaker": {key: f"breaker_{key}" for key in ("failure_threshold", "open_s", "success_threshold", "scope")},
     "sla": {key: key for key in ("max_start_delay_s", "deadline_s")},
 }
 _ALIAS_OF = {flat: f"{group}.{key}" for group, keys in _NESTED.items() for key, flat in keys.items()}
@@ -88,6 +90,7 @@ class RetryPolicy:
     breaker_failure_threshold: int = 5
     breaker_open_s: int = 30
     breaker_success_threshold: int = 3
+    breaker_scope: str = "handler"
     max_start_delay_s: int | None = None
     deadline_s: int | None = None
 
@@ -98,6 +101,9 @@ class RetryPolicy:
                 object.__setattr__(self, name, _check_number(name, value))
         for name in _CODE_LISTS:
             object.__setattr__(self, name, _check_codes(name, getattr(self, name)))
+        if self.breaker_scope not in BREAKER_SCOPES:
+            hint = f"breaker_scope must be one of {', '.join(BREAKER_SCOPES)}, got {self.breaker_scope!r}"
+            raise PolicyError("breaker_scope", hint)
         if self.max_delay_s < self.base_delay_s:
             hint = f"max_delay_s must be at least base_delay_s ({_num(self.base_delay_s)})"
             raise PolicyError("max_delay_s", f"{hint}, got {_num(self.max_delay_s)}")

@@ -246,6 +246,8 @@ def test_retrying_a_pending_run_with_a_new_policy_is_409_and_keeps_its_policy(cl
     pytest.param("default", {"max_attempts": 0}, "policy.max_attempts", id="out-of-range"),
     pytest.param("default", {"max_atempts": 3}, "policy.max_atempts", id="unknown-field"),
     pytest.param("default", {"breaker": {"open_s": 0}}, "policy.breaker.open_s", id="nested-out-of-range"),
+    pytest.param("default", {"breaker": {"scope": "tenant"}}, "policy.breaker.scope", id="unknown-breaker-scope"),
+    pytest.param("default", {"breaker_scope": ["handler"]}, "policy.breaker_scope", id="breaker-scope-not-text"),
     pytest.param("default", {"retryable_codes": "timeout"}, "policy.retryable_codes", id="codes-a-string"),
     pytest.param("default", {"max_attempts": 3, "description": 5}, "description", id="description-not-text"),
     pytest.param("fresh", {"jitter": 2}, "policy.jitter", id="new-policy-out-of-range"),
@@ -255,6 +257,15 @@ def test_bad_policy_edit_adds_no_version_and_no_audit_row(client, operator, name
     with nothing_written():
         refused(client.put(f"/internal/policies/{name}", json=payload, headers=operator), 422, "invalid", field)
     assert client.get("/internal/policies/default", headers=operator).json["version"] == 1
+
+
+def test_breaker_scope_is_saved_and_read_back_in_both_spellings(client, operator):
+    created = client.put("/internal/policies/per-tenant", json={"breaker": {"scope": "handler_and_tenant"}},
+                         headers=operator)
+    assert created.status_code == 201 and created.json["spec"]["breaker_scope"] == "handler_and_tenant"
+    flat = client.put("/internal/policies/per-tenant", json={"breaker_scope": "handler"}, headers=operator)
+    assert (flat.status_code, flat.json["version"], flat.json["spec"]["breaker_scope"]) == (200, 2, "handler")
+    assert client.get("/internal/policies/default", headers=operator).json["spec"]["breaker_scope"] == "handler"
 
 
 def test_policy_edit_that_is_not_an_object_is_400(client, operator):

@@ -3,6 +3,9 @@
 import re
 
 import pytest
+import yaml
+
+from console.api.openapi import DOCUMENT
 
 API_PREFIXES = ("/worker/", "/internal/", "/events", "/api/")
 IGNORED_METHODS = {"HEAD", "OPTIONS"}
@@ -77,3 +80,23 @@ def test_only_public_routes_waive_the_bearer_token(app, document):
 def test_document_is_valid_openapi(document):
     validator = pytest.importorskip("openapi_spec_validator")
     validator.validate(document)
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """A YAML loader that refuses a key given twice in one mapping, which the safe loader silently collapses."""
+
+
+def _mapping_without_repeats(loader, node, deep=False):
+    keys = [loader.construct_object(key, deep=deep) for key, _ in node.value]
+    repeated = sorted({str(key) for key in keys if keys.count(key) > 1})
+    assert not repeated, f"openapi.yaml repeats {repeated} in one mapping near line {node.start_mark.line + 1}"
+    return loader.construct_mapping(node, deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_repeats)
+
+
+def test_no_key_is_given_twice_in_one_mapping():
+    # A merge once interleaved three operations: GET /api/workflows/{id} then documented a runbook's 202s, and
+    # POST /api/workflows lost its body and responses, with the file still valid OpenAPI (found by schemathesis).
+    yaml.load(DOCUMENT.read_text(), Loader=_StrictLoader)

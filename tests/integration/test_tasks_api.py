@@ -234,6 +234,8 @@ def test_unknown_task_is_404(client, operator):
     pytest.param({"sla": {"deadline_s": 0}}, "sla.deadline_s", id="sla-deadline-zero"),
     pytest.param({"policy": {"max_attempts": 0}}, "policy.max_attempts", id="policy-max-attempts-zero"),
     pytest.param({"policy": "no-such-policy"}, "policy", id="unknown-policy-name"),
+    pytest.param({"policy": {"name": [None, None]}}, "policy.name", id="policy-base-name-a-list"),
+    pytest.param({"policy": {"name": 5, "max_attempts": 2}}, "policy.name", id="policy-base-name-a-number"),
     pytest.param({"priority": 5}, "priority", id="unknown-field"),
     pytest.param({"handler": "demo.nope"}, "handler", id="unknown-handler"),
     pytest.param({"jitter_s": -1}, "jitter_s", id="negative-jitter"),

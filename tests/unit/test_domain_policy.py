@@ -95,6 +95,8 @@ def test_policy_change_takes_effect_through_overrides():
         ({"breaker": {"open_s": 0}}, "breaker.open_s"),
         ({"breaker": {"threshold": 3}}, "breaker.threshold"),
         ({"breaker": 5}, "breaker"),
+        ({"breaker_scope": "tenant"}, "breaker_scope"),
+        ({"breaker": {"scope": None}}, "breaker.scope"),
         ({"sla": {"deadline_s": 0}}, "sla.deadline_s"),
         ({"breaker_open_s": 10, "breaker": {"open_s": 20}}, "breaker.open_s"),
     ],
@@ -117,6 +119,15 @@ def test_nested_errors_speak_the_nested_names():
     with pytest.raises(PolicyError) as info:
         RetryPolicy.from_mapping({"sla": {"deadline_s": 1.5}})
     assert str(info.value) == "sla.deadline_s: sla.deadline_s must be an integer from 1 to 31536000, got 1.5"
+
+
+def test_breaker_scope_defaults_to_the_handler_and_names_the_choices_when_wrong():
+    assert RetryPolicy().breaker_scope == "handler"
+    assert RetryPolicy.from_mapping({"breaker": {"scope": "handler_and_tenant"}}).breaker_scope == "handler_and_tenant"
+    with pytest.raises(PolicyError) as info:
+        RetryPolicy.from_mapping({"breaker": {"scope": "per-tenant"}})
+    assert str(info.value) == ("breaker.scope: breaker.scope must be one of handler, handler_and_tenant, "
+                               "got 'per-tenant'")
 
 
 def test_non_mapping_is_rejected():

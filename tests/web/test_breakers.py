@@ -8,23 +8,26 @@ from console.extensions import db
 from console.models import AuditEntry, Tenant
 from console.services.actor import Actor
 from console.services.engine import breakers
+from console.services.engine.breakers import BreakerKey
 from console.services.engine.execute import execute
 from console.services.engine.submit import submit
 from console.services.people import tenants
+from tests.factories import make_tenant
 
 SETTINGS = BreakerSettings(failure_threshold=3, open_s=120)
 HANDLER = "plugin:billing.charge"
 
 
-def open_breaker(handler: str = HANDLER) -> None:
+def open_breaker(handler: str | BreakerKey = HANDLER) -> None:
     now = utcnow()
     for _ in range(SETTINGS.failure_threshold):
         breakers.record(handler, False, now, SETTINGS)
     assert breakers.state_of(handler, now).state == BreakerMode.OPEN
 
 
-def breaker_row(page: str, handler: str) -> str | None:
-    match = re.search(rf'<tr class="breaker-\w+" data-handler="{re.escape(handler)}">(.*?)</tr>', page, re.S)
+def breaker_row(page: str, handler: str, tenant: str | None = None) -> str | None:
+    of_tenant = f' data-tenant="{re.escape(tenant)}"' if tenant else ""
+    match = re.search(rf'<tr class="breaker-\w+" data-handler="{re.escape(handler)}"{of_tenant}>(.*?)</tr>', page, re.S)
     return match.group(1) if match else None
 
 
@@ -43,10 +46,11 @@ def test_an_open_breaker_shows_its_state_counts_countdown_and_held_runs(client, 
     row = breaker_row(page, run.handler)
     assert row is not None
     cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
-    assert '<span class="badge open"' in cells[1]
-    assert (cells[2], cells[3]) == ("3", "0")  # failures, successes in a row
-    assert re.search(r"in (1 min \d+|2 min 0) s", cells[5])  # open for 120 s from now
-    assert cells[7] == "1"  # runs held back
+    assert cells[1] == "every tenant"  # the default scope: one breaker per handler
+    assert '<span class="badge open"' in cells[2]
+    assert (cells[3], cells[4]) == ("3", "0")  # failures, successes in a row
+    assert re.search(r"in (1 min \d+|2 min 0) s", cells[6])  # open for 120 s from now
+    assert cells[8] == "1"  # runs held back
     assert 'data-counter="open">1<' in page and 'data-counter="held">1<' in page
 
 
@@ -134,3 +138,84 @@ def test_page_says_redis_is_down_instead_of_failing(client, auth, redis_down):
     response = client.post(f"/breakers/{HANDLER}/reset", headers={"HX-Request": "true"},
                            data={"csrf_token": auth.csrf("/breakers/")})
     assert "Redis is unreachable" in response.get_data(as_text=True) and reset_audits() == []
+
+
+PER_TENANT = {"breaker": {"scope": "handler_and_tenant"}}
+
+
+def reset(client, auth, handler: str, tenant_id: int | None = None, **headers):
+    data = {"csrf_token": auth.csrf("/breakers/"), **({"tenant": str(tenant_id)} if tenant_id else {})}
+    return client.post(f"/breakers/{handler}/reset", data=data, headers=headers)
+
+
+def test_per_tenant_breakers_show_their_tenant_and_count_only_their_own_held_runs(client, auth):
+    globex = make_tenant("globex")
+    default = tenants.find("default")
+    theirs, _ = submit(globex, Actor("test"), handler="demo.flaky", policy=PER_TENANT)
+    ours, _ = submit(default, Actor("test"), handler="demo.flaky")
+    open_breaker(BreakerKey(theirs.handler, globex.id))
+    open_breaker(theirs.handler)  # the same handler's shared breaker, for runs whose policy is per handler
+    clock = FrozenClock(utcnow())
+    assert execute(theirs.id, 0, clock=clock) == "breaker_open" and execute(ours.id, 0, clock=clock) == "breaker_open"
+    auth.as_role("viewer")
+    page = client.get("/breakers/").get_data(as_text=True)
+    shared, own = breaker_row(page, theirs.handler), breaker_row(page, theirs.handler, "globex")
+    assert shared is not None and own is not None
+    assert '<td data-scope="handler">every tenant</td>' in shared
+    assert '<td data-scope="handler_and_tenant">tenant <strong>globex</strong></td>' in own
+    held = [re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)[8] for row in (shared, own)]
+    assert held == ["1", "1"]  # each breaker counts the run it holds, not the other's
+    assert 'data-counter="open">2<' in page and 'data-counter="held">2<' in page
+
+
+def test_reset_works_per_breaker_and_the_audit_names_the_tenant(client, auth):
+    globex = make_tenant("globex")
+    own = BreakerKey(HANDLER, globex.id)
+    open_breaker(own)
+    open_breaker()
+    auth.as_role("operator", "olga")
+    response = reset(client, auth, HANDLER, globex.id)
+    assert response.status_code == 303
+    assert set(breakers.all_states(utcnow())) == {BreakerKey(HANDLER)}  # the shared breaker stays open
+    (entry,) = reset_audits()
+    assert (entry.target_id, entry.tenant, entry.before["scope"], entry.before["state"]) == (
+        HANDLER, "globex", "handler_and_tenant", "open")
+    assert f"Reset the breaker of {HANDLER} for globex (it was open" in client.get("/breakers/").get_data(as_text=True)
+    assert reset(client, auth, HANDLER, "x9").status_code == 400  # a tenant must be an id
+    assert reset(client, auth, HANDLER, 2**63).status_code == 400
+
+
+def test_a_tenant_limited_operator_sees_and_resets_only_its_own_breakers(client, auth):
+    acme, globex = make_tenant("acme"), make_tenant("globex")
+    run, _ = submit(globex, Actor("test"), handler="demo.flaky", policy=PER_TENANT)
+    for tenant in (acme, globex):
+        open_breaker(BreakerKey(run.handler, tenant.id))
+    open_breaker(run.handler)  # handler-wide, of a handler globex runs: shown, but not globex's to reset
+    open_breaker(HANDLER)  # handler-wide, of a handler globex never runs: not shown
+    auth.make_user("gina", "operator", tenant=globex)
+    auth.login("gina")
+    page = client.get("/breakers/").get_data(as_text=True)
+    assert breaker_row(page, run.handler, "globex") is not None and breaker_row(page, run.handler, "acme") is None
+    assert breaker_row(page, run.handler) is not None and breaker_row(page, HANDLER) is None
+    assert page.count('name="tenant"') == 1 and f'name="tenant" value="{globex.id}"' in page
+    assert reset(client, auth, run.handler).status_code == 403  # the shared breaker is every tenant's
+    assert reset(client, auth, run.handler, acme.id).status_code == 303  # another tenant's: refused in the notice
+    assert "breakers are not yours to reset" in client.get("/breakers/").get_data(as_text=True)
+    assert breakers.state_of(BreakerKey(run.handler, acme.id), utcnow()).state == BreakerMode.OPEN
+    assert reset_audits() == []
+    assert reset(client, auth, run.handler, globex.id).status_code == 303
+    assert not breakers.exists(BreakerKey(run.handler, globex.id)) and len(reset_audits()) == 1
+
+
+def test_the_overview_counts_only_the_breakers_the_breakers_page_shows(client, auth):
+    acme, globex = make_tenant("acme"), make_tenant("globex")
+    run, _ = submit(globex, Actor("test"), handler="demo.flaky", policy=PER_TENANT)
+    open_breaker(BreakerKey(run.handler, globex.id))
+    open_breaker(BreakerKey(run.handler, acme.id))  # another tenant's: not globex's business
+    open_breaker(HANDLER)  # handler-wide, of a handler globex never runs
+    auth.make_user("gina", "viewer", tenant=globex)
+    auth.login("gina")
+    assert 'data-counter="breakers_open">1<' in client.get("/overview").get_data(as_text=True)
+    client.post("/logout", data={"csrf_token": auth.csrf("/overview")})
+    auth.as_role("viewer", "vic")
+    assert 'data-counter="breakers_open">3<' in client.get("/overview").get_data(as_text=True)

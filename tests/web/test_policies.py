@@ -247,3 +247,39 @@ def test_history_pages_through_every_version_each_with_its_diff(client, auth):
     assert oldest == [3, 2, 1]
     assert '<span class="was">3</span> → <span class="now">4</span>' in history and "created" in history
     assert "Older versions" not in history
+
+
+def test_breaker_scope_is_edited_validated_and_shown_in_the_history(client, auth):
+    auth.as_role("operator", "olga")
+    page = client.get("/policies/quick").get_data(as_text=True)
+    assert re.search(r'<option selected value="handler">', page)  # the default scope, per handler
+    response = post_form(client, auth, "/policies/quick", breaker_scope="handler_and_tenant")
+    assert response.status_code == 303 and versions("quick") == [1, 2]
+    assert policies.current_version(policies.get("quick")).spec["breaker_scope"] == "handler_and_tenant"
+    page = client.get("/policies/quick").get_data(as_text=True)
+    assert re.search(r'<option selected value="handler_and_tenant">', page)
+    history = page[page.index('id="history"'):]
+    assert ('<span class="key">breaker_scope</span>: <span class="was">handler</span> → '
+            '<span class="now">handler_and_tenant</span>') in history
+
+    response = post_form(client, auth, "/policies/quick", breaker_scope="tenant")
+    assert response.status_code == 422 and versions("quick") == [1, 2]
+    field = re.search(r'<select[^>]*id="breaker_scope"[^>]*>.*?</select>\s*<div class="field-error">([^<]*)</div>',
+                      response.get_data(as_text=True), re.S)
+    assert field and "breaker.scope must be one of handler, handler_and_tenant, got &#39;tenant&#39;" in field.group(1)
+    preview = post_form(client, auth, "/policies/preview?policy=quick", breaker_scope="tenant").get_data(as_text=True)
+    assert "Cannot preview this policy." in preview and "breaker.scope must be one of" in preview
+
+
+def test_a_version_saved_before_breaker_scope_existed_reads_as_per_handler(client, auth):
+    record = policies.get("quick")
+    version = policies.current_version(record)
+    version.spec = {key: value for key, value in version.spec.items() if key != "breaker_scope"}
+    db.session.commit()
+    assert policies.as_dict(record)["spec"]["breaker_scope"] == "handler"  # the API shows what it runs under
+    auth.as_role("operator")
+    assert post_form(client, auth, "/policies/quick").status_code == 303
+    assert versions("quick") == [1]  # the same policy as before: no new version
+    assert post_form(client, auth, "/policies/quick", max_attempts="4").status_code == 303
+    history = client.get("/policies/quick").get_data(as_text=True).split('id="history"')[1]
+    assert "breaker_scope</span>:" not in history  # no phantom change from a missing field

@@ -100,6 +100,9 @@ def build(message: OutboxMessage) -> Notice:
     """Describe an outbox row for people, in the same words on every channel."""
     payload = dict(message.payload or {})
     rule = payload.get("rule") or ("work_order" if message.kind == "workorder" else message.kind)
+    if rule == "breaker_opened" and payload.get("scope") != "handler_and_tenant":
+        # A handler-wide breaker is every tenant's; alerts queued before scopes existed named the tripping tenant.
+        payload.pop("tenant_id", None)
     facts = _Facts(payload)
     title, summary = _words(message, rule, payload, facts)
     severity = payload.get("severity") if payload.get("severity") in SEVERITIES else SEVERITY.get(rule, "error")
@@ -140,9 +143,7 @@ def _words(message: OutboxMessage, rule: str, payload: dict, facts: _Facts) -> t
     handler, tenant, task = payload.get("handler", "?"), facts.tenant or "?", facts.task or "?"
     times = f" ({message.occurrences} times)" if message.occurrences > 1 else ""
     if rule == "breaker_opened":
-        return (f"Circuit breaker opened: {handler}",
-                f"{handler} kept failing, so its calls are held for {_seconds(payload.get('open_s'))}, "
-                f"then one probe call decides whether it closes{times}.")
+        return _breaker_words(handler, facts.tenant, payload, times)
     if rule == "queue_overflow":
         return (f"Queue full: {handler} in {tenant}",
                 f"{payload.get('current')} runs already wait (limit {payload.get('max')}, {payload.get('limit')}); "
@@ -178,6 +179,16 @@ def _words(message: OutboxMessage, rule: str, payload: dict, facts: _Facts) -> t
     summary = payload.get("summary") or ", ".join(
         f"{key}={value}" for key, value in payload.items() if key not in ("rule", "title") and value is not None)
     return words, f"{summary}{times}"
+
+
+def _breaker_words(handler: str, tenant: str | None, payload: dict, times: str) -> tuple[str, str]:
+    held, probe = _seconds(payload.get("open_s")), "then one probe call decides whether it closes"
+    if tenant is None:
+        return (f"Circuit breaker opened: {handler}",
+                f"{handler} kept failing, so its calls are held for {held} for every tenant, {probe}{times}.")
+    return (f"Circuit breaker opened: {handler} for {tenant}",
+            f"{handler} kept failing for {tenant}, so {tenant}'s calls are held for {held}, {probe}; other "
+            f"tenants' calls go on{times}.")
 
 
 def _failed_words(message: OutboxMessage, payload: dict) -> tuple[str, str]:

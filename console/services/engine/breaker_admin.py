@@ -1,4 +1,4 @@
-"""Circuit breakers as people see and reset them: the state per handler, runs held back, audited resets."""
+"""Circuit breakers as people see and reset them: the state per breaker, runs held back, audited resets."""
 
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -9,12 +9,12 @@ from sqlalchemy import func, select
 from console.domain.breaker import BreakerMode, BreakerState
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
-from console.models import Run
-from console.redis_conn import get_redis
+from console.models import Run, Tenant
 from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.engine import breakers
-from console.services.errors import NotFound
+from console.services.engine.breakers import BreakerKey
+from console.services.errors import Forbidden, NotFound
 from console.services.policies import versions as policies
 
 # Counting held-back runs stops here, so an outage with a huge backlog cannot slow the page down.
@@ -24,9 +24,18 @@ _ORDER = {BreakerMode.OPEN: 0, BreakerMode.HALF_OPEN: 1, BreakerMode.CLOSED: 2}
 
 @dataclass(frozen=True)
 class BreakerRow:
-    handler: str
+    key: BreakerKey
     state: BreakerState
     held_runs: int = 0
+    tenant: str | None = None  # the tenant's name, for a per-tenant breaker
+
+    @property
+    def handler(self) -> str:
+        return self.key.handler
+
+    @property
+    def scope(self) -> str:
+        return self.key.scope
 
 
 @dataclass(frozen=True)
@@ -44,48 +53,101 @@ class BreakerBoard:
 
 
 def board(now: datetime, scope: int | None = None) -> BreakerBoard:
-    """Return every breaker that has state, open ones first; limited to the handlers a tenant runs, if scoped."""
+    """Return every breaker that has state, open ones first.
+
+    A person limited to a tenant sees that tenant's own breakers and the handler-wide ones of handlers it runs.
+    """
     threshold = policies.effective(None, None)[1].breaker_failure_threshold
     try:
         states = breakers.all_states(now)
     except (redis.RedisError, OSError) as error:
         return BreakerBoard(error=f"{type(error).__name__}: {error}", failure_threshold=threshold)
-    handlers = list(states)
-    if scope is not None and handlers:
-        used = set(db.session.execute(select(Run.handler).distinct().where(
-            Run.tenant_id == scope, Run.handler.in_(handlers))).scalars())
-        handlers = [handler for handler in handlers if handler in used]
-    held, capped = held_runs(handlers, scope)
-    rows = [BreakerRow(handler, states[handler], held.get(handler, 0)) for handler in handlers]
-    rows.sort(key=lambda row: (_ORDER[row.state.state], -row.state.consecutive_failures, row.handler))
+    keys = visible(list(states), scope)
+    held, capped = held_runs(keys, scope)
+    names = _tenant_names({key.tenant_id for key in keys} - {None})
+    rows = [BreakerRow(key, states[key], held.get(key, 0), names.get(key.tenant_id)) for key in keys]
+    rows.sort(key=lambda row: (_ORDER[row.state.state], -row.state.consecutive_failures, row.handler,
+                               row.tenant or ""))
     return BreakerBoard(rows, None, threshold, capped)
 
 
-def held_runs(handlers: list[str], scope: int | None = None) -> tuple[dict[str, int], bool]:
-    """Count runs waiting because a handler's breaker was open (capped); tell whether the cap was hit."""
+def visible(keys: list[BreakerKey], scope: int | None) -> list[BreakerKey]:
+    """Keep the breakers a person limited to `scope` may see: its tenant's own, and handler-wide ones it runs."""
+    if scope is None:
+        return keys
+    keys = [key for key in keys if key.tenant_id in (None, scope)]
+    shared = {key.handler for key in keys if key.tenant_id is None}
+    used = set(db.session.execute(select(Run.handler).distinct().where(
+        Run.tenant_id == scope, Run.handler.in_(shared))).scalars()) if shared else set()
+    return [key for key in keys if key.tenant_id is not None or key.handler in used]
+
+
+def _tenant_names(ids: set[int]) -> dict[int, str]:
+    if not ids:
+        return {}
+    return dict(db.session.execute(select(Tenant.id, Tenant.name).where(Tenant.id.in_(ids))).all())
+
+
+def held_runs(keys: list[BreakerKey], scope: int | None = None) -> tuple[dict[BreakerKey, int], bool]:
+    """Count runs waiting because a breaker was open (capped); tell whether the cap was hit.
+
+    A run held by its tenant's own breaker counts there; the handler-wide breaker counts the other tenants' runs.
+    """
+    handlers = sorted({key.handler for key in keys})
     if not handlers:
         return {}, False
-    waiting = select(Run.handler).where(Run.status == "retry_wait", Run.status_reason == "breaker_open",
-                                        Run.handler.in_(handlers))
+    waiting = select(Run.handler, Run.tenant_id).where(
+        Run.status == "retry_wait", Run.status_reason == "breaker_open", Run.handler.in_(handlers))
     if scope is not None:
         waiting = waiting.where(Run.tenant_id == scope)
     sample = waiting.limit(HELD_COUNT_CAP + 1).subquery()
-    counts = dict(db.session.execute(select(sample.c.handler, func.count()).group_by(sample.c.handler)).all())
-    return counts, sum(counts.values()) > HELD_COUNT_CAP
+    groups = db.session.execute(select(sample.c.handler, sample.c.tenant_id, func.count())
+                                .group_by(sample.c.handler, sample.c.tenant_id)).all()
+    shown = set(keys)
+    counts: dict[BreakerKey, int] = {}
+    for handler, tenant_id, count in groups:
+        own = BreakerKey(handler, tenant_id)
+        key = own if own in shown else BreakerKey(handler)
+        if key in shown:
+            counts[key] = counts.get(key, 0) + count
+    return counts, sum(count for *_, count in groups) > HELD_COUNT_CAP
 
 
-def reset(handler: str, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> BreakerState:
-    """Close a handler's breaker and forget its counts, audited with the state before; return that state."""
+def describe(key: BreakerKey) -> str:
+    """Name a breaker for people: "demo.flaky", or "demo.flaky for globex" for a tenant's own."""
+    if key.tenant_id is None:
+        return key.handler
+    tenant = db.session.get(Tenant, key.tenant_id)
+    return f"{key.handler} for {tenant.name if tenant else f'tenant {key.tenant_id}'}"
+
+
+def reset(key: BreakerKey, actor: Actor, clock: Clock = SYSTEM_CLOCK, scope: int | None = None) -> BreakerState:
+    """Close a breaker and forget its counts, audited with the state before; return that state.
+
+    A person limited to a tenant may reset only that tenant's own breakers: a handler-wide one is every tenant's.
+    """
     now = clock()
-    if not get_redis().exists(breakers.PREFIX + handler):
-        raise NotFound(f"the breaker of {handler} has no state to reset: it is closed with no failures counted")
-    before = breakers.state_of(handler, now)
+    tenant = None
+    if key.tenant_id is not None:
+        if scope is not None and key.tenant_id != scope:
+            # Said the same way whether that tenant exists or not: the wall hides other tenants.
+            raise NotFound(f"you act for one tenant only; tenant {key.tenant_id}'s breakers are not yours to reset")
+        tenant = db.session.get(Tenant, key.tenant_id)
+        if tenant is None:
+            raise NotFound(f"no tenant with id {key.tenant_id}")
+    elif scope is not None:
+        raise Forbidden(f"the breaker of {key.handler} is shared by every tenant; resetting it needs an account not "
+                        "limited to a tenant")
+    if not breakers.exists(key):
+        raise NotFound(f"the breaker of {describe(key)} has no state to reset: it is closed with no failures counted")
+    before = breakers.state_of(key, now)
     # The audit row waits in the transaction: if Redis refuses the reset, it is rolled back with it.
-    audit.record(db.session, actor, "breaker.reset", "breaker", handler, before=before.to_dict(),
-                 after=BreakerState().to_dict(), note=f"was {before.state.value}", clock=clock)
+    audit.record(db.session, actor, "breaker.reset", "breaker", key.handler, before={**before.to_dict(),
+                 "scope": key.scope}, after={**BreakerState().to_dict(), "scope": key.scope},
+                 tenant=tenant.name if tenant else None, note=f"was {before.state.value}", clock=clock)
     db.session.flush()
     try:
-        breakers.reset(handler)
+        breakers.reset(key)
     except Exception:
         db.session.rollback()
         raise

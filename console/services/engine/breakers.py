@@ -1,4 +1,4 @@
-"""Circuit breakers per handler, kept in Redis so every worker sees the same state."""
+"""Circuit breakers per handler (or per handler and tenant), kept in Redis so every worker sees the same state."""
 
 import json
 from datetime import datetime
@@ -11,35 +11,73 @@ from console.domain.breaker import BreakerSettings, BreakerState
 from console.redis_conn import get_redis
 
 PREFIX = "rebound:breaker:"
+# A per-tenant breaker's key puts the tenant id first: handler names hold ':' themselves (plugin:billing.charge).
+TENANT_PREFIX = "rebound:breaker-tenant:"
 
 
-def _key(handler: str) -> str:
-    return PREFIX + handler
+class BreakerKey(NamedTuple):
+    """Which breaker: a handler's, shared by every tenant (tenant_id None), or one tenant's of that handler."""
+
+    handler: str
+    tenant_id: int | None = None
+
+    @property
+    def redis_key(self) -> str:
+        if self.tenant_id is None:
+            return PREFIX + self.handler
+        return f"{TENANT_PREFIX}{self.tenant_id}:{self.handler}"
+
+    @property
+    def alert_key(self) -> str:
+        """The outbox key of its "opened" alert; resolving `rebound-<alert_key>` closes that incident."""
+        own = "" if self.tenant_id is None else f"@tenant:{self.tenant_id}"
+        return f"breaker:{self.handler}{own}"
+
+    @property
+    def scope(self) -> str:
+        return "handler" if self.tenant_id is None else "handler_and_tenant"
+
+    @classmethod
+    def from_redis_key(cls, key: str) -> "BreakerKey":
+        if key.startswith(TENANT_PREFIX):
+            tenant, _, handler = key.removeprefix(TENANT_PREFIX).partition(":")
+            return cls(handler, int(tenant))
+        return cls(key.removeprefix(PREFIX))
 
 
-def _update(handler: str, change) -> tuple:
+def key_for(handler: str, tenant_id: int, scope: str) -> BreakerKey:
+    """Return the breaker a run's calls count against, by its policy's breaker_scope."""
+    return BreakerKey(handler, tenant_id if scope == "handler_and_tenant" else None)
+
+
+def _key(key: BreakerKey | str) -> str:
+    # A bare handler name means the handler-wide breaker.
+    return (key if isinstance(key, BreakerKey) else BreakerKey(key)).redis_key
+
+
+def _update(key: BreakerKey | str, change) -> tuple:
     """Read, change and write one breaker atomically (optimistic WATCH/MULTI); return change's result."""
     connection = get_redis()
-    key = _key(handler)
+    name = _key(key)
     with connection.pipeline() as pipe:
         while True:
             try:
-                pipe.watch(key)
-                raw = pipe.get(key)
+                pipe.watch(name)
+                raw = pipe.get(name)
                 state = BreakerState.from_dict(json.loads(raw)) if raw else BreakerState()
                 new_state, *rest = change(state)
                 pipe.multi()
                 if new_state != state:
-                    pipe.set(key, json.dumps(new_state.to_dict()))
+                    pipe.set(name, json.dumps(new_state.to_dict()))
                 pipe.execute()
                 return (new_state, *rest)
             except redis.WatchError:
                 continue
 
 
-def _closed_and_clean(handler: str) -> bool:
+def _closed_and_clean(key: BreakerKey | str) -> bool:
     """Tell, with one GET, whether the breaker is closed with no failures counted (the common case)."""
-    raw = get_redis().get(_key(handler))
+    raw = get_redis().get(_key(key))
     if raw is None:
         return True
     state = BreakerState.from_dict(json.loads(raw))
@@ -54,20 +92,20 @@ class Verdict(NamedTuple):
     clean: bool
 
 
-def allow(handler: str, now: datetime, settings: BreakerSettings) -> Verdict:
-    """Ask whether a call to this handler may go now; if not, when to try again."""
-    if _closed_and_clean(handler):
+def allow(key: BreakerKey | str, now: datetime, settings: BreakerSettings) -> Verdict:
+    """Ask whether a call counted against this breaker may go now; if not, when to try again."""
+    if _closed_and_clean(key):
         return Verdict(True, None, True)  # a closed breaker lets everything through and changes nothing
 
     def change(state):
         allowed, new_state, retry_at = breaker.allow(state, now, settings)
         return new_state, allowed, retry_at
 
-    _, allowed, retry_at = _update(handler, change)
+    _, allowed, retry_at = _update(key, change)
     return Verdict(allowed, retry_at, False)
 
 
-def record(handler: str, ok: bool, now: datetime, settings: BreakerSettings, *,
+def record(key: BreakerKey | str, ok: bool, now: datetime, settings: BreakerSettings, *,
            clean_before: bool = False) -> str | None:
     """Record an outcome; return "opened", "half_opened" or "closed" when the mode changed.
 
@@ -76,32 +114,38 @@ def record(handler: str, ok: bool, now: datetime, settings: BreakerSettings, *,
     # A success of a call that began on a clean breaker changes nothing: there was nothing to reset then, and
     # failures other calls counted since began later, so this success is no proof that they have cleared.
     # Skipping the read keeps the hot path at one Redis round trip per attempt.
-    if ok and (clean_before or _closed_and_clean(handler)):
+    if ok and (clean_before or _closed_and_clean(key)):
         return None
     outcome = breaker.record_success if ok else breaker.record_failure
 
     def change(state):
         return outcome(state, now, settings)
 
-    _, event = _update(handler, change)
+    _, event = _update(key, change)
     return event
 
 
-def state_of(handler: str, now: datetime) -> BreakerState:
+def state_of(key: BreakerKey | str, now: datetime) -> BreakerState:
     """Return one breaker's state as of now."""
-    raw = get_redis().get(_key(handler))
+    raw = get_redis().get(_key(key))
     return breaker.current(BreakerState.from_dict(json.loads(raw)) if raw else BreakerState(), now)
 
 
-def all_states(now: datetime) -> dict[str, BreakerState]:
-    """Return every breaker that has state, by handler."""
+def exists(key: BreakerKey | str) -> bool:
+    """Tell whether a breaker has state (a closed one with no failures counted has none)."""
+    return bool(get_redis().exists(_key(key)))
+
+
+def all_states(now: datetime) -> dict[BreakerKey, BreakerState]:
+    """Return every breaker that has state, handler-wide and per tenant alike."""
     connection = get_redis()
-    keys = sorted(connection.scan_iter(match=PREFIX + "*", count=500))
+    keys = sorted({*connection.scan_iter(match=PREFIX + "*", count=500),
+                   *connection.scan_iter(match=TENANT_PREFIX + "*", count=500)})
     values = connection.mget(keys) if keys else []
-    return {key.decode().removeprefix(PREFIX): breaker.current(BreakerState.from_dict(json.loads(raw)), now)
+    return {BreakerKey.from_redis_key(key.decode()): breaker.current(BreakerState.from_dict(json.loads(raw)), now)
             for key, raw in zip(keys, values, strict=True) if raw}
 
 
-def reset(handler: str) -> None:
+def reset(key: BreakerKey | str) -> None:
     """Close a breaker by forgetting its state."""
-    get_redis().delete(_key(handler))
+    get_redis().delete(_key(key))

@@ -21,9 +21,9 @@ from console.domain.errors import Failure, HandlerTimeout, NonRetryableError, cl
 from console.domain.windows import Window
 from console.extensions import db
 from console.models import RetryPolicyRecord, Run, Task, Tenant
-from console.services.delivery import outbox
 from console.services.engine import (
     admission,
+    breaker_alerts,
     breakers,
     diagnostics,
     handler_kinds,
@@ -160,7 +160,8 @@ def execute(run_id: int, expected_attempt: int, *, clock: Clock = SYSTEM_CLOCK, 
             _defer(run, now + timedelta(seconds=DEFER_S), policy.timeout_s, why)
             return f"deferred:{full}"
         settings = BreakerSettings.from_policy(policy)
-        verdict = breakers.allow(run.handler, now, settings)
+        breaker = breakers.key_for(run.handler, run.tenant_id, policy.breaker_scope)
+        verdict = breakers.allow(breaker, now, settings)
         if not verdict.allowed:
             transitions.move(run, "retry_wait", now, reason="breaker_open", next_retry_at=verdict.retry_at)
             db.session.commit()
@@ -174,7 +175,7 @@ def execute(run_id: int, expected_attempt: int, *, clock: Clock = SYSTEM_CLOCK, 
         db.session.commit()  # write-ahead: the claim is durable before the handler's side effects
     except transitions.StaleRun:
         return "skipped"
-    return _perform(run, policy, settings, verdict.clean, clock)
+    return _perform(run, policy, breaker, settings, verdict.clean, clock)
 
 
 def _note_dropped_success(run: RunRow, now, duration_ms: int) -> None:
@@ -262,7 +263,8 @@ def _park_known_outcome(run_id: int, attempt: int, outcome: Outcome, policy, boo
     return known_outcomes.park(run_id, attempt, failure, now, duration_ms=outcome.duration_ms)
 
 
-def _perform(run: RunRow, policy, settings: BreakerSettings, breaker_was_clean: bool, clock: Clock) -> str:
+def _perform(run: RunRow, policy, breaker: breakers.BreakerKey, settings: BreakerSettings, breaker_was_clean: bool,
+             clock: Clock) -> str:
     ctx = context_for(run, policy.timeout_s)
     try:
         invocation = handler_kinds.resolve(run.handler)
@@ -303,15 +305,12 @@ def _perform(run: RunRow, policy, settings: BreakerSettings, breaker_was_clean: 
     if error is not None and not classify(error, policy).retryable:
         # A caller's bad input (non-retryable) says nothing about the dependency's health: the breaker ignores it.
         return run.status
-    change = breakers.record(run.handler, error is None, now, settings, clean_before=breaker_was_clean)
+    change = breakers.record(breaker, error is None, now, settings, clean_before=breaker_was_clean)
     if change == "opened":
-        outbox.add("alert", f"breaker:{run.handler}", {
-            "rule": "breaker_opened", "handler": run.handler, "tenant_id": run.tenant_id,
-            "open_s": settings.open_s, "at": now.isoformat()}, now)
+        breaker_alerts.opened(breaker, settings, now)
         db.session.commit()
     elif change == "closed":
         # The cause has cleared: resolve the PagerDuty incident the "opened" alert started (same key).
-        outbox.resolve(f"rebound-breaker:{run.handler}", f"Circuit breaker opened: {run.handler}",
-                       f"{run.handler} answers again: its circuit breaker closed.", now, handler=run.handler)
+        breaker_alerts.closed(breaker, now)
         db.session.commit()
     return run.status

@@ -144,7 +144,8 @@ class VersionChange:
 
 def spec_diff(old: dict | None, new: dict) -> list[tuple[str, object, object]]:
     """List (field, old, new) for every field whose value differs, in the new spec's field order."""
-    old = old or {}
+    # A field added since a version was saved reads as the default that version ran under, not as a change.
+    old, new = policies.normalized(old) if old else {}, policies.normalized(new)
     keys = list(new) + [key for key in old if key not in new]
     return [(key, old.get(key), new.get(key)) for key in keys if old.get(key) != new.get(key)]
 

@@ -32,6 +32,14 @@ def validated(spec, field_prefix: str = "policy") -> RetryPolicy:
         raise InvalidInput(error.message, f"{field_prefix}.{error.field}") from None
 
 
+def normalized(spec: dict) -> dict:
+    """Return a stored spec with the fields added since it was saved, at the defaults it has run under."""
+    return {**_DEFAULT_SPEC, **spec}
+
+
+_DEFAULT_SPEC = RetryPolicy().to_dict()
+
+
 def find(name: str) -> RetryPolicyRecord | None:
     """Return the named policy, if any."""
     return db.session.execute(select(RetryPolicyRecord).where(RetryPolicyRecord.name == name)).scalar_one_or_none()
@@ -39,6 +47,9 @@ def find(name: str) -> RetryPolicyRecord | None:
 
 def require(name: str, field: str = "policy") -> RetryPolicyRecord:
     """Return the named policy or raise a 422 naming the field."""
+    if not isinstance(name, str):
+        # A list or number here reached the database as a bound parameter and failed there (a 500, schemathesis).
+        raise InvalidInput(f"{field} must be a retry policy's name, got {type(name).__name__}", field)
     record = find(name)
     if record is None:
         raise InvalidInput(f"no retry policy named {name!r}", field)
@@ -112,7 +123,7 @@ def save(name: str, spec: dict, actor: Actor, *, description: str | None = None,
         db.session.flush()
         version = 1
     else:
-        before = current_version(record).spec
+        before = normalized(current_version(record).spec)
         if before == policy.to_dict() and (description is None or description == record.description):
             db.session.commit()  # nothing to change; ends the transaction, so the lock is not kept
             return record
@@ -165,4 +176,5 @@ def as_dict(record: RetryPolicyRecord) -> dict:
     """Describe a policy for the API."""
     version = current_version(record)
     return {"name": record.name, "description": record.description, "version": version.version,
-            "updated_at": record.updated_at.isoformat(), "updated_by": version.created_by, "spec": version.spec}
+            "updated_at": record.updated_at.isoformat(), "updated_by": version.created_by,
+            "spec": normalized(version.spec)}

@@ -8,7 +8,7 @@ from sqlalchemy import func, select
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import DeadLetter, Run, RunEvent, SlaBreach
-from console.services.engine import breakers
+from console.services.engine import breaker_admin, breakers
 from console.services.reports import read
 
 LIVE_STATUSES = ("pending", "running", "retry_wait", "compensating")
@@ -43,12 +43,13 @@ def counters(tenant_id: int | None, clock: Clock = SYSTEM_CLOCK) -> dict:
     }
 
 
-def breakers_open(clock: Clock = SYSTEM_CLOCK) -> int | None:
-    """Count breakers not closed, or None when Redis cannot be read."""
+def breakers_open(scope: int | None = None, clock: Clock = SYSTEM_CLOCK) -> int | None:
+    """Count breakers not closed that the Breakers page shows to `scope`, or None when Redis cannot be read."""
     try:
-        return sum(1 for state in breakers.all_states(clock()).values() if state.state != "closed")
+        states = breakers.all_states(clock())
     except (redis.RedisError, OSError):
         return None
+    return sum(1 for key in breaker_admin.visible(list(states), scope) if states[key].state != "closed")
 
 
 def sla_breaches_today(tenant_id: int | None, clock: Clock = SYSTEM_CLOCK) -> int:

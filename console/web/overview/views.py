@@ -35,7 +35,7 @@ def index():
         per_hour = overview.history(window, scope)
         history = history_figure(per_hour, [_runs_of_hour(row["hour"], scope) for row in per_hour])
     return page("overview/index.html", "live", counters=overview.counters(scope),
-                dead_letters=overview.recent_dead_letters(scope), breakers_open=overview.breakers_open(),
+                dead_letters=overview.recent_dead_letters(scope), breakers_open=overview.breakers_open(scope),
                 sla_today=overview.sla_breaches_today(scope),
                 failures_figure=failures_figure(overview.failures_per_minute(scope)), history_figure=history,
                 window=window, windows=list(overview.HISTORY), links=_links(scope, now),

@@ -1,7 +1,8 @@
 """The policy form: plain text in, a spec out; the domain validates the values."""
 
 from flask_wtf import FlaskForm
-from wtforms import HiddenField, StringField
+from wtforms import HiddenField, SelectField, StringField
+from wtforms.fields.choices import SelectChoice
 from wtforms.validators import Length
 
 NUMBER = {"type": "number", "step": "any", "inputmode": "decimal", "autocomplete": "off"}
@@ -33,6 +34,11 @@ class PolicyForm(FlaskForm):
     breaker_failure_threshold = _number("Opens after failures", "Consecutive failures of a handler that open it.")
     breaker_open_s = _number("Stays open (s)", "Calls are held back this long, then one probe goes.")
     breaker_success_threshold = _number("Closes after successes", "Successful probes needed to close it again.")
+    # validate_choice off: RetryPolicy names the allowed scopes in its message, as for every other field.
+    breaker_scope = SelectField("Scope", validate_choice=False, default="handler", choices=[
+        SelectChoice("handler", "All tenants"), SelectChoice("handler_and_tenant", "Per tenant")],
+        description="All tenants: one breaker per handler, an outage is everyone's. Per tenant: one tenant's "
+                    "failures hold only its own runs.")
     sla_max_start_delay_s = _number("Max start delay (s)", "Optional: a run must start this soon after its time.")
     sla_deadline_s = _number("Deadline (s)", "Optional: a run must succeed this soon after its time.")
     # The version the editor started from, so a save over someone else's newer version is caught.
@@ -42,7 +48,8 @@ class PolicyForm(FlaskForm):
         ("Backoff", ("max_attempts", "base_delay_s", "multiplier", "max_delay_s", "jitter")),
         ("Limits", ("timeout_s", "concurrency", "queue_limit")),
         ("Error codes", ("retryable_codes", "non_retryable_codes")),
-        ("Circuit breaker", ("breaker_failure_threshold", "breaker_open_s", "breaker_success_threshold")),
+        ("Circuit breaker", ("breaker_failure_threshold", "breaker_open_s", "breaker_success_threshold",
+                             "breaker_scope")),
         ("SLA", ("sla_max_start_delay_s", "sla_deadline_s")),
     )
     SIMPLE = ("max_attempts", "base_delay_s", "multiplier", "max_delay_s", "jitter", "timeout_s", "concurrency",
@@ -56,6 +63,7 @@ class PolicyForm(FlaskForm):
         for name in ("retryable_codes", "non_retryable_codes"):
             spec[name] = [code.strip() for code in (self[name].data or "").split(",") if code.strip()]
         spec["breaker"] = {key: _parse_number(self[f"breaker_{key}"].data) for key in self.BREAKER}
+        spec["breaker"]["scope"] = self.breaker_scope.data
         sla = {key: _parse_number(self[f"sla_{key}"].data) for key in self.SLA}
         spec["sla"] = {key: value for key, value in sla.items() if value != ""}
         return spec
@@ -68,6 +76,7 @@ class PolicyForm(FlaskForm):
             self[name].data = ", ".join(spec.get(name) or ())
         for key in self.BREAKER:
             self[f"breaker_{key}"].data = _format(spec.get(f"breaker_{key}"))
+        self.breaker_scope.data = spec.get("breaker_scope", "handler")
         for key in self.SLA:
             self[f"sla_{key}"].data = _format(spec.get(key))
 

@@ -1,0 +1,30 @@
+"""The alert a breaker's opening raises and the resolve its closing sends, keyed by the breaker."""
+
+from datetime import datetime
+
+from console.domain.breaker import BreakerSettings
+from console.extensions import db
+from console.models import Tenant
+from console.services.delivery import outbox
+from console.services.engine.breakers import BreakerKey
+
+
+def opened(key: BreakerKey, settings: BreakerSettings, now: datetime) -> None:
+    """Queue the "breaker opened" alert in the caller's transaction; it names a tenant only for a per-tenant breaker."""
+    # A handler-wide breaker is everyone's outage: naming the tenant whose call tipped it over misled (issue 21).
+    outbox.add("alert", key.alert_key, {
+        "rule": "breaker_opened", "handler": key.handler, "scope": key.scope, "tenant_id": key.tenant_id,
+        "open_s": settings.open_s, "at": now.isoformat()}, now, tenant_id=key.tenant_id)
+
+
+def closed(key: BreakerKey, now: datetime) -> None:
+    """Queue the resolve of the incident the opening started (same key), in the caller's transaction."""
+    title = f"Circuit breaker opened: {key.handler}"
+    summary = f"{key.handler} answers again: its circuit breaker closed."
+    if key.tenant_id is not None:
+        tenant = db.session.get(Tenant, key.tenant_id)
+        name = tenant.name if tenant else f"tenant {key.tenant_id}"
+        title = f"Circuit breaker opened: {key.handler} for {name}"
+        summary = f"{key.handler} answers {name} again: that tenant's circuit breaker closed."
+    outbox.resolve(f"rebound-{key.alert_key}", title, summary, now, tenant_id=key.tenant_id, handler=key.handler,
+                   scope=key.scope)
