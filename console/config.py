@@ -56,6 +56,27 @@ def _rate_limit(env, name: str, default: str) -> str:
     return raw
 
 
+SECURE_COOKIES = ("auto", "true", "false")
+
+
+def _trusted_proxies(env) -> int:
+    count = _number(env, "REBOUND_TRUSTED_PROXIES", 0)
+    if count < 0:
+        raise SystemExit(f"REBOUND_TRUSTED_PROXIES must be 0 or more (proxies in front of the console), got {count}")
+    return count
+
+
+def _secure_cookies(env) -> str:
+    value = (env.get("REBOUND_SECURE_COOKIES") or "auto").strip().lower()
+    if value not in SECURE_COOKIES:
+        raise SystemExit(f"REBOUND_SECURE_COOKIES must be one of {', '.join(SECURE_COOKIES)}, got {value!r}")
+    return value
+
+
+def _key_fallbacks(env) -> list[str]:
+    return [key.strip() for key in (env.get("REBOUND_SECRET_KEY_FALLBACKS") or "").split(",") if key.strip()]
+
+
 LOG_FORMATS = ("auto", "json", "text")
 
 
@@ -81,6 +102,13 @@ def from_env(env=None) -> dict:
         "REDIS_URL": env.get("REBOUND_REDIS_URL") or "",
         "PORT": _number(env, "REBOUND_PORT", 8000),
         "SECRET_KEY": env.get("REBOUND_SECRET_KEY") or None,
+        # Keys used before the current one (comma-separated): sessions signed and channel secrets sealed with them
+        # still open, so rotating the key logs nobody out and loses no secret (Flask reads this name too).
+        "SECRET_KEY_FALLBACKS": _key_fallbacks(env),
+        # Reverse proxies in front of the console whose X-Forwarded-For/-Proto/-Host are believed (ProxyFix).
+        "TRUSTED_PROXIES": _trusted_proxies(env),
+        # Cookies marked Secure: auto (when the request came over HTTPS, the proxy's word included), true, false.
+        "SECURE_COOKIES": _secure_cookies(env),
         "ADMIN_PASSWORD": env.get("REBOUND_ADMIN_PASSWORD") or "",
         "WORKERS": _number(env, "REBOUND_WORKERS", 2),
         "DEMO": _demo(env),
