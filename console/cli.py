@@ -31,6 +31,19 @@ def _start_process() -> None:
     metrics.start_batching(current_app.config["METRICS_FLUSH_S"])
 
 
+def _warn_of_exposed_files() -> None:
+    """Say at start when other accounts may read the data dir or the SQLite file (they are never changed here)."""
+    from console import private
+    from console.db.sqlite import database_file
+    from console.extensions import db
+
+    paths = [current_app.config["DATA_DIR"]]
+    if db.engine.dialect.name == "sqlite":
+        paths.append(database_file(db.engine.url))
+    for problem in private.exposed(*(path for path in paths if path)):
+        logging.getLogger("rebound.security").warning(problem)
+
+
 def _freeze_startup_heap() -> None:
     """Leave what start-up made (the app, SQLAlchemy, RQ, handlers) out of every later garbage collection."""
     # A full collection walks every tracked object: ~65 ms of standing still in a worker, which showed up as a
@@ -87,6 +100,7 @@ def web_command(host, port, threads):
     from console.processes.webserver import serve
 
     _start_process()
+    _warn_of_exposed_files()
     _freeze_startup_heap()
     serve(current_app._get_current_object(), host, port or current_app.config["PORT"], threads=threads)
 

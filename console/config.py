@@ -4,6 +4,8 @@ import os
 import secrets
 from pathlib import Path
 
+from console import private
+
 PROJECT = Path(__file__).resolve().parent.parent
 
 
@@ -17,7 +19,7 @@ def stored_secret_key(data_dir: str) -> str:
     data_dir = Path(data_dir)
     key_file = data_dir / "secret_key"
     if not key_file.exists():
-        data_dir.mkdir(parents=True, exist_ok=True)
+        private.make_dir(data_dir)
         # Write-then-rename so two processes starting together agree on one key.
         tmp = key_file.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(secrets.token_urlsafe(48))
