@@ -67,3 +67,17 @@ def test_an_existing_database_file_keeps_its_mode(tmp_path, redis_url):
     assert private.exposed(tmp_path / "rebound.db") == [
         f"{tmp_path / 'rebound.db'} is mode 640: other accounts on this machine can read it; "
         f"'chmod 600 {tmp_path / 'rebound.db'}' if nobody else needs to"]
+
+
+def test_the_web_process_names_what_others_can_read_when_it_starts(tmp_path, redis_url, caplog):
+    from console.cli import _warn_of_exposed_files
+
+    data = tmp_path / "shared"
+    data.mkdir()
+    data.chmod(0o755)
+    app = create_app(make_config(data, redis_url))
+    with app.app_context():
+        _warn_of_exposed_files()
+        db.engine.dispose()
+    [record] = [r for r in caplog.records if r.name == "rebound.security"]
+    assert record.levelname == "WARNING" and record.getMessage().startswith(f"{data} is mode 755")
