@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def create_app(config: dict | None = None) -> Flask:
     """Build the web app: defaults, then the environment, then the caller's mapping."""
-    from console import auth, json_input, metrics, redis_conn, safety, web
+    from console import auth, json_input, metrics, proxy, redis_conn, safety, web
     from console import config as settings
     from console.api import register as register_api
     from console.cli import register as register_cli
@@ -41,6 +41,7 @@ def create_app(config: dict | None = None) -> Flask:
     htmx.init_app(app)
     auth.init_app(app)
     safety.init_app(app)
+    proxy.init_app(app)
     json_input.init_app(app)
     converters.init_app(app)
 

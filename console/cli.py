@@ -2,6 +2,7 @@
 
 import atexit
 import gc
+import logging
 import os
 import sys
 import threading
@@ -13,6 +14,7 @@ from flask.cli import FlaskGroup, with_appcontext
 from console.cli_recovery import recovery_runbook_command
 from console.cli_reports import sla_report_command
 from console.commands.approvals import approvals_group
+from console.commands.channels import channels_group
 from console.commands.tenants import tenants_group
 from console.logs import configure as configure_logging
 from console.logs import rq_level
@@ -30,6 +32,19 @@ def _start_process() -> None:
             atexit.register(process.terminate)
     bootstrap.ensure_ready()
     metrics.start_batching(current_app.config["METRICS_FLUSH_S"])
+
+
+def _warn_of_exposed_files() -> None:
+    """Say at start when other accounts may read the data dir or the SQLite file (they are never changed here)."""
+    from console import private
+    from console.db.sqlite import database_file
+    from console.extensions import db
+
+    paths = [current_app.config["DATA_DIR"]]
+    if db.engine.dialect.name == "sqlite":
+        paths.append(database_file(db.engine.url))
+    for problem in private.exposed(*(path for path in paths if path)):
+        logging.getLogger("rebound.security").warning(problem)
 
 
 def _freeze_startup_heap() -> None:
@@ -100,6 +115,7 @@ def web_command(host, port, workers, threads):
 
     config = current_app.config
     _start_process()
+    _warn_of_exposed_files()
     _freeze_startup_heap()
     serve(current_app._get_current_object(), host, port or config["PORT"], workers=workers or config["WEB_WORKERS"],
           threads=threads or config["WEB_THREADS"])
@@ -315,7 +331,7 @@ def task_dryrun_command(hours, tenant, task_id, crowded, as_json):
 
 COMMANDS = [up_command, retry_inspect_command, task_dryrun_command, web_command, worker_command, scheduler_command,
             create_user_command, create_token_command, seed_demo_command, audit_group, approvals_group,
-            recovery_runbook_command, sla_report_command, tenants_group]
+            channels_group, recovery_runbook_command, sla_report_command, tenants_group]
 
 
 def register(app) -> None:

@@ -4,6 +4,8 @@ import os
 import secrets
 from pathlib import Path
 
+from console import private
+
 PROJECT = Path(__file__).resolve().parent.parent
 
 
@@ -17,7 +19,7 @@ def stored_secret_key(data_dir: str) -> str:
     data_dir = Path(data_dir)
     key_file = data_dir / "secret_key"
     if not key_file.exists():
-        data_dir.mkdir(parents=True, exist_ok=True)
+        private.make_dir(data_dir)
         # Write-then-rename so two processes starting together agree on one key.
         tmp = key_file.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(secrets.token_urlsafe(48))
@@ -56,6 +58,27 @@ def _rate_limit(env, name: str, default: str) -> str:
     return raw
 
 
+SECURE_COOKIES = ("auto", "true", "false")
+
+
+def _trusted_proxies(env) -> int:
+    count = _number(env, "REBOUND_TRUSTED_PROXIES", 0)
+    if count < 0:
+        raise SystemExit(f"REBOUND_TRUSTED_PROXIES must be 0 or more (proxies in front of the console), got {count}")
+    return count
+
+
+def _secure_cookies(env) -> str:
+    value = (env.get("REBOUND_SECURE_COOKIES") or "auto").strip().lower()
+    if value not in SECURE_COOKIES:
+        raise SystemExit(f"REBOUND_SECURE_COOKIES must be one of {', '.join(SECURE_COOKIES)}, got {value!r}")
+    return value
+
+
+def _key_fallbacks(env) -> list[str]:
+    return [key.strip() for key in (env.get("REBOUND_SECRET_KEY_FALLBACKS") or "").split(",") if key.strip()]
+
+
 LOG_FORMATS = ("auto", "json", "text")
 
 
@@ -85,6 +108,13 @@ def from_env(env=None) -> dict:
         "AUDIT_KEY": env.get("REBOUND_AUDIT_KEY") or "",
         # Where the audit chain's head is published; unset, audit-anchor.log in the data dir.
         "AUDIT_ANCHOR_FILE": env.get("REBOUND_AUDIT_ANCHOR_FILE") or "",
+        # Keys used before the current one (comma-separated): sessions signed and channel secrets sealed with them
+        # still open, so rotating the key logs nobody out and loses no secret (Flask reads this name too).
+        "SECRET_KEY_FALLBACKS": _key_fallbacks(env),
+        # Reverse proxies in front of the console whose X-Forwarded-For/-Proto/-Host are believed (ProxyFix).
+        "TRUSTED_PROXIES": _trusted_proxies(env),
+        # Cookies marked Secure: auto (when the request came over HTTPS, the proxy's word included), true, false.
+        "SECURE_COOKIES": _secure_cookies(env),
         "ADMIN_PASSWORD": env.get("REBOUND_ADMIN_PASSWORD") or "",
         "WORKERS": _number(env, "REBOUND_WORKERS", 2),
         # `rebound web`'s gunicorn: processes × threads each (chosen by measurement: docs/architecture.md).

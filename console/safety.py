@@ -14,6 +14,18 @@ from console.services.errors import ServiceError
 security_log = logging.getLogger("rebound.security")
 log = logging.getLogger("rebound.web")
 
+# Scripts only from the console's own files: no inline script, no eval (htmx runs with allowEval off).
+CONTENT_SECURITY_POLICY = "; ".join((
+    "default-src 'self'",
+    "script-src 'self'",
+    "style-src 'self'",
+    "img-src 'self' data:",
+    "object-src 'none'",
+    "base-uri 'self'",
+    "form-action 'self'",
+    "frame-ancestors 'none'",
+))
+
 
 def _error_response(status: int, code: str, detail: str, body: dict | None = None):
     if wants_json():
@@ -26,11 +38,12 @@ def init_app(app) -> None:
 
     @app.after_request
     def headers(response):
-        if request.endpoint not in ("static", "plotly_js"):
+        if request.endpoint not in ("static", "plotly_js", "plotly_css"):
             response.headers["Cache-Control"] = "no-store"
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         response.headers.setdefault("X-Frame-Options", "DENY")
         response.headers.setdefault("Referrer-Policy", "same-origin")
+        response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
         return response
 
     @app.errorhandler(CSRFError)

@@ -1,17 +1,34 @@
 """SQLite as Rebound uses it: WAL, foreign keys, and short lock waits on every connection."""
 
+from pathlib import Path
+
 from sqlalchemy import event
 
+from console import private
 from console.db import sqlite_busy
 from console.extensions import db
 
 
 def init_app(app) -> None:
-    """Set Rebound's pragmas on every new SQLite connection of the app's engine."""
+    """Create the database file private to its owner, and set Rebound's pragmas on every new connection."""
     with app.app_context():
         engine = db.engine
-    if engine.dialect.name == "sqlite" and not event.contains(engine, "connect", _pragmas):
+    if engine.dialect.name != "sqlite":
+        return
+    path = database_file(engine.url)
+    if path is not None:
+        # SQLite would create it 0644 (less the umask); its -wal and -shm files take the database file's mode.
+        private.create_file(path)
+    if not event.contains(engine, "connect", _pragmas):
         event.listen(engine, "connect", _pragmas)
+
+
+def database_file(url) -> Path | None:
+    """Return the SQLite file of an engine URL, or None for an in-memory database."""
+    database = url.database or ""
+    if database in ("", ":memory:") or database.startswith("file:") or url.query.get("mode") == "memory":
+        return None
+    return Path(database)
 
 
 def _pragmas(dbapi_connection, connection_record) -> None:

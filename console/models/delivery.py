@@ -14,8 +14,9 @@ class ChannelSetting(db.Model):
     __tablename__ = "channel_settings"
     name: Mapped[str] = mapped_column(String(32), primary_key=True)
     url: Mapped[str | None] = mapped_column(String(500))
-    # PagerDuty's routing key or the webhook's HMAC secret; never rendered, never logged.
-    secret: Mapped[str | None] = mapped_column(String(500))
+    # PagerDuty's routing key or the webhook's HMAC secret, sealed (console/services/sealing.py); never rendered,
+    # never logged. Text: the sealed form of a 500-character secret is about 770 characters.
+    secret: Mapped[str | None] = mapped_column(Text)
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     updated_at = mapped_column(UTCDateTime, default=utcnow, nullable=False)
     updated_by: Mapped[str] = mapped_column(String(80), default="")

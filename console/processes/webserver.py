@@ -62,6 +62,10 @@ def options(app, host: str, port: int, workers: int = 1, threads: int = 8) -> di
         "logger_class": RootLogger,
         "graceful_timeout": 10,
         "timeout": 60,
+        # Forwarded headers are believed in one place, ProxyFix (REBOUND_TRUSTED_PROXIES); gunicorn's own default
+        # would take X-Forwarded-Proto from any local process and call a plain-HTTP request secure.
+        "forwarded_allow_ips": "",
+        "secure_scheme_headers": {},
         **control_socket(app.config["DATA_DIR"]),
     }
 

@@ -1,6 +1,7 @@
 """Console pages: one blueprint per area."""
 
 import importlib
+from pathlib import Path
 
 from flask import current_app, has_request_context, request, send_from_directory
 from flask_login import current_user
@@ -11,6 +12,7 @@ from console.domain.figures import duration
 from console.services.people.permissions import can
 from console.web.display import display_prefs
 from console.web.nav import NAV
+from console.web.plotly_css import guarded_style_ids, stylesheet
 
 # One line per area; each module defines `bp`.
 BLUEPRINTS = [
@@ -39,13 +41,25 @@ def register(app) -> None:
     # "4 min 2 s": how late an SLA breach was, on the run, task and report pages.
     app.add_template_filter(duration, "duration")
 
+    def plotly_dir() -> str:
+        import plotly
+
+        return current_app.config.get("PLOTLY_DIR") or f"{plotly.__path__[0]}/package_data"
+
     @app.get("/vendor/plotly.min.js", endpoint="plotly_js")
     @public
     def plotly_js():
-        import plotly
+        return send_from_directory(plotly_dir(), "plotly.min.js", max_age=86400)
 
-        directory = current_app.config.get("PLOTLY_DIR") or f"{plotly.__path__[0]}/package_data"
-        return send_from_directory(directory, "plotly.min.js", max_age=86400)
+    # Elements that take the ids of plotly.js's other <style> elements, so it adds none (templates/_plotly.html).
+    app.add_template_global(lambda: guarded_style_ids(Path(plotly_dir()) / "plotly.min.js"), "plotly_style_ids")
+
+    @app.get("/vendor/plotly.css", endpoint="plotly_css")
+    @public
+    def plotly_css():
+        response = current_app.response_class(stylesheet(Path(plotly_dir()) / "plotly.min.js"), mimetype="text/css")
+        response.cache_control.max_age = 86400
+        return response
 
     @app.context_processor
     def console_context():

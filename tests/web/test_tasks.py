@@ -348,7 +348,7 @@ def test_delete_hides_the_task_and_frees_its_name(client, auth):
     task = make_task()
     auth.as_role("operator", "olga")
     page = client.get(f"/tasks/{task.id}").get_data(as_text=True)
-    assert "return confirm(" in page
+    assert 'data-confirm="Delete task weekly-report? It never fires again' in page
     response = client.post(f"/tasks/{task.id}/delete", data={"csrf_token": auth.csrf()})
     assert response.status_code == 303 and response.headers["Location"] == "/tasks"
     assert reload(task.id).deleted_at is not None

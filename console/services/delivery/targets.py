@@ -1,14 +1,15 @@
 """Where each channel sends: REBOUND_* settings, overridden per field by what an admin saved in the console."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from urllib.parse import urlsplit
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import ChannelSetting
+from console.services import sealing
 from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.errors import InvalidInput, NotFound
@@ -69,12 +70,16 @@ class Target:
 
     spec: Spec
     url: str
-    secret: str
+    secret: str = field(repr=False)
     enabled: bool
     url_source: str  # "console", "env" or ""
     secret_source: str
     updated_at: datetime | None = None
     updated_by: str = ""
+    # The saved secret is sealed with a secret key no longer in force: nothing is sent until it is entered again.
+    secret_unreadable: bool = False
+    # The saved secret is plaintext from before sealing: `rebound channels reseal` or a save seals it.
+    secret_unsealed: bool = False
 
     @property
     def name(self) -> str:
@@ -82,7 +87,8 @@ class Target:
 
     @property
     def configured(self) -> bool:
-        return bool(self.enabled and self.url and (self.secret or not self.spec.secret_required))
+        return bool(self.enabled and self.url and not self.secret_unreadable
+                     and (self.secret or not self.spec.secret_required))
 
     @property
     def masked_url(self) -> str:
@@ -90,7 +96,7 @@ class Target:
 
     @property
     def masked_secret(self) -> str:
-        return mask_secret(self.secret)
+        return "unreadable" if self.secret_unreadable else mask_secret(self.secret)
 
     @property
     def missing(self) -> str:
@@ -99,6 +105,9 @@ class Target:
             return "turned off in the console"
         if not self.url:
             return f"no URL: set {ENV_NAMES[self.spec.url_setting]} or save one here"
+        if self.secret_unreadable:
+            return (f"the saved {self.spec.secret_label.lower()} is unreadable (the secret key changed): enter it "
+                    "again, or forget it")
         if self.spec.secret_required and not self.secret:
             return f"no {self.spec.secret_label.lower()}: set {ENV_NAMES[self.spec.secret_setting]} or save one here"
         return ""
@@ -118,18 +127,31 @@ def _pick(saved: str | None, configured: str) -> tuple[str, str]:
     return configured, "env" if configured else ""
 
 
+def _open(stored: str | None) -> tuple[str | None, bool]:
+    """Return a saved secret in plaintext (or None), and whether it could not be opened."""
+    if not stored:
+        return None, False
+    try:
+        return sealing.open_sealed(stored), False
+    except sealing.Unreadable:
+        return None, True
+
+
 def all_targets() -> dict[str, Target]:
-    """Return every channel's effective settings (one query)."""
+    """Return every channel's effective settings (one query); saved secrets are opened here, in memory only."""
     saved = {row.name: row for row in db.session.execute(select(ChannelSetting)).scalars()}
     found = {}
     for name, spec in SPECS.items():
         row = saved.get(name)
         url, url_source = _pick(row.url if row else None, setting(spec.url_setting) or "")
-        secret, secret_source = _pick(row.secret if row else None,
-                                      setting(spec.secret_setting) or "" if spec.secret_setting else "")
+        saved_secret, unreadable = _open(row.secret if row else None)
+        # An unreadable saved secret still wins over the env: signing with another key would be a silent change.
+        secret, secret_source = ("", "console") if unreadable else _pick(
+            saved_secret, setting(spec.secret_setting) or "" if spec.secret_setting else "")
         found[name] = Target(spec, url.rstrip("/") if name in ("webhook", "workorder") else url, secret,
                              row.enabled if row else True, url_source, secret_source,
-                             row.updated_at if row else None, row.updated_by if row else "")
+                             row.updated_at if row else None, row.updated_by if row else "", unreadable,
+                             bool(row and row.secret and not sealing.is_sealed(row.secret)))
     return found
 
 
@@ -171,7 +193,7 @@ def save(name: str, actor: Actor, *, url: str = "", secret: str = "", enabled: b
     if forget_secret:
         row.secret = None
     elif secret:
-        row.secret = secret
+        row.secret = sealing.seal(secret)
     row.enabled = enabled
     row.updated_at, row.updated_by = clock(), actor.name
     db.session.flush()
@@ -186,3 +208,30 @@ def _describe(target: Target) -> dict:
     """Describe a channel for the audit log, with its secrets masked."""
     return {"url": target.masked_url, "url_source": target.url_source, "secret": target.masked_secret,
             "enabled": target.enabled}
+
+
+def reseal_all(actor: Actor, clock: Clock = SYSTEM_CLOCK) -> dict[str, list[str]]:
+    """Seal saved secrets that are plaintext or sealed with a fallback key with the current key; list what was done."""
+    done = {"resealed": [], "unreadable": [], "current": []}
+    saved = db.session.execute(select(ChannelSetting.name, ChannelSetting.secret)
+                               .where(ChannelSetting.secret.is_not(None))).all()
+    for name, secret in saved:
+        try:
+            sealed = sealing.reseal(secret)
+        except sealing.Unreadable:
+            done["unreadable"].append(name)
+            continue
+        if sealed is None:
+            done["current"].append(name)
+            continue
+        # Only if nobody saved another secret meanwhile: theirs is sealed already and must not be overwritten.
+        changed = db.session.execute(update(ChannelSetting).where(ChannelSetting.name == name,
+                                                                  ChannelSetting.secret == secret)
+                                     .values(secret=sealed).execution_options(synchronize_session=False)).rowcount
+        if changed:
+            audit.record(db.session, actor, "channel.reseal", "channel", name,
+                         before={"secret": "older key" if sealing.is_sealed(secret) else "plaintext"},
+                         after={"secret": "sealed"}, clock=clock)
+            done["resealed"].append(name)
+    db.session.commit()
+    return done

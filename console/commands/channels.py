@@ -1,0 +1,30 @@
+"""`rebound channels reseal`: seal channel secrets saved before sealing, or with a key that was rotated out."""
+
+import click
+from flask.cli import with_appcontext
+
+
+@click.group("channels")
+def channels_group():
+    """Alert and work-order channels saved in the console."""
+
+
+@channels_group.command("reseal")
+@with_appcontext
+def reseal_command():
+    """Seal every saved channel secret with the current secret key (plaintext or older-key ones)."""
+    from console.services.actor import Actor
+    from console.services.delivery import targets
+
+    done = targets.reseal_all(Actor("channels reseal (cli)"))
+    for name in done["resealed"]:
+        click.echo(f"{name}: sealed with the current key")
+    for name in done["current"]:
+        click.echo(f"{name}: already sealed with the current key")
+    for name in done["unreadable"]:
+        click.echo(f"{name}: unreadable with every key in force: enter it again in Admin → Channels, or put the "
+                   "old key in REBOUND_SECRET_KEY_FALLBACKS and run this again", err=True)
+    if not any(done.values()):
+        click.echo("no channel secret is saved in the console")
+    if done["unreadable"]:
+        raise SystemExit(1)
