@@ -19,6 +19,8 @@ CONTENT_SECURITY_POLICY = "; ".join((
     "default-src 'self'",
     "script-src 'self'",
     "style-src 'self'",
+    # Plotly, drawing the Reports page's charts, sets an empty style attribute (style=""): that value, nothing else.
+    "style-src-attr 'unsafe-hashes' 'sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU='",
     "img-src 'self' data:",
     "object-src 'none'",
     "base-uri 'self'",

@@ -44,7 +44,7 @@ def log_in(client, **request) -> list[str]:
 def login_address() -> str:
     db.session.expire_all()
     return db.session.execute(select(AuditEntry.remote_addr).where(AuditEntry.action == "auth.login")
-                              .order_by(AuditEntry.id.desc())).scalars().first()
+                              .order_by(AuditEntry.seq.desc())).scalars().first()
 
 
 def session_cookie(cookies: list[str]) -> str:
