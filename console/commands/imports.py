@@ -36,19 +36,21 @@ def import_failures_command(redis_url, queues, path, maps, tenant, dry_run):
         source = failures[0].source if failures else ("rq" if redis_url else "jsonl")
         plan = importer.plan(failures, source, mapping, tenant)
         if dry_run:
-            _print_plan(plan)
+            _print_plan(plan, importer.already_imported(plan))
             return
         done = importer.run_import(plan, CLI)
     except ServiceError as error:
         db.session.rollback()
         raise click.ClickException(f"refused ({error.code}, {error.status}): {error.detail}") from None
-    click.echo(f"Imported {done.imported} failed jobs as dead letters in {done.work_orders} work orders; "
+    orders = f"{done.work_orders} work order{'' if done.work_orders == 1 else 's'}"
+    click.echo(f"Imported {done.imported} failed jobs as dead letters in {orders}; "
                f"{done.already} were imported before.")
 
 
-def _print_plan(plan) -> None:
+def _print_plan(plan, already: int) -> None:
     total = sum(plan.by_function.values())
-    click.echo(f"Dry run: {total} failed jobs would be imported from {plan.source} (nothing written).")
+    click.echo(f"Dry run: {total} failed jobs would be imported from {plan.source} (nothing written); "
+               f"{already} of them were imported before and would be skipped.")
     click.echo("By function:")
     for function, count in sorted(plan.by_function.items()):
         note = "  (no --map: refused)" if function in plan.unmapped else ""

@@ -16,6 +16,7 @@ from console.models import AttemptDiagnostics, AuditEntry, DeadLetter, Run, RunE
 from console.services.actor import Actor
 from console.services.engine import replays
 from tests.factories import make_tenant
+from tests.helpers import env_for
 
 ROOT = Path(__file__).resolve().parents[2]
 LEGACY = "legacy"
@@ -122,6 +123,7 @@ def test_dry_run_prints_counts_per_function_and_group_and_writes_nothing(app, cl
                  "tests.rq_legacy.charge=python:demo.noop")
     assert result.exit_code == 0, result.output
     assert "Dry run: 5 failed jobs would be imported" in result.output
+    assert "0 of them were imported before and would be skipped" in result.output
     assert "     3  tests.rq_legacy.charge\n" in result.output
     assert "     2  tests.rq_legacy.send_mail  (no --map: refused)" in result.output
     assert "     3  tests.rq_legacy.charge  ValueError  " in result.output
@@ -167,8 +169,9 @@ def test_a_json_lines_file_is_imported_with_tenants_attempts_and_times(app, cli,
     third = db.session.execute(select(Run).where(Run.idempotency_key == "import:jsonl:job-3")).scalar_one()
     assert (third.error_code, third.error_message) == ("KeyError", "'refund_id'")
 
-    again = cli("--file", path, "--map", "billing.charge=python:demo.noop", "--map",
-                "billing.refund=python:demo.flaky")
+    maps = ["--map", "billing.charge=python:demo.noop", "--map", "billing.refund=python:demo.flaky"]
+    assert "3 of them were imported before and would be skipped" in cli("--file", path, "--dry-run", *maps).output
+    again = cli("--file", path, *maps)
     assert "Imported 0 failed jobs as dead letters in 0 work orders; 3 were imported before." in again.output
 
 
@@ -188,6 +191,23 @@ def test_a_bad_line_is_named_and_nothing_is_written(app, cli, tmp_path, bad, mes
     assert result.exit_code != 0
     assert message in result.output
     assert counts() == before
+
+
+def test_two_imports_of_one_file_at_once_import_each_job_once(app, tmp_path):
+    lines = [{"id": f"job-{n}", "function": "billing.charge", "error": {
+        "type": "CardDeclined", "message": f"card declined for order {n}"}} for n in range(40)]
+    path = write_lines(tmp_path, lines)
+    command = [sys.executable, "-m", "console.cli", "import-failures", "--file", path, "--map",
+               "billing.charge=python:demo.noop"]
+    both = [subprocess.Popen(command, env=env_for(app), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for _ in range(2)]
+    outputs = [process.communicate(timeout=120)[0] for process in both]
+    assert [process.returncode for process in both] == [0, 0], outputs
+    imported = sorted(int(output.split("Imported ")[1].split(" ")[0]) for output in outputs)
+    assert sum(imported) == 40, outputs
+    assert counts()["dead_letters"] == 40
+    orders = db.session.execute(select(WorkOrder.dead_letter_count)).scalars().all()
+    assert orders == [40]  # one group, counted once per letter
 
 
 def test_exactly_one_source_is_required(app, cli, tmp_path):

@@ -5,7 +5,7 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 
-from sqlalchemy import insert
+from sqlalchemy import func, insert, select, tuple_
 
 from console.db.upsert import insert_for
 from console.domain.clock import SYSTEM_CLOCK, Clock
@@ -101,6 +101,16 @@ def refuse_unmapped(result: Plan) -> None:
         named = ", ".join(f"{function} ({count})" for function, count in sorted(result.unmapped.items()))
         raise InvalidInput(f"no handler for: {named}; add --map function=python:handler for each "
                            "(nothing was imported)", "map")
+
+
+def already_imported(result: Plan, chunk: int = 500) -> int:
+    """Count the planned jobs an earlier import of this source brought in (what a dry run would skip)."""
+    pairs = [(tenant_id, key_of(failed)) for failed, _, tenant_id in result.items]
+    found = 0
+    for start in range(0, len(pairs), chunk):
+        found += db.session.execute(select(func.count()).select_from(RUNS).where(
+            tuple_(RUNS.c.tenant_id, RUNS.c.idempotency_key).in_(pairs[start:start + chunk]))).scalar_one()
+    return found
 
 
 def _failure(failed: Failed) -> Failure:
