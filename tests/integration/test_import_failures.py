@@ -76,7 +76,8 @@ def test_rq_failed_jobs_become_grouped_dead_letters_and_replay_through_a_mapping
     run = runs.get(charge.run_id)
     assert (run.status, run.source, run.handler, run.attempt) == ("dead", "import", "python:demo.noop", 1)
     assert run.params["args"][0] in (101, 102, 103) and run.params["kwargs"] == {"amount": run.params["args"][0] * 2}
-    assert run.idempotency_key.startswith("import:rq:") and run.enqueued_at is not None
+    assert run.idempotency_key.startswith("import:rq:")
+    assert run.enqueued_at <= run.started_at <= run.finished_at
     assert run.error_message == f"card declined for order {run.params['args'][0]}"
     assert [event.kind for event in runs.events(run.id)] == ["submitted", "running", "dead"]
     trace = db.session.execute(select(AttemptDiagnostics.traceback).where(AttemptDiagnostics.run_id == run.id)
@@ -134,7 +135,8 @@ LINES = [
     {"id": "job-1", "function": "billing.charge", "args": [7], "kwargs": {"currency": "EUR"},
      "error": {"type": "CardDeclined", "message": "card declined for order 7", "traceback": "Traceback...\n"
                "billing.CardDeclined: card declined for order 7"},
-     "enqueued_at": "2026-03-01T09:00:00Z", "failed_at": "2026-03-01T09:05:00Z", "attempts": 3, "tenant": "acme"},
+     "enqueued_at": "2026-03-01T09:00:00Z", "started_at": "2026-03-01T09:04:00+00:00",
+     "failed_at": "2026-03-01T09:05:00Z", "attempts": 3, "tenant": "acme"},
     {"id": 2, "handler": "python:demo.noop", "params": {"order": 8},
      "error": {"type": "CardDeclined", "message": "card declined for order 8"}, "failed_at": "2026-03-01T10:00:00"},
     {"id": "job-3", "function": "billing.refund", "error": {"traceback": "Traceback (most recent call last):\n"
@@ -159,8 +161,11 @@ def test_a_json_lines_file_is_imported_with_tenants_attempts_and_times(app, cli,
     assert (first.tenant.name, first.attempt, first.handler) == ("acme", 3, "python:demo.noop")
     assert first.params == {"args": [7], "kwargs": {"currency": "EUR"}}
     assert first.finished_at.isoformat().startswith("2026-03-01T09:05:00")
-    kinds = [event.kind for event in runs.events(first.id)]
-    assert kinds == ["submitted", "running", "retry_wait", "running", "retry_wait", "running", "dead"]
+    events = runs.events(first.id)
+    assert [event.kind for event in events] == [
+        "submitted", "running", "retry_wait", "running", "retry_wait", "running", "dead"]
+    assert [event.at.strftime("%H:%M") for event in events[-2:]] == ["09:04", "09:05"]
+    assert first.policy_version is not None and first.started_at.isoformat().startswith("2026-03-01T09:04")
     letter = runs.dead_letters(first.id)[0]
     assert (letter.attempts, letter.error_code, letter.reason) == (3, "CardDeclined", "exhausted")
     assert letter.created_at.isoformat().startswith("2026-03-01T09:05:00")

@@ -24,6 +24,7 @@ class Failed:
     enqueued_at: datetime | None
     failed_at: datetime | None
     attempts: int = 1
+    started_at: datetime | None = None  # when the last attempt started, where the source says
     tenant: str | None = None
     handler: str | None = None  # a line's own Rebound handler ("python:x"), used when no --map names its function
     where: str = ""  # "line 3 of f.jsonl" or "queue default", for messages
@@ -99,7 +100,8 @@ def _from_job(job, source: str, queue: str) -> Failed:
     kind, message = error_from_traceback(traceback)
     return Failed(source=source, job_id=job.id, function=func, params={"args": _plain(args), "kwargs": _plain(kwargs)},
                   error_type=kind, error_message=message, traceback=traceback, enqueued_at=_utc(job.enqueued_at),
-                  failed_at=_utc(job.ended_at), attempts=(job.number_of_retries or 0) + 1, where=where,
+                  failed_at=_utc(job.ended_at), started_at=_utc(job.started_at),
+                  attempts=(job.number_of_retries or 0) + 1, where=where,
                   extra={"queue": queue})
 
 
@@ -153,6 +155,7 @@ def _line(data, where: str) -> Failed:
                   traceback=traceback if isinstance(traceback, str) else None,
                   enqueued_at=_time(data.get("enqueued_at"), "enqueued_at", where),
                   failed_at=_time(data.get("failed_at"), "failed_at", where), attempts=attempts, tenant=tenant,
+                  started_at=_time(data.get("started_at"), "started_at", where),
                   handler=data.get("handler") if isinstance(data.get("handler"), str) else None, where=where)
 
 

@@ -18,6 +18,7 @@ from console.services.dlq.import_sources import Failed
 from console.services.engine import handler_kinds, parking, transitions
 from console.services.errors import InvalidInput
 from console.services.people import tenants as tenant_rows
+from console.services.policies import versions as policies
 
 RUNS = Run.__table__
 # A dead letter of an imported job reads as one whose retries ran out: RQ moves a job to its failed registry
@@ -121,10 +122,12 @@ def run_import(result: Plan, actor: Actor, *, clock: Clock = SYSTEM_CLOCK) -> Im
     """Write the plan in one transaction, audit it once with its counts, and commit; a job seen before adds nothing."""
     refuse_unmapped(result)
     now = clock()
+    # The policy a replay will use (the default's version now), so the run page names it as for any run.
+    version = policies.effective(None, {})[0]
     letters, already, orders = [], 0, set()
     try:
         for failed, handler, tenant_id in result.items:
-            run = _insert_run(failed, handler, tenant_id, now)
+            run = _insert_run(failed, handler, tenant_id, version, now)
             if run is None:
                 already += 1
                 continue
@@ -142,14 +145,16 @@ def run_import(result: Plan, actor: Actor, *, clock: Clock = SYSTEM_CLOCK) -> Im
     return Imported(len(letters), already, letters, len(orders))
 
 
-def _insert_run(failed: Failed, handler: str, tenant_id: int, now) -> Run | None:
+def _insert_run(failed: Failed, handler: str, tenant_id: int, version: int, now) -> Run | None:
     """Insert the dead run unless this source's job is there already (ON CONFLICT on the idempotency key)."""
     failed_at = failed.failed_at or now
     values = dict(
         tenant_id=tenant_id, task_id=None, handler=handler, params=failed.params, policy_overrides={},
+        policy_version=version,
         idempotency_key=key_of(failed), status="dead", status_reason="imported", attempt=failed.attempts, series=1,
         executions=failed.attempts, scheduled_for=failed.enqueued_at or failed_at, enqueued_at=failed.enqueued_at,
-        finished_at=failed_at, created_at=failed.enqueued_at or failed_at, updated_at=now, progress=0,
+        started_at=failed.started_at or failed.enqueued_at, finished_at=failed_at,
+        created_at=failed.enqueued_at or failed_at, updated_at=now, progress=0,
         cancel_requested=False, error_code=failed.error_type[:80], error_message=failed.error_message,
         trace_id=uuid.uuid4().hex, source="import")
     connection = db.session.connection()
@@ -162,15 +167,16 @@ def _insert_run(failed: Failed, handler: str, tenant_id: int, now) -> Run | None
 
 
 def _timeline(run: Run, failed: Failed, now) -> None:
-    """Write the run's history: submitted, each attempt (times known only for the first start and the last end)."""
+    """Write the run's history: submitted, then each attempt (times known only for the last attempt's start and end)."""
     start = failed.enqueued_at or run.finished_at
     origin = {"source": failed.source, "job_id": failed.job_id, "function": failed.function, **failed.extra}
     rows = [transitions.event_row(run_id=run.id, at=start, kind="submitted", to_status="pending", attempt=0,
                                   series=1, actor="import", data={"source": "import", "imported": origin})]
     for number in range(1, failed.attempts + 1):
         last = number == failed.attempts
-        rows.append(transitions.event_row(run_id=run.id, at=start, kind="running", from_status="pending",
-                                          to_status="running", attempt=number, series=1))
+        rows.append(transitions.event_row(run_id=run.id, at=(run.started_at or start) if last else start,
+                                          kind="running", from_status="pending", to_status="running",
+                                          attempt=number, series=1))
         rows.append(transitions.event_row(
             run_id=run.id, at=run.finished_at if last else start, kind="dead" if last else "retry_wait",
             from_status="running", to_status="dead" if last else "retry_wait",
