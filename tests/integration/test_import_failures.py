@@ -134,7 +134,7 @@ def test_dry_run_prints_counts_per_function_and_group_and_writes_nothing(app, cl
 LINES = [
     {"id": "job-1", "function": "billing.charge", "args": [7], "kwargs": {"currency": "EUR"},
      "error": {"type": "CardDeclined", "message": "card declined for order 7", "traceback": "Traceback...\n"
-               "billing.CardDeclined: card declined for order 7"},
+               "  charge(api_key=sk_live_4242424242)\nbilling.CardDeclined: card declined for order 7"},
      "enqueued_at": "2026-03-01T09:00:00Z", "started_at": "2026-03-01T09:04:00+00:00",
      "failed_at": "2026-03-01T09:05:00Z", "attempts": 3, "tenant": "acme"},
     {"id": 2, "handler": "python:demo.noop", "params": {"order": 8},
@@ -166,6 +166,9 @@ def test_a_json_lines_file_is_imported_with_tenants_attempts_and_times(app, cli,
         "submitted", "running", "retry_wait", "running", "retry_wait", "running", "dead"]
     assert [event.at.strftime("%H:%M") for event in events[-2:]] == ["09:04", "09:05"]
     assert first.policy_version is not None and first.started_at.isoformat().startswith("2026-03-01T09:04")
+    trace = db.session.execute(select(AttemptDiagnostics).where(AttemptDiagnostics.run_id == first.id)).scalar_one()
+    assert trace.attempt == 3 and "billing.CardDeclined" in trace.traceback
+    assert "sk_live_4242424242" not in trace.traceback  # masked as a worker's own capture is
     letter = runs.dead_letters(first.id)[0]
     assert (letter.attempts, letter.error_code, letter.reason) == (3, "CardDeclined", "exhausted")
     assert letter.created_at.isoformat().startswith("2026-03-01T09:05:00")

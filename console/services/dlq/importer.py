@@ -5,17 +5,17 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 
-from sqlalchemy import func, insert, select, tuple_
+from sqlalchemy import func, select, tuple_
 
 from console.db.upsert import insert_for
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.errors import MAX_MESSAGE_CHARS, Failure
 from console.extensions import db
-from console.models import AttemptDiagnostics, Run
+from console.models import Run
 from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.dlq.import_sources import Failed
-from console.services.engine import handler_kinds, parking, transitions
+from console.services.engine import diagnostics, handler_kinds, parking, transitions
 from console.services.errors import InvalidInput
 from console.services.people import tenants as tenant_rows
 from console.services.policies import versions as policies
@@ -24,7 +24,6 @@ RUNS = Run.__table__
 # A dead letter of an imported job reads as one whose retries ran out: RQ moves a job to its failed registry
 # when its last try failed, and a replay of such a group needs no "failed for good" confirmation.
 LETTER_REASON = "exhausted"
-TRACEBACK_CHARS = 8192
 MAX_KEY = 200
 
 
@@ -185,6 +184,6 @@ def _timeline(run: Run, failed: Failed, now) -> None:
             data={"imported": True}))
     db.session.connection().execute(transitions.INSERT_EVENT, rows)
     if failed.traceback:
-        db.session.execute(insert(AttemptDiagnostics).values(
-            run_id=run.id, series=1, attempt=failed.attempts, at=run.finished_at,
-            traceback=failed.traceback[-TRACEBACK_CHARS:], log_lines=[]))
+        # Bounded and masked as a worker's own capture is: an old traceback may hold a token or a password.
+        found = diagnostics.Diagnostics(diagnostics.bounded_traceback(failed.traceback), [])
+        diagnostics.store(run.id, 1, failed.attempts, found, run.finished_at)
