@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from rq import Queue
+from rq import Queue, Retry
 from sqlalchemy import func, select
 
 from console.extensions import db
@@ -20,7 +20,8 @@ from tests.helpers import env_for
 
 ROOT = Path(__file__).resolve().parents[2]
 LEGACY = "legacy"
-MAPS = ["--map", "tests.rq_legacy.charge=python:demo.noop", "--map", "tests.rq_legacy.send_mail=python:demo.noop"]
+MAPS = ["--map", "tests.rq_legacy.charge=python:demo.noop", "--map", "tests.rq_legacy.send_mail=python:demo.noop",
+        "--map", "tests.rq_legacy.poll_partner=python:demo.noop"]
 
 
 @pytest.fixture
@@ -44,17 +45,20 @@ def counts() -> dict:
 
 @pytest.fixture
 def failed_rq_jobs(redis_url):
-    """Enqueue five jobs on RQ queue `legacy` and let a real `rq worker --burst` fail every one of them."""
+    """Enqueue six jobs on RQ queue `legacy` and let a real `rq worker --burst` fail every one of them."""
     connection = redis.Redis.from_url(redis_url)
     queue = Queue(LEGACY, connection=connection)
-    for order_id in (101, 102, 103):
+    for order_id in (101, 102):
         queue.enqueue("tests.rq_legacy.charge", order_id, amount=order_id * 2)
+    # RQ retries this one twice before it fails for good, but keeps no count of retries after an exception.
+    queue.enqueue("tests.rq_legacy.charge", 103, amount=206, retry=Retry(max=2))
+    queue.enqueue("tests.rq_legacy.poll_partner")  # returns Retry(max=2): three runs, and RQ counts them
     for to in ("ann@example.com", "bob@example.com"):
         queue.enqueue("tests.rq_legacy.send_mail", to)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     subprocess.run([str(Path(sys.executable).parent / "rq"), "worker", "--burst", "--url", redis_url, LEGACY],
                    cwd=ROOT, env=env, check=True, capture_output=True, timeout=120)
-    assert queue.failed_job_registry.count == 5
+    assert queue.failed_job_registry.count == 6
     return redis_url
 
 
@@ -62,15 +66,15 @@ def test_rq_failed_jobs_become_grouped_dead_letters_and_replay_through_a_mapping
                                                                                   workers):
     result = cli("--redis-url", failed_rq_jobs, "--queue", LEGACY, *MAPS)
     assert result.exit_code == 0, result.output
-    assert "Imported 5 failed jobs as dead letters in 2 work orders; 0 were imported before." in result.output
+    assert "Imported 6 failed jobs as dead letters in 3 work orders; 0 were imported before." in result.output
 
     letters = db.session.execute(select(DeadLetter).order_by(DeadLetter.id)).scalars().all()
-    assert len(letters) == 5 and {letter.status for letter in letters} == {"open"}
+    assert len(letters) == 6 and {letter.status for letter in letters} == {"open"}
     groups = {}
     for letter in letters:
         groups.setdefault((letter.error_code, letter.fingerprint), []).append(letter)
     assert sorted((code, len(group)) for (code, _), group in groups.items()) == [
-        ("ConnectionError", 2), ("ValueError", 3)]
+        ("ConnectionError", 2), ("MaxRetriesExceeded", 1), ("ValueError", 3)]
     assert all(len({letter.work_order_id for letter in group}) == 1 for group in groups.values())
     charge = next(letter for letter in letters if letter.error_code == "ValueError")
     run = runs.get(charge.run_id)
@@ -84,8 +88,13 @@ def test_rq_failed_jobs_become_grouped_dead_letters_and_replay_through_a_mapping
                                ).scalar_one()
     assert "rq_legacy.py" in trace and "ValueError: card declined" in trace
     audit = db.session.execute(select(AuditEntry).where(AuditEntry.action == "dead_letter.import")).scalar_one()
-    assert audit.after["imported"] == 5 and audit.after["by_function"] == {
-        "tests.rq_legacy.charge": 3, "tests.rq_legacy.send_mail": 2}
+    assert audit.after["imported"] == 6 and audit.after["by_function"] == {
+        "tests.rq_legacy.charge": 3, "tests.rq_legacy.send_mail": 2, "tests.rq_legacy.poll_partner": 1}
+
+    polled = db.session.execute(select(Run).where(Run.error_code == "MaxRetriesExceeded")).scalar_one()
+    assert (polled.attempt, polled.error_message) == (3, "returned Retry 2 times")
+    assert [event.kind for event in runs.events(polled.id)] == [
+        "submitted", "running", "retry_wait", "running", "retry_wait", "running", "dead"]
 
     replayed = replays.replay_many([charge.id], Actor("test"))
     assert replayed.runs == {charge.id: run.id}
@@ -98,7 +107,7 @@ def test_importing_the_same_rq_registry_twice_adds_nothing(app, cli, failed_rq_j
     before = counts()
     result = cli("--redis-url", failed_rq_jobs, "--queue", LEGACY, *MAPS)
     assert result.exit_code == 0, result.output
-    assert "Imported 0 failed jobs as dead letters in 0 work orders; 5 were imported before." in result.output
+    assert "Imported 0 failed jobs as dead letters in 0 work orders; 6 were imported before." in result.output
     after = counts()
     assert after.pop("audit_log") == before.pop("audit_log") + 1  # the second import is audited, with its counts
     assert after == before
@@ -109,7 +118,8 @@ def test_a_function_without_a_mapping_is_refused_and_nothing_is_written(app, cli
     result = cli("--redis-url", failed_rq_jobs, "--queue", LEGACY, "--map",
                  "tests.rq_legacy.charge=python:demo.noop")
     assert result.exit_code != 0
-    assert "no handler for: tests.rq_legacy.send_mail (2); add --map function=python:handler" in result.output
+    assert ("no handler for: tests.rq_legacy.poll_partner (1), tests.rq_legacy.send_mail (2); "
+            "add --map function=python:handler for each (nothing was imported)") in result.output
     assert counts() == before
 
 
@@ -123,7 +133,7 @@ def test_dry_run_prints_counts_per_function_and_group_and_writes_nothing(app, cl
     result = cli("--redis-url", failed_rq_jobs, "--queue", LEGACY, "--dry-run", "--map",
                  "tests.rq_legacy.charge=python:demo.noop")
     assert result.exit_code == 0, result.output
-    assert "Dry run: 5 failed jobs would be imported" in result.output
+    assert "Dry run: 6 failed jobs would be imported" in result.output
     assert "0 of them were imported before and would be skipped" in result.output
     assert "     3  tests.rq_legacy.charge\n" in result.output
     assert "     2  tests.rq_legacy.send_mail  (no --map: refused)" in result.output

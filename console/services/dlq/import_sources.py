@@ -95,9 +95,14 @@ def _from_job(job, source: str, queue: str) -> Failed:
     except Exception as error:  # noqa: BLE001 - a job whose data cannot be read is named, not skipped silently
         raise InvalidInput(f"{where}: its function and arguments cannot be read ({type(error).__name__}: {error})",
                            "redis_url") from None
+    from rq.results import Result
+
     result = job.latest_result()
     traceback = (result.exc_string if result is not None and result.exc_string else None) or job._exc_info
     kind, message = error_from_traceback(traceback)
+    if not traceback and result is not None and result.type == Result.Type.MAX_RETRIES_EXCEEDED:
+        # A job that returned Retry until its max leaves no traceback; RQ counts these retries (number_of_retries).
+        kind, message = "MaxRetriesExceeded", f"returned Retry {job.number_of_retries or 0} times"
     return Failed(source=source, job_id=job.id, function=func, params={"args": _plain(args), "kwargs": _plain(kwargs)},
                   error_type=kind, error_message=message, traceback=traceback, enqueued_at=_utc(job.enqueued_at),
                   failed_at=_utc(job.ended_at), started_at=_utc(job.started_at),
