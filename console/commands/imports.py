@@ -24,6 +24,7 @@ def import_failures_command(redis_url, queues, path, maps, tenant, dry_run):
     from console.extensions import db
     from console.services.dlq import import_sources, importer
     from console.services.errors import ServiceError
+    from console.services.system import bootstrap
 
     if (redis_url is None) == (path is None):
         raise click.UsageError("give exactly one of --redis-url or --file")
@@ -33,6 +34,9 @@ def import_failures_command(redis_url, queues, path, maps, tenant, dry_run):
         mapping = importer.parse_mapping(list(maps))
         failures = (import_sources.read_rq(redis_url, list(queues)) if redis_url
                     else import_sources.read_jsonl(path))
+        if not dry_run:
+            # The default tenant and policy exist once Rebound has started; an import may come first.
+            bootstrap.ensure_ready()
         source = failures[0].source if failures else ("rq" if redis_url else "jsonl")
         plan = importer.plan(failures, source, mapping, tenant)
         if dry_run:
