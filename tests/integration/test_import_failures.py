@@ -130,8 +130,8 @@ def test_a_mapping_to_an_unknown_handler_is_refused(app, cli, failed_rq_jobs):
 
 def test_dry_run_prints_counts_per_function_and_group_and_writes_nothing(app, cli, failed_rq_jobs):
     before = counts()
-    result = cli("--redis-url", failed_rq_jobs, "--queue", LEGACY, "--dry-run", "--map",
-                 "tests.rq_legacy.charge=python:demo.noop")
+    # Without --queue every queue RQ knows in that Redis is read.
+    result = cli("--redis-url", failed_rq_jobs, "--dry-run", "--map", "tests.rq_legacy.charge=python:demo.noop")
     assert result.exit_code == 0, result.output
     assert "Dry run: 6 failed jobs would be imported" in result.output
     assert "0 of them were imported before and would be skipped" in result.output
@@ -226,6 +226,15 @@ def test_two_imports_of_one_file_at_once_import_each_job_once(app, tmp_path):
     assert counts()["dead_letters"] == 40
     orders = db.session.execute(select(WorkOrder.dead_letter_count)).scalars().all()
     assert orders == [40]  # one group, counted once per letter
+
+
+def test_jobs_that_name_no_tenant_go_to_the_tenant_given(app, cli, tmp_path):
+    make_tenant("globex")
+    path = write_lines(tmp_path, [LINES[1]])
+    result = cli("--file", path, "--tenant", "globex")
+    assert result.exit_code == 0, result.output
+    run = db.session.execute(select(Run).where(Run.source == "import")).scalar_one()
+    assert run.tenant.name == "globex"
 
 
 def test_exactly_one_source_is_required(app, cli, tmp_path):
