@@ -15,6 +15,7 @@ from console.cli_recovery import recovery_runbook_command
 from console.cli_reports import sla_report_command
 from console.commands.approvals import approvals_group
 from console.commands.channels import channels_group
+from console.commands.imports import import_failures_command
 from console.commands.tenants import tenants_group
 from console.logs import configure as configure_logging
 from console.logs import rq_level
@@ -331,7 +332,7 @@ def task_dryrun_command(hours, tenant, task_id, crowded, as_json):
 
 COMMANDS = [up_command, retry_inspect_command, task_dryrun_command, web_command, worker_command, scheduler_command,
             create_user_command, create_token_command, seed_demo_command, audit_group, approvals_group,
-            channels_group, recovery_runbook_command, sla_report_command, tenants_group]
+            channels_group, recovery_runbook_command, sla_report_command, tenants_group, import_failures_command]
 
 
 def register(app) -> None:

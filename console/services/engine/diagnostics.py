@@ -96,6 +96,11 @@ def of(error: BaseException, lines: list[str], secrets: list[str] | None = None)
                        _bounded_lines(redact(line, secrets) for line in lines))
 
 
+def bounded_traceback(text: str, secrets: list[str] | None = None) -> str:
+    """Return a traceback from elsewhere (an import) bounded and with secrets masked, as a captured one is."""
+    return _tail(redact(text, known_secrets() if secrets is None else secrets))
+
+
 def store(run_id: int, series: int, attempt: int, found: Diagnostics, now: datetime) -> None:
     """Add the attempt's diagnostics to the caller's transaction; a retried write of the same attempt adds nothing."""
     connection = db.session.connection()

@@ -1,0 +1,67 @@
+"""`rebound import-failures`: bring failures from before Rebound (RQ's failed jobs, a JSON-lines file) into its DLQ."""
+
+import click
+from flask.cli import with_appcontext
+
+from console.services.actor import Actor
+
+CLI = Actor("cli")
+
+
+@click.command("import-failures")
+@click.option("--redis-url", default=None, help="Read RQ's FailedJobRegistry in this Redis.")
+@click.option("--queue", "queues", multiple=True, help="Only this RQ queue (repeatable; default every queue).")
+@click.option("--file", "path", default=None, type=click.Path(dir_okay=False),
+              help="Read a JSON-lines file of failures (format in the README).")
+@click.option("--map", "maps", multiple=True, metavar="FUNCTION=HANDLER",
+              help="Replay FUNCTION's jobs through a Rebound handler, e.g. app.tasks.send=python:mail.send "
+                   "(repeatable). A function with none is refused.")
+@click.option("--tenant", default=None, help="Tenant of jobs that name none (default: the default tenant).")
+@click.option("--dry-run", is_flag=True, help="Print what would be imported; write nothing.")
+@with_appcontext
+def import_failures_command(redis_url, queues, path, maps, tenant, dry_run):
+    """Import failed jobs as dead runs with dead letters, grouped like any other; a second import adds nothing."""
+    from console.extensions import db
+    from console.services.dlq import import_sources, importer
+    from console.services.errors import ServiceError
+    from console.services.system import bootstrap
+
+    if (redis_url is None) == (path is None):
+        raise click.UsageError("give exactly one of --redis-url or --file")
+    if queues and redis_url is None:
+        raise click.UsageError("--queue goes with --redis-url")
+    try:
+        mapping = importer.parse_mapping(list(maps))
+        failures = (import_sources.read_rq(redis_url, list(queues)) if redis_url
+                    else import_sources.read_jsonl(path))
+        if not dry_run:
+            # The default tenant and policy exist once Rebound has started; an import may come first.
+            bootstrap.ensure_ready()
+        source = failures[0].source if failures else ("rq" if redis_url else "jsonl")
+        plan = importer.plan(failures, source, mapping, tenant)
+        if dry_run:
+            _print_plan(plan, importer.already_imported(plan))
+            return
+        done = importer.run_import(plan, CLI)
+    except ServiceError as error:
+        db.session.rollback()
+        raise click.ClickException(f"refused ({error.code}, {error.status}): {error.detail}") from None
+    orders = f"{done.work_orders} work order{'' if done.work_orders == 1 else 's'}"
+    click.echo(f"Imported {done.imported} failed jobs as dead letters in {orders}; "
+               f"{done.already} were imported before.")
+
+
+def _print_plan(plan, already: int) -> None:
+    total = sum(plan.by_function.values())
+    click.echo(f"Dry run: {total} failed jobs would be imported from {plan.source} (nothing written); "
+               f"{already} of them were imported before and would be skipped.")
+    click.echo("By function:")
+    for function, count in sorted(plan.by_function.items()):
+        note = "  (no --map: refused)" if function in plan.unmapped else ""
+        click.echo(f"  {count:6d}  {function}{note}")
+    click.echo("By group (function, error, fingerprint):")
+    for (function, code, fingerprint), count in sorted(plan.by_group.items()):
+        click.echo(f"  {count:6d}  {function}  {code}  {fingerprint}")
+    if plan.unmapped:
+        click.echo("Without a --map the import would be refused: "
+                   + ", ".join(f"{f} ({n})" for f, n in sorted(plan.unmapped.items())))

@@ -1,0 +1,184 @@
+"""Read failures from before Rebound: RQ's FailedJobRegistry in a Redis, or a JSON-lines file."""
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from console.services.errors import InvalidInput
+
+MAX_ATTEMPTS = 1000
+
+
+@dataclass(frozen=True)
+class Failed:
+    """One job that failed before Rebound, as read from its source."""
+
+    source: str  # "rq:<host>:<port>/<db>" or "jsonl": with job_id, what makes an import idempotent
+    job_id: str
+    function: str  # the RQ function path, or the line's handler/function
+    params: dict
+    error_type: str
+    error_message: str
+    traceback: str | None
+    enqueued_at: datetime | None
+    failed_at: datetime | None
+    attempts: int = 1
+    started_at: datetime | None = None  # when the last attempt started, where the source says
+    tenant: str | None = None
+    handler: str | None = None  # a line's own Rebound handler ("python:x"), used when no --map names its function
+    where: str = ""  # "line 3 of f.jsonl" or "queue default", for messages
+    extra: dict = field(default_factory=dict)
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def error_from_traceback(text: str | None) -> tuple[str, str]:
+    """Return (exception type, message) from a formatted traceback's last line ("ValueError: bad")."""
+    lines = [line for line in (text or "").strip().splitlines() if line.strip()]
+    if not lines:
+        return "UnknownError", "no error recorded"
+    last = lines[-1].strip()
+    kind, sep, message = last.partition(": ")
+    kind = kind.rsplit(".", 1)[-1] if sep and " " not in kind else ("UnknownError" if sep else last)
+    return (kind, message) if sep else (kind, "")
+
+
+def _plain(value):
+    """Return the value as JSON can hold it (a repr for what JSON cannot)."""
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        if isinstance(value, list | tuple):
+            return [_plain(item) for item in value]
+        if isinstance(value, dict):
+            return {str(key): _plain(item) for key, item in value.items()}
+        return repr(value)
+
+
+# --- RQ ---------------------------------------------------------------------------------------------------------
+
+def read_rq(redis_url: str, queues: list[str] | None = None) -> list[Failed]:
+    """Read every job in the failed registries of these queues (all queues when none are named)."""
+    from redis import Redis
+    from redis.exceptions import RedisError
+    from rq import Queue
+    from rq.job import Job
+
+    try:
+        connection = Redis.from_url(redis_url)
+        connection.ping()
+    except (RedisError, ValueError) as error:
+        raise InvalidInput(f"cannot read Redis at --redis-url: {error}", "redis_url") from None
+    kwargs = connection.connection_pool.connection_kwargs
+    source = f"rq:{kwargs.get('host', kwargs.get('path', 'redis'))}:{kwargs.get('port', '')}/{kwargs.get('db', 0)}"
+    names = queues or sorted(queue.name for queue in Queue.all(connection=connection))
+    found: list[Failed] = []
+    for name in names:
+        queue = Queue(name, connection=connection)
+        ids = queue.failed_job_registry.get_job_ids()
+        # A job id whose hash expired (RQ's failure_ttl) is gone: fetch_many gives None for it.
+        found += [_from_job(job, source, name) for job in Job.fetch_many(ids, connection=connection) if job]
+    return found
+
+
+def _from_job(job, source: str, queue: str) -> Failed:
+    """Turn one RQ job into a Failed."""
+    where = f"job {job.id} in queue {queue}"
+    try:
+        func, args, kwargs = job.func_name, list(job.args or ()), dict(job.kwargs or {})
+    except Exception as error:  # noqa: BLE001 - a job whose data cannot be read is named, not skipped silently
+        raise InvalidInput(f"{where}: its function and arguments cannot be read ({type(error).__name__}: {error})",
+                           "redis_url") from None
+    from rq.results import Result
+
+    result = job.latest_result()
+    traceback = (result.exc_string if result is not None and result.exc_string else None) or job._exc_info
+    kind, message = error_from_traceback(traceback)
+    if not traceback and result is not None and result.type == Result.Type.MAX_RETRIES_EXCEEDED:
+        # A job that returned Retry until its max leaves no traceback; RQ counts these retries (number_of_retries).
+        kind, message = "MaxRetriesExceeded", f"returned Retry {job.number_of_retries or 0} times"
+    return Failed(source=source, job_id=job.id, function=func, params={"args": _plain(args), "kwargs": _plain(kwargs)},
+                  error_type=kind, error_message=message, traceback=traceback, enqueued_at=_utc(job.enqueued_at),
+                  failed_at=_utc(job.ended_at), started_at=_utc(job.started_at),
+                  attempts=(job.number_of_retries or 0) + 1, where=where,
+                  extra={"queue": queue})
+
+
+# --- JSON lines -------------------------------------------------------------------------------------------------
+
+def _time(value, name: str, where: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        return _utc(datetime.fromisoformat(str(value).replace("Z", "+00:00")))
+    except ValueError:
+        raise InvalidInput(f"{where}: {name} must be an ISO 8601 time such as 2026-01-05T09:00:00Z, got {value!r}",
+                           name) from None
+
+
+def _line(data, where: str) -> Failed:
+    """Check one parsed line of the documented format and turn it into a Failed."""
+    if not isinstance(data, dict):
+        raise InvalidInput(f"{where}: expected a JSON object, got {type(data).__name__}")
+    job_id = data.get("id")
+    if not isinstance(job_id, str | int) or isinstance(job_id, bool) or not str(job_id).strip():
+        raise InvalidInput(f"{where}: id is required (a string or number unique to the job)", "id")
+    function = data.get("function") or data.get("handler")
+    if not isinstance(function, str) or not function.strip():
+        raise InvalidInput(f"{where}: give handler or function (a string)", "function")
+    params = data.get("params")
+    if params is None:
+        args, kwargs = data.get("args", []), data.get("kwargs", {})
+        if not isinstance(args, list) or not isinstance(kwargs, dict):
+            raise InvalidInput(f"{where}: args must be a list and kwargs an object", "args")
+        params = {"args": args, "kwargs": kwargs}
+    if not isinstance(params, dict):
+        raise InvalidInput(f"{where}: params must be a JSON object", "params")
+    error = data.get("error") or {}
+    if isinstance(error, str):
+        error = {"message": error}
+    if not isinstance(error, dict):
+        raise InvalidInput(f"{where}: error must be an object with type, message and traceback", "error")
+    traceback = error.get("traceback")
+    kind, message = error.get("type"), error.get("message")
+    if not kind and not message:
+        kind, message = error_from_traceback(traceback)
+    attempts = data.get("attempts", 1)
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or not 1 <= attempts <= MAX_ATTEMPTS:
+        raise InvalidInput(f"{where}: attempts must be a whole number from 1 to {MAX_ATTEMPTS}", "attempts")
+    tenant = data.get("tenant")
+    if tenant is not None and not isinstance(tenant, str):
+        raise InvalidInput(f"{where}: tenant must be a tenant's name", "tenant")
+    return Failed(source="jsonl", job_id=str(job_id), function=str(data.get("function") or function),
+                  params=params, error_type=str(kind or "UnknownError")[:80], error_message=str(message or ""),
+                  traceback=traceback if isinstance(traceback, str) else None,
+                  enqueued_at=_time(data.get("enqueued_at"), "enqueued_at", where),
+                  failed_at=_time(data.get("failed_at"), "failed_at", where), attempts=attempts, tenant=tenant,
+                  started_at=_time(data.get("started_at"), "started_at", where),
+                  handler=data.get("handler") if isinstance(data.get("handler"), str) else None, where=where)
+
+
+def read_jsonl(path: str) -> list[Failed]:
+    """Read a JSON-lines file of failures (blank lines skipped); the first bad line raises, naming it."""
+    name = Path(path).name
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise InvalidInput(f"cannot read {path}: {error}", "file") from None
+    found = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        where = f"line {number} of {name}"
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError as error:
+            raise InvalidInput(f"{where} is not valid JSON ({error.msg} at column {error.colno})", "file") from None
+        found.append(_line(data, where))
+    return found

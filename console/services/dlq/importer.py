@@ -1,0 +1,189 @@
+"""Bring failures from before Rebound into its DLQ: a dead run, its attempts and a dead letter each, grouped."""
+
+import hashlib
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+
+from sqlalchemy import func, select, tuple_
+
+from console.db.upsert import insert_for
+from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.domain.errors import MAX_MESSAGE_CHARS, Failure
+from console.extensions import db
+from console.models import Run
+from console.services.actor import Actor
+from console.services.audit import trail as audit
+from console.services.dlq.import_sources import Failed
+from console.services.engine import diagnostics, handler_kinds, parking, transitions
+from console.services.errors import InvalidInput
+from console.services.people import tenants as tenant_rows
+from console.services.policies import versions as policies
+
+RUNS = Run.__table__
+# A dead letter of an imported job reads as one whose retries ran out: RQ moves a job to its failed registry
+# when its last try failed, and a replay of such a group needs no "failed for good" confirmation.
+LETTER_REASON = "exhausted"
+MAX_KEY = 200
+
+
+@dataclass
+class Plan:
+    """What an import would write: the failures with their handlers, counted by function and by group."""
+
+    source: str
+    items: list[tuple[Failed, str, int]] = field(default_factory=list)  # (failure, handler, tenant id)
+    by_function: Counter = field(default_factory=Counter)
+    by_group: Counter = field(default_factory=Counter)  # (function, error type, fingerprint) → count
+    unmapped: Counter = field(default_factory=Counter)  # functions no --map names, with their counts
+
+
+@dataclass(frozen=True)
+class Imported:
+    """What an import wrote."""
+
+    imported: int
+    already: int  # jobs a previous import of this source brought in already
+    dead_letters: list[int]
+    work_orders: int
+
+
+def parse_mapping(pairs: list[str]) -> dict[str, str]:
+    """Parse `function.path=kind:handler` pairs into a mapping, checking each handler exists."""
+    mapping = {}
+    for pair in pairs:
+        function, sep, handler = pair.partition("=")
+        if not sep or not function.strip() or not handler.strip():
+            raise InvalidInput(f"--map takes rq.function.path=python:handler, got {pair!r}", "map")
+        mapping[function.strip()] = handler_kinds.normalise(handler.strip())
+    return mapping
+
+
+def key_of(failed: Failed) -> str:
+    """Return the run's idempotency key: the source and the job id, so a second import finds the first."""
+    key = f"import:{failed.source}:{failed.job_id}"
+    if len(key) > MAX_KEY:
+        key = f"import:{failed.source[:60]}:sha1:{hashlib.sha1(key.encode(), usedforsecurity=False).hexdigest()}"
+    return key
+
+
+def plan(failures: list[Failed], source: str, mapping: dict[str, str], tenant: str | None) -> Plan:
+    """Decide each failure's handler and tenant, count them, and list the functions that need a --map."""
+    result = Plan(source)
+    tenant_ids: dict[str, int] = {}
+    for failed in failures:
+        name = failed.tenant or tenant or tenant_rows.DEFAULT
+        if name not in tenant_ids:
+            found = tenant_rows.find(name)
+            if found is None:
+                raise InvalidInput(f"{failed.where}: no tenant named {name!r} (create it first: rebound tenants "
+                                   f"create {name})", "tenant")
+            tenant_ids[name] = found.id
+        handler = mapping.get(failed.function)
+        if handler is None and failed.handler:
+            try:
+                handler = handler_kinds.normalise(failed.handler)
+            except InvalidInput as error:
+                raise InvalidInput(f"{failed.where}: {error.detail}", "handler") from None
+        failure = _failure(failed)
+        result.by_function[failed.function] += 1
+        result.by_group[(failed.function, failure.code, failure.fingerprint)] += 1
+        if handler is None:
+            result.unmapped[failed.function] += 1
+        else:
+            result.items.append((failed, handler, tenant_ids[name]))
+    return result
+
+
+def refuse_unmapped(result: Plan) -> None:
+    """Raise a 422 naming every function without a handler: a replay of it would have nothing to run."""
+    if result.unmapped:
+        named = ", ".join(f"{function} ({count})" for function, count in sorted(result.unmapped.items()))
+        raise InvalidInput(f"no handler for: {named}; add --map function=python:handler for each "
+                           "(nothing was imported)", "map")
+
+
+def already_imported(result: Plan, chunk: int = 500) -> int:
+    """Count the planned jobs an earlier import of this source brought in (what a dry run would skip)."""
+    pairs = [(tenant_id, key_of(failed)) for failed, _, tenant_id in result.items]
+    found = 0
+    for start in range(0, len(pairs), chunk):
+        found += db.session.execute(select(func.count()).select_from(RUNS).where(
+            tuple_(RUNS.c.tenant_id, RUNS.c.idempotency_key).in_(pairs[start:start + chunk]))).scalar_one()
+    return found
+
+
+def _failure(failed: Failed) -> Failure:
+    return Failure(failed.error_type[:80] or "UnknownError", failed.error_message[:MAX_MESSAGE_CHARS], retryable=True)
+
+
+def run_import(result: Plan, actor: Actor, *, clock: Clock = SYSTEM_CLOCK) -> Imported:
+    """Write the plan in one transaction, audit it once with its counts, and commit; a job seen before adds nothing."""
+    refuse_unmapped(result)
+    now = clock()
+    # The policy a replay will use (the default's version now), so the run page names it as for any run.
+    version = policies.effective(None, {})[0]
+    letters, already, orders = [], 0, set()
+    try:
+        for failed, handler, tenant_id in result.items:
+            run = _insert_run(failed, handler, tenant_id, version, now)
+            if run is None:
+                already += 1
+                continue
+            _timeline(run, failed, now)
+            letter = parking.park(run, _failure(failed), LETTER_REASON, run.finished_at)
+            letters.append(letter.id)
+            orders.add(letter.work_order_id)
+        audit.record(db.session, actor, "dead_letter.import", "import", result.source, after={
+            "imported": len(letters), "already_imported": already, "work_orders": len(orders),
+            "by_function": dict(Counter(f.function for f, _, _ in result.items))}, clock=lambda: now)
+        db.session.commit()
+    except Exception:
+        db.session.rollback()
+        raise
+    return Imported(len(letters), already, letters, len(orders))
+
+
+def _insert_run(failed: Failed, handler: str, tenant_id: int, version: int, now) -> Run | None:
+    """Insert the dead run unless this source's job is there already (ON CONFLICT on the idempotency key)."""
+    failed_at = failed.failed_at or now
+    values = dict(
+        tenant_id=tenant_id, task_id=None, handler=handler, params=failed.params, policy_overrides={},
+        policy_version=version,
+        idempotency_key=key_of(failed), status="dead", status_reason="imported", attempt=failed.attempts, series=1,
+        executions=failed.attempts, scheduled_for=failed.enqueued_at or failed_at, enqueued_at=failed.enqueued_at,
+        started_at=failed.started_at or failed.enqueued_at, finished_at=failed_at,
+        created_at=failed.enqueued_at or failed_at, updated_at=now, progress=0,
+        cancel_requested=False, error_code=failed.error_type[:80], error_message=failed.error_message,
+        trace_id=uuid.uuid4().hex, source="import")
+    connection = db.session.connection()
+    # An insert of a finished run, not a status change: two imports of one source at once insert it once.
+    run_id = connection.execute(
+        insert_for(connection)(RUNS).values(**values)
+        .on_conflict_do_nothing(index_elements=[RUNS.c.tenant_id, RUNS.c.idempotency_key])
+        .returning(RUNS.c.id)).scalar_one_or_none()
+    return None if run_id is None else Run(id=run_id, **values)
+
+
+def _timeline(run: Run, failed: Failed, now) -> None:
+    """Write the run's history: submitted, then each attempt (times known only for the last attempt's start and end)."""
+    start = failed.enqueued_at or run.finished_at
+    origin = {"source": failed.source, "job_id": failed.job_id, "function": failed.function, **failed.extra}
+    rows = [transitions.event_row(run_id=run.id, at=start, kind="submitted", to_status="pending", attempt=0,
+                                  series=1, actor="import", data={"source": "import", "imported": origin})]
+    for number in range(1, failed.attempts + 1):
+        last = number == failed.attempts
+        rows.append(transitions.event_row(run_id=run.id, at=(run.started_at or start) if last else start,
+                                          kind="running", from_status="pending", to_status="running",
+                                          attempt=number, series=1))
+        rows.append(transitions.event_row(
+            run_id=run.id, at=run.finished_at if last else start, kind="dead" if last else "retry_wait",
+            from_status="running", to_status="dead" if last else "retry_wait",
+            reason=LETTER_REASON if last else "retryable", error_code=run.error_code, attempt=number, series=1,
+            message=(failed.error_message if last else "failed before Rebound (time not recorded)")[:2000],
+            data={"imported": True}))
+    db.session.connection().execute(transitions.INSERT_EVENT, rows)
+    if failed.traceback:
+        # Bounded and masked as a worker's own capture is: an old traceback may hold a token or a password.
+        found = diagnostics.Diagnostics(diagnostics.bounded_traceback(failed.traceback), [])
+        diagnostics.store(run.id, 1, failed.attempts, found, run.finished_at)

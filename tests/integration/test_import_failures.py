@@ -1,0 +1,241 @@
+"""`rebound import-failures`: failures from before Rebound become dead runs and letters, grouped and replayable."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import redis
+from rq import Queue, Retry
+from sqlalchemy import func, select
+
+from console.extensions import db
+from console.models import AttemptDiagnostics, AuditEntry, DeadLetter, Run, RunEvent, WorkOrder
+from console.services.actor import Actor
+from console.services.engine import replays
+from tests.factories import make_tenant
+from tests.helpers import env_for
+
+ROOT = Path(__file__).resolve().parents[2]
+LEGACY = "legacy"
+MAPS = ["--map", "tests.rq_legacy.charge=python:demo.noop", "--map", "tests.rq_legacy.send_mail=python:demo.noop",
+        "--map", "tests.rq_legacy.poll_partner=python:demo.noop"]
+
+
+@pytest.fixture
+def cli(app):
+    runner = app.test_cli_runner()
+
+    def invoke(*args: str):
+        result = runner.invoke(args=["import-failures", *args])
+        db.session.expire_all()
+        return result
+
+    return invoke
+
+
+def counts() -> dict:
+    """Count what an import writes."""
+    db.session.expire_all()
+    return {model.__tablename__: db.session.execute(select(func.count()).select_from(model)).scalar_one()
+            for model in (Run, RunEvent, DeadLetter, WorkOrder, AttemptDiagnostics, AuditEntry)}
+
+
+@pytest.fixture
+def failed_rq_jobs(redis_url):
+    """Enqueue six jobs on RQ queue `legacy` and let a real `rq worker --burst` fail every one of them."""
+    connection = redis.Redis.from_url(redis_url)
+    queue = Queue(LEGACY, connection=connection)
+    for order_id in (101, 102):
+        queue.enqueue("tests.rq_legacy.charge", order_id, amount=order_id * 2)
+    # RQ retries this one twice before it fails for good, but keeps no count of retries after an exception.
+    queue.enqueue("tests.rq_legacy.charge", 103, amount=206, retry=Retry(max=2))
+    queue.enqueue("tests.rq_legacy.poll_partner")  # returns Retry(max=2): three runs, and RQ counts them
+    for to in ("ann@example.com", "bob@example.com"):
+        queue.enqueue("tests.rq_legacy.send_mail", to)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run([str(Path(sys.executable).parent / "rq"), "worker", "--burst", "--url", redis_url, LEGACY],
+                   cwd=ROOT, env=env, check=True, capture_output=True, timeout=120)
+    assert queue.failed_job_registry.count == 6
+    return redis_url
+
+
+def test_rq_failed_jobs_become_grouped_dead_letters_and_replay_through_a_mapping(app, cli, failed_rq_jobs, runs,
+                                                                                  workers):
+    result = cli("--redis-url", failed_rq_jobs, "--queue", LEGACY, *MAPS)
+    assert result.exit_code == 0, result.output
+    assert "Imported 6 failed jobs as dead letters in 3 work orders; 0 were imported before." in result.output
+
+    letters = db.session.execute(select(DeadLetter).order_by(DeadLetter.id)).scalars().all()
+    assert len(letters) == 6 and {letter.status for letter in letters} == {"open"}
+    groups = {}
+    for letter in letters:
+        groups.setdefault((letter.error_code, letter.fingerprint), []).append(letter)
+    assert sorted((code, len(group)) for (code, _), group in groups.items()) == [
+        ("ConnectionError", 2), ("MaxRetriesExceeded", 1), ("ValueError", 3)]
+    assert all(len({letter.work_order_id for letter in group}) == 1 for group in groups.values())
+    charge = next(letter for letter in letters if letter.error_code == "ValueError")
+    run = runs.get(charge.run_id)
+    assert (run.status, run.source, run.handler, run.attempt) == ("dead", "import", "python:demo.noop", 1)
+    assert run.params["args"][0] in (101, 102, 103) and run.params["kwargs"] == {"amount": run.params["args"][0] * 2}
+    assert run.idempotency_key.startswith("import:rq:")
+    assert run.enqueued_at <= run.started_at <= run.finished_at
+    assert run.error_message == f"card declined for order {run.params['args'][0]}"
+    assert [event.kind for event in runs.events(run.id)] == ["submitted", "running", "dead"]
+    trace = db.session.execute(select(AttemptDiagnostics.traceback).where(AttemptDiagnostics.run_id == run.id)
+                               ).scalar_one()
+    assert "rq_legacy.py" in trace and "ValueError: card declined" in trace
+    audit = db.session.execute(select(AuditEntry).where(AuditEntry.action == "dead_letter.import")).scalar_one()
+    assert audit.after["imported"] == 6 and audit.after["by_function"] == {
+        "tests.rq_legacy.charge": 3, "tests.rq_legacy.send_mail": 2, "tests.rq_legacy.poll_partner": 1}
+
+    polled = db.session.execute(select(Run).where(Run.error_code == "MaxRetriesExceeded")).scalar_one()
+    assert (polled.attempt, polled.error_message) == (3, "returned Retry 2 times")
+    assert [event.kind for event in runs.events(polled.id)] == [
+        "submitted", "running", "retry_wait", "running", "retry_wait", "running", "dead"]
+
+    replayed = replays.replay_many([charge.id], Actor("test"))
+    assert replayed.runs == {charge.id: run.id}
+    workers()
+    assert runs.wait(run.id, "succeeded", "dead").status == "succeeded"
+
+
+def test_importing_the_same_rq_registry_twice_adds_nothing(app, cli, failed_rq_jobs):
+    assert cli("--redis-url", failed_rq_jobs, "--queue", LEGACY, *MAPS).exit_code == 0
+    before = counts()
+    result = cli("--redis-url", failed_rq_jobs, "--queue", LEGACY, *MAPS)
+    assert result.exit_code == 0, result.output
+    assert "Imported 0 failed jobs as dead letters in 0 work orders; 6 were imported before." in result.output
+    after = counts()
+    assert after.pop("audit_log") == before.pop("audit_log") + 1  # the second import is audited, with its counts
+    assert after == before
+
+
+def test_a_function_without_a_mapping_is_refused_and_nothing_is_written(app, cli, failed_rq_jobs):
+    before = counts()
+    result = cli("--redis-url", failed_rq_jobs, "--queue", LEGACY, "--map",
+                 "tests.rq_legacy.charge=python:demo.noop")
+    assert result.exit_code != 0
+    assert ("no handler for: tests.rq_legacy.poll_partner (1), tests.rq_legacy.send_mail (2); "
+            "add --map function=python:handler for each (nothing was imported)") in result.output
+    assert counts() == before
+
+
+def test_a_mapping_to_an_unknown_handler_is_refused(app, cli, failed_rq_jobs):
+    result = cli("--redis-url", failed_rq_jobs, "--map", "tests.rq_legacy.charge=python:no.such")
+    assert result.exit_code != 0 and "no Python handler named 'no.such'" in result.output
+
+
+def test_dry_run_prints_counts_per_function_and_group_and_writes_nothing(app, cli, failed_rq_jobs):
+    before = counts()
+    # Without --queue every queue RQ knows in that Redis is read.
+    result = cli("--redis-url", failed_rq_jobs, "--dry-run", "--map", "tests.rq_legacy.charge=python:demo.noop")
+    assert result.exit_code == 0, result.output
+    assert "Dry run: 6 failed jobs would be imported" in result.output
+    assert "0 of them were imported before and would be skipped" in result.output
+    assert "     3  tests.rq_legacy.charge\n" in result.output
+    assert "     2  tests.rq_legacy.send_mail  (no --map: refused)" in result.output
+    assert "     3  tests.rq_legacy.charge  ValueError  " in result.output
+    assert counts() == before
+
+
+LINES = [
+    {"id": "job-1", "function": "billing.charge", "args": [7], "kwargs": {"currency": "EUR"},
+     "error": {"type": "CardDeclined", "message": "card declined for order 7", "traceback": "Traceback...\n"
+               "  charge(api_key=sk_live_4242424242)\nbilling.CardDeclined: card declined for order 7"},
+     "enqueued_at": "2026-03-01T09:00:00Z", "started_at": "2026-03-01T09:04:00+00:00",
+     "failed_at": "2026-03-01T09:05:00Z", "attempts": 3, "tenant": "acme"},
+    {"id": 2, "handler": "python:demo.noop", "params": {"order": 8},
+     "error": {"type": "CardDeclined", "message": "card declined for order 8"}, "failed_at": "2026-03-01T10:00:00"},
+    {"id": "job-3", "function": "billing.refund", "error": {"traceback": "Traceback (most recent call last):\n"
+                                                                       "KeyError: 'refund_id'"}},
+]
+
+
+def write_lines(tmp_path, lines, name="old.jsonl") -> str:
+    path = tmp_path / name
+    path.write_text("\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines) + "\n")
+    return str(path)
+
+
+def test_a_json_lines_file_is_imported_with_tenants_attempts_and_times(app, cli, tmp_path, runs):
+    make_tenant("acme")
+    path = write_lines(tmp_path, LINES)
+    result = cli("--file", path, "--map", "billing.charge=python:demo.noop", "--map",
+                 "billing.refund=python:demo.flaky")
+    assert result.exit_code == 0, result.output
+    assert "Imported 3 failed jobs as dead letters in 3 work orders" in result.output
+    first = db.session.execute(select(Run).where(Run.idempotency_key == "import:jsonl:job-1")).scalar_one()
+    assert (first.tenant.name, first.attempt, first.handler) == ("acme", 3, "python:demo.noop")
+    assert first.params == {"args": [7], "kwargs": {"currency": "EUR"}}
+    assert first.finished_at.isoformat().startswith("2026-03-01T09:05:00")
+    events = runs.events(first.id)
+    assert [event.kind for event in events] == [
+        "submitted", "running", "retry_wait", "running", "retry_wait", "running", "dead"]
+    assert [event.at.strftime("%H:%M") for event in events[-2:]] == ["09:04", "09:05"]
+    assert first.policy_version is not None and first.started_at.isoformat().startswith("2026-03-01T09:04")
+    trace = db.session.execute(select(AttemptDiagnostics).where(AttemptDiagnostics.run_id == first.id)).scalar_one()
+    assert trace.attempt == 3 and "billing.CardDeclined" in trace.traceback
+    assert "sk_live_4242424242" not in trace.traceback  # masked as a worker's own capture is
+    letter = runs.dead_letters(first.id)[0]
+    assert (letter.attempts, letter.error_code, letter.reason) == (3, "CardDeclined", "exhausted")
+    assert letter.created_at.isoformat().startswith("2026-03-01T09:05:00")
+    second = db.session.execute(select(Run).where(Run.idempotency_key == "import:jsonl:2")).scalar_one()
+    assert (second.tenant.name, second.params, second.handler) == ("default", {"order": 8}, "python:demo.noop")
+    third = db.session.execute(select(Run).where(Run.idempotency_key == "import:jsonl:job-3")).scalar_one()
+    assert (third.error_code, third.error_message) == ("KeyError", "'refund_id'")
+
+    maps = ["--map", "billing.charge=python:demo.noop", "--map", "billing.refund=python:demo.flaky"]
+    assert "3 of them were imported before and would be skipped" in cli("--file", path, "--dry-run", *maps).output
+    again = cli("--file", path, *maps)
+    assert "Imported 0 failed jobs as dead letters in 0 work orders; 3 were imported before." in again.output
+
+
+@pytest.mark.parametrize(("bad", "message"), [
+    ('{"id": "x", "function": "billing.charge", ', "line 3 of old.jsonl is not valid JSON"),
+    ({"function": "billing.charge"}, "line 3 of old.jsonl: id is required"),
+    ({"id": 9, "function": "billing.charge", "attempts": 0}, "line 3 of old.jsonl: attempts must be a whole number"),
+    ({"id": 9, "function": "billing.charge", "failed_at": "yesterday"}, "line 3 of old.jsonl: failed_at must be"),
+    ({"id": 9, "function": "billing.charge", "tenant": "nobody"}, "line 3 of old.jsonl: no tenant named 'nobody'"),
+    ({"id": 9, "handler": "python:gone"}, "line 3 of old.jsonl: no Python handler named 'gone'"),
+])
+def test_a_bad_line_is_named_and_nothing_is_written(app, cli, tmp_path, bad, message):
+    make_tenant("acme")
+    path = write_lines(tmp_path, [LINES[0], LINES[1], bad])
+    before = counts()
+    result = cli("--file", path, "--map", "billing.charge=python:demo.noop")
+    assert result.exit_code != 0
+    assert message in result.output
+    assert counts() == before
+
+
+def test_two_imports_of_one_file_at_once_import_each_job_once(app, tmp_path):
+    lines = [{"id": f"job-{n}", "function": "billing.charge", "error": {
+        "type": "CardDeclined", "message": f"card declined for order {n}"}} for n in range(40)]
+    path = write_lines(tmp_path, lines)
+    command = [sys.executable, "-m", "console.cli", "import-failures", "--file", path, "--map",
+               "billing.charge=python:demo.noop"]
+    both = [subprocess.Popen(command, env=env_for(app), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for _ in range(2)]
+    outputs = [process.communicate(timeout=120)[0] for process in both]
+    assert [process.returncode for process in both] == [0, 0], outputs
+    imported = sorted(int(output.split("Imported ")[1].split(" ")[0]) for output in outputs)
+    assert sum(imported) == 40, outputs
+    assert counts()["dead_letters"] == 40
+    orders = db.session.execute(select(WorkOrder.dead_letter_count)).scalars().all()
+    assert orders == [40]  # one group, counted once per letter
+
+
+def test_jobs_that_name_no_tenant_go_to_the_tenant_given(app, cli, tmp_path):
+    make_tenant("globex")
+    path = write_lines(tmp_path, [LINES[1]])
+    result = cli("--file", path, "--tenant", "globex")
+    assert result.exit_code == 0, result.output
+    run = db.session.execute(select(Run).where(Run.source == "import")).scalar_one()
+    assert run.tenant.name == "globex"
+
+
+def test_exactly_one_source_is_required(app, cli, tmp_path):
+    assert "give exactly one of --redis-url or --file" in cli().output
