@@ -23,21 +23,13 @@ from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.delivery import outbox
 from console.services.errors import InvalidInput, NotFound
-from console.services.system import observability
+from console.services.system import alert_measures, observability
+from console.services.system.alert_measures import MIN_EVENTS, Measure
 
 log = logging.getLogger("rebound.alerts")
-# A rate over fewer events than this is noise (one failure of two attempts is not an incident).
-MIN_EVENTS = 10
 # Late start for the scheduling rule, as the issue defines it.
 LATE_START_S = 60
 MIN_WINDOW_S, MAX_WINDOW_S = 60, 86_400
-
-
-@dataclass(frozen=True)
-class Measure:
-    value: float
-    detail: str  # what was counted, in words: "4 of 20 attempts failed"
-    enough: bool = True  # False: too few events for a rate to mean anything
 
 
 @dataclass(frozen=True)
@@ -47,7 +39,7 @@ class Rule:
     description: str
     threshold: float
     window_s: int | None
-    unit: str  # rate (a fraction, shown as %) | count
+    unit: str  # rate (a fraction, shown as %) | count | multiple (of a usual value, shown as 3×)
     severity: str
     measure: Callable[[datetime, int | None], Measure]
 
@@ -57,6 +49,8 @@ class Rule:
             return "—"
         if self.unit == "rate":
             return f"{value * 100:.1f}%".replace(".0%", "%")
+        if self.unit == "multiple":
+            return f"{value:.1f}×".replace(".0×", "×")
         return f"{value:g}"
 
 
@@ -151,6 +145,19 @@ RULES: dict[str, Rule] = {rule.key: rule for rule in (
          0, None, "count", "error", _workorder_failed),
     Rule("breaker_opened", "Circuit breaker opened", "Times a handler's circuit breaker opened in the window.",
          0, 600, "count", "error", _breaker_opened),
+    Rule("lock_contention", "Lock contention high: consider scaling out",
+         f"Share of the planner lock's requests or the leader lock's renewals that found it taken (the worse, of "
+         f"{MIN_EVENTS} or more) over the window. High: scale out (busy tenants on their own deployment) and "
+         f"spread schedules off the same minute.",
+         0.7, 600, "rate", "warning", alert_measures.lock_contention),
+    Rule("progress_write_failure_rate", "Progress write-back failure rate high",
+         f"Share of handlers' progress writes and workers' heartbeats that failed to reach the database "
+         f"(at least {MIN_EVENTS} writes) over the window.",
+         0.01, 600, "rate", "error", alert_measures.progress_write_failure_rate),
+    Rule("timeout_anomaly", "Timeouts well above usual",
+         f"A handler's timeouts in the window as a multiple of its usual count for that long (its rate over the 7 "
+         f"days before, at least 1); only handlers with {alert_measures.MIN_TIMEOUTS} timeouts or more in the window.",
+         3, 3600, "multiple", "warning", alert_measures.timeout_anomaly),
 )}
 
 
