@@ -21,8 +21,8 @@ pool:
 # The `default` retry policy, which every run naming no policy uses, is created from these at the first start;
 # after that the database is the truth: edit it on Policies (the Queues page shows both if they differ).
 defaults:
-  concurrency: 10        # attempts of one handler running at once
-  queue_limit: 1000      # runs waiting per tenant before a submission is refused (429)
+  concurrency: 10        # attempts of one task (or handler) running at once in a tenant
+  queue_limit: 1000      # runs of one task (or handler) waiting in a tenant before a submission gets a 429
   timeout_s: 300         # an attempt running longer is stopped and counts as a timeout
   retry: {max_attempts: 5, base_delay_s: 2, multiplier: 2, max_delay_s: 300, jitter: 0.2}
 idempotency:

@@ -37,13 +37,13 @@ def rows() -> list[Row]:
         return "required on API submissions" if flag else "optional (a random one is given)"
 
     return [
-        Row("pool.processes", "worker processes `rebound up` starts", str(config.processes), str(setting("WORKERS"))),
-        Row("defaults.concurrency", "attempts of one handler at once (default policy)", *both("concurrency")),
-        Row("defaults.queue_limit", "runs waiting per tenant before a 429 (default policy)", *both("queue_limit")),
-        Row("defaults.timeout_s", "an attempt running longer is stopped (default policy)", *both("timeout_s", " s")),
-        Row("defaults.retry.max_attempts", "attempts before the dead-letter queue (default policy)",
+        Row("pool.processes", "worker processes rebound up starts", str(config.processes), str(setting("WORKERS"))),
+        Row("defaults.concurrency", "attempts of one task or handler running at once", *both("concurrency")),
+        Row("defaults.queue_limit", "runs of one task or handler waiting before a 429", *both("queue_limit")),
+        Row("defaults.timeout_s", "an attempt running longer is stopped", *both("timeout_s", " s")),
+        Row("defaults.retry.max_attempts", "attempts before the dead-letter queue",
             *both("max_attempts")),
-        Row("defaults.retry", "backoff between attempts (default policy)", _backoff(file),
+        Row("defaults.retry", "backoff between attempts", _backoff(file),
             _backoff(force) if force else "—"),
         Row("idempotency.required", "an idempotency key on every API submission",
             required(config.idempotency_required), required(config.idempotency_required)),
