@@ -1,5 +1,6 @@
-"""What the newer alert rules measure: lock contention, progress write-back failures, timeout anomalies."""
+"""What each alert rule measures, in words and a number: counted from the database or the metrics' buckets."""
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -7,8 +8,13 @@ from sqlalchemy import case, func, select
 
 from console import metrics
 from console.extensions import db
-from console.models import Run, RunEvent
+from console.models import DeadLetter, OutboxMessage, Run, RunEvent
+from console.services.system import observability
 
+log = logging.getLogger("rebound.alerts")
+
+# Late start for the scheduling rule, as the issue defines it.
+LATE_START_S = 60
 # A rate over fewer events than this is noise (one failure of two attempts is not an incident).
 MIN_EVENTS = 10
 # The locks whose contention suggests scaling out: the planner's (every firing takes it) and the leader's.
@@ -25,6 +31,75 @@ class Measure:
     value: float
     detail: str  # what was counted, in words: "4 of 20 attempts failed"
     enough: bool = True  # False: too few events for a rate to mean anything
+
+
+def _since(now: datetime, window_s: int | None) -> datetime:
+    return now - timedelta(seconds=window_s or 0)
+
+
+def _prefix(column, prefix: str):
+    # A range instead of LIKE, so the dedup_key index serves it on SQLite and PostgreSQL alike.
+    return (column >= prefix) & (column < prefix[:-1] + chr(ord(prefix[-1]) + 1))
+
+
+def _outbox_occurrences(prefix: str, since: datetime) -> int:
+    return db.session.execute(select(func.coalesce(func.sum(OutboxMessage.occurrences), 0)).where(
+        _prefix(OutboxMessage.dedup_key, prefix), OutboxMessage.created_at >= since)).scalar_one()
+
+
+def retry_failure_rate(now: datetime, window_s: int | None) -> Measure:
+    totals = metrics.window_totals([metrics.WORKER_FAILURE.name, metrics.WORKER_SUCCESS.name], now, window_s)
+    failed, ended = totals[metrics.WORKER_FAILURE.name], sum(totals.values())
+    return Measure(failed / ended if ended else 0.0, f"{failed} of {ended} attempts failed", ended >= MIN_EVENTS)
+
+
+def dlq_length(now: datetime, window_s: int | None) -> Measure:
+    count = db.session.execute(select(func.count()).select_from(DeadLetter).where(
+        DeadLetter.status == "open")).scalar_one()
+    return Measure(count, f"{count} dead letters are open")
+
+
+def scheduling_failure_rate(now: datetime, window_s: int | None) -> Measure:
+    late, due = observability.start_punctuality(now, window_s, limit_s=LATE_START_S)
+    try:
+        missed = metrics.window_totals([metrics.SCHEDULER_MISSED.name], now, window_s)[metrics.SCHEDULER_MISSED.name]
+    except Exception as error:  # noqa: BLE001 - the runs in the database still tell most of the story
+        log.warning("alert rules: missed firings unknown, Redis unreachable (%s)", error)
+        missed = 0
+    failed, total = late + missed, due + missed
+    return Measure(failed / total if total else 0.0,
+                   f"{late} of {due} due runs started over {LATE_START_S} s late and {missed} firings were missed",
+                   total >= MIN_EVENTS)
+
+
+def sla_escalations(now: datetime, window_s: int | None) -> Measure:
+    count = db.session.execute(select(func.count()).select_from(OutboxMessage).where(
+        _prefix(OutboxMessage.dedup_key, "sla-escalation:"), OutboxMessage.created_at >= _since(now, window_s))
+    ).scalar_one()
+    return Measure(count, f"{count} tasks breached their SLA three runs in a row")
+
+
+def queue_overflow(now: datetime, window_s: int | None) -> Measure:
+    count = _outbox_occurrences("queue_overflow:", _since(now, window_s))
+    return Measure(count, f"{count} submissions were refused because a queue was full")
+
+
+def retry_limit_reached(now: datetime, window_s: int | None) -> Measure:
+    count = db.session.execute(select(func.count()).select_from(DeadLetter).where(
+        DeadLetter.created_at >= _since(now, window_s), DeadLetter.reason == "exhausted",
+        DeadLetter.status == "open")).scalar_one()
+    return Measure(count, f"{count} runs used up their retries and wait in the dead-letter queue")
+
+
+def workorder_failed(now: datetime, window_s: int | None) -> Measure:
+    count = db.session.execute(select(func.count()).select_from(OutboxMessage).where(
+        OutboxMessage.status == "failed", OutboxMessage.kind == "workorder")).scalar_one()
+    return Measure(count, f"{count} work orders could not be created in the work-order system")
+
+
+def breaker_opened(now: datetime, window_s: int | None) -> Measure:
+    count = _outbox_occurrences("breaker:", _since(now, window_s))
+    return Measure(count, f"circuit breakers opened {count} times")
 
 
 def lock_contention(now: datetime, window_s: int | None) -> Measure:
