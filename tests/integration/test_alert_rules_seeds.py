@@ -154,3 +154,15 @@ def test_timeout_anomaly_fires_when_a_handler_times_out_well_above_its_usual_rat
     assert alert.payload["summary"].endswith("in the last 24 h (3.5×; threshold 3×).")
     clock.advance(86_401)  # today's timeouts become part of the usual rate
     assert_clears("timeout_anomaly", clock)
+
+
+def test_a_heartbeat_counts_one_write_per_beat_and_a_failed_one_as_failed(runs, monkeypatch):
+    from console.services.engine import heartbeat
+
+    run_id = runs.submit("demo.noop")
+    heartbeat._beater._beat({run_id: (0, threading.Event())})
+    monkeypatch.setattr(heartbeat, "update", lambda *args: 1 / 0)
+    heartbeat._beater._beat({run_id: (0, threading.Event())})
+    counts = metrics.snapshot()
+    assert counts[metrics.PROGRESS_WRITES.name] == {"heartbeat": 2.0}
+    assert counts[metrics.PROGRESS_WRITE_FAILURES.name] == {"heartbeat": 1.0}
