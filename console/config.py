@@ -79,6 +79,24 @@ def _key_fallbacks(env) -> list[str]:
     return [key.strip() for key in (env.get("REBOUND_SECRET_KEY_FALLBACKS") or "").split(",") if key.strip()]
 
 
+def worker_config(path: str):
+    """Read the worker pool's defaults file, writing the shipped one if it is missing; a bad value stops the start."""
+    import yaml
+
+    from console.domain.worker_config import TEMPLATE, WorkerConfigError, parse
+
+    file = Path(path)
+    if not file.exists():
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_text(TEMPLATE)
+    try:
+        return parse(yaml.safe_load(file.read_text()))
+    except yaml.YAMLError as error:
+        raise SystemExit(f"{path}: not valid YAML ({error})") from None
+    except WorkerConfigError as error:
+        raise SystemExit(f"{path}: {error}") from None
+
+
 LOG_FORMATS = ("auto", "json", "text")
 
 
@@ -96,6 +114,8 @@ def from_env(env=None) -> dict:
     env = os.environ if env is None else env
     data_dir = _data_dir(env)
     database_url = env.get("REBOUND_DATABASE_URL") or f"sqlite:///{data_dir / 'rebound.db'}"
+    worker_file = env.get("REBOUND_WORKER_CONFIG_FILE") or str(PROJECT / "config" / "worker" / "standalone.yaml")
+    worker = worker_config(worker_file)
     return {
         "DATA_DIR": str(data_dir),
         "SQLALCHEMY_DATABASE_URI": database_url,
@@ -116,7 +136,10 @@ def from_env(env=None) -> dict:
         # Cookies marked Secure: auto (when the request came over HTTPS, the proxy's word included), true, false.
         "SECURE_COOKIES": _secure_cookies(env),
         "ADMIN_PASSWORD": env.get("REBOUND_ADMIN_PASSWORD") or "",
-        "WORKERS": _number(env, "REBOUND_WORKERS", 2),
+        # The worker pool's defaults file (console/domain/worker_config.py says what each value drives).
+        "WORKER_CONFIG_FILE": worker_file,
+        "WORKER_CONFIG": worker,
+        "WORKERS": _number(env, "REBOUND_WORKERS", worker.processes),
         # `rebound web`'s gunicorn: processes × threads each (chosen by measurement: docs/architecture.md).
         "WEB_WORKERS": _number(env, "REBOUND_WEB_WORKERS", 1),
         "WEB_THREADS": _number(env, "REBOUND_WEB_THREADS", 8),

@@ -40,8 +40,11 @@ class Counter:
 
     kind = "counter"
 
-    def __init__(self, name: str, documentation: str, labels: tuple[str, ...] = (), *, window: bool = False):
+    def __init__(self, name: str, documentation: str, labels: tuple[str, ...] = (), *, window: bool = False,
+                 window_by_labels: bool = False):
         self.name, self.documentation, self.labels, self.window = name, documentation, labels, window
+        # Per-minute buckets keep one field per label set (bounded labels only), not just the total.
+        self.window_by_labels = window_by_labels
         REGISTRY[name] = self
 
     def field(self, labels: dict) -> str:
@@ -54,9 +57,13 @@ class Counter:
         if amount:
             _pending().append((self, self.field(labels), amount, at))
 
-    def inc_now(self, amount: int = 1, **labels) -> None:
+    def inc_now(self, amount: int = 1, *, at: datetime | None = None, **labels) -> None:
         """Count without waiting for a commit: for events outside any transaction (a failed write, a lost beat)."""
-        _record([(self, self.field(labels), amount, None)])
+        _record([(self, self.field(labels), amount, at)])
+
+    def window_field(self, **labels) -> str:
+        """Name this series in the per-minute buckets, for window_totals()."""
+        return f"{self.name}{SEP}{self.field(labels)}" if self.window_by_labels else self.name
 
 
 # Milliseconds a run waited in its queue before a worker claimed it.
@@ -161,7 +168,8 @@ def _write(client, entries: list) -> None:
             continue
         counts[key, field] += int(amount)
         if metric.window and at is not None:
-            counts[f"{WINDOW_PREFIX}{int(at.timestamp() // 60)}", metric.name] += int(amount)
+            name = f"{metric.name}{SEP}{field}" if metric.window_by_labels else metric.name
+            counts[f"{WINDOW_PREFIX}{int(at.timestamp() // 60)}", name] += int(amount)
     try:
         with client.pipeline(transaction=False) as pipe:
             for (key, field), amount in counts.items():
@@ -246,7 +254,16 @@ WORKER_TIMEOUT = Counter("worker_task_timeout_total", "Attempts stopped at their
 WORKER_FAILURE = Counter("worker_task_failure_total", "Attempts that failed, whatever came next.",
                          (TENANT, "handler"), window=True)
 PROGRESS_WRITE_FAILURES = Counter("worker_progress_write_failure_total",
-                                  "Progress or heartbeat write-backs that failed.", ("kind",))
+                                  "Progress or heartbeat write-backs that failed.", ("kind",), window=True)
+PROGRESS_WRITES = Counter("worker_progress_write_total", "Progress or heartbeat write-backs attempted.", ("kind",),
+                          window=True)
+# Seed 001 again: how often a lock is found taken (console/db/locks.py, console/services/system/leader.py).
+LOCK_ATTEMPTS = Counter("scheduler_lock_attempts_total",
+                        "Requests for a lock: the planner's (and other named) locks, the leader's renewals.",
+                        ("lock",), window=True, window_by_labels=True)
+LOCK_CONTENDED = Counter("scheduler_lock_contended_total",
+                         "Lock requests that found the lock taken by another process and had to wait (or lost it).",
+                         ("lock",), window=True, window_by_labels=True)
 
 FAILED_ATTEMPT = frozenset({"retry_wait", "dead", "failed"})
 

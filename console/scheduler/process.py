@@ -93,7 +93,8 @@ def run(app, stop: threading.Event) -> None:
     log.info("scheduler %s started; contending for leadership", lock.identity)
     try:
         while not stop.is_set():
-            leadership.contend()
+            with app.app_context():  # the lock counts its renewals in the metrics, which live in the app's Redis
+                leadership.contend()
             stop.wait(ttl_s * RENEW_FRACTION)
     finally:
         scheduler.shutdown(wait=False)

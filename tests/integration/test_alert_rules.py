@@ -78,7 +78,8 @@ def test_the_default_rules_are_seeded_once(app):
     rows = alert_rules.all_rules()
     assert [r.key for r in rows] == list(alert_rules.RULES) == [
         "retry_failure_rate", "dlq_length", "scheduling_failure_rate", "sla_consecutive_breaches", "queue_overflow",
-        "retry_limit_reached", "workorder_failed", "breaker_opened"]
+        "retry_limit_reached", "workorder_failed", "breaker_opened", "lock_contention", "progress_write_failure_rate",
+        "timeout_anomaly"]
     assert {(r.state, r.enabled) for r in rows} == {("ok", True)}
     assert {r.key: (r.threshold, r.window_s) for r in rows}["retry_failure_rate"] == (0.15, 600)
     assert rule("dlq_length").threshold == 100 and rule("dlq_length").window_s is None

@@ -73,9 +73,10 @@ def submit_batch(items: list, actor: Actor, tenant_for: Callable[[object], Tenan
     answers: list[dict | None] = [None] * len(check_size(items))
     cache: dict = {}
     valid = []
+    source_needs_key = submitting.key_required(source)
     for index, item in enumerate(items):
         try:
-            valid.append(_check(index, item, tenant_for, cache))
+            valid.append(_check(index, item, tenant_for, cache, source_needs_key))
         except ServiceError as error:
             answers[index] = _refusal(index, error)
     # Later items with a key already seen in this batch answer with the first one's outcome.
@@ -110,7 +111,7 @@ def _refusal(index: int, error: ServiceError) -> dict:
     return {"index": index, "error": error.code, "detail": error.detail, "field": error.field}
 
 
-def _check(index: int, item, tenant_for, cache: dict) -> _Item:
+def _check(index: int, item, tenant_for, cache: dict, needs_key: bool = False) -> _Item:
     """Check one item as POST /worker/tasks checks its body; raise the 4xx that names what to fix."""
     if not isinstance(item, dict):
         raise InvalidInput("each run is an object, as POST /worker/tasks takes")
@@ -140,6 +141,8 @@ def _check(index: int, item, tenant_for, cache: dict) -> _Item:
     key = item.get("idempotency_key")
     if key is not None and not (isinstance(key, str) and 0 < len(key) <= MAX_KEY):
         raise InvalidInput(f"idempotency_key must be a string of 1-{MAX_KEY} characters", "idempotency_key")
+    if needs_key:
+        submitting.check_key_given(key, "api")
     handler = task.handler if task else item["handler"]
     if not isinstance(handler, str):
         raise InvalidInput("handler must be a string such as python:demo.noop", "handler")

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import update
 
 from console import metrics
+from console.domain.clock import utcnow
 from console.domain.statuses import IN_WORK
 from console.extensions import db
 from console.models import Run
@@ -32,6 +33,9 @@ class HandlerContext:
     def progress(self, percent: int, message: str = "") -> None:
         """Record progress (0-100) and a short message; visible in the console at once."""
         percent = max(0, min(100, int(percent)))
+        # Attempts as well as failures, for the write-back failure rate (alert rule progress_write_failure_rate).
+        at = utcnow()
+        metrics.PROGRESS_WRITES.inc_now(at=at, kind="progress")
         try:
             # Its own short transaction, so progress is visible while the handler still runs.
             with db.engine.begin() as connection:
@@ -40,7 +44,7 @@ class HandlerContext:
                                    .values(progress=percent, progress_message=message[:255]))
         except Exception:  # noqa: BLE001 - a lost progress write must not fail the work itself
             self.progress_failures += 1
-            metrics.PROGRESS_WRITE_FAILURES.inc_now(kind="progress")
+            metrics.PROGRESS_WRITE_FAILURES.inc_now(at=at, kind="progress")
 
     def cancelled(self) -> bool:
         """Tell whether someone asked to cancel this run; long handlers should check it and stop."""

@@ -52,6 +52,8 @@ class _Beater:
                     self._beat(attempts)
 
     def _beat(self, attempts: dict) -> None:
+        at = utcnow()
+        metrics.PROGRESS_WRITES.inc_now(at=at, kind="heartbeat")
         try:
             with db.engine.begin() as connection:
                 for run_id, (attempt, _) in attempts.items():
@@ -61,7 +63,7 @@ class _Beater:
                 cancelling = set(connection.execute(select(Run.id).where(
                     Run.id.in_(attempts), Run.cancel_requested.is_(True))).scalars())
         except Exception:  # noqa: BLE001 - a missed beat is retried on the next tick
-            metrics.PROGRESS_WRITE_FAILURES.inc_now(kind="heartbeat")
+            metrics.PROGRESS_WRITE_FAILURES.inc_now(at=at, kind="heartbeat")
             return
         for run_id in cancelling:
             attempts[run_id][1].set()

@@ -19,6 +19,7 @@ from console.services.engine import handler_kinds, queueing, transitions
 from console.services.errors import InvalidInput, QueueFull
 from console.services.inputs import params_too_large
 from console.services.policies import versions as policies
+from console.services.settings import setting
 
 log = logging.getLogger("rebound.engine")
 WAITING = ("pending", "retry_wait")
@@ -127,6 +128,7 @@ def submit(tenant: Tenant, actor: Actor, *, handler: str | None = None, task: Ta
         raise InvalidInput(too_large, "params")
     if idempotency_key is not None and not (isinstance(idempotency_key, str) and 0 < len(idempotency_key) <= MAX_KEY):
         raise InvalidInput(f"idempotency_key must be a string of 1-{MAX_KEY} characters", "idempotency_key")
+    check_key_given(idempotency_key, source)
     tenant_id = _id_of(tenant)
     if idempotency_key:
         existing = find_by_key(tenant_id, idempotency_key)
@@ -189,6 +191,19 @@ def enqueue(run: Run, timeout_s: int) -> None:
         queueing.enqueue_now(run.id, run.series, run.attempt, timeout_s)
     except Exception as error:  # noqa: BLE001 - any transport failure is recoverable by the reconciler
         log.warning("run %s committed but not queued (%s); the reconciler will queue it", run.id, error)
+
+
+def key_required(source: str) -> bool:
+    """Tell whether a submission from this source must carry an idempotency key (the worker defaults file)."""
+    return source == "api" and setting("WORKER_CONFIG").idempotency_required
+
+
+def check_key_given(idempotency_key, source: str) -> None:
+    """Refuse an API submission without an idempotency key when the worker defaults file requires one."""
+    if not idempotency_key and key_required(source):
+        raise InvalidInput("idempotency_key is required here (idempotency.required in the worker defaults file): "
+                           "send a key that names this piece of work, so a retried request cannot run it twice",
+                           "idempotency_key")
 
 
 def find_by_key(tenant_id: int, key: str) -> Run | None:

@@ -16,9 +16,11 @@ from console.models import PolicyVersion, RetryPolicyRecord
 from console.services.actor import SYSTEM, Actor
 from console.services.audit import trail as audit
 from console.services.errors import InvalidInput, NotFound
+from console.services.settings import setting
 
 DEFAULT = "default"
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,63}$"
+WORKER_DEFAULT_DESCRIPTION = "From the worker pool's defaults file (config/worker/standalone.yaml)."
 DEFAULTS_FILE_HEADER = "# Default retry policies, loaded into the database at start.\n"
 
 
@@ -145,8 +147,8 @@ def load_defaults(path: str) -> list[str]:
     file = Path(path)
     if not file.exists():
         file.parent.mkdir(parents=True, exist_ok=True)
-        file.write_text(DEFAULTS_FILE_HEADER + yaml.safe_dump(
-            {DEFAULT: {"description": "Built-in default", **RetryPolicy().to_dict()}}, sort_keys=False))
+        # No `default` here: it comes from the worker pool's defaults file (REBOUND_WORKER_CONFIG_FILE).
+        file.write_text(DEFAULTS_FILE_HEADER + "# The `default` policy comes from config/worker/standalone.yaml.\n")
     data = yaml.safe_load(file.read_text()) or {}
     if not isinstance(data, dict):
         raise SystemExit(f"{path}: expected a mapping of policy name to fields")
@@ -162,7 +164,8 @@ def load_defaults(path: str) -> list[str]:
             raise SystemExit(f"{path}: policy {name!r}: {error.field}: {error.detail}") from None
         created.append(name)
     if find(DEFAULT) is None:
-        save(DEFAULT, RetryPolicy().to_dict(), SYSTEM, description="Built-in default")
+        # What a run naming no policy uses: the worker pool's defaults file, at the first start only.
+        save(DEFAULT, setting("WORKER_CONFIG").policy_spec(), SYSTEM, description=WORKER_DEFAULT_DESCRIPTION)
         created.append(DEFAULT)
     return created
 

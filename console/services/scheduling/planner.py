@@ -84,7 +84,7 @@ def fire(firings: list[Firing], actor: Actor, clock: Clock = SYSTEM_CLOCK) -> li
         return []
     now = clock()
     # Quota and mutex are read-then-write across tasks and tenants: one planner decides at a time, on any database.
-    locks.hold("planner")
+    locks.hold("planner", now)
     tasks = {t.id: t for t in db.session.execute(select(*_TASK_COLUMNS).where(
         Task.id.in_({f.task_id for f in firings})))}
     batch, versions = _Batch(tasks), _Versions()

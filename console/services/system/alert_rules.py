@@ -9,35 +9,24 @@ import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from sqlalchemy import func, select, update
+from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm.attributes import set_committed_value
 
-from console import metrics
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
-from console.models import AlertRule, DeadLetter, OutboxMessage
+from console.models import AlertRule, OutboxMessage
 from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.delivery import outbox
 from console.services.errors import InvalidInput, NotFound
-from console.services.system import observability
+from console.services.system import alert_measures
+from console.services.system.alert_measures import LATE_START_S, MIN_EVENTS, Measure
 
 log = logging.getLogger("rebound.alerts")
-# A rate over fewer events than this is noise (one failure of two attempts is not an incident).
-MIN_EVENTS = 10
-# Late start for the scheduling rule, as the issue defines it.
-LATE_START_S = 60
 MIN_WINDOW_S, MAX_WINDOW_S = 60, 86_400
-
-
-@dataclass(frozen=True)
-class Measure:
-    value: float
-    detail: str  # what was counted, in words: "4 of 20 attempts failed"
-    enough: bool = True  # False: too few events for a rate to mean anything
 
 
 @dataclass(frozen=True)
@@ -47,7 +36,7 @@ class Rule:
     description: str
     threshold: float
     window_s: int | None
-    unit: str  # rate (a fraction, shown as %) | count
+    unit: str  # rate (a fraction, shown as %) | count | multiple (of a usual value, shown as 3×)
     severity: str
     measure: Callable[[datetime, int | None], Measure]
 
@@ -57,100 +46,47 @@ class Rule:
             return "—"
         if self.unit == "rate":
             return f"{value * 100:.1f}%".replace(".0%", "%")
+        if self.unit == "multiple":
+            return f"{value:.1f}×".replace(".0×", "×")
         return f"{value:g}"
-
-
-def _since(now: datetime, window_s: int | None) -> datetime:
-    return now - timedelta(seconds=window_s or 0)
-
-
-def _prefix(column, prefix: str):
-    # A range instead of LIKE, so the dedup_key index serves it on SQLite and PostgreSQL alike.
-    return (column >= prefix) & (column < prefix[:-1] + chr(ord(prefix[-1]) + 1))
-
-
-def _outbox_occurrences(prefix: str, since: datetime) -> int:
-    return db.session.execute(select(func.coalesce(func.sum(OutboxMessage.occurrences), 0)).where(
-        _prefix(OutboxMessage.dedup_key, prefix), OutboxMessage.created_at >= since)).scalar_one()
-
-
-def _retry_failure_rate(now: datetime, window_s: int | None) -> Measure:
-    totals = metrics.window_totals([metrics.WORKER_FAILURE.name, metrics.WORKER_SUCCESS.name], now, window_s)
-    failed, ended = totals[metrics.WORKER_FAILURE.name], sum(totals.values())
-    return Measure(failed / ended if ended else 0.0, f"{failed} of {ended} attempts failed", ended >= MIN_EVENTS)
-
-
-def _dlq_length(now: datetime, window_s: int | None) -> Measure:
-    count = db.session.execute(select(func.count()).select_from(DeadLetter).where(
-        DeadLetter.status == "open")).scalar_one()
-    return Measure(count, f"{count} dead letters are open")
-
-
-def _scheduling_failure_rate(now: datetime, window_s: int | None) -> Measure:
-    late, due = observability.start_punctuality(now, window_s, limit_s=LATE_START_S)
-    try:
-        missed = metrics.window_totals([metrics.SCHEDULER_MISSED.name], now, window_s)[metrics.SCHEDULER_MISSED.name]
-    except Exception as error:  # noqa: BLE001 - the runs in the database still tell most of the story
-        log.warning("alert rules: missed firings unknown, Redis unreachable (%s)", error)
-        missed = 0
-    failed, total = late + missed, due + missed
-    return Measure(failed / total if total else 0.0,
-                   f"{late} of {due} due runs started over {LATE_START_S} s late and {missed} firings were missed",
-                   total >= MIN_EVENTS)
-
-
-def _sla_escalations(now: datetime, window_s: int | None) -> Measure:
-    count = db.session.execute(select(func.count()).select_from(OutboxMessage).where(
-        _prefix(OutboxMessage.dedup_key, "sla-escalation:"), OutboxMessage.created_at >= _since(now, window_s))
-    ).scalar_one()
-    return Measure(count, f"{count} tasks breached their SLA three runs in a row")
-
-
-def _queue_overflow(now: datetime, window_s: int | None) -> Measure:
-    count = _outbox_occurrences("queue_overflow:", _since(now, window_s))
-    return Measure(count, f"{count} submissions were refused because a queue was full")
-
-
-def _retry_limit_reached(now: datetime, window_s: int | None) -> Measure:
-    count = db.session.execute(select(func.count()).select_from(DeadLetter).where(
-        DeadLetter.created_at >= _since(now, window_s), DeadLetter.reason == "exhausted",
-        DeadLetter.status == "open")).scalar_one()
-    return Measure(count, f"{count} runs used up their retries and wait in the dead-letter queue")
-
-
-def _workorder_failed(now: datetime, window_s: int | None) -> Measure:
-    count = db.session.execute(select(func.count()).select_from(OutboxMessage).where(
-        OutboxMessage.status == "failed", OutboxMessage.kind == "workorder")).scalar_one()
-    return Measure(count, f"{count} work orders could not be created in the work-order system")
-
-
-def _breaker_opened(now: datetime, window_s: int | None) -> Measure:
-    count = _outbox_occurrences("breaker:", _since(now, window_s))
-    return Measure(count, f"circuit breakers opened {count} times")
 
 
 RULES: dict[str, Rule] = {rule.key: rule for rule in (
     Rule("retry_failure_rate", "Retry failure rate high",
          f"Share of attempts that failed (of those that ended, at least {MIN_EVENTS}) over the window.",
-         0.15, 600, "rate", "error", _retry_failure_rate),
-    Rule("dlq_length", "Dead-letter queue long", "Open dead letters, now.", 100, None, "count", "error", _dlq_length),
+         0.15, 600, "rate", "error", alert_measures.retry_failure_rate),
+    Rule("dlq_length", "Dead-letter queue long", "Open dead letters, now.", 100, None, "count", "error",
+         alert_measures.dlq_length),
     Rule("scheduling_failure_rate", "Scheduling failure rate high",
          f"Task runs that started over {LATE_START_S} s after their scheduled time (or not at all), plus missed "
          f"firings, over those due in the window (at least {MIN_EVENTS}).",
-         0.05, 300, "rate", "warning", _scheduling_failure_rate),
+         0.05, 300, "rate", "warning", alert_measures.scheduling_failure_rate),
     Rule("sla_consecutive_breaches", "SLA breached three runs in a row",
          "Tasks escalated to the manager for three consecutive SLA breaches in the window.",
-         0, 3600, "count", "critical", _sla_escalations),
+         0, 3600, "count", "critical", alert_measures.sla_escalations),
     Rule("queue_overflow", "Queue overflow", "Submissions refused with 429 because a queue or quota was full.",
-         0, 300, "count", "warning", _queue_overflow),
+         0, 300, "count", "warning", alert_measures.queue_overflow),
     Rule("retry_limit_reached", "Retry limit reached",
          "Runs that used up their retries in the window and still wait in the dead-letter queue.",
-         0, 3600, "count", "error", _retry_limit_reached),
+         0, 3600, "count", "error", alert_measures.retry_limit_reached),
     Rule("workorder_failed", "Work-order creation failed",
          "Work orders the work-order system refused for good, until someone sends them again.",
-         0, None, "count", "error", _workorder_failed),
+         0, None, "count", "error", alert_measures.workorder_failed),
     Rule("breaker_opened", "Circuit breaker opened", "Times a handler's circuit breaker opened in the window.",
-         0, 600, "count", "error", _breaker_opened),
+         0, 600, "count", "error", alert_measures.breaker_opened),
+    Rule("lock_contention", "Lock contention high: consider scaling out",
+         f"Share of the planner lock's requests or the leader lock's renewals that found it taken (the worse, of "
+         f"{MIN_EVENTS} or more) over the window. High: scale out (busy tenants on their own deployment) and "
+         f"spread schedules off the same minute.",
+         0.7, 600, "rate", "warning", alert_measures.lock_contention),
+    Rule("progress_write_failure_rate", "Progress write-back failure rate high",
+         f"Share of handlers' progress writes and workers' heartbeats that failed to reach the database "
+         f"(at least {MIN_EVENTS} writes) over the window.",
+         0.01, 600, "rate", "error", alert_measures.progress_write_failure_rate),
+    Rule("timeout_anomaly", "Timeouts well above usual",
+         f"A handler's timeouts in the window as a multiple of its usual count for that long (its rate over the 7 "
+         f"days before, at least 1); only handlers with {alert_measures.MIN_TIMEOUTS} timeouts or more in the window.",
+         3, 3600, "multiple", "warning", alert_measures.timeout_anomaly),
 )}
 
 

@@ -5,7 +5,7 @@ from flask import Blueprint, current_app, url_for
 from console.auth import requires, tenant_scope
 from console.domain.clock import utcnow
 from console.services.people.permissions import VIEW
-from console.services.system import queues
+from console.services.system import queues, worker_defaults
 from console.web.render import page
 
 bp = Blueprint("queues", __name__, url_prefix="/queues")
@@ -22,4 +22,5 @@ def run_href(run_id: int) -> str:
 @requires(VIEW)
 def index():
     now = utcnow()
-    return page("queues/index.html", "live", board=queues.board(now, tenant_scope()), now=now, run_href=run_href)
+    return page("queues/index.html", "live", board=queues.board(now, tenant_scope()), now=now, run_href=run_href,
+                worker_defaults=worker_defaults.rows(), worker_file=worker_defaults.source())

@@ -1,0 +1,152 @@
+"""What each alert rule measures, in words and a number: counted from the database or the metrics' buckets."""
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import case, func, select
+
+from console import metrics
+from console.extensions import db
+from console.models import DeadLetter, OutboxMessage, Run, RunEvent
+from console.services.system import observability
+
+log = logging.getLogger("rebound.alerts")
+
+# Late start for the scheduling rule, as the issue defines it.
+LATE_START_S = 60
+# A rate over fewer events than this is noise (one failure of two attempts is not an incident).
+MIN_EVENTS = 10
+# The locks whose contention suggests scaling out: the planner's (every firing takes it) and the leader's.
+CONTENDED_LOCKS = ("planner", "leader")
+# A handler's usual timeout rate is read over this long before the window.
+TIMEOUT_BASELINE_S = 7 * 86_400
+# Fewer timeouts than this in the window is never an anomaly, whatever the usual rate.
+MIN_TIMEOUTS = 5
+FAILED_ATTEMPT = ("retry_wait", "dead", "failed")
+
+
+@dataclass(frozen=True)
+class Measure:
+    value: float
+    detail: str  # what was counted, in words: "4 of 20 attempts failed"
+    enough: bool = True  # False: too few events for a rate to mean anything
+
+
+def _since(now: datetime, window_s: int | None) -> datetime:
+    return now - timedelta(seconds=window_s or 0)
+
+
+def _prefix(column, prefix: str):
+    # A range instead of LIKE, so the dedup_key index serves it on SQLite and PostgreSQL alike.
+    return (column >= prefix) & (column < prefix[:-1] + chr(ord(prefix[-1]) + 1))
+
+
+def _outbox_occurrences(prefix: str, since: datetime) -> int:
+    return db.session.execute(select(func.coalesce(func.sum(OutboxMessage.occurrences), 0)).where(
+        _prefix(OutboxMessage.dedup_key, prefix), OutboxMessage.created_at >= since)).scalar_one()
+
+
+def retry_failure_rate(now: datetime, window_s: int | None) -> Measure:
+    totals = metrics.window_totals([metrics.WORKER_FAILURE.name, metrics.WORKER_SUCCESS.name], now, window_s)
+    failed, ended = totals[metrics.WORKER_FAILURE.name], sum(totals.values())
+    return Measure(failed / ended if ended else 0.0, f"{failed} of {ended} attempts failed", ended >= MIN_EVENTS)
+
+
+def dlq_length(now: datetime, window_s: int | None) -> Measure:
+    count = db.session.execute(select(func.count()).select_from(DeadLetter).where(
+        DeadLetter.status == "open")).scalar_one()
+    return Measure(count, f"{count} dead letters are open")
+
+
+def scheduling_failure_rate(now: datetime, window_s: int | None) -> Measure:
+    late, due = observability.start_punctuality(now, window_s, limit_s=LATE_START_S)
+    try:
+        missed = metrics.window_totals([metrics.SCHEDULER_MISSED.name], now, window_s)[metrics.SCHEDULER_MISSED.name]
+    except Exception as error:  # noqa: BLE001 - the runs in the database still tell most of the story
+        log.warning("alert rules: missed firings unknown, Redis unreachable (%s)", error)
+        missed = 0
+    failed, total = late + missed, due + missed
+    return Measure(failed / total if total else 0.0,
+                   f"{late} of {due} due runs started over {LATE_START_S} s late and {missed} firings were missed",
+                   total >= MIN_EVENTS)
+
+
+def sla_escalations(now: datetime, window_s: int | None) -> Measure:
+    count = db.session.execute(select(func.count()).select_from(OutboxMessage).where(
+        _prefix(OutboxMessage.dedup_key, "sla-escalation:"), OutboxMessage.created_at >= _since(now, window_s))
+    ).scalar_one()
+    return Measure(count, f"{count} tasks breached their SLA three runs in a row")
+
+
+def queue_overflow(now: datetime, window_s: int | None) -> Measure:
+    count = _outbox_occurrences("queue_overflow:", _since(now, window_s))
+    return Measure(count, f"{count} submissions were refused because a queue was full")
+
+
+def retry_limit_reached(now: datetime, window_s: int | None) -> Measure:
+    count = db.session.execute(select(func.count()).select_from(DeadLetter).where(
+        DeadLetter.created_at >= _since(now, window_s), DeadLetter.reason == "exhausted",
+        DeadLetter.status == "open")).scalar_one()
+    return Measure(count, f"{count} runs used up their retries and wait in the dead-letter queue")
+
+
+def workorder_failed(now: datetime, window_s: int | None) -> Measure:
+    count = db.session.execute(select(func.count()).select_from(OutboxMessage).where(
+        OutboxMessage.status == "failed", OutboxMessage.kind == "workorder")).scalar_one()
+    return Measure(count, f"{count} work orders could not be created in the work-order system")
+
+
+def breaker_opened(now: datetime, window_s: int | None) -> Measure:
+    count = _outbox_occurrences("breaker:", _since(now, window_s))
+    return Measure(count, f"circuit breakers opened {count} times")
+
+
+def lock_contention(now: datetime, window_s: int | None) -> Measure:
+    """Return the worst share of lock requests that found the lock taken, of the locks with enough requests."""
+    fields = {(lock, counter): counter.window_field(lock=lock) for lock in CONTENDED_LOCKS
+              for counter in (metrics.LOCK_ATTEMPTS, metrics.LOCK_CONTENDED)}
+    totals = metrics.window_totals(list(fields.values()), now, window_s)
+    worst, parts, enough = 0.0, [], False
+    for lock in CONTENDED_LOCKS:
+        tried = totals[fields[lock, metrics.LOCK_ATTEMPTS]]
+        taken = totals[fields[lock, metrics.LOCK_CONTENDED]]
+        parts.append(f"{lock} lock {taken} of {tried}")
+        if tried >= MIN_EVENTS:
+            enough, worst = True, max(worst, taken / tried)
+    return Measure(worst, "requests that found the lock taken: " + ", ".join(parts), enough)
+
+
+def progress_write_failure_rate(now: datetime, window_s: int | None) -> Measure:
+    """Return the share of progress and heartbeat write-backs that failed in the window."""
+    names = [metrics.PROGRESS_WRITE_FAILURES.name, metrics.PROGRESS_WRITES.name]
+    totals = metrics.window_totals(names, now, window_s)
+    failed, tried = totals[names[0]], totals[names[1]]
+    return Measure(failed / tried if tried else 0.0, f"{failed} of {tried} progress and heartbeat writes failed",
+                   tried >= MIN_EVENTS)
+
+
+def timeout_anomaly(now: datetime, window_s: int | None) -> Measure:
+    """Return the worst handler's timeouts in the window as a multiple of its usual count for that long."""
+    since = now - timedelta(seconds=window_s or 0)
+    recent = func.sum(case((RunEvent.at >= since, 1), else_=0))
+    rows = db.session.execute(
+        select(Run.handler, recent, func.count()).join(Run, Run.id == RunEvent.run_id)
+        .where(RunEvent.kind.in_(FAILED_ATTEMPT), RunEvent.at >= since - timedelta(seconds=TIMEOUT_BASELINE_S),
+               RunEvent.at <= now, RunEvent.from_status == "running", RunEvent.error_code == "timeout")
+        .group_by(Run.handler)).all()
+    worst = (0.0, None, 0, 0.0)
+    for handler, in_window, total in rows:
+        in_window = int(in_window or 0)
+        if in_window < MIN_TIMEOUTS:
+            continue
+        # The usual count for a window this long; at least one, so a handler that never timed out needs
+        # threshold-many timeouts (and MIN_TIMEOUTS) rather than firing on its first.
+        usual = max((total - in_window) * (window_s or 0) / TIMEOUT_BASELINE_S, 1.0)
+        if in_window / usual > worst[0]:
+            worst = (in_window / usual, handler, in_window, usual)
+    multiple, handler, count, usual = worst
+    if handler is None:
+        return Measure(0.0, f"no handler timed out {MIN_TIMEOUTS} times or more")
+    return Measure(multiple, f"{handler} timed out {count} times, {multiple:.1f}× its usual {usual:.1f} "
+                             f"(over the 7 days before)")
