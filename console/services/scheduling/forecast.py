@@ -13,6 +13,7 @@ from console.domain.windows import Window
 from console.extensions import db
 from console.models import Run, Task, Tenant
 from console.services.policies import versions as policies
+from console.services.scheduling import reservations
 
 MAX_FIRINGS_PER_TASK = 20_000
 
@@ -27,6 +28,8 @@ class Forecast:
     quota_overflows: list[dict] = field(default_factory=list)
     outside_window: list[dict] = field(default_factory=list)
     crowded_minutes: list[dict] = field(default_factory=list)
+    # Capacity reservations in force at some moment of the horizon (see scheduling/reservations.py).
+    reservations: list[dict] = field(default_factory=list)
     # (kind, tenant id, task id or 0, nominal minute) of each conflict named, for `warnings.record`.
     warnings: list[tuple[str, int, int, datetime]] = field(default_factory=list)
 
@@ -34,7 +37,7 @@ class Forecast:
         return {"start": self.start.isoformat(), "end": self.end.isoformat(), "tasks": self.tasks,
                 "firings": self.firings, "mutex_overlaps": self.mutex_overlaps,
                 "quota_overflows": self.quota_overflows, "outside_window": self.outside_window,
-                "crowded_minutes": self.crowded_minutes}
+                "crowded_minutes": self.crowded_minutes, "reservations": self.reservations}
 
 
 def expected_duration(task: Task) -> tuple[float, str]:
@@ -85,6 +88,7 @@ def forecast(now: datetime, hours: float = 24, tenant: str | None = None, task_i
                 by_mutex[task.mutex_key].append((start, finish, task, basis, nominal))
     result.mutex_overlaps = _overlaps(by_mutex, result.warnings)
     result.quota_overflows = _quota(running, tenants, result.warnings)
+    result.reservations = reservations.between(now, end, tenant)
     result.crowded_minutes = [{"minute": minute.isoformat(), "starts": count}
                               for minute, count in sorted(per_minute.items()) if count >= crowded_threshold]
     return result
