@@ -86,7 +86,8 @@ def test_cancelling_frees_the_slots_once(client, app, admin):
     cancelled = client.delete(f"/ops/capacity/reservations/{made['id']}", headers=admin)
     assert cancelled.status_code == 200 and cancelled.get_json()["cancelled_by"].startswith("root")
     assert client.delete(f"/ops/capacity/reservations/{made['id']}", headers=admin).status_code == 409
-    assert client.delete("/ops/capacity/reservations/9999", headers=admin).status_code == 404
+    for unknown in ("9999", "99999999999999999999", "abc", "-1"):
+        assert client.delete(f"/ops/capacity/reservations/{unknown}", headers=admin).status_code == 404
     assert _reserve(client, admin, "globex", slots=4).status_code == 201
     assert client.get("/ops/capacity/reservations", headers=admin).get_json()["reservations"][0]["tenant"] == "globex"
     actions = db.session.execute(select(AuditEntry.action).where(AuditEntry.target_type == "reservation")).scalars()

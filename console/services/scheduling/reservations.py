@@ -12,6 +12,7 @@ from console.models import Reservation, Tenant
 from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.errors import Conflict, InvalidInput, NotFound
+from console.services.inputs import is_id
 from console.services.people import tenants
 from console.services.settings import setting
 
@@ -135,11 +136,11 @@ def between(start: datetime, end: datetime, tenant: str | None = None) -> list[d
 
 def cancel(reservation_id, actor: Actor, *, scope: int | None = None, clock: Clock = SYSTEM_CLOCK) -> dict:
     """Cancel a reservation (its slots are free at once); audited. 404 outside the scope, 409 if cancelled already."""
-    if isinstance(reservation_id, str) and reservation_id.isdigit():
+    if isinstance(reservation_id, str) and reservation_id.isdigit() and len(reservation_id) <= 12:
         reservation_id = int(reservation_id)
     found = db.session.execute(select(Reservation, Tenant.name).join(Tenant, Tenant.id == Reservation.tenant_id)
                                .where(Reservation.id == reservation_id)).one_or_none() \
-        if isinstance(reservation_id, int) else None
+        if is_id(reservation_id) else None
     if found is None or (scope is not None and found[0].tenant_id != scope):
         raise NotFound(f"no reservation {reservation_id}")
     reservation, name = found
