@@ -135,3 +135,16 @@ def test_the_forecast_shows_reservations_in_its_horizon(app, clock):
     shown = forecast(now, 24).as_dict()["reservations"]
     assert [(r["tenant"], r["running_slots"], r["reason"]) for r in shown] == [("acme", 2, "month-end")]
     assert forecast(now, 24, tenant="default").reservations == []
+
+
+def test_the_forecast_counts_a_reservation_as_quota_while_it_holds(app, register, clock):
+    tenant = make_tenant("acme")
+    tenant.max_running = 1
+    db.session.commit()
+    register(tenant="acme", cron="* * * * *")  # every minute, each run expected to take its policy's timeout
+    now = clock()
+    assert forecast(now, 1).quota_overflows
+    reservations.create("acme", Actor("a"), running_slots=50, starts_at=now, ends_at=now + timedelta(minutes=30),
+                        reason="batch", clock=clock)
+    minutes = {row["minute"] for row in forecast(now, 1).quota_overflows}
+    assert minutes and min(minutes) >= (now + timedelta(minutes=30)).isoformat()

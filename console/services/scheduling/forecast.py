@@ -87,8 +87,8 @@ def forecast(now: datetime, hours: float = 24, tenant: str | None = None, task_i
             if task.mutex_key:
                 by_mutex[task.mutex_key].append((start, finish, task, basis, nominal))
     result.mutex_overlaps = _overlaps(by_mutex, result.warnings)
-    result.quota_overflows = _quota(running, tenants, result.warnings)
     result.reservations = reservations.between(now, end, tenant)
+    result.quota_overflows = _quota(running, tenants, result.warnings, _reserved_spans(result.reservations))
     result.crowded_minutes = [{"minute": minute.isoformat(), "starts": count}
                               for minute, count in sorted(per_minute.items()) if count >= crowded_threshold]
     return result
@@ -117,16 +117,26 @@ def _overlaps(by_mutex: dict, warnings: list) -> list[dict]:
     return found
 
 
-def _quota(running: dict, tenants: dict, warnings: list) -> list[dict]:
-    """Minutes in which a tenant is expected to run more at once than its max_running."""
+def _reserved_spans(shown: list[dict]) -> dict[str, list[tuple[datetime, datetime, int]]]:
+    spans: dict[str, list] = defaultdict(list)
+    for r in shown:
+        spans[r["tenant"]].append((datetime.fromisoformat(r["starts_at"]), datetime.fromisoformat(r["ends_at"]),
+                                   r["running_slots"]))
+    return spans
+
+
+def _quota(running: dict, tenants: dict, warnings: list, reserved: dict | None = None) -> list[dict]:
+    """Minutes in which a tenant is expected to run more at once than its max_running (or the slots it reserved)."""
     found = []
     for tenant_id, spans in running.items():
-        limit = tenants[tenant_id].max_running
+        own = (reserved or {}).get(tenants[tenant_id].name, [])
         points = sorted([(s, 1) for s, _ in spans] + [(f, -1) for _, f in spans])
         level, reported = 0, set()
         for moment, change in points:
             level += change
             minute = moment.replace(second=0, microsecond=0)
+            # As at the claim: while a reservation holds, the tenant's quota is at least its reserved slots.
+            limit = max(tenants[tenant_id].max_running, sum(n for s, e, n in own if s <= moment < e))
             if level > limit and minute not in reported:
                 reported.add(minute)
                 found.append({"tenant": tenants[tenant_id].name, "minute": minute.isoformat(),
