@@ -2,13 +2,19 @@
 
 from datetime import timedelta
 
+import pytest
+
+from console.domain.clock import utcnow
 from console.extensions import db
 from console.models import Tenant
 from console.services.actor import Actor
 from console.services.engine.execute import execute
+from console.services.engine.submit import submit
+from console.services.errors import QueueFull
+from console.services.people import tenants
 from console.services.runs.waiting import why_waiting
 from console.services.scheduling import planner, reservations
-from tests.factories import make_tenant
+from tests.factories import bearer, make_tenant
 
 BOSS = Actor("boss")
 
@@ -87,3 +93,31 @@ def test_the_planner_queues_up_to_the_reserved_queued_runs(app, register, runs, 
     _reserve(clock, "default", 1, queued=5)
     clock.advance(60)
     assert runs.get(fire().run_id).status_reason is None
+
+
+def test_a_submit_over_max_queued_is_taken_while_a_reservation_holds_queued_runs(app, clock):
+    tenant = make_tenant("acme")
+    tenant.max_queued = 1
+    db.session.commit()
+    submit(tenant, BOSS, handler="demo.noop", clock=clock)
+    with pytest.raises(QueueFull):
+        submit(tenant, BOSS, handler="demo.noop", clock=clock)
+    _reserve(clock, "acme", 1, queued=2)
+    submit(tenant, BOSS, handler="demo.noop", clock=clock)
+    with pytest.raises(QueueFull) as refused:
+        submit(tenant, BOSS, handler="demo.noop", clock=clock)
+    assert refused.value.maximum == 2
+
+
+def test_a_batch_submit_over_max_queued_is_taken_while_a_reservation_holds_queued_runs(app, client, auth):
+    tenant = tenants.find("default")
+    tenant.max_queued = 1
+    db.session.commit()
+    headers = bearer(auth.make_user("svc", "operator"))
+    batch = [{"handler": "demo.noop"} for _ in range(3)]
+    answers = client.post("/worker/tasks/batch", json={"runs": batch}, headers=headers).get_json()["runs"]
+    assert [answer.get("created") for answer in answers] == [True, None, None]
+    reservations.create("default", BOSS, running_slots=1, queued_runs=3, starts_at=utcnow(),
+                        ends_at=utcnow() + timedelta(hours=1), reason="batch")
+    answers = client.post("/worker/tasks/batch", json={"runs": batch}, headers=headers).get_json()["runs"]
+    assert [answer.get("created") for answer in answers] == [True, True, None]
