@@ -94,7 +94,7 @@ def test_cancelling_frees_the_slots_once(client, app, admin):
     assert sorted(actions) == ["capacity.cancel", "capacity.reserve", "capacity.reserve"]
 
 
-def test_tenant_walls_hold_for_reservations(client, auth, admin):
+def test_tenant_walls_hold_for_reservations(client, app, auth, admin):
     other = _reserve(client, admin, "globex", slots=1).get_json()
 
     acme = tenants.find("acme")
@@ -108,6 +108,12 @@ def test_tenant_walls_hold_for_reservations(client, auth, admin):
     # Reserving raises the tenant's quotas for the range; one limited to the tenant may not raise its own.
     over = _reserve(client, scoped, "acme", slots=1, queued_runs=acme.max_queued + 1)
     assert over.status_code == 422 and over.get_json()["field"] == "queued_runs"
+    # A refusal says how much is free without naming the other tenants that hold the rest.
+    app.config["CAPACITY_RUNNING"] = 3
+    full = _reserve(client, scoped, "acme", slots=1)
+    assert full.status_code == 409
+    detail = full.get_json()["detail"]
+    assert "(by acme, other tenants); 0 are free" in detail and "globex" not in detail
     viewer = bearer(auth.make_user("eve", "viewer"))
     assert _reserve(client, viewer, "acme").status_code == 403
     assert client.get("/ops/capacity/reservations", headers=viewer).status_code == 200

@@ -96,7 +96,10 @@ def create(tenant_name, actor: Actor, *, running_slots, queued_runs=0, starts_at
     taken = capacity.peak([(s, e, n) for s, e, n, _ in spans], start, end)
     if taken + slots > promised:
         db.session.rollback()
-        holders = sorted({name for *_, name in spans})
+        # Someone limited to a tenant learns how much is free, not which other tenants hold the rest.
+        holders = sorted({name for *_, name in spans if scope is None or name == tenant.name})
+        if scope is not None and len(holders) < len({name for *_, name in spans}):
+            holders.append("other tenants")
         raise Conflict(f"over-reservation: between {start.isoformat()} and {end.isoformat()} up to {taken} of the "
                        f"{promised} running slots the system promises (REBOUND_CAPACITY_RUNNING) are reserved already "
                        f"(by {', '.join(holders)}); {promised - taken} are free then. Ask for at most "
