@@ -307,7 +307,7 @@ def _table(title: str, columns: list[str], rows: list[dict]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 @with_appcontext
 def task_dryrun_command(hours, tenant, task_id, crowded, as_json):
-    """Forecast firings and report mutex overlaps, quota overflows, window deferrals and crowded minutes."""
+    """Forecast firings; report mutex overlaps, quota overflows, window deferrals, crowded minutes, reservations."""
     import json
 
     from console.domain.clock import utcnow
@@ -328,6 +328,8 @@ def task_dryrun_command(hours, tenant, task_id, crowded, as_json):
     _table("Quota overflows", ["tenant", "minute", "expected_running", "max_running"], result.quota_overflows)
     _table("Firings outside their window", ["task", "firing", "deferred_to"], result.outside_window)
     _table(f"Minutes with {crowded}+ starts", ["minute", "starts"], result.crowded_minutes)
+    _table("Capacity reservations", ["id", "tenant", "running_slots", "queued_runs", "starts_at", "ends_at", "reason"],
+           result.reservations)
 
 
 COMMANDS = [up_command, retry_inspect_command, task_dryrun_command, web_command, worker_command, scheduler_command,

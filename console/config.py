@@ -189,6 +189,8 @@ def from_env(env=None) -> dict:
         "METRICS_FLUSH_S": _number(env, "REBOUND_METRICS_FLUSH_S", 1.0, float),
         # A scheduler that dies leaves its leader lock this long; a standby then takes over.
         "LEADER_TTL_S": _number(env, "REBOUND_LEADER_TTL_S", 10.0, float),
+        # The running slots the system promises at once: capacity reservations together never exceed it.
+        "CAPACITY_RUNNING": _number(env, "REBOUND_CAPACITY_RUNNING", 100),
         "LOG_FORMAT": log_format(env),
         # gunicorn's line per request (every live page polls every few seconds): off unless asked for, or at DEBUG.
         "ACCESS_LOG": (env.get("REBOUND_ACCESS_LOG") or "0").lower() not in ("0", "false", "no")

@@ -32,6 +32,7 @@ def register(app) -> None:
     """Register the API blueprints, exempt from CSRF (they take bearer tokens only)."""
     from console.api.alert_rules import bp as alert_rules
     from console.api.approvals import bp as approvals
+    from console.api.capacity import bp as capacity
     from console.api.dead_letters import bp as dead_letters
     from console.api.internal import bp as internal
     from console.api.metrics import bp as metrics
@@ -43,7 +44,7 @@ def register(app) -> None:
     from console.api.worker import bp as worker
     from console.api.workflows import bp as workflows
 
-    for blueprint in (bp, worker, internal, tasks, dead_letters, openapi, alert_rules, metrics, approvals,
+    for blueprint in (bp, worker, internal, tasks, dead_letters, openapi, alert_rules, metrics, approvals, capacity,
                       workflows, runbooks, reports, tenants):
         csrf.exempt(blueprint)
         app.register_blueprint(blueprint)

@@ -2,6 +2,7 @@
 
 from console.models.alerts import AlertRule
 from console.models.audit import AuditEntry, AuditHead
+from console.models.capacity import Reservation
 from console.models.delivery import ChannelSetting, Delivery
 from console.models.people import ApiToken, Role, Tenant, User
 from console.models.policies import PolicyVersion, RetryPolicyRecord
@@ -24,7 +25,8 @@ from console.models.workflows import Workflow, WorkflowStep
 __all__ = [
     "AlertRule", "ApiToken", "Approval", "AttemptDiagnostics", "AuditEntry", "AuditHead", "ChannelSetting",
     "ConsoleSetting", "DeadLetter",
-    "Delivery", "ForecastWarning", "OutboxMessage", "PolicyVersion", "ReportState", "RetryPolicyRecord", "Role", "Run",
+    "Delivery", "ForecastWarning", "OutboxMessage", "PolicyVersion", "ReportState", "Reservation", "RetryPolicyRecord",
+    "Role", "Run",
     "RunEvent", "RunbookBackup", "RunbookChange", "RunbookExecution", "RunbookPolicy", "SlaBreach", "Task", "Tenant",
     "User", "WorkOrder", "Workflow", "WorkflowStep",
 ]

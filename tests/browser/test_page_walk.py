@@ -26,7 +26,7 @@ from console.services.policies import versions as policies
 from console.services.recovery import params_fix
 from console.services.recovery.workflows.submit import submit as submit_workflow
 from console.services.reports import rollup
-from console.services.scheduling import tasks
+from console.services.scheduling import reservations, tasks
 from console.services.system.demo_reports import seed_report_history
 from tests.factories import run_now, three_steps
 from tests.helpers import ARTIFACTS, PASSWORD, browser_login
@@ -137,6 +137,8 @@ def arrange() -> dict:
                                   idempotency_key="order-7")
     execution = run_now("replay_dead_letters", {"code": "carrier_down"}, ARRANGE, clock=FrozenClock(utcnow()),
                         dry_run=True)
+    reservations.create("default", ARRANGE, running_slots=20, queued_runs=5000, starts_at=utcnow(),
+                        ends_at=utcnow() + timedelta(hours=6), reason="month-end close: ledger exports, all regions")
     seed_report_history(600, days=7, tasks=6)
     rollup.rebuild()
     db.session.commit()

@@ -16,7 +16,7 @@ from console.domain.policy import RetryPolicy
 from console.extensions import db
 from console.models import Run, Task, Tenant
 from console.services.actor import Actor
-from console.services.engine import handler_kinds, queueing, transitions
+from console.services.engine import handler_kinds, queueing, reserved, transitions
 from console.services.engine import submit as submitting
 from console.services.engine.submit import MAX_KEY, _id_of, _policy_choice, _waiting, effective_policy
 from console.services.errors import InvalidInput, QueueFull, ServiceError
@@ -206,6 +206,8 @@ def _within_limits(items: list[_Item], outcome: dict, now: datetime) -> list[_It
         group = (item.tenant_id, item.task.id if item.task else None, item.handler)
         if group not in own:
             own[group], total, max_queued = _waiting(item.tenant_id, item.task, item.handler)
+            if item.tenant_id not in waiting:
+                max_queued = reserved.queued_allowance(item.tenant_id, max_queued, now)
             waiting.setdefault(item.tenant_id, [total, max_queued])
         tenant_total, max_queued = waiting[item.tenant_id]
         if own[group] >= item.policy.queue_limit:

@@ -30,6 +30,7 @@ from console.services.engine import (
     isolation,
     known_outcomes,
     queueing,
+    reserved,
     transitions,
 )
 from console.services.engine.context import HandlerContext
@@ -132,7 +133,7 @@ def execute(run_id: int, expected_attempt: int, *, clock: Clock = SYSTEM_CLOCK, 
     if run.attempt != expected_attempt or run.status not in ("pending", "retry_wait"):
         return "skipped"  # a duplicate or stale delivery: someone already took this attempt
     now = clock()
-    admitted = admission.read(run)
+    admitted = admission.read(run, now)
     if admitted.policy_version is None:
         raise NotFound(f"retry policy {run.policy_id or policies.DEFAULT} is missing")
     version = admitted.policy_version
@@ -159,6 +160,10 @@ def execute(run_id: int, expected_attempt: int, *, clock: Clock = SYSTEM_CLOCK, 
                                     by_task=run.task_id is not None)
             _defer(run, now + timedelta(seconds=DEFER_S), policy.timeout_s, why)
             return f"deferred:{full}"
+        held = reserved.hold(run.tenant_id, now) if admitted.reservations else None
+        if held is not None:
+            _defer(run, now + timedelta(seconds=DEFER_S), policy.timeout_s, held.explain())
+            return "deferred:reserved"
         settings = BreakerSettings.from_policy(policy)
         breaker = breakers.key_for(run.handler, run.tenant_id, policy.breaker_scope)
         verdict = breakers.allow(breaker, now, settings)

@@ -15,7 +15,7 @@ from console.extensions import db
 from console.models import Run, Task, Tenant
 from console.services.actor import Actor
 from console.services.delivery import outbox
-from console.services.engine import handler_kinds, queueing, transitions
+from console.services.engine import handler_kinds, queueing, reserved, transitions
 from console.services.errors import InvalidInput, QueueFull
 from console.services.inputs import params_too_large
 from console.services.policies import versions as policies
@@ -141,6 +141,9 @@ def submit(tenant: Tenant, actor: Actor, *, handler: str | None = None, task: Ta
     own, tenant_total, max_queued = _waiting(tenant_id, task, handler)
     if own >= effective.queue_limit:
         _reject(tenant, handler, "queue_limit", own, effective.queue_limit, now)
+    if tenant_total >= max_queued:
+        # Read only when the quota is reached: during a reservation the quota is at least its queued runs.
+        max_queued = reserved.queued_allowance(tenant_id, max_queued, now)
     if tenant_total >= max_queued:
         _reject(tenant, handler, "tenant.max_queued", tenant_total, max_queued, now)
     try:

@@ -13,6 +13,7 @@ from console.domain.windows import Window
 from console.extensions import db
 from console.models import Run, Task, Tenant
 from console.services.policies import versions as policies
+from console.services.scheduling import reservations
 
 MAX_FIRINGS_PER_TASK = 20_000
 
@@ -27,6 +28,8 @@ class Forecast:
     quota_overflows: list[dict] = field(default_factory=list)
     outside_window: list[dict] = field(default_factory=list)
     crowded_minutes: list[dict] = field(default_factory=list)
+    # Capacity reservations in force at some moment of the horizon (see scheduling/reservations.py).
+    reservations: list[dict] = field(default_factory=list)
     # (kind, tenant id, task id or 0, nominal minute) of each conflict named, for `warnings.record`.
     warnings: list[tuple[str, int, int, datetime]] = field(default_factory=list)
 
@@ -34,7 +37,7 @@ class Forecast:
         return {"start": self.start.isoformat(), "end": self.end.isoformat(), "tasks": self.tasks,
                 "firings": self.firings, "mutex_overlaps": self.mutex_overlaps,
                 "quota_overflows": self.quota_overflows, "outside_window": self.outside_window,
-                "crowded_minutes": self.crowded_minutes}
+                "crowded_minutes": self.crowded_minutes, "reservations": self.reservations}
 
 
 def expected_duration(task: Task) -> tuple[float, str]:
@@ -84,7 +87,8 @@ def forecast(now: datetime, hours: float = 24, tenant: str | None = None, task_i
             if task.mutex_key:
                 by_mutex[task.mutex_key].append((start, finish, task, basis, nominal))
     result.mutex_overlaps = _overlaps(by_mutex, result.warnings)
-    result.quota_overflows = _quota(running, tenants, result.warnings)
+    result.reservations = reservations.between(now, end, tenant)
+    result.quota_overflows = _quota(running, tenants, result.warnings, _reserved_spans(result.reservations))
     result.crowded_minutes = [{"minute": minute.isoformat(), "starts": count}
                               for minute, count in sorted(per_minute.items()) if count >= crowded_threshold]
     return result
@@ -113,16 +117,26 @@ def _overlaps(by_mutex: dict, warnings: list) -> list[dict]:
     return found
 
 
-def _quota(running: dict, tenants: dict, warnings: list) -> list[dict]:
-    """Minutes in which a tenant is expected to run more at once than its max_running."""
+def _reserved_spans(shown: list[dict]) -> dict[str, list[tuple[datetime, datetime, int]]]:
+    spans: dict[str, list] = defaultdict(list)
+    for r in shown:
+        spans[r["tenant"]].append((datetime.fromisoformat(r["starts_at"]), datetime.fromisoformat(r["ends_at"]),
+                                   r["running_slots"]))
+    return spans
+
+
+def _quota(running: dict, tenants: dict, warnings: list, reserved: dict | None = None) -> list[dict]:
+    """Minutes in which a tenant is expected to run more at once than its max_running (or the slots it reserved)."""
     found = []
     for tenant_id, spans in running.items():
-        limit = tenants[tenant_id].max_running
+        own = (reserved or {}).get(tenants[tenant_id].name, [])
         points = sorted([(s, 1) for s, _ in spans] + [(f, -1) for _, f in spans])
         level, reported = 0, set()
         for moment, change in points:
             level += change
             minute = moment.replace(second=0, microsecond=0)
+            # As at the claim: while a reservation holds, the tenant's quota is at least its reserved slots.
+            limit = max(tenants[tenant_id].max_running, sum(n for s, e, n in own if s <= moment < e))
             if level > limit and minute not in reported:
                 reported.add(minute)
                 found.append({"tenant": tenants[tenant_id].name, "minute": minute.isoformat(),

@@ -16,7 +16,7 @@ from console.models import Run, RunEvent, Task, Tenant
 from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.delivery import outbox
-from console.services.engine import queueing, transitions
+from console.services.engine import queueing, reserved, transitions
 from console.services.policies import versions as policies
 from console.services.scheduling import bulk_runs
 
@@ -63,9 +63,12 @@ def _insert_ignoring_duplicates(rows: list[dict]) -> dict[str, int]:
 class _Batch:
     """What one batch needs to know about tenants, mutexes and waiting counts, read once."""
 
-    def __init__(self, tasks: dict[int, Task]):
+    def __init__(self, tasks: dict[int, Task], now: datetime):
         tenant_ids = {task.tenant_id for task in tasks.values()}
         self.tenants = {t.id: t for t in db.session.execute(select(Tenant).where(Tenant.id.in_(tenant_ids))).scalars()}
+        # During a reservation a tenant's max_queued is at least the queued runs it reserved.
+        held = reserved.in_force(now, tenant_ids)
+        self.max_queued = {t.id: max(t.max_queued, held.get(t.id, (0, 0))[1]) for t in self.tenants.values()}
         self.waiting = dict(db.session.execute(
             select(Run.tenant_id, func.count()).where(Run.tenant_id.in_(tenant_ids),
                                                       Run.status.in_(("pending", "retry_wait")))
@@ -87,7 +90,7 @@ def fire(firings: list[Firing], actor: Actor, clock: Clock = SYSTEM_CLOCK) -> li
     locks.hold("planner", now)
     tasks = {t.id: t for t in db.session.execute(select(*_TASK_COLUMNS).where(
         Task.id.in_({f.task_id for f in firings})))}
-    batch, versions = _Batch(tasks), _Versions()
+    batch, versions = _Batch(tasks, now), _Versions()
     outcomes, others, plain, fired_for = [], [], {}, {}
     for firing in firings:
         task = tasks.get(firing.task_id)
@@ -176,12 +179,13 @@ def _rules(task, batch: "_Batch", actor: Actor, now: datetime) -> tuple[str, str
     if status == "pending" and task.window and not Window.from_mapping(task.window).contains(now):
         reason, start_at = "window", Window.from_mapping(task.window).next_opening(now)
     tenant = batch.tenants[task.tenant_id]
-    if status == "pending" and batch.waiting.get(tenant.id, 0) >= tenant.max_queued:
+    if status == "pending" and batch.waiting.get(tenant.id, 0) >= batch.max_queued[tenant.id]:
         # A scheduled firing is never dropped for quota: it waits, and someone is told.
         reason = reason or "quota"
         outbox.add("alert", f"quota:{tenant.id}", {
             "rule": "tenant_quota", "tenant_id": tenant.id, "waiting": batch.waiting[tenant.id],
-            "max_queued": tenant.max_queued, "task_id": task.id, "at": now.isoformat()}, now, tenant_id=tenant.id)
+            "max_queued": batch.max_queued[tenant.id], "task_id": task.id, "at": now.isoformat()}, now,
+            tenant_id=tenant.id)
     if status == "pending":
         batch.waiting[tenant.id] = batch.waiting.get(tenant.id, 0) + 1
         if task.mutex_key:

@@ -1,12 +1,14 @@
-"""Admin → Tenants: create a tenant, set its quotas, see what it uses of them now."""
+"""Admin → Tenants: create a tenant, set its quotas, see what it uses of them now and the capacity it reserved."""
 
-from flask import flash, redirect, render_template, url_for
+from flask import current_app, flash, redirect, render_template, url_for
 
 from console.auth import current_actor, requires, tenant_scope
+from console.domain.clock import SYSTEM_CLOCK
 from console.extensions import db
 from console.services.errors import ServiceError
 from console.services.people import tenants
 from console.services.people.permissions import ADMIN
+from console.services.scheduling import reservations
 from console.web.admin.blueprint import bp
 from console.web.admin.forms import QuotaForm, TenantForm
 
@@ -17,7 +19,9 @@ def _page(form: TenantForm | None = None, failed: tuple[str, QuotaForm] | None =
         prefix=f"q-{row.tenant.id}", max_running=str(row.tenant.max_running), max_queued=str(row.tenant.max_queued))
         for row in rows}
     return render_template("admin/tenants.html", rows=rows, quota_forms=quota_forms, form=form or TenantForm(),
-                           scoped=tenant_scope() is not None), status
+                           scoped=tenant_scope() is not None,
+                           reservations=reservations.listing(tenant_scope(), SYSTEM_CLOCK()),
+                           capacity=current_app.config["CAPACITY_RUNNING"]), status
 
 
 def _attach(form, error: ServiceError) -> None:
@@ -64,3 +68,19 @@ def set_tenant_quota(name: str):
         return _page(failed=(name, form), status=error.status)
     flash(f"Saved {tenant.name}: at most {tenant.max_running} running and {tenant.max_queued} queued.", "success")
     return redirect(url_for("admin.tenants_index"), 303)
+
+
+@bp.post("/tenants/reservations/<int:reservation_id>/cancel")
+@requires(ADMIN)
+def cancel_reservation(reservation_id: int):
+    try:
+        cancelled = reservations.cancel(reservation_id, current_actor(), scope=tenant_scope())
+    except ServiceError as error:
+        db.session.rollback()
+        if error.status == 404:
+            raise
+        flash(error.detail, "error")
+        return redirect(url_for("admin.tenants_index"), 303)
+    flash(f"Cancelled reservation {cancelled['id']} of {cancelled['tenant']}: its {cancelled['running_slots']} "
+          "running slots are free now.", "success")
+    return redirect(url_for("admin.tenants_index", _anchor="reservations"), 303)

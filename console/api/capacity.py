@@ -1,0 +1,39 @@
+"""Capacity reservations over the API (seed 001's /ops/capacity/reserve): reserve, list, cancel."""
+
+from flask import Blueprint, jsonify, request
+
+from console.api.common import body
+from console.auth import current_actor, requires, tenant_scope
+from console.domain.clock import SYSTEM_CLOCK
+from console.services.errors import InvalidInput
+from console.services.people.permissions import ADMIN, VIEW
+from console.services.scheduling import reservations
+
+bp = Blueprint("capacity_api", __name__)
+FIELDS = {"tenant", "running_slots", "queued_runs", "starts_at", "ends_at", "reason"}
+
+
+@bp.post("/ops/capacity/reserve")
+@requires(ADMIN)
+def reserve():
+    data = body()
+    unknown = sorted(set(data) - FIELDS)
+    if unknown:
+        raise InvalidInput(f"unknown field {unknown[0]!r}; send {', '.join(sorted(FIELDS))}", unknown[0])
+    created = reservations.create(data.get("tenant"), current_actor(), running_slots=data.get("running_slots"),
+                                  queued_runs=data.get("queued_runs"), starts_at=data.get("starts_at"),
+                                  ends_at=data.get("ends_at"), reason=data.get("reason"), scope=tenant_scope())
+    return jsonify(created), 201
+
+
+@bp.get("/ops/capacity/reservations")
+@requires(VIEW)
+def list_reservations():
+    past = request.args.get("include_past", "") in ("1", "true", "yes")
+    return jsonify(reservations=reservations.listing(tenant_scope(), SYSTEM_CLOCK(), include_past=past))
+
+
+@bp.delete("/ops/capacity/reservations/<reservation_id>")
+@requires(ADMIN)
+def cancel(reservation_id: str):
+    return jsonify(reservations.cancel(reservation_id, current_actor(), scope=tenant_scope()))
