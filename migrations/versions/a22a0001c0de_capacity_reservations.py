@@ -1,7 +1,7 @@
 """capacity reservations: running slots and queued runs a tenant holds for a time range
 
 Revision ID: a22a0001c0de
-Revises: a17b3c5e9d01
+Revises: a21b5e0c7d13
 Create Date: 2026-12-01 19:00:00.000000
 
 Read by admission on every claim (console/services/scheduling/reservations.py), written by people.
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 # revision identifiers, used by Alembic.
 revision = 'a22a0001c0de'
-down_revision = 'a17b3c5e9d01'
+down_revision = 'a21b5e0c7d13'
 branch_labels = None
 depends_on = None
 
