@@ -3,7 +3,7 @@
 from flask import Blueprint, jsonify, request
 
 from console.api import serialize
-from console.api.common import body
+from console.api.common import body, is_id
 from console.auth import current_actor, requires, tenant_scope
 from console.extensions import db
 from console.models import Tenant
@@ -95,8 +95,8 @@ def replay_matching():
     rate = data.get("rate_per_s", dlq_bulk.DEFAULT_RATE)
     if "ids" in data:
         ids = data["ids"]
-        if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
-            raise InvalidInput("ids is a list of dead letter ids", "ids")
+        if not isinstance(ids, list) or not all(is_id(i) for i in ids):
+            raise InvalidInput("ids is a list of dead letter ids (whole numbers a row id can be)", "ids")
         progress = dlq_bulk.start_replay(current_actor(), tenant_scope(), ids=ids, rate=rate)
     else:
         if not isinstance(data["filter"], dict):

@@ -2,8 +2,9 @@
 
 import json
 
-# Ids are 64-bit signed integers in every database we run on; a larger number can name no row.
-MAX_ID = 2**63 - 1
+# Ids are INTEGER columns: 32-bit signed on PostgreSQL (64-bit on SQLite), so a larger number can name no row on
+# either; PostgreSQL would refuse it in a query ("integer out of range") rather than find nothing.
+MAX_ID = 2**31 - 1
 # A run's params are stored with it and sent to its handler on every attempt: kept to a sensible size.
 MAX_PARAMS_BYTES = 64 * 1024
 # JSON nested deeper than this is refused before anything walks it (json.dumps, our own code) and overflows.

@@ -21,7 +21,7 @@ def deep(levels: int) -> str:
 
 
 @pytest.mark.parametrize("path", [f"/worker/tasks/{HUGE}", f"/internal/tasks/{HUGE}", f"/api/dead-letters/{HUGE}",
-                                  f"/worker/tasks/{2**63}"])
+                                  f"/worker/tasks/{2**63}", f"/api/dead-letters/{2**31}", f"/api/workflows/{2**31}"])
 def test_an_id_too_large_for_any_row_is_a_404(client, operator, path):
     assert client.get(path, headers=operator).status_code == 404
 
@@ -34,7 +34,7 @@ def test_a_huge_number_in_a_page_address_is_not_a_500(client, auth, path):
     assert client.get(path).status_code in (200, 404)
 
 
-@pytest.mark.parametrize("payload", [{"run_id": 10**30}, {"run_id": -(10**30)}])
+@pytest.mark.parametrize("payload", [{"run_id": 10**30}, {"run_id": -(10**30)}, {"run_id": 2**31}])
 def test_a_huge_json_id_is_refused_clearly(client, operator, payload):
     with api_checks.nothing_written(COUNTED):
         response = client.post("/internal/tasks/retry", json=payload, headers=operator)
