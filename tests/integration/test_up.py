@@ -34,7 +34,8 @@ def test_up_starts_everything_restarts_a_dead_child_and_stops_on_ctrl_c(tmp_path
         for path in tmp_path.rglob("*"):
             if path.is_file() and path != log_path:
                 assert password.encode() not in path.read_bytes(), path
-        assert (tmp_path / "gunicorn.ctl").exists()
+        # gunicorn opens its control socket beside serving, not before: it may follow the first answer by a moment.
+        wait_for(lambda: (tmp_path / "gunicorn.ctl").exists(), 10, 0.05, "gunicorn's control socket in the data dir")
         session = requests.Session()
         login_page = session.get(f"{base}/login").text
         csrf = re.search(r'name="csrf_token" type="hidden" value="([^"]+)"', login_page).group(1)
