@@ -1,12 +1,13 @@
-"""What admits an attempt: the policy version in force and the running counts, read in one prebuilt query."""
+"""What admits an attempt: the policy version in force and the running counts, read with the run in one query."""
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
-from sqlalchemy import bindparam, func, select
+from sqlalchemy import bindparam, case, func, select
 
 from console.extensions import db
-from console.models import Reservation, Run, Tenant
+from console.models import Reservation, RetryPolicyRecord, Run, Tenant
 from console.services.policies import versions as policies
 
 
@@ -24,34 +25,50 @@ class Admission:
     reservations: int = 0
 
 
-@functools.lru_cache(maxsize=4)
-def _admission_query(by_policy_id: bool, by_task: bool):
-    """Build once (this runs on every attempt) the admission query for runs with/without a policy and a task."""
+@functools.lru_cache(maxsize=1)
+def _run_and_admission():
+    """Build once (this runs on every attempt) the query of a run with what admits it, in one round trip."""
     runs, tenants, reservations = Run.__table__, Tenant.__table__, Reservation.__table__
-    in_force = policies.IN_FORCE_BY_ID if by_policy_id else policies.IN_FORCE_DEFAULT
-    same_work = runs.c.task_id == bindparam("task_id") if by_task else runs.c.handler == bindparam("handler")
+    policies_ = RetryPolicyRecord.__table__
+    run = runs.alias("run")
     running = select(func.count()).select_from(runs).where(runs.c.status == "running")
     reserved = select(func.count()).select_from(reservations).where(
         reservations.c.cancelled_at.is_(None), reservations.c.starts_at <= bindparam("now"),
         reservations.c.ends_at > bindparam("now"))
+
+    def in_force(column):
+        # CASE evaluates only the branch it takes, so each branch keeps its own index.
+        return case((run.c.policy_id.is_(None),
+                     select(column).where(policies_.c.name == policies.DEFAULT).scalar_subquery()),
+                    else_=select(column).where(policies_.c.id == run.c.policy_id).scalar_subquery())
+
     return select(
-        in_force.with_only_columns(in_force.selected_columns.id).scalar_subquery(),
-        in_force.with_only_columns(in_force.selected_columns.current_version).scalar_subquery(),
-        running.where(same_work).scalar_subquery(),
-        running.where(runs.c.tenant_id == bindparam("tenant_id")).scalar_subquery(),
-        select(tenants.c.max_running).where(tenants.c.id == bindparam("tenant_id")).scalar_subquery(),
+        run,
+        in_force(policies_.c.id).label("a_policy_id"),
+        in_force(policies_.c.current_version).label("a_policy_version"),
+        # A run of a task shares its concurrency with the task's runs; one without, with its handler's.
+        case((run.c.task_id.is_(None), running.where(runs.c.handler == run.c.handler).scalar_subquery()),
+             else_=running.where(runs.c.task_id == run.c.task_id).scalar_subquery()).label("a_own_running"),
+        running.where(runs.c.tenant_id == run.c.tenant_id).scalar_subquery().label("a_tenant_running"),
+        select(tenants.c.max_running).where(tenants.c.id == run.c.tenant_id).scalar_subquery()
+        .label("a_max_running"),
         reserved.with_only_columns(func.coalesce(func.sum(reservations.c.running_slots), 0))
-        .where(reservations.c.tenant_id == bindparam("tenant_id")).scalar_subquery(),
-        reserved.scalar_subquery())
+        .where(reservations.c.tenant_id == run.c.tenant_id).scalar_subquery().label("a_reserved_running"),
+        reserved.scalar_subquery().label("a_reservations"),
+    ).where(run.c.id == bindparam("run_id"))
 
 
-def read(run, now) -> Admission:
-    """Read what admits this attempt: the policy version in force and the running counts, in one query."""
-    query = _admission_query(run.policy_id is not None, run.task_id is not None)
-    row = db.session.connection().execute(query, {"policy_id": run.policy_id, "task_id": run.task_id,
-                                                  "handler": run.handler, "tenant_id": run.tenant_id,
-                                                  "now": now}).one()
-    return Admission(*row)
+ADMISSION_FIELDS = tuple(f"a_{field.name}" for field in dataclasses.fields(Admission))
+
+
+def read(run_id: int, now) -> tuple[dict, Admission] | None:
+    """Read a run's columns and what admits its attempt (policy version in force, running counts) in one query."""
+    row = db.session.connection().execute(_run_and_admission(), {"run_id": run_id, "now": now}).one_or_none()
+    if row is None:
+        return None
+    columns = dict(row._mapping)
+    admitted = Admission(*(columns.pop(name) for name in ADMISSION_FIELDS))
+    return columns, admitted
 
 
 def over_capacity(admission: Admission, concurrency: int) -> str | None:

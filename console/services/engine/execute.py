@@ -15,6 +15,7 @@ from rq.timeouts import JobTimeoutException, UnixSignalDeathPenalty
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
+from console.db import single_statements
 from console.domain.breaker import BreakerSettings
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.errors import Failure, HandlerTimeout, NonRetryableError, classify
@@ -127,13 +128,23 @@ def undo_call(invocation, timeout_s: int, *, asked: bool = False):
 
 def execute(run_id: int, expected_attempt: int, *, clock: Clock = SYSTEM_CLOCK, worker_id: str = WORKER_ID) -> str:
     """Claim and run one attempt; return what became of the run (or why nothing was done)."""
-    run = _load(run_id)
-    if run is None:
+    # From a pending run, the claim (or the deferral, or the cancel) is one write: on PostgreSQL the reads and it
+    # need no transaction around them (console/db/single_statements.py).
+    with single_statements.unit():
+        claimed = _claim(run_id, expected_attempt, clock, worker_id)
+    return claimed if isinstance(claimed, str) else _perform(*claimed, clock)
+
+
+def _claim(run_id: int, expected_attempt: int, clock: Clock, worker_id: str):
+    """Claim the run for this attempt: return what _perform needs, or a word saying why nothing is to be run."""
+    now = clock()
+    found = admission.read(run_id, now)
+    if found is None:
         return "missing"
+    columns, admitted = found
+    run = RunRow(**columns)
     if run.attempt != expected_attempt or run.status not in ("pending", "retry_wait"):
         return "skipped"  # a duplicate or stale delivery: someone already took this attempt
-    now = clock()
-    admitted = admission.read(run, now)
     if admitted.policy_version is None:
         raise NotFound(f"retry policy {run.policy_id or policies.DEFAULT} is missing")
     version = admitted.policy_version
@@ -144,6 +155,7 @@ def execute(run_id: int, expected_attempt: int, *, clock: Clock = SYSTEM_CLOCK, 
             db.session.commit()
             return "cancelled"
         if run.status == "retry_wait":
+            single_statements.end()  # the timer's move and what follows it are one transaction
             transitions.move(run, "pending", now, reason="timer")
         task = db.session.get(Task, run.task_id) if run.status_reason == "window" and run.task_id else None
         if task is not None and task.window:
@@ -180,7 +192,7 @@ def execute(run_id: int, expected_attempt: int, *, clock: Clock = SYSTEM_CLOCK, 
         db.session.commit()  # write-ahead: the claim is durable before the handler's side effects
     except transitions.StaleRun:
         return "skipped"
-    return _perform(run, policy, breaker, settings, verdict.clean, clock)
+    return run, policy, breaker, settings, verdict.clean
 
 
 def _note_dropped_success(run: RunRow, now, duration_ms: int) -> None:
@@ -237,6 +249,7 @@ def _record(run, outcome: Outcome, policy, ctx: HandlerContext, now, clock: Cloc
                              progress=100, duration_ms=outcome.duration_ms)
         db.session.commit()
         return run
+    single_statements.end()  # a failure writes many rows: one transaction
     run = _as_orm(run)  # the failure paths (dead letters, compensation) work on the ORM object
     # With the failure, in its transaction: the attempt's story is there as soon as its status is.
     diagnostics.store(run.id, run.series, run.attempt, diagnostics.of(outcome.error, list(outcome.log_lines)), now)
@@ -270,6 +283,8 @@ def _park_known_outcome(run_id: int, attempt: int, outcome: Outcome, policy, boo
 
 def _perform(run: RunRow, policy, breaker: breakers.BreakerKey, settings: BreakerSettings, breaker_was_clean: bool,
              clock: Clock) -> str:
+    # The context's reads and, when the handler succeeds, its record are one statement each (see execute).
+    single_statements.begin()
     ctx = context_for(run, policy.timeout_s)
     try:
         invocation = handler_kinds.resolve(run.handler)
@@ -302,11 +317,13 @@ def _perform(run: RunRow, policy, breaker: breakers.BreakerKey, settings: Breake
             return "stale"
         except SQLAlchemyError as bookkeeping_error:
             db.session.rollback()
+            single_statements.end()
             log.warning("run %s: recording the outcome of attempt %s failed (try %s of %s): %s", run.id,
                         ctx.attempt, attempt, BOOKKEEPING_TRIES, bookkeeping_error)
             if attempt == BOOKKEEPING_TRIES:
                 return _park_known_outcome(run.id, ctx.attempt, outcome, policy, bookkeeping_error, now)
             _sleep(BOOKKEEPING_BACKOFF_S * attempt)
+    single_statements.end()
     if error is not None and not classify(error, policy).retryable:
         # A caller's bad input (non-retryable) says nothing about the dependency's health: the breaker ignores it.
         return run.status

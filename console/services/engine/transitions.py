@@ -7,7 +7,7 @@ import functools
 import logging
 from datetime import datetime
 
-from sqlalchemy import bindparam, insert, update
+from sqlalchemy import bindparam, insert, literal_column, select, update
 from sqlalchemy.orm.attributes import set_committed_value
 
 from console import metrics
@@ -59,6 +59,46 @@ def _guarded_update(columns: tuple[str, ...]) -> Prepared:
                     .values({name: bindparam(f"v_{name}", type_=RUNS.c[name].type) for name in columns}))
 
 
+# Event columns the moved row supplies (as the UPDATE left it); the rest are bound per transition.
+_FROM_RUN = {"run_id": "id", "attempt": "attempt", "series": "series", "retry_token": "retry_token",
+             "worker_id": "worker_id"}
+_BOUND = tuple(name for name in EVENT_COLUMNS if name not in _FROM_RUN)
+
+
+@functools.lru_cache(maxsize=256)
+def _guarded_move(columns: tuple[str, ...]) -> Prepared:
+    """Return, for PostgreSQL, the guarded UPDATE and its timeline INSERT as one statement (one round trip)."""
+    # A data-modifying CTE: the timeline row is inserted only if the guarded UPDATE changed the run, so the
+    # INSERT's row count is the UPDATE's. SQLite has no such CTE; it runs the two statements (same transaction).
+    moved = (_guarded_update(columns).statement.returning(*(RUNS.c[column] for column in _FROM_RUN.values()))
+             .cte("moved"))
+    values = {name: moved.c[column] for name, column in _FROM_RUN.items()}
+    values.update({name: bindparam(f"e_{name}", type_=EVENTS.c[name].type) for name in _BOUND})
+    values["executions"] = literal_column("0")
+    names = tuple(values)
+    return Prepared(insert(EVENTS).from_select(names, select(*(values[name] for name in names))
+                                               .select_from(moved)))
+
+
+def _move_row(run, source: str, changes: dict, event: dict) -> int:
+    """Write the guarded change and its timeline row; return how many runs changed (0: someone else won)."""
+    connection = db.session.connection()
+    guard = {"g_id": run.id, "g_status": source, "g_attempt": run.attempt, "g_series": run.series,
+             **{f"v_{name}": value for name, value in changes.items()}}
+    columns = tuple(sorted(changes))
+    if connection.dialect.name == "postgresql":
+        return _guarded_move(columns).execute(connection, {**guard, **{f"e_{name}": event.get(name)
+                                                                      for name in _BOUND}}).rowcount
+    changed = _guarded_update(columns).execute(connection, guard).rowcount
+    if changed == 1:
+        # The timeline row carries the run's values as the UPDATE left them (the attempt it now counts).
+        _INSERT_ONE_EVENT.execute(connection, event_row(
+            run_id=run.id, attempt=changes.get("attempt", run.attempt), series=changes.get("series", run.series),
+            retry_token=changes.get("retry_token", run.retry_token),
+            worker_id=changes.get("worker_id", run.worker_id), **event))
+    return changed
+
+
 def move(run: Run, target: str, now: datetime, *, reason: str | None = None, error_code: str | None = None,
          message: str | None = None, duration_ms: int | None = None, actor: str | None = None,
          data: dict | None = None, clear_error: bool = False, **values) -> None:
@@ -72,11 +112,11 @@ def move(run: Run, target: str, now: datetime, *, reason: str | None = None, err
         values.update(error_code=None, error_message=None)
     # One conditional update: the status and attempt we read must still hold, or another process won.
     changes = {"status": target, "status_reason": reason, "updated_at": now, **values}
-    result = _guarded_update(tuple(sorted(changes))).execute(
-        db.session.connection(),
-        {"g_id": run.id, "g_status": source, "g_attempt": run.attempt, "g_series": run.series,
-         **{f"v_{name}": value for name, value in changes.items()}})
-    if result.rowcount != 1:
+    changed = _move_row(run, source, changes, {
+        "at": now, "kind": target, "from_status": source, "to_status": target, "reason": reason,
+        "error_code": error_code, "message": message, "next_retry_at": values.get("next_retry_at"),
+        "duration_ms": duration_ms, "actor": actor, "data": data})
+    if changed != 1:
         db.session.rollback()
         raise StaleRun(f"run {run.id} is no longer {source} at attempt {run.attempt}")
     metrics.transition(run, source, target, now, reason, error_code, values)
@@ -90,9 +130,6 @@ def move(run: Run, target: str, now: datetime, *, reason: str | None = None, err
     if log.isEnabledFor(level):  # the seed fields are gathered only for a line that is written
         log.log(level, "run %s: %s → %s%s", run.id, source, target, f" ({reason})" if reason else "",
                 extra=run_fields(run, reason, error_code, duration_ms))
-    event(run, target, now, from_status=source, to_status=target, reason=reason, error_code=error_code,
-                 message=message, next_retry_at=values.get("next_retry_at"), duration_ms=duration_ms, actor=actor,
-                 data=data)
 
 
 def move_many(source: str, target: str, run_ids: list[int], now: datetime, *, reason: str,
