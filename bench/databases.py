@@ -1,11 +1,12 @@
 """Rebound's engine on PostgreSQL against SQLite, on one machine: drain and end to end, same workers and Redis.
 
-    .venv/bin/python -m bench.databases [--runs 2000] [--rounds 3]
+    .venv/bin/python -m bench.databases [--runs 2000] [--rounds 3] [--synchronous-commit off]
 
 PostgreSQL is a private cluster started here (Debian's server programs, tests/pg_cluster.py: fsync on, as a
 real server runs), SQLite the WAL file `rebound up` uses. Rounds alternate the two; medians are printed with
 the ratio PostgreSQL / SQLite (target ≥ 0.8 on one box; on several hosts PostgreSQL scales with workers, SQLite
-cannot).
+cannot). `--synchronous-commit off` gives the workers' connections PostgreSQL's `synchronous_commit=off` through
+the URL, as the README's "Scale out" shows: the durability SQLite's `synchronous=NORMAL` already has.
 """
 
 import argparse
@@ -18,6 +19,7 @@ from tests.pg_cluster import Cluster
 
 # A real server keeps its durability settings; the tests' cluster turns them off for speed.
 DURABLE = {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on"}
+OPTIONS = {"on": "", "off": "?options=-c%20synchronous_commit%3Doff"}
 
 
 def main() -> None:
@@ -25,11 +27,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds; the median is reported")
     parser.add_argument("--processes", type=int, default=2, help="worker processes")
+    parser.add_argument("--synchronous-commit", choices=("on", "off"), default="on",
+                        help="PostgreSQL's synchronous_commit for Rebound's connections (set in the URL)")
     args = parser.parse_args()
     cluster = Cluster(settings=DURABLE)
     with tempfile.TemporaryDirectory() as sqlite_dir, tempfile.TemporaryDirectory() as pg_dir:
         benches = {"sqlite": Bench(Path(sqlite_dir)),
-                   "postgresql": Bench(Path(pg_dir), cluster.url(cluster.create()))}
+                   "postgresql": Bench(Path(pg_dir), cluster.url(cluster.create()) + OPTIONS[args.synchronous_commit])}
         try:
             figures = {name: {"drain": [], "end to end": []} for name in benches}
             for _ in range(args.rounds):
@@ -37,7 +41,7 @@ def main() -> None:
                     figures[name]["drain"].append(bench.rebound(args.runs, args.processes, "simple"))
                     figures[name]["end to end"].append(bench.rebound_end_to_end(args.runs, args.processes))
             print(f"{args.runs} no-op runs, {args.processes} simple workers, median of {args.rounds} alternating "
-                  "rounds; embedded Redis per database")
+                  f"rounds; embedded Redis per database; PostgreSQL synchronous_commit={args.synchronous_commit}")
             print(f"{'':<11} {'SQLite/s':>9} {'PostgreSQL/s':>13} {'ratio':>6}")
             for measure in ("drain", "end to end"):
                 lite = statistics.median(figures["sqlite"][measure])
