@@ -2,11 +2,10 @@
 
     .venv/bin/python -m bench.round_trips [--runs 200]
 
-Submits no-op runs (one without a task, one fired by a task's schedule is the same path) and executes them one
-after another in this process, as a worker would, on a private PostgreSQL cluster with `log_statement = all`.
-Prints each statement one attempt sent (BEGIN and COMMIT are round trips too) and the count per run, then the
-serial time per attempt on PostgreSQL and on SQLite. The statement count does not depend on the machine's load;
-the times do.
+Submits no-op runs and executes them one after another in this process, as a worker would, on a private
+PostgreSQL cluster with `log_statement = all`. Prints each statement one submit and one attempt sent (BEGIN and
+COMMIT are round trips too), then the serial time per attempt on PostgreSQL and on SQLite. The statement
+counts do not depend on the machine's load; the times do.
 """
 
 import argparse
@@ -28,8 +27,9 @@ LOGGED = {"log_statement": "all", "log_line_prefix": "'%p '", "log_min_duration_
 STATEMENT = re.compile(r"^(\d+) LOG:  (?:statement|execute [^:]*): (.*)$")
 
 
-def _submitted(bench: Bench, n: int) -> list[int]:
-    bench.reset()
+def _submitted(bench: Bench, n: int, *, reset: bool = True) -> list[int]:
+    if reset:
+        bench.reset()
     with bench.app.app_context():
         tenant = tenants.find("default")
         return [submit(tenant, Actor("bench"), handler="demo.noop", policy=UNLIMITED)[0].id for _ in range(n)]
@@ -63,7 +63,13 @@ def main() -> None:
         pg = Bench(Path(pg_dir), cluster.url(cluster.create()))
         lite = Bench(Path(sqlite_dir))
         try:
-            one = _submitted(pg, 1)
+            _submitted(pg, 1)
+            offset = len(log.read_text(errors="replace"))
+            one = _submitted(pg, 1, reset=False)
+            sent = _statements(log, offset)
+            print(f"PostgreSQL: {len(sent)} statements to submit a no-op run (the tenant read is the bench's):")
+            for statement in sent:
+                print("   ", statement[:150])
             offset = len(log.read_text(errors="replace"))
             _execute_all(pg, one)
             sent = _statements(log, offset)
