@@ -9,8 +9,10 @@ import os
 import shutil
 from pathlib import Path
 
+import psycopg
 from sqlalchemy.engine import make_url
 
+from tests import pg_recycle
 from tests.helpers import DATABASE_FILE
 from tests.pg_cluster import Cluster
 
@@ -38,10 +40,16 @@ class SqliteDatabases:
 
 
 class PostgresDatabases:
-    """A database is one of the private cluster's; a copy is CREATE DATABASE ... TEMPLATE, dropped afterwards."""
+    """A database is one of the private cluster's; a copy is CREATE DATABASE ... TEMPLATE, then reused.
+
+    A copy a test has finished with goes back to its template's free list; the next test takes it refilled with
+    the template's rows (tests/pg_recycle.py), under a URL of its own. Copying again costs a second a test.
+    """
 
     def __init__(self):
         self.cluster = Cluster()
+        self._free: dict[str, list[str]] = {}
+        self._snapshots: dict[str, pg_recycle.Snapshot] = {}
 
     def blank(self, directory: Path) -> str:
         return self.cluster.url(self.cluster.create())
@@ -51,11 +59,29 @@ class PostgresDatabases:
 
     @contextlib.contextmanager
     def copy(self, template_url: str, directory: Path):
-        name = self.cluster.create(template=make_url(template_url).database)
+        template = make_url(template_url).database
+        name = self._take(template)
         try:
-            yield self.cluster.url(name)
+            yield pg_recycle.fresh_name(make_url(self.cluster.url(name)))
         finally:
-            self.cluster.drop(name)
+            self._free.setdefault(template, []).append(name)
+
+    def _take(self, template: str) -> str:
+        """Return a database holding exactly the template's rows: a reused one refilled, else a new copy."""
+        free = self._free.get(template, [])
+        while free:
+            name = free.pop()
+            # Whatever a test left connected (a server it started, a thread) must not write into the next test.
+            self.cluster.disconnect(name)
+            try:
+                pg_recycle.restore(make_url(self.cluster.url(name)), self._snapshots[template])
+                return name
+            except (ValueError, psycopg.Error):
+                self.cluster.drop(name)  # a test changed its schema, or left it unusable: never reuse it
+        name = self.cluster.create(template=template)
+        if template not in self._snapshots:
+            self._snapshots[template] = pg_recycle.take(make_url(self.cluster.url(name)))
+        return name
 
     def close(self):
         self.cluster.stop()

@@ -73,6 +73,12 @@ class Cluster:
         with self._admin.connect() as connection:
             connection.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
 
+    def disconnect(self, name: str):
+        """End every session still connected to `name` (a terminated one aborts what it had not committed)."""
+        with self._admin.connect() as connection:
+            connection.execute(text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                    "WHERE datname = :name AND pid <> pg_backend_pid()"), {"name": name})
+
     def wait_until_unused(self, name: str):
         """Wait until nothing is connected to `name`: CREATE DATABASE ... TEMPLATE needs it alone."""
         query = text("SELECT count(*) FROM pg_stat_activity WHERE datname = :name")
