@@ -1,8 +1,10 @@
 """Execute one attempt: claim the run, call its handler under a timeout, record what happened."""
 
+import contextlib
 import functools
 import logging
 import os
+import signal
 import socket
 import threading
 import time
@@ -95,10 +97,27 @@ def _call(fn, ctx: HandlerContext, timeout_s: int):
     if threading.current_thread() is not threading.main_thread():
         return fn(ctx)  # signals only reach the main thread; RQ workers always call us there
     try:
-        with UnixSignalDeathPenalty(int(timeout_s), JobTimeoutException):
+        with _inner_alarm(int(timeout_s)):
             return fn(ctx)
     except JobTimeoutException:
         raise HandlerTimeout(message=f"handler ran past its {timeout_s} s timeout and was stopped") from None
+
+
+@contextlib.contextmanager
+def _inner_alarm(timeout_s: int):
+    """Stop the handler at timeout_s with SIGALRM, then give back the alarm RQ's job timeout had set."""
+    # There is one alarm per process: the handler's replaces RQ's (policy timeout + 60 s), whose penalty would
+    # otherwise be switched off for the bookkeeping that follows. Put back its handler and what was left of it.
+    outer_handler = signal.getsignal(signal.SIGALRM)
+    outer_left = signal.alarm(0)
+    started = time.monotonic()
+    try:
+        with UnixSignalDeathPenalty(timeout_s, JobTimeoutException):
+            yield
+    finally:
+        signal.signal(signal.SIGALRM, outer_handler)
+        if outer_left:
+            signal.alarm(max(1, outer_left - int(time.monotonic() - started)))
 
 
 # A deferred pending run notes when it is due: the reconciler finds the deferral's job by it (queueing.job_id).
