@@ -85,6 +85,7 @@ class ReserveForm(FlaskForm):
     reason = StringField("Reason", validators=[Length(max=255)])
 
     def attach(self, error) -> None:
-        """Show a service error under the field it names, else above the form."""
-        (self[error.field].errors if error.field in self and error.field != "csrf_token"
-         else self.form_errors).append(error.detail)
+        """Show a service refusal as the form's message, across its width."""
+        # The service's words name the field (running_slots, ends_at) and are often long (a 409 says what is free
+        # over the whole range); under one narrow input they pushed the others out of line.
+        self.form_errors.append(error.detail)
