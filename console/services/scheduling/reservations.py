@@ -11,6 +11,7 @@ from console.extensions import db
 from console.models import Reservation, Tenant
 from console.services.actor import Actor
 from console.services.audit import trail as audit
+from console.services.engine import reserved
 from console.services.errors import Conflict, InvalidInput, NotFound
 from console.services.inputs import is_id
 from console.services.people import tenants
@@ -125,6 +126,11 @@ def listing(scope: int | None, now: datetime, *, tenant_id: int | None = None, i
         if wall is not None:
             query = query.where(Reservation.tenant_id == wall)
     return [snapshot(reservation, name) for reservation, name in db.session.execute(query)]
+
+
+def held_now(scope: int | None, now: datetime) -> dict[int, tuple[int, int]]:
+    """Return {tenant id: (running slots, queued runs)} the reservations in force at `now` hold, within the scope."""
+    return reserved.in_force(now, None if scope is None else [scope])
 
 
 def between(start: datetime, end: datetime, tenant: str | None = None) -> list[dict]:

@@ -6,6 +6,7 @@ from wtforms.fields.choices import SelectChoice
 from wtforms.validators import DataRequired, InputRequired, Length, Optional, Regexp
 
 from console.models import Role
+from console.web.runs.forms import IsoTimeField
 
 ROLE_CHOICES = [SelectChoice(r.value) for r in Role]
 
@@ -69,3 +70,22 @@ class TenantForm(FlaskForm):
 class QuotaForm(FlaskForm):
     max_running = StringField("Max running", validators=[Optional()])
     max_queued = StringField("Max queued", validators=[Optional()])
+
+
+class ReserveForm(FlaskForm):
+    """Reserve capacity for a tenant: what POST /ops/capacity/reserve takes, checked by the same service."""
+
+    # Counts are text, as in the quota forms: the service checks them and says what to send.
+    tenant = SelectField("Tenant", choices=[], validate_choice=False)
+    running_slots = StringField("Running slots")
+    queued_runs = StringField("Queued runs", default="0")
+    # UTC, typed as the page writes times, like every time input in the console (see IsoTimeField).
+    starts_at = IsoTimeField("Starts (UTC)", validators=[InputRequired("give the start, e.g. 2026-12-31 18:00")])
+    ends_at = IsoTimeField("Ends (UTC)", validators=[InputRequired("give the end, e.g. 2027-01-02 06:00")])
+    reason = StringField("Reason", validators=[Length(max=255)])
+
+    def attach(self, error) -> None:
+        """Show a service refusal as the form's message, across its width."""
+        # The service's words name the field (running_slots, ends_at) and are often long (a 409 says what is free
+        # over the whole range); under one narrow input they pushed the others out of line.
+        self.form_errors.append(error.detail)
