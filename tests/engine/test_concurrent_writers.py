@@ -10,14 +10,26 @@ from datetime import UTC, datetime
 from sqlalchemy import func, select
 
 from console.extensions import db
-from console.models import AuditEntry, DeadLetter, PolicyVersion, RetryPolicyRecord, Run, RunEvent, User, WorkOrder
+from console.models import (
+    AuditEntry,
+    ConflictTemplate,
+    ConflictTemplateVersion,
+    DeadLetter,
+    PolicyVersion,
+    RetryPolicyRecord,
+    Run,
+    RunEvent,
+    Task,
+    User,
+    WorkOrder,
+)
 from console.services.actor import Actor
 from console.services.engine import replays
 from console.services.errors import Conflict
 from console.services.people import tenants, users
 from console.services.policies import versions as policies
 from console.services.recovery import decisions, params_fix
-from console.services.scheduling import planner
+from console.services.scheduling import planner, templates
 from console.services.scheduling import tasks as task_service
 from tests.factories import BROKEN, LENIENT
 from tests.helpers import PASSWORD
@@ -122,6 +134,32 @@ def test_concurrent_saves_of_one_policy_number_their_versions_in_turn(app):
         RetryPolicyRecord, RetryPolicyRecord.id == PolicyVersion.policy_id).where(RetryPolicyRecord.name == "tight")
         .order_by(PolicyVersion.version)).scalars().all()
     assert versions == [1, 2, 3]
+
+
+def test_concurrent_saves_of_one_conflict_template_number_their_versions_in_turn(app):
+    policies_ = ("allow", "forbid", "replace")
+    results = race(app, 3, lambda i: templates.save("nightly", {"concurrency_policy": policies_[i]},
+                                                     Actor("test")).name)
+    assert results == ["nightly"] * 3
+    versions = db.session.execute(select(ConflictTemplateVersion.version).join(
+        ConflictTemplate, ConflictTemplate.id == ConflictTemplateVersion.template_id)
+        .where(ConflictTemplate.name == "nightly").order_by(ConflictTemplateVersion.version)).scalars().all()
+    assert versions == [1, 2, 3]
+
+
+def test_a_task_saved_while_its_template_changes_ends_with_the_new_rule(app):
+    templates.save("nightly", {"concurrency_policy": "allow"}, Actor("test"))
+    task = task_service.register(tenants.find("default"), {"name": "export", "handler": "demo.noop",
+                                                           "cron": "* * * * *", "template": "nightly"}, Actor("test"))
+
+    def work(i: int):
+        if i == 0:
+            return templates.save("nightly", {"concurrency_policy": "forbid"}, Actor("test")).current_version
+        return task_service.edit(task_service.get(task.id), {"jitter_s": 5}, Actor("test")).jitter_s
+
+    assert sorted(race(app, 2, work)) == [2, 5]
+    saved = db.session.get(Task, task.id)
+    assert (saved.jitter_s, saved.concurrency_policy) == (5, "forbid")
 
 
 def test_two_admins_demoting_each_other_at_once_leave_one_admin(app):
