@@ -117,8 +117,7 @@ def _rules(data: dict, merged: dict, current: Task | None) -> tuple[dict, int | 
             raise InvalidInput(error.message, error.field) from None
     if name is None:
         return conflict_rules.effective(checked, None), None, None
-    if not isinstance(name, str):
-        templates.require(name)  # a 422 saying what a template is
+    templates.require(name)  # a 422 before taking a lock by a name that cannot exist
     previous = template_insight.template_name(current) if current is not None else None
     # A template save rewrites the tasks inheriting from it: not while this task is being written. The template is
     # read after the lock, so its rules are those in force when this transaction commits.

@@ -30,8 +30,8 @@ def validated(rules, field_prefix: str = "rules") -> dict:
 
 def find(name) -> ConflictTemplate | None:
     """Return the named template, if any."""
-    if not isinstance(name, str):
-        return None
+    if not isinstance(name, str) or not re.match(NAME_PATTERN, name):
+        return None  # no such name can exist; and PostgreSQL refuses a NUL in a bound string (a 500)
     # Read afresh: after waiting for a template's lock, the version in force may be newer than the session holds.
     return db.session.execute(select(ConflictTemplate).where(ConflictTemplate.name == name)
                               .execution_options(populate_existing=True)).scalar_one_or_none()
@@ -164,6 +164,7 @@ def named(tasks: list[Task]) -> str:
 
 def delete(name: str, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> None:
     """Delete a template no live task references; one still in use is a 409 naming the tasks."""
+    get(name)  # a 404 before taking a lock by a name that cannot exist
     lock(name)
     record = get(name)
     users = db.session.execute(inheriting(record).order_by(Task.tenant_id, Task.name)).scalars().all()
