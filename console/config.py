@@ -97,6 +97,24 @@ def worker_config(path: str):
         raise SystemExit(f"{path}: {error}") from None
 
 
+def task_defaults(path: str):
+    """Read the tasks' defaults file, writing the shipped one if it is missing; a bad value stops the start."""
+    import yaml
+
+    from console.domain.task_defaults import TEMPLATE, TaskDefaultsError, parse
+
+    file = Path(path)
+    if not file.exists():
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_text(TEMPLATE)
+    try:
+        return parse(yaml.safe_load(file.read_text()))
+    except yaml.YAMLError as error:
+        raise SystemExit(f"{path}: not valid YAML ({error})") from None
+    except TaskDefaultsError as error:
+        raise SystemExit(f"{path}: {error}") from None
+
+
 LOG_FORMATS = ("auto", "json", "text")
 
 
@@ -116,6 +134,7 @@ def from_env(env=None) -> dict:
     database_url = env.get("REBOUND_DATABASE_URL") or f"sqlite:///{data_dir / 'rebound.db'}"
     worker_file = env.get("REBOUND_WORKER_CONFIG_FILE") or str(PROJECT / "config" / "worker" / "standalone.yaml")
     worker = worker_config(worker_file)
+    task_file = env.get("REBOUND_TASK_DEFAULTS_FILE") or str(PROJECT / "config" / "tasks" / "default_policy.yaml")
     return {
         "DATA_DIR": str(data_dir),
         "SQLALCHEMY_DATABASE_URI": database_url,
@@ -139,6 +158,9 @@ def from_env(env=None) -> dict:
         # The worker pool's defaults file (console/domain/worker_config.py says what each value drives).
         "WORKER_CONFIG_FILE": worker_file,
         "WORKER_CONFIG": worker,
+        # The tasks' defaults file: the retry policy and conflict template a task naming none gets.
+        "TASK_DEFAULTS_FILE": task_file,
+        "TASK_DEFAULTS": task_defaults(task_file),
         "WORKERS": _number(env, "REBOUND_WORKERS", worker.processes),
         # `rebound web`'s gunicorn: processes × threads each (chosen by measurement: docs/architecture.md).
         "WEB_WORKERS": _number(env, "REBOUND_WEB_WORKERS", 1),

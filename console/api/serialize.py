@@ -2,6 +2,7 @@
 
 from console.domain.cron import describe
 from console.models import DeadLetter, Run, RunEvent
+from console.services.scheduling import template_insight
 
 
 def iso(moment):
@@ -61,7 +62,8 @@ def task(entry, next_runs: list) -> dict:
         "policy": entry.policy.name if entry.policy else "default", "policy_overrides": entry.policy_overrides,
         "mutex_key": entry.mutex_key, "concurrency_policy": entry.concurrency_policy, "window": entry.window,
         "jitter_s": entry.jitter_s, "debounce_s": entry.debounce_s, "sla": entry.sla,
-        "misfire_grace_s": entry.misfire_grace_s, "paused": entry.paused, "missed_total": entry.missed_total,
+        "misfire_grace_s": entry.misfire_grace_s, "template": template_insight.template_name(entry),
+        "inherit": sorted(entry.inherits or ()), "paused": entry.paused, "missed_total": entry.missed_total,
         "last_fired_for": iso(entry.last_fired_for), "created_at": iso(entry.created_at),
         "updated_at": iso(entry.updated_at), "next_runs": [iso(moment) for moment in next_runs],
     }

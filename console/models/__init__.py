@@ -20,11 +20,12 @@ from console.models.reports import ForecastWarning, ReportState
 from console.models.runs import AttemptDiagnostics, Run, RunEvent
 from console.models.settings import ConsoleSetting
 from console.models.tasks import SlaBreach, Task
+from console.models.templates import ConflictTemplate, ConflictTemplateVersion
 from console.models.workflows import Workflow, WorkflowStep
 
 __all__ = [
     "AlertRule", "ApiToken", "Approval", "AttemptDiagnostics", "AuditEntry", "AuditHead", "ChannelSetting",
-    "ConsoleSetting", "DeadLetter",
+    "ConflictTemplate", "ConflictTemplateVersion", "ConsoleSetting", "DeadLetter",
     "Delivery", "ForecastWarning", "OutboxMessage", "PolicyVersion", "ReportState", "Reservation", "RetryPolicyRecord",
     "Role", "Run",
     "RunEvent", "RunbookBackup", "RunbookChange", "RunbookExecution", "RunbookPolicy", "SlaBreach", "Task", "Tenant",

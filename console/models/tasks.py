@@ -28,6 +28,11 @@ class Task(db.Model):
     debounce_s: Mapped[int] = mapped_column(Integer, default=0)
     sla = mapped_column(JSON)
     paused: Mapped[bool] = mapped_column(Boolean, default=False)
+    # The conflict template the task references (no foreign key: SQLite adds the column without copying the table;
+    # a template in use cannot be deleted, under the lock its saves take). The rule columns above hold the values in
+    # force; `inherits` names those taken from the template, which a template save rewrites.
+    template_id: Mapped[int | None] = mapped_column(Integer, index=True)
+    inherits = mapped_column(JSON)
     # A firing missed while no scheduler ran is caught up once if it is at most this old.
     misfire_grace_s: Mapped[int] = mapped_column(Integer, default=300, server_default="300")
     last_fired_for = mapped_column(UTCDateTime)

@@ -26,6 +26,7 @@ BLUEPRINTS = [
     "console.web.runbooks.views",
     "console.web.runs",
     "console.web.tasks.views",
+    "console.web.conflict_templates.views",
     "console.web.policies.views",
     "console.web.breakers.views",
     "console.web.queues.views",

@@ -24,13 +24,18 @@ class NavItem:
     endpoint: str
     permission: str
     count: Callable[[], int | None] | None = None  # shown beside the label when above zero
+    also: tuple[str, ...] = ()  # other blueprints whose pages belong to this area
+
+    def holds(self, blueprint: str | None) -> bool:
+        """Tell whether a page of this blueprint is in this area (its link is then marked current)."""
+        return blueprint == self.endpoint.split(".")[0] or blueprint in self.also
 
 
 # The console's areas in order. One whose endpoint is not registered is not shown (see visible_nav).
 NAV = [
     NavItem("Overview", "overview.index", VIEW),
     NavItem("Reports", "reports.index", REPORT),
-    NavItem("Tasks", "tasks.index", VIEW),
+    NavItem("Tasks", "tasks.index", VIEW, also=("conflict_templates",)),
     NavItem("Runs", "runs.index", VIEW),
     NavItem("DLQ", "dlq.index", VIEW),
     NavItem("Work orders", "workorders.index", VIEW),

@@ -10,14 +10,26 @@ from datetime import UTC, datetime
 from sqlalchemy import func, select
 
 from console.extensions import db
-from console.models import AuditEntry, DeadLetter, PolicyVersion, RetryPolicyRecord, Run, RunEvent, User, WorkOrder
+from console.models import (
+    AuditEntry,
+    ConflictTemplate,
+    ConflictTemplateVersion,
+    DeadLetter,
+    PolicyVersion,
+    RetryPolicyRecord,
+    Run,
+    RunEvent,
+    Task,
+    User,
+    WorkOrder,
+)
 from console.services.actor import Actor
 from console.services.engine import replays
 from console.services.errors import Conflict
 from console.services.people import tenants, users
 from console.services.policies import versions as policies
 from console.services.recovery import decisions, params_fix
-from console.services.scheduling import planner
+from console.services.scheduling import planner, templates
 from console.services.scheduling import tasks as task_service
 from tests.factories import BROKEN, LENIENT
 from tests.helpers import PASSWORD
@@ -122,6 +134,65 @@ def test_concurrent_saves_of_one_policy_number_their_versions_in_turn(app):
         RetryPolicyRecord, RetryPolicyRecord.id == PolicyVersion.policy_id).where(RetryPolicyRecord.name == "tight")
         .order_by(PolicyVersion.version)).scalars().all()
     assert versions == [1, 2, 3]
+
+
+def test_concurrent_saves_of_one_conflict_template_number_their_versions_in_turn(app):
+    policies_ = ("allow", "forbid", "replace")
+    results = race(app, 3, lambda i: templates.save("nightly", {"concurrency_policy": policies_[i]},
+                                                     Actor("test")).name)
+    assert results == ["nightly"] * 3
+    versions = db.session.execute(select(ConflictTemplateVersion.version).join(
+        ConflictTemplate, ConflictTemplate.id == ConflictTemplateVersion.template_id)
+        .where(ConflictTemplate.name == "nightly").order_by(ConflictTemplateVersion.version)).scalars().all()
+    assert versions == [1, 2, 3]
+
+
+def test_a_task_saved_while_its_template_changes_ends_with_the_new_rule(app, monkeypatch):
+    templates.save("nightly", {"concurrency_policy": "allow"}, Actor("test"))
+    # The task sets the rule itself; the edit below hands it to the template while the template changes it.
+    task = task_service.register(tenants.find("default"), {"name": "export", "handler": "demo.noop",
+                                                           "cron": "* * * * *", "template": "nightly",
+                                                           "concurrency_policy": "allow"}, Actor("test"))
+    applied, task_read = threading.Event(), threading.Event()
+    apply, rules_of = templates._apply, templates.rules_of
+
+    def apply_then_hold(*args, **kwargs):
+        changed = apply(*args, **kwargs)
+        applied.set()
+        # Hold the uncommitted version until the task save has read the template's rules, or for a second: with
+        # the lock the task save waits for this commit, so it never reads them meanwhile.
+        task_read.wait(1.0)
+        return changed
+
+    def rules_noting_the_task_read(record):
+        rules = rules_of(record)
+        if threading.current_thread().name == "task-save":
+            task_read.set()
+        return rules
+
+    monkeypatch.setattr(templates, "_apply", apply_then_hold)
+    monkeypatch.setattr(templates, "rules_of", rules_noting_the_task_read)
+
+    def save_template():
+        with app.app_context():
+            templates.save("nightly", {"concurrency_policy": "forbid"}, Actor("test"))
+            db.session.remove()
+
+    def save_task():
+        with app.app_context():
+            applied.wait(10)
+            task_service.edit(task_service.get(task.id), {"inherit": ["concurrency_policy"]}, Actor("test"))
+            db.session.remove()
+
+    threads = [threading.Thread(target=save_template), threading.Thread(target=save_task, name="task-save")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    db.session.expire_all()
+    saved = db.session.get(Task, task.id)
+    # Without the task save taking the template's lock, it wrote the rule it read before the commit: allow.
+    assert ("concurrency_policy" in saved.inherits, saved.concurrency_policy) == (True, "forbid")
 
 
 def test_two_admins_demoting_each_other_at_once_leave_one_admin(app):

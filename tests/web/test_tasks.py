@@ -12,7 +12,7 @@ from console.extensions import db
 from console.models import AuditEntry, Run, Task, Tenant
 from console.services.actor import Actor
 from console.services.people import tenants
-from console.services.scheduling import on_demand, task_query, tasks
+from console.services.scheduling import on_demand, task_query, tasks, template_insight
 from tests.factories import make_tenant
 
 SEED = Actor("seed")
@@ -48,7 +48,10 @@ def form_body(task: Task, csrf: str, **changes) -> dict:
             "timezone": task.timezone, "event": task.event or "", "policy": "", "policy_overrides": "",
             "mutex_key": task.mutex_key or "", "concurrency_policy": task.concurrency_policy, "window": "",
             "jitter_s": str(task.jitter_s), "debounce_s": str(task.debounce_s),
-            "misfire_grace_s": str(task.misfire_grace_s), "sla": ""}
+            "misfire_grace_s": str(task.misfire_grace_s), "sla": "",
+            "template": template_insight.template_name(task) or ""}
+    # As the page fills it: a rule the task takes from its template is left empty.
+    body.update({rule: "" for rule in task.inherits or ()})
     body.update(changes)
     return body
 

@@ -44,6 +44,8 @@ _DEFAULT_SPEC = RetryPolicy().to_dict()
 
 def find(name: str) -> RetryPolicyRecord | None:
     """Return the named policy, if any."""
+    if not isinstance(name, str) or not re.match(NAME_PATTERN, name):
+        return None  # no such name can exist; and PostgreSQL refuses a NUL in a bound string (a 500, schemathesis)
     return db.session.execute(select(RetryPolicyRecord).where(RetryPolicyRecord.name == name)).scalar_one_or_none()
 
 

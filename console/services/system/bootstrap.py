@@ -5,13 +5,15 @@ from flask_migrate import upgrade
 
 from console.services.people import tenants, users
 from console.services.policies import versions as policies
+from console.services.scheduling import templates
 from console.services.system import alert_rules
 
 
 def ensure_ready() -> None:
-    """Ensure the default tenant, the YAML policies and the alert rules exist (cheap; every process calls it)."""
+    """Ensure the default tenant, the YAML policies, the default conflict template and the alert rules exist (cheap)."""
     tenants.ensure_default()
     policies.load_defaults(current_app.config["POLICIES_FILE"])
+    templates.load_defaults(current_app.config["TASK_DEFAULTS"], current_app.config["TASK_DEFAULTS_FILE"])
     alert_rules.ensure_defaults()
 
 

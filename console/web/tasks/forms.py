@@ -15,6 +15,10 @@ DEFAULT_POLICY = "default"
 _CONCURRENCY_HINTS = {"allow": "runs may overlap", "forbid": "skip a firing while one runs",
                       "replace": "cancel the running one"}
 CONCURRENCY_CHOICES = [SelectChoice(p, f"{p} — {_CONCURRENCY_HINTS.get(p, p)}") for p in CONCURRENCY_POLICIES]
+# The rules a conflict template may supply: an empty field takes the template's value.
+RULE_FIELDS = ("mutex_key", "concurrency_policy", "window", "misfire_grace_s", "sla")
+# What an empty rule field means for a task without a template (the built-in values).
+EMPTY_RULE = {"mutex_key": None, "concurrency_policy": "allow", "window": None, "misfire_grace_s": 300, "sla": None}
 
 
 def _json(field, label: str, empty):
@@ -59,13 +63,15 @@ class TaskForm(FlaskForm):
     event = StringField("Event name")
     policy = SelectField("Retry policy", choices=[], validate_choice=False, default="")
     policy_overrides = TextAreaField("Policy overrides (JSON)")
+    template = SelectField("Conflict template", choices=[], validate_choice=False, default="")
     mutex_key = StringField("Mutex key")
-    concurrency_policy = SelectField("Concurrency policy", choices=CONCURRENCY_CHOICES, validate_choice=False,
-                                     default="allow")
+    concurrency_policy = SelectField("Concurrency policy", validate_choice=False, default="",
+                                     choices=[SelectChoice("", "from the template (allow without one)"),
+                                              *CONCURRENCY_CHOICES])
     window = TextAreaField("Execution window (JSON)")
     jitter_s = StringField("Jitter (s)", default="0")
     debounce_s = StringField("Debounce (s)", default="0")
-    misfire_grace_s = StringField("Misfire grace (s)", default="300")
+    misfire_grace_s = StringField("Misfire grace (s)", default="")
     sla = TextAreaField("SLA (JSON)")
 
     def fill(self, snapshot: dict) -> None:
@@ -87,6 +93,10 @@ class TaskForm(FlaskForm):
         self.window.data, self.sla.data = json_text(snapshot.get("window")), json_text(snapshot.get("sla"))
         for key in ("jitter_s", "debounce_s", "misfire_grace_s"):
             self[key].data = str(snapshot[key])
+        self.template.data = snapshot.get("template") or ""
+        for rule in snapshot.get("inherit") or ():
+            # Inherited: left empty, so the template's next version reaches this task too.
+            self[rule].data = ""
 
     def to_body(self) -> dict:
         """Return the request body the task API would receive; raise InvalidInput for a JSON field that is not JSON."""
@@ -96,15 +106,24 @@ class TaskForm(FlaskForm):
                                "policy_overrides")
         name = self.policy.data or None
         policy = {**overrides, "name": name} if overrides and name else overrides or name
-        return {
+        body = {
             "name": (self.name.data or "").strip(), "handler": (self.handler.data or "").strip(),
             "params": _json(self.params, "params", {}), "cron": _text(self.cron),
             "timezone": _text(self.timezone) or "UTC", "event": _text(self.event), "policy": policy or None,
-            "mutex_key": _text(self.mutex_key), "concurrency_policy": self.concurrency_policy.data,
-            "window": _json(self.window, "window", None), "jitter_s": _whole(self.jitter_s),
-            "debounce_s": _whole(self.debounce_s), "sla": _json(self.sla, "sla", None),
-            "misfire_grace_s": _whole(self.misfire_grace_s),
+            "jitter_s": _whole(self.jitter_s), "debounce_s": _whole(self.debounce_s),
+            "template": self.template.data or None,
         }
+        rules = {"mutex_key": _text(self.mutex_key), "concurrency_policy": self.concurrency_policy.data or None,
+                 "window": _json(self.window, "window", None), "sla": _json(self.sla, "sla", None),
+                 "misfire_grace_s": _whole(self.misfire_grace_s) if _text(self.misfire_grace_s) else None}
+        inherit = [rule for rule in RULE_FIELDS if rules[rule] is None]
+        if body["template"]:
+            # An empty rule field takes the template's value.
+            body["inherit"] = inherit
+            body.update({rule: value for rule, value in rules.items() if rule not in inherit})
+        else:
+            body.update({rule: EMPTY_RULE[rule] if value is None else value for rule, value in rules.items()})
+        return body
 
     def attach(self, error) -> None:
         """Show a service error under the field it names (policy.max_attempts → the overrides box)."""
@@ -127,6 +146,11 @@ class NewTaskForm(TaskForm):
 
     def to_body(self) -> dict:
         return {**super().to_body(), "paused": bool(self.paused.data)}
+
+
+def template_choices(names: list[str]) -> list[SelectChoice]:
+    """Return the conflict template options, none first."""
+    return [SelectChoice("", "none — the task sets every rule")] + [SelectChoice(n) for n in names]
 
 
 def policy_choices(names: list[str]) -> list[SelectChoice]:

@@ -18,10 +18,11 @@ from console.services.people import tenants
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.policies import versions as policies
 from console.services.reports import breaches as breach_list
-from console.services.scheduling import conflicts, on_demand, task_query, tasks
+from console.services.scheduling import conflicts, on_demand, task_query, tasks, template_insight, templates
 from console.services.scheduling.forecast import forecast as forecast_firings
+from console.services.settings import setting
 from console.web.render import page
-from console.web.tasks.forms import NewTaskForm, TaskForm, policy_choices
+from console.web.tasks.forms import NewTaskForm, TaskForm, policy_choices, template_choices
 from console.web.tenancy import acting_tenant
 
 bp = Blueprint("tasks", __name__, url_prefix="/tasks")
@@ -106,6 +107,8 @@ def show(task_id: int):
     now = utcnow()
     runs = tasks.recent_runs(task, RECENT_RUNS)
     return render_template("tasks/show.html", task=task, now=now, firings=task_query.next_firings(task, now),
+                           rules={source.rule: source for source in template_insight.sources(task)},
+                           template_name=template_insight.template_name(task),
                            runs=runs, breaches=breach_list.of_task(task.id, now),
                            run_breaches=breach_list.of_runs([run.id for run in runs]))
 
@@ -193,6 +196,9 @@ def _new_form() -> NewTaskForm:
     if request.method == "GET":
         form.tenant.data = tenants.DEFAULT if tenants.DEFAULT in names else names[0]
     form.policy.choices = policy_choices([p.name for p in policies.all_policies()])
+    form.template.choices = template_choices([t.name for t in templates.all_templates()])
+    if request.method == "GET" and templates.find(setting("TASK_DEFAULTS").template) is not None:
+        form.template.data = setting("TASK_DEFAULTS").template
     return form
 
 
@@ -234,6 +240,7 @@ def _warn_of_conflicts(task, before, now) -> None:
 def _edit_form() -> TaskForm:
     form = TaskForm()
     form.policy.choices = policy_choices([p.name for p in policies.all_policies()])
+    form.template.choices = template_choices([t.name for t in templates.all_templates()])
     return form
 
 

@@ -1,0 +1,1 @@
+"""Conflict templates: named planner rules tasks reference (under Tasks)."""

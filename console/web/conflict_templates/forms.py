@@ -1,0 +1,73 @@
+"""The conflict template form: plain text in, rules out; the domain validates the values."""
+
+import json
+import re
+
+from flask_wtf import FlaskForm
+from wtforms import HiddenField, SelectField, StringField, TextAreaField
+from wtforms.validators import Length
+
+from console.services.errors import InvalidInput
+from console.web.tasks.forms import CONCURRENCY_CHOICES, json_text
+
+WHOLE = re.compile(r"[+-]?\d+")
+CODES = {"autocomplete": "off", "spellcheck": "false"}
+
+
+class TemplateForm(FlaskForm):
+    name = StringField("Name", description="Lowercase letters, digits, '.', '_' or '-'; tasks refer to it.",
+                       render_kw=CODES)
+    description = StringField("Description", validators=[Length(max=255)],
+                              description="What the rules are for, in a few words.")
+    mutex_key = StringField("Mutex key", render_kw={**CODES, "class": "mono"},
+                            description="Runs sharing a key are not meant to overlap. Empty for none.")
+    concurrency_policy = SelectField("Concurrency policy", choices=CONCURRENCY_CHOICES, validate_choice=False,
+                                     default="allow",
+                                     description="What a firing does while a run with the same key is active.")
+    window = TextAreaField("Execution window (JSON)", render_kw={**CODES, "rows": 3, "class": "mono"},
+                           description='E.g. {"days": ["mon", "fri"], "start": "08:00", "end": "18:00", '
+                                       '"timezone": "UTC"}. Empty for any time.')
+    misfire_grace_s = StringField("Misfire grace (s)", default="300", render_kw={"inputmode": "numeric"},
+                                  description="Catch up a firing missed while no scheduler ran, if at most this old.")
+    sla = TextAreaField("SLA (JSON)", render_kw={**CODES, "rows": 2, "class": "mono"},
+                        description='E.g. {"max_start_delay_s": 60, "deadline_s": 600}. Empty: the retry '
+                                    "policy's SLA.")
+    # The version the editor started from, so a save over someone else's newer version is caught.
+    base_version = HiddenField()
+
+    RULE_FIELDS = ("mutex_key", "concurrency_policy", "window", "misfire_grace_s", "sla")
+
+    def to_rules(self) -> dict:
+        """Return the rules the fields spell; a JSON box that is not JSON is a 422 naming it."""
+        grace = (self.misfire_grace_s.data or "").strip()
+        return {"mutex_key": (self.mutex_key.data or "").strip() or None,
+                "concurrency_policy": self.concurrency_policy.data or "allow",
+                "window": _json(self.window, "window"),
+                "misfire_grace_s": int(grace) if WHOLE.fullmatch(grace) else grace,
+                "sla": _json(self.sla, "sla")}
+
+    def fill(self, rules: dict) -> None:
+        """Put stored rules into the fields."""
+        self.mutex_key.data = rules.get("mutex_key") or ""
+        self.concurrency_policy.data = rules.get("concurrency_policy") or "allow"
+        self.window.data, self.sla.data = json_text(rules.get("window")), json_text(rules.get("sla"))
+        self.misfire_grace_s.data = str(rules.get("misfire_grace_s", 300))
+
+    def attach(self, error_field: str | None, message: str) -> None:
+        """Show a service error under the field it names ("rules.window.start" → window)."""
+        head = (error_field or "").removeprefix("rules.").split(".", 1)[0]
+        if head in self and head != "csrf_token":
+            self[head].errors = [*self[head].errors, message]
+        else:
+            self.form_errors.append(message)
+
+
+def _json(field, label: str):
+    text = (field.data or "").strip()
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InvalidInput(f"{label} is not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}",
+                           label) from None
