@@ -42,8 +42,9 @@ class SqliteDatabases:
 class PostgresDatabases:
     """A database is one of the private cluster's; a copy is CREATE DATABASE ... TEMPLATE, then reused.
 
-    A copy a test has finished with goes back to its template's free list; the next test takes it refilled with
-    the template's rows (tests/pg_recycle.py), under a URL of its own. Copying again costs a second a test.
+    A copy a test has finished with is renamed (whatever the test left running loses it) and goes back to its
+    template's free list; the next test takes it refilled with the template's rows (tests/pg_recycle.py).
+    Copying the template again cost a second a test.
     """
 
     def __init__(self):
@@ -62,17 +63,15 @@ class PostgresDatabases:
         template = make_url(template_url).database
         name = self._take(template)
         try:
-            yield pg_recycle.fresh_name(make_url(self.cluster.url(name)))
+            yield self.cluster.url(name)
         finally:
-            self._free.setdefault(template, []).append(name)
+            self._free.setdefault(template, []).append(self.cluster.retire(name))
 
     def _take(self, template: str) -> str:
         """Return a database holding exactly the template's rows: a reused one refilled, else a new copy."""
         free = self._free.get(template, [])
         while free:
             name = free.pop()
-            # Whatever a test left connected (a server it started, a thread) must not write into the next test.
-            self.cluster.disconnect(name)
             try:
                 pg_recycle.restore(make_url(self.cluster.url(name)), self._snapshots[template])
                 return name

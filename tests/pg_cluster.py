@@ -8,6 +8,7 @@ import uuid
 from pathlib import Path
 
 from sqlalchemy import create_engine, text
+from sqlalchemy.exc import OperationalError
 
 from tests.helpers import free_port, wait_for
 
@@ -73,11 +74,27 @@ class Cluster:
         with self._admin.connect() as connection:
             connection.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
 
-    def disconnect(self, name: str):
-        """End every session still connected to `name` (a terminated one aborts what it had not committed)."""
-        with self._admin.connect() as connection:
-            connection.execute(text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                                    "WHERE datname = :name AND pid <> pg_backend_pid()"), {"name": name})
+    def retire(self, name: str) -> str:
+        """Disconnect everything from `name` and rename it; return the new name.
+
+        A process a test left running (a server, a thread) then finds no database at the address it knew, as it
+        would had the database been dropped, instead of writing into the next test's rows.
+        """
+        renamed = "t_" + uuid.uuid4().hex[:16]
+        terminate = text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                         "WHERE datname = :name AND pid <> pg_backend_pid()")
+
+        def renamed_alone():
+            with self._admin.connect() as connection:
+                connection.execute(terminate, {"name": name})
+                try:
+                    connection.execute(text(f"ALTER DATABASE {name} RENAME TO {renamed}"))
+                except OperationalError:  # a session was still leaving, or reconnected in between
+                    return False
+            return True
+
+        wait_for(renamed_alone, 10, interval_s=0.01, what=f"{name} to have no session left")
+        return renamed
 
     def wait_until_unused(self, name: str):
         """Wait until nothing is connected to `name`: CREATE DATABASE ... TEMPLATE needs it alone."""

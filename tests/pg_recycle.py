@@ -5,7 +5,6 @@ second per test on two loaded cores, most of the PostgreSQL pass. A database a t
 instead emptied and refilled with the template's rows (and its sequences set back) in one transaction.
 """
 
-import uuid
 from dataclasses import dataclass
 
 import psycopg
@@ -63,11 +62,3 @@ def restore(url, snapshot: Snapshot) -> None:
                 sql.SQL("setval({}, {}, {})").format(sql.Literal(name), sql.Literal(value or 1),
                                                      sql.Literal(value is not None))
                 for name, value in snapshot.sequences.items())))
-
-
-def fresh_name(url) -> str:
-    """Return the URL with an application name of its own, so no process cache keyed by URL outlives a test."""
-    # Caches of immutable rows are keyed by the database URL (engine/execute.py, policies/versions.py); a reused
-    # database refilled with other rows under the same ids must not look like the same database to them.
-    return str(url.update_query_dict({"application_name": "t" + uuid.uuid4().hex[:12]})
-               .render_as_string(hide_password=False))
