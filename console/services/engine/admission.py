@@ -36,9 +36,11 @@ def _run_and_admission():
     policies_, tasks, classes = RetryPolicyRecord.__table__, Task.__table__, QuotaClass.__table__
     run = runs.alias("run")
     # The run's task's class, and the running runs of every task in it (any tenant): by tasks.quota_class's index.
-    task_class = select(tasks.c.quota_class).where(tasks.c.id == run.c.task_id).scalar_subquery()
-    class_running = (select(func.count()).select_from(runs.join(tasks, tasks.c.id == runs.c.task_id))
-                     .where(runs.c.status == "running", tasks.c.quota_class == task_class).scalar_subquery())
+    # Correlated to the run explicitly: it is also nested two levels deep, where auto-correlation does not reach.
+    task_class = select(tasks.c.quota_class).where(tasks.c.id == run.c.task_id).correlate(run).scalar_subquery()
+    peers = tasks.alias("peer")  # an alias: the class lookup inside must not correlate to this join's tasks
+    class_running = (select(func.count()).select_from(runs.join(peers, peers.c.id == runs.c.task_id))
+                     .where(runs.c.status == "running", peers.c.quota_class == task_class).scalar_subquery())
     running = select(func.count()).select_from(runs).where(runs.c.status == "running")
     reserved = select(func.count()).select_from(reservations).where(
         reservations.c.cancelled_at.is_(None), reservations.c.starts_at <= bindparam("now"),
