@@ -10,7 +10,6 @@ from console.models import AuditEntry, Task
 from console.services.actor import Actor
 from console.services.errors import Conflict, InvalidInput
 from console.services.scheduling import forecast, quota_classes, template_insight, templates
-from console.services.scheduling import tasks as task_service
 from tests.factories import make_tenant
 
 OPERATOR = Actor("olga")
@@ -39,7 +38,8 @@ def test_a_class_is_created_changed_and_deleted_each_audited(heavy, clock):
 
 
 @pytest.mark.parametrize(("name", "max_running", "field"), [
-    ("Heavy ETL", 2, "name"), ("heavy", 0, "max_running"), ("heavy", "2", "max_running"), ("heavy", True, "max_running")])
+    ("Heavy ETL", 2, "name"), ("heavy", 0, "max_running"), ("heavy", "2", "max_running"),
+    ("heavy", True, "max_running")])
 def test_bad_input_is_a_422_naming_the_field_and_writes_nothing(app, name, max_running, field):
     with pytest.raises(InvalidInput) as refused:
         quota_classes.create(name, max_running, OPERATOR)
