@@ -1,9 +1,14 @@
-"""An operator creates a quota class in real Chromium, sets it on a template, and the task page shows it inherited."""
+"""An operator creates a quota class in real Chromium, sets it on a template; the task follows, a third run waits."""
 
 import pytest
 from playwright.sync_api import expect
+from sqlalchemy import text
 
+from console.domain.clock import FrozenClock, utcnow
+from console.extensions import db
 from console.services.actor import Actor
+from console.services.engine.execute import execute
+from console.services.engine.submit import submit
 from console.services.people import tenants, users
 from console.services.scheduling import tasks, templates
 from tests.helpers import PASSWORD, browser_login
@@ -44,3 +49,17 @@ def test_an_operator_creates_a_class_puts_it_on_a_template_and_the_task_follows(
     expect(page.locator("[data-effective='quota_class']")).to_have_text("heavy-etl")
     expect(page.locator(".rule-source[data-rule='quota_class']")).to_contain_text("from template nightly-batch")
     screenshot("quota-class-task-page")
+
+    # Two runs of the class running: a third waits, and its page says why.
+    default = tenants.find("default")
+    others = [tasks.register(default, {"name": name, "handler": "demo.noop", "template": "nightly-batch"}, ARRANGE)
+              for name in ("nightly-b", "nightly-c")]
+    held = [submit(default, ARRANGE, task=task)[0].id for task in (export, *others)]
+    db.session.execute(text("UPDATE runs SET status = 'running', attempt = 1 WHERE id IN (:a, :b)"),
+                       {"a": held[0], "b": held[1]})
+    db.session.commit()
+    assert execute(held[2], 0, clock=FrozenClock(utcnow())) == "deferred:quota_class"
+    page.goto(f"{base}/runs/{held[2]}")
+    expect(page.locator("body")).to_contain_text(
+        "quota class heavy-etl: 2 of its 2 running slots in use (tasks nightly-b, nightly-export)")
+    screenshot("quota-class-run-waits")

@@ -2,8 +2,13 @@
 
 import re
 
+from sqlalchemy import text
+
+from console.extensions import db
 from console.models import AuditEntry
 from console.services.actor import Actor
+from console.services.engine.execute import execute
+from console.services.engine.submit import submit
 from console.services.people import tenants
 from console.services.scheduling import quota_classes, tasks, templates
 from tests.factories import make_tenant
@@ -71,3 +76,28 @@ def test_the_task_page_shows_the_class_and_whether_it_comes_from_the_template(cl
     assert re.search(r'data-rule="quota_class" data-source="template"[^>]*>from template nightly', page)
     listing = client.get("/tasks/templates/").get_data(as_text=True)
     assert "#class-heavy-etl" in listing
+
+
+def test_a_run_held_back_by_its_class_says_so_on_its_page(client, auth, app, clock):
+    quota_classes.create("heavy-etl", 1, Actor("test"))
+    default = tenants.find("default")
+    made = [tasks.register(default, {"name": name, "handler": "demo.noop", "template": None,
+                                     "quota_class": "heavy-etl"}, Actor("test")) for name in ("nightly-a", "nightly-b")]
+    first, second = (submit(default, Actor("test"), task=task)[0].id for task in made)
+    db.session.execute(text("UPDATE runs SET status = 'running', attempt = 1 WHERE id = :id"), {"id": first})
+    db.session.commit()
+    assert execute(second, 0, clock=clock) == "deferred:quota_class"
+    auth.as_role("viewer")
+    page = client.get(f"/runs/{second}").get_data(as_text=True)
+    assert "quota class heavy-etl: 1 of its 1 running slots in use (tasks nightly-a)" in page
+
+
+def test_the_forecast_page_lists_minutes_a_class_runs_beyond_its_max(client, auth, app):
+    quota_classes.create("heavy-etl", 1, Actor("test"))
+    for name in ("nightly-a", "nightly-b"):
+        tasks.register(tenants.find("default"), {"name": name, "handler": "demo.noop", "cron": "*/30 * * * *",
+                                                 "template": None, "quota_class": "heavy-etl"}, Actor("test"))
+    auth.as_role("viewer")
+    page = client.get("/tasks/forecast").get_data(as_text=True)
+    table = re.search(r'<table class="class-overflows">(.*?)</table>', page, re.S).group(1)
+    assert "<code>heavy-etl</code>" in table and "nightly-a, nightly-b" in table
