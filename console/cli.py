@@ -293,7 +293,7 @@ def _table(title: str, columns: list[str], rows: list[dict]) -> None:
     if not rows:
         click.echo("  (none)")
         return
-    cells = [[str(row.get(c, "")) for c in columns] for row in rows]
+    cells = [[", ".join(v) if isinstance(v := row.get(c, ""), list) else str(v) for c in columns] for row in rows]
     widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
     click.echo("  " + "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)))
     for r in cells:
@@ -308,7 +308,7 @@ def _table(title: str, columns: list[str], rows: list[dict]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 @with_appcontext
 def task_dryrun_command(hours, tenant, task_id, crowded, as_json):
-    """Forecast firings; report mutex overlaps, quota overflows, window deferrals, crowded minutes, reservations."""
+    """Forecast firings; report mutex overlaps, quota and quota class overflows, window deferrals, crowded minutes."""
     import json
 
     from console.domain.clock import utcnow
@@ -327,6 +327,8 @@ def task_dryrun_command(hours, tenant, task_id, crowded, as_json):
     _table("Mutex overlaps", ["mutex_key", "first", "second", "overlap_s", "duration_basis", "consequence"],
            result.mutex_overlaps)
     _table("Quota overflows", ["tenant", "minute", "expected_running", "max_running"], result.quota_overflows)
+    _table("Quota class overflows", ["quota_class", "minute", "expected_running", "max_running", "tasks"],
+           result.class_overflows)
     _table("Firings outside their window", ["task", "firing", "deferred_to"], result.outside_window)
     _table(f"Minutes with {crowded}+ starts", ["minute", "starts"], result.crowded_minutes)
     _table("Capacity reservations", ["id", "tenant", "running_slots", "queued_runs", "starts_at", "ends_at", "reason"],

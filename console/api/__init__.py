@@ -37,6 +37,7 @@ def register(app) -> None:
     from console.api.internal import bp as internal
     from console.api.metrics import bp as metrics
     from console.api.openapi import bp as openapi
+    from console.api.quota_classes import bp as quota_classes
     from console.api.reports import bp as reports
     from console.api.runbooks import bp as runbooks
     from console.api.tasks import bp as tasks
@@ -46,6 +47,6 @@ def register(app) -> None:
     from console.api.workflows import bp as workflows
 
     for blueprint in (bp, worker, internal, tasks, dead_letters, openapi, alert_rules, metrics, approvals, capacity,
-                      workflows, runbooks, reports, tenants, templates):
+                      workflows, runbooks, reports, tenants, templates, quota_classes):
         csrf.exempt(blueprint)
         app.register_blueprint(blueprint)

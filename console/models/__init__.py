@@ -6,6 +6,7 @@ from console.models.capacity import Reservation
 from console.models.delivery import ChannelSetting, Delivery
 from console.models.people import ApiToken, Role, Tenant, User
 from console.models.policies import PolicyVersion, RetryPolicyRecord
+from console.models.quota_classes import QuotaClass
 from console.models.recovery import (
     Approval,
     DeadLetter,
@@ -26,7 +27,8 @@ from console.models.workflows import Workflow, WorkflowStep
 __all__ = [
     "AlertRule", "ApiToken", "Approval", "AttemptDiagnostics", "AuditEntry", "AuditHead", "ChannelSetting",
     "ConflictTemplate", "ConflictTemplateVersion", "ConsoleSetting", "DeadLetter",
-    "Delivery", "ForecastWarning", "OutboxMessage", "PolicyVersion", "ReportState", "Reservation", "RetryPolicyRecord",
+    "Delivery", "ForecastWarning", "OutboxMessage", "PolicyVersion", "QuotaClass",
+    "ReportState", "Reservation", "RetryPolicyRecord",
     "Role", "Run",
     "RunEvent", "RunbookBackup", "RunbookChange", "RunbookExecution", "RunbookPolicy", "SlaBreach", "Task", "Tenant",
     "User", "WorkOrder", "Workflow", "WorkflowStep",

@@ -33,6 +33,9 @@ class Task(db.Model):
     # force; `inherits` names those taken from the template, which a template save rewrites.
     template_id: Mapped[int | None] = mapped_column(Integer, index=True)
     inherits = mapped_column(JSON)
+    # The quota class whose running slots the task's runs share (by name, like a template rule); admission counts
+    # the running runs of the class's tasks, so it is indexed.
+    quota_class: Mapped[str | None] = mapped_column(String(64), index=True)
     # A firing missed while no scheduler ran is caught up once if it is at most this old.
     misfire_grace_s: Mapped[int] = mapped_column(Integer, default=300, server_default="300")
     last_fired_for = mapped_column(UTCDateTime)

@@ -27,6 +27,7 @@ BLUEPRINTS = [
     "console.web.runs",
     "console.web.tasks.views",
     "console.web.conflict_templates.views",
+    "console.web.quota_classes.views",
     "console.web.policies.views",
     "console.web.breakers.views",
     "console.web.queues.views",

@@ -26,7 +26,7 @@ from console.services.policies import versions as policies
 from console.services.recovery import params_fix
 from console.services.recovery.workflows.submit import submit as submit_workflow
 from console.services.reports import rollup
-from console.services.scheduling import reservations, tasks, templates
+from console.services.scheduling import quota_classes, reservations, tasks, templates
 from console.services.system.demo_reports import seed_report_history
 from tests.factories import run_now, three_steps
 from tests.helpers import ARTIFACTS, PASSWORD, browser_login
@@ -63,6 +63,7 @@ PAGES = {
     "conflict_templates.index": lambda d: {},
     "conflict_templates.new": lambda d: {},
     "conflict_templates.edit": lambda d: {"name": "walk"},
+    "quota_classes.index": lambda d: {},
     "runs.index": lambda d: {},
     "runs.show": lambda d: {"run_id": d["dead_run"]},
     "runs.timeline": lambda d: {},
@@ -125,11 +126,13 @@ def arrange() -> dict:
     olga, _ = users.create("olga", "operator", PASSWORD, ARRANGE)
     users.create("alex", "approver", PASSWORD, ARRANGE)
     tokens.issue(olga, ARRANGE, name="ci deploys")
-    templates.save("walk", {"mutex_key": "ledger", "concurrency_policy": "forbid"}, ARRANGE,
-                   description="ledger jobs never overlap")
+    quota_classes.create("heavy-etl", 2, ARRANGE, description="nightly ETL: two at a time across tenants")
+    templates.save("walk", {"mutex_key": "ledger", "concurrency_policy": "forbid", "quota_class": "heavy-etl"},
+                   ARRANGE, description="ledger jobs never overlap")
     task = tasks.register(default, {"name": "nightly-export", "handler": "demo.noop", "cron": "30 2 * * *",
                                     "template": "walk"}, ARRANGE)
-    templates.save("walk", {"mutex_key": "ledger", "concurrency_policy": "replace"}, ARRANGE)
+    templates.save("walk", {"mutex_key": "ledger", "concurrency_policy": "replace", "quota_class": "heavy-etl"},
+                   ARRANGE)
     tasks.register(default, {"name": "every-minute-sync", "handler": "demo.noop", "cron": "* * * * *"}, ARRANGE)
     lone = dead_run("payments-gateway answered 502 for order 20417 after 30 s waiting on the upstream", "http_502")
     for parcel in (11, 12):

@@ -27,10 +27,11 @@ def test_a_template_is_created_read_previewed_updated_and_reaches_its_tasks(clie
         "name": "nightly", "description": "ledger jobs", "rules": {"mutex_key": "ledger", "misfire_grace_s": 900}})
     assert created.status_code == 201, created.json
     assert created.json["version"] == 1 and created.json["rules"] == {
-        "mutex_key": "ledger", "concurrency_policy": "allow", "window": None, "misfire_grace_s": 900, "sla": None}
+        "mutex_key": "ledger", "concurrency_policy": "allow", "window": None, "misfire_grace_s": 900, "sla": None,
+        "quota_class": None}
     task = register(client, operator, "export", template="nightly", concurrency_policy="allow")
     assert (task["template"], task["mutex_key"], task["misfire_grace_s"]) == ("nightly", "ledger", 900)
-    assert task["inherit"] == ["misfire_grace_s", "mutex_key", "sla", "window"]
+    assert task["inherit"] == ["misfire_grace_s", "mutex_key", "quota_class", "sla", "window"]
 
     preview = client.post("/internal/templates/nightly/preview", headers=operator,
                           json={"rules": {"misfire_grace_s": 60, "concurrency_policy": "forbid"}})

@@ -30,7 +30,7 @@ def test_a_task_takes_each_rule_it_does_not_set_from_its_template(register, nigh
     task = register("export", template="nightly-batch", misfire_grace_s=60)
     assert (task.mutex_key, task.concurrency_policy, task.misfire_grace_s) == ("ledger", "forbid", 60)
     assert task.window["start"] == "01:00" and task.sla == {"max_start_delay_s": 120}
-    assert task.inherits == ["concurrency_policy", "mutex_key", "sla", "window"]
+    assert task.inherits == ["concurrency_policy", "mutex_key", "quota_class", "sla", "window"]
     shown = {source.rule: (source.value, source.template) for source in template_insight.sources(task)}
     assert shown["concurrency_policy"] == ("forbid", "nightly-batch")
     assert shown["misfire_grace_s"] == (60, None)  # its own: the task's value wins over the template's
@@ -42,7 +42,8 @@ def test_a_new_task_naming_nothing_gets_the_defaults_file(register, app):
     assert template_insight.template_name(task) == app.config["TASK_DEFAULTS"].template == "default"
     assert (task.concurrency_policy, task.misfire_grace_s, task.mutex_key, task.sla) == ("allow", 300, None, None)
     assert task.policy_id is None  # retry.policy `default`: what a task naming no policy runs under
-    assert task.inherits == sorted(["mutex_key", "concurrency_policy", "window", "misfire_grace_s", "sla"])
+    assert task.inherits == sorted(["mutex_key", "concurrency_policy", "window", "misfire_grace_s", "sla",
+                                    "quota_class"])
     assert template_insight.template_name(register("bare", template=None)) is None
 
 

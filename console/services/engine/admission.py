@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from sqlalchemy import bindparam, case, func, select
 
 from console.extensions import db
-from console.models import Reservation, RetryPolicyRecord, Run, Tenant
+from console.models import QuotaClass, Reservation, RetryPolicyRecord, Run, Task, Tenant
 from console.services.policies import versions as policies
 
 
@@ -23,14 +23,24 @@ class Admission:
     # Running slots this tenant's reservations hold now, and how many reservations of any tenant are in force.
     reserved_running: int = 0
     reservations: int = 0
+    # The run's task's quota class, its max_running and how many runs of its tasks run now (None without a class).
+    quota_class: str | None = None
+    class_max_running: int | None = None
+    class_running: int | None = None
 
 
 @functools.lru_cache(maxsize=1)
 def _run_and_admission():
     """Build once (this runs on every attempt) the query of a run with what admits it, in one round trip."""
     runs, tenants, reservations = Run.__table__, Tenant.__table__, Reservation.__table__
-    policies_ = RetryPolicyRecord.__table__
+    policies_, tasks, classes = RetryPolicyRecord.__table__, Task.__table__, QuotaClass.__table__
     run = runs.alias("run")
+    # The run's task's class, and the running runs of every task in it (any tenant): by tasks.quota_class's index.
+    # Correlated to the run explicitly: it is also nested two levels deep, where auto-correlation does not reach.
+    task_class = select(tasks.c.quota_class).where(tasks.c.id == run.c.task_id).correlate(run).scalar_subquery()
+    peers = tasks.alias("peer")  # an alias: the class lookup inside must not correlate to this join's tasks
+    class_running = (select(func.count()).select_from(runs.join(peers, peers.c.id == runs.c.task_id))
+                     .where(runs.c.status == "running", peers.c.quota_class == task_class).scalar_subquery())
     running = select(func.count()).select_from(runs).where(runs.c.status == "running")
     reserved = select(func.count()).select_from(reservations).where(
         reservations.c.cancelled_at.is_(None), reservations.c.starts_at <= bindparam("now"),
@@ -55,6 +65,11 @@ def _run_and_admission():
         reserved.with_only_columns(func.coalesce(func.sum(reservations.c.running_slots), 0))
         .where(reservations.c.tenant_id == run.c.tenant_id).scalar_subquery().label("a_reserved_running"),
         reserved.scalar_subquery().label("a_reservations"),
+        task_class.label("a_quota_class"),
+        select(classes.c.max_running).where(classes.c.name == task_class).scalar_subquery()
+        .label("a_class_max_running"),
+        # Counted only for a run whose task has a class (CASE evaluates the branch it takes).
+        case((task_class.is_not(None), class_running)).label("a_class_running"),
     ).where(run.c.id == bindparam("run_id"))
 
 
@@ -76,14 +91,20 @@ def over_capacity(admission: Admission, concurrency: int) -> str | None:
     # Counted, then claimed: two workers racing may overshoot by one; the limits are for load, not safety.
     if admission.own_running >= concurrency:
         return "concurrency"
+    if admission.class_max_running is not None and admission.class_running >= admission.class_max_running:
+        return "quota_class"
     # During a reservation the tenant's quota is at least the running slots it reserved.
     limit = max(admission.max_running, admission.reserved_running)
     return "quota" if admission.tenant_running >= limit else None
 
 
 def explain(full: str, admission: Admission, concurrency: int, *, tenant: str, policy: str, handler: str,
-            by_task: bool) -> str:
+            by_task: bool, tenant_id: int | None = None) -> str:
     """Say in words which limit holds a run back, for its page (`full` as over_capacity named it)."""
+    if full == "quota_class":
+        running = class_tasks(admission.quota_class, tenant_id)
+        return (f"quota class {admission.quota_class}: {admission.class_running} of its "
+                f"{admission.class_max_running} running slots in use (tasks {running})")
     if full == "quota":
         if admission.reserved_running > admission.max_running:
             return (f"tenant quota: tenant {tenant} is running {admission.tenant_running} of the "
@@ -94,3 +115,17 @@ def explain(full: str, admission: Admission, concurrency: int, *, tenant: str, p
     scope = "this task" if by_task else f"handler {handler}, counted across every tenant"
     return (f"policy capacity: policy {policy} lets {concurrency} run at once for {scope}; "
             f"{admission.own_running} running")
+
+
+def class_tasks(name: str, tenant_id: int, shown: int = 5) -> str:
+    """Name the running tasks of a class: the run's tenant's by name, others' only counted (the tenant wall)."""
+    rows = db.session.execute(
+        select(Task.tenant_id, Task.name).where(Task.quota_class == name,
+                                                Task.id.in_(select(Run.task_id).where(Run.status == "running")))
+        .order_by(Task.name)).all()
+    own = [task for tenant, task in rows if tenant == tenant_id]
+    others = len(rows) - len(own)
+    words = ", ".join(own[:shown]) + (" …" if len(own) > shown else "")
+    if others:
+        words += f"{'; ' if own else ''}{others} of other tenants"
+    return words

@@ -188,7 +188,7 @@ def _claim(run_id: int, expected_attempt: int, clock: Clock, worker_id: str):
         if full:
             why = admission.explain(full, admitted, policy.concurrency, tenant=_tenant_name(run.tenant_id),
                                     policy=_policy_name(admitted.policy_id), handler=run.handler,
-                                    by_task=run.task_id is not None)
+                                    by_task=run.task_id is not None, tenant_id=run.tenant_id)
             _defer(run, now + timedelta(seconds=DEFER_S), policy.timeout_s, why)
             return f"deferred:{full}"
         held = reserved.hold(run.tenant_id, now) if admitted.reservations else None

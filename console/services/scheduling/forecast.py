@@ -11,7 +11,7 @@ from console.domain import cron
 from console.domain.cron import jitter_offset
 from console.domain.windows import Window
 from console.extensions import db
-from console.models import Run, Task, Tenant
+from console.models import QuotaClass, Run, Task, Tenant
 from console.services.policies import versions as policies
 from console.services.scheduling import reservations
 
@@ -26,6 +26,8 @@ class Forecast:
     tasks: int = 0
     mutex_overlaps: list[dict] = field(default_factory=list)
     quota_overflows: list[dict] = field(default_factory=list)
+    # Minutes in which a quota class's tasks are expected to run more at once than its max_running.
+    class_overflows: list[dict] = field(default_factory=list)
     outside_window: list[dict] = field(default_factory=list)
     crowded_minutes: list[dict] = field(default_factory=list)
     # Capacity reservations in force at some moment of the horizon (see scheduling/reservations.py).
@@ -36,7 +38,8 @@ class Forecast:
     def as_dict(self) -> dict:
         return {"start": self.start.isoformat(), "end": self.end.isoformat(), "tasks": self.tasks,
                 "firings": self.firings, "mutex_overlaps": self.mutex_overlaps,
-                "quota_overflows": self.quota_overflows, "outside_window": self.outside_window,
+                "quota_overflows": self.quota_overflows, "class_overflows": self.class_overflows,
+                "outside_window": self.outside_window,
                 "crowded_minutes": self.crowded_minutes, "reservations": self.reservations}
 
 
@@ -66,6 +69,7 @@ def forecast(now: datetime, hours: float = 24, tenant: str | None = None, task_i
     by_mutex: dict[str, list[tuple[datetime, datetime, Task]]] = defaultdict(list)
     per_minute: Counter = Counter()
     running: dict[int, list[tuple[datetime, datetime]]] = defaultdict(list)
+    by_class: dict[str, list[tuple[datetime, datetime, Task]]] = defaultdict(list)
     tenants = {t.id: t for t in db.session.execute(select(Tenant)).scalars()}
     for task in db.session.execute(query).scalars():
         result.tasks += 1
@@ -84,11 +88,14 @@ def forecast(now: datetime, hours: float = 24, tenant: str | None = None, task_i
             finish = start + timedelta(seconds=duration)
             per_minute[start.replace(second=0, microsecond=0)] += 1
             running[task.tenant_id].append((start, finish))
+            if task.quota_class:
+                by_class[task.quota_class].append((start, finish, task))
             if task.mutex_key:
                 by_mutex[task.mutex_key].append((start, finish, task, basis, nominal))
     result.mutex_overlaps = _overlaps(by_mutex, result.warnings)
     result.reservations = reservations.between(now, end, tenant)
     result.quota_overflows = _quota(running, tenants, result.warnings, _reserved_spans(result.reservations))
+    result.class_overflows = _classes(by_class)
     result.crowded_minutes = [{"minute": minute.isoformat(), "starts": count}
                               for minute, count in sorted(per_minute.items()) if count >= crowded_threshold]
     return result
@@ -142,4 +149,30 @@ def _quota(running: dict, tenants: dict, warnings: list, reserved: dict | None =
                 found.append({"tenant": tenants[tenant_id].name, "minute": minute.isoformat(),
                               "expected_running": level, "max_running": limit})
                 warnings.append(("quota", tenant_id, 0, minute))
+    return found
+
+
+def _classes(by_class: dict) -> list[dict]:
+    """Minutes in which a quota class's tasks are expected to run more at once than its max_running."""
+    if not by_class:
+        return []
+    limits = dict(db.session.execute(select(QuotaClass.name, QuotaClass.max_running)
+                                     .where(QuotaClass.name.in_(list(by_class)))).all())
+    found = []
+    for name, spans in sorted(by_class.items()):
+        if name not in limits:
+            continue
+        # Ends before starts at the same moment: a run finishing as another starts frees its slot (as at the claim).
+        points = sorted([(s, 1, task) for s, _, task in spans] + [(f, -1, task) for _, f, task in spans],
+                        key=lambda point: (point[0], point[1]))
+        active: Counter = Counter()
+        reported = set()
+        for moment, change, task in points:
+            active[task.name] += change
+            level = sum(active.values())
+            minute = _minute(moment)
+            if change > 0 and level > limits[name] and minute not in reported:
+                reported.add(minute)
+                found.append({"quota_class": name, "minute": minute.isoformat(), "expected_running": level,
+                              "max_running": limits[name], "tasks": sorted(n for n, k in active.items() if k > 0)})
     return found

@@ -15,7 +15,7 @@ from console.services.audit import trail as audit
 from console.services.engine import handler_kinds
 from console.services.errors import Conflict, InvalidInput, NotFound
 from console.services.policies import versions as policies
-from console.services.scheduling import template_insight, templates
+from console.services.scheduling import quota_classes, template_insight, templates
 from console.services.settings import setting
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.:/-]{0,119}$")
@@ -23,7 +23,7 @@ EVENT = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,119}$")
 CONCURRENCY_POLICIES = conflict_rules.CONCURRENCY_POLICIES
 FIELDS = {"name", "tenant", "handler", "params", "cron", "timezone", "event", "policy", "mutex_key",
           "concurrency_policy", "window", "jitter_s", "debounce_s", "sla", "misfire_grace_s", "paused", "template",
-          "inherit"}
+          "inherit", "quota_class"}
 
 
 def _whole(data: dict, name: str, low: int, high: int, default: int) -> int:
@@ -116,15 +116,18 @@ def _rules(data: dict, merged: dict, current: Task | None) -> tuple[dict, int | 
         except conflict_rules.RuleError as error:
             raise InvalidInput(error.message, error.field) from None
     if name is None:
-        return conflict_rules.effective(checked, None), None, None
+        rules = conflict_rules.effective(checked, None)
+        quota_classes.hold(rules["quota_class"])
+        return rules, None, None
     templates.require(name)  # a 422 before taking a lock by a name that cannot exist
     previous = template_insight.template_name(current) if current is not None else None
     # A template save rewrites the tasks inheriting from it: not while this task is being written. The template is
     # read after the lock, so its rules are those in force when this transaction commits.
     templates.lock(*[n for n in (name, previous) if n])
     record = templates.require(name)
-    return (conflict_rules.effective(checked, templates.rules_of(record)), record.id,
-            sorted(set(conflict_rules.RULES) - set(checked)))
+    rules = conflict_rules.effective(checked, templates.rules_of(record))
+    quota_classes.hold(rules["quota_class"])
+    return rules, record.id, sorted(set(conflict_rules.RULES) - set(checked))
 
 
 def _flag(data: dict, name: str) -> bool:

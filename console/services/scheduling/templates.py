@@ -15,6 +15,7 @@ from console.services.actor import SYSTEM, Actor
 from console.services.audit import trail as audit
 from console.services.errors import Conflict, InvalidInput, NotFound
 from console.services.policies import versions as policies
+from console.services.scheduling import quota_classes
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,63}$"
 SHOWN_NAMES = 10
@@ -100,6 +101,11 @@ def save(name: str, rules: dict, actor: Actor, *, description: str | None = None
     # Two saves at once would both take the next version number, and a task save between our read of the tasks
     # and our write would be overwritten: one at a time (task saves take the same lock), read afresh.
     lock(name)
+    try:
+        quota_classes.hold(new["quota_class"], "rules.quota_class")
+    except InvalidInput:
+        db.session.rollback()
+        raise
     record = db.session.execute(select(ConflictTemplate).where(ConflictTemplate.name == name)
                                 .execution_options(populate_existing=True)).scalar_one_or_none()
     now, before, changed = clock(), None, []

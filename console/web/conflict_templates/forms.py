@@ -5,9 +5,11 @@ import re
 
 from flask_wtf import FlaskForm
 from wtforms import HiddenField, SelectField, StringField, TextAreaField
+from wtforms.fields.choices import SelectChoice
 from wtforms.validators import Length
 
 from console.services.errors import InvalidInput
+from console.services.scheduling import quota_classes
 from console.web.tasks.forms import CONCURRENCY_CHOICES, json_text
 
 WHOLE = re.compile(r"[+-]?\d+")
@@ -32,10 +34,19 @@ class TemplateForm(FlaskForm):
     sla = TextAreaField("SLA (JSON)", render_kw={**CODES, "rows": 2, "class": "mono"},
                         description='E.g. {"max_start_delay_s": 60, "deadline_s": 600}. Empty: the retry '
                                     "policy's SLA.")
+    quota_class = SelectField("Quota class", choices=[], validate_choice=False, default="",
+                              description="Runs of the tasks in the class share its running slots, across tasks and "
+                                          "tenants. Empty for none.")
     # The version the editor started from, so a save over someone else's newer version is caught.
     base_version = HiddenField()
 
-    RULE_FIELDS = ("mutex_key", "concurrency_policy", "window", "misfire_grace_s", "sla")
+    RULE_FIELDS = ("mutex_key", "concurrency_policy", "window", "misfire_grace_s", "sla", "quota_class")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.quota_class.choices = [SelectChoice("", "none")] + [
+            SelectChoice(record.name, f"{record.name} — {record.max_running} at once")
+            for record in quota_classes.all_classes()]
 
     def to_rules(self) -> dict:
         """Return the rules the fields spell; a JSON box that is not JSON is a 422 naming it."""
@@ -44,7 +55,7 @@ class TemplateForm(FlaskForm):
                 "concurrency_policy": self.concurrency_policy.data or "allow",
                 "window": _json(self.window, "window"),
                 "misfire_grace_s": int(grace) if WHOLE.fullmatch(grace) else grace,
-                "sla": _json(self.sla, "sla")}
+                "sla": _json(self.sla, "sla"), "quota_class": self.quota_class.data or None}
 
     def fill(self, rules: dict) -> None:
         """Put stored rules into the fields."""
@@ -52,6 +63,7 @@ class TemplateForm(FlaskForm):
         self.concurrency_policy.data = rules.get("concurrency_policy") or "allow"
         self.window.data, self.sla.data = json_text(rules.get("window")), json_text(rules.get("sla"))
         self.misfire_grace_s.data = str(rules.get("misfire_grace_s", 300))
+        self.quota_class.data = rules.get("quota_class") or ""
 
     def attach(self, error_field: str | None, message: str) -> None:
         """Show a service error under the field it names ("rules.window.start" → window)."""

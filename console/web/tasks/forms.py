@@ -16,9 +16,10 @@ _CONCURRENCY_HINTS = {"allow": "runs may overlap", "forbid": "skip a firing whil
                       "replace": "cancel the running one"}
 CONCURRENCY_CHOICES = [SelectChoice(p, f"{p} — {_CONCURRENCY_HINTS.get(p, p)}") for p in CONCURRENCY_POLICIES]
 # The rules a conflict template may supply: an empty field takes the template's value.
-RULE_FIELDS = ("mutex_key", "concurrency_policy", "window", "misfire_grace_s", "sla")
+RULE_FIELDS = ("mutex_key", "concurrency_policy", "window", "misfire_grace_s", "sla", "quota_class")
 # What an empty rule field means for a task without a template (the built-in values).
-EMPTY_RULE = {"mutex_key": None, "concurrency_policy": "allow", "window": None, "misfire_grace_s": 300, "sla": None}
+EMPTY_RULE = {"mutex_key": None, "concurrency_policy": "allow", "window": None, "misfire_grace_s": 300, "sla": None,
+              "quota_class": None}
 
 
 def _json(field, label: str, empty):
@@ -73,6 +74,7 @@ class TaskForm(FlaskForm):
     debounce_s = StringField("Debounce (s)", default="0")
     misfire_grace_s = StringField("Misfire grace (s)", default="")
     sla = TextAreaField("SLA (JSON)")
+    quota_class = SelectField("Quota class", choices=[], validate_choice=False, default="")
 
     def fill(self, snapshot: dict) -> None:
         """Put a task's current definition (tasks.snapshot) into the fields."""
@@ -94,6 +96,7 @@ class TaskForm(FlaskForm):
         for key in ("jitter_s", "debounce_s", "misfire_grace_s"):
             self[key].data = str(snapshot[key])
         self.template.data = snapshot.get("template") or ""
+        self.quota_class.data = snapshot.get("quota_class") or ""
         for rule in snapshot.get("inherit") or ():
             # Inherited: left empty, so the template's next version reaches this task too.
             self[rule].data = ""
@@ -115,7 +118,8 @@ class TaskForm(FlaskForm):
         }
         rules = {"mutex_key": _text(self.mutex_key), "concurrency_policy": self.concurrency_policy.data or None,
                  "window": _json(self.window, "window", None), "sla": _json(self.sla, "sla", None),
-                 "misfire_grace_s": _whole(self.misfire_grace_s) if _text(self.misfire_grace_s) else None}
+                 "misfire_grace_s": _whole(self.misfire_grace_s) if _text(self.misfire_grace_s) else None,
+                 "quota_class": self.quota_class.data or None}
         inherit = [rule for rule in RULE_FIELDS if rules[rule] is None]
         if body["template"]:
             # An empty rule field takes the template's value.
@@ -151,6 +155,11 @@ class NewTaskForm(TaskForm):
 def template_choices(names: list[str]) -> list[SelectChoice]:
     """Return the conflict template options, none first."""
     return [SelectChoice("", "none — the task sets every rule")] + [SelectChoice(n) for n in names]
+
+
+def quota_class_choices(names: list[str]) -> list[SelectChoice]:
+    """Return the quota class options: empty takes the template's (none without one)."""
+    return [SelectChoice("", "from the template (none without one)")] + [SelectChoice(n) for n in names]
 
 
 def policy_choices(names: list[str]) -> list[SelectChoice]:

@@ -18,11 +18,19 @@ from console.services.people import tenants
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.policies import versions as policies
 from console.services.reports import breaches as breach_list
-from console.services.scheduling import conflicts, on_demand, task_query, tasks, template_insight, templates
+from console.services.scheduling import (
+    conflicts,
+    on_demand,
+    quota_classes,
+    task_query,
+    tasks,
+    template_insight,
+    templates,
+)
 from console.services.scheduling.forecast import forecast as forecast_firings
 from console.services.settings import setting
 from console.web.render import page
-from console.web.tasks.forms import NewTaskForm, TaskForm, policy_choices, template_choices
+from console.web.tasks.forms import NewTaskForm, TaskForm, policy_choices, quota_class_choices, template_choices
 from console.web.tenancy import acting_tenant
 
 bp = Blueprint("tasks", __name__, url_prefix="/tasks")
@@ -197,6 +205,7 @@ def _new_form() -> NewTaskForm:
         form.tenant.data = tenants.DEFAULT if tenants.DEFAULT in names else names[0]
     form.policy.choices = policy_choices([p.name for p in policies.all_policies()])
     form.template.choices = template_choices([t.name for t in templates.all_templates()])
+    form.quota_class.choices = quota_class_choices([c.name for c in quota_classes.all_classes()])
     if request.method == "GET" and templates.find(setting("TASK_DEFAULTS").template) is not None:
         form.template.data = setting("TASK_DEFAULTS").template
     return form
@@ -241,6 +250,7 @@ def _edit_form() -> TaskForm:
     form = TaskForm()
     form.policy.choices = policy_choices([p.name for p in policies.all_policies()])
     form.template.choices = template_choices([t.name for t in templates.all_templates()])
+    form.quota_class.choices = quota_class_choices([c.name for c in quota_classes.all_classes()])
     return form
 
 

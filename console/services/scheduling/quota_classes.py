@@ -1,0 +1,147 @@
+"""Quota classes: named limits on how many runs of their tasks run at once, across tasks and tenants."""
+
+from sqlalchemy import delete as sql_delete
+from sqlalchemy import select, update
+
+from console.db import locks
+from console.db.upsert import insert_for
+from console.domain import conflict_rules
+from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.extensions import db
+from console.models import ConflictTemplate, QuotaClass, Task
+from console.services.actor import Actor
+from console.services.audit import trail as audit
+from console.services.errors import Conflict, InvalidInput, NotFound
+
+MAX_RUNNING = 10_000
+SHOWN_NAMES = 10
+
+
+def _name(name) -> str:
+    if not isinstance(name, str) or not conflict_rules.QUOTA_CLASS_NAME.fullmatch(name):
+        raise InvalidInput("quota class names are 1-64 lowercase letters, digits, '.', '_' or '-'", "name")
+    return name
+
+
+def _max_running(value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_RUNNING:
+        raise InvalidInput(f"max_running is a whole number from 1 to {MAX_RUNNING}", "max_running")
+    return value
+
+
+def _description(value) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str) or len(value) > 255:
+        raise InvalidInput("description is text of at most 255 characters", "description")
+    return value.strip()
+
+
+def find(name) -> QuotaClass | None:
+    """Return the named class, if any (read afresh)."""
+    if not isinstance(name, str) or not conflict_rules.QUOTA_CLASS_NAME.fullmatch(name):
+        return None  # no such name can exist; and PostgreSQL refuses a NUL in a bound string
+    return db.session.execute(select(QuotaClass).where(QuotaClass.name == name)
+                              .execution_options(populate_existing=True)).scalar_one_or_none()
+
+
+def get(name: str) -> QuotaClass:
+    """Return the named class or raise NotFound."""
+    record = find(name)
+    if record is None:
+        raise NotFound(f"no quota class named {name!r}")
+    return record
+
+
+def hold(name: str | None, field: str = "quota_class") -> None:
+    """For a save that references a class: hold its lock (so it cannot be deleted before the commit); it must exist."""
+    if name is None:
+        return
+    locks.hold(f"quota_class:{name}")
+    if find(name) is None:
+        raise InvalidInput(f"no quota class named {name!r}; create it under Tasks → Quota classes first", field)
+
+
+def all_classes() -> list[QuotaClass]:
+    """Return every class, by name."""
+    return db.session.execute(select(QuotaClass).order_by(QuotaClass.name)).scalars().all()
+
+
+def create(name, max_running, actor: Actor, *, description=None, clock: Clock = SYSTEM_CLOCK) -> QuotaClass:
+    """Create a class; a name taken already (even by a concurrent create) is a 409."""
+    values = {"name": _name(name), "max_running": _max_running(max_running),
+              "description": _description(description)}
+    now = clock()
+    connection = db.session.connection()
+    created = connection.execute(insert_for(connection)(QuotaClass.__table__)
+                                 .values(**values, created_at=now, updated_at=now)
+                                 .on_conflict_do_nothing(index_elements=["name"])
+                                 .returning(QuotaClass.__table__.c.id)).scalar_one_or_none()
+    if created is None:
+        db.session.rollback()
+        raise Conflict(f"a quota class named {name!r} exists already; edit it instead", "name")
+    audit.record(db.session, actor, "quota_class.create", "quota_class", name, after=values, clock=clock)
+    db.session.commit()
+    return get(name)
+
+
+def change(name: str, actor: Actor, *, max_running=None, description=None,
+           clock: Clock = SYSTEM_CLOCK) -> QuotaClass:
+    """Change a class's limit and/or description (the name is its address); audited with before and after."""
+    record = get(name)
+    after = {}
+    if max_running is not None:
+        after["max_running"] = _max_running(max_running)
+    if description is not None:
+        after["description"] = _description(description)
+    before = {key: getattr(record, key) for key in after}
+    if before == after:
+        return record
+    # One statement: a concurrent edit of the other field is not overwritten with what this one read.
+    db.session.execute(update(QuotaClass).where(QuotaClass.id == record.id).values(**after, updated_at=clock())
+                       .execution_options(synchronize_session=False))
+    audit.record(db.session, actor, "quota_class.update", "quota_class", name, before=before, after=after,
+                 clock=clock)
+    db.session.commit()
+    return get(name)
+
+
+def users(name: str) -> tuple[list[Task], list[ConflictTemplate]]:
+    """Return the live tasks and the templates (rules in force) that name the class."""
+    from console.services.scheduling import templates  # templates imports this module to check its rules
+
+    tasks = db.session.execute(select(Task).where(Task.quota_class == name, Task.deleted_at.is_(None))
+                               .order_by(Task.tenant_id, Task.name)).scalars().all()
+    named_by = [record for record in templates.all_templates()
+                if templates.rules_of(record).get("quota_class") == name]
+    return tasks, named_by
+
+
+def delete(name: str, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> None:
+    """Delete a class no live task or template names; one in use is a 409 naming them."""
+    get(name)  # a 404 before taking a lock by a name that cannot exist
+    # Task and template saves naming the class hold this lock: none can start using it during the check.
+    locks.hold(f"quota_class:{name}")
+    record = get(name)
+    tasks, named_by = users(name)
+    if tasks or named_by:
+        db.session.rollback()
+        shown = [f"task {task.tenant.name}/{task.name}" for task in tasks[:SHOWN_NAMES]]
+        shown += [f"template {template.name}" for template in named_by[:SHOWN_NAMES]]
+        more = len(tasks) + len(named_by) - len(shown)
+        raise Conflict(f"quota class {name!r} is used by {', '.join(shown)}"
+                       f"{f' and {more} more' if more else ''}; point them at another class (or none) first", "name")
+    before = {"max_running": record.max_running, "description": record.description}
+    # Deleted tasks keep their other rules; a class of the same name created later must not take them in.
+    db.session.execute(update(Task).where(Task.quota_class == name).values(quota_class=None)
+                       .execution_options(synchronize_session=False))
+    db.session.execute(sql_delete(QuotaClass).where(QuotaClass.id == record.id))
+    audit.record(db.session, actor, "quota_class.delete", "quota_class", name, before=before, clock=clock)
+    db.session.commit()
+
+
+def as_dict(record: QuotaClass, tasks: int | None = None) -> dict:
+    """Describe a class for the API."""
+    found = {"name": record.name, "max_running": record.max_running, "description": record.description,
+             "created_at": record.created_at.isoformat(), "updated_at": record.updated_at.isoformat()}
+    return found if tasks is None else {**found, "tasks": tasks}

@@ -1,0 +1,99 @@
+"""Quota classes: the list with what each holds now, a create form, and per-class edit and delete."""
+
+from flask import Blueprint, flash, redirect, url_for
+from flask_wtf import FlaskForm
+from sqlalchemy import func, select
+from wtforms import IntegerField, StringField
+from wtforms.validators import InputRequired, Length, NumberRange
+
+from console.auth import current_actor, requires, shared_by_all_tenants, tenant_scope
+from console.extensions import db
+from console.models import Run, Task
+from console.services.errors import ServiceError
+from console.services.people.permissions import OPERATE, VIEW
+from console.services.scheduling import quota_classes
+from console.web.render import page
+
+bp = Blueprint("quota_classes", __name__, url_prefix="/tasks/quota-classes")
+
+
+class ClassForm(FlaskForm):
+    name = StringField("Name", validators=[Length(max=64)], render_kw={"autocomplete": "off", "spellcheck": "false"})
+    max_running = IntegerField("Max running", validators=[InputRequired("say how many may run at once"),
+                                                          NumberRange(1, quota_classes.MAX_RUNNING)])
+    description = StringField("Description", validators=[Length(max=255)])
+
+
+def _counts(scope: int | None) -> tuple[dict[str, int], dict[str, int]]:
+    """Live tasks and running runs per class (of the viewer's tenant when scoped)."""
+    tasks = select(Task.quota_class, func.count()).where(Task.quota_class.is_not(None), Task.deleted_at.is_(None))
+    running = (select(Task.quota_class, func.count()).join(Run, Run.task_id == Task.id)
+               .where(Task.quota_class.is_not(None), Run.status == "running"))
+    if scope is not None:
+        tasks, running = tasks.where(Task.tenant_id == scope), running.where(Task.tenant_id == scope)
+    return (dict(db.session.execute(tasks.group_by(Task.quota_class)).all()),
+            dict(db.session.execute(running.group_by(Task.quota_class)).all()))
+
+
+def _index(form: ClassForm, status: int = 200, failed: str | None = None):
+    tasks, running = _counts(tenant_scope())
+    return page("quota_classes/index.html", "content", form=form, classes=quota_classes.all_classes(), tasks=tasks,
+                running=running, failed=failed, scoped=tenant_scope() is not None), status
+
+
+@bp.get("/")
+@requires(VIEW)
+def index():
+    return _index(ClassForm(formdata=None))
+
+
+@bp.post("/")
+@requires(OPERATE)
+@shared_by_all_tenants("Quota classes")
+def create():
+    form = ClassForm()
+    if not form.validate_on_submit():
+        return _index(form, 422)
+    name = (form.name.data or "").strip()
+    try:
+        quota_classes.create(name, form.max_running.data, current_actor(), description=form.description.data)
+    except ServiceError as error:
+        db.session.rollback()
+        (form[error.field].errors if error.field in form else form.form_errors).append(error.detail)
+        return _index(form, error.status)
+    flash(f"Created quota class {name}: at most {form.max_running.data} of its tasks' runs at once.", "success")
+    return redirect(url_for("quota_classes.index"), 303)
+
+
+@bp.post("/<name>")
+@requires(OPERATE)
+@shared_by_all_tenants("Quota classes")
+def update(name: str):
+    form = ClassForm()
+    form.name.data = name  # the name is the address; it is not edited
+    if not form.validate_on_submit():
+        flash(f"Not saved: {name}: " + "; ".join(e for errors in form.errors.values() for e in errors) + ".", "error")
+        return redirect(url_for("quota_classes.index"), 303)
+    try:
+        quota_classes.change(name, current_actor(), max_running=form.max_running.data,
+                             description=form.description.data or "")
+    except ServiceError as error:
+        db.session.rollback()
+        flash(f"Not saved: {error.detail}.", "error")
+        return redirect(url_for("quota_classes.index"), 303)
+    flash(f"Saved quota class {name}: at most {form.max_running.data} at once.", "success")
+    return redirect(url_for("quota_classes.index"), 303)
+
+
+@bp.post("/<name>/delete")
+@requires(OPERATE)
+@shared_by_all_tenants("Quota classes")
+def delete(name: str):
+    try:
+        quota_classes.delete(name, current_actor())
+    except ServiceError as error:
+        db.session.rollback()
+        flash(f"Not deleted: {error.detail}.", "error")
+        return redirect(url_for("quota_classes.index"), 303)
+    flash(f"Deleted quota class {name}.", "success")
+    return redirect(url_for("quota_classes.index"), 303)
