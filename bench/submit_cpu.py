@@ -1,0 +1,194 @@
+"""CPU per `POST /worker/tasks`: in-process through the WSGI app, and inside a real `rebound web`.
+
+    .venv/bin/python -m bench.submit_cpu [--requests 2000] [--profile submit.prof]
+    .venv/bin/python -m bench.submit_cpu --server [--web-workers 1] [--web-threads 8] [--threads 4]
+
+CPU time, not wall time, so the figure holds on a machine other work shares. In-process: the app is called as a
+WSGI server calls it, with the body bench.client sends and a bearer token, and time.process_time() is read around
+the requests (Redis runs in its own process and is not counted; no workers run, so the runs and jobs are deleted
+between rounds).
+--profile writes cProfile's stats of the same loop. --server: `rebound web` serves the requests from --threads
+client threads over kept-alive connections, and the CPU its processes used (gunicorn's master and workers, from
+/proc) is divided by the requests: WSGI parsing, gunicorn's threads and the app together.
+"""
+
+import argparse
+import cProfile
+import io
+import os
+import pstats
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from sqlalchemy import event
+from werkzeug.test import EnvironBuilder
+
+from bench.client import BODY, ClientBench, in_threads
+from bench.engine import Bench
+from console.extensions import db
+from console.services.actor import Actor
+from console.services.people import tokens, users
+
+# The CPU time of a round is the figure; the least of several is the one least disturbed by other processes (a
+# busy machine evicts caches and takes cycles a process is still charged for).
+ROUNDS = 5
+
+
+def _environ(token: str) -> tuple[dict, bytes]:
+    """Return the environ of one submit (less its body stream) and the body, as a WSGI server would pass them."""
+    import json
+
+    body = json.dumps(BODY).encode()
+    builder = EnvironBuilder(path="/worker/tasks", method="POST", data=body, content_type="application/json",
+                             headers={"Authorization": f"Bearer {token}", "User-Agent": "python-requests/2.34"})
+    environ = builder.get_environ()
+    environ["REMOTE_ADDR"] = "127.0.0.1"
+    return environ, body
+
+
+def in_process(workdir: Path, requests: int, profile: str | None) -> dict:
+    """Call the app `requests` times in rounds; return the least and the median CPU ms per request of a round."""
+    bench = Bench(workdir)
+    app = bench.app
+    with app.app_context():
+        user, _ = users.create("bench-cpu", "operator", "bench-cpu-password-1", Actor("bench"))
+        _, token = tokens.issue(user, Actor("bench"))
+        db.session.remove()
+    environ, body = _environ(token)
+    statuses = []
+
+    def start_response(status, headers, exc_info=None):
+        statuses.append(status)
+
+    def call():
+        env = dict(environ)
+        env["wsgi.input"] = io.BytesIO(body)
+        result = app(env, start_response)
+        try:
+            b"".join(result)
+        finally:
+            if hasattr(result, "close"):
+                result.close()
+
+    try:
+        for _ in range(200):
+            call()
+        statuses.clear()
+        if profile:
+            bench.reset()
+            profiler = cProfile.Profile(time.process_time)
+            profiler.enable()
+            for _ in range(requests):
+                call()
+            profiler.disable()
+            profiler.dump_stats(profile)
+        rounds, system = [], []
+        for _ in range(ROUNDS):
+            # No worker takes the runs: empty the tables and the queue between rounds, so the count of waiting runs
+            # each submit makes stays as small as under workers that keep up.
+            bench.reset()
+            started, times = time.process_time(), os.times()
+            for _ in range(requests // ROUNDS):
+                call()
+            rounds.append(1000 * (time.process_time() - started) / (requests // ROUNDS))
+            system.append(1000 * (os.times().system - times.system) / (requests // ROUNDS))
+        calls, statements = _count(app, call)
+    finally:
+        bench.close()
+    bad = [status for status in statuses if not status.startswith("202")]
+    assert not bad, f"{len(bad)} requests answered {bad[0]}"
+    return {"requests": requests, "min_ms": min(rounds), "median_ms": statistics.median(rounds), "calls": calls,
+            "system_ms": system[rounds.index(min(rounds))],
+            "statements": statements}
+
+
+def _count(app, call, n: int = 100) -> tuple[float, float]:
+    """Return the Python function calls and the SQL statements of one request: figures no other process moves."""
+    statements = []
+    with app.app_context():
+        engine = db.engine
+
+    def counted(*args):
+        statements.append(args[2])
+
+    event.listen(engine, "before_cursor_execute", counted)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(n):
+        call()
+    profiler.disable()
+    event.remove(engine, "before_cursor_execute", counted)
+    return pstats.Stats(profiler).total_calls / n, len(statements) / n
+
+
+def _cpu_seconds(pid: int) -> float:
+    """Return the user + system CPU seconds of a process and its children still running."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # After the command: state, ppid, ... utime is field 14 and stime 15 of the whole line.
+        if int(entry) == pid or int(fields[1]) == pid:
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def served(workdir: Path, requests: int, threads: int, web_workers: int, web_threads: int) -> dict:
+    """Send `requests` submits to `rebound web` from `threads` threads in rounds; return its CPU ms per request."""
+    bench = ClientBench(workdir, web_workers, web_threads)
+    per_round = requests // ROUNDS
+
+    def work(index):
+        for _ in range(index, per_round, threads):
+            bench.post(index, "/worker/tasks", BODY)
+
+    rounds, rates = [], []
+    try:
+        for n in range(200):  # warm up every process and thread
+            bench.post(n % threads, "/worker/tasks", BODY)
+        for _ in range(ROUNDS):
+            bench.core.reset()
+            before, wall = _cpu_seconds(bench.web.pid), time.perf_counter()
+            in_threads(threads, work)
+            rounds.append(1000 * (_cpu_seconds(bench.web.pid) - before) / per_round)
+            rates.append(per_round / (time.perf_counter() - wall))
+    finally:
+        bench.close()
+    return {"requests": requests, "min_ms": min(rounds), "median_ms": statistics.median(rounds),
+            "accepted_per_s": statistics.median(rates)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--profile", help="write cProfile stats of the in-process loop to this file")
+    parser.add_argument("--server", action="store_true", help="measure a real `rebound web` instead")
+    parser.add_argument("--threads", type=int, default=4, help="client threads (--server)")
+    parser.add_argument("--web-workers", type=int, default=1)
+    parser.add_argument("--web-threads", type=int, default=8)
+    args = parser.parse_args()
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.server:
+            result = served(Path(tmp), args.requests, args.threads, args.web_workers, args.web_threads)
+            print(f"rebound web {args.web_workers} × {args.web_threads}, {args.threads} client threads: "
+                  f"{result['min_ms']:.3f} ms of the web's CPU per submit (least of {ROUNDS} rounds; median "
+                  f"{result['median_ms']:.3f} ms), {result['accepted_per_s']:.0f} accepted/s ({result['requests']} "
+                  f"requests; load before {load})")
+        else:
+            result = in_process(Path(tmp), args.requests, args.profile)
+            print(f"in-process: {result['min_ms']:.3f} ms CPU per submit (least of {ROUNDS} rounds; median "
+                  f"{result['median_ms']:.3f} ms; of the least, {result['system_ms']:.3f} ms in the kernel; "
+                  f"{result['requests']} requests; load before {load}); "
+                  f"{result['calls']:.0f} Python calls and {result['statements']:.0f} SQL statements per submit")
+
+
+if __name__ == "__main__":
+    main()
