@@ -4,6 +4,7 @@ import functools
 import logging
 
 from flask import abort, g, jsonify, redirect, request, url_for
+from flask.sessions import SecureCookieSessionInterface
 from flask_login import current_user
 
 from console.extensions import db, login_manager
@@ -84,8 +85,25 @@ def tenant_scope() -> int | None:
     return current_user.tenant_id if current_user.is_authenticated else None
 
 
+class NoSessionForTheApi(SecureCookieSessionInterface):
+    """Cookie sessions for the console; an API call gets an empty session that is never read from or written to a
+    cookie, since the API takes bearer tokens only."""
+
+    def open_session(self, app, request):
+        if request.path.startswith(API_PREFIXES):
+            # Verifying the cookie's signature (and saving it back) was work on every API call for a session the
+            # call may not use.
+            return self.session_class()
+        return super().open_session(app, request)
+
+    def save_session(self, app, session, response):
+        if not request.path.startswith(API_PREFIXES):
+            super().save_session(app, session, response)
+
+
 def init_app(app) -> None:
     """Wire Flask-Login: session users, bearer-token users, and the answer to 'not logged in'."""
+    app.session_interface = NoSessionForTheApi()
     login_manager.init_app(app)
     login_manager.login_view = "auth.login"
     login_manager.login_message = "Log in to continue."

@@ -74,3 +74,15 @@ def test_a_disabled_user_or_a_lower_role_takes_effect_on_the_next_call(client, a
     assert response.status_code == 403 and "viewer" in response.json["detail"]
     users.update(user, Actor("test"), role="operator", active=False)
     assert client.post(SUBMIT, json=BODY, headers=headers).status_code == 401
+
+
+def test_an_api_call_neither_reads_nor_writes_the_session_cookie(client, auth):
+    _, _, headers = token_for(auth)
+    auth.as_role("admin")  # the client now carries another person's console session cookie as well
+    response = client.post(SUBMIT, json=BODY, headers=headers)
+    # The token decides; the cookie's person used to be loaded instead, and the call refused as cookie-only.
+    assert response.status_code == 202
+    assert client.get(f"{SUBMIT}/{response.json['id']}", headers=headers).json["status"] in ("pending", "running")
+    # The session was not opened (reading it is what adds Vary: Cookie) and nothing is set back.
+    assert "Cookie" not in response.headers.get("Vary", "") and "Set-Cookie" not in response.headers
+    assert client.get("/overview").status_code == 200  # the console session itself is untouched
