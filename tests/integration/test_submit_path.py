@@ -4,6 +4,7 @@ stops the very next call."""
 import pytest
 from sqlalchemy import event
 
+from console.auth import API_PREFIXES
 from console.extensions import db
 from console.services.actor import Actor
 from console.services.people import tokens, users
@@ -86,3 +87,11 @@ def test_an_api_call_neither_reads_nor_writes_the_session_cookie(client, auth):
     # The session was not opened (reading it is what adds Vary: Cookie) and nothing is set back.
     assert "Cookie" not in response.headers.get("Vary", "") and "Set-Cookie" not in response.headers
     assert client.get("/overview").status_code == 200  # the console session itself is untouched
+
+
+def test_rate_limits_are_on_console_routes_only(app):
+    # The API skips Flask-Limiter (console/auth: _api_call), which would skip a limit put on an API view too.
+    limited = {rule.rule for rule in app.url_map.iter_rules()
+               if getattr(app.view_functions[rule.endpoint], "__wrapper-limiter-instance", None) is not None}
+    assert limited == {"/login"}  # the marker Flask-Limiter puts on a limited view still means what it did
+    assert not any(path.startswith(API_PREFIXES) for path in limited)
