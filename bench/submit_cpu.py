@@ -1,15 +1,17 @@
 """CPU per `POST /worker/tasks`: in-process through the WSGI app, and inside a real `rebound web`.
 
     .venv/bin/python -m bench.submit_cpu [--requests 2000] [--profile submit.prof]
-    .venv/bin/python -m bench.submit_cpu --server [--web-workers 1] [--web-threads 8] [--threads 4]
+    .venv/bin/python -m bench.submit_cpu --server [--setups 1x8,2x4] [--against ../main] [--threads 4]
 
 CPU time, not wall time, so the figure holds on a machine other work shares. In-process: the app is called as a
 WSGI server calls it, with the body bench.client sends and a bearer token, and time.process_time() is read around
 the requests (Redis runs in its own process and is not counted; no workers run, so the runs and jobs are deleted
 between rounds).
---profile writes cProfile's stats of the same loop. --server: `rebound web` serves the requests from --threads
-client threads over kept-alive connections, and the CPU its processes used (gunicorn's master and workers, from
-/proc) is divided by the requests: WSGI parsing, gunicorn's threads and the app together.
+--profile writes cProfile's stats of the same loop. --server: one `rebound web` per setup (and per setup again
+from the checkout --against names, for a before/after) serves --threads client threads over kept-alive connections,
+all started at once and sent rounds in turn, so each meets the same load from the rest of the machine; the CPU its
+processes used in a round (gunicorn's master and workers, from /proc) is divided by the round's requests: HTTP
+parsing, gunicorn's threads and the app together.
 """
 
 import argparse
@@ -17,16 +19,19 @@ import cProfile
 import io
 import os
 import pstats
+import socket
 import statistics
+import subprocess
 import tempfile
 import time
 from pathlib import Path
 
+import requests
 from sqlalchemy import event
 from werkzeug.test import EnvironBuilder
 
-from bench.client import BODY, ClientBench, in_threads
-from bench.engine import Bench
+from bench.client import BODY, free_port, in_threads
+from bench.engine import BIN, ROOT, Bench
 from console.extensions import db
 from console.services.actor import Actor
 from console.services.people import tokens, users
@@ -140,48 +145,99 @@ def _cpu_seconds(pid: int) -> float:
     return total
 
 
-def served(workdir: Path, requests: int, threads: int, web_workers: int, web_threads: int) -> dict:
-    """Send `requests` submits to `rebound web` from `threads` threads in rounds; return its CPU ms per request."""
-    bench = ClientBench(workdir, web_workers, web_threads)
-    per_round = requests // ROUNDS
+class Web:
+    """One `rebound web` on the bench's database and Redis, served from the code in `root`."""
 
-    def work(index):
-        for _ in range(index, per_round, threads):
-            bench.post(index, "/worker/tasks", BODY)
+    def __init__(self, core: Bench, root: Path, workers: int, threads: int, label: str):
+        self.label, self.port = label, free_port()
+        env = {**core.env, "REBOUND_PORT": str(self.port), "PYTHONPATH": str(root)}
+        log = (core.workdir / f"web-{self.port}.log").open("w")
+        self.process = subprocess.Popen([str(BIN / "rebound"), "web", "--workers", str(workers), "--threads",
+                                         str(threads)], env=env, cwd=root, stdout=log, stderr=subprocess.STDOUT)
+        self.sessions: dict[int, requests.Session] = {}
+        self.rounds: list[float] = []
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                if time.monotonic() > deadline or self.process.poll() is not None:
+                    raise RuntimeError(f"rebound web ({label}) did not start") from None
+                time.sleep(0.1)
 
-    rounds, rates = [], []
+    def post(self, index: int, token: str) -> None:
+        session = self.sessions.get(index)
+        if session is None:
+            session = self.sessions[index] = requests.Session()
+            session.headers["Authorization"] = f"Bearer {token}"
+        response = session.post(f"http://127.0.0.1:{self.port}/worker/tasks", json=BODY, timeout=60)
+        if response.status_code != 202:
+            raise RuntimeError(f"{self.label}: {response.status_code} {response.text[:300]}")
+
+    def close(self) -> None:
+        self.process.terminate()
+        self.process.wait(15)
+
+
+def served(workdir: Path, requests_: int, threads: int, setups: list[tuple[int, int]], against: Path | None,
+           rounds: int) -> list[Web]:
+    """Start one `rebound web` per setup (and per setup again from `against`), all at once; send `requests_` submits
+    to each in rounds that take turns, so every server sees the same load from the rest of the machine; return the
+    servers with their CPU ms per submit of each round."""
+    core = Bench(workdir)
+    with core.app.app_context():
+        user, _ = users.create("bench-cpu", "operator", "bench-cpu-password-1", Actor("bench"))
+        _, token = tokens.issue(user, Actor("bench"))
+        db.session.remove()
+    roots = [(ROOT, "")] + ([(against, f" from {against}")] if against else [])
+    webs = []
     try:
-        for n in range(200):  # warm up every process and thread
-            bench.post(n % threads, "/worker/tasks", BODY)
-        for _ in range(ROUNDS):
-            bench.core.reset()
-            before, wall = _cpu_seconds(bench.web.pid), time.perf_counter()
-            in_threads(threads, work)
-            rounds.append(1000 * (_cpu_seconds(bench.web.pid) - before) / per_round)
-            rates.append(per_round / (time.perf_counter() - wall))
+        for workers, web_threads in setups:
+            for root, where in roots:
+                webs.append(Web(core, root, workers, web_threads, f"{workers} × {web_threads}{where}"))
+        per_round = max(threads, requests_ // rounds)
+        for web in webs:
+            for n in range(200):  # warm up every process and thread
+                web.post(n % threads, token)
+        for _ in range(rounds):
+            for web in webs:
+                core.reset()
+
+                def work(index, web=web):
+                    for _ in range(index, per_round, threads):
+                        web.post(index, token)
+
+                before = _cpu_seconds(web.process.pid)
+                in_threads(threads, work)
+                web.rounds.append(1000 * (_cpu_seconds(web.process.pid) - before) / per_round)
     finally:
-        bench.close()
-    return {"requests": requests, "min_ms": min(rounds), "median_ms": statistics.median(rounds),
-            "accepted_per_s": statistics.median(rates)}
+        for web in webs:
+            web.close()
+        core.close()
+    return webs
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--requests", type=int, default=2000, help="submits (per server with --server)")
     parser.add_argument("--profile", help="write cProfile stats of the in-process loop to this file")
-    parser.add_argument("--server", action="store_true", help="measure a real `rebound web` instead")
+    parser.add_argument("--server", action="store_true", help="measure real `rebound web` processes instead")
     parser.add_argument("--threads", type=int, default=4, help="client threads (--server)")
-    parser.add_argument("--web-workers", type=int, default=1)
-    parser.add_argument("--web-threads", type=int, default=8)
+    parser.add_argument("--setups", default="1x8", help="gunicorn processes x threads to compare, e.g. 1x8,2x4")
+    parser.add_argument("--against", type=Path, help="serve each setup from this checkout too (before/after)")
+    parser.add_argument("--rounds", type=int, default=10, help="rounds per server (--server)")
     args = parser.parse_args()
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     with tempfile.TemporaryDirectory() as tmp:
         if args.server:
-            result = served(Path(tmp), args.requests, args.threads, args.web_workers, args.web_threads)
-            print(f"rebound web {args.web_workers} × {args.web_threads}, {args.threads} client threads: "
-                  f"{result['min_ms']:.3f} ms of the web's CPU per submit (least of {ROUNDS} rounds; median "
-                  f"{result['median_ms']:.3f} ms), {result['accepted_per_s']:.0f} accepted/s ({result['requests']} "
-                  f"requests; load before {load})")
+            setups = [tuple(int(n) for n in setup.split("x")) for setup in args.setups.split(",")]
+            webs = served(Path(tmp), args.requests, args.threads, setups, args.against, args.rounds)
+            print(f"{args.threads} client threads, {args.rounds} rounds per server taking turns; load before {load}, "
+                  f"after {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+            for web in webs:
+                print(f"  rebound web {web.label}: {statistics.median(web.rounds):.3f} ms of the web's CPU per submit "
+                      f"(median of the rounds; least {min(web.rounds):.3f}, most {max(web.rounds):.3f})")
         else:
             result = in_process(Path(tmp), args.requests, args.profile)
             print(f"in-process: {result['min_ms']:.3f} ms CPU per submit (least of {ROUNDS} rounds; median "
