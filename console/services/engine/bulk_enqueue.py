@@ -11,7 +11,8 @@ from rq.utils import now, utcformat
 
 # Per job this writes what Queue.enqueue_many writes for a job without dependencies (the job hash, then its id
 # pushed on the queue), all in one script call. RQ's own path spends ~0.3 ms per job in Python building a Job
-# and encoding a 20-field HSET; a burst of 10,000 cron firings cannot wait 3 s for that.
+# and encoding a 20-field HSET; a burst of 10,000 cron firings cannot wait 3 s for that. ARGV: the fields every job
+# shares (a JSON list: field, value, field, value...), the moment of queueing, then id, data, description per job.
 _SCRIPT = """
 local fields = cjson.decode(ARGV[1])
 fields[#fields + 1] = 'created_at'
