@@ -83,14 +83,16 @@ def paced(threads: int, total: int, rate: float | None, send) -> dict:
 
 
 class ClientBench:
-    def __init__(self, workdir: Path, web_workers: int, web_threads: int, log_level: str = "WARNING"):
+    def __init__(self, workdir: Path, web_workers: int, web_threads: int, log_level: str = "WARNING",
+                 access_log: bool = False):
         self.core = Bench(workdir)
         with self.core.app.app_context():
             user, _ = users.create("bench-client", "operator", "bench-client-password-1", Actor("bench"))
             _, self.token = tokens.issue(user, Actor("bench"))
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
-        env = {**self.core.env, "REBOUND_PORT": str(self.port), "REBOUND_LOG_LEVEL": log_level}
+        env = {**self.core.env, "REBOUND_PORT": str(self.port), "REBOUND_LOG_LEVEL": log_level,
+               "REBOUND_ACCESS_LOG": "1" if access_log else "0"}
         # Its lines (the access log at INFO) go to a file, as under a service manager.
         self.web = subprocess.Popen([str(BIN / "rebound"), "web", "--workers", str(web_workers), "--threads",
                                      str(web_threads)], env=env, cwd=ROOT, stdout=(workdir / "web.log").open("w"),
@@ -223,11 +225,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--probe-seconds", type=float, default=10)
     parser.add_argument("--paths", default="single,batch")
-    parser.add_argument("--log-level", default="WARNING", help="REBOUND_LOG_LEVEL of the web process (INFO: "
-                        "with its access log)")
+    parser.add_argument("--log-level", default="WARNING", help="REBOUND_LOG_LEVEL of the web process")
+    parser.add_argument("--access-log", action="store_true", help="the web writes one access line per request "
+                        "(REBOUND_ACCESS_LOG=1)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        bench = ClientBench(Path(tmp), args.web_workers, args.web_threads, args.log_level)
+        bench = ClientBench(Path(tmp), args.web_workers, args.web_threads, args.log_level, args.access_log)
         try:
             print(f"{args.runs} no-op runs, {args.threads} client threads, rebound web {args.web_workers} × "
                   f"{args.web_threads} threads, 2 workers each side; {os.cpu_count()} cores; "

@@ -4,9 +4,10 @@ import functools
 import logging
 
 from flask import abort, g, jsonify, redirect, request, url_for
+from flask.sessions import SecureCookieSessionInterface
 from flask_login import current_user
 
-from console.extensions import db, login_manager
+from console.extensions import db, limiter, login_manager
 from console.models import User
 from console.services.actor import Actor
 from console.services.errors import Forbidden
@@ -84,8 +85,38 @@ def tenant_scope() -> int | None:
     return current_user.tenant_id if current_user.is_authenticated else None
 
 
+class NoSessionForTheApi(SecureCookieSessionInterface):
+    """Cookie sessions for the console; an API call gets an empty session that is never read from or written to a
+    cookie, since the API takes bearer tokens only."""
+
+    def open_session(self, app, request):
+        if request.path.startswith(API_PREFIXES):
+            # Verifying the cookie's signature (and saving it back) was work on every API call for a session the
+            # call may not use.
+            return self.session_class()
+        return super().open_session(app, request)
+
+    def save_session(self, app, session, response):
+        if not request.path.startswith(API_PREFIXES):
+            super().save_session(app, session, response)
+
+
+def _api_call() -> bool:
+    """Tell Flask-Limiter to leave this request alone: API routes carry no rate limit (the login throttle is the
+    console's), and working that out cost a tenth of an API call (tests/integration/test_submit_path.py)."""
+    return request.path.startswith(API_PREFIXES)
+
+
+_limiter_filtered = False
+
+
 def init_app(app) -> None:
     """Wire Flask-Login: session users, bearer-token users, and the answer to 'not logged in'."""
+    global _limiter_filtered
+    app.session_interface = NoSessionForTheApi()
+    if not _limiter_filtered:  # the Limiter is one object for every app this process builds
+        limiter.request_filter(_api_call)
+        _limiter_filtered = True
     login_manager.init_app(app)
     login_manager.login_view = "auth.login"
     login_manager.login_message = "Log in to continue."

@@ -1,15 +1,19 @@
-"""What prepared.py reads of SQLAlchemy's compiled statements still means what it assumes, on both dialects."""
+"""What prepared.py reads of SQLAlchemy's compiled statements still means what it assumes, on both dialects; how
+submit builds a run object without its constructor."""
 
 import re
 from datetime import datetime
 
 import pytest
+from sqlalchemy import inspect
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.dialects.postgresql import psycopg
+from sqlalchemy.orm import make_transient_to_detached
 from sqlalchemy.sql.elements import BindParameter
 from sqlalchemy.sql.schema import ColumnDefault
 
 from console.db.prepared import default_value
+from console.models import Run
 from console.services.engine import submit, transitions
 
 # Byte for byte, the prepared statements store what Core's execute() stores: tests/integration/test_prepared.py.
@@ -70,3 +74,20 @@ def test_a_literal_is_bound_in_the_statement_and_a_bindparam_left_to_the_caller(
     constants = {bind.value for bind in compiled.binds.values() if not bind.required}
     required = {name for name, bind in compiled.binds.items() if bind.required}
     assert constants == set(submit.WAITING) and required == {"tenant_id", "task_id"}
+
+
+def test_a_blank_instance_with_its_dict_filled_in_is_a_run_like_the_constructors(app):
+    # ClassManager.new_instance() and the instance's __dict__, as the ORM's loader uses them (engine/submit.py).
+    row = {"tenant_id": 1, "handler": "python:demo.noop", "status": "pending", "attempt": 0, "series": 1,
+           "params": {"n": 1}, "created_at": datetime(2026, 12, 1, 9, 0)}
+    built, constructed = submit.new_row_object(Run, row), Run(**row)
+    for run in (built, constructed):
+        run.id = 7
+        make_transient_to_detached(run)
+        state = inspect(run)
+        # Detached with every given value committed and nothing pending; a column not given is expired (loaded on
+        # first read), not None.
+        assert state.detached and state.key == (Run, (7,), None) and not state.modified
+        assert {key: getattr(run, key) for key in row} == row
+        assert "idempotency_key" in state.expired_attributes
+        assert state.attrs.params.history.unchanged == [{"n": 1}]

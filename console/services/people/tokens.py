@@ -5,6 +5,7 @@ import secrets
 from datetime import timedelta
 
 from sqlalchemy import bindparam, select
+from sqlalchemy.orm.attributes import set_committed_value
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
@@ -15,8 +16,9 @@ from console.services.errors import InvalidInput, NotFound
 from console.services.people import users
 
 PREFIX = "rb_"
-_BY_HASH = select(ApiToken, User).join(User, User.id == ApiToken.user_id).where(
-    ApiToken.token_hash == bindparam("token_hash"))
+# The token, its user and the tenant it is limited to (if any), in one read.
+_BY_HASH = (select(ApiToken, User, Tenant).join(User, User.id == ApiToken.user_id)
+            .outerjoin(Tenant, Tenant.id == ApiToken.tenant_id).where(ApiToken.token_hash == bindparam("token_hash")))
 
 
 def _hash(token: str) -> str:
@@ -64,14 +66,19 @@ def authenticate(plaintext: str, clock: Clock = SYSTEM_CLOCK) -> ApiToken | None
     """Return the live token for this plaintext, whose user is active, else None."""
     if not plaintext.startswith(PREFIX):
         return None
-    # Token and user in one query, read fresh on every call: a revoked token or a disabled user stops at once in
-    # every process, with no cache to invalidate. The query and the user's lazy load were 2 of a submit's 6.
+    # Token, user and tenant in one query, read fresh on every call: a revoked token or a disabled user stops at once
+    # in every process, with no cache to invalidate.
     row = db.session.execute(_BY_HASH, {"token_hash": _hash(plaintext)}).first()
     if row is None:
         return None
-    token, user = row
+    token, user, tenant = row
     if token.revoked_at is not None or not user.active:
         return None
+    # The token holds its user and tenant from here: the session keeps objects only weakly, so a user nothing else
+    # held was dropped on return and `token.user` read it again (a fifth of the token's cost on every API call); a
+    # tenant-limited call finds its tenant in the session instead of reading it again.
+    set_committed_value(token, "user", user)
+    set_committed_value(token, "tenant", tenant)
     now = clock()
     # Touch last_used_at at most once a minute so reads stay reads.
     if token.last_used_at is None or now - token.last_used_at > timedelta(minutes=1):
