@@ -113,3 +113,21 @@ def test_odd_crons_and_zones_that_are_not_iana_are_refused(client, operator, fie
         response = client.post("/internal/tasks/register", json={"name": "nightly", "handler": "demo.noop", **fields},
                                headers=operator)
     api_checks.refused(response, 422, "invalid", field)
+
+
+NUL = "a\u0000b"
+
+
+@pytest.mark.parametrize(("path", "body"), [
+    ("/worker/tasks", {"handler": "demo.noop", "tenant": NUL}),
+    ("/worker/tasks", {"handler": NUL}),
+    ("/worker/tasks", {"handler": "demo.noop", "policy": NUL}),
+    ("/worker/tasks", {"handler": "demo.noop", "idempotency_key": NUL}),
+    ("/worker/tasks/batch", {"runs": [{"handler": "demo.noop", "tenant": NUL}, {"handler": NUL}]}),
+    ("/api/workflows", {"name": "w", "tenant": NUL, "steps": [{"handler": "demo.noop"}]}),
+    ("/api/workflows", {"name": NUL, "steps": [{"handler": NUL}]}),
+])
+def test_a_nul_in_a_name_is_refused_not_a_500(client, operator, path, body):
+    # PostgreSQL refuses a NUL in a bound string: it must be answered before it gets there (schemathesis found it).
+    response = client.post(path, json=body, headers=operator)
+    assert response.status_code < 500, response.get_data(as_text=True)

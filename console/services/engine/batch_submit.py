@@ -18,7 +18,7 @@ from console.models import Run, Task, Tenant
 from console.services.actor import Actor
 from console.services.engine import handler_kinds, queueing, reserved, transitions
 from console.services.engine import submit as submitting
-from console.services.engine.submit import MAX_KEY, _id_of, _policy_choice, _waiting, effective_policy
+from console.services.engine.submit import _id_of, _policy_choice, _waiting, effective_policy
 from console.services.errors import InvalidInput, QueueFull, ServiceError
 from console.services.inputs import is_id, json_problem, params_too_large
 
@@ -139,8 +139,7 @@ def _check(index: int, item, tenant_for, cache: dict, needs_key: bool = False) -
     if params and (too_large := params_too_large(params)):
         raise InvalidInput(too_large, "params")
     key = item.get("idempotency_key")
-    if key is not None and not (isinstance(key, str) and 0 < len(key) <= MAX_KEY):
-        raise InvalidInput(f"idempotency_key must be a string of 1-{MAX_KEY} characters", "idempotency_key")
+    submitting.check_key_shape(key)
     if needs_key:
         submitting.check_key_given(key, "api")
     handler = task.handler if task else item["handler"]

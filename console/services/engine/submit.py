@@ -150,8 +150,7 @@ def submit(tenant: Tenant, actor: Actor, *, handler: str | None = None, task: Ta
         raise InvalidInput("params must be a JSON object", "params")
     if params and (too_large := params_too_large(params)):
         raise InvalidInput(too_large, "params")
-    if idempotency_key is not None and not (isinstance(idempotency_key, str) and 0 < len(idempotency_key) <= MAX_KEY):
-        raise InvalidInput(f"idempotency_key must be a string of 1-{MAX_KEY} characters", "idempotency_key")
+    check_key_shape(idempotency_key)
     check_key_given(idempotency_key, source)
     tenant_id = _id_of(tenant)
     if idempotency_key:
@@ -232,6 +231,14 @@ def enqueue(run: Run, timeout_s: int) -> None:
 def key_required(source: str) -> bool:
     """Tell whether a submission from this source must carry an idempotency key (the worker defaults file)."""
     return source == "api" and setting("WORKER_CONFIG").idempotency_required
+
+
+def check_key_shape(idempotency_key) -> None:
+    """Refuse an idempotency key no row could hold: not a string of 1-MAX_KEY characters, or one with a NUL."""
+    if idempotency_key is not None and not (isinstance(idempotency_key, str) and 0 < len(idempotency_key) <= MAX_KEY):
+        raise InvalidInput(f"idempotency_key must be a string of 1-{MAX_KEY} characters", "idempotency_key")
+    if idempotency_key is not None and "\x00" in idempotency_key:  # PostgreSQL refuses it in a string (a 500)
+        raise InvalidInput("idempotency_key must not contain a NUL character (\\u0000)", "idempotency_key")
 
 
 def check_key_given(idempotency_key, source: str) -> None:

@@ -35,6 +35,8 @@ def ensure_default() -> Tenant:
 
 def find(name: str) -> Tenant | None:
     """Return the tenant with this name, if any."""
+    if not isinstance(name, str) or not NAME.match(name):
+        return None  # no such name can exist; and PostgreSQL refuses a NUL in a bound string (a 500, schemathesis)
     return db.session.execute(_BY_NAME, {"name": name}).scalar_one_or_none()
 
 
