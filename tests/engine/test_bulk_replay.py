@@ -165,10 +165,10 @@ def test_overlapping_bulk_replays_a_discard_and_a_resolve_racing_leave_each_lett
     assert set(replayed) | set(discarded) | {i for i in ids if runs_of[i] in resolved} == set(ids)
     db.session.expire_all()
     statuses = dict(db.session.execute(select(DeadLetter.id, DeadLetter.status)).all())
-    assert {statuses[i] for i in replayed} == {"replayed"} and {statuses[i] for i in discarded} == {"discarded"}
+    # Who wins each letter is the race's to decide; that each is settled by one of them, once, is not.
+    assert all(statuses[i] == "replayed" for i in replayed) and all(statuses[i] == "discarded" for i in discarded)
     series = dict(db.session.execute(select(Run.id, Run.series)).all())
-    assert {series[runs_of[i]] for i in replayed} == {2}
-    assert {series[runs_of[i]] for i in ids if i not in replayed} == {1}
+    assert all(series[runs_of[i]] == (2 if i in replayed else 1) for i in ids)
     assert replay_events() == {runs_of[i]: [i] for i in replayed}
     entries = replay_audits()
     assert len(entries) == len(replayed) and {int(entry.target_id) for entry in entries} == set(replayed)
