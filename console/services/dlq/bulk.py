@@ -222,7 +222,8 @@ def stop(op_id: str, actor: Actor, tenant_id: int | None, clock: Clock = SYSTEM_
 def _collector_paused():
     """Pause Python's cyclic garbage collector for one chunk, as it was before once the chunk is done."""
     # A chunk makes tens of thousands of short-lived rows and tuples, freed by reference counting; counting them,
-    # the collector walked the worker's whole heap (~150 ms here) every ~10,000 letters: 15 µs a letter.
+    # the collector ran often and walked the whole heap (~150 ms) every ~10,000 letters unless the start-up heap was
+    # frozen (`rebound worker` freezes it): 0.105 → 0.096 s of CPU per 1,000 letters unfrozen, 0.095 → 0.088 frozen.
     paused = gc.isenabled()
     gc.disable()
     try:
