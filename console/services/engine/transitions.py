@@ -114,6 +114,11 @@ def move_many(source: str, target: str, run_ids: list[int], now: datetime, *, re
     if guard is not None:
         statement = statement.where(guard)
     connection = db.session.connection()
+    if connection.dialect.name == "postgresql":
+        # An UPDATE locks its rows in whatever order its plan reads them; two movers of overlapping runs (a bulk
+        # replay and a resolve) could each hold a run the other wants. Every mover takes them in id order first.
+        connection.execute(select(RUNS.c.id).where(RUNS.c.id.in_(run_ids), RUNS.c.status == source)
+                           .order_by(RUNS.c.id).with_for_update())
     rows = connection.execute(statement.values(status=target, status_reason=reason, updated_at=now, **values)
                               .returning(*_returned(target, columns))).all()
     error_code = values.get("error_code")
