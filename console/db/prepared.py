@@ -59,6 +59,30 @@ class Prepared:
                                           else dict(zip(form.names, values, strict=True)))
 
 
+    def execute_many(self, connection: Connection, shared: dict, rows: list[dict],
+                     encoded: frozenset = frozenset()) -> None:
+        """Run the statement once per row (one executemany): `shared` values are converted once for all rows, each
+        row gives the rest; values named in `encoded` are already in the driver's form (JSON text, say)."""
+        form = self._form(connection.dialect)
+        base, varying = [], []
+        for index, (name, processor) in enumerate(zip(form.names, form.processors, strict=True)):
+            processor = None if name in encoded else processor
+            if name in shared or name in form.constants:
+                value = shared[name] if name in shared else form.constants[name]
+                base.append(value if processor is None else processor(value))
+            else:
+                base.append(None)
+                varying.append((index, name, processor))
+        batch = []
+        for row in rows:
+            values = base.copy()
+            for index, name, processor in varying:
+                values[index] = row[name] if processor is None else processor(row[name])
+            batch.append(tuple(values) if form.positional else dict(zip(form.names, values, strict=True)))
+        if batch:
+            connection.exec_driver_sql(form.sql, batch)
+
+
 def default_value(default):
     """Return a column's Python-side default value (a callable one is called)."""
     # SQLAlchemy wraps a callable default to take the execution context; the ones used here ignore it.

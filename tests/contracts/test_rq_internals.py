@@ -9,7 +9,7 @@ from rq.worker import BaseWorker
 
 from console.processes.worker import WORKER_CLASSES, SparseHousekeepingMixin, build_worker
 from console.redis_conn import get_redis
-from console.services.engine import queueing
+from console.services.engine import bulk_enqueue, queueing
 
 # Set per job at the moment of queueing: they differ between any two jobs.
 MOMENTS = {b"created_at", b"enqueued_at"}
@@ -97,3 +97,15 @@ def test_rq_waits_for_a_job_as_long_as_dequeue_timeout_says(app):
     worker = build_worker(app, get_redis(), "simple")
     assert BaseWorker.dequeue_timeout.fget(worker) == max(1, worker.worker_ttl - 15)
     assert worker.dequeue_timeout == 60
+
+
+def test_a_job_payload_is_written_as_zlib_level_0_which_rq_reads_back():
+    # bulk_enqueue frames the pickled call as one stored deflate block by hand (zlib.compress's setup cost more than
+    # the rest of a replay); RQ's Job.restore reads `data` with zlib.decompress, which takes any valid stream.
+    for size in (0, 1, 60, 255, 256, 4096, bulk_enqueue._STORED_MAX):
+        data = bytes(range(256)) * (size // 256) + bytes(size % 256)
+        assert bulk_enqueue.stored(data) == zlib.compress(data, 0)
+        assert zlib.decompress(bulk_enqueue.stored(data)) == data
+    larger = b"x" * (bulk_enqueue._STORED_MAX + 1)
+    assert bulk_enqueue.stored(larger) == zlib.compress(larger)
+    assert "zlib.decompress(raw_data)" in inspect.getsource(Job.restore)

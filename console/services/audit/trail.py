@@ -4,14 +4,15 @@ import hmac
 from collections import defaultdict
 from dataclasses import dataclass
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, insert, select, update
 
+from console.db.prepared import Prepared
 from console.db.upsert import insert_for
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.models import AuditEntry, AuditHead
 from console.services.actor import Actor
 from console.services.audit import anchors
-from console.services.audit.chain import GENESIS, audit_key, keyed_mac, legacy_digest
+from console.services.audit.chain import GENESIS, Linker, audit_key, json_text, keyed_mac, legacy_digest
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,7 @@ class Change:
 
 
 def record(session, actor: Actor, action: str, target_type: str, target_id="", *, before=None,
-           after=None, tenant: str | None = None, note: str | None = None, clock: Clock = SYSTEM_CLOCK):
+           after=None, tenant: str | None = None, note: str | None = None, clock: Clock = SYSTEM_CLOCK) -> dict:
     """Add an audit row to the caller's transaction, chained to the previous row."""
     return record_many(session, actor, action, target_type, [Change(target_id, before, after, tenant)], note=note,
                        clock=clock)[0]
@@ -35,8 +36,8 @@ def _take_head(session, count: int) -> AuditHead:
     bump = update(AuditHead).where(AuditHead.id == 1).values(seq=AuditHead.seq + count)
     if session.execute(bump.execution_options(synchronize_session=False)).rowcount == 0:
         # The very first append: two at once on PostgreSQL both find no head; one inserts it, the other waits.
-        insert = insert_for(session.connection())
-        session.execute(insert(AuditHead).values(id=1, seq=0, hash=GENESIS, keyed_from=1)
+        upsert = insert_for(session.connection())
+        session.execute(upsert(AuditHead).values(id=1, seq=0, hash=GENESIS, keyed_from=1)
                         .on_conflict_do_nothing(index_elements=["id"]))
         session.execute(bump.execution_options(synchronize_session=False))
     return session.execute(select(AuditHead).where(AuditHead.id == 1)
@@ -44,22 +45,41 @@ def _take_head(session, count: int) -> AuditHead:
 
 
 def record_many(session, actor: Actor, action: str, target_type: str, changes: list[Change], *,
-                note: str | None = None, clock: Clock = SYSTEM_CLOCK) -> list[AuditEntry]:
+                note: str | None = None, clock: Clock = SYSTEM_CLOCK) -> list[dict]:
     """Add one chained audit row per change to the caller's transaction, taking the chain's head once."""
+    if not changes:
+        return []
     # Bumping the head first takes the write lock, so concurrent appends queue up instead of forking.
     head = _take_head(session, len(changes))
-    at, entries, prev_hash, key = clock(), [], head.hash, audit_key()
+    shared = {"at": clock(), "actor": actor.name, "actor_id": actor.id, "action": action, "target_type": target_type,
+              "remote_addr": actor.remote_addr, "note": note}
+    first = changes[0]
+    # Columns every change has alike are encoded once for the whole batch (a bulk replay's "before", its tenant).
+    for name in ("before", "tenant"):
+        if all(getattr(change, name) == getattr(first, name) for change in changes):
+            shared[name] = getattr(first, name)
+    linker = Linker(audit_key(), shared)
+    stored_json = [(index, name) for index, name in enumerate(linker.varying) if name in _JSON]
+    rows, prev_hash = [], head.hash
     for seq, change in enumerate(changes, start=head.seq - len(changes) + 1):
-        entry = AuditEntry(
-            seq=seq, at=at, actor=actor.name, actor_id=actor.id, action=action, target_type=target_type,
-            target_id=str(change.target_id), tenant=change.tenant, before=change.before, after=change.after,
-            remote_addr=actor.remote_addr, prev_hash=prev_hash, note=note,
-        )
-        entry.hash = prev_hash = keyed_mac(key, entry)
-        entries.append(entry)
+        row = {"seq": seq, "target_id": str(change.target_id), "tenant": change.tenant, "before": change.before,
+               "after": change.after, "prev_hash": prev_hash}
+        texts = linker.texts(row)
+        for index, name in stored_json:  # the MAC's encoding of a JSON column is also the text stored
+            row[name] = texts[index]
+        row["hash"] = prev_hash = linker.mac_of(texts)
+        rows.append(row)
     head.hash = prev_hash
-    session.add_all(entries)
-    return entries
+    for name in _JSON & shared.keys():
+        shared[name] = json_text(shared[name])
+    # Core with its conversions worked out once, not the unit of work: the ORM's bookkeeping per object, then
+    # SQLAlchemy's per-row parameter handling, each cost more than a row's MAC and INSERT.
+    _INSERT.execute_many(session.connection(), shared, rows, encoded=_JSON)
+    return rows
+
+
+_INSERT = Prepared(insert(AuditEntry.__table__), tuple(column.key for column in AuditEntry.__table__.c))
+_JSON = frozenset({"before", "after"})
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,7 @@
 """Replay many dead letters in the background, at a set rate, with progress kept in Redis."""
 
+import contextlib
+import gc
 import json
 import logging
 import time
@@ -32,9 +34,11 @@ KEEP_RECENT = 20
 DEFAULT_RATE, MAX_RATE = 50, 1000
 # The rate asked for "as fast as it safely can", stored as rate 0: no pacing, chunks of FAST_CHUNK letters.
 FASTEST = "max"
-# One transaction each: SQLite's write lock is held for one chunk (~30-60 ms at 500 here), then every waiting
-# writer (workers claiming and finishing runs, people's clicks) gets its turn before the next.
-FAST_CHUNK = 500
+# One transaction each, a handful of set-based statements whatever its size: SQLite's write lock is held for one
+# chunk (~0.4 s at 5,000 here), then every waiting writer (workers claiming and finishing runs, people's clicks)
+# gets its turn before the next. 5,000 against 2,000: 81 against 105 µs of CPU a letter (commits and statements
+# spread over more letters); larger would hold the lock longer for little more.
+FAST_CHUNK = 5000
 # One job works this long, then queues its own continuation: a single worker then also runs the
 # replayed attempts (on the default queue, which it reads first) instead of waiting for the whole batch.
 SLICE_S = 10.0
@@ -214,15 +218,33 @@ def stop(op_id: str, actor: Actor, tenant_id: int | None, clock: Clock = SYSTEM_
     return get(op_id, tenant_id)
 
 
+@contextlib.contextmanager
+def _collector_paused():
+    """Pause Python's cyclic garbage collector for one chunk, as it was before once the chunk is done."""
+    # A chunk makes tens of thousands of short-lived rows and tuples, freed by reference counting; counting them,
+    # the collector ran often and walked the whole heap (~150 ms) every ~10,000 letters unless the start-up heap was
+    # frozen (`rebound worker` freezes it): 0.105 → 0.096 s of CPU per 1,000 letters unfrozen, 0.095 → 0.088 frozen.
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
 def _replay_chunk(letter_ids: list[int], tenant_id: int | None, actor: Actor, key: str) -> Counter:
     """Replay a chunk in one transaction; count its entries as done, skipped or failed."""
     try:
-        outcome = replays.replay_many(letter_ids, actor, tenant_id=tenant_id)
+        with _collector_paused():
+            outcome = replays.replay_many(letter_ids, actor, tenant_id=tenant_id)
         return Counter(done=len(outcome.runs), skipped=len(outcome.skipped))
     except Exception as error:  # noqa: BLE001 - one bad entry must not stop the operation; it is counted and logged
         db.session.rollback()
-        if len(letter_ids) > 1:  # find the bad entry: the others still go through
-            return sum((_replay_chunk([letter_id], tenant_id, actor, key) for letter_id in letter_ids), Counter())
+        if len(letter_ids) > 1:  # find the bad entry by halves: the others still go through, a few chunks at a time
+            half = len(letter_ids) // 2
+            return (_replay_chunk(letter_ids[:half], tenant_id, actor, key)
+                    + _replay_chunk(letter_ids[half:], tenant_id, actor, key))
         log.exception("bulk replay: dead letter %s failed", letter_ids[0])
         get_redis().hset(key, "last_error", f"#{letter_ids[0]}: {type(error).__name__}: {error}"[:500])
         return Counter(failed=1)

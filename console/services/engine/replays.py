@@ -3,22 +3,25 @@
 import json
 import logging
 from dataclasses import dataclass
+from datetime import datetime
+from typing import NamedTuple
 
-from sqlalchemy import exists, select, update
+from sqlalchemy import Text, bindparam, cast, exists, func, insert, literal_column, null, select, update
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
-from console.models import DeadLetter, Run, Tenant
+from console.models import DeadLetter, Run, RunEvent, Tenant
 from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.engine import queueing, transitions
 from console.services.policies import versions as policies
 
 log = logging.getLogger("rebound.runs")
-RUNS, LETTERS = Run.__table__, DeadLetter.__table__
+RUNS, LETTERS, EVENTS = Run.__table__, DeadLetter.__table__, RunEvent.__table__
 # What a new attempt series starts from, besides its series number, times and a cleared error.
 RESTART_VALUES = {"attempt": 0, "retry_token": None, "next_retry_at": None, "finished_at": None,
                   "cancel_requested": False, "progress": 0, "progress_message": None}
+OPENED = {"status": "open"}
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,20 @@ class Replayed:
 
     runs: dict[int, int]  # dead letter id → run id, for the letters whose run was restarted
     skipped: list[int]  # no longer open, run not dead, another tenant's, or a second letter of a run already replayed
+
+
+class Restarted(NamedTuple):
+    """A run a replay restarted, as it was just before: `enqueue` queues series + 1."""
+
+    id: int
+    letter_id: int
+    series: int
+    attempt: int
+    error_code: str | None
+    policy_id: int | None
+    policy_overrides: dict
+    tenant_id: int
+    status: str = "dead"
 
 
 def replay_many(letter_ids: list[int], actor: Actor, *, tenant_id: int | None = None,
@@ -40,24 +57,40 @@ def replay_many(letter_ids: list[int], actor: Actor, *, tenant_id: int | None = 
     return Replayed(replayed, [letter_id for letter_id in letter_ids if letter_id not in replayed])
 
 
-def restart(letter_ids: list[int], actor: Actor, *, tenant_id: int | None = None, now) -> list:
-    """Restart the dead runs of these open letters in the caller's transaction; `enqueue` the rows after its commit."""
-    chosen = _replayable(letter_ids, tenant_id)
-    restarted = _restart(chosen, actor, now) if chosen else {}
-    rows = [row for row in chosen if row.id in restarted]
-    if rows:
-        _close_letters(rows, actor, now)
-        _record(rows, actor, now)
+def restart(letter_ids: list[int], actor: Actor, *, tenant_id: int | None = None, now) -> list[Restarted]:
+    """Restart the dead runs of these open letters in the caller's transaction; `enqueue` the rows after its commit.
+
+    Set-based, whatever the number of letters: a handful of statements per call, none per letter. The order of
+    locks is the run's, then its letter's, as resolving a run and fixing its params take them, so none of them
+    deadlocks against another.
+    """
+    if not letter_ids:
+        return []
+    candidates = _hold(letter_ids, tenant_id)
+    if not candidates:
+        return []
+    claimed = set(_claim([row.letter_id for row in candidates], actor, now))
+    rows = []
+    for row in candidates:  # by run: its first open letter is the one the new series answers
+        if row.letter_id in claimed and (not rows or rows[-1].id != row.id):
+            rows.append(row)
+    if not rows:
+        return []
+    moved = transitions.move_many("dead", "pending", [row.id for row in rows], now, reason="replay",
+                                  actor=actor.name, clear_error=True, columns=(), **RESTART_VALUES,
+                                  series=RUNS.c.series + 1, enqueued_at=now)
+    if len(moved) != len(rows):
+        # Each run was read dead with its letter open, and its letter claimed since: nothing else moves a dead run
+        # without closing that letter first, so this is a bug; rolled back by the caller, never half-written.
+        raise transitions.StaleRun(f"{len(rows) - len(moved)} of {len(rows)} runs left dead after their letters "
+                                   "were claimed")
+    _close_other_letters(rows, claimed, actor, now)
+    _record(rows, actor, now)
     return rows
 
 
 def replayable(letter_ids: list[int], tenant_id: int | None = None) -> list:
     """Return the dead runs these open letters would restart, reading only (one row per run: run columns, letter_id)."""
-    return _replayable(letter_ids, tenant_id)
-
-
-def _replayable(letter_ids: list[int], tenant_id: int | None) -> list:
-    """Return one row per run (its first open letter in the list) whose run is dead; run columns plus letter_id."""
     query = (select(RUNS, LETTERS.c.id.label("letter_id"), Tenant.name.label("tenant_name"))
              .join(LETTERS, LETTERS.c.run_id == RUNS.c.id).join(Tenant, Tenant.id == RUNS.c.tenant_id)
              .where(LETTERS.c.id.in_(letter_ids), LETTERS.c.status == "open", RUNS.c.status == "dead")
@@ -70,50 +103,87 @@ def _replayable(letter_ids: list[int], tenant_id: int | None) -> list:
     return list(first_per_run.values())
 
 
-def _restart(rows: list, actor: Actor, now) -> dict[int, object]:
-    """Move the runs dead → pending as a new series in one guarded UPDATE; return the restarted runs by id."""
-    # The guard is the letter read above still being open: a concurrent replay or discard closes it first.
-    still_open = exists().where(LETTERS.c.run_id == RUNS.c.id, LETTERS.c.status == "open",
-                                LETTERS.c.id.in_([row.letter_id for row in rows]))
-    restarted = transitions.move_many("dead", "pending", [row.id for row in rows], now, reason="replay",
-                                      actor=actor.name, guard=still_open, clear_error=True, **RESTART_VALUES,
-                                      series=RUNS.c.series + 1, enqueued_at=now)
-    return {run.id: run for run in restarted}
+def _hold(letter_ids: list[int], tenant_id: int | None) -> list[Restarted]:
+    """Read the dead runs of the open letters, by run then letter; on PostgreSQL lock the runs, in id order."""
+    # The overrides as text, parsed once per distinct value: nearly every run has the same (none).
+    overrides = cast(RUNS.c.policy_overrides, Text)
+    query = (select(RUNS.c.id, LETTERS.c.id, RUNS.c.series, RUNS.c.attempt, RUNS.c.error_code, RUNS.c.policy_id,
+                    overrides, RUNS.c.tenant_id)
+             .join(LETTERS, LETTERS.c.run_id == RUNS.c.id)
+             .where(LETTERS.c.id.in_(letter_ids), LETTERS.c.status == "open", RUNS.c.status == "dead")
+             .order_by(RUNS.c.id, LETTERS.c.id).with_for_update(of=RUNS))
+    if tenant_id is not None:
+        query = query.where(LETTERS.c.tenant_id == tenant_id)
+    parsed: dict[str | None, dict] = {}
+    rows = []
+    for run_id, letter_id, series, attempt, error_code, policy_id, text, tenant in \
+            db.session.connection().execute(query):
+        if text not in parsed:
+            parsed[text] = json.loads(text) if text else {}
+        rows.append(Restarted(run_id, letter_id, series, attempt, error_code, policy_id, parsed[text], tenant))
+    return rows
 
 
-def _close_letters(rows: list, actor: Actor, now) -> None:
-    """Mark every open letter of the restarted runs replayed.
+def _claim(letter_ids: list[int], actor: Actor, now: datetime) -> list[int]:
+    """Mark the letters replayed if still open and their run still dead: the guard a racing replay or discard
+    meets (under READ COMMITTED the loser waits for the winner's commit, then finds the letter no longer open)."""
+    # The run's status again: on SQLite the read above ran before the transaction (and its write lock) began.
+    run_dead = exists().where(RUNS.c.id == LETTERS.c.run_id, RUNS.c.status == "dead")
+    return db.session.connection().execute(
+        update(LETTERS).where(LETTERS.c.id.in_(letter_ids), LETTERS.c.status == "open", run_dead)
+        .values(status="replayed", resolved_at=now, resolved_by=actor.name).returning(LETTERS.c.id)).scalars().all()
+
+
+def _close_other_letters(rows: list[Restarted], claimed: set[int], actor: Actor, now: datetime) -> None:
+    """Mark replayed any other open letter of the restarted runs.
 
     Their work orders stay open: the "outbox" job closes one once the replayed runs succeeded (a replayed run
     may die again).
     """
     connection = db.session.connection()
     # By id, not by run_id and status: SQLite would otherwise walk every open letter on the status index.
-    run_ids = [row.id for row in rows]
-    letter_ids = connection.execute(select(LETTERS.c.id).where(LETTERS.c.run_id.in_(run_ids))).scalars().all()
-    connection.execute(update(LETTERS).where(LETTERS.c.id.in_(letter_ids), LETTERS.c.status == "open")
-                       .values(status="replayed", resolved_at=now, resolved_by=actor.name))
+    others = [letter_id for letter_id in connection.execute(
+        select(LETTERS.c.id).where(LETTERS.c.run_id.in_([row.id for row in rows]))).scalars()
+        if letter_id not in claimed]
+    if others:
+        connection.execute(update(LETTERS).where(LETTERS.c.id.in_(others), LETTERS.c.status == "open")
+                           .values(status="replayed", resolved_at=now, resolved_by=actor.name))
 
 
-def _record(rows: list, actor: Actor, now) -> None:
+def _json_object(dialect_name: str, key: str, value):
+    build = func.json_build_object if dialect_name == "postgresql" else func.json_object
+    # The key as SQL text, not a parameter: PostgreSQL cannot type a parameter of a function taking "any".
+    return build(literal_column(f"'{key}'"), value)
+
+
+def _record(rows: list[Restarted], actor: Actor, now: datetime) -> None:
     """Link each restarted run's timeline to its dead letter, and audit each replay."""
-    db.session.connection().execute(transitions.INSERT_EVENT, [transitions.event_row(
-        run_id=row.id, at=now, kind="replay_of_dead_letter", attempt=0, series=row.series + 1,
-        worker_id=row.worker_id, actor=actor.name, data={"dead_letter_id": row.letter_id}) for row in rows])
+    connection = db.session.connection()
+    # The links are built by the database from the rows just written, as move_many's timeline rows are.
+    link = insert(EVENTS).from_select(transitions.EVENT_COLUMNS, select(
+        RUNS.c.id, bindparam("at", now, type_=EVENTS.c.at.type), bindparam("kind", "replay_of_dead_letter"),
+        RUNS.c.attempt, RUNS.c.series, RUNS.c.retry_token, RUNS.c.worker_id, *[null()] * 7,
+        bindparam("actor", actor.name), _json_object(connection.dialect.name, "dead_letter_id", LETTERS.c.id),
+    ).join_from(LETTERS, RUNS, RUNS.c.id == LETTERS.c.run_id)
+        .where(LETTERS.c.id.in_([row.letter_id for row in rows])).order_by(RUNS.c.id))
+    connection.execute(link)
+    names = dict(connection.execute(select(Tenant.id, Tenant.name)).all())
     audit.record_many(db.session, actor, "dead_letter.replay", "dead_letter", [
-        audit.Change(row.letter_id, before={"status": "open"},
-                     after={"status": "replayed", "run_id": row.id, "series": row.series + 1}, tenant=row.tenant_name)
+        audit.Change(row.letter_id, before=OPENED, after={"status": "replayed", "run_id": row.id,
+                                                          "series": row.series + 1}, tenant=names.get(row.tenant_id))
         for row in rows], clock=lambda: now)
 
 
 def enqueue(rows: list) -> None:
     """Queue the first attempt of every new series; if Redis is down the reconciler queues them later."""
-    timeouts: dict[str, int] = {}
+    timeouts: dict[tuple, int] = {}
 
     def timeout_s(row) -> int:
-        key = json.dumps([row.policy_id, row.policy_overrides], sort_keys=True, default=str)
+        # Nearly every run has no overrides: then the policy alone decides, with no JSON to key on.
+        overrides = row.policy_overrides
+        key = (row.policy_id, json.dumps(overrides, sort_keys=True, default=str) if overrides else "")
         if key not in timeouts:
-            timeouts[key] = policies.effective(row.policy_id, row.policy_overrides)[1].timeout_s
+            timeouts[key] = policies.effective(row.policy_id, overrides)[1].timeout_s
         return timeouts[key]
 
     try:

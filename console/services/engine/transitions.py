@@ -7,7 +7,7 @@ import functools
 import logging
 from datetime import datetime
 
-from sqlalchemy import bindparam, insert, literal_column, select, update
+from sqlalchemy import bindparam, insert, literal_column, null, select, update
 from sqlalchemy.orm.attributes import set_committed_value
 
 from console import metrics
@@ -134,12 +134,13 @@ def move(run: Run, target: str, now: datetime, *, reason: str | None = None, err
 
 def move_many(source: str, target: str, run_ids: list[int], now: datetime, *, reason: str,
               actor: str | None = None, message: str | None = None, guard=None, clear_error: bool = False,
-              **values) -> list:
+              columns: tuple[str, ...] | None = None, **values) -> list:
     """Change every run still `source` to `target` in one guarded UPDATE; return the changed rows as now stored.
 
     A run no longer `source` (or failing `guard`, a SQL condition) is left alone. Each changed run gets what
     `move` gives one run: metrics, a log line and its timeline row. Values may be SQL expressions
-    (`series=RUNS.c.series + 1`); RETURNING reads back what they became.
+    (`series=RUNS.c.series + 1`); RETURNING reads back what they became. A bulk caller names the `columns` it
+    needs back: only those are read back, and the move logs one line for all its runs instead of one each.
     """
     check_transition(source, target)
     if not run_ids:
@@ -150,23 +151,56 @@ def move_many(source: str, target: str, run_ids: list[int], now: datetime, *, re
     if guard is not None:
         statement = statement.where(guard)
     connection = db.session.connection()
+    if connection.dialect.name == "postgresql":
+        # An UPDATE locks its rows in whatever order its plan reads them; two movers of overlapping runs (a bulk
+        # replay and a resolve) could each hold a run the other wants. Every mover takes them in id order first.
+        connection.execute(select(RUNS.c.id).where(RUNS.c.id.in_(run_ids), RUNS.c.status == source)
+                           .order_by(RUNS.c.id).with_for_update())
     rows = connection.execute(statement.values(status=target, status_reason=reason, updated_at=now, **values)
-                              .returning(*RUNS.c)).all()
+                              .returning(*_returned(target, columns))).all()
     error_code = values.get("error_code")
     level = logging.WARNING if target in NEEDS_A_PERSON else logging.INFO
+    each = columns is None and log.isEnabledFor(level)
     for row in rows:
         metrics.transition(row, source, target, now, reason, error_code, {"attempt": row.attempt})
         if target in followups.SIGNALS and row.workflow_id is not None:
             followups.note(db.session, row.workflow_id)
-        if log.isEnabledFor(level):
+        if each:
             log.log(level, "run %s: %s → %s (%s)", row.id, source, target, reason,
                     extra=run_fields(row, reason, error_code, None))
+    if rows and columns is not None and log.isEnabledFor(level):
+        ids = sorted(row.id for row in rows)
+        shown = ", ".join(map(str, ids[:10])) + (f" … {ids[-1]}" if len(ids) > 10 else "")
+        log.log(level, "%d runs: %s → %s (%s): %s", len(rows), source, target, reason, shown)
     if rows:
-        connection.execute(INSERT_EVENT, [event_row(
-            run_id=row.id, at=now, kind=target, attempt=row.attempt, series=row.series, retry_token=row.retry_token,
-            worker_id=row.worker_id, from_status=source, to_status=target, reason=reason, error_code=error_code,
-            message=message, next_retry_at=row.next_retry_at, actor=actor) for row in rows])
+        # Read from the rows just written, in the database: no timeline row is built in Python.
+        connection.execute(_TIMELINE_OF_MOVED, {
+            "ids": [row.id for row in rows], "at": now, "kind": target, "from_status": source, "to_status": target,
+            "reason": reason, "error_code": error_code, "message": message, "actor": actor})
     return rows
+
+
+# What metrics.transition and the workflow follow-ups read of a moved run (the moments only for `running`).
+_COUNTED = ("id", "tenant_id", "handler", "task_id", "attempt", "workflow_id")
+
+
+def _returned(target: str, columns: tuple[str, ...] | None) -> list:
+    if columns is None:
+        return list(RUNS.c)
+    counted = (*_COUNTED, "next_retry_at", "enqueued_at") if target == "running" else _COUNTED
+    return [RUNS.c[name] for name in dict.fromkeys((*counted, *columns))]
+
+
+def _constant(name: str):
+    return bindparam(name, type_=EVENTS.c[name].type)
+
+
+# One timeline row per moved run, as event_row() would build it from the run's row after the UPDATE.
+_TIMELINE_OF_MOVED = insert(EVENTS).from_select(EVENT_COLUMNS, select(
+    RUNS.c.id, _constant("at"), _constant("kind"), RUNS.c.attempt, RUNS.c.series, RUNS.c.retry_token,
+    RUNS.c.worker_id, _constant("from_status"), _constant("to_status"), _constant("reason"), _constant("error_code"),
+    _constant("message"), RUNS.c.next_retry_at, null(), _constant("actor"), null(),
+).where(RUNS.c.id.in_(bindparam("ids", expanding=True))).order_by(RUNS.c.id))
 
 
 def request_cancel(run: Run, now: datetime, *, actor: str | None = None, kind: str = "cancel_requested",
