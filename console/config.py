@@ -79,40 +79,34 @@ def _key_fallbacks(env) -> list[str]:
     return [key.strip() for key in (env.get("REBOUND_SECRET_KEY_FALLBACKS") or "").split(",") if key.strip()]
 
 
-def worker_config(path: str):
-    """Read the worker pool's defaults file, writing the shipped one if it is missing; a bad value stops the start."""
+def _defaults_file(path: str, template: str, parse, error_type):
+    """Read a shipped defaults file, writing the shipped one if it is missing; a bad value stops the start."""
     import yaml
-
-    from console.domain.worker_config import TEMPLATE, WorkerConfigError, parse
 
     file = Path(path)
     if not file.exists():
         file.parent.mkdir(parents=True, exist_ok=True)
-        file.write_text(TEMPLATE)
+        file.write_text(template)
     try:
         return parse(yaml.safe_load(file.read_text()))
     except yaml.YAMLError as error:
         raise SystemExit(f"{path}: not valid YAML ({error})") from None
-    except WorkerConfigError as error:
+    except error_type as error:
         raise SystemExit(f"{path}: {error}") from None
+
+
+def worker_config(path: str):
+    """Read the worker pool's defaults file (config/worker/standalone.yaml)."""
+    from console.domain.worker_config import TEMPLATE, WorkerConfigError, parse
+
+    return _defaults_file(path, TEMPLATE, parse, WorkerConfigError)
 
 
 def task_defaults(path: str):
-    """Read the tasks' defaults file, writing the shipped one if it is missing; a bad value stops the start."""
-    import yaml
-
+    """Read the tasks' defaults file (config/tasks/default_policy.yaml)."""
     from console.domain.task_defaults import TEMPLATE, TaskDefaultsError, parse
 
-    file = Path(path)
-    if not file.exists():
-        file.parent.mkdir(parents=True, exist_ok=True)
-        file.write_text(TEMPLATE)
-    try:
-        return parse(yaml.safe_load(file.read_text()))
-    except yaml.YAMLError as error:
-        raise SystemExit(f"{path}: not valid YAML ({error})") from None
-    except TaskDefaultsError as error:
-        raise SystemExit(f"{path}: {error}") from None
+    return _defaults_file(path, TEMPLATE, parse, TaskDefaultsError)
 
 
 LOG_FORMATS = ("auto", "json", "text")
