@@ -13,9 +13,10 @@ from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.policy import PolicyError, RetryPolicy
 from console.extensions import db
 from console.models import PolicyVersion, RetryPolicyRecord
+from console.services import versioning
 from console.services.actor import SYSTEM, Actor
 from console.services.audit import trail as audit
-from console.services.errors import InvalidInput, NotFound
+from console.services.errors import Conflict, InvalidInput, NotFound
 from console.services.settings import setting
 
 DEFAULT = "default"
@@ -110,9 +111,12 @@ def _version(database: str, policy_id: int, version: int, overrides_json: str) -
     return _version(database, policy_id, version, "").with_overrides(json.loads(overrides_json))
 
 
-def save(name: str, spec: dict, actor: Actor, *, description: str | None = None,
+def save(name: str, spec: dict, actor: Actor, *, description: str | None = None, base_version: int | None = None,
          clock: Clock = SYSTEM_CLOCK) -> RetryPolicyRecord:
-    """Create a policy or add a new version of it; takes effect from the next attempt."""
+    """Create a policy or add a new version of it; takes effect from the next attempt.
+
+    `base_version`: the version the change was made from; another one in force is a 409 (StaleVersion).
+    """
     if not re.match(NAME_PATTERN, name or ""):
         raise InvalidInput("policy names are 1-64 lowercase letters, digits, '.', '_' or '-'", "name")
     policy = validated(spec)
@@ -120,6 +124,12 @@ def save(name: str, spec: dict, actor: Actor, *, description: str | None = None,
     locks.hold(f"policy:{name}")
     record = db.session.execute(select(RetryPolicyRecord).where(RetryPolicyRecord.name == name)
                                 .execution_options(populate_existing=True)).scalar_one_or_none()
+    try:
+        versioning.check(base_version, f"retry policy {name!r}", record.current_version if record else None,
+                         lambda: current_version(record).created_by)
+    except Conflict:
+        db.session.rollback()  # ends the transaction, so the lock is not kept
+        raise
     before = None
     if record is None:
         record = RetryPolicyRecord(name=name, description=description or "", current_version=1)

@@ -11,6 +11,7 @@ from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.task_defaults import TaskDefaults
 from console.extensions import db
 from console.models import ConflictTemplate, ConflictTemplateVersion, Task
+from console.services import versioning
 from console.services.actor import SYSTEM, Actor
 from console.services.audit import trail as audit
 from console.services.errors import Conflict, InvalidInput, NotFound
@@ -88,10 +89,11 @@ def changes_for(task: Task, rules: dict) -> list[tuple[str, object, object]]:
 
 
 def save(name: str, rules: dict, actor: Actor, *, description: str | None = None, new_only: bool = False,
-         clock: Clock = SYSTEM_CLOCK) -> ConflictTemplate:
+         base_version: int | None = None, clock: Clock = SYSTEM_CLOCK) -> ConflictTemplate:
     """Create a template or add a new version, rewriting the rules of the tasks that inherit them; one commit.
 
     `new_only`: a template of that name existing already (created by someone else meanwhile) is a 409.
+    `base_version`: the version the change was made from; another one in force is a 409 (StaleVersion).
     """
     if not isinstance(name, str) or not re.match(NAME_PATTERN, name):
         raise InvalidInput("template names are 1-64 lowercase letters, digits, '.', '_' or '-'", "name")
@@ -112,6 +114,12 @@ def save(name: str, rules: dict, actor: Actor, *, description: str | None = None
     if record is not None and new_only:
         db.session.rollback()
         raise Conflict(f"a conflict template named {name!r} exists already; edit it instead", "name")
+    try:
+        versioning.check(base_version, f"conflict template {name!r}", record.current_version if record else None,
+                         lambda: current_version(record).created_by)
+    except Conflict:
+        db.session.rollback()  # ends the transaction, so the lock is not kept
+        raise
     if record is None:
         record = ConflictTemplate(name=name, description=description or "", current_version=1, created_at=now,
                                   updated_at=now)
