@@ -131,3 +131,19 @@ def test_a_viewer_cannot_post_and_a_form_without_csrf_is_refused(client, auth):
     response = client.post("/tasks/templates/nightly", data={**NIGHTLY, "concurrency_policy": "forbid"})
     assert response.status_code in (400, 422)
     assert templates.get("nightly").current_version == 1
+
+
+def test_a_viewer_reads_the_template_without_save_or_delete(client, auth):
+    arrange()
+    auth.as_role("viewer")
+    page = client.get("/tasks/templates/nightly").get_data(as_text=True)
+    assert "You can read this template; changing it needs the operator role." in page
+    assert "Save as version 2" not in page and "Delete template" not in page and " disabled" in page
+
+
+def test_an_operator_may_save_and_delete_the_template(client, auth):
+    arrange()
+    auth.as_role("operator")
+    page = client.get("/tasks/templates/nightly").get_data(as_text=True)
+    assert "You can read this template" not in page
+    assert "Save as version 2" in page and 'action="/tasks/templates/nightly/delete"' in page

@@ -121,6 +121,19 @@ def test_saving_over_a_version_saved_meanwhile_is_409_until_reviewed(client, aut
     assert versions("quick") == [1, 2, 3]
 
 
+def test_a_viewer_reads_the_policy_without_a_save_button(client, auth):
+    auth.as_role("viewer")
+    page = client.get("/policies/quick").get_data(as_text=True)
+    assert "You can read this policy; changing it needs the operator role." in page
+    assert "Save as version 2" not in page and " disabled" in page
+
+
+def test_an_operator_may_save_the_policy(client, auth):
+    auth.as_role("operator")
+    page = client.get("/policies/quick").get_data(as_text=True)
+    assert "You can read this policy" not in page and "Save as version 2" in page
+
+
 def test_a_tampered_version_field_is_422_and_saves_nothing(client, auth):
     auth.as_role("operator")
     response = post_form(client, auth, "/policies/quick", base_version="1 OR 1=1", max_attempts="4")
