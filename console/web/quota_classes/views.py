@@ -1,12 +1,13 @@
 """Quota classes: the list with what each holds now, a create form, and per-class edit and delete."""
 
-from flask import Blueprint, flash, redirect, url_for
+from flask import Blueprint, abort, flash, redirect, url_for
 from flask_wtf import FlaskForm
 from sqlalchemy import func, select
 from wtforms import IntegerField, StringField
 from wtforms.validators import InputRequired, Length, NumberRange
 
 from console.auth import current_actor, requires, shared_by_all_tenants, tenant_scope
+from console.domain import names
 from console.extensions import db
 from console.models import Run, Task
 from console.services.errors import ServiceError
@@ -41,6 +42,12 @@ def _index(form: ClassForm, status: int = 200, failed: str | None = None):
                 running=running, failed=failed, scoped=tenant_scope() is not None), status
 
 
+def _possible_or_404(name: str) -> None:
+    """Answer 404 for a name no class can have; a missing class with a possible name is said in a flash instead."""
+    if not names.is_name(name):
+        abort(404, f"There is no quota class named {name[:80]!r}.")
+
+
 @bp.get("/")
 @requires(VIEW)
 def index():
@@ -69,6 +76,7 @@ def create():
 @requires(OPERATE)
 @shared_by_all_tenants("Quota classes")
 def update(name: str):
+    _possible_or_404(name)
     form = ClassForm()
     form.name.data = name  # the name is the address; it is not edited
     if not form.validate_on_submit():
@@ -89,6 +97,7 @@ def update(name: str):
 @requires(OPERATE)
 @shared_by_all_tenants("Quota classes")
 def delete(name: str):
+    _possible_or_404(name)
     try:
         quota_classes.delete(name, current_actor())
     except ServiceError as error:
