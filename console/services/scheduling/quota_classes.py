@@ -1,14 +1,14 @@
 """Quota classes: named limits on how many runs of their tasks run at once, across tasks and tenants."""
 
 from sqlalchemy import delete as sql_delete
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 
 from console.db import locks
 from console.db.upsert import insert_for
 from console.domain import names
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
-from console.models import ConflictTemplate, QuotaClass, Task
+from console.models import ConflictTemplate, QuotaClass, Run, Task
 from console.services import inputs
 from console.services.actor import Actor
 from console.services.audit import trail as audit
@@ -99,6 +99,17 @@ def change(name: str, actor: Actor, *, max_running=None, description=None,
                  clock=clock)
     db.session.commit()
     return get(name)
+
+
+def counts(scope: int | None) -> tuple[dict[str, int], dict[str, int]]:
+    """Return live tasks and running runs per class (of one tenant's tasks when `scope` is given)."""
+    tasks = select(Task.quota_class, func.count()).where(Task.quota_class.is_not(None), Task.deleted_at.is_(None))
+    running = (select(Task.quota_class, func.count()).join(Run, Run.task_id == Task.id)
+               .where(Task.quota_class.is_not(None), Run.status == "running"))
+    if scope is not None:
+        tasks, running = tasks.where(Task.tenant_id == scope), running.where(Task.tenant_id == scope)
+    return (dict(db.session.execute(tasks.group_by(Task.quota_class)).all()),
+            dict(db.session.execute(running.group_by(Task.quota_class)).all()))
 
 
 def users(name: str) -> tuple[list[Task], list[ConflictTemplate]]:

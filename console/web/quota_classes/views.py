@@ -2,14 +2,12 @@
 
 from flask import Blueprint, abort, flash, redirect, url_for
 from flask_wtf import FlaskForm
-from sqlalchemy import func, select
 from wtforms import IntegerField, StringField
 from wtforms.validators import InputRequired, Length, NumberRange
 
 from console.auth import current_actor, requires, shared_by_all_tenants, tenant_scope
 from console.domain import names
 from console.extensions import db
-from console.models import Run, Task
 from console.services.errors import ServiceError
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.scheduling import quota_classes
@@ -25,19 +23,8 @@ class ClassForm(FlaskForm):
     description = StringField("Description", validators=[Length(max=255)])
 
 
-def _counts(scope: int | None) -> tuple[dict[str, int], dict[str, int]]:
-    """Live tasks and running runs per class (of the viewer's tenant when scoped)."""
-    tasks = select(Task.quota_class, func.count()).where(Task.quota_class.is_not(None), Task.deleted_at.is_(None))
-    running = (select(Task.quota_class, func.count()).join(Run, Run.task_id == Task.id)
-               .where(Task.quota_class.is_not(None), Run.status == "running"))
-    if scope is not None:
-        tasks, running = tasks.where(Task.tenant_id == scope), running.where(Task.tenant_id == scope)
-    return (dict(db.session.execute(tasks.group_by(Task.quota_class)).all()),
-            dict(db.session.execute(running.group_by(Task.quota_class)).all()))
-
-
 def _index(form: ClassForm, status: int = 200, failed: str | None = None):
-    tasks, running = _counts(tenant_scope())
+    tasks, running = quota_classes.counts(tenant_scope())
     return page("quota_classes/index.html", "content", form=form, classes=quota_classes.all_classes(), tasks=tasks,
                 running=running, failed=failed, scoped=tenant_scope() is not None), status
 
