@@ -189,6 +189,11 @@ def _claim(run_id: int, expected_attempt: int, clock: Clock, worker_id: str):
             why = admission.explain(full, admitted, policy.concurrency, tenant=_tenant_name(run.tenant_id),
                                     policy=_policy_name(admitted.policy_id), handler=run.handler,
                                     by_task=run.task_id is not None, tenant_id=run.tenant_id)
+            if full == "quota_class" and not (run.wait_reason or "").startswith(admission.CLASS_WAIT):
+                # A conflict the forecast can name (its class overflows): on the timeline once, for the Reports
+                # page's early-warning figure; a run waiting on, deferred again, adds nothing.
+                single_statements.end()  # the note and the deferral are one transaction
+                transitions.event(run, "deferred", now, reason="quota_class", message=why[:255])
             _defer(run, now + timedelta(seconds=DEFER_S), policy.timeout_s, why)
             return f"deferred:{full}"
         held = reserved.hold(run.tenant_id, now) if admitted.reservations else None
