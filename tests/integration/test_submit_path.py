@@ -90,7 +90,7 @@ def test_an_api_call_neither_reads_nor_writes_the_session_cookie(client, auth):
 
 
 def test_rate_limits_are_on_console_routes_only(app):
-    # The API skips Flask-Limiter (console/auth: _api_call), which would skip a limit put on an API view too.
+    # The API skips Flask-Limiter (console/page_hooks.py), which would skip a limit put on an API view too.
     limited = {rule.rule for rule in app.url_map.iter_rules()
                if getattr(app.view_functions[rule.endpoint], "__wrapper-limiter-instance", None) is not None}
     assert limited == {"/login"}  # the marker Flask-Limiter puts on a limited view still means what it did
