@@ -8,7 +8,8 @@ from console.auth import API_PREFIXES
 
 # By qualified name, as the extensions register them on the app: Flask-Limiter's check, response headers and
 # per-request state (the API carries no rate limit: tests/integration/test_submit_path.py), and Flask-Login's
-# remember-me cookie refresh (an API call has no cookie session). Together a twentieth of an API call's CPU.
+# remember-me cookie refresh (an API call has no cookie session). Together about 3 % of an API call's CPU
+# (bench/submit_parts.py).
 PAGE_ONLY = frozenset({
     "Limiter._check_request_limit",
     "Limiter.__inject_headers",
