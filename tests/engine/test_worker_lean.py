@@ -1,4 +1,4 @@
-"""A worker's per-job overhead: one database connection kept while busy, and RQ's writes that say nothing new skipped."""
+"""A worker's per-job overhead: one database connection kept while busy; RQ's writes that say nothing new skipped."""
 
 import threading
 
@@ -15,12 +15,12 @@ from console.processes.worker import build_worker
 from console.redis_conn import get_redis
 from console.services.engine import queueing
 
-CALLED_BACK = []
+called_back = []
 
 
 def noted(job, connection, result):
     """An RQ success callback: notes that it ran."""
-    CALLED_BACK.append(job.id)
+    called_back.append(job.id)
 
 
 def _succeeded(ids) -> int:
@@ -150,7 +150,7 @@ def test_a_job_is_not_stamped_again_when_it_returns_unless_it_has_a_callback(app
     monkeypatch.setattr(Job, "heartbeat", counted)
     run_id = runs.submit()
     (job_id,) = Queue(queueing.RUN_QUEUE, connection=get_redis()).job_ids
-    CALLED_BACK.clear()
+    called_back.clear()
     called = Queue(queueing.RUN_QUEUE, connection=get_redis()).enqueue(
         "jobs.handlers.demo.noop", None, on_success=Callback(noted))
     worker = build_worker(app, get_redis(), "simple")
@@ -161,4 +161,5 @@ def test_a_job_is_not_stamped_again_when_it_returns_unless_it_has_a_callback(app
     assert job.get_status() == JobStatus.FINISHED and job.ended_at is not None  # RQ still records its end
     # Rebound's job: stamped in its preparation only (a pipelined beat); the callback's job also once more alone.
     assert (job_id, True) not in beats and (job_id, False) in beats
-    assert (called.id, True) in beats and CALLED_BACK == [called.id]
+    assert (called.id, True) in beats
+    assert called_back == [called.id]
