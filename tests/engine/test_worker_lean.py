@@ -163,3 +163,25 @@ def test_a_job_is_not_stamped_again_when_it_returns_unless_it_has_a_callback(app
     assert (job_id, True) not in beats and (job_id, False) in beats
     assert (called.id, True) in beats
     assert called_back == [called.id]
+
+
+def test_a_connection_the_server_dropped_between_jobs_is_replaced_and_the_claim_made(app, runs, monkeypatch):
+    monkeypatch.setattr(workers, "_alive", lambda connection: pytest.fail("no ping: the worker is busy"))
+    worker = build_worker(app, get_redis(), "simple")
+    worker.clock = lambda: 100.0
+    first = runs.submit()
+    with app.app_context():
+        kept = worker._connection = db.engine.connect()
+        worker._job_ended(kept)
+    if kept.dialect.name == "postgresql":
+        pid = kept.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+        kept.rollback()
+        with db.engine.connect() as other:
+            other.exec_driver_sql(f"SELECT pg_terminate_backend({pid})")
+            other.commit()
+    else:
+        # SQLite cannot lose its server: close the driver's connection under SQLAlchemy's feet instead.
+        kept.connection.dbapi_connection.close()
+    worker.work(burst=True, logging_level="WARNING")
+    assert runs.status(first) == "succeeded"
+    assert runs.get(first).executions == 1
