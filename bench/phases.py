@@ -47,6 +47,23 @@ def install(rebound: bool) -> None:
                         ("perform_job", "rq.perform_job")):
         _wrap(worker, name, label)
     _wrap(job.Job, "perform", "rq.perform_job > job.perform (the job function)")
+    # Round trips, counted by what sends them: a Redis command or pipeline, a SQL statement, a pool's ping.
+    import redis.connection
+    from sqlalchemy import event
+    from sqlalchemy.dialects.postgresql import _psycopg_common
+    from sqlalchemy.engine import Engine, default
+
+    _wrap(redis.connection.AbstractConnection, "send_packed_command", "~ Redis round trips (commands, pipelines)")
+    _wrap(default.DefaultDialect, "do_ping", "~ pings (SQLite)")
+    _wrap(_psycopg_common._PGDialect_common_psycopg, "do_ping", "~ pings (PostgreSQL: a round trip)")
+
+    @event.listens_for(Engine, "before_cursor_execute")
+    def _statement(*_):
+        CALLS["~ SQL statements (BEGIN and COMMIT not counted)"] += 1
+
+    @event.listens_for(Engine, "commit")
+    def _commit(*_):
+        CALLS["~ commits (on PostgreSQL in autocommit they send nothing)"] += 1
     _wrap(queue.Queue, "dequeue_any", "rq.dequeue > dequeue_any")
     if not rebound:
         return
@@ -76,4 +93,4 @@ def install(rebound: bool) -> None:
 def report(jobs: int) -> list[str]:
     """Return one line per phase: µs of CPU per job and calls per job."""
     return [f"{SPENT[label] / jobs * 1e6:8.0f} µs/job {CALLS[label] / jobs:5.2f} calls/job  {label}"
-            for label in sorted(SPENT)]
+            for label in sorted(CALLS)]
