@@ -54,8 +54,8 @@ def _environ(token: str) -> tuple[dict, bytes]:
     return environ, body
 
 
-def in_process(workdir: Path, requests: int, profile: str | None) -> dict:
-    """Call the app `requests` times in rounds; return the least and the median CPU ms per request of a round."""
+def submitter(workdir: Path):
+    """Return a bench over a fresh database, a call that POSTs one run to its app in-process, and the statuses seen."""
     bench = Bench(workdir)
     app = bench.app
     with app.app_context():
@@ -78,6 +78,13 @@ def in_process(workdir: Path, requests: int, profile: str | None) -> dict:
             if hasattr(result, "close"):
                 result.close()
 
+    return bench, call, statuses
+
+
+def in_process(workdir: Path, requests: int, profile: str | None) -> dict:
+    """Call the app `requests` times in rounds; return the least and the median CPU ms per request of a round."""
+    bench, call, statuses = submitter(workdir)
+    app = bench.app
     try:
         for _ in range(200):
             call()

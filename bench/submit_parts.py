@@ -12,7 +12,6 @@ less this total.
 import argparse
 import collections
 import contextlib
-import io
 import os
 import tempfile
 import time
@@ -23,13 +22,10 @@ import flask_login.login_manager
 from sqlalchemy.engine import default
 from sqlalchemy.orm import Session
 
-from bench.engine import Bench
-from bench.submit_cpu import ROUNDS, _environ
+from bench.submit_cpu import ROUNDS, submitter
 from console.api import worker as worker_api
-from console.extensions import db
-from console.services.actor import Actor
 from console.services.engine import submit as submit_module
-from console.services.people import tokens, users
+from console.services.people import tokens
 
 clock = time.thread_time
 
@@ -106,24 +102,8 @@ def _targets(app) -> list[tuple[object, str, str]]:
 
 def measure(workdir: Path, requests: int) -> tuple[dict, float, int]:
     """Return each part's own CPU µs per request, the whole request's, and the requests measured."""
-    bench = Bench(workdir)
+    bench, call, statuses = submitter(workdir)
     app = bench.app
-    with app.app_context():
-        user, _ = users.create("bench-cpu", "operator", "bench-cpu-password-1", Actor("bench"))
-        _, token = tokens.issue(user, Actor("bench"))
-        db.session.remove()
-    environ, body = _environ(token)
-    statuses = []
-
-    def start_response(status, headers, exc_info=None):
-        statuses.append(status)
-
-    def call():
-        env = dict(environ)
-        env["wsgi.input"] = io.BytesIO(body)
-        result = app(env, start_response)
-        b"".join(result)
-        result.close()
 
     parts = Parts()
     empty = parts.wrap("calibration", lambda: None)
