@@ -5,6 +5,8 @@ import json
 import click
 from flask.cli import with_appcontext
 
+from console.commands.output import refused
+
 LIST_COLUMNS = ["id", "kind", "status", "tenant", "requested_by", "created_at", "expires_at", "reason"]
 
 
@@ -22,10 +24,6 @@ def _person(username: str):
     return Actor(f"{user.username} (cli)", user.id), user.tenant_id
 
 
-def _refused(error) -> click.ClickException:
-    return click.ClickException(f"refused ({error.code}, {error.status}): {error.detail}")
-
-
 def _decide(action: str, approval_id: int, username: str, note: str | None) -> None:
     from console.extensions import db
     from console.services.errors import ServiceError
@@ -36,7 +34,7 @@ def _decide(action: str, approval_id: int, username: str, note: str | None) -> N
         decided = getattr(decisions, action)(approval_id, actor, note, tenant_id=scope)
     except ServiceError as error:
         db.session.rollback()
-        raise _refused(error) from None
+        raise refused(error) from None
     click.echo(f"request #{decided.id} is {decided.status.replace('_', ' ')}")
 
 
@@ -59,7 +57,7 @@ def list_command(status, limit):
     try:
         found = approvals.rows(status=None if status == "all" else status, limit=limit)
     except ServiceError as error:
-        raise _refused(error) from None
+        raise refused(error) from None
     now = utcnow()
     rows = [shown.as_dict(row, now) for row in found]
     if not rows:
@@ -85,7 +83,7 @@ def show_command(approval_id):
     try:
         request = shown.as_dict(approvals.row(approvals.get(approval_id)), utcnow())
     except ServiceError as error:
-        raise _refused(error) from None
+        raise refused(error) from None
     click.echo(f"request #{request['id']}: {request['title']} ({request['kind']})")
     for key in ("status", "tenant", "requested_by", "created_at", "expires_at", "decided_by", "decided_at", "note",
                 "outcome", "rolled_back_at"):

@@ -5,23 +5,12 @@ import json
 import click
 from flask.cli import with_appcontext
 
+from console.commands.output import refused, table
 from console.services.actor import Actor
 
 COLUMNS = ["id", "tenant", "running_slots", "queued_runs", "starts_at", "ends_at", "reason", "created_by",
            "cancelled_at"]
 CLI = Actor("cli")
-
-
-def _refused(error) -> click.ClickException:
-    return click.ClickException(f"refused ({error.code}, {error.status}): {error.detail}")
-
-
-def _table(rows: list[dict], columns: list[str]) -> None:
-    cells = [["" if row[c] is None else str(row[c]) for c in columns] for row in rows]
-    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
-    click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
-    for r in cells:
-        click.echo("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
 
 
 @click.group("reservations")
@@ -44,14 +33,14 @@ def list_command(tenant, include_past, as_json):
     try:
         tenant_id = tenants.visible(tenant, None).id if tenant else None
     except ServiceError as error:
-        raise _refused(error) from None
+        raise refused(error) from None
     rows = reservations.listing(None, utcnow(), tenant_id=tenant_id, include_past=include_past)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
     elif not rows:
         click.echo("no capacity reserved" + (" (now or later)" if not include_past else ""))
     else:
-        _table(rows, COLUMNS if include_past else COLUMNS[:-1])
+        table(rows, COLUMNS if include_past else COLUMNS[:-1])
 
 
 @reservations_group.command("reserve")
@@ -73,7 +62,7 @@ def reserve_command(tenant, running_slots, queued_runs, starts_at, ends_at, reas
                                    starts_at=starts_at, ends_at=ends_at, reason=reason)
     except ServiceError as error:
         db.session.rollback()
-        raise _refused(error) from None
+        raise refused(error) from None
     click.echo(f"Reserved {made['running_slots']} running slots and {made['queued_runs']} queued runs for "
                f"{made['tenant']} from {made['starts_at']} to {made['ends_at']} (reservation {made['id']}).")
 
@@ -91,6 +80,6 @@ def cancel_command(reservation_id):
         done = reservations.cancel(reservation_id, CLI)
     except ServiceError as error:
         db.session.rollback()
-        raise _refused(error) from None
+        raise refused(error) from None
     click.echo(f"Cancelled reservation {done['id']} of {done['tenant']}: its {done['running_slots']} running slots "
                "are free now.")

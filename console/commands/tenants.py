@@ -5,14 +5,11 @@ import json
 import click
 from flask.cli import with_appcontext
 
+from console.commands.output import refused, table
 from console.services.actor import Actor
 
 COLUMNS = ["name", "running", "max_running", "queued", "max_queued"]
 CLI = Actor("cli")
-
-
-def _refused(error) -> click.ClickException:
-    return click.ClickException(f"refused ({error.code}, {error.status}): {error.detail}")
 
 
 @click.group("tenants")
@@ -31,11 +28,7 @@ def list_command(as_json):
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    cells = [[str(row[c]) for c in COLUMNS] for row in rows]
-    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(COLUMNS)]
-    click.echo("  ".join(c.ljust(w) for c, w in zip(COLUMNS, widths, strict=True)))
-    for r in cells:
-        click.echo("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)))
+    table(rows, COLUMNS)
 
 
 @tenants_group.command("create")
@@ -53,7 +46,7 @@ def create_command(name, max_running, max_queued):
         tenant = tenants.create(name, CLI, max_running=max_running, max_queued=max_queued)
     except ServiceError as error:
         db.session.rollback()
-        raise _refused(error) from None
+        raise refused(error) from None
     click.echo(f"Created tenant {tenant.name}: max_running {tenant.max_running}, max_queued {tenant.max_queued}.")
 
 
@@ -72,5 +65,5 @@ def set_quota_command(name, max_running, max_queued):
         tenant = tenants.set_quota(tenants.visible(name, None), CLI, max_running=max_running, max_queued=max_queued)
     except ServiceError as error:
         db.session.rollback()
-        raise _refused(error) from None
+        raise refused(error) from None
     click.echo(f"Saved tenant {tenant.name}: max_running {tenant.max_running}, max_queued {tenant.max_queued}.")
