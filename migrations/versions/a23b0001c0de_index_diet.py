@@ -40,6 +40,7 @@ AFTER = [
     ('ix_runs_live_task_status', 'runs', ['task_id', 'status'], LIVE_TASK),
     ('ix_runs_live_handler_status', 'runs', ['handler', 'status', 'status_reason'], LIVE),
     ('ix_dead_letters_open_work_order_id', 'dead_letters', ['work_order_id'], OPEN_LETTER),
+    ('ix_dead_letters_open_fingerprint', 'dead_letters', ['fingerprint'], OPEN_LETTER),
 ]
 
 
