@@ -112,5 +112,9 @@ def test_open_letters_are_counted_and_grouped_by_their_indexes(app, clock):
     assert uses("ix_dead_letters_open_work_order_id", plan(*compiled(count)))
     group = where(select(DeadLetter.id), Filters(group="abc"), None, clock()).order_by(DeadLetter.id.desc()).limit(26)
     found = plan(*compiled(group))
-    assert uses("ix_dead_letters_open_fingerprint", found) and "TEMP B-TREE" not in found, found
+    # On a test's near-empty tables SQLite weighs this partial index and the status index as equals (both give id
+    # order) and its pick changed with what else the process had collected; on the 1M-run file it takes the partial
+    # one (docs/benchmarks.md, session 11). Here: one of the two, no sort, no scan.
+    assert (uses("ix_dead_letters_open_fingerprint", found) or uses("ix_dead_letters_status_id", found)), found
+    assert "TEMP B-TREE" not in found and not scans_runs(found), found
 
