@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def create_app(config: dict | None = None) -> Flask:
     """Build the web app: defaults, then the environment, then the caller's mapping."""
-    from console import auth, json_input, metrics, proxy, redis_conn, safety, web
+    from console import auth, json_input, metrics, page_hooks, proxy, redis_conn, safety, web
     from console import config as settings
     from console.api import register as register_api
     from console.cli import register as register_cli
@@ -44,6 +44,7 @@ def create_app(config: dict | None = None) -> Flask:
     proxy.init_app(app)
     json_input.init_app(app)
     converters.init_app(app)
+    page_hooks.init_app(app)
 
     web.register(app)
     register_api(app)

@@ -15,7 +15,9 @@ from console.cli_recovery import recovery_runbook_command
 from console.cli_reports import sla_report_command
 from console.commands.approvals import approvals_group
 from console.commands.channels import channels_group
+from console.commands.conflict_templates import templates_group
 from console.commands.imports import import_failures_command
+from console.commands.quota_classes import quota_classes_group
 from console.commands.reservations import reservations_group
 from console.commands.tenants import tenants_group
 from console.logs import configure as configure_logging
@@ -338,7 +340,7 @@ def task_dryrun_command(hours, tenant, task_id, crowded, as_json):
 COMMANDS = [up_command, retry_inspect_command, task_dryrun_command, web_command, worker_command, scheduler_command,
             create_user_command, create_token_command, seed_demo_command, audit_group, approvals_group,
             channels_group, recovery_runbook_command, sla_report_command, tenants_group, import_failures_command,
-            reservations_group]
+            reservations_group, templates_group, quota_classes_group]
 
 
 def register(app) -> None:

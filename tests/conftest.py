@@ -5,6 +5,7 @@ Helpers live in tests/helpers.py and factories in tests/factories.py; this file 
 
 import contextlib
 import contextvars
+import functools
 import os
 import signal
 import subprocess
@@ -28,6 +29,18 @@ from tests.databases import BACKEND, open_databases
 from tests.factories import BOOKKEEPING, BROKEN, LENIENT, RUNBOOK_SAMPLES, Runs, Saga
 from tests.helpers import ARTIFACTS, AUDIT_KEY, PASSWORD, Auth, env_for, free_port, make_config
 from tests.servers import app_beside, web_server
+
+
+@pytest.fixture(scope="session", autouse=True)
+def remembered_password_hashes():
+    """Hash each password once per test process, and check each (hash, password) once: real scrypt, same answers.
+
+    A hash or check costs 0.1-0.2 s by design, and most tests create or log in a user: minutes of the suite.
+    """
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(users, "generate_password_hash", functools.lru_cache(users.generate_password_hash))
+        patch.setattr(users, "check_password_hash", functools.lru_cache(users.check_password_hash))
+        yield
 
 
 def pytest_collection_modifyitems(config, items):

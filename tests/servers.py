@@ -34,7 +34,7 @@ def web_server(data_dir: Path, redis_url: str, migrated_template: str, databases
                 return None
 
         try:
-            wait_for(healthy, 20, what="the web server to listen").close()
+            wait_for(healthy, 60, what="the web server to listen").close()  # 20 s was passed at load 12
             yield type("Server", (), {"url": f"http://127.0.0.1:{env['REBOUND_PORT']}", "env": env,
                                       "data_dir": data_dir})
         finally:  # also when the caller fails inside the with: an orphaned server would outlive the tests

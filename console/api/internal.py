@@ -5,6 +5,7 @@ from flask import Blueprint, jsonify
 from console.api import serialize
 from console.api.common import acting_tenant, body, is_id
 from console.auth import current_actor, requires, shared_by_all_tenants, tenant_scope
+from console.services import versioning
 from console.services.engine import control, executor_reports
 from console.services.engine.submit import find_by_key
 from console.services.errors import InvalidInput, NotFound
@@ -51,8 +52,9 @@ def put_policy(name: str):
     description = data.pop("description", None)
     if description is not None and not isinstance(description, str):
         raise InvalidInput("description must be a string", "description")
+    base_version = versioning.from_json(data.pop("base_version", None))
     existed = policies.find(name) is not None
-    record = policies.save(name, data, current_actor(), description=description)
+    record = policies.save(name, data, current_actor(), description=description, base_version=base_version)
     return jsonify(policies.as_dict(record)), 200 if existed else 201
 
 

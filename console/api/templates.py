@@ -4,6 +4,7 @@ from flask import Blueprint, jsonify
 
 from console.api.common import body
 from console.auth import current_actor, requires, shared_by_all_tenants, tenant_scope
+from console.services import versioning
 from console.services.errors import InvalidInput
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.scheduling import template_insight, templates
@@ -56,10 +57,13 @@ def create_template():
 @requires(OPERATE)
 @shared_by_all_tenants("Conflict templates")
 def update_template(name: str):
-    description, rules = _fields(body(), FIELDS - {"name"})
+    data = body()
+    description, rules = _fields(data, FIELDS - {"name"} | {"base_version"})
+    base_version = versioning.from_json(data.get("base_version"))
     record = templates.get(name)
     # Rules left out keep their value: a PUT of one rule changes that rule only.
-    record = templates.save(name, {**templates.rules_of(record), **rules}, current_actor(), description=description)
+    record = templates.save(name, {**templates.rules_of(record), **rules}, current_actor(), description=description,
+                            base_version=base_version)
     return jsonify(templates.as_dict(record))
 
 

@@ -35,8 +35,9 @@ def submit_task():
         task = db.session.get(Task, data["task_id"]) if is_id(data["task_id"]) else None
         if task is None or task.tenant_id != tenant.id or task.deleted_at is not None:
             raise InvalidInput(f"no task {data['task_id']!r} in tenant {tenant.name}", "task_id")
+    # The answer reads the run's own columns only: attaching it to the session was 3 % of a submit's CPU.
     run, created = submit(tenant, current_actor(), handler=data.get("handler"), task=task, params=data.get("params"),
-                          idempotency_key=data.get("idempotency_key"), policy=data.get("policy"))
+                          idempotency_key=data.get("idempotency_key"), policy=data.get("policy"), attach=False)
     return jsonify(id=run.id, status=run.status, idempotency_key=run.idempotency_key,
                    created=created), 202 if created else 200
 

@@ -7,7 +7,7 @@ from flask import abort, g, jsonify, redirect, request, url_for
 from flask.sessions import SecureCookieSessionInterface
 from flask_login import current_user
 
-from console.extensions import db, limiter, login_manager
+from console.extensions import db, login_manager
 from console.models import User
 from console.services.actor import Actor
 from console.services.errors import Forbidden
@@ -31,12 +31,13 @@ def requires(permission: str):
         def wrapper(*args, **kwargs):
             # The API is CSRF-exempt, so it must not accept the session cookie: tokens only.
             api_call = request.path.startswith(API_PREFIXES)
-            if not current_user.is_authenticated or (api_call and g.get("api_token") is None):
+            user = _api_user() if api_call else current_user._get_current_object()
+            if not user.is_authenticated or (api_call and g.get("api_token") is None):
                 return login_manager.unauthorized()
-            if not can(current_user.role, permission):
-                security_log.warning("forbidden user=%s role=%s needs=%s path=%s", current_user.username,
-                                     current_user.role, permission, request.path)
-                abort(403, f"your role ({current_user.role}) may not {permission}")
+            if not can(user.role, permission):
+                security_log.warning("forbidden user=%s role=%s needs=%s path=%s", user.username, user.role,
+                                     permission, request.path)
+                abort(403, f"your role ({user.role}) may not {permission}")
             return view(*args, **kwargs)
 
         wrapper.required_permission = permission
@@ -71,10 +72,11 @@ def public(view):
 
 def current_actor() -> Actor:
     """Return the person (or token) behind this request, for the audit log."""
-    name = current_user.username if current_user.is_authenticated else "anonymous"
+    user = current_user._get_current_object()
+    name = user.username if user.is_authenticated else "anonymous"
     if getattr(g, "api_token", None) is not None:
         name = f"{name} (token {g.api_token.prefix})"
-    return Actor(name, getattr(current_user, "id", None), request.remote_addr)
+    return Actor(name, getattr(user, "id", None), request.remote_addr)
 
 
 def tenant_scope() -> int | None:
@@ -101,22 +103,32 @@ class NoSessionForTheApi(SecureCookieSessionInterface):
             super().save_session(app, session, response)
 
 
-def _api_call() -> bool:
-    """Tell Flask-Limiter to leave this request alone: API routes carry no rate limit (the login throttle is the
-    console's), and working that out cost a tenth of an API call (tests/integration/test_submit_path.py)."""
-    return request.path.startswith(API_PREFIXES)
+def _token_user(req):
+    """Return the user of the request's bearer token, or None (a token given but refused is noted for the 401)."""
+    if req.authorization is None or req.authorization.type != "bearer":
+        return None
+    token = tokens.authenticate(req.authorization.token or "")
+    if token is None:
+        security_log.warning("invalid bearer token path=%s addr=%s", req.path, req.remote_addr)
+        g.token_rejected = True
+        return None
+    g.api_token = token
+    return token.user
 
 
-_limiter_filtered = False
+def _api_user():
+    """Return an API call's user, from its bearer token only, and make it Flask-Login's current user."""
+    # Flask-Login's own loader first checks the session's protection (a SHA-512 of the address and user agent) and
+    # looks for a remember-me cookie: an API call uses neither, and that was 3 % of its CPU. `g._login_user`
+    # is where Flask-Login keeps the request's user (tests/contracts/test_flask_login_internals.py).
+    if "_login_user" not in g:
+        g._login_user = _token_user(request) or login_manager.anonymous_user()
+    return g._login_user
 
 
 def init_app(app) -> None:
     """Wire Flask-Login: session users, bearer-token users, and the answer to 'not logged in'."""
-    global _limiter_filtered
     app.session_interface = NoSessionForTheApi()
-    if not _limiter_filtered:  # the Limiter is one object for every app this process builds
-        limiter.request_filter(_api_call)
-        _limiter_filtered = True
     login_manager.init_app(app)
     login_manager.login_view = "auth.login"
     login_manager.login_message = "Log in to continue."
@@ -131,17 +143,8 @@ def init_app(app) -> None:
         # An ended session (logout, password or role change, disabled) names an older generation.
         return user if user and user.active and user.session_generation == int(generation) else None
 
-    @login_manager.request_loader
-    def load_token_user(req):
-        if req.authorization is None or req.authorization.type != "bearer":
-            return None
-        token = tokens.authenticate(req.authorization.token or "")
-        if token is None:
-            security_log.warning("invalid bearer token path=%s addr=%s", req.path, req.remote_addr)
-            g.token_rejected = True
-            return None
-        g.api_token = token
-        return token.user
+    # A console page may be called with a bearer token too (it then acts as the token's user).
+    login_manager.request_loader(_token_user)
 
     @login_manager.unauthorized_handler
     def unauthorized():

@@ -1,8 +1,8 @@
 """A task's planner rules (mutex, window, misfire grace, SLA, quota class) and how a conflict template supplies them."""
 
-import re
 from collections.abc import Mapping
 
+from console.domain import names
 from console.domain.policy import PolicyError, RetryPolicy
 from console.domain.windows import Window, WindowError
 
@@ -13,8 +13,6 @@ CONCURRENCY_POLICIES = ("allow", "forbid", "replace")
 BUILT_IN = {"mutex_key": None, "concurrency_policy": "allow", "window": None, "misfire_grace_s": 300, "sla": None,
             "quota_class": None}
 MAX_MISFIRE_GRACE_S = 86_400
-# A quota class's name (whether it exists is the service's question).
-QUOTA_CLASS_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
 
 
 class RuleError(ValueError):
@@ -51,9 +49,9 @@ def check(name: str, value):
     if name == "sla":
         return _sla(value)
     if name == "quota_class":
-        if value is not None and (not isinstance(value, str) or not QUOTA_CLASS_NAME.fullmatch(value)):
-            raise RuleError("quota_class", "quota_class is a quota class's name (1-64 lowercase letters, digits, "
-                                           "'.', '_' or '-') or null")
+        # Whether the class exists is the service's question.
+        if value is not None and not names.is_name(value):
+            raise RuleError("quota_class", f"quota_class is a quota class's name ({names.RULE}) or null")
         return value
     raise RuleError(name, f"unknown rule {name!r}; the rules are {', '.join(RULES)}")
 

@@ -103,9 +103,10 @@ FIGURES: tuple[Figure, ...] = (
            higher_is_better=False),
     Figure("conflict_warning_hit_rate", "Conflict early warning", "rate",
            "Of the firings the planner deferred or skipped for a conflict in the period — a mutex (forbid skipped "
-           "it, replace cancelled the run it displaced), an execution window (deferred) or the tenant's queue quota "
-           "(held) — the share that a `task-dryrun` forecast recorded before the firing had named: the same kind, "
-           "the same task (the same tenant, for quota) and the same minute.", 0.90, "at_least"),
+           "it, replace cancelled the run it displaced), an execution window (deferred), the tenant's queue quota "
+           "(held) or its quota class's running slots (the claim deferred it; counted once per run) — the share "
+           "that a `task-dryrun` forecast recorded before the firing had named: the same kind, the same task (the "
+           "same tenant, for quota) and the same minute.", 0.90, "at_least"),
 )
 BY_NAME = {figure.name: figure for figure in FIGURES}
 # The figures the JSON summary must carry (the names); the page shows every figure above.

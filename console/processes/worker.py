@@ -6,6 +6,7 @@ import socket
 import time
 
 from rq import SimpleWorker, Worker
+from rq.utils import now
 
 from console.extensions import PINNED, db
 from console.services.engine import registry
@@ -13,12 +14,18 @@ from console.services.engine.queueing import QUEUES
 
 
 class AppContextMixin:
-    """Give each job its own app context and database session on one connection, then clean them up."""
+    """Give each job its own app context and database session, on one connection the worker keeps, then clean up."""
 
     flask_app = None
+    # A connection idle this long is pinged before a job uses it, as the pool's pre-ping would on checkout.
+    PING_AFTER_IDLE_S = 1.0
+    clock = staticmethod(time.monotonic)
+    _connection = None
+    _connection_used_at = float("-inf")
 
     def perform_job(self, *args, **kwargs):
-        with self.flask_app.app_context(), db.engine.connect() as connection:
+        with self.flask_app.app_context():
+            connection = self._job_connection()
             session = db.session()
             # A job's session lives for one job; reloading every object after each commit only costs queries.
             session.expire_on_commit = False
@@ -27,10 +34,62 @@ class AppContextMixin:
                 return super().perform_job(*args, **kwargs)
             finally:
                 db.session.remove()
+                self._job_ended(connection)
+
+    def _job_connection(self):
+        """Return the worker's connection, pinged if it sat idle, or a new one if it is gone or was never opened."""
+        # A checkout per job cost a pool check-out and check-in and, on PostgreSQL, pre-ping's round trip: one of
+        # the four an attempt sent. Busy, the worker skips both; after an idle second it pings as the pool would.
+        connection = self._connection
+        if connection is not None and (connection.closed or connection.invalidated
+                                       or connection.engine is not db.engine):
+            self._drop_connection()
+            connection = None
+        if connection is None:
+            connection = self._connection = db.engine.connect()
+        elif self.clock() - self._connection_used_at >= self.PING_AFTER_IDLE_S and not _alive(connection):
+            self._drop_connection()
+            connection = self._connection = db.engine.connect()
+        return connection
+
+    def _job_ended(self, connection) -> None:
+        # What a pool check-in did: nothing of this job's transaction or isolation level outlives it.
+        try:
+            if connection.in_transaction():
+                connection.rollback()
+            # Read from the options, not the database (get_isolation_level() asks it: a query on SQLite).
+            default = connection.default_isolation_level
+            if connection.get_execution_options().get("isolation_level", default) != default:
+                connection.execution_options(isolation_level=default)
+        except Exception:  # noqa: BLE001 - a broken connection is replaced before the next job
+            self._drop_connection()
+            return
+        self._connection_used_at = self.clock()
+
+    def _drop_connection(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            try:
+                connection.invalidate()
+                connection.close()
+            except Exception:  # noqa: BLE001,S110 - it is being thrown away
+                pass
+
+    def teardown(self):
+        self._drop_connection()
+        super().teardown()
+
+
+def _alive(connection) -> bool:
+    """Ping the connection as the pool's pre-ping does; tell whether it answered."""
+    try:
+        return connection.dialect.do_ping(connection.connection.dbapi_connection)
+    except Exception:  # noqa: BLE001 - any failure means the connection is gone
+        return False
 
 
 class SparseHousekeepingMixin:
-    """Do RQ's per-job housekeeping in Redis at most once a second: renewing the worker key, checking suspension."""
+    """Do RQ's per-job housekeeping in Redis only when it says something: worker key, suspension, state, job beat."""
 
     EVERY_S = 1.0
     clock = staticmethod(time.monotonic)
@@ -54,6 +113,25 @@ class SparseHousekeepingMixin:
             return
         self._last_suspension_check = checked_at
         super().check_for_suspension(burst)
+
+    _state_written = None
+
+    def set_state(self, state: str, pipeline=None):
+        # RQ writes "idle" after each job and again before the next dequeue: one HSET round trip of the two says
+        # nothing new. Only this method writes the state (or the whole hash, from the state it last set), so a
+        # skipped write leaves Redis and get_state() as they were: already this state.
+        if pipeline is None and state == self._state_written:
+            return
+        self._state_written = state
+        super().set_state(state, pipeline)
+
+    def handle_execution_ended(self, job, queue, heartbeat_ttl):
+        # RQ stamps the job's last_heartbeat once more when it returns, a round trip of its own, so that a long
+        # success or failure callback looks alive; a job with none goes straight on to its final transaction.
+        if job.success_callback is None and job.failure_callback is None:
+            job.ended_at = now()
+            return
+        super().handle_execution_ended(job, queue, heartbeat_ttl)
 
     @property
     def dequeue_timeout(self) -> int:

@@ -51,3 +51,18 @@ class QueueFull(ServiceError):
 
     def to_dict(self) -> dict:
         return {**super().to_dict(), "limit": self.limit, "current": self.current, "max": self.maximum}
+
+
+class StaleVersion(Conflict):
+    """A save based on an older version than the one in force (someone saved meanwhile); nothing was written."""
+
+    code = "stale_version"
+
+    def __init__(self, saved_by: str, current: int, base: int):
+        self.summary = f"{saved_by} saved version {current} while you edited version {base}"
+        super().__init__(f"{self.summary}; nothing was saved: read version {current}, then send your change again "
+                         f"with base_version {current} to replace it", "base_version")
+        self.saved_by, self.current, self.base = saved_by, current, base
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "current_version": self.current, "saved_by": self.saved_by}

@@ -2,6 +2,9 @@
 
 import json
 
+from console.domain import names
+from console.services.errors import InvalidInput
+
 # Ids are INTEGER columns: 32-bit signed on PostgreSQL (64-bit on SQLite), so a larger number can name no row on
 # either; PostgreSQL would refuse it in a query ("integer out of range") rather than find nothing.
 MAX_ID = 2**31 - 1
@@ -21,6 +24,14 @@ def row_id(text: str) -> int:
     value = int(text)
     if not 1 <= value <= MAX_ID:
         raise ValueError(f"{text!r} is not a row id")
+    return value
+
+
+def name(value, what: str, field: str = "name") -> str:
+    """Return a name a tenant, policy, template or quota class can have, or raise a 422 that says the rule."""
+    if not names.is_name(value):
+        shown = repr(value[:80]) + ("…" if len(value) > 80 else "") if isinstance(value, str) else type(value).__name__
+        raise InvalidInput(f"{what} names are {names.RULE}; got {shown}", field)
     return value
 
 

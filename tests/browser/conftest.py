@@ -1,6 +1,15 @@
 """Browser fixtures."""
 
+import subprocess
+import sys
+
 import pytest
+from sqlalchemy import select
+
+from console.domain.clock import utcnow
+from console.extensions import db
+from console.models import Run
+from console.services.engine import transitions
 
 
 @pytest.fixture
@@ -12,3 +21,23 @@ def page(live_server, page):
     lock, taken again in the handler while a request is being submitted) until it is killed 10 s later.
     """
     return page
+
+
+@pytest.fixture
+def two_workers(live_server, live_app):
+    """`rebound worker --processes 2` beside the live server: one runs a long holder while the other checks the next.
+
+    At the end the runs still running are cancelled first: a worker's graceful stop waits for its run, and a
+    20-second holder made the stop most of the test's time.
+    """
+    log = (live_server.data_dir / "workers.log").open("w")
+    process = subprocess.Popen([sys.executable, "-m", "console.cli", "worker", "--processes", "2"],
+                               env=live_server.env, stdout=log, stderr=subprocess.STDOUT)
+    yield process
+    db.session.rollback()
+    for run in db.session.execute(select(Run).where(Run.status == "running")).scalars():
+        transitions.request_cancel(run, utcnow(), actor="test teardown")
+    db.session.commit()
+    process.terminate()
+    process.wait(30)
+    log.close()

@@ -10,7 +10,7 @@ from console.services.actor import Actor
 from console.services.engine.submit import submit
 from console.services.people import tenants
 from console.services.scheduling import reservations
-from tests.browser.test_tenant_quota import status_of, two_workers  # noqa: F401 - a fixture this test uses
+from tests.browser.test_tenant_quota import status_of
 from tests.factories import make_tenant
 from tests.helpers import browser_login, wait_for
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.browser
 ARRANGE = Actor("arrange")
 
 
-def test_a_reserved_slot_is_kept_from_another_tenant_until_cancelled(page, live_server, live_app, two_workers,  # noqa: F811
+def test_a_reserved_slot_is_kept_from_another_tenant_until_cancelled(page, live_server, live_app, two_workers,
                                                                     screenshot):
     acme, _ = make_tenant("acme"), make_tenant("globex")
     # globex holds all but one of the promised slots and uses none: acme gets that one, and no second.

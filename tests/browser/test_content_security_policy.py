@@ -1,4 +1,9 @@
-"""Every console page, with data on it, runs under the Content-Security-Policy without one violation."""
+"""The console's scripts work under the Content-Security-Policy: what moved from inline handlers into
+static/console.js still works, without one violation.
+
+Every page loading without a violation is the page walk's to check (tests/browser/test_page_walk.py records them
+as problems); this test drives the interactions.
+"""
 
 import re
 from datetime import timedelta
@@ -64,7 +69,7 @@ def arranged(live_app):
             "workflow": workflow, "order": order}
 
 
-def test_every_page_runs_under_the_policy_without_a_violation(page, live_server, arranged, screenshot):
+def test_the_console_scripts_work_under_the_policy_without_a_violation(page, live_server, arranged, screenshot):
     base = live_server.url
     violations, errors = [], []
     page.expose_binding("cspViolation", lambda source, text: violations.append(f"{page.url}: {text}"))
@@ -78,22 +83,6 @@ def test_every_page_runs_under_the_policy_without_a_violation(page, live_server,
     browser_login(page, base)
     page.wait_for_url("**/overview")
     page.wait_for_load_state("networkidle")
-    pages = ["/overview", "/tasks", "/tasks/new", f"/tasks/{arranged['task']}", f"/tasks/{arranged['task']}/edit",
-             "/runs", f"/runs/{arranged['run']}", f"/runs/{arranged['running']}", "/runs/timeline",
-             "/runs/workflows", f"/runs/workflows/{arranged['workflow']}", "/runs/workflows/new",
-             "/dlq/", "/dlq/?view=list", f"/dlq/{arranged['letter']}/fix", "/workorders/",
-             f"/workorders/{arranged['order']}", "/approvals", "/approvals/mine", "/approvals/all",
-             f"/approvals/{arranged['approval']}", "/runbooks", "/runbooks/replay_dead_letters", "/policies/",
-             "/policies/new", "/policies/browser", "/breakers/", "/queues/", "/reports/", "/reports/breaches",
-             "/audit/", "/admin/users", "/admin/tokens", "/admin/channels", "/admin/alert-rules", "/admin/settings",
-             "/admin/runbooks"]
-    charts = {"/overview": "csp-overview", "/runs/timeline": "csp-timeline", "/policies/browser": "csp-policy",
-              "/reports/": "csp-reports", "/admin/tokens": "csp-admin-tabs"}
-    for path in pages:
-        page.goto(base + path)
-        page.wait_for_load_state("networkidle")
-        if path in charts:
-            screenshot(charts[path])
     page.goto(f"{base}/runs/{arranged['running']}")
     expect(page.locator("progress.progress.big")).to_have_attribute("value", "40")
     screenshot("csp-run-progress")

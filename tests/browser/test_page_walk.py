@@ -1,6 +1,6 @@
-"""Every console page in real Chromium, at 1440 and 390 px, light and dark: no failed request, console error or
-script error; nothing scrolls sideways on a phone; the dark theme is dark. Each page is screenshot in both themes
-into tests/artifacts/pages/ for a person to look at.
+"""Every console page in real Chromium, at 1440 and 390 px, light and dark: no failed request, console error,
+script error or Content-Security-Policy violation; nothing scrolls sideways on a phone; the dark theme is dark.
+Each page is screenshot in both themes into tests/artifacts/pages/ for a person to look at.
 
 One server, one browser page and one arranged database serve the whole walk (module scope): a server per page
 would cost two seconds each.
@@ -37,6 +37,13 @@ ARRANGE = Actor("arrange")
 ZONE, OFFSET = "Asia/Kolkata", timedelta(hours=5, minutes=30)
 WIDTHS = {"desktop": {"width": 1440, "height": 900}, "phone": {"width": 390, "height": 844}}
 SHOTS = ARTIFACTS / "pages"
+# Reports each Content-Security-Policy violation (directive, source, sample) to the walk's problems.
+CSP_LISTENER = """
+document.addEventListener("securitypolicyviolation", (event) => {
+  window.cspViolation(`${event.violatedDirective} blocked ${event.blockedURI || "inline"} at ${event.sourceFile}:` +
+                      `${event.lineNumber}:${event.columnNumber} ${event.sample}`);
+});
+"""
 
 # Console GET routes that answer something other than a page; their own area's tests check them.
 NOT_PAGES = {
@@ -167,6 +174,8 @@ def walk(tmp_path_factory, redis_server, migrated_template, databases, browser):
         # A zone half an hour off UTC, so a local time differs from UTC in its minutes too.
         context = browser.new_context(viewport=WIDTHS["desktop"], timezone_id=ZONE)
         page = context.new_page()
+        page.expose_binding("cspViolation", lambda source, text: walk.problems.append(f"CSP: {text}"))
+        page.add_init_script(CSP_LISTENER)
         walk = type("Walk", (), {"server": server, "app": app, "data": data, "page": page, "problems": [],
                                  "in_flight": set(), "leaving": False, "logged_in": False})
         problems = walk.problems

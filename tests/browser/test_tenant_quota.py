@@ -1,8 +1,6 @@
 """Configuring the planner in real Chromium: a tenant with a quota, a run that says it waits for it, the forecast."""
 
 import re
-import subprocess
-import sys
 
 import pytest
 from playwright.sync_api import expect
@@ -17,18 +15,6 @@ from tests.helpers import browser_login, wait_for
 
 pytestmark = pytest.mark.browser
 ARRANGE = Actor("arrange")
-
-
-@pytest.fixture
-def two_workers(live_server):
-    """`rebound worker --processes 2` beside the live server: one runs the holder while the other checks the next."""
-    log = (live_server.data_dir / "workers.log").open("w")
-    process = subprocess.Popen([sys.executable, "-m", "console.cli", "worker", "--processes", "2"],
-                               env=live_server.env, stdout=log, stderr=subprocess.STDOUT)
-    yield process
-    process.terminate()
-    process.wait(30)
-    log.close()
 
 
 def status_of(run_id: int) -> str:

@@ -73,9 +73,14 @@ def test_the_worker_methods_sparse_housekeeping_overrides_keep_their_signatures(
     assert list(inspect.signature(BaseWorker.check_for_suspension).parameters) == ["self", "burst"]
     assert isinstance(inspect.getattr_static(BaseWorker, "dequeue_timeout"), property)
     assert list(inspect.signature(BaseWorker.get_heartbeat_ttl).parameters)[:2] == ["self", "job"]
+    assert [(parameter.name, parameter.default) for parameter in
+            inspect.signature(BaseWorker.set_state).parameters.values()] == [
+        ("self", empty), ("state", empty), ("pipeline", None)]
+    assert list(inspect.signature(BaseWorker.handle_execution_ended).parameters) == [
+        "self", "job", "queue", "heartbeat_ttl"]
     for cls in WORKER_CLASSES.values():
         assert issubclass(cls, SimpleWorker)
-        for name in ("heartbeat", "check_for_suspension", "dequeue_timeout"):
+        for name in ("heartbeat", "check_for_suspension", "dequeue_timeout", "set_state", "handle_execution_ended"):
             # Ours comes first in the lookup, and what its super() reaches is RQ's own.
             assert inspect.getattr_static(cls, name) is inspect.getattr_static(SparseHousekeepingMixin, name)
             assert inspect.getattr_static(SimpleWorker, name) is inspect.getattr_static(BaseWorker, name)
@@ -109,3 +114,21 @@ def test_a_job_payload_is_written_as_zlib_level_0_which_rq_reads_back():
     larger = b"x" * (bulk_enqueue._STORED_MAX + 1)
     assert bulk_enqueue.stored(larger) == zlib.compress(larger)
     assert "zlib.decompress(raw_data)" in inspect.getsource(Job.restore)
+
+
+def test_rq_writes_the_worker_state_only_through_set_state_and_ends_a_job_in_handle_execution_ended():
+    # The mixin skips a state write that repeats the last one: nothing else may write the state meanwhile.
+    for method in (BaseWorker.dequeue_job_and_maintain_ttl, SimpleWorker.execute_job, BaseWorker.heartbeat,
+                   BaseWorker.prepare_job_execution, BaseWorker.handle_job_success):
+        source = inspect.getsource(method)
+        assert "'state'" not in source and '"state"' not in source
+    assert "set_state(WorkerStatus.IDLE)" in inspect.getsource(BaseWorker.dequeue_job_and_maintain_ttl)
+    assert "set_state(WorkerStatus.IDLE)" in inspect.getsource(SimpleWorker.execute_job)
+    # It stamps the job's end itself, and skips the beat only: RQ's own method does just these two things,
+    # and success and failure (the callbacks' timeouts) both go through it.
+    ended = inspect.getsource(BaseWorker.handle_execution_ended)
+    assert "job.ended_at = now()" in ended and "job.heartbeat(" in ended
+    assert "self.handle_execution_ended(" in inspect.getsource(BaseWorker._finalize_success)
+    assert "self.handle_execution_ended(" in inspect.getsource(BaseWorker._finalize_failure)
+    assert isinstance(inspect.getattr_static(Job, "success_callback"), property)
+    assert isinstance(inspect.getattr_static(Job, "failure_callback"), property)

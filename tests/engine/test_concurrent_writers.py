@@ -25,7 +25,7 @@ from console.models import (
 )
 from console.services.actor import Actor
 from console.services.engine import replays
-from console.services.errors import Conflict
+from console.services.errors import Conflict, StaleVersion
 from console.services.people import tenants, users
 from console.services.policies import versions as policies
 from console.services.recovery import decisions, params_fix
@@ -145,6 +145,26 @@ def test_concurrent_saves_of_one_conflict_template_number_their_versions_in_turn
         ConflictTemplate, ConflictTemplate.id == ConflictTemplateVersion.template_id)
         .where(ConflictTemplate.name == "nightly").order_by(ConflictTemplateVersion.version)).scalars().all()
     assert versions == [1, 2, 3]
+
+
+def test_concurrent_saves_from_one_version_let_one_win_and_refuse_the_others(app):
+    # The version is compared under the record's lock: checked before it, all three saw version 1 and all saved.
+    policies.save("tight", {"max_attempts": 2}, Actor("test"))
+    templates.save("nightly", {"concurrency_policy": "allow"}, Actor("test"))
+    attempts = (3, 4, 5)
+    saved = race(app, 3, lambda i: policies.save("tight", {"max_attempts": attempts[i]}, Actor(f"p{i}"),
+                                                 base_version=1).current_version)
+    stale = [result for result in saved if isinstance(result, StaleVersion)]
+    assert [result for result in saved if result not in stale] == [2] and len(stale) == 2
+    winner = f"p{saved.index(2)}"
+    assert all(f"{winner} saved version 2 while you edited version 1" in str(error) for error in stale)
+    assert policies.get("tight").current_version == 2
+    rules = ("forbid", "replace", "forbid")
+    saved = race(app, 3, lambda i: templates.save("nightly", {"concurrency_policy": rules[i]}, Actor("test"),
+                                                  base_version=1).current_version)
+    stale = [result for result in saved if isinstance(result, StaleVersion)]
+    assert [result for result in saved if result not in stale] == [2] and len(stale) == 2
+    assert templates.get("nightly").current_version == 2
 
 
 def test_a_task_saved_while_its_template_changes_ends_with_the_new_rule(app, monkeypatch):

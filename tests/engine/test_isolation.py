@@ -179,4 +179,5 @@ def test_a_child_neither_uses_nor_closes_the_parents_connections(app):
         gc.collect()  # a collected pool closes its connections: SQLite's close, in the child, on the parent's file
         return parents_pool() is not None and db.engine.pool is not parents_pool()
 
-    assert call_forked(still_there, _context(), 5)
+    # A backstop, not the assertion: a full collection in a child of a big test process took over 5 s at load 8.
+    assert call_forked(still_there, _context(), 60)

@@ -90,8 +90,24 @@ def test_an_api_call_neither_reads_nor_writes_the_session_cookie(client, auth):
 
 
 def test_rate_limits_are_on_console_routes_only(app):
-    # The API skips Flask-Limiter (console/auth: _api_call), which would skip a limit put on an API view too.
+    # The API skips Flask-Limiter (console/page_hooks.py), which would skip a limit put on an API view too.
     limited = {rule.rule for rule in app.url_map.iter_rules()
                if getattr(app.view_functions[rule.endpoint], "__wrapper-limiter-instance", None) is not None}
     assert limited == {"/login"}  # the marker Flask-Limiter puts on a limited view still means what it did
     assert not any(path.startswith(API_PREFIXES) for path in limited)
+
+
+def test_an_api_call_takes_its_user_from_the_token_alone(client, auth):
+    _, _, headers = token_for(auth)
+    other = auth.make_user("olga", "admin")
+    # A remember-me cookie naming another person rides along: Flask-Login would have loaded that person first.
+    client.set_cookie("remember_token", f"{other.id}:1|forged")
+    response = client.get("/api/me", headers=headers)
+    assert response.status_code == 200 and response.json["username"] == "svc"
+    assert client.get("/api/me", headers={"Authorization": "Bearer rb_unknown"}).status_code == 401
+
+
+def test_a_console_page_still_takes_a_bearer_token(client, auth):
+    _, _, headers = token_for(auth)
+    assert client.get("/overview", headers=headers).status_code == 200
+    assert client.get("/overview").status_code == 302  # and without one, the login page

@@ -51,7 +51,7 @@ def test_bad_quotas_say_what_to_send_and_write_nothing(app, field, value, messag
 
 def test_bad_names_are_refused(app):
     for name in ("", "Acme", "has space", "x" * 65, 7):
-        with pytest.raises(InvalidInput, match="a tenant name is 1-64 lowercase"):
+        with pytest.raises(InvalidInput, match="tenant names are 1-64 lowercase"):
             tenants.create(name, ADA)
 
 

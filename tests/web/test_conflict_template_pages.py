@@ -72,6 +72,23 @@ def test_saving_adds_a_version_rewrites_the_task_and_shows_in_history(client, au
     assert 'data-effective="concurrency_policy">forbid<' in shown and "from template nightly" in shown
     stale = post_form(client, auth, "/tasks/templates/nightly", concurrency_policy="replace", base_version="1")
     assert stale.status_code == 409 and templates.get("nightly").current_version == 2
+    page = stale.get_data(as_text=True)
+    assert ("olga saved version 2 while you edited version 1; see what they changed under Version history and which "
+            "tasks this save changes now, then save again.") in page
+    assert re.search(r'name="base_version" type="hidden" value="2"', page) and "Save as version 3" in page
+    assert post_form(client, auth, "/tasks/templates/nightly", concurrency_policy="replace",
+                     base_version="2").status_code == 303
+    assert templates.get("nightly").current_version == 3
+
+
+def test_a_tampered_version_field_is_422_and_saves_nothing(client, auth):
+    arrange()
+    auth.as_role("operator")
+    for value in ("x", "0", "99999999999"):
+        response = post_form(client, auth, "/tasks/templates/nightly", concurrency_policy="forbid", base_version=value)
+        assert response.status_code == 422
+        assert "the page&#39;s version field was changed; reload the page" in response.get_data(as_text=True)
+    assert templates.get("nightly").current_version == 1
 
 
 def test_bad_rules_are_shown_under_their_field_and_save_nothing(client, auth):
@@ -114,3 +131,19 @@ def test_a_viewer_cannot_post_and_a_form_without_csrf_is_refused(client, auth):
     response = client.post("/tasks/templates/nightly", data={**NIGHTLY, "concurrency_policy": "forbid"})
     assert response.status_code in (400, 422)
     assert templates.get("nightly").current_version == 1
+
+
+def test_a_viewer_reads_the_template_without_save_or_delete(client, auth):
+    arrange()
+    auth.as_role("viewer")
+    page = client.get("/tasks/templates/nightly").get_data(as_text=True)
+    assert "You can read this template; changing it needs the operator role." in page
+    assert "Save as version 2" not in page and "Delete template" not in page and " disabled" in page
+
+
+def test_an_operator_may_save_and_delete_the_template(client, auth):
+    arrange()
+    auth.as_role("operator")
+    page = client.get("/tasks/templates/nightly").get_data(as_text=True)
+    assert "You can read this template" not in page
+    assert "Save as version 2" in page and 'action="/tasks/templates/nightly/delete"' in page

@@ -113,11 +113,33 @@ def test_saving_over_a_version_saved_meanwhile_is_409_until_reviewed(client, aut
     response = post_form(client, auth, "/policies/quick", base_version="1", max_attempts="4")
     assert response.status_code == 409
     page = response.get_data(as_text=True)
-    assert "pat saved version 2 while you edited version 1" in page and 'value="4"' in page
+    assert ("pat saved version 2 while you edited version 1; see what they changed under Version history, then save "
+            "again to replace it with your values.") in page and 'value="4"' in page
     assert re.search(r'name="base_version" type="hidden" value="2"', page)
     assert versions("quick") == [1, 2]
     assert post_form(client, auth, "/policies/quick", base_version="2", max_attempts="4").status_code == 303
     assert versions("quick") == [1, 2, 3]
+
+
+def test_a_viewer_reads_the_policy_without_a_save_button(client, auth):
+    auth.as_role("viewer")
+    page = client.get("/policies/quick").get_data(as_text=True)
+    assert "You can read this policy; changing it needs the operator role." in page
+    assert "Save as version 2" not in page and " disabled" in page
+
+
+def test_an_operator_may_save_the_policy(client, auth):
+    auth.as_role("operator")
+    page = client.get("/policies/quick").get_data(as_text=True)
+    assert "You can read this policy" not in page and "Save as version 2" in page
+
+
+def test_a_tampered_version_field_is_422_and_saves_nothing(client, auth):
+    auth.as_role("operator")
+    response = post_form(client, auth, "/policies/quick", base_version="1 OR 1=1", max_attempts="4")
+    assert response.status_code == 422
+    assert "the page&#39;s version field was changed; reload the page" in response.get_data(as_text=True)
+    assert versions("quick") == [1]
 
 
 def test_saving_unchanged_values_makes_no_version(client, auth):

@@ -88,6 +88,11 @@ def read(run_id: int, now) -> tuple[dict, Admission] | None:
     return columns, admitted
 
 
+# How a run waiting on its quota class's slots is explained: its page shows it; a deferral tells by it whether the run
+# was already waiting on its class.
+CLASS_WAIT = "quota class "
+
+
 def over_capacity(admission: Admission, concurrency: int) -> str | None:
     """Name the limit that is full (the task's concurrency or the tenant's max_running), if any."""
     # Counted, then claimed: two workers racing may overshoot by one; the limits are for load, not safety.
@@ -105,7 +110,7 @@ def explain(full: str, admission: Admission, concurrency: int, *, tenant: str, p
     """Say in words which limit holds a run back, for its page (`full` as over_capacity named it)."""
     if full == "quota_class":
         running = class_tasks(admission.quota_class, tenant_id)
-        return (f"quota class {admission.quota_class}: {admission.class_running} of its "
+        return (f"{CLASS_WAIT}{admission.quota_class}: {admission.class_running} of its "
                 f"{admission.class_max_running} running slots in use (tasks {running})")
     if full == "quota":
         if admission.reserved_running > admission.max_running:

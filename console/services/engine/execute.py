@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 from rq.timeouts import JobTimeoutException, UnixSignalDeathPenalty
 from sqlalchemy import bindparam, select, update
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from console.db import single_statements
 from console.domain.breaker import BreakerSettings
@@ -149,8 +149,18 @@ def execute(run_id: int, expected_attempt: int, *, clock: Clock = SYSTEM_CLOCK, 
     """Claim and run one attempt; return what became of the run (or why nothing was done)."""
     # From a pending run, the claim (or the deferral, or the cancel) is one write: on PostgreSQL the reads and it
     # need no transaction around them (console/db/single_statements.py).
-    with single_statements.unit():
-        claimed = _claim(run_id, expected_attempt, clock, worker_id)
+    try:
+        with single_statements.unit():
+            claimed = _claim(run_id, expected_attempt, clock, worker_id)
+    except DBAPIError as error:
+        # A busy worker keeps its connection and pings it only after an idle second (console/processes/worker.py):
+        # one the server dropped meanwhile fails here, before the handler. The claim is guarded, so it is tried
+        # once more, on a new connection, as the pool's pre-ping would have given.
+        if not error.connection_invalidated:
+            raise
+        db.session.rollback()
+        with single_statements.unit():
+            claimed = _claim(run_id, expected_attempt, clock, worker_id)
     return claimed if isinstance(claimed, str) else _perform(*claimed, clock)
 
 
@@ -189,6 +199,11 @@ def _claim(run_id: int, expected_attempt: int, clock: Clock, worker_id: str):
             why = admission.explain(full, admitted, policy.concurrency, tenant=_tenant_name(run.tenant_id),
                                     policy=_policy_name(admitted.policy_id), handler=run.handler,
                                     by_task=run.task_id is not None, tenant_id=run.tenant_id)
+            if full == "quota_class" and not (run.wait_reason or "").startswith(admission.CLASS_WAIT):
+                # A conflict the forecast can name (its class overflows): on the timeline once, for the Reports
+                # page's early-warning figure; a run waiting on, deferred again, adds nothing.
+                single_statements.end()  # the note and the deferral are one transaction
+                transitions.event(run, "deferred", now, reason="quota_class", message=why[:255])
             _defer(run, now + timedelta(seconds=DEFER_S), policy.timeout_s, why)
             return f"deferred:{full}"
         held = reserved.hold(run.tenant_id, now) if admitted.reservations else None

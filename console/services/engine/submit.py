@@ -141,11 +141,12 @@ def _reject(tenant: Tenant, handler: str, limit: str, current: int, maximum: int
 def submit(tenant: Tenant, actor: Actor, *, handler: str | None = None, task: Task | None = None,
            params: dict | None = None, idempotency_key: str | None = None, policy=None, source: str = "api",
            scheduled_for: datetime | None = None, workflow_id: int | None = None, workflow_step: int | None = None,
-           clock: Clock = SYSTEM_CLOCK) -> tuple[Run, bool]:
+           clock: Clock = SYSTEM_CLOCK, attach: bool = True) -> tuple[Run, bool]:
     """Create a pending run and queue it; return (run, created). A known idempotency key returns its run.
 
     A workflow's step names its workflow and position: the engine then queues the workflow's advance when the
-    run finishes (engine/followups.py), and knows nothing else about workflows.
+    run finishes (engine/followups.py), and knows nothing else about workflows. With attach=False a created run
+    comes back outside the session, holding its column values only (for a caller that reads nothing else).
     """
     if (handler is None) == (task is None):
         raise InvalidInput("give exactly one of handler or task_id", "handler")
@@ -187,7 +188,8 @@ def submit(tenant: Tenant, actor: Actor, *, handler: str | None = None, task: Ta
     transitions.event(run, "submitted", now, to_status="pending", actor=actor.name,
                       data={"source": source, "policy_version": version})
     db.session.commit()
-    _attach(run)
+    if attach:
+        _attach(run)
     enqueue(run, effective.timeout_s)
     return run, True
 

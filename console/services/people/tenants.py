@@ -6,16 +6,17 @@ from dataclasses import dataclass
 from sqlalchemy import bindparam, func, select, update
 
 from console.db.upsert import insert_for
+from console.domain import names
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import Run, Tenant
 from console.models.runs import live
+from console.services import inputs
 from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.errors import Conflict, Forbidden, InvalidInput, NotFound
 
 DEFAULT = "default"
-NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 # The quotas a person may set, with their bounds: each is checked on every claim or submit, never a safety limit.
 QUOTAS = {"max_running": (1, 100_000), "max_queued": (1, 10_000_000)}
 # Built once: every API call looks its tenant up by name, and building the statement and its cache key each time
@@ -36,8 +37,8 @@ def ensure_default() -> Tenant:
 
 def find(name: str) -> Tenant | None:
     """Return the tenant with this name, if any."""
-    if not isinstance(name, str) or not NAME.match(name):
-        return None  # no such name can exist; and PostgreSQL refuses a NUL in a bound string (a 500, schemathesis)
+    if not names.is_name(name):
+        return None  # no such name can exist
     return db.session.execute(_BY_NAME, {"name": name}).scalar_one_or_none()
 
 
@@ -93,9 +94,7 @@ def create(name, actor: Actor, *, max_running=None, max_queued=None, scope: int 
     """Create a tenant with its quotas (the model's defaults where not given); audited. 409 if the name exists."""
     _unscoped(scope, "create tenants")
     name = (name or "").strip() if isinstance(name, str) else name
-    if not isinstance(name, str) or not NAME.match(name):
-        raise InvalidInput("a tenant name is 1-64 lowercase letters, digits, '.', '_' or '-', starting with a "
-                           f"letter or digit; got {name!r}", "name")
+    inputs.name(name, "tenant")
     values = {"name": name, "created_at": clock()}
     for field, raw in (("max_running", max_running), ("max_queued", max_queued)):
         if raw not in (None, ""):

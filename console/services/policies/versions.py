@@ -2,24 +2,24 @@
 
 import functools
 import json
-import re
 from pathlib import Path
 
 import yaml
 from sqlalchemy import bindparam, select
 
 from console.db import locks
+from console.domain import names
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.policy import PolicyError, RetryPolicy
 from console.extensions import db
 from console.models import PolicyVersion, RetryPolicyRecord
+from console.services import inputs, versioning
 from console.services.actor import SYSTEM, Actor
 from console.services.audit import trail as audit
-from console.services.errors import InvalidInput, NotFound
+from console.services.errors import Conflict, InvalidInput, NotFound
 from console.services.settings import setting
 
 DEFAULT = "default"
-NAME_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,63}$"
 WORKER_DEFAULT_DESCRIPTION = "From the worker pool's defaults file (config/worker/standalone.yaml)."
 DEFAULTS_FILE_HEADER = "# Default retry policies, loaded into the database at start.\n"
 
@@ -44,8 +44,8 @@ _DEFAULT_SPEC = RetryPolicy().to_dict()
 
 def find(name: str) -> RetryPolicyRecord | None:
     """Return the named policy, if any."""
-    if not isinstance(name, str) or not re.match(NAME_PATTERN, name):
-        return None  # no such name can exist; and PostgreSQL refuses a NUL in a bound string (a 500, schemathesis)
+    if not names.is_name(name):
+        return None  # no such name can exist
     return db.session.execute(select(RetryPolicyRecord).where(RetryPolicyRecord.name == name)).scalar_one_or_none()
 
 
@@ -110,16 +110,24 @@ def _version(database: str, policy_id: int, version: int, overrides_json: str) -
     return _version(database, policy_id, version, "").with_overrides(json.loads(overrides_json))
 
 
-def save(name: str, spec: dict, actor: Actor, *, description: str | None = None,
+def save(name: str, spec: dict, actor: Actor, *, description: str | None = None, base_version: int | None = None,
          clock: Clock = SYSTEM_CLOCK) -> RetryPolicyRecord:
-    """Create a policy or add a new version of it; takes effect from the next attempt."""
-    if not re.match(NAME_PATTERN, name or ""):
-        raise InvalidInput("policy names are 1-64 lowercase letters, digits, '.', '_' or '-'", "name")
+    """Create a policy or add a new version of it; takes effect from the next attempt.
+
+    `base_version`: the version the change was made from; another one in force is a 409 (StaleVersion).
+    """
+    inputs.name(name, "policy")
     policy = validated(spec)
     # Two saves of one policy at once would both take the next version number: one at a time, read afresh.
     locks.hold(f"policy:{name}")
     record = db.session.execute(select(RetryPolicyRecord).where(RetryPolicyRecord.name == name)
                                 .execution_options(populate_existing=True)).scalar_one_or_none()
+    try:
+        versioning.check(base_version, f"retry policy {name!r}", record.current_version if record else None,
+                         lambda: current_version(record).created_by)
+    except Conflict:
+        db.session.rollback()  # ends the transaction, so the lock is not kept
+        raise
     before = None
     if record is None:
         record = RetryPolicyRecord(name=name, description=description or "", current_version=1)

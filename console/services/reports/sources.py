@@ -24,7 +24,7 @@ from console.services.scheduling.sla import limits_of
 CHUNK = 500  # ids per IN (...) list
 CONFLICT_KINDS = {("submitted", "window"): "window", ("submitted", "quota"): "quota",
                   ("cancelled", "mutex_forbid"): "mutex", ("cancelled", "replaced"): "mutex",
-                  ("replaced", "replaced"): "mutex"}
+                  ("replaced", "replaced"): "mutex", ("deferred", "quota_class"): "quota_class"}
 
 
 def floor_hour(moment: datetime) -> datetime:
@@ -196,9 +196,11 @@ def _conflicts(cells: Cells, start: datetime, end: datetime) -> None:
         select(RunEvent.at, RunEvent.kind, RunEvent.reason, Run.tenant_id, Run.task_id, Run.handler,
                Run.scheduled_for)
         .join(Run, Run.id == RunEvent.run_id)
-        .where(RunEvent.kind.in_(("submitted", "cancelled", "replaced")), RunEvent.at >= start, RunEvent.at < end,
+        .where(RunEvent.kind.in_(("submitted", "cancelled", "replaced", "deferred")),
+               RunEvent.at >= start, RunEvent.at < end,
                or_(and_(RunEvent.kind == "submitted", RunEvent.reason.in_(("window", "quota"))),
                    and_(RunEvent.kind == "cancelled", RunEvent.reason.in_(("mutex_forbid", "replaced"))),
+                   and_(RunEvent.kind == "deferred", RunEvent.reason == "quota_class"),
                    RunEvent.kind == "replaced"))).all()
     rows = [row for row in rows if row.scheduled_for is not None and row.task_id is not None]
     if not rows:

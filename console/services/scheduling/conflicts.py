@@ -17,7 +17,8 @@ WHOLE_TENANT_UP_TO = 300
 # (one, many) of each kind of conflict, counted in distinct minutes: an overlap marks both of its firings.
 KIND_WORDS = {"mutex": ("minute with a mutex overlap", "minutes with mutex overlaps"),
               "window": ("firing outside its window", "firings outside their window"),
-              "quota": ("minute over max_running", "minutes over max_running")}
+              "quota": ("minute over max_running", "minutes over max_running"),
+              "quota_class": ("minute over a quota class's max_running", "minutes over a quota class's max_running")}
 
 Marks = frozenset[tuple[str, int, int, datetime]]
 

@@ -69,7 +69,7 @@ def forecast(now: datetime, hours: float = 24, tenant: str | None = None, task_i
     by_mutex: dict[str, list[tuple[datetime, datetime, Task]]] = defaultdict(list)
     per_minute: Counter = Counter()
     running: dict[int, list[tuple[datetime, datetime]]] = defaultdict(list)
-    by_class: dict[str, list[tuple[datetime, datetime, Task]]] = defaultdict(list)
+    by_class: dict[str, list[tuple[datetime, datetime, Task, datetime]]] = defaultdict(list)
     tenants = {t.id: t for t in db.session.execute(select(Tenant)).scalars()}
     for task in db.session.execute(query).scalars():
         result.tasks += 1
@@ -89,13 +89,13 @@ def forecast(now: datetime, hours: float = 24, tenant: str | None = None, task_i
             per_minute[start.replace(second=0, microsecond=0)] += 1
             running[task.tenant_id].append((start, finish))
             if task.quota_class:
-                by_class[task.quota_class].append((start, finish, task))
+                by_class[task.quota_class].append((start, finish, task, nominal))
             if task.mutex_key:
                 by_mutex[task.mutex_key].append((start, finish, task, basis, nominal))
     result.mutex_overlaps = _overlaps(by_mutex, result.warnings)
     result.reservations = reservations.between(now, end, tenant)
     result.quota_overflows = _quota(running, tenants, result.warnings, _reserved_spans(result.reservations))
-    result.class_overflows = _classes(by_class)
+    result.class_overflows = _classes(by_class, result.warnings)
     result.crowded_minutes = [{"minute": minute.isoformat(), "starts": count}
                               for minute, count in sorted(per_minute.items()) if count >= crowded_threshold]
     return result
@@ -152,7 +152,7 @@ def _quota(running: dict, tenants: dict, warnings: list, reserved: dict | None =
     return found
 
 
-def _classes(by_class: dict) -> list[dict]:
+def _classes(by_class: dict, warnings: list) -> list[dict]:
     """Minutes in which a quota class's tasks are expected to run more at once than its max_running."""
     if not by_class:
         return []
@@ -163,8 +163,11 @@ def _classes(by_class: dict) -> list[dict]:
         if name not in limits:
             continue
         # Ends before starts at the same moment: a run finishing as another starts frees its slot (as at the claim).
-        points = sorted([(s, 1, task) for s, _, task in spans] + [(f, -1, task) for _, f, task in spans],
+        points = sorted([(s, 1, task) for s, _, task, _ in spans] + [(f, -1, task) for _, f, task, _ in spans],
                         key=lambda point: (point[0], point[1]))
+        starting = defaultdict(list)
+        for start, _, task, nominal in spans:
+            starting[_minute(start)].append((task, nominal))
         active: Counter = Counter()
         reported = set()
         for moment, change, task in points:
@@ -175,4 +178,7 @@ def _classes(by_class: dict) -> list[dict]:
                 reported.add(minute)
                 found.append({"quota_class": name, "minute": minute.isoformat(), "expected_running": level,
                               "max_running": limits[name], "tasks": sorted(n for n, k in active.items() if k > 0)})
+                # Any of the firings starting then may be the one the claim defers (whichever is claimed last).
+                warnings.extend(("quota_class", late.tenant_id, late.id, _minute(nominal))
+                                for late, nominal in starting[minute])
     return found

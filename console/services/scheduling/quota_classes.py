@@ -1,26 +1,21 @@
 """Quota classes: named limits on how many runs of their tasks run at once, across tasks and tenants."""
 
 from sqlalchemy import delete as sql_delete
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 
 from console.db import locks
 from console.db.upsert import insert_for
-from console.domain import conflict_rules
+from console.domain import names
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
-from console.models import ConflictTemplate, QuotaClass, Task
+from console.models import ConflictTemplate, QuotaClass, Run, Task
+from console.services import inputs
 from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.errors import Conflict, InvalidInput, NotFound
 
 MAX_RUNNING = 10_000
 SHOWN_NAMES = 10
-
-
-def _name(name) -> str:
-    if not isinstance(name, str) or not conflict_rules.QUOTA_CLASS_NAME.fullmatch(name):
-        raise InvalidInput("quota class names are 1-64 lowercase letters, digits, '.', '_' or '-'", "name")
-    return name
 
 
 def _max_running(value) -> int:
@@ -39,8 +34,8 @@ def _description(value) -> str:
 
 def find(name) -> QuotaClass | None:
     """Return the named class, if any (read afresh)."""
-    if not isinstance(name, str) or not conflict_rules.QUOTA_CLASS_NAME.fullmatch(name):
-        return None  # no such name can exist; and PostgreSQL refuses a NUL in a bound string
+    if not names.is_name(name):
+        return None  # no such name can exist
     return db.session.execute(select(QuotaClass).where(QuotaClass.name == name)
                               .execution_options(populate_existing=True)).scalar_one_or_none()
 
@@ -69,7 +64,7 @@ def all_classes() -> list[QuotaClass]:
 
 def create(name, max_running, actor: Actor, *, description=None, clock: Clock = SYSTEM_CLOCK) -> QuotaClass:
     """Create a class; a name taken already (even by a concurrent create) is a 409."""
-    values = {"name": _name(name), "max_running": _max_running(max_running),
+    values = {"name": inputs.name(name, "quota class"), "max_running": _max_running(max_running),
               "description": _description(description)}
     now = clock()
     connection = db.session.connection()
@@ -104,6 +99,17 @@ def change(name: str, actor: Actor, *, max_running=None, description=None,
                  clock=clock)
     db.session.commit()
     return get(name)
+
+
+def counts(scope: int | None) -> tuple[dict[str, int], dict[str, int]]:
+    """Return live tasks and running runs per class (of one tenant's tasks when `scope` is given)."""
+    tasks = select(Task.quota_class, func.count()).where(Task.quota_class.is_not(None), Task.deleted_at.is_(None))
+    running = (select(Task.quota_class, func.count()).join(Run, Run.task_id == Task.id)
+               .where(Task.quota_class.is_not(None), Run.status == "running"))
+    if scope is not None:
+        tasks, running = tasks.where(Task.tenant_id == scope), running.where(Task.tenant_id == scope)
+    return (dict(db.session.execute(tasks.group_by(Task.quota_class)).all()),
+            dict(db.session.execute(running.group_by(Task.quota_class)).all()))
 
 
 def users(name: str) -> tuple[list[Task], list[ConflictTemplate]]:

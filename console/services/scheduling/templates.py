@@ -1,23 +1,21 @@
 """Conflict templates: named planner rules tasks reference; versioned edits that rewrite the tasks inheriting them."""
 
-import re
-
 from sqlalchemy import delete as sql_delete
 from sqlalchemy import select, update
 
 from console.db import locks
-from console.domain import conflict_rules
+from console.domain import conflict_rules, names
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.task_defaults import TaskDefaults
 from console.extensions import db
 from console.models import ConflictTemplate, ConflictTemplateVersion, Task
+from console.services import inputs, versioning
 from console.services.actor import SYSTEM, Actor
 from console.services.audit import trail as audit
 from console.services.errors import Conflict, InvalidInput, NotFound
 from console.services.policies import versions as policies
 from console.services.scheduling import quota_classes
 
-NAME_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,63}$"
 SHOWN_NAMES = 10
 
 
@@ -31,8 +29,8 @@ def validated(rules, field_prefix: str = "rules") -> dict:
 
 def find(name) -> ConflictTemplate | None:
     """Return the named template, if any."""
-    if not isinstance(name, str) or not re.match(NAME_PATTERN, name):
-        return None  # no such name can exist; and PostgreSQL refuses a NUL in a bound string (a 500)
+    if not names.is_name(name):
+        return None  # no such name can exist
     # Read afresh: after waiting for a template's lock, the version in force may be newer than the session holds.
     return db.session.execute(select(ConflictTemplate).where(ConflictTemplate.name == name)
                               .execution_options(populate_existing=True)).scalar_one_or_none()
@@ -88,13 +86,13 @@ def changes_for(task: Task, rules: dict) -> list[tuple[str, object, object]]:
 
 
 def save(name: str, rules: dict, actor: Actor, *, description: str | None = None, new_only: bool = False,
-         clock: Clock = SYSTEM_CLOCK) -> ConflictTemplate:
+         base_version: int | None = None, clock: Clock = SYSTEM_CLOCK) -> ConflictTemplate:
     """Create a template or add a new version, rewriting the rules of the tasks that inherit them; one commit.
 
     `new_only`: a template of that name existing already (created by someone else meanwhile) is a 409.
+    `base_version`: the version the change was made from; another one in force is a 409 (StaleVersion).
     """
-    if not isinstance(name, str) or not re.match(NAME_PATTERN, name):
-        raise InvalidInput("template names are 1-64 lowercase letters, digits, '.', '_' or '-'", "name")
+    inputs.name(name, "template")
     if description is not None and (not isinstance(description, str) or len(description) > 255):
         raise InvalidInput("description is text of at most 255 characters", "description")
     new = validated(rules)
@@ -112,6 +110,12 @@ def save(name: str, rules: dict, actor: Actor, *, description: str | None = None
     if record is not None and new_only:
         db.session.rollback()
         raise Conflict(f"a conflict template named {name!r} exists already; edit it instead", "name")
+    try:
+        versioning.check(base_version, f"conflict template {name!r}", record.current_version if record else None,
+                         lambda: current_version(record).created_by)
+    except Conflict:
+        db.session.rollback()  # ends the transaction, so the lock is not kept
+        raise
     if record is None:
         record = ConflictTemplate(name=name, description=description or "", current_version=1, created_at=now,
                                   updated_at=now)

@@ -5,16 +5,18 @@ from flask import Blueprint, abort, flash, redirect, render_template, request, u
 from console.auth import current_actor, requires, shared_by_all_tenants, tenant_scope
 from console.domain import conflict_rules
 from console.extensions import db
-from console.services.errors import InvalidInput, ServiceError
+from console.services.errors import InvalidInput, ServiceError, StaleVersion
 from console.services.inputs import row_id
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.scheduling import template_insight, templates
+from console.web import versioned
 from console.web.conflict_templates.forms import TemplateForm
 
 bp = Blueprint("conflict_templates", __name__, url_prefix="/tasks/templates")
 # Static routes win over /<name>, so these names could never be opened as templates.
 RESERVED = {"new", "preview"}
 USED_BY_SHOWN = 20
+STALE_NEXT_STEP = "see what they changed under Version history and which tasks this save changes now, then save again."
 
 
 @bp.get("/")
@@ -94,12 +96,6 @@ def update(name: str):
     form.name.data = record.name  # the name is the address; it is not edited here
     if not form.validate_on_submit():
         return _edit_page(form, record, 422)
-    if form.base_version.data and form.base_version.data != str(record.current_version):
-        form.attach(None, f"{templates.current_version(record).created_by} saved version {record.current_version} "
-                          f"while you edited version {form.base_version.data}; see what they changed under Version "
-                          "history and which tasks this save changes now, then save again.")
-        form.base_version.data = str(record.current_version)
-        return _edit_page(form, record, 409)
     return _save(form, record.name, record)
 
 
@@ -107,7 +103,11 @@ def _save(form: TemplateForm, name: str, record):
     version_before = record.current_version if record else 0
     try:
         saved = templates.save(name, form.to_rules(), current_actor(), new_only=record is None,
-                               description=(form.description.data or "").strip())
+                               description=(form.description.data or "").strip(),
+                               base_version=versioned.base_version(form))
+    except StaleVersion as error:
+        versioned.refuse_stale(form, error, STALE_NEXT_STEP)
+        return _edit_page(form, templates.find(name), 409)
     except ServiceError as error:
         db.session.rollback()
         form.attach(error.field, error.detail)

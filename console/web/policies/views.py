@@ -4,17 +4,19 @@ from flask import Blueprint, abort, flash, redirect, render_template, request, u
 
 from console.auth import current_actor, requires, shared_by_all_tenants, tenant_scope
 from console.domain.policy import RetryPolicy
-from console.services.errors import InvalidInput, ServiceError
+from console.services.errors import InvalidInput, ServiceError, StaleVersion
 from console.services.inputs import row_id
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.policies import insight as policy_insight
 from console.services.policies import versions as policies
+from console.web import versioned
 from console.web.policies.chart import backoff_figure, duration
 from console.web.policies.forms import PolicyForm
 
 bp = Blueprint("policies", __name__, url_prefix="/policies")
 # Static routes win over /<name>, so these names could never be opened as policies.
 RESERVED = {"new", "preview"}
+STALE_NEXT_STEP = "see what they changed under Version history, then save again to replace it with your values."
 
 
 @bp.get("/")
@@ -98,19 +100,17 @@ def update(name: str):
     form.name.data = record.name  # the name is the address; it is not edited here
     if not form.validate_on_submit():
         return _edit_page(form, record, 422)
-    if form.base_version.data and form.base_version.data != str(record.current_version):
-        form.attach(None, f"{policies.current_version(record).created_by} saved version {record.current_version} "
-                          f"while you edited version {form.base_version.data}; see what they changed under Version "
-                          "history, then save again to replace it with your values.")
-        form.base_version.data = str(record.current_version)
-        return _edit_page(form, record, 409)
     return _save(form, record.name, record)
 
 
 def _save(form: PolicyForm, name: str, record):
     version_before = record.current_version if record else 0
     try:
-        saved = policies.save(name, form.to_spec(), current_actor(), description=(form.description.data or "").strip())
+        saved = policies.save(name, form.to_spec(), current_actor(), description=(form.description.data or "").strip(),
+                              base_version=versioned.base_version(form))
+    except StaleVersion as error:
+        versioned.refuse_stale(form, error, STALE_NEXT_STEP)
+        return _edit_page(form, record, 409)
     except ServiceError as error:
         form.attach(error.field, error.detail)
         return _edit_page(form, record, error.status)

@@ -1,14 +1,13 @@
 """Quota classes: the list with what each holds now, a create form, and per-class edit and delete."""
 
-from flask import Blueprint, flash, redirect, url_for
+from flask import Blueprint, abort, flash, redirect, url_for
 from flask_wtf import FlaskForm
-from sqlalchemy import func, select
 from wtforms import IntegerField, StringField
 from wtforms.validators import InputRequired, Length, NumberRange
 
 from console.auth import current_actor, requires, shared_by_all_tenants, tenant_scope
+from console.domain import names
 from console.extensions import db
-from console.models import Run, Task
 from console.services.errors import ServiceError
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.scheduling import quota_classes
@@ -24,21 +23,16 @@ class ClassForm(FlaskForm):
     description = StringField("Description", validators=[Length(max=255)])
 
 
-def _counts(scope: int | None) -> tuple[dict[str, int], dict[str, int]]:
-    """Live tasks and running runs per class (of the viewer's tenant when scoped)."""
-    tasks = select(Task.quota_class, func.count()).where(Task.quota_class.is_not(None), Task.deleted_at.is_(None))
-    running = (select(Task.quota_class, func.count()).join(Run, Run.task_id == Task.id)
-               .where(Task.quota_class.is_not(None), Run.status == "running"))
-    if scope is not None:
-        tasks, running = tasks.where(Task.tenant_id == scope), running.where(Task.tenant_id == scope)
-    return (dict(db.session.execute(tasks.group_by(Task.quota_class)).all()),
-            dict(db.session.execute(running.group_by(Task.quota_class)).all()))
-
-
 def _index(form: ClassForm, status: int = 200, failed: str | None = None):
-    tasks, running = _counts(tenant_scope())
+    tasks, running = quota_classes.counts(tenant_scope())
     return page("quota_classes/index.html", "content", form=form, classes=quota_classes.all_classes(), tasks=tasks,
                 running=running, failed=failed, scoped=tenant_scope() is not None), status
+
+
+def _possible_or_404(name: str) -> None:
+    """Answer 404 for a name no class can have; a missing class with a possible name is said in a flash instead."""
+    if not names.is_name(name):
+        abort(404, f"There is no quota class named {name[:80]!r}.")
 
 
 @bp.get("/")
@@ -69,6 +63,7 @@ def create():
 @requires(OPERATE)
 @shared_by_all_tenants("Quota classes")
 def update(name: str):
+    _possible_or_404(name)
     form = ClassForm()
     form.name.data = name  # the name is the address; it is not edited
     if not form.validate_on_submit():
@@ -89,6 +84,7 @@ def update(name: str):
 @requires(OPERATE)
 @shared_by_all_tenants("Quota classes")
 def delete(name: str):
+    _possible_or_404(name)
     try:
         quota_classes.delete(name, current_actor())
     except ServiceError as error:

@@ -1,0 +1,17 @@
+"""What the command groups print: a refusal (exit 1 with the reason) and a plain table."""
+
+import click
+
+
+def refused(error) -> click.ClickException:
+    """Turn a service's refusal into exit code 1 with `refused (<code>, <status>): <detail>`."""
+    return click.ClickException(f"refused ({error.code}, {error.status}): {error.detail}")
+
+
+def table(rows: list[dict], columns: list[str]) -> None:
+    """Print rows as columns padded to their widest cell (None as empty)."""
+    cells = [["" if row[c] is None else str(row[c]) for c in columns] for row in rows]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+    click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
+    for r in cells:
+        click.echo("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())

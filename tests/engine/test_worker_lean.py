@@ -1,0 +1,187 @@
+"""A worker's per-job overhead: one database connection kept while busy; RQ's writes that say nothing new skipped."""
+
+import threading
+
+import pytest
+from rq import Callback, Queue
+from rq.job import Job, JobStatus
+from rq.worker import BaseWorker
+from sqlalchemy import event, func, select
+
+from console.extensions import db
+from console.models import Run
+from console.processes import worker as workers
+from console.processes.worker import build_worker
+from console.redis_conn import get_redis
+from console.services.engine import queueing
+
+called_back = []
+
+
+def noted(job, connection, result):
+    """An RQ success callback: notes that it ran."""
+    called_back.append(job.id)
+
+
+def _succeeded(ids) -> int:
+    return db.session.execute(select(func.count()).where(Run.id.in_(ids), Run.status == "succeeded")).scalar()
+
+
+@pytest.fixture
+def checkouts(app):
+    """Count the pool check-outs made by this thread (the worker's; not the heartbeat or metrics threads)."""
+    seen = []
+
+    def counted(*_):
+        if threading.current_thread() is threading.main_thread():
+            seen.append(1)
+
+    event.listen(db.engine.pool, "checkout", counted)
+    yield seen
+    event.remove(db.engine.pool, "checkout", counted)
+
+
+def test_a_busy_worker_runs_every_job_on_one_connection(app, runs, checkouts, monkeypatch):
+    pings = []
+    monkeypatch.setattr(workers, "_alive", lambda connection: pings.append(connection) or True)
+    ids = [runs.submit() for _ in range(20)]
+    checkouts.clear()  # the submits' own
+    worker = build_worker(app, get_redis(), "simple")
+    worker.clock = lambda: 100.0  # the whole drain within one second: no job follows an idle connection
+
+    worker.work(burst=True, logging_level="WARNING")
+
+    # A check-out per job before (and on PostgreSQL the pool's pre-ping: a round trip each).
+    assert len(checkouts) == 1
+    assert _succeeded(ids) == 20
+    assert pings == []
+    assert worker._connection is None  # closed when the worker stopped
+
+
+def test_an_idle_connection_is_pinged_and_a_dead_one_replaced(app, runs, checkouts, monkeypatch):
+    answers = []
+    monkeypatch.setattr(workers, "_alive", lambda connection: answers.pop(0))
+    now = [100.0]
+    worker = build_worker(app, get_redis(), "simple")
+    worker.clock = lambda: now[0]
+    first = runs.submit()
+    checkouts.clear()
+    worker.work(burst=True, logging_level="WARNING")
+    assert len(checkouts) == 1 and runs.status(first) == "succeeded"
+
+    # Idle for a second: pinged before the next job; it answers, so it is kept.
+    now[0] += 1.0
+    answers.append(True)
+    second = runs.submit()
+    checkouts.clear()
+    worker._connection_used_at = 99.0  # as if the first burst's connection were still kept (teardown closed it)
+    worker._connection = kept = db.engine.connect()
+    worker.work(burst=True, logging_level="WARNING")
+    assert len(checkouts) == 1 and answers == [] and kept.closed  # its one check-out: `kept`, above
+    assert runs.status(second) == "succeeded"
+
+    # A server that dropped the connection while the worker waited: the ping fails, a new one is opened.
+    kept = worker._job_connection()
+    now[0] += 5.0
+    answers.append(False)
+    replaced = worker._job_connection()
+    assert replaced is not kept and kept.closed and not replaced.closed
+    worker._job_ended(replaced)
+    third = runs.submit()
+    worker.work(burst=True, logging_level="WARNING")
+    assert runs.status(third) == "succeeded"
+
+
+def test_a_connection_invalidated_by_an_error_is_replaced_without_a_ping(app, monkeypatch):
+    monkeypatch.setattr(workers, "_alive", lambda connection: pytest.fail("no ping: it is known to be gone"))
+    worker = build_worker(app, get_redis(), "simple")
+    worker.clock = lambda: 100.0
+    with app.app_context():
+        broken = worker._job_connection()
+        broken.invalidate()  # what SQLAlchemy does on a disconnect error
+        fresh = worker._job_connection()
+        assert fresh is not broken and not fresh.invalidated
+        worker._drop_connection()
+
+
+def test_a_job_leaves_no_transaction_or_isolation_level_behind(app, runs):
+    worker = build_worker(app, get_redis(), "simple")
+    with app.app_context():
+        connection = worker._job_connection()
+        connection.execution_options(isolation_level="AUTOCOMMIT" if connection.dialect.name == "postgresql"
+                                     else "READ UNCOMMITTED")
+        connection.exec_driver_sql("SELECT 1")
+        worker._job_ended(connection)
+        assert not connection.in_transaction()
+        assert connection.get_execution_options().get("isolation_level",
+                                                      connection.default_isolation_level) == \
+            connection.default_isolation_level
+        worker._drop_connection()
+
+
+def test_the_worker_state_is_written_only_when_it_changes(app, runs, monkeypatch):
+    written = []
+    real = BaseWorker.set_state
+
+    def counted(self, state, pipeline=None):
+        written.append(state)
+        return real(self, state, pipeline)
+
+    monkeypatch.setattr(BaseWorker, "set_state", counted)
+    ids = [runs.submit() for _ in range(10)]
+    worker = build_worker(app, get_redis(), "simple")
+    worker.work(burst=True, logging_level="WARNING")
+
+    assert _succeeded(ids) == 10
+    # RQ alone writes idle before each dequeue and again after each job: 3 writes per job, 2 of them "idle".
+    assert written.count("busy") == 10
+    assert written.count("idle") == 11  # the first wait, then after each job; the dequeue's repeat is skipped
+    assert get_redis().hget(worker.key, "state") == b"idle" and worker.get_state() == "idle"
+
+
+def test_a_job_is_not_stamped_again_when_it_returns_unless_it_has_a_callback(app, runs, monkeypatch):
+    beats = []
+    real = Job.heartbeat
+
+    def counted(self, timestamp, ttl, pipeline=None, xx=False):
+        beats.append((self.id, pipeline is None))
+        return real(self, timestamp, ttl, pipeline, xx)
+
+    monkeypatch.setattr(Job, "heartbeat", counted)
+    run_id = runs.submit()
+    (job_id,) = Queue(queueing.RUN_QUEUE, connection=get_redis()).job_ids
+    called_back.clear()
+    called = Queue(queueing.RUN_QUEUE, connection=get_redis()).enqueue(
+        "jobs.handlers.demo.noop", None, on_success=Callback(noted))
+    worker = build_worker(app, get_redis(), "simple")
+    worker.work(burst=True, logging_level="WARNING")
+
+    assert runs.status(run_id) == "succeeded"
+    job = Job.fetch(job_id, connection=get_redis())
+    assert job.get_status() == JobStatus.FINISHED and job.ended_at is not None  # RQ still records its end
+    # Rebound's job: stamped in its preparation only (a pipelined beat); the callback's job also once more alone.
+    assert (job_id, True) not in beats and (job_id, False) in beats
+    assert (called.id, True) in beats
+    assert called_back == [called.id]
+
+
+def test_a_connection_the_server_dropped_between_jobs_is_replaced_and_the_claim_made(app, runs, monkeypatch):
+    monkeypatch.setattr(workers, "_alive", lambda connection: pytest.fail("no ping: the worker is busy"))
+    worker = build_worker(app, get_redis(), "simple")
+    worker.clock = lambda: 100.0
+    first = runs.submit()
+    with app.app_context():
+        kept = worker._connection = db.engine.connect()
+        worker._job_ended(kept)
+    if kept.dialect.name == "postgresql":
+        pid = kept.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+        kept.rollback()
+        with db.engine.connect() as other:
+            other.exec_driver_sql(f"SELECT pg_terminate_backend({pid})")
+            other.commit()
+    else:
+        # SQLite cannot lose its server: close the driver's connection under SQLAlchemy's feet instead.
+        kept.connection.dbapi_connection.close()
+    worker.work(burst=True, logging_level="WARNING")
+    assert runs.status(first) == "succeeded"
+    assert runs.get(first).executions == 1
