@@ -4,11 +4,13 @@
 
 Submits no-op runs and executes them one after another in this process, as a worker would, on a private
 PostgreSQL cluster with `log_statement = all`. Prints each statement one submit and one attempt sent (BEGIN and
-COMMIT are round trips too), then the serial time per attempt on PostgreSQL and on SQLite. The statement
-counts do not depend on the machine's load; the times do.
+COMMIT are round trips too), then the serial time per attempt on PostgreSQL and on SQLite, and on PostgreSQL the
+CPU per attempt of this process and of the server's processes (from /proc; statements unlogged for that part).
+The statement counts do not depend on the machine's load; the times do, and the CPU figures less so.
 """
 
 import argparse
+import os
 import re
 import tempfile
 import time
@@ -48,6 +50,22 @@ def _execute_all(bench: Bench, run_ids: list[int]) -> float:
     return elapsed / len(run_ids)
 
 
+def _server_cpu(cluster: Cluster) -> float:
+    """Return the seconds of CPU the cluster's postmaster and its children (the backends) have used so far."""
+    master = int((cluster.directory / "data" / "postmaster.pid").read_text().split()[0])
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(entry.name) == master or int(fields[1]) == master:
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def _statements(log: Path, offset: int) -> list[str]:
     lines = log.read_text(errors="replace")[offset:].splitlines()
     return [match.group(2) for line in lines if (match := STATEMENT.match(line))]
@@ -59,7 +77,8 @@ def main() -> None:
     args = parser.parse_args()
     cluster = Cluster(settings=LOGGED)
     log = cluster.directory / "server.log"
-    with tempfile.TemporaryDirectory() as sqlite_dir, tempfile.TemporaryDirectory() as pg_dir:
+    with (tempfile.TemporaryDirectory() as sqlite_dir, tempfile.TemporaryDirectory() as pg_dir,
+          tempfile.TemporaryDirectory() as quiet_dir):
         pg = Bench(Path(pg_dir), cluster.url(cluster.create()))
         lite = Bench(Path(sqlite_dir))
         try:
@@ -82,6 +101,16 @@ def main() -> None:
             print(f"serial, in one process, {args.runs} runs: PostgreSQL {per_run['postgresql'] * 1000:.2f} ms per "
                   f"attempt, SQLite {per_run['sqlite'] * 1000:.2f} ms (ratio of rates "
                   f"{per_run['sqlite'] / per_run['postgresql']:.2f})")
+            quiet = Bench(Path(quiet_dir), cluster.url(cluster.create()) + "?options=-c%20log_statement%3Dnone")
+            try:
+                ids = _submitted(quiet, args.runs)
+                server, mine = _server_cpu(cluster), time.process_time()
+                _execute_all(quiet, ids)
+                server, mine = _server_cpu(cluster) - server, time.process_time() - mine
+            finally:
+                quiet.close()
+            print(f"PostgreSQL, CPU per attempt over {args.runs} attempts: this process "
+                  f"{mine / args.runs * 1e3:.3f} ms, the server's processes {server / args.runs * 1e3:.3f} ms")
         finally:
             pg.close()
             lite.close()

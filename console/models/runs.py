@@ -1,29 +1,61 @@
 """Runs (one logical execution of a task) and their append-only timeline."""
 
-from sqlalchemy import JSON, Boolean, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    literal_column,
+    or_,
+    text,
+)
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from console.db.types import UTCDateTime
 from console.domain.clock import utcnow
+from console.domain.statuses import ACTIVE, RunStatus
 from console.extensions import db
+
+# The statuses a run leaves by itself (the domain's ACTIVE), in a fixed order: the partial indexes' predicate is this
+# text, and a query meets it by the same terms (`live()`); SQLite matches a predicate by its terms, not its meaning.
+LIVE = ("pending", "retry_wait", "running", "compensating")
+assert set(LIVE) == {status.value for status in ACTIVE}
+LIVE_PREDICATE = " OR ".join(f"status = '{status}'" for status in LIVE)
+LIVE_TASK_PREDICATE = f"({LIVE_PREDICATE}) AND task_id IS NOT NULL"
 
 
 class Run(db.Model):
     __tablename__ = "runs"
+    # Every index here costs each status change (PostgreSQL adds an entry to every index the new row belongs to; SQLite
+    # rewrites each index holding a changed column), so each one serves queries the console runs at scale, and those
+    # that only live runs need are partial on LIVE_PREDICATE: a run finishing leaves them. Which query reads which
+    # index: docs/architecture.md, "The runs and dead letters' indexes".
     __table_args__ = (
         UniqueConstraint("tenant_id", "idempotency_key"),
-        Index("ix_runs_status_next_retry_at", "status", "next_retry_at"),
-        Index("ix_runs_tenant_status_id", "tenant_id", "status", "id"),
-        Index("ix_runs_task_id_id", "task_id", "id"),
-        Index("ix_runs_tenant_handler_status", "tenant_id", "handler", "status"),
-        Index("ix_runs_task_status", "task_id", "status"),
-        # Newest-first lists by status, by tenant and by error code; breaker hold-back counts.
+        # Newest-first lists by status, by tenant; the reconciler's pending, running and compensating scans.
         Index("ix_runs_status_id", "status", "id"),
         Index("ix_runs_tenant_id_id", "tenant_id", "id"),
-        Index("ix_runs_error_code_id", "error_code", "id"),
-        Index("ix_runs_status_reason_handler", "status", "status_reason", "handler"),
-        # The Overview's "finished in the last 24 h" by status.
-        Index("ix_runs_status_finished_at", "status", "finished_at"),
+        # A task's runs; a run without a task (an API submit) is not in it.
+        Index("ix_runs_task_id_id", "task_id", "id", sqlite_where=text("task_id IS NOT NULL"),
+              postgresql_where=text("task_id IS NOT NULL")),
+        # Runs by error code; a run that never failed is not in it.
+        Index("ix_runs_error_code_id", "error_code", "id", sqlite_where=text("error_code IS NOT NULL"),
+              postgresql_where=text("error_code IS NOT NULL")),
+        # The Overview's "finished in the last 24 h" by status; the claim of a run leaves it alone.
+        Index("ix_runs_status_finished_at", "status", "finished_at", sqlite_where=text("finished_at IS NOT NULL"),
+              postgresql_where=text("finished_at IS NOT NULL")),
+        # The live runs counted on every submit, attempt and planner batch: waiting per tenant, running per tenant,
+        # per task (and quota class) and per handler, breaker hold-backs by reason, overdue retries.
+        Index("ix_runs_live_tenant_status", "tenant_id", "status", sqlite_where=text(LIVE_PREDICATE),
+              postgresql_where=text(LIVE_PREDICATE)),
+        Index("ix_runs_live_task_status", "task_id", "status", sqlite_where=text(LIVE_TASK_PREDICATE),
+              postgresql_where=text(LIVE_TASK_PREDICATE)),
+        Index("ix_runs_live_handler_status", "handler", "status", "status_reason", sqlite_where=text(LIVE_PREDICATE),
+              postgresql_where=text(LIVE_PREDICATE)),
         # One run per workflow step: two advances racing to start a step cannot make two. Partial, so the runs
         # outside workflows (nearly all) cost the index nothing; a plain column with no foreign key, so adding it
         # does not make SQLite copy the runs table.
@@ -120,3 +152,19 @@ class AttemptDiagnostics(db.Model):
     at = mapped_column(UTCDateTime, default=utcnow, nullable=False)
     traceback: Mapped[str | None] = mapped_column(Text)
     log_lines = mapped_column(JSON, default=list, nullable=False)
+
+
+def status_is(status: str, column=None):
+    """Compare a run's status with a constant written into the SQL, so a partial index on live runs can serve it.
+
+    A bound value would do for SQLite, but a PostgreSQL plan made for any value (a prepared statement's generic
+    plan) cannot prove a parameter satisfies the index's predicate.
+    """
+    RunStatus(status)  # a status name only: this text goes into the SQL as written
+    return (Run.status if column is None else column) == literal_column(f"'{status}'")
+
+
+def live(column=None):
+    """The live-runs predicate as a query term: a query over several live statuses adds it to use their indexes."""
+    column = Run.status if column is None else column
+    return or_(*(column == literal_column(f"'{status}'") for status in LIVE))

@@ -8,6 +8,7 @@ from sqlalchemy import bindparam, case, func, select
 
 from console.extensions import db
 from console.models import QuotaClass, Reservation, RetryPolicyRecord, Run, Task, Tenant
+from console.models.runs import status_is
 from console.services.policies import versions as policies
 
 
@@ -40,8 +41,9 @@ def _run_and_admission():
     task_class = select(tasks.c.quota_class).where(tasks.c.id == run.c.task_id).correlate(run).scalar_subquery()
     peers = tasks.alias("peer")  # an alias: the class lookup inside must not correlate to this join's tasks
     class_running = (select(func.count()).select_from(runs.join(peers, peers.c.id == runs.c.task_id))
-                     .where(runs.c.status == "running", peers.c.quota_class == task_class).scalar_subquery())
-    running = select(func.count()).select_from(runs).where(runs.c.status == "running")
+                     .where(status_is("running", runs.c.status), peers.c.quota_class == task_class).scalar_subquery())
+    # The status as a constant in the SQL: the counts read the partial indexes of live runs (models/runs.py).
+    running = select(func.count()).select_from(runs).where(status_is("running", runs.c.status))
     reserved = select(func.count()).select_from(reservations).where(
         reservations.c.cancelled_at.is_(None), reservations.c.starts_at <= bindparam("now"),
         reservations.c.ends_at > bindparam("now"))

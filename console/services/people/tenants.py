@@ -10,6 +10,7 @@ from console.domain import names
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import Run, Tenant
+from console.models.runs import live
 from console.services import inputs
 from console.services.actor import Actor
 from console.services.audit import trail as audit
@@ -155,7 +156,7 @@ def usage(scope: int | None) -> list[Usage]:
         query = query.where(Tenant.id == scope)
     shown = db.session.execute(query).scalars().all()
     counts = select(Run.tenant_id, Run.status, func.count()).where(
-        Run.status.in_(("running", "pending", "retry_wait")), Run.tenant_id.in_([t.id for t in shown]))
+        Run.status.in_(("running", "pending", "retry_wait")), live(), Run.tenant_id.in_([t.id for t in shown]))
     per: dict[int, dict[str, int]] = {}
     for tenant_id, status, count in db.session.execute(counts.group_by(Run.tenant_id, Run.status)):
         per.setdefault(tenant_id, {})[status] = count

@@ -14,6 +14,7 @@ from console.domain.figures import FIGURES, HEADLINE, Figure, Inputs
 from console.domain.periods import Period
 from console.extensions import db
 from console.models import DeadLetter, Run, WorkOrder
+from console.models.runs import live
 from console.services.reports import read, rollup, sources
 from console.services.reports.read import Scope
 
@@ -68,8 +69,8 @@ class Summary:
 def late_waiting(scope: Scope, now: datetime) -> int:
     """Count task runs not started yet whose start limit has passed (late now, whenever they start)."""
     query = (select(Run.task_id, Run.scheduled_for, Run.due_at)
-             .where(Run.status.in_(("pending", "retry_wait")), Run.started_at.is_(None), Run.task_id.is_not(None),
-                    Run.scheduled_for.is_not(None))
+             .where(Run.status.in_(("pending", "retry_wait")), live(), Run.started_at.is_(None),
+                    Run.task_id.is_not(None), Run.scheduled_for.is_not(None))
              .limit(LATE_WAITING_CAP))
     if scope.tenant_id is not None:
         query = query.where(Run.tenant_id == scope.tenant_id)

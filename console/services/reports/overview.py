@@ -8,6 +8,7 @@ from sqlalchemy import func, select
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import DeadLetter, Run, RunEvent, SlaBreach
+from console.models.runs import live as live_runs
 from console.services.engine import breaker_admin, breakers
 from console.services.reports import read
 
@@ -22,7 +23,7 @@ def counters(tenant_id: int | None, clock: Clock = SYSTEM_CLOCK) -> dict:
     """Count live runs by status, open dead letters, and the last day's outcomes."""
     live = dict.fromkeys(LIVE_STATUSES, 0)
     rows = db.session.execute(_scoped(
-        select(Run.status, func.count()).where(Run.status.in_(LIVE_STATUSES)).group_by(Run.status),
+        select(Run.status, func.count()).where(Run.status.in_(LIVE_STATUSES), live_runs()).group_by(Run.status),
         Run, tenant_id))
     live.update(dict(rows.all()))
     since = clock() - timedelta(hours=24)

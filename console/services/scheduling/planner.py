@@ -13,6 +13,7 @@ from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.windows import Window
 from console.extensions import db
 from console.models import Run, RunEvent, Task, Tenant
+from console.models.runs import live
 from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.delivery import outbox
@@ -71,13 +72,13 @@ class _Batch:
         self.max_queued = {t.id: max(t.max_queued, held.get(t.id, (0, 0))[1]) for t in self.tenants.values()}
         self.waiting = dict(db.session.execute(
             select(Run.tenant_id, func.count()).where(Run.tenant_id.in_(tenant_ids),
-                                                      Run.status.in_(("pending", "retry_wait")))
+                                                      Run.status.in_(("pending", "retry_wait")), live())
             .group_by(Run.tenant_id)).all())
         keys = {task.mutex_key for task in tasks.values() if task.mutex_key}
         self.busy: dict[str, list[Run]] = {}
         if keys:
             for run, key in db.session.execute(select(Run, Task.mutex_key).join(Task, Task.id == Run.task_id).where(
-                    Task.mutex_key.in_(keys), Run.status.in_(ACTIVE))):
+                    Task.mutex_key.in_(keys), Run.status.in_(ACTIVE), live())):
                 self.busy.setdefault(key, []).append(run)
 
 
