@@ -6,9 +6,11 @@ sessions, so on PostgreSQL they really overlap.
 
 from collections import Counter
 
+import pytest
 from rq import Queue
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 
+from console.db import sqlite_bulk
 from console.extensions import db
 from console.models import AuditEntry, DeadLetter, Run, RunEvent
 from console.redis_conn import get_redis
@@ -175,3 +177,24 @@ def test_overlapping_bulk_replays_a_discard_and_a_resolve_racing_leave_each_lett
     assert db.session.execute(select(func.count()).select_from(DeadLetter).where(
         DeadLetter.status == "open")).scalar_one() == 0
     assert audit.verify(db.session, clock=clock).ok
+
+
+@pytest.mark.sqlite_only  # the page cache is SQLite's; on PostgreSQL the block only pins the connection
+def test_an_unpaced_replay_writes_its_chunks_with_the_bulk_page_cache_and_a_paced_one_does_not(app, clock,
+                                                                                                monkeypatch):
+    seed_history(4, 4, clock=clock)
+    caches = []
+    replay_many = replays.replay_many
+
+    def noting_the_cache(ids, *args, **kwargs):
+        caches.append(db.session.execute(text("PRAGMA cache_size")).scalar_one())
+        return replay_many(ids, *args, **kwargs)
+
+    monkeypatch.setattr(replays, "replay_many", noting_the_cache)
+    monkeypatch.setattr(dlq_bulk, "FAST_CHUNK", 2)
+    ids = [letter.id for letter in open_letters()]
+    fast = dlq_bulk.start_replay(OLGA, None, ids=ids[:2], rate=dlq_bulk.FASTEST, clock=clock)
+    assert run_unpaced(fast.op_id) == "done"
+    paced = dlq_bulk.start_replay(OLGA, None, ids=ids[2:], rate=1000, clock=clock)
+    assert run_unpaced(paced.op_id) == "done"
+    assert caches == [-sqlite_bulk.BULK_CACHE_KIB, -sqlite_bulk.DEFAULT_CACHE_KIB]

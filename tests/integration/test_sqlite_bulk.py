@@ -1,0 +1,44 @@
+"""A bulk write's connection: pinned for the block, a 64 MiB page cache on SQLite, as it was afterwards."""
+
+import pytest
+from sqlalchemy import text
+
+from console.db import sqlite_bulk
+from console.extensions import PINNED, db
+
+
+def cache_size(connection) -> int:
+    return connection.exec_driver_sql("PRAGMA cache_size").scalar_one()
+
+
+@pytest.mark.sqlite_only  # PRAGMA cache_size is SQLite's
+def test_the_block_runs_on_the_callers_pinned_connection_with_the_bulk_cache_then_the_default_again(app):
+    with db.engine.connect() as mine:  # as a worker pins its kept connection for a job
+        db.session.info[PINNED] = mine
+        try:
+            with sqlite_bulk.bulk_writes():
+                assert db.session.info[PINNED] is mine
+                assert db.session.execute(text("PRAGMA cache_size")).scalar_one() == -sqlite_bulk.BULK_CACHE_KIB
+            assert db.session.info[PINNED] is mine and not mine.closed
+            assert cache_size(mine) == -sqlite_bulk.DEFAULT_CACHE_KIB
+        finally:
+            db.session.info.pop(PINNED, None)
+
+
+@pytest.mark.sqlite_only
+def test_unpinned_the_block_holds_one_connection_and_gives_it_back_with_the_default_cache(app):
+    with sqlite_bulk.bulk_writes():
+        held = db.session.info[PINNED]
+        assert cache_size(held) == -sqlite_bulk.BULK_CACHE_KIB
+        raw = held.connection.dbapi_connection
+    assert PINNED not in db.session.info and held.closed
+    assert raw.execute("PRAGMA cache_size").fetchone()[0] == -sqlite_bulk.DEFAULT_CACHE_KIB
+
+
+def test_the_block_rolls_back_what_it_left_uncommitted_and_leaves_the_session_usable(app):
+    from console.models import Tenant
+
+    with sqlite_bulk.bulk_writes():
+        db.session.add(Tenant(name="halfway"))
+        db.session.flush()
+    assert db.session.execute(text("SELECT count(*) FROM tenants WHERE name = 'halfway'")).scalar_one() == 0
