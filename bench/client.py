@@ -4,13 +4,16 @@
 
 Rebound: `rebound web` (gunicorn, the given processes × threads) and two `rebound worker` processes; the
 client's threads POST `/worker/tasks` (or `/worker/tasks/batch`) with a bearer token over kept-alive
-connections. Bare RQ: two SimpleWorkers; the same number of threads call `Queue.enqueue` (or `enqueue_many` with
-the same batch size). One embedded redis-server and one SQLite database for both. Throughput is end to end,
+connections (http.client by default: the load generator shares the 2 cores, and requests costs 3× its CPU a
+call). Bare RQ: two SimpleWorkers; the same number of threads call `Queue.enqueue` (or `enqueue_many` with the
+same batch size). One embedded redis-server and one SQLite database for both. Throughput is end to end,
 from the first submission to the last finish; latency is submit→succeeded (from the client's clock before it
 sends to the run's or job's end) at half the rate just measured. Each figure: the median of --rounds rounds.
 """
 
 import argparse
+import http.client
+import json
 import os
 import socket
 import statistics
@@ -84,7 +87,7 @@ def paced(threads: int, total: int, rate: float | None, send) -> dict:
 
 class ClientBench:
     def __init__(self, workdir: Path, web_workers: int, web_threads: int, log_level: str = "WARNING",
-                 access_log: bool = False):
+                 access_log: bool = False, http_client: str = "stdlib"):
         self.core = Bench(workdir)
         with self.core.app.app_context():
             user, _ = users.create("bench-client", "operator", "bench-client-password-1", Actor("bench"))
@@ -106,20 +109,43 @@ class ClientBench:
                 if time.monotonic() > deadline or self.web.poll() is not None:
                     raise RuntimeError("rebound web did not start") from None
                 time.sleep(0.1)
-        self.sessions: list[requests.Session] = []
+        self.http_client = http_client
+        self.headers = {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
+        self.connections: list = []
 
-    def session(self, index: int) -> requests.Session:
-        while len(self.sessions) <= index:
-            session = requests.Session()
-            session.headers["Authorization"] = f"Bearer {self.token}"
-            self.sessions.append(session)
-        return self.sessions[index]
+    def connection(self, index: int):
+        """Return client thread `index`'s kept-alive connection: http.client's, or a requests.Session."""
+        while len(self.connections) <= index:
+            if self.http_client == "requests":
+                session = requests.Session()
+                session.headers["Authorization"] = self.headers["Authorization"]
+                self.connections.append(session)
+            else:
+                self.connections.append(http.client.HTTPConnection("127.0.0.1", self.port, timeout=60))
+        return self.connections[index]
 
     def post(self, index: int, path: str, body: dict) -> dict:
-        response = self.session(index).post(self.base + path, json=body, timeout=60)
-        if response.status_code != 202:
-            raise RuntimeError(f"{path}: {response.status_code} {response.text[:300]}")
-        return response.json()
+        if self.http_client == "requests":
+            response = self.connection(index).post(self.base + path, json=body, timeout=60)
+            status, text = response.status_code, response.content
+        else:
+            status, text = self._post_stdlib(self.connection(index), path, json.dumps(body))
+        if status != 202:
+            raise RuntimeError(f"{path}: {status} {text[:300]!r}")
+        return json.loads(text)
+
+    def _post_stdlib(self, connection, path: str, body: str) -> tuple[int, bytes]:
+        for attempt in (1, 2):
+            try:
+                connection.request("POST", path, body=body, headers=self.headers)
+                response = connection.getresponse()
+                return response.status, response.read()
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                # The server closed the kept-alive connection while it sat idle between rounds: open a new one.
+                connection.close()
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     # --- Rebound over HTTP ---------------------------------------------------------------------------------------
 
@@ -228,12 +254,17 @@ def main() -> None:
     parser.add_argument("--log-level", default="WARNING", help="REBOUND_LOG_LEVEL of the web process")
     parser.add_argument("--access-log", action="store_true", help="the web writes one access line per request "
                         "(REBOUND_ACCESS_LOG=1)")
+    parser.add_argument("--http-client", choices=("stdlib", "requests"), default="stdlib",
+                        help="the client threads' HTTP library: http.client (~0.5 ms of CPU a call here) or requests "
+                        "(~1.6 ms; bench/http_clients.py), spent on the same 2 cores as the server")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        bench = ClientBench(Path(tmp), args.web_workers, args.web_threads, args.log_level, args.access_log)
+        bench = ClientBench(Path(tmp), args.web_workers, args.web_threads, args.log_level, args.access_log,
+                            args.http_client)
         try:
             print(f"{args.runs} no-op runs, {args.threads} client threads, rebound web {args.web_workers} × "
-                  f"{args.web_threads} threads, 2 workers each side; {os.cpu_count()} cores; "
+                  f"{args.web_threads} threads, 2 workers each side; client {args.http_client}; "
+                  f"{os.cpu_count()} cores; "
                   f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC; median of {args.rounds} alternating rounds", flush=True)
             for path in args.paths.split(","):
                 batch = args.batch if path == "batch" else None
