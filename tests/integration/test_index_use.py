@@ -107,6 +107,16 @@ def test_partial_indexes_serve_the_runs_lists(app, filters, index):
     assert uses(index, found), found
 
 
+@pytest.mark.parametrize("statuses", [("cancelled",), ("failed",)])
+def test_a_tenants_runs_in_a_rare_status_are_found_by_their_index_not_by_walking_the_tenants_runs(app, statuses):
+    # Without it, a tenant's list filtered to a status none of its 330,000 runs had read them all (0.42 s warm). With
+    # two statuses SQLite still walks the tenant's runs in id order rather than sort (it has no statistics).
+    with captured() as seen:
+        runs_query.page(runs_query.RunFilters(statuses=statuses), scope=2)
+    (found,) = [plan(statement, parameters) for statement, parameters in seen]
+    assert uses("ix_runs_rare_tenant_status_id", found) and not scans_runs(found), found
+
+
 def test_open_letters_are_counted_and_grouped_by_their_indexes(app, clock):
     count = select(DeadLetter.id).where(DeadLetter.work_order_id == 1, DeadLetter.status == "open")
     assert uses("ix_dead_letters_open_work_order_id", plan(*compiled(count)))

@@ -8,7 +8,7 @@ from sqlalchemy.orm import joinedload
 
 from console.extensions import db
 from console.models import AttemptDiagnostics, DeadLetter, Run, RunEvent, Task, Tenant
-from console.models.runs import LIVE, live
+from console.models.runs import LIVE, RARE, live, rare
 from console.services.engine import diagnostics as attempt_diagnostics
 from console.services.engine.control import get_run
 
@@ -53,6 +53,8 @@ def apply(query, filters: RunFilters, scope: int | None):
         query = query.where(Run.status.in_(filters.statuses))
         if set(filters.statuses) <= set(LIVE):  # live statuses only: their partial indexes may serve
             query = query.where(live())
+        elif set(filters.statuses) <= set(RARE):
+            query = query.where(rare())
     if filters.created_from is not None:
         query = query.where(Run.created_at >= filters.created_from)
     if filters.created_to is not None:
