@@ -18,10 +18,10 @@ from tests.engine.test_quota_class_admission import set_status
 ACTOR = Actor("test")
 
 
-def hourly_in_class(name: str):
+def hourly_in_class(name: str, **more):
     return task_service.register(tenants.find("default"), {
-        "name": name, "handler": "demo.noop", "cron": "0 * * * *", "template": None, "quota_class": "heavy-etl"},
-        ACTOR)
+        "name": name, "handler": "demo.noop", "cron": "0 * * * *", "template": None, "quota_class": "heavy-etl",
+        **more}, ACTOR)
 
 
 def conflict_counts() -> tuple[int, int]:
@@ -74,3 +74,27 @@ def test_a_class_overflow_no_forecast_named_counts_as_a_conflict_not_warned_of(r
     clock.advance(3600)
     rollup.rebuild(clock)
     assert conflict_counts() == (1, 0)
+
+
+def test_a_run_whose_wait_switches_away_from_its_class_and_back_counts_as_one_conflict(runs, clock):
+    quota_classes.create("heavy-etl", 1, ACTOR)
+    first, second = hourly_in_class("nightly-a"), hourly_in_class("nightly-b", policy={"concurrency": 1})
+    hour = clock().replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    clock.set(hour)
+    fired = planner.fire([planner.Firing(task.id, hour) for task in (first, second)], ACTOR, clock)
+    by_task = {outcome.task_id: outcome.run_id for outcome in fired}
+    set_status(by_task[first.id], "running")
+    waiting = by_task[second.id]
+    assert execute(waiting, 0, clock=clock) == "deferred:quota_class"
+    # An earlier firing of its own task takes the policy's one slot: it waits on that, then on its class again.
+    (earlier,) = planner.fire([planner.Firing(second.id, hour - timedelta(hours=1))], ACTOR, clock)
+    set_status(earlier.run_id, "running")
+    clock.advance(30)
+    assert execute(waiting, 0, clock=clock) == "deferred:concurrency"
+    set_status(earlier.run_id, "succeeded")
+    clock.advance(30)
+    assert execute(waiting, 0, clock=clock) == "deferred:quota_class"
+
+    clock.advance(3600)
+    rollup.rebuild(clock)
+    assert conflict_counts() == (1, 0)  # one firing held back by its class, however often it went back to waiting on it

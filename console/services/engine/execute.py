@@ -201,7 +201,8 @@ def _claim(run_id: int, expected_attempt: int, clock: Clock, worker_id: str):
                                     by_task=run.task_id is not None, tenant_id=run.tenant_id)
             if full == "quota_class" and not (run.wait_reason or "").startswith(admission.CLASS_WAIT):
                 # A conflict the forecast can name (its class overflows): on the timeline once, for the Reports
-                # page's early-warning figure; a run waiting on, deferred again, adds nothing.
+                # page's early-warning figure; a run waiting on, deferred again, adds nothing (one whose wait went
+                # elsewhere and came back notes it again, and Reports counts a run's first note only).
                 single_statements.end()  # the note and the deferral are one transaction
                 transitions.event(run, "deferred", now, reason="quota_class", message=why[:255])
             _defer(run, now + timedelta(seconds=DEFER_S), policy.timeout_s, why)

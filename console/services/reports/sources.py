@@ -11,7 +11,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import and_, exists, or_, select
+from sqlalchemy.orm import aliased
 
 from console.domain.errors import normalise_message
 from console.domain.figures import DEFAULT_MAX_START_DELAY_S
@@ -192,6 +193,11 @@ def _breaches(cells: Cells, start: datetime, end: datetime) -> None:
 
 def _conflicts(cells: Cells, start: datetime, end: datetime) -> None:
     """Firings the planner deferred or skipped for a conflict, and whether a forecast named them beforehand."""
+    # A run held back by its class is one conflict: the claim notes it again when the run's wait went elsewhere (its
+    # own task's slots) and came back, so only a run's first note counts, wherever the period starts.
+    earlier = aliased(RunEvent)
+    first_class_wait = ~exists().where(earlier.run_id == RunEvent.run_id, earlier.kind == "deferred",
+                                       earlier.reason == "quota_class", earlier.id < RunEvent.id)
     rows = db.session.execute(
         select(RunEvent.at, RunEvent.kind, RunEvent.reason, Run.tenant_id, Run.task_id, Run.handler,
                Run.scheduled_for)
@@ -200,7 +206,7 @@ def _conflicts(cells: Cells, start: datetime, end: datetime) -> None:
                RunEvent.at >= start, RunEvent.at < end,
                or_(and_(RunEvent.kind == "submitted", RunEvent.reason.in_(("window", "quota"))),
                    and_(RunEvent.kind == "cancelled", RunEvent.reason.in_(("mutex_forbid", "replaced"))),
-                   and_(RunEvent.kind == "deferred", RunEvent.reason == "quota_class"),
+                   and_(RunEvent.kind == "deferred", RunEvent.reason == "quota_class", first_class_wait),
                    RunEvent.kind == "replaced"))).all()
     rows = [row for row in rows if row.scheduled_for is not None and row.task_id is not None]
     if not rows:
