@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.client [--runs 2000] [--threads 4] [--batch 100] [--web-workers 1] [--web-threads 8]
 
-Rebound: `rebound web` (gunicorn, the given processes × threads) and two `rebound worker` processes; the
+Rebound: `rebound web` (granian, the given processes × threads) and two `rebound worker` processes; the
 client's threads POST `/worker/tasks` (or `/worker/tasks/batch`) with a bearer token over kept-alive
 connections. Bare RQ: two SimpleWorkers; the same number of threads call `Queue.enqueue` (or `enqueue_many` with
 the same batch size). One embedded redis-server and one SQLite database for both. Throughput is end to end,
@@ -28,6 +28,7 @@ from rq.job import Job
 from bench.engine import BIN, ROOT, UNLIMITED, Bench, percentile
 from console.extensions import db
 from console.models import Run
+from console.processes.ready import wait_until_ready
 from console.services.actor import Actor
 from console.services.people import tokens, users
 
@@ -97,15 +98,7 @@ class ClientBench:
         self.web = subprocess.Popen([str(BIN / "rebound"), "web", "--workers", str(web_workers), "--threads",
                                      str(web_threads)], env=env, cwd=ROOT, stdout=(workdir / "web.log").open("w"),
                                     stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or self.web.poll() is not None:
-                    raise RuntimeError("rebound web did not start") from None
-                time.sleep(0.1)
+        wait_until_ready(self.base, 30, alive=lambda: self.web.poll() is None)
         self.sessions: list[requests.Session] = []
 
     def session(self, index: int) -> requests.Session:
