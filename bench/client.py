@@ -1,6 +1,6 @@
 """The client's view: runs submitted over HTTP (one by one, and in batches) against bare RQ, in one run.
 
-    .venv/bin/python -m bench.client [--runs 2000] [--threads 4] [--batch 100] [--web-workers 1] [--web-threads 8]
+    .venv/bin/python -m bench.client [--runs 2000] [--threads 4] [--batch 100] [--web-workers 1] [--web-threads 4]
 
 Rebound: `rebound web` (granian, the given processes × threads) and two `rebound worker` processes; the
 client's threads POST `/worker/tasks` (or `/worker/tasks/batch`) with a bearer token over kept-alive
@@ -214,7 +214,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--batch", type=int, default=100, help="runs per batch call (0: skip the batch figures)")
     parser.add_argument("--web-workers", type=int, default=1)
-    parser.add_argument("--web-threads", type=int, default=8)
+    parser.add_argument("--web-threads", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--probe-seconds", type=float, default=10)
     parser.add_argument("--paths", default="single,batch")

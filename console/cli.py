@@ -111,7 +111,7 @@ def up_command(workers):
 @click.option("--host", default=lambda: os.environ.get("REBOUND_HOST", "127.0.0.1"), show_default="127.0.0.1")
 @click.option("--port", type=int, default=None, help="Default REBOUND_PORT (8000).")
 @click.option("--workers", type=int, default=None, help="Server processes (default REBOUND_WEB_WORKERS, 1).")
-@click.option("--threads", type=int, default=None, help="Threads per process (default REBOUND_WEB_THREADS, 8).")
+@click.option("--threads", type=int, default=None, help="Threads per process (default REBOUND_WEB_THREADS, 4).")
 @with_appcontext
 def web_command(host, port, workers, threads):
     """Serve the console and API with granian."""
