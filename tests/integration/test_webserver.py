@@ -29,10 +29,10 @@ def probe(tmp_path, *flags):
     try:
         wait_until_ready(url, 60, alive=lambda: process.poll() is None)
         yield type("Probe", (), {"url": url, "port": port, "process": process, "log": log_path})
-    finally:
+    finally:  # a graceful stop, so its worker is gone too when the test goes on
         if process.poll() is None:
-            process.kill()
-        process.wait(10)
+            process.terminate()
+        process.wait(GRACE_S + 5)
 
 
 def _kept_alive(port: int) -> socket.socket:
