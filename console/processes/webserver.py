@@ -1,6 +1,7 @@
 """Serve the app with granian: HTTP parsed in Rust, each request on one of a pool of Python threads."""
 
 import logging
+import multiprocessing
 import multiprocessing.util
 
 from granian.constants import HTTPModes, Interfaces
@@ -57,7 +58,10 @@ def server(app, host: str, port: int, workers: int = 1, threads: int = 4) -> Ser
 
 def serve(app, host: str, port: int, workers: int = 1, threads: int = 4) -> None:
     """Serve until SIGTERM or SIGINT, then let in-flight requests finish (up to GRACE_S)."""
-    # Granian forks its workers from this process: killed -9, it must not leave them serving on the port.
+    # The workers serve the app built here, so they must be forks (Python 3.14 defaults to forkserver, for which
+    # granian would spawn fresh interpreters that cannot be handed it).
+    multiprocessing.set_start_method("fork", force=True)
+    # Killed -9, this process must not leave its forked workers serving on the port.
     forked_children_die_with_this_process()
     server(app, host, port, workers, threads).serve(target_loader=lambda _name: _in_worker(app))
 
