@@ -1,4 +1,4 @@
-"""The WSGI entry point: `flask --app app ...` and gunicorn's `app:app`."""
+"""The WSGI entry point: `flask --app app ...`, or any WSGI server pointed at `app:app`."""
 
 from console import create_app
 

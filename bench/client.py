@@ -1,8 +1,8 @@
 """The client's view: runs submitted over HTTP (one by one, and in batches) against bare RQ, in one run.
 
-    .venv/bin/python -m bench.client [--runs 2000] [--threads 4] [--batch 100] [--web-workers 1] [--web-threads 8]
+    .venv/bin/python -m bench.client [--runs 2000] [--threads 4] [--batch 100] [--web-workers 1] [--web-threads 4]
 
-Rebound: `rebound web` (gunicorn, the given processes × threads) and two `rebound worker` processes; the
+Rebound: `rebound web` (granian, the given processes × threads) and two `rebound worker` processes; the
 client's threads POST `/worker/tasks` (or `/worker/tasks/batch`) with a bearer token over kept-alive
 connections (http.client by default: the load generator shares the 2 cores, and requests costs 3× its CPU a
 call). Bare RQ: two SimpleWorkers; the same number of threads call `Queue.enqueue` (or `enqueue_many` with the
@@ -31,6 +31,7 @@ from rq.job import Job
 from bench.engine import BIN, ROOT, UNLIMITED, Bench, percentile
 from console.extensions import db
 from console.models import Run
+from console.processes.ready import wait_until_ready
 from console.services.actor import Actor
 from console.services.people import tokens, users
 
@@ -100,15 +101,7 @@ class ClientBench:
         self.web = subprocess.Popen([str(BIN / "rebound"), "web", "--workers", str(web_workers), "--threads",
                                      str(web_threads)], env=env, cwd=ROOT, stdout=(workdir / "web.log").open("w"),
                                     stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or self.web.poll() is not None:
-                    raise RuntimeError("rebound web did not start") from None
-                time.sleep(0.1)
+        wait_until_ready(self.base, 30, alive=lambda: self.web.poll() is None)
         self.http_client = http_client
         self.headers = {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
         self.connections: list = []
@@ -247,7 +240,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--batch", type=int, default=100, help="runs per batch call (0: skip the batch figures)")
     parser.add_argument("--web-workers", type=int, default=1)
-    parser.add_argument("--web-threads", type=int, default=8)
+    parser.add_argument("--web-threads", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--probe-seconds", type=float, default=10)
     parser.add_argument("--paths", default="single,batch")

@@ -1,7 +1,7 @@
 """CPU per `POST /worker/tasks`: in-process through the WSGI app, and inside a real `rebound web`.
 
     .venv/bin/python -m bench.submit_cpu [--requests 2000] [--profile submit.prof]
-    .venv/bin/python -m bench.submit_cpu --server [--setups 1x8,2x4,granian:1x8] [--against ../main] [--threads 4]
+    .venv/bin/python -m bench.submit_cpu --server [--setups 1x8,2x4] [--against ../main] [--threads 4]
 
 CPU time, not wall time, so the figure holds on a machine other work shares. In-process: the app is called as a
 WSGI server calls it, with the body bench.client sends and a bearer token, and time.process_time() is read around
@@ -10,9 +10,9 @@ between rounds).
 --profile writes cProfile's stats of the same loop. --server: one `rebound web` per setup (and per setup again
 from the checkout --against names, for a before/after) serves --threads client threads over kept-alive connections,
 all started at once and sent rounds in turn, so each meets the same load from the rest of the machine; the CPU its
-processes used in a round (gunicorn's master and workers, from /proc) is divided by the round's requests: HTTP
-parsing, gunicorn's threads and the app together. A `granian:PxT` setup serves the same app with granian instead
-(bench/granian_app.py; granian is not a dependency: `pip install granian` first).
+processes used in a round (the server's main process and its workers, from /proc) is divided by the round's
+requests: HTTP parsing, the server's threads and the app together. --against a checkout from before the switch to
+granian (docs/architecture.md) serves it with gunicorn, if the venv still has gunicorn installed.
 """
 
 import argparse
@@ -20,7 +20,6 @@ import cProfile
 import io
 import os
 import pstats
-import socket
 import statistics
 import subprocess
 import tempfile
@@ -34,6 +33,7 @@ from werkzeug.test import EnvironBuilder
 from bench.client import BODY, free_port, in_threads
 from bench.engine import BIN, ROOT, Bench
 from console.extensions import db
+from console.processes.ready import wait_until_ready
 from console.services.actor import Actor
 from console.services.people import tokens, users
 
@@ -156,29 +156,18 @@ def _cpu_seconds(pid: int) -> float:
 class Web:
     """One `rebound web` on the bench's database and Redis, served from the code in `root`."""
 
-    def __init__(self, core: Bench, root: Path, workers: int, threads: int, label: str, server: str = "gunicorn"):
+    def __init__(self, core: Bench, root: Path, workers: int, threads: int, label: str):
         self.label, self.port = label, free_port()
         env = {**core.env, "REBOUND_PORT": str(self.port), "PYTHONPATH": str(root)}
         log = (core.workdir / f"web-{self.port}.log").open("w")
         command = [str(BIN / "rebound"), "web", "--workers", str(workers), "--threads", str(threads)]
-        if server == "granian":  # the same app built in granian's worker (bench/granian_app.py), for comparison
-            if not (BIN / "granian").exists():
-                raise SystemExit("granian is not a dependency: `.venv/bin/pip install granian` to compare it")
-            command = [str(BIN / "granian"), "--interface", "wsgi", "--workers", str(workers), "--blocking-threads",
-                       str(threads), "--port", str(self.port), "--no-ws", "--log-level", "warning", "--factory",
-                       "bench.granian_app:create"]
         self.process = subprocess.Popen(command, env=env, cwd=root, stdout=log, stderr=subprocess.STDOUT)
         self.sessions: dict[int, requests.Session] = {}
         self.rounds: list[float] = []
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return
-            except OSError:
-                if time.monotonic() > deadline or self.process.poll() is not None:
-                    raise RuntimeError(f"rebound web ({label}) did not start") from None
-                time.sleep(0.1)
+        try:
+            wait_until_ready(f"http://127.0.0.1:{self.port}", 30, alive=lambda: self.process.poll() is None)
+        except RuntimeError as error:
+            raise RuntimeError(f"rebound web ({label}) did not start: {error}") from None
 
     def post(self, index: int, token: str) -> None:
         session = self.sessions.get(index)
@@ -200,7 +189,7 @@ class Web:
         self.process.wait(15)
 
 
-def served(workdir: Path, requests_: int, threads: int, setups: list[tuple[str, int, int]], against: Path | None,
+def served(workdir: Path, requests_: int, threads: int, setups: list[tuple[int, int]], against: Path | None,
            rounds: int) -> list[Web]:
     """Start one `rebound web` per setup (and per setup again from `against`), all at once; send `requests_` submits
     to each in rounds that take turns, so every server sees the same load from the rest of the machine; return the
@@ -213,11 +202,9 @@ def served(workdir: Path, requests_: int, threads: int, setups: list[tuple[str, 
     roots = [(ROOT, "")] + ([(against, f" from {against}")] if against else [])
     webs = []
     try:
-        for server, workers, web_threads in setups:
-            # Another checkout may not have bench/granian_app.py: granian serves this one only.
-            for root, where in roots if server == "gunicorn" else roots[:1]:
-                name = "" if server == "gunicorn" else f"{server} "
-                webs.append(Web(core, root, workers, web_threads, f"{name}{workers} × {web_threads}{where}", server))
+        for workers, web_threads in setups:
+            for root, where in roots:
+                webs.append(Web(core, root, workers, web_threads, f"{workers} × {web_threads}{where}"))
         per_round = max(threads, requests_ // rounds)
         for web in webs:
             for n in range(200):  # warm up every process and thread
@@ -240,11 +227,10 @@ def served(workdir: Path, requests_: int, threads: int, setups: list[tuple[str, 
     return webs
 
 
-def _setup(text: str) -> tuple[str, int, int]:
-    """Read `1x8` (rebound web's gunicorn) or `granian:1x8` as (server, processes, threads)."""
-    server, _, split = text.rpartition(":")
-    workers, threads = (int(n) for n in split.split("x"))
-    return server or "gunicorn", workers, threads
+def _setup(text: str) -> tuple[int, int]:
+    """Read `1x8` as (processes, threads)."""
+    workers, threads = (int(n) for n in text.split("x"))
+    return workers, threads
 
 
 def main() -> None:
@@ -253,8 +239,7 @@ def main() -> None:
     parser.add_argument("--profile", help="write cProfile stats of the in-process loop to this file")
     parser.add_argument("--server", action="store_true", help="measure real `rebound web` processes instead")
     parser.add_argument("--threads", type=int, default=4, help="client threads (--server)")
-    parser.add_argument("--setups", default="1x8", help="processes x threads to compare, e.g. 1x8,2x4; granian:1x8 "
-                        "serves the same app with granian")
+    parser.add_argument("--setups", default="1x8", help="processes x threads to compare, e.g. 1x8,2x4")
     parser.add_argument("--against", type=Path, help="serve each setup from this checkout too (before/after)")
     parser.add_argument("--rounds", type=int, default=10, help="rounds per server (--server)")
     args = parser.parse_args()

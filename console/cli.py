@@ -54,8 +54,8 @@ def _warn_of_exposed_files() -> None:
 def _freeze_startup_heap() -> None:
     """Leave what start-up made (the app, SQLAlchemy, RQ, handlers) out of every later garbage collection."""
     # A full collection walks every tracked object: ~65 ms of standing still in a worker, which showed up as a
-    # burst of late runs. Start-up's objects live as long as the process; freezing them before gunicorn forks
-    # also keeps their pages shared.
+    # burst of late runs. Start-up's objects live as long as the process; freezing them before granian forks its
+    # workers also keeps their pages shared.
     gc.collect()
     gc.freeze()
 
@@ -110,11 +110,11 @@ def up_command(workers):
 @click.command("web")
 @click.option("--host", default=lambda: os.environ.get("REBOUND_HOST", "127.0.0.1"), show_default="127.0.0.1")
 @click.option("--port", type=int, default=None, help="Default REBOUND_PORT (8000).")
-@click.option("--workers", type=int, default=None, help="gunicorn processes (default REBOUND_WEB_WORKERS, 1).")
-@click.option("--threads", type=int, default=None, help="Threads per process (default REBOUND_WEB_THREADS, 8).")
+@click.option("--workers", type=int, default=None, help="Server processes (default REBOUND_WEB_WORKERS, 1).")
+@click.option("--threads", type=int, default=None, help="Threads per process (default REBOUND_WEB_THREADS, 4).")
 @with_appcontext
 def web_command(host, port, workers, threads):
-    """Serve the console and API with gunicorn."""
+    """Serve the console and API with granian."""
     from console.processes.webserver import serve
 
     config = current_app.config

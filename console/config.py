@@ -157,9 +157,9 @@ def from_env(env=None) -> dict:
         "TASK_DEFAULTS_FILE": task_file,
         "TASK_DEFAULTS": task_defaults(task_file),
         "WORKERS": _number(env, "REBOUND_WORKERS", worker.processes),
-        # `rebound web`'s gunicorn: processes × threads each (chosen by measurement: docs/architecture.md).
+        # `rebound web`'s granian: processes × threads each (chosen by measurement: docs/architecture.md).
         "WEB_WORKERS": _number(env, "REBOUND_WEB_WORKERS", 1),
-        "WEB_THREADS": _number(env, "REBOUND_WEB_THREADS", 8),
+        "WEB_THREADS": _number(env, "REBOUND_WEB_THREADS", 4),
         "DEMO": _demo(env),
         "LOGIN_RATE_LIMIT": _rate_limit(env, "REBOUND_LOGIN_RATE_LIMIT", "10 per minute"),
         # Failed logins from one address across every username (password spraying).
@@ -209,7 +209,7 @@ def from_env(env=None) -> dict:
         # The running slots the system promises at once: capacity reservations together never exceed it.
         "CAPACITY_RUNNING": _number(env, "REBOUND_CAPACITY_RUNNING", 100),
         "LOG_FORMAT": log_format(env),
-        # gunicorn's line per request (every live page polls every few seconds): off unless asked for, or at DEBUG.
+        # granian's line per request (every live page polls every few seconds): off unless asked for, or at DEBUG.
         "ACCESS_LOG": (env.get("REBOUND_ACCESS_LOG") or "0").lower() not in ("0", "false", "no")
         or (env.get("REBOUND_LOG_LEVEL") or "").upper() == "DEBUG",
         # SQLite writers wait for the lock in 0.5 ms steps (console/sqlite_busy.py); 0 keeps SQLite's busy_timeout.

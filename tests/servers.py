@@ -2,15 +2,15 @@
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 from console import create_app
 from console.extensions import db
+from console.processes.ready import wait_until_ready
 from console.services.system import bootstrap
-from tests.helpers import AUDIT_KEY, PASSWORD, free_port, wait_for
+from tests.helpers import AUDIT_KEY, PASSWORD, free_port
 
 
 @contextlib.contextmanager
@@ -26,17 +26,13 @@ def web_server(data_dir: Path, redis_url: str, migrated_template: str, databases
         process = subprocess.Popen([sys.executable, "-m", "console.cli", "web", "--threads", "4"], env=env,
                                    stdout=log, stderr=log)
 
-        def healthy():
-            try:
-                return socket.create_connection(("127.0.0.1", int(env["REBOUND_PORT"])), timeout=0.2)
-            except OSError:
-                assert process.poll() is None, (data_dir / "web.log").read_text()
-                return None
-
+        url = f"http://127.0.0.1:{env['REBOUND_PORT']}"
         try:
-            wait_for(healthy, 60, what="the web server to listen").close()  # 20 s was passed at load 12
-            yield type("Server", (), {"url": f"http://127.0.0.1:{env['REBOUND_PORT']}", "env": env,
-                                      "data_dir": data_dir})
+            try:  # 20 s was passed at load 12
+                wait_until_ready(url, 60, alive=lambda: process.poll() is None)
+            except RuntimeError as error:
+                raise AssertionError(f"{error}\n{(data_dir / 'web.log').read_text()}") from None
+            yield type("Server", (), {"url": url, "env": env, "data_dir": data_dir})
         finally:  # also when the caller fails inside the with: an orphaned server would outlive the tests
             process.terminate()  # graceful; quick once the browser's connections are closed (tests/browser/conftest.py)
             process.wait(15)

@@ -9,6 +9,34 @@ from collections.abc import Callable
 SLOW_S = 60.0
 
 
+def health(url: str, timeout_s: float = 0.3) -> tuple[dict | None, str]:
+    """Ask the console's /healthz once: return (its report, "") when it answers ok, else (None, what went wrong)."""
+    try:
+        with urllib.request.urlopen(f"{url}/healthz", timeout=timeout_s) as answer:
+            report = json.loads(answer.read())
+    except urllib.error.HTTPError as error:  # 503: the web answers but the database or Redis does not
+        return None, f"/healthz answered {error.code}"
+    except (OSError, ValueError) as error:
+        return None, str(getattr(error, "reason", error))
+    return (report, "") if report.get("status") == "ok" else (None, f"/healthz said {report}")
+
+
+def wait_until_ready(url: str, timeout_s: float, alive: Callable[[], bool] = lambda: True,
+                     clock: Callable[[], float] = time.monotonic) -> dict:
+    """Poll /healthz until it answers ok and return its report; raise RuntimeError past the deadline or if not alive."""
+    # Granian's main process listens before its worker takes connections: a connect alone proves nothing.
+    deadline = clock() + timeout_s
+    while True:
+        report, problem = health(url)
+        if report is not None:
+            return report
+        if not alive():
+            raise RuntimeError(f"the web server exited before {url}/healthz answered ok ({problem})")
+        if clock() > deadline:
+            raise RuntimeError(f"{url}/healthz did not answer ok within {timeout_s:.0f} s ({problem})")
+        time.sleep(0.05)
+
+
 class ReadyNotice:
     """Called on every supervisor poll: asks /healthz (briefly) until it answers ok, then says so once."""
 
@@ -23,19 +51,13 @@ class ReadyNotice:
     def __call__(self) -> None:
         if self.ready:
             return
-        try:
-            with urllib.request.urlopen(f"{self.url}/healthz", timeout=self.timeout_s) as answer:
-                report = json.loads(answer.read())
-        except urllib.error.HTTPError as error:  # 503: the web answers but the database or Redis does not
-            self.last_problem = f"/healthz answered {error.code}"
-            report = None
-        except (OSError, ValueError) as error:
-            self.last_problem = str(getattr(error, "reason", error))
-            report = None
-        if report is not None and report.get("status") == "ok":
+        report, problem = health(self.url, self.timeout_s)
+        if report is not None:
             self.ready = True
             self.say(self.message())
-        elif not self.warned and self.clock() - self.started > SLOW_S:
+            return
+        self.last_problem = problem
+        if not self.warned and self.clock() - self.started > SLOW_S:
             self.warned = True
             self.say(f"  Still starting after {SLOW_S:.0f} s: {self.url}/healthz does not answer ok "
                      f"({self.last_problem}). The lines above say why.")

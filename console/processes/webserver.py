@@ -1,75 +1,73 @@
-"""Serve the app with gunicorn (threads, so one slow page does not block the rest)."""
+"""Serve the app with granian: HTTP parsed in Rust, each request on one of a pool of Python threads."""
 
 import logging
-from pathlib import Path
+import multiprocessing
+import multiprocessing.util
 
-from gunicorn.app.base import BaseApplication
-from gunicorn.glogging import Logger
+from granian.constants import HTTPModes, Interfaces
+from granian.http import HTTP1Settings
+from granian.server import Server
 
+from console import metrics
+from console.processes.parent_death import forked_children_die_with_this_process
 
-class RootLogger(Logger):
-    """Gunicorn's error and access lines go through the process's handler: same format, secrets masked."""
-
-    def setup(self, cfg):
-        super().setup(cfg)
-        if logging.getLogger().handlers:
-            for log in (self.error_log, self.access_log):
-                log.handlers.clear()
-                log.propagate = True
-
-
-class GunicornServer(BaseApplication):
-    """Gunicorn, configured in code and serving an app that is already built."""
-
-    def __init__(self, app, options: dict):
-        self.application = app
-        self.options = options
-        super().__init__()
-
-    def load_config(self):
-        for key, value in self.options.items():
-            self.cfg.set(key, value)
-
-    def load(self):
-        return self.application
-
-
-# A Unix socket's path must fit in sun_path (108 bytes on Linux, with its terminating NUL).
-MAX_SOCKET_PATH = 107
-log = logging.getLogger("rebound.web")
+# In-flight requests get this long to finish once the server is asked to stop; then its workers are killed.
+GRACE_S = 10
+# hyper's read buffer for the request line and headers (its least is 8 KiB): a head past about twice this (its buffer
+# grows by whole reads; 100,000 bytes passed, 131,000 did not) is answered 431 and the connection closed. Gunicorn
+# allowed a 4 KiB request line and 100 headers of 8 KiB. Bodies are bounded by the app (REBOUND_MAX_BODY_BYTES).
+MAX_HEAD_BYTES = 64 * 1024
+# A client that opened a connection has this long to send a request's headers (slowloris).
+HEADER_READ_TIMEOUT_MS = 30_000
+# Granian's loggers go to the root, whose handler writes the process's JSON lines with secrets masked.
+LOG_CONFIG = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {},
+    "handlers": {},
+    "loggers": {"_granian": {"handlers": [], "propagate": True},
+                "granian.access": {"handlers": [], "level": "INFO", "propagate": True}},
+}
+# As gunicorn's line said: the client, the request with its query (the handler masks secrets in it), the status and
+# the time taken; granian does not give the response's size.
+ACCESS_FORMAT = '%(addr)s "%(method)s %(path)s?%(query_string)s %(protocol)s" %(status)d %(dt_ms).1f ms'
 
 
-def control_socket(data_dir: str) -> dict:
-    """Put gunicorn's control socket (`gunicornc`) in the data dir, not $HOME; off if the path is too long."""
-    # Two consoles on one machine (or one per test) each have their own data dir, so their sockets never collide.
-    path = str(Path(data_dir) / "gunicorn.ctl")
-    if len(path.encode()) > MAX_SOCKET_PATH:
-        log.warning("gunicorn's control socket is off: its path in the data dir is too long for a socket (%s)", path)
-        return {"control_socket_disable": True}
-    return {"control_socket": path}
+def server(app, host: str, port: int, workers: int = 1, threads: int = 4) -> Server:
+    """Return granian's server for this app, configured in code."""
+    return Server(
+        "rebound",  # only a name: the app itself is handed to the workers (serve below)
+        address=host,
+        port=port,
+        interface=Interfaces.WSGI,
+        workers=workers,
+        blocking_threads=threads,
+        http=HTTPModes.http1,
+        websockets=False,
+        http1_settings=HTTP1Settings(header_read_timeout=HEADER_READ_TIMEOUT_MS, max_buffer_size=MAX_HEAD_BYTES),
+        log_dictconfig=LOG_CONFIG,
+        log_level=logging.getLevelName(logging.getLogger().getEffectiveLevel()).lower(),
+        # Off by default: a line for every 5-second live poll buried what a person needs, and each line cost its
+        # masking and JSON formatting on the submit path (docs/architecture.md).
+        log_access=bool(app.config.get("ACCESS_LOG")),
+        log_access_format=ACCESS_FORMAT,
+        workers_kill_timeout=GRACE_S,
+        respawn_failed_workers=True,
+    )
 
 
-def options(app, host: str, port: int, workers: int = 1, threads: int = 8) -> dict:
-    """Return gunicorn's settings for this app."""
-    return {
-        "bind": f"{host}:{port}",
-        "workers": workers,
-        "worker_class": "gthread",
-        "threads": threads,
-        # None is gunicorn's "no access log": a line for every 5-second live poll buried what a person needs, and
-        # each line cost its masking and JSON formatting on the submit path (docs/architecture.md).
-        "accesslog": "-" if app.config.get("ACCESS_LOG") else None,
-        "logger_class": RootLogger,
-        "graceful_timeout": 10,
-        "timeout": 60,
-        # Forwarded headers are believed in one place, ProxyFix (REBOUND_TRUSTED_PROXIES); gunicorn's own default
-        # would take X-Forwarded-Proto from any local process and call a plain-HTTP request secure.
-        "forwarded_allow_ips": "",
-        "secure_scheme_headers": {},
-        **control_socket(app.config["DATA_DIR"]),
-    }
+def serve(app, host: str, port: int, workers: int = 1, threads: int = 4) -> None:
+    """Serve until SIGTERM or SIGINT, then let in-flight requests finish (up to GRACE_S)."""
+    # The workers serve the app built here, so they must be forks (Python 3.14 defaults to forkserver, for which
+    # granian would spawn fresh interpreters that cannot be handed it).
+    multiprocessing.set_start_method("fork", force=True)
+    # Killed -9, this process must not leave its forked workers serving on the port.
+    forked_children_die_with_this_process()
+    server(app, host, port, workers, threads).serve(target_loader=lambda _name: _in_worker(app))
 
 
-def serve(app, host: str, port: int, workers: int = 1, threads: int = 8) -> None:
-    """Serve until stopped."""
-    GunicornServer(app, options(app, host, port, workers, threads)).run()
+def _in_worker(app):
+    """Prepare a just-forked worker and return the app it serves."""
+    # A worker ends through multiprocessing's exit, which skips atexit: send its batched counts at the end here.
+    multiprocessing.util.Finalize(None, metrics.flush, exitpriority=10)
+    return app

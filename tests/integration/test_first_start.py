@@ -15,7 +15,6 @@ from console.extensions import db
 from console.models import Task
 from console.processes import ready as ready_module
 from console.processes.ready import ReadyNotice
-from console.processes.webserver import control_socket, options
 from console.services.scheduling.forecast import forecast
 from console.services.system import demo
 
@@ -104,15 +103,6 @@ def test_rq_says_its_per_job_lines_only_at_debug():
         assert logs.rq_level() == logging.DEBUG
     finally:
         root.setLevel(level)
-
-
-def test_gunicorn_logs_no_request_unless_asked_and_keeps_its_socket_in_the_data_dir(app, tmp_path):
-    app.config["DATA_DIR"] = str(tmp_path)
-    quiet = options(app, "127.0.0.1", 8000)
-    assert quiet["accesslog"] is None and quiet["control_socket"] == str(tmp_path / "gunicorn.ctl")
-    app.config["ACCESS_LOG"] = True
-    assert options(app, "127.0.0.1", 8000)["accesslog"] == "-"
-    assert control_socket("/tmp/" + "x" * 120) == {"control_socket_disable": True}
 
 
 def test_the_access_log_setting(monkeypatch):

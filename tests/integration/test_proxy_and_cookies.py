@@ -93,7 +93,7 @@ def test_the_settings_are_checked_at_start():
 
 
 def test_the_served_console_believes_no_forwarded_header_it_was_not_told_to(live_server):
-    # Gunicorn's own default believes X-Forwarded-Proto from any local process; ProxyFix alone decides.
+    # ProxyFix alone decides (gunicorn, the server before granian, believed X-Forwarded-Proto from any local process).
     browser = requests.Session()
     token = csrf_from(browser.get(live_server.url + "/login", headers=FORWARDED).text)
     response = browser.post(live_server.url + "/login", data={"username": "admin", "password": PASSWORD,

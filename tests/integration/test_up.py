@@ -13,7 +13,7 @@ import requests
 
 from console.processes.embedded_redis import socket_path_of
 from console.processes.embedded_redis import start as start_redis
-from tests.helpers import free_port, process_alive, wait_for
+from tests.helpers import free_port, living_children, process_alive, wait_for
 
 HEALTHY = {"database": "ok", "redis": "ok", "status": "ok"}
 
@@ -34,8 +34,6 @@ def test_up_starts_everything_restarts_a_dead_child_and_stops_on_ctrl_c(tmp_path
         for path in tmp_path.rglob("*"):
             if path.is_file() and path != log_path:
                 assert password.encode() not in path.read_bytes(), path
-        # gunicorn opens its control socket beside serving, not before: it may follow the first answer by a moment.
-        wait_for(lambda: (tmp_path / "gunicorn.ctl").exists(), 10, 0.05, "gunicorn's control socket in the data dir")
         session = requests.Session()
         login_page = session.get(f"{base}/login").text
         csrf = re.search(r'name="csrf_token" type="hidden" value="([^"]+)"', login_page).group(1)
@@ -53,7 +51,8 @@ def test_up_starts_everything_restarts_a_dead_child_and_stops_on_ctrl_c(tmp_path
         lines = [json.loads(line) for line in log_path.read_text().splitlines() if line.startswith("{")]
         assert {"up", "web", "scheduler"} <= {line["process"] for line in lines}
         assert "MainProcess" not in log_path.read_text()
-        assert not [line for line in lines if line["logger"] == "gunicorn.access"]  # the health polls above
+        assert not [line for line in lines if line["logger"] == "granian.access"]  # the health polls above
+        assert [line for line in lines if line["logger"] == "_granian" and line["process"] == "web"]
     finally:
         # Ctrl-C in a terminal signals the whole foreground process group.
         os.killpg(up.pid, signal.SIGINT)
@@ -101,6 +100,10 @@ def test_up_killed_with_sigkill_takes_its_children_and_the_next_one_stops_the_re
         assert wait_for(lambda: _health(up, port, log_path), 60, 0.2, "the console to answer") == HEALTHY
         children = {int(pid) for pid in re.findall(r"started \S+ \(pid (\d+)\)", log_path.read_text())}
         assert len(children) >= 3  # web, worker-1, scheduler
+        web = int(re.search(r"started web \(pid (\d+)\)", log_path.read_text()).group(1))
+        web_workers = living_children(web)
+        assert web_workers  # granian's worker, forked by the web process: a grandchild of `rebound up`
+        children |= web_workers
         up.kill()
         up.wait(10)
         wait_for(lambda: not any(process_alive(pid) for pid in children), 30, 0.1,

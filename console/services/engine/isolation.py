@@ -53,7 +53,7 @@ def _resume_in_child() -> None:
     heartbeat.BEATING = threading.Lock()
 
 
-# Every fork of a process that imported the engine: a handler's child here, RQ's scheduler process, gunicorn's.
+# Every fork of a process that imported the engine: a handler's child here, RQ's scheduler process, granian's workers.
 os.register_at_fork(before=_quiesce, after_in_parent=_resume_in_parent, after_in_child=_resume_in_child)
 
 
