@@ -18,6 +18,10 @@ def bulk_writes():
     # would be memory spent for reads that do not need it.
     session = db.session()
     previous = session.info.get(PINNED)
+    if previous is None:
+        # The session may hold a transaction on a pooled connection (a request's reads): end it before pinning
+        # another. Nothing is pending there: the block is the whole of a job's work.
+        session.rollback()
     connection = previous if previous is not None else db.engine.connect()
     sqlite = connection.dialect.name == "sqlite"
     session.info[PINNED] = connection

@@ -42,3 +42,13 @@ def test_the_block_rolls_back_what_it_left_uncommitted_and_leaves_the_session_us
         db.session.add(Tenant(name="halfway"))
         db.session.flush()
     assert db.session.execute(text("SELECT count(*) FROM tenants WHERE name = 'halfway'")).scalar_one() == 0
+
+
+def test_a_session_that_already_read_something_can_start_the_block(app):
+    from console.models import Tenant
+
+    db.session.execute(text("SELECT 1 FROM tenants")).all()  # as a request's session has, before a replay starts
+    with sqlite_bulk.bulk_writes():
+        db.session.add(Tenant(name="inside"))
+        db.session.commit()
+    assert db.session.execute(text("SELECT count(*) FROM tenants WHERE name = 'inside'")).scalar_one() == 1
