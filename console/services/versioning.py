@@ -3,6 +3,7 @@
 import re
 from collections.abc import Callable
 
+from console.extensions import db
 from console.services.errors import Conflict, InvalidInput, StaleVersion
 from console.services.inputs import MAX_ID, is_id
 
@@ -33,11 +34,15 @@ def from_form(text: str | None) -> int | None:
 def check(base: int | None, what: str, current: int | None, saved_by: Callable[[], str]) -> None:
     """Refuse a save based on any version but the one in force; call it under the record's lock, read afresh.
 
-    `current` is None when the record does not exist (deleted meanwhile, or never created).
+    `current` is None when the record does not exist (deleted meanwhile, or never created). A refusal ends the
+    caller's transaction first, so the record's lock is not kept.
     """
     if base is None or base == current:
         return
     if current is None:
-        raise Conflict(f"{what} does not exist, so there is no version {base} to replace; leave out base_version "
-                       "to create it", FIELD)
-    raise StaleVersion(saved_by(), current, base)
+        refusal = Conflict(f"{what} does not exist, so there is no version {base} to replace; leave out base_version "
+                           "to create it", FIELD)
+    else:
+        refusal = StaleVersion(saved_by(), current, base)  # read before the rollback expires the record
+    db.session.rollback()
+    raise refusal

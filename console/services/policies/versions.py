@@ -16,7 +16,7 @@ from console.models import PolicyVersion, RetryPolicyRecord
 from console.services import inputs, versioning
 from console.services.actor import SYSTEM, Actor
 from console.services.audit import trail as audit
-from console.services.errors import Conflict, InvalidInput, NotFound
+from console.services.errors import InvalidInput, NotFound
 from console.services.settings import setting
 
 DEFAULT = "default"
@@ -122,12 +122,8 @@ def save(name: str, spec: dict, actor: Actor, *, description: str | None = None,
     locks.hold(f"policy:{name}")
     record = db.session.execute(select(RetryPolicyRecord).where(RetryPolicyRecord.name == name)
                                 .execution_options(populate_existing=True)).scalar_one_or_none()
-    try:
-        versioning.check(base_version, f"retry policy {name!r}", record.current_version if record else None,
-                         lambda: current_version(record).created_by)
-    except Conflict:
-        db.session.rollback()  # ends the transaction, so the lock is not kept
-        raise
+    versioning.check(base_version, f"retry policy {name!r}", record.current_version if record else None,
+                     lambda: current_version(record).created_by)
     before = None
     if record is None:
         record = RetryPolicyRecord(name=name, description=description or "", current_version=1)

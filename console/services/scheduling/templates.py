@@ -110,12 +110,8 @@ def save(name: str, rules: dict, actor: Actor, *, description: str | None = None
     if record is not None and new_only:
         db.session.rollback()
         raise Conflict(f"a conflict template named {name!r} exists already; edit it instead", "name")
-    try:
-        versioning.check(base_version, f"conflict template {name!r}", record.current_version if record else None,
-                         lambda: current_version(record).created_by)
-    except Conflict:
-        db.session.rollback()  # ends the transaction, so the lock is not kept
-        raise
+    versioning.check(base_version, f"conflict template {name!r}", record.current_version if record else None,
+                     lambda: current_version(record).created_by)
     if record is None:
         record = ConflictTemplate(name=name, description=description or "", current_version=1, created_at=now,
                                   updated_at=now)
