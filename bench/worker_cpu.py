@@ -7,7 +7,8 @@
 Jobs are queued first; then one worker process drains them in burst mode. The worker process times its own work
 loop with `time.process_time()` (every thread of the process, from the loop's start to its end: start-up and
 imports are left out, RQ's registration and the loop's own housekeeping are in). Beside it, the CPU the servers
-spent meanwhile (/proc): Redis, and PostgreSQL's processes. Rounds alternate bare RQ and Rebound; medians are
+spent meanwhile (/proc): Redis, and PostgreSQL's processes, and how often PostgreSQL flushed its WAL to the disk
+(`pg_stat_wal.wal_sync`: a commit that waits for the disk asks one). Rounds alternate bare RQ and Rebound; medians are
 printed. CPU time moves much less with the machine's load than throughput does, so this is the figure to compare
 across runs; it still moves with the VM's speed (bench/machine.py), so compare within one run.
 """
@@ -23,6 +24,7 @@ import time
 from pathlib import Path
 
 from rq import Queue
+from sqlalchemy import text
 
 from bench.engine import BIN, ROOT, UNLIMITED, Bench
 from console.extensions import db
@@ -61,6 +63,7 @@ class Servers:
     """The CPU the servers a bench talks to spend: its Redis, and PostgreSQL's cluster if it has one."""
 
     def __init__(self, bench: Bench, postmaster: int | None):
+        self.bench = bench
         self.redis_pid = bench.redis_process.pid if bench.redis_process else None
         self.postmaster = postmaster
 
@@ -69,6 +72,15 @@ class Servers:
 
     def database(self) -> float:
         return tree_cpu(self.postmaster) if self.postmaster else 0.0
+
+    def wal_syncs(self) -> int:
+        """Return how many times PostgreSQL has made its WAL durable (an fsync each; a commit that waits asks one)."""
+        if not self.postmaster:
+            return 0
+        with self.bench.app.app_context():
+            syncs = db.session.execute(text("SELECT wal_sync FROM pg_stat_wal")).scalar_one()
+            db.session.commit()  # the statistics are read afresh in each transaction
+            return syncs
 
 
 def child(kind: str, profile: str | None, phases: bool = False) -> None:
@@ -126,7 +138,7 @@ class Measure:
         self.bench, self.servers, self.jobs, self.phases = bench, servers, jobs, phases
 
     def _drain(self, kind: str, profile: str | None = None) -> dict:
-        redis_before, db_before = self.servers.redis(), self.servers.database()
+        redis_before, db_before, syncs_before = self.servers.redis(), self.servers.database(), self.servers.wal_syncs()
         argv = [sys.executable, "-m", "bench.worker_cpu", "--child", kind]
         if profile and profile.endswith(".txt"):
             # Sampled by py-spy (not a dependency: `pip install py-spy`): collapsed stacks, no tracing overhead.
@@ -145,6 +157,7 @@ class Measure:
         figures = json.loads([line for line in answer.stdout.splitlines() if line.startswith("{")][-1])
         figures["redis"] = self.servers.redis() - redis_before
         figures["database"] = self.servers.database() - db_before
+        figures["wal syncs"] = self.servers.wal_syncs() - syncs_before
         return figures
 
     def bare_rq(self, n: int) -> dict:
@@ -191,7 +204,7 @@ def main() -> None:
     print(f"{args.runs} no-op jobs drained by one worker process in burst mode, median of {args.rounds} "
           f"alternating rounds; load average {os.getloadavg()[0]:.1f}")
     print(f"{'database':<11} {'worker':<8} {'CPU ms/job':>10} {'jobs/s':>7} {'Redis ms/job':>12} "
-          f"{'DB server ms/job':>16}")
+          f"{'DB server ms/job':>16} {'WAL syncs/job':>13}")
     cluster = None
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.databases.split(","):
@@ -217,7 +230,8 @@ def main() -> None:
                     wall = statistics.median(figures["wall"] for figures in rounds)
                     print(f"{name:<11} {label:<8} {_per_job_ms(rounds, 'cpu', args.runs):>10.3f} "
                           f"{args.runs / wall:>7.0f} {_per_job_ms(rounds, 'redis', args.runs):>12.3f} "
-                          f"{_per_job_ms(rounds, 'database', args.runs):>16.3f}", flush=True)
+                          f"{_per_job_ms(rounds, 'database', args.runs):>16.3f} "
+                          f"{_per_job_ms(rounds, 'wal syncs', args.runs) / 1000:>13.2f}", flush=True)
             finally:
                 bench.close()
                 if cluster is not None:
