@@ -4,7 +4,7 @@ import logging
 import uuid
 from datetime import datetime
 
-from sqlalchemy import bindparam, func, insert, inspect, literal, select
+from sqlalchemy import bindparam, func, insert, inspect, literal, literal_column, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import make_transient_to_detached
 
@@ -29,6 +29,25 @@ _RUNS = Run.__table__
 _RUN_COLUMNS = tuple(column.key for column in _RUNS.c if column.key != "id")
 _RUN_DEFAULTS = {column.key: column.default for column in _RUNS.c if column.default is not None}
 _INSERT_RUN = Prepared(insert(_RUNS).returning(_RUNS.c.id), _RUN_COLUMNS)
+# What a `submitted` timeline row is given; the rest of its columns are the run's or empty.
+_SUBMITTED_EVENT = ("at", "kind", "to_status", "actor", "data")
+
+
+def _insert_run_and_event() -> Prepared:
+    """Return, for PostgreSQL, the run's INSERT and its `submitted` timeline row as one statement (one round trip)."""
+    # A data-modifying CTE, as a transition's (transitions._guarded_move); the event's own values are bound as e_*.
+    events = transitions.EVENTS
+    new = insert(_RUNS).values({name: bindparam(name, type_=_RUNS.c[name].type) for name in _RUN_COLUMNS})
+    new = new.returning(_RUNS.c.id, _RUNS.c.attempt, _RUNS.c.series).cte("new")
+    values = {"run_id": new.c.id, "attempt": new.c.attempt, "series": new.c.series,
+              "executions": literal_column("0")}
+    values.update({name: bindparam(f"e_{name}", type_=events.c[name].type) for name in _SUBMITTED_EVENT})
+    names = tuple(values)
+    return Prepared(insert(events).from_select(names, select(*(values[name] for name in names)).select_from(new))
+                    .returning(events.c.run_id))
+
+
+_INSERT_RUN_AND_EVENT = _insert_run_and_event()
 
 
 def _policy_choice(policy, task: Task | None) -> tuple[int | None, dict]:
@@ -175,6 +194,7 @@ def submit(tenant: Tenant, actor: Actor, *, handler: str | None = None, task: Ta
         _reject(tenant, handler, "tenant.max_queued", tenant_total, max_queued, now)
     try:
         run = _insert_run(
+            now, {"actor": actor.name, "data": {"source": source, "policy_version": version}},
             tenant_id=tenant_id, task_id=task.id if task else None, handler=handler,
             params={**(task.params if task else {}), **(params or {})}, policy_id=policy_id,
             policy_version=version, policy_overrides=overrides,
@@ -185,8 +205,6 @@ def submit(tenant: Tenant, actor: Actor, *, handler: str | None = None, task: Ta
         # Another request with the same key won the race; answer with its run.
         db.session.rollback()
         return find_by_key(tenant_id, idempotency_key), False
-    transitions.event(run, "submitted", now, to_status="pending", actor=actor.name,
-                      data={"source": source, "policy_version": version})
     db.session.commit()
     if attach:
         _attach(run)
@@ -194,8 +212,9 @@ def submit(tenant: Tenant, actor: Actor, *, handler: str | None = None, task: Ta
     return run, True
 
 
-def _insert_run(**values) -> Run:
-    """Insert a new run; return it as an object outside the session until its transaction commits."""
+def _insert_run(now: datetime, submitted: dict, **values) -> Run:
+    """Insert a new run and its `submitted` timeline row (`submitted`: the row's actor and data); return the run
+    outside the session until its transaction commits."""
     # One prepared INSERT naming every column: the unit of work's flush of the same row cost about twice as
     # much (~0.7 against ~0.35 ms per submit).
     row = dict.fromkeys(_RUN_COLUMNS)
@@ -204,7 +223,15 @@ def _insert_run(**values) -> Run:
     # Built before the INSERT: SQLite's write lock is held from the first write to the commit, and every other
     # writer (workers claiming and finishing runs) waits for it.
     run = new_row_object(Run, row)
-    run.id = _INSERT_RUN.execute(db.session.connection(), row).scalar_one()
+    connection = db.session.connection()
+    if connection.dialect.name == "postgresql":
+        # One round trip for both rows (SQLite has no INSERT in a CTE: two statements, one transaction).
+        run.id = _INSERT_RUN_AND_EVENT.execute(connection, {
+            **row, "e_at": now, "e_kind": "submitted", "e_to_status": "pending",
+            **{f"e_{name}": value for name, value in submitted.items()}}).scalar_one()
+        return run
+    run.id = _INSERT_RUN.execute(connection, row).scalar_one()
+    transitions.event(run, "submitted", now, to_status="pending", **submitted)
     return run
 
 
