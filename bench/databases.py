@@ -5,8 +5,10 @@
 PostgreSQL is a private cluster started here (Debian's server programs, tests/pg_cluster.py: fsync on, as a
 real server runs), SQLite the WAL file `rebound up` uses. Rounds alternate the two; medians are printed with
 the ratio PostgreSQL / SQLite (target ≥ 0.8 on one box; on several hosts PostgreSQL scales with workers, SQLite
-cannot). `--synchronous-commit off` gives the workers' connections PostgreSQL's `synchronous_commit=off` through
-the URL, as the README's "Scale out" shows: the durability SQLite's `synchronous=NORMAL` already has.
+cannot). End to end also prints the machine's CPU per run (client, workers, Redis and PostgreSQL's processes
+together, from /proc/stat), which moves much less with the VM's load than the rates. `--synchronous-commit off`
+gives the workers' connections PostgreSQL's `synchronous_commit=off` through the URL, as the README's "Scale out"
+shows: the durability SQLite's `synchronous=NORMAL` already has.
 """
 
 import argparse
@@ -35,11 +37,12 @@ def main() -> None:
         benches = {"sqlite": Bench(Path(sqlite_dir)),
                    "postgresql": Bench(Path(pg_dir), cluster.url(cluster.create()) + OPTIONS[args.synchronous_commit])}
         try:
-            figures = {name: {"drain": [], "end to end": []} for name in benches}
+            figures = {name: {"drain": [], "end to end": [], "cpu": []} for name in benches}
             for _ in range(args.rounds):
                 for name, bench in benches.items():
                     figures[name]["drain"].append(bench.rebound(args.runs, args.processes, "simple"))
                     figures[name]["end to end"].append(bench.rebound_end_to_end(args.runs, args.processes))
+                    figures[name]["cpu"].append(bench.end_to_end_cpu_ms)
             print(f"{args.runs} no-op runs, {args.processes} simple workers, median of {args.rounds} alternating "
                   f"rounds; embedded Redis per database; PostgreSQL synchronous_commit={args.synchronous_commit}")
             print(f"{'':<11} {'SQLite/s':>9} {'PostgreSQL/s':>13} {'ratio':>6}")
@@ -47,6 +50,9 @@ def main() -> None:
                 lite = statistics.median(figures["sqlite"][measure])
                 pg = statistics.median(figures["postgresql"][measure])
                 print(f"{measure:<11} {lite:>9.0f} {pg:>13.0f} {pg / lite:>6.2f}")
+            lite, pg = (statistics.median(figures[name]["cpu"]) for name in ("sqlite", "postgresql"))
+            print(f"end to end, the machine's CPU per run (every process, /proc/stat): SQLite {lite:.2f} ms, "
+                  f"PostgreSQL {pg:.2f} ms; ratio of the rates it allows on the same cores {lite / pg:.2f}")
         finally:
             for bench in benches.values():
                 bench.close()

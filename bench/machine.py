@@ -13,6 +13,7 @@ import multiprocessing
 import os
 import statistics
 import time
+from pathlib import Path
 
 SLOW = 4  # a unit this many times its median counts as slowed by something outside the process
 
@@ -37,6 +38,13 @@ def _time_units(seconds: float) -> list[float]:
             _unit()
         durations.append(time.thread_time() - start)
     return durations
+
+
+def busy_cpu_seconds() -> float:
+    """Return the CPU seconds every process on the machine has spent since boot (/proc/stat: all but idle and
+    waiting), to divide what a benchmark spent, servers and clients together, by the work it did."""
+    user, nice, system, _idle, _iowait, irq, softirq = map(int, Path("/proc/stat").read_text().split()[1:8])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
 def steadiness(seconds: float = 5.0, cores: int | None = None) -> dict:
