@@ -20,7 +20,9 @@ def bulk_writes():
     previous = session.info.get(PINNED)
     if previous is None:
         # The session may hold a transaction on a pooled connection (a request's reads): end it before pinning
-        # another. Nothing is pending there: the block is the whole of a job's work.
+        # another. A caller's unwritten changes would be lost with it, so they are refused, not dropped.
+        if session.new or session.dirty or session.deleted:
+            raise RuntimeError("bulk_writes() would discard the session's unsaved changes: commit them first")
         session.rollback()
     connection = previous if previous is not None else db.engine.connect()
     sqlite = connection.dialect.name == "sqlite"

@@ -5,6 +5,7 @@ from sqlalchemy import text
 
 from console.db import sqlite_bulk
 from console.extensions import PINNED, db
+from console.models import Tenant
 
 
 def cache_size(connection) -> int:
@@ -45,10 +46,18 @@ def test_the_block_rolls_back_what_it_left_uncommitted_and_leaves_the_session_us
 
 
 def test_a_session_that_already_read_something_can_start_the_block(app):
-    from console.models import Tenant
-
     db.session.execute(text("SELECT 1 FROM tenants")).all()  # as a request's session has, before a replay starts
     with sqlite_bulk.bulk_writes():
         db.session.add(Tenant(name="inside"))
         db.session.commit()
     assert db.session.execute(text("SELECT count(*) FROM tenants WHERE name = 'inside'")).scalar_one() == 1
+
+
+def test_a_session_with_unsaved_changes_is_refused_and_keeps_them(app):
+    pending = Tenant(name="unsaved")
+    db.session.add(pending)
+    with pytest.raises(RuntimeError, match="unsaved changes"), sqlite_bulk.bulk_writes():
+        pass
+    assert pending in db.session.new and PINNED not in db.session.info
+    db.session.commit()
+    assert db.session.execute(text("SELECT count(*) FROM tenants WHERE name = 'unsaved'")).scalar_one() == 1

@@ -224,14 +224,15 @@ def _insert_run(now: datetime, submitted: dict, **values) -> Run:
     # writer (workers claiming and finishing runs) waits for it.
     run = new_row_object(Run, row)
     connection = db.session.connection()
+    event = {"to_status": "pending", **submitted}
     if connection.dialect.name == "postgresql":
         # One round trip for both rows (SQLite has no INSERT in a CTE: two statements, one transaction).
         run.id = _INSERT_RUN_AND_EVENT.execute(connection, {
-            **row, "e_at": now, "e_kind": "submitted", "e_to_status": "pending",
-            **{f"e_{name}": value for name, value in submitted.items()}}).scalar_one()
+            **row, **{f"e_{name}": value for name, value in {"at": now, "kind": "submitted", **event}.items()}}
+        ).scalar_one()
         return run
     run.id = _INSERT_RUN.execute(connection, row).scalar_one()
-    transitions.event(run, "submitted", now, to_status="pending", **submitted)
+    transitions.event(run, "submitted", now, **event)
     return run
 
 
