@@ -8,7 +8,9 @@ connections (http.client by default: the load generator shares the 2 cores, and 
 call). Bare RQ: two SimpleWorkers; the same number of threads call `Queue.enqueue` (or `enqueue_many` with the
 same batch size). One embedded redis-server and one SQLite database for both. Throughput is end to end,
 from the first submission to the last finish; latency is submit→succeeded (from the client's clock before it
-sends to the run's or job's end) at half the rate just measured. Each figure: the median of --rounds rounds.
+sends to the run's or job's end) at half the rate just measured. Beside the rates, the machine's CPU per run (every
+process, /proc/stat, from the first call until the last finish is seen) and the busy cores it makes over the span: a
+figure the VM's load moves less than the rates. Each figure: the median of --rounds rounds.
 """
 
 import argparse
@@ -23,11 +25,13 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
 import requests
 from rq import Queue
 from rq.job import Job
 
+from bench import machine
 from bench.engine import BIN, ROOT, UNLIMITED, Bench, percentile
 from console.extensions import db
 from console.models import Run
@@ -36,6 +40,16 @@ from console.services.actor import Actor
 from console.services.people import tokens, users
 
 BODY = {"handler": "demo.noop", "policy": UNLIMITED}
+
+
+class Round(NamedTuple):
+    """One side's round: rate end to end, submit→succeeded ms per run, rate accepted, and the machine's CPU."""
+
+    rate: float
+    ms: list
+    accepted: float
+    cpu_ms: float  # every process on the machine, per run, from the first call to the last finish seen
+    busy_cores: float  # that CPU over the span end to end (a little over: the wait for the last finish)
 
 
 def free_port() -> int:
@@ -142,9 +156,8 @@ class ClientBench:
 
     # --- Rebound over HTTP ---------------------------------------------------------------------------------------
 
-    def rebound(self, n: int, threads: int, batch: int | None, rate: float | None = None) -> tuple[float, list, float]:
-        """Submit n runs over HTTP while two workers run; return (runs/s end to end, submit→succeeded ms, runs/s
-        accepted: from the first call to the last answer)."""
+    def rebound(self, n: int, threads: int, batch: int | None, rate: float | None = None) -> Round:
+        """Submit n runs over HTTP while two workers run; runs/s accepted is from the first call to the last answer."""
         with self.core.serving(2):
             ids: dict[int, int] = {}
             calls = n // batch if batch else n
@@ -156,13 +169,15 @@ class ClientBench:
             else:
                 def send(index, call):
                     ids[call] = self.post(index, "/worker/tasks", BODY)["id"]
+            busy = machine.busy_cpu_seconds()
             sent = paced(threads, calls, rate / (batch or 1) if rate else None, send)
             finished = dict(self._finished(len(ids)))
+            cpu_s = machine.busy_cpu_seconds() - busy
         accepted_s = sent.pop("accepted_s")
         by_call = {k: sent[k // batch if batch else k] for k in ids}
         ms = [(finished[run_id] - by_call[k]) * 1000 for k, run_id in ids.items()]
         span = max(finished.values()) - min(sent.values())
-        return len(ids) / span, ms, len(ids) / accepted_s
+        return Round(len(ids) / span, ms, len(ids) / accepted_s, cpu_s / len(ids) * 1000, cpu_s / span)
 
     def _finished(self, n: int) -> list[tuple[int, float]]:
         with self.core.app.app_context():
@@ -180,8 +195,8 @@ class ClientBench:
 
     # --- bare RQ ---------------------------------------------------------------------------------------------
 
-    def bare(self, n: int, threads: int, batch: int | None, rate: float | None = None) -> tuple[float, list, float]:
-        """Enqueue n no-op jobs from `threads` threads while two SimpleWorkers run; return (jobs/s, ms, accepted/s)."""
+    def bare(self, n: int, threads: int, batch: int | None, rate: float | None = None) -> Round:
+        """Enqueue n no-op jobs from `threads` threads while two SimpleWorkers run."""
         self.core.reset()
         queue = Queue("default", connection=self.core.redis)
         procs = self.core.workers([str(BIN / "rq"), "worker", "-q", "-w", "rq.worker.SimpleWorker", "--url",
@@ -201,12 +216,14 @@ class ClientBench:
                     jobs[call] = queue.enqueue("bench.jobs.noop", result_ttl=600).id
             finished = queue.finished_job_registry
             expected = finished.count + n
+            busy = machine.busy_cpu_seconds()
             sent = paced(threads, calls, rate / (batch or 1) if rate else None, send)
             deadline = time.monotonic() + 180
             while finished.count < expected:
                 if time.monotonic() > deadline:
                     raise RuntimeError("jobs did not finish within 180 s")
                 time.sleep(0.2)
+            cpu_s = machine.busy_cpu_seconds() - busy
             ended = {job.id: job.ended_at.replace(tzinfo=UTC).timestamp()
                      for job in Job.fetch_many(list(jobs.values()), connection=self.core.redis)}
         finally:
@@ -214,7 +231,8 @@ class ClientBench:
         accepted_s = sent.pop("accepted_s")
         by_call = {k: sent[k // batch if batch else k] for k in jobs}
         ms = [(ended[job_id] - by_call[k]) * 1000 for k, job_id in jobs.items()]
-        return n / (max(ended.values()) - min(sent.values())), ms, n / accepted_s
+        span = max(ended.values()) - min(sent.values())
+        return Round(n / span, ms, n / accepted_s, cpu_s / n * 1000, cpu_s / span)
 
     def _rq_warm_up(self, queue: Queue) -> None:
         """Wait until both workers have run a job: measure steady state, not start-up."""
@@ -267,17 +285,22 @@ def main() -> None:
                 for _ in range(args.rounds):
                     theirs.append(bench.bare(args.runs, args.threads, batch))
                     ours.append(bench.rebound(args.runs, args.threads, batch))
-                bare, rebound = (statistics.median(x[0] for x in theirs), statistics.median(x[0] for x in ours))
-                taken = (statistics.median(x[2] for x in theirs), statistics.median(x[2] for x in ours))
+                bare, rebound = (statistics.median(x.rate for x in theirs), statistics.median(x.rate for x in ours))
+                taken = (statistics.median(x.accepted for x in theirs), statistics.median(x.accepted for x in ours))
+                cpu = (statistics.median(x.cpu_ms for x in theirs), statistics.median(x.cpu_ms for x in ours))
+                cores = (statistics.median(x.busy_cores for x in theirs), statistics.median(x.busy_cores for x in ours))
                 label = f"batch of {batch}" if batch else "single"
-                print(f"{label}, end to end: bare RQ {bare:.0f} jobs/s ({', '.join(f'{x[0]:.0f}' for x in theirs)}), "
-                      f"Rebound over HTTP {rebound:.0f} runs/s ({', '.join(f'{x[0]:.0f}' for x in ours)}): "
+                print(f"{label}, end to end: bare RQ {bare:.0f} jobs/s ({', '.join(f'{x.rate:.0f}' for x in theirs)}), "
+                      f"Rebound over HTTP {rebound:.0f} runs/s ({', '.join(f'{x.rate:.0f}' for x in ours)}): "
                       f"ratio {rebound / bare:.2f}", flush=True)
                 print(f"{label}, accepted (first call to last answer): bare RQ {taken[0]:.0f}/s, Rebound "
                       f"{taken[1]:.0f}/s: ratio {taken[1] / taken[0]:.2f}", flush=True)
+                print(f"{label}, the machine's CPU per run end to end (every process, /proc/stat): bare RQ "
+                      f"{cpu[0]:.2f} ms, Rebound {cpu[1]:.2f} ms (ratio of the rates it allows {cpu[0] / cpu[1]:.2f}); "
+                      f"busy cores bare RQ {cores[0]:.2f}, Rebound {cores[1]:.2f} of {os.cpu_count()}", flush=True)
                 for name, measure, rate in (("bare RQ", bench.bare, bare / 2), ("Rebound", bench.rebound, rebound / 2)):
                     n = max(int(rate * args.probe_seconds) // (batch or 1) * (batch or 1), batch or 1)
-                    _, ms, _ = measure(n, args.threads, batch, rate)
+                    ms = measure(n, args.threads, batch, rate).ms
                     print(f"  {label}, {name} at {rate:.0f}/s (half its rate): submit→succeeded p50 "
                           f"{percentile(ms, 50):.0f} ms, p99 {percentile(ms, 99):.0f} ms, max {max(ms):.0f} ms "
                           f"({len(ms)} runs)", flush=True)
