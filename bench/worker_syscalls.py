@@ -16,22 +16,27 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from bench.engine import Bench
+from bench.engine import ROOT, Bench
 
 SHOWN = 12
 
 
-def counts(bench: Bench, runs: int, workers: int, out: Path) -> Counter:
+class TracedBench(Bench):
+    """A Bench whose worker processes run under `strace -f -c`, each writing its summary into `reports`."""
+
+    reports: Path
+
+    def workers(self, argv: list[str], count: int) -> list[subprocess.Popen]:
+        return [subprocess.Popen(["strace", "-f", "-c", "-o", str(self.reports / f"strace.{i}"), *argv],
+                                 env=self.env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                for i in range(count)]
+
+
+def counts(bench: TracedBench, runs: int, workers: int) -> Counter:
     """Drain `runs` no-op runs with `workers` traced worker processes; return each system call's count."""
-
-    def traced(self, argv, count):
-        return [subprocess.Popen(["strace", "-f", "-c", "-o", str(out / f"strace.{i}"), *argv], env=self.env,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i in range(count)]
-
-    bench.workers = traced.__get__(bench)
     bench.rebound(runs, workers, "simple")
     total: Counter = Counter()
-    for report in out.glob("strace.*"):
+    for report in bench.reports.glob("strace.*"):
         for line in report.read_text().splitlines():
             # "% time  seconds  usecs/call  calls  [errors]  syscall": the calls column is the fourth.
             fields = line.split()
@@ -47,12 +52,13 @@ def main() -> None:
     parser.add_argument("--workers", default="1,2", help="worker process counts to compare")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        bench = Bench(Path(tmp))
+        bench = TracedBench(Path(tmp))
+        bench.reports = Path(tmp)
         try:
             print(f"{args.runs} no-op runs, system calls per run of all workers (strace -f -c); "
                   f"load average {os.getloadavg()[0]:.1f}")
             for workers in (int(w) for w in args.workers.split(",")):
-                calls = counts(bench, args.runs, workers, Path(tmp))
+                calls = counts(bench, args.runs, workers)
                 top = ", ".join(f"{name} {count / args.runs:.1f}" for name, count in calls.most_common(SHOWN))
                 print(f"{workers} worker(s): {sum(calls.values()) / args.runs:.1f} in all; {top}", flush=True)
         finally:
