@@ -4,9 +4,9 @@
 
 SQLite in a temp dir and an embedded Redis. Runs are submitted first; then `rebound worker --burst` processes
 drain them under `strace -f -c` (Debian's strace), and the calls of every worker are added up and divided by the
-runs. Unlike throughput or CPU time, these counts do not move with the machine's load, so two runs of the same code
-agree. With one worker SQLite keeps its page cache between transactions; with two, each finds the other's commit
-and reads its pages again (`pread64`).
+runs (start-up included: a few calls a run at 2,000 runs, more at fewer). Unlike throughput or CPU time, these
+counts do not move with the machine's load, so two runs of the same code agree. With one worker SQLite keeps its
+page cache between transactions; with two, each finds the other's commit and reads its pages again (`pread64`).
 """
 
 import argparse
