@@ -1,7 +1,6 @@
 """Runbooks for dead letters: replay by filter at a rate, mark runs resolved, fix a run's params and replay it."""
 
 import json
-import time
 
 from console.domain.runbooks import Param, Risk
 from console.domain.runbooks import ParamType as T
@@ -48,14 +47,14 @@ def replay_dead_letters(ctx) -> None:
     # A real run takes at most a second's worth per chunk (the pace); a dry-run reads in full chunks.
     size = CHUNK if ctx.dry_run else max(1, min(CHUNK, int(rate)))
     after_id, seen, replayed = 0, 0, 0
-    started = time.monotonic()
+    started = ctx.monotonic()
     while seen < wanted:
         batch = dlq.matching_ids(filters, ctx.tenant_id, bounds, after_id, min(size, wanted - seen))
         if not batch:
             break
         if not ctx.dry_run:  # a dry-run only reads: it need not spare anything
             # Pace before each chunk: chunk n starts no earlier than (letters so far) / rate after the start.
-            ctx.sleep(started + seen / rate - time.monotonic())
+            ctx.sleep(started + seen / rate - ctx.monotonic())
         after_id, seen = batch[-1], seen + len(batch)
         rows = replays.replayable(batch, ctx.tenant_id) if ctx.dry_run else replays.restart(
             batch, ctx.actor, tenant_id=ctx.tenant_id, now=ctx.now)

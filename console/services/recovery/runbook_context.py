@@ -28,7 +28,8 @@ class RunbookContext:
 
     def __init__(self, execution_id: int, *, dry_run: bool, tenant_id: int | None, actor: Actor, reason: str | None,
                  params: dict | None = None, lines: list[str] | None = None, clock: Clock = SYSTEM_CLOCK,
-                 on_line: Callable[[str], None] | None = None, sleep: Callable[[float], None] = time.sleep):
+                 on_line: Callable[[str], None] | None = None, sleep: Callable[[float], None] = time.sleep,
+                 monotonic: Callable[[], float] = time.monotonic):
         self.execution_id = execution_id
         self.dry_run = dry_run
         self.tenant_id = tenant_id  # None: every tenant (an unscoped person), or a system runbook
@@ -40,6 +41,7 @@ class RunbookContext:
         self.changes_total = 0
         self._on_line = on_line
         self._sleep = sleep
+        self.monotonic = monotonic  # the clock a runbook paces by; tests pass one that only their sleep moves
         self._kept = 0
         self._changes: list[dict] = []
         self._backups: list[dict] = []

@@ -45,17 +45,19 @@ def _claim(execution_id: int, where, values) -> RunbookExecution | None:
     return execution
 
 
-def execute(execution_id: int, *, clock: Clock = SYSTEM_CLOCK, on_line=None, sleep=time.sleep) -> str:
+def execute(execution_id: int, *, clock: Clock = SYSTEM_CLOCK, on_line=None, sleep=time.sleep,
+            monotonic=time.monotonic) -> str:
     """Run a queued execution; return its final status ("skipped" when it was not queued: a late duplicate)."""
     now = clock()
     execution = _claim(execution_id, (EX.status == "queued",),
                        {"status": "running", "started_at": now, "heartbeat_at": now, "worker_id": worker_name()})
     if execution is None:
         return "skipped"
-    return _run(execution, preview=False, clock=clock, on_line=on_line, sleep=sleep)
+    return _run(execution, preview=False, clock=clock, on_line=on_line, sleep=sleep, monotonic=monotonic)
 
 
-def preview(execution_id: int, *, clock: Clock = SYSTEM_CLOCK, on_line=None, sleep=time.sleep) -> str:
+def preview(execution_id: int, *, clock: Clock = SYSTEM_CLOCK, on_line=None, sleep=time.sleep,
+            monotonic=time.monotonic) -> str:
     """Dry-run an execution that awaits approval, so the approver reads what it would change; return the status."""
     now = clock()
     stale = now - timedelta(seconds=setting("STALE_AFTER_S"))
@@ -65,7 +67,7 @@ def preview(execution_id: int, *, clock: Clock = SYSTEM_CLOCK, on_line=None, sle
         {"preview_started_at": now, "heartbeat_at": now, "worker_id": worker_name()})
     if execution is None:
         return "skipped"
-    return _run(execution, preview=True, clock=clock, on_line=on_line, sleep=sleep)
+    return _run(execution, preview=True, clock=clock, on_line=on_line, sleep=sleep, monotonic=monotonic)
 
 
 def _describe(error: BaseException) -> str:
@@ -76,13 +78,13 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-def _run(execution: RunbookExecution, *, preview: bool, clock: Clock, on_line, sleep) -> str:
+def _run(execution: RunbookExecution, *, preview: bool, clock: Clock, on_line, sleep, monotonic) -> str:
     runbook = runbook_registry.get(execution.runbook)
     dry_run = execution.dry_run or preview
     ctx = RunbookContext(execution.id, dry_run=dry_run, tenant_id=execution.tenant_id,
                          actor=Actor(execution.requested_by, execution.requested_by_id), reason=execution.reason,
                          lines=execution.log.splitlines() if execution.log else [], clock=clock, on_line=on_line,
-                         sleep=sleep)
+                         sleep=sleep, monotonic=monotonic)
     if preview:
         ctx.log("Preview for the approver: a dry-run, nothing changes until a second person approves.")
     elif execution.approval_id:
