@@ -198,3 +198,20 @@ def test_an_unpaced_replay_writes_its_chunks_with_the_bulk_page_cache_and_a_pace
     paced = dlq_bulk.start_replay(OLGA, None, ids=ids[2:], rate=1000, clock=clock)
     assert run_unpaced(paced.op_id) == "done"
     assert caches == [-sqlite_bulk.BULK_CACHE_KIB, -sqlite_bulk.DEFAULT_CACHE_KIB]
+
+
+def _restarted(run_ids: list[int]) -> list[replays.Restarted]:
+    return [replays.Restarted(run_id, run_id, 1, 3, None, None, {}, 1) for run_id in run_ids]
+
+
+def test_chunks_queued_behind_are_all_queued_in_order_by_the_end_of_the_block(app):
+    with replays.QueuedBehind() as queue:
+        queue(_restarted([11, 12]))
+        queue(_restarted([13]))  # waits for the first chunk's call before handing this one over
+    assert Queue("default", connection=get_redis()).job_ids == ["run-11-s2-a0", "run-12-s2-a0", "run-13-s2-a0"]
+
+
+def test_a_chunk_redis_refuses_behind_the_writer_is_logged_for_the_reconciler_not_raised(app, redis_down, caplog):
+    with replays.QueuedBehind() as queue:
+        queue(_restarted([21, 22]))
+    assert "2 replayed runs committed but not queued" in caplog.text

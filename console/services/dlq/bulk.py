@@ -234,18 +234,18 @@ def _collector_paused():
             gc.enable()
 
 
-def _replay_chunk(letter_ids: list[int], tenant_id: int | None, actor: Actor, key: str) -> Counter:
+def _replay_chunk(letter_ids: list[int], tenant_id: int | None, actor: Actor, key: str, queue=None) -> Counter:
     """Replay a chunk in one transaction; count its entries as done, skipped or failed."""
     try:
         with _collector_paused():
-            outcome = replays.replay_many(letter_ids, actor, tenant_id=tenant_id)
+            outcome = replays.replay_many(letter_ids, actor, tenant_id=tenant_id, queue=queue)
         return Counter(done=len(outcome.runs), skipped=len(outcome.skipped))
     except Exception as error:  # noqa: BLE001 - one bad entry must not stop the operation; it is counted and logged
         db.session.rollback()
         if len(letter_ids) > 1:  # find the bad entry by halves: the others still go through, a few chunks at a time
             half = len(letter_ids) // 2
-            return (_replay_chunk(letter_ids[:half], tenant_id, actor, key)
-                    + _replay_chunk(letter_ids[half:], tenant_id, actor, key))
+            return (_replay_chunk(letter_ids[:half], tenant_id, actor, key, queue)
+                    + _replay_chunk(letter_ids[half:], tenant_id, actor, key, queue))
         log.exception("bulk replay: dead letter %s failed", letter_ids[0])
         get_redis().hset(key, "last_error", f"#{letter_ids[0]}: {type(error).__name__}: {error}"[:500])
         return Counter(failed=1)
@@ -277,8 +277,10 @@ def run_replay(op_id: str, *, ids: list[int] | None = None, filters: dict | None
     started, paced = monotonic(), 0
     size = max(1, min(CHUNK, int(rate))) if rate else FAST_CHUNK
     try:
-        # Unpaced, chunks come back to back: SQLite's settings for a bulk write (console/db/sqlite_bulk.py).
-        with sqlite_bulk.bulk_writes() if not rate else contextlib.nullcontext():
+        # Unpaced, chunks come back to back: SQLite's settings for a bulk write (console/db/sqlite_bulk.py), and
+        # each chunk's runs are queued while the next one is written.
+        with sqlite_bulk.bulk_writes() if not rate else contextlib.nullcontext(), \
+                replays.QueuedBehind() if not rate else contextlib.nullcontext() as queue:
             while True:
                 # Pace before each chunk: chunk n starts no earlier than (letters so far) / rate after the start.
                 ahead = started + paced / rate - monotonic() if rate else 0
@@ -296,7 +298,7 @@ def run_replay(op_id: str, *, ids: list[int] | None = None, filters: dict | None
                     batch = [i for i in ids or [] if i > after_id][:size]
                 if not batch:
                     return _finish(key, "done", clock)
-                counts = _replay_chunk(batch, tenant_id, who, key)
+                counts = _replay_chunk(batch, tenant_id, who, key, queue)
                 after_id, paced = batch[-1], paced + len(batch)
                 with redis.pipeline() as pipe:
                     for counter, count in counts.items():

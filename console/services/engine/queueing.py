@@ -59,12 +59,15 @@ def enqueue_first_attempts(runs: list[tuple[int, int]]) -> None:
     enqueue_many_now([(run_id, 1, 0, timeout_s) for run_id, timeout_s in runs])
 
 
-def enqueue_many_now(attempts: list[tuple[int, int, int, int]], queue: str = RUN_QUEUE) -> None:
-    """Queue attempts to start now, in one round trip; takes (run_id, series, attempt, timeout_s)."""
+def enqueue_many_now(attempts: list[tuple[int, int, int, int]], queue: str = RUN_QUEUE, *, client=None) -> None:
+    """Queue attempts to start now, in one round trip; takes (run_id, series, attempt, timeout_s).
+
+    `client` is the Redis client to use where there is no app context (a thread of the caller's).
+    """
     by_timeout: dict[int, list] = {}
     for run_id, series, attempt, timeout_s in attempts:
         by_timeout.setdefault(_timeout(timeout_s), []).append((job_id(run_id, series, attempt), (run_id, attempt)))
-    bulk_enqueue.enqueue_groups(get_redis(), queue, ENTRY_POINT, [
+    bulk_enqueue.enqueue_groups(client or get_redis(), queue, ENTRY_POINT, [
         (calls, {"timeout": timeout, **JOB_OPTIONS}) for timeout, calls in by_timeout.items()])
 
 

@@ -2,15 +2,18 @@
 
 import json
 import logging
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple
 
 from sqlalchemy import Text, bindparam, cast, exists, func, insert, literal_column, null, select, update
 
+from console.db.id_lists import among
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import DeadLetter, Run, RunEvent, Tenant
+from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.engine import queueing, transitions
@@ -47,12 +50,15 @@ class Restarted(NamedTuple):
 
 
 def replay_many(letter_ids: list[int], actor: Actor, *, tenant_id: int | None = None,
-                clock: Clock = SYSTEM_CLOCK) -> Replayed:
-    """Restart the dead run of each open dead letter as a new series, audit each, commit once, queue them all."""
+                clock: Clock = SYSTEM_CLOCK, queue=None) -> Replayed:
+    """Restart the dead run of each open dead letter as a new series, audit each, commit once, queue them all.
+
+    `queue` takes the committed rows instead of `enqueue` (a QueuedBehind, for chunks that come back to back).
+    """
     rows = restart(letter_ids, actor, tenant_id=tenant_id, now=clock())
     if rows:
         db.session.commit()
-        enqueue(rows)
+        (queue or enqueue)(rows)
     replayed = {row.letter_id: row.id for row in rows}
     return Replayed(replayed, [letter_id for letter_id in letter_ids if letter_id not in replayed])
 
@@ -107,17 +113,18 @@ def _hold(letter_ids: list[int], tenant_id: int | None) -> list[Restarted]:
     """Read the dead runs of the open letters, by run then letter; on PostgreSQL lock the runs, in id order."""
     # The overrides as text, parsed once per distinct value: nearly every run has the same (none).
     overrides = cast(RUNS.c.policy_overrides, Text)
+    connection = db.session.connection()
     query = (select(RUNS.c.id, LETTERS.c.id, RUNS.c.series, RUNS.c.attempt, RUNS.c.error_code, RUNS.c.policy_id,
                     overrides, RUNS.c.tenant_id)
              .join(LETTERS, LETTERS.c.run_id == RUNS.c.id)
-             .where(LETTERS.c.id.in_(letter_ids), LETTERS.c.status == "open", RUNS.c.status == "dead")
+             .where(among(LETTERS.c.id, letter_ids, connection.dialect.name), LETTERS.c.status == "open",
+                    RUNS.c.status == "dead")
              .order_by(RUNS.c.id, LETTERS.c.id).with_for_update(of=RUNS))
     if tenant_id is not None:
         query = query.where(LETTERS.c.tenant_id == tenant_id)
     parsed: dict[str | None, dict] = {}
     rows = []
-    for run_id, letter_id, series, attempt, error_code, policy_id, text, tenant in \
-            db.session.connection().execute(query):
+    for run_id, letter_id, series, attempt, error_code, policy_id, text, tenant in connection.execute(query):
         if text not in parsed:
             parsed[text] = json.loads(text) if text else {}
         rows.append(Restarted(run_id, letter_id, series, attempt, error_code, policy_id, parsed[text], tenant))
@@ -129,8 +136,10 @@ def _claim(letter_ids: list[int], actor: Actor, now: datetime) -> list[int]:
     meets (under READ COMMITTED the loser waits for the winner's commit, then finds the letter no longer open)."""
     # The run's status again: on SQLite the read above ran before the transaction (and its write lock) began.
     run_dead = exists().where(RUNS.c.id == LETTERS.c.run_id, RUNS.c.status == "dead")
-    return db.session.connection().execute(
-        update(LETTERS).where(LETTERS.c.id.in_(letter_ids), LETTERS.c.status == "open", run_dead)
+    connection = db.session.connection()
+    return connection.execute(
+        update(LETTERS).where(among(LETTERS.c.id, letter_ids, connection.dialect.name), LETTERS.c.status == "open",
+                              run_dead)
         .values(status="replayed", resolved_at=now, resolved_by=actor.name).returning(LETTERS.c.id)).scalars().all()
 
 
@@ -143,8 +152,8 @@ def _close_other_letters(rows: list[Restarted], claimed: set[int], actor: Actor,
     connection = db.session.connection()
     # By id, not by run_id and status: SQLite would otherwise walk every open letter on the status index.
     others = [letter_id for letter_id in connection.execute(
-        select(LETTERS.c.id).where(LETTERS.c.run_id.in_([row.id for row in rows]))).scalars()
-        if letter_id not in claimed]
+        select(LETTERS.c.id).where(among(LETTERS.c.run_id, [row.id for row in rows], connection.dialect.name)))
+        .scalars() if letter_id not in claimed]
     if others:
         connection.execute(update(LETTERS).where(LETTERS.c.id.in_(others), LETTERS.c.status == "open")
                            .values(status="replayed", resolved_at=now, resolved_by=actor.name))
@@ -165,7 +174,7 @@ def _record(rows: list[Restarted], actor: Actor, now: datetime) -> None:
         RUNS.c.attempt, RUNS.c.series, RUNS.c.retry_token, RUNS.c.worker_id, *[null()] * 7,
         bindparam("actor", actor.name), _json_object(connection.dialect.name, "dead_letter_id", LETTERS.c.id),
     ).join_from(LETTERS, RUNS, RUNS.c.id == LETTERS.c.run_id)
-        .where(LETTERS.c.id.in_([row.letter_id for row in rows])).order_by(RUNS.c.id))
+        .where(among(LETTERS.c.id, [row.letter_id for row in rows], connection.dialect.name)).order_by(RUNS.c.id))
     connection.execute(link)
     names = dict(connection.execute(select(Tenant.id, Tenant.name)).all())
     audit.record_many(db.session, actor, "dead_letter.replay", "dead_letter", [
@@ -176,6 +185,51 @@ def _record(rows: list[Restarted], actor: Actor, now: datetime) -> None:
 
 def enqueue(rows: list) -> None:
     """Queue the first attempt of every new series; if Redis is down the reconciler queues them later."""
+    _send(get_redis(), first_attempts(rows))
+
+
+class QueuedBehind:
+    """Queue each committed chunk's runs on a thread of its own while the caller writes the next chunk.
+
+    An unpaced bulk replay writes chunks back to back. Queueing one (packing thousands of jobs for Redis) is Python
+    work the next chunk's statements need not wait for: SQLite and psycopg release the GIL while the database
+    works, so the two overlap. One chunk at a time, in commit order; leaving the block waits for the last one.
+    """
+
+    def __init__(self):
+        self._client = get_redis()
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="replay-queue")
+        self._last: Future | None = None
+
+    def __call__(self, rows: list) -> None:
+        attempts = first_attempts(rows)  # policies are read here, on the caller's session
+        self.wait()
+        self._last = self._pool.submit(_send, self._client, attempts)
+
+    def wait(self) -> None:
+        """Return once the chunk handed over last is queued (or its failure logged)."""
+        last, self._last = self._last, None
+        if last is not None:
+            last.result()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        self.wait()
+        self._pool.shutdown()
+
+
+def _send(client, attempts: list[tuple[int, int, int, int]]) -> None:
+    try:
+        queueing.enqueue_many_now(attempts, client=client)
+    except Exception as error:  # noqa: BLE001 - any transport failure is recoverable by the reconciler
+        log.warning("%d replayed runs committed but not queued (%s); the reconciler will queue them",
+                    len(attempts), error)
+
+
+def first_attempts(rows: list) -> list[tuple[int, int, int, int]]:
+    """Return (run_id, series, attempt, timeout_s) of the first attempt of each restarted run's new series."""
     timeouts: dict[tuple, int] = {}
 
     def timeout_s(row) -> int:
@@ -186,7 +240,4 @@ def enqueue(rows: list) -> None:
             timeouts[key] = policies.effective(row.policy_id, overrides)[1].timeout_s
         return timeouts[key]
 
-    try:
-        queueing.enqueue_many_now([(row.id, row.series + 1, 0, timeout_s(row)) for row in rows])
-    except Exception as error:  # noqa: BLE001 - any transport failure is recoverable by the reconciler
-        log.warning("%d replayed runs committed but not queued (%s); the reconciler will queue them", len(rows), error)
+    return [(row.id, row.series + 1, 0, timeout_s(row)) for row in rows]

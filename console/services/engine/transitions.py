@@ -11,6 +11,7 @@ from sqlalchemy import bindparam, insert, literal_column, null, select, update
 from sqlalchemy.orm.attributes import set_committed_value
 
 from console import metrics
+from console.db.id_lists import among, ids_param
 from console.db.prepared import Prepared
 from console.domain.statuses import check_transition
 from console.extensions import db
@@ -147,14 +148,15 @@ def move_many(source: str, target: str, run_ids: list[int], now: datetime, *, re
         return []
     if clear_error or target == "succeeded":
         values.update(error_code=None, error_message=None)
-    statement = update(RUNS).where(RUNS.c.id.in_(run_ids), RUNS.c.status == source)
+    connection = db.session.connection()
+    dialect = connection.dialect.name
+    statement = update(RUNS).where(among(RUNS.c.id, run_ids, dialect), RUNS.c.status == source)
     if guard is not None:
         statement = statement.where(guard)
-    connection = db.session.connection()
-    if connection.dialect.name == "postgresql":
+    if dialect == "postgresql":
         # An UPDATE locks its rows in whatever order its plan reads them; two movers of overlapping runs (a bulk
         # replay and a resolve) could each hold a run the other wants. Every mover takes them in id order first.
-        connection.execute(select(RUNS.c.id).where(RUNS.c.id.in_(run_ids), RUNS.c.status == source)
+        connection.execute(select(RUNS.c.id).where(among(RUNS.c.id, run_ids, dialect), RUNS.c.status == source)
                            .order_by(RUNS.c.id).with_for_update())
     rows = connection.execute(statement.values(status=target, status_reason=reason, updated_at=now, **values)
                               .returning(*_returned(target, columns))).all()
@@ -174,7 +176,7 @@ def move_many(source: str, target: str, run_ids: list[int], now: datetime, *, re
         log.log(level, "%d runs: %s → %s (%s): %s", len(rows), source, target, reason, shown)
     if rows:
         # Read from the rows just written, in the database: no timeline row is built in Python.
-        connection.execute(_TIMELINE_OF_MOVED, {
+        connection.execute(_timeline_of_moved(dialect), {
             "ids": [row.id for row in rows], "at": now, "kind": target, "from_status": source, "to_status": target,
             "reason": reason, "error_code": error_code, "message": message, "actor": actor})
     return rows
@@ -195,12 +197,14 @@ def _constant(name: str):
     return bindparam(name, type_=EVENTS.c[name].type)
 
 
-# One timeline row per moved run, as event_row() would build it from the run's row after the UPDATE.
-_TIMELINE_OF_MOVED = insert(EVENTS).from_select(EVENT_COLUMNS, select(
-    RUNS.c.id, _constant("at"), _constant("kind"), RUNS.c.attempt, RUNS.c.series, RUNS.c.retry_token,
-    RUNS.c.worker_id, _constant("from_status"), _constant("to_status"), _constant("reason"), _constant("error_code"),
-    _constant("message"), RUNS.c.next_retry_at, null(), _constant("actor"), null(),
-).where(RUNS.c.id.in_(bindparam("ids", expanding=True))).order_by(RUNS.c.id))
+@functools.lru_cache(maxsize=2)
+def _timeline_of_moved(dialect: str):
+    """One timeline row per moved run, as event_row() would build it from the run's row after the UPDATE."""
+    return insert(EVENTS).from_select(EVENT_COLUMNS, select(
+        RUNS.c.id, _constant("at"), _constant("kind"), RUNS.c.attempt, RUNS.c.series, RUNS.c.retry_token,
+        RUNS.c.worker_id, _constant("from_status"), _constant("to_status"), _constant("reason"),
+        _constant("error_code"), _constant("message"), RUNS.c.next_retry_at, null(), _constant("actor"), null(),
+    ).where(among(RUNS.c.id, ids_param("ids", dialect), dialect)).order_by(RUNS.c.id))
 
 
 def request_cancel(run: Run, now: datetime, *, actor: str | None = None, kind: str = "cancel_requested",
