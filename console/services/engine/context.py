@@ -1,5 +1,7 @@
 """What a handler is given: its input, its identity for idempotency, and a way to report progress."""
 
+import contextlib
+import signal
 import threading
 from dataclasses import dataclass, field
 
@@ -36,16 +38,35 @@ class HandlerContext:
         # Attempts as well as failures, for the write-back failure rate (alert rule progress_write_failure_rate).
         at = utcnow()
         metrics.PROGRESS_WRITES.inc_now(at=at, kind="progress")
-        try:
-            # Its own short transaction, so progress is visible while the handler still runs.
-            with db.engine.begin() as connection:
-                # Compensation steps report through the same context while the run is compensating.
-                connection.execute(update(Run).where(Run.id == self.run_id, Run.status.in_(IN_WORK))
-                                   .values(progress=percent, progress_message=message[:255]))
-        except Exception:  # noqa: BLE001 - a lost progress write must not fail the work itself
-            self.progress_failures += 1
-            metrics.PROGRESS_WRITE_FAILURES.inc_now(at=at, kind="progress")
+        with _timeout_held():
+            try:
+                # Its own short transaction, so progress is visible while the handler still runs.
+                with db.engine.begin() as connection:
+                    # Compensation steps report through the same context while the run is compensating.
+                    connection.execute(update(Run).where(Run.id == self.run_id, Run.status.in_(IN_WORK))
+                                       .values(progress=percent, progress_message=message[:255]))
+            except Exception:  # noqa: BLE001 - a lost progress write must not fail the work itself
+                self.progress_failures += 1
+                metrics.PROGRESS_WRITE_FAILURES.inc_now(at=at, kind="progress")
 
     def cancelled(self) -> bool:
         """Tell whether someone asked to cancel this run; long handlers should check it and stop."""
         return self.cancel_event.is_set()
+
+
+@contextlib.contextmanager
+def _timeout_held():
+    """Hold back the handler's timeout (SIGALRM) for the block: it stops the handler right after, not inside it.
+
+    The timeout raises an exception wherever the handler is. Raised inside a progress write, it was caught there as a
+    lost write, and the handler ran on past its timeout (found in session 15); raised inside the pool or the driver it
+    could leave either half-way. Blocked, the signal waits and is delivered when the block ends.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals reach only the main thread
+        return
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)

@@ -1,0 +1,47 @@
+"""A handler's timeout that fires while it reports progress stops the handler once the write is done: never lost."""
+
+import signal
+
+import pytest
+from rq.timeouts import JobTimeoutException
+from sqlalchemy import event
+
+from console.extensions import db
+from console.services.engine import transitions
+from console.services.engine.execute import context_for
+
+
+@pytest.fixture
+def alarm_raises():
+    """SIGALRM raises JobTimeoutException, as RQ's death penalty (and the handler's own alarm) makes it do."""
+    def stop(*_):
+        raise JobTimeoutException("timed out")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    yield
+    signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_timeout_arriving_during_a_progress_write_is_raised_after_it_not_swallowed(runs, clock, alarm_raises):
+    run_id = runs.submit()
+    run = runs.get(run_id)
+    transitions.move(run, "running", clock(), attempt=1)  # claimed: progress is written for a run in work
+    db.session.commit()
+    ctx = context_for(run, timeout_s=1)
+    fired = []
+
+    def alarm_in_the_write(conn, cursor, statement, *_):
+        if statement.startswith("UPDATE") and not fired:
+            fired.append(1)
+            signal.raise_signal(signal.SIGALRM)  # the timeout, in the middle of the database call
+
+    event.listen(db.engine, "before_cursor_execute", alarm_in_the_write)
+    try:
+        with pytest.raises(JobTimeoutException):
+            ctx.progress(40, "part way")
+    finally:
+        event.remove(db.engine, "before_cursor_execute", alarm_in_the_write)
+    # The write finished before the timeout stopped the handler, and was not counted as a lost one.
+    assert fired and ctx.progress_failures == 0
+    db.session.rollback()  # a fresh read: the write was the context's own transaction
+    assert (runs.get(run_id).progress, runs.get(run_id).progress_message) == (40, "part way")
