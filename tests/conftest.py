@@ -28,6 +28,7 @@ from console.services.system import bootstrap
 from tests.databases import BACKEND, open_databases
 from tests.factories import BOOKKEEPING, BROKEN, LENIENT, RUNBOOK_SAMPLES, Runs, Saga
 from tests.helpers import ARTIFACTS, AUDIT_KEY, PASSWORD, Auth, env_for, free_port, make_config
+from tests.route_builders import remembered as remembered_url_builders
 from tests.servers import app_beside, web_server
 
 
@@ -40,6 +41,13 @@ def remembered_password_hashes():
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(users, "generate_password_hash", functools.lru_cache(users.generate_password_hash))
         patch.setattr(users, "check_password_hash", functools.lru_cache(users.check_password_hash))
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def url_builders_compiled_once():
+    """Compile each route's URL builder once per test process, not once per app (tests/route_builders.py)."""
+    with remembered_url_builders():
         yield
 
 
