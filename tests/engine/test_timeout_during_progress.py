@@ -1,12 +1,14 @@
 """A handler's timeout that fires while it reports progress stops the handler once the write is done: never lost."""
 
 import signal
+import time
 
 import pytest
 from rq.timeouts import JobTimeoutException
-from sqlalchemy import event
+from sqlalchemy import event, select
 
 from console.extensions import db
+from console.models import Run
 from console.services.engine import transitions
 from console.services.engine.execute import context_for
 
@@ -45,3 +47,23 @@ def test_a_timeout_arriving_during_a_progress_write_is_raised_after_it_not_swall
     assert fired and ctx.progress_failures == 0
     db.session.rollback()  # a fresh read: the write was the context's own transaction
     assert (runs.get(run_id).progress, runs.get(run_id).progress_message) == (40, "part way")
+
+
+def test_a_progress_write_waiting_on_a_held_row_gives_up_soon_and_counts_a_lost_write(runs, clock):
+    if db.engine.dialect.name != "postgresql":
+        pytest.skip("PostgreSQL's lock_timeout; SQLite's writers wait in its busy handler, which gives up by itself")
+    run_id = runs.submit()
+    run = runs.get(run_id)
+    transitions.move(run, "running", clock(), attempt=1)
+    db.session.commit()
+    ctx = context_for(run, timeout_s=1)
+    with db.engine.connect() as holder:
+        # Without a lock timeout the write would wait forever on this very thread: the holder lets go after 10 s.
+        holder.exec_driver_sql("SET idle_in_transaction_session_timeout = '10s'")
+        holder.execute(select(Run.id).where(Run.id == run_id).with_for_update())  # another writer holds the row
+        started = time.monotonic()
+        ctx.progress(40, "part way")
+        waited = time.monotonic() - started
+        holder.invalidate()
+    assert ctx.progress_failures == 1
+    assert waited < 5, f"the write waited {waited:.1f} s on the held row"

@@ -13,6 +13,8 @@ from console.domain.statuses import IN_WORK
 from console.extensions import db
 from console.models import Run
 
+PROGRESS_LOCK_TIMEOUT = "SET LOCAL lock_timeout = '1s'"
+
 
 @dataclass
 class HandlerContext:
@@ -42,6 +44,10 @@ class HandlerContext:
             try:
                 # Its own short transaction, so progress is visible while the handler still runs.
                 with db.engine.begin() as connection:
+                    if connection.dialect.name == "postgresql":
+                        # The timeout is held while this runs: a row another writer holds long must cost a lost
+                        # write, not the handler's timeout (SQLite's busy handler gives up by itself).
+                        connection.exec_driver_sql(PROGRESS_LOCK_TIMEOUT)
                     # Compensation steps report through the same context while the run is compensating.
                     connection.execute(update(Run).where(Run.id == self.run_id, Run.status.in_(IN_WORK))
                                        .values(progress=percent, progress_message=message[:255]))
