@@ -58,8 +58,11 @@ postgresql:
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
 
-# The whole suite on SQLite, then every test that touches the database again on PostgreSQL.
+# The whole suite on SQLite, then every test that touches the database again on PostgreSQL. The project's bytecode is
+# compiled once first: with PYTHONDONTWRITEBYTECODE set (as on this machine) every worker, web server and CLI process
+# a test starts compiled it again, 0.3-0.4 s of its ~2 s start (a subprocess-heavy pair of files ran 6 % faster).
 test: $(TEST_STAMP) chromium postgresql lint
+	$(BIN)/python -m compileall -q -j 0 console jobs tests bench > /dev/null
 	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile -q
 	REBOUND_TEST_DATABASE=postgresql $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile -q
 
