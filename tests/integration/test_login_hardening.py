@@ -56,3 +56,15 @@ def test_handlers_that_can_take_a_worker_down_exist_only_in_demo_mode(tmp_path, 
     finally:
         create_app(make_config(tmp_path, redis_url))  # back to demo mode for the tests after this one
     assert registry.get("demo.crash") is not None
+
+
+def test_an_unknown_name_costs_a_real_password_check_like_a_known_one(app, monkeypatch):
+    checked = []
+    real_check = users.check_password_hash
+    monkeypatch.setattr(users, "check_password_hash", lambda hashed, password: checked.append(hashed)
+                        or real_check(hashed, password))
+    users.create("olga", "operator", "a-long-passphrase", Actor("test"))
+    assert users.authenticate("nobody-here", "a-long-passphrase") is None
+    assert users.authenticate("olga", "wrong-passphrase") is None
+    # Both answers cost one check of a hash made the same way: timing tells no name apart.
+    assert [hashed.split("$")[0] for hashed in checked] == [users.find("olga").password_hash.split("$")[0]] * 2

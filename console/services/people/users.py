@@ -1,5 +1,6 @@
 """Create people, change their roles, check their passwords."""
 
+import functools
 import re
 import secrets
 
@@ -25,8 +26,13 @@ COMMON_PASSWORDS = frozenset({
     "changeme123", "administrator", "admin12345", "admin123456", "football123", "baseball123", "princess123",
     "sunshine123", "trustno1234", "zaq12wsxcde", "1111111111a", "aaaaaaaaaa1", "correcthorsebatterystaple",
 })
-# A fixed hash to compare against when the user does not exist, so timing does not reveal names.
-_DUMMY_HASH = generate_password_hash("not-a-real-password")
+
+
+@functools.cache
+def _dummy_hash() -> str:
+    """A fixed hash to compare against when the user does not exist, so timing does not reveal names."""
+    # Made at the first such login, not at import: scrypt's 0.1 s was paid by every worker, scheduler and CLI start.
+    return generate_password_hash("not-a-real-password")
 
 
 def _check_role(role: str) -> str:
@@ -144,7 +150,7 @@ def authenticate(username: str, password: str, clock: Clock = SYSTEM_CLOCK) -> U
     """Return the active user whose password matches, else None."""
     user = find(username or "")
     if user is None or not user.active:
-        check_password_hash(_DUMMY_HASH, password or "")
+        check_password_hash(_dummy_hash(), password or "")
         return None
     if not check_password_hash(user.password_hash, password or ""):
         return None
