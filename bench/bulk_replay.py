@@ -37,8 +37,7 @@ from console.services.engine import queueing
 
 
 def check(op_id: str, started_at) -> None:
-    """Print whether each letter this operation replayed was replayed and queued once, with one audit row, and the
-    chain holds."""
+    """Print whether each replayed letter was replayed and queued once with one audit row, and the chain holds."""
     letters = db.session.execute(select(func.count()).select_from(DeadLetter).where(
         DeadLetter.status == "replayed", DeadLetter.resolved_at >= started_at)).scalar_one()
     rows, distinct = db.session.execute(select(func.count(), func.count(func.distinct(AuditEntry.target_id))).where(
