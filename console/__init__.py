@@ -13,8 +13,8 @@ def create_app(config: dict | None = None) -> Flask:
     from console import config as settings
     from console.api import register as register_api
     from console.cli import register as register_cli
-    from console.db import sqlite, sqlite_busy
-    from console.extensions import csrf, db, htmx, limiter, migrate
+    from console.db import migrations, sqlite, sqlite_busy
+    from console.extensions import csrf, db, htmx, limiter
     from console.services.engine import followups, registry
     from console.services.recovery import runbook_registry
     from console.web import converters
@@ -29,7 +29,7 @@ def create_app(config: dict | None = None) -> Flask:
     sqlite_busy.init_app(app)
     db.init_app(app)
     sqlite.init_app(app)
-    migrate.init_app(app, db, directory=str(ROOT / "migrations"))
+    migrations.init_app(app)
     redis_conn.init_app(app)
     metrics.init_app(app)
     registry.init_app(app)

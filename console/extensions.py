@@ -4,7 +4,6 @@ from flask_htmx import HTMX
 from flask_limiter import Limiter
 from flask_limiter.util import get_remote_address
 from flask_login import LoginManager
-from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
 from flask_sqlalchemy.session import Session
 from flask_wtf import CSRFProtect
@@ -33,7 +32,6 @@ class PinnableSession(Session):
 
 
 db = SQLAlchemy(metadata=MetaData(naming_convention=naming), session_options={"class_": PinnableSession})
-migrate = Migrate(render_as_batch=True)
 login_manager = LoginManager()
 csrf = CSRFProtect()
 htmx = HTMX()

@@ -2,10 +2,10 @@
 
 from datetime import UTC, datetime, timedelta
 
-from flask_migrate import upgrade
 from sqlalchemy import create_engine, text
 
 from console import create_app
+from console.db.migrations import upgrade
 from console.extensions import db
 from console.models import AuditEntry, AuditHead
 from console.services.audit import trail as audit

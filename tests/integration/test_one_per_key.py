@@ -1,11 +1,11 @@
 """One active work order per error group and one pending message per key, held by unique indexes, not by luck."""
 
 import pytest
-from flask_migrate import upgrade
 from sqlalchemy import create_engine, select, text
 from sqlalchemy.exc import IntegrityError
 
 from console import create_app
+from console.db.migrations import upgrade
 from console.extensions import db
 from console.models import DeadLetter, OutboxMessage, WorkOrder
 from console.services.delivery import outbox

@@ -1,8 +1,8 @@
 """Make a database ready to use: schema, default tenant, default policies, first admin."""
 
 from flask import current_app
-from flask_migrate import upgrade
 
+from console.db.migrations import upgrade
 from console.services.people import tenants, users
 from console.services.policies import versions as policies
 from console.services.scheduling import templates
