@@ -60,7 +60,8 @@ lint: $(TEST_STAMP)
 
 # The whole suite on SQLite, then every test that touches the database again on PostgreSQL. The project's bytecode is
 # compiled once first: with PYTHONDONTWRITEBYTECODE set (as on this machine) every worker, web server and CLI process
-# a test starts compiled it again, 0.3-0.4 s of its ~2 s start (a subprocess-heavy pair of files ran 6 % faster).
+# a test starts compiled it again (a worker registered after 2.4-2.7 s without the bytecode, 1.5-1.8 s with it, at
+# different moments; a subprocess-heavy pair of files ran 6 % faster).
 test: $(TEST_STAMP) chromium postgresql lint
 	$(BIN)/python -m compileall -q -j 0 console jobs tests bench > /dev/null
 	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile -q
