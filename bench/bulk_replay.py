@@ -1,6 +1,7 @@
 """Bulk replay of every open dead letter matching a filter, run by a real RQ worker on the maintenance queue.
 
-    .venv/bin/rebound seed-demo --runs 1000000 --dead-letters 100000   (with REBOUND_DATA_DIR=/tmp/scale)
+    .venv/bin/rebound db upgrade && .venv/bin/rebound seed-demo --runs 1000000 --dead-letters 100000
+                                                                 (both with REBOUND_DATA_DIR=/tmp/scale)
     REBOUND_DATA_DIR=/tmp/scale .venv/bin/python -m bench.bulk_replay --rate 500 [--code http_502]
     REBOUND_DATA_DIR=/tmp/scale .venv/bin/python -m bench.bulk_replay --rate max     # as fast as it safely can
 

@@ -10,6 +10,7 @@ import threading
 import click
 from flask import current_app
 from flask.cli import FlaskGroup, with_appcontext
+from sqlalchemy.exc import DBAPIError
 
 from console.cli_recovery import recovery_runbook_command
 from console.cli_reports import sla_report_command
@@ -355,10 +356,23 @@ def _create_app():
     return create_app()
 
 
+def _schema_missing(error: DBAPIError) -> bool:
+    """Tell whether a database error says a table does not exist (SQLite's message, PostgreSQL's SQLSTATE 42P01)."""
+    return "no such table" in str(error.orig) or getattr(error.orig, "sqlstate", None) == "42P01"
+
+
 def main() -> None:
     """Entry point of the `rebound` console script."""
     configure_logging()
-    FlaskGroup(create_app=_create_app, help="Rebound: ops console for background tasks that fail.")(prog_name="rebound")
+    try:
+        FlaskGroup(create_app=_create_app, help="Rebound: ops console for background tasks that fail.")(
+            prog_name="rebound")
+    except DBAPIError as error:
+        if not _schema_missing(error):
+            raise
+        # A command run against a database nobody migrated yet: say what to do instead of a page of traceback.
+        raise SystemExit(f"Error: the database has no Rebound schema yet ({error.orig}). Run `rebound db upgrade` "
+                         "first (`rebound up` does it itself).") from None
 
 
 if __name__ == "__main__":

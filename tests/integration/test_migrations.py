@@ -70,3 +70,11 @@ def test_the_db_commands_are_flask_migrates_loaded_only_when_used(tmp_path, redi
              "print(sorted({'alembic', 'flask_migrate'} & set(sys.modules)))")
     built = subprocess.run([sys.executable, "-c", probe], env=env_for(app), capture_output=True, text=True, check=True)
     assert built.stdout.strip() == "[]"
+
+
+def test_a_command_on_a_database_nobody_migrated_says_to_run_db_upgrade(tmp_path, redis_url, blank_database):
+    app = create_app(make_config(tmp_path, redis_url, SQLALCHEMY_DATABASE_URI=blank_database))
+    command = [sys.executable, "-m", "console.cli", "create-user", "bob", "--role", "viewer"]
+    done = subprocess.run(command, env=env_for(app), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "no Rebound schema yet" in done.stderr and "`rebound db upgrade`" in done.stderr
