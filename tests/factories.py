@@ -64,7 +64,8 @@ class Runs:
 
     def dead_letters(self, run_id: int) -> list[DeadLetter]:
         db.session.expire_all()
-        return db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run_id)).scalars().all()
+        return db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run_id)
+                                  .order_by(DeadLetter.id)).scalars().all()
 
     def outbox(self, kind: str | None = None) -> list[OutboxMessage]:
         db.session.expire_all()

@@ -84,5 +84,5 @@ def test_token_is_shown_once_stored_hashed_and_revocable(client, auth):
     response = client.post(f"/admin/tokens/{token.id}/revoke", data={"csrf_token": auth.csrf()})
     assert response.status_code == 302
     assert api.get("/api/me", headers={"Authorization": f"Bearer {plaintext}"}).status_code == 401
-    assert [e.action for e in db.session.query(AuditEntry).filter(AuditEntry.target_type == "api_token")] == [
-        "token.create", "token.revoke"]
+    tokens_audited = db.session.query(AuditEntry).filter(AuditEntry.target_type == "api_token").order_by(AuditEntry.seq)
+    assert [e.action for e in tokens_audited] == ["token.create", "token.revoke"]

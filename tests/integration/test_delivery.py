@@ -367,7 +367,8 @@ def test_a_replayed_run_that_dies_again_keeps_its_work_order_open(app, clock):
     delivery_round.tick(clock)
     db.session.expire_all()
     order = db.session.get(WorkOrder, letter.work_order_id)
-    letters = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run.id)).scalars().all()
+    letters = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run.id).order_by(DeadLetter.id)
+                                 ).scalars().all()
     assert [(x.status, x.work_order_id) for x in letters] == [("replayed", order.id), ("open", order.id)]
     assert (order.status, order.dead_letter_count) == ("open", 2)
     # A person gives up on it: discarding the newer letter settles the run, and the order closes.
@@ -382,7 +383,7 @@ def test_work_order_stays_open_while_one_of_its_dead_letters_is_open(app, channe
     first = dead_run(clock, message="row 1", params={"fail_times": 1})
     second = dead_run(clock, message="row 2", params={"fail_times": 1})
     letters = db.session.execute(select(DeadLetter).where(DeadLetter.run_id.in_((first.id, second.id)))
-                                 ).scalars().all()
+                                 .order_by(DeadLetter.id)).scalars().all()
     assert len({letter.work_order_id for letter in letters}) == 1
     control.replay(letters[0], ops, clock=clock)
     assert execute(first.id, 0, clock=clock) == "succeeded"

@@ -42,8 +42,8 @@ def order(order_id: int) -> WorkOrder:
 
 def audit_rows(action: str, order_id: int) -> list[AuditEntry]:
     db.session.expire_all()
-    return db.session.execute(select(AuditEntry).where(AuditEntry.action == action,
-                                                       AuditEntry.target_id == str(order_id))).scalars().all()
+    mine = select(AuditEntry).where(AuditEntry.action == action, AuditEntry.target_id == str(order_id))
+    return db.session.execute(mine.order_by(AuditEntry.seq)).scalars().all()
 
 
 def post(client, auth, path: str, data: dict | None = None, headers: dict | None = None):
