@@ -1,6 +1,8 @@
 """The conflict forecast page (task-dryrun's forecast in the console) and the task form's warning on save."""
 
 import re
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 
 from sqlalchemy import func, select
 
@@ -9,6 +11,7 @@ from console.models import ForecastWarning
 from console.services.actor import Actor
 from console.services.people import tenants
 from console.services.scheduling import conflicts, tasks
+from console.services.scheduling.forecast import _overlaps
 from tests.factories import make_tenant
 from tests.web.test_tasks import form_body
 
@@ -102,3 +105,13 @@ def test_a_large_tenant_forecasts_only_the_task_and_its_mutex_partners(app, monk
     tenant = tenants.find("default")
     marks = conflicts.marks(tenant, a.created_at, mutex_key="k", task_id=a.id)
     assert {kind for kind, *_ in marks} == {"mutex"} and {task for _, _, task, _ in marks} == {a.id, b.id}
+
+
+def test_firings_at_one_moment_pair_in_task_id_order_as_the_planner_fires_them():
+    start = datetime(2026, 12, 2, 10, tzinfo=UTC)
+    older = SimpleNamespace(id=1, tenant_id=1, name="export", concurrency_policy="allow")
+    newer = SimpleNamespace(id=2, tenant_id=1, name="reconcile", concurrency_policy="forbid")
+    # The database handed the tasks over newest first (PostgreSQL promises no order).
+    spans = [(start, start + timedelta(minutes=5), task, "p95", start) for task in (newer, older)]
+    [overlap] = _overlaps({"ledger": spans}, [])
+    assert overlap["first"].startswith("export") and overlap["consequence"] == "second firing skipped"

@@ -94,7 +94,7 @@ def groups(filters: Filters, tenant_id: int | None, clock: Clock = SYSTEM_CLOCK,
         group.sample_id = max(group.sample_id, newest)
         per_tenant = samples.setdefault(fingerprint, {})
         per_tenant[tenant] = max(per_tenant.get(tenant, 0), newest)
-    ordered = sorted(merged.values(), key=lambda g: (g.count, g.last_seen), reverse=True)
+    ordered = sorted(merged.values(), key=lambda g: (g.count, g.last_seen, g.fingerprint), reverse=True)
     shown = ordered[:limit]
     sample_ids = [i for g in shown for i in samples[g.fingerprint].values()]
     details = {row.id: row for row in db.session.execute(

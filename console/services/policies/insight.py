@@ -76,7 +76,8 @@ def tightest_task_deadline(record: RetryPolicyRecord | None, scope: int | None) 
     if record is None:
         return None
     query = (select(Task.name, Task.sla, Tenant.name).join(Tenant, Tenant.id == Task.tenant_id)
-             .where(_uses(record), Task.deleted_at.is_(None), Task.sla.is_not(None)))
+             .where(_uses(record), Task.deleted_at.is_(None), Task.sla.is_not(None))
+             .order_by(Tenant.name, Task.name))  # a tie names the same task on every database
     if scope is not None:
         query = query.where(Task.tenant_id == scope)
     best = None

@@ -130,8 +130,9 @@ def fingerprints(period: Period, scope: Scope, limit: int | None = 10) -> list[E
         for fingerprint, code, message, letters in db.session.execute(query):
             found[fingerprint] += letters
             named[fingerprint] = max(named.get(fingerprint, ("", "")), (code, message))
-    return [ErrorGroup(fingerprint, *named[fingerprint], letters)
-            for fingerprint, letters in found.most_common(limit)]
+    # Most first, ties by fingerprint: the database returns groups in no promised order.
+    ranked = sorted(found.items(), key=lambda item: (-item[1], item[0]))
+    return [ErrorGroup(fingerprint, *named[fingerprint], letters) for fingerprint, letters in ranked[:limit]]
 
 
 def hourly(start: datetime, end: datetime, tenant_id: int | None, measures: tuple[str, ...]) -> dict[datetime, dict]:

@@ -109,7 +109,8 @@ def _overlaps(by_mutex: dict, warnings: list) -> list[dict]:
     """Pairs of firings sharing a mutex key whose expected run times overlap."""
     found = []
     for key, spans in by_mutex.items():
-        spans.sort(key=lambda span: span[0])
+        # Firings at one moment go in task id order, as the planner fires them (task_jobs._fire).
+        spans.sort(key=lambda span: (span[0], span[2].id))
         for (start, finish, task, basis, nominal), (next_start, _, next_task, _, next_nominal) in zip(
                 spans, spans[1:], strict=False):
             if next_start < finish:

@@ -134,7 +134,7 @@ def timeout_anomaly(now: datetime, window_s: int | None) -> Measure:
         select(Run.handler, recent, func.count()).join(Run, Run.id == RunEvent.run_id)
         .where(RunEvent.kind.in_(FAILED_ATTEMPT), RunEvent.at >= since - timedelta(seconds=TIMEOUT_BASELINE_S),
                RunEvent.at <= now, RunEvent.from_status == "running", RunEvent.error_code == "timeout")
-        .group_by(Run.handler)).all()
+        .group_by(Run.handler).order_by(Run.handler)).all()  # a tie names the same handler on every database
     worst = (0.0, None, 0, 0.0)
     for handler, in_window, total in rows:
         in_window = int(in_window or 0)

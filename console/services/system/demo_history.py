@@ -26,7 +26,7 @@ def seed_history(runs: int, dead_letters: int, clock: Clock = SYSTEM_CLOCK, seed
     """Insert `runs` finished runs over the past week, `dead_letters` of them dead, with their timelines."""
     rand = random.Random(seed)
     now = clock()
-    tenant_ids = list(db.session.execute(select(Tenant.id)).scalars())
+    tenant_ids = list(db.session.execute(select(Tenant.id).order_by(Tenant.id)).scalars())
     dead_every = max(1, runs // max(dead_letters, 1)) if dead_letters else 0
     orders: dict[tuple[int, str], int] = {}
     made_dead = 0
@@ -51,8 +51,9 @@ def seed_history(runs: int, dead_letters: int, clock: Clock = SYSTEM_CLOCK, seed
             if dead:
                 made_dead += 1
                 dead_plan.append(len(run_rows) - 1)
-        ids = db.session.connection().execute(insert(Run.__table__).returning(Run.__table__.c.id),
-                                              run_rows).scalars().all()
+        # The ids in the rows' order: they are zipped with the rows below.
+        ids = db.session.connection().execute(
+            insert(Run.__table__).returning(Run.__table__.c.id, sort_by_parameter_order=True), run_rows).scalars().all()
         events = []
         for run_id, row in zip(ids, run_rows, strict=True):
             events.append({"run_id": run_id, "at": row["started_at"], "kind": "running", "to_status": "running",

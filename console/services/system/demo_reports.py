@@ -36,7 +36,7 @@ def _tasks(count: int, tenant_ids: list[int], rand: random.Random, now) -> list:
     db.session.execute(insert(Task.__table__), rows)
     db.session.commit()
     return db.session.execute(select(Task.id, Task.tenant_id, Task.handler).where(
-        Task.name.like("report-history-%"))).all()
+        Task.name.like("report-history-%")).order_by(Task.id)).all()
 
 
 def seed_report_history(runs: int, days: int = 90, tasks: int = 200, clock: Clock = SYSTEM_CLOCK,
@@ -44,14 +44,16 @@ def seed_report_history(runs: int, days: int = 90, tasks: int = 200, clock: Cloc
     """Insert `runs` finished runs over the past `days` days, most of them firings of `tasks` tasks."""
     rand = random.Random(seed)
     now = clock()
-    tenant_ids = list(db.session.execute(select(Tenant.id)).scalars())
+    tenant_ids = list(db.session.execute(select(Tenant.id).order_by(Tenant.id)).scalars())
     task_rows = _tasks(tasks, tenant_ids, rand, now) if tasks else []
     orders: dict[tuple[int, str], int] = {}
     totals = {"dead": 0, "replayed": 0, "late": 0, "alerts": 0}
     for start in range(0, runs, BATCH):
         plan = [_plan(rand, now, days, tenant_ids, task_rows) for _ in range(start, min(start + BATCH, runs))]
-        ids = db.session.connection().execute(insert(Run.__table__).returning(Run.__table__.c.id),
-                                              [row for row, _ in plan]).scalars().all()
+        # The ids in the rows' order: they are zipped with the rows below.
+        ids = db.session.connection().execute(
+            insert(Run.__table__).returning(Run.__table__.c.id, sort_by_parameter_order=True),
+            [row for row, _ in plan]).scalars().all()
         events, letters, breaches = [], [], []
         for run_id, (row, extra) in zip(ids, plan, strict=True):
             events += _events(run_id, row, extra)
@@ -68,7 +70,7 @@ def seed_report_history(runs: int, days: int = 90, tasks: int = 200, clock: Cloc
             db.session.connection().execute(insert(SlaBreach.__table__), breaches)
         if letters:
             letter_ids = db.session.connection().execute(insert(DeadLetter.__table__).returning(
-                DeadLetter.__table__.c.id), letters).scalars().all()
+                DeadLetter.__table__.c.id, sort_by_parameter_order=True), letters).scalars().all()
             alerts = [_alert(letter_id, letter, rand) for letter_id, letter in zip(letter_ids, letters, strict=True)
                       if rand.random() < ALERTED_SHARE]
             totals["alerts"] += len(alerts)
