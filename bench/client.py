@@ -10,7 +10,8 @@ same batch size). One embedded redis-server and one SQLite database for both. Th
 from the first submission to the last finish; latency is submit→succeeded (from the client's clock before it
 sends to the run's or job's end) at half the rate just measured. Beside the rates, the machine's CPU per run (every
 process, /proc/stat, from the first call until the last finish is seen) and the busy cores it makes over the span: a
-figure the VM's load moves less than the rates. Each figure: the median of --rounds rounds.
+figure the VM's load moves less than the rates, and that CPU split by process (the workers, Redis, the web, the
+client) to say which side a gap is on. Each figure: the median of --rounds rounds.
 """
 
 import argparse
@@ -50,6 +51,7 @@ class Round(NamedTuple):
     accepted: float
     cpu_ms: float  # every process on the machine, per run, from the first call to the last finish seen
     busy_cores: float  # that CPU over the span end to end (a little over: the wait for the last finish)
+    by_role: dict  # that CPU per run split by process: the workers, Redis, the web, this process (the client)
 
 
 def free_port() -> int:
@@ -169,15 +171,16 @@ class ClientBench:
             else:
                 def send(index, call):
                     ids[call] = self.post(index, "/worker/tasks", BODY)["id"]
-            busy = machine.busy_cpu_seconds()
+            busy, by_process = machine.busy_cpu_seconds(), machine.process_cpu()
             sent = paced(threads, calls, rate / (batch or 1) if rate else None, send)
             finished = dict(self._finished(len(ids)))
             cpu_s = machine.busy_cpu_seconds() - busy
+            by_role = machine.cpu_by_role(by_process, machine.process_cpu(), len(ids))
         accepted_s = sent.pop("accepted_s")
         by_call = {k: sent[k // batch if batch else k] for k in ids}
         ms = [(finished[run_id] - by_call[k]) * 1000 for k, run_id in ids.items()]
         span = max(finished.values()) - min(sent.values())
-        return Round(len(ids) / span, ms, len(ids) / accepted_s, cpu_s / len(ids) * 1000, cpu_s / span)
+        return Round(len(ids) / span, ms, len(ids) / accepted_s, cpu_s / len(ids) * 1000, cpu_s / span, by_role)
 
     def _finished(self, n: int) -> list[tuple[int, float]]:
         with self.core.app.app_context():
@@ -216,7 +219,7 @@ class ClientBench:
                     jobs[call] = queue.enqueue("bench.jobs.noop", result_ttl=600).id
             finished = queue.finished_job_registry
             expected = finished.count + n
-            busy = machine.busy_cpu_seconds()
+            busy, by_process = machine.busy_cpu_seconds(), machine.process_cpu()
             sent = paced(threads, calls, rate / (batch or 1) if rate else None, send)
             deadline = time.monotonic() + 180
             while finished.count < expected:
@@ -224,6 +227,7 @@ class ClientBench:
                     raise RuntimeError("jobs did not finish within 180 s")
                 time.sleep(0.2)
             cpu_s = machine.busy_cpu_seconds() - busy
+            by_role = machine.cpu_by_role(by_process, machine.process_cpu(), n)
             ended = {job.id: job.ended_at.replace(tzinfo=UTC).timestamp()
                      for job in Job.fetch_many(list(jobs.values()), connection=self.core.redis)}
         finally:
@@ -232,7 +236,7 @@ class ClientBench:
         by_call = {k: sent[k // batch if batch else k] for k in jobs}
         ms = [(ended[job_id] - by_call[k]) * 1000 for k, job_id in jobs.items()]
         span = max(ended.values()) - min(sent.values())
-        return Round(n / span, ms, n / accepted_s, cpu_s / n * 1000, cpu_s / span)
+        return Round(n / span, ms, n / accepted_s, cpu_s / n * 1000, cpu_s / span, by_role)
 
     def _rq_warm_up(self, queue: Queue) -> None:
         """Wait until both workers have run a job: measure steady state, not start-up."""
@@ -298,6 +302,9 @@ def main() -> None:
                 print(f"{label}, the machine's CPU per run end to end (every process, /proc/stat): bare RQ "
                       f"{cpu[0]:.2f} ms, Rebound {cpu[1]:.2f} ms (ratio of the rates it allows {cpu[0] / cpu[1]:.2f}); "
                       f"busy cores bare RQ {cores[0]:.2f}, Rebound {cores[1]:.2f} of {os.cpu_count()}", flush=True)
+                print(f"{label}, that CPU by process (ms per run; 'this process' is the client): bare RQ "
+                      f"{machine.describe_roles([x.by_role for x in theirs])}; Rebound "
+                      f"{machine.describe_roles([x.by_role for x in ours])}", flush=True)
                 for name, measure, rate in (("bare RQ", bench.bare, bare / 2), ("Rebound", bench.rebound, rebound / 2)):
                     n = max(int(rate * args.probe_seconds) // (batch or 1) * (batch or 1), batch or 1)
                     ms = measure(n, args.threads, batch, rate).ms

@@ -6,9 +6,9 @@ PostgreSQL is a private cluster started here (Debian's server programs, tests/pg
 real server runs), SQLite the WAL file `rebound up` uses. Rounds alternate the two; medians are printed with
 the ratio PostgreSQL / SQLite (target ≥ 0.8 on one box; on several hosts PostgreSQL scales with workers, SQLite
 cannot). End to end also prints the machine's CPU per run (client, workers, Redis and PostgreSQL's processes
-together, from /proc/stat), which moves much less with the VM's load than the rates. `--synchronous-commit off`
-gives the workers' connections PostgreSQL's `synchronous_commit=off` through the URL, as the README's "Scale out"
-shows: the durability SQLite's `synchronous=NORMAL` already has.
+together, from /proc/stat), which moves much less with the VM's load than the rates, and that CPU split by
+process. `--synchronous-commit off` gives the workers' connections PostgreSQL's `synchronous_commit=off` through the
+URL, as the README's "Scale out" shows: the durability SQLite's `synchronous=NORMAL` already has.
 """
 
 import argparse
@@ -16,6 +16,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
+from bench import machine
 from bench.engine import Bench
 from tests.pg_cluster import Cluster
 
@@ -37,12 +38,13 @@ def main() -> None:
         benches = {"sqlite": Bench(Path(sqlite_dir)),
                    "postgresql": Bench(Path(pg_dir), cluster.url(cluster.create()) + OPTIONS[args.synchronous_commit])}
         try:
-            figures = {name: {"drain": [], "end to end": [], "cpu": []} for name in benches}
+            figures = {name: {"drain": [], "end to end": [], "cpu": [], "roles": []} for name in benches}
             for _ in range(args.rounds):
                 for name, bench in benches.items():
                     figures[name]["drain"].append(bench.rebound(args.runs, args.processes, "simple"))
                     figures[name]["end to end"].append(bench.rebound_end_to_end(args.runs, args.processes))
                     figures[name]["cpu"].append(bench.end_to_end_cpu_ms)
+                    figures[name]["roles"].append(bench.end_to_end_by_role)
             print(f"{args.runs} no-op runs, {args.processes} simple workers, median of {args.rounds} alternating "
                   f"rounds; embedded Redis per database; PostgreSQL synchronous_commit={args.synchronous_commit}")
             print(f"{'':<11} {'SQLite/s':>9} {'PostgreSQL/s':>13} {'ratio':>6}")
@@ -53,6 +55,9 @@ def main() -> None:
             lite, pg = (statistics.median(figures[name]["cpu"]) for name in ("sqlite", "postgresql"))
             print(f"end to end, the machine's CPU per run (every process, /proc/stat): SQLite {lite:.2f} ms, "
                   f"PostgreSQL {pg:.2f} ms; ratio of the rates it allows on the same cores {lite / pg:.2f}")
+            for name, label in (("sqlite", "SQLite"), ("postgresql", "PostgreSQL")):
+                print(f"  {label}, by process (ms per run; 'this process' submits): "
+                      f"{machine.describe_roles(figures[name]['roles'])}")
         finally:
             for bench in benches.values():
                 bench.close()

@@ -139,13 +139,15 @@ class Bench:
         """Submit n runs one by one, as fast as one client can, while workers drain; return runs/s end to end.
 
         The machine's CPU per run meanwhile (this client, the warm workers, Redis, a database server: all of it,
-        from /proc/stat) is left in `end_to_end_cpu_ms`: a figure the VM's load moves much less than the rate."""
+        from /proc/stat) is left in `end_to_end_cpu_ms`: a figure the VM's load moves much less than the rate; and
+        split by process (this client's submits, the workers, Redis, PostgreSQL) in `end_to_end_by_role`."""
         with self.serving(processes) as tenant:
-            busy = machine.busy_cpu_seconds()
+            busy, by_process = machine.busy_cpu_seconds(), machine.process_cpu()
             for _ in range(n):
                 submit(tenant, Actor("bench"), handler="demo.noop", policy=UNLIMITED)
             rows = self._finished(n)
             self.end_to_end_cpu_ms = (machine.busy_cpu_seconds() - busy) / n * 1000
+            self.end_to_end_by_role = machine.cpu_by_role(by_process, machine.process_cpu(), n)
         return n / (max(f for _, f in rows) - min(c for c, _ in rows)).total_seconds()
 
     def bare_rq_end_to_end(self, n: int, processes: int) -> float:

@@ -47,6 +47,44 @@ def busy_cpu_seconds() -> float:
     return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
+# A process's role, by a word of its command line, for splitting a benchmark's CPU by process (first match wins).
+ROLES = (("postgres", "PostgreSQL"), ("redis-server", "Redis"), ("rebound web", "web"), ("worker", "workers"))
+
+
+def process_cpu() -> dict[int, tuple[str, float]]:
+    """Return each running process's role and the CPU seconds it has spent (/proc/<pid>/stat: user + system)."""
+    tick, found = os.sysconf("SC_CLK_TCK"), {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue  # it ended meanwhile
+        role = "this process" if int(pid) == os.getpid() else next(
+            (name for word, name in ROLES if word in command), "other")
+        found[int(pid)] = (role, (int(fields[11]) + int(fields[12])) / tick)
+    return found
+
+
+def cpu_by_role(before: dict, after: dict, per: int) -> dict[str, float]:
+    """Return the ms of CPU each role spent per unit of work between two process_cpu() readings.
+
+    A process that ended in between is not counted: read both while the benchmark's servers and workers run.
+    """
+    spent: dict[str, float] = {}
+    for pid, (role, seconds) in after.items():
+        spent[role] = spent.get(role, 0.0) + seconds - before.get(pid, (role, 0.0))[1]
+    return {role: 1000 * seconds / per for role, seconds in sorted(spent.items())}
+
+
+def describe_roles(figures: list[dict[str, float]]) -> str:
+    """Format the median ms per unit of each role over some rounds, largest first (roles under 0.01 ms left out)."""
+    roles = {role for figure in figures for role in figure}
+    medians = {role: statistics.median(figure.get(role, 0.0) for figure in figures) for role in roles}
+    return ", ".join(f"{role} {ms:.2f}" for role, ms in sorted(medians.items(), key=lambda item: -item[1])
+                     if ms >= 0.01)
+
+
 def steadiness(seconds: float = 5.0, cores: int | None = None) -> dict:
     """Run the fixed work on every core at once; return its median, p99.9 and how much time slowed units took."""
     cores = cores or os.cpu_count() or 1
