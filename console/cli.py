@@ -370,8 +370,9 @@ def main() -> None:
     except DBAPIError as error:
         if not _schema_missing(error):
             raise
-        # A command run against a database nobody migrated yet: say what to do instead of a page of traceback.
-        raise SystemExit(f"Error: the database has no Rebound schema yet ({error.orig}). Run `rebound db upgrade` "
+        # A command run against a database nobody migrated (or migrated to an older release): say what to do
+        # instead of a page of traceback.
+        raise SystemExit(f"Error: the database lacks Rebound's tables ({error.orig}). Run `rebound db upgrade` "
                          "first (`rebound up` does it itself).") from None
 
 

@@ -77,4 +77,4 @@ def test_a_command_on_a_database_nobody_migrated_says_to_run_db_upgrade(tmp_path
     command = [sys.executable, "-m", "console.cli", "create-user", "bob", "--role", "viewer"]
     done = subprocess.run(command, env=env_for(app), capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "Traceback" not in done.stderr
-    assert "no Rebound schema yet" in done.stderr and "`rebound db upgrade`" in done.stderr
+    assert "lacks Rebound's tables" in done.stderr and "`rebound db upgrade`" in done.stderr
