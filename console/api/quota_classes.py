@@ -6,7 +6,7 @@ from console.api.common import body
 from console.auth import current_actor, requires, shared_by_all_tenants
 from console.services.errors import InvalidInput
 from console.services.people.permissions import OPERATE, VIEW
-from console.services.scheduling import quota_classes
+from console.services.scheduling import quota_class_deletion, quota_classes
 
 bp = Blueprint("quota_classes_api", __name__)
 FIELDS = {"name", "max_running", "description"}
@@ -61,5 +61,5 @@ def update_class(name: str):
 @requires(OPERATE)
 @shared_by_all_tenants("Quota classes")
 def delete_class(name: str):
-    quota_classes.delete(name, current_actor())
+    quota_class_deletion.delete(name, current_actor())
     return jsonify(name=name, deleted=True)

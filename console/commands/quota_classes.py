@@ -72,10 +72,10 @@ def delete_command(name):
     """Delete a class no live task or template names; one in use is refused, naming them."""
     from console.extensions import db
     from console.services.errors import ServiceError
-    from console.services.scheduling import quota_classes
+    from console.services.scheduling import quota_class_deletion
 
     try:
-        quota_classes.delete(name, CLI)
+        quota_class_deletion.delete(name, CLI)
     except ServiceError as error:
         db.session.rollback()
         raise refused(error) from None

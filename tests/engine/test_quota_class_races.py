@@ -7,7 +7,7 @@ from console.models import QuotaClass, Task
 from console.services.actor import Actor
 from console.services.errors import Conflict, InvalidInput
 from console.services.people import tenants
-from console.services.scheduling import quota_classes
+from console.services.scheduling import quota_class_deletion, quota_classes
 from console.services.scheduling import tasks as task_service
 
 
@@ -48,7 +48,7 @@ def test_concurrent_creates_of_one_name_make_one_class(app):
 def test_a_task_saved_while_its_class_is_deleted_does_not_keep_the_deleted_class(app, monkeypatch):
     quota_classes.create("heavy-etl", 2, Actor("test"))
     checked, task_read = threading.Event(), threading.Event()
-    users, find = quota_classes.users, quota_classes.find
+    users, find = quota_class_deletion.users, quota_classes.find
 
     def users_then_hold(name):
         found = users(name)
@@ -64,7 +64,7 @@ def test_a_task_saved_while_its_class_is_deleted_does_not_keep_the_deleted_class
             task_read.set()
         return record
 
-    monkeypatch.setattr(quota_classes, "users", users_then_hold)
+    monkeypatch.setattr(quota_class_deletion, "users", users_then_hold)
     monkeypatch.setattr(quota_classes, "find", find_noting_the_task_read)
 
     def register():
@@ -73,7 +73,7 @@ def test_a_task_saved_while_its_class_is_deleted_does_not_keep_the_deleted_class
                                                                "template": None, "quota_class": "heavy-etl"},
                                      Actor("test")).id
 
-    results = in_threads(app, lambda: quota_classes.delete("heavy-etl", Actor("test")), register)
+    results = in_threads(app, lambda: quota_class_deletion.delete("heavy-etl", Actor("test")), register)
     # Without the lock the task save read the class before the delete's commit and kept its name: a dangling class.
     assert results[0] is None and isinstance(results[1], InvalidInput), results
     assert Task.query.filter_by(quota_class="heavy-etl").count() == 0

@@ -9,7 +9,7 @@ from console.extensions import db
 from console.models import AuditEntry, Task
 from console.services.actor import Actor
 from console.services.errors import Conflict, InvalidInput
-from console.services.scheduling import forecast, quota_classes, template_insight, templates
+from console.services.scheduling import forecast, quota_class_deletion, quota_classes, template_insight, templates
 from tests.factories import make_tenant
 
 OPERATOR = Actor("olga")
@@ -31,7 +31,7 @@ def test_a_class_is_created_changed_and_deleted_each_audited(heavy, clock):
         quota_classes.create("heavy-etl", 3, OPERATOR)
     changed = quota_classes.change("heavy-etl", OPERATOR, max_running=3, clock=clock)
     assert (changed.max_running, changed.description) == (3, "nightly ETL")
-    quota_classes.delete("heavy-etl", OPERATOR, clock=clock)
+    quota_class_deletion.delete("heavy-etl", OPERATOR, clock=clock)
     assert quota_classes.find("heavy-etl") is None
     assert actions() == [("quota_class.create", "heavy-etl"), ("quota_class.update", "heavy-etl"),
                          ("quota_class.delete", "heavy-etl")]
@@ -58,7 +58,7 @@ def test_a_class_in_use_cannot_be_deleted_and_the_409_names_its_users(register, 
     register("export", template=None, quota_class="heavy-etl")
     templates.save("nightly-batch", {"quota_class": "heavy-etl"}, OPERATOR)
     with pytest.raises(Conflict) as refused:
-        quota_classes.delete("heavy-etl", OPERATOR)
+        quota_class_deletion.delete("heavy-etl", OPERATOR)
     assert "task default/export" in refused.value.detail and "template nightly-batch" in refused.value.detail
     assert quota_classes.find("heavy-etl") is not None
 

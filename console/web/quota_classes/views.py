@@ -10,7 +10,7 @@ from console.domain import names
 from console.extensions import db
 from console.services.errors import ServiceError
 from console.services.people.permissions import OPERATE, VIEW
-from console.services.scheduling import quota_classes
+from console.services.scheduling import quota_class_deletion, quota_classes
 from console.web.render import page
 
 bp = Blueprint("quota_classes", __name__, url_prefix="/tasks/quota-classes")
@@ -86,7 +86,7 @@ def update(name: str):
 def delete(name: str):
     _possible_or_404(name)
     try:
-        quota_classes.delete(name, current_actor())
+        quota_class_deletion.delete(name, current_actor())
     except ServiceError as error:
         db.session.rollback()
         flash(f"Not deleted: {error.detail}.", "error")
