@@ -4,12 +4,16 @@ Importing Flask-Migrate imports Alembic: 0.12 s that every worker, scheduler, we
 for a `db` command or an upgrade that only `rebound db …` and `rebound up` run.
 """
 
+from pathlib import Path
+
 import click
 from flask import current_app
 from flask.cli import ScriptInfo
 
-from console import ROOT
 from console.extensions import db
+
+# The project's migrations/ folder, beside console/.
+MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
 
 
 def setup(app) -> None:
@@ -18,7 +22,7 @@ def setup(app) -> None:
         from flask_migrate import Migrate
 
         # Batch mode: SQLite alters a table by copying it, which Alembic does only when asked.
-        Migrate(app, db, directory=str(ROOT / "migrations"), render_as_batch=True)
+        Migrate(app, db, directory=str(MIGRATIONS), render_as_batch=True)
 
 
 def upgrade(revision: str = "head") -> None:
