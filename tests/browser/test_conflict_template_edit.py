@@ -29,6 +29,7 @@ def test_an_operator_sees_the_blast_radius_saves_and_the_task_follows(page, live
     page.get_by_role("link", name="Conflict templates").click()
     page.get_by_role("link", name="nightly-batch").click()
     expect(page.locator("#template-preview")).to_contain_text("No task changes")
+    page.wait_for_load_state()  # the server-rendered preview shows before htmx listens; a change sent earlier is lost
 
     page.get_by_label("Concurrency policy").select_option("forbid")
     preview = page.locator("#template-preview")
