@@ -126,6 +126,14 @@ def allow(
     return True, probing, None
 
 
+def release_probe(state: BreakerState, probe_until: datetime) -> BreakerState:
+    """Free the half-open probe slot a call held without counting its outcome (the call said nothing)."""
+    # Only the call that took the slot may free it: its expiry is the slot's identity.
+    if state.probe_in_flight and state.probe_expires_at == probe_until:
+        return replace(state, probe_in_flight=False, probe_expires_at=None)
+    return state
+
+
 def record_success(
     state: BreakerState, now: datetime, settings: BreakerSettings = DEFAULT_SETTINGS
 ) -> tuple[BreakerState, str | None]:

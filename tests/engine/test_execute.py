@@ -111,6 +111,34 @@ def test_a_failing_probe_reopens_the_breaker(runs, clock):
     assert state.state == "open" and state.open_until == clock() + timedelta(seconds=30)
 
 
+def test_a_probe_that_fails_on_bad_input_frees_the_slot_for_the_next_probe(runs, clock):
+    # The bad input says nothing about the dependency, but the probe slot it held must not stay taken until
+    # the probe timeout: every run of the handler would wait that long behind it.
+    for run_id in [runs.submit("demo.flaky", {"fail_times": 9}, policy=BREAKER) for _ in range(2)]:
+        execute(run_id, 0, clock=clock)
+    clock.advance(30)
+    bad = runs.submit("demo.flaky", {"fail_times": 9, "error": "fatal", "code": "invalid_account"}, policy=BREAKER)
+    assert execute(bad, 0, clock=clock) == "dead"
+    state = breakers.state_of("python:demo.flaky", clock())
+    assert (state.state, state.probe_in_flight, state.consecutive_failures) == ("half_open", False, 2)
+    assert execute(runs.submit("demo.flaky", {"fail_times": 0}, policy=BREAKER), 0, clock=clock) == "succeeded"
+
+
+def test_a_bad_input_outcome_never_frees_another_calls_probe(runs, clock):
+    settings = BreakerSettings(2, 30, 2)
+    handler = "python:demo.flaky"
+    breakers.record(handler, False, clock(), settings)
+    early = breakers.allow(handler, clock(), settings)  # allowed while closed, with a failure counted
+    breakers.record(handler, False, clock(), settings)
+    clock.advance(30)
+    probe = breakers.allow(handler, clock(), settings)
+    assert probe.allowed and probe.probe_until is not None
+    breakers.release_probe(handler, early)  # the early call ends on bad input: the probe is not its own
+    assert breakers.state_of(handler, clock()).probe_in_flight
+    breakers.release_probe(handler, probe)
+    assert not breakers.state_of(handler, clock()).probe_in_flight
+
+
 def test_concurrency_limit_defers_without_spending_an_attempt(runs, clock):
     first = runs.submit("demo.noop", policy={"concurrency": 1})
     second = runs.submit("demo.noop", policy={"concurrency": 1})

@@ -85,11 +85,13 @@ def _closed_and_clean(key: BreakerKey | str) -> bool:
 
 
 class Verdict(NamedTuple):
-    """Whether a call may go now, when to try again if not, and whether the breaker was closed and clean."""
+    """Whether a call may go now, when to try again if not, whether the breaker was closed and clean, and
+    until when this call holds the half-open probe slot (None when it is no probe)."""
 
     allowed: bool
     retry_at: datetime | None
     clean: bool
+    probe_until: datetime | None = None
 
 
 def allow(key: BreakerKey | str, now: datetime, settings: BreakerSettings) -> Verdict:
@@ -99,10 +101,17 @@ def allow(key: BreakerKey | str, now: datetime, settings: BreakerSettings) -> Ve
 
     def change(state):
         allowed, new_state, retry_at = breaker.allow(state, now, settings)
-        return new_state, allowed, retry_at
+        return new_state, allowed, retry_at, allowed and new_state.probe_in_flight
 
-    _, allowed, retry_at = _update(key, change)
-    return Verdict(allowed, retry_at, False)
+    after, allowed, retry_at, probing = _update(key, change)
+    return Verdict(allowed, retry_at, False, after.probe_expires_at if probing else None)
+
+
+def release_probe(key: BreakerKey | str, verdict: Verdict) -> None:
+    """Free the probe slot this call held, if it was the probe, without counting its outcome."""
+    if verdict.probe_until is None:
+        return
+    _update(key, lambda state: (breaker.release_probe(state, verdict.probe_until),))
 
 
 def record(key: BreakerKey | str, ok: bool, now: datetime, settings: BreakerSettings, *,

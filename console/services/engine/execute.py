@@ -227,7 +227,7 @@ def _claim(run_id: int, expected_attempt: int, clock: Clock, worker_id: str):
         db.session.commit()  # write-ahead: the claim is durable before the handler's side effects
     except transitions.StaleRun:
         return "skipped"
-    return run, policy, breaker, settings, verdict.clean
+    return run, policy, breaker, settings, verdict
 
 
 def _note_dropped_success(run: RunRow, now, duration_ms: int) -> None:
@@ -316,8 +316,8 @@ def _park_known_outcome(run_id: int, attempt: int, outcome: Outcome, policy, boo
     return known_outcomes.park(run_id, attempt, failure, now, duration_ms=outcome.duration_ms)
 
 
-def _perform(run: RunRow, policy, breaker: breakers.BreakerKey, settings: BreakerSettings, breaker_was_clean: bool,
-             clock: Clock) -> str:
+def _perform(run: RunRow, policy, breaker: breakers.BreakerKey, settings: BreakerSettings,
+             verdict: breakers.Verdict, clock: Clock) -> str:
     # The context's reads and, when the handler succeeds, its record are one statement each (see execute).
     single_statements.begin()
     ctx = context_for(run, policy.timeout_s)
@@ -349,6 +349,7 @@ def _perform(run: RunRow, policy, breaker: breakers.BreakerKey, settings: Breake
             log.warning("run %s moved on while attempt %s ran; its outcome is dropped", run.id, ctx.attempt)
             if error is None:
                 _note_dropped_success(run, now, duration_ms)
+            breakers.release_probe(breaker, verdict)  # a dropped outcome is counted nowhere, a held slot would be
             return "stale"
         except SQLAlchemyError as bookkeeping_error:
             db.session.rollback()
@@ -356,13 +357,16 @@ def _perform(run: RunRow, policy, breaker: breakers.BreakerKey, settings: Breake
             log.warning("run %s: recording the outcome of attempt %s failed (try %s of %s): %s", run.id,
                         ctx.attempt, attempt, BOOKKEEPING_TRIES, bookkeeping_error)
             if attempt == BOOKKEEPING_TRIES:
+                breakers.release_probe(breaker, verdict)
                 return _park_known_outcome(run.id, ctx.attempt, outcome, policy, bookkeeping_error, now)
             _sleep(BOOKKEEPING_BACKOFF_S * attempt)
     single_statements.end()
     if error is not None and not classify(error, policy).retryable:
-        # A caller's bad input (non-retryable) says nothing about the dependency's health: the breaker ignores it.
+        # A caller's bad input (non-retryable) says nothing about the dependency's health: the breaker ignores it,
+        # but a probe's slot is freed at once, or every run of the handler would wait out the probe timeout.
+        breakers.release_probe(breaker, verdict)
         return run.status
-    change = breakers.record(breaker, error is None, now, settings, clean_before=breaker_was_clean)
+    change = breakers.record(breaker, error is None, now, settings, clean_before=verdict.clean)
     if change == "opened":
         breaker_alerts.opened(breaker, settings, now)
         db.session.commit()
