@@ -7,7 +7,8 @@ PostgreSQL they really overlap; `make test` runs this file on both databases.
 import threading
 from datetime import UTC, datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
+from sqlalchemy.orm.attributes import set_committed_value
 
 from console.extensions import db
 from console.models import (
@@ -24,14 +25,16 @@ from console.models import (
     WorkOrder,
 )
 from console.services.actor import Actor
-from console.services.engine import replays
+from console.services.engine import parking, replays
+from console.services.engine.execute import execute
 from console.services.errors import Conflict, StaleVersion
 from console.services.people import tenants, users
 from console.services.policies import versions as policies
 from console.services.recovery import decisions, params_fix
 from console.services.scheduling import planner, templates
 from console.services.scheduling import tasks as task_service
-from tests.factories import BROKEN, LENIENT
+from console.services.workorders import orders
+from tests.factories import BROKEN, LENIENT, Runs
 from tests.helpers import PASSWORD
 
 SCHEDULER = Actor("scheduler")
@@ -224,3 +227,55 @@ def test_two_admins_demoting_each_other_at_once_leave_one_admin(app):
     db.session.expire_all()
     remaining = db.session.execute(select(func.count()).select_from(User).where(User.role == "admin")).scalar_one()
     assert remaining == 1
+
+
+def test_a_letter_parked_while_its_work_order_closes_lands_on_an_active_order(app, dead_run, clock, monkeypatch):
+    first_run, first_letter = dead_run()
+    order_id = db.session.get(DeadLetter, first_letter).work_order_id
+    db.session.execute(update(DeadLetter).where(DeadLetter.id == first_letter).values(status="discarded"))
+    db.session.commit()  # the order's only letter is settled: close_if_resolved may close it
+    second_run = Runs().submit("demo.flaky", BROKEN, policy=LENIENT)
+    parked, closed = threading.Event(), threading.Event()
+    park = parking.park
+
+    def park_then_hold(*args, **kwargs):
+        letter = park(*args, **kwargs)
+        parked.set()
+        closed.wait(1.0)  # hold the uncommitted letter while the closer runs; with the lock, it waits for us
+        return letter
+
+    monkeypatch.setattr(parking, "park", park_then_hold)
+
+    def die():
+        with app.app_context():
+            execute(second_run, 0, clock=clock)
+            db.session.remove()
+
+    def close():
+        with app.app_context():
+            parked.wait(10)
+            orders.close_if_resolved(order_id, clock())
+            db.session.commit()
+            closed.set()
+            db.session.remove()
+
+    threads = [threading.Thread(target=die), threading.Thread(target=close)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    db.session.expire_all()
+    (letter,) = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == second_run)).scalars().all()
+    assert letter.status == "open"
+    # Without the closer locking the order first, PostgreSQL closed it under the new letter.
+    assert db.session.get(WorkOrder, letter.work_order_id).status == "open"
+
+
+def test_an_acknowledgement_keeps_an_assignment_made_since_the_order_was_read(app, dead_run, staff):
+    _, letter_id = dead_run()
+    order = orders.get(db.session.get(DeadLetter, letter_id).work_order_id)
+    orders.assign(order, staff["ada"].id, staff["ada"])
+    set_committed_value(order, "assignee_id", None)  # olga's request read the order before ada took it
+    orders.acknowledge(order, staff["olga"])
+    db.session.expire_all()
+    assert (order.status, order.assignee_id) == ("acknowledged", staff["ada"].id)

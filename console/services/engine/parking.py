@@ -2,7 +2,7 @@
 
 from datetime import datetime
 
-from sqlalchemy import select, text, update
+from sqlalchemy import text, update
 
 from console.db.upsert import insert_for
 from console.domain.errors import Failure
@@ -12,7 +12,7 @@ from console.models.recovery import ACTIVE_WORK_ORDER
 from console.services.delivery import outbox
 
 ORDERS = WorkOrder.__table__
-# A found work order may be closed between our insert and our read (close_settled); then we insert again.
+# A found work order may be closed between our insert and our count (close_settled); then we insert again.
 OPEN_ORDER_TRIES = 3
 
 
@@ -24,29 +24,29 @@ def _work_order(run: Run, failure: Failure, now: datetime) -> int:
     for _ in range(OPEN_ORDER_TRIES):
         # The unique index on active orders per group decides between concurrent parkers: one inserts, the others
         # wait for its commit and find its order (no SELECT-then-INSERT, which forked work orders on PostgreSQL).
+        title = f"{run.handler}: {failure.code} — {failure.message[:160]}"
         order_id = connection.execute(
             insert_for(connection)(ORDERS).values(
-                tenant_id=run.tenant_id, fingerprint=failure.fingerprint, status="open", dead_letter_count=0,
-                created_at=now, title=f"{run.handler}: {failure.code} — {failure.message[:160]}")
+                tenant_id=run.tenant_id, fingerprint=failure.fingerprint, status="open", dead_letter_count=1,
+                created_at=now, title=title)
             .on_conflict_do_nothing(index_elements=[ORDERS.c.tenant_id, ORDERS.c.fingerprint],
                                     index_where=text(ACTIVE_WORK_ORDER))
             .returning(ORDERS.c.id)).scalar_one_or_none()
         if order_id is not None:
             outbox.add("workorder", f"workorder:{order_id}", {
-                "work_order_id": order_id, "title": f"{run.handler}: {failure.code} — {failure.message[:160]}",
-                "tenant_id": run.tenant_id, "handler": run.handler, "task_id": run.task_id,
-                "error_code": failure.code, "reason": failure.message[:500], "first_run_id": run.id},
-                now, tenant_id=run.tenant_id)
-            break
-        order_id = connection.execute(select(ORDERS.c.id).where(*active)).scalar_one_or_none()
+                "work_order_id": order_id, "title": title, "tenant_id": run.tenant_id, "handler": run.handler,
+                "task_id": run.task_id, "error_code": failure.code, "reason": failure.message[:500],
+                "first_run_id": run.id}, now, tenant_id=run.tenant_id)
+            return order_id
+        # Counted in SQL (a read-modify-write lost counts on PostgreSQL) and only while the order is active. The
+        # update locks the order until our letter commits, so close_if_resolved, which locks it first, sees the
+        # letter; an order closed since we looked counts nothing, and the next try opens a new one.
+        order_id = connection.execute(
+            update(ORDERS).where(*active)  # one at most: the unique index on active orders per group
+            .values(dead_letter_count=ORDERS.c.dead_letter_count + 1).returning(ORDERS.c.id)).scalar_one_or_none()
         if order_id is not None:
-            break
-    else:
-        raise RuntimeError(f"could not open or find the work order of group {failure.fingerprint}")
-    # Counted in SQL: two parkers of one group both add theirs (a read-modify-write lost some on PostgreSQL).
-    connection.execute(update(ORDERS).where(ORDERS.c.id == order_id)
-                       .values(dead_letter_count=ORDERS.c.dead_letter_count + 1))
-    return order_id
+            return order_id
+    raise RuntimeError(f"could not open or find the work order of group {failure.fingerprint}")
 
 
 def park(run: Run, failure: Failure, reason: str, now: datetime) -> DeadLetter:

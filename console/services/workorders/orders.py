@@ -172,8 +172,9 @@ def acknowledge(order: WorkOrder, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> 
         raise Conflict(f"work order #{order.id} is {order.status}; only open work orders can be acknowledged",
                        "status")
     before = {"status": order.status, "assignee": _name(order.assignee_id)}
-    assignee_id = order.assignee_id or actor.id
-    _move(order, ("open",), status="acknowledged", acknowledged_at=clock(), assignee_id=assignee_id)
+    # Decided in SQL: an assignment made since this page was read is kept, not overwritten by the acknowledger.
+    _move(order, ("open",), status="acknowledged", acknowledged_at=clock(),
+          assignee_id=func.coalesce(WorkOrder.assignee_id, actor.id))
     audit.record(db.session, actor, "work_order.acknowledge", "work_order", order.id, before=before,
                  after={"status": order.status, "assignee": _name(order.assignee_id)}, tenant=order.tenant.name,
                  clock=clock)
@@ -248,7 +249,9 @@ def close_if_resolved(work_order_id: int, now: datetime, by: Actor | None = None
     nothing: the replayed run may die again.
     """
     db.session.flush()
-    order = db.session.get(WorkOrder, work_order_id)
+    # Locked first, so a parker adding a letter to it (which holds the order's row until it commits) is waited
+    # for, and the update below, a statement of its own, sees that letter on PostgreSQL too.
+    order = db.session.get(WorkOrder, work_order_id, with_for_update=True, populate_existing=True)
     if order is None or order.status not in ACTIVE:
         return False
     before = order.status
