@@ -7,11 +7,13 @@ PostgreSQL they really overlap; `make test` runs this file on both databases.
 import threading
 from datetime import UTC, datetime
 
+import pytest
 from sqlalchemy import func, select, update
 from sqlalchemy.orm.attributes import set_committed_value
 
 from console.extensions import db
 from console.models import (
+    Approval,
     AuditEntry,
     ConflictTemplate,
     ConflictTemplateVersion,
@@ -30,7 +32,7 @@ from console.services.engine.execute import execute
 from console.services.errors import Conflict, StaleVersion
 from console.services.people import tenants, users
 from console.services.policies import versions as policies
-from console.services.recovery import decisions, params_fix
+from console.services.recovery import approvals, decisions, params_fix, run_compensation
 from console.services.scheduling import planner, templates
 from console.services.scheduling import tasks as task_service
 from console.services.workorders import orders
@@ -279,3 +281,59 @@ def test_an_acknowledgement_keeps_an_assignment_made_since_the_order_was_read(ap
     orders.acknowledge(order, staff["olga"])
     db.session.expire_all()
     assert (order.status, order.assignee_id) == ("acknowledged", staff["ada"].id)
+
+
+def test_two_people_asking_to_compensate_one_run_at_once_file_one_request(app, runs, staff, clock, monkeypatch):
+    run_id = runs.submit("demo.flaky_compensated", {"fail_times": 0})
+    assert execute(run_id, 0, clock=clock) == "succeeded"
+    filed, second_looked = threading.Event(), threading.Event()
+    request, pending = approvals.request, run_compensation.pending
+
+    def request_then_hold(*args, **kwargs):
+        approval = request(*args, **kwargs)
+        filed.set()
+        second_looked.wait(1.0)  # uncommitted while the second asks; with the lock, it waits for this commit
+        return approval
+
+    def pending_noting_the_second(run):
+        found = pending(run)
+        if threading.current_thread().name == "second":
+            second_looked.set()
+        return found
+
+    monkeypatch.setattr(approvals, "request", request_then_hold)
+    monkeypatch.setattr(run_compensation, "pending", pending_noting_the_second)
+    results = {}
+
+    def ask(name: str, actor: Actor):
+        with app.app_context():
+            if name == "second":
+                filed.wait(10)
+            try:
+                results[name] = run_compensation.request_compensation(run_id, "step 3 failed", actor, clock=clock).id
+            except Conflict as error:
+                results[name] = error
+            db.session.remove()
+
+    threads = [threading.Thread(target=ask, args=(name, staff[person]), name=name)
+               for name, person in (("first", "olga"), ("second", "ada"))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert isinstance(results["first"], int) and isinstance(results["second"], Conflict), results
+    assert count(select(Approval).where(Approval.kind == run_compensation.NAME)) == 1
+
+
+def test_a_params_fix_reads_the_runs_params_afresh_under_its_lock(app, dead_run, staff, clock):
+    run_id, letter_id = dead_run()
+    run = db.session.get(Run, run_id)
+    read = dict(run.params)
+    db.session.execute(update(Run).where(Run.id == run_id).values(params={**read, "account": 7}))
+    db.session.commit()
+    set_committed_value(run, "params", read)  # what this session read before another person's edit
+    with pytest.raises(Conflict, match="params changed"):
+        params_fix.restart_with(run_id, letter_id, read, {**read, "account": 8}, staff["ada"], clock(),
+                                message="test")
+    db.session.rollback()
+    assert db.session.get(Run, run_id).params == {**read, "account": 7}

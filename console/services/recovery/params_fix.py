@@ -55,7 +55,8 @@ def restart_with(run_id: int, letter_id: int, before: dict, after: dict, actor: 
     """Give a dead letter's run new params and restart it, in the caller's transaction; `replays.enqueue` the rows
     after its commit. Raises Conflict if the params or the letter moved on since they were read."""
     # Held until the commit, so a concurrent edit of the same run waits and then sees the new params.
-    run = db.session.execute(select(Run).where(Run.id == run_id).with_for_update()).scalar_one()
+    run = db.session.execute(select(Run).where(Run.id == run_id).with_for_update()
+                             .execution_options(populate_existing=True)).scalar_one()
     if run.params != before:
         raise Conflict(f"run {run_id}'s params changed since the request; file a new one", "params")
     db.session.execute(update(Run).where(Run.id == run_id).values(params=after)
@@ -78,7 +79,8 @@ def _apply(approval: Approval, actor: Actor, now: datetime) -> Applied:
 
 def _rollback(approval: Approval, actor: Actor, now: datetime) -> None:
     run_id = approval.backup["run_id"]
-    run = db.session.execute(select(Run).where(Run.id == run_id).with_for_update()).scalar_one()
+    run = db.session.execute(select(Run).where(Run.id == run_id).with_for_update()
+                             .execution_options(populate_existing=True)).scalar_one()
     if run.params != approval.after["params"]:
         raise Conflict(f"run {run_id}'s params changed since the fix; nothing was restored", "params")
     db.session.execute(update(Run).where(Run.id == run_id).values(params=approval.backup["params"])

@@ -4,6 +4,7 @@ from datetime import datetime
 
 from sqlalchemy import select
 
+from console.db import locks
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import Approval, Run
@@ -31,6 +32,7 @@ def request_compensation(run_id: int, cause, actor: Actor, *, tenant_id: int | N
     if not cause:
         raise InvalidInput("give the cause: what failed later, so the approver can judge the undo", "cause")
     now = clock()
+    locks.hold(f"compensation:{run.id}", now)  # two people asking at once would each find none waiting and file one
     waiting = pending(run.id)
     if waiting is not None and waiting.expires_at > now:
         raise Conflict(f"request #{waiting.id} to compensate run {run.id} already waits for approval", "status")
@@ -45,7 +47,8 @@ def request_compensation(run_id: int, cause, actor: Actor, *, tenant_id: int | N
 def _apply(approval: Approval, actor: Actor, now: datetime) -> Applied:
     run_id = approval.payload["run_id"]
     # Held until the commit: the transition below is guarded too, but this keeps the check and the move together.
-    run = db.session.execute(select(Run).where(Run.id == run_id).with_for_update()).scalar_one()
+    run = db.session.execute(select(Run).where(Run.id == run_id).with_for_update()
+                             .execution_options(populate_existing=True)).scalar_one()
     cause = f"{approval.payload['cause']} (approval #{approval.id})"[:compensation.CAUSE_LIMIT]
     compensation.start(run, actor, cause=cause, now=now)
     return Applied(backup={"run_id": run_id, "status": "succeeded"}, after_commit=lambda: compensation.enqueue(run_id))
