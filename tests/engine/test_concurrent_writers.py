@@ -27,7 +27,8 @@ from console.models import (
     WorkOrder,
 )
 from console.services.actor import Actor
-from console.services.engine import parking, replays
+from console.services.dlq import groups
+from console.services.engine import control, parking, replays
 from console.services.engine.execute import execute
 from console.services.errors import Conflict, StaleVersion
 from console.services.people import tenants, users
@@ -337,3 +338,38 @@ def test_a_params_fix_reads_the_runs_params_afresh_under_its_lock(app, dead_run,
                                 message="test")
     db.session.rollback()
     assert db.session.get(Run, run_id).params == {**read, "account": 7}
+
+
+def test_a_retry_racing_a_discard_of_its_letter_leaves_the_letter_discarded(app, dead_run, staff, clock, monkeypatch):
+    run_id, letter_id = dead_run()
+    discarded, retried = threading.Event(), threading.Event()
+    discard_one = groups._discard
+
+    def discard_then_hold(*args, **kwargs):
+        done = discard_one(*args, **kwargs)
+        discarded.set()
+        retried.wait(1.0)  # uncommitted while the retry runs; the retry's guarded update waits for this commit
+        return done
+
+    monkeypatch.setattr(groups, "_discard", discard_then_hold)
+
+    def discard():
+        with app.app_context():
+            groups.discard(db.session.get(DeadLetter, letter_id), "duplicate order", staff["olga"], clock=clock)
+            db.session.remove()
+
+    def retry():
+        with app.app_context():
+            discarded.wait(10)
+            control.retry_now(db.session.get(Run, run_id), staff["ada"], clock=clock)
+            retried.set()
+            db.session.remove()
+
+    threads = [threading.Thread(target=discard), threading.Thread(target=retry)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    db.session.expire_all()
+    letter = db.session.get(DeadLetter, letter_id)
+    assert (letter.status, letter.resolved_by) == ("discarded", "olga")

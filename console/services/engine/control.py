@@ -1,6 +1,6 @@
 """What people and services do to runs: cancel, retry now, replay dead letters."""
 
-from sqlalchemy import select, update
+from sqlalchemy import update
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
@@ -81,13 +81,12 @@ def retry_now(run: Run, actor: Actor, *, policy=None, clock: Clock = SYSTEM_CLOC
     return run
 
 
-def _close_dead_letters(run: Run, actor: Actor, now, status: str) -> list[DeadLetter]:
-    letters = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run.id, DeadLetter.status == "open")
-                                 ).scalars().all()
-    for letter in letters:
-        # The work order stays open until the retried run succeeds (the "outbox" job closes it then).
-        letter.status, letter.resolved_at, letter.resolved_by = status, now, actor.name
-    return letters
+def _close_dead_letters(run: Run, actor: Actor, now, status: str) -> None:
+    # One guarded UPDATE: a letter someone discarded since it was read stays discarded. The work order stays open
+    # until the retried run succeeds (the "outbox" job closes it then).
+    db.session.execute(update(DeadLetter).where(DeadLetter.run_id == run.id, DeadLetter.status == "open")
+                       .values(status=status, resolved_at=now, resolved_by=actor.name)
+                       .execution_options(synchronize_session="fetch"))
 
 
 def replay(dead_letter: DeadLetter, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> Run:
