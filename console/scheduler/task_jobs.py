@@ -122,9 +122,13 @@ class TaskJobs:
             else:
                 missed += 1
             if missed:
-                db.session.execute(update(Task).where(Task.id == task.id).values(
-                    missed_total=Task.missed_total + missed, last_fired_for=latest)
-                    .execution_options(synchronize_session=False))
+                # Counted only by the scheduler that moves last_fired_for on from what it read: two catching up at
+                # once (a failover's overlap) would both count the same missed firings.
+                if not db.session.execute(update(Task).where(
+                        Task.id == task.id, Task.last_fired_for.is_not_distinct_from(task.last_fired_for))
+                        .values(missed_total=Task.missed_total + missed, last_fired_for=latest)
+                        .execution_options(synchronize_session=False)).rowcount:
+                    continue
                 missed_total += missed
                 metrics.SCHEDULER_MISSED.inc(missed, tenant=task.tenant_id, at=now)
         db.session.commit()

@@ -1,5 +1,6 @@
 """The scheduler's task jobs follow the table; missed firings are caught up once; SLA breaches escalate."""
 
+import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -7,6 +8,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from console.extensions import db
 from console.models import Run, SlaBreach
+from console.scheduler import task_jobs
 from console.scheduler.task_jobs import TaskJobs
 from console.services.actor import Actor
 from console.services.engine.execute import execute
@@ -124,3 +126,33 @@ def test_a_run_deferred_into_its_window_is_due_at_the_opening_and_no_breach_for_
     clock.set(opening + timedelta(seconds=60))  # starts exactly at its limit after the opening
     assert execute(outcome.run_id, 0, clock=clock) == "succeeded"
     assert sla.check(clock) == []
+
+
+def test_two_schedulers_catching_up_at_once_count_the_missed_firings_once(app, register, clock, monkeypatch):
+    clock.set(datetime(2026, 3, 2, 10, 0, tzinfo=UTC))
+    task = register(cron="*/10 * * * *", misfire_grace_s=60)
+    task.created_at = clock()
+    db.session.commit()
+    clock.set(datetime(2026, 3, 2, 11, 3, tzinfo=UTC))
+    both_read, due = threading.Barrier(2, timeout=10), task_jobs._due
+
+    def due_once_both_have_read(*args):
+        both_read.wait()  # each scheduler has read the task's last firing before either writes
+        return due(*args)
+
+    due_once_both_have_read.cache_clear = due.cache_clear
+    monkeypatch.setattr(task_jobs, "_due", due_once_both_have_read)
+    missed = []
+
+    def catch_up():
+        with app.app_context():
+            missed.append(TaskJobs(app, None, Buffer(), clock).catch_up()[1])
+            db.session.remove()
+
+    threads = [threading.Thread(target=catch_up) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    db.session.expire_all()
+    assert sorted(missed) == [0, 6] and db.session.get(type(task), task.id).missed_total == 6
