@@ -18,6 +18,7 @@ from console.services.engine import control
 from console.services.engine import parking as dead_letters
 from console.services.engine.execute import execute
 from console.services.engine.submit import submit
+from console.services.errors import Conflict
 from console.services.people import tenants
 from console.services.system import delivery_round
 from console.services.system.maintenance import MAINTENANCE
@@ -331,6 +332,38 @@ def test_a_repeat_soon_after_is_held_back_and_sent_once_with_its_count(app, chan
     assert "2 more dead letters in this group (3 in all)" in channels.slack.requests[-1].json["text"]
     # PagerDuty keeps both in the work order's one incident.
     assert len({r.json["dedup_key"] for r in channels.pagerduty.requests}) == 1
+
+
+def test_an_alert_repeated_while_it_was_out_is_retried_as_one_message(app, clock):
+    with Receiver() as slack:
+        slack.always(500, {"error": "internal"})
+        only(app, SLACK_WEBHOOK_URL=slack.url + SLACK_PATH)
+        dead_run(clock, message="bad row 1")
+        [out] = alert_rows("retry_limit_reached")
+        claim = dispatch.claim_next(clock(), out.id)
+        dead_run(clock, message="bad row 2")  # the claimed row is no longer pending: a new pending row is queued
+        assert dispatch.deliver(claim, clock) == "merged"  # back to pending would make two pending rows of one key
+        out, queued = alert_rows("retry_limit_reached")
+        assert (out.status, queued.status, queued.occurrences) == ("skipped", "pending", 2)
+        assert out.last_error.startswith(f"merged into #{queued.id}")
+        with pytest.raises(Conflict, match=f"message #{queued.id} with the same key is already waiting"):
+            manual.redeliver(out.id, ops, clock=clock)
+
+
+def test_a_held_repeat_joins_the_occurrence_queued_while_it_was_out(app, channels, clock):
+    dead_run(clock, message="bad row 1")
+    delivery_round.tick(clock)
+    clock.advance(5)
+    dead_run(clock, message="bad row 2")
+    repeat = alert_rows("retry_limit_reached")[-1]
+    claim = dispatch.claim_next(clock(), repeat.id)
+    dead_run(clock, message="bad row 3")
+    assert dispatch.deliver(claim, clock) == "held"
+    _, repeat, queued = alert_rows("retry_limit_reached")
+    assert (repeat.status, queued.status, queued.occurrences) == ("skipped", "pending", 2)
+    clock.advance(295)
+    assert delivery_round.tick(clock)["delivered"] == 1
+    assert "2 more dead letters in this group (3 in all)" in channels.slack.requests[-1].json["text"]
 
 
 def test_work_order_is_closed_once_its_replayed_run_succeeded_with_a_pagerduty_resolve(app, channels, clock):

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import func, select, update
+from sqlalchemy.exc import IntegrityError
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
@@ -84,6 +85,36 @@ def _settle(claim: Claim, **values) -> bool:
     return done == 1
 
 
+def _requeue(claim: Claim, now: datetime, **values) -> str:
+    """Put a claimed message back to pending and commit; return "requeued", "merged" (folded into the pending
+    message with its key) or "lost" (the claim was taken over)."""
+    # While this one was claimed, outbox.add may have queued a new pending row for its key; two pending rows of
+    # one key would break the unique index, so this one's occurrences join that row, which is sent in its place.
+    # The add may commit between the fold and the settle: the settle's unique violation sends us round again.
+    this = select(OutboxMessage.occurrences).where(OutboxMessage.id == claim.message_id).scalar_subquery()
+    key = select(OutboxMessage.dedup_key).where(OutboxMessage.id == claim.message_id).scalar_subquery()
+    for _ in range(3):
+        try:
+            folded = db.session.execute(
+                update(OutboxMessage).where(OutboxMessage.dedup_key == key, OutboxMessage.status == "pending",
+                                            OutboxMessage.id != claim.message_id)
+                .values(occurrences=OutboxMessage.occurrences + this).returning(OutboxMessage.id)
+                .execution_options(synchronize_session=False)).scalar_one_or_none()
+            if folded is None:
+                outcome = "requeued" if _settle(claim, status="pending", **values) else "lost"
+            elif _settle(claim, status="skipped", next_attempt_at=now,
+                         last_error=f"merged into #{folded}, queued with the same key while this one was out"):
+                outcome = "merged"
+            else:
+                db.session.rollback()  # not ours any more: whoever holds it counts its occurrences
+                return "lost"
+            db.session.commit()
+            return outcome
+        except IntegrityError:
+            db.session.rollback()
+    raise RuntimeError(f"outbox {claim.message_id}: neither back to pending nor merged after 3 tries")
+
+
 def _hold(message: OutboxMessage, claim: Claim, now: datetime) -> datetime | None:
     """Hold back a repeat of an alert delivered moments ago, so a storm reaches people as few messages."""
     repeat_s = float(setting("ALERT_REPEAT_S"))
@@ -95,16 +126,16 @@ def _hold(message: OutboxMessage, claim: Claim, now: datetime) -> datetime | Non
     if last is None or last + timedelta(seconds=repeat_s) <= now:
         return None
     until = last + timedelta(seconds=repeat_s)
-    if _settle(claim, status="pending", attempts=0, next_attempt_at=until):
+    if _requeue(claim, now, attempts=0, next_attempt_at=until) == "requeued":
         db.session.add(Delivery(outbox_id=message.id, channel="all", attempt=0, outcome="held", at=now,
                                 error=f"the same alert was delivered at {last:%H:%M:%S}; this one gathers "
                                       f"occurrences until {until:%H:%M:%S} UTC"))
-    db.session.commit()
+        db.session.commit()
     return until
 
 
 def deliver(claim: Claim, clock: Clock = SYSTEM_CLOCK) -> str:
-    """Send one claimed message; return delivered, retrying, failed, skipped or held."""
+    """Send one claimed message; return delivered, retrying, merged, failed, skipped or held."""
     try:
         return _deliver(claim, clock)
     except Exception as error:
@@ -177,9 +208,8 @@ def _after(claim: Claim, now: datetime, errors: dict[str, str], snapshot: dict |
     attempts = int(setting("DELIVERY_ATTEMPTS"))
     if claim.attempt < attempts and kind != "test":
         delay = float(setting("DELIVERY_BACKOFF_S")) * 2 ** (claim.attempt - 1)
-        _settle(claim, status="pending", next_attempt_at=now + timedelta(seconds=delay), last_error=error)
-        db.session.commit()
-        return "retrying"
+        requeued = _requeue(claim, now, next_attempt_at=now + timedelta(seconds=delay), last_error=error)
+        return "merged" if requeued == "merged" else "retrying"
     if _settle(claim, status="failed", next_attempt_at=now, last_error=error) and kind != "test":
         _raise_failure(claim, now, errors, plain, snapshot)
     db.session.commit()

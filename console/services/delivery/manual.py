@@ -43,6 +43,13 @@ def redeliver(message_id: int, actor: Actor, *, tenant_id: int | None = None,
     if message is None or (tenant_id is not None and message.tenant_id != tenant_id):
         raise NotFound(f"no outbox message with id {message_id}")
     before = message.status
+    waiting = db.session.execute(select(OutboxMessage.id).where(
+        OutboxMessage.dedup_key == message.dedup_key, OutboxMessage.status == "pending",
+        OutboxMessage.id != message_id)).scalar_one_or_none()
+    if waiting is not None:
+        # One pending message per key (a unique index): the one waiting already carries this alert's news.
+        raise Conflict(f"message #{waiting} with the same key is already waiting to be sent; it goes out in this "
+                       "one's place", "status")
     changed = db.session.execute(
         update(OutboxMessage).where(OutboxMessage.id == message_id, OutboxMessage.status.in_(("failed", "skipped")))
         .values(status="pending", attempts=0, next_attempt_at=clock(), last_error=None)
