@@ -7,7 +7,7 @@ from flask_login import current_user
 
 from console.auth import tenant_scope
 from console.domain.clock import utcnow
-from console.services.people.permissions import ADMIN, APPROVE, OPERATE, REPORT, VIEW, can
+from console.services.people.permissions import ADMIN, APPROVE, REPORT, VIEW, can
 from console.services.recovery import approvals
 
 
@@ -39,8 +39,8 @@ NAV = [
     NavItem("Runs", "runs.index", VIEW),
     NavItem("DLQ", "dlq.index", VIEW),
     NavItem("Work orders", "workorders.index", VIEW),
-    # Operators see their own requests there; approvers also what waits for them, counted.
-    NavItem("Approvals", "approvals.index", OPERATE, count=waiting_approvals),
+    # Everyone reads the requests there; operators find their own, approvers what waits for them, counted.
+    NavItem("Approvals", "approvals.index", VIEW, count=waiting_approvals),
     NavItem("Runbooks", "runbooks.index", VIEW),
     NavItem("Policies", "policies.index", VIEW),
     NavItem("Breakers", "breakers.index", VIEW),

@@ -37,9 +37,12 @@ def _list(tab: str, status: str | None = None, **filters):
 
 
 @bp.get("", strict_slashes=False)
-@requires(OPERATE)
+@requires(VIEW)
 def index():
-    # People who decide land on what waits for them; people who ask, on their own requests.
+    # People who decide land on what waits for them; people who ask, on their own requests; people who read
+    # (viewers, managers), on every request: each one's page is theirs to read too, from a run's timeline.
+    if not can(current_user.role, OPERATE):
+        return redirect(url_for("approvals.everything"))
     if not can(current_user.role, APPROVE):
         return redirect(url_for("approvals.mine"))
     return _list("inbox", "pending", decidable_by=current_user.id, live_at=utcnow())
@@ -52,7 +55,7 @@ def mine():
 
 
 @bp.get("/all")
-@requires(APPROVE)
+@requires(VIEW)
 def everything():
     status = request.args.get("status") or None
     return _list("all", status if status in approvals.STATUSES else None)
