@@ -111,10 +111,19 @@ def test_a_runbook_that_needs_approval_asks_for_a_reason_then_files_a_request(cl
     assert f'<a href="/approvals/{execution.approval_id}">Request #{execution.approval_id}</a>' in html
     assert "the dry-run for the approver is running" in html and "Asked for approval" in html
     assert 'hx-trigger="every 1s"' in html  # a worker is about to write its preview
+    request = client.get(f"/approvals/{execution.approval_id}").get_data(as_text=True)
+    assert "A worker is dry-running it" in request and "The change" not in request
     runbook_runner.preview(execution.id)
     html = client.get(response.headers["Location"]).get_data(as_text=True)
     assert 'hx-trigger="every 5s"' in html  # now it waits for a person: the page still sees the decision land
     assert "Changes the approver was shown" in html
+    assert "ran the approver's dry-run</span>" in html  # no worker has run it yet; the preview's is named
+    # The approver judges it on the request's page: which runbook, how risky, with which params, what it changes.
+    request = client.get(f"/approvals/{execution.approval_id}").get_data(as_text=True)
+    assert f'href="/runbooks/executions/{execution.id}">runbook resolve_runs · execution #{execution.id}</a>' in request
+    assert "high risk</span>" in request and "<th>note</th><td class=\"mono\">paid</td>" in request
+    assert "Changes its dry-run found <span class=\"subtle\">3</span>" in request  # the run, its letter, its order
+    assert f'href="/runs/{run_id}">#{run_id}</a>' in request
 
 
 def test_the_execution_page_shows_changes_and_log_and_answers_htmx_with_its_region(samples, client, auth):  # noqa: F811

@@ -5,9 +5,11 @@ from dataclasses import dataclass
 from flask import url_for
 
 from console.domain import diff
-from console.models import Approval
-from console.services.recovery import approvals, shown
+from console.models import Approval, RunbookExecution
+from console.services.recovery import approvals, runbook_registry, runbooks, shown
 from console.services.recovery.registry import KINDS
+from console.services.recovery.runbook_registry import Runbook
+from console.web.runbooks.present import value_text
 
 
 @dataclass(frozen=True)
@@ -24,10 +26,32 @@ def subject(approval: Approval) -> Subject:
                        url_for("runs.show", run_id=payload["run_id"]))
     if approval.subject_type == "run" and approval.subject_id.isdigit():
         return Subject(f"run #{approval.subject_id}", url_for("runs.show", run_id=int(approval.subject_id)))
+    if approval.subject_type == "runbook_execution" and approval.subject_id.isdigit():
+        return Subject(f"runbook {payload.get('runbook', '?')} · execution #{approval.subject_id}",
+                       url_for("runbooks.execution", execution_id=int(approval.subject_id)))
     if approval.subject_type == "dead_letters":
         count = len(payload.get("ids", []))
         return Subject(f"{count} dead letter{'s' if count != 1 else ''}", url_for("dlq.index", view="list"))
     return Subject(f"{approval.subject_type.replace('_', ' ')} {approval.subject_id}", None)
+
+
+@dataclass(frozen=True)
+class RunbookRequest:
+    """A request to run a runbook for real: what runs, with which params, and what its dry-run found."""
+
+    execution: RunbookExecution
+    runbook: Runbook | None  # None once its code is gone
+    planned: list
+    planned_count: int
+
+
+def runbook_request(approval: Approval) -> RunbookRequest | None:
+    """Return what an approver of a runbook run needs to judge it, or None for another kind of request."""
+    if approval.kind != runbooks.KIND or not approval.subject_id.isdigit():
+        return None
+    execution = runbooks.get(int(approval.subject_id))  # the request's tenant scope holds for its execution
+    planned, planned_count = runbooks.changes(execution.id, planned=True)
+    return RunbookRequest(execution, runbook_registry.get(execution.runbook), planned, planned_count)
 
 
 def can_roll_back(approval: Approval) -> bool:
@@ -38,4 +62,4 @@ def can_roll_back(approval: Approval) -> bool:
 def helpers() -> dict:
     """What the Approvals templates (and the pages that link to requests) use."""
     return {"subject_of": subject, "state_of": approvals.status_at, "kind_title": shown.title, "changes": diff.changes,
-            "shown": diff.shown}
+            "shown": diff.shown, "value_text": value_text}

@@ -70,6 +70,7 @@ def _show(approval_id: int, *, error: str | None = None, status: int = 200, appr
     approver = can(current_user.role, APPROVE)
     rolled_back_by = db.session.get(User, approval.rolled_back_by_id) if approval.rolled_back_by_id else None
     return page("approvals/show.html", "detail", row=approvals.row(approval), approval=approval, now=now,
+                runbook_request=present.runbook_request(approval),
                 state=state, mine=mine, decidable=approver and not mine and state == "pending",
                 can_roll_back=approver and present.can_roll_back(approval),
                 rolled_back_by=rolled_back_by.username if rolled_back_by else None,

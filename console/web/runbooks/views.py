@@ -1,6 +1,5 @@
 """Runbooks: the list, one runbook's form (Dry-run, Run), and an execution's page with its live log."""
 
-import json
 
 from flask import Blueprint, flash, redirect, request, url_for
 
@@ -14,15 +13,9 @@ from console.services.recovery import runbook_registry, runbooks
 from console.services.recovery.runbook_params import InvalidParams
 from console.web.render import page
 from console.web.runbooks.forms import ExecutionRunForm, declared_fields, form_for, raw_params
+from console.web.runbooks.present import value_text
 
 bp = Blueprint("runbooks", __name__, url_prefix="/runbooks")
-
-
-def shown(value) -> str:
-    """Show a param or change value: text as it is, anything else as compact JSON."""
-    if value is None:
-        return "—"
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
 @bp.get("", strict_slashes=False)
@@ -106,7 +99,7 @@ def _execution_page(execution, *, status: int = 200):
                 approval=runbooks.approval_of(execution), made=made, made_count=made_count, planned=planned,
                 planned_count=planned_count, live=live, lines=[line for line in execution.log.splitlines() if line],
                 run_form=ExecutionRunForm(), gated=runbook is not None and runbooks.approval_needed(runbook),
-                tenant=execution.tenant.name if execution.tenant else None, shown=shown, now=utcnow()), status
+                tenant=execution.tenant.name if execution.tenant else None, shown=value_text, now=utcnow()), status
 
 
 @bp.get("/executions/<int:execution_id>")
