@@ -397,7 +397,9 @@ def test_the_list_says_how_many_runs_match_and_pages_by_the_size_chosen(client, 
     older = re.search(r'href="(/runs\?[^"]*before=\d+[^"]*)"', page).group(1)
     assert "per_page=25" in html.unescape(older)  # the next page keeps the size
     assert len(listed(client.get(html.unescape(older)))) == 6
-    assert len(listed(client.get("/runs"))) == 31  # 50 by default
+    default = client.get("/runs").get_data(as_text=True)
+    assert len(listed(client.get("/runs"))) == 31  # 50 by default, and the selector says so
+    assert re.search(r'<option selected value="50">|<option value="50" selected>', default)
     filtered = client.get("/runs?status=dead").get_data(as_text=True)
     assert 'data-total="1"><strong>1</strong> run matches the filter' in filtered
     assert client.get("/runs?per_page=7").status_code == 422  # only the sizes offered

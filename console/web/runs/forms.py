@@ -20,6 +20,7 @@ TIME_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-
 SHOWN_TIME = "%Y-%m-%d %H:%M"
 TIME_HINT = "YYYY-MM-DD HH:MM"
 PAGE_SIZES = (25, 50, 100, 200)
+DEFAULT_PAGE_SIZE = 50
 
 
 class IsoTimeField(DateTimeField):
@@ -92,11 +93,13 @@ class TimelineFilterForm(Form):
 class RunFilterForm(TimelineFilterForm):
     error_code = StringField("Error code", validators=[Optional(), Length(max=80)])
     q = StringField("Text", validators=[Optional(), Length(max=200)])
-    per_page = SelectField("Per page", choices=[SelectChoice(str(n)) for n in PAGE_SIZES], validators=[Optional()])
+    # The selector shows what the page shows: with none chosen, DEFAULT_PAGE_SIZE.
+    per_page = SelectField("Per page", choices=[SelectChoice(str(n)) for n in PAGE_SIZES], validators=[Optional()],
+                           default=str(DEFAULT_PAGE_SIZE))
 
     def page_size(self) -> int:
-        """Return the page size chosen (a value not offered is refused by validation; none means 50)."""
-        return int(self.per_page.data) if self.per_page.data else 50
+        """Return the page size chosen (a value not offered is refused by validation)."""
+        return int(self.per_page.data) if self.per_page.data else DEFAULT_PAGE_SIZE
 
     def filters(self, tenant_ids: dict[str, int]) -> RunFilters:
         return replace(super().filters(tenant_ids), error_code=(self.error_code.data or "").strip(),
