@@ -9,7 +9,7 @@ from console.extensions import db
 from console.models import Tenant
 from console.services.dlq import bulk as dlq_bulk
 from console.services.dlq import groups as dlq
-from console.services.dlq.filters import AGES, FINGERPRINT, STATUSES, Filters
+from console.services.dlq.filters import AGES, ANY, FINGERPRINT, STATUSES, Filters, moment
 from console.services.engine import control, handler_kinds
 from console.services.errors import Forbidden, InvalidInput
 from console.services.people.permissions import OPERATE, VIEW
@@ -17,7 +17,7 @@ from console.services.recovery import params_fix
 
 bp = Blueprint("dead_letters_api", __name__)
 MAX_LIMIT = 200
-FILTER_FIELDS = {"status", "code", "handler", "task", "tenant", "q", "age", "group"}
+FILTER_FIELDS = {"status", "code", "handler", "task", "tenant", "q", "age", "group", "since", "until"}
 
 
 def _whole(name: str, raw: str | None, default: int, low: int, high: int) -> int:
@@ -38,8 +38,11 @@ def _filters(given: dict) -> Filters:
     for key, value in texts.items():
         if not isinstance(value, str):
             raise InvalidInput(f"{key} is text", key)
-    if texts.get("status", "open") not in STATUSES:
-        raise InvalidInput(f"status must be one of {', '.join(STATUSES)}", "status")
+    if texts.get("status", "open") not in (*STATUSES, ANY):
+        raise InvalidInput(f"status must be one of {', '.join((*STATUSES, ANY))}", "status")
+    for key in ("since", "until"):
+        if key in texts and not moment(texts[key]):
+            raise InvalidInput(f"{key} is a date and time, e.g. 2026-12-01T09:00 (UTC unless it has an offset)", key)
     if texts.get("age", "1h") not in AGES:
         raise InvalidInput(f"age must be one of {', '.join(AGES)} (older than)", "age")
     if not FINGERPRINT.fullmatch(texts.get("group", "0")):

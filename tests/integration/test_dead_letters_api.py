@@ -49,12 +49,16 @@ def test_list_filters_by_code_and_handler_and_pages_by_keyset(client, operator, 
     by_handler = client.get("/api/dead-letters?handler=demo.flaky", headers=headers).get_json()
     assert len(by_handler["dead_letters"]) == 4
     assert client.get("/api/dead-letters?handler=demo.noop", headers=headers).get_json()["dead_letters"] == []
+    created = letters[0].created_at.strftime("%Y-%m-%dT%H:%M")
+    window = client.get(f"/api/dead-letters?status=any&since={created}", headers=headers).get_json()
+    assert len(window["dead_letters"]) == 4 and window["filter"].startswith(f"dead letters created from {created}")
 
 
 @pytest.mark.parametrize("query, field", [
     ("status=gone", "status"), ("limit=0", "limit"), ("limit=100000", "limit"), ("after=-1", "after"),
     ("after=99999999999999999999999", "after"), ("age=2d", "age"), ("group=xyz", "group"),
-    ("handler=a&task=1", "handler"), ("colour=red", None),
+    ("handler=a&task=1", "handler"), ("colour=red", None), ("since=yesterday", "since"),
+    ("until=2026-13-01T00:00", "until"),
 ])
 def test_bad_filters_are_refused_with_the_field_to_fix(client, operator, query, field):
     response = client.get(f"/api/dead-letters?{query}", headers=bearer(operator))

@@ -55,6 +55,28 @@ def test_cards_and_charts_lead_to_the_runs_and_dead_letters_behind_them(manager,
     assert links and all(link.startswith(("/runs?", "/dlq/", "/reports/breaches")) for link in links)
 
 
+def dlq_rows(html: str) -> list[str]:
+    return re.findall(r'<tr id="dl-(\d+)" class="dl-row', html)
+
+
+def test_the_dead_letters_created_card_and_column_list_exactly_what_they_count(manager, client):
+    html = client.get("/reports?period=24h").get_data(as_text=True)
+    created = card(html, "dead_letters_created")
+    count = int(re.search(r'class="value[^"]*">\s*(\d+)', created.group(3)).group(1))
+    behind = created.group(2).replace("&amp;", "&")
+    assert "status=any" in behind and "since=2026-03-01T11:00" in behind and "until=2026-03-02T11:00" in behind
+    listed = client.get(behind).get_data(as_text=True)
+    assert len(dlq_rows(listed)) == count > 0  # replayed ones too, not only those still open
+    assert "Created from 2026-03-01 11:00 before 2026-03-02 11:00 UTC" in listed
+    # A row of runs submitted without a task leads to that handler's runs and letters, not to everything.
+    adhoc = re.search(r'<a href="([^"]+)">[^<]*\(no task\)</a>', html)
+    assert adhoc and "q=python:demo.flaky" in adhoc.group(1)
+    assert client.get(adhoc.group(1).replace("&amp;", "&")).status_code == 200
+    letters = re.search(r'href="(/dlq/[^"]*task=handler:python:demo.flaky[^"]*)">(\d+)</a>', html)
+    assert letters and len(dlq_rows(client.get(letters.group(1).replace("&amp;", "&")).get_data(as_text=True))) \
+        == int(letters.group(2))
+
+
 def test_changing_the_period_or_asking_for_dates(manager, client):
     html = client.get("/reports?period=90d").get_data(as_text=True)
     assert "2025-12-03 00:00 – 2026-03-03 00:00 UTC" in html

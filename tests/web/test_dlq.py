@@ -16,7 +16,7 @@ from console.services.dlq import bulk as dlq_bulk
 from console.services.dlq import filters as dlq_filters
 from console.services.dlq import groups as dlq
 from console.services.dlq.filters import Filters
-from console.services.engine import replays
+from console.services.engine import control, replays
 from console.services.engine.execute import execute
 from console.services.engine.submit import submit
 from console.services.people import tenants
@@ -159,6 +159,25 @@ def test_filters_by_code_tenant_task_and_age(app, make_dead_letter, clock):
     assert {x.task_id for x in dlq.entries(Filters(task=str(task.id)), None, clock=clock).entries} == {task.id}
     assert (str(task.id), "nightly ledger sync · default") in dlq.task_choices(None)
     assert Filters.parse({"age": "forever", "status": "bogus"}) == Filters()
+
+
+def test_filters_by_creation_window_in_any_status(app, make_dead_letter, clock):
+    first = make_dead_letter("disk full on node 3")
+    start = clock()
+    clock.advance(3600)
+    second = make_dead_letter("disk full on node 4")
+    control.replay(second, Actor("test"), clock=clock)
+
+    def ids(**args):
+        return {letter.id for letter in dlq.entries(Filters.parse(args), None, clock=clock).entries}
+
+    hour = (start + timedelta(minutes=30)).strftime("%Y-%m-%dT%H:%M")
+    assert ids(status="any", since=hour) == {second.id}  # replayed, still counted as created then
+    assert ids(status="any", until=hour) == {first.id}
+    assert ids(since=hour) == set()  # open only, by default
+    assert ids(status="any", since=f"{hour}+02:00") == {first.id, second.id}  # an offset is read as such
+    # What is not a date and time is ignored, never a 500.
+    assert Filters.parse({"since": "yesterday", "until": "9" * 400}) == Filters()
 
 
 def test_entries_page_newest_first_with_keyset_pagination(app, make_dead_letter):

@@ -3,7 +3,7 @@
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import select
 
@@ -12,11 +12,13 @@ from console.models import DeadLetter, Tenant
 from console.services.errors import Forbidden
 
 STATUSES = ("open", "replayed", "discarded", "resolved")
+ANY = "any"  # every status: what a period's "dead letters created" counts
 AGES = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta(days=7)}
 # A text search reads messages row by row; it looks through this many of the newest open dead letters at a time.
 SEARCH_WINDOW = 10_000
 MAX_QUERY_CHARS = 200
 FINGERPRINT = re.compile(r"[0-9a-f]{1,32}")
+MOMENT = "%Y-%m-%dT%H:%M"
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,8 @@ class Filters:
     code: str = ""
     status: str = "open"
     group: str = ""
+    since: str = ""  # created at or after, UTC "YYYY-MM-DDTHH:MM" (a Reports period)
+    until: str = ""  # created before
 
     @classmethod
     def parse(cls, args: Mapping) -> "Filters":
@@ -40,8 +44,9 @@ class Filters:
         status = text("status")
         filters = cls(q=text("q", MAX_QUERY_CHARS), task=text("task"), tenant=text("tenant", 64),
                       age=text("age") if text("age") in AGES else "", code=text("code", 80),
-                      status=status if status in STATUSES else "open",
-                      group=text("group", 32) if FINGERPRINT.fullmatch(text("group", 32)) else "")
+                      status=status if status in (*STATUSES, ANY) else "open",
+                      group=text("group", 32) if FINGERPRINT.fullmatch(text("group", 32)) else "",
+                      since=moment(text("since", 40)), until=moment(text("until", 40)))
         return filters.bounded()
 
     def bounded(self) -> "Filters":
@@ -54,28 +59,42 @@ class Filters:
     def args(self) -> dict:
         """Return the non-default values, for links and hidden fields."""
         values = {"q": self.q, "task": self.task, "tenant": self.tenant, "age": self.age, "code": self.code,
-                  "status": "" if self.status == "open" else self.status, "group": self.group}
+                  "status": "" if self.status == "open" else self.status, "group": self.group, "since": self.since,
+                  "until": self.until}
         return {key: value for key, value in values.items() if value}
 
-    def args_without(self, key: str) -> dict:
-        return {name: value for name, value in self.args().items() if name != key}
+    def args_without(self, *keys: str) -> dict:
+        return {name: value for name, value in self.args().items() if name not in keys}
 
     @property
     def narrowed(self) -> bool:
         """Tell whether anything beyond the status narrows the selection."""
-        return bool(self.q or self.task or self.tenant or self.age or self.code or self.group)
+        return bool(self.q or self.task or self.tenant or self.age or self.code or self.group or self.since
+                    or self.until)
 
     def to_dict(self) -> dict:
         return {"q": self.q, "task": self.task, "tenant": self.tenant, "age": self.age, "code": self.code,
-                "status": self.status, "group": self.group}
+                "status": self.status, "group": self.group, "since": self.since, "until": self.until}
 
     def describe(self) -> str:
         """Say in words which dead letters the filters select."""
-        parts = [f"{self.status} dead letters"]
+        parts = ["dead letters" if self.status == ANY else f"{self.status} dead letters"]
         labels = {"q": "matching '{}'", "code": "with code {}", "task": "of {}", "tenant": "of tenant {}",
-                  "age": "older than {}", "group": "in group {}"}
+                  "age": "older than {}", "group": "in group {}", "since": "created from {} UTC",
+                  "until": "created before {} UTC"}
         parts += [labels[key].format(value) for key, value in self.to_dict().items() if key in labels and value]
         return " ".join(parts)
+
+
+def moment(text: str) -> str:
+    """Return a UTC minute as "YYYY-MM-DDTHH:MM", or "" for anything that is not a date and time."""
+    try:
+        when = datetime.fromisoformat(text) if text else None
+    except ValueError:
+        return ""
+    if when is None:
+        return ""
+    return (when.astimezone(UTC) if when.tzinfo else when).strftime(MOMENT)
 
 
 @dataclass(frozen=True)
@@ -119,7 +138,8 @@ def where(query, filters: Filters, tenant_id: int | None, now: datetime, min_id:
            max_id: int | None = None):
     """Apply the filters and the tenant scope; the status comes first so an index on it leads."""
     dl = DeadLetter
-    query = query.where(dl.status == filters.status)
+    if filters.status != ANY:
+        query = query.where(dl.status == filters.status)
     if tenant_id is not None:
         _within_scope(filters, tenant_id)
         query = query.where(dl.tenant_id == tenant_id)
@@ -135,6 +155,10 @@ def where(query, filters: Filters, tenant_id: int | None, now: datetime, min_id:
         query = query.where(dl.fingerprint == filters.group)
     if filters.age:
         query = query.where(dl.created_at < now - AGES[filters.age])
+    if filters.since:
+        query = query.where(dl.created_at >= datetime.strptime(filters.since, MOMENT).replace(tzinfo=UTC))
+    if filters.until:
+        query = query.where(dl.created_at < datetime.strptime(filters.until, MOMENT).replace(tzinfo=UTC))
     if filters.q:
         pattern = f"%{_escape_like(filters.q)}%"
         query = query.where(dl.error_message.ilike(pattern, escape="\\") | dl.error_code.ilike(pattern, escape="\\"))

@@ -82,9 +82,7 @@ def index():
                  heat_figure=charts.heat_map(report.heat, [links.breaches("start_delay", row.task_id)
                                                            for row in report.heat.tasks]),
                  failing=failing,
-                 failing_figure=charts.failing_tasks(failing, [links.runs(*("failed", "dead", "compensation_failed"),
-                                                                          task_id=row.task_id or None)
-                                                               for row in failing]),
+                 failing_figure=charts.failing_tasks(failing, [links.row_runs(row) for row in failing]),
                  errors_figure=charts.error_groups(report.errors, [links.dlq(group=group.fingerprint)
                                                                    for group in report.errors]))
 
