@@ -99,6 +99,11 @@ def test_a_shared_dlq_address_reproduces_the_filtered_view(page, live_server, ar
     page.reload()
     expect(page.locator(f"#ge-{fingerprint} tr.dl-row")).to_have_count(3)
 
-    # A row's replay lowers the open count at once.
+    # A row's replay lowers the open count at once, with its group's count and every Replay button's.
     page.locator(f"#ge-{fingerprint} tr.dl-row").first.get_by_role("button", name="Replay").click()
     expect(page.locator("#dlq-count")).to_contain_text("2 open dead letters match the filter")
+    header = page.locator(f"#gh-{fingerprint}")
+    expect(header.locator("td.num")).to_have_text("2")
+    expect(header.get_by_role("button", name="Replay 2")).to_be_visible()
+    expect(page.locator("#dlq-bulk").get_by_role("button", name="Replay all 2 matching")).to_be_visible()
+    expect(entries).to_have_count(3)  # the group stays open, the replayed row saying what became of it

@@ -1,5 +1,6 @@
 """The DLQ page: dead letters grouped by error, searched, replayed one by one and in bulk, discarded."""
 
+import json
 import re
 from datetime import timedelta
 
@@ -489,8 +490,12 @@ def test_a_row_replay_tells_the_page_to_recount(client, auth, make_dead_letter):
     auth.as_role("operator", "olga")
     page = client.get("/dlq/?view=list").get_data(as_text=True)
     assert 'id="dlq-count"' in page and 'hx-trigger="dlq-count from:body"' in page and 'hx-select="#dlq-count"' in page
+    assert 'hx-select-oob="#dlq-bulk"' in page  # "Replay all N matching" follows the count
+    grouped = client.get("/dlq/").get_data(as_text=True)
+    assert f'hx-trigger="dlq-group-{letter.fingerprint} from:body" hx-select="#gh-{letter.fingerprint}"' in grouped
     response = post(client, auth, f"/dlq/{letter.id}/replay", htmx=True)
-    assert response.status_code == 200 and response.headers["HX-Trigger"] == "dlq-count"
+    assert response.status_code == 200
+    assert json.loads(response.headers["HX-Trigger"]) == {"dlq-count": None, f"dlq-group-{letter.fingerprint}": None}
     recount = client.get("/dlq/?view=list", headers=HX).get_data(as_text=True)
     assert 'data-matching="0"' in recount
 

@@ -112,7 +112,10 @@ def _back(filters: dlq_filters.Filters | None = None, **extra):
 
 
 # After a letter is replayed or discarded in its row, the page's count of open letters reads itself again.
-COUNT_CHANGED = {"HX-Trigger": "dlq-count"}
+def _count_changed(letter) -> dict:
+    """Tell the page to read again the counts a row's replay or discard changed: the total and the bulk bar
+    (dlq-count), and the header of the letter's group, its count and its Replay button (dlq-group-<fingerprint>)."""
+    return {"HX-Trigger": json.dumps({"dlq-count": None, f"dlq-group-{letter.fingerprint}": None})}
 
 
 def _row(letter, *, error=None, notice=None, notice_run=None, status=200):
@@ -137,7 +140,7 @@ def replay(dead_letter_id: int):
         return _back()
     if htmx:
         html, status = _row(letter, notice=f"Replayed as series {run.series} of", notice_run=run.id)
-        return html, status, COUNT_CHANGED
+        return html, status, _count_changed(letter)
     flash(f"Replayed dead letter {letter.id}: run {run.id} is {run.status} in series {run.series}.", "success")
     return _back()
 
@@ -158,7 +161,7 @@ def discard(dead_letter_id: int):
         return _back()
     if htmx:
         html, status = _row(letter, notice="Discarded.")
-        return html, status, COUNT_CHANGED
+        return html, status, _count_changed(letter)
     flash(f"Discarded dead letter {letter.id}.", "success")
     return _back()
 
