@@ -1,6 +1,7 @@
 """Console pages: one blueprint per area."""
 
 import importlib
+import json
 from pathlib import Path
 
 from flask import current_app, has_request_context, request, send_from_directory
@@ -35,6 +36,11 @@ BLUEPRINTS = [
 ]
 
 
+def json_text(value, indent: int | None = None) -> str:
+    """Show a stored JSON value as a person reads it: keys sorted, letters as they are."""
+    return json.dumps(value, indent=indent, sort_keys=True, ensure_ascii=False, default=str)
+
+
 def register(app) -> None:
     """Register every console blueprint and the template helpers they share."""
     for module in BLUEPRINTS:
@@ -42,6 +48,9 @@ def register(app) -> None:
 
     # "4 min 2 s": how late an SLA breach was, on the run, task and report pages.
     app.add_template_filter(duration, "duration")
+    # JSON to read, not to parse: tojson escapes <, >, & and every non-ASCII letter (“…” read as \u2026); this one is
+    # left to autoescape like any text.
+    app.add_template_filter(json_text, "json_text")
 
     def plotly_dir() -> str:
         import plotly

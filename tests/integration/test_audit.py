@@ -90,3 +90,13 @@ def test_audit_page_pages_back_to_older_rows(client, auth):
     assert fragment.lstrip().startswith('<div id="results">') and older.group(0) in fragment
     nothing = client.get("/audit/?action=nothing.at.all", headers={"HX-Request": "true"}).get_data(as_text=True)
     assert '<td colspan="6" class="empty"><strong>Nothing matches.</strong>' in nothing
+
+
+def test_audit_values_read_as_written_and_markup_in_them_stays_text(client, auth):
+    audit.record(db.session, Actor("ops"), "thing.rename", "thing", 1, before={"name": "Zürich…"},
+                 after={"name": "<b>bold</b> & co"})
+    db.session.commit()
+    auth.as_role("viewer")
+    page = client.get("/audit/?action=thing.rename").get_data(as_text=True)
+    assert "{&#34;name&#34;: &#34;Zürich…&#34;}" in page and "\\u2026" not in page
+    assert "&lt;b&gt;bold&lt;/b&gt; &amp; co" in page and "<b>bold</b>" not in page

@@ -155,7 +155,7 @@ def test_task_page_shows_cron_in_words_and_the_next_five_firings_in_its_zone(cli
     assert len(firings) == 5, table
     assert len({day for day, _ in firings}) == 5
     assert "reports" in html and "forbid" in html and "succeed within 600 s" in html
-    assert "tue 01:00–06:00" in html and '"report": "weekly"' in html
+    assert "tue 01:00–06:00" in html and "&#34;report&#34;: &#34;weekly&#34;" in html  # quotes escaped as text
     # Monday 02:30 is outside a Tuesday window: each firing says when it will really start.
     assert table.count("starts Tue 01:00") == 5
 
