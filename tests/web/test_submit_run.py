@@ -39,6 +39,8 @@ def test_an_operator_submits_a_run_and_it_is_audited(client, auth, clock):
     [entry] = db.session.execute(select(AuditEntry).where(AuditEntry.action == "run.submit")).scalars().all()
     assert entry.actor == "olga" and entry.target_id == str(run.id) and entry.after["idempotency_key"] == "invoice-7"
     assert execute(run.id, 0, clock=clock) == "succeeded"
+    shown = client.get(response.headers["Location"]).get_data(as_text=True)
+    assert f"Submitted run #{run.id}; this page follows it." in shown and "it is pending" not in shown
     # The same key again is the same run: nothing new, no second audit row.
     again = client.post("/runs/new", data=_form(client, auth, idempotency_key="invoice-7"))
     assert again.status_code == 303 and len(_runs()) == 1

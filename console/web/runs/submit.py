@@ -58,7 +58,8 @@ def submit_run():
         db.session.rollback()
         form.attach(error)
         return _page(form, error.status)
-    flash(f"Submitted run #{run.id}; it is {run.status}." if created else
+    # Not its status: a worker may move it on before this page shows, and the page says where it is now.
+    flash(f"Submitted run #{run.id}; this page follows it." if created else
           f"Idempotency key {run.idempotency_key} already names run #{run.id}: nothing new was submitted.",
           "success" if created else "info")
     return redirect(url_for("runs.show", run_id=run.id), 303)
