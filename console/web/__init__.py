@@ -2,10 +2,12 @@
 
 import importlib
 import json
+import re
 from pathlib import Path
 
 from flask import current_app, has_request_context, request, send_from_directory
 from flask_login import current_user
+from markupsafe import Markup, escape
 
 from console.auth import public
 from console.domain.clock import utcnow
@@ -36,9 +38,17 @@ BLUEPRINTS = [
 ]
 
 
+CODE_SPAN = re.compile(r"`([^`\n]+)`")
+
+
 def json_text(value, indent: int | None = None) -> str:
     """Show a stored JSON value as a person reads it: keys sorted, letters as they are."""
     return json.dumps(value, indent=indent, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def code_spans(text: str | None) -> Markup:
+    """Show a docstring's `name` spans as code, the rest as text (handler descriptions come from docstrings)."""
+    return Markup(CODE_SPAN.sub(r"<code>\1</code>", str(escape(text or ""))))
 
 
 def register(app) -> None:
@@ -51,6 +61,7 @@ def register(app) -> None:
     # JSON to read, not to parse: tojson escapes <, >, & and every non-ASCII letter (“…” read as \u2026); this one is
     # left to autoescape like any text.
     app.add_template_filter(json_text, "json_text")
+    app.add_template_filter(code_spans, "code_spans")
 
     def plotly_dir() -> str:
         import plotly

@@ -4,6 +4,7 @@ import re
 
 import pytest
 
+from console.web import code_spans
 from console.web.display import THEME_COOKIE, TIMES_COOKIE
 
 
@@ -54,3 +55,9 @@ def test_every_page_has_a_skip_link_to_its_content_and_a_menu_button(client, aut
     assert '<main id="content"' in body
     assert re.search(r'class="menu-toggle" aria-controls="topbar-menu" aria-expanded="false"', body)
     assert 'id="topbar-menu"' in body
+
+
+def test_code_spans_mark_up_only_the_backticked_names_and_escape_the_rest():
+    assert str(code_spans("Sleep `seconds` <b>& then</b> `x")) == (
+        "Sleep <code>seconds</code> &lt;b&gt;&amp; then&lt;/b&gt; `x")
+    assert str(code_spans(None)) == ""
