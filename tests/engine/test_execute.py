@@ -75,6 +75,7 @@ def test_breaker_opens_defers_without_spending_an_attempt_half_opens_and_closes(
     second = runs.submit("demo.flaky", {"fail_times": 0}, policy=BREAKER)
     assert execute(second, 0, clock=clock) == "succeeded"
     assert breakers.state_of("python:demo.flaky", clock()).state == "closed"
+    assert not breakers.exists("python:demo.flaky")  # closed and clean: nothing left for the Breakers page to list
 
 
 def test_a_callers_bad_input_never_opens_the_breaker(runs, clock):

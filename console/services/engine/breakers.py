@@ -67,7 +67,9 @@ def _update(key: BreakerKey | str, change) -> tuple:
                 state = BreakerState.from_dict(json.loads(raw)) if raw else BreakerState()
                 new_state, *rest = change(state)
                 pipe.multi()
-                if new_state != state:
+                if new_state != state and _clean(new_state):
+                    pipe.delete(name)  # closed with no failure counted has no state (exists, the Breakers page)
+                elif new_state != state:
                     pipe.set(name, json.dumps(new_state.to_dict()))
                 pipe.execute()
                 return (new_state, *rest)
@@ -75,13 +77,14 @@ def _update(key: BreakerKey | str, change) -> tuple:
                 continue
 
 
+def _clean(state: BreakerState) -> bool:
+    return state.state == breaker.BreakerMode.CLOSED and state.consecutive_failures == 0
+
+
 def _closed_and_clean(key: BreakerKey | str) -> bool:
     """Tell, with one GET, whether the breaker is closed with no failures counted (the common case)."""
     raw = get_redis().get(_key(key))
-    if raw is None:
-        return True
-    state = BreakerState.from_dict(json.loads(raw))
-    return state.state == breaker.BreakerMode.CLOSED and state.consecutive_failures == 0
+    return raw is None or _clean(BreakerState.from_dict(json.loads(raw)))
 
 
 class Verdict(NamedTuple):
