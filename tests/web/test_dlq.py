@@ -537,6 +537,10 @@ def test_a_group_that_ran_out_of_retries_replays_in_one_click(client, auth, runs
     assert f'name="group" value="{letter.fingerprint}"' in page and "/dlq/replay/confirm" not in page
     response = post(client, auth, "/dlq/bulk/replay-matching", {"group": letter.fingerprint, "rate": "50"})
     assert response.status_code == 303 and "op=" in response.headers["Location"]
+    # Its progress card names the group as the page does, by code and message, not by fingerprint.
+    progress = client.get(response.headers["Location"]).get_data(as_text=True)
+    assert f"open dead letters in group {letter.error_code} “{letter.error_message}”" in progress
+    assert f"in group {letter.fingerprint}" not in progress
 
 def test_bulk_replay_as_fast_as_it_safely_can_never_pauses_and_replays_each_letter_once(
         client, auth, make_dead_letter, monkeypatch):

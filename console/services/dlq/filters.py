@@ -76,13 +76,15 @@ class Filters:
         return {"q": self.q, "task": self.task, "tenant": self.tenant, "age": self.age, "code": self.code,
                 "status": self.status, "group": self.group, "since": self.since, "until": self.until}
 
-    def describe(self) -> str:
-        """Say in words which dead letters the filters select."""
+    def describe(self, group_words: str | None = None) -> str:
+        """Say in words which dead letters the filters select; group_words names the group better than its
+        fingerprint (its error code and message)."""
         parts = ["dead letters" if self.status == ANY else f"{self.status} dead letters"]
         labels = {"q": "matching '{}'", "code": "with code {}", "task": "of {}", "tenant": "of tenant {}",
                   "age": "older than {}", "group": "in group {}", "since": "created from {} UTC",
                   "until": "created before {} UTC"}
-        parts += [labels[key].format(value) for key, value in self.to_dict().items() if key in labels and value]
+        shown = {**self.to_dict(), "group": group_words or self.group if self.group else ""}
+        parts += [labels[key].format(value) for key, value in shown.items() if key in labels and value]
         return " ".join(parts)
 
 
