@@ -80,8 +80,12 @@ def test_the_dead_letters_created_card_and_column_list_exactly_what_they_count(m
 def test_changing_the_period_or_asking_for_dates(manager, client):
     html = client.get("/reports?period=90d").get_data(as_text=True)
     assert "2025-12-03 00:00 – 2026-03-03 00:00 UTC" in html
-    assert "2026-03-02 00:00 – 2026-03-03 00:00 UTC" in client.get("/reports?from=2026-03-02&to=2026-03-02").get_data(
-        as_text=True)
+    dated = client.get("/reports?from=2026-03-02&to=2026-03-02").get_data(as_text=True)
+    assert "2026-03-02 00:00 – 2026-03-03 00:00 UTC" in dated
+    # ISO dates in text boxes: <input type="date"> would show the browser's locale (03/02/2026).
+    assert 'type="text" id="from" name="from" value="2026-03-02" placeholder="YYYY-MM-DD"' in dated
+    # The heat map's title counts the tasks that started late, not every task it shows.
+    assert "(UTC; the 1 task with the most late starts, then 2 on time)" in html
     refused = client.get("/reports?from=2026-03-05&to=2026-03-01")
     assert refused.status_code == 422 and "&#39;to&#39; must be on or after &#39;from&#39;" in refused.get_data(
         as_text=True)
