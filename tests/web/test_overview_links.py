@@ -61,3 +61,11 @@ def test_no_panel_when_nothing_fires(client, auth):
     alert_rules.ensure_defaults()
     auth.as_role("viewer", "vic")
     assert "alert firing" not in client.get("/overview").get_data(as_text=True)
+
+
+def test_the_run_success_card_says_what_it_counts_and_how_reports_differ(client, auth, dead_run):
+    dead_run()
+    auth.as_role("viewer", "vic")
+    page = html.unescape(client.get("/overview").get_data(as_text=True))
+    assert '<div class="label">Run success · 24 h</div><div class="value" data-counter="success_rate_24h">0.0%' in page
+    assert "each run counted once as it ended. Reports' Execution success differs" in page
