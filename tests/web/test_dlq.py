@@ -493,6 +493,8 @@ def test_a_row_replay_tells_the_page_to_recount(client, auth, make_dead_letter):
     assert 'hx-select-oob="#dlq-bulk"' in page  # "Replay all N matching" follows the count
     grouped = client.get("/dlq/").get_data(as_text=True)
     assert f'hx-trigger="dlq-group-{letter.fingerprint} from:body" hx-select="#gh-{letter.fingerprint}"' in grouped
+    # Its buttons must not inherit that hx-select: the expand button's entries would be filtered away.
+    assert re.search(rf'<tr id="gh-{letter.fingerprint}"[^>]*hx-disinherit="\*"', grouped)
     response = post(client, auth, f"/dlq/{letter.id}/replay", htmx=True)
     assert response.status_code == 200
     assert json.loads(response.headers["HX-Trigger"]) == {"dlq-count": None, f"dlq-group-{letter.fingerprint}": None}
