@@ -132,14 +132,36 @@ def child(kind: str, profile: str | None, phases: bool = False) -> None:
 
 
 class Measure:
-    """Queue no-op jobs, drain them with one worker process, and say what each job cost."""
+    """Queue no-op jobs, drain them with worker processes side by side, and say what each job cost."""
 
-    def __init__(self, bench: Bench, servers: Servers, jobs: int, phases: bool = False):
-        self.bench, self.servers, self.jobs, self.phases = bench, servers, jobs, phases
+    def __init__(self, bench: Bench, servers: Servers, jobs: int, phases: bool = False, workers: int = 1):
+        self.bench, self.servers, self.jobs, self.phases, self.workers = bench, servers, jobs, phases, workers
 
     def _drain(self, kind: str, profile: str | None = None) -> dict:
         redis_before, db_before, syncs_before = self.servers.redis(), self.servers.database(), self.servers.wal_syncs()
+        children = [subprocess.Popen(self._argv(kind, profile, number), env={**self.bench.env,
+                                     "BENCH_JOBS": str(self.jobs)}, cwd=ROOT, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True) for number in range(self.workers)]
+        answers = [child.communicate() for child in children]
+        for child, (_out, err) in zip(children, answers, strict=True):
+            if child.returncode:
+                raise SystemExit(f"a {kind} worker failed:\n{err}")
+        if self.phases:
+            print(f"{kind}, CPU of the worker's main thread per job, by phase (phases nest):")
+            print(answers[0][1].strip())
+        time.sleep(0.2)  # let PostgreSQL reap the worker's backends, so their CPU shows in the postmaster's
+        each = [json.loads([line for line in out.splitlines() if line.startswith("{")][-1]) for out, _ in answers]
+        # The workers drain one queue side by side: their CPU adds up; the drain lasts as long as the slowest.
+        figures = {"cpu": sum(one["cpu"] for one in each), "wall": max(one["wall"] for one in each)}
+        figures["redis"] = self.servers.redis() - redis_before
+        figures["database"] = self.servers.database() - db_before
+        figures["wal syncs"] = self.servers.wal_syncs() - syncs_before
+        return figures
+
+    def _argv(self, kind: str, profile: str | None, number: int) -> list[str]:
         argv = [sys.executable, "-m", "bench.worker_cpu", "--child", kind]
+        if profile and self.workers > 1:
+            profile = f"{profile}.{number}" if not profile.endswith(".txt") else f"{profile[:-4]}.{number}.txt"
         if profile and profile.endswith(".txt"):
             # Sampled by py-spy (not a dependency: `pip install py-spy`): collapsed stacks, no tracing overhead.
             argv = [str(BIN / "py-spy"), "record", "--nonblocking", "-r", "1000", "-f", "raw", "-o", profile, "--",
@@ -148,17 +170,7 @@ class Measure:
             argv += ["--profile", profile]
         if self.phases:
             argv.append("--phases")
-        answer = subprocess.run(argv, env={**self.bench.env, "BENCH_JOBS": str(self.jobs)}, cwd=ROOT,
-                                capture_output=True, text=True, check=True)
-        if self.phases:
-            print(f"{kind}, CPU of the worker's main thread per job, by phase (phases nest):")
-            print(answer.stderr.strip())
-        time.sleep(0.2)  # let PostgreSQL reap the worker's backends, so their CPU shows in the postmaster's
-        figures = json.loads([line for line in answer.stdout.splitlines() if line.startswith("{")][-1])
-        figures["redis"] = self.servers.redis() - redis_before
-        figures["database"] = self.servers.database() - db_before
-        figures["wal syncs"] = self.servers.wal_syncs() - syncs_before
-        return figures
+        return argv
 
     def bare_rq(self, n: int) -> dict:
         self.bench.reset()
@@ -196,12 +208,14 @@ def main() -> None:
     parser.add_argument("--profile", help="profile the Rebound worker of the last round into this file: "
                         "cProfile's stats, or py-spy's collapsed stacks if it ends in .txt")
     parser.add_argument("--phases", action="store_true", help="print each phase's CPU per job (bench/phases.py)")
+    parser.add_argument("--workers", type=int, default=1, help="worker processes draining side by side (their CPU "
+                        "is summed; with --profile, each writes its own file, numbered)")
     parser.add_argument("--child", choices=("rq", "rebound"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args.child, args.profile, args.phases)
         return
-    print(f"{args.runs} no-op jobs drained by one worker process in burst mode, median of {args.rounds} "
+    print(f"{args.runs} no-op jobs drained by {args.workers} worker process(es) in burst mode, median of {args.rounds} "
           f"alternating rounds; load average {os.getloadavg()[0]:.1f}")
     print(f"{'database':<11} {'worker':<8} {'CPU ms/job':>10} {'jobs/s':>7} {'Redis ms/job':>12} "
           f"{'DB server ms/job':>16} {'WAL syncs/job':>13}")
@@ -220,7 +234,7 @@ def main() -> None:
             workdir.mkdir()
             bench = Bench(workdir, url)
             try:
-                measure = Measure(bench, Servers(bench, postmaster), args.runs, args.phases)
+                measure = Measure(bench, Servers(bench, postmaster), args.runs, args.phases, args.workers)
                 rq_rounds, ours = [], []
                 for number in range(args.rounds):
                     rq_rounds.append(measure.bare_rq(args.runs))
