@@ -5,8 +5,12 @@ import os
 import socket
 import time
 
-from rq import SimpleWorker, Worker
+from rq import Queue, SimpleWorker, Worker
+from rq.executions import Execution
+from rq.job import JobStatus
+from rq.rate_limit import release_slot
 from rq.utils import now
+from rq.worker import WorkerStatus
 
 from console.extensions import PINNED, db
 from console.services.engine import registry
@@ -140,11 +144,65 @@ class SparseHousekeepingMixin:
         return min(super().dequeue_timeout, 60)
 
 
-class ReboundSimpleWorker(AppContextMixin, SparseHousekeepingMixin, SimpleWorker):
+class FewerRoundTripsMixin:
+    """Do RQ's bookkeeping around a job in two Redis round trips where RQ takes five: one to start it, one to end it."""
+
+    # Rebound uses RQ as transport: a run's truth is in the database, its queues carry only Rebound's own jobs, and
+    # none has RQ dependents or repeats (workflows and retries live in the database). What RQ reads or writes per
+    # job for those features, or in separate round trips, is done here in the pipelines it already sends.
+    _prepared_job_id = None
+
+    def prepare_execution(self, job):
+        # RQ prepares a job in two pipelines: its execution and the worker's "busy" here, then (prepare_job_execution)
+        # the job's status and beats. One pipeline carries both; what is written, and in what order, is RQ's.
+        with self.connection.pipeline() as pipeline:
+            heartbeat_ttl = self.get_heartbeat_ttl(job)
+            execution = Execution.create(job, heartbeat_ttl, pipeline=pipeline, worker_name=self.name)
+            self.executions[execution.id] = execution
+            self.set_state(WorkerStatus.BUSY, pipeline=pipeline)
+            self.heartbeat(heartbeat_ttl, pipeline=pipeline)
+            job.heartbeat(now(), heartbeat_ttl, pipeline=pipeline)
+            job.prepare_for_execution(self.name, pipeline=pipeline)
+            pipeline.persist(job.key)
+            if len(self.queues) == 1:  # as perform_job asks of prepare_job_execution
+                pipeline.lrem(Queue(job.origin, connection=self.connection).intermediate_queue_key, 1, job.id)
+            pipeline.execute()
+        self._prepared_job_id = job.id
+        return execution
+
+    def prepare_job_execution(self, job, remove_from_intermediate_queue: bool = False):
+        if self._prepared_job_id == job.id:
+            self._prepared_job_id = None  # prepared with its execution, above
+            return
+        super().prepare_job_execution(job, remove_from_intermediate_queue)
+
+    def handle_job_success(self, job, queue, started_job_registry, execution):
+        # RQ first WATCHes the job's dependents set and reads it (two round trips) to move dependents to ready, and
+        # marks the worker idle after it in a third. With no dependents possible, success is RQ's one MULTI/EXEC,
+        # with the worker's "idle" in it (set_state then skips RQ's own write of it).
+        if job.repeats_left:
+            return super().handle_job_success(job, queue, started_job_registry, execution)
+        with self.connection.pipeline() as pipeline:
+            self.increment_successful_job_count(pipeline=pipeline)
+            self.increment_total_working_time(job.ended_at - job.started_at, pipeline)
+            result_ttl = job.get_result_ttl(self.default_result_ttl)
+            if result_ttl != 0:
+                job._handle_success(result_ttl, pipeline=pipeline, worker_name=self.name, execution_id=execution.id,
+                                    execution_started_at=execution.created_at, execution_ended_at=job.ended_at)
+            job.cleanup(result_ttl, pipeline=pipeline, remove_from_queue=False)
+            job._status = JobStatus.FINISHED
+            self.cleanup_execution(job, pipeline=pipeline, execution=execution)
+            self.set_state(WorkerStatus.IDLE, pipeline=pipeline)
+            pipeline.execute()
+        release_slot(job)
+        return None
+
+
+class ReboundSimpleWorker(AppContextMixin, FewerRoundTripsMixin, SparseHousekeepingMixin, SimpleWorker):
     """Runs jobs in the worker process itself: no fork per job, so several times faster."""
 
 
-class ReboundForkWorker(AppContextMixin, SparseHousekeepingMixin, SimpleWorker):
+class ReboundForkWorker(AppContextMixin, FewerRoundTripsMixin, SparseHousekeepingMixin, SimpleWorker):
     """Forks a child per handler call: a crashing, leaking or hung handler cannot take the worker down.
 
     Unlike RQ's forking Worker, which forks for the whole job, only the handler runs in the child: the claim

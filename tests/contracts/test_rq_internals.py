@@ -1,13 +1,18 @@
 """What Rebound reaches into in RQ still holds: the job hash its Lua enqueue writes, the worker methods it overrides."""
 
 import inspect
+import re
 import zlib
+from pathlib import Path
 
-from rq import Queue, SimpleWorker
+from rq import Queue, SimpleWorker, executions
+from rq.executions import Execution
 from rq.job import Job, JobStatus
+from rq.rate_limit import release_slot
+from rq.results import Result
 from rq.worker import BaseWorker
 
-from console.processes.worker import WORKER_CLASSES, SparseHousekeepingMixin, build_worker
+from console.processes.worker import WORKER_CLASSES, FewerRoundTripsMixin, SparseHousekeepingMixin, build_worker
 from console.redis_conn import get_redis
 from console.services.engine import bulk_enqueue, queueing
 
@@ -132,3 +137,111 @@ def test_rq_writes_the_worker_state_only_through_set_state_and_ends_a_job_in_han
     assert "self.handle_execution_ended(" in inspect.getsource(BaseWorker._finalize_failure)
     assert isinstance(inspect.getattr_static(Job, "success_callback"), property)
     assert isinstance(inspect.getattr_static(Job, "failure_callback"), property)
+
+
+def test_what_fewer_round_trips_mixin_mirrors_still_has_rqs_signatures_and_shape():
+    # FewerRoundTripsMixin does in its own pipelines what these RQ methods do in theirs: any change to them shows here.
+    def names(function):
+        return list(inspect.signature(function).parameters)
+
+    assert names(BaseWorker.prepare_execution) == ["self", "job"]
+    assert names(BaseWorker.prepare_job_execution) == ["self", "job", "remove_from_intermediate_queue"]
+    assert names(BaseWorker.handle_job_success) == ["self", "job", "queue", "started_job_registry", "execution"]
+    assert names(Execution.create) == ["job", "ttl", "pipeline", "worker_name"]
+    assert names(Job.prepare_for_execution) == ["self", "worker_name", "pipeline"]
+    assert names(Job._handle_success) == ["self", "result_ttl", "pipeline", "worker_name", "execution_id",
+                                          "execution_started_at", "execution_ended_at"]
+    assert names(Job.cleanup)[:4] == ["self", "ttl", "pipeline", "remove_from_queue"]
+    assert names(release_slot) == ["job"]
+    # RQ's own bodies: what the mixin writes in their place.
+    prepared = inspect.getsource(executions.prepare_execution)
+    for call in ("Execution.create(job, heartbeat_ttl, pipeline=pipeline, worker_name=worker.name)",
+                 "worker.executions[execution.id] = execution", "set_state(WorkerStatus.BUSY, pipeline=pipeline)"):
+        assert call in prepared
+    preparing = inspect.getsource(BaseWorker.prepare_job_execution)
+    for call in ("self.heartbeat(heartbeat_ttl, pipeline=pipeline)", "job.heartbeat(now(), heartbeat_ttl",
+                 "job.prepare_for_execution(self.name, pipeline=pipeline)", "pipeline.persist(job.key)",
+                 "pipeline.lrem(queue.intermediate_queue_key, 1, job.id)"):
+        assert call in preparing
+    assert preparing.count("pipeline.") == 3  # persist, lrem, execute: nothing else written beside the calls above
+    succeeded = inspect.getsource(BaseWorker.handle_job_success)
+    for call in ("pipeline.watch(job.dependents_key)", "queue.move_dependents_to_ready(job, pipeline=pipeline)",
+                 "self.increment_successful_job_count(pipeline=pipeline)",
+                 "self.increment_total_working_time(job.ended_at - job.started_at, pipeline)",
+                 "job._handle_success(", "job.cleanup(result_ttl, pipeline=pipeline, remove_from_queue=False)",
+                 "self.cleanup_execution(job, pipeline=pipeline, execution=execution)", "release_slot(job)",
+                 "Repeat.schedule(job, queue, pipeline=pipeline)"):
+        assert call in succeeded
+    # The order RQ calls them in: the execution prepared, then the job (once per job), then success and "idle".
+    executing = inspect.getsource(SimpleWorker.execute_job)
+    assert executing.index("self.prepare_execution(job)") < executing.index("self.perform_job(")
+    performing = inspect.getsource(BaseWorker.perform_job)
+    assert "self.prepare_job_execution(job, remove_from_intermediate_queue)" in performing
+    assert "remove_from_intermediate_queue = len(self.queues) == 1" in performing
+    for cls in WORKER_CLASSES.values():
+        for name in ("prepare_execution", "prepare_job_execution", "handle_job_success"):
+            assert inspect.getattr_static(cls, name) is inspect.getattr_static(FewerRoundTripsMixin, name)
+
+
+def _redis_shape(connection, worker_name: str) -> dict:
+    """Every key RQ left, with its type, its fields or members, and whether it expires; names made comparable."""
+    def same(value) -> str:
+        text = value.decode() if isinstance(value, bytes) else str(value)
+        return re.sub(r"[0-9a-f]{32}", "<id>", text.replace(worker_name, "<worker>"))
+
+    shape = {}
+    for key in connection.keys("*"):
+        kind = connection.type(key).decode()
+        if kind == "hash":
+            content = sorted(same(field) for field in connection.hkeys(key))
+        elif kind == "zset":
+            content = sorted(same(member) for member in connection.zrange(key, 0, -1))
+        elif kind == "set":
+            content = sorted(same(member) for member in connection.smembers(key))
+        elif kind == "list":
+            content = [same(item) for item in connection.lrange(key, 0, -1)]
+        elif kind == "stream":
+            content = [sorted(same(field) for field in fields) for _, fields in connection.xrange(key)]
+        else:
+            content = same(connection.get(key))
+        shape[same(key)] = (kind, content, connection.ttl(key) > 0)
+    return shape
+
+
+def _run_one_job(worker_class, app, queues) -> tuple[dict, dict, dict]:
+    connection = get_redis()
+    connection.flushdb()
+    Queue(queueing.RUN_QUEUE, connection=connection).enqueue("jobs.handlers.demo.noop", None, job_id="same-job",
+                                                             result_ttl=60)
+    worker = worker_class(queues, connection=connection, name="w-" + worker_class.__name__)
+    worker.flask_app = app
+    worker.work(burst=True, logging_level="WARNING")
+    return (_redis_shape(connection, worker.name), connection.hgetall("rq:job:same-job"),
+            connection.hgetall(worker.key))
+
+
+def test_a_job_leaves_redis_as_rqs_own_worker_leaves_it(app):
+    # The mixin's two round trips write what RQ's five do: the same keys, fields, members and expiries.
+    rq_shape, rq_job, rq_worker = _run_one_job(SimpleWorker, app, queueing.QUEUES)
+    our_shape, our_job, our_worker = _run_one_job(WORKER_CLASSES["simple"], app, queueing.QUEUES)
+    assert our_shape == rq_shape
+    assert our_job[b"status"] == rq_job[b"status"] == b"finished"
+    assert our_job[b"worker_name"] == b"w-ReboundSimpleWorker"
+    for field in (b"state", b"successful_job_count", b"failed_job_count"):
+        assert our_worker.get(field) == rq_worker.get(field), field
+    assert our_worker[b"state"] == b"idle" and our_worker[b"successful_job_count"] == b"1"
+    assert Job.fetch("same-job", connection=get_redis()).latest_result().type == Result.Type.SUCCESSFUL
+    # With one queue RQ also takes the job off the queue's intermediate list, in its own preparation.
+    assert _run_one_job(WORKER_CLASSES["simple"], app, [queueing.RUN_QUEUE])[0] == \
+        _run_one_job(SimpleWorker, app, [queueing.RUN_QUEUE])[0]
+
+
+def test_rebound_queues_no_job_with_rq_dependents_or_repeats():
+    # FewerRoundTripsMixin ends a job without reading its dependents: none may exist. (A repeat goes to RQ's method.)
+    root = Path(__file__).resolve().parents[2]
+    sources = [*root.joinpath("console").rglob("*.py"), *root.joinpath("jobs").rglob("*.py")]
+    assert len(sources) > 100
+    for source in sources:
+        text = source.read_text()
+        for word in ("depends_on", "Dependency(", "Repeat("):
+            assert word not in text, f"{source.relative_to(root)} uses RQ's {word}"

@@ -3,11 +3,14 @@
 import threading
 
 import pytest
+import redis
+from redis.client import Pipeline
 from rq import Callback, Queue
 from rq.job import Job, JobStatus
 from rq.worker import BaseWorker
 from sqlalchemy import event, func, select
 
+from console import metrics
 from console.extensions import db
 from console.models import Run
 from console.processes import worker as workers
@@ -185,3 +188,36 @@ def test_a_connection_the_server_dropped_between_jobs_is_replaced_and_the_claim_
     worker.work(burst=True, logging_level="WARNING")
     assert runs.status(first) == "succeeded"
     assert runs.get(first).executions == 1
+
+
+def test_a_job_costs_the_worker_five_redis_round_trips(app, runs, monkeypatch):
+    sent = []
+    real_command, real_pipeline = redis.Redis.execute_command, Pipeline.execute
+
+    def command(self, *args, **options):
+        if threading.current_thread() is threading.main_thread() and not isinstance(self, Pipeline):
+            sent.append(args[0])
+        return real_command(self, *args, **options)
+
+    def pipeline(self, *args, **options):
+        if threading.current_thread() is threading.main_thread():
+            sent.append("pipeline")
+        return real_pipeline(self, *args, **options)
+
+    ids = [runs.submit() for _ in range(10)]
+    worker = build_worker(app, get_redis(), "simple")
+    worker.clock = lambda: 100.0  # no beat or suspension check falls due during the drain
+    monkeypatch.setattr(metrics._batch, "interval_s", 3600.0)  # a worker's counts go once a second, not per job
+    monkeypatch.setattr(redis.Redis, "execute_command", command)
+    monkeypatch.setattr(Pipeline, "execute", pipeline)
+    worker.work(burst=True, logging_level="WARNING")
+    monkeypatch.undo()
+    metrics.flush()
+
+    assert _succeeded(ids) == 10
+    second_job = sent.index("LPOP", sent.index("LPOP") + 1)  # the first job also asks the server's version once
+    per_job = sent[second_job:second_job + 5]
+    # Take the job and read it; start it (RQ's execution and the job's status in one pipeline); the breaker's
+    # state; end it (RQ's success and the worker's "idle" in one MULTI/EXEC). RQ's own worker sends nine.
+    assert per_job == ["LPOP", "HGETALL", "pipeline", "GET", "pipeline"]
+    assert sent[second_job:second_job + 45] == per_job * 9
