@@ -69,9 +69,30 @@ def test_a_registered_worker_shows_with_its_state_and_a_link_to_the_run_it_works
     assert "No worker is running" not in page
 
 
+def test_a_worker_busy_with_a_long_run_shows_the_runs_heartbeat_not_its_last_rq_beat(client, auth):
+    # RQ beats a worker between jobs only; during a long handler the run's heartbeat proves the worker alive.
+    run, _ = submit(tenants.find("default"), Actor("test"), handler="demo.noop")
+    worker = busy_worker("worker-a", queueing.job_id(run.id, 1, 0))
+    get_redis().hset(worker.key, "last_heartbeat", (utcnow() - timedelta(minutes=12)).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+    run.status, run.attempt, run.heartbeat_at = "running", 1, utcnow() - timedelta(seconds=4)
+    db.session.commit()
+    auth.as_role("viewer")
+    row = worker_row(client.get("/queues/").get_data(as_text=True), "worker-a")
+    assert "12 min ago" not in row
+    assert re.search(r">[4-9] s ago</time>", row)
+    assert f"run {run.id}&#39;s heartbeat" in row or f"run {run.id}'s heartbeat" in row
+
+    # Once the run has ended, the worker's own beat is what is known of it.
+    run.status = "succeeded"
+    db.session.commit()
+    row = worker_row(client.get("/queues/").get_data(as_text=True), "worker-a")
+    assert "12 min ago" in row
+
+
 def test_tenant_limited_user_sees_no_link_to_another_tenants_run(client, auth):
     run, _ = submit(tenants.find("default"), Actor("test"), handler="demo.noop")
     busy_worker("worker-a", queueing.job_id(run.id, 1, 0))
+    run.status, run.attempt, run.heartbeat_at = "running", 1, utcnow() + timedelta(seconds=30)
     globex = Tenant(name="globex")
     db.session.add(globex)
     db.session.commit()
@@ -79,6 +100,8 @@ def test_tenant_limited_user_sees_no_link_to_another_tenants_run(client, auth):
     auth.login("gina")
     row = worker_row(client.get("/queues/").get_data(as_text=True), "worker-a")
     assert "another tenant's run" in row and f"/runs/{run.id}" not in row
+    # The worker's liveness is shown (just now, through the run's beat), never which run it is.
+    assert "just now" in row and "heartbeat</div>" not in row and f"run {run.id}" not in row
 
 
 def test_no_worker_and_overdue_delayed_jobs_are_called_out(client, auth):

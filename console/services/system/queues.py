@@ -10,6 +10,7 @@ from rq.registry import FailedJobRegistry, ScheduledJobRegistry, StartedJobRegis
 from rq.scheduler import SCHEDULER_KEY_TEMPLATE, SCHEDULER_LOCKING_KEY_TEMPLATE
 from sqlalchemy import select
 
+from console.domain.statuses import IN_WORK
 from console.extensions import db
 from console.models import Run
 from console.redis_conn import get_redis
@@ -44,7 +45,8 @@ class WorkerInfo:
     queues: list[str]
     job_id: str | None
     run: tuple[int, int, int] | None  # (run_id, series, attempt) behind job_id, if this viewer may see that run
-    last_heartbeat: datetime | None
+    last_heartbeat: datetime | None  # RQ's beat, or the run's it works on if fresher (RQ beats between jobs only)
+    beating_run: int | None  # the run whose fresher heartbeat last_heartbeat is, if this viewer may see it
     birth: datetime | None
     successful: int
     failed: int
@@ -120,20 +122,33 @@ def _workers(connection, scope: int | None) -> list[WorkerInfo]:
     jobs = {worker.name: worker.get_current_job_id() for worker in workers}
     runs = {job_id: parsed for job_id in jobs.values() if job_id and (parsed := queueing.parse_job_id(job_id))}
     visible = {run_id for run_id, _, _ in runs.values()}
+    beats = _run_beats(visible)
     if scope is not None and visible:
         visible = set(db.session.execute(select(Run.id).where(Run.id.in_(visible), Run.tenant_id == scope))
                       .scalars())
-    return [
-        WorkerInfo(
+    infos = []
+    for worker in workers:
+        run = runs.get(jobs[worker.name])
+        own_beat, run_beat = _aware(worker.last_heartbeat), beats.get(run[0]) if run else None
+        through_run = run_beat is not None and (own_beat is None or run_beat > own_beat)
+        infos.append(WorkerInfo(
             name=worker.name, hostname=worker.hostname, pid=worker.pid, state=worker.get_state(),
-            queues=worker.queue_names(), job_id=jobs[worker.name],
-            run=_visible(runs.get(jobs[worker.name]), visible),
-            last_heartbeat=_aware(worker.last_heartbeat), birth=_aware(worker.birth_date),
-            successful=worker.successful_job_count, failed=worker.failed_job_count,
-            working_s=worker.total_working_time,
-        )
-        for worker in workers
-    ]
+            queues=worker.queue_names(), job_id=jobs[worker.name], run=_visible(run, visible),
+            last_heartbeat=run_beat if through_run else own_beat,
+            beating_run=run[0] if through_run and run[0] in visible else None,
+            birth=_aware(worker.birth_date), successful=worker.successful_job_count,
+            failed=worker.failed_job_count, working_s=worker.total_working_time,
+        ))
+    return infos
+
+
+def _run_beats(run_ids: set[int]) -> dict[int, datetime]:
+    """Return the heartbeat of each of these runs still in work: the thread that writes it lives in its worker."""
+    if not run_ids:
+        return {}
+    rows = db.session.execute(select(Run.id, Run.heartbeat_at).where(Run.id.in_(run_ids), Run.status.in_(IN_WORK),
+                                                                     Run.heartbeat_at.is_not(None)))
+    return {run_id: _aware(beat) for run_id, beat in rows}
 
 
 def _visible(run: tuple[int, int, int] | None, visible: set[int]) -> tuple[int, int, int] | None:
