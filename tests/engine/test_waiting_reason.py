@@ -2,8 +2,10 @@
 
 from datetime import timedelta
 
+from console.domain.breaker import BreakerSettings
 from console.extensions import db
 from console.models import Tenant
+from console.services.engine import breakers
 from console.services.engine.execute import execute
 from console.services.runs.waiting import why_waiting
 from tests.factories import make_tenant
@@ -60,7 +62,8 @@ def test_the_other_reasons_come_from_the_status(runs, clock):
     run = runs.get(runs.submit())
     assert why_waiting(run) == "queued: waiting for a free worker"
     run.status, run.status_reason, run.next_retry_at = "retry_wait", "breaker_open", clock() + timedelta(seconds=20)
-    assert why_waiting(run).startswith("circuit breaker: the breaker of handler python:demo.noop is open")
+    assert why_waiting(run).startswith("circuit breaker: the breaker of handler python:demo.noop was open when its "
+                                       "turn came")
     run.status_reason = "http_503"
     assert why_waiting(run).startswith("retry backoff: attempt 0 failed; the next attempt is at")
     run.status, run.status_reason, run.due_at = "pending", "window", clock() + timedelta(hours=2)
@@ -82,3 +85,25 @@ def test_the_run_page_shows_why_it_waits(client, auth, runs, clock):
     page = client.get(f"/runs/{waiting}").get_data(as_text=True)
     assert "<strong>Waiting:</strong> tenant quota: tenant acme is running 1 of its max_running 1" in page
     assert "Waiting:" not in client.get(f"/runs/{holder}").get_data(as_text=True)
+
+
+def test_a_run_put_off_by_its_breaker_says_what_the_breaker_is_now(runs, clock):
+    # The reason was true when the run was put off; the breaker may have closed or half-opened since.
+    run = runs.get(runs.submit())
+    run.status, run.status_reason, run.next_retry_at = "retry_wait", "breaker_open", clock() + timedelta(seconds=20)
+    settings = BreakerSettings(failure_threshold=1, open_s=30, success_threshold=1)
+    key = breakers.key_for(run.handler, run.tenant_id, "handler")
+    assert why_waiting(run, clock()).endswith("The breaker is now closed: the run goes at its next try.")
+    breakers.record(key, False, clock(), settings)
+    opens_until = f"{clock() + timedelta(seconds=30):%Y-%m-%d %H:%M:%S} UTC"
+    assert why_waiting(run, clock()).endswith(f"The breaker is still open, until {opens_until}.")
+    assert why_waiting(run, clock() + timedelta(seconds=31)).endswith(
+        "The breaker is now half-open: one probe call goes through, and its outcome closes or opens it again.")
+    db.session.rollback()
+
+
+def test_without_redis_the_breaker_reason_still_reads(runs, clock, redis_down):
+    run = runs.get(runs.submit())
+    run.status, run.status_reason, run.next_retry_at = "retry_wait", "breaker_open", clock() + timedelta(seconds=20)
+    assert why_waiting(run, clock()).endswith("(no attempt is spent)")
+    db.session.rollback()

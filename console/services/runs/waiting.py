@@ -2,7 +2,13 @@
 
 from datetime import datetime
 
+import redis
+
+from console.domain.breaker import BreakerMode
 from console.models import Run
+from console.services.engine import breakers
+from console.services.errors import NotFound
+from console.services.policies import versions as policies
 
 WAITING = ("pending", "retry_wait")
 
@@ -11,14 +17,17 @@ def _at(moment: datetime | None) -> str:
     return f"{moment:%Y-%m-%d %H:%M:%S} UTC" if moment else "soon"
 
 
-def why_waiting(run: Run) -> str | None:
-    """Return why this run has not started (or started again) yet; None when it is not waiting."""
+def why_waiting(run: Run, now: datetime | None = None) -> str | None:
+    """Return why this run has not started (or started again) yet; None when it is not waiting.
+
+    Given `now`, a run put off by its breaker also says what the breaker is now.
+    """
     if run.status not in WAITING:
         return None
     if run.status == "retry_wait":
         if run.status_reason == "breaker_open":
-            return (f"circuit breaker: the breaker of handler {run.handler} is open; the next try is at "
-                    f"{_at(run.next_retry_at)} (no attempt is spent)")
+            return (f"circuit breaker: the breaker of handler {run.handler} was open when its turn came; the next try "
+                    f"is at {_at(run.next_retry_at)} (no attempt is spent){_breaker_now(run, now)}")
         return f"retry backoff: attempt {run.attempt} failed; the next attempt is at {_at(run.next_retry_at)}"
     if run.cancel_requested:
         return "cancel requested: it is cancelled when a worker picks it up"
@@ -31,3 +40,19 @@ def why_waiting(run: Run) -> str | None:
         return (f"tenant quota: tenant {run.tenant.name} already had its max_queued {run.tenant.max_queued} runs "
                 "waiting when this one fired; it was kept, not dropped, and waits its turn")
     return "queued: waiting for a free worker"
+
+
+def _breaker_now(run: Run, now: datetime | None) -> str:
+    """Say what the run's breaker is now: it may have closed or half-opened since the run was put off."""
+    if now is None:
+        return ""
+    try:
+        _, policy = policies.effective(run.policy_id, run.policy_overrides)
+        state = breakers.state_of(breakers.key_for(run.handler, run.tenant_id, policy.breaker_scope), now)
+    except (NotFound, redis.RedisError, OSError):
+        return ""  # the reason stands on its own; the breaker's state is a hint
+    if state.state == BreakerMode.OPEN:
+        return f". The breaker is still open, until {_at(state.open_until)}."
+    if state.state == BreakerMode.HALF_OPEN:
+        return ". The breaker is now half-open: one probe call goes through, and its outcome closes or opens it again."
+    return ". The breaker is now closed: the run goes at its next try."

@@ -64,7 +64,7 @@ def _detail(run_id: int, *, error: str | None = None, notice: str | None = None,
     return page("runs/show.html", "detail", d=detail, run=detail.run, live=detail.run.status in LIVE,
                 breaches=breach_list.of_run(run_id),
                 compensable=compensation.can_compensate(detail.run) and not waiting, requests=requests,
-                waits_because=why_waiting(detail.run),
+                waits_because=why_waiting(detail.run, utcnow()),
                 error=error, notice=notice, pretty=pretty, **present.helpers()), status
 
 
