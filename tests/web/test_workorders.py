@@ -8,6 +8,8 @@ from sqlalchemy import select
 from console.domain.clock import FrozenClock, utcnow
 from console.extensions import db
 from console.models import AuditEntry, DeadLetter, OutboxMessage, Tenant, WorkOrder
+from console.services.actor import Actor
+from console.services.dlq import groups
 from console.services.engine.execute import execute
 from console.services.system import delivery_round
 from tests.factories import Runs
@@ -64,7 +66,8 @@ def test_list_shows_each_work_order_with_its_count_external_id_and_delivery(app,
     assert page.status_code == 200
     row = re.search(rf'<tr id="wo-row-{first.work_order_id}">(.*?)</tr>', html, re.S).group(1)
     assert "python:demo.flaky: invalid_account — account 1000 is closed" in row
-    assert '<td class="num">2</td>' in row and "OPS-77" in row and ">sent</span>" in row
+    assert re.search(r'<td class="num">2 <span class="subtle">open of 2</span></td>', row)
+    assert "OPS-77" in row and ">sent</span>" in row
     assert f'id="wo-row-{other.work_order_id}"' in html
     counters = re.search(r'<div class="grid counters wo-counters">(.*?)</nav>', html, re.S).group(1)
     assert re.search(r'Open</div><div class="value">2<', counters)
@@ -168,6 +171,19 @@ def test_close_needs_a_note_then_closes_audits_and_resolves(app, client, auth, r
     assert "card processor fixed" in page and "Close work order</button>" not in page
 
 
+def test_the_close_says_which_channels_are_told_and_none_when_none_is_configured(app, client, auth, runs, clock):
+    first, second = dead(runs, clock), dead(runs, clock, code="card_expired", message="card expired")
+    auth.as_role("operator", "olga")
+    done = post(client, auth, f"/workorders/{first.work_order_id}/close", {"close-note": "fixed"}, headers=HX)
+    words = done.get_data(as_text=True)
+    assert f"Closed work order #{first.work_order_id}." in words and "PagerDuty" not in words
+    assert "No alerting channel is configured: nothing outside Rebound is told." in words
+
+    app.config.update(PAGERDUTY_URL="http://127.0.0.1:9/v2/enqueue", PAGERDUTY_ROUTING_KEY="r" * 32)
+    done = post(client, auth, f"/workorders/{second.work_order_id}/close", {"close-note": "fixed"}, headers=HX)
+    assert "PagerDuty is told it is resolved." in done.get_data(as_text=True)
+
+
 def test_viewer_sees_no_actions_and_is_refused(app, client, auth, runs, clock):
     letter = dead(runs, clock)
     auth.as_role("viewer")
@@ -222,3 +238,15 @@ def test_the_work_orders_nav_item_follows_the_dlq(app, client, auth):
     nav = re.search(r"<nav[^>]*>(.*?)</nav>", html, re.S).group(1)
     labels = re.findall(r">([^<]+)</a>", nav)
     assert labels[labels.index("DLQ") + 1] == "Work orders"
+
+
+def test_the_list_counts_a_work_orders_open_letters_as_its_page_does(client, auth, runs, clock):
+    first = dead(runs, clock, message="account 1000 is closed")
+    dead(runs, clock, message="account 2000 is closed")  # the same error group
+    groups.discard(first, "a duplicate order", Actor("olga"), clock)
+    auth.as_role("operator")
+    html = client.get("/workorders").get_data(as_text=True)
+    row = re.search(rf'<tr id="wo-row-{first.work_order_id}">(.*?)</tr>', html, re.S).group(1)
+    assert '<td class="num">1 <span class="subtle">open of 2</span></td>' in row
+    page = client.get(f"/workorders/{first.work_order_id}").get_data(as_text=True)
+    assert "1 open of 2" in page and "1 of its dead letters is still open;" in page

@@ -45,6 +45,12 @@ def route(message: OutboxMessage) -> list[str]:
     return [name for name in names if name not in skip]
 
 
+def configured_routes(message: OutboxMessage, every: dict | None = None) -> list[str]:
+    """Return the channels a message goes to: those it is meant for that are configured (none: it stays here)."""
+    every = every if every is not None else targets.all_targets()
+    return [name for name in route(message) if every[name].configured]
+
+
 def _lease() -> timedelta:
     # Long enough for every channel of one message to time out, so a live deliverer never loses its claim.
     return timedelta(seconds=60 + 4 * float(setting("DELIVERY_TIMEOUT_S")))
@@ -152,7 +158,7 @@ def _deliver(claim: Claim, clock: Clock) -> str:
         return "held"
     every = targets.all_targets()
     wanted = route(message)
-    names = [name for name in wanted if every[name].configured]
+    names = configured_routes(message, every)
     if not names:
         _settle(claim, status="skipped", next_attempt_at=now,
                 last_error=f"no channel configured for it ({', '.join(wanted) or 'none'})")

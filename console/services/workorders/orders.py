@@ -12,7 +12,7 @@ from console.models import DeadLetter, OutboxMessage, Run, User, WorkOrder
 from console.services.actor import SYSTEM, Actor
 from console.services.audit import trail as audit
 from console.services.delivery import channel_report as delivery_report
-from console.services.delivery import notice, outbox
+from console.services.delivery import dispatch, notice, outbox
 from console.services.errors import Conflict, InvalidInput, NotFound
 from console.services.people.permissions import OPERATE, can
 
@@ -30,6 +30,7 @@ MAX_NOTE_CHARS = 2000
 class Row:
     order: WorkOrder
     delivery: OutboxMessage | None  # the request to the external work-order system
+    open_letters: int = 0
 
 
 @dataclass(frozen=True)
@@ -92,12 +93,22 @@ def page(status: str, tenant_id: int | None, before: int | None = None, assignee
     orders = db.session.execute(query.order_by(WorkOrder.id.desc()).limit(limit + 1)).scalars().all()
     more = len(orders) > limit
     orders = orders[:limit]
-    requests = _requests([order.id for order in orders])
-    return Page([Row(order, requests.get(order.id)) for order in orders], orders[-1].id if more else None)
+    ids = [order.id for order in orders]
+    requests, still_open = _requests(ids), _open_letters(ids)
+    return Page([Row(order, requests.get(order.id), still_open.get(order.id, 0)) for order in orders],
+                orders[-1].id if more else None)
 
 
 def row(order: WorkOrder) -> Row:
-    return Row(order, _requests([order.id]).get(order.id))
+    return Row(order, _requests([order.id]).get(order.id), _open_letters([order.id]).get(order.id, 0))
+
+
+def _open_letters(order_ids: list[int]) -> dict[int, int]:
+    """Count each work order's open dead letters (by the open letters' partial index)."""
+    if not order_ids:
+        return {}
+    return dict(db.session.execute(select(DeadLetter.work_order_id, func.count()).where(
+        DeadLetter.work_order_id.in_(order_ids), DeadLetter.status == "open").group_by(DeadLetter.work_order_id)).all())
 
 
 def counts(tenant_id: int | None) -> dict[str, int]:
@@ -133,8 +144,7 @@ def detail(order_id: int, tenant_id: int | None = None) -> Detail:
     letters = db.session.execute(
         select(DeadLetter).options(joinedload(DeadLetter.run)).where(DeadLetter.work_order_id == order.id)
         .order_by(DeadLetter.id.desc()).limit(LETTERS_SHOWN)).scalars().all()
-    open_letters = db.session.execute(select(func.count()).select_from(DeadLetter).where(
-        DeadLetter.work_order_id == order.id, DeadLetter.status == "open")).scalar_one()
+    open_letters = _open_letters([order.id]).get(order.id, 0)
     alert_key = f"dead:{order.tenant_id}:{order.fingerprint}"
     candidates = db.session.execute(select(OutboxMessage).where(OutboxMessage.dedup_key.in_(
         (request_key(order.id), alert_key, f"resolve:{notice.work_order_incident(order.id)}")))
@@ -210,8 +220,8 @@ def _closed(order: WorkOrder, actor: Actor, note: str, now: datetime, before: st
                    work_order_id=order.id)
 
 
-def close(order: WorkOrder, note: str | None, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> WorkOrder:
-    """Close a work order by hand, saying what was done."""
+def close(order: WorkOrder, note: str | None, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> list[str]:
+    """Close a work order by hand, saying what was done; return the channels its resolve goes to (may be none)."""
     note = (note or "").strip()
     if not note:
         raise InvalidInput("say what was done: a note is required to close a work order", "note")
@@ -222,8 +232,13 @@ def close(order: WorkOrder, note: str | None, actor: Actor, clock: Clock = SYSTE
     before, now = order.status, clock()
     _move(order, ACTIVE, status="closed", closed_at=now, closed_by=actor.name, close_note=note)
     _closed(order, actor, note, now, before)
+    # The resolve just queued, or the pending one it was added to: the same kind, so the same channels.
+    resolve = db.session.execute(select(OutboxMessage).where(
+        OutboxMessage.dedup_key == f"resolve:{notice.work_order_incident(order.id)}")
+        .order_by(OutboxMessage.id.desc()).limit(1)).scalar_one()
+    told = dispatch.configured_routes(resolve)
     db.session.commit()
-    return order
+    return told
 
 
 def _unsettled(order_id) -> exists:

@@ -125,8 +125,17 @@ def assign(order_id: int):
 def close(order_id: int):
     order = workorders.get(order_id, tenant_scope())
     form = CloseForm(prefix="close")
-    return _done(order_id, lambda: workorders.close(order, form.note.data, current_actor()),
-                 f"Closed work order #{order_id}; PagerDuty is told it is resolved.", close_form=form)
+    told = []
+    return _done(order_id, lambda: told.extend(workorders.close(order, form.note.data, current_actor())),
+                 lambda: f"Closed work order #{order_id}. {_told_words(told)}", close_form=form)
+
+
+def _told_words(channels: list[str]) -> str:
+    """Say who outside Rebound hears of a close, by the channels its resolve goes to."""
+    if not channels:
+        return "No alerting channel is configured: nothing outside Rebound is told."
+    names = " and ".join({"pagerduty": "PagerDuty", "slack": "Slack"}.get(name, name) for name in channels)
+    return f"{names} {'is' if len(channels) == 1 else 'are'} told it is resolved."
 
 
 @bp.post("/<int:order_id>/redeliver")
