@@ -98,8 +98,11 @@ def test_an_operators_day(page, live_server, live_app, arranged, live_worker, sc
     page.goto(f"{base}/tasks/{arranged['task']}")
     page.locator("#task-head").get_by_role("button", name="Pause").click()
     expect(page.locator("#task-head")).to_contain_text("paused")
+    expect(page.locator("#task-schedule")).to_contain_text("the firings below are skipped")  # swapped out of band
     page.locator("#task-head").get_by_role("button", name="Resume").click()
     expect(page.locator("#task-head").get_by_role("button", name="Pause")).to_be_visible()
+    expect(page.locator("#task-head")).to_contain_text("Resumed")
+    expect(page.locator("#task-schedule")).not_to_contain_text("skipped")
     screenshot("day-task")
 
     # A filter the server refuses answers 422 with the reason, and htmx swaps it in where the results were.

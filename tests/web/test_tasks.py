@@ -197,13 +197,21 @@ def test_pause_and_resume_over_htmx_swap_the_header_and_are_audited(client, auth
     fragment = response.get_data(as_text=True)
     assert fragment.lstrip().startswith('<div id="task-head"')
     assert "<html" not in fragment and 'class="badge paused"' in fragment
-    assert f'hx-post="/tasks/{task.id}/resume"' in fragment
+    assert f'hx-post="/tasks/{task.id}/resume"' in fragment and f"Paused {task.name}." in fragment
+    # The schedule comes along out of band: its next firings read "skipped" while the task is paused.
+    schedule = fragment[fragment.index('<section id="task-schedule"'):]
+    assert schedule.startswith('<section id="task-schedule" class="panel tasks-schedule" hx-swap-oob="true">')
+    assert "the firings below are skipped" in schedule and schedule.count(">skipped</span>") == 5
     assert reload(task.id).paused is True
+    page = client.get(f"/tasks/{task.id}").get_data(as_text=True)
+    assert page.count(">skipped</span>") == 5 and "the schedule creates none while the task is paused" in page
     [entry] = audits("task.pause", task.id)
     assert (entry.actor, entry.before, entry.after) == ("olga", {"paused": False}, {"paused": True})
 
     response = client.post(f"/tasks/{task.id}/resume", data={"csrf_token": csrf}, headers={"HX-Request": "true"})
-    assert response.status_code == 200 and f'hx-post="/tasks/{task.id}/pause"' in response.get_data(as_text=True)
+    fragment = response.get_data(as_text=True)
+    assert response.status_code == 200 and f'hx-post="/tasks/{task.id}/pause"' in fragment
+    assert f"Resumed {task.name}." in fragment and ">skipped</span>" not in fragment
     assert reload(task.id).paused is False
     assert len(audits("task.resume", task.id)) == 1
 

@@ -130,9 +130,14 @@ def cron_preview():
 
 def _toggle(task_id: int, paused: bool):
     task = tasks.set_paused(tasks.get(task_id, tenant_scope()), paused, current_actor())
+    notice = f"{'Paused' if paused else 'Resumed'} {task.name}."
     if htmx:
-        return render_template("tasks/_header.html", task=task)
-    flash(f"{'Paused' if paused else 'Resumed'} {task.name}.", "success")
+        # The header in place, and the schedule out of band: its firings read "skipped" while paused.
+        now = utcnow()
+        return (render_template("tasks/_header.html", task=task, notice=notice)
+                + render_template("tasks/_schedule.html", task=task, now=now,
+                                  firings=task_query.next_firings(task, now), oob=True))
+    flash(notice, "success")
     return redirect(url_for("tasks.show", task_id=task.id), 303)
 
 
