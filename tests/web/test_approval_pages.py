@@ -10,7 +10,7 @@ from console.extensions import db
 from console.models import Approval, AuditEntry, DeadLetter, Run
 from console.services.actor import Actor
 from console.services.engine.execute import execute
-from console.services.recovery import params_fix
+from console.services.recovery import params_fix, runbook_runner, runbooks
 from console.services.system import console_settings
 from tests.factories import Runs, make_tenant
 from tests.helpers import Auth, csrf_from
@@ -299,3 +299,22 @@ def test_admin_people_says_what_approvers_do(person):
     assert "approves or rejects other people's data-fix requests" in page
     assert "Nobody decides" in page
 
+
+
+def test_an_approved_runbook_request_says_it_is_queued_and_shows_its_execution_not_a_done_change(person, letter):
+    # Approving a runbook queues its execution for a worker: the request must not read "ran" before it has.
+    _, olga = person("olga", "operator")
+    approver_client, alex = person("alex", "approver")
+    dead = letter()
+    execution = runbooks.start("resolve_runs", {"runs": str(dead.run_id), "note": "paid"}, Actor("olga", olga.id),
+                               scope=None, reason="refunded by finance", enqueue=False)
+    runbook_runner.preview(execution.id)
+    token = approver_client.csrf(f"/approvals/{execution.approval_id}")
+    done = approver_client.post(f"/approvals/{execution.approval_id}/approve", data={"csrf_token": token})
+    assert done.status_code == 303
+    page = html(approver_client.get(f"/approvals/{execution.approval_id}"))
+    assert f"Approved request #{execution.approval_id}: runbook execution #{execution.id} is queued" in page
+    assert "the change ran" not in page and "Ran once" not in page
+    outcome = re.search(r"<dt>Outcome</dt><dd>(.*?)</dd>", page, re.S).group(1)
+    assert f'href="/runbooks/executions/{execution.id}">execution #{execution.id}</a>' in outcome
+    assert "queued" in outcome

@@ -9,7 +9,7 @@ from console.extensions import db
 from console.models import User
 from console.services.errors import ServiceError
 from console.services.people.permissions import APPROVE, OPERATE, VIEW, can
-from console.services.recovery import approvals, decisions
+from console.services.recovery import approvals, decisions, runbooks
 from console.web.approvals import present
 from console.web.approvals.forms import ApproveForm, RejectForm, RollbackForm
 from console.web.render import page
@@ -97,15 +97,22 @@ def _decide(approval_id: int, form, form_name: str, action, done: str):
         if error.field == "note":
             form.note.errors = [*form.note.errors, error.detail]
         return _show(approval_id, error=error.detail, status=error.status, **{form_name: form})
-    flash(done.format(id=decided.id, status=decided.status.replace("_", " ")), "success")
+    flash(done(decided) if callable(done) else done.format(id=decided.id), "success")
     return redirect(url_for("approvals.show", approval_id=approval_id), 303)
+
+
+def _approved(decided) -> str:
+    """Say what approving did: a data fix ran here; a runbook's execution was queued for a worker."""
+    if decided.kind == runbooks.KIND and decided.status == "executed":
+        return (f"Approved request #{decided.id}: runbook execution #{decided.subject_id} is queued for a worker; "
+                "its page follows it.")
+    return f"Approved request #{decided.id}: the change ran ({decided.status.replace('_', ' ')})."
 
 
 @bp.post("/<int:approval_id>/approve")
 @requires(APPROVE)
 def approve(approval_id: int):
-    return _decide(approval_id, ApproveForm(prefix="approve"), "approve_form", decisions.approve,
-                   "Approved request #{id}: the change ran ({status}).")
+    return _decide(approval_id, ApproveForm(prefix="approve"), "approve_form", decisions.approve, _approved)
 
 
 @bp.post("/<int:approval_id>/reject")
