@@ -109,6 +109,11 @@ def test_resolve_runs_closes_their_dead_letters_and_then_the_work_order(staff, c
     assert run_of(first).status == "resolved" and run_of(succeeded).status == "succeeded"
     letter = letter_of(first)
     assert (letter.status, letter.resolution_note, letter.resolved_by) == ("resolved", "refunded by hand", "olga")
+    # Four eyes on the record: the requester acted, and the approver is named on the same audit row.
+    [row] = db.session.execute(select(AuditEntry).where(AuditEntry.action == "run.resolve",
+                                                        AuditEntry.target_id == str(first))).scalars().all()
+    assert (row.actor, row.note) == (
+        "olga", f"refunded by hand · approved by alex, request #{execution.approval_id}")
     assert db.session.get(WorkOrder, order_id).status != "closed"  # the second run's letter is still open
 
     last = run_approved("resolve_runs", {"runs": str(second), "note": "refunded too"}, staff, clock)

@@ -51,6 +51,8 @@ def record_many(session, actor: Actor, action: str, target_type: str, changes: l
         return []
     # Bumping the head first takes the write lock, so concurrent appends queue up instead of forking.
     head = _take_head(session, len(changes))
+    if actor.approved_by:  # the requester is the actor; the approver is kept beside them on every row
+        note = f"{note} · approved by {actor.approved_by}" if note else f"approved by {actor.approved_by}"
     shared = {"at": clock(), "actor": actor.name, "actor_id": actor.id, "action": action, "target_type": target_type,
               "remote_addr": actor.remote_addr, "note": note}
     first = changes[0]

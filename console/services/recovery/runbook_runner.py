@@ -15,7 +15,7 @@ from sqlalchemy import or_, select, update
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.runbooks import ParamErrors, parse
 from console.extensions import db
-from console.models import Approval, RunbookChange, RunbookExecution
+from console.models import Approval, RunbookChange, RunbookExecution, User
 from console.services.actor import Actor
 from console.services.errors import ServiceError
 from console.services.recovery import runbook_registry
@@ -70,6 +70,15 @@ def preview(execution_id: int, *, clock: Clock = SYSTEM_CLOCK, on_line=None, sle
     return _run(execution, preview=True, clock=clock, on_line=on_line, sleep=sleep, monotonic=monotonic)
 
 
+def _approver(execution: RunbookExecution) -> str | None:
+    """Name who approved the execution and in which request, kept beside the requester on what it changes."""
+    if not execution.approval_id:
+        return None
+    name = db.session.execute(select(User.username).join(Approval, Approval.decided_by_id == User.id)
+                              .where(Approval.id == execution.approval_id)).scalar_one_or_none()
+    return f"{name}, request #{execution.approval_id}" if name else None
+
+
 def _describe(error: BaseException) -> str:
     if isinstance(error, ServiceError):
         return error.detail
@@ -81,8 +90,10 @@ def _describe(error: BaseException) -> str:
 def _run(execution: RunbookExecution, *, preview: bool, clock: Clock, on_line, sleep, monotonic) -> str:
     runbook = runbook_registry.get(execution.runbook)
     dry_run = execution.dry_run or preview
-    ctx = RunbookContext(execution.id, dry_run=dry_run, tenant_id=execution.tenant_id,
-                         actor=Actor(execution.requested_by, execution.requested_by_id), reason=execution.reason,
+    actor = Actor(execution.requested_by, execution.requested_by_id,
+                  approved_by=None if dry_run else _approver(execution))
+    ctx = RunbookContext(execution.id, dry_run=dry_run, tenant_id=execution.tenant_id, actor=actor,
+                         reason=execution.reason,
                          lines=execution.log.splitlines() if execution.log else [], clock=clock, on_line=on_line,
                          sleep=sleep, monotonic=monotonic)
     if preview:
