@@ -3,12 +3,13 @@
 import re
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import select, text
 
 from console.extensions import db
 from console.models import AuditEntry
 from console.services.actor import Actor
 from console.services.audit import trail as audit
+from console.services.policies import versions as policies
 
 
 def write_rows(n: int):
@@ -100,3 +101,27 @@ def test_audit_values_read_as_written_and_markup_in_them_stays_text(client, auth
     page = client.get("/audit/?action=thing.rename").get_data(as_text=True)
     assert "{&#34;name&#34;: &#34;Zürich…&#34;}" in page and "\\u2026" not in page
     assert "&lt;b&gt;bold&lt;/b&gt; &amp; co" in page and "<b>bold</b>" not in page
+
+
+def test_an_edit_reads_as_the_fields_it_changed_with_the_whole_rows_behind_a_fold(client, auth):
+    audit.record(db.session, Actor("ops"), "thing.change", "thing", 1, before={"a": 1, "b": {"c": 2, "d": [1]}},
+                 after={"a": 1, "b": {"c": 3, "d": [1]}, "e": "new"})
+    db.session.commit()
+    auth.as_role("viewer")
+    page = client.get("/audit/?action=thing.change").get_data(as_text=True)
+    cell = re.search(r'<td class="diff">(.*?)</td>', page, re.S).group(1)
+    assert '<span class="key">b.c</span>: <span class="was">2</span> → <span class="now">3</span>' in cell
+    assert '<span class="key">e</span>: <span class="was">—</span> → <span class="now">&#34;new&#34;</span>' in cell
+    assert '<span class="key">a</span>' not in cell  # unchanged fields stay in the fold
+    assert "<details><summary>whole rows</summary>" in cell and "{&#34;a&#34;: 1" in cell
+
+
+def test_a_policy_description_edit_is_in_its_audit_row(client, auth):
+    policies.save("payments-fast", {"max_attempts": 3}, Actor("ops"), description="fast retries")
+    policies.save("payments-fast", {"max_attempts": 3}, Actor("ops"), description="fast retries for the payments API")
+    rows = db.session.execute(select(AuditEntry).where(AuditEntry.action == "policy.save",
+                                                       AuditEntry.target_id == "payments-fast")
+                              .order_by(AuditEntry.seq)).scalars().all()
+    assert rows[0].after["description"] == "fast retries"
+    assert (rows[1].before["description"], rows[1].after["description"]) == (
+        "fast retries", "fast retries for the payments API")

@@ -124,25 +124,29 @@ def save(name: str, spec: dict, actor: Actor, *, description: str | None = None,
                                 .execution_options(populate_existing=True)).scalar_one_or_none()
     versioning.check(base_version, f"retry policy {name!r}", record.current_version if record else None,
                      lambda: current_version(record).created_by)
-    before = None
+    before, after = None, policy.to_dict()
     if record is None:
         record = RetryPolicyRecord(name=name, description=description or "", current_version=1)
         db.session.add(record)
         db.session.flush()
         version = 1
+        if description:
+            after["description"] = description
     else:
         before = normalized(current_version(record).spec)
-        if before == policy.to_dict() and (description is None or description == record.description):
+        if before == after and (description is None or description == record.description):
             db.session.commit()  # nothing to change; ends the transaction, so the lock is not kept
             return record
         version = record.current_version + 1
         record.current_version = version
-        if description is not None:
+        if description is not None and description != record.description:
+            # The description lives beside the versions, not in them: the audit row is where its change shows.
+            before, after = {**before, "description": record.description}, {**after, "description": description}
             record.description = description
         record.updated_at = clock()
     db.session.add(PolicyVersion(policy_id=record.id, version=version, spec=policy.to_dict(),
                                  created_by=actor.name, created_at=clock()))
-    audit.record(db.session, actor, "policy.save", "policy", name, before=before, after=policy.to_dict(),
+    audit.record(db.session, actor, "policy.save", "policy", name, before=before, after=after,
                  note=f"version {version}", clock=clock)
     db.session.commit()
     return record

@@ -3,6 +3,7 @@
 from flask import Blueprint, render_template, request
 
 from console.auth import requires, tenant_scope
+from console.domain import diff
 from console.extensions import db
 from console.models import Tenant
 from console.services.audit import query as audit_query
@@ -22,7 +23,13 @@ def index():
     filters = {key: request.args.get(key, "").strip() for key in ("actor", "action", "target")}
     before = request.args.get("before", type=row_id)
     entries, next_seq = audit_query.page(**filters, before_seq=before, tenant=tenant)
-    return page("audit/index.html", "results", entries=entries, next_seq=next_seq, filters=filters)
+    return page("audit/index.html", "results", entries=entries, next_seq=next_seq, filters=filters,
+                field_changes=_field_changes, shown=diff.shown)
+
+
+def _field_changes(before, after) -> list[diff.FieldChange]:
+    """An edit's changed fields, when both sides are objects (a create or a delete has one side: shown whole)."""
+    return diff.changes(before, after) if isinstance(before, dict) and isinstance(after, dict) else []
 
 
 @bp.get("/verify")
