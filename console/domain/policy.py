@@ -73,6 +73,44 @@ def _check_codes(name: str, value: object) -> tuple[str, ...]:
     return tuple(dict.fromkeys(code.strip() for code in value))
 
 
+def _problems(values: dict) -> tuple[dict, list[PolicyError]]:
+    """Check each field, then the rules between fields whose values passed; return the cleaned values and the
+    problems, in field order."""
+    clean, found = dict(values), []
+    for name in _RANGES:
+        if values[name] is None and name in _OPTIONAL:
+            continue
+        try:
+            clean[name] = _check_number(name, values[name])
+        except PolicyError as exc:
+            found.append(exc)
+    for name in _CODE_LISTS:
+        try:
+            clean[name] = _check_codes(name, values[name])
+        except PolicyError as exc:
+            found.append(exc)
+    if values["breaker_scope"] not in BREAKER_SCOPES:
+        hint = f"breaker_scope must be one of {', '.join(BREAKER_SCOPES)}, got {values['breaker_scope']!r}"
+        found.append(PolicyError("breaker_scope", hint))
+    bad = {exc.field for exc in found}
+    if not bad & {"base_delay_s", "max_delay_s"} and clean["max_delay_s"] < clean["base_delay_s"]:
+        hint = f"max_delay_s must be at least base_delay_s ({_num(clean['base_delay_s'])})"
+        found.append(PolicyError("max_delay_s", f"{hint}, got {_num(clean['max_delay_s'])}"))
+    if not bad & set(_CODE_LISTS):
+        both = [code for code in clean["retryable_codes"] if code in clean["non_retryable_codes"]]
+        if both:
+            hint = f"a code cannot be both retryable and non-retryable, remove one of: {', '.join(both)}"
+            found.append(PolicyError("non_retryable_codes", hint))
+    return clean, found
+
+
+def _as_spelled(exc: PolicyError, data: Mapping) -> PolicyError:
+    """Name the field the way the caller spelled it (breaker.open_s, not breaker_open_s), so a form can point at it."""
+    used_alias = exc.field not in data and exc.field in _ALIAS_OF
+    field = _ALIAS_OF[exc.field] if used_alias else exc.field
+    return PolicyError(field, exc.message.replace(exc.field, field, 1))
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """How a task is retried, limited and protected; validated on creation."""
@@ -95,22 +133,11 @@ class RetryPolicy:
     deadline_s: int | None = None
 
     def __post_init__(self) -> None:
-        for name in _RANGES:
-            value = getattr(self, name)
-            if not (value is None and name in _OPTIONAL):
-                object.__setattr__(self, name, _check_number(name, value))
-        for name in _CODE_LISTS:
-            object.__setattr__(self, name, _check_codes(name, getattr(self, name)))
-        if self.breaker_scope not in BREAKER_SCOPES:
-            hint = f"breaker_scope must be one of {', '.join(BREAKER_SCOPES)}, got {self.breaker_scope!r}"
-            raise PolicyError("breaker_scope", hint)
-        if self.max_delay_s < self.base_delay_s:
-            hint = f"max_delay_s must be at least base_delay_s ({_num(self.base_delay_s)})"
-            raise PolicyError("max_delay_s", f"{hint}, got {_num(self.max_delay_s)}")
-        both = [code for code in self.retryable_codes if code in self.non_retryable_codes]
-        if both:
-            hint = f"a code cannot be both retryable and non-retryable, remove one of: {', '.join(both)}"
-            raise PolicyError("non_retryable_codes", hint)
+        clean, found = _problems({field.name: getattr(self, field.name) for field in fields(self)})
+        if found:
+            raise found[0]
+        for name, value in clean.items():
+            object.__setattr__(self, name, value)
 
     @classmethod
     def from_mapping(cls, data: Mapping) -> "RetryPolicy":
@@ -119,10 +146,17 @@ class RetryPolicy:
         try:
             return cls(**flat)
         except PolicyError as exc:
-            # Name the field the way the caller spelled it, so a form can point at it.
-            used_alias = exc.field not in data and exc.field in _ALIAS_OF
-            field = _ALIAS_OF[exc.field] if used_alias else exc.field
-            raise PolicyError(field, exc.message.replace(exc.field, field, 1)) from None
+            raise _as_spelled(exc, data) from None
+
+    @classmethod
+    def problems(cls, data: Mapping) -> list[PolicyError]:
+        """Return every problem of a flat or nested mapping at once (a form marks them all); [] when it is valid."""
+        try:
+            flat = _flatten(data)
+        except PolicyError as exc:
+            return [exc]
+        values = {field.name: field.default for field in fields(cls)} | flat
+        return [_as_spelled(exc, data) for exc in _problems(values)[1]]
 
     def to_dict(self) -> dict:
         """Return the flat, JSON-able form (codes as lists)."""

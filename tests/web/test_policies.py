@@ -163,6 +163,20 @@ def test_invalid_value_is_422_on_its_field_keeps_the_values_and_saves_nothing(cl
     assert db.session.query(AuditEntry).count() == audits
 
 
+def test_every_bad_value_is_marked_at_once_and_nothing_is_saved(client, auth):
+    auth.as_role("operator")
+    response = post_form(client, auth, "/policies/quick", max_attempts="0", multiplier="20", jitter="5",
+                         timeout_s="-3", base_delay_s="10", max_delay_s="5", retryable_codes="http_503",
+                         non_retryable_codes="http_503")
+    assert response.status_code == 422
+    page = response.get_data(as_text=True)
+    marked = dict(re.findall(r'<input[^>]*id="(\w+)"[^>]*>\s*<div class="field-error">([^<]*)</div>', page))
+    assert set(marked) >= {"max_attempts", "multiplier", "jitter", "timeout_s", "max_delay_s", "non_retryable_codes"}
+    assert marked["max_delay_s"].startswith("max_delay_s must be at least base_delay_s (10)")
+    assert "Nothing was saved: fix the 6 fields marked below." in page
+    assert versions("quick") == [1]
+
+
 def test_a_nested_breaker_error_lands_on_its_own_field(client, auth):
     auth.as_role("operator")
     response = post_form(client, auth, "/policies/quick", breaker_open_s="0")

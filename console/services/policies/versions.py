@@ -34,6 +34,13 @@ def validated(spec, field_prefix: str = "policy") -> RetryPolicy:
         raise InvalidInput(error.message, f"{field_prefix}.{error.field}") from None
 
 
+def problems(spec, field_prefix: str = "policy") -> list[InvalidInput]:
+    """Return every bad field of a mapping at once, each as the 422 validated() would raise for it."""
+    if not isinstance(spec, dict):
+        return [InvalidInput("a policy is an object of fields such as max_attempts", field_prefix)]
+    return [InvalidInput(error.message, f"{field_prefix}.{error.field}") for error in RetryPolicy.problems(spec)]
+
+
 def normalized(spec: dict) -> dict:
     """Return a stored spec with the fields added since it was saved, at the defaults it has run under."""
     return {**_DEFAULT_SPEC, **spec}
