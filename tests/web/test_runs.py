@@ -307,7 +307,10 @@ def test_a_tenant_limited_person_sees_only_their_tenant(client, auth, runs, cloc
     page = client.get("/runs")
     assert listed(page) == [theirs]
     assert 'name="tenant"' not in page.get_data(as_text=True)  # nothing to choose from
-    assert listed(client.get("/runs?tenant=acme")) == []
+    refused = client.get("/runs?tenant=acme")
+    assert refused.status_code == 422 and listed(refused) == []
+    assert "Tenant: you see only tenant globex&#39;s runs; remove tenant=acme from the filter" in \
+        refused.get_data(as_text=True)
     assert listed(client.get(f"/runs?q={runs.get(other).idempotency_key}")) == []
     assert client.get(f"/runs/{theirs}").status_code == 200
     assert client.get(f"/runs/{other}").status_code == 404

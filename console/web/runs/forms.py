@@ -9,7 +9,7 @@ from flask_wtf import FlaskForm
 from wtforms import Form, HiddenField, SelectField, SelectMultipleField, StringField, TextAreaField, widgets
 from wtforms.fields import DateTimeField
 from wtforms.fields.choices import SelectChoice
-from wtforms.validators import Length, Optional
+from wtforms.validators import Length, Optional, ValidationError
 
 from console.domain.statuses import RunStatus
 from console.services.errors import InvalidInput
@@ -48,7 +48,9 @@ class StatusChecks(SelectMultipleField):
 
 
 class TimelineFilterForm(Form):
-    tenant = SelectField("Tenant", choices=[], validators=[Optional()])
+    # Checked by validate_tenant, which names what may be chosen instead of WTForms' "Not a valid choice".
+    tenant = SelectField("Tenant", choices=[], validators=[Optional()], validate_choice=False)
+    scoped = False  # the person sees one tenant only (their tenant's choices are all there is)
     task = SelectField("Task", choices=[], validators=[Optional()])
     status = StatusChecks("Status", choices=[SelectChoice(s.value, s.value.replace("_", " ")) for s in RunStatus],
                           validators=[Optional()])
@@ -61,6 +63,14 @@ class TimelineFilterForm(Form):
         self.task.choices = [SelectChoice("", "all tasks")] + [
             SelectChoice(str(t.id), f"{t.tenant.name} / {t.name}" + (" (deleted)" if t.deleted_at else ""))
             for t in tasks]
+
+    def validate_tenant(self, field) -> None:
+        names = [choice.value for choice in field.choices if choice.value]
+        if not field.data or field.data in names:
+            return
+        if self.scoped:
+            raise ValidationError(f"you see only tenant {names[0]}'s runs; remove tenant={field.data} from the filter")
+        raise ValidationError(f"no tenant is named {field.data!r}")
 
     def validate(self, extra_validators=None) -> bool:
         ok = super().validate(extra_validators)

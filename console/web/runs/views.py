@@ -35,6 +35,7 @@ def pretty(value) -> str:
 def _filter_form(form_class, scope: int | None):
     form = form_class(request.args)
     form.fill_choices(runs_query.tenant_options(scope), runs_query.task_options(scope))
+    form.scoped = scope is not None
     return form
 
 
