@@ -26,27 +26,29 @@ class Links:
     query: dict  # the Reports page's own filters
 
     def runs(self, *statuses: str, start: datetime | None = None, end: datetime | None = None,
-             task_id: int | None = None, handler: str | None = None) -> str:
+             task_id: int | None = None, handler: str | None = None, tenant: str | None = None) -> str:
         """The runs created in the period; `handler`: those of a handler run without a task (a text search)."""
         start, end = start or self.period.start, end or self.period.end
         return url_for("runs.index", status=list(statuses) or None, task=task_id or self.scope.task_id,
-                       tenant=self.tenant, created_from=start.strftime(RUN_TIME), created_to=end.strftime(RUN_TIME),
-                       q=handler if handler and not task_id else None)
+                       tenant=tenant or self.tenant, created_from=start.strftime(RUN_TIME),
+                       created_to=end.strftime(RUN_TIME), q=handler if handler and not task_id else None)
 
     def row_runs(self, row) -> str:
-        """The failed runs behind a Top failing tasks row (a task's, or a handler's run without one)."""
-        return self.runs(*FAILED, task_id=row.task_id or None, handler=None if row.task_id else row.handler)
+        """The failed runs behind a Top failing tasks row (a task's, or a handler's run without one, in its tenant)."""
+        return self.runs(*FAILED, task_id=row.task_id or None, handler=None if row.task_id else row.handler,
+                         tenant=row.tenant)
 
     def dlq(self, status: str = "open", group: str | None = None, task_id: int | None = None) -> str:
         task = task_id or self.scope.task_id
         return url_for("dlq.index", view="list", status=None if status == "open" else status,
                        task=str(task) if task else None, tenant=self.tenant, group=group)
 
-    def dlq_created(self, task_id: int | None = None, handler: str | None = None) -> str:
+    def dlq_created(self, task_id: int | None = None, handler: str | None = None, tenant: str | None = None) -> str:
         """The dead letters created in the period, whatever became of them (what the figures count)."""
         task = str(task_id) if task_id else (f"handler:{handler}" if handler else self.scope.task_id)
-        return url_for("dlq.index", view="list", status="any", task=str(task) if task else None, tenant=self.tenant,
-                       since=self.period.start.strftime(MOMENT), until=self.period.end.strftime(MOMENT))
+        return url_for("dlq.index", view="list", status="any", task=str(task) if task else None,
+                       tenant=tenant or self.tenant, since=self.period.start.strftime(MOMENT),
+                       until=self.period.end.strftime(MOMENT))
 
     def breaches(self, kind: str = "", task_id: int | None = None) -> str:
         return url_for("reports.breaches", **{**self.query, "task": task_id or self.query.get("task")},

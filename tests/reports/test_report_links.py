@@ -1,0 +1,29 @@
+"""Where the Reports page's table rows lead: each row to its own tenant's runs and dead letters."""
+
+from datetime import UTC, datetime
+from types import SimpleNamespace
+from urllib.parse import parse_qs, urlsplit
+
+from console.domain.periods import Period
+from console.services.reports.read import Scope
+from console.web.reports.links import Links
+
+PERIOD = Period(datetime(2026, 3, 1, 11, tzinfo=UTC), datetime(2026, 3, 2, 11, tzinfo=UTC), "24h")
+
+
+def query(url: str) -> dict[str, list[str]]:
+    return parse_qs(urlsplit(url).query)
+
+
+def test_a_row_of_one_tenant_leads_to_that_tenants_runs_and_letters_when_the_page_shows_every_tenant(app):
+    # A handler run without a task is the same handler in every tenant: only the tenant tells the rows apart.
+    links = Links(PERIOD, Scope(), None, {})
+    row = SimpleNamespace(tenant="acme", task_id=None, handler="python:demo.flaky")
+    with app.test_request_context():
+        runs, letters = query(links.row_runs(row)), query(links.dlq_created(None, row.handler, tenant=row.tenant))
+    assert runs["tenant"] == ["acme"] and runs["q"] == ["python:demo.flaky"]
+    assert letters["tenant"] == ["acme"] and letters["task"] == ["handler:python:demo.flaky"]
+    # A page already narrowed to one tenant keeps it.
+    with app.test_request_context():
+        narrowed = Links(PERIOD, Scope(tenant_id=3), "globex", {})
+        assert query(narrowed.runs())["tenant"] == ["globex"]
