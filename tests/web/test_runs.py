@@ -8,8 +8,11 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
+from console.domain.breaker import BreakerSettings
+from console.domain.clock import utcnow
 from console.extensions import db
 from console.models import AuditEntry, DeadLetter, Tenant
+from console.services.engine import breakers
 from console.services.engine.execute import execute
 from console.services.runs import query as runs_query
 from console.services.runs import timeline as run_timeline
@@ -249,6 +252,27 @@ def test_replay_on_a_dead_run_starts_series_two_and_is_audited(client, auth, run
     assert letter.status == "replayed" and letter.resolved_by == "olga"
     followed = client.get(response.headers["Location"]).get_data(as_text=True)
     assert "Replayed run #" in followed and "series 2" in followed
+
+
+def test_retry_now_under_an_open_breaker_says_the_run_will_wait_for_it_again(client, auth, runs, clock):
+    run_id = runs.submit(clock=clock)
+    run = runs.get(run_id)
+    run.status, run.status_reason, run.next_retry_at = "retry_wait", "breaker_open", utcnow() + timedelta(seconds=60)
+    db.session.commit()
+    key = breakers.key_for(run.handler, run.tenant_id, "handler")
+    breakers.record(key, False, utcnow(), BreakerSettings(failure_threshold=1, open_s=120, success_threshold=1))
+    auth.as_role("operator")
+    response = client.post(f"/runs/{run_id}/retry", data={"csrf_token": auth.csrf(f"/runs/{run_id}")})
+    followed = client.get(response.headers["Location"]).get_data(as_text=True)
+    assert f"Retried run #{run_id}: it is now pending." in followed
+    assert "its handler&#39;s breaker is open until" in followed and "reset it on the Breakers page" in followed
+
+    breakers.reset(key)
+    run = runs.get(run_id)
+    run.status, run.status_reason = "retry_wait", "breaker_open"
+    db.session.commit()
+    response = client.post(f"/runs/{run_id}/retry", data={"csrf_token": auth.csrf(f"/runs/{run_id}")})
+    assert "breaker is open" not in client.get(response.headers["Location"]).get_data(as_text=True)
 
 
 def test_cancel_a_pending_run_over_htmx_returns_the_refreshed_run(client, auth, runs, clock):

@@ -4,7 +4,7 @@ from datetime import datetime
 
 import redis
 
-from console.domain.breaker import BreakerMode
+from console.domain.breaker import BreakerMode, BreakerState
 from console.models import Run
 from console.services.engine import breakers
 from console.services.errors import NotFound
@@ -42,15 +42,20 @@ def why_waiting(run: Run, now: datetime | None = None) -> str | None:
     return "queued: waiting for a free worker"
 
 
-def _breaker_now(run: Run, now: datetime | None) -> str:
-    """Say what the run's breaker is now: it may have closed or half-opened since the run was put off."""
-    if now is None:
-        return ""
+def breaker_of(run: Run, now: datetime) -> BreakerState | None:
+    """Return the state now of the breaker a run's calls count against; None when it cannot be read."""
     try:
         _, policy = policies.effective(run.policy_id, run.policy_overrides)
-        state = breakers.state_of(breakers.key_for(run.handler, run.tenant_id, policy.breaker_scope), now)
+        return breakers.state_of(breakers.key_for(run.handler, run.tenant_id, policy.breaker_scope), now)
     except (NotFound, redis.RedisError, OSError):
-        return ""  # the reason stands on its own; the breaker's state is a hint
+        return None  # a reason or a notice stands on its own; the breaker's state is a hint
+
+
+def _breaker_now(run: Run, now: datetime | None) -> str:
+    """Say what the run's breaker is now: it may have closed or half-opened since the run was put off."""
+    state = breaker_of(run, now) if now is not None else None
+    if state is None:
+        return ""
     if state.state == BreakerMode.OPEN:
         return f". The breaker is still open, until {_at(state.open_until)}."
     if state.state == BreakerMode.HALF_OPEN:

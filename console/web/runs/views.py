@@ -6,6 +6,7 @@ from datetime import timedelta
 from flask import flash, redirect, request, url_for
 
 from console.auth import current_actor, requires, tenant_scope
+from console.domain.breaker import BreakerMode
 from console.domain.clock import utcnow
 from console.domain.statuses import ACTIVE
 from console.extensions import db, htmx
@@ -17,7 +18,7 @@ from console.services.recovery import approvals, run_compensation
 from console.services.reports import breaches as breach_list
 from console.services.runs import query as runs_query
 from console.services.runs import timeline as run_timeline
-from console.services.runs.waiting import why_waiting
+from console.services.runs.waiting import breaker_of, why_waiting
 from console.web.approvals import present
 from console.web.render import page
 from console.web.runs.blueprint import bp
@@ -94,10 +95,21 @@ def _act(run_id: int, action, verb: str):
         f" (series {run.series})." if verb == "Replayed" else ".")
     if run.cancel_requested and run.status == "running":
         notice = f"Asked run #{run_id} to stop; the handler stops at its next cancellation check."
+    if verb in ("Retried", "Replayed"):
+        notice += _held_by_breaker(run)
     if htmx:
         return _detail(run_id, notice=notice)
     flash(notice, "success")
     return redirect(url_for("runs.show", run_id=run_id), 303)
+
+
+def _held_by_breaker(run) -> str:
+    """Warn that a run sent on now will be held again by its open breaker, and where to reset it."""
+    state = breaker_of(run, utcnow())
+    if state is None or state.state != BreakerMode.OPEN:
+        return ""
+    return (f" But its handler's breaker is open until {state.open_until:%H:%M:%S} UTC, so it waits for it again; "
+            "reset it on the Breakers page to let it go now.")
 
 
 @bp.post("/<int:run_id>/retry")
