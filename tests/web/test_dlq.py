@@ -181,6 +181,20 @@ def test_filters_by_creation_window_in_any_status(app, make_dead_letter, clock):
     assert Filters.parse({"since": "yesterday", "until": "9" * 400}) == Filters()
 
 
+def test_the_page_says_which_created_dates_it_ignored_or_cannot_match(client, auth, make_dead_letter):
+    make_dead_letter("disk full on node 3")
+    auth.as_role("viewer")
+    bad = client.get("/dlq/?view=list&since=garbage")
+    assert bad.status_code == 422
+    assert "since=garbage is not a date and time (YYYY-MM-DDTHH:MM, UTC), so it is ignored" in bad.get_data(
+        as_text=True)
+    inverted = client.get("/dlq/?view=list&status=any&since=2026-12-03T07:40&until=2026-12-03T07:30")
+    assert inverted.status_code == 422
+    assert "&#39;until&#39; (2026-12-03T07:30) is not after &#39;since&#39; (2026-12-03T07:40)" in \
+        inverted.get_data(as_text=True)
+    assert client.get("/dlq/?view=list&status=any&since=2026-12-03T07:30").status_code == 200
+
+
 def test_entries_page_newest_first_with_keyset_pagination(app, make_dead_letter):
     letters = [make_dead_letter(f"broken thing {n}") for n in range(3)]
     first = dlq.entries(Filters(), None, limit=2)

@@ -88,6 +88,19 @@ class Filters:
         return " ".join(parts)
 
 
+def refused(args: Mapping) -> list[str]:
+    """Say what in the created-date filters parse() drops or can never match, for the page to show."""
+    said = []
+    for name in ("since", "until"):
+        given = str(args.get(name) or "").strip()
+        if given and not moment(given[:40]):
+            said.append(f"{name}={given[:40]} is not a date and time (YYYY-MM-DDTHH:MM, UTC), so it is ignored")
+    since, until = moment(str(args.get("since") or "")[:40]), moment(str(args.get("until") or "")[:40])
+    if since and until and until <= since:
+        said.append(f"'until' ({until}) is not after 'since' ({since}): no dead letter can match")
+    return said
+
+
 def moment(text: str) -> str:
     """Return a UTC minute as "YYYY-MM-DDTHH:MM", or "" for anything that is not a date and time."""
     try:

@@ -82,12 +82,16 @@ def _group_context(fingerprint: str, filters: dlq_filters.Filters) -> dict:
 def index():
     scope = tenant_scope()
     filters = dlq_filters.Filters.parse(request.args)
+    refused = dlq_filters.refused(request.args)
     op = request.args.get("op", "")
+    notice = ("error", "Fix the filter: " + "; ".join(refused) + ".") if refused else None
     # Callables, so an htmx request that renders only the results block does not run their queries.
-    return page("dlq/index.html", "results", **_results(filters, _view(), request.args.get("before", type=row_id)),
+    return page("dlq/index.html", "results", **_results(filters, _view(), request.args.get("before", type=row_id),
+                                                        notice=notice),
                 scoped=scope is not None, bulk_ops=lambda: dlq_bulk.recent(scope, include=op),
                 task_choices=lambda: dlq.task_choices(scope), handler_choices=dlq.handler_choices,
-                tenant_choices=lambda: [] if scope else [t.name for t in tenants.all_tenants()])
+                tenant_choices=lambda: [] if scope else [t.name for t in tenants.all_tenants()]), \
+        422 if refused else 200
 
 
 @bp.get("/groups/<fingerprint>")
