@@ -521,20 +521,24 @@ def test_replaying_a_group_that_failed_for_good_asks_first(client, auth, runs, m
     fingerprint = letters[0].fingerprint
     auth.as_role("operator", "olga")
     page = client.get("/dlq/").get_data(as_text=True)
-    assert f'href="/dlq/replay/confirm?group={fingerprint}"' in page and ">Replay 2…</a>" in page
-    assert f'name="group" value="{fingerprint}"' not in page  # no one-click button for this group
+    # Its button sends the bulk bar's pace with it, and asks nothing in a dialog: a page explains instead.
+    button = re.search(rf'<button[^>]*name="group" value="{fingerprint}"[^>]*>Replay 2…</button>', page, re.S)
+    assert button and 'form="dlq-bulk"' in button.group(0) and "hx-confirm" not in button.group(0)
 
-    # A POST that skips the page (an old tab, a script) is sent to it; nothing is replayed.
-    response = post(client, auth, "/dlq/bulk/replay-matching", {"group": fingerprint, "rate": "50"})
+    # The replay is sent to that page, its pace kept; nothing is replayed.
+    response = post(client, auth, "/dlq/bulk/replay-matching", {"group": fingerprint, "rate": "2"})
     assert response.status_code == 303
-    assert response.headers["Location"] == f"/dlq/replay/confirm?rate=50&group={fingerprint}"
+    assert response.headers["Location"] == f"/dlq/replay/confirm?rate=2&group={fingerprint}"
     assert Queue("maintenance", connection=get_redis()).jobs == []
-    response = post(client, auth, "/dlq/bulk/replay-matching", {"group": fingerprint, "rate": "50"}, htmx=True)
+    assert 'name="rate" value="2"' in client.get(response.headers["Location"]).get_data(as_text=True)
+    response = post(client, auth, "/dlq/bulk/replay-matching", {"group": fingerprint, "rate": "50", "fastest": "y"},
+                    htmx=True)
     assert response.status_code == 204 and response.headers["HX-Redirect"].startswith("/dlq/replay/confirm?")
 
     confirm = client.get(response.headers["HX-Redirect"]).get_data(as_text=True)
     assert "2 of the 2" in confirm and "failed for good" in confirm and 'value="failed_for_good"' in confirm
     assert 'name="rate" value="50"' in confirm and f"/dlq/{letters[1].id}/fix" in confirm
+    assert 'name="fastest" value="y" checked' in confirm
     response = post(client, auth, "/dlq/bulk/replay-matching",
                     {"group": fingerprint, "rate": "50", "confirmed": "failed_for_good"})
     assert response.status_code == 303 and "op=" in response.headers["Location"]
@@ -550,7 +554,8 @@ def test_a_group_that_ran_out_of_retries_replays_in_one_click(client, auth, runs
     assert letter.reason == "exhausted"
     auth.as_role("operator", "olga")
     page = client.get("/dlq/").get_data(as_text=True)
-    assert f'name="group" value="{letter.fingerprint}"' in page and "/dlq/replay/confirm" not in page
+    button = re.search(rf'<button[^>]*name="group" value="{letter.fingerprint}"[^>]*>', page, re.S)
+    assert button and "at the pace set above?" in button.group(0)  # one click, after the dialog
     response = post(client, auth, "/dlq/bulk/replay-matching", {"group": letter.fingerprint, "rate": "50"})
     assert response.status_code == 303 and "op=" in response.headers["Location"]
     # Its progress card names the group as the page does, by code and message, not by fingerprint.

@@ -202,7 +202,8 @@ def bulk_replay_matching():
     confirmed = request.form.get("confirmed") == "failed_for_good"
     if filters.group and not confirmed and dlq.count_non_retryable(filters, tenant_scope()):
         # A group that failed for good: the same input is likely to fail the same way. Ask on a page of its own.
-        target = url_for("dlq.confirm_replay", rate=request.form.get("rate"), **filters.args())
+        target = url_for("dlq.confirm_replay", rate=request.form.get("rate"), fastest=request.form.get("fastest"),
+                         **filters.args())
         return ("", 204, {"HX-Redirect": target}) if htmx else redirect(target, 303)
     return _start_bulk(filters, filters=filters)
 
@@ -217,7 +218,8 @@ def confirm_replay():
     sample = dlq.entries(filters, scope, limit=1).entries
     return render_template("dlq/confirm_replay.html", filters=filters, total=total, for_good=for_good,
                            sample=sample[0] if sample else None, count_cap=dlq.COUNT_CAP,
-                           rate=request.args.get("rate", type=int) or dlq_bulk.DEFAULT_RATE, max_rate=dlq_bulk.MAX_RATE)
+                           rate=request.args.get("rate", type=int) or dlq_bulk.DEFAULT_RATE, max_rate=dlq_bulk.MAX_RATE,
+                           fastest=request.args.get("fastest") == "y", fast_chunk=dlq_bulk.FAST_CHUNK)
 
 
 @bp.post("/bulk/discard")
