@@ -145,7 +145,7 @@ class SparseHousekeepingMixin:
 
 
 class FewerRoundTripsMixin:
-    """Do RQ's bookkeeping around a job in two Redis round trips where RQ takes five: one to start it, one to end it."""
+    """Do RQ's bookkeeping around a job in two Redis round trips where RQ takes six: one to start it, one to end it."""
 
     # Rebound uses RQ as transport: a run's truth is in the database, its queues carry only Rebound's own jobs, and
     # none has RQ dependents or repeats (workflows and retries live in the database). What RQ reads or writes per
@@ -195,7 +195,6 @@ class FewerRoundTripsMixin:
             self.set_state(WorkerStatus.IDLE, pipeline=pipeline)
             pipeline.execute()
         release_slot(job)
-        return None
 
 
 class ReboundSimpleWorker(AppContextMixin, FewerRoundTripsMixin, SparseHousekeepingMixin, SimpleWorker):

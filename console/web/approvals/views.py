@@ -85,8 +85,11 @@ def show(approval_id: int):
     return _show(approval_id)
 
 
-def _decide(approval_id: int, form, form_name: str, action, done: str):
-    """Validate the form, call the decision service, then redirect; on refusal show the page with the reason."""
+def _decide(approval_id: int, form, form_name: str, action, done):
+    """Validate the form, call the decision service, then redirect; on refusal show the page with the reason.
+
+    `done` says what happened, given the decided request.
+    """
     approvals.get(approval_id, tenant_scope())  # 404 before anything for another tenant's request
     if not form.validate_on_submit():
         return _show(approval_id, status=422, **{form_name: form})
@@ -97,7 +100,7 @@ def _decide(approval_id: int, form, form_name: str, action, done: str):
         if error.field == "note":
             form.note.errors = [*form.note.errors, error.detail]
         return _show(approval_id, error=error.detail, status=error.status, **{form_name: form})
-    flash(done(decided) if callable(done) else done.format(id=decided.id), "success")
+    flash(done(decided), "success")
     return redirect(url_for("approvals.show", approval_id=approval_id), 303)
 
 
@@ -119,11 +122,11 @@ def approve(approval_id: int):
 @requires(APPROVE)
 def reject(approval_id: int):
     return _decide(approval_id, RejectForm(prefix="reject"), "reject_form", decisions.reject,
-                   "Rejected request #{id}; it will never run.")
+                   lambda decided: f"Rejected request #{decided.id}; it will never run.")
 
 
 @bp.post("/<int:approval_id>/rollback")
 @requires(APPROVE)
 def rollback(approval_id: int):
     return _decide(approval_id, RollbackForm(prefix="rollback"), "rollback_form", decisions.rollback,
-                   "Rolled back request #{id}: the rows are as they were before it ran.")
+                   lambda decided: f"Rolled back request #{decided.id}: the rows are as they were before it ran.")

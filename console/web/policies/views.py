@@ -105,13 +105,14 @@ def update(name: str):
 
 def _save(form: PolicyForm, name: str, record):
     version_before = record.current_version if record else 0
-    found = policies.problems(form.to_spec())
+    spec = form.to_spec()
+    found = policies.problems(spec)
     if found:  # every bad field marked in one answer, not one per submit
         for error in found:
             form.attach(error.field, error.detail)
         return _edit_page(form, record, 422)
     try:
-        saved = policies.save(name, form.to_spec(), current_actor(), description=(form.description.data or "").strip(),
+        saved = policies.save(name, spec, current_actor(), description=(form.description.data or "").strip(),
                               base_version=versioned.base_version(form))
     except StaleVersion as error:
         versioned.refuse_stale(form, error, STALE_NEXT_STEP)

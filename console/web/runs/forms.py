@@ -68,7 +68,7 @@ class TimelineFilterForm(Form):
         names = [choice.value for choice in field.choices if choice.value]
         if not field.data or field.data in names:
             return
-        if self.scoped:
+        if self.scoped and names:
             raise ValidationError(f"you see only tenant {names[0]}'s runs; remove tenant={field.data} from the filter")
         raise ValidationError(f"no tenant is named {field.data!r}")
 
