@@ -17,7 +17,8 @@ from console.services.recovery import params_fix
 
 bp = Blueprint("dead_letters_api", __name__)
 MAX_LIMIT = 200
-FILTER_FIELDS = {"status", "code", "handler", "task", "tenant", "q", "age", "group", "since", "until"}
+FILTER_FIELDS = {"status", "code", "handler", "task", "tenant", "q", "age", "group", "since", "until",
+                 "recovered_since", "recovered_until"}
 
 
 def _whole(name: str, raw: str | None, default: int, low: int, high: int) -> int:
@@ -40,7 +41,7 @@ def _filters(given: dict) -> Filters:
             raise InvalidInput(f"{key} is text", key)
     if texts.get("status", "open") not in (*STATUSES, ANY):
         raise InvalidInput(f"status must be one of {', '.join((*STATUSES, ANY))}", "status")
-    for key in ("since", "until"):
+    for key in ("since", "until", "recovered_since", "recovered_until"):
         if key in texts and not moment(texts[key]):
             raise InvalidInput(f"{key} is a date and time, e.g. 2026-12-01T09:00 (UTC unless it has an offset)", key)
     if texts.get("age", "1h") not in AGES:

@@ -5,6 +5,7 @@ import pytest
 from console.extensions import db
 from console.models import Approval, DeadLetter
 from console.services.actor import Actor
+from console.services.engine import control
 from console.services.engine.execute import execute
 from console.services.people import users
 from tests.factories import Runs, bearer, make_tenant
@@ -54,11 +55,27 @@ def test_list_filters_by_code_and_handler_and_pages_by_keyset(client, operator, 
     assert len(window["dead_letters"]) == 4 and window["filter"].startswith(f"dead letters created from {created}")
 
 
+def test_recovered_lists_the_letters_whose_run_succeeded_after_them(client, operator, runs, clock):
+    run_id = runs.submit("demo.flaky", {"fail_times": 1, "error": "fatal"}, policy=LENIENT)
+    assert execute(run_id, 0, clock=clock) == "dead"
+    dead_again = runs.submit("demo.flaky", {"fail_times": 9, "error": "fatal"}, policy=LENIENT)
+    assert execute(dead_again, 0, clock=clock) == "dead"
+    for letter in (runs.dead_letters(run_id)[0], runs.dead_letters(dead_again)[0]):
+        control.replay(letter, Actor("olga"), clock=clock)
+    clock.advance(60)
+    assert execute(run_id, 0, clock=clock) == "succeeded"
+    assert execute(dead_again, 0, clock=clock) == "dead"
+    since = clock().strftime("%Y-%m-%dT%H:%M")
+    found = client.get(f"/api/dead-letters?status=any&recovered_since={since}", headers=bearer(operator)).get_json()
+    assert [d["run_id"] for d in found["dead_letters"]] == [run_id]
+    assert found["filter"] == f"dead letters recovered from {since} UTC"
+
+
 @pytest.mark.parametrize("query, field", [
     ("status=gone", "status"), ("limit=0", "limit"), ("limit=100000", "limit"), ("after=-1", "after"),
     ("after=99999999999999999999999", "after"), ("age=2d", "age"), ("group=xyz", "group"),
     ("handler=a&task=1", "handler"), ("colour=red", None), ("since=yesterday", "since"),
-    ("until=2026-13-01T00:00", "until"),
+    ("until=2026-13-01T00:00", "until"), ("recovered_since=soon", "recovered_since"),
 ])
 def test_bad_filters_are_refused_with_the_field_to_fix(client, operator, query, field):
     response = client.get(f"/api/dead-letters?{query}", headers=bearer(operator))

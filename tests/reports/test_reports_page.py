@@ -9,7 +9,7 @@ import pytest
 
 from console.domain.figures import FIGURES
 from console.extensions import db
-from console.models import Run
+from console.models import DeadLetter, Run
 from tests.factories import make_tenant
 
 
@@ -75,6 +75,32 @@ def test_the_dead_letters_created_card_and_column_list_exactly_what_they_count(m
     letters = re.search(r'href="(/dlq/[^"]*task=handler:python:demo.flaky[^"]*)">(\d+)</a>', html)
     assert letters and len(dlq_rows(client.get(letters.group(1).replace("&amp;", "&")).get_data(as_text=True))) \
         == int(letters.group(2))
+
+
+def test_the_recovered_card_lists_the_letters_whose_run_succeeded_in_the_period(manager, client, built):
+    html = client.get("/reports?period=24h").get_data(as_text=True)
+    recovered = card(html, "dead_letters_recovered")
+    count = int(re.search(r'class="value[^"]*">\s*(\d+)', recovered.group(3)).group(1))
+    behind = recovered.group(2).replace("&amp;", "&")
+    assert "recovered_since=2026-03-01T11:00" in behind and "recovered_until=2026-03-02T11:00" in behind
+    listed = client.get(behind).get_data(as_text=True)
+    rows = dlq_rows(listed)
+    assert len(rows) == count == 1  # the replayed letter of the run that died twice is not recovered
+    letters = {letter.run_id: letter.id for letter in db.session.query(DeadLetter)}
+    assert rows == [str(letters[built["recovered"]])]
+    assert "Run succeeded after the letter, from 2026-03-01 11:00 before 2026-03-02 11:00 UTC" in listed
+    assert card(html, "recovery_time_p50_s").group(2) == recovered.group(2)
+    # Outside the period nothing was recovered; a bad bound says what to fix.
+    assert dlq_rows(client.get(behind.replace("recovered_until=2026-03-02T11:00",
+                                              "recovered_until=2026-03-01T12:00")).get_data(as_text=True)) == []
+    refused = client.get("/dlq/?view=list&status=any&recovered_since=soon")
+    assert refused.status_code == 422 and "recovered_since=soon is not a date and time" in refused.get_data(
+        as_text=True)
+
+
+def test_the_alert_latency_cards_open_the_letters_of_the_period(manager, client):
+    html = client.get("/reports?period=24h").get_data(as_text=True)
+    assert card(html, "alert_latency_p95_s").group(2) == card(html, "dead_letters_created").group(2)
 
 
 def test_changing_the_period_or_asking_for_dates(manager, client):
@@ -171,6 +197,7 @@ def test_the_overview_shows_runs_per_hour_from_the_rollups_and_its_counters_lead
     week = client.get("/overview?history=7d").get_data(as_text=True)
     assert "last 7 days" in week
     assert re.search(r'<a class="counter[^"]*" href="/runs\?status=pending"', html)
-    assert 'href="/reports/breaches?period=24h"' in html
+    today = f"{clock():%Y-%m-%d}"  # the breaches of today, as the counter counts them, not of the last 24 h
+    assert f'href="/reports/breaches?from={today}&amp;to={today}"' in html
     fragment = client.get("/overview", headers={"HX-Request": "true"}).get_data(as_text=True)
     assert "history-chart" not in fragment  # the live region does not re-read the history every 5 s

@@ -69,3 +69,14 @@ def test_the_run_success_card_says_what_it_counts_and_how_reports_differ(client,
     page = html.unescape(client.get("/overview").get_data(as_text=True))
     assert '<div class="label">Run success · 24 h</div><div class="value" data-counter="success_rate_24h">' in page
     assert "each run counted once as it ended. Reports' Execution success differs" in page
+
+
+def test_sla_breaches_today_opens_todays_breaches_not_the_last_24_hours(client, auth, monkeypatch):
+    from datetime import UTC, datetime
+
+    monkeypatch.setattr("console.web.overview.views.utcnow", lambda: datetime(2026, 3, 2, 7, 30, tzinfo=UTC))
+    auth.as_role("manager", "maria")
+    page = html.unescape(client.get("/overview").get_data(as_text=True))
+    assert 'href="/reports/breaches?from=2026-03-02&to=2026-03-02"' in page
+    listed = client.get("/reports/breaches?from=2026-03-02&to=2026-03-02").get_data(as_text=True)
+    assert "2026-03-02 00:00 – 2026-03-03 00:00 UTC" in listed

@@ -5,10 +5,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import exists, select
 
 from console.extensions import db
-from console.models import DeadLetter, Tenant
+from console.models import DeadLetter, Run, Tenant
 from console.services.errors import Forbidden
 
 STATUSES = ("open", "replayed", "discarded", "resolved")
@@ -34,6 +34,9 @@ class Filters:
     group: str = ""
     since: str = ""  # created at or after, UTC "YYYY-MM-DDTHH:MM" (a Reports period)
     until: str = ""  # created before
+    # Recovered: its run succeeded at or after / before these UTC minutes, after the letter (a Reports period).
+    recovered_since: str = ""
+    recovered_until: str = ""
 
     @classmethod
     def parse(cls, args: Mapping) -> "Filters":
@@ -46,7 +49,9 @@ class Filters:
                       age=text("age") if text("age") in AGES else "", code=text("code", 80),
                       status=status if status in (*STATUSES, ANY) else "open",
                       group=text("group", 32) if FINGERPRINT.fullmatch(text("group", 32)) else "",
-                      since=moment(text("since", 40)), until=moment(text("until", 40)))
+                      since=moment(text("since", 40)), until=moment(text("until", 40)),
+                      recovered_since=moment(text("recovered_since", 40)),
+                      recovered_until=moment(text("recovered_until", 40)))
         return filters.bounded()
 
     def bounded(self) -> "Filters":
@@ -60,7 +65,8 @@ class Filters:
         """Return the non-default values, for links and hidden fields."""
         values = {"q": self.q, "task": self.task, "tenant": self.tenant, "age": self.age, "code": self.code,
                   "status": "" if self.status == "open" else self.status, "group": self.group, "since": self.since,
-                  "until": self.until}
+                  "until": self.until, "recovered_since": self.recovered_since,
+                  "recovered_until": self.recovered_until}
         return {key: value for key, value in values.items() if value}
 
     def args_without(self, *keys: str) -> dict:
@@ -70,11 +76,17 @@ class Filters:
     def narrowed(self) -> bool:
         """Tell whether anything beyond the status narrows the selection."""
         return bool(self.q or self.task or self.tenant or self.age or self.code or self.group or self.since
-                    or self.until)
+                    or self.until or self.recovered)
+
+    @property
+    def recovered(self) -> bool:
+        """Tell whether only letters whose run then succeeded (in a span) are asked for."""
+        return bool(self.recovered_since or self.recovered_until)
 
     def to_dict(self) -> dict:
         return {"q": self.q, "task": self.task, "tenant": self.tenant, "age": self.age, "code": self.code,
-                "status": self.status, "group": self.group, "since": self.since, "until": self.until}
+                "status": self.status, "group": self.group, "since": self.since, "until": self.until,
+                "recovered_since": self.recovered_since, "recovered_until": self.recovered_until}
 
     def describe(self, group_words: str | None = None) -> str:
         """Say in words which dead letters the filters select; group_words names the group better than its
@@ -82,7 +94,8 @@ class Filters:
         parts = ["dead letters" if self.status == ANY else f"{self.status} dead letters"]
         labels = {"q": "matching '{}'", "code": "with code {}", "task": "of {}", "tenant": "of tenant {}",
                   "age": "older than {}", "group": "in group {}", "since": "created from {} UTC",
-                  "until": "created before {} UTC"}
+                  "until": "created before {} UTC", "recovered_since": "recovered from {} UTC",
+                  "recovered_until": "recovered before {} UTC"}
         shown = {**self.to_dict(), "group": group_words or self.group if self.group else ""}
         parts += [labels[key].format(value) for key, value in shown.items() if key in labels and value]
         return " ".join(parts)
@@ -91,13 +104,14 @@ class Filters:
 def refused(args: Mapping) -> list[str]:
     """Say what in the created-date filters parse() drops or can never match, for the page to show."""
     said = []
-    for name in ("since", "until"):
-        given = str(args.get(name) or "").strip()
-        if given and not moment(given[:40]):
-            said.append(f"{name}={given[:40]} is not a date and time (YYYY-MM-DDTHH:MM, UTC), so it is ignored")
-    since, until = moment(str(args.get("since") or "")[:40]), moment(str(args.get("until") or "")[:40])
-    if since and until and until <= since:
-        said.append(f"'until' ({until}) is not after 'since' ({since}): no dead letter can match")
+    for first, last in (("since", "until"), ("recovered_since", "recovered_until")):
+        for name in (first, last):
+            given = str(args.get(name) or "").strip()
+            if given and not moment(given[:40]):
+                said.append(f"{name}={given[:40]} is not a date and time (YYYY-MM-DDTHH:MM, UTC), so it is ignored")
+        since, until = moment(str(args.get(first) or "")[:40]), moment(str(args.get(last) or "")[:40])
+        if since and until and until <= since:
+            said.append(f"'{last}' ({until}) is not after '{first}' ({since}): no dead letter can match")
     return said
 
 
@@ -149,6 +163,21 @@ def _within_scope(filters: Filters, tenant_id: int) -> None:
                             "filter", "tenant")
 
 
+def _recovered(filters: Filters):
+    """Letters whose run succeeded after them, within the span: what Reports counts as recovered."""
+    succeeded = exists().where(Run.id == DeadLetter.run_id, Run.status == "succeeded",
+                               Run.finished_at > DeadLetter.created_at)
+    if filters.recovered_since:
+        succeeded = succeeded.where(Run.finished_at >= _utc(filters.recovered_since))
+    if filters.recovered_until:
+        succeeded = succeeded.where(Run.finished_at < _utc(filters.recovered_until))
+    return succeeded
+
+
+def _utc(minute: str) -> datetime:
+    return datetime.strptime(minute, MOMENT).replace(tzinfo=UTC)
+
+
 def where(query, filters: Filters, tenant_id: int | None, now: datetime, min_id: int | None = None,
            max_id: int | None = None):
     """Apply the filters and the tenant scope; the status comes first so an index on it leads."""
@@ -171,9 +200,11 @@ def where(query, filters: Filters, tenant_id: int | None, now: datetime, min_id:
     if filters.age:
         query = query.where(dl.created_at < now - AGES[filters.age])
     if filters.since:
-        query = query.where(dl.created_at >= datetime.strptime(filters.since, MOMENT).replace(tzinfo=UTC))
+        query = query.where(dl.created_at >= _utc(filters.since))
     if filters.until:
-        query = query.where(dl.created_at < datetime.strptime(filters.until, MOMENT).replace(tzinfo=UTC))
+        query = query.where(dl.created_at < _utc(filters.until))
+    if filters.recovered:
+        query = query.where(_recovered(filters))
     if filters.q:
         pattern = f"%{_escape_like(filters.q)}%"
         query = query.where(dl.error_message.ilike(pattern, escape="\\") | dl.error_code.ilike(pattern, escape="\\"))

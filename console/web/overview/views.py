@@ -60,7 +60,7 @@ def _links(scope: int | None, now) -> dict[str, str]:
 
     return {"pending": runs("pending"), "running": runs("running"), "retry_wait": runs("retry_wait"),
             "dead_open": url_for("dlq.index"), "breakers_open": url_for("breakers.index"),
-            "sla_today": url_for("reports.breaches", period="24h"),
+            "sla_today": url_for("reports.breaches", **{"from": f"{now:%Y-%m-%d}", "to": f"{now:%Y-%m-%d}"}),
             "succeeded_24h": runs("succeeded", created_from=since),
             "failing": runs("retry_wait", "dead", "failed"),
             "success_rate_24h": runs("dead", "failed", "compensation_failed", created_from=since)}

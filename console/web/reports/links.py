@@ -43,6 +43,13 @@ class Links:
         return url_for("dlq.index", view="list", status=None if status == "open" else status,
                        task=str(task) if task else None, tenant=self.tenant, group=group)
 
+    def dlq_recovered(self) -> str:
+        """The replayed dead letters whose run succeeded in the period (what "recovered" counts)."""
+        task = self.scope.task_id
+        return url_for("dlq.index", view="list", status="replayed", task=str(task) if task else None,
+                       tenant=self.tenant, recovered_since=self.period.start.strftime(MOMENT),
+                       recovered_until=self.period.end.strftime(MOMENT))
+
     def dlq_created(self, task_id: int | None = None, handler: str | None = None, tenant: str | None = None) -> str:
         """The dead letters created in the period, whatever became of them (what the figures count)."""
         task = str(task_id) if task_id else (f"handler:{handler}" if handler else self.scope.task_id)
@@ -63,10 +70,11 @@ class Links:
         if name in ("execution_success_rate", "retry_success_rate"):
             return self.runs(*FAILED)
         if name == "dead_letters_recovered" or name.startswith("recovery_time"):
-            return self.dlq("replayed")
-        if name == "dead_letters_created":
+            return self.dlq_recovered()
+        # An alert is about a dead letter: the letters of the period are the ones whose alerts are timed.
+        if name == "dead_letters_created" or name.startswith("alert_latency"):
             return self.dlq_created()
-        if name == "dead_letters_open" or name.startswith("alert_latency"):
+        if name == "dead_letters_open":
             return self.dlq()
         if name == "workorder_completion_rate":
             return url_for("workorders.index", status="active")
