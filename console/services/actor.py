@@ -11,5 +11,12 @@ class Actor:
     # Four eyes: who approved what this person requested ("alex, request #7"), when it runs later on their behalf.
     approved_by: str | None = None
 
+    @property
+    def signature(self) -> str:
+        """Name who did it on a record's "by" field: both people when it ran on an approval (at most 80 chars)."""
+        if self.approved_by is None:
+            return self.name
+        return f"{self.name} (approved by {self.approved_by})"[:80]
+
 
 SYSTEM = Actor("system")

@@ -108,7 +108,8 @@ def test_resolve_runs_closes_their_dead_letters_and_then_the_work_order(staff, c
     assert execution.status == "succeeded", execution.log
     assert run_of(first).status == "resolved" and run_of(succeeded).status == "succeeded"
     letter = letter_of(first)
-    assert (letter.status, letter.resolution_note, letter.resolved_by) == ("resolved", "refunded by hand", "olga")
+    assert (letter.status, letter.resolution_note, letter.resolved_by) == (
+        "resolved", "refunded by hand", f"olga (approved by alex, request #{execution.approval_id})")
     # Four eyes on the record: the requester acted, and the approver is named on the same audit row.
     [row] = db.session.execute(select(AuditEntry).where(AuditEntry.action == "run.resolve",
                                                         AuditEntry.target_id == str(first))).scalars().all()

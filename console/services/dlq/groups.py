@@ -232,7 +232,7 @@ def _discard(letter: DeadLetter, reason: str, actor: Actor, now: datetime) -> bo
     # Conditional, so a replay that wins the race is not overwritten by a discard.
     changed = db.session.execute(
         update(DeadLetter).where(DeadLetter.id == letter.id, DeadLetter.status == "open")
-        .values(status="discarded", resolved_at=now, resolved_by=actor.name, resolution_note=reason)
+        .values(status="discarded", resolved_at=now, resolved_by=actor.signature, resolution_note=reason)
         .execution_options(synchronize_session=False)).rowcount
     if changed != 1:
         return False
@@ -262,7 +262,7 @@ def discard_open(ids: list[int], reason: str, actor: Actor, now: datetime, *,
         query = query.where(DeadLetter.tenant_id == tenant_id)
     # Guarded by status, so a replay that wins the race is not overwritten by a discard.
     done = db.session.execute(
-        query.values(status="discarded", resolved_at=now, resolved_by=actor.name, resolution_note=reason)
+        query.values(status="discarded", resolved_at=now, resolved_by=actor.signature, resolution_note=reason)
         .returning(DeadLetter.id, DeadLetter.run_id, DeadLetter.tenant_id)
         .execution_options(synchronize_session=False)).all()
     if done:

@@ -89,7 +89,7 @@ def resolve(chosen: Plan, note: str, actor: Actor, now: datetime) -> Plan:
         return done
     closed = db.session.connection().execute(
         update(LETTERS).where(LETTERS.c.run_id.in_(done.runs), LETTERS.c.status == "open")
-        .values(status="resolved", resolved_at=now, resolved_by=actor.name, resolution_note=note)
+        .values(status="resolved", resolved_at=now, resolved_by=actor.signature, resolution_note=note)
         .returning(LETTERS.c.id, LETTERS.c.run_id, LETTERS.c.work_order_id)).all()
     done.letters = sorted((Letter(*row) for row in closed), key=lambda letter: letter.id)
     for order_id in sorted({letter.work_order_id for letter in done.letters if letter.work_order_id}):

@@ -85,7 +85,7 @@ def _close_dead_letters(run: Run, actor: Actor, now, status: str) -> None:
     # One guarded UPDATE: a letter someone discarded since it was read stays discarded. The work order stays open
     # until the retried run succeeds (the "outbox" job closes it then).
     db.session.execute(update(DeadLetter).where(DeadLetter.run_id == run.id, DeadLetter.status == "open")
-                       .values(status=status, resolved_at=now, resolved_by=actor.name)
+                       .values(status=status, resolved_at=now, resolved_by=actor.signature)
                        .execution_options(synchronize_session="fetch"))
 
 

@@ -140,7 +140,8 @@ def _claim(letter_ids: list[int], actor: Actor, now: datetime) -> list[int]:
     return connection.execute(
         update(LETTERS).where(among(LETTERS.c.id, letter_ids, connection.dialect.name), LETTERS.c.status == "open",
                               run_dead)
-        .values(status="replayed", resolved_at=now, resolved_by=actor.name).returning(LETTERS.c.id)).scalars().all()
+        .values(status="replayed", resolved_at=now, resolved_by=actor.signature)
+        .returning(LETTERS.c.id)).scalars().all()
 
 
 def _close_other_letters(rows: list[Restarted], claimed: set[int], actor: Actor, now: datetime) -> None:
@@ -156,7 +157,7 @@ def _close_other_letters(rows: list[Restarted], claimed: set[int], actor: Actor,
         .scalars() if letter_id not in claimed]
     if others:
         connection.execute(update(LETTERS).where(LETTERS.c.id.in_(others), LETTERS.c.status == "open")
-                           .values(status="replayed", resolved_at=now, resolved_by=actor.name))
+                           .values(status="replayed", resolved_at=now, resolved_by=actor.signature))
 
 
 def _json_object(dialect_name: str, key: str, value):
