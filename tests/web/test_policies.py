@@ -157,7 +157,7 @@ def test_invalid_value_is_422_on_its_field_keeps_the_values_and_saves_nothing(cl
     assert response.status_code == 422
     page = response.get_data(as_text=True)
     field = re.search(r'<input[^>]*id="max_attempts"[^>]*>\s*<div class="field-error">([^<]*)</div>', page)
-    assert field and "max_attempts must be an integer from 1 to 100, got 0" in field.group(1)
+    assert field and "Max attempts must be an integer from 1 to 100, got 0" in field.group(1)
     assert 'value="kept as typed"' in page and 'aria-invalid="true"' in page
     assert versions("quick") == [1]
     assert db.session.query(AuditEntry).count() == audits
@@ -172,7 +172,7 @@ def test_every_bad_value_is_marked_at_once_and_nothing_is_saved(client, auth):
     page = response.get_data(as_text=True)
     marked = dict(re.findall(r'<input[^>]*id="(\w+)"[^>]*>\s*<div class="field-error">([^<]*)</div>', page))
     assert set(marked) >= {"max_attempts", "multiplier", "jitter", "timeout_s", "max_delay_s", "non_retryable_codes"}
-    assert marked["max_delay_s"].startswith("max_delay_s must be at least base_delay_s (10)")
+    assert marked["max_delay_s"].startswith("Max delay (s) must be at least Base delay (s) (10)")
     assert "Nothing was saved: fix the 6 fields marked below." in page
     assert versions("quick") == [1]
 
@@ -184,8 +184,11 @@ def test_a_nested_breaker_error_lands_on_its_own_field(client, auth):
     page = response.get_data(as_text=True)
     field = re.search(r'<input[^>]*id="breaker_open_s"[^>]*value="0"[^>]*>\s*<div class="field-error">([^<]*)</div>',
                       page)
-    assert field and field.group(1).startswith("breaker.open_s must be an integer from 1 to 86400")
+    assert field and field.group(1).startswith("Stays open (s) must be an integer from 1 to 86400")
     assert versions("quick") == [1]
+    # The form names fields by their labels; the API keeps its keys (sla.deadline_s).
+    page = post_form(client, auth, "/policies/quick", sla_deadline_s="-3").get_data(as_text=True)
+    assert re.search(r'id="sla_deadline_s"[^>]*>\s*<div class="field-error">Deadline \(s\) must be an integer', page)
 
 
 def test_create_a_policy_and_refuse_reserved_or_taken_names(client, auth):
@@ -243,7 +246,7 @@ def test_preview_warns_against_the_policys_own_deadline(client, auth):
 def test_preview_of_an_invalid_value_shows_the_message_instead_of_a_chart(client, auth):
     auth.as_role("operator")
     page = post_form(client, auth, "/policies/preview?policy=quick", multiplier="eleven").get_data(as_text=True)
-    assert "Cannot preview this policy." in page and "multiplier must be a number from 1 to 10" in page
+    assert "Cannot preview this policy." in page and "Multiplier must be a number from 1 to 10" in page
     assert "data-figure" not in page
 
 
@@ -302,9 +305,9 @@ def test_breaker_scope_is_edited_validated_and_shown_in_the_history(client, auth
     assert response.status_code == 422 and versions("quick") == [1, 2]
     field = re.search(r'<select[^>]*id="breaker_scope"[^>]*>.*?</select>\s*<div class="field-error">([^<]*)</div>',
                       response.get_data(as_text=True), re.S)
-    assert field and "breaker.scope must be one of handler, handler_and_tenant, got &#39;tenant&#39;" in field.group(1)
+    assert field and "Scope must be one of handler, handler_and_tenant, got &#39;tenant&#39;" in field.group(1)
     preview = post_form(client, auth, "/policies/preview?policy=quick", breaker_scope="tenant").get_data(as_text=True)
-    assert "Cannot preview this policy." in preview and "breaker.scope must be one of" in preview
+    assert "Cannot preview this policy." in preview and "Scope must be one of" in preview
 
 
 def test_a_version_saved_before_breaker_scope_existed_reads_as_per_handler(client, auth):

@@ -1,5 +1,7 @@
 """The policy form: plain text in, a spec out; the domain validates the values."""
 
+import re
+
 from flask_wtf import FlaskForm
 from wtforms import HiddenField, SelectField, StringField
 from wtforms.fields.choices import SelectChoice
@@ -83,10 +85,32 @@ class PolicyForm(FlaskForm):
     def attach(self, error_field: str | None, message: str) -> None:
         """Show a service error under the field it names ("policy.breaker.open_s" → breaker_open_s)."""
         name = (error_field or "").removeprefix("policy.").replace(".", "_")
+        message = self.in_words(message)
         if name in self and name != "csrf_token":
             self[name].errors = [*self[name].errors, message]
         else:
             self.form_errors.append(message)
+
+    def in_words(self, message: str) -> str:
+        """Name the fields in a domain message by their labels (max_attempts → Max attempts), as the form shows them."""
+        # The domain speaks the API's keys; under a labelled box they read as code. Longest first: sla_deadline_s
+        # before deadline_s.
+        return _SPELLED.sub(lambda found: self[_SPELLED_AS[found.group(0)]].label.text, message)
+
+
+def _spellings() -> dict[str, str]:
+    """Return every way the domain spells a form field (flat, nested, SLA's bare keys) → the field's name."""
+    found = {name: name for name in (*PolicyForm.SIMPLE, "retryable_codes", "non_retryable_codes", "breaker_scope")}
+    for key in (*PolicyForm.BREAKER, "scope"):
+        found |= {f"breaker.{key}": f"breaker_{key}", f"breaker_{key}": f"breaker_{key}"}
+    for key in PolicyForm.SLA:
+        found |= {f"sla.{key}": f"sla_{key}", f"sla_{key}": f"sla_{key}", key: f"sla_{key}"}
+    return found
+
+
+_SPELLED_AS = _spellings()
+_SPELLED = re.compile("|".join(rf"(?<![\w.]){re.escape(key)}(?![\w.])"
+                               for key in sorted(_SPELLED_AS, key=len, reverse=True)))
 
 
 def _parse_number(text: str | None):

@@ -30,7 +30,7 @@ def _preview_context(form: PolicyForm, record) -> dict:
     try:
         preview = policy_insight.backoff_preview(form.to_spec(), record, tenant_scope())
     except InvalidInput as error:
-        return {"preview": None, "preview_error": error.detail, "figure": None}
+        return {"preview": None, "preview_error": form.in_words(error.detail), "figure": None}
     return {"preview": preview, "preview_error": None, "figure": backoff_figure(preview) if preview.schedule else None}
 
 
