@@ -65,6 +65,20 @@ def test_the_form_is_built_from_the_declaration(client, auth):
     assert "Request approval to run" in fix and "Dry-run" in fix
 
 
+def test_a_link_fills_the_form_in_and_a_bad_value_costs_nothing(client, auth):
+    auth.as_role("operator")
+    html = client.get("/runbooks/resolve_runs?runs=35&tenant=default&note=paid+by+hand").get_data(as_text=True)
+    assert re.search(r'<input[^>]*id="runs"[^>]*value="35"', html)
+    assert re.search(r'<option selected value="default">', html) and "paid by hand" in html
+    backfill = client.get("/runbooks/backfill_task?task=7&start=2026-03-01T09:00&dry=x").get_data(as_text=True)
+    assert re.search(r'<input[^>]*id="task"[^>]*value="7"', backfill)
+    assert re.search(r'<input[^>]*id="start"[^>]*value="2026-03-01T09:00"', backfill)
+    for hostile in ("task=99999999999999999999999999", "task=seven", "start=yesterday", "start=2026-13-45T99:00",
+                    "task=%ED%A0%80", "note=" + "x" * 100_000):
+        assert client.get(f"/runbooks/backfill_task?{hostile}").status_code == 200, hostile
+    assert executions() == []  # a link only fills the form in
+
+
 def test_a_dry_run_is_queued_for_a_worker_and_the_page_goes_to_it(app, client, auth, redis_url):
     auth.as_role("operator", "olga")
     response = post(client, auth, "/runbooks/replay_dead_letters", {"action": "dry_run", "code": "carrier_down",

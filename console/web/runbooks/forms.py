@@ -1,5 +1,8 @@
 """A runbook's form, built from its declared parameters: one WTForms field per parameter, errors at the field."""
 
+import contextlib
+from datetime import datetime
+
 from flask_wtf import FlaskForm
 from wtforms import (
     BooleanField,
@@ -18,6 +21,7 @@ from console.domain.runbooks import ParamType as T
 from console.services.recovery.runbooks import MAX_REASON_CHARS
 
 LONG_TEXT = 500  # text parameters allowed longer than this get a text area
+MAX_PREFILL_CHARS = 2_000  # what a link may fill in; longer is cut, not refused (the form is checked on submit)
 
 
 class RunbookForm(FlaskForm):
@@ -69,6 +73,26 @@ def form_for(runbook, *, tenants: list[str] | None, formdata=None, data=None) ->
                                        + [SelectChoice(name) for name in tenants], default="")
     form_class = type(f"{runbook.name.title().replace('_', '')}Form", (RunbookForm,), fields)
     return form_class(formdata=formdata, data=data) if formdata is not None else form_class(data=data)
+
+
+def prefill(runbook, args) -> dict:
+    """Return what a link fills in (DLQ → resolve_runs?runs=35): declared params, the tenant and the reason."""
+    found = {}
+    for param in runbook.params:
+        value = str(args.get(param.name) or "").strip()[:MAX_PREFILL_CHARS]
+        if not value:
+            continue
+        if param.type is T.BOOL:
+            found[param.name] = value.lower() in ("1", "true", "on", "yes")
+        elif param.type is T.DATETIME:
+            with contextlib.suppress(ValueError):
+                found[param.name] = datetime.fromisoformat(value).replace(tzinfo=None)
+        else:
+            found[param.name] = value  # a bad number is marked at its field, as if it had been typed
+    for name in ("tenant", "reason"):
+        if args.get(name):
+            found[name] = str(args[name])[:MAX_PREFILL_CHARS]
+    return found
 
 
 def raw_params(runbook, form: RunbookForm) -> dict:

@@ -12,7 +12,7 @@ from console.services.people.permissions import OPERATE, VIEW
 from console.services.recovery import runbook_registry, runbooks
 from console.services.recovery.runbook_params import InvalidParams
 from console.web.render import page
-from console.web.runbooks.forms import ExecutionRunForm, declared_fields, form_for, raw_params
+from console.web.runbooks.forms import ExecutionRunForm, declared_fields, form_for, prefill, raw_params
 from console.web.runbooks.present import value_text
 
 bp = Blueprint("runbooks", __name__, url_prefix="/runbooks")
@@ -43,7 +43,7 @@ def _runbook_page(runbook, form, *, error: str | None = None, status: int = 200)
 @requires(VIEW)
 def show(name: str):
     runbook = runbooks.require(name)
-    return _runbook_page(runbook, _form(runbook))
+    return _runbook_page(runbook, _form(runbook, data=prefill(runbook, request.args)))
 
 
 @bp.post("/<name>")
