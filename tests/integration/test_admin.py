@@ -86,3 +86,25 @@ def test_token_is_shown_once_stored_hashed_and_revocable(client, auth):
     assert api.get("/api/me", headers={"Authorization": f"Bearer {plaintext}"}).status_code == 401
     tokens_audited = db.session.query(AuditEntry).filter(AuditEntry.target_type == "api_token").order_by(AuditEntry.seq)
     assert [e.action for e in tokens_audited] == ["token.create", "token.revoke"]
+
+
+def test_sending_the_token_form_again_issues_no_second_token(client, auth):
+    svc = auth.make_user("svc", "operator")
+    auth.as_role("admin", "root")
+    page = client.get("/admin/tokens").get_data(as_text=True)
+    key = re.search(r'id="issue_key" name="issue_key" type="hidden" value="([0-9a-f]{32})"', page).group(1)
+    form = {"user": str(svc.id), "name": "billing", "issue_key": key, "csrf_token": auth.csrf("/admin/tokens")}
+    first = client.post("/admin/tokens", data=form)
+    assert first.status_code == 201 and 'id="new-token"' in first.get_data(as_text=True)
+    next_key = re.search(r'name="issue_key" type="hidden" value="([0-9a-f]{32})"', first.get_data(as_text=True))
+    assert next_key and next_key.group(1) != key  # the form under the new token is for the next one
+    again = client.post("/admin/tokens", data=form)  # the browser's reload of the answer
+    text = again.get_data(as_text=True)
+    assert again.status_code == 409 and 'id="new-token"' not in text
+    token = db.session.query(ApiToken).one()
+    assert f"this form already issued token {token.prefix}… at" in text and "revoke it below" in text
+    assert db.session.query(AuditEntry).filter(AuditEntry.action == "token.create").count() == 1
+    second = client.post("/admin/tokens", data={**form, "issue_key": next_key.group(1)})
+    assert second.status_code == 201 and db.session.query(ApiToken).count() == 2
+    # A send without a key the page gave (a script, an old page) still issues, as before.
+    assert client.post("/admin/tokens", data={**form, "issue_key": "x' OR 1=1"}).status_code == 201

@@ -5,6 +5,7 @@ import secrets
 from datetime import timedelta
 
 from sqlalchemy import bindparam, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm.attributes import set_committed_value
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
@@ -12,7 +13,7 @@ from console.extensions import db
 from console.models import ApiToken, Tenant, User
 from console.services.actor import Actor
 from console.services.audit import trail as audit
-from console.services.errors import InvalidInput, NotFound
+from console.services.errors import Conflict, InvalidInput, NotFound
 from console.services.people import users
 
 PREFIX = "rb_"
@@ -27,10 +28,11 @@ def _hash(token: str) -> str:
 
 
 def issue(user: User, actor: Actor, *, name: str = "", tenant: Tenant | None = None,
-          scope: int | None = None) -> tuple[ApiToken, str]:
+          scope: int | None = None, issue_key: str | None = None) -> tuple[ApiToken, str]:
     """Create a token for a user; return the row and the plaintext, which is shown only now.
 
-    A tenant-scoped caller issues tokens only to its tenant's people, limited to its tenant.
+    A tenant-scoped caller issues tokens only to its tenant's people, limited to its tenant. `issue_key` names the
+    form that asks: asked again (a reload of the answer), it issues nothing and raises AlreadyIssued.
     """
     if scope is not None and user.tenant_id != scope:
         raise NotFound(f"no user with id {user.id}")
@@ -39,14 +41,32 @@ def issue(user: User, actor: Actor, *, name: str = "", tenant: Tenant | None = N
         raise InvalidInput(f"{user.username} may only act for tenant {user.tenant.name}", "tenant")
     plaintext = PREFIX + secrets.token_urlsafe(32)
     token = ApiToken(user=user, name=name[:80], token_hash=_hash(plaintext), prefix=plaintext[:10],
-                     tenant=tenant or user.tenant)
+                     tenant=tenant or user.tenant, issue_key=issue_key)
     db.session.add(token)
-    db.session.flush()
+    try:
+        db.session.flush()
+    except IntegrityError:
+        # The unique key decides, not a read first: two sends of one form racing issue one token between them.
+        db.session.rollback()
+        issued = db.session.execute(select(ApiToken).where(ApiToken.issue_key == issue_key)).scalar_one_or_none()
+        if issue_key is None or issued is None:
+            raise
+        raise AlreadyIssued(issued) from None
     audit.record(db.session, actor, "token.create", "api_token", token.id,
                  after={"user": user.username, "name": token.name, "prefix": token.prefix,
                         "tenant": token.tenant.name if token.tenant else None})
     db.session.commit()
     return token, plaintext
+
+
+class AlreadyIssued(Conflict):
+    """This form already issued a token; its plaintext was shown once and is not kept."""
+
+    def __init__(self, token: ApiToken):
+        super().__init__(f"this form already issued token {token.prefix}… at {token.created_at:%H:%M:%S} UTC; its "
+                         "secret was shown once and is not kept. If it was not copied, revoke it below and issue "
+                         "a new one.")
+        self.token = token
 
 
 def revoke(token_id: int, actor: Actor, clock: Clock = SYSTEM_CLOCK, scope: int | None = None) -> ApiToken:

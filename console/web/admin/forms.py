@@ -1,7 +1,10 @@
 """Forms of the Admin area."""
 
+import re
+import uuid
+
 from flask_wtf import FlaskForm
-from wtforms import BooleanField, FloatField, IntegerField, PasswordField, SelectField, StringField
+from wtforms import BooleanField, FloatField, HiddenField, IntegerField, PasswordField, SelectField, StringField
 from wtforms.fields.choices import SelectChoice
 from wtforms.validators import DataRequired, InputRequired, Length, Optional, Regexp
 
@@ -9,6 +12,7 @@ from console.models import Role
 from console.web.runs.forms import IsoTimeField
 
 ROLE_CHOICES = [SelectChoice(r.value) for r in Role]
+ISSUE_KEY = re.compile(r"[0-9a-f]{32}")
 
 
 class CreateUserForm(FlaskForm):
@@ -29,6 +33,15 @@ class CreateTokenForm(FlaskForm):
     user = SelectField("User", choices=[], validators=[DataRequired()])
     name = StringField("Name", validators=[Optional(), Length(max=80)])
     tenant = SelectField("Limited to tenant", choices=[], validators=[Optional()])
+    # Which page's form this is: sent again (a reload of the answer), it issues no second token.
+    issue_key = HiddenField()
+
+    def key(self) -> str | None:
+        """Return the form's issue key, or None when it is not one the page gave (an old page, a script)."""
+        return self.issue_key.data if ISSUE_KEY.fullmatch(self.issue_key.data or "") else None
+
+    def new_key(self) -> None:
+        self.issue_key.data = uuid.uuid4().hex
 
 
 def tenant_choices(tenants) -> list[SelectChoice]:

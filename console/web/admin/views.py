@@ -89,7 +89,9 @@ def _token_form() -> CreateTokenForm:
 @bp.get("/tokens")
 @requires(ADMIN)
 def tokens_index():
-    return render_template("admin/tokens.html", tokens=tokens.all_tokens(tenant_scope()), form=_token_form(),
+    form = _token_form()
+    form.new_key()
+    return render_template("admin/tokens.html", tokens=tokens.all_tokens(tenant_scope()), form=form,
                            plaintext=None)
 
 
@@ -102,10 +104,14 @@ def create_token():
         try:
             tenant = tenants.require(form.tenant.data) if form.tenant.data else None
             _, plaintext = tokens.issue(users.get(int(form.user.data), tenant_scope()), current_actor(),
-                                        name=form.name.data or "", tenant=tenant, scope=tenant_scope())
+                                        name=form.name.data or "", tenant=tenant, scope=tenant_scope(),
+                                        issue_key=form.key())
+            form.new_key()  # the form below is for the next token
         except ServiceError as error:
             form.form_errors.append(error.detail)
             status = error.status
+            if isinstance(error, tokens.AlreadyIssued):
+                form.new_key()
     else:
         status = 422
     # The plaintext is rendered into this one response and never again, so no redirect here.
