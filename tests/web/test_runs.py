@@ -95,6 +95,18 @@ def test_filters_by_status_tenant_error_code_and_text(client, auth, runs, clock)
     assert "No runs match these filters" in empty
 
 
+def test_the_error_code_filter_finds_a_code_whatever_its_case(client, auth, runs, clock):
+    # Codes are stored as handlers raise them: exception names, a handler's own words, an executor's report.
+    lower = dead_run(runs, clock)  # invalid_account
+    upper = runs.submit("demo.flaky", {**FATAL, "code": "TIMEOUT"}, clock=clock)
+    assert execute(upper, 0, clock=clock) == "dead"
+    auth.as_role("viewer")
+    assert listed(client.get("/runs?error_code=INVALID_ACCOUNT")) == [lower]
+    assert listed(client.get("/runs?error_code=timeout")) == [upper]
+    assert listed(client.get("/runs?error_code=TimeOut")) == [upper]
+    assert 'data-total="1"' in client.get("/runs?error_code=timeout").get_data(as_text=True)
+
+
 def test_a_bad_filter_is_a_422_that_names_the_field(client, auth, runs):
     runs.submit()
     auth.as_role("viewer")
