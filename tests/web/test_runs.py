@@ -128,6 +128,32 @@ def test_created_time_range_filters_by_created_at(client, auth, runs, clock):
     assert listed(client.get("/runs?created_from=2026-01-05T08:00&created_to=2026-01-05T11:00")) == [late, early]
 
 
+def test_a_created_date_alone_means_that_whole_day(client, auth, runs, clock):
+    clock.set(clock().replace(day=4, hour=23, minute=59))
+    eve = runs.submit(clock=clock)
+    clock.advance(60)
+    midnight = runs.submit(clock=clock)  # 2026-01-05 00:00
+    clock.set(clock().replace(hour=23, minute=59, second=59))
+    last = runs.submit(clock=clock)
+    clock.advance(1)
+    next_day = runs.submit(clock=clock)  # 2026-01-06 00:00
+    auth.as_role("viewer")
+    assert listed(client.get("/runs?created_from=2026-01-05")) == [next_day, last, midnight]
+    # The upper bound is exclusive for a time; a date alone counts that day to its end, as Reports' "to" does.
+    assert listed(client.get("/runs?created_to=2026-01-05")) == [last, midnight, eve]
+    one_day = client.get("/runs?created_from=2026-01-05&created_to=2026-01-05")
+    assert one_day.status_code == 200 and listed(one_day) == [last, midnight]
+    assert 'value="2026-01-05"' in one_day.get_data(as_text=True)  # shown as typed, not as the next midnight
+    assert listed(client.get("/runs?created_to=2026-01-05 00:00")) == [eve]
+    gantt = client.get("/runs/timeline?created_from=2026-01-05&created_to=2026-01-05")
+    assert gantt.status_code == 200 and 'value="2026-01-05"' in gantt.get_data(as_text=True)
+    for garbage in ("2026-02-30", "2026-13", "yesterday", "9999-12-31", "0001-01-01", "2026-01-05T25:00"):
+        for path in ("/runs", "/runs/timeline"):
+            refused = client.get(f"{path}?created_to={garbage}")
+            assert refused.status_code == 422 and "Fix the filter" in refused.get_data(as_text=True), (path, garbage)
+    assert client.get("/runs/timeline?created_from=9999-12-31 23:30").status_code == 422  # no window past year 9999
+
+
 def test_keyset_pagination_walks_two_pages_and_only_the_first_one_polls(client, auth, runs):
     ids = [runs.submit() for _ in range(60)]
     auth.as_role("viewer")
