@@ -452,23 +452,37 @@ def test_a_deferred_run_shows_when_it_is_due(client, auth, runs, clock):
 
 # ---- totals, page size, ISO time inputs, a live Gantt ----
 
-def test_the_list_says_how_many_runs_match_and_pages_by_the_size_chosen(client, auth, runs, clock):
+def counted(body: str) -> str:
+    """Return the words of the list's count, without markup."""
+    return re.sub(r"<[^>]+>", "", re.search(r'<span class="results-count"[^>]*>(.*?)</span>', body).group(1))
+
+
+def test_the_list_says_how_many_runs_match_and_pages_by_the_size_chosen(client, auth, runs, clock, monkeypatch):
     ids = [runs.submit(clock=clock) for _ in range(30)]
     dead_run(runs, clock)
     auth.as_role("viewer", "vic")
     page = client.get("/runs?per_page=25").get_data(as_text=True)
-    assert 'data-total="31"><strong>31</strong> runs' in page and "showing 25 per page" in page
+    # It says which runs are shown, not the size of a page ("showing 25 per page" read as a count).
+    assert 'data-total="31"' in page and counted(page) == "Runs 1–25 of 31"
     assert len(listed(client.get("/runs?per_page=25"))) == 25
     older = re.search(r'href="(/runs\?[^"]*before=\d+[^"]*)"', page).group(1)
     assert "per_page=25" in html.unescape(older)  # the next page keeps the size
-    assert len(listed(client.get(html.unescape(older)))) == 6
+    older_page = client.get(html.unescape(older))
+    # An older page does not know how many newer runs it follows, so it gives no positions.
+    assert len(listed(older_page)) == 6 and counted(older_page.get_data(as_text=True)) == "6 of the 31 runs"
     default = client.get("/runs").get_data(as_text=True)
     assert len(listed(client.get("/runs"))) == 31  # 50 by default, and the selector says so
+    assert counted(default) == "31 runs, all shown"
     assert re.search(r'<option selected value="50">|<option value="50" selected>', default)
     filtered = client.get("/runs?status=dead").get_data(as_text=True)
-    assert 'data-total="1"><strong>1</strong> run matches the filter' in filtered
+    assert 'data-total="1"' in filtered and counted(filtered) == "1 run matches the filter"
+    assert counted(client.get("/runs?status=cancelled").get_data(as_text=True)) == "No runs match the filter"
+    found = client.get(f"/runs?q={runs.get(ids[0]).idempotency_key}").get_data(as_text=True)
+    assert "data-total" not in found and counted(found) == "1 run found on this page"  # a text search is not counted
+    monkeypatch.setattr(runs_query, "COUNT_CAP", 20)
+    capped = client.get("/runs?status=pending&per_page=25").get_data(as_text=True)
+    assert counted(capped) == "Runs 1–25 of more than 20 that match the filter"
     assert client.get("/runs?per_page=7").status_code == 422  # only the sizes offered
-    assert ids
 
 
 def test_time_inputs_show_and_take_the_pages_iso_format(client, auth, runs, clock):

@@ -50,12 +50,12 @@ def index():
     scope = tenant_scope()
     form = _filter_form(RunFilterForm, scope)
     before = request.args.get("before", type=row_id)
-    result, total, status = None, None, 422
+    result, total, status, cap = None, None, 422, runs_query.COUNT_CAP
     if form.validate():
         filters = form.filters(_tenant_ids(scope))
         result = runs_query.page(filters, scope=scope, before=before, limit=form.page_size())
-        total, status = runs_query.count(filters, scope=scope), 200
-    return page("runs/index.html", "results", form=form, result=result, total=total, count_cap=runs_query.COUNT_CAP,
+        total, status = runs_query.count(filters, scope=scope, cap=cap), 200
+    return page("runs/index.html", "results", form=form, result=result, total=total, count_cap=cap,
                 before=before, args=form.query_args(), scoped=scope is not None), status
 
 
