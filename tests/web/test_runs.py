@@ -369,10 +369,16 @@ def test_a_tenant_limited_person_sees_only_their_tenant(client, auth, runs, cloc
     page = client.get("/runs")
     assert listed(page) == [theirs]
     assert 'name="tenant"' not in page.get_data(as_text=True)  # nothing to choose from
+    # Refused as the DLQ refuses it (403, what they see and what to remove), not dropped and not a filter typo.
     refused = client.get("/runs?tenant=acme")
-    assert refused.status_code == 422 and listed(refused) == []
-    assert "Tenant: you see only tenant globex&#39;s runs; remove tenant=acme from the filter" in \
-        refused.get_data(as_text=True)
+    assert refused.status_code == 403 and listed(refused) == []
+    assert "you see only tenant globex&#39;s runs; remove tenant=acme from the filter" in refused.get_data(as_text=True)
+    dlq = client.get("/dlq/?tenant=acme")
+    assert dlq.status_code == 403 and "you see only tenant globex&#39;s dead letters; remove tenant=acme" in \
+        dlq.get_data(as_text=True)
+    gantt = client.get("/runs/timeline?tenant=nosuch")  # a name that does not exist is not told apart
+    assert gantt.status_code == 403 and "remove tenant=nosuch from the filter" in gantt.get_data(as_text=True)
+    assert listed(client.get("/runs?tenant=globex")) == [theirs]
     assert listed(client.get(f"/runs?q={runs.get(other).idempotency_key}")) == []
     assert client.get(f"/runs/{theirs}").status_code == 200
     assert client.get(f"/runs/{other}").status_code == 404

@@ -73,9 +73,9 @@ class StatusChecks(SelectMultipleField):
 
 
 class TimelineFilterForm(Form):
-    # Checked by validate_tenant, which names what may be chosen instead of WTForms' "Not a valid choice".
+    # Checked by validate_tenant, which names the tenant instead of WTForms' "Not a valid choice". A tenant-limited
+    # person naming another tenant is refused before the form (tenants.keep_within), as on the DLQ.
     tenant = SelectField("Tenant", choices=[], validators=[Optional()], validate_choice=False)
-    scoped = False  # the person sees one tenant only (their tenant's choices are all there is)
     task = SelectField("Task", choices=[], validators=[Optional()])
     status = StatusChecks("Status", choices=[SelectChoice(s.value, s.value.replace("_", " ")) for s in RunStatus],
                           validators=[Optional()])
@@ -91,11 +91,8 @@ class TimelineFilterForm(Form):
 
     def validate_tenant(self, field) -> None:
         names = [choice.value for choice in field.choices if choice.value]
-        if not field.data or field.data in names:
-            return
-        if self.scoped and names:
-            raise ValidationError(f"you see only tenant {names[0]}'s runs; remove tenant={field.data} from the filter")
-        raise ValidationError(f"no tenant is named {field.data!r}")
+        if field.data and field.data not in names:
+            raise ValidationError(f"no tenant is named {field.data!r}")
 
     def validate(self, extra_validators=None) -> bool:
         ok = super().validate(extra_validators)
