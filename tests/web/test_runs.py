@@ -292,6 +292,36 @@ def test_replay_on_a_dead_run_starts_series_two_and_is_audited(client, auth, run
     assert "Replayed run #" in followed and "series 2" in followed
 
 
+def fact(body: str, term: str) -> str:
+    """Return the words of one fact in the run page's head (its <dd>, markup taken out)."""
+    found = re.search(rf"<dt>{term}</dt><dd>(.*?)</dd>", body, re.S)
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", found.group(1))).strip() if found else ""
+
+
+def test_a_replayed_run_waiting_in_series_two_shows_it_has_not_started(client, auth, runs, clock):
+    run_id = runs.submit("demo.flaky", FATAL, clock=clock)
+    assert execute(run_id, 0, clock=clock, worker_id="worker-a") == "dead"
+    first_start = f"{runs.get(run_id).started_at:%Y-%m-%d %H:%M:%S}"
+    clock.advance(600)
+    auth.as_role("operator", "olga")
+    client.post(f"/runs/{run_id}/retry", data={"csrf_token": auth.csrf(f"/runs/{run_id}")})
+    waiting = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    # Series 1's start and worker are not shown as if series 2 had them; they stay beside it, and on the timeline.
+    assert fact(waiting, "Started") == f"not yet (series 2 is waiting) · series 1 started {first_start}"
+    assert fact(waiting, "Worker") == "worker-a · from series 1; series 2 has none yet"
+    assert '<td class="mono">worker-a</td>' in waiting
+    clock.advance(60)
+    assert execute(run_id, 0, clock=clock, worker_id="worker-b") == "dead"
+    ran = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    assert "not yet" not in fact(ran, "Started") and fact(ran, "Worker") == "worker-b"
+    client.post(f"/runs/{run_id}/retry", data={"csrf_token": auth.csrf(f"/runs/{run_id}")})
+    client.post(f"/runs/{run_id}/cancel", data={"csrf_token": auth.csrf(f"/runs/{run_id}")})
+    cancelled = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    assert runs.get(run_id).status == "cancelled" and fact(cancelled, "Duration") == "—"
+    assert fact(cancelled, "Started") == f"series 3 never started · an earlier series started {first_start}"
+    assert fact(cancelled, "Worker") == "worker-b · from an earlier series; series 3 has none"
+
+
 def test_retry_now_under_an_open_breaker_says_the_run_will_wait_for_it_again(client, auth, runs, clock):
     run_id = runs.submit(clock=clock)
     run = runs.get(run_id)

@@ -124,6 +124,12 @@ class RunDetail:
     # A failed attempt's traceback and log lines, by the id of the event that ended the attempt.
     diagnostics: dict[int, AttemptDiagnostics] = field(default_factory=dict)
 
+    @property
+    def unstarted_series(self) -> int | None:
+        """Return the new series (a replay's or a manual retry's) with no attempt yet, else None."""
+        # Until its first attempt starts, the run's start time and worker are still an earlier series'.
+        return self.run.series if self.run.series > 1 and self.run.attempt == 0 else None
+
 
 def detail(run_id: int, scope: int | None, event_limit: int = EVENT_LIMIT) -> RunDetail:
     """Return a run visible to this scope with its timeline (oldest first) and dead letters; NotFound otherwise."""
