@@ -9,6 +9,8 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    and_,
+    func,
     literal_column,
     or_,
     text,
@@ -49,9 +51,10 @@ class Run(db.Model):
         # A task's runs; a run without a task (an API submit) is not in it.
         Index("ix_runs_task_id_id", "task_id", "id", sqlite_where=text("task_id IS NOT NULL"),
               postgresql_where=text("task_id IS NOT NULL")),
-        # Runs by error code; a run that never failed is not in it.
-        Index("ix_runs_error_code_id", "error_code", "id", sqlite_where=text("error_code IS NOT NULL"),
-              postgresql_where=text("error_code IS NOT NULL")),
+        # Runs by error code in any case (codes keep the case they were raised in); a run that never failed is not in
+        # it. The list's filter writes the same lower(error_code) and the predicate's term (`error_code_is`).
+        Index("ix_runs_error_code_lower_id", text("lower(error_code)"), "id",
+              sqlite_where=text("error_code IS NOT NULL"), postgresql_where=text("error_code IS NOT NULL")),
         # The Overview's "finished in the last 24 h" by status; the claim of a run leaves it alone.
         Index("ix_runs_status_finished_at", "status", "finished_at", sqlite_where=text("finished_at IS NOT NULL"),
               postgresql_where=text("finished_at IS NOT NULL")),
@@ -179,6 +182,11 @@ def live(column=None):
 def rare():
     """The rare statuses' predicate as a query term: a query for runs in rare statuses adds it to use their index."""
     return _any_of(RARE, Run.status)
+
+
+def error_code_is(code: str):
+    """Match an error code in any case, in the terms of its index: lower() of both sides, and the index's predicate."""
+    return and_(Run.error_code.is_not(None), func.lower(Run.error_code) == func.lower(code))
 
 
 def _any_of(statuses: tuple[str, ...], column):

@@ -1,7 +1,7 @@
 """api_tokens.issue_key: the form that issued a token, so submitting it again issues no second one
 
 Revision ID: a24a0001c0de
-Revises: a23c0001c0de
+Revises: a23d0001c0de
 Create Date: 2026-12-03 09:00:00.000000
 """
 from alembic import op
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 # revision identifiers, used by Alembic.
 revision = 'a24a0001c0de'
-down_revision = 'a23c0001c0de'
+down_revision = 'a23d0001c0de'
 branch_labels = None
 depends_on = None
 

@@ -98,7 +98,7 @@ def test_the_consoles_counts_and_lists_find_their_indexes(app, clock):
 
 
 @pytest.mark.parametrize("filters, index", [
-    (runs_query.RunFilters(error_code="http_502"), "ix_runs_error_code_id"),
+    (runs_query.RunFilters(error_code="HTTP_502"), "ix_runs_error_code_lower_id"),
     (runs_query.RunFilters(task_id=1), "ix_runs_task_id_id"),
 ])
 def test_partial_indexes_serve_the_runs_lists(app, filters, index):

@@ -95,6 +95,18 @@ def test_filters_by_status_tenant_error_code_and_text(client, auth, runs, clock)
     assert "No runs match these filters" in empty
 
 
+def test_the_error_code_filter_finds_a_code_whatever_its_case(client, auth, runs, clock):
+    # Codes are stored as handlers raise them: exception names, a handler's own words, an executor's report.
+    lower = dead_run(runs, clock)  # invalid_account
+    upper = runs.submit("demo.flaky", {**FATAL, "code": "TIMEOUT"}, clock=clock)
+    assert execute(upper, 0, clock=clock) == "dead"
+    auth.as_role("viewer")
+    assert listed(client.get("/runs?error_code=INVALID_ACCOUNT")) == [lower]
+    assert listed(client.get("/runs?error_code=timeout")) == [upper]
+    assert listed(client.get("/runs?error_code=TimeOut")) == [upper]
+    assert 'data-total="1"' in client.get("/runs?error_code=timeout").get_data(as_text=True)
+
+
 def test_a_bad_filter_is_a_422_that_names_the_field(client, auth, runs):
     runs.submit()
     auth.as_role("viewer")
@@ -114,6 +126,32 @@ def test_created_time_range_filters_by_created_at(client, auth, runs, clock):
     assert listed(client.get("/runs?created_from=2026-01-05T09:30")) == [late]
     assert listed(client.get("/runs?created_to=2026-01-05T09:30")) == [early]
     assert listed(client.get("/runs?created_from=2026-01-05T08:00&created_to=2026-01-05T11:00")) == [late, early]
+
+
+def test_a_created_date_alone_means_that_whole_day(client, auth, runs, clock):
+    clock.set(clock().replace(day=4, hour=23, minute=59))
+    eve = runs.submit(clock=clock)
+    clock.advance(60)
+    midnight = runs.submit(clock=clock)  # 2026-01-05 00:00
+    clock.set(clock().replace(hour=23, minute=59, second=59))
+    last = runs.submit(clock=clock)
+    clock.advance(1)
+    next_day = runs.submit(clock=clock)  # 2026-01-06 00:00
+    auth.as_role("viewer")
+    assert listed(client.get("/runs?created_from=2026-01-05")) == [next_day, last, midnight]
+    # The upper bound is exclusive for a time; a date alone counts that day to its end, as Reports' "to" does.
+    assert listed(client.get("/runs?created_to=2026-01-05")) == [last, midnight, eve]
+    one_day = client.get("/runs?created_from=2026-01-05&created_to=2026-01-05")
+    assert one_day.status_code == 200 and listed(one_day) == [last, midnight]
+    assert 'value="2026-01-05"' in one_day.get_data(as_text=True)  # shown as typed, not as the next midnight
+    assert listed(client.get("/runs?created_to=2026-01-05 00:00")) == [eve]
+    gantt = client.get("/runs/timeline?created_from=2026-01-05&created_to=2026-01-05")
+    assert gantt.status_code == 200 and 'value="2026-01-05"' in gantt.get_data(as_text=True)
+    for garbage in ("2026-02-30", "2026-13", "yesterday", "9999-12-31", "0001-01-01", "2026-01-05T25:00"):
+        for path in ("/runs", "/runs/timeline"):
+            refused = client.get(f"{path}?created_to={garbage}")
+            assert refused.status_code == 422 and "Fix the filter" in refused.get_data(as_text=True), (path, garbage)
+    assert client.get("/runs/timeline?created_from=9999-12-31 23:30").status_code == 422  # no window past year 9999
 
 
 def test_keyset_pagination_walks_two_pages_and_only_the_first_one_polls(client, auth, runs):
@@ -258,6 +296,36 @@ def test_replay_on_a_dead_run_starts_series_two_and_is_audited(client, auth, run
     assert "Replayed run #" in followed and "series 2" in followed
 
 
+def fact(body: str, term: str) -> str:
+    """Return the words of one fact in the run page's head (its <dd>, markup taken out)."""
+    found = re.search(rf"<dt>{term}</dt><dd>(.*?)</dd>", body, re.S)
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", found.group(1))).strip() if found else ""
+
+
+def test_a_replayed_run_waiting_in_series_two_shows_it_has_not_started(client, auth, runs, clock):
+    run_id = runs.submit("demo.flaky", FATAL, clock=clock)
+    assert execute(run_id, 0, clock=clock, worker_id="worker-a") == "dead"
+    first_start = f"{runs.get(run_id).started_at:%Y-%m-%d %H:%M:%S}"
+    clock.advance(600)
+    auth.as_role("operator", "olga")
+    client.post(f"/runs/{run_id}/retry", data={"csrf_token": auth.csrf(f"/runs/{run_id}")})
+    waiting = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    # Series 1's start and worker are not shown as if series 2 had them; they stay beside it, and on the timeline.
+    assert fact(waiting, "Started") == f"not yet (series 2 is waiting) · series 1 started {first_start}"
+    assert fact(waiting, "Worker") == "worker-a · from series 1; series 2 has none yet"
+    assert '<td class="mono">worker-a</td>' in waiting
+    clock.advance(60)
+    assert execute(run_id, 0, clock=clock, worker_id="worker-b") == "dead"
+    ran = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    assert "not yet" not in fact(ran, "Started") and fact(ran, "Worker") == "worker-b"
+    client.post(f"/runs/{run_id}/retry", data={"csrf_token": auth.csrf(f"/runs/{run_id}")})
+    client.post(f"/runs/{run_id}/cancel", data={"csrf_token": auth.csrf(f"/runs/{run_id}")})
+    cancelled = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    assert runs.get(run_id).status == "cancelled" and fact(cancelled, "Duration") == "—"
+    assert fact(cancelled, "Started") == f"series 3 never started · an earlier series started {first_start}"
+    assert fact(cancelled, "Worker") == "worker-b · from an earlier series; series 3 has none"
+
+
 def test_retry_now_under_an_open_breaker_says_the_run_will_wait_for_it_again(client, auth, runs, clock):
     run_id = runs.submit(clock=clock)
     run = runs.get(run_id)
@@ -335,10 +403,16 @@ def test_a_tenant_limited_person_sees_only_their_tenant(client, auth, runs, cloc
     page = client.get("/runs")
     assert listed(page) == [theirs]
     assert 'name="tenant"' not in page.get_data(as_text=True)  # nothing to choose from
+    # Refused as the DLQ refuses it (403, what they see and what to remove), not dropped and not a filter typo.
     refused = client.get("/runs?tenant=acme")
-    assert refused.status_code == 422 and listed(refused) == []
-    assert "Tenant: you see only tenant globex&#39;s runs; remove tenant=acme from the filter" in \
-        refused.get_data(as_text=True)
+    assert refused.status_code == 403 and listed(refused) == []
+    assert "you see only tenant globex&#39;s runs; remove tenant=acme from the filter" in refused.get_data(as_text=True)
+    dlq = client.get("/dlq/?tenant=acme")
+    assert dlq.status_code == 403 and "you see only tenant globex&#39;s dead letters; remove tenant=acme" in \
+        dlq.get_data(as_text=True)
+    gantt = client.get("/runs/timeline?tenant=nosuch")  # a name that does not exist is not told apart
+    assert gantt.status_code == 403 and "remove tenant=nosuch from the filter" in gantt.get_data(as_text=True)
+    assert listed(client.get("/runs?tenant=globex")) == [theirs]
     assert listed(client.get(f"/runs?q={runs.get(other).idempotency_key}")) == []
     assert client.get(f"/runs/{theirs}").status_code == 200
     assert client.get(f"/runs/{other}").status_code == 404
@@ -418,23 +492,37 @@ def test_a_deferred_run_shows_when_it_is_due(client, auth, runs, clock):
 
 # ---- totals, page size, ISO time inputs, a live Gantt ----
 
-def test_the_list_says_how_many_runs_match_and_pages_by_the_size_chosen(client, auth, runs, clock):
+def counted(body: str) -> str:
+    """Return the words of the list's count, without markup."""
+    return re.sub(r"<[^>]+>", "", re.search(r'<span class="results-count"[^>]*>(.*?)</span>', body).group(1))
+
+
+def test_the_list_says_how_many_runs_match_and_pages_by_the_size_chosen(client, auth, runs, clock, monkeypatch):
     ids = [runs.submit(clock=clock) for _ in range(30)]
     dead_run(runs, clock)
     auth.as_role("viewer", "vic")
     page = client.get("/runs?per_page=25").get_data(as_text=True)
-    assert 'data-total="31"><strong>31</strong> runs' in page and "showing 25 per page" in page
+    # It says which runs are shown, not the size of a page ("showing 25 per page" read as a count).
+    assert 'data-total="31"' in page and counted(page) == "Runs 1–25 of 31"
     assert len(listed(client.get("/runs?per_page=25"))) == 25
     older = re.search(r'href="(/runs\?[^"]*before=\d+[^"]*)"', page).group(1)
     assert "per_page=25" in html.unescape(older)  # the next page keeps the size
-    assert len(listed(client.get(html.unescape(older)))) == 6
+    older_page = client.get(html.unescape(older))
+    # An older page does not know how many newer runs it follows, so it gives no positions.
+    assert len(listed(older_page)) == 6 and counted(older_page.get_data(as_text=True)) == "6 of the 31 runs"
     default = client.get("/runs").get_data(as_text=True)
     assert len(listed(client.get("/runs"))) == 31  # 50 by default, and the selector says so
+    assert counted(default) == "31 runs, all shown"
     assert re.search(r'<option selected value="50">|<option value="50" selected>', default)
     filtered = client.get("/runs?status=dead").get_data(as_text=True)
-    assert 'data-total="1"><strong>1</strong> run matches the filter' in filtered
+    assert 'data-total="1"' in filtered and counted(filtered) == "1 run matches the filter"
+    assert counted(client.get("/runs?status=cancelled").get_data(as_text=True)) == "No runs match the filter"
+    found = client.get(f"/runs?q={runs.get(ids[0]).idempotency_key}").get_data(as_text=True)
+    assert "data-total" not in found and counted(found) == "1 run found on this page"  # a text search is not counted
+    monkeypatch.setattr(runs_query, "COUNT_CAP", 20)
+    capped = client.get("/runs?status=pending&per_page=25").get_data(as_text=True)
+    assert counted(capped) == "Runs 1–25 of more than 20 that match the filter"
     assert client.get("/runs?per_page=7").status_code == 422  # only the sizes offered
-    assert ids
 
 
 def test_time_inputs_show_and_take_the_pages_iso_format(client, auth, runs, clock):

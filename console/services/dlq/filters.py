@@ -9,7 +9,7 @@ from sqlalchemy import exists, select
 
 from console.extensions import db
 from console.models import DeadLetter, Run, Tenant
-from console.services.errors import Forbidden
+from console.services.people import tenants
 
 STATUSES = ("open", "replayed", "discarded", "resolved")
 ANY = "any"  # every status: what a period's "dead letters created" counts
@@ -154,15 +154,6 @@ def _escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-def _within_scope(filters: Filters, tenant_id: int) -> None:
-    """Refuse a tenant filter outside the caller's scope, rather than quietly showing (or replaying) its own."""
-    if filters.tenant:
-        own = db.session.execute(select(Tenant.name).where(Tenant.id == tenant_id)).scalar_one()
-        if filters.tenant != own:
-            raise Forbidden(f"you see only tenant {own}'s dead letters; remove tenant={filters.tenant} from the "
-                            "filter", "tenant")
-
-
 def _recovered(filters: Filters):
     """Letters whose run succeeded after them, within the span: what Reports counts as recovered."""
     succeeded = exists().where(Run.id == DeadLetter.run_id, Run.status == "succeeded",
@@ -185,7 +176,7 @@ def where(query, filters: Filters, tenant_id: int | None, now: datetime, min_id:
     if filters.status != ANY:
         query = query.where(dl.status == filters.status)
     if tenant_id is not None:
-        _within_scope(filters, tenant_id)
+        tenants.keep_within(filters.tenant, tenant_id, "dead letters")
         query = query.where(dl.tenant_id == tenant_id)
     elif filters.tenant:
         query = query.where(dl.tenant_id == select(Tenant.id).where(Tenant.name == filters.tenant).scalar_subquery())

@@ -63,6 +63,14 @@ def visible(name: str, scope: int | None) -> Tenant:
     return tenant
 
 
+def keep_within(name: str, scope: int | None, what: str) -> None:
+    """Refuse a tenant filter outside the caller's scope, rather than quietly showing (or acting on) their own."""
+    if name and scope is not None:
+        own = db.session.execute(select(Tenant.name).where(Tenant.id == scope)).scalar_one()
+        if name != own:
+            raise Forbidden(f"you see only tenant {own}'s {what}; remove tenant={name[:64]} from the filter", "tenant")
+
+
 def quota(field: str, raw) -> int:
     """Return a quota as a whole number within its bounds, or a 422 that says what to send."""
     low, high = QUOTAS[field]

@@ -8,7 +8,7 @@ from sqlalchemy.orm import joinedload
 
 from console.extensions import db
 from console.models import AttemptDiagnostics, DeadLetter, Run, RunEvent, Task, Tenant
-from console.models.runs import LIVE, RARE, live, rare
+from console.models.runs import LIVE, RARE, error_code_is, live, rare
 from console.services.engine import diagnostics as attempt_diagnostics
 from console.services.engine.control import get_run
 
@@ -60,7 +60,7 @@ def apply(query, filters: RunFilters, scope: int | None):
     if filters.created_to is not None:
         query = query.where(Run.created_at < filters.created_to)
     if filters.error_code:
-        query = query.where(Run.error_code == filters.error_code)
+        query = query.where(error_code_is(filters.error_code))
     return query
 
 
@@ -123,6 +123,12 @@ class RunDetail:
     dead_letters: list[DeadLetter]
     # A failed attempt's traceback and log lines, by the id of the event that ended the attempt.
     diagnostics: dict[int, AttemptDiagnostics] = field(default_factory=dict)
+
+    @property
+    def unstarted_series(self) -> int | None:
+        """Return the new series (a replay's or a manual retry's) with no attempt yet, else None."""
+        # Until its first attempt starts, the run's start time and worker are still an earlier series'.
+        return self.run.series if self.run.series > 1 and self.run.attempt == 0 else None
 
 
 def detail(run_id: int, scope: int | None, event_limit: int = EVENT_LIMIT) -> RunDetail:

@@ -3,7 +3,7 @@
 import json
 import re
 from dataclasses import replace
-from datetime import UTC
+from datetime import UTC, datetime, timedelta
 
 from flask_wtf import FlaskForm
 from wtforms import Form, HiddenField, SelectField, SelectMultipleField, StringField, TextAreaField, widgets
@@ -19,24 +19,49 @@ TIME_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-
 # The page writes times as 2026-12-01 14:05 (UTC); the inputs show and take the same, not the browser's locale.
 SHOWN_TIME = "%Y-%m-%d %H:%M"
 TIME_HINT = "YYYY-MM-DD HH:MM"
+# A date alone, as Reports takes it: the whole day (its only format without a colon).
+DAY = "%Y-%m-%d"
+# Earlier or later is a typo; the bounds keep the Gantt's window (an hour around a time) and a date's end (the next
+# midnight) inside what a datetime holds.
+EARLIEST, LATEST = datetime(1970, 1, 1), datetime(9999, 1, 1)
 PAGE_SIZES = (25, 50, 100, 200)
 DEFAULT_PAGE_SIZE = 50
 
 
 class IsoTimeField(DateTimeField):
-    """A UTC time typed as the page shows times (2026-12-01 14:05); the ISO 'T' form and seconds are accepted too."""
+    """A UTC time typed as the page shows times (2026-12-01 14:05); the ISO 'T' form, seconds and a date alone too."""
 
     # A text box, not <input type="datetime-local">: that one shows the browser's locale (12/01/2026, 02:05 PM).
     widget = widgets.TextInput()
 
-    def __init__(self, label=None, validators=None, **kwargs):
-        super().__init__(label, validators, format=[SHOWN_TIME, *TIME_FORMATS],
-                         invalid_value_message=f"is a UTC time written {TIME_HINT}, e.g. 2026-12-01 14:05",
+    def __init__(self, label=None, validators=None, *, day_end: bool = False, **kwargs):
+        day_means = "through that day" if day_end else "from that day's start"
+        super().__init__(label, validators, format=[SHOWN_TIME, *TIME_FORMATS, DAY],
+                         invalid_value_message=f"is a UTC time written {TIME_HINT}, e.g. 2026-12-01 14:05, "
+                                               "or a date alone (2026-12-01)",
                          render_kw={"placeholder": TIME_HINT, "autocomplete": "off", "size": 16,
-                                    "title": f"UTC, written {TIME_HINT}"}, **kwargs)
+                                    "title": f"UTC, written {TIME_HINT}, or YYYY-MM-DD alone: {day_means}"}, **kwargs)
+        # The bound this field sets is exclusive: a date alone stands for the next midnight, so the day counts whole.
+        self.day_end = day_end
+        self.day = None
+
+    def process_formdata(self, valuelist):
+        typed = " ".join(valuelist).strip()
+        super().process_formdata([typed] if valuelist else valuelist)
+        if self.data is None:
+            return
+        if not EARLIEST <= self.data < LATEST:
+            self.data = None
+            raise ValueError(f"is a UTC time between {EARLIEST.year} and {LATEST.year - 1}")
+        if ":" not in typed:
+            self.day = self.data.date()
+            if self.day_end:
+                self.data += timedelta(days=1)
 
     def _value(self):
         # What was typed, back as the page writes it (a link's 2026-12-01T14:05 too); a typo is shown as typed.
+        if self.day is not None:
+            return self.day.strftime(DAY)
         return self.data.strftime(SHOWN_TIME) if self.data else super()._value()
 
 
@@ -48,14 +73,14 @@ class StatusChecks(SelectMultipleField):
 
 
 class TimelineFilterForm(Form):
-    # Checked by validate_tenant, which names what may be chosen instead of WTForms' "Not a valid choice".
+    # Checked by validate_tenant, which names the tenant instead of WTForms' "Not a valid choice". A tenant-limited
+    # person naming another tenant is refused before the form (tenants.keep_within), as on the DLQ.
     tenant = SelectField("Tenant", choices=[], validators=[Optional()], validate_choice=False)
-    scoped = False  # the person sees one tenant only (their tenant's choices are all there is)
     task = SelectField("Task", choices=[], validators=[Optional()])
     status = StatusChecks("Status", choices=[SelectChoice(s.value, s.value.replace("_", " ")) for s in RunStatus],
                           validators=[Optional()])
     created_from = IsoTimeField("Created from (UTC)", validators=[Optional()])
-    created_to = IsoTimeField("Created before (UTC)", validators=[Optional()])
+    created_to = IsoTimeField("Created to (UTC)", validators=[Optional()], day_end=True)
 
     def fill_choices(self, tenants, tasks) -> None:
         """Offer the tenants and tasks this person may see."""
@@ -66,11 +91,8 @@ class TimelineFilterForm(Form):
 
     def validate_tenant(self, field) -> None:
         names = [choice.value for choice in field.choices if choice.value]
-        if not field.data or field.data in names:
-            return
-        if self.scoped and names:
-            raise ValidationError(f"you see only tenant {names[0]}'s runs; remove tenant={field.data} from the filter")
-        raise ValidationError(f"no tenant is named {field.data!r}")
+        if field.data and field.data not in names:
+            raise ValidationError(f"no tenant is named {field.data!r}")
 
     def validate(self, extra_validators=None) -> bool:
         ok = super().validate(extra_validators)
