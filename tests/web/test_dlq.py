@@ -108,6 +108,9 @@ def test_search_finds_an_entry_by_a_word_of_its_error_text(client, auth, make_de
     assert f'id="dl-{gateway.id}"' not in client.get("/dlq/?view=list&q=%25").get_data(as_text=True)
     # Search is bounded to open dead letters, whatever status was asked for.
     assert Filters.parse({"q": "ledger", "status": "discarded"}).status == "open"
+    # The code filter ignores case too, as the Runs page's does.
+    upper = client.get("/dlq/?view=list&code=LOCK_TIMEOUT").get_data(as_text=True)
+    assert f'id="dl-{ledger.id}"' in upper and f'id="dl-{gateway.id}"' not in upper
 
 
 @pytest.mark.sqlite_only  # reads SQLite's EXPLAIN QUERY PLAN

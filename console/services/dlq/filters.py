@@ -5,7 +5,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import exists, select
+from sqlalchemy import exists, func, select
 
 from console.extensions import db
 from console.models import DeadLetter, Run, Tenant
@@ -184,8 +184,8 @@ def where(query, filters: Filters, tenant_id: int | None, now: datetime, min_id:
         query = query.where(dl.handler == filters.task.removeprefix("handler:"))
     elif filters.task:
         query = query.where(dl.task_id == (int(filters.task) if filters.task.isdigit() else -1))
-    if filters.code:
-        query = query.where(dl.error_code == filters.code)
+    if filters.code:  # in any case, as on the Runs page (codes are kept as raised: TIMEOUT, http_502)
+        query = query.where(func.lower(dl.error_code) == func.lower(filters.code))
     if filters.group:
         query = query.where(dl.fingerprint == filters.group)
     if filters.age:
