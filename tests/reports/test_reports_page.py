@@ -98,6 +98,33 @@ def test_the_recovered_card_lists_the_letters_whose_run_succeeded_in_the_period(
         as_text=True)
 
 
+def run_rows(html: str) -> set[int]:
+    return {int(run_id) for run_id in re.findall(r'<td class="num mono"><a href="/runs/(\d+)">', html)}
+
+
+def test_a_task_rows_late_starts_open_exactly_its_late_runs(manager, client, built):
+    html = client.get("/reports?period=24h").get_data(as_text=True)
+    late = re.search(r'<td class="num"><a href="(/runs\?[^"]*late=1[^"]*)">(\d+)</a></td>', html)
+    behind = late.group(1).replace("&amp;", "&")
+    assert "late=1" in behind and f"task={built['edge']}" in behind and late.group(2) == "1"
+    listed = client.get(behind).get_data(as_text=True)
+    assert run_rows(listed) == {built["edge_late"]}  # the run that started at its limit exactly is on time
+    assert "started more than 60 s after it was due" in listed
+    refused = client.get("/runs?late=1")
+    assert refused.status_code == 422 and "late starts are a task&#39;s: choose the task" in refused.get_data(
+        as_text=True)
+
+
+def test_automatic_retry_success_opens_the_runs_whose_first_series_failed(manager, client, built):
+    html = client.get("/reports?period=24h").get_data(as_text=True)
+    behind = card(html, "retry_success_rate").group(2).replace("&amp;", "&")
+    assert "retried=1" in behind and "status=" not in behind
+    listed = run_rows(client.get(behind).get_data(as_text=True))
+    assert {built["twice_dead"], built["recovered"]} <= listed  # and the retry that worked on its own
+    assert built["edge_late"] not in listed and built["duplicate"] not in listed  # never failed in series 1
+    assert card(html, "execution_success_rate").group(2) != card(html, "retry_success_rate").group(2)
+
+
 def test_the_alert_latency_cards_open_the_letters_of_the_period(manager, client):
     html = client.get("/reports?period=24h").get_data(as_text=True)
     assert card(html, "alert_latency_p95_s").group(2) == card(html, "dead_letters_created").group(2)

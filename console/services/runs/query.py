@@ -3,14 +3,17 @@
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import exists, func, or_, select
 from sqlalchemy.orm import joinedload
 
+from console.db.intervals import seconds_between
 from console.extensions import db
 from console.models import AttemptDiagnostics, DeadLetter, Run, RunEvent, Task, Tenant
 from console.models.runs import LIVE, RARE, error_code_is, live, rare
 from console.services.engine import diagnostics as attempt_diagnostics
 from console.services.engine.control import get_run
+from console.services.errors import InvalidInput
+from console.services.scheduling import sla
 
 PAGE_SIZE = 50
 # A text search looks at this many run ids per page at most, so a rare word never scans the whole table.
@@ -29,6 +32,10 @@ class RunFilters:
     created_to: datetime | None = None
     error_code: str = ""
     text: str = ""
+    # What two Reports figures count: runs whose first series failed at least once (Automatic retry success), and
+    # a task's runs whose first attempt started later than its start limit (a task row's Late starts).
+    retried: bool = False
+    late: bool = False
 
 
 @dataclass
@@ -61,7 +68,29 @@ def apply(query, filters: RunFilters, scope: int | None):
         query = query.where(Run.created_at < filters.created_to)
     if filters.error_code:
         query = query.where(error_code_is(filters.error_code))
+    if filters.retried:
+        query = query.where(exists().where(RunEvent.run_id == Run.id, RunEvent.series == 1,
+                                           RunEvent.from_status == "running",
+                                           RunEvent.kind.in_(("retry_wait", "failed", "dead"))))
+    if filters.late:
+        query = query.where(*late_start(filters.task_id))
     return query
+
+
+def late_start(task_id: int | None) -> tuple:
+    """Return the conditions of a task's runs whose first attempt started later than its start limit."""
+    task = db.session.get(Task, task_id) if task_id is not None else None
+    if task is None:
+        raise InvalidInput("late starts are a task's: choose the task (its start limit decides what is late)", "task")
+    due = func.coalesce(Run.due_at, Run.scheduled_for)
+    return (Run.task_id == task.id, Run.started_at.is_not(None), due.is_not(None),
+            seconds_between(Run.started_at, due) > sla.start_limit(task))
+
+
+def start_limit_of(task_id: int) -> int | None:
+    """Return the task's start limit in seconds (None for no such task), for the page's words."""
+    task = db.session.get(Task, task_id)
+    return None if task is None else sla.start_limit(task)
 
 
 def _by_time(filters: RunFilters) -> bool:

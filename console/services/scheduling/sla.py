@@ -7,6 +7,7 @@ from sqlalchemy import or_, select
 
 from console import metrics
 from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.domain.figures import DEFAULT_MAX_START_DELAY_S
 from console.extensions import db
 from console.models import Run, SlaBreach, Task
 from console.services.delivery import outbox
@@ -21,6 +22,11 @@ RECHECK = timedelta(minutes=10)
 def _limits(task: Task) -> tuple[int | None, int | None]:
     """Return (max_start_delay_s, deadline_s): the task's own, else its policy's."""
     return limits_of(task.sla, task.policy_id, task.policy_overrides)
+
+
+def start_limit(task: Task) -> int:
+    """Return how late a run of the task may start: its SLA's, else its policy's, else the Reports' default."""
+    return _limits(task)[0] or DEFAULT_MAX_START_DELAY_S
 
 
 def limits_of(sla: dict | None, policy_id: int | None, overrides: dict | None) -> tuple[int | None, int | None]:

@@ -26,12 +26,19 @@ class Links:
     query: dict  # the Reports page's own filters
 
     def runs(self, *statuses: str, start: datetime | None = None, end: datetime | None = None,
-             task_id: int | None = None, handler: str | None = None, tenant: str | None = None) -> str:
-        """The runs created in the period; `handler`: those of a handler run without a task (a text search)."""
+             task_id: int | None = None, handler: str | None = None, tenant: str | None = None,
+             retried: bool = False, late: bool = False) -> str:
+        """The runs created in the period; `handler`: those of a handler run without a task (a text search);
+        `retried`: whose first series failed at least once; `late`: a task's that started past its limit."""
         start, end = start or self.period.start, end or self.period.end
         return url_for("runs.index", status=list(statuses) or None, task=task_id or self.scope.task_id,
                        tenant=tenant or self.tenant, created_from=start.strftime(RUN_TIME),
-                       created_to=end.strftime(RUN_TIME), q=handler if handler and not task_id else None)
+                       created_to=end.strftime(RUN_TIME), q=handler if handler and not task_id else None,
+                       retried=1 if retried else None, late=1 if late else None)
+
+    def late_starts(self, row) -> str:
+        """A task row's late starts: its runs that started past the task's start limit."""
+        return self.runs(task_id=row.task_id, tenant=row.tenant, late=True)
 
     def row_runs(self, row) -> str:
         """The failed runs behind a Top failing tasks row (a task's, or a handler's run without one, in its tenant)."""
@@ -67,8 +74,10 @@ class Links:
             return self.breaches("start_delay")
         if name == "sla_breaches":
             return self.breaches()
-        if name in ("execution_success_rate", "retry_success_rate"):
+        if name == "execution_success_rate":
             return self.runs(*FAILED)
+        if name == "retry_success_rate":
+            return self.runs(retried=True)
         if name == "dead_letters_recovered" or name.startswith("recovery_time"):
             return self.dlq_recovered()
         # An alert is about a dead letter: the letters of the period are the ones whose alerts are timed.
@@ -85,8 +94,8 @@ class Links:
     def buckets(self, name: str, starts: list[datetime], hourly: bool) -> list[str]:
         """Return the runs of each hour or day of a trend."""
         # One url_for per chart, not per point: building ~1,500 URLs through the router cost ~55 ms a page.
-        statuses = FAILED if name in ("execution_success_rate", "retry_success_rate") else ()
-        template = self.runs(*statuses, start=_MARK_FROM, end=_MARK_TO)
+        statuses = FAILED if name == "execution_success_rate" else ()
+        template = self.runs(*statuses, start=_MARK_FROM, end=_MARK_TO, retried=name == "retry_success_rate")
         step = timedelta(hours=1) if hourly else timedelta(days=1)
         return [template.replace(_MARK_FROM.strftime(RUN_TIME), start.strftime(RUN_TIME))
                 .replace(_MARK_TO.strftime(RUN_TIME), (start + step).strftime(RUN_TIME)) for start in starts]

@@ -129,13 +129,22 @@ class RunFilterForm(TimelineFilterForm):
     per_page = SelectField("Per page", choices=[SelectChoice(str(n)) for n in PAGE_SIZES], validators=[Optional()],
                            default=str(DEFAULT_PAGE_SIZE))
 
+    # Set by the Reports page's links, shown as removable notes rather than boxes: "1" or nothing.
+    retried = HiddenField("First series failed")
+    late = HiddenField("Started late")
+
     def page_size(self) -> int:
         """Return the page size chosen (a value not offered is refused by validation)."""
         return int(self.per_page.data) if self.per_page.data else DEFAULT_PAGE_SIZE
 
+    def validate_late(self, field) -> None:
+        if field.data and not self.task.data:
+            raise ValidationError("late starts are a task's: choose the task (its start limit decides what is late)")
+
     def filters(self, tenant_ids: dict[str, int]) -> RunFilters:
         return replace(super().filters(tenant_ids), error_code=(self.error_code.data or "").strip(),
-                       text=(self.q.data or "").strip())
+                       text=(self.q.data or "").strip(), retried=bool(self.retried.data),
+                       late=bool(self.late.data))
 
 
 def _utc(moment):

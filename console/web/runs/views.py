@@ -57,8 +57,13 @@ def index():
         filters = form.filters(_tenant_ids(scope))
         result = runs_query.page(filters, scope=scope, before=before, limit=form.page_size())
         total, status = runs_query.count(filters, scope=scope, cap=cap), 200
+    args = form.query_args()
+    late_limit = runs_query.start_limit_of(int(form.task.data)) if form.late.data and form.task.data else None
+    # The Reports page's conditions show as notes, each with a link that drops it.
+    without = {name: url_for("runs.index", **{key: value for key, value in args.items() if key != name})
+               for name in ("retried", "late")}
     return page("runs/index.html", "results", form=form, result=result, total=total, count_cap=cap,
-                before=before, args=form.query_args(), scoped=scope is not None), status
+                before=before, args=args, scoped=scope is not None, late_limit=late_limit, without=without), status
 
 
 def _detail(run_id: int, *, error: str | None = None, notice: str | None = None, status: int = 200):
