@@ -318,6 +318,10 @@ def test_a_replayed_run_waiting_in_series_two_shows_it_has_not_started(client, a
     assert execute(run_id, 0, clock=clock, worker_id="worker-b") == "dead"
     ran = client.get(f"/runs/{run_id}").get_data(as_text=True)
     assert "not yet" not in fact(ran, "Started") and fact(ran, "Worker") == "worker-b"
+    # Once series 2 starts, Started and Duration are its own; series 1's start stays beside them.
+    second_start = f"{clock():%Y-%m-%d %H:%M:%S}"
+    assert fact(ran, "Started") == f"{second_start} · series 2; series 1 started {first_start}"
+    assert fact(ran, "Duration") == "0 ms"  # from series 2's start, not series 1's eleven minutes before
     client.post(f"/runs/{run_id}/retry", data={"csrf_token": auth.csrf(f"/runs/{run_id}")})
     client.post(f"/runs/{run_id}/cancel", data={"csrf_token": auth.csrf(f"/runs/{run_id}")})
     cancelled = client.get(f"/runs/{run_id}").get_data(as_text=True)

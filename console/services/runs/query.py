@@ -159,6 +159,14 @@ class RunDetail:
         # Until its first attempt starts, the run's start time and worker are still an earlier series'.
         return self.run.series if self.run.series > 1 and self.run.attempt == 0 else None
 
+    @property
+    def series_started_at(self) -> datetime | None:
+        """Return when a later series' first attempt started (the run's started_at stays its first series')."""
+        if self.run.series == 1 or self.run.attempt == 0:
+            return None
+        return next((event.at for event in self.events if event.kind == "running" and event.series == self.run.series
+                     and event.attempt == 1), None)
+
 
 def detail(run_id: int, scope: int | None, event_limit: int = EVENT_LIMIT) -> RunDetail:
     """Return a run visible to this scope with its timeline (oldest first) and dead letters; NotFound otherwise."""
