@@ -11,7 +11,7 @@ from console.models import ForecastWarning
 from console.services.actor import Actor
 from console.services.people import tenants
 from console.services.scheduling import conflicts, tasks
-from console.services.scheduling.forecast import _overlaps
+from console.services.scheduling.forecast import _overlaps, forecast
 from tests.factories import make_tenant
 from tests.web.test_tasks import form_body
 
@@ -115,3 +115,21 @@ def test_firings_at_one_moment_pair_in_task_id_order_as_the_planner_fires_them()
     spans = [(start, start + timedelta(minutes=5), task, "p95", start) for task in (newer, older)]
     [overlap] = _overlaps({"ledger": spans}, [])
     assert overlap["first"].startswith("export") and overlap["consequence"] == "second firing skipped"
+
+
+def test_a_task_still_running_at_its_own_next_firing_is_said_so_not_paired_with_itself(client, auth):
+    # The planner checks a firing's mutex key against every active run that holds it, the task's own included:
+    # under forbid a run that outlasts the cron interval makes the next firing skipped. A real warning, in words.
+    slow = register(name="export", cron="*/5 * * * *", mutex_key="ledger", concurrency_policy="forbid",
+                    policy={"timeout_s": 600})
+    result = forecast(slow.created_at, 1)
+    assert result.mutex_overlaps and all(o["same_task"] for o in result.mutex_overlaps)
+    assert {o["consequence"] for o in result.mutex_overlaps} == {"next firing skipped"}
+    assert {(kind, task) for kind, _, task, _ in result.warnings} == {("mutex", slow.id)}  # still named for the figure
+    auth.as_role("viewer")
+    page = text(client.get("/tasks/forecast"))
+    assert "<td>export</td><td>export</td>" not in page
+    assert re.search(r"<td>export</td><td>its own next firing, while its run from the one before is still going"
+                     r"</td><td class=\"num\">\d+</td>", page), page
+    assert "next firing skipped" in page
+
