@@ -125,7 +125,8 @@ def _overlaps(by_mutex: dict, warnings: list) -> list[dict]:
                 same_task = next_task.id == task.id
                 found.append({"mutex_key": key, "first": f"{task.name} at {start.isoformat()}",
                               "second": f"{next_task.name} at {next_start.isoformat()}",
-                              "first_task_id": task.id, "second_task_id": next_task.id, "same_task": same_task,
+                              "first_task_id": task.id, "first_at": start.isoformat(),
+                              "second_task_id": next_task.id, "same_task": same_task,
                               "overlap_s": int((finish - next_start).total_seconds()), "duration_basis": basis,
                               "consequence": (OWN_CONSEQUENCES if same_task else CONSEQUENCES)[
                                   next_task.concurrency_policy]})
