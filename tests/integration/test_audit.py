@@ -125,3 +125,25 @@ def test_a_policy_description_edit_is_in_its_audit_row(client, auth):
     assert rows[0].after["description"] == "fast retries"
     assert (rows[1].before["description"], rows[1].after["description"]) == (
         "fast retries", "fast retries for the payments API")
+
+
+def test_hide_sign_ins_leaves_auth_rows_out_with_the_other_filters_and_paging(client, auth):
+    auth.as_role("viewer", "vic")  # its login is an auth.login row
+    for i in range(60):
+        audit.record(db.session, Actor("ops"), "thing.change", "thing", i)
+        audit.record(db.session, Actor("vic"), "auth.logout" if i % 2 else "auth.login", "user", 1)
+        db.session.commit()
+    everything = client.get("/audit/").get_data(as_text=True)
+    assert "<code>auth.login</code>" in everything and 'name="hide_signins" value="1">' in everything
+    hidden = client.get("/audit/?hide_signins=1").get_data(as_text=True)
+    assert "auth.log" not in hidden and hidden.count("<code>thing.change</code>") == 50
+    assert 'name="hide_signins" value="1" checked>' in hidden
+    older = re.search(r'href="(/audit/\?before=(\d+)[^"]*)">Older →</a>', hidden)
+    assert older and "hide_signins=1" in older.group(1)
+    rest = client.get(older.group(1).replace("&amp;", "&")).get_data(as_text=True)
+    assert "auth.log" not in rest and rest.count("<code>thing.change</code>") == 10
+    by_vic = client.get("/audit/?actor=vic&hide_signins=1", headers={"HX-Request": "true"}).get_data(as_text=True)
+    assert "Nothing matches." in by_vic
+    assert client.get("/audit/?hide_signins=yes%FF").status_code == 200  # anything but "1" shows everything
+    report = audit.verify(db.session)  # the chain still covers the rows the page hides
+    assert report.ok and report.checked == db.session.query(AuditEntry).count()

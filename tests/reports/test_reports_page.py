@@ -228,3 +228,36 @@ def test_the_overview_shows_runs_per_hour_from_the_rollups_and_its_counters_lead
     assert f'href="/reports/breaches?from={today}&amp;to={today}"' in html
     fragment = client.get("/overview", headers={"HX-Request": "true"}).get_data(as_text=True)
     assert "history-chart" not in fragment  # the live region does not re-read the history every 5 s
+
+
+@pytest.mark.parametrize(("query", "field", "message"), [
+    ("from=2026-13-45&to=2026-03-01", "from", "from is a date like 2026-03-01"),
+    ("from=2026-03-01&to=%FF%FE", "to", "to is a date like 2026-03-01"),
+    ("from=2026-03-05", "to", "give both &#39;from&#39; and &#39;to&#39;"),
+    ("from=2024-01-01&to=2026-03-01", "from", "a report covers at most 366 days"),
+    ("period=24h&task=99999999999999999999999", "task", "no task with id 99999999999999999999999"),
+])
+def test_a_bad_period_keeps_the_form_with_the_message_beside_its_field(manager, client, monkeypatch, query, field,
+                                                                        message):
+    monkeypatch.setattr("console.services.reports.page.build", lambda *a: pytest.fail("figures of a bad period"))
+    for path in ("/reports", "/reports/breaches"):
+        response = client.get(f"{path}?{query}")
+        html = response.get_data(as_text=True)
+        assert response.status_code in (404, 422), (path, response.status_code)
+        assert '<form class="filters reports-filters no-print"' in html and "report-card" not in html
+        control = re.search(rf'<(?:input|select)[^>]* id="{field}"[^>]*>', html).group(0)
+        assert 'aria-invalid="true"' in control and f'aria-describedby="{field}-error"' in control, control
+        beside = re.search(rf'<div class="field-error" id="{field}-error"[^>]*>([^<]*)</div>', html)
+        assert beside and message in beside.group(1), html
+        assert 'class="flash error"' not in html  # said once, beside the field
+
+
+def test_a_breaches_page_past_any_row_id_is_the_first_page(manager, client):
+    response = client.get("/reports/breaches?period=24h&before=99999999999999999999999")
+    assert response.status_code == 200 and "late start" in response.get_data(as_text=True)
+
+
+def test_a_bad_period_name_is_said_beside_the_presets_and_not_sent_again(manager, client):
+    html = client.get("/reports?period=bogus").get_data(as_text=True)
+    assert re.search(r'<div class="field-error" id="period-error"[^>]*>period is one of 24h, 7d, 30d, 90d</div>', html)
+    assert 'name="period" value="bogus"' not in html  # "Show" after picking a tenant does not ask for it again

@@ -6,12 +6,13 @@ from types import SimpleNamespace
 
 from sqlalchemy import func, select
 
+from console.domain.clock import FrozenClock
 from console.extensions import db
 from console.models import ForecastWarning
 from console.services.actor import Actor
 from console.services.people import tenants
 from console.services.scheduling import conflicts, tasks
-from console.services.scheduling.forecast import _overlaps
+from console.services.scheduling.forecast import _overlaps, forecast
 from tests.factories import make_tenant
 from tests.web.test_tasks import form_body
 
@@ -78,7 +79,7 @@ def test_saving_a_task_that_creates_a_mutex_overlap_warns_after_the_save(client,
                                                                    mutex_key="ledger"), follow_redirects=True)
     page = text(saved)
     assert saved.status_code == 200 and "Saved reconcile." in page  # the save is not refused
-    assert "This change creates conflicts in the next 24 h: 24 minutes with mutex overlaps" in page
+    assert "This change creates conflicts in the next 24 h: 24 mutex overlaps" in page
     assert 'href="/tasks/forecast?tenant=default"' in page
     # Saving it again creates nothing new: no warning.
     again = client.post(f"/tasks/{other.id}/edit", data=form_body(tasks.get(other.id, None), auth.csrf()),
@@ -104,7 +105,9 @@ def test_a_large_tenant_forecasts_only_the_task_and_its_mutex_partners(app, monk
     register(name="c", window={"start": "01:00", "end": "02:00"})  # not a partner: not forecast
     tenant = tenants.find("default")
     marks = conflicts.marks(tenant, a.created_at, mutex_key="k", task_id=a.id)
-    assert {kind for kind, *_ in marks} == {"mutex"} and {task for _, _, task, _ in marks} == {a.id, b.id}
+    # A mutex overlap's mark names both of its tasks: (mutex, first task, second task, first start).
+    assert {kind for kind, *_ in marks} == {"mutex"} and {task for _, *tasks, _ in marks for task in tasks} == {
+        a.id, b.id}
 
 
 def test_firings_at_one_moment_pair_in_task_id_order_as_the_planner_fires_them():
@@ -115,3 +118,35 @@ def test_firings_at_one_moment_pair_in_task_id_order_as_the_planner_fires_them()
     spans = [(start, start + timedelta(minutes=5), task, "p95", start) for task in (newer, older)]
     [overlap] = _overlaps({"ledger": spans}, [])
     assert overlap["first"].startswith("export") and overlap["consequence"] == "second firing skipped"
+
+
+def test_a_task_still_running_at_its_own_next_firing_is_said_so_not_paired_with_itself(client, auth):
+    # The planner checks a firing's mutex key against every active run that holds it, the task's own included:
+    # under forbid a run that outlasts the cron interval makes the next firing skipped. A real warning, in words.
+    slow = register(name="export", cron="*/5 * * * *", mutex_key="ledger", concurrency_policy="forbid",
+                    policy={"timeout_s": 600})
+    result = forecast(slow.created_at, 1)
+    assert result.mutex_overlaps and all(o["same_task"] for o in result.mutex_overlaps)
+    assert {o["consequence"] for o in result.mutex_overlaps} == {"next firing skipped"}
+    assert {(kind, task) for kind, _, task, _ in result.warnings} == {("mutex", slow.id)}  # still named for the figure
+    auth.as_role("viewer")
+    page = text(client.get("/tasks/forecast"))
+    assert "<td>export</td><td>export</td>" not in page
+    assert re.search(r"<td>export</td><td>its own next firing, while its run from the one before is still going"
+                     r"</td><td class=\"num\">\d+</td>", page), page
+    assert "next firing skipped" in page
+
+
+def test_the_save_warning_counts_mutex_overlaps_as_the_forecast_page_does(client, auth, monkeypatch):
+    # Half past: the next 24 h hold 24 whole hours of both tasks, for the save and for the page alike.
+    monkeypatch.setattr("console.web.tasks.views.utcnow", FrozenClock(datetime(2026, 12, 2, 10, 30, tzinfo=UTC)))
+    register(name="export", mutex_key="ledger")  # at :00 for its 300 s timeout
+    other = register(name="reconcile", cron="30 * * * *")
+    auth.as_role("operator")
+    # At :03 it overlaps export's run of the same hour: one overlap of two firings in two different minutes.
+    saved = text(client.post(f"/tasks/{other.id}/edit", data=form_body(other, auth.csrf(), cron="3 * * * *",
+                                                                        mutex_key="ledger"), follow_redirects=True))
+    assert "This change creates conflicts in the next 24 h: 24 mutex overlaps (first at" in saved, saved
+    forecast_page = text(client.get("/tasks/forecast?tenant=default"))
+    assert '<div class="value">24</div><div class="label">mutex overlaps</div>' in forecast_page
+    assert '<td>export</td><td>reconcile</td><td class="num">24</td>' in forecast_page

@@ -5,15 +5,21 @@ from sqlalchemy import select
 from console.extensions import db
 from console.models import AuditEntry
 
+# Sign-ins and sign-outs are written as auth.*: one row per person per login, so they drown out the changes.
+SIGN_IN_ACTIONS = "auth."
 
-def page(*, actor: str = "", action: str = "", target: str = "", before_seq: int | None = None,
-         tenant: str | None = None, limit: int = 50) -> tuple[list[AuditEntry], int | None]:
+
+def page(*, actor: str = "", action: str = "", target: str = "", hide_sign_ins: bool = False,
+         before_seq: int | None = None, tenant: str | None = None,
+         limit: int = 50) -> tuple[list[AuditEntry], int | None]:
     """Return one page of entries and the seq to continue from (None on the last page)."""
     query = select(AuditEntry).order_by(AuditEntry.seq.desc()).limit(limit + 1)
     if actor:
         query = query.where(AuditEntry.actor.startswith(actor))
     if action:
         query = query.where(AuditEntry.action.startswith(action))
+    if hide_sign_ins:
+        query = query.where(~AuditEntry.action.startswith(SIGN_IN_ACTIONS))
     if target:
         kind, _, ident = target.partition(":")
         query = query.where(AuditEntry.target_type == kind)

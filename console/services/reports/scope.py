@@ -7,6 +7,7 @@ from console.domain.periods import Period
 from console.extensions import db
 from console.models import Task, Tenant
 from console.services.errors import Forbidden, InvalidInput, NotFound
+from console.services.inputs import row_id
 from console.services.people import tenants
 from console.services.reports.read import Scope
 
@@ -29,9 +30,13 @@ def resolve(tenant: str | None, task: str | None, wall: int | None) -> Scope:
         tenant_id = named.id
     task_id = None
     if task:
-        if not task.strip().isdigit():
+        if not task.strip().isdecimal():
             raise InvalidInput("task is a task id (a whole number)", "task")
-        found = db.session.get(Task, int(task))
+        try:
+            wanted = row_id(task)
+        except ValueError:  # 0, or past the id column's range: no task has it, and the database would refuse it
+            wanted = None
+        found = db.session.get(Task, wanted) if wanted is not None else None
         if found is None or (wall is not None and found.tenant_id != wall):
             raise NotFound(f"no task with id {task.strip()}", "task")
         if tenant_id is not None and found.tenant_id != tenant_id:

@@ -14,8 +14,9 @@ HOURS = 24
 # Past this many cron tasks in a tenant, a save forecasts only the task and those sharing its mutex key (quota
 # pressure needs every task of the tenant): two forecasts of a large tenant would make a save take seconds.
 WHOLE_TENANT_UP_TO = 300
-# (one, many) of each kind of conflict, counted in distinct minutes: an overlap marks both of its firings.
-KIND_WORDS = {"mutex": ("minute with a mutex overlap", "minutes with mutex overlaps"),
+# (one, many) of each kind of conflict, in the unit the conflict forecast page counts it: overlaps of two firings,
+# firings, minutes.
+KIND_WORDS = {"mutex": ("mutex overlap", "mutex overlaps"),
               "window": ("firing outside its window", "firings outside their window"),
               "quota": ("minute over max_running", "minutes over max_running"),
               "quota_class": ("minute over a quota class's max_running", "minutes over a quota class's max_running")}
@@ -35,11 +36,17 @@ def _scope(tenant: Tenant, mutex_key: str | None, task_id: int | None) -> list[i
 
 
 def marks(tenant: Tenant, now: datetime, *, mutex_key: str | None = None, task_id: int | None = None) -> Marks:
-    """Return the conflicts forecast for the tenant's next 24 h, as (kind, tenant, task or 0, minute)."""
+    """Return the conflicts forecast for the tenant's next 24 h: (kind, tenant, task or 0, minute) each, but a mutex
+    overlap, which is (mutex, first task, second task, first start)."""
     only = _scope(tenant, mutex_key, task_id)
     if only == []:
         return frozenset()
-    return frozenset(forecast(now, HOURS, tenant.name, only=only).warnings)
+    result = forecast(now, HOURS, tenant.name, only=only)
+    # One mark per overlap, not the forecast's warning on each of its two firings: a save then counts overlaps, as
+    # the forecast page does, and not the minutes they touch.
+    overlaps = {("mutex", o["first_task_id"], o["second_task_id"], datetime.fromisoformat(o["first_at"]))
+                for o in result.mutex_overlaps}
+    return frozenset(mark for mark in result.warnings if mark[0] != "mutex") | overlaps
 
 
 @dataclass(frozen=True)
@@ -60,8 +67,15 @@ def created(before: Marks, after: Marks) -> Created | None:
     new = after - before
     if not new:
         return None
-    # A window deferral is one task's firing; an overlap or a quota minute is counted once per minute.
-    distinct = {(kind, task if kind == "window" else 0, at) for kind, _, task, at in new}
-    counts = Counter(kind for kind, _, _ in distinct)
+    distinct = {_counted_as(mark) for mark in new}
+    counts = Counter(kind for kind, *_ in distinct)
     first = {kind: min(at for k, _, _, at in new if k == kind) for kind in counts}
     return Created(dict(counts), first)
+
+
+def _counted_as(mark: tuple) -> tuple:
+    """Return what a mark counts as: an overlap of two firings, one task's window deferral, or a minute."""
+    kind, _, task, at = mark
+    if kind == "mutex":
+        return mark
+    return kind, task if kind == "window" else 0, at

@@ -16,6 +16,11 @@ from console.services.policies import versions as policies
 from console.services.scheduling import reservations
 
 MAX_FIRINGS_PER_TASK = 20_000
+# What the planner does when a firing finds its mutex key held (planner._rules), by the firing task's policy: held
+# by another task's run, or by the same task's run from an earlier firing, still going (the planner checks every
+# active run of the key, the task's own included).
+CONSEQUENCES = {"forbid": "second firing skipped", "replace": "first run cancelled", "allow": "both run"}
+OWN_CONSEQUENCES = {"forbid": "next firing skipped", "replace": "earlier run cancelled", "allow": "both run"}
 
 
 @dataclass
@@ -117,11 +122,14 @@ def _overlaps(by_mutex: dict, warnings: list) -> list[dict]:
                 # Both sides: forbid skips the second firing, replace cancels the first run.
                 warnings.append(("mutex", task.tenant_id, task.id, _minute(nominal)))
                 warnings.append(("mutex", next_task.tenant_id, next_task.id, _minute(next_nominal)))
+                same_task = next_task.id == task.id
                 found.append({"mutex_key": key, "first": f"{task.name} at {start.isoformat()}",
                               "second": f"{next_task.name} at {next_start.isoformat()}",
+                              "first_task_id": task.id, "first_at": start.isoformat(),
+                              "second_task_id": next_task.id, "same_task": same_task,
                               "overlap_s": int((finish - next_start).total_seconds()), "duration_basis": basis,
-                              "consequence": {"forbid": "second firing skipped", "replace": "first run cancelled",
-                                              "allow": "both run"}[next_task.concurrency_policy]})
+                              "consequence": (OWN_CONSEQUENCES if same_task else CONSEQUENCES)[
+                                  next_task.concurrency_policy]})
     return found
 
 

@@ -21,10 +21,12 @@ def index():
     scope = tenant_scope()
     tenant = db.session.get(Tenant, scope).name if scope else None
     filters = {key: request.args.get(key, "").strip() for key in ("actor", "action", "target")}
+    hide_sign_ins = request.args.get("hide_signins") == "1"
     before = request.args.get("before", type=row_id)
-    entries, next_seq = audit_query.page(**filters, before_seq=before, tenant=tenant)
-    return page("audit/index.html", "results", entries=entries, next_seq=next_seq, filters=filters,
-                field_changes=_field_changes, shown=diff.shown)
+    entries, next_seq = audit_query.page(**filters, hide_sign_ins=hide_sign_ins, before_seq=before, tenant=tenant)
+    query = dict(filters, hide_signins="1") if hide_sign_ins else filters
+    return page("audit/index.html", "results", entries=entries, next_seq=next_seq, filters=filters, query=query,
+                hide_sign_ins=hide_sign_ins, field_changes=_field_changes, shown=diff.shown)
 
 
 def _field_changes(before, after) -> list[diff.FieldChange]:

@@ -9,6 +9,7 @@ from console.domain.periods import DEFAULT, PRESETS
 from console.extensions import db
 from console.models import Tenant
 from console.services.errors import ServiceError
+from console.services.inputs import row_id
 from console.services.people.permissions import REPORT
 from console.services.reports import breaches as breach_list
 from console.services.reports import page as report_page
@@ -52,6 +53,8 @@ def _presets(query: dict) -> tuple[dict[str, str], str | None]:
     """Return a link per preset period (keeping the other filters) and the preset shown, if any."""
     kept = {key: value for key, value in request.args.items() if key not in ("period", "from", "to", "before")}
     current = None if (query.get("from") or query.get("to")) else query.get("period", DEFAULT)
+    # A period that is no preset is said beside the presets, and is not sent again by the form's hidden field.
+    current = current if current in PRESETS else None
     return {name: url_for(request.endpoint, **kept, period=name) for name in PRESETS}, current
 
 
@@ -94,9 +97,10 @@ def breaches():
     try:
         period, scope, links, _ = _selection()
     except ServiceError as error:
-        return _page("reports/breaches.html", "breaches", error.status, error=error, rows=[], kind=kind)
+        return _page("reports/breaches.html", "breaches", error.status, error=error, rows=[], kind=kind,
+                     kinds=breach_list.KINDS)
     filters = breach_list.Filters(period.start, period.end, scope.tenant_id, scope.task_id, kind)
-    rows, older = breach_list.page(filters, request.args.get("before", type=int))
+    rows, older = breach_list.page(filters, request.args.get("before", type=row_id))
     return _page("reports/breaches.html", "breaches", error=None, rows=rows, older=older, kind=kind,
                  kinds=breach_list.KINDS, period=period, links=links,
                  newer=request.args.get("before") is not None)

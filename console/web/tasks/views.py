@@ -102,7 +102,8 @@ def _pairs(overlaps: list[dict]) -> list[dict]:
         key = (overlap["mutex_key"], first, second, overlap["consequence"])
         pair = pairs.setdefault(key, {"mutex_key": key[0], "first": first, "second": second, "times": 0,
                                       "first_at": first_at, "second_at": second_at, "overlap_s": 0,
-                                      "basis": overlap["duration_basis"], "consequence": key[3]})
+                                      "basis": overlap["duration_basis"], "consequence": key[3],
+                                      "same_task": overlap["same_task"]})
         pair["times"] += 1
         pair["overlap_s"] = max(pair["overlap_s"], overlap["overlap_s"])
     return list(pairs.values())

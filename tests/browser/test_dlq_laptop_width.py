@@ -1,0 +1,63 @@
+"""The dead-letter tables at a 1024 px window: every row's action buttons stay in sight, in both views."""
+
+import pytest
+from playwright.sync_api import expect
+
+from console.services.engine.execute import execute
+from tests.factories import BROKEN, LENIENT, Runs, make_tenant
+from tests.helpers import browser_login
+
+pytestmark = pytest.mark.browser
+LAPTOP = {"width": 1024, "height": 768}
+# Inside the visible part of its table's scrolling frame, and across inside the viewport: seen without scrolling
+# the table or the page sideways.
+IN_SIGHT = """el => {
+  const box = el.getBoundingClientRect(), frame = el.closest('.table-wrap').getBoundingClientRect();
+  return box.width > 0 && box.left >= Math.max(0, frame.left) && box.right <= Math.min(innerWidth, frame.right)
+    && box.top >= frame.top && box.bottom <= frame.bottom;
+}"""
+
+
+@pytest.fixture
+def dead_letters(live_app, clock):
+    """Dead letters of two errors and two tenants, with messages as long as the demo's."""
+    runs = Runs()
+    make_tenant("acme-logistics")
+    for n, (tenant, code, message) in enumerate([
+            ("default", "http_502", "payments-gateway answered 502 for order 1000"),
+            ("acme-logistics", "http_502", "payments-gateway answered 502 for order 1001"),
+            ("acme-logistics", "invalid_account", "account 1002 is closed")]):
+        run_id = runs.submit("demo.flaky", {**BROKEN, "code": code, "message": message}, policy=LENIENT,
+                             tenant=tenant)
+        assert execute(run_id, 0, clock=clock) == "dead", n
+
+
+def actions_in_sight(page) -> dict[str, bool]:
+    # A row's own buttons; the one inside Discard's box is checked once the box is open.
+    controls = page.locator("td.actions > button, td.actions > form > button, td.actions > a.button, "
+                            "td.actions > details > summary")
+    expect(controls.first).to_be_visible()
+    return {f"{n}: {control.inner_text()}": control.evaluate(IN_SIGHT) for n, control in enumerate(controls.all())}
+
+
+def test_every_dead_letter_action_is_in_sight_at_1024_px(page, live_server, dead_letters):
+    page.set_viewport_size(LAPTOP)
+    browser_login(page, live_server.url)
+
+    page.goto(f"{live_server.url}/dlq/")  # grouped
+    assert all(actions_in_sight(page).values()), actions_in_sight(page)
+
+    page.get_by_role("button", name="show the newest entries of this group").first.click()
+    expect(page.locator("table.nested tr.dl-row").first).to_be_visible()
+    assert all(actions_in_sight(page).values()), actions_in_sight(page)
+
+    page.goto(f"{live_server.url}/dlq/?view=list")
+    assert all(actions_in_sight(page).values()), actions_in_sight(page)
+    last = page.locator("tr.dl-row").last
+    last.get_by_text("Discard…").click()
+    reason, discard = last.get_by_role("textbox"), last.get_by_role("button", name="Discard", exact=True)
+    expect(reason).to_be_visible()
+    assert reason.evaluate(IN_SIGHT) and discard.evaluate(IN_SIGHT)  # the last row's box opens upwards
+    reason.fill("duplicate of an order already refunded")
+    discard.click()
+    expect(last).to_contain_text("discarded")
