@@ -22,7 +22,10 @@ ARRANGE = Actor("arrange")
 
 @pytest.fixture
 def dead_runs(live_app) -> list[int]:
-    """Five runs parked in the DLQ with code carrier_down; each succeeds when replayed."""
+    """Five runs parked in the DLQ with code carrier_down; each succeeds when replayed.
+
+    Asked for before live_worker: a worker already running would take the submitted job before execute() here.
+    """
     policies.save("browser", {"max_attempts": 1, "jitter": 0, "breaker": {"failure_threshold": 100}}, ARRANGE)
     made = []
     for parcel in range(5):
@@ -40,7 +43,7 @@ def statuses(run_ids: list[int]) -> set[str]:
     return {db.session.get(Run, run_id).status for run_id in run_ids}
 
 
-def test_a_dry_run_then_a_real_run_with_its_log_streaming(page, live_server, live_worker, dead_runs, screenshot):
+def test_a_dry_run_then_a_real_run_with_its_log_streaming(page, live_server, dead_runs, live_worker, screenshot):
     base = live_server.url
     browser_login(page, base)
     page.get_by_role("link", name="Runbooks").click()
@@ -85,8 +88,8 @@ def test_a_dry_run_then_a_real_run_with_its_log_streaming(page, live_server, liv
     wait_for(lambda: statuses(dead_runs) == {"succeeded"}, 60, 0.5, "the replayed runs to succeed")
 
 
-def test_a_high_risk_runbook_waits_for_approval_showing_the_approver_its_preview(page, live_server, live_worker,
-                                                                                dead_runs, screenshot):
+def test_a_high_risk_runbook_waits_for_approval_showing_the_approver_its_preview(page, live_server, dead_runs,
+                                                                                live_worker, screenshot):
     base = live_server.url
     browser_login(page, base)
     page.goto(f"{base}/runbooks/resolve_runs")

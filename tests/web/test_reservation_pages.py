@@ -132,7 +132,8 @@ def test_an_admin_reserves_capacity_through_the_form(client, auth):
                                    "running slots the system promises (REBOUND_CAPACITY_RUNNING) are reserved already "
                                    "(by globex); 50 are free then. Ask for at most 50 or choose another range."),
     ({"ends_at": "{start}"}, 422, "ends_at ({start}:00+00:00) must be after starts_at ({start}:00+00:00)"),
-    ({"starts_at": "tomorrow"}, 422, "is a UTC time written YYYY-MM-DD HH:MM, e.g. 2026-12-01 14:05"),
+    ({"starts_at": "tomorrow"}, 422, "is a UTC time written YYYY-MM-DD HH:MM, e.g. 2026-12-01 14:05, or a date alone "
+                                    "(2026-12-01)"),
     ({"starts_at": ""}, 422, "give the start, e.g. 2026-12-31 18:00"),
     ({"running_slots": "lots"}, 422, "running_slots must be a whole number from 1 to 100, got 'lots'"),
     ({"tenant": ""}, 422, "give the tenant's name"),
