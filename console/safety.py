@@ -2,7 +2,7 @@
 
 import logging
 
-from flask import jsonify, make_response, render_template, request
+from flask import Response, jsonify, make_response, render_template, request
 from flask_wtf.csrf import CSRFError
 from sqlalchemy.exc import IntegrityError
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
@@ -39,8 +39,17 @@ def _error_response(status: int, code: str, detail: str, body: dict | None = Non
     return render_template("error.html", status=status, detail=detail), status
 
 
+class ConsoleResponse(Response):
+    """A response whose text never fails to encode: a lone surrogate kept from before input was checked shows as ?."""
+
+    def set_data(self, value) -> None:
+        # Strict UTF-8 would turn one such character in an audit row or a param into a 500 on every page showing it.
+        super().set_data(value.encode("utf-8", "replace") if isinstance(value, str) else value)
+
+
 def init_app(app) -> None:
     """Register headers for every response and one error answer per kind of failure."""
+    app.response_class = ConsoleResponse
 
     @app.after_request
     def headers(response):

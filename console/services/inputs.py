@@ -41,6 +41,21 @@ def params_too_large(params: dict) -> str | None:
     return f"params are {size:,} bytes; at most {MAX_PARAMS_BYTES:,}" if size > MAX_PARAMS_BYTES else None
 
 
+def json_text(text: str, label: str = "") -> object:
+    """Decode JSON a person typed or uploaded; ValueError saying what to fix (its syntax, depth or bad Unicode)."""
+    named = f"{label} is " if label else ""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{named}not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}") from None
+    except RecursionError:  # the decoder's own stack, before json_problem could count the levels
+        raise ValueError(f"{named}JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
+    problem = json_problem(value)
+    if problem:
+        raise ValueError(f"{label}: {problem}" if label else problem)
+    return value
+
+
 def json_problem(value) -> str | None:
     """Say what makes decoded JSON unusable (too deep, a lone surrogate in a string), or None if it is fine."""
     stack = [(value, 1, "$")]

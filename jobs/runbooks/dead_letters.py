@@ -6,6 +6,7 @@ from console.domain.runbooks import Param, Risk
 from console.domain.runbooks import ParamType as T
 from console.extensions import db
 from console.models import DeadLetter, Run
+from console.services import inputs
 from console.services.audit import trail as audit
 from console.services.dlq import bulk
 from console.services.dlq import groups as dlq
@@ -105,10 +106,7 @@ def resolve_runs(ctx) -> None:
 
 
 def _new_params(raw: str):
-    try:
-        value = json.loads(raw)
-    except ValueError as error:
-        raise ValueError(f"not JSON: {error}") from None
+    value = inputs.json_text(raw)
     if not isinstance(value, dict):
         raise ValueError("a JSON object, like {\"account\": 42}")
     if len(json.dumps(value).encode()) > MAX_PARAMS_BYTES:

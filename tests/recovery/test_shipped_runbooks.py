@@ -139,7 +139,7 @@ def test_fix_params_and_replay_gives_the_run_new_params_and_it_recovers(staff, c
     assert (run.status, run.series, run.params["fail_times"]) == ("pending", 2, 0)
     assert letter_of(run_id).status == "replayed"
     assert execute(run_id, 0, clock=clock) == "succeeded"
-    with pytest.raises(Exception, match="not JSON"):
+    with pytest.raises(Exception, match="not valid JSON"):
         runbooks.start("fix_params_and_replay", {**params, "params": "{oops"}, staff["olga"], scope=None, clock=clock)
 
 

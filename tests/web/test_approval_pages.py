@@ -226,6 +226,11 @@ def test_the_dlq_fix_form_is_prefilled_validated_and_files_a_request(person, let
 
     broken_json = post(params='{"fail_times": 0,}', reason="reopened")
     assert broken_json.status_code == 422 and "not valid JSON" in html(broken_json)
+    # JSON the API refuses is refused here too, never stored to break the pages that show it.
+    surrogate = post(params='{"x": "\\ud800"}', reason="reopened")
+    assert surrogate.status_code == 422 and "is not valid Unicode (a lone surrogate" in html(surrogate)
+    deep = post(params="[" * 5_000 + "]" * 5_000, reason="reopened")
+    assert deep.status_code == 422 and "nested deeper than 64 levels" in html(deep)
     not_object = post(params="[1, 2]", reason="reopened")
     assert not_object.status_code == 422 and "must be a JSON object" in html(not_object)
     same = post(params=json.dumps(BROKEN), reason="reopened")

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from console.services import inputs
 from console.services.errors import InvalidInput
 
 MAX_ATTEMPTS = 1000
@@ -177,8 +178,8 @@ def read_jsonl(path: str) -> list[Failed]:
             continue
         where = f"line {number} of {name}"
         try:
-            data = json.loads(raw)
-        except json.JSONDecodeError as error:
-            raise InvalidInput(f"{where} is not valid JSON ({error.msg} at column {error.colno})", "file") from None
+            data = inputs.json_text(raw, where)
+        except ValueError as error:
+            raise InvalidInput(str(error), "file") from None
         found.append(_line(data, where))
     return found

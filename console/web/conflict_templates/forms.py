@@ -1,6 +1,5 @@
 """The conflict template form: plain text in, rules out; the domain validates the values."""
 
-import json
 import re
 
 from flask_wtf import FlaskForm
@@ -8,6 +7,7 @@ from wtforms import HiddenField, SelectField, StringField, TextAreaField
 from wtforms.fields.choices import SelectChoice
 from wtforms.validators import Length
 
+from console.services import inputs
 from console.services.errors import InvalidInput
 from console.services.scheduling import quota_classes
 from console.web.tasks.forms import CONCURRENCY_CHOICES, json_text
@@ -79,7 +79,6 @@ def _json(field, label: str):
     if not text:
         return None
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise InvalidInput(f"{label} is not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}",
-                           label) from None
+        return inputs.json_text(text, label)
+    except ValueError as error:
+        raise InvalidInput(str(error), label) from None

@@ -1,11 +1,10 @@
 """Forms of the DLQ area."""
 
-import json
-
 from flask_wtf import FlaskForm
 from wtforms import BooleanField, IntegerField, StringField, TextAreaField
 from wtforms.validators import DataRequired, InputRequired, Length, NumberRange, ValidationError
 
+from console.services import inputs
 from console.services.dlq.bulk import DEFAULT_RATE, MAX_RATE
 from console.services.dlq.groups import MAX_REASON_CHARS
 from console.services.inputs import MAX_PARAMS_BYTES
@@ -37,9 +36,9 @@ class FixParamsForm(FlaskForm):
         if len(field.data.encode()) > MAX_PARAMS_BYTES:
             raise ValidationError(f"params are larger than {MAX_PARAMS_BYTES // 1024} KB")
         try:
-            parsed = json.loads(field.data)
-        except json.JSONDecodeError as error:
-            raise ValidationError(f"not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}") from None
+            parsed = inputs.json_text(field.data)
+        except ValueError as error:
+            raise ValidationError(str(error)) from None
         if not isinstance(parsed, dict):
             raise ValidationError('params must be a JSON object, e.g. {"account": 42}')
         self.parsed_params = parsed

@@ -1,6 +1,5 @@
 """Forms of the Runs area: the filters of the list and of the timeline (GET, so no CSRF); a new workflow."""
 
-import json
 import re
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -12,6 +11,7 @@ from wtforms.fields.choices import SelectChoice
 from wtforms.validators import Length, Optional, ValidationError
 
 from console.domain.statuses import RunStatus
+from console.services import inputs
 from console.services.errors import InvalidInput
 from console.services.runs.query import RunFilters
 
@@ -164,10 +164,9 @@ class WorkflowForm(FlaskForm):
         """Return the steps as JSON values; raise InvalidInput naming the field when the text is not JSON."""
         text = (self.steps.data or "").strip()
         try:
-            return json.loads(text) if text else []
-        except json.JSONDecodeError as error:
-            raise InvalidInput(f"steps is not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}",
-                               "steps") from None
+            return inputs.json_text(text, "steps") if text else []
+        except ValueError as error:
+            raise InvalidInput(str(error), "steps") from None
 
     def attach(self, error) -> None:
         """Show a service error under the field it names (steps[1].handler → the steps box)."""
@@ -190,10 +189,9 @@ class SubmitRunForm(FlaskForm):
         """Return the params as a JSON object; raise InvalidInput naming the field when they are not one."""
         text = (self.params.data or "").strip()
         try:
-            value = json.loads(text) if text else {}
-        except json.JSONDecodeError as error:
-            raise InvalidInput(f"params is not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}",
-                               "params") from None
+            value = inputs.json_text(text, "params") if text else {}
+        except ValueError as error:
+            raise InvalidInput(str(error), "params") from None
         if not isinstance(value, dict):
             raise InvalidInput('params must be a JSON object, e.g. {"account": 42}', "params")
         return value

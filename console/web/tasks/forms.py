@@ -7,6 +7,7 @@ from flask_wtf import FlaskForm
 from wtforms import BooleanField, SelectField, StringField, TextAreaField
 from wtforms.fields.choices import SelectChoice
 
+from console.services import inputs
 from console.services.errors import InvalidInput
 from console.services.scheduling.tasks import CONCURRENCY_POLICIES
 
@@ -28,10 +29,9 @@ def _json(field, label: str, empty):
     if not text:
         return empty
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise InvalidInput(f"{label} is not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}",
-                           field.name) from None
+        return inputs.json_text(text, label)
+    except ValueError as error:
+        raise InvalidInput(str(error), field.name) from None
 
 
 def _text(field) -> str | None:
