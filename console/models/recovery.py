@@ -10,6 +10,7 @@ from console.extensions import db
 ACTIVE_WORK_ORDER = "status IN ('open', 'acknowledged')"
 PENDING_MESSAGE = "status = 'pending'"
 OPEN_LETTER = "status = 'open'"
+PENDING_FIX = "status = 'pending' AND kind = 'dead_letter.fix_params'"  # the migration's text too
 
 
 class WorkOrder(db.Model):
@@ -117,6 +118,9 @@ class Approval(db.Model):
         Index("ix_approvals_status_expires_at", "status", "expires_at"),
         # The run page lists the requests about a run and its dead letters.
         Index("ix_approvals_subject_type_subject_id", "subject_type", "subject_id"),
+        # One pending params fix per dead letter: a second could never run once the first changed the params.
+        Index("ix_approvals_one_pending_fix", "subject_id", unique=True, sqlite_where=text(PENDING_FIX),
+              postgresql_where=text(PENDING_FIX)),
     )
     id: Mapped[int] = mapped_column(primary_key=True)
     kind: Mapped[str] = mapped_column(String(40))

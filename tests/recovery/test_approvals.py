@@ -4,6 +4,7 @@ from datetime import timedelta
 
 import pytest
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 
 from console.extensions import db
 from console.models import Approval, AuditEntry, DeadLetter, Run, User
@@ -60,6 +61,22 @@ def test_a_fix_is_a_pending_request_with_its_diff_and_changes_nothing_yet(letter
     assert approval.expires_at == clock() + timedelta(hours=24)
     assert runs.get(letter.run_id).params == BROKEN and runs.get(letter.run_id).status == "dead"
     assert audit_actions()[-1] == "approval.request"
+
+
+def test_only_one_fix_of_a_letter_waits_and_an_expired_one_gives_way(letter, people, clock):
+    first = fixed(letter, people, clock)
+    with pytest.raises(Conflict, match=f"request #{first.id} to fix dead letter {letter.id} is already waiting"):
+        fixed(letter, people, clock, account=43)
+    assert params_fix.waiting(letter.id).id == first.id
+    # The database holds the rule, not the read before it (two people filing at once).
+    db.session.add(Approval(kind=params_fix.NAME, subject_type="dead_letter", subject_id=str(letter.id), payload={},
+                            status="pending", requested_by_id=people["olga"].id, expires_at=first.expires_at))
+    with pytest.raises(IntegrityError):
+        db.session.flush()
+    db.session.rollback()
+    clock.advance(24 * 3600)  # past its time, not yet marked expired: the next request files
+    second = fixed(letter, people, clock, account=44)
+    assert (db.session.get(Approval, first.id).status, second.status) == ("expired", "pending")
 
 
 def test_a_request_needs_a_reason_and_new_params(letter, people, clock):

@@ -245,6 +245,11 @@ def test_the_dlq_fix_form_is_prefilled_validated_and_files_a_request(person, let
     assert filed.status_code == 303 and filed.headers["Location"] == f"/approvals/{request.id}"
     assert (request.requested_by_id, request.after) == (olga.id, {"params": FIXED})
     assert db.session.get(Run, found.run_id).params == BROKEN  # nothing changes until approved
+    # One fix of a letter waits at a time: the form says which, and a second is refused with it.
+    assert f'A fix of this dead letter is already waiting for approval:\n  <a href="/approvals/{request.id}">' in html(
+        client.get(f"/dlq/{found.id}/fix"))
+    again = post(params=json.dumps({**FIXED, "account": 43}), reason="and another")
+    assert again.status_code == 409 and f"request #{request.id} to fix dead letter {found.id} is already" in html(again)
 
 
 def test_viewers_cannot_open_or_post_the_fix_form(person, letter):

@@ -3,6 +3,7 @@
 from datetime import datetime
 
 from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
@@ -42,12 +43,31 @@ def request_fix(letter_id: int, params, reason, actor: Actor, *, tenant_id: int 
     run = letter.run
     if params == run.params:
         raise InvalidInput("these are the params the run already has; change at least one", "params")
-    approval = approvals.request(
-        NAME, actor, reason=reason, subject_type="dead_letter", subject_id=letter.id,
-        payload={"dead_letter_id": letter.id, "run_id": run.id, "params": params},
-        before={"params": run.params}, after={"params": params}, tenant=letter.tenant, clock=clock)
-    db.session.commit()
-    return approval
+    filing = {"reason": reason, "subject_type": "dead_letter", "subject_id": letter.id,
+              "payload": {"dead_letter_id": letter.id, "run_id": run.id, "params": params},
+              "before": {"params": run.params}, "after": {"params": params}, "tenant": letter.tenant, "clock": clock}
+    for _ in range(2):
+        try:
+            approval = approvals.request(NAME, actor, **filing)
+            db.session.commit()
+            return approval
+        except IntegrityError:
+            # The unique index decides (two people filing at once): only one fix of a letter can wait, since the
+            # first to run changes the params the others were written against.
+            db.session.rollback()
+            pending = waiting(letter_id)
+            if pending is not None and pending.expires_at > clock():
+                raise Conflict(f"request #{pending.id} to fix dead letter {letter_id} is already waiting for "
+                               "approval; ask an approver to decide it", "dead_letter") from None
+            approvals.expire_due(clock)  # the waiting one ran out of time and only lacks its mark: file again
+    raise Conflict(f"dead letter {letter_id} has a fix waiting for approval", "dead_letter")
+
+
+def waiting(letter_id: int) -> Approval | None:
+    """Return the fix of this dead letter that waits for approval, if one does (there is at most one)."""
+    return db.session.execute(select(Approval).where(
+        Approval.kind == NAME, Approval.subject_id == str(letter_id), Approval.status == "pending")
+    ).scalar_one_or_none()
 
 
 def restart_with(run_id: int, letter_id: int, before: dict, after: dict, actor: Actor, now: datetime, *,

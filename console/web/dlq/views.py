@@ -255,6 +255,7 @@ def _fix_page(letter, form: FixParamsForm, *, error: str | None = None, status: 
     ttl_s = int(current_app.config["APPROVAL_TTL_S"])
     expires_in = f"{ttl_s // 3600} h" if ttl_s % 3600 == 0 else f"{max(1, ttl_s // 60)} min"
     return render_template("dlq/fix.html", letter=letter, form=form, error=error, expires_in=expires_in,
+                           waiting=params_fix.waiting(letter.id),
                            current=json.dumps(letter.run.params or {}, indent=2, sort_keys=True, ensure_ascii=False),
                            task_names=dlq.task_names([letter])), status
 
