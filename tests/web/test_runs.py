@@ -281,8 +281,10 @@ def test_replay_on_a_dead_run_starts_series_two_and_is_audited(client, auth, run
     assert f'action="/runs/{run_id}/cancel"' not in page  # a dead run cannot be cancelled
     # Or it needs no replay: Resolve… opens the four-eyes runbook with the run filled in.
     resolve = re.search(r'<a class="button secondary" href="([^"]+)"[^>]*>Resolve…</a>', page)
-    assert resolve and resolve.group(1) == f"/runbooks/resolve_runs?runs={run_id}"
-    assert re.search(rf'<input[^>]*id="runs"[^>]*value="{run_id}"', client.get(resolve.group(1)).get_data(as_text=True))
+    assert resolve and resolve.group(1) == f"/runbooks/resolve_runs?runs={run_id}&amp;tenant=default"
+    form = client.get(resolve.group(1).replace("&amp;", "&")).get_data(as_text=True)
+    assert re.search(rf'<input[^>]*id="runs"[^>]*value="{run_id}"', form)
+    assert '<option selected value="default">' in form  # the approver reads the one tenant it acts on
     response = client.post(f"/runs/{run_id}/retry", data={"csrf_token": auth.csrf(f"/runs/{run_id}")})
     assert response.status_code == 303 and response.headers["Location"].endswith(f"/runs/{run_id}")
     run = runs.get(run_id)

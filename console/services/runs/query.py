@@ -32,8 +32,10 @@ class RunFilters:
     created_to: datetime | None = None
     error_code: str = ""
     text: str = ""
-    # What two Reports figures count: runs whose first series failed at least once (Automatic retry success), and
-    # a task's runs whose first attempt started later than its start limit (a task row's Late starts).
+    # What Reports figures count: runs with a series that failed for good, whatever they are now (Execution
+    # success), runs whose first series failed at least once (Automatic retry success), and a task's runs whose first
+    # attempt started later than its start limit (a task row's Late starts).
+    failed: bool = False
     retried: bool = False
     late: bool = False
 
@@ -68,13 +70,19 @@ def apply(query, filters: RunFilters, scope: int | None):
         query = query.where(Run.created_at < filters.created_to)
     if filters.error_code:
         query = query.where(error_code_is(filters.error_code))
+    if filters.failed:
+        query = query.where(_attempt_ended("failed", "dead"))
     if filters.retried:
-        query = query.where(exists().where(RunEvent.run_id == Run.id, RunEvent.series == 1,
-                                           RunEvent.from_status == "running",
-                                           RunEvent.kind.in_(("retry_wait", "failed", "dead"))))
+        query = query.where(_attempt_ended("retry_wait", "failed", "dead", series=1))
     if filters.late:
         query = query.where(*late_start(filters.task_id))
     return query
+
+
+def _attempt_ended(*kinds: str, series: int | None = None):
+    """Runs with an attempt that ended in one of these moves (in this series), read from their timelines."""
+    ended = exists().where(RunEvent.run_id == Run.id, RunEvent.from_status == "running", RunEvent.kind.in_(kinds))
+    return ended if series is None else ended.where(RunEvent.series == series)
 
 
 def late_start(task_id: int | None) -> tuple:

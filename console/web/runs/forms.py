@@ -130,6 +130,7 @@ class RunFilterForm(TimelineFilterForm):
                            default=str(DEFAULT_PAGE_SIZE))
 
     # Set by the Reports page's links, shown as removable notes rather than boxes: "1" or nothing.
+    failed = HiddenField("A series failed")
     retried = HiddenField("First series failed")
     late = HiddenField("Started late")
 
@@ -143,7 +144,7 @@ class RunFilterForm(TimelineFilterForm):
 
     def filters(self, tenant_ids: dict[str, int]) -> RunFilters:
         return replace(super().filters(tenant_ids), error_code=(self.error_code.data or "").strip(),
-                       text=(self.q.data or "").strip(), retried=bool(self.retried.data),
+                       text=(self.q.data or "").strip(), failed=bool(self.failed.data), retried=bool(self.retried.data),
                        late=bool(self.late.data))
 
 
