@@ -9,7 +9,7 @@ import pytest
 
 from console.domain.figures import FIGURES
 from console.extensions import db
-from console.models import DeadLetter, Run
+from console.models import DeadLetter, Run, Task
 from tests.factories import make_tenant
 
 
@@ -144,6 +144,16 @@ def test_changing_the_period_or_asking_for_dates(manager, client):
     refused = client.get("/reports?from=2026-03-05&to=2026-03-01")
     assert refused.status_code == 422 and "&#39;to&#39; must be on or after &#39;from&#39;" in refused.get_data(
         as_text=True)
+
+
+def test_the_page_and_its_files_say_which_tenant_and_task_they_cover(manager, client, built):
+    assert '<strong data-covers>all tenants</strong>' in client.get("/reports?period=24h").get_data(as_text=True)
+    one = client.get(f"/reports?period=24h&tenant=default&task={built['edge']}").get_data(as_text=True)
+    assert re.search(r'<strong data-covers>tenant default · task [\w.-]+ \(#\d+\)</strong>', one)
+    download = client.get(f"/reports/figures.csv?period=24h&tenant=default&task={built['edge']}")
+    name = db.session.get(Task, built["edge"]).name
+    assert download.headers["Content-Disposition"].startswith(
+        f'attachment; filename="rebound-figures-tenant-default-task-{name}-{built["edge"]}-2026030111-')
 
 
 @pytest.mark.parametrize("table", ["figures", "trend", "tasks", "heat", "errors", "breaches"])

@@ -20,6 +20,15 @@ def period(name: str | None, first: str | None, last: str | None, now: datetime)
         raise InvalidInput(str(error), error.field) from None
 
 
+def describe(scope: Scope) -> str:
+    """Say what a report covers, for its heading, its print-out and its file names: "tenant acme · task nightly"."""
+    words = [f"tenant {db.session.get(Tenant, scope.tenant_id).name}" if scope.tenant_id is not None
+             else "all tenants"]
+    if scope.task_id is not None:
+        words.append(f"task {db.session.get(Task, scope.task_id).name} (#{scope.task_id})")
+    return " · ".join(words)
+
+
 def resolve(tenant: str | None, task: str | None, wall: int | None) -> Scope:
     """Return the scope of a tenant name and a task id; a reader limited to a tenant sees only that tenant."""
     tenant_id = wall

@@ -2,6 +2,7 @@
 
 import csv
 import io
+import re
 from datetime import datetime
 
 from flask import Response
@@ -10,6 +11,7 @@ from console.domain.figures import FIGURES
 from console.domain.periods import Period
 from console.services.reports import breaches as breach_list
 from console.services.reports import figures, page, read
+from console.services.reports import scope as report_scope
 from console.services.reports.read import Scope
 
 TABLES = ("figures", "trend", "tasks", "heat", "errors", "breaches")
@@ -87,7 +89,8 @@ def respond(table: str, period: Period, scope: Scope, now: datetime, kind: str =
     writer = csv.writer(buffer)
     for row in WRITERS[table](period, scope, now, kind):
         writer.writerow([_number(value) for value in row])
-    name = f"rebound-{table}-{period.start:%Y%m%d%H}-{period.end:%Y%m%d%H}.csv"
+    covers = re.sub(r"[^A-Za-z0-9_.-]+", "-", report_scope.describe(scope)).strip("-")  # a file name's characters
+    name = f"rebound-{table}-{covers}-{period.start:%Y%m%d%H}-{period.end:%Y%m%d%H}.csv"
     return Response(buffer.getvalue(), mimetype="text/csv",
                     headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
