@@ -1,11 +1,14 @@
 """Where the Reports page's table rows lead: each row to its own tenant's runs and dead letters."""
 
-from datetime import UTC, datetime
+import json
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from urllib.parse import parse_qs, urlsplit
 
+from console.domain.figures import BY_NAME
 from console.domain.periods import Period
 from console.services.reports.read import Scope
+from console.web.reports import charts
 from console.web.reports.links import Links
 
 PERIOD = Period(datetime(2026, 3, 1, 11, tzinfo=UTC), datetime(2026, 3, 2, 11, tzinfo=UTC), "24h")
@@ -27,3 +30,15 @@ def test_a_row_of_one_tenant_leads_to_that_tenants_runs_and_letters_when_the_pag
     with app.test_request_context():
         narrowed = Links(PERIOD, Scope(tenant_id=3), "globex", {})
         assert query(narrowed.runs())["tenant"] == ["globex"]
+
+
+def test_a_daily_trend_ticks_on_whole_days_never_twice_a_date():
+    for days in (3, 7, 30, 90):
+        start = datetime(2026, 12, 1, tzinfo=UTC)
+        points = {start + timedelta(days=n): 0.9 for n in range(days)}
+        axis = json.loads(charts.trend(BY_NAME["execution_success_rate"], points, [""] * days, False))["layout"][
+            "xaxis"]
+        assert axis["tick0"] == start.isoformat() and axis["dtick"] % charts.DAY_MS == 0
+        assert days / (axis["dtick"] / charts.DAY_MS) <= 6  # at most six labels, each a different day
+    hourly = json.loads(charts.trend(BY_NAME["execution_success_rate"], points, [""] * days, True))["layout"]["xaxis"]
+    assert "dtick" not in hourly

@@ -5,12 +5,14 @@ dead letters behind it.
 """
 
 import json
+import math
 from datetime import datetime
 
 from console.domain.figures import Figure
 from console.services.reports.page import HeatMap, TaskRow
 from console.services.reports.read import ErrorGroup
 
+DAY_MS = 86_400_000  # a Plotly date axis counts its tick spacing in milliseconds
 OK, BAD, LINE, TARGET, MUTED = "#1a7f4b", "#c0362c", "#3348c8", "#a86400", "#667085"
 FONT = {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 11, "color": "#1c2230"}
 
@@ -36,8 +38,11 @@ def trend(figure: Figure, points: dict[datetime, float | None], links: list[str]
     if figure.target is not None and x:
         data.append({"type": "scatter", "mode": "lines", "x": [x[0], x[-1]], "y": [figure.target * factor] * 2,
                      "line": {"color": TARGET, "width": 1, "dash": "dash"}, "hoverinfo": "skip"})
-    return _dumps(data, {"height": 130, "xaxis": {"tickformat": "%H:%M" if hourly else "%b %d", "nticks": 6,
-                                                  "gridcolor": "#eef0f3"},
+    xaxis = {"tickformat": "%H:%M" if hourly else "%b %d", "nticks": 6, "gridcolor": "#eef0f3"}
+    if not hourly and x:
+        # Ticks on whole days: left to itself Plotly puts two a day on a short range, each labelled with the date.
+        xaxis |= {"tick0": x[0], "dtick": DAY_MS * max(1, math.ceil(len(x) / 6))}
+    return _dumps(data, {"height": 130, "xaxis": xaxis,
                          # Rates near their target would look flat from zero; counts and times start at zero.
                          "yaxis": {"rangemode": "normal" if figure.unit == "rate" else "tozero",
                                    "gridcolor": "#eef0f3", "ticksuffix": suffix, "nticks": 4}})
