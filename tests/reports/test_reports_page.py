@@ -53,6 +53,9 @@ def test_cards_and_charts_lead_to_the_runs_and_dead_letters_behind_them(manager,
     assert {built["twice_dead"], built["recovered"]} <= listed and built["edge_late"] not in listed
     assert card(html, "dead_letters_open").group(2).startswith("/dlq/")
     assert card(html, "on_time_rate").group(2).startswith("/reports/breaches?")
+    orders = card(html, "workorder_completion_rate").group(2).replace("&amp;", "&")
+    assert orders == "/workorders?status=all&since=2026-03-01T11:00&until=2026-03-02T11:00"
+    assert client.get(orders).status_code == 200
     charts = [json.loads(raw.replace("&#34;", '"').replace("&quot;", '"').replace("&amp;", "&").replace("&#39;", "'"))
               for raw in re.findall(r'data-figure="([^"]+)"', html)]
     assert len(charts) >= 16

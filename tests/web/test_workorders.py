@@ -97,6 +97,23 @@ def test_status_filter_and_assigned_to_me(app, client, auth, runs, clock):
     assert "No open work orders." in empty
 
 
+def test_the_list_narrows_to_a_tenant_and_an_opening_period_as_the_reports_card_asks(app, client, auth, runs, clock):
+    app.config.update(WORKORDER_URL="")
+    db.session.add(Tenant(name="acme"))
+    db.session.commit()
+    early = dead(runs, clock)
+    clock.advance(3600)
+    later, acme = dead(runs, clock, code="gone", message="other"), dead(runs, clock, tenant="acme")
+    auth.as_role("manager")
+    since = f"{clock():%Y-%m-%dT%H:%M}"
+    page = client.get(f"/workorders?status=all&tenant=default&since={since}").get_data(as_text=True)
+    rows = set(re.findall(r"wo-row-(\d+)", page))
+    assert rows == {str(later.work_order_id)}, rows
+    assert f"Only tenant <strong>default</strong>'s work orders opened from {since.replace('T', ' ')} UTC" in page
+    assert str(early.work_order_id) not in rows and str(acme.work_order_id) not in rows
+    assert client.get("/workorders?since=yesterday").status_code == 422
+
+
 def test_detail_lists_the_dead_letters_with_links_to_runs_and_the_dlq(app, client, auth, runs, clock):
     letter = dead(runs, clock)
     auth.as_role("viewer")

@@ -78,14 +78,23 @@ def _requests(order_ids: list[int]) -> dict[int, OutboxMessage]:
 
 
 def page(status: str, tenant_id: int | None, before: int | None = None, assignee_id: int | None = None,
-         limit: int = PAGE_SIZE) -> Page:
-    """Return one page of work orders, newest first (keyset on id), with their delivery rows."""
+         limit: int = PAGE_SIZE, *, of_tenant: int | None = None, opened: tuple = (None, None)) -> Page:
+    """Return one page of work orders, newest first (keyset on id), with their delivery rows.
+
+    `tenant_id` is the caller's scope; `of_tenant` a tenant asked for; `opened` a [since, until) of their creation.
+    """
     query = select(WorkOrder).options(joinedload(WorkOrder.assignee), joinedload(WorkOrder.tenant))
     statuses = FILTERS.get(status, ACTIVE)
     if statuses is not None:
         query = query.where(WorkOrder.status.in_(statuses))
-    if tenant_id is not None:
-        query = query.where(WorkOrder.tenant_id == tenant_id)
+    for wanted in (tenant_id, of_tenant):
+        if wanted is not None:
+            query = query.where(WorkOrder.tenant_id == wanted)
+    since, until = opened
+    if since is not None:
+        query = query.where(WorkOrder.created_at >= since)
+    if until is not None:
+        query = query.where(WorkOrder.created_at < until)
     if assignee_id is not None:
         query = query.where(WorkOrder.assignee_id == assignee_id)
     if before is not None:

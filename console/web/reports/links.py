@@ -85,8 +85,9 @@ class Links:
             return self.dlq_created()
         if name == "dead_letters_open":
             return self.dlq()
-        if name == "workorder_completion_rate":
-            return url_for("workorders.index", status="active")
+        if name == "workorder_completion_rate":  # the work orders opened in the period, closed or not
+            return url_for("workorders.index", status="all", tenant=self.tenant,
+                           since=self.period.start.strftime(MOMENT), until=self.period.end.strftime(MOMENT))
         if name == "conflict_warning_hit_rate":
             return self.runs("cancelled", "pending")
         return self.runs()

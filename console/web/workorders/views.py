@@ -1,5 +1,7 @@
 """Work orders: the list with completion and alert latency, one work order's dead letters, and its actions."""
 
+from datetime import UTC, datetime
+
 from flask import Blueprint, flash, redirect, request, url_for
 from flask_login import current_user
 from wtforms.fields.choices import SelectChoice
@@ -8,8 +10,10 @@ from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import utcnow
 from console.extensions import db, htmx
 from console.services.delivery import channel_report, manual
+from console.services.dlq.filters import MOMENT, moment
 from console.services.errors import Conflict, InvalidInput, ServiceError
 from console.services.inputs import row_id
+from console.services.people import tenants
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.workorders import orders as workorders
 from console.web.render import page
@@ -18,9 +22,25 @@ from console.web.workorders.forms import AssignForm, CloseForm
 bp = Blueprint("workorders", __name__, url_prefix="/workorders")
 
 
-def _query(status: str, mine: bool) -> dict:
+def _query(status: str, mine: bool, **narrowed: str) -> dict:
     return {key: value for key, value in (("status", "" if status == "active" else status),
-                                          ("mine", "1" if mine else "")) if value}
+                                          ("mine", "1" if mine else ""), *narrowed.items()) if value}
+
+
+def _narrowed(scope: int | None) -> tuple[dict, int | None, tuple]:
+    """Read the tenant and opening period a link asked for (the Reports card's); a bad one says what to fix."""
+    tenant = (request.args.get("tenant") or "").strip()[:64]
+    tenants.keep_within(tenant, scope, "work orders")
+    asked = {"tenant": tenant, **{name: moment((request.args.get(name) or "").strip()[:40])
+                                  for name in ("since", "until")}}
+    for name in ("since", "until"):
+        if request.args.get(name) and not asked[name]:
+            raise InvalidInput(f"{name} is a UTC date and time like 2026-12-01T09:00", name)
+    found = tenants.find(tenant) if tenant else None
+    of_tenant = (found.id if found else -1) if tenant else None  # an unknown name matches nothing
+    opened = tuple(datetime.strptime(asked[name], MOMENT).replace(tzinfo=UTC) if asked[name] else None
+                   for name in ("since", "until"))
+    return asked, of_tenant, opened
 
 
 @bp.get("", strict_slashes=False)
@@ -31,9 +51,12 @@ def index():
     status = status if status in workorders.FILTERS else "active"
     mine = request.args.get("mine") == "1"
     before = request.args.get("before", type=row_id)
-    result = workorders.page(status, scope, before, assignee_id=current_user.id if mine else None)
+    asked, of_tenant, opened = _narrowed(scope)
+    result = workorders.page(status, scope, before, assignee_id=current_user.id if mine else None,
+                             of_tenant=of_tenant, opened=opened)
     return page("workorders/index.html", "results", result=result, status=status, mine=mine, before=before,
-                query=_query(status, mine), counts=workorders.counts(scope),
+                query=_query(status, mine, **asked), asked=asked, unnarrowed=_query(status, mine),
+                counts=workorders.counts(scope),
                 completion=workorders.completion(now, scope), latency=channel_report.latency(now, scope), now=now,
                 target=workorders.COMPLETION_TARGET, filters=workorders.FILTERS)
 
