@@ -130,6 +130,13 @@ def test_automatic_retry_success_opens_the_runs_whose_first_series_failed(manage
     assert card(html, "execution_success_rate").group(2) != card(html, "retry_success_rate").group(2)
 
 
+def test_duplicate_execution_opens_the_runs_whose_handler_succeeded_twice(manager, client, built):
+    html = client.get("/reports?period=24h").get_data(as_text=True)
+    behind = card(html, "duplicate_rate").group(2).replace("&amp;", "&")
+    assert "duplicated=1" in behind
+    assert run_rows(client.get(behind).get_data(as_text=True)) == {built["duplicate"]}
+
+
 def test_the_alert_latency_cards_open_the_letters_of_the_period(manager, client):
     html = client.get("/reports?period=24h").get_data(as_text=True)
     assert card(html, "alert_latency_p95_s").group(2) == card(html, "dead_letters_created").group(2)

@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy import exists, func, or_, select
-from sqlalchemy.orm import joinedload
+from sqlalchemy.orm import aliased, joinedload
 
 from console.db.intervals import seconds_between
 from console.extensions import db
@@ -38,6 +38,7 @@ class RunFilters:
     failed: bool = False
     retried: bool = False
     late: bool = False
+    duplicated: bool = False  # a handler success beyond the first (Duplicate execution)
 
 
 @dataclass
@@ -76,6 +77,8 @@ def apply(query, filters: RunFilters, scope: int | None):
         query = query.where(_attempt_ended("retry_wait", "failed", "dead", series=1))
     if filters.late:
         query = query.where(*late_start(filters.task_id))
+    if filters.duplicated:
+        query = query.where(_duplicated())
     return query
 
 
@@ -83,6 +86,15 @@ def _attempt_ended(*kinds: str, series: int | None = None):
     """Runs with an attempt that ended in one of these moves (in this series), read from their timelines."""
     ended = exists().where(RunEvent.run_id == Run.id, RunEvent.from_status == "running", RunEvent.kind.in_(kinds))
     return ended if series is None else ended.where(RunEvent.series == series)
+
+
+def _duplicated():
+    """Runs whose handler succeeded more than once: a success after an attempt given up, or two recorded."""
+    successes = ("succeeded", "stale_success")
+    earlier = aliased(RunEvent)
+    return exists().where(RunEvent.run_id == Run.id, RunEvent.kind.in_(successes),
+                          exists().where(earlier.run_id == RunEvent.run_id, earlier.kind.in_(successes),
+                                         earlier.id < RunEvent.id))
 
 
 def late_start(task_id: int | None) -> tuple:

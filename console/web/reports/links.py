@@ -26,7 +26,7 @@ class Links:
 
     def runs(self, *statuses: str, start: datetime | None = None, end: datetime | None = None,
              task_id: int | None = None, handler: str | None = None, tenant: str | None = None,
-             failed: bool = False, retried: bool = False, late: bool = False) -> str:
+             failed: bool = False, retried: bool = False, late: bool = False, duplicated: bool = False) -> str:
         """The runs created in the period; `handler`: those of a handler run without a task (a text search);
         `failed`: with a series that failed for good; `retried`: whose first series failed at least once; `late`: a
         task's that started past its limit."""
@@ -34,7 +34,8 @@ class Links:
         return url_for("runs.index", status=list(statuses) or None, task=task_id or self.scope.task_id,
                        tenant=tenant or self.tenant, created_from=start.strftime(RUN_TIME),
                        created_to=end.strftime(RUN_TIME), q=handler if handler and not task_id else None,
-                       failed=1 if failed else None, retried=1 if retried else None, late=1 if late else None)
+                       failed=1 if failed else None, retried=1 if retried else None, late=1 if late else None,
+                       duplicated=1 if duplicated else None)
 
     def late_starts(self, row) -> str:
         """A task row's late starts: its runs that started past the task's start limit."""
@@ -78,6 +79,8 @@ class Links:
             return self.runs(failed=True)
         if name == "retry_success_rate":
             return self.runs(retried=True)
+        if name == "duplicate_rate":
+            return self.runs(duplicated=True)
         if name == "dead_letters_recovered" or name.startswith("recovery_time"):
             return self.dlq_recovered()
         # An alert is about a dead letter: the letters of the period are the ones whose alerts are timed.
@@ -96,7 +99,7 @@ class Links:
         """Return the runs of each hour or day of a trend."""
         # One url_for per chart, not per point: building ~1,500 URLs through the router cost ~55 ms a page.
         template = self.runs(start=_MARK_FROM, end=_MARK_TO, failed=name == "execution_success_rate",
-                             retried=name == "retry_success_rate")
+                             retried=name == "retry_success_rate", duplicated=name == "duplicate_rate")
         step = timedelta(hours=1) if hourly else timedelta(days=1)
         return [template.replace(_MARK_FROM.strftime(RUN_TIME), start.strftime(RUN_TIME))
                 .replace(_MARK_TO.strftime(RUN_TIME), (start + step).strftime(RUN_TIME)) for start in starts]

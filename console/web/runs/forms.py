@@ -133,6 +133,7 @@ class RunFilterForm(TimelineFilterForm):
     failed = HiddenField("A series failed")
     retried = HiddenField("First series failed")
     late = HiddenField("Started late")
+    duplicated = HiddenField("Succeeded twice")
 
     def page_size(self) -> int:
         """Return the page size chosen (a value not offered is refused by validation)."""
@@ -145,7 +146,7 @@ class RunFilterForm(TimelineFilterForm):
     def filters(self, tenant_ids: dict[str, int]) -> RunFilters:
         return replace(super().filters(tenant_ids), error_code=(self.error_code.data or "").strip(),
                        text=(self.q.data or "").strip(), failed=bool(self.failed.data), retried=bool(self.retried.data),
-                       late=bool(self.late.data))
+                       late=bool(self.late.data), duplicated=bool(self.duplicated.data))
 
 
 def _utc(moment):
