@@ -92,7 +92,8 @@ def test_a_managers_day(page, live_server, live_app, arranged, screenshot, tmp_p
 
     # Follow the red card to the runs behind it: the two that died.
     success.click()
-    expect(page).to_have_url(re.compile(r"/runs\?.*status=dead"))
+    expect(page).to_have_url(re.compile(r"/runs\?.*failed=1"))
+    expect(page.locator("[data-failed]")).to_contain_text("A series of it failed for good")
     for run_id in arranged["dead"]:
         expect(page.get_by_role("link", name=str(run_id), exact=True)).to_be_visible()
     screenshot("manager-runs-behind-the-card")
