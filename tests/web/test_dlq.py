@@ -198,6 +198,29 @@ def test_the_page_says_which_created_dates_it_ignored_or_cannot_match(client, au
     assert client.get("/dlq/?view=list&status=any&since=2026-12-03T07:30").status_code == 200
 
 
+@pytest.mark.parametrize("query, said", [
+    ("task=99999999999999999999", "no task has id 99999999999999999999"),
+    ("task=%C2%B2", "task=² is not a task id (a whole number)"),
+    ("since=0001-01-01T00:00", "since=0001-01-01T00:00 is not between the years 1970 and 9998, so it is ignored"),
+    ("until=0001-01-01T00:00", "until=0001-01-01T00:00 is not between the years 1970 and 9998, so it is ignored"),
+    ("recovered_since=0001-01-01T00:00",
+     "recovered_since=0001-01-01T00:00 is not between the years 1970 and 9998, so it is ignored"),
+    ("recovered_until=9999-12-31T23:59",
+     "recovered_until=9999-12-31T23:59 is not between the years 1970 and 9998, so it is ignored"),
+    ("since=9999-12-31T23:59-05:00",  # past the last moment a datetime holds, once in UTC
+     "since=9999-12-31T23:59-05:00 is not between the years 1970 and 9998, so it is ignored"),
+])
+@pytest.mark.parametrize("view", ["list", "groups"])
+def test_a_hostile_filter_is_said_on_the_page_never_a_500(client, auth, make_dead_letter, view, query, said):
+    make_dead_letter("disk full on node 3")
+    auth.as_role("viewer")
+    response = client.get(f"/dlq/?view={view}&{query}")
+    assert response.status_code == 422
+    html = response.get_data(as_text=True)
+    assert said.replace("'", "&#39;") in html
+    assert 'name="q"' in html  # the page with its filters, to fix it there
+
+
 def test_entries_page_newest_first_with_keyset_pagination(app, make_dead_letter):
     letters = [make_dead_letter(f"broken thing {n}") for n in range(3)]
     first = dlq.entries(Filters(), None, limit=2)
