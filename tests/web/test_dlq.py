@@ -392,8 +392,11 @@ def test_bulk_replay_needs_something_to_replay_and_a_sane_rate(client, auth, mak
     auth.as_role("operator")
     nothing = post(client, auth, "/dlq/bulk/replay", {"rate": "50"}, htmx=True)
     assert nothing.status_code == 422 and "Select the dead letters to replay" in nothing.get_data(as_text=True)
-    too_fast = post(client, auth, "/dlq/bulk/replay", {"id": letter.id, "rate": "5000"}, htmx=True)
-    assert too_fast.status_code == 422 and "between 1 and 1000" in too_fast.get_data(as_text=True)
+    for rate in ("5000", "0", "abc", "2.5", ""):
+        refused = post(client, auth, "/dlq/bulk/replay", {"id": letter.id, "rate": rate}, htmx=True)
+        assert refused.status_code == 422
+        said = re.search(r'role="alert">\s*([^<]*?)\s*<', refused.get_data(as_text=True)).group(1)
+        assert said == "The rate is a whole number of runs per second, from 1 to 1000", rate  # one sentence
     assert Queue("maintenance", connection=get_redis()).count == 0 and not audits("dead_letter.bulk_replay")
 
 
@@ -588,6 +591,19 @@ def test_a_group_that_ran_out_of_retries_replays_in_one_click(client, auth, runs
     progress = client.get(response.headers["Location"]).get_data(as_text=True)
     assert f"open dead letters in group {letter.error_code} “{letter.error_message}”" in progress
     assert f"in group {letter.fingerprint}" not in progress
+
+def test_one_dead_letter_is_spoken_of_in_the_singular(client, auth, runs, clock):
+    run_id = runs.submit("demo.flaky", {"fail_times": 9}, policy={**LENIENT, "max_attempts": 1})
+    assert execute(run_id, 0, clock=clock) == "dead"
+    auth.as_role("operator", "olga")
+    groups = client.get("/dlq/").get_data(as_text=True)
+    assert "Replay the 1 open dead letter of this group, at the pace set above?" in groups
+    listed = client.get("/dlq/?view=list").get_data(as_text=True)
+    assert "Replay the 1 open dead letter that matches this filter, at the rate set here?" in listed
+    response = post(client, auth, "/dlq/bulk/replay-matching", {"rate": "50", "view": "list"})
+    assert "Replaying 1 dead letter at 50 runs/s in the background." in client.get(
+        response.headers["Location"]).get_data(as_text=True)
+
 
 def test_bulk_replay_as_fast_as_it_safely_can_never_pauses_and_replays_each_letter_once(
         client, auth, make_dead_letter, monkeypatch):
