@@ -255,6 +255,7 @@ def test_a_bad_period_keeps_the_form_with_the_message_beside_its_field(manager, 
         beside = re.search(rf'<div class="field-error" id="{field}-error"[^>]*>([^<]*)</div>', html)
         assert beside and message in beside.group(1), html
         assert 'class="flash error"' not in html  # said once, beside the field
+        assert "in this period" not in html  # no period was read: nothing is said about one
 
 
 @pytest.mark.parametrize("query, status, message", [
