@@ -9,7 +9,7 @@ from console.extensions import db
 from console.models import Tenant
 from console.services.dlq import bulk as dlq_bulk
 from console.services.dlq import groups as dlq
-from console.services.dlq.filters import AGES, ANY, FINGERPRINT, STATUSES, Filters, moment
+from console.services.dlq.filters import AGES, ANY, FINGERPRINT, STATUSES, Filters, moment_problem, task_problem
 from console.services.engine import control, handler_kinds
 from console.services.errors import Forbidden, InvalidInput
 from console.services.people.permissions import OPERATE, VIEW
@@ -42,8 +42,10 @@ def _filters(given: dict) -> Filters:
     if texts.get("status", "open") not in (*STATUSES, ANY):
         raise InvalidInput(f"status must be one of {', '.join((*STATUSES, ANY))}", "status")
     for key in ("since", "until", "recovered_since", "recovered_until"):
-        if key in texts and not moment(texts[key]):
-            raise InvalidInput(f"{key} is a date and time, e.g. 2026-12-01T09:00 (UTC unless it has an offset)", key)
+        if key in texts and (problem := moment_problem(texts[key])):
+            raise InvalidInput(f"{key}={texts[key][:40]} {problem}", key)
+    if problem := task_problem(texts.get("task", "")):
+        raise InvalidInput(problem, "task")
     if texts.get("age", "1h") not in AGES:
         raise InvalidInput(f"age must be one of {', '.join(AGES)} (older than)", "age")
     if not FINGERPRINT.fullmatch(texts.get("group", "0")):

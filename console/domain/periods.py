@@ -7,6 +7,9 @@ PRESETS = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta
            "90d": timedelta(days=90)}
 DEFAULT = "7d"
 LONGEST = timedelta(days=366)
+# Earlier or later is a typo; the bounds keep a period's end (the next midnight) and the period before it inside what
+# a datetime holds (years 1 to 9999).
+EARLIEST, LATEST = date(1970, 1, 1), date(9998, 12, 31)
 
 
 class PeriodError(ValueError):
@@ -69,9 +72,12 @@ def between(first: date, last: date) -> Period:
 def parse_day(raw: str, field: str) -> date:
     """Read a YYYY-MM-DD date, or raise a PeriodError naming the field."""
     try:
-        return date.fromisoformat(raw.strip())
+        day = date.fromisoformat(raw.strip())
     except ValueError:
         raise PeriodError(f"{field} is a date like 2026-03-01", field) from None
+    if not EARLIEST <= day <= LATEST:
+        raise PeriodError(f"{field} is a date from {EARLIEST} to {LATEST}", field)
+    return day
 
 
 def choose(name: str | None, first: str | None, last: str | None, now: datetime) -> Period:

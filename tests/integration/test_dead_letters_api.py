@@ -76,6 +76,10 @@ def test_recovered_lists_the_letters_whose_run_succeeded_after_them(client, oper
     ("after=99999999999999999999999", "after"), ("age=2d", "age"), ("group=xyz", "group"),
     ("handler=a&task=1", "handler"), ("colour=red", None), ("since=yesterday", "since"),
     ("until=2026-13-01T00:00", "until"), ("recovered_since=soon", "recovered_since"),
+    ("task=99999999999999999999", "task"), ("task=%C2%B2", "task"), ("task=0", "task"),
+    ("since=0001-01-01T00:00", "since"), ("until=9999-12-31T23:59", "until"),
+    ("recovered_since=0001-01-01T00:00", "recovered_since"), ("recovered_until=9999-12-31T23:59", "recovered_until"),
+    ("since=9999-12-31T23:59-05:00", "since"),
 ])
 def test_bad_filters_are_refused_with_the_field_to_fix(client, operator, query, field):
     response = client.get(f"/api/dead-letters?{query}", headers=bearer(operator))

@@ -258,6 +258,11 @@ def test_the_overview_shows_runs_per_hour_from_the_rollups_and_its_counters_lead
     ("from=2026-03-05", "to", "give both &#39;from&#39; and &#39;to&#39;"),
     ("from=2024-01-01&to=2026-03-01", "from", "a report covers at most 366 days"),
     ("period=24h&task=99999999999999999999999", "task", "no task with id 99999999999999999999999"),
+    ("from=2026-02-30&to=2026-03-01", "from", "from is a date like 2026-03-01"),
+    ("tenant=nosuch", "tenant", "no tenant named &#39;nosuch&#39;"),
+    # The period before year 1's, and the end of 9999's last day, are past what a datetime holds.
+    ("from=0001-01-01&to=0001-01-02", "from", "from is a date from 1970-01-01 to 9998-12-31"),
+    ("from=9998-12-30&to=9999-12-31", "to", "to is a date from 1970-01-01 to 9998-12-31"),
 ])
 def test_a_bad_period_keeps_the_form_with_the_message_beside_its_field(manager, client, monkeypatch, query, field,
                                                                         message):
@@ -272,6 +277,23 @@ def test_a_bad_period_keeps_the_form_with_the_message_beside_its_field(manager, 
         beside = re.search(rf'<div class="field-error" id="{field}-error"[^>]*>([^<]*)</div>', html)
         assert beside and message in beside.group(1), html
         assert 'class="flash error"' not in html  # said once, beside the field
+        assert "in this period" not in html  # no period was read: nothing is said about one
+
+
+@pytest.mark.parametrize("query, status, message", [
+    ("from=0001-01-01&to=0001-01-02", 422, "from is a date from 1970-01-01 to 9998-12-31"),
+    ("from=9999-12-30&to=9999-12-31", 422, "from is a date from 1970-01-01 to 9998-12-31"),
+    ("from=2026-02-30&to=2026-03-01", 422, "from is a date like 2026-03-01"),
+    ("period=1y", 422, "period is one of 24h, 7d, 30d, 90d"),
+    ("task=99999999999999999999", 404, "no task with id 99999999999999999999"),
+    ("tenant=nosuch", 422, "no tenant named 'nosuch'"),
+])
+@pytest.mark.parametrize("table", ["figures", "tasks", "breaches"])
+def test_a_csv_of_a_bad_selection_is_a_plain_sentence(manager, client, table, query, status, message):
+    response = client.get(f"/reports/{table}.csv?{query}")
+    assert (response.status_code, response.mimetype) == (status, "text/plain")
+    assert response.get_data(as_text=True) == message + "\n"
+    assert "Content-Disposition" not in response.headers  # said in the browser, not saved as a file
 
 
 def test_a_breaches_page_past_any_row_id_is_the_first_page(manager, client):

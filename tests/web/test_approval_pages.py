@@ -18,6 +18,7 @@ from tests.helpers import Auth, csrf_from
 LENIENT = {"breaker": {"failure_threshold": 1000, "open_s": 1, "success_threshold": 1}}
 BROKEN = {"fail_times": 9, "error": "fatal", "code": "bad_account", "message": "account 42 is closed"}
 FIXED = {**BROKEN, "fail_times": 0}
+HX = {"HX-Request": "true"}
 
 
 @pytest.fixture
@@ -140,7 +141,7 @@ def test_the_requester_is_not_offered_the_buttons_and_is_refused_when_posting(pe
     own = file_fix(letter(), ada)
     assert "Approve and run" not in html(approver_client.get(f"/approvals/{own.id}"))
     token = approver_client.csrf(f"/approvals/{own.id}")
-    refused = approver_client.post(f"/approvals/{own.id}/approve", data={"csrf_token": token})
+    refused = approver_client.post(f"/approvals/{own.id}/approve", data={"csrf_token": token}, headers=HX)
     assert refused.status_code == 403
     assert "you requested this change; another person with the approve permission must approve it" in html(refused)
     assert db.session.get(Approval, own.id).status == "pending"
@@ -175,13 +176,28 @@ def test_reject_needs_a_note_and_then_never_runs(person, letter, runs):
     _, olga = person("olga", "operator")
     approver_client, _ = person("alex", "approver")
     request = file_fix(letter(), olga)
-    token = approver_client.csrf(f"/approvals/{request.id}")
-    missing = approver_client.post(f"/approvals/{request.id}/reject", data={"csrf_token": token, "reject-note": " "})
-    assert missing.status_code == 422 and "say why in a note" in html(missing)
+    here = f"/approvals/{request.id}"
+    token = approver_client.csrf(here)
+    # The page's form posts with htmx: the refusal replaces the request's detail in place, the address stays the
+    # request's own (a reload posts nothing), and what was typed is kept beside the message.
+    form = re.search(r'<form [^>]*action="/approvals/\d+/reject"[^>]*>', html(approver_client.get(here))).group(0)
+    assert f'hx-post="{here}/reject"' in form and 'hx-target="#approval-detail"' in form
+    missing = approver_client.post(f"{here}/reject", data={"csrf_token": token, "reject-note": " "}, headers=HX)
+    assert missing.status_code == 422 and "say why in a note" in html(missing) and "<html" not in html(missing)
+    too_long = approver_client.post(f"{here}/reject", data={"csrf_token": token, "reject-note": "why " * 600},
+                                    headers=HX)
+    assert too_long.status_code == 422 and "keep the note under 2000 characters" in html(too_long)
+    assert re.search(r'<textarea[^>]*name="reject-note"[^>]*>\s*why why why', html(too_long))
+    # Without htmx the refusal is a redirect to the request's page, which says it.
+    plain = approver_client.post(f"{here}/reject", data={"csrf_token": token, "reject-note": ""})
+    assert plain.status_code == 303 and plain.headers["Location"] == here
+    assert '<div class="flash error" role="status">say why in a note: the requester reads it</div>' in html(
+        approver_client.get(here))
     assert db.session.get(Approval, request.id).status == "pending"
-    done = approver_client.post(f"/approvals/{request.id}/reject",
-                                data={"csrf_token": token, "reject-note": "fix the account first"})
-    assert done.status_code == 303
+    done = approver_client.post(f"{here}/reject", data={"csrf_token": token, "reject-note": "fix the account first"},
+                                headers=HX)
+    assert done.status_code == 204 and done.headers["HX-Redirect"] == here
+    assert "Rejected request #" in html(approver_client.get(here))
     db.session.expire_all()
     assert db.session.get(Approval, request.id).status == "rejected"
     assert runs.get(request.payload["run_id"]).status == "dead"

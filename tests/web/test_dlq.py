@@ -198,6 +198,29 @@ def test_the_page_says_which_created_dates_it_ignored_or_cannot_match(client, au
     assert client.get("/dlq/?view=list&status=any&since=2026-12-03T07:30").status_code == 200
 
 
+@pytest.mark.parametrize("query, said", [
+    ("task=99999999999999999999", "no task has id 99999999999999999999"),
+    ("task=%C2%B2", "task=² is not a task id (a whole number)"),
+    ("since=0001-01-01T00:00", "since=0001-01-01T00:00 is not between the years 1970 and 9998, so it is ignored"),
+    ("until=0001-01-01T00:00", "until=0001-01-01T00:00 is not between the years 1970 and 9998, so it is ignored"),
+    ("recovered_since=0001-01-01T00:00",
+     "recovered_since=0001-01-01T00:00 is not between the years 1970 and 9998, so it is ignored"),
+    ("recovered_until=9999-12-31T23:59",
+     "recovered_until=9999-12-31T23:59 is not between the years 1970 and 9998, so it is ignored"),
+    ("since=9999-12-31T23:59-05:00",  # past the last moment a datetime holds, once in UTC
+     "since=9999-12-31T23:59-05:00 is not between the years 1970 and 9998, so it is ignored"),
+])
+@pytest.mark.parametrize("view", ["list", "groups"])
+def test_a_hostile_filter_is_said_on_the_page_never_a_500(client, auth, make_dead_letter, view, query, said):
+    make_dead_letter("disk full on node 3")
+    auth.as_role("viewer")
+    response = client.get(f"/dlq/?view={view}&{query}")
+    assert response.status_code == 422
+    html = response.get_data(as_text=True)
+    assert said.replace("'", "&#39;") in html
+    assert 'name="q"' in html  # the page with its filters, to fix it there
+
+
 def test_entries_page_newest_first_with_keyset_pagination(app, make_dead_letter):
     letters = [make_dead_letter(f"broken thing {n}") for n in range(3)]
     first = dlq.entries(Filters(), None, limit=2)
@@ -369,8 +392,11 @@ def test_bulk_replay_needs_something_to_replay_and_a_sane_rate(client, auth, mak
     auth.as_role("operator")
     nothing = post(client, auth, "/dlq/bulk/replay", {"rate": "50"}, htmx=True)
     assert nothing.status_code == 422 and "Select the dead letters to replay" in nothing.get_data(as_text=True)
-    too_fast = post(client, auth, "/dlq/bulk/replay", {"id": letter.id, "rate": "5000"}, htmx=True)
-    assert too_fast.status_code == 422 and "between 1 and 1000" in too_fast.get_data(as_text=True)
+    for rate in ("5000", "0", "abc", "2.5", ""):
+        refused = post(client, auth, "/dlq/bulk/replay", {"id": letter.id, "rate": rate}, htmx=True)
+        assert refused.status_code == 422
+        said = re.search(r'role="alert">\s*([^<]*?)\s*<', refused.get_data(as_text=True)).group(1)
+        assert said == "The rate is a whole number of runs per second, from 1 to 1000", rate  # one sentence
     assert Queue("maintenance", connection=get_redis()).count == 0 and not audits("dead_letter.bulk_replay")
 
 
@@ -565,6 +591,19 @@ def test_a_group_that_ran_out_of_retries_replays_in_one_click(client, auth, runs
     progress = client.get(response.headers["Location"]).get_data(as_text=True)
     assert f"open dead letters in group {letter.error_code} “{letter.error_message}”" in progress
     assert f"in group {letter.fingerprint}" not in progress
+
+def test_one_dead_letter_is_spoken_of_in_the_singular(client, auth, runs, clock):
+    run_id = runs.submit("demo.flaky", {"fail_times": 9}, policy={**LENIENT, "max_attempts": 1})
+    assert execute(run_id, 0, clock=clock) == "dead"
+    auth.as_role("operator", "olga")
+    groups = client.get("/dlq/").get_data(as_text=True)
+    assert "Replay the 1 open dead letter of this group, at the pace set above?" in groups
+    listed = client.get("/dlq/?view=list").get_data(as_text=True)
+    assert "Replay the 1 open dead letter that matches this filter, at the rate set here?" in listed
+    response = post(client, auth, "/dlq/bulk/replay-matching", {"rate": "50", "view": "list"})
+    assert "Replaying 1 dead letter at 50 runs/s in the background." in client.get(
+        response.headers["Location"]).get_data(as_text=True)
+
 
 def test_bulk_replay_as_fast_as_it_safely_can_never_pauses_and_replays_each_letter_once(
         client, auth, make_dead_letter, monkeypatch):

@@ -12,11 +12,13 @@ from console.domain.breaker import BreakerSettings
 from console.domain.clock import utcnow
 from console.extensions import db
 from console.models import AuditEntry, DeadLetter, Tenant
+from console.services.actor import Actor
 from console.services.engine import breakers
 from console.services.engine.execute import execute
 from console.services.runs import query as runs_query
 from console.services.runs import timeline as run_timeline
 from console.services.runs.query import RunFilters
+from console.services.scheduling import tasks
 from tests.factories import Runs
 
 ROW_ID = re.compile(r'<td class="num mono"><a href="/runs/(\d+)">')
@@ -116,6 +118,21 @@ def test_a_bad_filter_is_a_422_that_names_the_field(client, auth, runs):
     assert "Fix the filter" in body and "Created from (UTC)" in body and listed(response) == []
     assert client.get("/runs?status=exploded").status_code == 422
     assert client.get("/runs?created_from=2026-01-05T10:00&created_to=2026-01-05T09:00").status_code == 422
+
+
+@pytest.mark.parametrize("path", ["/runs", "/runs/timeline"])
+def test_a_task_the_person_cannot_see_is_no_task_with_that_id(client, auth, path):
+    globex, acme = tenant("globex"), tenant("acme")
+    theirs = tasks.register(acme, {"name": "acme nightly", "handler": "demo.noop", "cron": "0 3 * * *"}, Actor("t"))
+    own = tasks.register(globex, {"name": "globex nightly", "handler": "demo.noop", "cron": "0 3 * * *"}, Actor("t"))
+    auth.make_user("gina", "operator", tenant=globex)
+    auth.login("gina")
+    assert client.get(f"{path}?task={own.id}").status_code == 200
+    for task in (theirs.id, "99999999999999999999", "0", "abc"):
+        refused = client.get(f"{path}?task={task}&late=1")  # late starts look up the task's start limit
+        body = refused.get_data(as_text=True)
+        assert refused.status_code == 422 and f"Task: no task with id {task} that you can see" in body, body
+        assert "Not a valid choice" not in body and "acme" not in body  # the other tenant's task is not told apart
 
 
 def test_created_time_range_filters_by_created_at(client, auth, runs, clock):

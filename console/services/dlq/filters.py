@@ -7,8 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import exists, func, select
 
+from console.domain.periods import EARLIEST, LATEST
 from console.extensions import db
 from console.models import DeadLetter, Run, Tenant
+from console.services.inputs import row_id
 from console.services.people import tenants
 
 STATUSES = ("open", "replayed", "discarded", "resolved")
@@ -102,27 +104,49 @@ class Filters:
 
 
 def refused(args: Mapping) -> list[str]:
-    """Say what in the created-date filters parse() drops or can never match, for the page to show."""
-    said = []
+    """Say what in the task and date filters parse() drops or can never match, for the page to show."""
+    said = [problem] if (problem := task_problem(str(args.get("task") or "").strip()[:120])) else []
     for first, last in (("since", "until"), ("recovered_since", "recovered_until")):
         for name in (first, last):
-            given = str(args.get(name) or "").strip()
-            if given and not moment(given[:40]):
-                said.append(f"{name}={given[:40]} is not a date and time (YYYY-MM-DDTHH:MM, UTC), so it is ignored")
+            given = str(args.get(name) or "").strip()[:40]
+            if given and (problem := moment_problem(given)):
+                said.append(f"{name}={given} {problem}, so it is ignored")
         since, until = moment(str(args.get(first) or "")[:40]), moment(str(args.get(last) or "")[:40])
         if since and until and until <= since:
             said.append(f"'{last}' ({until}) is not after '{first}' ({since}): no dead letter can match")
     return said
 
 
-def moment(text: str) -> str:
-    """Return a UTC minute as "YYYY-MM-DDTHH:MM", or "" for anything that is not a date and time."""
+def task_problem(task: str) -> str | None:
+    """Say why a task filter can name no task (it is not a whole number, or past any row id), or None."""
+    if not task or task.startswith("handler:"):
+        return None
+    if not task.isdecimal():
+        return f"task={task} is not a task id (a whole number)"
     try:
-        when = datetime.fromisoformat(text) if text else None
+        row_id(task)
     except ValueError:
+        return f"no task has id {task}"
+    return None
+
+
+def moment_problem(text: str) -> str | None:
+    """Say why a date and time cannot bound the filters, or None."""
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        return "is not a date and time (YYYY-MM-DDTHH:MM, UTC)"
+    # Earlier or later is a typo; the bounds keep it in UTC inside what a datetime holds (and in four digits).
+    if not EARLIEST.year <= when.year <= LATEST.year:
+        return f"is not between the years {EARLIEST.year} and {LATEST.year}"
+    return None
+
+
+def moment(text: str) -> str:
+    """Return a UTC minute as "YYYY-MM-DDTHH:MM", or "" for anything moment_problem refuses."""
+    if not text or moment_problem(text):
         return ""
-    if when is None:
-        return ""
+    when = datetime.fromisoformat(text)
     return (when.astimezone(UTC) if when.tzinfo else when).strftime(MOMENT)
 
 
@@ -183,7 +207,7 @@ def where(query, filters: Filters, tenant_id: int | None, now: datetime, min_id:
     if filters.task.startswith("handler:"):
         query = query.where(dl.handler == filters.task.removeprefix("handler:"))
     elif filters.task:
-        query = query.where(dl.task_id == (int(filters.task) if filters.task.isdigit() else -1))
+        query = query.where(dl.task_id == (-1 if task_problem(filters.task) else int(filters.task)))
     if filters.code:  # in any case, as on the Runs page (codes are kept as raised: TIMEOUT, http_502)
         query = query.where(func.lower(dl.error_code) == func.lower(filters.code))
     if filters.group:

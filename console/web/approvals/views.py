@@ -5,7 +5,7 @@ from flask_login import current_user
 
 from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import utcnow
-from console.extensions import db
+from console.extensions import db, htmx
 from console.models import User
 from console.services.errors import ServiceError
 from console.services.people.permissions import APPROVE, OPERATE, VIEW, can
@@ -86,21 +86,33 @@ def show(approval_id: int):
 
 
 def _decide(approval_id: int, form, form_name: str, action, done):
-    """Validate the form, call the decision service, then redirect; on refusal show the page with the reason.
+    """Validate the form, call the decision service, then go to the request's page; a refusal is said there.
 
     `done` says what happened, given the decided request.
     """
     approvals.get(approval_id, tenant_scope())  # 404 before anything for another tenant's request
     if not form.validate_on_submit():
-        return _show(approval_id, status=422, **{form_name: form})
+        return _refused(approval_id, form_name, form, 422, [e for errors in form.errors.values() for e in errors])
     try:
         decided = action(approval_id, current_actor(), form.note.data or None, tenant_id=tenant_scope())
     except ServiceError as error:
         db.session.rollback()
         if error.field == "note":
             form.note.errors = [*form.note.errors, error.detail]
-        return _show(approval_id, error=error.detail, status=error.status, **{form_name: form})
+        return _refused(approval_id, form_name, form, error.status, [error.detail], error=error.detail)
     flash(done(decided), "success")
+    here = url_for("approvals.show", approval_id=approval_id)
+    return ("", 204, {"HX-Redirect": here}) if htmx else redirect(here, 303)
+
+
+def _refused(approval_id: int, form_name: str, form, status: int, said: list[str], error: str | None = None):
+    """Answer a refused decision at the request's own address, so a reload posts nothing again: as a work order's
+    actions do, htmx gets the page's detail with the refusal beside the typed note; a browser without it is sent
+    to the request's page with the refusal flashed."""
+    if htmx:
+        return _show(approval_id, error=error, status=status, **{form_name: form})
+    for message in said:
+        flash(message, "error")
     return redirect(url_for("approvals.show", approval_id=approval_id), 303)
 
 

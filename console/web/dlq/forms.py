@@ -16,10 +16,13 @@ class DiscardForm(FlaskForm):
         DataRequired(message="say why: a reason is required to discard"), Length(max=MAX_REASON_CHARS)])
 
 
+RATE_RULE = f"the rate is a whole number of runs per second, from 1 to {MAX_RATE}"
+
+
 class BulkReplayForm(FlaskForm):
-    rate = IntegerField("Rate (runs/s)", default=DEFAULT_RATE, validators=[
-        InputRequired(message="set a rate in runs per second"),
-        NumberRange(1, MAX_RATE, message=f"the rate must be between 1 and {MAX_RATE} runs per second")])
+    # One rule, whatever is wrong (nothing, a word, a fraction, too many): the view says it once.
+    rate = IntegerField("Rate (runs/s)", default=DEFAULT_RATE, invalid_value_message=RATE_RULE,
+                        validators=[InputRequired(message=RATE_RULE), NumberRange(1, MAX_RATE, message=RATE_RULE)])
     # Beside the rate: no pacing, one transaction per chunk; the workers still keep each policy's limits.
     fastest = BooleanField("As fast as it safely can")
 

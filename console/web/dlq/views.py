@@ -174,7 +174,7 @@ def _start_bulk(back: dlq_filters.Filters | None = None, **selection):
     form = BulkReplayForm()
     try:
         if not form.validate_on_submit():
-            raise InvalidInput("; ".join(e for errors in form.errors.values() for e in errors), "rate")
+            raise InvalidInput("; ".join(dict.fromkeys(e for errors in form.errors.values() for e in errors)), "rate")
         rate = dlq_bulk.FASTEST if form.fastest.data else form.rate.data
         progress = dlq_bulk.start_replay(current_actor(), tenant_scope(), rate=rate, **selection)
     except ServiceError as error:
@@ -185,7 +185,8 @@ def _start_bulk(back: dlq_filters.Filters | None = None, **selection):
     if htmx:
         return render_template("dlq/_progress.html", op=progress)
     pace = "as fast as it safely can" if progress.fastest else f"at {progress.rate:g} runs/s"
-    flash(f"Replaying {progress.total} dead letters {pace} in the background.", "success")
+    flash(f"Replaying {progress.total} dead letter{'s' if progress.total != 1 else ''} {pace} in the background.",
+          "success")
     return _back(back, op=progress.op_id)
 
 

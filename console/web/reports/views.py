@@ -1,6 +1,6 @@
 """Reports for managers: the figures with targets and trends, charts, breaches, and every table as CSV."""
 
-from flask import Blueprint, render_template, request, url_for
+from flask import Blueprint, Response, render_template, request, url_for
 
 from console.auth import requires, tenant_scope
 from console.domain.clock import utcnow
@@ -112,5 +112,8 @@ def export(table: str):
     if table not in exports.TABLES:
         return render_template("error.html", status=404, detail=f"no table {table!r} to export; "
                                f"try one of {', '.join(exports.TABLES)}"), 404
-    period, scope, links, now = _selection()
+    try:
+        period, scope, _, now = _selection()
+    except ServiceError as error:  # a download says what to fix in words, not in a saved file or an HTML page
+        return Response(f"{error.detail}\n", error.status, mimetype="text/plain")
     return exports.respond(table, period, scope, now, request.args.get("kind", ""))

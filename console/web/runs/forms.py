@@ -76,7 +76,8 @@ class TimelineFilterForm(Form):
     # Checked by validate_tenant, which names the tenant instead of WTForms' "Not a valid choice". A tenant-limited
     # person naming another tenant is refused before the form (tenants.keep_within), as on the DLQ.
     tenant = SelectField("Tenant", choices=[], validators=[Optional()], validate_choice=False)
-    task = SelectField("Task", choices=[], validators=[Optional()])
+    # Checked by validate_task: another tenant's task reads as no task at all, so its existence is not told.
+    task = SelectField("Task", choices=[], validators=[Optional()], validate_choice=False)
     status = StatusChecks("Status", choices=[SelectChoice(s.value, s.value.replace("_", " ")) for s in RunStatus],
                           validators=[Optional()])
     created_from = IsoTimeField("Created from (UTC)", validators=[Optional()])
@@ -93,6 +94,11 @@ class TimelineFilterForm(Form):
         names = [choice.value for choice in field.choices if choice.value]
         if field.data and field.data not in names:
             raise ValidationError(f"no tenant is named {field.data!r}")
+
+    def validate_task(self, field) -> None:
+        ids = [choice.value for choice in field.choices if choice.value]
+        if field.data and field.data not in ids:
+            raise ValidationError(f"no task with id {field.data[:40]} that you can see")
 
     def validate(self, extra_validators=None) -> bool:
         ok = super().validate(extra_validators)

@@ -58,7 +58,9 @@ def index():
         result = runs_query.page(filters, scope=scope, before=before, limit=form.page_size())
         total, status = runs_query.count(filters, scope=scope, cap=cap), 200
     args = form.query_args()
-    late_limit = runs_query.start_limit_of(int(form.task.data)) if form.late.data and form.task.data else None
+    # Only a task the form accepted has a limit to show: another id may be no row's, or no number at all.
+    late_limit = runs_query.start_limit_of(int(form.task.data)) if (
+        form.late.data and form.task.data and not form.task.errors) else None
     # The Reports page's conditions show as notes, each with a link that drops it.
     without = {name: url_for("runs.index", **{key: value for key, value in args.items() if key != name})
                for name in ("failed", "retried", "late", "duplicated")}
