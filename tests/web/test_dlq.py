@@ -565,7 +565,8 @@ def test_replaying_a_group_that_failed_for_good_asks_first(client, auth, runs, m
     assert response.status_code == 204 and response.headers["HX-Redirect"].startswith("/dlq/replay/confirm?")
 
     confirm = client.get(response.headers["HX-Redirect"]).get_data(as_text=True)
-    assert "2 of the 2" in confirm and "failed for good" in confirm and 'value="failed_for_good"' in confirm
+    assert "2 of the 2" in confirm and "retries: they failed for good" in confirm
+    assert 'value="failed_for_good"' in confirm
     assert 'name="rate" value="50"' in confirm and f"/dlq/{letters[1].id}/fix" in confirm
     assert 'name="fastest" value="y" checked' in confirm
     response = post(client, auth, "/dlq/bulk/replay-matching",

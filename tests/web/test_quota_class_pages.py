@@ -47,8 +47,12 @@ def test_bad_input_redraws_the_form_with_the_message_and_writes_nothing(client, 
     response = client.post(PAGE, data={"name": "Heavy ETL", "max_running": "2", "csrf_token": auth.csrf(PAGE)})
     assert response.status_code == 422
     assert "quota class names are 1-64 lowercase letters" in response.get_data(as_text=True)
-    response = client.post(PAGE, data={"name": "heavy", "max_running": "0", "csrf_token": auth.csrf(PAGE)})
-    assert response.status_code == 422 and quota_classes.all_classes() == []
+    for bad in ("0", "abc", "", "99999999999999999999"):  # one sentence for each, not WTForms' two
+        response = client.post(PAGE, data={"name": "heavy", "max_running": bad, "csrf_token": auth.csrf(PAGE)})
+        text = response.get_data(as_text=True)
+        assert response.status_code == 422 and "a whole number from 1 to" in text, bad
+        assert "Not a valid integer" not in text and "Number must be" not in text
+    assert quota_classes.all_classes() == []
 
 
 def test_viewers_and_tenant_limited_operators_read_but_do_not_change(client, auth, app):

@@ -100,7 +100,7 @@ def test_bad_params_are_shown_at_their_field_and_nothing_starts(client, auth):
                                                                "start": "2026-01-05T05:00", "end": ""})
     assert response.status_code == 422
     html = response.get_data(as_text=True)
-    assert field_error(html, "task") == "Not a valid integer value."
+    assert field_error(html, "task") == "is a task id: a whole number"
     assert "Nothing was started: fix the field marked below." in html
     response = post(client, auth, "/runbooks/backfill_task", {"action": "dry_run", "task": "999",
                                                                "start": "2026-01-05T05:00", "end": ""})

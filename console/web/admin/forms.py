@@ -52,8 +52,10 @@ def tenant_choices(tenants) -> list[SelectChoice]:
 class AlertRuleForm(FlaskForm):
     """One rule's row: the threshold (in % for rates), the window in seconds, on or off."""
 
-    threshold = FloatField("Threshold", validators=[InputRequired(message="enter a number")])
-    window_s = IntegerField("Window, seconds", validators=[Optional()])
+    threshold = FloatField("Threshold", invalid_value_message="enter a number, e.g. 5 or 2.5",
+                           validators=[InputRequired(message="enter a number")])
+    window_s = IntegerField("Window, seconds", invalid_value_message="a whole number of seconds, e.g. 300",
+                            validators=[Optional()])
     enabled = SelectField("Status", choices=[SelectChoice("1", "on"), SelectChoice("0", "off")])
 
 

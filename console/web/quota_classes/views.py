@@ -14,12 +14,14 @@ from console.services.scheduling import quota_class_deletion, quota_classes
 from console.web.render import page
 
 bp = Blueprint("quota_classes", __name__, url_prefix="/tasks/quota-classes")
+MAX_RUNNING_RULE = f"say how many may run at once: a whole number from 1 to {quota_classes.MAX_RUNNING:,}"
 
 
 class ClassForm(FlaskForm):
     name = StringField("Name", validators=[Length(max=64)], render_kw={"autocomplete": "off", "spellcheck": "false"})
-    max_running = IntegerField("Max running", validators=[InputRequired("say how many may run at once"),
-                                                          NumberRange(1, quota_classes.MAX_RUNNING)])
+    # One sentence for every bad value (empty, not a number, out of range), not WTForms' two.
+    max_running = IntegerField("Max running", invalid_value_message=MAX_RUNNING_RULE, validators=[
+        InputRequired(MAX_RUNNING_RULE), NumberRange(1, quota_classes.MAX_RUNNING, message=MAX_RUNNING_RULE)])
     description = StringField("Description", validators=[Length(max=255)])
 
 

@@ -49,9 +49,9 @@ def _field(param: Param):
     if kind is T.CHOICE:
         return SelectField(choices=[SelectChoice(value) for value in param.choices], default=param.default, **options)
     if kind is T.INT:
-        return IntegerField(default=param.default, **options)
+        return IntegerField(default=param.default, invalid_value_message="is a whole number, e.g. 20", **options)
     if kind is T.FLOAT:
-        return FloatField(default=param.default, **options)
+        return FloatField(default=param.default, invalid_value_message="is a number, e.g. 2.5", **options)
     if kind is T.DATETIME:
         options["label"] += ", UTC"
         return DateTimeLocalField(format=["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S"], **options)
@@ -59,6 +59,8 @@ def _field(param: Param):
         noun = NOUNS[kind]
         what = f"{noun} ids" if param.many else f"{noun} id"
         options["label"] = f"{param.label} ({what}{'' if param.required else ', optional'})"
+        if not param.many:
+            options["invalid_value_message"] = f"is a {noun} id: a whole number"
         return (StringField if param.many else IntegerField)(**options)
     if param.max_length > LONG_TEXT:
         return TextAreaField(default=param.default, **options)

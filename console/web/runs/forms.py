@@ -2,7 +2,7 @@
 
 import re
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 
 from flask_wtf import FlaskForm
 from wtforms import Form, HiddenField, SelectField, SelectMultipleField, StringField, TextAreaField, widgets
@@ -10,6 +10,7 @@ from wtforms.fields import DateTimeField
 from wtforms.fields.choices import SelectChoice
 from wtforms.validators import Length, Optional, ValidationError
 
+from console.domain import periods
 from console.domain.statuses import RunStatus
 from console.services import inputs
 from console.services.errors import InvalidInput
@@ -21,9 +22,10 @@ SHOWN_TIME = "%Y-%m-%d %H:%M"
 TIME_HINT = "YYYY-MM-DD HH:MM"
 # A date alone, as Reports takes it: the whole day (its only format without a colon).
 DAY = "%Y-%m-%d"
-# Earlier or later is a typo; the bounds keep the Gantt's window (an hour around a time) and a date's end (the next
-# midnight) inside what a datetime holds.
-EARLIEST, LATEST = datetime(1970, 1, 1), datetime(9999, 1, 1)
+# The years Reports and the DLQ take too (periods.EARLIEST..LATEST): they keep the Gantt's window (an hour around a
+# time) and a date's end (the next midnight) inside what a datetime holds.
+EARLIEST = datetime.combine(periods.EARLIEST, time())
+LATEST = datetime.combine(periods.LATEST, time()) + timedelta(days=1)  # exclusive: the whole last day is in
 PAGE_SIZES = (25, 50, 100, 200)
 DEFAULT_PAGE_SIZE = 50
 
