@@ -183,13 +183,14 @@ def _recovered(filters: Filters):
     succeeded = exists().where(Run.id == DeadLetter.run_id, Run.status == "succeeded",
                                Run.finished_at > DeadLetter.created_at)
     if filters.recovered_since:
-        succeeded = succeeded.where(Run.finished_at >= _utc(filters.recovered_since))
+        succeeded = succeeded.where(Run.finished_at >= utc(filters.recovered_since))
     if filters.recovered_until:
-        succeeded = succeeded.where(Run.finished_at < _utc(filters.recovered_until))
+        succeeded = succeeded.where(Run.finished_at < utc(filters.recovered_until))
     return succeeded
 
 
-def _utc(minute: str) -> datetime:
+def utc(minute: str) -> datetime:
+    """Return the aware UTC datetime of a minute as moment() writes it."""
     return datetime.strptime(minute, MOMENT).replace(tzinfo=UTC)
 
 
@@ -215,9 +216,9 @@ def where(query, filters: Filters, tenant_id: int | None, now: datetime, min_id:
     if filters.age:
         query = query.where(dl.created_at < now - AGES[filters.age])
     if filters.since:
-        query = query.where(dl.created_at >= _utc(filters.since))
+        query = query.where(dl.created_at >= utc(filters.since))
     if filters.until:
-        query = query.where(dl.created_at < _utc(filters.until))
+        query = query.where(dl.created_at < utc(filters.until))
     if filters.recovered:
         query = query.where(_recovered(filters))
     if filters.q:

@@ -97,11 +97,14 @@ def _duplicated():
                                          earlier.id < RunEvent.id))
 
 
+LATE_NEEDS_TASK = "late starts are a task's: choose the task (its start limit decides what is late)"
+
+
 def late_start(task_id: int | None) -> tuple:
     """Return the conditions of a task's runs whose first attempt started later than its start limit."""
     task = db.session.get(Task, task_id) if task_id is not None else None
     if task is None:
-        raise InvalidInput("late starts are a task's: choose the task (its start limit decides what is late)", "task")
+        raise InvalidInput(LATE_NEEDS_TASK, "task")
     due = func.coalesce(Run.due_at, Run.scheduled_for)
     return (Run.task_id == task.id, Run.started_at.is_not(None), due.is_not(None),
             seconds_between(Run.started_at, due) > sla.start_limit(task))

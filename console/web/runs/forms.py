@@ -14,7 +14,7 @@ from console.domain import periods
 from console.domain.statuses import RunStatus
 from console.services import inputs
 from console.services.errors import InvalidInput
-from console.services.runs.query import RunFilters
+from console.services.runs.query import LATE_NEEDS_TASK, RunFilters
 
 TIME_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S"]
 # The page writes times as 2026-12-01 14:05 (UTC); the inputs show and take the same, not the browser's locale.
@@ -149,7 +149,7 @@ class RunFilterForm(TimelineFilterForm):
 
     def validate_late(self, field) -> None:
         if field.data and not self.task.data:
-            raise ValidationError("late starts are a task's: choose the task (its start limit decides what is late)")
+            raise ValidationError(LATE_NEEDS_TASK)
 
     def filters(self, tenant_ids: dict[str, int]) -> RunFilters:
         return replace(super().filters(tenant_ids), error_code=(self.error_code.data or "").strip(),

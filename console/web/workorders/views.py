@@ -1,7 +1,5 @@
 """Work orders: the list with completion and alert latency, one work order's dead letters, and its actions."""
 
-from datetime import UTC, datetime
-
 from flask import Blueprint, flash, redirect, request, url_for
 from flask_login import current_user
 from wtforms.fields.choices import SelectChoice
@@ -10,7 +8,7 @@ from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import utcnow
 from console.extensions import db, htmx
 from console.services.delivery import channel_report, manual
-from console.services.dlq.filters import MOMENT, moment
+from console.services.dlq.filters import moment, utc
 from console.services.errors import Conflict, InvalidInput, ServiceError
 from console.services.inputs import row_id
 from console.services.people import tenants
@@ -38,8 +36,7 @@ def _narrowed(scope: int | None) -> tuple[dict, int | None, tuple]:
             raise InvalidInput(f"{name} is a UTC date and time like 2026-12-01T09:00", name)
     found = tenants.find(tenant) if tenant else None
     of_tenant = (found.id if found else -1) if tenant else None  # an unknown name matches nothing
-    opened = tuple(datetime.strptime(asked[name], MOMENT).replace(tzinfo=UTC) if asked[name] else None
-                   for name in ("since", "until"))
+    opened = tuple(utc(asked[name]) if asked[name] else None for name in ("since", "until"))
     return asked, of_tenant, opened
 
 
