@@ -316,10 +316,13 @@ def test_a_bad_value_on_the_page_is_a_422_with_the_reason(client, auth):
     auth.as_role("admin")
     token = auth.csrf("/admin/alert-rules")
     row_id = rule("retry_failure_rate").id
-    response = client.post("/admin/alert-rules/retry_failure_rate", data={
-        "csrf_token": token, f"r{row_id}-threshold": "150", f"r{row_id}-window_s": "600", f"r{row_id}-enabled": "1"})
-    assert response.status_code == 422
-    assert "threshold of a rate is a fraction" in response.get_data(as_text=True)
+    for typed in ("150", "1e309", "-1"):  # the form is in percent: it says so, not the API's fraction
+        response = client.post("/admin/alert-rules/retry_failure_rate", data={
+            "csrf_token": token, f"r{row_id}-threshold": typed, f"r{row_id}-window_s": "600",
+            f"r{row_id}-enabled": "1"})
+        text = response.get_data(as_text=True)
+        assert response.status_code == 422 and "a percentage from 0 to 100, e.g. 15 for 15 %" in text, typed
+        assert "is a fraction" not in text
     response = client.post("/admin/alert-rules/retry_failure_rate", headers={"HX-Request": "true"}, data={
         "csrf_token": token, f"r{row_id}-threshold": "many", f"r{row_id}-window_s": "600", f"r{row_id}-enabled": "1"})
     assert response.status_code == 422 and "Threshold" in response.get_data(as_text=True)

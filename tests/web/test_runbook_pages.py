@@ -108,6 +108,10 @@ def test_bad_params_are_shown_at_their_field_and_nothing_starts(client, auth):
     assert response.status_code == 422
     assert field_error(html, "task") == "no task #999" and field_error(html, "end") == "required"
     assert 'value="2026-01-05T05:00"' in html  # what was typed stays
+    for huge in ("2147483648", "99999999999999999999"):  # past the id columns' range: no row, not a 500
+        response = post(client, auth, "/runbooks/backfill_task", {"action": "dry_run", "task": huge,
+                                                                   "start": "2026-01-05T05:00", "end": ""})
+        assert response.status_code == 422 and field_error(response.get_data(as_text=True), "task") == f"no task #{huge}"
     assert executions() == []
 
 

@@ -5,6 +5,7 @@ from sqlalchemy import select
 from console.domain.runbooks import NOUNS, ParamErrors, ParamType, coerce, parse
 from console.extensions import db
 from console.models import DeadLetter, Run, Task
+from console.services import inputs
 from console.services.errors import InvalidInput
 
 MODELS = {ParamType.RUN: Run, ParamType.DEAD_LETTER: DeadLetter, ParamType.TASK: Task}
@@ -57,7 +58,8 @@ def _quietly(param, value):
 
 def _visible(kind: ParamType, ids: list[int], tenant_id: int | None) -> set[int]:
     model = MODELS[kind]
-    query = select(model.id).where(model.id.in_(ids))
+    # An id past the column's range names no row: asked for, the database would refuse the query itself.
+    query = select(model.id).where(model.id.in_([i for i in ids if inputs.is_id(i)]))
     if tenant_id is not None:
         query = query.where(model.tenant_id == tenant_id)
     if model is Task:

@@ -56,7 +56,11 @@ def update_alert_rule(key: str):
     if row.window_s is None:
         del form.window_s
     error, status = None, 200
-    if form.validate_on_submit():
+    valid = form.validate_on_submit()
+    if valid and rule.unit == "rate" and not 0 <= form.threshold.data <= 100:
+        # The form speaks percent (the service, and the API, take a fraction): say it in the form's terms.
+        error, status = "Threshold: a percentage from 0 to 100, e.g. 15 for 15 %", 422
+    elif valid:
         changes = {"threshold": form.threshold.data / 100 if rule.unit == "rate" else form.threshold.data,
                    "enabled": form.enabled.data == "1"}
         if "window_s" in form:
