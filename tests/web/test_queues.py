@@ -102,6 +102,10 @@ def test_tenant_limited_user_sees_no_link_to_another_tenants_run(client, auth):
     assert "another tenant's run" in row and f"/runs/{run.id}" not in row
     # The worker's liveness is shown (just now, through the run's beat), never which run it is.
     assert "just now" in row and "heartbeat</div>" not in row and f"run {run.id}" not in row
+    # Nor how busy every tenant keeps the queues and workers: those counts are for people who see every tenant.
+    page = client.get("/queues/").get_data(as_text=True)
+    assert 'data-counter="waiting"><span class="subtle"' in page and "shown only to people who see every tenant" in page
+    assert all(cell.startswith('<span class="subtle"') for cell in queue_row(page, "default")[1:7])
 
 
 def test_no_worker_and_overdue_delayed_jobs_are_called_out(client, auth):

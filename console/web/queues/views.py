@@ -22,5 +22,9 @@ def run_href(run_id: int) -> str:
 @requires(VIEW)
 def index():
     now = utcnow()
-    return page("queues/index.html", "live", board=queues.board(now, tenant_scope()), now=now, run_href=run_href,
+    scope = tenant_scope()
+    # Queues and workers serve every tenant: their counts and times are every tenant's work, so a person limited to
+    # a tenant sees the machinery (which workers live, on which queues) but not how busy other tenants keep it.
+    return page("queues/index.html", "live", board=queues.board(now, scope), now=now, run_href=run_href,
+                shared=scope is not None,
                 worker_defaults=worker_defaults.rows(), worker_file=worker_defaults.source())
