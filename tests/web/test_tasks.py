@@ -353,6 +353,16 @@ def test_new_task_with_bad_input_is_422_and_keeps_what_was_typed(client, auth):
     assert re.search(r'id="cron-error">field 2 \(hour\) value 25 is out of range 0-23<', html)
     assert 'value="nightly"' in html
     assert db.session.execute(select(Task)).first() is None
+    # Bad JSON in a box is marked at the box, the rest kept, as on the edit form (it was a bare error page).
+    for params, message in (('{"a": "\\ud800"}', "is not valid Unicode"), ("[" * 5000 + "]" * 5000, "deeper than 64")):
+        response = client.post("/tasks/new", data={
+            "csrf_token": auth.csrf("/tasks/new"), "tenant": "default", "name": "nightly", "handler": "demo.noop",
+            "cron": "0 2 * * *", "timezone": "UTC", "concurrency_policy": "allow", "jitter_s": "0",
+            "debounce_s": "0", "misfire_grace_s": "300", "params": params})
+        html = response.get_data(as_text=True)
+        assert response.status_code == 422 and 'value="nightly"' in html
+        assert message in re.findall(r'id="params-error">([^<]*)<', html)[0]
+    assert db.session.execute(select(Task)).first() is None
 
 
 def test_delete_hides_the_task_and_frees_its_name(client, auth):

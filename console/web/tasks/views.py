@@ -229,8 +229,9 @@ def create():
     form = _new_form()
     if not form.validate_on_submit():
         return _form_page(form, status=422)
-    now, body = utcnow(), form.to_body()
+    now = utcnow()
     try:
+        body = form.to_body()  # its JSON boxes are read here: bad JSON is marked at its box, as on the edit form
         tenant = acting_tenant(form.tenant.data or "", "register tasks")
         before = conflicts.marks(tenant, now, mutex_key=body.get("mutex_key"))
         task = tasks.register(tenant, body, current_actor())
