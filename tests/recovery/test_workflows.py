@@ -152,6 +152,7 @@ def test_a_second_submit_with_the_same_key_is_the_same_workflow(saga, app):
     ([{"handler": "demo.noop", "policy": {"max_attempts": 0}}], "steps[0].policy.max_attempts"),
     ([{"handler": "demo.noop", "policy": "no-such-policy"}], "steps[0].policy"),
     ([{"handler": "demo.noop", "retries": 3}], "steps[0].retries"),
+    ([{"handler": "demo.noop"}, {"handler": "demo.noop", "params": {"blob": "x" * 100_000}}], "steps[1].params"),
 ])
 def test_bad_steps_are_refused_naming_the_field_and_nothing_is_written(saga, steps, field):
     with pytest.raises(InvalidInput) as refused:

@@ -10,6 +10,7 @@ from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.saga import MAX_NAME_CHARS, MAX_STEPS, WorkflowStatus
 from console.extensions import db
 from console.models import Tenant, Workflow, WorkflowStep
+from console.services import inputs
 from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.engine import handler_kinds
@@ -70,6 +71,9 @@ def _check_step(step, index: int) -> StepInput:
     params = step.get("params")
     if params is not None and not isinstance(params, dict):
         raise InvalidInput(f"{label}: params must be a JSON object", f"{where}.params")
+    # Checked now, as a run's submit checks them: found only when the step starts, they failed the workflow.
+    if params and (too_large := inputs.params_too_large(params)):
+        raise InvalidInput(f"{label}: {too_large}", f"{where}.params")
     try:
         engine_submit.check_policy(step.get("policy"))
     except InvalidInput as error:
