@@ -9,10 +9,10 @@ from flask import current_app, has_request_context, request, send_from_directory
 from flask_login import current_user
 from markupsafe import Markup, escape
 
-from console.auth import public
+from console.auth import public, tenant_scope
 from console.domain.clock import utcnow
 from console.domain.figures import duration
-from console.services.people.permissions import can
+from console.services.people.permissions import OPERATE, can
 from console.web.display import display_prefs
 from console.web.nav import NAV
 from console.web.plotly_css import guarded_style_ids, stylesheet
@@ -94,4 +94,7 @@ def register(app) -> None:
 
         cookies = request.cookies if has_request_context() else {}
         return {"nav": visible_nav, "now": utcnow(), "display": display_prefs(cookies),
-                "can": lambda perm: current_user.is_authenticated and can(current_user.role, perm)}
+                "can": lambda perm: current_user.is_authenticated and can(current_user.role, perm),
+                # What every tenant shares (policies, templates, quota classes) only unscoped people change.
+                "changes_shared": lambda: current_user.is_authenticated and can(current_user.role, OPERATE)
+                and tenant_scope() is None}

@@ -28,7 +28,7 @@ class ClassForm(FlaskForm):
 def _index(form: ClassForm, status: int = 200, failed: str | None = None):
     tasks, running = quota_classes.counts(tenant_scope())
     return page("quota_classes/index.html", "content", form=form, classes=quota_classes.all_classes(), tasks=tasks,
-                running=running, failed=failed, scoped=tenant_scope() is not None), status
+                running=running, failed=failed), status
 
 
 def _possible_or_404(name: str) -> None:
