@@ -62,8 +62,12 @@ def test_a_tenant_limited_person_forecasts_only_their_tenant(client, auth):
     register(globex, name="globex-secret", window={"start": "01:00", "end": "02:00"})
     auth.make_user("ada", "viewer", tenant=acme)
     assert auth.login("ada").status_code == 302
-    page = text(client.get("/tasks/forecast?tenant=globex"))
+    page = text(client.get("/tasks/forecast"))
     assert "1 scheduled task of acme" in page and "globex" not in page
+    # Naming another tenant is refused, as on Runs and the DLQ, not quietly replaced by her own.
+    refused = client.get("/tasks/forecast?tenant=globex")
+    assert refused.status_code == 403 and "you see only tenant acme&#39;s tasks; remove tenant=globex" in text(refused)
+    assert "globex-secret" not in text(refused)
 
 
 def test_tasks_links_to_the_forecast(client, auth):

@@ -82,6 +82,7 @@ def forecast():
     if horizon not in HORIZONS or not 1 <= crowded <= 100_000:
         abort(422, "horizon is 24h or 7d; crowded is a whole number from 1 to 100000")
     if scope is not None:
+        tenants.keep_within(tenant, scope, "tasks")  # another tenant's name is refused, as everywhere, not ignored
         tenant = db.session.get(Tenant, scope).name  # a tenant-limited person forecasts their tenant only
     elif tenant and tenants.find(tenant) is None:
         abort(404, f"no tenant named {tenant!r}")
