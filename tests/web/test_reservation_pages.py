@@ -131,7 +131,7 @@ def test_an_admin_reserves_capacity_through_the_form(client, auth):
     ({"running_slots": "60"}, 409, "over-reservation: between {start}:00+00:00 and {end}:00+00:00 up to 50 of the 100 "
                                    "running slots the system promises (REBOUND_CAPACITY_RUNNING) are reserved already "
                                    "(by globex); 50 are free then. Ask for at most 50 or choose another range."),
-    ({"ends_at": "{start}"}, 422, "ends_at ({start}:00+00:00) must be after starts_at ({start}:00+00:00)"),
+    ({"ends_at": "{start}"}, 422, "ends_at ({shown} UTC) must be after starts_at ({shown} UTC)"),
     ({"starts_at": "tomorrow"}, 422, "is a UTC time written YYYY-MM-DD HH:MM, e.g. 2026-12-01 14:05, or a date alone "
                                     "(2026-12-01)"),
     ({"starts_at": ""}, 422, "give the start, e.g. 2026-12-31 18:00"),
@@ -149,7 +149,7 @@ def test_a_refused_reservation_says_why_in_the_form_and_writes_nothing(client, a
     data.update({f"reserve-{k}": v.format(start=data["reserve-starts_at"]) for k, v in fields.items()})
     refused = client.post("/admin/tenants/reservations/new", data=data)
     assert refused.status_code == status
-    assert _form_errors(refused) == [message.format(start=start, end=end)]
+    assert _form_errors(refused) == [message.format(start=start, end=end, shown=data["reserve-starts_at"])]
     assert len(_stored()) == 1 and len(_audited()) == 1  # only globex's, made before
     assert 'value="month-end close"' in refused.get_data(as_text=True) or "reason" in fields  # what was typed stays
 

@@ -19,6 +19,7 @@ from console.services.settings import setting
 
 MAX_QUEUED = 10_000_000
 MAX_DAYS = 366
+SHOWN = "%Y-%m-%d %H:%M UTC"  # times in messages, as the console writes them (not ISO with microseconds)
 # A range "from now" typed into a form reaches the server a little later; that is not the past.
 GRACE = timedelta(minutes=5)
 
@@ -78,10 +79,10 @@ def create(tenant_name, actor: Actor, *, running_slots, queued_runs=0, starts_at
     queued = _count(0 if queued_runs in (None, "") else queued_runs, "queued_runs", 0, MAX_QUEUED)
     start, end = _when(starts_at, "starts_at"), _when(ends_at, "ends_at")
     if end <= start:
-        raise InvalidInput(f"ends_at ({end.isoformat()}) must be after starts_at ({start.isoformat()})", "ends_at")
+        raise InvalidInput(f"ends_at ({end:{SHOWN}}) must be after starts_at ({start:{SHOWN}})", "ends_at")
     if start < now - GRACE:
-        raise InvalidInput(f"starts_at ({start.isoformat()}) is in the past; start it now ({now.isoformat()}) "
-                           "or later", "starts_at")
+        raise InvalidInput(f"starts_at ({start:{SHOWN}}) is in the past; start it now ({now:{SHOWN}}) or later",
+                           "starts_at")
     if end - start > timedelta(days=MAX_DAYS):
         raise InvalidInput(f"a reservation lasts at most {MAX_DAYS} days; shorten the range", "ends_at")
     # A reservation raises the tenant's quotas for its range; one limited to a tenant may not raise its own.
