@@ -310,6 +310,8 @@ UPDATED = "task.execution.updated"
                  id="update-for-unknown-key"),
     pytest.param({"type": FAILED, "idempotency_key": "k", "error_code": "boom", "tenant": "nowhere"}, 422,
                  "invalid", "tenant", id="unknown-tenant"),
+    pytest.param({"type": "order.created", "data": {"blob": "x" * 70_000}}, 422, "invalid", "data",
+                 id="data-over-the-params-limit"),
 ])
 def test_bad_event_is_refused_and_records_nothing(client, operator, payload, status, error, field):
     with nothing_written():

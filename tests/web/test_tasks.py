@@ -6,6 +6,7 @@ No worker runs here, so every run a task creates stays pending; Redis is real (q
 import re
 
 import pytest
+from markupsafe import escape
 from sqlalchemy import event, select
 
 from console.extensions import db
@@ -14,6 +15,7 @@ from console.services.actor import Actor
 from console.services.people import tenants
 from console.services.scheduling import on_demand, task_query, tasks, template_insight
 from tests.factories import make_tenant
+from tests.helpers import csrf_from
 
 SEED = Actor("seed")
 
@@ -216,6 +218,22 @@ def test_pause_and_resume_over_htmx_swap_the_header_and_are_audited(client, auth
     assert len(audits("task.resume", task.id)) == 1
 
 
+def test_pause_over_htmx_also_refreshes_the_runs_panel_and_clears_old_flashes(client, auth):
+    task = make_task()
+    auth.as_role("operator", "olga")
+    page = client.get(f"/tasks/{task.id}").get_data(as_text=True)
+    assert "the schedule creates the next one" in page and '<div id="flashes">' in page
+    response = client.post(f"/tasks/{task.id}/pause", data={"csrf_token": csrf_from(page)},
+                           headers={"HX-Request": "true"})
+    fragment = response.get_data(as_text=True)
+    # The runs panel's hint spoke of the next firing; a "Saved" flash from the edit before would still be shown.
+    runs = fragment[fragment.index('<section id="task-runs"'):]
+    assert runs.startswith('<section id="task-runs" hx-swap-oob="true">')
+    assert "the schedule creates none while the task is paused" in runs
+    assert "the schedule creates the next one" not in fragment
+    assert '<div id="flashes" hx-swap-oob="true"></div>' in fragment
+
+
 def test_pause_without_htmx_redirects_with_a_flash(client, auth):
     task = make_task()
     auth.as_role("operator")
@@ -235,6 +253,79 @@ def test_run_now_creates_a_manual_run_and_links_to_it(client, auth):
     assert f'Queued <a href="/runs/{run.id}">run #{run.id}</a> of {task.name}.' in page
     [entry] = audits("task.trigger", task.id)
     assert entry.actor == "olga" and entry.after == {"run_id": run.id}
+
+
+# -- posting an event from the task page ------------------------------------------------------------------------------
+
+def event_runs(task: Task) -> list[Run]:
+    rows = db.session.execute(select(Run).where(Run.task_id == task.id)).scalars().all()
+    db.session.rollback()
+    return rows
+
+
+def test_event_task_page_offers_operators_to_post_its_event_naming_the_other_listeners(client, auth):
+    task = make_task(name="order-email", cron=None, event="order.created")
+    sms = make_task(name="order-sms", cron=None, event="order.created", paused=True)
+    make_task(name="other-event", cron=None, event="order.paid")
+    auth.as_role("operator")
+    html = client.get(f"/tasks/{task.id}").get_data(as_text=True)
+    assert f'action="/tasks/{task.id}/event"' in html and "Post order.created" in html
+    assert f'1 other task too:\n        <a href="/tasks/{sms.id}">order-sms</a> (paused, skipped)' in html
+    client.post("/logout", data={"csrf_token": csrf_from(html)})
+    auth.as_role("viewer", "vera")
+    assert f"/tasks/{task.id}/event" not in client.get(f"/tasks/{task.id}").get_data(as_text=True)
+    cron_only = make_task(name="nightly")
+    assert client.post(f"/tasks/{task.id}/event", data={"csrf_token": auth.csrf()}).status_code == 403
+    client.post("/logout", data={"csrf_token": auth.csrf()})
+    auth.as_role("operator", "otto")
+    assert client.post(f"/tasks/{cron_only.id}/event", data={"csrf_token": auth.csrf()}).status_code == 404
+
+
+def test_posting_the_event_fires_every_enabled_listener_with_the_data_and_is_audited(client, auth):
+    task = make_task(name="order-email", cron=None, event="order.created", params={"template": "receipt"})
+    sms = make_task(name="order-sms", cron=None, event="order.created")
+    paused = make_task(name="order-fax", cron=None, event="order.created", paused=True)
+    auth.as_role("operator", "olga")
+    response = client.post(f"/tasks/{task.id}/event",
+                           data={"csrf_token": auth.csrf(f"/tasks/{task.id}"), "data": '{"order": 42}'})
+    assert response.status_code == 303 and response.headers["Location"] == f"/tasks/{task.id}"
+    [run] = event_runs(task)
+    [sms_run] = event_runs(sms)
+    assert (run.source, run.params) == ("event", {"template": "receipt", "order": 42})
+    assert event_runs(paused) == []
+    page = client.get(f"/tasks/{task.id}").get_data(as_text=True)
+    assert (f'Posted order.created to default: queued <a href="/runs/{run.id}">run #{run.id}</a> of order-email; '
+            f'queued <a href="/runs/{sms_run.id}">run #{sms_run.id}</a> of order-sms.') in page
+    [entry] = audits("event.post", task.id)
+    assert entry.actor == "olga" and entry.after["type"] == "order.created" and entry.after["data"] == {"order": 42}
+    assert {r["run_id"] for r in entry.after["runs"]} == {run.id, sms_run.id}
+
+
+def test_posting_the_event_of_a_paused_task_says_nothing_fired(client, auth):
+    task = make_task(name="order-email", cron=None, event="order.created", paused=True)
+    auth.as_role("operator")
+    client.post(f"/tasks/{task.id}/event", data={"csrf_token": auth.csrf(), "data": ""})
+    page = client.get(f"/tasks/{task.id}").get_data(as_text=True)
+    assert "Posted order.created to default: no enabled task of the tenant listens for it (this one is paused)." in page
+    assert event_runs(task) == []
+
+
+@pytest.mark.parametrize("typed, message", [
+    ("{order: 42", "Data is not valid JSON: Expecting property name enclosed in double quotes at line 1, column 2"),
+    ("[1, 2]", "data must be a JSON object"),
+    ('{"x": "\\ud800"}', "not valid Unicode"),
+    ("[" * 5000 + "]" * 5000, "nested deeper than 64 levels"),
+    ('{"blob": "' + "x" * 70_000 + '"}', "data: params are 70,012 bytes; at most 65,536"),
+])
+def test_bad_event_data_is_422_at_the_field_keeping_what_was_typed_and_fires_nothing(client, auth, typed, message):
+    task = make_task(name="order-email", cron=None, event="order.created")
+    auth.as_role("operator")
+    response = client.post(f"/tasks/{task.id}/event", data={"csrf_token": auth.csrf(), "data": typed})
+    html = response.get_data(as_text=True)
+    assert response.status_code == 422 and message in html and "Nothing was posted." in html
+    assert 'aria-invalid="true"' in html and "<details class=\"tasks-event\" open>" in html
+    assert f">{escape(typed)}</textarea>" in html
+    assert event_runs(task) == [] and audits("event.post", task.id) == []
 
 
 # -- edit -------------------------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from console.models import Task, Tenant
 from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.errors import InvalidInput
+from console.services.inputs import params_too_large
 from console.services.scheduling import planner
 
 
@@ -15,6 +16,9 @@ def on_event(tenant: Tenant, event_type: str, data, actor: Actor, clock: Clock =
     """Fire every enabled task of the tenant registered for this event, with `data` merged into its params."""
     if not isinstance(data, dict):
         raise InvalidInput("data must be a JSON object", "data")
+    too_large = params_too_large(data)
+    if too_large:
+        raise InvalidInput(f"data: {too_large}", "data")
     now = clock()
     tasks = db.session.execute(select(Task).where(Task.tenant_id == tenant.id, Task.event == event_type,
                                                   Task.paused.is_(False), Task.deleted_at.is_(None))
@@ -27,6 +31,16 @@ def on_event(tenant: Tenant, event_type: str, data, actor: Actor, clock: Clock =
         else:
             firings.append(planner.Firing(task.id, now, source="event", params=data, key=key))
     return outcomes + planner.fire(firings, actor, clock)
+
+
+def post_event(task: Task, data, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> list:
+    """Post a task's event for a person: every enabled task of its tenant listening for it fires; audited."""
+    outcomes = on_event(task.tenant, task.event, data, actor, clock)
+    audit.record(db.session, actor, "event.post", "task", task.id, tenant=task.tenant.name, clock=clock,
+                 after={"type": task.event, "data": data,
+                        "runs": [{"task_id": o.task_id, "run_id": o.run_id, "status": o.status} for o in outcomes]})
+    db.session.commit()
+    return outcomes
 
 
 def run_now(task: Task, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> planner.Outcome:

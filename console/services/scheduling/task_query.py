@@ -69,6 +69,15 @@ def next_firings(task: Task, now: datetime, count: int = 5) -> list[Firing]:
     return firings
 
 
+def listeners(task: Task) -> list[Task]:
+    """The tasks of a task's tenant that an event of its type fires (paused ones too, to say they are skipped)."""
+    if not task.event:
+        return []
+    return list(db.session.execute(select(Task).where(
+        Task.tenant_id == task.tenant_id, Task.event == task.event, Task.deleted_at.is_(None))
+        .order_by(Task.id)).scalars())
+
+
 def page(*, scope: int | None = None, tenant: str = "", handler: str = "", status: str = "", text: str = "",
          before: int | None = None, now: datetime, limit: int = 50) -> tuple[list[TaskRow], int | None]:
     """Return one page of live tasks (newest first) and the id to continue from (None on the last page)."""

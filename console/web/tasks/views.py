@@ -13,7 +13,7 @@ from console.extensions import db, htmx
 from console.models import Tenant
 from console.services.engine import registry
 from console.services.errors import ServiceError
-from console.services.inputs import row_id
+from console.services.inputs import json_text, row_id
 from console.services.people import tenants
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.policies import versions as policies
@@ -113,14 +113,23 @@ def _pairs(overlaps: list[dict]) -> list[dict]:
 @bp.get("/<int:task_id>")
 @requires(VIEW)
 def show(task_id: int):
-    task = tasks.get(task_id, tenant_scope())
+    return _task_page(tasks.get(task_id, tenant_scope()))
+
+
+def _task_page(task, status: int = 200, **event_form):
+    """The task page; `event_form` keeps what a person typed into Post event, with its error."""
     now = utcnow()
-    runs = tasks.recent_runs(task, RECENT_RUNS)
     return render_template("tasks/show.html", task=task, now=now, firings=task_query.next_firings(task, now),
                            rules={source.rule: source for source in template_insight.sources(task)},
-                           template_name=template_insight.template_name(task),
-                           runs=runs, breaches=breach_list.of_task(task.id, now),
-                           run_breaches=breach_list.of_runs([run.id for run in runs]))
+                           template_name=template_insight.template_name(task), event_form=event_form,
+                           listeners=task_query.listeners(task), **_runs_panel(task)), status
+
+
+def _runs_panel(task) -> dict:
+    """What the recent-runs panel shows: the runs and their SLA breaches."""
+    runs = tasks.recent_runs(task, RECENT_RUNS)
+    return {"runs": runs, "breaches": breach_list.of_task(task.id, utcnow()),
+            "run_breaches": breach_list.of_runs([run.id for run in runs])}
 
 
 @bp.get("/cron-preview")
@@ -134,11 +143,15 @@ def _toggle(task_id: int, paused: bool):
     task = tasks.set_paused(tasks.get(task_id, tenant_scope()), paused, current_actor())
     notice = f"{'Paused' if paused else 'Resumed'} {task.name}."
     if htmx:
-        # The header in place, and the schedule out of band: its firings read "skipped" while paused.
+        # The header in place; out of band, the schedule (its firings read "skipped" while paused), the runs panel
+        # (its hint says what creates the next run) and the page's flashes, which spoke of what came before.
         now = utcnow()
+        firings = task_query.next_firings(task, now)
         return (render_template("tasks/_header.html", task=task, notice=notice)
-                + render_template("tasks/_schedule.html", task=task, now=now,
-                                  firings=task_query.next_firings(task, now), oob=True))
+                + render_template("tasks/_schedule.html", task=task, now=now, firings=firings, oob=True,
+                                  event_form={}, listeners=task_query.listeners(task))
+                + render_template("tasks/_runs.html", task=task, firings=firings, oob=True, **_runs_panel(task))
+                + '<div id="flashes" hx-swap-oob="true"></div>')
     flash(notice, "success")
     return redirect(url_for("tasks.show", task_id=task.id), 303)
 
@@ -180,6 +193,41 @@ def trigger(task_id: int):
         flash(f"{task.name} did not fire: {outcome.reason or outcome.status}.", "error")
     return redirect(url_for("tasks.show", task_id=task.id), 303)
 
+
+
+@bp.post("/<int:task_id>/event")
+@requires(OPERATE)
+def post_event(task_id: int):
+    task = tasks.get(task_id, tenant_scope())
+    if not task.event:
+        abort(404)
+    text = request.form.get("data", "").strip() or "{}"
+    try:
+        outcomes = on_demand.post_event(task, json_text(text, "Data"), current_actor())
+    except (ValueError, ServiceError) as error:
+        return _task_page(task, getattr(error, "status", 422), text=text, error=str(error))
+    flash(Markup("Posted {} to {}: {}").format(task.event, task.tenant.name, _fired(outcomes, task)),
+          "success" if any(o.run_id for o in outcomes) else "info")
+    return redirect(url_for("tasks.show", task_id=task.id), 303)
+
+
+def _fired(outcomes: list, task) -> Markup:
+    """Say in one sentence what an event did to each task listening for it."""
+    if not outcomes:
+        return Markup("no enabled task of the tenant listens for it{}.").format(
+            " (this one is paused)" if task.paused else "")
+    names = {listener.id: listener.name for listener in task_query.listeners(task)}
+    parts = []
+    for outcome in outcomes:
+        name = names.get(outcome.task_id, f"task #{outcome.task_id}")
+        if outcome.run_id and outcome.status == "created":
+            link = Markup('<a href="/runs/{0}">run #{0}</a>').format(outcome.run_id)
+            waits = _REASONS.get(outcome.reason, outcome.reason)
+            parts.append(Markup("{} of {} waits ({})").format(link, name, waits) if waits
+                         else Markup("queued {} of {}").format(link, name))
+        else:
+            parts.append(Markup("{} did not fire ({})").format(name, outcome.reason or outcome.status))
+    return Markup("; ").join(parts) + "."
 
 
 @bp.post("/<int:task_id>/delete")
