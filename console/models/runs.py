@@ -148,6 +148,18 @@ class RunEvent(db.Model):
     data = mapped_column(JSON)
     run = relationship(Run)
 
+    @property
+    def by_worker(self) -> str | None:
+        """Name the worker that did this, or None when a timer, a person or a replay did.
+
+        Every event copies the run's last worker into worker_id; only a worker moves a run into or out of
+        running or compensating, or reports its progress and heartbeats.
+        """
+        worker_moves = {"running", "compensating"}
+        if self.from_status in worker_moves or self.to_status in worker_moves or self.kind in ("progress", "heartbeat"):
+            return self.worker_id
+        return None
+
 
 class AttemptDiagnostics(db.Model):
     """What a failed attempt left behind: its traceback and the handler's last log lines, bounded and masked."""

@@ -333,6 +333,11 @@ def test_a_replayed_run_waiting_in_series_two_shows_it_has_not_started(client, a
     assert fact(waiting, "Started") == f"not yet (series 2 is waiting) · series 1 started {first_start}"
     assert fact(waiting, "Worker") == "worker-a · from series 1; series 2 has none yet"
     assert '<td class="mono">worker-a</td>' in waiting
+    # On the timeline, the worker is named where a worker acted: not on olga's retry, which copies the run's last.
+    cells = {kind: re.findall(r'<td class="mono">([^<]*)</td>', row)[-1]
+             for kind, row in re.findall(r'<tr class="ev-(\w+)">(.*?)</tr>', waiting, re.S)}
+    assert cells["running"] == cells["dead"] == "worker-a" and cells["submitted"] == "—"
+    assert [cells[kind] for kind in cells if kind not in ("running", "dead", "submitted")] == ["—"]
     clock.advance(60)
     assert execute(run_id, 0, clock=clock, worker_id="worker-b") == "dead"
     ran = client.get(f"/runs/{run_id}").get_data(as_text=True)

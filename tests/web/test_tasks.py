@@ -304,6 +304,7 @@ def test_posting_the_event_fires_every_enabled_listener_with_the_data_and_is_aud
 def test_posting_the_event_of_a_paused_task_says_nothing_fired(client, auth):
     task = make_task(name="order-email", cron=None, event="order.created", paused=True)
     auth.as_role("operator")
+    assert "This task is paused, so the event skips it." in client.get(f"/tasks/{task.id}").get_data(as_text=True)
     client.post(f"/tasks/{task.id}/event", data={"csrf_token": auth.csrf(), "data": ""})
     page = client.get(f"/tasks/{task.id}").get_data(as_text=True)
     assert "Posted order.created to default: no enabled task of the tenant listens for it (this one is paused)." in page
