@@ -321,6 +321,13 @@ def fact(body: str, term: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", found.group(1))).strip() if found else ""
 
 
+def list_row(client, run_id: int) -> list[str]:
+    """The runs list's cells for one run, as text."""
+    html = client.get("/runs").get_data(as_text=True)
+    row = re.search(rf'<tr>\s*<td class="num mono"><a href="/runs/{run_id}">.*?</tr>', html, re.S).group(0)
+    return [" ".join(re.sub(r"<[^>]+>", " ", cell).split()) for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+
+
 def test_a_replayed_run_waiting_in_series_two_shows_it_has_not_started(client, auth, runs, clock):
     run_id = runs.submit("demo.flaky", FATAL, clock=clock)
     assert execute(run_id, 0, clock=clock, worker_id="worker-a") == "dead"
@@ -346,8 +353,13 @@ def test_a_replayed_run_waiting_in_series_two_shows_it_has_not_started(client, a
     second_start = f"{clock():%Y-%m-%d %H:%M:%S}"
     assert fact(ran, "Started") == f"{second_start} · series 2; series 1 started {first_start}"
     assert fact(ran, "Duration") == "0 ms"  # from series 2's start, not series 1's eleven minutes before
+    # The runs list says the same: series 2's start and duration, with series 1's start behind the "s2".
+    row = list_row(client, run_id)
+    assert row[7] == f"{clock():%H:%M:%S} s2" and row[9] == "0 ms"
     client.post(f"/runs/{run_id}/retry", data={"csrf_token": auth.csrf(f"/runs/{run_id}")})
+    assert list_row(client, run_id)[7] == "not yet" and list_row(client, run_id)[9] == "—"
     client.post(f"/runs/{run_id}/cancel", data={"csrf_token": auth.csrf(f"/runs/{run_id}")})
+    assert list_row(client, run_id)[7] == "never"
     cancelled = client.get(f"/runs/{run_id}").get_data(as_text=True)
     assert runs.get(run_id).status == "cancelled" and fact(cancelled, "Duration") == "—"
     assert fact(cancelled, "Started") == f"series 3 never started · an earlier series started {first_start}"

@@ -49,6 +49,9 @@ class RunPage:
     # A text search that ran out of its id window before filling the page: the ids it looked at (low, high).
     searched: tuple[int, int] | None = None
     filters: RunFilters = field(default_factory=RunFilters)
+    # Runs in a later series (a replay's, a manual retry's): when its first attempt started, None while it waits.
+    # started_at stays the first series', so the list shows these in its place.
+    series_starts: dict[int, datetime | None] = field(default_factory=dict)
 
 
 def apply(query, filters: RunFilters, scope: int | None):
@@ -150,10 +153,22 @@ def page(filters: RunFilters, *, scope: int | None, before: int | None = None, l
             Run.error_message.icontains(filters.text, autoescape=True)))
     rows = db.session.execute(query.order_by(*order).limit(limit + 1)).scalars().all()
     if len(rows) > limit:
-        return RunPage(rows[:limit], rows[limit - 1].id, filters=filters)
+        return RunPage(rows[:limit], rows[limit - 1].id, filters=filters, series_starts=series_starts(rows[:limit]))
     if low is not None and low > 1:
-        return RunPage(rows, low, (low, high - 1), filters=filters)
-    return RunPage(rows, None, filters=filters)
+        return RunPage(rows, low, (low, high - 1), filters=filters, series_starts=series_starts(rows))
+    return RunPage(rows, None, filters=filters, series_starts=series_starts(rows))
+
+
+def series_starts(runs: list[Run]) -> dict[int, datetime | None]:
+    """When each run in a later series started it (None: not yet), read from the timelines of those runs only."""
+    later = [run.id for run in runs if run.series > 1]
+    if not later:
+        return {}
+    started = dict(db.session.execute(
+        select(RunEvent.run_id, func.min(RunEvent.at)).join(Run, Run.id == RunEvent.run_id)
+        .where(RunEvent.run_id.in_(later), RunEvent.kind == "running", RunEvent.series == Run.series)
+        .group_by(RunEvent.run_id)).all())
+    return {run_id: started.get(run_id) for run_id in later}
 
 
 COUNT_CAP = 10_000
