@@ -127,4 +127,4 @@ def build(clock, monkeypatch) -> dict:
     sla.check(clock)
     delivery_round.tick(clock)  # closes the recovered run's work order
     return {"edge": edge.id, "office": office.id, "twice_dead": twice_dead, "recovered": recovered,
-            "duplicate": duplicate, "forbidden": forbidden, "edge_late": edge_late}
+            "duplicate": duplicate, "forbidden": forbidden, "edge_late": edge_late, "office_run": office_run}

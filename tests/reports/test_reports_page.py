@@ -137,6 +137,16 @@ def test_duplicate_execution_opens_the_runs_whose_handler_succeeded_twice(manage
     assert run_rows(client.get(behind).get_data(as_text=True)) == {built["duplicate"]}
 
 
+def test_conflict_early_warning_opens_the_firings_held_back_by_a_conflict(manager, client, built):
+    html = client.get("/reports?period=24h").get_data(as_text=True)
+    behind = card(html, "conflict_warning_hit_rate").group(2).replace("&amp;", "&")
+    assert "conflicted=1" in behind and "status=" not in behind
+    listed = client.get(behind).get_data(as_text=True)
+    # The office firing its window deferred (the forecast named it) and the one the ledger mutex skipped (it did not).
+    assert run_rows(listed) == {built["office_run"], built["forbidden"]}
+    assert "A firing held back by a conflict" in listed
+
+
 def test_the_alert_latency_cards_open_the_letters_of_the_period(manager, client):
     html = client.get("/reports?period=24h").get_data(as_text=True)
     assert card(html, "alert_latency_p95_s").group(2) == card(html, "dead_letters_created").group(2)

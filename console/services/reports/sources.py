@@ -11,7 +11,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import and_, exists, or_, select
+from sqlalchemy import exists, or_, select
 from sqlalchemy.orm import aliased
 
 from console.domain.errors import normalise_message
@@ -20,6 +20,7 @@ from console.domain.histograms import ALERT_LATENCY, RECOVERY, TRIGGER_DELAY
 from console.extensions import db
 from console.models import DeadLetter, Delivery, ForecastWarning, OutboxMessage, Run, RunEvent, SlaBreach, Task
 from console.services.delivery.notice import DEAD_RULES
+from console.services.runs.query import conflict_move
 from console.services.scheduling.sla import limits_of
 
 CHUNK = 500  # ids per IN (...) list
@@ -203,11 +204,8 @@ def _conflicts(cells: Cells, start: datetime, end: datetime) -> None:
                Run.scheduled_for)
         .join(Run, Run.id == RunEvent.run_id)
         .where(RunEvent.kind.in_(("submitted", "cancelled", "replaced", "deferred")),
-               RunEvent.at >= start, RunEvent.at < end,
-               or_(and_(RunEvent.kind == "submitted", RunEvent.reason.in_(("window", "quota"))),
-                   and_(RunEvent.kind == "cancelled", RunEvent.reason.in_(("mutex_forbid", "replaced"))),
-                   and_(RunEvent.kind == "deferred", RunEvent.reason == "quota_class", first_class_wait),
-                   RunEvent.kind == "replaced"))).all()
+               RunEvent.at >= start, RunEvent.at < end, conflict_move(RunEvent),
+               or_(RunEvent.kind != "deferred", first_class_wait))).all()
     rows = [row for row in rows if row.scheduled_for is not None and row.task_id is not None]
     if not rows:
         return

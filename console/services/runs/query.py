@@ -3,7 +3,7 @@
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import exists, func, or_, select
+from sqlalchemy import and_, exists, func, or_, select
 from sqlalchemy.orm import aliased, joinedload
 
 from console.db.intervals import seconds_between
@@ -39,6 +39,7 @@ class RunFilters:
     retried: bool = False
     late: bool = False
     duplicated: bool = False  # a handler success beyond the first (Duplicate execution)
+    conflicted: bool = False  # a firing deferred or skipped for a conflict (Conflict early warning)
 
 
 @dataclass
@@ -82,7 +83,19 @@ def apply(query, filters: RunFilters, scope: int | None):
         query = query.where(*late_start(filters.task_id))
     if filters.duplicated:
         query = query.where(_duplicated())
+    if filters.conflicted:
+        query = query.where(Run.task_id.is_not(None), Run.scheduled_for.is_not(None),
+                            exists().where(RunEvent.run_id == Run.id, conflict_move(RunEvent)))
     return query
+
+
+def conflict_move(event):
+    """The timeline rows written when a firing is deferred or skipped for a conflict: a mutex (forbid skipped it,
+    replace cancelled the run it displaced), an execution window, the tenant's queue quota or a quota class's slots."""
+    return or_(and_(event.kind == "submitted", event.reason.in_(("window", "quota"))),
+               and_(event.kind == "cancelled", event.reason.in_(("mutex_forbid", "replaced"))),
+               and_(event.kind == "deferred", event.reason == "quota_class"),
+               event.kind == "replaced")
 
 
 def _attempt_ended(*kinds: str, series: int | None = None):

@@ -26,16 +26,18 @@ class Links:
 
     def runs(self, *statuses: str, start: datetime | None = None, end: datetime | None = None,
              task_id: int | None = None, handler: str | None = None, tenant: str | None = None,
-             failed: bool = False, retried: bool = False, late: bool = False, duplicated: bool = False) -> str:
+             failed: bool = False, retried: bool = False, late: bool = False, duplicated: bool = False,
+             conflicted: bool = False) -> str:
         """The runs created in the period; `handler`: those of a handler run without a task (a text search);
         `failed`: with a series that failed for good; `retried`: whose first series failed at least once; `late`: a
-        task's that started past its limit."""
+        task's that started past its limit; `duplicated`: whose handler succeeded twice; `conflicted`: held back by a
+        conflict."""
         start, end = start or self.period.start, end or self.period.end
         return url_for("runs.index", status=list(statuses) or None, task=task_id or self.scope.task_id,
                        tenant=tenant or self.tenant, created_from=start.strftime(RUN_TIME),
                        created_to=end.strftime(RUN_TIME), q=handler if handler and not task_id else None,
                        failed=1 if failed else None, retried=1 if retried else None, late=1 if late else None,
-                       duplicated=1 if duplicated else None)
+                       duplicated=1 if duplicated else None, conflicted=1 if conflicted else None)
 
     def late_starts(self, row) -> str:
         """A task row's late starts: its runs that started past the task's start limit."""
@@ -92,7 +94,7 @@ class Links:
             return url_for("workorders.index", status="all", tenant=self.tenant,
                            since=self.period.start.strftime(MOMENT), until=self.period.end.strftime(MOMENT))
         if name == "conflict_warning_hit_rate":
-            return self.runs("cancelled", "pending")
+            return self.runs(conflicted=True)
         return self.runs()
 
     def buckets(self, name: str, starts: list[datetime], hourly: bool) -> list[str]:

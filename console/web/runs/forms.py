@@ -142,6 +142,7 @@ class RunFilterForm(TimelineFilterForm):
     retried = HiddenField("First series failed")
     late = HiddenField("Started late")
     duplicated = HiddenField("Succeeded twice")
+    conflicted = HiddenField("Held back by a conflict")
 
     def page_size(self) -> int:
         """Return the page size chosen (a value not offered is refused by validation)."""
@@ -154,7 +155,8 @@ class RunFilterForm(TimelineFilterForm):
     def filters(self, tenant_ids: dict[str, int]) -> RunFilters:
         return replace(super().filters(tenant_ids), error_code=(self.error_code.data or "").strip(),
                        text=(self.q.data or "").strip(), failed=bool(self.failed.data), retried=bool(self.retried.data),
-                       late=bool(self.late.data), duplicated=bool(self.duplicated.data))
+                       late=bool(self.late.data), duplicated=bool(self.duplicated.data),
+                       conflicted=bool(self.conflicted.data))
 
 
 def _utc(moment):
