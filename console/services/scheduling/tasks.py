@@ -33,22 +33,82 @@ def _whole(data: dict, name: str, low: int, high: int, default: int) -> int:
     return value
 
 
-def _validated(data: dict, tenant: Tenant, current: Task | None = None) -> dict:
-    """Check every field of a task definition; return the column values."""
-    unknown = set(data) - FIELDS
-    if unknown:
-        name = sorted(unknown)[0]
-        raise InvalidInput(f"unknown field {name!r}; allowed: {', '.join(sorted(FIELDS))}", name)
+class _Refusals:
+    """The refusals of a definition's fields, gathered so that every one is said at once."""
+
+    def __init__(self):
+        self.found: list[InvalidInput] = []
+
+    def check(self, function, *args, failed=None):
+        """Return function(*args), or `failed` after noting the InvalidInput it raised."""
+        try:
+            return function(*args)
+        except InvalidInput as error:
+            self.found.append(error)
+            return failed
+
+
+def _checked(data: dict, tenant: Tenant, current: Task | None = None) -> tuple[dict, list[InvalidInput]]:
+    """Check every field of a task definition; return the column values and every refusal, in field order."""
+    refusals = _Refusals()
+    unknown = sorted(set(data) - FIELDS)
+    refusals.found += [InvalidInput(f"unknown field {name!r}; allowed: {', '.join(sorted(FIELDS))}", name)
+                       for name in unknown]
     merged = {**(_as_input(current) if current else {}), **data}
-    name = merged.get("name")
+    if current is None and "policy" not in data:
+        # A new task naming no policy gets the defaults file's (`default` is what a task without one runs under).
+        default_policy = setting("TASK_DEFAULTS").policy
+        merged["policy"] = None if default_policy == policies.DEFAULT else default_policy
+    values = {"tenant_id": tenant.id, "name": refusals.check(_name, merged.get("name")),
+              "params": refusals.check(_params, merged.get("params") or {})}
+    values["cron"], values["timezone"] = refusals.check(_schedule, merged, failed=(None, None))
+    values["event"] = refusals.check(_event, merged.get("event") or None)
+    values["policy_id"], values["policy_overrides"] = refusals.check(_policy, merged.get("policy"),
+                                                                     failed=(None, None))
+    rules, values["template_id"], values["inherits"] = _rules(data, merged, current, refusals)
+    values.update(rules, handler=refusals.check(handler_kinds.normalise, merged.get("handler")),
+                  jitter_s=refusals.check(_whole, merged, "jitter_s", 0, 3600, 0),
+                  debounce_s=refusals.check(_whole, merged, "debounce_s", 0, 86_400, 0),
+                  paused=refusals.check(_flag, merged, "paused"))
+    return values, refusals.found
+
+
+def _validated(data: dict, tenant: Tenant, current: Task | None = None) -> dict:
+    """Return the column values of a task definition, or raise the first refusal of its fields."""
+    values, found = _checked(data, tenant, current)
+    if found:
+        raise found[0]
+    return values
+
+
+def problems(tenant: Tenant, data: dict, current: Task | None = None) -> list[InvalidInput | Conflict]:
+    """Return every refusal of a task definition at once (a form marks them all), a taken name too; [] if none."""
+    values, found = _checked(data, tenant, current)
+    if values["name"] is not None:
+        try:
+            _check_name_free(tenant, values["name"], current.id if current else None)
+        except Conflict as error:
+            found.append(error)
+    return found
+
+
+def _name(name) -> str:
     if not isinstance(name, str) or not NAME.match(name):
         raise InvalidInput("name is 1-120 letters, digits, spaces or . _ : / -", "name")
-    params = merged.get("params") or {}
+    return name
+
+
+def _params(params) -> dict:
     if not isinstance(params, dict):
         raise InvalidInput("params must be a JSON object", "params")
+    return params
+
+
+def _schedule(merged: dict) -> tuple[str | None, str]:
+    """Return the cron expression (None for a task without one) and the time zone, checked together."""
     timezone = merged.get("timezone") or "UTC"
     # Neither cron nor event is allowed: such a task runs only when someone runs it (Run now, the API).
-    expression, event = merged.get("cron") or None, merged.get("event") or None
+    expression = merged.get("cron") or None
     if expression is not None:
         if not isinstance(expression, str):
             raise InvalidInput("cron is a 5-field crontab expression such as '30 2 * * MON'", "cron")
@@ -63,21 +123,13 @@ def _validated(data: dict, tenant: Tenant, current: Task | None = None) -> dict:
             cron.load_zone(timezone)
         except cron.CronError as error:
             raise InvalidInput(error.message, error.field) from None
+    return expression, timezone
+
+
+def _event(event) -> str | None:
     if event is not None and (not isinstance(event, str) or not EVENT.match(event) or event.startswith("task.")):
         raise InvalidInput("event is a lowercase name like order.created (task.* names are the engine's)", "event")
-    if current is None and "policy" not in data:
-        # A new task naming no policy gets the defaults file's (`default` is what a task without one runs under).
-        default_policy = setting("TASK_DEFAULTS").policy
-        merged["policy"] = None if default_policy == policies.DEFAULT else default_policy
-    policy_id, overrides = _policy(merged.get("policy"))
-    rules, template_id, inherits = _rules(data, merged, current)
-    return {
-        "tenant_id": tenant.id, "name": name, "handler": handler_kinds.normalise(merged.get("handler")),
-        "params": params, "cron": expression, "timezone": timezone, "event": event, "policy_id": policy_id,
-        "policy_overrides": overrides, **rules, "template_id": template_id, "inherits": inherits,
-        "jitter_s": _whole(merged, "jitter_s", 0, 3600, 0), "debounce_s": _whole(merged, "debounce_s", 0, 86_400, 0),
-        "paused": _flag(merged, "paused"),
-    }
+    return event
 
 
 def _template_name(data: dict, current: Task | None) -> str | None:
@@ -90,18 +142,14 @@ def _template_name(data: dict, current: Task | None) -> str | None:
     return default if templates.find(default) is not None else None
 
 
-def _rules(data: dict, merged: dict, current: Task | None) -> tuple[dict, int | None, list[str] | None]:
-    """Return the rules in force, the template's id and the rules taken from it (docs: "Conflict templates")."""
+def _rules(data: dict, merged: dict, current: Task | None,
+           refusals: _Refusals) -> tuple[dict, int | None, list[str] | None]:
+    """Return the rules in force, the template's id and the rules taken from it (docs: "Conflict templates"), noting
+    each refused rule in `refusals`."""
     name = _template_name(data, current)
-    inherit = data.get("inherit", [])
-    if not isinstance(inherit, list) or any(rule not in conflict_rules.RULES for rule in inherit):
-        raise InvalidInput(f"inherit is a list of rules taken from the template: {', '.join(conflict_rules.RULES)}",
-                           "inherit")
-    if inherit and name is None:
-        raise InvalidInput("inherit needs a template to take the rules from", "inherit")
-    both = sorted(set(inherit) & set(data))
-    if both:
-        raise InvalidInput(f"{both[0]} is both set and inherited; leave it out to inherit it", both[0])
+    inherit = refusals.check(_inherit, data, name)
+    if inherit is None:
+        return {}, None, None
     # The task's own rules: those the request sets, and those it set before and still does.
     own = {rule: merged[rule] for rule in conflict_rules.RULES if rule in merged and rule not in inherit}
     if current is not None and name is None:
@@ -114,7 +162,28 @@ def _rules(data: dict, merged: dict, current: Task | None) -> tuple[dict, int | 
         try:
             checked[rule] = conflict_rules.check(rule, value)
         except conflict_rules.RuleError as error:
-            raise InvalidInput(error.message, error.field) from None
+            refusals.found.append(InvalidInput(error.message, error.field))
+    if len(checked) < len(own):
+        return {}, None, None
+    return refusals.check(_in_force, checked, name, current, failed=({}, None, None))
+
+
+def _inherit(data: dict, template: str | None) -> list[str]:
+    """Return the rules the request takes from its template."""
+    inherit = data.get("inherit", [])
+    if not isinstance(inherit, list) or any(rule not in conflict_rules.RULES for rule in inherit):
+        raise InvalidInput(f"inherit is a list of rules taken from the template: {', '.join(conflict_rules.RULES)}",
+                           "inherit")
+    if inherit and template is None:
+        raise InvalidInput("inherit needs a template to take the rules from", "inherit")
+    both = sorted(set(inherit) & set(data))
+    if both:
+        raise InvalidInput(f"{both[0]} is both set and inherited; leave it out to inherit it", both[0])
+    return inherit
+
+
+def _in_force(checked: dict, name: str | None, current: Task | None) -> tuple[dict, int | None, list[str] | None]:
+    """Return the rules in force with the template's (if any), holding the template and quota class named."""
     if name is None:
         rules = conflict_rules.effective(checked, None)
         quota_classes.hold(rules["quota_class"])
