@@ -291,11 +291,11 @@ def update(task_id: int):
         return _form_page(form, task, 422)
     now = utcnow()
     body, unread = form.to_body()
-    found = unread + tasks.problems(task.tenant, body, task)
-    if found:
-        return _refused(form, found, task_id)
-    before = conflicts.marks(task.tenant, now, mutex_key=task.mutex_key, task_id=task.id)
     try:
+        found = unread + tasks.problems(task.tenant, body, task)
+        if found:
+            return _refused(form, found, task_id)
+        before = conflicts.marks(task.tenant, now, mutex_key=task.mutex_key, task_id=task.id)
         tasks.edit(task, body, current_actor())
     except ServiceError as error:
         return _refused(form, [error], task_id)
