@@ -29,6 +29,8 @@ _OPTIONAL = {"max_start_delay_s", "deadline_s"}
 # Whose failures one breaker counts: the handler's, across tenants (an outage is everyone's), or each tenant's own.
 BREAKER_SCOPES = ("handler", "handler_and_tenant")
 _CODE_LISTS = ("retryable_codes", "non_retryable_codes")
+# A run keeps its error code in 80 characters (runs.error_code): a longer code in a policy could never match one.
+MAX_CODE_CHARS = 80
 # The nested form the YAML file and the API may use, mapped to the flat field names.
 _NESTED = {
     "breaker": {key: f"breaker_{key}" for key in ("failure_threshold", "open_s", "success_threshold", "scope")},
@@ -71,6 +73,21 @@ def _check_codes(name: str, value: object) -> tuple[str, ...]:
         if not isinstance(code, str) or not code.strip():
             raise PolicyError(name, f"{name} must hold non-empty strings, got {code!r}")
     return tuple(dict.fromkeys(code.strip() for code in value))
+
+
+def too_long_codes(data: Mapping) -> list[PolicyError]:
+    """Return a problem per code list holding a code over MAX_CODE_CHARS: checked where a policy is saved, not where
+    a stored one is loaded (a version saved before the limit still runs)."""
+    found = []
+    for name in _CODE_LISTS:
+        value = data.get(name)
+        codes = [code for code in value if isinstance(code, str)] if isinstance(value, list | tuple) else []
+        longest = max(codes, key=len, default="")
+        if len(longest) > MAX_CODE_CHARS:
+            hint = (f"{name} holds a code of {len(longest):,} characters ({longest[:20]!r}…); an error code is at "
+                    f"most {MAX_CODE_CHARS} characters, as a run records it")
+            found.append(PolicyError(name, hint))
+    return found
 
 
 def _problems(values: dict) -> tuple[dict, list[PolicyError]]:

@@ -11,6 +11,7 @@ from console.domain.policy import (
     delay_bounds,
     retry_delay,
     retry_schedule,
+    too_long_codes,
 )
 
 
@@ -139,6 +140,16 @@ def test_non_mapping_is_rejected():
 def test_direct_construction_is_validated_too():
     with pytest.raises(PolicyError):
         RetryPolicy(jitter=2)
+
+
+def test_a_code_over_80_characters_is_a_problem_to_save_but_still_loads():
+    stored = {"retryable_codes": ["timeout", "x" * 81], "non_retryable_codes": ["y" * 80]}
+    assert RetryPolicy.from_mapping(stored).retryable_codes == ("timeout", "x" * 81)  # an old version still runs
+    [problem] = too_long_codes(stored)
+    assert problem.field == "retryable_codes"
+    assert problem.message == ("retryable_codes holds a code of 81 characters ('xxxxxxxxxxxxxxxxxxxx'…); an error "
+                               "code is at most 80 characters, as a run records it")
+    assert too_long_codes({"retryable_codes": "not a list", "non_retryable_codes": [5]}) == []  # said elsewhere
 
 
 def test_backoff_follows_base_times_multiplier_power():

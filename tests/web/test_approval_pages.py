@@ -188,11 +188,12 @@ def test_reject_needs_a_note_and_then_never_runs(person, letter, runs):
                                     headers=HX)
     assert too_long.status_code == 422 and "keep the note under 2000 characters" in html(too_long)
     assert re.search(r'<textarea[^>]*name="reject-note"[^>]*>\s*why why why', html(too_long))
-    # Without htmx the refusal is a redirect to the request's page, which says it.
+    # Without htmx the refusal is a redirect to the request's page, which says it with the refusal's status.
     plain = approver_client.post(f"{here}/reject", data={"csrf_token": token, "reject-note": ""})
     assert plain.status_code == 303 and plain.headers["Location"] == here
-    assert '<div class="flash error" role="status">say why in a note: the requester reads it</div>' in html(
-        approver_client.get(here))
+    landed = approver_client.get(here)
+    assert landed.status_code == 422
+    assert '<div class="flash error" role="status">say why in a note: the requester reads it</div>' in html(landed)
     assert db.session.get(Approval, request.id).status == "pending"
     done = approver_client.post(f"{here}/reject", data={"csrf_token": token, "reject-note": "fix the account first"},
                                 headers=HX)
@@ -201,6 +202,32 @@ def test_reject_needs_a_note_and_then_never_runs(person, letter, runs):
     db.session.expire_all()
     assert db.session.get(Approval, request.id).status == "rejected"
     assert runs.get(request.payload["run_id"]).status == "dead"
+
+
+def test_a_refused_decision_without_javascript_lands_on_the_requests_page_with_its_4xx(person, letter, runs):
+    _, olga = person("olga", "operator")
+    approver_client, ada = person("ada", "approver")
+    own, theirs = file_fix(letter(), ada), file_fix(letter(), olga)
+    # Approving one's own request (403), then a request decided already (409): each ends on the request's own page,
+    # which says why with the refusal's status; reloading it posts nothing and reads as the request is.
+    for request, action, status, says in (
+            (own, "approve", 403, "you requested this change; another person with the approve permission"),
+            (theirs, "reject", 409, f"request {theirs.id} is executed, no longer pending")):
+        here = f"/approvals/{request.id}"
+        if request is theirs:
+            other_client, _ = person("alex", "approver")
+            assert other_client.post(f"{here}/approve", data={"csrf_token": other_client.csrf(here)}
+                                     ).status_code == 303
+        refused = approver_client.post(f"{here}/{action}", data={"csrf_token": approver_client.csrf(here),
+                                                                 f"{action}-note": "not this one"})
+        assert refused.status_code == 303 and refused.headers["Location"] == here
+        landed = approver_client.get(here)
+        assert landed.status_code == status and says in html(landed), html(landed)
+        reloaded = approver_client.get(here)
+        assert reloaded.status_code == 200 and says not in html(reloaded)
+    db.session.expire_all()
+    assert (db.session.get(Approval, own.id).status, db.session.get(Approval, theirs.id).status) == (
+        "pending", "executed")
 
 
 def test_decisions_need_the_csrf_token(person, letter):

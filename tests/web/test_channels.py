@@ -105,16 +105,37 @@ def test_settings_saved_here_win_over_the_env_and_stay_masked(app, client, auth)
         assert (row.url, row.secret, targets.get("webhook").configured) == (None, None, False)
 
 
-def test_a_bad_url_is_refused_and_not_echoed(app, client, auth):
+def url_box(html: str, name: str) -> tuple[str, list[str]]:
+    """Return the URL input of a channel's settings form and the errors marked under it."""
+    found = re.search(rf'(<input[^>]*id="{name}-url"[^>]*>)((?:<div class="field-error"[^>]*>[^<]*</div>)*)', html)
+    return found.group(1), re.findall(r'<div class="field-error"[^>]*>([^<]*)</div>', found.group(2))
+
+
+def test_a_bad_url_is_refused_at_its_field_keeping_what_was_typed(app, client, auth):
     auth.as_role("admin")
-    response = post(client, auth, "/admin/channels/slack", {"slack-url": "ftp://files.example.com/secret-path",
-                                                            "slack-enabled": "1"})
+    response = post(client, auth, "/admin/channels/webhook", {
+        "webhook-url": "hooks.example.com/inbound/abc123", "webhook-secret": HOOK_SECRET, "webhook-enabled": "0",
+        "webhook-forget_secret": "y"})
     html = response.get_data(as_text=True)
-    assert response.status_code == 422 and "give a full http:// or https:// URL" in html
-    assert "secret-path" not in html
-    assert db.session.get(ChannelSetting, "slack") is None
+    assert response.status_code == 422 and response.headers["Cache-Control"] == "no-store"
+    box, errors = url_box(html, "webhook")
+    # The person's own answer keeps the URL they typed, to correct it; a secret is never sent back.
+    assert 'value="hooks.example.com/inbound/abc123"' in box and 'aria-invalid="true"' in box
+    assert errors == ["give a full http:// or https:// URL"]
+    assert HOOK_SECRET not in html and "Type it again: a secret is never sent back." in html
+    settings = html[html.index('action="/admin/channels/webhook"'):]
+    assert '<option selected value="0">off</option>' in settings
+    assert re.search(r'<input checked[^>]*id="webhook-forget_secret"', settings)
+    assert url_box(html, "slack") == ('<input autocomplete="off" id="slack-url" maxlength="500" name="slack-url" '
+                                      'placeholder="https://…" type="text" value="">', [])  # the others untouched
+    assert db.session.get(ChannelSetting, "webhook") is None
+    too_long = post(client, auth, "/admin/channels/webhook", {"webhook-url": "https://hooks.example.com/" + "a" * 600,
+                                                              "webhook-enabled": "1"})
+    assert too_long.status_code == 422
+    assert url_box(too_long.get_data(as_text=True), "webhook")[1] == ["keep the URL under 500 characters"]
     refused = post(client, auth, "/admin/channels/slack", {"slack-secret": "x" * 20, "slack-enabled": "1"})
     assert refused.status_code == 422 and "Slack takes no secret" in refused.get_data(as_text=True)
+    assert db.session.get(ChannelSetting, "slack") is None
 
 
 def test_only_admins_reach_channels(app, client, auth):

@@ -329,3 +329,33 @@ def test_a_version_saved_before_breaker_scope_existed_reads_as_per_handler(clien
     assert post_form(client, auth, "/policies/quick", max_attempts="4").status_code == 303
     history = client.get("/policies/quick").get_data(as_text=True).split('id="history"')[1]
     assert "breaker_scope</span>:" not in history  # no phantom change from a missing field
+
+
+def test_a_code_longer_than_a_run_keeps_is_refused_at_its_field_and_nothing_is_saved(client, auth):
+    auth.as_role("operator")
+    audits = db.session.query(AuditEntry).count()
+    response = post_form(client, auth, "/policies/quick", retryable_codes="http_503, " + "x" * 100_000,
+                         non_retryable_codes="y" * 81)
+    assert response.status_code == 422
+    page = response.get_data(as_text=True)
+    marked = dict(re.findall(r'<input[^>]*id="(\w+)"[^>]*>\s*<div class="field-error">([^<]*)</div>', page))
+    assert marked["retryable_codes"].startswith("Retryable codes holds a code of 100,000 characters")
+    assert "an error code is at most 80 characters" in marked["retryable_codes"]
+    assert marked["non_retryable_codes"].startswith("Non-retryable codes holds a code of 81 characters")
+    assert "Nothing was saved: fix the 2 fields marked below." in page
+    assert versions("quick") == [1] and db.session.query(AuditEntry).count() == audits
+
+
+def test_a_version_stored_with_a_longer_code_still_loads_and_edits(client, auth):
+    record = policies.get("quick")
+    version = policies.current_version(record)
+    version.spec = {**version.spec, "retryable_codes": ["z" * 200]}
+    db.session.commit()
+    assert policies.effective(record.id, None)[1].retryable_codes == ("z" * 200,)  # what runs use loads
+    auth.as_role("operator")
+    page = client.get("/policies/quick")
+    assert page.status_code == 200 and "z" * 200 in page.get_data(as_text=True)
+    # Saving it again is a save: the code must be shortened then.
+    response = post_form(client, auth, "/policies/quick", retryable_codes="z" * 200)
+    assert response.status_code == 422 and versions("quick") == [1]
+    assert post_form(client, auth, "/policies/quick", retryable_codes="z" * 80).status_code == 303

@@ -376,6 +376,28 @@ def test_edit_puts_each_service_refusal_under_its_field(client, auth, changes, f
     assert audits("task.edit", task.id) == []
 
 
+def marked(html: str) -> dict[str, str]:
+    """Return each field's first error, by the field's name."""
+    return dict(reversed(re.findall(r'id="(\w+)-error">([^<]*)<', html)))
+
+
+def test_edit_marks_every_field_the_service_refuses_at_once(client, auth):
+    make_task(name="taken")
+    task = make_task(name="mine")
+    before = tasks.snapshot(task)
+    auth.as_role("operator")
+    response = client.post(f"/tasks/{task.id}/edit", data=form_body(
+        task, auth.csrf(), name="taken", cron="61 * * * *", sla='{"deadline_s": -5}', jitter_s="soon",
+        policy_overrides='{"max_attempts": 0}', params="{report: 1}"))
+    assert response.status_code == 422
+    page = response.get_data(as_text=True)
+    errors = marked(page)
+    assert set(errors) == {"name", "cron", "sla", "jitter_s", "policy_overrides", "params"}, errors
+    assert errors["name"].startswith("tenant default already has a task named")
+    assert "Nothing was saved: fix the 6 fields marked below." in page
+    assert tasks.snapshot(reload(task.id)) == before and audits("task.edit", task.id) == []
+
+
 def test_renaming_to_a_taken_name_is_409_on_the_name_field(client, auth):
     make_task(name="taken")
     task = make_task(name="mine")
@@ -454,6 +476,25 @@ def test_new_task_with_bad_input_is_422_and_keeps_what_was_typed(client, auth):
         html = response.get_data(as_text=True)
         assert response.status_code == 422 and 'value="nightly"' in html
         assert message in re.findall(r'id="params-error">([^<]*)<', html)[0]
+    assert db.session.execute(select(Task)).first() is None
+
+
+def test_new_task_marks_every_field_the_service_refuses_at_once_and_saves_nothing(client, auth):
+    auth.as_role("operator")
+    response = client.post("/tasks/new", data={
+        "csrf_token": auth.csrf("/tasks/new"), "tenant": "default", "name": "nightly!", "handler": "demo.nope",
+        "params": '{"a": 1', "cron": "0 25 * * *", "timezone": "UTC", "event": "Task.Started",
+        "policy": "no-such-policy", "concurrency_policy": "sometimes", "window": '{"start": "8am", "end": "18:00"}',
+        "jitter_s": "soon", "debounce_s": "-1", "misfire_grace_s": "300", "sla": '{"deadline_s": -5}'})
+    assert response.status_code == 422
+    page = response.get_data(as_text=True)
+    errors = marked(page)
+    assert set(errors) == {"name", "handler", "params", "cron", "event", "policy", "concurrency_policy", "window",
+                           "jitter_s", "debounce_s", "sla"}, errors
+    assert errors["cron"] == "field 2 (hour) value 25 is out of range 0-23"
+    assert errors["params"].startswith("params is not valid JSON")
+    assert "Nothing was saved: fix the 11 fields marked below." in page
+    assert 'value="nightly!"' in page and 'value="0 25 * * *"' in page  # what was typed stays
     assert db.session.execute(select(Task)).first() is None
 
 

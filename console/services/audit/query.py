@@ -1,12 +1,38 @@
 """Read the audit log: filtered, newest first, one keyset page at a time."""
 
+from collections.abc import Mapping
+
 from sqlalchemy import select
 
 from console.extensions import db
 from console.models import AuditEntry
+from console.services.inputs import MAX_ID, row_id
 
 # Sign-ins and sign-outs are written as auth.*: one row per person per login, so they drown out the changes.
 SIGN_IN_ACTIONS = "auth."
+FILTERS = ("actor", "action", "target")
+
+
+def from_args(args: Mapping) -> tuple[dict, list[str]]:
+    """Return page()'s filters from a query string, and what in it cannot be used, each said with how to fix it."""
+    filters = {key: str(args.get(key) or "").strip() for key in FILTERS}
+    refused = []
+    hide = str(args.get("hide_signins") or "")
+    if hide not in ("", "1"):
+        refused.append(f"hide_signins is 1 to hide sign-ins, or left out; got {_shown(hide)}")
+    before = str(args.get("before") or "").strip()
+    try:
+        before_seq = row_id(before) if before else None
+    except ValueError:
+        # int() refuses more than 4,300 digits with a ValueError too: a huge number is this message, not a 500.
+        before_seq = None
+        refused.append(f"before={_shown(before)} is not an entry number: the Older link gives one (a whole number "
+                       f"from 1 to {MAX_ID:,}); leave it out for the newest entries")
+    return {**filters, "hide_sign_ins": hide == "1", "before_seq": before_seq}, refused
+
+
+def _shown(text: str) -> str:
+    return text[:20] + "…" if len(text) > 20 else text
 
 
 def page(*, actor: str = "", action: str = "", target: str = "", hide_sign_ins: bool = False,

@@ -10,7 +10,7 @@ from sqlalchemy import bindparam, select
 from console.db import locks
 from console.domain import names
 from console.domain.clock import SYSTEM_CLOCK, Clock
-from console.domain.policy import PolicyError, RetryPolicy
+from console.domain.policy import RetryPolicy, too_long_codes
 from console.extensions import db
 from console.models import PolicyVersion, RetryPolicyRecord
 from console.services import inputs, versioning
@@ -25,20 +25,20 @@ DEFAULTS_FILE_HEADER = "# Default retry policies, loaded into the database at st
 
 
 def validated(spec, field_prefix: str = "policy") -> RetryPolicy:
-    """Turn a mapping into a policy, or raise a 422 naming the bad field."""
-    if not isinstance(spec, dict):
-        raise InvalidInput("a policy is an object of fields such as max_attempts", field_prefix)
-    try:
-        return RetryPolicy.from_mapping(spec)
-    except PolicyError as error:
-        raise InvalidInput(error.message, f"{field_prefix}.{error.field}") from None
+    """Turn a mapping a person or the API sends into a policy, or raise a 422 naming the bad field."""
+    found = problems(spec, field_prefix)
+    if found:
+        raise found[0]
+    return RetryPolicy.from_mapping(spec)
 
 
 def problems(spec, field_prefix: str = "policy") -> list[InvalidInput]:
     """Return every bad field of a mapping at once, each as the 422 validated() would raise for it."""
     if not isinstance(spec, dict):
         return [InvalidInput("a policy is an object of fields such as max_attempts", field_prefix)]
-    return [InvalidInput(error.message, f"{field_prefix}.{error.field}") for error in RetryPolicy.problems(spec)]
+    # The length of a code is a rule for new values only: stored versions are read with RetryPolicy alone.
+    found = RetryPolicy.problems(spec) + too_long_codes(spec)
+    return [InvalidInput(error.message, f"{field_prefix}.{error.field}") for error in found]
 
 
 def normalized(spec: dict) -> dict:

@@ -21,18 +21,23 @@ ROUTES = [
 ]
 
 
-def _form(target: targets.Target, form: ChannelForm | None = None) -> ChannelForm:
-    form = form or ChannelForm(prefix=target.name, enabled="1" if target.enabled else "0")
-    # A URL or secret typed in is never sent back to the browser: the page shows them masked only.
+def _form(target: targets.Target) -> ChannelForm:
+    form = ChannelForm(prefix=target.name, enabled="1" if target.enabled else "0")
+    # A saved URL or secret is never sent back to the browser: the page shows them masked only.
     form.url.data, form.secret.data = "", ""
     return form
 
 
-def _page(failed: tuple[str, ChannelForm, str | None] | None = None, status: int = 200):
+def _page(failed: tuple[str, ChannelForm] | None = None, status: int = 200):
+    """Render the page; `failed` is a refused channel form, shown open with what was typed and its errors."""
     now = utcnow()
     states = channel_report.channels()
-    forms = {state.target.name: _form(state.target, failed[1] if failed and failed[0] == state.target.name else None)
-             for state in states}
+    forms = {state.target.name: _form(state.target) for state in states}
+    if failed:
+        name, form = failed
+        # The refused URL is the person's own, sent back to be corrected (the page is no-store); a secret never is.
+        form.secret.data = ""
+        forms[name] = form
     return render_template("admin/channels.html", states=states, forms=forms, routes=ROUTES, now=now,
                            backlog=channel_report.backlog(now), latency=channel_report.latency(now),
                            failures=channel_report.recent_failures(), failed=failed), status
@@ -70,14 +75,14 @@ def update_channel(name: str):
     target = targets.get(name)
     form = ChannelForm(prefix=name)
     if not form.validate_on_submit():
-        problems = "; ".join(f"{form[key].label.text}: {', '.join(errors)}" for key, errors in form.errors.items())
-        return _page((name, form, problems), 422)
+        return _page((name, form), 422)
     try:
         saved = targets.save(name, current_actor(), url=form.url.data or "", secret=form.secret.data or "",
                              enabled=form.enabled.data == "1", forget_url=form.forget_url.data,
                              forget_secret=form.forget_secret.data)
     except ServiceError as error:
-        return _page((name, form, error.detail), error.status)
+        form.attach(error)
+        return _page((name, form), error.status)
     state = "configured" if saved.configured else f"not sending: {saved.missing}"
     flash(f"Saved {target.spec.label} ({state}).", "success")
     return redirect(url_for("admin.channels_index"), 303)

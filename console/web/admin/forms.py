@@ -62,11 +62,20 @@ class AlertRuleForm(FlaskForm):
 class ChannelForm(FlaskForm):
     """One channel's console settings; a blank URL or secret keeps what is set, 'forget' falls back to the env."""
 
-    url = StringField("URL", validators=[Optional(), Length(max=500)])
-    secret = PasswordField("Secret", validators=[Optional(), Length(max=500)])
+    # The same words as the service's limits (targets.save), whichever of the two refuses first.
+    url = StringField("URL", validators=[Optional(), Length(max=500, message="keep the URL under 500 characters")])
+    secret = PasswordField("Secret", validators=[
+        Optional(), Length(max=500, message="keep the secret under 500 characters")])
     enabled = SelectField("Status", choices=[SelectChoice("1", "on"), SelectChoice("0", "off")])
     forget_url = BooleanField("Forget the saved URL")
     forget_secret = BooleanField("Forget the saved secret")
+
+    def attach(self, error) -> None:
+        """Show a service refusal under the field it names (url, secret), else across the form."""
+        if error.field in ("url", "secret"):
+            self[error.field].errors = [*self[error.field].errors, error.detail]
+        else:
+            self.form_errors.append(error.detail)
 
 
 class SettingForm(FlaskForm):

@@ -1,6 +1,6 @@
 """Approvals: the inbox of other people's requests, my requests, all requests, and one request's diff and decision."""
 
-from flask import Blueprint, flash, redirect, request, url_for
+from flask import Blueprint, flash, redirect, request, session, url_for
 from flask_login import current_user
 
 from console.auth import current_actor, requires, tenant_scope
@@ -16,6 +16,8 @@ from console.web.render import page
 
 bp = Blueprint("approvals", __name__, url_prefix="/approvals")
 PAGE_SIZE = 50
+# [request id, status] of a decision refused to a browser without htmx: its redirect lands on a page with that status.
+REFUSED = "approval_refused"
 
 
 @bp.context_processor
@@ -82,7 +84,8 @@ def _show(approval_id: int, *, error: str | None = None, status: int = 200, appr
 @bp.get("/<int:approval_id>")
 @requires(VIEW)
 def show(approval_id: int):
-    return _show(approval_id)
+    refused = session.pop(REFUSED, None)
+    return _show(approval_id, status=refused[1] if refused and refused[0] == approval_id else 200)
 
 
 def _decide(approval_id: int, form, form_name: str, action, done):
@@ -108,11 +111,12 @@ def _decide(approval_id: int, form, form_name: str, action, done):
 def _refused(approval_id: int, form_name: str, form, status: int, said: list[str], error: str | None = None):
     """Answer a refused decision at the request's own address, so a reload posts nothing again: as a work order's
     actions do, htmx gets the page's detail with the refusal beside the typed note; a browser without it is sent
-    to the request's page with the refusal flashed."""
+    to the request's page, which flashes the refusal and answers with its status (once: a reload reads 200)."""
     if htmx:
         return _show(approval_id, error=error, status=status, **{form_name: form})
     for message in said:
         flash(message, "error")
+    session[REFUSED] = [approval_id, status]
     return redirect(url_for("approvals.show", approval_id=approval_id), 303)
 
 

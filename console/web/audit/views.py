@@ -8,7 +8,6 @@ from console.extensions import db
 from console.models import Tenant
 from console.services.audit import query as audit_query
 from console.services.audit import trail as audit
-from console.services.inputs import row_id
 from console.services.people.permissions import ADMIN, VIEW
 from console.web.render import page
 
@@ -20,13 +19,16 @@ bp = Blueprint("audit", __name__, url_prefix="/audit")
 def index():
     scope = tenant_scope()
     tenant = db.session.get(Tenant, scope).name if scope else None
-    filters = {key: request.args.get(key, "").strip() for key in ("actor", "action", "target")}
-    hide_sign_ins = request.args.get("hide_signins") == "1"
-    before = request.args.get("before", type=row_id)
-    entries, next_seq = audit_query.page(**filters, hide_sign_ins=hide_sign_ins, before_seq=before, tenant=tenant)
-    query = dict(filters, hide_signins="1") if hide_sign_ins else filters
+    asked, refused = audit_query.from_args(request.args)
+    # An address that names no page shows no rows: what it says to fix, and the newest with the filters that were good.
+    entries, next_seq = ([], None) if refused else audit_query.page(**asked, tenant=tenant)
+    filters = {key: asked[key] for key in audit_query.FILTERS}
+    query = {key: value for key, value in filters.items() if value}
+    if asked["hide_sign_ins"]:
+        query["hide_signins"] = "1"
     return page("audit/index.html", "results", entries=entries, next_seq=next_seq, filters=filters, query=query,
-                hide_sign_ins=hide_sign_ins, field_changes=_field_changes, shown=diff.shown)
+                hide_sign_ins=asked["hide_sign_ins"], refused=refused, field_changes=_field_changes,
+                shown=diff.shown), 422 if refused else 200
 
 
 def _field_changes(before, after) -> list[diff.FieldChange]:

@@ -101,23 +101,34 @@ class TaskForm(FlaskForm):
             # Inherited: left empty, so the template's next version reaches this task too.
             self[rule].data = ""
 
-    def to_body(self) -> dict:
-        """Return the request body the task API would receive; raise InvalidInput for a JSON field that is not JSON."""
-        overrides = _json(self.policy_overrides, "policy overrides", {})
+    def to_body(self) -> tuple[dict, list[InvalidInput]]:
+        """Return the request body the task API would receive, and a refusal per JSON box that is not JSON (read as
+        empty, so the service still checks every other field)."""
+        unread: list[InvalidInput] = []
+
+        def box(field, label: str, empty):
+            try:
+                return _json(field, label, empty)
+            except InvalidInput as error:
+                unread.append(error)
+                return empty
+
+        overrides = box(self.policy_overrides, "policy overrides", {})
         if not isinstance(overrides, dict):
-            raise InvalidInput("policy overrides must be a JSON object such as {\"max_attempts\": 5}",
-                               "policy_overrides")
+            unread.append(InvalidInput("policy overrides must be a JSON object such as {\"max_attempts\": 5}",
+                                       "policy_overrides"))
+            overrides = {}
         name = self.policy.data or None
         policy = {**overrides, "name": name} if overrides and name else overrides or name
         body = {
             "name": (self.name.data or "").strip(), "handler": (self.handler.data or "").strip(),
-            "params": _json(self.params, "params", {}), "cron": _text(self.cron),
+            "params": box(self.params, "params", {}), "cron": _text(self.cron),
             "timezone": _text(self.timezone) or "UTC", "event": _text(self.event), "policy": policy or None,
             "jitter_s": _whole(self.jitter_s), "debounce_s": _whole(self.debounce_s),
             "template": self.template.data or None,
         }
         rules = {"mutex_key": _text(self.mutex_key), "concurrency_policy": self.concurrency_policy.data or None,
-                 "window": _json(self.window, "window", None), "sla": _json(self.sla, "sla", None),
+                 "window": box(self.window, "window", None), "sla": box(self.sla, "sla", None),
                  "misfire_grace_s": _whole(self.misfire_grace_s) if _text(self.misfire_grace_s) else None,
                  "quota_class": self.quota_class.data or None}
         inherit = [rule for rule in RULE_FIELDS if rules[rule] is None]
@@ -127,7 +138,7 @@ class TaskForm(FlaskForm):
             body.update({rule: value for rule, value in rules.items() if rule not in inherit})
         else:
             body.update({rule: EMPTY_RULE[rule] if value is None else value for rule, value in rules.items()})
-        return body
+        return body, unread
 
     def attach(self, error) -> None:
         """Show a service error under the field it names (policy.max_attempts → the overrides box)."""
@@ -148,8 +159,9 @@ class NewTaskForm(TaskForm):
     tenant = SelectField("Tenant", choices=[], validate_choice=False)
     paused = BooleanField("Start paused")
 
-    def to_body(self) -> dict:
-        return {**super().to_body(), "paused": bool(self.paused.data)}
+    def to_body(self) -> tuple[dict, list[InvalidInput]]:
+        body, unread = super().to_body()
+        return {**body, "paused": bool(self.paused.data)}, unread
 
 
 def template_choices(names: list[str]) -> list[SelectChoice]:

@@ -279,18 +279,29 @@ def create():
     if not form.validate_on_submit():
         return _form_page(form, status=422)
     now = utcnow()
+    body, unread = form.to_body()
     try:
-        body = form.to_body()  # its JSON boxes are read here: bad JSON is marked at its box, as on the edit form
         tenant = acting_tenant(form.tenant.data or "", "register tasks")
+        found = unread + tasks.problems(tenant, body)
+        if found:
+            return _refused(form, found)
         before = conflicts.marks(tenant, now, mutex_key=body.get("mutex_key"))
         task = tasks.register(tenant, body, current_actor())
     except ServiceError as error:
-        db.session.rollback()
-        form.attach(error)
-        return _form_page(form, status=error.status)
+        return _refused(form, [error])
     flash(f"Registered {task.name}.", "success")
     _warn_of_conflicts(task, before, now)
     return redirect(url_for("tasks.show", task_id=task.id), 303)
+
+
+def _refused(form, found: list[ServiceError], task_id: int | None = None):
+    """Mark every refusal at its field in one answer: 422, or a lone refusal's own status (a taken name is a 409)."""
+    # Nothing of a refused save may reach the database, whatever else this request commits; the checks' locks go too.
+    db.session.rollback()
+    for error in found:
+        form.attach(error)
+    task = tasks.get(task_id, tenant_scope()) if task_id else None
+    return _form_page(form, task, found[0].status if len(found) == 1 else 422)
 
 
 def _warn_of_conflicts(task, before, now) -> None:
@@ -327,14 +338,15 @@ def update(task_id: int):
     if not form.validate_on_submit():
         return _form_page(form, task, 422)
     now = utcnow()
-    before = conflicts.marks(task.tenant, now, mutex_key=task.mutex_key, task_id=task.id)
+    body, unread = form.to_body()
     try:
-        tasks.edit(task, form.to_body(), current_actor())
+        found = unread + tasks.problems(task.tenant, body, task)
+        if found:
+            return _refused(form, found, task_id)
+        before = conflicts.marks(task.tenant, now, mutex_key=task.mutex_key, task_id=task.id)
+        tasks.edit(task, body, current_actor())
     except ServiceError as error:
-        # Nothing of a refused edit may reach the database, whatever else this request commits.
-        db.session.rollback()
-        form.attach(error)
-        return _form_page(form, tasks.get(task_id, tenant_scope()), error.status)
+        return _refused(form, [error], task_id)
     flash(f"Saved {task.name}.", "success")
     _warn_of_conflicts(task, before, now)
     return redirect(url_for("tasks.show", task_id=task.id), 303)

@@ -1,0 +1,208 @@
+"""A task definition checked field by field: the column values, or every refusal at once (a form marks them all)."""
+
+import re
+
+from console.domain import conflict_rules, cron
+from console.domain.policy import PolicyError
+from console.models import Task, Tenant
+from console.services.engine import handler_kinds
+from console.services.errors import InvalidInput
+from console.services.policies import versions as policies
+from console.services.scheduling import quota_classes, template_insight, templates
+from console.services.settings import setting
+
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.:/-]{0,119}$")
+EVENT = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,119}$")
+FIELDS = {"name", "tenant", "handler", "params", "cron", "timezone", "event", "policy", "mutex_key",
+          "concurrency_policy", "window", "jitter_s", "debounce_s", "sla", "misfire_grace_s", "paused", "template",
+          "inherit", "quota_class"}
+
+
+def _whole(data: dict, name: str, low: int, high: int, default: int) -> int:
+    value = data.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidInput(f"{name} must be a whole number of seconds from {low} to {high}", name)
+    return value
+
+
+class _Refusals:
+    """The refusals of a definition's fields, gathered so that every one is said at once."""
+
+    def __init__(self):
+        self.found: list[InvalidInput] = []
+
+    def check(self, function, *args, failed=None):
+        """Return function(*args), or `failed` after noting the InvalidInput it raised."""
+        try:
+            return function(*args)
+        except InvalidInput as error:
+            self.found.append(error)
+            return failed
+
+
+def checked(data: dict, tenant: Tenant, current: Task | None = None) -> tuple[dict, list[InvalidInput]]:
+    """Check every field of a task definition; return the column values and every refusal, in field order."""
+    refusals = _Refusals()
+    unknown = sorted(set(data) - FIELDS)
+    refusals.found += [InvalidInput(f"unknown field {name!r}; allowed: {', '.join(sorted(FIELDS))}", name)
+                       for name in unknown]
+    merged = {**(as_input(current) if current else {}), **data}
+    if current is None and "policy" not in data:
+        # A new task naming no policy gets the defaults file's (`default` is what a task without one runs under).
+        default_policy = setting("TASK_DEFAULTS").policy
+        merged["policy"] = None if default_policy == policies.DEFAULT else default_policy
+    values = {"tenant_id": tenant.id, "name": refusals.check(_name, merged.get("name")),
+              "params": refusals.check(_params, merged.get("params") or {})}
+    values["cron"], values["timezone"] = refusals.check(_schedule, merged, failed=(None, None))
+    values["event"] = refusals.check(_event, merged.get("event") or None)
+    values["policy_id"], values["policy_overrides"] = refusals.check(_policy, merged.get("policy"),
+                                                                     failed=(None, None))
+    rules, values["template_id"], values["inherits"] = _rules(data, merged, current, refusals)
+    values.update(rules, handler=refusals.check(handler_kinds.normalise, merged.get("handler")),
+                  jitter_s=refusals.check(_whole, merged, "jitter_s", 0, 3600, 0),
+                  debounce_s=refusals.check(_whole, merged, "debounce_s", 0, 86_400, 0),
+                  paused=refusals.check(_flag, merged, "paused"))
+    return values, refusals.found
+
+
+def _name(name) -> str:
+    if not isinstance(name, str) or not NAME.match(name):
+        raise InvalidInput("name is 1-120 letters, digits, spaces or . _ : / -", "name")
+    return name
+
+
+def _params(params) -> dict:
+    if not isinstance(params, dict):
+        raise InvalidInput("params must be a JSON object", "params")
+    return params
+
+
+def _schedule(merged: dict) -> tuple[str | None, str]:
+    """Return the cron expression (None for a task without one) and the time zone, checked together."""
+    timezone = merged.get("timezone") or "UTC"
+    # Neither cron nor event is allowed: such a task runs only when someone runs it (Run now, the API).
+    expression = merged.get("cron") or None
+    if expression is not None:
+        if not isinstance(expression, str):
+            raise InvalidInput("cron is a 5-field crontab expression such as '30 2 * * MON'", "cron")
+        try:
+            cron.parse(expression, timezone)
+        except cron.CronError as error:
+            raise InvalidInput(error.message, error.field) from None
+    else:
+        if not isinstance(timezone, str):
+            raise InvalidInput("timezone is an IANA name such as Europe/Berlin", "timezone")
+        try:
+            cron.load_zone(timezone)
+        except cron.CronError as error:
+            raise InvalidInput(error.message, error.field) from None
+    return expression, timezone
+
+
+def _event(event) -> str | None:
+    if event is not None and (not isinstance(event, str) or not EVENT.match(event) or event.startswith("task.")):
+        raise InvalidInput("event is a lowercase name like order.created (task.* names are the engine's)", "event")
+    return event
+
+
+def _template_name(data: dict, current: Task | None) -> str | None:
+    if "template" in data:
+        return data["template"]
+    if current is not None:
+        return template_insight.template_name(current)
+    # A new task naming no template references the defaults file's, once it exists.
+    default = setting("TASK_DEFAULTS").template
+    return default if templates.find(default) is not None else None
+
+
+def _rules(data: dict, merged: dict, current: Task | None,
+           refusals: _Refusals) -> tuple[dict, int | None, list[str] | None]:
+    """Return the rules in force, the template's id and the rules taken from it (docs: "Conflict templates"), noting
+    each refused rule in `refusals`."""
+    name = _template_name(data, current)
+    inherit = refusals.check(_inherit, data, name)
+    if inherit is None:
+        return {}, None, None
+    # The task's own rules: those the request sets, and those it set before and still does.
+    own = {rule: merged[rule] for rule in conflict_rules.RULES if rule in merged and rule not in inherit}
+    if current is not None and name is None:
+        # Without a template every rule is the task's own; one it inherited keeps the value it has now.
+        own = {**{rule: getattr(current, rule) for rule in conflict_rules.RULES}, **own}
+    if "concurrency_policy" in own and own["concurrency_policy"] in (None, ""):
+        own["concurrency_policy"] = "allow"
+    checked = {}
+    for rule, value in own.items():
+        try:
+            checked[rule] = conflict_rules.check(rule, value)
+        except conflict_rules.RuleError as error:
+            refusals.found.append(InvalidInput(error.message, error.field))
+    if len(checked) < len(own):
+        return {}, None, None
+    return refusals.check(_in_force, checked, name, current, failed=({}, None, None))
+
+
+def _inherit(data: dict, template: str | None) -> list[str]:
+    """Return the rules the request takes from its template."""
+    inherit = data.get("inherit", [])
+    if not isinstance(inherit, list) or any(rule not in conflict_rules.RULES for rule in inherit):
+        raise InvalidInput(f"inherit is a list of rules taken from the template: {', '.join(conflict_rules.RULES)}",
+                           "inherit")
+    if inherit and template is None:
+        raise InvalidInput("inherit needs a template to take the rules from", "inherit")
+    both = sorted(set(inherit) & set(data))
+    if both:
+        raise InvalidInput(f"{both[0]} is both set and inherited; leave it out to inherit it", both[0])
+    return inherit
+
+
+def _in_force(checked: dict, name: str | None, current: Task | None) -> tuple[dict, int | None, list[str] | None]:
+    """Return the rules in force with the template's (if any), holding the template and quota class named."""
+    if name is None:
+        rules = conflict_rules.effective(checked, None)
+        quota_classes.hold(rules["quota_class"])
+        return rules, None, None
+    templates.require(name)  # a 422 before taking a lock by a name that cannot exist
+    previous = template_insight.template_name(current) if current is not None else None
+    # A template save rewrites the tasks inheriting from it: not while this task is being written. The template is
+    # read after the lock, so its rules are those in force when this transaction commits.
+    templates.lock(*[n for n in (name, previous) if n])
+    record = templates.require(name)
+    rules = conflict_rules.effective(checked, templates.rules_of(record))
+    quota_classes.hold(rules["quota_class"])
+    return rules, record.id, sorted(set(conflict_rules.RULES) - set(checked))
+
+
+def _flag(data: dict, name: str) -> bool:
+    value = data.get(name, False)
+    if not isinstance(value, bool):
+        raise InvalidInput(f"{name} must be true or false", name)
+    return value
+
+
+def _policy(value) -> tuple[int | None, dict]:
+    if value is None:
+        return None, {}
+    if isinstance(value, str):
+        return policies.require(value).id, {}
+    if isinstance(value, dict):
+        overrides = dict(value)
+        base = overrides.pop("name", None)
+        base_id = policies.require(base, "policy.name").id if base else None
+        try:
+            policies.effective(base_id, overrides)
+        except PolicyError as error:
+            raise InvalidInput(error.message, f"policy.{error.field}") from None
+        return base_id, overrides
+    raise InvalidInput("policy is a policy name or an object of overrides (optionally with a base 'name')", "policy")
+
+
+def as_input(task: Task) -> dict:
+    """Return a task as the fields a request would send (so an edit can change only some): its own rules only."""
+    policy = task.policy_overrides or None
+    if task.policy_id:
+        policy = {"name": task.policy.name, **(task.policy_overrides or {})}
+    inherited = set(task.inherits or ())
+    return {"name": task.name, "handler": task.handler, "params": task.params, "cron": task.cron,
+            "timezone": task.timezone, "event": task.event, "policy": policy,
+            **{rule: getattr(task, rule) for rule in conflict_rules.RULES if rule not in inherited},
+            "jitter_s": task.jitter_s, "debounce_s": task.debounce_s, "paused": task.paused}
