@@ -47,6 +47,17 @@ def test_a_huge_number_in_a_page_address_is_not_a_500(client, auth, path):
     assert client.get(path).status_code in (200, 404, 422)  # the audit log says what to fix (422)
 
 
+@pytest.mark.parametrize("value", ["abc", "-5", "0", "1.5", HUGE])
+@pytest.mark.parametrize("path", ["/runs", "/tasks", "/dlq/", "/workorders", "/approvals", "/approvals/mine",
+                                  "/runs/workflows", "/reports/breaches", "/policies/default"])
+def test_a_page_address_whose_before_names_no_row_is_a_422_saying_so(client, auth, path, value):
+    # It used to show the newest page as if it were the one asked for (a cut or mistyped link).
+    auth.as_role("admin")
+    response = client.get(f"{path}?before={value}")
+    assert response.status_code == 422, path
+    assert "is not a row id (a whole number from 1): drop it from the address" in response.get_data(as_text=True)
+
+
 @pytest.mark.parametrize("payload", [{"run_id": 10**30}, {"run_id": -(10**30)}, {"run_id": 2**31}])
 def test_a_huge_json_id_is_refused_clearly(client, operator, payload):
     with api_checks.nothing_written(COUNTED):

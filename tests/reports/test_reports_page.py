@@ -306,8 +306,10 @@ def test_a_csv_of_a_bad_selection_is_a_plain_sentence(manager, client, table, qu
     assert "Content-Disposition" not in response.headers  # said in the browser, not saved as a file
 
 
-def test_a_breaches_page_past_any_row_id_is_the_first_page(manager, client):
+def test_a_breaches_page_past_any_row_id_says_so_and_a_valid_one_pages(manager, client):
     response = client.get("/reports/breaches?period=24h&before=99999999999999999999999")
+    assert response.status_code == 422 and "is not a row id" in response.get_data(as_text=True)
+    response = client.get(f"/reports/breaches?period=24h&before={2**31 - 1}")
     assert response.status_code == 200 and "late start" in response.get_data(as_text=True)
 
 

@@ -10,6 +10,7 @@ from console.models import User
 from console.services.errors import ServiceError
 from console.services.people.permissions import APPROVE, OPERATE, VIEW, can
 from console.services.recovery import approvals, decisions, runbooks
+from console.web import paging
 from console.web.approvals import present
 from console.web.approvals.forms import ApproveForm, RejectForm, RollbackForm
 from console.web.render import page
@@ -27,7 +28,7 @@ def helpers():
 
 def _list(tab: str, status: str | None = None, **filters):
     """Render one tab of the list, a keyset page at a time."""
-    now, before = utcnow(), request.args.get("before", type=int)
+    now, before = utcnow(), paging.before()
     found = approvals.rows(status=status, tenant_id=tenant_scope(), before=before, limit=PAGE_SIZE + 1, **filters)
     more = len(found) > PAGE_SIZE
     found = found[:PAGE_SIZE]

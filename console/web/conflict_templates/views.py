@@ -6,10 +6,9 @@ from console.auth import current_actor, requires, shared_by_all_tenants, tenant_
 from console.domain import conflict_rules
 from console.extensions import db
 from console.services.errors import InvalidInput, ServiceError, StaleVersion
-from console.services.inputs import row_id
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.scheduling import template_insight, templates
-from console.web import versioned
+from console.web import paging, versioned
 from console.web.conflict_templates.forms import TemplateForm
 
 bp = Blueprint("conflict_templates", __name__, url_prefix="/tasks/templates")
@@ -34,7 +33,7 @@ def _preview_context(form: TemplateForm, record) -> dict:
 
 
 def _edit_page(form: TemplateForm, record=None, status: int = 200):
-    before = request.args.get("before", type=row_id)
+    before = paging.before()
     history, older = template_insight.history(record, before) if record else ([], None)
     used_by = (db.session.execute(templates.inheriting(record, tenant_scope()).limit(USED_BY_SHOWN)).scalars().all()
                if record else [])

@@ -20,6 +20,7 @@ from console.services.people import tenants
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.recovery import bulk_discard as bulk_discard_fix
 from console.services.recovery import params_fix
+from console.web import paging
 from console.web.dlq.forms import BulkReplayForm, DiscardForm, FixParamsForm
 from console.web.render import page
 
@@ -86,7 +87,7 @@ def index():
     op = request.args.get("op", "")
     notice = ("error", "Fix the filter: " + "; ".join(refused) + ".") if refused else None
     # Callables, so an htmx request that renders only the results block does not run their queries.
-    return page("dlq/index.html", "results", **_results(filters, _view(), request.args.get("before", type=row_id),
+    return page("dlq/index.html", "results", **_results(filters, _view(), paging.before(),
                                                         notice=notice),
                 scoped=scope is not None, bulk_ops=lambda: dlq_bulk.recent(scope, include=op),
                 task_choices=lambda: dlq.task_choices(scope), handler_choices=dlq.handler_choices,

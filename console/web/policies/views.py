@@ -5,11 +5,10 @@ from flask import Blueprint, abort, flash, redirect, render_template, request, u
 from console.auth import current_actor, requires, shared_by_all_tenants, tenant_scope
 from console.domain.policy import RetryPolicy
 from console.services.errors import InvalidInput, ServiceError, StaleVersion
-from console.services.inputs import row_id
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.policies import insight as policy_insight
 from console.services.policies import versions as policies
-from console.web import versioned
+from console.web import paging, versioned
 from console.web.policies.chart import backoff_figure, duration
 from console.web.policies.forms import PolicyForm
 
@@ -35,7 +34,7 @@ def _preview_context(form: PolicyForm, record) -> dict:
 
 
 def _edit_page(form: PolicyForm, record=None, status: int = 200):
-    before = request.args.get("before", type=row_id)
+    before = paging.before()
     history, older = policy_insight.history(record, before) if record else ([], None)
     context = {
         "form": form, "record": record, "history": history, "older": older,

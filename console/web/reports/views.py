@@ -9,12 +9,12 @@ from console.domain.periods import DEFAULT, PRESETS
 from console.extensions import db
 from console.models import Tenant
 from console.services.errors import ServiceError
-from console.services.inputs import row_id
 from console.services.people.permissions import REPORT
 from console.services.reports import breaches as breach_list
 from console.services.reports import page as report_page
 from console.services.reports import scope as report_scope
 from console.services.runs import query as runs_query
+from console.web import paging
 from console.web.render import page
 from console.web.reports import charts, exports
 from console.web.reports.links import Links
@@ -100,7 +100,7 @@ def breaches():
         return _page("reports/breaches.html", "breaches", error.status, error=error, rows=[], kind=kind,
                      kinds=breach_list.KINDS)
     filters = breach_list.Filters(period.start, period.end, scope.tenant_id, scope.task_id, kind)
-    rows, older = breach_list.page(filters, request.args.get("before", type=row_id))
+    rows, older = breach_list.page(filters, paging.before())
     return _page("reports/breaches.html", "breaches", error=None, rows=rows, older=older, kind=kind,
                  kinds=breach_list.KINDS, period=period, links=links,
                  newer=request.args.get("before") is not None)

@@ -12,7 +12,6 @@ from console.domain.statuses import ACTIVE
 from console.extensions import db, htmx
 from console.services.engine import compensation, control, transitions
 from console.services.errors import Conflict, ServiceError
-from console.services.inputs import row_id
 from console.services.people import tenants
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.recovery import approvals, run_compensation
@@ -20,6 +19,7 @@ from console.services.reports import breaches as breach_list
 from console.services.runs import query as runs_query
 from console.services.runs import timeline as run_timeline
 from console.services.runs.waiting import breaker_of, why_waiting
+from console.web import paging
 from console.web.approvals import present
 from console.web.render import page
 from console.web.runs.blueprint import bp
@@ -51,7 +51,7 @@ def _tenant_ids(scope: int | None) -> dict[str, int]:
 def index():
     scope = tenant_scope()
     form = _filter_form(RunFilterForm, scope)
-    before = request.args.get("before", type=row_id)
+    before = paging.before()
     result, total, status, cap = None, None, 422, runs_query.COUNT_CAP
     if form.validate():
         filters = form.filters(_tenant_ids(scope))

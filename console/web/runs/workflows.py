@@ -15,6 +15,7 @@ from console.services.people import tenants
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.recovery.workflows import query
 from console.services.recovery.workflows.submit import submit
+from console.web import paging
 from console.web.render import page
 from console.web.runs.blueprint import bp
 from console.web.runs.forms import WorkflowForm
@@ -28,7 +29,7 @@ EXAMPLE = [{"handler": "python:demo.flaky_compensated", "params": {"fail_times":
 @requires(VIEW)
 def workflows():
     status = request.args.get("status") or None
-    before = request.args.get("before", type=int)
+    before = paging.before()
     error, items = None, []
     try:
         items = query.rows(scope=tenant_scope(), status=status, before=before)

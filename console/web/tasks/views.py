@@ -13,7 +13,7 @@ from console.extensions import db, htmx
 from console.models import Tenant
 from console.services.engine import registry
 from console.services.errors import ServiceError
-from console.services.inputs import json_text, row_id
+from console.services.inputs import json_text
 from console.services.people import tenants
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.policies import versions as policies
@@ -29,6 +29,7 @@ from console.services.scheduling import (
 )
 from console.services.scheduling.forecast import forecast as forecast_firings
 from console.services.settings import setting
+from console.web import paging
 from console.web.render import page
 from console.web.tasks.forms import NewTaskForm, TaskForm, policy_choices, quota_class_choices, template_choices
 from console.web.tenancy import acting_tenant
@@ -58,7 +59,7 @@ def index():
     filters = {key: request.args.get(key, "").strip() for key in FILTERS}
     if scope is not None:
         filters["tenant"] = ""
-    before, now = request.args.get("before", type=row_id), utcnow()
+    before, now = paging.before(), utcnow()
     rows, next_id = task_query.page(scope=scope, tenant=filters["tenant"], handler=filters["handler"],
                                     status=filters["status"], text=filters["q"], before=before, now=now)
     return page("tasks/index.html", "results", rows=rows, next_id=next_id, filters=filters, now=now, paging=before,

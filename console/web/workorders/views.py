@@ -10,10 +10,10 @@ from console.extensions import db, htmx
 from console.services.delivery import channel_report, manual
 from console.services.dlq.filters import moment, utc
 from console.services.errors import Conflict, InvalidInput, ServiceError
-from console.services.inputs import row_id
 from console.services.people import tenants
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.workorders import orders as workorders
+from console.web import paging
 from console.web.render import page
 from console.web.workorders.forms import AssignForm, CloseForm
 
@@ -47,7 +47,7 @@ def index():
     status = request.args.get("status", "active")
     status = status if status in workorders.FILTERS else "active"
     mine = request.args.get("mine") == "1"
-    before = request.args.get("before", type=row_id)
+    before = paging.before()
     asked, of_tenant, opened = _narrowed(scope)
     result = workorders.page(status, scope, before, assignee_id=current_user.id if mine else None,
                              of_tenant=of_tenant, opened=opened)
