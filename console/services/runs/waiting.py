@@ -5,8 +5,10 @@ from datetime import datetime
 import redis
 
 from console.domain.breaker import BreakerMode, BreakerState
+from console.domain.policy import RetryPolicy
+from console.domain.words import plural
 from console.models import Run
-from console.services.engine import breakers
+from console.services.engine import breaker_policies, breakers
 from console.services.errors import NotFound
 from console.services.policies import versions as policies
 
@@ -44,20 +46,43 @@ def why_waiting(run: Run, now: datetime | None = None) -> str | None:
 
 def breaker_of(run: Run, now: datetime) -> BreakerState | None:
     """Return the state now of the breaker a run's calls count against; None when it cannot be read."""
+    found = _breaker_and_policy(run, now)
+    return found[0] if found else None
+
+
+def _breaker_and_policy(run: Run, now: datetime) -> tuple[BreakerState, int, RetryPolicy] | None:
+    """Return the run's breaker's state now, and the run's policy version and policy; None when unreadable."""
     try:
-        _, policy = policies.effective(run.policy_id, run.policy_overrides)
-        return breakers.state_of(breakers.key_for(run.handler, run.tenant_id, policy.breaker_scope), now)
+        version, policy = policies.effective(run.policy_id, run.policy_overrides)
+        key = breakers.key_for(run.handler, run.tenant_id, policy.breaker_scope)
+        return breakers.state_of(key, now), version, policy
     except (NotFound, redis.RedisError, OSError):
         return None  # a reason or a notice stands on its own; the breaker's state is a hint
 
 
 def _breaker_now(run: Run, now: datetime | None) -> str:
     """Say what the run's breaker is now: it may have closed or half-opened since the run was put off."""
-    state = breaker_of(run, now) if now is not None else None
-    if state is None:
+    found = _breaker_and_policy(run, now) if now is not None else None
+    if found is None:
         return ""
+    state = found[0]
     if state.state == BreakerMode.OPEN:
-        return f". The breaker is still open, until {_at(state.open_until)}."
+        return f". The breaker is still open, until {_at(state.open_until)}.{_opened_by(run, *found)}"
     if state.state == BreakerMode.HALF_OPEN:
-        return ". The breaker is now half-open: one probe call goes through, and its outcome closes or opens it again."
+        return (". The breaker is now half-open: one probe call goes through, and its outcome closes or opens it "
+                f"again.{_opened_by(run, *found)}")
     return ". The breaker is now closed: the run goes at its next try."
+
+
+def _opened_by(run: Run, state: BreakerState, version: int, policy: RetryPolicy) -> str:
+    """Say whose settings opened the breaker, and the run's own when they differ: runs of several policies share it."""
+    opener = breaker_policies.opener(state)
+    if opener is None:
+        return ""
+    own = breaker_policies.PolicyBreaker(
+        breaker_policies.policy_label(run.policy_id, version, bool(run.policy_overrides)),
+        policy.breaker_failure_threshold, policy.breaker_open_s)
+    if own == opener:
+        return f" It was opened by this run's policy, {opener}."
+    return (f" It was opened by policy {opener}; this run's policy {own.policy} opens it after "
+            f"{plural(own.failure_threshold, 'failure')} in a row, for {own.open_s} s.")
