@@ -18,6 +18,7 @@ from console.services.people import tenants
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.policies import versions as policies
 from console.services.reports import breaches as breach_list
+from console.services.runs.waiting import breaker_resets
 from console.services.scheduling import (
     conflicts,
     on_demand,
@@ -64,7 +65,8 @@ def index():
     return page("tasks/index.html", "results", rows=rows, next_id=next_id, filters=filters, now=now, paging=before,
                 query={key: value for key, value in filters.items() if value},
                 tenant_names=[] if scope is not None else [t.name for t in tenants.all_tenants()],
-                handler_names=task_query.handler_names(scope))
+                handler_names=task_query.handler_names(scope),
+                resets=breaker_resets(row.last_run for row in rows if row.last_run))
 
 
 HORIZONS = {"24h": 24, "7d": 168}
@@ -119,7 +121,7 @@ def show(task_id: int):
     return render_template("tasks/show.html", task=task, now=now, firings=task_query.next_firings(task, now),
                            rules={source.rule: source for source in template_insight.sources(task)},
                            template_name=template_insight.template_name(task),
-                           runs=runs, breaches=breach_list.of_task(task.id, now),
+                           runs=runs, resets=breaker_resets(runs), breaches=breach_list.of_task(task.id, now),
                            run_breaches=breach_list.of_runs([run.id for run in runs]))
 
 
