@@ -44,8 +44,9 @@ def why_waiting(run: Run, now: datetime | None = None) -> str | None:
     if run.status_reason == "window":
         return f"execution window: it starts when its task's window opens at {_at(run.due_at or run.next_retry_at)}"
     if run.status_reason == "quota":
-        return (f"tenant quota: tenant {run.tenant.name} already had its max_queued {run.tenant.max_queued} runs "
-                "waiting when this one fired; it was kept, not dropped, and waits its turn")
+        return (f"tenant quota: tenant {run.tenant.name} already had its max_queued "
+                f"{plural(run.tenant.max_queued, 'run')} waiting when this one fired; it was kept, not dropped, and "
+                "waits its turn")
     return "queued: waiting for a free worker"
 
 
