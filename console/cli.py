@@ -21,6 +21,7 @@ from console.commands.imports import import_failures_command
 from console.commands.quota_classes import quota_classes_group
 from console.commands.reservations import reservations_group
 from console.commands.tenants import tenants_group
+from console.domain.words import plural
 from console.logs import configure as configure_logging
 from console.logs import rq_level
 
@@ -256,9 +257,9 @@ def audit_verify_command():
     if not report.ok:
         where = f"row {report.first_bad_seq}" if report.first_bad_seq else "its anchors"
         raise click.ClickException(f"audit chain broken at {where}: {report.problem}")
-    legacy = f" ({report.legacy} legacy rows chained before the key)" if report.legacy else ""
-    click.echo(f"audit chain intact: {report.checked} rows verified{legacy}, "
-               f"{report.anchors} anchors checked in {report.anchor_file}")
+    legacy = f" ({plural(report.legacy, 'legacy row')} chained before the key)" if report.legacy else ""
+    click.echo(f"audit chain intact: {plural(report.checked, 'row')} verified{legacy}, "
+               f"{plural(report.anchors, 'anchor')} checked in {report.anchor_file}")
 
 
 @click.command("retry-inspect")

@@ -63,8 +63,8 @@ def reserve_command(tenant, running_slots, queued_runs, starts_at, ends_at, reas
     except ServiceError as error:
         db.session.rollback()
         raise refused(error) from None
-    click.echo(f"Reserved {made['running_slots']} running slots and {made['queued_runs']} queued runs for "
-               f"{made['tenant']} from {made['starts_at']} to {made['ends_at']} (reservation {made['id']}).")
+    click.echo(f"Reserved {reservations.holds(made)} for {made['tenant']} from {made['starts_at']} to "
+               f"{made['ends_at']} (reservation {made['id']}).")
 
 
 @reservations_group.command("cancel")
@@ -81,5 +81,4 @@ def cancel_command(reservation_id):
     except ServiceError as error:
         db.session.rollback()
         raise refused(error) from None
-    click.echo(f"Cancelled reservation {done['id']} of {done['tenant']}: its {done['running_slots']} running slots "
-               "are free now.")
+    click.echo(f"Cancelled reservation {done['id']} of {done['tenant']}: {reservations.freed(done)}.")

@@ -23,28 +23,53 @@ class BreakerMode(str, Enum):  # noqa: UP042 - same form as RunStatus
 
 @dataclass(frozen=True)
 class BreakerSettings:
-    """How touchy one breaker is."""
+    """How touchy one breaker is, and whose settings these are."""
 
     failure_threshold: int = 5
     open_s: int = 30
     success_threshold: int = 3
     # A probe whose worker died must not hold the half-open slot forever; after this it is presumed lost.
     probe_timeout_s: int = 300
+    # The policy (id and version) they come from: runs of several policies share one breaker, and the settings of
+    # whichever opens it hold back them all, so an opening records whose they were.
+    policy_id: int | None = None
+    policy_version: int | None = None
 
     def __post_init__(self) -> None:
-        for name, value in asdict(self).items():
+        for name in _TUNING:
+            value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
     @classmethod
-    def from_policy(cls, policy: RetryPolicy) -> "BreakerSettings":
+    def from_policy(cls, policy: RetryPolicy, policy_id: int | None = None,
+                    policy_version: int | None = None) -> "BreakerSettings":
         """Take the breaker settings of a retry policy; a probe may run as long as the task's timeout."""
         return cls(
             failure_threshold=policy.breaker_failure_threshold,
             open_s=policy.breaker_open_s,
             success_threshold=policy.breaker_success_threshold,
             probe_timeout_s=policy.timeout_s,
+            policy_id=policy_id,
+            policy_version=policy_version,
         )
+
+
+_TUNING = ("failure_threshold", "open_s", "success_threshold", "probe_timeout_s")
+
+
+@dataclass(frozen=True)
+class Opener:
+    """Whose settings opened a breaker: the policy (id and version; None if not known), its threshold and open time."""
+
+    policy_id: int | None
+    policy_version: int | None
+    failure_threshold: int
+    open_s: int
+
+    @classmethod
+    def of(cls, settings: BreakerSettings) -> "Opener":
+        return cls(settings.policy_id, settings.policy_version, settings.failure_threshold, settings.open_s)
 
 
 @dataclass(frozen=True)
@@ -58,6 +83,7 @@ class BreakerState:
     open_until: datetime | None = None
     probe_in_flight: bool = False
     probe_expires_at: datetime | None = None
+    opened_by: Opener | None = None  # kept while open and half-open; a state stored before it was recorded has none
 
     def to_dict(self) -> dict:
         """Return a JSON-able form with ISO-8601 times."""
@@ -73,6 +99,8 @@ class BreakerState:
         known = {key: value for key, value in data.items() if key in _FIELDS}
         if "state" in known:
             known["state"] = BreakerMode(known["state"])
+        if known.get("opened_by"):
+            known["opened_by"] = Opener(**{key: known["opened_by"].get(key) for key in _OPENER_FIELDS})
         for key in _TIMES:
             if known.get(key):
                 moment = datetime.fromisoformat(known[key])
@@ -82,6 +110,7 @@ class BreakerState:
 
 DEFAULT_SETTINGS = BreakerSettings()
 _FIELDS = frozenset(BreakerState.__dataclass_fields__)
+_OPENER_FIELDS = tuple(Opener.__dataclass_fields__)
 _TIMES = ("opened_at", "open_until", "probe_expires_at")
 _EVENTS = {BreakerMode.OPEN: "opened", BreakerMode.HALF_OPEN: "half_opened", BreakerMode.CLOSED: "closed"}
 
@@ -172,6 +201,7 @@ def record_failure(
             consecutive_failures=failures,
             opened_at=now,
             open_until=now + timedelta(seconds=settings.open_s),
+            opened_by=Opener.of(settings),
         )
     else:
         after = replace(state, consecutive_failures=failures, consecutive_successes=0)

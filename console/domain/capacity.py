@@ -3,6 +3,8 @@
 from dataclasses import dataclass
 from datetime import datetime
 
+from console.domain.words import agree
+
 
 def peak(spans: list[tuple[datetime, datetime, int]], start: datetime, end: datetime) -> int:
     """Return the most running slots reserved at any one moment of [start, end) by these (start, end, slots) spans."""
@@ -30,9 +32,10 @@ class Hold:
 
     def explain(self) -> str:
         # Other tenants are not named: the reason is shown to people who see only this run's tenant.
+        unused = sum(self.unused.values())
         return (f"reserved capacity: {self.running} of the {self.capacity} promised running slots are in use and "
-                f"{sum(self.unused.values())} more are reserved by other tenants for now and unused; it starts when "
-                "a slot frees")
+                f"{unused} more {agree(unused, 'is', 'are')} reserved by other tenants for now and unused; it starts "
+                "when a slot frees")
 
 
 def held_back(tenant: str, reserved: dict[str, int], running: dict[str, int], total_running: int,

@@ -12,6 +12,7 @@ from markupsafe import Markup, escape
 from console.auth import public, tenant_scope
 from console.domain.clock import utcnow
 from console.domain.figures import duration
+from console.domain.words import plural
 from console.services.people.permissions import OPERATE, can
 from console.web.display import display_prefs
 from console.web.nav import NAV
@@ -58,6 +59,8 @@ def register(app) -> None:
 
     # "4 min 2 s": how late an SLA breach was, on the run, task and report pages.
     app.add_template_filter(duration, "duration")
+    # "1 row", "2 rows": {{ count|plural('row') }}.
+    app.add_template_filter(plural, "plural")
     # JSON to read, not to parse: tojson escapes <, >, & and every non-ASCII letter (“…” read as \u2026); this one is
     # left to autoescape like any text.
     app.add_template_filter(json_text, "json_text")

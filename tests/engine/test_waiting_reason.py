@@ -5,9 +5,11 @@ from datetime import timedelta
 from console.domain.breaker import BreakerSettings
 from console.extensions import db
 from console.models import Tenant
-from console.services.engine import breakers
+from console.services.actor import Actor
+from console.services.engine import breaker_admin, breakers
+from console.services.engine.breakers import BreakerKey
 from console.services.engine.execute import execute
-from console.services.runs.waiting import why_waiting
+from console.services.runs.waiting import Reset, breaker_resets, why_waiting
 from tests.factories import make_tenant
 
 
@@ -107,3 +109,23 @@ def test_without_redis_the_breaker_reason_still_reads(runs, clock, redis_down):
     run.status, run.status_reason, run.next_retry_at = "retry_wait", "breaker_open", clock() + timedelta(seconds=20)
     assert why_waiting(run, clock()).endswith("(no attempt is spent)")
     db.session.rollback()
+
+
+def test_a_reset_marks_the_runs_its_breaker_put_off_until_one_is_put_off_again(runs, clock):
+    globex = make_tenant("globex")
+    ours = runs.submit()  # the default policy: the handler's breaker, shared by every tenant
+    theirs = runs.submit(policy={"breaker": {"scope": "handler_and_tenant"}}, tenant="globex")
+    shared, own = BreakerKey("python:demo.noop"), BreakerKey("python:demo.noop", globex.id)
+    settings = BreakerSettings(failure_threshold=1, open_s=30)
+    for key in (shared, own):
+        breakers.record(key, False, clock(), settings)
+    assert execute(ours, 0, clock=clock) == execute(theirs, 0, clock=clock) == "breaker_open"
+    assert breaker_resets([runs.get(ours), runs.get(theirs)]) == {}
+    clock.advance(5)
+    breaker_admin.reset(shared, Actor("olga"), clock=clock)
+    reset_at = clock()
+    assert breaker_resets([runs.get(ours), runs.get(theirs)]) == {ours: Reset(reset_at, "olga")}  # globex's is open
+    breakers.record(shared, False, clock(), settings)  # it opens again before the run's turn comes
+    clock.advance(25)
+    assert execute(ours, 0, clock=clock) == "breaker_open"
+    assert breaker_resets([runs.get(ours)]) == {}  # put off again: it waits for the breaker anew

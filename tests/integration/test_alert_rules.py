@@ -14,7 +14,7 @@ from console.services.engine.execute import execute
 from console.services.errors import QueueFull
 from console.services.people import tenants
 from console.services.scheduling import planner, sla, tasks
-from console.services.system import alert_rules
+from console.services.system import alert_measures, alert_rules
 from tests.factories import Runs, bearer
 from tests.helpers import csrf_from
 
@@ -171,6 +171,19 @@ def test_retry_limit_reached_fires_and_clears_once_the_dead_letter_is_handled(ru
     db.session.execute(update(DeadLetter).values(status="replayed"))
     db.session.commit()
     assert_clears("retry_limit_reached", clock)
+
+
+def test_a_count_of_one_is_said_in_the_singular(runs, clock):
+    run_id = runs.submit("demo.flaky", {"fail_times": 9}, policy={**NO_JITTER, "max_attempts": 1})
+    assert execute(run_id, 0, clock=clock) == "dead"
+    assert alert_measures.retry_limit_reached(clock(), 3600).detail == (
+        "1 run used up its retries and waits in the dead-letter queue")
+    assert alert_measures.dlq_length(clock(), None).detail == "1 dead letter is open"
+    assert alert_measures.retry_failure_rate(clock(), 600).detail == "1 of 1 attempt failed"
+    assert execute(runs.submit("demo.flaky", {"fail_times": 9}, policy={**NO_JITTER, "max_attempts": 1}), 0,
+                   clock=clock) == "dead"
+    assert alert_measures.retry_limit_reached(clock(), 3600).detail == (
+        "2 runs used up their retries and wait in the dead-letter queue")
 
 
 def test_work_order_creation_failed_fires_until_the_work_order_is_sent(app, clock):

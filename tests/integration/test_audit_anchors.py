@@ -67,7 +67,7 @@ def test_verify_anchors_the_head_it_found_intact_and_nothing_it_found_broken(app
     assert verify_cli(app).exit_code == 0 and len(anchor_lines(app)) == 1  # the head did not move
     write_rows(1)
     result = verify_cli(app)
-    assert result.exit_code == 0 and "1 anchors checked" in result.output and len(anchor_lines(app)) == 2
+    assert result.exit_code == 0 and "1 anchor checked" in result.output and len(anchor_lines(app)) == 2
     db.session.execute(AuditEntry.__table__.update().where(AuditEntry.seq == 1).values(note="x"))
     db.session.commit()
     write_rows(1)

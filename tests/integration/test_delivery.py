@@ -20,7 +20,7 @@ from console.services.engine.execute import execute
 from console.services.engine.submit import submit
 from console.services.errors import Conflict
 from console.services.people import tenants
-from console.services.system import delivery_round
+from console.services.system import alert_measures, delivery_round
 from console.services.system.maintenance import MAINTENANCE
 from console.services.workorders import orders as workorders
 from tests.receiver import Receiver
@@ -509,6 +509,20 @@ def test_test_alert_is_sent_at_once_and_audited(app, channels, clock):
     assert event["payload"]["summary"].startswith("Test alert from Rebound: Sent by alice")
     assert event["payload"]["severity"] == "info"
     assert channels.slack.requests == []
+
+
+def test_a_failed_test_alert_is_no_delivery_failure_and_is_not_sent_again(app, clock):
+    with Receiver() as orders:
+        orders.always(500)
+        only(app, WORKORDER_URL=orders.url)
+        message, attempt = manual.send_test("workorder", ops, clock)
+    assert (message.status, attempt.outcome) == ("failed", "failed")
+    assert channel_report.backlog(clock()).failed_24h == 0 and channel_report.recent_failures() == []
+    assert alert_measures.workorder_failed(clock(), None).value == 0
+    [state] = [state for state in channel_report.channels() if state.target.name == "workorder"]
+    assert (state.last, state.last_sent, state.last_test.id) == (None, None, attempt.id)
+    with pytest.raises(Conflict, match="test alert"):
+        manual.redeliver(message.id, ops, clock=clock)
 
 
 def test_a_failed_work_order_request_can_be_sent_again(app, clock):

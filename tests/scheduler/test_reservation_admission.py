@@ -38,7 +38,7 @@ def test_another_tenants_run_waits_while_the_reserved_slot_is_unused(app, runs, 
     held = _reserve(clock, "globex", 1)
     assert execute(waiting, 0, clock=clock) == "deferred:reserved"
     reason = why_waiting(runs.get(waiting))
-    assert reason.startswith("reserved capacity: 1 of the 2 promised running slots are in use and 1 more are "
+    assert reason.startswith("reserved capacity: 1 of the 2 promised running slots are in use and 1 more is "
                              "reserved by other tenants")
     assert "globex" not in reason  # the waiting tenant is not told who holds the slot
     # The holder's own run takes its reserved slot at once.

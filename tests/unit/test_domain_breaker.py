@@ -7,6 +7,7 @@ from console.domain.breaker import (
     BreakerMode,
     BreakerSettings,
     BreakerState,
+    Opener,
     allow,
     current,
     mode_event,
@@ -136,6 +137,19 @@ def test_state_round_trips_through_json():
     assert data["state"] == "half_open" and data["open_until"] == at(30).isoformat()
     assert BreakerState.from_dict(data) == state
     assert BreakerState.from_dict({}) == BreakerState()
+
+
+def test_opening_records_whose_settings_opened_it_until_it_closes():
+    settings = BreakerSettings(failure_threshold=2, open_s=120, success_threshold=1, policy_id=7, policy_version=3)
+    state, _ = record_failure(BreakerState(), T0, settings)
+    assert state.opened_by is None
+    state, event = record_failure(state, T0, settings)
+    assert event == "opened" and state.opened_by == Opener(7, 3, failure_threshold=2, open_s=120)
+    assert BreakerState.from_dict(json.loads(json.dumps(state.to_dict()))) == state
+    _, probing, _ = allow(state, at(121), SETTINGS)  # another policy's call probes: the opener is kept
+    assert probing.opened_by == state.opened_by
+    closed, event = record_success(probing, at(122), settings)
+    assert event == "closed" and closed.opened_by is None
 
 
 def test_settings_come_from_the_policy():

@@ -12,6 +12,8 @@ from console.services.engine.breakers import BreakerKey
 from console.services.engine.execute import execute
 from console.services.engine.submit import submit
 from console.services.people import tenants
+from console.services.policies import versions as policies
+from console.services.scheduling import tasks as task_service
 from tests.factories import make_tenant
 
 SETTINGS = BreakerSettings(failure_threshold=3, open_s=120)
@@ -52,6 +54,52 @@ def test_an_open_breaker_shows_its_state_counts_countdown_and_held_runs(client, 
     assert re.search(r"in (1 min \d+|2 min 0) s", cells[6])  # open for 120 s from now
     assert cells[8] == "1"  # runs held back
     assert 'data-counter="open">1<' in page and 'data-counter="held">1<' in page
+
+
+def test_a_breaker_shared_by_two_policies_says_whose_settings_opened_it(client, auth, runs):
+    # Runs under `default` waited out policy w2-breaker's 120 s open time, and no page said why.
+    policies.save("w2-breaker", {"max_attempts": 1, "breaker": {"failure_threshold": 2, "open_s": 120}}, Actor("test"))
+    clock = FrozenClock(utcnow())
+    for _ in range(2):
+        assert execute(runs.submit("demo.flaky", {"fail_times": 9}, policy="w2-breaker"), 0, clock=clock) == "dead"
+    held = runs.submit("demo.flaky", {"fail_times": 0})  # under policy default: 5 failures, open 30 s
+    assert execute(held, 0, clock=clock) == "breaker_open"
+    auth.as_role("viewer")
+    row = breaker_row(client.get("/breakers/").get_data(as_text=True), "python:demo.flaky")
+    assert "opened by policy w2-breaker v1: 2 failures in a row, open 120 s" in row
+    assert ("shared by policies with different settings: default v1 (5 failures in a row, open 30 s), "
+            "w2-breaker v1 (2 failures in a row, open 120 s)") in row
+    waiting = re.search(r"<strong>Waiting:</strong>(.*?)</p>", client.get(f"/runs/{held}").get_data(as_text=True),
+                        re.S).group(1)
+    assert ("It was opened by policy w2-breaker v1 (2 failures in a row, open 120 s); this run&#39;s policy "
+            "default v1 opens it after 5 failures in a row, for 30 s.") in waiting
+    [put_off] = runs.events(held, "retry_wait")
+    assert put_off.message == "the breaker was opened by policy w2-breaker v1 (2 failures in a row, open 120 s)"
+
+
+def test_after_a_reset_a_held_run_says_its_breaker_was_reset_not_that_it_is_open(client, auth):
+    task = task_service.register(tenants.find("default"), {"name": "charge-cards", "handler": "demo.noop",
+                                                            "event": "cards.charge"}, Actor("test"))
+    run, _ = submit(tenants.find("default"), Actor("test"), task=task)
+    open_breaker(run.handler)
+    assert execute(run.id, 0, clock=FrozenClock(utcnow())) == "breaker_open"
+    auth.as_role("operator", "olga")
+    lists = (f"/runs?task={task.id}", f"/tasks/{task.id}", "/tasks")
+    for path in lists:
+        assert "breaker open" in client.get(path).get_data(as_text=True), path
+    client.post(f"/breakers/{run.handler}/reset", data={"csrf_token": auth.csrf("/breakers/")})
+    (entry,) = reset_audits()
+    reset_at = f"{entry.at:%H:%M:%S}"
+    for path in lists:  # the run waits for its retry as before, but its breaker is no longer open
+        page = client.get(path).get_data(as_text=True)
+        assert "breaker open" not in page and "breaker reset <time" in page and f">{reset_at}</time>" in page, path
+        assert 'title="waiting to retry; breaker reset at ' in page, path
+    shown = client.get(f"/runs/{run.id}").get_data(as_text=True)
+    heading = re.search(r"<h1>(.*?)</h1>", shown, re.S).group(1)  # the timeline keeps what happened: put off, open
+    assert "breaker open" not in heading and "breaker reset <time" in heading and f">{reset_at}</time>" in heading
+    waiting = re.search(r"<strong>Waiting:</strong>(.*?)</p>", shown, re.S).group(1)
+    assert waiting.endswith(f"(no attempt is spent). The breaker was reset at {entry.at:%Y-%m-%d %H:%M:%S} UTC by "
+                            "olga: the run goes at its next try.")
 
 
 def test_live_refresh_returns_only_the_region(client, auth):

@@ -56,7 +56,7 @@ def test_send_test_alert_delivers_now_is_audited_and_shows_the_last_attempt(app,
     assert (entry.actor, entry.target_id) == ("ada", "slack") and SLACK_PATH not in str(entry.after)
 
 
-def test_a_failing_test_alert_says_why_without_the_url(app, client, auth):
+def test_a_failing_test_alert_says_why_without_the_url_as_the_channels_last_test(app, client, auth):
     with Receiver() as slack:
         slack.always(403, {"error": "invalid_token"})
         app.config.update(SLACK_WEBHOOK_URL=slack.url + SLACK_PATH)
@@ -65,7 +65,14 @@ def test_a_failing_test_alert_says_why_without_the_url(app, client, auth):
         html = client.get("/admin/channels").get_data(as_text=True)
     assert "Test alert to Slack failed: 127.0.0.1 answered HTTP 403" in html and SLACK_PATH not in html
     assert len(slack.requests) == 1  # a test is tried once, and raises no "delivery failed" alert
-    assert "No failed deliveries." not in html  # it is listed, with a "Send again" button
+    # It shows as the channel's last test; no alert was lost, so it is no failed delivery to send again.
+    failed = re.search(r'<div class="label">Failed · 24 h</div><div class="value">(\d+)<', html).group(1)
+    assert failed == "0" and "No failed deliveries." in html and "/redeliver" not in html  # no "Send again"
+    row = re.search(r'<tr id="channel-slack">(.*?)</tr>', html, re.S).group(1)
+    last_attempt, last_delivered = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)[3:5]
+    assert "never" in last_attempt and "never" in last_delivered  # no alert was ever sent through it
+    test = re.search(r'<div class="ch-last-test">(.*?)</div>', row, re.S).group(1)
+    assert test.startswith("Last test: <span class=\"badge failed\"") and "answered HTTP 403" in test
 
 
 def test_a_test_alert_to_an_unconfigured_channel_is_refused(app, client, auth):

@@ -93,7 +93,7 @@ def test_a_run_held_back_by_its_class_says_so_on_its_page(client, auth, app, clo
     assert execute(second, 0, clock=clock) == "deferred:quota_class"
     auth.as_role("viewer")
     page = client.get(f"/runs/{second}").get_data(as_text=True)
-    assert "quota class heavy-etl: 1 of its 1 running slots in use (tasks nightly-a)" in page
+    assert "quota class heavy-etl: 1 of its 1 running slot in use (tasks nightly-a)" in page
 
 
 def test_the_forecast_page_lists_minutes_a_class_runs_beyond_its_max(client, auth, app):

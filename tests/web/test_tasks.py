@@ -172,6 +172,17 @@ def test_task_page_lists_recent_runs_linked_to_the_runs_page(client, auth):
     assert "manual" in html
 
 
+def test_a_task_without_runs_says_no_runs_yet_not_last_0(client, auth):
+    task = make_task()
+    auth.as_role("viewer")
+    heading = re.compile(r"<h2>Recent runs(.*?)</h2>", re.S)
+    html = client.get(f"/tasks/{task.id}").get_data(as_text=True)
+    assert heading.search(html).group(1) == "" and "No runs yet." in html
+    on_demand.run_now(task, SEED)
+    html = client.get(f"/tasks/{task.id}").get_data(as_text=True)
+    assert heading.search(html).group(1) == ' <span class="subtle">· last 1</span>'
+
+
 def test_event_only_task_page_says_how_it_fires(client, auth):
     task = make_task(name="order-email", cron=None, event="order.created")
     auth.as_role("viewer")

@@ -18,8 +18,9 @@ LATENCY_ROWS_CAP = 2_000  # the latest alerts of the window: plenty for a p95
 @dataclass(frozen=True)
 class ChannelState:
     target: targets.Target
-    last: Delivery | None
+    last: Delivery | None  # of an alert or work order: a test alert is no delivery people count on
     last_sent: Delivery | None
+    last_test: Delivery | None  # of the latest "Send test alert"
 
 
 @dataclass(frozen=True)
@@ -42,15 +43,26 @@ class Backlog:
 
 
 def channels() -> list[ChannelState]:
-    """Return each channel with its settings and its latest attempt (two index lookups per channel)."""
+    """Return each channel with its settings, its latest attempt and its latest test (three index lookups each)."""
     states = []
     for target in targets.all_targets().values():
-        recent = (select(Delivery).where(Delivery.channel == target.name).order_by(Delivery.id.desc()).limit(1))
+        # Walks the channel's attempts newest first to the first that is not a test's: tests are a few of them.
+        recent = (select(Delivery).join(OutboxMessage, OutboxMessage.id == Delivery.outbox_id)
+                  .where(Delivery.channel == target.name, OutboxMessage.kind != "test")
+                  .order_by(Delivery.id.desc()).limit(1))
         last = db.session.execute(recent).scalar_one_or_none()
         last_sent = last if last is not None and last.outcome == "sent" else db.session.execute(
             recent.where(Delivery.outcome == "sent")).scalar_one_or_none()
-        states.append(ChannelState(target, last, last_sent))
+        states.append(ChannelState(target, last, last_sent, _last_test(target.name)))
     return states
+
+
+def _last_test(channel: str) -> Delivery | None:
+    # From the test messages (on the kind index): the channel's attempts may hold no test at all.
+    message = (select(OutboxMessage.id).where(OutboxMessage.kind == "test", OutboxMessage.channel == channel)
+               .order_by(OutboxMessage.id.desc()).limit(1).scalar_subquery())
+    return db.session.execute(select(Delivery).where(Delivery.outbox_id == message)
+                              .order_by(Delivery.id.desc()).limit(1)).scalar_one_or_none()
 
 
 def _percentile(values: list[float], share: float) -> float | None:
@@ -86,12 +98,15 @@ def backlog(now: datetime) -> Backlog:
         held=count(OutboxMessage.status == "pending", OutboxMessage.attempts == 0, OutboxMessage.next_attempt_at > now),
         retrying=count(OutboxMessage.status == "pending", OutboxMessage.attempts > 0),
         sending=count(OutboxMessage.status == "sending"),
-        failed_24h=count(OutboxMessage.status == "failed", OutboxMessage.next_attempt_at >= now - LATENCY_WINDOW))
+        # A failed test alert checked a channel; no alert was lost, so it counts on its channel only.
+        failed_24h=count(OutboxMessage.status == "failed", OutboxMessage.next_attempt_at >= now - LATENCY_WINDOW,
+                         OutboxMessage.kind != "test"))
 
 
 def recent_failures(limit: int = 20) -> list[OutboxMessage]:
-    """Return the latest messages that failed for good, newest first."""
-    return db.session.execute(select(OutboxMessage).where(OutboxMessage.status == "failed")
+    """Return the latest messages that failed for good, newest first; a failed test shows on its channel instead."""
+    return db.session.execute(select(OutboxMessage)
+                              .where(OutboxMessage.status == "failed", OutboxMessage.kind != "test")
                               .order_by(OutboxMessage.next_attempt_at.desc()).limit(limit)).scalars().all()
 
 

@@ -42,6 +42,9 @@ def redeliver(message_id: int, actor: Actor, *, tenant_id: int | None = None,
     message = db.session.get(OutboxMessage, message_id)
     if message is None or (tenant_id is not None and message.tenant_id != tenant_id):
         raise NotFound(f"no outbox message with id {message_id}")
+    if message.kind == "test":
+        # A test checks a channel as it is now; sending an old one again would pass it off as an alert.
+        raise Conflict(f"message {message_id} is a test alert; send a new test from its channel instead", "kind")
     before = message.status
     waiting = db.session.execute(select(OutboxMessage.id).where(
         OutboxMessage.dedup_key == message.dedup_key, OutboxMessage.status == "pending",

@@ -4,6 +4,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from urllib.parse import urlencode
 
+from console.domain.words import agree, plural
 from console.extensions import db
 from console.models import OutboxMessage, Task, Tenant, WorkOrder
 from console.services.settings import setting
@@ -67,10 +68,6 @@ def console_url(path: str, **query) -> str:
     return setting("CONSOLE_URL").rstrip("/") + path + (f"?{urlencode(query)}" if query else "")
 
 
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
-
-
 def _seconds(value) -> str:
     try:
         seconds = int(value)
@@ -125,10 +122,10 @@ def _dead_words(message: OutboxMessage, rule: str, payload: dict, facts: _Facts)
     handler, code = payload.get("handler", "?"), payload.get("error_code") or "error"
     total = facts.order.dead_letter_count if facts.order else message.occurrences
     group = (f"{message.occurrences} more dead letters in this group ({total} in all)"
-             if total > message.occurrences else f"{_plural(message.occurrences, 'dead letter')} in this group")
+             if total > message.occurrences else f"{plural(message.occurrences, 'dead letter')} in this group")
     lead = "Retry limit reached" if rule == "retry_limit_reached" else "Dead letter"
     attempts = payload.get("attempts")
-    after = f" after {_plural(int(attempts), 'attempt')}" if attempts else ""
+    after = f" after {plural(int(attempts), 'attempt')}" if attempts else ""
     return (f"{lead}: {handler} — {code}",
             f"{group}: {handler} failed with {code}{after}: {payload.get('message') or 'no message'}")
 
@@ -145,13 +142,15 @@ def _words(message: OutboxMessage, rule: str, payload: dict, facts: _Facts) -> t
     if rule == "breaker_opened":
         return _breaker_words(handler, facts.tenant, payload, times)
     if rule == "queue_overflow":
+        current = int(payload.get("current") or 0)
         return (f"Queue full: {handler} in {tenant}",
-                f"{payload.get('current')} runs already wait (limit {payload.get('max')}, {payload.get('limit')}); "
-                f"new submissions are refused with 429{times}.")
+                f"{plural(current, 'run')} already {agree(current, 'waits', 'wait')} (limit {payload.get('max')}, "
+                f"{payload.get('limit')}); new submissions are refused with 429{times}.")
     if rule == "tenant_quota":
+        waiting = int(payload.get("waiting") or 0)
         return (f"Tenant quota reached: {tenant}",
-                f"{payload.get('waiting')} runs wait (max_queued {payload.get('max_queued')}); scheduled firings "
-                f"queue up behind them{times}.")
+                f"{plural(waiting, 'run')} {agree(waiting, 'waits', 'wait')} (max_queued {payload.get('max_queued')}); "
+                f"scheduled firings queue up behind {agree(waiting, 'it', 'them')}{times}.")
     if rule == "compensation_started":
         return (f"Compensating: {handler}",
                 f"Run #{payload.get('run_id')} failed with {payload.get('error_code')}: "
@@ -193,7 +192,7 @@ def _breaker_words(handler: str, tenant: str | None, payload: dict, times: str) 
 
 def _failed_words(message: OutboxMessage, payload: dict) -> tuple[str, str]:
     channels = ", ".join(payload.get("failed_channels") or []) or "its channels"
-    attempts = _plural(int(payload.get("attempts") or 0), "attempt")
+    attempts = plural(int(payload.get("attempts") or 0), "attempt")
     more = f" ({message.occurrences} messages so far)" if message.occurrences > 1 else ""
     if payload.get("failed_kind") == "workorder":
         return ("Work order creation failed",

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import bindparam, case, func, select
 
+from console.domain.words import plural
 from console.extensions import db
 from console.models import QuotaClass, Reservation, RetryPolicyRecord, Run, Task, Tenant
 from console.models.runs import status_is
@@ -111,11 +112,11 @@ def explain(full: str, admission: Admission, concurrency: int, *, tenant: str, p
     if full == "quota_class":
         running = class_tasks(admission.quota_class, tenant_id)
         return (f"{CLASS_WAIT}{admission.quota_class}: {admission.class_running} of its "
-                f"{admission.class_max_running} running slots in use (tasks {running})")
+                f"{plural(admission.class_max_running, 'running slot')} in use (tasks {running})")
     if full == "quota":
         if admission.reserved_running > admission.max_running:
             return (f"tenant quota: tenant {tenant} is running {admission.tenant_running} of the "
-                    f"{admission.reserved_running} running slots it reserved for now")
+                    f"{plural(admission.reserved_running, 'running slot')} it reserved for now")
         return (f"tenant quota: tenant {tenant} is running {admission.tenant_running} of its max_running "
                 f"{admission.max_running}")
     # A run without a task shares its policy's concurrency with every run of its handler, in every tenant.

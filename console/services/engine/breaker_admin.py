@@ -12,7 +12,8 @@ from console.extensions import db
 from console.models import Run, Tenant
 from console.services.actor import Actor
 from console.services.audit import trail as audit
-from console.services.engine import breakers
+from console.services.engine import breaker_policies, breakers
+from console.services.engine.breaker_policies import PolicyBreaker
 from console.services.engine.breakers import BreakerKey
 from console.services.errors import Forbidden, NotFound
 from console.services.policies import versions as policies
@@ -28,6 +29,8 @@ class BreakerRow:
     state: BreakerState
     held_runs: int = 0
     tenant: str | None = None  # the tenant's name, for a per-tenant breaker
+    opened_by: PolicyBreaker | None = None  # whose settings opened it (and hold back every run that shares it)
+    shared: tuple[PolicyBreaker, ...] = ()  # the policies sharing it, when their settings differ
 
     @property
     def handler(self) -> str:
@@ -65,10 +68,16 @@ def board(now: datetime, scope: int | None = None) -> BreakerBoard:
     keys = visible(list(states), scope)
     held, capped = held_runs(keys, scope)
     names = _tenant_names({key.tenant_id for key in keys} - {None})
-    rows = [BreakerRow(key, states[key], held.get(key, 0), names.get(key.tenant_id)) for key in keys]
+    rows = [BreakerRow(key, states[key], held.get(key, 0), names.get(key.tenant_id), *_whose(key, states[key]))
+            for key in keys]
     rows.sort(key=lambda row: (_ORDER[row.state.state], -row.state.consecutive_failures, row.handler,
                                row.tenant or ""))
     return BreakerBoard(rows, None, threshold, capped)
+
+
+def _whose(key: BreakerKey, state: BreakerState) -> tuple[PolicyBreaker | None, tuple[PolicyBreaker, ...]]:
+    opened_by = breaker_policies.opener(state)
+    return opened_by, tuple(breaker_policies.sharing(key, opened_by))
 
 
 def visible(keys: list[BreakerKey], scope: int | None) -> list[BreakerKey]:

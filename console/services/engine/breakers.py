@@ -7,7 +7,7 @@ from typing import NamedTuple
 import redis
 
 from console.domain import breaker
-from console.domain.breaker import BreakerSettings, BreakerState
+from console.domain.breaker import BreakerSettings, BreakerState, Opener
 from console.redis_conn import get_redis
 
 PREFIX = "rebound:breaker:"
@@ -88,13 +88,14 @@ def _closed_and_clean(key: BreakerKey | str) -> bool:
 
 
 class Verdict(NamedTuple):
-    """Whether a call may go now, when to try again if not, whether the breaker was closed and clean, and
-    until when this call holds the half-open probe slot (None when it is no probe)."""
+    """Whether a call may go now, when to try again if not, whether the breaker was closed and clean,
+    until when this call holds the half-open probe slot (None when it is no probe), and whose settings opened it."""
 
     allowed: bool
     retry_at: datetime | None
     clean: bool
     probe_until: datetime | None = None
+    opened_by: Opener | None = None
 
 
 def allow(key: BreakerKey | str, now: datetime, settings: BreakerSettings) -> Verdict:
@@ -107,7 +108,7 @@ def allow(key: BreakerKey | str, now: datetime, settings: BreakerSettings) -> Ve
         return new_state, allowed, retry_at, allowed and new_state.probe_in_flight
 
     after, allowed, retry_at, probing = _update(key, change)
-    return Verdict(allowed, retry_at, False, after.probe_expires_at if probing else None)
+    return Verdict(allowed, retry_at, False, after.probe_expires_at if probing else None, after.opened_by)
 
 
 def release_probe(key: BreakerKey | str, verdict: Verdict) -> None:

@@ -18,7 +18,7 @@ from sqlalchemy import bindparam, select, update
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from console.db import single_statements
-from console.domain.breaker import BreakerSettings
+from console.domain.breaker import BreakerSettings, Opener
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.errors import Failure, HandlerTimeout, NonRetryableError, classify
 from console.domain.windows import Window
@@ -27,6 +27,7 @@ from console.models import RetryPolicyRecord, Run, Task, Tenant
 from console.services.engine import (
     admission,
     breaker_alerts,
+    breaker_policies,
     breakers,
     diagnostics,
     handler_kinds,
@@ -85,6 +86,15 @@ def _policy_name(policy_id: int) -> str:
 def _policy_name_in(database: str, policy_id: int) -> str:
     # Policies are never renamed (their versions change, not their names).
     return db.session.execute(select(RetryPolicyRecord.name).where(RetryPolicyRecord.id == policy_id)).scalar_one()
+
+
+def _opened_by(opener: Opener | None) -> str | None:
+    """Say, on a run the breaker puts off, whose settings opened it: runs of several policies may share one."""
+    if opener is None or opener.policy_id is None:
+        return None
+    policy = breaker_policies.PolicyBreaker(f"{_policy_name(opener.policy_id)} v{opener.policy_version}",
+                                            opener.failure_threshold, opener.open_s)
+    return f"the breaker was opened by policy {policy}"
 
 
 def _call(fn, ctx: HandlerContext, timeout_s: int):
@@ -211,11 +221,12 @@ def _claim(run_id: int, expected_attempt: int, clock: Clock, worker_id: str):
         if held is not None:
             _defer(run, now + timedelta(seconds=DEFER_S), policy.timeout_s, held.explain())
             return "deferred:reserved"
-        settings = BreakerSettings.from_policy(policy)
+        settings = BreakerSettings.from_policy(policy, admitted.policy_id, version)
         breaker = breakers.key_for(run.handler, run.tenant_id, policy.breaker_scope)
         verdict = breakers.allow(breaker, now, settings)
         if not verdict.allowed:
-            transitions.move(run, "retry_wait", now, reason="breaker_open", next_retry_at=verdict.retry_at)
+            transitions.move(run, "retry_wait", now, reason="breaker_open", next_retry_at=verdict.retry_at,
+                             message=_opened_by(verdict.opened_by))
             db.session.commit()
             queueing.enqueue_at(verdict.retry_at, run.id, run.series, run.attempt, policy.timeout_s, deferral=True)
             return "breaker_open"

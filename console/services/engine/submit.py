@@ -11,6 +11,7 @@ from sqlalchemy.orm import make_transient_to_detached
 from console.db.prepared import Prepared, default_value
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.policy import PolicyError, RetryPolicy
+from console.domain.words import agree, plural
 from console.extensions import db
 from console.models import Run, Task, Tenant
 from console.models.runs import live
@@ -135,11 +136,13 @@ def _id_of(tenant: Tenant) -> int:
 
 def overflow_refusal(tenant: Tenant, handler: str, limit: str, current: int, maximum: int) -> QueueFull:
     """Return the 429 that says which limit is full and what to do."""
-    detail = (f"queue full: {current} runs already wait for {handler} in tenant {tenant.name} "
-              f"(queue_limit {maximum}); wait for them to drain or raise the policy's queue_limit"
+    them = agree(current, "it", "them")
+    detail = (f"queue full: {plural(current, 'run')} already {agree(current, 'waits', 'wait')} for {handler} in "
+              f"tenant {tenant.name} (queue_limit {maximum}); wait for {them} to drain or raise the policy's "
+              "queue_limit"
               if limit == "queue_limit" else
-              f"tenant {tenant.name} already has {current} runs waiting (max_queued {maximum}); "
-              "wait for them to drain or raise the tenant's quota")
+              f"tenant {tenant.name} already has {plural(current, 'run')} waiting (max_queued {maximum}); "
+              f"wait for {them} to drain or raise the tenant's quota")
     return QueueFull(detail, limit, current, maximum)
 
 

@@ -7,6 +7,7 @@ from sqlalchemy import select, update
 from console.db import locks
 from console.domain import capacity
 from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.domain.words import agree, plural
 from console.extensions import db
 from console.models import Reservation, Tenant
 from console.services.actor import Actor
@@ -68,6 +69,17 @@ def snapshot(reservation: Reservation, tenant_name: str) -> dict:
             "cancelled_by": reservation.cancelled_by}
 
 
+def holds(made: dict) -> str:
+    """Say what a reservation (its snapshot) holds: "1 running slot and 200 queued runs"."""
+    return f"{plural(made['running_slots'], 'running slot')} and {plural(made['queued_runs'], 'queued run')}"
+
+
+def freed(cancelled: dict) -> str:
+    """Say what cancelling a reservation (its snapshot) gave back: "its 3 running slots are free now"."""
+    slots = cancelled["running_slots"]
+    return f"its {plural(slots, 'running slot')} {agree(slots, 'is', 'are')} free now"
+
+
 def create(tenant_name, actor: Actor, *, running_slots, queued_runs=0, starts_at, ends_at, reason,
            scope: int | None = None, clock: Clock = SYSTEM_CLOCK) -> dict:
     """Reserve capacity for a tenant over [starts_at, ends_at); audited. 409 if it would promise more than exists."""
@@ -104,7 +116,8 @@ def create(tenant_name, actor: Actor, *, running_slots, queued_runs=0, starts_at
             holders.append("other tenants")
         raise Conflict(f"over-reservation: between {start.isoformat()} and {end.isoformat()} up to {taken} of the "
                        f"{promised} running slots the system promises (REBOUND_CAPACITY_RUNNING) are reserved already "
-                       f"(by {', '.join(holders)}); {promised - taken} are free then. Ask for at most "
+                       f"(by {', '.join(holders)}); {promised - taken} {agree(promised - taken, 'is', 'are')} free "
+                       f"then. Ask for at most "
                        f"{promised - taken} or choose another range.", "running_slots")
     reservation = Reservation(tenant_id=tenant.id, running_slots=slots, queued_runs=queued, starts_at=start,
                               ends_at=end, reason=reason.strip(), created_by=actor.name[:64], created_at=now)

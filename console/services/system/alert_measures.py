@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import case, func, select
 
 from console import metrics
+from console.domain.words import agree, plural
 from console.extensions import db
 from console.models import DeadLetter, OutboxMessage, Run, RunEvent
 from console.services.system import observability
@@ -50,13 +51,14 @@ def _outbox_occurrences(prefix: str, since: datetime) -> int:
 def retry_failure_rate(now: datetime, window_s: int | None) -> Measure:
     totals = metrics.window_totals([metrics.WORKER_FAILURE.name, metrics.WORKER_SUCCESS.name], now, window_s)
     failed, ended = totals[metrics.WORKER_FAILURE.name], sum(totals.values())
-    return Measure(failed / ended if ended else 0.0, f"{failed} of {ended} attempts failed", ended >= MIN_EVENTS)
+    return Measure(failed / ended if ended else 0.0, f"{failed} of {plural(ended, 'attempt')} failed",
+                   ended >= MIN_EVENTS)
 
 
 def dlq_length(now: datetime, window_s: int | None) -> Measure:
     count = db.session.execute(select(func.count()).select_from(DeadLetter).where(
         DeadLetter.status == "open")).scalar_one()
-    return Measure(count, f"{count} dead letters are open")
+    return Measure(count, f"{plural(count, 'dead letter')} {agree(count, 'is', 'are')} open")
 
 
 def scheduling_failure_rate(now: datetime, window_s: int | None) -> Measure:
@@ -68,7 +70,8 @@ def scheduling_failure_rate(now: datetime, window_s: int | None) -> Measure:
         missed = 0
     failed, total = late + missed, due + missed
     return Measure(failed / total if total else 0.0,
-                   f"{late} of {due} due runs started over {LATE_START_S} s late and {missed} firings were missed",
+                   f"{late} of {plural(due, 'due run')} started over {LATE_START_S} s late and "
+                   f"{plural(missed, 'firing')} {agree(missed, 'was', 'were')} missed",
                    total >= MIN_EVENTS)
 
 
@@ -76,30 +79,32 @@ def sla_escalations(now: datetime, window_s: int | None) -> Measure:
     count = db.session.execute(select(func.count()).select_from(OutboxMessage).where(
         _prefix(OutboxMessage.dedup_key, "sla-escalation:"), OutboxMessage.created_at >= _since(now, window_s))
     ).scalar_one()
-    return Measure(count, f"{count} tasks breached their SLA three runs in a row")
+    return Measure(count, f"{plural(count, 'task')} breached {agree(count, 'its', 'their')} SLA three runs in a row")
 
 
 def queue_overflow(now: datetime, window_s: int | None) -> Measure:
     count = _outbox_occurrences("queue_overflow:", _since(now, window_s))
-    return Measure(count, f"{count} submissions were refused because a queue was full")
+    return Measure(count, f"{plural(count, 'submission')} {agree(count, 'was', 'were')} refused because a queue was "
+                          "full")
 
 
 def retry_limit_reached(now: datetime, window_s: int | None) -> Measure:
     count = db.session.execute(select(func.count()).select_from(DeadLetter).where(
         DeadLetter.created_at >= _since(now, window_s), DeadLetter.reason == "exhausted",
         DeadLetter.status == "open")).scalar_one()
-    return Measure(count, f"{count} runs used up their retries and wait in the dead-letter queue")
+    return Measure(count, f"{plural(count, 'run')} used up {agree(count, 'its', 'their')} retries and "
+                          f"{agree(count, 'waits', 'wait')} in the dead-letter queue")
 
 
 def workorder_failed(now: datetime, window_s: int | None) -> Measure:
     count = db.session.execute(select(func.count()).select_from(OutboxMessage).where(
         OutboxMessage.status == "failed", OutboxMessage.kind == "workorder")).scalar_one()
-    return Measure(count, f"{count} work orders could not be created in the work-order system")
+    return Measure(count, f"{plural(count, 'work order')} could not be created in the work-order system")
 
 
 def breaker_opened(now: datetime, window_s: int | None) -> Measure:
     count = _outbox_occurrences("breaker:", _since(now, window_s))
-    return Measure(count, f"circuit breakers opened {count} times")
+    return Measure(count, f"circuit breakers opened {plural(count, 'time')}")
 
 
 def lock_contention(now: datetime, window_s: int | None) -> Measure:
@@ -122,7 +127,8 @@ def progress_write_failure_rate(now: datetime, window_s: int | None) -> Measure:
     names = [metrics.PROGRESS_WRITE_FAILURES.name, metrics.PROGRESS_WRITES.name]
     totals = metrics.window_totals(names, now, window_s)
     failed, tried = totals[names[0]], totals[names[1]]
-    return Measure(failed / tried if tried else 0.0, f"{failed} of {tried} progress and heartbeat writes failed",
+    return Measure(failed / tried if tried else 0.0,
+                   f"{failed} of {plural(tried, 'progress and heartbeat write')} failed",
                    tried >= MIN_EVENTS)
 
 

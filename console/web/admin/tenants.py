@@ -96,9 +96,8 @@ def reserve_capacity():
         db.session.rollback()
         form.attach(error)
         return _page(reserve=form, status=error.status)
-    flash(f"Reserved {made['running_slots']} running slots and {made['queued_runs']} queued runs for {made['tenant']} "
-          f"from {made['starts_at'][:16].replace('T', ' ')} to {made['ends_at'][:16].replace('T', ' ')} UTC "
-          f"(reservation {made['id']}).", "success")
+    flash(f"Reserved {reservations.holds(made)} for {made['tenant']} from {made['starts_at'][:16].replace('T', ' ')} "
+          f"to {made['ends_at'][:16].replace('T', ' ')} UTC (reservation {made['id']}).", "success")
     return redirect(url_for("admin.tenants_index", _anchor="reservations"), 303)
 
 
@@ -113,6 +112,6 @@ def cancel_reservation(reservation_id: int):
             raise
         flash(error.detail, "error")
         return redirect(url_for("admin.tenants_index"), 303)
-    flash(f"Cancelled reservation {cancelled['id']} of {cancelled['tenant']}: its {cancelled['running_slots']} "
-          "running slots are free now.", "success")
+    flash(f"Cancelled reservation {cancelled['id']} of {cancelled['tenant']}: {reservations.freed(cancelled)}.",
+          "success")
     return redirect(url_for("admin.tenants_index", _anchor="reservations"), 303)

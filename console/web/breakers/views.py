@@ -5,6 +5,7 @@ from flask import Blueprint, abort, flash, redirect, request, url_for
 
 from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import utcnow
+from console.domain.words import plural
 from console.extensions import htmx
 from console.services.engine import breaker_admin
 from console.services.engine.breakers import BreakerKey
@@ -52,7 +53,7 @@ def reset(handler: str):
         before = breaker_admin.reset(key, current_actor(), scope=tenant_scope())
         was = before.state.value.replace("_", " ")
         notice = ("success", f"Reset the breaker of {breaker_admin.describe(key)} (it was {was}, "
-                             f"{before.consecutive_failures} failures in a row). Calls go through again.")
+                             f"{plural(before.consecutive_failures, 'failure')} in a row). Calls go through again.")
     except ServiceError as error:
         notice = ("error", error.detail)
     except (redis.RedisError, OSError) as error:

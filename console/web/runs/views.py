@@ -18,7 +18,7 @@ from console.services.recovery import approvals, run_compensation
 from console.services.reports import breaches as breach_list
 from console.services.runs import query as runs_query
 from console.services.runs import timeline as run_timeline
-from console.services.runs.waiting import breaker_of, why_waiting
+from console.services.runs.waiting import breaker_of, breaker_resets, why_waiting
 from console.web import paging
 from console.web.approvals import present
 from console.web.render import page
@@ -65,7 +65,8 @@ def index():
     without = {name: url_for("runs.index", **{key: value for key, value in args.items() if key != name})
                for name in ("failed", "retried", "late", "duplicated", "conflicted")}
     return page("runs/index.html", "results", form=form, result=result, total=total, count_cap=cap,
-                before=before, args=args, scoped=scope is not None, late_limit=late_limit, without=without), status
+                before=before, args=args, scoped=scope is not None, late_limit=late_limit, without=without,
+                resets=breaker_resets(result.runs) if result else {}), status
 
 
 def _detail(run_id: int, *, error: str | None = None, notice: str | None = None, status: int = 200):
@@ -75,7 +76,7 @@ def _detail(run_id: int, *, error: str | None = None, notice: str | None = None,
     return page("runs/show.html", "detail", d=detail, run=detail.run, live=detail.run.status in LIVE,
                 breaches=breach_list.of_run(run_id),
                 compensable=compensation.can_compensate(detail.run) and not waiting, requests=requests,
-                waits_because=why_waiting(detail.run, utcnow()),
+                waits_because=why_waiting(detail.run, utcnow()), resets=breaker_resets([detail.run]),
                 error=error, notice=notice, pretty=pretty, **present.helpers()), status
 
 

@@ -18,6 +18,7 @@ from console.services.people import tenants
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.policies import versions as policies
 from console.services.reports import breaches as breach_list
+from console.services.runs.waiting import breaker_resets
 from console.services.scheduling import (
     conflicts,
     on_demand,
@@ -65,7 +66,8 @@ def index():
     return page("tasks/index.html", "results", rows=rows, next_id=next_id, filters=filters, now=now, paging=before,
                 query={key: value for key, value in filters.items() if value},
                 tenant_names=[] if scope is not None else [t.name for t in tenants.all_tenants()],
-                handler_names=task_query.handler_names(scope))
+                handler_names=task_query.handler_names(scope),
+                resets=breaker_resets(row.last_run for row in rows if row.last_run))
 
 
 HORIZONS = {"24h": 24, "7d": 168}
@@ -129,7 +131,7 @@ def _task_page(task, status: int = 200, **event_form):
 def _runs_panel(task) -> dict:
     """What the recent-runs panel shows: the runs and their SLA breaches."""
     runs = tasks.recent_runs(task, RECENT_RUNS)
-    return {"runs": runs, "breaches": breach_list.of_task(task.id, utcnow()),
+    return {"runs": runs, "resets": breaker_resets(runs), "breaches": breach_list.of_task(task.id, utcnow()),
             "run_breaches": breach_list.of_runs([run.id for run in runs])}
 
 
