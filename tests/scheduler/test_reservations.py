@@ -73,7 +73,7 @@ def test_over_reservation_is_refused_with_what_is_free(client, app, admin):
     refused = _reserve(client, admin, "globex", slots=2, start=2.5, end=6)
     assert refused.status_code == 409
     detail = refused.get_json()["detail"]
-    assert "up to 9 of the 10 running slots" in detail and "1 are free" in detail and "acme" in detail
+    assert "up to 9 of the 10 running slots" in detail and "1 is free" in detail and "acme" in detail
     # After the busy range there is room again, and a range that only touches another's end does not overlap it.
     assert _reserve(client, admin, "globex", slots=10, start=5, end=6).status_code == 201
     assert db.session.execute(select(func.count()).select_from(Reservation)).scalar_one() == 3
