@@ -108,3 +108,12 @@ def test_sending_the_token_form_again_issues_no_second_token(client, auth):
     assert second.status_code == 201 and db.session.query(ApiToken).count() == 2
     # A send without a key the page gave (a script, an old page) still issues, as before.
     assert client.post("/admin/tokens", data={**form, "issue_key": "x' OR 1=1"}).status_code == 201
+
+
+def test_the_admin_address_alone_opens_its_first_page_for_admins_only(client, auth):
+    # A typed /admin was a 404; the nav's Admin link opens People.
+    auth.as_role("admin", "root")
+    assert client.get("/admin", follow_redirects=True).request.path == "/admin/users"
+    client.post("/logout", data={"csrf_token": auth.csrf()})
+    auth.as_role("operator", "olga")
+    assert client.get("/admin/").status_code == 403

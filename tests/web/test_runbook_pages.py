@@ -129,6 +129,7 @@ def test_a_runbook_that_needs_approval_asks_for_a_reason_then_files_a_request(cl
     html = client.get(response.headers["Location"]).get_data(as_text=True)
     assert f'<a href="/approvals/{execution.approval_id}">Request #{execution.approval_id}</a>' in html
     assert "the dry-run for the approver is running" in html and "Asked for approval" in html
+    assert "waits for a second person with the approve permission to decide; it expires" in html
     assert 'hx-trigger="every 1s"' in html  # a worker is about to write its preview
     request = client.get(f"/approvals/{execution.approval_id}").get_data(as_text=True)
     assert "A worker is dry-running it" in request and "The change" not in request

@@ -583,3 +583,14 @@ def test_the_gantt_refreshes_live_while_its_window_reaches_now(client, auth, run
     assert 'hx-get="/runs/timeline"' in live and 'hx-trigger="every 10s"' in live and "live, every 10 s" in live
     past = client.get("/runs/timeline?created_from=2020-01-01 00:00&created_to=2020-01-01 01:00").get_data(as_text=True)
     assert 'hx-trigger="every 10s"' not in past
+
+
+def test_progress_says_where_a_run_stopped_only_when_it_stopped_short(client, auth, runs):
+    stopped, done, undone = (runs.submit() for _ in range(3))
+    for run_id, status, progress in ((stopped, "dead", 40), (done, "dead", 100), (undone, "compensated", 100)):
+        run = runs.get(run_id)
+        run.status, run.progress = status, progress
+        db.session.commit()
+    auth.as_role("viewer")
+    # "stopped at 100%" read as if something were cut short, on runs a person compensated on purpose too.
+    assert [list_row(client, run_id)[5] for run_id in (stopped, done, undone)] == ["stopped at 40%", "—", "—"]

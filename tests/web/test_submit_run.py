@@ -28,6 +28,9 @@ def test_an_operator_submits_a_run_and_it_is_audited(client, auth, clock):
     page = client.get("/runs/new").get_data(as_text=True)
     assert '<option value="python:demo.noop">' in page and '<option value="python:demo.flaky">' in page
     assert "Fail the first <code>fail_times</code> executions" in page and "`fail_times`" not in page
+    # Which handlers a person can later undo (Compensate…): their descriptions alone read the same.
+    assert '<code>python:demo.flaky_compensated</code> <span class="badge compensated"' in page
+    assert '<code>python:demo.flaky</code> <span class="badge' not in page
     assert 'href="/runs/new">Submit a run</a>' in client.get("/runs").get_data(as_text=True)
     data = _form(client, auth, handler="python:demo.flaky", params='{"fail_times": 0, "order": 7}',
                  idempotency_key="invoice-7")

@@ -306,7 +306,8 @@ def test_posting_the_event_fires_every_enabled_listener_with_the_data_and_is_aud
     assert event_runs(paused) == []
     page = client.get(f"/tasks/{task.id}").get_data(as_text=True)
     assert (f'Posted order.created to default: queued <a href="/runs/{run.id}">run #{run.id}</a> of order-email; '
-            f'queued <a href="/runs/{sms_run.id}">run #{sms_run.id}</a> of order-sms.') in page
+            f'queued <a href="/runs/{sms_run.id}">run #{sms_run.id}</a> of order-sms; '
+            'order-fax did not fire (paused).') in page
     [entry] = audits("event.post", task.id)
     assert entry.actor == "olga" and entry.after["type"] == "order.created" and entry.after["data"] == {"order": 42}
     assert {r["run_id"] for r in entry.after["runs"]} == {run.id, sms_run.id}
@@ -318,7 +319,7 @@ def test_posting_the_event_of_a_paused_task_says_nothing_fired(client, auth):
     assert "This task is paused, so the event skips it." in client.get(f"/tasks/{task.id}").get_data(as_text=True)
     client.post(f"/tasks/{task.id}/event", data={"csrf_token": auth.csrf(), "data": ""})
     page = client.get(f"/tasks/{task.id}").get_data(as_text=True)
-    assert "Posted order.created to default: no enabled task of the tenant listens for it (this one is paused)." in page
+    assert "Posted order.created to default: order-email did not fire (paused)." in page
     assert event_runs(task) == []
 
 

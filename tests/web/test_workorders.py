@@ -171,6 +171,9 @@ def test_assign_to_a_person_and_to_me(app, client, auth, runs, clock):
 def test_close_needs_a_note_then_closes_audits_and_resolves(app, client, auth, runs, clock):
     letter = dead(runs, clock)
     auth.as_role("operator", "olga")
+    # A replayed letter whose run dies again keeps its work order open: the page says what closes it.
+    assert ("It closes by itself once each of its dead letters is discarded or resolved, or replayed and its run "
+            "succeeded.") in client.get(f"/workorders/{letter.work_order_id}").get_data(as_text=True)
     path = f"/workorders/{letter.work_order_id}/close"
     refused = post(client, auth, path, {"close-note": "  "}, headers=HX)
     assert refused.status_code == 422 and "a note is required" in refused.get_data(as_text=True)

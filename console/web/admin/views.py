@@ -32,6 +32,13 @@ def _users_page(form=None, status=200):
     return render_template("admin/users.html", rows=rows, form=form or _create_user_form()), status
 
 
+@bp.get("/")
+@requires(ADMIN)
+def index():
+    """The Admin area's address alone: its first page, as the nav's Admin link opens."""
+    return redirect(url_for("admin.users_index"))
+
+
 @bp.get("/users")
 @requires(ADMIN)
 def users_index():

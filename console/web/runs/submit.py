@@ -33,7 +33,8 @@ def _form() -> SubmitRunForm:
 
 
 def _page(form: SubmitRunForm, status: int = 200):
-    handlers = [(f"python:{name}", registry.get(name).description) for name in registry.names()]
+    handlers = [(f"python:{name}", registry.get(name).description, registry.get(name).compensate is not None)
+                for name in registry.names()]
     return render_template("runs/submit.html", form=form, handlers=handlers), status
 
 
