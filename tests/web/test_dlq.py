@@ -425,6 +425,9 @@ def test_bulk_discard_of_selected_rows(client, auth, make_dead_letter):
     auth.as_role("operator")
     missing = post(client, auth, "/dlq/bulk/discard", {"id": [first.id], "view": "list"}, htmx=True)
     assert missing.status_code == 422 and fresh(first.id).status == "open"
+    # The refusal goes above the list: swapped in the list's place, it took the ticked rows with it.
+    assert (missing.headers["HX-Retarget"], missing.headers["HX-Reswap"]) == ("#bulk-area", "afterbegin")
+    assert "a reason is required" in missing.get_data(as_text=True)
     response = post(client, auth, "/dlq/bulk/discard", {"id": [first.id, second.id], "reason": "test orders",
                                                         "view": "list"}, htmx=True)
     html = response.get_data(as_text=True)

@@ -233,7 +233,9 @@ def bulk_discard():
                                            current_actor(), tenant_scope())
     except ServiceError as error:
         if htmx:
-            return render_template("dlq/_notice.html", category="error", message=error.detail), error.status
+            # Above the list, not in its place: the rows ticked and the reason typed stay as they were.
+            return render_template("dlq/_notice.html", category="error", message=error.detail), error.status, {
+                "HX-Retarget": "#bulk-area", "HX-Reswap": "afterbegin"}
         flash(error.detail, "error")
         return _back()
     if outcome.approval is not None:
