@@ -1,12 +1,16 @@
 """The Overview leads somewhere: each dead-letter row opens the page behind it, and firing alerts reach every role."""
 
 import html
+import re
+from datetime import timedelta
 
 from sqlalchemy import update
 
+from console.domain.clock import utcnow
 from console.extensions import db
 from console.models import AlertRule, DeadLetter, Tenant
 from console.services.system import alert_rules
+from tests.factories import Runs
 
 
 def _fire(key: str, detail: str) -> None:
@@ -80,3 +84,30 @@ def test_sla_breaches_today_opens_todays_breaches_not_the_last_24_hours(client, 
     assert 'href="/reports/breaches?from=2026-03-02&to=2026-03-02"' in page
     listed = client.get("/reports/breaches?from=2026-03-02&to=2026-03-02").get_data(as_text=True)
     assert "2026-03-02 00:00 – 2026-03-03 00:00 UTC" in listed
+
+
+def test_run_success_counts_every_way_a_run_ends_and_opens_those_that_did_not_succeed(client, auth):
+    runs, now = Runs(), utcnow()
+    ended = {}
+    # A run created two days ago that ended an hour ago is one of the last 24 h's: the counter reads finished_at.
+    for status, created_h in (("succeeded", 1), ("succeeded", 48), ("dead", 1), ("failed", 1), ("compensated", 2),
+                              ("compensation_failed", 1), ("resolved", 3)):
+        run = runs.get(runs.submit())
+        run.status, run.created_at, run.finished_at = status, now - timedelta(hours=created_h), now - timedelta(hours=1)
+        db.session.commit()
+        ended.setdefault(status, []).append(run.id)
+    old = runs.get(runs.submit())
+    old.status, old.finished_at = "dead", now - timedelta(hours=30)  # ended before the 24 h
+    db.session.commit()
+    auth.as_role("viewer", "vic")
+    page = html.unescape(client.get("/overview").get_data(as_text=True))
+    # failed, compensation_failed and resolved runs were left out of it: 2 of 4 read as 50 %.
+    assert 'data-counter="success_rate_24h">28.6%' in page
+    success = re.search(r'<a class="counter" href="([^"]+)"[^>]*><div class="label">Run success', page).group(1)
+    listed = client.get(success).get_data(as_text=True)
+    others = {run_id for status, ids in ended.items() if status != "succeeded" for run_id in ids}
+    assert set(map(int, re.findall(r'<td class="num mono"><a href="/runs/(\d+)">', listed))) == others
+    assert "Ended at or after" in listed
+    succeeded = re.search(r'<a class="counter ok" href="([^"]+)"', page).group(1)
+    listed = client.get(succeeded).get_data(as_text=True)
+    assert set(map(int, re.findall(r'<td class="num mono"><a href="/runs/(\d+)">', listed))) == set(ended["succeeded"])

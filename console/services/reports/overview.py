@@ -8,6 +8,7 @@ from sqlalchemy import func, select
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import DeadLetter, Run, RunEvent, SlaBreach
+from console.models.runs import RARE
 from console.models.runs import live as live_runs
 from console.services.engine import breaker_admin, breakers
 from console.services.reports import read
@@ -27,9 +28,11 @@ def counters(tenant_id: int | None, clock: Clock = SYSTEM_CLOCK) -> dict:
         Run, tenant_id))
     live.update(dict(rows.all()))
     since = clock() - timedelta(hours=24)
+    # Every status a run ends in: succeeded, or one of the rare ones (failed, dead, cancelled, compensated, …).
+    ended = ("succeeded", *RARE)
     finished = dict(db.session.execute(_scoped(
-        select(Run.status, func.count()).where(Run.finished_at >= since, Run.status.in_(
-            ("succeeded", "dead", "compensated", "cancelled"))).group_by(Run.status),
+        select(Run.status, func.count()).where(Run.finished_at >= since, Run.status.in_(ended))
+        .group_by(Run.status),
         Run, tenant_id)).all())
     dead_open = db.session.execute(_scoped(
         select(func.count()).select_from(DeadLetter).where(DeadLetter.status == "open"),

@@ -40,6 +40,7 @@ class RunFilters:
     late: bool = False
     duplicated: bool = False  # a handler success beyond the first (Duplicate execution)
     conflicted: bool = False  # a firing deferred or skipped for a conflict (Conflict early warning)
+    ended_from: datetime | None = None  # ended at or after (the Overview's counters of the last 24 h)
 
 
 @dataclass
@@ -83,6 +84,8 @@ def apply(query, filters: RunFilters, scope: int | None):
         query = query.where(*late_start(filters.task_id))
     if filters.duplicated:
         query = query.where(_duplicated())
+    if filters.ended_from is not None:
+        query = query.where(Run.finished_at >= filters.ended_from)
     if filters.conflicted:
         query = query.where(Run.task_id.is_not(None), Run.scheduled_for.is_not(None),
                             exists().where(RunEvent.run_id == Run.id, conflict_move(RunEvent)))

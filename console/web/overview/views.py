@@ -8,6 +8,7 @@ from console.auth import public, requires, tenant_scope
 from console.domain.clock import utcnow
 from console.extensions import db, htmx
 from console.models import Tenant
+from console.models.runs import RARE
 from console.services.people.permissions import VIEW
 from console.services.reports import overview
 from console.services.system import alert_rules
@@ -61,6 +62,6 @@ def _links(scope: int | None, now) -> dict[str, str]:
     return {"pending": runs("pending"), "running": runs("running"), "retry_wait": runs("retry_wait"),
             "dead_open": url_for("dlq.index"), "breakers_open": url_for("breakers.index"),
             "sla_today": url_for("reports.breaches", **{"from": f"{now:%Y-%m-%d}", "to": f"{now:%Y-%m-%d}"}),
-            "succeeded_24h": runs("succeeded", created_from=since),
+            "succeeded_24h": runs("succeeded", ended_from=since),
             "failing": runs("retry_wait", "dead", "failed"),
-            "success_rate_24h": runs("dead", "failed", "compensation_failed", created_from=since)}
+            "success_rate_24h": runs(*RARE, ended_from=since)}

@@ -143,6 +143,7 @@ class RunFilterForm(TimelineFilterForm):
     late = HiddenField("Started late")
     duplicated = HiddenField("Succeeded twice")
     conflicted = HiddenField("Held back by a conflict")
+    ended_from = IsoTimeField("Ended from (UTC)", validators=[Optional()])
 
     def page_size(self) -> int:
         """Return the page size chosen (a value not offered is refused by validation)."""
@@ -156,7 +157,7 @@ class RunFilterForm(TimelineFilterForm):
         return replace(super().filters(tenant_ids), error_code=(self.error_code.data or "").strip(),
                        text=(self.q.data or "").strip(), failed=bool(self.failed.data), retried=bool(self.retried.data),
                        late=bool(self.late.data), duplicated=bool(self.duplicated.data),
-                       conflicted=bool(self.conflicted.data))
+                       conflicted=bool(self.conflicted.data), ended_from=_utc(self.ended_from.data))
 
 
 def _utc(moment):
