@@ -317,3 +317,19 @@ def test_a_bad_period_name_is_said_beside_the_presets_and_not_sent_again(manager
     html = client.get("/reports?period=bogus").get_data(as_text=True)
     assert re.search(r'<div class="field-error" id="period-error"[^>]*>period is one of 24h, 7d, 30d, 90d</div>', html)
     assert 'name="period" value="bogus"' not in html  # "Show" after picking a tenant does not ask for it again
+
+
+def test_each_error_fingerprint_opens_the_letters_it_counts_whatever_became_of_them(manager, client):
+    html = client.get("/reports?period=24h").get_data(as_text=True)
+    rows = re.findall(r'<td><a href="([^"]+)"><span class="error-code">([^<]*)</span></a>.*?<td class="num">(\d+)</td>',
+                      html, re.S)
+    assert {code for _, code, _ in rows} == {"gateway_down", "ledger_locked"}
+    for link, code, letters in rows:
+        behind = link.replace("&amp;", "&")
+        assert "status=any" in behind and "since=2026-03-01T11:00" in behind and "until=2026-03-02T11:00" in behind
+        # The run that died twice left two letters, one replayed: both are counted, so both are listed.
+        assert len(dlq_rows(client.get(behind).get_data(as_text=True))) == int(letters) > 0, code
+    chart = json.loads(re.search(r'class="bars-chart" data-figure="([^"]+)"></div></div>\s*<div class="table-wrap">\s*'
+                                 r'<table class="report-table">\s*<thead><tr><th>Error', html).group(1)
+                       .replace("&#34;", '"').replace("&quot;", '"').replace("&amp;", "&").replace("&#39;", "'"))
+    assert chart["data"][0]["customdata"] == [link.replace("&amp;", "&") for link, _, _ in rows]

@@ -48,10 +48,10 @@ class Links:
         return self.runs(task_id=row.task_id or None, handler=None if row.task_id else row.handler,
                          tenant=row.tenant, failed=True)
 
-    def dlq(self, status: str = "open", group: str | None = None, task_id: int | None = None) -> str:
+    def dlq(self, status: str = "open", task_id: int | None = None) -> str:
         task = task_id or self.scope.task_id
         return url_for("dlq.index", view="list", status=None if status == "open" else status,
-                       task=str(task) if task else None, tenant=self.tenant, group=group)
+                       task=str(task) if task else None, tenant=self.tenant)
 
     def dlq_recovered(self) -> str:
         """The replayed dead letters whose run succeeded in the period (what "recovered" counts)."""
@@ -60,11 +60,13 @@ class Links:
                        tenant=self.tenant, recovered_since=self.period.start.strftime(MOMENT),
                        recovered_until=self.period.end.strftime(MOMENT))
 
-    def dlq_created(self, task_id: int | None = None, handler: str | None = None, tenant: str | None = None) -> str:
-        """The dead letters created in the period, whatever became of them (what the figures count)."""
+    def dlq_created(self, task_id: int | None = None, handler: str | None = None, tenant: str | None = None,
+                    group: str | None = None) -> str:
+        """The dead letters created in the period, whatever became of them (what the figures count); `group`: those
+        of one error fingerprint."""
         task = str(task_id) if task_id else (f"handler:{handler}" if handler else self.scope.task_id)
         return url_for("dlq.index", view="list", status="any", task=str(task) if task else None,
-                       tenant=tenant or self.tenant, since=self.period.start.strftime(MOMENT),
+                       tenant=tenant or self.tenant, group=group, since=self.period.start.strftime(MOMENT),
                        until=self.period.end.strftime(MOMENT))
 
     def breaches(self, kind: str = "", task_id: int | None = None) -> str:

@@ -86,7 +86,7 @@ def index():
                                                            for row in report.heat.tasks]),
                  failing=failing,
                  failing_figure=charts.failing_tasks(failing, [links.row_runs(row) for row in failing]),
-                 errors_figure=charts.error_groups(report.errors, [links.dlq(group=group.fingerprint)
+                 errors_figure=charts.error_groups(report.errors, [links.dlq_created(group=group.fingerprint)
                                                                    for group in report.errors]))
 
 
