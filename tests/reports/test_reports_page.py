@@ -10,7 +10,12 @@ import pytest
 from console.domain.figures import FIGURES
 from console.extensions import db
 from console.models import DeadLetter, Run, Task
+from console.services.engine.execute import execute
+from console.services.people import tenants
+from console.services.reports import rollup
+from console.services.scheduling import tasks
 from tests.factories import make_tenant
+from tests.reports import history
 
 
 @pytest.fixture
@@ -79,7 +84,7 @@ def test_the_dead_letters_created_card_and_column_list_exactly_what_they_count(m
     assert "Created from 2026-03-01 11:00 before 2026-03-02 11:00 UTC" in listed
     # A row of runs submitted without a task leads to that handler's runs and letters, not to everything.
     adhoc = re.search(r'<a href="([^"]+)">[^<]*\(no task\)</a>', html)
-    assert adhoc and "q=python:demo.flaky" in adhoc.group(1)
+    assert adhoc and "handler=python:demo.flaky" in adhoc.group(1)
     assert client.get(adhoc.group(1).replace("&amp;", "&")).status_code == 200
     letters = re.search(r'href="(/dlq/[^"]*task=handler:python:demo.flaky[^"]*)">(\d+)</a>', html)
     assert letters and len(dlq_rows(client.get(letters.group(1).replace("&amp;", "&")).get_data(as_text=True))) \
@@ -333,3 +338,33 @@ def test_each_error_fingerprint_opens_the_letters_it_counts_whatever_became_of_t
                                  r'<table class="report-table">\s*<thead><tr><th>Error', html).group(1)
                        .replace("&#34;", '"').replace("&quot;", '"').replace("&amp;", "&").replace("&#39;", "'"))
     assert chart["data"][0]["customdata"] == [link.replace("&amp;", "&") for link, _, _ in rows]
+
+
+def test_a_handler_row_without_a_task_opens_that_handlers_failed_runs_only(manager, client, built, clock):
+    # Runs a text search for the handler would also find: a longer handler's, and a task's run of the same handler.
+    longer = history._adhoc(clock, {"fail_times": 9}, handler="demo.flaky_compensated")
+    assert execute(longer, 0, clock=clock) == "dead"
+    flaky_task = tasks.register(tenants.find("default"), {"name": "flaky-task", "handler": "demo.flaky",
+                                                          "cron": "0 0 1 1 *", "params": {"error": "fatal"}},
+                                history.OPS)
+    tasked = history.fire(flaky_task, clock())
+    assert execute(tasked, 0, clock=clock) == "dead"
+    rollup.tick(clock)
+    html = client.get("/reports?period=24h").get_data(as_text=True)
+    link = re.search(r'<a href="([^"]+)">default / python:demo.flaky \(no task\)</a>', html).group(1)
+    behind = link.replace("&amp;", "&")
+    assert "handler=python:demo.flaky" in behind and "q=" not in behind
+    listed = client.get(behind).get_data(as_text=True)
+    assert run_rows(listed) == {built["twice_dead"], built["recovered"]}
+    assert "Handler python:demo.flaky, submitted without a task" in listed
+    # The note can be removed; the text box stays for people's words.
+    assert 'name="q" placeholder="e.g. ledger" type="search" value=""' in listed
+
+
+@pytest.mark.parametrize(("query", "message"), [
+    ("handler=" + "x" * 121, "Field cannot be longer than 120 characters"),
+    ("handler=python:demo.flaky&task=1", "a handler&#39;s runs without a task: drop the task"),
+])
+def test_a_handler_filter_that_can_match_nothing_says_why(manager, client, query, message):
+    response = client.get(f"/runs?{query}")
+    assert response.status_code == 422 and message in response.get_data(as_text=True)

@@ -28,14 +28,14 @@ class Links:
              task_id: int | None = None, handler: str | None = None, tenant: str | None = None,
              failed: bool = False, retried: bool = False, late: bool = False, duplicated: bool = False,
              conflicted: bool = False) -> str:
-        """The runs created in the period; `handler`: those of a handler run without a task (a text search);
+        """The runs created in the period; `handler`: those of a handler run without a task;
         `failed`: with a series that failed for good; `retried`: whose first series failed at least once; `late`: a
         task's that started past its limit; `duplicated`: whose handler succeeded twice; `conflicted`: held back by a
         conflict."""
         start, end = start or self.period.start, end or self.period.end
         return url_for("runs.index", status=list(statuses) or None, task=task_id or self.scope.task_id,
                        tenant=tenant or self.tenant, created_from=start.strftime(RUN_TIME),
-                       created_to=end.strftime(RUN_TIME), q=handler if handler and not task_id else None,
+                       created_to=end.strftime(RUN_TIME), handler=handler if handler and not task_id else None,
                        failed=1 if failed else None, retried=1 if retried else None, late=1 if late else None,
                        duplicated=1 if duplicated else None, conflicted=1 if conflicted else None)
 
