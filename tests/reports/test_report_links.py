@@ -6,10 +6,11 @@ from types import SimpleNamespace
 from urllib.parse import parse_qs, urlsplit
 
 from console.domain.figures import BY_NAME
-from console.domain.periods import Period
+from console.domain.periods import MINUTE, Period
+from console.services.dlq.filters import MOMENT
 from console.services.reports.read import Scope
 from console.web.reports import charts
-from console.web.reports.links import Links
+from console.web.reports.links import RUN_TIME, Links
 
 PERIOD = Period(datetime(2026, 3, 1, 11, tzinfo=UTC), datetime(2026, 3, 2, 11, tzinfo=UTC), "24h")
 
@@ -42,3 +43,8 @@ def test_a_daily_trend_ticks_on_whole_days_never_twice_a_date():
         assert days / (axis["dtick"] / charts.DAY_MS) <= 6  # at most six labels, each a different day
     hourly = json.loads(charts.trend(BY_NAME["execution_success_rate"], points, [""] * days, True))["layout"]["xaxis"]
     assert "dtick" not in hourly
+
+
+def test_every_page_a_chart_point_opens_writes_its_times_alike():
+    # Links.buckets swaps one pair of marks in a chart's link, whichever page it leads to.
+    assert RUN_TIME == MOMENT == MINUTE

@@ -66,7 +66,7 @@ def test_cards_and_charts_lead_to_the_runs_and_dead_letters_behind_them(manager,
     assert len(charts) >= 16
     links = [link for chart in charts for trace in chart["data"] for link in (trace.get("customdata") or [])
              if isinstance(link, str)]
-    assert links and all(link.startswith(("/runs?", "/dlq/", "/reports/breaches")) for link in links)
+    assert links and all(link.startswith(("/runs?", "/dlq/", "/reports/breaches", "/workorders?")) for link in links)
 
 
 def dlq_rows(html: str) -> list[str]:
@@ -368,3 +368,62 @@ def test_a_handler_row_without_a_task_opens_that_handlers_failed_runs_only(manag
 def test_a_handler_filter_that_can_match_nothing_says_why(manager, client, query, message):
     response = client.get(f"/runs?{query}")
     assert response.status_code == 422 and message in response.get_data(as_text=True)
+
+
+def trend_points(html: str, hour: str) -> dict[str, tuple[str, float | None]]:
+    """Each trend chart's point at one hour: {figure label: (link, value)}."""
+    found = {}
+    for label, raw in re.findall(r'<div class="trend-head"><span title="[^"]*">([^<]+)</span>.*?data-figure="([^"]+)"',
+                                 html, re.S):
+        [line, *_] = json.loads(raw.replace("&#34;", '"').replace("&quot;", '"').replace("&amp;", "&")
+                                .replace("&#39;", "'"))["data"]
+        at = line["x"].index(hour)
+        found[label] = (line["customdata"][at], line["y"][at])
+    return found
+
+
+def test_each_trend_point_opens_what_its_figure_counts_in_that_hour(manager, client, built):
+    html = client.get("/reports?period=24h").get_data(as_text=True)
+    points = trend_points(html, "2026-03-02T09:00:00+00:00")
+    hour = ("2026-03-02T09:00", "2026-03-02T10:00")
+
+    def behind(label: str) -> str:
+        return points[label][0]
+
+    def spans(link: str, since: str, until: str) -> bool:
+        return f"{since}={hour[0]}" in link and f"{until}={hour[1]}" in link
+
+    created = behind("Dead letters created")
+    assert created.startswith("/dlq/") and "status=any" in created and spans(created, "since", "until")
+    assert len(dlq_rows(client.get(created).get_data(as_text=True))) == points["Dead letters created"][1] == 3
+    assert behind("Alert latency p50") == behind("Alert latency p95") == created
+    recovered = behind("Dead letters recovered")
+    assert recovered.startswith("/dlq/") and spans(recovered, "recovered_since", "recovered_until")
+    assert len(dlq_rows(client.get(recovered).get_data(as_text=True))) == points["Dead letters recovered"][1] == 1
+    assert behind("Time to recover p50") == behind("Time to recover p90") == recovered
+    breaches = behind("SLA breaches")
+    assert breaches.startswith("/reports/breaches?") and spans(breaches, "since", "until")
+    listed = client.get(breaches).get_data(as_text=True)
+    assert f"/runs/{built['edge_late']}" in listed and "Recorded 2026-03-02 09:00 – 2026-03-02 10:00 UTC" in listed
+    late = behind("Scheduling on time")
+    assert late.startswith("/reports/breaches?") and "kind=start_delay" in late and spans(late, "since", "until")
+    assert behind("Trigger delay p99") == late
+    orders = behind("Work orders completed")
+    assert orders.startswith("/workorders?") and spans(orders, "since", "until")
+    assert client.get(orders).status_code == 200
+    conflicts = behind("Conflict early warning")
+    assert "conflicted=1" in conflicts and spans(conflicts, "created_from", "created_to")
+    assert run_rows(client.get(conflicts).get_data(as_text=True)) == {built["office_run"], built["forbidden"]}
+    assert "failed=1" in behind("Execution success") and "retried=1" in behind("Automatic retry success")
+    assert "duplicated=1" in behind("Duplicate execution")
+
+
+def test_a_span_of_minutes_is_read_whole_and_a_preset_or_show_drops_it(manager, client):
+    html = client.get("/reports/breaches?period=24h&since=2026-03-02T09:00&until=2026-03-02T10:00").get_data(
+        as_text=True)
+    assert 'href="/reports/breaches?period=7d"' in html and 'name="since"' not in html
+    for query, message in (("since=2026-03-02T10:00&until=2026-03-02T09:00", "&#39;until&#39; must be after"),
+                           ("since=2026-03-02T09:00", "give both &#39;since&#39; and &#39;until&#39;"),
+                           ("since=soon&until=2026-03-02T09:00", "since is a UTC time like 2026-03-01T09:00")):
+        response = client.get(f"/reports/breaches?{query}")
+        assert response.status_code == 422 and message in response.get_data(as_text=True), query
