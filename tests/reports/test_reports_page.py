@@ -4,6 +4,7 @@ import csv
 import io
 import json
 import re
+from datetime import timedelta
 
 import pytest
 
@@ -13,7 +14,7 @@ from console.models import DeadLetter, Run, Task
 from console.services.engine.execute import execute
 from console.services.people import tenants
 from console.services.reports import rollup
-from console.services.scheduling import tasks
+from console.services.scheduling import sla, tasks
 from tests.factories import make_tenant
 from tests.reports import history
 
@@ -427,3 +428,22 @@ def test_a_span_of_minutes_is_read_whole_and_a_preset_or_show_drops_it(manager, 
                            ("since=soon&until=2026-03-02T09:00", "since is a UTC time like 2026-03-01T09:00")):
         response = client.get(f"/reports/breaches?{query}")
         assert response.status_code == 422 and message in response.get_data(as_text=True), query
+
+
+def test_a_missed_deadline_shows_its_deadline_so_due_plus_limit_plus_lateness_add_up(manager, client, clock):
+    timed = tasks.register(tenants.find("default"), {"name": "timed", "handler": "demo.noop", "cron": "0 0 1 1 *",
+                                                     "sla": {"deadline_s": 5}}, history.OPS)
+    due = clock().replace(minute=13, second=0)
+    run = history.fire(timed, due)
+    clock.set(due + timedelta(seconds=15))  # succeeded 15 s after it was due: 10 s past its 5 s deadline
+    assert execute(run, 0, clock=clock) == "succeeded"
+    sla.check(clock)
+    html = client.get("/reports/breaches?period=24h&kind=deadline").get_data(as_text=True)
+    row = re.search(r"<tr>\s*<td[^>]*>(?:(?!</tr>).)*missed deadline(?:(?!</tr>).)*</tr>", html, re.S).group(0)
+    cells = [re.sub(r"<[^>]+>", "", cell).strip() for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+    assert cells[4:7] == ["2026-03-02 10:13:00", "2026-03-02 10:13:05 (deadline 5 s)", "10 s"], cells
+    late = client.get("/reports/breaches?period=24h&kind=start_delay").get_data(as_text=True)
+    assert "2026-03-02 09:21:00 (start within 1 min)" in re.sub(r"<[^>]+>", "", late)
+    download = client.get("/reports/breaches.csv?period=24h&kind=deadline").get_data(as_text=True)
+    header, first = list(csv.reader(io.StringIO(download)))[:2]
+    assert dict(zip(header, first, strict=True))["limit_at"] == "2026-03-02T10:13:05+00:00"
