@@ -447,3 +447,21 @@ def test_a_missed_deadline_shows_its_deadline_so_due_plus_limit_plus_lateness_ad
     download = client.get("/reports/breaches.csv?period=24h&kind=deadline").get_data(as_text=True)
     header, first = list(csv.reader(io.StringIO(download)))[:2]
     assert dict(zip(header, first, strict=True))["limit_at"] == "2026-03-02T10:13:05+00:00"
+
+
+def test_the_task_choices_are_the_chosen_tenants(manager, client, built):
+    acme = make_tenant("acme")
+    tasks.register(acme, {"name": "acme-sync", "handler": "demo.noop", "cron": "0 0 1 1 *"}, history.OPS)
+
+    def offered(query: str) -> set[str]:
+        html = client.get(f"/reports?{query}").get_data(as_text=True)
+        select = re.search(r'<select id="task" name="task"[^>]*>(.*?)</select>', html, re.S).group(1)
+        return {label.strip() for label in re.findall(r"<option [^>]*>([^<]+)</option>", select)} - {"all tasks"}
+
+    assert {"acme / acme-sync", "default / edge"} <= offered("period=24h")
+    assert offered("period=24h&tenant=acme") == {"acme / acme-sync"}
+    assert "acme / acme-sync" not in offered("period=24h&tenant=default")
+    # A task of another tenant is refused beside the field, which offers the chosen tenant's tasks to pick from.
+    refused = client.get(f"/reports?period=24h&tenant=acme&task={built['edge']}")
+    assert refused.status_code == 422 and "belongs to another tenant" in refused.get_data(as_text=True)
+    assert offered(f"period=24h&tenant=acme&task={built['edge']}") == {"acme / acme-sync"}

@@ -47,8 +47,10 @@ def _selection():
 
 def _choices() -> dict:
     wall = tenant_scope()
-    return {"tenants": runs_query.tenant_options(wall), "tasks": runs_query.task_options(wall),
-            "scoped": wall is not None}
+    tenants = runs_query.tenant_options(wall)
+    # The chosen tenant's tasks (picked with another tenant's, a task is refused); else every tenant's in the wall.
+    chosen = next((tenant.id for tenant in tenants if tenant.name == _query().get("tenant")), wall)
+    return {"tenants": tenants, "tasks": runs_query.task_options(chosen), "scoped": wall is not None}
 
 
 def _presets(query: dict) -> tuple[dict[str, str], str | None]:
