@@ -465,3 +465,27 @@ def test_the_task_choices_are_the_chosen_tenants(manager, client, built):
     refused = client.get(f"/reports?period=24h&tenant=acme&task={built['edge']}")
     assert refused.status_code == 422 and "belongs to another tenant" in refused.get_data(as_text=True)
     assert offered(f"period=24h&tenant=acme&task={built['edge']}") == {"acme / acme-sync"}
+
+
+def workorder_rows(html: str) -> set[int]:
+    return {int(order_id) for order_id in re.findall(r'<tr id="wo-row-(\d+)"', html)}
+
+
+def test_work_orders_completed_of_one_task_opens_that_tasks_work_orders_not_everyones(manager, client, built, clock):
+    boom = tasks.register(tenants.find("default"), {"name": "boom", "handler": "demo.flaky", "cron": "0 0 1 1 *",
+                                                    "params": {"error": "fatal", "code": "boom"}}, history.OPS)
+    run = history.fire(boom, clock())
+    assert execute(run, 0, clock=clock) == "dead"
+    rollup.tick(clock)
+    boom_order = db.session.query(DeadLetter).filter_by(run_id=run).one().work_order_id
+    for task_id, expected, shown in ((built["edge"], set(), "—"), (boom.id, {boom_order}, "0.0 %")):
+        html = client.get(f"/reports?period=24h&task={task_id}").get_data(as_text=True)
+        orders = card(html, "workorder_completion_rate")
+        assert shown in orders.group(3)
+        behind = orders.group(2).replace("&amp;", "&")
+        assert f"task={task_id}" in behind
+        listed = client.get(behind).get_data(as_text=True)
+        assert workorder_rows(listed) == expected  # not every work order of the period
+        assert f"with a dead letter of task #{task_id}" in listed
+    for bad in ("abc", "0", "99999999999999999999"):
+        assert client.get(f"/workorders?task={bad}").status_code == 422, bad

@@ -7,7 +7,7 @@ orders (closed *now*), dead letters open now, and task runs still waiting past t
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import exists, func, select
+from sqlalchemy import func, select
 
 from console.domain import figures as definitions
 from console.domain.figures import FIGURES, HEADLINE, Figure, Inputs
@@ -17,6 +17,7 @@ from console.models import DeadLetter, Run, WorkOrder
 from console.models.runs import live
 from console.services.reports import read, rollup, sources
 from console.services.reports.read import Scope
+from console.services.workorders import orders
 
 # Runs still waiting are few by design (queues drain); past this many, the live count stops reading.
 LATE_WAITING_CAP = 100_000
@@ -91,8 +92,7 @@ def workorders(period: Period, scope: Scope) -> tuple[int, int]:
     if scope.tenant_id is not None:
         query = query.where(WorkOrder.tenant_id == scope.tenant_id)
     if scope.task_id is not None:
-        query = query.where(exists().where(DeadLetter.work_order_id == WorkOrder.id,
-                                           DeadLetter.task_id == scope.task_id))
+        query = query.where(orders.of_task(scope.task_id))
     created, closed = db.session.execute(query).one()
     return created, closed
 

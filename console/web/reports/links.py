@@ -79,8 +79,8 @@ class Links:
                        kind=kind or None)
 
     def workorders(self, start: datetime | None = None, end: datetime | None = None) -> str:
-        """The work orders opened in the period, closed or not."""
-        return url_for("workorders.index", status="all", tenant=self.tenant,
+        """The work orders opened in the period, closed or not (the task's: holding one of its dead letters)."""
+        return url_for("workorders.index", status="all", tenant=self.tenant, task=self.scope.task_id,
                        since=(start or self.period.start).strftime(MOMENT),
                        until=(end or self.period.end).strftime(MOMENT))
 
