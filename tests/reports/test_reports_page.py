@@ -489,3 +489,17 @@ def test_work_orders_completed_of_one_task_opens_that_tasks_work_orders_not_ever
         assert f"with a dead letter of task #{task_id}" in listed
     for bad in ("abc", "0", "99999999999999999999"):
         assert client.get(f"/workorders?task={bad}").status_code == 422, bad
+
+
+@pytest.mark.parametrize("period", ["24h", "7d"])
+def test_the_work_orders_completed_trend_has_the_points_its_card_counts(manager, client, period):
+    html = client.get(f"/reports?period={period}").get_data(as_text=True)
+    assert "50.0 %" in card(html, "workorder_completion_rate").group(3)
+    [(label, raw)] = [(label, raw) for label, raw in re.findall(
+        r'<div class="trend-head"><span title="[^"]*">([^<]+)</span>.*?data-figure="([^"]+)"', html, re.S)
+        if label == "Work orders completed"]
+    line = json.loads(raw.replace("&#34;", '"').replace("&quot;", '"').replace("&amp;", "&"))["data"][0]
+    # Both work orders were opened at 09:xx on 2026-03-02: one closed now, one open.
+    points = {x: y for x, y in zip(line["x"], line["y"], strict=True) if y is not None}
+    day_or_hour = "2026-03-02T09:00:00+00:00" if period == "24h" else "2026-03-02T00:00:00+00:00"
+    assert points == {day_or_hour: 50.0}
