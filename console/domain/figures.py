@@ -33,6 +33,25 @@ MEASURES: tuple[str, ...] = COUNTS + tuple(column for histogram in HISTOGRAMS fo
 DEFAULT_MAX_START_DELAY_S = 60
 
 
+def _edges(seconds: tuple[float, ...]) -> str:
+    """Say bucket edges as people read them, each unit once: "1, 5, 15, 30 min, 1, 2 h"."""
+    spoken: list[tuple[int, str]] = []
+    for edge in seconds:
+        for size, unit in ((86_400, "days"), (3600, "h"), (60, "min"), (1, "s")):
+            # A day is said as 24 h, so that 1 h .. 24 h read as one run of hours.
+            if edge % size == 0 and (unit != "days" or edge > size):
+                spoken.append((int(edge // size), unit))
+                break
+    return ", ".join(f"{number}" + (f" {unit}" if index + 1 == len(spoken) or spoken[index + 1][1] != unit else "")
+                     for index, (number, unit) in enumerate(spoken))
+
+
+# Why a time-to-recover percentile can exceed every recovery it counts: it is read from these buckets.
+RECOVERY_BUCKETS = (f"Read from fixed buckets with edges at {_edges(RECOVERY.edges)}: exact to the bucket, "
+                    "interpolated inside it, so it can be longer than any recovery counted (3 and 9 min lie in "
+                    "1–5 min and 5–15 min: p90 reads 13 min); past the last edge it shows that edge.")
+
+
 @dataclass(frozen=True)
 class Figure:
     name: str
@@ -84,10 +103,11 @@ FIGURES: tuple[Figure, ...] = (
     Figure("dead_letters_open", "Dead letters open", "count",
            "Dead letters waiting for a person now (not limited to the period).", higher_is_better=False),
     Figure("recovery_time_p50_s", "Time to recover p50", "seconds",
-           "Median time from a dead letter's creation to its run's success, over the letters recovered in the period.",
-           higher_is_better=False),
+           "Median time from a dead letter's creation to its run's success, over the letters recovered in the period. "
+           + RECOVERY_BUCKETS, higher_is_better=False),
     Figure("recovery_time_p90_s", "Time to recover p90", "seconds",
-           "90th percentile of the time from a dead letter's creation to its run's success.", higher_is_better=False),
+           "90th percentile of the time from a dead letter's creation to its run's success. " + RECOVERY_BUCKETS,
+           higher_is_better=False),
     Figure("alert_latency_p50_s", "Alert latency p50", "seconds",
            "Median time from a dead letter to the delivery of its group's alert, over alerts delivered in the "
            "period (repeats held back to gather a count are left out).", higher_is_better=False),

@@ -7,6 +7,7 @@ PRESETS = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta
            "90d": timedelta(days=90)}
 DEFAULT = "7d"
 LONGEST = timedelta(days=366)
+MINUTE = "%Y-%m-%dT%H:%M"  # how `since` and `until` are written (a chart point's hour or day), UTC
 # Earlier or later is a typo; the bounds keep a period's end (the next midnight) and the period before it inside what
 # a datetime holds (years 1 to 9999).
 EARLIEST, LATEST = date(1970, 1, 1), date(9998, 12, 31)
@@ -80,8 +81,36 @@ def parse_day(raw: str, field: str) -> date:
     return day
 
 
-def choose(name: str | None, first: str | None, last: str | None, now: datetime) -> Period:
-    """Return the period asked for: a date range if either end is given, else a preset (default 7 d)."""
+def parse_minute(raw: str, field: str) -> datetime:
+    """Read a UTC minute written YYYY-MM-DDTHH:MM, or raise a PeriodError naming the field."""
+    try:
+        moment = datetime.strptime(raw.strip(), MINUTE).replace(tzinfo=UTC)
+    except ValueError:
+        raise PeriodError(f"{field} is a UTC time like 2026-03-01T09:00", field) from None
+    if not EARLIEST <= moment.date() <= LATEST:
+        raise PeriodError(f"{field} is a time from {EARLIEST} to {LATEST}", field)
+    return moment
+
+
+def span(since: str, until: str) -> Period:
+    """Return [since, until) in UTC minutes: what a chart point's hour or day opens."""
+    if not (since and until):
+        raise PeriodError("give both 'since' and 'until' (UTC times like 2026-03-01T09:00)",
+                          "until" if since else "since")
+    start, end = parse_minute(since, "since"), parse_minute(until, "until")
+    if end <= start:
+        raise PeriodError("'until' must be after 'since'", "until")
+    if end - start > LONGEST:
+        raise PeriodError(f"a report covers at most {LONGEST.days} days", "since")
+    return Period(start, end)
+
+
+def choose(name: str | None, first: str | None, last: str | None, now: datetime, since: str | None = None,
+           until: str | None = None) -> Period:
+    """Return the period asked for: a span of minutes if either end is given, else a date range if either end is
+    given, else a preset (default 7 d)."""
+    if since or until:
+        return span(since or "", until or "")
     if first or last:
         if not (first and last):
             raise PeriodError("give both 'from' and 'to' (dates like 2026-03-01)", "to" if first else "from")

@@ -2,6 +2,7 @@
 for them, partial ones included, on SQLite and PostgreSQL: a query that would scan the runs table is a regression."""
 
 from contextlib import contextmanager
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import event, select
@@ -128,3 +129,17 @@ def test_open_letters_are_counted_and_grouped_by_their_indexes(app, clock):
     assert (uses("ix_dead_letters_open_fingerprint", found) or uses("ix_dead_letters_status_id", found)), found
     assert "TEMP B-TREE" not in found and not scans_runs(found), found
 
+
+
+def test_a_handlers_runs_without_a_task_from_a_reports_row_are_found_by_the_tenant_or_period_index(app, clock):
+    # The link of a Reports row "handler (no task)": a tenant, a period, the handler. No index holds finished runs by
+    # handler (one would cost every submit), so the tenant's or the period's index bounds the walk, as for the
+    # Reports' other run links (SQLite takes the tenant's and sorts by created_at; PostgreSQL walks created_at).
+    filters = runs_query.RunFilters(tenant_id=1, handler="python:demo.flaky", created_from=clock(),
+                                    created_to=clock() + timedelta(days=1), failed=True)
+    with captured() as seen:
+        runs_query.page(filters, scope=None)
+        runs_query.count(filters, scope=None)
+    plans = [plan(statement, parameters) for statement, parameters in seen]
+    assert plans and not any(scans_runs(found) for found in plans), plans
+    assert all(uses("ix_runs_created_at", found) or uses("ix_runs_tenant_id_id", found) for found in plans), plans

@@ -6,10 +6,11 @@ from types import SimpleNamespace
 from urllib.parse import parse_qs, urlsplit
 
 from console.domain.figures import BY_NAME
-from console.domain.periods import Period
+from console.domain.periods import MINUTE, Period
+from console.services.dlq.filters import MOMENT
 from console.services.reports.read import Scope
 from console.web.reports import charts
-from console.web.reports.links import Links
+from console.web.reports.links import RUN_TIME, Links
 
 PERIOD = Period(datetime(2026, 3, 1, 11, tzinfo=UTC), datetime(2026, 3, 2, 11, tzinfo=UTC), "24h")
 
@@ -24,7 +25,7 @@ def test_a_row_of_one_tenant_leads_to_that_tenants_runs_and_letters_when_the_pag
     row = SimpleNamespace(tenant="acme", task_id=None, handler="python:demo.flaky")
     with app.test_request_context():
         runs, letters = query(links.row_runs(row)), query(links.dlq_created(None, row.handler, tenant=row.tenant))
-    assert runs["tenant"] == ["acme"] and runs["q"] == ["python:demo.flaky"]
+    assert runs["tenant"] == ["acme"] and runs["handler"] == ["python:demo.flaky"] and "q" not in runs
     assert letters["tenant"] == ["acme"] and letters["task"] == ["handler:python:demo.flaky"]
     # A page already narrowed to one tenant keeps it.
     with app.test_request_context():
@@ -42,3 +43,8 @@ def test_a_daily_trend_ticks_on_whole_days_never_twice_a_date():
         assert days / (axis["dtick"] / charts.DAY_MS) <= 6  # at most six labels, each a different day
     hourly = json.loads(charts.trend(BY_NAME["execution_success_rate"], points, [""] * days, True))["layout"]["xaxis"]
     assert "dtick" not in hourly
+
+
+def test_every_page_a_chart_point_opens_writes_its_times_alike():
+    # Links.buckets swaps one pair of marks in a chart's link, whichever page it leads to.
+    assert RUN_TIME == MOMENT == MINUTE

@@ -4,13 +4,19 @@ import csv
 import io
 import json
 import re
+from datetime import timedelta
 
 import pytest
 
 from console.domain.figures import FIGURES
 from console.extensions import db
 from console.models import DeadLetter, Run, Task
+from console.services.engine.execute import execute
+from console.services.people import tenants
+from console.services.reports import rollup
+from console.services.scheduling import sla, tasks
 from tests.factories import make_tenant
+from tests.reports import history
 
 
 @pytest.fixture
@@ -61,7 +67,7 @@ def test_cards_and_charts_lead_to_the_runs_and_dead_letters_behind_them(manager,
     assert len(charts) >= 16
     links = [link for chart in charts for trace in chart["data"] for link in (trace.get("customdata") or [])
              if isinstance(link, str)]
-    assert links and all(link.startswith(("/runs?", "/dlq/", "/reports/breaches")) for link in links)
+    assert links and all(link.startswith(("/runs?", "/dlq/", "/reports/breaches", "/workorders?")) for link in links)
 
 
 def dlq_rows(html: str) -> list[str]:
@@ -79,7 +85,7 @@ def test_the_dead_letters_created_card_and_column_list_exactly_what_they_count(m
     assert "Created from 2026-03-01 11:00 before 2026-03-02 11:00 UTC" in listed
     # A row of runs submitted without a task leads to that handler's runs and letters, not to everything.
     adhoc = re.search(r'<a href="([^"]+)">[^<]*\(no task\)</a>', html)
-    assert adhoc and "q=python:demo.flaky" in adhoc.group(1)
+    assert adhoc and "handler=python:demo.flaky" in adhoc.group(1)
     assert client.get(adhoc.group(1).replace("&amp;", "&")).status_code == 200
     letters = re.search(r'href="(/dlq/[^"]*task=handler:python:demo.flaky[^"]*)">(\d+)</a>', html)
     assert letters and len(dlq_rows(client.get(letters.group(1).replace("&amp;", "&")).get_data(as_text=True))) \
@@ -317,3 +323,183 @@ def test_a_bad_period_name_is_said_beside_the_presets_and_not_sent_again(manager
     html = client.get("/reports?period=bogus").get_data(as_text=True)
     assert re.search(r'<div class="field-error" id="period-error"[^>]*>period is one of 24h, 7d, 30d, 90d</div>', html)
     assert 'name="period" value="bogus"' not in html  # "Show" after picking a tenant does not ask for it again
+
+
+def test_each_error_fingerprint_opens_the_letters_it_counts_whatever_became_of_them(manager, client):
+    html = client.get("/reports?period=24h").get_data(as_text=True)
+    rows = re.findall(r'<td><a href="([^"]+)"><span class="error-code">([^<]*)</span></a>.*?<td class="num">(\d+)</td>',
+                      html, re.S)
+    assert {code for _, code, _ in rows} == {"gateway_down", "ledger_locked"}
+    for link, code, letters in rows:
+        behind = link.replace("&amp;", "&")
+        assert "status=any" in behind and "since=2026-03-01T11:00" in behind and "until=2026-03-02T11:00" in behind
+        # The run that died twice left two letters, one replayed: both are counted, so both are listed.
+        assert len(dlq_rows(client.get(behind).get_data(as_text=True))) == int(letters) > 0, code
+    chart = json.loads(re.search(r'class="bars-chart" data-figure="([^"]+)"></div></div>\s*<div class="table-wrap">\s*'
+                                 r'<table class="report-table">\s*<thead><tr><th>Error', html).group(1)
+                       .replace("&#34;", '"').replace("&quot;", '"').replace("&amp;", "&").replace("&#39;", "'"))
+    assert chart["data"][0]["customdata"] == [link.replace("&amp;", "&") for link, _, _ in rows]
+
+
+def test_a_handler_row_without_a_task_opens_that_handlers_failed_runs_only(manager, client, built, clock):
+    # Runs a text search for the handler would also find: a longer handler's, and a task's run of the same handler.
+    longer = history._adhoc(clock, {"fail_times": 9}, handler="demo.flaky_compensated")
+    assert execute(longer, 0, clock=clock) == "dead"
+    flaky_task = tasks.register(tenants.find("default"), {"name": "flaky-task", "handler": "demo.flaky",
+                                                          "cron": "0 0 1 1 *", "params": {"error": "fatal"}},
+                                history.OPS)
+    tasked = history.fire(flaky_task, clock())
+    assert execute(tasked, 0, clock=clock) == "dead"
+    rollup.tick(clock)
+    html = client.get("/reports?period=24h").get_data(as_text=True)
+    link = re.search(r'<a href="([^"]+)">default / python:demo.flaky \(no task\)</a>', html).group(1)
+    behind = link.replace("&amp;", "&")
+    assert "handler=python:demo.flaky" in behind and "q=" not in behind
+    listed = client.get(behind).get_data(as_text=True)
+    assert run_rows(listed) == {built["twice_dead"], built["recovered"]}
+    assert "Handler python:demo.flaky, submitted without a task" in listed
+    # The note can be removed; the text box stays for people's words.
+    assert 'name="q" placeholder="e.g. ledger" type="search" value=""' in listed
+
+
+@pytest.mark.parametrize(("query", "message"), [
+    ("handler=" + "x" * 121, "Field cannot be longer than 120 characters"),
+    ("handler=python:demo.flaky&task=1", "a handler&#39;s runs without a task: drop the task"),
+])
+def test_a_handler_filter_that_can_match_nothing_says_why(manager, client, query, message):
+    response = client.get(f"/runs?{query}")
+    assert response.status_code == 422 and message in response.get_data(as_text=True)
+
+
+def trend_points(html: str, hour: str) -> dict[str, tuple[str, float | None]]:
+    """Each trend chart's point at one hour: {figure label: (link, value)}."""
+    found = {}
+    for label, raw in re.findall(r'<div class="trend-head"><span title="[^"]*">([^<]+)</span>.*?data-figure="([^"]+)"',
+                                 html, re.S):
+        [line, *_] = json.loads(raw.replace("&#34;", '"').replace("&quot;", '"').replace("&amp;", "&")
+                                .replace("&#39;", "'"))["data"]
+        at = line["x"].index(hour)
+        found[label] = (line["customdata"][at], line["y"][at])
+    return found
+
+
+def test_each_trend_point_opens_what_its_figure_counts_in_that_hour(manager, client, built):
+    html = client.get("/reports?period=24h").get_data(as_text=True)
+    points = trend_points(html, "2026-03-02T09:00:00+00:00")
+    hour = ("2026-03-02T09:00", "2026-03-02T10:00")
+
+    def behind(label: str) -> str:
+        return points[label][0]
+
+    def spans(link: str, since: str, until: str) -> bool:
+        return f"{since}={hour[0]}" in link and f"{until}={hour[1]}" in link
+
+    created = behind("Dead letters created")
+    assert created.startswith("/dlq/") and "status=any" in created and spans(created, "since", "until")
+    assert len(dlq_rows(client.get(created).get_data(as_text=True))) == points["Dead letters created"][1] == 3
+    assert behind("Alert latency p50") == behind("Alert latency p95") == created
+    recovered = behind("Dead letters recovered")
+    assert recovered.startswith("/dlq/") and spans(recovered, "recovered_since", "recovered_until")
+    assert len(dlq_rows(client.get(recovered).get_data(as_text=True))) == points["Dead letters recovered"][1] == 1
+    assert behind("Time to recover p50") == behind("Time to recover p90") == recovered
+    breaches = behind("SLA breaches")
+    assert breaches.startswith("/reports/breaches?") and spans(breaches, "since", "until")
+    listed = client.get(breaches).get_data(as_text=True)
+    assert f"/runs/{built['edge_late']}" in listed and "Recorded 2026-03-02 09:00 – 2026-03-02 10:00 UTC" in listed
+    late = behind("Scheduling on time")
+    assert late.startswith("/reports/breaches?") and "kind=start_delay" in late and spans(late, "since", "until")
+    assert behind("Trigger delay p99") == late
+    orders = behind("Work orders completed")
+    assert orders.startswith("/workorders?") and spans(orders, "since", "until")
+    assert client.get(orders).status_code == 200
+    conflicts = behind("Conflict early warning")
+    assert "conflicted=1" in conflicts and spans(conflicts, "created_from", "created_to")
+    assert run_rows(client.get(conflicts).get_data(as_text=True)) == {built["office_run"], built["forbidden"]}
+    assert "failed=1" in behind("Execution success") and "retried=1" in behind("Automatic retry success")
+    assert "duplicated=1" in behind("Duplicate execution")
+
+
+def test_a_span_of_minutes_is_read_whole_and_a_preset_or_show_drops_it(manager, client):
+    html = client.get("/reports/breaches?period=24h&since=2026-03-02T09:00&until=2026-03-02T10:00").get_data(
+        as_text=True)
+    assert 'href="/reports/breaches?period=7d"' in html and 'name="since"' not in html
+    for query, message in (("since=2026-03-02T10:00&until=2026-03-02T09:00", "&#39;until&#39; must be after"),
+                           ("since=2026-03-02T09:00", "give both &#39;since&#39; and &#39;until&#39;"),
+                           ("since=soon&until=2026-03-02T09:00", "since is a UTC time like 2026-03-01T09:00")):
+        response = client.get(f"/reports/breaches?{query}")
+        assert response.status_code == 422 and message in response.get_data(as_text=True), query
+
+
+def test_a_missed_deadline_shows_its_deadline_so_due_plus_limit_plus_lateness_add_up(manager, client, clock):
+    timed = tasks.register(tenants.find("default"), {"name": "timed", "handler": "demo.noop", "cron": "0 0 1 1 *",
+                                                     "sla": {"deadline_s": 5}}, history.OPS)
+    due = clock().replace(minute=13, second=0)
+    run = history.fire(timed, due)
+    clock.set(due + timedelta(seconds=15))  # succeeded 15 s after it was due: 10 s past its 5 s deadline
+    assert execute(run, 0, clock=clock) == "succeeded"
+    sla.check(clock)
+    html = client.get("/reports/breaches?period=24h&kind=deadline").get_data(as_text=True)
+    row = re.search(r"<tr>\s*<td[^>]*>(?:(?!</tr>).)*missed deadline(?:(?!</tr>).)*</tr>", html, re.S).group(0)
+    cells = [re.sub(r"<[^>]+>", "", cell).strip() for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+    assert cells[4:7] == ["2026-03-02 10:13:00", "2026-03-02 10:13:05 (deadline 5 s)", "10 s"], cells
+    late = client.get("/reports/breaches?period=24h&kind=start_delay").get_data(as_text=True)
+    assert "2026-03-02 09:21:00 (start within 1 min)" in re.sub(r"<[^>]+>", "", late)
+    download = client.get("/reports/breaches.csv?period=24h&kind=deadline").get_data(as_text=True)
+    header, first = list(csv.reader(io.StringIO(download)))[:2]
+    assert dict(zip(header, first, strict=True))["limit_at"] == "2026-03-02T10:13:05+00:00"
+
+
+def test_the_task_choices_are_the_chosen_tenants(manager, client, built):
+    acme = make_tenant("acme")
+    tasks.register(acme, {"name": "acme-sync", "handler": "demo.noop", "cron": "0 0 1 1 *"}, history.OPS)
+
+    def offered(query: str) -> set[str]:
+        html = client.get(f"/reports?{query}").get_data(as_text=True)
+        select = re.search(r'<select id="task" name="task"[^>]*>(.*?)</select>', html, re.S).group(1)
+        return {label.strip() for label in re.findall(r"<option [^>]*>([^<]+)</option>", select)} - {"all tasks"}
+
+    assert {"acme / acme-sync", "default / edge"} <= offered("period=24h")
+    assert offered("period=24h&tenant=acme") == {"acme / acme-sync"}
+    assert "acme / acme-sync" not in offered("period=24h&tenant=default")
+    # A task of another tenant is refused beside the field, which offers the chosen tenant's tasks to pick from.
+    refused = client.get(f"/reports?period=24h&tenant=acme&task={built['edge']}")
+    assert refused.status_code == 422 and "belongs to another tenant" in refused.get_data(as_text=True)
+    assert offered(f"period=24h&tenant=acme&task={built['edge']}") == {"acme / acme-sync"}
+
+
+def workorder_rows(html: str) -> set[int]:
+    return {int(order_id) for order_id in re.findall(r'<tr id="wo-row-(\d+)"', html)}
+
+
+def test_work_orders_completed_of_one_task_opens_that_tasks_work_orders_not_everyones(manager, client, built, clock):
+    boom = tasks.register(tenants.find("default"), {"name": "boom", "handler": "demo.flaky", "cron": "0 0 1 1 *",
+                                                    "params": {"error": "fatal", "code": "boom"}}, history.OPS)
+    run = history.fire(boom, clock())
+    assert execute(run, 0, clock=clock) == "dead"
+    rollup.tick(clock)
+    boom_order = db.session.query(DeadLetter).filter_by(run_id=run).one().work_order_id
+    for task_id, expected, shown in ((built["edge"], set(), "—"), (boom.id, {boom_order}, "0.0 %")):
+        html = client.get(f"/reports?period=24h&task={task_id}").get_data(as_text=True)
+        orders = card(html, "workorder_completion_rate")
+        assert shown in orders.group(3)
+        behind = orders.group(2).replace("&amp;", "&")
+        assert f"task={task_id}" in behind
+        listed = client.get(behind).get_data(as_text=True)
+        assert workorder_rows(listed) == expected  # not every work order of the period
+        assert f"with a dead letter of task #{task_id}" in listed
+    for bad in ("abc", "0", "99999999999999999999"):
+        assert client.get(f"/workorders?task={bad}").status_code == 422, bad
+
+
+@pytest.mark.parametrize("period", ["24h", "7d"])
+def test_the_work_orders_completed_trend_has_the_points_its_card_counts(manager, client, period):
+    html = client.get(f"/reports?period={period}").get_data(as_text=True)
+    assert "50.0 %" in card(html, "workorder_completion_rate").group(3)
+    [(label, raw)] = [(label, raw) for label, raw in re.findall(
+        r'<div class="trend-head"><span title="[^"]*">([^<]+)</span>.*?data-figure="([^"]+)"', html, re.S)
+        if label == "Work orders completed"]
+    line = json.loads(raw.replace("&#34;", '"').replace("&quot;", '"').replace("&amp;", "&"))["data"][0]
+    # Both work orders were opened at 09:xx on 2026-03-02: one closed now, one open.
+    points = {x: y for x, y in zip(line["x"], line["y"], strict=True) if y is not None}
+    day_or_hour = "2026-03-02T09:00:00+00:00" if period == "24h" else "2026-03-02T00:00:00+00:00"
+    assert points == {day_or_hour: 50.0}

@@ -6,7 +6,7 @@ import pytest
 
 from console.domain import periods
 from console.domain.figures import BY_NAME, FIGURES, HEADLINE, MEASURES, Inputs, met, trend, values
-from console.domain.histograms import ALERT_LATENCY, TRIGGER_DELAY, Histogram, percentile
+from console.domain.histograms import ALERT_LATENCY, RECOVERY, TRIGGER_DELAY, Histogram, percentile
 
 
 def test_a_value_on_an_edge_falls_in_the_bucket_that_edge_closes():
@@ -78,3 +78,15 @@ def test_the_readme_defines_each_figure_in_the_words_of_its_tooltip():
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     for figure in FIGURES:
         assert f"| `{figure.name}` |" in readme and figure.definition in readme, figure.name
+
+
+def test_the_time_to_recover_percentiles_say_they_are_exact_to_their_bucket_and_name_its_edges():
+    # Recoveries of 3.2 and 8.9 min are counted in (1, 5 min] and (5, 15 min]: p90 reads 13 min, more than either.
+    counts = [0] * len(RECOVERY.columns)
+    counts[RECOVERY.edges.index(300)] += 1
+    counts[RECOVERY.edges.index(900)] += 1
+    assert percentile(counts, RECOVERY.edges, 0.9) == pytest.approx(780.0)
+    for name in ("recovery_time_p50_s", "recovery_time_p90_s"):
+        words = BY_NAME[name].definition
+        assert "exact to the bucket, interpolated inside it" in words, name
+        assert "1, 5, 15, 30 min, 1, 2, 4, 8, 16, 24 h, 2, 4, 7, 14, 30 days" in words, name

@@ -7,6 +7,7 @@ from sqlalchemy import func, select
 
 from console.extensions import db
 from console.models import Run, SlaBreach, Task, Tenant
+from console.services.scheduling import sla
 
 PAGE_SIZE = 50
 EXPORT_CAP = 50_000
@@ -29,14 +30,22 @@ class Row:
     tenant: str
     run_status: str
     due: datetime | None  # when the run was due to start (its window's opening, if deferred into one)
+    # The task's limit of this kind (max start delay, or deadline), as it stands now: due + limit + late by add up.
+    limit_s: int | None = None
 
     @property
     def kind_text(self) -> str:
         return KINDS.get(self.breach.kind, self.breach.kind)
 
+    @property
+    def limit_at(self) -> datetime | None:
+        """When the run had to start (a late start) or to succeed (a missed deadline) by."""
+        return self.due + timedelta(seconds=self.limit_s) if self.due and self.limit_s is not None else None
+
 
 def _query(filters: Filters):
-    query = (select(SlaBreach, Task.name, Tenant.name, Run.status, Run.scheduled_for, Run.due_at)
+    query = (select(SlaBreach, Task.name, Tenant.name, Run.status, Run.scheduled_for, Run.due_at, Task.sla,
+                    Task.policy_id, Task.policy_overrides)
              .join(Task, Task.id == SlaBreach.task_id).join(Tenant, Tenant.id == SlaBreach.tenant_id)
              .join(Run, Run.id == SlaBreach.run_id)
              .where(SlaBreach.detected_at >= filters.start, SlaBreach.detected_at < filters.end))
@@ -50,8 +59,14 @@ def _query(filters: Filters):
 
 
 def _rows(result) -> list[Row]:
-    return [Row(breach, task, tenant, status, due_at or scheduled_for)
-            for breach, task, tenant, status, scheduled_for, due_at in result]
+    limits: dict[int, tuple[int | None, int | None]] = {}  # by task: its policy is read once a page
+    rows = []
+    for breach, task, tenant, status, scheduled_for, due_at, task_sla, policy_id, overrides in result:
+        if breach.task_id not in limits:
+            limits[breach.task_id] = sla.limits_of(task_sla, policy_id, overrides)
+        limit = limits[breach.task_id][0 if breach.kind == "start_delay" else 1]
+        rows.append(Row(breach, task, tenant, status, due_at or scheduled_for, limit))
+    return rows
 
 
 def page(filters: Filters, before: int | None = None, limit: int = PAGE_SIZE) -> tuple[list[Row], int | None]:

@@ -4,10 +4,11 @@ Counts come from the rollups; three things are read live because they are about 
 orders (closed *now*), dead letters open now, and task runs still waiting past their start limit.
 """
 
+from bisect import bisect_right
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import exists, func, select
+from sqlalchemy import func, select
 
 from console.domain import figures as definitions
 from console.domain.figures import FIGURES, HEADLINE, Figure, Inputs
@@ -17,6 +18,7 @@ from console.models import DeadLetter, Run, WorkOrder
 from console.models.runs import live
 from console.services.reports import read, rollup, sources
 from console.services.reports.read import Scope
+from console.services.workorders import orders
 
 # Runs still waiting are few by design (queues drain); past this many, the live count stops reading.
 LATE_WAITING_CAP = 100_000
@@ -84,17 +86,34 @@ def late_waiting(scope: Scope, now: datetime) -> int:
                if (now - (due_at or scheduled_for)).total_seconds() > limits.get(task_id, default))
 
 
-def workorders(period: Period, scope: Scope) -> tuple[int, int]:
-    """Return (opened in the period, of those closed now)."""
-    query = (select(func.count(), func.count().filter(WorkOrder.status == "closed"))
-             .where(WorkOrder.created_at >= period.start, WorkOrder.created_at < period.end))
+def _opened_in(query, period: Period, scope: Scope):
+    """Narrow a select over work orders to those opened in the period, in the scope."""
+    query = query.where(WorkOrder.created_at >= period.start, WorkOrder.created_at < period.end)
     if scope.tenant_id is not None:
         query = query.where(WorkOrder.tenant_id == scope.tenant_id)
     if scope.task_id is not None:
-        query = query.where(exists().where(DeadLetter.work_order_id == WorkOrder.id,
-                                           DeadLetter.task_id == scope.task_id))
+        query = query.where(orders.of_task(scope.task_id))
+    return query
+
+
+def workorders(period: Period, scope: Scope) -> tuple[int, int]:
+    """Return (opened in the period, of those closed now)."""
+    query = _opened_in(select(func.count(), func.count().filter(WorkOrder.status == "closed")), period, scope)
     created, closed = db.session.execute(query).one()
     return created, closed
+
+
+def workorders_per_bucket(period: Period, scope: Scope, starts: list[datetime]) -> dict[datetime, tuple[int, int]]:
+    """Return (opened, of those closed now) for each hour or day of the period (`starts`, oldest first)."""
+    # Read live like the card (closed *now* is no rollup's), and put in buckets here: work orders are few (one
+    # open per error group and tenant), and an hour or a day in SQL would be spelled once per database.
+    found: dict[datetime, list[int]] = {}
+    query = _opened_in(select(WorkOrder.created_at, WorkOrder.status), period, scope)
+    for created_at, status in db.session.execute(query):
+        counts = found.setdefault(starts[bisect_right(starts, created_at) - 1], [0, 0])
+        counts[0] += 1
+        counts[1] += status == "closed"
+    return {bucket: (opened, closed) for bucket, (opened, closed) in found.items()}
 
 
 def open_letters(scope: Scope) -> int:
@@ -123,7 +142,13 @@ def summary(period: Period, scope: Scope, now: datetime, totals=None) -> Summary
                                    for figure in FIGURES}, rollup.through())
 
 
-def per_bucket_values(buckets: dict) -> dict[datetime, dict]:
-    """Return each hour's or day's figures from its sums (figures read live are left out)."""
-    return {bucket: definitions.values(Inputs(totals=counts)) for bucket, counts in buckets.items()}
+def per_bucket_values(buckets: dict, workorders_by_bucket: dict | None = None) -> dict[datetime, dict]:
+    """Return each hour's or day's figures from its sums and its work orders (open letters and late waiting are
+    about now, left out)."""
+    values = {}
+    for bucket, counts in buckets.items():
+        opened, closed = (workorders_by_bucket or {}).get(bucket, (0, 0))
+        values[bucket] = definitions.values(Inputs(totals=counts, workorders_created=opened,
+                                                   workorders_completed=closed))
+    return values
 

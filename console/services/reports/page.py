@@ -109,6 +109,8 @@ def build(period: Period, scope: Scope, now: datetime) -> Report:
     for counts in buckets.values():
         totals.update(counts)
     summary = figures.summary(period, scope, now, totals=totals)
-    trend = figures.per_bucket_values({bucket: buckets.get(bucket, Counter()) for bucket in buckets_of(period)})
+    starts = buckets_of(period)
+    trend = figures.per_bucket_values({bucket: buckets.get(bucket, Counter()) for bucket in starts},
+                                      figures.workorders_per_bucket(period, scope, starts))
     rows = task_rows(period, scope)
     return Report(summary, trend, rows, heat_map(period, scope, rows), read.fingerprints(period, scope))

@@ -12,10 +12,11 @@ from console.services.people import tenants
 from console.services.reports.read import Scope
 
 
-def period(name: str | None, first: str | None, last: str | None, now: datetime) -> Period:
+def period(name: str | None, first: str | None, last: str | None, now: datetime, since: str | None = None,
+           until: str | None = None) -> Period:
     """Return the period asked for, or raise a 422 that says what to fix."""
     try:
-        return periods.choose(name, first, last, now)
+        return periods.choose(name, first, last, now, since, until)
     except periods.PeriodError as error:
         raise InvalidInput(str(error), error.field) from None
 

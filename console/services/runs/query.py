@@ -32,6 +32,9 @@ class RunFilters:
     created_to: datetime | None = None
     error_code: str = ""
     text: str = ""
+    # A handler's runs submitted without a task, matched exactly (a Reports row "handler (no task)"); `text` would
+    # also find longer handlers' and tasks' runs.
+    handler: str = ""
     # What Reports figures count: runs with a series that failed for good, whatever they are now (Execution
     # success), runs whose first series failed at least once (Automatic retry success), and a task's runs whose first
     # attempt started later than its start limit (a task row's Late starts).
@@ -76,6 +79,8 @@ def apply(query, filters: RunFilters, scope: int | None):
         query = query.where(Run.created_at < filters.created_to)
     if filters.error_code:
         query = query.where(error_code_is(filters.error_code))
+    if filters.handler:
+        query = query.where(Run.handler == filters.handler, Run.task_id.is_(None))
     if filters.failed:
         query = query.where(_attempt_ended("failed", "dead"))
     if filters.retried:
@@ -116,6 +121,7 @@ def _duplicated():
                                          earlier.id < RunEvent.id))
 
 
+HANDLER_WITHOUT_TASK = "a handler's runs without a task: drop the task (its runs are listed by the task)"
 LATE_NEEDS_TASK = "late starts are a task's: choose the task (its start limit decides what is late)"
 
 

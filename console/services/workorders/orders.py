@@ -77,11 +77,18 @@ def _requests(order_ids: list[int]) -> dict[int, OutboxMessage]:
     return {int(row.dedup_key.split(":", 1)[1]): row for row in rows}
 
 
+def of_task(task_id: int):
+    """Work orders holding a dead letter of the task (what Reports counts as a task's)."""
+    return exists().where(DeadLetter.work_order_id == WorkOrder.id, DeadLetter.task_id == task_id)
+
+
 def page(status: str, tenant_id: int | None, before: int | None = None, assignee_id: int | None = None,
-         limit: int = PAGE_SIZE, *, of_tenant: int | None = None, opened: tuple = (None, None)) -> Page:
+         limit: int = PAGE_SIZE, *, of_tenant: int | None = None, opened: tuple = (None, None),
+         task_id: int | None = None) -> Page:
     """Return one page of work orders, newest first (keyset on id), with their delivery rows.
 
-    `tenant_id` is the caller's scope; `of_tenant` a tenant asked for; `opened` a [since, until) of their creation.
+    `tenant_id` is the caller's scope; `of_tenant` a tenant asked for; `opened` a [since, until) of their creation;
+    `task_id` a task whose dead letters they hold.
     """
     query = select(WorkOrder).options(joinedload(WorkOrder.assignee), joinedload(WorkOrder.tenant))
     statuses = FILTERS.get(status, ACTIVE)
@@ -97,6 +104,8 @@ def page(status: str, tenant_id: int | None, before: int | None = None, assignee
         query = query.where(WorkOrder.created_at < until)
     if assignee_id is not None:
         query = query.where(WorkOrder.assignee_id == assignee_id)
+    if task_id is not None:
+        query = query.where(of_task(task_id))
     if before is not None:
         query = query.where(WorkOrder.id < before)
     orders = db.session.execute(query.order_by(WorkOrder.id.desc()).limit(limit + 1)).scalars().all()

@@ -71,12 +71,12 @@ def _errors(period: Period, scope: Scope, _now: datetime, _kind: str):
 
 def _breaches(period: Period, scope: Scope, _now: datetime, kind: str):
     yield ["breach_id", "kind", "tenant", "task_id", "task", "run_id", "run_status", "due_at", "late_by_s",
-           "detected_at", "escalated"]
+           "detected_at", "escalated", "limit_s", "limit_at"]
     filters = breach_list.Filters(period.start, period.end, scope.tenant_id, scope.task_id, kind)
     for row in breach_list.every(filters):
         breach = row.breach
         yield [breach.id, breach.kind, row.tenant, breach.task_id, row.task, breach.run_id, row.run_status, row.due,
-               breach.late_by_s, breach.detected_at, breach.escalated]
+               breach.late_by_s, breach.detected_at, breach.escalated, row.limit_s, row.limit_at]
 
 
 WRITERS = {"figures": _figures, "trend": _trend, "tasks": _tasks, "heat": _heat, "errors": _errors,

@@ -20,7 +20,8 @@ from console.web.reports import charts, exports
 from console.web.reports.links import Links
 
 bp = Blueprint("reports", __name__, url_prefix="/reports")
-FILTERS = ("period", "from", "to", "tenant", "task")
+# since/until: a span of UTC minutes, what a chart point opens (its hour or day); not in the form, so Show drops it.
+FILTERS = ("period", "from", "to", "since", "until", "tenant", "task")
 # The cards in the order a manager reads them: scheduling, execution, recovery, alerting, planning.
 CARDS = ("on_time_rate", "trigger_delay_p50_s", "trigger_delay_p95_s", "trigger_delay_p99_s",
          "execution_success_rate", "retry_success_rate", "duplicate_rate", "sla_breaches",
@@ -37,7 +38,8 @@ def _query() -> dict:
 def _selection():
     """Return (period, scope, links) of the request, or raise a ServiceError saying what to fix."""
     now, query = utcnow(), _query()
-    period = report_scope.period(query.get("period"), query.get("from"), query.get("to"), now)
+    period = report_scope.period(query.get("period"), query.get("from"), query.get("to"), now, query.get("since"),
+                                 query.get("until"))
     scope = report_scope.resolve(query.get("tenant"), query.get("task"), tenant_scope())
     tenant = db.session.get(Tenant, scope.tenant_id).name if scope.tenant_id is not None else None
     return period, scope, Links(period, scope, tenant, query), now
@@ -45,14 +47,17 @@ def _selection():
 
 def _choices() -> dict:
     wall = tenant_scope()
-    return {"tenants": runs_query.tenant_options(wall), "tasks": runs_query.task_options(wall),
-            "scoped": wall is not None}
+    tenants = runs_query.tenant_options(wall)
+    # The chosen tenant's tasks (picked with another tenant's, a task is refused); else every tenant's in the wall.
+    chosen = next((tenant.id for tenant in tenants if tenant.name == _query().get("tenant")), wall)
+    return {"tenants": tenants, "tasks": runs_query.task_options(chosen), "scoped": wall is not None}
 
 
 def _presets(query: dict) -> tuple[dict[str, str], str | None]:
     """Return a link per preset period (keeping the other filters) and the preset shown, if any."""
-    kept = {key: value for key, value in request.args.items() if key not in ("period", "from", "to", "before")}
-    current = None if (query.get("from") or query.get("to")) else query.get("period", DEFAULT)
+    spans = ("from", "to", "since", "until")
+    kept = {key: value for key, value in request.args.items() if key not in ("period", "before", *spans)}
+    current = None if any(query.get(name) for name in spans) else query.get("period", DEFAULT)
     # A period that is no preset is said beside the presets, and is not sent again by the form's hidden field.
     current = current if current in PRESETS else None
     return {name: url_for(request.endpoint, **kept, period=name) for name in PRESETS}, current
@@ -86,7 +91,7 @@ def index():
                                                            for row in report.heat.tasks]),
                  failing=failing,
                  failing_figure=charts.failing_tasks(failing, [links.row_runs(row) for row in failing]),
-                 errors_figure=charts.error_groups(report.errors, [links.dlq(group=group.fingerprint)
+                 errors_figure=charts.error_groups(report.errors, [links.dlq_created(group=group.fingerprint)
                                                                    for group in report.errors]))
 
 

@@ -14,7 +14,7 @@ from console.domain import periods
 from console.domain.statuses import RunStatus
 from console.services import inputs
 from console.services.errors import InvalidInput
-from console.services.runs.query import LATE_NEEDS_TASK, RunFilters
+from console.services.runs.query import HANDLER_WITHOUT_TASK, LATE_NEEDS_TASK, RunFilters
 
 TIME_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S"]
 # The page writes times as 2026-12-01 14:05 (UTC); the inputs show and take the same, not the browser's locale.
@@ -137,7 +137,8 @@ class RunFilterForm(TimelineFilterForm):
     per_page = SelectField("Per page", choices=[SelectChoice(str(n)) for n in PAGE_SIZES], validators=[Optional()],
                            default=str(DEFAULT_PAGE_SIZE))
 
-    # Set by the Reports page's links, shown as removable notes rather than boxes: "1" or nothing.
+    # Set by the Reports page's links, shown as removable notes rather than boxes: a handler's name; "1" or nothing.
+    handler = HiddenField("Handler", validators=[Optional(), Length(max=120)])
     failed = HiddenField("A series failed")
     retried = HiddenField("First series failed")
     late = HiddenField("Started late")
@@ -149,13 +150,18 @@ class RunFilterForm(TimelineFilterForm):
         """Return the page size chosen (a value not offered is refused by validation)."""
         return int(self.per_page.data) if self.per_page.data else DEFAULT_PAGE_SIZE
 
+    def validate_handler(self, field) -> None:
+        if field.data and self.task.data:
+            raise ValidationError(HANDLER_WITHOUT_TASK)
+
     def validate_late(self, field) -> None:
         if field.data and not self.task.data:
             raise ValidationError(LATE_NEEDS_TASK)
 
     def filters(self, tenant_ids: dict[str, int]) -> RunFilters:
         return replace(super().filters(tenant_ids), error_code=(self.error_code.data or "").strip(),
-                       text=(self.q.data or "").strip(), failed=bool(self.failed.data), retried=bool(self.retried.data),
+                       text=(self.q.data or "").strip(), handler=(self.handler.data or "").strip(),
+                       failed=bool(self.failed.data), retried=bool(self.retried.data),
                        late=bool(self.late.data), duplicated=bool(self.duplicated.data),
                        conflicted=bool(self.conflicted.data), ended_from=_utc(self.ended_from.data))
 

@@ -10,6 +10,7 @@ from console.extensions import db, htmx
 from console.services.delivery import channel_report, manual
 from console.services.dlq.filters import moment, utc
 from console.services.errors import Conflict, InvalidInput, ServiceError
+from console.services.inputs import row_id
 from console.services.people import tenants
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.workorders import orders as workorders
@@ -25,19 +26,24 @@ def _query(status: str, mine: bool, **narrowed: str) -> dict:
                                           ("mine", "1" if mine else ""), *narrowed.items()) if value}
 
 
-def _narrowed(scope: int | None) -> tuple[dict, int | None, tuple]:
-    """Read the tenant and opening period a link asked for (the Reports card's); a bad one says what to fix."""
+def _narrowed(scope: int | None) -> tuple[dict, int | None, tuple, int | None]:
+    """Read the tenant, task and opening period a link asked for (the Reports card's); a bad one says what to fix."""
     tenant = (request.args.get("tenant") or "").strip()[:64]
     tenants.keep_within(tenant, scope, "work orders")
-    asked = {"tenant": tenant, **{name: moment((request.args.get(name) or "").strip()[:40])
-                                  for name in ("since", "until")}}
+    task = (request.args.get("task") or "").strip()[:40]
+    try:
+        task_id = row_id(task) if task else None
+    except ValueError:
+        raise InvalidInput(f"task={task} is not a task id (a whole number from 1)", "task") from None
+    asked = {"tenant": tenant, "task": task, **{name: moment((request.args.get(name) or "").strip()[:40])
+                                                for name in ("since", "until")}}
     for name in ("since", "until"):
         if request.args.get(name) and not asked[name]:
             raise InvalidInput(f"{name} is a UTC date and time like 2026-12-01T09:00", name)
     found = tenants.find(tenant) if tenant else None
     of_tenant = (found.id if found else -1) if tenant else None  # an unknown name matches nothing
     opened = tuple(utc(asked[name]) if asked[name] else None for name in ("since", "until"))
-    return asked, of_tenant, opened
+    return asked, of_tenant, opened, task_id
 
 
 @bp.get("", strict_slashes=False)
@@ -48,9 +54,9 @@ def index():
     status = status if status in workorders.FILTERS else "active"
     mine = request.args.get("mine") == "1"
     before = paging.before()
-    asked, of_tenant, opened = _narrowed(scope)
+    asked, of_tenant, opened, task_id = _narrowed(scope)
     result = workorders.page(status, scope, before, assignee_id=current_user.id if mine else None,
-                             of_tenant=of_tenant, opened=opened)
+                             of_tenant=of_tenant, opened=opened, task_id=task_id)
     return page("workorders/index.html", "results", result=result, status=status, mine=mine, before=before,
                 query=_query(status, mine, **asked), asked=asked, unnarrowed=_query(status, mine),
                 counts=workorders.counts(scope),
