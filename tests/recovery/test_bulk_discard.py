@@ -152,3 +152,13 @@ def test_a_request_across_tenants_is_for_unscoped_approvers_only(app, staff, let
     theirs = bulk_discard.discard([x.id for x in own], "cleanup", staff["olga"], acme.id, clock).approval
     assert theirs.tenant_id == acme.id
     assert decisions.approve(theirs.id, Actor("sam", scoped.id), tenant_id=acme.id, clock=clock).status == "executed"
+
+
+def test_rollback_leaves_discarded_a_letter_whose_run_was_retried_since(staff, letters, clock, runs):
+    console_settings.save(THRESHOLD, 1, Actor("root"), clock)
+    found = letters(2)
+    request = bulk_discard.discard([x.id for x in found], "duplicates", staff["olga"], None, clock).approval
+    decisions.approve(request.id, staff["alex"], clock=clock)
+    control.retry_now(runs.get(found[0].run_id), staff["bea"], clock=clock)  # its run is no longer dead
+    decisions.rollback(request.id, staff["bea"], clock=clock)
+    assert statuses(found) == ["discarded", "open"]  # no open letter for a run that is not dead

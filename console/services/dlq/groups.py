@@ -3,13 +3,13 @@
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import func, select, update
+from sqlalchemy import exists, func, select, update
 from sqlalchemy.orm import selectinload
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.errors import normalise_message
 from console.extensions import db
-from console.models import DeadLetter, RunEvent, Task, Tenant, WorkOrder
+from console.models import DeadLetter, Run, RunEvent, Task, Tenant, WorkOrder
 from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.dlq.filters import Bounds, Filters, search_floor, where
@@ -275,10 +275,16 @@ def discard_open(ids: list[int], reason: str, actor: Actor, now: datetime, *,
 
 
 def reopen(ids: list[int], discarded_at: datetime, actor: Actor, now: datetime, note: str) -> list[int]:
-    """Open again those of the dead letters still discarded at `discarded_at` (not settled otherwise since), audited."""
+    """Open again those of the dead letters still discarded at `discarded_at` (not settled otherwise since) whose run
+    is still dead in the letter's series (not retried since), audited."""
+    # The runs first, in id order (the run's lock, then its letter's, as replays take them): a retry committing
+    # meanwhile is waited for, and the guard below, a statement of its own, sees its run no longer dead.
+    db.session.execute(select(Run.id).join(DeadLetter, DeadLetter.run_id == Run.id)
+                       .where(DeadLetter.id.in_(ids)).order_by(Run.id).with_for_update(of=Run)).all()
+    still_dead = exists().where(Run.id == DeadLetter.run_id, Run.status == "dead", Run.series == DeadLetter.series)
     done = db.session.execute(
         update(DeadLetter).where(DeadLetter.id.in_(ids), DeadLetter.status == "discarded",
-                                 DeadLetter.resolved_at == discarded_at)
+                                 DeadLetter.resolved_at == discarded_at, still_dead)
         .values(status="open", resolved_at=None, resolved_by=None, resolution_note=None)
         .returning(DeadLetter.id, DeadLetter.tenant_id).execution_options(synchronize_session=False)).all()
     if done:

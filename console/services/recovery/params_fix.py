@@ -93,8 +93,18 @@ def _apply(approval: Approval, actor: Actor, now: datetime) -> Applied:
     run_id, letter_id = approval.payload["run_id"], approval.payload["dead_letter_id"]
     restarted = restart_with(run_id, letter_id, approval.before["params"], approval.after["params"], actor, now,
                              message=f"approval #{approval.id}")
-    return Applied(backup={"run_id": run_id, "params": approval.before["params"]},
+    # The run as the fix left it: a rollback is refused once the run has moved on from here (it ran again).
+    left = db.session.execute(select(Run.series, Run.status, Run.attempt).where(Run.id == run_id)).one()
+    return Applied(backup={"run_id": run_id, "params": approval.before["params"], "series": left.series,
+                           "status": left.status, "attempt": left.attempt},
                    after_commit=lambda: replays.enqueue(restarted))
+
+
+def _moved_on(run: Run, backup: dict) -> bool:
+    """Say whether the run has left the state the fix put it in (a backup from before this check: not pending)."""
+    if "series" not in backup:
+        return run.status != "pending" or run.attempt != 0
+    return (run.series, run.status, run.attempt) != (backup["series"], backup["status"], backup["attempt"])
 
 
 def _rollback(approval: Approval, actor: Actor, now: datetime) -> None:
@@ -103,6 +113,10 @@ def _rollback(approval: Approval, actor: Actor, now: datetime) -> None:
                              .execution_options(populate_existing=True)).scalar_one()
     if run.params != approval.after["params"]:
         raise Conflict(f"run {run_id}'s params changed since the fix; nothing was restored", "params")
+    if _moved_on(run, approval.backup):
+        raise Conflict(f"run {run_id} ran again since the fix (it is {run.status}, series {run.series}, attempt "
+                       f"{run.attempt}): its params are what it ran with, so they stay; nothing was restored",
+                       "status")
     db.session.execute(update(Run).where(Run.id == run_id).values(params=approval.backup["params"])
                        .execution_options(synchronize_session=False))
     transitions.event(run, "params_restored", now, actor=actor.name, message=f"rollback of approval #{approval.id}",
