@@ -216,3 +216,17 @@ def test_a_fix_is_not_rolled_back_once_its_run_has_run_again(letter, people, clo
     run = runs.get(letter.run_id)
     assert (run.status, run.params["fail_times"]) == ("succeeded", 0)  # it keeps the params it ran with
     assert runs.events(run.id)[-1].kind != "params_restored"
+
+
+def test_an_approved_fix_is_recorded_as_the_requesters_with_the_approver_beside(letter, people, clock, runs):
+    approval = fixed(letter, people, clock)
+    decisions.approve(approval.id, people["alex"], clock=clock)
+    approved_by = f"approved by alex, request #{approval.id}"
+    db.session.expire_all()
+    [replay] = db.session.execute(select(AuditEntry).where(AuditEntry.action == "dead_letter.replay")).scalars()
+    assert (replay.actor, replay.note) == ("olga", approved_by)
+    [fix] = runs.events(letter.run_id, "params_fixed")
+    assert fix.actor == f"olga ({approved_by})"
+    assert db.session.get(DeadLetter, letter.id).resolved_by == f"olga ({approved_by})"
+    decision = db.session.execute(select(AuditEntry).where(AuditEntry.action == "approval.approve")).scalar_one()
+    assert decision.actor == "alex"  # the decision itself is the approver's

@@ -103,7 +103,10 @@ def test_an_approved_bulk_discard_closes_those_still_open_and_rolls_back(staff, 
     assert approved.backup["skipped"] == [found[1].id]
     entries = audited("dead_letter.discard")
     assert [e.target_id for e in entries] == [str(found[i].id) for i in (0, 2, 3)]
-    assert {e.actor for e in entries} == {"alex"} and all(f"approval #{request.id}" in e.note for e in entries)
+    # The requester's change, the approver beside them (as a runbook's).
+    assert {(e.actor, e.note) for e in entries} == {
+        ("olga", f"duplicates · approved by alex, request #{request.id}")}
+    assert db.session.get(DeadLetter, found[0].id).resolved_by == f"olga (approved by alex, request #{request.id})"
 
     rolled = decisions.rollback(request.id, staff["bea"], "they were not duplicates", clock=clock)
     assert rolled.status == "rolled_back"

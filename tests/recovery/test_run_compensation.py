@@ -37,7 +37,10 @@ def test_a_compensation_waits_for_approval_then_runs_once(runs, staff, clock):
     run = runs.get(run_id)
     assert (run.status, run.status_reason) == ("compensating", compensation.REASON)
     [event] = runs.events(run_id, "compensating")
-    assert event.actor == "alex" and event.message == f"step 3 failed (approval #{request.id})"
+    assert event.actor == f"olga (approved by alex, request #{request.id})"
+    assert event.message == f"step 3 failed (approval #{request.id})"
+    undo = db.session.execute(select(AuditEntry).where(AuditEntry.action == "run.compensate")).scalar_one()
+    assert (undo.actor, undo.note) == ("olga", f"approved by alex, request #{request.id}")
     assert compensation.is_queued(run_id)
     assert compensation.execute(run_id, clock=clock) == "compensated"
     with pytest.raises(Conflict, match="cannot be rolled back"):

@@ -54,7 +54,7 @@ def start(run: Run, actor: Actor, *, cause: str = "", now) -> None:
     """Move a succeeded run to compensating (audited) in the caller's transaction; `enqueue` after the commit."""
     cause = check(run, cause)
     try:
-        transitions.move(run, "compensating", now, reason=REASON, actor=actor.name, message=cause or None)
+        transitions.move(run, "compensating", now, reason=REASON, actor=actor.signature, message=cause or None)
     except transitions.StaleRun:
         raise Conflict(f"run {run.id} changed while asking for its compensation; look again", "status") from None
     audit.record(db.session, actor, "run.compensate", "run", run.id, before={"status": "succeeded"},

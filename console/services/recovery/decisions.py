@@ -65,6 +65,12 @@ def _claim(approval: Approval, actor: Actor, status: str, note: str | None, now)
         raise Conflict(f"request {approval.id} was decided meanwhile: it is {current.replace('_', ' ')}", "status")
 
 
+def on_behalf(approval: Approval, approver: Actor) -> Actor:
+    """Return who an approved change is by: its requester, with the approver and the request beside them."""
+    requester = db.session.execute(select(User.username).where(User.id == approval.requested_by_id)).scalar_one()
+    return Actor(requester, approval.requested_by_id, approved_by=f"{approver.name}, request #{approval.id}")
+
+
 def approve(approval_id: int, actor: Actor, note: str | None = None, *, tenant_id: int | None = None,
             clock: Clock = SYSTEM_CLOCK) -> Approval:
     """Approve another person's request: its change runs now, once, in the same transaction as the decision."""
@@ -75,7 +81,7 @@ def approve(approval_id: int, actor: Actor, note: str | None = None, *, tenant_i
     kind = KINDS[approval.kind]
     _claim(approval, actor, "executed", note, now)
     try:
-        applied = kind.apply(approval, actor, now)
+        applied = kind.apply(approval, on_behalf(approval, actor), now)
     except ServiceError as error:
         db.session.rollback()
         _failed(approval, actor, note, error.detail, now)

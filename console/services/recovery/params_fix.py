@@ -81,7 +81,7 @@ def restart_with(run_id: int, letter_id: int, before: dict, after: dict, actor: 
         raise Conflict(f"run {run_id}'s params changed since the request; file a new one", "params")
     db.session.execute(update(Run).where(Run.id == run_id).values(params=after)
                        .execution_options(synchronize_session=False))
-    transitions.event(run, "params_fixed", now, actor=actor.name, message=message,
+    transitions.event(run, "params_fixed", now, actor=actor.signature, message=message,
                       data={"before": before, "after": after})
     restarted = replays.restart([letter_id], actor, now=now)
     if not restarted:
