@@ -145,6 +145,7 @@ class Approval(db.Model):
     executed_at = mapped_column(UTCDateTime)
     rolled_back_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
     rolled_back_at = mapped_column(UTCDateTime)
+    rollback_note: Mapped[str | None] = mapped_column(Text)  # why it was rolled back, as the page shows it
 
 
 class RunbookExecution(db.Model):

@@ -166,9 +166,13 @@ def test_an_approver_approves_from_the_page_and_the_run_is_replayed(person, lett
 
     # It can be rolled back from the same page; the run's params are as before.
     token = csrf_from(page)
-    rolled = approver_client.post(f"/approvals/{request.id}/rollback", data={"csrf_token": token})
+    rolled = approver_client.post(f"/approvals/{request.id}/rollback",
+                                  data={"csrf_token": token, "rollback-note": "billing reopened the wrong account"})
     assert rolled.status_code == 303
-    assert "badge rolled_back" in html(approver_client.get(f"/approvals/{request.id}"))
+    page = html(approver_client.get(f"/approvals/{request.id}"))
+    assert "badge rolled_back" in page
+    rolled_back = re.search(r"<dt>Rolled back</dt><dd>(.*?)</dd>", page, re.S).group(1)
+    assert "<strong>alex</strong>" in rolled_back and "billing reopened the wrong account" in rolled_back
     assert runs.get(run.id).params == BROKEN
 
 

@@ -138,7 +138,8 @@ def rollback(approval_id: int, actor: Actor, note: str | None = None, *, tenant_
         raise Conflict(f"request {approval.id} is {approval.status.replace('_', ' ')}; only an executed change "
                        "can be rolled back", "status")
     won = db.session.execute(update(Approval).where(Approval.id == approval.id, Approval.status == "executed")
-                             .values(status="rolled_back", rolled_back_by_id=actor.id, rolled_back_at=now)
+                             .values(status="rolled_back", rolled_back_by_id=actor.id, rolled_back_at=now,
+                                     rollback_note=note)
                              .execution_options(synchronize_session=False)).rowcount
     if won != 1:
         db.session.rollback()
