@@ -72,7 +72,7 @@ def _apply(approval: Approval, actor: Actor, now: datetime) -> Applied:
 def _rollback(approval: Approval, actor: Actor, now: datetime) -> None:
     backup = approval.backup
     reopened = dlq.reopen(backup["ids"], datetime.fromisoformat(backup["discarded_at"]), actor, now,
-                          f"rollback of approval #{approval.id}")
+                          approval_id=approval.id)
     if not reopened:
         raise Conflict("none of these dead letters is still discarded by this request; nothing was reopened", "status")
 
