@@ -9,6 +9,7 @@ from sqlalchemy import select
 from console.extensions import db
 from console.models import Approval, AuditEntry, DeadLetter, Run
 from console.services.actor import Actor
+from console.services.engine import control
 from console.services.engine.execute import execute
 from console.services.recovery import params_fix, runbook_runner, runbooks
 from console.services.system import console_settings
@@ -375,3 +376,34 @@ def test_an_approved_runbook_request_says_it_is_queued_and_shows_its_execution_n
     outcome = re.search(r"<dt>Outcome</dt><dd>(.*?)</dd>", page, re.S).group(1)
     assert f'href="/runbooks/executions/{execution.id}">execution #{execution.id}</a>' in outcome
     assert "queued" in outcome
+
+
+def test_a_waiting_params_fix_shows_in_its_dlq_row_in_the_list_and_the_open_group(person, letter):
+    client, olga = person("olga", "operator")
+    found = letter()
+    request = file_fix(found, olga)
+    link = f'<a href="/approvals/{request.id}">params fix #{request.id} waiting</a>'
+    assert link in html(client.get("/dlq/?view=list"))
+    assert link in html(client.get(f"/dlq/?open={found.fingerprint}"))
+    assert link in html(client.get(f"/dlq/groups/{found.fingerprint}", headers=HX))
+
+
+def test_a_fix_whose_letter_was_replayed_meanwhile_says_so_and_leaves_the_inbox(person, letter, clock):
+    _, olga = person("olga", "operator")
+    approver_client, alex = person("alex", "approver")
+    found = letter()
+    request = file_fix(found, olga)
+    control.replay(db.session.get(DeadLetter, found.id), Actor("bob", None), clock)
+    page = html(approver_client.get(f"/approvals/{request.id}"))
+    assert f"Dead letter {found.id} is no longer open: it was replayed by bob" in page
+    assert "Approve and run" not in page  # nothing to approve: it could only fail
+
+    assert params_fix.supersede_settled(clock=clock) == [request.id]  # the maintenance job
+    closed = db.session.get(Approval, request.id)
+    assert (closed.status, closed.decided_by_id) == ("superseded", None)
+    assert closed.outcome.startswith(f"dead letter {found.id} was replayed by bob")
+    assert nav_count(html(approver_client.get("/approvals/all"))) is None  # not waiting for anyone
+    assert "badge superseded" in html(approver_client.get(f"/approvals/{request.id}"))
+    [entry] = db.session.execute(select(AuditEntry).where(AuditEntry.action == "approval.supersede")).scalars()
+    assert (entry.actor, entry.target_id) == ("system", str(request.id))
+    assert params_fix.supersede_settled(clock=clock) == []

@@ -8,7 +8,8 @@ from sqlalchemy.exc import IntegrityError
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import Approval, DeadLetter, Run
-from console.services.actor import Actor
+from console.services.actor import SYSTEM, Actor
+from console.services.audit import trail as audit
 from console.services.engine import replays, transitions
 from console.services.errors import Conflict, InvalidInput, NotFound
 from console.services.inputs import params_too_large
@@ -68,6 +69,52 @@ def waiting(letter_id: int) -> Approval | None:
     return db.session.execute(select(Approval).where(
         Approval.kind == NAME, Approval.subject_id == str(letter_id), Approval.status == "pending")
     ).scalar_one_or_none()
+
+
+def waiting_on(letter_ids: list[int], now: datetime) -> dict[int, int]:
+    """Return the fix waiting for approval of each of these dead letters that has one: letter id → request id."""
+    if not letter_ids:
+        return {}
+    found = db.session.execute(select(Approval.subject_id, Approval.id).where(
+        Approval.kind == NAME, Approval.status == "pending", Approval.expires_at > now,
+        Approval.subject_type == "dead_letter", Approval.subject_id.in_([str(letter_id) for letter_id in letter_ids])))
+    return {int(subject_id): approval_id for subject_id, approval_id in found}
+
+
+def settled(approval: Approval) -> str | None:
+    """Say how a fix's dead letter stopped being open ("replayed by bob at …"), or None while it is open."""
+    if approval.kind != NAME:
+        return None
+    letter = db.session.get(DeadLetter, approval.payload["dead_letter_id"])
+    if letter is None or letter.status == "open":
+        return None
+    when = f" at {letter.resolved_at:%Y-%m-%d %H:%M} UTC" if letter.resolved_at else ""
+    return f"{letter.status} by {letter.resolved_by or 'someone'}{when}"
+
+
+def supersede_settled(clock: Clock = SYSTEM_CLOCK) -> list[int]:
+    """The "params-fixes-supersede" maintenance job: close the fixes waiting for approval whose dead letter was
+    replayed, discarded or resolved meanwhile (approving them could only fail), saying how; return their ids."""
+    now = clock()
+    waiting_fixes = db.session.execute(select(Approval).where(Approval.kind == NAME, Approval.status == "pending")
+                                       .order_by(Approval.id)).scalars().all()
+    closed = []
+    for approval in waiting_fixes:
+        how = settled(approval)
+        if how is None:
+            continue
+        outcome = (f"dead letter {approval.subject_id} was {how}, before anyone decided: there is nothing left to "
+                   "fix; file a new request against its newer dead letter if it died again")
+        # Guarded like a decision's claim: an approver deciding at the same moment wins or loses as a whole.
+        if db.session.execute(update(Approval).where(Approval.id == approval.id, Approval.status == "pending")
+                              .values(status="superseded", decided_at=now, outcome=outcome)
+                              .execution_options(synchronize_session=False)).rowcount:
+            closed.append(approval.id)
+            audit.record(db.session, SYSTEM, "approval.supersede", "approval", approval.id,
+                         before={"status": "pending"}, after={"status": "superseded"}, note=outcome,
+                         clock=lambda: now)
+    db.session.commit()
+    return closed
 
 
 def restart_with(run_id: int, letter_id: int, before: dict, after: dict, actor: Actor, now: datetime, *,
