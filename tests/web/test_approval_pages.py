@@ -9,9 +9,9 @@ from sqlalchemy import select
 from console.extensions import db
 from console.models import Approval, AuditEntry, DeadLetter, Run
 from console.services.actor import Actor
-from console.services.engine import control
+from console.services.engine import compensation, control
 from console.services.engine.execute import execute
-from console.services.recovery import params_fix, runbook_runner, runbooks
+from console.services.recovery import params_fix, run_compensation, runbook_runner, runbooks
 from console.services.system import console_settings
 from tests.factories import Runs, make_tenant
 from tests.helpers import Auth, csrf_from
@@ -407,3 +407,27 @@ def test_a_fix_whose_letter_was_replayed_meanwhile_says_so_and_leaves_the_inbox(
     [entry] = db.session.execute(select(AuditEntry).where(AuditEntry.action == "approval.supersede")).scalars()
     assert (entry.actor, entry.target_id) == ("system", str(request.id))
     assert params_fix.supersede_settled(clock=clock) == []
+
+
+def test_an_approved_fix_and_compensation_show_how_their_run_stands_now(person, letter, runs, clock):
+    _, olga = person("olga", "operator")
+    approver_client, alex = person("alex", "approver")
+    found = letter()
+    fix = file_fix(found, olga)
+    approver_client.post(f"/approvals/{fix.id}/approve",
+                         data={"csrf_token": approver_client.csrf(f"/approvals/{fix.id}")})
+    assert execute(found.run_id, 0, clock=clock) == "succeeded"
+    outcome = re.search(r"<dt>Outcome</dt><dd>(.*?)</dd>", html(approver_client.get(f"/approvals/{fix.id}")), re.S)
+    assert f'<a href="/runs/{found.run_id}">run #{found.run_id}</a> replayed as series 2' in outcome.group(1)
+    assert "badge succeeded" in outcome.group(1)
+
+    run_id = runs.submit("demo.flaky_compensated", {"fail_times": 0})
+    assert execute(run_id, 0, clock=clock) == "succeeded"
+    undo = run_compensation.request_compensation(run_id, "step 3 failed", Actor("olga", olga.id))
+    approved = approver_client.post(f"/approvals/{undo.id}/approve",
+                                    data={"csrf_token": approver_client.csrf(f"/approvals/{undo.id}")})
+    assert approved.status_code == 303 and runs.status(run_id) == "compensating", html(approved)
+    assert compensation.execute(run_id, clock=clock) == "compensated"
+    outcome = re.search(r"<dt>Outcome</dt><dd>(.*?)</dd>", html(approver_client.get(f"/approvals/{undo.id}")), re.S)
+    assert f'<a href="/runs/{run_id}">run #{run_id}</a>' in outcome.group(1)
+    assert "badge compensated" in outcome.group(1) and "its undo step succeeded" in outcome.group(1)

@@ -74,7 +74,7 @@ def _show(approval_id: int, *, error: str | None = None, status: int = 200, appr
     settled = params_fix.settled(approval) if state == "pending" else None  # its letter was settled another way
     rolled_back_by = db.session.get(User, approval.rolled_back_by_id) if approval.rolled_back_by_id else None
     return page("approvals/show.html", "detail", row=approvals.row(approval), approval=approval, now=now,
-                runbook_request=present.runbook_request(approval),
+                runbook_request=present.runbook_request(approval), run_outcome=present.run_outcome(approval),
                 state=state, mine=mine, decidable=approver and not mine and state == "pending" and not settled,
                 settled=settled,
                 can_roll_back=approver and present.can_roll_back(approval),
