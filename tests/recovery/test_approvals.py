@@ -230,3 +230,15 @@ def test_an_approved_fix_is_recorded_as_the_requesters_with_the_approver_beside(
     assert db.session.get(DeadLetter, letter.id).resolved_by == f"olga ({approved_by})"
     decision = db.session.execute(select(AuditEntry).where(AuditEntry.action == "approval.approve")).scalar_one()
     assert decision.actor == "alex"  # the decision itself is the approver's
+
+
+def test_a_fix_approved_before_backups_kept_the_runs_state_is_judged_by_the_run_still_waiting(letter, people, clock,
+                                                                                                runs):
+    approval = fixed(letter, people, clock)
+    decisions.approve(approval.id, people["alex"], clock=clock)
+    db.session.execute(db.update(Approval).where(Approval.id == approval.id).values(
+        backup={"run_id": letter.run_id, "params": BROKEN}))  # as such a request was stored
+    db.session.commit()
+    assert execute(letter.run_id, 0, clock=clock) == "succeeded"
+    with pytest.raises(Conflict, match="ran again since the fix"):
+        decisions.rollback(approval.id, people["bea"], clock=clock)
