@@ -86,7 +86,7 @@ def show_command(approval_id):
         raise refused(error) from None
     click.echo(f"request #{request['id']}: {request['title']} ({request['kind']})")
     for key in ("status", "tenant", "requested_by", "created_at", "expires_at", "decided_by", "decided_at", "note",
-                "outcome", "rolled_back_at"):
+                "outcome", "rolled_back_at", "rollback_note"):
         if request[key] is not None:
             click.echo(f"  {key.replace('_', ' ')}: {request[key]}")
     click.echo(f"  subject: {request['subject']['type']} {request['subject']['id']}")

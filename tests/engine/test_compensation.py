@@ -37,10 +37,12 @@ def test_the_api_asks_for_an_undo_and_it_runs_once_another_person_approves(clien
     approved = client.post(f"/api/approvals/{request.id}/approve", headers=approver, json={"note": "ok"})
     assert approved.status_code == 200 and approved.get_json()["status"] == "executed"
     [requested] = runs.events(run_id, "compensating")
-    assert requested.reason == "workflow_step_failed" and requested.actor.startswith("ada (token ")
+    # The requester's undo, the approver beside them.
+    assert requested.reason == "compensation_requested" and requested.actor.startswith("otto (approved by ada (token ")
     assert requested.message.startswith("shipping step 3 failed") and f"approval #{request.id}" in requested.message
     [entry] = db.session.execute(select(AuditEntry).where(AuditEntry.action == "run.compensate")).scalars().all()
-    assert entry.actor.startswith("ada") and entry.target_id == str(run_id) and entry.after["status"] == "compensating"
+    assert entry.actor == "otto" and entry.note.startswith("approved by ada")
+    assert entry.target_id == str(run_id) and entry.after["status"] == "compensating"
     assert compensation.is_queued(run_id)
     assert compensation.execute(run_id, clock=clock) == "compensated"
     run = runs.get(run_id)

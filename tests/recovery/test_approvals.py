@@ -117,7 +117,8 @@ def test_an_approved_fix_runs_once_with_the_new_params_and_both_names(letter, pe
     approved = decisions.approve(approval.id, people["alex"], "checked with billing", clock=clock)
     assert (approved.status, approved.decided_by_id, approved.requested_by_id, approved.decision_note) == (
         "executed", people["alex"].id, people["olga"].id, "checked with billing")
-    assert approved.backup == {"run_id": letter.run_id, "params": BROKEN}
+    assert approved.backup == {"run_id": letter.run_id, "params": BROKEN, "series": 2, "status": "pending",
+                               "attempt": 0}  # the run as the fix left it
     run = runs.get(letter.run_id)
     assert (run.status, run.series, run.params["fail_times"]) == ("pending", 2, 0)
     assert db.session.get(DeadLetter, letter.id).status == "replayed"
@@ -202,3 +203,42 @@ def _dead_again(runs, letter, clock) -> DeadLetter:
                               attempts=1, reason="exhausted", fingerprint="x", status="open", created_at=clock()))
     db.session.commit()
     return runs.dead_letters(run.id)[-1]
+
+
+def test_a_fix_is_not_rolled_back_once_its_run_has_run_again(letter, people, clock, runs):
+    approval = fixed(letter, people, clock)
+    decisions.approve(approval.id, people["alex"], clock=clock)
+    assert execute(letter.run_id, 0, clock=clock) == "succeeded"  # the replay ran with the fixed params
+    with pytest.raises(Conflict, match="ran again since the fix") as refused:
+        decisions.rollback(approval.id, people["bea"], "wrong account", clock=clock)
+    assert refused.value.status == 409
+    assert db.session.get(Approval, approval.id).status == "executed"
+    run = runs.get(letter.run_id)
+    assert (run.status, run.params["fail_times"]) == ("succeeded", 0)  # it keeps the params it ran with
+    assert runs.events(run.id)[-1].kind != "params_restored"
+
+
+def test_an_approved_fix_is_recorded_as_the_requesters_with_the_approver_beside(letter, people, clock, runs):
+    approval = fixed(letter, people, clock)
+    decisions.approve(approval.id, people["alex"], clock=clock)
+    approved_by = f"approved by alex, request #{approval.id}"
+    db.session.expire_all()
+    [replay] = db.session.execute(select(AuditEntry).where(AuditEntry.action == "dead_letter.replay")).scalars()
+    assert (replay.actor, replay.note) == ("olga", approved_by)
+    [fix] = runs.events(letter.run_id, "params_fixed")
+    assert fix.actor == f"olga ({approved_by})"
+    assert db.session.get(DeadLetter, letter.id).resolved_by == f"olga ({approved_by})"
+    decision = db.session.execute(select(AuditEntry).where(AuditEntry.action == "approval.approve")).scalar_one()
+    assert decision.actor == "alex"  # the decision itself is the approver's
+
+
+def test_a_fix_approved_before_backups_kept_the_runs_state_is_judged_by_the_run_still_waiting(letter, people, clock,
+                                                                                                runs):
+    approval = fixed(letter, people, clock)
+    decisions.approve(approval.id, people["alex"], clock=clock)
+    db.session.execute(db.update(Approval).where(Approval.id == approval.id).values(
+        backup={"run_id": letter.run_id, "params": BROKEN}))  # as such a request was stored
+    db.session.commit()
+    assert execute(letter.run_id, 0, clock=clock) == "succeeded"
+    with pytest.raises(Conflict, match="ran again since the fix"):
+        decisions.rollback(approval.id, people["bea"], clock=clock)

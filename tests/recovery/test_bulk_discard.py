@@ -6,8 +6,9 @@ import pytest
 from sqlalchemy import select
 
 from console.extensions import db
-from console.models import Approval, AuditEntry, DeadLetter
+from console.models import Approval, AuditEntry, DeadLetter, WorkOrder
 from console.services.actor import Actor
+from console.services.delivery import notice
 from console.services.dlq import groups as dlq
 from console.services.engine import control
 from console.services.engine.execute import execute
@@ -15,6 +16,7 @@ from console.services.errors import Conflict, Forbidden, InvalidInput, NotFound
 from console.services.people import users
 from console.services.recovery import bulk_discard, decisions
 from console.services.system import console_settings
+from console.services.workorders import orders as workorders
 from tests.factories import make_tenant
 
 LENIENT = {"breaker": {"failure_threshold": 1000, "open_s": 1, "success_threshold": 1}}
@@ -103,7 +105,10 @@ def test_an_approved_bulk_discard_closes_those_still_open_and_rolls_back(staff, 
     assert approved.backup["skipped"] == [found[1].id]
     entries = audited("dead_letter.discard")
     assert [e.target_id for e in entries] == [str(found[i].id) for i in (0, 2, 3)]
-    assert {e.actor for e in entries} == {"alex"} and all(f"approval #{request.id}" in e.note for e in entries)
+    # The requester's change, the approver beside them (as a runbook's).
+    assert {(e.actor, e.note) for e in entries} == {
+        ("olga", f"duplicates · approved by alex, request #{request.id}")}
+    assert db.session.get(DeadLetter, found[0].id).resolved_by == f"olga (approved by alex, request #{request.id})"
 
     rolled = decisions.rollback(request.id, staff["bea"], "they were not duplicates", clock=clock)
     assert rolled.status == "rolled_back"
@@ -152,3 +157,56 @@ def test_a_request_across_tenants_is_for_unscoped_approvers_only(app, staff, let
     theirs = bulk_discard.discard([x.id for x in own], "cleanup", staff["olga"], acme.id, clock).approval
     assert theirs.tenant_id == acme.id
     assert decisions.approve(theirs.id, Actor("sam", scoped.id), tenant_id=acme.id, clock=clock).status == "executed"
+
+
+def test_rollback_leaves_discarded_a_letter_whose_run_was_retried_since(staff, letters, clock, runs):
+    console_settings.save(THRESHOLD, 1, Actor("root"), clock)
+    found = letters(2)
+    request = bulk_discard.discard([x.id for x in found], "duplicates", staff["olga"], None, clock).approval
+    decisions.approve(request.id, staff["alex"], clock=clock)
+    control.retry_now(runs.get(found[0].run_id), staff["bea"], clock=clock)  # its run is no longer dead
+    decisions.rollback(request.id, staff["bea"], clock=clock)
+    assert statuses(found) == ["discarded", "open"]  # no open letter for a run that is not dead
+
+
+def test_rolling_back_an_approved_discard_gives_the_reopened_letters_an_open_work_order(staff, letters, clock, runs):
+    console_settings.save(THRESHOLD, 2, Actor("root"), clock)
+    found = letters(3)  # one error group, one work order
+    order_id = found[0].work_order_id
+    request = bulk_discard.discard([x.id for x in found], "duplicates", staff["olga"], None, clock).approval
+    decisions.approve(request.id, staff["alex"], clock=clock)
+    assert workorders.close_settled(clock=clock) == [order_id]  # every letter discarded: it closed itself
+    notices_before = len(runs.outbox("workorder"))
+
+    decisions.rollback(request.id, staff["bea"], "not duplicates after all", clock=clock)
+    assert statuses(found) == ["open"] * 3
+    reopened = {db.session.get(DeadLetter, x.id).work_order_id for x in found}
+    assert len(reopened) == 1 and reopened != {order_id}  # a new one: a closed order stays closed
+    order = db.session.get(WorkOrder, reopened.pop())
+    assert (order.status, order.fingerprint, order.dead_letter_count) == ("open", found[0].fingerprint, 3)
+    assert db.session.get(WorkOrder, order_id).status == "closed"
+    assert len(runs.outbox("workorder")) == notices_before + 1  # the work-order system hears of it
+    [alert] = [m for m in runs.outbox("alert") if m.payload.get("work_order_id") == order.id]
+    assert alert.payload["reopened"] == 3 and alert.payload["approval_id"] == request.id
+    told = notice.build(alert)
+    assert told.title.startswith("Dead letters reopened: python:demo.flaky — bad_account")
+    assert told.summary.startswith(f"3 dead letters reopened by the rollback of request #{request.id}")
+    assert told.incident_key == f"rebound-workorder-{order.id}"
+    [opened] = audited("work_order.open")
+    assert (opened.target_id, opened.actor) == (str(order.id), "bea") and f"#{order_id}" in opened.note
+    assert {e.after["work_order_id"] for e in audited("dead_letter.reopen")} == {order.id}
+    assert workorders.close_settled(clock=clock) == []  # open letters: it stays open
+
+
+def test_a_reopened_letter_joins_its_groups_open_work_order(staff, letters, clock, runs):
+    console_settings.save(THRESHOLD, 1, Actor("root"), clock)
+    found = letters(2)
+    request = bulk_discard.discard([x.id for x in found], "duplicates", staff["olga"], None, clock).approval
+    decisions.approve(request.id, staff["alex"], clock=clock)
+    workorders.close_settled(clock=clock)
+    [newer] = letters(1)  # the same error again: a new work order for the group
+    assert newer.work_order_id != found[0].work_order_id
+    decisions.rollback(request.id, staff["bea"], clock=clock)
+    assert {db.session.get(DeadLetter, x.id).work_order_id for x in found} == {newer.work_order_id}
+    assert db.session.get(WorkOrder, newer.work_order_id).dead_letter_count == 3
+    assert not audited("work_order.open")

@@ -1,5 +1,7 @@
 """A person's compensation of a succeeded run is a request: it runs only once another person approves it."""
 
+import re
+
 import pytest
 from sqlalchemy import select
 
@@ -35,10 +37,15 @@ def test_a_compensation_waits_for_approval_then_runs_once(runs, staff, clock):
     approved = decisions.approve(request.id, staff["alex"], clock=clock)
     assert (approved.status, approved.backup) == ("executed", {"run_id": run_id, "status": "succeeded"})
     run = runs.get(run_id)
-    assert (run.status, run.status_reason) == ("compensating", compensation.REASON)
+    # A person asked for it: not a workflow's step failing.
+    assert (run.status, run.status_reason) == ("compensating", "compensation_requested")
     [event] = runs.events(run_id, "compensating")
-    assert event.actor == "alex" and event.message == f"step 3 failed (approval #{request.id})"
+    assert event.actor == f"olga (approved by alex, request #{request.id})"
+    assert event.message == f"step 3 failed (approval #{request.id})"
+    undo = db.session.execute(select(AuditEntry).where(AuditEntry.action == "run.compensate")).scalar_one()
+    assert (undo.actor, undo.note) == ("olga", f"approved by alex, request #{request.id}")
     assert compensation.is_queued(run_id)
+    assert event.reason == "compensation_requested"
     assert compensation.execute(run_id, clock=clock) == "compensated"
     with pytest.raises(Conflict, match="cannot be rolled back"):
         decisions.rollback(request.id, staff["bea"], clock=clock)
@@ -75,3 +82,12 @@ def test_a_tenant_scoped_person_cannot_ask_about_another_tenants_run(runs, staff
     request = run_compensation.request_compensation(theirs, "step 3 failed", staff["olga"], tenant_id=acme.id,
                                                     clock=clock)
     assert request.tenant_id == acme.id
+
+
+def test_a_runs_compensate_button_speaks_of_a_persons_request_not_a_workflow(runs, staff, clock, client, auth):
+    run_id = succeeded(runs, clock)
+    auth.make_user("otto", "operator")
+    auth.login("otto")
+    page = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    summary = re.search(r'<summary class="button danger" title="([^"]*)">Compensate…</summary>', page).group(1)
+    assert "workflow" not in summary and "undo step" in summary

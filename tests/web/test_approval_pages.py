@@ -9,8 +9,9 @@ from sqlalchemy import select
 from console.extensions import db
 from console.models import Approval, AuditEntry, DeadLetter, Run
 from console.services.actor import Actor
+from console.services.engine import compensation, control
 from console.services.engine.execute import execute
-from console.services.recovery import params_fix, runbook_runner, runbooks
+from console.services.recovery import params_fix, run_compensation, runbook_runner, runbooks
 from console.services.system import console_settings
 from tests.factories import Runs, make_tenant
 from tests.helpers import Auth, csrf_from
@@ -166,9 +167,13 @@ def test_an_approver_approves_from_the_page_and_the_run_is_replayed(person, lett
 
     # It can be rolled back from the same page; the run's params are as before.
     token = csrf_from(page)
-    rolled = approver_client.post(f"/approvals/{request.id}/rollback", data={"csrf_token": token})
+    rolled = approver_client.post(f"/approvals/{request.id}/rollback",
+                                  data={"csrf_token": token, "rollback-note": "billing reopened the wrong account"})
     assert rolled.status_code == 303
-    assert "badge rolled_back" in html(approver_client.get(f"/approvals/{request.id}"))
+    page = html(approver_client.get(f"/approvals/{request.id}"))
+    assert "badge rolled_back" in page
+    rolled_back = re.search(r"<dt>Rolled back</dt><dd>(.*?)</dd>", page, re.S).group(1)
+    assert "<strong>alex</strong>" in rolled_back and "billing reopened the wrong account" in rolled_back
     assert runs.get(run.id).params == BROKEN
 
 
@@ -371,3 +376,58 @@ def test_an_approved_runbook_request_says_it_is_queued_and_shows_its_execution_n
     outcome = re.search(r"<dt>Outcome</dt><dd>(.*?)</dd>", page, re.S).group(1)
     assert f'href="/runbooks/executions/{execution.id}">execution #{execution.id}</a>' in outcome
     assert "queued" in outcome
+
+
+def test_a_waiting_params_fix_shows_in_its_dlq_row_in_the_list_and_the_open_group(person, letter):
+    client, olga = person("olga", "operator")
+    found = letter()
+    request = file_fix(found, olga)
+    link = f'<a href="/approvals/{request.id}">params fix #{request.id} waiting</a>'
+    assert link in html(client.get("/dlq/?view=list"))
+    assert link in html(client.get(f"/dlq/?open={found.fingerprint}"))
+    assert link in html(client.get(f"/dlq/groups/{found.fingerprint}", headers=HX))
+
+
+def test_a_fix_whose_letter_was_replayed_meanwhile_says_so_and_leaves_the_inbox(person, letter, clock):
+    _, olga = person("olga", "operator")
+    approver_client, alex = person("alex", "approver")
+    found = letter()
+    request = file_fix(found, olga)
+    control.replay(db.session.get(DeadLetter, found.id), Actor("bob", None), clock)
+    page = html(approver_client.get(f"/approvals/{request.id}"))
+    assert f"Dead letter {found.id} is no longer open: it was replayed by bob" in page
+    assert "Approve and run" not in page  # nothing to approve: it could only fail
+
+    assert params_fix.supersede_settled(clock=clock) == [request.id]  # the maintenance job
+    closed = db.session.get(Approval, request.id)
+    assert (closed.status, closed.decided_by_id) == ("superseded", None)
+    assert closed.outcome.startswith(f"dead letter {found.id} was replayed by bob")
+    assert nav_count(html(approver_client.get("/approvals/all"))) is None  # not waiting for anyone
+    assert "badge superseded" in html(approver_client.get(f"/approvals/{request.id}"))
+    [entry] = db.session.execute(select(AuditEntry).where(AuditEntry.action == "approval.supersede")).scalars()
+    assert (entry.actor, entry.target_id) == ("system", str(request.id))
+    assert params_fix.supersede_settled(clock=clock) == []
+
+
+def test_an_approved_fix_and_compensation_show_how_their_run_stands_now(person, letter, runs, clock):
+    _, olga = person("olga", "operator")
+    approver_client, alex = person("alex", "approver")
+    found = letter()
+    fix = file_fix(found, olga)
+    approver_client.post(f"/approvals/{fix.id}/approve",
+                         data={"csrf_token": approver_client.csrf(f"/approvals/{fix.id}")})
+    assert execute(found.run_id, 0, clock=clock) == "succeeded"
+    outcome = re.search(r"<dt>Outcome</dt><dd>(.*?)</dd>", html(approver_client.get(f"/approvals/{fix.id}")), re.S)
+    assert f'<a href="/runs/{found.run_id}">run #{found.run_id}</a> replayed as series 2' in outcome.group(1)
+    assert "badge succeeded" in outcome.group(1)
+
+    run_id = runs.submit("demo.flaky_compensated", {"fail_times": 0})
+    assert execute(run_id, 0, clock=clock) == "succeeded"
+    undo = run_compensation.request_compensation(run_id, "step 3 failed", Actor("olga", olga.id))
+    approved = approver_client.post(f"/approvals/{undo.id}/approve",
+                                    data={"csrf_token": approver_client.csrf(f"/approvals/{undo.id}")})
+    assert approved.status_code == 303 and runs.status(run_id) == "compensating", html(approved)
+    assert compensation.execute(run_id, clock=clock) == "compensated"
+    outcome = re.search(r"<dt>Outcome</dt><dd>(.*?)</dd>", html(approver_client.get(f"/approvals/{undo.id}")), re.S)
+    assert f'<a href="/runs/{run_id}">run #{run_id}</a>' in outcome.group(1)
+    assert "badge compensated" in outcome.group(1) and "its undo step succeeded" in outcome.group(1)

@@ -120,6 +120,11 @@ def build(message: OutboxMessage) -> Notice:
 
 def _dead_words(message: OutboxMessage, rule: str, payload: dict, facts: _Facts) -> tuple[str, str]:
     handler, code = payload.get("handler", "?"), payload.get("error_code") or "error"
+    failed = f"{handler} failed with {code}"
+    if payload.get("reopened"):  # a rollback opened discarded letters again, in a new work order
+        return (f"Dead letters reopened: {handler} — {code}",
+                f"{plural(int(payload['reopened']), 'dead letter')} reopened by the rollback of request "
+                f"#{payload.get('approval_id')}: {failed}: {payload.get('message') or 'no message'}")
     total = facts.order.dead_letter_count if facts.order else message.occurrences
     group = (f"{message.occurrences} more dead letters in this group ({total} in all)"
              if total > message.occurrences else f"{plural(message.occurrences, 'dead letter')} in this group")
@@ -127,7 +132,7 @@ def _dead_words(message: OutboxMessage, rule: str, payload: dict, facts: _Facts)
     attempts = payload.get("attempts")
     after = f" after {plural(int(attempts), 'attempt')}" if attempts else ""
     return (f"{lead}: {handler} — {code}",
-            f"{group}: {handler} failed with {code}{after}: {payload.get('message') or 'no message'}")
+            f"{group}: {failed}{after}: {payload.get('message') or 'no message'}")
 
 
 def _words(message: OutboxMessage, rule: str, payload: dict, facts: _Facts) -> tuple[str, str]:

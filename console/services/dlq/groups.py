@@ -3,17 +3,17 @@
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import func, select, update
+from sqlalchemy import exists, func, select, update
 from sqlalchemy.orm import selectinload
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.errors import normalise_message
 from console.extensions import db
-from console.models import DeadLetter, RunEvent, Task, Tenant, WorkOrder
+from console.models import DeadLetter, Run, RunEvent, Task, Tenant, WorkOrder
 from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.dlq.filters import Bounds, Filters, search_floor, where
-from console.services.engine import handler_kinds, registry
+from console.services.engine import handler_kinds, parking, registry
 from console.services.errors import Conflict, InvalidInput, NotFound
 
 PAGE_SIZE = 50
@@ -274,19 +274,38 @@ def discard_open(ids: list[int], reason: str, actor: Actor, now: datetime, *,
     return sorted(letter_id for letter_id, _, _ in done)
 
 
-def reopen(ids: list[int], discarded_at: datetime, actor: Actor, now: datetime, note: str) -> list[int]:
-    """Open again those of the dead letters still discarded at `discarded_at` (not settled otherwise since), audited."""
+def reopen(ids: list[int], discarded_at: datetime, actor: Actor, now: datetime, *, approval_id: int) -> list[int]:
+    """Open again those of the dead letters still discarded at `discarded_at` (not settled otherwise since) whose run
+    is still dead in the letter's series (not retried since), each in an active work order, audited."""
+    # The runs first, in id order (the run's lock, then its letter's, as replays take them): a retry committing
+    # meanwhile is waited for, and the guard below, a statement of its own, sees its run no longer dead.
+    db.session.execute(select(Run.id).join(DeadLetter, DeadLetter.run_id == Run.id)
+                       .where(DeadLetter.id.in_(ids)).order_by(Run.id).with_for_update(of=Run)).all()
+    still_dead = exists().where(Run.id == DeadLetter.run_id, Run.status == "dead", Run.series == DeadLetter.series)
     done = db.session.execute(
         update(DeadLetter).where(DeadLetter.id.in_(ids), DeadLetter.status == "discarded",
-                                 DeadLetter.resolved_at == discarded_at)
+                                 DeadLetter.resolved_at == discarded_at, still_dead)
         .values(status="open", resolved_at=None, resolved_by=None, resolution_note=None)
-        .returning(DeadLetter.id, DeadLetter.tenant_id).execution_options(synchronize_session=False)).all()
-    if done:
-        names = dict(db.session.execute(select(Tenant.id, Tenant.name)).all())
-        audit.record_many(db.session, actor, "dead_letter.reopen", "dead_letter", [
-            audit.Change(letter_id, before={"status": "discarded"}, after={"status": "open"}, tenant=names.get(tenant))
-            for letter_id, tenant in sorted(done)], note=note, clock=lambda: now)
-    return sorted(letter_id for letter_id, _ in done)
+        .returning(DeadLetter.id, DeadLetter.tenant_id, DeadLetter.work_order_id)
+        .execution_options(synchronize_session=False)).all()
+    if not done:
+        return []
+    note = f"rollback of approval #{approval_id}"
+    order_of = {letter_id: order_id for letter_id, _, order_id in done}
+    names = dict(db.session.execute(select(Tenant.id, Tenant.name)).all())
+    for moved in parking.rejoin(sorted(order_of), now, approval_id=approval_id):
+        order_of.update(dict.fromkeys(moved.letter_ids, moved.work_order_id))
+        if moved.opened:
+            audit.record(db.session, actor, "work_order.open", "work_order", moved.work_order_id,
+                         after={"status": "open", "dead_letters": moved.letter_ids},
+                         tenant=names.get(moved.tenant_id),
+                         note=f"{note}: reopened letters of closed work order #{moved.closed_id}",
+                         clock=lambda: now)
+    audit.record_many(db.session, actor, "dead_letter.reopen", "dead_letter", [
+        audit.Change(letter_id, before={"status": "discarded"},
+                     after={"status": "open", "work_order_id": order_of[letter_id]}, tenant=names.get(tenant))
+        for letter_id, tenant, _ in sorted(done)], note=note, clock=lambda: now)
+    return sorted(order_of)
 
 
 def selection(ids: list[int]) -> list[int]:

@@ -1,4 +1,5 @@
-"""Undo a run that succeeded because a later step of its workflow failed: succeeded → compensating → ...
+"""Undo a run that succeeded, because a later step of its workflow failed or a person asked (approved):
+succeeded → compensating → ...
 
 The same job also finishes a compensation a worker started after a failed attempt and died during.
 """
@@ -25,6 +26,8 @@ from console.services.settings import setting
 log = logging.getLogger("rebound.engine")
 ENTRY_POINT = "jobs.compensate.compensate"
 REASON = "workflow_step_failed"
+REQUESTED = "compensation_requested"  # a person asked for it (and another approved), on a run in no workflow or any
+ASKED = (REASON, REQUESTED)  # compensations run as a job of their own, not by the worker after a failed attempt
 CAUSE_LIMIT = 2000
 
 
@@ -50,11 +53,11 @@ def check(run: Run, cause) -> str:
     return cause
 
 
-def start(run: Run, actor: Actor, *, cause: str = "", now) -> None:
+def start(run: Run, actor: Actor, *, cause: str = "", now, reason: str = REASON) -> None:
     """Move a succeeded run to compensating (audited) in the caller's transaction; `enqueue` after the commit."""
     cause = check(run, cause)
     try:
-        transitions.move(run, "compensating", now, reason=REASON, actor=actor.name, message=cause or None)
+        transitions.move(run, "compensating", now, reason=reason, actor=actor.signature, message=cause or None)
     except transitions.StaleRun:
         raise Conflict(f"run {run.id} changed while asking for its compensation; look again", "status") from None
     audit.record(db.session, actor, "run.compensate", "run", run.id, before={"status": "succeeded"},
@@ -106,7 +109,7 @@ def is_queued(run_id: int) -> bool:
 def execute(run_id: int, *, clock: Clock = SYSTEM_CLOCK) -> str:
     """Run a compensation as its own job (one asked for, or one whose worker died); return what became of the run."""
     run = db.session.get(Run, run_id)
-    if run is None or run.status != "compensating" or run.status_reason not in (REASON, AFTER_FAILURE):
+    if run is None or run.status != "compensating" or run.status_reason not in (*ASKED, AFTER_FAILURE):
         return "skipped"  # finished already
     timeout_s = policies.effective(run.policy_id, run.policy_overrides)[1].timeout_s
     missing = None
@@ -116,7 +119,7 @@ def execute(run_id: int, *, clock: Clock = SYSTEM_CLOCK) -> str:
             missing = Failure(NOT_COMPENSABLE, f"handler {run.handler} has no undo step", retryable=False)
     except NonRetryableError:
         invocation = None  # the handler is gone since the undo was asked for: compensate_run records that
-    cause = REASON if run.status_reason == REASON else run.error_code or "non_retryable"
+    cause = run.status_reason if run.status_reason in ASKED else run.error_code or "non_retryable"
     ctx = context_for(run, timeout_s)
     try:
         with Heartbeat(run.id, run.attempt, setting("HEARTBEAT_S"), ctx.cancel_event):

@@ -1,8 +1,9 @@
 """Park runs that cannot recover: a dead letter, a work order per error group, an alert."""
 
+from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import text, update
+from sqlalchemy import select, text, update
 
 from console.db.upsert import insert_for
 from console.domain.errors import Failure
@@ -18,35 +19,42 @@ OPEN_ORDER_TRIES = 3
 
 def _work_order(run: Run, failure: Failure, now: datetime) -> int:
     """Return the id of this error group's active work order, opening one if there is none; count the letter."""
+    title = f"{run.handler}: {failure.code} — {failure.message[:160]}"
+    return group_work_order(run.tenant_id, failure.fingerprint, title, now, notice={
+        "handler": run.handler, "task_id": run.task_id, "error_code": failure.code,
+        "reason": failure.message[:500], "first_run_id": run.id})[0]
+
+
+def group_work_order(tenant_id: int, fingerprint: str, title: str, now: datetime, *, notice: dict,
+                     count: int = 1) -> tuple[int, bool]:
+    """Return (id, opened) of the group's active work order, opening one (its notice queued) if there is none;
+    count `count` letters in it. In the caller's transaction."""
     connection = db.session.connection()
-    active = (ORDERS.c.tenant_id == run.tenant_id, ORDERS.c.fingerprint == failure.fingerprint,
+    active = (ORDERS.c.tenant_id == tenant_id, ORDERS.c.fingerprint == fingerprint,
               ORDERS.c.status.in_(("open", "acknowledged")))
     for _ in range(OPEN_ORDER_TRIES):
         # The unique index on active orders per group decides between concurrent parkers: one inserts, the others
         # wait for its commit and find its order (no SELECT-then-INSERT, which forked work orders on PostgreSQL).
-        title = f"{run.handler}: {failure.code} — {failure.message[:160]}"
         order_id = connection.execute(
             insert_for(connection)(ORDERS).values(
-                tenant_id=run.tenant_id, fingerprint=failure.fingerprint, status="open", dead_letter_count=1,
+                tenant_id=tenant_id, fingerprint=fingerprint, status="open", dead_letter_count=count,
                 created_at=now, title=title)
             .on_conflict_do_nothing(index_elements=[ORDERS.c.tenant_id, ORDERS.c.fingerprint],
                                     index_where=text(ACTIVE_WORK_ORDER))
             .returning(ORDERS.c.id)).scalar_one_or_none()
         if order_id is not None:
             outbox.add("workorder", f"workorder:{order_id}", {
-                "work_order_id": order_id, "title": title, "tenant_id": run.tenant_id, "handler": run.handler,
-                "task_id": run.task_id, "error_code": failure.code, "reason": failure.message[:500],
-                "first_run_id": run.id}, now, tenant_id=run.tenant_id)
-            return order_id
+                "work_order_id": order_id, "title": title, "tenant_id": tenant_id, **notice}, now, tenant_id=tenant_id)
+            return order_id, True
         # Counted in SQL (a read-modify-write lost counts on PostgreSQL) and only while the order is active. The
         # update locks the order until our letter commits, so close_if_resolved, which locks it first, sees the
         # letter; an order closed since we looked counts nothing, and the next try opens a new one.
         order_id = connection.execute(
             update(ORDERS).where(*active)  # one at most: the unique index on active orders per group
-            .values(dead_letter_count=ORDERS.c.dead_letter_count + 1).returning(ORDERS.c.id)).scalar_one_or_none()
+            .values(dead_letter_count=ORDERS.c.dead_letter_count + count).returning(ORDERS.c.id)).scalar_one_or_none()
         if order_id is not None:
-            return order_id
-    raise RuntimeError(f"could not open or find the work order of group {failure.fingerprint}")
+            return order_id, False
+    raise RuntimeError(f"could not open or find the work order of group {fingerprint}")
 
 
 def park(run: Run, failure: Failure, reason: str, now: datetime) -> DeadLetter:
@@ -65,3 +73,49 @@ def park(run: Run, failure: Failure, reason: str, now: datetime) -> DeadLetter:
         "error_code": failure.code, "message": failure.message[:500], "attempts": run.attempt,
         "reason": reason, "work_order_id": order_id, "dead_at": now.isoformat()}, now, tenant_id=run.tenant_id)
     return letter
+
+
+@dataclass(frozen=True)
+class Rejoined:
+    """Reopened letters moved from their closed work order into their group's active one."""
+
+    work_order_id: int
+    tenant_id: int
+    closed_id: int | None  # the work order they were in, closed meanwhile
+    letter_ids: list[int]
+    opened: bool  # a new work order, not one the group already had
+
+
+def rejoin(letter_ids: list[int], now: datetime, *, approval_id: int) -> list[Rejoined]:
+    """Give reopened dead letters whose work order closed meanwhile their group's active work order (a closed one
+    stays closed), in the caller's transaction; a new one is told as parking tells it."""
+    letters = db.session.execute(select(DeadLetter).where(DeadLetter.id.in_(letter_ids)).order_by(DeadLetter.id)
+                                 .execution_options(populate_existing=True)).scalars().all()
+    # Locked in id order before reading their status, as close_if_resolved locks an order before its check: a close
+    # deciding now is waited for and read as closed; one deciding after us sees these letters open.
+    orders = {order.id: order for order in db.session.execute(
+        select(WorkOrder).where(WorkOrder.id.in_({letter.work_order_id for letter in letters if letter.work_order_id}))
+        .order_by(WorkOrder.id).with_for_update().execution_options(populate_existing=True)).scalars()}
+    groups: dict[tuple, list[DeadLetter]] = {}
+    for letter in letters:
+        order = orders.get(letter.work_order_id)
+        if order is None or order.status not in ("open", "acknowledged"):
+            groups.setdefault((letter.tenant_id, letter.fingerprint, letter.work_order_id), []).append(letter)
+    rejoined = []
+    for (tenant_id, fingerprint, closed_id), moving in groups.items():
+        first = moving[0]
+        title = orders[closed_id].title if closed_id in orders else f"{first.handler}: {first.error_code}"
+        order_id, opened = group_work_order(tenant_id, fingerprint, title, now, count=len(moving), notice={
+            "handler": first.handler, "task_id": first.task_id, "error_code": first.error_code,
+            "reason": (first.error_message or "")[:500], "first_run_id": first.run_id})
+        ids = [letter.id for letter in moving]
+        db.session.execute(update(DeadLetter).where(DeadLetter.id.in_(ids)).values(work_order_id=order_id)
+                           .execution_options(synchronize_session=False))
+        if opened:  # the group's incident was resolved when its order closed: page about the work again
+            outbox.add("alert", f"dead:{tenant_id}:{fingerprint}", {
+                "rule": "dead_letter", "dead_letter_id": first.id, "run_id": first.run_id, "tenant_id": tenant_id,
+                "handler": first.handler, "task_id": first.task_id, "error_code": first.error_code,
+                "message": (first.error_message or "")[:500], "reason": first.reason, "work_order_id": order_id,
+                "reopened": len(ids), "approval_id": approval_id, "dead_at": now.isoformat()}, now, tenant_id=tenant_id)
+        rejoined.append(Rejoined(order_id, tenant_id, closed_id, ids, opened))
+    return rejoined

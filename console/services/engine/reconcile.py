@@ -152,7 +152,7 @@ def _requeue_compensations(now, report: Report, dry_run: bool = False) -> None:
                        or_(Run.heartbeat_at.is_(None), Run.heartbeat_at <= now - timedelta(
                            seconds=setting("STALE_AFTER_S"))))
     runs = db.session.execute(select(Run).where(Run.status == "compensating", Run.updated_at <= cutoff,
-                                                or_(Run.status_reason == compensation.REASON, worker_lost))
+                                                or_(Run.status_reason.in_(compensation.ASKED), worker_lost))
                               .order_by(Run.id).limit(BATCH)).scalars().all()
     for run in runs:
         if not compensation.is_queued(run.id):
@@ -160,6 +160,6 @@ def _requeue_compensations(now, report: Report, dry_run: bool = False) -> None:
             if not dry_run:
                 compensation.enqueue(run.id)
                 transitions.event(run, "requeued", now, reason="compensation_job_missing"
-                                  if run.status_reason == compensation.REASON else "compensation_worker_lost")
+                                  if run.status_reason in compensation.ASKED else "compensation_worker_lost")
     if not dry_run:
         db.session.commit()

@@ -83,7 +83,7 @@ def restart(letter_ids: list[int], actor: Actor, *, tenant_id: int | None = None
     if not rows:
         return []
     moved = transitions.move_many("dead", "pending", [row.id for row in rows], now, reason="replay",
-                                  actor=actor.name, clear_error=True, columns=(), **RESTART_VALUES,
+                                  actor=actor.signature, clear_error=True, columns=(), **RESTART_VALUES,
                                   series=RUNS.c.series + 1, enqueued_at=now)
     if len(moved) != len(rows):
         # Each run was read dead with its letter open, and its letter claimed since: nothing else moves a dead run
@@ -173,7 +173,7 @@ def _record(rows: list[Restarted], actor: Actor, now: datetime) -> None:
     link = insert(EVENTS).from_select(transitions.EVENT_COLUMNS, select(
         RUNS.c.id, bindparam("at", now, type_=EVENTS.c.at.type), bindparam("kind", "replay_of_dead_letter"),
         RUNS.c.attempt, RUNS.c.series, RUNS.c.retry_token, RUNS.c.worker_id, *[null()] * 7,
-        bindparam("actor", actor.name), _json_object(connection.dialect.name, "dead_letter_id", LETTERS.c.id),
+        bindparam("actor", actor.signature), _json_object(connection.dialect.name, "dead_letter_id", LETTERS.c.id),
     ).join_from(LETTERS, RUNS, RUNS.c.id == LETTERS.c.run_id)
         .where(among(LETTERS.c.id, [row.letter_id for row in rows], connection.dialect.name)).order_by(RUNS.c.id))
     connection.execute(link)

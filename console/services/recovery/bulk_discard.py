@@ -61,8 +61,8 @@ def discard(ids: list[int], reason, actor: Actor, tenant_id: int | None, clock: 
 
 def _apply(approval: Approval, actor: Actor, now: datetime) -> Applied:
     ids = approval.payload["ids"]
-    note = f"{approval.payload['reason']} (approval #{approval.id})"
-    discarded = dlq.discard_open(ids, note, actor, now, tenant_id=approval.tenant_id)
+    # The actor is the requester with "approved by …, request #N" beside them, on each letter and audit row.
+    discarded = dlq.discard_open(ids, approval.payload["reason"], actor, now, tenant_id=approval.tenant_id)
     if not discarded:
         raise Conflict("none of the dead letters is still open: they were replayed or discarded meanwhile", "status")
     return Applied(backup={"ids": discarded, "skipped": sorted(set(ids) - set(discarded)),
@@ -72,7 +72,7 @@ def _apply(approval: Approval, actor: Actor, now: datetime) -> Applied:
 def _rollback(approval: Approval, actor: Actor, now: datetime) -> None:
     backup = approval.backup
     reopened = dlq.reopen(backup["ids"], datetime.fromisoformat(backup["discarded_at"]), actor, now,
-                          f"rollback of approval #{approval.id}")
+                          approval_id=approval.id)
     if not reopened:
         raise Conflict("none of these dead letters is still discarded by this request; nothing was reopened", "status")
 

@@ -65,6 +65,12 @@ def _claim(approval: Approval, actor: Actor, status: str, note: str | None, now)
         raise Conflict(f"request {approval.id} was decided meanwhile: it is {current.replace('_', ' ')}", "status")
 
 
+def on_behalf(approval: Approval, approver: Actor) -> Actor:
+    """Return who an approved change is by: its requester, with the approver and the request beside them."""
+    requester = db.session.execute(select(User.username).where(User.id == approval.requested_by_id)).scalar_one()
+    return Actor(requester, approval.requested_by_id, approved_by=f"{approver.name}, request #{approval.id}")
+
+
 def approve(approval_id: int, actor: Actor, note: str | None = None, *, tenant_id: int | None = None,
             clock: Clock = SYSTEM_CLOCK) -> Approval:
     """Approve another person's request: its change runs now, once, in the same transaction as the decision."""
@@ -75,7 +81,7 @@ def approve(approval_id: int, actor: Actor, note: str | None = None, *, tenant_i
     kind = KINDS[approval.kind]
     _claim(approval, actor, "executed", note, now)
     try:
-        applied = kind.apply(approval, actor, now)
+        applied = kind.apply(approval, on_behalf(approval, actor), now)
     except ServiceError as error:
         db.session.rollback()
         _failed(approval, actor, note, error.detail, now)
@@ -132,7 +138,8 @@ def rollback(approval_id: int, actor: Actor, note: str | None = None, *, tenant_
         raise Conflict(f"request {approval.id} is {approval.status.replace('_', ' ')}; only an executed change "
                        "can be rolled back", "status")
     won = db.session.execute(update(Approval).where(Approval.id == approval.id, Approval.status == "executed")
-                             .values(status="rolled_back", rolled_back_by_id=actor.id, rolled_back_at=now)
+                             .values(status="rolled_back", rolled_back_by_id=actor.id, rolled_back_at=now,
+                                     rollback_note=note)
                              .execution_options(synchronize_session=False)).rowcount
     if won != 1:
         db.session.rollback()

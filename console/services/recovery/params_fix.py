@@ -8,7 +8,8 @@ from sqlalchemy.exc import IntegrityError
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import Approval, DeadLetter, Run
-from console.services.actor import Actor
+from console.services.actor import SYSTEM, Actor
+from console.services.audit import trail as audit
 from console.services.engine import replays, transitions
 from console.services.errors import Conflict, InvalidInput, NotFound
 from console.services.inputs import params_too_large
@@ -70,6 +71,52 @@ def waiting(letter_id: int) -> Approval | None:
     ).scalar_one_or_none()
 
 
+def waiting_on(letter_ids: list[int], now: datetime) -> dict[int, int]:
+    """Return the fix waiting for approval of each of these dead letters that has one: letter id → request id."""
+    if not letter_ids:
+        return {}
+    found = db.session.execute(select(Approval.subject_id, Approval.id).where(
+        Approval.kind == NAME, Approval.status == "pending", Approval.expires_at > now,
+        Approval.subject_type == "dead_letter", Approval.subject_id.in_([str(letter_id) for letter_id in letter_ids])))
+    return {int(subject_id): approval_id for subject_id, approval_id in found}
+
+
+def settled(approval: Approval) -> str | None:
+    """Say how a fix's dead letter stopped being open ("replayed by bob at …"), or None while it is open."""
+    if approval.kind != NAME:
+        return None
+    letter = db.session.get(DeadLetter, approval.payload["dead_letter_id"])
+    if letter is None or letter.status == "open":
+        return None
+    when = f" at {letter.resolved_at:%Y-%m-%d %H:%M} UTC" if letter.resolved_at else ""
+    return f"{letter.status} by {letter.resolved_by or 'someone'}{when}"
+
+
+def supersede_settled(clock: Clock = SYSTEM_CLOCK) -> list[int]:
+    """The "params-fixes-supersede" maintenance job: close the fixes waiting for approval whose dead letter was
+    replayed, discarded or resolved meanwhile (approving them could only fail), saying how; return their ids."""
+    now = clock()
+    waiting_fixes = db.session.execute(select(Approval).where(Approval.kind == NAME, Approval.status == "pending")
+                                       .order_by(Approval.id)).scalars().all()
+    closed = []
+    for approval in waiting_fixes:
+        how = settled(approval)
+        if how is None:
+            continue
+        outcome = (f"dead letter {approval.subject_id} was {how}, before anyone decided: there is nothing left to "
+                   "fix; file a new request against its newer dead letter if it died again")
+        # Guarded like a decision's claim: an approver deciding at the same moment wins or loses as a whole.
+        if db.session.execute(update(Approval).where(Approval.id == approval.id, Approval.status == "pending")
+                              .values(status="superseded", decided_at=now, outcome=outcome)
+                              .execution_options(synchronize_session=False)).rowcount:
+            closed.append(approval.id)
+            audit.record(db.session, SYSTEM, "approval.supersede", "approval", approval.id,
+                         before={"status": "pending"}, after={"status": "superseded"}, note=outcome,
+                         clock=lambda: now)
+    db.session.commit()
+    return closed
+
+
 def restart_with(run_id: int, letter_id: int, before: dict, after: dict, actor: Actor, now: datetime, *,
                  message: str) -> list:
     """Give a dead letter's run new params and restart it, in the caller's transaction; `replays.enqueue` the rows
@@ -81,7 +128,7 @@ def restart_with(run_id: int, letter_id: int, before: dict, after: dict, actor: 
         raise Conflict(f"run {run_id}'s params changed since the request; file a new one", "params")
     db.session.execute(update(Run).where(Run.id == run_id).values(params=after)
                        .execution_options(synchronize_session=False))
-    transitions.event(run, "params_fixed", now, actor=actor.name, message=message,
+    transitions.event(run, "params_fixed", now, actor=actor.signature, message=message,
                       data={"before": before, "after": after})
     restarted = replays.restart([letter_id], actor, now=now)
     if not restarted:
@@ -93,8 +140,18 @@ def _apply(approval: Approval, actor: Actor, now: datetime) -> Applied:
     run_id, letter_id = approval.payload["run_id"], approval.payload["dead_letter_id"]
     restarted = restart_with(run_id, letter_id, approval.before["params"], approval.after["params"], actor, now,
                              message=f"approval #{approval.id}")
-    return Applied(backup={"run_id": run_id, "params": approval.before["params"]},
+    # The run as the fix left it: a rollback is refused once the run has moved on from here (it ran again).
+    left = db.session.execute(select(Run.series, Run.status, Run.attempt).where(Run.id == run_id)).one()
+    return Applied(backup={"run_id": run_id, "params": approval.before["params"], "series": left.series,
+                           "status": left.status, "attempt": left.attempt},
                    after_commit=lambda: replays.enqueue(restarted))
+
+
+def _moved_on(run: Run, backup: dict) -> bool:
+    """Say whether the run has left the state the fix put it in (a backup from before this check: not pending)."""
+    if "series" not in backup:
+        return run.status != "pending" or run.attempt != 0
+    return (run.series, run.status, run.attempt) != (backup["series"], backup["status"], backup["attempt"])
 
 
 def _rollback(approval: Approval, actor: Actor, now: datetime) -> None:
@@ -103,6 +160,10 @@ def _rollback(approval: Approval, actor: Actor, now: datetime) -> None:
                              .execution_options(populate_existing=True)).scalar_one()
     if run.params != approval.after["params"]:
         raise Conflict(f"run {run_id}'s params changed since the fix; nothing was restored", "params")
+    if _moved_on(run, approval.backup):
+        raise Conflict(f"run {run_id} ran again since the fix (it is {run.status}, series {run.series}, attempt "
+                       f"{run.attempt}): its params are what it ran with, so they stay; nothing was restored",
+                       "status")
     db.session.execute(update(Run).where(Run.id == run_id).values(params=approval.backup["params"])
                        .execution_options(synchronize_session=False))
     transitions.event(run, "params_restored", now, actor=actor.name, message=f"rollback of approval #{approval.id}",

@@ -50,7 +50,7 @@ def _apply(approval: Approval, actor: Actor, now: datetime) -> Applied:
     run = db.session.execute(select(Run).where(Run.id == run_id).with_for_update()
                              .execution_options(populate_existing=True)).scalar_one()
     cause = f"{approval.payload['cause']} (approval #{approval.id})"[:compensation.CAUSE_LIMIT]
-    compensation.start(run, actor, cause=cause, now=now)
+    compensation.start(run, actor, cause=cause, now=now, reason=compensation.REQUESTED)
     return Applied(backup={"run_id": run_id, "status": "succeeded"}, after_commit=lambda: compensation.enqueue(run_id))
 
 

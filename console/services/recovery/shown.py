@@ -23,4 +23,5 @@ def as_dict(found: approvals.Row, now: datetime) -> dict:
             "requested_by": found.requested_by, "reason": a.reason, "before": a.before, "after": a.after,
             "expires_at": _iso(a.expires_at), "decided_by": found.decided_by, "note": a.decision_note,
             "outcome": a.outcome, "created_at": _iso(a.created_at), "decided_at": _iso(a.decided_at),
-            "executed_at": _iso(a.executed_at), "rolled_back_at": _iso(a.rolled_back_at)}
+            "executed_at": _iso(a.executed_at), "rolled_back_at": _iso(a.rolled_back_at),
+            "rollback_note": a.rollback_note}

@@ -21,6 +21,8 @@ MAINTENANCE: list[Periodic] = [
              "Fail runbook executions whose worker died; queue those Redis lost; cancel those refused approval"),
     Periodic("approvals-expire", "console.services.recovery.approvals:expire_due", 60,
              "Expire approval requests nobody decided in time; they never run"),
+    Periodic("params-fixes-supersede", "console.services.recovery.params_fix:supersede_settled", 15,
+             "Close params fixes waiting for approval whose dead letter was replayed, discarded or resolved"),
     Periodic("workflows", "console.services.recovery.workflows.advance:reconcile", 30,
              "Advance workflows whose advance job was lost (Redis is transport, the database the truth)"),
     Periodic("outbox", "console.services.system.delivery_round:tick", 2,

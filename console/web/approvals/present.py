@@ -5,8 +5,9 @@ from dataclasses import dataclass
 from flask import url_for
 
 from console.domain import diff
-from console.models import Approval, RunbookExecution
-from console.services.recovery import approvals, runbook_registry, runbooks, shown
+from console.models import Approval, Run, RunbookExecution
+from console.services.engine import control
+from console.services.recovery import approvals, params_fix, run_compensation, runbook_registry, runbooks, shown
 from console.services.recovery.registry import KINDS
 from console.services.recovery.runbook_registry import Runbook
 from console.web.runbooks.present import value_text
@@ -52,6 +53,32 @@ def runbook_request(approval: Approval) -> RunbookRequest | None:
     execution = runbooks.get(int(approval.subject_id))  # the request's tenant scope holds for its execution
     planned, planned_count = runbooks.changes(execution.id, planned=True)
     return RunbookRequest(execution, runbook_registry.get(execution.runbook), planned, planned_count)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How the run an approved change acted on stands now: its link, its status, and what that says of the change."""
+
+    run: Run
+    words: str
+
+
+def run_outcome(approval: Approval) -> RunOutcome | None:
+    """Return how an executed params fix's or compensation's run stands now, or None for other requests."""
+    backup = approval.backup or {}
+    if approval.status not in ("executed", "rolled_back") or "run_id" not in backup:
+        return None
+    run = control.get_run(backup["run_id"])  # the request's tenant scope holds for its run
+    if approval.kind == params_fix.NAME:
+        series = backup.get("series")
+        if series is None:
+            return RunOutcome(run, "replayed with the fixed params; now")
+        moved = f", and has since moved on to series {run.series}" if run.series != series else ""
+        return RunOutcome(run, f"replayed as series {series} with the fixed params{moved}; now")
+    if approval.kind == run_compensation.NAME:
+        words = {"compensating": "its undo step is queued or running", "compensated": "its undo step succeeded"}
+        return RunOutcome(run, "— " + words.get(run.status, "its undo step did not succeed") + "; now")
+    return None
 
 
 def can_roll_back(approval: Approval) -> bool:

@@ -9,7 +9,7 @@ from console.extensions import db, htmx
 from console.models import User
 from console.services.errors import ServiceError
 from console.services.people.permissions import APPROVE, OPERATE, VIEW, can
-from console.services.recovery import approvals, decisions, runbooks
+from console.services.recovery import approvals, decisions, params_fix, runbooks
 from console.web import paging
 from console.web.approvals import present
 from console.web.approvals.forms import ApproveForm, RejectForm, RollbackForm
@@ -71,10 +71,12 @@ def _show(approval_id: int, *, error: str | None = None, status: int = 200, appr
     state = approvals.status_at(approval, now)
     mine = approval.requested_by_id == current_user.id
     approver = can(current_user.role, APPROVE)
+    settled = params_fix.settled(approval) if state == "pending" else None  # its letter was settled another way
     rolled_back_by = db.session.get(User, approval.rolled_back_by_id) if approval.rolled_back_by_id else None
     return page("approvals/show.html", "detail", row=approvals.row(approval), approval=approval, now=now,
-                runbook_request=present.runbook_request(approval),
-                state=state, mine=mine, decidable=approver and not mine and state == "pending",
+                runbook_request=present.runbook_request(approval), run_outcome=present.run_outcome(approval),
+                state=state, mine=mine, decidable=approver and not mine and state == "pending" and not settled,
+                settled=settled,
                 can_roll_back=approver and present.can_roll_back(approval),
                 rolled_back_by=rolled_back_by.username if rolled_back_by else None,
                 approve_form=approve_form or ApproveForm(prefix="approve"),

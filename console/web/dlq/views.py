@@ -8,6 +8,7 @@ from flask import Blueprint, current_app, flash, redirect, render_template, requ
 from markupsafe import Markup
 
 from console.auth import current_actor, requires, tenant_scope
+from console.domain.clock import utcnow
 from console.extensions import db, htmx
 from console.services.dlq import bulk as dlq_bulk
 from console.services.dlq import filters as dlq_filters
@@ -59,7 +60,7 @@ def _results(filters: dlq_filters.Filters, view: str, before: int | None = None,
         found = dlq.entries(filters, scope, before)
         context.update(letters=found.entries, next_before=found.next_before, search_floor=found.search_floor,
                        replays=dlq.replays(found.entries), task_names=dlq.task_names(found.entries),
-                       matching=dlq.count_matching(filters, scope))
+                       fixes=_fixes(found.entries), matching=dlq.count_matching(filters, scope))
     else:
         found = dlq.groups(filters, scope)
         context.update(groups=found.groups, more_groups=found.more, matching=found.total,
@@ -75,7 +76,12 @@ def _group_context(fingerprint: str, filters: dlq_filters.Filters) -> dict:
     found = dlq.entries(filters, tenant_scope(), limit=10)
     return {"fingerprint": fingerprint, "group_filters": filters, "group_letters": found.entries,
             "group_more": found.next_before is not None, "group_replays": dlq.replays(found.entries),
-            "group_task_names": dlq.task_names(found.entries)}
+            "group_task_names": dlq.task_names(found.entries), "group_fixes": _fixes(found.entries)}
+
+
+def _fixes(letters) -> dict[int, int]:
+    """Return the params fix waiting for approval of each open letter shown: letter id → request id."""
+    return params_fix.waiting_on([letter.id for letter in letters if letter.status == "open"], utcnow())
 
 
 @bp.get("/")
@@ -126,6 +132,7 @@ def _count_changed(letter) -> dict:
 def _row(letter, *, error=None, notice=None, notice_run=None, status=200):
     return render_template("dlq/_row.html", letter=letter, replays=dlq.replays([letter]),
                            task_names=dlq.task_names([letter]), selectable=request.form.get("nested") != "1",
+                           fixes=_fixes([letter]),
                            error=error,
                            notice=notice, notice_run=notice_run), status
 
