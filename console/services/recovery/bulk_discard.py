@@ -3,9 +3,12 @@
 from dataclasses import dataclass
 from datetime import datetime
 
+from sqlalchemy import select, true
+from sqlalchemy.orm import joinedload
+
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
-from console.models import Approval, Tenant
+from console.models import Approval, DeadLetter, Tenant
 from console.services.actor import Actor
 from console.services.dlq import groups as dlq
 from console.services.errors import Conflict
@@ -35,6 +38,14 @@ def _listed(ids: list[int]) -> str:
     """Name the letters as the subject column holds them (80 characters): their ids, cut short with '…'."""
     listed = ",".join(map(str, ids))
     return listed if len(listed) <= 80 else listed[:listed.rindex(",", 0, 78)] + ",…"
+
+
+def letters(approval: Approval) -> list[DeadLetter]:
+    """Return the dead letters a bulk-discard request names, oldest first, with their runs: what the approver reads."""
+    ids = (approval.payload or {}).get("ids") or []
+    return list(db.session.execute(select(DeadLetter).options(joinedload(DeadLetter.run)).where(
+        DeadLetter.id.in_(ids), DeadLetter.tenant_id == approval.tenant_id if approval.tenant_id else true())
+        .order_by(DeadLetter.id)).scalars())
 
 
 def discard(ids: list[int], reason, actor: Actor, tenant_id: int | None, clock: Clock = SYSTEM_CLOCK) -> Outcome:
