@@ -158,6 +158,18 @@ def normalise_message(message: str) -> str:
     return text.strip()[:MAX_NORMALISED_CHARS]
 
 
+# The same patterns for people's eyes: a group's message keeps its letters' case ("VAT id DE<n> invalid").
+_SHOWN_PATTERNS = [(re.compile(pattern.pattern, re.IGNORECASE), placeholder) for pattern, placeholder in _PATTERNS]
+
+
+def shown_message(message: str) -> str:
+    """Return the message with its variable parts replaced as normalise_message does, its case kept."""
+    text = message or ""
+    for pattern, placeholder in _SHOWN_PATTERNS:
+        text = pattern.sub(placeholder, text)
+    return text.strip()[:MAX_NORMALISED_CHARS]
+
+
 def fingerprint(code: str, message: str) -> str:
     """Return a short stable id shared by failures that differ only in ids, numbers and times."""
     normalised = normalise_message(message)

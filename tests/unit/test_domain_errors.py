@@ -13,6 +13,7 @@ from console.domain.errors import (
     classify_reported,
     fingerprint,
     normalise_message,
+    shown_message,
 )
 from console.domain.policy import RetryPolicy
 
@@ -117,6 +118,23 @@ def test_classify_reported_uses_the_flag_unless_the_policy_lists_the_code():
 )
 def test_normalise_message_replaces_variable_parts(message, expected):
     assert normalise_message(message) == expected
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("VAT id DE902 invalid", "VAT id DE<n> invalid"),
+        ("Order 12345 failed", "Order <n> failed"),
+        ("pointer 0xDEADBEEF", "pointer <hex>"),
+        ("job_3F9A2C7D1E stuck", "job_<hex> stuck"),
+        ("at 2026-01-05T09:00:00Z too late", "at <ts> too late"),
+        ("run 550E8400-E29B-41D4-A716-446655440000 lost", "run <uuid> lost"),
+    ],
+)
+def test_a_message_shown_to_people_keeps_its_case_with_the_same_placeholders(message, expected):
+    # A group's title read "vat id de<n> invalid": the lower case is the fingerprint's, not the error's.
+    assert shown_message(message) == expected
+    assert shown_message(message).lower() == normalise_message(message)
 
 
 def test_normalised_message_is_cut_to_200_chars():

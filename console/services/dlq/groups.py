@@ -7,7 +7,7 @@ from sqlalchemy import exists, func, select, update
 from sqlalchemy.orm import selectinload
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
-from console.domain.errors import normalise_message
+from console.domain.errors import shown_message
 from console.extensions import db
 from console.models import DeadLetter, Run, RunEvent, Task, Tenant, WorkOrder
 from console.services.actor import Actor
@@ -105,7 +105,7 @@ def groups(filters: Filters, tenant_id: int | None, clock: Clock = SYSTEM_CLOCK,
     for group in shown:
         sample = details.get(group.sample_id)
         group.sample_message = (sample.error_message or "") if sample else ""
-        group.message = normalise_message(group.sample_message)
+        group.message = shown_message(group.sample_message)
         group.failed_for_good = any(details[i].reason not in RETRYABLE_REASONS
                                     for i in samples[group.fingerprint].values() if i in details)
         found = {orders[details[i].work_order_id] for i in samples[group.fingerprint].values()

@@ -14,7 +14,7 @@ from datetime import datetime
 from sqlalchemy import exists, or_, select
 from sqlalchemy.orm import aliased
 
-from console.domain.errors import normalise_message
+from console.domain.errors import shown_message
 from console.domain.figures import DEFAULT_MAX_START_DELAY_S
 from console.domain.histograms import ALERT_LATENCY, RECOVERY, TRIGGER_DELAY
 from console.extensions import db
@@ -165,7 +165,7 @@ def _dead_letters(cells: Cells, start: datetime, end: datetime) -> None:
         key = (floor_hour(row.created_at), row.tenant_id, row.task_id or 0, row.fingerprint)
         code, message, count = cells.errors.get(key, (row.error_code or "", "", 0))
         # The greatest normalised message stands for the group, in any hour, so a rebuild picks the same one.
-        message = max(message, normalise_message(row.error_message or "")[:255])
+        message = max(message, shown_message(row.error_message or "")[:255])
         cells.errors[key] = (code, message, count + 1)
 
 
