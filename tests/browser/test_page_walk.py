@@ -48,6 +48,7 @@ document.addEventListener("securitypolicyviolation", (event) => {
 # Console GET routes that answer something other than a page; their own area's tests check them.
 NOT_PAGES = {
     "overview.root": "redirects to the overview",
+    "admin.index": "redirects to Admin → People",
     "auth.login": "walked logged out, below",
     "dlq.group_entries": "htmx fragment: a group's rows",
     "dlq.bulk_progress": "htmx fragment: a bulk replay's progress",
