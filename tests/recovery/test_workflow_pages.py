@@ -5,7 +5,7 @@ import json
 from sqlalchemy import func, select
 
 from console.extensions import db
-from console.models import Workflow
+from console.models import DeadLetter, Run, Workflow
 from tests.factories import make_tenant, three_steps
 from tests.helpers import csrf_from
 
@@ -141,3 +141,19 @@ def test_another_tenants_workflow_is_not_found(client, auth, saga):
     auth.login("ann")
     assert client.get(f"/runs/workflows/{workflow_id}").status_code == 404
     assert f"/runs/workflows/{workflow_id}" not in client.get("/runs/workflows").get_data(as_text=True)
+
+
+def test_fixing_a_workflow_steps_dead_letter_says_the_workflow_does_not_go_on(client, auth, saga):
+    workflow_id = saga.submit([{"handler": "demo.noop"}, {"handler": "demo.flaky", "params": {
+        "fail_times": 9, "error": "fatal"}}])
+    for position in (1, 2):
+        saga.execute(workflow_id, position)
+        saga.advance(workflow_id)
+    letter_id = db.session.execute(select(DeadLetter.id).join(Run, Run.id == DeadLetter.run_id).where(
+        Run.workflow_id == workflow_id, Run.workflow_step == 2)).scalar_one()
+    db.session.rollback()
+    auth.as_role("operator")
+    page = client.get(f"/dlq/{letter_id}/fix").get_data(as_text=True)
+    # Replayed alone, the step succeeded while its workflow still read "compensation failed · step 2 failed".
+    assert f'is step 2 of\n  <a href="/runs/workflows/{workflow_id}">workflow #{workflow_id}</a>' in page
+    assert "it runs as this step alone: the workflow does not go on from it" in page

@@ -10,6 +10,7 @@ from markupsafe import Markup
 from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import utcnow
 from console.extensions import db, htmx
+from console.models import Workflow
 from console.services.dlq import bulk as dlq_bulk
 from console.services.dlq import filters as dlq_filters
 from console.services.dlq import groups as dlq
@@ -265,7 +266,10 @@ def bulk_discard():
 def _fix_page(letter, form: FixParamsForm, *, error: str | None = None, status: int = 200):
     ttl_s = int(current_app.config["APPROVAL_TTL_S"])
     expires_in = f"{ttl_s // 3600} h" if ttl_s % 3600 == 0 else f"{max(1, ttl_s // 60)} min"
+    # A workflow's step replayed alone does not resume its workflow: the page says so before anyone asks.
+    workflow = db.session.get(Workflow, letter.run.workflow_id) if letter.run.workflow_id else None
     return render_template("dlq/fix.html", letter=letter, form=form, error=error, expires_in=expires_in,
+                           workflow=workflow,
                            waiting=params_fix.waiting(letter.id),
                            current=json.dumps(letter.run.params or {}, indent=2, sort_keys=True, ensure_ascii=False),
                            task_names=dlq.task_names([letter])), status
