@@ -117,12 +117,18 @@ def test_the_page_shows_each_steps_undo_and_the_trail_and_runs_link_back(client,
     assert 'badge compensated' in done and 'hx-trigger="every 2s"' not in done
 
 
-def test_a_workflow_that_needs_a_person_says_so(client, auth, saga):
+def failed_at_step_two(saga) -> int:
+    """A workflow whose second step died for good after its first succeeded; its compensation has begun."""
     workflow_id = saga.submit([{"handler": "demo.noop"}, {"handler": "demo.flaky", "params": {
         "fail_times": 9, "error": "fatal"}}])
     for position in (1, 2):
         saga.execute(workflow_id, position)
         saga.advance(workflow_id)
+    return workflow_id
+
+
+def test_a_workflow_that_needs_a_person_says_so(client, auth, saga):
+    workflow_id = failed_at_step_two(saga)
     saga.undo(workflow_id, 1)
     saga.advance(workflow_id)
     auth.as_role("viewer")
@@ -144,11 +150,7 @@ def test_another_tenants_workflow_is_not_found(client, auth, saga):
 
 
 def test_fixing_a_workflow_steps_dead_letter_says_the_workflow_does_not_go_on(client, auth, saga):
-    workflow_id = saga.submit([{"handler": "demo.noop"}, {"handler": "demo.flaky", "params": {
-        "fail_times": 9, "error": "fatal"}}])
-    for position in (1, 2):
-        saga.execute(workflow_id, position)
-        saga.advance(workflow_id)
+    workflow_id = failed_at_step_two(saga)
     letter_id = db.session.execute(select(DeadLetter.id).join(Run, Run.id == DeadLetter.run_id).where(
         Run.workflow_id == workflow_id, Run.workflow_step == 2)).scalar_one()
     db.session.rollback()
