@@ -91,3 +91,18 @@ def test_a_runs_compensate_button_speaks_of_a_persons_request_not_a_workflow(run
     page = client.get(f"/runs/{run_id}").get_data(as_text=True)
     summary = re.search(r'<summary class="button danger" title="([^"]*)">Compensate…</summary>', page).group(1)
     assert "workflow" not in summary and "undo step" in summary
+
+
+def test_a_compensated_runs_duration_is_its_handlers_not_the_wait_for_approval(runs, staff, clock, client, auth):
+    run_id = succeeded(runs, clock)
+    request = run_compensation.request_compensation(run_id, "wrong customer", staff["olga"], clock=clock)
+    clock.advance(200)  # the approver answers three minutes later
+    decisions.approve(request.id, staff["alex"], clock=clock)
+    assert compensation.execute(run_id, clock=clock) == "compensated"
+    auth.make_user("vic", "viewer")
+    auth.login("vic")
+    page = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    duration = re.search(r"<dt>Duration</dt><dd>(.*?)</dd>", page, re.S).group(1)
+    # It read 3.3 min for a handler that took no time: finished_at is when its undo ended.
+    assert duration.strip().startswith("0 ms <span") and "its handler, which succeeded" in duration
+    assert "its undo ended at Finished" in duration

@@ -228,6 +228,14 @@ class RunDetail:
                      and event.attempt == 1), None)
 
 
+    @property
+    def succeeded_at(self) -> datetime | None:
+        """Return when the handler succeeded, for a run compensated since (its finished_at is the undo's end)."""
+        if self.run.status not in ("compensating", "compensated", "compensation_failed"):
+            return None
+        return next((event.at for event in reversed(self.events) if event.kind == "succeeded"), None)
+
+
 def detail(run_id: int, scope: int | None, event_limit: int = EVENT_LIMIT) -> RunDetail:
     """Return a run visible to this scope with its timeline (oldest first) and dead letters; NotFound otherwise."""
     run = get_run(run_id, scope)
