@@ -26,7 +26,7 @@ def test_a_row_of_one_tenant_leads_to_that_tenants_runs_and_letters_when_the_pag
     with app.test_request_context():
         runs, letters = query(links.row_runs(row)), query(links.dlq_created(None, row.handler, tenant=row.tenant))
     assert runs["tenant"] == ["acme"] and runs["handler"] == ["python:demo.flaky"] and "q" not in runs
-    assert letters["tenant"] == ["acme"] and letters["task"] == ["handler:python:demo.flaky"]
+    assert letters["tenant"] == ["acme"] and letters["task"] == ["untasked:python:demo.flaky"]
     # A page already narrowed to one tenant keeps it.
     with app.test_request_context():
         narrowed = Links(PERIOD, Scope(tenant_id=3), "globex", {})

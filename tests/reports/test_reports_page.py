@@ -87,7 +87,7 @@ def test_the_dead_letters_created_card_and_column_list_exactly_what_they_count(m
     adhoc = re.search(r'<a href="([^"]+)">[^<]*\(no task\)</a>', html)
     assert adhoc and "handler=python:demo.flaky" in adhoc.group(1)
     assert client.get(adhoc.group(1).replace("&amp;", "&")).status_code == 200
-    letters = re.search(r'href="(/dlq/[^"]*task=handler:python:demo.flaky[^"]*)">(\d+)</a>', html)
+    letters = re.search(r'href="(/dlq/[^"]*task=untasked:python:demo.flaky[^"]*)">(\d+)</a>', html)
     assert letters and len(dlq_rows(client.get(letters.group(1).replace("&amp;", "&")).get_data(as_text=True))) \
         == int(letters.group(2))
 
@@ -360,6 +360,13 @@ def test_a_handler_row_without_a_task_opens_that_handlers_failed_runs_only(manag
     assert "Handler python:demo.flaky, submitted without a task" in listed
     # The note can be removed; the text box stays for people's words.
     assert 'name="q" placeholder="e.g. ledger" type="search" value=""' in listed
+    # Its Dead letters cell opens the letters it counts: not the task's letter of the same handler too.
+    row = html[html.index(">default / python:demo.flaky (no task)</a>"):]
+    row = row[:row.index("</tr>")]
+    cell = re.search(r'href="(/dlq/[^"]+)">(\d+)</a>', row)
+    letters = client.get(cell.group(1).replace("&amp;", "&")).get_data(as_text=True)
+    assert len(dlq_rows(letters)) == int(cell.group(2)) and f"run {tasked}" not in letters
+    assert "python:demo.flaky without a task</option>" in letters
 
 
 @pytest.mark.parametrize(("query", "message"), [

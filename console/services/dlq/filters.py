@@ -21,6 +21,7 @@ SEARCH_WINDOW = 10_000
 MAX_QUERY_CHARS = 200
 FINGERPRINT = re.compile(r"[0-9a-f]{1,32}")
 MOMENT = "%Y-%m-%dT%H:%M"
+UNTASKED = "untasked:"
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ class Filters:
     """What the person asked to see; every field is a GET parameter of the DLQ page."""
 
     q: str = ""
-    task: str = ""  # "<task id>" or "handler:<name>"
+    task: str = ""  # "<task id>", "handler:<name>", or "untasked:<name>" (that handler's runs without a task)
     tenant: str = ""
     age: str = ""
     code: str = ""
@@ -98,9 +99,15 @@ class Filters:
                   "age": "older than {}", "group": "in group {}", "since": "created from {} UTC",
                   "until": "created before {} UTC", "recovered_since": "recovered from {} UTC",
                   "recovered_until": "recovered before {} UTC"}
-        shown = {**self.to_dict(), "group": group_words or self.group if self.group else ""}
+        shown = {**self.to_dict(), "group": group_words or self.group if self.group else "",
+                 "task": untasked_words(self.task) or self.task}
         parts += [labels[key].format(value) for key, value in shown.items() if key in labels and value]
         return " ".join(parts)
+
+
+def untasked_words(task: str) -> str | None:
+    """Name an "untasked:<handler>" filter as people read it, or None for any other."""
+    return f"{task.removeprefix(UNTASKED)} without a task" if task.startswith(UNTASKED) else None
 
 
 def refused(args: Mapping) -> list[str]:
@@ -119,7 +126,7 @@ def refused(args: Mapping) -> list[str]:
 
 def task_problem(task: str) -> str | None:
     """Say why a task filter can name no task (it is not a whole number, or past any row id), or None."""
-    if not task or task.startswith("handler:"):
+    if not task or task.startswith(("handler:", UNTASKED)):
         return None
     if not task.isdecimal():
         return f"task={task} is not a task id (a whole number)"
@@ -207,6 +214,8 @@ def where(query, filters: Filters, tenant_id: int | None, now: datetime, min_id:
         query = query.where(dl.tenant_id == select(Tenant.id).where(Tenant.name == filters.tenant).scalar_subquery())
     if filters.task.startswith("handler:"):
         query = query.where(dl.handler == filters.task.removeprefix("handler:"))
+    elif filters.task.startswith(UNTASKED):  # a Reports row "handler (no task)": not the tasks running it too
+        query = query.where(dl.handler == filters.task.removeprefix(UNTASKED), dl.task_id.is_(None))
     elif filters.task:
         query = query.where(dl.task_id == (-1 if task_problem(filters.task) else int(filters.task)))
     if filters.code:  # in any case, as on the Runs page (codes are kept as raised: TIMEOUT, http_502)

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 from flask import url_for
 
 from console.domain.periods import MINUTE, Period
-from console.services.dlq.filters import MOMENT
+from console.services.dlq.filters import MOMENT, UNTASKED
 from console.services.reports.read import Scope
 from console.web.runs.forms import TIME_FORMATS
 
@@ -66,7 +66,8 @@ class Links:
                     group: str | None = None, start: datetime | None = None, end: datetime | None = None) -> str:
         """The dead letters created in the period, whatever became of them (what the figures count); `group`: those
         of one error fingerprint."""
-        task = str(task_id) if task_id else (f"handler:{handler}" if handler else self.scope.task_id)
+        # A row "handler (no task)" counts that handler's letters of runs without a task, not its tasks' too.
+        task = str(task_id) if task_id else (f"{UNTASKED}{handler}" if handler else self.scope.task_id)
         return url_for("dlq.index", view="list", status="any", task=str(task) if task else None,
                        tenant=tenant or self.tenant, group=group, since=(start or self.period.start).strftime(MOMENT),
                        until=(end or self.period.end).strftime(MOMENT))
