@@ -106,3 +106,7 @@ def test_a_compensated_runs_duration_is_its_handlers_not_the_wait_for_approval(r
     # It read 3.3 min for a handler that took no time: finished_at is when its undo ended.
     assert duration.strip().startswith("0 ms <span") and "its handler, which succeeded" in duration
     assert "its undo ended at Finished" in duration
+    # The runs list says the same.
+    listed = client.get("/runs").get_data(as_text=True)
+    row = re.search(rf'<a href="/runs/{run_id}">{run_id}</a>.*?</tr>', listed, re.S).group(0)
+    assert re.search(r"<span title=\"its handler's time; Finished is when its undo ended\">\s*0 ms</span>", row)

@@ -57,6 +57,8 @@ class RunPage:
     # Runs in a later series (a replay's, a manual retry's): when its first attempt started, None while it waits.
     # started_at stays the first series', so the list shows these in its place.
     series_starts: dict[int, datetime | None] = field(default_factory=dict)
+    # Runs compensated since: when their handler succeeded, which their Duration runs to (not the undo's end).
+    succeeded_at: dict[int, datetime] = field(default_factory=dict)
 
 
 def apply(query, filters: RunFilters, scope: int | None):
@@ -174,11 +176,25 @@ def page(filters: RunFilters, *, scope: int | None, before: int | None = None, l
             Run.idempotency_key.icontains(filters.text, autoescape=True),
             Run.error_message.icontains(filters.text, autoescape=True)))
     rows = db.session.execute(query.order_by(*order).limit(limit + 1)).scalars().all()
+    shown, next_before, searched = rows, None, None
     if len(rows) > limit:
-        return RunPage(rows[:limit], rows[limit - 1].id, filters=filters, series_starts=series_starts(rows[:limit]))
-    if low is not None and low > 1:
-        return RunPage(rows, low, (low, high - 1), filters=filters, series_starts=series_starts(rows))
-    return RunPage(rows, None, filters=filters, series_starts=series_starts(rows))
+        shown, next_before = rows[:limit], rows[limit - 1].id
+    elif low is not None and low > 1:
+        next_before, searched = low, (low, high - 1)
+    return RunPage(shown, next_before, searched, filters=filters, series_starts=series_starts(shown),
+                   succeeded_at=succeeded_at(shown))
+
+
+UNDONE = ("compensating", "compensated", "compensation_failed")
+
+
+def succeeded_at(runs: list[Run]) -> dict[int, datetime]:
+    """When the handler of each run compensated since last succeeded (its finished_at is then the undo's end)."""
+    undone = [run.id for run in runs if run.status in UNDONE]
+    if not undone:
+        return {}
+    return dict(db.session.execute(select(RunEvent.run_id, func.max(RunEvent.at)).where(
+        RunEvent.run_id.in_(undone), RunEvent.kind == "succeeded").group_by(RunEvent.run_id)).all())
 
 
 def series_starts(runs: list[Run]) -> dict[int, datetime | None]:
@@ -231,9 +247,7 @@ class RunDetail:
     @property
     def succeeded_at(self) -> datetime | None:
         """Return when the handler succeeded, for a run compensated since (its finished_at is the undo's end)."""
-        if self.run.status not in ("compensating", "compensated", "compensation_failed"):
-            return None
-        return next((event.at for event in reversed(self.events) if event.kind == "succeeded"), None)
+        return succeeded_at([self.run]).get(self.run.id)
 
 
 def detail(run_id: int, scope: int | None, event_limit: int = EVENT_LIMIT) -> RunDetail:
