@@ -352,6 +352,7 @@ def test_a_handler_row_without_a_task_opens_that_handlers_failed_runs_only(manag
     assert execute(tasked, 0, clock=clock) == "dead"
     rollup.tick(clock)
     html = client.get("/reports?period=24h").get_data(as_text=True)
+    assert "so a run that died twice counts 2 here and is listed once" in html  # the Failed column counts series
     link = re.search(r'<a href="([^"]+)">default / python:demo.flaky \(no task\)</a>', html).group(1)
     behind = link.replace("&amp;", "&")
     assert "handler=python:demo.flaky" in behind and "q=" not in behind
