@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 
 from sqlalchemy import and_, exists, func, or_, select
 from sqlalchemy.orm import aliased, joinedload
@@ -244,7 +245,7 @@ class RunDetail:
                      and event.attempt == 1), None)
 
 
-    @property
+    @cached_property
     def succeeded_at(self) -> datetime | None:
         """Return when the handler succeeded, for a run compensated since (its finished_at is the undo's end)."""
         return succeeded_at([self.run]).get(self.run.id)
