@@ -2,10 +2,12 @@
 
 import json
 import re
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import select
 
+from console.domain.clock import utcnow
 from console.extensions import db
 from console.models import Approval, AuditEntry, DeadLetter, Run
 from console.services.actor import Actor
@@ -298,6 +300,12 @@ def test_the_dlq_fix_form_is_prefilled_validated_and_files_a_request(person, let
         client.get(f"/dlq/{found.id}/fix"))
     again = post(params=json.dumps({**FIXED, "account": 43}), reason="and another")
     assert again.status_code == 409 and f"request #{request.id} to fix dead letter {found.id} is already" in html(again)
+    # Past its expiry it waits for nothing: the form does not send people to it (filing again gives way, below).
+    request.expires_at = utcnow() - timedelta(seconds=1)
+    db.session.commit()
+    assert "already waiting for approval" not in html(client.get(f"/dlq/{found.id}/fix"))
+    request.expires_at = utcnow() + timedelta(hours=1)
+    db.session.commit()
 
 
 def test_viewers_cannot_open_or_post_the_fix_form(person, letter):

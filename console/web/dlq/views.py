@@ -270,7 +270,7 @@ def _fix_page(letter, form: FixParamsForm, *, error: str | None = None, status: 
     workflow = db.session.get(Workflow, letter.run.workflow_id) if letter.run.workflow_id else None
     return render_template("dlq/fix.html", letter=letter, form=form, error=error, expires_in=expires_in,
                            workflow=workflow,
-                           waiting=params_fix.waiting(letter.id),
+                           waiting=params_fix.waiting_on([letter.id], utcnow()).get(letter.id),
                            current=json.dumps(letter.run.params or {}, indent=2, sort_keys=True, ensure_ascii=False),
                            task_names=dlq.task_names([letter])), status
 
