@@ -29,7 +29,7 @@ BLUEPRINTS = [
     "console.web.approvals.views",
     "console.web.runbooks.views",
     "console.web.runs",
-    "console.web.tasks.views",
+    "console.web.tasks",
     "console.web.conflict_templates.views",
     "console.web.quota_classes.views",
     "console.web.policies.views",

@@ -143,7 +143,9 @@ def test_a_task_still_running_at_its_own_next_firing_is_said_so_not_paired_with_
 
 def test_the_save_warning_counts_mutex_overlaps_as_the_forecast_page_does(client, auth, monkeypatch):
     # Half past: the next 24 h hold 24 whole hours of both tasks, for the save and for the page alike.
-    monkeypatch.setattr("console.web.tasks.views.utcnow", FrozenClock(datetime(2026, 12, 2, 10, 30, tzinfo=UTC)))
+    half_past = FrozenClock(datetime(2026, 12, 2, 10, 30, tzinfo=UTC))
+    for module in ("views", "editing"):  # the forecast page's clock and the save's
+        monkeypatch.setattr(f"console.web.tasks.{module}.utcnow", half_past)
     register(name="export", mutex_key="ledger")  # at :00 for its 300 s timeout
     other = register(name="reconcile", cron="30 * * * *")
     auth.as_role("operator")

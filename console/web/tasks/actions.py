@@ -1,0 +1,116 @@
+"""What an operator does to a task from its page: pause, resume, run now, post its event, delete."""
+
+from flask import abort, flash, redirect, render_template, request, url_for
+from markupsafe import Markup
+
+from console.auth import current_actor, requires, tenant_scope
+from console.domain.clock import utcnow
+from console.extensions import htmx
+from console.services.errors import ServiceError
+from console.services.inputs import json_text
+from console.services.people.permissions import OPERATE
+from console.services.scheduling import on_demand, task_query, tasks
+from console.web.tasks.blueprint import bp
+from console.web.tasks.views import _runs_panel, _task_page
+
+
+def _toggle(task_id: int, paused: bool):
+    task = tasks.set_paused(tasks.get(task_id, tenant_scope()), paused, current_actor())
+    notice = f"{'Paused' if paused else 'Resumed'} {task.name}."
+    if htmx:
+        # The header in place; out of band, the schedule (its firings read "skipped" while paused), the runs panel
+        # (its hint says what creates the next run) and the page's flashes, which spoke of what came before.
+        now = utcnow()
+        firings = task_query.next_firings(task, now)
+        return (render_template("tasks/_header.html", task=task, notice=notice)
+                + render_template("tasks/_schedule.html", task=task, now=now, firings=firings, oob=True,
+                                  event_form={}, listeners=task_query.listeners(task))
+                + render_template("tasks/_runs.html", task=task, firings=firings, oob=True, **_runs_panel(task))
+                + '<div id="flashes" hx-swap-oob="true"></div>')
+    flash(notice, "success")
+    return redirect(url_for("tasks.show", task_id=task.id), 303)
+
+
+@bp.post("/<int:task_id>/pause")
+@requires(OPERATE)
+def pause(task_id: int):
+    return _toggle(task_id, True)
+
+
+@bp.post("/<int:task_id>/resume")
+@requires(OPERATE)
+def resume(task_id: int):
+    return _toggle(task_id, False)
+
+
+_REASONS = {
+    "window": "outside its execution window; it starts when the window opens",
+    "quota": "the tenant's queue is full; it starts when there is room",
+    "mutex_forbid": "another run with the same mutex key is active and the concurrency policy is forbid",
+}
+
+
+@bp.post("/<int:task_id>/trigger")
+@requires(OPERATE)
+def trigger(task_id: int):
+    task = tasks.get(task_id, tenant_scope())
+    outcome = on_demand.run_now(task, current_actor())
+    link = Markup('<a href="/runs/{0}">run #{0}</a>').format(outcome.run_id) if outcome.run_id else None
+    if outcome.status == "created" and outcome.reason:
+        flash(Markup("Created {} for {}; it waits ({}).").format(link, task.name, _REASONS.get(
+            outcome.reason, outcome.reason)), "info")
+    elif outcome.status == "created":
+        flash(Markup("Queued {} of {}.").format(link, task.name), "success")
+    elif link is not None:
+        flash(Markup("Created {} of {} but it did not start: {}.").format(link, task.name, _REASONS.get(
+            outcome.reason, outcome.reason or outcome.status)), "error")
+    else:
+        flash(f"{task.name} did not fire: {outcome.reason or outcome.status}.", "error")
+    return redirect(url_for("tasks.show", task_id=task.id), 303)
+
+
+
+@bp.post("/<int:task_id>/event")
+@requires(OPERATE)
+def post_event(task_id: int):
+    task = tasks.get(task_id, tenant_scope())
+    if not task.event:
+        abort(404)
+    text = request.form.get("data", "").strip() or "{}"
+    try:
+        outcomes = on_demand.post_event(task, json_text(text, "Data"), current_actor())
+    except (ValueError, ServiceError) as error:
+        return _task_page(task, getattr(error, "status", 422), text=text, error=str(error))
+    flash(Markup("Posted {} to {}: {}").format(task.event, task.tenant.name, _fired(outcomes, task)),
+          "success" if any(o.run_id for o in outcomes) else "info")
+    return redirect(url_for("tasks.show", task_id=task.id), 303)
+
+
+def _fired(outcomes: list, task) -> Markup:
+    """Say in one sentence what an event did to each task listening for it, the paused ones it skipped too."""
+    listeners = task_query.listeners(task)
+    names = {listener.id: listener.name for listener in listeners}
+    parts = []
+    for outcome in outcomes:
+        name = names.get(outcome.task_id, f"task #{outcome.task_id}")
+        if outcome.run_id and outcome.status == "created":
+            link = Markup('<a href="/runs/{0}">run #{0}</a>').format(outcome.run_id)
+            waits = _REASONS.get(outcome.reason, outcome.reason)
+            parts.append(Markup("{} of {} waits ({})").format(link, name, waits) if waits
+                         else Markup("queued {} of {}").format(link, name))
+        else:
+            parts.append(Markup("{} did not fire ({})").format(name, outcome.reason or outcome.status))
+    fired = {outcome.task_id for outcome in outcomes}
+    parts += [Markup("{} did not fire (paused)").format(listener.name)
+              for listener in listeners if listener.paused and listener.id not in fired]
+    return Markup("; ").join(parts) + "." if parts else Markup("no task of the tenant listens for it.")
+
+
+@bp.post("/<int:task_id>/delete")
+@requires(OPERATE)
+def delete(task_id: int):
+    task = tasks.get(task_id, tenant_scope())
+    name = task.name
+    tasks.delete(task, current_actor())
+    flash(f"Deleted {name}. Its runs stay in the history; it never fires again.", "success")
+    return redirect(url_for("tasks.index"), 303)
