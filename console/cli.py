@@ -12,14 +12,15 @@ from flask import current_app
 from flask.cli import FlaskGroup, with_appcontext
 from sqlalchemy.exc import DBAPIError
 
-from console.cli_recovery import recovery_runbook_command
-from console.cli_reports import sla_report_command
 from console.commands.approvals import approvals_group
 from console.commands.channels import channels_group
 from console.commands.conflict_templates import templates_group
 from console.commands.imports import import_failures_command
+from console.commands.inspection import retry_inspect_command, task_dryrun_command
 from console.commands.quota_classes import quota_classes_group
+from console.commands.reports import sla_report_command
 from console.commands.reservations import reservations_group
+from console.commands.runbooks import recovery_runbook_command
 from console.commands.tenants import tenants_group
 from console.domain.words import plural
 from console.logs import configure as configure_logging
@@ -260,83 +261,6 @@ def audit_verify_command():
     legacy = f" ({plural(report.legacy, 'legacy row')} chained before the key)" if report.legacy else ""
     click.echo(f"audit chain intact: {plural(report.checked, 'row')} verified{legacy}, "
                f"{plural(report.anchors, 'anchor')} checked in {report.anchor_file}")
-
-
-@click.command("retry-inspect")
-@click.option("--reconcile", is_flag=True, help="Repair drift between the database and Redis first.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
-@with_appcontext
-def retry_inspect_command(reconcile, as_json):
-    """Show the delay queue and the dead-letter queue; --reconcile repairs state drift."""
-    import json
-
-    from console.services.engine import retry_inspect
-    from console.services.engine.reconcile import reconcile as run_reconcile
-
-    repaired = run_reconcile().as_dict() if reconcile else None
-    data = retry_inspect.snapshot()
-    if repaired is not None:
-        data["reconciled"] = repaired
-    if as_json:
-        click.echo(json.dumps(data, indent=2))
-        return
-    if repaired is not None:
-        click.echo("Reconciled: " + ", ".join(f"{k} {v}" for k, v in repaired.items()))
-    click.echo("Runs by status: " + (", ".join(f"{k} {v}" for k, v in sorted(data["runs_by_status"].items()))
-                                     or "none"))
-    _table("Delay queue (retry_wait)", ["handler", "count", "next_retry_at"], data["delay_queue"])
-    _table("Dead-letter queue (open)", ["handler", "error_code", "count", "oldest_age_s"], data["dead_letter_queue"])
-    _table("Oldest retry-waiting runs", ["run_id", "handler", "attempt", "next_retry_at", "error_code"],
-           data["oldest_retry_wait"])
-    _table("Oldest open dead letters", ["id", "run_id", "handler", "error_code", "age_s", "reason"],
-           data["oldest_dead_letters"])
-
-
-def _table(title: str, columns: list[str], rows: list[dict]) -> None:
-    click.echo(f"\n{title}")
-    if not rows:
-        click.echo("  (none)")
-        return
-    cells = [[", ".join(v) if isinstance(v := row.get(c, ""), list) else str(v) for c in columns] for row in rows]
-    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
-    click.echo("  " + "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)))
-    for r in cells:
-        click.echo("  " + "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)))
-
-
-@click.command("task-dryrun")
-@click.option("--hours", type=float, default=24, show_default=True, help="How far ahead to forecast.")
-@click.option("--tenant", default=None, help="Only this tenant's tasks.")
-@click.option("--task", "task_id", type=int, default=None, help="Only this task.")
-@click.option("--crowded", type=int, default=50, show_default=True, help="Starts in one minute worth a warning.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
-@with_appcontext
-def task_dryrun_command(hours, tenant, task_id, crowded, as_json):
-    """Forecast firings; report mutex overlaps, quota and quota class overflows, window deferrals, crowded minutes."""
-    import json
-
-    from console.domain.clock import utcnow
-    from console.services.scheduling import warnings
-    from console.services.scheduling.forecast import forecast
-
-    now = utcnow()
-    result = forecast(now, hours, tenant, task_id, crowded)
-    # Kept, so the reports can tell how many of the conflicts that then happen were named beforehand.
-    warnings.record(result, now)
-    if as_json:
-        click.echo(json.dumps(result.as_dict(), indent=2))
-        return
-    click.echo(f"{result.tasks} cron tasks, {result.firings} firings from {result.start:%Y-%m-%d %H:%M} "
-               f"to {result.end:%Y-%m-%d %H:%M} UTC")
-    _table("Mutex overlaps", ["mutex_key", "first", "second", "overlap_s", "duration_basis", "consequence"],
-           result.mutex_overlaps)
-    _table("Quota overflows", ["tenant", "minute", "expected_running", "max_running"], result.quota_overflows)
-    _table("Quota class overflows", ["quota_class", "minute", "expected_running", "max_running", "tasks"],
-           result.class_overflows)
-    _table("Firings outside their window", ["task", "firing", "deferred_to"], result.outside_window)
-    _table(f"Minutes with {crowded}+ starts", ["minute", "starts"], result.crowded_minutes)
-    _table("Capacity reservations", ["id", "tenant", "running_slots", "queued_runs", "starts_at", "ends_at", "reason"],
-           result.reservations)
 
 
 COMMANDS = [up_command, retry_inspect_command, task_dryrun_command, web_command, worker_command, scheduler_command,

@@ -8,10 +8,16 @@ def refused(error) -> click.ClickException:
     return click.ClickException(f"refused ({error.code}, {error.status}): {error.detail}")
 
 
-def table(rows: list[dict], columns: list[str]) -> None:
-    """Print rows as columns padded to their widest cell (None as empty)."""
-    cells = [["" if row[c] is None else str(row[c]) for c in columns] for row in rows]
+def table(rows: list[dict], columns: list[str], indent: str = "") -> None:
+    """Print rows as columns padded to their widest cell (missing or None as empty, a list comma-separated)."""
+    cells = [[_cell(row.get(c)) for c in columns] for row in rows]
     widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
-    click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
+    click.echo(indent + "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
     for r in cells:
-        click.echo("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+        click.echo(indent + "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+
+
+def _cell(value) -> str:
+    if value is None:
+        return ""
+    return ", ".join(map(str, value)) if isinstance(value, list) else str(value)

@@ -1,0 +1,80 @@
+"""`rebound retry-inspect` and `rebound task-dryrun`: the seeds' tools for what waits and what will fire."""
+
+import click
+from flask.cli import with_appcontext
+
+from console.commands.output import table
+
+
+def section(title: str, columns: list[str], rows: list[dict]) -> None:
+    """Print a titled table, its rows indented under the title (or "(none)")."""
+    click.echo(f"\n{title}")
+    if not rows:
+        click.echo("  (none)")
+        return
+    table(rows, columns, indent="  ")
+
+
+@click.command("retry-inspect")
+@click.option("--reconcile", is_flag=True, help="Repair drift between the database and Redis first.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
+@with_appcontext
+def retry_inspect_command(reconcile, as_json):
+    """Show the delay queue and the dead-letter queue; --reconcile repairs state drift."""
+    import json
+
+    from console.services.engine import retry_inspect
+    from console.services.engine.reconcile import reconcile as run_reconcile
+
+    repaired = run_reconcile().as_dict() if reconcile else None
+    data = retry_inspect.snapshot()
+    if repaired is not None:
+        data["reconciled"] = repaired
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    if repaired is not None:
+        click.echo("Reconciled: " + ", ".join(f"{k} {v}" for k, v in repaired.items()))
+    click.echo("Runs by status: " + (", ".join(f"{k} {v}" for k, v in sorted(data["runs_by_status"].items()))
+                                     or "none"))
+    section("Delay queue (retry_wait)", ["handler", "count", "next_retry_at"], data["delay_queue"])
+    section("Dead-letter queue (open)", ["handler", "error_code", "count", "oldest_age_s"], data["dead_letter_queue"])
+    section("Oldest retry-waiting runs", ["run_id", "handler", "attempt", "next_retry_at", "error_code"],
+            data["oldest_retry_wait"])
+    section("Oldest open dead letters", ["id", "run_id", "handler", "error_code", "age_s", "reason"],
+            data["oldest_dead_letters"])
+
+
+@click.command("task-dryrun")
+@click.option("--hours", type=float, default=24, show_default=True, help="How far ahead to forecast.")
+@click.option("--tenant", default=None, help="Only this tenant's tasks.")
+@click.option("--task", "task_id", type=int, default=None, help="Only this task.")
+@click.option("--crowded", type=int, default=50, show_default=True, help="Starts in one minute worth a warning.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
+@with_appcontext
+def task_dryrun_command(hours, tenant, task_id, crowded, as_json):
+    """Forecast firings; report mutex overlaps, quota and quota class overflows, window deferrals, crowded minutes."""
+    import json
+
+    from console.domain.clock import utcnow
+    from console.services.scheduling import warnings
+    from console.services.scheduling.forecast import forecast
+
+    now = utcnow()
+    result = forecast(now, hours, tenant, task_id, crowded)
+    # Kept, so the reports can tell how many of the conflicts that then happen were named beforehand.
+    warnings.record(result, now)
+    if as_json:
+        click.echo(json.dumps(result.as_dict(), indent=2))
+        return
+    click.echo(f"{result.tasks} cron tasks, {result.firings} firings from {result.start:%Y-%m-%d %H:%M} "
+               f"to {result.end:%Y-%m-%d %H:%M} UTC")
+    section("Mutex overlaps", ["mutex_key", "first", "second", "overlap_s", "duration_basis", "consequence"],
+            result.mutex_overlaps)
+    section("Quota overflows", ["tenant", "minute", "expected_running", "max_running"], result.quota_overflows)
+    section("Quota class overflows", ["quota_class", "minute", "expected_running", "max_running", "tasks"],
+            result.class_overflows)
+    section("Firings outside their window", ["task", "firing", "deferred_to"], result.outside_window)
+    section(f"Minutes with {crowded}+ starts", ["minute", "starts"], result.crowded_minutes)
+    section("Capacity reservations", ["id", "tenant", "running_slots", "queued_runs", "starts_at", "ends_at", "reason"],
+            result.reservations)
