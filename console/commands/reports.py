@@ -7,6 +7,9 @@ import sys
 import click
 from flask.cli import with_appcontext
 
+from console.commands.output import table
+from console.domain.words import plural
+
 COLUMNS = ["figure", "value", "previous", "target", "met"]
 
 
@@ -49,16 +52,14 @@ def sla_report_command(first, last, period, tenant, task, fmt, rebuild):
                              _raw(value.figure.target), _raw(value.met), value.figure.unit])
         return
     as_of = f"{summary.as_of:%Y-%m-%d %H:%M:%S} UTC" if summary.as_of else "never (run --rebuild)"
-    click.echo(f"{chosen.start:%Y-%m-%d %H:%M} – {chosen.end:%Y-%m-%d %H:%M} UTC, beside the "
-               f"{chosen.length.days or chosen.length.seconds // 3600}{'' if chosen.length.days else ' h'}"
-               f"{' days' if chosen.length.days else ''} before; rollups computed up to {as_of}")
-    rows = [[value.figure.label, shown(value.figure, value.value), shown(value.figure, value.previous),
-             target_text(value.figure), {True: "met", False: "NOT MET", None: ""}[value.met]]
-            for value in summary.values.values()]
-    widths = [max(len(str(c)), *(len(r[i]) for r in rows)) for i, c in enumerate(COLUMNS)]
-    click.echo("  ".join(c.ljust(w) for c, w in zip(COLUMNS, widths, strict=True)))
-    for row in rows:
-        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)))
+    days, hours = chosen.length.days, chosen.length.seconds // 3600
+    before = f"{hours} h" if not days else "day" if days == 1 else plural(days, "day")
+    click.echo(f"{chosen.start:%Y-%m-%d %H:%M} – {chosen.end:%Y-%m-%d %H:%M} UTC, beside the {before} before; "
+               f"rollups computed up to {as_of}")
+    table([{"figure": value.figure.label, "value": shown(value.figure, value.value),
+            "previous": shown(value.figure, value.previous), "target": target_text(value.figure),
+            "met": {True: "met", False: "NOT MET", None: ""}[value.met]} for value in summary.values.values()],
+          COLUMNS)
 
 
 def _raw(value) -> str:

@@ -26,6 +26,8 @@ def test_json_is_the_api_summary(built, app, clock, monkeypatch):
 
 def test_table_and_csv_name_every_figure_with_its_target(built, app, clock, monkeypatch):
     table = run(app, clock, monkeypatch, "--period", "24h").stdout
+    assert "UTC, beside the day before; rollups computed up to" in table.splitlines()[0]
+    assert "beside the 7 days before;" in run(app, clock, monkeypatch, "--period", "7d").stdout
     assert "Scheduling on time" in table and "75.0 %" in table and "≥ 98.0 %" in table and "NOT MET" in table
     rows = list(csv.DictReader(io.StringIO(run(app, clock, monkeypatch, "--period", "24h", "--format", "csv").stdout)))
     by_name = {row["name"]: row for row in rows}

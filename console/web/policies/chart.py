@@ -10,7 +10,7 @@ NOMINAL, BAND, CUMULATIVE, WORST, DEADLINE = "#3348c8", "rgba(51,72,200,.16)", "
 
 
 def duration(seconds: float | None) -> str:
-    """Say a number of seconds the way a person would: 45 s, 2 min 30 s, 3 h 5 min, 2 d 4 h."""
+    """Say seconds as a person would, three digits under a minute (16.5 s: a backoff preview is exact)."""
     if seconds is None:
         return "—"
     if seconds < 60:
