@@ -6,7 +6,7 @@ import time
 import pytest
 from rq.timeouts import JobTimeoutException, UnixSignalDeathPenalty
 
-from console.services.engine.execute import _inner_alarm
+from console.services.engine.calling import _inner_alarm
 
 
 def test_rqs_alarm_and_its_handler_are_back_after_the_handler_returns():

@@ -16,7 +16,8 @@ from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.engine import handler_kinds, queueing, transitions
-from console.services.engine.execute import context_for, undo_call
+from console.services.engine.calling import undo_call
+from console.services.engine.execute import context_for
 from console.services.engine.failures import AFTER_FAILURE, compensate_run
 from console.services.engine.heartbeat import Heartbeat
 from console.services.errors import Conflict, InvalidInput

@@ -1,29 +1,24 @@
 """Execute one attempt: claim the run, call its handler under a timeout, record what happened."""
 
-import contextlib
-import functools
 import logging
 import os
-import signal
 import socket
-import threading
 import time
 import uuid
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from types import SimpleNamespace
 
-from rq.timeouts import JobTimeoutException, UnixSignalDeathPenalty
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from console.db import single_statements
 from console.domain.breaker import BreakerSettings, Opener
 from console.domain.clock import SYSTEM_CLOCK, Clock
-from console.domain.errors import Failure, HandlerTimeout, NonRetryableError, classify
+from console.domain.errors import Failure, NonRetryableError, classify
 from console.domain.windows import Window
 from console.extensions import db
-from console.models import RetryPolicyRecord, Run, Task, Tenant
+from console.models import Run, Task
 from console.services.engine import (
     admission,
     breaker_alerts,
@@ -31,12 +26,13 @@ from console.services.engine import (
     breakers,
     diagnostics,
     handler_kinds,
-    isolation,
     known_outcomes,
+    names,
     queueing,
     reserved,
     transitions,
 )
+from console.services.engine.calling import call_handler, undo_call
 from console.services.engine.context import HandlerContext
 from console.services.engine.failures import fail
 from console.services.engine.heartbeat import Heartbeat
@@ -56,7 +52,6 @@ WORKER_ID = f"{socket.gethostname()}.{os.getpid()}"
 # The hot path reads the run as a plain row: the ORM's loading machinery cost more than SQLite's read (18% of an
 # attempt). A failure loads the ORM object, which dead letters and compensation work with.
 _RUN_ROW = select(Run.__table__).where(Run.__table__.c.id == bindparam("run_id"))
-_TASK_NAME = select(Task.name).where(Task.id == bindparam("task_id"))
 
 
 class RunRow(SimpleNamespace):
@@ -68,66 +63,13 @@ def _load(run_id: int) -> RunRow | None:
     return None if row is None else RunRow(**row._mapping)
 
 
-def _tenant_name(tenant_id: int) -> str:
-    return _tenant_name_in(str(db.engine.url), tenant_id)
-
-
-@functools.lru_cache(maxsize=1024)
-def _tenant_name_in(database: str, tenant_id: int) -> str:
-    # Tenants are never renamed, so a process may remember their names (per database: tests use many).
-    return db.session.execute(select(Tenant.name).where(Tenant.id == tenant_id)).scalar_one()
-
-
-def _policy_name(policy_id: int) -> str:
-    return _policy_name_in(str(db.engine.url), policy_id)
-
-
-@functools.lru_cache(maxsize=256)
-def _policy_name_in(database: str, policy_id: int) -> str:
-    # Policies are never renamed (their versions change, not their names).
-    return db.session.execute(select(RetryPolicyRecord.name).where(RetryPolicyRecord.id == policy_id)).scalar_one()
-
-
 def _opened_by(opener: Opener | None) -> str | None:
     """Say, on a run the breaker puts off, whose settings opened it: runs of several policies may share one."""
     if opener is None or opener.policy_id is None:
         return None
-    policy = breaker_policies.PolicyBreaker(f"{_policy_name(opener.policy_id)} v{opener.policy_version}",
+    policy = breaker_policies.PolicyBreaker(f"{names.policy(opener.policy_id)} v{opener.policy_version}",
                                             opener.failure_threshold, opener.open_s)
     return f"the breaker was opened by policy {policy}"
-
-
-def _call(fn, ctx: HandlerContext, timeout_s: int):
-    """Call handler code; a hung one is stopped at timeout_s and counted as a timeout.
-
-    A fork worker (ISOLATE_HANDLERS) calls it in a child process; otherwise it runs here under SIGALRM, as RQ does.
-    """
-    if setting("ISOLATE_HANDLERS"):
-        return isolation.call_forked(fn, ctx, timeout_s)
-    if threading.current_thread() is not threading.main_thread():
-        return fn(ctx)  # signals only reach the main thread; RQ workers always call us there
-    try:
-        with _inner_alarm(int(timeout_s)):
-            return fn(ctx)
-    except JobTimeoutException:
-        raise HandlerTimeout(message=f"handler ran past its {timeout_s} s timeout and was stopped") from None
-
-
-@contextlib.contextmanager
-def _inner_alarm(timeout_s: int):
-    """Stop the handler at timeout_s with SIGALRM, then give back the alarm RQ's job timeout had set."""
-    # There is one alarm per process: the handler's replaces RQ's (policy timeout + 60 s), whose penalty would
-    # otherwise be switched off for the bookkeeping that follows. Put back its handler and what was left of it.
-    outer_handler = signal.getsignal(signal.SIGALRM)
-    outer_left = signal.alarm(0)
-    started = time.monotonic()
-    try:
-        with UnixSignalDeathPenalty(timeout_s, JobTimeoutException):
-            yield
-    finally:
-        signal.signal(signal.SIGALRM, outer_handler)
-        if outer_left:
-            signal.alarm(max(1, outer_left - int(time.monotonic() - started)))
 
 
 # A deferred pending run notes when it is due: the reconciler finds the deferral's job by it (queueing.job_id).
@@ -143,16 +85,6 @@ def _defer(run: RunRow, when, timeout_s: int, why: str) -> None:
                                                  "why": why[:255]})
     db.session.commit()
     queueing.enqueue_at(when, run.id, run.series, run.attempt, timeout_s, deferral=True)
-
-
-def undo_call(invocation, timeout_s: int, *, asked: bool = False):
-    """Return the handler's undo step, called like the handler itself (isolated, under the same timeout).
-
-    After the run's own failure (not `asked`), a handler whose undo is only tried when asked for has none.
-    """
-    if invocation is None or invocation.compensate is None or (invocation.undo_only_when_asked and not asked):
-        return None
-    return functools.partial(_call, invocation.compensate, timeout_s=timeout_s)
 
 
 def execute(run_id: int, expected_attempt: int, *, clock: Clock = SYSTEM_CLOCK, worker_id: str = WORKER_ID) -> str:
@@ -206,8 +138,8 @@ def _claim(run_id: int, expected_attempt: int, clock: Clock, worker_id: str):
                 return "deferred:window"
         full = admission.over_capacity(admitted, policy.concurrency)
         if full:
-            why = admission.explain(full, admitted, policy.concurrency, tenant=_tenant_name(run.tenant_id),
-                                    policy=_policy_name(admitted.policy_id), handler=run.handler,
+            why = admission.explain(full, admitted, policy.concurrency, tenant=names.tenant(run.tenant_id),
+                                    policy=names.policy(admitted.policy_id), handler=run.handler,
                                     by_task=run.task_id is not None, tenant_id=run.tenant_id)
             if full == "quota_class" and not (run.wait_reason or "").startswith(admission.CLASS_WAIT):
                 # A conflict the forecast can name (its class overflows): on the timeline once, for the Reports
@@ -257,17 +189,10 @@ def _as_orm(row: RunRow) -> Run:
     return run
 
 
-def _task_name(task_id: int | None) -> str | None:
-    # Read per attempt, not remembered: a task may be renamed.
-    if task_id is None:
-        return None
-    return db.session.connection().execute(_TASK_NAME, {"task_id": task_id}).scalar_one_or_none()
-
-
 def context_for(run: Run | RunRow, timeout_s: int) -> HandlerContext:
     """Return what the run's handler (or its compensation) is given."""
     return HandlerContext(
-        run_id=run.id, tenant=_tenant_name(run.tenant_id), task=_task_name(run.task_id),
+        run_id=run.id, tenant=names.tenant(run.tenant_id), task=names.task(run.task_id),
         handler=run.handler, params=dict(run.params or {}), attempt=run.attempt, series=run.series,
         execution=run.executions, idempotency_key=run.idempotency_key, retry_token=run.retry_token or "",
         trace_id=run.trace_id, timeout_s=timeout_s)
@@ -344,7 +269,7 @@ def _perform(run: RunRow, policy, breaker: breakers.BreakerKey, settings: Breake
         with Heartbeat(run.id, run.attempt, setting("HEARTBEAT_S"), ctx.cancel_event), \
                 diagnostics.Capture() as captured:
             try:
-                result = _call(invocation.run, ctx, policy.timeout_s)
+                result = call_handler(invocation.run, ctx, policy.timeout_s)
             except Exception as exc:  # noqa: BLE001 - every handler error is classified, none is swallowed
                 error = exc
     duration_ms = int((time.monotonic() - started) * 1000)
