@@ -36,7 +36,7 @@ from console.services.policies import versions as policies
 from console.services.recovery import approvals, decisions, params_fix, run_compensation
 from console.services.scheduling import planner, templates
 from console.services.scheduling import tasks as task_service
-from console.services.workorders import orders
+from console.services.workorders import changes, orders
 from tests.factories import BROKEN, LENIENT, Runs
 from tests.helpers import PASSWORD
 
@@ -257,7 +257,7 @@ def test_a_letter_parked_while_its_work_order_closes_lands_on_an_active_order(ap
     def close():
         with app.app_context():
             parked.wait(10)
-            orders.close_if_resolved(order_id, clock())
+            changes.close_if_resolved(order_id, clock())
             db.session.commit()
             closed.set()
             db.session.remove()
@@ -277,9 +277,9 @@ def test_a_letter_parked_while_its_work_order_closes_lands_on_an_active_order(ap
 def test_an_acknowledgement_keeps_an_assignment_made_since_the_order_was_read(app, dead_run, staff):
     _, letter_id = dead_run()
     order = orders.get(db.session.get(DeadLetter, letter_id).work_order_id)
-    orders.assign(order, staff["ada"].id, staff["ada"])
+    changes.assign(order, staff["ada"].id, staff["ada"])
     set_committed_value(order, "assignee_id", None)  # olga's request read the order before ada took it
-    orders.acknowledge(order, staff["olga"])
+    changes.acknowledge(order, staff["olga"])
     db.session.expire_all()
     assert (order.status, order.assignee_id) == ("acknowledged", staff["ada"].id)
 

@@ -22,6 +22,7 @@ from console.services.errors import Conflict
 from console.services.people import tenants
 from console.services.system import alert_measures, delivery_round
 from console.services.system.maintenance import MAINTENANCE
+from console.services.workorders import changes
 from console.services.workorders import orders as workorders
 from tests.receiver import Receiver
 
@@ -383,7 +384,7 @@ def test_work_order_is_closed_once_its_replayed_run_succeeded_with_a_pagerduty_r
     db.session.expire_all()
     order = db.session.get(WorkOrder, order_id)
     assert (order.status, order.closed_at, order.closed_by) == ("closed", clock(), "system")
-    assert order.close_note == workorders.SETTLED_NOTE
+    assert order.close_note == changes.SETTLED_NOTE
     delivery_round.tick(clock)
     resolve = channels.pagerduty.requests[-1].json
     assert resolve == {"routing_key": ROUTING_KEY, "event_action": "resolve",

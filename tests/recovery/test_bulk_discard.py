@@ -16,7 +16,7 @@ from console.services.errors import Conflict, Forbidden, InvalidInput, NotFound
 from console.services.people import users
 from console.services.recovery import bulk_discard, decisions
 from console.services.system import console_settings
-from console.services.workorders import orders as workorders
+from console.services.workorders import changes as workorders
 from tests.factories import make_tenant
 
 LENIENT = {"breaker": {"failure_threshold": 1000, "open_s": 1, "success_threshold": 1}}

@@ -12,7 +12,8 @@ from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.engine import transitions
 from console.services.errors import InvalidInput
-from console.services.workorders import orders as workorders
+from console.services.workorders import changes as workorders
+from console.services.workorders.orders import ACTIVE
 
 LETTERS = DeadLetter.__table__
 MAX_NOTE_CHARS = 2000
@@ -63,7 +64,7 @@ def plan(run_ids: list[int], tenant_id: int | None) -> Plan:
         closing -= {order_id for order_id, count in still_open if count}
     if closing:
         result.closing = dict(db.session.execute(select(WorkOrder.id, WorkOrder.status).where(
-            WorkOrder.id.in_(closing), WorkOrder.status.in_(workorders.ACTIVE)).order_by(WorkOrder.id)).all())
+            WorkOrder.id.in_(closing), WorkOrder.status.in_(ACTIVE)).order_by(WorkOrder.id)).all())
     return result
 
 

@@ -4,7 +4,7 @@ from collections import Counter
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.services.delivery import dispatch
-from console.services.workorders import orders as workorders
+from console.services.workorders import changes as workorders
 
 
 def tick(clock: Clock = SYSTEM_CLOCK) -> Counter:

@@ -14,7 +14,7 @@ from console.domain.errors import fingerprint
 from console.extensions import db
 from console.models import DeadLetter, OutboxMessage, Run, RunEvent, SlaBreach, Task, Tenant, WorkOrder
 from console.services.system.demo_history import ERRORS, HANDLERS
-from console.services.workorders import orders as workorders
+from console.services.workorders import changes as workorders
 
 BATCH = 20_000
 SCHEDULED_SHARE = 0.85  # of runs belong to a task; the rest were submitted by other services

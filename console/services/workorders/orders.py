@@ -1,19 +1,16 @@
-"""Work orders: one per open error group; acknowledged, assigned and closed by people, or closed by recovery."""
+"""Work orders as people read them: one per open error group, listed, counted, with their letters and completion."""
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, exists, func, or_, select, update
-from sqlalchemy.orm import aliased, joinedload
+from sqlalchemy import exists, func, or_, select
+from sqlalchemy.orm import joinedload
 
-from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
-from console.models import DeadLetter, OutboxMessage, Run, User, WorkOrder
-from console.services.actor import SYSTEM, Actor
-from console.services.audit import trail as audit
+from console.models import DeadLetter, OutboxMessage, User, WorkOrder
 from console.services.delivery import channel_report as delivery_report
-from console.services.delivery import dispatch, notice, outbox
-from console.services.errors import Conflict, InvalidInput, NotFound
+from console.services.delivery import notice
+from console.services.errors import NotFound
 from console.services.people.permissions import OPERATE, can
 
 ACTIVE = ("open", "acknowledged")
@@ -23,7 +20,6 @@ PAGE_SIZE = 50
 LETTERS_SHOWN = 100
 COMPLETION_WINDOW = timedelta(days=7)
 COMPLETION_TARGET = 0.95
-MAX_NOTE_CHARS = 2000
 
 
 @dataclass(frozen=True)
@@ -181,132 +177,3 @@ def assignable(order: WorkOrder) -> list[User]:
         User.active.is_(True), or_(User.tenant_id.is_(None), User.tenant_id == order.tenant_id))
         .order_by(User.username)).scalars().all()
     return [person for person in people if can(person.role, OPERATE)]
-
-
-def _move(order: WorkOrder, expected: tuple[str, ...], **values) -> None:
-    """Change the work order only if it is still in an expected status (two people may act at once)."""
-    changed = db.session.execute(update(WorkOrder).where(WorkOrder.id == order.id, WorkOrder.status.in_(expected))
-                                 .values(**values).execution_options(synchronize_session=False)).rowcount
-    if not changed:
-        db.session.rollback()
-        db.session.refresh(order)
-        raise Conflict(f"work order #{order.id} is {order.status} now; look again", "status")
-    db.session.refresh(order)
-
-
-def acknowledge(order: WorkOrder, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> WorkOrder:
-    """Say someone is on it; the person who acknowledges takes it if nobody has."""
-    if order.status != "open":
-        raise Conflict(f"work order #{order.id} is {order.status}; only open work orders can be acknowledged",
-                       "status")
-    before = {"status": order.status, "assignee": _name(order.assignee_id)}
-    # Decided in SQL: an assignment made since this page was read is kept, not overwritten by the acknowledger.
-    _move(order, ("open",), status="acknowledged", acknowledged_at=clock(),
-          assignee_id=func.coalesce(WorkOrder.assignee_id, actor.id))
-    audit.record(db.session, actor, "work_order.acknowledge", "work_order", order.id, before=before,
-                 after={"status": order.status, "assignee": _name(order.assignee_id)}, tenant=order.tenant.name,
-                 clock=clock)
-    db.session.commit()
-    return order
-
-
-def _name(user_id: int | None) -> str | None:
-    user = db.session.get(User, user_id) if user_id else None
-    return user.username if user else None
-
-
-def assign(order: WorkOrder, user_id: int | None, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> WorkOrder:
-    """Give the work order to a person (or to nobody)."""
-    if order.status == "closed":
-        raise Conflict(f"work order #{order.id} is closed; reopen work happens on a new work order", "status")
-    if user_id is not None and user_id not in {person.id for person in assignable(order)}:
-        raise InvalidInput("pick an active operator who can see this tenant", "user")
-    before = {"assignee": _name(order.assignee_id)}
-    _move(order, ACTIVE, assignee_id=user_id)
-    audit.record(db.session, actor, "work_order.assign", "work_order", order.id, before=before,
-                 after={"assignee": _name(user_id)}, tenant=order.tenant.name, clock=clock)
-    db.session.commit()
-    return order
-
-
-def _closed(order: WorkOrder, actor: Actor, note: str, now: datetime, before: str) -> None:
-    """Audit a close and resolve its incident (PagerDuty), in the caller's transaction."""
-    audit.record(db.session, actor, "work_order.close", "work_order", order.id, before={"status": before},
-                 after={"status": "closed"}, tenant=order.tenant.name, note=note, clock=lambda: now)
-    outbox.resolve(notice.work_order_incident(order.id), f"Work order #{order.id}: {order.title}",
-                   f"Work order #{order.id} was closed by {actor.name}: {note}", now, tenant_id=order.tenant_id,
-                   work_order_id=order.id)
-
-
-def close(order: WorkOrder, note: str | None, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> list[str]:
-    """Close a work order by hand, saying what was done; return the channels its resolve goes to (may be none)."""
-    note = (note or "").strip()
-    if not note:
-        raise InvalidInput("say what was done: a note is required to close a work order", "note")
-    if len(note) > MAX_NOTE_CHARS:
-        raise InvalidInput(f"keep the note under {MAX_NOTE_CHARS} characters", "note")
-    if order.status == "closed":
-        raise Conflict(f"work order #{order.id} is already closed", "status")
-    before, now = order.status, clock()
-    _move(order, ACTIVE, status="closed", closed_at=now, closed_by=actor.name, close_note=note)
-    _closed(order, actor, note, now, before)
-    # The resolve just queued, or the pending one it was added to: the same kind, so the same channels.
-    resolve = db.session.execute(select(OutboxMessage).where(
-        OutboxMessage.dedup_key == f"resolve:{notice.work_order_incident(order.id)}")
-        .order_by(OutboxMessage.id.desc()).limit(1)).scalar_one()
-    told = dispatch.configured_routes(resolve)
-    db.session.commit()
-    return told
-
-
-def _unsettled(order_id) -> exists:
-    """A dead letter of the order still needs work: open, or replayed and its run not (yet) succeeded.
-
-    A replayed letter whose run died again is superseded by the run's newer letter, which is judged instead
-    (it is open, in this work order or in the one of its new error).
-    """
-    letter, newer = aliased(DeadLetter), aliased(DeadLetter)
-    succeeded = exists().where(Run.id == letter.run_id, Run.status == "succeeded")
-    superseded = exists().where(newer.run_id == letter.run_id, newer.id > letter.id)
-    return exists().where(letter.work_order_id == order_id, or_(
-        letter.status == "open", and_(letter.status == "replayed", ~succeeded, ~superseded)))
-
-
-SETTLED_NOTE = "Every linked dead letter was discarded or resolved, or replayed and its run succeeded."
-
-
-def close_if_resolved(work_order_id: int, now: datetime, by: Actor | None = None) -> bool:
-    """Close the work order once each of its dead letters is settled (in the caller's transaction).
-
-    Settled: discarded or resolved by a person, or replayed and its run succeeded. A replay alone settles
-    nothing: the replayed run may die again.
-    """
-    db.session.flush()
-    # Locked first, so a parker adding a letter to it (which holds the order's row until it commits) is waited
-    # for, and the update below, a statement of its own, sees that letter on PostgreSQL too.
-    order = db.session.get(WorkOrder, work_order_id, with_for_update=True, populate_existing=True)
-    if order is None or order.status not in ACTIVE:
-        return False
-    before = order.status
-    # The system closes it; a person whose action settled the last letter is named in the note.
-    note = SETTLED_NOTE if by is None else f"{SETTLED_NOTE.rstrip('.')} (the last by {by.name})."
-    changed = db.session.execute(
-        update(WorkOrder).where(WorkOrder.id == work_order_id, WorkOrder.status.in_(ACTIVE),
-                                ~_unsettled(work_order_id))
-        .values(status="closed", closed_at=now, closed_by=SYSTEM.name, close_note=note)
-        .execution_options(synchronize_session=False)).rowcount
-    if not changed:
-        return False
-    db.session.refresh(order)
-    _closed(order, SYSTEM, order.close_note, now, before)
-    return True
-
-
-def close_settled(clock: Clock = SYSTEM_CLOCK) -> list[int]:
-    """Close every active work order whose dead letters are all settled (replays that succeeded, discards)."""
-    now = clock()
-    settled = db.session.execute(select(WorkOrder.id).where(
-        WorkOrder.status.in_(ACTIVE), ~_unsettled(WorkOrder.id))).scalars().all()
-    closed = [order_id for order_id in settled if close_if_resolved(order_id, now)]
-    db.session.commit()
-    return closed

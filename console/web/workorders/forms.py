@@ -4,7 +4,7 @@ from flask_wtf import FlaskForm
 from wtforms import SelectField, TextAreaField
 from wtforms.validators import DataRequired, Length
 
-from console.services.workorders.orders import MAX_NOTE_CHARS
+from console.services.workorders.changes import MAX_NOTE_CHARS
 
 
 class AssignForm(FlaskForm):

@@ -13,6 +13,7 @@ from console.services.errors import Conflict, InvalidInput, ServiceError
 from console.services.inputs import row_id
 from console.services.people import tenants
 from console.services.people.permissions import OPERATE, VIEW
+from console.services.workorders import changes
 from console.services.workorders import orders as workorders
 from console.web import paging
 from console.web.render import page
@@ -122,7 +123,7 @@ def _done(order_id: int, action, message, **failed_context):
 @requires(OPERATE)
 def acknowledge(order_id: int):
     order = workorders.get(order_id, tenant_scope())
-    return _done(order_id, lambda: workorders.acknowledge(order, current_actor()),
+    return _done(order_id, lambda: changes.acknowledge(order, current_actor()),
                  lambda: f"Acknowledged work order #{order_id}; it is assigned to {_assignee(order)}.")
 
 
@@ -141,7 +142,7 @@ def assign(order_id: int):
     def act():
         if raw and not raw.isdigit():
             raise InvalidInput("pick a person from the list", "user")
-        workorders.assign(order, int(raw) if raw else None, current_actor())
+        changes.assign(order, int(raw) if raw else None, current_actor())
 
     return _done(order_id, act, lambda: f"Work order #{order_id} is assigned to {_assignee(order)}.")
 
@@ -152,7 +153,7 @@ def close(order_id: int):
     order = workorders.get(order_id, tenant_scope())
     form = CloseForm(prefix="close")
     told = []
-    return _done(order_id, lambda: told.extend(workorders.close(order, form.note.data, current_actor())),
+    return _done(order_id, lambda: told.extend(changes.close(order, form.note.data, current_actor())),
                  lambda: f"Closed work order #{order_id}. {_told_words(told)}", close_form=form)
 
 
