@@ -75,7 +75,7 @@ def up_command(workers):
     from console.processes import embedded_redis
     from console.processes.ready import ReadyNotice
     from console.processes.supervisor import Child, Supervisor
-    from console.services.system import bootstrap, demo
+    from console.services.system import bootstrap, demo, demo_roles
 
     config = current_app.config
     env = dict(os.environ)
@@ -90,6 +90,7 @@ def up_command(workers):
                     "  (shown once; set REBOUND_ADMIN_PASSWORD to choose it)\n", fg="yellow", bold=True)
     if config["DEMO"] and demo.is_empty():
         click.echo(demo.seed())
+        click.echo(demo_roles.seed())
     count = workers or config["WORKERS"]
     children = [Child("web", _child("web"), env=env), Child("scheduler", _child("scheduler"), env=env)]
     children += [Child(f"worker-{n + 1}", _child("worker"), env=env) for n in range(count)]
@@ -223,8 +224,9 @@ def create_token_command(username, tenant, name):
 @click.option("--tasks", type=int, default=200, show_default=True, help="How many tasks fire the --days history.")
 @with_appcontext
 def seed_demo_command(force, runs, dead_letters, days, tasks):
-    """Create demo tenants and runs; --runs N adds a week of history for scale tests (--days D: a report history)."""
-    from console.services.system import bootstrap, demo
+    """Create demo tenants, tasks, runs, a fortnight of report history and a waiting data fix; --runs N instead adds
+    N runs of history for scale tests (--days D: over D days, for the Reports page)."""
+    from console.services.system import bootstrap, demo, demo_roles
     from console.services.system.demo_history import seed_history
     from console.services.system.demo_reports import seed_report_history
 
@@ -232,9 +234,12 @@ def seed_demo_command(force, runs, dead_letters, days, tasks):
     if not force and not demo.is_empty():
         raise click.ClickException("the database already has tasks; use --force to add demo data anyway")
     click.echo(demo.seed())
-    if runs and days:
+    if not runs:
+        click.echo(demo_roles.seed())  # what `rebound up` writes on a first start
+        return
+    if days:
         click.echo(seed_report_history(runs, days, tasks))
-    elif runs:
+    else:
         click.echo(seed_history(runs, runs // 10 if dead_letters is None else dead_letters))
     # The history is written in the past: roll it up now rather than a day per minute.
     from console.services.reports import rollup

@@ -1,9 +1,15 @@
 """Demo data and the Overview page: a fresh console has something to look at, refreshed live."""
 
+from console.domain.clock import utcnow
 from console.extensions import db
-from console.models import Run, Tenant
+from console.models import Approval, DeadLetter, Run, Tenant, User
+from console.services.actor import SYSTEM, Actor
 from console.services.engine.execute import execute
-from console.services.system import demo
+from console.services.people import users
+from console.services.recovery import decisions
+from console.services.reports import figures
+from console.services.reports import scope as report_scope
+from console.services.system import demo, demo_roles
 
 
 def test_seed_demo_submits_runs_through_the_engine_and_refuses_to_run_twice(app):
@@ -11,9 +17,8 @@ def test_seed_demo_submits_runs_through_the_engine_and_refuses_to_run_twice(app)
     result = runner.invoke(args=["seed-demo"])
     assert result.exit_code == 0 and "runs submitted" in result.output
     assert {t.name for t in db.session.query(Tenant)} == {"default", "acme", "globex"}
-    runs = db.session.query(Run).all()
+    runs = db.session.query(Run).filter(Run.source == "demo").all()
     assert len(runs) == 38 and {r.status for r in runs} == {"pending"}
-    assert {r.source for r in runs} == {"demo"}
     again = runner.invoke(args=["seed-demo"])
     assert again.exit_code == 1 and "--force" in again.output
     assert not demo.is_empty()
@@ -47,3 +52,24 @@ def test_an_empty_overview_says_where_dead_letters_come_from_in_page_and_fragmen
     for headers in ({}, {"HX-Request": "true"}):
         html = client.get("/overview", headers=headers).get_data(as_text=True)
         assert '<td colspan="7" class="empty"><strong>No open dead letters.</strong>' in html
+
+
+def test_a_first_start_gives_a_manager_a_fortnight_of_reports_and_an_approver_a_fix_to_decide(app, clock):
+    result = app.test_cli_runner().invoke(args=["seed-demo"])
+    assert "Report history: 4000 runs over 14 days" in result.output and "waits for an approver" in result.output
+    assert db.session.query(Run).filter(Run.source != "demo").count() == demo_roles.HISTORY_RUNS
+    summary = figures.summary(report_scope.period("7d", None, None, utcnow()), report_scope.resolve(None, None, None),
+                              utcnow())
+    assert summary.as_of is not None and summary.values["on_time_rate"].value > 0.9  # rolled up already
+    assert summary.values["dead_letters_created"].value > 0
+
+    [fix] = db.session.query(Approval).filter(Approval.status == "pending").all()
+    requester = db.session.get(User, fix.requested_by_id)
+    assert requester.username == demo_roles.REQUESTER and not requester.active  # it asked; it cannot log in
+    letter = db.session.get(DeadLetter, fix.payload["dead_letter_id"])
+    assert letter.status == "open" and letter.run.handler == "python:demo.flaky"
+    admin = users.find("admin") or users.create("admin", "admin", "admin-pass-123456", SYSTEM)[0]
+    decisions.approve(fix.id, Actor(admin.username, admin.id))  # the first admin is a second person
+    run = db.session.get(Run, letter.run_id)
+    assert run.status == "pending" and run.params == {"fail_times": 0}
+    assert execute(run.id, run.attempt) == "succeeded"
