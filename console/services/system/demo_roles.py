@@ -15,7 +15,7 @@ from console.services.system.demo_reports import seed_report_history
 HISTORY_RUNS, HISTORY_DAYS, HISTORY_TASKS = 4000, 14, 6
 # Files the waiting request, so the first admin (or any approver) can decide it: nobody approves their own.
 REQUESTER = "demo-requester"
-FIX_REASON = ("Demo: the payments gateway was fixed upstream; replay this run once with fail_times 0 so it goes "
+FIX_REASON = ("Demo: what made this run fail has been fixed upstream; replay it once with fail_times 0 so it goes "
               "through. Approve it to watch the replay succeed and the dead letter close.")
 
 
