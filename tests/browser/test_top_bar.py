@@ -9,7 +9,8 @@ from tests.factories import BROKEN, LENIENT, Runs
 from tests.helpers import browser_login
 
 pytestmark = pytest.mark.browser
-ROWS = "() => new Set([...document.querySelectorAll('.topbar nav a')].map(a => Math.round(a.getBoundingClientRect().top))).size"
+ROWS = ("() => new Set([...document.querySelectorAll('.topbar nav a')]"
+        ".map(a => Math.round(a.getBoundingClientRect().top))).size")
 
 
 def test_an_admins_navigation_with_a_waiting_request_is_one_row_from_1100_px_up(page, live_server, live_app, clock):

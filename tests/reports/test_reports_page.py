@@ -10,7 +10,7 @@ import pytest
 
 from console.domain.figures import FIGURES
 from console.extensions import db
-from console.models import DeadLetter, Run, Task
+from console.models import DeadLetter, Run, SlaBreach, Task
 from console.services.engine.execute import execute
 from console.services.people import tenants
 from console.services.reports import rollup
@@ -446,12 +446,18 @@ def test_a_missed_deadline_shows_its_deadline_so_due_plus_limit_plus_lateness_ad
     clock.set(due + timedelta(seconds=15))  # succeeded 15 s after it was due: 10 s past its 5 s deadline
     assert execute(run, 0, clock=clock) == "succeeded"
     sla.check(clock)
+    db.session.query(SlaBreach).filter(SlaBreach.kind == "deadline").update({"escalated": True})  # as a third would be
+    db.session.commit()
     html = client.get("/reports/breaches?period=24h&kind=deadline").get_data(as_text=True)
     row = re.search(r"<tr>\s*<td[^>]*>(?:(?!</tr>).)*missed deadline(?:(?!</tr>).)*</tr>", html, re.S).group(0)
+    assert re.search(r"missed deadline</span> <span [^>]*>escalated</span>", row), row  # beside its kind
     cells = [re.sub(r"<[^>]+>", "", cell).strip() for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
-    assert cells[4:7] == ["2026-03-02 10:13:00", "2026-03-02 10:13:05 (deadline 5 s)", "10 s"], cells
+    # The limit on the day it was due shows its clock only; the title keeps the whole moment.
+    assert cells[4:7] == ["2026-03-02 10:13:00", "10:13:05 (deadline 5 s)", "10 s"], cells
+    assert 'title="2026-03-02T10:13:05+00:00">10:13:05</time>' in row
     late = client.get("/reports/breaches?period=24h&kind=start_delay").get_data(as_text=True)
-    assert "2026-03-02 09:21:00 (start within 1 min)" in re.sub(r"<[^>]+>", "", late)
+    assert re.search(r"2026-03-02 09:20:00\s*</time>\s*</td>\s*<td>.*?>09:21:00</time></span> <span[^>]*>"
+                     r"\(start within 1 min\)", late, re.S), late
     download = client.get("/reports/breaches.csv?period=24h&kind=deadline").get_data(as_text=True)
     header, first = list(csv.reader(io.StringIO(download)))[:2]
     assert dict(zip(header, first, strict=True))["limit_at"] == "2026-03-02T10:13:05+00:00"
