@@ -75,7 +75,7 @@ def up_command(workers):
     from console.processes import embedded_redis
     from console.processes.ready import ReadyNotice
     from console.processes.supervisor import Child, Supervisor
-    from console.services.system import bootstrap, demo, demo_roles
+    from console.services.system import bootstrap, demo
 
     config = current_app.config
     env = dict(os.environ)
@@ -89,8 +89,7 @@ def up_command(workers):
         click.secho(f"\n  First admin created. Log in as 'admin' with password: {password}\n"
                     "  (shown once; set REBOUND_ADMIN_PASSWORD to choose it)\n", fg="yellow", bold=True)
     if config["DEMO"] and demo.is_empty():
-        click.echo(demo.seed())
-        click.echo(demo_roles.seed())
+        click.echo(demo.seed(roles=True))
     count = workers or config["WORKERS"]
     children = [Child("web", _child("web"), env=env), Child("scheduler", _child("scheduler"), env=env)]
     children += [Child(f"worker-{n + 1}", _child("worker"), env=env) for n in range(count)]
@@ -226,16 +225,15 @@ def create_token_command(username, tenant, name):
 def seed_demo_command(force, runs, dead_letters, days, tasks):
     """Create demo tenants, tasks, runs, a fortnight of report history and a waiting data fix; --runs N instead adds
     N runs of history for scale tests (--days D: over D days, for the Reports page)."""
-    from console.services.system import bootstrap, demo, demo_roles
+    from console.services.system import bootstrap, demo
     from console.services.system.demo_history import seed_history
     from console.services.system.demo_reports import seed_report_history
 
     bootstrap.ensure_ready()  # the runs it creates need the default policies, even before any process ran
     if not force and not demo.is_empty():
         raise click.ClickException("the database already has tasks; use --force to add demo data anyway")
-    click.echo(demo.seed())
+    click.echo(demo.seed(roles=not runs))  # without --runs: what `rebound up` writes on a first start
     if not runs:
-        click.echo(demo_roles.seed())  # what `rebound up` writes on a first start
         return
     if days:
         click.echo(seed_report_history(runs, days, tasks))

@@ -20,3 +20,4 @@ class Actor:
 
 
 SYSTEM = Actor("system")
+DEMO = Actor("demo")  # what seeds the demo data

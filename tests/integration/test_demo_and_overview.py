@@ -1,5 +1,7 @@
 """Demo data and the Overview page: a fresh console has something to look at, refreshed live."""
 
+from sqlalchemy import func
+
 from console.domain.clock import utcnow
 from console.extensions import db
 from console.models import Approval, DeadLetter, Run, Tenant, User
@@ -58,6 +60,10 @@ def test_a_first_start_gives_a_manager_a_fortnight_of_reports_and_an_approver_a_
     result = app.test_cli_runner().invoke(args=["seed-demo"])
     assert "Report history: 4000 runs over 14 days" in result.output and "waits for an approver" in result.output
     assert db.session.query(Run).filter(Run.source != "demo").count() == demo_roles.HISTORY_RUNS
+    # Newest first by id, as the lists sort: the history in the order it happened, the live runs after it.
+    history = db.session.query(Run.id, Run.created_at).filter(Run.source != "demo").order_by(Run.id).all()
+    assert [created for _, created in history] == sorted(created for _, created in history)
+    assert db.session.query(func.min(Run.id)).filter(Run.source == "demo").scalar() > history[-1].id
     summary = figures.summary(report_scope.period("7d", None, None, utcnow()), report_scope.resolve(None, None, None),
                               utcnow())
     assert summary.as_of is not None and summary.values["on_time_rate"].value > 0.9  # rolled up already

@@ -4,12 +4,12 @@ from sqlalchemy import func, select
 
 from console.extensions import db
 from console.models import Run, Task, Tenant
-from console.services.actor import Actor
+from console.services.actor import DEMO
 from console.services.engine.submit import submit
 from console.services.policies import versions as policies
 from console.services.scheduling import tasks
+from console.services.system import demo_roles
 
-DEMO = Actor("demo")
 # Short delays so the demo's retries and dead letters appear within seconds of `rebound up`.
 # The breaker is lenient so the demo's deliberate failures fill the DLQ instead of tripping it.
 DEMO_POLICY = {"description": "Demo: three quick attempts.", "max_attempts": 3, "base_delay_s": 1,
@@ -32,8 +32,11 @@ def _tenant(name: str, max_running: int, max_queued: int) -> Tenant:
     return tenant
 
 
-def seed() -> str:
-    """Create demo tenants and submit a mix of runs that succeed, recover, compensate or die."""
+def seed(roles: bool = False) -> str:
+    """Create demo tenants and submit a mix of runs that succeed, recover, compensate or die.
+
+    With `roles`, a report history and a waiting data fix come first, so the live runs are the newest ids.
+    """
     spec = dict(DEMO_POLICY)
     policies.save("demo", spec, DEMO, description=spec.pop("description"))
     acme, globex = _tenant("acme", 20, 500), _tenant("globex", 10, 200)
@@ -54,13 +57,14 @@ def seed() -> str:
         (globex, "demo.sleep", {"seconds": 90}, 1),
     ]
     _tasks(acme, globex)
+    history = demo_roles.seed() + "\n" if roles else ""
     count = 0
     for tenant, handler, params, times in plan:
         for n in range(times):
             filled = {k: v.format(n=1000 + n) if isinstance(v, str) else v for k, v in params.items()}
             submit(tenant, DEMO, handler=handler, params=filled, policy="demo", source="demo")
             count += 1
-    return (f"Demo data: tenants acme and globex, {len(DEMO_TASKS)} scheduled tasks, {count} runs submitted "
+    return (f"{history}Demo data: tenants acme and globex, {len(DEMO_TASKS)} scheduled tasks, {count} runs submitted "
             "(some will retry, some will die).")
 
 

@@ -5,11 +5,10 @@ from sqlalchemy import select
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import DeadLetter, Run
-from console.services.actor import Actor
+from console.services.actor import DEMO, Actor
 from console.services.people import users
 from console.services.recovery import params_fix
 from console.services.reports import rollup
-from console.services.system.demo import DEMO
 from console.services.system.demo_reports import seed_report_history
 
 HISTORY_RUNS, HISTORY_DAYS, HISTORY_TASKS = 4000, 14, 6
@@ -21,7 +20,7 @@ FIX_REASON = ("Demo: what made this run fail has been fixed upstream; replay it 
 
 def seed(clock: Clock = SYSTEM_CLOCK) -> str:
     """Write the report history (rolled up at once) and file one params fix, from a person who cannot log in."""
-    said = [seed_report_history(HISTORY_RUNS, HISTORY_DAYS, HISTORY_TASKS, clock=clock)]
+    said = [seed_report_history(HISTORY_RUNS, HISTORY_DAYS, HISTORY_TASKS, clock=clock, chronological=True)]
     said.append(file_waiting_fix(clock))
     rollup.rebuild()  # the history lies in the past: rolled up now, not one day per minute
     return "\n".join(said)
