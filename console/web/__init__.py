@@ -40,6 +40,9 @@ BLUEPRINTS = [
 
 
 CODE_SPAN = re.compile(r"`([^`\n]+)`")
+# Where a name made of parts (python:billing.settle_invoices, payments_gateway_502, host.eu-west-1.internal.4821) may
+# wrap: after each separator, as it already may after a hyphen. None of them occurs in an escaped entity.
+PART_END = re.compile(r"([._:/@])")
 
 
 def json_text(value, indent: int | None = None) -> str:
@@ -50,6 +53,11 @@ def json_text(value, indent: int | None = None) -> str:
 def code_spans(text: str | None) -> Markup:
     """Show a docstring's `name` spans as code, the rest as text (handler descriptions come from docstrings)."""
     return Markup(CODE_SPAN.sub(r"<code>\1</code>", str(escape(text or ""))))
+
+
+def soft_breaks(text: str | None) -> Markup:
+    """Let a long name wrap between its parts, not in the middle of one, when its column is narrow."""
+    return Markup(PART_END.sub(r"\1<wbr>", str(escape(text or ""))))
 
 
 def register(app) -> None:
@@ -65,6 +73,8 @@ def register(app) -> None:
     # left to autoescape like any text.
     app.add_template_filter(json_text, "json_text")
     app.add_template_filter(code_spans, "code_spans")
+    # A handler, an error code, a worker in a table that must fit a laptop's window.
+    app.add_template_filter(soft_breaks, "soft_breaks")
 
     def plotly_dir() -> str:
         import plotly

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from console.web import code_spans
+from console.web import code_spans, soft_breaks
 from console.web.display import THEME_COOKIE, TIMES_COOKIE
 
 
@@ -61,3 +61,9 @@ def test_code_spans_mark_up_only_the_backticked_names_and_escape_the_rest():
     assert str(code_spans("Sleep `seconds` <b>& then</b> `x")) == (
         "Sleep <code>seconds</code> &lt;b&gt;&amp; then&lt;/b&gt; `x")
     assert str(code_spans(None)) == ""
+
+
+def test_soft_breaks_let_a_name_wrap_between_its_parts_and_escape_it():
+    assert str(soft_breaks("python:demo.flaky_compensated")) == "python:<wbr>demo.<wbr>flaky_<wbr>compensated"
+    assert str(soft_breaks("<b>a&b</b>/c")) == "&lt;b&gt;a&amp;b&lt;/<wbr>b&gt;/<wbr>c"
+    assert str(soft_breaks(None)) == ""

@@ -321,6 +321,10 @@ def fact(body: str, term: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", found.group(1))).strip() if found else ""
 
 
+# Cells of the runs list: #, Status (and progress), Tenant, Task / handler, Att., Created, Started, Finished, …
+STATUS, STARTED, DURATION = 1, 6, 8
+
+
 def list_row(client, run_id: int) -> list[str]:
     """The runs list's cells for one run, as text."""
     html = client.get("/runs").get_data(as_text=True)
@@ -355,11 +359,11 @@ def test_a_replayed_run_waiting_in_series_two_shows_it_has_not_started(client, a
     assert fact(ran, "Duration") == "0 ms"  # from series 2's start, not series 1's eleven minutes before
     # The runs list says the same: series 2's start and duration, with series 1's start behind the "s2".
     row = list_row(client, run_id)
-    assert row[7] == f"{clock():%H:%M:%S} s2" and row[9] == "0 ms"
+    assert row[STARTED] == f"{clock():%H:%M:%S} s2" and row[DURATION] == "0 ms"
     client.post(f"/runs/{run_id}/retry", data={"csrf_token": auth.csrf(f"/runs/{run_id}")})
-    assert list_row(client, run_id)[7] == "not yet" and list_row(client, run_id)[9] == "—"
+    assert list_row(client, run_id)[STARTED] == "not yet" and list_row(client, run_id)[DURATION] == "—"
     client.post(f"/runs/{run_id}/cancel", data={"csrf_token": auth.csrf(f"/runs/{run_id}")})
-    assert list_row(client, run_id)[7] == "never"
+    assert list_row(client, run_id)[STARTED] == "never"
     cancelled = client.get(f"/runs/{run_id}").get_data(as_text=True)
     assert runs.get(run_id).status == "cancelled" and fact(cancelled, "Duration") == "—"
     assert fact(cancelled, "Started") == f"series 3 never started · an earlier series started {first_start}"
@@ -593,4 +597,5 @@ def test_progress_says_where_a_run_stopped_only_when_it_stopped_short(client, au
         db.session.commit()
     auth.as_role("viewer")
     # "stopped at 100%" read as if something were cut short, on runs a person compensated on purpose too.
-    assert [list_row(client, run_id)[5] for run_id in (stopped, done, undone)] == ["stopped at 40%", "—", "—"]
+    assert [list_row(client, run_id)[STATUS] for run_id in (stopped, done, undone)] == [
+        "dead stopped at 40%", "dead", "compensated"]
