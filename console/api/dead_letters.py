@@ -9,7 +9,16 @@ from console.extensions import db
 from console.models import Tenant
 from console.services.dlq import bulk as dlq_bulk
 from console.services.dlq import groups as dlq
-from console.services.dlq.filters import AGES, ANY, FINGERPRINT, STATUSES, Filters, moment_problem, task_problem
+from console.services.dlq.filters import (
+    AGES,
+    ANY,
+    FINGERPRINT,
+    PERIODS,
+    STATUSES,
+    Filters,
+    moment_problem,
+    task_problem,
+)
 from console.services.engine import control, handler_kinds
 from console.services.errors import Forbidden, InvalidInput
 from console.services.people.permissions import OPERATE, VIEW
@@ -17,8 +26,8 @@ from console.services.recovery import params_fix
 
 bp = Blueprint("dead_letters_api", __name__)
 MAX_LIMIT = 200
-FILTER_FIELDS = {"status", "code", "handler", "task", "tenant", "q", "age", "group", "since", "until",
-                 "recovered_since", "recovered_until"}
+FILTER_FIELDS = {"status", "code", "handler", "task", "tenant", "q", "age", "group", *(key for span in PERIODS
+                                                                                     for key in span)}
 
 
 def _whole(name: str, raw: str | None, default: int, low: int, high: int) -> int:
@@ -41,7 +50,7 @@ def _filters(given: dict) -> Filters:
             raise InvalidInput(f"{key} is text", key)
     if texts.get("status", "open") not in (*STATUSES, ANY):
         raise InvalidInput(f"status must be one of {', '.join((*STATUSES, ANY))}", "status")
-    for key in ("since", "until", "recovered_since", "recovered_until"):
+    for key in (key for span in PERIODS for key in span):
         if key in texts and (problem := moment_problem(texts[key])):
             raise InvalidInput(f"{key}={texts[key][:40]} {problem}", key)
     if problem := task_problem(texts.get("task", "")):

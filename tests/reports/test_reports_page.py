@@ -4,18 +4,19 @@ import csv
 import io
 import json
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from console.domain.figures import FIGURES
 from console.extensions import db
-from console.models import DeadLetter, Run, SlaBreach, Task
+from console.models import DeadLetter, Delivery, Run, SlaBreach, Task
 from console.services.engine.execute import execute
 from console.services.people import tenants
 from console.services.reports import rollup
 from console.services.scheduling import sla, tasks
-from tests.factories import make_tenant
+from tests.factories import BROKEN, LENIENT, make_tenant
+from tests.helpers import Auth
 from tests.reports import history
 
 
@@ -153,9 +154,67 @@ def test_conflict_early_warning_opens_the_firings_held_back_by_a_conflict(manage
     assert "A firing held back by a conflict" in listed
 
 
-def test_the_alert_latency_cards_open_the_letters_of_the_period(manager, client):
+def _dead_with_alert(runs, clock, died: str, delivered: str, tenant: str = "default", held: bool = False) -> int:
+    """Make a dead letter at `died` (HH:MM on 2026-03-02) whose alert is delivered at `delivered`; `held`: a repeat
+    held back to gather a count before it went out. Return the letter's id."""
+    clock.set(datetime(2026, 3, 2, *map(int, died.split(":")), tzinfo=UTC))
+    run_id = runs.submit("demo.flaky", BROKEN, policy=LENIENT, tenant=tenant, clock=clock)
+    assert execute(run_id, 0, clock=clock) == "dead"
+    [letter] = runs.dead_letters(run_id)
+    [alert] = [row for row in runs.outbox("alert") if row.payload.get("dead_letter_id") == letter.id]
+    alert.status = "delivered"
+    alert.delivered_at = datetime(2026, 3, 2, *map(int, delivered.split(":")), tzinfo=UTC)
+    if held:
+        db.session.add(Delivery(outbox_id=alert.id, channel="default", attempt=1, outcome="held", at=clock()))
+    db.session.commit()
+    return letter.id
+
+
+def test_alert_latency_opens_the_letters_whose_alert_was_delivered_in_the_hour_not_created(app, client, auth, clock,
+                                                                                          monkeypatch, runs):
+    monkeypatch.setattr("console.web.reports.views.utcnow", clock)
+    acme = make_tenant("acme")
+    late = _dead_with_alert(runs, clock, "09:58", "10:05")  # counted in the 10:00 hour, when its alert went out
+    _dead_with_alert(runs, clock, "10:10", "10:12", held=True)  # a held-back repeat: not timed
+    theirs = _dead_with_alert(runs, clock, "10:20", "10:25", tenant="acme")
+    clock.set(datetime(2026, 3, 2, 10, 40, tzinfo=UTC))
+    rollup.tick(clock)
+    auth.as_role("manager", "maria")
     html = client.get("/reports?period=24h").get_data(as_text=True)
-    assert card(html, "alert_latency_p95_s").group(2) == card(html, "dead_letters_created").group(2)
+    nine = trend_points(html, "2026-03-02T09:00:00+00:00")["Alert latency p95"][0]
+    ten = trend_points(html, "2026-03-02T10:00:00+00:00")["Alert latency p50"][0]
+    assert "alerted_since=2026-03-02T10:00" in ten and "alerted_until=2026-03-02T11:00" in ten
+    assert dlq_rows(client.get(nine).get_data(as_text=True)) == []  # created at 09:58, alerted in the next hour
+    listed = client.get(ten).get_data(as_text=True)
+    assert dlq_rows(listed) == [str(theirs), str(late)]
+    assert "Alert delivered from 2026-03-02 10:00 before 2026-03-02 11:00 UTC" in listed
+    whole = card(html, "alert_latency_p95_s").group(2).replace("&amp;", "&")
+    assert whole == card(html, "alert_latency_p50_s").group(2).replace("&amp;", "&")
+    assert dlq_rows(client.get(whole).get_data(as_text=True)) == [str(theirs), str(late)]
+    # Removing the chip lists the letters whatever became of their alerts.
+    assert "alerted_since" not in re.search(r'<a href="([^"]+)" title="[^"]*">× whenever alerted', listed).group(1)
+
+    # A person limited to a tenant sees only its letters, whichever link they open.
+    sam = app.test_client()
+    Auth(sam).make_user("sam", "manager", tenant=acme)
+    assert Auth(sam).login("sam").status_code == 302
+    assert dlq_rows(sam.get(ten).get_data(as_text=True)) == [str(theirs)]
+    scoped = trend_points(sam.get("/reports?period=24h").get_data(as_text=True),
+                          "2026-03-02T10:00:00+00:00")["Alert latency p50"][0]
+    assert "tenant=acme" in scoped and dlq_rows(sam.get(scoped).get_data(as_text=True)) == [str(theirs)]
+    assert sam.get(ten + "&tenant=default").status_code == 403
+
+
+@pytest.mark.parametrize(("query", "message"), [
+    ("alerted_since=soon", "alerted_since=soon is not a date and time (YYYY-MM-DDTHH:MM, UTC), so it is ignored"),
+    ("alerted_until=9999-12-31T23:59", "alerted_until=9999-12-31T23:59 is not between the years 1970 and 9998"),
+    ("alerted_since=2026-03-02T10:00&alerted_until=2026-03-02T09:00",
+     "&#39;alerted_until&#39; (2026-03-02T09:00) is not after &#39;alerted_since&#39; (2026-03-02T10:00)"),
+])
+def test_a_bad_alerted_bound_says_what_to_fix(client, auth, query, message):
+    auth.as_role("operator")
+    refused = client.get(f"/dlq/?view=list&status=any&{query}")
+    assert refused.status_code == 422 and message in refused.get_data(as_text=True)
 
 
 def test_changing_the_period_or_asking_for_dates(manager, client):
@@ -405,7 +464,9 @@ def test_each_trend_point_opens_what_its_figure_counts_in_that_hour(manager, cli
     created = behind("Dead letters created")
     assert created.startswith("/dlq/") and "status=any" in created and spans(created, "since", "until")
     assert len(dlq_rows(client.get(created).get_data(as_text=True))) == points["Dead letters created"][1] == 3
-    assert behind("Alert latency p50") == behind("Alert latency p95") == created
+    alerted = behind("Alert latency p50")
+    assert alerted == behind("Alert latency p95") and spans(alerted, "alerted_since", "alerted_until")
+    assert len(dlq_rows(client.get(alerted).get_data(as_text=True))) == 3  # each letter's alert went out in the hour
     recovered = behind("Dead letters recovered")
     assert recovered.startswith("/dlq/") and spans(recovered, "recovered_since", "recovered_until")
     assert len(dlq_rows(client.get(recovered).get_data(as_text=True))) == points["Dead letters recovered"][1] == 1

@@ -10,6 +10,7 @@ from sqlalchemy import exists, func, select
 from console.domain.periods import EARLIEST, LATEST
 from console.extensions import db
 from console.models import DeadLetter, Run, Tenant
+from console.services.delivery.channel_report import ALERTED_LETTER, timed_alerts
 from console.services.inputs import row_id
 from console.services.people import tenants
 
@@ -22,6 +23,8 @@ MAX_QUERY_CHARS = 200
 FINGERPRINT = re.compile(r"[0-9a-f]{1,32}")
 MOMENT = "%Y-%m-%dT%H:%M"
 UNTASKED = "untasked:"
+# Each span a Reports figure opens the letters of: (from, before) in UTC minutes.
+PERIODS = (("since", "until"), ("recovered_since", "recovered_until"), ("alerted_since", "alerted_until"))
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,9 @@ class Filters:
     # Recovered: its run succeeded at or after / before these UTC minutes, after the letter (a Reports period).
     recovered_since: str = ""
     recovered_until: str = ""
+    # Alerted: its own alert was delivered at or after / before these UTC minutes (what Reports' alert latency times).
+    alerted_since: str = ""
+    alerted_until: str = ""
 
     @classmethod
     def parse(cls, args: Mapping) -> "Filters":
@@ -54,7 +60,8 @@ class Filters:
                       group=text("group", 32) if FINGERPRINT.fullmatch(text("group", 32)) else "",
                       since=moment(text("since", 40)), until=moment(text("until", 40)),
                       recovered_since=moment(text("recovered_since", 40)),
-                      recovered_until=moment(text("recovered_until", 40)))
+                      recovered_until=moment(text("recovered_until", 40)),
+                      alerted_since=moment(text("alerted_since", 40)), alerted_until=moment(text("alerted_until", 40)))
         return filters.bounded()
 
     def bounded(self) -> "Filters":
@@ -69,7 +76,8 @@ class Filters:
         values = {"q": self.q, "task": self.task, "tenant": self.tenant, "age": self.age, "code": self.code,
                   "status": "" if self.status == "open" else self.status, "group": self.group, "since": self.since,
                   "until": self.until, "recovered_since": self.recovered_since,
-                  "recovered_until": self.recovered_until}
+                  "recovered_until": self.recovered_until, "alerted_since": self.alerted_since,
+                  "alerted_until": self.alerted_until}
         return {key: value for key, value in values.items() if value}
 
     def args_without(self, *keys: str) -> dict:
@@ -79,17 +87,23 @@ class Filters:
     def narrowed(self) -> bool:
         """Tell whether anything beyond the status narrows the selection."""
         return bool(self.q or self.task or self.tenant or self.age or self.code or self.group or self.since
-                    or self.until or self.recovered)
+                    or self.until or self.recovered or self.alerted)
 
     @property
     def recovered(self) -> bool:
         """Tell whether only letters whose run then succeeded (in a span) are asked for."""
         return bool(self.recovered_since or self.recovered_until)
 
+    @property
+    def alerted(self) -> bool:
+        """Tell whether only letters whose own alert was delivered (in a span) are asked for."""
+        return bool(self.alerted_since or self.alerted_until)
+
     def to_dict(self) -> dict:
         return {"q": self.q, "task": self.task, "tenant": self.tenant, "age": self.age, "code": self.code,
                 "status": self.status, "group": self.group, "since": self.since, "until": self.until,
-                "recovered_since": self.recovered_since, "recovered_until": self.recovered_until}
+                "recovered_since": self.recovered_since, "recovered_until": self.recovered_until,
+                "alerted_since": self.alerted_since, "alerted_until": self.alerted_until}
 
     def describe(self, group_words: str | None = None) -> str:
         """Say in words which dead letters the filters select; group_words names the group better than its
@@ -98,7 +112,8 @@ class Filters:
         labels = {"q": "matching '{}'", "code": "with code {}", "task": "of {}", "tenant": "of tenant {}",
                   "age": "older than {}", "group": "in group {}", "since": "created from {} UTC",
                   "until": "created before {} UTC", "recovered_since": "recovered from {} UTC",
-                  "recovered_until": "recovered before {} UTC"}
+                  "recovered_until": "recovered before {} UTC", "alerted_since": "alerted from {} UTC",
+                  "alerted_until": "alerted before {} UTC"}
         shown = {**self.to_dict(), "group": group_words or self.group if self.group else "",
                  "task": untasked_words(self.task) or self.task}
         parts += [labels[key].format(value) for key, value in shown.items() if key in labels and value]
@@ -113,7 +128,7 @@ def untasked_words(task: str) -> str | None:
 def refused(args: Mapping) -> list[str]:
     """Say what in the task and date filters parse() drops or can never match, for the page to show."""
     said = [problem] if (problem := task_problem(str(args.get("task") or "").strip()[:120])) else []
-    for first, last in (("since", "until"), ("recovered_since", "recovered_until")):
+    for first, last in PERIODS:
         for name in (first, last):
             given = str(args.get(name) or "").strip()[:40]
             if given and (problem := moment_problem(given)):
@@ -196,6 +211,13 @@ def _recovered(filters: Filters):
     return succeeded
 
 
+def _alerted(filters: Filters):
+    """Letters whose own alert was delivered within the span, by the rules Reports times alert latency with."""
+    return DeadLetter.id.in_(select(ALERTED_LETTER).where(*timed_alerts(
+        utc(filters.alerted_since) if filters.alerted_since else None,
+        utc(filters.alerted_until) if filters.alerted_until else None)))
+
+
 def utc(minute: str) -> datetime:
     """Return the aware UTC datetime of a minute as moment() writes it."""
     return datetime.strptime(minute, MOMENT).replace(tzinfo=UTC)
@@ -230,6 +252,8 @@ def where(query, filters: Filters, tenant_id: int | None, now: datetime, min_id:
         query = query.where(dl.created_at < utc(filters.until))
     if filters.recovered:
         query = query.where(_recovered(filters))
+    if filters.alerted:
+        query = query.where(_alerted(filters))
     if filters.q:
         pattern = f"%{_escape_like(filters.q)}%"
         query = query.where(dl.error_message.ilike(pattern, escape="\\") | dl.error_code.ilike(pattern, escape="\\"))

@@ -18,8 +18,8 @@ from console.domain.errors import shown_message
 from console.domain.figures import DEFAULT_MAX_START_DELAY_S
 from console.domain.histograms import ALERT_LATENCY, RECOVERY, TRIGGER_DELAY
 from console.extensions import db
-from console.models import DeadLetter, Delivery, ForecastWarning, OutboxMessage, Run, RunEvent, SlaBreach, Task
-from console.services.delivery.notice import DEAD_RULES
+from console.models import DeadLetter, ForecastWarning, OutboxMessage, Run, RunEvent, SlaBreach, Task
+from console.services.delivery.channel_report import timed_alerts
 from console.services.runs.query import conflict_move
 from console.services.scheduling.sla import limits_of
 
@@ -171,14 +171,10 @@ def _dead_letters(cells: Cells, start: datetime, end: datetime) -> None:
 
 def _alerts(cells: Cells, start: datetime, end: datetime) -> None:
     """Dead letter -> its group's alert delivered; repeats held back to gather a count are left out."""
-    held = select(Delivery.id).where(Delivery.outbox_id == OutboxMessage.id, Delivery.outcome == "held").exists()
     for row in db.session.execute(select(
             OutboxMessage.created_at, OutboxMessage.delivered_at, OutboxMessage.tenant_id, OutboxMessage.payload)
-            .where(OutboxMessage.kind == "alert", OutboxMessage.delivered_at >= start,
-                   OutboxMessage.delivered_at < end, ~held)):
-        payload = row.payload or {}
-        if payload.get("rule") not in DEAD_RULES or payload.get("dead_letter_id") is None:
-            continue
+            .where(*timed_alerts(start, end))):
+        payload = row.payload
         cell = cells.at(row.delivered_at, row.tenant_id, payload.get("task_id"), payload.get("handler"))
         cell["alerts"] += 1
         cell[ALERT_LATENCY.column(max(0.0, (row.delivered_at - row.created_at).total_seconds()))] += 1

@@ -62,6 +62,14 @@ class Links:
                        tenant=self.tenant, recovered_since=(start or self.period.start).strftime(MOMENT),
                        recovered_until=(end or self.period.end).strftime(MOMENT))
 
+    def dlq_alerted(self, start: datetime | None = None, end: datetime | None = None) -> str:
+        """The dead letters whose own alert was delivered in the period (what alert latency times), whenever they
+        were created."""
+        task = self.scope.task_id
+        return url_for("dlq.index", view="list", status="any", task=str(task) if task else None,
+                       tenant=self.tenant, alerted_since=(start or self.period.start).strftime(MOMENT),
+                       alerted_until=(end or self.period.end).strftime(MOMENT))
+
     def dlq_created(self, task_id: int | None = None, handler: str | None = None, tenant: str | None = None,
                     group: str | None = None, start: datetime | None = None, end: datetime | None = None) -> str:
         """The dead letters created in the period, whatever became of them (what the figures count); `group`: those
@@ -99,9 +107,10 @@ class Links:
             return self.runs(start=start, end=end, duplicated=True)
         if name == "dead_letters_recovered" or name.startswith("recovery_time"):
             return self.dlq_recovered(start, end)
-        # An alert is about a dead letter: the letters of the period are the ones whose alerts are timed.
-        if name == "dead_letters_created" or name.startswith("alert_latency"):
+        if name == "dead_letters_created":
             return self.dlq_created(start=start, end=end)
+        if name.startswith("alert_latency"):
+            return self.dlq_alerted(start, end)
         if name == "dead_letters_open":
             return self.dlq()
         if name == "workorder_completion_rate":
