@@ -93,8 +93,9 @@ def get_dead_letter(letter_id: int):
 @bp.post("/api/dead-letters/<int:letter_id>/replay")
 @requires(OPERATE)
 def replay_dead_letter(letter_id: int):
-    run = control.replay(dlq.get(letter_id, tenant_scope()), current_actor())
-    return jsonify(dead_letter_id=letter_id, run_id=run.id, status=run.status, series=run.series), 202
+    run, closed = control.replay(dlq.get(letter_id, tenant_scope()), current_actor())
+    return jsonify(dead_letter_id=letter_id, run_id=run.id, status=run.status, series=run.series,
+                   closed_fixes=closed), 202
 
 
 @bp.post("/api/dead-letters/replay")

@@ -28,7 +28,7 @@ def retry():
             raise NotFound(f"no run with idempotency key {data['idempotency_key']!r}")
     else:
         raise InvalidInput("give run_id (a number) or idempotency_key", "run_id")
-    run = control.retry_now(run, current_actor(), policy=data.get("policy"))
+    run, _ = control.retry_now(run, current_actor(), policy=data.get("policy"))
     return jsonify(serialize.run(run)), 202
 
 

@@ -12,7 +12,7 @@ from console.services.dlq import bulk
 from console.services.dlq import groups as dlq
 from console.services.dlq import resolve as resolving
 from console.services.dlq.filters import AGES, Filters
-from console.services.engine import replays
+from console.services.engine import replays, waiting_fixes
 from console.services.errors import Conflict
 from console.services.inputs import MAX_PARAMS_BYTES
 from console.services.recovery import params_fix
@@ -57,8 +57,8 @@ def replay_dead_letters(ctx) -> None:
             # Pace before each chunk: chunk n starts no earlier than (letters so far) / rate after the start.
             ctx.sleep(started + seen / rate - ctx.monotonic())
         after_id, seen = batch[-1], seen + len(batch)
-        rows = replays.replayable(batch, ctx.tenant_id) if ctx.dry_run else replays.restart(
-            batch, ctx.actor, tenant_id=ctx.tenant_id, now=ctx.now)
+        restart = None if ctx.dry_run else replays.restart(batch, ctx.actor, tenant_id=ctx.tenant_id, now=ctx.now)
+        rows = replays.replayable(batch, ctx.tenant_id) if restart is None else restart.rows
         for row in rows:
             ctx.backup("run", row.id, {"status": row.status, "series": row.series, "attempt": row.attempt,
                                        "error_code": row.error_code})
@@ -70,9 +70,10 @@ def replay_dead_letters(ctx) -> None:
         replayed += len(rows)
         left_alone = len(batch) - len(rows)
         span = f"#{batch[0]}" if len(batch) == 1 else f"#{batch[0]}–#{batch[-1]}"
+        closed = waiting_fixes.closed_words(restart.closed_fixes) if restart else ""
         ctx.log(f"{'Would replay' if ctx.dry_run else 'Replayed'} {len(rows)} ({span})"
                 + (f", {left_alone} no longer open or their run not dead" if left_alone else "")
-                + f"; {seen} of {wanted} done.")
+                + (f"; {closed}" if closed else "") + f"; {seen} of {wanted} done.")
     ctx.log(f"{replayed} dead letter{'s' if replayed != 1 else ''} {'would be ' if ctx.dry_run else ''}replayed.")
 
 
@@ -101,8 +102,9 @@ def resolve_runs(ctx) -> None:
         ctx.change("work_order", order_id, "status", status, "closed")
     ctx.commit()
     verb = "would be" if ctx.dry_run else "are"
+    closed = waiting_fixes.closed_words(done.closed_fixes)
     ctx.log(f"{len(done.runs)} run(s) {verb} resolved, {len(done.letters)} dead letter(s) closed, "
-            f"{len(done.closing)} work order(s) closed.")
+            f"{len(done.closing)} work order(s) closed" + (f"; {closed}." if closed else "."))
 
 
 def _new_params(raw: str):

@@ -152,7 +152,7 @@ def test_overlapping_bulk_replays_a_discard_and_a_resolve_racing_leave_each_lett
         if index == 1:
             return replays.replay_many(ids[100:][::-1], Actor("bea"), clock=clock).runs
         if index == 2:
-            discarded = dlq.discard_open(ids[90:130], "handled by hand", Actor("cy"), now)
+            discarded = dlq.discard_open(ids[90:130], "handled by hand", Actor("cy"), now).ids
             db.session.commit()
             return discarded
         done = resolve.resolve(resolve.plan(resolving, None), "refunded by hand", Actor("di"), now)

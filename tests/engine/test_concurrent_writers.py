@@ -133,6 +133,36 @@ def test_concurrent_approvals_of_one_request_apply_it_once(app, dead_run, staff,
     assert count(select(RunEvent).where(RunEvent.kind == "replay_of_dead_letter")) == 1
 
 
+def test_an_approval_racing_a_plain_replay_of_its_letter_lets_one_win_whole(app, dead_run, staff, clock):
+    # Both take the request first, then the run and the letter: neither deadlocks against the other, and whichever
+    # takes the request first wins; the other finds it decided (superseded) or the letter replayed.
+    winners = []
+    for _ in range(4):
+        run_id, letter_id = dead_run()
+        request = params_fix.request_fix(letter_id, {**BROKEN, "fail_times": 0}, "the account was reopened",
+                                         staff["olga"], clock=clock)
+
+        def work(index: int, request_id=request.id, letter_id=letter_id):
+            if index == 0:
+                return decisions.approve(request_id, staff["alex"], clock=clock).status
+            run, closed = control.replay(db.session.get(DeadLetter, letter_id), staff["ada"], clock=clock)
+            return closed
+
+        approved, replayed = race(app, 2, work)
+        status = db.session.get(Approval, request.id).status
+        db.session.commit()
+        if status == "executed":
+            assert approved == "executed" and isinstance(replayed, Conflict), (approved, replayed)
+        else:
+            assert status == "superseded" and replayed == [request.id], (approved, replayed)
+            assert isinstance(approved, Conflict) and "it is superseded" in approved.detail, approved
+        winners.append(status)
+        assert count(select(RunEvent).where(RunEvent.run_id == run_id, RunEvent.kind == "replay_of_dead_letter")) == 1
+        assert db.session.get(Run, run_id).status == "pending"
+        db.session.commit()
+    assert count(select(AuditEntry).where(AuditEntry.action == "approval.supersede")) == winners.count("superseded")
+
+
 def test_concurrent_saves_of_one_policy_number_their_versions_in_turn(app):
     results = race(app, 3, lambda i: policies.save("tight", {"max_attempts": 2 + i}, Actor("test")).name)
     assert results == ["tight"] * 3

@@ -8,6 +8,7 @@ from console.services.actor import Actor
 from console.services.engine import control
 from console.services.engine.execute import execute
 from console.services.people import users
+from console.services.recovery import params_fix
 from tests.factories import Runs, bearer, make_tenant
 
 LENIENT = {"breaker": {"failure_threshold": 1000, "open_s": 1, "success_threshold": 1}}
@@ -114,9 +115,19 @@ def test_one_letter_reads_with_its_run_and_params_and_replays(client, operator, 
     replayed = client.post(f"/api/dead-letters/{letter.id}/replay", headers=headers)
     assert replayed.status_code == 202
     assert replayed.get_json() == {"dead_letter_id": letter.id, "run_id": letter.run_id, "status": "pending",
-                                   "series": 2}
+                                   "series": 2, "closed_fixes": []}
     again = client.post(f"/api/dead-letters/{letter.id}/replay", headers=headers)
     assert again.status_code == 409
+
+
+def test_a_replay_over_the_api_closes_the_params_fix_waiting_on_its_letter_and_says_which(client, operator, dead):
+    letter = dead()
+    request = params_fix.request_fix(letter.id, {"fail_times": 0}, "the account was reopened",
+                                     Actor(operator.username, operator.id))
+    replayed = client.post(f"/api/dead-letters/{letter.id}/replay", headers=bearer(operator))
+    assert replayed.status_code == 202 and replayed.get_json()["closed_fixes"] == [request.id]
+    db.session.expire_all()
+    assert db.session.get(Approval, request.id).status == "superseded"
 
 
 def test_replay_all_matching_starts_an_operation_whose_progress_is_readable(client, operator, dead):

@@ -10,12 +10,12 @@ from sqlalchemy import select
 
 from console.domain.clock import FrozenClock
 from console.extensions import db
-from console.models import AuditEntry, DeadLetter, Run, RunEvent, WorkOrder
+from console.models import Approval, AuditEntry, DeadLetter, Run, RunEvent, WorkOrder
 from console.services.actor import Actor
 from console.services.engine import queueing
 from console.services.engine.execute import execute
 from console.services.people import tenants
-from console.services.recovery import decisions, runbook_runner, runbooks
+from console.services.recovery import decisions, params_fix, runbook_runner, runbooks
 from console.services.scheduling import planner, tasks
 from tests.factories import Runs, changes_of, run_now
 
@@ -90,6 +90,19 @@ def test_replay_dead_letters_takes_a_limit_and_refuses_a_task_with_a_handler(sta
     with pytest.raises(Exception, match="a task or a handler, not both"):
         runbooks.start("replay_dead_letters", {"task": task.id, "handler": "python:demo.flaky"}, staff["olga"],
                        scope=None, clock=clock)
+
+
+def test_replaying_and_resolving_by_runbook_close_the_params_fixes_waiting_on_their_letters(staff, clock, dead_run):
+    (replayed, replayed_letter), (resolved, resolved_letter) = dead_run(), dead_run(code="other_code")
+    fixes = [params_fix.request_fix(letter_id, {"fail_times": 0}, "the account was reopened", staff["olga"],
+                                    clock=clock).id for letter_id in (replayed_letter, resolved_letter)]
+    replay = run_now("replay_dead_letters", {"code": "bad_account"}, staff["olga"], clock=clock)
+    assert f"params fix #{fixes[0]} waiting for approval was closed" in replay.log
+    resolve = run_approved("resolve_runs", {"runs": str(resolved), "note": "refunded by hand"}, staff, clock)
+    assert resolve.status == "succeeded" and f"params fix #{fixes[1]} waiting for approval was closed" in resolve.log
+    db.session.expire_all()
+    assert [db.session.get(Approval, fix).status for fix in fixes] == ["superseded", "superseded"]
+    assert run_of(replayed).status == "pending" and run_of(resolved).status == "resolved"
 
 
 def test_resolve_runs_closes_their_dead_letters_and_then_the_work_order(staff, clock, dead_run, snapshot):

@@ -76,7 +76,7 @@ class History:
         elif action < 0.82:
             letters = db.session.execute(select(DeadLetter).where(DeadLetter.status == "open")).scalars().all()
             if letters:
-                run = control.replay(rand.choice(letters), OPS, clock=clock)
+                run, _ = control.replay(rand.choice(letters), OPS, clock=clock)
                 if rand.random() < 0.7:
                     execute(run.id, 0, clock=clock)
         elif action < 0.88:

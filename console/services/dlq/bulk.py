@@ -65,6 +65,7 @@ class Progress:
     finished_at: datetime | None
     tenant_id: int | None
     last_error: str = ""
+    fixes_closed: int = 0  # params fixes that waited for approval on the letters replayed, closed as superseded
 
     @property
     def processed(self) -> int:
@@ -112,7 +113,8 @@ def _progress(op_id: str, raw: dict) -> Progress:
     return Progress(op_id, fields.get("status", "unknown"), number("total"), number("done"), number("failed"),
                     number("skipped"), float(fields.get("rate") or 0), fields.get("actor", ""),
                     fields.get("filter", ""), _time(fields.get("started_at")), _time(fields.get("finished_at")),
-                    int(fields["tenant_id"]) if fields.get("tenant_id") else None, fields.get("last_error", ""))
+                    int(fields["tenant_id"]) if fields.get("tenant_id") else None, fields.get("last_error", ""),
+                    number("fixes_closed"))
 
 
 def _visible(progress: Progress, tenant_id: int | None) -> bool:
@@ -254,7 +256,7 @@ def _replay_chunk(letter_ids: list[int], tenant_id: int | None, actor: Actor, ke
     try:
         with _collector_paused():
             outcome = replays.replay_many(letter_ids, actor, tenant_id=tenant_id, queue=queue)
-        return Counter(done=len(outcome.runs), skipped=len(outcome.skipped))
+        return Counter(done=len(outcome.runs), skipped=len(outcome.skipped), fixes_closed=len(outcome.closed_fixes))
     except Exception as error:  # noqa: BLE001 - one bad entry must not stop the operation; it is counted and logged
         db.session.rollback()
         if len(letter_ids) > 1:  # find the bad entry by halves: the others still go through, a few chunks at a time

@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import NamedTuple
 
 from sqlalchemy import exists, func, select, update
 from sqlalchemy.orm import selectinload
@@ -13,7 +14,7 @@ from console.models import DeadLetter, Run, RunEvent, Task, Tenant, WorkOrder
 from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.dlq.filters import Bounds, Filters, search_floor, where
-from console.services.engine import handler_kinds, parking, registry
+from console.services.engine import handler_kinds, parking, registry, waiting_fixes
 from console.services.errors import Conflict, InvalidInput, NotFound
 
 PAGE_SIZE = 50
@@ -243,20 +244,33 @@ def _discard(letter: DeadLetter, reason: str, actor: Actor, now: datetime) -> bo
     return True
 
 
-def discard(letter: DeadLetter, reason: str | None, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> DeadLetter:
-    """Close one open dead letter without replaying it, saying why."""
+def discard(letter: DeadLetter, reason: str | None, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> list[int]:
+    """Close one open dead letter without replaying it, saying why; return the params fixes waiting on it that this
+    closed."""
     reason = reason_of(reason)
-    if not _discard(letter, reason, actor, clock()):
+    now = clock()
+    fixes = waiting_fixes.hold([letter.id])
+    if not _discard(letter, reason, actor, now):
         db.session.rollback()
         db.session.refresh(letter)
         raise Conflict(f"dead letter {letter.id} is already {letter.status}", "status")
+    closed = waiting_fixes.close(fixes, actor, now)
     db.session.commit()
-    return letter
+    return closed
+
+
+class Discarded(NamedTuple):
+    """The dead letters a discard closed, and the params fixes waiting on them it closed."""
+
+    ids: list[int]
+    closed_fixes: list[int]
 
 
 def discard_open(ids: list[int], reason: str, actor: Actor, now: datetime, *,
-                 tenant_id: int | None = None) -> list[int]:
-    """Discard those of the dead letters still open (one guarded UPDATE), each audited, in the caller's transaction."""
+                 tenant_id: int | None = None) -> Discarded:
+    """Discard those of the dead letters still open (one guarded UPDATE), each audited, closing the params fixes
+    waiting on them, in the caller's transaction."""
+    fixes = waiting_fixes.hold(ids)
     query = update(DeadLetter).where(DeadLetter.id.in_(ids), DeadLetter.status == "open")
     if tenant_id is not None:
         query = query.where(DeadLetter.tenant_id == tenant_id)
@@ -271,7 +285,7 @@ def discard_open(ids: list[int], reason: str, actor: Actor, now: datetime, *,
             audit.Change(letter_id, before={"status": "open"}, after={"status": "discarded", "run_id": run_id},
                          tenant=names.get(tenant)) for letter_id, run_id, tenant in sorted(done)],
             note=reason, clock=lambda: now)
-    return sorted(letter_id for letter_id, _, _ in done)
+    return Discarded(sorted(letter_id for letter_id, _, _ in done), waiting_fixes.close(fixes, actor, now))
 
 
 def reopen(ids: list[int], discarded_at: datetime, actor: Actor, now: datetime, *, approval_id: int) -> list[int]:
@@ -319,10 +333,11 @@ def selection(ids: list[int]) -> list[int]:
 
 
 def discard_many(ids: list[int], reason: str | None, actor: Actor, tenant_id: int | None,
-                 clock: Clock = SYSTEM_CLOCK) -> tuple[int, int]:
-    """Discard the selected open dead letters; return (discarded, skipped because no longer open or unseen)."""
+                 clock: Clock = SYSTEM_CLOCK) -> tuple[int, int, list[int]]:
+    """Discard the selected open dead letters; return (discarded, skipped because no longer open or unseen, the
+    params fixes waiting on them it closed)."""
     reason = reason_of(reason)
     ids = selection(ids)
     discarded = discard_open(ids, reason, actor, clock(), tenant_id=tenant_id)
     db.session.commit()
-    return len(discarded), len(ids) - len(discarded)
+    return len(discarded.ids), len(ids) - len(discarded.ids), discarded.closed_fixes

@@ -10,7 +10,7 @@ from console.extensions import db
 from console.models import DeadLetter, Run, Tenant, WorkOrder
 from console.services.actor import Actor
 from console.services.audit import trail as audit
-from console.services.engine import transitions
+from console.services.engine import transitions, waiting_fixes
 from console.services.errors import InvalidInput
 from console.services.workorders import changes as workorders
 from console.services.workorders.orders import ACTIVE
@@ -34,6 +34,7 @@ class Plan:
     letters: list[Letter] = field(default_factory=list)
     closing: dict[int, str] = field(default_factory=dict)  # work orders left with no open letter → their status now
     skipped: dict[int, str] = field(default_factory=dict)  # run id → why it is left alone
+    closed_fixes: list[int] = field(default_factory=list)  # params fixes that waited on the letters, now superseded
 
 
 def plan(run_ids: list[int], tenant_id: int | None) -> Plan:
@@ -81,6 +82,7 @@ def note_of(note) -> str:
 def resolve(chosen: Plan, note: str, actor: Actor, now: datetime) -> Plan:
     """Resolve the planned runs in the caller's transaction; return what really changed (runs moved meanwhile skip)."""
     note = note_of(note)
+    fixes = waiting_fixes.hold([letter.id for letter in chosen.letters])
     moved = transitions.move_many("dead", "resolved", list(chosen.runs), now, reason="resolved", actor=actor.name,
                                   message=note)
     done = Plan(runs={row.id: chosen.runs[row.id] for row in moved},
@@ -103,4 +105,5 @@ def resolve(chosen: Plan, note: str, actor: Actor, now: datetime) -> Plan:
     audit.record_many(db.session, actor, "run.resolve", "run", [
         audit.Change(run_id, before={"status": "dead"}, after={"status": "resolved", "dead_letters": letters_of.get(
             run_id, [])}, tenant=tenant) for run_id, tenant in done.runs.items()], note=note, clock=lambda: now)
+    done.closed_fixes = waiting_fixes.close(fixes, actor, now)
     return done

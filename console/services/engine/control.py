@@ -1,13 +1,13 @@
 """What people and services do to runs: cancel, retry now, replay dead letters."""
 
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import DeadLetter, Run
 from console.services.actor import Actor
 from console.services.audit import trail as audit
-from console.services.engine import replays, transitions
+from console.services.engine import replays, transitions, waiting_fixes
 from console.services.engine import submit as submitting
 from console.services.errors import Conflict, NotFound
 from console.services.policies import versions as policies
@@ -52,9 +52,12 @@ def _restart(run: Run, actor: Actor, now, kind: str) -> None:
                      clear_error=True, **replays.RESTART_VALUES)
 
 
-def retry_now(run: Run, actor: Actor, *, policy=None, clock: Clock = SYSTEM_CLOCK) -> Run:
-    """Retry a dead, failed or cancelled run now (a new series), or pull a waiting retry forward."""
+def retry_now(run: Run, actor: Actor, *, policy=None, clock: Clock = SYSTEM_CLOCK) -> tuple[Run, list[int]]:
+    """Retry a dead, failed or cancelled run now (a new series), or pull a waiting retry forward; return the run and
+    the params fixes this closed (a dead run's letters close, and so do the fixes waiting on them)."""
     now = clock()
+    fixes = waiting_fixes.hold(db.session.execute(select(DeadLetter.id).where(
+        DeadLetter.run_id == run.id, DeadLetter.status == "open")).scalars()) if run.status == "dead" else []
     before = {"status": run.status, "series": run.series, "policy_id": run.policy_id,
               "policy_overrides": run.policy_overrides}
     if policy is not None:
@@ -76,9 +79,10 @@ def retry_now(run: Run, actor: Actor, *, policy=None, clock: Clock = SYSTEM_CLOC
     audit.record(db.session, actor, "run.retry", "run", run.id, before=before,
                  after={"status": run.status, "series": run.series, "policy_id": run.policy_id,
                         "policy_overrides": run.policy_overrides}, tenant=run.tenant.name, clock=clock)
+    closed = waiting_fixes.close(fixes, actor, now)
     db.session.commit()
     submitting.enqueue(run, policies.effective(run.policy_id, run.policy_overrides)[1].timeout_s)
-    return run
+    return run, closed
 
 
 def _close_dead_letters(run: Run, actor: Actor, now, status: str) -> None:
@@ -89,13 +93,15 @@ def _close_dead_letters(run: Run, actor: Actor, now, status: str) -> None:
                        .execution_options(synchronize_session="fetch"))
 
 
-def replay(dead_letter: DeadLetter, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> Run:
-    """Replay one open dead letter through its original queue, keeping the run's idempotency key."""
+def replay(dead_letter: DeadLetter, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> tuple[Run, list[int]]:
+    """Replay one open dead letter through its original queue, keeping the run's idempotency key; return its run and
+    the params fixes waiting on the letter that this closed."""
     if dead_letter.status != "open":
         raise Conflict(f"dead letter {dead_letter.id} is already {dead_letter.status}", "status")
     run = dead_letter.run
     if run.status != "dead":
         raise Conflict(f"run {run.id} is {run.status}, not dead", "status")
-    if not replays.replay_many([dead_letter.id], actor, clock=clock).runs:
+    replayed = replays.replay_many([dead_letter.id], actor, clock=clock)
+    if not replayed.runs:
         raise Conflict(f"dead letter {dead_letter.id} changed while replaying; look again", "status")
-    return db.session.get(Run, run.id, populate_existing=True)
+    return db.session.get(Run, run.id, populate_existing=True), replayed.closed_fixes

@@ -16,7 +16,7 @@ from console.models import DeadLetter, Run, RunEvent, Tenant
 from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.audit import trail as audit
-from console.services.engine import queueing, transitions
+from console.services.engine import queueing, transitions, waiting_fixes
 from console.services.policies import versions as policies
 
 log = logging.getLogger("rebound.runs")
@@ -33,6 +33,14 @@ class Replayed:
 
     runs: dict[int, int]  # dead letter id → run id, for the letters whose run was restarted
     skipped: list[int]  # no longer open, run not dead, another tenant's, or a second letter of a run already replayed
+    closed_fixes: list[int]  # the params fixes that waited for approval on the letters replayed, closed as superseded
+
+
+class Restart(NamedTuple):
+    """What restart() did: the runs it restarted, and the params fixes waiting on their letters it closed."""
+
+    rows: list["Restarted"]
+    closed_fixes: list[int]
 
 
 class Restarted(NamedTuple):
@@ -55,33 +63,36 @@ def replay_many(letter_ids: list[int], actor: Actor, *, tenant_id: int | None = 
 
     `queue` takes the committed rows instead of `enqueue` (a QueuedBehind, for chunks that come back to back).
     """
-    rows = restart(letter_ids, actor, tenant_id=tenant_id, now=clock())
+    rows, closed = restart(letter_ids, actor, tenant_id=tenant_id, now=clock())
     if rows:
         db.session.commit()
         (queue or enqueue)(rows)
     replayed = {row.letter_id: row.id for row in rows}
-    return Replayed(replayed, [letter_id for letter_id in letter_ids if letter_id not in replayed])
+    return Replayed(replayed, [letter_id for letter_id in letter_ids if letter_id not in replayed], closed)
 
 
-def restart(letter_ids: list[int], actor: Actor, *, tenant_id: int | None = None, now) -> list[Restarted]:
-    """Restart the dead runs of these open letters in the caller's transaction; `enqueue` the rows after its commit.
+def restart(letter_ids: list[int], actor: Actor, *, tenant_id: int | None = None, now) -> Restart:
+    """Restart the dead runs of these open letters in the caller's transaction, closing the params fixes waiting on
+    them; `enqueue` the rows after its commit.
 
     Set-based, whatever the number of letters: a handful of statements per call, none per letter. The order of
-    locks is the run's, then its letter's, as resolving a run and fixing its params take them, so none of them
-    deadlocks against another.
+    locks is the waiting fixes', the run's, then its letter's, as approving a fix, resolving a run and fixing its
+    params take them, so none of them deadlocks against another.
     """
+    nothing = Restart([], [])
     if not letter_ids:
-        return []
+        return nothing
+    fixes = waiting_fixes.hold(letter_ids)
     candidates = _hold(letter_ids, tenant_id)
     if not candidates:
-        return []
+        return nothing
     claimed = set(_claim([row.letter_id for row in candidates], actor, now))
     rows = []
     for row in candidates:  # by run: its first open letter is the one the new series answers
         if row.letter_id in claimed and (not rows or rows[-1].id != row.id):
             rows.append(row)
     if not rows:
-        return []
+        return nothing
     moved = transitions.move_many("dead", "pending", [row.id for row in rows], now, reason="replay",
                                   actor=actor.signature, clear_error=True, columns=(), **RESTART_VALUES,
                                   series=RUNS.c.series + 1, enqueued_at=now)
@@ -92,7 +103,7 @@ def restart(letter_ids: list[int], actor: Actor, *, tenant_id: int | None = None
                                    "were claimed")
     _close_other_letters(rows, claimed, actor, now)
     _record(rows, actor, now)
-    return rows
+    return Restart(rows, waiting_fixes.close(fixes, actor, now))
 
 
 def replayable(letter_ids: list[int], tenant_id: int | None = None) -> list:

@@ -1,6 +1,6 @@
 """Discard dead letters in bulk: up to an admin-set number at once; more becomes a request a second person approves."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy import select, true
@@ -27,6 +27,7 @@ class Outcome:
     skipped: int = 0
     approval: Approval | None = None
     threshold: int = 0
+    closed_fixes: list[int] = field(default_factory=list)  # params fixes that waited on the letters discarded
 
 
 def threshold() -> int:
@@ -55,8 +56,8 @@ def discard(ids: list[int], reason, actor: Actor, tenant_id: int | None, clock: 
     letters = [letter for letter in dlq.visible(ids, tenant_id) if letter.status == "open"]
     limit = threshold()
     if len(letters) <= limit:
-        discarded, skipped = dlq.discard_many(ids, reason, actor, tenant_id, clock)
-        return Outcome(discarded, skipped, threshold=limit)
+        discarded, skipped, closed = dlq.discard_many(ids, reason, actor, tenant_id, clock)
+        return Outcome(discarded, skipped, threshold=limit, closed_fixes=closed)
     tenant_ids = {letter.tenant_id for letter in letters}
     # A request about one tenant's letters is that tenant's; one across tenants only unscoped approvers see.
     tenant = db.session.get(Tenant, tenant_ids.pop()) if len(tenant_ids) == 1 else None
@@ -73,7 +74,7 @@ def discard(ids: list[int], reason, actor: Actor, tenant_id: int | None, clock: 
 def _apply(approval: Approval, actor: Actor, now: datetime) -> Applied:
     ids = approval.payload["ids"]
     # The actor is the requester with "approved by …, request #N" beside them, on each letter and audit row.
-    discarded = dlq.discard_open(ids, approval.payload["reason"], actor, now, tenant_id=approval.tenant_id)
+    discarded = dlq.discard_open(ids, approval.payload["reason"], actor, now, tenant_id=approval.tenant_id).ids
     if not discarded:
         raise Conflict("none of the dead letters is still open: they were replayed or discarded meanwhile", "status")
     return Applied(backup={"ids": discarded, "skipped": sorted(set(ids) - set(discarded)),

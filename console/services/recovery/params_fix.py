@@ -9,14 +9,13 @@ from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import Approval, DeadLetter, Run
 from console.services.actor import SYSTEM, Actor
-from console.services.audit import trail as audit
-from console.services.engine import replays, transitions
+from console.services.engine import replays, transitions, waiting_fixes
 from console.services.errors import Conflict, InvalidInput, NotFound
 from console.services.inputs import params_too_large
 from console.services.recovery import approvals
 from console.services.recovery.kinds import Applied, FixKind
 
-NAME = "dead_letter.fix_params"
+NAME = waiting_fixes.KIND
 
 
 def _letter(letter_id, tenant_id: int | None) -> DeadLetter:
@@ -83,36 +82,13 @@ def waiting_on(letter_ids: list[int], now: datetime) -> dict[int, int]:
 
 def settled(approval: Approval) -> str | None:
     """Say how a fix's dead letter stopped being open ("replayed by bob at …"), or None while it is open."""
-    if approval.kind != NAME:
-        return None
-    letter = db.session.get(DeadLetter, approval.payload["dead_letter_id"])
-    if letter is None or letter.status == "open":
-        return None
-    when = f" at {letter.resolved_at:%Y-%m-%d %H:%M} UTC" if letter.resolved_at else ""
-    return f"{letter.status} by {letter.resolved_by or 'someone'}{when}"
+    return waiting_fixes.settled(approval.payload["dead_letter_id"]) if approval.kind == NAME else None
 
 
 def supersede_settled(clock: Clock = SYSTEM_CLOCK) -> list[int]:
     """The "params-fixes-supersede" maintenance job: close the fixes waiting for approval whose dead letter was
-    replayed, discarded or resolved meanwhile (approving them could only fail), saying how; return their ids."""
-    now = clock()
-    waiting_fixes = db.session.execute(select(Approval).where(Approval.kind == NAME, Approval.status == "pending")
-                                       .order_by(Approval.id)).scalars().all()
-    closed = []
-    for approval in waiting_fixes:
-        how = settled(approval)
-        if how is None:
-            continue
-        outcome = (f"dead letter {approval.subject_id} was {how}, before anyone decided: there is nothing left to "
-                   "fix; file a new request against its newer dead letter if it died again")
-        # Guarded like a decision's claim: an approver deciding at the same moment wins or loses as a whole.
-        if db.session.execute(update(Approval).where(Approval.id == approval.id, Approval.status == "pending")
-                              .values(status="superseded", decided_at=now, outcome=outcome)
-                              .execution_options(synchronize_session=False)).rowcount:
-            closed.append(approval.id)
-            audit.record(db.session, SYSTEM, "approval.supersede", "approval", approval.id,
-                         before={"status": "pending"}, after={"status": "superseded"}, note=outcome,
-                         clock=lambda: now)
+    settled meanwhile by a path that did not close them itself (approving them could only fail); return their ids."""
+    closed = waiting_fixes.close(waiting_fixes.waiting(), SYSTEM, clock())
     db.session.commit()
     return closed
 
@@ -130,7 +106,7 @@ def restart_with(run_id: int, letter_id: int, before: dict, after: dict, actor: 
                        .execution_options(synchronize_session=False))
     transitions.event(run, "params_fixed", now, actor=actor.signature, message=message,
                       data={"before": before, "after": after})
-    restarted = replays.restart([letter_id], actor, now=now)
+    restarted = replays.restart([letter_id], actor, now=now).rows
     if not restarted:
         raise Conflict(f"dead letter {letter_id} is no longer open, or its run is no longer dead", "status")
     return restarted

@@ -14,7 +14,7 @@ from console.models import Workflow
 from console.services.dlq import bulk as dlq_bulk
 from console.services.dlq import filters as dlq_filters
 from console.services.dlq import groups as dlq
-from console.services.engine import control
+from console.services.engine import control, waiting_fixes
 from console.services.engine.transitions import StaleRun
 from console.services.errors import Conflict, InvalidInput, NotFound, ServiceError
 from console.services.inputs import row_id
@@ -130,12 +130,16 @@ def _count_changed(letter) -> dict:
     return {"HX-Trigger": json.dumps({"dlq-count": None, f"dlq-group-{letter.fingerprint}": None})}
 
 
-def _row(letter, *, error=None, notice=None, notice_run=None, status=200):
+def _row(letter, *, error=None, notice=None, notice_run=None, closed_fixes=(), status=200):
     return render_template("dlq/_row.html", letter=letter, replays=dlq.replays([letter]),
                            task_names=dlq.task_names([letter]), selectable=request.form.get("nested") != "1",
-                           fixes=_fixes([letter]),
-                           error=error,
-                           notice=notice, notice_run=notice_run), status
+                           fixes=_fixes([letter]), error=error, notice=notice, notice_run=notice_run,
+                           closed_fixes=closed_fixes), status
+
+
+def _closed(closed_fixes: list[int]) -> str:
+    """Say, after a replay's or discard's own message, which waiting params fixes it closed ("" for none)."""
+    return f" The {waiting_fixes.closed_words(closed_fixes)}." if closed_fixes else ""
 
 
 @bp.post("/<int:dead_letter_id>/replay")
@@ -143,7 +147,7 @@ def _row(letter, *, error=None, notice=None, notice_run=None, status=200):
 def replay(dead_letter_id: int):
     letter = dlq.get(dead_letter_id, tenant_scope())
     try:
-        run = control.replay(letter, current_actor())
+        run, closed = control.replay(letter, current_actor())
     except (Conflict, StaleRun) as error:
         db.session.rollback()
         message = getattr(error, "detail", None) or f"run {letter.run_id} changed meanwhile; look again"
@@ -152,9 +156,11 @@ def replay(dead_letter_id: int):
         flash(message, "error")
         return _back()
     if htmx:
-        html, status = _row(letter, notice=f"Replayed as series {run.series} of", notice_run=run.id)
+        html, status = _row(letter, notice=f"Replayed as series {run.series} of", notice_run=run.id,
+                            closed_fixes=closed)
         return html, status, _count_changed(letter)
-    flash(f"Replayed dead letter {letter.id}: run {run.id} is {run.status} in series {run.series}.", "success")
+    flash(f"Replayed dead letter {letter.id}: run {run.id} is {run.status} in series {run.series}."
+          + _closed(closed), "success")
     return _back()
 
 
@@ -166,16 +172,16 @@ def discard(dead_letter_id: int):
     try:
         if not form.validate_on_submit():
             raise InvalidInput("; ".join(e for errors in form.errors.values() for e in errors), "reason")
-        dlq.discard(letter, form.reason.data, current_actor())
+        closed = dlq.discard(letter, form.reason.data, current_actor())
     except ServiceError as error:
         if htmx:
             return _row(letter, error=error.detail, status=error.status)
         flash(error.detail, "error")
         return _back()
     if htmx:
-        html, status = _row(letter, notice="Discarded.")
+        html, status = _row(letter, notice="Discarded.", closed_fixes=closed)
         return html, status, _count_changed(letter)
-    flash(f"Discarded dead letter {letter.id}.", "success")
+    flash(f"Discarded dead letter {letter.id}." + _closed(closed), "success")
     return _back()
 
 
@@ -254,8 +260,10 @@ def bulk_discard():
                          ).format(count, outcome.threshold, link, outcome.approval.id)
         category = "info"
     else:
-        message = f"Discarded {outcome.discarded} dead letter{'s' if outcome.discarded != 1 else ''}" + (
-            f"; {outcome.skipped} skipped (no longer open)." if outcome.skipped else ".")
+        said = [f"Discarded {outcome.discarded} dead letter{'s' if outcome.discarded != 1 else ''}"]
+        said += [f"{outcome.skipped} skipped (no longer open)"] if outcome.skipped else []
+        said += [waiting_fixes.closed_words(outcome.closed_fixes)] if outcome.closed_fixes else []
+        message = "; ".join(said) + "."
         category = "success"
     if htmx:
         return page("dlq/index.html", "results", **_results(filters, _view(), notice=(category, message)))

@@ -10,7 +10,7 @@ from console.domain.breaker import BreakerMode
 from console.domain.clock import utcnow
 from console.domain.statuses import ACTIVE
 from console.extensions import db, htmx
-from console.services.engine import compensation, control, transitions
+from console.services.engine import compensation, control, transitions, waiting_fixes
 from console.services.errors import Conflict, ServiceError
 from console.services.people import tenants
 from console.services.people.permissions import OPERATE, VIEW
@@ -73,8 +73,11 @@ def _detail(run_id: int, *, error: str | None = None, notice: str | None = None,
     detail = runs_query.detail(run_id, tenant_scope())
     requests = approvals.about([("run", run_id), *(("dead_letter", letter.id) for letter in detail.dead_letters)])
     waiting = [r for r in requests if r.kind == run_compensation.NAME and r.status == "pending"]
+    # A replay closes a params fix waiting on one of the run's letters: the Replay button says so first.
+    fix = next((r.id for r in requests if r.kind == waiting_fixes.KIND and approvals.status_at(r, utcnow()) ==
+                "pending"), None)
     return page("runs/show.html", "detail", d=detail, run=detail.run, live=detail.run.status in LIVE,
-                breaches=breach_list.of_run(run_id),
+                breaches=breach_list.of_run(run_id), waiting_fix=fix,
                 compensable=compensation.can_compensate(detail.run) and not waiting, requests=requests,
                 waits_because=why_waiting(detail.run, utcnow()), resets=breaker_resets([detail.run]),
                 error=error, notice=notice, pretty=pretty, **present.helpers()), status
@@ -87,11 +90,12 @@ def show(run_id: int):
 
 
 def _act(run_id: int, action, verb: str):
-    """Carry out one action on a run; answer htmx with the refreshed run, others with a redirect."""
+    """Carry out one action on a run (it returns the params fixes it closed); answer htmx with the refreshed run,
+    others with a redirect."""
     run = control.get_run(run_id, tenant_scope())
     try:
         try:
-            action(run, current_actor())
+            closed = action(run, current_actor())
         except transitions.StaleRun:
             raise Conflict(f"run {run_id} changed while you acted on it; look again") from None
     except ServiceError as error:
@@ -107,6 +111,8 @@ def _act(run_id: int, action, verb: str):
         notice = f"Asked run #{run_id} to stop; the handler stops at its next cancellation check."
     if verb in ("Retried", "Replayed"):
         notice += _held_by_breaker(run)
+    if closed:
+        notice += f" The {waiting_fixes.closed_words(closed)}."
     if htmx:
         return _detail(run_id, notice=notice)
     flash(notice, "success")
@@ -127,13 +133,22 @@ def _held_by_breaker(run) -> str:
 def retry(run_id: int):
     # A finished run starts a new series (a replay); a waiting one only has its next retry pulled forward.
     verb = "Retried" if control.get_run(run_id, tenant_scope()).status == "retry_wait" else "Replayed"
-    return _act(run_id, control.retry_now, verb)
+    return _act(run_id, _retry, verb)
+
+
+def _retry(run, actor) -> list[int]:
+    return control.retry_now(run, actor)[1]
 
 
 @bp.post("/<int:run_id>/cancel")
 @requires(OPERATE)
 def cancel(run_id: int):
-    return _act(run_id, control.cancel, "Cancelled")
+    return _act(run_id, _cancel, "Cancelled")
+
+
+def _cancel(run, actor) -> list[int]:
+    control.cancel(run, actor)
+    return []  # a cancelled run has no dead letter open, so no params fix waits on one
 
 
 def _window(start, end, now):

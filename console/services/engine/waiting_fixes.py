@@ -1,0 +1,94 @@
+"""Params fixes waiting for approval on dead letters that were settled another way: closed as superseded.
+
+A fix replays its letter with new params once a second person approves it; after a plain replay, a discard or a
+resolve nothing is left to fix. Whatever settles a letter closes its waiting fix in the same transaction, so no
+approver sees it waiting (the "params-fixes-supersede" job catches any that slip past). Here, below the engine,
+because the engine's replays settle letters too; `recovery/params_fix.py` files and applies the fixes.
+"""
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from sqlalchemy import select, update
+
+from console.extensions import db
+from console.models import Approval, DeadLetter
+from console.services.actor import Actor
+from console.services.audit import trail as audit
+
+KIND = "dead_letter.fix_params"
+
+
+def waiting() -> list[int]:
+    """Return the ids of every fix waiting for approval (few: each expires after APPROVAL_TTL_S, a day by default)."""
+    return db.session.execute(select(Approval.id).where(Approval.kind == KIND, Approval.status == "pending")
+                              .order_by(Approval.id)).scalars().all()
+
+
+def hold(letter_ids: Iterable[int]) -> list[int]:
+    """Lock the fixes waiting on these dead letters before they change, and return their ids.
+
+    Approving a fix takes the request first, then the letter's run and the letter: taking the request first here
+    too keeps the two from deadlocking on PostgreSQL. A decision under way is waited for, and its fix then no
+    longer waits.
+    """
+    wanted = {str(letter_id) for letter_id in letter_ids}
+    if not wanted:
+        return []
+    # All waiting fixes, two narrow columns (a bulk replay's chunk of 5,000 ids would be a list as long).
+    return _lock([approval_id for approval_id, subject in db.session.execute(
+        select(Approval.id, Approval.subject_id).where(Approval.kind == KIND, Approval.status == "pending"))
+        if subject in wanted])
+
+
+def _lock(approval_ids: list[int]) -> list[int]:
+    """Lock those of these requests still pending, in id order (nothing on SQLite: its write lock serialises)."""
+    if not approval_ids:
+        return []
+    return db.session.execute(select(Approval.id).where(Approval.id.in_(approval_ids), Approval.status == "pending")
+                              .order_by(Approval.id).with_for_update()).scalars().all()
+
+
+def settled(letter_id: int) -> str | None:
+    """Say how a dead letter stopped being open ("replayed by bob at …"), read afresh, or None while it is open."""
+    letter = db.session.execute(select(DeadLetter.status, DeadLetter.resolved_by, DeadLetter.resolved_at)
+                                .where(DeadLetter.id == letter_id)).one_or_none()
+    if letter is None or letter.status == "open":
+        return None
+    when = f" at {letter.resolved_at:%Y-%m-%d %H:%M} UTC" if letter.resolved_at else ""
+    return f"{letter.status} by {letter.resolved_by or 'someone'}{when}"
+
+
+def close(approval_ids: list[int], actor: Actor, now: datetime) -> list[int]:
+    """Close those of these fixes still waiting whose dead letter is settled, saying how, each audited as `actor`'s,
+    in the caller's transaction; return their ids."""
+    if not approval_ids:
+        return []
+    how = {approval_id: (subject, said) for approval_id, subject in db.session.execute(
+        select(Approval.id, Approval.subject_id).where(Approval.id.in_(approval_ids)))
+        if (said := settled(int(subject))) is not None}
+    closed = []
+    # All locked before the first audit row, which takes the audit chain's head: a decision holding one of them
+    # while it waits for that head would otherwise deadlock with this.
+    for approval_id in _lock(list(how)):
+        letter_id, said = how[approval_id]
+        outcome = (f"dead letter {letter_id} was {said}, before anyone decided: there is nothing left to fix; file a "
+                   "new request against its newer dead letter if it died again")
+        # Guarded like a decision's claim: an approver deciding at the same moment wins or loses as a whole.
+        if db.session.execute(update(Approval).where(Approval.id == approval_id, Approval.status == "pending")
+                              .values(status="superseded", decided_at=now, outcome=outcome)
+                              .execution_options(synchronize_session=False)).rowcount:
+            closed.append(approval_id)
+            audit.record(db.session, actor, "approval.supersede", "approval", approval_id,
+                         before={"status": "pending"}, after={"status": "superseded"}, note=outcome,
+                         clock=lambda: now)
+    return closed
+
+
+def closed_words(approval_ids: list[int]) -> str:
+    """Say which waiting fixes an action closed, for the person who acted ("" for none)."""
+    if not approval_ids:
+        return ""
+    if len(approval_ids) == 1:
+        return f"params fix #{approval_ids[0]} waiting for approval was closed"
+    return f"params fixes {', '.join(f'#{i}' for i in approval_ids)} waiting for approval were closed"
