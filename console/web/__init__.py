@@ -12,6 +12,7 @@ from markupsafe import Markup, escape
 from console.auth import public, tenant_scope
 from console.domain.clock import utcnow
 from console.domain.figures import duration
+from console.domain.notes import MAX_NOTE_CHARS
 from console.domain.words import plural
 from console.services.people.permissions import OPERATE, can
 from console.web.display import display_prefs
@@ -86,6 +87,8 @@ def register(app) -> None:
     def plotly_js():
         return send_from_directory(plotly_dir(), "plotly.min.js", max_age=86400)
 
+    # The one limit of a reason or note, for the boxes a template writes by hand (a form's comes from its validator).
+    app.add_template_global(MAX_NOTE_CHARS, "max_note_chars")
     # Elements that take the ids of plotly.js's other <style> elements, so it adds none (templates/_plotly.html).
     app.add_template_global(lambda: guarded_style_ids(Path(plotly_dir()) / "plotly.min.js"), "plotly_style_ids")
 

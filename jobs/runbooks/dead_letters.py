@@ -2,6 +2,7 @@
 
 import json
 
+from console.domain.notes import MAX_NOTE_CHARS
 from console.domain.runbooks import Param, Risk
 from console.domain.runbooks import ParamType as T
 from console.extensions import db
@@ -178,7 +179,7 @@ RESOLVE = Runbook(
     "A person decided these dead runs need no replay: each run ends 'resolved', its open dead letters close with "
     "the note, and a work order left with no open dead letter closes too.", Risk.HIGH, (
         Param("runs", T.RUN, required=True, many=True, help="Run ids, separated by commas or spaces."),
-        Param("note", T.STR, required=True, max_length=resolving.MAX_NOTE_CHARS,
+        Param("note", T.STR, required=True, max_length=MAX_NOTE_CHARS,
               help="Why they need no replay; kept on each dead letter."),
     ), resolve_runs)
 

@@ -193,7 +193,7 @@ def test_reject_needs_a_note_and_then_never_runs(person, letter, runs):
     assert missing.status_code == 422 and "say why in a note" in html(missing) and "<html" not in html(missing)
     too_long = approver_client.post(f"{here}/reject", data={"csrf_token": token, "reject-note": "why " * 600},
                                     headers=HX)
-    assert too_long.status_code == 422 and "keep the note under 2000 characters" in html(too_long)
+    assert too_long.status_code == 422 and "keep the note to at most 2,000 characters" in html(too_long)
     assert re.search(r'<textarea[^>]*name="reject-note"[^>]*>\s*why why why', html(too_long))
     # Without htmx the refusal is a redirect to the request's page, which says it with the refusal's status.
     plain = approver_client.post(f"{here}/reject", data={"csrf_token": token, "reject-note": ""})

@@ -9,6 +9,7 @@ from sqlalchemy.orm import selectinload
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.errors import shown_message
+from console.domain.notes import MAX_NOTE_CHARS, too_long
 from console.extensions import db
 from console.models import DeadLetter, Run, RunEvent, Task, Tenant, WorkOrder
 from console.services.actor import Actor
@@ -22,7 +23,6 @@ GROUP_LIMIT = 50
 # A group is (fingerprint, handler, tenant) rows merged in Python; this bounds how many rows that reads.
 GROUP_ROWS_LIMIT = 5000
 COUNT_CAP = 10_000
-MAX_REASON_CHARS = 1000
 MAX_SELECTED = 500
 # Letters parked for any other reason failed for good (non-retryable, manual intervention, a failed undo): replaying
 # them sends the same input to the same code, so the page asks first.
@@ -224,8 +224,8 @@ def reason_of(reason: str | None) -> str:
     reason = (reason or "").strip()
     if not reason:
         raise InvalidInput("say why these dead letters are discarded: a reason is required", "reason")
-    if len(reason) > MAX_REASON_CHARS:
-        raise InvalidInput(f"keep the reason under {MAX_REASON_CHARS} characters", "reason")
+    if len(reason) > MAX_NOTE_CHARS:
+        raise InvalidInput(too_long("reason"), "reason")
     return reason
 
 

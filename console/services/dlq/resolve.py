@@ -6,6 +6,7 @@ from datetime import datetime
 
 from sqlalchemy import func, select, update
 
+from console.domain.notes import MAX_NOTE_CHARS, too_long
 from console.extensions import db
 from console.models import DeadLetter, Run, Tenant, WorkOrder
 from console.services.actor import Actor
@@ -16,7 +17,6 @@ from console.services.workorders import changes as workorders
 from console.services.workorders.orders import ACTIVE
 
 LETTERS = DeadLetter.__table__
-MAX_NOTE_CHARS = 2000
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def note_of(note) -> str:
     if not note:
         raise InvalidInput("say why these runs need no replay: a note is required", "note")
     if len(note) > MAX_NOTE_CHARS:
-        raise InvalidInput(f"keep the note under {MAX_NOTE_CHARS} characters", "note")
+        raise InvalidInput(too_long("note"), "note")
     return note
 
 

@@ -10,6 +10,7 @@ from rq import Queue
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.errors import NOT_COMPENSABLE, Failure, NonRetryableError
+from console.domain.notes import MAX_NOTE_CHARS, too_long
 from console.extensions import db
 from console.models import Run
 from console.redis_conn import get_redis
@@ -29,7 +30,6 @@ ENTRY_POINT = "jobs.compensate.compensate"
 REASON = "workflow_step_failed"
 REQUESTED = "compensation_requested"  # a person asked for it (and another approved), on a run in no workflow or any
 ASKED = (REASON, REQUESTED)  # compensations run as a job of their own, not by the worker after a failed attempt
-CAUSE_LIMIT = 2000
 
 
 def job_id(run_id: int) -> str:
@@ -44,8 +44,10 @@ def can_compensate(run: Run) -> bool:
 
 def check(run: Run, cause) -> str:
     """Return the cause, or say why this run cannot be compensated now."""
-    if not isinstance(cause, str) or len(cause) > CAUSE_LIMIT:
-        raise InvalidInput(f"cause must be text of at most {CAUSE_LIMIT} characters", "cause")
+    if not isinstance(cause, str):
+        raise InvalidInput("cause must be text", "cause")
+    if len(cause) > MAX_NOTE_CHARS:
+        raise InvalidInput(too_long("cause"), "cause")
     if run.status != "succeeded":
         raise Conflict(f"run {run.id} is {run.status}; only a succeeded run can be compensated (a failed one is "
                        "compensated automatically when its handler has an undo step)", "status")
@@ -84,7 +86,8 @@ def start_for_workflow(run: Run, *, actor: str, cause: str, clock: Clock = SYSTE
     `not_compensable`, with a dead letter, so a person learns the step needs undoing by hand.
     """
     try:
-        transitions.move(run, "compensating", clock(), reason=REASON, actor=actor, message=cause[:CAUSE_LIMIT] or None)
+        transitions.move(run, "compensating", clock(), reason=REASON, actor=actor,
+                         message=cause[:MAX_NOTE_CHARS] or None)
     except transitions.StaleRun:
         return False  # another advance asked first, or the run moved on
     db.session.commit()

@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import and_, func, or_, select, update
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.domain.notes import MAX_NOTE_CHARS, too_long
 from console.extensions import db
 from console.models import Approval, Tenant, User
 from console.services.actor import Actor
@@ -15,7 +16,6 @@ from console.services.settings import setting
 
 STATUSES = ("pending", "executed", "failed", "rejected", "expired", "superseded", "rolled_back")
 PAGE_SIZE = 50
-MAX_REASON_CHARS = 2000
 
 
 class FourEyes(Forbidden):
@@ -36,8 +36,8 @@ def reason_of(text) -> str:
     """Return a requester's reason, or say what is wrong with it (it is required)."""
     if not isinstance(text, str) or not text.strip():
         raise InvalidInput("give a reason: the approver reads it before deciding", "reason")
-    if len(text) > MAX_REASON_CHARS:
-        raise InvalidInput(f"the reason is longer than {MAX_REASON_CHARS} characters", "reason")
+    if len(text) > MAX_NOTE_CHARS:
+        raise InvalidInput(too_long("reason"), "reason")
     return text.strip()
 
 

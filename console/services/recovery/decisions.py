@@ -3,6 +3,7 @@
 from sqlalchemy import select, update
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.domain.notes import MAX_NOTE_CHARS, too_long
 from console.extensions import db
 from console.models import Approval, Tenant, User
 from console.services.actor import Actor
@@ -12,8 +13,6 @@ from console.services.people.permissions import APPROVE, can
 from console.services.recovery import approvals
 from console.services.recovery.approvals import FourEyes
 from console.services.recovery.registry import KINDS
-
-MAX_NOTE_CHARS = 2000
 
 
 def _tenant_name(approval: Approval) -> str | None:
@@ -28,7 +27,7 @@ def _note(note, *, required: bool) -> str | None:
     if required and not note:
         raise InvalidInput("say why in a note: the requester reads it", "note")
     if len(note) > MAX_NOTE_CHARS:
-        raise InvalidInput(f"the note is longer than {MAX_NOTE_CHARS} characters", "note")
+        raise InvalidInput(too_long("note"), "note")
     return note or None
 
 

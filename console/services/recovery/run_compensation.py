@@ -6,6 +6,7 @@ from sqlalchemy import select
 
 from console.db import locks
 from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.domain.notes import MAX_NOTE_CHARS
 from console.extensions import db
 from console.models import Approval, Run
 from console.services.actor import Actor
@@ -49,7 +50,7 @@ def _apply(approval: Approval, actor: Actor, now: datetime) -> Applied:
     # Held until the commit: the transition below is guarded too, but this keeps the check and the move together.
     run = db.session.execute(select(Run).where(Run.id == run_id).with_for_update()
                              .execution_options(populate_existing=True)).scalar_one()
-    cause = f"{approval.payload['cause']} (approval #{approval.id})"[:compensation.CAUSE_LIMIT]
+    cause = f"{approval.payload['cause']} (approval #{approval.id})"[:MAX_NOTE_CHARS]
     compensation.start(run, actor, cause=cause, now=now, reason=compensation.REQUESTED)
     return Applied(backup={"run_id": run_id, "status": "succeeded"}, after_commit=lambda: compensation.enqueue(run_id))
 

@@ -8,6 +8,7 @@ from sqlalchemy import func, select
 
 from console.db.upsert import insert_for
 from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.domain.notes import MAX_NOTE_CHARS, too_long
 from console.domain.runbooks import dump, needs_approval
 from console.extensions import db
 from console.models import Approval, RunbookChange, RunbookExecution, RunbookPolicy, Tenant
@@ -27,7 +28,6 @@ KIND = "runbook.execute"  # the approval kind (runbook_approval.py)
 STATUSES = ("awaiting_approval", "queued", "running", "succeeded", "failed", "cancelled")
 LIVE = ("queued", "running")
 RUN_JOB, PREVIEW_JOB = "jobs.recovery.run_runbook", "jobs.recovery.preview_runbook"
-MAX_REASON_CHARS = 2000
 PAGE_SIZE = 50
 CHANGES_SHOWN = 500
 
@@ -105,8 +105,8 @@ def _reason(reason, required: bool) -> str | None:
     if reason is not None and not isinstance(reason, str):
         raise InvalidInput("reason must be text", "reason")
     reason = (reason or "").strip()
-    if len(reason) > MAX_REASON_CHARS:
-        raise InvalidInput(f"the reason is longer than {MAX_REASON_CHARS} characters", "reason")
+    if len(reason) > MAX_NOTE_CHARS:
+        raise InvalidInput(too_long("reason"), "reason")
     return reason or None
 
 

@@ -6,6 +6,7 @@ from sqlalchemy import and_, exists, func, or_, select, update
 from sqlalchemy.orm import aliased
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.domain.notes import MAX_NOTE_CHARS, too_long
 from console.extensions import db
 from console.models import DeadLetter, OutboxMessage, Run, User, WorkOrder
 from console.services.actor import SYSTEM, Actor
@@ -13,8 +14,6 @@ from console.services.audit import trail as audit
 from console.services.delivery import dispatch, notice, outbox
 from console.services.errors import Conflict, InvalidInput
 from console.services.workorders.orders import ACTIVE, assignable
-
-MAX_NOTE_CHARS = 2000
 
 
 def _move(order: WorkOrder, expected: tuple[str, ...], **values) -> None:
@@ -78,7 +77,7 @@ def close(order: WorkOrder, note: str | None, actor: Actor, clock: Clock = SYSTE
     if not note:
         raise InvalidInput("say what was done: a note is required to close a work order", "note")
     if len(note) > MAX_NOTE_CHARS:
-        raise InvalidInput(f"keep the note under {MAX_NOTE_CHARS} characters", "note")
+        raise InvalidInput(too_long("note"), "note")
     if order.status == "closed":
         raise Conflict(f"work order #{order.id} is already closed", "status")
     before, now = order.status, clock()

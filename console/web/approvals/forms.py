@@ -2,23 +2,19 @@
 
 from flask_wtf import FlaskForm
 from wtforms import TextAreaField
-from wtforms.validators import DataRequired, Length, Optional
+from wtforms.validators import DataRequired, Optional
 
-from console.services.recovery.decisions import MAX_NOTE_CHARS
-
-TOO_LONG = f"keep the note under {MAX_NOTE_CHARS} characters"
+from console.web.notes import note_length
 
 
 class ApproveForm(FlaskForm):
-    note = TextAreaField("Note (optional)", validators=[Optional(), Length(max=MAX_NOTE_CHARS, message=TOO_LONG)])
+    note = TextAreaField("Note (optional)", validators=[Optional(), note_length("note")])
 
 
 class RejectForm(FlaskForm):
     note = TextAreaField("Why not", validators=[
-        DataRequired(message="say why in a note: the requester reads it"),
-        Length(max=MAX_NOTE_CHARS, message=TOO_LONG)])
+        DataRequired(message="say why in a note: the requester reads it"), note_length("note")])
 
 
 class RollbackForm(FlaskForm):
-    note = TextAreaField("Why roll back (optional)", validators=[
-        Optional(), Length(max=MAX_NOTE_CHARS, message=TOO_LONG)])
+    note = TextAreaField("Why roll back (optional)", validators=[Optional(), note_length("note")])

@@ -2,18 +2,17 @@
 
 from flask_wtf import FlaskForm
 from wtforms import BooleanField, IntegerField, StringField, TextAreaField
-from wtforms.validators import DataRequired, InputRequired, Length, NumberRange, ValidationError
+from wtforms.validators import DataRequired, InputRequired, NumberRange, ValidationError
 
 from console.services import inputs
 from console.services.dlq.bulk import DEFAULT_RATE, MAX_RATE
-from console.services.dlq.groups import MAX_REASON_CHARS
 from console.services.inputs import MAX_PARAMS_BYTES
-from console.services.recovery.approvals import MAX_REASON_CHARS as MAX_REQUEST_REASON_CHARS
+from console.web.notes import note_length
 
 
 class DiscardForm(FlaskForm):
     reason = StringField("Reason", validators=[
-        DataRequired(message="say why: a reason is required to discard"), Length(max=MAX_REASON_CHARS)])
+        DataRequired(message="say why: a reason is required to discard"), note_length("reason")])
 
 
 RATE_RULE = f"the rate is a whole number of runs per second, from 1 to {MAX_RATE}"
@@ -32,8 +31,7 @@ class FixParamsForm(FlaskForm):
 
     params = TextAreaField("New params (JSON)", validators=[DataRequired(message="give the params as a JSON object")])
     reason = TextAreaField("Reason", validators=[
-        DataRequired(message="give a reason: the approver reads it before deciding"),
-        Length(max=MAX_REQUEST_REASON_CHARS, message=f"keep the reason under {MAX_REQUEST_REASON_CHARS} characters")])
+        DataRequired(message="give a reason: the approver reads it before deciding"), note_length("reason")])
 
     def validate_params(self, field) -> None:
         if len(field.data.encode()) > MAX_PARAMS_BYTES:

@@ -14,11 +14,11 @@ from wtforms import (
     TextAreaField,
 )
 from wtforms.fields.choices import SelectChoice
-from wtforms.validators import Length, Optional
+from wtforms.validators import Optional
 
 from console.domain.runbooks import NOUNS, Param
 from console.domain.runbooks import ParamType as T
-from console.services.recovery.runbooks import MAX_REASON_CHARS
+from console.web.notes import note_length
 
 LONG_TEXT = 500  # text parameters allowed longer than this get a text area
 MAX_PREFILL_CHARS = 2_000  # what a link may fill in; longer is cut, not refused (the form is checked on submit)
@@ -27,13 +27,13 @@ MAX_PREFILL_CHARS = 2_000  # what a link may fill in; longer is cut, not refused
 class RunbookForm(FlaskForm):
     """The fields every runbook form has; the declared ones are added by form_for."""
 
-    reason = TextAreaField("Reason", validators=[Optional(), Length(max=MAX_REASON_CHARS)])
+    reason = TextAreaField("Reason", validators=[Optional(), note_length("reason")])
 
 
 class ExecutionRunForm(FlaskForm):
     """Run for real what a dry-run showed, with the same params."""
 
-    reason = TextAreaField("Reason", validators=[Optional(), Length(max=MAX_REASON_CHARS)])
+    reason = TextAreaField("Reason", validators=[Optional(), note_length("reason")])
 
 
 def _label(param: Param) -> str:
@@ -62,6 +62,8 @@ def _field(param: Param):
         if not param.many:
             options["invalid_value_message"] = f"is a {noun} id: a whole number"
         return (StringField if param.many else IntegerField)(**options)
+    # The box holds what the domain's parse takes (a resolve's note: the one limit of a note).
+    options["render_kw"] = {"maxlength": param.max_length}
     if param.max_length > LONG_TEXT:
         return TextAreaField(default=param.default, **options)
     return StringField(default=param.default, **options)

@@ -2,9 +2,9 @@
 
 from flask_wtf import FlaskForm
 from wtforms import SelectField, TextAreaField
-from wtforms.validators import DataRequired, Length
+from wtforms.validators import DataRequired
 
-from console.services.workorders.changes import MAX_NOTE_CHARS
+from console.web.notes import note_length
 
 
 class AssignForm(FlaskForm):
@@ -13,5 +13,4 @@ class AssignForm(FlaskForm):
 
 class CloseForm(FlaskForm):
     note = TextAreaField("What was done", validators=[
-        DataRequired(message="say what was done: a note is required to close a work order"),
-        Length(max=MAX_NOTE_CHARS, message=f"keep the note under {MAX_NOTE_CHARS} characters")])
+        DataRequired(message="say what was done: a note is required to close a work order"), note_length("note")])
