@@ -17,8 +17,8 @@ from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.dlq import bulk as dlq_bulk
+from console.services.dlq import discards, resolve
 from console.services.dlq import groups as dlq
-from console.services.dlq import resolve
 from console.services.dlq.filters import Filters
 from console.services.engine import replays
 from console.services.system.demo_history import seed_history
@@ -152,7 +152,7 @@ def test_overlapping_bulk_replays_a_discard_and_a_resolve_racing_leave_each_lett
         if index == 1:
             return replays.replay_many(ids[100:][::-1], Actor("bea"), clock=clock).runs
         if index == 2:
-            discarded = dlq.discard_open(ids[90:130], "handled by hand", Actor("cy"), now).ids
+            discarded = discards.discard_open(ids[90:130], "handled by hand", Actor("cy"), now).ids
             db.session.commit()
             return discarded
         done = resolve.resolve(resolve.plan(resolving, None), "refunded by hand", Actor("di"), now)

@@ -27,7 +27,7 @@ from console.models import (
     WorkOrder,
 )
 from console.services.actor import Actor
-from console.services.dlq import groups
+from console.services.dlq import discards
 from console.services.engine import control, parking, replays
 from console.services.engine.execute import execute
 from console.services.errors import Conflict, StaleVersion
@@ -373,7 +373,7 @@ def test_a_params_fix_reads_the_runs_params_afresh_under_its_lock(app, dead_run,
 def test_a_retry_racing_a_discard_of_its_letter_leaves_the_letter_discarded(app, dead_run, staff, clock, monkeypatch):
     run_id, letter_id = dead_run()
     discarded, retried = threading.Event(), threading.Event()
-    discard_one = groups._discard
+    discard_one = discards._discard
 
     def discard_then_hold(*args, **kwargs):
         done = discard_one(*args, **kwargs)
@@ -381,11 +381,11 @@ def test_a_retry_racing_a_discard_of_its_letter_leaves_the_letter_discarded(app,
         retried.wait(1.0)  # uncommitted while the retry runs; the retry's guarded update waits for this commit
         return done
 
-    monkeypatch.setattr(groups, "_discard", discard_then_hold)
+    monkeypatch.setattr(discards, "_discard", discard_then_hold)
 
     def discard():
         with app.app_context():
-            groups.discard(db.session.get(DeadLetter, letter_id), "duplicate order", staff["olga"], clock=clock)
+            discards.discard(db.session.get(DeadLetter, letter_id), "duplicate order", staff["olga"], clock=clock)
             db.session.remove()
 
     def retry():

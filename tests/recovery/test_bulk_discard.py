@@ -9,6 +9,7 @@ from console.extensions import db
 from console.models import Approval, AuditEntry, DeadLetter, WorkOrder
 from console.services.actor import Actor
 from console.services.delivery import notice
+from console.services.dlq import discards
 from console.services.dlq import groups as dlq
 from console.services.engine import control
 from console.services.engine.execute import execute
@@ -137,7 +138,7 @@ def test_an_approved_bulk_discard_with_nothing_left_open_fails_clearly(staff, le
     console_settings.save(THRESHOLD, 1, Actor("root"), clock)
     found = letters(2)
     request = bulk_discard.discard([x.id for x in found], "duplicates", staff["olga"], None, clock).approval
-    dlq.discard_many([x.id for x in found], "by hand", staff["bea"], None, clock)
+    discards.discard_many([x.id for x in found], "by hand", staff["bea"], None, clock)
     with pytest.raises(Conflict, match="could not be made"):
         decisions.approve(request.id, staff["alex"], clock=clock)
     failed = db.session.get(Approval, request.id)

@@ -14,6 +14,7 @@ from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.dlq import bulk as dlq_bulk
+from console.services.dlq import discards
 from console.services.dlq import filters as dlq_filters
 from console.services.dlq import groups as dlq
 from console.services.dlq.filters import Filters
@@ -76,7 +77,7 @@ def test_groups_count_open_dead_letters_by_error_fingerprint(client, auth, make_
     closed = [make_dead_letter(f"account {n} is closed", code="invalid_account") for n in (1001, 1002, 1003)]
     locked = make_dead_letter("ledger row locked by another writer", code="lock_timeout")
     other = make_dead_letter("account 1004 is closed", code="invalid_account")
-    dlq.discard(other, "test account, not real", Actor("test"))
+    discards.discard(other, "test account, not real", Actor("test"))
 
     found = dlq.groups(Filters(), None)
     counts = {g.error_code: g.count for g in found.groups}
@@ -295,7 +296,7 @@ def test_bulk_replay_of_all_matching_a_filter_completes_and_leaves_the_rest(clie
     op_id = job.args[0]
     assert job.kwargs["filters"]["code"] == "http_502" and job.kwargs["ids"] is None
     # Someone discards one before the job reaches it: it is skipped, not failed.
-    dlq.discard(fresh(matching[1].id), "duplicate order", Actor("someone"))
+    discards.discard(fresh(matching[1].id), "duplicate order", Actor("someone"))
 
     assert bulk.replay_matching(*job.args, **job.kwargs) == "done"
     state = {k.decode(): v.decode() for k, v in get_redis().hgetall(f"rebound:bulk:{op_id}").items()}
@@ -335,7 +336,7 @@ def test_a_chunk_replays_in_one_transaction_with_one_audit_row_each_and_a_sound_
     tenant("acme")
     mine = [make_dead_letter(f"ledger {n} locked") for n in range(3)]
     theirs = make_dead_letter("ledger 9 locked", tenant="acme")
-    dlq.discard(fresh(mine[1].id), "handled by hand", Actor("someone"))
+    discards.discard(fresh(mine[1].id), "handled by hand", Actor("someone"))
     default = db.session.execute(select(Tenant.id).where(Tenant.name == "default")).scalar_one()
 
     outcome = replays.replay_many([x.id for x in (*mine, theirs)], Actor("olga"), tenant_id=default)

@@ -10,8 +10,7 @@ import yaml
 from console.domain.notes import MAX_NOTE_CHARS, too_long
 from console.extensions import db
 from console.models import DeadLetter, WorkOrder
-from console.services.dlq import groups as dlq
-from console.services.dlq import resolve
+from console.services.dlq import discards, resolve
 from console.services.engine import compensation
 from console.services.engine.execute import execute
 from console.services.errors import InvalidInput
@@ -72,7 +71,7 @@ def test_every_service_refuses_a_longer_reason_or_note_in_the_same_words(dead_ru
     order = db.session.get(WorkOrder, db.session.get(DeadLetter, letter_id).work_order_id)
     long = "x" * (MAX_NOTE_CHARS + 1)
     refusals = {
-        "discard": (lambda: dlq.discard_many([letter_id], long, staff["olga"], None), "reason"),
+        "discard": (lambda: discards.discard_many([letter_id], long, staff["olga"], None), "reason"),
         "request": (lambda: approvals.reason_of(long), "reason"),
         "reject": (lambda: decisions.reject(request.id, staff["alex"], long, clock=clock), "note"),
         "roll back": (lambda: decisions.rollback(request.id, staff["alex"], long, clock=clock), "note"),

@@ -9,7 +9,7 @@ from console.domain.clock import FrozenClock, utcnow
 from console.extensions import db
 from console.models import AuditEntry, DeadLetter, OutboxMessage, Tenant, WorkOrder
 from console.services.actor import Actor
-from console.services.dlq import groups
+from console.services.dlq import discards
 from console.services.engine.execute import execute
 from console.services.system import delivery_round
 from tests.factories import Runs
@@ -263,7 +263,7 @@ def test_the_work_orders_nav_item_follows_the_dlq(app, client, auth):
 def test_the_list_counts_a_work_orders_open_letters_as_its_page_does(client, auth, runs, clock):
     first = dead(runs, clock, message="account 1000 is closed")
     dead(runs, clock, message="account 2000 is closed")  # the same error group
-    groups.discard(first, "a duplicate order", Actor("olga"), clock)
+    discards.discard(first, "a duplicate order", Actor("olga"), clock)
     auth.as_role("operator")
     html = client.get("/workorders").get_data(as_text=True)
     row = re.search(rf'<tr id="wo-row-{first.work_order_id}">(.*?)</tr>', html, re.S).group(1)

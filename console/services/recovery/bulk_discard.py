@@ -10,6 +10,7 @@ from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import Approval, DeadLetter, Tenant
 from console.services.actor import Actor
+from console.services.dlq import discards
 from console.services.dlq import groups as dlq
 from console.services.errors import Conflict
 from console.services.recovery import approvals
@@ -51,12 +52,12 @@ def letters(approval: Approval) -> list[DeadLetter]:
 
 def discard(ids: list[int], reason, actor: Actor, tenant_id: int | None, clock: Clock = SYSTEM_CLOCK) -> Outcome:
     """Discard the selected open dead letters now, or, above the threshold, file the discard for approval."""
-    reason = dlq.reason_of(reason)
-    ids = dlq.selection(ids)
+    reason = discards.reason_of(reason)
+    ids = discards.selection(ids)
     letters = [letter for letter in dlq.visible(ids, tenant_id) if letter.status == "open"]
     limit = threshold()
     if len(letters) <= limit:
-        discarded, skipped, closed = dlq.discard_many(ids, reason, actor, tenant_id, clock)
+        discarded, skipped, closed = discards.discard_many(ids, reason, actor, tenant_id, clock)
         return Outcome(discarded, skipped, threshold=limit, closed_fixes=closed)
     tenant_ids = {letter.tenant_id for letter in letters}
     # A request about one tenant's letters is that tenant's; one across tenants only unscoped approvers see.
@@ -74,7 +75,7 @@ def discard(ids: list[int], reason, actor: Actor, tenant_id: int | None, clock: 
 def _apply(approval: Approval, actor: Actor, now: datetime) -> Applied:
     ids = approval.payload["ids"]
     # The actor is the requester with "approved by …, request #N" beside them, on each letter and audit row.
-    discarded = dlq.discard_open(ids, approval.payload["reason"], actor, now, tenant_id=approval.tenant_id).ids
+    discarded = discards.discard_open(ids, approval.payload["reason"], actor, now, tenant_id=approval.tenant_id).ids
     if not discarded:
         raise Conflict("none of the dead letters is still open: they were replayed or discarded meanwhile", "status")
     return Applied(backup={"ids": discarded, "skipped": sorted(set(ids) - set(discarded)),
@@ -83,7 +84,7 @@ def _apply(approval: Approval, actor: Actor, now: datetime) -> Applied:
 
 def _rollback(approval: Approval, actor: Actor, now: datetime) -> None:
     backup = approval.backup
-    reopened = dlq.reopen(backup["ids"], datetime.fromisoformat(backup["discarded_at"]), actor, now,
+    reopened = discards.reopen(backup["ids"], datetime.fromisoformat(backup["discarded_at"]), actor, now,
                           approval_id=approval.id)
     if not reopened:
         raise Conflict("none of these dead letters is still discarded by this request; nothing was reopened", "status")

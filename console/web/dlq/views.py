@@ -12,6 +12,7 @@ from console.domain.clock import utcnow
 from console.extensions import db, htmx
 from console.models import Workflow
 from console.services.dlq import bulk as dlq_bulk
+from console.services.dlq import discards
 from console.services.dlq import filters as dlq_filters
 from console.services.dlq import groups as dlq
 from console.services.engine import control, waiting_fixes
@@ -172,7 +173,7 @@ def discard(dead_letter_id: int):
     try:
         if not form.validate_on_submit():
             raise InvalidInput("; ".join(e for errors in form.errors.values() for e in errors), "reason")
-        closed = dlq.discard(letter, form.reason.data, current_actor())
+        closed = discards.discard(letter, form.reason.data, current_actor())
     except ServiceError as error:
         if htmx:
             return _row(letter, error=error.detail, status=error.status)
