@@ -3,6 +3,7 @@
 import json
 
 from console.domain import names
+from console.domain.notes import MAX_NOTE_CHARS, too_long
 from console.services.errors import InvalidInput
 
 # Ids are INTEGER columns: 32-bit signed on PostgreSQL (64-bit on SQLite), so a larger number can name no row on
@@ -82,3 +83,16 @@ def _encodable(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def note(value, field: str, *, missing: str | None = None) -> str | None:
+    """Return a reason or note a person wrote, stripped (None when empty); refuse one that is not text, is longer
+    than the one limit, or is empty where `missing` says why it is needed."""
+    if value is not None and not isinstance(value, str):
+        raise InvalidInput(f"{field} must be text", field)
+    text = (value or "").strip()
+    if not text and missing:
+        raise InvalidInput(missing, field)
+    if len(text) > MAX_NOTE_CHARS:
+        raise InvalidInput(too_long(field), field)
+    return text or None

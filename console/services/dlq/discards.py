@@ -6,9 +6,9 @@ from typing import NamedTuple
 from sqlalchemy import exists, select, update
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
-from console.domain.notes import MAX_NOTE_CHARS, too_long
 from console.extensions import db
 from console.models import DeadLetter, Run, Tenant
+from console.services import inputs
 from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.dlq.groups import MAX_SELECTED
@@ -17,12 +17,7 @@ from console.services.errors import Conflict, InvalidInput
 
 
 def reason_of(reason: str | None) -> str:
-    reason = (reason or "").strip()
-    if not reason:
-        raise InvalidInput("say why these dead letters are discarded: a reason is required", "reason")
-    if len(reason) > MAX_NOTE_CHARS:
-        raise InvalidInput(too_long("reason"), "reason")
-    return reason
+    return inputs.note(reason, "reason", missing="say why these dead letters are discarded: a reason is required")
 
 
 def _discard(letter: DeadLetter, reason: str, actor: Actor, now: datetime) -> bool:

@@ -6,13 +6,12 @@ from datetime import datetime
 
 from sqlalchemy import func, select, update
 
-from console.domain.notes import MAX_NOTE_CHARS, too_long
 from console.extensions import db
 from console.models import DeadLetter, Run, Tenant, WorkOrder
+from console.services import inputs
 from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.engine import transitions, waiting_fixes
-from console.services.errors import InvalidInput
 from console.services.workorders import changes as workorders
 from console.services.workorders.orders import ACTIVE
 
@@ -71,12 +70,7 @@ def plan(run_ids: list[int], tenant_id: int | None) -> Plan:
 
 def note_of(note) -> str:
     """Return the reason kept on each resolved dead letter, or say what is wrong with it."""
-    note = note.strip() if isinstance(note, str) else ""
-    if not note:
-        raise InvalidInput("say why these runs need no replay: a note is required", "note")
-    if len(note) > MAX_NOTE_CHARS:
-        raise InvalidInput(too_long("note"), "note")
-    return note
+    return inputs.note(note, "note", missing="say why these runs need no replay: a note is required")
 
 
 def resolve(chosen: Plan, note: str, actor: Actor, now: datetime) -> Plan:

@@ -6,9 +6,9 @@ from datetime import datetime, timedelta
 from sqlalchemy import and_, func, or_, select, update
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
-from console.domain.notes import MAX_NOTE_CHARS, too_long
 from console.extensions import db
 from console.models import Approval, Tenant, User
+from console.services import inputs
 from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.errors import Forbidden, InvalidInput, NotFound
@@ -34,11 +34,7 @@ class Row:
 
 def reason_of(text) -> str:
     """Return a requester's reason, or say what is wrong with it (it is required)."""
-    if not isinstance(text, str) or not text.strip():
-        raise InvalidInput("give a reason: the approver reads it before deciding", "reason")
-    if len(text) > MAX_NOTE_CHARS:
-        raise InvalidInput(too_long("reason"), "reason")
-    return text.strip()
+    return inputs.note(text, "reason", missing="give a reason: the approver reads it before deciding")
 
 
 def request(kind: str, actor: Actor, *, reason: str, subject_type: str, subject_id, payload: dict, before: dict,

@@ -3,12 +3,12 @@
 from sqlalchemy import select, update
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
-from console.domain.notes import MAX_NOTE_CHARS, too_long
 from console.extensions import db
 from console.models import Approval, Tenant, User
+from console.services import inputs
 from console.services.actor import Actor
 from console.services.audit import trail as audit
-from console.services.errors import Conflict, Forbidden, InvalidInput, ServiceError
+from console.services.errors import Conflict, Forbidden, ServiceError
 from console.services.people.permissions import APPROVE, can
 from console.services.recovery import approvals
 from console.services.recovery.approvals import FourEyes
@@ -21,14 +21,7 @@ def _tenant_name(approval: Approval) -> str | None:
 
 
 def _note(note, *, required: bool) -> str | None:
-    if note is not None and not isinstance(note, str):
-        raise InvalidInput("note must be text", "note")
-    note = (note or "").strip()
-    if required and not note:
-        raise InvalidInput("say why in a note: the requester reads it", "note")
-    if len(note) > MAX_NOTE_CHARS:
-        raise InvalidInput(too_long("note"), "note")
-    return note or None
+    return inputs.note(note, "note", missing="say why in a note: the requester reads it" if required else None)
 
 
 def _check_decider(approval: Approval, actor: Actor, action: str, now) -> None:

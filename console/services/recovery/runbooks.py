@@ -8,11 +8,11 @@ from sqlalchemy import func, select
 
 from console.db.upsert import insert_for
 from console.domain.clock import SYSTEM_CLOCK, Clock
-from console.domain.notes import MAX_NOTE_CHARS, too_long
 from console.domain.runbooks import dump, needs_approval
 from console.extensions import db
 from console.models import Approval, RunbookChange, RunbookExecution, RunbookPolicy, Tenant
 from console.redis_conn import get_redis
+from console.services import inputs
 from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.engine.queueing import MAINTENANCE_QUEUE
@@ -100,14 +100,7 @@ def _tenant(runbook: Runbook, scope: int | None, name) -> Tenant | None:
 
 
 def _reason(reason, required: bool) -> str | None:
-    if required:
-        return approvals.reason_of(reason)
-    if reason is not None and not isinstance(reason, str):
-        raise InvalidInput("reason must be text", "reason")
-    reason = (reason or "").strip()
-    if len(reason) > MAX_NOTE_CHARS:
-        raise InvalidInput(too_long("reason"), "reason")
-    return reason or None
+    return approvals.reason_of(reason) if required else inputs.note(reason, "reason")
 
 
 def start(name: str, raw_params, actor: Actor, *, scope: int | None, tenant=None, dry_run: bool = False,

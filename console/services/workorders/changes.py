@@ -6,9 +6,9 @@ from sqlalchemy import and_, exists, func, or_, select, update
 from sqlalchemy.orm import aliased
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
-from console.domain.notes import MAX_NOTE_CHARS, too_long
 from console.extensions import db
 from console.models import DeadLetter, OutboxMessage, Run, User, WorkOrder
+from console.services import inputs
 from console.services.actor import SYSTEM, Actor
 from console.services.audit import trail as audit
 from console.services.delivery import dispatch, notice, outbox
@@ -73,11 +73,7 @@ def _closed(order: WorkOrder, actor: Actor, note: str, now: datetime, before: st
 
 def close(order: WorkOrder, note: str | None, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> list[str]:
     """Close a work order by hand, saying what was done; return the channels its resolve goes to (may be none)."""
-    note = (note or "").strip()
-    if not note:
-        raise InvalidInput("say what was done: a note is required to close a work order", "note")
-    if len(note) > MAX_NOTE_CHARS:
-        raise InvalidInput(too_long("note"), "note")
+    note = inputs.note(note, "note", missing="say what was done: a note is required to close a work order")
     if order.status == "closed":
         raise Conflict(f"work order #{order.id} is already closed", "status")
     before, now = order.status, clock()
