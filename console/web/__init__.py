@@ -26,7 +26,7 @@ BLUEPRINTS = [
     "console.web.admin",
     "console.web.audit.views",
     "console.web.workorders.views",
-    "console.web.dlq.views",
+    "console.web.dlq",
     "console.web.approvals.views",
     "console.web.runbooks.views",
     "console.web.runs",

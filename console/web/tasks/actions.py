@@ -11,7 +11,7 @@ from console.services.inputs import json_text
 from console.services.people.permissions import OPERATE
 from console.services.scheduling import on_demand, task_query, tasks
 from console.web.tasks.blueprint import bp
-from console.web.tasks.views import _runs_panel, _task_page
+from console.web.tasks.views import runs_panel, task_page
 
 
 def _toggle(task_id: int, paused: bool):
@@ -25,7 +25,7 @@ def _toggle(task_id: int, paused: bool):
         return (render_template("tasks/_header.html", task=task, notice=notice)
                 + render_template("tasks/_schedule.html", task=task, now=now, firings=firings, oob=True,
                                   event_form={}, listeners=task_query.listeners(task))
-                + render_template("tasks/_runs.html", task=task, firings=firings, oob=True, **_runs_panel(task))
+                + render_template("tasks/_runs.html", task=task, firings=firings, oob=True, **runs_panel(task))
                 + '<div id="flashes" hx-swap-oob="true"></div>')
     flash(notice, "success")
     return redirect(url_for("tasks.show", task_id=task.id), 303)
@@ -80,7 +80,7 @@ def post_event(task_id: int):
     try:
         outcomes = on_demand.post_event(task, json_text(text, "Data"), current_actor())
     except (ValueError, ServiceError) as error:
-        return _task_page(task, getattr(error, "status", 422), text=text, error=str(error))
+        return task_page(task, getattr(error, "status", 422), text=text, error=str(error))
     flash(Markup("Posted {} to {}: {}").format(task.event, task.tenant.name, _fired(outcomes, task)),
           "success" if any(o.run_id for o in outcomes) else "info")
     return redirect(url_for("tasks.show", task_id=task.id), 303)

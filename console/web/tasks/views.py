@@ -83,19 +83,19 @@ def _pairs(overlaps: list[dict]) -> list[dict]:
 @bp.get("/<int:task_id>")
 @requires(VIEW)
 def show(task_id: int):
-    return _task_page(tasks.get(task_id, tenant_scope()))
+    return task_page(tasks.get(task_id, tenant_scope()))
 
 
-def _task_page(task, status: int = 200, **event_form):
+def task_page(task, status: int = 200, **event_form):
     """The task page; `event_form` keeps what a person typed into Post event, with its error."""
     now = utcnow()
     return render_template("tasks/show.html", task=task, now=now, firings=task_query.next_firings(task, now),
                            rules={source.rule: source for source in template_insight.sources(task)},
                            template_name=template_insight.template_name(task), event_form=event_form,
-                           listeners=task_query.listeners(task), **_runs_panel(task)), status
+                           listeners=task_query.listeners(task), **runs_panel(task)), status
 
 
-def _runs_panel(task) -> dict:
+def runs_panel(task) -> dict:
     """What the recent-runs panel shows: the runs and their SLA breaches."""
     runs = tasks.recent_runs(task, RECENT_RUNS)
     return {"runs": runs, "resets": breaker_resets(runs), "breaches": breach_list.of_task(task.id, utcnow()),

@@ -1,0 +1,129 @@
+"""Many dead letters at once: replayed (ticked, or all matching, at a rate) or discarded; a bulk replay's progress."""
+
+from flask import flash, redirect, render_template, request, url_for
+from markupsafe import Markup
+
+from console.auth import current_actor, requires, tenant_scope
+from console.extensions import htmx
+from console.services.dlq import bulk as dlq_bulk
+from console.services.dlq import filters as dlq_filters
+from console.services.dlq import groups as dlq
+from console.services.engine import waiting_fixes
+from console.services.errors import Conflict, InvalidInput, ServiceError
+from console.services.inputs import row_id
+from console.services.people.permissions import OPERATE, VIEW
+from console.services.recovery import bulk_discard as bulk_discard_fix
+from console.web.dlq.blueprint import bp, go_back
+from console.web.dlq.forms import BulkReplayForm
+from console.web.dlq.views import chosen_view, results
+from console.web.render import page
+
+
+def _start_bulk(back: dlq_filters.Filters | None = None, **selection):
+    form = BulkReplayForm()
+    try:
+        if not form.validate_on_submit():
+            raise InvalidInput("; ".join(dict.fromkeys(e for errors in form.errors.values() for e in errors)), "rate")
+        rate = dlq_bulk.FASTEST if form.fastest.data else form.rate.data
+        progress = dlq_bulk.start_replay(current_actor(), tenant_scope(), rate=rate, **selection)
+    except ServiceError as error:
+        if htmx:
+            return render_template("dlq/_notice.html", category="error", message=error.detail), error.status
+        flash(error.detail, "error")
+        return go_back(back)
+    if htmx:
+        return render_template("dlq/_progress.html", op=progress)
+    pace = "as fast as it safely can" if progress.fastest else f"at {progress.rate:g} runs/s"
+    flash(f"Replaying {progress.total} dead letter{'s' if progress.total != 1 else ''} {pace} in the background.",
+          "success")
+    return go_back(back, op=progress.op_id)
+
+
+@bp.post("/bulk/replay")
+@requires(OPERATE)
+def bulk_replay():
+    return _start_bulk(ids=request.form.getlist("id", type=row_id))
+
+
+@bp.post("/bulk/replay-matching")
+@requires(OPERATE)
+def bulk_replay_matching():
+    filters = dlq_filters.Filters.parse(request.form)
+    confirmed = request.form.get("confirmed") == "failed_for_good"
+    if filters.group and not confirmed and dlq.count_non_retryable(filters, tenant_scope()):
+        # A group that failed for good: the same input is likely to fail the same way. Ask on a page of its own.
+        target = url_for("dlq.confirm_replay", rate=request.form.get("rate"), fastest=request.form.get("fastest"),
+                         **filters.args())
+        return ("", 204, {"HX-Redirect": target}) if htmx else redirect(target, 303)
+    return _start_bulk(filters, filters=filters)
+
+
+@bp.get("/replay/confirm")
+@requires(OPERATE)
+def confirm_replay():
+    """Say what replaying letters that failed for good means, before it starts."""
+    filters = dlq_filters.Filters.parse(request.args)
+    scope = tenant_scope()
+    total, for_good = dlq.count_matching(filters, scope), dlq.count_non_retryable(filters, scope)
+    sample = dlq.entries(filters, scope, limit=1).entries
+    return render_template("dlq/confirm_replay.html", filters=filters, total=total, for_good=for_good,
+                           sample=sample[0] if sample else None, count_cap=dlq.COUNT_CAP,
+                           rate=request.args.get("rate", type=int) or dlq_bulk.DEFAULT_RATE, max_rate=dlq_bulk.MAX_RATE,
+                           fastest=request.args.get("fastest") == "y", fast_chunk=dlq_bulk.FAST_CHUNK)
+
+
+@bp.post("/bulk/discard")
+@requires(OPERATE)
+def bulk_discard():
+    filters = dlq_filters.Filters.parse(request.form)
+    try:
+        outcome = bulk_discard_fix.discard(request.form.getlist("id", type=row_id), request.form.get("reason"),
+                                           current_actor(), tenant_scope())
+    except ServiceError as error:
+        if htmx:
+            # Above the list, not in its place: the rows ticked and the reason typed stay as they were.
+            return render_template("dlq/_notice.html", category="error", message=error.detail), error.status, {
+                "HX-Retarget": "#bulk-area", "HX-Reswap": "afterbegin"}
+        flash(error.detail, "error")
+        return go_back()
+    if outcome.approval is not None:
+        count = len(outcome.approval.payload["ids"])
+        link = url_for("approvals.show", approval_id=outcome.approval.id)
+        message = Markup("Discarding {} dead letters is more than the {} one person may discard at once: "
+                         '<a href="{}">request #{}</a> waits for another person with the approve permission.'
+                         ).format(count, outcome.threshold, link, outcome.approval.id)
+        category = "info"
+    else:
+        said = [f"Discarded {outcome.discarded} dead letter{'s' if outcome.discarded != 1 else ''}"]
+        said += [f"{outcome.skipped} skipped (no longer open)"] if outcome.skipped else []
+        said += [waiting_fixes.closed_words(outcome.closed_fixes)] if outcome.closed_fixes else []
+        message = "; ".join(said) + "."
+        category = "success"
+    if htmx:
+        return page("dlq/index.html", "results", **results(filters, chosen_view(), notice=(category, message)))
+    flash(message, category)
+    return go_back()
+
+
+@bp.get("/bulk/<op_id>")
+@requires(VIEW)
+def bulk_progress(op_id: str):
+    progress = dlq_bulk.get(op_id, tenant_scope())
+    if not htmx:
+        return redirect(url_for("dlq.index", op=op_id))
+    headers = {} if progress.running else {"HX-Trigger": "dlq-changed"}
+    return render_template("dlq/_progress.html", op=progress), 200, headers
+
+
+@bp.post("/bulk/<op_id>/stop")
+@requires(OPERATE)
+def bulk_stop(op_id: str):
+    try:
+        progress = dlq_bulk.stop(op_id, current_actor(), tenant_scope())
+    except Conflict as error:
+        progress = dlq_bulk.get(op_id, tenant_scope())
+        if not htmx:
+            flash(error.detail, "error")
+    if htmx:
+        return render_template("dlq/_progress.html", op=progress)
+    return go_back(op=op_id)
