@@ -86,6 +86,8 @@ def test_a_managers_day(page, live_server, live_app, arranged, screenshot, tmp_p
     expect(page.locator(".topbar")).to_be_hidden()
     expect(page.locator(".reports-filters")).to_be_hidden()
     expect(page.locator(".report-cards")).to_be_visible()
+    # A card's "?" offers its definition on hover; paper has none (the definitions print on their own page).
+    expect(page.locator(".report-card .info").first).to_be_hidden()
     pdf = page.pdf(path=str(tmp_path / "report.pdf"), landscape=True)
     assert pdf.startswith(b"%PDF") and len(pdf) > 10_000
     page.emulate_media(media="screen")
