@@ -8,7 +8,6 @@ import click
 from flask.cli import with_appcontext
 
 from console.commands.output import table
-from console.domain.words import plural
 
 COLUMNS = ["figure", "value", "previous", "target", "met"]
 
@@ -52,9 +51,7 @@ def sla_report_command(first, last, period, tenant, task, fmt, rebuild):
                              _raw(value.figure.target), _raw(value.met), value.figure.unit])
         return
     as_of = f"{summary.as_of:%Y-%m-%d %H:%M:%S} UTC" if summary.as_of else "never (run --rebuild)"
-    days, hours = chosen.length.days, chosen.length.seconds // 3600
-    before = f"{hours} h" if not days else "day" if days == 1 else plural(days, "day")
-    click.echo(f"{chosen.start:%Y-%m-%d %H:%M} – {chosen.end:%Y-%m-%d %H:%M} UTC, beside the {before} before; "
+    click.echo(f"{chosen.start:%Y-%m-%d %H:%M} – {chosen.end:%Y-%m-%d %H:%M} UTC, beside {chosen.previous_words}; "
                f"rollups computed up to {as_of}")
     table([{"figure": value.figure.label, "value": shown(value.figure, value.value),
             "previous": shown(value.figure, value.previous), "target": target_text(value.figure),

@@ -3,6 +3,8 @@
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
+from console.domain.words import plural
+
 PRESETS = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30),
            "90d": timedelta(days=90)}
 DEFAULT = "7d"
@@ -40,6 +42,12 @@ class Period:
     def hourly(self) -> bool:
         """Trends of two days or less are drawn per hour, longer ones per day."""
         return self.length <= timedelta(hours=48)
+
+    @property
+    def previous_words(self) -> str:
+        """Name the previous period as a sentence reads it: "the day before", "the 7 days before", "the 12 h before"."""
+        days, hours = self.length.days, self.length.seconds // 3600
+        return f"the {f'{hours} h' if not days else 'day' if days == 1 else plural(days, 'day')} before"
 
     def as_dict(self) -> dict:
         return {"from": self.start.isoformat(), "to": self.end.isoformat(), "name": self.name or None,

@@ -66,7 +66,7 @@ def test_a_managers_day(page, live_server, live_app, arranged, screenshot, tmp_p
     # Change the period; the cards follow.
     page.locator(".segmented").get_by_role("link", name="24h").click()
     expect(page).to_have_url(re.compile(r"period=24h"))
-    expect(page.locator(".period-line")).to_contain_text("beside the 1 d before")
+    expect(page.locator(".period-line")).to_contain_text("beside the day before")
     success = page.locator('.report-card[data-name="execution_success_rate"]')
     expect(success).to_have_class(re.compile("missed"))  # 7 of 9 succeeded: under the 97 % target
     expect(success).to_contain_text("77.8 %")
@@ -86,6 +86,8 @@ def test_a_managers_day(page, live_server, live_app, arranged, screenshot, tmp_p
     expect(page.locator(".topbar")).to_be_hidden()
     expect(page.locator(".reports-filters")).to_be_hidden()
     expect(page.locator(".report-cards")).to_be_visible()
+    # A card's "?" offers its definition on hover; paper has none (the definitions print on their own page).
+    expect(page.locator(".report-card .info").first).to_be_hidden()
     pdf = page.pdf(path=str(tmp_path / "report.pdf"), landscape=True)
     assert pdf.startswith(b"%PDF") and len(pdf) > 10_000
     page.emulate_media(media="screen")

@@ -4,7 +4,7 @@ from sqlalchemy import func
 
 from console.domain.clock import utcnow
 from console.extensions import db
-from console.models import Approval, DeadLetter, Run, Tenant, User
+from console.models import Approval, DeadLetter, Run, Tenant, User, WorkOrder
 from console.services.actor import SYSTEM, Actor
 from console.services.engine.execute import execute
 from console.services.people import users
@@ -79,3 +79,12 @@ def test_a_first_start_gives_a_manager_a_fortnight_of_reports_and_an_approver_a_
     run = db.session.get(Run, letter.run_id)
     assert run.status == "pending" and run.params == {"fail_times": 0}
     assert execute(run.id, run.attempt) == "succeeded"
+
+
+def test_the_report_history_s_work_orders_count_their_dead_letters(app):
+    """The Work orders list reads "N open of M": M is how many letters the order gathered, never fewer than open."""
+    app.test_cli_runner().invoke(args=["seed-demo"])
+    counted = dict(db.session.query(DeadLetter.work_order_id, func.count()).group_by(DeadLetter.work_order_id).all())
+    orders = db.session.query(WorkOrder.id, WorkOrder.dead_letter_count).all()
+    assert orders and {order_id: count for order_id, count in orders} == {order_id: counted.get(order_id, 0)
+                                                                         for order_id, _ in orders}

@@ -220,8 +220,10 @@ def test_a_bad_alerted_bound_says_what_to_fix(client, auth, query, message):
 def test_changing_the_period_or_asking_for_dates(manager, client):
     html = client.get("/reports?period=90d").get_data(as_text=True)
     assert "2025-12-03 00:00 – 2026-03-03 00:00 UTC" in html
+    # The previous period in words, as sla-report says it (it read "beside the 90 d before", "the 1 d before").
+    assert "beside the 90 days before ·" in html
     dated = client.get("/reports?from=2026-03-02&to=2026-03-02").get_data(as_text=True)
-    assert "2026-03-02 00:00 – 2026-03-03 00:00 UTC" in dated
+    assert "2026-03-02 00:00 – 2026-03-03 00:00 UTC" in dated and "beside the day before ·" in dated
     # ISO dates in text boxes: <input type="date"> would show the browser's locale (03/02/2026).
     assert 'type="text" id="from" name="from" value="2026-03-02" placeholder="YYYY-MM-DD"' in dated
     # The heat map's title counts the tasks that started late, not every task it shows.

@@ -179,6 +179,23 @@ def test_an_approver_approves_from_the_page_and_the_run_is_replayed(person, lett
     assert runs.get(run.id).params == BROKEN
 
 
+def test_a_fix_whose_run_ran_again_says_why_it_stays_instead_of_offering_a_rollback(person, letter, runs, clock):
+    """A params fix replays at once, so its run usually runs again before anyone thinks of rolling back."""
+    _, olga = person("olga", "operator")
+    approver_client, alex = person("alex", "approver")
+    request = file_fix(letter(), olga)
+    token = approver_client.csrf(f"/approvals/{request.id}")
+    assert approver_client.post(f"/approvals/{request.id}/approve", data={"csrf_token": token}).status_code == 303
+    assert f'action="/approvals/{request.id}/rollback"' in html(approver_client.get(f"/approvals/{request.id}"))
+    run = runs.get(request.payload["run_id"])
+    assert execute(run.id, run.attempt, clock=clock) == "succeeded"
+    page = html(approver_client.get(f"/approvals/{request.id}"))
+    assert "/rollback" not in page
+    kept = re.search(r'<div class="panel rollback">(.*?)</div>', page, re.S).group(1)
+    assert f"run {run.id} ran again since the fix (it is succeeded, series 2, attempt 1)" in kept
+    assert "cannot be rolled back" in kept
+
+
 def test_reject_needs_a_note_and_then_never_runs(person, letter, runs):
     _, olga = person("olga", "operator")
     approver_client, _ = person("alex", "approver")

@@ -22,3 +22,5 @@ class FixKind:
     title: str  # what the approver reads: "Edit a dead letter's params, then replay it"
     apply: Callable[[Approval, Actor, datetime], Applied]  # in the caller's transaction; raises ServiceError
     rollback: Callable[[Approval, Actor, datetime], None] | None = None  # restores the backup, or raises Conflict
+    # Why a rollback would be refused now, for the page to say instead of offering one (None: it may be tried).
+    why_kept: Callable[[Approval], str | None] | None = None

@@ -130,20 +130,32 @@ def _moved_on(run: Run, backup: dict) -> bool:
     return (run.series, run.status, run.attempt) != (backup["series"], backup["status"], backup["attempt"])
 
 
+def _kept(run: Run, approval: Approval) -> Conflict | None:
+    """Say why the run's params stay as the fix left them (None: a rollback may restore them)."""
+    if run.params != approval.after["params"]:
+        return Conflict(f"run {run.id}'s params changed since the fix", "params")
+    if _moved_on(run, approval.backup):
+        return Conflict(f"run {run.id} ran again since the fix (it is {run.status}, series {run.series}, attempt "
+                        f"{run.attempt}): its params are what it ran with, so they stay", "status")
+    return None
+
+
+def _why_kept(approval: Approval) -> str | None:
+    """Say why a rollback would be refused now, read without a lock (the rollback itself checks again, locked)."""
+    kept = _kept(db.session.get(Run, approval.backup["run_id"]), approval)
+    return kept.detail if kept else None
+
+
 def _rollback(approval: Approval, actor: Actor, now: datetime) -> None:
     run_id = approval.backup["run_id"]
     run = db.session.execute(select(Run).where(Run.id == run_id).with_for_update()
                              .execution_options(populate_existing=True)).scalar_one()
-    if run.params != approval.after["params"]:
-        raise Conflict(f"run {run_id}'s params changed since the fix; nothing was restored", "params")
-    if _moved_on(run, approval.backup):
-        raise Conflict(f"run {run_id} ran again since the fix (it is {run.status}, series {run.series}, attempt "
-                       f"{run.attempt}): its params are what it ran with, so they stay; nothing was restored",
-                       "status")
+    if kept := _kept(run, approval):
+        raise Conflict(f"{kept.detail}; nothing was restored", kept.field)
     db.session.execute(update(Run).where(Run.id == run_id).values(params=approval.backup["params"])
                        .execution_options(synchronize_session=False))
     transitions.event(run, "params_restored", now, actor=actor.name, message=f"rollback of approval #{approval.id}",
                       data={"before": approval.after["params"], "after": approval.backup["params"]})
 
 
-KIND = FixKind(NAME, "Edit a dead letter's params, then replay it", _apply, _rollback)
+KIND = FixKind(NAME, "Edit a dead letter's params, then replay it", _apply, _rollback, _why_kept)

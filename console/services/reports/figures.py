@@ -47,8 +47,13 @@ class Value:
         return (direction == "up") == higher
 
     def as_dict(self) -> dict:
-        return {"value": self.value, "previous": self.previous, "target": self.figure.target, "met": self.met,
-                "unit": self.figure.unit}
+        return {"value": _significant(self.value), "previous": _significant(self.previous),
+                "target": self.figure.target, "met": self.met, "unit": self.figure.unit}
+
+
+def _significant(value: float | int | None) -> float | int | None:
+    """Keep 6 significant digits, as the CSV does: a percentile interpolated in a bucket is no finer than that."""
+    return float(f"{value:.6g}") if isinstance(value, float) else value
 
 
 @dataclass(frozen=True)

@@ -79,10 +79,15 @@ def seed_history(runs: int, dead_letters: int, clock: Clock = SYSTEM_CLOCK, seed
         if letters:
             db.session.connection().execute(insert(DeadLetter.__table__), letters)
         db.session.commit()
-    for order_id in orders.values():
-        db.session.execute(WorkOrder.__table__.update().where(WorkOrder.__table__.c.id == order_id).values(
-            dead_letter_count=select(db.func.count()).select_from(DeadLetter.__table__).where(
-                DeadLetter.__table__.c.work_order_id == order_id).scalar_subquery()))
+    count_letters(orders.values())
     db.session.commit()
     digest = hashlib.sha1(f"{runs}:{dead_letters}:{seed}".encode()).hexdigest()[:8]
     return f"History: {runs} runs ({made_dead} dead letters, {len(orders)} work orders) over the past week [{digest}]."
+
+
+def count_letters(order_ids) -> None:
+    """Set each work order's dead letter count to the letters inserted under it (the Work orders list shows it)."""
+    orders, letters = WorkOrder.__table__, DeadLetter.__table__
+    db.session.execute(orders.update().where(orders.c.id.in_(list(order_ids))).values(
+        dead_letter_count=select(db.func.count()).select_from(letters).where(
+            letters.c.work_order_id == orders.c.id).scalar_subquery()))

@@ -14,7 +14,7 @@ from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.errors import fingerprint
 from console.extensions import db
 from console.models import DeadLetter, OutboxMessage, Run, RunEvent, SlaBreach, Task, Tenant, WorkOrder
-from console.services.system.demo_history import ERRORS, HANDLERS
+from console.services.system.demo_history import ERRORS, HANDLERS, count_letters
 from console.services.workorders import changes as workorders
 
 BATCH = 20_000
@@ -85,6 +85,8 @@ def seed_report_history(runs: int, days: int = 90, tasks: int = 200, clock: Cloc
             if alerts:
                 db.session.connection().execute(insert(OutboxMessage.__table__), alerts)
         db.session.commit()
+    count_letters(orders.values())
+    db.session.commit()
     workorders.close_settled(clock)  # the groups whose every letter was replayed and recovered
     digest = hashlib.sha1(f"{runs}:{days}:{tasks}:{seed}".encode()).hexdigest()[:8]
     return (f"Report history: {runs} runs over {days} days, {len(task_rows)} tasks, {totals['late']} late starts, "

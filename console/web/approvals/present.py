@@ -86,6 +86,12 @@ def can_roll_back(approval: Approval) -> bool:
     return approval.status == "executed" and approval.kind in KINDS and KINDS[approval.kind].rollback is not None
 
 
+def why_kept(approval: Approval) -> str | None:
+    """Say why an executed change that has a way back would be refused one now (None: it may be tried)."""
+    kind = KINDS[approval.kind]
+    return kind.why_kept(approval) if kind.why_kept else None
+
+
 def helpers() -> dict:
     """What the Approvals templates (and the pages that link to requests) use."""
     return {"subject_of": subject, "state_of": approvals.status_at, "kind_title": shown.title, "changes": diff.changes,
