@@ -121,9 +121,9 @@ TABLES = {
     "work orders": ("/workorders/?status=all", "table.wo-table", "td a, td button",
                     ("#", "Work order", "Dead letters", "Status", "Assignee")),
     "a dead run's timeline": ("/runs/{run}", "table.timeline", "details.diagnostics summary",
-                              ("Time", "Event", "From → to", "Error", "Worker")),
+                              ("Time", "Event", "From → to", "Error or note", "Worker")),
     "an undone step's timeline": ("/runs/{undone}", "table.timeline", "td:last-child",
-                                  ("Time", "Event", "From → to", "Error", "Worker", "Actor")),
+                                  ("Time", "Event", "From → to", "Error or note", "Worker", "Actor")),
     "workflow steps": ("/runs/workflows/{workflow}", "table.wf-steps", "td a", ("Step", "Handler", "Run", "Undo")),
     "audit log": ("/audit/", "table", "details summary", ("#", "When", "Who", "Action", "Target", "Before → after")),
 }
