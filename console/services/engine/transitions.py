@@ -158,8 +158,10 @@ def move_many(source: str, target: str, run_ids: list[int], now: datetime, *, re
         # replay and a resolve) could each hold a run the other wants. Every mover takes them in id order first.
         connection.execute(select(RUNS.c.id).where(among(RUNS.c.id, run_ids, dialect), RUNS.c.status == source)
                            .order_by(RUNS.c.id).with_for_update())
-    rows = connection.execute(statement.values(status=target, status_reason=reason, updated_at=now, **values)
-                              .returning(*_returned(target, columns))).all()
+    # RETURNING gives rows in no promised order on PostgreSQL: in id order, metrics, log lines and callers see the
+    # same sequence on both databases and from one run to the next.
+    rows = sorted(connection.execute(statement.values(status=target, status_reason=reason, updated_at=now, **values)
+                                     .returning(*_returned(target, columns))).all(), key=lambda row: row.id)
     error_code = values.get("error_code")
     level = logging.WARNING if target in NEEDS_A_PERSON else logging.INFO
     each = columns is None and log.isEnabledFor(level)
