@@ -438,7 +438,9 @@ def test_a_fix_whose_letter_was_replayed_behind_its_back_says_so_and_the_job_clo
     assert (closed.status, closed.decided_by_id) == ("superseded", None)
     assert closed.outcome.startswith(f"dead letter {found.id} was replayed by bob")
     assert nav_count(html(approver_client.get("/approvals/all"))) is None  # not waiting for anyone
-    assert "badge superseded" in html(approver_client.get(f"/approvals/{request.id}"))
+    closed_page = html(approver_client.get(f"/approvals/{request.id}"))
+    assert "badge superseded" in closed_page and "nobody yet" not in closed_page
+    assert "nobody: its dead letter was settled first, and it closed" in closed_page
     [entry] = db.session.execute(select(AuditEntry).where(AuditEntry.action == "approval.supersede")).scalars()
     assert (entry.actor, entry.target_id) == ("system", str(request.id))
     assert params_fix.supersede_settled(clock=clock) == []
