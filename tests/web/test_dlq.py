@@ -97,6 +97,19 @@ def test_groups_count_open_dead_letters_by_error_fingerprint(client, auth, make_
     assert 'data-matching="4"><strong>4</strong> open dead letters</span>' in html
 
 
+def test_only_someone_who_may_operate_gets_the_actions_column(client, auth, make_dead_letter):
+    letter = make_dead_letter("payments-gateway answered 502 for order 77", code="http_502")
+    for role, columns in (("viewer", 6), ("manager", 6), ("operator", 8)):  # an operator: the tick box and actions
+        auth.as_role(role)
+        html = client.get("/dlq/?view=list").get_data(as_text=True)
+        head = html[html.index('<table class="dlq-entries">'):html.index("</thead>")]
+        row = html[html.index(f'id="dl-{letter.id}"'):]
+        row = row[:row.index("</tr>")]
+        assert (len(re.findall(r"<th[ >]", head)), len(re.findall(r"<td[ >]", row))) == (columns, columns), role
+        assert ('class="actions"' in row) is (role == "operator"), role
+        client.post("/logout", data={"csrf_token": auth.csrf()})
+
+
 def test_search_finds_an_entry_by_a_word_of_its_error_text(client, auth, make_dead_letter):
     gateway = make_dead_letter("payments-gateway answered 502 for order 77", code="http_502")
     ledger = make_dead_letter("ledger row locked", code="lock_timeout")
