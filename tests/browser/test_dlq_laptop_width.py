@@ -4,6 +4,7 @@ import pytest
 from playwright.sync_api import expect
 
 from console.services.engine.execute import execute
+from console.services.system.demo_reports import seed_report_history
 from tests.factories import BROKEN, LENIENT, Runs, make_tenant
 from tests.helpers import browser_login
 
@@ -61,3 +62,16 @@ def test_every_dead_letter_action_is_in_sight_at_1024_px(page, live_server, dead
     reason.fill("duplicate of an order already refunded")
     discard.click()
     expect(last).to_contain_text("discarded")
+
+
+def test_no_dead_letter_column_hides_at_1024_px_with_a_demos_mix_of_handlers_and_tenants(page, live_server, live_app):
+    make_tenant("acme"), make_tenant("globex")
+    seed_report_history(1500, 14, 6)  # dead letters of five handlers (plugin and python) in three tenants
+    page.set_viewport_size(LAPTOP)
+    browser_login(page, live_server.url)
+    for view in ("", "?view=list"):
+        page.goto(f"{live_server.url}/dlq/{view}")
+        expect(page.locator("#dlq .table-wrap").first).to_be_visible()
+        overflow = page.evaluate("[...document.querySelectorAll('.table-wrap')]"
+                                 ".map(frame => frame.scrollWidth - frame.clientWidth)")
+        assert overflow == [0], (view, overflow)  # the work orders column too, not only the sticky actions
