@@ -35,7 +35,8 @@ from tests.servers import app_beside, web_server
 pytestmark = pytest.mark.browser
 ARRANGE = Actor("arrange")
 ZONE, OFFSET = "Asia/Kolkata", timedelta(hours=5, minutes=30)
-WIDTHS = {"desktop": {"width": 1440, "height": 900}, "phone": {"width": 390, "height": 844}}
+WIDTHS = {"desktop": {"width": 1440, "height": 900}, "laptop": {"width": 1024, "height": 768},
+          "phone": {"width": 390, "height": 844}}
 SHOTS = ARTIFACTS / "pages"
 # Reports each Content-Security-Policy violation (directive, source, sample) to the walk's problems.
 CSP_LISTENER = """
@@ -297,6 +298,9 @@ def test_a_page_loads_cleanly_fits_and_has_a_dark_theme(walk, endpoint, width):
     walk.problems.clear()
     visit(walk, path)
     assert walk.problems == [], f"{path}: {walk.problems}"
+    if width != "phone":  # nothing hides in a frame that scrolls sideways (a phone's tables do, by design)
+        frames = page.evaluate("[...document.querySelectorAll('.table-wrap')].map(f => f.scrollWidth - f.clientWidth)")
+        assert all(over <= 1 for over in frames), f"{path}: a table frame scrolls sideways by {frames} px"
     if width == "phone":
         assert sideways(page) == "", path
         assert page.locator(".menu-toggle").is_visible() and not page.locator("nav[aria-label=Console]").is_visible()
