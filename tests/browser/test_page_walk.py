@@ -1,5 +1,6 @@
-"""Every console page in real Chromium, at 1440 and 390 px, light and dark: no failed request, console error,
-script error or Content-Security-Policy violation; nothing scrolls sideways on a phone; the dark theme is dark.
+"""Every console page in real Chromium, at 1440, 1024 and 390 px, light and dark: no failed request, console error,
+script error or Content-Security-Policy violation; no table frame scrolls sideways at 1440 or 1024, nothing scrolls
+sideways on a phone; the dark theme is dark.
 Each page is screenshot in both themes into tests/artifacts/pages/ for a person to look at.
 
 One server, one browser page and one arranged database serve the whole walk (module scope): a server per page

@@ -11,6 +11,7 @@ _TASK_NAME = select(Task.name).where(Task.id == bindparam("task_id"))
 
 
 def tenant(tenant_id: int) -> str:
+    """Return a tenant's name."""
     return _tenant_in(str(db.engine.url), tenant_id)
 
 
@@ -21,6 +22,7 @@ def _tenant_in(database: str, tenant_id: int) -> str:
 
 
 def policy(policy_id: int) -> str:
+    """Return a retry policy's name."""
     return _policy_in(str(db.engine.url), policy_id)
 
 
@@ -31,6 +33,7 @@ def _policy_in(database: str, policy_id: int) -> str:
 
 
 def task(task_id: int | None) -> str | None:
+    """Return a task's name as it is now (None for a run of no task)."""
     # Read per attempt, not remembered: a task may be renamed.
     if task_id is None:
         return None
