@@ -9,9 +9,12 @@ cannot). End to end also prints the machine's CPU per run (client, workers, Redi
 together, from /proc/stat), which moves much less with the VM's load than the rates, and that CPU split by
 process. `--synchronous-commit off` gives the workers' connections PostgreSQL's `synchronous_commit=off` through the
 URL, as the README's "Scale out" shows: the durability SQLite's `synchronous=NORMAL` already has.
+`--database-core` gives PostgreSQL's server the machine's last core and everything else (this process, the workers,
+Redis) the others, for both databases: one application box against the same box with a database host of its own.
 """
 
 import argparse
+import os
 import statistics
 import tempfile
 from pathlib import Path
@@ -32,8 +35,16 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=2, help="worker processes")
     parser.add_argument("--synchronous-commit", choices=("on", "off"), default="on",
                         help="PostgreSQL's synchronous_commit for Rebound's connections (set in the URL)")
+    parser.add_argument("--database-core", action="store_true",
+                        help="PostgreSQL's server on the last core, everything else on the others")
     args = parser.parse_args()
+    cores = sorted(os.sched_getaffinity(0))
+    if args.database_core:
+        # The cluster's processes inherit the affinity they are started with; the workers and Redis inherit the rest.
+        os.sched_setaffinity(0, cores[-1:])
     cluster = Cluster(settings=DURABLE)
+    if args.database_core:
+        os.sched_setaffinity(0, cores[:-1])
     with tempfile.TemporaryDirectory() as sqlite_dir, tempfile.TemporaryDirectory() as pg_dir:
         benches = {"sqlite": Bench(Path(sqlite_dir)),
                    "postgresql": Bench(Path(pg_dir), cluster.url(cluster.create()) + OPTIONS[args.synchronous_commit])}
@@ -47,6 +58,8 @@ def main() -> None:
                     figures[name]["roles"].append(bench.end_to_end_by_role)
             print(f"{args.runs} no-op runs, {args.processes} simple workers, median of {args.rounds} alternating "
                   f"rounds; embedded Redis per database; PostgreSQL synchronous_commit={args.synchronous_commit}")
+            if args.database_core:
+                print(f"PostgreSQL's server on core {cores[-1]}; this process, the workers and Redis on {cores[:-1]}")
             print(f"{'':<11} {'SQLite/s':>9} {'PostgreSQL/s':>13} {'ratio':>6}")
             for measure in ("drain", "end to end"):
                 lite = statistics.median(figures["sqlite"][measure])
