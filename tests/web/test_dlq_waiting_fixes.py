@@ -13,8 +13,9 @@ from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.dlq import bulk as dlq_bulk
 from console.services.dlq import resolve as resolving
+from console.services.engine.execute import execute
 from console.services.recovery import approvals, params_fix
-from tests.factories import BROKEN
+from tests.factories import BROKEN, LENIENT, Runs
 from tests.helpers import Auth, csrf_from
 
 HX = {"HX-Request": "true"}
@@ -84,6 +85,55 @@ def test_the_replay_and_discard_buttons_of_a_letter_with_a_waiting_fix_say_they_
     run_page = html(client.get(f"/runs/{found.run_id}"))
     assert (f"Replay run #{found.run_id}? It starts a new attempt series (series 2) with the same idempotency key. "
             f"{closes}") in run_page
+
+
+def confirm_of(page: str, label: str) -> str:
+    """Return the hx-confirm text of the bulk bar's button that ends with this label."""
+    return html_unescape(re.search(rf'hx-confirm="([^"]*)">{label}</button>', page).group(1))
+
+
+def html_unescape(text: str) -> str:
+    return text.replace("&#39;", "'").replace("&quot;", '"').replace("&amp;", "&")
+
+
+def test_the_bulk_bar_says_which_waiting_fixes_a_bulk_replay_or_discard_closes(olga, letter):
+    client, user = olga
+    first, second, _ = letter(), letter(), letter()
+    file_fix(first, user), file_fix(second, user)
+    page = html(client.get("/dlq/?view=list"))
+    assert confirm_of(page, "Replay all 3 matching") == (
+        "Replay all 3 open dead letters that match this filter, at the rate set here? 2 params fixes waiting for "
+        "approval on them are closed then.")
+    # Which rows get ticked is the browser's: the buttons for the ticked ones warn without a count.
+    assert confirm_of(page, "Replay selected") == ("Replay the selected dead letters at the rate set here? Any params "
+                                                   "fix waiting for approval on them is closed then.")
+    assert confirm_of(page, "Discard selected").endswith("will not be replayed. Any params fix waiting for approval "
+                                                         "on them is closed then.")
+    # A filter that leaves the letters with fixes out says nothing of them.
+    other = html(client.get(f"/dlq/?view=list&q={first.error_code}-none"))
+    assert "closed then" not in other
+    # The page that explains a group that failed for good, before its replay, counts them too.
+    confirm = html(client.get(f"/dlq/replay/confirm?group={first.fingerprint}"))
+    assert "2 params fixes waiting for approval on them are closed by the replay" in " ".join(confirm.split())
+
+
+def test_a_groups_replay_button_counts_the_waiting_fixes_of_its_letters(app, olga, clock):
+    client, user = olga
+    runs = Runs()
+    letters = []
+    for _ in range(2):  # run out of retries: the group's button asks in a dialog, not on a page of its own
+        run_id = runs.submit("demo.flaky", {"fail_times": 9}, policy={**LENIENT, "max_attempts": 1})
+        assert execute(run_id, 0, clock=clock) == "dead"
+        letters += runs.dead_letters(run_id)
+    page = html(client.get("/dlq/"))
+    assert "waiting for approval" not in page
+    params_fix.request_fix(letters[0].id, {"fail_times": 0}, "one more try", Actor(user.username, user.id))
+    page = html(client.get("/dlq/"))
+    button = re.search(rf'<button[^>]*name="group" value="{letters[0].fingerprint}"[^>]*>', page, re.S).group(0)
+    assert ("Replay all 2 open dead letters of this group, at the pace set above? 1 params fix waiting for approval "
+            "on them is closed then.") in html_unescape(button)
+    assert confirm_of(page, "Replay all 2 matching").endswith("1 params fix waiting for approval on them is closed "
+                                                              "then.")
 
 
 def test_replaying_a_letter_in_the_dlq_closes_its_waiting_fix_and_its_row_says_so(olga, letter):

@@ -11,7 +11,7 @@ from console.domain.errors import shown_message
 from console.extensions import db
 from console.models import DeadLetter, RunEvent, Task, Tenant, WorkOrder
 from console.services.dlq.filters import Bounds, Filters, search_floor, where
-from console.services.engine import handler_kinds, registry
+from console.services.engine import handler_kinds, registry, waiting_fixes
 from console.services.errors import NotFound
 
 PAGE_SIZE = 50
@@ -51,6 +51,7 @@ class Group:
     sample_message: str = ""
     message: str = ""
     work_orders: list[WorkOrderRef] = field(default_factory=list)
+    fixes_waiting: int = 0  # params fixes waiting for approval on its letters: a replay closes them
 
 
 @dataclass
@@ -59,6 +60,7 @@ class GroupPage:
     more: bool  # more groups than shown
     total: int  # dead letters in all groups
     search_floor: int | None  # a search covered ids from here up only
+    fixes_waiting: int = 0  # params fixes waiting for approval on the letters of all groups
 
 
 @dataclass
@@ -76,7 +78,8 @@ def groups(filters: Filters, tenant_id: int | None, clock: Clock = SYSTEM_CLOCK,
                    func.min(dl.created_at), func.max(dl.created_at), func.max(dl.id)).group_by(
         dl.fingerprint, dl.tenant_id, dl.handler)
     floor = search_floor(filters, tenant_id)
-    rows = db.session.execute(where(query, filters, tenant_id, clock(), floor).limit(GROUP_ROWS_LIMIT)).all()
+    now = clock()
+    rows = db.session.execute(where(query, filters, tenant_id, now, floor).limit(GROUP_ROWS_LIMIT)).all()
     names = dict(db.session.execute(select(Tenant.id, Tenant.name)).all())
     merged: dict[str, Group] = {}
     # The newest dead letter per group and tenant: its work order is that tenant's for the group.
@@ -99,7 +102,9 @@ def groups(filters: Filters, tenant_id: int | None, clock: Clock = SYSTEM_CLOCK,
     order_ids = {row.work_order_id for row in details.values() if row.work_order_id}
     orders = {order.id: order for order in db.session.execute(
         select(WorkOrder).where(WorkOrder.id.in_(order_ids))).scalars()} if order_ids else {}
+    fixes = fixes_waiting(filters, tenant_id, now)
     for group in shown:
+        group.fixes_waiting = fixes.get(group.fingerprint, 0)
         sample = details.get(group.sample_id)
         group.sample_message = (sample.error_message or "") if sample else ""
         group.message = shown_message(group.sample_message)
@@ -109,7 +114,18 @@ def groups(filters: Filters, tenant_id: int | None, clock: Clock = SYSTEM_CLOCK,
                  if i in details and details[i].work_order_id in orders}
         group.work_orders = [WorkOrderRef(o.id, o.status, o.title, names.get(o.tenant_id, str(o.tenant_id)))
                              for o in sorted(found, key=lambda o: o.id)]
-    return GroupPage(shown, len(ordered) > limit, sum(g.count for g in ordered), floor)
+    return GroupPage(shown, len(ordered) > limit, sum(g.count for g in ordered), floor, sum(fixes.values()))
+
+
+def fixes_waiting(filters: Filters, tenant_id: int | None, now: datetime) -> dict[str, int]:
+    """Count the params fixes waiting for approval on the dead letters the filters select, by error group: a
+    replay or discard of those letters closes them, and the page says so before."""
+    letter_ids = waiting_fixes.letters(now)
+    if not letter_ids:
+        return {}
+    query = select(DeadLetter.fingerprint, func.count()).where(DeadLetter.id.in_(letter_ids))
+    floor = search_floor(filters, tenant_id)
+    return dict(db.session.execute(where(query, filters, tenant_id, now, floor).group_by(DeadLetter.fingerprint)).all())
 
 
 def entries(filters: Filters, tenant_id: int | None, before: int | None = None, clock: Clock = SYSTEM_CLOCK,

@@ -25,6 +25,13 @@ def waiting() -> list[int]:
                               .order_by(Approval.id)).scalars().all()
 
 
+def letters(now: datetime) -> list[int]:
+    """Return the dead letters a fix waits on for approval now (few, as above), for the pages that warn of it."""
+    return [int(subject) for subject in db.session.execute(select(Approval.subject_id).where(
+        Approval.kind == KIND, Approval.status == "pending", Approval.expires_at > now,
+        Approval.subject_type == "dead_letter")).scalars()]
+
+
 def hold(letter_ids: Iterable[int]) -> list[int]:
     """Lock the fixes waiting on these dead letters before they change, and return their ids.
 

@@ -4,6 +4,7 @@ from flask import flash, redirect, render_template, request, url_for
 from markupsafe import Markup
 
 from console.auth import current_actor, requires, tenant_scope
+from console.domain.clock import utcnow
 from console.extensions import htmx
 from console.services.dlq import bulk as dlq_bulk
 from console.services.dlq import filters as dlq_filters
@@ -66,7 +67,8 @@ def confirm_replay():
     scope = tenant_scope()
     total, for_good = dlq.count_matching(filters, scope), dlq.count_non_retryable(filters, scope)
     sample = dlq.entries(filters, scope, limit=1).entries
-    return render_template("dlq/confirm_replay.html", filters=filters, total=total, for_good=for_good,
+    fixes = sum(dlq.fixes_waiting(filters, scope, utcnow()).values())
+    return render_template("dlq/confirm_replay.html", filters=filters, total=total, for_good=for_good, fixes=fixes,
                            sample=sample[0] if sample else None, count_cap=dlq.COUNT_CAP,
                            rate=request.args.get("rate", type=int) or dlq_bulk.DEFAULT_RATE, max_rate=dlq_bulk.MAX_RATE,
                            fastest=request.args.get("fastest") == "y", fast_chunk=dlq_bulk.FAST_CHUNK)

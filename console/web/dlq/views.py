@@ -40,11 +40,12 @@ def results(filters: dlq_filters.Filters, view: str, before: int | None = None, 
         found = dlq.entries(filters, scope, before)
         context.update(letters=found.entries, next_before=found.next_before, search_floor=found.search_floor,
                        replays=dlq.replays(found.entries), task_names=dlq.task_names(found.entries),
-                       fixes=fixes_of(found.entries), matching=dlq.count_matching(filters, scope))
+                       fixes=fixes_of(found.entries), matching=dlq.count_matching(filters, scope),
+                       matching_fixes=sum(dlq.fixes_waiting(filters, scope, utcnow()).values()))
     else:
         found = dlq.groups(filters, scope)
         context.update(groups=found.groups, more_groups=found.more, matching=found.total,
-                       search_floor=found.search_floor)
+                       search_floor=found.search_floor, matching_fixes=found.fixes_waiting)
         opened = _opened()
         if opened and any(group.fingerprint == opened for group in found.groups):
             context.update(opened=opened, **_group_context(opened, replace(filters, group=opened)))
