@@ -8,7 +8,7 @@ import random
 import uuid
 from datetime import timedelta
 
-from sqlalchemy import insert, select
+from sqlalchemy import func, insert, select
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.errors import fingerprint
@@ -24,6 +24,7 @@ DEAD_SHARE = 0.02
 RETRIED_SHARE = 0.05
 REPLAYED_SHARE = 0.6  # of dead letters, replayed later (and then succeeded)
 ALERTED_SHARE = 0.3  # of dead letters, the first of their group: an alert is delivered
+REPLAY_RUNS_FOR = timedelta(seconds=2)  # from a replay to its run's success
 
 
 def _tasks(count: int, tenant_ids: list[int], rand: random.Random, now) -> list:
@@ -87,10 +88,23 @@ def seed_report_history(runs: int, days: int = 90, tasks: int = 200, clock: Cloc
         db.session.commit()
     count_letters(orders.values())
     db.session.commit()
-    workorders.close_settled(clock)  # the groups whose every letter was replayed and recovered
+    _close_recovered(orders.values())
     digest = hashlib.sha1(f"{runs}:{days}:{tasks}:{seed}".encode()).hexdigest()[:8]
     return (f"Report history: {runs} runs over {days} days, {len(task_rows)} tasks, {totals['late']} late starts, "
             f"{totals['dead']} dead letters ({totals['replayed']} replayed), {totals['alerts']} alerts [{digest}].")
+
+
+def _close_recovered(order_ids) -> None:
+    """Close the work orders whose every letter was replayed and recovered, at the moment the last one recovered (a
+    history's order read "closed 37 s ago" when it was closed at seeding)."""
+    letters = DeadLetter.__table__
+    recovered = db.session.execute(
+        select(letters.c.work_order_id, func.max(letters.c.resolved_at)).where(letters.c.work_order_id.in_(
+            list(order_ids))).group_by(letters.c.work_order_id)
+        .having(func.count() == func.count(letters.c.resolved_at))).all()
+    for order_id, last_replay in recovered:
+        workorders.close_if_resolved(order_id, last_replay + REPLAY_RUNS_FOR)
+    db.session.commit()
 
 
 def _plan(rand: random.Random, now, days: int, tenant_ids: list[int], task_rows: list) -> tuple[dict, dict]:
@@ -118,7 +132,7 @@ def _plan(rand: random.Random, now, days: int, tenant_ids: list[int], task_rows:
            "status_reason": "exhausted" if status == "dead" else None, "attempt": 1 if replayed else attempts,
            "series": 2 if replayed else 1, "executions": attempts + (1 if replayed else 0),
            "progress": 100, "cancel_requested": False, "scheduled_for": scheduled, "enqueued_at": scheduled,
-           "started_at": started, "finished_at": replay_at + timedelta(seconds=2) if replayed else finished,
+           "started_at": started, "finished_at": replay_at + REPLAY_RUNS_FOR if replayed else finished,
            "created_at": scheduled, "updated_at": finished, "source": "cron" if task else "history",
            "error_code": code if status == "dead" else None,
            "error_message": template.format(n=rand.randint(1000, 99_999)) if dead else None}
@@ -140,7 +154,7 @@ def _events(run_id: int, row: dict, extra: dict) -> list[dict]:
     if extra["replay_at"]:
         found.append(event(extra["replay_at"], "pending", 0, 2, "dead", "replay"))
         found.append(event(extra["replay_at"] + timedelta(seconds=1), "running", 1, 2, "pending"))
-        found.append(event(extra["replay_at"] + timedelta(seconds=2), "succeeded" if extra["recovered"] else "dead",
+        found.append(event(extra["replay_at"] + REPLAY_RUNS_FOR, "succeeded" if extra["recovered"] else "dead",
                            1, 2, "running"))
     return found
 
