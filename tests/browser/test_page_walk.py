@@ -1,6 +1,6 @@
-"""Every console page in real Chromium, at 1440, 1024 and 390 px, light and dark: no failed request, console error,
-script error or Content-Security-Policy violation; no table frame scrolls sideways at 1440 or 1024, nothing scrolls
-sideways on a phone; the dark theme is dark.
+"""Every console page in real Chromium, at 1440, 1024, 960 and 390 px, light and dark: no failed request, console
+error, script error or Content-Security-Policy violation; no table frame scrolls sideways at 1440, 1024 or 960 (a
+window on half of a 1920 px screen), nothing scrolls sideways on a phone; the dark theme is dark.
 Each page is screenshot in both themes into tests/artifacts/pages/ for a person to look at.
 
 One server, one browser page and one arranged database serve the whole walk (module scope): a server per page
@@ -37,7 +37,7 @@ pytestmark = pytest.mark.browser
 ARRANGE = Actor("arrange")
 ZONE, OFFSET = "Asia/Kolkata", timedelta(hours=5, minutes=30)
 WIDTHS = {"desktop": {"width": 1440, "height": 900}, "laptop": {"width": 1024, "height": 768},
-          "phone": {"width": 390, "height": 844}}
+          "half": {"width": 960, "height": 1000}, "phone": {"width": 390, "height": 844}}
 SHOTS = ARTIFACTS / "pages"
 # Reports each Content-Security-Policy violation (directive, source, sample) to the walk's problems.
 CSP_LISTENER = """
