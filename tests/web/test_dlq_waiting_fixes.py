@@ -7,12 +7,14 @@ import pytest
 from rq import Queue
 from sqlalchemy import select
 
+from console.domain.errors import Failure
 from console.extensions import db
-from console.models import Approval, AuditEntry, DeadLetter
+from console.models import Approval, AuditEntry, DeadLetter, Run
 from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.dlq import bulk as dlq_bulk
 from console.services.dlq import resolve as resolving
+from console.services.engine import parking
 from console.services.engine.execute import execute
 from console.services.recovery import approvals, params_fix
 from tests.factories import BROKEN, LENIENT, Runs
@@ -164,6 +166,20 @@ def test_discarding_a_letter_closes_its_waiting_fix_and_says_so(olga, letter):
     row = post(client, f"/dlq/{found.id}/discard", {"reason": "a duplicate order"}, htmx=True)
     assert row.status_code == 200 and "Discarded." in html(row)
     assert_closed(request, found, "discarded", "olga")
+    assert f"params fix #{request.id}</a> waiting for approval was closed" in html(row)
+
+
+def test_replaying_a_letter_closes_the_fix_waiting_on_another_open_letter_of_its_run(olga, letter, clock):
+    client, user = olga
+    first = letter()
+    # A second open letter of the same dead run, as an import or the rollback of a discard leaves one.
+    second = parking.park(db.session.get(Run, first.run_id), Failure("bad_account", "account 42 is closed", False),
+                          "imported", clock())
+    db.session.commit()
+    request = file_fix(second, user)
+    row = post(client, f"/dlq/{first.id}/replay", htmx=True)
+    assert row.status_code == 200
+    assert_closed(request, second, "replayed", "olga")  # at once, not by the maintenance job
     assert f"params fix #{request.id}</a> waiting for approval was closed" in html(row)
 
 

@@ -11,6 +11,7 @@ from datetime import datetime
 
 from sqlalchemy import select, update
 
+from console.db.id_lists import among
 from console.extensions import db
 from console.models import Approval, DeadLetter
 from console.services.actor import Actor
@@ -33,19 +34,29 @@ def letters(now: datetime) -> list[int]:
 
 
 def hold(letter_ids: Iterable[int]) -> list[int]:
-    """Lock the fixes waiting on these dead letters before they change, and return their ids.
+    """Lock the fixes waiting on these letters (or their runs' other letters) before they change; return their ids.
 
     Approving a fix takes the request first, then the letter's run and the letter: taking the request first here
     too keeps the two from deadlocking on PostgreSQL. A decision under way is waited for, and its fix then no
     longer waits.
     """
+    letter_ids = list(letter_ids)
     wanted = {str(letter_id) for letter_id in letter_ids}
     if not wanted:
         return []
     # All waiting fixes, two narrow columns (a bulk replay's chunk of 5,000 ids would be a list as long).
-    return _lock([approval_id for approval_id, subject in db.session.execute(
-        select(Approval.id, Approval.subject_id).where(Approval.kind == KIND, Approval.status == "pending"))
-        if subject in wanted])
+    pending = db.session.execute(select(Approval.id, Approval.subject_id).where(
+        Approval.kind == KIND, Approval.status == "pending")).all()
+    held = [approval_id for approval_id, subject in pending if subject in wanted]
+    # A fix waiting on another open letter of the same run (left by a discard's rollback or an import): a replay
+    # settles that letter too (replays._close_other_letters), so its fix is taken now, in the same order.
+    others = {int(subject): approval_id for approval_id, subject in pending if subject not in wanted}
+    if others:
+        connection = db.session.connection()
+        runs = select(DeadLetter.run_id).where(among(DeadLetter.id, letter_ids, connection.dialect.name))
+        held += [others[letter_id] for letter_id in connection.execute(select(DeadLetter.id).where(
+            DeadLetter.id.in_(list(others)), DeadLetter.run_id.in_(runs))).scalars()]
+    return _lock(held)
 
 
 def _lock(approval_ids: list[int]) -> list[int]:
