@@ -82,7 +82,7 @@ def main() -> None:
             print(f"replaying {op.total:,} open dead letters ({op.filter}) at up to {args.rate}/s")
             worker = build_worker(app, get_redis(), "simple", ["maintenance"])
             gc.collect()
-            gc.freeze()  # as `rebound worker` leaves its start-up heap out of later collections (console/cli.py)
+            gc.freeze()  # as `rebound worker` leaves its start-up heap out of later collections (commands/processes.py)
             redis_cpu = _cpu_s(redis_process)
             if args.profile:
                 cProfile.runctx("worker.work(burst=True, logging_level='WARNING')", globals(), locals(), args.profile)

@@ -68,11 +68,11 @@ def install(rebound: bool) -> None:
     if not rebound:
         return
     from console.processes import worker as rebound_worker
-    from console.services.engine import admission, breakers, execute, transitions
+    from console.services.engine import admission, breakers, claim, execute, transitions
     from console.services.engine.heartbeat import Heartbeat
 
     _wrap(rebound_worker.AppContextMixin, "perform_job", "rebound.perform_job (app context, session, RQ's perform)")
-    _wrap(execute, "_claim", "rebound.execute > claim")
+    _wrap(claim, "claim", "rebound.execute > claim")
     _wrap(execute, "_perform", "rebound.execute > perform (context, handler, record, breaker)")
     _wrap(admission, "read", "rebound.claim > admission.read")
     _wrap(breakers, "allow", "rebound.claim > breakers.allow (GET)")
@@ -80,7 +80,7 @@ def install(rebound: bool) -> None:
     _wrap(transitions, "move", "rebound.move (claim and success)")
     _wrap(transitions, "_move_row", "rebound.move > UPDATE + INSERT")
     _wrap(execute, "context_for", "rebound.perform > context_for")
-    _wrap(execute, "_call", "rebound.perform > the handler's call (alarm)")
+    _wrap(execute, "call_handler", "rebound.perform > the handler's call (alarm)")
     _wrap(execute, "_record", "rebound.perform > record (move, commit)")
     _wrap(Heartbeat, "__enter__", "rebound.perform > heartbeat enter")
     _wrap(Heartbeat, "__exit__", "rebound.perform > heartbeat exit")

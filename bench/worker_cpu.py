@@ -96,7 +96,7 @@ def child(kind: str, profile: str | None, phases: bool = False) -> None:
         run = lambda: worker.work(burst=True, logging_level="WARNING")  # noqa: E731 - `rq worker -q`
     else:
         from console import create_app
-        from console.cli import _start_process
+        from console.commands.processes import _start_process
         from console.logs import rq_level
         from console.processes.worker import build_worker
         from console.redis_conn import get_redis

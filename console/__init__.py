@@ -12,7 +12,7 @@ def create_app(config: dict | None = None) -> Flask:
     from console import auth, json_input, metrics, page_hooks, proxy, redis_conn, safety, web
     from console import config as settings
     from console.api import register as register_api
-    from console.cli import register as register_cli
+    from console.commands import register as register_cli
     from console.db import migrations, sqlite, sqlite_busy
     from console.extensions import csrf, db, htmx, limiter
     from console.services.engine import followups, registry

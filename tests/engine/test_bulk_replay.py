@@ -17,7 +17,7 @@ from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.dlq import bulk as dlq_bulk
-from console.services.dlq import discards, resolve
+from console.services.dlq import discards, paced_replay, resolve
 from console.services.dlq import groups as dlq
 from console.services.dlq.filters import Filters
 from console.services.engine import replays
@@ -48,7 +48,7 @@ def replay_audits() -> list[AuditEntry]:
 
 def run_unpaced(op_id: str, **overrides) -> str:
     (job,) = [job for job in Queue("maintenance", connection=get_redis()).jobs if job.args == (op_id,)]
-    return dlq_bulk.run_replay(op_id, **{**job.kwargs, **overrides})
+    return paced_replay.run_replay(op_id, **{**job.kwargs, **overrides})
 
 
 def test_a_bulk_replay_of_thousands_replays_each_letter_once_audited_once_with_the_chain_intact(app, clock,

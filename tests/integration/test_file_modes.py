@@ -70,7 +70,7 @@ def test_an_existing_database_file_keeps_its_mode(tmp_path, redis_url):
 
 
 def test_the_web_process_names_what_others_can_read_when_it_starts(tmp_path, redis_url, caplog):
-    from console.cli import _warn_of_exposed_files
+    from console.commands.processes import _warn_of_exposed_files
 
     data = tmp_path / "shared"
     data.mkdir()

@@ -14,7 +14,7 @@ from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.dlq import bulk as dlq_bulk
-from console.services.dlq import discards
+from console.services.dlq import discards, paced_replay
 from console.services.dlq import filters as dlq_filters
 from console.services.dlq import groups as dlq
 from console.services.dlq.filters import Filters
@@ -336,7 +336,7 @@ def test_bulk_replay_honours_the_rate_and_continues_in_slices(app, make_dead_let
         slept.append(seconds)
         now[0] += seconds
 
-    status = dlq_bulk.run_replay(op.op_id, **job.kwargs, slice_s=1.5, sleep=sleep, monotonic=lambda: now[0])
+    status = paced_replay.run_replay(op.op_id, **job.kwargs, slice_s=1.5, sleep=sleep, monotonic=lambda: now[0])
     # Two per second, a chunk of two each second: chunks at 0 s and 1 s; at 2 s the 1.5 s slice is up.
     assert status == "running" and slept == [pytest.approx(1.0)] * 2 and dlq_bulk.get(op.op_id).done == 4
     continuation = Queue("maintenance", connection=get_redis()).jobs[-1]
@@ -636,7 +636,7 @@ def test_bulk_replay_as_fast_as_it_safely_can_never_pauses_and_replays_each_lett
     replay_many = replays.replay_many
     monkeypatch.setattr(replays, "replay_many", lambda ids, *a, **kw: chunks.append(len(ids)) or
                         replay_many(ids, *a, **kw))
-    assert dlq_bulk.run_replay(job.args[0], **job.kwargs, sleep=slept.append) == "done"
+    assert paced_replay.run_replay(job.args[0], **job.kwargs, sleep=slept.append) == "done"
     assert slept == [] and chunks == [2, 2, 1]
     progress = dlq_bulk.get(job.args[0])
     assert (progress.done, progress.failed, progress.skipped, progress.fastest) == (5, 0, 0, True)
@@ -644,7 +644,7 @@ def test_bulk_replay_as_fast_as_it_safely_can_never_pauses_and_replays_each_lett
     assert sorted(int(e.target_id) for e in audits("dead_letter.replay")) == sorted(x.id for x in letters)
     assert audits("dead_letter.bulk_replay")[0].after["rate"] == 0.0
     # Nothing is replayed twice by a late duplicate of the job.
-    assert dlq_bulk.run_replay(job.args[0], **job.kwargs) == "done" and len(audits("dead_letter.replay")) == 5
+    assert paced_replay.run_replay(job.args[0], **job.kwargs) == "done" and len(audits("dead_letter.replay")) == 5
 
 
 def test_an_unpaced_bulk_replay_stops_between_chunks(app, make_dead_letter, monkeypatch):
@@ -660,7 +660,7 @@ def test_an_unpaced_bulk_replay_stops_between_chunks(app, make_dead_letter, monk
         return outcome
 
     monkeypatch.setattr(replays, "replay_many", stop_after_the_first_chunk)
-    assert dlq_bulk.run_replay(op.op_id, **job.kwargs) == "stopped"
+    assert paced_replay.run_replay(op.op_id, **job.kwargs) == "stopped"
     assert [fresh(x.id).status for x in letters] == ["replayed"] * 2 + ["open"] * 3
     assert dlq_bulk.get(op.op_id).done == 2
 

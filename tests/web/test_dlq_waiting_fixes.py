@@ -13,6 +13,7 @@ from console.models import Approval, AuditEntry, DeadLetter, Run
 from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.dlq import bulk as dlq_bulk
+from console.services.dlq import paced_replay
 from console.services.dlq import resolve as resolving
 from console.services.engine import parking
 from console.services.engine.execute import execute
@@ -201,7 +202,7 @@ def test_a_bulk_replay_closes_the_waiting_fixes_of_the_letters_it_replays_and_co
     request = file_fix(found, user)
     op = dlq_bulk.start_replay(Actor("olga", user.id), None, ids=[found.id, bare.id], rate=100)
     (job,) = Queue("maintenance", connection=get_redis()).jobs
-    assert dlq_bulk.run_replay(job.args[0], **job.kwargs) == "done"
+    assert paced_replay.run_replay(job.args[0], **job.kwargs) == "done"
     assert_closed(request, found, "replayed", "olga")
     progress = dlq_bulk.get(op.op_id)
     assert (progress.done, progress.fixes_closed) == (2, 1)

@@ -1,0 +1,36 @@
+"""`rebound seed-demo`: demo tenants, tasks and history for a first look, or many runs of history for scale tests."""
+
+import click
+from flask.cli import with_appcontext
+
+
+@click.command("seed-demo")
+@click.option("--force", is_flag=True, help="Seed even when the database already has tasks.")
+@click.option("--runs", type=int, default=0, help="Also insert this many finished runs of history (scale tests).")
+@click.option("--dead-letters", type=int, default=None, help="How many of those runs are dead (default runs/10).")
+@click.option("--days", type=int, default=None,
+              help="Spread the --runs over this many days as scheduled tasks' firings, with late starts, retries, "
+                   "replays, alerts and SLA breaches (for the Reports page).")
+@click.option("--tasks", type=int, default=200, show_default=True, help="How many tasks fire the --days history.")
+@with_appcontext
+def seed_demo_command(force, runs, dead_letters, days, tasks):
+    """Create demo tenants, tasks, runs, a fortnight of report history and a waiting data fix; --runs N instead adds
+    N runs of history for scale tests (--days D: over D days, for the Reports page)."""
+    from console.services.system import bootstrap, demo
+    from console.services.system.demo_history import seed_history
+    from console.services.system.demo_reports import seed_report_history
+
+    bootstrap.ensure_ready()  # the runs it creates need the default policies, even before any process ran
+    if not force and not demo.is_empty():
+        raise click.ClickException("the database already has tasks; use --force to add demo data anyway")
+    click.echo(demo.seed(roles=not runs))  # without --runs: what `rebound up` writes on a first start
+    if not runs:
+        return
+    if days:
+        click.echo(seed_report_history(runs, days, tasks))
+    else:
+        click.echo(seed_history(runs, runs // 10 if dead_letters is None else dead_letters))
+    # The history is written in the past: roll it up now rather than a day per minute.
+    from console.services.reports import rollup
+
+    rollup.rebuild()

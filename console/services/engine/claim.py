@@ -1,0 +1,115 @@
+"""Claim a run for one attempt, or put it off (its window, capacity, a reservation, its breaker) or cancel it."""
+
+import uuid
+from datetime import timedelta
+from types import SimpleNamespace
+
+from sqlalchemy import bindparam, update
+
+from console.db import single_statements
+from console.domain.breaker import BreakerSettings, Opener
+from console.domain.clock import Clock
+from console.domain.windows import Window
+from console.extensions import db
+from console.models import Run, Task
+from console.services.engine import admission, breaker_policies, breakers, names, queueing, reserved, transitions
+from console.services.errors import NotFound
+from console.services.policies import versions as policies
+
+DEFER_S = 1.0
+
+
+class RunRow(SimpleNamespace):
+    """A run's columns as attributes, read on the hot path; transitions.move() keeps them current."""
+
+
+def _opened_by(opener: Opener | None) -> str | None:
+    """Say, on a run the breaker puts off, whose settings opened it: runs of several policies may share one."""
+    if opener is None or opener.policy_id is None:
+        return None
+    policy = breaker_policies.PolicyBreaker(f"{names.policy(opener.policy_id)} v{opener.policy_version}",
+                                            opener.failure_threshold, opener.open_s)
+    return f"the breaker was opened by policy {policy}"
+
+
+# A deferred pending run notes when it is due: the reconciler finds the deferral's job by it (queueing.job_id).
+_NOTE_DUE = (update(Run.__table__)
+             .where(Run.id == bindparam("run_id"), Run.status == "pending",
+                    Run.attempt == bindparam("expected_attempt"))
+             .values(next_retry_at=bindparam("due"), wait_reason=bindparam("why")))
+
+
+def _defer(run: RunRow, when, timeout_s: int, why: str) -> None:
+    """Put a pending run off until `when` without spending an attempt, saying why (shown on its page)."""
+    db.session.connection().execute(_NOTE_DUE, {"run_id": run.id, "expected_attempt": run.attempt, "due": when,
+                                                 "why": why[:255]})
+    db.session.commit()
+    queueing.enqueue_at(when, run.id, run.series, run.attempt, timeout_s, deferral=True)
+
+
+def claim(run_id: int, expected_attempt: int, clock: Clock, worker_id: str):
+    """Claim the run for this attempt: return what the attempt needs, or a word saying why nothing is to be run."""
+    now = clock()
+    found = admission.read(run_id, now)
+    if found is None:
+        return "missing"
+    columns, admitted = found
+    run = RunRow(**columns)
+    if run.attempt != expected_attempt or run.status not in ("pending", "retry_wait"):
+        return "skipped"  # a duplicate or stale delivery: someone already took this attempt
+    if admitted.policy_version is None:
+        raise NotFound(f"retry policy {run.policy_id or policies.DEFAULT} is missing")
+    version = admitted.policy_version
+    policy = policies.of_version(admitted.policy_id, version, run.policy_overrides)
+    try:
+        if run.cancel_requested:
+            transitions.move(run, "cancelled", now, reason="cancel_requested", finished_at=now)
+            db.session.commit()
+            return "cancelled"
+        if run.status == "retry_wait":
+            single_statements.end()  # the timer's move and what follows it are one transaction
+            transitions.move(run, "pending", now, reason="timer")
+        task = db.session.get(Task, run.task_id) if run.status_reason == "window" and run.task_id else None
+        if task is not None and task.window:
+            # Deferred to its window; a job that arrives early (a re-queue after a Redis loss) waits again.
+            opening = Window.from_mapping(task.window).next_opening(now)
+            if opening > now:
+                _defer(run, opening, policy.timeout_s,
+                       f"execution window: it starts when the window opens at {opening:%Y-%m-%d %H:%M} UTC")
+                return "deferred:window"
+        full = admission.over_capacity(admitted, policy.concurrency)
+        if full:
+            why = admission.explain(full, admitted, policy.concurrency, tenant=names.tenant(run.tenant_id),
+                                    policy=names.policy(admitted.policy_id), handler=run.handler,
+                                    by_task=run.task_id is not None, tenant_id=run.tenant_id)
+            if full == "quota_class" and not (run.wait_reason or "").startswith(admission.CLASS_WAIT):
+                # A conflict the forecast can name (its class overflows): on the timeline once, for the Reports
+                # page's early-warning figure; a run waiting on, deferred again, adds nothing (one whose wait went
+                # elsewhere and came back notes it again, and Reports counts a run's first note only).
+                single_statements.end()  # the note and the deferral are one transaction
+                transitions.event(run, "deferred", now, reason="quota_class", message=why[:255])
+            _defer(run, now + timedelta(seconds=DEFER_S), policy.timeout_s, why)
+            return f"deferred:{full}"
+        held = reserved.hold(run.tenant_id, now) if admitted.reservations else None
+        if held is not None:
+            _defer(run, now + timedelta(seconds=DEFER_S), policy.timeout_s, held.explain())
+            return "deferred:reserved"
+        settings = BreakerSettings.from_policy(policy, admitted.policy_id, version)
+        breaker = breakers.key_for(run.handler, run.tenant_id, policy.breaker_scope)
+        verdict = breakers.allow(breaker, now, settings)
+        if not verdict.allowed:
+            transitions.move(run, "retry_wait", now, reason="breaker_open", next_retry_at=verdict.retry_at,
+                             message=_opened_by(verdict.opened_by))
+            db.session.commit()
+            queueing.enqueue_at(verdict.retry_at, run.id, run.series, run.attempt, policy.timeout_s, deferral=True)
+            return "breaker_open"
+        token = uuid.uuid4().hex
+        transitions.move(run, "running", now, attempt=run.attempt + 1, executions=run.executions + 1,
+                         retry_token=token, worker_id=worker_id, started_at=run.started_at or now, heartbeat_at=now,
+                         policy_version=version, progress=0, progress_message=None, next_retry_at=None,
+                         wait_reason=None, data={"policy_version": version})
+        db.session.commit()  # write-ahead: the claim is durable before the handler's side effects
+    except transitions.StaleRun:
+        return "skipped"
+    return run, policy, breaker, settings, verdict
+
