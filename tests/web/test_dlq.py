@@ -583,6 +583,9 @@ def test_replaying_a_group_that_failed_for_good_asks_first(client, auth, runs, m
 
     confirm = client.get(response.headers["HX-Redirect"]).get_data(as_text=True)
     assert "2 of the 2" in confirm and "retries: they failed for good" in confirm
+    # The group by its code and newest message, as the DLQ shows it, not by its fingerprint.
+    assert "open dead letters in group invalid_account “account 2 is closed”" in " ".join(confirm.split())
+    assert f"in group {fingerprint}" not in confirm
     assert 'value="failed_for_good"' in confirm
     assert 'name="rate" value="50"' in confirm and f"/dlq/{letters[1].id}/fix" in confirm
     assert 'name="fastest" value="y" checked' in confirm

@@ -6,11 +6,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from rq import Queue
-from sqlalchemy import select
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
-from console.models import DeadLetter, Tenant
+from console.models import Tenant
 from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.audit import trail as audit
@@ -135,20 +134,6 @@ def recent(tenant_id: int | None, include: str | None = None) -> list[Progress]:
     return [p for p in shown if _visible(p, tenant_id) and (p.running or p.op_id == include)]
 
 
-def _group_words(fingerprint: str, tenant_id: int | None) -> str | None:
-    """Name an error group as people read it: its code and its newest message, not its fingerprint."""
-    if not fingerprint:
-        return None
-    query = select(DeadLetter.error_code, DeadLetter.error_message).where(DeadLetter.fingerprint == fingerprint)
-    if tenant_id is not None:
-        query = query.where(DeadLetter.tenant_id == tenant_id)
-    found = db.session.execute(query.order_by(DeadLetter.id.desc()).limit(1)).first()
-    if found is None:
-        return None
-    message = (found.error_message or "").splitlines()[0][:80] if found.error_message else "(no message)"
-    return f"{found.error_code or 'unknown'} “{message}”"
-
-
 def start_replay(actor: Actor, tenant_id: int | None, *, ids: list[int] | None = None,
                  filters: Filters | None = None, rate=DEFAULT_RATE, clock: Clock = SYSTEM_CLOCK) -> Progress:
     """Start replaying the selected dead letters, or all that match the filters, at `rate` runs per second.
@@ -175,7 +160,7 @@ def start_replay(actor: Actor, tenant_id: int | None, *, ids: list[int] | None =
         total = dlq.count_matching(filters, tenant_id, cap=None, bounds=bounds) if bounds else 0
         job_filters = {**filters.to_dict(), "as_of": now.isoformat(), "min_id": bounds and bounds.min_id,
                        "max_id": bounds and bounds.max_id}
-        described = filters.describe(_group_words(filters.group, tenant_id))
+        described = filters.describe(dlq.group_words(filters.group, tenant_id))
         recorded = {"filter": filters.args()}
     if not total:
         raise InvalidInput("no open dead letters to replay: they may have been replayed or discarded already", "id")

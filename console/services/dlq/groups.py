@@ -176,6 +176,20 @@ def matching_ids(filters: Filters, tenant_id: int | None, bounds: Bounds, after_
     return list(db.session.execute(query).scalars())
 
 
+def group_words(fingerprint: str, tenant_id: int | None) -> str | None:
+    """Name an error group as people read it: its code and its newest message, not its fingerprint."""
+    if not fingerprint:
+        return None
+    query = select(DeadLetter.error_code, DeadLetter.error_message).where(DeadLetter.fingerprint == fingerprint)
+    if tenant_id is not None:
+        query = query.where(DeadLetter.tenant_id == tenant_id)
+    found = db.session.execute(query.order_by(DeadLetter.id.desc()).limit(1)).first()
+    if found is None:
+        return None
+    message = (found.error_message or "").splitlines()[0][:80] if found.error_message else "(no message)"
+    return f"{found.error_code or 'unknown'} “{message}”"
+
+
 def get(dead_letter_id: int, tenant_id: int | None = None) -> DeadLetter:
     """Return a dead letter visible to this tenant scope, or raise NotFound."""
     letter = db.session.get(DeadLetter, dead_letter_id)

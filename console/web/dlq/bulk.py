@@ -69,6 +69,7 @@ def confirm_replay():
     sample = dlq.entries(filters, scope, limit=1).entries
     fixes = sum(dlq.fixes_waiting(filters, scope, utcnow()).values())
     return render_template("dlq/confirm_replay.html", filters=filters, total=total, for_good=for_good, fixes=fixes,
+                           described=filters.describe(dlq.group_words(filters.group, scope)),
                            sample=sample[0] if sample else None, count_cap=dlq.COUNT_CAP,
                            rate=request.args.get("rate", type=int) or dlq_bulk.DEFAULT_RATE, max_rate=dlq_bulk.MAX_RATE,
                            fastest=request.args.get("fastest") == "y", fast_chunk=dlq_bulk.FAST_CHUNK)
