@@ -9,16 +9,7 @@ from console.extensions import db
 from console.models import Tenant
 from console.services.dlq import bulk as dlq_bulk
 from console.services.dlq import groups as dlq
-from console.services.dlq.filters import (
-    AGES,
-    ANY,
-    FINGERPRINT,
-    PERIODS,
-    STATUSES,
-    Filters,
-    moment_problem,
-    task_problem,
-)
+from console.services.dlq.filters import PERIODS, Filters, check
 from console.services.engine import control, handler_kinds
 from console.services.errors import Forbidden, InvalidInput
 from console.services.people.permissions import OPERATE, VIEW
@@ -48,17 +39,7 @@ def _filters(given: dict) -> Filters:
     for key, value in texts.items():
         if not isinstance(value, str):
             raise InvalidInput(f"{key} is text", key)
-    if texts.get("status", "open") not in (*STATUSES, ANY):
-        raise InvalidInput(f"status must be one of {', '.join((*STATUSES, ANY))}", "status")
-    for key in (key for span in PERIODS for key in span):
-        if key in texts and (problem := moment_problem(texts[key])):
-            raise InvalidInput(f"{key}={texts[key][:40]} {problem}", key)
-    if problem := task_problem(texts.get("task", "")):
-        raise InvalidInput(problem, "task")
-    if texts.get("age", "1h") not in AGES:
-        raise InvalidInput(f"age must be one of {', '.join(AGES)} (older than)", "age")
-    if not FINGERPRINT.fullmatch(texts.get("group", "0")):
-        raise InvalidInput("group is an error fingerprint: up to 32 hex digits", "group")
+    check(texts)
     if "handler" in texts and "task" in texts:
         raise InvalidInput("filter by handler or by task, not both", "handler")
     scope = tenant_scope()

@@ -678,3 +678,26 @@ def test_the_api_takes_max_as_the_rate(client, auth, make_dead_letter):
     assert (response.json["rate_per_s"], response.json["eta_s"]) == ("max", None)
     refused = client.post("/api/dead-letters/replay", json={"filter": {}, "rate_per_s": "fast"}, headers=headers)
     assert refused.status_code == 422 and "'max'" in refused.json["detail"]
+
+
+@pytest.mark.parametrize(("field", "value", "said"), [
+    ("group", "not-a-fingerprint", "group is an error fingerprint: up to 32 hex digits"),
+    ("since", "2026-99-99T00:00", "since=2026-99-99T00:00 is not a date and time (YYYY-MM-DDTHH:MM, UTC)"),
+    ("age", "forever", "age must be one of 1h, 24h, 7d (older than)"),
+    ("status", "lost", "status must be one of open, replayed, discarded, resolved, any"),
+])
+def test_replaying_all_that_match_a_filter_it_cannot_read_replays_nothing(client, auth, make_dead_letter, field,
+                                                                          value, said):
+    make_dead_letter("account 1 is closed", code="invalid_account")
+    auth.as_role("operator", "olga")
+    # The page's own form sends only filters it read; a hand-made request whose filter would be dropped (and so
+    # select more letters than asked for) is refused, and says what to fix.
+    response = post(client, auth, "/dlq/bulk/replay-matching", {field: value, "rate": "50"}, htmx=True)
+    assert response.status_code == 422
+    assert f"Fix the filter: {said}; nothing was replayed." in response.get_data(as_text=True)
+    response = post(client, auth, "/dlq/bulk/replay-matching", {field: value, "rate": "50"})
+    assert response.status_code == 303 and "op=" not in response.headers["Location"]
+    assert f"Fix the filter: {said}" in client.get(response.headers["Location"]).get_data(as_text=True)
+    assert Queue("maintenance", connection=get_redis()).jobs == []
+    confirm = client.get(f"/dlq/replay/confirm?{field}={value}")
+    assert confirm.status_code == 422 and said in confirm.get_data(as_text=True)

@@ -11,6 +11,7 @@ from console.domain.periods import EARLIEST, LATEST
 from console.extensions import db
 from console.models import DeadLetter, Run, Tenant
 from console.services.delivery.channel_report import ALERTED_LETTER, timed_alerts
+from console.services.errors import InvalidInput
 from console.services.inputs import row_id
 from console.services.people import tenants
 
@@ -123,6 +124,23 @@ class Filters:
 def untasked_words(task: str) -> str | None:
     """Name an "untasked:<handler>" filter as people read it, or None for any other."""
     return f"{task.removeprefix(UNTASKED)} without a task" if task.startswith(UNTASKED) else None
+
+
+def check(args: Mapping) -> None:
+    """Raise InvalidInput for a filter value parse() would quietly drop: what is acted on (a replay of all that
+    match) must be exactly what was asked for, never more."""
+    texts = {key: str(value).strip() for key, value in args.items() if value not in (None, "")}
+    if texts.get("status", "open") not in (*STATUSES, ANY):
+        raise InvalidInput(f"status must be one of {', '.join((*STATUSES, ANY))}", "status")
+    for key in (key for span in PERIODS for key in span):
+        if key in texts and (problem := moment_problem(texts[key])):
+            raise InvalidInput(f"{key}={texts[key][:40]} {problem}", key)
+    if problem := task_problem(texts.get("task", "")):
+        raise InvalidInput(problem, "task")
+    if texts.get("age", "1h") not in AGES:
+        raise InvalidInput(f"age must be one of {', '.join(AGES)} (older than)", "age")
+    if not FINGERPRINT.fullmatch(texts.get("group", "0")):
+        raise InvalidInput("group is an error fingerprint: up to 32 hex digits", "group")
 
 
 def refused(args: Mapping) -> list[str]:

@@ -20,6 +20,14 @@ from console.web.dlq.views import chosen_view, results
 from console.web.render import page
 
 
+def _refused(error: ServiceError, back: dlq_filters.Filters | None = None):
+    """Say why a bulk replay did not start: above the results (htmx), or in a flash on the page it came from."""
+    if htmx:
+        return render_template("dlq/_notice.html", category="error", message=error.detail), error.status
+    flash(error.detail, "error")
+    return go_back(back)
+
+
 def _start_bulk(back: dlq_filters.Filters | None = None, **selection):
     form = BulkReplayForm()
     try:
@@ -28,10 +36,7 @@ def _start_bulk(back: dlq_filters.Filters | None = None, **selection):
         rate = dlq_bulk.FASTEST if form.fastest.data else form.rate.data
         progress = dlq_bulk.start_replay(current_actor(), tenant_scope(), rate=rate, **selection)
     except ServiceError as error:
-        if htmx:
-            return render_template("dlq/_notice.html", category="error", message=error.detail), error.status
-        flash(error.detail, "error")
-        return go_back(back)
+        return _refused(error, back)
     if htmx:
         return render_template("dlq/_progress.html", op=progress)
     pace = "as fast as it safely can" if progress.fastest else f"at {progress.rate:g} runs/s"
@@ -50,6 +55,10 @@ def bulk_replay():
 @requires(OPERATE)
 def bulk_replay_matching():
     filters = dlq_filters.Filters.parse(request.form)
+    try:
+        dlq_filters.check(request.form)  # a filter dropped would replay more than was asked for
+    except InvalidInput as error:
+        return _refused(InvalidInput(f"Fix the filter: {error.detail}; nothing was replayed.", error.field), filters)
     confirmed = request.form.get("confirmed") == "failed_for_good"
     if filters.group and not confirmed and dlq.count_non_retryable(filters, tenant_scope()):
         # A group that failed for good: the same input is likely to fail the same way. Ask on a page of its own.
@@ -63,6 +72,7 @@ def bulk_replay_matching():
 @requires(OPERATE)
 def confirm_replay():
     """Say what replaying letters that failed for good means, before it starts."""
+    dlq_filters.check(request.args)  # the page must describe what its button would replay, no more
     filters = dlq_filters.Filters.parse(request.args)
     scope = tenant_scope()
     total, for_good = dlq.count_matching(filters, scope), dlq.count_non_retryable(filters, scope)
