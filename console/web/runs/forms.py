@@ -74,12 +74,17 @@ class StatusChecks(SelectMultipleField):
     option_widget = widgets.CheckboxInput()
 
 
+def _stripped(value):
+    # Optional() ends a field's checks on blanks, so "  " must arrive as "": it would pass for a task id otherwise.
+    return value.strip() if isinstance(value, str) else value
+
+
 class TimelineFilterForm(Form):
     # Checked by validate_tenant, which names the tenant instead of WTForms' "Not a valid choice". A tenant-limited
     # person naming another tenant is refused before the form (tenants.keep_within), as on the DLQ.
-    tenant = SelectField("Tenant", choices=[], validators=[Optional()], validate_choice=False)
+    tenant = SelectField("Tenant", choices=[], validators=[Optional()], validate_choice=False, filters=[_stripped])
     # Checked by validate_task: another tenant's task reads as no task at all, so its existence is not told.
-    task = SelectField("Task", choices=[], validators=[Optional()], validate_choice=False)
+    task = SelectField("Task", choices=[], validators=[Optional()], validate_choice=False, filters=[_stripped])
     status = StatusChecks("Status", choices=[SelectChoice(s.value, s.value.replace("_", " ")) for s in RunStatus],
                           validators=[Optional()])
     created_from = IsoTimeField("Created from (UTC)", validators=[Optional()])
