@@ -4,7 +4,7 @@ from sqlalchemy import func
 
 from console.domain.clock import utcnow
 from console.extensions import db
-from console.models import Approval, DeadLetter, Run, Tenant, User, WorkOrder
+from console.models import Approval, DeadLetter, Run, Task, Tenant, User, WorkOrder
 from console.services.actor import SYSTEM, Actor
 from console.services.engine.execute import execute
 from console.services.people import users
@@ -64,6 +64,11 @@ def test_a_first_start_gives_a_manager_a_fortnight_of_reports_and_an_approver_a_
     history = db.session.query(Run.id, Run.created_at).filter(Run.source != "demo").order_by(Run.id).all()
     assert [created for _, created in history] == sorted(created for _, created in history)
     assert db.session.query(func.min(Run.id)).filter(Run.source == "demo").scalar() > history[-1].id
+    # The tasks too: the live ones first on the Tasks list (newest id first), the history's as old as its runs.
+    tasks = db.session.query(Task.name, Task.created_at).order_by(Task.id.desc()).all()
+    assert [name for name, _ in tasks[:len(demo.DEMO_TASKS)]] == [spec["name"] for _, spec in demo.DEMO_TASKS][::-1]
+    oldest_run = db.session.query(func.min(Run.scheduled_for)).filter(Run.source != "demo").scalar()
+    assert all(created <= oldest_run for name, created in tasks if name.startswith("report-history-"))
     summary = figures.summary(report_scope.period("7d", None, None, utcnow()), report_scope.resolve(None, None, None),
                               utcnow())
     assert summary.as_of is not None and summary.values["on_time_rate"].value > 0.9  # rolled up already

@@ -35,7 +35,7 @@ def _tenant(name: str, max_running: int, max_queued: int) -> Tenant:
 def seed(roles: bool = False) -> str:
     """Create demo tenants and submit a mix of runs that succeed, recover, compensate or die.
 
-    With `roles`, a report history and a waiting data fix come first, so the live runs are the newest ids.
+    With `roles`, a report history and a waiting data fix come first, so the live tasks and runs are the newest ids.
     """
     spec = dict(DEMO_POLICY)
     policies.save("demo", spec, DEMO, description=spec.pop("description"))
@@ -56,8 +56,8 @@ def seed(roles: bool = False) -> str:
                                           "message": "reserved stock does not match order {n}"}, 2),
         (globex, "demo.sleep", {"seconds": 90}, 1),
     ]
-    _tasks(acme, globex)
     history = demo_roles.seed() + "\n" if roles else ""
+    _tasks(acme, globex)  # after the history's paused tasks: the Tasks list, newest first, opens on the live ones
     count = 0
     for tenant, handler, params, times in plan:
         for n in range(times):

@@ -27,13 +27,14 @@ ALERTED_SHARE = 0.3  # of dead letters, the first of their group: an alert is de
 REPLAY_RUNS_FOR = timedelta(seconds=2)  # from a replay to its run's success
 
 
-def _tasks(count: int, tenant_ids: list[int], rand: random.Random, now) -> list:
-    """Create paused tasks (history only: they do not fire) spread over the tenants."""
+def _tasks(count: int, tenant_ids: list[int], rand: random.Random, now, days: int) -> list:
+    """Create paused tasks (history only: they do not fire) spread over the tenants, as old as their history."""
+    since = (now - timedelta(days=days)).replace(second=0, microsecond=0)  # as the first run's minute is (_plan)
     rows = [{"tenant_id": tenant_ids[i % len(tenant_ids)], "name": f"report-history-{i:03d}",
              "handler": HANDLERS[i % len(HANDLERS)], "params": {}, "policy_overrides": {},
              "cron": f"*/{rand.choice((1, 5, 10, 15, 30))} * * * *", "timezone": "UTC", "concurrency_policy": "allow",
              "jitter_s": 0, "debounce_s": 0, "sla": {"max_start_delay_s": 60, "deadline_s": 1800}, "paused": True,
-             "misfire_grace_s": 300, "missed_total": 0, "created_at": now, "updated_at": now}
+             "misfire_grace_s": 300, "missed_total": 0, "created_at": since, "updated_at": now}
             for i in range(count)]
     db.session.execute(insert(Task.__table__), rows)
     db.session.commit()
@@ -51,7 +52,7 @@ def seed_report_history(runs: int, days: int = 90, tasks: int = 200, clock: Cloc
     rand = random.Random(seed)
     now = clock()
     tenant_ids = list(db.session.execute(select(Tenant.id).order_by(Tenant.id)).scalars())
-    task_rows = _tasks(tasks, tenant_ids, rand, now) if tasks else []
+    task_rows = _tasks(tasks, tenant_ids, rand, now, days) if tasks else []
     orders: dict[tuple[int, str], int] = {}
     totals = {"dead": 0, "replayed": 0, "late": 0, "alerts": 0}
     plans = (_plan(rand, now, days, tenant_ids, task_rows) for _ in range(runs))
