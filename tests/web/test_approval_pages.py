@@ -441,6 +441,8 @@ def test_a_fix_whose_letter_was_replayed_behind_its_back_says_so_and_the_job_clo
     closed_page = html(approver_client.get(f"/approvals/{request.id}"))
     assert "badge superseded" in closed_page and "nobody yet" not in closed_page
     assert "nobody: its dead letter was settled first, and it closed" in closed_page
+    # A note of how it closed, not an error: nothing failed.
+    assert f'<dd class="note">{closed.outcome}</dd>' in closed_page and "field-error" not in closed_page
     [entry] = db.session.execute(select(AuditEntry).where(AuditEntry.action == "approval.supersede")).scalars()
     assert (entry.actor, entry.target_id) == ("system", str(request.id))
     assert params_fix.supersede_settled(clock=clock) == []
