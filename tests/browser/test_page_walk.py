@@ -290,6 +290,8 @@ def test_the_login_page(walk):
             visit(walk, "/login")
             assert walk.problems == []
             assert sideways(page) == ""
+            if width == "desktop":
+                assert inaccessible(page) == [], f"/login in the {scheme} theme"
             shoot(page, f"login-{width}-{scheme}")
     assert background_luminance(page) < 0.05
 
