@@ -52,13 +52,14 @@ def url_builders_compiled_once():
 
 
 def pytest_collection_modifyitems(config, items):
-    """On PostgreSQL, run only the tests that touch a database, and none of the SQLite-only ones."""
+    """On PostgreSQL, run only the tests that touch a database, and none of the SQLite-only or layout ones."""
     if BACKEND != "postgresql":
         return
     keep, drop = [], []
     for item in items:
         touches = "databases" in getattr(item, "fixturenames", ())
-        (keep if touches and item.get_closest_marker("sqlite_only") is None else drop).append(item)
+        once = item.get_closest_marker("sqlite_only") or item.get_closest_marker("layout")
+        (keep if touches and once is None else drop).append(item)
     items[:] = keep
     config.hook.pytest_deselected(items=drop)
 

@@ -9,7 +9,7 @@ from console.services.system.demo_reports import seed_report_history
 from tests.factories import BROKEN, LENIENT, Runs, make_tenant
 from tests.helpers import browser_login
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.layout]
 LAPTOP = {"width": 1024, "height": 768}
 # Inside the visible part of its table's scrolling frame, and across inside the viewport: seen without scrolling
 # the table or the page sideways.

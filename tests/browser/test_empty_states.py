@@ -4,7 +4,7 @@ import pytest
 
 from tests.helpers import browser_login
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.layout]
 EMPTY_PAGES = ["/breakers/", "/dlq/?view=list", "/workorders/", "/approvals/", "/runbooks/", "/runs/", "/tasks/",
                "/reports/breaches", "/audit/?action=nothing.such"]
 

@@ -22,7 +22,7 @@ from tests.helpers import PASSWORD, browser_login
 from tests.plugin_runtime import PluginRuntime
 from tests.receiver import Receiver
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.layout]
 LAPTOP, DESKTOP = {"width": 1024, "height": 768}, {"width": 1280, "height": 800}
 EMEA, APAC = "acme-logistics-emea", "globex-payments-apac"
 WORKER = "ip-10-0-12-34.eu-west-1.compute.internal.48213"

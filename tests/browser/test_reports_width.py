@@ -7,7 +7,7 @@ from console.services.system.demo_reports import seed_report_history
 from tests.factories import make_tenant
 from tests.helpers import browser_login
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.layout]
 OVERFLOW = "[...document.querySelectorAll('.table-wrap')].map(frame => frame.scrollWidth - frame.clientWidth)"
 
 

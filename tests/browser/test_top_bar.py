@@ -8,7 +8,7 @@ from console.services.system import demo_roles
 from tests.factories import BROKEN, LENIENT, Runs
 from tests.helpers import browser_login
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.layout]
 ROWS = ("() => new Set([...document.querySelectorAll('.topbar nav a')]"
         ".map(a => Math.round(a.getBoundingClientRect().top))).size")
 
