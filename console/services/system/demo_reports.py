@@ -8,13 +8,13 @@ import random
 import uuid
 from datetime import timedelta
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import insert, select
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.errors import fingerprint
 from console.extensions import db
 from console.models import DeadLetter, OutboxMessage, Run, RunEvent, SlaBreach, Task, Tenant, WorkOrder
-from console.services.system.demo_history import ERRORS, HANDLERS, count_letters
+from console.services.system.demo_history import ERRORS, HANDLERS
 from console.services.workorders import changes as workorders
 
 BATCH = 20_000
@@ -23,6 +23,9 @@ LATE_SHARE = 0.012  # of task runs start past their 60 s limit
 DEAD_SHARE = 0.02
 RETRIED_SHARE = 0.05
 REPLAYED_SHARE = 0.6  # of dead letters, replayed later (and then succeeded)
+DISCARDED_SHARE = 0.5  # of the dead letters not replayed, discarded by a person later (the rest stay open)
+DISCARD_REASONS = ("superseded by a newer run of the same data", "duplicate of a request already fulfilled",
+                   "the customer cancelled the order", "test data from a partner's sandbox")
 ALERTED_SHARE = 0.3  # of dead letters, the first of their group: an alert is delivered
 REPLAY_RUNS_FOR = timedelta(seconds=2)  # from a replay to its run's success
 
@@ -50,12 +53,13 @@ def seed_report_history(runs: int, days: int = 90, tasks: int = 200, clock: Cloc
     by id); the scale benchmarks keep the random order their figures were measured with.
     """
     rand = random.Random(seed)
+    settling = random.Random(-seed)  # discards drawn apart, so the runs a seed gave before discards are unchanged
     now = clock()
     tenant_ids = list(db.session.execute(select(Tenant.id).order_by(Tenant.id)).scalars())
     task_rows = _tasks(tasks, tenant_ids, rand, now, days) if tasks else []
-    orders: dict[tuple[int, str], int] = {}
+    parked: list[tuple] = []  # each letter's id, error group and what settled it, for its work order
     totals = {"dead": 0, "replayed": 0, "late": 0, "alerts": 0}
-    plans = (_plan(rand, now, days, tenant_ids, task_rows) for _ in range(runs))
+    plans = (_plan(rand, settling, now, days, tenant_ids, task_rows) for _ in range(runs))
     if chronological:
         plans = iter(sorted(plans, key=lambda planned: planned[0]["created_at"]))
     while plan := list(itertools.islice(plans, BATCH)):
@@ -73,7 +77,7 @@ def seed_report_history(runs: int, days: int = 90, tasks: int = 200, clock: Cloc
                                  "detected_at": row["started_at"] + timedelta(seconds=30), "escalated": False})
             if extra["dead_at"]:
                 totals["dead"] += 1
-                letters.append(_letter(run_id, row, extra, orders))
+                letters.append(_letter(run_id, row, extra))
         db.session.connection().execute(insert(RunEvent.__table__), events)
         if breaches:
             db.session.connection().execute(insert(SlaBreach.__table__), breaches)
@@ -84,31 +88,59 @@ def seed_report_history(runs: int, days: int = 90, tasks: int = 200, clock: Cloc
                       if rand.random() < ALERTED_SHARE]
             totals["alerts"] += len(alerts)
             totals["replayed"] += sum(1 for letter in letters if letter["status"] == "replayed")
+            parked += [(letter_id, letter) for letter_id, letter in zip(letter_ids, letters, strict=True)]
             if alerts:
                 db.session.connection().execute(insert(OutboxMessage.__table__), alerts)
         db.session.commit()
-    count_letters(orders.values())
-    db.session.commit()
-    _close_recovered(orders.values())
+    _file_work_orders(parked)
     digest = hashlib.sha1(f"{runs}:{days}:{tasks}:{seed}".encode()).hexdigest()[:8]
     return (f"Report history: {runs} runs over {days} days, {len(task_rows)} tasks, {totals['late']} late starts, "
             f"{totals['dead']} dead letters ({totals['replayed']} replayed), {totals['alerts']} alerts [{digest}].")
 
 
-def _close_recovered(order_ids) -> None:
-    """Close the work orders whose every letter was replayed and recovered, at the moment the last one recovered (a
-    history's order read "closed 37 s ago" when it was closed at seeding)."""
+def _settled_at(letter: dict):
+    """When a letter stopped needing work: its replayed run's success, or its discard (None while it is open)."""
+    if letter["status"] == "replayed":
+        return letter["resolved_at"] + REPLAY_RUNS_FOR
+    return letter["resolved_at"]
+
+
+def _episodes(parked: list[tuple[int, dict]]) -> list[tuple[dict, list[int], object]]:
+    """Split each error group's letters into work orders as the engine does: a letter joins its group's open order,
+    and once every letter of that order is settled the order closes, so the group's next letter opens a new one.
+
+    Return the orders oldest first, each as its first letter, its letters' ids and when it closed (None: open).
+    """
+    groups: dict[tuple[int, str], list[list]] = {}
+    for letter_id, letter in sorted(parked, key=lambda item: item[1]["created_at"]):
+        orders, settled = groups.setdefault((letter["tenant_id"], letter["fingerprint"]), []), _settled_at(letter)
+        if orders and (orders[-1][2] is None or orders[-1][2] > letter["created_at"]):
+            until = orders[-1][2]
+            orders[-1][1].append(letter_id)
+            orders[-1][2] = None if until is None or settled is None else max(until, settled)
+        else:
+            orders.append([letter, [letter_id], settled])
+    return sorted((tuple(order) for orders in groups.values() for order in orders),
+                  key=lambda order: order[0]["created_at"])
+
+
+def _file_work_orders(parked: list[tuple[int, dict]]) -> None:
+    """Open the history's work orders (ids in the order they opened, as a real history has them) and close each
+    settled one at the moment its last letter was settled (one read "closed 37 s ago" when closed at seeding)."""
     letters = DeadLetter.__table__
-    recovered = db.session.execute(
-        select(letters.c.work_order_id, func.max(letters.c.resolved_at)).where(letters.c.work_order_id.in_(
-            list(order_ids))).group_by(letters.c.work_order_id)
-        .having(func.count() == func.count(letters.c.resolved_at))).all()
-    for order_id, last_replay in recovered:
-        workorders.close_if_resolved(order_id, last_replay + REPLAY_RUNS_FOR)
+    for first, ids, until in _episodes(parked):
+        order_id = db.session.connection().execute(insert(WorkOrder.__table__).values(
+            tenant_id=first["tenant_id"], fingerprint=first["fingerprint"], status="open", dead_letter_count=len(ids),
+            title=f"{first['handler']}: {first['error_code']}", created_at=first["created_at"])).inserted_primary_key[0]
+        db.session.connection().execute(letters.update().where(letters.c.id.in_(ids)).values(work_order_id=order_id))
+        # Closed before the group's next order opens: one open order per group, as the unique index holds it.
+        if until is not None:
+            workorders.close_if_resolved(order_id, until)
     db.session.commit()
 
 
-def _plan(rand: random.Random, now, days: int, tenant_ids: list[int], task_rows: list) -> tuple[dict, dict]:
+def _plan(rand: random.Random, settling: random.Random, now, days: int, tenant_ids: list[int],
+          task_rows: list) -> tuple[dict, dict]:
     """Return one run's row and what happened to it."""
     scheduled = (now - timedelta(seconds=rand.uniform(120, days * 86_400))).replace(second=0, microsecond=0)
     task = rand.choice(task_rows) if task_rows and rand.random() < SCHEDULED_SHARE else None
@@ -124,6 +156,10 @@ def _plan(rand: random.Random, now, days: int, tenant_ids: list[int], task_rows:
     replay_at = finished + timedelta(seconds=rand.uniform(300, 6 * 3600)) if replayed else None
     if replay_at and replay_at >= now:
         replay_at = recovered = replayed = None
+    discard_at = (finished + timedelta(seconds=settling.uniform(2 * 3600, 3 * 86_400))
+                  if dead and not replayed and settling.random() < DISCARDED_SHARE else None)
+    if discard_at and discard_at >= now:
+        discard_at = None
     code, template = ERRORS[rand.randrange(len(ERRORS))]
     tenant_id = task.tenant_id if task else rand.choice(tenant_ids)
     status = "succeeded" if not dead or recovered else "dead"
@@ -139,6 +175,7 @@ def _plan(rand: random.Random, now, days: int, tenant_ids: list[int], task_rows:
            "error_message": template.format(n=rand.randint(1000, 99_999)) if dead else None}
     return row, {"late": late, "delay": delay, "attempts": attempts, "finished": finished,
                  "dead_at": finished if dead else None, "replay_at": replay_at, "recovered": recovered,
+                 "discard_at": discard_at, "discard_reason": settling.choice(DISCARD_REASONS),
                  "code": code, "message": template.format(n=rand.randint(1000, 99_999))}
 
 
@@ -160,18 +197,16 @@ def _events(run_id: int, row: dict, extra: dict) -> list[dict]:
     return found
 
 
-def _letter(run_id: int, row: dict, extra: dict, orders: dict) -> dict:
-    print_ = fingerprint(extra["code"], extra["message"])
-    key = (row["tenant_id"], print_)
-    if key not in orders:
-        orders[key] = db.session.connection().execute(insert(WorkOrder.__table__).values(
-            tenant_id=row["tenant_id"], fingerprint=print_, status="open", dead_letter_count=0,
-            title=f"{row['handler']}: {extra['code']}", created_at=extra["dead_at"])).inserted_primary_key[0]
+def _letter(run_id: int, row: dict, extra: dict) -> dict:
+    """A run's dead letter, replayed, discarded or open; its work order is set once every letter is in."""
+    status = "replayed" if extra["replay_at"] else "discarded" if extra["discard_at"] else "open"
     return {"run_id": run_id, "tenant_id": row["tenant_id"], "task_id": row["task_id"], "handler": row["handler"],
             "series": 1, "attempts": extra["attempts"], "reason": "exhausted", "error_code": extra["code"],
-            "error_message": extra["message"], "fingerprint": print_, "work_order_id": orders[key],
-            "status": "replayed" if extra["replay_at"] else "open", "created_at": extra["dead_at"],
-            "resolved_at": extra["replay_at"], "resolved_by": "ops" if extra["replay_at"] else None}
+            "error_message": extra["message"], "fingerprint": fingerprint(extra["code"], extra["message"]),
+            "work_order_id": None, "status": status, "created_at": extra["dead_at"],
+            "resolved_at": extra["replay_at"] or extra["discard_at"],
+            "resolved_by": None if status == "open" else "ops",
+            "resolution_note": extra["discard_reason"] if status == "discarded" else None}
 
 
 def _alert(letter_id: int, letter: dict, rand: random.Random) -> dict:
