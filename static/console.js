@@ -167,6 +167,25 @@
     if (toggle.dataset && toggle.dataset.fold && event.detail.successful) toggle.setAttribute("aria-expanded", "true");
   });
 
+  // "Replay selected" and "Discard selected" ask about the rows ticked: how many, and which params fixes waiting for
+  // approval on them the action closes. With none ticked they ask nothing: the server says what to tick.
+  document.addEventListener("htmx:confirm", function (event) {
+    var button = event.detail.elt;
+    if (!button.dataset || button.dataset.confirmSelected === undefined) return;
+    var ticked = Array.prototype.filter.call(button.form.elements, function (box) {
+      return box.name === "id" && box.checked;
+    });
+    if (!ticked.length) return;
+    var fixes = ticked.map(function (box) { return Number(box.dataset.fix); }).filter(Boolean)
+      .sort(function (a, b) { return a - b; });
+    var question = button.dataset.confirmSelected.replace("{selected}", ticked.length === 1
+      ? "the selected dead letter" : "the " + ticked.length + " selected dead letters");
+    if (fixes.length === 1) question += " Params fix #" + fixes[0] + " waiting for approval is closed then.";
+    if (fixes.length > 1) question += " Params fixes #" + fixes.join(", #") + " waiting for approval are closed then.";
+    event.preventDefault();
+    if (window.confirm(question)) event.detail.issueRequest(true);
+  });
+
   // A "select all" box ticks every box its data-check-all selector names.
   document.addEventListener("change", function (event) {
     var all = event.target.closest("[data-check-all]");

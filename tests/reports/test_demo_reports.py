@@ -2,6 +2,7 @@
 
 import json
 from datetime import UTC, timedelta
+from itertools import pairwise
 
 from sqlalchemy import func, select
 
@@ -71,7 +72,7 @@ def test_a_groups_next_letter_after_its_work_order_closed_opens_a_new_one_as_the
             assert all(as_utc(letter.created_at) < as_utc(order.closed_at) for letter in letters)
     assert any(len(orders) > 1 for orders in groups.values()), "a group failed again after its order closed"
     for orders in groups.values():  # one open order per group at a time: each closed before the next opened
-        assert all(as_utc(older.closed_at) <= as_utc(newer.created_at) for older, newer in zip(orders, orders[1:]))
+        assert all(as_utc(older.closed_at) <= as_utc(newer.created_at) for older, newer in pairwise(orders))
     # So a manager's week holds orders both closed and not: the figure is neither 0 % nor vacuous.
     week = [order for orders in groups.values() for order in orders
             if as_utc(order.created_at) >= clock() - timedelta(days=7)]

@@ -1,0 +1,84 @@
+"""The DLQ's "Replay selected" and "Discard selected" ask about the rows ticked: how many, and which params fixes
+waiting for approval on them the action closes; dismissing the question sends nothing."""
+
+import pytest
+from playwright.sync_api import expect
+from sqlalchemy import select
+
+from console.extensions import db
+from console.models import Approval, DeadLetter, Run
+from console.services.actor import Actor
+from console.services.engine.execute import execute
+from console.services.engine.submit import submit
+from console.services.people import tenants, users
+from console.services.recovery import params_fix
+from tests.factories import BROKEN, LENIENT
+from tests.helpers import browser_login
+
+pytestmark = pytest.mark.browser
+ARRANGE = Actor("arrange")
+
+
+def dead_letter() -> DeadLetter:
+    """Drive a run to the DLQ with a non-retryable failure and return its dead letter."""
+    run, _ = submit(tenants.find("default"), ARRANGE, handler="demo.flaky", params=BROKEN, policy=LENIENT)
+    assert execute(run.id, 0) == "dead"
+    return db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run.id)).scalar_one()
+
+
+@pytest.fixture
+def letters(live_app):
+    """Three open dead letters; a params fix waits for approval on the first two."""
+    found = [dead_letter() for _ in range(3)]
+    olga, _ = users.create("olga", "operator", None, ARRANGE)
+    fixes = [params_fix.request_fix(letter.id, {"fail_times": 0}, "the account was reopened",
+                                    Actor(olga.username, olga.id)) for letter in found[:2]]
+    return found, fixes
+
+
+def ask(page, button: str, answer: bool) -> str:
+    """Click a bulk button, answer its question, and return the question."""
+    asked = []
+
+    def reply(dialog):
+        asked.append(dialog.message)
+        dialog.accept() if answer else dialog.dismiss()
+
+    page.once("dialog", reply)
+    page.get_by_role("button", name=button, exact=True).click()
+    assert len(asked) == 1, "the button asked exactly once"
+    return asked[0]
+
+
+def tick(page, *letters: DeadLetter) -> None:
+    for letter in letters:
+        page.get_by_label(f"select dead letter {letter.id}", exact=True).check()
+
+
+def test_the_selected_buttons_count_the_ticked_rows_and_name_their_waiting_fixes(page, live_server, letters):
+    (first, second, plain), (fix_one, fix_two) = letters
+    browser_login(page, live_server.url)
+    page.goto(f"{live_server.url}/dlq/?view=list")
+
+    tick(page, plain)
+    assert ask(page, "Replay selected", answer=False) == "Replay the selected dead letter at the rate set here?"
+    tick(page, first)
+    assert ask(page, "Replay selected", answer=False) == (
+        f"Replay the 2 selected dead letters at the rate set here? Params fix #{fix_one.id} waiting for approval is "
+        "closed then.")
+    tick(page, second)
+    page.get_by_label("reason to discard the selected").fill("duplicates of fulfilled orders")
+    assert ask(page, "Discard selected", answer=False) == (
+        f"Discard the 3 selected dead letters? They will not be replayed. Params fixes #{fix_one.id}, #{fix_two.id} "
+        "waiting for approval are closed then.")
+    # Dismissed, nothing was sent: the letters are open and the fixes wait.
+    db.session.expire_all()
+    assert {db.session.get(DeadLetter, letter.id).status for letter in (first, second, plain)} == {"open"}
+    assert {db.session.get(Approval, fix.id).status for fix in (fix_one, fix_two)} == {"pending"}
+
+    ask(page, "Discard selected", answer=True)
+    expect(page.locator(f"#dl-{first.id}")).to_have_count(0)  # the open list no longer shows them
+    db.session.expire_all()
+    assert {db.session.get(DeadLetter, letter.id).status for letter in (first, second, plain)} == {"discarded"}
+    assert {db.session.get(Approval, fix.id).status for fix in (fix_one, fix_two)} == {"superseded"}
+    assert {run.status for run in db.session.execute(select(Run)).scalars()} == {"dead"}  # none was replayed
