@@ -120,9 +120,17 @@ def console_pages(app) -> set[str]:
     return found - set(NOT_PAGES)
 
 
-def dead_run(message: str, code: str) -> int:
-    """Drive a run of demo.flaky to the DLQ, a minute in the past."""
-    run, _ = submit(tenants.find("default"), ARRANGE, handler="demo.flaky", policy="walk",
+# The longest names the console takes (a tenant 64 characters, a task 120, an error code 80): each page must
+# still fit its window with them.
+LONG_TENANT = "northwind-logistics-customer-operations-europe-west-" + "0123456789ab"
+LONG_TASK = ("nightly-reconciliation-of-outstanding-carrier-invoices-against-the-general-ledger-for-every-european-"
+             "subsidiary-v2-eu-we")
+LONG_CODE = "carrier_invoice_reconciliation_mismatch_between_ledger_and_statement_v2_eu_west1"
+
+
+def dead_run(message: str, code: str, tenant: str = "default", task=None) -> int:
+    """Drive a run of demo.flaky (or of a task) to the DLQ, a minute in the past."""
+    run, _ = submit(tenants.find(tenant), ARRANGE, task=task, handler=None if task else "demo.flaky", policy="walk",
                     params={"fail_times": 9, "code": code, "message": message})
     assert execute(run.id, 0, clock=FrozenClock(utcnow() - timedelta(minutes=1))) == "dead"
     return run.id
@@ -145,7 +153,12 @@ def arrange() -> dict:
     templates.save("walk", {"mutex_key": "ledger", "concurrency_policy": "replace", "quota_class": "heavy-etl"},
                    ARRANGE)
     tasks.register(default, {"name": "every-minute-sync", "handler": "demo.noop", "cron": "* * * * *"}, ARRANGE)
-    lone = dead_run("payments-gateway answered 502 for order 20417 after 30 s waiting on the upstream", "http_502")
+    long_tenant = tenants.create(LONG_TENANT, ARRANGE)
+    long_task = tasks.register(long_tenant, {"name": LONG_TASK, "handler": "demo.flaky", "cron": "0 4 * * *"}, ARRANGE)
+    # The run, letter, fix and work order the detail pages show: the longest names in every place they appear.
+    lone = dead_run("ledger entry LE-2026-11-30-000123456789 does not match carrier statement line CS-99887766554433",
+                    LONG_CODE, LONG_TENANT, long_task)
+    dead_run("payments-gateway answered 502 for order 20417 after 30 s waiting on the upstream", "http_502")
     for parcel in (11, 12):
         dead_run(f"carrier api down for parcel {parcel}", "carrier_down")
     ok, _ = submit(default, ARRANGE, handler="demo.noop", policy="walk")

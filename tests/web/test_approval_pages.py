@@ -353,7 +353,8 @@ def test_a_bulk_discard_over_the_limit_becomes_a_request(person, letter, clock):
     assert "The dead letters <span class=\"subtle\">· 3, as they stand now</span>" in page
     for each in found:
         assert f'<a href="/runs/{each.run_id}">run {each.run_id}</a>' in page and f"#{each.id}</td>" in page
-    assert page.count(f"<code>{found[0].error_code}</code>") >= 3 and "<code>python:demo.flaky</code>" in page
+    code = f'<span class="error-code">{found[0].error_code}</span>'
+    assert page.replace("<wbr>", "").count(code) >= 3 and "<code>python:demo.flaky</code>" in page
     plain = client.post("/dlq/bulk/discard", data={"csrf_token": token, "id": [x.id for x in found],
                                                    "reason": "load-test leftovers"}, follow_redirects=True)
     second = db.session.execute(select(Approval).order_by(Approval.id.desc())).scalars().first()
