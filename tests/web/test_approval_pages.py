@@ -11,7 +11,7 @@ from console.domain.clock import utcnow
 from console.extensions import db
 from console.models import Approval, AuditEntry, DeadLetter, Run
 from console.services.actor import Actor
-from console.services.engine import compensation
+from console.services.engine import compensation, control
 from console.services.engine.execute import execute
 from console.services.recovery import params_fix, run_compensation, runbook_runner, runbooks
 from console.services.system import console_settings
@@ -128,6 +128,23 @@ def test_the_request_page_shows_the_diff_the_reason_and_both_names(person, lette
     assert rows == [("added", "params.account"), ("changed", "params.fail_times")]  # a new object: one row
     assert '<pre class="json was">9</pre>' in page and '<pre class="json now">0</pre>' in page
     assert "Approve and run" in page and "Reject" in page
+
+
+def test_a_fix_request_shows_the_failure_it_fixes_its_dead_letter_as_it_stands_now(person, letter, runs):
+    _, olga = person("olga", "operator")
+    approver_client, _ = person("alex", "approver")
+    found = letter()
+    request = file_fix(found, olga)
+    page = html(approver_client.get(f"/approvals/{request.id}"))
+    table = re.search(r'<table class="approval-letters">.*?</table>', page, re.S).group(0)
+    assert "The dead letter <span class=\"subtle\">· as it stands now</span>" in page
+    assert f"#{found.id}</td>" in table and f'<a href="/runs/{found.run_id}">run {found.run_id}</a>' in table
+    assert '<span class="error-code">bad_<wbr>account</span>' in table
+    assert "account 42 is closed" in table and "<code>python:demo.flaky</code>" in table and ">open<" in table
+    # Replayed meanwhile (the fix then closes): the approver reads that it no longer is open.
+    control.replay(found, Actor("bob"))
+    assert ">replayed<" in re.search(r'<table class="approval-letters">.*?</table>',
+                                     html(approver_client.get(f"/approvals/{request.id}")), re.S).group(0)
 
 
 def test_the_requester_is_not_offered_the_buttons_and_is_refused_when_posting(person, letter, runs):

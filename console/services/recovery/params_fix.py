@@ -85,6 +85,12 @@ def settled(approval: Approval) -> str | None:
     return waiting_fixes.settled(approval.payload["dead_letter_id"]) if approval.kind == NAME else None
 
 
+def letters(approval: Approval) -> list[DeadLetter]:
+    """Return the dead letter a fix acts on, with its run, as it stands now: the failure the approver judges it by."""
+    letter = db.session.get(DeadLetter, approval.payload["dead_letter_id"])
+    return [letter] if letter is not None else []
+
+
 def supersede_settled(clock: Clock = SYSTEM_CLOCK) -> list[int]:
     """The "params-fixes-supersede" maintenance job: close the fixes waiting for approval whose dead letter was
     settled meanwhile by a path that did not close them itself (approving them could only fail); return their ids."""

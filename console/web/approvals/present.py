@@ -5,9 +5,17 @@ from dataclasses import dataclass
 from flask import url_for
 
 from console.domain import diff
-from console.models import Approval, Run, RunbookExecution
+from console.models import Approval, DeadLetter, Run, RunbookExecution
 from console.services.engine import control
-from console.services.recovery import approvals, params_fix, run_compensation, runbook_registry, runbooks, shown
+from console.services.recovery import (
+    approvals,
+    bulk_discard,
+    params_fix,
+    run_compensation,
+    runbook_registry,
+    runbooks,
+    shown,
+)
 from console.services.recovery.registry import KINDS
 from console.services.recovery.runbook_registry import Runbook
 from console.web.runbooks.present import value_text
@@ -34,6 +42,13 @@ def subject(approval: Approval) -> Subject:
         count = len(payload.get("ids", []))
         return Subject(f"{count} dead letter{'s' if count != 1 else ''}", url_for("dlq.index", view="list"))
     return Subject(f"{approval.subject_type.replace('_', ' ')} {approval.subject_id}", None)
+
+
+def letters(approval: Approval) -> list[DeadLetter]:
+    """Return the dead letters a request acts on, as they stand now (a bulk discard's, a params fix's one)."""
+    if approval.kind == bulk_discard.NAME:
+        return bulk_discard.letters(approval)
+    return params_fix.letters(approval) if approval.kind == params_fix.NAME else []
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from console.extensions import db, htmx
 from console.models import User
 from console.services.errors import ServiceError
 from console.services.people.permissions import APPROVE, OPERATE, VIEW, can
-from console.services.recovery import approvals, bulk_discard, decisions, params_fix, runbooks
+from console.services.recovery import approvals, decisions, params_fix, runbooks
 from console.web import paging
 from console.web.approvals import present
 from console.web.approvals.forms import ApproveForm, RejectForm, RollbackForm
@@ -77,7 +77,7 @@ def _show(approval_id: int, *, error: str | None = None, status: int = 200, appr
     return page("approvals/show.html", "detail", row=approvals.row(approval), approval=approval, now=now,
                 runbook_request=present.runbook_request(approval), run_outcome=present.run_outcome(approval),
                 state=state, mine=mine, decidable=approver and not mine and state == "pending" and not settled,
-                settled=settled, letters=bulk_discard.letters(approval) if approval.kind == bulk_discard.NAME else [],
+                settled=settled, letters=present.letters(approval),
                 can_roll_back=can_roll_back, kept=present.why_kept(approval) if can_roll_back else None,
                 rolled_back_by=rolled_back_by.username if rolled_back_by else None,
                 approve_form=approve_form or ApproveForm(prefix="approve"),
