@@ -4,7 +4,7 @@ from sqlalchemy import func
 
 from console.domain.clock import utcnow
 from console.extensions import db
-from console.models import Approval, DeadLetter, Run, Task, Tenant, User, WorkOrder
+from console.models import Approval, DeadLetter, Run, Task, Tenant, User, Workflow, WorkOrder
 from console.services.actor import SYSTEM, Actor
 from console.services.engine.execute import execute
 from console.services.people import users
@@ -34,9 +34,33 @@ def test_overview_counts_live_runs_and_refreshes_one_region_over_htmx(client, au
     auth.as_role("viewer")
     page = client.get("/overview").get_data(as_text=True)
     assert 'hx-trigger="every 5s"' in page and 'data-counter="dead_open">1<' in page
-    assert 'data-counter="pending">37<' in page and "account 1000 is closed" in page
+    # 37 demo runs and the first steps of the two demo workflows.
+    assert 'data-counter="pending">39<' in page and "account 1000 is closed" in page
     fragment = client.get("/overview", headers={"HX-Request": "true"}).get_data(as_text=True)
     assert fragment.lstrip().startswith('<div id="live"') and "<html" not in fragment
+
+
+def test_the_demo_has_a_saga_that_goes_through_and_one_undone_in_reverse_order(app, saga):
+    demo.seed()
+    shipped, undone = (db.session.query(Workflow).filter_by(name=f"ship order {order}").one().id
+                       for order, _ in demo.DEMO_WORKFLOWS)
+    for step in (1, 2, 3):  # as the workers would: each step, then the workflow's advance
+        assert saga.execute(shipped, step) == "succeeded"
+        saga.advance(shipped)
+    assert saga.status(shipped) == "succeeded"
+
+    for step in (1, 2):
+        assert saga.execute(undone, step) == "succeeded"
+        saga.advance(undone)
+    assert saga.execute(undone, 3) == "dead"  # the carrier refuses the parcel: not worth a retry
+    assert saga.advance(undone) == "undoing"
+    assert saga.undo(undone, 2) == "compensated"  # the card's charge first, then the stock's reservation
+    saga.advance(undone)
+    assert saga.undo(undone, 1) == "compensated"
+    assert saga.advance(undone) == "compensated" == saga.status(undone)
+    assert [(run.workflow_step, run.status) for run in saga.runs(undone)] == [
+        (1, "compensated"), (2, "compensated"), (3, "dead")]
+    assert saga.runs(undone)[2].error_code == "carrier_rejected"
 
 
 def test_a_tenant_limited_viewer_sees_only_their_tenant(client, auth):
@@ -59,15 +83,16 @@ def test_an_empty_overview_says_where_dead_letters_come_from_in_page_and_fragmen
 def test_a_first_start_gives_a_manager_a_fortnight_of_reports_and_an_approver_a_fix_to_decide(app, clock):
     result = app.test_cli_runner().invoke(args=["seed-demo"])
     assert "Report history: 4000 runs over 14 days" in result.output and "waits for an approver" in result.output
-    assert db.session.query(Run).filter(Run.source != "demo").count() == demo_roles.HISTORY_RUNS
+    assert db.session.query(Run).filter(Run.source.in_(("cron", "history"))).count() == demo_roles.HISTORY_RUNS
     # Newest first by id, as the lists sort: the history in the order it happened, the live runs after it.
-    history = db.session.query(Run.id, Run.created_at).filter(Run.source != "demo").order_by(Run.id).all()
+    history = db.session.query(Run.id, Run.created_at).filter(Run.source.in_(("cron", "history"))).order_by(
+        Run.id).all()
     assert [created for _, created in history] == sorted(created for _, created in history)
     assert db.session.query(func.min(Run.id)).filter(Run.source == "demo").scalar() > history[-1].id
     # The tasks too: the live ones first on the Tasks list (newest id first), the history's as old as its runs.
     tasks = db.session.query(Task.name, Task.created_at).order_by(Task.id.desc()).all()
     assert [name for name, _ in tasks[:len(demo.DEMO_TASKS)]] == [spec["name"] for _, spec in demo.DEMO_TASKS][::-1]
-    oldest_run = db.session.query(func.min(Run.scheduled_for)).filter(Run.source != "demo").scalar()
+    oldest_run = db.session.query(func.min(Run.scheduled_for)).filter(Run.source.in_(("cron", "history"))).scalar()
     assert all(created <= oldest_run for name, created in tasks if name.startswith("report-history-"))
     summary = figures.summary(report_scope.period("7d", None, None, utcnow()), report_scope.resolve(None, None, None),
                               utcnow())

@@ -7,6 +7,7 @@ from console.models import Run, Task, Tenant
 from console.services.actor import DEMO
 from console.services.engine.submit import submit
 from console.services.policies import versions as policies
+from console.services.recovery.workflows.submit import submit as submit_workflow
 from console.services.scheduling import tasks
 from console.services.system import demo_roles
 
@@ -64,8 +65,29 @@ def seed(roles: bool = False) -> str:
             filled = {k: v.format(n=1000 + n) if isinstance(v, str) else v for k, v in params.items()}
             submit(tenant, DEMO, handler=handler, params=filled, policy="demo", source="demo")
             count += 1
+    for order, shipping in DEMO_WORKFLOWS:
+        submit_workflow(acme, DEMO, name=f"ship order {order}", idempotency_key=f"demo-order-{order}",
+                        steps=_order_steps(order, shipping))
     return (f"{history}Demo data: tenants acme and globex, {len(DEMO_TASKS)} scheduled tasks, {count} runs submitted "
-            "(some will retry, some will die).")
+            f"(some will retry, some will die), {len(DEMO_WORKFLOWS)} workflows (one is undone).")
+
+
+# Two sagas, so Workflows shows one that went through and one whose last step failed for good, its steps undone in
+# reverse order: (order, how its shipping step goes).
+DEMO_WORKFLOWS = [
+    (1001, {"fail_times": 0}),
+    (1002, {"fail_times": 9, "error": "fatal", "code": "carrier_rejected",
+            "message": "carrier rejected parcel for order 1002: no such street"}),
+]
+
+
+def _order_steps(order: int, shipping: dict) -> list[dict]:
+    """Reserve the stock, charge the card, ship: the first two have a compensation that undoes them."""
+    return [{"handler": "demo.flaky_compensated", "params": {"fail_times": 0, "step": f"reserve stock for {order}"},
+             "policy": "demo"},
+            {"handler": "demo.flaky_compensated", "params": {"fail_times": 0, "step": f"charge the card for {order}"},
+             "policy": "demo"},
+            {"handler": "demo.flaky", "params": {**shipping, "step": f"ship order {order}"}, "policy": "demo"}]
 
 
 # Scheduled tasks, so Tasks, the conflict forecast and the run pages show something real from the first minute:
