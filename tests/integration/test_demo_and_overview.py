@@ -4,7 +4,7 @@ from sqlalchemy import func
 
 from console.domain.clock import utcnow
 from console.extensions import db
-from console.models import Approval, DeadLetter, Run, Task, Tenant, User, Workflow, WorkOrder
+from console.models import Approval, DeadLetter, Run, RunbookExecution, Task, Tenant, User, Workflow, WorkOrder
 from console.services.actor import SYSTEM, Actor
 from console.services.engine.execute import execute
 from console.services.people import users
@@ -21,6 +21,9 @@ def test_seed_demo_submits_runs_through_the_engine_and_refuses_to_run_twice(app)
     assert {t.name for t in db.session.query(Tenant)} == {"default", "acme", "globex"}
     runs = db.session.query(Run).filter(Run.source == "demo").all()
     assert len(runs) == 38 and {r.status for r in runs} == {"pending"}
+    # Runbooks opens on a dry-run waiting for a worker: it changes nothing.
+    [dry_run] = db.session.query(RunbookExecution).all()
+    assert (dry_run.runbook, dry_run.dry_run, dry_run.status) == ("replay_dead_letters", True, "queued")
     again = runner.invoke(args=["seed-demo"])
     assert again.exit_code == 1 and "--force" in again.output
     assert not demo.is_empty()

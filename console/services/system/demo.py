@@ -7,6 +7,7 @@ from console.models import Run, Task, Tenant
 from console.services.actor import DEMO
 from console.services.engine.submit import submit
 from console.services.policies import versions as policies
+from console.services.recovery import runbooks
 from console.services.recovery.workflows.submit import submit as submit_workflow
 from console.services.scheduling import tasks
 from console.services.system import demo_roles
@@ -68,8 +69,11 @@ def seed(roles: bool = False) -> str:
     for order, shipping in DEMO_WORKFLOWS:
         submit_workflow(acme, DEMO, name=f"ship order {order}", idempotency_key=f"demo-order-{order}",
                         steps=_order_steps(order, shipping))
+    # A dry-run changes nothing: Runbooks shows what a real run would replay, and the way to run it.
+    runbooks.start("replay_dead_letters", {"code": "http_502"}, DEMO, scope=None, dry_run=True,
+                   reason="Demo: which of the payments gateway's 502s would a replay touch?")
     return (f"{history}Demo data: tenants acme and globex, {len(DEMO_TASKS)} scheduled tasks, {count} runs submitted "
-            f"(some will retry, some will die), {len(DEMO_WORKFLOWS)} workflows (one is undone).")
+            f"(some will retry, some will die), {len(DEMO_WORKFLOWS)} workflows (one is undone), a runbook dry-run.")
 
 
 # Two sagas, so Workflows shows one that went through and one whose last step failed for good, its steps undone in
