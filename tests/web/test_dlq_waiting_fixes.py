@@ -5,7 +5,7 @@ import re
 
 import pytest
 from rq import Queue
-from sqlalchemy import select
+from sqlalchemy import event, select
 
 from console.domain.errors import Failure
 from console.extensions import db
@@ -227,3 +227,28 @@ def test_resolving_a_dead_run_closes_its_letters_waiting_fix(app, olga, letter, 
     db.session.commit()
     assert_closed(request, found, "resolved", "olga")
     assert done.closed_fixes == [request.id]
+
+
+def test_a_searched_page_reads_its_search_window_once_for_its_rows_and_counts(olga, letter):
+    """The rows, "Replay all N matching" and the fixes it closes share one search window (one read of its floor)."""
+    client, user = olga
+    found = letter()
+    file_fix(found, user)
+    floors = []
+
+    def record(connection, cursor, statement, *args):
+        words = " ".join(statement.split())  # the floor: the newest open letters' ids, SEARCH_WINDOW down
+        if words.startswith("SELECT dead_letters.id FROM dead_letters WHERE dead_letters.status") \
+                and "OFFSET" in words and "LIKE" not in words:
+            floors.append(words)
+
+    event.listen(db.engine, "before_cursor_execute", record)
+    try:
+        for path in ("/dlq/?view=list&q=account", "/dlq/?q=account",
+                     f"/dlq/replay/confirm?q=account&group={found.fingerprint}"):
+            floors.clear()
+            page = " ".join(html(client.get(path)).split())
+            assert "1 params fix waiting for approval on them" in page, path
+            assert len(floors) == 1, (path, floors)
+    finally:
+        event.remove(db.engine, "before_cursor_execute", record)

@@ -102,7 +102,7 @@ def groups(filters: Filters, tenant_id: int | None, clock: Clock = SYSTEM_CLOCK,
     order_ids = {row.work_order_id for row in details.values() if row.work_order_id}
     orders = {order.id: order for order in db.session.execute(
         select(WorkOrder).where(WorkOrder.id.in_(order_ids))).scalars()} if order_ids else {}
-    fixes = fixes_waiting(filters, tenant_id, now)
+    fixes = fixes_waiting(filters, tenant_id, Bounds(now, floor))
     for group in shown:
         group.fixes_waiting = fixes.get(group.fingerprint, 0)
         sample = details.get(group.sample_id)
@@ -117,26 +117,35 @@ def groups(filters: Filters, tenant_id: int | None, clock: Clock = SYSTEM_CLOCK,
     return GroupPage(shown, len(ordered) > limit, sum(g.count for g in ordered), floor, sum(fixes.values()))
 
 
-def fixes_waiting(filters: Filters, tenant_id: int | None, now: datetime) -> dict[str, int]:
+def window(filters: Filters, tenant_id: int | None, now: datetime) -> Bounds:
+    """Fix the moment and the search window a page's counts share: a text search's floor is read once."""
+    return Bounds(now, search_floor(filters, tenant_id))
+
+
+def fixes_waiting(filters: Filters, tenant_id: int | None, bounds: Bounds) -> dict[str, int]:
     """Count the params fixes waiting for approval on the dead letters the filters select, by error group: a
     replay or discard of those letters closes them, and the page says so before."""
-    letter_ids = waiting_fixes.letters(now)
+    letter_ids = waiting_fixes.letters(bounds.as_of)
     if not letter_ids:
         return {}
     query = select(DeadLetter.fingerprint, func.count()).where(DeadLetter.id.in_(letter_ids))
-    floor = search_floor(filters, tenant_id)
-    return dict(db.session.execute(where(query, filters, tenant_id, now, floor).group_by(DeadLetter.fingerprint)).all())
+    return dict(db.session.execute(where(query, filters, tenant_id, bounds.as_of, bounds.min_id, bounds.max_id)
+                                   .group_by(DeadLetter.fingerprint)).all())
 
 
 def entries(filters: Filters, tenant_id: int | None, before: int | None = None, clock: Clock = SYSTEM_CLOCK,
-            limit: int = PAGE_SIZE) -> EntryPage:
-    """Return one page of dead letters, newest first, and the id to continue before (None on the last page)."""
+            limit: int = PAGE_SIZE, within: Bounds | None = None) -> EntryPage:
+    """Return one page of dead letters, newest first, and the id to continue before (None on the last page).
+
+    `within`: the window the page's counts read (see window); the first page shares its search floor.
+    """
     query = select(DeadLetter).order_by(DeadLetter.id.desc()).limit(limit + 1).options(
         selectinload(DeadLetter.run), selectinload(DeadLetter.tenant), selectinload(DeadLetter.work_order))
     if before:
         query = query.where(DeadLetter.id < before)
-    floor = search_floor(filters, tenant_id, before)
-    rows = db.session.execute(where(query, filters, tenant_id, clock(), floor)).scalars().all()
+    floor = within.min_id if within is not None and not before else search_floor(filters, tenant_id, before)
+    now = within.as_of if within is not None else clock()
+    rows = db.session.execute(where(query, filters, tenant_id, now, floor)).scalars().all()
     if len(rows) > limit:
         return EntryPage(rows[:limit], rows[limit - 1].id, floor)
     # The search window ran out before the page filled: the next page searches the window below it.
@@ -146,7 +155,7 @@ def entries(filters: Filters, tenant_id: int | None, before: int | None = None, 
 def count_matching(filters: Filters, tenant_id: int | None, clock: Clock = SYSTEM_CLOCK,
                    cap: int | None = COUNT_CAP, bounds: Bounds | None = None) -> int:
     """Count the dead letters the filters select, reading at most cap + 1 rows (None: count them all)."""
-    bounds = bounds or Bounds(clock(), search_floor(filters, tenant_id))
+    bounds = bounds or window(filters, tenant_id, clock())
     inner = where(select(DeadLetter.id), filters, tenant_id, bounds.as_of, bounds.min_id, bounds.max_id)
     if cap is not None:
         inner = inner.limit(cap + 1)
@@ -154,9 +163,10 @@ def count_matching(filters: Filters, tenant_id: int | None, clock: Clock = SYSTE
 
 
 def count_non_retryable(filters: Filters, tenant_id: int | None, clock: Clock = SYSTEM_CLOCK,
-                        cap: int = COUNT_CAP) -> int:
+                        cap: int = COUNT_CAP, bounds: Bounds | None = None) -> int:
     """Count the selected dead letters that failed for good (not by running out of retries), up to cap + 1."""
-    inner = where(select(DeadLetter.id), filters, tenant_id, clock(), search_floor(filters, tenant_id)).where(
+    bounds = bounds or window(filters, tenant_id, clock())
+    inner = where(select(DeadLetter.id), filters, tenant_id, bounds.as_of, bounds.min_id, bounds.max_id).where(
         DeadLetter.reason.not_in(RETRYABLE_REASONS)).limit(cap + 1)
     return db.session.execute(select(func.count()).select_from(inner.subquery())).scalar_one()
 

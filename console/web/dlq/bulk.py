@@ -75,9 +75,11 @@ def confirm_replay():
     dlq_filters.check(request.args)  # the page must describe what its button would replay, no more
     filters = dlq_filters.Filters.parse(request.args)
     scope = tenant_scope()
-    total, for_good = dlq.count_matching(filters, scope), dlq.count_non_retryable(filters, scope)
-    sample = dlq.entries(filters, scope, limit=1).entries
-    fixes = sum(dlq.fixes_waiting(filters, scope, utcnow()).values())
+    every = dlq.window(filters, scope, utcnow())
+    total, for_good = (dlq.count_matching(filters, scope, bounds=every),
+                       dlq.count_non_retryable(filters, scope, bounds=every))
+    sample = dlq.entries(filters, scope, limit=1, within=every).entries
+    fixes = sum(dlq.fixes_waiting(filters, scope, every).values())
     return render_template("dlq/confirm_replay.html", filters=filters, total=total, for_good=for_good, fixes=fixes,
                            described=filters.describe(dlq.group_words(filters.group, scope)),
                            sample=sample[0] if sample else None, count_cap=dlq.COUNT_CAP,

@@ -37,11 +37,12 @@ def results(filters: dlq_filters.Filters, view: str, before: int | None = None, 
                "default_rate": dlq_bulk.DEFAULT_RATE, "max_rate": dlq_bulk.MAX_RATE,
                "fast_chunk": dlq_bulk.FAST_CHUNK}
     if view == "list":
-        found = dlq.entries(filters, scope, before)
+        every = dlq.window(filters, scope, utcnow())  # what "Replay all matching" counts, whatever the page
+        found = dlq.entries(filters, scope, before, within=every)
         context.update(letters=found.entries, next_before=found.next_before, search_floor=found.search_floor,
                        replays=dlq.replays(found.entries), task_names=dlq.task_names(found.entries),
-                       fixes=fixes_of(found.entries), matching=dlq.count_matching(filters, scope),
-                       matching_fixes=sum(dlq.fixes_waiting(filters, scope, utcnow()).values()))
+                       fixes=fixes_of(found.entries), matching=dlq.count_matching(filters, scope, bounds=every),
+                       matching_fixes=sum(dlq.fixes_waiting(filters, scope, every).values()))
     else:
         found = dlq.groups(filters, scope)
         context.update(groups=found.groups, more_groups=found.more, matching=found.total,
