@@ -86,7 +86,7 @@ def settled(approval: Approval) -> str | None:
 
 
 def letters(approval: Approval) -> list[DeadLetter]:
-    """Return the dead letter a fix acts on, with its run, as it stands now: the failure the approver judges it by."""
+    """Return the dead letter a fix acts on, as it stands now: the failure the approver judges the fix by."""
     letter = db.session.get(DeadLetter, approval.payload["dead_letter_id"])
     return [letter] if letter is not None else []
 
