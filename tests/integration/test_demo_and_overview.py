@@ -4,7 +4,18 @@ from sqlalchemy import func
 
 from console.domain.clock import utcnow
 from console.extensions import db
-from console.models import Approval, DeadLetter, Run, RunbookExecution, Task, Tenant, User, Workflow, WorkOrder
+from console.models import (
+    Approval,
+    AuditEntry,
+    DeadLetter,
+    Run,
+    RunbookExecution,
+    Task,
+    Tenant,
+    User,
+    Workflow,
+    WorkOrder,
+)
 from console.services.actor import SYSTEM, Actor
 from console.services.engine.execute import execute
 from console.services.people import users
@@ -102,6 +113,9 @@ def test_a_first_start_gives_a_manager_a_fortnight_of_reports_and_an_approver_a_
     assert summary.as_of is not None and summary.values["on_time_rate"].value > 0.9  # rolled up already
     assert summary.values["dead_letters_created"].value > 0
 
+    # The audit log reads forward in time: the history was written as it ended, not audited now with old dates.
+    moments = [at for (at,) in db.session.query(AuditEntry.at).order_by(AuditEntry.seq)]
+    assert moments and moments == sorted(moments)
     [fix] = db.session.query(Approval).filter(Approval.status == "pending").all()
     requester = db.session.get(User, fix.requested_by_id)
     assert requester.username == demo_roles.REQUESTER and not requester.active  # it asked; it cannot log in

@@ -7,8 +7,9 @@ from itertools import pairwise
 from sqlalchemy import func, select
 
 from console.extensions import db
-from console.models import DeadLetter, SlaBreach, Task, WorkOrder
+from console.models import AuditEntry, DeadLetter, SlaBreach, Task, WorkOrder
 from console.services.system.demo_reports import seed_report_history
+from console.services.workorders.changes import SETTLED_NOTE
 from tests.factories import make_tenant
 
 
@@ -51,9 +52,13 @@ def test_a_historys_work_orders_close_when_their_last_letter_settled_not_at_seed
         letters = db.session.execute(select(DeadLetter).where(DeadLetter.work_order_id == order.id)).scalars().all()
         assert {letter.status for letter in letters} <= {"replayed", "discarded"}
         assert as_utc(order.closed_at) == max(_settled_at(letter) for letter in letters) < clock()
+        assert (order.closed_by, order.close_note) == ("system", SETTLED_NOTE)
     still_open = db.session.execute(select(func.count()).select_from(WorkOrder).where(
         WorkOrder.status == "open")).scalar_one()
     assert still_open, "groups with a letter left open stay open"
+    # Written as it ended, like the rest of the history: no close audited now with a fortnight-old date.
+    assert db.session.execute(select(func.count()).select_from(AuditEntry).where(
+        AuditEntry.action.like("work_order.%"))).scalar_one() == 0
 
 
 def test_a_groups_next_letter_after_its_work_order_closed_opens_a_new_one_as_the_engine_does(app, clock):

@@ -14,8 +14,9 @@ from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.errors import fingerprint
 from console.extensions import db
 from console.models import DeadLetter, OutboxMessage, Run, RunEvent, SlaBreach, Task, Tenant, WorkOrder
+from console.services.actor import SYSTEM
 from console.services.system.demo_history import ERRORS, HANDLERS
-from console.services.workorders import changes as workorders
+from console.services.workorders.changes import SETTLED_NOTE
 
 BATCH = 20_000
 SCHEDULED_SHARE = 0.85  # of runs belong to a task; the rest were submitted by other services
@@ -125,17 +126,21 @@ def _episodes(parked: list[tuple[int, dict]]) -> list[tuple[dict, list[int], obj
 
 
 def _file_work_orders(parked: list[tuple[int, dict]]) -> None:
-    """Open the history's work orders (ids in the order they opened, as a real history has them) and close each
-    settled one at the moment its last letter was settled (one read "closed 37 s ago" when closed at seeding)."""
+    """Write the history's work orders, ids in the order they opened (as a real history has them), each settled one
+    closed by the system at the moment its last letter was settled.
+
+    Written as they ended, like the rest of the history (no audit entry, no resolve to send): closing them now would
+    audit a fortnight of closes after the demo's first entries, dated in the past.
+    """
     letters = DeadLetter.__table__
     for first, ids, until in _episodes(parked):
         order_id = db.session.connection().execute(insert(WorkOrder.__table__).values(
-            tenant_id=first["tenant_id"], fingerprint=first["fingerprint"], status="open", dead_letter_count=len(ids),
-            title=f"{first['handler']}: {first['error_code']}", created_at=first["created_at"])).inserted_primary_key[0]
+            tenant_id=first["tenant_id"], fingerprint=first["fingerprint"], dead_letter_count=len(ids),
+            title=f"{first['handler']}: {first['error_code']}", created_at=first["created_at"],
+            **({"status": "open"} if until is None else {"status": "closed", "closed_at": until,
+                                                           "closed_by": SYSTEM.name, "close_note": SETTLED_NOTE}))
+        ).inserted_primary_key[0]
         db.session.connection().execute(letters.update().where(letters.c.id.in_(ids)).values(work_order_id=order_id))
-        # Closed before the group's next order opens: one open order per group, as the unique index holds it.
-        if until is not None:
-            workorders.close_if_resolved(order_id, until)
     db.session.commit()
 
 
