@@ -68,8 +68,11 @@ def test_the_demo_has_a_saga_that_goes_through_and_one_undone_in_reverse_order(a
         saga.advance(undone)
     assert saga.execute(undone, 3) == "dead"  # the carrier refuses the parcel: not worth a retry
     assert saga.advance(undone) == "undoing"
-    assert saga.undo(undone, 2) == "compensated"  # the card's charge first, then the stock's reservation
-    saga.advance(undone)
+    # The engine asks for the card's charge to be undone first, then the stock's reservation.
+    assert saga.events("compensating", workflow_id=undone) == [(2, "compensating")]
+    assert saga.undo(undone, 2) == "compensated"
+    assert saga.advance(undone) == "undoing"
+    assert saga.events("compensating", workflow_id=undone) == [(2, "compensating"), (1, "compensating")]
     assert saga.undo(undone, 1) == "compensated"
     assert saga.advance(undone) == "compensated" == saga.status(undone)
     assert [(run.workflow_step, run.status) for run in saga.runs(undone)] == [
