@@ -53,19 +53,19 @@ SELECT id, :now, 'succeeded', 'running', 'succeeded', attempt, series, execution
 """).bindparams(bindparam("ids", expanding=False))
 
 
-def _move(bench: Bench, run_ids: list[int], size: int) -> tuple[float, float, float]:
+def _move(bench: Bench, cluster: Cluster, run_ids: list[int], size: int) -> tuple[float, float, float]:
     """Claim then succeed every run, `size` runs per statement; return (client CPU, server CPU, wall) seconds."""
     chunks = [run_ids[i:i + size] for i in range(0, len(run_ids), size)]
     with bench.app.app_context():
         connection = db.session.connection()
         connection.commit()
-        server, client, wall = _server_cpu(bench.cluster), time.process_time(), time.perf_counter()
+        server, client, wall = _server_cpu(cluster), time.process_time(), time.perf_counter()
         for statement in (CLAIM, SUCCESS):
             for chunk in chunks:
                 connection.execute(statement, {"ids": chunk, "now": utcnow(), "worker": "bench.1",
                                                "salt": uuid.uuid4().hex})
                 connection.commit()
-        spent = (time.process_time() - client, _server_cpu(bench.cluster) - server, time.perf_counter() - wall)
+        spent = (time.process_time() - client, _server_cpu(cluster) - server, time.perf_counter() - wall)
         moved = connection.execute(text("SELECT count(*) FROM runs WHERE status = 'succeeded'")).scalar_one()
     assert moved == len(run_ids), f"only {moved} of {len(run_ids)} runs succeeded"
     return spent
@@ -80,12 +80,11 @@ def main() -> None:
     cluster = Cluster()
     with tempfile.TemporaryDirectory() as workdir:
         bench = Bench(Path(workdir), cluster.url(cluster.create()))
-        bench.cluster = cluster
         try:
             print(f"{args.runs} no-op runs, claimed then succeeded; ms per run (two writes, two commits at N = 1)")
             print(f"{'runs per statement':>18} {'this process':>13} {'server':>8} {'wall':>8}")
             for size in sizes:
-                client, server, wall = _move(bench, _submitted(bench, args.runs), size)
+                client, server, wall = _move(bench, cluster, _submitted(bench, args.runs), size)
                 print(f"{size:>18} {client / args.runs * 1e3:>13.3f} {server / args.runs * 1e3:>8.3f} "
                       f"{wall / args.runs * 1e3:>8.3f}")
         finally:
