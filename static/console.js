@@ -169,6 +169,25 @@
 
   // "Replay selected" and "Discard selected" ask about the rows ticked: how many, and which params fixes waiting for
   // approval on them the action closes. With none ticked they ask nothing: the server says what to tick.
+  // What replaying workflows' steps does, for the ticked rows that are one (templates/dlq/_row.html's data-step;
+  // one row's own Replay says it with console/domain/saga.py's words).
+  function stepWords(ticked) {
+    var steps = ticked.filter(function (box) { return box.dataset.step; });
+    if (!steps.length) return "";
+    var undo = steps.filter(function (box) { return box.dataset.step === "undo"; }).length;
+    var one = ticked.length === 1, all = steps.length === ticked.length;
+    var who = one ? "It is" : all ? "All " + steps.length + " are"
+      : steps.length === 1 ? "One is" : steps.length + " are";
+    var words = " " + who + (steps.length === 1 ? " a step of a workflow: a replay runs it alone"
+      : " steps of workflows: a replay runs each alone") + ", and its workflow does not go on from it.";
+    if (undo) {
+      words += " " + (one ? "It" : undo === 1 ? "One of them" : undo + " of them") + " had succeeded and "
+        + (undo === 1 ? "its undo failed: a replay runs that step again, not its undo."
+          : "their undo failed: a replay runs those steps again, not their undo.");
+    }
+    return words;
+  }
+
   document.addEventListener("htmx:confirm", function (event) {
     var button = event.detail.elt;
     if (!button.dataset || button.dataset.confirmSelected === undefined) return;
@@ -182,6 +201,7 @@
       ? "the selected dead letter" : "the " + ticked.length + " selected dead letters");
     if (fixes.length === 1) question += " Params fix #" + fixes[0] + " waiting for approval is closed then.";
     if (fixes.length > 1) question += " Params fixes #" + fixes.join(", #") + " waiting for approval are closed then.";
+    if (button.dataset.confirmSteps !== undefined) question += stepWords(ticked);
     event.preventDefault();
     if (window.confirm(question)) event.detail.issueRequest(true);
   });

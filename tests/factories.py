@@ -135,6 +135,20 @@ class Saga:
     def advance(self, workflow_id: int) -> str:
         return advance.advance(workflow_id, clock=self.clock)
 
+    def two_failed(self) -> tuple[int, int]:
+        """Two workflows whose step 3 failed for good, each asking step 2 to undo itself: the first one's undo
+        succeeds, the second one's fails for good (a dead letter of a step that had succeeded). Return their ids."""
+        undone = self.submit(three_steps(), key="order-1")
+        stuck = self.submit(three_steps(second={"fail_times": 0, "undo_fail_times": 9}), key="order-2")
+        for workflow_id in (undone, stuck):
+            for position in (1, 2):
+                self.execute(workflow_id, position)
+                self.advance(workflow_id)
+            assert self.execute(workflow_id, 3) == "dead"
+            self.advance(workflow_id)
+        assert (self.undo(undone, 2), self.undo(stuck, 2)) == ("compensated", "dead")
+        return undone, stuck
+
     def events(self, *kinds: str, workflow_id: int | None = None) -> list[tuple[int, str]]:
         """Return (step, event kind) of the workflows' runs' events of these kinds, in the order they happened."""
         query = (select(Run.workflow_step, RunEvent.kind).join(Run, Run.id == RunEvent.run_id)

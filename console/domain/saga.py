@@ -23,6 +23,8 @@ class WorkflowStatus(str, Enum):  # noqa: UP042 - the style guide's form, as Run
 ACTIVE = (WorkflowStatus.RUNNING.value, WorkflowStatus.COMPENSATING.value)
 FINISHED = (WorkflowStatus.SUCCEEDED.value, WorkflowStatus.COMPENSATED.value,
             WorkflowStatus.COMPENSATION_FAILED.value)
+UNDOING_OR_UNDONE = (WorkflowStatus.COMPENSATING.value, WorkflowStatus.COMPENSATED.value,
+                     WorkflowStatus.COMPENSATION_FAILED.value)
 
 
 class Undo(str, Enum):  # noqa: UP042 - as above
@@ -63,3 +65,23 @@ def step_outcome(run_status: str) -> str:
 def step_key(workflow_id: int, position: int) -> str:
     """Return the idempotency key of a step's run: two advances that both start a step create one run."""
     return f"workflow:{workflow_id}:step:{position}"
+
+
+def undo_failed(position: int, failed_step: int | None) -> bool:
+    """Tell whether a dead step's run died undoing it: a step before the one that failed had succeeded, was asked to
+    undo itself, and its undo failed (the step that failed died in its own attempt, or its own undo)."""
+    return failed_step is not None and position != failed_step
+
+
+def replay_consequence(position: int, workflow_status: str, failed_step: int | None) -> str:
+    """Say what replaying a dead step's run does to its workflow, for the person about to replay it."""
+    if undo_failed(position, failed_step):
+        return "It had succeeded, and its undo failed: a replay runs the step again, not its undo."
+    undone = workflow_status in UNDOING_OR_UNDONE
+    return ("A replay runs this step alone: the workflow does not go on from it"
+            + (", and the steps its compensation undid stay undone." if undone else "."))
+
+
+def step_words(run_id: int, position: int, workflow_id: int, workflow_status: str) -> str:
+    """Name a run as a workflow's step, in plain text (a confirm dialog cannot hold a link)."""
+    return f"Run #{run_id} is step {position} of workflow #{workflow_id} ({workflow_status.replace('_', ' ')})."

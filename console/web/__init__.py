@@ -13,6 +13,7 @@ from console.auth import public, tenant_scope
 from console.domain.clock import utcnow
 from console.domain.figures import duration
 from console.domain.notes import MAX_NOTE_CHARS
+from console.domain.saga import replay_consequence, step_words, undo_failed
 from console.domain.words import plural
 from console.services.people.permissions import OPERATE, can
 from console.web.display import display_prefs
@@ -61,6 +62,15 @@ def soft_breaks(text: str | None) -> Markup:
     return Markup(PART_END.sub(r"\1<wbr>", str(escape(text or ""))))
 
 
+def workflow_replay(run) -> str:
+    """Say in plain text what replaying this dead run does to the workflow it is a step of ('' when none)."""
+    workflow = run.workflow if run is not None and run.workflow_id else None
+    if workflow is None:
+        return ""
+    return (step_words(run.id, run.workflow_step, workflow.id, workflow.status) + " "
+            + replay_consequence(run.workflow_step, workflow.status, workflow.failed_step))
+
+
 def register(app) -> None:
     """Register every console blueprint and the template helpers they share."""
     for module in BLUEPRINTS:
@@ -76,6 +86,10 @@ def register(app) -> None:
     app.add_template_filter(code_spans, "code_spans")
     # A handler, an error code, a worker in a table that must fit a laptop's window.
     app.add_template_filter(soft_breaks, "soft_breaks")
+    # A saga's step replayed alone: the run page, a dead letter's row and its fix form say so before anyone asks.
+    app.add_template_global(workflow_replay, "workflow_replay")
+    app.add_template_global(replay_consequence, "replay_consequence")
+    app.add_template_global(undo_failed, "undo_failed")
 
     def plotly_dir() -> str:
         import plotly

@@ -5,6 +5,7 @@ import pytest
 from playwright.sync_api import expect
 from sqlalchemy import select
 
+from console.domain.clock import FrozenClock
 from console.extensions import db
 from console.models import Approval, DeadLetter, Run
 from console.services.actor import Actor
@@ -12,7 +13,7 @@ from console.services.engine.execute import execute
 from console.services.engine.submit import submit
 from console.services.people import tenants, users
 from console.services.recovery import params_fix
-from tests.factories import BROKEN, LENIENT
+from tests.factories import BROKEN, LENIENT, Saga
 from tests.helpers import browser_login
 
 pytestmark = pytest.mark.browser
@@ -82,3 +83,48 @@ def test_the_selected_buttons_count_the_ticked_rows_and_name_their_waiting_fixes
     assert {db.session.get(DeadLetter, letter.id).status for letter in (first, second, plain)} == {"discarded"}
     assert {db.session.get(Approval, fix.id).status for fix in (fix_one, fix_two)} == {"superseded"}
     assert {run.status for run in db.session.execute(select(Run)).scalars()} == {"dead"}  # none was replayed
+
+
+def test_replaying_workflows_steps_says_each_runs_alone_before_anything_is_sent(page, live_server, live_app):
+    saga = Saga(FrozenClock())
+    undone, stuck = saga.two_failed()
+    failed = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == saga.run(undone, 3).id)).scalar_one()
+    undo = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == saga.run(stuck, 2).id)).scalar_one()
+    plain = dead_letter()
+    browser_login(page, live_server.url)
+    page.goto(f"{live_server.url}/dlq/?view=list")
+
+    tick(page, undo)
+    assert ask(page, "Replay selected", answer=False) == (
+        "Replay the selected dead letter at the rate set here? It is a step of a workflow: a replay runs it alone, "
+        "and its workflow does not go on from it. It had succeeded and its undo failed: a replay runs that step "
+        "again, not its undo.")
+    page.get_by_label(f"select dead letter {undo.id}", exact=True).uncheck()
+    tick(page, plain, failed)
+    assert ask(page, "Replay selected", answer=False) == (
+        "Replay the 2 selected dead letters at the rate set here? One is a step of a workflow: a replay runs it alone, "
+        "and its workflow does not go on from it.")
+    tick(page, undo)
+    assert ask(page, "Replay selected", answer=False).endswith(
+        " 2 are steps of workflows: a replay runs each alone, and its workflow does not go on from it. One of them had "
+        "succeeded and its undo failed: a replay runs that step again, not its undo.")
+    page.get_by_label("reason to discard the selected").fill("handled by hand")
+    discard = ask(page, "Discard selected", answer=False)
+    assert discard == "Discard the 3 selected dead letters? They will not be replayed."
+
+    # One row's own Replay asks too; dismissed, nothing moves; accepted, that step alone runs again.
+    row = page.locator(f"#dl-{failed.id}")
+    asked = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+    row.get_by_role("button", name="Replay", exact=True).click()
+    assert asked == [f"Replay dead letter #{failed.id} with its params as they are? Run #{failed.run_id} is step 3 of "
+                     f"workflow #{undone} (compensating). A replay runs this step alone: the workflow does not go on "
+                     "from it, and the steps its compensation undid stay undone."]
+    db.session.expire_all()
+    assert db.session.get(DeadLetter, failed.id).status == "open"
+    page.once("dialog", lambda dialog: dialog.accept())
+    row.get_by_role("button", name="Replay", exact=True).click()
+    expect(row.get_by_text(f"Replayed as series 2 of run {failed.run_id}")).to_be_visible()
+    db.session.expire_all()
+    assert db.session.get(DeadLetter, failed.id).status == "replayed"
+    assert saga.status(undone) == "compensating"  # the workflow does not go on from its replayed step

@@ -158,4 +158,4 @@ def test_fixing_a_workflow_steps_dead_letter_says_the_workflow_does_not_go_on(cl
     page = client.get(f"/dlq/{letter_id}/fix").get_data(as_text=True)
     # Replayed alone, the step succeeded while its workflow still read "compensation failed · step 2 failed".
     assert f'is step 2 of\n  <a href="/runs/workflows/{workflow_id}">workflow #{workflow_id}</a>' in page
-    assert "it runs as this step alone: the workflow does not go on from it" in page
+    assert "A replay runs this step alone: the workflow does not go on from it" in page

@@ -3,13 +3,13 @@
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import and_, case, func, select
 from sqlalchemy.orm import selectinload
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.errors import shown_message
 from console.extensions import db
-from console.models import DeadLetter, RunEvent, Task, Tenant, WorkOrder
+from console.models import DeadLetter, Run, RunEvent, Task, Tenant, Workflow, WorkOrder
 from console.services.dlq.filters import Bounds, Filters, search_floor, where
 from console.services.engine import handler_kinds, registry, waiting_fixes
 from console.services.errors import NotFound
@@ -48,6 +48,7 @@ class Group:
     # Its newest letters failed for good rather than by running out of retries. Read from the samples, not counted:
     # the grouping reads only its covering index, and one error (code and message) is classified alike each time.
     failed_for_good: bool = False
+    workflow_steps: bool = False  # some are steps of saga workflows: a replay runs each alone
     sample_message: str = ""
     message: str = ""
     work_orders: list[WorkOrderRef] = field(default_factory=list)
@@ -98,7 +99,8 @@ def groups(filters: Filters, tenant_id: int | None, clock: Clock = SYSTEM_CLOCK,
     shown = ordered[:limit]
     sample_ids = [i for g in shown for i in samples[g.fingerprint].values()]
     details = {row.id: row for row in db.session.execute(
-        select(dl.id, dl.error_message, dl.work_order_id, dl.reason).where(dl.id.in_(sample_ids)))}
+        select(dl.id, dl.error_message, dl.work_order_id, dl.reason, Run.workflow_id)
+        .join(Run, Run.id == dl.run_id).where(dl.id.in_(sample_ids)))}
     order_ids = {row.work_order_id for row in details.values() if row.work_order_id}
     orders = {order.id: order for order in db.session.execute(
         select(WorkOrder).where(WorkOrder.id.in_(order_ids))).scalars()} if order_ids else {}
@@ -108,8 +110,10 @@ def groups(filters: Filters, tenant_id: int | None, clock: Clock = SYSTEM_CLOCK,
         sample = details.get(group.sample_id)
         group.sample_message = (sample.error_message or "") if sample else ""
         group.message = shown_message(group.sample_message)
-        group.failed_for_good = any(details[i].reason not in RETRYABLE_REASONS
-                                    for i in samples[group.fingerprint].values() if i in details)
+        newest = [details[i] for i in samples[group.fingerprint].values() if i in details]
+        group.failed_for_good = any(row.reason not in RETRYABLE_REASONS for row in newest)
+        # From the newest letters, as above; the replay itself counts them all before it asks (web/dlq/bulk.py).
+        group.workflow_steps = any(row.workflow_id is not None for row in newest)
         found = {orders[details[i].work_order_id] for i in samples[group.fingerprint].values()
                  if i in details and details[i].work_order_id in orders}
         group.work_orders = [WorkOrderRef(o.id, o.status, o.title, names.get(o.tenant_id, str(o.tenant_id)))
@@ -140,7 +144,8 @@ def entries(filters: Filters, tenant_id: int | None, before: int | None = None, 
     `within`: the window the page's counts read (see window); the first page shares its search floor.
     """
     query = select(DeadLetter).order_by(DeadLetter.id.desc()).limit(limit + 1).options(
-        selectinload(DeadLetter.run), selectinload(DeadLetter.tenant), selectinload(DeadLetter.work_order))
+        selectinload(DeadLetter.run).selectinload(Run.workflow), selectinload(DeadLetter.tenant),
+        selectinload(DeadLetter.work_order))  # a row's Replay names its run's workflow (a saga's step)
     if before:
         query = query.where(DeadLetter.id < before)
     floor = within.min_id if within is not None and not before else search_floor(filters, tenant_id, before)
@@ -169,6 +174,25 @@ def count_non_retryable(filters: Filters, tenant_id: int | None, clock: Clock = 
     inner = where(select(DeadLetter.id), filters, tenant_id, bounds.as_of, bounds.min_id, bounds.max_id).where(
         DeadLetter.reason.not_in(RETRYABLE_REASONS)).limit(cap + 1)
     return db.session.execute(select(func.count()).select_from(inner.subquery())).scalar_one()
+
+
+@dataclass(frozen=True)
+class WorkflowSteps:
+    """How many of the selected dead letters are steps of saga workflows, and of those how many died undoing it."""
+
+    steps: int
+    undo_failed: int
+
+
+def workflow_steps(filters: Filters, tenant_id: int | None, bounds: Bounds, cap: int = COUNT_CAP) -> WorkflowSteps:
+    """Count the selected dead letters whose run is a workflow's step (up to cap + 1): a replay runs it alone."""
+    steps = (select(Run.workflow_step, Workflow.failed_step).select_from(DeadLetter)
+             .join(Run, Run.id == DeadLetter.run_id).join(Workflow, Workflow.id == Run.workflow_id))
+    inner = where(steps, filters, tenant_id, bounds.as_of, bounds.min_id, bounds.max_id).limit(cap + 1).subquery()
+    # console/domain/saga.py's undo_failed, as SQL: a step other than the one that failed died undoing itself.
+    undo = case((and_(inner.c.failed_step.is_not(None), inner.c.workflow_step != inner.c.failed_step), 1), else_=0)
+    found, undone = db.session.execute(select(func.count(), func.coalesce(func.sum(undo), 0)).select_from(inner)).one()
+    return WorkflowSteps(found, undone)
 
 
 def bounds(filters: Filters, tenant_id: int | None, now: datetime) -> Bounds | None:

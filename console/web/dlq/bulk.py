@@ -59,19 +59,26 @@ def bulk_replay_matching():
         dlq_filters.check(request.form)  # a filter dropped would replay more than was asked for
     except InvalidInput as error:
         return _refused(InvalidInput(f"Fix the filter: {error.detail}; nothing was replayed.", error.field), filters)
-    confirmed = request.form.get("confirmed") == "failed_for_good"
-    if filters.group and not confirmed and dlq.count_non_retryable(filters, tenant_scope()):
-        # A group that failed for good: the same input is likely to fail the same way. Ask on a page of its own.
+    if request.form.get("confirmed") != "failed_for_good" and _ask_first(filters):
         target = url_for("dlq.confirm_replay", rate=request.form.get("rate"), fastest=request.form.get("fastest"),
                          **filters.args())
         return ("", 204, {"HX-Redirect": target}) if htmx else redirect(target, 303)
     return _start_bulk(filters, filters=filters)
 
 
+def _ask_first(filters: dlq_filters.Filters) -> bool:
+    """Tell whether a replay of all that match needs a page of its own that says what it would do first."""
+    scope = tenant_scope()
+    every = dlq.window(filters, scope, utcnow())
+    # A group that failed for good: the same input is likely to fail the same way. A workflow's step: it runs alone.
+    return bool((filters.group and dlq.count_non_retryable(filters, scope, bounds=every))
+                or dlq.workflow_steps(filters, scope, every).steps)
+
+
 @bp.get("/replay/confirm")
 @requires(OPERATE)
 def confirm_replay():
-    """Say what replaying letters that failed for good means, before it starts."""
+    """Say what replaying letters that failed for good, or workflows' steps, means before it starts."""
     dlq_filters.check(request.args)  # the page must describe what its button would replay, no more
     filters = dlq_filters.Filters.parse(request.args)
     scope = tenant_scope()
@@ -81,6 +88,7 @@ def confirm_replay():
     sample = dlq.entries(filters, scope, limit=1, within=every).entries
     fixes = sum(dlq.fixes_waiting(filters, scope, every).values())
     return render_template("dlq/confirm_replay.html", filters=filters, total=total, for_good=for_good, fixes=fixes,
+                           steps=dlq.workflow_steps(filters, scope, every),
                            described=filters.describe(dlq.group_words(filters.group, scope)),
                            sample=sample[0] if sample else None, count_cap=dlq.COUNT_CAP,
                            rate=request.args.get("rate", type=int) or dlq_bulk.DEFAULT_RATE, max_rate=dlq_bulk.MAX_RATE,

@@ -1,0 +1,135 @@
+"""Replaying a saga workflow's dead step runs that step alone: every way to replay it says so before it starts."""
+
+import html
+import re
+
+import pytest
+from rq import Queue
+
+from console.redis_conn import get_redis
+from console.services.engine.execute import execute
+from tests.factories import FATAL, OK
+from tests.helpers import csrf_from
+
+LENIENT = {"breaker": {"failure_threshold": 1000, "open_s": 1, "success_threshold": 1}}
+ALONE = "A replay runs this step alone: the workflow does not go on from it, and the steps its compensation undid " \
+        "stay undone."
+AGAIN = "It had succeeded, and its undo failed: a replay runs the step again, not its undo."
+
+
+@pytest.fixture
+def steps(saga):
+    """Two undone workflows: #1's step 3 failed for good (steps 2 and 1 undone), #2's step 2 failed to undo."""
+    undone, stuck = saga.two_failed()
+    saga.advance(stuck)
+    saga.advance(undone)
+    assert saga.undo(undone, 1) == "compensated"
+    saga.advance(undone)
+    assert (saga.status(undone), saga.status(stuck)) == ("compensated", "compensation_failed")
+    return {"failed": saga.run(undone, 3), "undo": saga.run(stuck, 2), "stuck_failed": saga.run(stuck, 3),
+            "undone": undone, "stuck": stuck}
+
+
+def confirm_of(page: str, action: str) -> str:
+    """Return the hx-confirm of the form posting to `action`, as the browser reads it ('' when it asks nothing)."""
+    form = re.search(rf'<form[^>]*action="{re.escape(action)}"[^>]*>', page, re.S)
+    assert form, action
+    found = re.search(r'hx-confirm="([^"]*)"', form.group(0))
+    return " ".join(html.unescape(found.group(1)).split()) if found else ""
+
+
+def bulk_replays() -> list:
+    """The bulk replays queued (the maintenance queue also carries the workflows' advances)."""
+    return [job for job in Queue("maintenance", connection=get_redis()).jobs if job.func_name.startswith("jobs.bulk")]
+
+
+def post(client, path: str, data: dict):
+    token = csrf_from(client.get("/dlq/?view=list").get_data(as_text=True))
+    return client.post(path, data={"csrf_token": token, **data})
+
+
+def test_a_dead_step_says_on_its_run_page_that_a_replay_runs_it_alone(client, auth, steps, runs, clock):
+    auth.as_role("operator", "olga")
+    failed, undo = steps["failed"], steps["undo"]
+    page = client.get(f"/runs/{failed.id}").get_data(as_text=True)
+    assert confirm_of(page, f"/runs/{failed.id}/retry").endswith(
+        f"Run #{failed.id} is step 3 of workflow #{steps['undone']} (compensated). {ALONE}")
+    page = client.get(f"/runs/{undo.id}").get_data(as_text=True)
+    assert confirm_of(page, f"/runs/{undo.id}/retry").endswith(
+        f"Run #{undo.id} is step 2 of workflow #{steps['stuck']} (compensation failed). {AGAIN}")
+
+    # A run outside any workflow asks as before, with nothing about workflows.
+    run_id = runs.submit("demo.flaky", FATAL, policy=LENIENT)
+    assert execute(run_id, 0, clock=clock) == "dead"
+    page = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    assert confirm_of(page, f"/runs/{run_id}/retry") == (
+        f"Replay run #{run_id}? It starts a new attempt series (series 2) with the same idempotency key.")
+
+
+def test_a_dead_steps_row_asks_before_its_replay_and_marks_its_box(client, auth, steps, runs, clock):
+    run_id = runs.submit("demo.flaky", FATAL, policy=LENIENT)
+    assert execute(run_id, 0, clock=clock) == "dead"
+    (plain,) = runs.dead_letters(run_id)
+    letters = {name: runs.dead_letters(steps[name].id)[-1] for name in ("failed", "undo")}
+    auth.as_role("operator", "olga")
+    page = client.get("/dlq/?view=list").get_data(as_text=True)
+    assert confirm_of(page, f"/dlq/{letters['failed'].id}/replay") == (
+        f"Replay dead letter #{letters['failed'].id} with its params as they are? Run #{steps['failed'].id} is "
+        f"step 3 of workflow #{steps['undone']} (compensated). {ALONE}")
+    assert confirm_of(page, f"/dlq/{letters['undo'].id}/replay").endswith(AGAIN)
+    assert confirm_of(page, f"/dlq/{plain.id}/replay") == ""  # one click, as before
+    boxes = {int(value): rest for value, rest in re.findall(r'<input type="checkbox" name="id" value="(\d+)"([^>]*)>',
+                                                             page)}
+    assert 'data-step="alone"' in boxes[letters["failed"].id] and 'data-step="undo"' in boxes[letters["undo"].id]
+    assert "data-step" not in boxes[plain.id]
+    assert "data-confirm-steps" in re.search(r"<button[^>]*>Replay selected</button>", page, re.S).group(0)
+
+    # The fix form says the same of the step it would replay.
+    form = " ".join(html.unescape(client.get(f"/dlq/{letters['undo'].id}/fix").get_data(as_text=True)).split())
+    assert f"is step 2 of workflow #{steps['stuck']} (compensation failed). {AGAIN}" in re.sub(r"<[^>]+>", "", form)
+
+
+def test_replaying_all_that_match_asks_first_when_workflows_steps_are_among_them(client, auth, saga, runs):
+    # Step 1 runs out of retries (nothing before it to undo): a dead letter that did not fail for good.
+    step = {"handler": "demo.flaky", "params": {"fail_times": 9}, "policy": {**LENIENT, "max_attempts": 1}}
+    workflow_id = saga.submit([step, {"handler": "demo.flaky", "params": OK}])
+    assert saga.execute(workflow_id, 1) == "dead"
+    saga.advance(workflow_id)
+    assert saga.status(workflow_id) == "compensated"
+    (letter,) = runs.dead_letters(saga.run(workflow_id, 1).id)
+    assert letter.reason == "exhausted"
+    auth.as_role("operator", "olga")
+
+    # Its group's Replay goes to the page that explains, as a group that failed for good does.
+    page = client.get("/dlq/").get_data(as_text=True)
+    button = re.search(rf'<button[^>]*name="group" value="{letter.fingerprint}"[^>]*>[^<]*</button>', page, re.S)
+    assert button.group(0).endswith(">Replay 1…</button>") and "hx-confirm" not in button.group(0)
+    assert "some are steps of saga workflows" in button.group(0)
+
+    response = post(client, "/dlq/bulk/replay-matching", {"status": "open", "rate": "5"})
+    assert response.status_code == 303 and response.headers["Location"].startswith("/dlq/replay/confirm?")
+    assert bulk_replays() == []  # nothing replayed yet
+    confirm = " ".join(client.get(response.headers["Location"]).get_data(as_text=True).split())
+    assert "<h1>Replay workflows&#39; steps alone?</h1>" in confirm and "failed for good (" not in confirm
+    said = re.sub(r"<[^>]+>", "", re.search(r"<p data-steps>(.*?)</p>", confirm).group(1)).strip()
+    assert said == ("1 of the 1 open dead letters is a step of a saga workflow: a replay runs it alone, and the "
+                    "workflow does not go on from it. Where the workflow was undone, the steps its compensation "
+                    "undid stay undone.")
+    assert ">Replay it anyway</button>" in confirm
+
+    response = post(client, "/dlq/bulk/replay-matching", {"status": "open", "rate": "5",
+                                                         "confirmed": "failed_for_good"})
+    assert response.status_code == 303 and "op=" in response.headers["Location"]
+    assert len(bulk_replays()) == 1
+
+
+def test_the_confirm_page_counts_the_steps_that_died_undoing_themselves(client, auth, steps, runs):
+    auth.as_role("operator", "olga")
+    response = post(client, "/dlq/bulk/replay-matching", {"status": "open", "rate": "5"})
+    confirm = " ".join(client.get(response.headers["Location"]).get_data(as_text=True).split())
+    # All three failed for good (two non-retryable steps 3, one undo that failed), so that question leads.
+    assert "<h1>Replay dead letters that failed for good?</h1>" in confirm
+    said = re.sub(r"<[^>]+>", "", re.search(r"<p data-steps>(.*?)</p>", confirm).group(1)).strip()
+    # Said once above: this paragraph's letters are "them".
+    assert said.startswith("All of them are steps of saga workflows: a replay runs each alone")
+    assert said.endswith("One of them had succeeded and its undo failed: a replay runs that step again, not its undo.")
