@@ -76,7 +76,8 @@ def undo_failed(position: int, failed_step: int | None) -> bool:
 def replay_consequence(position: int, workflow_status: str, failed_step: int | None) -> str:
     """Say what replaying a dead step's run does to its workflow, for the person about to replay it."""
     if undo_failed(position, failed_step):
-        return "It had succeeded, and its undo failed: a replay runs the step again, not its undo."
+        return ("It had succeeded, and its undo failed: a replay runs the step again, not its undo "
+                "(Retry the undo, on its run page, does that).")
     undone = workflow_status in UNDOING_OR_UNDONE
     return ("A replay runs this step alone: the workflow does not go on from it"
             + (", and the steps its compensation undid stay undone." if undone else "."))

@@ -37,8 +37,9 @@ TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
     # Compensation retries its own attempts inside this status, hence no self-loop.
     S.COMPENSATING: frozenset({S.COMPENSATED, S.COMPENSATION_FAILED}),
     S.COMPENSATION_FAILED: frozenset({S.DEAD}),
-    # Replay: a new attempt series under the same idempotency key; or a person marks it resolved.
-    S.DEAD: frozenset({S.PENDING, S.RESOLVED}),
+    # Replay: a new attempt series under the same idempotency key; or a person marks it resolved; or, when its undo
+    # failed, a person has the undo tried again (console/services/recovery/undo_retry.py).
+    S.DEAD: frozenset({S.PENDING, S.RESOLVED, S.COMPENSATING}),
     S.CANCELLED: frozenset({S.PENDING}),
     S.COMPENSATED: frozenset(),
     S.RESOLVED: frozenset(),

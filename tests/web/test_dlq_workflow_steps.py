@@ -11,10 +11,12 @@ from console.services.engine.execute import execute
 from tests.factories import FATAL, OK
 from tests.helpers import csrf_from
 
+HX = {"HX-Request": "true"}
 LENIENT = {"breaker": {"failure_threshold": 1000, "open_s": 1, "success_threshold": 1}}
 ALONE = "A replay runs this step alone: the workflow does not go on from it, and the steps its compensation undid " \
         "stay undone."
-AGAIN = "It had succeeded, and its undo failed: a replay runs the step again, not its undo."
+AGAIN = "It had succeeded, and its undo failed: a replay runs the step again, not its undo (Retry the undo, on its " \
+        "run page, does that)."
 
 
 @pytest.fixture
@@ -133,3 +135,33 @@ def test_the_confirm_page_counts_the_steps_that_died_undoing_themselves(client, 
     # Said once above: this paragraph's letters are "them".
     assert said.startswith("All of them are steps of saga workflows: a replay runs each alone")
     assert said.endswith("One of them had succeeded and its undo failed: a replay runs that step again, not its undo.")
+
+
+def test_a_step_that_died_undoing_itself_has_its_undo_retried_from_its_run_page(client, auth, steps, runs):
+    undo, failed = steps["undo"], steps["failed"]
+    (letter,) = runs.dead_letters(undo.id)
+    auth.as_role("viewer", "vic")
+    page = client.get(f"/runs/{undo.id}").get_data(as_text=True)
+    assert "Retry the undo" not in page  # viewers read; operators act
+    token = csrf_from(page)
+    assert client.post(f"/runs/{undo.id}/retry-undo", data={"csrf_token": token}).status_code == 403
+    client.post("/logout", data={"csrf_token": token})
+
+    auth.as_role("operator", "olga")
+    # The DLQ row points to the run page, where the undo's failed tries are on the timeline.
+    row = re.search(rf'<tr id="dl-{letter.id}".*?</tr>', client.get("/dlq/?view=list").get_data(as_text=True), re.S)
+    assert f'href="/runs/{undo.id}" title="its undo failed' in row.group(0)
+    assert "Retry the undo" not in client.get(f"/runs/{failed.id}").get_data(as_text=True)  # it failed going forward
+    page = client.get(f"/runs/{undo.id}").get_data(as_text=True)
+    assert confirm_of(page, f"/runs/{undo.id}/retry-undo") == (
+        f"Retry the undo of run #{undo.id}? Its handler's undo step runs again (up to 3 tries, with backoff); its "
+        f"dead letter is resolved. Workflow #{steps['stuck']} goes back to undoing: step 2, then the steps before it.")
+    answer = client.post(f"/runs/{undo.id}/retry-undo", data={"csrf_token": csrf_from(page)}, headers=HX)
+    assert answer.status_code == 200
+    assert f"Retried the undo of run #{undo.id}: it is now compensating." in answer.get_data(as_text=True)
+    assert runs.dead_letters(undo.id)[0].status == "resolved"
+
+    # Asked again (a second tab), it says why not and changes nothing.
+    again = client.post(f"/runs/{undo.id}/retry-undo", data={"csrf_token": csrf_from(page)}, headers=HX)
+    assert again.status_code == 409
+    assert "only a dead run whose undo failed can have it retried" in again.get_data(as_text=True)

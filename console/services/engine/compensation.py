@@ -29,7 +29,8 @@ log = logging.getLogger("rebound.engine")
 ENTRY_POINT = "jobs.compensate.compensate"
 REASON = "workflow_step_failed"
 REQUESTED = "compensation_requested"  # a person asked for it (and another approved), on a run in no workflow or any
-ASKED = (REASON, REQUESTED)  # compensations run as a job of their own, not by the worker after a failed attempt
+RETRIED = "undo_retried"  # a person had a failed undo tried again (console/services/recovery/undo_retry.py)
+ASKED = (REASON, REQUESTED, RETRIED)  # compensations run as a job of their own, not by the worker after an attempt
 
 
 def job_id(run_id: int) -> str:
@@ -39,7 +40,12 @@ def job_id(run_id: int) -> str:
 
 def can_compensate(run: Run) -> bool:
     """Tell whether a person may ask for this run to be undone now."""
-    return run.status == "succeeded" and _undo_step(run.handler) is not None
+    return run.status == "succeeded" and has_undo_step(run.handler)
+
+
+def has_undo_step(handler: str) -> bool:
+    """Tell whether the handler (still registered) has an undo step to run."""
+    return _undo_step(handler) is not None
 
 
 def check(run: Run, cause) -> str:

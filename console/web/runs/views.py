@@ -14,7 +14,7 @@ from console.services.engine import compensation, control, transitions, waiting_
 from console.services.errors import Conflict, ServiceError
 from console.services.people import tenants
 from console.services.people.permissions import OPERATE, VIEW
-from console.services.recovery import approvals, run_compensation
+from console.services.recovery import approvals, run_compensation, undo_retry
 from console.services.reports import breaches as breach_list
 from console.services.runs import query as runs_query
 from console.services.runs import timeline as run_timeline
@@ -76,7 +76,10 @@ def _detail(run_id: int, *, error: str | None = None, notice: str | None = None,
     # A replay closes a params fix waiting on one of the run's letters: the Replay button says so first.
     fix = next((r.id for r in requests if r.kind == waiting_fixes.KIND and approvals.status_at(r, utcnow()) ==
                 "pending"), None)
+    # A run that died undoing itself: its undo can be tried again (a replay would run its handler instead).
+    undo_again = detail.run.status == "dead" and undo_retry.why_not(detail.run) is None
     return page("runs/show.html", "detail", d=detail, run=detail.run, live=detail.run.status in LIVE,
+                undo_again=undo_again, undo_reopens=undo_retry.stopped_at(detail.run) if undo_again else None,
                 breaches=breach_list.of_run(run_id), waiting_fix=fix,
                 compensable=compensation.can_compensate(detail.run) and not waiting, requests=requests,
                 waits_because=why_waiting(detail.run, utcnow()), resets=breaker_resets([detail.run]),
@@ -138,6 +141,16 @@ def retry(run_id: int):
 
 def _retry(run, actor) -> list[int]:
     return control.retry_now(run, actor)[1]
+
+
+@bp.post("/<int:run_id>/retry-undo")
+@requires(OPERATE)
+def retry_undo(run_id: int):
+    return _act(run_id, _retry_undo, "Retried the undo of")
+
+
+def _retry_undo(run, actor) -> list[int]:
+    return undo_retry.retry(run.id, actor, tenant_id=tenant_scope()).closed_fixes
 
 
 @bp.post("/<int:run_id>/cancel")

@@ -111,7 +111,7 @@ def _forward(workflow: Workflow, clock: Clock) -> str | None:
     if outcome == "waiting":
         return "waiting"
     if outcome == "failed":
-        return _fail(workflow, position, clock, _failure_note(position, run), run_statuses=STEP_FAILED)
+        return _fail(workflow, position, clock, failure_note(position, run), run_statuses=STEP_FAILED)
     now = clock()
     if position == workflow.step_count:
         if not _move(workflow, RUNNING, position, {"succeeded"}, status=SUCCEEDED, updated_at=now, finished_at=now,
@@ -152,7 +152,8 @@ def _start(workflow: Workflow, position: int, clock: Clock) -> str | None:
     return "started"
 
 
-def _failure_note(position: int, run: Run) -> str:
+def failure_note(position: int, run: Run) -> str:
+    """Say why the workflow turned to undoing: which step failed for good, and how."""
     error = f" ({run.error_code}: {(run.error_message or '')[:300]})" if run.error_code else ""
     return f"step {position} failed for good: run #{run.id} is {run.status.replace('_', ' ')}{error}"
 
@@ -206,7 +207,9 @@ def _undone(workflow: Workflow, step: WorkflowStep, run: Run, clock: Clock) -> s
     """Record how a step's undo ended; go on to the step before it, or stop for a person."""
     now, position = clock(), step.position
     # The run's error reads "<why it was undone>: <what went wrong>"; the workflow says the first part itself.
-    error = (run.error_message or "").removeprefix(f"{compensation.REASON}: ")
+    error = run.error_message or ""
+    for asked in compensation.ASKED:
+        error = error.removeprefix(f"{asked}: ")
     if run.status == "compensated":
         result, note = Undo.COMPENSATED.value, None
     elif run.error_code == NOT_COMPENSABLE:

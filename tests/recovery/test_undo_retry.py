@@ -1,0 +1,157 @@
+"""Retrying a failed undo: the run's undo step runs again, and a saga workflow it stopped goes back to undoing."""
+
+import threading
+
+import pytest
+from rq import Queue
+from sqlalchemy import select, update
+
+from console.extensions import db
+from console.models import AuditEntry, DeadLetter, Run, RunEvent
+from console.redis_conn import get_redis
+from console.services.actor import Actor
+from console.services.engine import compensation
+from console.services.errors import Conflict, NotFound
+from console.services.people import tenants
+from console.services.recovery import undo_retry
+from tests.factories import three_steps
+
+OLGA = Actor("olga")
+
+
+def letters_of(run_id: int) -> list[tuple[str, str]]:
+    db.session.expire_all()
+    return [(letter.reason, letter.status) for letter in db.session.execute(
+        select(DeadLetter).where(DeadLetter.run_id == run_id).order_by(DeadLetter.id)).scalars()]
+
+
+def undo_statuses(saga, workflow_id: int) -> list:
+    return [step.compensation_status for step in saga.steps(workflow_id)]
+
+
+def downstream_fixed(run_id: int) -> None:
+    """What a person fixes before retrying: here the demo undo stops failing."""
+    db.session.execute(update(Run).where(Run.id == run_id).values(params={"fail_times": 0}))
+    db.session.commit()
+
+
+@pytest.fixture
+def stopped(saga):
+    """A workflow stopped by step 2's undo, which failed for good: step 1 was left as it was."""
+    _, stuck = saga.two_failed()
+    saga.advance(stuck)
+    assert saga.status(stuck) == "compensation_failed"
+    assert undo_statuses(saga, stuck) == ["not_attempted", "failed", None]
+    return stuck
+
+
+def test_a_retried_undo_that_works_lets_the_workflow_undo_the_steps_left_before_it(saga, stopped):
+    run = saga.run(stopped, 2)
+    downstream_fixed(run.id)
+    (letter,) = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run.id)).scalars()
+    retried = undo_retry.retry(run.id, OLGA, clock=saga.clock)
+    assert retried.workflow_id == stopped and retried.closed_fixes == []
+    # Its letter is resolved, and the work order it alone held closes with it.
+    assert (retried.letters, retried.closed_orders) == ([letter.id], [letter.work_order_id])
+    assert letters_of(run.id) == [("compensation_failed", "resolved")]
+    assert saga.run(stopped, 2).status == "compensating"
+    workflow = saga.get(stopped)
+    assert (workflow.status, workflow.current_step, workflow.finished_at) == ("compensating", 2, None)
+    assert workflow.note.startswith("step 3 failed for good: run #")  # why it is undone, as before the stop
+    assert (saga.run(stopped, 2).error_code, saga.run(stopped, 2).error_message) == (None, None)  # a clean try
+    assert undo_statuses(saga, stopped) == ["pending", "compensating", None]
+    assert compensation.job_id(run.id) in Queue("maintenance", connection=get_redis()).job_ids
+    (moved,) = db.session.execute(select(RunEvent).where(RunEvent.run_id == run.id,
+                                                         RunEvent.reason == "undo_retried")).scalars()
+    assert (moved.from_status, moved.to_status, moved.actor) == ("dead", "compensating", "olga")
+    (entry,) = db.session.execute(select(AuditEntry).where(AuditEntry.action == "run.retry_undo")).scalars()
+    assert entry.after == {"status": "compensating", "dead_letters": retried.letters, "workflow": stopped}
+
+    # The compensation job runs the undo again; the workflow then undoes step 1 and ends compensated.
+    assert saga.undo(stopped, 2) == "compensated"
+    assert saga.advance(stopped) == "undoing"
+    assert saga.undo(stopped, 1) == "compensated"
+    assert saga.advance(stopped) == "compensated"
+    assert undo_statuses(saga, stopped) == ["compensated", "compensated", None]
+    assert saga.get(stopped).note.startswith("step 3 failed for good")
+
+
+def test_the_stopped_workflows_page_points_to_the_run_whose_undo_can_be_retried(client, auth, saga, stopped):
+    auth.as_role("viewer")
+    page = " ".join(client.get(f"/runs/workflows/{stopped}").get_data(as_text=True).split())
+    assert (f'Once what stopped it is fixed, <a href="/runs/{saga.run(stopped, 2).id}">retry the undo of step 2</a> '
+            "on its run page: the steps before it are then undone too.") in page
+
+
+def test_an_undo_that_fails_again_stops_the_workflow_again_with_a_new_dead_letter(saga, stopped):
+    run = saga.run(stopped, 2)
+    undo_retry.retry(run.id, OLGA, clock=saga.clock)
+    assert saga.undo(stopped, 2) == "dead"  # nothing was fixed
+    saga.advance(stopped)
+    workflow = saga.get(stopped)
+    assert workflow.status == "compensation_failed" and "could not be undone" in workflow.note
+    assert not workflow.note.count("undo_retried:")  # the workflow says why itself
+    assert undo_statuses(saga, stopped) == ["not_attempted", "failed", None]
+    assert letters_of(run.id) == [("compensation_failed", "resolved"), ("compensation_failed", "open")]
+
+
+def test_only_a_run_that_died_undoing_itself_with_an_undo_step_can_retry_it(saga, runs, stopped, snapshot):
+    refusals = {
+        saga.run(stopped, 3).id: "did not die undoing itself (non retryable); replay it instead",
+        saga.run(stopped, 1).id: "is succeeded; only a dead run whose undo failed can have it retried",
+    }
+    # A step with no undo step of its own: its undo fails at once as not compensable, for a person to do by hand.
+    bare = saga.submit(three_steps(first_handler="demo.flaky", second={"fail_times": 0}), key="order-3")
+    for position in (1, 2):
+        saga.execute(bare, position)
+        saga.advance(bare)
+    assert saga.execute(bare, 3) == "dead"
+    saga.advance(bare)
+    assert saga.undo(bare, 2) == "compensated"
+    saga.advance(bare)
+    assert saga.undo(bare, 1) == "dead"
+    refusals[saga.run(bare, 1).id] = "handler python:demo.flaky has no undo step to run: undo it by hand"
+    other = tenants.create("other", Actor("test")).id
+    before = snapshot()
+    for run_id, said in refusals.items():
+        with pytest.raises(Conflict) as refused:
+            undo_retry.retry(run_id, OLGA, clock=saga.clock)
+        assert said in refused.value.detail
+    with pytest.raises(NotFound):
+        undo_retry.retry(saga.run(stopped, 2).id, OLGA, tenant_id=other, clock=saga.clock)
+    db.session.rollback()
+    assert snapshot() == before  # each refusal changed nothing
+
+
+def test_two_people_retrying_one_undo_at_once_retry_it_once(saga, stopped, app, monkeypatch):
+    run_id = saga.run(stopped, 2).id
+    both_checked = threading.Barrier(2, timeout=10)
+    why_not = undo_retry.why_not
+
+    def check_then_wait(run):
+        said = why_not(run)
+        both_checked.wait()  # each decided on what it read before either writes
+        return said
+
+    monkeypatch.setattr(undo_retry, "why_not", check_then_wait)
+    outcomes = []
+
+    def retry_in_its_own_context(name: str):
+        with app.app_context():
+            try:
+                outcomes.append(type(undo_retry.retry(run_id, Actor(name), clock=saga.clock)).__name__)
+            except Conflict as error:
+                outcomes.append(error.detail)
+            db.session.remove()
+
+    threads = [threading.Thread(target=retry_in_its_own_context, args=(name,)) for name in ("olga", "oscar")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert sorted(outcomes) == ["Retried", f"run {run_id} changed while you acted on it; look again"]
+    db.session.expire_all()
+    assert len(db.session.execute(select(AuditEntry).where(AuditEntry.action == "run.retry_undo")).all()) == 1
+    assert len(db.session.execute(select(RunEvent).where(RunEvent.run_id == run_id,
+                                                         RunEvent.reason == "undo_retried")).all()) == 1
+    assert saga.get(stopped).status == "compensating"
