@@ -1,4 +1,4 @@
-"""Seed 003's worker API: submit, look up, cancel and compensate work."""
+"""Seed 003's worker API: submit, look up, cancel and compensate work, and retry a failed undo."""
 
 import json
 
@@ -15,7 +15,7 @@ from console.services.engine import batch_submit, control
 from console.services.engine.submit import submit
 from console.services.errors import InvalidInput
 from console.services.people.permissions import OPERATE, VIEW
-from console.services.recovery import run_compensation
+from console.services.recovery import run_compensation, undo_retry
 
 bp = Blueprint("worker_api", __name__)
 FIELDS = {"handler", "task_id", "tenant", "params", "idempotency_key", "policy"}
@@ -101,3 +101,13 @@ def compensate_task(run_id: int):
     approval = run_compensation.request_compensation(run_id, data.get("cause", ""), current_actor(),
                                                      tenant_id=tenant_scope())
     return jsonify(approval_id=approval.id, status="awaiting_approval"), 202
+
+
+@bp.post("/worker/tasks/<int:run_id>/retry-undo")
+@requires(OPERATE)
+def retry_undo_task(run_id: int):
+    """Try a failed undo again once its cause is fixed (a replay would run the handler itself, not its undo)."""
+    retried = undo_retry.retry(run_id, current_actor(), tenant_id=tenant_scope())
+    return jsonify(id=run_id, status="compensating", dead_letters_resolved=retried.letters,
+                   work_orders_closed=retried.closed_orders, workflow_id=retried.workflow_id,
+                   params_fixes_closed=retried.closed_fixes), 202

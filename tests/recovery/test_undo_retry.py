@@ -14,7 +14,7 @@ from console.services.engine import compensation
 from console.services.errors import Conflict, NotFound
 from console.services.people import tenants
 from console.services.recovery import undo_retry
-from tests.factories import three_steps
+from tests.factories import bearer, three_steps
 
 OLGA = Actor("olga")
 
@@ -155,3 +155,19 @@ def test_two_people_retrying_one_undo_at_once_retry_it_once(saga, stopped, app, 
     assert len(db.session.execute(select(RunEvent).where(RunEvent.run_id == run_id,
                                                          RunEvent.reason == "undo_retried")).all()) == 1
     assert saga.get(stopped).status == "compensating"
+
+
+def test_a_service_retries_the_undo_through_the_api_with_an_operators_token(client, auth, saga, stopped):
+    run_id = saga.run(stopped, 2).id
+    viewer, operator = auth.make_user("vic", "viewer"), auth.make_user("olga", "operator")
+    assert client.post(f"/worker/tasks/{run_id}/retry-undo", headers=bearer(viewer)).status_code == 403
+    answer = client.post(f"/worker/tasks/{run_id}/retry-undo", headers=bearer(operator))
+    assert answer.status_code == 202
+    (letter,) = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run_id)).scalars()
+    assert answer.json == {"id": run_id, "status": "compensating", "dead_letters_resolved": [letter.id],
+                           "work_orders_closed": [letter.work_order_id], "workflow_id": stopped,
+                           "params_fixes_closed": []}
+    again = client.post(f"/worker/tasks/{run_id}/retry-undo", headers=bearer(operator))
+    assert again.status_code == 409
+    assert "only a dead run whose undo failed can have it retried" in again.json["detail"]
+    assert client.post("/worker/tasks/999999/retry-undo", headers=bearer(operator)).status_code == 404
