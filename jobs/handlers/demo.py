@@ -2,7 +2,9 @@
 
 import logging
 import time
+from datetime import datetime
 
+from console.domain.clock import utcnow
 from console.domain.errors import CompensableError, NonRetryableError, RetryableError
 from console.services.engine.registry import handler
 
@@ -18,9 +20,13 @@ def noop(ctx):
 def _undo(ctx):
     """Compensate demo.flaky: nothing to undo, but record that it ran (after `undo_seconds`, default 0).
 
-    `undo_fail_times` fails the first tries of the undo itself (retryable), as a flaky downstream would.
+    `undo_fail_times` fails the first tries of the undo itself (retryable), as a flaky downstream would;
+    `undo_down_until` (an ISO 8601 time) fails every try before then, as a downstream that is down for a while.
     """
     time.sleep(float(ctx.params.get("undo_seconds", 0)))
+    down_until = ctx.params.get("undo_down_until")
+    if down_until and utcnow() < datetime.fromisoformat(down_until):
+        raise RetryableError("undo_unavailable", f"the undo's service is down until {down_until[11:16]} UTC")
     fail_times = int(ctx.params.get("undo_fail_times", 0))
     if ctx.undo_attempt <= fail_times:
         raise RetryableError("undo_flaky", f"undo failure {ctx.undo_attempt} of {fail_times}")

@@ -19,7 +19,7 @@ from console.models import (
 from console.services.actor import SYSTEM, Actor
 from console.services.engine.execute import execute
 from console.services.people import users
-from console.services.recovery import decisions
+from console.services.recovery import decisions, undo_retry
 from console.services.reports import figures
 from console.services.reports import scope as report_scope
 from console.services.system import demo, demo_roles
@@ -48,16 +48,16 @@ def test_overview_counts_live_runs_and_refreshes_one_region_over_htmx(client, au
     auth.as_role("viewer")
     page = client.get("/overview").get_data(as_text=True)
     assert 'hx-trigger="every 5s"' in page and 'data-counter="dead_open">1<' in page
-    # 37 demo runs and the first steps of the two demo workflows.
-    assert 'data-counter="pending">39<' in page and "account 1000 is closed" in page
+    # 37 demo runs and the first steps of the three demo workflows.
+    assert 'data-counter="pending">40<' in page and "account 1000 is closed" in page
     fragment = client.get("/overview", headers={"HX-Request": "true"}).get_data(as_text=True)
     assert fragment.lstrip().startswith('<div id="live"') and "<html" not in fragment
 
 
 def test_the_demo_has_a_saga_that_goes_through_and_one_undone_in_reverse_order(app, saga):
     demo.seed()
-    shipped, undone = (db.session.query(Workflow).filter_by(name=f"ship order {order}").one().id
-                       for order, _ in demo.DEMO_WORKFLOWS)
+    shipped, undone, _ = (db.session.query(Workflow).filter_by(name=f"ship order {order}").one().id
+                          for order, _, _ in demo.DEMO_WORKFLOWS)
     for step in (1, 2, 3):  # as the workers would: each step, then the workflow's advance
         assert saga.execute(shipped, step) == "succeeded"
         saga.advance(shipped)
@@ -78,6 +78,30 @@ def test_the_demo_has_a_saga_that_goes_through_and_one_undone_in_reverse_order(a
     assert [(run.workflow_step, run.status) for run in saga.runs(undone)] == [
         (1, "compensated"), (2, "compensated"), (3, "dead")]
     assert saga.runs(undone)[2].error_code == "carrier_rejected"
+
+
+def test_the_demos_third_saga_stops_for_a_person_until_its_refund_service_is_back(app, saga, monkeypatch):
+    demo.seed()
+    stopped = db.session.query(Workflow).filter_by(name="ship order 1003").one().id
+    for step in (1, 2):
+        assert saga.execute(stopped, step) == "succeeded"
+        saga.advance(stopped)
+    assert saga.execute(stopped, 3) == "dead"
+    assert saga.advance(stopped) == "undoing"
+    assert saga.undo(stopped, 2) == "dead"  # the card's refund: its service is down, three tries fail
+    saga.advance(stopped)
+    assert saga.status(stopped) == "compensation_failed"
+    assert "the undo's service is down until" in saga.run(stopped, 2).error_message
+    assert [step.compensation_status for step in saga.steps(stopped)] == ["not_attempted", "failed", None]
+
+    # Once the service is back, the person retries the undo; the stock reservation is undone after it.
+    later = utcnow() + demo.REFUNDS_DOWN
+    monkeypatch.setattr("jobs.handlers.demo.utcnow", lambda: later)
+    undo_retry.retry(saga.run(stopped, 2).id, Actor("admin"), clock=saga.clock)
+    assert saga.undo(stopped, 2) == "compensated"
+    assert saga.advance(stopped) == "undoing"
+    assert saga.undo(stopped, 1) == "compensated"
+    assert saga.advance(stopped) == "compensated"
 
 
 def test_a_tenant_limited_viewer_sees_only_their_tenant(client, auth):

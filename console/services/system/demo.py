@@ -1,7 +1,10 @@
 """Demo data, so a fresh console has something to look at: tenants and a realistic mix of runs."""
 
+from datetime import timedelta
+
 from sqlalchemy import func, select
 
+from console.domain.clock import utcnow
 from console.extensions import db
 from console.models import Run, Task, Tenant
 from console.services.actor import DEMO
@@ -66,31 +69,38 @@ def seed(roles: bool = False) -> str:
             filled = {k: v.format(n=1000 + n) if isinstance(v, str) else v for k, v in params.items()}
             submit(tenant, DEMO, handler=handler, params=filled, policy="demo", source="demo")
             count += 1
-    for order, shipping in DEMO_WORKFLOWS:
+    refunds_back = (utcnow() + REFUNDS_DOWN).isoformat()
+    for order, shipping, refunds_down in DEMO_WORKFLOWS:
         submit_workflow(acme, DEMO, name=f"ship order {order}", idempotency_key=f"demo-order-{order}",
-                        steps=_order_steps(order, shipping))
+                        steps=_order_steps(order, shipping, refunds_back if refunds_down else None))
     # A dry-run changes nothing: Runbooks shows what a real run would replay, and the way to run it.
     runbooks.start("replay_dead_letters", {"code": "http_502"}, DEMO, scope=None, dry_run=True,
                    reason="Demo: which of the payments gateway's 502s would a replay touch?")
     return (f"{history}Demo data: tenants acme and globex, {len(DEMO_TASKS)} scheduled tasks, {count} runs submitted "
-            f"(some will retry, some will die), {len(DEMO_WORKFLOWS)} workflows (one is undone), a runbook dry-run.")
+            f"(some will retry, some will die), {len(DEMO_WORKFLOWS)} workflows (one undone, one stopped for a "
+            "person), a runbook dry-run.")
 
 
-# Two sagas, so Workflows shows one that went through and one whose last step failed for good, its steps undone in
-# reverse order: (order, how its shipping step goes).
+# Three sagas, so Workflows shows one that went through, one whose last step failed for good (its steps undone in
+# reverse order), and one whose card charge cannot be refunded while the refund service is down: its undo stops
+# there for a person, who retries it on the run's page once the service is back (REFUNDS_DOWN after the seeding).
+# (order, how its shipping step goes, whether refunds are down).
+REJECTED = {"fail_times": 9, "error": "fatal", "code": "carrier_rejected"}
 DEMO_WORKFLOWS = [
-    (1001, {"fail_times": 0}),
-    (1002, {"fail_times": 9, "error": "fatal", "code": "carrier_rejected",
-            "message": "carrier rejected parcel for order 1002: no such street"}),
+    (1001, {"fail_times": 0}, False),
+    (1002, {**REJECTED, "message": "carrier rejected parcel for order 1002: no such street"}, False),
+    (1003, {**REJECTED, "message": "carrier rejected parcel for order 1003: address incomplete"}, True),
 ]
+REFUNDS_DOWN = timedelta(minutes=10)
 
 
-def _order_steps(order: int, shipping: dict) -> list[dict]:
+def _order_steps(order: int, shipping: dict, refunds_back: str | None = None) -> list[dict]:
     """Reserve the stock, charge the card, ship: the first two have a compensation that undoes them."""
+    charge = {"fail_times": 0, "step": f"charge the card for {order}"}
     return [{"handler": "demo.flaky_compensated", "params": {"fail_times": 0, "step": f"reserve stock for {order}"},
              "policy": "demo"},
-            {"handler": "demo.flaky_compensated", "params": {"fail_times": 0, "step": f"charge the card for {order}"},
-             "policy": "demo"},
+            {"handler": "demo.flaky_compensated",
+             "params": {**charge, "undo_down_until": refunds_back} if refunds_back else charge, "policy": "demo"},
             {"handler": "demo.flaky", "params": {**shipping, "step": f"ship order {order}"}, "policy": "demo"}]
 
 
