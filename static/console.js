@@ -167,8 +167,6 @@
     if (toggle.dataset && toggle.dataset.fold && event.detail.successful) toggle.setAttribute("aria-expanded", "true");
   });
 
-  // "Replay selected" and "Discard selected" ask about the rows ticked: how many, and which params fixes waiting for
-  // approval on them the action closes. With none ticked they ask nothing: the server says what to tick.
   // What replaying workflows' steps does, for the ticked rows that are one (templates/dlq/_row.html's data-step;
   // one row's own Replay says it with console/domain/saga.py's words).
   function stepWords(ticked) {
@@ -188,6 +186,8 @@
     return words;
   }
 
+  // "Replay selected" and "Discard selected" ask about the rows ticked: how many, and which params fixes waiting for
+  // approval on them the action closes. With none ticked they ask nothing: the server says what to tick.
   document.addEventListener("htmx:confirm", function (event) {
     var button = event.detail.elt;
     if (!button.dataset || button.dataset.confirmSelected === undefined) return;

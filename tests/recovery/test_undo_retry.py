@@ -10,6 +10,7 @@ from console.extensions import db
 from console.models import AuditEntry, DeadLetter, Run, RunEvent
 from console.redis_conn import get_redis
 from console.services.actor import Actor
+from console.services.dlq import discards
 from console.services.engine import compensation
 from console.services.errors import Conflict, NotFound
 from console.services.people import tenants
@@ -171,3 +172,25 @@ def test_a_service_retries_the_undo_through_the_api_with_an_operators_token(clie
     assert again.status_code == 409
     assert "only a dead run whose undo failed can have it retried" in again.json["detail"]
     assert client.post("/worker/tasks/999999/retry-undo", headers=bearer(operator)).status_code == 404
+
+
+def test_a_letter_discarded_while_the_undo_retry_was_decided_keeps_the_run_dead(saga, stopped, app, monkeypatch):
+    run_id = saga.run(stopped, 2).id
+    (letter,) = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run_id)).scalars()
+    why_not = undo_retry.why_not
+
+    def discarded_right_after_the_check(run):
+        said = why_not(run)
+        with app.app_context():  # another person, in another session, between this one's read and its writes
+            discards.discard(db.session.get(DeadLetter, letter.id), "refunded by hand", Actor("oscar"))
+            db.session.remove()
+        return said
+
+    monkeypatch.setattr(undo_retry, "why_not", discarded_right_after_the_check)
+    with pytest.raises(Conflict, match="dead letter was settled meanwhile"):
+        undo_retry.retry(run_id, OLGA, clock=saga.clock)
+    assert letters_of(run_id) == [("compensation_failed", "discarded")]
+    assert saga.run(stopped, 2).status == "dead" and saga.status(stopped) == "compensation_failed"
+    assert not db.session.execute(select(RunEvent).where(RunEvent.run_id == run_id,
+                                                         RunEvent.reason == "undo_retried")).all()
+    assert not db.session.execute(select(AuditEntry).where(AuditEntry.action == "run.retry_undo")).all()

@@ -79,6 +79,9 @@ def retry(run_id: int, actor: Actor, *, tenant_id: int | None = None, clock: Clo
         update(LETTERS).where(LETTERS.c.run_id == run.id, LETTERS.c.status == "open")
         .values(status="resolved", resolved_at=now, resolved_by=actor.signature, resolution_note="undo retried")
         .returning(LETTERS.c.id, LETTERS.c.work_order_id)).all()
+    if not closed:  # discarded or resolved by someone else since it was read: theirs stands
+        db.session.rollback()
+        raise Conflict(f"run {run.id}'s dead letter was settled meanwhile; look again", "status")
     orders = [order_id for order_id in sorted({order for _, order in closed if order})
               if workorders.close_if_resolved(order_id, now, by=actor)]
     workflow_id = _undo_again(run, now)
