@@ -5,6 +5,7 @@ from flask import Blueprint, jsonify, request
 from console.api import serialize
 from console.api.common import body, is_id
 from console.auth import current_actor, requires, tenant_scope
+from console.domain import saga
 from console.extensions import db
 from console.models import Tenant
 from console.services.dlq import bulk as dlq_bulk
@@ -76,7 +77,16 @@ def get_dead_letter(letter_id: int):
 def replay_dead_letter(letter_id: int):
     run, closed = control.replay(dlq.get(letter_id, tenant_scope()), current_actor())
     return jsonify(dead_letter_id=letter_id, run_id=run.id, status=run.status, series=run.series,
-                   closed_fixes=closed), 202
+                   closed_fixes=closed, workflow=_workflow_step(run)), 202
+
+
+def _workflow_step(run) -> dict | None:
+    """Say what the replay did to the saga workflow the run is a step of, as the console's Replay asks first."""
+    workflow = run.workflow if run.workflow_id else None
+    if workflow is None:
+        return None
+    return {"id": workflow.id, "step": run.workflow_step, "status": workflow.status,
+            "note": saga.replay_consequence(run.workflow_step, workflow.status, workflow.failed_step)}
 
 
 @bp.post("/api/dead-letters/replay")

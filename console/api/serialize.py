@@ -30,6 +30,7 @@ def run(entry: Run, events: list[RunEvent] | None = None) -> dict:
         "enqueued_at": iso(entry.enqueued_at), "created_at": iso(entry.created_at),
         "started_at": iso(entry.started_at), "finished_at": iso(entry.finished_at),
         "cancel_requested": entry.cancel_requested, "trace_id": entry.trace_id,
+        "workflow": {"id": entry.workflow_id, "step": entry.workflow_step} if entry.workflow_id else None,
     }
     if events is not None:
         body["events"] = [event(e) for e in events]

@@ -83,6 +83,21 @@ def replay_consequence(position: int, workflow_status: str, failed_step: int | N
             + (", and the steps its compensation undid stay undone." if undone else "."))
 
 
+def steps_replay_words(steps: int, undone_failed: int) -> str:
+    """Say what replaying many dead letters does to the workflows among them, after their subject ("3 of them ")."""
+    many = steps > 1
+    said = (f"{'are steps of saga workflows' if many else 'is a step of a saga workflow'}: a replay runs "
+            f"{'each' if many else 'it'} alone, and {'its' if many else 'the'} workflow does not go on from it. "
+            "Where the workflow was undone, the steps its compensation undid stay undone.")
+    if undone_failed:
+        plural = undone_failed > 1
+        count = f"{undone_failed:,} of them" if plural else ("One of them" if many else "It")
+        said += (f" {count} had succeeded and {'their' if plural else 'its'} undo failed: a replay runs "
+                 f"{'those steps' if plural else 'that step'} again, not {'their' if plural else 'its'} undo "
+                 "(Retry the undo, on a run's page, does that).")
+    return said
+
+
 def step_words(run_id: int, position: int, workflow_id: int, workflow_status: str) -> str:
     """Name a run as a workflow's step, in plain text (a confirm dialog cannot hold a link)."""
     return f"Run #{run_id} is step {position} of workflow #{workflow_id} ({workflow_status.replace('_', ' ')})."

@@ -13,7 +13,7 @@ from console.auth import public, tenant_scope
 from console.domain.clock import utcnow
 from console.domain.figures import duration
 from console.domain.notes import MAX_NOTE_CHARS
-from console.domain.saga import replay_consequence, step_words, undo_failed
+from console.domain.saga import replay_consequence, step_words, steps_replay_words, undo_failed
 from console.domain.words import plural
 from console.services.people.permissions import OPERATE, can
 from console.web.display import display_prefs
@@ -90,6 +90,7 @@ def register(app) -> None:
     app.add_template_global(workflow_replay, "workflow_replay")
     app.add_template_global(replay_consequence, "replay_consequence")
     app.add_template_global(undo_failed, "undo_failed")
+    app.add_template_global(steps_replay_words, "steps_replay_words")  # the confirm page; a runbook logs the same
 
     def plotly_dir() -> str:
         import plotly

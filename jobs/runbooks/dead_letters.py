@@ -2,6 +2,7 @@
 
 import json
 
+from console.domain import saga
 from console.domain.notes import MAX_NOTE_CHARS
 from console.domain.runbooks import Param, Risk
 from console.domain.runbooks import ParamType as T
@@ -44,6 +45,10 @@ def replay_dead_letters(ctx) -> None:
     ctx.log(f"{total} {filters.describe()}" + (f"; replaying the oldest {wanted}" if wanted < total else "") + ".")
     if not wanted:
         return
+    steps = dlq.workflow_steps(filters, ctx.tenant_id, bounds)
+    if steps.steps:  # the console's confirm page says the same before a bulk replay
+        ctx.log(f"{steps.steps:,}{'+' if steps.steps > dlq.COUNT_CAP else ''} of them "
+                + saga.steps_replay_words(steps.steps, steps.undo_failed))
     if not ctx.dry_run:
         ctx.log(f"At {rate:g} per second that takes about {max(1, round(wanted / rate))} s.")
     # A real run takes at most a second's worth per chunk (the pace); a dry-run reads in full chunks.

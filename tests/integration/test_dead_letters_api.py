@@ -115,7 +115,7 @@ def test_one_letter_reads_with_its_run_and_params_and_replays(client, operator, 
     replayed = client.post(f"/api/dead-letters/{letter.id}/replay", headers=headers)
     assert replayed.status_code == 202
     assert replayed.get_json() == {"dead_letter_id": letter.id, "run_id": letter.run_id, "status": "pending",
-                                   "series": 2, "closed_fixes": []}
+                                   "series": 2, "closed_fixes": [], "workflow": None}
     again = client.post(f"/api/dead-letters/{letter.id}/replay", headers=headers)
     assert again.status_code == 409
 

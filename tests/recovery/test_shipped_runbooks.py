@@ -92,6 +92,17 @@ def test_replay_dead_letters_takes_a_limit_and_refuses_a_task_with_a_handler(sta
                        scope=None, clock=clock)
 
 
+def test_replay_dead_letters_says_what_it_does_to_the_workflows_among_them(staff, clock, saga, snapshot):
+    saga.two_failed()  # three dead steps: two failed going forward, one died undoing itself
+    dry = dry_run_changes_nothing(snapshot, "replay_dead_letters", {}, staff["olga"], clock)
+    assert ("3 of them are steps of saga workflows: a replay runs each alone, and its workflow does not go on from "
+            "it. Where the workflow was undone, the steps its compensation undid stay undone. One of them had "
+            "succeeded and its undo failed: a replay runs that step again, not its undo (Retry the undo, on a "
+            "run's page, does that).") in dry.log
+    assert "of them are steps" not in run_now("replay_dead_letters", {"code": "no_such_code"}, staff["olga"],
+                                              clock=clock, dry_run=True).log
+
+
 def test_replaying_and_resolving_by_runbook_close_the_params_fixes_waiting_on_their_letters(staff, clock, dead_run):
     (replayed, replayed_letter), (resolved, resolved_letter) = dead_run(), dead_run(code="other_code")
     fixes = [params_fix.request_fix(letter_id, {"fail_times": 0}, "the account was reopened", staff["olga"],

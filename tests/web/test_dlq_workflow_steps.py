@@ -7,8 +7,10 @@ import pytest
 from rq import Queue
 
 from console.redis_conn import get_redis
+from console.services.actor import Actor
 from console.services.engine.execute import execute
-from tests.factories import FATAL, OK
+from console.services.people import users
+from tests.factories import FATAL, OK, bearer
 from tests.helpers import csrf_from
 
 HX = {"HX-Request": "true"}
@@ -131,10 +133,11 @@ def test_the_confirm_page_counts_the_steps_that_died_undoing_themselves(client, 
     confirm = " ".join(client.get(response.headers["Location"]).get_data(as_text=True).split())
     # All three failed for good (two non-retryable steps 3, one undo that failed), so that question leads.
     assert "<h1>Replay dead letters that failed for good?</h1>" in confirm
-    said = re.sub(r"<[^>]+>", "", re.search(r"<p data-steps>(.*?)</p>", confirm).group(1)).strip()
+    said = html.unescape(re.sub(r"<[^>]+>", "", re.search(r"<p data-steps>(.*?)</p>", confirm).group(1))).strip()
     # Said once above: this paragraph's letters are "them".
     assert said.startswith("All of them are steps of saga workflows: a replay runs each alone")
-    assert said.endswith("One of them had succeeded and its undo failed: a replay runs that step again, not its undo.")
+    assert said.endswith("One of them had succeeded and its undo failed: a replay runs that step again, not its undo "
+                         "(Retry the undo, on a run's page, does that).")
 
 
 def test_a_step_that_died_undoing_itself_has_its_undo_retried_from_its_run_page(client, auth, steps, runs):
@@ -165,3 +168,17 @@ def test_a_step_that_died_undoing_itself_has_its_undo_retried_from_its_run_page(
     again = client.post(f"/runs/{undo.id}/retry-undo", data={"csrf_token": csrf_from(page)}, headers=HX)
     assert again.status_code == 409
     assert "only a dead run whose undo failed can have it retried" in again.get_data(as_text=True)
+
+
+def test_a_replay_over_the_api_says_what_it_did_to_the_workflow(client, steps, runs):
+    operator, _ = users.create("olga", "operator", "correct-horse-battery", Actor("test"))
+    failed, undo = steps["failed"], steps["undo"]
+    letters = {name: runs.dead_letters(steps[name].id)[-1] for name in ("failed", "undo")}
+    read = client.get(f"/api/dead-letters/{letters['failed'].id}", headers=bearer(operator)).get_json()
+    assert read["run"]["workflow"] == {"id": steps["undone"], "step": 3}
+    replayed = client.post(f"/api/dead-letters/{letters['failed'].id}/replay", headers=bearer(operator)).get_json()
+    assert replayed["run_id"] == failed.id and replayed["workflow"] == {
+        "id": steps["undone"], "step": 3, "status": "compensated", "note": ALONE}
+    replayed = client.post(f"/api/dead-letters/{letters['undo'].id}/replay", headers=bearer(operator)).get_json()
+    assert replayed["workflow"] == {"id": steps["stuck"], "step": 2, "status": "compensation_failed", "note": AGAIN}
+    assert replayed["run_id"] == undo.id
