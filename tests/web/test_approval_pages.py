@@ -196,6 +196,27 @@ def test_an_approver_approves_from_the_page_and_the_run_is_replayed(person, lett
     assert runs.get(run.id).params == BROKEN
 
 
+def test_the_requester_cannot_roll_their_own_change_back(person, letter):
+    """Undoing a change is a change too: like deciding it, it is another person's (README: never their own)."""
+    requester_client, arno = person("arno", "approver")
+    approver_client, _ = person("alex", "approver")
+    request = file_fix(letter(), arno)
+    token = approver_client.csrf(f"/approvals/{request.id}")
+    assert approver_client.post(f"/approvals/{request.id}/approve", data={"csrf_token": token}).status_code == 303
+    page = html(requester_client.get(f"/approvals/{request.id}"))
+    assert "/rollback" not in page
+    assert "another person with the approve permission rolls it back" in page
+    refused = requester_client.post(f"/approvals/{request.id}/rollback", data={"csrf_token": csrf_from(page)},
+                                    follow_redirects=True)
+    assert refused.status_code == 403
+    assert "you requested this change; another person with the approve permission must roll it back" in html(refused)
+    db.session.expire_all()
+    assert db.session.get(Approval, request.id).status == "executed"
+    assert db.session.execute(select(AuditEntry.action).where(AuditEntry.actor == "arno")
+                              .order_by(AuditEntry.seq.desc()).limit(1)).scalar() == "approval.rollback.refused"
+    assert f'action="/approvals/{request.id}/rollback"' in html(approver_client.get(f"/approvals/{request.id}"))
+
+
 def test_a_fix_whose_run_ran_again_says_why_it_stays_instead_of_offering_a_rollback(person, letter, runs, clock):
     """A params fix replays at once, so its run usually runs again before anyone thinks of rolling back."""
     _, olga = person("olga", "operator")

@@ -29,18 +29,23 @@ def _check_decider(approval: Approval, actor: Actor, action: str, now) -> None:
     user = db.session.get(User, actor.id) if actor.id is not None else None
     if user is None or not user.active or not can(user.role, APPROVE):
         raise Forbidden(f"only a person with the approve permission can {action} a request")
-    if approval.requested_by_id == actor.id:
-        # Refused on the server for every path (page, API, CLI), and the attempt is kept.
-        audit.record(db.session, actor, f"approval.{action}.refused", "approval", approval.id,
-                     after={"reason": "four_eyes"}, tenant=_tenant_name(approval), clock=lambda: now)
-        db.session.commit()
-        raise FourEyes(f"you requested this change; another person with the approve permission must {action} it")
+    _refuse_requester(approval, actor, action, f"{action} it", now)
     if approval.status == "pending" and approval.expires_at <= now:
         approvals.expire_due(clock=lambda: now)
         raise Conflict(f"request {approval.id} expired at {approval.expires_at:%Y-%m-%d %H:%M} UTC; file it again",
                        "status")
     if approval.status != "pending":
         raise Conflict(f"request {approval.id} is {approval.status.replace('_', ' ')}, no longer pending", "status")
+
+
+def _refuse_requester(approval: Approval, actor: Actor, action: str, doing: str, now) -> None:
+    """Refuse the requester their own request's decision or rollback: another person must look at it."""
+    if approval.requested_by_id == actor.id:
+        # Refused on the server for every path (page, API, CLI), and the attempt is kept.
+        audit.record(db.session, actor, f"approval.{action}.refused", "approval", approval.id,
+                     after={"reason": "four_eyes"}, tenant=_tenant_name(approval), clock=lambda: now)
+        db.session.commit()
+        raise FourEyes(f"you requested this change; another person with the approve permission must {doing}")
 
 
 def _claim(approval: Approval, actor: Actor, status: str, note: str | None, now) -> None:
@@ -123,6 +128,7 @@ def rollback(approval_id: int, actor: Actor, note: str | None = None, *, tenant_
     user = db.session.get(User, actor.id) if actor.id is not None else None
     if user is None or not user.active or not can(user.role, APPROVE):
         raise Forbidden("only a person with the approve permission can roll a change back")
+    _refuse_requester(approval, actor, "rollback", "roll it back", now)  # undoing it is a change a second person checks
     kind = KINDS[approval.kind]
     if kind.rollback is None:
         raise Conflict(f"a {kind.title.lower()} cannot be rolled back", "kind")

@@ -73,12 +73,14 @@ def _show(approval_id: int, *, error: str | None = None, status: int = 200, appr
     approver = can(current_user.role, APPROVE)
     settled = params_fix.settled(approval) if state == "pending" else None  # its letter was settled another way
     rolled_back_by = db.session.get(User, approval.rolled_back_by_id) if approval.rolled_back_by_id else None
-    can_roll_back = approver and present.can_roll_back(approval)
+    rollback_possible = present.can_roll_back(approval)
+    can_roll_back = approver and not mine and rollback_possible
     return page("approvals/show.html", "detail", row=approvals.row(approval), approval=approval, now=now,
                 runbook_request=present.runbook_request(approval), run_outcome=present.run_outcome(approval),
                 state=state, mine=mine, decidable=approver and not mine and state == "pending" and not settled,
                 settled=settled, letters=present.letters(approval),
-                can_roll_back=can_roll_back, kept=present.why_kept(approval) if can_roll_back else None,
+                can_roll_back=can_roll_back, rollback_by_another=mine and rollback_possible,
+                kept=present.why_kept(approval) if can_roll_back else None,
                 rolled_back_by=rolled_back_by.username if rolled_back_by else None,
                 approve_form=approve_form or ApproveForm(prefix="approve"),
                 reject_form=reject_form or RejectForm(prefix="reject"),
