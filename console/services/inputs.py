@@ -1,6 +1,7 @@
 """Checks of raw input values that several services and views share."""
 
 import json
+import math
 
 from console.domain import names
 from console.domain.notes import MAX_NOTE_CHARS, too_long
@@ -58,7 +59,7 @@ def json_text(text: str, label: str = "") -> object:
 
 
 def json_problem(value) -> str | None:
-    """Say what makes decoded JSON unusable (too deep, a lone surrogate in a string), or None if it is fine."""
+    """Say what makes decoded JSON unusable (too deep, a lone surrogate, a number that is not finite), or None."""
     stack = [(value, 1, "$")]
     while stack:
         node, depth, path = stack.pop()
@@ -67,6 +68,10 @@ def json_problem(value) -> str | None:
         if isinstance(node, str):
             if not _encodable(node):
                 return f"text at {path[:80]} is not valid Unicode (a lone surrogate such as \\ud800)"
+        elif isinstance(node, float) and not math.isfinite(node):
+            # Python's decoder takes NaN and Infinity (and reads 1e999 as infinity); JSON has neither, so once
+            # stored they would make every API answer carrying them unreadable to a strict client.
+            return f"the number at {path[:80]} is not finite (NaN, Infinity, or too large, like 1e999)"
         elif isinstance(node, dict):
             for key, item in node.items():
                 if not _encodable(key):

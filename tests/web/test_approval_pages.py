@@ -334,6 +334,9 @@ def test_the_dlq_fix_form_is_prefilled_validated_and_files_a_request(person, let
     # JSON the API refuses is refused here too, never stored to break the pages that show it.
     surrogate = post(params='{"x": "\\ud800"}', reason="reopened")
     assert surrogate.status_code == 422 and "is not valid Unicode (a lone surrogate" in html(surrogate)
+    for number in ("NaN", "-Infinity", "1e999999"):
+        infinite = post(params=f'{{"fail_times": {number}}}', reason="reopened")
+        assert infinite.status_code == 422 and "the number at $.fail_times is not finite" in html(infinite)
     deep = post(params="[" * 5_000 + "]" * 5_000, reason="reopened")
     assert deep.status_code == 422 and "nested deeper than 64 levels" in html(deep)
     not_object = post(params="[1, 2]", reason="reopened")

@@ -2,7 +2,6 @@
 
 import json
 import logging
-import math
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -119,7 +118,7 @@ def _check(index: int, item, tenant_for, cache: dict, needs_key: bool = False) -
         if name not in FIELDS:
             raise InvalidInput(f"unknown field {name!r}; allowed: {', '.join(sorted(FIELDS))}", name)
         # What the single path's JSON reader refuses for a whole body is this item's own problem here.
-        if problem := json_problem(value) or _not_finite(value):
+        if problem := json_problem(value):
             raise InvalidInput(problem, name)
     name = item.get("tenant")
     if name is not None and not isinstance(name, str):
@@ -154,20 +153,6 @@ def _check(index: int, item, tenant_for, cache: dict, needs_key: bool = False) -
                             effective_policy, policy_id, overrides)
     return _Item(index, tenant, tenant_id, task, handler, {**(task.params if task else {}), **(params or {})},
                  key or uuid.uuid4().hex, policy_id, overrides, version, policy)
-
-
-def _not_finite(value) -> str | None:
-    """Say where a NaN or Infinity is (Python's JSON reads them; PostgreSQL's json type refuses them), or None."""
-    stack = [value]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, float) and not math.isfinite(node):
-            return f"{node} is not a JSON number"
-        if isinstance(node, dict):
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    return None
 
 
 def _once(cache: dict, key: tuple, work, *args):
