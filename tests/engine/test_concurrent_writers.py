@@ -5,10 +5,11 @@ PostgreSQL they really overlap; `make test` runs this file on both databases.
 """
 
 import threading
+import time
 from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select, text, update
 from sqlalchemy.orm.attributes import set_committed_value
 
 from console.extensions import db
@@ -33,9 +34,10 @@ from console.services.engine.execute import execute
 from console.services.errors import Conflict, StaleVersion
 from console.services.people import tenants, users
 from console.services.policies import versions as policies
-from console.services.recovery import approvals, decisions, params_fix, run_compensation
+from console.services.recovery import approvals, bulk_discard, decisions, params_fix, run_compensation
 from console.services.scheduling import planner, templates
 from console.services.scheduling import tasks as task_service
+from console.services.system import console_settings
 from console.services.workorders import changes, orders
 from tests.factories import BROKEN, LENIENT, Runs
 from tests.helpers import PASSWORD
@@ -404,3 +406,50 @@ def test_a_retry_racing_a_discard_of_its_letter_leaves_the_letter_discarded(app,
     db.session.expire_all()
     letter = db.session.get(DeadLetter, letter_id)
     assert (letter.status, letter.resolved_by) == ("discarded", "olga")
+
+
+def test_a_rollback_reopening_a_work_order_while_a_parker_opens_its_groups_next_one_joins_that_one(
+        app, dead_run, staff, clock):
+    """The rollback's order would be the group's second active one: the unique index refuses it, and the reopened
+    letters join the order the parker opened instead (a savepoint keeps the rest of the rollback)."""
+    if db.engine.dialect.name != "postgresql":
+        pytest.skip("SQLite has one writer: the parker's order is committed before the rollback writes, and seen")
+    console_settings.save(console_settings.DISCARD_WITHOUT_APPROVAL, 1, Actor("root"), clock)
+    letters = [dead_run()[1] for _ in range(2)]
+    first = db.session.get(DeadLetter, letters[0])
+    tenant_id, fingerprint, closed_id = first.tenant_id, first.fingerprint, first.work_order_id
+    request = bulk_discard.discard(letters, "duplicates", staff["olga"], None, clock).approval
+    decisions.approve(request.id, staff["alex"], clock=clock)
+    assert changes.close_settled(clock=clock) == [closed_id]
+
+    parker = db.engine.connect()  # the group's next order, inserted and not yet committed, as a parker holds it
+    parker.execute(WorkOrder.__table__.insert().values(tenant_id=tenant_id, fingerprint=fingerprint, title="next",
+                                                       status="open", dead_letter_count=1, created_at=clock()))
+    outcome = []
+
+    def roll_back():
+        with app.app_context():
+            try:
+                outcome.append(decisions.rollback(request.id, staff["bea"], clock=clock).status)
+            except Exception as error:  # noqa: BLE001 - the assertion below says what it got
+                outcome.append(error)
+            finally:
+                db.session.remove()
+
+    thread = threading.Thread(target=roll_back)
+    thread.start()
+    waiting = text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = "
+                   "current_database()")
+    deadline = time.monotonic() + 20
+    with db.engine.connect() as watcher:  # until the rollback's reopen waits on the parker's uncommitted order
+        while not watcher.execute(waiting).scalar_one() and time.monotonic() < deadline:
+            watcher.rollback()
+    parker.commit()
+    parker.close()
+    thread.join(60)
+    assert outcome == ["rolled_back"]
+    db.session.expire_all()
+    [active] = db.session.execute(select(WorkOrder).where(WorkOrder.status == "open")).scalars().all()
+    assert active.title == "next" and active.dead_letter_count == 3
+    assert {db.session.get(DeadLetter, letter_id).work_order_id for letter_id in letters} == {active.id}
+    assert db.session.get(WorkOrder, closed_id).status == "closed"

@@ -170,10 +170,11 @@ def test_rollback_leaves_discarded_a_letter_whose_run_was_retried_since(staff, l
     assert statuses(found) == ["discarded", "open"]  # no open letter for a run that is not dead
 
 
-def test_rolling_back_an_approved_discard_gives_the_reopened_letters_an_open_work_order(staff, letters, clock, runs):
+def test_rolling_back_an_approved_discard_opens_the_work_order_it_closed_again(staff, letters, clock, runs):
     console_settings.save(THRESHOLD, 2, Actor("root"), clock)
     found = letters(3)  # one error group, one work order
     order_id = found[0].work_order_id
+    workorders.acknowledge(db.session.get(WorkOrder, order_id), staff["olga"], clock=clock)
     request = bulk_discard.discard([x.id for x in found], "duplicates", staff["olga"], None, clock).approval
     decisions.approve(request.id, staff["alex"], clock=clock)
     assert workorders.close_settled(clock=clock) == [order_id]  # every letter discarded: it closed itself
@@ -181,22 +182,46 @@ def test_rolling_back_an_approved_discard_gives_the_reopened_letters_an_open_wor
 
     decisions.rollback(request.id, staff["bea"], "not duplicates after all", clock=clock)
     assert statuses(found) == ["open"] * 3
-    reopened = {db.session.get(DeadLetter, x.id).work_order_id for x in found}
-    assert len(reopened) == 1 and reopened != {order_id}  # a new one: a closed order stays closed
-    order = db.session.get(WorkOrder, reopened.pop())
-    assert (order.status, order.fingerprint, order.dead_letter_count) == ("open", found[0].fingerprint, 3)
-    assert db.session.get(WorkOrder, order_id).status == "closed"
-    assert len(runs.outbox("workorder")) == notices_before + 1  # the work-order system hears of it
-    [alert] = [m for m in runs.outbox("alert") if m.payload.get("work_order_id") == order.id]
+    # It closed only because these letters were settled: with them open again, so is it, as it was (the rows as
+    # they were before the request ran), not a second order beside a closed one that lost its letters.
+    assert {db.session.get(DeadLetter, x.id).work_order_id for x in found} == {order_id}
+    order = db.session.get(WorkOrder, order_id)
+    assert (order.status, order.dead_letter_count, order.assignee_id) == ("acknowledged", 3, staff["olga"].id)
+    assert (order.closed_at, order.closed_by, order.close_note) == (None, None, None)
+    assert db.session.execute(select(WorkOrder.id)).scalars().all() == [order_id]
+    assert len(runs.outbox("workorder")) == notices_before  # the work-order system already has it
+    [alert] = [m for m in runs.outbox("alert") if m.payload.get("work_order_id") == order_id]
     assert alert.payload["reopened"] == 3 and alert.payload["approval_id"] == request.id
     told = notice.build(alert)
     assert told.title.startswith("Dead letters reopened: python:demo.flaky — bad_account")
     assert told.summary.startswith(f"3 dead letters reopened by the rollback of request #{request.id}")
-    assert told.incident_key == f"rebound-workorder-{order.id}"
+    assert told.incident_key == f"rebound-workorder-{order_id}"  # the incident its close resolved, paged again
+    [reopened] = audited("work_order.reopen")
+    assert (reopened.target_id, reopened.actor, reopened.after["status"]) == (str(order_id), "bea", "acknowledged")
+    assert not audited("work_order.open")
+    assert {e.after["work_order_id"] for e in audited("dead_letter.reopen")} == {order_id}
+    assert workorders.close_settled(clock=clock) == []  # open letters: it stays open
+
+
+def test_a_work_order_a_person_closed_stays_closed_and_the_reopened_letters_get_a_new_one(staff, letters, clock,
+                                                                                           runs):
+    console_settings.save(THRESHOLD, 2, Actor("root"), clock)
+    found = letters(3)
+    order_id = found[0].work_order_id
+    request = bulk_discard.discard([x.id for x in found], "duplicates", staff["olga"], None, clock).approval
+    decisions.approve(request.id, staff["alex"], clock=clock)
+    workorders.close(db.session.get(WorkOrder, order_id), "cleaned up by hand", staff["olga"], clock=clock)
+    notices_before = len(runs.outbox("workorder"))
+
+    decisions.rollback(request.id, staff["bea"], "not duplicates after all", clock=clock)
+    reopened = {db.session.get(DeadLetter, x.id).work_order_id for x in found}
+    assert len(reopened) == 1 and reopened != {order_id}  # a person's close is theirs to undo, not a rollback's
+    order = db.session.get(WorkOrder, reopened.pop())
+    assert (order.status, order.fingerprint, order.dead_letter_count) == ("open", found[0].fingerprint, 3)
+    assert db.session.get(WorkOrder, order_id).status == "closed"
+    assert len(runs.outbox("workorder")) == notices_before + 1  # the work-order system hears of it
     [opened] = audited("work_order.open")
     assert (opened.target_id, opened.actor) == (str(order.id), "bea") and f"#{order_id}" in opened.note
-    assert {e.after["work_order_id"] for e in audited("dead_letter.reopen")} == {order.id}
-    assert workorders.close_settled(clock=clock) == []  # open letters: it stays open
 
 
 def test_a_reopened_letter_joins_its_groups_open_work_order(staff, letters, clock, runs):

@@ -7,7 +7,7 @@ from sqlalchemy import exists, select, update
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
-from console.models import DeadLetter, Run, Tenant
+from console.models import DeadLetter, Run, Tenant, WorkOrder
 from console.services import inputs
 from console.services.actor import Actor
 from console.services.audit import trail as audit
@@ -98,9 +98,16 @@ def reopen(ids: list[int], discarded_at: datetime, actor: Actor, now: datetime, 
     note = f"rollback of approval #{approval_id}"
     order_of = {letter_id: order_id for letter_id, _, order_id in done}
     names = dict(db.session.execute(select(Tenant.id, Tenant.name)).all())
-    for moved in parking.rejoin(sorted(order_of), now, approval_id=approval_id):
+    for moved in parking.rejoin(sorted(order_of), now, approval_id=approval_id, settled_at=discarded_at):
         order_of.update(dict.fromkeys(moved.letter_ids, moved.work_order_id))
-        if moved.opened:
+        if moved.reopened:
+            audit.record(db.session, actor, "work_order.reopen", "work_order", moved.work_order_id,
+                         before={"status": "closed"}, after={
+                             "status": db.session.get(WorkOrder, moved.work_order_id, populate_existing=True).status,
+                             "dead_letters": moved.letter_ids},
+                         tenant=names.get(moved.tenant_id),
+                         note=f"{note}: it had closed because these dead letters were discarded", clock=lambda: now)
+        elif moved.opened:
             audit.record(db.session, actor, "work_order.open", "work_order", moved.work_order_id,
                          after={"status": "open", "dead_letters": moved.letter_ids},
                          tenant=names.get(moved.tenant_id),

@@ -3,13 +3,15 @@
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select, text, update
+from sqlalchemy import case, select, text, update
+from sqlalchemy.exc import IntegrityError
 
 from console.db.upsert import insert_for
 from console.domain.errors import Failure
 from console.extensions import db
 from console.models import DeadLetter, Run, WorkOrder
 from console.models.recovery import ACTIVE_WORK_ORDER
+from console.services.actor import SYSTEM
 from console.services.delivery import outbox
 
 ORDERS = WorkOrder.__table__
@@ -77,18 +79,20 @@ def park(run: Run, failure: Failure, reason: str, now: datetime) -> DeadLetter:
 
 @dataclass(frozen=True)
 class Rejoined:
-    """Reopened letters moved from their closed work order into their group's active one."""
+    """Reopened letters back in an active work order: the one that closed for them, or their group's."""
 
     work_order_id: int
     tenant_id: int
     closed_id: int | None  # the work order they were in, closed meanwhile
     letter_ids: list[int]
     opened: bool  # a new work order, not one the group already had
+    reopened: bool = False  # their own work order, open again: it had closed only because they were settled
 
 
-def rejoin(letter_ids: list[int], now: datetime, *, approval_id: int) -> list[Rejoined]:
-    """Give reopened dead letters whose work order closed meanwhile their group's active work order (a closed one
-    stays closed), in the caller's transaction; a new one is told as parking tells it."""
+def rejoin(letter_ids: list[int], now: datetime, *, approval_id: int, settled_at: datetime) -> list[Rejoined]:
+    """Give reopened dead letters (settled at `settled_at`) whose work order closed meanwhile an active one again, in
+    the caller's transaction: their own, when the system closed it after they were settled (the reason it closed is
+    gone); else their group's active one, opened if there is none (a notice queued as parking queues it)."""
     letters = db.session.execute(select(DeadLetter).where(DeadLetter.id.in_(letter_ids)).order_by(DeadLetter.id)
                                  .execution_options(populate_existing=True)).scalars().all()
     # Locked in id order before reading their status, as close_if_resolved locks an order before its check: a close
@@ -103,19 +107,43 @@ def rejoin(letter_ids: list[int], now: datetime, *, approval_id: int) -> list[Re
             groups.setdefault((letter.tenant_id, letter.fingerprint, letter.work_order_id), []).append(letter)
     rejoined = []
     for (tenant_id, fingerprint, closed_id), moving in groups.items():
-        first = moving[0]
-        title = orders[closed_id].title if closed_id in orders else f"{first.handler}: {first.error_code}"
-        order_id, opened = group_work_order(tenant_id, fingerprint, title, now, count=len(moving), notice={
-            "handler": first.handler, "task_id": first.task_id, "error_code": first.error_code,
-            "reason": (first.error_message or "")[:500], "first_run_id": first.run_id})
-        ids = [letter.id for letter in moving]
-        db.session.execute(update(DeadLetter).where(DeadLetter.id.in_(ids)).values(work_order_id=order_id)
-                           .execution_options(synchronize_session=False))
-        if opened:  # the group's incident was resolved when its order closed: page about the work again
+        first, ids = moving[0], [letter.id for letter in moving]
+        closed = orders.get(closed_id)
+        reopened = closed is not None and _reopen(closed, settled_at)
+        opened = False
+        if not reopened:
+            title = closed.title if closed is not None else f"{first.handler}: {first.error_code}"
+            order_id, opened = group_work_order(tenant_id, fingerprint, title, now, count=len(moving), notice={
+                "handler": first.handler, "task_id": first.task_id, "error_code": first.error_code,
+                "reason": (first.error_message or "")[:500], "first_run_id": first.run_id})
+            db.session.execute(update(DeadLetter).where(DeadLetter.id.in_(ids)).values(work_order_id=order_id)
+                               .execution_options(synchronize_session=False))
+        else:
+            order_id = closed_id
+        if opened or reopened:  # the group's incident was resolved when its order closed: page about the work again
             outbox.add("alert", f"dead:{tenant_id}:{fingerprint}", {
                 "rule": "dead_letter", "dead_letter_id": first.id, "run_id": first.run_id, "tenant_id": tenant_id,
                 "handler": first.handler, "task_id": first.task_id, "error_code": first.error_code,
                 "message": (first.error_message or "")[:500], "reason": first.reason, "work_order_id": order_id,
                 "reopened": len(ids), "approval_id": approval_id, "dead_at": now.isoformat()}, now, tenant_id=tenant_id)
-        rejoined.append(Rejoined(order_id, tenant_id, closed_id, ids, opened))
+        rejoined.append(Rejoined(order_id, tenant_id, closed_id, ids, opened, reopened))
     return rejoined
+
+
+def _reopen(order: WorkOrder, settled_at: datetime) -> bool:
+    """Open again, as it was before it closed, a work order the system closed once its letters were settled, if that
+    was after `settled_at` and its group has no other active order; tell if it did (in the caller's transaction)."""
+    if order.closed_by != SYSTEM.name or order.closed_at is None or order.closed_at < settled_at:
+        return False  # a person closed it, or it closed before these letters were settled: it stays as they left it
+    others = select(ORDERS.c.id).where(ORDERS.c.tenant_id == order.tenant_id, ORDERS.c.fingerprint == order.fingerprint,
+                                       ORDERS.c.status.in_(("open", "acknowledged")))
+    try:
+        # A savepoint: a parker opening the group's order at this moment (not committed yet, so not in `others`)
+        # makes ours break the one-active-order index when it commits; the letters then join its order instead.
+        with db.session.begin_nested():
+            return db.session.execute(
+                update(ORDERS).where(ORDERS.c.id == order.id, ORDERS.c.status == "closed", ~others.exists())
+                .values(status=case((ORDERS.c.acknowledged_at.is_(None), "open"), else_="acknowledged"),
+                        closed_at=None, closed_by=None, close_note=None)).rowcount == 1
+    except IntegrityError:
+        return False
