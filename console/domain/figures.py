@@ -192,11 +192,14 @@ def better(figure: Figure) -> bool | None:
     return figure.higher_is_better
 
 
-def trend(value, previous) -> str | None:
-    """Say which way a figure moved since the previous period: up, down or flat."""
+def trend(value, previous, figure: "Figure | None" = None) -> str | None:
+    """Say which way a figure moved since the previous period: up, down or flat (also when the two read the same
+    as the figure is written: "2.0 s, before 2.0 s ▲" says a change nobody can see)."""
     if value is None or previous is None:
         return None
     if abs(value - previous) <= 1e-9 * max(1.0, abs(previous)):
+        return "flat"
+    if figure is not None and shown(figure, value) == shown(figure, previous):
         return "flat"
     return "up" if value > previous else "down"
 

@@ -43,7 +43,8 @@ def test_each_figure_on_the_known_history(built, clock):
     assert met == {"on_time_rate": False, "trigger_delay_p99_s": False, "execution_success_rate": False,
                    "retry_success_rate": False, "duplicate_rate": False, "alert_latency_p95_s": False,
                    "workorder_completion_rate": False, "conflict_warning_hit_rate": False}
-    assert all(value.previous in (None, 0) for value in summary.values.values())
+    # The history starts in this period: the one before measured nothing, so it has no figures (not zeros).
+    assert all(value.previous is None and value.trend is None for value in summary.values.values())
 
 
 def test_the_task_filter_narrows_every_rollup_figure(built, clock):

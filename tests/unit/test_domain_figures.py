@@ -48,6 +48,10 @@ def test_rates_are_none_without_a_denominator_and_targets_hold_both_ways():
     assert met(BY_NAME["duplicate_rate"], 0.0049) and not met(BY_NAME["duplicate_rate"], 0.005)
     assert met(BY_NAME["sla_breaches"], 4) is None
     assert (trend(2, 1), trend(1, 2), trend(1, 1), trend(None, 1)) == ("up", "down", "flat", None)
+    # Judged as people read the figure: "2.0 s, before 2.0 s" has no arrow up; 98.4 % and 98.5 % differ.
+    delay, rate = BY_NAME["trigger_delay_p95_s"], BY_NAME["on_time_rate"]
+    assert (trend(2.04, 1.96, delay), trend(2.2, 2.0, delay)) == ("flat", "up")
+    assert (trend(0.98449, 0.98441, rate), trend(0.985, 0.984, rate)) == ("flat", "up")
 
 
 def test_presets_include_the_current_hour_or_day_and_previous_is_as_long():

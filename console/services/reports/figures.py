@@ -36,7 +36,7 @@ class Value:
 
     @property
     def trend(self) -> str | None:
-        return definitions.trend(self.value, self.previous)
+        return definitions.trend(self.value, self.previous, self.figure)
 
     @property
     def improved(self) -> bool | None:
@@ -142,7 +142,10 @@ def inputs(period: Period, scope: Scope, now: datetime, totals=None, current: bo
 def summary(period: Period, scope: Scope, now: datetime, totals=None) -> Summary:
     """Return every figure for the period beside the previous period's."""
     now_values = definitions.values(inputs(period, scope, now, totals))
-    before = definitions.values(inputs(period.previous, scope, now, current=False))
+    first = rollup.first_hour()
+    # A period before the first run anyone recorded is not a period of zeros: nothing was measured ("—", no arrow).
+    before = (definitions.values(inputs(period.previous, scope, now, current=False))
+              if first is not None and period.previous.end > first else dict.fromkeys(now_values))
     return Summary(period, scope, {figure.name: Value(figure, now_values[figure.name], before[figure.name])
                                    for figure in FIGURES}, rollup.through())
 

@@ -109,6 +109,11 @@ def through() -> datetime | None:
     return db.session.execute(select(ReportState.through).where(ReportState.name == STATE)).scalar_one_or_none()
 
 
+def first_hour() -> datetime | None:
+    """Return the first hour the rollups hold (the report history's start), or None before any run."""
+    return db.session.execute(select(func.min(report_hours.c.hour))).scalar()
+
+
 def _set_through(moment: datetime) -> None:
     _upsert(ReportState.__table__, ("name",), rows=[{"name": STATE, "through": moment}])
 
