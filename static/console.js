@@ -212,6 +212,14 @@
     if (all) document.querySelectorAll(all.dataset.checkAll).forEach(function (box) { box.checked = all.checked; });
     var auto = event.target.closest("[data-autosubmit]");
     if (auto) auto.form.requestSubmit();
+    // A task is one tenant's: choosing another tenant lets go of it, or Show would ask for the two at once.
+    if (event.target.matches("select[name=tenant]") && event.target.form) {
+      var task = event.target.form.querySelector("select[name=task]");
+      var picked = task && task.selectedOptions[0];
+      if (picked && picked.dataset.tenant && event.target.value && picked.dataset.tenant !== event.target.value) {
+        task.value = "";
+      }
+    }
   });
 
   // A filter form with data-drop-params leaves empty fields (and the defaults it lists) out of the URL.

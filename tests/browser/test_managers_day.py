@@ -15,6 +15,7 @@ from console.services.engine.submit import submit
 from console.services.people import tenants, users
 from console.services.reports import rollup
 from console.services.scheduling import planner, sla, tasks
+from tests.factories import make_tenant
 from tests.helpers import PASSWORD
 from tests.helpers import browser_login as login
 
@@ -112,6 +113,17 @@ def test_a_managers_day(page, live_server, live_app, arranged, screenshot, tmp_p
     no_operator_buttons(page)
     page.goto(f"{base}/reports/breaches?period=24h")
     expect(page.locator("table.breaches-table")).to_contain_text("nightly-export")
+
+    # One task's report, then another tenant: the task is let go of, so Show answers for that tenant (no 422).
+    make_tenant("acme")
+    page.goto(f"{base}/reports?period=24h&tenant=default&task={arranged['task']}")
+    expect(page.locator("#task")).to_have_value(str(arranged["task"]))
+    page.locator("#tenant").select_option("acme")
+    expect(page.locator("#task")).to_have_value("")
+    page.get_by_role("button", name="Show").click()
+    expect(page).to_have_url(re.compile(r"tenant=acme"))
+    expect(page.locator(".field-error")).to_have_count(0)
+    expect(page.locator(".report-cards")).to_be_visible()
 
     # Nowhere a manager can go offers an operator's action.
     for path in ("/dlq/", "/dlq/?view=list", f"/workorders/{arranged['order']}", "/workorders", "/tasks", "/runs",

@@ -540,7 +540,8 @@ def test_the_task_choices_are_the_chosen_tenants(manager, client, built):
     assert "acme / acme-sync" not in offered("period=24h&tenant=default")
     # A task of another tenant is refused beside the field, which offers the chosen tenant's tasks to pick from.
     refused = client.get(f"/reports?period=24h&tenant=acme&task={built['edge']}")
-    assert refused.status_code == 422 and "belongs to another tenant" in refused.get_data(as_text=True)
+    assert refused.status_code == 422 and ("task default / edge is tenant default&#39;s, not acme&#39;s: choose one "
+                                           "of acme&#39;s tasks, or all tasks") in refused.get_data(as_text=True)
     assert offered(f"period=24h&tenant=acme&task={built['edge']}") == {"acme / acme-sync"}
 
 

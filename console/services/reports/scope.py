@@ -50,6 +50,8 @@ def resolve(tenant: str | None, task: str | None, wall: int | None) -> Scope:
         if found is None or (wall is not None and found.tenant_id != wall):
             raise NotFound(f"no task with id {task.strip()}", "task")
         if tenant_id is not None and found.tenant_id != tenant_id:
-            raise InvalidInput(f"task {found.id} belongs to another tenant", "task")
+            chosen = db.session.get(Tenant, tenant_id).name
+            raise InvalidInput(f"task {found.tenant.name} / {found.name} is tenant {found.tenant.name}'s, not "
+                               f"{chosen}'s: choose one of {chosen}'s tasks, or all tasks", "task")
         task_id = found.id
     return Scope(tenant_id, task_id)
