@@ -108,6 +108,5 @@ def compensate_task(run_id: int):
 def retry_undo_task(run_id: int):
     """Try a failed undo again once its cause is fixed (a replay would run the handler itself, not its undo)."""
     retried = undo_retry.retry(run_id, current_actor(), tenant_id=tenant_scope())
-    return jsonify(id=run_id, status="compensating", dead_letters_resolved=retried.letters,
-                   work_orders_closed=retried.closed_orders, workflow_id=retried.workflow_id,
-                   params_fixes_closed=retried.closed_fixes), 202
+    return jsonify(id=run_id, status="compensating", dead_letters_replayed=retried.letters,
+                   workflow_id=retried.workflow_id, params_fixes_closed=retried.closed_fixes), 202

@@ -7,7 +7,7 @@ from rq import Queue
 from sqlalchemy import select, update
 
 from console.extensions import db
-from console.models import AuditEntry, DeadLetter, Run, RunEvent
+from console.models import AuditEntry, DeadLetter, Run, RunEvent, WorkOrder
 from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.dlq import discards
@@ -15,6 +15,7 @@ from console.services.engine import compensation
 from console.services.errors import Conflict, NotFound
 from console.services.people import tenants
 from console.services.recovery import undo_retry
+from console.services.workorders import changes as workorders
 from tests.factories import bearer, three_steps
 
 OLGA = Actor("olga")
@@ -52,9 +53,10 @@ def test_a_retried_undo_that_works_lets_the_workflow_undo_the_steps_left_before_
     (letter,) = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run.id)).scalars()
     retried = undo_retry.retry(run.id, OLGA, clock=saga.clock)
     assert retried.workflow_id == stopped and retried.closed_fixes == []
-    # Its letter is resolved, and the work order it alone held closes with it.
-    assert (retried.letters, retried.closed_orders) == ([letter.id], [letter.work_order_id])
-    assert letters_of(run.id) == [("compensation_failed", "resolved")]
+    # Its letter counts as replayed: its work order stays open until the undo works.
+    assert retried.letters == [letter.id]
+    assert letters_of(run.id) == [("compensation_failed", "replayed")]
+    assert db.session.get(WorkOrder, letter.work_order_id).status == "open"
     assert saga.run(stopped, 2).status == "compensating"
     workflow = saga.get(stopped)
     assert (workflow.status, workflow.current_step, workflow.finished_at) == ("compensating", 2, None)
@@ -75,6 +77,7 @@ def test_a_retried_undo_that_works_lets_the_workflow_undo_the_steps_left_before_
     assert saga.advance(stopped) == "compensated"
     assert undo_statuses(saga, stopped) == ["compensated", "compensated", None]
     assert saga.get(stopped).note.startswith("step 3 failed for good")
+    assert workorders.close_settled(clock=saga.clock) == [letter.work_order_id]  # the undo worked: settled
 
 
 def test_the_stopped_workflows_page_points_to_the_run_whose_undo_can_be_retried(client, auth, saga, stopped):
@@ -93,7 +96,15 @@ def test_an_undo_that_fails_again_stops_the_workflow_again_with_a_new_dead_lette
     assert workflow.status == "compensation_failed" and "could not be undone" in workflow.note
     assert not workflow.note.count("undo_retried:")  # the workflow says why itself
     assert undo_statuses(saga, stopped) == ["not_attempted", "failed", None]
-    assert letters_of(run.id) == [("compensation_failed", "resolved"), ("compensation_failed", "open")]
+    assert letters_of(run.id) == [("compensation_failed", "replayed"), ("compensation_failed", "open")]
+    # The same failure as before: the same words, error group and work order, which never closed meanwhile (no
+    # resolve and page again for one outage).
+    first, second = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run.id)
+                                       .order_by(DeadLetter.id)).scalars().all()
+    assert second.error_message == first.error_message and second.fingerprint == first.fingerprint
+    assert second.work_order_id == first.work_order_id
+    assert db.session.get(WorkOrder, first.work_order_id).status == "open"
+    assert workorders.close_settled(clock=saga.clock) == []
 
 
 def test_only_a_run_that_died_undoing_itself_with_an_undo_step_can_retry_it(saga, runs, stopped, snapshot):
@@ -165,9 +176,8 @@ def test_a_service_retries_the_undo_through_the_api_with_an_operators_token(clie
     answer = client.post(f"/worker/tasks/{run_id}/retry-undo", headers=bearer(operator))
     assert answer.status_code == 202
     (letter,) = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run_id)).scalars()
-    assert answer.json == {"id": run_id, "status": "compensating", "dead_letters_resolved": [letter.id],
-                           "work_orders_closed": [letter.work_order_id], "workflow_id": stopped,
-                           "params_fixes_closed": []}
+    assert answer.json == {"id": run_id, "status": "compensating", "dead_letters_replayed": [letter.id],
+                           "workflow_id": stopped, "params_fixes_closed": []}
     again = client.post(f"/worker/tasks/{run_id}/retry-undo", headers=bearer(operator))
     assert again.status_code == 409
     assert "only a dead run whose undo failed can have it retried" in again.json["detail"]

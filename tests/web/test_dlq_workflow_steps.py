@@ -158,11 +158,12 @@ def test_a_step_that_died_undoing_itself_has_its_undo_retried_from_its_run_page(
     page = client.get(f"/runs/{undo.id}").get_data(as_text=True)
     assert confirm_of(page, f"/runs/{undo.id}/retry-undo") == (
         f"Retry the undo of run #{undo.id}? Its handler's undo step runs again (up to 3 tries, with backoff); its "
-        f"dead letter is resolved. Workflow #{steps['stuck']} goes back to undoing: step 2, then the steps before it.")
+        f"dead letter counts as replayed until it works. Workflow #{steps['stuck']} goes back to undoing: step 2, "
+        "then the steps before it.")
     answer = client.post(f"/runs/{undo.id}/retry-undo", data={"csrf_token": csrf_from(page)}, headers=HX)
     assert answer.status_code == 200
     assert f"Retried the undo of run #{undo.id}: it is now compensating." in answer.get_data(as_text=True)
-    assert runs.dead_letters(undo.id)[0].status == "resolved"
+    assert runs.dead_letters(undo.id)[0].status == "replayed"
 
     # Asked again (a second tab), it says why not and changes nothing.
     again = client.post(f"/runs/{undo.id}/retry-undo", data={"csrf_token": csrf_from(page)}, headers=HX)

@@ -7,12 +7,13 @@ The same job also finishes a compensation a worker started after a failed attemp
 import logging
 
 from rq import Queue
+from sqlalchemy import select
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.errors import NOT_COMPENSABLE, Failure, NonRetryableError
 from console.domain.notes import MAX_NOTE_CHARS, too_long
 from console.extensions import db
-from console.models import Run
+from console.models import DeadLetter, Run
 from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.audit import trail as audit
@@ -130,6 +131,8 @@ def execute(run_id: int, *, clock: Clock = SYSTEM_CLOCK) -> str:
     except NonRetryableError:
         invocation = None  # the handler is gone since the undo was asked for: compensate_run records that
     cause = run.status_reason if run.status_reason in ASKED else run.error_code or "non_retryable"
+    if cause == RETRIED:
+        cause = _retried_cause(run.id)
     ctx = context_for(run, timeout_s)
     try:
         with Heartbeat(run.id, run.attempt, setting("HEARTBEAT_S"), ctx.cancel_event):
@@ -137,6 +140,16 @@ def execute(run_id: int, *, clock: Clock = SYSTEM_CLOCK) -> str:
                                   missing=missing, clock=clock)
     except transitions.StaleRun:
         return "skipped"
+
+
+def _retried_cause(run_id: int) -> str:
+    """Return why the undo a person retried had been asked for, as its dead letter says: failing again, the new
+    letter then reads the same and joins the same error group and work order (its fingerprint is of the words)."""
+    said = db.session.execute(select(DeadLetter.error_message).where(
+        DeadLetter.run_id == run_id, DeadLetter.reason == "compensation_failed").order_by(DeadLetter.id.desc())
+        .limit(1)).scalar()
+    cause = (said or "").split(": ", 1)[0]
+    return cause if said and cause != said else RETRIED
 
 
 def _undo_step(handler: str):

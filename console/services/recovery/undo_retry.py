@@ -1,10 +1,11 @@
 """Try a failed undo again: a person fixed what stopped a run's compensation, and its undo step runs once more.
 
 A run whose undo failed is dead with a dead letter (reason `compensation_failed`). A replay would run the run's
-handler again, not its undo; this moves it dead → compensating instead, closes its letter as resolved, and queues
-the compensation job, which tries the undo as before (three tries with backoff) and ends compensated, or dead with
-a new letter. If the run is the step whose undo stopped its saga workflow, the workflow goes back to undoing from
-that step: the steps before it, left as they were, are undone after it.
+handler again, not its undo; this moves it dead → compensating instead, marks its letter replayed (settled, like a
+replayed run's, only once the undo works: its work order stays open meanwhile), and queues the compensation job,
+which tries the undo as before (three tries with backoff) and ends compensated, or dead with a new letter in the
+same error group and work order. If the run is the step whose undo stopped its saga workflow, the workflow goes
+back to undoing from that step: the steps before it, left as they were, are undone after it.
 """
 
 from dataclasses import dataclass
@@ -21,7 +22,6 @@ from console.services.audit import trail as audit
 from console.services.engine import compensation, control, transitions, waiting_fixes
 from console.services.errors import Conflict
 from console.services.recovery.workflows import advance
-from console.services.workorders import changes as workorders
 
 LETTERS, WORKFLOWS, STEPS = DeadLetter.__table__, Workflow.__table__, WorkflowStep.__table__
 UNDO_FAILED = "compensation_failed"  # the dead letter's reason when a run's undo failed
@@ -29,10 +29,9 @@ UNDO_FAILED = "compensation_failed"  # the dead letter's reason when a run's und
 
 @dataclass(frozen=True)
 class Retried:
-    """What retrying the undo changed besides the run: its letters, work orders, workflow and waiting fixes."""
+    """What retrying the undo changed besides the run: its letters, workflow and waiting fixes."""
 
     letters: list[int]
-    closed_orders: list[int]
     workflow_id: int | None  # the workflow that went back to undoing, if it had stopped at this step
     closed_fixes: list[int]
 
@@ -75,22 +74,21 @@ def retry(run_id: int, actor: Actor, *, tenant_id: int | None = None, clock: Clo
                          message=f"undo retried by {actor.name}", clear_error=True)
     except transitions.StaleRun:
         raise Conflict(f"run {run.id} changed while you acted on it; look again", "status") from None
+    # Replayed, not resolved: a new try of the same work settles nothing until it works (workorders._unsettled),
+    # so the work order and its incident stay open instead of closing now and opening again if the undo fails.
     closed = db.session.execute(
         update(LETTERS).where(LETTERS.c.run_id == run.id, LETTERS.c.status == "open")
-        .values(status="resolved", resolved_at=now, resolved_by=actor.signature, resolution_note="undo retried")
-        .returning(LETTERS.c.id, LETTERS.c.work_order_id)).all()
+        .values(status="replayed", resolved_at=now, resolved_by=actor.signature, resolution_note="undo retried")
+        .returning(LETTERS.c.id)).scalars().all()
     if not closed:  # discarded or resolved by someone else since it was read: theirs stands
         db.session.rollback()
         raise Conflict(f"run {run.id}'s dead letter was settled meanwhile; look again", "status")
-    orders = [order_id for order_id in sorted({order for _, order in closed if order})
-              if workorders.close_if_resolved(order_id, now, by=actor)]
     workflow_id = _undo_again(run, now)
     audit.record(db.session, actor, "run.retry_undo", "run", run.id, before={"status": "dead"},
-                 after={"status": "compensating", "dead_letters": sorted(letter for letter, _ in closed),
+                 after={"status": "compensating", "dead_letters": sorted(closed),
                         **({"workflow": workflow_id} if workflow_id else {})}, tenant=run.tenant.name,
                  clock=lambda: now)
-    retried = Retried(sorted(letter for letter, _ in closed), orders, workflow_id,
-                      waiting_fixes.close(fixes, actor, now))
+    retried = Retried(sorted(closed), workflow_id, waiting_fixes.close(fixes, actor, now))
     db.session.commit()
     compensation.enqueue(run.id)
     return retried

@@ -92,10 +92,11 @@ def _unsettled(order_id) -> exists:
     """A dead letter of the order still needs work: open, or replayed and its run not (yet) succeeded.
 
     A replayed letter whose run died again is superseded by the run's newer letter, which is judged instead
-    (it is open, in this work order or in the one of its new error).
+    (it is open, in this work order or in the one of its new error). A run compensated has ended well too: a
+    retried undo that worked, or a replayed run that failed and undid itself (it leaves no newer letter).
     """
     letter, newer = aliased(DeadLetter), aliased(DeadLetter)
-    succeeded = exists().where(Run.id == letter.run_id, Run.status == "succeeded")
+    succeeded = exists().where(Run.id == letter.run_id, Run.status.in_(("succeeded", "compensated")))
     superseded = exists().where(newer.run_id == letter.run_id, newer.id > letter.id)
     return exists().where(letter.work_order_id == order_id, or_(
         letter.status == "open", and_(letter.status == "replayed", ~succeeded, ~superseded)))
