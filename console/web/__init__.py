@@ -15,6 +15,7 @@ from console.domain.figures import duration
 from console.domain.notes import MAX_NOTE_CHARS
 from console.domain.saga import replay_consequence, step_words, steps_replay_words, undo_failed
 from console.domain.words import plural
+from console.services.dlq.groups import replay_caution
 from console.services.people.permissions import OPERATE, can
 from console.web.display import display_prefs
 from console.web.nav import NAV
@@ -91,6 +92,7 @@ def register(app) -> None:
     app.add_template_global(replay_consequence, "replay_consequence")
     app.add_template_global(undo_failed, "undo_failed")
     app.add_template_global(steps_replay_words, "steps_replay_words")  # the confirm page; a runbook logs the same
+    app.add_template_global(replay_caution, "replay_caution")  # one letter that failed for good, replayed anyway
 
     def plotly_dir() -> str:
         import plotly

@@ -1,5 +1,6 @@
 """The DLQ page: dead letters grouped by error, searched, replayed one by one and in bulk, discarded."""
 
+import html
 import json
 import re
 from datetime import timedelta
@@ -38,11 +39,12 @@ def runs(app):
 
 @pytest.fixture
 def make_dead_letter(runs, clock):
-    """Submit a run that fails for good and execute it: a real dead letter, with its work order."""
+    """Submit a run and execute it: a real dead letter, with its work order. It ran out of its one try, like most
+    dead letters (`fatal`: it failed for good instead, which a bulk replay explains first)."""
 
-    def make(message: str, code: str = "fatal", tenant: str = "default") -> DeadLetter:
-        run_id = runs.submit("demo.flaky", {"fail_times": 9, "error": "fatal", "code": code, "message": message},
-                             tenant=tenant, policy=LENIENT)
+    def make(message: str, code: str = "fatal", tenant: str = "default", fatal: bool = False) -> DeadLetter:
+        params = {"fail_times": 9, "code": code, "message": message, **({"error": "fatal"} if fatal else {})}
+        run_id = runs.submit("demo.flaky", params, tenant=tenant, policy={**LENIENT, "max_attempts": 1})
         assert execute(run_id, 0, clock=clock) == "dead"
         (letter,) = runs.dead_letters(run_id)
         return letter
@@ -563,7 +565,7 @@ def test_a_row_replay_tells_the_page_to_recount(client, auth, make_dead_letter):
 
 
 def test_replaying_a_group_that_failed_for_good_asks_first(client, auth, runs, make_dead_letter):
-    letters = [make_dead_letter(f"account {n} is closed", code="invalid_account") for n in (1, 2)]
+    letters = [make_dead_letter(f"account {n} is closed", code="invalid_account", fatal=True) for n in (1, 2)]
     fingerprint = letters[0].fingerprint
     auth.as_role("operator", "olga")
     page = client.get("/dlq/").get_data(as_text=True)
@@ -595,6 +597,35 @@ def test_replaying_a_group_that_failed_for_good_asks_first(client, auth, runs, m
     assert f"group={fingerprint}" in response.headers["Location"]
     (job,) = Queue("maintenance", connection=get_redis()).jobs
     assert job.kwargs["filters"]["group"] == fingerprint
+
+
+def test_replaying_all_that_match_a_filter_asks_first_when_some_failed_for_good(client, auth, make_dead_letter):
+    """Not only a group's Replay: the same letters chosen by their code get the same question, once (no dialog)."""
+    make_dead_letter("account 1 is closed", code="invalid_account", fatal=True)
+    make_dead_letter("account 2 timed out", code="invalid_account")  # ran out of retries: no question alone
+    auth.as_role("operator", "olga")
+    page = client.get("/dlq/?view=list&code=invalid_account").get_data(as_text=True)
+    button = re.search(r'<button[^>]*value="replay_matching"[^>]*>Replay all 2 matching…</button>', page, re.S)
+    assert button and "hx-confirm" not in button.group(0)
+    response = post(client, auth, "/dlq/bulk/replay-matching", {"code": "invalid_account", "rate": "5"})
+    assert response.headers["Location"] == "/dlq/replay/confirm?rate=5&code=invalid_account"
+    confirm = " ".join(client.get(response.headers["Location"]).get_data(as_text=True).split())
+    assert "1 of the 2 open dead letters with code invalid_account</strong> did not run out of retries" in confirm
+    assert Queue("maintenance", connection=get_redis()).jobs == []
+    # Those that ran out of retries alone are replayed after the usual dialog.
+    other = client.get("/dlq/?view=list&code=invalid_account&q=timed").get_data(as_text=True)
+    assert 'hx-confirm="Replay the 1 open dead letter that matches this filter' in other
+
+
+def test_a_letter_that_failed_for_good_says_so_before_its_own_replay(client, auth, make_dead_letter):
+    fatal = make_dead_letter("account 1 is closed", code="invalid_account", fatal=True)
+    spent = make_dead_letter("gateway answered 502", code="http_502")
+    auth.as_role("operator", "olga")
+    page = html.unescape(client.get("/dlq/?view=list").get_data(as_text=True))
+    asked = re.search(rf'<form[^>]*action="/dlq/{fatal.id}/replay"[^>]*>', page, re.S).group(0)
+    assert ("It failed for good (non retryable), not by running out of retries: unless its cause was fixed, the "
+            "same params to the same code will most likely fail the same way.") in asked
+    assert "hx-confirm" not in re.search(rf'<form[^>]*action="/dlq/{spent.id}/replay"[^>]*>', page, re.S).group(0)
 
 
 def test_a_group_that_ran_out_of_retries_replays_in_one_click(client, auth, runs, clock):

@@ -25,9 +25,16 @@ HX = {"HX-Request": "true"}
 
 
 @pytest.fixture
-def letter(dead_run):
-    """Make a dead letter (its run failed for good) and return it."""
-    return lambda: db.session.get(DeadLetter, dead_run()[1])
+def letter(app, clock):
+    """Make a dead letter (its run ran out of its one try, so a replay needs no warning of its own) and return it."""
+    runs = Runs()
+
+    def make() -> DeadLetter:
+        run_id = runs.submit("demo.flaky", {**BROKEN, "error": "retryable"}, policy={**LENIENT, "max_attempts": 1})
+        assert execute(run_id, 0, clock=clock) == "dead"
+        return runs.dead_letters(run_id)[0]
+
+    return make
 
 
 @pytest.fixture

@@ -71,7 +71,8 @@ def test_a_dead_step_says_on_its_run_page_that_a_replay_runs_it_alone(client, au
 
 
 def test_a_dead_steps_row_asks_before_its_replay_and_marks_its_box(client, auth, steps, runs, clock):
-    run_id = runs.submit("demo.flaky", FATAL, policy=LENIENT)
+    # A plain letter that ran out of retries (one that failed for good asks for that reason of its own).
+    run_id = runs.submit("demo.flaky", {**FATAL, "error": "retryable"}, policy={**LENIENT, "max_attempts": 1})
     assert execute(run_id, 0, clock=clock) == "dead"
     (plain,) = runs.dead_letters(run_id)
     letters = {name: runs.dead_letters(steps[name].id)[-1] for name in ("failed", "undo")}

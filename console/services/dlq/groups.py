@@ -25,6 +25,17 @@ MAX_SELECTED = 500
 RETRYABLE_REASONS = ("exhausted",)
 
 
+def replay_caution(reason: str) -> str:
+    """Say what replaying one letter parked for this reason will likely do ('' for one that ran out of retries)."""
+    if reason in RETRYABLE_REASONS:
+        return ""
+    if reason == "compensation_failed":
+        return ("Its undo failed: a replay runs the handler itself again, not its undo (Retry the undo, on its run "
+                "page, does that).")
+    return (f"It failed for good ({reason.replace('_', ' ')}), not by running out of retries: unless its cause was "
+            "fixed, the same params to the same code will most likely fail the same way.")
+
+
 @dataclass
 class WorkOrderRef:
     id: int
@@ -193,6 +204,13 @@ def workflow_steps(filters: Filters, tenant_id: int | None, bounds: Bounds, cap:
     undo = case((and_(inner.c.failed_step.is_not(None), inner.c.workflow_step != inner.c.failed_step), 1), else_=0)
     found, undone = db.session.execute(select(func.count(), func.coalesce(func.sum(undo), 0)).select_from(inner)).one()
     return WorkflowSteps(found, undone)
+
+
+def needs_explaining(filters: Filters, tenant_id: int | None, bounds: Bounds) -> bool:
+    """Tell whether replaying all the filters select needs a page that says what it would do first: some failed for
+    good (the same input is likely to fail the same way), or are workflows' steps (each runs alone)."""
+    return bool(count_non_retryable(filters, tenant_id, bounds=bounds)
+                or workflow_steps(filters, tenant_id, bounds).steps)
 
 
 def bounds(filters: Filters, tenant_id: int | None, now: datetime) -> Bounds | None:

@@ -69,10 +69,7 @@ def bulk_replay_matching():
 def _ask_first(filters: dlq_filters.Filters) -> bool:
     """Tell whether a replay of all that match needs a page of its own that says what it would do first."""
     scope = tenant_scope()
-    every = dlq.window(filters, scope, utcnow())
-    # A group that failed for good: the same input is likely to fail the same way. A workflow's step: it runs alone.
-    return bool((filters.group and dlq.count_non_retryable(filters, scope, bounds=every))
-                or dlq.workflow_steps(filters, scope, every).steps)
+    return dlq.needs_explaining(filters, scope, dlq.window(filters, scope, utcnow()))
 
 
 @bp.get("/replay/confirm")

@@ -42,11 +42,14 @@ def results(filters: dlq_filters.Filters, view: str, before: int | None = None, 
         context.update(letters=found.entries, next_before=found.next_before, search_floor=found.search_floor,
                        replays=dlq.replays(found.entries), task_names=dlq.task_names(found.entries),
                        fixes=fixes_of(found.entries), matching=dlq.count_matching(filters, scope, bounds=every),
-                       matching_fixes=sum(dlq.fixes_waiting(filters, scope, every).values()))
+                       matching_fixes=sum(dlq.fixes_waiting(filters, scope, every).values()),
+                       explained=dlq.needs_explaining(filters, scope, every))
     else:
         found = dlq.groups(filters, scope)
+        # Judged from each group's newest letters, as its own Replay button is; the server counts them all.
         context.update(groups=found.groups, more_groups=found.more, matching=found.total,
-                       search_floor=found.search_floor, matching_fixes=found.fixes_waiting)
+                       search_floor=found.search_floor, matching_fixes=found.fixes_waiting,
+                       explained=any(group.failed_for_good or group.workflow_steps for group in found.groups))
         opened = _opened()
         if opened and any(group.fingerprint == opened for group in found.groups):
             context.update(opened=opened, **_group_context(opened, replace(filters, group=opened)))
