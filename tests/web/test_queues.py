@@ -82,6 +82,15 @@ def test_a_worker_busy_with_a_long_run_shows_the_runs_heartbeat_not_its_last_rq_
     assert re.search(r">[4-9] s ago</time>", row)
     assert f"run {run.id}&#39;s heartbeat" in row or f"run {run.id}'s heartbeat" in row
 
+    # A worker that died on this attempt, while another worker runs the run's next one (its RQ key outlives it for
+    # a while): the run's beat is the other worker's, so this one shows its own, old beat.
+    run.attempt = 2
+    db.session.commit()
+    row = worker_row(client.get("/queues/").get_data(as_text=True), "worker-a")
+    assert "12 min ago" in row and "heartbeat</div>" not in row
+    run.attempt = 1
+    db.session.commit()
+
     # Once the run has ended, the worker's own beat is what is known of it.
     run.status = "succeeded"
     db.session.commit()

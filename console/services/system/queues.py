@@ -129,7 +129,7 @@ def _workers(connection, scope: int | None) -> list[WorkerInfo]:
     infos = []
     for worker in workers:
         run = runs.get(jobs[worker.name])
-        own_beat, run_beat = _aware(worker.last_heartbeat), beats.get(run[0]) if run else None
+        own_beat, run_beat = _aware(worker.last_heartbeat), beats.get(run) if run else None
         through_run = run_beat is not None and (own_beat is None or run_beat > own_beat)
         infos.append(WorkerInfo(
             name=worker.name, hostname=worker.hostname, pid=worker.pid, state=worker.get_state(),
@@ -142,13 +142,16 @@ def _workers(connection, scope: int | None) -> list[WorkerInfo]:
     return infos
 
 
-def _run_beats(run_ids: set[int]) -> dict[int, datetime]:
-    """Return the heartbeat of each of these runs still in work: the thread that writes it lives in its worker."""
+def _run_beats(run_ids: set[int]) -> dict[tuple[int, int, int], datetime]:
+    """Return the heartbeat of each of these runs still in work, by (run, series, attempt): the thread that writes
+    it lives in the worker running that attempt. A worker that died on an earlier attempt of the run (its RQ key
+    outlives it for a while) is not that worker, and must not look alive through it."""
     if not run_ids:
         return {}
-    rows = db.session.execute(select(Run.id, Run.heartbeat_at).where(Run.id.in_(run_ids), Run.status.in_(IN_WORK),
-                                                                     Run.heartbeat_at.is_not(None)))
-    return {run_id: _aware(beat) for run_id, beat in rows}
+    rows = db.session.execute(select(Run.id, Run.series, Run.attempt, Run.heartbeat_at).where(
+        Run.id.in_(run_ids), Run.status.in_(IN_WORK), Run.heartbeat_at.is_not(None)))
+    # A job is named by the attempt before it (queueing.job_id): running it, the run is at the next one.
+    return {(run_id, series, attempt - 1): _aware(beat) for run_id, series, attempt, beat in rows}
 
 
 def _visible(run: tuple[int, int, int] | None, visible: set[int]) -> tuple[int, int, int] | None:
