@@ -236,3 +236,21 @@ def test_a_reopened_letter_joins_its_groups_open_work_order(staff, letters, cloc
     assert {db.session.get(DeadLetter, x.id).work_order_id for x in found} == {newer.work_order_id}
     assert db.session.get(WorkOrder, newer.work_order_id).dead_letter_count == 3
     assert not audited("work_order.open")
+
+
+def test_a_request_whose_letters_were_all_settled_meanwhile_is_superseded_not_left_to_fail(staff, letters, clock):
+    console_settings.save(THRESHOLD, 1, Actor("root"), clock)
+    found = letters(2)
+    request = bulk_discard.discard([x.id for x in found], "duplicates", staff["olga"], None, clock).approval
+    control.replay(db.session.get(DeadLetter, found[0].id), staff["ada"], clock=clock)
+    assert bulk_discard.supersede_settled(clock) == []  # one is still open: the request may still do something
+    discards.discard(db.session.get(DeadLetter, found[1].id), "gone", staff["ada"], clock=clock)
+    assert bulk_discard.supersede_settled(clock) == [request.id]
+    db.session.expire_all()
+    closed = db.session.get(Approval, request.id)
+    assert closed.status == "superseded" and "none of its 2 dead letters is open any more" in closed.outcome
+    [entry] = audited("approval.supersede")
+    assert (entry.actor, entry.target_id) == ("system", str(request.id))
+    with pytest.raises(Conflict):
+        decisions.approve(request.id, staff["alex"], clock=clock)
+    assert bulk_discard.supersede_settled(clock) == []

@@ -3,13 +3,14 @@
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import select, true
+from sqlalchemy import func, select, true, update
 from sqlalchemy.orm import joinedload
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import Approval, DeadLetter, Tenant
-from console.services.actor import Actor
+from console.services.actor import SYSTEM, Actor
+from console.services.audit import trail as audit
 from console.services.dlq import discards
 from console.services.dlq import groups as dlq
 from console.services.errors import Conflict
@@ -70,6 +71,31 @@ def discard(ids: list[int], reason, actor: Actor, tenant_id: int | None, clock: 
         after={"dead_letters": {str(i): "discarded" for i in chosen}}, tenant=tenant, clock=clock)
     db.session.commit()
     return Outcome(0, len(ids) - len(chosen), approval, limit)
+
+
+def supersede_settled(clock: Clock = SYSTEM_CLOCK) -> list[int]:
+    """The "bulk-discards-supersede" maintenance job: close the bulk discards waiting for approval none of whose dead
+    letters is open any more (replayed, discarded or resolved since: approving could only fail); return their ids."""
+    now, closed = clock(), []
+    for approval in db.session.execute(select(Approval).where(Approval.kind == NAME, Approval.status == "pending",
+                                                              Approval.expires_at > now)).scalars().all():
+        ids = (approval.payload or {}).get("ids") or []
+        if db.session.execute(select(func.count()).select_from(DeadLetter).where(
+                DeadLetter.id.in_(ids), DeadLetter.status == "open")).scalar_one():
+            continue
+        outcome = (f"none of its {len(ids)} dead letters is open any more (replayed, discarded or resolved since), "
+                   "before anyone decided: there is nothing left to discard")
+        # Guarded like a decision's claim: an approver deciding at the same moment wins or loses as a whole.
+        if db.session.execute(update(Approval).where(Approval.id == approval.id, Approval.status == "pending")
+                              .values(status="superseded", decided_at=now, outcome=outcome)
+                              .execution_options(synchronize_session=False)).rowcount:
+            audit.record(db.session, SYSTEM, "approval.supersede", "approval", approval.id,
+                         before={"status": "pending"}, after={"status": "superseded"}, note=outcome,
+                         tenant=db.session.get(Tenant, approval.tenant_id).name if approval.tenant_id else None,
+                         clock=lambda: now)
+            closed.append(approval.id)
+        db.session.commit()
+    return closed
 
 
 def _apply(approval: Approval, actor: Actor, now: datetime) -> Applied:

@@ -23,6 +23,8 @@ MAINTENANCE: list[Periodic] = [
              "Expire approval requests nobody decided in time; they never run"),
     Periodic("params-fixes-supersede", "console.services.recovery.params_fix:supersede_settled", 15,
              "Close params fixes waiting for approval whose dead letter was replayed, discarded or resolved"),
+    Periodic("bulk-discards-supersede", "console.services.recovery.bulk_discard:supersede_settled", 15,
+             "Close bulk discards waiting for approval none of whose dead letters is open any more"),
     Periodic("workflows", "console.services.recovery.workflows.advance:reconcile", 30,
              "Advance workflows whose advance job was lost (Redis is transport, the database the truth)"),
     Periodic("outbox", "console.services.system.delivery_round:tick", 2,
