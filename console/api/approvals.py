@@ -69,3 +69,9 @@ def reject(approval_id: int):
 @requires(APPROVE)
 def rollback(approval_id: int):
     return _decided(lambda actor, note: decisions.rollback(approval_id, actor, note, tenant_id=tenant_scope()))
+
+
+@bp.post("/api/approvals/<int:approval_id>/withdraw")
+@requires(VIEW)  # only its requester may (the service checks), whatever their role now
+def withdraw(approval_id: int):
+    return _decided(lambda actor, note: decisions.withdraw(approval_id, actor, note, tenant_id=tenant_scope()))

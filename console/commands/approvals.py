@@ -40,12 +40,12 @@ def _decide(action: str, approval_id: int, username: str, note: str | None) -> N
 
 @click.group("approvals")
 def approvals_group():
-    """Four-eyes requests for data fixes: list, show, approve, reject, roll back."""
+    """Four-eyes requests for data fixes: list, show, approve, reject, roll back, withdraw."""
 
 
 @approvals_group.command("list")
-@click.option("--status", default="pending", show_default=True, help="pending, executed, failed, rejected, expired, "
-              "rolled_back, or 'all'.")
+@click.option("--status", default="pending", show_default=True, help="pending, executed, failed, rejected, "
+              "withdrawn, expired, superseded, rolled_back, or 'all'.")
 @click.option("--limit", type=click.IntRange(1, 500), default=50, show_default=True)
 @with_appcontext
 def list_command(status, limit):
@@ -130,3 +130,13 @@ def reject_command(approval_id, username, note):
 def rollback_command(approval_id, username, note):
     """Roll an executed change back to its backup; refused if the rows changed since."""
     _decide("rollback", approval_id, username, note)
+
+
+@approvals_group.command("withdraw")
+@click.argument("approval_id", type=int)
+@click.option("--as", "username", required=True, help="The person who filed the request.")
+@click.option("--note", default=None)
+@with_appcontext
+def withdraw_command(approval_id, username, note):
+    """Take back one's own request while it waits; it never runs."""
+    _decide("withdraw", approval_id, username, note)

@@ -132,8 +132,9 @@ class Approval(db.Model):
     after = mapped_column(JSON)  # ... and what they become
     backup = mapped_column(JSON)  # the rows as they were when the change ran, for a rollback
     reason: Mapped[str] = mapped_column(Text, default="")
-    # pending → executed (approved and run once) | failed (approved, could not run) | rejected | expired |
-    # superseded (a params fix whose dead letter was settled otherwise before anyone decided); executed → rolled_back
+    # pending → executed (approved and run once) | failed (approved, could not run) | rejected | withdrawn (by its
+    # requester) | expired | superseded (what it would change was settled otherwise before anyone decided);
+    # executed → rolled_back
     status: Mapped[str] = mapped_column(String(16), default="pending", index=True)
     requested_by_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
     decided_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))

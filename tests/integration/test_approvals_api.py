@@ -145,3 +145,15 @@ def test_a_tenant_scoped_token_sees_and_decides_only_its_tenants_requests(client
     api_checks.refused(client.post(f"/api/approvals/{elsewhere.id}/approve", headers=headers), 404, "not_found")
     assert db.session.get(Approval, elsewhere.id).status == "pending"
     assert client.post(f"/api/approvals/{own.id}/approve", headers=headers).get_json()["status"] == "executed"
+
+
+def test_a_requester_withdraws_their_own_request_over_the_api_and_nobody_else_can(client, people, fix):
+    request = fix(people["olga"])
+    refused = client.post(f"/api/approvals/{request.id}/withdraw", headers=bearer(people["alex"]), json={})
+    api_checks.refused(refused, 403, "forbidden")
+    done = client.post(f"/api/approvals/{request.id}/withdraw", headers=bearer(people["olga"]),
+                       json={"note": "wrong letter"})
+    assert done.status_code == 200 and (done.get_json()["status"], done.get_json()["note"]) == (
+        "withdrawn", "wrong letter")
+    again = client.post(f"/api/approvals/{request.id}/withdraw", headers=bearer(people["olga"]))
+    api_checks.refused(again, 409, "conflict", "status")

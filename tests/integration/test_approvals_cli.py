@@ -97,3 +97,14 @@ def test_a_tenant_scoped_person_decides_only_their_tenants_requests_on_the_cli(c
     refused = cli("approve", str(request.id), "--as", "sam")
     assert refused.exit_code == 1 and "refused (not_found, 404)" in refused.output
     assert db.session.get(Approval, request.id).status == "pending"
+
+
+def test_a_requester_withdraws_their_own_waiting_request_from_the_cli(cli, people, request_of):
+    request = request_of("olga")
+    refused = cli("withdraw", str(request.id), "--as", "ada")
+    assert refused.exit_code == 1 and "refused (forbidden, 403): only the person who asked" in refused.output
+    done = cli("withdraw", str(request.id), "--as", "olga", "--note", "filed against the wrong letter")
+    assert done.exit_code == 0 and f"request #{request.id} is withdrawn" in done.output
+    assert cli("list", "--status", "withdrawn").output.count("dead_letter.fix_params") == 1
+    late = cli("approve", str(request.id), "--as", "ada")
+    assert late.exit_code == 1 and "is withdrawn, no longer pending" in late.output

@@ -129,14 +129,18 @@ def test_approving_before_the_preview_finished_runs_nothing(samples, staff, cloc
     assert execution.status == "cancelled" and f"request #{execution.approval_id} was failed" in execution.error
 
 
-def test_a_rejected_or_expired_request_never_runs(samples, staff, clock):
+def test_a_rejected_withdrawn_or_expired_request_never_runs(samples, staff, clock):
     rejected = runbooks.start("sample_gated", {}, staff["olga"], scope=None, reason="a", clock=clock, enqueue=False)
     expired = runbooks.start("sample_gated", {}, staff["olga"], scope=None, reason="b", clock=clock, enqueue=False)
+    withdrawn = runbooks.start("sample_gated", {}, staff["olga"], scope=None, reason="c", clock=clock, enqueue=False)
     decisions.reject(rejected.approval_id, staff["alex"], "not during the sale", clock=clock)
+    decisions.withdraw(withdrawn.approval_id, staff["olga"], "asked twice", clock=clock)
     clock.advance(24 * 3600 + 1)
     approvals.expire_due(clock=clock)
     report = runbook_reconcile.reconcile(clock=clock)
-    assert report["cancelled"] == [rejected.id, expired.id]
+    assert report["cancelled"] == [rejected.id, expired.id, withdrawn.id]
+    assert runbooks.get(withdrawn.id).error == (f"approval request #{withdrawn.approval_id} was withdrawn: "
+                                                "asked twice; it never ran")
     db.session.expire_all()
     assert runbooks.get(rejected.id).error == (f"approval request #{rejected.approval_id} was rejected: "
                                                "not during the sale; it never ran")

@@ -482,7 +482,7 @@ def test_a_fix_whose_letter_was_replayed_behind_its_back_says_so_and_the_job_clo
     assert nav_count(html(approver_client.get("/approvals/all"))) is None  # not waiting for anyone
     closed_page = html(approver_client.get(f"/approvals/{request.id}"))
     assert "badge superseded" in closed_page and "nobody yet" not in closed_page
-    assert "nobody: its dead letter was settled first, and it closed" in closed_page
+    assert "nobody: what it would change was settled first, and it closed" in closed_page
     # A note of how it closed, not an error: nothing failed.
     assert f'<dd class="note">{closed.outcome}</dd>' in closed_page and "field-error" not in closed_page
     [entry] = db.session.execute(select(AuditEntry).where(AuditEntry.action == "approval.supersede")).scalars()
@@ -512,3 +512,31 @@ def test_an_approved_fix_and_compensation_show_how_their_run_stands_now(person, 
     outcome = re.search(r"<dt>Outcome</dt><dd>(.*?)</dd>", html(approver_client.get(f"/approvals/{undo.id}")), re.S)
     assert f'<a href="/runs/{run_id}">run #{run_id}</a>' in outcome.group(1)
     assert "badge compensated" in outcome.group(1) and "its undo step succeeded" in outcome.group(1)
+
+
+def test_a_requester_withdraws_their_waiting_request_from_its_page_and_it_never_runs(person, letter, runs):
+    requester_client, olga = person("olga", "operator")
+    approver_client, _ = person("alex", "approver")
+    request = file_fix(letter(), olga)
+    here = f"/approvals/{request.id}"
+    assert "/withdraw" not in html(approver_client.get(here))  # the approver rejects instead
+    page = html(requester_client.get(here))
+    form = re.search(r'<form [^>]*action="/approvals/\d+/withdraw"[^>]*>', page).group(0)
+    assert f'hx-post="{here}/withdraw"' in form and "hx-confirm" in form
+    other = approver_client.post(f"{here}/withdraw", data={"csrf_token": csrf_from(html(approver_client.get(here)))},
+                                 follow_redirects=True)
+    assert other.status_code == 403 and "only the person who asked for this change can withdraw it" in html(other)
+    done = requester_client.post(f"{here}/withdraw", data={"csrf_token": csrf_from(page),
+                                                           "withdraw-note": "wrong letter"})
+    assert done.status_code == 303
+    page = " ".join(html(requester_client.get(here)).split())
+    assert "Withdrew request #" in page and "badge withdrawn" in page and "<dt>Withdrawn by</dt>" in page
+    assert "wrong letter" in page and "/withdraw" not in page and "<dt>Expires</dt>" not in page
+    db.session.expire_all()
+    assert db.session.get(Approval, request.id).status == "withdrawn"
+    assert runs.get(request.payload["run_id"]).params == BROKEN  # it never ran
+    (entry,) = db.session.execute(select(AuditEntry).where(AuditEntry.action == "approval.withdraw")).scalars()
+    assert (entry.actor, entry.note) == ("olga", "wrong letter")
+    token = csrf_from(html(approver_client.get(here)))
+    late = approver_client.post(f"{here}/approve", data={"csrf_token": token}, follow_redirects=True)
+    assert late.status_code == 409 and "is withdrawn, no longer pending" in html(late)

@@ -14,7 +14,7 @@ from console.services.audit import trail as audit
 from console.services.errors import Forbidden, InvalidInput, NotFound
 from console.services.settings import setting
 
-STATUSES = ("pending", "executed", "failed", "rejected", "expired", "superseded", "rolled_back")
+STATUSES = ("pending", "executed", "failed", "rejected", "withdrawn", "expired", "superseded", "rolled_back")
 PAGE_SIZE = 50
 
 

@@ -119,6 +119,31 @@ def reject(approval_id: int, actor: Actor, note: str | None, *, tenant_id: int |
     return approval
 
 
+def withdraw(approval_id: int, actor: Actor, note: str | None = None, *, tenant_id: int | None = None,
+             clock: Clock = SYSTEM_CLOCK) -> Approval:
+    """Take back one's own request while it waits (filed by mistake, or not needed any more); it never runs."""
+    now = clock()
+    approval = approvals.get(approval_id, tenant_id)
+    note = _note(note, required=False)
+    if approval.requested_by_id != actor.id:
+        raise Forbidden("only the person who asked for this change can withdraw it; an approver rejects it instead")
+    won = db.session.execute(
+        update(Approval).where(Approval.id == approval.id, Approval.status == "pending", Approval.expires_at > now)
+        .values(status="withdrawn", decided_by_id=actor.id, decided_at=now, decision_note=note)
+        .execution_options(synchronize_session=False)).rowcount
+    if won != 1:
+        db.session.rollback()
+        approvals.expire_due(clock=lambda: now)  # an expired one only lacked its mark
+        current = db.session.execute(select(Approval.status).where(Approval.id == approval.id)).scalar_one()
+        raise Conflict(f"request {approval.id} is {current.replace('_', ' ')}, no longer pending: only a waiting "
+                       "request can be withdrawn", "status")
+    audit.record(db.session, actor, "approval.withdraw", "approval", approval.id, before={"status": "pending"},
+                 after={"status": "withdrawn"}, tenant=_tenant_name(approval), note=note, clock=lambda: now)
+    db.session.commit()
+    db.session.refresh(approval)
+    return approval
+
+
 def rollback(approval_id: int, actor: Actor, note: str | None = None, *, tenant_id: int | None = None,
              clock: Clock = SYSTEM_CLOCK) -> Approval:
     """Restore the rows an executed change kept a backup of; 409 if they changed since."""

@@ -16,7 +16,7 @@ log = logging.getLogger("rebound.runbooks")
 EX = RunbookExecution
 BATCH = 200
 WAITING_JOB = ("queued", "started", "scheduled", "deferred")
-REFUSED = ("rejected", "expired", "failed")
+REFUSED = ("rejected", "withdrawn", "expired", "failed")
 
 
 def _appended(line: str):

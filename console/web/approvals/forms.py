@@ -1,4 +1,4 @@
-"""Forms of the Approvals area: approve with an optional note, reject with a required one, roll back."""
+"""Forms of the Approvals area: approve with an optional note, reject with a required one, roll back, withdraw."""
 
 from flask_wtf import FlaskForm
 from wtforms import TextAreaField
@@ -18,3 +18,7 @@ class RejectForm(FlaskForm):
 
 class RollbackForm(FlaskForm):
     note = TextAreaField("Why roll back (optional)", validators=[Optional(), note_length("note")])
+
+
+class WithdrawForm(FlaskForm):
+    note = TextAreaField("Why withdraw (optional)", validators=[Optional(), note_length("note")])

@@ -12,7 +12,7 @@ from console.services.people.permissions import APPROVE, OPERATE, VIEW, can
 from console.services.recovery import approvals, decisions, params_fix, runbooks
 from console.web import paging
 from console.web.approvals import present
-from console.web.approvals.forms import ApproveForm, RejectForm, RollbackForm
+from console.web.approvals.forms import ApproveForm, RejectForm, RollbackForm, WithdrawForm
 from console.web.render import page
 
 bp = Blueprint("approvals", __name__, url_prefix="/approvals")
@@ -65,7 +65,7 @@ def everything():
 
 
 def _show(approval_id: int, *, error: str | None = None, status: int = 200, approve_form=None, reject_form=None,
-          rollback_form=None):
+          rollback_form=None, withdraw_form=None):
     approval = approvals.get(approval_id, tenant_scope())
     now = utcnow()
     state = approvals.status_at(approval, now)
@@ -84,7 +84,8 @@ def _show(approval_id: int, *, error: str | None = None, status: int = 200, appr
                 rolled_back_by=rolled_back_by.username if rolled_back_by else None,
                 approve_form=approve_form or ApproveForm(prefix="approve"),
                 reject_form=reject_form or RejectForm(prefix="reject"),
-                rollback_form=rollback_form or RollbackForm(prefix="rollback"), error=error), status
+                rollback_form=rollback_form or RollbackForm(prefix="rollback"),
+                withdraw_form=withdraw_form or WithdrawForm(prefix="withdraw"), error=error), status
 
 
 @bp.get("/<int:approval_id>")
@@ -152,3 +153,10 @@ def reject(approval_id: int):
 def rollback(approval_id: int):
     return _decide(approval_id, RollbackForm(prefix="rollback"), "rollback_form", decisions.rollback,
                    lambda decided: f"Rolled back request #{decided.id}: the rows are as they were before it ran.")
+
+
+@bp.post("/<int:approval_id>/withdraw")
+@requires(VIEW)  # the service lets only the requester withdraw; whoever could file a request may take it back
+def withdraw(approval_id: int):
+    return _decide(approval_id, WithdrawForm(prefix="withdraw"), "withdraw_form", decisions.withdraw,
+                   lambda decided: f"Withdrew request #{decided.id}; it will never run.")
