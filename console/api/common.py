@@ -1,6 +1,7 @@
 """Helpers every API view uses: the JSON body, and the tenant a request may act for."""
 
-from flask import request
+from flask import current_app, request
+from werkzeug.exceptions import BadRequest as HTTPBadRequest
 
 from console.auth import tenant_scope
 from console.extensions import db
@@ -15,11 +16,33 @@ class BadRequest(ServiceError):
     code = "bad_request"
 
 
+class LengthRequired(ServiceError):
+    status = 411
+    code = "length_required"
+
+
+class UnreadableJSON(ServiceError):
+    status = 400
+    code = "bad_json"  # as the request reader says of JSON too deep, or with a lone surrogate
+
+
 def body() -> dict:
-    """Return the request's JSON object, or raise a 400 that says what is wrong."""
-    data = request.get_json(silent=True)
-    if not isinstance(data, dict):
+    """Return the request's JSON object, or raise a 400 that says what is wrong (a 413 past the size limit)."""
+    if not request.is_json:
         raise BadRequest("send a JSON object with Content-Type: application/json")
+    if request.content_length is None and "chunked" in request.headers.get("Transfer-Encoding", "").lower():
+        # WSGI reads no body it was not told the length of (the server may not end the stream): say so, rather
+        # than "not valid JSON" about a body that was never read.
+        raise LengthRequired(f"send the body with its Content-Length, not chunked; at most "
+                             f"{current_app.config['MAX_CONTENT_LENGTH']:,} bytes (REBOUND_MAX_BODY_BYTES)")
+    try:
+        # Not silent: a body past the limit sent without Content-Length (chunked) is then the 413 it is, and bytes
+        # that are not JSON (or not UTF-8) say so, instead of asking for a Content-Type the request already has.
+        data = request.get_json()
+    except HTTPBadRequest:
+        raise UnreadableJSON("the body is not valid JSON (nor UTF-8 text that holds it)") from None
+    if not isinstance(data, dict):
+        raise BadRequest("send a JSON object, e.g. {\"handler\": \"demo.noop\"}, not another JSON value")
     return data
 
 

@@ -1,5 +1,7 @@
 """Hostile input never gets a 500: huge integers, deep JSON, lone surrogates, oversize bodies, odd crons."""
 
+import io
+import json
 from urllib.parse import quote
 
 import pytest
@@ -128,6 +130,29 @@ def test_a_wrong_method_is_a_405_that_says_which_ones_work(client, operator):
     response = client.delete("/worker/tasks", headers=operator)
     assert response.status_code == 405
     assert set(response.headers["Allow"].split(", ")) >= {"POST"}
+
+
+def test_a_body_sent_without_its_length_is_refused_saying_to_send_it(app, client, operator):
+    """Chunked: WSGI reads no body of unknown length, so the API asks for the length instead of misreading it."""
+    app.config["MAX_CONTENT_LENGTH"] = 10_000
+    data = json.dumps({"handler": "demo.noop", "params": {"x": "y" * 20_000}}).encode()
+    with api_checks.nothing_written(COUNTED):
+        response = client.post("/worker/tasks", input_stream=io.BytesIO(data), content_type="application/json",
+                               headers={**operator, "Transfer-Encoding": "chunked"})
+    said = api_checks.refused(response, 411, "length_required")["detail"]
+    assert "send the body with its Content-Length, not chunked; at most 10,000 bytes" in said
+
+
+@pytest.mark.parametrize("data, code, said", [
+    (b'{"handler": "demo.noop", "params": {"x": "\xff\xfe"}}', "bad_json", "not valid JSON"),
+    (b'{"handler": "demo.noop",', "bad_json", "not valid JSON"),
+    (b'["demo.noop"]', "bad_request", "not another JSON value"),
+])
+def test_a_body_that_is_no_json_object_says_what_it_is(client, operator, data, code, said):
+    """Not "send a JSON object with Content-Type: application/json" to a request that has that Content-Type."""
+    with api_checks.nothing_written(COUNTED):
+        response = client.post("/worker/tasks", data=data, content_type="application/json", headers=operator)
+    assert said in api_checks.refused(response, 400, code)["detail"]
 
 
 @pytest.mark.parametrize("retry_after", [1e300, 10**40, 31 * 24 * 3600])  # NaN: a 400 before, as JSON can't hold it
