@@ -5,12 +5,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from apscheduler.schedulers.background import BackgroundScheduler
+from sqlalchemy import update
 
 from console.extensions import db
 from console.models import Run, SlaBreach
 from console.scheduler import task_jobs
 from console.scheduler.task_jobs import TaskJobs
 from console.services.actor import Actor
+from console.services.engine import control
 from console.services.engine.execute import execute
 from console.services.scheduling import planner, sla, tasks
 
@@ -156,3 +158,26 @@ def test_two_schedulers_catching_up_at_once_count_the_missed_firings_once(app, r
         thread.join(60)
     db.session.expire_all()
     assert sorted(missed) == [0, 6] and db.session.get(type(task), task.id).missed_total == 6
+
+
+def test_a_run_that_dies_before_its_deadline_breaches_it_when_it_passes_and_a_late_replay_adds_none(
+        register, runs, clock):
+    """The deadline is missed when it comes, by the series that died; replaying it a day later is no new breach."""
+    task = register(cron="0 * * * *", sla={"max_start_delay_s": 60, "deadline_s": 3600},
+                    params={"fail_times": 9, "error": "fatal"}, handler="demo.flaky")
+    [outcome] = planner.fire([planner.Firing(task.id, clock())], Actor("scheduler"), clock)
+    clock.advance(5)
+    assert execute(outcome.run_id, 0, clock=clock) == "dead"
+    assert sla.check(clock) == []  # dead at 5 s: its deadline (an hour) has not come yet
+    clock.advance(3596)  # 1 s past its deadline, long after it died: the next check records the miss
+    [missed] = sla.check(clock)
+    assert (missed.kind, missed.run_id, missed.late_by_s) == ("deadline", outcome.run_id, 1)
+
+    clock.advance(24 * 3600 - 3700)  # the next day a person fixes the cause and replays it; it succeeds
+    control.replay(runs.dead_letters(outcome.run_id)[0], Actor("olga"), clock=clock)
+    run = runs.get(outcome.run_id)
+    db.session.execute(update(Run).where(Run.id == run.id).values(params={"fail_times": 0}))
+    db.session.commit()
+    assert execute(run.id, run.attempt, clock=clock) == "succeeded"
+    assert sla.check(clock) == []  # neither a late start nor a missed deadline of a day-old firing, today
+    assert db.session.query(SlaBreach).count() == 1

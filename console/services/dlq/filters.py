@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import exists, func, select
+from sqlalchemy.orm import aliased
 
 from console.domain.periods import EARLIEST, LATEST
 from console.extensions import db
@@ -220,12 +221,13 @@ def _escape_like(text: str) -> str:
 
 def _recovered(filters: Filters):
     """Letters whose run succeeded after them, within the span: what Reports counts as recovered."""
-    succeeded = exists().where(Run.id == DeadLetter.run_id, Run.status == "succeeded",
-                               Run.finished_at > DeadLetter.created_at)
+    run = aliased(Run)  # its own runs: a query that joins the letters' runs (workflow_steps) must not absorb it
+    succeeded = exists().where(run.id == DeadLetter.run_id, run.status == "succeeded",
+                               run.finished_at > DeadLetter.created_at)
     if filters.recovered_since:
-        succeeded = succeeded.where(Run.finished_at >= utc(filters.recovered_since))
+        succeeded = succeeded.where(run.finished_at >= utc(filters.recovered_since))
     if filters.recovered_until:
-        succeeded = succeeded.where(Run.finished_at < utc(filters.recovered_until))
+        succeeded = succeeded.where(run.finished_at < utc(filters.recovered_until))
     return succeeded
 
 

@@ -3,7 +3,7 @@
 import logging
 from datetime import timedelta
 
-from sqlalchemy import or_, select
+from sqlalchemy import and_, func, or_, select
 
 from console import metrics
 from console.domain.clock import SYSTEM_CLOCK, Clock
@@ -46,12 +46,17 @@ def check(clock: Clock = SYSTEM_CLOCK) -> list[SlaBreach]:
         max_delay, deadline = _limits(task)
         if max_delay is None and deadline is None:
             continue
-        # Only runs still open, or settled since the last few checks: the rest were judged already.
+        # Only runs still open, or settled since the last few checks, or ended without succeeding and due by their
+        # deadline since then (one that died early missed its deadline when that came, not when it is replayed):
+        # the rest were judged already.
         recent = now - RECHECK
+        unsettled = [Run.started_at.is_(None), Run.started_at >= recent, Run.finished_at.is_(None),
+                     Run.finished_at >= recent]
+        if deadline is not None:
+            unsettled.append(and_(Run.status != "succeeded", func.coalesce(Run.due_at, Run.scheduled_for)
+                                  >= recent - timedelta(seconds=deadline)))
         runs = db.session.execute(select(Run).where(
-            Run.task_id == task.id, Run.scheduled_for >= now - LOOKBACK, Run.status != "cancelled",
-            or_(Run.started_at.is_(None), Run.started_at >= recent, Run.finished_at.is_(None),
-                Run.finished_at >= recent))
+            Run.task_id == task.id, Run.scheduled_for >= now - LOOKBACK, Run.status != "cancelled", or_(*unsettled))
             .order_by(Run.scheduled_for)).scalars().all()
         for run in runs:
             for kind, limit, reached_at in (("start_delay", max_delay, run.started_at),
@@ -61,6 +66,10 @@ def check(clock: Clock = SYSTEM_CLOCK) -> list[SlaBreach]:
                     continue
                 # A run deferred into its window is due when the window opens: waiting for it is no breach.
                 due = (run.due_at or run.scheduled_for) + timedelta(seconds=limit)
+                if run.series > 1 and (kind == "start_delay" or due <= (run.started_at or now)):
+                    # A replay's series: the schedule's promise was the first series', missed (and judged) when it
+                    # died; a person replaying it later makes no new breach, today, of an old firing.
+                    continue
                 late_at = reached_at or now
                 if late_at > due:
                     breach = SlaBreach(task_id=task.id, run_id=run.id, tenant_id=run.tenant_id, kind=kind,
