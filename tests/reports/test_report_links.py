@@ -45,6 +45,20 @@ def test_a_daily_trend_ticks_on_whole_days_never_twice_a_date():
     assert "dtick" not in hourly
 
 
+def test_a_time_trend_reads_in_the_unit_its_values_need_not_in_kiloseconds():
+    start = datetime(2026, 12, 1, tzinfo=UTC)
+
+    def drawn(seconds: list[float | None]) -> tuple[list, str]:
+        points = {start + timedelta(days=n): value for n, value in enumerate(seconds)}
+        chart = json.loads(charts.trend(BY_NAME["recovery_time_p50_s"], points, [""] * len(seconds), False))
+        return chart["data"][0]["y"], chart["layout"]["yaxis"]["ticksuffix"]
+
+    assert drawn([12_300, 7_200, None]) == ([3.4167, 2.0, None], " h")  # was 12.3k s
+    assert drawn([300, 90]) == ([5.0, 1.5], " min")
+    assert drawn([2.5, None]) == ([2.5, None], " s")
+    assert drawn([None]) == ([None], " s")
+
+
 def test_every_page_a_chart_point_opens_writes_its_times_alike():
     # Links.buckets swaps one pair of marks in a chart's link, whichever page it leads to.
     assert RUN_TIME == MOMENT == MINUTE

@@ -17,8 +17,14 @@ OK, BAD, LINE, TARGET, MUTED = "#1a7f4b", "#c0362c", "#3348c8", "#a86400", "#667
 FONT = {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 11, "color": "#1c2230"}
 
 
-def _scale(figure: Figure) -> tuple[float, str]:
-    return {"rate": (100.0, "%"), "seconds": (1.0, "s"), "count": (1.0, "")}[figure.unit]
+def _scale(figure: Figure, values=()) -> tuple[float, str]:
+    """Return the factor and unit a figure's chart is drawn in: per cent, or a time in the unit its largest value
+    reads best in (hours, not Plotly's "10ks" for 10,000 seconds)."""
+    if figure.unit == "seconds":
+        largest = max((value for value in values if value is not None), default=0)
+        return next((1 / size, f" {name}") for size, name in ((3600, "h"), (60, "min"), (1, "s"))
+                    if largest >= 2 * size or size == 1)
+    return {"rate": (100.0, "%"), "count": (1.0, "")}[figure.unit]
 
 
 def _dumps(data: list, layout: dict) -> str:
@@ -29,7 +35,7 @@ def _dumps(data: list, layout: dict) -> str:
 
 def trend(figure: Figure, points: dict[datetime, float | None], links: list[str], hourly: bool) -> str:
     """One figure per hour or day, its target dashed; a point opens the runs of its hour or day."""
-    factor, suffix = _scale(figure)
+    factor, suffix = _scale(figure, points.values())
     x = [moment.isoformat() for moment in points]
     y = [None if value is None else round(value * factor, 4) for value in points.values()]
     data = [{"type": "scatter", "mode": "lines+markers", "x": x, "y": y, "customdata": links, "connectgaps": False,
@@ -38,14 +44,16 @@ def trend(figure: Figure, points: dict[datetime, float | None], links: list[str]
     if figure.target is not None and x:
         data.append({"type": "scatter", "mode": "lines", "x": [x[0], x[-1]], "y": [figure.target * factor] * 2,
                      "line": {"color": TARGET, "width": 1, "dash": "dash"}, "hoverinfo": "skip"})
-    xaxis = {"tickformat": "%H:%M" if hourly else "%b %d", "nticks": 6, "gridcolor": "#eef0f3"}
+    # automargin: a 90-day axis turns its dates, which the bottom margin would otherwise cut ("Sep 0(").
+    xaxis = {"tickformat": "%H:%M" if hourly else "%b %d", "nticks": 6, "gridcolor": "#eef0f3", "automargin": True}
     if not hourly and x:
         # Ticks on whole days: left to itself Plotly puts two a day on a short range, each labelled with the date.
         xaxis |= {"tick0": x[0], "dtick": DAY_MS * max(1, math.ceil(len(x) / 6))}
     return _dumps(data, {"height": 130, "xaxis": xaxis,
                          # Rates near their target would look flat from zero; counts and times start at zero.
                          "yaxis": {"rangemode": "normal" if figure.unit == "rate" else "tozero",
-                                   "gridcolor": "#eef0f3", "ticksuffix": suffix, "nticks": 4}})
+                                   "gridcolor": "#eef0f3", "ticksuffix": suffix, "nticks": 4,
+                                   "exponentformat": "none"}})
 
 
 def heat_map(heat: HeatMap, links: list[str]) -> str:
