@@ -98,6 +98,12 @@ def steps_replay_words(steps: int, undone_failed: int) -> str:
     return said
 
 
+def compensate_consequence(position: int) -> str:
+    """Say what compensating one step's run does to its workflow, for the person asking and the one approving."""
+    return (f"Compensating runs the undo of step {position} alone: the workflow's other steps stay as they are, "
+            "and its status does not change.")
+
+
 def step_words(run_id: int, position: int, workflow_id: int, workflow_status: str) -> str:
     """Name a run as a workflow's step, in plain text (a confirm dialog cannot hold a link)."""
     return f"Run #{run_id} is step {position} of workflow #{workflow_id} ({workflow_status.replace('_', ' ')})."

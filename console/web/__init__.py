@@ -13,7 +13,13 @@ from console.auth import public, tenant_scope
 from console.domain.clock import utcnow
 from console.domain.figures import duration
 from console.domain.notes import MAX_NOTE_CHARS
-from console.domain.saga import replay_consequence, step_words, steps_replay_words, undo_failed
+from console.domain.saga import (
+    compensate_consequence,
+    replay_consequence,
+    step_words,
+    steps_replay_words,
+    undo_failed,
+)
 from console.domain.words import plural
 from console.services.dlq.groups import replay_caution
 from console.services.people.permissions import OPERATE, can
@@ -72,6 +78,15 @@ def workflow_replay(run) -> str:
             + replay_consequence(run.workflow_step, workflow.status, workflow.failed_step))
 
 
+def workflow_compensation(run) -> str:
+    """Say in plain text what compensating this run does to the workflow it is a step of ('' when none)."""
+    workflow = run.workflow if run is not None and run.workflow_id else None
+    if workflow is None:
+        return ""
+    return (step_words(run.id, run.workflow_step, workflow.id, workflow.status) + " "
+            + compensate_consequence(run.workflow_step))
+
+
 def register(app) -> None:
     """Register every console blueprint and the template helpers they share."""
     for module in BLUEPRINTS:
@@ -89,6 +104,7 @@ def register(app) -> None:
     app.add_template_filter(soft_breaks, "soft_breaks")
     # A saga's step replayed alone: the run page, a dead letter's row and its fix form say so before anyone asks.
     app.add_template_global(workflow_replay, "workflow_replay")
+    app.add_template_global(workflow_compensation, "workflow_compensation")
     app.add_template_global(replay_consequence, "replay_consequence")
     app.add_template_global(undo_failed, "undo_failed")
     app.add_template_global(steps_replay_words, "steps_replay_words")  # the confirm page; a runbook logs the same

@@ -10,7 +10,8 @@ from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.engine.execute import execute
 from console.services.people import users
-from tests.factories import FATAL, OK, bearer
+from console.services.recovery import run_compensation
+from tests.factories import FATAL, OK, bearer, three_steps
 from tests.helpers import csrf_from
 
 HX = {"HX-Request": "true"}
@@ -184,3 +185,23 @@ def test_a_replay_over_the_api_says_what_it_did_to_the_workflow(client, steps, r
     replayed = client.post(f"/api/dead-letters/{letters['undo'].id}/replay", headers=bearer(operator)).get_json()
     assert replayed["workflow"] == {"id": steps["stuck"], "step": 2, "status": "compensation_failed", "note": AGAIN}
     assert replayed["run_id"] == undo.id
+
+
+def test_compensating_a_step_of_a_workflow_says_the_workflow_stays_as_it_is(client, auth, saga):
+    """Compensate… on one succeeded step undoes that step alone: the form and the approver's page say so."""
+    done = saga.submit(three_steps(second=OK, third=OK), key="order-9")
+    for position in (1, 2, 3):
+        assert saga.execute(done, position) == "succeeded"
+        saga.advance(done)
+    assert saga.status(done) == "succeeded"
+    step = saga.run(done, 2)
+    said = (f"Run #{step.id} is step 2 of workflow #{done} (succeeded). Compensating runs the undo of step 2 alone: "
+            "the workflow's other steps stay as they are, and its status does not change.")
+    olga = auth.as_role("operator", "olga")
+    page = " ".join(html.unescape(client.get(f"/runs/{step.id}").get_data(as_text=True)).split())
+    assert f"data-workflow-step>{said}</div>" in page
+    request = run_compensation.request_compensation(step.id, "the order was cancelled", Actor("olga", olga.id))
+    approval = " ".join(html.unescape(client.get(f"/approvals/{request.id}").get_data(as_text=True)).split())
+    assert f"data-workflow-step>{said}</div>" in approval
+    no_undo = client.get(f"/runs/{saga.run(done, 3).id}").get_data(as_text=True)
+    assert "data-workflow-step" not in no_undo  # its handler has no undo step: nothing to compensate, nothing said

@@ -111,3 +111,12 @@ def helpers() -> dict:
     """What the Approvals templates (and the pages that link to requests) use."""
     return {"subject_of": subject, "state_of": approvals.status_at, "kind_title": shown.title, "changes": diff.changes,
             "shown": diff.shown, "value_text": value_text}
+
+
+def workflow_step(approval: Approval):
+    """Return the run a compensation request would undo when it is a saga workflow's step (the approver reads what
+    that does to its workflow), else None."""
+    if approval.kind != run_compensation.NAME:
+        return None
+    run = control.get_run(approval.payload["run_id"])
+    return run if run.workflow_id else None
