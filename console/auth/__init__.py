@@ -8,7 +8,7 @@ from flask.sessions import SecureCookieSessionInterface
 from flask_login import current_user
 
 from console.extensions import db, login_manager
-from console.models import User
+from console.models import EndedSession, User
 from console.services.actor import Actor
 from console.services.errors import Forbidden
 from console.services.people import tokens
@@ -136,12 +136,18 @@ def init_app(app) -> None:
 
     @login_manager.user_loader
     def load_user(session_id: str):
-        user_id, _, generation = session_id.partition(":")
+        user_id, _, rest = session_id.partition(":")
+        generation, _, own = rest.partition(":")
         if not (user_id.isdigit() and generation.isdigit()):
             return None  # a cookie from before session generations, or forged: log in again
         user = db.session.get(User, int(user_id))
-        # An ended session (logout, password or role change, disabled) names an older generation.
-        return user if user and user.active and user.session_generation == int(generation) else None
+        # A password or role change, or disabling, raised the generation: every session of the user has ended.
+        if not (user and user.active and user.session_generation == int(generation)):
+            return None
+        if own and db.session.get(EndedSession, own) is not None:
+            return None  # logged out of: this cookie, and any copy of it
+        user.session_id = own or None
+        return user
 
     # A console page may be called with a bearer token too (it then acts as the token's user).
     login_manager.request_loader(_token_user)

@@ -4,7 +4,7 @@ from console.models.alerts import AlertRule
 from console.models.audit import AuditEntry, AuditHead
 from console.models.capacity import Reservation
 from console.models.delivery import ChannelSetting, Delivery
-from console.models.people import ApiToken, Role, Tenant, User
+from console.models.people import ApiToken, EndedSession, Role, Tenant, User
 from console.models.policies import PolicyVersion, RetryPolicyRecord
 from console.models.quota_classes import QuotaClass
 from console.models.recovery import (
@@ -26,7 +26,7 @@ from console.models.workflows import Workflow, WorkflowStep
 
 __all__ = [
     "AlertRule", "ApiToken", "Approval", "AttemptDiagnostics", "AuditEntry", "AuditHead", "ChannelSetting",
-    "ConflictTemplate", "ConflictTemplateVersion", "ConsoleSetting", "DeadLetter",
+    "ConflictTemplate", "ConflictTemplateVersion", "ConsoleSetting", "DeadLetter", "EndedSession",
     "Delivery", "ForecastWarning", "OutboxMessage", "PolicyVersion", "QuotaClass",
     "ReportState", "Reservation", "RetryPolicyRecord",
     "Role", "Run",

@@ -47,9 +47,23 @@ class User(UserMixin, db.Model):
     def is_active(self) -> bool:
         return self.active
 
+    # This request's session (a random id given at login), not a column: its logout ends it alone.
+    session_id = None
+
     def get_id(self) -> str:
-        """Return what a session keeps: the id and the generation, so a cookie outlives no logout."""
-        return f"{self.id}:{self.session_generation}"
+        """Return what a session keeps: the id, the generation (so a cookie outlives no password or role change)
+        and the session's own id (so one logout ends that session, and a copy of its cookie, only)."""
+        return f"{self.id}:{self.session_generation}" + (f":{self.session_id}" if self.session_id else "")
+
+
+class EndedSession(db.Model):
+    """A console session someone logged out of: its cookie, and any copy of it, is refused from then on."""
+
+    __tablename__ = "ended_sessions"
+    session_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    # Kept as long as a cookie of it could still be accepted (the session lifetime), then pruned.
+    ended_at = mapped_column(UTCDateTime, default=utcnow, nullable=False, index=True)
 
 
 class ApiToken(db.Model):

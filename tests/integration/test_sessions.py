@@ -1,4 +1,5 @@
-"""Sessions end on the server: logout, a password or role change and disabling make every copy of a cookie useless."""
+"""Sessions end on the server: a logout ends that session (and every copy of its cookie); a password or role change
+and disabling end every session of the person."""
 
 import pytest
 
@@ -52,3 +53,28 @@ def test_a_session_from_before_generations_is_asked_to_log_in_again(app, client,
     with client.session_transaction() as session:
         session["_user_id"] = session["_user_id"].split(":")[0]  # the old form: the id alone
     assert not logged_in(client)
+
+
+def test_logging_out_on_one_device_leaves_the_persons_other_sessions_logged_in(app, client, auth):
+    """Logging out on the phone mid-incident does not log the laptop out; its own cookie copies end with it."""
+    auth.as_role("operator", "olga")
+    laptop = app.test_client()
+    assert Auth(laptop).login("olga").status_code == 302
+    thief = stolen_copy(app, client)
+    client.post("/logout", data={"csrf_token": auth.csrf()})
+    assert not logged_in(client) and not logged_in(thief)
+    assert logged_in(laptop)
+    users.set_password(users.find("olga"), "another-long-passphrase", Actor("root"))
+    assert not logged_in(laptop)  # a new password still ends every session
+
+
+def test_a_session_from_before_session_ids_still_ends_every_session_at_its_logout(app, client, auth):
+    auth.as_role("operator", "olga")
+    laptop = app.test_client()
+    assert Auth(laptop).login("olga").status_code == 302
+    token = auth.csrf()
+    with client.session_transaction() as session:
+        session["_user_id"] = ":".join(session["_user_id"].split(":")[:2])  # id and generation: the old form
+    assert logged_in(client)
+    client.post("/logout", data={"csrf_token": token})
+    assert not logged_in(client) and not logged_in(laptop)  # it names no session of its own to end alone

@@ -3,7 +3,9 @@
 import functools
 import re
 import secrets
+from datetime import datetime, timedelta
 
+from sqlalchemy import delete as sql_delete
 from sqlalchemy import func, select
 from sqlalchemy import update as sql_update
 from werkzeug.security import check_password_hash, generate_password_hash
@@ -11,7 +13,7 @@ from werkzeug.security import check_password_hash, generate_password_hash
 from console.db import locks
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
-from console.models import Role, Tenant, User
+from console.models import EndedSession, Role, Tenant, User
 from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.errors import Conflict, Forbidden, InvalidInput, NotFound
@@ -128,6 +130,22 @@ def end_sessions(user: User) -> None:
                        .values(session_generation=User.session_generation + 1)
                        .execution_options(synchronize_session=False))
     db.session.refresh(user, ["session_generation"])
+
+
+def start_session(user: User) -> None:
+    """Give the session about to begin an id of its own, which the cookie keeps: its logout ends it alone."""
+    user.session_id = secrets.token_hex(16)
+
+
+def end_session(user: User, now: datetime, keep_for: timedelta) -> None:
+    """End this request's session of the user, and any copy of its cookie; their other sessions go on (in the
+    caller's transaction). A session from before sessions had ids ends with every session of the user."""
+    if user.session_id is None:
+        end_sessions(user)
+        return
+    # No cookie is accepted past the session lifetime: what ended before that need not be remembered.
+    db.session.execute(sql_delete(EndedSession).where(EndedSession.ended_at < now - keep_for))
+    db.session.add(EndedSession(session_id=user.session_id, user_id=user.id, ended_at=now))
 
 
 def _admins_left(excluding: User) -> int:

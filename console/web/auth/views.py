@@ -7,6 +7,7 @@ from flask import Blueprint, current_app, flash, redirect, render_template, requ
 from flask_login import current_user, login_required, login_user, logout_user
 
 from console.auth import current_actor, public
+from console.domain.clock import utcnow
 from console.extensions import db, limiter
 from console.services.audit import trail as audit
 from console.services.people import users
@@ -57,6 +58,7 @@ def login():
     if form.validate_on_submit():
         user = users.authenticate(form.username.data, form.password.data)
         if user is not None:
+            users.start_session(user)
             login_user(user)
             audit.record(db.session, current_actor(), "auth.login", "user", user.id)
             db.session.commit()
@@ -72,8 +74,9 @@ def login():
 @public
 def logout():
     audit.record(db.session, current_actor(), "auth.logout", "user", current_user.id)
-    # Ends the session on the server too: a copy of the cookie taken before logout no longer works.
-    users.end_sessions(current_user)
+    # Ends the session on the server too: a copy of the cookie taken before logout no longer works. The person's
+    # other sessions (a laptop, a phone) go on: a password or role change ends those.
+    users.end_session(current_user, utcnow(), current_app.permanent_session_lifetime)
     db.session.commit()
     logout_user()
     return redirect(url_for("auth.login"))
