@@ -26,7 +26,7 @@ def _undo(ctx):
     time.sleep(float(ctx.params.get("undo_seconds", 0)))
     down_until = ctx.params.get("undo_down_until")
     if down_until and utcnow() < datetime.fromisoformat(down_until):
-        raise RetryableError("undo_unavailable", f"the undo's service is down until {down_until[11:16]} UTC")
+        raise RetryableError("undo_unavailable", f"the undo's service is down until {down_until[11:19]} UTC")
     fail_times = int(ctx.params.get("undo_fail_times", 0))
     if ctx.undo_attempt <= fail_times:
         raise RetryableError("undo_flaky", f"undo failure {ctx.undo_attempt} of {fail_times}")

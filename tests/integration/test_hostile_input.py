@@ -256,3 +256,11 @@ def test_a_name_no_row_can_hold_in_a_page_address_is_a_4xx(client, auth, kind, m
     with api_checks.nothing_written(NAMED_COUNTED):
         response = client.get(address) if method == "get" else client.post(address, data=data)
     assert 400 <= response.status_code < 500, response.get_data(as_text=True)[:300]
+
+
+def test_a_handler_name_past_its_column_is_refused_without_echoing_it(client, operator):
+    with api_checks.nothing_written(COUNTED):
+        response = client.post("/worker/tasks", json={"handler": "x" * 100_000}, headers=operator)
+    body = api_checks.refused(response, 422, "invalid", "handler")
+    assert "handler is at most 120 characters" in body["detail"] and "100,000" in body["detail"]
+    assert len(response.get_data()) < 500

@@ -29,10 +29,17 @@ class Invocation:
     undo_only_when_asked: bool = False
 
 
+MAX_HANDLER_CHARS = 120  # the runs' and tasks' handler column
+
+
 def parse(handler: str) -> tuple[str, str]:
     """Split 'kind:name'; a bare name means a Python handler."""
     if not isinstance(handler, str):
         raise InvalidInput("handler must be a string such as python:demo.noop", "handler")
+    if len(handler) > MAX_HANDLER_CHARS:
+        # Said without echoing it: a 100 KB name came back whole in the answer.
+        raise InvalidInput(f"handler is at most {MAX_HANDLER_CHARS} characters, like python:demo.noop (this one has "
+                           f"{len(handler):,})", "handler")
     kind, sep, name = (handler or "").partition(":")
     if not sep:
         kind, name = "python", kind
