@@ -197,7 +197,10 @@
     if (!ticked.length) return;
     var fixes = ticked.map(function (box) { return Number(box.dataset.fix); }).filter(Boolean)
       .sort(function (a, b) { return a - b; });
-    var question = button.dataset.confirmSelected.replace("{selected}", ticked.length === 1
+    // Past the discard limit the button files a request (a second person approves), and asks as such.
+    var asks = button.dataset.requestAbove && ticked.length > Number(button.dataset.requestAbove)
+      ? button.dataset.confirmRequest : button.dataset.confirmSelected;
+    var question = asks.replace("{selected}", ticked.length === 1
       ? "the selected dead letter" : "the " + ticked.length + " selected dead letters");
     if (fixes.length === 1) question += " Params fix #" + fixes[0] + " waiting for approval is closed then.";
     if (fixes.length > 1) question += " Params fixes #" + fixes.join(", #") + " waiting for approval are closed then.";

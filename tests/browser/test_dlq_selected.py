@@ -13,6 +13,7 @@ from console.services.engine.execute import execute
 from console.services.engine.submit import submit
 from console.services.people import tenants, users
 from console.services.recovery import params_fix
+from console.services.system import console_settings
 from tests.factories import BROKEN, LENIENT, Saga
 from tests.helpers import browser_login
 
@@ -83,6 +84,25 @@ def test_the_selected_buttons_count_the_ticked_rows_and_name_their_waiting_fixes
     assert {db.session.get(DeadLetter, letter.id).status for letter in (first, second, plain)} == {"discarded"}
     assert {db.session.get(Approval, fix.id).status for fix in (fix_one, fix_two)} == {"superseded"}
     assert {run.status for run in db.session.execute(select(Run)).scalars()} == {"dead"}  # none was replayed
+
+
+def test_discarding_more_than_the_limit_asks_to_file_a_request_and_discards_nothing(page, live_server, letters):
+    (first, second, plain), _ = letters
+    console_settings.save(console_settings.DISCARD_WITHOUT_APPROVAL, 2, ARRANGE)
+    browser_login(page, live_server.url)
+    page.goto(f"{live_server.url}/dlq/?view=list")
+    tick(page, first, second)
+    page.get_by_label("reason to discard the selected").fill("duplicates of fulfilled orders")
+    assert ask(page, "Discard selected", answer=False).startswith("Discard the 2 selected dead letters?")
+    tick(page, plain)
+    assert ask(page, "Discard selected", answer=True).startswith(
+        "Ask to discard the 3 selected dead letters? More than 2 at once wait for a second person with the approve "
+        "permission: nothing is discarded until they approve.")
+    expect(page.get_by_role("link", name="request #", exact=False)).to_be_visible()
+    db.session.expire_all()
+    assert {db.session.get(DeadLetter, letter.id).status for letter in (first, second, plain)} == {"open"}
+    assert db.session.execute(select(Approval).where(Approval.kind == "dlq.discard_bulk")).scalar_one().status == (
+        "pending")
 
 
 def test_replaying_workflows_steps_says_each_runs_alone_before_anything_is_sent(page, live_server, live_app):

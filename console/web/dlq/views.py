@@ -13,7 +13,7 @@ from console.services.dlq import groups as dlq
 from console.services.errors import NotFound
 from console.services.people import tenants
 from console.services.people.permissions import VIEW
-from console.services.recovery import params_fix
+from console.services.recovery import bulk_discard, params_fix
 from console.web import paging
 from console.web.dlq.blueprint import bp
 from console.web.render import page
@@ -39,7 +39,8 @@ def results(filters: dlq_filters.Filters, view: str, before: int | None = None, 
     if view == "list":
         every = dlq.window(filters, scope, utcnow())  # what "Replay all matching" counts, whatever the page
         found = dlq.entries(filters, scope, before, within=every)
-        context.update(letters=found.entries, next_before=found.next_before, search_floor=found.search_floor,
+        context.update(discard_limit=bulk_discard.threshold(),  # more ticked than this files a request instead
+                       letters=found.entries, next_before=found.next_before, search_floor=found.search_floor,
                        replays=dlq.replays(found.entries), task_names=dlq.task_names(found.entries),
                        fixes=fixes_of(found.entries), matching=dlq.count_matching(filters, scope, bounds=every),
                        matching_fixes=sum(dlq.fixes_waiting(filters, scope, every).values()),
