@@ -348,3 +348,27 @@ def test_failure_reported_for_a_run_that_is_not_running_is_409(client, operator,
         refused(client.post("/events", json={"type": FAILED, "idempotency_key": "job-8", "error_code": "boom"},
                             headers=operator), 409, "conflict", "idempotency_key")
     assert db.session.execute(select(Run.status).where(Run.id == run_id)).scalar_one() == "pending"
+
+
+def test_a_task_id_names_its_tenant_and_a_value_that_is_no_id_says_so(client, auth, operator):
+    """{"task_id": 11} of acme's task submits in acme (a task is one tenant's); `true` is no task id."""
+    acme = make_tenant("acme")
+    task = Task(tenant_id=acme.id, name="acme-sync", handler="python:demo.noop")
+    db.session.add(task)
+    db.session.commit()
+    answer = client.post("/worker/tasks", json={"task_id": task.id}, headers=operator)
+    assert answer.status_code == 202, answer.get_data(as_text=True)
+    assert db.session.get(Run, answer.get_json()["id"]).tenant_id == acme.id
+    globex = make_tenant("globex")
+    scoped = bearer(auth.make_user("gil", "operator", tenant=globex))
+    with nothing_written():
+        named = refused(client.post("/worker/tasks", json={"task_id": task.id, "tenant": "default"},
+                                    headers=operator), 422, "invalid", "task_id")
+        assert named["detail"] == f"no task {task.id} in tenant default"  # a tenant named is the one it acts for
+        not_an_id = refused(client.post("/worker/tasks", json={"task_id": True}, headers=operator),
+                            422, "invalid", "task_id")
+        assert not_an_id["detail"] == "task_id is a task's id, a whole number, not True"
+        # A token of another tenant learns nothing of acme's task: it acts for its own tenant, which has none.
+        hidden = refused(client.post("/worker/tasks", json={"task_id": task.id}, headers=scoped),
+                         422, "invalid", "task_id")
+        assert hidden["detail"] == f"no task {task.id} in tenant globex"

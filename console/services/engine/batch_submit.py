@@ -17,9 +17,9 @@ from console.models import Run, Task, Tenant
 from console.services.actor import Actor
 from console.services.engine import handler_kinds, queueing, reserved, transitions
 from console.services.engine import submit as submitting
-from console.services.engine.submit import _id_of, _policy_choice, _waiting, effective_policy
+from console.services.engine.submit import _id_of, _policy_choice, _waiting, effective_policy, task_for
 from console.services.errors import InvalidInput, QueueFull, ServiceError
-from console.services.inputs import is_id, json_problem, params_too_large
+from console.services.inputs import json_problem, params_too_large
 
 log = logging.getLogger("rebound.engine")
 MAX_ITEMS = 1000
@@ -127,9 +127,7 @@ def _check(index: int, item, tenant_for, cache: dict, needs_key: bool = False) -
     tenant_id = _id_of(tenant)
     task = None
     if item.get("task_id") is not None:
-        task = db.session.get(Task, item["task_id"]) if is_id(item["task_id"]) else None
-        if task is None or task.tenant_id != tenant_id or task.deleted_at is not None:
-            raise InvalidInput(f"no task {item['task_id']!r} in tenant {tenant.name}", "task_id")
+        task = task_for(item["task_id"], tenant)
     if (item.get("handler") is None) == (task is None):
         raise InvalidInput("give exactly one of handler or task_id", "handler")
     params = item.get("params")

@@ -7,13 +7,12 @@ from sqlalchemy import update
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.errors import MAX_RETRY_AFTER_S, classify_reported
 from console.extensions import db
-from console.models import Run, Task, Tenant
+from console.models import Run, Tenant
 from console.services.actor import Actor
 from console.services.engine import handler_kinds, transitions
 from console.services.engine.failures import fail
-from console.services.engine.submit import _policy_choice, effective_policy, find_by_key
+from console.services.engine.submit import _policy_choice, effective_policy, find_by_key, task_for
 from console.services.errors import Conflict, InvalidInput, NotFound
-from console.services.inputs import is_id
 from console.services.policies import versions as policies
 
 
@@ -57,9 +56,7 @@ def _external_run(tenant: Tenant, data: dict, key: str, actor: Actor, now) -> Ru
     """Record an attempt Rebound did not run itself, so Rebound can retry it with the given handler or task."""
     task = None
     if data.get("task_id") is not None:
-        task = db.session.get(Task, data["task_id"]) if is_id(data["task_id"]) else None
-        if task is None or task.tenant_id != tenant.id:
-            raise InvalidInput(f"no task {data['task_id']!r} in tenant {tenant.name}", "task_id")
+        task = task_for(data["task_id"], tenant)
     elif data.get("handler") is None:
         raise NotFound(f"no run with idempotency key {key!r}; send handler or task_id to let Rebound retry it")
     handler = handler_kinds.normalise(task.handler if task else data["handler"])

@@ -19,7 +19,7 @@ from console.services.actor import Actor
 from console.services.delivery import outbox
 from console.services.engine import handler_kinds, queueing, reserved, transitions
 from console.services.errors import InvalidInput, NotFound, QueueFull
-from console.services.inputs import params_too_large
+from console.services.inputs import is_id, params_too_large
 from console.services.policies import versions as policies
 from console.services.settings import setting
 
@@ -49,6 +49,23 @@ def _insert_run_and_event() -> Prepared:
 
 
 _INSERT_RUN_AND_EVENT = _insert_run_and_event()
+
+
+def task_for(value, tenant: Tenant) -> Task:
+    """Return the live task a submission names by `task_id` in this tenant, or a 422 saying what is wrong."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(f"task_id is a task's id, a whole number, not {repr(value)[:40]}", "task_id")
+    task = db.session.get(Task, value) if is_id(value) else None  # past the id column's range: no task has it
+    if task is None or task.tenant_id != tenant.id or task.deleted_at is not None:
+        raise InvalidInput(f"no task {value} in tenant {tenant.name}", "task_id")
+    return task
+
+
+def tenant_of_task(value) -> str | None:
+    """Name the tenant of the live task a submission names by `task_id` (None if it names none): a task is one
+    tenant's, so a submission naming it needs to name no tenant too."""
+    task = db.session.get(Task, value) if is_id(value) else None
+    return task.tenant.name if task is not None and task.deleted_at is None else None
 
 
 def _policy_choice(policy, task: Task | None) -> tuple[int | None, dict]:
