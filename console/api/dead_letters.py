@@ -13,6 +13,7 @@ from console.services.dlq import groups as dlq
 from console.services.dlq.filters import PERIODS, Filters, check
 from console.services.engine import control, handler_kinds
 from console.services.errors import Forbidden, InvalidInput
+from console.services.people import tenants
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.recovery import params_fix
 
@@ -46,6 +47,8 @@ def _filters(given: dict) -> Filters:
     scope = tenant_scope()
     if scope is not None and texts.get("tenant") not in (None, db.session.get(Tenant, scope).name):
         raise Forbidden("this token sees only its own tenant's dead letters", "tenant")
+    if "tenant" in texts:
+        tenants.require(texts["tenant"])  # a misspelt tenant is a 422, not an empty list that reads as "none dead"
     # A bare handler name means a Python handler, as everywhere else (demo.noop is python:demo.noop).
     task = "handler:{}:{}".format(*handler_kinds.parse(texts["handler"])) if "handler" in texts else texts.get(
         "task", "")

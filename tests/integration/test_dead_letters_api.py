@@ -81,7 +81,7 @@ def test_recovered_lists_the_letters_whose_run_succeeded_after_them(client, oper
     ("since=0001-01-01T00:00", "since"), ("until=9999-12-31T23:59", "until"),
     ("recovered_since=0001-01-01T00:00", "recovered_since"), ("recovered_until=9999-12-31T23:59", "recovered_until"),
     ("since=9999-12-31T23:59-05:00", "since"), ("alerted_since=soon", "alerted_since"),
-    ("alerted_until=9999-12-31T23:59", "alerted_until"),
+    ("alerted_until=9999-12-31T23:59", "alerted_until"), ("tenant=nope", "tenant"),
 ])
 def test_bad_filters_are_refused_with_the_field_to_fix(client, operator, query, field):
     response = client.get(f"/api/dead-letters?{query}", headers=bearer(operator))
