@@ -4,11 +4,12 @@ import hashlib
 import hmac
 import logging
 import threading
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import insert, select
 
+from console.domain import periods
 from console.domain.errors import Failure
 from console.extensions import db
 from console.models import DeadLetter, Delivery, OutboxMessage, Run, WorkOrder
@@ -20,6 +21,8 @@ from console.services.engine.execute import execute
 from console.services.engine.submit import submit
 from console.services.errors import Conflict
 from console.services.people import tenants
+from console.services.reports import figures as report_figures
+from console.services.reports.read import Scope
 from console.services.system import alert_measures, delivery_round
 from console.services.system.maintenance import MAINTENANCE
 from console.services.workorders import changes
@@ -594,3 +597,17 @@ def test_a_breaker_that_closes_resolves_the_incident_its_opening_started(app, ch
     assert closed == {"routing_key": ROUTING_KEY, "event_action": "resolve", "dedup_key": f"rebound-breaker:{HANDLER}"}
     assert channels.slack.requests[-1].json["text"].startswith(
         f":white_check_mark: Resolved: Circuit breaker opened: {HANDLER}: {HANDLER} answers again")
+
+
+def test_the_work_orders_completion_card_counts_what_reports_7_days_count(app, clock):
+    """One order opened 7 × 24 h ago and some hours, before the first of the 7 UTC days: neither page counts it."""
+    now = datetime(2026, 3, 9, 10, 0, tzinfo=UTC)
+    tenant_id = tenants.find("default").id
+    for opened, status in ((datetime(2026, 3, 2, 12, 0, tzinfo=UTC), "closed"),
+                           (datetime(2026, 3, 3, 0, 0, tzinfo=UTC), "closed"), (now, "open")):
+        db.session.add(WorkOrder(tenant_id=tenant_id, fingerprint=f"f{opened:%d%H}", title="t", status=status,
+                                 created_at=opened, closed_at=now if status == "closed" else None))
+    db.session.commit()
+    card = workorders.completion(now)
+    created, closed = report_figures.workorders(periods.preset("7d", now), Scope())
+    assert (card.created, card.closed) == (created, closed) == (2, 1)

@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import exists, func, or_, select
 from sqlalchemy.orm import joinedload
 
+from console.domain import periods
 from console.extensions import db
 from console.models import DeadLetter, OutboxMessage, User, WorkOrder
 from console.services.delivery import channel_report as delivery_report
@@ -18,7 +19,6 @@ FILTERS = {"active": ACTIVE, "open": ("open",), "acknowledged": ("acknowledged",
            "all": None}
 PAGE_SIZE = 50
 LETTERS_SHOWN = 100
-COMPLETION_WINDOW = timedelta(days=7)
 COMPLETION_TARGET = 0.95
 
 
@@ -134,14 +134,16 @@ def counts(tenant_id: int | None) -> dict[str, int]:
     return {status: found.get(status, 0) for status in ACTIVE}
 
 
-def completion(now: datetime, tenant_id: int | None = None, window: timedelta = COMPLETION_WINDOW) -> Completion:
-    """Return how many work orders created in the window are closed (seed 000: at least 95%)."""
+def completion(now: datetime, tenant_id: int | None = None) -> Completion:
+    """Return how many work orders created in the last 7 UTC days (today's included, as Reports' 7 d period reads
+    them, so the two pages agree) are closed (seed 000: at least 95%)."""
+    period = periods.preset("7d", now)
     query = (select(func.count(), func.count().filter(WorkOrder.status == "closed"))
-             .where(WorkOrder.created_at >= now - window))
+             .where(WorkOrder.created_at >= period.start, WorkOrder.created_at < period.end))
     if tenant_id is not None:
         query = query.where(WorkOrder.tenant_id == tenant_id)
     created, closed = db.session.execute(query).one()
-    return Completion(created, closed, window)
+    return Completion(created, closed, period.end - period.start)
 
 
 def get(order_id: int, tenant_id: int | None = None) -> WorkOrder:
