@@ -540,3 +540,14 @@ def test_a_requester_withdraws_their_waiting_request_from_its_page_and_it_never_
     token = csrf_from(html(approver_client.get(here)))
     late = approver_client.post(f"{here}/approve", data={"csrf_token": token}, follow_redirects=True)
     assert late.status_code == 409 and "is withdrawn, no longer pending" in html(late)
+
+
+def test_an_approvals_audit_row_names_the_requester_not_their_row_id(person, letter):
+    """"requested_by_id: — → 2" named nobody a reader knows."""
+    _, olga = person("olga", "operator")
+    approver_client, _ = person("alex", "approver")
+    request = file_fix(letter(), olga)
+    token = approver_client.csrf(f"/approvals/{request.id}")
+    assert approver_client.post(f"/approvals/{request.id}/approve", data={"csrf_token": token}).status_code == 303
+    (entry,) = db.session.execute(select(AuditEntry).where(AuditEntry.action == "approval.approve")).scalars()
+    assert entry.after["requested_by"] == "olga" and "requested_by_id" not in entry.after

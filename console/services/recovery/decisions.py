@@ -77,8 +77,9 @@ def approve(approval_id: int, actor: Actor, note: str | None = None, *, tenant_i
     _check_decider(approval, actor, "approve", now)
     kind = KINDS[approval.kind]
     _claim(approval, actor, "executed", note, now)
+    requester = on_behalf(approval, actor)
     try:
-        applied = kind.apply(approval, on_behalf(approval, actor), now)
+        applied = kind.apply(approval, requester, now)
     except ServiceError as error:
         db.session.rollback()
         _failed(approval, actor, note, error.detail, now)
@@ -86,7 +87,7 @@ def approve(approval_id: int, actor: Actor, note: str | None = None, *, tenant_i
     db.session.execute(update(Approval).where(Approval.id == approval.id).values(backup=applied.backup)
                        .execution_options(synchronize_session=False))
     audit.record(db.session, actor, "approval.approve", "approval", approval.id, before={"status": "pending"},
-                 after={"status": "executed", "kind": approval.kind, "requested_by_id": approval.requested_by_id,
+                 after={"status": "executed", "kind": approval.kind, "requested_by": requester.name,
                         "change": approval.after}, tenant=_tenant_name(approval), note=note, clock=lambda: now)
     db.session.commit()
     applied.after_commit()
