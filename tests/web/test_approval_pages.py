@@ -59,6 +59,12 @@ def file_fix(letter: DeadLetter, requester, params=None) -> Approval:
                                   Actor(requester.username, requester.id))
 
 
+def approve(client, request: Approval) -> None:
+    """Approve the request from its page, as the client's person."""
+    token = client.csrf(f"/approvals/{request.id}")
+    assert client.post(f"/approvals/{request.id}/approve", data={"csrf_token": token}).status_code == 303
+
+
 def html(response) -> str:
     return response.get_data(as_text=True)
 
@@ -201,8 +207,7 @@ def test_the_requester_cannot_roll_their_own_change_back(person, letter):
     requester_client, arno = person("arno", "approver")
     approver_client, _ = person("alex", "approver")
     request = file_fix(letter(), arno)
-    token = approver_client.csrf(f"/approvals/{request.id}")
-    assert approver_client.post(f"/approvals/{request.id}/approve", data={"csrf_token": token}).status_code == 303
+    approve(approver_client, request)
     page = html(requester_client.get(f"/approvals/{request.id}"))
     assert "/rollback" not in page
     assert "another person with the approve permission rolls it back" in page
@@ -222,8 +227,7 @@ def test_a_fix_whose_run_ran_again_says_why_it_stays_instead_of_offering_a_rollb
     _, olga = person("olga", "operator")
     approver_client, alex = person("alex", "approver")
     request = file_fix(letter(), olga)
-    token = approver_client.csrf(f"/approvals/{request.id}")
-    assert approver_client.post(f"/approvals/{request.id}/approve", data={"csrf_token": token}).status_code == 303
+    approve(approver_client, request)
     assert f'action="/approvals/{request.id}/rollback"' in html(approver_client.get(f"/approvals/{request.id}"))
     run = runs.get(request.payload["run_id"])
     assert execute(run.id, run.attempt, clock=clock) == "succeeded"
@@ -547,7 +551,6 @@ def test_an_approvals_audit_row_names_the_requester_not_their_row_id(person, let
     _, olga = person("olga", "operator")
     approver_client, _ = person("alex", "approver")
     request = file_fix(letter(), olga)
-    token = approver_client.csrf(f"/approvals/{request.id}")
-    assert approver_client.post(f"/approvals/{request.id}/approve", data={"csrf_token": token}).status_code == 303
+    approve(approver_client, request)
     (entry,) = db.session.execute(select(AuditEntry).where(AuditEntry.action == "approval.approve")).scalars()
     assert entry.after["requested_by"] == "olga" and "requested_by_id" not in entry.after
