@@ -372,3 +372,16 @@ def test_a_task_id_names_its_tenant_and_a_value_that_is_no_id_says_so(client, au
         hidden = refused(client.post("/worker/tasks", json={"task_id": task.id}, headers=scoped),
                          422, "invalid", "task_id")
         assert hidden["detail"] == f"no task {task.id} in tenant globex"
+
+
+def test_a_known_key_sent_for_other_work_is_a_409_not_the_other_runs_answer(client, operator):
+    first = client.post("/worker/tasks", json={"handler": "demo.noop", "idempotency_key": "order-42"}, headers=operator)
+    assert first.status_code == 202
+    again = client.post("/worker/tasks", json={"handler": "demo.noop", "idempotency_key": "order-42",
+                                               "params": {"retry": 2}}, headers=operator)
+    assert again.status_code == 200 and again.get_json()["id"] == first.get_json()["id"]  # params may differ
+    with nothing_written():
+        other = refused(client.post("/worker/tasks", json={"handler": "demo.flaky", "idempotency_key": "order-42"},
+                                    headers=operator), 409, "conflict", "idempotency_key")
+    assert other["detail"] == (f"idempotency_key 'order-42' already names run {first.get_json()['id']}, of handler "
+                               "python:demo.noop: send other work with a new key")

@@ -46,10 +46,14 @@ def test_an_operator_submits_a_run_and_it_is_audited(client, auth, clock):
     shown = client.get(response.headers["Location"]).get_data(as_text=True)
     assert f"Submitted run #{run.id}; this page follows it." in shown and "it is pending" not in shown
     # The same key again is the same run: nothing new, no second audit row.
-    again = client.post("/runs/new", data=_form(client, auth, idempotency_key="invoice-7"))
+    again = client.post("/runs/new", data=_form(client, auth, handler="python:demo.flaky", idempotency_key="invoice-7"))
     assert again.status_code == 303 and len(_runs()) == 1
     assert "already names run" in client.get(again.headers["Location"]).get_data(as_text=True)
     assert len(db.session.execute(select(AuditEntry).where(AuditEntry.action == "run.submit")).all()) == 1
+    # The key sent for other work (another handler) is refused, saying which run it names.
+    other = client.post("/runs/new", data=_form(client, auth, idempotency_key="invoice-7"))
+    assert other.status_code == 409 and f"already names run {run.id}, of handler python:demo.flaky" in (
+        other.get_data(as_text=True)) and len(_runs()) == 1
 
 
 def test_a_double_click_submits_once(client, auth):

@@ -18,7 +18,7 @@ from console.models.runs import live
 from console.services.actor import Actor
 from console.services.delivery import outbox
 from console.services.engine import handler_kinds, queueing, reserved, transitions
-from console.services.errors import InvalidInput, NotFound, QueueFull
+from console.services.errors import Conflict, InvalidInput, NotFound, QueueFull
 from console.services.inputs import is_id, params_too_large
 from console.services.policies import versions as policies
 from console.services.settings import setting
@@ -199,6 +199,7 @@ def submit(tenant: Tenant, actor: Actor, *, handler: str | None = None, task: Ta
     if idempotency_key:
         existing = find_by_key(tenant_id, idempotency_key)
         if existing is not None:
+            _same_work(existing, handler, task, idempotency_key)
             return existing, False
     handler = handler_kinds.normalise(task.handler if task else handler)
     policy_id, overrides = _policy_choice(policy, task)
@@ -230,6 +231,16 @@ def submit(tenant: Tenant, actor: Actor, *, handler: str | None = None, task: Ta
         _attach(run)
     enqueue(run, effective.timeout_s)
     return run, True
+
+
+def _same_work(run: Run, handler: str | None, task: Task | None, key: str) -> None:
+    """Refuse a known key sent for other work (another handler or task): answering with the key's run would tell
+    the client its request was taken when it was not. Params may differ: a person may have fixed them since."""
+    asked = handler_kinds.normalise(task.handler if task else handler)
+    if run.task_id != (task.id if task else None) or run.handler != asked:
+        what = f"task {run.task_id}" if run.task_id else f"handler {run.handler}"
+        raise Conflict(f"idempotency_key {key!r} already names run {run.id}, of {what}: send other work with a new "
+                       "key", "idempotency_key")
 
 
 def _insert_run(now: datetime, submitted: dict, **values) -> Run:
