@@ -36,8 +36,8 @@ def body() -> dict:
         raise LengthRequired(f"send the body with its Content-Length, not chunked; at most "
                              f"{current_app.config['MAX_CONTENT_LENGTH']:,} bytes (REBOUND_MAX_BODY_BYTES)")
     try:
-        # Not silent: a body past the limit sent without Content-Length (chunked) is then the 413 it is, and bytes
-        # that are not JSON (or not UTF-8) say so, instead of asking for a Content-Type the request already has.
+        # Not silent: bytes that are not JSON (or not UTF-8) say so, instead of asking for a Content-Type the
+        # request already has; a body past the size limit stays werkzeug's 413.
         data = request.get_json()
     except HTTPBadRequest:
         raise UnreadableJSON("the body is not valid JSON (nor UTF-8 text that holds it)") from None

@@ -1,8 +1,14 @@
 """Sessions end on the server: a logout ends that session (and every copy of its cookie); a password or role change
 and disabling end every session of the person."""
 
-import pytest
+from datetime import timedelta
 
+import pytest
+from sqlalchemy import func, select
+
+from console.domain.clock import utcnow
+from console.extensions import db
+from console.models import EndedSession
 from console.services.actor import Actor
 from console.services.people import users
 from tests.helpers import Auth
@@ -78,3 +84,20 @@ def test_a_session_from_before_session_ids_still_ends_every_session_at_its_logou
     assert logged_in(client)
     client.post("/logout", data={"csrf_token": token})
     assert not logged_in(client) and not logged_in(laptop)  # it names no session of its own to end alone
+
+
+def test_two_logouts_of_one_session_at_once_end_it_once_without_an_error(app, client, auth):
+    """A double click or a second tab: both requests come as the session still open; the second changes nothing."""
+    auth.as_role("operator", "olga")
+    token = auth.csrf()
+    twin = stolen_copy(app, client)  # the same session, sent again before the first logout ends it
+    with client.session_transaction() as session:
+        own = session["_user_id"].split(":")[2]
+    user = users.find("olga")
+    user.session_id = own
+    users.end_session(user, utcnow(), timedelta(days=31))
+    users.end_session(user, utcnow(), timedelta(days=31))
+    db.session.commit()
+    assert db.session.execute(select(func.count()).select_from(EndedSession)).scalar_one() == 1
+    assert twin.post("/logout", data={"csrf_token": token}).status_code in (302, 401)
+    assert not logged_in(client) and not logged_in(twin)

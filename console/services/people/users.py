@@ -11,6 +11,7 @@ from sqlalchemy import update as sql_update
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from console.db import locks
+from console.db.upsert import insert_for
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import EndedSession, Role, Tenant, User
@@ -145,7 +146,11 @@ def end_session(user: User, now: datetime, keep_for: timedelta) -> None:
         return
     # No cookie is accepted past the session lifetime: what ended before that need not be remembered.
     db.session.execute(sql_delete(EndedSession).where(EndedSession.ended_at < now - keep_for))
-    db.session.add(EndedSession(session_id=user.session_id, user_id=user.id, ended_at=now))
+    # Two logouts of one session at once (a double click, two tabs) both get here: the second changes nothing.
+    connection = db.session.connection()
+    connection.execute(insert_for(connection)(EndedSession.__table__).values(
+        session_id=user.session_id, user_id=user.id, ended_at=now).on_conflict_do_nothing(
+        index_elements=[EndedSession.__table__.c.session_id]))
 
 
 def _admins_left(excluding: User) -> int:
