@@ -69,22 +69,22 @@ def soft_breaks(text: str | None) -> Markup:
     return Markup(PART_END.sub(r"\1<wbr>", str(escape(text or ""))))
 
 
-def workflow_replay(run) -> str:
-    """Say in plain text what replaying this dead run does to the workflow it is a step of ('' when none)."""
+def _as_step(run, consequence) -> str:
+    """Name the run as its workflow's step, then say what the action does to that workflow ('' outside one)."""
     workflow = run.workflow if run is not None and run.workflow_id else None
     if workflow is None:
         return ""
-    return (step_words(run.id, run.workflow_step, workflow.id, workflow.status) + " "
-            + replay_consequence(run.workflow_step, workflow.status, workflow.failed_step))
+    return step_words(run.id, run.workflow_step, workflow.id, workflow.status) + " " + consequence(workflow)
+
+
+def workflow_replay(run) -> str:
+    """Say in plain text what replaying this dead run does to the workflow it is a step of ('' when none)."""
+    return _as_step(run, lambda workflow: replay_consequence(run.workflow_step, workflow.status, workflow.failed_step))
 
 
 def workflow_compensation(run) -> str:
     """Say in plain text what compensating this run does to the workflow it is a step of ('' when none)."""
-    workflow = run.workflow if run is not None and run.workflow_id else None
-    if workflow is None:
-        return ""
-    return (step_words(run.id, run.workflow_step, workflow.id, workflow.status) + " "
-            + compensate_consequence(run.workflow_step))
+    return _as_step(run, lambda workflow: compensate_consequence(run.workflow_step))
 
 
 def register(app) -> None:

@@ -3,7 +3,7 @@
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import func, select, true, update
+from sqlalchemy import exists, select, true, update
 from sqlalchemy.orm import joinedload
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
@@ -80,13 +80,13 @@ def supersede_settled(clock: Clock = SYSTEM_CLOCK) -> list[int]:
     for approval in db.session.execute(select(Approval).where(Approval.kind == NAME, Approval.status == "pending",
                                                               Approval.expires_at > now)).scalars().all():
         ids = (approval.payload or {}).get("ids") or []
-        if db.session.execute(select(func.count()).select_from(DeadLetter).where(
-                DeadLetter.id.in_(ids), DeadLetter.status == "open")).scalar_one():
-            continue
         outcome = (f"none of its {len(ids)} dead letters is open any more (replayed, discarded or resolved since), "
                    "before anyone decided: there is nothing left to discard")
-        # Guarded like a decision's claim: an approver deciding at the same moment wins or loses as a whole.
-        if db.session.execute(update(Approval).where(Approval.id == approval.id, Approval.status == "pending")
+        # One guarded statement: an approver deciding at the same moment, or a letter opened again (a rollback)
+        # since, wins; nothing is read first that could change before the write.
+        still_open = exists().where(DeadLetter.id.in_(ids), DeadLetter.status == "open")
+        if db.session.execute(update(Approval).where(Approval.id == approval.id, Approval.status == "pending",
+                                                     ~still_open)
                               .values(status="superseded", decided_at=now, outcome=outcome)
                               .execution_options(synchronize_session=False)).rowcount:
             audit.record(db.session, SYSTEM, "approval.supersede", "approval", approval.id,
