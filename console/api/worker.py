@@ -10,7 +10,7 @@ from console.api.common import BadRequest, acting_tenant, body
 from console.auth import current_actor, requires, tenant_scope
 from console.extensions import db
 from console.json_input import UnusableJSON
-from console.models import DeadLetter, RunEvent
+from console.models import DeadLetter, RunEvent, Tenant
 from console.services.engine import batch_submit, control
 from console.services.engine import submit as submit_service
 from console.services.engine.submit import submit
@@ -30,10 +30,7 @@ def submit_task():
     if unknown:
         raise InvalidInput(f"unknown field {sorted(unknown)[0]!r}; allowed: {', '.join(sorted(FIELDS))}",
                            sorted(unknown)[0])
-    named = data.get("tenant")
-    if named is None and data.get("task_id") is not None and tenant_scope() is None:
-        named = submit_service.tenant_of_task(data["task_id"])  # a token of every tenant: the task's own
-    tenant = acting_tenant(named)
+    tenant = _submission_tenant(data.get("tenant"), data.get("task_id"))
     task = submit_service.task_for(data["task_id"], tenant) if data.get("task_id") is not None else None
     # The answer reads the run's own columns only: attaching it to the session was 3 % of a submit's CPU.
     run, created = submit(tenant, current_actor(), handler=data.get("handler"), task=task, params=data.get("params"),
@@ -53,7 +50,14 @@ def submit_batch():
     runs = batch_submit.check_size(data.get("runs"))
     if not runs:
         raise InvalidInput("runs is empty: send at least one run", "runs")
-    return jsonify(runs=batch_submit.submit_batch(runs, current_actor(), acting_tenant)), 202
+    return jsonify(runs=batch_submit.submit_batch(runs, current_actor(), _submission_tenant)), 202
+
+
+def _submission_tenant(named, task_id) -> Tenant:
+    """Return the tenant a submission acts for: the one named, else a token of every tenant's task's own."""
+    if named is None and task_id is not None and tenant_scope() is None:
+        named = submit_service.tenant_of_task(task_id)
+    return acting_tenant(named)
 
 
 def _batch_body() -> dict:

@@ -14,7 +14,7 @@ def test_a_real_worker_drains_a_batch_running_each_run_once(app, workers):
     tenant = tenants.find("default")
     answers = submit_batch([{"handler": "demo.noop", "params": {"i": i}} for i in range(200)]
                            + [{"handler": "demo.noop", "idempotency_key": "twice"}] * 2, Actor("test"),
-                           lambda name: tenant)
+                           lambda name, task_id: tenant)
     ids = {answer["id"] for answer in answers}
     assert len(ids) == 201
     workers()

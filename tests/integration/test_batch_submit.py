@@ -93,8 +93,11 @@ def test_keys_already_in_the_database_answer_with_their_runs(app, client, operat
     assert run_count() == 2
 
 
-def test_a_key_another_writer_took_between_the_lookup_and_the_insert_answers_with_its_run(app, operator, monkeypatch):
-    """The insert itself dedupes (ON CONFLICT), so a writer racing past the lookup cannot make a second run."""
+@pytest.mark.parametrize("winners_handler", ["python:demo.noop", "python:demo.flaky"])
+def test_a_key_another_writer_took_between_the_lookup_and_the_insert_answers_with_its_run(app, operator, monkeypatch,
+                                                                                         winners_handler):
+    """The insert itself dedupes (ON CONFLICT), so a writer racing past the lookup cannot make a second run; if the
+    winner's run does other work, the item is that key's 409."""
     tenant = tenants.find("default")
     real = batch_submit._known
     calls = []
@@ -103,7 +106,7 @@ def test_a_key_another_writer_took_between_the_lookup_and_the_insert_answers_wit
         calls.append(slots)
         found = real(slots)
         if len(calls) == 1:
-            db.session.add(Run(tenant_id=tenant.id, handler="python:demo.noop", params={}, policy_overrides={},
+            db.session.add(Run(tenant_id=tenant.id, handler=winners_handler, params={}, policy_overrides={},
                                idempotency_key="race-1", status="pending"))
             db.session.commit()
         return found
@@ -111,9 +114,13 @@ def test_a_key_another_writer_took_between_the_lookup_and_the_insert_answers_wit
     monkeypatch.setattr(batch_submit, "_known", winner_commits_after_the_lookup)
     answers = batch_submit.submit_batch([{"handler": "demo.noop", "idempotency_key": "race-1"},
                                          {"handler": "demo.noop", "idempotency_key": "race-2"}],
-                                        Actor("test"), lambda name: tenant)
+                                        Actor("test"), lambda name, task_id: tenant)
     winner = db.session.execute(select(Run.id).where(Run.idempotency_key == "race-1")).scalar_one()
-    assert answers[0] == {"index": 0, "id": winner, "status": "pending", "created": False}
+    if winners_handler == "python:demo.noop":
+        assert answers[0] == {"index": 0, "id": winner, "status": "pending", "created": False}
+    else:
+        assert (answers[0]["error"], answers[0]["field"]) == ("conflict", "idempotency_key")
+        assert f"already names run {winner}, of handler python:demo.flaky" in answers[0]["detail"]
     assert answers[1]["created"] is True
     assert len(calls) == 2  # the lost key was looked up again after the insert passed over it
     assert run_count() == 2
@@ -232,11 +239,11 @@ def test_a_batch_is_one_insert_and_one_redis_round_trip(app, operator, monkeypat
         # Two timeouts: the policy's default and an override, so two groups of jobs.
         answers = batch_submit.submit_batch([{"handler": "demo.noop", "params": {"i": i}} for i in range(300)]
                                             + [{"handler": "demo.noop", "policy": {"timeout_s": 5}}] * 3,
-                                            Actor("test"), lambda name: tenant)
+                                            Actor("test"), lambda name, task_id: tenant)
         first_trips = list(trips)
         trips.clear()
         batch_submit.submit_batch([{"handler": "demo.noop"}, {"handler": "demo.noop", "policy": {"timeout_s": 5}}],
-                                  Actor("test"), lambda name: tenant)
+                                  Actor("test"), lambda name, task_id: tenant)
     finally:
         event.remove(db.engine, "before_cursor_execute", listener)
     assert sum(answer["created"] for answer in answers) == 303  # the three alike have no key, so three runs
@@ -244,3 +251,36 @@ def test_a_batch_is_one_insert_and_one_redis_round_trip(app, operator, monkeypat
     assert first_trips == ["pipeline", "SCRIPT LOAD", "pipeline"]  # the script was missing, so once more
     assert trips == ["pipeline"]
     assert len(queued_jobs(app)) == 305
+
+
+def test_a_task_id_names_its_tenant_in_a_batch_as_in_a_single_submit(client, auth, operator):
+    """An unscoped token's {"task_id": N} runs in the task's tenant; a scoped token still sees only its own."""
+    acme = make_tenant("acme")
+    task = Task(tenant_id=acme.id, name="acme-sync", handler="python:demo.noop")
+    db.session.add(task)
+    db.session.commit()
+    answers = post(client, operator, [{"task_id": task.id}, {"task_id": task.id, "tenant": "default"}]).json["runs"]
+    assert answers[0]["created"] and db.session.get(Run, answers[0]["id"]).tenant_id == acme.id
+    assert (answers[1]["error"], answers[1]["detail"]) == ("invalid", f"no task {task.id} in tenant default")
+    scoped = bearer(auth.make_user("gil", "operator", tenant=make_tenant("globex")))
+    hidden = post(client, scoped, [{"task_id": task.id}]).json["runs"][0]
+    assert (hidden["error"], hidden["detail"]) == ("invalid", f"no task {task.id} in tenant globex")
+
+
+def test_a_known_key_sent_for_other_work_is_that_items_409(client, operator):
+    """A key already naming a run of another handler, or used in this batch for other work, is refused on its own."""
+    first = client.post("/worker/tasks", json={"handler": "demo.noop", "idempotency_key": "order-42"}, headers=operator)
+    run_id = first.json["id"]
+    answers = post(client, operator, [
+        {"handler": "demo.flaky", "idempotency_key": "order-42"},
+        {"handler": "demo.noop", "idempotency_key": "order-42", "params": {"retry": 2}},
+        {"handler": "demo.noop", "idempotency_key": "order-43"},
+        {"handler": "demo.flaky", "idempotency_key": "order-43"}]).json["runs"]
+    assert answers[0] == {"index": 0, "error": "conflict", "field": "idempotency_key", "detail": (
+        f"idempotency_key 'order-42' already names run {run_id}, of handler python:demo.noop: send other work "
+        "with a new key")}
+    assert (answers[1]["id"], answers[1]["created"]) == (run_id, False)  # params may differ
+    assert answers[2]["created"] is True
+    assert (answers[3]["error"], answers[3]["field"]) == ("conflict", "idempotency_key")
+    assert f"already names run {answers[2]['id']}, of handler python:demo.noop" in answers[3]["detail"]
+    assert run_count() == 2

@@ -19,7 +19,7 @@ from console.services.engine import handler_kinds, queueing, reserved, transitio
 from console.services.engine import submit as submitting
 from console.services.engine.submit import _id_of, _policy_choice, _waiting, effective_policy, task_for
 from console.services.errors import InvalidInput, QueueFull, ServiceError
-from console.services.inputs import json_problem, params_too_large
+from console.services.inputs import is_id, json_problem, params_too_large
 
 log = logging.getLogger("rebound.engine")
 MAX_ITEMS = 1000
@@ -60,7 +60,7 @@ def check_size(items) -> list:
     return items
 
 
-def submit_batch(items: list, actor: Actor, tenant_for: Callable[[object], Tenant], *, source: str = "api",
+def submit_batch(items: list, actor: Actor, tenant_for: Callable[[object, object], Tenant], *, source: str = "api",
                  clock: Clock = SYSTEM_CLOCK) -> list[dict]:
     """Create a pending run for each valid item and queue them; return one answer per item, in order.
 
@@ -80,30 +80,42 @@ def submit_batch(items: list, actor: Actor, tenant_for: Callable[[object], Tenan
             answers[index] = _refusal(index, error)
     # Later items with a key already seen in this batch answer with the first one's outcome.
     first: dict[tuple[int, str], _Item] = {}
-    followers: list[tuple[int, tuple[int, str]]] = []
     for item in valid:
-        slot = (item.tenant_id, item.key)
-        if slot in first:
-            followers.append((item.index, slot))
-        else:
-            first[slot] = item
+        first.setdefault((item.tenant_id, item.key), item)
     outcome: dict[tuple[int, str], dict] = {}
-    for slot, (run_id, status) in _known(list(first)).items():
+    # Which work each key's run does, (task id, handler): a later item asking other work under the key is a 409.
+    work: dict[tuple[int, str], tuple[int | None, str]] = {}
+    for slot, (run_id, status, task_id, handler) in _known(list(first)).items():
         outcome[slot] = {"id": run_id, "status": status, "created": False}
+        work[slot] = (task_id, handler)
     fresh = [item for slot, item in first.items() if slot not in outcome]
     accepted = _within_limits(fresh, outcome, now)
     if accepted:
-        _insert(accepted, actor, source, now, outcome)
+        _insert(accepted, actor, source, now, outcome, work)
     db.session.commit()
     _enqueue([(outcome[(item.tenant_id, item.key)]["id"], item.policy.timeout_s) for item in accepted
               if outcome[(item.tenant_id, item.key)].get("created")])
-    for item in first.values():
-        answers[item.index] = {"index": item.index, **outcome[(item.tenant_id, item.key)]}
-    for index, slot in followers:
-        answers[index] = {"index": index, **outcome[slot]}
-        if "id" in answers[index]:
-            answers[index]["created"] = False
+    for item in valid:
+        slot = (item.tenant_id, item.key)
+        owner = work.get(slot) or _work_of(first[slot])  # a run this batch made does its first item's work
+        answers[item.index] = {"index": item.index, **_answer(item, outcome[slot], owner, first[slot] is item)}
     return answers
+
+
+def _answer(item: _Item, outcome: dict, owner: tuple[int | None, str], first: bool) -> dict:
+    """Return one item's answer: its key's outcome, or the 409 if the key's run does other work than the item's."""
+    if "id" not in outcome:
+        return outcome
+    try:
+        submitting.same_work(outcome["id"], *owner, *_work_of(item), item.key)
+    except ServiceError as error:
+        return _refusal(item.index, error)
+    return outcome if first else {**outcome, "created": False}
+
+
+def _work_of(item: _Item) -> tuple[int | None, str]:
+    """Return the work an item asks for: (task id, handler)."""
+    return item.task.id if item.task else None, item.handler
 
 
 def _refusal(index: int, error: ServiceError) -> dict:
@@ -123,11 +135,14 @@ def _check(index: int, item, tenant_for, cache: dict, needs_key: bool = False) -
     name = item.get("tenant")
     if name is not None and not isinstance(name, str):
         raise InvalidInput("tenant is a tenant name", "tenant")
-    tenant = _once(cache, ("tenant", name), tenant_for, name)
+    task_id = item.get("task_id")
+    # Without a tenant named, a task id may name its tenant (tenant_for decides): one lookup per task then.
+    tenant = _once(cache, ("tenant", name, task_id if name is None and is_id(task_id) else None), tenant_for, name,
+                   task_id)
     tenant_id = _id_of(tenant)
     task = None
-    if item.get("task_id") is not None:
-        task = task_for(item["task_id"], tenant)
+    if task_id is not None:
+        task = task_for(task_id, tenant)
     if (item.get("handler") is None) == (task is None):
         raise InvalidInput("give exactly one of handler or task_id", "handler")
     params = item.get("params")
@@ -165,16 +180,17 @@ def _once(cache: dict, key: tuple, work, *args):
     return cache[key]
 
 
-def _known(slots: list[tuple[int, str]]) -> dict[tuple[int, str], tuple[int, str]]:
-    """Return {(tenant id, key): (run id, status)} of the runs these keys already name."""
+def _known(slots: list[tuple[int, str]]) -> dict[tuple[int, str], tuple[int, str, int | None, str]]:
+    """Return {(tenant id, key): (run id, status, task id, handler)} of the runs these keys already name."""
     found = {}
     by_tenant: dict[int, list[str]] = {}
     for tenant_id, key in slots:
         by_tenant.setdefault(tenant_id, []).append(key)
     for tenant_id, keys in by_tenant.items():
-        rows = db.session.execute(select(_RUNS.c.idempotency_key, _RUNS.c.id, _RUNS.c.status).where(
+        rows = db.session.execute(select(_RUNS.c.idempotency_key, _RUNS.c.id, _RUNS.c.status, _RUNS.c.task_id,
+                                         _RUNS.c.handler).where(
             _RUNS.c.tenant_id == tenant_id, _RUNS.c.idempotency_key.in_(keys)))
-        found.update({(tenant_id, key): (run_id, status) for key, run_id, status in rows})
+        found.update({(tenant_id, key): rest for key, *rest in rows})
     return found
 
 
@@ -214,8 +230,9 @@ def _full(item: _Item, limit: str, current: int, maximum: int, now: datetime, al
     return submitting.overflow(item.tenant, item.handler, limit, current, maximum, now)
 
 
-def _insert(items: list[_Item], actor: Actor, source: str, now: datetime, outcome: dict) -> None:
-    """Insert the runs and their timeline rows; a key another writer took meanwhile answers with its run."""
+def _insert(items: list[_Item], actor: Actor, source: str, now: datetime, outcome: dict, work: dict) -> None:
+    """Insert the runs and their timeline rows; a key another writer took meanwhile answers with its run (its work
+    noted in `work`)."""
     defaults = {key: default for key, default in _RUN_DEFAULTS.items()}
     rows = []
     # In key order, so two batches sharing keys on PostgreSQL wait for each other instead of deadlocking.
@@ -249,7 +266,9 @@ def _insert(items: list[_Item], actor: Actor, source: str, now: datetime, outcom
     known = _known(lost) if lost else {}
     for slot in lost:
         if slot in known:
-            outcome[slot] = {"id": known[slot][0], "status": known[slot][1], "created": False}
+            run_id, status, task_id, handler = known[slot]
+            work[slot] = (task_id, handler)
+            outcome[slot] = {"id": run_id, "status": status, "created": False}
         else:  # the other writer rolled back after this INSERT passed over its key: rare, and safe to resend
             outcome[slot] = {"error": "conflict", "detail": "another request was submitting this idempotency key; "
                              "send the item again", "field": "idempotency_key"}

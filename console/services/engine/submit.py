@@ -236,10 +236,16 @@ def submit(tenant: Tenant, actor: Actor, *, handler: str | None = None, task: Ta
 def _same_work(run: Run, handler: str | None, task: Task | None, key: str) -> None:
     """Refuse a known key sent for other work (another handler or task): answering with the key's run would tell
     the client its request was taken when it was not. Params may differ: a person may have fixed them since."""
-    asked = handler_kinds.normalise(task.handler if task else handler)
-    if run.task_id != (task.id if task else None) or run.handler != asked:
-        what = f"task {run.task_id}" if run.task_id else f"handler {run.handler}"
-        raise Conflict(f"idempotency_key {key!r} already names run {run.id}, of {what}: send other work with a new "
+    same_work(run.id, run.task_id, run.handler, task.id if task else None,
+              handler_kinds.normalise(task.handler if task else handler), key)
+
+
+def same_work(run_id: int, run_task_id: int | None, run_handler: str, task_id: int | None, handler: str,
+              key: str) -> None:
+    """Raise the 409 for a key whose run (run_id, of its task and handler) is other work than the one asked."""
+    if run_task_id != task_id or run_handler != handler:
+        what = f"task {run_task_id}" if run_task_id else f"handler {run_handler}"
+        raise Conflict(f"idempotency_key {key!r} already names run {run_id}, of {what}: send other work with a new "
                        "key", "idempotency_key")
 
 
