@@ -299,7 +299,7 @@ def test_the_run_and_task_pages_mark_breaches_and_how_late(built, client, auth, 
     task_page = client.get(f"/tasks/{built['edge']}").get_data(as_text=True)
     assert "SLA breaches · last 7 days" in task_page and "1 late start" in task_page
     assert task_page.count("late start · 1 s late") == 1
-    assert "All breaches" not in task_page  # a viewer may not open the reports
+    assert f'href="/reports/breaches?task={built["edge"]}&amp;period=7d">All breaches' in task_page  # a viewer's too
 
 
 def test_a_run_deferred_into_its_window_shows_when_it_was_due(built, client, auth):
@@ -581,3 +581,11 @@ def test_the_work_orders_completed_trend_has_the_points_its_card_counts(manager,
     points = {x: y for x, y in zip(line["x"], line["y"], strict=True) if y is not None}
     day_or_hour = "2026-03-02T09:00:00+00:00" if period == "24h" else "2026-03-02T00:00:00+00:00"
     assert points == {day_or_hour: 50.0}
+
+
+def test_a_chart_points_span_says_so_and_offers_the_whole_period(manager, client):
+    html = client.get("/reports/breaches?period=24h&kind=deadline&since=2026-03-02T09:00&until=2026-03-02T10:00"
+                      ).get_data(as_text=True)
+    assert "Only the span of the chart point you opened." in html
+    assert 'href="/reports/breaches?period=24h&amp;kind=deadline">Show the whole period</a>' in html
+    assert "Only the span" not in client.get("/reports/breaches?period=24h").get_data(as_text=True)

@@ -111,3 +111,19 @@ def test_run_success_counts_every_way_a_run_ends_and_opens_those_that_did_not_su
     succeeded = re.search(r'<a class="counter ok" href="([^"]+)"', page).group(1)
     listed = client.get(succeeded).get_data(as_text=True)
     assert set(map(int, re.findall(r'<td class="num mono"><a href="/runs/(\d+)">', listed))) == set(ended["succeeded"])
+
+
+def test_an_operator_opens_sla_breaches_today_and_sees_no_manager_only_link(client, auth, monkeypatch):
+    """Which runs were late is an operator's business: the counter opens the breaches list, without Figures or CSV."""
+    from datetime import UTC, datetime
+
+    monkeypatch.setattr("console.web.overview.views.utcnow", lambda: datetime(2026, 3, 2, 7, 30, tzinfo=UTC))
+    auth.as_role("operator", "olga")
+    page = html.unescape(client.get("/overview").get_data(as_text=True))
+    assert '<a class="counter " href="/reports/breaches?from=2026-03-02&to=2026-03-02">' in page
+    listed = client.get("/reports/breaches?from=2026-03-02&to=2026-03-02")
+    assert listed.status_code == 200
+    text = listed.get_data(as_text=True)
+    assert "2026-03-02 00:00 – 2026-03-03 00:00 UTC" in text
+    assert 'href="/reports?' not in text and "Download CSV" not in text
+    assert client.get("/reports?period=24h").status_code == 403
