@@ -112,6 +112,15 @@ def test_the_list_narrows_to_a_tenant_and_an_opening_period_as_the_reports_card_
     assert f"Only tenant <strong>default</strong>'s work orders opened from {since.replace('T', ' ')} UTC" in page
     assert str(early.work_order_id) not in rows and str(acme.work_order_id) not in rows
     assert client.get("/workorders?since=yesterday").status_code == 422
+    # The completion card reads the same narrowing, so it says what the Reports card that links here said.
+    db.session.execute(WorkOrder.__table__.update().where(WorkOrder.id == early.work_order_id).values(
+        status="closed"))
+    db.session.commit()
+    card = re.search(r'<div class="label">Completion · ([^<]+)</div>.*?<div class="subtle">([^<]+)<', page, re.S)
+    assert card.groups() == ("as filtered", "0 of 1 closed · target ≥ 95%")
+    whole = client.get("/workorders?status=all").get_data(as_text=True)
+    card = re.search(r'<div class="label">Completion · ([^<]+)</div>.*?<div class="subtle">([^<]+)<', whole, re.S)
+    assert card.groups() == ("7 d", "1 of 3 closed · target ≥ 95%")
 
 
 def test_detail_lists_the_dead_letters_with_links_to_runs_and_the_dlq(app, client, auth, runs, clock):

@@ -39,7 +39,8 @@ class Page:
 class Completion:
     created: int
     closed: int
-    window: timedelta
+    window: timedelta | None  # None: opened before a time, with no start
+    narrowed: bool = False  # to the list's tenant, task or span rather than the last 7 days
 
     @property
     def rate(self) -> float | None:
@@ -86,22 +87,13 @@ def page(status: str, tenant_id: int | None, before: int | None = None, assignee
     `tenant_id` is the caller's scope; `of_tenant` a tenant asked for; `opened` a [since, until) of their creation;
     `task_id` a task whose dead letters they hold.
     """
-    query = select(WorkOrder).options(joinedload(WorkOrder.assignee), joinedload(WorkOrder.tenant))
+    query = _narrowed(select(WorkOrder).options(joinedload(WorkOrder.assignee), joinedload(WorkOrder.tenant)),
+                      tenant_id, of_tenant, opened, task_id)
     statuses = FILTERS.get(status, ACTIVE)
     if statuses is not None:
         query = query.where(WorkOrder.status.in_(statuses))
-    for wanted in (tenant_id, of_tenant):
-        if wanted is not None:
-            query = query.where(WorkOrder.tenant_id == wanted)
-    since, until = opened
-    if since is not None:
-        query = query.where(WorkOrder.created_at >= since)
-    if until is not None:
-        query = query.where(WorkOrder.created_at < until)
     if assignee_id is not None:
         query = query.where(WorkOrder.assignee_id == assignee_id)
-    if task_id is not None:
-        query = query.where(of_task(task_id))
     if before is not None:
         query = query.where(WorkOrder.id < before)
     orders = db.session.execute(query.order_by(WorkOrder.id.desc()).limit(limit + 1)).scalars().all()
@@ -111,6 +103,21 @@ def page(status: str, tenant_id: int | None, before: int | None = None, assignee
     requests, still_open = _requests(ids), _open_letters(ids)
     return Page([Row(order, requests.get(order.id), still_open.get(order.id, 0)) for order in orders],
                 orders[-1].id if more else None)
+
+
+def _narrowed(query, tenant_id: int | None, of_tenant: int | None, opened: tuple, task_id: int | None):
+    """Return the query kept to the caller's scope, a tenant asked for, a [since, until) of creation and a task."""
+    for wanted in (tenant_id, of_tenant):
+        if wanted is not None:
+            query = query.where(WorkOrder.tenant_id == wanted)
+    since, until = opened
+    if since is not None:
+        query = query.where(WorkOrder.created_at >= since)
+    if until is not None:
+        query = query.where(WorkOrder.created_at < until)
+    if task_id is not None:
+        query = query.where(of_task(task_id))
+    return query
 
 
 def row(order: WorkOrder) -> Row:
@@ -134,16 +141,20 @@ def counts(tenant_id: int | None) -> dict[str, int]:
     return {status: found.get(status, 0) for status in ACTIVE}
 
 
-def completion(now: datetime, tenant_id: int | None = None) -> Completion:
+def completion(now: datetime, tenant_id: int | None = None, *, of_tenant: int | None = None,
+               opened: tuple = (None, None), task_id: int | None = None) -> Completion:
     """Return how many work orders created in the last 7 UTC days (today's included, as Reports' 7 d period reads
-    them, so the two pages agree) are closed (seed 000: at least 95%)."""
-    period = periods.preset("7d", now)
-    query = (select(func.count(), func.count().filter(WorkOrder.status == "closed"))
-             .where(WorkOrder.created_at >= period.start, WorkOrder.created_at < period.end))
-    if tenant_id is not None:
-        query = query.where(WorkOrder.tenant_id == tenant_id)
+    them, so the two pages agree), or in the list's narrowing (a Reports card's link), are closed (seed 000: at
+    least 95%)."""
+    narrowed = any(opened) or of_tenant is not None or task_id is not None
+    if not any(opened):
+        period = periods.preset("7d", now)
+        opened = (period.start, period.end)
+    query = _narrowed(select(func.count(), func.count().filter(WorkOrder.status == "closed")), tenant_id, of_tenant,
+                      opened, task_id)
     created, closed = db.session.execute(query).one()
-    return Completion(created, closed, period.end - period.start)
+    since, until = opened
+    return Completion(created, closed, (until or now) - since if since else None, narrowed)
 
 
 def get(order_id: int, tenant_id: int | None = None) -> WorkOrder:

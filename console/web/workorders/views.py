@@ -61,7 +61,8 @@ def index():
     return page("workorders/index.html", "results", result=result, status=status, mine=mine, before=before,
                 query=_query(status, mine, **asked), asked=asked, unnarrowed=_query(status, mine),
                 counts=workorders.counts(scope),
-                completion=workorders.completion(now, scope), latency=channel_report.latency(now, scope), now=now,
+                completion=workorders.completion(now, scope, of_tenant=of_tenant, opened=opened, task_id=task_id),
+                latency=channel_report.latency(now, scope), now=now,
                 target=workorders.COMPLETION_TARGET, filters=workorders.FILTERS)
 
 
