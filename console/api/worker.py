@@ -83,8 +83,12 @@ def get_task(run_id: int):
                                 ).scalars().all()
     letter_id = db.session.execute(select(DeadLetter.id).where(DeadLetter.run_id == run.id)
                                    .order_by(DeadLetter.id.desc()).limit(1)).scalar_one_or_none()
+    # started_at stays series 1's (the SLA's first start); a replay's own start is its series' first `running`.
+    series_started_at = min((event.at for event in events if event.kind == "running" and event.series == run.series),
+                            default=None)
     # Seed 003's "mode": Rebound's worker pool is its standalone mode (a local queue and a pool of workers).
-    return jsonify({**serialize.run(run, events), "dead_letter_id": letter_id, "mode": "standalone"})
+    return jsonify({**serialize.run(run, events), "dead_letter_id": letter_id, "mode": "standalone",
+                    "series_started_at": serialize.iso(series_started_at)})
 
 
 @bp.post("/worker/tasks/<int:run_id>/cancel")

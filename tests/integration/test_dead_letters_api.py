@@ -105,19 +105,27 @@ def test_a_tenant_token_sees_only_its_tenant_and_cannot_name_another(client, ope
     assert refused.status_code == 403 and refused.get_json()["field"] == "tenant"
 
 
-def test_one_letter_reads_with_its_run_and_params_and_replays(client, operator, dead, runs):
+def test_one_letter_reads_with_its_run_and_params_and_replays(client, operator, dead, runs, clock):
     letter = dead()
     headers = bearer(operator)
     body = client.get(f"/api/dead-letters/{letter.id}", headers=headers).get_json()
     assert body["params"]["fail_times"] == 9 and body["run"]["status"] == "dead"
     task = client.get(f"/worker/tasks/{letter.run_id}", headers=headers).get_json()
     assert (task["dead_letter_id"], task["mode"]) == (letter.id, "standalone")
+    assert task["series_started_at"] == task["started_at"] is not None
     replayed = client.post(f"/api/dead-letters/{letter.id}/replay", headers=headers)
     assert replayed.status_code == 202
     assert replayed.get_json() == {"dead_letter_id": letter.id, "run_id": letter.run_id, "status": "pending",
                                    "series": 2, "closed_fixes": [], "workflow": None}
     again = client.post(f"/api/dead-letters/{letter.id}/replay", headers=headers)
     assert again.status_code == 409
+    # started_at stays series 1's; series_started_at says when the replay itself started (null while it waits).
+    waiting = client.get(f"/worker/tasks/{letter.run_id}", headers=headers).get_json()
+    assert (waiting["series_started_at"], waiting["started_at"]) == (None, task["started_at"])
+    clock.advance(600)
+    assert execute(letter.run_id, 0, clock=clock) == "dead"
+    replay = client.get(f"/worker/tasks/{letter.run_id}", headers=headers).get_json()
+    assert replay["series_started_at"] == clock().isoformat() != replay["started_at"] == task["started_at"]
 
 
 def test_a_replay_over_the_api_closes_the_params_fix_waiting_on_its_letter_and_says_which(client, operator, dead):
