@@ -58,7 +58,7 @@ def test_the_form_is_built_from_the_declaration(client, auth):
     assert "First firing to consider, UTC." in html
     replay = client.get("/runbooks/replay_dead_letters").get_data(as_text=True)
     assert re.search(r'<select[^>]*id="age"', replay) and '<option selected value="any">' in replay
-    assert 'value="50.0"' in replay  # the declared default rate
+    assert 'value="50"' in replay  # the declared default rate, as a person would write it
     assert re.search(r'<select[^>]*id="tenant"', replay)  # an unscoped person picks the tenant
     fix = client.get("/runbooks/fix_params_and_replay").get_data(as_text=True)
     assert re.search(r'<input checked[^>]*id="merge"[^>]*type="checkbox"', fix)
@@ -101,6 +101,7 @@ def test_bad_params_are_shown_at_their_field_and_nothing_starts(client, auth):
     assert response.status_code == 422
     html = response.get_data(as_text=True)
     assert field_error(html, "task") == "is a task id: a whole number"
+    assert field_error(html, "end") == "required"  # every wrong field at once, not one round after another
     assert "Nothing was started: fix the field marked below." in html
     response = post(client, auth, "/runbooks/backfill_task", {"action": "dry_run", "task": "999",
                                                                "start": "2026-01-05T05:00", "end": ""})
@@ -113,6 +114,11 @@ def test_bad_params_are_shown_at_their_field_and_nothing_starts(client, auth):
                                                                    "start": "2026-01-05T05:00", "end": ""})
         assert response.status_code == 422
         assert field_error(response.get_data(as_text=True), "task") == f"no task #{huge}"
+    replay = post(client, auth, "/runbooks/replay_dead_letters", {"action": "dry_run", "rate": "0.5",
+                                                                   "limit": "ten", "age": "any"})
+    html = replay.get_data(as_text=True)
+    assert field_error(html, "limit") == "is a whole number, e.g. 20" and "at least 1" in field_error(html, "rate")
+    assert 'value="0.5"' in html
     assert executions() == []
 
 

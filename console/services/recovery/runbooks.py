@@ -16,7 +16,7 @@ from console.services import inputs
 from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.engine.queueing import MAINTENANCE_QUEUE
-from console.services.errors import Forbidden, InvalidInput, NotFound
+from console.services.errors import Forbidden, InvalidInput, NotFound, ServiceError
 from console.services.people import tenants
 from console.services.recovery import approvals, runbook_registry
 from console.services.recovery.runbook_params import InvalidParams, checked
@@ -101,6 +101,20 @@ def _tenant(runbook: Runbook, scope: int | None, name) -> Tenant | None:
 
 def _reason(reason, required: bool) -> str | None:
     return approvals.reason_of(reason) if required else inputs.note(reason, "reason")
+
+
+def param_problems(name: str, raw_params, *, scope: int | None, tenant=None) -> dict[str, str]:
+    """Return what start would refuse in each parameter (empty: nothing), for a form that marks every wrong field
+    at once; a tenant that cannot be used is start's to say."""
+    runbook = require(name)
+    try:
+        target = _tenant(runbook, scope, tenant)
+        checked(runbook, raw_params, target.id if target else None)
+    except InvalidParams as invalid:
+        return dict(invalid.errors)
+    except ServiceError:
+        return {}
+    return {}
 
 
 def start(name: str, raw_params, actor: Actor, *, scope: int | None, tenant=None, dry_run: bool = False,

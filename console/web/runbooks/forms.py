@@ -36,6 +36,17 @@ class ExecutionRunForm(FlaskForm):
     reason = TextAreaField("Reason", validators=[Optional(), note_length("reason")])
 
 
+class NumberField(FloatField):
+    """A number box that shows a whole default as 50, not WTForms' 50.0."""
+
+    def _value(self):
+        if self.raw_data:
+            return self.raw_data[0]
+        if self.data is None:
+            return ""
+        return str(int(self.data)) if float(self.data).is_integer() else repr(self.data)
+
+
 def _label(param: Param) -> str:
     return param.label + ("" if param.required else " (optional)")
 
@@ -51,7 +62,7 @@ def _field(param: Param):
     if kind is T.INT:
         return IntegerField(default=param.default, invalid_value_message="is a whole number, e.g. 20", **options)
     if kind is T.FLOAT:
-        return FloatField(default=param.default, invalid_value_message="is a number, e.g. 2.5", **options)
+        return NumberField(default=param.default, invalid_value_message="is a number, e.g. 2.5", **options)
     if kind is T.DATETIME:
         options["label"] += ", UTC"
         return DateTimeLocalField(format=["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S"], **options)

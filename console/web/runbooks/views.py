@@ -53,6 +53,12 @@ def start(name: str):
     form = _form(runbook)
     dry_run = request.form.get("action") != "run"
     if not form.validate():
+        # The fields the form could read may be wrong too: mark them now, not one round after another.
+        problems = runbooks.param_problems(runbook.name, raw_params(runbook, form), scope=tenant_scope(),
+                                           tenant=form.tenant.data if "tenant" in form else None)
+        for field, message in problems.items():
+            if field in form and not form[field].errors:
+                form[field].errors = [message]
         return _runbook_page(runbook, form, error=_unsaved(form), status=422)
     try:
         execution = runbooks.start(runbook.name, raw_params(runbook, form), current_actor(), scope=tenant_scope(),
