@@ -225,6 +225,10 @@ def test_the_page_says_which_created_dates_it_ignored_or_cannot_match(client, au
      "recovered_until=9999-12-31T23:59 is not between the years 1970 and 9998, so it is ignored"),
     ("since=9999-12-31T23:59-05:00",  # past the last moment a datetime holds, once in UTC
      "since=9999-12-31T23:59-05:00 is not between the years 1970 and 9998, so it is ignored"),
+    ("status=opne", "status=opne is not one of open, replayed, discarded, resolved, any, so it is ignored"),
+    ("age=2h", "age=2h is not one of"),
+    ("group=not-a-fingerprint", "group=not-a-fingerprint is not an error fingerprint (up to 32 hex digits), so it is "
+                                "ignored"),
 ])
 @pytest.mark.parametrize("view", ["list", "groups"])
 def test_a_hostile_filter_is_said_on_the_page_never_a_500(client, auth, make_dead_letter, view, query, said):

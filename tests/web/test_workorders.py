@@ -112,6 +112,9 @@ def test_the_list_narrows_to_a_tenant_and_an_opening_period_as_the_reports_card_
     assert f"Only tenant <strong>default</strong>'s work orders opened from {since.replace('T', ' ')} UTC" in page
     assert str(early.work_order_id) not in rows and str(acme.work_order_id) not in rows
     assert client.get("/workorders?since=yesterday").status_code == 422
+    bogus = client.get("/workorders?status=opne")
+    assert bogus.status_code == 422 and ("status=opne is not a work order filter; use one of active, open, "
+                                         "acknowledged, closed, all") in bogus.get_data(as_text=True)
     # The completion card reads the same narrowing, so it says what the Reports card that links here said.
     db.session.execute(WorkOrder.__table__.update().where(WorkOrder.id == early.work_order_id).values(
         status="closed"))

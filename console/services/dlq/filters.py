@@ -145,8 +145,15 @@ def check(args: Mapping) -> None:
 
 
 def refused(args: Mapping) -> list[str]:
-    """Say what in the task and date filters parse() drops or can never match, for the page to show."""
+    """Say what in the filters parse() drops or can never match, for the page to show."""
     said = [problem] if (problem := task_problem(str(args.get("task") or "").strip()[:120])) else []
+    for name, allowed in (("status", (*STATUSES, ANY)), ("age", AGES)):
+        given = str(args.get(name) or "").strip()[:40]
+        if given and given not in allowed:
+            said.append(f"{name}={given} is not one of {', '.join(allowed)}, so it is ignored")
+    group = str(args.get("group") or "").strip()[:40]
+    if group and not FINGERPRINT.fullmatch(group):
+        said.append(f"group={group} is not an error fingerprint (up to 32 hex digits), so it is ignored")
     for first, last in PERIODS:
         for name in (first, last):
             given = str(args.get(name) or "").strip()[:40]

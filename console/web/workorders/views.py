@@ -51,8 +51,10 @@ def _narrowed(scope: int | None) -> tuple[dict, int | None, tuple, int | None]:
 @requires(VIEW)
 def index():
     scope, now = tenant_scope(), utcnow()
-    status = request.args.get("status", "active")
-    status = status if status in workorders.FILTERS else "active"
+    status = request.args.get("status") or "active"
+    if status not in workorders.FILTERS:
+        raise InvalidInput(f"status={status[:40]} is not a work order filter; use one of "
+                           f"{', '.join(workorders.FILTERS)}", "status")
     mine = request.args.get("mine") == "1"
     before = paging.before()
     asked, of_tenant, opened, task_id = _narrowed(scope)
