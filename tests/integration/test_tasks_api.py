@@ -345,8 +345,10 @@ def test_event_fires_the_enabled_tasks_of_its_tenant_with_data_merged_over_param
     assert response.status_code == 202, response.get_data(as_text=True)
     body = response.json
     assert body["type"] == "order.created"
-    [outcome] = body["runs"]
+    outcome, skipped = body["runs"]
     assert (outcome["task_id"], outcome["status"]) == (fired, "created")
+    # A paused listener is named, so the sender learns why it did not fire.
+    assert skipped == {"task_id": paused, "run_id": None, "status": "paused", "reason": None}
     run = run_of(outcome["run_id"])
     assert (run.status, run.source, run.task_id) == ("pending", "event", fired)
     assert run.params == {"order": 7, "region": "eu"}

@@ -310,7 +310,8 @@ def test_posting_the_event_fires_every_enabled_listener_with_the_data_and_is_aud
             'order-fax did not fire (paused).') in page
     [entry] = audits("event.post", task.id)
     assert entry.actor == "olga" and entry.after["type"] == "order.created" and entry.after["data"] == {"order": 42}
-    assert {r["run_id"] for r in entry.after["runs"]} == {run.id, sms_run.id}
+    assert [(r["task_id"], r["run_id"], r["status"]) for r in entry.after["runs"]] == [
+        (task.id, run.id, "created"), (sms.id, sms_run.id, "created"), (paused.id, None, "paused")]
 
 
 def test_posting_the_event_of_a_paused_task_says_nothing_fired(client, auth):

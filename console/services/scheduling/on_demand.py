@@ -13,7 +13,8 @@ from console.services.scheduling import planner
 
 
 def on_event(tenant: Tenant, event_type: str, data, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> list:
-    """Fire every enabled task of the tenant registered for this event, with `data` merged into its params."""
+    """Fire every enabled task of the tenant registered for this event, with `data` merged into its params; a paused
+    or debounced one is answered as such."""
     if not isinstance(data, dict):
         raise InvalidInput("data must be a JSON object", "data")
     too_large = params_too_large(data)
@@ -21,16 +22,17 @@ def on_event(tenant: Tenant, event_type: str, data, actor: Actor, clock: Clock =
         raise InvalidInput(f"data: {too_large}", "data")
     now = clock()
     tasks = db.session.execute(select(Task).where(Task.tenant_id == tenant.id, Task.event == event_type,
-                                                  Task.paused.is_(False), Task.deleted_at.is_(None))
-                               .order_by(Task.id)).scalars().all()
+                                                  Task.deleted_at.is_(None)).order_by(Task.id)).scalars().all()
     outcomes, firings = [], []
     for task in tasks:
         key = f"event:{task.id}:{now.isoformat()}"
-        if planner.debounced(task, key):
+        if task.paused:  # named in the answer, so a sender learns why a task it expected did not fire
+            outcomes.append(planner.Outcome(task.id, None, "paused"))
+        elif planner.debounced(task, key):
             outcomes.append(planner.Outcome(task.id, None, "debounced", f"within debounce_s {task.debounce_s}"))
         else:
             firings.append(planner.Firing(task.id, now, source="event", params=data, key=key))
-    return outcomes + planner.fire(firings, actor, clock)
+    return sorted(outcomes + planner.fire(firings, actor, clock), key=lambda outcome: outcome.task_id)
 
 
 def post_event(task: Task, data, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> list:

@@ -88,8 +88,7 @@ def post_event(task_id: int):
 
 def _fired(outcomes: list, task) -> Markup:
     """Say in one sentence what an event did to each task listening for it, the paused ones it skipped too."""
-    listeners = task_query.listeners(task)
-    names = {listener.id: listener.name for listener in listeners}
+    names = {listener.id: listener.name for listener in task_query.listeners(task)}
     parts = []
     for outcome in outcomes:
         name = names.get(outcome.task_id, f"task #{outcome.task_id}")
@@ -100,9 +99,6 @@ def _fired(outcomes: list, task) -> Markup:
                          else Markup("queued {} of {}").format(link, name))
         else:
             parts.append(Markup("{} did not fire ({})").format(name, outcome.reason or outcome.status))
-    fired = {outcome.task_id for outcome in outcomes}
-    parts += [Markup("{} did not fire (paused)").format(listener.name)
-              for listener in listeners if listener.paused and listener.id not in fired]
     return Markup("; ").join(parts) + "." if parts else Markup("no task of the tenant listens for it.")
 
 
