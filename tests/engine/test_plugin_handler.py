@@ -52,3 +52,16 @@ def test_plugin_5xx_and_connection_errors_are_retried(runs, runtime, clock, app)
     clock.set(runs.get(run_id).next_retry_at)
     assert execute(run_id, 1, clock=clock) == "retry_wait"
     assert runs.get(run_id).error_code == "connection_error"
+
+
+@pytest.mark.parametrize("url, code", [("", "plugin_runtime_unset"), ("runtime.internal:8080", "plugin_runtime_url"),
+                                       ("ftp://runtime.internal", "plugin_runtime_url")])
+def test_a_worker_without_a_usable_runtime_url_parks_the_run_with_what_to_fix(runs, runtime, clock, app, url, code):
+    """A configuration error fails for good with its fix in the message: retrying it would only open the breaker."""
+    run_id = runs.submit("plugin:payments")  # accepted while the web side had the URL
+    app.config["PLUGIN_RUNTIME_URL"] = url
+    assert execute(run_id, 0, clock=clock) == "dead"
+    run = runs.get(run_id)
+    assert (run.error_code, run.status_reason) == (code, "non_retryable")
+    assert "REBOUND_PLUGIN_RUNTIME_URL" in run.error_message and "then replay" in run.error_message
+    assert runtime.requests == []

@@ -95,7 +95,12 @@ def call_plugin(plugin_id: str, ctx, action: str = "execute") -> object:
 
     The undo gets the execute call's body and idempotency key; a 404 to it means the plugin has no undo.
     """
-    url = f"{setting('PLUGIN_RUNTIME_URL').rstrip('/')}/plugin/runtime/{plugin_id}/{action}"
+    runtime = setting("PLUGIN_RUNTIME_URL")
+    if not runtime:
+        # A worker's configuration, not a passing outage: retrying would only fail again (and open the breaker).
+        raise NonRetryableError("plugin_runtime_unset", f"plugin {plugin_id}: this worker has no "
+                                "REBOUND_PLUGIN_RUNTIME_URL; set it where the workers run, then replay")
+    url = f"{runtime.rstrip('/')}/plugin/runtime/{plugin_id}/{action}"
     headers = {
         "Idempotency-Key": ctx.idempotency_key,
         "X-Retry-Token": ctx.retry_token,
@@ -110,6 +115,11 @@ def call_plugin(plugin_id: str, ctx, action: str = "execute") -> object:
         raise HandlerTimeout(message=f"plugin {plugin_id} did not answer within {ctx.timeout_s} s") from None
     except requests.ConnectionError as error:
         raise RetryableError("connection_error", f"plugin {plugin_id}: {type(error).__name__}") from None
+    except (requests.exceptions.MissingSchema, requests.exceptions.InvalidSchema,
+            requests.exceptions.InvalidURL) as error:
+        raise NonRetryableError("plugin_runtime_url", f"plugin {plugin_id}: REBOUND_PLUGIN_RUNTIME_URL is not a usable "
+                                f"http(s) URL ({type(error).__name__}); fix it where the workers run, then replay"
+                                ) from None
     status = response.status_code
     if 200 <= status < 300:
         try:
