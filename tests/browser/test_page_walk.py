@@ -55,6 +55,7 @@ NOT_PAGES = {
     "auth.login": "walked logged out, below",
     "dlq.group_entries": "htmx fragment: a group's rows",
     "dlq.bulk_progress": "htmx fragment: a bulk replay's progress",
+    "dlq.letter": "redirects to the letter's row in the DLQ list",
     "tasks.cron_preview": "htmx fragment: the cron preview",
     "audit.verify": "htmx fragment: the chain check",
     "reports.export": "CSV download",

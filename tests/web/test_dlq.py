@@ -491,6 +491,7 @@ def test_tenant_limited_users_see_and_touch_only_their_tenant(client, auth, make
     assert "<strong>1</strong>" in groups and "acme" not in groups
     assert post(client, auth, f"/dlq/{theirs.id}/replay").status_code == 404
     assert post(client, auth, f"/dlq/{theirs.id}/discard", {"reason": "not mine"}).status_code == 404
+    assert client.get(f"/dlq/{theirs.id}").status_code == 404 and client.get(f"/dlq/{ours.id}").status_code == 303
     post(client, auth, "/dlq/bulk/replay", {"id": [theirs.id, ours.id], "rate": "1000"})
     (job,) = Queue("maintenance", connection=get_redis()).jobs
     assert job.kwargs["ids"] == [ours.id] and job.kwargs["tenant_id"] == globex.id

@@ -7,7 +7,7 @@ from rq import Queue
 from sqlalchemy import select
 
 from console.extensions import db
-from console.models import AuditEntry, RunbookExecution
+from console.models import AuditEntry, DeadLetter, RunbookExecution
 from console.services.actor import Actor
 from console.services.engine.queueing import MAINTENANCE_QUEUE
 from console.services.recovery import runbook_runner, runbooks
@@ -143,6 +143,13 @@ def test_a_runbook_that_needs_approval_asks_for_a_reason_then_files_a_request(cl
     html = client.get(response.headers["Location"]).get_data(as_text=True)
     assert 'hx-trigger="every 5s"' in html  # now it waits for a person: the page still sees the decision land
     assert "Changes the approver was shown" in html
+    # Each changed object is a link: the run, its dead letter (its row in the DLQ) and its work order.
+    letter = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run_id)).scalar_one()
+    for href in (f"/runs/{run_id}", f"/dlq/{letter.id}", f"/workorders/{letter.work_order_id}"):
+        assert f'<a href="{href}">#' in html, href
+    opened = client.get(f"/dlq/{letter.id}")
+    assert opened.status_code == 303 and opened.headers["Location"] == (
+        f"/dlq/?view=list&group={letter.fingerprint}#dl-{letter.id}")
     assert "ran the approver's dry-run</span>" in html  # no worker has run it yet; the preview's is named
     # The approver judges it on the request's page: which runbook, how risky, with which params, what it changes.
     request = client.get(f"/approvals/{execution.approval_id}").get_data(as_text=True)

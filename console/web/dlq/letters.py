@@ -13,7 +13,7 @@ from console.services.dlq import groups as dlq
 from console.services.engine import control, waiting_fixes
 from console.services.engine.transitions import StaleRun
 from console.services.errors import Conflict, InvalidInput, ServiceError
-from console.services.people.permissions import OPERATE
+from console.services.people.permissions import OPERATE, VIEW
 from console.services.recovery import params_fix
 from console.web.dlq.blueprint import bp, go_back
 from console.web.dlq.forms import DiscardForm, FixParamsForm
@@ -37,6 +37,16 @@ def _row(letter, *, error=None, notice=None, notice_run=None, closed_fixes=(), s
 def _closed(closed_fixes: list[int]) -> str:
     """Say, after a replay's or discard's own message, which waiting params fixes it closed ("" for none)."""
     return f" The {waiting_fixes.closed_words(closed_fixes)}." if closed_fixes else ""
+
+
+@bp.get("/<int:dead_letter_id>")
+@requires(VIEW)
+def letter(dead_letter_id: int):
+    """One dead letter's address: its row in the DLQ list, among its error group and with its status."""
+    found = dlq.get(dead_letter_id, tenant_scope())
+    status = found.status if found.status != "open" else None
+    return redirect(url_for("dlq.index", view="list", group=found.fingerprint, status=status) + f"#dl-{found.id}",
+                    303)
 
 
 @bp.post("/<int:dead_letter_id>/replay")
