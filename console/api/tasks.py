@@ -6,6 +6,7 @@ from console.api import serialize
 from console.api.common import acting_tenant, body
 from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import utcnow
+from console.services.errors import InvalidInput
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.scheduling import on_demand, tasks
 
@@ -52,7 +53,12 @@ def resume(task_id: int):
 @bp.post("/internal/tasks/<int:task_id>/trigger")
 @requires(OPERATE)
 def trigger(task_id: int):
-    outcome = on_demand.run_now(tasks.get(task_id, tenant_scope()), current_actor())
+    task = tasks.get(task_id, tenant_scope())
+    data = body() if request.content_length or request.is_json else {}  # no body: run it as the window allows
+    unknown = set(data) - {"outside_window"}
+    if unknown:
+        raise InvalidInput(f"unknown field {sorted(unknown)[0]!r}; allowed: outside_window", sorted(unknown)[0])
+    outcome = on_demand.run_now(task, current_actor(), outside_window=data.get("outside_window", False))
     return jsonify(task_id=outcome.task_id, run_id=outcome.run_id, status=outcome.status,
                    reason=outcome.reason), 202
 

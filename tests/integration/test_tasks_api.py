@@ -3,7 +3,7 @@
 No worker runs, so every run a task creates stays pending; Redis is real (debounce and queueing use it).
 """
 
-from datetime import datetime, time, timedelta
+from datetime import UTC, datetime, time, timedelta
 
 import pytest
 from sqlalchemy import select
@@ -191,6 +191,21 @@ def test_a_paused_task_can_still_be_triggered_by_hand(client, operator, register
     response = client.post(f"/internal/tasks/{task_id}/trigger", headers=operator)
     assert response.status_code == 202 and response.json["status"] == "created"
     assert run_of(response.json["run_id"]).status == "pending"
+
+
+def test_trigger_outside_the_window_waits_unless_asked_to_run_outside_it(client, operator, register):
+    opens = (datetime.now(UTC).hour + 2) % 24
+    task_id = register(window={"days": ["mon", "tue", "wed", "thu", "fri", "sat", "sun"], "start": f"{opens:02d}:00",
+                               "end": f"{(opens + 1) % 24:02d}:00", "timezone": "UTC"})["id"]
+    waits = client.post(f"/internal/tasks/{task_id}/trigger", headers=operator).json
+    assert (waits["status"], waits["reason"]) == ("created", "window")
+    now = client.post(f"/internal/tasks/{task_id}/trigger", json={"outside_window": True}, headers=operator).json
+    assert (now["status"], now["reason"]) == ("created", None)
+    with nothing_written():
+        refused(client.post(f"/internal/tasks/{task_id}/trigger", json={"outside_window": "yes"}, headers=operator),
+                422, "invalid", "outside_window")
+        refused(client.post(f"/internal/tasks/{task_id}/trigger", json={"window": False}, headers=operator),
+                422, "invalid", "window")
 
 
 def test_delete_hides_the_task_and_frees_its_name(client, operator, register):

@@ -9,6 +9,7 @@ import pytest
 from markupsafe import escape
 from sqlalchemy import event, select
 
+from console.domain.clock import utcnow
 from console.extensions import db
 from console.models import AuditEntry, Run, Task, Tenant
 from console.services.actor import Actor
@@ -264,6 +265,30 @@ def test_run_now_creates_a_manual_run_and_links_to_it(client, auth):
     assert f'Queued <a href="/runs/{run.id}">run #{run.id}</a> of {task.name}.' in page
     [entry] = audits("task.trigger", task.id)
     assert entry.actor == "olga" and entry.after == {"run_id": run.id}
+
+
+def closed_window() -> dict:
+    """An execution window that is closed now: an hour starting two hours from now, every day, in UTC."""
+    opens = (utcnow().hour + 2) % 24
+    return {"days": ["mon", "tue", "wed", "thu", "fri", "sat", "sun"], "start": f"{opens:02d}:00",
+            "end": f"{(opens + 1) % 24:02d}:00", "timezone": "UTC"}
+
+
+def test_outside_its_window_run_now_offers_to_wait_or_to_start_now_audited(client, auth):
+    task = make_task(window=closed_window(), timezone="UTC")
+    auth.as_role("operator", "olga")
+    page = client.get(f"/tasks/{task.id}").get_data(as_text=True)
+    assert ">Run when the window opens</button>" in page and 'name="outside_window" value="1"' in page
+    client.post(f"/tasks/{task.id}/trigger", data={"csrf_token": auth.csrf()})
+    client.post(f"/tasks/{task.id}/trigger", data={"csrf_token": auth.csrf(), "outside_window": "1"})
+    waiting, now = db.session.execute(select(Run).where(Run.task_id == task.id).order_by(Run.id)).scalars().all()
+    assert (waiting.status_reason, now.status_reason) == ("window", None)
+    assert [entry.after for entry in audits("task.trigger", task.id)] == [
+        {"run_id": waiting.id}, {"run_id": now.id, "outside_window": True}]
+    assert f'Queued <a href="/runs/{now.id}">run #{now.id}</a> of {task.name} outside its execution window.' in (
+        client.get(f"/tasks/{task.id}").get_data(as_text=True))
+    open_now = make_task(name="any-time")
+    assert ">Run now</button>" in client.get(f"/tasks/{open_now.id}").get_data(as_text=True)
 
 
 # -- posting an event from the task page ------------------------------------------------------------------------------

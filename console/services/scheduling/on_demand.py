@@ -45,11 +45,17 @@ def post_event(task: Task, data, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> l
     return outcomes
 
 
-def run_now(task: Task, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> planner.Outcome:
-    """Fire a task once, now, whatever its schedule (a paused task too: a person asked)."""
+def run_now(task: Task, actor: Actor, clock: Clock = SYSTEM_CLOCK, *, outside_window: bool = False
+            ) -> planner.Outcome:
+    """Fire a task once, now, whatever its schedule (a paused task too: a person asked); its execution window holds
+    the run until it opens unless the person asks to run outside it."""
+    if not isinstance(outside_window, bool):
+        raise InvalidInput("outside_window is true or false", "outside_window")
     now = clock()
-    [outcome] = planner.fire([planner.Firing(task.id, now, source="manual")], actor, clock)
-    audit.record(db.session, actor, "task.trigger", "task", task.id, after={"run_id": outcome.run_id},
+    [outcome] = planner.fire([planner.Firing(task.id, now, source="manual", outside_window=outside_window)], actor,
+                             clock)
+    audit.record(db.session, actor, "task.trigger", "task", task.id,
+                 after={"run_id": outcome.run_id, **({"outside_window": True} if outside_window else {})},
                  tenant=task.tenant.name, clock=clock)
     db.session.commit()
     return outcome

@@ -35,6 +35,7 @@ class Firing:
     source: str = "cron"  # cron | catchup | event | manual
     params: dict = field(default_factory=dict)
     key: str | None = None
+    outside_window: bool = False  # a person asked for it now, though the task's execution window is closed
 
 
 @dataclass
@@ -98,7 +99,7 @@ def fire(firings: list[Firing], actor: Actor, clock: Clock = SYSTEM_CLOCK) -> li
         if task is None or task.deleted_at is not None or (task.paused and firing.source in ("cron", "catchup")):
             outcomes.append(Outcome(firing.task_id, None, "paused"))
             continue
-        status, reason, start_at = _rules(task, batch, actor, now)
+        status, reason, start_at = _rules(task, batch, actor, now, firing.outside_window)
         outcome = Outcome(task.id, None, "created" if status == "pending" else "skipped", reason)
         outcomes.append(outcome)
         scheduled = firing.source in ("cron", "catchup")
@@ -169,15 +170,18 @@ def _insert_others(others: list[tuple], versions: "_Versions", actor: Actor, now
     return deferred
 
 
-def _rules(task, batch: "_Batch", actor: Actor, now: datetime) -> tuple[str, str | None, datetime | None]:
-    """Apply mutex, window and quota to one firing; return (status, reason, start_at)."""
+def _rules(task, batch: "_Batch", actor: Actor, now: datetime,
+           outside_window: bool = False) -> tuple[str, str | None, datetime | None]:
+    """Apply mutex, window (unless a person asked to run outside it) and quota to one firing; return (status,
+    reason, start_at)."""
     status, reason, start_at = "pending", None, None
     if task.mutex_key and batch.busy.get(task.mutex_key):
         if task.concurrency_policy == "forbid":
             status, reason = "cancelled", "mutex_forbid"
         elif task.concurrency_policy == "replace":
             _replace(batch.busy.pop(task.mutex_key), actor, now)
-    if status == "pending" and task.window and not Window.from_mapping(task.window).contains(now):
+    if status == "pending" and task.window and not outside_window and not Window.from_mapping(task.window).contains(
+            now):
         reason, start_at = "window", Window.from_mapping(task.window).next_opening(now)
     tenant = batch.tenants[task.tenant_id]
     if status == "pending" and batch.waiting.get(tenant.id, 0) >= batch.max_queued[tenant.id]:

@@ -69,6 +69,14 @@ def next_firings(task: Task, now: datetime, count: int = 5) -> list[Firing]:
     return firings
 
 
+def window_opens(task: Task, now: datetime) -> datetime | None:
+    """Return when the task's execution window next opens if it is closed now (a run started now waits for it)."""
+    if not task.window:
+        return None
+    window = Window.from_mapping(task.window)
+    return None if window.contains(now) else window.next_opening(now)
+
+
 def listeners(task: Task) -> list[Task]:
     """The tasks of a task's tenant that an event of its type fires (paused ones too, to say they are skipped)."""
     if not task.event:

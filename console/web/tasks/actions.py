@@ -22,7 +22,8 @@ def _toggle(task_id: int, paused: bool):
         # (its hint says what creates the next run) and the page's flashes, which spoke of what came before.
         now = utcnow()
         firings = task_query.next_firings(task, now)
-        return (render_template("tasks/_header.html", task=task, notice=notice)
+        return (render_template("tasks/_header.html", task=task, notice=notice,
+                                window_opens=task_query.window_opens(task, now))
                 + render_template("tasks/_schedule.html", task=task, now=now, firings=firings, oob=True,
                                   event_form={}, listeners=task_query.listeners(task))
                 + render_template("tasks/_runs.html", task=task, firings=firings, oob=True, **runs_panel(task))
@@ -54,13 +55,14 @@ _REASONS = {
 @requires(OPERATE)
 def trigger(task_id: int):
     task = tasks.get(task_id, tenant_scope())
-    outcome = on_demand.run_now(task, current_actor())
+    outcome = on_demand.run_now(task, current_actor(), outside_window=request.form.get("outside_window") == "1")
     link = Markup('<a href="/runs/{0}">run #{0}</a>').format(outcome.run_id) if outcome.run_id else None
     if outcome.status == "created" and outcome.reason:
         flash(Markup("Created {} for {}; it waits ({}).").format(link, task.name, _REASONS.get(
             outcome.reason, outcome.reason)), "info")
     elif outcome.status == "created":
-        flash(Markup("Queued {} of {}.").format(link, task.name), "success")
+        outside = " outside its execution window" if request.form.get("outside_window") == "1" else ""
+        flash(Markup("Queued {} of {}{}.").format(link, task.name, outside), "success")
     elif link is not None:
         flash(Markup("Created {} of {} but it did not start: {}.").format(link, task.name, _REASONS.get(
             outcome.reason, outcome.reason or outcome.status)), "error")

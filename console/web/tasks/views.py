@@ -90,6 +90,7 @@ def task_page(task, status: int = 200, **event_form):
     """The task page; `event_form` keeps what a person typed into Post event, with its error."""
     now = utcnow()
     return render_template("tasks/show.html", task=task, now=now, firings=task_query.next_firings(task, now),
+                           window_opens=task_query.window_opens(task, now),
                            rules={source.rule: source for source in template_insight.sources(task)},
                            template_name=template_insight.template_name(task), event_form=event_form,
                            listeners=task_query.listeners(task), **runs_panel(task)), status
