@@ -125,5 +125,5 @@ def test_an_operator_opens_sla_breaches_today_and_sees_no_manager_only_link(clie
     assert listed.status_code == 200
     text = listed.get_data(as_text=True)
     assert "2026-03-02 00:00 – 2026-03-03 00:00 UTC" in text
-    assert 'href="/reports?' not in text and "Download CSV" not in text
+    assert 'href="/reports?' not in text and "Download CSV" not in text and "<h1>SLA breaches</h1>" in text
     assert client.get("/reports?period=24h").status_code == 403
