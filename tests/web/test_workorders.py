@@ -134,6 +134,16 @@ def test_detail_lists_the_dead_letters_with_links_to_runs_and_the_dlq(app, clien
     assert f'href="/dlq/?group={letter.fingerprint}"' in html
     assert "1 open of 1" in html and "account 1000 is closed" in html
     assert "retry limit reached" in html or "dead letter" in html  # the alert queued with it
+    assert "data-handlers" not in html  # one handler: the title names it
+    # The same error from another handler joins the group's order; the page names both handlers.
+    retryable = {key: value for key, value in FATAL.items() if key != "error"}  # fatal would run its undo instead
+    other_id = runs.submit("demo.flaky_compensated", retryable, policy={"max_attempts": 1}, clock=clock)
+    assert execute(other_id, 0, clock=clock) == "dead"
+    [other] = runs.dead_letters(other_id)
+    assert other.work_order_id == letter.work_order_id
+    html = client.get(f"/workorders/{letter.work_order_id}").get_data(as_text=True)
+    assert ("<code>python:demo.flaky</code>, <code>python:demo.flaky_compensated</code> <span class=\"subtle\">· the "
+            "same error from 2 handlers</span>") in html
 
 
 def test_acknowledge_takes_the_work_order_and_is_audited(app, client, auth, runs, clock):
