@@ -122,8 +122,14 @@ def test_search_finds_an_entry_by_a_word_of_its_error_text(client, auth, make_de
     assert f'id="dl-{ledger.id}"' in by_code and f'id="dl-{gateway.id}"' not in by_code
     # LIKE wildcards are searched literally.
     assert f'id="dl-{gateway.id}"' not in client.get("/dlq/?view=list&q=%25").get_data(as_text=True)
-    # Search is bounded to open dead letters, whatever status was asked for.
-    assert Filters.parse({"q": "ledger", "status": "discarded"}).status == "open"
+    # Search looks through the status asked for: a replayed letter is found among the replayed, or among any.
+    replayed = make_dead_letter("ledger row locked again", code="lock_timeout")
+    db.session.execute(DeadLetter.__table__.update().where(DeadLetter.id == replayed.id).values(status="replayed"))
+    db.session.commit()
+    assert f'id="dl-{replayed.id}"' not in client.get("/dlq/?view=list&q=again").get_data(as_text=True)
+    for status in ("replayed", "any"):
+        html = client.get(f"/dlq/?view=list&q=again&status={status}").get_data(as_text=True)
+        assert f'id="dl-{replayed.id}"' in html and f'id="dl-{ledger.id}"' not in html, status
     # The code filter ignores case too, as the Runs page's does.
     upper = client.get("/dlq/?view=list&code=LOCK_TIMEOUT").get_data(as_text=True)
     assert f'id="dl-{ledger.id}"' in upper and f'id="dl-{gateway.id}"' not in upper

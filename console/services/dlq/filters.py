@@ -19,7 +19,8 @@ from console.services.people import tenants
 STATUSES = ("open", "replayed", "discarded", "resolved")
 ANY = "any"  # every status: what a period's "dead letters created" counts
 AGES = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta(days=7)}
-# A text search reads messages row by row; it looks through this many of the newest open dead letters at a time.
+# A text search reads messages row by row; it looks through this many of the newest dead letters of its status at a
+# time.
 SEARCH_WINDOW = 10_000
 MAX_QUERY_CHARS = 200
 FINGERPRINT = re.compile(r"[0-9a-f]{1,32}")
@@ -64,11 +65,7 @@ class Filters:
                       recovered_since=moment(text("recovered_since", 40)),
                       recovered_until=moment(text("recovered_until", 40)),
                       alerted_since=moment(text("alerted_since", 40)), alerted_until=moment(text("alerted_until", 40)))
-        return filters.bounded()
-
-    def bounded(self) -> "Filters":
-        # Search reads message text row by row, so it only ever looks through open dead letters.
-        return replace(self, status="open") if self.q else self
+        return filters
 
     def with_status(self, status: str) -> "Filters":
         return replace(self, status=status)
@@ -209,11 +206,14 @@ class Bounds:
 
 
 def search_floor(filters: Filters, tenant_id: int | None, before: int | None = None) -> int | None:
-    """Return the lowest id a text search reads: it covers the newest SEARCH_WINDOW open dead letters (below
-    `before`), found on the status index; None when it covers them all."""
+    """Return the lowest id a text search reads: it covers the newest SEARCH_WINDOW dead letters of the status asked
+    (below `before`), found on the status index (every status: the primary key); None when it covers them all."""
     if not filters.q:
         return None
-    query = select(DeadLetter.id).where(DeadLetter.status == "open")
+    # Search reads message text row by row: a window of ids bounds it, whatever the rest of the filter.
+    query = select(DeadLetter.id)
+    if filters.status != ANY:
+        query = query.where(DeadLetter.status == filters.status)
     if tenant_id is not None:
         query = query.where(DeadLetter.tenant_id == tenant_id)
     if before:
