@@ -4,6 +4,7 @@ No worker runs here, so every run a task creates stays pending; Redis is real (q
 """
 
 import re
+from html.parser import HTMLParser
 
 import pytest
 from markupsafe import escape
@@ -14,7 +15,7 @@ from console.extensions import db
 from console.models import AuditEntry, Run, Task, Tenant
 from console.services.actor import Actor
 from console.services.people import tenants
-from console.services.scheduling import on_demand, task_query, tasks, template_insight
+from console.services.scheduling import on_demand, quota_classes, task_query, tasks, template_insight, templates
 from tests.factories import make_tenant
 from tests.helpers import csrf_from
 
@@ -626,3 +627,55 @@ def test_tenant_limited_user_sees_and_acts_on_their_tenant_only(client, auth):
     assert response.status_code == 403
     assert "you may register tasks only for tenant acme" in response.get_data(as_text=True)
     assert db.session.execute(select(Task).where(Task.name == "sneaky")).first() is None
+
+
+class _FormReader(HTMLParser):
+    """The values a browser would post for a page's task form: inputs, text areas and selected options."""
+
+    def __init__(self):
+        super().__init__()
+        self.values: dict[str, str] = {}
+        self._area = self._select = None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "input" and attrs.get("name") and attrs.get("type") not in ("checkbox", "submit"):
+            self.values[attrs["name"]] = attrs.get("value") or ""
+        elif tag == "textarea":
+            self._area = attrs["name"]
+            self.values[self._area] = ""
+        elif tag == "select":
+            self._select = attrs["name"]
+            self.values.setdefault(self._select, "")
+        elif tag == "option" and self._select and "selected" in attrs:
+            self.values[self._select] = attrs.get("value") or ""
+
+    def handle_endtag(self, tag):
+        if tag == "textarea":
+            self._area = None
+        elif tag == "select":
+            self._select = None
+
+    def handle_data(self, data):
+        if self._area:
+            self.values[self._area] += data
+
+
+def test_saving_the_edit_form_unchanged_keeps_a_none_the_task_set_over_its_templates_rules(client, auth):
+    """A task of a template that says "no mutex, any time, no SLA, no quota class" itself keeps saying so."""
+    quota_classes.create("heavy-etl", 1, SEED)
+    templates.save("nightly-batch", {"mutex_key": "batch-db", "window": {"start": "00:00", "end": "06:00"},
+                                     "sla": {"max_start_delay_s": 120}, "quota_class": "heavy-etl"}, SEED)
+    task = make_task(name="etl-own", template="nightly-batch", mutex_key=None, window=None, sla=None,
+                     quota_class=None)
+    inheriting = make_task(name="etl-inherits", template="nightly-batch")
+    auth.as_role("operator")
+    for each in (task, inheriting):
+        reader = _FormReader()
+        reader.feed(client.get(f"/tasks/{each.id}/edit").get_data(as_text=True))
+        before = tasks.snapshot(reload(each.id))
+        assert client.post(f"/tasks/{each.id}/edit", data=reader.values).status_code == 303, each.name
+        assert tasks.snapshot(reload(each.id)) == before, each.name
+    own = reload(task.id)
+    assert (own.mutex_key, own.window, own.sla, own.quota_class) == (None, None, None, None)
+    assert reload(inheriting.id).mutex_key == "batch-db"

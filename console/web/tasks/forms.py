@@ -21,6 +21,11 @@ RULE_FIELDS = ("mutex_key", "concurrency_policy", "window", "misfire_grace_s", "
 # What an empty rule field means for a task without a template (the built-in values).
 EMPTY_RULE = {"mutex_key": None, "concurrency_policy": "allow", "window": None, "misfire_grace_s": 300, "sla": None,
               "quota_class": None}
+# Typed into a rule that may be "none" (or chosen, for the quota class): none, set by the task itself, whatever its
+# template says. An empty field takes the template's instead.
+OWN_NONE = "-"
+NONE_RULES = ("mutex_key", "window", "sla", "quota_class")
+_SET_NONE = object()
 
 
 def _json(field, label: str, empty):
@@ -97,9 +102,15 @@ class TaskForm(FlaskForm):
             self[key].data = str(snapshot[key])
         self.template.data = snapshot.get("template") or ""
         self.quota_class.data = snapshot.get("quota_class") or ""
-        for rule in snapshot.get("inherit") or ():
+        inherited = set(snapshot.get("inherit") or ())
+        for rule in inherited:
             # Inherited: left empty, so the template's next version reaches this task too.
             self[rule].data = ""
+        if snapshot.get("template"):
+            # "None" set by the task itself reads as such, so saving the form unchanged keeps it, not the template's.
+            for rule in NONE_RULES:
+                if rule not in inherited and snapshot.get(rule) is None:
+                    self[rule].data = OWN_NONE
 
     def to_body(self) -> tuple[dict, list[InvalidInput]]:
         """Return the request body the task API would receive, and a refusal per JSON box that is not JSON (read as
@@ -127,13 +138,19 @@ class TaskForm(FlaskForm):
             "jitter_s": _whole(self.jitter_s), "debounce_s": _whole(self.debounce_s),
             "template": self.template.data or None,
         }
-        rules = {"mutex_key": _text(self.mutex_key), "concurrency_policy": self.concurrency_policy.data or None,
-                 "window": box(self.window, "window", None), "sla": box(self.sla, "sla", None),
+        def own_none(field, read):
+            return _SET_NONE if (field.data or "").strip() == OWN_NONE else read()
+
+        rules = {"mutex_key": own_none(self.mutex_key, lambda: _text(self.mutex_key)),
+                 "concurrency_policy": self.concurrency_policy.data or None,
+                 "window": own_none(self.window, lambda: box(self.window, "window", None)),
+                 "sla": own_none(self.sla, lambda: box(self.sla, "sla", None)),
                  "misfire_grace_s": _whole(self.misfire_grace_s) if _text(self.misfire_grace_s) else None,
-                 "quota_class": self.quota_class.data or None}
+                 "quota_class": own_none(self.quota_class, lambda: self.quota_class.data or None)}
         inherit = [rule for rule in RULE_FIELDS if rules[rule] is None]
+        rules = {rule: None if value is _SET_NONE else value for rule, value in rules.items()}
         if body["template"]:
-            # An empty rule field takes the template's value.
+            # An empty rule field takes the template's value; "-" is none, the task's own.
             body["inherit"] = inherit
             body.update({rule: value for rule, value in rules.items() if rule not in inherit})
         else:
@@ -170,8 +187,9 @@ def template_choices(names: list[str]) -> list[SelectChoice]:
 
 
 def quota_class_choices(names: list[str]) -> list[SelectChoice]:
-    """Return the quota class options: empty takes the template's (none without one)."""
-    return [SelectChoice("", "from the template (none without one)")] + [SelectChoice(n) for n in names]
+    """Return the quota class options: empty takes the template's (none without one), "-" none whatever it says."""
+    return ([SelectChoice("", "from the template (none without one)"),
+             SelectChoice(OWN_NONE, "none, whatever the template")] + [SelectChoice(n) for n in names])
 
 
 def policy_choices(names: list[str]) -> list[SelectChoice]:
