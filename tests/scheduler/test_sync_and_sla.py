@@ -130,6 +130,34 @@ def test_a_run_deferred_into_its_window_is_due_at_the_opening_and_no_breach_for_
     assert sla.check(clock) == []
 
 
+def test_a_jittered_firing_is_due_at_its_offset_so_the_offset_is_never_a_late_start(register, runs, clock):
+    """The scheduler fires a jittered task at cron time + its offset: that is when it is due, for the SLA check,
+    the on-time figure and the breaches list alike."""
+    from console.domain.cron import jitter_offset
+    from console.services.system import observability
+
+    task = register(cron="*/2 * * * *", jitter_s=300)
+    offset = jitter_offset(task.id, 300)
+    limit = max(1, int(offset.total_seconds()) // 2)  # its offset is past its start limit: late from the cron time
+    tasks.edit(task, {"sla": {"max_start_delay_s": limit}}, Actor("ops"))
+    cron_time = datetime(2026, 3, 6, 9, 10, tzinfo=UTC)
+    clock.set(cron_time + offset)  # when the scheduler fires it
+    [outcome] = planner.fire([planner.Firing(task.id, cron_time)], Actor("scheduler"), clock)
+    run = runs.get(outcome.run_id)
+    assert (run.scheduled_for, run.due_at) == (cron_time, cron_time + offset)
+    assert execute(outcome.run_id, 0, clock=clock) == "succeeded"
+    assert sla.check(clock) == []
+    assert observability.start_punctuality(clock(), 3600) == (0, 1)
+    # The task's page and API say when it fires: the cron times plus the offset.
+    from console.services.scheduling import task_query
+    shown = tasks.next_runs(task, cron_time + timedelta(seconds=1), 2)
+    assert shown == [cron_time + offset, cron_time + timedelta(minutes=2) + offset]
+    assert [firing.at for firing in task_query.next_firings(task, cron_time + timedelta(seconds=1), 2)] == shown
+    plain = register("plain", cron="*/2 * * * *")  # no jitter: due at the cron time, as before
+    [outcome] = planner.fire([planner.Firing(plain.id, cron_time)], Actor("scheduler"), clock)
+    assert runs.get(outcome.run_id).due_at is None
+
+
 def test_two_schedulers_catching_up_at_once_count_the_missed_firings_once(app, register, clock, monkeypatch):
     clock.set(datetime(2026, 3, 2, 10, 0, tzinfo=UTC))
     task = register(cron="*/10 * * * *", misfire_grace_s=60)

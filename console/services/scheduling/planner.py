@@ -10,6 +10,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from console.db import locks
 from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.domain.cron import jitter_offset
 from console.domain.windows import Window
 from console.extensions import db
 from console.models import Run, RunEvent, Task, Tenant
@@ -25,7 +26,7 @@ log = logging.getLogger("rebound.planner")
 ACTIVE = ("pending", "running", "retry_wait")
 # What the rules read of a task: plain columns, no ORM object per task.
 _TASK_COLUMNS = (Task.id, Task.tenant_id, Task.policy_id, Task.policy_overrides, Task.mutex_key,
-                 Task.concurrency_policy, Task.window, Task.paused, Task.deleted_at)
+                 Task.concurrency_policy, Task.window, Task.paused, Task.deleted_at, Task.jitter_s)
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ def fire(firings: list[Firing], actor: Actor, clock: Clock = SYSTEM_CLOCK) -> li
         scheduled = firing.source in ("cron", "catchup")
         if scheduled:
             fired_for.setdefault(firing.scheduled_for, []).append(task.id)
-        if scheduled and (status, reason, firing.params, firing.key) == ("pending", None, {}, None):
+        if scheduled and (status, reason, firing.params, firing.key, task.jitter_s) == ("pending", None, {}, None, 0):
             # The common case, a plain pending cron run: the database copies it from the task row.
             plain.setdefault((firing.scheduled_for, firing.source, versions.of(task)), []).append(outcome)
         else:
@@ -134,6 +135,13 @@ def fire(firings: list[Firing], actor: Actor, clock: Clock = SYSTEM_CLOCK) -> li
     return outcomes
 
 
+def _jittered(firing: Firing, task) -> datetime | None:
+    """Return when a cron firing of a jittered task is due (the cron time plus its offset), else None."""
+    if firing.source not in ("cron", "catchup") or not task.jitter_s:
+        return None
+    return firing.scheduled_for + jitter_offset(task.id, task.jitter_s)
+
+
 def _insert_others(others: list[tuple], versions: "_Versions", actor: Actor, now: datetime) -> list[tuple]:
     """Insert the runs that are not plain (params, keys, reasons, manual and event firings) one row each.
 
@@ -154,8 +162,9 @@ def _insert_others(others: list[tuple], versions: "_Versions", actor: Actor, now
             "policy_version": versions.of(task), "policy_overrides": task.policy_overrides or {},
             "idempotency_key": key, "status": status, "status_reason": outcome.reason, "attempt": 0, "series": 1,
             "executions": 0, "progress": 0, "cancel_requested": False, "scheduled_for": firing.scheduled_for,
-            # Deferred into its window: due when the window opens, so waiting for it is not lateness.
-            "due_at": start_at, "enqueued_at": now, "created_at": now, "updated_at": now,
+            # Deferred into its window: due when the window opens, so waiting for it is not lateness; a jittered
+            # cron firing is due at its own offset past the cron time, when the scheduler fires it.
+            "due_at": start_at or _jittered(firing, task), "enqueued_at": now, "created_at": now, "updated_at": now,
             "finished_at": now if status == "cancelled" else None, "trace_id": uuid.uuid4().hex,
             "source": firing.source})
         if start_at is not None:

@@ -54,11 +54,13 @@ def next_firing(task: Task, now: datetime) -> datetime | None:
 
 
 def next_firings(task: Task, now: datetime, count: int = 5) -> list[Firing]:
-    """Return the next cron firings in the task's time zone, each with when its window lets it start."""
+    """Return the next cron firings in the task's time zone (with its jitter offset), each with when its window
+    lets it start."""
     if not task.cron:
         return []
+    offset = cron.jitter_offset(task.id, task.jitter_s)  # fired at the cron time plus the task's own stagger
     try:
-        moments = schedule(task.cron, task.timezone).next_n(now, count)
+        moments = [moment + offset for moment in schedule(task.cron, task.timezone).next_n(now - offset, count)]
     except (cron.CronError, ValueError):
         return []
     window = Window.from_mapping(task.window) if task.window else None

@@ -112,10 +112,12 @@ def get(task_id, tenant_id: int | None = None) -> Task:
 
 
 def next_runs(task: Task, now: datetime, count: int = 5) -> list[datetime]:
-    """Return the next firing times in the task's timezone (none for event-only tasks)."""
+    """Return the next firing times in the task's timezone (none for event-only tasks): each cron time plus the
+    task's jitter offset, when the scheduler fires it."""
     if not task.cron:
         return []
-    return cron.parse(task.cron, task.timezone).next_n(now, count)
+    offset = cron.jitter_offset(task.id, task.jitter_s)
+    return [moment + offset for moment in cron.parse(task.cron, task.timezone).next_n(now - offset, count)]
 
 
 def recent_runs(task: Task, limit: int = 50) -> list[Run]:

@@ -43,17 +43,19 @@ def start_punctuality(now: datetime, window_s: int, limit_s: int | None = None) 
     """Return (late, due) for task runs scheduled in the window whose start is decided by now.
 
     A run is due once it started or once its start limit passed; it is late if it started (or is still
-    waiting) more than the limit after scheduled_for. The limit is limit_s, else the task's
+    waiting) more than the limit after it was due (due_at, else scheduled_for). The limit is limit_s, else the task's
     max_start_delay_s (its SLA, then its policy's), else 60 s. Cancelled runs (mutex `forbid`) do not count.
     """
     since = now - timedelta(seconds=window_s)
     # created_at is indexed and never earlier than scheduled_for, so it bounds the scan.
-    rows = db.session.execute(select(Run.task_id, Run.scheduled_for, Run.started_at).where(
+    rows = db.session.execute(select(Run.task_id, Run.scheduled_for, Run.due_at, Run.started_at).where(
         Run.created_at >= since, Run.task_id.is_not(None), Run.scheduled_for >= since, Run.scheduled_for <= now,
         Run.status != "cancelled")).all()
     limits = _start_limits({row.task_id for row in rows}) if limit_s is None and rows else {}
     late = due = 0
-    for task_id, scheduled_for, started_at in rows:
+    for task_id, scheduled_for, due_at, started_at in rows:
+        # Due when its window opened or its jitter offset passed, as the SLA check and Reports read it.
+        scheduled_for = due_at or scheduled_for
         limit = timedelta(seconds=limit_s or limits.get(task_id) or DEFAULT_START_DELAY_S)
         if started_at is None and now <= scheduled_for + limit:
             continue  # may still start on time
