@@ -679,3 +679,22 @@ def test_saving_the_edit_form_unchanged_keeps_a_none_the_task_set_over_its_templ
     own = reload(task.id)
     assert (own.mutex_key, own.window, own.sla, own.quota_class) == (None, None, None, None)
     assert reload(inheriting.id).mutex_key == "batch-db"
+
+
+def test_a_save_over_a_change_made_since_the_form_was_opened_is_refused(client, auth):
+    """Two people (or a person and the API) editing one task: the later save does not silently undo the first."""
+    task = make_task()
+    auth.as_role("operator", "olga")
+    reader = _FormReader()
+    reader.feed(client.get(f"/tasks/{task.id}/edit").get_data(as_text=True))
+    assert reader.values["seen"]
+    tasks.edit(reload(task.id), {"cron": "45 9 * * MON-FRI"}, Actor("api"))  # meanwhile, over the API
+    response = client.post(f"/tasks/{task.id}/edit", data={**reader.values, "jitter_s": "15"})
+    assert response.status_code == 409
+    assert "was changed since you opened this form; nothing was saved" in response.get_data(as_text=True)
+    kept = reload(task.id)
+    assert (kept.cron, kept.jitter_s) == ("45 9 * * MON-FRI", 0)
+    reader = _FormReader()
+    reader.feed(client.get(f"/tasks/{task.id}/edit").get_data(as_text=True))
+    assert client.post(f"/tasks/{task.id}/edit", data={**reader.values, "jitter_s": "15"}).status_code == 303
+    assert (reload(task.id).cron, reload(task.id).jitter_s) == ("45 9 * * MON-FRI", 15)

@@ -63,8 +63,17 @@ def register(tenant: Tenant, data: dict, actor: Actor, clock: Clock = SYSTEM_CLO
     return task
 
 
-def edit(task: Task, data: dict, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> Task:
-    """Change some fields of a task, validated as a whole."""
+def edit(task: Task, data: dict, actor: Actor, clock: Clock = SYSTEM_CLOCK, *, seen: datetime | None = None) -> Task:
+    """Change some fields of a task, validated as a whole; with `seen` (the updated_at the editor read), refuse with a
+    409 if anyone changed the task since, rather than silently put back what they changed."""
+    if seen is not None:
+        # Compare and claim in one statement: it holds the row (PostgreSQL) or the write lock (SQLite) until commit.
+        claimed = db.session.execute(update(Task).where(Task.id == task.id, Task.updated_at == seen)
+                                     .values(updated_at=clock()).execution_options(synchronize_session=False))
+        if not claimed.rowcount:
+            db.session.rollback()
+            raise Conflict(f"{task.name} was changed since you opened this form; nothing was saved. Reload the page "
+                           "to see the change (the audit log says who made it), then make yours again", "seen")
     data = {k: v for k, v in data.items() if k != "tenant"}
     before = snapshot(task)
     values = _validated(data, task.tenant, current=task)

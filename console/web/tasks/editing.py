@@ -109,6 +109,7 @@ def edit(task_id: int):
     task = tasks.get(task_id, tenant_scope())
     form = _edit_form()
     form.fill(tasks.snapshot(task))
+    form.seen.data = task.updated_at.isoformat()
     return _form_page(form, task)
 
 
@@ -126,7 +127,7 @@ def update(task_id: int):
         if found:
             return _refused(form, found, task_id)
         before = conflicts.marks(task.tenant, now, mutex_key=task.mutex_key, task_id=task.id)
-        tasks.edit(task, body, current_actor())
+        tasks.edit(task, body, current_actor(), seen=form.seen_at())
     except ServiceError as error:
         return _refused(form, [error], task_id)
     flash(f"Saved {task.name}.", "success")

@@ -2,9 +2,10 @@
 
 import json
 import re
+from datetime import datetime
 
 from flask_wtf import FlaskForm
-from wtforms import BooleanField, SelectField, StringField, TextAreaField
+from wtforms import BooleanField, HiddenField, SelectField, StringField, TextAreaField
 from wtforms.fields.choices import SelectChoice
 
 from console.services import inputs
@@ -80,6 +81,15 @@ class TaskForm(FlaskForm):
     misfire_grace_s = StringField("Misfire grace (s)", default="")
     sla = TextAreaField("SLA (JSON)")
     quota_class = SelectField("Quota class", choices=[], validate_choice=False, default="")
+    # When the task was last saved as this form was filled: a save over someone's later change is refused.
+    seen = HiddenField()
+
+    def seen_at(self) -> datetime | None:
+        """Return the task's updated_at the form was filled from (None: not given, or not a time: no check)."""
+        try:
+            return datetime.fromisoformat((self.seen.data or "").strip()[:40])
+        except ValueError:
+            return None
 
     def fill(self, snapshot: dict) -> None:
         """Put a task's current definition (tasks.snapshot) into the fields."""
@@ -166,7 +176,7 @@ class TaskForm(FlaskForm):
         elif head == "policy":
             target = "policy_overrides"
         else:
-            target = head if head in self else None
+            target = head if head in self and head != "seen" else None  # a hidden field: said above the form
         (self[target].errors if target else self.form_errors).append(error.detail)
 
 
