@@ -1,4 +1,5 @@
-"""`rebound create-user` and `create-token`: a person's account, and a bearer token acting as one."""
+"""`rebound create-user`, `set-password` and `create-token`: a person's account, its password, and a bearer token
+acting as one."""
 
 import click
 from flask.cli import with_appcontext
@@ -24,6 +25,28 @@ def create_user_command(username, role, password, tenant):
     click.echo(f"Created {user.username} ({user.role}).")
     if generated:
         click.echo(f"Password: {generated}")
+
+
+@click.command("set-password")
+@click.argument("username")
+@click.option("--password", default=None, help="Asked for (twice, hidden) when omitted.")
+@with_appcontext
+def set_password_command(username, password):
+    """Give USERNAME a new password (a forgotten or leaked one); it ends every session of theirs."""
+    from console.services.actor import Actor
+    from console.services.errors import ServiceError
+    from console.services.people import users
+
+    user = users.find(username)
+    if user is None:
+        raise click.ClickException(f"no user named {username!r}")
+    if password is None:
+        password = click.prompt("New password", hide_input=True, confirmation_prompt=True)
+    try:
+        users.set_password(user, password, Actor("cli"))
+    except ServiceError as error:
+        raise click.ClickException(error.detail) from None
+    click.echo(f"Set a new password for {user.username}; their sessions are ended.")
 
 
 @click.command("create-token")

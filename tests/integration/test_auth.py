@@ -2,10 +2,12 @@
 
 import logging
 
+from sqlalchemy import select
+
 from console.extensions import db
 from console.models import AuditEntry, User
 from console.services.actor import Actor
-from console.services.people import tokens
+from console.services.people import tokens, users
 from tests.helpers import PASSWORD, csrf_from
 
 
@@ -157,3 +159,22 @@ def test_htmx_request_without_a_session_is_told_to_go_to_login(client):
     response = client.get("/overview", headers={"HX-Request": "true"})
     assert response.status_code == 401
     assert response.headers["HX-Redirect"] == "/login"
+
+
+def test_set_password_gives_a_new_password_from_the_cli_and_ends_the_old_sessions(app, client, auth):
+    """A forgotten or leaked password (the only admin's too) is replaced from the CLI, audited, sessions ended."""
+    auth.make_user("olga", "operator")
+    auth.login("olga")
+    assert client.get("/overview").status_code == 200
+    runner = app.test_cli_runner()
+    short = runner.invoke(args=["set-password", "olga", "--password", "short"])
+    assert short.exit_code == 1 and "Error:" in short.output
+    prompted = runner.invoke(args=["set-password", "olga"], input="a-new-long-pass-42\na-new-long-pass-42\n")
+    assert prompted.exit_code == 0 and "Set a new password for olga; their sessions are ended." in prompted.output
+    assert client.get("/overview").status_code in (302, 401)  # the old session is over
+    assert users.authenticate("olga", "a-new-long-pass-42") is not None
+    assert users.authenticate("olga", PASSWORD) is None
+    entry = db.session.execute(select(AuditEntry).where(AuditEntry.action == "user.password")).scalar_one()
+    assert entry.actor == "cli" and "a-new-long-pass-42" not in str(entry.after)
+    unknown = runner.invoke(args=["set-password", "nobody", "--password", "a-new-long-pass-42"])
+    assert unknown.exit_code == 1 and "no user named 'nobody'" in unknown.output
