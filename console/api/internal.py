@@ -54,7 +54,8 @@ def put_policy(name: str):
         raise InvalidInput("description must be a string", "description")
     base_version = versioning.from_json(data.pop("base_version", None))
     existed = policies.find(name) is not None
-    record = policies.save(name, data, current_actor(), description=description, base_version=base_version)
+    record = policies.save(name, data, current_actor(), description=description, base_version=base_version,
+                           merge=True)
     return jsonify(policies.as_dict(record)), 200 if existed else 201
 
 

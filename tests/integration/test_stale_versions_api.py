@@ -73,3 +73,26 @@ def test_a_base_version_for_a_policy_that_does_not_exist_is_409_and_creates_noth
         body = refused(client.put("/internal/policies/fresh", json={"base_version": 1}, headers=operator),
                        409, "conflict", "base_version")
     assert "does not exist" in body["detail"] and "leave out base_version" in body["detail"]
+
+
+def test_a_policy_put_keeps_the_fields_it_leaves_out_as_every_other_put_does(client, operator):
+    """Bumping max_attempts in an incident must not quietly reset the backoff to the defaults."""
+    spec = {"max_attempts": 3, "base_delay_s": 1, "max_delay_s": 60, "jitter": 0.1,
+            "breaker": {"failure_threshold": 9, "open_s": 10, "success_threshold": 1}}
+    assert client.put("/internal/policies/p-test", json=spec, headers=operator).status_code == 201
+    bumped = client.put("/internal/policies/p-test", json={"max_attempts": 6}, headers=operator)
+    assert bumped.status_code == 200, bumped.get_data(as_text=True)
+    kept = client.get("/internal/policies/p-test", headers=operator).json
+    assert kept["version"] == 2
+    fields = kept["spec"]
+    assert (fields["max_attempts"], fields["base_delay_s"], fields["max_delay_s"], fields["jitter"]) == (6, 1, 60, 0.1)
+    # A nested group replaces its flat fields; a bad merge is a 422 naming the field, and writes nothing.
+    client.put("/internal/policies/p-test", json={"breaker": {"failure_threshold": 2, "open_s": 5,
+                                                               "success_threshold": 1}}, headers=operator)
+    fields = client.get("/internal/policies/p-test", headers=operator).json["spec"]
+    assert (fields["breaker_failure_threshold"], fields["max_attempts"], fields["max_delay_s"]) == (2, 6, 60)
+    with api_checks.nothing_written({"versions": PolicyVersion}):
+        api_checks.refused(client.put("/internal/policies/p-test", json={"base_delay_s": 120}, headers=operator),
+                           422, "invalid", "policy.max_delay_s")
+        api_checks.refused(client.put("/internal/policies/p-test", json={"description": "x" * 256}, headers=operator),
+                           422, "invalid", "description")

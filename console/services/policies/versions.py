@@ -20,6 +20,7 @@ from console.services.errors import InvalidInput, NotFound
 from console.services.settings import setting
 
 DEFAULT = "default"
+MAX_DESCRIPTION = 255  # the column's length
 WORKER_DEFAULT_DESCRIPTION = "From the worker pool's defaults file (config/worker/standalone.yaml)."
 DEFAULTS_FILE_HEADER = "# Default retry policies, loaded into the database at start.\n"
 
@@ -47,6 +48,18 @@ def normalized(spec: dict) -> dict:
 
 
 _DEFAULT_SPEC = RetryPolicy().to_dict()
+# A nested group sent replaces the flat fields it stands for (a spec may not hold both).
+_NESTED = {"breaker": ("breaker_failure_threshold", "breaker_open_s", "breaker_success_threshold", "breaker_scope"),
+           "sla": ("max_start_delay_s", "deadline_s")}
+
+
+def _over(current: dict, sent) -> dict:
+    """Return the flat spec in force with the fields sent over it (a nested `breaker` or `sla` replaces its group)."""
+    if not isinstance(sent, dict):
+        return sent  # validated() says what a spec is
+    kept = {key: value for key, value in current.items()
+            if not any(group in sent and key in fields for group, fields in _NESTED.items())}
+    return {**kept, **sent}
 
 
 def find(name: str) -> RetryPolicyRecord | None:
@@ -118,19 +131,25 @@ def _version(database: str, policy_id: int, version: int, overrides_json: str) -
 
 
 def save(name: str, spec: dict, actor: Actor, *, description: str | None = None, base_version: int | None = None,
-         clock: Clock = SYSTEM_CLOCK) -> RetryPolicyRecord:
+         merge: bool = False, clock: Clock = SYSTEM_CLOCK) -> RetryPolicyRecord:
     """Create a policy or add a new version of it; takes effect from the next attempt.
 
     `base_version`: the version the change was made from; another one in force is a 409 (StaleVersion).
+    `merge`: the fields `spec` leaves out keep the version in force's values (an API PUT), rather than the defaults
+    (a form, which sends every field).
     """
     inputs.name(name, "policy")
-    policy = validated(spec)
+    if description is not None and (not isinstance(description, str) or len(description) > MAX_DESCRIPTION):
+        raise InvalidInput(f"description is text of at most {MAX_DESCRIPTION} characters", "description")
+    policy = None if merge else validated(spec)  # a whole spec is refused before the lock
     # Two saves of one policy at once would both take the next version number: one at a time, read afresh.
     locks.hold(f"policy:{name}")
     record = db.session.execute(select(RetryPolicyRecord).where(RetryPolicyRecord.name == name)
                                 .execution_options(populate_existing=True)).scalar_one_or_none()
     versioning.check(base_version, f"retry policy {name!r}", record.current_version if record else None,
                      lambda: current_version(record).created_by)
+    if merge:  # read under the lock: what is in force now, with the fields sent over it
+        policy = validated(_over(normalized(current_version(record).spec), spec) if record is not None else spec)
     before, after = None, policy.to_dict()
     if record is None:
         record = RetryPolicyRecord(name=name, description=description or "", current_version=1)
