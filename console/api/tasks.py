@@ -66,8 +66,8 @@ def trigger(task_id: int):
 @bp.delete("/internal/tasks/<int:task_id>")
 @requires(OPERATE)
 def delete(task_id: int):
-    tasks.delete(tasks.get(task_id, tenant_scope()), current_actor())
-    return jsonify(id=task_id, deleted=True)
+    waiting = tasks.delete(tasks.get(task_id, tenant_scope()), current_actor())
+    return jsonify(id=task_id, deleted=True, waiting_runs=waiting)
 
 
 @bp.get("/internal/tasks/<int:task_id>/runs")

@@ -212,7 +212,7 @@ def test_delete_hides_the_task_and_frees_its_name(client, operator, register):
     task_id = register()["id"]
     response = client.delete(f"/internal/tasks/{task_id}", headers=operator)
     assert response.status_code == 200
-    assert response.json == {"id": task_id, "deleted": True}
+    assert response.json == {"id": task_id, "deleted": True, "waiting_runs": 0}
     assert len(audit_rows("task.delete", task_id)) == 1
     refused(client.get(f"/internal/tasks/{task_id}", headers=operator), 404, "not_found")
     refused(client.get(f"/internal/tasks/{task_id}/runs", headers=operator), 404, "not_found")

@@ -553,6 +553,21 @@ def test_delete_hides_the_task_and_frees_its_name(client, auth):
     make_task()  # the name is free again
 
 
+def test_deleting_a_task_with_runs_still_waiting_says_they_will_run_and_links_them(client, auth):
+    task = make_task(window=closed_window(), timezone="UTC")
+    auth.as_role("operator", "olga")
+    client.post(f"/tasks/{task.id}/trigger", data={"csrf_token": auth.csrf()})  # waits for the window
+    [waiting] = db.session.execute(select(Run).where(Run.task_id == task.id)).scalars().all()
+    client.post(f"/tasks/{task.id}/delete", data={"csrf_token": auth.csrf()})
+    listing = client.get("/tasks").get_data(as_text=True)
+    link = f"/runs?task={task.id}&amp;status=pending&amp;status=retry_wait"
+    assert (f'Deleted weekly-report; it never fires again. 1 of its runs still wait to start or retry and will run '
+            f'unless cancelled: <a href="{link}">see them</a>.') in listing
+    assert f'href="/runs/{waiting.id}"' in client.get(link.replace("&amp;", "&")).get_data(as_text=True)
+    [entry] = audits("task.delete", task.id)
+    assert entry.after == {"waiting_runs": 1}
+
+
 # -- cron preview -----------------------------------------------------------------------------------------------------
 
 def test_cron_preview_describes_a_valid_expression_with_five_firings(client, auth):

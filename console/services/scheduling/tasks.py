@@ -99,17 +99,24 @@ def set_paused(task: Task, paused: bool, actor: Actor, clock: Clock = SYSTEM_CLO
     return task
 
 
-def delete(task: Task, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> None:
-    """Delete a task (kept for its runs' history; it never fires again)."""
+WAITING = ("pending", "retry_wait")  # created, not started or between attempts: a deleted task's still run
+
+
+def delete(task: Task, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> int:
+    """Delete a task (kept for its runs' history; it never fires again); return how many of its runs still wait
+    to start or retry (they run unless someone cancels them)."""
     now = clock()
     before = snapshot(task)
     task.deleted_at, task.updated_at = now, now
     # The name is free again for a new task.
     suffix = f"~deleted-{task.id}"
     task.name = task.name[: 120 - len(suffix)] + suffix
+    waiting = db.session.execute(select(func.count()).select_from(Run).where(
+        Run.task_id == task.id, Run.status.in_(WAITING))).scalar_one()
     audit.record(db.session, actor, "task.delete", "task", task.id, before=before, tenant=task.tenant.name,
-                 clock=clock)
+                 after={"waiting_runs": waiting} if waiting else None, clock=clock)
     db.session.commit()
+    return waiting
 
 
 def get(task_id, tenant_id: int | None = None) -> Task:

@@ -109,6 +109,11 @@ def _fired(outcomes: list, task) -> Markup:
 def delete(task_id: int):
     task = tasks.get(task_id, tenant_scope())
     name = task.name
-    tasks.delete(task, current_actor())
-    flash(f"Deleted {name}. Its runs stay in the history; it never fires again.", "success")
+    waiting = tasks.delete(task, current_actor())
+    if waiting:
+        link = url_for("runs.index", task=task.id, status=list(tasks.WAITING))
+        flash(Markup('Deleted {}; it never fires again. {} of its runs still wait to start or retry and will run '
+                     'unless cancelled: <a href="{}">see them</a>.').format(name, waiting, link), "warning")
+    else:
+        flash(f"Deleted {name}. Its runs stay in the history; it never fires again.", "success")
     return redirect(url_for("tasks.index"), 303)
