@@ -412,3 +412,14 @@ def test_tenant_limited_token_may_not_fire_another_tenants_event_tasks(client, a
     with nothing_written():
         refused(post_event(client, headers, type="order.created", tenant="default", data={}), 403, "forbidden",
                 "tenant")
+
+
+def test_a_put_naming_another_tenant_is_a_422_not_silently_ignored(client, operator, register):
+    make_tenant("globex")
+    task_id = register()["id"]
+    same = client.put(f"/internal/tasks/{task_id}", json={"tenant": "default", "jitter_s": 5}, headers=operator)
+    assert same.status_code == 200 and same.json["jitter_s"] == 5
+    with nothing_written():
+        body = refused(client.put(f"/internal/tasks/{task_id}", json={"tenant": "globex", "jitter_s": 9},
+                                  headers=operator), 422, "invalid", "tenant")
+    assert body["detail"] == "a task stays in its tenant (default); register a new task in the other one"

@@ -66,6 +66,9 @@ def register(tenant: Tenant, data: dict, actor: Actor, clock: Clock = SYSTEM_CLO
 def edit(task: Task, data: dict, actor: Actor, clock: Clock = SYSTEM_CLOCK, *, seen: datetime | None = None) -> Task:
     """Change some fields of a task, validated as a whole; with `seen` (the updated_at the editor read), refuse with a
     409 if anyone changed the task since, rather than silently put back what they changed."""
+    if "tenant" in data and data["tenant"] not in (None, task.tenant.name):
+        raise InvalidInput(f"a task stays in its tenant ({task.tenant.name}); register a new task in the other one",
+                           "tenant")
     if seen is not None:
         # Compare and claim in one statement: it holds the row (PostgreSQL) or the write lock (SQLite) until commit.
         claimed = db.session.execute(update(Task).where(Task.id == task.id, Task.updated_at == seen)
