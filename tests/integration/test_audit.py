@@ -160,6 +160,9 @@ def test_a_policy_description_edit_is_in_its_audit_row(client, auth):
     assert rows[0].after["description"] == "fast retries"
     assert (rows[1].before["description"], rows[1].after["description"]) == (
         "fast retries", "fast retries for the payments API")
+    # Only the words changed: no new version (runs keep version 1), and the row says so.
+    assert rows[1].note == "description; version 1 stays in force"
+    assert policies.get("payments-fast").current_version == 1
 
 
 def test_hide_sign_ins_leaves_auth_rows_out_with_the_other_filters_and_paging(client, auth):

@@ -163,6 +163,14 @@ def save(name: str, spec: dict, actor: Actor, *, description: str | None = None,
         if before == after and (description is None or description == record.description):
             db.session.commit()  # nothing to change; ends the transaction, so the lock is not kept
             return record
+        if before == after:
+            # Only the words changed: runs keep the version in force, so no new version; the audit row tells.
+            audit.record(db.session, actor, "policy.save", "policy", name, before={"description": record.description},
+                         after={"description": description}, note=f"description; version {record.current_version} "
+                         "stays in force", clock=clock)
+            record.description, record.updated_at = description, clock()
+            db.session.commit()
+            return record
         version = record.current_version + 1
         record.current_version = version
         if description is not None and description != record.description:
