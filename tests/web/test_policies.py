@@ -155,6 +155,11 @@ def test_saving_unchanged_values_makes_no_version(client, auth):
     assert response.status_code == 303
     assert versions("quick") == [1]
     assert "No changes to quick" in client.get("/policies/quick").get_data(as_text=True)
+    # New words only: saved, still no version (the runs' policy is the same).
+    assert post_form(client, auth, "/policies/quick", description="retries for the quick lane").status_code == 303
+    assert versions("quick") == [1]
+    assert "Saved quick&#39;s description; its settings stay at version 1." in client.get(
+        "/policies/quick").get_data(as_text=True)
 
 
 def test_invalid_value_is_422_on_its_field_keeps_the_values_and_saves_nothing(client, auth):

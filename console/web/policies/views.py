@@ -104,6 +104,7 @@ def update(name: str):
 
 def _save(form: PolicyForm, name: str, record):
     version_before = record.current_version if record else 0
+    description_before = record.description if record else ""
     spec = form.to_spec()
     found = policies.problems(spec)
     if found:  # every bad field marked in one answer, not one per submit
@@ -119,7 +120,9 @@ def _save(form: PolicyForm, name: str, record):
     except ServiceError as error:
         form.attach(error.field, error.detail)
         return _edit_page(form, record, error.status)
-    if saved.current_version == version_before:
+    if saved.current_version == version_before and saved.description != description_before:
+        flash(f"Saved {name}'s description; its settings stay at version {version_before}.", "success")
+    elif saved.current_version == version_before:
         flash(f"No changes to {name}; it stays at version {version_before}.", "info")
     elif version_before == 0:
         flash(f"Created policy {name}. Tasks that name it use it from their next attempt.", "success")
