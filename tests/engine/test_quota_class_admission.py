@@ -5,6 +5,7 @@ from sqlalchemy import text
 from console.extensions import db
 from console.models import Task
 from console.services.actor import Actor
+from console.services.engine import admission
 from console.services.engine.execute import execute
 from console.services.engine.submit import submit
 from console.services.people import tenants
@@ -48,6 +49,11 @@ def test_the_third_run_of_a_class_of_two_waits_with_the_reason_and_runs_when_a_s
     assert run.wait_reason == ("quota class heavy-etl: 2 of its 2 running slots in use "
                                "(tasks nightly-a; 1 of other tenants)")
     assert execute(unclassed, 0, clock=clock) == "succeeded"  # a task outside the class is not held back
+    # Seen from acme, whose own task is not among them: counted in words, not "tasks 1 of other tenants".
+    assert admission.class_tasks("heavy-etl", tenants.find("acme").id) == "tasks nightly-b; 1 of other tenants"
+    set_status(second, "succeeded")
+    assert admission.class_tasks("heavy-etl", tenants.find("acme").id) == "1 task of other tenants"
+    set_status(second, "running")
 
     set_status(first, "succeeded")
     assert execute(third, 0, clock=clock) == "succeeded"

@@ -112,7 +112,7 @@ def explain(full: str, admission: Admission, concurrency: int, *, tenant: str, p
     if full == "quota_class":
         running = class_tasks(admission.quota_class, tenant_id)
         return (f"{CLASS_WAIT}{admission.quota_class}: {admission.class_running} of its "
-                f"{plural(admission.class_max_running, 'running slot')} in use (tasks {running})")
+                f"{plural(admission.class_max_running, 'running slot')} in use ({running})")
     if full == "quota":
         if admission.reserved_running > admission.max_running:
             return (f"tenant quota: tenant {tenant} is running {admission.tenant_running} of the "
@@ -126,14 +126,15 @@ def explain(full: str, admission: Admission, concurrency: int, *, tenant: str, p
 
 
 def class_tasks(name: str, tenant_id: int, shown: int = 5) -> str:
-    """Name the running tasks of a class: the run's tenant's by name, others' only counted (the tenant wall)."""
+    """Name the running tasks of a class, "tasks a, b; 2 of other tenants": the run's tenant's by name, others' only
+    counted (the tenant wall)."""
     rows = db.session.execute(
         select(Task.tenant_id, Task.name).where(Task.quota_class == name,
                                                 Task.id.in_(select(Run.task_id).where(Run.status == "running")))
         .order_by(Task.name)).all()
     own = [task for tenant, task in rows if tenant == tenant_id]
     others = len(rows) - len(own)
-    words = ", ".join(own[:shown]) + (" …" if len(own) > shown else "")
-    if others:
-        words += f"{'; ' if own else ''}{others} of other tenants"
-    return words
+    if not own:  # "1 task of other tenants", not "tasks 1 of other tenants"
+        return f"{plural(others, 'task')} of other tenants"
+    words = "tasks " + ", ".join(own[:shown]) + (" …" if len(own) > shown else "")
+    return words + (f"; {others} of other tenants" if others else "")
