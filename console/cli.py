@@ -1,5 +1,8 @@
 """The `rebound` console script (also `flask --app app ...`): build the app, whose commands console/commands adds."""
 
+from importlib.metadata import version
+
+import click
 from flask.cli import FlaskGroup
 from sqlalchemy.exc import DBAPIError
 
@@ -20,9 +23,12 @@ def _schema_missing(error: DBAPIError) -> bool:
 def main() -> None:
     """Entry point of the `rebound` console script."""
     configure_logging()
+    # Not Flask's `run` (a development server), `shell` and `routes`, nor its --version (Flask's, not Rebound's).
+    group = FlaskGroup(create_app=_create_app, help="Rebound: ops console for background tasks that fail.",
+                       add_default_commands=False, add_version_option=False)
+    click.version_option(version("rebound"), prog_name="rebound", message="%(prog)s %(version)s")(group)
     try:
-        FlaskGroup(create_app=_create_app, help="Rebound: ops console for background tasks that fail.")(
-            prog_name="rebound")
+        group(prog_name="rebound")
     except DBAPIError as error:
         if not _schema_missing(error):
             raise
