@@ -39,6 +39,11 @@ def test_a_template_is_created_read_previewed_updated_and_reaches_its_tasks(clie
     assert preview.json == {"tasks_changed": 1, "tasks_referencing": 1, "changes": [
         {"task_id": task["id"], "task": "export", "tenant": "default",
          "rules": [{"rule": "misfire_grace_s", "from": 900, "to": 60}]}]}
+    # What the save would refuse, the preview refuses too: a quota class that does not exist.
+    missing = client.post("/internal/templates/nightly/preview", headers=operator,
+                          json={"rules": {"quota_class": "nope"}})
+    assert (missing.status_code, missing.json["field"]) == (422, "rules.quota_class")
+    assert missing.json["detail"].startswith("no quota class named 'nope'")
 
     updated = client.put("/internal/templates/nightly", headers=operator,
                          json={"rules": {"misfire_grace_s": 60, "concurrency_policy": "forbid"}})

@@ -51,7 +51,12 @@ def hold(name: str | None, field: str = "quota_class") -> None:
     if name is None:
         return
     locks.hold(f"quota_class:{name}")
-    if find(name) is None:
+    require_existing(name, field)
+
+
+def require_existing(name: str | None, field: str = "quota_class") -> None:
+    """Raise a 422 naming the field unless the class exists (None names no class)."""
+    if name is not None and find(name) is None:
         raise InvalidInput(f"no quota class named {name!r}; create it under Tasks → Quota classes first", field)
 
 

@@ -7,7 +7,7 @@ from sqlalchemy import func, select
 from console.domain import conflict_rules
 from console.extensions import db
 from console.models import ConflictTemplate, ConflictTemplateVersion, Task
-from console.services.scheduling import templates
+from console.services.scheduling import quota_classes, templates
 
 HISTORY_PAGE = 50
 PREVIEW_ROWS = 100
@@ -34,6 +34,7 @@ class Preview:
 def preview(record: ConflictTemplate | None, rules: dict, scope: int | None = None) -> Preview:
     """Validate proposed rules and list the live tasks they would change; raise InvalidInput naming a bad field."""
     new = templates.validated(rules)
+    quota_classes.require_existing(new["quota_class"], "rules.quota_class")  # as a save would refuse it
     if record is None:
         return Preview(new, [], 0, 0)
     changed, referencing = [], 0
