@@ -4,6 +4,7 @@ from flask import Blueprint, jsonify
 
 from console.api.common import body
 from console.auth import current_actor, requires, shared_by_all_tenants, tenant_scope
+from console.domain import conflict_rules
 from console.services import versioning
 from console.services.errors import InvalidInput
 from console.services.people.permissions import OPERATE, VIEW
@@ -19,8 +20,7 @@ def _fields(data: dict, allowed: set[str]) -> tuple[str | None, dict | None]:
         raise InvalidInput(f"unknown field {unknown[0]!r}; send {', '.join(sorted(allowed))}", unknown[0])
     rules = data.get("rules", {})
     if not isinstance(rules, dict):
-        raise InvalidInput("rules is an object of mutex_key, concurrency_policy, window, misfire_grace_s, sla",
-                           "rules")
+        raise InvalidInput(f"rules is an object of {', '.join(conflict_rules.RULES)}", "rules")
     return data.get("description"), rules
 
 

@@ -44,6 +44,9 @@ def test_a_template_is_created_read_previewed_updated_and_reaches_its_tasks(clie
                           json={"rules": {"quota_class": "nope"}})
     assert (missing.status_code, missing.json["field"]) == (422, "rules.quota_class")
     assert missing.json["detail"].startswith("no quota class named 'nope'")
+    not_rules = client.post("/internal/templates/nightly/preview", headers=operator, json={"rules": []})
+    assert not_rules.json["detail"] == ("rules is an object of mutex_key, concurrency_policy, window, "
+                                        "misfire_grace_s, sla, quota_class")
 
     updated = client.put("/internal/templates/nightly", headers=operator,
                          json={"rules": {"misfire_grace_s": 60, "concurrency_policy": "forbid"}})
