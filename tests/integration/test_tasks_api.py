@@ -199,6 +199,9 @@ def test_trigger_outside_the_window_waits_unless_asked_to_run_outside_it(client,
                                "end": f"{(opens + 1) % 24:02d}:00", "timezone": "UTC"})["id"]
     waits = client.post(f"/internal/tasks/{task_id}/trigger", headers=operator).json
     assert (waits["status"], waits["reason"]) == ("created", "window")
+    # A client that sends a JSON Content-Type with no body (as many do) is answered as one that sends nothing.
+    empty = client.post(f"/internal/tasks/{task_id}/trigger", headers={**operator, "Content-Type": "application/json"})
+    assert empty.status_code == 202 and empty.json["reason"] == "window"
     now = client.post(f"/internal/tasks/{task_id}/trigger", json={"outside_window": True}, headers=operator).json
     assert (now["status"], now["reason"]) == ("created", None)
     with nothing_written():

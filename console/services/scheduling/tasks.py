@@ -69,18 +69,20 @@ def edit(task: Task, data: dict, actor: Actor, clock: Clock = SYSTEM_CLOCK, *, s
     if "tenant" in data and data["tenant"] not in (None, task.tenant.name):
         raise InvalidInput(f"a task stays in its tenant ({task.tenant.name}); register a new task in the other one",
                            "tenant")
+    data = {k: v for k, v in data.items() if k != "tenant"}
+    before = snapshot(task)
+    values = _validated(data, task.tenant, current=task)
+    _check_name_free(task.tenant, values["name"], task.id)
     if seen is not None:
-        # Compare and claim in one statement: it holds the row (PostgreSQL) or the write lock (SQLite) until commit.
+        # After the template's lock (taken by the checks), as a template save takes it before rewriting task rows:
+        # the same order, so the two cannot deadlock. Compare and claim in one statement: it holds the row
+        # (PostgreSQL) or the write lock (SQLite) until the commit.
         claimed = db.session.execute(update(Task).where(Task.id == task.id, Task.updated_at == seen)
                                      .values(updated_at=clock()).execution_options(synchronize_session=False))
         if not claimed.rowcount:
             db.session.rollback()
             raise Conflict(f"{task.name} was changed since you opened this form; nothing was saved. Reload the page "
                            "to see the change (the audit log says who made it), then make yours again", "seen")
-    data = {k: v for k, v in data.items() if k != "tenant"}
-    before = snapshot(task)
-    values = _validated(data, task.tenant, current=task)
-    _check_name_free(task.tenant, values["name"], task.id)
     for key, value in values.items():
         setattr(task, key, value)
     task.updated_at = clock()
