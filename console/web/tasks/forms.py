@@ -87,9 +87,10 @@ class TaskForm(FlaskForm):
     def seen_at(self) -> datetime | None:
         """Return the task's updated_at the form was filled from (None: not given, or not a time: no check)."""
         try:
-            return datetime.fromisoformat((self.seen.data or "").strip()[:40])
+            seen = datetime.fromisoformat((self.seen.data or "").strip()[:40])
         except ValueError:
             return None
+        return seen if seen.tzinfo is not None else None  # the page writes an aware time; a bare one was edited
 
     def fill(self, snapshot: dict) -> None:
         """Put a task's current definition (tasks.snapshot) into the fields."""
