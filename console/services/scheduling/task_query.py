@@ -43,26 +43,29 @@ def schedule(expression: str, timezone: str) -> cron.CronSchedule:
     return cron.parse(expression, timezone)
 
 
-def next_firing(task: Task, now: datetime) -> datetime | None:
-    """Return the task's next cron firing in UTC, or None if it is paused or has no cron."""
-    if task.paused or not task.cron:
-        return None
+def firing_times(task: Task, now: datetime, count: int = 5) -> list[datetime]:
+    """Return when the scheduler next fires the task, in its time zone: each cron time plus the task's jitter offset
+    (added in UTC, as the scheduler's trigger does); none without a cron it can read."""
+    if not task.cron:
+        return []
+    offset = cron.jitter_offset(task.id, task.jitter_s)
     try:
-        return schedule(task.cron, task.timezone).next_after(now)
+        moments = schedule(task.cron, task.timezone).next_n(now - offset, count)
     except (cron.CronError, ValueError):
+        return []
+    return [(cron.as_utc(moment) + offset).astimezone(moment.tzinfo) for moment in moments]
+
+
+def next_firing(task: Task, now: datetime) -> datetime | None:
+    """Return the task's next firing in UTC, or None if it is paused or has no cron."""
+    if task.paused:
         return None
+    return next((cron.as_utc(moment) for moment in firing_times(task, now, 1)), None)
 
 
 def next_firings(task: Task, now: datetime, count: int = 5) -> list[Firing]:
-    """Return the next cron firings in the task's time zone (with its jitter offset), each with when its window
-    lets it start."""
-    if not task.cron:
-        return []
-    offset = cron.jitter_offset(task.id, task.jitter_s)  # fired at the cron time plus the task's own stagger
-    try:
-        moments = [moment + offset for moment in schedule(task.cron, task.timezone).next_n(now - offset, count)]
-    except (cron.CronError, ValueError):
-        return []
+    """Return the next firings (firing_times), each with when its window lets it start."""
+    moments = firing_times(task, now, count)
     window = Window.from_mapping(task.window) if task.window else None
     firings = []
     for moment in moments:

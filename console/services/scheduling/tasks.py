@@ -4,14 +4,14 @@ from datetime import datetime
 
 from sqlalchemy import func, select, update
 
-from console.domain import conflict_rules, cron
+from console.domain import conflict_rules
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import Run, Task, Tenant
 from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.errors import Conflict, InvalidInput, NotFound
-from console.services.scheduling import definitions, template_insight
+from console.services.scheduling import definitions, task_query, template_insight
 
 CONCURRENCY_POLICIES = conflict_rules.CONCURRENCY_POLICIES
 
@@ -133,12 +133,8 @@ def get(task_id, tenant_id: int | None = None) -> Task:
 
 
 def next_runs(task: Task, now: datetime, count: int = 5) -> list[datetime]:
-    """Return the next firing times in the task's timezone (none for event-only tasks): each cron time plus the
-    task's jitter offset, when the scheduler fires it."""
-    if not task.cron:
-        return []
-    offset = cron.jitter_offset(task.id, task.jitter_s)
-    return [moment + offset for moment in cron.parse(task.cron, task.timezone).next_n(now - offset, count)]
+    """Return the next firing times in the task's timezone (none for event-only tasks), as task_query.firing_times."""
+    return task_query.firing_times(task, now, count)
 
 
 def recent_runs(task: Task, limit: int = 50) -> list[Run]:
