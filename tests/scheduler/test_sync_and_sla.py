@@ -7,6 +7,7 @@ import pytest
 from apscheduler.schedulers.background import BackgroundScheduler
 from sqlalchemy import update
 
+from console.domain.cron import jitter_offset
 from console.extensions import db
 from console.models import Run, SlaBreach
 from console.scheduler import task_jobs
@@ -14,7 +15,8 @@ from console.scheduler.task_jobs import TaskJobs
 from console.services.actor import Actor
 from console.services.engine import control
 from console.services.engine.execute import execute
-from console.services.scheduling import planner, sla, tasks
+from console.services.scheduling import planner, sla, task_query, tasks
+from console.services.system import observability
 
 
 class Buffer:
@@ -133,9 +135,6 @@ def test_a_run_deferred_into_its_window_is_due_at_the_opening_and_no_breach_for_
 def test_a_jittered_firing_is_due_at_its_offset_so_the_offset_is_never_a_late_start(register, runs, clock):
     """The scheduler fires a jittered task at cron time + its offset: that is when it is due, for the SLA check,
     the on-time figure and the breaches list alike."""
-    from console.domain.cron import jitter_offset
-    from console.services.system import observability
-
     task = register(cron="*/2 * * * *", jitter_s=300)
     offset = jitter_offset(task.id, 300)
     limit = max(1, int(offset.total_seconds()) // 2)  # its offset is past its start limit: late from the cron time
@@ -149,7 +148,6 @@ def test_a_jittered_firing_is_due_at_its_offset_so_the_offset_is_never_a_late_st
     assert sla.check(clock) == []
     assert observability.start_punctuality(clock(), 3600) == (0, 1)
     # The task's page and API say when it fires: the cron times plus the offset.
-    from console.services.scheduling import task_query
     shown = tasks.next_runs(task, cron_time + timedelta(seconds=1), 2)
     assert shown == [cron_time + offset, cron_time + timedelta(minutes=2) + offset]
     assert [firing.at for firing in task_query.next_firings(task, cron_time + timedelta(seconds=1), 2)] == shown

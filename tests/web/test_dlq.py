@@ -307,8 +307,8 @@ def test_bulk_replay_of_selected_rows_runs_in_the_background(client, auth, runs,
     assert "every 1s" not in done.get_data(as_text=True) and done.headers["HX-Trigger"] == "dlq-changed"
     assert ">2 replayed<" in done.get_data(as_text=True)
     # It polls no more, so it names the moment it finished and how long it took, not an age that would stand still.
-    finished = re.search(r"<span class=\"subtle\" data-finished>finished at <time [^>]*>([^<]+)</time>, in (\d+ s|\d+ min( \d+ s)?)<",
-                         done.get_data(as_text=True))
+    finished = re.search(r"<span class=\"subtle\" data-finished>finished at <time [^>]*>([^<]+)</time>, "
+                         r"in (\d+ s|\d+ min( \d+ s)?)<", done.get_data(as_text=True))
     assert finished and finished.group(1) == f"{progress.finished_at:%H:%M:%S}", done.get_data(as_text=True)
 
 
