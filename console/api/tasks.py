@@ -6,6 +6,7 @@ from console.api import serialize
 from console.api.common import acting_tenant, body
 from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import utcnow
+from console.services import inputs
 from console.services.errors import InvalidInput
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.scheduling import on_demand, tasks
@@ -34,7 +35,9 @@ def get_task(task_id: int):
 @bp.put("/internal/tasks/<int:task_id>")
 @requires(OPERATE)
 def edit_task(task_id: int):
-    task = tasks.edit(tasks.get(task_id, tenant_scope()), body(), current_actor())
+    task, data = tasks.get(task_id, tenant_scope()), body()
+    seen = inputs.aware_time(data.pop("base_updated_at", None), "base_updated_at", "the task's updated_at you read")
+    task = tasks.edit(task, data, current_actor(), seen=seen, seen_field="base_updated_at")
     return jsonify(_task_json(task))
 
 

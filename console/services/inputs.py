@@ -2,6 +2,7 @@
 
 import json
 import math
+from datetime import UTC, datetime
 
 from console.domain import names
 from console.domain.notes import MAX_NOTE_CHARS, too_long
@@ -35,6 +36,23 @@ def name(value, what: str, field: str = "name") -> str:
         shown = repr(value[:80]) + ("…" if len(value) > 80 else "") if isinstance(value, str) else type(value).__name__
         raise InvalidInput(f"{what} names are {names.RULE}; got {shown}", field)
     return value
+
+
+def aware_time(value, field: str, what: str) -> datetime | None:
+    """Return the time with its offset a JSON value gives (None: not given), or raise a 422 naming `what` it is."""
+    if value is None:
+        return None
+    moment = None
+    if isinstance(value, str) and len(value) <= 40:
+        try:
+            moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+            moment.astimezone(UTC)  # 9999-12-31T23:59-01:00 is past the last year UTC can write
+        except (ValueError, OverflowError):
+            moment = None
+    if moment is None or moment.tzinfo is None:
+        raise InvalidInput(f"{field} is {what}: an ISO 8601 time with its offset, as a GET returns it; leave it out "
+                           "to save without the check", field)
+    return moment
 
 
 def params_too_large(params: dict) -> str | None:

@@ -134,6 +134,32 @@ def test_edit_that_changes_nothing_writes_no_audit_row(client, operator, registe
     assert response.json["next_runs"] == created["next_runs"]
 
 
+def test_edit_with_the_updated_at_read_saves_and_one_over_a_later_change_is_409(client, operator, register):
+    created = register()
+    first = client.put(f"/internal/tasks/{created['id']}", headers=operator,
+                       json={"cron": "0 * * * *", "base_updated_at": created["updated_at"]})
+    assert first.status_code == 200, first.get_data(as_text=True)
+    assert first.json["updated_at"] != created["updated_at"]
+    with nothing_written():
+        stale = client.put(f"/internal/tasks/{created['id']}", headers=operator,
+                           json={"cron": "15 * * * *", "base_updated_at": created["updated_at"]})
+    refused(stale, 409, "conflict", "base_updated_at")
+    assert "changed since the updated_at you sent" in stale.json["detail"]
+    assert "nothing was saved" in stale.json["detail"]
+    assert client.get(f"/internal/tasks/{created['id']}", headers=operator).json == first.json
+
+
+@pytest.mark.parametrize("value", ["yesterday", 5, True, "2026-12-01T10:00:00", "9999-12-31T23:59:59-01:00",
+                                   "2026-12-01T10:00:00+00:00" + "0" * 100])
+def test_edit_with_a_base_updated_at_that_is_no_time_is_422(client, operator, register, value):
+    created = register()
+    with nothing_written():
+        response = client.put(f"/internal/tasks/{created['id']}", headers=operator,
+                              json={"cron": "0 * * * *", "base_updated_at": value})
+    refused(response, 422, "invalid", "base_updated_at")
+    assert "as a GET returns it" in response.json["detail"]
+
+
 def test_bad_edit_is_422_and_leaves_the_task_as_it_was(client, operator, register):
     created = register()
     with nothing_written():

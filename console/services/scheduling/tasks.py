@@ -63,7 +63,14 @@ def register(tenant: Tenant, data: dict, actor: Actor, clock: Clock = SYSTEM_CLO
     return task
 
 
-def edit(task: Task, data: dict, actor: Actor, clock: Clock = SYSTEM_CLOCK, *, seen: datetime | None = None) -> Task:
+# What to do after a refused stale save, by where the `seen` time came from.
+AGAIN = {"seen": "Reload the page to see the change (the audit log says who made it), then make yours again",
+         "base_updated_at": "GET the task again to see the change (the audit log says who made it), then send yours "
+                            "with its updated_at as base_updated_at"}
+
+
+def edit(task: Task, data: dict, actor: Actor, clock: Clock = SYSTEM_CLOCK, *, seen: datetime | None = None,
+         seen_field: str = "seen") -> Task:
     """Change some fields of a task, validated as a whole; with `seen` (the updated_at the editor read), refuse with a
     409 if anyone changed the task since, rather than silently put back what they changed."""
     if "tenant" in data and data["tenant"] not in (None, task.tenant.name):
@@ -81,8 +88,9 @@ def edit(task: Task, data: dict, actor: Actor, clock: Clock = SYSTEM_CLOCK, *, s
                                      .values(updated_at=clock()).execution_options(synchronize_session=False))
         if not claimed.rowcount:
             db.session.rollback()
-            raise Conflict(f"{task.name} was changed since you opened this form; nothing was saved. Reload the page "
-                           "to see the change (the audit log says who made it), then make yours again", "seen")
+            read = "you opened this form" if seen_field == "seen" else f"the updated_at you sent ({seen.isoformat()})"
+            raise Conflict(f"{task.name} was changed since {read}; nothing was saved. {AGAIN[seen_field]}",
+                           seen_field)
     for key, value in values.items():
         setattr(task, key, value)
     task.updated_at = clock()
