@@ -3,7 +3,7 @@
 from collections.abc import Mapping
 
 from console.domain import names
-from console.domain.policy import PolicyError, RetryPolicy
+from console.domain.policy import PolicyError, RetryPolicy, sla_out_of_order
 from console.domain.windows import Window, WindowError
 
 # The rules a conflict template may hold; a task takes each from its template unless it sets the rule itself.
@@ -65,6 +65,9 @@ def _sla(value) -> dict | None:
         RetryPolicy.from_mapping({"sla": dict(value)})
     except PolicyError as error:
         raise RuleError(error.field, error.message) from None
+    found = sla_out_of_order({"sla": dict(value)})
+    if found:
+        raise RuleError(found[0].field, found[0].message)
     return dict(value)
 
 

@@ -90,6 +90,23 @@ def too_long_codes(data: Mapping) -> list[PolicyError]:
     return found
 
 
+def sla_out_of_order(data: Mapping) -> list[PolicyError]:
+    """Return a problem when the deadline is shorter than the start limit: checked where an SLA is saved, not where a
+    stored one is loaded (one saved before the rule still runs)."""
+    try:
+        flat = _flatten(data)
+    except PolicyError:
+        return []  # the field checks say what is wrong
+    start, deadline = flat.get("max_start_delay_s"), flat.get("deadline_s")
+    if not all(isinstance(value, int) and not isinstance(value, bool) for value in (start, deadline)):
+        return []
+    if deadline >= start:
+        return []
+    hint = (f"deadline_s ({deadline} s) must be at least max_start_delay_s ({start} s): a run that starts within its "
+            "start limit would already have missed its deadline")
+    return [_as_spelled(PolicyError("deadline_s", hint), data)]
+
+
 def _problems(values: dict) -> tuple[dict, list[PolicyError]]:
     """Check each field, then the rules between fields whose values passed; return the cleaned values and the
     problems, in field order."""

@@ -256,6 +256,10 @@ def test_retrying_a_pending_run_with_a_new_policy_is_409_and_keeps_its_policy(cl
     pytest.param("default", {"max_attempts": 3, "description": 5}, "description", id="description-not-text"),
     pytest.param("fresh", {"jitter": 2}, "policy.jitter", id="new-policy-out-of-range"),
     pytest.param("Bad_Name", {"max_attempts": 3}, "name", id="invalid-name"),
+    pytest.param("default", {"sla": {"max_start_delay_s": 600, "deadline_s": 60}}, "policy.sla.deadline_s",
+                 id="deadline-before-start-limit"),
+    pytest.param("fresh", {"max_start_delay_s": 600, "deadline_s": 599}, "policy.deadline_s",
+                 id="flat-deadline-before-start-limit"),
 ])
 def test_bad_policy_edit_adds_no_version_and_no_audit_row(client, operator, name, payload, field):
     with nothing_written():

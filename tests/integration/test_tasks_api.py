@@ -6,7 +6,7 @@ No worker runs, so every run a task creates stays pending; Redis is real (deboun
 from datetime import UTC, datetime, time, timedelta
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from console.extensions import db
 from console.models import AuditEntry, OutboxMessage, Run, RunEvent, Task
@@ -158,6 +158,30 @@ def test_edit_with_a_base_updated_at_that_is_no_time_is_422(client, operator, re
                               json={"cron": "0 * * * *", "base_updated_at": value})
     refused(response, 422, "invalid", "base_updated_at")
     assert "as a GET returns it" in response.json["detail"]
+
+
+@pytest.mark.parametrize(("changes", "field", "words"), [
+    ({"cron": DROP, "event": "order.created", "jitter_s": 30}, "jitter_s", "jitter_s spreads cron firings only"),
+    ({"debounce_s": 10}, "debounce_s", "debounce_s collapses repeated events only"),
+    ({"sla": {"max_start_delay_s": 600, "deadline_s": 60}}, "sla.deadline_s", "must be at least max_start_delay_s"),
+])
+def test_a_setting_that_could_never_act_is_refused_at_registration(client, operator, changes, field, words):
+    with nothing_written():
+        response = client.post("/internal/tasks/register", json=task_body(**changes), headers=operator)
+    refused(response, 422, "invalid", field)
+    assert words in response.json["detail"]
+
+
+def test_dropping_the_trigger_a_setting_shapes_is_refused_and_other_edits_leave_it_alone(client, operator, register):
+    created = register(event="order.created", debounce_s=10)
+    with nothing_written():
+        refused(client.put(f"/internal/tasks/{created['id']}", json={"event": None}, headers=operator),
+                422, "invalid", "debounce_s")
+    # A task stored before the rule (a debounce, no event) still takes edits that touch neither.
+    db.session.execute(update(Task).where(Task.id == created["id"]).values(event=None))
+    db.session.commit()
+    renamed = client.put(f"/internal/tasks/{created['id']}", json={"name": "renamed"}, headers=operator)
+    assert renamed.status_code == 200, renamed.get_data(as_text=True)
 
 
 def test_bad_edit_is_422_and_leaves_the_task_as_it_was(client, operator, register):

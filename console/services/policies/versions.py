@@ -10,7 +10,7 @@ from sqlalchemy import bindparam, select
 from console.db import locks
 from console.domain import names
 from console.domain.clock import SYSTEM_CLOCK, Clock
-from console.domain.policy import RetryPolicy, too_long_codes
+from console.domain.policy import RetryPolicy, sla_out_of_order, too_long_codes
 from console.extensions import db
 from console.models import PolicyVersion, RetryPolicyRecord
 from console.services import inputs, versioning
@@ -38,7 +38,7 @@ def problems(spec, field_prefix: str = "policy") -> list[InvalidInput]:
     if not isinstance(spec, dict):
         return [InvalidInput("a policy is an object of fields such as max_attempts", field_prefix)]
     # The length of a code is a rule for new values only: stored versions are read with RetryPolicy alone.
-    found = RetryPolicy.problems(spec) + too_long_codes(spec)
+    found = RetryPolicy.problems(spec) + too_long_codes(spec) + sla_out_of_order(spec)
     return [InvalidInput(error.message, f"{field_prefix}.{error.field}") for error in found]
 
 

@@ -17,6 +17,9 @@ FIELDS = {"name", "tenant", "handler", "params", "cron", "timezone", "event", "p
           "concurrency_policy", "window", "jitter_s", "debounce_s", "sla", "misfire_grace_s", "paused", "template",
           "inherit", "quota_class"}
 
+# A setting that shapes one trigger's firings, and the trigger: without it the setting would do nothing.
+SHAPED = {"jitter_s": ("cron", "spreads cron firings"), "debounce_s": ("event", "collapses repeated events")}
+
 
 def _whole(data: dict, name: str, low: int, high: int, default: int) -> int:
     value = data.get(name, default)
@@ -62,8 +65,18 @@ def checked(data: dict, tenant: Tenant, current: Task | None = None) -> tuple[di
                   jitter_s=refusals.check(_whole, merged, "jitter_s", 0, 3600, 0),
                   debounce_s=refusals.check(_whole, merged, "debounce_s", 0, 86_400, 0),
                   paused=refusals.check(_flag, merged, "paused"))
+    for shaping in SHAPED:
+        refusals.check(_trigger_fits, shaping, values, merged, data, current)
     return values, refusals.found
 
+
+def _trigger_fits(shaping: str, values: dict, merged: dict, data: dict, current: Task | None) -> None:
+    """Refuse a jitter without a cron or a debounce without an event, once either side is being set."""
+    trigger, does = SHAPED[shaping]
+    touched = current is None or shaping in data or trigger in data
+    if touched and values[shaping] and not merged.get(trigger):
+        raise InvalidInput(f"{shaping} {does} only, and this task has no {trigger}: set {trigger}, or {shaping} to 0",
+                           shaping)
 
 def _name(name) -> str:
     if not isinstance(name, str) or not NAME.match(name):
