@@ -50,7 +50,8 @@ def test_an_open_breaker_shows_its_state_counts_countdown_and_held_runs(client, 
     cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
     assert cells[1] == "every tenant"  # the default scope: one breaker per handler
     assert '<span class="badge open"' in cells[2]
-    assert (cells[3], cells[4]) == ("3", "0")  # failures, successes in a row
+    # Failures in a row, of the threshold of the policy its runs count under (default: 5); successes in a row.
+    assert (re.sub(r"<[^>]+>", "", cells[3]), cells[4]) == ("3 of 5", "0")
     assert re.search(r"in (1 min \d+|2 min 0) s", cells[6])  # open for 120 s from now
     assert cells[8] == "1"  # runs held back
     assert 'data-counter="open">1<' in page and 'data-counter="held">1<' in page
@@ -67,6 +68,7 @@ def test_a_breaker_shared_by_two_policies_says_whose_settings_opened_it(client, 
     auth.as_role("viewer")
     row = breaker_row(client.get("/breakers/").get_data(as_text=True), "python:demo.flaky")
     assert "opened by policy w2-breaker v1: 2 failures in a row, open 120 s" in row
+    assert '<td class="num" data-failures>2<span class="subtle"> of 2–5</span></td>' in row  # the two thresholds
     assert ("shared by policies with different settings: default v1 (5 failures in a row, open 30 s), "
             "w2-breaker v1 (2 failures in a row, open 120 s)") in row
     waiting = re.search(r"<strong>Waiting:</strong>(.*?)</p>", client.get(f"/runs/{held}").get_data(as_text=True),

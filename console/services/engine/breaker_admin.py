@@ -31,6 +31,7 @@ class BreakerRow:
     tenant: str | None = None  # the tenant's name, for a per-tenant breaker
     opened_by: PolicyBreaker | None = None  # whose settings opened it (and hold back every run that shares it)
     shared: tuple[PolicyBreaker, ...] = ()  # the policies sharing it, when their settings differ
+    thresholds: tuple[int, ...] = ()  # the failures in a row that open it, by the policies counting here (lowest first)
 
     @property
     def handler(self) -> str:
@@ -75,9 +76,13 @@ def board(now: datetime, scope: int | None = None) -> BreakerBoard:
     return BreakerBoard(rows, None, threshold, capped)
 
 
-def _whose(key: BreakerKey, state: BreakerState) -> tuple[PolicyBreaker | None, tuple[PolicyBreaker, ...]]:
+def _whose(key: BreakerKey, state: BreakerState) -> tuple[PolicyBreaker | None, tuple[PolicyBreaker, ...],
+                                                          tuple[int, ...]]:
+    """Return the policy that opened it, the policies sharing it when their settings differ, and their thresholds."""
     opened_by = breaker_policies.opener(state)
-    return opened_by, tuple(breaker_policies.sharing(key, opened_by))
+    used = breaker_policies.in_use(key, opened_by)
+    differ = len({(each.failure_threshold, each.open_s) for each in used}) > 1
+    return opened_by, tuple(used) if differ else (), tuple(sorted({each.failure_threshold for each in used}))
 
 
 def visible(keys: list[BreakerKey], scope: int | None) -> list[BreakerKey]:

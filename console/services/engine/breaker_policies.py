@@ -49,9 +49,8 @@ def opener(state: BreakerState) -> PolicyBreaker | None:
     return PolicyBreaker(policy_label(found.policy_id, found.policy_version), found.failure_threshold, found.open_s)
 
 
-def sharing(key: BreakerKey, opened_by: PolicyBreaker | None) -> list[PolicyBreaker]:
-    """Return the policies whose runs count against this breaker (live runs, tasks, its opener) if their threshold or
-    open time differ, by name; [] when they agree: then it does not matter which of them opened it."""
+def in_use(key: BreakerKey, opened_by: PolicyBreaker | None) -> list[PolicyBreaker]:
+    """Return the policies whose runs count against this breaker (live runs, tasks, its opener), by name."""
     found = {opened_by.policy: opened_by} if opened_by else {}
     for policy_id, overrides in _users(key):
         try:
@@ -61,8 +60,6 @@ def sharing(key: BreakerKey, opened_by: PolicyBreaker | None) -> list[PolicyBrea
         if policy.breaker_scope == key.scope:
             label = policy_label(policy_id, version, bool(overrides))
             found.setdefault(label, PolicyBreaker(label, policy.breaker_failure_threshold, policy.breaker_open_s))
-    if len({(each.failure_threshold, each.open_s) for each in found.values()}) < 2:
-        return []
     return [found[label] for label in sorted(found)]
 
 
