@@ -11,8 +11,8 @@ from console.extensions import db
 from console.models import ForecastWarning
 from console.services.actor import Actor
 from console.services.people import tenants
-from console.services.scheduling import conflicts, tasks
-from console.services.scheduling.forecast import _overlaps, forecast
+from console.services.scheduling import conflicts, quota_classes, tasks
+from console.services.scheduling.forecast import _Firing, _overlaps, forecast
 from tests.factories import make_tenant
 from tests.web.test_tasks import form_body
 
@@ -116,12 +116,49 @@ def test_a_large_tenant_forecasts_only_the_task_and_its_mutex_partners(app, monk
 
 def test_firings_at_one_moment_pair_in_task_id_order_as_the_planner_fires_them():
     start = datetime(2026, 12, 2, 10, tzinfo=UTC)
-    older = SimpleNamespace(id=1, tenant_id=1, name="export", concurrency_policy="allow")
-    newer = SimpleNamespace(id=2, tenant_id=1, name="reconcile", concurrency_policy="forbid")
+    older = SimpleNamespace(id=1, tenant_id=1, name="export", concurrency_policy="allow", mutex_key="ledger")
+    newer = SimpleNamespace(id=2, tenant_id=1, name="reconcile", concurrency_policy="forbid", mutex_key="ledger")
     # The database handed the tasks over newest first (PostgreSQL promises no order).
-    spans = [(start, start + timedelta(minutes=5), task, "p95", start) for task in (newer, older)]
-    [overlap] = _overlaps({"ledger": spans}, [])
+    planned = [_Firing(task, start, start, start + timedelta(minutes=5), "p95") for task in (newer, older)]
+    [overlap] = _overlaps(planned, [])
     assert overlap["first"].startswith("export") and overlap["consequence"] == "second firing skipped"
+
+
+def test_a_skipped_firing_blocks_nothing_and_takes_no_slot(app):
+    # etl-1 runs 02:00-03:00; etl-2 (02:30, forbid) is skipped, so it holds neither the key nor a quota class slot:
+    # etl-3 at 03:15 finds the key free, and the class never has two runs.
+    quota_classes.create("warehouse", 1, SEED)
+    hour = {"timeout_s": 3600}
+    first = register(name="etl-1", cron="0 2 * * *", mutex_key="etl", policy=hour, quota_class="warehouse")
+    second = register(name="etl-2", cron="30 2 * * *", mutex_key="etl", concurrency_policy="forbid", policy=hour,
+                      quota_class="warehouse")
+    register(name="etl-3", cron="15 3 * * *", mutex_key="etl", concurrency_policy="forbid", policy=hour)
+    result = forecast(datetime(2026, 12, 2, 1, tzinfo=UTC), 12)
+    assert [(o["first_task_id"], o["second_task_id"], o["consequence"]) for o in result.mutex_overlaps] == [
+        (first.id, second.id, "second firing skipped")]
+    assert result.class_overflows == []
+
+
+def test_a_replaced_run_holds_the_key_only_until_it_is_cancelled(app):
+    hour = {"timeout_s": 3600}
+    register(name="etl-1", cron="0 2 * * *", mutex_key="etl", policy=hour)
+    second = register(name="etl-2", cron="10 2 * * *", mutex_key="etl", concurrency_policy="replace", policy={
+        "timeout_s": 600})
+    register(name="etl-3", cron="30 2 * * *", mutex_key="etl", concurrency_policy="forbid", policy=hour)
+    result = forecast(datetime(2026, 12, 2, 1, tzinfo=UTC), 12)
+    # etl-1 is cancelled at 02:10 and etl-2 ends at 02:20: etl-3 at 02:30 is blocked by neither.
+    assert [(o["second_task_id"], o["consequence"]) for o in result.mutex_overlaps] == [
+        (second.id, "first run cancelled")]
+
+
+def test_a_long_run_still_holds_the_key_after_a_shorter_one_beside_it_ends(app):
+    long_run = register(name="etl-1", cron="0 2 * * *", mutex_key="etl", policy={"timeout_s": 3600})
+    register(name="etl-2", cron="10 2 * * *", mutex_key="etl", policy={"timeout_s": 600})  # allow: both run
+    late = register(name="etl-3", cron="30 2 * * *", mutex_key="etl", concurrency_policy="forbid")
+    result = forecast(datetime(2026, 12, 2, 1, tzinfo=UTC), 12)
+    # etl-2 has ended by 02:30, but etl-1 runs until 03:00: etl-3 is skipped, and the page says by whom.
+    assert [(o["first_task_id"], o["second_task_id"], o["consequence"]) for o in result.mutex_overlaps][-1] == (
+        long_run.id, late.id, "second firing skipped")
 
 
 def test_a_task_still_running_at_its_own_next_firing_is_said_so_not_paired_with_itself(client, auth):

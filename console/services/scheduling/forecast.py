@@ -71,10 +71,7 @@ def forecast(now: datetime, hours: float = 24, tenant: str | None = None, task_i
     if only is not None:
         query = query.where(Task.id.in_(list(only)))
     result = Forecast(now, end)
-    by_mutex: dict[str, list[tuple[datetime, datetime, Task]]] = defaultdict(list)
-    per_minute: Counter = Counter()
-    running: dict[int, list[tuple[datetime, datetime]]] = defaultdict(list)
-    by_class: dict[str, list[tuple[datetime, datetime, Task, datetime]]] = defaultdict(list)
+    planned: list[_Firing] = []
     tenants = {t.id: t for t in db.session.execute(select(Tenant)).scalars()}
     for task in db.session.execute(query).scalars():
         result.tasks += 1
@@ -90,14 +87,20 @@ def forecast(now: datetime, hours: float = 24, tenant: str | None = None, task_i
                                               "deferred_to": window.next_opening(start).isoformat()})
                 result.warnings.append(("window", task.tenant_id, task.id, _minute(nominal)))
                 start = window.next_opening(start)
-            finish = start + timedelta(seconds=duration)
-            per_minute[start.replace(second=0, microsecond=0)] += 1
-            running[task.tenant_id].append((start, finish))
-            if task.quota_class:
-                by_class[task.quota_class].append((start, finish, task, nominal))
-            if task.mutex_key:
-                by_mutex[task.mutex_key].append((start, finish, task, basis, nominal))
-    result.mutex_overlaps = _overlaps(by_mutex, result.warnings)
+            planned.append(_Firing(task, nominal, start, start + timedelta(seconds=duration), basis))
+    # The mutex first: a firing it skips never runs, and a run it cancels frees its slot early, before quotas count.
+    result.mutex_overlaps = _overlaps(planned, result.warnings)
+    per_minute: Counter = Counter()
+    running: dict[int, list[tuple[datetime, datetime]]] = defaultdict(list)
+    by_class: dict[str, list[tuple[datetime, datetime, Task, datetime]]] = defaultdict(list)
+    for firing in planned:
+        if firing.skipped:
+            continue
+        task = firing.task
+        per_minute[_minute(firing.start)] += 1
+        running[task.tenant_id].append((firing.start, firing.finish))
+        if task.quota_class:
+            by_class[task.quota_class].append((firing.start, firing.finish, task, firing.nominal))
     result.reservations = reservations.between(now, end, tenant)
     result.quota_overflows = _quota(running, tenants, result.warnings, _reserved_spans(result.reservations))
     result.class_overflows = _classes(by_class, result.warnings)
@@ -106,30 +109,59 @@ def forecast(now: datetime, hours: float = 24, tenant: str | None = None, task_i
     return result
 
 
+@dataclass
+class _Firing:
+    """One forecast firing: its task, cron time, expected run span, and what the mutex does to it."""
+
+    task: Task
+    nominal: datetime
+    start: datetime
+    finish: datetime  # moved earlier when a later firing's `replace` cancels the run
+    basis: str  # what the expected duration is (p95 or timeout)
+    skipped: bool = False  # a `forbid` firing that finds the key held: never runs
+
+
 def _minute(moment: datetime) -> datetime:
     return moment.replace(second=0, microsecond=0)
 
 
-def _overlaps(by_mutex: dict, warnings: list) -> list[dict]:
-    """Pairs of firings sharing a mutex key whose expected run times overlap."""
+def _overlaps(planned: list[_Firing], warnings: list) -> list[dict]:
+    """Firings that find their mutex key held by a run expected to be still going, as the planner would meet them:
+    a skipped firing holds nothing, a cancelled run holds nothing after it is cancelled. Marks what it skips."""
+    by_mutex: dict[str, list[_Firing]] = defaultdict(list)
+    for firing in planned:
+        if firing.task.mutex_key:
+            by_mutex[firing.task.mutex_key].append(firing)
     found = []
-    for key, spans in by_mutex.items():
+    for key, firings in by_mutex.items():
         # Firings at one moment go in task id order, as the planner fires them (task_jobs._fire).
-        spans.sort(key=lambda span: (span[0], span[2].id))
-        for (start, finish, task, basis, nominal), (next_start, _, next_task, _, next_nominal) in zip(
-                spans, spans[1:], strict=False):
-            if next_start < finish:
-                # Both sides: forbid skips the second firing, replace cancels the first run.
-                warnings.append(("mutex", task.tenant_id, task.id, _minute(nominal)))
-                warnings.append(("mutex", next_task.tenant_id, next_task.id, _minute(next_nominal)))
-                same_task = next_task.id == task.id
-                found.append({"mutex_key": key, "first": f"{task.name} at {start.isoformat()}",
-                              "second": f"{next_task.name} at {next_start.isoformat()}",
-                              "first_task_id": task.id, "first_at": start.isoformat(),
-                              "second_task_id": next_task.id, "same_task": same_task,
-                              "overlap_s": int((finish - next_start).total_seconds()), "duration_basis": basis,
-                              "consequence": (OWN_CONSEQUENCES if same_task else CONSEQUENCES)[
-                                  next_task.concurrency_policy]})
+        firings.sort(key=lambda firing: (firing.start, firing.task.id))
+        holding: list[_Firing] = []
+        for firing in firings:
+            holding = [run for run in holding if run.finish > firing.start]
+            if not holding:
+                holding.append(firing)
+                continue
+            first, task = holding[-1], firing.task
+            # Both sides: forbid skips the second firing, replace cancels the first run.
+            warnings.append(("mutex", first.task.tenant_id, first.task.id, _minute(first.nominal)))
+            warnings.append(("mutex", task.tenant_id, task.id, _minute(firing.nominal)))
+            same_task = task.id == first.task.id
+            found.append({"mutex_key": key, "first": f"{first.task.name} at {first.start.isoformat()}",
+                          "second": f"{task.name} at {firing.start.isoformat()}",
+                          "first_task_id": first.task.id, "first_at": first.start.isoformat(),
+                          "second_task_id": task.id, "same_task": same_task,
+                          "overlap_s": int((first.finish - firing.start).total_seconds()),
+                          "duration_basis": first.basis,
+                          "consequence": (OWN_CONSEQUENCES if same_task else CONSEQUENCES)[task.concurrency_policy]})
+            if task.concurrency_policy == "forbid":
+                firing.skipped = True
+            elif task.concurrency_policy == "replace":
+                for run in holding:
+                    run.finish = firing.start
+                holding = [firing]
+            else:
+                holding.append(firing)
     return found
 
 
