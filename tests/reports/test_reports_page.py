@@ -1,6 +1,7 @@
 """/reports for managers: cards against targets, charts, links behind them, CSV of every table, breaches."""
 
 import csv
+import html as html_text
 import io
 import json
 import re
@@ -260,6 +261,27 @@ def test_the_breaches_list_filters_by_kind_and_task(manager, client, built):
     html = client.get(f"/reports/breaches?period=24h&task={built['edge']}").get_data(as_text=True)
     assert "late start" in html and f"/runs/{built['edge_late']}" in html and "1 s" in html
     assert "No SLA breaches" in client.get("/reports/breaches?period=24h&kind=deadline").get_data(as_text=True)
+
+
+def test_a_heat_map_cell_opens_the_late_starts_of_its_hour_of_day(manager, client, built):
+    report = client.get(f"/reports?period=24h&task={built['edge']}").get_data(as_text=True)
+    figure = json.loads(html_text.unescape(re.search(r'class="heat-chart" data-figure="([^"]*)"', report).group(1)))
+    [cells] = figure["data"][0]["customdata"]  # one task: a link per hour of day
+    assert cells[9] == f"/reports/breaches?period=24h&task={built['edge']}&kind=start_delay&hour=9"
+    nine = client.get(f"/reports/breaches?period=24h&task={built['edge']}&kind=start_delay&hour=9")
+    html = nine.get_data(as_text=True)
+    assert f"/runs/{built['edge_late']}" in html
+    assert "Only runs that started between 09:00 and 10:00 UTC, on any day of the period" in html
+    assert "hour=9" in re.search(r'href="([^"]*breaches.csv[^"]*)"', html).group(1)  # the CSV is the same list
+    ten = client.get(f"/reports/breaches?period=24h&task={built['edge']}&hour=10").get_data(as_text=True)
+    assert "No SLA breaches" in ten and f"/runs/{built['edge_late']}" not in ten
+    rows = list(csv.reader(io.StringIO(client.get("/reports/breaches.csv?period=24h&hour=10").get_data(as_text=True))))
+    assert len(rows) == 1  # the header only
+    for bad in ("24", "-1", "nine", "9" * 400):
+        refused = client.get(f"/reports/breaches?period=24h&hour={bad}")
+        assert refused.status_code == 422 and "hour is an hour of day from 0 to 23 (UTC)" in refused.get_data(
+            as_text=True)
+        assert client.get(f"/reports/breaches.csv?hour={bad}").status_code == 422
 
 
 @pytest.mark.parametrize("role", ["viewer", "operator", "approver"])

@@ -7,6 +7,7 @@ from sqlalchemy import func, select
 
 from console.extensions import db
 from console.models import Run, SlaBreach, Task, Tenant
+from console.services.errors import InvalidInput
 from console.services.scheduling import sla
 
 PAGE_SIZE = 50
@@ -21,6 +22,7 @@ class Filters:
     tenant_id: int | None = None
     task_id: int | None = None
     kind: str = ""  # "" | start_delay | deadline
+    hour: int | None = None  # the hour of day (UTC) the runs started in: a heat-map cell's column
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,19 @@ def _query(filters: Filters):
         query = query.where(SlaBreach.task_id == filters.task_id)
     if filters.kind in KINDS:
         query = query.where(SlaBreach.kind == filters.kind)
+    if filters.hour is not None:
+        query = query.where(func.extract("hour", Run.started_at) == filters.hour)
     return query
+
+
+def hour_of_day(text: str | None) -> int | None:
+    """Read the `hour` filter (a heat-map cell's column); None when it is not given."""
+    text = (text or "").strip()
+    if not text:
+        return None
+    if not (text.isdigit() and len(text) <= 2 and int(text) < 24):
+        raise InvalidInput(f"hour is an hour of day from 0 to 23 (UTC), not {text[:20]!r}", "hour")
+    return int(text)
 
 
 def _rows(result) -> list[Row]:

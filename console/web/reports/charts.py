@@ -56,15 +56,15 @@ def trend(figure: Figure, points: dict[datetime, float | None], links: list[str]
                                    "exponentformat": "none"}})
 
 
-def heat_map(heat: HeatMap, links: list[str]) -> str:
-    """On time per task (rows) and hour of day (columns, UTC); a cell opens the task's late starts."""
+def heat_map(heat: HeatMap, links: list[list[str]]) -> str:
+    """On time per task (rows) and hour of day (columns, UTC); a cell opens the task's late starts in that hour."""
     labels = [f"{row.tenant} / {row.task}" for row in heat.tasks]
     z = [[None if (rate := heat.rate(row.task_id, hour)) is None else round(100 * rate, 1) for hour in range(24)]
          for row in heat.tasks]
     text = [[f"{heat.cells.get((row.task_id, hour), (0, 0))[1]} of {heat.cells.get((row.task_id, hour), (0, 0))[0]}"
              for hour in range(24)] for row in heat.tasks]
     data = [{"type": "heatmap", "z": z, "x": list(range(24)), "y": labels, "text": text, "zmin": 80, "zmax": 100,
-             "customdata": [[link] * 24 for link in links], "xgap": 2, "ygap": 2,
+             "customdata": links, "xgap": 2, "ygap": 2,
              "colorscale": [[0, BAD], [0.9, "#f2c94c"], [1, OK]], "colorbar": {"ticksuffix": "%", "thickness": 10},
              "hovertemplate": "%{y}<br>%{x}:00 UTC: %{z}% on time (%{text} starts)<extra></extra>"}]
     return _dumps(data, {"height": 70 + 24 * max(1, len(labels)), "margin": {"l": 200, "r": 10, "t": 6, "b": 34},

@@ -29,21 +29,21 @@ def _number(value) -> str:
     return str(value)
 
 
-def _figures(period: Period, scope: Scope, now: datetime, _kind: str):
+def _figures(period: Period, scope: Scope, now: datetime, _breach: dict):
     yield ["figure", "label", "value", "previous", "target", "met", "unit", "definition"]
     for name, value in figures.summary(period, scope, now).values.items():
         yield [name, value.figure.label, value.value, value.previous, value.figure.target, value.met,
                value.figure.unit, value.figure.definition]
 
 
-def _trend(period: Period, scope: Scope, now: datetime, _kind: str):
+def _trend(period: Period, scope: Scope, now: datetime, _breach: dict):
     names = [figure.name for figure in FIGURES if figure.name != "dead_letters_open"]
     yield ["hour" if period.hourly else "day", *names]
     for bucket, values in page.build(period, scope, now).trend.items():
         yield [bucket, *[values[name] for name in names]]
 
 
-def _tasks(period: Period, scope: Scope, _now: datetime, _kind: str):
+def _tasks(period: Period, scope: Scope, _now: datetime, _breach: dict):
     yield ["tenant", "task_id", "task", "handler", "finished", "succeeded", "failed", "success_rate", "starts",
            "on_time", "late", "on_time_rate", "dead_letters", "recovered", "sla_breaches", "duplicates"]
     for row in page.task_rows(period, scope):
@@ -53,7 +53,7 @@ def _tasks(period: Period, scope: Scope, _now: datetime, _kind: str):
                counts["dead_letters"], counts["recovered"], counts["breaches"], counts["duplicates"]]
 
 
-def _heat(period: Period, scope: Scope, _now: datetime, _kind: str):
+def _heat(period: Period, scope: Scope, _now: datetime, _breach: dict):
     yield ["tenant", "task_id", "task", "hour_of_day_utc", "starts", "on_time", "on_time_rate"]
     heat = page.heat_map(period, scope, page.task_rows(period, scope))
     for row in heat.tasks:
@@ -63,16 +63,16 @@ def _heat(period: Period, scope: Scope, _now: datetime, _kind: str):
                 yield [row.tenant, row.task_id, row.task, hour, starts, on_time, on_time / starts]
 
 
-def _errors(period: Period, scope: Scope, _now: datetime, _kind: str):
+def _errors(period: Period, scope: Scope, _now: datetime, _breach: dict):
     yield ["fingerprint", "error_code", "message", "dead_letters"]
     for group in read.fingerprints(period, scope, limit=None):
         yield [group.fingerprint, group.error_code, group.message, group.letters]
 
 
-def _breaches(period: Period, scope: Scope, _now: datetime, kind: str):
+def _breaches(period: Period, scope: Scope, _now: datetime, breach: dict):
     yield ["breach_id", "kind", "tenant", "task_id", "task", "run_id", "run_status", "due_at", "late_by_s",
            "detected_at", "escalated", "limit_s", "limit_at"]
-    filters = breach_list.Filters(period.start, period.end, scope.tenant_id, scope.task_id, kind)
+    filters = breach_list.Filters(period.start, period.end, scope.tenant_id, scope.task_id, **breach)
     for row in breach_list.every(filters):
         breach = row.breach
         yield [breach.id, breach.kind, row.tenant, breach.task_id, row.task, breach.run_id, row.run_status, row.due,
@@ -83,11 +83,11 @@ WRITERS = {"figures": _figures, "trend": _trend, "tasks": _tasks, "heat": _heat,
            "breaches": _breaches}
 
 
-def respond(table: str, period: Period, scope: Scope, now: datetime, kind: str = "") -> Response:
-    """Answer a CSV download of one table."""
+def respond(table: str, period: Period, scope: Scope, now: datetime, breach: dict | None = None) -> Response:
+    """Answer a CSV download of one table; `breach`: the breaches list's own filters (kind, hour)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    for row in WRITERS[table](period, scope, now, kind):
+    for row in WRITERS[table](period, scope, now, breach or {}):
         writer.writerow([_number(value) for value in row])
     covers = re.sub(r"[^A-Za-z0-9_.-]+", "-", report_scope.describe(scope)).strip("-")  # a file name's characters
     name = f"rebound-{table}-{covers}-{period.start:%Y%m%d%H}-{period.end:%Y%m%d%H}.csv"

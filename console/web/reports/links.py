@@ -81,11 +81,12 @@ class Links:
                        until=(end or self.period.end).strftime(MOMENT))
 
     def breaches(self, kind: str = "", task_id: int | None = None, start: datetime | None = None,
-                 end: datetime | None = None) -> str:
-        """The breaches recorded in the period, or in [start, end) (a chart point's hour or day)."""
+                 end: datetime | None = None, hour: int | None = None) -> str:
+        """The breaches recorded in the period, or in [start, end) (a chart point's hour or day); `hour`: of runs
+        that started in that hour of day (a heat-map cell)."""
         span = {"since": start.strftime(MINUTE), "until": end.strftime(MINUTE)} if start and end else {}
         return url_for("reports.breaches", **{**self.query, "task": task_id or self.query.get("task"), **span},
-                       kind=kind or None)
+                       kind=kind or None, hour=hour)
 
     def workorders(self, start: datetime | None = None, end: datetime | None = None) -> str:
         """The work orders opened in the period, closed or not (the task's: holding one of its dead letters)."""

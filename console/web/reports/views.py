@@ -87,8 +87,8 @@ def index():
     failing = [row for row in report.tasks if row.failed][:15]
     return _page("reports/index.html", "report", report=report, links=links, cards=CARDS, headline=HEADLINE,
                  trends=trends, error=None, covers=report_scope.describe(scope),
-                 heat_figure=charts.heat_map(report.heat, [links.breaches("start_delay", row.task_id)
-                                                           for row in report.heat.tasks]),
+                 heat_figure=charts.heat_map(report.heat, [[links.breaches("start_delay", row.task_id, hour=hour)
+                                                            for hour in range(24)] for row in report.heat.tasks]),
                  failing=failing,
                  failing_figure=charts.failing_tasks(failing, [links.row_runs(row) for row in failing]),
                  errors_figure=charts.error_groups(report.errors, [links.dlq_created(group=group.fingerprint)
@@ -101,12 +101,13 @@ def breaches():
     kind = request.args.get("kind", "")
     try:
         period, scope, links, _ = _selection()
+        hour = breach_list.hour_of_day(request.args.get("hour"))
     except ServiceError as error:
-        return _page("reports/breaches.html", "breaches", error.status, error=error, rows=[], kind=kind,
+        return _page("reports/breaches.html", "breaches", error.status, error=error, rows=[], kind=kind, hour=None,
                      kinds=breach_list.KINDS)
-    filters = breach_list.Filters(period.start, period.end, scope.tenant_id, scope.task_id, kind)
+    filters = breach_list.Filters(period.start, period.end, scope.tenant_id, scope.task_id, kind, hour)
     rows, older = breach_list.page(filters, paging.before())
-    return _page("reports/breaches.html", "breaches", error=None, rows=rows, older=older, kind=kind,
+    return _page("reports/breaches.html", "breaches", error=None, rows=rows, older=older, kind=kind, hour=hour,
                  kinds=breach_list.KINDS, period=period, links=links,
                  newer=request.args.get("before") is not None)
 
@@ -119,6 +120,7 @@ def export(table: str):
                                f"try one of {', '.join(exports.TABLES)}"), 404
     try:
         period, scope, _, now = _selection()
+        hour = breach_list.hour_of_day(request.args.get("hour"))
     except ServiceError as error:  # a download says what to fix in words, not in a saved file or an HTML page
         return Response(f"{error.detail}\n", error.status, mimetype="text/plain")
-    return exports.respond(table, period, scope, now, request.args.get("kind", ""))
+    return exports.respond(table, period, scope, now, {"kind": request.args.get("kind", ""), "hour": hour})
