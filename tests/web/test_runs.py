@@ -164,6 +164,8 @@ def test_a_created_date_alone_means_that_whole_day(client, auth, runs, clock):
     assert listed(client.get("/runs?created_to=2026-01-05 00:00")) == [eve]
     gantt = client.get("/runs/timeline?created_from=2026-01-05&created_to=2026-01-05")
     assert gantt.status_code == 200 and 'value="2026-01-05"' in gantt.get_data(as_text=True)
+    # Two runs a day: the axis spans their bars, and the page says it does not draw the day asked.
+    assert "The time axis spans the bars, not the whole window" in gantt.get_data(as_text=True)
     for garbage in ("2026-02-30", "2026-13", "yesterday", "9999-12-31", "0001-01-01", "2026-01-05T25:00"):
         for path in ("/runs", "/runs/timeline"):
             refused = client.get(f"{path}?created_to={garbage}")
