@@ -5,7 +5,7 @@ import json
 import click
 from flask.cli import with_appcontext
 
-from console.commands.output import refused
+from console.commands.output import ROW_ID, refused
 
 LIST_COLUMNS = ["id", "kind", "status", "tenant", "requested_by", "created_at", "expires_at", "reason"]
 
@@ -71,7 +71,7 @@ def list_command(status, limit):
 
 
 @approvals_group.command("show")
-@click.argument("approval_id", type=int)
+@click.argument("approval_id", type=ROW_ID)
 @with_appcontext
 def show_command(approval_id):
     """Show one request: who asked, why, and the change before → after."""
@@ -103,7 +103,7 @@ def _one_line(value) -> str:
 
 
 @approvals_group.command("approve")
-@click.argument("approval_id", type=int)
+@click.argument("approval_id", type=ROW_ID)
 @click.option("--as", "username", required=True, help="The approver: a person with the approve permission.")
 @click.option("--note", default=None)
 @with_appcontext
@@ -113,7 +113,7 @@ def approve_command(approval_id, username, note):
 
 
 @approvals_group.command("reject")
-@click.argument("approval_id", type=int)
+@click.argument("approval_id", type=ROW_ID)
 @click.option("--as", "username", required=True, help="The approver: a person with the approve permission.")
 @click.option("--note", required=True, help="Why not; the requester reads it.")
 @with_appcontext
@@ -123,7 +123,7 @@ def reject_command(approval_id, username, note):
 
 
 @approvals_group.command("rollback")
-@click.argument("approval_id", type=int)
+@click.argument("approval_id", type=ROW_ID)
 @click.option("--as", "username", required=True, help="A person with the approve permission.")
 @click.option("--note", default=None)
 @with_appcontext
@@ -133,7 +133,7 @@ def rollback_command(approval_id, username, note):
 
 
 @approvals_group.command("withdraw")
-@click.argument("approval_id", type=int)
+@click.argument("approval_id", type=ROW_ID)
 @click.option("--as", "username", required=True, help="The person who filed the request.")
 @click.option("--note", default=None)
 @with_appcontext

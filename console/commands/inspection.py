@@ -3,7 +3,7 @@
 import click
 from flask.cli import with_appcontext
 
-from console.commands.output import table
+from console.commands.output import ROW_ID, table
 
 
 def section(title: str, columns: list[str], rows: list[dict]) -> None:
@@ -48,7 +48,7 @@ def retry_inspect_command(reconcile, as_json):
 @click.command("task-dryrun")
 @click.option("--hours", type=float, default=24, show_default=True, help="How far ahead to forecast.")
 @click.option("--tenant", default=None, help="Only this tenant's tasks.")
-@click.option("--task", "task_id", type=int, default=None, help="Only this task.")
+@click.option("--task", "task_id", type=ROW_ID, default=None, help="Only this task (its id).")
 @click.option("--crowded", type=int, default=50, show_default=True, help="Starts in one minute worth a warning.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 @with_appcontext

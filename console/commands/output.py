@@ -1,6 +1,11 @@
-"""What the command groups print: a refusal (exit 1 with the reason) and a plain table."""
+"""What the command groups print: a refusal (exit 1 with the reason) and a plain table; the id they read."""
 
 import click
+
+from console.domain.ids import MAX_ID
+
+# A row id on the command line: a larger number names no row, and SQLite cannot even bind it (OverflowError).
+ROW_ID = click.IntRange(1, MAX_ID)
 
 
 def refused(error) -> click.ClickException:

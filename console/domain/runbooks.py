@@ -7,7 +7,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from enum import Enum
 
+from console.domain.ids import MAX_ID
+
 NAME = re.compile(r"[a-z][a-z0-9_]{1,59}")
+EARLIEST_YEAR, LATEST_YEAR = 1970, 9998  # as Reports' dates: a moment and a day either side stay in a datetime
 MAX_IDS = 500  # a reference taking many ids: more is a filter's job, not a list's
 
 
@@ -196,18 +199,23 @@ def _datetime(value) -> datetime:
             raise ValueError("a date and time like 2026-01-31T02:30 (UTC unless it has an offset)") from None
     else:
         raise ValueError("a date and time like 2026-01-31T02:30 (UTC unless it has an offset)")
+    if not EARLIEST_YEAR <= moment.year <= LATEST_YEAR:  # a backfill counts firings from it: year 1 is a typo
+        raise ValueError(f"a date and time between the years {EARLIEST_YEAR} and {LATEST_YEAR}")
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def _id(value) -> int:
     if isinstance(value, str):
         value = value.strip().removeprefix("#")
+    out_of_range = ValueError(f"an id (a whole number from 1 to {MAX_ID:,})")
     try:
         number = _int(value)
     except ValueError:
+        if isinstance(value, str) and value.lstrip("+-").isdigit():
+            raise out_of_range from None  # digits past what _int reads: no row has such an id
         raise ValueError("an id (a whole number)") from None
-    if number < 1:
-        raise ValueError("an id (a whole number from 1)")
+    if not 1 <= number <= MAX_ID:
+        raise out_of_range
     return number
 
 

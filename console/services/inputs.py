@@ -5,12 +5,10 @@ import math
 from datetime import UTC, datetime
 
 from console.domain import names
+from console.domain.ids import MAX_ID
 from console.domain.notes import MAX_NOTE_CHARS, too_long
 from console.services.errors import InvalidInput
 
-# Ids are INTEGER columns: 32-bit signed on PostgreSQL (64-bit on SQLite), so a larger number can name no row on
-# either; PostgreSQL would refuse it in a query ("integer out of range") rather than find nothing.
-MAX_ID = 2**31 - 1
 # A run's params are stored with it and sent to its handler on every attempt: kept to a sensible size.
 MAX_PARAMS_BYTES = 64 * 1024
 # JSON nested deeper than this is refused before anything walks it (json.dumps, our own code) and overflows.

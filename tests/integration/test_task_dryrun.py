@@ -144,3 +144,8 @@ def test_each_forecast_keeps_what_it_named_and_a_repeat_keeps_the_earlier_time(a
     db.session.expire_all()
     again = db.session.execute(select(ForecastWarning).where(ForecastWarning.id.in_(made))).scalars().all()
     assert {row.id: row.made_at for row in again} == made
+
+
+def test_a_task_id_no_row_can_have_is_a_usage_error(app):
+    result = app.test_cli_runner().invoke(args=["task-dryrun", "--task", "9" * 20])
+    assert result.exit_code == 2 and "is not in the range 1<=x<=2147483647" in result.output

@@ -59,7 +59,8 @@ def test_every_bad_field_is_named_with_what_to_fix():
         "colour": "unknown parameter; this runbook takes note, count, rate, merge, age, since, run, letters, task",
         "note": "required", "count": "a whole number", "rate": "at least 0.5", "merge": "true or false",
         "age": "one of any, 1h, 7d", "since": "a date and time like 2026-01-31T02:30 (UTC unless it has an offset)",
-        "run": "an id (a whole number from 1)", "letters": "an id (a whole number)", "task": "an id (a whole number)"}
+        "run": "an id (a whole number from 1 to 2,147,483,647)", "letters": "an id (a whole number)",
+        "task": "an id (a whole number)"}
 
 
 @pytest.mark.parametrize(("raw", "field", "message"), [
@@ -71,6 +72,13 @@ def test_every_bad_field_is_named_with_what_to_fix():
     ({"note": "x", "rate": "nan"}, "rate", "a finite number"),
     ({"note": "x", "letters": ",".join(str(n) for n in range(1, 502))}, "letters", "at most 500 ids at once"),
     ({"note": "   "}, "note", "required"),
+    # Digits no row's id can have: said as the range, not as "not a whole number".
+    ({"note": "x", "run": "9" * 30}, "run", "an id (a whole number from 1 to 2,147,483,647)"),
+    ({"note": "x", "run": 2**31}, "run", "an id (a whole number from 1 to 2,147,483,647)"),
+    ({"note": "x", "letters": f"1, {'9' * 25}"}, "letters", "an id (a whole number from 1 to 2,147,483,647)"),
+    # A moment far outside what anything is scheduled for (a backfill from year 1 overflowed in its job).
+    ({"note": "x", "since": "0001-01-01T00:00"}, "since", "a date and time between the years 1970 and 9998"),
+    ({"note": "x", "since": "9999-12-31"}, "since", "a date and time between the years 1970 and 9998"),
 ])
 def test_out_of_range_and_wrong_kinds_are_refused(raw, field, message):
     assert errors_of(raw)[field] == message

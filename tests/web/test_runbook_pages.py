@@ -113,7 +113,11 @@ def test_bad_params_are_shown_at_their_field_and_nothing_starts(client, auth):
         response = post(client, auth, "/runbooks/backfill_task", {"action": "dry_run", "task": huge,
                                                                    "start": "2026-01-05T05:00", "end": ""})
         assert response.status_code == 422
-        assert field_error(response.get_data(as_text=True), "task") == f"no task #{huge}"
+        assert field_error(response.get_data(as_text=True), "task") == "an id (a whole number from 1 to 2,147,483,647)"
+    early = post(client, auth, "/runbooks/backfill_task", {"action": "dry_run", "task": "999",
+                                                            "start": "0001-01-01T00:00", "end": "2026-01-05T06:00"})
+    assert early.status_code == 422  # its job overflowed counting firings from year 1
+    assert field_error(early.get_data(as_text=True), "start") == "a date and time between the years 1970 and 9998"
     replay = post(client, auth, "/runbooks/replay_dead_letters", {"action": "dry_run", "rate": "0.5",
                                                                    "limit": "ten", "age": "any"})
     html = replay.get_data(as_text=True)
