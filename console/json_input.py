@@ -3,7 +3,7 @@
 from flask.json.provider import DefaultJSONProvider
 
 from console.services.errors import ServiceError
-from console.services.inputs import json_problem
+from console.services.inputs import json_problem, too_many_digits
 
 
 class UnusableJSON(ServiceError):
@@ -21,6 +21,8 @@ class CheckedJSONProvider(DefaultJSONProvider):
             value = super().loads(s, **kwargs)
         except RecursionError:
             raise UnusableJSON("the JSON is nested too deeply to read") from None
+        except ValueError as error:  # valid JSON, but an integer Python will not read
+            raise UnusableJSON(too_many_digits(error)) from None
         problem = json_problem(value)
         if problem:
             raise UnusableJSON(problem)

@@ -2,6 +2,7 @@
 
 import json
 import math
+import sys
 from datetime import UTC, datetime
 
 from console.domain import names
@@ -68,10 +69,22 @@ def json_text(text: str, label: str = "") -> object:
         raise ValueError(f"{named}not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}") from None
     except RecursionError:  # the decoder's own stack, before json_problem could count the levels
         raise ValueError(f"{named}JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
+    except ValueError as error:
+        problem = too_many_digits(error)
+        raise ValueError(f"{label}: {problem}" if label else problem) from None
     problem = json_problem(value)
     if problem:
         raise ValueError(f"{label}: {problem}" if label else problem)
     return value
+
+
+def too_many_digits(error: ValueError) -> str:
+    """Say that valid JSON held an integer Python will not read (past sys.get_int_max_str_digits()); re-raise
+    any other ValueError."""
+    if "integer string conversion" not in str(error):
+        raise error
+    return f"a number in the JSON has more than {sys.get_int_max_str_digits():,} digits; send it as text, or a " \
+           "smaller number"
 
 
 def json_problem(value) -> str | None:

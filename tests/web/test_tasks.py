@@ -358,6 +358,7 @@ def test_posting_the_event_of_a_paused_task_says_nothing_fired(client, auth):
     ('{"x": "\\ud800"}', "not valid Unicode"),
     ("[" * 5000 + "]" * 5000, "nested deeper than 64 levels"),
     ('{"blob": "' + "x" * 70_000 + '"}', "data: params are 70,012 bytes; at most 65,536"),
+    ('{"n": ' + "9" * 5000 + "}", "Data: a number in the JSON has more than 4,300 digits"),
 ])
 def test_bad_event_data_is_422_at_the_field_keeping_what_was_typed_and_fires_nothing(client, auth, typed, message):
     task = make_task(name="order-email", cron=None, event="order.created")
