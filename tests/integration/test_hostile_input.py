@@ -113,8 +113,8 @@ def test_a_number_json_cannot_carry_is_a_clear_400(client, operator, path, body)
 @pytest.mark.parametrize("path", ["/worker/tasks", "/events"])
 def test_a_number_with_more_digits_than_python_reads_is_said_to_be_one(client, operator, path):
     """Valid JSON, which Python refuses to turn into an int: not "the body is not valid JSON"."""
-    body = '{"handler": "demo.noop", "type": "order.paid", "params": {"n": %s}, "data": {"n": %s}}' % (
-        "9" * 5000, "9" * 5000)
+    huge = "9" * 5000
+    body = f'{{"handler": "demo.noop", "type": "order.paid", "params": {{"n": {huge}}}, "data": {{"n": {huge}}}}}'
     with api_checks.nothing_written(COUNTED):
         response = client.post(path, data=body, content_type="application/json", headers=operator)
     assert "a number in the JSON has more than 4,300 digits" in api_checks.refused(response, 400, "bad_json")["detail"]
