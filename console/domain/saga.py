@@ -36,6 +36,7 @@ class Undo(str, Enum):  # noqa: UP042 - as above
     FAILED = "failed"  # its undo step kept failing: a person takes over
     NOT_COMPENSABLE = "not_compensable"  # its handler has no undo step: a person takes over
     NOT_ATTEMPTED = "not_attempted"  # left alone: a later step's undo failed, so undoing this one could do harm
+    RESOLVED = "resolved"  # its undo failed or could not be, and a person undid it by hand and marked its run resolved
 
     def __str__(self) -> str:
         return self.value

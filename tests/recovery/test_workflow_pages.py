@@ -1,6 +1,7 @@
 """Runs → Workflows: submit one from a form (field errors at the field), read its steps and compensation trail."""
 
 import json
+import re
 
 from sqlalchemy import func, select
 
@@ -135,6 +136,10 @@ def test_a_workflow_that_needs_a_person_says_so(client, auth, saga):
     page = client.get(f"/runs/workflows/{workflow_id}").get_data(as_text=True)
     assert "A person takes over:" in page and "step 1 is not compensable" in page
     assert "badge not_compensable" in page
+    step_one = saga.run(workflow_id, 1).id
+    link = f'<a href="/runbooks/resolve_runs\\?runs={step_one}&amp;tenant=default">mark its run resolved</a>'
+    assert re.search(rf"Or undo step 1 by hand, then {link}:\s+the workflow then goes on undoing the steps before it",
+                     page)
     listing = client.get("/runs/workflows?status=compensation_failed").get_data(as_text=True)
     assert f'href="/runs/workflows/{workflow_id}"' in listing
     assert client.get("/runs/workflows?status=nonsense").status_code == 422

@@ -9,6 +9,8 @@ from console.extensions import db
 from console.models import AuditEntry, Workflow
 from console.redis_conn import get_redis
 from console.services.actor import Actor
+from console.services.dlq import resolve as resolving
+from console.services.engine import compensation
 from console.services.engine.submit import submit as submit_run
 from console.services.errors import InvalidInput
 from console.services.people import tenants
@@ -96,6 +98,53 @@ def test_a_step_with_no_undo_ends_the_workflow_compensation_failed_for_a_person(
     assert letter.error_code == "not_compensable" and "has no undo step" in letter.error_message
     assert saga.run(workflow_id, 1).status == "succeeded"
     assert saga.events(*UNDO_KINDS, workflow_id=workflow_id) == [(2, "compensating"), (2, "compensation_failed")]
+
+
+def stopped_at_a_step_with_no_undo(saga) -> int:
+    """A workflow whose step 3 failed for good and whose step 2 (no undo step) stopped the undo before step 1."""
+    steps = [{"handler": "demo.flaky_compensated", "params": OK}, {"handler": "demo.noop"},
+             {"handler": "demo.flaky", "params": FATAL}]
+    workflow_id = saga.submit(steps)
+    for position in (1, 2, 3):
+        saga.execute(workflow_id, position)
+        saga.advance(workflow_id)
+    assert saga.undo(workflow_id, 2) == "dead"
+    assert saga.advance(workflow_id) == "compensation_failed"
+    return workflow_id
+
+
+def resolve_by_hand(run_id: int, clock) -> None:
+    """A person undid the step by hand and marks its dead run resolved (as the DLQ and resolve_runs do)."""
+    done = resolving.resolve(resolving.plan([run_id], None), "refunded by hand", Actor("olga"), clock())
+    assert list(done.runs) == [run_id]
+    db.session.commit()
+
+
+def test_resolving_the_step_that_stopped_the_undo_goes_on_undoing_the_steps_before_it(saga):
+    workflow_id = stopped_at_a_step_with_no_undo(saga)
+    resolve_by_hand(saga.run(workflow_id, 2).id, saga.clock)
+    assert saga.advance(workflow_id) == "undoing"  # step 1's undo asked for
+    workflow = saga.get(workflow_id)
+    assert (workflow.status, workflow.current_step, workflow.finished_at) == ("compensating", 1, None)
+    assert "step 3 failed for good" in workflow.note and "not compensable" not in workflow.note
+    assert saga.undo(workflow_id, 1) == "compensated"
+    assert saga.advance(workflow_id) == "compensated"
+    assert [step.compensation_status for step in saga.steps(workflow_id)] == ["compensated", "resolved", None]
+
+
+def test_a_step_a_person_compensated_is_recorded_and_the_undo_passes_it_by(saga):
+    workflow_id = stopped_at_a_step_with_no_undo(saga)
+    first = saga.run(workflow_id, 1)
+    compensation.start(first, Actor("olga"), cause="the order was cancelled", now=saga.clock(),
+                       reason=compensation.REQUESTED)  # Compensate on the run page, approved
+    db.session.commit()
+    assert saga.undo(workflow_id, 1) == "compensated"
+    assert saga.advance(workflow_id) == "compensation_failed"  # step 2 still waits for a person
+    assert [step.compensation_status for step in saga.steps(workflow_id)] == [
+        "compensated", "not_compensable", None]
+    resolve_by_hand(saga.run(workflow_id, 2).id, saga.clock)
+    assert saga.advance(workflow_id) == "compensated"  # step 1 is not undone twice
+    assert saga.events("compensating", workflow_id=workflow_id) == [(2, "compensating"), (1, "compensating")]
 
 
 def test_an_undo_that_keeps_failing_ends_compensation_failed_after_the_engines_retries(saga, runs):
@@ -224,6 +273,17 @@ def test_a_lost_advance_job_is_recovered_by_the_reconcile_pass(saga):
     assert advance.reconcile(saga.clock) == [workflow_id]
     assert saga.run(workflow_id, 2).status == "pending"
     assert advance.reconcile(saga.clock) == []  # step 2 is at work: the engine's reconciler tends it
+
+
+def test_a_stop_resolved_by_a_person_whose_advance_job_was_lost_is_resumed_by_the_reconcile_pass(saga):
+    workflow_id = stopped_at_a_step_with_no_undo(saga)
+    saga.clock.advance(5)
+    assert advance.reconcile(saga.clock) == []  # stopped for a person: left alone
+    resolve_by_hand(saga.run(workflow_id, 2).id, saga.clock)
+    get_redis().flushdb()  # the advance job the resolve queued is lost
+    saga.clock.advance(5)
+    assert advance.reconcile(saga.clock) == [workflow_id]
+    assert saga.status(workflow_id) == "compensating" and saga.run(workflow_id, 1).status == "compensating"
 
 
 def test_a_claimed_step_whose_run_was_never_created_is_started_by_the_reconcile_pass(saga, monkeypatch):

@@ -52,6 +52,7 @@ def actor_name(workflow_id: int) -> str:
 
 def advance(workflow_id: int, *, clock: Clock = SYSTEM_CLOCK) -> str:
     """Move the workflow on as far as its steps allow; return its status, or what stopped this call."""
+    _undone_by_people(workflow_id, clock)
     for _ in range(MAX_MOVES):
         workflow = _read(Workflow, Workflow.id == workflow_id)
         if workflow is None:
@@ -60,12 +61,28 @@ def advance(workflow_id: int, *, clock: Clock = SYSTEM_CLOCK) -> str:
             stopped = _forward(workflow, clock)
         elif workflow.status == COMPENSATING:
             stopped = _backward(workflow, clock)
+        elif workflow.status == COMPENSATION_FAILED:
+            stopped = _resume_if_resolved(workflow, clock)
         else:
             return workflow.status
         if stopped is not None:
             db.session.commit()  # end the read transaction: nothing held while waiting
             return stopped
     return "busy"  # a workflow cannot make more moves than this; another call carries on
+
+
+def _undone_by_people(workflow_id: int, clock: Clock) -> None:
+    """Record the undo of steps a person had compensated outside the workflow's own walk (Compensate on a run
+    page): the workflow's walk then passes them by. A step the walk has asked to undo keeps its own record."""
+    compensated = select(RUNS.c.workflow_step).where(RUNS.c.workflow_id == workflow_id,
+                                                     RUNS.c.status == "compensated").scalar_subquery()
+    marked = db.session.execute(update(STEPS).where(
+        STEPS.c.workflow_id == workflow_id, STEPS.c.position.in_(compensated),
+        or_(STEPS.c.compensation_status.is_(None), STEPS.c.compensation_status == Undo.NOT_ATTEMPTED.value))
+        .values(compensation_status=Undo.COMPENSATED.value, compensation_finished_at=clock())).rowcount
+    db.session.commit()
+    if marked:
+        log.info("workflow %s: %s compensated by a person recorded", workflow_id, marked)
 
 
 def _read(model, *conditions):
@@ -184,6 +201,11 @@ def _backward(workflow: Workflow, clock: Clock) -> str | None:
         return None
     step, run = _step(workflow, position), _step_run(workflow, position)
     undo = step.compensation_status
+    if undo in (Undo.COMPENSATED.value, Undo.RESOLVED.value):  # a person undid it already: on to the step before
+        if not _move(workflow, COMPENSATING, position, current_step=position - 1, updated_at=now):
+            return _raced()
+        db.session.commit()
+        return None
     if undo == Undo.PENDING.value:
         claimed = db.session.execute(update(STEPS).where(
             STEPS.c.id == step.id, STEPS.c.compensation_status == Undo.PENDING.value).values(
@@ -238,17 +260,48 @@ def _undone(workflow: Workflow, step: WorkflowStep, run: Run, clock: Clock) -> s
     return None
 
 
+def _resume_if_resolved(workflow: Workflow, clock: Clock) -> str | None:
+    """Go on undoing once a person has resolved the step whose undo stopped the workflow (undone by hand)."""
+    position = workflow.current_step
+    run = _step_run(workflow, position) if position else None
+    if run is None or run.status != "resolved":
+        return workflow.status  # a person decides what next
+    now = clock()
+    marked = db.session.execute(update(STEPS).where(
+        STEPS.c.workflow_id == workflow.id, STEPS.c.position == position,
+        STEPS.c.compensation_status.in_([Undo.FAILED.value, Undo.NOT_COMPENSABLE.value]))
+        .values(compensation_status=Undo.RESOLVED.value, compensation_finished_at=now)).rowcount
+    if not marked:
+        return _raced()
+    failed = _step_run(workflow, workflow.failed_step)
+    note = failure_note(workflow.failed_step, failed) if failed is not None else None
+    if not _move(workflow, COMPENSATION_FAILED, position, {"resolved"}, status=COMPENSATING, current_step=position - 1,
+                 updated_at=now, finished_at=None, note=note[:NOTE_CHARS] if note else None):
+        return _raced()
+    db.session.execute(update(STEPS).where(
+        STEPS.c.workflow_id == workflow.id, STEPS.c.position < position,
+        STEPS.c.compensation_status == Undo.NOT_ATTEMPTED.value).values(compensation_status=Undo.PENDING.value))
+    db.session.commit()
+    log.warning("workflow %s: step %s was resolved by a person; undoing steps %s..1", workflow.id, position,
+                position - 1)
+    return None
+
+
 def reconcile(clock: Clock = SYSTEM_CLOCK) -> list[int]:
     """The "workflows" maintenance job: advance active workflows that have not moved though they could.
 
     Their advance job was lost (Redis down or flushed) or its caller died between a claim and its side effect.
     A workflow whose current step's run is still at work is left alone: the engine's reconciler tends the run.
+    So is one stopped for a person, until the person resolves the step that stopped it.
     """
     cutoff = clock() - timedelta(seconds=setting("REQUEUE_AFTER_S"))
     current = and_(RUNS.c.workflow_id == WORKFLOWS.c.id, RUNS.c.workflow_step == WORKFLOWS.c.current_step)
+    resolved_stop = and_(WORKFLOWS.c.status == COMPENSATION_FAILED, RUNS.c.status == "resolved", exists().where(
+        STEPS.c.workflow_id == WORKFLOWS.c.id, STEPS.c.position == WORKFLOWS.c.current_step,
+        STEPS.c.compensation_status.in_([Undo.FAILED.value, Undo.NOT_COMPENSABLE.value])))
     ids = db.session.execute(
         select(WORKFLOWS.c.id).select_from(WORKFLOWS.outerjoin(RUNS, current))
-        .where(WORKFLOWS.c.status.in_(ACTIVE), WORKFLOWS.c.updated_at <= cutoff,
+        .where(or_(WORKFLOWS.c.status.in_(ACTIVE), resolved_stop), WORKFLOWS.c.updated_at <= cutoff,
                or_(RUNS.c.id.is_(None), and_(RUNS.c.status.not_in(sorted(STILL_WORKING)), RUNS.c.updated_at <= cutoff)))
         .order_by(WORKFLOWS.c.id).limit(BATCH)).scalars().all()
     db.session.commit()
