@@ -81,14 +81,7 @@ def test_end_to_end_on_real_workers_steps_2_then_1_are_undone_once_each(saga, wo
 
 def test_a_step_with_no_undo_ends_the_workflow_compensation_failed_for_a_person(saga, runs):
     # Step 2 (demo.noop) has no undo step: step 1 is left alone, for a person to judge.
-    steps = [{"handler": "demo.flaky_compensated", "params": OK}, {"handler": "demo.noop"},
-             {"handler": "demo.flaky", "params": FATAL}]
-    workflow_id = saga.submit(steps)
-    for position in (1, 2, 3):
-        saga.execute(workflow_id, position)
-        saga.advance(workflow_id)
-    assert saga.undo(workflow_id, 2) == "dead"
-    assert saga.advance(workflow_id) == "compensation_failed"
+    workflow_id = stopped_at_a_step_with_no_undo(saga)
     workflow = saga.get(workflow_id)
     assert "step 2 is not compensable" in workflow.note and "steps before it were left as they are" in workflow.note
     assert [step.compensation_status for step in saga.steps(workflow_id)] == [
