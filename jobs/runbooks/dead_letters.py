@@ -123,11 +123,16 @@ def _new_params(raw: str):
 
 
 def _check_fix(values: dict, now) -> dict:
+    errors = {}
     try:
         _new_params(values["params"])
     except ValueError as error:
-        return {"params": str(error)}
-    return {}
+        errors["params"] = str(error)
+    waiting = params_fix.any_fix_waiting(values["dead_letter"], now)
+    if waiting is not None:  # only one fix of a letter waits: the first to run changes the params the others read
+        errors["dead_letter"] = (f"request #{waiting} to fix dead letter #{values['dead_letter']} already waits for "
+                                 "approval; only one fix of a letter waits at a time")
+    return errors
 
 
 def fix_params_and_replay(ctx) -> None:
@@ -189,7 +194,7 @@ RESOLVE = Runbook(
     ), resolve_runs)
 
 FIX_PARAMS = Runbook(
-    "fix_params_and_replay", "Fix a run's params and replay it",
+    params_fix.FIX_RUNBOOK, "Fix a run's params and replay it",
     "Give the run of an open dead letter new params, then replay it (a new attempt series, same idempotency key).",
     Risk.HIGH, (
         Param("dead_letter", T.DEAD_LETTER, required=True, help="The dead letter's id."),

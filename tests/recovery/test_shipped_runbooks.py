@@ -14,6 +14,7 @@ from console.models import Approval, AuditEntry, DeadLetter, Run, RunEvent, Work
 from console.services.actor import Actor
 from console.services.engine import queueing
 from console.services.engine.execute import execute
+from console.services.errors import Conflict
 from console.services.people import tenants
 from console.services.recovery import decisions, params_fix, runbook_runner, runbooks
 from console.services.scheduling import planner, tasks
@@ -165,6 +166,23 @@ def test_fix_params_and_replay_gives_the_run_new_params_and_it_recovers(staff, c
     assert execute(run_id, 0, clock=clock) == "succeeded"
     with pytest.raises(Exception, match="not valid JSON"):
         runbooks.start("fix_params_and_replay", {**params, "params": "{oops"}, staff["olga"], scope=None, clock=clock)
+
+
+def test_one_fix_of_a_letter_waits_at_a_time_whichever_way_it_was_asked(staff, clock, dead_run):
+    run_id, letter_id = dead_run()
+    by_form = params_fix.request_fix(letter_id, {"fail_times": 0}, "account reopened", staff["olga"], clock=clock)
+    params = {"dead_letter": letter_id, "params": '{"fail_times": 0}'}
+    with pytest.raises(runbooks.InvalidParams) as refused:
+        runbooks.start("fix_params_and_replay", params, staff["olga"], scope=None, reason="again", clock=clock)
+    assert refused.value.errors == {"dead_letter": f"request #{by_form.id} to fix dead letter #{letter_id} already "
+                                                   "waits for approval; only one fix of a letter waits at a time"}
+    decisions.reject(by_form.id, staff["alex"], note="wrong account", clock=clock)
+    execution = runbooks.start("fix_params_and_replay", params, staff["olga"], scope=None, reason="now", clock=clock)
+    with pytest.raises(Conflict, match=rf"request #{execution.approval_id} to fix dead letter {letter_id} \(runbook "
+                                       r"fix_params_and_replay\) is already waiting for approval"):
+        params_fix.request_fix(letter_id, {"fail_times": 1}, "another", staff["olga"], clock=clock)
+    assert db.session.execute(select(Approval.id).where(Approval.status == "pending")).scalars().all() == [
+        execution.approval_id]
 
 
 def test_backfill_task_creates_one_run_per_missed_firing_once(staff, clock, snapshot):

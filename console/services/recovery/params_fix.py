@@ -7,7 +7,7 @@ from sqlalchemy.exc import IntegrityError
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
-from console.models import Approval, DeadLetter, Run
+from console.models import Approval, DeadLetter, Run, RunbookExecution
 from console.services.actor import SYSTEM, Actor
 from console.services.engine import replays, transitions, waiting_fixes
 from console.services.errors import Conflict, InvalidInput, NotFound
@@ -16,6 +16,7 @@ from console.services.recovery import approvals
 from console.services.recovery.kinds import Applied, FixKind
 
 NAME = waiting_fixes.KIND
+FIX_RUNBOOK = "fix_params_and_replay"  # the runbook that fixes a letter's params too (jobs/runbooks/dead_letters.py)
 
 
 def _letter(letter_id, tenant_id: int | None) -> DeadLetter:
@@ -43,6 +44,11 @@ def request_fix(letter_id: int, params, reason, actor: Actor, *, tenant_id: int 
     run = letter.run
     if params == run.params:
         raise InvalidInput("these are the params the run already has; change at least one", "params")
+    by_runbook = runbook_fix_waiting(letter.id)
+    if by_runbook is not None:
+        raise Conflict(f"request #{by_runbook} to fix dead letter {letter.id} (runbook {FIX_RUNBOOK}) is already "
+                       "waiting for approval; only one fix of a letter waits at a time: ask an approver to decide it",
+                       "dead_letter")
     filing = {"reason": reason, "subject_type": "dead_letter", "subject_id": letter.id,
               "payload": {"dead_letter_id": letter.id, "run_id": run.id, "params": params},
               "before": {"params": run.params}, "after": {"params": params}, "tenant": letter.tenant, "clock": clock}
@@ -68,6 +74,24 @@ def waiting(letter_id: int) -> Approval | None:
     return db.session.execute(select(Approval).where(
         Approval.kind == NAME, Approval.subject_id == str(letter_id), Approval.status == "pending")
     ).scalar_one_or_none()
+
+
+def runbook_fix_waiting(letter_id: int) -> int | None:
+    """Return the request to run fix_params_and_replay on this dead letter that waits for approval, if one does."""
+    # Its dead letter is inside the stored params (JSON), and few such requests wait: read them all.
+    waiting_runs = db.session.execute(select(RunbookExecution.approval_id, RunbookExecution.params).where(
+        RunbookExecution.runbook == FIX_RUNBOOK, RunbookExecution.status == "awaiting_approval",
+        RunbookExecution.approval_id.is_not(None))).all()
+    return next((approval_id for approval_id, params in waiting_runs
+                 if str((params or {}).get("dead_letter")) == str(letter_id)), None)
+
+
+def any_fix_waiting(letter_id: int, now: datetime) -> int | None:
+    """Return the request waiting for approval to fix this dead letter, by the DLQ's form or by the runbook."""
+    pending = waiting(letter_id)
+    if pending is not None and pending.expires_at > now:
+        return pending.id
+    return runbook_fix_waiting(letter_id)
 
 
 def waiting_on(letter_ids: list[int], now: datetime) -> dict[int, int]:
