@@ -7,7 +7,7 @@ from console.api.common import body, is_id
 from console.auth import current_actor, requires, tenant_scope
 from console.domain import saga
 from console.extensions import db
-from console.models import Tenant
+from console.models import Run, Tenant
 from console.services.dlq import bulk as dlq_bulk
 from console.services.dlq import groups as dlq
 from console.services.dlq.filters import PERIODS, Filters, check
@@ -135,5 +135,6 @@ def fix_dead_letter(letter_id: int):
         raise InvalidInput("give the params the run should be replayed with", "params")
     approval = params_fix.request_fix(letter_id, data["params"], data.get("reason"), current_actor(),
                                       tenant_id=tenant_scope())
-    return jsonify(approval_id=approval.id, status=approval.status,
-                   expires_at=serialize.iso(approval.expires_at)), 202
+    # Once approved the fix replays the run: a saga step's answer says what that does to its workflow, as a replay's.
+    return jsonify(approval_id=approval.id, status=approval.status, expires_at=serialize.iso(approval.expires_at),
+                   workflow=_workflow_step(db.session.get(Run, approval.payload["run_id"]))), 202

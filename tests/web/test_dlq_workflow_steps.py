@@ -187,6 +187,22 @@ def test_a_replay_over_the_api_says_what_it_did_to_the_workflow(client, steps, r
     assert replayed["run_id"] == undo.id
 
 
+def test_a_params_fix_of_a_step_says_what_its_replay_does_to_the_workflow_to_the_approver_too(client, auth, steps,
+                                                                                                runs):
+    """The approver is the last to decide: their page says what the requester's fix form said."""
+    olga, _ = users.create("olga", "operator", "correct-horse-battery", Actor("test"))
+    letter = runs.dead_letters(steps["failed"].id)[-1]
+    filed = client.post(f"/api/dead-letters/{letter.id}/fix", headers=bearer(olga),
+                        json={"params": {"fail_times": 0}, "reason": "the carrier is back"})
+    assert filed.status_code == 202, filed.get_data(as_text=True)
+    assert filed.get_json()["workflow"] == {"id": steps["undone"], "step": 3, "status": "compensated", "note": ALONE}
+    auth.as_role("approver", "alex")
+    page = " ".join(html.unescape(client.get(f"/approvals/{filed.get_json()['approval_id']}")
+                                  .get_data(as_text=True)).split())
+    said = f"Run #{steps['failed'].id} is step 3 of workflow #{steps['undone']} (compensated). {ALONE}"
+    assert f"data-workflow-step>{said}</div>" in page
+
+
 def test_compensating_a_step_of_a_workflow_says_the_workflow_stays_as_it_is(client, auth, saga):
     """Compensate… on one succeeded step undoes that step alone: the form and the approver's page say so."""
     done = saga.submit(three_steps(second=OK, third=OK), key="order-9")

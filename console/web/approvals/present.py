@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from flask import url_for
 
 from console.domain import diff
+from console.extensions import db
 from console.models import Approval, DeadLetter, Run, RunbookExecution
 from console.services.engine import control
 from console.services.recovery import (
@@ -18,6 +19,7 @@ from console.services.recovery import (
 )
 from console.services.recovery.registry import KINDS
 from console.services.recovery.runbook_registry import Runbook
+from console.web import workflow_compensation, workflow_replay
 from console.web.runbooks.present import value_text
 
 
@@ -113,10 +115,11 @@ def helpers() -> dict:
             "shown": diff.shown, "value_text": value_text}
 
 
-def workflow_step(approval: Approval):
-    """Return the run a compensation request would undo when it is a saga workflow's step (the approver reads what
-    that does to its workflow), else None."""
-    if approval.kind != run_compensation.NAME:
-        return None
-    run = control.get_run(approval.payload["run_id"])
-    return run if run.workflow_id else None
+def workflow_note(approval: Approval) -> str:
+    """Say what the request does to the saga workflow its run is a step of (the approver is the last to decide):
+    a compensation undoes that step alone, a params fix replays it alone; '' for any other request or run."""
+    words = {run_compensation.NAME: workflow_compensation, params_fix.NAME: workflow_replay}.get(approval.kind)
+    if words is None:
+        return ""
+    run = db.session.get(Run, approval.payload["run_id"])
+    return words(run) if run is not None else ""

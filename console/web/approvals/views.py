@@ -78,7 +78,7 @@ def _show(approval_id: int, *, error: str | None = None, status: int = 200, appr
     return page("approvals/show.html", "detail", row=approvals.row(approval), approval=approval, now=now,
                 runbook_request=present.runbook_request(approval), run_outcome=present.run_outcome(approval),
                 state=state, mine=mine, decidable=approver and not mine and state == "pending" and not settled,
-                settled=settled, letters=present.letters(approval), workflow_step=present.workflow_step(approval),
+                settled=settled, letters=present.letters(approval), workflow_note=present.workflow_note(approval),
                 can_roll_back=can_roll_back, rollback_by_another=mine and rollback_possible,
                 kept=present.why_kept(approval) if can_roll_back else None,
                 rolled_back_by=rolled_back_by.username if rolled_back_by else None,
