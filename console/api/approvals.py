@@ -6,7 +6,7 @@ from console.api.common import body
 from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import utcnow
 from console.services.errors import InvalidInput
-from console.services.people.permissions import APPROVE, VIEW
+from console.services.people.permissions import APPROVE, ROLL_BACK, VIEW
 from console.services.recovery import approvals, decisions, shown
 
 bp = Blueprint("approvals_api", __name__)
@@ -66,7 +66,7 @@ def reject(approval_id: int):
 
 
 @bp.post("/api/approvals/<int:approval_id>/rollback")
-@requires(APPROVE)
+@requires(APPROVE, ROLL_BACK)
 def rollback(approval_id: int):
     return _decided(lambda actor, note: decisions.rollback(approval_id, actor, note, tenant_id=tenant_scope()))
 

@@ -23,8 +23,9 @@ def wants_json() -> bool:
     return request.path.startswith(API_PREFIXES) or request.authorization is not None
 
 
-def requires(permission: str):
-    """Let the view run only for a logged-in user whose role grants the permission."""
+def requires(permission: str, doing: str | None = None):
+    """Let the view run only for a logged-in user whose role grants the permission; `doing` names the act in the
+    refusal when the permission's own name would not ("roll a change back", not "approve")."""
 
     def decorate(view):
         @functools.wraps(view)
@@ -37,7 +38,7 @@ def requires(permission: str):
             if not can(user.role, permission):
                 security_log.warning("forbidden user=%s role=%s needs=%s path=%s", user.username, user.role,
                                      permission, request.path)
-                abort(403, f"your role ({user.role}) may not {permission}")
+                abort(403, f"your role ({user.role}) may not {doing or permission}")
             return view(*args, **kwargs)
 
         wrapper.required_permission = permission

@@ -86,9 +86,13 @@ def test_another_approver_approves_and_the_fix_runs_once(client, people, fix, ru
     assert body["decided_at"] is not None
     run = runs.get(request.payload["run_id"])
     assert (run.status, run.params) == ("pending", FIXED)
+    assert body["outcome"] == f"run #{run.id} replayed with the new params (series 2)"  # what ran, for API readers
     again = client.post(f"/api/approvals/{request.id}/approve", headers=bearer(people["ada"]))
     api_checks.refused(again, 409, "conflict", "status")
 
+    by_operator = client.post(f"/api/approvals/{request.id}/rollback", headers=bearer(people["olga"]), json={})
+    assert api_checks.refused(by_operator, 403, "forbidden")["detail"] == (
+        "your role (operator) may not roll a change back (that needs the approve permission)")
     rolled = client.post(f"/api/approvals/{request.id}/rollback", headers=bearer(people["ada"]), json={})
     assert rolled.status_code == 200 and rolled.get_json()["status"] == "rolled_back"
     assert runs.get(run.id).params == BROKEN

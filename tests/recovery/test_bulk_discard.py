@@ -110,6 +110,11 @@ def test_an_approved_bulk_discard_closes_those_still_open_and_rolls_back(staff, 
     assert {(e.actor, e.note) for e in entries} == {
         ("olga", f"duplicates · approved by alex, request #{request.id}")}
     assert db.session.get(DeadLetter, found[0].id).resolved_by == f"olga (approved by alex, request #{request.id})"
+    # The decision's audit row and the request's outcome say what was done, not what was asked.
+    [approval_row] = audited("approval.approve")
+    done = {str(found[i].id): "discarded" for i in (0, 2, 3)}
+    assert approval_row.after["change"] == {"dead_letters": done}
+    assert approved.outcome == approval_row.after["outcome"] == "discarded 3 dead letters; 1 was no longer open"
 
     rolled = decisions.rollback(request.id, staff["bea"], "they were not duplicates", clock=clock)
     assert rolled.status == "rolled_back"
@@ -132,6 +137,9 @@ def test_rollback_reopens_only_the_letters_this_request_discarded(staff, letters
     db.session.commit()
     decisions.rollback(request.id, staff["bea"], clock=clock)
     assert statuses(found) == ["discarded", "open"]
+    [rollback_row] = audited("approval.rollback")  # it names the letter it reopened, not both the request named
+    assert (rollback_row.before, rollback_row.after) == ({"dead_letters": {str(found[1].id): "discarded"}},
+                                                         {"dead_letters": {str(found[1].id): "open"}})
 
 
 def test_an_approved_bulk_discard_with_nothing_left_open_fails_clearly(staff, letters, clock):

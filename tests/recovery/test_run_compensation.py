@@ -47,7 +47,8 @@ def test_a_compensation_waits_for_approval_then_runs_once(runs, staff, clock):
     assert compensation.is_queued(run_id)
     assert event.reason == "compensation_requested"
     assert compensation.execute(run_id, clock=clock) == "compensated"
-    with pytest.raises(Conflict, match="cannot be rolled back"):
+    kind = r"this kind of change \(compensate a succeeded run \(run its handler.s undo step\)\)"
+    with pytest.raises(Conflict, match=kind + " cannot be rolled back"):
         decisions.rollback(request.id, staff["bea"], clock=clock)
     actions = db.session.execute(select(AuditEntry.action).order_by(AuditEntry.seq)).scalars().all()
     assert actions[-3:] == ["approval.request", "run.compensate", "approval.approve"]

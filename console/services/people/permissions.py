@@ -3,6 +3,8 @@
 from console.models import Role
 
 VIEW, OPERATE, APPROVE, REPORT, ADMIN = "view", "operate", "approve", "report", "admin"
+# Rolling an approved change back needs APPROVE; a refusal names the act instead ("may not approve" misleads).
+ROLL_BACK = "roll a change back (that needs the approve permission)"
 
 GRANTS: dict[str, frozenset[str]] = {
     Role.VIEWER: frozenset({VIEW}),

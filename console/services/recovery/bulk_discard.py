@@ -7,6 +7,7 @@ from sqlalchemy import exists, select, true, update
 from sqlalchemy.orm import joinedload
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.domain.words import plural
 from console.extensions import db
 from console.models import Approval, DeadLetter, Tenant
 from console.services.actor import SYSTEM, Actor
@@ -15,7 +16,7 @@ from console.services.dlq import discards
 from console.services.dlq import groups as dlq
 from console.services.errors import Conflict
 from console.services.recovery import approvals
-from console.services.recovery.kinds import Applied, FixKind
+from console.services.recovery.kinds import Applied, FixKind, Restored
 from console.services.system import console_settings
 
 NAME = "dlq.discard_bulk"
@@ -104,16 +105,21 @@ def _apply(approval: Approval, actor: Actor, now: datetime) -> Applied:
     discarded = discards.discard_open(ids, approval.payload["reason"], actor, now, tenant_id=approval.tenant_id).ids
     if not discarded:
         raise Conflict("none of the dead letters is still open: they were replayed or discarded meanwhile", "status")
-    return Applied(backup={"ids": discarded, "skipped": sorted(set(ids) - set(discarded)),
-                           "discarded_at": now.isoformat()})
+    skipped = sorted(set(ids) - set(discarded))
+    outcome = f"discarded {plural(len(discarded), 'dead letter')}" + (
+        f"; {len(skipped):,} {'was' if len(skipped) == 1 else 'were'} no longer open" if skipped else "")
+    return Applied(backup={"ids": discarded, "skipped": skipped, "discarded_at": now.isoformat()}, outcome=outcome,
+                   change={"dead_letters": {str(i): "discarded" for i in discarded}})
 
 
-def _rollback(approval: Approval, actor: Actor, now: datetime) -> None:
+def _rollback(approval: Approval, actor: Actor, now: datetime) -> Restored:
     backup = approval.backup
     reopened = discards.reopen(backup["ids"], datetime.fromisoformat(backup["discarded_at"]), actor, now,
                           approval_id=approval.id)
     if not reopened:
         raise Conflict("none of these dead letters is still discarded by this request; nothing was reopened", "status")
+    return Restored(before={"dead_letters": {str(i): "discarded" for i in reopened}},
+                    after={"dead_letters": {str(i): "open" for i in reopened}})
 
 
 KIND = FixKind(NAME, "Discard dead letters in bulk", _apply, _rollback)

@@ -84,11 +84,15 @@ def approve(approval_id: int, actor: Actor, note: str | None = None, *, tenant_i
         db.session.rollback()
         _failed(approval, actor, note, error.detail, now)
         raise Conflict(f"approved, but the change could not be made: {error.detail}", error.field) from None
-    db.session.execute(update(Approval).where(Approval.id == approval.id).values(backup=applied.backup)
+    db.session.execute(update(Approval).where(Approval.id == approval.id)
+                       .values(backup=applied.backup, outcome=applied.outcome)
                        .execution_options(synchronize_session=False))
+    # What was done, which is less than what was asked when some rows moved on meanwhile (a letter replayed).
     audit.record(db.session, actor, "approval.approve", "approval", approval.id, before={"status": "pending"},
                  after={"status": "executed", "kind": approval.kind, "requested_by": requester.name,
-                        "change": approval.after}, tenant=_tenant_name(approval), note=note, clock=lambda: now)
+                        "change": applied.change if applied.change is not None else approval.after,
+                        **({"outcome": applied.outcome} if applied.outcome else {})},
+                 tenant=_tenant_name(approval), note=note, clock=lambda: now)
     db.session.commit()
     applied.after_commit()
     db.session.refresh(approval)
@@ -157,7 +161,7 @@ def rollback(approval_id: int, actor: Actor, note: str | None = None, *, tenant_
     _refuse_requester(approval, actor, "rollback", "roll it back", now)  # undoing it is a change a second person checks
     kind = KINDS[approval.kind]
     if kind.rollback is None:
-        raise Conflict(f"a {kind.title.lower()} cannot be rolled back", "kind")
+        raise Conflict(f"this kind of change ({kind.title[0].lower() + kind.title[1:]}) cannot be rolled back", "kind")
     if approval.status != "executed":
         raise Conflict(f"request {approval.id} is {approval.status.replace('_', ' ')}; only an executed change "
                        "can be rolled back", "status")
@@ -169,12 +173,14 @@ def rollback(approval_id: int, actor: Actor, note: str | None = None, *, tenant_
         db.session.rollback()
         raise Conflict(f"request {approval.id} was rolled back meanwhile", "status")
     try:
-        kind.rollback(approval, actor, now)
+        restored = kind.rollback(approval, actor, now)
     except ServiceError:
         db.session.rollback()  # the rows moved on since the change: nothing restored, the request stays executed
         raise
-    audit.record(db.session, actor, "approval.rollback", "approval", approval.id, before=approval.after,
-                 after=approval.before, tenant=_tenant_name(approval), note=note, clock=lambda: now)
+    audit.record(db.session, actor, "approval.rollback", "approval", approval.id,
+                 before=restored.before if restored else approval.after,
+                 after=restored.after if restored else approval.before, tenant=_tenant_name(approval), note=note,
+                 clock=lambda: now)
     db.session.commit()
     db.session.refresh(approval)
     return approval

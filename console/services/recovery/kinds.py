@@ -14,6 +14,17 @@ class Applied:
 
     backup: dict
     after_commit: Callable[[], None] = field(default=lambda: None)
+    outcome: str | None = None  # what it did, in words: the request's outcome, for the API and the CLI
+    # The change as made, shaped as the request's `after`, when rows had moved on since it was asked (None: as asked).
+    change: dict | None = None
+
+
+@dataclass(frozen=True)
+class Restored:
+    """What a rollback put back, shaped as the request's `after` (before) and `before` (after)."""
+
+    before: dict
+    after: dict
 
 
 @dataclass(frozen=True)
@@ -21,6 +32,7 @@ class FixKind:
     name: str
     title: str  # what the approver reads: "Edit a dead letter's params, then replay it"
     apply: Callable[[Approval, Actor, datetime], Applied]  # in the caller's transaction; raises ServiceError
-    rollback: Callable[[Approval, Actor, datetime], None] | None = None  # restores the backup, or raises Conflict
+    # Restores the backup (returning what it restored when that is not all the request changed), or raises Conflict.
+    rollback: Callable[[Approval, Actor, datetime], "Restored | None"] | None = None
     # Why a rollback would be refused now, for the page to say instead of offering one (None: it may be tried).
     why_kept: Callable[[Approval], str | None] | None = None

@@ -150,7 +150,8 @@ def _apply(approval: Approval, actor: Actor, now: datetime) -> Applied:
     left = db.session.execute(select(Run.series, Run.status, Run.attempt).where(Run.id == run_id)).one()
     return Applied(backup={"run_id": run_id, "params": approval.before["params"], "series": left.series,
                            "status": left.status, "attempt": left.attempt},
-                   after_commit=lambda: replays.enqueue(restarted))
+                   after_commit=lambda: replays.enqueue(restarted),
+                   outcome=f"run #{run_id} replayed with the new params (series {left.series})")
 
 
 def _moved_on(run: Run, backup: dict) -> bool:

@@ -52,7 +52,8 @@ def _apply(approval: Approval, actor: Actor, now: datetime) -> Applied:
                              .execution_options(populate_existing=True)).scalar_one()
     cause = f"{approval.payload['cause']} (approval #{approval.id})"[:MAX_NOTE_CHARS]
     compensation.start(run, actor, cause=cause, now=now, reason=compensation.REQUESTED)
-    return Applied(backup={"run_id": run_id, "status": "succeeded"}, after_commit=lambda: compensation.enqueue(run_id))
+    return Applied(backup={"run_id": run_id, "status": "succeeded"}, after_commit=lambda: compensation.enqueue(run_id),
+                   outcome=f"run #{run_id} compensating: its undo step is queued")
 
 
 # An undo step cannot be taken back: there is no rollback.

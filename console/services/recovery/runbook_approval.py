@@ -27,7 +27,8 @@ def _apply(approval: Approval, actor: Actor, now: datetime) -> Applied:
                            "diff to approve; nothing ran. Ask for the run again once a worker is up", "status")
         status = execution.status.replace("_", " ") if execution is not None else "gone"
         raise Conflict(f"runbook execution #{execution_id} is {status}, no longer waiting for approval", "status")
-    return Applied(backup={"execution_id": execution_id}, after_commit=lambda: runbooks.enqueue_run(execution_id))
+    return Applied(backup={"execution_id": execution_id}, after_commit=lambda: runbooks.enqueue_run(execution_id),
+                   outcome=f"runbook execution #{execution_id} queued for a worker")
 
 
 KIND = FixKind(runbooks.KIND, "Run a runbook for real", _apply)

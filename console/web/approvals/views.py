@@ -8,7 +8,7 @@ from console.domain.clock import utcnow
 from console.extensions import db, htmx
 from console.models import User
 from console.services.errors import ServiceError
-from console.services.people.permissions import APPROVE, OPERATE, VIEW, can
+from console.services.people.permissions import APPROVE, OPERATE, ROLL_BACK, VIEW, can
 from console.services.recovery import approvals, decisions, params_fix, runbooks
 from console.web import paging
 from console.web.approvals import present
@@ -149,7 +149,7 @@ def reject(approval_id: int):
 
 
 @bp.post("/<int:approval_id>/rollback")
-@requires(APPROVE)
+@requires(APPROVE, ROLL_BACK)
 def rollback(approval_id: int):
     return _decide(approval_id, RollbackForm(prefix="rollback"), "rollback_form", decisions.rollback,
                    lambda decided: f"Rolled back request #{decided.id}: the rows are as they were before it ran.")
