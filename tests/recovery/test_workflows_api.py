@@ -33,9 +33,12 @@ def test_a_workflow_is_submitted_as_one_unit_and_read_back_by_step(client, opera
         (1, first.id, "succeeded", None), (2, None, "not_started", None), (3, None, "not_started", None)]
     assert shown["steps"][0]["handler"] == "python:demo.flaky_compensated"
 
-    again = client.post("/api/workflows", headers=operator, json=body(name="typo"))
+    again = client.post("/api/workflows", headers=operator, json=body())  # a client's retry
     assert again.status_code == 200 and again.get_json() == {"id": workflow_id, "status": "running",
                                                              "created": False}
+    other = client.post("/api/workflows", headers=operator, json=body(name="typo"))  # the key reused for other work
+    assert "submitted with another name or other steps" in api_checks.refused(other, 409, "conflict",
+                                                                               "idempotency_key")["detail"]
 
 
 def test_a_compensated_workflow_shows_each_steps_undo(client, operator, saga):

@@ -15,7 +15,7 @@ from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.engine import handler_kinds
 from console.services.engine import submit as engine_submit
-from console.services.errors import InvalidInput
+from console.services.errors import Conflict, InvalidInput
 from console.services.recovery.workflows import advance
 
 log = logging.getLogger("rebound.workflows")
@@ -91,12 +91,13 @@ def submit(tenant: Tenant, actor: Actor, *, name, steps, idempotency_key, clock:
            ) -> tuple[Workflow, bool]:
     """Write a workflow and its steps (audited), then start step 1; return (workflow, created).
 
-    A known idempotency key returns its workflow, whatever the steps sent with it this time.
+    A known idempotency key sent with the same name and steps returns its workflow (a client's retry); sent with
+    other ones it is a 409 naming the workflow, as a run's key sent for other work is.
     """
     name, key, checked = check_name(name), check_key(idempotency_key), check_steps(steps)
     existing = find_by_key(tenant.id, key)
     if existing is not None:
-        return existing, False
+        return _same_work(existing, name, checked), False
     now = clock()
     workflow = Workflow(tenant_id=tenant.id, name=name, idempotency_key=key, status=WorkflowStatus.RUNNING.value,
                         step_count=len(checked), current_step=0, created_by=actor.name[:80], created_at=now,
@@ -106,7 +107,7 @@ def submit(tenant: Tenant, actor: Actor, *, name, steps, idempotency_key, clock:
         db.session.flush()  # the unique key decides a race between two submits of the same key
     except IntegrityError:
         db.session.rollback()
-        return find_by_key(tenant.id, key), False
+        return _same_work(find_by_key(tenant.id, key), name, checked), False
     db.session.add_all([WorkflowStep(workflow_id=workflow.id, position=position, handler=step.handler,
                                      params=step.params, policy=step.policy)
                         for position, step in enumerate(checked, start=1)])
@@ -121,3 +122,13 @@ def submit(tenant: Tenant, actor: Actor, *, name, steps, idempotency_key, clock:
         db.session.rollback()
         log.exception("workflow %s submitted but not started; the reconcile pass will start it", workflow_id)
     return db.session.get(Workflow, workflow_id), True
+
+
+def _same_work(existing: Workflow, name: str, checked: list[StepInput]) -> Workflow:
+    """Return the workflow a known key names if it was submitted as this one is, else refuse with a 409."""
+    stored = db.session.execute(select(WorkflowStep).where(WorkflowStep.workflow_id == existing.id)
+                                .order_by(WorkflowStep.position)).scalars().all()
+    if existing.name == name and [StepInput(s.handler, s.params or {}, s.policy) for s in stored] == checked:
+        return existing
+    raise Conflict(f"idempotency key {existing.idempotency_key!r} is workflow #{existing.id} ({existing.name}), "
+                   "submitted with another name or other steps; use a new key for other work", "idempotency_key")
