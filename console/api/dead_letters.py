@@ -38,9 +38,12 @@ def _filters(given: dict) -> Filters:
         raise InvalidInput(f"unknown filter {sorted(unknown)[0]!r}; allowed: {', '.join(sorted(FILTER_FIELDS))}",
                            sorted(unknown)[0])
     texts = {key: value for key, value in given.items() if value not in (None, "")}
+    task_id = texts.get("task")
+    if isinstance(task_id, int) and not isinstance(task_id, bool):  # a JSON body names a task by its id as a number
+        texts["task"] = str(task_id)
     for key, value in texts.items():
         if not isinstance(value, str):
-            raise InvalidInput(f"{key} is text", key)
+            raise InvalidInput(f"{key} is text" + (" or a task id" if key == "task" else ""), key)
     check(texts)
     if "handler" in texts and "task" in texts:
         raise InvalidInput("filter by handler or by task, not both", "handler")

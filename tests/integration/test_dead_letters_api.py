@@ -7,8 +7,10 @@ from console.models import Approval, DeadLetter
 from console.services.actor import Actor
 from console.services.engine import control
 from console.services.engine.execute import execute
-from console.services.people import users
+from console.services.people import tenants, users
 from console.services.recovery import params_fix
+from console.services.scheduling import tasks
+from tests import api_checks
 from tests.factories import Runs, bearer, make_tenant
 
 LENIENT = {"breaker": {"failure_threshold": 1000, "open_s": 1, "success_threshold": 1}}
@@ -162,6 +164,20 @@ def test_bad_bulk_replays_are_refused_and_start_nothing(client, operator, payloa
     response = client.post("/api/dead-letters/replay", json=payload, headers=bearer(operator))
     assert response.status_code == 422, response.get_json()
     assert response.get_json()["field"] == field
+
+
+def test_a_task_filter_takes_the_task_id_as_a_number_too(client, operator, dead, runs, clock):
+    task = tasks.register(tenants.find("default"), {"name": "nightly", "handler": "demo.flaky"}, Actor("test"))
+    run_id = runs.submit(None, {"fail_times": 9, "error": "fatal", "code": "bad_account"}, task=task,
+                         policy=LENIENT)
+    assert execute(run_id, 0, clock=clock) == "dead"
+    dead("db_timeout")  # another letter, of no task
+    started = client.post("/api/dead-letters/replay", json={"filter": {"task": task.id}}, headers=bearer(operator))
+    assert started.status_code == 202 and started.get_json()["total"] == 1, started.get_json()
+    huge = client.post("/api/dead-letters/replay", json={"filter": {"task": 10**30}}, headers=bearer(operator))
+    assert f"no task has id {10**30}" in api_checks.refused(huge, 422, "invalid", "task")["detail"]
+    flag = client.post("/api/dead-letters/replay", json={"filter": {"task": True}}, headers=bearer(operator))
+    assert api_checks.refused(flag, 422, "invalid", "task")["detail"] == "task is text or a task id"
 
 
 def test_a_fix_is_filed_for_approval_and_changes_nothing_yet(client, operator, dead, runs):
