@@ -22,7 +22,7 @@ def create_user_command(username, role, password, tenant):
         user, generated = users.create(username, role, password, Actor("cli"), tenant=scope)
     except ServiceError as error:
         raise click.ClickException(error.detail) from None
-    click.echo(f"Created {user.username} ({user.role}).")
+    click.echo(f"Created {user.username} ({user.role}" + (f", tenant {scope.name} only" if scope else "") + ").")
     if generated:
         click.echo(f"Password: {generated}")
 

@@ -8,6 +8,7 @@ from console.extensions import db
 from console.models import AuditEntry, User
 from console.services.actor import Actor
 from console.services.people import tokens, users
+from tests.factories import make_tenant
 from tests.helpers import PASSWORD, csrf_from
 
 
@@ -159,6 +160,16 @@ def test_htmx_request_without_a_session_is_told_to_go_to_login(client):
     response = client.get("/overview", headers={"HX-Request": "true"})
     assert response.status_code == 401
     assert response.headers["HX-Redirect"] == "/login"
+
+
+def test_create_user_from_the_cli_says_the_tenant_it_is_limited_to(app):
+    make_tenant("acme")
+    runner = app.test_cli_runner()
+    limited = runner.invoke(args=["create-user", "olga", "--role", "operator", "--password", "a-long-pass-42",
+                                  "--tenant", "acme"])
+    assert limited.exit_code == 0 and limited.output == "Created olga (operator, tenant acme only).\n"
+    every = runner.invoke(args=["create-user", "ada", "--role", "admin", "--password", "a-long-pass-42"])
+    assert every.output == "Created ada (admin).\n"
 
 
 def test_set_password_gives_a_new_password_from_the_cli_and_ends_the_old_sessions(app, client, auth):
