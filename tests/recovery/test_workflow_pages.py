@@ -5,8 +5,12 @@ import re
 
 from sqlalchemy import func, select
 
+from console.domain.breaker import BreakerSettings
 from console.extensions import db
 from console.models import DeadLetter, Run, Workflow
+from console.services.actor import Actor
+from console.services.engine import breakers
+from console.services.policies import versions as policies
 from tests.factories import make_tenant, three_steps
 from tests.helpers import csrf_from
 
@@ -116,6 +120,20 @@ def test_the_page_shows_each_steps_undo_and_the_trail_and_runs_link_back(client,
     saga.advance(workflow_id)
     done = client.get(f"/runs/workflows/{workflow_id}").get_data(as_text=True)
     assert 'badge compensated' in done and 'hx-trigger="every 2s"' not in done
+
+
+def test_a_step_held_by_its_breaker_says_why_and_a_named_policy_is_labelled(client, auth, saga):
+    policies.save("careful", {"max_attempts": 2}, Actor("test"))
+    workflow_id = saga.submit([{"handler": "demo.noop", "policy": "careful"}, {"handler": "demo.noop"}])
+    now = saga.clock()
+    for _ in range(5):  # the default policy's threshold: the handler's breaker opens
+        breakers.record("python:demo.noop", False, now, BreakerSettings(failure_threshold=5, open_s=60))
+    assert saga.execute(workflow_id, 1) == "breaker_open"  # put off before any attempt was spent
+    auth.as_role("viewer")
+    page = " ".join(client.get(f"/runs/workflows/{workflow_id}").get_data(as_text=True).split())
+    row = re.search(r'<tr class="wf-current">(.*?)</tr>', page).group(1)
+    assert '<span class="subtle reason">breaker open</span>' in row and "attempt 0" not in row
+    assert '<span class="subtle">policy careful</span>' in row
 
 
 def failed_at_step_two(saga) -> int:
