@@ -116,8 +116,9 @@ FIGURES: tuple[Figure, ...] = (
            "bucket (5 min is an edge).", 300, "at_most"),
     Figure("workorder_completion_rate", "Work orders completed", "rate",
            "Of the work orders opened in the period, the share closed now. A work order closes by itself only when "
-           "each of its dead letters was discarded or resolved by a person, or replayed and its run succeeded; a "
-           "replayed run that dies again keeps it open. A person may also close it with a note.", 0.95, "at_least"),
+           "each of its dead letters was discarded or resolved by a person, or replayed and its run ended well "
+           "(succeeded, or compensated); a replayed run that dies again keeps it open. A person may also close it "
+           "with a note.", 0.95, "at_least"),
     Figure("sla_breaches", "SLA breaches", "count",
            "Late starts and missed deadlines recorded in the period (the SLA check runs every minute).",
            higher_is_better=False),

@@ -102,13 +102,14 @@ def _unsettled(order_id) -> exists:
         letter.status == "open", and_(letter.status == "replayed", ~succeeded, ~superseded)))
 
 
-SETTLED_NOTE = "Every linked dead letter was discarded or resolved, or replayed and its run succeeded."
+SETTLED_NOTE = ("Every linked dead letter was discarded or resolved, or replayed and its run ended well (succeeded, or "
+                "compensated).")
 
 
 def close_if_resolved(work_order_id: int, now: datetime, by: Actor | None = None) -> bool:
     """Close the work order once each of its dead letters is settled (in the caller's transaction).
 
-    Settled: discarded or resolved by a person, or replayed and its run succeeded. A replay alone settles
+    Settled: discarded or resolved by a person, or replayed and its run ended well. A replay alone settles
     nothing: the replayed run may die again.
     """
     db.session.flush()
