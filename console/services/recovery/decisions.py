@@ -117,11 +117,18 @@ def reject(approval_id: int, actor: Actor, note: str | None, *, tenant_id: int |
     note = _note(note, required=True)
     _check_decider(approval, actor, "reject", now)
     _claim(approval, actor, "rejected", note, now)
+    _close_refused(approval, "rejected", note, now)
     audit.record(db.session, actor, "approval.reject", "approval", approval.id, before={"status": "pending"},
                  after={"status": "rejected"}, tenant=_tenant_name(approval), note=note, clock=lambda: now)
     db.session.commit()
     db.session.refresh(approval)
     return approval
+
+
+def _close_refused(approval: Approval, decided: str, note: str | None, now) -> None:
+    refused = KINDS[approval.kind].refused
+    if refused is not None:
+        refused(approval, decided, note, now)
 
 
 def withdraw(approval_id: int, actor: Actor, note: str | None = None, *, tenant_id: int | None = None,
@@ -142,6 +149,7 @@ def withdraw(approval_id: int, actor: Actor, note: str | None = None, *, tenant_
         current = db.session.execute(select(Approval.status).where(Approval.id == approval.id)).scalar_one()
         raise Conflict(f"request {approval.id} is {current.replace('_', ' ')}, no longer pending: only a waiting "
                        "request can be withdrawn", "status")
+    _close_refused(approval, "withdrawn", note, now)
     audit.record(db.session, actor, "approval.withdraw", "approval", approval.id, before={"status": "pending"},
                  after={"status": "withdrawn"}, tenant=_tenant_name(approval), note=note, clock=lambda: now)
     db.session.commit()

@@ -36,3 +36,5 @@ class FixKind:
     rollback: Callable[[Approval, Actor, datetime], "Restored | None"] | None = None
     # Why a rollback would be refused now, for the page to say instead of offering one (None: it may be tried).
     why_kept: Callable[[Approval], str | None] | None = None
+    # What a request refused by a person (rejected, withdrawn) closes at once, in the decision's transaction.
+    refused: Callable[[Approval, str, str | None, datetime], None] | None = None

@@ -8,7 +8,7 @@ from console.extensions import db
 from console.models import Approval, RunbookExecution
 from console.services.actor import Actor
 from console.services.errors import Conflict
-from console.services.recovery import runbooks
+from console.services.recovery import runbook_reconcile, runbooks
 from console.services.recovery.kinds import Applied, FixKind
 
 EX = RunbookExecution
@@ -31,4 +31,9 @@ def _apply(approval: Approval, actor: Actor, now: datetime) -> Applied:
                    outcome=f"runbook execution #{execution_id} queued for a worker")
 
 
-KIND = FixKind(runbooks.KIND, "Run a runbook for real", _apply)
+def _refused(approval: Approval, decided: str, note: str | None, now: datetime) -> None:
+    """Cancel the execution at once, so its page stops saying it awaits approval (the reconciler would, later)."""
+    runbook_reconcile.cancel_refused(approval.payload["execution_id"], approval.id, decided, note, now)
+
+
+KIND = FixKind(runbooks.KIND, "Run a runbook for real", _apply, refused=_refused)

@@ -67,6 +67,15 @@ def _requeue_lost_jobs(now) -> list[int]:
     return requeued
 
 
+def cancel_refused(execution_id: int, approval_id: int, decided: str, note: str | None, now) -> bool:
+    """Cancel an execution whose approval was refused (in the caller's transaction); tell whether this call did."""
+    error = f"approval request #{approval_id} was {decided}" + (f": {note}" if note else "")
+    return bool(db.session.execute(update(EX).where(EX.id == execution_id, EX.status == "awaiting_approval")
+                                   .values(status="cancelled", error=f"{error}; it never ran", finished_at=now,
+                                           log=_appended(f"{now:%H:%M:%S} Cancelled: {error}; it never ran."))
+                                   .execution_options(synchronize_session=False)).rowcount)
+
+
 def _settle_waiting(now) -> dict[str, list[int]]:
     """Executions awaiting approval: cancel refused ones; preview again those whose preview was lost."""
     stale = now - timedelta(seconds=setting("STALE_AFTER_S"))
@@ -77,12 +86,7 @@ def _settle_waiting(now) -> dict[str, list[int]]:
     cancelled, previews = [], []
     for execution, decided, note in rows:
         if decided in REFUSED:
-            error = f"approval request #{execution.approval_id} was {decided}" + (f": {note}" if note else "")
-            won = db.session.execute(update(EX).where(EX.id == execution.id, EX.status == "awaiting_approval")
-                                     .values(status="cancelled", error=f"{error}; it never ran", finished_at=now,
-                                             log=_appended(f"{now:%H:%M:%S} Cancelled: {error}; it never ran."))
-                                     .execution_options(synchronize_session=False)).rowcount
-            if won:
+            if cancel_refused(execution.id, execution.approval_id, decided, note, now):
                 cancelled.append(execution.id)
         elif execution.previewed_at is None and _preview_lost(execution, stale, cutoff):
             runbooks.enqueue_preview(execution.id)
