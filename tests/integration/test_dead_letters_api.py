@@ -105,6 +105,11 @@ def test_a_tenant_token_sees_only_its_tenant_and_cannot_name_another(client, ope
     assert client.post(f"/api/dead-letters/{other.id}/replay", headers=headers).status_code == 404
     refused = client.post("/api/dead-letters/replay", json={"filter": {"tenant": globex.name}}, headers=headers)
     assert refused.status_code == 403 and refused.get_json()["field"] == "tenant"
+    # Chosen by id, another tenant's letter is left out, and the operation says so without saying whose it is.
+    mixed = client.post("/api/dead-letters/replay", json={"ids": [own.id, other.id]}, headers=headers).get_json()
+    assert mixed["total"] == 1
+    assert mixed["selection"] == (f"selected dead letters {own.id} (1 of the 2 chosen left out: not open, or not "
+                                  "found here)")
 
 
 def test_one_letter_reads_with_its_run_and_params_and_replays(client, operator, dead, runs, clock):

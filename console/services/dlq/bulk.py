@@ -150,8 +150,11 @@ def start_replay(actor: Actor, tenant_id: int | None, *, ids: list[int] | None =
         if len(ids) > dlq.MAX_SELECTED:
             raise InvalidInput(f"select at most {dlq.MAX_SELECTED} dead letters, or replay all matching", "id")
         letters = [letter for letter in dlq.visible(ids, tenant_id) if letter.status == "open"]
+        chosen = len(ids)
         ids, total, job_filters = [letter.id for letter in letters], len(letters), None
         described = f"selected dead letters {', '.join(map(str, ids[:20]))}{' …' if len(ids) > 20 else ''}"
+        if total and total < chosen:  # said, not silently dropped; which of the two reasons is not (another tenant's)
+            described += f" ({chosen - total:,} of the {chosen:,} chosen left out: not open, or not found here)"
         recorded = {"ids": ids}
     else:
         # Bulk replay only ever touches open dead letters, whatever status the page showed.
