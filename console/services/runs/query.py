@@ -186,16 +186,19 @@ def page(filters: RunFilters, *, scope: int | None, before: int | None = None, l
                    succeeded_at=succeeded_at(shown))
 
 
-UNDONE = ("compensating", "compensated", "compensation_failed")
+# Statuses a run can reach after its handler succeeded: being undone, undone, or its undo failed (dead, and then
+# perhaps resolved by a person). Its finished_at is then the undo's end, not the handler's.
+UNDONE = ("compensating", "compensated", "compensation_failed", "dead", "resolved")
 
 
 def succeeded_at(runs: list[Run]) -> dict[int, datetime]:
-    """When the handler of each run compensated since last succeeded (its finished_at is then the undo's end)."""
+    """When the handler of each run that was undone since (or whose undo failed) succeeded, in its current series."""
     undone = [run.id for run in runs if run.status in UNDONE]
     if not undone:
         return {}
-    return dict(db.session.execute(select(RunEvent.run_id, func.max(RunEvent.at)).where(
-        RunEvent.run_id.in_(undone), RunEvent.kind == "succeeded").group_by(RunEvent.run_id)).all())
+    return dict(db.session.execute(select(RunEvent.run_id, func.max(RunEvent.at)).join(Run, Run.id == RunEvent.run_id)
+                                   .where(RunEvent.run_id.in_(undone), RunEvent.kind == "succeeded",
+                                          RunEvent.series == Run.series).group_by(RunEvent.run_id)).all())
 
 
 def series_starts(runs: list[Run]) -> dict[int, datetime | None]:
