@@ -139,7 +139,7 @@ class Approval(db.Model):
     requested_by_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
     decided_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
     decision_note: Mapped[str | None] = mapped_column(Text)
-    outcome: Mapped[str | None] = mapped_column(Text)  # why an approved change could not run
+    outcome: Mapped[str | None] = mapped_column(Text)  # what an approved change did, or why it could not run
     created_at = mapped_column(UTCDateTime, default=utcnow, nullable=False)
     expires_at = mapped_column(UTCDateTime, nullable=False)
     decided_at = mapped_column(UTCDateTime)

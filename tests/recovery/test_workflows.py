@@ -170,6 +170,8 @@ def test_a_step_that_undoes_itself_is_waited_for_before_the_steps_before_it(saga
     assert saga.advance(workflow_id) == "undoing"
     saga.undo(workflow_id, 1)
     assert saga.advance(workflow_id) == "compensated"
+    # Step 2's undo was its own failure's, not one the workflow asked for: it stays "the step that failed".
+    assert [step.compensation_status for step in saga.steps(workflow_id)] == ["compensated", None]
 
 
 def test_a_second_submit_with_the_same_key_is_the_same_workflow(saga, app):

@@ -11,7 +11,7 @@ an undo is asked for by the guarded move succeeded → compensating, so neither 
 import logging
 from datetime import timedelta
 
-from sqlalchemy import and_, exists, or_, select, update
+from sqlalchemy import and_, exists, func, or_, select, update
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.errors import NOT_COMPENSABLE
@@ -73,11 +73,14 @@ def advance(workflow_id: int, *, clock: Clock = SYSTEM_CLOCK) -> str:
 
 def _undone_by_people(workflow_id: int, clock: Clock) -> None:
     """Record the undo of steps a person had compensated outside the workflow's own walk (Compensate on a run
-    page): the workflow's walk then passes them by. A step the walk has asked to undo keeps its own record."""
+    page): the workflow's walk then passes them by. A step the walk has asked to undo keeps its own record, and so
+    does the step that failed (a run that failed and undid itself is that step's failure, not an undo asked for)."""
     compensated = select(RUNS.c.workflow_step).where(RUNS.c.workflow_id == workflow_id,
                                                      RUNS.c.status == "compensated").scalar_subquery()
+    failed_step = select(func.coalesce(WORKFLOWS.c.failed_step, 0)).where(WORKFLOWS.c.id == workflow_id)
     marked = db.session.execute(update(STEPS).where(
         STEPS.c.workflow_id == workflow_id, STEPS.c.position.in_(compensated),
+        STEPS.c.position != failed_step.scalar_subquery(),
         or_(STEPS.c.compensation_status.is_(None), STEPS.c.compensation_status == Undo.NOT_ATTEMPTED.value))
         .values(compensation_status=Undo.COMPENSATED.value, compensation_finished_at=clock())).rowcount
     db.session.commit()
