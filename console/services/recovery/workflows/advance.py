@@ -11,7 +11,7 @@ an undo is asked for by the guarded move succeeded → compensating, so neither 
 import logging
 from datetime import timedelta
 
-from sqlalchemy import and_, exists, func, or_, select, update
+from sqlalchemy import and_, case, exists, func, or_, select, update
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.errors import NOT_COMPENSABLE
@@ -77,7 +77,9 @@ def _undone_by_people(workflow_id: int, clock: Clock) -> None:
     does the step that failed (a run that failed and undid itself is that step's failure, not an undo asked for)."""
     compensated = select(RUNS.c.workflow_step).where(RUNS.c.workflow_id == workflow_id,
                                                      RUNS.c.status == "compensated").scalar_subquery()
-    failed_step = select(func.coalesce(WORKFLOWS.c.failed_step, 0)).where(WORKFLOWS.c.id == workflow_id)
+    # Going forward, a compensated run of the current step is that step failing (it is about to be failed_step).
+    failed_step = select(case((WORKFLOWS.c.status == RUNNING, WORKFLOWS.c.current_step),
+                              else_=func.coalesce(WORKFLOWS.c.failed_step, 0))).where(WORKFLOWS.c.id == workflow_id)
     marked = db.session.execute(update(STEPS).where(
         STEPS.c.workflow_id == workflow_id, STEPS.c.position.in_(compensated),
         STEPS.c.position != failed_step.scalar_subquery(),
