@@ -84,6 +84,9 @@ class BreakerState:
     probe_in_flight: bool = False
     probe_expires_at: datetime | None = None
     opened_by: Opener | None = None  # kept while open and half-open; a state stored before it was recorded has none
+    # While closed: the failure threshold of the settings the last failure was counted under (its policy's), so a
+    # page says "6 of 50" by the rule that counted them; None before any failure, or in a state stored before it.
+    counted_against: int | None = None
 
     def to_dict(self) -> dict:
         """Return a JSON-able form with ISO-8601 times."""
@@ -204,5 +207,6 @@ def record_failure(
             opened_by=Opener.of(settings),
         )
     else:
-        after = replace(state, consecutive_failures=failures, consecutive_successes=0)
+        after = replace(state, consecutive_failures=failures, consecutive_successes=0,
+                        counted_against=settings.failure_threshold)
     return after, _event(stored, state, after)

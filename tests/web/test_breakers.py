@@ -1,11 +1,13 @@
 """Breakers: open ones show up with their counts and the runs they hold back; reset is audited; viewers cannot."""
 
+import json
 import re
 
 from console.domain.breaker import BreakerMode, BreakerSettings
 from console.domain.clock import FrozenClock, utcnow
 from console.extensions import db
 from console.models import AuditEntry, Tenant
+from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.engine import breakers
 from console.services.engine.breakers import BreakerKey
@@ -50,8 +52,8 @@ def test_an_open_breaker_shows_its_state_counts_countdown_and_held_runs(client, 
     cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
     assert cells[1] == "every tenant"  # the default scope: one breaker per handler
     assert '<span class="badge open"' in cells[2]
-    # Failures in a row, of the threshold of the policy its runs count under (default: 5); successes in a row.
-    assert (re.sub(r"<[^>]+>", "", cells[3]), cells[4]) == ("3 of 5", "0")
+    # Failures in a row, of the threshold that opened it (its settings': 3); successes in a row.
+    assert (re.sub(r"<[^>]+>", "", cells[3]), cells[4]) == ("3 of 3", "0")
     assert re.search(r"in (1 min \d+|2 min 0) s", cells[6])  # open for 120 s from now
     assert cells[8] == "1"  # runs held back
     assert 'data-counter="open">1<' in page and 'data-counter="held">1<' in page
@@ -68,7 +70,7 @@ def test_a_breaker_shared_by_two_policies_says_whose_settings_opened_it(client, 
     auth.as_role("viewer")
     row = breaker_row(client.get("/breakers/").get_data(as_text=True), "python:demo.flaky")
     assert "opened by policy w2-breaker v1: 2 failures in a row, open 120 s" in row
-    assert '<td class="num" data-failures>2<span class="subtle"> of 2–5</span></td>' in row  # the two thresholds
+    assert '<td class="num" data-failures>2<span class="subtle"> of 2</span></td>' in row  # the opener's threshold
     assert ("shared by policies with different settings: default v1 (5 failures in a row, open 30 s), "
             "w2-breaker v1 (2 failures in a row, open 120 s)") in row
     waiting = re.search(r"<strong>Waiting:</strong>(.*?)</p>", client.get(f"/runs/{held}").get_data(as_text=True),
@@ -77,6 +79,25 @@ def test_a_breaker_shared_by_two_policies_says_whose_settings_opened_it(client, 
             "default v1 opens it after 5 failures in a row, for 30 s.") in waiting
     [put_off] = runs.events(held, "retry_wait")
     assert put_off.message == "the breaker was opened by policy w2-breaker v1 (2 failures in a row, open 120 s)"
+
+
+def test_a_closed_breakers_failures_read_against_the_threshold_that_counted_them(client, auth, runs):
+    # Six failures under a policy whose threshold is 50, whose runs have all finished: not "6 of 5" (today's default).
+    now = utcnow()
+    for _ in range(6):
+        breakers.record("python:demo.flaky", False, now, BreakerSettings(failure_threshold=50, open_s=60))
+    runs.submit("demo.flaky", {"fail_times": 0})  # a live run under the default policy (threshold 5)
+    auth.as_role("viewer")
+    row = breaker_row(client.get("/breakers/").get_data(as_text=True), "python:demo.flaky")
+    assert '<td class="num" data-failures>6<span class="subtle"> of 50</span></td>' in row
+
+
+def test_a_breaker_stored_before_it_kept_its_threshold_reads_against_the_policies_counting_there(client, auth, runs):
+    get_redis().set(breakers._key("python:demo.flaky"), json.dumps({"state": "closed", "consecutive_failures": 2}))
+    runs.submit("demo.flaky", {"fail_times": 0})  # default: 5
+    auth.as_role("viewer")
+    row = breaker_row(client.get("/breakers/").get_data(as_text=True), "python:demo.flaky")
+    assert '<td class="num" data-failures>2<span class="subtle"> of 5</span></td>' in row
 
 
 def test_after_a_reset_a_held_run_says_its_breaker_was_reset_not_that_it_is_open(client, auth):
