@@ -84,6 +84,18 @@ def replay_consequence(position: int, workflow_status: str, failed_step: int | N
             + (", and the steps its compensation undid stay undone." if undone else "."))
 
 
+def resolve_consequence(position: int, workflow_status: str, stopped_at: int) -> str:
+    """Say what marking a dead step's run resolved does to its workflow, for the person about to do it (and the
+    approver): resolving the step that stopped the undo says it was undone by hand, so the undo goes on."""
+    if workflow_status != WorkflowStatus.COMPENSATION_FAILED.value or position != stopped_at:
+        return "Resolving it changes this run only: the workflow stays as it is."
+    if position == 1:
+        return "Resolving it says it was undone by hand: the workflow then ends compensated."
+    earlier = "step 1, running its undo step" if position == 2 else (
+        f"step {position - 1} and the steps before it, running their undo steps")
+    return f"Resolving it says it was undone by hand: the workflow then goes on undoing {earlier}."
+
+
 def steps_replay_words(steps: int, undone_failed: int) -> str:
     """Say what replaying many dead letters does to the workflows among them, after their subject ("3 of them ")."""
     many = steps > 1

@@ -2,6 +2,8 @@
 
 import json
 
+from sqlalchemy import select
+
 from console.domain import saga
 from console.domain.notes import MAX_NOTE_CHARS
 from console.domain.runbooks import Param, Risk
@@ -83,6 +85,17 @@ def replay_dead_letters(ctx) -> None:
     ctx.log(f"{replayed} dead letter{'s' if replayed != 1 else ''} {'would be ' if ctx.dry_run else ''}replayed.")
 
 
+def _say_workflow_steps(ctx, run_ids, consequence) -> None:
+    """Log, for each run that is a saga workflow's step, what the runbook does to its workflow (the approver reads
+    the dry-run's log before deciding)."""
+    steps = db.session.execute(select(Run).where(Run.id.in_(list(run_ids)), Run.workflow_id.is_not(None))
+                               .order_by(Run.id)).scalars().all()
+    for run in steps:
+        workflow = run.workflow
+        ctx.log(saga.step_words(run.id, run.workflow_step, workflow.id, workflow.status) + " "
+                + consequence(run, workflow))
+
+
 def resolve_runs(ctx) -> None:
     """Mark dead runs resolved with a note: their open dead letters close, and work orders left with none."""
     chosen = resolving.plan(ctx.params["runs"], ctx.tenant_id)
@@ -91,6 +104,8 @@ def resolve_runs(ctx) -> None:
     if not chosen.runs:
         ctx.log("No dead run to resolve.")
         return
+    _say_workflow_steps(ctx, chosen.runs, lambda run, workflow: saga.resolve_consequence(
+        run.workflow_step, workflow.status, workflow.current_step))
     done = chosen if ctx.dry_run else resolving.resolve(chosen, ctx.params["note"], ctx.actor, ctx.now)
     if not ctx.dry_run:
         for run_id, why in done.skipped.items():
@@ -145,6 +160,8 @@ def fix_params_and_replay(ctx) -> None:
         raise Conflict(f"dead letter #{letter.id} is {letter.status} and its run #{run.id} is {run.status}: only an "
                        "open dead letter of a dead run can be fixed and replayed")
     given = _new_params(ctx.params["params"])
+    _say_workflow_steps(ctx, [run.id], lambda run, workflow: saga.replay_consequence(
+        run.workflow_step, workflow.status, workflow.failed_step))
     before = dict(run.params or {})
     after = {**before, **given} if ctx.params["merge"] else given
     if after == before:

@@ -6,7 +6,7 @@ import pytest
 from sqlalchemy import func, select
 
 from console.extensions import db
-from console.models import AuditEntry, Workflow
+from console.models import AuditEntry, DeadLetter, Workflow
 from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.dlq import resolve as resolving
@@ -16,7 +16,7 @@ from console.services.errors import Conflict, InvalidInput
 from console.services.people import tenants
 from console.services.recovery.workflows import advance
 from console.services.recovery.workflows.submit import submit
-from tests.factories import FATAL, OK, three_steps
+from tests.factories import FATAL, OK, run_now, three_steps
 from tests.helpers import wait_for
 
 UNDO_KINDS = ("compensating", "compensation_attempt_failed", "compensated", "compensation_failed")
@@ -123,6 +123,20 @@ def test_resolving_the_step_that_stopped_the_undo_goes_on_undoing_the_steps_befo
     assert saga.undo(workflow_id, 1) == "compensated"
     assert saga.advance(workflow_id) == "compensated"
     assert [step.compensation_status for step in saga.steps(workflow_id)] == ["compensated", "resolved", None]
+
+
+def test_the_runbooks_dry_run_tells_the_approver_what_resolving_or_fixing_a_step_does_to_its_workflow(saga, staff):
+    workflow_id = stopped_at_a_step_with_no_undo(saga)
+    stopper, failed = saga.run(workflow_id, 2), saga.run(workflow_id, 3)
+    dry = run_now("resolve_runs", {"runs": f"{stopper.id}", "note": "refunded by hand"}, staff["olga"],
+                  clock=saga.clock, dry_run=True)
+    assert (f"Run #{stopper.id} is step 2 of workflow #{workflow_id} (compensation failed). Resolving it says it was "
+            "undone by hand: the workflow then goes on undoing step 1, running its undo step.") in dry.log
+    letter = DeadLetter.query.filter_by(run_id=failed.id).one()
+    fix = run_now("fix_params_and_replay", {"dead_letter": letter.id, "params": '{"fail_times": 0}'},
+                  staff["olga"], clock=saga.clock, dry_run=True)
+    assert (f"Run #{failed.id} is step 3 of workflow #{workflow_id} (compensation failed). A replay runs this step "
+            "alone: the workflow does not go on from it, and the steps its compensation undid stay undone.") in fix.log
 
 
 def test_a_step_a_person_compensated_is_recorded_and_the_undo_passes_it_by(saga):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from console.domain.saga import STEP_DONE, STILL_WORKING, UNDO_DONE, step_key, step_outcome
+from console.domain.saga import STEP_DONE, STILL_WORKING, UNDO_DONE, resolve_consequence, step_key, step_outcome
 from console.domain.statuses import RunStatus
 
 
@@ -23,3 +23,14 @@ def test_every_run_status_is_either_finished_or_still_at_work_for_a_workflow():
 
 def test_a_steps_run_key_names_the_workflow_and_the_step():
     assert step_key(7, 2) == "workflow:7:step:2" != step_key(72, 2)
+
+
+@pytest.mark.parametrize(("position", "status", "stopped_at", "said"), [
+    (3, "compensation_failed", 3, "goes on undoing step 2 and the steps before it, running their undo steps."),
+    (2, "compensation_failed", 2, "goes on undoing step 1, running its undo step."),
+    (1, "compensation_failed", 1, "the workflow then ends compensated."),
+    (3, "compensation_failed", 2, "Resolving it changes this run only: the workflow stays as it is."),
+    (2, "compensated", 0, "Resolving it changes this run only: the workflow stays as it is."),
+])
+def test_resolving_a_step_goes_on_with_the_undo_only_where_it_stopped_it(position, status, stopped_at, said):
+    assert resolve_consequence(position, status, stopped_at).endswith(said)
