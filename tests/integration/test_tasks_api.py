@@ -172,6 +172,21 @@ def test_a_setting_that_could_never_act_is_refused_at_registration(client, opera
     assert words in response.json["detail"]
 
 
+def test_a_deadline_shorter_than_the_policys_start_limit_is_refused(client, operator, register):
+    saved = client.put("/internal/policies/slow-start", json={"sla": {"max_start_delay_s": 600}}, headers=operator)
+    assert saved.status_code in (200, 201), saved.get_data(as_text=True)
+    with nothing_written():
+        response = client.post("/internal/tasks/register", headers=operator,
+                               json=task_body(policy="slow-start", sla={"deadline_s": 300}))
+    said = refused(response, 422, "invalid", "sla")["detail"]
+    assert ("the deadline in force (300 s, this task's) is shorter than the start limit in force (600 s, its "
+            "policy's)") in said
+    created = register(policy="slow-start", sla={"deadline_s": 900})
+    with nothing_written():
+        refused(client.put(f"/internal/tasks/{created['id']}", json={"sla": {"deadline_s": 60}}, headers=operator),
+                422, "invalid", "sla")
+
+
 def test_dropping_the_trigger_a_setting_shapes_is_refused_and_other_edits_leave_it_alone(client, operator, register):
     created = register(event="order.created", debounce_s=10)
     with nothing_written():

@@ -8,7 +8,7 @@ from console.models import Task, Tenant
 from console.services.engine import handler_kinds
 from console.services.errors import InvalidInput
 from console.services.policies import versions as policies
-from console.services.scheduling import quota_classes, template_insight, templates
+from console.services.scheduling import quota_classes, sla, template_insight, templates
 from console.services.settings import setting
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.:/-]{0,119}$")
@@ -67,7 +67,22 @@ def checked(data: dict, tenant: Tenant, current: Task | None = None) -> tuple[di
                   paused=refusals.check(_flag, merged, "paused"))
     for shaping in SHAPED:
         refusals.check(_trigger_fits, shaping, values, merged, data, current)
+    if not refusals.found and (current is None or {"sla", "policy", "template"} & set(data)):
+        refusals.check(_sla_in_order, values)
     return values, refusals.found
+
+
+def _sla_in_order(values: dict) -> None:
+    """Refuse a deadline shorter than the start limit in force, one of them the policy's (each SLA alone is checked
+    where it is saved)."""
+    own = values.get("sla") or {}
+    start, deadline = sla.limits_of(own, values["policy_id"], values["policy_overrides"])
+    if start is None or deadline is None or deadline >= start:
+        return
+    whose = {name: "this task's" if name in own else "its policy's" for name in ("max_start_delay_s", "deadline_s")}
+    raise InvalidInput(f"sla: the deadline in force ({deadline} s, {whose['deadline_s']}) is shorter than the start "
+                       f"limit in force ({start} s, {whose['max_start_delay_s']}): a run that starts within its limit "
+                       "would already have missed its deadline; raise deadline_s or set max_start_delay_s", "sla")
 
 
 def _trigger_fits(shaping: str, values: dict, merged: dict, data: dict, current: Task | None) -> None:
