@@ -14,9 +14,9 @@ from console.services.engine import compensation
 from console.services.engine.submit import submit as submit_run
 from console.services.errors import Conflict, InvalidInput
 from console.services.people import tenants
-from console.services.recovery.workflows import advance
+from console.services.recovery.workflows import advance, query
 from console.services.recovery.workflows.submit import submit
-from tests.factories import FATAL, OK, run_now, three_steps
+from tests.factories import FATAL, OK, Runs, run_now, three_steps
 from tests.helpers import wait_for
 
 UNDO_KINDS = ("compensating", "compensation_attempt_failed", "compensated", "compensation_failed")
@@ -83,7 +83,8 @@ def test_a_step_with_no_undo_ends_the_workflow_compensation_failed_for_a_person(
     # Step 2 (demo.noop) has no undo step: step 1 is left alone, for a person to judge.
     workflow_id = stopped_at_a_step_with_no_undo(saga)
     workflow = saga.get(workflow_id)
-    assert "step 2 is not compensable" in workflow.note and "steps before it were left as they are" in workflow.note
+    assert "step 2 is not compensable" in workflow.note
+    assert workflow.note.endswith("steps before it were left as they are. Handler python:demo.noop has no undo step.")
     assert [step.compensation_status for step in saga.steps(workflow_id)] == [
         "not_attempted", "not_compensable", None]
     assert saga.steps(workflow_id)[1].note == "handler python:demo.noop has no undo step"
@@ -123,6 +124,10 @@ def test_resolving_the_step_that_stopped_the_undo_goes_on_undoing_the_steps_befo
     assert saga.undo(workflow_id, 1) == "compensated"
     assert saga.advance(workflow_id) == "compensated"
     assert [step.compensation_status for step in saga.steps(workflow_id)] == ["compensated", "resolved", None]
+    # The trail says who undid step 2 by hand, between its failed undo and step 1's.
+    trail = [(entry.position, entry.kind, entry.actor) for entry in query.detail(saga.get(workflow_id)).trail]
+    assert trail == [(2, "compensating", f"workflow #{workflow_id}"), (2, "compensation_failed", None),
+                     (2, "resolved", "olga"), (1, "compensating", f"workflow #{workflow_id}"), (1, "compensated", None)]
 
 
 def test_the_runbooks_dry_run_tells_the_approver_what_resolving_or_fixing_a_step_does_to_its_workflow(saga, staff):
@@ -149,6 +154,9 @@ def test_a_step_a_person_compensated_is_recorded_and_the_undo_passes_it_by(saga)
     assert saga.advance(workflow_id) == "compensation_failed"  # step 2 still waits for a person
     assert [step.compensation_status for step in saga.steps(workflow_id)] == [
         "compensated", "not_compensable", None]
+    by_hand = saga.steps(workflow_id)[0]  # its undo's times, from its run's timeline
+    asked, undone = (Runs().events(first.id, kind)[-1].at for kind in ("compensating", "compensated"))
+    assert (by_hand.compensation_started_at, by_hand.compensation_finished_at) == (asked, undone)
     resolve_by_hand(saga.run(workflow_id, 2).id, saga.clock)
     assert saga.advance(workflow_id) == "compensated"  # step 1 is not undone twice
     assert saga.events("compensating", workflow_id=workflow_id) == [(2, "compensating"), (1, "compensating")]

@@ -27,7 +27,7 @@ from console.domain.saga import (
     step_outcome,
 )
 from console.extensions import db
-from console.models import Run, Workflow, WorkflowStep
+from console.models import Run, RunEvent, Workflow, WorkflowStep
 from console.services.actor import Actor
 from console.services.engine import compensation
 from console.services.engine import submit as engine_submit
@@ -36,6 +36,7 @@ from console.services.settings import setting
 
 log = logging.getLogger("rebound.workflows")
 WORKFLOWS, STEPS, RUNS = Workflow.__table__, WorkflowStep.__table__, Run.__table__
+EVENTS = RunEvent.__table__
 RUNNING, SUCCEEDED = WorkflowStatus.RUNNING.value, WorkflowStatus.SUCCEEDED.value
 COMPENSATING, COMPENSATED = WorkflowStatus.COMPENSATING.value, WorkflowStatus.COMPENSATED.value
 COMPENSATION_FAILED = WorkflowStatus.COMPENSATION_FAILED.value
@@ -84,10 +85,18 @@ def _undone_by_people(workflow_id: int, clock: Clock) -> None:
         STEPS.c.workflow_id == workflow_id, STEPS.c.position.in_(compensated),
         STEPS.c.position != failed_step.scalar_subquery(),
         or_(STEPS.c.compensation_status.is_(None), STEPS.c.compensation_status == Undo.NOT_ATTEMPTED.value))
-        .values(compensation_status=Undo.COMPENSATED.value, compensation_finished_at=clock())).rowcount
+        .values(compensation_status=Undo.COMPENSATED.value, compensation_started_at=_undo_time("compensating"),
+                compensation_finished_at=func.coalesce(_undo_time("compensated"), clock()))).rowcount
     db.session.commit()
     if marked:
         log.info("workflow %s: %s compensated by a person recorded", workflow_id, marked)
+
+
+def _undo_time(kind: str):
+    """The latest `kind` event on the timeline of the step's run (the step the UPDATE is at), as a subquery."""
+    return (select(func.max(EVENTS.c.at)).select_from(EVENTS.join(RUNS, RUNS.c.id == EVENTS.c.run_id))
+            .where(RUNS.c.workflow_id == STEPS.c.workflow_id, RUNS.c.workflow_step == STEPS.c.position,
+                   EVENTS.c.kind == kind).scalar_subquery())
 
 
 def _read(model, *conditions):
@@ -177,7 +186,7 @@ def _start(workflow: Workflow, position: int, clock: Clock) -> str | None:
 def failure_note(position: int, run: Run) -> str:
     """Say why the workflow turned to undoing: which step failed for good, and how."""
     error = f" ({run.error_code}: {(run.error_message or '')[:300]})" if run.error_code else ""
-    return f"step {position} failed for good: run #{run.id} is {run.status.replace('_', ' ')}{error}"
+    return f"step {position} failed for good: run #{run.id} ended {run.status.replace('_', ' ')}{error}"
 
 
 def _fail(workflow: Workflow, position: int, clock: Clock, note: str, run_statuses=None) -> str | None:
@@ -253,9 +262,10 @@ def _undone(workflow: Workflow, step: WorkflowStep, run: Run, clock: Clock) -> s
     else:
         # Undoing an earlier step under one that is still in place could do harm: a person decides what next.
         what = "is not compensable" if result == Undo.NOT_COMPENSABLE.value else "could not be undone"
+        why = note[:1].upper() + note[1:].rstrip(".")  # its own sentence after the workflow's
         moved = _move(workflow, COMPENSATING, position, UNDO_DONE, status=COMPENSATION_FAILED, updated_at=now,
                       finished_at=now, note=(f"step {position} {what} (run #{run.id}, a dead letter for a person); "
-                                             f"steps before it were left as they are. {note}")[:NOTE_CHARS])
+                                             f"steps before it were left as they are. {why}.")[:NOTE_CHARS])
         db.session.execute(update(STEPS).where(
             STEPS.c.workflow_id == workflow.id, STEPS.c.position < position,
             STEPS.c.compensation_status == Undo.PENDING.value).values(compensation_status=Undo.NOT_ATTEMPTED.value))

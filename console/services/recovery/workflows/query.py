@@ -6,7 +6,7 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import joinedload
 
-from console.domain.saga import WorkflowStatus
+from console.domain.saga import Undo, WorkflowStatus
 from console.extensions import db
 from console.models import Run, RunEvent, Workflow, WorkflowStep
 from console.services.errors import InvalidInput, NotFound
@@ -66,10 +66,13 @@ def detail(workflow: Workflow) -> WorkflowDetail:
         select(Run).where(Run.workflow_id == workflow.id)).scalars()}
     position_of = {run.id: position for position, run in runs.items()}
     events = db.session.execute(select(RunEvent).where(RunEvent.run_id.in_(list(position_of)),
-                                                       RunEvent.kind.in_(UNDO_EVENTS))
+                                                       RunEvent.kind.in_((*UNDO_EVENTS, "resolved")))
                                 .order_by(RunEvent.id)).scalars().all() if position_of else []
+    # A resolution is part of the trail where it stood for the undo (undone by hand), not for a step that failed.
+    by_hand = {step.position for step in steps if step.compensation_status == Undo.RESOLVED.value}
     trail = [TrailEntry(position_of[event.run_id], event.run_id, event.at, event.kind, event.actor, event.error_code,
-                        event.message, _try_number(event.data or {})) for event in events]
+                        event.message, _try_number(event.data or {})) for event in events
+             if event.kind != "resolved" or position_of[event.run_id] in by_hand]
     tries: dict[int, int] = {}
     for entry in trail:
         if entry.kind in ("compensation_attempt_failed", "compensated"):
