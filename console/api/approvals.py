@@ -27,8 +27,9 @@ def _whole(name: str, default: int | None, low: int, high: int) -> int | None:
 def list_approvals():
     limit = _whole("limit", approvals.PAGE_SIZE, 1, MAX_LIMIT)
     before = _whole("before", None, 1, 2**62)
-    found = approvals.rows(status=request.args.get("status") or None, tenant_id=tenant_scope(), before=before,
-                           limit=limit + 1)
+    status = request.args.get("status") or None
+    found = approvals.rows(status=None if status == "all" else status, tenant_id=tenant_scope(), before=before,
+                           limit=limit + 1)  # "all", as the CLI and the console say it: every status
     now = utcnow()
     return jsonify(items=[shown.as_dict(row, now) for row in found[:limit]],
                    next_before=found[limit - 1].approval.id if len(found) > limit else None)

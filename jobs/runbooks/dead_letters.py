@@ -44,7 +44,7 @@ def replay_dead_letters(ctx) -> None:
     bounds = dlq.bounds(filters, ctx.tenant_id, ctx.now)
     total = dlq.count_matching(filters, ctx.tenant_id, cap=None, bounds=bounds) if bounds else 0
     wanted = min(total, limit) if limit else total
-    ctx.log(f"{total} {filters.describe()}" + (f"; replaying the oldest {wanted}" if wanted < total else "") + ".")
+    ctx.log(filters.describe(count=total) + (f"; replaying the oldest {wanted}" if wanted < total else "") + ".")
     if not wanted:
         return
     steps = dlq.workflow_steps(filters, ctx.tenant_id, bounds)

@@ -55,6 +55,10 @@ def test_list_and_read_requests_with_keyset_paging(client, people, fix):
     assert [item["id"] for item in rest.get_json()["items"]] == [requests[0].id]
     assert rest.get_json()["next_before"] is None
     assert client.get("/api/approvals?status=executed", headers=headers).get_json()["items"] == []
+    every = client.get("/api/approvals?status=all", headers=headers)  # as the CLI and the console say it
+    assert [item["id"] for item in every.get_json()["items"]] == [r.id for r in reversed(requests)]
+    bogus = client.get("/api/approvals?status=done", headers=headers)
+    assert api_checks.refused(bogus, 422, "invalid", "status")["detail"].startswith("status must be all, or one of")
 
     one = client.get(f"/api/approvals/{requests[0].id}", headers=headers).get_json()
     assert set(one) >= FIELDS

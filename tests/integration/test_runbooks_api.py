@@ -51,7 +51,7 @@ def test_start_a_dry_run_then_read_it_back_with_its_changes_and_log(client, dead
     assert body["changes"] == [
         {"object": "dead_letter", "id": str(letter_id), "field": "status", "before": "open", "after": "replayed"},
         {"object": "run", "id": str(run_id), "field": "status", "before": "dead", "after": "pending"}]
-    assert any("1 open dead letters with code bad_account" in line for line in body["log"])
+    assert any("1 open dead letter with code bad_account." in line for line in body["log"])
 
 
 def test_a_real_run_that_needs_approval_answers_awaiting_approval(client, dead_run):  # noqa: F811

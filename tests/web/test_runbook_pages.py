@@ -10,7 +10,7 @@ from console.extensions import db
 from console.models import AuditEntry, DeadLetter, RunbookExecution
 from console.services.actor import Actor
 from console.services.engine.queueing import MAINTENANCE_QUEUE
-from console.services.recovery import runbook_runner, runbooks
+from console.services.recovery import decisions, runbook_runner, runbooks
 from tests.factories import make_tenant
 
 HX = {"HX-Request": "true"}
@@ -161,6 +161,10 @@ def test_a_runbook_that_needs_approval_asks_for_a_reason_then_files_a_request(cl
     assert "high risk</span>" in request and "<th>note</th><td class=\"mono\">paid</td>" in request
     assert "Changes its dry-run found <span class=\"subtle\">3</span>" in request  # the run, its letter, its order
     assert f'href="/runs/{run_id}">#{run_id}</a>' in request
+    # Withdrawn, it is cancelled at once, and its page says no worker will run it.
+    decisions.withdraw(execution.approval_id, Actor("olga", execution.requested_by_id), "not needed")
+    html = client.get(response.headers["Location"]).get_data(as_text=True)
+    assert "none: it never ran</span>" in html and "ran the approver's dry-run" not in html
 
 
 def test_the_execution_page_shows_changes_and_log_and_answers_htmx_with_its_region(samples, client, auth):  # noqa: F811

@@ -104,10 +104,12 @@ class Filters:
                 "recovered_since": self.recovered_since, "recovered_until": self.recovered_until,
                 "alerted_since": self.alerted_since, "alerted_until": self.alerted_until}
 
-    def describe(self, group_words: str | None = None) -> str:
-        """Say in words which dead letters the filters select; group_words names the group better than its
-        fingerprint (its error code and message)."""
-        parts = ["dead letters" if self.status == ANY else f"{self.status} dead letters"]
+    def describe(self, group_words: str | None = None, count: int | None = None) -> str:
+        """Say in words which dead letters the filters select ("3 open dead letters with code x" with a count);
+        group_words names the group better than its fingerprint (its error code and message)."""
+        noun = "dead letter" if count == 1 else "dead letters"
+        parts = [] if count is None else [f"{count:,}"]
+        parts.append(noun if self.status == ANY else f"{self.status} {noun}")
         labels = {"q": "matching '{}'", "code": "with code {}", "task": "of {}", "tenant": "of tenant {}",
                   "age": "older than {}", "group": "in group {}", "since": "created from {} UTC",
                   "until": "created before {} UTC", "recovered_since": "recovered from {} UTC",

@@ -71,7 +71,7 @@ def rows(*, status: str | None = None, tenant_id: int | None = None, requested_b
     decidable_by leaves out that person's own requests; live_at leaves out those expired by then.
     """
     if status is not None and status not in STATUSES:
-        raise InvalidInput(f"status must be one of {', '.join(STATUSES)}", "status")
+        raise InvalidInput(f"status must be all, or one of {', '.join(STATUSES)}", "status")
     requester, decider = db.aliased(User), db.aliased(User)
     query = (select(Approval, requester.username, decider.username, Tenant.name)
              .join(requester, requester.id == Approval.requested_by_id)
