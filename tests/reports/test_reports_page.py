@@ -275,8 +275,9 @@ def test_a_heat_map_cell_opens_the_late_starts_of_its_hour_of_day(manager, clien
     assert "hour=9" in re.search(r'href="([^"]*breaches.csv[^"]*)"', html).group(1)  # the CSV is the same list
     ten = client.get(f"/reports/breaches?period=24h&task={built['edge']}&hour=10").get_data(as_text=True)
     assert "No SLA breaches" in ten and f"/runs/{built['edge_late']}" not in ten
-    rows = list(csv.reader(io.StringIO(client.get("/reports/breaches.csv?period=24h&hour=10").get_data(as_text=True))))
-    assert len(rows) == 1  # the header only
+    ten_csv = client.get("/reports/breaches.csv?period=24h&hour=10")
+    assert len(list(csv.reader(io.StringIO(ten_csv.get_data(as_text=True))))) == 1  # the header only
+    assert ten_csv.headers["Content-Disposition"].endswith('-hour10.csv"')  # the file says which hour it holds
     for bad in ("24", "-1", "nine", "9" * 400):
         refused = client.get(f"/reports/breaches?period=24h&hour={bad}")
         assert refused.status_code == 422 and "hour is an hour of day from 0 to 23 (UTC)" in refused.get_data(

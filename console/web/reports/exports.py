@@ -90,7 +90,9 @@ def respond(table: str, period: Period, scope: Scope, now: datetime, breach: dic
     for row in WRITERS[table](period, scope, now, breach or {}):
         writer.writerow([_number(value) for value in row])
     covers = re.sub(r"[^A-Za-z0-9_.-]+", "-", report_scope.describe(scope)).strip("-")  # a file name's characters
-    name = f"rebound-{table}-{covers}-{period.start:%Y%m%d%H}-{period.end:%Y%m%d%H}.csv"
+    hour = (breach or {}).get("hour")
+    only = f"-hour{hour:02d}" if table == "breaches" and hour is not None else ""  # a heat-map cell's list
+    name = f"rebound-{table}-{covers}-{period.start:%Y%m%d%H}-{period.end:%Y%m%d%H}{only}.csv"
     return Response(buffer.getvalue(), mimetype="text/csv",
                     headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
