@@ -138,16 +138,20 @@ def _new_params(raw: str):
 
 
 def _check_fix(values: dict, now) -> dict:
-    errors = {}
     try:
         _new_params(values["params"])
     except ValueError as error:
-        errors["params"] = str(error)
+        return {"params": str(error)}
+    return {}
+
+
+def _no_fix_waiting(values: dict, now) -> dict:
+    """Refuse a real fix while another of the letter waits: the first to run changes the params the others read."""
     waiting = params_fix.any_fix_waiting(values["dead_letter"], now)
-    if waiting is not None:  # only one fix of a letter waits: the first to run changes the params the others read
-        errors["dead_letter"] = (f"request #{waiting} to fix dead letter #{values['dead_letter']} already waits for "
-                                 "approval; only one fix of a letter waits at a time")
-    return errors
+    if waiting is None:
+        return {}
+    return {"dead_letter": f"request #{waiting} to fix dead letter #{values['dead_letter']} already waits for "
+                           "approval; only one fix of a letter waits at a time"}
 
 
 def fix_params_and_replay(ctx) -> None:
@@ -218,4 +222,4 @@ FIX_PARAMS = Runbook(
         Param("params", T.STR, required=True, max_length=MAX_PARAMS_BYTES,
               help='A JSON object: the keys to change (merge), or all the new params, e.g. {"account": 43}.'),
         Param("merge", T.BOOL, default=True, help="Merge over the run's params; off: replace them whole."),
-    ), fix_params_and_replay, check=_check_fix)
+    ), fix_params_and_replay, check=_check_fix, real_check=_no_fix_waiting)

@@ -34,7 +34,7 @@ from console.services.engine.execute import execute
 from console.services.errors import Conflict, StaleVersion
 from console.services.people import tenants, users
 from console.services.policies import versions as policies
-from console.services.recovery import approvals, bulk_discard, decisions, params_fix, run_compensation
+from console.services.recovery import approvals, bulk_discard, decisions, params_fix, run_compensation, runbooks
 from console.services.scheduling import planner, templates
 from console.services.scheduling import tasks as task_service
 from console.services.system import console_settings
@@ -453,3 +453,50 @@ def test_a_rollback_reopening_a_work_order_while_a_parker_opens_its_groups_next_
     assert active.title == "next" and active.dead_letter_count == 3
     assert {db.session.get(DeadLetter, letter_id).work_order_id for letter_id in letters} == {active.id}
     assert db.session.get(WorkOrder, closed_id).status == "closed"
+
+
+def test_a_dlq_fix_and_a_fix_runbook_filed_at_once_for_one_letter_leave_one_waiting(app, dead_run, staff, clock,
+                                                                                    monkeypatch):
+    _, letter_id = dead_run()
+    filed, second_looked = threading.Event(), threading.Event()
+    request, waiting = approvals.request, params_fix.waiting
+
+    def request_then_hold(*args, **kwargs):
+        approval = request(*args, **kwargs)
+        if threading.current_thread().name == "form":
+            filed.set()
+            second_looked.wait(1.0)  # uncommitted while the runbook checks; with the lock, it waits for this commit
+        return approval
+
+    def waiting_noting_the_runbook(letter):
+        found = waiting(letter)
+        if threading.current_thread().name == "runbook":
+            second_looked.set()
+        return found
+
+    monkeypatch.setattr(approvals, "request", request_then_hold)
+    monkeypatch.setattr(params_fix, "waiting", waiting_noting_the_runbook)
+    results = {}
+
+    def file(name: str):
+        with app.app_context():
+            try:
+                if name == "form":
+                    results[name] = params_fix.request_fix(letter_id, {"fail_times": 0}, "reopened", staff["olga"],
+                                                           clock=clock).id
+                else:
+                    filed.wait(10)
+                    results[name] = runbooks.start("fix_params_and_replay", {
+                        "dead_letter": letter_id, "params": '{"fail_times": 0}'}, staff["ada"], scope=None,
+                        reason="reopened", clock=clock, enqueue=False).approval_id
+            except (Conflict, runbooks.InvalidParams) as error:
+                results[name] = error
+            db.session.remove()
+
+    threads = [threading.Thread(target=file, args=(name,), name=name) for name in ("form", "runbook")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert isinstance(results["form"], int) and isinstance(results["runbook"], runbooks.InvalidParams), results
+    assert count(select(Approval).where(Approval.status == "pending")) == 1

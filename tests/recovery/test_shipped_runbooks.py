@@ -176,6 +176,8 @@ def test_one_fix_of_a_letter_waits_at_a_time_whichever_way_it_was_asked(staff, c
         runbooks.start("fix_params_and_replay", params, staff["olga"], scope=None, reason="again", clock=clock)
     assert refused.value.errors == {"dead_letter": f"request #{by_form.id} to fix dead letter #{letter_id} already "
                                                    "waits for approval; only one fix of a letter waits at a time"}
+    # A dry-run contends with nothing: it previews while the fix waits.
+    assert run_now("fix_params_and_replay", params, staff["olga"], clock=clock, dry_run=True).status == "succeeded"
     decisions.reject(by_form.id, staff["alex"], note="wrong account", clock=clock)
     execution = runbooks.start("fix_params_and_replay", params, staff["olga"], scope=None, reason="now", clock=clock)
     with pytest.raises(Conflict, match=rf"request #{execution.approval_id} to fix dead letter {letter_id} \(runbook "

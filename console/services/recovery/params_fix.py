@@ -5,6 +5,7 @@ from datetime import datetime
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
+from console.db import locks
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import Approval, DeadLetter, Run, RunbookExecution
@@ -44,6 +45,7 @@ def request_fix(letter_id: int, params, reason, actor: Actor, *, tenant_id: int 
     run = letter.run
     if params == run.params:
         raise InvalidInput("these are the params the run already has; change at least one", "params")
+    locks.hold(fix_lock(letter.id))  # against the runbook's path filing one at the same moment (any_fix_waiting)
     by_runbook = runbook_fix_waiting(letter.id)
     if by_runbook is not None:
         raise Conflict(f"request #{by_runbook} to fix dead letter {letter.id} (runbook {FIX_RUNBOOK}) is already "
@@ -86,8 +88,17 @@ def runbook_fix_waiting(letter_id: int) -> int | None:
                  if str((params or {}).get("dead_letter")) == str(letter_id)), None)
 
 
+def fix_lock(letter_id: int) -> str:
+    """Name the lock both ways of filing a fix of this letter hold from their check to their commit."""
+    return f"params_fix:{letter_id}"
+
+
 def any_fix_waiting(letter_id: int, now: datetime) -> int | None:
-    """Return the request waiting for approval to fix this dead letter, by the DLQ's form or by the runbook."""
+    """Return the request waiting for approval to fix this dead letter, by the DLQ's form or by the runbook.
+
+    Holds the letter's fix lock until the caller's transaction ends, in which the caller files its own request.
+    """
+    locks.hold(fix_lock(letter_id))
     pending = waiting(letter_id)
     if pending is not None and pending.expires_at > now:
         return pending.id

@@ -29,6 +29,8 @@ class Runbook:
     scope: str = "tenant"
     # Checks across params, before anything is filed: (values, now) → {field: what to fix}.
     check: Callable | None = None
+    # The same, for a real run only (a dry-run changes nothing, so nothing it could contend with matters).
+    real_check: Callable | None = None
 
     def __post_init__(self):
         if not NAME.fullmatch(self.name) or self.name in RESERVED:

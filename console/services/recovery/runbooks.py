@@ -130,7 +130,10 @@ def start(name: str, raw_params, actor: Actor, *, scope: int | None, tenant=None
     target = _tenant(runbook, scope, tenant)
     now = clock()
     values = checked(runbook, raw_params, target.id if target else None)
-    if runbook.check is not None and (errors := runbook.check(values, now)):
+    errors = runbook.check(values, now) if runbook.check is not None else {}
+    if not dry_run and runbook.real_check is not None:
+        errors = {**runbook.real_check(values, now), **errors}
+    if errors:
         raise InvalidParams(errors)
     gated = not dry_run and approval_needed(runbook)
     reason = _reason(reason, required=gated)
