@@ -74,6 +74,32 @@ def count(query) -> int:
     return value
 
 
+def held_open(original, holder: str, filed: threading.Event, looked: threading.Event):
+    """Wrap a filing call: in thread `holder` it says it filed, then keeps its transaction open until the other
+    thread has looked (at most 1 s); with the lock under test, the other waits for this commit instead."""
+
+    def filing(*args, **kwargs):
+        result = original(*args, **kwargs)
+        if threading.current_thread().name == holder:
+            filed.set()
+            looked.wait(1.0)
+        return result
+
+    return filing
+
+
+def noting(original, looker: str, looked: threading.Event):
+    """Wrap a lookup: in thread `looker` it says it has looked."""
+
+    def lookup(*args, **kwargs):
+        found = original(*args, **kwargs)
+        if threading.current_thread().name == looker:
+            looked.set()
+        return found
+
+    return lookup
+
+
 def test_two_workers_dead_lettering_one_error_group_keep_one_work_order_and_each_runs_own_error(runs, workers):
     ids = [runs.submit("demo.flaky", {**BROKEN, "message": f"account {n} is closed"}, policy=LENIENT)
            for n in range(20)]
@@ -321,22 +347,8 @@ def test_two_people_asking_to_compensate_one_run_at_once_file_one_request(app, r
     run_id = runs.submit("demo.flaky_compensated", {"fail_times": 0})
     assert execute(run_id, 0, clock=clock) == "succeeded"
     filed, second_looked = threading.Event(), threading.Event()
-    request, pending = approvals.request, run_compensation.pending
-
-    def request_then_hold(*args, **kwargs):
-        approval = request(*args, **kwargs)
-        filed.set()
-        second_looked.wait(1.0)  # uncommitted while the second asks; with the lock, it waits for this commit
-        return approval
-
-    def pending_noting_the_second(run):
-        found = pending(run)
-        if threading.current_thread().name == "second":
-            second_looked.set()
-        return found
-
-    monkeypatch.setattr(approvals, "request", request_then_hold)
-    monkeypatch.setattr(run_compensation, "pending", pending_noting_the_second)
+    monkeypatch.setattr(approvals, "request", held_open(approvals.request, "first", filed, second_looked))
+    monkeypatch.setattr(run_compensation, "pending", noting(run_compensation.pending, "second", second_looked))
     results = {}
 
     def ask(name: str, actor: Actor):
@@ -459,23 +471,8 @@ def test_a_dlq_fix_and_a_fix_runbook_filed_at_once_for_one_letter_leave_one_wait
                                                                                     monkeypatch):
     _, letter_id = dead_run()
     filed, second_looked = threading.Event(), threading.Event()
-    request, waiting = approvals.request, params_fix.waiting
-
-    def request_then_hold(*args, **kwargs):
-        approval = request(*args, **kwargs)
-        if threading.current_thread().name == "form":
-            filed.set()
-            second_looked.wait(1.0)  # uncommitted while the runbook checks; with the lock, it waits for this commit
-        return approval
-
-    def waiting_noting_the_runbook(letter):
-        found = waiting(letter)
-        if threading.current_thread().name == "runbook":
-            second_looked.set()
-        return found
-
-    monkeypatch.setattr(approvals, "request", request_then_hold)
-    monkeypatch.setattr(params_fix, "waiting", waiting_noting_the_runbook)
+    monkeypatch.setattr(approvals, "request", held_open(approvals.request, "form", filed, second_looked))
+    monkeypatch.setattr(params_fix, "waiting", noting(params_fix.waiting, "runbook", second_looked))
     results = {}
 
     def file(name: str):
