@@ -426,6 +426,11 @@ def test_admins_set_the_bulk_discard_limit_on_the_settings_page(person, app):
     assert operator_client.get("/admin/settings").status_code == 403
     assert operator_client.post(path, data={"csrf_token": operator_client.csrf(), "value": "1"}).status_code == 403
     assert console_settings.value(console_settings.DISCARD_WITHOUT_APPROVAL) == 25
+    # The limit holds for every tenant: an admin limited to one may not raise it for all.
+    tenant_admin, _ = person("tadmin", "admin", tenant=make_tenant("team-a"))
+    refused = tenant_admin.post(path, data={"csrf_token": tenant_admin.csrf(), "value": "500"})
+    assert refused.status_code == 403 and "shared by every tenant" in html(refused)
+    assert console_settings.value(console_settings.DISCARD_WITHOUT_APPROVAL) == 25
 
 
 def test_admin_people_says_what_approvers_do(person):

@@ -2,7 +2,7 @@
 
 from flask import flash, redirect, render_template, url_for
 
-from console.auth import current_actor, requires
+from console.auth import current_actor, requires, shared_by_all_tenants
 from console.services.errors import ServiceError
 from console.services.people.permissions import ADMIN
 from console.services.system import console_settings
@@ -25,6 +25,7 @@ def settings_index():
 
 @bp.post("/settings/<key>")
 @requires(ADMIN)
+@shared_by_all_tenants("Console settings")
 def update_setting(key: str):
     setting = console_settings.SETTINGS.get(key)
     form = SettingForm()
