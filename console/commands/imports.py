@@ -3,6 +3,7 @@
 import click
 from flask.cli import with_appcontext
 
+from console.domain.words import plural
 from console.services.actor import Actor
 
 CLI = Actor("cli")
@@ -46,15 +47,15 @@ def import_failures_command(redis_url, queues, path, maps, tenant, dry_run):
     except ServiceError as error:
         db.session.rollback()
         raise click.ClickException(f"refused ({error.code}, {error.status}): {error.detail}") from None
-    orders = f"{done.work_orders} work order{'' if done.work_orders == 1 else 's'}"
-    click.echo(f"Imported {done.imported} failed jobs as dead letters in {orders}; "
-               f"{done.already} were imported before.")
+    click.echo(f"Imported {plural(done.imported, 'failed job')} as dead letters in "
+               f"{plural(done.work_orders, 'work order')}; {done.already} {'was' if done.already == 1 else 'were'} "
+               "imported before.")
 
 
 def _print_plan(plan, already: int) -> None:
     total = sum(plan.by_function.values())
-    click.echo(f"Dry run: {total} failed jobs would be imported from {plan.source} (nothing written); "
-               f"{already} of them were imported before and would be skipped.")
+    click.echo(f"Dry run: {plural(total, 'failed job')} read from {plan.source} (nothing written); {already} of "
+               f"them {'was' if already == 1 else 'were'} imported before and would be skipped.")
     click.echo("By function:")
     for function, count in sorted(plan.by_function.items()):
         note = "  (no --map: refused)" if function in plan.unmapped else ""

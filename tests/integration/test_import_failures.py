@@ -133,7 +133,7 @@ def test_dry_run_prints_counts_per_function_and_group_and_writes_nothing(app, cl
     # Without --queue every queue RQ knows in that Redis is read.
     result = cli("--redis-url", failed_rq_jobs, "--dry-run", "--map", "tests.rq_legacy.charge=python:demo.noop")
     assert result.exit_code == 0, result.output
-    assert "Dry run: 6 failed jobs would be imported" in result.output
+    assert "Dry run: 6 failed jobs read from" in result.output
     assert "0 of them were imported before and would be skipped" in result.output
     assert "     3  tests.rq_legacy.charge\n" in result.output
     assert "     2  tests.rq_legacy.send_mail  (no --map: refused)" in result.output
@@ -200,6 +200,13 @@ def test_a_json_lines_file_is_imported_with_tenants_attempts_and_times(app, cli,
     ({"id": 9, "function": "billing.charge", "failed_at": "yesterday"}, "line 3 of old.jsonl: failed_at must be"),
     ({"id": 9, "function": "billing.charge", "tenant": "nobody"}, "line 3 of old.jsonl: no tenant named 'nobody'"),
     ({"id": 9, "handler": "python:gone"}, "line 3 of old.jsonl: no Python handler named 'gone'"),
+    ({"id": 9, "function": "billing.charge", "failed_at": "9999-12-31T23:59:59Z"},
+     "line 3 of old.jsonl: failed_at 9999-12-31 23:59 UTC is not a time a job failed at (from 1970 to now)"),
+    ({"id": 9, "function": "billing.charge", "enqueued_at": "2026-03-02T00:00:00Z",
+      "failed_at": "2026-03-01T00:00:00Z"},
+     "line 3 of old.jsonl: failed_at (2026-03-01 00:00:00) is before enqueued_at (2026-03-02 00:00:00)"),
+    ({"id": "job-1", "function": "billing.charge"}, "line 3 of old.jsonl: id 'job-1' is also on line 1 of old.jsonl"),
+    ({"id": "2", "function": "billing.charge"}, "line 3 of old.jsonl: id '2' is also on line 2 of old.jsonl"),
 ])
 def test_a_bad_line_is_named_and_nothing_is_written(app, cli, tmp_path, bad, message):
     make_tenant("acme")
@@ -235,6 +242,22 @@ def test_jobs_that_name_no_tenant_go_to_the_tenant_given(app, cli, tmp_path):
     assert result.exit_code == 0, result.output
     run = db.session.execute(select(Run).where(Run.source == "import")).scalar_one()
     assert run.tenant.name == "globex"
+
+
+def test_a_tenant_given_must_exist_even_when_every_line_names_its_own(app, cli, tmp_path):
+    make_tenant("acme")
+    before = counts()
+    result = cli("--file", write_lines(tmp_path, [LINES[0]]), "--tenant", "nosuch", "--map",
+                 "billing.charge=python:demo.noop")
+    assert result.exit_code != 0 and "no tenant named 'nosuch'" in result.output
+    assert counts() == before
+
+
+def test_a_function_mapped_to_two_handlers_is_refused(app, cli, tmp_path):
+    result = cli("--file", write_lines(tmp_path, [LINES[1]]), "--map", "f.ok=python:demo.noop", "--map",
+                 "f.ok=python:demo.flaky")
+    assert result.exit_code != 0
+    assert "--map gives f.ok two handlers (python:demo.noop and python:demo.flaky); give one" in result.output
 
 
 def test_exactly_one_source_is_required(app, cli, tmp_path):

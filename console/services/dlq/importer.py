@@ -4,6 +4,7 @@ import hashlib
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import func, select, tuple_
 
@@ -25,6 +26,8 @@ RUNS = Run.__table__
 # when its last try failed, and a replay of such a group needs no "failed for good" confirmation.
 LETTER_REASON = "exhausted"
 MAX_KEY = 200
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+CLOCK_SKEW = timedelta(minutes=5)  # the other host's clock may run a little ahead of ours
 
 
 @dataclass
@@ -55,7 +58,11 @@ def parse_mapping(pairs: list[str]) -> dict[str, str]:
         function, sep, handler = pair.partition("=")
         if not sep or not function.strip() or not handler.strip():
             raise InvalidInput(f"--map takes rq.function.path=python:handler, got {pair!r}", "map")
-        mapping[function.strip()] = handler_kinds.normalise(handler.strip())
+        function, handler = function.strip(), handler_kinds.normalise(handler.strip())
+        if mapping.get(function, handler) != handler:
+            raise InvalidInput(f"--map gives {function} two handlers ({mapping[function]} and {handler}); give one",
+                               "map")
+        mapping[function] = handler
     return mapping
 
 
@@ -67,11 +74,21 @@ def key_of(failed: Failed) -> str:
     return key
 
 
-def plan(failures: list[Failed], source: str, mapping: dict[str, str], tenant: str | None) -> Plan:
+def plan(failures: list[Failed], source: str, mapping: dict[str, str], tenant: str | None, *,
+         clock: Clock = SYSTEM_CLOCK) -> Plan:
     """Decide each failure's handler and tenant, count them, and list the functions that need a --map."""
+    if tenant is not None and tenant_rows.find(tenant) is None:  # even when every line names its own
+        raise InvalidInput(f"no tenant named {tenant!r} (create it first: rebound tenants create {tenant})", "tenant")
     result = Plan(source)
     tenant_ids: dict[str, int] = {}
+    seen: dict[str, str] = {}  # job id → the line that had it
+    now = clock()
     for failed in failures:
+        if failed.job_id in seen:  # a second line would be dropped as "imported before"
+            raise InvalidInput(f"{failed.where}: id {failed.job_id!r} is also on {seen[failed.job_id]}; each failed "
+                               "job is one line with its own id", "id")
+        seen[failed.job_id] = failed.where
+        _check_times(failed, now)
         name = failed.tenant or tenant or tenant_rows.DEFAULT
         if name not in tenant_ids:
             found = tenant_rows.find(name)
@@ -93,6 +110,21 @@ def plan(failures: list[Failed], source: str, mapping: dict[str, str], tenant: s
         else:
             result.items.append((failed, handler, tenant_ids[name]))
     return result
+
+
+def _check_times(failed: Failed, now) -> None:
+    """Refuse a time no failed job can have (after now, before 1970) or out of order (failed before enqueued)."""
+    times = [(name, moment) for name, moment in (("enqueued_at", failed.enqueued_at),
+                                                 ("started_at", failed.started_at),
+                                                 ("failed_at", failed.failed_at)) if moment is not None]
+    for name, moment in times:
+        if not EARLIEST <= moment <= now + CLOCK_SKEW:
+            raise InvalidInput(f"{failed.where}: {name} {moment:%Y-%m-%d %H:%M} UTC is not a time a job failed at "
+                               f"(from 1970 to now)", name)
+    for (earlier, first), (later, second) in zip(times, times[1:], strict=False):
+        if second < first:
+            raise InvalidInput(f"{failed.where}: {later} ({second:%Y-%m-%d %H:%M:%S}) is before {earlier} "
+                               f"({first:%Y-%m-%d %H:%M:%S})", later)
 
 
 def refuse_unmapped(result: Plan) -> None:
