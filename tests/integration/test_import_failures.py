@@ -11,8 +11,9 @@ import redis
 from rq import Queue, Retry
 from sqlalchemy import func, select
 
+from console.domain.clock import utcnow
 from console.extensions import db
-from console.models import AttemptDiagnostics, AuditEntry, DeadLetter, Run, RunEvent, WorkOrder
+from console.models import AttemptDiagnostics, AuditEntry, DeadLetter, OutboxMessage, Run, RunEvent, WorkOrder
 from console.services.actor import Actor
 from console.services.engine import replays
 from tests.factories import make_tenant
@@ -163,6 +164,7 @@ def write_lines(tmp_path, lines, name="old.jsonl") -> str:
 def test_a_json_lines_file_is_imported_with_tenants_attempts_and_times(app, cli, tmp_path, runs):
     make_tenant("acme")
     path = write_lines(tmp_path, LINES)
+    imported_from = utcnow().replace(microsecond=0)
     result = cli("--file", path, "--map", "billing.charge=python:demo.noop", "--map",
                  "billing.refund=python:demo.flaky")
     assert result.exit_code == 0, result.output
@@ -182,6 +184,11 @@ def test_a_json_lines_file_is_imported_with_tenants_attempts_and_times(app, cli,
     letter = runs.dead_letters(first.id)[0]
     assert (letter.attempts, letter.error_code, letter.reason) == (3, "CardDeclined", "exhausted")
     assert letter.created_at.isoformat().startswith("2026-03-01T09:05:00")
+    # Rebound learned of it now: its work order opens and its alert is queued now, not nine months ago (the alert
+    # latency figure would time the import's delay, and the order read "opened 9 months ago").
+    assert db.session.get(WorkOrder, letter.work_order_id).created_at >= imported_from
+    queued = db.session.execute(select(OutboxMessage.kind, OutboxMessage.created_at)).all()
+    assert {kind for kind, _ in queued} >= {"alert"} and min(at for _, at in queued) >= imported_from, queued
     second = db.session.execute(select(Run).where(Run.idempotency_key == "import:jsonl:2")).scalar_one()
     assert (second.tenant.name, second.params, second.handler) == ("default", {"order": 8}, "python:demo.noop")
     third = db.session.execute(select(Run).where(Run.idempotency_key == "import:jsonl:job-3")).scalar_one()

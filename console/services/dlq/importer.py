@@ -163,7 +163,7 @@ def run_import(result: Plan, actor: Actor, *, clock: Clock = SYSTEM_CLOCK) -> Im
                 already += 1
                 continue
             _timeline(run, failed, now)
-            letter = parking.park(run, _failure(failed), LETTER_REASON, run.finished_at)
+            letter = parking.park(run, _failure(failed), LETTER_REASON, run.finished_at, learned_at=now)
             letters.append(letter.id)
             orders.add(letter.work_order_id)
         audit.record(db.session, actor, "dead_letter.import", "import", result.source, after={
