@@ -6,6 +6,7 @@ from console.api.common import body
 from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import utcnow
 from console.services.errors import InvalidInput
+from console.services.inputs import is_digits
 from console.services.people.permissions import APPROVE, ROLL_BACK, VIEW
 from console.services.recovery import approvals, decisions, shown
 
@@ -17,7 +18,7 @@ def _whole(name: str, default: int | None, low: int, high: int) -> int | None:
     raw = request.args.get(name)
     if raw is None or raw == "":
         return default
-    if not raw.isdigit() or not low <= int(raw) <= high:
+    if not is_digits(raw) or not low <= int(raw) <= high:
         raise InvalidInput(f"{name} must be a whole number from {low} to {high}", name)
     return int(raw)
 

@@ -13,6 +13,7 @@ from console.services.dlq import groups as dlq
 from console.services.dlq.filters import PERIODS, Filters, check
 from console.services.engine import control, handler_kinds
 from console.services.errors import Forbidden, InvalidInput
+from console.services.inputs import is_digits
 from console.services.people import tenants
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.recovery import params_fix
@@ -26,7 +27,7 @@ FILTER_FIELDS = {"status", "code", "handler", "task", "tenant", "q", "age", "gro
 def _whole(name: str, raw: str | None, default: int, low: int, high: int) -> int:
     if raw in (None, ""):
         return default
-    if not raw.isdigit() or not low <= int(raw) <= high:
+    if not is_digits(raw) or not low <= int(raw) <= high:
         raise InvalidInput(f"{name} must be a whole number from {low} to {high}", name)
     return int(raw)
 

@@ -151,7 +151,7 @@ def _int(value) -> int:
         return int(value)
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and re.fullmatch(r"\s*[-+]?\d{1,18}\s*", value):
+    if isinstance(value, str) and re.fullmatch(r"\s*[-+]?[0-9]{1,18}\s*", value):
         return int(value)
     raise ValueError("a whole number")
 
@@ -211,7 +211,7 @@ def _id(value) -> int:
     try:
         number = _int(value)
     except ValueError:
-        if isinstance(value, str) and value.lstrip("+-").isdigit():
+        if isinstance(value, str) and value.lstrip("+-").isascii() and value.lstrip("+-").isdigit():
             raise out_of_range from None  # digits past what _int reads: no row has such an id
         raise ValueError("an id (a whole number)") from None
     if not 1 <= number <= MAX_ID:

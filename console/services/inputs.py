@@ -16,6 +16,11 @@ MAX_PARAMS_BYTES = 64 * 1024
 MAX_JSON_DEPTH = 64
 
 
+def is_digits(text: str) -> bool:
+    """Tell whether text is ASCII digits only: str.isdigit() and int() take other scripts' digits too ("٣" is 3)."""
+    return text.isascii() and text.isdigit()
+
+
 def is_id(value) -> bool:
     """Tell whether a JSON value is a row id (a whole number that fits a database id; `true` is not one)."""
     return isinstance(value, int) and not isinstance(value, bool) and -MAX_ID <= value <= MAX_ID

@@ -274,3 +274,14 @@ def test_a_handler_name_past_its_column_is_refused_without_echoing_it(client, op
     body = api_checks.refused(response, 422, "invalid", "handler")
     assert "handler is at most 120 characters" in body["detail"] and "100,000" in body["detail"]
     assert len(response.get_data()) < 500
+
+
+@pytest.mark.parametrize("path", ["/api/approvals?limit=٣", "/api/dead-letters?limit=٣"])
+def test_digits_of_other_scripts_are_no_number(client, operator, path):
+    """int() reads "٣" as 3; a query that takes a number takes ASCII digits only, as people and clients send."""
+    assert client.get(path, headers=operator).status_code == 422
+
+
+def test_a_tenant_quota_in_other_digits_is_refused(client, admin_token):
+    response = client.put("/api/tenants/default", json={"max_running": "٣"}, headers=admin_token)
+    assert response.status_code == 422 and "max_running must be a whole number" in response.get_json()["detail"]

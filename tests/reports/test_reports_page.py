@@ -278,7 +278,7 @@ def test_a_heat_map_cell_opens_the_late_starts_of_its_hour_of_day(manager, clien
     ten_csv = client.get("/reports/breaches.csv?period=24h&hour=10")
     assert len(list(csv.reader(io.StringIO(ten_csv.get_data(as_text=True))))) == 1  # the header only
     assert ten_csv.headers["Content-Disposition"].endswith('-hour10.csv"')  # the file says which hour it holds
-    for bad in ("24", "-1", "nine", "9" * 400):
+    for bad in ("24", "-1", "nine", "9" * 400, "٣"):  # "٣" is 3 to int(), not to a person typing an hour
         refused = client.get(f"/reports/breaches?period=24h&hour={bad}")
         assert refused.status_code == 422 and "hour is an hour of day from 0 to 23 (UTC)" in refused.get_data(
             as_text=True)

@@ -419,6 +419,8 @@ def test_admins_set_the_bulk_discard_limit_on_the_settings_page(person, app):
     path = f"/admin/settings/{console_settings.DISCARD_WITHOUT_APPROVAL}"
     bad = admin_client.post(path, data={"csrf_token": token, "value": "900"})
     assert bad.status_code == 422 and "from 0 to 500" in html(bad)
+    arabic = admin_client.post(path, data={"csrf_token": token, "value": "٣"})  # int() reads it as 3
+    assert arabic.status_code == 422 and "enter a whole number" in html(arabic)
     saved = admin_client.post(path, data={"csrf_token": token, "value": "25"})
     assert saved.status_code == 303 and console_settings.value(console_settings.DISCARD_WITHOUT_APPROVAL) == 25
     assert "by root" in html(admin_client.get("/admin/settings"))

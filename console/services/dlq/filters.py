@@ -13,7 +13,7 @@ from console.extensions import db
 from console.models import DeadLetter, Run, Tenant
 from console.services.delivery.channel_report import ALERTED_LETTER, timed_alerts
 from console.services.errors import InvalidInput
-from console.services.inputs import row_id
+from console.services.inputs import is_digits, row_id
 from console.services.people import tenants
 
 STATUSES = ("open", "replayed", "discarded", "resolved")
@@ -168,7 +168,7 @@ def task_problem(task: str) -> str | None:
     """Say why a task filter can name no task (it is not a whole number, or past any row id), or None."""
     if not task or task.startswith(("handler:", UNTASKED)):
         return None
-    if not task.isdecimal():
+    if not is_digits(task):
         return f"task={task} is not a task id (a whole number)"
     try:
         row_id(task)

@@ -1,6 +1,5 @@
 """Tenants: every piece of work belongs to one; `default` always exists. Created and given quotas by people."""
 
-import re
 from dataclasses import dataclass
 
 from sqlalchemy import bindparam, func, select, update
@@ -79,7 +78,7 @@ def quota(field: str, raw) -> int:
         raise InvalidInput(hint, field)
     if isinstance(raw, str):
         raw = raw.strip()
-        if not re.fullmatch(r"\d{1,9}", raw):
+        if not (inputs.is_digits(raw) and len(raw) <= 9):
             raise InvalidInput(hint, field)
         raw = int(raw)
     if not isinstance(raw, int) or not low <= raw <= high:

@@ -8,6 +8,7 @@ from sqlalchemy import func, select
 from console.extensions import db
 from console.models import Run, SlaBreach, Task, Tenant
 from console.services.errors import InvalidInput
+from console.services.inputs import is_digits
 from console.services.scheduling import sla
 
 PAGE_SIZE = 50
@@ -67,7 +68,7 @@ def hour_of_day(text: str | None) -> int | None:
     text = (text or "").strip()
     if not text:
         return None
-    if not (text.isdigit() and len(text) <= 2 and int(text) < 24):
+    if not (is_digits(text) and len(text) <= 2 and int(text) < 24):
         raise InvalidInput(f"hour is an hour of day from 0 to 23 (UTC), not {text[:20]!r}", "hour")
     return int(text)
 

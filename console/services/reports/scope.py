@@ -7,7 +7,7 @@ from console.domain.periods import Period
 from console.extensions import db
 from console.models import Task, Tenant
 from console.services.errors import Forbidden, InvalidInput, NotFound
-from console.services.inputs import row_id
+from console.services.inputs import is_digits, row_id
 from console.services.people import tenants
 from console.services.reports.read import Scope
 
@@ -40,7 +40,7 @@ def resolve(tenant: str | None, task: str | None, wall: int | None) -> Scope:
         tenant_id = named.id
     task_id = None
     if task:
-        if not task.strip().isdecimal():
+        if not is_digits(task.strip()):
             raise InvalidInput("task is a task id (a whole number)", "task")
         try:
             wanted = row_id(task)

@@ -14,7 +14,7 @@ from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.engine import reserved
 from console.services.errors import Conflict, InvalidInput, NotFound
-from console.services.inputs import is_id
+from console.services.inputs import is_digits, is_id
 from console.services.people import tenants
 from console.services.settings import setting
 
@@ -44,7 +44,7 @@ def _when(raw, field: str) -> datetime:
 
 def _count(raw, field: str, low: int, high: int) -> int:
     hint = f"{field} must be a whole number from {low} to {high}, got {raw!r}"
-    if isinstance(raw, str) and raw.strip().isdigit() and len(raw.strip()) <= 9:
+    if isinstance(raw, str) and is_digits(raw.strip()) and len(raw.strip()) <= 9:
         raw = int(raw.strip())
     if isinstance(raw, bool) or not isinstance(raw, int) or not low <= raw <= high:
         raise InvalidInput(hint, field)
@@ -159,7 +159,7 @@ def between(start: datetime, end: datetime, tenant: str | None = None) -> list[d
 
 def cancel(reservation_id, actor: Actor, *, scope: int | None = None, clock: Clock = SYSTEM_CLOCK) -> dict:
     """Cancel a reservation (its slots are free at once); audited. 404 outside the scope, 409 if cancelled already."""
-    if isinstance(reservation_id, str) and reservation_id.isdigit() and len(reservation_id) <= 12:
+    if isinstance(reservation_id, str) and is_digits(reservation_id) and len(reservation_id) <= 12:
         reservation_id = int(reservation_id)
     found = db.session.execute(select(Reservation, Tenant.name).join(Tenant, Tenant.id == Reservation.tenant_id)
                                .where(Reservation.id == reservation_id)).one_or_none() \

@@ -11,6 +11,7 @@ from console.models import ConsoleSetting
 from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.errors import InvalidInput, NotFound
+from console.services.inputs import is_digits
 
 DISCARD_WITHOUT_APPROVAL = "dlq.discard_bulk_threshold"
 
@@ -72,7 +73,10 @@ def _checked(setting: Setting, raw) -> int:
     try:
         if isinstance(raw, bool | float):
             raise ValueError
-        number = int(raw if isinstance(raw, int) else str(raw or "").strip())
+        text = None if isinstance(raw, int) else str(raw or "").strip()
+        if text is not None and not is_digits(text.removeprefix("-")):
+            raise ValueError
+        number = raw if text is None else int(text)
     except ValueError:
         raise InvalidInput("enter a whole number", setting.key) from None
     if not setting.minimum <= number <= setting.maximum:

@@ -10,7 +10,7 @@ from console.extensions import db, htmx
 from console.services.delivery import channel_report, manual
 from console.services.dlq.filters import moment, utc
 from console.services.errors import Conflict, InvalidInput, ServiceError
-from console.services.inputs import row_id
+from console.services.inputs import is_digits, row_id
 from console.services.people import tenants
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.workorders import changes
@@ -143,7 +143,7 @@ def assign(order_id: int):
     raw = str(current_user.id) if request.form.get("me") == "1" else request.form.get("assign-user", "").strip()
 
     def act():
-        if raw and not raw.isdigit():
+        if raw and not is_digits(raw):
             raise InvalidInput("pick a person from the list", "user")
         changes.assign(order, int(raw) if raw else None, current_actor())
 
