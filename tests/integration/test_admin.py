@@ -41,6 +41,12 @@ def test_duplicate_username_is_409(client, auth):
                                                   "csrf_token": auth.csrf("/admin/users")})
     assert response.status_code == 409
     assert "already exists" in response.get_data(as_text=True)
+    # "Root" would read as root in every list and audit row.
+    cased = client.post("/admin/users", data={"username": "Root", "role": "viewer", "password": "",
+                                              "csrf_token": auth.csrf("/admin/users")})
+    assert cased.status_code == 409
+    assert "a user named &#39;Root&#39; differs from &#39;root&#39; only in case" in cased.get_data(as_text=True)
+    assert db.session.query(User).count() == 1
 
 
 def test_role_change_over_htmx_returns_the_row_and_audits_before_and_after(client, auth):

@@ -93,8 +93,12 @@ def create(username: str, role: str, password: str | None, actor: Actor, *, scop
     if not password:
         password = generated = secrets.token_urlsafe(12)
     _check_password(password, username)
-    if find(username):
-        raise Conflict(f"a user named {username!r} already exists", "username")
+    # Two people whose names differ only in case ("Alice", "alice") would read as one in every list and audit row.
+    locks.hold(f"username:{username.lower()}")  # two creating "Alice" and "alice" at once
+    same = db.session.execute(select(User.username).where(func.lower(User.username) == username.lower())).scalar()
+    if same is not None:
+        taken = "already exists" if same == username else f"differs from {same!r} only in case"
+        raise Conflict(f"a user named {username!r} {taken}; choose another name", "username")
     user = User(username=username, role=role, password_hash=generate_password_hash(password),
                 tenant=tenant, active=True)
     db.session.add(user)
