@@ -338,6 +338,19 @@ def test_a_repeat_soon_after_is_held_back_and_sent_once_with_its_count(app, chan
     assert len({r.json["dedup_key"] for r in channels.pagerduty.requests}) == 1
 
 
+def test_a_failure_of_a_group_whose_work_order_was_just_closed_is_told_at_once(app, channels, clock):
+    first = dead_run(clock, message="bad row 1")
+    delivery_round.tick(clock)
+    assert len(channels.slack.requests) == 1
+    order = db.session.get(WorkOrder, runs_letters(first.id)[0].work_order_id)
+    changes.close(order, "fixed the schema", Actor("olga"), clock)
+    clock.advance(5)
+    again = dead_run(clock, message="bad row 2")  # a new incident: its own work order
+    assert runs_letters(again.id)[0].work_order_id != order.id
+    assert delivery_round.tick(clock)["held"] == 0  # not held for the closed order's 300 s repeat window
+    assert "bad row 2" in channels.slack.requests[-1].json["text"]
+
+
 def test_an_alert_repeated_while_it_was_out_is_retried_as_one_message(app, clock):
     with Receiver() as slack:
         slack.always(500, {"error": "internal"})
@@ -611,3 +624,8 @@ def test_the_work_orders_completion_card_counts_what_reports_7_days_count(app, c
     card = workorders.completion(now)
     created, closed = report_figures.workorders(periods.preset("7d", now), Scope())
     assert (card.created, card.closed) == (created, closed) == (2, 1)
+
+
+def runs_letters(run_id: int) -> list[DeadLetter]:
+    db.session.expire_all()
+    return db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run_id)).scalars().all()

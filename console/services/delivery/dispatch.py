@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, select, update
+from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
@@ -126,11 +126,14 @@ def _hold(message: OutboxMessage, claim: Claim, now: datetime) -> datetime | Non
     repeat_s = float(setting("ALERT_REPEAT_S"))
     if message.kind != "alert" or claim.attempt != 1 or repeat_s <= 0:
         return None
-    last = db.session.execute(select(func.max(OutboxMessage.delivered_at)).where(
+    previous = db.session.execute(select(OutboxMessage.delivered_at, OutboxMessage.payload).where(
         OutboxMessage.dedup_key == message.dedup_key, OutboxMessage.status == "delivered",
-        OutboxMessage.id != message.id)).scalar()
+        OutboxMessage.id != message.id).order_by(OutboxMessage.delivered_at.desc()).limit(1)).first()
+    last = previous.delivered_at if previous else None
     if last is None or last + timedelta(seconds=repeat_s) <= now:
         return None
+    if (previous.payload or {}).get("work_order_id") != (message.payload or {}).get("work_order_id"):
+        return None  # a new work order (its group's last one was closed since): a new incident, told at once
     until = last + timedelta(seconds=repeat_s)
     if _requeue(claim, now, attempts=0, next_attempt_at=until) == "requeued":
         db.session.add(Delivery(outbox_id=message.id, channel="all", attempt=0, outcome="held", at=now,
