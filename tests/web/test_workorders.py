@@ -195,7 +195,7 @@ def test_close_needs_a_note_then_closes_audits_and_resolves(app, client, auth, r
     auth.as_role("operator", "olga")
     # A replayed letter whose run dies again keeps its work order open: the page says what closes it.
     assert ("It closes by itself once each of its dead letters is discarded or resolved, or replayed and its run "
-            "succeeded.") in client.get(f"/workorders/{letter.work_order_id}").get_data(as_text=True)
+            "ended well.") in client.get(f"/workorders/{letter.work_order_id}").get_data(as_text=True)
     path = f"/workorders/{letter.work_order_id}/close"
     refused = post(client, auth, path, {"close-note": "  "}, headers=HX)
     assert refused.status_code == 422 and "a note is required" in refused.get_data(as_text=True)
@@ -211,6 +211,8 @@ def test_close_needs_a_note_then_closes_audits_and_resolves(app, client, auth, r
     assert resolve.payload["incident_key"] == f"rebound-workorder-{letter.work_order_id}"
     page = client.get(f"/workorders/{letter.work_order_id}").get_data(as_text=True)
     assert "card processor fixed" in page and "Close work order</button>" not in page
+    # Closed by hand, its letter is still open: the page says where it stays.
+    assert "Closed with 1 still open: it stays in the DLQ until replayed, resolved or discarded." in page
 
 
 def test_the_close_says_which_channels_are_told_and_none_when_none_is_configured(app, client, auth, runs, clock):
