@@ -119,8 +119,8 @@ def _check_times(failed: Failed, now) -> None:
                                                  ("failed_at", failed.failed_at)) if moment is not None]
     for name, moment in times:
         if not EARLIEST <= moment <= now + CLOCK_SKEW:
-            raise InvalidInput(f"{failed.where}: {name} {moment:%Y-%m-%d %H:%M} UTC is not a time a job failed at "
-                               f"(from 1970 to now)", name)
+            raise InvalidInput(f"{failed.where}: {name} {moment:%Y-%m-%d %H:%M} UTC is not a past time of a job "
+                               "(from 1970 to now)", name)
     for (earlier, first), (later, second) in zip(times, times[1:], strict=False):
         if second < first:
             raise InvalidInput(f"{failed.where}: {later} ({second:%Y-%m-%d %H:%M:%S}) is before {earlier} "
