@@ -13,16 +13,11 @@ from console.auth import public, tenant_scope
 from console.domain.clock import utcnow
 from console.domain.figures import duration
 from console.domain.notes import MAX_NOTE_CHARS
-from console.domain.saga import (
-    compensate_consequence,
-    replay_consequence,
-    step_words,
-    steps_replay_words,
-    undo_failed,
-)
+from console.domain.saga import replay_consequence, steps_replay_words, undo_failed
 from console.domain.words import plural
 from console.services.dlq.groups import replay_caution
 from console.services.people.permissions import OPERATE, can
+from console.services.recovery.workflows.words import workflow_compensation, workflow_replay
 from console.web.display import display_prefs
 from console.web.nav import NAV
 from console.web.plotly_css import guarded_style_ids, stylesheet
@@ -67,24 +62,6 @@ def code_spans(text: str | None) -> Markup:
 def soft_breaks(text: str | None) -> Markup:
     """Let a long name wrap between its parts, not in the middle of one, when its column is narrow."""
     return Markup(PART_END.sub(r"\1<wbr>", str(escape(text or ""))))
-
-
-def _as_step(run, consequence) -> str:
-    """Name the run as its workflow's step, then say what the action does to that workflow ('' outside one)."""
-    workflow = run.workflow if run is not None and run.workflow_id else None
-    if workflow is None:
-        return ""
-    return step_words(run.id, run.workflow_step, workflow.id, workflow.status) + " " + consequence(workflow)
-
-
-def workflow_replay(run) -> str:
-    """Say in plain text what replaying this dead run does to the workflow it is a step of ('' when none)."""
-    return _as_step(run, lambda workflow: replay_consequence(run.workflow_step, workflow.status, workflow.failed_step))
-
-
-def workflow_compensation(run) -> str:
-    """Say in plain text what compensating this run does to the workflow it is a step of ('' when none)."""
-    return _as_step(run, lambda workflow: compensate_consequence(run.workflow_step))
 
 
 def register(app) -> None:

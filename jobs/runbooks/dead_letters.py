@@ -21,6 +21,7 @@ from console.services.errors import Conflict
 from console.services.inputs import MAX_PARAMS_BYTES
 from console.services.recovery import params_fix
 from console.services.recovery.runbook_registry import Runbook
+from console.services.recovery.workflows import words as workflow_words
 
 CHUNK = 100
 
@@ -85,15 +86,12 @@ def replay_dead_letters(ctx) -> None:
     ctx.log(f"{replayed} dead letter{'s' if replayed != 1 else ''} {'would be ' if ctx.dry_run else ''}replayed.")
 
 
-def _say_workflow_steps(ctx, run_ids, consequence) -> None:
+def _say_workflow_steps(ctx, run_ids, words) -> None:
     """Log, for each run that is a saga workflow's step, what the runbook does to its workflow (the approver reads
     the dry-run's log before deciding)."""
-    steps = db.session.execute(select(Run).where(Run.id.in_(list(run_ids)), Run.workflow_id.is_not(None))
-                               .order_by(Run.id)).scalars().all()
-    for run in steps:
-        workflow = run.workflow
-        ctx.log(saga.step_words(run.id, run.workflow_step, workflow.id, workflow.status) + " "
-                + consequence(run, workflow))
+    for run in db.session.execute(select(Run).where(Run.id.in_(list(run_ids)), Run.workflow_id.is_not(None))
+                                  .order_by(Run.id)).scalars():
+        ctx.log(words(run))
 
 
 def resolve_runs(ctx) -> None:
@@ -104,8 +102,7 @@ def resolve_runs(ctx) -> None:
     if not chosen.runs:
         ctx.log("No dead run to resolve.")
         return
-    _say_workflow_steps(ctx, chosen.runs, lambda run, workflow: saga.resolve_consequence(
-        run.workflow_step, workflow.status, workflow.current_step))
+    _say_workflow_steps(ctx, chosen.runs, workflow_words.workflow_resolve)
     done = chosen if ctx.dry_run else resolving.resolve(chosen, ctx.params["note"], ctx.actor, ctx.now)
     if not ctx.dry_run:
         for run_id, why in done.skipped.items():
@@ -164,8 +161,7 @@ def fix_params_and_replay(ctx) -> None:
         raise Conflict(f"dead letter #{letter.id} is {letter.status} and its run #{run.id} is {run.status}: only an "
                        "open dead letter of a dead run can be fixed and replayed")
     given = _new_params(ctx.params["params"])
-    _say_workflow_steps(ctx, [run.id], lambda run, workflow: saga.replay_consequence(
-        run.workflow_step, workflow.status, workflow.failed_step))
+    _say_workflow_steps(ctx, [run.id], workflow_words.workflow_replay)
     before = dict(run.params or {})
     after = {**before, **given} if ctx.params["merge"] else given
     if after == before:

@@ -185,6 +185,9 @@ def test_one_fix_of_a_letter_waits_at_a_time_whichever_way_it_was_asked(staff, c
         params_fix.request_fix(letter_id, {"fail_times": 1}, "another", staff["olga"], clock=clock)
     assert db.session.execute(select(Approval.id).where(Approval.status == "pending")).scalars().all() == [
         execution.approval_id]
+    # Once the runbook's request has expired (its execution not yet cancelled by the reconciler), a fix may be filed.
+    clock.advance(24 * 3600 + 1)
+    assert params_fix.request_fix(letter_id, {"fail_times": 1}, "again", staff["olga"], clock=clock).status == "pending"
 
 
 def test_backfill_task_creates_one_run_per_missed_firing_once(staff, clock, snapshot):

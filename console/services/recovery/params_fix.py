@@ -46,7 +46,7 @@ def request_fix(letter_id: int, params, reason, actor: Actor, *, tenant_id: int 
     if params == run.params:
         raise InvalidInput("these are the params the run already has; change at least one", "params")
     locks.hold(fix_lock(letter.id))  # against the runbook's path filing one at the same moment (any_fix_waiting)
-    by_runbook = runbook_fix_waiting(letter.id)
+    by_runbook = runbook_fix_waiting(letter.id, clock())
     if by_runbook is not None:
         raise Conflict(f"request #{by_runbook} to fix dead letter {letter.id} (runbook {FIX_RUNBOOK}) is already "
                        "waiting for approval; only one fix of a letter waits at a time: ask an approver to decide it",
@@ -78,12 +78,14 @@ def waiting(letter_id: int) -> Approval | None:
     ).scalar_one_or_none()
 
 
-def runbook_fix_waiting(letter_id: int) -> int | None:
+def runbook_fix_waiting(letter_id: int, now: datetime) -> int | None:
     """Return the request to run fix_params_and_replay on this dead letter that waits for approval, if one does."""
-    # Its dead letter is inside the stored params (JSON), and few such requests wait: read them all.
-    waiting_runs = db.session.execute(select(RunbookExecution.approval_id, RunbookExecution.params).where(
+    # Its dead letter is inside the stored params (JSON), and few such requests wait: read them all. The request's
+    # own state decides (an expired one's execution is cancelled only at the reconciler's next pass).
+    waiting_runs = db.session.execute(select(RunbookExecution.approval_id, RunbookExecution.params).join(
+        Approval, Approval.id == RunbookExecution.approval_id).where(
         RunbookExecution.runbook == FIX_RUNBOOK, RunbookExecution.status == "awaiting_approval",
-        RunbookExecution.approval_id.is_not(None))).all()
+        Approval.status == "pending", Approval.expires_at > now)).all()
     return next((approval_id for approval_id, params in waiting_runs
                  if str((params or {}).get("dead_letter")) == str(letter_id)), None)
 
@@ -102,7 +104,7 @@ def any_fix_waiting(letter_id: int, now: datetime) -> int | None:
     pending = waiting(letter_id)
     if pending is not None and pending.expires_at > now:
         return pending.id
-    return runbook_fix_waiting(letter_id)
+    return runbook_fix_waiting(letter_id, now)
 
 
 def waiting_on(letter_ids: list[int], now: datetime) -> dict[int, int]:

@@ -19,7 +19,7 @@ from console.services.recovery import (
 )
 from console.services.recovery.registry import KINDS
 from console.services.recovery.runbook_registry import Runbook
-from console.web import workflow_compensation, workflow_replay
+from console.services.recovery.workflows.words import workflow_compensation, workflow_replay
 from console.web.runbooks.present import value_text
 
 

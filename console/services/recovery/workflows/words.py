@@ -1,0 +1,33 @@
+"""What an action on a run does to the saga workflow it is a step of, in plain text ('' for a run outside one).
+
+One source for the run page, a dead letter's row and fix form, the approver's page and the runbooks' logs.
+"""
+
+from collections.abc import Callable
+
+from console.domain.saga import compensate_consequence, replay_consequence, resolve_consequence, step_words
+from console.models import Run, Workflow
+
+
+def as_step(run: Run | None, consequence: Callable[[Workflow], str]) -> str:
+    """Name the run as its workflow's step, then say what the action does to that workflow ('' outside one)."""
+    workflow = run.workflow if run is not None and run.workflow_id else None
+    if workflow is None:
+        return ""
+    return step_words(run.id, run.workflow_step, workflow.id, workflow.status) + " " + consequence(workflow)
+
+
+def workflow_replay(run: Run | None) -> str:
+    """Say what replaying this dead run does to its workflow."""
+    return as_step(run, lambda workflow: replay_consequence(run.workflow_step, workflow.status, workflow.failed_step))
+
+
+def workflow_compensation(run: Run | None) -> str:
+    """Say what compensating this run does to its workflow."""
+    return as_step(run, lambda workflow: compensate_consequence(run.workflow_step))
+
+
+def workflow_resolve(run: Run | None) -> str:
+    """Say what marking this dead run resolved does to its workflow."""
+    return as_step(run, lambda workflow: resolve_consequence(run.workflow_step, workflow.status,
+                                                             workflow.current_step))
