@@ -84,6 +84,23 @@ def test_a_test_alert_to_an_unconfigured_channel_is_refused(app, client, auth):
     assert post(client, auth, "/admin/channels/nope/test").status_code == 404
 
 
+def test_the_work_order_systems_button_says_it_sends_a_test_work_order_and_what_that_asks_of_it(app, client, auth):
+    with Receiver() as orders:
+        app.config.update(WORKORDER_URL=orders.url, PAGERDUTY_URL="https://events.pagerduty.com/v2/enqueue",
+                          PAGERDUTY_ROUTING_KEY=ROUTING_KEY)
+        auth.as_role("admin")
+        html = client.get("/admin/channels").get_data(as_text=True)
+        row = re.search(r'<tr id="channel-workorder">(.*?)</tr>', html, re.S).group(1)
+        assert '"test": true' in row.replace("&#34;", '"') and ">Send test work order</button>" in row
+        pagerduty = re.search(r'<tr id="channel-pagerduty">(.*?)</tr>', html, re.S).group(1)
+        assert "Triggers a real PagerDuty incident" in pagerduty and ">Send test alert</button>" in pagerduty
+        post(client, auth, "/admin/channels/workorder/test")
+        [sent] = orders.requests
+    assert sent.json["test"] is True and sent.headers["Idempotency-Key"].startswith("rebound-test-")
+    assert "Test work order delivered to Work-order system: HTTP 200" in client.get("/admin/channels").get_data(
+        as_text=True)
+
+
 def test_settings_saved_here_win_over_the_env_and_stay_masked(app, client, auth):
     with Receiver() as hook:
         app.config.update(ALERT_WEBHOOK_URL="", ALERT_WEBHOOK_SECRET="")

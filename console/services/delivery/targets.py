@@ -25,18 +25,25 @@ class Spec:
     secret_label: str | None
     secret_required: bool
     purpose: str
+    test_noun: str  # what its test button sends
+    test_effect: str  # what that test does on the other side, said before the button is pressed
 
 
 SPECS = {spec.name: spec for spec in (
     Spec("slack", "Slack", "SLACK_WEBHOOK_URL", None, None, False,
-         "Incoming webhook: every alert, SLA breaches and escalations, with a link back to the console."),
+         "Incoming webhook: every alert, SLA breaches and escalations, with a link back to the console.",
+         "test alert", "Posts a message saying it is a test; no action needed."),
     Spec("pagerduty", "PagerDuty", "PAGERDUTY_URL", "PAGERDUTY_ROUTING_KEY", "Routing key", True,
          "Events API v2: dead letters, breakers and escalations trigger an incident; closing the work order "
-         "resolves it."),
+         "resolves it.",
+         "test alert", "Triggers a real PagerDuty incident of severity info, titled as a test; resolve it there."),
     Spec("webhook", "Alert webhook", "ALERT_WEBHOOK_URL", "ALERT_WEBHOOK_SECRET", "HMAC secret", False,
-         "POST {url}/notifications/retry-alert and /notifications/sla-breach, signed with X-Rebound-Signature."),
+         "POST {url}/notifications/retry-alert and /notifications/sla-breach, signed with X-Rebound-Signature.",
+         "test alert", "Posts an alert with event \"test\" to /notifications/retry-alert, signed if a secret is set."),
     Spec("workorder", "Work-order system", "WORKORDER_URL", None, None, False,
-         "POST {url}/ops/workorders for every new work order; the returned id is kept as its external id."),
+         "POST {url}/ops/workorders for every new work order; the returned id is kept as its external id.",
+         "test work order", "Posts a work order marked \"test\": true (Idempotency-Key rebound-test-…); your "
+         "work-order system should answer it without opening a ticket."),
 )}
 ENV_NAMES = {"SLACK_WEBHOOK_URL": "REBOUND_SLACK_WEBHOOK_URL", "PAGERDUTY_URL": "REBOUND_PAGERDUTY_URL",
              "PAGERDUTY_ROUTING_KEY": "REBOUND_PAGERDUTY_ROUTING_KEY", "ALERT_WEBHOOK_URL": "REBOUND_ALERT_WEBHOOK_URL",

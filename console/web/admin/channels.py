@@ -53,18 +53,19 @@ def channels_index():
 @requires(ADMIN)
 @shared_by_all_tenants("Alert channels")
 def test_channel(name: str):
-    label = targets.get(name).spec.label
+    spec = targets.get(name).spec
+    label, noun = spec.label, spec.test_noun.capitalize()
     try:
         _, attempt = manual.send_test(name, current_actor())
     except ServiceError as error:
         flash(error.detail, "error")
         return redirect(url_for("admin.channels_index"), 303)
     if attempt is None:
-        flash(f"Test alert to {label} queued; the deliverer sends it within seconds.", "info")
+        flash(f"{noun} to {label} queued; the deliverer sends it within seconds.", "info")
     elif attempt.outcome == "sent":
-        flash(f"Test alert delivered to {label}: HTTP {attempt.status_code} in {attempt.duration_ms} ms.", "success")
+        flash(f"{noun} delivered to {label}: HTTP {attempt.status_code} in {attempt.duration_ms} ms.", "success")
     else:
-        flash(f"Test alert to {label} failed: {attempt.error}", "error")
+        flash(f"{noun} to {label} failed: {attempt.error}", "error")
     return redirect(url_for("admin.channels_index"), 303)
 
 
