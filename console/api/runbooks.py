@@ -16,7 +16,7 @@ FIELDS = ("tenant", "params", "dry_run", "reason")
 def _param(param) -> dict:
     return {"name": param.name, "type": str(param.type), "required": param.required, "default": param.default,
             "choices": list(param.choices) or None, "many": param.many, "minimum": param.minimum,
-            "maximum": param.maximum, "help": param.help}
+            "maximum": param.maximum, "json_object": param.json_object, "help": param.help}
 
 
 def _runbook(listed) -> dict:

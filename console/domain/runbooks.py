@@ -1,5 +1,6 @@
 """Runbooks as declared: their risk, their parameters, and how raw input (a form, JSON, `k=v`) becomes typed values."""
 
+import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -70,6 +71,7 @@ class Param:
     minimum: float | None = None
     maximum: float | None = None
     max_length: int = 500
+    json_object: bool = False  # text only: a JSON object sent as an object (API, JSON body) is taken as its text
     label: str = field(default="", compare=False)
 
     def __post_init__(self):
@@ -77,6 +79,8 @@ class Param:
             raise ValueError(f"parameter name {self.name!r}: lower-case letters, digits and _, starting with a letter")
         if (self.type is ParamType.CHOICE) != bool(self.choices):
             raise ValueError(f"parameter {self.name}: a choice, and only a choice, lists its choices")
+        if self.json_object and self.type is not ParamType.STR:
+            raise ValueError(f"parameter {self.name}: only text takes a JSON object as its text")
         if self.many and self.type not in REFERENCES:
             raise ValueError(f"parameter {self.name}: only run, dead-letter and task references take many ids")
         if self.default is not None:
@@ -121,8 +125,10 @@ def coerce(param: Param, value):
     """Turn one raw value into the parameter's type, or raise ValueError saying what it should be."""
     kind = param.type
     if kind is ParamType.STR:
+        if param.json_object and isinstance(value, dict):
+            value = json.dumps(value)
         if not isinstance(value, str):
-            raise ValueError("must be text")
+            raise ValueError("a JSON object, or its text" if param.json_object else "must be text")
         value = value.strip()
         if len(value) > param.max_length:
             raise ValueError(f"at most {param.max_length} characters")

@@ -215,7 +215,7 @@ FIX_PARAMS = Runbook(
     "Give the run of an open dead letter new params, then replay it (a new attempt series, same idempotency key).",
     Risk.HIGH, (
         Param("dead_letter", T.DEAD_LETTER, required=True, help="The dead letter's id."),
-        Param("params", T.STR, required=True, max_length=MAX_PARAMS_BYTES,
+        Param("params", T.STR, required=True, max_length=MAX_PARAMS_BYTES, json_object=True,
               help='A JSON object: the keys to change (merge), or all the new params, e.g. {"account": 43}.'),
         Param("merge", T.BOOL, default=True, help="Merge over the run's params; off: replace them whole."),
     ), fix_params_and_replay, check=_check_fix, real_check=_no_fix_waiting)

@@ -30,7 +30,7 @@ def test_list_runbooks_with_their_risk_and_declared_params(client):
     resolve = found["resolve_runs"]
     assert (resolve["risk"], resolve["needs_approval"], resolve["scope"]) == ("high", True, "tenant")
     assert resolve["params"][0] == {"name": "runs", "type": "run", "required": True, "default": None, "choices": None,
-                                    "many": True, "minimum": None, "maximum": None,
+                                    "many": True, "minimum": None, "maximum": None, "json_object": False,
                                     "help": "Run ids, separated by commas or spaces."}
     assert found["engine_reconcile"]["scope"] == "system"
 
@@ -52,6 +52,25 @@ def test_start_a_dry_run_then_read_it_back_with_its_changes_and_log(client, dead
         {"object": "dead_letter", "id": str(letter_id), "field": "status", "before": "open", "after": "replayed"},
         {"object": "run", "id": str(run_id), "field": "status", "before": "dead", "after": "pending"}]
     assert any("1 open dead letter with code bad_account." in line for line in body["log"])
+
+
+def test_a_params_fix_takes_the_new_params_as_a_json_object_or_as_its_text(client, dead_run):  # noqa: F811
+    run_id, letter_id = dead_run()
+    headers = token()
+    described = {item["name"]: item for item in client.get("/api/runbooks", headers=headers).json}
+    [params] = [p for p in described["fix_params_and_replay"]["params"] if p["name"] == "params"]
+    assert (params["type"], params["json_object"]) == ("str", True)
+    for given in ({"fail_times": 0}, '{"fail_times": 0}'):
+        response = client.post("/api/runbooks/fix_params_and_replay/executions", headers=headers, json={
+            "params": {"dead_letter": letter_id, "params": given}, "dry_run": True})
+        assert response.status_code == 202, response.json
+        runbook_runner.execute(response.json["id"])
+        body = client.get(response.headers["Location"], headers=headers).json
+        assert body["status"] == "succeeded" and any('"fail_times": 0' in line for line in body["log"]), body
+    for wrong, says in (([1], "a JSON object, or its text"), ("[1]", 'a JSON object, like {"account": 42}')):
+        answer = client.post("/api/runbooks/fix_params_and_replay/executions", headers=headers, json={
+            "params": {"dead_letter": letter_id, "params": wrong}, "dry_run": True})
+        assert (answer.status_code, answer.json["field"], answer.json["errors"]["params"]) == (422, "params", says)
 
 
 def test_a_real_run_that_needs_approval_answers_awaiting_approval(client, dead_run):  # noqa: F811
