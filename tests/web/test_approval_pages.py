@@ -13,7 +13,7 @@ from console.models import Approval, AuditEntry, DeadLetter, Run
 from console.services.actor import Actor
 from console.services.engine import compensation, control
 from console.services.engine.execute import execute
-from console.services.recovery import params_fix, run_compensation, runbook_runner, runbooks
+from console.services.recovery import bulk_discard, params_fix, run_compensation, runbook_runner, runbooks
 from console.services.system import console_settings
 from tests.factories import Runs, make_tenant
 from tests.helpers import Auth, csrf_from
@@ -470,6 +470,26 @@ def test_a_waiting_params_fix_shows_in_its_dlq_row_in_the_list_and_the_open_grou
     assert link in html(client.get("/dlq/?view=list"))
     assert link in html(client.get(f"/dlq/?open={found.fingerprint}"))
     assert link in html(client.get(f"/dlq/groups/{found.fingerprint}", headers=HX))
+
+
+def test_a_waiting_bulk_discard_and_runbook_fix_show_in_their_letters_dlq_rows_and_a_replay_does_not_claim_them(
+        person, letter):
+    client, olga = person("olga", "operator")
+    console_settings.save(console_settings.DISCARD_WITHOUT_APPROVAL, 1, Actor("root"))
+    found, other = letter(), letter()
+    discard = bulk_discard.discard([found.id, other.id], "load-test leftovers", Actor("olga", olga.id), None).approval
+    fixing = runbooks.start("fix_params_and_replay", {"dead_letter": found.id, "params": {"fail_times": 0}},
+                            Actor("olga", olga.id), scope=None, reason="reopened")
+    assert fixing.status == "awaiting_approval"
+    for page in (html(client.get("/dlq/?view=list")), html(client.get(f"/dlq/groups/{found.fingerprint}",
+                                                                      headers={"HX-Request": "true"}))):
+        row = re.search(rf'<tr id="dl-{found.id}".*?</tr>', page, re.S).group(0)
+        assert f'<a href="/approvals/{discard.id}">bulk discard #{discard.id} waiting</a>' in row
+        fix_id = fixing.approval_id
+        assert f'<a href="/approvals/{fix_id}">params fix (runbook) #{fix_id} waiting</a>' in row
+        assert "is closed then" not in re.search(r'<form [^>]*action="/dlq/\d+/replay"[^>]*>', row).group(0)
+        mate = re.search(rf'<tr id="dl-{other.id}".*?</tr>', page, re.S).group(0)
+        assert f"bulk discard #{discard.id} waiting" in mate and "(runbook)" not in mate
 
 
 def test_a_fix_whose_letter_was_replayed_behind_its_back_says_so_and_the_job_closes_it(person, letter, clock):

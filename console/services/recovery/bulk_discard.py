@@ -52,6 +52,19 @@ def letters(approval: Approval) -> list[DeadLetter]:
         .order_by(DeadLetter.id)).scalars())
 
 
+def waiting_on(letter_ids: list[int], now: datetime) -> dict[int, int]:
+    """Return the bulk discard waiting for approval that names each of these dead letters: letter id → request id."""
+    if not letter_ids:
+        return {}
+    wanted, found = set(letter_ids), {}
+    # The ids are inside each request's payload (JSON), and few requests wait at once: read them all, oldest first.
+    for approval_id, payload in db.session.execute(select(Approval.id, Approval.payload).where(
+            Approval.kind == NAME, Approval.status == "pending", Approval.expires_at > now).order_by(Approval.id)):
+        for letter_id in wanted.intersection((payload or {}).get("ids") or ()):
+            found.setdefault(letter_id, approval_id)
+    return found
+
+
 def discard(ids: list[int], reason, actor: Actor, tenant_id: int | None, clock: Clock = SYSTEM_CLOCK) -> Outcome:
     """Discard the selected open dead letters now, or, above the threshold, file the discard for approval."""
     reason = discards.reason_of(reason)

@@ -78,16 +78,28 @@ def waiting(letter_id: int) -> Approval | None:
     ).scalar_one_or_none()
 
 
-def runbook_fix_waiting(letter_id: int, now: datetime) -> int | None:
-    """Return the request to run fix_params_and_replay on this dead letter that waits for approval, if one does."""
+def runbook_fixes_on(letter_ids: list[int], now: datetime) -> dict[int, int]:
+    """Return the request to run fix_params_and_replay that waits for approval on each of these dead letters that
+    has one: letter id → request id."""
+    if not letter_ids:
+        return {}
     # Its dead letter is inside the stored params (JSON), and few such requests wait: read them all. The request's
     # own state decides (an expired one's execution is cancelled only at the reconciler's next pass).
     waiting_runs = db.session.execute(select(RunbookExecution.approval_id, RunbookExecution.params).join(
         Approval, Approval.id == RunbookExecution.approval_id).where(
         RunbookExecution.runbook == FIX_RUNBOOK, RunbookExecution.status == "awaiting_approval",
-        Approval.status == "pending", Approval.expires_at > now)).all()
-    return next((approval_id for approval_id, params in waiting_runs
-                 if str((params or {}).get("dead_letter")) == str(letter_id)), None)
+        Approval.status == "pending", Approval.expires_at > now).order_by(RunbookExecution.approval_id)).all()
+    wanted, found = {str(letter_id): letter_id for letter_id in letter_ids}, {}
+    for approval_id, params in waiting_runs:
+        letter_id = wanted.get(str((params or {}).get("dead_letter")))
+        if letter_id is not None:
+            found.setdefault(letter_id, approval_id)
+    return found
+
+
+def runbook_fix_waiting(letter_id: int, now: datetime) -> int | None:
+    """Return the request to run fix_params_and_replay on this dead letter that waits for approval, if one does."""
+    return runbook_fixes_on([letter_id], now).get(letter_id)
 
 
 def fix_lock(letter_id: int) -> str:

@@ -17,7 +17,7 @@ from console.services.people.permissions import OPERATE, VIEW
 from console.services.recovery import params_fix
 from console.web.dlq.blueprint import bp, go_back
 from console.web.dlq.forms import DiscardForm, FixParamsForm
-from console.web.dlq.views import fixes_of
+from console.web.dlq.views import fixes_of, requests_of
 
 
 # After a letter is replayed or discarded in its row, the page's count of open letters reads itself again.
@@ -30,8 +30,8 @@ def _count_changed(letter) -> dict:
 def _row(letter, *, error=None, notice=None, notice_run=None, closed_fixes=(), status=200):
     return render_template("dlq/_row.html", letter=letter, replays=dlq.replays([letter]),
                            task_names=dlq.task_names([letter]), selectable=request.form.get("nested") != "1",
-                           fixes=fixes_of([letter]), error=error, notice=notice, notice_run=notice_run,
-                           closed_fixes=closed_fixes), status
+                           fixes=fixes_of([letter]), requests=requests_of([letter]), error=error, notice=notice,
+                           notice_run=notice_run, closed_fixes=closed_fixes), status
 
 
 def _closed(closed_fixes: list[int]) -> str:

@@ -42,7 +42,8 @@ def results(filters: dlq_filters.Filters, view: str, before: int | None = None, 
         context.update(discard_limit=bulk_discard.threshold(),  # more ticked than this files a request instead
                        letters=found.entries, next_before=found.next_before, search_floor=found.search_floor,
                        replays=dlq.replays(found.entries), task_names=dlq.task_names(found.entries),
-                       fixes=fixes_of(found.entries), matching=dlq.count_matching(filters, scope, bounds=every),
+                       fixes=fixes_of(found.entries), requests=requests_of(found.entries),
+                       matching=dlq.count_matching(filters, scope, bounds=every),
                        matching_fixes=sum(dlq.fixes_waiting(filters, scope, every).values()),
                        explained=dlq.needs_explaining(filters, scope, every))
     else:
@@ -62,12 +63,26 @@ def _group_context(fingerprint: str, filters: dlq_filters.Filters) -> dict:
     found = dlq.entries(filters, tenant_scope(), limit=10)
     return {"fingerprint": fingerprint, "group_filters": filters, "group_letters": found.entries,
             "group_more": found.next_before is not None, "group_replays": dlq.replays(found.entries),
-            "group_task_names": dlq.task_names(found.entries), "group_fixes": fixes_of(found.entries)}
+            "group_task_names": dlq.task_names(found.entries), "group_fixes": fixes_of(found.entries),
+            "group_requests": requests_of(found.entries)}
 
 
 def fixes_of(letters) -> dict[int, int]:
     """Return the params fix waiting for approval of each open letter shown: letter id → request id."""
     return params_fix.waiting_on([letter.id for letter in letters if letter.status == "open"], utcnow())
+
+
+def requests_of(letters) -> dict[int, list[tuple[str, int]]]:
+    """Return the other requests waiting for approval that name each open letter shown (a runbook's params fix, a
+    bulk discard): letter id → [(what it asks, request id)]. Neither is closed by a replay: approved, it finds the
+    letter settled and does nothing to it."""
+    ids, now = [letter.id for letter in letters if letter.status == "open"], utcnow()
+    found: dict[int, list[tuple[str, int]]] = {}
+    for words, waiting in (("params fix (runbook)", params_fix.runbook_fixes_on(ids, now)),
+                           ("bulk discard", bulk_discard.waiting_on(ids, now))):
+        for letter_id, approval_id in waiting.items():
+            found.setdefault(letter_id, []).append((words, approval_id))
+    return found
 
 
 @bp.get("/")
