@@ -161,8 +161,10 @@ def test_edit_with_a_base_updated_at_that_is_no_time_is_422(client, operator, re
 
 
 @pytest.mark.parametrize(("changes", "field", "words"), [
-    ({"cron": DROP, "event": "order.created", "jitter_s": 30}, "jitter_s", "jitter_s spreads cron firings only"),
-    ({"debounce_s": 10}, "debounce_s", "debounce_s collapses repeated events only"),
+    ({"cron": DROP, "event": "order.created", "jitter_s": 30}, "jitter_s",
+     "a jitter spreads cron firings only, and this task has no cron: give it a cron expression, or set the jitter to "
+     "0"),
+    ({"debounce_s": 10}, "debounce_s", "a debounce collapses repeated events only"),
     ({"sla": {"max_start_delay_s": 600, "deadline_s": 60}}, "sla.deadline_s", "must be at least max_start_delay_s"),
 ])
 def test_a_setting_that_could_never_act_is_refused_at_registration(client, operator, changes, field, words):

@@ -406,6 +406,9 @@ def test_edit_with_an_invalid_cron_is_422_with_the_error_on_the_cron_field_and_c
     ({"policy": "no-such-policy"}, "policy", "no retry policy named"),
     ({"sla": '{"deadline_s": -5}'}, "sla", "deadline_s"),
     ({"jitter_s": "soon"}, "jitter_s", "jitter_s must be a whole number of seconds from 0 to 3600"),
+    ({"cron": "", "event": "order.created", "jitter_s": "30"}, "jitter_s",
+     "a jitter spreads cron firings only, and this task has no cron: give it a cron expression, or set the jitter to "
+     "0"),
     ({"handler": "demo.nope"}, "handler", "no Python handler named"),
 ])
 def test_edit_puts_each_service_refusal_under_its_field(client, auth, changes, field, message):

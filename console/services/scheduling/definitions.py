@@ -18,7 +18,9 @@ FIELDS = {"name", "tenant", "handler", "params", "cron", "timezone", "event", "p
           "inherit", "quota_class"}
 
 # A setting that shapes one trigger's firings, and the trigger: without it the setting would do nothing.
-SHAPED = {"jitter_s": ("cron", "spreads cron firings"), "debounce_s": ("event", "collapses repeated events")}
+# Said in words both a form and an API client read: the field itself is named by the refusal's `field`.
+SHAPED = {"jitter_s": ("cron", "a jitter spreads cron firings", "a cron expression", "the jitter"),
+          "debounce_s": ("event", "a debounce collapses repeated events", "an event name", "the debounce")}
 
 
 def _whole(data: dict, name: str, low: int, high: int, default: int) -> int:
@@ -87,10 +89,10 @@ def _sla_in_order(values: dict) -> None:
 
 def _trigger_fits(shaping: str, values: dict, merged: dict, data: dict, current: Task | None) -> None:
     """Refuse a jitter without a cron or a debounce without an event, once either side is being set."""
-    trigger, does = SHAPED[shaping]
+    trigger, does, missing, setting = SHAPED[shaping]
     touched = current is None or shaping in data or trigger in data
     if touched and values[shaping] and not merged.get(trigger):
-        raise InvalidInput(f"{shaping} {does} only, and this task has no {trigger}: set {trigger}, or {shaping} to 0",
+        raise InvalidInput(f"{does} only, and this task has no {trigger}: give it {missing}, or set {setting} to 0",
                            shaping)
 
 def _name(name) -> str:
