@@ -122,11 +122,12 @@ def test_approving_before_the_preview_finished_runs_nothing(samples, staff, cloc
         decisions.approve(execution.approval_id, staff["alex"], clock=clock)
     db.session.expire_all()
     assert db.session.get(Approval, execution.approval_id).status == "failed"
-    assert runbooks.get(execution.id).status == "awaiting_approval"
-    runbook_reconcile.reconcile(clock=clock)  # the failed request cancels the execution: it never runs
-    db.session.expire_all()
+    # The failed request cancels the execution with it: it never runs, and its page does not say it waits.
     execution = runbooks.get(execution.id)
-    assert execution.status == "cancelled" and f"request #{execution.approval_id} was failed" in execution.error
+    assert execution.status == "cancelled" and (
+        f"request #{execution.approval_id} was approved, but it could not start: runbook execution "
+        f"#{execution.id}'s dry-run preview has not finished") in execution.error
+    assert runbook_reconcile.reconcile(clock=clock)["cancelled"] == []
 
 
 def test_a_rejected_withdrawn_or_expired_request_never_runs(samples, staff, clock):

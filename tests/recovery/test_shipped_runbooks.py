@@ -12,7 +12,7 @@ from console.domain.clock import FrozenClock
 from console.extensions import db
 from console.models import Approval, AuditEntry, DeadLetter, Run, RunEvent, WorkOrder
 from console.services.actor import Actor
-from console.services.engine import queueing
+from console.services.engine import control, queueing
 from console.services.engine.execute import execute
 from console.services.errors import Conflict
 from console.services.people import tenants
@@ -188,6 +188,36 @@ def test_one_fix_of_a_letter_waits_at_a_time_whichever_way_it_was_asked(staff, c
     # Once the runbook's request has expired (its execution not yet cancelled by the reconciler), a fix may be filed.
     clock.advance(24 * 3600 + 1)
     assert params_fix.request_fix(letter_id, {"fail_times": 1}, "again", staff["olga"], clock=clock).status == "pending"
+
+
+def test_a_runbook_fix_whose_letter_was_replayed_meanwhile_is_refused_on_approval_and_closes_as_superseded(
+        staff, clock, dead_run):
+    params = {"dead_letter": 0, "params": '{"fail_times": 0}'}
+    requests = []
+    for _ in range(2):
+        run_id, letter_id = dead_run()
+        execution = runbooks.start("fix_params_and_replay", {**params, "dead_letter": letter_id}, staff["olga"],
+                                   scope=None, reason="reopened", clock=clock, enqueue=False)
+        assert runbook_runner.preview(execution.id, clock=clock) == "awaiting_approval"
+        control.replay(db.session.get(DeadLetter, letter_id), staff["bea"], clock)  # settled another way meanwhile
+        requests.append((execution, letter_id))
+    (approved, approved_letter), (left, left_letter) = requests
+    # Approving could only fail: refused, saying why, and its execution never runs.
+    with pytest.raises(Conflict, match=rf"dead letter {approved_letter} was replayed by bea at .*nothing ran"):
+        decisions.approve(approved.approval_id, staff["alex"], clock=clock)
+    db.session.expire_all()
+    assert db.session.get(Approval, approved.approval_id).status == "failed"
+    assert runbooks.get(approved.id).status == "cancelled"
+    # The other is closed by the maintenance job, as a fix asked from the DLQ would be.
+    assert params_fix.supersede_settled(clock) == [left.approval_id]
+    db.session.expire_all()
+    closed = db.session.get(Approval, left.approval_id)
+    assert closed.status == "superseded" and closed.outcome.startswith(f"dead letter {left_letter} was replayed by bea")
+    assert runbooks.get(left.id).status == "cancelled" and "superseded" in runbooks.get(left.id).error
+    [entry] = db.session.execute(select(AuditEntry).where(AuditEntry.action == "approval.supersede",
+                                                          AuditEntry.target_id == str(left.approval_id))).scalars()
+    assert (entry.actor, entry.tenant, entry.note) == ("system", None, closed.outcome)  # filed for every tenant
+    assert params_fix.supersede_settled(clock) == []
 
 
 def test_backfill_task_creates_one_run_per_missed_firing_once(staff, clock, snapshot):

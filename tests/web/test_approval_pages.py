@@ -521,6 +521,21 @@ def test_a_fix_whose_letter_was_replayed_behind_its_back_says_so_and_the_job_clo
     assert params_fix.supersede_settled(clock=clock) == []
 
 
+def test_a_runbook_fix_whose_letter_was_replayed_says_so_and_offers_no_approve(person, letter):
+    _, olga = person("olga", "operator")
+    approver_client, _ = person("alex", "approver")
+    found = letter()
+    # On the real clock, as the page reads it: the request is not expired.
+    execution = runbooks.start("fix_params_and_replay", {"dead_letter": found.id, "params": {"fail_times": 0}},
+                               Actor("olga", olga.id), scope=None, reason="reopened", enqueue=False)
+    assert runbook_runner.preview(execution.id) == "awaiting_approval"
+    assert "Approve and run" in html(approver_client.get(f"/approvals/{execution.approval_id}"))
+    control.replay(db.session.get(DeadLetter, found.id), Actor("bob"))
+    page = html(approver_client.get(f"/approvals/{execution.approval_id}"))
+    assert f"Dead letter {found.id} is no longer open: it was replayed by bob" in page
+    assert "Approve and run" not in page
+
+
 def test_an_approved_fix_and_compensation_show_how_their_run_stands_now(person, letter, runs, clock):
     _, olga = person("olga", "operator")
     approver_client, alex = person("alex", "approver")

@@ -90,8 +90,7 @@ def close(approval_ids: list[int], actor: Actor, now: datetime) -> list[int]:
     # while it waits for that head would otherwise deadlock with this.
     for approval_id in _lock(list(how)):
         letter_id, said = how[approval_id]
-        outcome = (f"dead letter {letter_id} was {said}, before anyone decided: there is nothing left to fix; file a "
-                   "new request against its newer dead letter if it died again")
+        outcome = nothing_left(letter_id, said)
         # Guarded like a decision's claim: an approver deciding at the same moment wins or loses as a whole.
         if db.session.execute(update(Approval).where(Approval.id == approval_id, Approval.status == "pending")
                               .values(status="superseded", decided_at=now, outcome=outcome)
@@ -101,6 +100,12 @@ def close(approval_ids: list[int], actor: Actor, now: datetime) -> list[int]:
                          before={"status": "pending"}, after={"status": "superseded"}, note=outcome,
                          clock=lambda: now)
     return closed
+
+
+def nothing_left(letter_id, said: str) -> str:
+    """Say why a fix whose dead letter was settled first closes without anyone deciding."""
+    return (f"dead letter {letter_id} was {said}, before anyone decided: there is nothing left to fix; file a new "
+            "request against its newer dead letter if it died again")
 
 
 def closed_words(approval_ids: list[int]) -> str:

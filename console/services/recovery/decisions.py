@@ -82,7 +82,7 @@ def approve(approval_id: int, actor: Actor, note: str | None = None, *, tenant_i
         applied = kind.apply(approval, requester, now)
     except ServiceError as error:
         db.session.rollback()
-        _failed(approval, actor, note, error.detail, now)
+        _failed(approval, kind, actor, note, error.detail, now)
         raise Conflict(f"approved, but the change could not be made: {error.detail}", error.field) from None
     db.session.execute(update(Approval).where(Approval.id == approval.id)
                        .values(backup=applied.backup, outcome=applied.outcome)
@@ -99,10 +99,12 @@ def approve(approval_id: int, actor: Actor, note: str | None = None, *, tenant_i
     return approval
 
 
-def _failed(approval: Approval, actor: Actor, note: str | None, error: str, now) -> None:
+def _failed(approval: Approval, kind, actor: Actor, note: str | None, error: str, now) -> None:
     db.session.execute(update(Approval).where(Approval.id == approval.id, Approval.status == "pending").values(
         status="failed", decided_by_id=actor.id, decided_at=now, decision_note=note, outcome=error)
         .execution_options(synchronize_session=False))
+    if kind.refused is not None:  # what a refused request closes, a failed one closes too (a runbook's execution)
+        kind.refused(approval, "failed", error, now)
     audit.record(db.session, actor, "approval.approve", "approval", approval.id, before={"status": "pending"},
                  after={"status": "failed", "error": error}, tenant=_tenant_name(approval), note=note,
                  clock=lambda: now)

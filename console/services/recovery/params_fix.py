@@ -8,12 +8,13 @@ from sqlalchemy.exc import IntegrityError
 from console.db import locks
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
-from console.models import Approval, DeadLetter, Run, RunbookExecution
+from console.models import Approval, DeadLetter, Run, RunbookExecution, Tenant
 from console.services.actor import SYSTEM, Actor
+from console.services.audit import trail as audit
 from console.services.engine import replays, transitions, waiting_fixes
 from console.services.errors import Conflict, InvalidInput, NotFound
 from console.services.inputs import params_too_large
-from console.services.recovery import approvals
+from console.services.recovery import approvals, runbook_reconcile, runbooks
 from console.services.recovery.kinds import Applied, FixKind
 
 NAME = waiting_fixes.KIND
@@ -78,20 +79,26 @@ def waiting(letter_id: int) -> Approval | None:
     ).scalar_one_or_none()
 
 
+def _runbook_fixes_waiting(now: datetime) -> list[tuple[int, int, object]]:
+    """Return the requests to run fix_params_and_replay that wait for approval: (request id, execution id, the
+    dead letter its params name), oldest first."""
+    # Its dead letter is inside the stored params (JSON), and few such requests wait: read them all. The request's
+    # own state decides (an expired one's execution is cancelled only at the reconciler's next pass).
+    return [(approval_id, execution_id, (params or {}).get("dead_letter")) for approval_id, execution_id, params in
+            db.session.execute(select(RunbookExecution.approval_id, RunbookExecution.id, RunbookExecution.params)
+                               .join(Approval, Approval.id == RunbookExecution.approval_id).where(
+                RunbookExecution.runbook == FIX_RUNBOOK, RunbookExecution.status == "awaiting_approval",
+                Approval.status == "pending", Approval.expires_at > now).order_by(RunbookExecution.approval_id))]
+
+
 def runbook_fixes_on(letter_ids: list[int], now: datetime) -> dict[int, int]:
     """Return the request to run fix_params_and_replay that waits for approval on each of these dead letters that
     has one: letter id → request id."""
     if not letter_ids:
         return {}
-    # Its dead letter is inside the stored params (JSON), and few such requests wait: read them all. The request's
-    # own state decides (an expired one's execution is cancelled only at the reconciler's next pass).
-    waiting_runs = db.session.execute(select(RunbookExecution.approval_id, RunbookExecution.params).join(
-        Approval, Approval.id == RunbookExecution.approval_id).where(
-        RunbookExecution.runbook == FIX_RUNBOOK, RunbookExecution.status == "awaiting_approval",
-        Approval.status == "pending", Approval.expires_at > now).order_by(RunbookExecution.approval_id)).all()
     wanted, found = {str(letter_id): letter_id for letter_id in letter_ids}, {}
-    for approval_id, params in waiting_runs:
-        letter_id = wanted.get(str((params or {}).get("dead_letter")))
+    for approval_id, _, letter in _runbook_fixes_waiting(now):
+        letter_id = wanted.get(str(letter))
         if letter_id is not None:
             found.setdefault(letter_id, approval_id)
     return found
@@ -129,9 +136,24 @@ def waiting_on(letter_ids: list[int], now: datetime) -> dict[int, int]:
     return {int(subject_id): approval_id for subject_id, approval_id in found}
 
 
-def settled(approval: Approval) -> str | None:
-    """Say how a fix's dead letter stopped being open ("replayed by bob at …"), or None while it is open."""
-    return waiting_fixes.settled(approval.payload["dead_letter_id"]) if approval.kind == NAME else None
+def fixed_letter(approval: Approval) -> int | None:
+    """Return the dead letter a fix request acts on, asked from the DLQ or with the fix_params_and_replay runbook
+    (None for any other request)."""
+    if approval.kind == NAME:
+        return approval.payload["dead_letter_id"]
+    if approval.kind != runbooks.KIND:
+        return None
+    execution = db.session.get(RunbookExecution, (approval.payload or {}).get("execution_id"))
+    letter_id = (execution.params or {}).get("dead_letter") if execution and execution.runbook == FIX_RUNBOOK else None
+    return letter_id if isinstance(letter_id, int) else None
+
+
+def settled(approval: Approval) -> tuple[int, str] | None:
+    """Say which dead letter a fix acts on and how it stopped being open ("replayed by bob at …"), or None while it
+    is open (and for any other request)."""
+    letter_id = fixed_letter(approval)
+    said = waiting_fixes.settled(letter_id) if letter_id is not None else None
+    return (letter_id, said) if said is not None else None
 
 
 def letters(approval: Approval) -> list[DeadLetter]:
@@ -143,8 +165,27 @@ def letters(approval: Approval) -> list[DeadLetter]:
 def supersede_settled(clock: Clock = SYSTEM_CLOCK) -> list[int]:
     """The "params-fixes-supersede" maintenance job: close the fixes waiting for approval whose dead letter was
     settled meanwhile by a path that did not close them itself (approving them could only fail); return their ids."""
-    closed = waiting_fixes.close(waiting_fixes.waiting(), SYSTEM, clock())
+    now = clock()
+    closed = waiting_fixes.close(waiting_fixes.waiting(), SYSTEM, now)
     db.session.commit()
+    # The runbook's fixes: no replay closes them in its own transaction (they wait on a runbook execution).
+    for approval_id, execution_id, letter_id in _runbook_fixes_waiting(now):
+        said = waiting_fixes.settled(letter_id) if isinstance(letter_id, int) else None
+        if said is None:
+            continue
+        outcome = waiting_fixes.nothing_left(letter_id, said)
+        # Guarded like a decision's claim: an approver deciding at the same moment wins or loses as a whole.
+        if db.session.execute(update(Approval).where(Approval.id == approval_id, Approval.status == "pending")
+                              .values(status="superseded", decided_at=now, outcome=outcome)
+                              .execution_options(synchronize_session=False)).rowcount:
+            runbook_reconcile.cancel_refused(execution_id, approval_id, "superseded", outcome, now)
+            tenant = db.session.execute(select(Tenant.name).join(Approval, Approval.tenant_id == Tenant.id)
+                                        .where(Approval.id == approval_id)).scalar()
+            audit.record(db.session, SYSTEM, "approval.supersede", "approval", approval_id,
+                         before={"status": "pending"}, after={"status": "superseded"}, note=outcome, tenant=tenant,
+                         clock=lambda: now)
+            closed.append(approval_id)
+        db.session.commit()
     return closed
 
 

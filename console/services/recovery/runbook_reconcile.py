@@ -16,7 +16,7 @@ log = logging.getLogger("rebound.runbooks")
 EX = RunbookExecution
 BATCH = 200
 WAITING_JOB = ("queued", "started", "scheduled", "deferred")
-REFUSED = ("rejected", "withdrawn", "expired", "failed")
+REFUSED = ("rejected", "withdrawn", "expired", "failed", "superseded")
 
 
 def _appended(line: str):
@@ -69,7 +69,8 @@ def _requeue_lost_jobs(now) -> list[int]:
 
 def cancel_refused(execution_id: int, approval_id: int, decided: str, note: str | None, now) -> bool:
     """Cancel an execution whose approval was refused (in the caller's transaction); tell whether this call did."""
-    error = f"approval request #{approval_id} was {decided}" + (f": {note}" if note else "")
+    how = "approved, but it could not start" if decided == "failed" else decided
+    error = f"approval request #{approval_id} was {how}" + (f": {note}" if note else "")
     return bool(db.session.execute(update(EX).where(EX.id == execution_id, EX.status == "awaiting_approval")
                                    .values(status="cancelled", error=f"{error}; it never ran", finished_at=now,
                                            log=_appended(f"{now:%H:%M:%S} Cancelled: {error}; it never ran."))
