@@ -2,7 +2,7 @@
 
 from flask import Blueprint, jsonify, request
 
-from console.api.common import body
+from console.api.common import body, no_unknown
 from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import utcnow
 from console.services.errors import InvalidInput
@@ -44,9 +44,7 @@ def get_approval(approval_id: int):
 
 def _note() -> str | None:
     data = body() if request.content_length else {}
-    unknown = set(data) - {"note"}
-    if unknown:
-        raise InvalidInput(f"unknown field {sorted(unknown)[0]!r}; allowed: note", sorted(unknown)[0])
+    no_unknown(data, {"note"})
     return data.get("note")
 
 

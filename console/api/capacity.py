@@ -2,10 +2,9 @@
 
 from flask import Blueprint, jsonify, request
 
-from console.api.common import body
+from console.api.common import body, no_unknown
 from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import SYSTEM_CLOCK
-from console.services.errors import InvalidInput
 from console.services.people.permissions import ADMIN, VIEW
 from console.services.scheduling import reservations
 
@@ -17,9 +16,7 @@ FIELDS = {"tenant", "running_slots", "queued_runs", "starts_at", "ends_at", "rea
 @requires(ADMIN)
 def reserve():
     data = body()
-    unknown = sorted(set(data) - FIELDS)
-    if unknown:
-        raise InvalidInput(f"unknown field {unknown[0]!r}; send {', '.join(sorted(FIELDS))}", unknown[0])
+    no_unknown(data, FIELDS)
     created = reservations.create(data.get("tenant"), current_actor(), running_slots=data.get("running_slots"),
                                   queued_runs=data.get("queued_runs"), starts_at=data.get("starts_at"),
                                   ends_at=data.get("ends_at"), reason=data.get("reason"), scope=tenant_scope())

@@ -46,6 +46,13 @@ def body() -> dict:
     return data
 
 
+def no_unknown(data: dict, allowed) -> None:
+    """Refuse a field the endpoint does not take (a typo would otherwise be dropped unseen): a 422 naming it."""
+    unknown = sorted(set(data) - set(allowed))
+    if unknown:
+        raise InvalidInput(f"unknown field {unknown[0]!r}; allowed: {', '.join(sorted(allowed))}", unknown[0])
+
+
 def acting_tenant(name) -> Tenant:
     """Return the tenant this request acts for: the named one, checked against the token's scope."""
     scope = tenant_scope()

@@ -3,7 +3,7 @@
 from flask import Blueprint, jsonify, request
 
 from console.api import serialize
-from console.api.common import body, is_id
+from console.api.common import body, is_id, no_unknown
 from console.auth import current_actor, requires, tenant_scope
 from console.domain import saga
 from console.extensions import db
@@ -100,10 +100,7 @@ def _workflow_step(run) -> dict | None:
 @requires(OPERATE)
 def replay_matching():
     data = body()
-    unknown = set(data) - {"filter", "ids", "rate_per_s"}
-    if unknown:
-        raise InvalidInput(f"unknown field {sorted(unknown)[0]!r}; allowed: filter, ids, rate_per_s",
-                           sorted(unknown)[0])
+    no_unknown(data, {"filter", "ids", "rate_per_s", "every"})
     if ("filter" in data) == ("ids" in data):
         raise InvalidInput("give either filter (replay all matching) or ids (these dead letters)", "filter")
     rate = data.get("rate_per_s", dlq_bulk.DEFAULT_RATE)
@@ -118,6 +115,13 @@ def replay_matching():
         filters = _filters(data["filter"])
         if filters.status != "open":
             raise InvalidInput("only open dead letters can be replayed", "status")
+        if data.get("every") not in (None, False, True):
+            raise InvalidInput("every is true or false", "every")
+        if not filters.narrowed and data.get("every") is not True:
+            # As the console asks before "Replay all": an empty filter built by mistake must not replay them all.
+            raise InvalidInput("the filter names nothing to narrow it, so it would replay every open dead letter you "
+                               "may see, of every tenant and error; name a criterion (code, group, task, …), or send "
+                               "\"every\": true to mean all of them", "filter")
         progress = dlq_bulk.start_replay(current_actor(), tenant_scope(), filters=filters, rate=rate)
     return jsonify(serialize.operation(progress)), 202
 
@@ -132,9 +136,7 @@ def get_operation(op_id: str):
 @requires(OPERATE)
 def fix_dead_letter(letter_id: int):
     data = body()
-    unknown = set(data) - {"params", "reason"}
-    if unknown:
-        raise InvalidInput(f"unknown field {sorted(unknown)[0]!r}; allowed: params, reason", sorted(unknown)[0])
+    no_unknown(data, {"params", "reason"})
     if "params" not in data:
         raise InvalidInput("give the params the run should be replayed with", "params")
     approval = params_fix.request_fix(letter_id, data["params"], data.get("reason"), current_actor(),

@@ -3,7 +3,7 @@
 from flask import Blueprint, jsonify
 
 from console.api import serialize
-from console.api.common import acting_tenant, body, is_id
+from console.api.common import acting_tenant, body, is_id, no_unknown
 from console.auth import current_actor, requires, shared_by_all_tenants, tenant_scope
 from console.services import versioning
 from console.services.engine import control, executor_reports
@@ -14,6 +14,7 @@ from console.services.policies import versions as policies
 from console.services.scheduling import on_demand
 
 bp = Blueprint("internal_api", __name__)
+EVENT_FIELDS = ("type", "tenant", "data", "idempotency_key")
 
 
 @bp.post("/internal/tasks/retry")
@@ -75,6 +76,8 @@ def events():
     if not isinstance(kind, str) or not kind or kind.startswith("task."):
         raise InvalidInput("type is an event name such as order.created; task.* names other than "
                            "task.execution.failed and task.execution.updated are reserved", "type")
-    outcomes = on_demand.on_event(tenant, kind, data.get("data", {}), current_actor())
+    no_unknown(data, EVENT_FIELDS)
+    outcomes = on_demand.on_event(tenant, kind, data.get("data", {}), current_actor(),
+                                  idempotency_key=data.get("idempotency_key"))
     return jsonify(type=kind, runs=[{"task_id": o.task_id, "run_id": o.run_id, "status": o.status,
                                      "reason": o.reason} for o in outcomes]), 202

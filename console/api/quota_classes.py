@@ -2,7 +2,7 @@
 
 from flask import Blueprint, jsonify
 
-from console.api.common import body
+from console.api.common import body, no_unknown
 from console.auth import current_actor, requires, shared_by_all_tenants
 from console.services.errors import InvalidInput
 from console.services.people.permissions import OPERATE, VIEW
@@ -13,9 +13,7 @@ FIELDS = {"name", "max_running", "description"}
 
 
 def _checked(data: dict, allowed: set[str]) -> dict:
-    unknown = sorted(set(data) - allowed)
-    if unknown:
-        raise InvalidInput(f"unknown field {unknown[0]!r}; send {', '.join(sorted(allowed))}", unknown[0])
+    no_unknown(data, allowed)
     return data
 
 

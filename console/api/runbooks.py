@@ -2,10 +2,9 @@
 
 from flask import Blueprint, jsonify, url_for
 
-from console.api.common import body
+from console.api.common import body, no_unknown
 from console.api.serialize import iso
 from console.auth import current_actor, requires, tenant_scope
-from console.services.errors import InvalidInput
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.recovery import runbooks
 
@@ -52,9 +51,7 @@ def list_runbooks():
 @requires(OPERATE)
 def start(name: str):
     data = body()
-    unknown = sorted(set(data) - set(FIELDS))
-    if unknown:
-        raise InvalidInput(f"unknown field {unknown[0]}; send {', '.join(FIELDS)}", unknown[0])
+    no_unknown(data, FIELDS)
     execution = runbooks.start(name, data.get("params", {}), current_actor(), scope=tenant_scope(),
                                tenant=data.get("tenant"), dry_run=data.get("dry_run", False),
                                reason=data.get("reason"))

@@ -3,11 +3,10 @@
 from flask import Blueprint, jsonify, request
 
 from console.api import serialize
-from console.api.common import acting_tenant, body
+from console.api.common import acting_tenant, body, no_unknown
 from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import utcnow
 from console.services import inputs
-from console.services.errors import InvalidInput
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.scheduling import on_demand, tasks
 
@@ -58,9 +57,7 @@ def resume(task_id: int):
 def trigger(task_id: int):
     task = tasks.get(task_id, tenant_scope())
     data = body() if request.content_length else {}  # no body (whatever its Content-Type): as the window allows
-    unknown = set(data) - {"outside_window"}
-    if unknown:
-        raise InvalidInput(f"unknown field {sorted(unknown)[0]!r}; allowed: outside_window", sorted(unknown)[0])
+    no_unknown(data, {"outside_window"})
     outcome = on_demand.run_now(task, current_actor(), outside_window=data.get("outside_window", False))
     return jsonify(task_id=outcome.task_id, run_id=outcome.run_id, status=outcome.status,
                    reason=outcome.reason), 202

@@ -2,7 +2,7 @@
 
 from flask import Blueprint, jsonify
 
-from console.api.common import body
+from console.api.common import body, no_unknown
 from console.auth import current_actor, requires, shared_by_all_tenants, tenant_scope
 from console.domain import conflict_rules
 from console.services import versioning
@@ -15,9 +15,7 @@ FIELDS = {"name", "description", "rules"}
 
 
 def _fields(data: dict, allowed: set[str]) -> tuple[str | None, dict | None]:
-    unknown = sorted(set(data) - allowed)
-    if unknown:
-        raise InvalidInput(f"unknown field {unknown[0]!r}; send {', '.join(sorted(allowed))}", unknown[0])
+    no_unknown(data, allowed)
     rules = data.get("rules", {})
     if not isinstance(rules, dict):
         raise InvalidInput(f"rules is an object of {', '.join(conflict_rules.RULES)}", "rules")

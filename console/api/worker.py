@@ -6,7 +6,7 @@ from flask import Blueprint, jsonify, request
 from sqlalchemy import select
 
 from console.api import serialize
-from console.api.common import BadRequest, acting_tenant, body
+from console.api.common import BadRequest, acting_tenant, body, no_unknown
 from console.auth import current_actor, requires, tenant_scope
 from console.extensions import db
 from console.json_input import UnusableJSON
@@ -26,10 +26,7 @@ FIELDS = {"handler", "task_id", "tenant", "params", "idempotency_key", "policy"}
 @requires(OPERATE)
 def submit_task():
     data = body()
-    unknown = set(data) - FIELDS
-    if unknown:
-        raise InvalidInput(f"unknown field {sorted(unknown)[0]!r}; allowed: {', '.join(sorted(FIELDS))}",
-                           sorted(unknown)[0])
+    no_unknown(data, FIELDS)
     tenant = _submission_tenant(data.get("tenant"), data.get("task_id"))
     task = submit_service.task_for(data["task_id"], tenant) if data.get("task_id") is not None else None
     # The answer reads the run's own columns only: attaching it to the session was 3 % of a submit's CPU.
@@ -44,9 +41,7 @@ def submit_task():
 def submit_batch():
     """Submit up to 1,000 runs: 202 with one answer per item, each accepted or refused on its own."""
     data = _batch_body()
-    unknown = set(data) - {"runs"}
-    if unknown:
-        raise InvalidInput(f"unknown field {sorted(unknown)[0]!r}; allowed: runs", sorted(unknown)[0])
+    no_unknown(data, {"runs"})
     runs = batch_submit.check_size(data.get("runs"))
     if not runs:
         raise InvalidInput("runs is empty: send at least one run", "runs")
@@ -103,9 +98,7 @@ def cancel_task(run_id: int):
 def compensate_task(run_id: int):
     """A person's token asks for an undo; it waits for another person's approval (four eyes)."""
     data = body() if request.content_length else {}
-    unknown = set(data) - {"cause"}
-    if unknown:
-        raise InvalidInput(f"unknown field {sorted(unknown)[0]!r}; allowed: cause", sorted(unknown)[0])
+    no_unknown(data, {"cause"})
     approval = run_compensation.request_compensation(run_id, data.get("cause", ""), current_actor(),
                                                      tenant_id=tenant_scope())
     return jsonify(approval_id=approval.id, status="awaiting_approval"), 202

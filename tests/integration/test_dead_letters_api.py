@@ -164,11 +164,42 @@ def test_replay_all_matching_starts_an_operation_whose_progress_is_readable(clie
     ({}, "filter"), ({"filter": {}, "ids": [1]}, "filter"), ({"filter": "code=x"}, "filter"),
     ({"ids": ["1"]}, "ids"), ({"filter": {"status": "replayed"}}, "status"), ({"filter": {"code": 5}}, "code"),
     ({"filter": {"code": "x"}, "rate_per_s": 5000}, "rate"), ({"filter": {"code": "x"}, "speed": 1}, "speed"),
+    ({"filter": {}}, "filter"), ({"filter": {"status": "open", "code": ""}}, "filter"),
+    ({"filter": {}, "every": "yes"}, "every"),
 ])
 def test_bad_bulk_replays_are_refused_and_start_nothing(client, operator, payload, field):
     response = client.post("/api/dead-letters/replay", json=payload, headers=bearer(operator))
     assert response.status_code == 422, response.get_json()
     assert response.get_json()["field"] == field
+
+
+def test_an_empty_filter_replays_every_open_letter_only_when_every_says_so(client, operator, dead):
+    for code in ("db_timeout", "bad_account"):
+        dead(code)
+    refused = client.post("/api/dead-letters/replay", json={"filter": {}}, headers=bearer(operator))
+    assert "send \"every\": true to mean all of them" in api_checks.refused(refused, 422, "invalid", "filter")["detail"]
+    assert db.session.query(DeadLetter).filter_by(status="open").count() == 2  # nothing replayed
+    started = client.post("/api/dead-letters/replay", json={"filter": {}, "every": True}, headers=bearer(operator))
+    assert started.status_code == 202 and started.get_json()["total"] == 2
+
+
+def test_since_and_until_keep_the_seconds_a_client_pages_by(client, operator, dead, clock):
+    letters = [dead() for _ in range(3)]
+    minute = clock().replace(second=0, microsecond=0)
+    for second, letter in zip((5, 8, 8), letters, strict=True):
+        db.session.query(DeadLetter).filter_by(id=letter.id).update(
+            {"created_at": minute.replace(second=second, microsecond=250_000 * (letter.id % 2))})
+    db.session.commit()
+    headers = bearer(operator)
+    listed = {d["id"]: d["created_at"] for d in client.get("/api/dead-letters", headers=headers).get_json()[
+        "dead_letters"]}
+    since = client.get("/api/dead-letters", query_string={"since": listed[letters[1].id]}, headers=headers).get_json()
+    assert [d["id"] for d in since["dead_letters"]] == [letter.id for letter in letters[1:][::-1]
+                                                       if listed[letter.id] >= listed[letters[1].id]]
+    until = client.get("/api/dead-letters", query_string={"until": f"{minute:%Y-%m-%dT%H:%M}:08"},
+                       headers=headers).get_json()
+    assert [d["id"] for d in until["dead_letters"]] == [letters[0].id]
+    assert until["filter"] == f"open dead letters created before {minute:%Y-%m-%dT%H:%M}:08 UTC"
 
 
 def test_a_task_filter_takes_the_task_id_as_a_number_too(client, operator, dead, runs, clock):

@@ -462,6 +462,36 @@ def test_debounced_task_fires_once_for_two_events_in_a_row(client, operator, reg
     assert run.params == {"order": 1}
 
 
+def test_an_event_sent_again_with_its_idempotency_key_fires_nothing_and_names_its_runs(client, operator, register):
+    first_task = register(name="on-order", cron=DROP, event="order.created")["id"]
+    second_task = register(name="on-order-audit", cron=DROP, event="order.created", debounce_s=60)["id"]
+    sent = post_event(client, operator, type="order.created", tenant="default", data={"order": 7},
+                      idempotency_key="order-7-created")
+    assert [o["status"] for o in sent.json["runs"]] == ["created", "created"]
+    again = post_event(client, operator, type="order.created", tenant="default", data={"order": 7},
+                       idempotency_key="order-7-created")
+    assert again.status_code == 202
+    # Each task's run of that event, not "debounced" for the one with a debounce: it is the same event.
+    assert again.json["runs"] == [
+        {"task_id": o["task_id"], "run_id": o["run_id"], "status": "duplicate", "reason": "idempotency_key sent before"}
+        for o in sent.json["runs"]]
+    assert len(runs_of(first_task)) == len(runs_of(second_task)) == 1
+    other = post_event(client, operator, type="order.created", tenant="default", data={"order": 8},
+                       idempotency_key="order-8-created")
+    assert [o["status"] for o in other.json["runs"]] == ["created", "debounced"]
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"dat": {"order": 7}}, "dat"), ({"idempotency_key": ""}, "idempotency_key"),
+    ({"idempotency_key": "k" * 184}, "idempotency_key"), ({"idempotency_key": 7}, "idempotency_key"),
+])
+def test_an_event_with_an_unknown_field_or_a_bad_key_is_422_and_fires_nothing(client, operator, register, body,
+                                                                             field):
+    register(name="on-order", cron=DROP, event="order.created")
+    with nothing_written():
+        refused(post_event(client, operator, type="order.created", tenant="default", **body), 422, "invalid", field)
+
+
 @pytest.mark.parametrize("kind", ["task.anything", "", 5])
 def test_reserved_or_missing_event_type_is_422(client, operator, register, kind):
     register(name="on-order", cron=DROP, event="order.anything")

@@ -190,11 +190,13 @@ def moment_problem(text: str) -> str | None:
 
 
 def moment(text: str) -> str:
-    """Return a UTC minute as "YYYY-MM-DDTHH:MM", or "" for anything moment_problem refuses."""
+    """Return a UTC moment as "YYYY-MM-DDTHH:MM" (with its seconds, and their fraction, when it has any: an API
+    client pages by a letter's created_at), or "" for anything moment_problem refuses."""
     if not text or moment_problem(text):
         return ""
     when = datetime.fromisoformat(text)
-    return (when.astimezone(UTC) if when.tzinfo else when).strftime(MOMENT)
+    when = when.astimezone(UTC) if when.tzinfo else when
+    return when.strftime(MOMENT + (":%S.%f" if when.microsecond else ":%S" if when.second else ""))
 
 
 @dataclass(frozen=True)
@@ -248,8 +250,8 @@ def _alerted(filters: Filters):
 
 
 def utc(minute: str) -> datetime:
-    """Return the aware UTC datetime of a minute as moment() writes it."""
-    return datetime.strptime(minute, MOMENT).replace(tzinfo=UTC)
+    """Return the aware UTC datetime of a moment as moment() writes it."""
+    return datetime.fromisoformat(minute).replace(tzinfo=UTC)
 
 
 def where(query, filters: Filters, tenant_id: int | None, now: datetime, min_id: int | None = None,

@@ -4,35 +4,70 @@ from sqlalchemy import select
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
-from console.models import Task, Tenant
+from console.models import Run, Task, Tenant
 from console.services.actor import Actor
 from console.services.audit import trail as audit
+from console.services.engine.submit import MAX_KEY
 from console.services.errors import InvalidInput
 from console.services.inputs import params_too_large
 from console.services.scheduling import planner
 
+# A run's key holds "event:<task id>:" before the sender's key, within the column's 200 characters.
+MAX_EVENT_KEY = MAX_KEY - len("event:2147483647:")
 
-def on_event(tenant: Tenant, event_type: str, data, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> list:
+
+def _event_key(idempotency_key) -> str | None:
+    if idempotency_key is None:
+        return None
+    if not isinstance(idempotency_key, str) or not 0 < len(idempotency_key) <= MAX_EVENT_KEY \
+            or "\x00" in idempotency_key:
+        raise InvalidInput(f"idempotency_key must be a string of 1-{MAX_EVENT_KEY} characters, without NUL",
+                           "idempotency_key")
+    return idempotency_key
+
+
+def on_event(tenant: Tenant, event_type: str, data, actor: Actor, clock: Clock = SYSTEM_CLOCK,
+             idempotency_key=None) -> list:
     """Fire every enabled task of the tenant registered for this event, with `data` merged into its params; a paused
-    or debounced one is answered as such."""
+    or debounced one is answered as such. The same event sent again with the same idempotency key fires nothing:
+    each task's run of it is answered `duplicate`."""
     if not isinstance(data, dict):
         raise InvalidInput("data must be a JSON object", "data")
     too_large = params_too_large(data)
     if too_large:
         raise InvalidInput(f"data: {too_large}", "data")
+    sent_key = _event_key(idempotency_key)
     now = clock()
     tasks = db.session.execute(select(Task).where(Task.tenant_id == tenant.id, Task.event == event_type,
                                                   Task.deleted_at.is_(None)).order_by(Task.id)).scalars().all()
+    keys = {task.id: f"event:{task.id}:{sent_key or now.isoformat()}" for task in tasks}
+    fired = _runs_of(tenant.id, list(keys.values())) if sent_key else {}
     outcomes, firings = [], []
     for task in tasks:
-        key = f"event:{task.id}:{now.isoformat()}"
-        if task.paused:  # named in the answer, so a sender learns why a task it expected did not fire
+        key = keys[task.id]
+        if key in fired:  # sent before: its run, whatever it became
+            outcomes.append(planner.Outcome(task.id, fired[key], "duplicate", "idempotency_key sent before"))
+        elif task.paused:  # named in the answer, so a sender learns why a task it expected did not fire
             outcomes.append(planner.Outcome(task.id, None, "paused"))
         elif planner.debounced(task, key):
             outcomes.append(planner.Outcome(task.id, None, "debounced", f"within debounce_s {task.debounce_s}"))
         else:
             firings.append(planner.Firing(task.id, now, source="event", params=data, key=key))
-    return sorted(outcomes + planner.fire(firings, actor, clock), key=lambda outcome: outcome.task_id)
+    outcomes += planner.fire(firings, actor, clock)
+    raced = [outcome for outcome in outcomes if outcome.status == "duplicate" and outcome.run_id is None]
+    if sent_key and raced:  # the same event sent at the same moment: the other request's runs
+        won = _runs_of(tenant.id, [keys[outcome.task_id] for outcome in raced])
+        for outcome in raced:
+            outcome.run_id, outcome.reason = won.get(keys[outcome.task_id]), "idempotency_key sent before"
+    return sorted(outcomes, key=lambda outcome: outcome.task_id)
+
+
+def _runs_of(tenant_id: int, keys: list[str]) -> dict[str, int]:
+    """Return the runs these idempotency keys name in the tenant: key → run id."""
+    if not keys:
+        return {}
+    return dict(db.session.execute(select(Run.idempotency_key, Run.id).where(
+        Run.tenant_id == tenant_id, Run.idempotency_key.in_(keys))).all())
 
 
 def post_event(task: Task, data, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> list:
