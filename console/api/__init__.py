@@ -40,13 +40,15 @@ def register(app) -> None:
     from console.api.quota_classes import bp as quota_classes
     from console.api.reports import bp as reports
     from console.api.runbooks import bp as runbooks
+    from console.api.runs import bp as runs
     from console.api.tasks import bp as tasks
     from console.api.templates import bp as templates
     from console.api.tenants import bp as tenants
+    from console.api.work_orders import bp as work_orders
     from console.api.worker import bp as worker
     from console.api.workflows import bp as workflows
 
     for blueprint in (bp, worker, internal, tasks, dead_letters, openapi, alert_rules, metrics, approvals, capacity,
-                      workflows, runbooks, reports, tenants, templates, quota_classes):
+                      workflows, runbooks, reports, tenants, templates, quota_classes, runs, work_orders):
         csrf.exempt(blueprint)
         app.register_blueprint(blueprint)

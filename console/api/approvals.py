@@ -2,11 +2,9 @@
 
 from flask import Blueprint, jsonify, request
 
-from console.api.common import body, no_unknown
+from console.api.common import body, no_unknown, whole_arg
 from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import utcnow
-from console.services.errors import InvalidInput
-from console.services.inputs import is_digits
 from console.services.people.permissions import APPROVE, ROLL_BACK, VIEW
 from console.services.recovery import approvals, decisions, shown
 
@@ -14,20 +12,11 @@ bp = Blueprint("approvals_api", __name__)
 MAX_LIMIT = 200
 
 
-def _whole(name: str, default: int | None, low: int, high: int) -> int | None:
-    raw = request.args.get(name)
-    if raw is None or raw == "":
-        return default
-    if not is_digits(raw) or not low <= int(raw) <= high:
-        raise InvalidInput(f"{name} must be a whole number from {low} to {high}", name)
-    return int(raw)
-
-
 @bp.get("/api/approvals")
 @requires(VIEW)
 def list_approvals():
-    limit = _whole("limit", approvals.PAGE_SIZE, 1, MAX_LIMIT)
-    before = _whole("before", None, 1, 2**62)
+    limit = whole_arg("limit", approvals.PAGE_SIZE, 1, MAX_LIMIT)
+    before = whole_arg("before", None, 1, 2**62)
     status = request.args.get("status") or None
     found = approvals.rows(status=None if status == "all" else status, tenant_id=tenant_scope(), before=before,
                            limit=limit + 1)  # "all", as the CLI and the console say it: every status

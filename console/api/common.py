@@ -7,7 +7,10 @@ from console.auth import tenant_scope
 from console.extensions import db
 from console.models import Tenant
 from console.services.errors import Forbidden, InvalidInput, ServiceError
-from console.services.inputs import is_id  # noqa: F401 - the API views use it from here
+from console.services.inputs import (
+    is_digits,
+    is_id,  # noqa: F401 - the API views use it from here
+)
 from console.services.people import tenants
 
 
@@ -50,7 +53,18 @@ def no_unknown(data: dict, allowed) -> None:
     """Refuse a field the endpoint does not take (a typo would otherwise be dropped unseen): a 422 naming it."""
     unknown = sorted(set(data) - set(allowed))
     if unknown:
-        raise InvalidInput(f"unknown field {unknown[0]!r}; allowed: {', '.join(sorted(allowed))}", unknown[0])
+        takes = f"allowed: {', '.join(sorted(allowed))}" if allowed else "this takes no body"
+        raise InvalidInput(f"unknown field {unknown[0]!r}; {takes}", unknown[0])
+
+
+def whole_arg(name: str, default: int | None, low: int, high: int) -> int | None:
+    """Return a query argument that must be a whole number in [low, high] (default when absent), or a 422."""
+    raw = request.args.get(name)
+    if raw is None or raw == "":
+        return default
+    if not is_digits(raw) or not low <= int(raw) <= high:
+        raise InvalidInput(f"{name} must be a whole number from {low:,} to {high:,}", name)
+    return int(raw)
 
 
 def acting_tenant(name) -> Tenant:

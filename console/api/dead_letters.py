@@ -3,7 +3,7 @@
 from flask import Blueprint, jsonify, request
 
 from console.api import serialize
-from console.api.common import body, is_id, no_unknown
+from console.api.common import body, is_id, no_unknown, whole_arg
 from console.auth import current_actor, requires, tenant_scope
 from console.domain import saga
 from console.extensions import db
@@ -13,7 +13,6 @@ from console.services.dlq import groups as dlq
 from console.services.dlq.filters import PERIODS, Filters, check
 from console.services.engine import control, handler_kinds
 from console.services.errors import Forbidden, InvalidInput
-from console.services.inputs import is_digits
 from console.services.people import tenants
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.recovery import params_fix
@@ -22,14 +21,6 @@ bp = Blueprint("dead_letters_api", __name__)
 MAX_LIMIT = 200
 FILTER_FIELDS = {"status", "code", "handler", "task", "tenant", "q", "age", "group", *(key for span in PERIODS
                                                                                      for key in span)}
-
-
-def _whole(name: str, raw: str | None, default: int, low: int, high: int) -> int:
-    if raw in (None, ""):
-        return default
-    if not is_digits(raw) or not low <= int(raw) <= high:
-        raise InvalidInput(f"{name} must be a whole number from {low} to {high}", name)
-    return int(raw)
 
 
 def _filters(given: dict) -> Filters:
@@ -64,8 +55,8 @@ def _filters(given: dict) -> Filters:
 def list_dead_letters():
     args = request.args
     filters = _filters({key: args.get(key) for key in FILTER_FIELDS if key in args})
-    limit = _whole("limit", args.get("limit"), 50, 1, MAX_LIMIT)
-    after = _whole("after", args.get("after"), 0, 1, 2**63 - 1) or None
+    limit = whole_arg("limit", 50, 1, MAX_LIMIT)
+    after = whole_arg("after", None, 1, 2**63 - 1)
     page = dlq.entries(filters, tenant_scope(), before=after, limit=limit)
     return jsonify(dead_letters=[serialize.dead_letter(letter) for letter in page.entries], next=page.next_before,
                    filter=filters.describe())

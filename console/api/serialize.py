@@ -71,10 +71,40 @@ def task(entry, next_runs: list) -> dict:
     }
 
 
+def last_run(entry) -> dict | None:
+    """A task's newest run as its list shows it (task_query.LastRun), or None before its first."""
+    if entry is None:
+        return None
+    return {"id": entry.id, "status": entry.status, "status_reason": entry.status_reason, "at": iso(entry.at)}
+
+
+def run_summary(entry: Run) -> dict:
+    """A run as a list shows it: its state and times, without its params, policy or timeline."""
+    return {"id": entry.id, "status": entry.status, "status_reason": entry.status_reason,
+            "tenant": entry.tenant.name, "task_id": entry.task_id, "handler": entry.handler,
+            "idempotency_key": entry.idempotency_key, "attempt": entry.attempt, "series": entry.series,
+            "error": {"code": entry.error_code, "message": entry.error_message} if entry.error_code else None,
+            "source": entry.source, "scheduled_for": iso(entry.scheduled_for), "created_at": iso(entry.created_at),
+            "started_at": iso(entry.started_at), "finished_at": iso(entry.finished_at),
+            "next_retry_at": iso(entry.next_retry_at)}
+
+
 def run_row(entry: Run) -> dict:
     return {"id": entry.id, "status": entry.status, "status_reason": entry.status_reason, "attempt": entry.attempt,
             "scheduled_for": iso(entry.scheduled_for), "enqueued_at": iso(entry.enqueued_at),
             "started_at": iso(entry.started_at), "finished_at": iso(entry.finished_at)}
+
+
+def work_order(row) -> dict:
+    """A work order (orders.Row): its group, state, owner, and its request to the external work-order system."""
+    order = row.order
+    return {"id": order.id, "tenant": order.tenant.name, "title": order.title, "fingerprint": order.fingerprint,
+            "status": order.status, "dead_letters_total": order.dead_letter_count,
+            "dead_letters_open": row.open_letters, "assignee": order.assignee.username if order.assignee else None,
+            "external_id": order.external_id,
+            "external_request": row.delivery.status if row.delivery is not None else None,
+            "created_at": iso(order.created_at), "acknowledged_at": iso(order.acknowledged_at),
+            "closed_at": iso(order.closed_at), "closed_by": order.closed_by, "close_note": order.close_note}
 
 
 def workflow(detail) -> dict:

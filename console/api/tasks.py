@@ -3,14 +3,17 @@
 from flask import Blueprint, jsonify, request
 
 from console.api import serialize
-from console.api.common import acting_tenant, body, no_unknown
+from console.api.common import acting_tenant, body, no_unknown, whole_arg
 from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import utcnow
 from console.services import inputs
+from console.services.engine import handler_kinds
+from console.services.errors import InvalidInput
 from console.services.people.permissions import OPERATE, VIEW
-from console.services.scheduling import on_demand, tasks
+from console.services.scheduling import on_demand, task_query, tasks
 
 bp = Blueprint("tasks_api", __name__)
+MAX_TEXT = 200
 
 
 def _task_json(task):
@@ -73,6 +76,31 @@ def delete(task_id: int):
 @bp.get("/internal/tasks/<int:task_id>/runs")
 @requires(VIEW)
 def task_runs(task_id: int):
-    limit = min(max(request.args.get("limit", 50, type=int), 1), 500)
+    limit = whole_arg("limit", 50, 1, 500)
     task = tasks.get(task_id, tenant_scope())
     return jsonify([serialize.run_row(run) for run in tasks.recent_runs(task, limit)])
+
+
+@bp.get("/internal/tasks")
+@requires(VIEW)
+def list_tasks():
+    """Live tasks, newest first, one keyset page at a time; narrowed by tenant, handler, paused or not, name."""
+    args, scope = request.args, tenant_scope()
+    tenant = acting_tenant(args["tenant"]).name if args.get("tenant") else ""
+    status = args.get("status", "")
+    if status not in ("", *task_query.STATUSES):
+        raise InvalidInput(f"status is one of {', '.join(task_query.STATUSES)}", "status")
+    name = args.get("name", "")
+    if len(name) > MAX_TEXT:
+        raise InvalidInput(f"name is at most {MAX_TEXT} characters", "name")
+    handler = args.get("handler", "")
+    if len(handler) > MAX_TEXT:
+        raise InvalidInput(f"handler is at most {MAX_TEXT} characters", "handler")
+    limit = whole_arg("limit", 50, 1, 200)
+    rows, next_before = task_query.page(scope=scope, tenant=tenant,
+                                        handler="{}:{}".format(*handler_kinds.parse(handler)) if handler else "",
+                                        status=status, text=name, before=whole_arg("before", None, 1, 2**62),
+                                        now=utcnow(), limit=limit)
+    return jsonify(tasks=[{**serialize.task(row.task, [row.next_firing] if row.next_firing else []),
+                           "last_run": serialize.last_run(row.last_run)} for row in rows],
+                   next_before=next_before)

@@ -1,0 +1,68 @@
+"""Runs over the API: every run a token may see, filtered, newest first, one keyset page at a time."""
+
+from datetime import UTC, datetime
+
+from flask import Blueprint, jsonify, request
+
+from console.api import serialize
+from console.api.common import acting_tenant, whole_arg
+from console.auth import requires, tenant_scope
+from console.domain.statuses import RunStatus
+from console.services.engine import handler_kinds
+from console.services.errors import InvalidInput
+from console.services.people.permissions import VIEW
+from console.services.runs import query as run_query
+
+bp = Blueprint("runs_api", __name__)
+MAX_LIMIT = 200
+FIELDS = ("tenant", "task", "handler", "status", "code", "since", "until", "limit", "before")
+STATUSES = tuple(status.value for status in RunStatus)
+
+
+def _moment(name: str) -> datetime | None:
+    """Read an ISO 8601 time (UTC without an offset) from the query, or a 422 that shows one."""
+    raw = request.args.get(name, "")
+    if not raw:
+        return None
+    try:
+        when = datetime.fromisoformat(raw)
+    except ValueError:
+        raise InvalidInput(f"{name} is an ISO 8601 time such as 2026-12-04T16:15:08Z (UTC without an offset)",
+                           name) from None
+    if not 1970 <= when.year <= 9998:
+        raise InvalidInput(f"{name} lies between the years 1970 and 9998", name)
+    return when.astimezone(UTC) if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def _filters() -> run_query.RunFilters:
+    args = request.args
+    unknown = sorted(set(args) - set(FIELDS))
+    if unknown:
+        raise InvalidInput(f"unknown parameter {unknown[0]!r}; allowed: {', '.join(FIELDS)}", unknown[0])
+    statuses = tuple(s for s in args.get("status", "").split(",") if s)
+    wrong = [s for s in statuses if s not in STATUSES]
+    if wrong:
+        raise InvalidInput(f"status {wrong[0][:40]!r} is none of {', '.join(STATUSES)} (several: comma-separated)",
+                           "status")
+    code, handler = args.get("code", ""), args.get("handler", "")
+    if len(code) > 80:
+        raise InvalidInput("code is at most 80 characters", "code")
+    if handler and args.get("task"):
+        raise InvalidInput("filter by task or by handler (runs submitted without a task), not both", "handler")
+    since, until = _moment("since"), _moment("until")
+    if since and until and until <= since:
+        raise InvalidInput("until must be after since", "until")
+    return run_query.RunFilters(
+        tenant_id=acting_tenant(args["tenant"]).id if args.get("tenant") else None,
+        task_id=whole_arg("task", None, 1, 2**62), statuses=statuses, created_from=since, created_to=until,
+        error_code=code, handler="{}:{}".format(*handler_kinds.parse(handler)) if handler else "")
+
+
+@bp.get("/api/runs")
+@requires(VIEW)
+def list_runs():
+    """Runs newest first: pass `next_before` as `before` for the next page."""
+    filters = _filters()
+    found = run_query.page(filters, scope=tenant_scope(), before=whole_arg("before", None, 1, 2**62),
+                           limit=whole_arg("limit", 50, 1, MAX_LIMIT))
+    return jsonify(runs=[serialize.run_summary(run) for run in found.runs], next_before=found.next_before)

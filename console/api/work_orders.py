@@ -1,0 +1,63 @@
+"""Work orders over the API: list and read them (one per open error group), acknowledge and close them."""
+
+from flask import Blueprint, jsonify, request
+
+from console.api import serialize
+from console.api.common import acting_tenant, body, no_unknown, whole_arg
+from console.auth import current_actor, requires, tenant_scope
+from console.services.errors import InvalidInput
+from console.services.people.permissions import OPERATE, VIEW
+from console.services.workorders import changes
+from console.services.workorders import orders as workorders
+
+bp = Blueprint("work_orders_api", __name__)
+MAX_LIMIT = 200
+FIELDS = ("status", "tenant", "task", "limit", "before")
+
+
+@bp.get("/api/work-orders")
+@requires(VIEW)
+def list_work_orders():
+    """Work orders newest first (`status`: active, the default, or open, acknowledged, closed, all)."""
+    args = request.args
+    unknown = sorted(set(args) - set(FIELDS))
+    if unknown:
+        raise InvalidInput(f"unknown parameter {unknown[0]!r}; allowed: {', '.join(FIELDS)}", unknown[0])
+    status = args.get("status") or "active"
+    if status not in workorders.FILTERS:
+        raise InvalidInput(f"status is one of {', '.join(workorders.FILTERS)}", "status")
+    found = workorders.page(status, tenant_scope(), whole_arg("before", None, 1, 2**62),
+                            limit=whole_arg("limit", 50, 1, MAX_LIMIT),
+                            of_tenant=acting_tenant(args["tenant"]).id if args.get("tenant") else None,
+                            task_id=whole_arg("task", None, 1, 2**62))
+    return jsonify(work_orders=[serialize.work_order(row) for row in found.rows], next_before=found.next_before)
+
+
+@bp.get("/api/work-orders/<int:order_id>")
+@requires(VIEW)
+def get_work_order(order_id: int):
+    """One work order with the ids of its newest dead letters (at most 100)."""
+    detail = workorders.detail(order_id, tenant_scope())
+    return jsonify({**serialize.work_order(workorders.row(detail.order)),
+                    "dead_letters": [{"id": letter.id, "run_id": letter.run_id, "status": letter.status}
+                                     for letter in detail.letters]})
+
+
+@bp.post("/api/work-orders/<int:order_id>/acknowledge")
+@requires(OPERATE)
+def acknowledge_work_order(order_id: int):
+    """Say someone is on it; the token's person takes it if nobody has."""
+    no_unknown(body() if request.content_length else {}, ())
+    order = changes.acknowledge(workorders.get(order_id, tenant_scope()), current_actor())
+    return jsonify(serialize.work_order(workorders.row(order)))
+
+
+@bp.post("/api/work-orders/<int:order_id>/close")
+@requires(OPERATE)
+def close_work_order(order_id: int):
+    """Close it by hand with a note saying what was done; its PagerDuty incident is resolved."""
+    data = body()
+    no_unknown(data, ("note",))
+    order = workorders.get(order_id, tenant_scope())
+    told = changes.close(order, data.get("note"), current_actor())
+    return jsonify({**serialize.work_order(workorders.row(order)), "resolve_sent_to": told})

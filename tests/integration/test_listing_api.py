@@ -1,0 +1,158 @@
+"""What an API client lists and follows: runs, tasks and work orders, keyset-paged and kept to the token's tenant;
+a work order acknowledged and closed over the API."""
+
+import pytest
+from sqlalchemy import select
+
+from console.extensions import db
+from console.models import AuditEntry, Run, WorkOrder
+from console.services.actor import Actor
+from console.services.engine.execute import execute
+from console.services.people import tenants, users
+from console.services.scheduling import tasks
+from tests import api_checks
+from tests.factories import BROKEN, LENIENT, Runs, bearer, make_tenant
+
+
+@pytest.fixture
+def runs(app):
+    return Runs()
+
+
+@pytest.fixture
+def operator(auth):
+    """An operator who sees every tenant; `bearer(operator)` is a token of hers."""
+    return auth.make_user("olga", "operator")
+
+
+def dead_run(runs, clock, tenant: str = "default") -> int:
+    run_id = runs.submit("demo.flaky", BROKEN, policy=LENIENT, tenant=tenant)
+    assert execute(run_id, 0, clock=clock) == "dead"
+    return run_id
+
+
+def test_runs_list_newest_first_by_keyset_with_filters_and_the_tokens_tenant_only(client, operator, runs, clock):
+    acme = make_tenant("acme")
+    waiting = [runs.submit("demo.noop", {"n": n}) for n in range(3)]
+    dead = dead_run(runs, clock)
+    theirs = runs.submit("demo.noop", {}, tenant="acme")
+    headers = bearer(operator)
+    first = client.get("/api/runs?limit=2", headers=headers).json
+    assert [run["id"] for run in first["runs"]] == [theirs, dead]
+    rest = client.get(f"/api/runs?limit=2&before={first['next_before']}", headers=headers).json
+    assert [run["id"] for run in rest["runs"]] == waiting[::-1][:2]
+    assert rest["runs"][0]["handler"] == "python:demo.noop"
+    found = client.get("/api/runs?status=dead,succeeded", headers=headers).json["runs"]
+    assert [(run["id"], run["status"], run["error"]["code"]) for run in found] == [(dead, "dead", "bad_account")]
+    assert [r["id"] for r in client.get("/api/runs?code=bad_account", headers=headers).json["runs"]] == [dead]
+    assert [r["id"] for r in client.get("/api/runs?tenant=acme", headers=headers).json["runs"]] == [theirs]
+    scoped = bearer(users.create("acme-svc", "viewer", "correct-horse-battery", Actor("test"), tenant=acme)[0], acme)
+    assert [r["id"] for r in client.get("/api/runs", headers=scoped).json["runs"]] == [theirs]
+    api_checks.refused(client.get("/api/runs?tenant=default", headers=scoped), 403, "forbidden", "tenant")
+
+
+def test_runs_list_reads_times_to_the_second(client, operator, runs, clock):
+    early, late = runs.submit("demo.noop", {}), runs.submit("demo.noop", {})
+    moment = clock().replace(microsecond=0)
+    for run_id, second in ((early, 5), (late, 9)):
+        db.session.execute(Run.__table__.update().where(Run.id == run_id)
+                           .values(created_at=moment.replace(second=second)))
+    db.session.commit()
+    headers = bearer(operator)
+    since = client.get("/api/runs", query_string={"since": f"{moment.replace(second=9).isoformat()}"}, headers=headers)
+    assert [r["id"] for r in since.json["runs"]] == [late]
+    until = client.get("/api/runs", query_string={"until": f"{moment.replace(second=9):%Y-%m-%dT%H:%M:%S}Z"},
+                       headers=headers)
+    assert [r["id"] for r in until.json["runs"]] == [early]
+
+
+@pytest.mark.parametrize(("query", "field"), [
+    ("status=done", "status"), ("limit=0", "limit"), ("limit=201", "limit"), ("limit=x", "limit"),
+    ("before=-1", "before"), ("task=abc", "task"), ("since=yesterday", "since"), ("until=0001-01-01T00:00", "until"),
+    ("since=2026-01-02T00:00&until=2026-01-01T00:00", "until"), ("colour=red", "colour"), ("tenant=nope", "tenant"),
+    ("code=" + "x" * 81, "code"), ("task=1&handler=demo.noop", "handler"), ("handler=nope:x", "handler"),
+])
+def test_runs_list_refuses_what_it_cannot_read_naming_the_parameter(client, operator, query, field):
+    response = client.get(f"/api/runs?{query}", headers=bearer(operator))
+    assert response.status_code in (404, 422), response.json
+    assert response.json["field"] == field, response.json
+
+
+def test_tasks_list_by_tenant_status_and_handler_with_their_next_firing_and_newest_run(client, operator, runs):
+    acme = make_tenant("acme")
+    nightly = tasks.register(tenants.find("default"), {"name": "nightly", "handler": "demo.noop",
+                                                       "cron": "0 2 * * *"}, Actor("test"))
+    paused = tasks.register(tenants.find("default"), {"name": "on-order", "handler": "demo.flaky",
+                                                      "event": "order.created", "paused": True}, Actor("test"))
+    theirs = tasks.register(acme, {"name": "nightly", "handler": "demo.noop"}, Actor("test"))
+    run_id = runs.submit(None, {}, task=nightly)
+    headers = bearer(operator)
+    listed = client.get("/internal/tasks", headers=headers).json
+    assert [task["id"] for task in listed["tasks"]] == [theirs.id, paused.id, nightly.id]
+    assert listed["next_before"] is None
+    shown = {task["id"]: task for task in listed["tasks"]}
+    assert shown[nightly.id]["last_run"]["id"] == run_id and len(shown[nightly.id]["next_runs"]) == 1
+    assert shown[paused.id]["last_run"] is None and shown[paused.id]["next_runs"] == []
+    assert [t["id"] for t in client.get("/internal/tasks?status=paused", headers=headers).json["tasks"]] == [
+        paused.id]
+    assert [t["id"] for t in client.get("/internal/tasks?handler=demo.noop&tenant=default",
+                                        headers=headers).json["tasks"]] == [nightly.id]
+    page = client.get("/internal/tasks?limit=1", headers=headers).json
+    assert [t["id"] for t in client.get(f"/internal/tasks?before={page['next_before']}&limit=5",
+                                        headers=headers).json["tasks"]] == [paused.id, nightly.id]
+    scoped = bearer(users.create("acme-svc", "viewer", "correct-horse-battery", Actor("test"), tenant=acme)[0], acme)
+    assert [t["id"] for t in client.get("/internal/tasks", headers=scoped).json["tasks"]] == [theirs.id]
+    api_checks.refused(client.get("/internal/tasks?status=sleeping", headers=headers), 422, "invalid", "status")
+    api_checks.refused(client.get(f"/internal/tasks/{nightly.id}/runs?limit=-1", headers=headers), 422, "invalid",
+                       "limit")
+
+
+def test_a_runs_page_gives_the_params_it_runs_with(client, operator, runs):
+    run_id = runs.submit("demo.noop", {"account": 42})
+    assert client.get(f"/worker/tasks/{run_id}", headers=bearer(operator)).json["params"] == {"account": 42}
+
+
+def test_work_orders_are_listed_read_acknowledged_and_closed_and_each_change_is_audited(client, operator, runs,
+                                                                                          clock):
+    make_tenant("acme")
+    first, second = dead_run(runs, clock), dead_run(runs, clock)
+    dead_run(runs, clock, tenant="acme")
+    headers = bearer(operator)
+    listed = client.get("/api/work-orders?tenant=default", headers=headers).json
+    [order] = listed["work_orders"]
+    assert (order["status"], order["dead_letters_total"], order["dead_letters_open"], order["assignee"]) == (
+        "open", 2, 2, None)
+    one = client.get(f"/api/work-orders/{order['id']}", headers=headers).json
+    assert {letter["run_id"] for letter in one["dead_letters"]} == {first, second}
+    acknowledged = client.post(f"/api/work-orders/{order['id']}/acknowledge", headers=headers)
+    assert acknowledged.status_code == 200 and (acknowledged.json["status"], acknowledged.json["assignee"]) == (
+        "acknowledged", "olga")
+    again = client.post(f"/api/work-orders/{order['id']}/acknowledge", headers=headers)
+    api_checks.refused(again, 409, "conflict", "status")
+    api_checks.refused(client.post(f"/api/work-orders/{order['id']}/close", json={}, headers=headers), 422,
+                       "invalid", "note")
+    closed = client.post(f"/api/work-orders/{order['id']}/close", json={"note": "account reopened by hand"},
+                         headers=headers)
+    assert closed.status_code == 200 and closed.json["status"] == "closed"
+    assert closed.json["closed_by"].startswith("olga (token rb_")  # whose token, as the console's audit log says
+    assert client.get("/api/work-orders?tenant=default", headers=headers).json["work_orders"] == []
+    assert len(client.get("/api/work-orders?status=closed", headers=headers).json["work_orders"]) == 1
+    actions = db.session.execute(select(AuditEntry.action, AuditEntry.actor).where(
+        AuditEntry.target_id == str(order["id"]), AuditEntry.target_type == "work_order")).all()
+    assert [(action, actor.split(" ")[0]) for action, actor in sorted(actions)] == [
+        ("work_order.acknowledge", "olga"), ("work_order.close", "olga")]
+
+
+def test_a_work_order_of_another_tenant_is_not_found_and_a_viewer_may_not_change_one(client, runs, clock):
+    acme = make_tenant("acme")
+    dead_run(runs, clock)
+    order_id = db.session.execute(select(WorkOrder.id)).scalar_one()
+    scoped = bearer(users.create("acme-svc", "operator", "correct-horse-battery", Actor("test"), tenant=acme)[0], acme)
+    api_checks.refused(client.get(f"/api/work-orders/{order_id}", headers=scoped), 404, "not_found")
+    api_checks.refused(client.post(f"/api/work-orders/{order_id}/acknowledge", headers=scoped), 404, "not_found")
+    assert client.get("/api/work-orders", headers=scoped).json["work_orders"] == []
+    viewer = bearer(users.create("vera", "viewer", "correct-horse-battery", Actor("test"))[0])
+    assert client.post(f"/api/work-orders/{order_id}/acknowledge", headers=viewer).status_code == 403
+    api_checks.refused(client.get("/api/work-orders?status=done", headers=viewer), 422, "invalid", "status")
+    db.session.expire_all()
+    assert db.session.get(WorkOrder, order_id).status == "open"
