@@ -76,7 +76,15 @@ def _secure_cookies(env) -> str:
 
 
 def _key_fallbacks(env) -> list[str]:
-    return [key.strip() for key in (env.get("REBOUND_SECRET_KEY_FALLBACKS") or "").split(",") if key.strip()]
+    fallbacks = [key.strip() for key in (env.get("REBOUND_SECRET_KEY_FALLBACKS") or "").split(",") if key.strip()]
+    if fallbacks and not env.get("REBOUND_AUDIT_KEY"):
+        # Refused before any row is written: the audit chain is keyed by the secret key unless told otherwise, so
+        # every row audited under the new key would leave the rows before it failing `rebound audit verify`.
+        raise SystemExit("REBOUND_SECRET_KEY_FALLBACKS is set (the secret key was rotated) but REBOUND_AUDIT_KEY "
+                         "is not: the audit log is chained with a key derived from the secret key unless "
+                         "REBOUND_AUDIT_KEY is set. Set REBOUND_AUDIT_KEY to the secret key the log was written with "
+                         "(the old one) in every process, and keep it set")
+    return fallbacks
 
 
 def _defaults_file(path: str, template: str, parse, error_type):

@@ -88,8 +88,11 @@ def test_the_settings_are_checked_at_start():
         config.from_env({"REBOUND_TRUSTED_PROXIES": "one"})
     with pytest.raises(SystemExit, match="REBOUND_TRUSTED_PROXIES must be 0 or more"):
         config.from_env({"REBOUND_TRUSTED_PROXIES": "-1"})
-    assert config.from_env({"REBOUND_SECRET_KEY_FALLBACKS": "old-one, older ,"})["SECRET_KEY_FALLBACKS"] == [
-        "old-one", "older"]
+    assert config.from_env({"REBOUND_SECRET_KEY_FALLBACKS": "old-one, older ,", "REBOUND_AUDIT_KEY": "old-one"})[
+        "SECRET_KEY_FALLBACKS"] == ["old-one", "older"]
+    # A rotation that would re-key the audit chain is refused before any row is written under the new key.
+    with pytest.raises(SystemExit, match="Set REBOUND_AUDIT_KEY to the secret key the log was written with"):
+        config.from_env({"REBOUND_SECRET_KEY_FALLBACKS": "old-one"})
 
 
 def test_the_served_console_believes_no_forwarded_header_it_was_not_told_to(live_server):
