@@ -14,7 +14,7 @@ from console.services.dlq import discards
 from console.services.engine import compensation
 from console.services.errors import Conflict, NotFound
 from console.services.people import tenants
-from console.services.recovery import undo_retry
+from console.services.recovery import params_fix, undo_retry
 from console.services.workorders import changes as workorders
 from tests.factories import bearer, three_steps
 
@@ -45,6 +45,20 @@ def stopped(saga):
     assert saga.status(stuck) == "compensation_failed"
     assert undo_statuses(saga, stuck) == ["not_attempted", "failed", None]
     return stuck
+
+
+def test_the_note_of_a_workflow_whose_failed_step_was_fixed_alone_since_says_so(saga, stopped):
+    failed = saga.run(stopped, 3)
+    (letter,) = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == failed.id)).scalars()
+    restarted = params_fix.restart_with(failed.id, letter.id, dict(failed.params), {**failed.params, "fail_times": 0},
+                                        OLGA, saga.clock(), message="fixed alone")
+    db.session.commit()
+    assert restarted and saga.execute(stopped, 3) == "succeeded"
+    step = saga.run(stopped, 2)
+    downstream_fixed(step.id)
+    undo_retry.retry(step.id, OLGA, clock=saga.clock)
+    assert saga.get(stopped).note == (f"step 3 failed for good; its run #{failed.id} was replayed alone since and is "
+                                      "succeeded now, which does not resume the workflow")
 
 
 def test_a_retried_undo_that_works_lets_the_workflow_undo_the_steps_left_before_it(saga, stopped):

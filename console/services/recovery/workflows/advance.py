@@ -184,9 +184,13 @@ def _start(workflow: Workflow, position: int, clock: Clock) -> str | None:
 
 
 def failure_note(position: int, run: Run) -> str:
-    """Say why the workflow turned to undoing: which step failed for good, and how."""
+    """Say why the workflow turned to undoing: which step failed for good, and how (read again later, its run may
+    have been replayed alone since: then the note says so rather than that it ended well)."""
     error = f" ({run.error_code}: {(run.error_message or '')[:300]})" if run.error_code else ""
-    return f"step {position} failed for good: run #{run.id} ended {run.status.replace('_', ' ')}{error}"
+    if run.status in STEP_FAILED:
+        return f"step {position} failed for good: run #{run.id} ended {run.status.replace('_', ' ')}{error}"
+    return (f"step {position} failed for good; its run #{run.id} was replayed alone since and is "
+            f"{run.status.replace('_', ' ')} now, which does not resume the workflow")
 
 
 def _fail(workflow: Workflow, position: int, clock: Clock, note: str, run_statuses=None) -> str | None:
