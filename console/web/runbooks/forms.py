@@ -6,7 +6,6 @@ from datetime import datetime
 from flask_wtf import FlaskForm
 from wtforms import (
     BooleanField,
-    DateTimeLocalField,
     FloatField,
     IntegerField,
     SelectField,
@@ -19,6 +18,7 @@ from wtforms.validators import Optional
 from console.domain.runbooks import NOUNS, Param
 from console.domain.runbooks import ParamType as T
 from console.web.notes import note_length
+from console.web.runs.forms import IsoTimeField
 
 LONG_TEXT = 500  # text parameters allowed longer than this get a text area
 MAX_PREFILL_CHARS = 2_000  # what a link may fill in; longer is cut, not refused (the form is checked on submit)
@@ -65,7 +65,7 @@ def _field(param: Param):
         return NumberField(default=param.default, invalid_value_message="is a number, e.g. 2.5", **options)
     if kind is T.DATETIME:
         options["label"] += ", UTC"
-        return DateTimeLocalField(format=["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S"], **options)
+        return IsoTimeField(**options)  # typed as every time input in the console (2026-12-01 14:05)
     if param.reference:
         noun = NOUNS[kind]
         what = f"{noun} ids" if param.many else f"{noun} id"
