@@ -10,11 +10,12 @@ from console.extensions import db
 from console.models import Approval, AuditEntry, RunbookBackup, RunbookExecution, Tenant
 from console.services.actor import Actor
 from console.services.engine import queueing
+from console.services.engine.execute import execute
 from console.services.errors import Forbidden, InvalidInput, NotFound
 from console.services.recovery import approvals, decisions, runbook_reconcile, runbook_runner, runbooks
 from console.services.recovery.approvals import FourEyes
 from console.services.system.maintenance import MAINTENANCE
-from tests.factories import changes_of, make_tenant, run_now
+from tests.factories import Runs, changes_of, make_tenant, run_now
 
 
 def audit_actions() -> list[str]:
@@ -113,6 +114,24 @@ def test_a_high_risk_run_waits_for_approval_with_the_dry_runs_changes_as_its_dif
     done = runbooks.get(execution.id)
     assert changes_of(done, planned=False) == [("step", "1", "done", False, True), ("step", "2", "done", False, True)]
     assert "Approved (request #" in done.log and "Preview done: 2 changes" in done.log
+
+
+def test_a_request_whose_preview_finds_nothing_to_change_closes_without_asking_an_approver(staff, clock):
+    run_id = Runs().submit("demo.noop", {})
+    assert execute(run_id, 0, clock=clock) == "succeeded"  # nothing for resolve_runs to do
+    execution = runbooks.start("resolve_runs", {"runs": str(run_id), "note": "paid"}, staff["olga"], scope=None,
+                               reason="tidy up", clock=clock, enqueue=False)
+    assert execution.status == "awaiting_approval"
+    assert runbook_runner.preview(execution.id, clock=clock) == "cancelled"
+    db.session.expire_all()
+    request = db.session.get(Approval, execution.approval_id)
+    assert request.status == "superseded" and request.outcome.startswith("its dry-run found nothing to change")
+    done = runbooks.get(execution.id)
+    assert done.status == "cancelled" and f"request #{request.id} closed without asking an approver" in done.log
+    assert approvals.waiting_for(None, None, clock()) == 0
+    [entry] = db.session.execute(select(AuditEntry).where(AuditEntry.action == "approval.supersede")).scalars()
+    assert (entry.actor, entry.target_id) == ("system", str(request.id))
+    assert runbook_runner.execute(execution.id, clock=clock) == "skipped"  # nothing runs
 
 
 def test_approving_before_the_preview_finished_runs_nothing(samples, staff, clock):

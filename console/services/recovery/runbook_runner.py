@@ -16,7 +16,8 @@ from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.runbooks import ParamErrors, parse
 from console.extensions import db
 from console.models import Approval, RunbookChange, RunbookExecution, User
-from console.services.actor import Actor
+from console.services.actor import SYSTEM, Actor
+from console.services.audit import trail as audit
 from console.services.errors import ServiceError
 from console.services.recovery import runbook_registry
 from console.services.recovery.runbook_context import RunbookContext
@@ -140,6 +141,8 @@ def _finish(execution_id: int, ctx: RunbookContext, error: str | None, *, previe
         written = _write(execution_id, "awaiting_approval", ctx, values)
         if written and not error:
             _show_diff_to_approver(execution_id, ctx.changes_total)
+            if not ctx.changes_total:
+                status = _nothing_to_approve(execution_id, ctx, now)
     else:
         status = "failed" if error else "succeeded"
         if not error:
@@ -166,6 +169,27 @@ def _write(execution_id: int, expected: str, ctx: RunbookContext, values: dict) 
 
 def _count(number: int) -> str:
     return f"{number} change{'' if number == 1 else 's'}"
+
+
+def _nothing_to_approve(execution_id: int, ctx: RunbookContext, now) -> str:
+    """Close a request whose preview found nothing to change (approved, it would do nothing): no approver's time is
+    asked for it. Returns the execution's status."""
+    execution = db.session.get(EX, execution_id)
+    outcome = ("its dry-run found nothing to change, so there was nothing to approve; ask again if that changes "
+               "(the dry-run's log says what it looked at)")
+    if not db.session.execute(update(Approval).where(Approval.id == execution.approval_id,
+                                                     Approval.status == "pending")
+                              .values(status="superseded", decided_at=now, outcome=outcome)
+                              .execution_options(synchronize_session=False)).rowcount:
+        return "awaiting_approval"  # decided meanwhile: the decision stands
+    ctx.log(f"Nothing to change: request #{execution.approval_id} closed without asking an approver.")
+    db.session.execute(update(EX).where(EX.id == execution_id, EX.status == "awaiting_approval").values(
+        status="cancelled", error=outcome, finished_at=now, log="\n".join(ctx.lines))
+        .execution_options(synchronize_session=False))
+    audit.record(db.session, SYSTEM, "approval.supersede", "approval", execution.approval_id,
+                 before={"status": "pending"}, after={"status": "superseded"}, note=outcome,
+                 tenant=execution.tenant.name if execution.tenant_id else None, clock=lambda: now)
+    return "cancelled"
 
 
 def _show_diff_to_approver(execution_id: int, total: int) -> None:
