@@ -10,7 +10,12 @@ def register(app) -> None:
     from console.commands.demo import seed_demo_command
     from console.commands.imports import import_failures_command
     from console.commands.inspection import retry_inspect_command, task_dryrun_command
-    from console.commands.people import create_token_command, create_user_command, set_password_command
+    from console.commands.people import (
+        create_token_command,
+        create_user_command,
+        revoke_token_command,
+        set_password_command,
+    )
     from console.commands.processes import scheduler_command, up_command, web_command, worker_command
     from console.commands.quota_classes import quota_classes_group
     from console.commands.reports import sla_report_command
@@ -20,7 +25,7 @@ def register(app) -> None:
 
     for command in (up_command, retry_inspect_command, task_dryrun_command, web_command, worker_command,
                     scheduler_command, create_user_command, set_password_command, create_token_command,
-                    seed_demo_command, audit_group, approvals_group, channels_group, recovery_runbook_command,
-                    sla_report_command, tenants_group, import_failures_command, reservations_group, templates_group,
-                    quota_classes_group):
+                    revoke_token_command, seed_demo_command, audit_group, approvals_group, channels_group,
+                    recovery_runbook_command, sla_report_command, tenants_group, import_failures_command,
+                    reservations_group, templates_group, quota_classes_group):
         app.cli.add_command(command)

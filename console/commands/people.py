@@ -1,5 +1,5 @@
-"""`rebound create-user`, `set-password` and `create-token`: a person's account, its password, and a bearer token
-acting as one."""
+"""`rebound create-user`, `set-password`, `create-token` and `revoke-token`: a person's account, its password, and the
+bearer tokens acting as one."""
 
 import click
 from flask.cli import with_appcontext
@@ -69,3 +69,24 @@ def create_token_command(username, tenant, name):
     except ServiceError as error:
         raise click.ClickException(error.detail) from None
     click.echo(plaintext)
+
+
+@click.command("revoke-token")
+@click.argument("prefix")
+@with_appcontext
+def revoke_token_command(prefix):
+    """Revoke the token whose prefix is PREFIX (rb_ and 7 characters: Admin → API tokens, or GET /api/me)."""
+    from console.services.actor import Actor
+    from console.services.people import tokens
+
+    found = tokens.by_prefix(prefix)
+    if not found:
+        raise click.ClickException(f"no token has the prefix {prefix[:40]!r}; Admin → API tokens lists them")
+    if len(found) > 1:  # 7 random characters: two alike are all but impossible, and then neither is guessed
+        raise click.ClickException(f"{len(found)} tokens have the prefix {prefix!r}; revoke them in Admin → API tokens")
+    token = found[0]
+    if token.revoked_at is not None:
+        click.echo(f"{token.prefix}… ({token.user.username}, {token.name}) was already revoked.")
+        return
+    tokens.revoke(token.id, Actor("cli"))
+    click.echo(f"Revoked {token.prefix}… ({token.user.username}, {token.name}); it no longer authenticates.")

@@ -127,6 +127,24 @@ def test_a_token_acts_as_its_user_until_revoked(client, auth):
     assert client.get("/api/me", headers=headers).status_code == 401
 
 
+def test_a_token_is_revoked_from_the_cli_by_the_prefix_people_see_and_audited(app, client, auth):
+    user = auth.make_user("svc", "operator")
+    row, plaintext = tokens.issue(user, Actor("test"), name="billing")
+    headers = {"Authorization": f"Bearer {plaintext}"}
+    prefix = client.get("/api/me", headers=headers).json["token"]
+    runner = app.test_cli_runner()
+    revoked = runner.invoke(args=["revoke-token", prefix])
+    assert revoked.exit_code == 0, revoked.output
+    assert revoked.output == f"Revoked {prefix}… (svc, billing); it no longer authenticates.\n"
+    assert client.get("/api/me", headers=headers).status_code == 401
+    [entry] = db.session.execute(select(AuditEntry).where(AuditEntry.action == "token.revoke")).scalars()
+    assert (entry.actor, entry.target_id) == ("cli", str(row.id))
+    again = runner.invoke(args=["revoke-token", prefix])
+    assert again.exit_code == 0 and "was already revoked" in again.output
+    unknown = runner.invoke(args=["revoke-token", "rb_nothing"])
+    assert unknown.exit_code == 1 and "no token has the prefix 'rb_nothing'" in unknown.output
+
+
 def test_passwords_are_stored_with_a_kdf(auth):
     user = auth.make_user("olga", "operator")
     assert user.password_hash.startswith(("scrypt:", "pbkdf2:"))

@@ -107,6 +107,12 @@ def authenticate(plaintext: str, clock: Clock = SYSTEM_CLOCK) -> ApiToken | None
     return token
 
 
+def by_prefix(prefix: str) -> list[ApiToken]:
+    """Return the tokens whose shown prefix (rb_ and 7 characters, as the admin page and /api/me show it) is this."""
+    return db.session.execute(select(ApiToken).where(ApiToken.prefix == prefix.strip()[:16])
+                              .order_by(ApiToken.id)).scalars().all()
+
+
 def all_tokens(scope: int | None = None) -> list[ApiToken]:
     """Return every token a caller with this tenant scope may manage, newest first."""
     query = select(ApiToken).order_by(ApiToken.id.desc())
