@@ -1,6 +1,6 @@
 """The dead-letter queue over the API: list and read letters, replay one or all matching, ask for a params fix."""
 
-from flask import Blueprint, jsonify, request
+from flask import Blueprint, jsonify, request, url_for
 
 from console.api import serialize
 from console.api.common import body, is_id, no_unknown, whole_arg
@@ -75,7 +75,8 @@ def get_dead_letter(letter_id: int):
 def replay_dead_letter(letter_id: int):
     run, closed = control.replay(dlq.get(letter_id, tenant_scope()), current_actor())
     return jsonify(dead_letter_id=letter_id, run_id=run.id, status=run.status, series=run.series,
-                   closed_fixes=closed, workflow=_workflow_step(run)), 202
+                   closed_fixes=closed, workflow=_workflow_step(run)), 202, {
+        "Location": url_for("worker_api.get_task", run_id=run.id)}
 
 
 def _workflow_step(run) -> dict | None:
@@ -114,7 +115,8 @@ def replay_matching():
                                "may see, of every tenant and error; name a criterion (code, group, task, …), or send "
                                "\"every\": true to mean all of them", "filter")
         progress = dlq_bulk.start_replay(current_actor(), tenant_scope(), filters=filters, rate=rate)
-    return jsonify(serialize.operation(progress)), 202
+    return jsonify(serialize.operation(progress)), 202, {
+        "Location": url_for("dead_letters_api.get_operation", op_id=progress.op_id)}
 
 
 @bp.get("/api/operations/<op_id>")
@@ -134,4 +136,5 @@ def fix_dead_letter(letter_id: int):
                                       tenant_id=tenant_scope())
     # Once approved the fix replays the run: a saga step's answer says what that does to its workflow, as a replay's.
     return jsonify(approval_id=approval.id, status=approval.status, expires_at=serialize.iso(approval.expires_at),
-                   workflow=_workflow_step(db.session.get(Run, approval.payload["run_id"]))), 202
+                   workflow=_workflow_step(db.session.get(Run, approval.payload["run_id"]))), 202, {
+        "Location": url_for("approvals_api.get_approval", approval_id=approval.id)}

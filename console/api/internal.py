@@ -1,6 +1,6 @@
 """Seed 000/001's internal API: manual retry, retry policies, reported events."""
 
-from flask import Blueprint, jsonify
+from flask import Blueprint, jsonify, url_for
 
 from console.api import serialize
 from console.api.common import acting_tenant, body, is_id, no_unknown
@@ -30,7 +30,7 @@ def retry():
     else:
         raise InvalidInput("give run_id (a number) or idempotency_key", "run_id")
     run, _ = control.retry_now(run, current_actor(), policy=data.get("policy"))
-    return jsonify(serialize.run(run)), 202
+    return jsonify(serialize.run(run)), 202, {"Location": url_for("worker_api.get_task", run_id=run.id)}
 
 
 @bp.get("/internal/policies")

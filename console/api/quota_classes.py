@@ -1,6 +1,6 @@
 """Quota classes over the API: list, read, create, update, delete (409 naming what still uses it)."""
 
-from flask import Blueprint, jsonify
+from flask import Blueprint, jsonify, url_for
 
 from console.api.common import body, no_unknown
 from console.auth import current_actor, requires, shared_by_all_tenants
@@ -39,7 +39,8 @@ def create_class():
                            "max_running")
     record = quota_classes.create(data.get("name"), data["max_running"], current_actor(),
                                   description=data.get("description"))
-    return jsonify(quota_classes.as_dict(record)), 201
+    return jsonify(quota_classes.as_dict(record)), 201, {
+        "Location": url_for("quota_classes_api.get_class", name=record.name)}
 
 
 @bp.put("/internal/quota-classes/<name>")

@@ -1,6 +1,6 @@
 """Seed 001's task API: register, inspect, pause, resume, trigger, delete."""
 
-from flask import Blueprint, jsonify, request
+from flask import Blueprint, jsonify, request, url_for
 
 from console.api import serialize
 from console.api.common import acting_tenant, body, no_unknown, whole_arg
@@ -25,7 +25,7 @@ def _task_json(task):
 def register():
     data = body()
     task = tasks.register(acting_tenant(data.get("tenant")), data, current_actor())
-    return jsonify(_task_json(task)), 201
+    return jsonify(_task_json(task)), 201, {"Location": url_for("tasks_api.get_task", task_id=task.id)}
 
 
 @bp.get("/internal/tasks/<int:task_id>")

@@ -1,6 +1,6 @@
 """Conflict templates over the API: list, read, create, update (with a preview of the tasks it changes), delete."""
 
-from flask import Blueprint, jsonify
+from flask import Blueprint, jsonify, url_for
 
 from console.api.common import body, no_unknown
 from console.auth import current_actor, requires, shared_by_all_tenants, tenant_scope
@@ -48,7 +48,8 @@ def create_template():
     data = body()
     description, rules = _fields(data, FIELDS)
     record = templates.save(data.get("name"), rules, current_actor(), description=description, new_only=True)
-    return jsonify(templates.as_dict(record)), 201
+    return jsonify(templates.as_dict(record)), 201, {
+        "Location": url_for("templates_api.get_template", name=record.name)}
 
 
 @bp.put("/internal/templates/<name>")

@@ -2,7 +2,7 @@
 
 import json
 
-from flask import Blueprint, jsonify, request
+from flask import Blueprint, jsonify, request, url_for
 from sqlalchemy import select
 
 from console.api import serialize
@@ -32,8 +32,9 @@ def submit_task():
     # The answer reads the run's own columns only: attaching it to the session was 3 % of a submit's CPU.
     run, created = submit(tenant, current_actor(), handler=data.get("handler"), task=task, params=data.get("params"),
                           idempotency_key=data.get("idempotency_key"), policy=data.get("policy"), attach=False)
+    # Where to follow it (not url_for: the submit is the engine's hot path, and the rule is fixed).
     return jsonify(id=run.id, status=run.status, idempotency_key=run.idempotency_key,
-                   created=created), 202 if created else 200
+                   created=created), 202 if created else 200, {"Location": f"/worker/tasks/{run.id}"}
 
 
 @bp.post("/worker/tasks/batch")
@@ -101,7 +102,8 @@ def compensate_task(run_id: int):
     no_unknown(data, {"cause"})
     approval = run_compensation.request_compensation(run_id, data.get("cause", ""), current_actor(),
                                                      tenant_id=tenant_scope())
-    return jsonify(approval_id=approval.id, status="awaiting_approval"), 202
+    return jsonify(approval_id=approval.id, status="awaiting_approval"), 202, {
+        "Location": url_for("approvals_api.get_approval", approval_id=approval.id)}
 
 
 @bp.post("/worker/tasks/<int:run_id>/retry-undo")

@@ -1,6 +1,6 @@
 """Saga workflows over the API: submit one as a unit, read it back with its steps."""
 
-from flask import Blueprint, jsonify
+from flask import Blueprint, jsonify, url_for
 
 from console.api import serialize
 from console.api.common import acting_tenant, body
@@ -23,7 +23,8 @@ def submit_workflow():
         raise InvalidInput(f"unknown field {unknown[0]!r}; allowed: {', '.join(FIELDS)}", unknown[0])
     workflow, created = submit(acting_tenant(data.get("tenant")), current_actor(), name=data.get("name"),
                                steps=data.get("steps"), idempotency_key=data.get("idempotency_key"))
-    return jsonify(id=workflow.id, status=workflow.status, created=created), 202 if created else 200
+    return jsonify(id=workflow.id, status=workflow.status, created=created), 202 if created else 200, {
+        "Location": url_for("workflows_api.get_workflow", workflow_id=workflow.id)}
 
 
 @bp.get("/api/workflows/<int:workflow_id>")

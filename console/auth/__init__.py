@@ -158,7 +158,9 @@ def init_app(app) -> None:
         if wants_json():
             detail = ("the bearer token is invalid, revoked, or its user is disabled"
                       if g.get("token_rejected") else "send 'Authorization: Bearer <token>'")
-            return jsonify(error="unauthorized", detail=detail), 401
+            # RFC 6750: the scheme to use, and that the one sent was refused.
+            challenge = 'Bearer realm="rebound"' + (', error="invalid_token"' if g.get("token_rejected") else "")
+            return jsonify(error="unauthorized", detail=detail), 401, {"WWW-Authenticate": challenge}
         if request.headers.get("HX-Request"):
             return "", 401, {"HX-Redirect": url_for("auth.login")}
         return redirect(url_for("auth.login", next=request.full_path if request.query_string else request.path))

@@ -63,6 +63,6 @@ def test_the_submit_answer_carries_the_same_headers_as_before(client, auth):
     assert response.status_code == 202
     assert sorted(name for name, _ in response.headers) == sorted([
         "Content-Type", "Content-Length", "Cache-Control", "X-Content-Type-Options", "X-Frame-Options",
-        "Referrer-Policy", "Content-Security-Policy"])
+        "Referrer-Policy", "Content-Security-Policy", "Location"])
     assert response.headers["Cache-Control"] == "no-store" and response.headers["X-Frame-Options"] == "DENY"
     assert set(response.json) == {"id", "status", "idempotency_key", "created"} and response.json["created"] is True
