@@ -96,6 +96,10 @@ def replay_matching():
     if ("filter" in data) == ("ids" in data):
         raise InvalidInput("give either filter (replay all matching) or ids (these dead letters)", "filter")
     rate = data.get("rate_per_s", dlq_bulk.DEFAULT_RATE)
+    try:
+        dlq_bulk.rate_of(rate)
+    except InvalidInput as error:  # named as this body names it
+        raise InvalidInput(error.detail, "rate_per_s") from None
     if "ids" in data:
         ids = data["ids"]
         if not isinstance(ids, list) or not all(is_id(i) for i in ids):

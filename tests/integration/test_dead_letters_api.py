@@ -163,9 +163,10 @@ def test_replay_all_matching_starts_an_operation_whose_progress_is_readable(clie
 @pytest.mark.parametrize("payload, field", [
     ({}, "filter"), ({"filter": {}, "ids": [1]}, "filter"), ({"filter": "code=x"}, "filter"),
     ({"ids": ["1"]}, "ids"), ({"filter": {"status": "replayed"}}, "status"), ({"filter": {"code": 5}}, "code"),
-    ({"filter": {"code": "x"}, "rate_per_s": 5000}, "rate"), ({"filter": {"code": "x"}, "speed": 1}, "speed"),
+    ({"filter": {"code": "x"}, "rate_per_s": 5000}, "rate_per_s"), ({"filter": {"code": "x"}, "speed": 1}, "speed"),
     ({"filter": {}}, "filter"), ({"filter": {"status": "open", "code": ""}}, "filter"),
-    ({"filter": {}, "every": "yes"}, "every"),
+    ({"filter": {}, "every": "yes"}, "every"), ({"filter": {"q": "x" * 201}}, "q"),
+    ({"filter": {"code": "x" * 81}}, "code"),
 ])
 def test_bad_bulk_replays_are_refused_and_start_nothing(client, operator, payload, field):
     response = client.post("/api/dead-letters/replay", json=payload, headers=bearer(operator))

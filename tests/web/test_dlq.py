@@ -719,11 +719,13 @@ def test_the_api_takes_max_as_the_rate(client, auth, make_dead_letter):
 
     make_dead_letter("ledger locked")
     headers = bearer(auth.make_user("svc", "operator"))
-    response = client.post("/api/dead-letters/replay", json={"filter": {}, "rate_per_s": "max"}, headers=headers)
+    response = client.post("/api/dead-letters/replay", json={"filter": {}, "every": True, "rate_per_s": "max"},
+                           headers=headers)
     assert response.status_code == 202, response.get_data(as_text=True)
     assert (response.json["rate_per_s"], response.json["eta_s"]) == ("max", None)
-    refused = client.post("/api/dead-letters/replay", json={"filter": {}, "rate_per_s": "fast"}, headers=headers)
-    assert refused.status_code == 422 and "'max'" in refused.json["detail"]
+    refused = client.post("/api/dead-letters/replay", json={"filter": {}, "every": True, "rate_per_s": "fast"},
+                          headers=headers)
+    assert refused.status_code == 422 and "'max'" in refused.json["detail"] and refused.json["field"] == "rate_per_s"
 
 
 @pytest.mark.parametrize(("field", "value", "said"), [

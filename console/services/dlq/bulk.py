@@ -79,7 +79,8 @@ class Progress:
         return round(max(0, self.total - self.processed) / self.rate) if self.rate else None
 
 
-def _rate(rate) -> float:
+def rate_of(rate) -> float:
+    """Return a bulk replay's rate in runs per second (0: as fast as it safely can), or an InvalidInput."""
     if rate == FASTEST:
         return 0.0
     try:
@@ -141,7 +142,7 @@ def start_replay(actor: Actor, tenant_id: int | None, *, ids: list[int] | None =
     `rate` "max" replays as fast as it safely can: one transaction per chunk of FAST_CHUNK letters, no pause between
     them; the workers still run the replayed attempts within each policy's concurrency and queue limits.
     """
-    rate = _rate(rate)
+    rate = rate_of(rate)
     now = clock()
     if ids is not None:
         ids = sorted(set(ids))

@@ -23,6 +23,7 @@ AGES = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta(da
 # time.
 SEARCH_WINDOW = 10_000
 MAX_QUERY_CHARS = 200
+MAX_CODE_CHARS, MAX_TENANT_CHARS = 80, 64
 FINGERPRINT = re.compile(r"[0-9a-f]{1,32}")
 MOMENT = "%Y-%m-%dT%H:%M"
 UNTASKED = "untasked:"
@@ -57,8 +58,8 @@ class Filters:
             return str(args.get(name) or "").strip()[:limit]
 
         status = text("status")
-        filters = cls(q=text("q", MAX_QUERY_CHARS), task=text("task"), tenant=text("tenant", 64),
-                      age=text("age") if text("age") in AGES else "", code=text("code", 80),
+        filters = cls(q=text("q", MAX_QUERY_CHARS), task=text("task"), tenant=text("tenant", MAX_TENANT_CHARS),
+                      age=text("age") if text("age") in AGES else "", code=text("code", MAX_CODE_CHARS),
                       status=status if status in (*STATUSES, ANY) else "open",
                       group=text("group", 32) if FINGERPRINT.fullmatch(text("group", 32)) else "",
                       since=moment(text("since", 40)), until=moment(text("until", 40)),
@@ -141,6 +142,9 @@ def check(args: Mapping) -> None:
         raise InvalidInput(f"age must be one of {', '.join(AGES)} (older than)", "age")
     if not FINGERPRINT.fullmatch(texts.get("group", "0")):
         raise InvalidInput("group is an error fingerprint: up to 32 hex digits", "group")
+    for key, limit in (("q", MAX_QUERY_CHARS), ("code", MAX_CODE_CHARS), ("tenant", MAX_TENANT_CHARS)):
+        if len(texts.get(key, "")) > limit:  # cut short, it would match more than was asked
+            raise InvalidInput(f"{key} is at most {limit} characters", key)
 
 
 def refused(args: Mapping) -> list[str]:
