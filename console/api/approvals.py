@@ -2,7 +2,7 @@
 
 from flask import Blueprint, jsonify, request
 
-from console.api.common import body, no_unknown, whole_arg
+from console.api.common import body, cursor_arg, no_unknown, whole_arg
 from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import utcnow
 from console.services.people.permissions import APPROVE, ROLL_BACK, VIEW
@@ -16,7 +16,7 @@ MAX_LIMIT = 200
 @requires(VIEW)
 def list_approvals():
     limit = whole_arg("limit", approvals.PAGE_SIZE, 1, MAX_LIMIT)
-    before = whole_arg("before", None, 1, 2**62)
+    before = cursor_arg("before")
     status = request.args.get("status") or None
     found = approvals.rows(status=None if status == "all" else status, tenant_id=tenant_scope(), before=before,
                            limit=limit + 1)  # "all", as the CLI and the console say it: every status

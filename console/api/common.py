@@ -4,6 +4,7 @@ from flask import current_app, request
 from werkzeug.exceptions import BadRequest as HTTPBadRequest
 
 from console.auth import tenant_scope
+from console.domain.ids import MAX_ID
 from console.extensions import db
 from console.models import Tenant
 from console.services.errors import Forbidden, InvalidInput, ServiceError
@@ -65,6 +66,12 @@ def whole_arg(name: str, default: int | None, low: int, high: int) -> int | None
     if not is_digits(raw) or not low <= int(raw) <= high:
         raise InvalidInput(f"{name} must be a whole number from {low:,} to {high:,}", name)
     return int(raw)
+
+
+def cursor_arg(name: str) -> int | None:
+    """Return a keyset cursor (`before`: ids below it); one past every id a row can have bounds nothing."""
+    value = whole_arg(name, None, 1, 2**63 - 1)
+    return value if value is None or value <= MAX_ID else None
 
 
 def acting_tenant(name) -> Tenant:

@@ -5,8 +5,9 @@ from datetime import UTC, datetime
 from flask import Blueprint, jsonify, request
 
 from console.api import serialize
-from console.api.common import acting_tenant, whole_arg
+from console.api.common import acting_tenant, cursor_arg, whole_arg
 from console.auth import requires, tenant_scope
+from console.domain.ids import MAX_ID
 from console.domain.statuses import RunStatus
 from console.services.engine import handler_kinds
 from console.services.errors import InvalidInput
@@ -54,7 +55,7 @@ def _filters() -> run_query.RunFilters:
         raise InvalidInput("until must be after since", "until")
     return run_query.RunFilters(
         tenant_id=acting_tenant(args["tenant"]).id if args.get("tenant") else None,
-        task_id=whole_arg("task", None, 1, 2**62), statuses=statuses, created_from=since, created_to=until,
+        task_id=whole_arg("task", None, 1, MAX_ID), statuses=statuses, created_from=since, created_to=until,
         error_code=code, handler="{}:{}".format(*handler_kinds.parse(handler)) if handler else "")
 
 
@@ -63,6 +64,6 @@ def _filters() -> run_query.RunFilters:
 def list_runs():
     """Runs newest first: pass `next_before` as `before` for the next page."""
     filters = _filters()
-    found = run_query.page(filters, scope=tenant_scope(), before=whole_arg("before", None, 1, 2**62),
+    found = run_query.page(filters, scope=tenant_scope(), before=cursor_arg("before"),
                            limit=whole_arg("limit", 50, 1, MAX_LIMIT))
     return jsonify(runs=[serialize.run_summary(run) for run in found.runs], next_before=found.next_before)

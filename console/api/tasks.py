@@ -3,7 +3,7 @@
 from flask import Blueprint, jsonify, request, url_for
 
 from console.api import serialize
-from console.api.common import acting_tenant, body, no_unknown, whole_arg
+from console.api.common import acting_tenant, body, cursor_arg, no_unknown, whole_arg
 from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import utcnow
 from console.services import inputs
@@ -99,7 +99,7 @@ def list_tasks():
     limit = whole_arg("limit", 50, 1, 200)
     rows, next_before = task_query.page(scope=scope, tenant=tenant,
                                         handler="{}:{}".format(*handler_kinds.parse(handler)) if handler else "",
-                                        status=status, text=name, before=whole_arg("before", None, 1, 2**62),
+                                        status=status, text=name, before=cursor_arg("before"),
                                         now=utcnow(), limit=limit)
     return jsonify(tasks=[{**serialize.task(row.task, [row.next_firing] if row.next_firing else []),
                            "last_run": serialize.last_run(row.last_run)} for row in rows],

@@ -3,8 +3,9 @@
 from flask import Blueprint, jsonify, request
 
 from console.api import serialize
-from console.api.common import acting_tenant, body, no_unknown, whole_arg
+from console.api.common import acting_tenant, body, cursor_arg, no_unknown, whole_arg
 from console.auth import current_actor, requires, tenant_scope
+from console.domain.ids import MAX_ID
 from console.services.errors import InvalidInput
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.workorders import changes
@@ -26,10 +27,10 @@ def list_work_orders():
     status = args.get("status") or "active"
     if status not in workorders.FILTERS:
         raise InvalidInput(f"status is one of {', '.join(workorders.FILTERS)}", "status")
-    found = workorders.page(status, tenant_scope(), whole_arg("before", None, 1, 2**62),
+    found = workorders.page(status, tenant_scope(), cursor_arg("before"),
                             limit=whole_arg("limit", 50, 1, MAX_LIMIT),
                             of_tenant=acting_tenant(args["tenant"]).id if args.get("tenant") else None,
-                            task_id=whole_arg("task", None, 1, 2**62))
+                            task_id=whole_arg("task", None, 1, MAX_ID))
     return jsonify(work_orders=[serialize.work_order(row) for row in found.rows], next_before=found.next_before)
 
 

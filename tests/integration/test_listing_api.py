@@ -71,6 +71,7 @@ def test_runs_list_reads_times_to_the_second(client, operator, runs, clock):
     ("before=-1", "before"), ("task=abc", "task"), ("since=yesterday", "since"), ("until=0001-01-01T00:00", "until"),
     ("since=2026-01-02T00:00&until=2026-01-01T00:00", "until"), ("colour=red", "colour"), ("tenant=nope", "tenant"),
     ("code=" + "x" * 81, "code"), ("task=1&handler=demo.noop", "handler"), ("handler=nope:x", "handler"),
+    ("task=4318647903", "task"),
 ])
 def test_runs_list_refuses_what_it_cannot_read_naming_the_parameter(client, operator, query, field):
     response = client.get(f"/api/runs?{query}", headers=bearer(operator))
@@ -156,3 +157,13 @@ def test_a_work_order_of_another_tenant_is_not_found_and_a_viewer_may_not_change
     api_checks.refused(client.get("/api/work-orders?status=done", headers=viewer), 422, "invalid", "status")
     db.session.expire_all()
     assert db.session.get(WorkOrder, order_id).status == "open"
+
+
+def test_ids_past_any_row_are_a_422_as_a_filter_and_no_bound_as_a_cursor(client, operator, runs, clock):
+    dead_run(runs, clock)
+    headers = bearer(operator)
+    for path in ("/api/runs", "/api/work-orders", "/internal/tasks", "/api/approvals"):
+        assert client.get(f"{path}?before=4318647903", headers=headers).status_code == 200, path
+    for path in ("/api/runs", "/api/work-orders"):
+        api_checks.refused(client.get(f"{path}?task=4318647903", headers=headers), 422, "invalid", "task")
+    assert len(client.get("/api/runs?before=4318647903", headers=headers).json["runs"]) == 1
