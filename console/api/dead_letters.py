@@ -133,11 +133,11 @@ def get_operation(op_id: str):
 @requires(OPERATE)
 def fix_dead_letter(letter_id: int):
     data = body()
-    no_unknown(data, {"params", "reason"})
+    no_unknown(data, {"params", "reason", "merge"})
     if "params" not in data:
         raise InvalidInput("give the params the run should be replayed with", "params")
     approval = params_fix.request_fix(letter_id, data["params"], data.get("reason"), current_actor(),
-                                      tenant_id=tenant_scope())
+                                      tenant_id=tenant_scope(), merge=data.get("merge", False))
     # Once approved the fix replays the run: a saga step's answer says what that does to its workflow, as a replay's.
     return jsonify(approval_id=approval.id, status=approval.status, expires_at=serialize.iso(approval.expires_at),
                    workflow=_workflow_step(db.session.get(Run, approval.payload["run_id"]))), 202, {

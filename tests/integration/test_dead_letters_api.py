@@ -234,6 +234,22 @@ def test_a_fix_is_filed_for_approval_and_changes_nothing_yet(client, operator, d
     assert not_object.status_code == 422 and not_object.get_json()["field"] == "params"
 
 
+def test_a_fix_with_merge_changes_only_the_keys_sent_and_the_approver_reads_the_whole_result(client, operator,
+                                                                                               dead):
+    letter = dead()
+    headers = bearer(operator)
+    before = dict(letter.run.params)
+    bad = client.post(f"/api/dead-letters/{letter.id}/fix", json={"params": {"fail_times": 0}, "reason": "x",
+                                                                  "merge": "yes"}, headers=headers)
+    api_checks.refused(bad, 422, "invalid", "merge")
+    filed = client.post(f"/api/dead-letters/{letter.id}/fix", json={"params": {"fail_times": 0}, "merge": True,
+                                                                    "reason": "account reopened"}, headers=headers)
+    assert filed.status_code == 202, filed.get_json()
+    approval = db.session.get(Approval, filed.get_json()["approval_id"])
+    assert approval.after == {"params": {**before, "fail_times": 0}} and approval.before == {"params": before}
+    assert filed.headers["Location"] == f"/api/approvals/{approval.id}"
+
+
 def test_a_viewer_reads_but_cannot_replay_or_fix(client, dead):
     viewer, _ = users.create("vic", "viewer", "correct-horse-battery", Actor("test"))
     letter = dead()

@@ -36,14 +36,19 @@ def _checked(params) -> dict:
     return params
 
 
-def request_fix(letter_id: int, params, reason, actor: Actor, *, tenant_id: int | None = None,
+def request_fix(letter_id: int, params, reason, actor: Actor, *, tenant_id: int | None = None, merge=False,
                 clock: Clock = SYSTEM_CLOCK) -> Approval:
-    """Ask for a dead letter's run to be replayed with new params; a second person approves it."""
+    """Ask for a dead letter's run to be replayed with new params (all of them, or with merge the keys to change
+    over the run's); a second person approves it."""
     letter = _letter(letter_id, tenant_id)
+    if not isinstance(merge, bool):
+        raise InvalidInput("merge is true or false", "merge")
     params = _checked(params)
     if letter.status != "open":
         raise Conflict(f"dead letter {letter.id} is already {letter.status}", "status")
     run = letter.run
+    if merge:
+        params = _checked({**(run.params or {}), **params})  # what the approver reads is the whole result
     if params == run.params:
         raise InvalidInput("these are the params the run already has; change at least one", "params")
     locks.hold(fix_lock(letter.id))  # against the runbook's path filing one at the same moment (any_fix_waiting)
