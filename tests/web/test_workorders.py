@@ -53,9 +53,9 @@ def post(client, auth, path: str, data: dict | None = None, headers: dict | None
 
 
 def test_list_shows_each_work_order_with_its_count_external_id_and_delivery(app, client, auth, runs, clock):
-    with Receiver() as tickets:
+    with Receiver() as tickets, Receiver() as slack:
         tickets.always(201, {"id": "OPS-77"})
-        app.config.update(WORKORDER_URL=tickets.url)
+        app.config.update(WORKORDER_URL=tickets.url, SLACK_WEBHOOK_URL=slack.url + "/hook")
         first = dead(runs, clock, message="account 1000 is closed")
         dead(runs, clock, message="account 2000 is closed")  # the same error group
         other = dead(runs, clock, code="bad_iban", message="IBAN checksum failed")
@@ -72,6 +72,7 @@ def test_list_shows_each_work_order_with_its_count_external_id_and_delivery(app,
     counters = re.search(r'<div class="grid counters wo-counters">(.*?)</nav>', html, re.S).group(1)
     assert re.search(r'Open</div><div class="value">2<', counters)
     assert "0 of 2 closed" in counters and "Alert latency" in counters
+    assert re.search(r"median \(p50\) · p95 [\d.]+ s · 2 alerts", counters), counters  # which figure is which
 
 
 def test_the_list_refreshes_as_a_fragment_with_its_empty_state(client, auth):
