@@ -1,5 +1,7 @@
 """The `rebound` console script (also `flask --app app ...`): build the app, whose commands console/commands adds."""
 
+import os
+import sys
 from importlib.metadata import version
 
 import click
@@ -20,9 +22,30 @@ def _schema_missing(error: DBAPIError) -> bool:
     return "no such table" in str(error.orig) or getattr(error.orig, "sqlstate", None) == "42P01"
 
 
+# The processes that run until stopped log their INFO lines (what an operator follows); a one-shot command prints
+# its answer, and its INFO lines (JSON when piped) would only bury it: it logs warnings and worse unless told.
+SERVING = frozenset({"up", "web", "worker", "scheduler"})
+
+
+def _command(argv: list[str]) -> str | None:
+    """Return the command named on the line, past the group's own options (--env-file and --app take a value)."""
+    words = iter(argv[1:])
+    for word in words:
+        if word in ("-e", "--env-file", "-A", "--app"):
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+def _level(argv: list[str]) -> str | None:
+    """Return the log level a command gets when REBOUND_LOG_LEVEL does not say (None: the configured default)."""
+    return None if _command(argv) in SERVING or os.environ.get("REBOUND_LOG_LEVEL") else "WARNING"
+
+
 def main() -> None:
     """Entry point of the `rebound` console script."""
-    configure_logging()
+    configure_logging(_level(sys.argv))
     # Not Flask's `run` (a development server), `shell` and `routes`, nor its --version (Flask's, not Rebound's).
     group = FlaskGroup(create_app=_create_app, help="Rebound: ops console for background tasks that fail.",
                        add_default_commands=False, add_version_option=False)

@@ -152,3 +152,15 @@ def test_a_worker_logs_at_the_configured_level_rq_included(runs, workers, tmp_pa
     # RQ's own loggers used to be set to INFO by its work loop: two lines per job, whatever the setting said.
     levels = {json.loads(line)["level"] for line in (tmp_path / "worker-0.log").read_text().splitlines() if line}
     assert levels <= {"WARNING", "ERROR", "CRITICAL"}
+
+
+def test_a_one_shot_command_logs_warnings_only_and_a_serving_process_its_info_lines(monkeypatch):
+    from console.cli import _level
+
+    monkeypatch.delenv("REBOUND_LOG_LEVEL", raising=False)
+    assert _level(["rebound", "audit", "verify"]) == "WARNING"  # its answer is not buried in INFO lines
+    assert _level(["rebound", "--env-file", ".env", "create-user", "bob"]) == "WARNING"
+    assert [_level(["rebound", name]) for name in ("up", "web", "worker", "scheduler")] == [None] * 4
+    assert _level(["rebound", "-e", ".env", "worker", "--processes", "2"]) is None
+    monkeypatch.setenv("REBOUND_LOG_LEVEL", "INFO")  # asked for: it is what it says
+    assert _level(["rebound", "audit", "verify"]) is None
