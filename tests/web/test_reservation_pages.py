@@ -154,6 +154,19 @@ def test_a_refused_reservation_says_why_in_the_form_and_writes_nothing(client, a
     assert 'value="month-end close"' in refused.get_data(as_text=True) or "reason" in fields  # what was typed stays
 
 
+def test_an_empty_reservation_form_marks_every_field_it_lacks_at_once(client, auth):
+    make_tenant("acme")
+    auth.as_role("admin")
+    data = {**_form(auth), "reserve-running_slots": "", "reserve-starts_at": "", "reserve-ends_at": "",
+            "reserve-reason": ""}
+    refused = client.post("/admin/tenants/reservations/new", data=data)
+    assert refused.status_code == 422
+    assert _form_errors(refused) == ["give the running slots to hold, e.g. 5", "give the start, e.g. 2026-12-31 18:00",
+                                     "give the end, e.g. 2027-01-02 06:00",
+                                     "give a reason: who needs the capacity, for what"]
+    assert _stored() == []
+
+
 def test_a_scoped_admin_reserves_only_for_its_own_tenant_within_its_quotas(client, auth):
     acme = make_tenant("acme")
     make_tenant("globex")

@@ -101,12 +101,14 @@ class ReserveForm(FlaskForm):
 
     # Counts are text, as in the quota forms: the service checks them and says what to send.
     tenant = SelectField("Tenant", choices=[], validate_choice=False)
-    running_slots = StringField("Running slots")
+    # Required here too, so an empty form marks every field it lacks at once, not its times first.
+    running_slots = StringField("Running slots", validators=[InputRequired("give the running slots to hold, e.g. 5")])
     queued_runs = StringField("Queued runs", default="0")
     # UTC, typed as the page writes times, like every time input in the console (see IsoTimeField).
     starts_at = IsoTimeField("Starts (UTC)", validators=[InputRequired("give the start, e.g. 2026-12-31 18:00")])
     ends_at = IsoTimeField("Ends (UTC)", validators=[InputRequired("give the end, e.g. 2027-01-02 06:00")])
-    reason = StringField("Reason", validators=[Length(max=255)])
+    reason = StringField("Reason", validators=[InputRequired("give a reason: who needs the capacity, for what"),
+                                               Length(max=255)])
 
     def attach(self, error) -> None:
         """Show a service refusal as the form's message, across its width."""
