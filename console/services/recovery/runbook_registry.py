@@ -1,4 +1,4 @@
-"""Runbooks by name: each module in REBOUND_RUNBOOK_MODULES lists its runbooks in `RUNBOOKS`; read on first use."""
+"""Runbooks by name: each module in REBOUND_RUNBOOK_MODULES lists its runbooks in `RUNBOOKS`; read at the start."""
 
 import importlib
 from collections.abc import Callable
@@ -47,11 +47,14 @@ class Runbook:
 
 
 def init_app(app) -> None:
-    """Take the modules that list runbooks from the app's config; they are read on first use."""
+    """Read the runbooks of the modules the app's config names, now: a broken runbook module stops the start with
+    its error (read on first use, it was a 500 on every runbook page later, and code deployed under a running
+    process met the older code that process had loaded)."""
     global _modules, _loaded
     modules = tuple(app.config["RUNBOOK_MODULES"])
     if modules != _modules:
         _modules, _loaded = modules, False
+    _load()
 
 
 def _load() -> None:
