@@ -62,8 +62,9 @@ def trigger(task_id: int):
     data = body() if request.content_length else {}  # no body (whatever its Content-Type): as the window allows
     no_unknown(data, {"outside_window"})
     outcome = on_demand.run_now(task, current_actor(), outside_window=data.get("outside_window", False))
+    where = {"Location": url_for("worker_api.get_task", run_id=outcome.run_id)} if outcome.run_id else {}
     return jsonify(task_id=outcome.task_id, run_id=outcome.run_id, status=outcome.status,
-                   reason=outcome.reason), 202
+                   reason=outcome.reason), 202, where
 
 
 @bp.delete("/internal/tasks/<int:task_id>")

@@ -75,13 +75,15 @@ def create_token_command(username, tenant, name):
 @click.argument("prefix")
 @with_appcontext
 def revoke_token_command(prefix):
-    """Revoke the token whose prefix is PREFIX (rb_ and 7 characters: Admin → API tokens, or GET /api/me)."""
+    """Revoke the token whose prefix is PREFIX (rb_ and 7 characters: Admin → API tokens, or GET /api/me); the whole
+    token works too, and is never printed back."""
     from console.services.actor import Actor
     from console.services.people import tokens
 
+    prefix = prefix.strip()[:tokens.PREFIX_CHARS]  # a whole token pasted: its prefix, and nothing of its secret
     found = tokens.by_prefix(prefix)
     if not found:
-        raise click.ClickException(f"no token has the prefix {prefix[:40]!r}; Admin → API tokens lists them")
+        raise click.ClickException(f"no token has the prefix {prefix!r}; Admin → API tokens lists them")
     if len(found) > 1:  # 7 random characters: two alike are all but impossible, and then neither is guessed
         raise click.ClickException(f"{len(found)} tokens have the prefix {prefix!r}; revoke them in Admin → API tokens")
     token = found[0]

@@ -85,6 +85,9 @@ def recovery_runbook_command(name, pairs, dry_run, reason, username, tenant, lis
         final = runbooks.get(execution.id)
         if final.status == "failed":
             raise click.ClickException(final.error)
+        if final.status == "cancelled":  # its preview found nothing to change: the request closed itself
+            click.echo(f"Nothing to approve: {final.error}.")
+            return
         click.echo(f"Approval request #{execution.approval_id} is filed; once another person approves it, a worker "
                    "runs it for real.")
         return

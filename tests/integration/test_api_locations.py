@@ -14,6 +14,8 @@ def test_what_a_request_creates_or_starts_says_where_to_read_it(client, auth, cl
     assert client.get(submitted.headers["Location"], headers=headers).json["id"] == submitted.json["id"]
     task = client.post("/internal/tasks/register", json={"name": "nightly", "handler": "demo.noop"}, headers=headers)
     assert task.status_code == 201 and task.headers["Location"] == f"/internal/tasks/{task.json['id']}"
+    fired = client.post(f"/internal/tasks/{task.json['id']}/trigger", headers=headers)
+    assert fired.status_code == 202 and fired.headers["Location"] == f"/worker/tasks/{fired.json['run_id']}"
     run_id = Runs().submit("demo.flaky", BROKEN, policy=LENIENT)
     assert execute(run_id, 0, clock=clock) == "dead"
     replay = client.post("/api/dead-letters/replay", json={"filter": {"code": "bad_account"}}, headers=headers)

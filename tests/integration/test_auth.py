@@ -143,6 +143,10 @@ def test_a_token_is_revoked_from_the_cli_by_the_prefix_people_see_and_audited(ap
     assert again.exit_code == 0 and "was already revoked" in again.output
     unknown = runner.invoke(args=["revoke-token", "rb_nothing"])
     assert unknown.exit_code == 1 and "no token has the prefix 'rb_nothing'" in unknown.output
+    # The whole token pasted works, and its secret is never printed back.
+    _, other = tokens.issue(user, Actor("test"), name="deploy")
+    whole = runner.invoke(args=["revoke-token", other])
+    assert whole.exit_code == 0 and other[10:] not in whole.output and f"Revoked {other[:10]}…" in whole.output
 
 
 def test_passwords_are_stored_with_a_kdf(auth):

@@ -4,7 +4,9 @@ from sqlalchemy import select
 
 from console.extensions import db
 from console.models import Approval, Run, RunbookExecution
+from console.services.engine.execute import execute
 from console.services.recovery import runbooks
+from tests.factories import Runs
 
 
 def cli(app, *args):
@@ -70,6 +72,16 @@ def test_a_real_run_that_needs_approval_files_the_request_and_prints_the_preview
     letter, order = (row.object_id for row in runbooks.changes(execution.id, planned=True)[0][1:])
     assert approval.after == {f"run #{run_id} status": "resolved", f"dead_letter #{letter} status": "resolved",
                               f"work_order #{order} status": "closed"}
+
+
+def test_a_real_run_whose_preview_finds_nothing_says_so_and_files_nothing_to_approve(app, staff, clock):  # noqa: F811
+    run_id = Runs().submit("demo.noop", {})
+    assert execute(run_id, 0, clock=clock) == "succeeded"
+    result = cli(app, "resolve_runs", "--param", f"runs={run_id}", "--param", "note=paid", "--reason", "tidy",
+                 "--as", "olga")
+    assert result.exit_code == 0, result.output
+    assert "Nothing to approve: its dry-run found nothing to change" in result.output
+    assert "is filed; once another person approves it" not in result.output
 
 
 def test_as_a_viewer_is_refused(app, staff):  # noqa: F811

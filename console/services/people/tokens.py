@@ -17,6 +17,7 @@ from console.services.errors import Conflict, InvalidInput, NotFound
 from console.services.people import users
 
 PREFIX = "rb_"
+PREFIX_CHARS = 10  # what is kept in clear and shown: "rb_" and 7 characters of the secret
 # The token, its user and the tenant it is limited to (if any), in one read.
 _BY_HASH = (select(ApiToken, User, Tenant).join(User, User.id == ApiToken.user_id)
             .outerjoin(Tenant, Tenant.id == ApiToken.tenant_id).where(ApiToken.token_hash == bindparam("token_hash")))
@@ -40,7 +41,7 @@ def issue(user: User, actor: Actor, *, name: str = "", tenant: Tenant | None = N
     if user.tenant_id and tenant and tenant.id != user.tenant_id:
         raise InvalidInput(f"{user.username} may only act for tenant {user.tenant.name}", "tenant")
     plaintext = PREFIX + secrets.token_urlsafe(32)
-    token = ApiToken(user=user, name=name[:80], token_hash=_hash(plaintext), prefix=plaintext[:10],
+    token = ApiToken(user=user, name=name[:80], token_hash=_hash(plaintext), prefix=plaintext[:PREFIX_CHARS],
                      tenant=tenant or user.tenant, issue_key=issue_key)
     db.session.add(token)
     try:
@@ -109,7 +110,7 @@ def authenticate(plaintext: str, clock: Clock = SYSTEM_CLOCK) -> ApiToken | None
 
 def by_prefix(prefix: str) -> list[ApiToken]:
     """Return the tokens whose shown prefix (rb_ and 7 characters, as the admin page and /api/me show it) is this."""
-    return db.session.execute(select(ApiToken).where(ApiToken.prefix == prefix.strip()[:16])
+    return db.session.execute(select(ApiToken).where(ApiToken.prefix == prefix.strip()[:PREFIX_CHARS])
                               .order_by(ApiToken.id)).scalars().all()
 
 

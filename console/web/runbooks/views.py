@@ -87,7 +87,8 @@ def _unsaved(form) -> str:
 def _started(execution) -> str:
     if execution.status == "awaiting_approval":
         return (f"Asked for approval (request #{execution.approval_id}): a worker dry-runs it now so the approver "
-                "sees what it would change; it runs once another person approves.")
+                "sees what it would change, and it runs once another person approves; if the dry-run finds nothing "
+                "to change, the request closes itself, as this page then says.")
     what = "a dry-run" if execution.dry_run else "for real"
     return (f"Started execution #{execution.id} of {execution.runbook} ({what}): a worker runs it, and this page "
             "follows it.")
