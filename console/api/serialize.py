@@ -116,7 +116,7 @@ def workflow(detail) -> dict:
     return {
         "id": entry.id, "name": entry.name, "tenant": entry.tenant.name, "status": entry.status,
         "idempotency_key": entry.idempotency_key, "current_step": entry.current_step,
-        "failed_step": entry.failed_step, "note": entry.note, "created_by": entry.created_by,
+        "failed_step": entry.failed_step, "note": detail.note, "created_by": entry.created_by,
         "created_at": iso(entry.created_at), "updated_at": iso(entry.updated_at), "finished_at": iso(entry.finished_at),
         "steps": steps,
     }

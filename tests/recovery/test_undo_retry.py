@@ -15,6 +15,7 @@ from console.services.engine import compensation
 from console.services.errors import Conflict, NotFound
 from console.services.people import tenants
 from console.services.recovery import params_fix, undo_retry
+from console.services.recovery.workflows import query as workflow_query
 from console.services.workorders import changes as workorders
 from tests.factories import bearer, three_steps
 
@@ -59,6 +60,24 @@ def test_the_note_of_a_workflow_whose_failed_step_was_fixed_alone_since_says_so(
     undo_retry.retry(step.id, OLGA, clock=saga.clock)
     assert saga.get(stopped).note == (f"step 3 failed for good; its run #{failed.id} was replayed alone since and is "
                                       "succeeded now, which does not resume the workflow")
+
+
+def test_a_compensated_workflow_whose_failed_step_is_fixed_after_says_so_in_its_note(saga):
+    undone, _ = saga.two_failed()
+    saga.advance(undone)
+    saga.undo(undone, 1)
+    saga.advance(undone)
+    assert saga.status(undone) == "compensated"
+    failed = saga.run(undone, 3)
+    stored = saga.get(undone).note
+    (letter,) = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == failed.id)).scalars()
+    params_fix.restart_with(failed.id, letter.id, dict(failed.params), {**failed.params, "fail_times": 0}, OLGA,
+                            saga.clock(), message="fixed alone")
+    db.session.commit()
+    assert saga.execute(undone, 3) == "succeeded"
+    shown = workflow_query.detail(saga.get(undone)).note
+    assert shown == (f"{stored}; its run #{failed.id} was replayed alone since and is succeeded now, which does not "
+                     "resume the workflow")
 
 
 def test_a_retried_undo_that_works_lets_the_workflow_undo_the_steps_left_before_it(saga, stopped):

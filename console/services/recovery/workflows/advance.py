@@ -32,6 +32,7 @@ from console.services.actor import Actor
 from console.services.engine import compensation
 from console.services.engine import submit as engine_submit
 from console.services.errors import QueueFull, ServiceError
+from console.services.recovery.workflows import words
 from console.services.settings import setting
 
 log = logging.getLogger("rebound.workflows")
@@ -189,8 +190,7 @@ def failure_note(position: int, run: Run) -> str:
     error = f" ({run.error_code}: {(run.error_message or '')[:300]})" if run.error_code else ""
     if run.status in STEP_FAILED:
         return f"step {position} failed for good: run #{run.id} ended {run.status.replace('_', ' ')}{error}"
-    return (f"step {position} failed for good; its run #{run.id} was replayed alone since and is "
-            f"{run.status.replace('_', ' ')} now, which does not resume the workflow")
+    return f"step {position} failed for good; {words.replayed_alone(run)}"
 
 
 def _fail(workflow: Workflow, position: int, clock: Clock, note: str, run_statuses=None) -> str | None:

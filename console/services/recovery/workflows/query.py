@@ -6,10 +6,11 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import joinedload
 
-from console.domain.saga import Undo, WorkflowStatus
+from console.domain.saga import STEP_FAILED, Undo, WorkflowStatus
 from console.extensions import db
 from console.models import Run, RunEvent, Workflow, WorkflowStep
 from console.services.errors import InvalidInput, NotFound
+from console.services.recovery.workflows import words
 
 PAGE_SIZE = 50
 STATUSES = tuple(status.value for status in WorkflowStatus)
@@ -48,6 +49,16 @@ class WorkflowDetail:
     workflow: Workflow
     steps: list[StepView]
     trail: list[TrailEntry] = field(default_factory=list)
+
+    @property
+    def note(self) -> str | None:
+        """The workflow's note, and what became of its failed step's run since when a person replayed it alone
+        after the workflow ended (the note was written when it failed)."""
+        note, failed = self.workflow.note, self.workflow.failed_step
+        run = next((view.run for view in self.steps if view.step.position == failed), None) if failed else None
+        if not note or run is None or run.status in STEP_FAILED or f"run #{run.id} was replayed alone" in note:
+            return note
+        return f"{note}; {words.replayed_alone(run)}"
 
 
 def get(workflow_id: int, scope: int | None = None) -> Workflow:

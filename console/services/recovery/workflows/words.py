@@ -9,6 +9,12 @@ from console.domain.saga import compensate_consequence, replay_consequence, reso
 from console.models import Run, Workflow
 
 
+def replayed_alone(run: Run) -> str:
+    """Say what became of a failed step's run that a person replayed on its own since it failed."""
+    return (f"its run #{run.id} was replayed alone since and is {run.status.replace('_', ' ')} now, which does not "
+            "resume the workflow")
+
+
 def as_step(run: Run | None, consequence: Callable[[Workflow], str]) -> str:
     """Name the run as its workflow's step, then say what the action does to that workflow ('' outside one)."""
     workflow = run.workflow if run is not None and run.workflow_id else None
