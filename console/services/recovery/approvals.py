@@ -9,7 +9,7 @@ from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import Approval, Tenant, User
 from console.services import inputs
-from console.services.actor import Actor
+from console.services.actor import SYSTEM, Actor
 from console.services.audit import trail as audit
 from console.services.errors import Forbidden, InvalidInput, NotFound
 from console.services.settings import setting
@@ -127,6 +127,26 @@ def waiting_for(actor_id: int | None, tenant_id: int | None, now: datetime) -> i
     if tenant_id is not None:
         query = query.where(Approval.tenant_id == tenant_id)
     return db.session.execute(query).scalar_one()
+
+
+def supersede(approval_id: int, outcome: str, now: datetime, *conditions) -> bool:
+    """Close a pending request nobody needs to decide any more (what it would change was settled first), saying why,
+    audited as the system's, in the caller's transaction; tell whether this call closed it.
+
+    One guarded statement (with any further `conditions`): an approver deciding at the same moment wins or loses as
+    a whole, and nothing read before it can have changed under it.
+    """
+    closed = db.session.execute(update(Approval).where(Approval.id == approval_id, Approval.status == "pending",
+                                                       *conditions)
+                                .values(status="superseded", decided_at=now, outcome=outcome)
+                                .returning(Approval.tenant_id)).first()
+    if closed is None:
+        return False
+    tenant = db.session.get(Tenant, closed.tenant_id) if closed.tenant_id else None
+    audit.record(db.session, SYSTEM, "approval.supersede", "approval", approval_id, before={"status": "pending"},
+                 after={"status": "superseded"}, note=outcome, tenant=tenant.name if tenant else None,
+                 clock=lambda: now)
+    return True
 
 
 def expire_due(clock: Clock = SYSTEM_CLOCK) -> int:

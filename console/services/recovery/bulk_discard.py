@@ -3,15 +3,14 @@
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import exists, select, true, update
+from sqlalchemy import exists, select, true
 from sqlalchemy.orm import joinedload
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.words import plural
 from console.extensions import db
 from console.models import Approval, DeadLetter, Tenant
-from console.services.actor import SYSTEM, Actor
-from console.services.audit import trail as audit
+from console.services.actor import Actor
 from console.services.dlq import discards
 from console.services.dlq import groups as dlq
 from console.services.errors import Conflict
@@ -96,17 +95,9 @@ def supersede_settled(clock: Clock = SYSTEM_CLOCK) -> list[int]:
         ids = (approval.payload or {}).get("ids") or []
         outcome = (f"none of its {len(ids)} dead letters is open any more (replayed, discarded or resolved since), "
                    "before anyone decided: there is nothing left to discard")
-        # One guarded statement: an approver deciding at the same moment, or a letter opened again (a rollback)
-        # since, wins; nothing is read first that could change before the write.
+        # A letter opened again (a rollback) since wins, as an approver deciding at the same moment does.
         still_open = exists().where(DeadLetter.id.in_(ids), DeadLetter.status == "open")
-        if db.session.execute(update(Approval).where(Approval.id == approval.id, Approval.status == "pending",
-                                                     ~still_open)
-                              .values(status="superseded", decided_at=now, outcome=outcome)
-                              .execution_options(synchronize_session=False)).rowcount:
-            audit.record(db.session, SYSTEM, "approval.supersede", "approval", approval.id,
-                         before={"status": "pending"}, after={"status": "superseded"}, note=outcome,
-                         tenant=db.session.get(Tenant, approval.tenant_id).name if approval.tenant_id else None,
-                         clock=lambda: now)
+        if approvals.supersede(approval.id, outcome, now, ~still_open):
             closed.append(approval.id)
         db.session.commit()
     return closed

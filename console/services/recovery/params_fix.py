@@ -8,9 +8,8 @@ from sqlalchemy.exc import IntegrityError
 from console.db import locks
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
-from console.models import Approval, DeadLetter, Run, RunbookExecution, Tenant
+from console.models import Approval, DeadLetter, Run, RunbookExecution
 from console.services.actor import SYSTEM, Actor
-from console.services.audit import trail as audit
 from console.services.engine import replays, transitions, waiting_fixes
 from console.services.errors import Conflict, InvalidInput, NotFound
 from console.services.inputs import params_too_large
@@ -179,16 +178,8 @@ def supersede_settled(clock: Clock = SYSTEM_CLOCK) -> list[int]:
         if said is None:
             continue
         outcome = waiting_fixes.nothing_left(letter_id, said)
-        # Guarded like a decision's claim: an approver deciding at the same moment wins or loses as a whole.
-        if db.session.execute(update(Approval).where(Approval.id == approval_id, Approval.status == "pending")
-                              .values(status="superseded", decided_at=now, outcome=outcome)
-                              .execution_options(synchronize_session=False)).rowcount:
+        if approvals.supersede(approval_id, outcome, now):
             runbook_reconcile.cancel_refused(execution_id, approval_id, "superseded", outcome, now)
-            tenant = db.session.execute(select(Tenant.name).join(Approval, Approval.tenant_id == Tenant.id)
-                                        .where(Approval.id == approval_id)).scalar()
-            audit.record(db.session, SYSTEM, "approval.supersede", "approval", approval_id,
-                         before={"status": "pending"}, after={"status": "superseded"}, note=outcome, tenant=tenant,
-                         clock=lambda: now)
             closed.append(approval_id)
         db.session.commit()
     return closed

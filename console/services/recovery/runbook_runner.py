@@ -16,10 +16,9 @@ from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.runbooks import ParamErrors, parse
 from console.extensions import db
 from console.models import Approval, RunbookChange, RunbookExecution, User
-from console.services.actor import SYSTEM, Actor
-from console.services.audit import trail as audit
+from console.services.actor import Actor
 from console.services.errors import ServiceError
-from console.services.recovery import runbook_registry
+from console.services.recovery import approvals, runbook_registry
 from console.services.recovery.runbook_context import RunbookContext
 from console.services.recovery.runbook_live import Beat, read_only
 from console.services.settings import setting
@@ -174,21 +173,15 @@ def _count(number: int) -> str:
 def _nothing_to_approve(execution_id: int, ctx: RunbookContext, now) -> str:
     """Close a request whose preview found nothing to change (approved, it would do nothing): no approver's time is
     asked for it. Returns the execution's status."""
-    execution = db.session.get(EX, execution_id)
+    approval_id = db.session.execute(select(EX.approval_id).where(EX.id == execution_id)).scalar_one()
     outcome = ("its dry-run found nothing to change, so there was nothing to approve; ask again if that changes "
                "(the dry-run's log says what it looked at)")
-    if not db.session.execute(update(Approval).where(Approval.id == execution.approval_id,
-                                                     Approval.status == "pending")
-                              .values(status="superseded", decided_at=now, outcome=outcome)
-                              .execution_options(synchronize_session=False)).rowcount:
+    if not approvals.supersede(approval_id, outcome, now):
         return "awaiting_approval"  # decided meanwhile: the decision stands
-    ctx.log(f"Nothing to change: request #{execution.approval_id} closed without asking an approver.")
+    ctx.log(f"Nothing to change: request #{approval_id} closed without asking an approver.")
     db.session.execute(update(EX).where(EX.id == execution_id, EX.status == "awaiting_approval").values(
         status="cancelled", error=outcome, finished_at=now, log="\n".join(ctx.lines))
         .execution_options(synchronize_session=False))
-    audit.record(db.session, SYSTEM, "approval.supersede", "approval", execution.approval_id,
-                 before={"status": "pending"}, after={"status": "superseded"}, note=outcome,
-                 tenant=execution.tenant.name if execution.tenant_id else None, clock=lambda: now)
     return "cancelled"
 
 
