@@ -303,10 +303,10 @@ def key_required(source: str) -> bool:
     return source == "api" and setting("WORKER_CONFIG").idempotency_required
 
 
-def check_key_shape(idempotency_key) -> None:
-    """Refuse an idempotency key no row could hold: not a string of 1-MAX_KEY characters, or one with a NUL."""
-    if idempotency_key is not None and not (isinstance(idempotency_key, str) and 0 < len(idempotency_key) <= MAX_KEY):
-        raise InvalidInput(f"idempotency_key must be a string of 1-{MAX_KEY} characters", "idempotency_key")
+def check_key_shape(idempotency_key, limit: int = MAX_KEY) -> None:
+    """Refuse an idempotency key no row could hold: not a string of 1-limit characters, or one with a NUL."""
+    if idempotency_key is not None and not (isinstance(idempotency_key, str) and 0 < len(idempotency_key) <= limit):
+        raise InvalidInput(f"idempotency_key must be a string of 1-{limit} characters", "idempotency_key")
     if idempotency_key is not None and "\x00" in idempotency_key:  # PostgreSQL refuses it in a string (a 500)
         raise InvalidInput("idempotency_key must not contain a NUL character (\\u0000)", "idempotency_key")
 

@@ -7,23 +7,13 @@ from console.extensions import db
 from console.models import Run, Task, Tenant
 from console.services.actor import Actor
 from console.services.audit import trail as audit
-from console.services.engine.submit import MAX_KEY
+from console.services.engine.submit import MAX_KEY, check_key_shape
 from console.services.errors import InvalidInput
 from console.services.inputs import params_too_large
 from console.services.scheduling import planner
 
 # A run's key holds "event:<task id>:" before the sender's key, within the column's 200 characters.
 MAX_EVENT_KEY = MAX_KEY - len("event:2147483647:")
-
-
-def _event_key(idempotency_key) -> str | None:
-    if idempotency_key is None:
-        return None
-    if not isinstance(idempotency_key, str) or not 0 < len(idempotency_key) <= MAX_EVENT_KEY \
-            or "\x00" in idempotency_key:
-        raise InvalidInput(f"idempotency_key must be a string of 1-{MAX_EVENT_KEY} characters, without NUL",
-                           "idempotency_key")
-    return idempotency_key
 
 
 def on_event(tenant: Tenant, event_type: str, data, actor: Actor, clock: Clock = SYSTEM_CLOCK,
@@ -36,7 +26,8 @@ def on_event(tenant: Tenant, event_type: str, data, actor: Actor, clock: Clock =
     too_large = params_too_large(data)
     if too_large:
         raise InvalidInput(f"data: {too_large}", "data")
-    sent_key = _event_key(idempotency_key)
+    check_key_shape(idempotency_key, MAX_EVENT_KEY)
+    sent_key = idempotency_key
     now = clock()
     tasks = db.session.execute(select(Task).where(Task.tenant_id == tenant.id, Task.event == event_type,
                                                   Task.deleted_at.is_(None)).order_by(Task.id)).scalars().all()

@@ -74,8 +74,8 @@ def fixes_of(letters) -> dict[int, int]:
 
 def requests_of(letters) -> dict[int, list[tuple[str, int]]]:
     """Return the other requests waiting for approval that name each open letter shown (a runbook's params fix, a
-    bulk discard): letter id → [(what it asks, request id)]. Neither is closed by a replay: approved, it finds the
-    letter settled and does nothing to it."""
+    bulk discard): letter id → [(what it asks, request id)]. A replay does not close them in its own transaction,
+    so a row's Replay does not say it would: their supersede jobs close them once nothing of them is left."""
     ids, now = [letter.id for letter in letters if letter.status == "open"], utcnow()
     found: dict[int, list[tuple[str, int]]] = {}
     for words, waiting in (("params fix (runbook)", params_fix.runbook_fixes_on(ids, now)),
