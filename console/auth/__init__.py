@@ -106,9 +106,9 @@ class NoSessionForTheApi(SecureCookieSessionInterface):
 
 def _token_user(req):
     """Return the user of the request's bearer token, or None (a token given but refused is noted for the 401)."""
-    if req.authorization is None or req.authorization.type != "bearer":
-        return None
-    token = tokens.authenticate(req.authorization.token or "")
+    if req.authorization is None or req.authorization.type != "bearer" or not req.authorization.token:
+        return None  # no token sent (a bare "Bearer" too): the 401 asks for one, it refuses none
+    token = tokens.authenticate(req.authorization.token)
     if token is None:
         security_log.warning("invalid bearer token path=%s addr=%s", req.path, req.remote_addr)
         g.token_rejected = True

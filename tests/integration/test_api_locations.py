@@ -27,5 +27,7 @@ def test_what_a_request_creates_or_starts_says_where_to_read_it(client, auth, cl
 def test_a_401_names_the_bearer_scheme_and_says_when_the_token_sent_was_refused(client):
     missing = client.get("/api/me")
     assert (missing.status_code, missing.headers["WWW-Authenticate"]) == (401, 'Bearer realm="rebound"')
+    bare = client.get("/api/me", headers={"Authorization": "Bearer"})
+    assert bare.headers["WWW-Authenticate"] == 'Bearer realm="rebound"'
     wrong = client.get("/api/me", headers={"Authorization": "Bearer rb_not-a-token"})
     assert wrong.headers["WWW-Authenticate"] == 'Bearer realm="rebound", error="invalid_token"'
