@@ -2,7 +2,6 @@
 
 from console.domain.cron import describe
 from console.models import DeadLetter, Run, RunEvent
-from console.services.scheduling import template_insight
 
 
 def iso(moment):
@@ -55,7 +54,7 @@ def operation(progress) -> dict:
             "finished_at": iso(progress.finished_at), "last_error": progress.last_error or None}
 
 
-def task(entry, next_runs: list) -> dict:
+def task(entry, next_runs: list, template: str | None) -> dict:
     return {
         "id": entry.id, "name": entry.name, "tenant": entry.tenant.name, "handler": entry.handler,
         "params": entry.params, "cron": entry.cron, "cron_description": describe(entry.cron) if entry.cron else None,
@@ -64,7 +63,7 @@ def task(entry, next_runs: list) -> dict:
         "mutex_key": entry.mutex_key, "concurrency_policy": entry.concurrency_policy, "window": entry.window,
         "jitter_s": entry.jitter_s, "debounce_s": entry.debounce_s, "sla": entry.sla,
         "misfire_grace_s": entry.misfire_grace_s, "quota_class": entry.quota_class,
-        "template": template_insight.template_name(entry),
+        "template": template,
         "inherit": sorted(entry.inherits or ()), "paused": entry.paused, "missed_total": entry.missed_total,
         "last_fired_for": iso(entry.last_fired_for), "created_at": iso(entry.created_at),
         "updated_at": iso(entry.updated_at), "next_runs": [iso(moment) for moment in next_runs],

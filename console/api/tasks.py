@@ -10,14 +10,14 @@ from console.services import inputs
 from console.services.engine import handler_kinds
 from console.services.errors import InvalidInput
 from console.services.people.permissions import OPERATE, VIEW
-from console.services.scheduling import on_demand, task_query, tasks
+from console.services.scheduling import on_demand, task_query, tasks, template_insight
 
 bp = Blueprint("tasks_api", __name__)
 MAX_TEXT = 200
 
 
 def _task_json(task):
-    return serialize.task(task, tasks.next_runs(task, utcnow()))
+    return serialize.task(task, tasks.next_runs(task, utcnow()), template_insight.template_name(task))
 
 
 @bp.post("/internal/tasks/register")
@@ -102,6 +102,6 @@ def list_tasks():
                                         handler="{}:{}".format(*handler_kinds.parse(handler)) if handler else "",
                                         status=status, text=name, before=cursor_arg("before"),
                                         now=utcnow(), limit=limit)
-    return jsonify(tasks=[{**serialize.task(row.task, [row.next_firing] if row.next_firing else []),
+    return jsonify(tasks=[{**serialize.task(row.task, [row.next_firing] if row.next_firing else [], row.template),
                            "last_run": serialize.last_run(row.last_run)} for row in rows],
                    next_before=next_before)

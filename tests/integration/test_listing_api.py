@@ -2,14 +2,14 @@
 a work order acknowledged and closed over the API."""
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import event, select
 
 from console.extensions import db
 from console.models import AuditEntry, Run, WorkOrder
 from console.services.actor import Actor
 from console.services.engine.execute import execute
 from console.services.people import tenants, users
-from console.services.scheduling import tasks
+from console.services.scheduling import tasks, templates
 from tests import api_checks
 from tests.factories import BROKEN, LENIENT, Runs, bearer, make_tenant
 
@@ -167,3 +167,19 @@ def test_ids_past_any_row_are_a_422_as_a_filter_and_no_bound_as_a_cursor(client,
     for path in ("/api/runs", "/api/work-orders"):
         api_checks.refused(client.get(f"{path}?task=4318647903", headers=headers), 422, "invalid", "task")
     assert len(client.get("/api/runs?before=4318647903", headers=headers).json["runs"]) == 1
+
+
+def test_tasks_sharing_a_template_read_it_once_for_the_list(client, operator, app):
+    templates.save("nightly", {"mutex_key": "ledger"}, Actor("test"))
+    for n in range(3):
+        tasks.register(tenants.find("default"), {"name": f"export-{n}", "handler": "demo.noop", "template": "nightly"},
+                       Actor("test"))
+    seen = []
+    listener = lambda *args: seen.append(args[2])  # noqa: E731 - (conn, cursor, statement, ...)
+    event.listen(db.engine, "before_cursor_execute", listener)
+    try:
+        listed = client.get("/internal/tasks", headers=bearer(operator)).json["tasks"]
+    finally:
+        event.remove(db.engine, "before_cursor_execute", listener)
+    assert [task["template"] for task in listed] == ["nightly"] * 3
+    assert len([statement for statement in seen if "conflict_templates" in statement]) == 1

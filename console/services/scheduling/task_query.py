@@ -10,7 +10,7 @@ from sqlalchemy.orm import aliased, joinedload
 from console.domain import cron
 from console.domain.windows import Window
 from console.extensions import db
-from console.models import Run, Task, Tenant
+from console.models import ConflictTemplate, Run, Task, Tenant
 
 STATUSES = ("active", "paused")
 HANDLER_LIST_LIMIT = 500
@@ -29,6 +29,7 @@ class TaskRow:
     task: Task
     next_firing: datetime | None  # None when paused, event-only, or the expression no longer parses
     last_run: LastRun | None
+    template: str | None  # the name of the conflict template it references
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,8 @@ def listeners(task: Task) -> list[Task]:
 def page(*, scope: int | None = None, tenant: str = "", handler: str = "", status: str = "", text: str = "",
          before: int | None = None, now: datetime, limit: int = 50) -> tuple[list[TaskRow], int | None]:
     """Return one page of live tasks (newest first) and the id to continue from (None on the last page)."""
-    query = (select(Task).where(Task.deleted_at.is_(None))
+    query = (select(Task, ConflictTemplate.name).where(Task.deleted_at.is_(None))
+             .outerjoin(ConflictTemplate, ConflictTemplate.id == Task.template_id)
              .options(joinedload(Task.tenant), joinedload(Task.policy))
              .order_by(Task.id.desc()).limit(limit + 1))
     if scope is not None:
@@ -109,12 +111,12 @@ def page(*, scope: int | None = None, tenant: str = "", handler: str = "", statu
         query = query.where(Task.name.icontains(text, autoescape=True))
     if before:
         query = query.where(Task.id < before)
-    tasks = db.session.execute(query).unique().scalars().all()
-    more = len(tasks) > limit
-    tasks = tasks[:limit]
-    last = last_runs([task.id for task in tasks])
-    rows = [TaskRow(task, next_firing(task, now), last.get(task.id)) for task in tasks]
-    return rows, tasks[-1].id if more and tasks else None
+    found = db.session.execute(query).unique().all()
+    more = len(found) > limit
+    found = found[:limit]
+    last = last_runs([task.id for task, _ in found])
+    rows = [TaskRow(task, next_firing(task, now), last.get(task.id), template) for task, template in found]
+    return rows, found[-1][0].id if more and found else None
 
 
 def last_runs(task_ids: list[int]) -> dict[int, LastRun]:
