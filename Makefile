@@ -59,13 +59,15 @@ lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
 
 # The whole suite on SQLite, then every test that touches the database again on PostgreSQL. The project's bytecode is
-# compiled once first: with PYTHONDONTWRITEBYTECODE set (as on this machine) every worker, web server and CLI process
-# a test starts compiled it again (a worker registered after 2.4-2.7 s without the bytecode, 1.5-1.8 s with it, at
-# different moments; a subprocess-heavy pair of files ran 6 % faster).
+# compiled once first, and the tests may write theirs: with PYTHONDONTWRITEBYTECODE set (as on this machine) every
+# worker, web server and CLI process a test starts compiled the project again (a worker registered after 2.4-2.7 s
+# without the bytecode, 1.5-1.8 s with it), and each pytest process rewrote and compiled every test module to collect
+# them (15 s, 5.5 s with pytest's cached rewrites).
+test: export PYTHONDONTWRITEBYTECODE =
 test: $(TEST_STAMP) chromium postgresql lint
 	$(BIN)/python -m compileall -q -j 0 console jobs tests bench > /dev/null
-	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile -q
-	REBOUND_TEST_DATABASE=postgresql $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile -q
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder -q
+	REBOUND_TEST_DATABASE=postgresql $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder -q
 
 clean:
 	rm -rf $(VENV) $(LOCK_VENV) instance tests/artifacts

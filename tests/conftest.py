@@ -13,7 +13,9 @@ import sys
 
 import pytest
 import redis
+from flask import Flask
 from flask.testing import FlaskClient
+from jinja2 import BytecodeCache
 from playwright.sync_api import Error as PlaywrightError
 from sqlalchemy import select
 
@@ -52,17 +54,63 @@ def url_builders_compiled_once():
         yield
 
 
+class _CompiledTemplates(BytecodeCache):
+    """Each template's compiled code, kept per test process and given to every app whose source matches."""
+
+    def __init__(self):
+        self.codes = {}
+
+    def load_bytecode(self, bucket):
+        checksum, code = self.codes.get(bucket.key, (None, None))
+        if checksum == bucket.checksum:  # the template's source is unchanged: its code is still right
+            bucket.code = code
+
+    def dump_bytecode(self, bucket):
+        self.codes[bucket.key] = (bucket.checksum, bucket.code)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def templates_compiled_once():
+    """Compile each template once per test process, not once per app: a third of a console test's time was Jinja's.
+
+    Jinja's bytecode cache is its public way to skip compiling; a new app otherwise compiles every page it renders.
+    """
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Flask, "jinja_options", {**Flask.jinja_options, "bytecode_cache": _CompiledTemplates()})
+        yield
+
+
+# Files that spend most of a minute waiting on real time (a minute boundary, a lapsing lock, processes starting and
+# dying) while the CPU is free. `make test` hands out files in collection order (--no-loadscope-reorder): xdist's own
+# order, most tests first, left these one-test files for last, one worker waiting alone for a minute at the end.
+# Collection order otherwise suits two workers: the browser files, slowest, come first and the quick unit and web
+# files last.
+WAITING_FILES = ("tests/scheduler/test_leader_failover.py", "tests/integration/test_up.py",
+                 "tests/engine/test_retry_flow.py", "tests/integration/test_schemathesis.py")
+
+
 def pytest_collection_modifyitems(config, items):
-    """On PostgreSQL, run only the tests that touch a database, and none of the SQLite-only or layout ones."""
-    if BACKEND != "postgresql":
-        return
-    keep, drop = [], []
+    """On PostgreSQL, keep only the tests that touch a database; then order the files for two workers (above)."""
+    if BACKEND == "postgresql":
+        keep, drop = [], []
+        for item in items:
+            touches = "databases" in getattr(item, "fixturenames", ())
+            once = item.get_closest_marker("sqlite_only") or item.get_closest_marker("layout")
+            (keep if touches and once is None else drop).append(item)
+        items[:] = keep
+        config.hook.pytest_deselected(items=drop)
+    items[:] = _waiting_beside_busy(items)
+
+
+def _waiting_beside_busy(items: list) -> list:
+    """The waiting files first, each beside a busy one, so that one worker waits while the other computes."""
+    files: dict[str, list] = {}
     for item in items:
-        touches = "databases" in getattr(item, "fixturenames", ())
-        once = item.get_closest_marker("sqlite_only") or item.get_closest_marker("layout")
-        (keep if touches and once is None else drop).append(item)
-    items[:] = keep
-    config.hook.pytest_deselected(items=drop)
+        files.setdefault(item.nodeid.partition("::")[0], []).append(item)
+    waiting = [name for name in WAITING_FILES if name in files]
+    busy = [name for name in files if name not in waiting]
+    order = [name for pair in zip(waiting, busy, strict=False) for name in pair] + busy[len(waiting):]
+    return [item for name in order for item in files[name]]
 
 
 @pytest.fixture(scope="session")
