@@ -98,6 +98,16 @@ def csrf_from(html: str) -> str:
     return match.group(1) or match.group(2)
 
 
+def assert_marked(html: str, tag: str, field_id: str, message: str):
+    """Assert a refused field is marked invalid and names its error, which says `message` and is announced."""
+    field = re.search(rf'<{tag}[^>]*\bid="{re.escape(field_id)}"[^>]*>', html)
+    assert field, f"no <{tag} id={field_id}>"
+    assert 'aria-invalid="true"' in field.group(0), field.group(0)
+    assert re.search(rf'aria-describedby="(?:[^"]* )?{re.escape(field_id)}-error[ "]', field.group(0)), field.group(0)
+    error = re.search(rf'<div class="field-error" role="alert" id="{re.escape(field_id)}-error">([^<]*)<', html)
+    assert error and message in error.group(1), html[-2000:]
+
+
 class Auth:
     """Log people in and out through the real login form."""
 

@@ -66,7 +66,7 @@ def test_bad_steps_are_shown_at_the_steps_field_and_nothing_is_submitted(client,
         response = post_form(client, steps=steps)
         page = response.get_data(as_text=True)
         assert response.status_code == 422, steps
-        assert f'<div class="field-error" id="steps-error">{message}' in page.replace("&#34;", '"'), page
+        assert f'<div class="field-error" role="alert" id="steps-error">{message}' in page.replace("&#34;", '"'), page
         assert steps.replace('"', "&#34;") in page  # what was typed is kept
     response = post_form(client, name="", steps=json.dumps([{"handler": "demo.noop"}]))
     assert response.status_code == 422 and 'id="name-error"' in response.get_data(as_text=True)

@@ -16,7 +16,7 @@ from console.services.engine.execute import execute
 from console.services.recovery import bulk_discard, params_fix, run_compensation, runbook_runner, runbooks
 from console.services.system import console_settings
 from tests.factories import Runs, make_tenant
-from tests.helpers import Auth, csrf_from
+from tests.helpers import Auth, assert_marked, csrf_from
 
 LENIENT = {"breaker": {"failure_threshold": 1000, "open_s": 1, "success_threshold": 1}}
 BROKEN = {"fail_times": 9, "error": "fatal", "code": "bad_account", "message": "account 42 is closed"}
@@ -250,6 +250,7 @@ def test_reject_needs_a_note_and_then_never_runs(person, letter, runs):
     assert f'hx-post="{here}/reject"' in form and 'hx-target="#approval-detail"' in form
     missing = approver_client.post(f"{here}/reject", data={"csrf_token": token, "reject-note": " "}, headers=HX)
     assert missing.status_code == 422 and "say why in a note" in html(missing) and "<html" not in html(missing)
+    assert_marked(html(missing), "textarea", "reject-note", "say why in a note")
     too_long = approver_client.post(f"{here}/reject", data={"csrf_token": token, "reject-note": "why " * 600},
                                     headers=HX)
     assert too_long.status_code == 422 and "keep the note to at most 2,000 characters" in html(too_long)
@@ -335,6 +336,8 @@ def test_the_dlq_fix_form_is_prefilled_validated_and_files_a_request(person, let
 
     broken_json = post(params='{"fail_times": 0,}', reason="reopened")
     assert broken_json.status_code == 422 and "not valid JSON" in html(broken_json)
+    assert_marked(html(broken_json), "textarea", "params", "not valid JSON")
+    assert 'aria-describedby="params-error params-help"' in html(broken_json)  # its help text still read
     # JSON the API refuses is refused here too, never stored to break the pages that show it.
     surrogate = post(params='{"x": "\\ud800"}', reason="reopened")
     assert surrogate.status_code == 422 and "is not valid Unicode (a lone surrogate" in html(surrogate)

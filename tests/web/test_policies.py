@@ -168,7 +168,7 @@ def test_invalid_value_is_422_on_its_field_keeps_the_values_and_saves_nothing(cl
     response = post_form(client, auth, "/policies/quick", max_attempts="0", description="kept as typed")
     assert response.status_code == 422
     page = response.get_data(as_text=True)
-    field = re.search(r'<input[^>]*id="max_attempts"[^>]*>\s*<div class="field-error">([^<]*)</div>', page)
+    field = re.search(r'<input[^>]*id="max_attempts"[^>]*>\s*<div class="field-error"[^>]*>([^<]*)</div>', page)
     assert field and "Max attempts must be an integer from 1 to 100, got 0" in field.group(1)
     assert 'value="kept as typed"' in page and 'aria-invalid="true"' in page
     assert versions("quick") == [1]
@@ -182,7 +182,7 @@ def test_every_bad_value_is_marked_at_once_and_nothing_is_saved(client, auth):
                          non_retryable_codes="http_503")
     assert response.status_code == 422
     page = response.get_data(as_text=True)
-    marked = dict(re.findall(r'<input[^>]*id="(\w+)"[^>]*>\s*<div class="field-error">([^<]*)</div>', page))
+    marked = dict(re.findall(r'<input[^>]*id="(\w+)"[^>]*>\s*<div class="field-error"[^>]*>([^<]*)</div>', page))
     assert set(marked) >= {"max_attempts", "multiplier", "jitter", "timeout_s", "max_delay_s", "non_retryable_codes"}
     assert marked["max_delay_s"].startswith("Max delay (s) must be at least Base delay (s) (10)")
     assert "Nothing was saved: fix the 6 fields marked below." in page
@@ -194,13 +194,14 @@ def test_a_nested_breaker_error_lands_on_its_own_field(client, auth):
     response = post_form(client, auth, "/policies/quick", breaker_open_s="0")
     assert response.status_code == 422
     page = response.get_data(as_text=True)
-    field = re.search(r'<input[^>]*id="breaker_open_s"[^>]*value="0"[^>]*>\s*<div class="field-error">([^<]*)</div>',
-                      page)
+    field = re.search(r'<input[^>]*id="breaker_open_s"[^>]*value="0"[^>]*>\s*'
+                      r'<div class="field-error"[^>]*>([^<]*)</div>', page)
     assert field and field.group(1).startswith("Stays open (s) must be an integer from 1 to 86400")
     assert versions("quick") == [1]
     # The form names fields by their labels; the API keeps its keys (sla.deadline_s).
     page = post_form(client, auth, "/policies/quick", sla_deadline_s="-3").get_data(as_text=True)
-    assert re.search(r'id="sla_deadline_s"[^>]*>\s*<div class="field-error">Deadline \(s\) must be an integer', page)
+    assert re.search(r'id="sla_deadline_s"[^>]*>\s*<div class="field-error"[^>]*>Deadline \(s\) must be an integer',
+                     page)
 
 
 def test_create_a_policy_and_refuse_reserved_or_taken_names(client, auth):
@@ -212,7 +213,8 @@ def test_create_a_policy_and_refuse_reserved_or_taken_names(client, auth):
     for name, message in (("new", "reserved"), ("quick", "exists already"), ("Bad Name", "lowercase")):
         response = post_form(client, auth, "/policies/new", name=name)
         assert response.status_code == 422
-        assert re.search(rf'id="name"[^>]*>\s*<div class="field-error">[^<]*{message}', response.get_data(as_text=True))
+        assert re.search(rf'id="name"[^>]*>\s*<div class="field-error"[^>]*>[^<]*{message}',
+                         response.get_data(as_text=True))
 
 
 def test_preview_draws_nominal_band_and_cumulative_traces_from_the_schedule(client, auth):
@@ -315,7 +317,7 @@ def test_breaker_scope_is_edited_validated_and_shown_in_the_history(client, auth
 
     response = post_form(client, auth, "/policies/quick", breaker_scope="tenant")
     assert response.status_code == 422 and versions("quick") == [1, 2]
-    field = re.search(r'<select[^>]*id="breaker_scope"[^>]*>.*?</select>\s*<div class="field-error">([^<]*)</div>',
+    field = re.search(r'<select[^>]*id="breaker_scope"[^>]*>.*?</select>\s*<div class="field-error"[^>]*>([^<]*)</div>',
                       response.get_data(as_text=True), re.S)
     assert field and "Scope must be one of handler, handler_and_tenant, got &#39;tenant&#39;" in field.group(1)
     preview = post_form(client, auth, "/policies/preview?policy=quick", breaker_scope="tenant").get_data(as_text=True)
@@ -343,7 +345,7 @@ def test_a_code_longer_than_a_run_keeps_is_refused_at_its_field_and_nothing_is_s
                          non_retryable_codes="y" * 81)
     assert response.status_code == 422
     page = response.get_data(as_text=True)
-    marked = dict(re.findall(r'<input[^>]*id="(\w+)"[^>]*>\s*<div class="field-error">([^<]*)</div>', page))
+    marked = dict(re.findall(r'<input[^>]*id="(\w+)"[^>]*>\s*<div class="field-error"[^>]*>([^<]*)</div>', page))
     assert marked["retryable_codes"].startswith("Retryable codes holds a code of 100,000 characters")
     assert "an error code is at most 80 characters" in marked["retryable_codes"]
     assert marked["non_retryable_codes"].startswith("Non-retryable codes holds a code of 81 characters")

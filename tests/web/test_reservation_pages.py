@@ -101,7 +101,7 @@ def _form_errors(response) -> list[str]:
     start = html.index('id="reserve"')
     form = html[start:html.index("</form>", start)]
     return [html_text.unescape(re.sub(r"\s+", " ", e))
-            for e in re.findall(r'<div class="field-error" role="alert">(.*?)</div>', form)]
+            for e in re.findall(r'<div class="field-error"[^>]*>(.*?)</div>', form)]
 
 
 def test_an_admin_reserves_capacity_through_the_form(client, auth):

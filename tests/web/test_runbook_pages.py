@@ -30,7 +30,7 @@ def executions() -> list[RunbookExecution]:
 
 
 def field_error(html: str, field: str) -> str:
-    match = re.search(rf'<div class="field-error" id="{field}-error">([^<]*)</div>', html)
+    match = re.search(rf'<div class="field-error"[^>]*id="{field}-error">([^<]*)</div>', html)
     assert match, f"no error at the {field} field"
     return match.group(1)
 

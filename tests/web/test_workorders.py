@@ -13,6 +13,7 @@ from console.services.dlq import discards
 from console.services.engine.execute import execute
 from console.services.system import delivery_round
 from tests.factories import Runs
+from tests.helpers import assert_marked
 from tests.receiver import Receiver
 
 FATAL = {"fail_times": 9, "error": "fatal", "code": "invalid_account", "message": "account 1000 is closed"}
@@ -200,6 +201,8 @@ def test_close_needs_a_note_then_closes_audits_and_resolves(app, client, auth, r
     path = f"/workorders/{letter.work_order_id}/close"
     refused = post(client, auth, path, {"close-note": "  "}, headers=HX)
     assert refused.status_code == 422 and "a note is required" in refused.get_data(as_text=True)
+    # The note box is marked and names its error, which is said as it arrives.
+    assert_marked(refused.get_data(as_text=True), "textarea", "close-note", "say what was done")
     assert order(letter.work_order_id).status == "open"
     done = post(client, auth, path, {"close-note": "card processor fixed; will replay tomorrow"})
     assert done.status_code == 303

@@ -3,19 +3,19 @@
 import re
 import uuid
 
-from flask_wtf import FlaskForm
 from wtforms import BooleanField, FloatField, HiddenField, IntegerField, PasswordField, SelectField, StringField
 from wtforms.fields.choices import SelectChoice
 from wtforms.validators import DataRequired, InputRequired, Length, Optional, Regexp
 
 from console.models import Role
+from console.web.forms import ConsoleForm
 from console.web.runs.forms import IsoTimeField
 
 ROLE_CHOICES = [SelectChoice(r.value) for r in Role]
 ISSUE_KEY = re.compile(r"[0-9a-f]{32}")
 
 
-class CreateUserForm(FlaskForm):
+class CreateUserForm(ConsoleForm):
     username = StringField("Username", validators=[
         DataRequired(), Regexp(r"^[a-zA-Z0-9_.-]{2,64}$", message="2-64 letters, digits, '.', '_' or '-'")])
     role = SelectField("Role", choices=ROLE_CHOICES, default="viewer")
@@ -24,12 +24,12 @@ class CreateUserForm(FlaskForm):
         Optional(), Length(min=10, message="at least 10 characters, or leave empty to generate one")])
 
 
-class UpdateUserForm(FlaskForm):
+class UpdateUserForm(ConsoleForm):
     role = SelectField("Role", choices=ROLE_CHOICES)
     active = SelectField("Status", choices=[SelectChoice("1", "active"), SelectChoice("0", "disabled")])
 
 
-class CreateTokenForm(FlaskForm):
+class CreateTokenForm(ConsoleForm):
     user = SelectField("User", choices=[], validators=[DataRequired()])
     name = StringField("Name", validators=[Optional(), Length(max=80)])
     tenant = SelectField("Limited to tenant", choices=[], validators=[Optional()])
@@ -49,7 +49,7 @@ def tenant_choices(tenants) -> list[SelectChoice]:
     return [SelectChoice("", "all tenants")] + [SelectChoice(t.name) for t in tenants]
 
 
-class AlertRuleForm(FlaskForm):
+class AlertRuleForm(ConsoleForm):
     """One rule's row: the threshold (in % for rates), the window in seconds, on or off."""
 
     threshold = FloatField("Threshold", invalid_value_message="enter a number, e.g. 5 or 2.5",
@@ -59,7 +59,7 @@ class AlertRuleForm(FlaskForm):
     enabled = SelectField("Status", choices=[SelectChoice("1", "on"), SelectChoice("0", "off")])
 
 
-class ChannelForm(FlaskForm):
+class ChannelForm(ConsoleForm):
     """One channel's console settings; a blank URL or secret keeps what is set, 'forget' falls back to the env."""
 
     # The same words as the service's limits (targets.save), whichever of the two refuses first.
@@ -78,25 +78,25 @@ class ChannelForm(FlaskForm):
             self.form_errors.append(error.detail)
 
 
-class SettingForm(FlaskForm):
+class SettingForm(ConsoleForm):
     """One setting's new value; the service checks it against the setting's limits."""
 
     value = StringField("Value", validators=[DataRequired(message="enter a value")])
 
 
-class TenantForm(FlaskForm):
+class TenantForm(ConsoleForm):
     # Quotas are text here: the service checks them and says what to send, for the form and the API alike.
     name = StringField("Name", validators=[DataRequired(message="give the tenant a name"), Length(max=64)])
     max_running = StringField("Max running", validators=[Optional()])
     max_queued = StringField("Max queued", validators=[Optional()])
 
 
-class QuotaForm(FlaskForm):
+class QuotaForm(ConsoleForm):
     max_running = StringField("Max running", validators=[Optional()])
     max_queued = StringField("Max queued", validators=[Optional()])
 
 
-class ReserveForm(FlaskForm):
+class ReserveForm(ConsoleForm):
     """Reserve capacity for a tenant: what POST /ops/capacity/reserve takes, checked by the same service."""
 
     # Counts are text, as in the quota forms: the service checks them and says what to send.

@@ -1,7 +1,6 @@
 """Admin → Runbooks: require a second person's approval for any runbook's real runs (high risk always needs it)."""
 
 from flask import flash, redirect, render_template, request, url_for
-from flask_wtf import FlaskForm
 
 from console.auth import current_actor, requires, tenant_scope
 from console.extensions import db
@@ -9,19 +8,20 @@ from console.services.errors import ServiceError
 from console.services.people.permissions import ADMIN
 from console.services.recovery import runbooks
 from console.web.admin.blueprint import bp
+from console.web.forms import ConsoleForm
 
 
 @bp.get("/runbooks")
 @requires(ADMIN)
 def runbooks_index():
     return render_template("admin/runbooks.html", listed=runbooks.listing(tenant_scope(), latest=0),
-                           form=FlaskForm(), scoped=tenant_scope() is not None)
+                           form=ConsoleForm(), scoped=tenant_scope() is not None)
 
 
 @bp.post("/runbooks/<name>")
 @requires(ADMIN)
 def update_runbook(name: str):
-    form = FlaskForm()
+    form = ConsoleForm()
     required = request.form.get("requires_approval") == "1"
     try:
         if not form.validate():

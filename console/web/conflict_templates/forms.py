@@ -2,7 +2,6 @@
 
 import re
 
-from flask_wtf import FlaskForm
 from wtforms import HiddenField, SelectField, StringField, TextAreaField
 from wtforms.fields.choices import SelectChoice
 from wtforms.validators import Length
@@ -10,13 +9,14 @@ from wtforms.validators import Length
 from console.services import inputs
 from console.services.errors import InvalidInput
 from console.services.scheduling import quota_classes
+from console.web.forms import ConsoleForm
 from console.web.tasks.forms import CONCURRENCY_CHOICES, json_text
 
 WHOLE = re.compile(r"[+-]?\d+")
 CODES = {"autocomplete": "off", "spellcheck": "false"}
 
 
-class TemplateForm(FlaskForm):
+class TemplateForm(ConsoleForm):
     name = StringField("Name", description="Lowercase letters, digits, '.', '_' or '-'; tasks refer to it.",
                        render_kw=CODES)
     description = StringField("Description", validators=[Length(max=255)],

@@ -1,16 +1,16 @@
 """Forms of the DLQ area."""
 
-from flask_wtf import FlaskForm
 from wtforms import BooleanField, IntegerField, StringField, TextAreaField
 from wtforms.validators import DataRequired, InputRequired, NumberRange, ValidationError
 
 from console.services import inputs
 from console.services.dlq.bulk import DEFAULT_RATE, MAX_RATE
 from console.services.inputs import MAX_PARAMS_BYTES
+from console.web.forms import ConsoleForm
 from console.web.notes import note_length
 
 
-class DiscardForm(FlaskForm):
+class DiscardForm(ConsoleForm):
     reason = StringField("Reason", validators=[
         DataRequired(message="say why: a reason is required to discard"), note_length("reason")])
 
@@ -18,7 +18,7 @@ class DiscardForm(FlaskForm):
 RATE_RULE = f"the rate is a whole number of runs per second, from 1 to {MAX_RATE}"
 
 
-class BulkReplayForm(FlaskForm):
+class BulkReplayForm(ConsoleForm):
     # One rule, whatever is wrong (nothing, a word, a fraction, too many): the view says it once.
     rate = IntegerField("Rate (runs/s)", default=DEFAULT_RATE, invalid_value_message=RATE_RULE,
                         validators=[InputRequired(message=RATE_RULE), NumberRange(1, MAX_RATE, message=RATE_RULE)])
@@ -26,7 +26,7 @@ class BulkReplayForm(FlaskForm):
     fastest = BooleanField("As fast as it safely can")
 
 
-class FixParamsForm(FlaskForm):
+class FixParamsForm(ConsoleForm):
     """A dead letter's run, replayed with new params once a second person approves."""
 
     params = TextAreaField("New params (JSON)", validators=[DataRequired(message="give the params as a JSON object")])

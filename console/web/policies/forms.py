@@ -2,10 +2,11 @@
 
 import re
 
-from flask_wtf import FlaskForm
 from wtforms import HiddenField, SelectField, StringField
 from wtforms.fields.choices import SelectChoice
 from wtforms.validators import Length
+
+from console.web.forms import ConsoleForm
 
 NUMBER = {"type": "number", "step": "any", "inputmode": "decimal", "autocomplete": "off"}
 CODES = {"autocomplete": "off", "spellcheck": "false"}
@@ -16,7 +17,7 @@ def _number(label: str, description: str) -> StringField:
     return StringField(label, description=description, render_kw=NUMBER)
 
 
-class PolicyForm(FlaskForm):
+class PolicyForm(ConsoleForm):
     name = StringField("Name", description="Lowercase letters, digits, '.', '_' or '-'; tasks refer to it.",
                        render_kw={"autocomplete": "off", "spellcheck": "false"})
     description = StringField("Description", validators=[Length(max=255)],

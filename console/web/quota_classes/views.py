@@ -1,7 +1,6 @@
 """Quota classes: the list with what each holds now, a create form, and per-class edit and delete."""
 
 from flask import Blueprint, abort, flash, redirect, url_for
-from flask_wtf import FlaskForm
 from wtforms import IntegerField, StringField
 from wtforms.validators import InputRequired, Length, NumberRange
 
@@ -11,13 +10,14 @@ from console.extensions import db
 from console.services.errors import ServiceError
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.scheduling import quota_class_deletion, quota_classes
+from console.web.forms import ConsoleForm
 from console.web.render import page
 
 bp = Blueprint("quota_classes", __name__, url_prefix="/tasks/quota-classes")
 MAX_RUNNING_RULE = f"say how many may run at once: a whole number from 1 to {quota_classes.MAX_RUNNING:,}"
 
 
-class ClassForm(FlaskForm):
+class ClassForm(ConsoleForm):
     name = StringField("Name", validators=[Length(max=64)], render_kw={"autocomplete": "off", "spellcheck": "false"})
     # One sentence for every bad value (empty, not a number, out of range), not WTForms' two.
     max_running = IntegerField("Max running", invalid_value_message=MAX_RUNNING_RULE, validators=[

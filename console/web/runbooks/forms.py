@@ -3,7 +3,6 @@
 import contextlib
 from datetime import datetime
 
-from flask_wtf import FlaskForm
 from wtforms import (
     BooleanField,
     FloatField,
@@ -17,6 +16,7 @@ from wtforms.validators import Optional
 
 from console.domain.runbooks import NOUNS, Param
 from console.domain.runbooks import ParamType as T
+from console.web.forms import ConsoleForm
 from console.web.notes import note_length
 from console.web.runs.forms import IsoTimeField
 
@@ -24,13 +24,13 @@ LONG_TEXT = 500  # text parameters allowed longer than this get a text area
 MAX_PREFILL_CHARS = 2_000  # what a link may fill in; longer is cut, not refused (the form is checked on submit)
 
 
-class RunbookForm(FlaskForm):
+class RunbookForm(ConsoleForm):
     """The fields every runbook form has; the declared ones are added by form_for."""
 
     reason = TextAreaField("Reason", validators=[Optional(), note_length("reason")])
 
 
-class ExecutionRunForm(FlaskForm):
+class ExecutionRunForm(ConsoleForm):
     """Run for real what a dry-run showed, with the same params."""
 
     reason = TextAreaField("Reason", validators=[Optional(), note_length("reason")])

@@ -4,7 +4,6 @@ import re
 from dataclasses import replace
 from datetime import UTC, datetime, time, timedelta
 
-from flask_wtf import FlaskForm
 from wtforms import Form, HiddenField, SelectField, SelectMultipleField, StringField, TextAreaField, widgets
 from wtforms.fields import DateTimeField
 from wtforms.fields.choices import SelectChoice
@@ -15,6 +14,7 @@ from console.domain.statuses import RunStatus
 from console.services import inputs
 from console.services.errors import InvalidInput
 from console.services.runs.query import HANDLER_WITHOUT_TASK, LATE_NEEDS_TASK, RunFilters
+from console.web.forms import ConsoleForm
 
 TIME_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S"]
 # The page writes times as 2026-12-01 14:05 (UTC); the inputs show and take the same, not the browser's locale.
@@ -175,7 +175,7 @@ def _utc(moment):
     return moment.replace(tzinfo=UTC) if moment is not None else None
 
 
-class WorkflowForm(FlaskForm):
+class WorkflowForm(ConsoleForm):
     """Submit a workflow: the steps are the JSON list the API takes, and the service checks them the same way."""
 
     name = StringField("Name")
@@ -198,7 +198,7 @@ class WorkflowForm(FlaskForm):
         (self[head].errors if head in self and head != "idempotency_key" else self.form_errors).append(error.detail)
 
 
-class SubmitRunForm(FlaskForm):
+class SubmitRunForm(ConsoleForm):
     """Submit one run by hand: what POST /worker/tasks takes, checked by the same service."""
 
     tenant = SelectField("Tenant", choices=[], validate_choice=False)

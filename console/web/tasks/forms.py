@@ -4,13 +4,13 @@ import json
 import re
 from datetime import datetime
 
-from flask_wtf import FlaskForm
 from wtforms import BooleanField, HiddenField, SelectField, StringField, TextAreaField
 from wtforms.fields.choices import SelectChoice
 
 from console.services import inputs
 from console.services.errors import InvalidInput
 from console.services.scheduling.tasks import CONCURRENCY_POLICIES
+from console.web.forms import ConsoleForm
 
 WHOLE = re.compile(r"[+-]?\d+")
 DEFAULT_POLICY = "default"
@@ -59,7 +59,7 @@ def json_text(value) -> str:
     return line if len(line) <= 140 else json.dumps(value, indent=2, ensure_ascii=False)
 
 
-class TaskForm(FlaskForm):
+class TaskForm(ConsoleForm):
     """Edit a task. Choices are not checked here: the service checks them, as it does for the API."""
 
     name = StringField("Name")

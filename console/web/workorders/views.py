@@ -109,6 +109,10 @@ def _done(order_id: int, action, message, **failed_context):
         if _in_row():
             return _row(order_id, error.detail, error.status)
         if htmx:
+            form = failed_context.get("close_form")
+            if form is not None and error.field in form:  # said at the box it is about, not above the page
+                form[error.field].errors = [*form[error.field].errors, error.detail]
+                return _detail(order_id, status=error.status, **failed_context)
             return _detail(order_id, error=error.detail, status=error.status, **failed_context)
         flash(error.detail, "error")
         return redirect(url_for("workorders.show", order_id=order_id), 303)
