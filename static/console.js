@@ -119,7 +119,18 @@
   document.addEventListener("keydown", function (event) {
     if (event.key !== "Escape") return;
     var open = document.querySelector('.account-toggle[aria-expanded="true"], .menu-toggle[aria-expanded="true"]');
-    if (open) { closeAll(); open.focus(); }
+    if (open) { closeAll(); open.focus(); return; }
+    // A popover form (a row's Discard…, a run's Compensate…) closes as a menu does, back on its button.
+    var popover = event.target.closest && event.target.closest("details[data-popover][open]");
+    if (popover) { popover.open = false; popover.querySelector("summary").focus(); }
+  });
+
+  // Tabbing out of the account dropdown closes it: left open, it covered the banner below it.
+  document.addEventListener("focusout", function (event) {
+    var who = event.target.closest && event.target.closest(".who");
+    if (who && event.relatedTarget && !who.contains(event.relatedTarget)) {
+      who.querySelectorAll('.account-toggle[aria-expanded="true"]').forEach(function (b) { setOpen(b, false); });
+    }
   });
 
   systemDark.addEventListener("change", themeChanged);
@@ -223,6 +234,67 @@
         task.value = "";
       }
     }
+  });
+
+  // A swap keeps the keyboard's place. A live region refreshing itself, or a row answering its own button, replaced
+  // the element that had focus and left focus on <body>: a keyboard user could not reach the overview's cards, and
+  // lost their place after each action. Before a swap that replaces the focused element, note what it was; after,
+  // focus the first field the answer marks invalid, else the element's twin in the new content (same id, else same
+  // link, else same kind, name and words), else the answer's alert or notice, else the new content itself.
+  var FOCUSABLE = "a[href], button, input, select, textarea, summary, [tabindex]";
+  var lostFocus = null, settled = [];
+
+  function focusKey(element) {
+    if (element.id) return "#" + element.id;
+    if (element.hasAttribute("href")) return "href " + element.getAttribute("href");
+    return [element.tagName, element.name || "", element.value || "", element.textContent.trim()].join(" ");
+  }
+
+  function focusables(scope) {
+    var found = Array.prototype.slice.call(scope.querySelectorAll(FOCUSABLE));
+    return scope.matches(FOCUSABLE) ? [scope].concat(found) : found;
+  }
+
+  function firstIn(scopes, selector) {
+    for (var i = 0; i < scopes.length; i++) {
+      var found = scopes[i].matches(selector) ? scopes[i] : scopes[i].querySelector(selector);
+      if (found) return found;
+    }
+    return null;
+  }
+
+  // Only a swap that takes the focused element notes it: another swap meanwhile (the count a row's answer asks to
+  // refresh) must not forget it.
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var active = document.activeElement, target = event.detail.target;
+    if (!event.detail.shouldSwap || !active || active === document.body || !target || !target.contains(active)) return;
+    var key = focusKey(active);
+    lostFocus = {key: key, nth: focusables(target).filter(function (e) { return focusKey(e) === key; }).indexOf(active)};
+  });
+
+  function restoreFocus() {
+    var lost = lostFocus, scopes = settled.filter(function (e) { return e.isConnected; });
+    lostFocus = null;
+    settled = [];
+    if (!lost || !scopes.length || (document.activeElement && document.activeElement !== document.body)) return;
+    var invalid = firstIn(scopes, '[aria-invalid="true"]');
+    if (invalid) { invalid.focus(); return; }
+    var twins = [];
+    scopes.forEach(function (scope) {
+      twins = twins.concat(focusables(scope).filter(function (e) { return focusKey(e) === lost.key; }));
+    });
+    var next = twins[Math.min(lost.nth, twins.length - 1)];
+    if (next) { next.focus({preventScroll: true}); return; }
+    next = firstIn(scopes, '[role="alert"], [role="status"]') || scopes[0];
+    if (!next.matches(FOCUSABLE)) next.setAttribute("tabindex", "-1");
+    next.focus();
+  }
+
+  // htmx settles each new top-level element apart: gather them, then look once.
+  document.addEventListener("htmx:afterSettle", function (event) {
+    if (!lostFocus) return;
+    settled.push(event.target);
+    if (settled.length === 1) window.setTimeout(restoreFocus, 0);
   });
 
   // A filter form with data-drop-params leaves empty fields (and the defaults it lists) out of the URL.

@@ -1,0 +1,81 @@
+"""A keyboard user keeps their place: a live region's refresh, a row's own action, a refused field and a popover's
+Escape each leave focus somewhere that makes sense, never on <body>."""
+
+import pytest
+from playwright.sync_api import expect
+from sqlalchemy import select
+
+from console.extensions import db
+from console.models import DeadLetter
+from console.services.actor import Actor
+from console.services.engine.execute import execute
+from console.services.engine.submit import submit
+from console.services.people import tenants
+from tests.factories import BROKEN, LENIENT
+from tests.helpers import browser_login
+
+pytestmark = pytest.mark.browser
+
+COUNT_SWAPS = "() => { window.swaps = 0; document.addEventListener('htmx:afterSettle', () => { window.swaps += 1; }); }"
+
+
+def dead_letter() -> DeadLetter:
+    run, _ = submit(tenants.find("default"), Actor("arrange"), handler="demo.flaky", params=BROKEN, policy=LENIENT)
+    assert execute(run.id, 0) == "dead"
+    return db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run.id)).scalar_one()
+
+
+def focused(page) -> dict:
+    return page.evaluate("() => { const e = document.activeElement;"
+                         " return {tag: e.tagName, href: e.getAttribute('href'), text: e.textContent.trim()}; }")
+
+
+def test_the_overviews_refresh_leaves_focus_on_the_link_it_was_on(page, live_server, live_app):
+    dead_letter()
+    browser_login(page, live_server.url)
+    page.goto(f"{live_server.url}/overview")
+    page.evaluate(COUNT_SWAPS)
+    link = page.locator("#live a[href]").last
+    link.focus()
+    before = focused(page)
+    assert before["tag"] == "A"
+    page.wait_for_function("() => window.swaps >= 1", timeout=20_000)  # the region refreshes every 5 s
+    after = focused(page)
+    assert (after["tag"], after["href"]) == ("A", before["href"])
+    assert page.evaluate("() => document.getElementById('live').contains(document.activeElement)")
+
+
+def test_a_rows_replay_by_keyboard_lands_on_its_answer_and_a_refused_close_on_the_note(page, live_server, live_app):
+    letter = dead_letter()
+    browser_login(page, live_server.url)
+    page.goto(f"{live_server.url}/dlq/?view=list")
+    row = page.locator(f"#dl-{letter.id}")
+
+    # Escape closes a row's Discard… popover and gives focus back to its button.
+    row.locator("summary", has_text="Discard…").focus()
+    page.keyboard.press("Enter")
+    expect(row.get_by_label(f"reason to discard dead letter {letter.id}")).to_be_visible()
+    page.keyboard.press("Tab")
+    page.keyboard.press("Escape")
+    expect(row.get_by_label(f"reason to discard dead letter {letter.id}")).to_be_hidden()
+    expect(row.locator("summary", has_text="Discard…")).to_be_focused()
+
+    row.get_by_role("button", name="Replay", exact=True).focus()
+    page.once("dialog", lambda dialog: dialog.accept())  # it failed for good: the replay asks first
+    page.keyboard.press("Enter")
+    notice = page.locator(f"#dl-{letter.id} [role=status]")
+    expect(notice).to_contain_text("Replayed")
+    expect(notice).to_be_focused()
+    page.keyboard.press("Tab")
+    expect(page.locator(":focus")).to_have_text(f"run {letter.run_id} →")
+
+    # A note of spaces is refused at its box: focus goes to the box, which names the error.
+    page.goto(f"{live_server.url}/workorders/{letter.work_order_id}")
+    note = page.locator("textarea#close-note")
+    note.fill("   ")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Close work order").focus()
+    page.keyboard.press("Enter")
+    expect(note).to_have_attribute("aria-invalid", "true")
+    expect(note).to_be_focused()
+    expect(page.locator("#close-note-error")).to_contain_text("say what was done")
