@@ -260,6 +260,9 @@ def test_every_table_downloads_as_csv(manager, client, table):
 def test_the_breaches_list_filters_by_kind_and_task(manager, client, built):
     html = client.get(f"/reports/breaches?period=24h&task={built['edge']}").get_data(as_text=True)
     assert "late start" in html and f"/runs/{built['edge_late']}" in html and "1 s" in html
+    # Its times follow the Local time switch like any page's, so their columns name the zone they are in.
+    assert re.findall(r'<th[^>]*>(Detected|Due|Limit) \(<span class="tz">UTC</span>\)</th>', html) == [
+        "Detected", "Due", "Limit"]
     assert "No SLA breaches" in client.get("/reports/breaches?period=24h&kind=deadline").get_data(as_text=True)
 
 

@@ -641,6 +641,13 @@ def test_a_letter_that_failed_for_good_says_so_before_its_own_replay(client, aut
     assert ("It failed for good (non retryable), not by running out of retries: unless its cause was fixed, the "
             "same params to the same code will most likely fail the same way.") in asked
     assert "hx-confirm" not in re.search(rf'<form[^>]*action="/dlq/{spent.id}/replay"[^>]*>', page, re.S).group(0)
+    # Its run's own Replay says so too; the run that ran out of retries asks only what a replay does.
+    run_page = html.unescape(client.get(f"/runs/{fatal.run_id}").get_data(as_text=True))
+    asked = re.search(rf'<form[^>]*action="/runs/{fatal.run_id}/retry"[^>]*>', run_page, re.S).group(0)
+    assert "It failed for good (non retryable), not by running out of retries" in asked
+    run_page = html.unescape(client.get(f"/runs/{spent.run_id}").get_data(as_text=True))
+    asked = re.search(rf'<form[^>]*action="/runs/{spent.run_id}/retry"[^>]*>', run_page, re.S).group(0)
+    assert "same idempotency key.\"" in asked
 
 
 def test_a_group_that_ran_out_of_retries_replays_in_one_click(client, auth, runs, clock):

@@ -8,6 +8,7 @@ from rq import Queue
 
 from console.redis_conn import get_redis
 from console.services.actor import Actor
+from console.services.dlq.groups import replay_caution
 from console.services.engine.execute import execute
 from console.services.people import users
 from console.services.recovery import run_compensation
@@ -63,12 +64,13 @@ def test_a_dead_step_says_on_its_run_page_that_a_replay_runs_it_alone(client, au
     assert confirm_of(page, f"/runs/{undo.id}/retry").endswith(
         f"Run #{undo.id} is step 2 of workflow #{steps['stuck']} (compensation failed). {AGAIN}")
 
-    # A run outside any workflow asks as before, with nothing about workflows.
+    # A run outside any workflow says nothing about workflows: only that it failed for good, as its DLQ row does.
     run_id = runs.submit("demo.flaky", FATAL, policy=LENIENT)
     assert execute(run_id, 0, clock=clock) == "dead"
     page = client.get(f"/runs/{run_id}").get_data(as_text=True)
     assert confirm_of(page, f"/runs/{run_id}/retry") == (
-        f"Replay run #{run_id}? It starts a new attempt series (series 2) with the same idempotency key.")
+        f"Replay run #{run_id}? It starts a new attempt series (series 2) with the same idempotency key. "
+        f"{replay_caution('non_retryable')}")
 
 
 def test_a_dead_steps_row_asks_before_its_replay_and_marks_its_box(client, auth, steps, runs, clock):
