@@ -104,12 +104,13 @@ class TaskJobs:
         now = self.clock()
         fired, missed_total = 0, 0
         rows = db.session.execute(select(Task.id, Task.tenant_id, Task.cron, Task.timezone, Task.jitter_s,
-                                         Task.misfire_grace_s, Task.last_fired_for, Task.created_at)
+                                         Task.misfire_grace_s, Task.last_fired_for, Task.created_at, Task.resumed_at)
                                   .where(Task.cron.is_not(None), Task.paused.is_(False),
                                          Task.deleted_at.is_(None))).all()
         firings = []
         for task in rows:
-            since = task.last_fired_for or task.created_at
+            # A pause skipped the firings before its resume: none is caught up or counted missed.
+            since = max(task.last_fired_for or task.created_at, task.resumed_at or task.created_at)
             until = now - jitter_offset(task.id, task.jitter_s) - CATCH_UP_MARGIN
             if until <= since:
                 continue

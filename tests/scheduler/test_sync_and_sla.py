@@ -92,6 +92,28 @@ def test_missed_firings_within_grace_are_caught_up_once_and_the_rest_counted(reg
     assert jobs.catch_up() == (0, 0)  # nothing twice
 
 
+@pytest.mark.parametrize("resume", ["console", "api"])
+def test_the_firings_a_pause_skipped_are_neither_caught_up_nor_missed_once_resumed(register, jobs, clock, resume):
+    clock.set(datetime(2026, 3, 2, 10, 0, tzinfo=UTC))
+    task = register(cron="* * * * *", misfire_grace_s=300)
+    task.created_at = clock()
+    db.session.commit()
+    clock.set(datetime(2026, 3, 2, 10, 0, 40, tzinfo=UTC))
+    tasks.set_paused(task, True, Actor("ops"), clock=clock)
+    clock.set(datetime(2026, 3, 2, 10, 3, 20, tzinfo=UTC))  # 10:01 .. 10:03 came while it was paused
+    if resume == "console":
+        tasks.set_paused(task, False, Actor("ops"), clock=clock)
+    else:
+        tasks.edit(task, {"paused": False}, Actor("ops"), clock=clock)
+    clock.set(datetime(2026, 3, 2, 10, 3, 50, tzinfo=UTC))  # the next catch-up pass, before 10:04
+    assert jobs.catch_up() == (0, 0)
+    db.session.refresh(task)
+    assert (task.missed_total, db.session.query(Run).filter_by(task_id=task.id).count()) == (0, 0)
+    # A scheduler down after the resume still catches up and counts what it missed.
+    clock.set(datetime(2026, 3, 2, 10, 12, 30, tzinfo=UTC))
+    assert jobs.catch_up() == (1, 8)  # 10:12 is caught up; 10:04 .. 10:11 are counted missed
+
+
 def test_an_sla_breach_is_recorded_once_and_three_in_a_row_escalate(register, runs, clock):
     task = register(cron="0 * * * *", sla={"max_start_delay_s": 60})
     for hour in range(3):

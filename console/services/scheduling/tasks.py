@@ -91,9 +91,12 @@ def edit(task: Task, data: dict, actor: Actor, clock: Clock = SYSTEM_CLOCK, *, s
             read = "you opened this form" if seen_field == "seen" else f"the updated_at you sent ({seen.isoformat()})"
             raise Conflict(f"{task.name} was changed since {read}; nothing was saved. {AGAIN[seen_field]}",
                            seen_field)
+    was_paused = task.paused
     for key, value in values.items():
         setattr(task, key, value)
     task.updated_at = clock()
+    if was_paused and not task.paused:
+        task.resumed_at = task.updated_at
     after = snapshot(task)
     if after != before:
         audit.record(db.session, actor, "task.edit", "task", task.id, before=before, after=after,
@@ -106,6 +109,8 @@ def set_paused(task: Task, paused: bool, actor: Actor, clock: Clock = SYSTEM_CLO
     """Pause or resume a task's triggers (runs already created carry on)."""
     if task.paused != paused:
         task.paused, task.updated_at = paused, clock()
+        if not paused:
+            task.resumed_at = task.updated_at
         audit.record(db.session, actor, "task.pause" if paused else "task.resume", "task", task.id,
                      before={"paused": not paused}, after={"paused": paused}, tenant=task.tenant.name, clock=clock)
         db.session.commit()
