@@ -166,6 +166,9 @@ def test_edit_with_a_base_updated_at_that_is_no_time_is_422(client, operator, re
      "0"),
     ({"debounce_s": 10}, "debounce_s", "a debounce collapses repeated events only"),
     ({"sla": {"max_start_delay_s": 600, "deadline_s": 60}}, "sla.deadline_s", "must be at least max_start_delay_s"),
+    # Valid, but longer than the column holds: PostgreSQL refused it as a database error (a 500).
+    ({"cron": ",".join(str(minute) for minute in range(60)) + " * * * *"}, "cron",
+     "cron is at most 120 characters, got 177"),
 ])
 def test_a_setting_that_could_never_act_is_refused_at_registration(client, operator, changes, field, words):
     with nothing_written():

@@ -107,6 +107,9 @@ def _params(params) -> dict:
     return params
 
 
+MAX_CRON = Task.cron.type.length
+
+
 def _schedule(merged: dict) -> tuple[str | None, str]:
     """Return the cron expression (None for a task without one) and the time zone, checked together."""
     timezone = merged.get("timezone") or "UTC"
@@ -115,6 +118,9 @@ def _schedule(merged: dict) -> tuple[str | None, str]:
     if expression is not None:
         if not isinstance(expression, str):
             raise InvalidInput("cron is a 5-field crontab expression such as '30 2 * * MON'", "cron")
+        if len(expression) > MAX_CRON:  # what the column holds: a longer one was a database error (500) on PostgreSQL
+            raise InvalidInput(f"cron is at most {MAX_CRON} characters, got {len(expression)}; a range (1-5) or a "
+                               "step (*/5) says a long list shorter", "cron")
         try:
             cron.parse(expression, timezone)
         except cron.CronError as error:
