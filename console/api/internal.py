@@ -11,7 +11,7 @@ from console.services.engine.submit import find_by_key
 from console.services.errors import InvalidInput, NotFound
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.policies import versions as policies
-from console.services.scheduling import on_demand
+from console.services.scheduling import definitions, on_demand
 
 bp = Blueprint("internal_api", __name__)
 EVENT_FIELDS = ("type", "tenant", "data", "idempotency_key")
@@ -73,9 +73,11 @@ def events():
     if kind == "task.execution.updated":
         run = executor_reports.report_update(tenant, payload, current_actor())
         return jsonify(id=run.id, status=run.status), 202
-    if not isinstance(kind, str) or not kind or kind.startswith("task."):
-        raise InvalidInput("type is an event name such as order.created; task.* names other than "
-                           "task.execution.failed and task.execution.updated are reserved", "type")
+    if not definitions.is_event_name(kind):
+        # As a task's event is checked: a name no task can listen for was a 202 that fired nothing.
+        raise InvalidInput("type is a lowercase event name such as order.created (letters, digits and . _ -, at most "
+                           "120 characters); task.* names other than task.execution.failed and "
+                           "task.execution.updated are reserved", "type")
     no_unknown(data, EVENT_FIELDS)
     outcomes = on_demand.on_event(tenant, kind, data.get("data", {}), current_actor(),
                                   idempotency_key=data.get("idempotency_key"))

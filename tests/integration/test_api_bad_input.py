@@ -330,6 +330,10 @@ UPDATED = "task.execution.updated"
                  "invalid", "tenant", id="unknown-tenant"),
     pytest.param({"type": "order.created", "data": {"blob": "x" * 70_000}}, 422, "invalid", "data",
                  id="data-over-the-params-limit"),
+    # Names no task can listen for (a task's event is checked the same way): each was a 202 that fired nothing.
+    *(pytest.param({"type": name}, 422, "invalid", "type", id=f"type-{label}") for label, name in [
+        ("capitals", "Order.Created"), ("spaces", " order.created "), ("too-long", "a" * 121),
+        ("a-nul", "order.created\u0000"), ("a-newline", "order.created\n"), ("empty", "")]),
 ])
 def test_bad_event_is_refused_and_records_nothing(client, operator, payload, status, error, field):
     with nothing_written():

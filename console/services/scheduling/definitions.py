@@ -12,7 +12,7 @@ from console.services.scheduling import quota_classes, sla, template_insight, te
 from console.services.settings import setting
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.:/-]{0,119}$")
-EVENT = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,119}$")
+EVENT = re.compile(r"[a-z0-9][a-z0-9_.-]{0,119}")
 FIELDS = {"name", "tenant", "handler", "params", "cron", "timezone", "event", "policy", "mutex_key",
           "concurrency_policy", "window", "jitter_s", "debounce_s", "sla", "misfire_grace_s", "paused", "template",
           "inherit", "quota_class"}
@@ -135,8 +135,14 @@ def _schedule(merged: dict) -> tuple[str | None, str]:
     return expression, timezone
 
 
+def is_event_name(name) -> bool:
+    """Whether a task may listen for (and an event be posted as) this name; task.* names are the engine's."""
+    # fullmatch: a "$" let a name end in a newline.
+    return isinstance(name, str) and EVENT.fullmatch(name) is not None and not name.startswith("task.")
+
+
 def _event(event) -> str | None:
-    if event is not None and (not isinstance(event, str) or not EVENT.match(event) or event.startswith("task.")):
+    if event is not None and not is_event_name(event):
         raise InvalidInput("event is a lowercase name like order.created (task.* names are the engine's)", "event")
     return event
 
