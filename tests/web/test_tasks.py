@@ -357,7 +357,9 @@ def test_posting_the_event_of_a_paused_task_says_nothing_fired(client, auth):
     ("[1, 2]", "data must be a JSON object"),
     ('{"x": "\\ud800"}', "not valid Unicode"),
     ("[" * 5000 + "]" * 5000, "nested deeper than 64 levels"),
-    ('{"blob": "' + "x" * 70_000 + '"}', "data: params are 70,012 bytes; at most 65,536"),
+    ('{"blob": "' + "x" * 70_000 + '"}', "data: params are 70,012 bytes as stored; at most 65,536"),
+    ('{"blob": "' + "日" * 12_000 + '"}', "data: params are 72,012 bytes as stored (JSON, where each character outside "
+                                         "ASCII is written as a 6-byte \\u escape); at most 65,536"),
     ('{"n": ' + "9" * 5000 + "}", "Data: a number in the JSON has more than 4,300 digits"),
 ])
 def test_bad_event_data_is_422_at_the_field_keeping_what_was_typed_and_fires_nothing(client, auth, typed, message):
