@@ -100,3 +100,20 @@ def test_no_key_is_given_twice_in_one_mapping():
     # A merge once interleaved three operations: GET /api/workflows/{id} then documented a runbook's 202s, and
     # POST /api/workflows lost its body and responses, with the file still valid OpenAPI (found by schemathesis).
     yaml.load(DOCUMENT.read_text(), Loader=_StrictLoader)
+
+
+def _keys_without_a_value(node, path=()):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if value is None:
+                yield "/".join(map(str, (*path, key)))
+            yield from _keys_without_a_value(value, (*path, key))
+    elif isinstance(node, list):
+        for index, item in enumerate(node):
+            yield from _keys_without_a_value(item, (*path, index))
+
+
+def test_no_key_is_left_without_a_value():
+    # In a flow mapping, an unquoted description's comma starts a new key: "description: Its log so far, a line
+    # each." made a key "a line each." with no value, and the description stopped at "so far".
+    assert list(_keys_without_a_value(yaml.safe_load(DOCUMENT.read_text()))) == []
