@@ -3,22 +3,24 @@
 import html
 import json
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import select
 
 from console.domain.breaker import BreakerSettings
 from console.domain.clock import utcnow
+from console.domain.cron import jitter_offset
 from console.extensions import db
 from console.models import AuditEntry, DeadLetter, Tenant
 from console.services.actor import Actor
 from console.services.engine import breakers
 from console.services.engine.execute import execute
+from console.services.people import tenants
 from console.services.runs import query as runs_query
 from console.services.runs import timeline as run_timeline
 from console.services.runs.query import RunFilters
-from console.services.scheduling import tasks
+from console.services.scheduling import planner, tasks
 from tests.factories import Runs
 
 ROW_ID = re.compile(r'<td class="num mono"><a href="/runs/(\d+)">')
@@ -601,3 +603,14 @@ def test_progress_says_where_a_run_stopped_only_when_it_stopped_short(client, au
     # "stopped at 100%" read as if something were cut short, on runs a person compensated on purpose too.
     assert [list_row(client, run_id)[STATUS] for run_id in (stopped, done, undone)] == [
         "dead stopped at 40%", "dead", "compensated"]
+
+
+def test_a_jittered_cron_runs_page_says_it_is_due_by_its_jitter_not_a_window(client, auth, clock):
+    task = tasks.register(tenants.find("default"), {"name": "spread", "handler": "demo.noop", "cron": "*/2 * * * *",
+                                                    "jitter_s": 45}, Actor("test"))
+    cron_time = datetime(2026, 3, 6, 9, 10, tzinfo=UTC)
+    clock.set(cron_time + jitter_offset(task.id, 45))
+    [outcome] = planner.fire([planner.Firing(task.id, cron_time)], Actor("scheduler"), clock)
+    auth.as_role("viewer")
+    page = client.get(f"/runs/{outcome.run_id}").get_data(as_text=True)
+    assert "<dt>Due (jitter)</dt>" in page and "cron time 09:10" in page and "window" not in page

@@ -247,6 +247,17 @@ class RunDetail:
         return next((event.at for event in self.events if event.kind == "running" and event.series == self.run.series
                      and event.attempt == 1), None)
 
+    @cached_property
+    def deferred_into_window(self) -> bool:
+        """Whether its planner deferred it into its execution window (its due_at is the opening, not a jitter)."""
+        if self.run.due_at is None:
+            return False
+        submitted = next((event for event in self.events if event.kind == "submitted"), None) \
+            if not self.hidden_events else None  # its first event is shown, else asked for
+        reason = submitted.reason if submitted is not None else db.session.execute(
+            select(RunEvent.reason).where(RunEvent.run_id == self.run.id, RunEvent.kind == "submitted")
+            .order_by(RunEvent.id).limit(1)).scalar()  # past the events shown
+        return reason == "window"
 
     @cached_property
     def succeeded_at(self) -> datetime | None:
