@@ -22,6 +22,7 @@ from console.services.engine.context import HandlerContext
 from console.services.engine.execute import WORKER_ID, execute
 from console.services.people import tenants
 from console.services.scheduling import planner, sla, tasks
+from console.services.system.leader import LeaderLock
 from tests.factories import Runs
 from tests.helpers import wait_for
 
@@ -31,7 +32,8 @@ COUNTERS = [
     "task_execution_retry_total", "task_sla_breach_total", "worker_task_success_total", "worker_task_retry_total",
     "worker_task_timeout_total", "worker_progress_write_failure_total",
 ]
-GAUGES = ["task_scheduler_on_time_rate", "worker_queue_depth", "worker_pool_concurrency_inuse"]
+GAUGES = ["task_scheduler_on_time_rate", "worker_queue_depth", "worker_pool_concurrency_inuse", "scheduler_leader",
+          "dead_letters_open"]
 HISTOGRAMS = ["worker_queue_wait_ms"]
 # No jitter, and a breaker that stays closed through the workload's string of failures.
 NO_JITTER = {"base_delay_s": 1, "multiplier": 2, "jitter": 0, "max_delay_s": 60,
@@ -79,6 +81,7 @@ def test_every_seed_name_is_exposed_with_its_type_even_before_anything_ran(clien
     assert math.isnan(value(families, "task_scheduler_on_time_rate"))  # nothing was due: unknown, not 100%
     assert value(families, "worker_pool_concurrency_inuse", tenant="default") == 0
     assert value(families, "worker_queue_depth", queue="default", state="queued") == 0
+    assert value(families, "scheduler_leader") == 0 and value(families, "dead_letters_open", tenant="default") == 0
 
 
 def add_tenant(name: str) -> Tenant:
@@ -183,6 +186,10 @@ def test_counters_match_the_database_after_a_mixed_workload(client, runs, clock,
     # Gauges read now: the claimed run, the queues in Redis, the last hour's start punctuality.
     assert value(families, "worker_pool_concurrency_inuse", tenant="default") == 1
     assert value(families, "worker_pool_concurrency_inuse", tenant="acme") == 0
+    open_letters = {name: count(select(DeadLetter.id).join(Tenant, Tenant.id == DeadLetter.tenant_id).where(
+        DeadLetter.status == "open", Tenant.name == name)) for name in ("default", "acme")}
+    assert {name: value(families, "dead_letters_open", tenant=name) for name in open_letters} == open_letters
+    assert sum(open_letters.values()) == 3
     redis = get_redis()
     assert value(families, "worker_queue_depth", queue="default", state="queued") == Queue("default",
                                                                                          connection=redis).count
@@ -190,6 +197,14 @@ def test_counters_match_the_database_after_a_mixed_workload(client, runs, clock,
     assert value(families, "worker_queue_depth", queue="retries", state="scheduled") == retries > 0
     # Five task runs were due in the last hour: two started on time, three five minutes late.
     assert value(families, "task_scheduler_on_time_rate") == pytest.approx(2 / 5)
+
+
+def test_the_scheduler_leader_gauge_is_1_while_a_scheduler_holds_the_lock(client):
+    lock = LeaderLock(get_redis(), ttl_s=10)
+    assert lock.acquire_or_renew()
+    assert value(scrape(client), "scheduler_leader") == 1
+    lock.release()  # a scheduler that stops (or whose lock lapses, frozen or killed) leaves none
+    assert value(scrape(client), "scheduler_leader") == 0
 
 
 def test_a_change_that_rolls_back_counts_nothing(client, runs, clock):

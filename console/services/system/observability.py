@@ -12,10 +12,11 @@ from sqlalchemy import func, select
 
 from console import metrics
 from console.extensions import db
-from console.models import Run, Task, Tenant
+from console.models import DeadLetter, Run, Task, Tenant
 from console.redis_conn import get_redis
 from console.services.engine.queueing import QUEUES
 from console.services.policies import versions as policies
+from console.services.system import leader
 
 log = logging.getLogger("rebound.metrics")
 ON_TIME_WINDOW_S = 3600
@@ -26,6 +27,12 @@ def running_by_tenant() -> dict[int, int]:
     """Return how many runs are running now, per tenant id."""
     return dict(db.session.execute(select(Run.tenant_id, func.count()).where(Run.status == "running")
                                    .group_by(Run.tenant_id)).all())
+
+
+def open_dead_letters_by_tenant() -> dict[int, int]:
+    """Return how many dead letters wait for a person now (open), per tenant id."""
+    return dict(db.session.execute(select(DeadLetter.tenant_id, func.count()).where(DeadLetter.status == "open")
+                                   .group_by(DeadLetter.tenant_id)).all())
 
 
 def queue_depths() -> list[tuple[str, str, int]]:
@@ -100,12 +107,25 @@ class _Collector:
         except Exception as error:  # noqa: BLE001 - Redis down: the family stays, without samples
             log.warning("metrics: cannot read queue depths (%s)", error)
         yield depth
+        # Held only while a scheduler renews it (every 3 s, lapsing after REBOUND_LEADER_TTL_S): a frozen or dead
+        # scheduler fires no cron and shows nowhere else, as the on-time rate counts only runs that were created.
+        leading = GaugeMetricFamily("scheduler_leader", "1 while a scheduler process holds the leader lock and "
+                                    "fires the cron tasks, 0 while none does: alert on 0 for a minute.")
+        try:
+            leading.add_metric([], 1 if get_redis().exists(leader.KEY) else 0)
+        except Exception as error:  # noqa: BLE001 - Redis down: unknown, not "no leader"
+            log.warning("metrics: cannot read the scheduler leader (%s)", error)
+        yield leading
         inuse = GaugeMetricFamily("worker_pool_concurrency_inuse", "Runs running now, per tenant.",
                                   labels=["tenant"])
-        running = running_by_tenant()
+        parked = GaugeMetricFamily("dead_letters_open", "Dead letters waiting for a person now (open), per tenant.",
+                                   labels=["tenant"])
+        running, waiting = running_by_tenant(), open_dead_letters_by_tenant()
         for tenant_id, name in sorted(tenants.items(), key=lambda item: item[1]):
             inuse.add_metric([name], running.get(int(tenant_id), 0))
+            parked.add_metric([name], waiting.get(int(tenant_id), 0))
         yield inuse
+        yield parked
         late, due = start_punctuality(self.now, ON_TIME_WINDOW_S)
         rate = GaugeMetricFamily("task_scheduler_on_time_rate",
                                  "Share of task runs scheduled in the last hour that started within their "
