@@ -212,7 +212,8 @@
     var asks = button.dataset.requestAbove && ticked.length > Number(button.dataset.requestAbove)
       ? button.dataset.confirmRequest : button.dataset.confirmSelected;
     var question = asks.replace("{selected}", ticked.length === 1
-      ? "the selected dead letter" : "the " + ticked.length + " selected dead letters");
+      ? "the selected dead letter" : "the " + ticked.length + " selected dead letters")
+      .replace("{They}", ticked.length === 1 ? "It" : "They");
     if (fixes.length === 1) question += " Params fix #" + fixes[0] + " waiting for approval is closed then.";
     if (fixes.length > 1) question += " Params fixes #" + fixes.join(", #") + " waiting for approval are closed then.";
     if (button.dataset.confirmSteps !== undefined) question += stepWords(ticked);

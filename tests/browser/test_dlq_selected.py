@@ -64,6 +64,8 @@ def test_the_selected_buttons_count_the_ticked_rows_and_name_their_waiting_fixes
 
     tick(page, plain)
     assert ask(page, "Replay selected", answer=False) == "Replay the selected dead letter at the rate set here?"
+    page.get_by_label("reason to discard the selected").fill("a duplicate")
+    assert ask(page, "Discard selected", answer=False) == "Discard the selected dead letter? It will not be replayed."
     tick(page, first)
     assert ask(page, "Replay selected", answer=False) == (
         f"Replay the 2 selected dead letters at the rate set here? Params fix #{fix_one.id} waiting for approval is "
