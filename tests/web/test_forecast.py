@@ -4,6 +4,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
+import pytest
 from sqlalchemy import func, select
 
 from console.domain.clock import FrozenClock
@@ -14,6 +15,7 @@ from console.services.people import tenants
 from console.services.scheduling import conflicts, quota_classes, tasks
 from console.services.scheduling.forecast import _Firing, _overlaps, forecast
 from tests.factories import make_tenant
+from tests.helpers import assert_marked
 from tests.web.test_tasks import form_body
 
 SEED = Actor("seed")
@@ -68,6 +70,17 @@ def test_a_tenant_limited_person_forecasts_only_their_tenant(client, auth):
     refused = client.get("/tasks/forecast?tenant=globex")
     assert refused.status_code == 403 and "you see only tenant acme&#39;s tasks; remove tenant=globex" in text(refused)
     assert "globex-secret" not in text(refused)
+
+
+@pytest.mark.parametrize("typed", ["0", "abc", "100001", "٣", "9" * 40])
+def test_a_bad_crowded_at_is_said_beside_its_box_and_the_forecast_counts_50(client, auth, typed):
+    register(name="export")
+    auth.as_role("viewer")
+    response = client.get("/tasks/forecast", query_string={"crowded": typed})
+    page = text(response)
+    assert response.status_code == 422 and "1 scheduled task" in page
+    assert_marked(page, "input", "crowded", "Crowded at is a whole number from 1 to 100,000")
+    assert f'value="{typed}"' in page and "Minutes with 50 or more starts" in page
 
 
 def test_tasks_links_to_the_forecast(client, auth):
