@@ -11,7 +11,7 @@ RETRY_KEYS = ("policy",)
 CONFLICT_KEYS = ("template", "description", "rules")
 SLA_KEYS = ("max_start_delay_s", "deadline_s")
 # Retry policies and conflict templates share one naming rule (console/services/policies/versions.py).
-NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
 
 TEMPLATE = """\
 # Defaults for tasks, read at every start of every process; a value that does not validate stops the start with
@@ -65,7 +65,7 @@ def _section(data: Mapping, name: str, keys: tuple[str, ...]) -> Mapping:
 
 def _name(section: Mapping, key: str, where: str) -> str:
     value = section.get(key, "default")
-    if not isinstance(value, str) or not NAME.match(value):
+    if not isinstance(value, str) or not NAME.fullmatch(value):
         raise TaskDefaultsError(where, f"a name of 1-64 lowercase letters, digits, '.', '_' or '-', got {value!r}")
     return value
 

@@ -2,8 +2,13 @@
 
 import re
 
+import pytest
+
 from console.extensions import db
 from console.models import ApiToken, AuditEntry, User
+from console.services.actor import Actor
+from console.services.errors import InvalidInput
+from console.services.people import users
 
 
 def last_audit():
@@ -33,6 +38,11 @@ def test_invalid_new_user_gets_422_naming_the_field(client, auth):
     body = response.get_data(as_text=True)
     assert "2-64 letters" in body and "at least 10 characters" in body
     assert db.session.query(User).count() == 1
+
+
+def test_a_username_ending_in_a_newline_is_refused(app):
+    with pytest.raises(InvalidInput, match="2-64 letters"):
+        users.create("olga\n", "operator", None, Actor("test"))
 
 
 def test_duplicate_username_is_409(client, auth):

@@ -318,6 +318,7 @@ def test_unknown_task_is_404(client, operator):
     pytest.param({"cron": DROP, "event": "task.foo"}, "event", id="reserved-event-name"),
     pytest.param({"event": "task.foo"}, "event", id="reserved-event-name-with-cron"),
     pytest.param({"event": "order.created\n"}, "event", id="event-name-ending-in-a-newline"),
+    pytest.param({"name": "export\n"}, "name", id="name-ending-in-a-newline"),
     pytest.param({"concurrency_policy": "sometimes"}, "concurrency_policy", id="bad-concurrency-policy"),
     pytest.param({"window": {"start": "25:00", "end": "03:00"}}, "window.start", id="window-start-25h"),
     pytest.param({"sla": {"deadline_s": 0}}, "sla.deadline_s", id="sla-deadline-zero"),

@@ -19,7 +19,7 @@ from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.errors import Conflict, Forbidden, InvalidInput, NotFound
 
-USERNAME = re.compile(r"^[a-zA-Z0-9_.-]{2,64}$")
+USERNAME = re.compile(r"[a-zA-Z0-9_.-]{2,64}")
 MIN_PASSWORD = 10
 # The commonest passwords of at least MIN_PASSWORD characters in public breach lists (compared lower-cased).
 COMMON_PASSWORDS = frozenset({
@@ -86,7 +86,7 @@ def create(username: str, role: str, password: str | None, actor: Actor, *, scop
            tenant: Tenant | None = None) -> tuple[User, str | None]:
     """Create a user; return it and the generated password when none was given."""
     tenant = within_scope(tenant, scope)
-    if not USERNAME.match(username or ""):
+    if not USERNAME.fullmatch(username or ""):  # fullmatch: "$" let a name end in a newline
         raise InvalidInput("username must be 2-64 letters, digits, '.', '_' or '-'", "username")
     _check_role(role)
     generated = None

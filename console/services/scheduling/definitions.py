@@ -11,7 +11,7 @@ from console.services.policies import versions as policies
 from console.services.scheduling import quota_classes, sla, template_insight, templates
 from console.services.settings import setting
 
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.:/-]{0,119}$")
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.:/-]{0,119}")
 EVENT = re.compile(r"[a-z0-9][a-z0-9_.-]{0,119}")
 FIELDS = {"name", "tenant", "handler", "params", "cron", "timezone", "event", "policy", "mutex_key",
           "concurrency_policy", "window", "jitter_s", "debounce_s", "sla", "misfire_grace_s", "paused", "template",
@@ -96,8 +96,9 @@ def _trigger_fits(shaping: str, values: dict, merged: dict, data: dict, current:
                            shaping)
 
 def _name(name) -> str:
-    if not isinstance(name, str) or not NAME.match(name):
-        raise InvalidInput("name is 1-120 letters, digits, spaces or . _ : / -", "name")
+    if not isinstance(name, str) or not NAME.fullmatch(name):  # fullmatch: "$" let a name end in a newline
+        raise InvalidInput("name is 1-120 letters, digits, spaces or . _ : / -, starting with a letter or digit",
+                           "name")
     return name
 
 
