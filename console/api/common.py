@@ -46,7 +46,7 @@ def body() -> dict:
     except HTTPBadRequest:
         raise UnreadableJSON("the body is not valid JSON (nor UTF-8 text that holds it)") from None
     if not isinstance(data, dict):
-        raise BadRequest("send a JSON object, e.g. {\"handler\": \"demo.noop\"}, not another JSON value")
+        raise BadRequest("send a JSON object ({\"name\": value, ...}), not an array, a string or a number")
     return data
 
 

@@ -43,8 +43,10 @@ def test_exit_75_is_retried_other_codes_are_not_and_a_hang_is_stopped(runs, cloc
 
 
 def test_a_command_that_is_not_registered_cannot_be_submitted(runs, commands_file):
-    with pytest.raises(InvalidInput, match="no command named 'rm'"):
+    with pytest.raises(InvalidInput, match="no command named 'rm'") as refused:
         runs.submit("command:rm")
+    assert str(commands_file) not in refused.value.detail  # the file is named by its setting, not its path
+    assert "REBOUND_COMMANDS_FILE" in refused.value.detail
 
 
 def test_an_externally_failed_execution_enters_the_retry_flow(runs, clock):

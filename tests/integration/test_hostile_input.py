@@ -156,7 +156,7 @@ def test_a_body_sent_without_its_length_is_refused_saying_to_send_it(app, client
 @pytest.mark.parametrize("data, code, said", [
     (b'{"handler": "demo.noop", "params": {"x": "\xff\xfe"}}', "bad_json", "not valid JSON"),
     (b'{"handler": "demo.noop",', "bad_json", "not valid JSON"),
-    (b'["demo.noop"]', "bad_request", "not another JSON value"),
+    (b'["demo.noop"]', "bad_request", "not an array, a string or a number"),
 ])
 def test_a_body_that_is_no_json_object_says_what_it_is(client, operator, data, code, said):
     """Not "send a JSON object with Content-Type: application/json" to a request that has that Content-Type."""

@@ -71,7 +71,8 @@ def html(response) -> str:
 
 def nav_count(page: str) -> str | None:
     found = re.search(r'href="/approvals" class="[^"]*"(?: aria-current="page")?>'
-                      r'Approvals(?: <span class="nav-count"[^>]*>(\d+)</span>)?</a>', page)
+                      r'Approvals(?: <span class="nav-count"[^>]*>(\d+)</span>'
+                      r'<span class="visually-hidden"> waiting for you</span>)?</a>', page)
     return found.group(1) if found else "no link"
 
 

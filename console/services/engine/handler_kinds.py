@@ -55,7 +55,8 @@ def normalise(handler: str) -> str:
     if kind == "python" and registry.get(name) is None:
         raise InvalidInput(f"no Python handler named {name!r}; known: {', '.join(registry.names())}", "handler")
     if kind == "command" and name not in commands():
-        raise InvalidInput(f"no command named {name!r} is registered in {setting('COMMANDS_FILE')}", "handler")
+        raise InvalidInput(f"no command named {name!r} is registered in the commands file (REBOUND_COMMANDS_FILE)",
+                           "handler")  # not its path: where the server keeps its files is not the caller's business
     if kind == "plugin" and not setting("PLUGIN_RUNTIME_URL"):
         raise InvalidInput("plugin handlers need REBOUND_PLUGIN_RUNTIME_URL to be set", "handler")
     return f"{kind}:{name}"
