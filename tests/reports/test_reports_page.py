@@ -260,6 +260,7 @@ def test_every_table_downloads_as_csv(manager, client, table):
 def test_the_breaches_list_filters_by_kind_and_task(manager, client, built):
     html = client.get(f"/reports/breaches?period=24h&task={built['edge']}").get_data(as_text=True)
     assert "late start" in html and f"/runs/{built['edge_late']}" in html and "1 s" in html
+    assert "<strong>1 breach recorded " in html  # all pages together, said above the first
     # Its times follow the Local time switch like any page's, so their columns name the zone they are in.
     assert re.findall(r'<th[^>]*>(Detected|Due|Limit) \(<span class="tz">UTC</span>\)</th>', html) == [
         "Detected", "Due", "Limit"]
@@ -502,7 +503,8 @@ def test_each_trend_point_opens_what_its_figure_counts_in_that_hour(manager, cli
     breaches = behind("SLA breaches")
     assert breaches.startswith("/reports/breaches?") and spans(breaches, "since", "until")
     listed = client.get(breaches).get_data(as_text=True)
-    assert f"/runs/{built['edge_late']}" in listed and "Recorded 2026-03-02 09:00 – 2026-03-02 10:00 UTC" in listed
+    assert f"/runs/{built['edge_late']}" in listed
+    assert "1 breach recorded 2026-03-02 09:00 – 2026-03-02 10:00 UTC" in listed
     late = behind("Scheduling on time")
     assert late.startswith("/reports/breaches?") and "kind=start_delay" in late and spans(late, "since", "until")
     assert behind("Trigger delay p99") == late

@@ -95,6 +95,11 @@ def page(filters: Filters, before: int | None = None, limit: int = PAGE_SIZE) ->
     return rows, rows[-1].breach.id if more and rows else None
 
 
+def count(filters: Filters) -> int:
+    """Return how many breaches the filters select, all pages together."""
+    return db.session.execute(select(func.count()).select_from(_query(filters).subquery())).scalar_one()
+
+
 def every(filters: Filters) -> list[Row]:
     """Return the breaches for an export, newest first (at most EXPORT_CAP)."""
     return _rows(db.session.execute(_query(filters).order_by(SlaBreach.id.desc()).limit(EXPORT_CAP)))

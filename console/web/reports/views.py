@@ -108,7 +108,7 @@ def breaches():
     filters = breach_list.Filters(period.start, period.end, scope.tenant_id, scope.task_id, kind, hour)
     rows, older = breach_list.page(filters, paging.before())
     return _page("reports/breaches.html", "breaches", error=None, rows=rows, older=older, kind=kind, hour=hour,
-                 kinds=breach_list.KINDS, period=period, links=links,
+                 kinds=breach_list.KINDS, period=period, links=links, total=breach_list.count(filters),
                  newer=request.args.get("before") is not None)
 
 
