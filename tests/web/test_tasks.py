@@ -193,6 +193,8 @@ def test_event_only_task_page_says_how_it_fires(client, auth):
     html = client.get(f"/tasks/{task.id}").get_data(as_text=True)
     assert "tasks-firings" not in html
     assert "Fires on event <code>order.created</code>" in html
+    assert "for cron firings only: this task has no cron, so it never applies" in html  # its misfire grace
+    assert "caught up if at most this old" not in html
 
 
 def test_missing_or_deleted_task_is_404(client, auth):
