@@ -95,8 +95,7 @@ def edit(task: Task, data: dict, actor: Actor, clock: Clock = SYSTEM_CLOCK, *, s
     for key, value in values.items():
         setattr(task, key, value)
     task.updated_at = clock()
-    if was_paused and not task.paused:
-        task.resumed_at = task.updated_at
+    _note_resume(task, was_paused)
     after = snapshot(task)
     if after != before:
         audit.record(db.session, actor, "task.edit", "task", task.id, before=before, after=after,
@@ -108,13 +107,19 @@ def edit(task: Task, data: dict, actor: Actor, clock: Clock = SYSTEM_CLOCK, *, s
 def set_paused(task: Task, paused: bool, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> Task:
     """Pause or resume a task's triggers (runs already created carry on)."""
     if task.paused != paused:
+        was_paused = task.paused
         task.paused, task.updated_at = paused, clock()
-        if not paused:
-            task.resumed_at = task.updated_at
+        _note_resume(task, was_paused)
         audit.record(db.session, actor, "task.pause" if paused else "task.resume", "task", task.id,
                      before={"paused": not paused}, after={"paused": paused}, tenant=task.tenant.name, clock=clock)
         db.session.commit()
     return task
+
+
+def _note_resume(task: Task, was_paused: bool) -> None:
+    """Record a resume: the catch-up counts firings from it on, as the pause skipped those before (task_jobs)."""
+    if was_paused and not task.paused:
+        task.resumed_at = task.updated_at
 
 
 WAITING = ("pending", "retry_wait")  # created, not started or between attempts: a deleted task's still run
