@@ -6,6 +6,7 @@ from console.auth import requires, tenant_scope
 from console.domain.clock import utcnow
 from console.extensions import db
 from console.models import Tenant
+from console.services import inputs
 from console.services.people import tenants
 from console.services.people.permissions import VIEW
 from console.services.reports import breaches as breach_list
@@ -51,7 +52,7 @@ def forecast():
     if horizon not in HORIZONS:
         abort(422, "horizon is 24h or 7d")
     typed = request.args.get("crowded", "50").strip()
-    crowded = int(typed) if typed.isascii() and typed.isdigit() and len(typed) <= 6 else 0
+    crowded = int(typed) if inputs.is_digits(typed) and len(typed) <= 6 else 0
     # Said beside its box, the forecast shown at the default: "abc" read as 50 unsaid, 0 was a bare error page.
     crowded_error = None if 1 <= crowded <= 100_000 else "Crowded at is a whole number from 1 to 100,000"
     if scope is not None:
