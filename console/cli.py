@@ -43,6 +43,16 @@ def _level(argv: list[str]) -> str | None:
     return None if _command(argv) in SERVING or os.environ.get("REBOUND_LOG_LEVEL") else "WARNING"
 
 
+def _tidy_group_options(group: click.Group) -> None:
+    """Hide Flask's --app and --debug (Rebound is one app, configured by REBOUND_*) and say what --env-file is for."""
+    for option in group.params:
+        if option.name in ("app", "debug"):
+            option.hidden = True
+        elif option.name == "env_file":
+            option.help = ("Read REBOUND_* settings from this file (KEY=value lines); a variable already set in "
+                           "the environment wins.")
+
+
 def main() -> None:
     """Entry point of the `rebound` console script."""
     configure_logging(_level(sys.argv))
@@ -50,6 +60,7 @@ def main() -> None:
     group = FlaskGroup(create_app=_create_app, help="Rebound: ops console for background tasks that fail.",
                        add_default_commands=False, add_version_option=False)
     click.version_option(version("rebound"), prog_name="rebound", message="%(prog)s %(version)s")(group)
+    _tidy_group_options(group)
     try:
         group(prog_name="rebound")
     except DBAPIError as error:

@@ -232,5 +232,7 @@ DEFAULTS = {
     "WTF_CSRF_TIME_LIMIT": None,
     # A Redis outage must not lock people out of the console: the login throttle then lets requests through.
     "RATELIMIT_SWALLOW_ERRORS": True,
+    # A throttled login answers with Retry-After (seconds until the window frees a try), as RFC 9110 asks of a 429.
+    "RATELIMIT_HEADERS_ENABLED": True,
     "TESTING": False,
 }

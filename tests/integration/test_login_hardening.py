@@ -20,8 +20,9 @@ def test_a_throttle_that_does_not_parse_stops_the_start_naming_the_setting():
 
 def test_failed_logins_from_one_address_are_throttled_across_usernames(app, client, auth):
     app.config["LOGIN_RATE_LIMIT_PER_ADDRESS"] = "3 per minute"
-    codes = [auth.login(f"guess-{n}", "wrong-password-x").status_code for n in range(4)]
-    assert codes == [401, 401, 401, 429]
+    answers = [auth.login(f"guess-{n}", "wrong-password-x") for n in range(4)]
+    assert [answer.status_code for answer in answers] == [401, 401, 401, 429]
+    assert 0 < int(answers[-1].headers["Retry-After"]) <= 60
     assert "from this address" in auth.login("guess-9", "wrong-password-x").get_data(as_text=True)
 
 
