@@ -10,6 +10,7 @@ from flask_login import current_user
 from markupsafe import Markup, escape
 
 from console.auth import public, tenant_scope
+from console.domain import deleted_names
 from console.domain.clock import utcnow
 from console.domain.figures import duration
 from console.domain.notes import MAX_NOTE_CHARS
@@ -79,6 +80,8 @@ def register(app) -> None:
     app.add_template_filter(code_spans, "code_spans")
     # A handler, an error code, a worker in a table that must fit a laptop's window.
     app.add_template_filter(soft_breaks, "soft_breaks")
+    # A deleted task's runs name it as it was, marked deleted, not by the freed name its row keeps.
+    app.add_template_filter(deleted_names.shown, "task_name")
     # A saga's step replayed alone: the run page, a dead letter's row and its fix form say so before anyone asks.
     app.add_template_global(workflow_replay, "workflow_replay")
     app.add_template_global(workflow_compensation, "workflow_compensation")

@@ -578,6 +578,17 @@ def test_deleting_a_task_with_runs_still_waiting_says_they_will_run_and_links_th
     assert entry.after == {"waiting_runs": 1}
 
 
+def test_a_deleted_tasks_runs_name_it_as_it_was_marked_deleted(client, auth):
+    task = make_task(window=closed_window(), timezone="UTC")
+    auth.as_role("operator", "olga")
+    client.post(f"/tasks/{task.id}/trigger", data={"csrf_token": auth.csrf()})
+    [run] = db.session.execute(select(Run).where(Run.task_id == task.id)).scalars().all()
+    client.post(f"/tasks/{task.id}/delete", data={"csrf_token": auth.csrf()})
+    for page in (client.get("/runs").get_data(as_text=True), client.get(f"/runs/{run.id}").get_data(as_text=True)):
+        assert "<strong>weekly-report (deleted)</strong>" in page and "~deleted" not in page
+    assert f'href="/tasks/{task.id}"' not in client.get(f"/runs/{run.id}").get_data(as_text=True)  # a 404 now
+
+
 # -- cron preview -----------------------------------------------------------------------------------------------------
 
 def test_cron_preview_describes_a_valid_expression_with_five_firings(client, auth):

@@ -4,6 +4,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from urllib.parse import urlencode
 
+from console.domain import deleted_names
 from console.domain.words import agree, plural
 from console.extensions import db
 from console.models import OutboxMessage, Task, Tenant, WorkOrder
@@ -88,7 +89,7 @@ class _Facts:
         tenant = db.session.get(Tenant, payload["tenant_id"]) if payload.get("tenant_id") else None
         self.tenant = tenant.name if tenant else None
         task = db.session.get(Task, payload["task_id"]) if payload.get("task_id") else None
-        self.task = task.name if task else payload.get("task")
+        self.task = deleted_names.shown(task.name) if task else payload.get("task")
         order_id = payload.get("work_order_id")
         self.order = db.session.get(WorkOrder, order_id) if order_id else None
 

@@ -6,6 +6,7 @@ from datetime import datetime
 from sqlalchemy import and_, case, func, select
 from sqlalchemy.orm import aliased, selectinload
 
+from console.domain import deleted_names
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.errors import shown_message
 from console.extensions import db
@@ -284,7 +285,8 @@ def task_names(letters: list[DeadLetter]) -> dict[int, str]:
     ids = {letter.task_id for letter in letters if letter.task_id}
     if not ids:
         return {}
-    return dict(db.session.execute(select(Task.id, Task.name).where(Task.id.in_(ids))).all())
+    return {task_id: deleted_names.shown(name)
+            for task_id, name in db.session.execute(select(Task.id, Task.name).where(Task.id.in_(ids)))}
 
 
 def task_choices(tenant_id: int | None, limit: int = 500) -> list[tuple[str, str]]:

@@ -5,6 +5,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import func, select
 
+from console.domain import deleted_names
 from console.extensions import db
 from console.models import Run, SlaBreach, Task, Tenant
 from console.services.errors import InvalidInput
@@ -80,7 +81,7 @@ def _rows(result) -> list[Row]:
         if breach.task_id not in limits:
             limits[breach.task_id] = sla.limits_of(task_sla, policy_id, overrides)
         limit = limits[breach.task_id][0 if breach.kind == "start_delay" else 1]
-        rows.append(Row(breach, task, tenant, status, due_at or scheduled_for, limit))
+        rows.append(Row(breach, deleted_names.shown(task), tenant, status, due_at or scheduled_for, limit))
     return rows
 
 

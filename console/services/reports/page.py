@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import select
 
+from console.domain import deleted_names
 from console.domain.periods import Period
 from console.extensions import db
 from console.models import Task, Tenant
@@ -82,7 +83,8 @@ def task_rows(period: Period, scope: Scope) -> list[TaskRow]:
     """Return each task's counts, most failures first (then dead letters, then late starts)."""
     counts = read.per_task(period, scope)
     task_ids = {task_id for _, task_id, _ in counts if task_id}
-    names = dict(db.session.execute(select(Task.id, Task.name).where(Task.id.in_(task_ids))).all()) if task_ids else {}
+    names = {task_id: deleted_names.shown(name) for task_id, name
+             in db.session.execute(select(Task.id, Task.name).where(Task.id.in_(task_ids)))} if task_ids else {}
     tenants = dict(db.session.execute(select(Tenant.id, Tenant.name)).all())
     rows = [TaskRow(tenant_id, tenants.get(tenant_id, str(tenant_id)), task_id, names.get(task_id), handler, found)
             for (tenant_id, task_id, handler), found in counts.items()]

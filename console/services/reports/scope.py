@@ -2,7 +2,7 @@
 
 from datetime import datetime
 
-from console.domain import periods
+from console.domain import deleted_names, periods
 from console.domain.periods import Period
 from console.extensions import db
 from console.models import Task, Tenant
@@ -26,7 +26,7 @@ def describe(scope: Scope) -> str:
     words = [f"tenant {db.session.get(Tenant, scope.tenant_id).name}" if scope.tenant_id is not None
              else "all tenants"]
     if scope.task_id is not None:
-        words.append(f"task {db.session.get(Task, scope.task_id).name} (#{scope.task_id})")
+        words.append(f"task {deleted_names.shown(db.session.get(Task, scope.task_id).name)} (#{scope.task_id})")
     return " · ".join(words)
 
 

@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 from sqlalchemy import select
 from sqlalchemy.orm import joinedload
 
+from console.domain import deleted_names
 from console.extensions import db
 from console.models import Run, RunEvent
 from console.services.runs.query import RunFilters, apply
@@ -142,7 +143,7 @@ def _hover(s: Segment) -> list:
 
 def label(run: Run) -> str:
     """Name a run on the Gantt's y axis."""
-    name = run.task.name if run.task else run.handler
+    name = deleted_names.shown(run.task.name) if run.task else run.handler
     return f"#{run.id} {run.tenant.name}/{name}"
 
 

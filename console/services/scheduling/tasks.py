@@ -4,7 +4,7 @@ from datetime import datetime
 
 from sqlalchemy import func, select, update
 
-from console.domain import conflict_rules
+from console.domain import conflict_rules, deleted_names
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import Run, Task, Tenant
@@ -131,9 +131,7 @@ def delete(task: Task, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> int:
     now = clock()
     before = snapshot(task)
     task.deleted_at, task.updated_at = now, now
-    # The name is free again for a new task.
-    suffix = f"~deleted-{task.id}"
-    task.name = task.name[: 120 - len(suffix)] + suffix
+    task.name = deleted_names.freed(task.name, task.id)  # the name is free again for a new task
     waiting = db.session.execute(select(func.count()).select_from(Run).where(
         Run.task_id == task.id, Run.status.in_(WAITING))).scalar_one()
     audit.record(db.session, actor, "task.delete", "task", task.id, before=before, tenant=task.tenant.name,

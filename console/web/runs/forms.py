@@ -9,7 +9,7 @@ from wtforms.fields import DateTimeField
 from wtforms.fields.choices import SelectChoice
 from wtforms.validators import Length, Optional, ValidationError
 
-from console.domain import periods
+from console.domain import deleted_names, periods
 from console.domain.statuses import RunStatus
 from console.services import inputs
 from console.services.errors import InvalidInput
@@ -94,7 +94,7 @@ class TimelineFilterForm(Form):
         """Offer the tenants and tasks this person may see."""
         self.tenant.choices = [SelectChoice("", "all tenants")] + [SelectChoice(t.name) for t in tenants]
         self.task.choices = [SelectChoice("", "all tasks")] + [
-            SelectChoice(str(t.id), f"{t.tenant.name} / {t.name}" + (" (deleted)" if t.deleted_at else ""))
+            SelectChoice(str(t.id), f"{t.tenant.name} / {deleted_names.shown(t.name)}")
             for t in tasks]
 
     def validate_tenant(self, field) -> None:
