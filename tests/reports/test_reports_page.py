@@ -45,7 +45,8 @@ def test_a_manager_sees_every_figure_as_a_card_against_its_target(manager, clien
     assert 'href="/reports"' in html  # the Reports area is in the nav
     on_time = card(html, "on_time_rate")
     assert on_time.group(1) == "missed" and "75.0 %" in on_time.group(3) and "≥ 98.0 %" in on_time.group(3)
-    assert card(html, "sla_breaches").group(1) == "untargeted"
+    assert '<strong class="verdict">missed</strong>' in on_time.group(3)  # said in words, not by colour alone
+    assert card(html, "sla_breaches").group(1) == "untargeted" and "verdict" not in card(html, "sla_breaches").group(3)
     for figure in FIGURES:
         assert f'data-name="{figure.name}"' in html
         assert figure.definition.replace("'", "&#39;")[:60] in html  # the tooltip's words
