@@ -4,6 +4,7 @@ No worker runs here, so every run a task creates stays pending; Redis is real (q
 """
 
 import re
+from datetime import timedelta
 from html.parser import HTMLParser
 
 import pytest
@@ -277,6 +278,21 @@ def closed_window() -> dict:
     opens = (utcnow().hour + 2) % 24
     return {"days": ["mon", "tue", "wed", "thu", "fri", "sat", "sun"], "start": f"{opens:02d}:00",
             "end": f"{(opens + 1) % 24:02d}:00", "timezone": "UTC"}
+
+
+def test_list_says_when_a_window_defers_the_next_firing(client, auth):
+    deferred = make_task(name="hourly-in-window", cron="0 * * * *", timezone="UTC", window=closed_window())
+    free = make_task(name="hourly-any-time", cron="0 * * * *", timezone="UTC")
+    auth.as_role("viewer")
+    html = client.get("/tasks").get_data(as_text=True)
+    opens = utcnow().replace(minute=0, second=0, microsecond=0) + timedelta(hours=2)
+
+    def row(task):
+        start = html.index(f'<tr id="task-{task.id}"')
+        return html[start:html.index("</tr>", start)]
+
+    assert f'the run waits for it">starts {opens:%a %Y-%m-%d %H:%M}</span>' in row(deferred)
+    assert "starts " not in row(free) and "in " in row(free)
 
 
 def test_outside_its_window_run_now_offers_to_wait_or_to_start_now_audited(client, auth):

@@ -30,6 +30,7 @@ class TaskRow:
     next_firing: datetime | None  # None when paused, event-only, or the expression no longer parses
     last_run: LastRun | None
     template: str | None  # the name of the conflict template it references
+    starts_at: datetime | None = None  # when the task's window defers that firing: the UTC instant it opens
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,11 @@ def page(*, scope: int | None = None, tenant: str = "", handler: str = "", statu
     more = len(found) > limit
     found = found[:limit]
     last = last_runs([task.id for task, _ in found])
-    rows = [TaskRow(task, next_firing(task, now), last.get(task.id), template) for task, template in found]
+    rows = []
+    for task, template in found:
+        firing = None if task.paused else next(iter(next_firings(task, now, 1)), None)
+        rows.append(TaskRow(task, cron.as_utc(firing.at) if firing else None, last.get(task.id), template,
+                            firing.starts_at if firing else None))
     return rows, found[-1][0].id if more and found else None
 
 
