@@ -230,6 +230,13 @@ def test_changing_the_period_or_asking_for_dates(manager, client):
     assert 'type="text" id="from" name="from" value="2026-03-02" placeholder="YYYY-MM-DD"' in dated
     # The heat map's title counts the tasks that started late, not every task it shows.
     assert "(UTC; the 1 task with the most late starts, then 2 on time)" in html
+    # A period not over yet says so (its counts are of the time so far); one in the past does not.
+    assert re.search(r"<span data-to-come>not over: 1\d h( \d+ min)? to come", html)
+    assert "<span data-to-come>not over: 13 h 59 min to come" in dated
+    for past in ("period=24h", "from=2026-02-01&to=2026-02-28"):
+        assert "data-to-come" not in client.get(f"/reports?{past}").get_data(as_text=True)
+    ahead = client.get("/reports?from=2026-03-01&to=2026-03-09").get_data(as_text=True)
+    assert re.search(r"<span data-to-come>not over: 7 d 13 h to come", ahead)
     refused = client.get("/reports?from=2026-03-05&to=2026-03-01")
     assert refused.status_code == 422 and "&#39;to&#39; must be on or after &#39;from&#39;" in refused.get_data(
         as_text=True)

@@ -86,7 +86,7 @@ def index():
               for name in CARDS if name != "dead_letters_open"}
     failing = [row for row in report.tasks if row.failed][:15]
     return _page("reports/index.html", "report", report=report, links=links, cards=CARDS, headline=HEADLINE,
-                 trends=trends, error=None, covers=report_scope.describe(scope),
+                 trends=trends, error=None, covers=report_scope.describe(scope), to_come=period.end - now,
                  heat_figure=charts.heat_map(report.heat, [[links.breaches("start_delay", row.task_id, hour=hour)
                                                             for hour in range(24)] for row in report.heat.tasks]),
                  failing=failing,
