@@ -73,6 +73,23 @@ def test_cards_and_charts_lead_to_the_runs_and_dead_letters_behind_them(manager,
     assert links and all(link.startswith(("/runs?", "/dlq/", "/reports/breaches", "/workorders?")) for link in links)
 
 
+def test_every_chart_has_a_table_a_keyboard_and_a_screen_reader_can_read(manager, client, built):
+    html = client.get("/reports?period=24h").get_data(as_text=True)
+    assert html.count('data-figure="') == html.count('aria-hidden="true"></div>')  # Plotly's drawing is left out
+    tables = re.findall(r'<details class="chart-table no-print"><summary>As a table<span class="visually-hidden">: '
+                        r'([^<]+)</span></summary>(.*?)</details>', html, re.S)
+    assert len(tables) == len(re.findall(r'class="trend-chart"', html)) + 1  # each trend, and the heat map
+    labels = dict(tables)
+    success = labels["Execution success"]
+    hours = re.findall(r'<tr><td class="mono">([^<]+)</td><td class="num">(.*?)</td></tr>', success)
+    assert len(hours) == 24 and hours[0][0] == "Sun 03-01 11:00"  # each hour of the period, oldest first
+    values = [re.search(r'<a href="(/runs\?[^"]+)">([^<]+)</a>', cell) for _, cell in hours if cell != "—"]
+    assert values and all(value and value[2].endswith(" %") for value in values)  # each links the runs behind it
+    heat = labels["on time by task and hour of day"]
+    assert "<th>Task</th>" in heat and heat.count('<th class="num">') == 24
+    assert re.search(r'<a href="/reports/breaches\?[^"]+" title="\d+ of \d+ starts on time">[\d.]+ %</a>', heat)
+
+
 def dlq_rows(html: str) -> list[str]:
     return re.findall(r'<tr id="dl-(\d+)" class="dl-row', html)
 
@@ -431,8 +448,9 @@ def test_each_error_fingerprint_opens_the_letters_it_counts_whatever_became_of_t
         assert "status=any" in behind and "since=2026-03-01T11:00" in behind and "until=2026-03-02T11:00" in behind
         # The run that died twice left two letters, one replayed: both are counted, so both are listed.
         assert len(dlq_rows(client.get(behind).get_data(as_text=True))) == int(letters) > 0, code
-    chart = json.loads(re.search(r'class="bars-chart" data-figure="([^"]+)"></div></div>\s*<div class="table-wrap">\s*'
-                                 r'<table class="report-table">\s*<thead><tr><th>Error', html).group(1)
+    chart = json.loads(re.search(r'class="bars-chart" data-figure="([^"]+)" aria-hidden="true"></div></div>\s*'
+                                 r'<div class="table-wrap">\s*<table class="report-table">\s*<thead><tr><th>Error',
+                                 html).group(1)
                        .replace("&#34;", '"').replace("&quot;", '"').replace("&amp;", "&").replace("&#39;", "'"))
     assert chart["data"][0]["customdata"] == [link.replace("&amp;", "&") for link, _, _ in rows]
 

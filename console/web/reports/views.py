@@ -81,12 +81,17 @@ def index():
     report = report_page.build(period, scope, now)
     hourly = period.hourly
     buckets = list(report.trend)
-    trends = {name: charts.trend(BY_NAME[name], {bucket: values[name] for bucket, values in report.trend.items()},
-                                 links.buckets(name, buckets, hourly), hourly)
-              for name in CARDS if name != "dead_letters_open"}
+    named = [name for name in CARDS if name != "dead_letters_open"]
+    # Each point's value and link, drawn in its chart and listed in the table beside it (what a keyboard or a
+    # screen reader reaches: Plotly's points are neither).
+    points = {name: list(zip(buckets, [report.trend[bucket][name] for bucket in buckets],
+                             links.buckets(name, buckets, hourly), strict=True)) for name in named}
+    trends = {name: charts.trend(BY_NAME[name], {bucket: value for bucket, value, _ in points[name]},
+                                 [link for _, _, link in points[name]], hourly) for name in named}
     failing = [row for row in report.tasks if row.failed][:15]
     return _page("reports/index.html", "report", report=report, links=links, cards=CARDS, headline=HEADLINE,
-                 trends=trends, error=None, covers=report_scope.describe(scope), to_come=period.end - now,
+                 trends=trends, points=points, error=None, covers=report_scope.describe(scope),
+                 to_come=period.end - now,
                  heat_figure=charts.heat_map(report.heat, [[links.breaches("start_delay", row.task_id, hour=hour)
                                                             for hour in range(24)] for row in report.heat.tasks]),
                  failing=failing,
