@@ -9,7 +9,7 @@ from flask.cli import with_appcontext
 
 from console.commands.output import table
 
-COLUMNS = ["figure", "value", "previous", "target", "met"]
+COLUMNS = ["figure", "value", "of", "previous", "target", "met"]
 
 
 @click.command("sla-report")
@@ -45,15 +45,17 @@ def sla_report_command(first, last, period, tenant, task, fmt, rebuild):
         return
     if fmt == "csv":
         writer = csv.writer(sys.stdout)
-        writer.writerow(["name", "label", "value", "previous", "target", "met", "unit"])
+        writer.writerow(["name", "label", "value", "previous", "target", "met", "unit", "part", "whole"])
         for name, value in summary.values.items():
+            part, whole, _ = value.basis or (None, None, None)
             writer.writerow([name, value.figure.label, _raw(value.value), _raw(value.previous),
-                             _raw(value.figure.target), _raw(value.met), value.figure.unit])
+                             _raw(value.figure.target), _raw(value.met), value.figure.unit, _raw(part), _raw(whole)])
         return
     as_of = f"{summary.as_of:%Y-%m-%d %H:%M:%S} UTC" if summary.as_of else "never (run --rebuild)"
     click.echo(f"{chosen.start:%Y-%m-%d %H:%M} – {chosen.end:%Y-%m-%d %H:%M} UTC, beside {chosen.previous_words}; "
                f"rollups computed up to {as_of}")
     table([{"figure": value.figure.label, "value": shown(value.figure, value.value),
+            "of": f"{value.basis[0]:,} of {value.basis[1]:,} {value.basis[2]}" if value.basis else "",
             "previous": shown(value.figure, value.previous), "target": target_text(value.figure),
             "met": {True: "met", False: "NOT MET", None: ""}[value.met]} for value in summary.values.values()],
           COLUMNS)

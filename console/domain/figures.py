@@ -175,6 +175,19 @@ def values(inputs: Inputs) -> dict[str, float | int | None]:
     }
 
 
+def bases(inputs: Inputs) -> dict[str, tuple[int, int, str]]:
+    """Return each rate's part and whole as counted, with what the whole counts ("1,203 of 1,227 starts")."""
+    t = {name: int(inputs.totals.get(name) or 0) for name in MEASURES}
+    return {
+        "on_time_rate": (t["on_time"], t["starts"] + inputs.late_waiting, "starts"),
+        "execution_success_rate": (t["succeeded"], t["finished"], "attempt series"),
+        "retry_success_rate": (t["retry_succeeded"], t["retried"], "retried attempt series"),
+        "duplicate_rate": (t["duplicates"], t["finished"], "attempt series"),
+        "workorder_completion_rate": (inputs.workorders_completed, inputs.workorders_created, "work orders"),
+        "conflict_warning_hit_rate": (t["conflicts_named"], t["conflicts"], "conflicts"),
+    }
+
+
 def met(figure: Figure, value) -> bool | None:
     """Tell whether a value meets the figure's seed target (None without a target or a value)."""
     if figure.target is None or value is None:

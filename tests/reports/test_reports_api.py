@@ -21,10 +21,10 @@ def test_a_manager_reads_every_figure_with_its_previous_value_target_and_verdict
     body = response.json
     assert set(HEADLINE) <= set(body["figures"])
     assert body["figures"]["on_time_rate"] == {"value": 0.75, "previous": None, "target": 0.98, "met": False,
-                                               "unit": "rate"}
+                                               "unit": "rate", "counted": {"part": 3, "whole": 4}}
     # Every run is from this period: the one before it measured nothing, which is no zero.
     assert body["figures"]["dead_letters_created"] == {"value": 3, "previous": None, "target": None, "met": None,
-                                                       "unit": "count"}
+                                                       "unit": "count", "counted": None}
     assert body["figures"]["workorder_completion_rate"]["value"] == 0.5
     assert body["period"]["hours"] == 24 and body["period"]["previous"]["to"] == body["period"]["from"]
 

@@ -46,6 +46,7 @@ def test_a_manager_sees_every_figure_as_a_card_against_its_target(manager, clien
     on_time = card(html, "on_time_rate")
     assert on_time.group(1) == "missed" and "75.0 %" in on_time.group(3) and "≥ 98.0 %" in on_time.group(3)
     assert '<strong class="verdict">missed</strong>' in on_time.group(3)  # said in words, not by colour alone
+    assert '<span class="basis">3 of 4 starts</span>' in on_time.group(3)  # what the rate is of
     assert card(html, "sla_breaches").group(1) == "untargeted" and "verdict" not in card(html, "sla_breaches").group(3)
     for figure in FIGURES:
         assert f'data-name="{figure.name}"' in html
@@ -278,6 +279,8 @@ def test_every_table_downloads_as_csv(manager, client, table):
     assert len(rows) >= 2, rows
     if table == "figures":
         assert {row[0]: row[2] for row in rows[1:]}["on_time_rate"] == "0.75"
+        assert rows[0][-2:] == ["part", "whole"]
+        assert {row[0]: row[-2:] for row in rows[1:]}["on_time_rate"] == ["3", "4"]
     if table == "breaches":
         assert rows[1][1] == "start_delay" and rows[1][8] == "1"
 

@@ -29,6 +29,7 @@ class Value:
     figure: Figure
     value: float | int | None
     previous: float | int | None
+    basis: tuple[int, int, str] | None = None  # a rate's (part, whole, what the whole counts) in the period
 
     @property
     def met(self) -> bool | None:
@@ -47,8 +48,9 @@ class Value:
         return (direction == "up") == higher
 
     def as_dict(self) -> dict:
+        counted = {"part": self.basis[0], "whole": self.basis[1]} if self.basis else None
         return {"value": _significant(self.value), "previous": _significant(self.previous),
-                "target": self.figure.target, "met": self.met, "unit": self.figure.unit}
+                "target": self.figure.target, "met": self.met, "unit": self.figure.unit, "counted": counted}
 
 
 def _significant(value: float | int | None) -> float | int | None:
@@ -141,12 +143,14 @@ def inputs(period: Period, scope: Scope, now: datetime, totals=None, current: bo
 
 def summary(period: Period, scope: Scope, now: datetime, totals=None) -> Summary:
     """Return every figure for the period beside the previous period's."""
-    now_values = definitions.values(inputs(period, scope, now, totals))
+    measured = inputs(period, scope, now, totals)
+    now_values, now_bases = definitions.values(measured), definitions.bases(measured)
     first = rollup.first_hour()
     # A period before the first run anyone recorded is not a period of zeros: nothing was measured ("—", no arrow).
     before = (definitions.values(inputs(period.previous, scope, now, current=False))
               if first is not None and period.previous.end > first else dict.fromkeys(now_values))
-    return Summary(period, scope, {figure.name: Value(figure, now_values[figure.name], before[figure.name])
+    return Summary(period, scope, {figure.name: Value(figure, now_values[figure.name], before[figure.name],
+                                                      now_bases.get(figure.name))
                                    for figure in FIGURES}, rollup.through())
 
 

@@ -30,10 +30,11 @@ def _number(value) -> str:
 
 
 def _figures(period: Period, scope: Scope, now: datetime, _breach: dict):
-    yield ["figure", "label", "value", "previous", "target", "met", "unit", "definition"]
+    yield ["figure", "label", "value", "previous", "target", "met", "unit", "definition", "part", "whole"]
     for name, value in figures.summary(period, scope, now).values.items():
+        part, whole, _ = value.basis or (None, None, None)
         yield [name, value.figure.label, value.value, value.previous, value.figure.target, value.met,
-               value.figure.unit, value.figure.definition]
+               value.figure.unit, value.figure.definition, part, whole]
 
 
 def _trend(period: Period, scope: Scope, now: datetime, _breach: dict):
