@@ -123,7 +123,7 @@ def web_command(host, port, workers, threads):
 @with_appcontext
 def worker_command(processes, kind, burst):
     """Run RQ workers (with RQ's scheduler on, for delayed retries)."""
-    from console.processes.parent_death import forked_children_die_with_this_process
+    from console.parent_death import forked_children_die_with_this_process
     from console.processes.supervisor import Child, Supervisor
     from console.processes.worker import build_worker
     from console.redis_conn import get_redis

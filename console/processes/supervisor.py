@@ -1,6 +1,5 @@
 """Run several child processes, restart the ones that die, stop them all on Ctrl-C."""
 
-import functools
 import logging
 import os
 import signal
@@ -10,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from console.logs import PROCESS_NAME_ENV
-from console.processes.parent_death import die_with
+from console.parent_death import exec_dies_with_this_process
 
 log = logging.getLogger("rebound.up")
 
@@ -30,7 +29,7 @@ class Child:
         # went on beside whatever the next `rebound up` started.
         # Each child's log lines carry its name (web, worker-1, scheduler), not MainProcess.
         env = {**(self.env or os.environ), PROCESS_NAME_ENV: self.name}
-        self.process = subprocess.Popen(self.argv, env=env, preexec_fn=functools.partial(die_with, os.getpid()))
+        self.process = subprocess.Popen(self.argv, env=env, preexec_fn=exec_dies_with_this_process())
         self.started_at = time.monotonic()
         log.info("started %s (pid %s)", self.name, self.process.pid)
 

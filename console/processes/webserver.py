@@ -9,7 +9,7 @@ from granian.http import HTTP1Settings
 from granian.server import Server
 
 from console import metrics
-from console.processes.parent_death import forked_children_die_with_this_process
+from console.parent_death import forked_children_die_with_this_process
 
 # In-flight requests get this long to finish once the server is asked to stop; then its workers are killed.
 GRACE_S = 10

@@ -49,6 +49,22 @@ def test_a_killed_workers_scheduler_and_handler_children_end_with_it(runs, worke
              f"the killed worker's children {sorted(children)} to end")
 
 
+def test_a_killed_workers_command_ends_with_it(app, runs, workers, tmp_path):
+    pid_file = tmp_path / "command.pid"
+    commands = tmp_path / "commands.yaml"
+    commands.write_text(f"slow:\n  argv: [python3, -c, 'import os, time; open(\"{pid_file}\", \"w\").write(str("
+                        "os.getpid())); time.sleep(60)']\n")
+    app.config["COMMANDS_FILE"] = str(commands)
+    doomed = workers(REBOUND_COMMANDS_FILE=str(commands))
+    run_id = runs.submit("command:slow", policy=QUICK)
+    command = int(wait_for(lambda: pid_file.exists() and pid_file.read_text(), 30, 0.05, "the command to start"))
+    doomed.kill()
+    doomed.wait()
+    # A command left running would go on beside the attempt the reconciler starts for the lost one: twice at once.
+    wait_for(lambda: not process_alive(command), 30, 0.05, f"the killed worker's command {command} to end")
+    assert runs.status(run_id) == "running"
+
+
 def test_redis_flush_loses_no_run_and_runs_none_twice(runs, workers, redis_url, clock):
     waiting = [runs.submit("demo.noop") for _ in range(5)]
     retrying = runs.submit("demo.flaky", {"fail_times": 1}, policy=QUICK)

@@ -11,6 +11,7 @@ import yaml
 
 from console.domain.clock import utcnow
 from console.domain.errors import NOT_COMPENSABLE, HandlerTimeout, NonRetryableError, RetryableError
+from console.parent_death import exec_dies_with_this_process
 from console.services.engine import registry
 from console.services.errors import InvalidInput
 from console.services.settings import setting
@@ -178,8 +179,11 @@ def run_command(name: str, ctx, *, undo: bool = False) -> object:
         env["REBOUND_UNDO_ATTEMPT"] = str(ctx.undo_attempt)
     timeout = min(ctx.timeout_s, int(spec.get("timeout_s", ctx.timeout_s)))
     try:
+        # A worker killed mid-command takes the command with it: left running, it would go on beside the attempt
+        # the reconciler starts for the lost one.
         done = subprocess.run([str(part) for part in spec["argv"]], input=json.dumps(ctx.params), env=env,
-                              capture_output=True, text=True, timeout=timeout, check=False)
+                              capture_output=True, text=True, timeout=timeout, check=False,
+                              preexec_fn=exec_dies_with_this_process())
     except subprocess.TimeoutExpired:
         raise HandlerTimeout(message=f"command {name} ran past {timeout} s and was stopped") from None
     output = (done.stdout[-OUTPUT_LIMIT:], done.stderr[-OUTPUT_LIMIT:])

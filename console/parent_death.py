@@ -24,6 +24,13 @@ def die_with(parent: int) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
+def exec_dies_with_this_process():
+    """Return a `preexec_fn` for subprocess: the program it starts gets SIGTERM when this process dies."""
+    # subprocess forks without the at-fork hooks below, and the signal, set before the exec, survives it.
+    _prctl()  # looked up here: loading libc in the child of a threaded process could deadlock
+    return functools.partial(die_with, os.getpid())
+
+
 def forked_children_die_with_this_process() -> None:
     """Have every child this process forks from now on get SIGTERM when this process dies."""
     # RQ's scheduler is a forked child of the worker and does not watch its parent: after a worker was killed -9
