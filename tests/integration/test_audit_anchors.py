@@ -2,6 +2,7 @@
 
 import logging
 import multiprocessing
+import stat
 import threading
 
 from console.extensions import db
@@ -23,6 +24,13 @@ def test_the_anchor_file_is_in_the_data_dir_by_default(app, tmp_path):
     assert anchors.path() == tmp_path / "audit-anchor.log"
     app.config["AUDIT_ANCHOR_FILE"] = str(tmp_path / "elsewhere" / "anchors.log")
     assert anchors.path() == tmp_path / "elsewhere" / "anchors.log"
+
+
+def test_the_directory_the_anchor_job_creates_is_private(app, clock, tmp_path):
+    app.config["AUDIT_ANCHOR_FILE"] = str(tmp_path / "not-yet" / "audit-anchor.log")
+    write_rows(1)
+    anchors.tick(clock)  # on a scheduler's host this is most often the data dir, which the web then checks
+    assert stat.S_IMODE((tmp_path / "not-yet").stat().st_mode) == 0o700
 
 
 def test_the_scheduler_runs_the_anchor_job(app):

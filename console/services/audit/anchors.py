@@ -8,6 +8,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 
+from console import private
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import AuditEntry, AuditHead
@@ -71,7 +72,7 @@ def _last(where: Path) -> Anchor | None:
 
 
 def _append(where: Path, anchor: Anchor) -> None:
-    where.parent.mkdir(parents=True, exist_ok=True)
+    private.make_dir(where.parent)  # most often the data dir, which a scheduler may be the first to create
     # O_APPEND and one write per line: several processes (the scheduler's job, a `verify` on the same host)
     # append whole lines without interleaving or overwriting one another.
     fd = os.open(where, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
