@@ -59,12 +59,18 @@ def _child(*args: str) -> list[str]:
 @with_appcontext
 def up_command(workers):
     """Start everything: embedded Redis, web, workers and scheduler, supervised."""
-    from console.processes import embedded_redis
+    from console.processes import console_lock, embedded_redis
     from console.processes.ready import ReadyNotice
     from console.processes.supervisor import Child, Supervisor
     from console.services.system import bootstrap, demo
 
     config = current_app.config
+    try:
+        console_lock.hold(config["DATA_DIR"])
+    except console_lock.AlreadyRunning as holder:
+        raise click.ClickException(
+            f"a console already runs on the data dir {config['DATA_DIR']} (rebound up, pid {holder}): stop it first "
+            "(Ctrl-C where it runs), or give this one its own REBOUND_DATA_DIR") from None
     env = dict(os.environ)
     keeper = None
     if not config.get("REDIS_URL_GIVEN"):

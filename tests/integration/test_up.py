@@ -30,6 +30,13 @@ def test_up_starts_everything_restarts_a_dead_child_and_stops_on_ctrl_c(tmp_path
         ready_at = output.index(f"Rebound is ready: http://127.0.0.1:{port}")
         assert output.count(f"password: {password}") == 2 and output.rindex(password) > ready_at
         assert output.index("started web (pid") < ready_at
+        # A second console on the same data dir is refused before it touches anything: it would share the SQLite
+        # file, and on its exit stop the first one's Redis.
+        second = subprocess.run([sys.executable, "-m", "console.cli", "up"], env=_env(tmp_path, free_port()),
+                                capture_output=True, text=True, timeout=60)
+        assert second.returncode == 1 and f"a console already runs on the data dir {tmp_path} (rebound up, pid " \
+            f"{up.pid})" in second.stderr, second.stderr
+        assert _health(up, port, log_path) == HEALTHY
         # Never in a file of the data dir (the console output here is up.log, which the test itself writes).
         for path in tmp_path.rglob("*"):
             if path.is_file() and path != log_path:
@@ -136,11 +143,14 @@ def _health(up, port: int, log_path) -> dict | None:
 def _start_up(data_dir):
     """Start `rebound up` on a data dir and a free port, in its own process group; return (process, port, log)."""
     port = free_port()
-    env = {key: value for key, value in os.environ.items() if not key.startswith("REBOUND_")}
-    env.update(REBOUND_DATA_DIR=str(data_dir), REBOUND_PORT=str(port), REBOUND_WORKERS="1",
-               REBOUND_DEMO="0", PYTHONUNBUFFERED="1")
     log_path = data_dir / "up.log"
     with log_path.open("w") as log:
-        up = subprocess.Popen([sys.executable, "-m", "console.cli", "up"], env=env, stdout=log,
+        up = subprocess.Popen([sys.executable, "-m", "console.cli", "up"], env=_env(data_dir, port), stdout=log,
                               stderr=subprocess.STDOUT, start_new_session=True)
     return up, port, log_path
+
+
+def _env(data_dir, port: int) -> dict:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("REBOUND_")}
+    return {**env, "REBOUND_DATA_DIR": str(data_dir), "REBOUND_PORT": str(port), "REBOUND_WORKERS": "1",
+            "REBOUND_DEMO": "0", "PYTHONUNBUFFERED": "1"}
