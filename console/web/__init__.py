@@ -10,7 +10,7 @@ from flask_login import current_user
 from markupsafe import Markup, escape
 
 from console.auth import public, tenant_scope
-from console.domain import deleted_names
+from console.domain import deleted_names, invisible
 from console.domain.clock import utcnow
 from console.domain.figures import duration
 from console.domain.notes import MAX_NOTE_CHARS
@@ -65,10 +65,21 @@ def soft_breaks(text: str | None) -> Markup:
     return Markup(PART_END.sub(r"\1<wbr>", str(escape(text or ""))))
 
 
+def visible(value):
+    """Every value a template prints, with the characters that would hide what it says written out."""
+    if isinstance(value, str) and invisible.has_hidden(value):
+        shown = invisible.shown(value)  # none of them is HTML syntax, so rendered markup stays markup
+        return Markup(shown) if isinstance(value, Markup) else shown
+    return value
+
+
 def register(app) -> None:
     """Register every console blueprint and the template helpers they share."""
     for module in BLUEPRINTS:
         app.register_blueprint(importlib.import_module(module).bp)
+
+    # One place for every page: a reason, a note, a diff's value, an error message from a handler.
+    app.jinja_env.finalize = visible
 
     # "4 min 2 s": how late an SLA breach was, on the run, task and report pages.
     app.add_template_filter(duration, "duration")

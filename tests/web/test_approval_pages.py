@@ -137,6 +137,20 @@ def test_the_request_page_shows_the_diff_the_reason_and_both_names(person, lette
     assert "Approve and run" in page and "Reject" in page
 
 
+def test_characters_that_would_hide_what_a_change_says_are_written_out(person, letter):
+    _, olga = person("olga", "operator")
+    approver_client, _ = person("alex", "approver")
+    override = "\u202e"  # right-to-left override: "0001" after it reads "1000"
+    request = params_fix.request_fix(letter().id, {**FIXED, "account": f"{override}0001"},
+                                     f"set account to 1000 {override}gnorw", Actor(olga.username, olga.id))
+    page = html(approver_client.get(f"/approvals/{request.id}"))
+    assert override not in page
+    assert '<pre class="json now">&#34;\\u202e0001&#34;</pre>' in page  # the diff's After cell, as JSON reads it
+    assert '"account": "\\u202e0001"' in page.replace("&#34;", '"')  # the whole values
+    assert "set account to 1000 \\u202egnorw" in page  # the reason
+    assert db.session.get(Approval, request.id).after["params"]["account"] == f"{override}0001"  # stored as sent
+
+
 def test_a_fix_request_shows_the_failure_it_fixes_its_dead_letter_as_it_stands_now(person, letter, runs):
     _, olga = person("olga", "operator")
     approver_client, _ = person("alex", "approver")
