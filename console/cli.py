@@ -1,5 +1,6 @@
 """The `rebound` console script (also `flask --app app ...`): build the app, whose commands console/commands adds."""
 
+import logging
 import os
 import sys
 from importlib.metadata import version
@@ -56,6 +57,10 @@ def _tidy_group_options(group: click.Group) -> None:
 def main() -> None:
     """Entry point of the `rebound` console script."""
     configure_logging(_level(sys.argv))
+    if _command(sys.argv) == "db":
+        # Alembic's lines are quiet in every process that migrates at its start; `rebound db upgrade` is asked
+        # to migrate, and without them said nothing of what it did ("Running upgrade a30… -> a31…").
+        logging.getLogger("alembic").setLevel(logging.INFO)
     # Not Flask's `run` (a development server), `shell` and `routes`, nor its --version (Flask's, not Rebound's).
     group = FlaskGroup(create_app=_create_app, help="Rebound: ops console for background tasks that fail.",
                        add_default_commands=False, add_version_option=False)

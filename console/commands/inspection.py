@@ -46,10 +46,12 @@ def retry_inspect_command(reconcile, as_json):
 
 
 @click.command("task-dryrun")
-@click.option("--hours", type=float, default=24, show_default=True, help="How far ahead to forecast.")
+@click.option("--hours", type=click.FloatRange(0, 24 * 366, min_open=True), default=24, show_default=True,
+              help="How far ahead to forecast.")
 @click.option("--tenant", default=None, help="Only this tenant's tasks.")
 @click.option("--task", "task_id", type=ROW_ID, default=None, help="Only this task (its id).")
-@click.option("--crowded", type=int, default=50, show_default=True, help="Starts in one minute worth a warning.")
+@click.option("--crowded", type=click.IntRange(1, 100_000), default=50, show_default=True,
+              help="Starts in one minute worth a warning.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 @with_appcontext
 def task_dryrun_command(hours, tenant, task_id, crowded, as_json):
@@ -57,9 +59,19 @@ def task_dryrun_command(hours, tenant, task_id, crowded, as_json):
     import json
 
     from console.domain.clock import utcnow
-    from console.services.scheduling import warnings
+    from console.services.errors import NotFound
+    from console.services.people import tenants
+    from console.services.scheduling import tasks, warnings
     from console.services.scheduling.forecast import forecast
 
+    # A name or id that matches nothing forecast "0 cron tasks", read as a quiet schedule.
+    if tenant and tenants.find(tenant) is None:
+        raise click.BadParameter(f"no tenant named {tenant!r}", param_hint="--tenant")
+    if task_id is not None:
+        try:
+            tasks.get(task_id)
+        except NotFound as error:
+            raise click.BadParameter(error.detail, param_hint="--task") from None
     now = utcnow()
     result = forecast(now, hours, tenant, task_id, crowded)
     # Kept, so the reports can tell how many of the conflicts that then happen were named beforehand.

@@ -3,6 +3,7 @@
 import subprocess
 import sys
 from importlib.metadata import version
+from pathlib import Path
 
 from tests.helpers import env_for
 
@@ -37,3 +38,10 @@ def test_env_file_supplies_settings_the_environment_lacks(app, tmp_path):
     from console.models import User
 
     assert User.query.filter_by(username="from-env-file").one().role == "viewer"
+
+
+def test_db_upgrade_says_which_migrations_it_ran(app, tmp_path):
+    env = {**env_for(app), "REBOUND_DATABASE_URL": f"sqlite:///{tmp_path / 'fresh.db'}", "REBOUND_LOG_FORMAT": "text"}
+    ran = rebound(app, "db", "upgrade", env=env)
+    assert ran.returncode == 0 and "Running upgrade  -> " in ran.stderr, ran.stderr
+    assert ran.stderr.count("Running upgrade") == len(list((Path("migrations") / "versions").glob("*.py")))

@@ -6,6 +6,8 @@ The command forecasts from the real current time, so every cron here fires in an
 import json
 from datetime import datetime, time, timedelta
 
+import pytest
+
 from console.extensions import db
 from console.models import Tenant
 from console.services.actor import Actor
@@ -144,6 +146,15 @@ def test_each_forecast_keeps_what_it_named_and_a_repeat_keeps_the_earlier_time(a
     db.session.expire_all()
     again = db.session.execute(select(ForecastWarning).where(ForecastWarning.id.in_(made))).scalars().all()
     assert {row.id: row.made_at for row in again} == made
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--hours", "-1"], "--hours"), (["--hours", "0"], "--hours"), (["--crowded", "0"], "--crowded"),
+    (["--tenant", "nosuch"], "no tenant named 'nosuch'"), (["--task", "9999"], "no task with id 9999"),
+])
+def test_a_horizon_threshold_tenant_or_task_that_can_forecast_nothing_is_a_usage_error(app, args, says):
+    result = app.test_cli_runner().invoke(args=["task-dryrun", *args])
+    assert result.exit_code == 2 and says in result.output, result.output
 
 
 def test_a_task_id_no_row_can_have_is_a_usage_error(app):
