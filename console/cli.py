@@ -7,9 +7,14 @@ from importlib.metadata import version
 
 import click
 from flask.cli import FlaskGroup
-from sqlalchemy.exc import DBAPIError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, OperationalError
 
+from console.config import data_dir_of, database_url
 from console.logs import configure as configure_logging
+from console.redis_conn import embedded_url, shown_url
 
 
 def _create_app():
@@ -69,12 +74,32 @@ def main() -> None:
     try:
         group(prog_name="rebound")
     except DBAPIError as error:
-        if not _schema_missing(error):
-            raise
-        # A command run against a database nobody migrated (or migrated to an older release): say what to do
-        # instead of a page of traceback.
-        raise SystemExit(f"Error: the database lacks Rebound's tables ({error.orig}). Run `rebound db upgrade` "
-                         "first (`rebound up` does it itself).") from None
+        raise SystemExit(_database_trouble(error)) from None
+    except (RedisConnectionError, RedisTimeoutError) as error:
+        where = shown_url(os.environ.get("REBOUND_REDIS_URL") or embedded_url(str(data_dir_of(os.environ))))
+        raise SystemExit(f"Error: cannot reach Redis at {where} ({error}). Check REBOUND_REDIS_URL and that the "
+                         "server runs.") from None
+
+
+def _database_trouble(error: DBAPIError) -> str:
+    """Say in one line what is wrong with the database a command used, and what to do: not a page of traceback."""
+    where = _database_named()
+    cause = str(error.orig).strip().splitlines()[0] if str(error.orig).strip() else type(error.orig).__name__
+    if _schema_missing(error):
+        # A database nobody migrated (or migrated to an older release), or the wrong one: it is named.
+        return (f"Error: the database {where} lacks Rebound's tables ({cause}). If it is the right one, run "
+                "`rebound db upgrade` first (`rebound up` does it itself); if not, set REBOUND_DATABASE_URL "
+                "or REBOUND_DATA_DIR.")
+    if isinstance(error, OperationalError):
+        return (f"Error: cannot use the database {where} ({cause}). Check REBOUND_DATABASE_URL and that the "
+                "server runs.")
+    raise error
+
+
+def _database_named() -> str:
+    """Name the database the settings point at, its password hidden."""
+    url = make_url(database_url(os.environ, data_dir_of(os.environ)))
+    return url.render_as_string(hide_password=True)
 
 
 if __name__ == "__main__":

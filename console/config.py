@@ -9,7 +9,8 @@ from console import private
 PROJECT = Path(__file__).resolve().parent.parent
 
 
-def _data_dir(env) -> Path:
+def data_dir_of(env) -> Path:
+    """Return REBOUND_DATA_DIR as an absolute path (./instance when unset)."""
     # Empty counts as unset, as for the other paths and URLs: an empty value put the data in the working directory.
     return Path(env.get("REBOUND_DATA_DIR") or "instance").resolve()
 
@@ -43,7 +44,26 @@ def _number(env, name: str, default, kind=int):
 
 
 def _demo(env) -> bool:
-    return env.get("REBOUND_DEMO", "1") not in ("0", "false", "no", "")
+    raw = env.get("REBOUND_DEMO", "1").strip().lower()
+    if raw not in ("1", "true", "yes", "on", "0", "false", "no", "off", ""):
+        # "maybe" read as on: demo data and the demo handlers that kill a worker on what was meant as production.
+        raise SystemExit(f"REBOUND_DEMO must be 1 or 0 (true/false, yes/no, on/off), got {raw!r}")
+    return raw in ("1", "true", "yes", "on")
+
+
+def database_url(env, data_dir: Path) -> str:
+    """Return REBOUND_DATABASE_URL (SQLite in the data dir when unset); one SQLAlchemy cannot use stops the start."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    url = env.get("REBOUND_DATABASE_URL") or f"sqlite:///{data_dir / 'rebound.db'}"
+    try:
+        make_url(url).get_dialect()
+    except (ArgumentError, NoSuchModuleError, ValueError) as error:
+        raise SystemExit(f"REBOUND_DATABASE_URL is not a database URL Rebound can use ({error}); write it like "
+                         "postgresql+psycopg://user:password@host:5432/rebound or sqlite:////path/to/rebound.db"
+                         ) from None
+    return url
 
 
 def _rate_limit(env, name: str, default: str) -> str:
@@ -133,16 +153,16 @@ def log_format(env=None) -> str:
 def from_env(env=None) -> dict:
     """Build the Flask config mapping from REBOUND_* environment variables."""
     env = os.environ if env is None else env
-    data_dir = _data_dir(env)
-    database_url = env.get("REBOUND_DATABASE_URL") or f"sqlite:///{data_dir / 'rebound.db'}"
+    data_dir = data_dir_of(env)
+    database = database_url(env, data_dir)
     worker_file = env.get("REBOUND_WORKER_CONFIG_FILE") or str(PROJECT / "config" / "worker" / "standalone.yaml")
     worker = worker_config(worker_file)
     task_file = env.get("REBOUND_TASK_DEFAULTS_FILE") or str(PROJECT / "config" / "tasks" / "default_policy.yaml")
     return {
         "DATA_DIR": str(data_dir),
-        "SQLALCHEMY_DATABASE_URI": database_url,
+        "SQLALCHEMY_DATABASE_URI": database,
         # A server database may drop idle connections; a local SQLite file cannot, so no ping per checkout.
-        "SQLALCHEMY_ENGINE_OPTIONS": {"pool_pre_ping": not database_url.startswith("sqlite")},
+        "SQLALCHEMY_ENGINE_OPTIONS": {"pool_pre_ping": not database.startswith("sqlite")},
         "REDIS_URL": env.get("REBOUND_REDIS_URL") or "",
         "PORT": _number(env, "REBOUND_PORT", 8000),
         "SECRET_KEY": env.get("REBOUND_SECRET_KEY") or None,

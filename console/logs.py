@@ -169,6 +169,9 @@ def handler(log_format: str, stream=None) -> logging.Handler:
     return out
 
 
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
 def configure(level: str | None = None, log_format: str | None = None) -> None:
     """Log to stderr in REBOUND_LOG_FORMAT (json, text, auto), once per process."""
     from console.config import log_format as configured_format
@@ -176,8 +179,10 @@ def configure(level: str | None = None, log_format: str | None = None) -> None:
     chosen = log_format or configured_format()
     if chosen == "auto":
         chosen = "text" if sys.stderr.isatty() else "json"
-    logging.basicConfig(level=(level or os.environ.get("REBOUND_LOG_LEVEL", "INFO")).upper(),
-                        handlers=[handler(chosen)])
+    chosen_level = (level or os.environ.get("REBOUND_LOG_LEVEL") or "INFO").strip().upper()
+    if chosen_level not in LEVELS:
+        raise SystemExit(f"REBOUND_LOG_LEVEL must be one of {', '.join(LEVELS)}, got {chosen_level!r}")
+    logging.basicConfig(level=chosen_level, handlers=[handler(chosen)])
     logging.getLogger("alembic").setLevel(logging.WARNING)
     # APScheduler says "Running job … executed successfully" for every tick of every 2-second job.
     logging.getLogger("apscheduler.executors").setLevel(logging.WARNING)

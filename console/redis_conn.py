@@ -1,6 +1,7 @@
 """The shared Redis connection (transport for queues, breakers and locks)."""
 
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from flask import current_app
@@ -11,6 +12,14 @@ from redis.retry import Retry
 def embedded_url(data_dir: str) -> str:
     """Return the URL of the embedded Redis that lives in the data dir."""
     return f"unix://{Path(data_dir) / 'redis.sock'}"
+
+
+def shown_url(url: str) -> str:
+    """Return a Redis URL with its password hidden, for a message a person reads."""
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1)))
 
 
 def init_app(app) -> None:

@@ -5,7 +5,9 @@ import sys
 from importlib.metadata import version
 from pathlib import Path
 
-from tests.helpers import env_for
+import pytest
+
+from tests.helpers import env_for, free_port
 
 
 def rebound(app, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -45,3 +47,26 @@ def test_db_upgrade_says_which_migrations_it_ran(app, tmp_path):
     ran = rebound(app, "db", "upgrade", env=env)
     assert ran.returncode == 0 and "Running upgrade  -> " in ran.stderr, ran.stderr
     assert ran.stderr.count("Running upgrade") == len(list((Path("migrations") / "versions").glob("*.py")))
+
+
+@pytest.mark.parametrize(("setting", "value", "says"), [
+    ("REBOUND_DATABASE_URL", "notaurl", "REBOUND_DATABASE_URL is not a database URL Rebound can use"),
+    ("REBOUND_LOG_LEVEL", "LOUD", "REBOUND_LOG_LEVEL must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL"),
+    ("REBOUND_DEMO", "maybe", "REBOUND_DEMO must be 1 or 0"),
+])
+def test_a_setting_that_cannot_work_is_one_line_naming_it(app, setting, value, says):
+    done = rebound(app, "tenants", "list", env={**env_for(app), setting: value})
+    assert done.returncode == 1 and done.stderr.strip().splitlines() == [done.stderr.strip()], done.stderr
+    assert says in done.stderr
+
+
+def test_a_database_or_redis_nobody_answers_at_is_one_line_naming_it_without_its_password(app):
+    port = free_port()
+    database = rebound(app, "tenants", "list", env={
+        **env_for(app), "REBOUND_DATABASE_URL": f"postgresql+psycopg://rebound:hunter22@127.0.0.1:{port}/none"})
+    assert database.returncode == 1 and "Traceback" not in database.stderr, database.stderr
+    assert f"cannot use the database postgresql+psycopg://rebound:***@127.0.0.1:{port}/none" in database.stderr
+    cache = rebound(app, "retry-inspect", "--reconcile", env={**env_for(app), "REBOUND_REDIS_URL": f"redis://:hunter22@127.0.0.1:{port}/0"})
+    assert cache.returncode == 1 and "Traceback" not in cache.stderr, cache.stderr
+    assert f"cannot reach Redis at redis://:***@127.0.0.1:{port}/0" in cache.stderr
+    assert "hunter22" not in database.stderr + cache.stderr

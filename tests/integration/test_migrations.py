@@ -7,6 +7,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import Index, create_engine, inspect, text
+from sqlalchemy.engine import make_url
 from sqlalchemy.schema import CreateIndex
 
 from console import create_app
@@ -96,3 +97,7 @@ def test_a_command_on_a_database_nobody_migrated_says_to_run_db_upgrade(tmp_path
     done = subprocess.run(command, env=env_for(app), capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "lacks Rebound's tables" in done.stderr and "`rebound db upgrade`" in done.stderr
+    # The database is named (a forgotten REBOUND_DATA_DIR points at another one), its password hidden, and the error
+    # is one line: PostgreSQL's message went on with the statement and a caret.
+    shown = make_url(blank_database).render_as_string(hide_password=True)
+    assert f"the database {shown} lacks" in done.stderr and len(done.stderr.strip().splitlines()) == 1
