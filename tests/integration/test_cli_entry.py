@@ -66,7 +66,8 @@ def test_a_database_or_redis_nobody_answers_at_is_one_line_naming_it_without_its
         **env_for(app), "REBOUND_DATABASE_URL": f"postgresql+psycopg://rebound:hunter22@127.0.0.1:{port}/none"})
     assert database.returncode == 1 and "Traceback" not in database.stderr, database.stderr
     assert f"cannot use the database postgresql+psycopg://rebound:***@127.0.0.1:{port}/none" in database.stderr
-    cache = rebound(app, "retry-inspect", "--reconcile", env={**env_for(app), "REBOUND_REDIS_URL": f"redis://:hunter22@127.0.0.1:{port}/0"})
+    cache = rebound(app, "retry-inspect", "--reconcile",
+                    env={**env_for(app), "REBOUND_REDIS_URL": f"redis://:hunter22@127.0.0.1:{port}/0"})
     assert cache.returncode == 1 and "Traceback" not in cache.stderr, cache.stderr
     assert f"cannot reach Redis at redis://:***@127.0.0.1:{port}/0" in cache.stderr
     assert "hunter22" not in database.stderr + cache.stderr
