@@ -127,3 +127,20 @@ def test_an_operator_opens_sla_breaches_today_and_sees_no_manager_only_link(clie
     assert "2026-03-02 00:00 – 2026-03-03 00:00 UTC" in text
     assert 'href="/reports?' not in text and "Download CSV" not in text and "<h1>SLA breaches</h1>" in text
     assert client.get("/reports?period=24h").status_code == 403
+
+
+def test_the_overview_says_when_no_scheduler_runs_and_stops_saying_it_once_one_leads(client, auth, app):
+    from console.redis_conn import get_redis
+    from console.services.system import leader
+
+    _fire("dlq_length", "140 dead letters are open")
+    auth.as_role("viewer", "vic")
+    page = client.get("/overview").get_data(as_text=True)
+    assert "<strong>No scheduler is running.</strong> Cron tasks do not fire" in page
+    assert "the alerts below may be over" in page and 'href="/queues/"' in page
+    lock = leader.LeaderLock(get_redis())
+    assert lock.acquire_or_renew()
+    try:
+        assert "data-no-scheduler" not in client.get("/overview").get_data(as_text=True)
+    finally:
+        lock.release()

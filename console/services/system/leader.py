@@ -72,3 +72,11 @@ class LeaderLock:
         """Return who leads now, if anyone."""
         value = self.connection.get(self.key)
         return value.decode() if value else None
+
+
+def anyone_leads(connection: redis.Redis) -> bool | None:
+    """Tell whether some scheduler holds the lock now (None: Redis did not answer, so nobody can tell)."""
+    try:
+        return bool(connection.exists(KEY))
+    except (redis.RedisError, OSError):
+        return None

@@ -111,10 +111,11 @@ class _Collector:
         # scheduler fires no cron and shows nowhere else, as the on-time rate counts only runs that were created.
         leading = GaugeMetricFamily("scheduler_leader", "1 while a scheduler process holds the leader lock and "
                                     "fires the cron tasks, 0 while none does: alert on 0 for a minute.")
-        try:
-            leading.add_metric([], 1 if get_redis().exists(leader.KEY) else 0)
-        except Exception as error:  # noqa: BLE001 - Redis down: unknown, not "no leader"
-            log.warning("metrics: cannot read the scheduler leader (%s)", error)
+        leads = leader.anyone_leads(get_redis())
+        if leads is None:  # Redis down: unknown, not "no leader"
+            log.warning("metrics: cannot read the scheduler leader (Redis did not answer)")
+        else:
+            leading.add_metric([], 1 if leads else 0)
         yield leading
         inuse = GaugeMetricFamily("worker_pool_concurrency_inuse", "Runs running now, per tenant.",
                                   labels=["tenant"])

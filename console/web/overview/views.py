@@ -9,9 +9,10 @@ from console.domain.clock import utcnow
 from console.extensions import db, htmx
 from console.models import Tenant
 from console.models.runs import RARE
+from console.redis_conn import get_redis
 from console.services.people.permissions import VIEW
 from console.services.reports import overview
-from console.services.system import alert_rules
+from console.services.system import alert_rules, leader
 from console.web.overview.charts import failures_figure, history_figure
 from console.web.render import page
 from console.web.runs.forms import TIME_FORMATS
@@ -40,7 +41,8 @@ def index():
                 sla_today=overview.sla_breaches_today(scope),
                 failures_figure=failures_figure(overview.failures_per_minute(scope)), history_figure=history,
                 window=window, windows=list(overview.HISTORY), links=_links(scope, now),
-                alerts=[(row, alert_rules.spec(row)) for row in alert_rules.firing()], scoped=scope is not None)
+                alerts=[(row, alert_rules.spec(row)) for row in alert_rules.firing()], scoped=scope is not None,
+                no_scheduler=leader.anyone_leads(get_redis()) is False)
 
 
 def _tenant_name(scope: int | None) -> str | None:
