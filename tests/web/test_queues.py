@@ -86,8 +86,12 @@ def test_a_worker_busy_with_a_long_run_shows_the_runs_heartbeat_not_its_last_rq_
     # a while): the run's beat is the other worker's, so this one shows its own, old beat.
     run.attempt = 2
     db.session.commit()
-    row = worker_row(client.get("/queues/").get_data(as_text=True), "worker-a")
+    page = client.get("/queues/").get_data(as_text=True)
+    row = worker_row(page, "worker-a")
     assert "12 min ago" in row and "heartbeat</div>" not in row
+    # RQ still calls it busy; silent this long on a run that moved on, it is lost, and counted out.
+    assert '<span class="badge bad" title="Busy on a run that no longer hears from it' in row and ">lost</span>" in row
+    assert 'data-counter="workers">0<' in page and 'data-counter="busy">0<' in page and "No worker is running" in page
     run.attempt = 1
     db.session.commit()
 
@@ -95,7 +99,12 @@ def test_a_worker_busy_with_a_long_run_shows_the_runs_heartbeat_not_its_last_rq_
     run.status = "succeeded"
     db.session.commit()
     row = worker_row(client.get("/queues/").get_data(as_text=True), "worker-a")
-    assert "12 min ago" in row
+    assert "12 min ago" in row and ">lost</span>" in row
+
+    # A worker that just took a job beat a moment ago: busy, whatever its run says yet.
+    get_redis().hset(worker.key, "last_heartbeat", utcnow().strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+    row = worker_row(client.get("/queues/").get_data(as_text=True), "worker-a")
+    assert '<span class="badge running">busy</span>' in row
 
 
 def test_tenant_limited_user_sees_no_link_to_another_tenants_run(client, auth):

@@ -16,6 +16,7 @@ from console.models import Run
 from console.redis_conn import get_redis
 from console.services.engine import queueing
 from console.services.engine.queueing import QUEUES
+from console.services.settings import setting
 from console.services.system import leader
 from console.services.system.maintenance import MAINTENANCE, Periodic
 
@@ -75,7 +76,7 @@ def board(now: datetime, scope: int | None = None) -> QueueBoard:
     try:
         connection = get_redis()
         queues = [_queue_stats(Queue(name, connection=connection), now) for name in _queue_names(connection)]
-        workers = _workers(connection, scope)
+        workers = _workers(connection, scope, now)
         return QueueBoard(queues, workers, _leader(connection))
     except (redis.RedisError, OSError) as error:
         return QueueBoard(error=f"{type(error).__name__}: {error}")
@@ -117,7 +118,7 @@ def _scheduler_of(connection, name: str) -> str:
     return name
 
 
-def _workers(connection, scope: int | None) -> list[WorkerInfo]:
+def _workers(connection, scope: int | None, now: datetime) -> list[WorkerInfo]:
     workers = sorted(Worker.all(connection=connection), key=lambda worker: worker.name)
     jobs = {worker.name: worker.get_current_job_id() for worker in workers}
     runs = {job_id: parsed for job_id in jobs.values() if job_id and (parsed := queueing.parse_job_id(job_id))}
@@ -131,8 +132,13 @@ def _workers(connection, scope: int | None) -> list[WorkerInfo]:
         run = runs.get(jobs[worker.name])
         own_beat, run_beat = _aware(worker.last_heartbeat), beats.get(run) if run else None
         through_run = run_beat is not None and (own_beat is None or run_beat > own_beat)
+        state = worker.get_state()
+        if state == "busy" and run is not None and not through_run and _silent(own_beat, now):
+            # Killed mid-run: RQ keeps its key "busy" for minutes, while the run's heartbeat (written by a thread of
+            # the worker running it) stopped, or the run moved on to an attempt elsewhere.
+            state = "lost"
         infos.append(WorkerInfo(
-            name=worker.name, hostname=worker.hostname, pid=worker.pid, state=worker.get_state(),
+            name=worker.name, hostname=worker.hostname, pid=worker.pid, state=state,
             queues=worker.queue_names(), job_id=jobs[worker.name], run=_visible(run, visible),
             last_heartbeat=run_beat if through_run else own_beat,
             beating_run=run[0] if through_run and run[0] in visible else None,
@@ -140,6 +146,11 @@ def _workers(connection, scope: int | None) -> list[WorkerInfo]:
             failed=worker.failed_job_count, working_s=worker.total_working_time,
         ))
     return infos
+
+
+def _silent(beat: datetime | None, now: datetime) -> bool:
+    """Tell whether a busy worker has not beaten for longer than a running attempt may stay silent."""
+    return beat is None or (now - beat).total_seconds() > setting("STALE_AFTER_S")
 
 
 def _run_beats(run_ids: set[int]) -> dict[tuple[int, int, int], datetime]:
