@@ -71,8 +71,8 @@ def html(response) -> str:
 
 def nav_count(page: str) -> str | None:
     found = re.search(r'href="/approvals" class="[^"]*"(?: aria-current="page")?>'
-                      r'Approvals(?: <span class="nav-count"[^>]*>(\d+)</span>'
-                      r'<span class="visually-hidden"> waiting for you</span>)?</a>', page)
+                      r'Approvals<span id="nav-count-approvals-index">(?: <span class="nav-count"[^>]*>(\d+)</span>'
+                      r'<span class="visually-hidden"> waiting for you</span>)?</span></a>', page)
     return found.group(1) if found else "no link"
 
 
@@ -95,6 +95,22 @@ def test_the_inbox_lists_what_an_approver_can_decide_with_a_count_in_the_nav(per
     assert f'href="/approvals/{theirs.id}"' in mine and f'href="/approvals/{own.id}"' not in mine
     assert 'badge pending' in mine
     assert f'href="/approvals/{own.id}"' in html(operator_client.get("/approvals/all"))  # read-only, like the API
+
+
+def test_the_inbox_refreshes_itself_and_the_counts_beside_it(person, letter):
+    _, olga = person("olga", "operator")
+    approver_client, _ = person("alex", "approver")
+    page = html(approver_client.get("/approvals"))
+    assert '<div id="results" hx-get="/approvals?" hx-trigger="every 10s" hx-swap="outerHTML">' in page
+    assert "hx-swap-oob" not in page  # the whole page has its counts in place
+    first = file_fix(letter(), olga)  # filed while the approver sits on the page
+    refreshed = html(approver_client.get("/approvals?", headers=HX))
+    assert refreshed.lstrip().startswith('<div id="results"') and f'href="/approvals/{first.id}"' in refreshed
+    assert '<span id="tab-waiting" hx-swap-oob="true"> <span class="nav-count">1</span></span>' in refreshed
+    assert re.search(r'<span id="nav-count-approvals-index" hx-swap-oob="true"> <span class="nav-count"[^>]*>1</span>',
+                     refreshed)
+    # Paged on, the list stays where the person put it.
+    assert "hx-trigger" not in html(approver_client.get(f"/approvals?before={first.id + 1}"))
 
 
 def test_an_expired_request_leaves_the_inbox_and_reads_expired(person, letter, app):

@@ -13,7 +13,7 @@ from console.services.recovery import approvals, decisions, params_fix, runbooks
 from console.web import paging
 from console.web.approvals import present
 from console.web.approvals.forms import ApproveForm, RejectForm, RollbackForm, WithdrawForm
-from console.web.render import page
+from console.web.render import page, partial
 
 bp = Blueprint("approvals", __name__, url_prefix="/approvals")
 PAGE_SIZE = 50
@@ -35,6 +35,7 @@ def _list(tab: str, status: str | None = None, **filters):
     query = {"status": status} if tab == "all" and status else {}
     return page("approvals/index.html", "results", tab=tab, rows=found, status=status, now=now, before=before,
                 older=found[-1].approval.id if more else None, query=query, statuses=approvals.STATUSES,
+                refresh=partial(),  # the list's own refresh: the counts beside it are swapped too (oob)
                 waiting=approvals.waiting_for(current_user.id, tenant_scope(), now) if can(current_user.role, APPROVE)
                 else None)
 
