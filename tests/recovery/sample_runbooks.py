@@ -35,10 +35,16 @@ def fails(ctx) -> None:
     raise RuntimeError("disk on fire")
 
 
+def refuses(ctx) -> None:
+    """Fail before changing anything (as a range too large to look at does)."""
+    raise RuntimeError("that range holds more than 1000 firings")
+
+
 STEP_PARAMS = (Param("steps", T.INT, default=3, minimum=1, maximum=1000), Param("pause_s", T.FLOAT, default=0.0))
 RUNBOOKS = (
     Runbook("sample_steps", "Steps", "Log and record a few steps.", Risk.LOW, STEP_PARAMS, steps),
     Runbook("sample_gated", "Gated steps", "Steps that need approval.", Risk.HIGH, STEP_PARAMS, steps),
     Runbook("sample_writer", "Writer", "Writes even in a dry-run.", Risk.LOW, (), writes_anyway),
     Runbook("sample_fails", "Fails", "Fails after one step.", Risk.MEDIUM, (), fails),
+    Runbook("sample_refuses", "Refuses", "Fails before any change.", Risk.LOW, (), refuses),
 )

@@ -186,6 +186,15 @@ def test_the_execution_page_shows_changes_and_log_and_answers_htmx_with_its_regi
     assert (real.dry_run, real.params, real.reason, real.status) == (False, execution.params, "as shown", "queued")
 
 
+def test_a_dry_run_that_failed_before_any_change_does_not_say_nothing_needed_changing(samples, client, auth):
+    user = auth.as_role("operator", "olga")
+    execution = runbooks.start("sample_refuses", {}, _actor(user), scope=None, dry_run=True, enqueue=False)
+    runbook_runner.execute(execution.id)
+    html = client.get(f"/runbooks/executions/{execution.id}").get_data(as_text=True)
+    assert "that range holds more than 1000 firings" in html
+    assert "It failed first: its log says why." in html and "Nothing needed changing" not in html
+
+
 def test_a_viewer_reads_but_cannot_start(client, auth):
     auth.as_role("viewer")
     html = client.get("/runbooks/engine_reconcile").get_data(as_text=True)
