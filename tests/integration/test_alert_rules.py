@@ -341,6 +341,15 @@ def test_a_bad_value_on_the_page_is_a_422_with_the_reason(client, auth):
     response = client.post("/admin/alert-rules/retry_failure_rate", headers={"HX-Request": "true"}, data={
         "csrf_token": token, f"r{row_id}-threshold": "many", f"r{row_id}-window_s": "600", f"r{row_id}-enabled": "1"})
     assert response.status_code == 422 and "Threshold" in response.get_data(as_text=True)
+    # The service's refusals read as the form's own: its label, not the API's field name.
+    short = client.post("/admin/alert-rules/retry_failure_rate", data={
+        "csrf_token": token, f"r{row_id}-threshold": "15", f"r{row_id}-window_s": "5", f"r{row_id}-enabled": "1"})
+    assert short.status_code == 422 and "Window, seconds: a whole number of seconds from 60 to 86400" in short.get_data(
+        as_text=True)
+    count_row = rule("dlq_length").id
+    halves = client.post("/admin/alert-rules/dlq_length", data={
+        "csrf_token": token, f"r{count_row}-threshold": "2.5", f"r{count_row}-enabled": "1"})
+    assert halves.status_code == 422 and "Threshold: a whole number for a count" in halves.get_data(as_text=True)
     assert rule("retry_failure_rate").threshold == 0.15 and audit_rows("retry_failure_rate") == []
 
 

@@ -242,9 +242,9 @@ def _threshold(rule: Rule, value) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
         raise InvalidInput("threshold is a number of at least 0", "threshold")
     if rule.unit == "rate" and value > 1:
-        raise InvalidInput("threshold of a rate is a fraction from 0 to 1 (0.15 is 15%)", "threshold")
+        raise InvalidInput("threshold is a fraction from 0 to 1 for a rate (0.15 is 15%)", "threshold")
     if rule.unit == "count" and not float(value).is_integer():
-        raise InvalidInput("threshold of a count is a whole number", "threshold")
+        raise InvalidInput("threshold is a whole number for a count", "threshold")
     if value > MAX_THRESHOLD:  # a float past 2**53 no longer holds the whole number typed, and no alert could fire
         raise InvalidInput(f"threshold is at most {MAX_THRESHOLD:,}", "threshold")
     return float(value)

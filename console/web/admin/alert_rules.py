@@ -40,6 +40,13 @@ def _page(errors: dict | None = None, status: int = 200):
     return render_template("admin/alert_rules.html", rows=rows, now=utcnow()), status
 
 
+def _in_form_terms(form: AlertRuleForm, error: ServiceError) -> str:
+    """Say a service's refusal as the form's own errors read: "Window, seconds: …", not the API's "window_s …"."""
+    if error.field not in form:
+        return error.detail
+    return f"{form[error.field].label.text}: {error.detail.removeprefix(f'{error.field} is ')}"
+
+
 @bp.get("/alert-rules")
 @requires(ADMIN)
 def alert_rules_index():
@@ -68,7 +75,7 @@ def update_alert_rule(key: str):
         try:
             alert_rules.update_rule(key, changes, current_actor())
         except ServiceError as exc:
-            error, status = exc.detail, exc.status
+            error, status = _in_form_terms(form, exc), exc.status
     else:
         error = "; ".join(f"{form[name].label.text}: {', '.join(messages)}" for name, messages in form.errors.items()
                           if name in form) or "the form expired; reload the page and try again"
