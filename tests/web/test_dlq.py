@@ -458,6 +458,9 @@ def test_bulk_discard_of_selected_rows(client, auth, make_dead_letter):
     # The refusal goes above the list: swapped in the list's place, it took the ticked rows with it.
     assert (missing.headers["HX-Retarget"], missing.headers["HX-Reswap"]) == ("#bulk-area", "afterbegin")
     assert "a reason is required" in missing.get_data(as_text=True)
+    # Nothing ticked is said first: asked for a reason, a person would type one and be refused again.
+    unticked = post(client, auth, "/dlq/bulk/discard", {"view": "list"}, htmx=True)
+    assert unticked.status_code == 422 and "Select the dead letters to discard" in unticked.get_data(as_text=True)
     response = post(client, auth, "/dlq/bulk/discard", {"id": [first.id, second.id], "reason": "test orders",
                                                         "view": "list"}, htmx=True)
     html = response.get_data(as_text=True)

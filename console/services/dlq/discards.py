@@ -134,8 +134,8 @@ def discard_many(ids: list[int], reason: str | None, actor: Actor, tenant_id: in
                  clock: Clock = SYSTEM_CLOCK) -> tuple[int, int, list[int]]:
     """Discard the selected open dead letters; return (discarded, skipped because no longer open or unseen, the
     params fixes waiting on them it closed)."""
+    ids = selection(ids)  # first: asked for a reason with nothing ticked, a person looks for the wrong fix
     reason = reason_of(reason)
-    ids = selection(ids)
     discarded = discard_open(ids, reason, actor, clock(), tenant_id=tenant_id)
     db.session.commit()
     return len(discarded.ids), len(ids) - len(discarded.ids), discarded.closed_fixes
