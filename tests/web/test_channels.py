@@ -51,7 +51,7 @@ def test_send_test_alert_delivers_now_is_audited_and_shows_the_last_attempt(app,
         html = client.get("/admin/channels").get_data(as_text=True)
     assert "Test alert delivered to Slack: HTTP 200" in html
     row = re.search(r'<tr id="channel-slack">(.*?)</tr>', html, re.S).group(1)
-    assert ">sent</span>" in row and "HTTP 200" in row
+    assert ">sent</span>" in row and "HTTP 200" in row and '<span class="badge ok">on</span>' in row
     [entry] = audit("channel.test")
     assert (entry.actor, entry.target_id) == ("ada", "slack") and SLACK_PATH not in str(entry.after)
 
@@ -73,6 +73,8 @@ def test_a_failing_test_alert_says_why_without_the_url_as_the_channels_last_test
     assert "never" in last_attempt and "never" in last_delivered  # no alert was ever sent through it
     test = re.search(r'<div class="ch-last-test">(.*?)</div>', row, re.S).group(1)
     assert test.startswith("Last test: <span class=\"badge failed\"") and "answered HTTP 403" in test
+    # Set up, yet its latest attempt failed: said in its status, not a green "sending" beside the failure.
+    assert ">failing</span>" in row and "badge ok" not in row
 
 
 def test_a_test_alert_to_an_unconfigured_channel_is_refused(app, client, auth):

@@ -24,6 +24,12 @@ class ChannelState:
     last_sent: Delivery | None
     last_test: Delivery | None  # of the latest "Send test alert"
 
+    @property
+    def failing(self) -> bool:
+        """Tell whether the channel's latest attempt, real or a test, failed: set up, yet not getting through."""
+        latest = max((d for d in (self.last, self.last_test) if d is not None), key=lambda d: d.id, default=None)
+        return latest is not None and latest.outcome not in ("sent", "held")
+
 
 @dataclass(frozen=True)
 class Latency:
