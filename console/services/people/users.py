@@ -44,13 +44,21 @@ def _check_role(role: str) -> str:
     return role
 
 
+REPEATED_PIECE = re.compile(r"(.{2,4})\1+", re.DOTALL)
+
+
 def _check_password(password: str, username: str) -> None:
     if len(password) < MIN_PASSWORD:
         raise InvalidInput(f"password must be at least {MIN_PASSWORD} characters", "password")
     if password.lower() == username.lower():
         raise InvalidInput("the password must not be the username", "password")
+    # "weak3weak3" for weak3: what is left without the username is what an attacker has to guess.
+    if len(username) >= 3 and len(password.lower().replace(username.lower(), "")) < 4:
+        raise InvalidInput("the password must not be built from the username", "password")
     if len(set(password)) == 1:
         raise InvalidInput("the password must not be one character repeated", "password")
+    if REPEATED_PIECE.fullmatch(password):
+        raise InvalidInput("the password must not be a short piece repeated (such as abcabcabcabc)", "password")
     if password.lower() in COMMON_PASSWORDS:
         raise InvalidInput("that password is one of the most common ones; choose another", "password")
 
