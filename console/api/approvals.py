@@ -20,8 +20,9 @@ def list_approvals():
     status = request.args.get("status") or None
     found = approvals.rows(status=None if status == "all" else status, tenant_id=tenant_scope(), before=before,
                            limit=limit + 1)  # "all", as the CLI and the console say it: every status
-    now = utcnow()
-    return jsonify(items=[shown.as_dict(row, now) for row in found[:limit]],
+    now, page = utcnow(), found[:limit]
+    runs = shown.runs_acted_on(page)
+    return jsonify(items=[shown.as_dict(row, now, runs) for row in page],
                    next_before=found[limit - 1].approval.id if len(found) > limit else None)
 
 

@@ -59,7 +59,8 @@ def list_command(status, limit):
     except ServiceError as error:
         raise refused(error) from None
     now = utcnow()
-    rows = [shown.as_dict(row, now) for row in found]
+    runs = shown.runs_acted_on(found)
+    rows = [shown.as_dict(row, now, runs) for row in found]
     if not rows:
         click.echo(f"no {'' if status == 'all' else status + ' '}requests")
         return

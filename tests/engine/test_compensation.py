@@ -36,6 +36,7 @@ def test_the_api_asks_for_an_undo_and_it_runs_once_another_person_approves(clien
     approver = bearer(auth.make_user("ada", "approver"))
     approved = client.post(f"/api/approvals/{request.id}/approve", headers=approver, json={"note": "ok"})
     assert approved.status_code == 200 and approved.get_json()["status"] == "executed"
+    assert approved.get_json()["run"] == {"id": run_id, "status": "compensating", "series": 1}
     [requested] = runs.events(run_id, "compensating")
     # The requester's undo, the approver beside them.
     assert requested.reason == "compensation_requested" and requested.actor.startswith("otto (approved by ada (token ")
@@ -47,6 +48,10 @@ def test_the_api_asks_for_an_undo_and_it_runs_once_another_person_approves(clien
     assert compensation.execute(run_id, clock=clock) == "compensated"
     run = runs.get(run_id)
     assert (run.status, run.progress_message) == ("compensated", "compensated")  # the undo step reported
+    # The request reads how its run stands now, beside what was said when it ran (the undo step queued).
+    [listed] = client.get("/api/approvals?status=all", headers=approver).get_json()["items"]
+    assert listed["run"]["status"] == "compensated" and "compensating" in listed["outcome"]
+    assert client.get(f"/api/approvals/{request.id}", headers=approver).get_json()["run"]["status"] == "compensated"
     assert compensation.execute(run_id, clock=clock) == "skipped"  # a duplicate delivery does nothing
 
 

@@ -2,6 +2,10 @@
 
 from datetime import datetime
 
+from sqlalchemy import select
+
+from console.extensions import db
+from console.models import Run
 from console.services.recovery import approvals
 from console.services.recovery.registry import KINDS
 
@@ -15,13 +19,30 @@ def _iso(moment: datetime | None) -> str | None:
     return moment.isoformat() if moment else None
 
 
-def as_dict(found: approvals.Row, now: datetime) -> dict:
-    """Return one request as JSON; a pending one past its time reads as expired."""
+def _run_id(approval) -> int | None:
+    """Return the run an executed params fix or compensation acted on (kept in its backup), if any."""
+    run_id = (approval.backup or {}).get("run_id") if approval.executed_at else None
+    return int(run_id) if isinstance(run_id, int | str) and str(run_id).isdigit() else None
+
+
+def runs_acted_on(found: list[approvals.Row]) -> dict[int, dict]:
+    """Return the runs these requests' changes acted on, as they stand now (one query for a page of requests)."""
+    ids = {run_id for row in found if (run_id := _run_id(row.approval)) is not None}
+    if not ids:
+        return {}
+    rows = db.session.execute(select(Run.id, Run.status, Run.series).where(Run.id.in_(ids)))
+    return {run_id: {"id": run_id, "status": status, "series": series} for run_id, status, series in rows}
+
+
+def as_dict(found: approvals.Row, now: datetime, runs: dict[int, dict] | None = None) -> dict:
+    """Return one request as JSON; a pending one past its time reads as expired. `run` is how the run an executed
+    change acted on stands now (`outcome` is what was said when it ran: a compensation's undo was then queued)."""
     a = found.approval
+    runs = runs_acted_on([found]) if runs is None else runs
     return {"id": a.id, "kind": a.kind, "title": title(a.kind), "status": approvals.status_at(a, now),
             "tenant": found.tenant, "subject": {"type": a.subject_type, "id": a.subject_id},
             "requested_by": found.requested_by, "reason": a.reason, "before": a.before, "after": a.after,
             "expires_at": _iso(a.expires_at), "decided_by": found.decided_by, "note": a.decision_note,
             "outcome": a.outcome, "created_at": _iso(a.created_at), "decided_at": _iso(a.decided_at),
             "executed_at": _iso(a.executed_at), "rolled_back_at": _iso(a.rolled_back_at),
-            "rollback_note": a.rollback_note}
+            "rollback_note": a.rollback_note, "run": runs.get(_run_id(a))}
