@@ -49,6 +49,19 @@ def _level(argv: list[str]) -> str | None:
     return None if _command(argv) in SERVING or os.environ.get("REBOUND_LOG_LEVEL") else "WARNING"
 
 
+class ReboundGroup(FlaskGroup):
+    """Flask's command group without what installed extensions plug into every Flask app's command line."""
+
+    # Flask-Limiter's `limiter` maintenance commands arrive through the `flask.commands` entry point.
+    LEFT_OUT = frozenset({"limiter"})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [name for name in super().list_commands(ctx) if name not in self.LEFT_OUT]
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        return None if name in self.LEFT_OUT else super().get_command(ctx, name)
+
+
 def _tidy_group_options(group: click.Group) -> None:
     """Hide Flask's --app and --debug (Rebound is one app, configured by REBOUND_*) and say what --env-file is for."""
     for option in group.params:
@@ -67,7 +80,7 @@ def main() -> None:
         # to migrate, and without them said nothing of what it did ("Running upgrade a30… -> a31…").
         logging.getLogger("alembic").setLevel(logging.INFO)
     # Not Flask's `run` (a development server), `shell` and `routes`, nor its --version (Flask's, not Rebound's).
-    group = FlaskGroup(create_app=_create_app, help="Rebound: ops console for background tasks that fail.",
+    group = ReboundGroup(create_app=_create_app, help="Rebound: ops console for background tasks that fail.",
                        add_default_commands=False, add_version_option=False)
     click.version_option(version("rebound"), prog_name="rebound", message="%(prog)s %(version)s")(group)
     _tidy_group_options(group)

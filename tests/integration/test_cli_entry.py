@@ -21,7 +21,7 @@ def test_version_is_rebounds_and_help_lists_no_flask_development_commands(app):
     listed = rebound(app, "--help").stdout
     commands = {line.split()[0] for line in listed.splitlines() if line.startswith("  ") and line.strip()}
     assert {"up", "web", "worker", "scheduler", "set-password", "db"} <= commands
-    assert not {"run", "shell", "routes"} & commands  # Flask's development server and tools are not Rebound's
+    assert not {"run", "shell", "routes", "limiter"} & commands  # Flask's and its extensions' tools are not Rebound's
 
 
 def test_help_shows_rebounds_own_options_not_flasks(app):
