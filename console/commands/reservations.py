@@ -5,7 +5,7 @@ import json
 import click
 from flask.cli import with_appcontext
 
-from console.commands.output import refused, table
+from console.commands.output import ROW_ID, refused, table
 from console.services.actor import Actor
 
 COLUMNS = ["id", "tenant", "running_slots", "queued_runs", "starts_at", "ends_at", "reason", "created_by",
@@ -68,7 +68,7 @@ def reserve_command(tenant, running_slots, queued_runs, starts_at, ends_at, reas
 
 
 @reservations_group.command("cancel")
-@click.argument("reservation_id")
+@click.argument("reservation_id", type=ROW_ID)
 @with_appcontext
 def cancel_command(reservation_id):
     """Cancel a reservation: its slots are free at once."""

@@ -46,6 +46,8 @@ def test_reserve_list_and_cancel_from_the_command_line(app):
     cancelled = runner.invoke(args=["reservations", "cancel", str(row.id)])
     assert cancelled.exit_code == 0
     assert cancelled.output == f"Cancelled reservation {row.id} of acme: its 3 running slots are free now.\n"
+    typo = runner.invoke(args=["reservations", "cancel", "abc"])  # a usage error, not "no reservation abc"
+    assert typo.exit_code == 2 and "RESERVATION_ID" in typo.output and "no reservation" not in typo.output
     after = runner.invoke(args=["reservations", "list"]).output.splitlines()[1:]
     assert [line.split()[1] for line in after] == ["globex"]
     past = runner.invoke(args=["reservations", "list", "--all"]).output
