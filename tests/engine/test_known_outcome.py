@@ -6,6 +6,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import MultipleResultsFound, OperationalError
 
+from console.domain.clock import utcnow
 from console.extensions import db
 from console.services.engine import execute as engine
 from console.services.engine import known_outcomes, parking, reconcile, transitions
@@ -71,6 +72,9 @@ def test_when_the_database_refuses_everything_the_reconciler_parks_the_run_inste
     assert known_outcomes.recall(run_id, 1)["code"] == "bad_account"
     monkeypatch.undo()  # the database is back
     monkeypatch.setattr(engine, "_sleep", lambda seconds: None)
+    # Ten minutes past the real time: a beat the worker's heartbeat thread copied before the attempt ended may still
+    # land (at the real time) after the line below, and must read as stale too (make test saw it land once).
+    clock.set(utcnow() + timedelta(minutes=10))
     db.session.execute(text("UPDATE runs SET heartbeat_at = :at WHERE id = :id"),
                        {"at": (clock() - timedelta(minutes=5)).replace(tzinfo=None), "id": run_id})
     db.session.commit()
