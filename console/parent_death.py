@@ -26,7 +26,8 @@ def die_with(parent: int) -> None:
 
 def exec_dies_with_this_process():
     """Return a `preexec_fn` for subprocess: the program it starts gets SIGTERM when this process dies."""
-    # subprocess forks without the at-fork hooks below, and the signal, set before the exec, survives it.
+    # subprocess runs the at-fork hooks below only when given a preexec_fn (else it may vfork); the signal, set
+    # before the exec, survives it.
     _prctl()  # looked up here: loading libc in the child of a threaded process could deadlock
     return functools.partial(die_with, os.getpid())
 

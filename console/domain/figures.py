@@ -151,9 +151,14 @@ def _share(part: int, whole: int) -> float | None:
     return part / whole if whole else None
 
 
+def _totals(inputs: Inputs) -> dict[str, int]:
+    """Return every rollup sum the figures read, 0 where the period has none."""
+    return {name: int(inputs.totals.get(name) or 0) for name in MEASURES}
+
+
 def values(inputs: Inputs) -> dict[str, float | int | None]:
     """Return every figure's value for one period (None where nothing was measured)."""
-    t = {name: int(inputs.totals.get(name) or 0) for name in MEASURES}
+    t = _totals(inputs)
     return {
         "on_time_rate": _share(t["on_time"], t["starts"] + inputs.late_waiting),
         "trigger_delay_p50_s": TRIGGER_DELAY.percentile(t, 0.50),
@@ -177,7 +182,7 @@ def values(inputs: Inputs) -> dict[str, float | int | None]:
 
 def bases(inputs: Inputs) -> dict[str, tuple[int, int, str]]:
     """Return each rate's part and whole as counted, with what the whole counts ("1,203 of 1,227 starts")."""
-    t = {name: int(inputs.totals.get(name) or 0) for name in MEASURES}
+    t = _totals(inputs)
     return {
         "on_time_rate": (t["on_time"], t["starts"] + inputs.late_waiting, "starts"),
         "execution_success_rate": (t["succeeded"], t["finished"], "attempt series"),

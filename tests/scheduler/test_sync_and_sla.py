@@ -173,7 +173,7 @@ def test_a_jittered_firing_is_due_at_its_offset_so_the_offset_is_never_a_late_st
     shown = tasks.next_runs(task, cron_time + timedelta(seconds=1), 2)
     assert shown == [cron_time + offset, cron_time + timedelta(minutes=2) + offset]
     assert [firing.at for firing in task_query.next_firings(task, cron_time + timedelta(seconds=1), 2)] == shown
-    assert task_query.next_firing(task, cron_time + timedelta(seconds=1)) == cron_time + offset  # the Tasks list's
+    assert task_query.next_firing(task, cron_time + timedelta(seconds=1)).at == cron_time + offset  # the Tasks list's
     plain = register("plain", cron="*/2 * * * *")  # no jitter: due at the cron time, as before
     [outcome] = planner.fire([planner.Firing(plain.id, cron_time)], Actor("scheduler"), clock)
     assert runs.get(outcome.run_id).due_at is None

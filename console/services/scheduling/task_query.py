@@ -58,11 +58,11 @@ def firing_times(task: Task, now: datetime, count: int = 5) -> list[datetime]:
     return [(cron.as_utc(moment) + offset).astimezone(moment.tzinfo) for moment in moments]
 
 
-def next_firing(task: Task, now: datetime) -> datetime | None:
-    """Return the task's next firing in UTC, or None if it is paused or has no cron."""
+def next_firing(task: Task, now: datetime) -> Firing | None:
+    """Return the task's next firing (with when its window lets it start), or None if it is paused or has no cron."""
     if task.paused:
         return None
-    return next((cron.as_utc(moment) for moment in firing_times(task, now, 1)), None)
+    return next(iter(next_firings(task, now, 1)), None)
 
 
 def next_firings(task: Task, now: datetime, count: int = 5) -> list[Firing]:
@@ -118,7 +118,7 @@ def page(*, scope: int | None = None, tenant: str = "", handler: str = "", statu
     last = last_runs([task.id for task, _ in found])
     rows = []
     for task, template in found:
-        firing = None if task.paused else next(iter(next_firings(task, now, 1)), None)
+        firing = next_firing(task, now)
         rows.append(TaskRow(task, cron.as_utc(firing.at) if firing else None, last.get(task.id), template,
                             firing.starts_at if firing else None))
     return rows, found[-1][0].id if more and found else None
