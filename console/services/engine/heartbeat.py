@@ -42,6 +42,11 @@ class _Beater:
         with self.lock:
             self.attempts.pop(run_id, None)
 
+    def beating(self, run_id: int, attempt: int) -> bool:
+        """Tell whether this attempt is still registered (a round's copy may hold one that has ended since)."""
+        with self.lock:
+            return self.attempts.get(run_id, (None,))[0] == attempt
+
     def _run(self) -> None:
         while True:
             time.sleep(self.interval_s)
@@ -57,6 +62,10 @@ class _Beater:
         try:
             with db.engine.begin() as connection:
                 for run_id, (attempt, _) in attempts.items():
+                    if not self.beating(run_id, attempt):
+                        # Ended while this round checked out its connection: a beat now would make the run look
+                        # alive after its worker let go of it (the reconciler would wait one more silence).
+                        continue
                     connection.execute(update(Run.__table__).where(
                         Run.id == run_id, Run.status.in_(IN_WORK), Run.attempt == attempt
                     ).values(heartbeat_at=utcnow()))
