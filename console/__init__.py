@@ -36,6 +36,7 @@ def create_app(config: dict | None = None) -> Flask:
     followups.init_app(app)
     runbook_registry.init_app(app)
     app.config.setdefault("RATELIMIT_STORAGE_URI", redis_conn.limiter_storage_uri(app.config["REDIS_URL"]))
+    app.config.setdefault("RATELIMIT_STORAGE_OPTIONS", redis_conn.limiter_options())
     limiter.init_app(app)
     csrf.init_app(app)
     htmx.init_app(app)

@@ -6,7 +6,14 @@ from urllib.parse import urlsplit, urlunsplit
 import redis
 from flask import current_app
 from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.retry import Retry
+
+# How long a command may wait for Redis's answer. Without it a frozen Redis (stopped, swapping, a network
+# partition that drops packets) held every page and submit that touched it until it came back. A worker
+# raises it above its dequeue wait by itself (rq's Worker._set_connection).
+ANSWER_TIMEOUT_S = 3
+CONNECT_TIMEOUT_S = 2
 
 
 def embedded_url(data_dir: str) -> str:
@@ -27,11 +34,22 @@ def init_app(app) -> None:
     app.config["REDIS_URL_GIVEN"] = bool(app.config["REDIS_URL"])
     if not app.config["REDIS_URL"]:
         app.config["REDIS_URL"] = embedded_url(app.config["DATA_DIR"])
-    # One quick retry, not redis-py's default ten with backoff: with Redis down a page must answer in
-    # well under a second that it is down, and the engine's callers already recover through the reconciler.
-    app.extensions["rebound_redis"] = redis.Redis.from_url(
-        app.config["REDIS_URL"], socket_connect_timeout=2,
-        retry=Retry(ExponentialBackoff(cap=0.2, base=0.05), 1))
+    app.extensions["rebound_redis"] = client(app.config["REDIS_URL"])
+
+
+def client(url: str) -> redis.Redis:
+    """Return a client that gives up on a Redis that is down or frozen within seconds, not never."""
+    # One quick retry, not redis-py's default ten with backoff: with Redis down a page must answer in well under a
+    # second that it is down, and the engine's callers already recover through the reconciler. Only a refused or
+    # dropped connection is retried: a command that timed out may have been carried out (an enqueue sent twice).
+    return redis.Redis.from_url(
+        url, socket_connect_timeout=CONNECT_TIMEOUT_S, socket_timeout=ANSWER_TIMEOUT_S,
+        retry=Retry(ExponentialBackoff(cap=0.2, base=0.05), 1, supported_errors=(RedisConnectionError,)))
+
+
+def limiter_options() -> dict:
+    """Return the login throttle's Redis client options: the same timeouts as the app's own client."""
+    return {"socket_connect_timeout": CONNECT_TIMEOUT_S, "socket_timeout": ANSWER_TIMEOUT_S}
 
 
 def get_redis() -> redis.Redis:

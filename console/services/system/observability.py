@@ -86,6 +86,9 @@ class _Collector:
 
     def __init__(self, now: datetime):
         self.now = now
+        # Cleared at the first Redis read that fails: a frozen Redis then costs a scrape one timeout, not three,
+        # inside Prometheus's default 10 s scrape timeout.
+        self.redis_answers = True
 
     def collect(self):
         tenants = {str(k): v for k, v in db.session.execute(select(Tenant.id, Tenant.name)).all()}
@@ -93,7 +96,7 @@ class _Collector:
             stored = metrics.snapshot()
         except Exception as error:  # noqa: BLE001 - the database gauges are still worth serving
             log.warning("metrics: cannot read the counters from Redis (%s)", error)
-            stored = {}
+            stored, self.redis_answers = {}, False
         for metric in metrics.REGISTRY.values():
             yield _family(metric, stored.get(metric.name, {}), tenants)
         yield from self._gauges(tenants)
@@ -102,16 +105,17 @@ class _Collector:
         depth = GaugeMetricFamily("worker_queue_depth", "Jobs in each RQ queue: queued (ready) or scheduled "
                                   "(delayed retries).", labels=["queue", "state"])
         try:
-            for name, state, count in queue_depths():
+            for name, state, count in queue_depths() if self.redis_answers else ():
                 depth.add_metric([name, state], count)
         except Exception as error:  # noqa: BLE001 - Redis down: the family stays, without samples
             log.warning("metrics: cannot read queue depths (%s)", error)
+            self.redis_answers = False
         yield depth
         # Held only while a scheduler renews it (every 3 s, lapsing after REBOUND_LEADER_TTL_S): a frozen or dead
         # scheduler fires no cron and shows nowhere else, as the on-time rate counts only runs that were created.
         leading = GaugeMetricFamily("scheduler_leader", "1 while a scheduler process holds the leader lock and "
                                     "fires the cron tasks, 0 while none does: alert on 0 for a minute.")
-        leads = leader.anyone_leads(get_redis())
+        leads = leader.anyone_leads(get_redis()) if self.redis_answers else None
         if leads is None:  # Redis down: unknown, not "no leader"
             log.warning("metrics: cannot read the scheduler leader (Redis did not answer)")
         else:

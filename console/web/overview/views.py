@@ -36,13 +36,16 @@ def index():
     if not htmx:  # the live region refreshes every 5 s; the history (rollups, a minute behind) once per page
         per_hour = overview.history(window, scope)
         history = history_figure(per_hour, [_runs_of_hour(row["hour"], scope) for row in per_hour])
+    breakers_open = overview.breakers_open(scope)
+    # None: Redis did not answer just now, so the leader is not asked too (a frozen Redis costs one timeout, not two).
+    no_scheduler = breakers_open is not None and leader.anyone_leads(get_redis()) is False
     return page("overview/index.html", "live", counters=overview.counters(scope),
-                dead_letters=overview.recent_dead_letters(scope), breakers_open=overview.breakers_open(scope),
+                dead_letters=overview.recent_dead_letters(scope), breakers_open=breakers_open,
                 sla_today=overview.sla_breaches_today(scope),
                 failures_figure=failures_figure(overview.failures_per_minute(scope)), history_figure=history,
                 window=window, windows=list(overview.HISTORY), links=_links(scope, now),
                 alerts=[(row, alert_rules.spec(row)) for row in alert_rules.firing()], scoped=scope is not None,
-                no_scheduler=leader.anyone_leads(get_redis()) is False)
+                no_scheduler=no_scheduler)
 
 
 def _tenant_name(scope: int | None) -> str | None:
