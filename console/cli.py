@@ -79,6 +79,7 @@ def main() -> None:
         # Alembic's lines are quiet in every process that migrates at its start; `rebound db upgrade` is asked
         # to migrate, and without them said nothing of what it did ("Running upgrade a30… -> a31…").
         logging.getLogger("alembic").setLevel(logging.INFO)
+        logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)  # a line per plugin it loads
     # Not Flask's `run` (a development server), `shell` and `routes`, nor its --version (Flask's, not Rebound's).
     group = ReboundGroup(create_app=_create_app, help="Rebound: ops console for background tasks that fail.",
                        add_default_commands=False, add_version_option=False)

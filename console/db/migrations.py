@@ -33,6 +33,10 @@ def upgrade(revision: str = "head") -> None:
     apply(revision=revision)
 
 
+# Flask-Migrate's commands for writing migrations: still there for a developer, not offered in an operator's --help.
+FOR_DEVELOPERS = frozenset({"init", "migrate", "revision", "edit", "merge", "list-templates", "check", "branches"})
+
+
 class LazyMigrationCommands(click.Group):
     """`rebound db …`: Flask-Migrate's own command group, imported when it is used, not when the app is built."""
 
@@ -44,6 +48,8 @@ class LazyMigrationCommands(click.Group):
         setup(parent.ensure_object(ScriptInfo).load_app())
         from flask_migrate.cli import db as commands
 
+        for name in FOR_DEVELOPERS & commands.commands.keys():
+            commands.commands[name].hidden = True
         return commands.make_context(info_name, args, parent=parent, **extra)
 
 

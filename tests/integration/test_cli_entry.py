@@ -24,6 +24,15 @@ def test_version_is_rebounds_and_help_lists_no_flask_development_commands(app):
     assert not {"run", "shell", "routes", "limiter"} & commands  # Flask's and its extensions' tools are not Rebound's
 
 
+def test_db_help_offers_an_operator_the_commands_that_run_migrations_not_those_that_write_them(app):
+    shown = rebound(app, "db", "--help")
+    commands = {line.split()[0] for line in shown.stdout.split("Commands:")[1].splitlines() if line.strip()}
+    assert {"upgrade", "downgrade", "current", "history", "stamp"} <= commands
+    assert not {"init", "migrate", "revision", "merge", "edit"} & commands
+    assert "plugin" not in shown.stderr  # Alembic's INFO lines are for what a migration did, not what it loaded
+    assert rebound(app, "db", "revision", "--help").returncode == 0  # still there for a developer
+
+
 def test_help_shows_rebounds_own_options_not_flasks(app):
     listed = rebound(app, "--help").stdout
     assert "--env-file" in listed and "REBOUND_*" in listed
