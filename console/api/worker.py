@@ -15,6 +15,7 @@ from console.services.engine import batch_submit, control
 from console.services.engine import submit as submit_service
 from console.services.engine.submit import submit
 from console.services.errors import InvalidInput
+from console.services.inputs import is_id
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.recovery import run_compensation, undo_retry
 
@@ -53,6 +54,8 @@ def _submission_tenant(named, task_id) -> Tenant:
     """Return the tenant a submission acts for: the one named, else a token of every tenant's task's own."""
     if named is None and task_id is not None and tenant_scope() is None:
         named = submit_service.tenant_of_task(task_id)
+        if named is None and is_id(task_id):  # no live task has it: "not in tenant default" would send them looking
+            raise InvalidInput(f"no task {task_id}: give the id of a task that exists", "task_id")
     return acting_tenant(named)
 
 

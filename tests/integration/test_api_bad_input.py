@@ -380,6 +380,10 @@ def test_a_task_id_names_its_tenant_and_a_value_that_is_no_id_says_so(client, au
         hidden = refused(client.post("/worker/tasks", json={"task_id": task.id}, headers=scoped),
                          422, "invalid", "task_id")
         assert hidden["detail"] == f"no task {task.id} in tenant globex"
+        # An id no live task has, from a token of every tenant: not "in tenant default", where nobody looked.
+        gone = refused(client.post("/worker/tasks", json={"task_id": 99999}, headers=operator), 422, "invalid",
+                       "task_id")
+        assert gone["detail"] == "no task 99999: give the id of a task that exists"
 
 
 def test_a_known_key_sent_for_other_work_is_a_409_not_the_other_runs_answer(client, operator):
