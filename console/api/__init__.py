@@ -3,6 +3,7 @@
 from flask import Blueprint, g, jsonify
 from flask_login import current_user
 
+from console.api import serialize
 from console.auth import public, requires
 from console.extensions import csrf
 from console.redis_conn import get_redis
@@ -25,7 +26,7 @@ def me():
     """Tell a service whom its token acts as."""
     token = g.api_token
     return jsonify(username=current_user.username, role=current_user.role, token=token.prefix,
-                   tenant=token.tenant.name if token.tenant else None)
+                   tenant=token.tenant.name if token.tenant else None, expires_at=serialize.iso(token.expires_at))
 
 
 def register(app) -> None:

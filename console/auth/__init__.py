@@ -111,7 +111,7 @@ def _token_user(req):
     token = tokens.authenticate(req.authorization.token)
     if token is None:
         security_log.warning("invalid bearer token path=%s addr=%s", req.path, req.remote_addr)
-        g.token_rejected = True
+        g.token_rejected = tokens.refusal(req.authorization.token)  # what the 401 says
         return None
     g.api_token = token
     return token.user
@@ -156,8 +156,7 @@ def init_app(app) -> None:
     @login_manager.unauthorized_handler
     def unauthorized():
         if wants_json():
-            detail = ("the bearer token is invalid, revoked, or its user is disabled"
-                      if g.get("token_rejected") else "send 'Authorization: Bearer <token>'")
+            detail = g.get("token_rejected") or "send 'Authorization: Bearer <token>'"
             # RFC 6750: the scheme to use, and that the one sent was refused.
             challenge = 'Bearer realm="rebound"' + (', error="invalid_token"' if g.get("token_rejected") else "")
             return jsonify(error="unauthorized", detail=detail), 401, {"WWW-Authenticate": challenge}

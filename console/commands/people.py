@@ -53,8 +53,10 @@ def set_password_command(username, password):
 @click.argument("username")
 @click.option("--tenant", default=None, help="Limit the token to one tenant.")
 @click.option("--name", default="cli", show_default=True)
+@click.option("--days", type=click.IntRange(1, 3650), default=None,
+              help="Stop working this many days from now (default: works until revoked).")
 @with_appcontext
-def create_token_command(username, tenant, name):
+def create_token_command(username, tenant, name, days):
     """Print a new bearer token acting as USERNAME."""
     from console.services.actor import Actor
     from console.services.errors import ServiceError
@@ -65,7 +67,7 @@ def create_token_command(username, tenant, name):
         raise click.ClickException(f"no user named {username!r}")
     try:
         scope = tenants.require(tenant) if tenant else None
-        _, plaintext = tokens.issue(user, Actor("cli"), name=name, tenant=scope)
+        _, plaintext = tokens.issue(user, Actor("cli"), name=name, tenant=scope, days=days)
     except ServiceError as error:
         raise click.ClickException(error.detail) from None
     click.echo(plaintext)

@@ -78,6 +78,7 @@ class ApiToken(db.Model):
     created_at = mapped_column(UTCDateTime, default=utcnow, nullable=False)
     last_used_at = mapped_column(UTCDateTime)
     revoked_at = mapped_column(UTCDateTime)
+    expires_at = mapped_column(UTCDateTime)  # None: until revoked
     # The console form that issued it: the same form sent again (a reload) finds this token instead of a second one.
     issue_key: Mapped[str | None] = mapped_column(String(32), unique=True, index=True)
     user = relationship(User)

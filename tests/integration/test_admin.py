@@ -1,14 +1,17 @@
 """Admin: create people, change roles, issue and revoke tokens, all audited."""
 
 import re
+from datetime import timedelta
 
 import pytest
+from sqlalchemy import select
 
+from console.domain.clock import utcnow
 from console.extensions import db
 from console.models import ApiToken, AuditEntry, User
 from console.services.actor import Actor
 from console.services.errors import InvalidInput
-from console.services.people import users
+from console.services.people import tokens, users
 
 
 def last_audit():
@@ -133,3 +136,22 @@ def test_the_admin_address_alone_opens_its_first_page_for_admins_only(client, au
     client.post("/logout", data={"csrf_token": auth.csrf()})
     auth.as_role("operator", "olga")
     assert client.get("/admin/").status_code == 403
+
+
+def test_a_token_issued_for_30_days_says_when_it_expires_and_an_expired_one_reads_expired(client, auth):
+    svc = auth.make_user("svc", "operator")
+    auth.as_role("admin", "root")
+    response = client.post("/admin/tokens", data={"user": str(svc.id), "name": "billing", "days": "30",
+                                                  "csrf_token": auth.csrf("/admin/tokens")})
+    assert response.status_code == 201
+    token = db.session.query(ApiToken).one()
+    assert timedelta(days=29, hours=23) < token.expires_at - utcnow() <= timedelta(days=30)
+    row = re.search(r'<td class="mono">rb_[^<]+</td>(.*?)</tr>', response.get_data(as_text=True), re.S).group(1)
+    assert f"{token.expires_at:%Y-%m-%d}" in row and '<span class="badge active">active</span>' in row
+    tokens.issue(svc, Actor("test"), name="old", days=1, clock=lambda: utcnow() - timedelta(days=2))
+    page = client.get("/admin/tokens").get_data(as_text=True)
+    expired = re.search(r'<td>old</td>(.*?)</tr>', page, re.S).group(1)
+    assert '<span class="badge expired">expired</span>' in expired and "Revoke" not in expired
+    [entry] = db.session.execute(select(AuditEntry).where(AuditEntry.action == "token.create",
+                                                          AuditEntry.actor == "root")).scalars()
+    assert entry.after["expires_at"] == token.expires_at.isoformat()

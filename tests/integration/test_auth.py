@@ -1,12 +1,16 @@
 """Logging in, roles, CSRF, tokens: every refusal is a clear 4xx that changes nothing."""
 
 import logging
+from datetime import timedelta
 
+import pytest
 from sqlalchemy import select
 
+from console.domain.clock import utcnow
 from console.extensions import db
 from console.models import AuditEntry, User
 from console.services.actor import Actor
+from console.services.errors import InvalidInput
 from console.services.people import tokens, users
 from tests.factories import make_tenant
 from tests.helpers import PASSWORD, csrf_from
@@ -121,10 +125,34 @@ def test_a_token_acts_as_its_user_until_revoked(client, auth):
     row, plaintext = tokens.issue(user, Actor("test"), name="billing")
     headers = {"Authorization": f"Bearer {plaintext}"}
     assert client.get("/api/me", headers=headers).json == {
-        "username": "svc", "role": "operator", "token": row.prefix, "tenant": None}
+        "username": "svc", "role": "operator", "token": row.prefix, "tenant": None, "expires_at": None}
     assert row.token_hash != plaintext and plaintext not in row.token_hash
     tokens.revoke(row.id, Actor("test"))
     assert client.get("/api/me", headers=headers).status_code == 401
+
+
+def test_a_token_issued_for_days_works_until_then_and_then_says_it_expired(app, client, auth):
+    user = auth.make_user("svc", "operator")
+    row, plaintext = tokens.issue(user, Actor("test"), days=30)
+    me = client.get("/api/me", headers={"Authorization": f"Bearer {plaintext}"})
+    assert me.status_code == 200 and me.json["expires_at"] == row.expires_at.isoformat()
+    old, stale = tokens.issue(user, Actor("test"), days=1, clock=lambda: utcnow() - timedelta(days=1, seconds=1))
+    refused = client.get("/api/me", headers={"Authorization": f"Bearer {stale}"})
+    assert refused.status_code == 401 and 'error="invalid_token"' in refused.headers["WWW-Authenticate"]
+    assert refused.json["detail"] == (f"the bearer token expired at {old.expires_at:%Y-%m-%d %H:%M} UTC; ask an "
+                                      "admin for a new one")
+    tokens.revoke(old.id, Actor("test"))  # revoked says nothing more than any refused token does
+    assert client.get("/api/me", headers={"Authorization": f"Bearer {stale}"}).json["detail"] == (
+        "the bearer token is invalid, revoked, or its user is disabled")
+    for days in (0, tokens.MAX_DAYS + 1):
+        with pytest.raises(InvalidInput, match="a token lasts 1 to 3650 days"):
+            tokens.issue(user, Actor("test"), days=days)
+    runner = app.test_cli_runner()
+    printed = runner.invoke(args=["create-token", "svc", "--days", "90"])
+    assert printed.exit_code == 0, printed.output
+    issued = tokens.authenticate(printed.output.strip())
+    assert timedelta(days=89, hours=23) < issued.expires_at - utcnow() <= timedelta(days=90)
+    assert runner.invoke(args=["create-token", "svc", "--days", "0"]).exit_code == 2
 
 
 def test_a_token_is_revoked_from_the_cli_by_the_prefix_people_see_and_audited(app, client, auth):

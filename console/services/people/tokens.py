@@ -28,13 +28,22 @@ def _hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+# The longest a token may be issued for, in days (a longer one is one that does not expire: say so instead).
+MAX_DAYS = 3650
+
+
 def issue(user: User, actor: Actor, *, name: str = "", tenant: Tenant | None = None,
-          scope: int | None = None, issue_key: str | None = None) -> tuple[ApiToken, str]:
+          scope: int | None = None, issue_key: str | None = None, days: int | None = None,
+          clock: Clock = SYSTEM_CLOCK) -> tuple[ApiToken, str]:
     """Create a token for a user; return the row and the plaintext, which is shown only now.
 
     A tenant-scoped caller issues tokens only to its tenant's people, limited to its tenant. `issue_key` names the
-    form that asks: asked again (a reload of the answer), it issues nothing and raises AlreadyIssued.
+    form that asks: asked again (a reload of the answer), it issues nothing and raises AlreadyIssued. With `days`
+    the token stops authenticating that many days from now; without, it works until revoked.
     """
+    if days is not None and not 1 <= days <= MAX_DAYS:
+        raise InvalidInput(f"a token lasts 1 to {MAX_DAYS} days, not {days}; leave it out for one that does not "
+                           "expire", "days")
     if scope is not None and user.tenant_id != scope:
         raise NotFound(f"no user with id {user.id}")
     tenant = users.within_scope(tenant, scope)
@@ -42,7 +51,8 @@ def issue(user: User, actor: Actor, *, name: str = "", tenant: Tenant | None = N
         raise InvalidInput(f"{user.username} may only act for tenant {user.tenant.name}", "tenant")
     plaintext = PREFIX + secrets.token_urlsafe(32)
     token = ApiToken(user=user, name=name[:80], token_hash=_hash(plaintext), prefix=plaintext[:PREFIX_CHARS],
-                     tenant=tenant or user.tenant, issue_key=issue_key)
+                     tenant=tenant or user.tenant, issue_key=issue_key,
+                     expires_at=clock() + timedelta(days=days) if days else None)
     db.session.add(token)
     try:
         db.session.flush()
@@ -55,7 +65,8 @@ def issue(user: User, actor: Actor, *, name: str = "", tenant: Tenant | None = N
         raise AlreadyIssued(issued) from None
     audit.record(db.session, actor, "token.create", "api_token", token.id,
                  after={"user": user.username, "name": token.name, "prefix": token.prefix,
-                        "tenant": token.tenant.name if token.tenant else None})
+                        "tenant": token.tenant.name if token.tenant else None,
+                        "expires_at": token.expires_at.isoformat() if token.expires_at else None})
     db.session.commit()
     return token, plaintext
 
@@ -93,19 +104,33 @@ def authenticate(plaintext: str, clock: Clock = SYSTEM_CLOCK) -> ApiToken | None
     if row is None:
         return None
     token, user, tenant = row
-    if token.revoked_at is not None or not user.active:
+    now = clock()
+    if token.revoked_at is not None or not user.active or expired(token, now):
         return None
     # The token holds its user and tenant from here: the session keeps objects only weakly, so a user nothing else
     # held was dropped on return and `token.user` read it again (a fifth of the token's cost on every API call); a
     # tenant-limited call finds its tenant in the session instead of reading it again.
     set_committed_value(token, "user", user)
     set_committed_value(token, "tenant", tenant)
-    now = clock()
     # Touch last_used_at at most once a minute so reads stay reads.
     if token.last_used_at is None or now - token.last_used_at > timedelta(minutes=1):
         token.last_used_at = now
         db.session.commit()
     return token
+
+
+def expired(token: ApiToken, now) -> bool:
+    """Tell whether the token's time is up (a token without an expiry never is)."""
+    return token.expires_at is not None and now >= token.expires_at
+
+
+def refusal(plaintext: str, clock: Clock = SYSTEM_CLOCK) -> str:
+    """Say why authenticate refused this token, for its holder (who has the secret): expired, or the generic words."""
+    token = db.session.execute(select(ApiToken).where(ApiToken.token_hash == _hash(plaintext))
+                               ).scalar_one_or_none() if plaintext.startswith(PREFIX) else None
+    if token is not None and token.revoked_at is None and expired(token, clock()):
+        return f"the bearer token expired at {token.expires_at:%Y-%m-%d %H:%M} UTC; ask an admin for a new one"
+    return "the bearer token is invalid, revoked, or its user is disabled"
 
 
 def by_prefix(prefix: str) -> list[ApiToken]:

@@ -33,6 +33,9 @@ class CreateTokenForm(ConsoleForm):
     user = SelectField("User", choices=[], validators=[DataRequired()])
     name = StringField("Name", validators=[Optional(), Length(max=80)])
     tenant = SelectField("Limited to tenant", choices=[], validators=[Optional()])
+    days = SelectField("Expires", choices=[SelectChoice("", "never (until revoked)"), SelectChoice("30", "in 30 days"),
+                                           SelectChoice("90", "in 90 days"), SelectChoice("365", "in a year")],
+                       default="")
     # Which page's form this is: sent again (a reload of the answer), it issues no second token.
     issue_key = HiddenField()
 

@@ -4,6 +4,7 @@ from flask import flash, redirect, render_template, url_for
 from wtforms.fields.choices import SelectChoice
 
 from console.auth import current_actor, requires, tenant_scope
+from console.domain.clock import utcnow
 from console.extensions import htmx
 from console.services.errors import ServiceError
 from console.services.people import tenants, tokens, users
@@ -99,7 +100,7 @@ def tokens_index():
     form = _token_form()
     form.new_key()
     return render_template("admin/tokens.html", tokens=tokens.all_tokens(tenant_scope()), form=form,
-                           plaintext=None)
+                           plaintext=None, now=utcnow())
 
 
 @bp.post("/tokens")
@@ -112,7 +113,7 @@ def create_token():
             tenant = tenants.require(form.tenant.data) if form.tenant.data else None
             _, plaintext = tokens.issue(users.get(int(form.user.data), tenant_scope()), current_actor(),
                                         name=form.name.data or "", tenant=tenant, scope=tenant_scope(),
-                                        issue_key=form.key())
+                                        issue_key=form.key(), days=int(form.days.data) if form.days.data else None)
             form.new_key()  # the form below is for the next token
         except ServiceError as error:
             form.form_errors.append(error.detail)
@@ -123,7 +124,7 @@ def create_token():
         status = 422
     # The plaintext is rendered into this one response and never again, so no redirect here.
     return render_template("admin/tokens.html", tokens=tokens.all_tokens(tenant_scope()), form=form,
-                           plaintext=plaintext), status
+                           plaintext=plaintext, now=utcnow()), status
 
 
 @bp.post("/tokens/<int:token_id>/revoke")
