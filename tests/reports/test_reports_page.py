@@ -8,10 +8,12 @@ import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from sqlalchemy import update
 
 from console.domain.figures import FIGURES
 from console.extensions import db
 from console.models import DeadLetter, Delivery, Run, SlaBreach, Task
+from console.models.reports import report_error_hours
 from console.services.engine.execute import execute
 from console.services.people import tenants
 from console.services.reports import rollup
@@ -648,3 +650,15 @@ def test_a_chart_points_span_says_so_and_offers_the_whole_period(manager, client
     assert "Only the span of the chart point you opened." in html
     assert 'href="/reports/breaches?period=24h&amp;kind=deadline">Show the whole period</a>' in html
     assert "Only the span" not in client.get("/reports/breaches?period=24h").get_data(as_text=True)
+
+
+def test_a_csv_cell_a_spreadsheet_would_run_as_a_formula_is_written_as_text(manager, client):
+    # Error codes and messages come from callers (POST /events, a handler's exception): never trusted as cells.
+    db.session.execute(update(report_error_hours).values(error_code='=HYPERLINK("http://evil.example","open")',
+                                                         message="@SUM(1+1)"))
+    db.session.commit()
+    rows = list(csv.reader(io.StringIO(client.get("/reports/errors.csv?period=24h").get_data(as_text=True))))
+    assert rows[1][1:3] == ['\'=HYPERLINK("http://evil.example","open")', "'@SUM(1+1)"]
+    assert all(row[3].isdigit() for row in rows[1:])  # numbers are numbers still
+    figures = list(csv.reader(io.StringIO(client.get("/reports/trend.csv?period=24h").get_data(as_text=True))))
+    assert not any(cell.startswith("'") for row in figures for cell in row)

@@ -17,7 +17,14 @@ from console.services.reports.read import Scope
 TABLES = ("figures", "trend", "tasks", "heat", "errors", "breaches")
 
 
+# A cell a spreadsheet would read as a formula (CWE-1236): error codes, messages and task names come from callers.
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
 def _number(value) -> str:
+    if isinstance(value, str):
+        # A quote first makes Excel, LibreOffice and Sheets show the text instead of running it (OWASP's advice).
+        return "'" + value if value.startswith(FORMULA_START) else value
     if value is None:
         return ""
     if isinstance(value, bool):
