@@ -65,6 +65,24 @@ def shared_by_all_tenants(what: str):
     return decorate
 
 
+def every_tenants_view(what: str):
+    """Let only a person not limited to a tenant open `what`, a page whose figures or messages are every tenant's."""
+
+    def decorate(view):
+        @functools.wraps(view)
+        def wrapper(*args, **kwargs):
+            if tenant_scope() is not None:
+                security_log.warning("tenant-scoped view of shared %s refused user=%s path=%s", what,
+                                     current_user.username, request.path)
+                raise Forbidden(f"{what} show every tenant's figures and messages; only a person not limited to a "
+                                "tenant may open them")
+            return view(*args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
 def public(view):
     """Mark a view as open to everyone (login page, health check), on purpose."""
     view.required_permission = None

@@ -3,9 +3,11 @@
 import pytest
 from sqlalchemy import select
 
+from console.domain.clock import utcnow
 from console.extensions import db
 from console.models import ApiToken
 from console.services.actor import Actor
+from console.services.delivery import outbox
 from console.services.dlq.filters import Filters
 from console.services.dlq.groups import entries
 from console.services.errors import Forbidden, NotFound
@@ -101,3 +103,21 @@ def test_a_dlq_filter_naming_another_tenant_is_refused_not_dropped(app):
         entries(Filters(tenant="globex"), acme.id)
     assert entries(Filters(tenant="acme"), acme.id).entries == []
     assert entries(Filters(tenant="globex"), None).entries == []  # an unscoped person may filter by any tenant
+
+
+def test_a_scoped_admin_neither_sees_nor_resends_what_every_tenant_shares(client, auth, acme_admin):
+    """Alert rules' figures and the channels' deliveries are every tenant's: 403, no tab, no resend."""
+    _, _, globex = acme_admin
+    message = outbox.add("workorder", "globex-wo-1", {"work_order_id": 1}, utcnow(), tenant_id=globex.id)
+    db.session.commit()
+    for path in ("/admin/alert-rules", "/admin/channels"):
+        refused = client.get(path)
+        assert refused.status_code == 403, path
+        assert "only a person not limited to a tenant may open them" in refused.get_data(as_text=True)
+    resent = post(client, auth, f"/admin/channels/messages/{message.id}/redeliver", {}, page="/admin/users")
+    assert resent.status_code == 403
+    tabs = client.get("/admin/settings").get_data(as_text=True)
+    assert "/admin/alert-rules" not in tabs and "/admin/channels" not in tabs
+    # Settings hold for everyone: shown, with no Save that could only answer 403.
+    assert "only an admin not limited to a tenant changes them" in tabs and "update_setting" not in tabs
+    assert 'action="/admin/settings/' not in tabs

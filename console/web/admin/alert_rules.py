@@ -2,7 +2,7 @@
 
 from flask import flash, redirect, render_template, url_for
 
-from console.auth import current_actor, requires, shared_by_all_tenants
+from console.auth import current_actor, every_tenants_view, requires, shared_by_all_tenants
 from console.domain.clock import utcnow
 from console.extensions import htmx
 from console.services.errors import ServiceError
@@ -49,6 +49,7 @@ def _in_form_terms(form: AlertRuleForm, error: ServiceError) -> str:
 
 @bp.get("/alert-rules")
 @requires(ADMIN)
+@every_tenants_view("Alert rules")
 def alert_rules_index():
     return _page()
 

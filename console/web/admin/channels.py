@@ -2,7 +2,7 @@
 
 from flask import flash, redirect, render_template, url_for
 
-from console.auth import current_actor, requires, shared_by_all_tenants
+from console.auth import current_actor, every_tenants_view, requires, shared_by_all_tenants
 from console.domain.clock import utcnow
 from console.services.delivery import channel_report, manual, targets
 from console.services.errors import ServiceError
@@ -45,6 +45,7 @@ def _page(failed: tuple[str, ChannelForm] | None = None, status: int = 200):
 
 @bp.get("/channels")
 @requires(ADMIN)
+@every_tenants_view("Alert channels")
 def channels_index():
     return _page()
 
@@ -91,6 +92,7 @@ def update_channel(name: str):
 
 @bp.post("/channels/messages/<int:message_id>/redeliver")
 @requires(ADMIN)
+@shared_by_all_tenants("Alert channels")
 def redeliver_message(message_id: int):
     try:
         manual.redeliver(message_id, current_actor())
