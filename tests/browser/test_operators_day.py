@@ -81,6 +81,9 @@ def test_an_operators_day(page, live_server, live_app, arranged, live_worker, sc
     screenshot("day-dlq-bulk")
     wait_for(lambda: all(status_of(run_id) == "succeeded" for run_id in arranged["group"]), 60, 0.5,
              "the bulk-replayed runs to succeed")
+    # The panel follows the replayed runs to their end, not only their queueing.
+    expect(page.locator("[data-outcomes]")).to_contain_text("3 succeeded · 0 died again · 0 not ended yet",
+                                                            timeout=15_000)
     assert db.session.query(DeadLetter).filter(DeadLetter.status == "open").count() == 0
 
     # Edit a policy and watch the backoff preview change.

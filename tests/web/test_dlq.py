@@ -7,10 +7,10 @@ from datetime import timedelta
 
 import pytest
 from rq import Queue
-from sqlalchemy import select, text
+from sqlalchemy import select, text, update
 
 from console.extensions import db
-from console.models import AuditEntry, DeadLetter, Tenant
+from console.models import AuditEntry, DeadLetter, Run, Tenant
 from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.audit import trail as audit
@@ -303,9 +303,22 @@ def test_bulk_replay_of_selected_rows_runs_in_the_background(client, auth, runs,
     assert entry.actor == "olga" and entry.after == {"count": 2, "rate": 1000.0, "ids": [first.id, second.id]}
     assert len(audits("dead_letter.replay")) == 2
 
-    done = client.get(f"/dlq/bulk/{job.args[0]}", headers=HX)
+    done = client.get(f"/dlq/bulk/{job.args[0]}?was=running", headers=HX)
     assert "every 1s" not in done.get_data(as_text=True) and done.headers["HX-Trigger"] == "dlq-changed"
-    assert ">2 replayed<" in done.get_data(as_text=True)
+    assert ">2 replayed<" in done.get_data(as_text=True) and ">0 could not be replayed<" in done.get_data(as_text=True)
+    # "Replayed" is queued again: how the runs end is the workers' to say, and the panel follows it until they have.
+    said = lambda html: " ".join(re.search(r"<p class=\"bulk-outcomes\"[^>]*>(.*?)</p>", html, re.S).group(1).split())  # noqa: E731
+    text = done.get_data(as_text=True)
+    assert re.sub(r"<[^>]+>", "", said(text)).startswith(
+        "The 2 replayed runs now: 0 succeeded · 0 died again · 2 not ended yet") and 'hx-trigger="every 5s"' in text
+    db.session.execute(update(Run).where(Run.id == first.run_id).values(status="succeeded"))
+    db.session.execute(update(Run).where(Run.id == second.run_id).values(status="dead"))
+    db.session.commit()
+    later = client.get(f"/dlq/bulk/{job.args[0]}?was=done", headers=HX)
+    assert re.sub(r"<[^>]+>", "", said(later.get_data(as_text=True))) == (
+        "The 2 replayed runs now: 1 succeeded · 1 died again (back in the dead-letter queue) · 0 not ended yet")
+    # Settled: it polls no more, and a look at a finished replay does not refresh the list under someone's ticks.
+    assert "hx-trigger" not in later.get_data(as_text=True) and "HX-Trigger" not in later.headers
     # It polls no more, so it names the moment it finished and how long it took, not an age that would stand still.
     finished = re.search(r"<span class=\"subtle\" data-finished>finished at <time [^>]*>([^<]+)</time>, "
                          r"in (\d+ s|\d+ min( \d+ s)?)<", done.get_data(as_text=True))

@@ -6,10 +6,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from rq import Queue
+from sqlalchemy import func, select
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
-from console.models import Tenant
+from console.models import Run, Tenant
 from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.audit import trail as audit
@@ -20,6 +21,7 @@ from console.services.errors import Conflict, InvalidInput, NotFound
 
 JOB = "jobs.bulk.replay_matching"
 KEY = "rebound:bulk:{}"
+RUNS = "rebound:bulk:{}:runs"  # the runs an operation restarted, to tell how they ended
 RECENT = "rebound:bulk:recent"
 KEEP_S = 7 * 24 * 3600
 KEEP_RECENT = 20
@@ -73,10 +75,46 @@ class Progress:
     def fastest(self) -> bool:
         return not self.rate
 
+    def outcomes(self) -> "Outcomes":
+        """Tell how the runs this operation restarted stand now (read from the database at each call)."""
+        return outcomes(self.op_id)
+
     @property
     def eta_s(self) -> int | None:
         """Seconds left at the rate asked for; None when it runs as fast as it can (no rate to go by)."""
         return round(max(0, self.total - self.processed) / self.rate) if self.rate else None
+
+
+@dataclass(frozen=True)
+class Outcomes:
+    """How the runs a bulk replay restarted stand now: the replay re-queues them, the workers decide how they end."""
+
+    succeeded: int = 0
+    dead: int = 0  # died again: back in the dead-letter queue
+    waiting: int = 0  # not ended yet: pending, running, waiting to retry (a breaker may hold them), compensating
+    other: int = 0  # cancelled, compensated, or resolved by a person
+
+    @property
+    def settled(self) -> bool:
+        return not self.waiting
+
+
+STILL_GOING = frozenset({"pending", "running", "retry_wait", "failed", "compensating"})
+DIED_AGAIN = frozenset({"dead", "compensation_failed"})
+OUTCOME_CHUNK = 1000
+
+
+def outcomes(op_id: str) -> Outcomes:
+    """Count the operation's restarted runs by how they stand now."""
+    run_ids = sorted(int(value) for value in get_redis().smembers(RUNS.format(op_id)))
+    counts: dict[str, int] = {}
+    for start in range(0, len(run_ids), OUTCOME_CHUNK):
+        chunk = run_ids[start:start + OUTCOME_CHUNK]
+        for status, count in db.session.execute(select(Run.status, func.count()).where(Run.id.in_(chunk))
+                                                .group_by(Run.status)):
+            counts[status] = counts.get(status, 0) + count
+    return Outcomes(succeeded=counts.pop("succeeded", 0), dead=sum(counts.pop(status, 0) for status in DIED_AGAIN),
+                    waiting=sum(counts.pop(status, 0) for status in STILL_GOING), other=sum(counts.values()))
 
 
 def rate_of(rate) -> float:

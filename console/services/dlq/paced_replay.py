@@ -38,21 +38,24 @@ def _collector_paused():
             gc.enable()
 
 
-def _replay_chunk(letter_ids: list[int], tenant_id: int | None, actor: Actor, key: str, queue=None) -> Counter:
-    """Replay a chunk in one transaction; count its entries as done, skipped or failed."""
+def _replay_chunk(letter_ids: list[int], tenant_id: int | None, actor: Actor, key: str,
+                  queue=None) -> tuple[Counter, list[int]]:
+    """Replay a chunk in one transaction; count its entries (done, skipped, failed); return the runs restarted."""
     try:
         with _collector_paused():
             outcome = replays.replay_many(letter_ids, actor, tenant_id=tenant_id, queue=queue)
-        return Counter(done=len(outcome.runs), skipped=len(outcome.skipped), fixes_closed=len(outcome.closed_fixes))
+        return (Counter(done=len(outcome.runs), skipped=len(outcome.skipped), fixes_closed=len(outcome.closed_fixes)),
+                list(outcome.runs.values()))
     except Exception as error:  # noqa: BLE001 - one bad entry must not stop the operation; it is counted and logged
         db.session.rollback()
         if len(letter_ids) > 1:  # find the bad entry by halves: the others still go through, a few chunks at a time
             half = len(letter_ids) // 2
-            return (_replay_chunk(letter_ids[:half], tenant_id, actor, key, queue)
-                    + _replay_chunk(letter_ids[half:], tenant_id, actor, key, queue))
+            first, first_runs = _replay_chunk(letter_ids[:half], tenant_id, actor, key, queue)
+            second, second_runs = _replay_chunk(letter_ids[half:], tenant_id, actor, key, queue)
+            return first + second, first_runs + second_runs
         log.exception("bulk replay: dead letter %s failed", letter_ids[0])
         get_redis().hset(key, "last_error", f"#{letter_ids[0]}: {type(error).__name__}: {error}"[:500])
-        return Counter(failed=1)
+        return Counter(failed=1), []
 
 
 def run_replay(op_id: str, *, ids: list[int] | None = None, filters: dict | None = None,
@@ -102,11 +105,13 @@ def run_replay(op_id: str, *, ids: list[int] | None = None, filters: dict | None
                     batch = [i for i in ids or [] if i > after_id][:size]
                 if not batch:
                     return _finish(key, "done", clock)
-                counts = _replay_chunk(batch, tenant_id, who, key, queue)
+                counts, restarted = _replay_chunk(batch, tenant_id, who, key, queue)
                 after_id, paced = batch[-1], paced + len(batch)
                 with redis.pipeline() as pipe:
                     for counter, count in counts.items():
                         pipe.hincrby(key, counter, count)
+                    if restarted:  # how they end is read from these (bulk.outcomes)
+                        pipe.sadd(bulk.RUNS.format(op_id), *restarted).expire(bulk.RUNS.format(op_id), bulk.KEEP_S)
                     pipe.hset(key, "after_id", after_id).hget(key, "status")
                     if pipe.execute()[-1] == b"stopping":
                         return _finish(key, "stopped", clock)

@@ -131,7 +131,9 @@ def bulk_progress(op_id: str):
     progress = dlq_bulk.get(op_id, tenant_scope())
     if not htmx:
         return redirect(url_for("dlq.index", op=op_id))
-    headers = {} if progress.running else {"HX-Trigger": "dlq-changed"}
+    # The list below refreshes once, when the replay ends: not at every later look at how its runs end, which
+    # would undo the boxes someone is ticking meanwhile.
+    headers = {"HX-Trigger": "dlq-changed"} if not progress.running and request.args.get("was") == "running" else {}
     return render_template("dlq/_progress.html", op=progress), 200, headers
 
 
