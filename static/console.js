@@ -197,6 +197,17 @@
     return words;
   }
 
+  // Letters that failed for good (non-retryable, needing a person) run the same input through the same code again,
+  // as a single letter's Replay and a group's replay page say.
+  function finalWords(ticked) {
+    var final = ticked.filter(function (box) { return box.dataset.final !== undefined; }).length;
+    if (!final) return "";
+    return " " + (final === ticked.length ? (final === 1 ? "It" : "All of them") : final === 1 ? "One of them"
+      : final + " of them") +
+      " failed for good, not by running out of retries: unless " + (final === 1 ? "its cause was fixed, it fails"
+        : "their cause was fixed, they fail") + " again.";
+  }
+
   // "Replay selected" and "Discard selected" ask about the rows ticked: how many, and which params fixes waiting for
   // approval on them the action closes. With none ticked they ask nothing: the server says what to tick.
   document.addEventListener("htmx:confirm", function (event) {
@@ -216,7 +227,7 @@
       .replace("{They}", ticked.length === 1 ? "It" : "They");
     if (fixes.length === 1) question += " Params fix #" + fixes[0] + " waiting for approval is closed then.";
     if (fixes.length > 1) question += " Params fixes #" + fixes.join(", #") + " waiting for approval are closed then.";
-    if (button.dataset.confirmSteps !== undefined) question += stepWords(ticked);
+    if (button.dataset.confirmSteps !== undefined) question += stepWords(ticked) + finalWords(ticked);
     event.preventDefault();
     if (window.confirm(question)) event.detail.issueRequest(true);
   });

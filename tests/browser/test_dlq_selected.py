@@ -63,13 +63,16 @@ def test_the_selected_buttons_count_the_ticked_rows_and_name_their_waiting_fixes
     page.goto(f"{live_server.url}/dlq/?view=list")
 
     tick(page, plain)
-    assert ask(page, "Replay selected", answer=False) == "Replay the selected dead letter at the rate set here?"
+    assert ask(page, "Replay selected", answer=False) == (
+        "Replay the selected dead letter at the rate set here? It failed for good, not by running out of retries: "
+        "unless its cause was fixed, it fails again.")
     page.get_by_label("reason to discard the selected").fill("a duplicate")
     assert ask(page, "Discard selected", answer=False) == "Discard the selected dead letter? It will not be replayed."
     tick(page, first)
     assert ask(page, "Replay selected", answer=False) == (
         f"Replay the 2 selected dead letters at the rate set here? Params fix #{fix_one.id} waiting for approval is "
-        "closed then.")
+        "closed then. All of them failed for good, not by running out of retries: unless their cause was fixed, "
+        "they fail again.")
     tick(page, second)
     page.get_by_label("reason to discard the selected").fill("duplicates of fulfilled orders")
     assert ask(page, "Discard selected", answer=False) == (
@@ -125,11 +128,13 @@ def test_replaying_workflows_steps_says_each_runs_alone_before_anything_is_sent(
     tick(page, plain, failed)
     assert ask(page, "Replay selected", answer=False) == (
         "Replay the 2 selected dead letters at the rate set here? One is a step of a workflow: a replay runs it alone, "
-        "and its workflow does not go on from it.")
+        "and its workflow does not go on from it. One of them failed for good, not by running out of retries: unless "
+        "its cause was fixed, it fails again.")
     tick(page, undo)
     assert ask(page, "Replay selected", answer=False).endswith(
         " 2 are steps of workflows: a replay runs each alone, and its workflow does not go on from it. One of them had "
-        "succeeded and its undo failed: a replay runs that step again, not its undo.")
+        "succeeded and its undo failed: a replay runs that step again, not its undo. One of them failed for good, not "
+        "by running out of retries: unless its cause was fixed, it fails again.")
     page.get_by_label("reason to discard the selected").fill("handled by hand")
     discard = ask(page, "Discard selected", answer=False)
     assert discard == "Discard the 3 selected dead letters? They will not be replayed."
