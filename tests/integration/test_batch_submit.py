@@ -6,12 +6,14 @@ import pytest
 import redis
 from sqlalchemy import event, func, select
 
+from console.domain.clock import utcnow
 from console.extensions import db
 from console.models import AuditEntry, OutboxMessage, Run, RunEvent, Task
 from console.services.actor import Actor
 from console.services.engine import batch_submit
 from console.services.engine.queueing import job_id
 from console.services.people import tenants
+from console.services.system.alert_measures import queue_overflow
 from tests import api_checks
 from tests.factories import bearer, make_tenant
 
@@ -193,6 +195,12 @@ def test_the_queue_limit_refuses_the_items_past_it_with_one_alert(client, operat
     assert run_count() == 2
     alert = db.session.execute(select(OutboxMessage).where(OutboxMessage.kind == "alert")).scalar_one()
     assert (alert.payload["limit"], alert.payload["current"], alert.payload["max"]) == ("queue_limit", 2, 2)
+    # One alert, counting every item it refused: the Queue overflow rule reads "2 submissions were refused", not 1.
+    assert alert.occurrences == 2
+    post(client, operator, [{"handler": "demo.noop", "policy": policy} for _ in range(3)])
+    db.session.refresh(alert)
+    assert alert.occurrences == 5
+    assert queue_overflow(utcnow(), 300).detail == "5 submissions were refused because a queue was full"
 
 
 def test_tasks_and_tenants_are_checked_per_item(client, auth):

@@ -13,19 +13,19 @@ OUTBOX = OutboxMessage.__table__
 
 
 def add(kind: str, dedup_key: str, payload: dict, now: datetime, *, tenant_id: int | None = None,
-        channel: str = "default") -> OutboxMessage | None:
-    """Queue a message for delivery; a pending one with the same key counts one more occurrence (and takes the
+        channel: str = "default", occurrences: int = 1) -> OutboxMessage | None:
+    """Queue a message for delivery; a pending one with the same key counts `occurrences` more (and takes the
     newer payload). Return the new message, or None when it was merged into one already pending."""
     connection = db.session.connection()
     # One statement against the unique index on pending keys: two writers cannot both insert (READ COMMITTED).
     statement = insert_for(connection)(OUTBOX).values(
-        kind=kind, channel=channel, dedup_key=dedup_key, payload=payload, tenant_id=tenant_id, occurrences=1,
+        kind=kind, channel=channel, dedup_key=dedup_key, payload=payload, tenant_id=tenant_id, occurrences=occurrences,
         status="pending", attempts=0, created_at=now, next_attempt_at=now)
     statement = statement.on_conflict_do_update(
         index_elements=[OUTBOX.c.dedup_key], index_where=text(PENDING_MESSAGE),
-        set_={"occurrences": OUTBOX.c.occurrences + 1, "payload": statement.excluded.payload})
+        set_={"occurrences": OUTBOX.c.occurrences + occurrences, "payload": statement.excluded.payload})
     row = connection.execute(statement.returning(OUTBOX.c.id, OUTBOX.c.occurrences)).one()
-    return db.session.get(OutboxMessage, row.id) if row.occurrences == 1 else None
+    return db.session.get(OutboxMessage, row.id) if row.occurrences == occurrences else None
 
 
 def resolve(key: str, title: str, summary: str, now: datetime, *, tenant_id: int | None = None,

@@ -199,7 +199,7 @@ def _within_limits(items: list[_Item], outcome: dict, now: datetime) -> list[_It
     # Counted once per batch, then carried forward item by item, as one submit after another would see them.
     own: dict[tuple, int] = {}
     waiting: dict[int, list[int]] = {}
-    accepted, alerted = [], set()
+    accepted, refused = [], {}
     for item in items:
         group = (item.tenant_id, item.task.id if item.task else None, item.handler)
         if group not in own:
@@ -209,9 +209,9 @@ def _within_limits(items: list[_Item], outcome: dict, now: datetime) -> list[_It
             waiting.setdefault(item.tenant_id, [total, max_queued])
         tenant_total, max_queued = waiting[item.tenant_id]
         if own[group] >= item.policy.queue_limit:
-            refusal = _full(item, "queue_limit", own[group], item.policy.queue_limit, now, alerted)
+            refusal = _full(item, "queue_limit", own[group], item.policy.queue_limit, refused)
         elif tenant_total >= max_queued:
-            refusal = _full(item, "tenant.max_queued", tenant_total, max_queued, now, alerted)
+            refusal = _full(item, "tenant.max_queued", tenant_total, max_queued, refused)
         else:
             own[group] += 1
             waiting[item.tenant_id][0] += 1
@@ -219,15 +219,17 @@ def _within_limits(items: list[_Item], outcome: dict, now: datetime) -> list[_It
             continue
         outcome[(item.tenant_id, item.key)] = {key: value for key, value in refusal.to_dict().items()
                                                if key in ("error", "detail", "field")}
+    # One overflow alert per tenant, handler and limit, counting every item it refused (the alert rule's figure).
+    for (_, _, limit), (item, current, maximum, count) in refused.items():
+        submitting.overflow(item.tenant, item.handler, limit, current, maximum, now, refused=count)
     return accepted
 
 
-def _full(item: _Item, limit: str, current: int, maximum: int, now: datetime, alerted: set) -> QueueFull:
-    """Return the 429 for one item over a limit; add the overflow alert once per batch, tenant, handler and limit."""
-    if (item.tenant_id, item.handler, limit) in alerted:
-        return submitting.overflow_refusal(item.tenant, item.handler, limit, current, maximum)
-    alerted.add((item.tenant_id, item.handler, limit))
-    return submitting.overflow(item.tenant, item.handler, limit, current, maximum, now)
+def _full(item: _Item, limit: str, current: int, maximum: int, refused: dict) -> QueueFull:
+    """Return the 429 for one item over a limit, counted in `refused` for the batch's overflow alerts."""
+    first = refused.setdefault((item.tenant_id, item.handler, limit), [item, current, maximum, 0])
+    first[3] += 1
+    return submitting.overflow_refusal(item.tenant, item.handler, limit, current, maximum)
 
 
 def _insert(items: list[_Item], actor: Actor, source: str, now: datetime, outcome: dict, work: dict) -> None:

@@ -163,11 +163,12 @@ def overflow_refusal(tenant: Tenant, handler: str, limit: str, current: int, max
     return QueueFull(detail, limit, current, maximum)
 
 
-def overflow(tenant: Tenant, handler: str, limit: str, current: int, maximum: int, now: datetime) -> QueueFull:
-    """Add the queue-overflow alert to the caller's transaction; return the 429."""
+def overflow(tenant: Tenant, handler: str, limit: str, current: int, maximum: int, now: datetime,
+             refused: int = 1) -> QueueFull:
+    """Add the queue-overflow alert, counting `refused` submissions, to the caller's transaction; return the 429."""
     outbox.add("alert", f"queue_overflow:{tenant.id}:{handler}", {
         "rule": "queue_overflow", "tenant_id": tenant.id, "handler": handler, "limit": limit,
-        "current": current, "max": maximum, "at": now.isoformat()}, now, tenant_id=tenant.id)
+        "current": current, "max": maximum, "at": now.isoformat()}, now, tenant_id=tenant.id, occurrences=refused)
     return overflow_refusal(tenant, handler, limit, current, maximum)
 
 
