@@ -69,7 +69,10 @@ def init_app(app) -> None:
 
     @app.errorhandler(ServiceError)
     def service_error(error):
-        return _error_response(error.status, error.code, error.detail, error.to_dict())
+        response = _error_response(error.status, error.code, error.detail, error.to_dict())
+        if hasattr(error, "retry_after_s"):  # RFC 9110: a 429 says when to try again, as clients' retry logic reads
+            return *response, {"Retry-After": str(error.retry_after_s)}
+        return response
 
     @app.errorhandler(IntegrityError)
     def concurrent_write(error):

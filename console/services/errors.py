@@ -44,6 +44,8 @@ class QueueFull(ServiceError):
 
     status = 429
     code = "queue_full"
+    # A hint, sent as Retry-After: the queue drains as workers finish runs, at a pace nobody knows in advance.
+    retry_after_s = 10
 
     def __init__(self, detail: str, limit: str, current: int, maximum: int):
         super().__init__(detail, limit)

@@ -175,7 +175,7 @@ def test_queue_limit_overflow_is_429_with_an_alert_and_no_third_run(client, oper
     before = counts()
     response = client.post("/worker/tasks", json={"handler": "demo.noop", "idempotency_key": "q-3",
                                                   "policy": {"queue_limit": 2}}, headers=operator)
-    assert response.status_code == 429
+    assert response.status_code == 429 and response.headers["Retry-After"] == "10"  # clients' retry logic reads it
     body = response.json
     assert (body["error"], body["field"], body["limit"], body["current"], body["max"]) == (
         "queue_full", "queue_limit", "queue_limit", 2, 2)
