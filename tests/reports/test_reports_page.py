@@ -16,7 +16,7 @@ from console.models import DeadLetter, Delivery, Run, SlaBreach, Task
 from console.models.reports import report_error_hours
 from console.services.engine.execute import execute
 from console.services.people import tenants
-from console.services.reports import rollup
+from console.services.reports import page, rollup
 from console.services.scheduling import sla, tasks
 from tests.factories import BROKEN, LENIENT, make_tenant
 from tests.helpers import Auth
@@ -662,3 +662,16 @@ def test_a_csv_cell_a_spreadsheet_would_run_as_a_formula_is_written_as_text(mana
     assert all(row[3].isdigit() for row in rows[1:])  # numbers are numbers still
     figures = list(csv.reader(io.StringIO(client.get("/reports/trend.csv?period=24h").get_data(as_text=True))))
     assert not any(cell.startswith("'") for row in figures for cell in row)
+
+
+def test_the_tasks_table_says_when_it_shows_only_the_first_15_and_where_the_rest_are(manager, client, monkeypatch):
+    shown = client.get("/reports?period=24h").get_data(as_text=True)
+    assert "Tasks, most failures first" in shown and "data-cut" not in shown  # all of them fit
+    every = page.task_rows
+    monkeypatch.setattr(page, "task_rows", lambda period, scope: every(period, scope) * 20)
+    cut = client.get("/reports?period=24h").get_data(as_text=True)
+    said = re.search(r"<p class=\"subtle\" data-cut>(.*?)</p>", cut, re.S).group(1)
+    counted = re.fullmatch(r"The 15 with the most failures of (\d+) tasks; all \1 in the CSV\.",
+                           re.sub(r"<[^>]+>", "", said))
+    assert counted and int(counted.group(1)) % 20 == 0 and int(counted.group(1)) > 15
+    assert 'href="/reports/tasks.csv?period=24h"' in said

@@ -46,7 +46,7 @@ class Links:
         return self.runs(task_id=row.task_id, tenant=row.tenant, late=True)
 
     def row_runs(self, row) -> str:
-        """The failed runs behind a Top failing tasks row (a task's, or a handler's run without one, in its tenant)."""
+        """The failed runs behind a row of the tasks table (a task's, or a handler's run without one, in its tenant)."""
         return self.runs(task_id=row.task_id or None, handler=None if row.task_id else row.handler,
                          tenant=row.tenant, failed=True)
 
