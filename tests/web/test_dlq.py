@@ -9,6 +9,8 @@ import pytest
 from rq import Queue
 from sqlalchemy import select, text, update
 
+from console.domain.breaker import BreakerSettings
+from console.domain.clock import utcnow
 from console.extensions import db
 from console.models import AuditEntry, DeadLetter, Run, Tenant
 from console.redis_conn import get_redis
@@ -19,7 +21,7 @@ from console.services.dlq import discards, paced_replay
 from console.services.dlq import filters as dlq_filters
 from console.services.dlq import groups as dlq
 from console.services.dlq.filters import Filters
-from console.services.engine import control, replays
+from console.services.engine import breakers, control, replays
 from console.services.engine.execute import execute
 from console.services.engine.submit import submit
 from console.services.people import tenants
@@ -772,3 +774,17 @@ def test_replaying_all_that_match_a_filter_it_cannot_read_replays_nothing(client
     assert Queue("maintenance", connection=get_redis()).jobs == []
     confirm = client.get(f"/dlq/replay/confirm?{field}={value}")
     assert confirm.status_code == 422 and said in confirm.get_data(as_text=True)
+
+
+def test_a_group_whose_handler_has_an_open_breaker_says_so_before_a_replay(client, auth, make_dead_letter):
+    make_dead_letter("carrier api down")
+    auth.as_role("operator")
+    calm = client.get("/dlq/").get_data(as_text=True)
+    assert "breaker open" not in calm and "circuit breaker" not in calm
+    settings = BreakerSettings(failure_threshold=1, open_s=120)
+    breakers.record("python:demo.flaky", False, utcnow(), settings)
+    held = client.get("/dlq/").get_data(as_text=True)
+    assert '<a class="badge open" href="/breakers/" title="python:demo.flaky: a replayed run waits until the breaker ' \
+           'lets it through">breaker open</a>' in held
+    assert ("The circuit breaker of python:demo.flaky is open: the replayed runs wait until it lets them through."
+            in html.unescape(held))

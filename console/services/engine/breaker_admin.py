@@ -85,6 +85,17 @@ def _whose(key: BreakerKey, state: BreakerState) -> tuple[PolicyBreaker | None, 
     return opened_by, tuple(used) if differ else (), tuple(sorted({each.failure_threshold for each in used}))
 
 
+def not_closed_handlers(scope: int | None, now: datetime) -> set[str]:
+    """Name the handlers with a breaker `scope` may see that is open or half open: their replayed runs wait for it
+    (empty when Redis does not answer: nobody can tell, and the page says Redis is down elsewhere)."""
+    try:
+        states = breakers.all_states(now)
+    except (redis.RedisError, OSError):
+        return set()
+    held = [key for key, state in states.items() if state.state != BreakerMode.CLOSED]
+    return {key.handler for key in visible(held, scope)}
+
+
 def visible(keys: list[BreakerKey], scope: int | None) -> list[BreakerKey]:
     """Keep the breakers a person limited to `scope` may see: its tenant's own, and handler-wide ones it runs."""
     if scope is None:

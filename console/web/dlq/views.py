@@ -10,6 +10,7 @@ from console.extensions import htmx
 from console.services.dlq import bulk as dlq_bulk
 from console.services.dlq import filters as dlq_filters
 from console.services.dlq import groups as dlq
+from console.services.engine import breaker_admin
 from console.services.errors import NotFound
 from console.services.people import tenants
 from console.services.people.permissions import VIEW
@@ -51,6 +52,7 @@ def results(filters: dlq_filters.Filters, view: str, before: int | None = None, 
         # Judged from each group's newest letters, as its own Replay button is; the server counts them all.
         context.update(groups=found.groups, more_groups=found.more, matching=found.total,
                        search_floor=found.search_floor, matching_fixes=found.fixes_waiting,
+                       held=breaker_admin.not_closed_handlers(scope, utcnow()),
                        explained=any(group.failed_for_good or group.workflow_steps for group in found.groups))
         opened = _opened()
         if opened and any(group.fingerprint == opened for group in found.groups):
