@@ -379,6 +379,13 @@ def test_the_overview_shows_runs_per_hour_from_the_rollups_and_its_counters_lead
     succeeded = next(trace for trace in chart["data"] if trace["name"] == "succeeded")
     assert len(succeeded["x"]) == 24 and sum(succeeded["y"]) == 8
     assert succeeded["customdata"][-1].startswith("/runs?created_from=")
+    # Its text alternative: the hours with any run, each opening that hour's runs as its bar does.
+    table = re.search(r"<summary>As a table<span class=\"visually-hidden\">: runs per hour</span></summary>(.*?)"
+                      r"</details>", html, re.S).group(1)
+    cells = [[int(n.replace(",", "")) for n in re.findall(r'<td class="num">([\d,]+)</td>', row)]
+             for row in re.findall(r"<tr><td class=\"mono\">.*?</tr>", table, re.S)]
+    assert cells and sum(row[0] for row in cells) == 8 and all(any(row) for row in cells)
+    assert 'aria-hidden="true"' in re.search(r'<div id="history-chart"[^>]*>', html).group(0)
     week = client.get("/overview?history=7d").get_data(as_text=True)
     assert "last 7 days" in week
     assert re.search(r'<a class="counter[^"]*" href="/runs\?status=pending"', html)

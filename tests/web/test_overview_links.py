@@ -144,3 +144,14 @@ def test_the_overview_says_when_no_scheduler_runs_and_stops_saying_it_once_one_l
         assert "data-no-scheduler" not in client.get("/overview").get_data(as_text=True)
     finally:
         lock.release()
+
+
+def test_the_failures_chart_is_said_in_words_for_a_reader_who_cannot_see_it(client, auth, dead_run, clock):
+    auth.as_role("viewer", "vic")
+    quiet = client.get("/overview").get_data(as_text=True)
+    assert '<p class="subtle chart-note" data-said>No failed attempts in the last hour.</p>' in quiet
+    clock.set(utcnow() - timedelta(minutes=5))  # the chart reads the last hour of the real time
+    dead_run()
+    said = re.search(r"data-said>([^<]+)<", client.get("/overview").get_data(as_text=True)).group(1)
+    assert re.fullmatch(r"1 failed attempt in the last hour \(1 dead-lettered\); the most in one minute, 1, at "
+                        r"\d\d:\d\d UTC\.", said), said

@@ -34,3 +34,15 @@ def history_figure(per_hour: list[dict], links: list[str]) -> str:
                          xaxis={"tickformat": "%b %d %H:%M"}, yaxis={"rangemode": "tozero", "gridcolor": "#eef0f3"},
                          uirevision="history")
     return figure.to_json()
+
+
+def failures_in_words(per_minute: list[dict]) -> str:
+    """Say what the failures chart shows, for a reader who cannot see it: the hour's totals and its worst minute."""
+    totals = {kind: sum(row[kind] for row in per_minute) for kind in LABELS}
+    every = sum(totals.values())
+    if not every:
+        return "No failed attempts in the last hour."
+    worst = max(per_minute, key=lambda row: sum(row[kind] for kind in LABELS))
+    kinds = ", ".join(f"{count} {LABELS[kind]}" for kind, count in totals.items() if count)
+    return (f"{every} failed attempt{'s' if every != 1 else ''} in the last hour ({kinds}); the most in one minute, "
+            f"{sum(worst[kind] for kind in LABELS)}, at {worst['minute']:%H:%M} UTC.")

@@ -13,7 +13,7 @@ from console.redis_conn import get_redis
 from console.services.people.permissions import VIEW
 from console.services.reports import overview
 from console.services.system import alert_rules, leader
-from console.web.overview.charts import failures_figure, history_figure
+from console.web.overview.charts import HISTORY_LABELS, failures_figure, failures_in_words, history_figure
 from console.web.render import page
 from console.web.runs.forms import TIME_FORMATS
 
@@ -32,17 +32,23 @@ def root():
 def index():
     scope, now = tenant_scope(), utcnow()
     window = request.args.get("history", "24h") if request.args.get("history") in overview.HISTORY else "24h"
-    history = None
+    history, history_rows = None, []
     if not htmx:  # the live region refreshes every 5 s; the history (rollups, a minute behind) once per page
         per_hour = overview.history(window, scope)
-        history = history_figure(per_hour, [_runs_of_hour(row["hour"], scope) for row in per_hour])
+        links = [_runs_of_hour(row["hour"], scope) for row in per_hour]
+        history = history_figure(per_hour, links)
+        # The chart's text alternative: the hours with any run, each opening its runs as its bar does.
+        history_rows = [(row, link) for row, link in zip(per_hour, links, strict=True)
+                        if any(row[kind] for kind in HISTORY_LABELS)]
+    per_minute = overview.failures_per_minute(scope)
     breakers_open = overview.breakers_open(scope)
     # None: Redis did not answer just now, so the leader is not asked too (a frozen Redis costs one timeout, not two).
     no_scheduler = breakers_open is not None and leader.anyone_leads(get_redis()) is False
     return page("overview/index.html", "live", counters=overview.counters(scope),
                 dead_letters=overview.recent_dead_letters(scope), breakers_open=breakers_open,
                 sla_today=overview.sla_breaches_today(scope),
-                failures_figure=failures_figure(overview.failures_per_minute(scope)), history_figure=history,
+                failures_figure=failures_figure(per_minute), failures_said=failures_in_words(per_minute),
+                history_figure=history, history_rows=history_rows, history_labels=HISTORY_LABELS,
                 window=window, windows=list(overview.HISTORY), links=_links(scope, now),
                 alerts=[(row, alert_rules.spec(row)) for row in alert_rules.firing()], scoped=scope is not None,
                 no_scheduler=no_scheduler)
