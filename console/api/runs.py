@@ -21,15 +21,15 @@ STATUSES = tuple(status.value for status in RunStatus)
 
 
 def _moment(name: str) -> datetime | None:
-    """Read an ISO 8601 time (UTC without an offset) from the query, or a 422 that shows one."""
+    """Read an ISO 8601 time from the query (UTC when it gives no offset), or a 422 that shows one."""
     raw = request.args.get(name, "")
     if not raw:
         return None
     try:
         when = datetime.fromisoformat(raw)
     except ValueError:
-        raise InvalidInput(f"{name} is an ISO 8601 time such as 2026-12-04T16:15:08Z (UTC without an offset)",
-                           name) from None
+        raise InvalidInput(f"{name} is an ISO 8601 time such as 2026-12-04T16:15:08Z or 2026-12-04T17:15:08+01:00 "
+                           "(UTC when it gives no offset)", name) from None
     if not 1970 <= when.year <= 9998:
         raise InvalidInput(f"{name} lies between the years 1970 and 9998", name)
     return when.astimezone(UTC) if when.tzinfo else when.replace(tzinfo=UTC)

@@ -1,6 +1,8 @@
 """What an API client lists and follows: runs, tasks and work orders, keyset-paged and kept to the token's tenant;
 a work order acknowledged and closed over the API."""
 
+from datetime import timedelta
+
 import pytest
 from sqlalchemy import event, select
 
@@ -64,6 +66,13 @@ def test_runs_list_reads_times_to_the_second(client, operator, runs, clock):
     until = client.get("/api/runs", query_string={"until": f"{moment.replace(second=9):%Y-%m-%dT%H:%M:%S}Z"},
                        headers=headers)
     assert [r["id"] for r in until.json["runs"]] == [early]
+    # An offset is read, as the refusal's example says: the same moment an hour east of UTC.
+    east = (moment.replace(second=9) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S+01:00")
+    assert [r["id"] for r in client.get("/api/runs", query_string={"since": east}, headers=headers).json["runs"]] == [
+        late]
+    refused = client.get("/api/runs?since=yesterday", headers=headers).json["detail"]
+    assert refused == ("since is an ISO 8601 time such as 2026-12-04T16:15:08Z or 2026-12-04T17:15:08+01:00 (UTC when "
+                       "it gives no offset)")
 
 
 @pytest.mark.parametrize(("query", "field"), [
