@@ -30,15 +30,20 @@ class UnreadableJSON(ServiceError):
     code = "bad_json"  # as the request reader says of JSON too deep, or with a lone surrogate
 
 
-def body() -> dict:
-    """Return the request's JSON object, or raise a 400 that says what is wrong (a 413 past the size limit)."""
-    if not request.is_json:
-        raise BadRequest("send a JSON object with Content-Type: application/json")
+def refuse_chunked() -> None:
+    """Raise a 411 for a body sent chunked, without a Content-Length."""
     if request.content_length is None and "chunked" in request.headers.get("Transfer-Encoding", "").lower():
         # WSGI reads no body it was not told the length of (the server may not end the stream): say so, rather
         # than "not valid JSON" about a body that was never read.
         raise LengthRequired(f"send the body with its Content-Length, not chunked; at most "
                              f"{current_app.config['MAX_CONTENT_LENGTH']:,} bytes (REBOUND_MAX_BODY_BYTES)")
+
+
+def body() -> dict:
+    """Return the request's JSON object, or raise a 400 that says what is wrong (a 413 past the size limit)."""
+    if not request.is_json:
+        raise BadRequest("send a JSON object with Content-Type: application/json")
+    refuse_chunked()
     try:
         # Not silent: bytes that are not JSON (or not UTF-8) say so, instead of asking for a Content-Type the
         # request already has; a body past the size limit stays werkzeug's 413.

@@ -6,7 +6,7 @@ from flask import Blueprint, jsonify, request, url_for
 from sqlalchemy import select
 
 from console.api import serialize
-from console.api.common import BadRequest, acting_tenant, body, no_unknown
+from console.api.common import BadRequest, acting_tenant, body, no_unknown, refuse_chunked
 from console.auth import current_actor, requires, tenant_scope
 from console.extensions import db
 from console.json_input import UnusableJSON
@@ -63,6 +63,7 @@ def _batch_body() -> dict:
     """Return the JSON object, decoded without the whole-body checks: a bad item is that item's answer."""
     if not request.is_json:
         raise BadRequest("send a JSON object with Content-Type: application/json")
+    refuse_chunked()
     try:
         data = json.loads(request.get_data(cache=False))
     except RecursionError:

@@ -146,11 +146,12 @@ def test_a_body_sent_without_its_length_is_refused_saying_to_send_it(app, client
     """Chunked: WSGI reads no body of unknown length, so the API asks for the length instead of misreading it."""
     app.config["MAX_CONTENT_LENGTH"] = 10_000
     data = json.dumps({"handler": "demo.noop", "params": {"x": "y" * 20_000}}).encode()
-    with api_checks.nothing_written(COUNTED):
-        response = client.post("/worker/tasks", input_stream=io.BytesIO(data), content_type="application/json",
-                               headers={**operator, "Transfer-Encoding": "chunked"})
-    said = api_checks.refused(response, 411, "length_required")["detail"]
-    assert "send the body with its Content-Length, not chunked; at most 10,000 bytes" in said
+    for path in ("/worker/tasks", "/worker/tasks/batch"):  # the batch reads its body its own way: the same answer
+        with api_checks.nothing_written(COUNTED):
+            response = client.post(path, input_stream=io.BytesIO(data), content_type="application/json",
+                                   headers={**operator, "Transfer-Encoding": "chunked"})
+        said = api_checks.refused(response, 411, "length_required")["detail"]
+        assert "send the body with its Content-Length, not chunked; at most 10,000 bytes" in said, path
 
 
 @pytest.mark.parametrize("data, code, said", [
