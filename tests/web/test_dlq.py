@@ -788,3 +788,11 @@ def test_a_group_whose_handler_has_an_open_breaker_says_so_before_a_replay(clien
            'lets it through">breaker open</a>' in held
     assert ("The circuit breaker of python:demo.flaky is open: the replayed runs wait until it lets them through."
             in html.unescape(held))
+
+
+def test_the_group_filter_chip_names_the_error_not_its_fingerprint(client, auth, make_dead_letter):
+    letter = make_dead_letter("carrier api down for parcel 7", code="carrier_down")
+    auth.as_role("viewer")
+    page = html.unescape(client.get(f"/dlq/?view=list&group={letter.fingerprint}").get_data(as_text=True))
+    chip = re.search(r'<span class="chip" title="error group ([0-9a-f]+)">group (.*?)\s*<a ', page, re.S)
+    assert chip.group(1) == letter.fingerprint and chip.group(2) == "carrier_down “carrier api down for parcel 7”"

@@ -36,7 +36,9 @@ def results(filters: dlq_filters.Filters, view: str, before: int | None = None, 
     context = {"filters": filters, "view": view, "before": before, "results_notice": notice, "opened": "",
                "count_cap": dlq.COUNT_CAP, "search_window": dlq_filters.SEARCH_WINDOW,
                "default_rate": dlq_bulk.DEFAULT_RATE, "max_rate": dlq_bulk.MAX_RATE,
-               "fast_chunk": dlq_bulk.FAST_CHUNK}
+               "fast_chunk": dlq_bulk.FAST_CHUNK,
+               # The group filter's chip names the error as people read it, not its fingerprint.
+               "group_named": dlq.group_words(filters.group, scope) if filters.group else None}
     if view == "list":
         every = dlq.window(filters, scope, utcnow())  # what "Replay all matching" counts, whatever the page
         found = dlq.entries(filters, scope, before, within=every)
