@@ -12,7 +12,7 @@ from console.models import EndedSession, User
 from console.services.actor import Actor
 from console.services.errors import Forbidden
 from console.services.people import tokens
-from console.services.people.permissions import can
+from console.services.people.permissions import DOING, can
 
 security_log = logging.getLogger("rebound.security")
 API_PREFIXES = ("/internal/", "/worker/", "/events", "/api/", "/ops/")
@@ -38,7 +38,7 @@ def requires(permission: str, doing: str | None = None):
             if not can(user.role, permission):
                 security_log.warning("forbidden user=%s role=%s needs=%s path=%s", user.username, user.role,
                                      permission, request.path)
-                abort(403, f"your role ({user.role}) may not {doing or permission}")
+                abort(403, f"your role ({user.role}) may not {doing or DOING[permission]}")
             return view(*args, **kwargs)
 
         wrapper.required_permission = permission

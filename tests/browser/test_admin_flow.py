@@ -55,4 +55,5 @@ def test_viewer_sees_no_admin_link_and_is_refused_the_page(page, live_server):
     expect(page.get_by_role("link", name="Admin")).to_have_count(0)
     response = page.goto(f"{live_server.url}/admin/users")
     assert response.status == 403
-    expect(page.get_by_text("your role (viewer) may not admin")).to_be_visible()
+    expect(page.get_by_text("your role (viewer) may not administer (people, tokens, tenants, channels)")
+           ).to_be_visible()

@@ -83,7 +83,8 @@ def test_viewer_posting_to_an_admin_route_gets_403_and_nothing_changes(client, a
         response = client.post(f"/admin/users/{target.id}", data={
             "csrf_token": token, f"u{target.id}-role": "admin", f"u{target.id}-active": "1"})
     assert response.status_code == 403
-    assert "your role (viewer) may not admin" in response.get_data(as_text=True)
+    said = response.get_data(as_text=True)
+    assert "your role (viewer) may not administer (people, tokens, tenants, channels)" in said
     assert "forbidden user=vic" in caplog.text
     db.session.refresh(target)
     assert target.role == "operator"

@@ -49,7 +49,8 @@ def test_a_date_range_and_a_task_narrow_the_figures(built, client, auth, frozen_
 
 @pytest.mark.parametrize("role", ["operator", "viewer", "approver"])
 def test_roles_without_the_report_permission_get_403(app, client, auth, role):
-    refused(client.get("/api/reports/summary", headers=bearer(auth.make_user(role, role))), 403, "forbidden")
+    said = refused(client.get("/api/reports/summary", headers=bearer(auth.make_user(role, role))), 403, "forbidden")
+    assert said["detail"] == f"your role ({role}) may not read reports"
 
 
 def test_a_logged_in_browser_without_a_token_is_not_let_in(app, client, auth):
