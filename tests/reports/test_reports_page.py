@@ -293,6 +293,7 @@ def test_the_breaches_list_filters_by_kind_and_task(manager, client, built):
     html = client.get(f"/reports/breaches?period=24h&task={built['edge']}").get_data(as_text=True)
     assert "late start" in html and f"/runs/{built['edge_late']}" in html and "1 s" in html
     assert "<strong>1 breach recorded " in html  # all pages together, said above the first
+    assert ">Past the limit</th>" in html  # not "How late": the time is counted from the limit, not from due
     # Its times follow the Local time switch like any page's, so their columns name the zone they are in.
     assert re.findall(r'<th[^>]*>(Detected|Due|Limit) \(<span class="tz">UTC</span>\)</th>', html) == [
         "Detected", "Due", "Limit"]
