@@ -65,17 +65,17 @@ def shared_by_all_tenants(what: str):
     return decorate
 
 
-def every_tenants_view(what: str):
-    """Let only a person not limited to a tenant open `what`, a page whose figures or messages are every tenant's."""
+def every_tenants_view(why: str):
+    """Let only a person not limited to a tenant open a page whose figures or messages are every tenant's; `why`
+    says so to anyone else."""
 
     def decorate(view):
         @functools.wraps(view)
         def wrapper(*args, **kwargs):
             if tenant_scope() is not None:
-                security_log.warning("tenant-scoped view of shared %s refused user=%s path=%s", what,
+                security_log.warning("tenant-scoped view of every tenant's page refused user=%s path=%s",
                                      current_user.username, request.path)
-                raise Forbidden(f"{what} show every tenant's figures and messages; only a person not limited to a "
-                                "tenant may open them")
+                raise Forbidden(f"{why}; only a person not limited to a tenant may open it")
             return view(*args, **kwargs)
 
         return wrapper

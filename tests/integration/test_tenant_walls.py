@@ -1,5 +1,7 @@
 """The tenant wall holds for every role, admins included; what all tenants share changes only by unscoped people."""
 
+import html
+
 import pytest
 from sqlalchemy import select
 
@@ -110,10 +112,13 @@ def test_a_scoped_admin_neither_sees_nor_resends_what_every_tenant_shares(client
     _, _, globex = acme_admin
     message = outbox.add("workorder", "globex-wo-1", {"work_order_id": 1}, utcnow(), tenant_id=globex.id)
     db.session.commit()
-    for path in ("/admin/alert-rules", "/admin/channels"):
+    for path, why in (("/admin/alert-rules", "Alert rules show every tenant's figures"),
+                      ("/admin/channels", "Alert channels show every tenant's deliveries"),
+                      ("/audit/verify", "The hash chain holds every tenant's audit rows, and its check counts them")):
         refused = client.get(path)
         assert refused.status_code == 403, path
-        assert "only a person not limited to a tenant may open them" in refused.get_data(as_text=True)
+        said = html.unescape(refused.get_data(as_text=True))
+        assert f"{why}; only a person not limited to a tenant may open it" in said, path
     resent = post(client, auth, f"/admin/channels/messages/{message.id}/redeliver", {}, page="/admin/users")
     assert resent.status_code == 403
     tabs = client.get("/admin/settings").get_data(as_text=True)
@@ -121,3 +126,4 @@ def test_a_scoped_admin_neither_sees_nor_resends_what_every_tenant_shares(client
     # Settings hold for everyone: shown, with no Save that could only answer 403.
     assert "only an admin not limited to a tenant changes them" in tabs and "update_setting" not in tabs
     assert 'action="/admin/settings/' not in tabs
+    assert "Verify hash chain" not in client.get("/audit/").get_data(as_text=True)

@@ -1,7 +1,7 @@
 """Conflict templates: named planner rules tasks reference; versioned edits that rewrite the tasks inheriting them."""
 
 from sqlalchemy import delete as sql_delete
-from sqlalchemy import func, select, update
+from sqlalchemy import select, update
 
 from console.db import locks
 from console.domain import conflict_rules, names
@@ -76,13 +76,6 @@ def inheriting(record: ConflictTemplate, scope: int | None = None):
     """Return a query of the live tasks that reference this template (of `scope` only, if given)."""
     query = select(Task).where(Task.template_id == record.id, Task.deleted_at.is_(None))
     return query.where(Task.tenant_id == scope) if scope is not None else query
-
-
-def inheriting_elsewhere(record: ConflictTemplate, scope: int) -> int:
-    """Count the live tasks of tenants other than `scope` that reference this template."""
-    query = select(func.count()).select_from(Task).where(Task.template_id == record.id, Task.deleted_at.is_(None),
-                                                         Task.tenant_id != scope)
-    return db.session.execute(query).scalar_one()
 
 
 def changes_for(task: Task, rules: dict) -> list[tuple[str, object, object]]:

@@ -49,7 +49,7 @@ def _in_form_terms(form: AlertRuleForm, error: ServiceError) -> str:
 
 @bp.get("/alert-rules")
 @requires(ADMIN)
-@every_tenants_view("Alert rules")
+@every_tenants_view("Alert rules show every tenant's figures")
 def alert_rules_index():
     return _page()
 

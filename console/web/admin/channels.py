@@ -45,7 +45,7 @@ def _page(failed: tuple[str, ChannelForm] | None = None, status: int = 200):
 
 @bp.get("/channels")
 @requires(ADMIN)
-@every_tenants_view("Alert channels")
+@every_tenants_view("Alert channels show every tenant's deliveries")
 def channels_index():
     return _page()
 

@@ -2,7 +2,7 @@
 
 from flask import Blueprint, render_template, request
 
-from console.auth import requires, tenant_scope
+from console.auth import every_tenants_view, requires, tenant_scope
 from console.domain import diff
 from console.extensions import db
 from console.models import Tenant
@@ -38,5 +38,6 @@ def _field_changes(before, after) -> list[diff.FieldChange]:
 
 @bp.get("/verify")
 @requires(ADMIN)
+@every_tenants_view("The hash chain holds every tenant's audit rows, and its check counts them")
 def verify():
     return render_template("audit/_verify.html", report=audit.verify(db.session))

@@ -37,10 +37,10 @@ def _edit_page(form: TemplateForm, record=None, status: int = 200):
     history, older = template_insight.history(record, before) if record else ([], None)
     used_by = (db.session.execute(templates.inheriting(record, tenant_scope()).limit(USED_BY_SHOWN)).scalars().all()
                if record else [])
-    # Templates are every tenant's: a person limited to one is told others' tasks use it too (a count, no names).
-    elsewhere = templates.inheriting_elsewhere(record, tenant_scope()) if record and tenant_scope() else 0
+    # Templates are every tenant's: a person limited to one sees their own tenant's tasks that use it, and is told
+    # other tenants' may too, not how many (a count of another tenant's tasks is that tenant's to know).
     context = {"form": form, "record": record, "history": history, "older": older, "used_by": used_by,
-               "elsewhere": elsewhere,
+               "scoped": tenant_scope() is not None,
                "version": templates.current_version(record) if record else None, "rules": conflict_rules.RULES,
                **_preview_context(form, record)}
     return render_template("conflict_templates/edit.html", **context), status
