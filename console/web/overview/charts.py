@@ -36,6 +36,10 @@ def history_figure(per_hour: list[dict], links: list[str]) -> str:
     return figure.to_json()
 
 
+# The legend's words, in a sentence ("2 failed (compensating)" read as a stutter).
+SAID = {"retry_wait": "to be retried", "failed": "being undone", "dead": "dead-lettered"}
+
+
 def failures_in_words(per_minute: list[dict]) -> str:
     """Say what the failures chart shows, for a reader who cannot see it: the hour's totals and its worst minute."""
     totals = {kind: sum(row[kind] for row in per_minute) for kind in LABELS}
@@ -43,6 +47,6 @@ def failures_in_words(per_minute: list[dict]) -> str:
     if not every:
         return "No failed attempts in the last hour."
     worst = max(per_minute, key=lambda row: sum(row[kind] for kind in LABELS))
-    kinds = ", ".join(f"{count} {LABELS[kind]}" for kind, count in totals.items() if count)
+    kinds = ", ".join(f"{count} {SAID[kind]}" for kind, count in totals.items() if count)
     return (f"{every} failed attempt{'s' if every != 1 else ''} in the last hour ({kinds}); the most in one minute, "
             f"{sum(worst[kind] for kind in LABELS)}, at {worst['minute']:%H:%M} UTC.")
