@@ -97,7 +97,8 @@ def pytest_collection_modifyitems(config, items):
         keep, drop = [], []
         for item in items:
             touches = "databases" in getattr(item, "fixturenames", ())
-            once = item.get_closest_marker("sqlite_only") or item.get_closest_marker("layout")
+            once = next((item.get_closest_marker(name) for name in ("sqlite_only", "layout", "once")
+                         if item.get_closest_marker(name)), None)
             (keep if touches and once is None else drop).append(item)
         items[:] = keep
         config.hook.pytest_deselected(items=drop)

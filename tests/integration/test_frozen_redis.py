@@ -15,6 +15,8 @@ from console.models import Run
 from console.processes import embedded_redis
 from tests.integration.test_submit_path import token_for
 
+# Redis's side of the story, the same on any database: run once.
+pytestmark = pytest.mark.once
 # One timed-out command costs ANSWER_TIMEOUT_S. Unbatched metrics (as in tests) cost a submit a second one; `rebound
 # web` sends them from a thread.
 PATIENCE_S = 3 * redis_conn.ANSWER_TIMEOUT_S
