@@ -2,12 +2,14 @@
 execution's page with its changes, log and approval, and Admin → Runbooks."""
 
 import re
+from datetime import timedelta
 
 from rq import Queue
-from sqlalchemy import select
+from sqlalchemy import select, update
 
+from console.domain.clock import utcnow
 from console.extensions import db
-from console.models import AuditEntry, DeadLetter, RunbookExecution
+from console.models import Approval, AuditEntry, DeadLetter, RunbookExecution
 from console.services.actor import Actor
 from console.services.engine.queueing import MAINTENANCE_QUEUE
 from console.services.recovery import decisions, runbook_runner, runbooks
@@ -166,6 +168,21 @@ def test_a_runbook_that_needs_approval_asks_for_a_reason_then_files_a_request(cl
     decisions.withdraw(execution.approval_id, Actor("olga", execution.requested_by_id), "not needed")
     html = client.get(response.headers["Location"]).get_data(as_text=True)
     assert "none: it never ran</span>" in html and "ran the approver's dry-run" not in html
+
+
+def test_a_request_nobody_decided_in_time_reads_expired_before_the_job_marks_it(client, auth, dead_run):  # noqa: F811
+    run_id, _ = dead_run()
+    auth.as_role("operator")
+    response = post(client, auth, "/runbooks/resolve_runs", {"action": "run", "runs": str(run_id), "note": "paid",
+                                                             "reason": "refunded by finance"})
+    [execution] = executions()
+    db.session.execute(update(Approval).where(Approval.id == execution.approval_id)
+                       .values(expires_at=utcnow() - timedelta(seconds=5)))
+    db.session.commit()
+    html = client.get(response.headers["Location"]).get_data(as_text=True)
+    assert '<span class="badge expired">expired</span>' in html
+    assert "nobody decided in time: it will not run; ask again if it is still needed" in html
+    assert "waits for a second person with the approve permission to decide" not in html
 
 
 def test_the_execution_page_shows_changes_and_log_and_answers_htmx_with_its_region(samples, client, auth):  # noqa: F811

@@ -9,7 +9,7 @@ from console.extensions import db
 from console.services.errors import ServiceError
 from console.services.people import tenants
 from console.services.people.permissions import OPERATE, VIEW
-from console.services.recovery import runbook_registry, runbooks
+from console.services.recovery import approvals, runbook_registry, runbooks
 from console.services.recovery.runbook_params import InvalidParams
 from console.web.render import page
 from console.web.runbooks.forms import ExecutionRunForm, declared_fields, form_for, prefill, raw_params
@@ -106,7 +106,8 @@ def _execution_page(execution, *, status: int = 200):
                 approval=runbooks.approval_of(execution), made=made, made_count=made_count, planned=planned,
                 planned_count=planned_count, live=live, lines=[line for line in execution.log.splitlines() if line],
                 run_form=ExecutionRunForm(), gated=runbook is not None and runbooks.approval_needed(runbook),
-                tenant=execution.tenant.name if execution.tenant else None, shown=value_text, now=utcnow()), status
+                tenant=execution.tenant.name if execution.tenant else None, shown=value_text, now=utcnow(),
+                approval_status=lambda approval: approvals.status_at(approval, utcnow())), status
 
 
 @bp.get("/executions/<int:execution_id>")
