@@ -1,6 +1,7 @@
 """Invariant 7: once a handler has returned or raised, a bookkeeping failure never sends it round again."""
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 import pytest
 from sqlalchemy import text
@@ -9,7 +10,7 @@ from sqlalchemy.exc import MultipleResultsFound, OperationalError
 from console.domain.clock import utcnow
 from console.extensions import db
 from console.services.engine import execute as engine
-from console.services.engine import known_outcomes, parking, reconcile, transitions
+from console.services.engine import handler_kinds, known_outcomes, parking, reconcile, transitions
 from console.services.engine.execute import execute
 
 BROKEN = {"fail_times": 9, "error": "fatal", "code": "bad_account", "message": "account 42 is closed"}
@@ -61,6 +62,48 @@ def test_a_success_that_cannot_be_written_is_parked_for_a_person_with_what_happe
                                                                                "bookkeeping_failed", 1)
     assert "the handler succeeded" in run.error_message and "disk I/O error" in run.error_message
     assert runs.dead_letters(run_id)[0].reason == "bookkeeping_failed"
+
+
+def test_a_result_that_is_not_json_is_stored_as_its_text_and_the_handler_runs_once(runs, clock, monkeypatch):
+    # A handler returning a datetime (or bytes) left its run `running`: the database's JSON encoder refused it, the
+    # error escaped the bookkeeping, and the reconciler sent the run round again as worker_lost.
+    calls = []
+
+    def returns_python_values(*args, **kwargs):
+        calls.append(1)
+        return {"charged_at": datetime(2026, 1, 5, 9, 0, tzinfo=UTC), "receipt": b"r-1", "amount": Decimal("9.50")}
+
+    monkeypatch.setattr(engine, "call_handler", returns_python_values)
+    run_id = runs.submit("demo.noop")
+    assert execute(run_id, 0, clock=clock) == "succeeded"
+    run = runs.get(run_id)
+    assert run.result == {"charged_at": "2026-01-05 09:00:00+00:00", "receipt": "b'r-1'", "amount": "9.50"}
+    assert (run.executions, len(calls)) == (1, 1)
+
+
+def test_a_bookkeeping_error_that_is_not_the_databases_parks_the_run_too(runs, clock, monkeypatch):
+    run_id = runs.submit("demo.noop")
+    real_move = transitions.move
+
+    def refuse_success(run, target, *args, **kwargs):
+        if target == "succeeded":
+            raise TypeError("Object of type Widget is not JSON serializable")
+        return real_move(run, target, *args, **kwargs)
+
+    monkeypatch.setattr(transitions, "move", refuse_success)
+    assert execute(run_id, 0, clock=clock) == "dead"
+    run = runs.get(run_id)
+    assert (run.status_reason, run.executions) == ("bookkeeping_failed", 1)
+    assert "the handler succeeded" in run.error_message and "not JSON serializable" in run.error_message
+
+
+def test_a_handler_that_cannot_be_resolved_fails_its_attempt_instead_of_holding_the_run(runs, clock, monkeypatch):
+    # e.g. a commands file that no longer parses while a command: run waits: the attempt fails and is retried.
+    monkeypatch.setattr(handler_kinds, "resolve", lambda name: (_ for _ in ()).throw(ValueError("bad YAML line 3")))
+    run_id = runs.submit("demo.noop", policy={"max_attempts": 2, **LENIENT})
+    assert execute(run_id, 0, clock=clock) == "retry_wait"
+    run = runs.get(run_id)
+    assert run.status == "retry_wait" and "bad YAML line 3" in (run.error_message or "")
 
 
 def test_when_the_database_refuses_everything_the_reconciler_parks_the_run_instead_of_retrying_it(

@@ -7,12 +7,12 @@ import time
 from dataclasses import dataclass, replace
 
 from sqlalchemy import bindparam, select
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError
 
 from console.db import single_statements
 from console.domain.breaker import BreakerSettings
 from console.domain.clock import SYSTEM_CLOCK, Clock
-from console.domain.errors import Failure, NonRetryableError, classify
+from console.domain.errors import Failure, classify
 from console.extensions import db
 from console.models import Run
 from console.services.engine import (
@@ -155,7 +155,7 @@ def _perform(run: RunRow, policy, breaker: breakers.BreakerKey, settings: Breake
     ctx = context_for(run, policy.timeout_s)
     try:
         invocation = handler_kinds.resolve(run.handler)
-    except NonRetryableError as error:
+    except Exception as error:  # noqa: BLE001 - e.g. a commands file that no longer parses: this attempt's failure
         invocation, resolve_error = None, error
     started = time.monotonic()
     result, error = None, None
@@ -183,7 +183,7 @@ def _perform(run: RunRow, policy, breaker: breakers.BreakerKey, settings: Breake
                 _note_dropped_success(run, now, duration_ms)
             breakers.release_probe(breaker, verdict)  # a dropped outcome is counted nowhere, a held slot would be
             return "stale"
-        except SQLAlchemyError as bookkeeping_error:
+        except Exception as bookkeeping_error:  # noqa: BLE001 - the database's, or any other: never a re-run
             db.session.rollback()
             single_statements.end()
             log.warning("run %s: recording the outcome of attempt %s failed (try %s of %s): %s", run.id,
