@@ -43,6 +43,13 @@ def _number(env, name: str, default, kind=int):
         raise SystemExit(f"{name} must be {what}, got {raw!r}") from None
 
 
+def _modules(env, name: str, shipped: str) -> list[str]:
+    """Return the shipped module and those the variable adds: naming one's own modules must not drop Rebound's
+    (the demo's handlers, the params fix's runbook), which the console itself uses."""
+    added = [module.strip() for module in (env.get(name) or "").split(",") if module.strip()]
+    return list(dict.fromkeys([shipped, *added]))
+
+
 def _demo(env) -> bool:
     raw = env.get("REBOUND_DEMO", "1").strip().lower()
     if raw not in ("1", "true", "yes", "on", "0", "false", "no", "off", ""):
@@ -198,12 +205,10 @@ def from_env(env=None) -> dict:
         "MAX_CONTENT_LENGTH": _number(env, "REBOUND_MAX_BODY_BYTES", 4 * 1024 * 1024),
         # How long a change waiting for a second person's approval stays open before it expires (24 h).
         "APPROVAL_TTL_S": _number(env, "REBOUND_APPROVAL_TTL_S", 86_400),
-        # Python modules whose import registers `python:` handlers, comma-separated.
-        "HANDLER_MODULES": [name.strip() for name in (env.get("REBOUND_HANDLER_MODULES") or "jobs.handlers").split(",")
-                            if name.strip()],
-        # Python modules that list runbooks (each has a RUNBOOKS tuple), comma-separated.
-        "RUNBOOK_MODULES": [name.strip() for name in (env.get("REBOUND_RUNBOOK_MODULES") or "jobs.runbooks").split(",")
-                            if name.strip()],
+        # Python modules whose import registers `python:` handlers, comma-separated, after the shipped ones.
+        "HANDLER_MODULES": _modules(env, "REBOUND_HANDLER_MODULES", "jobs.handlers"),
+        # Python modules that list runbooks (each has a RUNBOOKS tuple), comma-separated, after the shipped ones.
+        "RUNBOOK_MODULES": _modules(env, "REBOUND_RUNBOOK_MODULES", "jobs.runbooks"),
         # A runbook execution still running after this long is stopped by its worker and marked failed.
         "RUNBOOK_TIMEOUT_S": _number(env, "REBOUND_RUNBOOK_TIMEOUT_S", 21_600),
         "PLUGIN_RUNTIME_URL": env.get("REBOUND_PLUGIN_RUNTIME_URL", ""),

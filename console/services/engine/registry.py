@@ -1,8 +1,9 @@
 """Python handlers register here by name; `python:<name>` tasks run them."""
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from console import modules
 
 # Modules whose import registers handlers (REBOUND_HANDLER_MODULES); the worker and the web both load them.
 _modules: tuple[str, ...] = ("jobs.handlers",)
@@ -27,6 +28,9 @@ def handler(name: str, *, compensate: Callable | None = None, demo_only: bool = 
     """Register a function as the Python handler `name` (it receives a HandlerContext)."""
 
     def register(func):
+        known = _handlers.get(name)
+        if known is not None and _where(known.run) != _where(func):  # the same function imported again is fine
+            raise ValueError(f"two handlers are named {name!r}: {_where(known.run)} and {_where(func)}; rename one")
         _handlers[name] = PythonHandler(name, func, compensate, (func.__doc__ or "").strip().splitlines()[0]
                                         if func.__doc__ else "", demo_only)
         return func
@@ -34,20 +38,28 @@ def handler(name: str, *, compensate: Callable | None = None, demo_only: bool = 
     return register
 
 
+def _where(func: Callable) -> str:
+    return f"{func.__module__}.{func.__qualname__}"
+
+
 def init_app(app) -> None:
-    """Take the modules that register handlers, and whether demo handlers exist, from the app's config."""
+    """Import the modules that register handlers, now, and take whether demo handlers exist from the app's config.
+
+    Now, not at the first submit: a module that does not import stops the start saying which and why (imported
+    later, every submit was a 500 and every worker crash-looped while the console said it was ready)."""
     global _modules, _loaded, _demo
     modules = tuple(app.config["HANDLER_MODULES"])
     if modules != _modules:
         _modules, _loaded = modules, False
     _demo = bool(app.config["DEMO"])
+    _load()
 
 
 def _load() -> None:
     global _loaded
     if not _loaded:
         for module in _modules:
-            importlib.import_module(module)
+            modules.load("REBOUND_HANDLER_MODULES", module)
         _loaded = True
 
 

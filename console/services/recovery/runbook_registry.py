@@ -1,9 +1,9 @@
 """Runbooks by name: each module in REBOUND_RUNBOOK_MODULES lists its runbooks in `RUNBOOKS`; read at the start."""
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from console import modules
 from console.domain.runbooks import NAME, Param, Risk
 
 # Modules whose RUNBOOKS list is read (REBOUND_RUNBOOK_MODULES); the web, the worker and the CLI all read them.
@@ -62,10 +62,12 @@ def _load() -> None:
     if _loaded:
         return
     found: dict[str, Runbook] = {}
-    for module in _modules:
-        for runbook in importlib.import_module(module).RUNBOOKS:
+    for name in _modules:
+        for runbook in modules.attribute("REBOUND_RUNBOOK_MODULES", modules.load("REBOUND_RUNBOOK_MODULES", name),
+                                         "RUNBOOKS"):
             if runbook.name in found:
-                raise ValueError(f"two runbooks are named {runbook.name}")
+                raise SystemExit(f"REBOUND_RUNBOOK_MODULES: two runbooks are named {runbook.name!r} (the second in "
+                                 f"{name!r}); rename one")
             found[runbook.name] = runbook
     _runbooks.clear()
     _runbooks.update(found)
