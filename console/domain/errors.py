@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, replace
 
 from console.domain.policy import RetryPolicy
+from console.domain.secrets import redact
 
 MAX_MESSAGE_CHARS = 2000
 MAX_NORMALISED_CHARS = 200
@@ -104,7 +105,8 @@ def classify(exc: BaseException, policy: RetryPolicy) -> Failure:
         code, message = exc.code, exc.message
     else:
         code, message = type(exc).__name__, str(exc)
-    message = message[:MAX_MESSAGE_CHARS]
+    # Masked as the traceback and the logs are: the message is shown on the run, the DLQ and the API, and kept.
+    message = redact(message[:MAX_MESSAGE_CHARS])
     if isinstance(exc, NonRetryableError):
         failure = Failure(code, message, retryable=False)
     elif isinstance(exc, CompensableError):
@@ -126,7 +128,7 @@ def classify_reported(
     """Classify a failure an external executor reported; its flag decides unless the policy lists the code."""
     code = (code or "").strip() or "unknown"
     flag = True if retryable is None else bool(retryable)
-    failure = Failure(code, (message or "")[:MAX_MESSAGE_CHARS], retryable=flag, retry_after_s=retry_after_s)
+    failure = Failure(code, redact((message or "")[:MAX_MESSAGE_CHARS]), retryable=flag, retry_after_s=retry_after_s)
     return _apply_policy(failure, policy)
 
 

@@ -19,6 +19,8 @@ def commands_file(app, tmp_path):
         "print(os.environ[\"REBOUND_IDEMPOTENCY_KEY\"], sys.stdin.read())']\n"
         "later:\n  argv: [python3, -c, 'import sys; print(\"busy\", file=sys.stderr); sys.exit(75)']\n"
         "broken:\n  argv: [python3, -c, 'import sys; sys.exit(3)']\n"
+        "chatty:\n  argv: [python3, -c, 'import sys; print(\"login password=hunter2-SECRET\", file=sys.stderr); "
+        "sys.exit(3)']\n"
         "slow:\n  argv: [sleep, '30']\n  timeout_s: 1\n")
     app.config["COMMANDS_FILE"] = str(path)
     return path
@@ -40,6 +42,15 @@ def test_exit_75_is_retried_other_codes_are_not_and_a_hang_is_stopped(runs, cloc
     assert runs.get(broken).error_code == "exit_3"
     assert execute(slow, 0, clock=clock) == "retry_wait"
     assert runs.get(slow).error_code == "timeout"
+
+
+def test_a_commands_secrets_are_masked_in_what_its_run_keeps(runs, clock, commands_file):
+    # Its stderr is the run's error message, shown on its page, the DLQ and the API: masked as the logs are.
+    run_id = runs.submit("command:chatty")
+    assert execute(run_id, 0, clock=clock) == "dead"
+    run = runs.get(run_id)
+    assert "hunter2" not in run.error_message and "password=***" in run.error_message
+    assert "hunter2" not in runs.dead_letters(run_id)[0].error_message
 
 
 def test_a_command_that_is_not_registered_cannot_be_submitted(runs, commands_file):

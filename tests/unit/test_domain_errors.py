@@ -156,3 +156,17 @@ def test_fingerprint_separates_different_codes_and_messages():
 def test_failure_exposes_its_fingerprint():
     failure = classify(RetryableError("http_503", "order 7 failed"), POLICY)
     assert failure.fingerprint == fingerprint("http_503", "order 99 failed")
+
+
+def test_a_failures_message_is_masked_as_the_logs_are():
+    # Shown on the run, the DLQ and the API, and kept: a credential a handler put in its message must not be.
+    failure = classify(RetryableError("auth", "Authorization: Bearer sk_live_SECRETKEY123 failed"), POLICY)
+    assert "SECRETKEY" not in failure.message and failure.message.startswith("Authorization: ***")
+    reported = classify_reported("auth", "token=abc123def456 refused", False, POLICY)
+    assert reported.message == "token=*** refused"
+
+
+def test_a_runbooks_failure_is_masked_on_its_execution_too():
+    from console.services.recovery.runbook_runner import _describe
+
+    assert _describe(RuntimeError("boom password=hunter2-SECRET")) == "RuntimeError: boom password=***"

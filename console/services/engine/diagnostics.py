@@ -10,8 +10,9 @@ from datetime import UTC, datetime
 from sqlalchemy import select
 
 from console.db.upsert import insert_for
+from console.domain.secrets import redact
 from console.extensions import db
-from console.logs import known_secrets, redact
+from console.logs import known_secrets
 from console.models import AttemptDiagnostics
 
 MAX_LINES = 20

@@ -11,6 +11,7 @@ import yaml
 
 from console.domain.clock import utcnow
 from console.domain.errors import NOT_COMPENSABLE, HandlerTimeout, NonRetryableError, RetryableError
+from console.domain.secrets import redact
 from console.parent_death import exec_dies_with_this_process
 from console.services.engine import registry
 from console.services.errors import InvalidInput
@@ -186,7 +187,8 @@ def run_command(name: str, ctx, *, undo: bool = False) -> object:
                               preexec_fn=exec_dies_with_this_process())
     except subprocess.TimeoutExpired:
         raise HandlerTimeout(message=f"command {name} ran past {timeout} s and was stopped") from None
-    output = (done.stdout[-OUTPUT_LIMIT:], done.stderr[-OUTPUT_LIMIT:])
+    # Kept in the run's result and error, shown on its page and in the API: masked as the logs are.
+    output = (redact(done.stdout[-OUTPUT_LIMIT:]), redact(done.stderr[-OUTPUT_LIMIT:]))
     if done.returncode == 0:
         return {"exit_code": 0, "stdout": output[0], "stderr": output[1]}
     message = f"command {name} exited {done.returncode}: {output[1][-500:] or output[0][-500:]}"

@@ -8,6 +8,7 @@ from datetime import datetime
 from sqlalchemy import insert, update
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.domain.secrets import redact
 from console.extensions import db
 from console.models import RunbookBackup, RunbookChange, RunbookExecution
 from console.services.actor import Actor
@@ -52,7 +53,7 @@ class RunbookContext:
 
     def log(self, message: str) -> None:
         """Write one line of the execution's log (the page shows it within a second)."""
-        line = f"{self.clock():%H:%M:%S} {str(message)[:MAX_LINE_CHARS]}"
+        line = f"{self.clock():%H:%M:%S} {redact(str(message)[:MAX_LINE_CHARS])}"  # people read it: no secrets
         if len(self.lines) < MAX_LINES:
             self.lines.append(line)
         elif len(self.lines) == MAX_LINES:

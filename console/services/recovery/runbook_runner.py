@@ -14,6 +14,7 @@ from sqlalchemy import or_, select, update
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.runbooks import ParamErrors, parse
+from console.domain.secrets import redact
 from console.extensions import db
 from console.models import Approval, RunbookChange, RunbookExecution, User
 from console.services.actor import Actor
@@ -84,7 +85,7 @@ def _describe(error: BaseException) -> str:
         return error.detail
     if isinstance(error, KeyboardInterrupt):
         return "interrupted (Ctrl-C) while running; what it committed before is listed in its changes"
-    return f"{type(error).__name__}: {error}"
+    return redact(f"{type(error).__name__}: {error}")  # shown on the execution's page and in the API
 
 
 def _run(execution: RunbookExecution, *, preview: bool, clock: Clock, on_line, sleep, monotonic) -> str:
