@@ -528,3 +528,21 @@ def test_a_put_naming_another_tenant_is_a_422_not_silently_ignored(client, opera
         body = refused(client.put(f"/internal/tasks/{task_id}", json={"tenant": "globex", "jitter_s": 9},
                                   headers=operator), 422, "invalid", "tenant")
     assert body["detail"] == "a task stays in its tenant (default); register a new task in the other one"
+
+
+def test_a_name_and_cron_are_stored_trimmed_so_a_space_makes_no_second_task(client, operator, register):
+    register(name="nightly", cron="0 2 * * *")
+    again = client.post("/internal/tasks/register", json=task_body(name="nightly ", cron="  0   2 * * *  "),
+                        headers=operator)
+    assert again.status_code == 409, again.json  # the same name: not a second task beside it
+    spaced = register(name=" weekly ", cron="  0   3 * * MON  ")
+    assert (spaced["name"], spaced["cron"]) == ("weekly", "0 3 * * MON")
+
+
+def test_an_edit_that_changes_nothing_leaves_updated_at_so_no_one_gets_a_false_conflict(client, operator, register):
+    made = register()
+    same = client.put(f"/internal/tasks/{made['id']}", json={"cron": made["cron"]}, headers=operator)
+    assert same.status_code == 200 and same.json["updated_at"] == made["updated_at"]
+    careful = client.put(f"/internal/tasks/{made['id']}", headers=operator,
+                         json={"cron": "0 4 * * *", "base_updated_at": made["updated_at"]})
+    assert careful.status_code == 200, careful.json

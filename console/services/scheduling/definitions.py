@@ -96,9 +96,11 @@ def _trigger_fits(shaping: str, values: dict, merged: dict, data: dict, current:
                            shaping)
 
 def _name(name) -> str:
+    # Trimmed as the form trims it: "nightly " beside "nightly" was a second task nobody could tell apart.
+    name = name.strip(" ") if isinstance(name, str) else name
     if not isinstance(name, str) or not NAME.fullmatch(name):  # fullmatch: "$" let a name end in a newline
-        raise InvalidInput("name is 1-120 letters, digits, spaces or . _ : / -, starting with a letter or digit",
-                           "name")
+        raise InvalidInput("name is 1-120 ASCII letters (a-z, A-Z), digits, spaces or . _ : / -, starting with a "
+                           "letter or digit", "name")
     return name
 
 
@@ -119,6 +121,7 @@ def _schedule(merged: dict) -> tuple[str | None, str]:
     if expression is not None:
         if not isinstance(expression, str):
             raise InvalidInput("cron is a 5-field crontab expression such as '30 2 * * MON'", "cron")
+        expression = " ".join(expression.split())  # stored and shown as one space between fields
         if len(expression) > MAX_CRON:  # what the column holds: a longer one was a database error (500) on PostgreSQL
             raise InvalidInput(f"cron is at most {MAX_CRON} characters, got {len(expression)}; a range (1-5) or a "
                                "step (*/5) says a long list shorter", "cron")

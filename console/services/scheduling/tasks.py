@@ -97,9 +97,13 @@ def edit(task: Task, data: dict, actor: Actor, clock: Clock = SYSTEM_CLOCK, *, s
     task.updated_at = clock()
     _note_resume(task, was_paused)
     after = snapshot(task)
-    if after != before:
-        audit.record(db.session, actor, "task.edit", "task", task.id, before=before, after=after,
-                     tenant=task.tenant.name, clock=clock)
+    if after == before:
+        # Nothing changed: updated_at stays, or the next careful editor would get a 409 for a change nobody made
+        # (and no audit row to show for it).
+        db.session.rollback()
+        return task
+    audit.record(db.session, actor, "task.edit", "task", task.id, before=before, after=after,
+                 tenant=task.tenant.name, clock=clock)
     db.session.commit()
     return task
 
