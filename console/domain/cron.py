@@ -24,7 +24,7 @@ from functools import lru_cache
 from itertools import islice, takewhile
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from cron_descriptor import get_description
+from cron_descriptor import ExpressionDescriptor, Options
 
 _MONTH_NAMES = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
 _MONTHS = {name: number for number, name in enumerate(_MONTH_NAMES, 1)}
@@ -267,13 +267,43 @@ class CronSchedule:
             day += timedelta(days=1)
 
 
+_WORDS = Options()
+_WORDS.use_24hour_time_format = True  # as every time in the console is written
+_HOUR_SPAN = re.compile(r"between (\d\d):00 and (\d\d):59")
+
+
 def describe(expression: str) -> str:
-    """Return the expression in words ("At 02:30 AM, only on Monday"), or the expression if that fails."""
+    """Return the expression in words ("At 02:30, only on Monday"), or the expression if that fails."""
     try:
-        text = expression.strip()
-        return get_description(_ALIASES.get(text.lower(), text))
+        text = _ALIASES.get(expression.strip().lower(), " ".join(expression.split()))
+        words = ExpressionDescriptor(_one_sunday(text), _WORDS).get_description()
+        return _exact_words(text, words)
     except Exception:  # a label must never break a page, and the raw expression is still true
         return expression
+
+
+def _one_sunday(text: str) -> str:
+    """Write day-of-week 7 as 0 and drop repeats, so "0,7" reads "only on Sunday", not "Sunday and Sunday"."""
+    fields = text.split()
+    if len(fields) == 5 and "," in fields[4]:
+        days = ["0" if day == "7" else day for day in fields[4].split(",")]
+        fields[4] = ",".join(dict.fromkeys(days))
+    return " ".join(fields)
+
+
+def _exact_words(text: str, words: str) -> str:
+    """Mend what the library's words make inexact: an hour range's last firing, a minute step that skips."""
+    fields = text.split()
+    if len(fields) != 5:
+        return words
+    minute = fields[0]
+    if minute.isdigit():  # "0 9-17": the last firing is 17:00, not "between 09:00 and 17:59"
+        words = _HOUR_SPAN.sub(lambda m: f"between {m[1]}:{int(minute):02d} and {m[2]}:{int(minute):02d}", words)
+    step = int(minute[2:]) if minute.startswith("*/") and minute[2:].isdigit() else 0
+    if 0 < step < 60 and 60 % step:  # */7 restarts at :00 each hour: the last gap is shorter
+        last = 59 // step * step
+        words += f" (at :00, :{step:02d} … :{last:02d} past each hour, so :{last:02d} to :00 is {60 - last} min)"
+    return words
 
 
 def jitter_offset(task_id: int, jitter_s: int) -> timedelta:

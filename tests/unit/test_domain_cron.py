@@ -372,11 +372,18 @@ def test_sparse_schedules_skip_ahead_quickly():
 @pytest.mark.parametrize(
     ("expression", "words"),
     [
-        ("30 2 * * 1", "At 02:30 AM, only on Monday"),
-        ("@daily", "At 12:00 AM"),
+        ("30 2 * * 1", "At 02:30, only on Monday"),  # 24-hour times, as every time in the console
+        ("@daily", "At 00:00"),
         ("0 * * * *", "Every hour"),
-        ("*/15 9-17 * * MON-FRI", "Every 15 minutes, between 09:00 AM and 05:59 PM, Monday through Friday"),
-        ("0 0 1,15 * 5", "At 12:00 AM, on day 1 and 15 of the month, or on Friday"),
+        # A step within hours keeps the library's span: */15 fires at 17:45 too.
+        ("*/15 9-17 * * MON-FRI", "Every 15 minutes, between 09:00 and 17:59, Monday through Friday"),
+        # One minute within hours: the last firing is 17:00, not "17:59".
+        ("0 9-17 * * 1-5", "At 0 minutes past the hour, between 09:00 and 17:00, Monday through Friday"),
+        ("0 0 1,15 * 5", "At 00:00, on day 1 and 15 of the month, or on Friday"),
+        ("0 0 * * 0,7", "At 00:00, only on Sunday"),  # 7 is Sunday too: not "Sunday and Sunday"
+        ("*/7 * * * *", "Every 7 minutes (at :00, :07 … :56 past each hour, so :56 to :00 is 4 min)"),
+        ("*/15 * * * *", "Every 15 minutes"),
+        ("  0   3 * * MON  ", "At 03:00, only on Monday"),
         ("not a cron", "not a cron"),
     ],
 )

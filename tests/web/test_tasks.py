@@ -93,7 +93,7 @@ def test_list_row_shows_trigger_in_words_next_firing_last_run_and_policy(client,
     auth.as_role("viewer")
     html = client.get("/tasks").get_data(as_text=True)
     row = html[html.index(f'<tr id="task-{task.id}"'):html.index("</tr>", html.index(f'<tr id="task-{task.id}"'))]
-    assert "30 2 * * MON" in row and "At 02:30 AM, only on Monday" in row
+    assert "30 2 * * MON" in row and "At 02:30, only on Monday" in row
     assert re.search(r'<time datetime="[^"]+" title="[^"]+">in (\d+ d|\d+ h|\d+ min)', row), row
     assert f'href="/runs/{outcome.run_id}"' in row and 'class="badge pending"' in row
     assert "default" in row and "+ 1 override" in row
@@ -153,7 +153,7 @@ def test_task_page_shows_cron_in_words_and_the_next_five_firings_in_its_zone(cli
                                                       "timezone": "Europe/Berlin"})
     auth.as_role("viewer")
     html = client.get(f"/tasks/{task.id}").get_data(as_text=True)
-    assert "At 02:30 AM, only on Monday" in html and "Europe/Berlin" in html
+    assert "At 02:30, only on Monday" in html and "Europe/Berlin" in html
     table = html[html.index('<table class="tasks-firings">'):html.index("</table>", html.index("tasks-firings"))]
     firings = re.findall(r'<td class="mono">Mon (\d{4}-\d\d-\d\d) 02:30 <span class="subtle">CES?T \((\+0[12]:00)\)',
                          table)
@@ -400,7 +400,7 @@ def test_edit_form_is_filled_with_the_current_definition(client, auth):
     assert 'value="30 2 * * MON"' in html and 'value="Europe/Berlin"' in html
     assert "{&#34;report&#34;: &#34;weekly&#34;}" in html and "{&#34;max_attempts&#34;: 5}" in html
     assert "&#34;start&#34;: &#34;08:00&#34;" in html
-    assert "At 02:30 AM, only on Monday" in html  # the preview, rendered with the page
+    assert "At 02:30, only on Monday" in html  # the preview, rendered with the page
 
 
 def test_edit_with_an_invalid_cron_is_422_with_the_error_on_the_cron_field_and_changes_nothing(client, auth):
@@ -491,7 +491,7 @@ def test_edit_with_valid_data_saves_and_audits_before_and_after(client, auth):
     assert entry.actor == "olga"
     assert (entry.before["cron"], entry.after["cron"]) == ("30 2 * * MON", "0 9 * * MON-FRI")
     assert (entry.before["policy"], entry.after["policy"]) == (None, {"max_attempts": 7})
-    assert "At 09:00 AM, Monday through Friday" in client.get(f"/tasks/{task.id}").get_data(as_text=True)
+    assert "At 09:00, Monday through Friday" in client.get(f"/tasks/{task.id}").get_data(as_text=True)
 
 
 def test_saving_an_unchanged_form_writes_no_audit_entry(client, auth):
@@ -613,7 +613,7 @@ def test_cron_preview_describes_a_valid_expression_with_five_firings(client, aut
     assert response.status_code == 200
     html = response.get_data(as_text=True)
     assert html.lstrip().startswith('<div id="cron-preview"')
-    assert "At 09:00 AM, Monday through Friday" in html and "Asia/Tokyo" in html
+    assert "At 09:00, Monday through Friday" in html and "Asia/Tokyo" in html
     firings = re.findall(r'<li class="mono">(Mon|Tue|Wed|Thu|Fri) \d{4}-\d\d-\d\d 09:00 '
                          r'<span class="subtle">JST \+09:00', html)
     assert len(firings) == 5
