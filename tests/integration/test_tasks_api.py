@@ -7,9 +7,13 @@ from datetime import UTC, datetime, time, timedelta
 
 import pytest
 from sqlalchemy import select, update
+from sqlalchemy.orm.attributes import set_committed_value
 
 from console.extensions import db
 from console.models import AuditEntry, OutboxMessage, Run, RunEvent, Task
+from console.services.actor import Actor
+from console.services.errors import NotFound
+from console.services.scheduling import tasks
 from tests import api_checks
 from tests.factories import bearer, make_tenant
 
@@ -295,6 +299,21 @@ def test_delete_hides_the_task_and_frees_its_name(client, operator, register):
 
     again = register()
     assert again["id"] != task_id and again["name"] == "weekly-report"
+
+
+def test_two_deletes_of_one_task_at_once_free_its_name_once(register):
+    # Each request read the task live before either wrote (a double click, a retried call): the second must not
+    # free the name again nor audit a second delete.
+    task = db.session.get(Task, register()["id"])
+    tasks.delete(task, Actor("first"))
+    db.session.expire_all()
+    stale = db.session.get(Task, task.id)
+    set_committed_value(stale, "deleted_at", None)  # what the second request had read
+    with pytest.raises(NotFound, match="deleted meanwhile"):
+        tasks.delete(stale, Actor("second"))
+    db.session.expire_all()
+    assert db.session.get(Task, task.id).name == f"weekly-report~deleted-{task.id}"
+    assert len(audit_rows("task.delete", task.id)) == 1
 
 
 def test_unknown_task_is_404(client, operator):

@@ -134,8 +134,15 @@ def delete(task: Task, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> int:
     to start or retry (they run unless someone cancels them)."""
     now = clock()
     before = snapshot(task)
-    task.deleted_at, task.updated_at = now, now
-    task.name = deleted_names.freed(task.name, task.id)  # the name is free again for a new task
+    # Claimed in one guarded statement: two deletes of one task at once (a double click, a retried call) freed its
+    # name twice ("b4c~deleted-23~deleted-23") and audited two deletes.
+    claimed = db.session.execute(update(Task).where(Task.id == task.id, Task.deleted_at.is_(None)).values(
+        deleted_at=now, updated_at=now, name=deleted_names.freed(task.name, task.id))
+        .execution_options(synchronize_session=False))
+    if not claimed.rowcount:
+        db.session.rollback()
+        raise NotFound(f"no task with id {task.id}: it was deleted meanwhile")
+    db.session.expire(task, ["deleted_at", "updated_at", "name"])
     waiting = db.session.execute(select(func.count()).select_from(Run).where(
         Run.task_id == task.id, Run.status.in_(WAITING))).scalar_one()
     audit.record(db.session, actor, "task.delete", "task", task.id, before=before, tenant=task.tenant.name,
