@@ -410,6 +410,8 @@ def test_cancel_a_pending_run_over_htmx_returns_the_refreshed_run(client, auth, 
     assert entry.after == {"status": "cancelled", "cancel_requested": False}
     # A cancelled run offers a retry and no second cancel.
     assert f'hx-post="/runs/{run_id}/retry"' in body and f'hx-post="/runs/{run_id}/cancel"' not in body
+    # Its handler never ran: no "the handler returned nothing".
+    assert "None: it was cancelled before its handler ran." in body and "The handler returned nothing" not in body
 
 
 def test_an_illegal_cancel_is_a_409_with_the_reason_inline(client, auth, runs, clock):
