@@ -154,6 +154,8 @@ def test_task_page_shows_cron_in_words_and_the_next_five_firings_in_its_zone(cli
     auth.as_role("viewer")
     html = client.get(f"/tasks/{task.id}").get_data(as_text=True)
     assert "At 02:30, only on Monday" in html and "Europe/Berlin" in html
+    # Catch-up takes the latest missed firing once, not every one within the grace (the scheduler's rule).
+    assert "the latest is caught up once if at most this old; the others count as missed" in html
     table = html[html.index('<table class="tasks-firings">'):html.index("</table>", html.index("tasks-firings"))]
     firings = re.findall(r'<td class="mono">Mon (\d{4}-\d\d-\d\d) 02:30 <span class="subtle">CES?T \((\+0[12]:00)\)',
                          table)
@@ -195,7 +197,7 @@ def test_event_only_task_page_says_how_it_fires(client, auth):
     assert "tasks-firings" not in html
     assert "Fires on event <code>order.created</code>" in html
     assert "for cron firings only: this task has no cron, so it never applies" in html  # its misfire grace
-    assert "caught up if at most this old" not in html
+    assert "caught up once if at most this old" not in html
 
 
 def test_missing_or_deleted_task_is_404(client, auth):
@@ -752,3 +754,21 @@ def test_a_save_over_a_change_made_since_the_form_was_opened_is_refused(client, 
     assert (reload(task.id).cron, reload(task.id).jitter_s) == ("45 9 * * MON-FRI", 15)
     for edited in ("2026-01-01T00:00", "yesterday", "9" * 100):  # a hidden field someone edited: no 500
         assert client.post(f"/tasks/{task.id}/edit", data={**reader.values, "seen": edited}).status_code == 303
+
+
+def test_task_pages_say_when_no_scheduler_runs_so_their_next_firings_will_not_happen(client, auth):
+    from console.redis_conn import get_redis
+    from console.services.system import leader
+
+    cron_task, event_task = make_task(name="nightly"), make_task(name="on-order", cron=None, event="order.created")
+    auth.as_role("viewer")
+    for path in ("/tasks/", f"/tasks/{cron_task.id}"):
+        page = client.get(path).get_data(as_text=True)
+        assert "<strong>No scheduler is running.</strong> Cron tasks do not fire" in page, path
+    assert "data-no-scheduler" not in client.get(f"/tasks/{event_task.id}").get_data(as_text=True)  # fires on events
+    lock = leader.LeaderLock(get_redis())
+    assert lock.acquire_or_renew()
+    try:
+        assert "data-no-scheduler" not in client.get(f"/tasks/{cron_task.id}").get_data(as_text=True)
+    finally:
+        lock.release()

@@ -6,6 +6,7 @@ from console.auth import requires, tenant_scope
 from console.domain.clock import utcnow
 from console.extensions import db
 from console.models import Tenant
+from console.redis_conn import get_redis
 from console.services import inputs
 from console.services.people import tenants
 from console.services.people.permissions import VIEW
@@ -13,6 +14,7 @@ from console.services.reports import breaches as breach_list
 from console.services.runs.waiting import breaker_resets
 from console.services.scheduling import task_query, tasks, template_insight
 from console.services.scheduling.forecast import forecast as forecast_firings
+from console.services.system import leader
 from console.web import paging
 from console.web.render import page
 from console.web.tasks.blueprint import bp
@@ -32,6 +34,7 @@ def index():
     rows, next_id = task_query.page(scope=scope, tenant=filters["tenant"], handler=filters["handler"],
                                     status=filters["status"], text=filters["q"], before=before, now=now)
     return page("tasks/index.html", "results", rows=rows, next_id=next_id, filters=filters, now=now, paging=before,
+                no_scheduler=_no_scheduler(),
                 query={key: value for key, value in filters.items() if value},
                 tenant_names=[] if scope is not None else [t.name for t in tenants.all_tenants()],
                 handler_names=task_query.handler_names(scope),
@@ -99,7 +102,13 @@ def task_page(task, status: int = 200, **event_form):
                            window_opens=task_query.window_opens(task, now),
                            rules={source.rule: source for source in template_insight.sources(task)},
                            template_name=template_insight.template_name(task), event_form=event_form,
-                           listeners=task_query.listeners(task), **runs_panel(task)), status
+                           listeners=task_query.listeners(task), no_scheduler=task.cron and _no_scheduler(),
+                           **runs_panel(task)), status
+
+
+def _no_scheduler() -> bool:
+    """Tell whether no scheduler leads now (False when Redis cannot say: the page says nothing then)."""
+    return leader.anyone_leads(get_redis()) is False
 
 
 def runs_panel(task) -> dict:
