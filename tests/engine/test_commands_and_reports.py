@@ -7,6 +7,7 @@ import pytest
 from console.services.actor import Actor
 from console.services.engine import executor_reports
 from console.services.engine.execute import execute
+from console.services.engine.submit import submit
 from console.services.errors import InvalidInput
 from console.services.people import tenants
 
@@ -93,3 +94,27 @@ def test_retry_inspect_shows_the_delay_queue_and_dead_letters(app, runs, clock):
     assert data["dead_letter_queue"][0]["error_code"] == "bad_row"
     text = app.test_cli_runner().invoke(args=["retry-inspect", "--reconcile"]).output
     assert "Reconciled:" in text and "Dead-letter queue (open)" in text and "bad_row" in text
+
+
+def test_a_commands_file_entry_that_cannot_run_is_named_with_what_to_fix(app, runs, tmp_path):
+    path = tmp_path / "commands.yaml"
+    path.write_text("no-argv:\n  run: echo hi\nstring-argv:\n  argv: echo hi\nslow-typo:\n  argv: [sleep, '1']\n"
+                    "  timeout_s: ten\nfine:\n  argv: [true]\n")
+    app.config["COMMANDS_FILE"] = str(path)
+    tenant = tenants.find("default")
+    for name, said in (("no-argv", "has no argv list"), ("string-argv", "has no argv list"),
+                       ("slow-typo", "has timeout_s 'ten', not a whole number of seconds")):
+        with pytest.raises(InvalidInput, match=f"command '{name}' in the commands file \\(REBOUND_COMMANDS_FILE\\) "
+                                               f"{said}"):
+            submit(tenant, Actor("test"), handler=f"command:{name}")
+    assert submit(tenant, Actor("test"), handler="command:fine")[1]
+
+
+def test_a_commands_file_that_stops_parsing_is_a_422_not_a_500_and_the_dlq_still_opens(app, client, auth, tmp_path):
+    path = tmp_path / "commands.yaml"
+    path.write_text("broken: [argv: \n  - unclosed\n")
+    app.config["COMMANDS_FILE"] = str(path)
+    with pytest.raises(InvalidInput, match=r"the commands file \(REBOUND_COMMANDS_FILE\) is not valid YAML"):
+        submit(tenants.find("default"), Actor("test"), handler="command:broken")
+    auth.as_role("viewer")
+    assert client.get("/dlq/").status_code == 200  # its handler filter lists no commands meanwhile

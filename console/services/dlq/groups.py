@@ -302,4 +302,4 @@ def task_choices(tenant_id: int | None, limit: int = 500) -> list[tuple[str, str
 def handler_choices() -> list[str]:
     """Return the handlers a filter can pick, in their stored 'kind:name' form (plugins are open-ended)."""
     return ([f"python:{name}" for name in registry.names()]
-            + [f"command:{name}" for name in sorted(handler_kinds.commands())])
+            + [f"command:{name}" for name in handler_kinds.listed_commands()])

@@ -57,8 +57,9 @@ def normalise(handler: str) -> str:
     if kind == "python" and registry.get(name) is None:
         raise InvalidInput(f"no Python handler named {name!r}; known: {', '.join(registry.names())}", "handler")
     if kind == "command" and name not in commands():
-        raise InvalidInput(f"no command named {name!r} is registered in the commands file (REBOUND_COMMANDS_FILE)",
-                           "handler")  # not its path: where the server keeps its files is not the caller's business
+        wrong = _read()[1].get(name)
+        raise InvalidInput(f"command {name!r} in {FILE} {wrong}: fix its entry" if wrong else
+                           f"no command named {name!r} is registered in {FILE}", "handler")
     if kind == "plugin" and not setting("PLUGIN_RUNTIME_URL"):
         raise InvalidInput("plugin handlers need REBOUND_PLUGIN_RUNTIME_URL to be set", "handler")
     return f"{kind}:{name}"
@@ -137,29 +138,61 @@ def call_plugin(plugin_id: str, ctx, action: str = "execute") -> object:
     raise NonRetryableError(f"http_{status}", message)
 
 
-_commands_cache: tuple[float, dict] = (0.0, {})
+_commands_cache: tuple[float, dict, dict] = (0.0, {}, {})
+FILE = "the commands file (REBOUND_COMMANDS_FILE)"  # not its path: where the server keeps files is not a caller's
 
 
 def commands() -> dict:
-    """Return the commands an admin registered in the commands file (re-read when it changes)."""
+    """Return the commands an admin registered in the commands file (re-read when it changes); InvalidInput when
+    the file cannot be read, saying what to fix."""
+    return _read()[0]
+
+
+def listed_commands() -> list[str]:
+    """Name the registered commands for a list to pick from (none while the file cannot be read)."""
+    try:
+        return sorted(commands())
+    except InvalidInput:
+        return []
+
+
+def _read() -> tuple[dict, dict]:
+    """Return (the runnable commands, {name: what is wrong} for the entries that are not)."""
     global _commands_cache
     path = Path(setting("COMMANDS_FILE"))
     if not path.exists():
-        return {}
+        return {}, {}
     mtime = path.stat().st_mtime
     if mtime != _commands_cache[0]:
-        data = yaml.safe_load(path.read_text()) or {}
-        _commands_cache = (mtime, {name: _without_bad_undo(spec) for name, spec in data.items() if _runnable(spec)})
-    return _commands_cache[1]
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as error:
+            raise InvalidInput(f"{FILE} is not valid YAML ({str(error).splitlines()[0]}); fix it", "handler") from None
+        if not isinstance(data, dict):
+            raise InvalidInput(f"{FILE} must map command names to entries with an argv list", "handler")
+        problems = {str(name): problem for name, spec in data.items() if (problem := _problem(spec))}
+        _commands_cache = (mtime, {str(name): _without_bad_undo(spec) for name, spec in data.items()
+                                   if str(name) not in problems}, problems)
+    return _commands_cache[1], _commands_cache[2]
+
+
+def _problem(spec) -> str | None:
+    """Say what keeps a commands-file entry from running, or None."""
+    if not _runnable(spec):
+        return "has no argv list (argv: [program, argument, …])"
+    timeout = spec.get("timeout_s")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1):
+        return f"has timeout_s {timeout!r}, not a whole number of seconds"
+    return None
 
 
 def _runnable(spec) -> bool:
-    return isinstance(spec, dict) and isinstance(spec.get("argv"), list)
+    return isinstance(spec, dict) and isinstance(spec.get("argv"), list) and bool(spec["argv"])
 
 
 def _without_bad_undo(spec: dict) -> dict:
     # An `undo` that is not itself runnable (no argv list) is no undo: the command is then not compensable.
-    if "undo" in spec and not _runnable(spec["undo"]):
+    if "undo" in spec and _problem(spec["undo"]):
         return {key: value for key, value in spec.items() if key != "undo"}
     return spec
 
