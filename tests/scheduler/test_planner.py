@@ -3,6 +3,7 @@
 from datetime import UTC, datetime, timedelta
 
 from rq.registry import ScheduledJobRegistry
+from sqlalchemy import select
 
 from console.extensions import db
 from console.models import Run, Tenant
@@ -125,6 +126,22 @@ def test_outside_its_window_a_firing_is_deferred_to_the_next_opening(register, r
     assert (run.status, run.status_reason) == ("pending", "window")
     scheduled = ScheduledJobRegistry("retries", connection=get_redis())
     assert scheduled.get_scheduled_time(f"run-{run.id}-s1-a0") == datetime(2026, 3, 9, 8, 0, tzinfo=UTC)
+
+
+def test_firings_outside_the_window_wait_for_its_opening_in_one_run(register, runs, clock):
+    # An every-minute task closed for the weekend queued one run per minute, all started at Monday's opening.
+    clock.set(datetime(2026, 3, 6, 20, 0, tzinfo=UTC))  # a Friday evening
+    task = register(cron="* * * * *", window={"days": ["mon", "tue", "wed", "thu", "fri"], "start": "08:00",
+                                               "end": "18:00", "timezone": "UTC"})
+    first = fire(task, clock)
+    later = []
+    for _ in range(3):
+        clock.advance(60)
+        later.append(fire(task, clock))
+    assert first.status == "created" and {o.status for o in later} == {"duplicate"}
+    waiting = db.session.execute(select(Run).where(Run.task_id == task.id)).scalars().all()
+    assert [(r.id, r.status, r.due_at) for r in waiting] == [
+        (first.run_id, "pending", datetime(2026, 3, 9, 8, 0, tzinfo=UTC))]
 
 
 def test_a_paused_task_does_not_fire_from_cron_but_run_now_still_works(register, runs, clock):

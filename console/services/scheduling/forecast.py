@@ -79,6 +79,7 @@ def forecast(now: datetime, hours: float = 24, tenant: str | None = None, task_i
         offset = jitter_offset(task.id, task.jitter_s)
         window = Window.from_mapping(task.window) if task.window else None
         schedule = cron.parse(task.cron, task.timezone)
+        openings: set[datetime] = set()  # the planner makes one run per opening of the window (planner.window_key)
         for nominal in schedule.fires_between(now - offset, end - offset, MAX_FIRINGS_PER_TASK):
             start = nominal + offset
             result.firings += 1
@@ -87,6 +88,9 @@ def forecast(now: datetime, hours: float = 24, tenant: str | None = None, task_i
                                               "deferred_to": window.next_opening(start).isoformat()})
                 result.warnings.append(("window", task.tenant_id, task.id, _minute(nominal)))
                 start = window.next_opening(start)
+                if start in openings:
+                    continue
+                openings.add(start)
             planned.append(_Firing(task, nominal, start, start + timedelta(seconds=duration), basis))
     # The mutex first: a firing it skips never runs, and a run it cancels frees its slot early, before quotas count.
     result.mutex_overlaps = _overlaps(planned, result.warnings)

@@ -52,6 +52,11 @@ def cron_key(task_id: int, scheduled_for: datetime) -> str:
     return f"task:{task_id}:{scheduled_for.isoformat()}"
 
 
+def window_key(task_id: int, opening: datetime) -> str:
+    """Name the run a task's cron firings wait in for one opening of its window: one run, however many fired."""
+    return f"task:{task_id}:window:{opening.isoformat()}"
+
+
 def _insert_ignoring_duplicates(rows: list[dict]) -> dict[str, int]:
     """Insert runs, skipping idempotency keys that exist; return {key: id} of the ones inserted."""
     if not rows:
@@ -154,8 +159,12 @@ def _insert_others(others: list[tuple], versions: "_Versions", actor: Actor, now
         Task.id.in_({task.id for _, task, *_ in others})))}
     rows, deferred = [], []
     for firing, task, status, start_at, outcome in others:
-        key = firing.key or (cron_key(task.id, firing.scheduled_for) if firing.source in ("cron", "catchup")
-                             else f"{firing.source}:{task.id}:{uuid.uuid4().hex}")
+        key = firing.key or (
+            # Cron firings outside the window wait for its opening in one run: an every-minute task closed for a
+            # weekend queued 2,880 runs that all started at the opening.
+            window_key(task.id, start_at) if start_at is not None and firing.source in ("cron", "catchup")
+            else cron_key(task.id, firing.scheduled_for) if firing.source in ("cron", "catchup")
+            else f"{firing.source}:{task.id}:{uuid.uuid4().hex}")
         rows.append({
             "tenant_id": task.tenant_id, "task_id": task.id, "handler": extra[task.id].handler,
             "params": {**extra[task.id].params, **firing.params}, "policy_id": task.policy_id,
