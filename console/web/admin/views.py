@@ -4,7 +4,6 @@ from flask import flash, redirect, render_template, url_for
 from wtforms.fields.choices import SelectChoice
 
 from console.auth import current_actor, requires, tenant_scope
-from console.domain.clock import utcnow
 from console.extensions import htmx
 from console.services.errors import ServiceError
 from console.services.people import tenants, tokens, users
@@ -100,7 +99,7 @@ def tokens_index():
     form = _token_form()
     form.new_key()
     return render_template("admin/tokens.html", tokens=tokens.all_tokens(tenant_scope()), form=form,
-                           plaintext=None, now=utcnow())
+                           plaintext=None)
 
 
 @bp.post("/tokens")
@@ -124,7 +123,7 @@ def create_token():
         status = 422
     # The plaintext is rendered into this one response and never again, so no redirect here.
     return render_template("admin/tokens.html", tokens=tokens.all_tokens(tenant_scope()), form=form,
-                           plaintext=plaintext, now=utcnow()), status
+                           plaintext=plaintext), status
 
 
 @bp.post("/tokens/<int:token_id>/revoke")
