@@ -47,40 +47,33 @@ def requires(permission: str, doing: str | None = None):
     return decorate
 
 
-def shared_by_all_tenants(what: str):
-    """Let only a person or token not limited to a tenant change `what`, which every tenant shares."""
+def _unscoped_only(refusal: str, refused: str):
+    """Let only a person or token not limited to a tenant through; anyone else gets a 403 saying `refusal`."""
 
     def decorate(view):
         @functools.wraps(view)
         def wrapper(*args, **kwargs):
             if tenant_scope() is not None:
-                security_log.warning("tenant-scoped change of shared %s refused user=%s path=%s", what,
-                                     current_user.username, request.path)
-                raise Forbidden(f"{what} are shared by every tenant; only a person or token not limited to a "
-                                "tenant may change them")
+                security_log.warning("tenant-scoped %s refused user=%s path=%s", refused, current_user.username,
+                                     request.path)
+                raise Forbidden(refusal)
             return view(*args, **kwargs)
 
         return wrapper
 
     return decorate
+
+
+def shared_by_all_tenants(what: str):
+    """Let only a person or token not limited to a tenant change `what`, which every tenant shares."""
+    return _unscoped_only(f"{what} are shared by every tenant; only a person or token not limited to a tenant may "
+                          "change them", f"change of shared {what}")
 
 
 def every_tenants_view(why: str):
     """Let only a person not limited to a tenant open a page whose figures or messages are every tenant's; `why`
     says so to anyone else."""
-
-    def decorate(view):
-        @functools.wraps(view)
-        def wrapper(*args, **kwargs):
-            if tenant_scope() is not None:
-                security_log.warning("tenant-scoped view of every tenant's page refused user=%s path=%s",
-                                     current_user.username, request.path)
-                raise Forbidden(f"{why}; only a person not limited to a tenant may open it")
-            return view(*args, **kwargs)
-
-        return wrapper
-
-    return decorate
+    return _unscoped_only(f"{why}; only a person not limited to a tenant may open it", "view of every tenant's page")
 
 
 def public(view):

@@ -86,12 +86,18 @@ def test_the_last_admin_cannot_be_demoted(client, auth):
     assert root.role == "admin"
 
 
-def test_token_is_shown_once_stored_hashed_and_revocable(client, auth):
+def issued_on_the_page(client, auth, **fields):
+    """Log in as the admin root and issue a token for a new operator svc through the form; return (svc, answer)."""
     svc = auth.make_user("svc", "operator")
     auth.as_role("admin", "root")
-    response = client.post("/admin/tokens", data={"user": str(svc.id), "name": "billing", "tenant": "default",
+    response = client.post("/admin/tokens", data={"user": str(svc.id), "name": "billing", **fields,
                                                   "csrf_token": auth.csrf("/admin/tokens")})
     assert response.status_code == 201
+    return svc, response
+
+
+def test_token_is_shown_once_stored_hashed_and_revocable(client, auth):
+    svc, response = issued_on_the_page(client, auth, tenant="default")
     plaintext = re.search(r'id="new-token">(rb_[^<]+)<', response.get_data(as_text=True)).group(1)
     assert plaintext not in client.get("/admin/tokens").get_data(as_text=True)
     token = db.session.query(ApiToken).one()
@@ -139,11 +145,7 @@ def test_the_admin_address_alone_opens_its_first_page_for_admins_only(client, au
 
 
 def test_a_token_issued_for_30_days_says_when_it_expires_and_an_expired_one_reads_expired(client, auth):
-    svc = auth.make_user("svc", "operator")
-    auth.as_role("admin", "root")
-    response = client.post("/admin/tokens", data={"user": str(svc.id), "name": "billing", "days": "30",
-                                                  "csrf_token": auth.csrf("/admin/tokens")})
-    assert response.status_code == 201
+    svc, response = issued_on_the_page(client, auth, days="30")
     token = db.session.query(ApiToken).one()
     assert timedelta(days=29, hours=23) < token.expires_at - utcnow() <= timedelta(days=30)
     row = re.search(r'<td class="mono">rb_[^<]+</td>(.*?)</tr>', response.get_data(as_text=True), re.S).group(1)
