@@ -4,11 +4,13 @@ import logging
 import time
 from datetime import timedelta
 
+from sqlalchemy import func, select
+
 from console import metrics
 from console.domain.errors import NOT_COMPENSABLE, Failure, NonRetryableError
 from console.domain.policy import RetryPolicy, retry_delay
 from console.extensions import db
-from console.models import Run
+from console.models import Run, RunEvent
 from console.services.delivery import outbox
 from console.services.engine import parking as dead_letters
 from console.services.engine import queueing, transitions
@@ -94,8 +96,12 @@ def compensate_run(run: Run, compensate, ctx, now, cause: str, *, missing: Failu
                                      f"no compensation step to run: handler {run.handler} is gone", retryable=False)
         return _compensation_failed(run, cause, missing.message, now, code=missing.code)
     last_error, code = "", "compensation_failed"
+    # Counted across rounds: after "Retry the undo", the undo's first try of this round is its 4th, as the workflow
+    # page counts it; a handler that escalates after N tries must see the real count, not 1 again.
+    earlier = db.session.execute(select(func.count()).select_from(RunEvent).where(
+        RunEvent.run_id == run.id, RunEvent.kind == "compensation_attempt_failed")).scalar_one()
     for number in range(1, COMPENSATION_ATTEMPTS + 1):
-        ctx.undo_attempt = number
+        ctx.undo_attempt = earlier + number
         try:
             compensate(ctx)
         except Exception as error:  # noqa: BLE001 - any failure of the undo is recorded and retried
