@@ -74,6 +74,11 @@ class LeaderLock:
         return value.decode() if value else None
 
 
+def nobody_leads(connection: redis.Redis) -> bool:
+    """Tell whether no scheduler leads now, for a page's warning (False when Redis cannot say: it warns of nothing)."""
+    return anyone_leads(connection) is False
+
+
 def anyone_leads(connection: redis.Redis) -> bool | None:
     """Tell whether some scheduler holds the lock now (None: Redis did not answer, so nobody can tell)."""
     try:

@@ -43,7 +43,7 @@ def index():
     per_minute = overview.failures_per_minute(scope)
     breakers_open = overview.breakers_open(scope)
     # None: Redis did not answer just now, so the leader is not asked too (a frozen Redis costs one timeout, not two).
-    no_scheduler = breakers_open is not None and leader.anyone_leads(get_redis()) is False
+    no_scheduler = breakers_open is not None and leader.nobody_leads(get_redis())
     return page("overview/index.html", "live", counters=overview.counters(scope),
                 dead_letters=overview.recent_dead_letters(scope), breakers_open=breakers_open,
                 sla_today=overview.sla_breaches_today(scope),

@@ -34,7 +34,7 @@ def index():
     rows, next_id = task_query.page(scope=scope, tenant=filters["tenant"], handler=filters["handler"],
                                     status=filters["status"], text=filters["q"], before=before, now=now)
     return page("tasks/index.html", "results", rows=rows, next_id=next_id, filters=filters, now=now, paging=before,
-                no_scheduler=_no_scheduler(),
+                no_scheduler=leader.nobody_leads(get_redis()),
                 query={key: value for key, value in filters.items() if value},
                 tenant_names=[] if scope is not None else [t.name for t in tenants.all_tenants()],
                 handler_names=task_query.handler_names(scope),
@@ -102,13 +102,10 @@ def task_page(task, status: int = 200, **event_form):
                            window_opens=task_query.window_opens(task, now),
                            rules={source.rule: source for source in template_insight.sources(task)},
                            template_name=template_insight.template_name(task), event_form=event_form,
-                           listeners=task_query.listeners(task), no_scheduler=task.cron and _no_scheduler(),
+                           listeners=task_query.listeners(task),
+                           no_scheduler=task.cron and leader.nobody_leads(get_redis()),
                            **runs_panel(task)), status
 
-
-def _no_scheduler() -> bool:
-    """Tell whether no scheduler leads now (False when Redis cannot say: the page says nothing then)."""
-    return leader.anyone_leads(get_redis()) is False
 
 
 def runs_panel(task) -> dict:
