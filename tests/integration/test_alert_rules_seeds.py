@@ -156,15 +156,25 @@ def test_timeout_anomaly_fires_when_a_handler_times_out_well_above_its_usual_rat
     assert_clears("timeout_anomaly", clock)
 
 
+def _beater_without_thread(monkeypatch):
+    """A fresh beater in place of the process's: a beat thread an earlier test left alive ticks on the old one."""
+    from console.services.engine import heartbeat
+
+    beater = heartbeat._Beater()
+    monkeypatch.setattr(heartbeat, "_beater", beater)
+    return beater
+
+
 def test_a_heartbeat_counts_one_write_per_beat_and_a_failed_one_as_failed(runs, monkeypatch):
     from console.services.engine import heartbeat
 
     run_id = runs.submit("demo.noop")
     registered = {run_id: (0, threading.Event())}
-    monkeypatch.setattr(heartbeat._beater, "attempts", dict(registered))  # as Heartbeat registers it, no thread
-    heartbeat._beater._beat(registered)
+    beater = _beater_without_thread(monkeypatch)
+    beater.attempts = dict(registered)  # as Heartbeat registers it
+    beater._beat(registered)
     monkeypatch.setattr(heartbeat, "update", lambda *args: 1 / 0)
-    heartbeat._beater._beat(registered)
+    beater._beat(registered)
     counts = metrics.snapshot()
     assert counts[metrics.PROGRESS_WRITES.name] == {"heartbeat": 2.0}
     assert counts[metrics.PROGRESS_WRITE_FAILURES.name] == {"heartbeat": 1.0}
@@ -175,17 +185,16 @@ def test_a_round_that_copied_an_attempt_before_it_ended_writes_no_beat_for_it(ru
 
     from console.extensions import db
     from console.models import Run
-    from console.services.engine import heartbeat
 
     run_id = runs.submit("demo.noop")
     db.session.execute(update(Run).where(Run.id == run_id).values(status="running", attempt=1, heartbeat_at=None))
     db.session.commit()
     copied = {run_id: (1, threading.Event())}  # the round's copy, taken while the attempt still ran
-    monkeypatch.setattr(heartbeat._beater, "attempts", {})  # ... and it has ended since
-    heartbeat._beater._beat(copied)
+    beater = _beater_without_thread(monkeypatch)  # ... and the attempt has ended since: nothing registered
+    beater._beat(copied)
     db.session.expire_all()
     assert db.session.get(Run, run_id).heartbeat_at is None  # a late beat would make it look alive
-    monkeypatch.setattr(heartbeat._beater, "attempts", dict(copied))
-    heartbeat._beater._beat(copied)
+    beater.attempts = dict(copied)
+    beater._beat(copied)
     db.session.expire_all()
     assert db.session.get(Run, run_id).heartbeat_at is not None
