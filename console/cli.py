@@ -10,7 +10,7 @@ from flask.cli import FlaskGroup
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DatabaseError, DBAPIError, OperationalError
 
 from console.config import data_dir_of, database_url
 from console.logs import configure as configure_logging
@@ -107,6 +107,9 @@ def _database_trouble(error: DBAPIError) -> str:
     if isinstance(error, OperationalError):
         return (f"Error: cannot use the database {where} ({cause}). Check REBOUND_DATABASE_URL and that the "
                 "server runs.")
+    if type(error) is DatabaseError:  # not one of its kinds a query of ours causes (integrity, programming, data)
+        return (f"Error: the database {where} cannot be read ({cause}). Check that REBOUND_DATABASE_URL or "
+                "REBOUND_DATA_DIR names Rebound's database; if it does, restore it from your backup.")
     raise error
 
 

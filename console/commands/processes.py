@@ -77,30 +77,30 @@ def up_command(workers):
         keeper = embedded_redis.Keeper(config["DATA_DIR"])
         env["REBOUND_REDIS_URL"] = keeper.url
     env.setdefault("REBOUND_DATA_DIR", config["DATA_DIR"])
-    password = bootstrap.prepare(config["ADMIN_PASSWORD"])
-    if password:
-        click.secho(f"\n  First admin created. Log in as 'admin' with password: {password}\n"
-                    "  (shown once; set REBOUND_ADMIN_PASSWORD to choose it)\n", fg="yellow", bold=True)
-    if config["DEMO"] and demo.is_empty():
-        click.echo(demo.seed(roles=True))
-    count = workers or config["WORKERS"]
-    children = [Child("web", _child("web"), env=env), Child("scheduler", _child("scheduler"), env=env)]
-    children += [Child(f"worker-{n + 1}", _child("worker"), env=env) for n in range(count)]
-    url = f"http://127.0.0.1:{config['PORT']}"
-    click.echo(f"Rebound is starting; it says \"ready\" once {url} answers.")
-    # The password goes to this terminal only (click, not logging): no log handler ever sees it.
-    ready = ReadyNotice(url, lambda text: click.secho(text, fg="green", bold=True), password)
-
-    def tend() -> None:
-        if keeper is not None:
-            keeper.tend()
-        ready()
-
     try:
+        password = bootstrap.prepare(config["ADMIN_PASSWORD"])
+        if password:
+            click.secho(f"\n  First admin created. Log in as 'admin' with password: {password}\n"
+                        "  (shown once; set REBOUND_ADMIN_PASSWORD to choose it)\n", fg="yellow", bold=True)
+        if config["DEMO"] and demo.is_empty():
+            click.echo(demo.seed(roles=True))
+        count = workers or config["WORKERS"]
+        children = [Child("web", _child("web"), env=env), Child("scheduler", _child("scheduler"), env=env)]
+        children += [Child(f"worker-{n + 1}", _child("worker"), env=env) for n in range(count)]
+        url = f"http://127.0.0.1:{config['PORT']}"
+        click.echo(f"Rebound is starting; it says \"ready\" once {url} answers.")
+        # The password goes to this terminal only (click, not logging): no log handler ever sees it.
+        ready = ReadyNotice(url, lambda text: click.secho(text, fg="green", bold=True), password)
+
+        def tend() -> None:
+            if keeper is not None:
+                keeper.tend()
+            ready()
+
         Supervisor(children, tend=tend).run()
     finally:
         if keeper is not None:
-            keeper.close()  # last: the children's final writes go to Redis
+            keeper.close()  # last: the children's final writes go to Redis; also when preparing failed
 
 
 @click.command("web")

@@ -131,6 +131,18 @@ def test_up_killed_with_sigkill_takes_its_children_and_the_next_one_stops_the_re
                 redis.Redis(unix_socket_path=str(socket_path)).shutdown(nosave=True)
 
 
+def test_up_on_a_file_that_is_no_database_says_so_in_one_line_and_leaves_no_redis(tmp_path):
+    (tmp_path / "rebound.db").write_bytes(b"not a database " * 400)  # a wrong file in its place, or a broken disk
+    up = subprocess.run([sys.executable, "-m", "console.cli", "up"], env=_env(tmp_path, free_port()),
+                        capture_output=True, text=True, timeout=60)
+    assert up.returncode == 1, up.stderr
+    assert up.stderr.strip().splitlines()[-1] == (
+        f"Error: the database sqlite:///{tmp_path}/rebound.db cannot be read (file is not a database). Check that "
+        "REBOUND_DATABASE_URL or REBOUND_DATA_DIR names Rebound's database; if it does, restore it from your backup.")
+    assert "Traceback" not in up.stderr
+    assert not socket_path_of(str(tmp_path)).exists()  # its embedded Redis stopped with it
+
+
 def _health(up, port: int, log_path) -> dict | None:
     """Return the console's /healthz answer, or None while it does not answer; fail at once if `rebound up` exited."""
     assert up.poll() is None, log_path.read_text()
