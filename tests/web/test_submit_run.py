@@ -31,6 +31,9 @@ def test_an_operator_submits_a_run_and_it_is_audited(client, auth, clock):
     # Which handlers a person can later undo (Compensate…): their descriptions alone read the same.
     assert '<code>python:demo.flaky_compensated</code> <span class="badge compensated"' in page
     assert '<code>python:demo.flaky</code> <span class="badge' not in page
+    # The commands file's entries too, with their words and their undo (config/commands.yaml's echo-params).
+    assert '<option value="command:echo-params">Print the params back (a harmless demo).</option>' in page
+    assert '<code>command:echo-params</code> <span class="badge compensated"' in page
     assert 'href="/runs/new">Submit a run</a>' in client.get("/runs").get_data(as_text=True)
     data = _form(client, auth, handler="python:demo.flaky", params='{"fail_times": 0, "order": 7}',
                  idempotency_key="invoice-7")
@@ -117,3 +120,13 @@ def test_a_task_with_neither_cron_nor_event_is_saved_and_runs_by_hand(client, au
     shown = client.get(f"/tasks/{task.id}").get_data(as_text=True)
     assert "runs only when someone runs it" in shown
     assert "by hand only" in client.get("/tasks").get_data(as_text=True)
+
+
+def test_the_form_opens_while_the_commands_file_cannot_be_read(client, auth, app, tmp_path):
+    broken = tmp_path / "commands.yaml"
+    broken.write_text("echo: [unclosed\n")
+    app.config["COMMANDS_FILE"] = str(broken)
+    auth.as_role("operator")
+    page = client.get("/runs/new")
+    assert page.status_code == 200 and 'value="python:demo.noop"' in page.get_data(as_text=True)
+    assert "command:" not in page.get_data(as_text=True).split('id="handler-names"')[1]

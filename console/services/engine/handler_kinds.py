@@ -150,10 +150,15 @@ def commands() -> dict:
 
 def listed_commands() -> list[str]:
     """Name the registered commands for a list to pick from (none while the file cannot be read)."""
+    return sorted(readable_commands())
+
+
+def readable_commands() -> dict:
+    """Return the registered commands, or none while the file cannot be read (a list to pick from stays up)."""
     try:
-        return sorted(commands())
+        return commands()
     except InvalidInput:
-        return []
+        return {}
 
 
 def _read() -> tuple[dict, dict]:

@@ -7,7 +7,7 @@ from flask import flash, redirect, render_template, request, url_for
 from console.auth import current_actor, requires, tenant_scope
 from console.extensions import db
 from console.models import Tenant
-from console.services.engine import registry
+from console.services.engine import handler_kinds, registry
 from console.services.errors import ServiceError
 from console.services.people import tenants
 from console.services.people.permissions import OPERATE
@@ -35,6 +35,8 @@ def _form() -> SubmitRunForm:
 def _page(form: SubmitRunForm, status: int = 200):
     handlers = [(f"python:{name}", registry.get(name).description, registry.get(name).compensate is not None)
                 for name in registry.names()]
+    handlers += [(f"command:{name}", str(entry.get("description") or ""), "undo" in entry)
+                 for name, entry in sorted(handler_kinds.readable_commands().items())]
     return render_template("runs/submit.html", form=form, handlers=handlers), status
 
 
