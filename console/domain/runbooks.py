@@ -75,8 +75,9 @@ class Param:
     label: str = field(default="", compare=False)
 
     def __post_init__(self):
-        if not NAME.fullmatch(self.name):
+        if not isinstance(self.name, str) or not NAME.fullmatch(self.name):
             raise ValueError(f"parameter name {self.name!r}: lower-case letters, digits and _, starting with a letter")
+        object.__setattr__(self, "type", member(ParamType, self.type, f"parameter {self.name}: type"))
         if (self.type is ParamType.CHOICE) != bool(self.choices):
             raise ValueError(f"parameter {self.name}: a choice, and only a choice, lists its choices")
         if self.json_object and self.type is not ParamType.STR:
@@ -91,6 +92,14 @@ class Param:
     @property
     def reference(self) -> bool:
         return self.type in REFERENCES
+
+
+def member(kind: type[Enum], value, what: str):
+    """Return value as a member of the enum (its text accepted), or raise ValueError listing the members."""
+    try:
+        return kind(value)
+    except ValueError:
+        raise ValueError(f"{what} is one of {', '.join(item.value for item in kind)}, not {value!r}") from None
 
 
 def _blank(value) -> bool:

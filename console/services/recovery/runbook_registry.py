@@ -4,7 +4,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from console import modules
-from console.domain.runbooks import NAME, Param, Risk
+from console.domain.runbooks import NAME, Param, Risk, member
 
 # Modules whose RUNBOOKS list is read (REBOUND_RUNBOOK_MODULES); the web, the worker and the CLI all read them.
 _modules: tuple[str, ...] = ("jobs.runbooks",)
@@ -37,7 +37,12 @@ class Runbook:
             raise ValueError(f"runbook name {self.name!r}: lower-case letters, digits and _, not {sorted(RESERVED)}")
         if self.scope not in SCOPES:
             raise ValueError(f"runbook {self.name}: scope is one of {', '.join(SCOPES)}")
-        object.__setattr__(self, "risk", Risk(self.risk))
+        object.__setattr__(self, "risk", member(Risk, self.risk, f"runbook {self.name}: risk"))
+        if not callable(self.run):
+            raise ValueError(f"runbook {self.name}: its code (after the params) is a function taking ctx")
+        object.__setattr__(self, "params", tuple(self.params))
+        if not all(isinstance(param, Param) for param in self.params):
+            raise ValueError(f"runbook {self.name}: params are Param(...) declarations")
         names = [param.name for param in self.params]
         if len(set(names)) != len(names):
             raise ValueError(f"runbook {self.name}: two parameters share a name")
