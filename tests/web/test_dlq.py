@@ -693,7 +693,7 @@ def test_one_dead_letter_is_spoken_of_in_the_singular(client, auth, runs, clock)
     listed = client.get("/dlq/?view=list").get_data(as_text=True)
     assert "Replay the 1 open dead letter that matches this filter, at the rate set here?" in listed
     response = post(client, auth, "/dlq/bulk/replay-matching", {"rate": "50", "view": "list"})
-    assert "Replaying 1 dead letter at 50 runs/s in the background." in client.get(
+    assert "Started replaying 1 dead letter at 50 runs/s; the panel below follows it." in client.get(
         response.headers["Location"]).get_data(as_text=True)
 
 

@@ -40,8 +40,9 @@ def _start_bulk(back: dlq_filters.Filters | None = None, **selection):
     if htmx:
         return render_template("dlq/_progress.html", op=progress)
     pace = "as fast as it safely can" if progress.fastest else f"at {progress.rate:g} runs/s"
-    flash(f"Replaying {progress.total} dead letter{'s' if progress.total != 1 else ''} {pace} in the background.",
-          "success")
+    # Said as what happened when the button was pressed: it stays on the page while the panel below moves on.
+    flash(f"Started replaying {progress.total} dead letter{'s' if progress.total != 1 else ''} {pace}; the panel "
+          "below follows it.", "success")
     return go_back(back, op=progress.op_id)
 
 
