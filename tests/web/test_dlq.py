@@ -257,6 +257,18 @@ def test_entries_page_newest_first_with_keyset_pagination(app, make_dead_letter)
     assert [x.id for x in rest.entries] == [letters[0].id] and rest.next_before is None
 
 
+def test_the_entries_pager_says_where_a_page_is(client, auth, make_dead_letter):
+    for n in range(dlq.PAGE_SIZE + 1):
+        make_dead_letter(f"broken thing {n}")
+    auth.as_role("viewer")
+    first = client.get("/dlq/?view=list").get_data(as_text=True)
+    assert re.search(r"data-position>1–50 of 51<", first)
+    older = re.search(r'href="(/dlq/\?view=list&amp;before=\d+[^"]*)"', first).group(1).replace("&amp;", "&")
+    assert re.search(r"data-position>51–51 of 51<", client.get(older).get_data(as_text=True))
+    # A search reads windows of letters: no position it could not stand behind.
+    assert "data-position" not in client.get("/dlq/?view=list&q=broken").get_data(as_text=True)
+
+
 def test_one_click_replay_starts_a_new_series_with_the_same_idempotency_key(client, auth, runs, make_dead_letter):
     letter = make_dead_letter("account 1001 is closed")
     key = runs.get(letter.run_id).idempotency_key

@@ -179,6 +179,11 @@ def count_matching(filters: Filters, tenant_id: int | None, clock: Clock = SYSTE
     return db.session.execute(select(func.count()).select_from(inner.subquery())).scalar_one()
 
 
+def count_newer(filters: Filters, tenant_id: int | None, before: int, bounds: Bounds) -> int:
+    """Count the selected dead letters above a page that starts below `before` (newest first), up to COUNT_CAP + 1."""
+    return count_matching(filters, tenant_id, bounds=Bounds(bounds.as_of, min_id=before))
+
+
 def count_non_retryable(filters: Filters, tenant_id: int | None, clock: Clock = SYSTEM_CLOCK,
                         cap: int = COUNT_CAP, bounds: Bounds | None = None) -> int:
     """Count the selected dead letters that failed for good (not by running out of retries), up to cap + 1."""

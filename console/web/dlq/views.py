@@ -48,7 +48,10 @@ def results(filters: dlq_filters.Filters, view: str, before: int | None = None, 
                        fixes=fixes_of(found.entries), requests=requests_of(found.entries),
                        matching=dlq.count_matching(filters, scope, bounds=every),
                        matching_fixes=sum(dlq.fixes_waiting(filters, scope, every).values()),
-                       explained=dlq.needs_explaining(filters, scope, every))
+                       explained=dlq.needs_explaining(filters, scope, every),
+                       # Where this page is among them (a text search reads windows, so it has no position).
+                       shown_from=None if filters.q else 1 + (dlq.count_newer(filters, scope, before, every)
+                                                                 if before else 0))
     else:
         found = dlq.groups(filters, scope)
         # Judged from each group's newest letters, as its own Replay button is; the server counts them all.
