@@ -7,6 +7,7 @@ a file), so `rebound up` in a terminal is readable and the same processes under 
 Every line, in either format, passes RedactSecrets first.
 """
 
+import io
 import json
 import logging
 import os
@@ -139,6 +140,48 @@ def handler(log_format: str, stream=None) -> logging.Handler:
     out.addFilter(NameProcess())
     out.addFilter(RedactSecrets())
     return out
+
+
+class MaskedLines(io.TextIOBase):
+    """A text stream that masks secrets a line at a time before the real stream gets them: a handler's print()."""
+
+    LONGEST = 8192  # a line that never ends is masked and passed on in pieces this long
+
+    def __init__(self, stream, secrets: list[str] | None = None):
+        super().__init__()
+        self.stream = stream
+        self.secrets = known_secrets() if secrets is None else secrets
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        self._pending += text
+        if "\n" in self._pending or len(self._pending) >= self.LONGEST:
+            whole, newline, self._pending = self._pending.rpartition("\n") if "\n" in self._pending else (
+                self._pending, "", "")
+            self.stream.write(redact(whole + newline, self.secrets))
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            self.stream.write(redact(self._pending, self.secrets))
+            self._pending = ""
+        self.stream.flush()
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+    @property
+    def encoding(self) -> str:
+        return self.stream.encoding
+
+
+def mask_prints() -> None:
+    """Mask secrets in what code of this process prints (handlers, runbooks), as the log lines are."""
+    # The log handler keeps the stream it was made with, so its lines (masked already) do not pass here twice.
+    sys.stdout, sys.stderr = MaskedLines(sys.stdout), MaskedLines(sys.stderr)
 
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")

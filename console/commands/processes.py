@@ -11,7 +11,7 @@ import click
 from flask import current_app
 from flask.cli import with_appcontext
 
-from console.logs import rq_level
+from console.logs import mask_prints, rq_level
 
 
 def _start_process() -> None:
@@ -140,6 +140,7 @@ def worker_command(processes, kind, burst):
         Supervisor([Child(f"worker-{n + 1}", _child(*args)) for n in range(processes)]).run()
         return
     forked_children_die_with_this_process()  # RQ's scheduler child and fork-kind handler children
+    mask_prints()  # a handler's print() reaches the same console the log lines do
     worker = build_worker(current_app._get_current_object(), get_redis(), kind)
     _freeze_startup_heap()
     # RQ sets its own loggers to the level it is given, INFO unless told: WARNING unless REBOUND_LOG_LEVEL=DEBUG.

@@ -3,11 +3,14 @@
 import io
 import json
 import logging
+import os
+import sys
 
 import pytest
 
 from console import config, logs
 from console.services.actor import Actor
+from console.services.engine import registry
 from console.services.engine.execute import execute
 from console.services.people import tenants
 from console.services.scheduling import planner, tasks
@@ -141,6 +144,46 @@ def test_a_worker_process_started_by_the_cli_writes_json_lines(runs, workers, tm
     claim, done = [line for line in lines if line.get("run_id") == run_id]
     assert (claim["status"], done["status"]) == ("running", "succeeded")
     assert claim["process"] == "worker" and claim["worker_id"] and done.keys() >= SEED_FIELDS
+
+
+PRINTER = """from console.services.engine.registry import handler
+
+
+@handler("shout.secret")
+def shout(ctx):
+    print("calling https://hooks.slack.com/services/T0001/B0001/verysecretpath with password=hunter2")
+    print("no newline at the end, token=abc123abc123", end="", flush=True)
+"""
+
+
+@pytest.mark.parametrize("kind", ["simple", "fork"])
+def test_what_a_handler_prints_is_masked_as_log_lines_are(runs, workers, tmp_path, monkeypatch, kind):
+    (tmp_path / "printer.py").write_text(PRINTER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import printer  # noqa: F401 - registers shout.secret here too, so the submit knows it
+
+    try:
+        run_id = runs.submit("shout.secret")
+        workers(kind, REBOUND_HANDLER_MODULES="printer", PYTHONPATH=f"{tmp_path}:{os.getcwd()}")
+        runs.wait(run_id, "succeeded")
+        log = tmp_path / "worker-0.log"
+        printed = wait_for(lambda: "token=***" in log.read_text() and log.read_text(), 10, what="the printed lines")
+        assert "calling https://hooks.slack.com/*** with password=***\n" in printed
+        for secret in ("verysecretpath", "hunter2", "abc123abc123"):
+            assert secret not in printed
+    finally:
+        registry._handlers.pop("shout.secret")
+        sys.modules.pop("printer")
+
+
+def test_a_line_printed_in_pieces_is_masked_whole():
+    out = io.StringIO()
+    masked = logs.MaskedLines(out, secrets=[])
+    for piece in ("pass", "word=hun", "ter2 and more\nnext "):
+        masked.write(piece)
+    assert out.getvalue() == "password=*** and more\n"
+    masked.flush()
+    assert out.getvalue().endswith("next ")
 
 
 def test_a_worker_logs_at_the_configured_level_rq_included(runs, workers, tmp_path):
