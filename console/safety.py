@@ -9,7 +9,7 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from console.auth import wants_json
 from console.extensions import db
-from console.services.errors import ServiceError
+from console.services.errors import InvalidInput, NotFound, ServiceError
 
 security_log = logging.getLogger("rebound.security")
 log = logging.getLogger("rebound.web")
@@ -39,6 +39,15 @@ def _error_response(status: int, code: str, detail: str, body: dict | None = Non
     return render_template("error.html", status=status, detail=detail), status
 
 
+NUL_REFUSED = "contains a NUL character (\\u0000), which Rebound does not store: remove it and send it again"
+
+
+def _nul_field(values) -> str | None:
+    """Name the first field or query parameter holding a NUL (PostgreSQL cannot store one in text)."""
+    return next((key.replace("\x00", "\\u0000") for key, items in values.lists()
+                 if "\x00" in key or any("\x00" in value for value in items)), None)
+
+
 class ConsoleResponse(Response):
     """A response whose text never fails to encode: a lone surrogate kept from before input was checked shows as ?."""
 
@@ -60,6 +69,16 @@ def init_app(app) -> None:
         present = {name.lower() for name, _ in response.headers.items()}
         response.headers.extend([(name, value) for name, value in DEFAULT_HEADERS if name.lower() not in present])
         return response
+
+    @app.before_request
+    def refuse_nul():
+        # PostgreSQL cannot store a NUL in text (a 500 wherever one reached a column) and on SQLite it hides in
+        # what people read: refused in every field and parameter at once, as the JSON reader refuses it in a body.
+        if "\x00" in request.path:
+            raise NotFound("no such address: the path contains a NUL character (\\u0000)")
+        field = _nul_field(request.args) or (_nul_field(request.form) if request.method != "GET" else None)
+        if field is not None:
+            raise InvalidInput(f"{field} {NUL_REFUSED}", field)
 
     @app.errorhandler(CSRFError)
     def csrf_error(error):

@@ -111,6 +111,8 @@ def json_problem(value) -> str | None:
         if isinstance(node, str):
             if not _encodable(node):
                 return f"text at {path[:80]} is not valid Unicode (a lone surrogate such as \\ud800)"
+            if "\x00" in node:
+                return f"text at {path[:80]} contains a NUL character (\\u0000), which Rebound does not store"
         elif isinstance(node, float) and not math.isfinite(node):
             # Python's decoder takes NaN and Infinity (and reads 1e999 as infinity); JSON has neither, so once
             # stored they would make every API answer carrying them unreadable to a strict client.
@@ -119,6 +121,8 @@ def json_problem(value) -> str | None:
             for key, item in node.items():
                 if not _encodable(key):
                     return f"a key at {path[:80]} is not valid Unicode (a lone surrogate such as \\ud800)"
+                if "\x00" in key:
+                    return f"a key at {path[:80]} contains a NUL character (\\u0000), which Rebound does not store"
                 stack.append((item, depth + 1, f"{path}.{key[:40]}"))
         elif isinstance(node, list):
             stack.extend((item, depth + 1, f"{path}[{index}]") for index, item in enumerate(node))

@@ -269,6 +269,39 @@ def test_a_name_no_row_can_hold_in_a_page_address_is_a_4xx(client, auth, kind, m
     assert 400 <= response.status_code < 500, response.get_data(as_text=True)[:300]
 
 
+# Free text a person writes (descriptions, reasons, notes): PostgreSQL refused the NUL in the column, a 500 (an
+# auditor's walk on PostgreSQL). Refused anywhere in a body, a form, a query or the path, before any view runs.
+NUL_BODIES = [
+    ("put", "/internal/policies/nulpol", {"description": NUL}),
+    ("post", "/internal/quota-classes", {"name": "nulqc", "max_running": 2, "description": NUL}),
+    ("post", "/internal/templates", {"name": "nultpl", "description": NUL}),
+    ("post", "/ops/capacity/reserve", {"tenant": "default", "start": "2030-01-01T00:00:00Z",
+                                       "end": "2030-01-01T01:00:00Z", "running_slots": 1, "reason": NUL}),
+    ("post", "/worker/tasks", {"handler": "demo.noop", "params": {"note": NUL}}),
+    ("post", "/worker/tasks", {"handler": "demo.noop", "params": {NUL: 1}}),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body"), NUL_BODIES)
+def test_a_nul_anywhere_in_a_json_body_is_a_clear_400(client, admin_token, method, path, body):
+    with api_checks.nothing_written(NAMED_COUNTED):
+        response = getattr(client, method)(path, json=body, headers=admin_token)
+    answer = api_checks.refused(response, 400, "bad_json")
+    assert "contains a NUL character (\\u0000), which Rebound does not store" in answer["detail"]
+
+
+def test_a_nul_in_a_form_field_or_a_query_is_a_clear_400(client, auth):
+    auth.as_role("admin")
+    data = {"csrf_token": auth.csrf("/overview"), "max_running": "2", "max_queued": "5", "max_attempts": "3",
+            "description": NUL}
+    with api_checks.nothing_written(NAMED_COUNTED):
+        response = client.post("/policies/nulpol", data=data)
+    assert response.status_code == 422
+    assert "description contains a NUL character (\\u0000), which Rebound does not store" in (
+        response.get_data(as_text=True))
+    assert client.get(f"/audit/?actor={quote(NUL)}").status_code == 422
+
+
 def test_a_handler_name_past_its_column_is_refused_without_echoing_it(client, operator):
     with api_checks.nothing_written(COUNTED):
         response = client.post("/worker/tasks", json={"handler": "x" * 100_000}, headers=operator)

@@ -50,7 +50,7 @@ def test_bad_input_is_a_clear_4xx_and_writes_nothing(client, operator):
         refused(client.post("/internal/quota-classes", headers=operator, json={"name": "x", "max_running": 0}),
                 422, "invalid", "max_running")
         refused(client.post("/internal/quota-classes", headers=operator, json={"name": "a\u0000b", "max_running": 1}),
-                422, "invalid", "name")
+                400, "bad_json")
         refused(client.put("/internal/quota-classes/heavy-etl", headers=operator, json={"name": "other"}),
                 422, "invalid", "name")
         refused(client.put("/internal/quota-classes/heavy-etl", headers=operator, json={"max_running": None}),
