@@ -79,6 +79,17 @@ def test_audit_page_filters_and_tenant_people_see_only_their_tenant(client, auth
     assert fragment.lstrip().startswith('<div id="results">') and "thing.change" in fragment
 
 
+def test_the_who_and_action_filters_match_underscores_and_percents_as_typed(client, auth):
+    for actor, action in (("abe.approver", "task.pause"), ("abe_approver", "task_pause")):
+        audit.record(db.session, Actor(actor), action, "task", 1)
+    db.session.commit()
+    auth.as_role("viewer", "vic")
+    underscored = client.get("/audit/?actor=abe_approver").get_data(as_text=True)
+    assert "abe_approver" in underscored and "abe.approver" not in underscored
+    assert "task.pause" not in client.get("/audit/?action=task_pause").get_data(as_text=True)
+    assert "abe_approver" not in client.get("/audit/?actor=%25").get_data(as_text=True)
+
+
 def test_audit_page_pages_back_to_older_rows(client, auth):
     write_rows(55)
     auth.as_role("viewer")

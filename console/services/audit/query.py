@@ -41,9 +41,9 @@ def page(*, actor: str = "", action: str = "", target: str = "", hide_sign_ins: 
     """Return one page of entries and the seq to continue from (None on the last page)."""
     query = select(AuditEntry).order_by(AuditEntry.seq.desc()).limit(limit + 1)
     if actor:
-        query = query.where(AuditEntry.actor.startswith(actor))
+        query = query.where(AuditEntry.actor.startswith(actor, autoescape=True))  # `_` and `%` as typed
     if action:
-        query = query.where(AuditEntry.action.startswith(action))
+        query = query.where(AuditEntry.action.startswith(action, autoescape=True))
     if hide_sign_ins:
         query = query.where(~AuditEntry.action.startswith(SIGN_IN_ACTIONS))
     if target:
