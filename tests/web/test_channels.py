@@ -162,6 +162,35 @@ def test_a_bad_url_is_refused_at_its_field_keeping_what_was_typed(app, client, a
     refused = post(client, auth, "/admin/channels/slack", {"slack-secret": "x" * 20, "slack-enabled": "1"})
     assert refused.status_code == 422 and "Slack takes no secret" in refused.get_data(as_text=True)
     assert db.session.get(ChannelSetting, "slack") is None
+    # An on-call night's URLs: a 500 each (an unclosed IPv6 host, a port past 65535), or saved to fail later.
+    for url, said in (("http://[::1", "give a full http:// or https:// URL (Invalid IPv6 URL)"),
+                      ("http://127.0.0.1:99999/x", "give a full http:// or https:// URL (Port out of range 0-65535)"),
+                      ("http://127.0.0.1:8761/x\r\nX-Evil: 1", SPACES),
+                      ("http://a b/", SPACES)):
+        odd = post(client, auth, "/admin/channels/webhook", {"webhook-url": url, "webhook-enabled": "1"})
+        assert odd.status_code == 422 and url_box(odd.get_data(as_text=True), "webhook")[1] == [said], url
+    assert db.session.get(ChannelSetting, "webhook") is None
+
+
+def test_a_new_url_typed_beside_forget_the_saved_url_is_refused_not_dropped(app, client, auth):
+    auth.as_role("admin")
+    both = post(client, auth, "/admin/channels/webhook", {"webhook-url": "https://hooks.example.com/in/abc123",
+                                                          "webhook-enabled": "1", "webhook-forget_url": "y"})
+    assert both.status_code == 422 and url_box(both.get_data(as_text=True), "webhook")[1] == [
+        "either type a new URL or tick Forget the saved URL, not both"]
+    secret = post(client, auth, "/admin/channels/webhook", {"webhook-secret": HOOK_SECRET, "webhook-enabled": "1",
+                                                            "webhook-forget_secret": "y"})
+    assert secret.status_code == 422 and "either type a new hmac secret or tick Forget, not both" in (
+        secret.get_data(as_text=True))
+    assert db.session.get(ChannelSetting, "webhook") is None
+
+
+SPACES = "a URL has no spaces, line breaks or other control characters; write a space as %20"
+
+
+def test_a_url_from_the_environment_that_is_no_url_is_masked_not_a_500():
+    assert targets.mask_url("http://127.0.0.1:99999/hook/secret") == "(not a URL Rebound can use)"
+    assert targets.mask_url("http://[::1/hook") == "(not a URL Rebound can use)"
 
 
 def test_only_admins_reach_channels(app, client, auth):

@@ -54,10 +54,14 @@ def mask_url(url: str) -> str:
     """Show a URL as its scheme, host and the last 4 characters: the rest of a webhook URL is its secret."""
     if not url:
         return ""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:  # a bad port or an unclosed [IPv6 (from the environment: the form refuses them)
+        return "(not a URL Rebound can use)"
     host = parts.hostname or "?"
-    if parts.port:
-        host = f"{host}:{parts.port}"
+    if port:
+        host = f"{host}:{port}"
     rest = parts.path.lstrip("/") + (f"?{parts.query}" if parts.query else "")
     if not rest:
         return f"{parts.scheme}://{host}"
@@ -173,24 +177,37 @@ def _check_url(url: str) -> str:
     url = url.strip()
     if not url:
         return ""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InvalidInput("give a full http:// or https:// URL", "url")
     if len(url) > 500:
         raise InvalidInput("keep the URL under 500 characters", "url")
+    if any(character <= " " or character == "\x7f" for character in url):
+        raise InvalidInput("a URL has no spaces, line breaks or other control characters; write a space as %20",
+                           "url")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - reading it is the check: past 65535, or not a number, it raises
+    except ValueError as error:
+        raise InvalidInput(f"give a full http:// or https:// URL ({error})", "url") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidInput("give a full http:// or https:// URL", "url")
     return url
 
 
 def save(name: str, actor: Actor, *, url: str = "", secret: str = "", enabled: bool = True,
          forget_url: bool = False, forget_secret: bool = False, clock: Clock = SYSTEM_CLOCK) -> Target:
     """Save a channel's console settings: a blank field keeps what was saved; 'forget' falls back to the env."""
+    # Held until the commit: two saves at once each audit the settings the other left, not the same "before".
+    db.session.get(ChannelSetting, name, with_for_update=True, populate_existing=True)
     before = get(name)
     url = _check_url(url)
+    if url and forget_url:
+        raise InvalidInput("either type a new URL or tick Forget the saved URL, not both", "url")
     secret = secret.strip()
     if len(secret) > 500:
         raise InvalidInput("keep the secret under 500 characters", "secret")
     if secret and before.spec.secret_setting is None:
         raise InvalidInput(f"{before.spec.label} takes no secret", "secret")
+    if secret and forget_secret:
+        raise InvalidInput(f"either type a new {before.spec.secret_label.lower()} or tick Forget, not both", "secret")
     row = db.session.get(ChannelSetting, name) or ChannelSetting(name=name, enabled=True)
     db.session.add(row)
     if forget_url:
