@@ -5,6 +5,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select, update
 
+from console.domain.clock import utcnow
 from console.extensions import db
 from console.models import AlertRule, AuditEntry, DeadLetter, OutboxMessage, Tenant
 from console.scheduler.task_jobs import TaskJobs
@@ -77,9 +78,9 @@ def test_the_default_rules_are_seeded_once(app):
     alert_rules.ensure_defaults()
     rows = alert_rules.all_rules()
     assert [r.key for r in rows] == list(alert_rules.RULES) == [
-        "retry_failure_rate", "dlq_length", "scheduling_failure_rate", "sla_consecutive_breaches", "queue_overflow",
-        "retry_limit_reached", "workorder_failed", "breaker_opened", "lock_contention", "progress_write_failure_rate",
-        "timeout_anomaly"]
+        "retry_failure_rate", "dlq_length", "queue_wait", "scheduling_failure_rate", "sla_consecutive_breaches",
+        "queue_overflow", "retry_limit_reached", "workorder_failed", "breaker_opened", "lock_contention",
+        "progress_write_failure_rate", "timeout_anomaly"]
     assert {(r.state, r.enabled) for r in rows} == {("ok", True)}
     assert {r.key: (r.threshold, r.window_s) for r in rows}["retry_failure_rate"] == (0.15, 600)
     assert rule("dlq_length").threshold == 100 and rule("dlq_length").window_s is None
@@ -104,7 +105,12 @@ def test_retry_failure_rate_fires_over_15_percent_of_ten_or_more_attempts_and_cl
     assert execute(runs.submit("demo.noop"), 0, clock=clock) == "succeeded"
     alert = assert_fires("retry_failure_rate", clock, 0.2)
     assert alert.payload["summary"] == ("2 of 10 attempts failed in the last 10 min (20%; threshold 15%).")
-    clock.advance(11 * 60)  # the failures leave the ten-minute window
+    clock.advance(11 * 60)  # the failures leave the ten-minute window, and nothing ran since (every worker down?)
+    assert alert_rules.evaluate(clock) == {} and rule("retry_failure_rate").state == "firing"
+    assert rule("retry_failure_rate").detail == ("0 of 0 attempts failed: too few to judge (a rate needs 10); it "
+                                                 "stays firing until there are")
+    for _ in range(10):
+        assert execute(runs.submit("demo.noop"), 0, clock=clock) == "succeeded"
     assert_clears("retry_failure_rate", clock)
 
 
@@ -118,6 +124,20 @@ def test_dlq_length_fires_over_its_threshold_and_clears_when_dead_letters_are_ha
     assert_clears("dlq_length", clock)
 
 
+def test_queue_wait_fires_when_a_wanted_job_waits_past_five_minutes_and_clears_once_none_does(runs, clock):
+    run_id = runs.submit("demo.noop")  # no worker takes it: every one stopped, frozen or busy
+    clock.set(utcnow())  # a moment after it was queued
+    assert alert_rules.evaluate(clock) == {}
+    clock.advance(301)
+    alert = assert_fires("queue_wait", clock, 301)
+    assert alert.payload["summary"] == ("the oldest job in default has waited 5 min 1 s; 0 workers registered "
+                                        "(5 min 1 s; threshold 5 min).")
+    assert alert.payload["severity"] == "critical"
+    execute(run_id, 0, clock=clock)  # its run ended meanwhile (cancelled, or run elsewhere): the job is not wanted
+    assert_clears("queue_wait", clock)
+    assert rule("queue_wait").detail == "no job waits in a queue; 0 workers registered"
+
+
 def test_scheduling_failure_rate_counts_late_starts_and_missed_firings(app, runs, clock):
     task = tasks.register(tenants.find("default"), {"name": "yearly", "handler": "demo.noop", "cron": "0 0 1 1 *"},
                           SCHEDULER)
@@ -129,7 +149,12 @@ def test_scheduling_failure_rate_counts_late_starts_and_missed_firings(app, runs
     execute(fired[9], 0, clock=clock)
     assert_fires("scheduling_failure_rate", clock, 0.1)
     clock.advance(10 * 60)
+    on_time = planner.fire([planner.Firing(task.id, clock() - timedelta(seconds=n)) for n in range(10, 20)],
+                           SCHEDULER, clock)
+    for outcome in on_time:  # too few to judge would keep it firing: ten that started on time clear it
+        execute(outcome.run_id, 0, clock=clock)
     assert_clears("scheduling_failure_rate", clock)
+    clock.advance(10 * 60)
     # A scheduler that was down misses firings: they count as failed ones.
     every_minute = tasks.register(tenants.find("default"), {"name": "minutely", "handler": "demo.noop",
                                                             "cron": "* * * * *", "misfire_grace_s": 0}, SCHEDULER)

@@ -2,14 +2,20 @@
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
+from rq import Queue, Worker
+from rq.job import Job
 from sqlalchemy import case, func, select
 
 from console import metrics
+from console.domain.figures import duration
 from console.domain.words import agree, plural
 from console.extensions import db
 from console.models import DeadLetter, OutboxMessage, Run, RunEvent
+from console.redis_conn import get_redis
+from console.services.engine import queueing
+from console.services.engine.queueing import QUEUES
 from console.services.system import observability
 
 log = logging.getLogger("rebound.alerts")
@@ -25,6 +31,9 @@ TIMEOUT_BASELINE_S = 7 * 86_400
 # Fewer timeouts than this in the window is never an anomaly, whatever the usual rate.
 MIN_TIMEOUTS = 5
 FAILED_ATTEMPT = ("retry_wait", "dead", "failed")
+# A queued job whose run is in one of these is still wanted; others ended meanwhile (a worker drops their job).
+WAITING = ("pending", "retry_wait")
+QUEUE_SCAN = 100
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,34 @@ def dlq_length(now: datetime, window_s: int | None) -> Measure:
     count = db.session.execute(select(func.count()).select_from(DeadLetter).where(
         DeadLetter.status == "open")).scalar_one()
     return Measure(count, f"{plural(count, 'dead letter')} {agree(count, 'is', 'are')} open")
+
+
+def queue_wait(now: datetime, window_s: int | None) -> Measure:
+    """How long the oldest job still wanted in a queue the workers serve has waited: workers down, stuck or too few."""
+    connection = get_redis()
+    waits = []
+    for name in QUEUES:
+        if (waited := _oldest_wanted(Queue(name, connection=connection), now)) is not None:
+            waits.append((name, waited))
+    workers = plural(Worker.count(connection=connection), "worker")
+    if not waits:
+        return Measure(0, f"no job waits in a queue; {workers} registered")
+    name, waited = max(waits, key=lambda wait: wait[1])
+    return Measure(int(waited), f"the oldest job in {name} has waited {duration(waited)}; {workers} registered")
+
+
+def _oldest_wanted(queue: Queue, now: datetime) -> float | None:
+    """Return how long the queue's oldest job whose run still waits has waited (a job of a run that ended since
+    is left for a worker to drop), or None; read from the first QUEUE_SCAN jobs."""
+    ids = queue.get_job_ids(0, QUEUE_SCAN - 1)
+    runs = {job_id: parsed[0] for job_id in ids if (parsed := queueing.parse_job_id(job_id))}
+    waiting = set(db.session.execute(select(Run.id).where(Run.id.in_(set(runs.values())),
+                                                          Run.status.in_(WAITING))).scalars()) if runs else set()
+    wanted = [job_id for job_id in ids if job_id not in runs or runs[job_id] in waiting]
+    for job in Job.fetch_many(wanted[:1], connection=queue.connection):
+        if job is not None and job.enqueued_at is not None:
+            return max(0.0, (now - job.enqueued_at.replace(tzinfo=UTC)).total_seconds())
+    return None
 
 
 def scheduling_failure_rate(now: datetime, window_s: int | None) -> Measure:

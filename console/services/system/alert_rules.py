@@ -16,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm.attributes import set_committed_value
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.domain.figures import duration
 from console.extensions import db
 from console.models import AlertRule, OutboxMessage
 from console.services.actor import Actor
@@ -36,7 +37,7 @@ class Rule:
     description: str
     threshold: float
     window_s: int | None
-    unit: str  # rate (a fraction, shown as %) | count | multiple (of a usual value, shown as 3×)
+    unit: str  # rate (a fraction, shown as %) | count | multiple (of a usual value, shown as 3×) | seconds
     severity: str
     measure: Callable[[datetime, int | None], Measure]
 
@@ -48,6 +49,8 @@ class Rule:
             return f"{value * 100:.1f}%".replace(".0%", "%")
         if self.unit == "multiple":
             return f"{value:.1f}×".replace(".0×", "×")
+        if self.unit == "seconds":
+            return duration(value)
         return f"{value:g}"
 
 
@@ -57,6 +60,9 @@ RULES: dict[str, Rule] = {rule.key: rule for rule in (
          0.15, 600, "rate", "error", alert_measures.retry_failure_rate),
     Rule("dlq_length", "Dead-letter queue long", "Open dead letters, now.", 100, None, "count", "error",
          alert_measures.dlq_length),
+    Rule("queue_wait", "Jobs waiting long: workers down or too few",
+         "How long the oldest job in a queue the workers serve has waited, now. Every worker stopped, frozen or "
+         "busy for long looks like this.", 300, None, "seconds", "critical", alert_measures.queue_wait),
     Rule("scheduling_failure_rate", "Scheduling failure rate high",
          f"Task runs that started over {LATE_START_S} s after their scheduled time (or not at all), plus missed "
          f"firings, over those due in the window (at least {MIN_EVENTS}).",
@@ -157,10 +163,11 @@ def evaluate(clock: Clock = SYSTEM_CLOCK) -> dict[str, str]:
             log.exception("alert rule %s could not be measured", row.key)
             continue
         row.last_value = float(measure.value) if measure.enough else None
-        row.detail = (measure.detail if measure.enough
-                      else f"{measure.detail}: too few to judge (a rate needs {MIN_EVENTS})")[:255]
+        row.detail = (measure.detail if measure.enough else f"{measure.detail}: too few to judge (a rate needs "
+                      f"{MIN_EVENTS}){'; it stays firing until there are' if row.state == 'firing' else ''}")[:255]
         row.evaluated_at = now
-        breached = measure.enough and measure.value > row.threshold
+        # Too few to judge keeps the state: a firing rule whose events stopped (every worker down) is not resolved.
+        breached = measure.value > row.threshold if measure.enough else row.state == "firing"
         if breached != (row.state == "firing") and _switch(row, "firing" if breached else "ok", now, measure):
             changed[row.key] = row.state
         db.session.commit()
@@ -205,6 +212,8 @@ def _duration(seconds: int) -> str:
 def update_rule(key: str, changes: dict, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> AlertRule:
     """Change a rule's threshold, window or switch (audited); switching off a firing rule resolves its alert."""
     row = get(key)
+    # Held until the commit: two changes at once each compare with, and audit as "before", what the other left.
+    db.session.refresh(row, with_for_update=True)
     rule = RULES[key]
     for name in changes:
         if name not in ("threshold", "window_s", "enabled"):
@@ -243,8 +252,9 @@ def _threshold(rule: Rule, value) -> float:
         raise InvalidInput("threshold is a number of at least 0", "threshold")
     if rule.unit == "rate" and value > 1:
         raise InvalidInput("threshold is a fraction from 0 to 1 for a rate (0.15 is 15%)", "threshold")
-    if rule.unit == "count" and not float(value).is_integer():
-        raise InvalidInput("threshold is a whole number for a count", "threshold")
+    if rule.unit in ("count", "seconds") and not float(value).is_integer():
+        raise InvalidInput(f"threshold is a whole number for a {'count' if rule.unit == 'count' else 'wait'}",
+                           "threshold")
     if value > MAX_THRESHOLD:  # a float past 2**53 no longer holds the whole number typed, and no alert could fire
         raise InvalidInput(f"threshold is at most {MAX_THRESHOLD:,}", "threshold")
     return float(value)
