@@ -6,7 +6,7 @@ import re
 from console.domain.breaker import BreakerMode, BreakerSettings
 from console.domain.clock import FrozenClock, utcnow
 from console.extensions import db
-from console.models import AuditEntry, Tenant
+from console.models import AuditEntry, OutboxMessage, Tenant
 from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.engine import breakers
@@ -146,6 +146,10 @@ def test_reset_closes_the_breaker_and_is_audited_with_before_and_after(client, a
     page = client.get("/breakers/").get_data(as_text=True)
     assert f"Reset the breaker of {HANDLER} (it was open, 3 failures in a row)" in page
     assert breaker_row(page, HANDLER) is None and "All breakers are closed" in page
+    # The incident its opening started ends with it (a reset by hand left PagerDuty's open for good).
+    [resolve] = db.session.query(OutboxMessage).filter_by(kind="resolve").all()
+    assert resolve.dedup_key == f"resolve:rebound-breaker:{HANDLER}"
+    assert resolve.payload["summary"] == f"olga reset the circuit breaker of {HANDLER} by hand: it is closed."
 
 
 def test_reset_over_htmx_returns_the_refreshed_region(client, auth):
@@ -251,6 +255,10 @@ def test_reset_works_per_breaker_and_the_audit_names_the_tenant(client, auth):
     (entry,) = reset_audits()
     assert (entry.target_id, entry.tenant, entry.before["scope"], entry.before["state"]) == (
         HANDLER, "globex", "handler_and_tenant", "open")
+    [resolve] = db.session.query(OutboxMessage).filter_by(kind="resolve").all()
+    assert resolve.dedup_key == f"resolve:rebound-{own.alert_key}" and resolve.tenant_id == globex.id
+    assert resolve.payload["summary"] == (f"olga reset the circuit breaker of {HANDLER} for globex by hand: it is "
+                                          "closed.")
     assert f"Reset the breaker of {HANDLER} for globex (it was open" in client.get("/breakers/").get_data(as_text=True)
     assert reset(client, auth, HANDLER, "x9").status_code == 400  # a tenant must be an id
     assert reset(client, auth, HANDLER, 2**63).status_code == 400

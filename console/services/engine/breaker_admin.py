@@ -12,7 +12,7 @@ from console.extensions import db
 from console.models import Run, Tenant
 from console.services.actor import Actor
 from console.services.audit import trail as audit
-from console.services.engine import breaker_policies, breakers
+from console.services.engine import breaker_alerts, breaker_policies, breakers
 from console.services.engine.breaker_policies import PolicyBreaker
 from console.services.engine.breakers import BreakerKey
 from console.services.errors import Forbidden, NotFound
@@ -170,6 +170,8 @@ def reset(key: BreakerKey, actor: Actor, clock: Clock = SYSTEM_CLOCK, scope: int
     audit.record(db.session, actor, "breaker.reset", "breaker", key.handler, before={**before.to_dict(),
                  "scope": key.scope}, after={**BreakerState().to_dict(), "scope": key.scope},
                  tenant=tenant.name if tenant else None, note=f"was {before.state.value}", clock=clock)
+    if before.state != BreakerMode.CLOSED:
+        breaker_alerts.closed(key, now, reset_by=actor.name)  # the incident its opening started ends here too
     db.session.flush()
     try:
         breakers.reset(key)

@@ -17,14 +17,19 @@ def opened(key: BreakerKey, settings: BreakerSettings, now: datetime) -> None:
         "open_s": settings.open_s, "at": now.isoformat()}, now, tenant_id=key.tenant_id)
 
 
-def closed(key: BreakerKey, now: datetime) -> None:
-    """Queue the resolve of the incident the opening started (same key), in the caller's transaction."""
+def closed(key: BreakerKey, now: datetime, reset_by: str | None = None) -> None:
+    """Queue the resolve of the incident the opening started (same key), in the caller's transaction; `reset_by`
+    names the person who closed it by hand."""
     title = f"Circuit breaker opened: {key.handler}"
     summary = f"{key.handler} answers again: its circuit breaker closed."
+    whose = ""
     if key.tenant_id is not None:
         tenant = db.session.get(Tenant, key.tenant_id)
         name = tenant.name if tenant else f"tenant {key.tenant_id}"
-        title = f"Circuit breaker opened: {key.handler} for {name}"
+        whose = f" for {name}"
+        title = f"Circuit breaker opened: {key.handler}{whose}"
         summary = f"{key.handler} answers {name} again: that tenant's circuit breaker closed."
+    if reset_by:
+        summary = f"{reset_by} reset the circuit breaker of {key.handler}{whose} by hand: it is closed."
     outbox.resolve(f"rebound-{key.alert_key}", title, summary, now, tenant_id=key.tenant_id, handler=key.handler,
                    scope=key.scope)
