@@ -39,3 +39,15 @@ def hold(name: str, at: datetime | None = None) -> None:
     metrics.LOCK_ATTEMPTS.inc(at=at, lock=lock)
     if contended:
         metrics.LOCK_CONTENDED.inc(at=at, lock=lock)
+
+
+def fresh_row(model, ident):
+    """Return the row (or None), held until the transaction ends and read after taking the hold: what a change
+    audits as "before" is what it replaced, never what a change at the same moment read too.
+
+    PostgreSQL: SELECT … FOR UPDATE. SQLite: its write lock first, since a SELECT there takes none and reads
+    outside the transaction the write begins.
+    """
+    if db.engine.dialect.name != "postgresql":
+        db.session.execute(SQLITE_WRITE_LOCK)
+    return db.session.get(model, ident, with_for_update=True, populate_existing=True)

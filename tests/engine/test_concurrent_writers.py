@@ -24,10 +24,12 @@ from console.models import (
     Run,
     RunEvent,
     Task,
+    Tenant,
     User,
     WorkOrder,
 )
 from console.services.actor import Actor
+from console.services.delivery import targets
 from console.services.dlq import discards
 from console.services.engine import control, parking, replays
 from console.services.engine.execute import execute
@@ -37,7 +39,7 @@ from console.services.policies import versions as policies
 from console.services.recovery import approvals, bulk_discard, decisions, params_fix, run_compensation, runbooks
 from console.services.scheduling import planner, templates
 from console.services.scheduling import tasks as task_service
-from console.services.system import console_settings
+from console.services.system import alert_rules, console_settings
 from console.services.workorders import changes, orders
 from tests.factories import BROKEN, LENIENT, Runs
 from tests.helpers import PASSWORD
@@ -289,6 +291,40 @@ def test_two_admins_demoting_each_other_at_once_leave_one_admin(app):
     db.session.expire_all()
     remaining = db.session.execute(select(func.count()).select_from(User).where(User.role == "admin")).scalar_one()
     assert remaining == 1
+
+
+def audit_trail(action: str) -> list[tuple]:
+    """Return (before, after) of each audit row of an action, in chain order."""
+    rows = db.session.execute(select(AuditEntry.before, AuditEntry.after).where(AuditEntry.action == action)
+                              .order_by(AuditEntry.seq)).all()
+    db.session.commit()
+    return [tuple(row) for row in rows]
+
+
+def assert_replayable(trail: list[tuple]) -> None:
+    """Each row's "before" is the state the row above left: the history reads as it happened."""
+    for (_, after), (before, _) in zip(trail, trail[1:], strict=False):
+        assert {key: after[key] for key in before} == before, trail
+
+
+def test_changes_at_once_to_one_thing_audit_what_each_replaced(app):
+    """An auditor's walk: four pauses at once wrote up to four 'false → true' rows, and eight threshold changes
+    each said they replaced 55; an audit trail must read as the history it records."""
+    task = task_service.register(tenants.find("default"), {"name": "nightly", "handler": "demo.noop",
+                                                           "cron": "0 3 * * *"}, SCHEDULER)
+    race(app, 4, lambda i: task_service.set_paused(db.session.get(Task, task.id), True, Actor(f"p{i}")).paused)
+    assert audit_trail("task.pause") == [({"paused": False}, {"paused": True})]
+    race(app, 6, lambda i: alert_rules.update_rule("dlq_length", {"threshold": 200 + i}, Actor(f"a{i}")))
+    trail = audit_trail("alert_rule.update")
+    assert len(trail) == 6 and trail[0][0] == {"threshold": 100.0}
+    assert_replayable(trail)
+    tenant = tenants.find("default")
+    race(app, 6, lambda i: tenants.set_quota(db.session.get(Tenant, tenant.id), Actor(f"q{i}"), max_running=3 + i))
+    assert_replayable(audit_trail("tenant.set_quota"))
+    race(app, 6, lambda i: console_settings.save(console_settings.DISCARD_WITHOUT_APPROVAL, 2 + i, Actor(f"s{i}")))
+    assert_replayable(audit_trail("setting.update"))
+    race(app, 4, lambda i: targets.save("slack", Actor(f"c{i}"), url=f"https://hooks.example.com/services/T{i}"))
+    assert_replayable(audit_trail("channel.update"))
 
 
 def test_a_letter_parked_while_its_work_order_closes_lands_on_an_active_order(app, dead_run, clock, monkeypatch):

@@ -6,6 +6,7 @@ from urllib.parse import urlsplit
 
 from sqlalchemy import select, update
 
+from console.db import locks
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import ChannelSetting
@@ -195,8 +196,7 @@ def _check_url(url: str) -> str:
 def save(name: str, actor: Actor, *, url: str = "", secret: str = "", enabled: bool = True,
          forget_url: bool = False, forget_secret: bool = False, clock: Clock = SYSTEM_CLOCK) -> Target:
     """Save a channel's console settings: a blank field keeps what was saved; 'forget' falls back to the env."""
-    # Held until the commit: two saves at once each audit the settings the other left, not the same "before".
-    db.session.get(ChannelSetting, name, with_for_update=True, populate_existing=True)
+    locks.hold(f"channel:{name}")  # by name, as the row may not exist yet: "before" is what this save replaces
     before = get(name)
     url = _check_url(url)
     if url and forget_url:

@@ -4,6 +4,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import bindparam, func, select, update
 
+from console.db import locks
 from console.db.upsert import insert_for
 from console.domain import names
 from console.domain.clock import SYSTEM_CLOCK, Clock
@@ -129,9 +130,7 @@ def set_quota(tenant: Tenant, actor: Actor, *, max_running=None, max_queued=None
                if raw not in (None, "")}
     if not changes:
         raise InvalidInput("give max_running, max_queued or both", "max_running")
-    # Held while it changes, so the audit row's "before" is what this change replaced, not a stale read.
-    current = db.session.execute(select(Tenant).where(Tenant.id == tenant.id).with_for_update()
-                                 .execution_options(populate_existing=True)).scalar_one()
+    current = locks.fresh_row(Tenant, tenant.id)
     before = _snapshot(current)
     db.session.execute(update(Tenant).where(Tenant.id == tenant.id).values(**changes)
                        .execution_options(synchronize_session=False))

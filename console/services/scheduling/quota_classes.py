@@ -86,7 +86,7 @@ def create(name, max_running, actor: Actor, *, description=None, clock: Clock = 
 def change(name: str, actor: Actor, *, max_running=None, description=None,
            clock: Clock = SYSTEM_CLOCK) -> QuotaClass:
     """Change a class's limit and/or description (the name is its address); audited with before and after."""
-    record = get(name)
+    record = locks.fresh_row(QuotaClass, get(name).id)
     after = {}
     if max_running is not None:
         after["max_running"] = _max_running(max_running)

@@ -4,6 +4,7 @@ from datetime import datetime
 
 from sqlalchemy import func, select, update
 
+from console.db import locks
 from console.domain import conflict_rules, deleted_names
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
@@ -110,6 +111,7 @@ def edit(task: Task, data: dict, actor: Actor, clock: Clock = SYSTEM_CLOCK, *, s
 
 def set_paused(task: Task, paused: bool, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> Task:
     """Pause or resume a task's triggers (runs already created carry on)."""
+    task = locks.fresh_row(Task, task.id)  # four pauses at once are one change, audited once
     if task.paused != paused:
         was_paused = task.paused
         task.paused, task.updated_at = paused, clock()

@@ -15,6 +15,7 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm.attributes import set_committed_value
 
+from console.db import locks
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.figures import duration
 from console.extensions import db
@@ -211,9 +212,7 @@ def _duration(seconds: int) -> str:
 
 def update_rule(key: str, changes: dict, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> AlertRule:
     """Change a rule's threshold, window or switch (audited); switching off a firing rule resolves its alert."""
-    row = get(key)
-    # Held until the commit: two changes at once each compare with, and audit as "before", what the other left.
-    db.session.refresh(row, with_for_update=True)
+    row = locks.fresh_row(AlertRule, get(key).id)
     rule = RULES[key]
     for name in changes:
         if name not in ("threshold", "window_s", "enabled"):

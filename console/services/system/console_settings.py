@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.dialects import postgresql, sqlite
 
+from console.db import locks
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import ConsoleSetting
@@ -88,6 +89,8 @@ def save(key: str, raw, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> int:
     """Save a setting's new value (one upsert, so two admins saving at once cannot collide), audited."""
     setting = _setting(key)
     number = _checked(setting, raw)
+    # Held by key, as the row may not exist yet: "before" is what this save replaces, also for a first save.
+    locks.hold(f"setting:{key}")
     before = value(key)
     now = clock()
     dialect = {"sqlite": sqlite, "postgresql": postgresql}[db.engine.dialect.name]
