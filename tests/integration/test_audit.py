@@ -9,7 +9,9 @@ from console.extensions import db
 from console.models import AuditEntry
 from console.services.actor import Actor
 from console.services.audit import trail as audit
+from console.services.people import tokens, users
 from console.services.policies import versions as policies
+from tests.factories import make_tenant
 
 
 def write_rows(n: int):
@@ -88,6 +90,23 @@ def test_the_who_and_action_filters_match_underscores_and_percents_as_typed(clie
     assert "abe_approver" in underscored and "abe.approver" not in underscored
     assert "task.pause" not in client.get("/audit/?action=task_pause").get_data(as_text=True)
     assert "abe_approver" not in client.get("/audit/?actor=%25").get_data(as_text=True)
+
+
+def test_a_tenant_admin_reads_the_audit_rows_of_their_tenants_people_and_tokens(client, auth):
+    acme = make_tenant("acme")
+    admin = auth.make_user("acme.admin", "admin", tenant=acme)
+    newbie = auth.make_user("acme.newbie", "operator", tenant=acme)
+    users.update(newbie, Actor("root"), role="viewer")
+    token, _ = tokens.issue(newbie, Actor("root"), name="ci")
+    tokens.revoke(token.id, Actor("root"))
+    tokens.revoke(token.id, Actor("root"))  # again: nothing changes, nothing is audited
+    auth.make_user("globex.op", "operator", tenant=make_tenant("globex"))
+    auth.login(admin.username)
+    page = client.get("/audit/").get_data(as_text=True)
+    for action in ("user.create", "user.update", "token.create", "token.revoke", "auth.login"):
+        assert f">{action}<" in page, action
+    assert page.count(">token.revoke<") == 1
+    assert "globex.op" not in page  # another tenant's person, as before
 
 
 def test_audit_page_pages_back_to_older_rows(client, auth):

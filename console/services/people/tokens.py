@@ -4,7 +4,7 @@ import hashlib
 import secrets
 from datetime import timedelta
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -66,7 +66,8 @@ def issue(user: User, actor: Actor, *, name: str = "", tenant: Tenant | None = N
     audit.record(db.session, actor, "token.create", "api_token", token.id,
                  after={"user": user.username, "name": token.name, "prefix": token.prefix,
                         "tenant": token.tenant.name if token.tenant else None,
-                        "expires_at": token.expires_at.isoformat() if token.expires_at else None})
+                        "expires_at": token.expires_at.isoformat() if token.expires_at else None},
+                 tenant=_tenant_of(token))
     db.session.commit()
     return token, plaintext
 
@@ -86,12 +87,21 @@ def revoke(token_id: int, actor: Actor, clock: Clock = SYSTEM_CLOCK, scope: int 
     token = db.session.get(ApiToken, token_id)
     if token is None or (scope is not None and token.tenant_id != scope):
         raise NotFound(f"no token with id {token_id}")
-    if token.revoked_at is None:
-        token.revoked_at = clock()
+    # Guarded: two revokes at once are one change, audited once.
+    if db.session.execute(update(ApiToken).where(ApiToken.id == token.id, ApiToken.revoked_at.is_(None))
+                          .values(revoked_at=clock()).execution_options(synchronize_session=False)).rowcount:
         audit.record(db.session, actor, "token.revoke", "api_token", token.id,
-                     before={"revoked": False}, after={"revoked": True, "prefix": token.prefix})
-        db.session.commit()
+                     before={"revoked": False}, after={"revoked": True, "prefix": token.prefix},
+                     tenant=_tenant_of(token))
+    db.session.commit()
+    db.session.refresh(token)
     return token
+
+
+def _tenant_of(token: ApiToken) -> str | None:
+    """Name the tenant whose people may read the token's audit rows: its own, or its user's."""
+    tenant = token.tenant or token.user.tenant
+    return tenant.name if tenant else None
 
 
 def authenticate(plaintext: str, clock: Clock = SYSTEM_CLOCK) -> ApiToken | None:

@@ -111,7 +111,7 @@ def create(username: str, role: str, password: str | None, actor: Actor, *, scop
                 tenant=tenant, active=True)
     db.session.add(user)
     db.session.flush()
-    audit.record(db.session, actor, "user.create", "user", user.id, after=_snapshot(user))
+    audit.record(db.session, actor, "user.create", "user", user.id, after=_snapshot(user), tenant=tenant_of(user))
     db.session.commit()
     return user, generated
 
@@ -131,10 +131,16 @@ def update(user: User, actor: Actor, *, role: str | None = None, active: bool | 
         raise Conflict("this is the last active admin; make someone else admin first", "role")
     after = _snapshot(user)
     if after != before:
-        audit.record(db.session, actor, "user.update", "user", user.id, before=before, after=after)
+        audit.record(db.session, actor, "user.update", "user", user.id, before=before, after=after,
+                     tenant=tenant_of(user))
         end_sessions(user)  # a new role or a disabled account takes effect now, not at the next login
     db.session.commit()
     return user
+
+
+def tenant_of(user: User) -> str | None:
+    """Name the tenant whose people may read this person's audit rows (None: only people of every tenant)."""
+    return user.tenant.name if user.tenant else None
 
 
 def end_sessions(user: User) -> None:
@@ -176,7 +182,7 @@ def set_password(user: User, password: str, actor: Actor) -> None:
     """Replace a user's password."""
     _check_password(password, user.username)
     user.password_hash = generate_password_hash(password)
-    audit.record(db.session, actor, "user.password", "user", user.id)
+    audit.record(db.session, actor, "user.password", "user", user.id, tenant=tenant_of(user))
     end_sessions(user)
     db.session.commit()
 

@@ -60,7 +60,7 @@ def login():
         if user is not None:
             users.start_session(user)
             login_user(user)
-            audit.record(db.session, current_actor(), "auth.login", "user", user.id)
+            audit.record(db.session, current_actor(), "auth.login", "user", user.id, tenant=users.tenant_of(user))
             db.session.commit()
             return redirect(_safe_next(request.args.get("next")))
         security_log.warning("login failed user=%s addr=%s", form.username.data[:64], request.remote_addr)
@@ -73,7 +73,8 @@ def login():
 @login_required
 @public
 def logout():
-    audit.record(db.session, current_actor(), "auth.logout", "user", current_user.id)
+    audit.record(db.session, current_actor(), "auth.logout", "user", current_user.id,
+                 tenant=users.tenant_of(current_user))
     # Ends the session on the server too: a copy of the cookie taken before logout no longer works. The person's
     # other sessions (a laptop, a phone) go on: a password or role change ends those.
     users.end_session(current_user, utcnow(), current_app.permanent_session_lifetime)
