@@ -15,6 +15,11 @@ _PATTERNS = [
     (re.compile(r"(?i)\b(?!retry_token\b)([a-z0-9_]*(?:password|passwd|secret|token|api_?key|access_?key|routing_?key|"
                 r"private_?key|signature)[a-z0-9_]*)([\"']?\s*[:=]\s*[\"']?)[^\s\"'&,;}]+"), rf"\1\2{MASK}"),
 ]
+# A field whose name says it holds a secret (a params fix's api_key, a runbook's token); retry_token is not one.
+SECRET_FIELD = re.compile(r"(?i)(?!retry_token$)[a-z0-9_]*(?:password|passwd|secret|token|api_?key|access_?key|"
+                          r"routing_?key|private_?key|signature)[a-z0-9_]*")
+# What a field may say about a secret without holding it: kept as it is.
+_STATES = frozenset({"", "set", "unreadable", MASK})
 # Absolute URLs keep scheme and host: webhook URLs (Slack, Teams, ...) carry their secret in the path,
 # others in the query or user info. The console's own access log has relative paths, which stay.
 _URL = re.compile(r"\b(https?://)(?:[^\s/@'\"<>]+@)?([^\s/?#'\"<>]+)([/?#][^\s'\"<>]*)?", re.IGNORECASE)
@@ -32,3 +37,20 @@ def redact(text: str, secrets: list[str] = ()) -> str:
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
     return _URL.sub(_mask_url, text)
+
+
+def mask_fields(value):
+    """Return JSON with the value of every field named like a secret masked, at any depth (for rows kept for good)."""
+    if isinstance(value, dict):
+        return {key: MASK if isinstance(key, str) and SECRET_FIELD.fullmatch(key) and _held(item)
+                else mask_fields(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [mask_fields(item) for item in value]
+    return value
+
+
+def _held(value) -> bool:
+    """Tell whether a secret-named field's value could be (part of) a secret, not a word about one."""
+    # "…ABCD", a long secret's last 4 characters as the console shows them, is a mask already.
+    return value is not None and not isinstance(value, bool) and not (
+        isinstance(value, str) and (value in _STATES or value.startswith("…")))

@@ -11,7 +11,7 @@ from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.people import tokens, users
 from console.services.policies import versions as policies
-from tests.factories import make_tenant
+from tests.factories import bearer, make_tenant
 
 
 def write_rows(n: int):
@@ -214,3 +214,21 @@ def test_hide_sign_ins_leaves_auth_rows_out_with_the_other_filters_and_paging(cl
     assert "Nothing matches." in by_vic
     report = audit.verify(db.session)  # the chain still covers the rows the page hides
     assert report.ok and report.checked == db.session.query(AuditEntry).count()
+
+
+def test_a_secret_in_fixed_params_never_reaches_the_audit_chain(client, dead_run, auth):
+    """An auditor's walk: an api_key sent in a params fix stayed in clear in three chained rows for good."""
+    _, letter_id = dead_run()
+    olga = auth.make_user("olga", "operator")
+    alex = auth.make_user("alex", "approver")
+    filed = client.post(f"/api/dead-letters/{letter_id}/fix", headers=bearer(olga), json={
+        "params": {"fail_times": 0, "api_key": "sk_live_SUPERSECRET123", "auth": {"db_password": "hunter2hunter2"}},
+        "reason": "retry with the new key", "merge": True})
+    assert filed.status_code == 202, filed.get_data(as_text=True)
+    approved = client.post(f"/api/approvals/{filed.get_json()['approval_id']}/approve", headers=bearer(alex))
+    assert approved.status_code == 200, approved.get_data(as_text=True)
+    rows = db.session.execute(select(AuditEntry)).scalars().all()
+    stored = " ".join(f"{row.before} {row.after} {row.note}" for row in rows)
+    assert "SUPERSECRET" not in stored and "hunter2" not in stored
+    assert "'api_key': '***'" in stored and "'db_password': '***'" in stored and "'fail_times': 0" in stored
+    assert audit.verify(db.session).ok

@@ -9,6 +9,7 @@ from sqlalchemy import func, insert, select, update
 from console.db.prepared import Prepared
 from console.db.upsert import insert_for
 from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.domain.secrets import mask_fields
 from console.models import AuditEntry, AuditHead
 from console.services.actor import Actor
 from console.services.audit import anchors
@@ -23,6 +24,11 @@ class Change:
     before: object = None
     after: object = None
     tenant: str | None = None
+
+    def __post_init__(self):
+        # The chain keeps a row for good: a secret in it (a params fix's api_key) could never be taken out again.
+        object.__setattr__(self, "before", mask_fields(self.before))
+        object.__setattr__(self, "after", mask_fields(self.after))
 
 
 def record(session, actor: Actor, action: str, target_type: str, target_id="", *, before=None,
