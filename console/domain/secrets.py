@@ -19,7 +19,7 @@ _PATTERNS = [
 SECRET_FIELD = re.compile(r"(?i)(?!retry_token$)[a-z0-9_]*(?:password|passwd|secret|token|api_?key|access_?key|"
                           r"routing_?key|private_?key|signature)[a-z0-9_]*")
 # What a field may say about a secret without holding it: kept as it is.
-_STATES = frozenset({"", "set", "unreadable", MASK})
+_STATES = frozenset({"", "set", "unreadable", "plaintext", "sealed", MASK})
 # Absolute URLs keep scheme and host: webhook URLs (Slack, Teams, ...) carry their secret in the path,
 # others in the query or user info. The console's own access log has relative paths, which stay.
 _URL = re.compile(r"\b(https?://)(?:[^\s/@'\"<>]+@)?([^\s/?#'\"<>]+)([/?#][^\s'\"<>]*)?", re.IGNORECASE)

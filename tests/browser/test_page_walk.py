@@ -59,6 +59,7 @@ NOT_PAGES = {
     "tasks.cron_preview": "htmx fragment: the cron preview",
     "audit.verify": "htmx fragment: the chain check",
     "reports.export": "CSV download",
+    "audit.export": "CSV and JSON-lines download",
 }
 
 # Every page and how to reach it with the arranged data: the URL's arguments, and a query where the bare page

@@ -1,6 +1,10 @@
 """The audit log is append-only and hash-chained; tampering is found."""
 
+import csv
+import io
+import json
 import re
+from datetime import UTC, datetime
 
 import pytest
 from sqlalchemy import select, text
@@ -232,3 +236,69 @@ def test_a_secret_in_fixed_params_never_reaches_the_audit_chain(client, dead_run
     assert "SUPERSECRET" not in stored and "hunter2" not in stored
     assert "'api_key': '***'" in stored and "'db_password': '***'" in stored and "'fail_times': 0" in stored
     assert audit.verify(db.session).ok
+
+
+def _export(client, kind: str, query: str = ""):
+    response = client.get(f"/audit/export.{kind}{query}")
+    assert response.status_code == 200, response.get_data(as_text=True)
+    assert response.headers["Content-Disposition"].startswith('attachment; filename="rebound-audit-')
+    return response.get_data(as_text=True)
+
+
+def test_the_audit_log_exports_whole_as_csv_and_json_lines_with_its_filters(client, auth):
+    """An auditor takes the evidence out: every selected row, oldest first, past any page, formulas kept as text."""
+    audit.record_many(db.session, Actor("ops"), "thing.change", "thing",
+                      [audit.Change(n, {"v": n}, {"v": n + 1}) for n in range(2_500)])
+    audit.record(db.session, Actor("=HYPERLINK(\"http://evil\")"), "run.replay", "run", 7, tenant="default",
+                 after={"note": "-2+3", "line": "a\nb"}, note="@SUM(A1)")
+    db.session.commit()
+    auth.as_role("viewer", "aud")
+    rows = list(csv.DictReader(io.StringIO(_export(client, "csv"))))
+    seqs = [int(row["seq"]) for row in rows]
+    assert seqs == sorted(seqs) and len([row for row in rows if row["action"] == "thing.change"]) == 2_500
+    # Every row, past any page or batch, down to the export's own record.
+    assert [(row["action"], row["actor"]) for row in rows[-2:]] == [("auth.login", "aud"), ("audit.export", "aud")]
+    replay = next(row for row in rows if row["action"] == "run.replay")
+    assert replay["actor"] == "'=HYPERLINK(\"http://evil\")" and replay["note"] == "'@SUM(A1)"
+    assert json.loads(replay["after"]) == {"line": "a\nb", "note": "-2+3"}
+    lines = [json.loads(line) for line in _export(client, "jsonl", "?action=run.").splitlines()]
+    assert [(line["action"], line["actor"], line["tenant"]) for line in lines] == [
+        ("run.replay", "=HYPERLINK(\"http://evil\")", "default")]
+    [taken] = db.session.execute(select(AuditEntry).where(AuditEntry.action == "audit.export")
+                                 .order_by(AuditEntry.seq.desc()).limit(1)).scalars().all()
+    assert (taken.actor, taken.target_id, taken.after) == ("aud", "jsonl", {"filters": {"action": "run."}})
+
+
+def test_the_days_select_rows_and_a_day_that_is_none_is_refused(client, auth, clock):
+    clock.set(datetime(2026, 11, 30, 23, 59, tzinfo=UTC))
+    audit.record(db.session, Actor("ops"), "late.change", "thing", 1, clock=clock)
+    clock.advance(120)
+    audit.record(db.session, Actor("ops"), "early.change", "thing", 2, clock=clock)
+    db.session.commit()
+    auth.as_role("viewer")
+    page = client.get("/audit/?since=2026-12-01&until=2026-12-01").get_data(as_text=True)
+    assert "early.change" in page and "late.change" not in page
+    assert [json.loads(line)["action"] for line in _export(client, "jsonl", "?until=2026-11-30").splitlines()] == [
+        "late.change"]
+    for query, said in (("since=yesterday", "since=yesterday is not a day: write it as YYYY-MM-DD (UTC)"),
+                        ("until=9999-12-31", "until=9999-12-31 is not a day"),
+                        ("since=2026-12-02&until=2026-12-01", "until is before since")):
+        assert said in client.get(f"/audit/?{query}").get_data(as_text=True)
+        refused = client.get(f"/audit/export.csv?{query}")
+        assert refused.status_code == 422 and said in refused.get_data(as_text=True)
+
+
+def test_a_tenant_limited_person_exports_only_their_tenants_rows(client, auth):
+    audit.record(db.session, Actor("ops"), "run.replay", "run", 7, tenant="acme")
+    audit.record(db.session, Actor("ops"), "run.replay", "run", 8, tenant="globex", note="globex-secret")
+    audit.record(db.session, Actor("ops"), "policy.save", "policy", "default")  # every tenant's: unscoped only
+    db.session.commit()
+    auth.make_user("acme.aud", "viewer", tenant=make_tenant("acme"))
+    auth.login("acme.aud")
+    csv_rows = list(csv.DictReader(io.StringIO(_export(client, "csv"))))
+    json_rows = [json.loads(line) for line in _export(client, "jsonl").splitlines()]
+    for rows in (csv_rows, json_rows):
+        assert [(row["action"], row["target_id"]) for row in rows if row["action"] == "run.replay"] == [
+            ("run.replay", "7")]
+        assert {row["tenant"] for row in rows} == {"acme"}
+    assert "globex" not in _export(client, "csv")

@@ -1,6 +1,7 @@
 """Read the audit log: filtered, newest first, one keyset page at a time."""
 
 from collections.abc import Mapping
+from datetime import UTC, date, datetime, time, timedelta
 
 from sqlalchemy import select
 
@@ -11,6 +12,7 @@ from console.services.inputs import MAX_ID, row_id
 # Sign-ins and sign-outs are written as auth.*: one row per person per login, so they drown out the changes.
 SIGN_IN_ACTIONS = "auth."
 FILTERS = ("actor", "action", "target")
+DAYS = ("since", "until")
 
 
 def from_args(args: Mapping) -> tuple[dict, list[str]]:
@@ -28,18 +30,50 @@ def from_args(args: Mapping) -> tuple[dict, list[str]]:
         before_seq = None
         refused.append(f"before={_shown(before)} is not an entry number: the Older link gives one (a whole number "
                        f"from 1 to {MAX_ID:,}); leave it out for the newest entries")
-    return {**filters, "hide_sign_ins": hide == "1", "before_seq": before_seq}, refused
+    since, until = (_day(args, name, refused) for name in ("since", "until"))
+    if since and until and until < since:
+        refused.append("until is before since: give the first day, then the last")
+    return {**filters, "hide_sign_ins": hide == "1", "before_seq": before_seq, "since": since, "until": until}, refused
+
+
+def _day(args: Mapping, name: str, refused: list[str]) -> date | None:
+    """Read a day (YYYY-MM-DD, UTC) from the query, or note why it cannot be one."""
+    text = str(args.get(name) or "").strip()
+    if not text:
+        return None
+    try:
+        day = date.fromisoformat(text)
+    except ValueError:
+        day = None
+    if day is None or not 1970 <= day.year <= 9998:  # a day either side must stay a date
+        refused.append(f"{name}={_shown(text)} is not a day: write it as YYYY-MM-DD (UTC), e.g. 2026-12-01")
+        return None
+    return day
 
 
 def _shown(text: str) -> str:
     return text[:20] + "…" if len(text) > 20 else text
 
 
-def page(*, actor: str = "", action: str = "", target: str = "", hide_sign_ins: bool = False,
-         before_seq: int | None = None, tenant: str | None = None,
-         limit: int = 50) -> tuple[list[AuditEntry], int | None]:
-    """Return one page of entries and the seq to continue from (None on the last page)."""
-    query = select(AuditEntry).order_by(AuditEntry.seq.desc()).limit(limit + 1)
+def page(*, before_seq: int | None = None, limit: int = 50, **filters) -> tuple[list[AuditEntry], int | None]:
+    """Return one page of entries, newest first, and the seq to continue from (None on the last page)."""
+    query = _filtered(select(AuditEntry).order_by(AuditEntry.seq.desc()).limit(limit + 1), **filters)
+    if before_seq:
+        query = query.where(AuditEntry.seq < before_seq)
+    rows = db.session.execute(query).scalars().all()
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return rows, rows[-1].seq if more and rows else None
+
+
+def batch(after_seq: int, *, size: int = 1000, **filters) -> list[AuditEntry]:
+    """Return the next `size` entries the filters select after `after_seq`, oldest first (an export's batch)."""
+    return db.session.execute(_filtered(select(AuditEntry).where(AuditEntry.seq > after_seq).order_by(AuditEntry.seq)
+                                        .limit(size), **filters)).scalars().all()
+
+
+def _filtered(query, *, actor: str = "", action: str = "", target: str = "", hide_sign_ins: bool = False,
+              tenant: str | None = None, since: date | None = None, until: date | None = None):
     if actor:
         query = query.where(AuditEntry.actor.startswith(actor, autoescape=True))  # `_` and `%` as typed
     if action:
@@ -54,9 +88,8 @@ def page(*, actor: str = "", action: str = "", target: str = "", hide_sign_ins: 
     if tenant is not None:
         # People limited to one tenant see that tenant's rows and nothing tenant-less.
         query = query.where(AuditEntry.tenant == tenant)
-    if before_seq:
-        query = query.where(AuditEntry.seq < before_seq)
-    rows = db.session.execute(query).scalars().all()
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return rows, rows[-1].seq if more and rows else None
+    if since:
+        query = query.where(AuditEntry.at >= datetime.combine(since, time(), UTC))
+    if until:  # the whole of its day
+        query = query.where(AuditEntry.at < datetime.combine(until + timedelta(days=1), time(), UTC))
+    return query

@@ -9,6 +9,7 @@ from flask import Response
 
 from console.domain.figures import FIGURES
 from console.domain.periods import Period
+from console.domain.spreadsheets import as_text
 from console.services.reports import breaches as breach_list
 from console.services.reports import figures, page, read
 from console.services.reports import scope as report_scope
@@ -17,14 +18,9 @@ from console.services.reports.read import Scope
 TABLES = ("figures", "trend", "tasks", "heat", "errors", "breaches")
 
 
-# A cell a spreadsheet would read as a formula (CWE-1236): error codes, messages and task names come from callers.
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
 def _number(value) -> str:
     if isinstance(value, str):
-        # A quote first makes Excel, LibreOffice and Sheets show the text instead of running it (OWASP's advice).
-        return "'" + value if value.startswith(FORMULA_START) else value
+        return as_text(value)
     if value is None:
         return ""
     if isinstance(value, bool):
