@@ -184,3 +184,26 @@ def test_an_outcome_is_dropped_when_the_run_moved_on_while_the_handler_ran(runs,
     # A success the engine dropped is noted: a later success of the run repeats its effect (a duplicate).
     noted = ["stale_success"] if outcome == "succeeds" else []
     assert [event.kind for event in runs.events(run_id)] == ["submitted", "running", *noted]
+
+
+def test_a_breaker_deferred_run_whose_time_passed_is_queued_again_once_not_every_round(runs, clock):
+    """An on-call walk froze every worker: the reconciler queued the same retry jobs again every 30 s (72 entries for
+    12 jobs on the retries queue), since it asked about the deferral's job while queueing the attempt's."""
+    from rq import Queue
+    from rq.job import Job
+
+    from console.redis_conn import get_redis
+    from console.services.engine import queueing
+    from console.services.engine.reconcile import reconcile
+
+    for run_id in [runs.submit("demo.flaky", {"fail_times": 9}, policy=BREAKER) for _ in range(2)]:
+        assert execute(run_id, 0, clock=clock) == "retry_wait"
+    held = runs.submit("demo.flaky", {"fail_times": 0}, policy=BREAKER)
+    assert execute(held, 0, clock=clock) == "breaker_open"
+    Job.fetch(queueing.job_id(held, 1, 0), connection=get_redis()).delete()  # its worker took it (here: this test)
+    retries = Queue(queueing.RETRY_QUEUE, connection=get_redis())
+    clock.advance(60)  # past its deferral, and no worker moved its job: the reconciler queues it
+    for _ in range(3):
+        reconcile(clock)
+    assert retries.get_job_ids().count(queueing.job_id(held, 1, 0)) == 1
+    assert len(runs.events(held, "requeued")) == 1

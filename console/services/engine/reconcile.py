@@ -84,8 +84,11 @@ def _enqueue_due_retries(now, report: Report, dry_run: bool = False) -> None:
     runs = db.session.execute(select(Run).where(Run.status == "retry_wait", Run.next_retry_at <= now - timedelta(
         seconds=5)).order_by(Run.next_retry_at).limit(BATCH)).scalars().all()
     for run in runs:
+        # A breaker's deferral has a job id of its own; the one queued here has the attempt's plain id, so both are
+        # asked (asking the deferral's only queued the same job again every 30 s while no worker ran).
         deferred_to = run.next_retry_at if run.status_reason == "breaker_open" else None
-        if queueing.job_status(run.id, run.series, run.attempt, deferred_to) not in ("queued", "started"):
+        statuses = {queueing.job_status(run.id, run.series, run.attempt, moment) for moment in {deferred_to, None}}
+        if not statuses & {"queued", "started"}:
             report.retries_enqueued.append(run.id)
             if not dry_run:
                 queueing.enqueue_now(run.id, run.series, run.attempt, _timeout(run), queue=queueing.RETRY_QUEUE)
