@@ -10,6 +10,8 @@ class Actor:
     remote_addr: str | None = None
     # Four eyes: who approved what this person requested ("alex, request #7"), when it runs later on their behalf.
     approved_by: str | None = None
+    # What acted for the person, when not their own hand ("runbook replay_dead_letters, execution #7").
+    via: str | None = None
 
     @property
     def signature(self) -> str:

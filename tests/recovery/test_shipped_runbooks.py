@@ -135,11 +135,12 @@ def test_resolve_runs_closes_their_dead_letters_and_then_the_work_order(staff, c
     letter = letter_of(first)
     assert (letter.status, letter.resolution_note, letter.resolved_by) == (
         "resolved", "refunded by hand", f"olga (approved by alex, request #{execution.approval_id})")
-    # Four eyes on the record: the requester acted, and the approver is named on the same audit row.
+    # Four eyes on the record: the requester acted, the approver and the runbook that did it named on the same row
+    # (without it, a runbook's changes read as clicks by hand).
     [row] = db.session.execute(select(AuditEntry).where(AuditEntry.action == "run.resolve",
                                                         AuditEntry.target_id == str(first))).scalars().all()
-    assert (row.actor, row.note) == (
-        "olga", f"refunded by hand · approved by alex, request #{execution.approval_id}")
+    assert (row.actor, row.note) == ("olga", f"refunded by hand · approved by alex, request #{execution.approval_id}"
+                                             f" · via runbook resolve_runs, execution #{execution.id}")
     assert db.session.get(WorkOrder, order_id).status != "closed"  # the second run's letter is still open
 
     last = run_approved("resolve_runs", {"runs": str(second), "note": "refunded too"}, staff, clock)

@@ -57,8 +57,10 @@ def record_many(session, actor: Actor, action: str, target_type: str, changes: l
         return []
     # Bumping the head first takes the write lock, so concurrent appends queue up instead of forking.
     head = _take_head(session, len(changes))
-    if actor.approved_by:  # the requester is the actor; the approver is kept beside them on every row
-        note = f"{note} · approved by {actor.approved_by}" if note else f"approved by {actor.approved_by}"
+    # The requester is the actor; the approver, and what acted for them (a runbook), are kept beside them on every row.
+    said = (f"approved by {actor.approved_by}" if actor.approved_by else None,
+            f"via {actor.via}" if actor.via else None)
+    note = " · ".join(part for part in (note, *said) if part) or None
     shared = {"at": clock(), "actor": actor.name, "actor_id": actor.id, "action": action, "target_type": target_type,
               "remote_addr": actor.remote_addr, "note": note}
     first = changes[0]

@@ -92,7 +92,8 @@ def _run(execution: RunbookExecution, *, preview: bool, clock: Clock, on_line, s
     runbook = runbook_registry.get(execution.runbook)
     dry_run = execution.dry_run or preview
     actor = Actor(execution.requested_by, execution.requested_by_id,
-                  approved_by=None if dry_run else _approver(execution))
+                  approved_by=None if dry_run else _approver(execution),
+                  via=f"runbook {execution.runbook}, execution #{execution.id}")
     ctx = RunbookContext(execution.id, dry_run=dry_run, tenant_id=execution.tenant_id, actor=actor,
                          reason=execution.reason,
                          lines=execution.log.splitlines() if execution.log else [], clock=clock, on_line=on_line,
