@@ -14,10 +14,7 @@ MIMETYPES = {"csv": "text/csv", "jsonl": "application/x-ndjson"}
 
 def as_dict(entry: AuditEntry) -> dict:
     """One row as plain values: its time in ISO 8601 UTC, before and after as the JSON they are."""
-    return {"seq": entry.seq, "at": entry.at.isoformat(), "actor": entry.actor, "actor_id": entry.actor_id,
-            "remote_addr": entry.remote_addr, "action": entry.action, "target_type": entry.target_type,
-            "target_id": entry.target_id, "tenant": entry.tenant, "before": entry.before, "after": entry.after,
-            "note": entry.note, "hash": entry.hash}
+    return {**{name: getattr(entry, name) for name in COLUMNS}, "at": entry.at.isoformat()}
 
 
 def header(kind: str) -> str:

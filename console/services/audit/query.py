@@ -30,7 +30,7 @@ def from_args(args: Mapping) -> tuple[dict, list[str]]:
         before_seq = None
         refused.append(f"before={_shown(before)} is not an entry number: the Older link gives one (a whole number "
                        f"from 1 to {MAX_ID:,}); leave it out for the newest entries")
-    since, until = (_day(args, name, refused) for name in ("since", "until"))
+    since, until = (_day(args, name, refused) for name in DAYS)
     if since and until and until < since:
         refused.append("until is before since: give the first day, then the last")
     return {**filters, "hide_sign_ins": hide == "1", "before_seq": before_seq, "since": since, "until": until}, refused

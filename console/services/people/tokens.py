@@ -100,8 +100,7 @@ def revoke(token_id: int, actor: Actor, clock: Clock = SYSTEM_CLOCK, scope: int 
 
 def _tenant_of(token: ApiToken) -> str | None:
     """Name the tenant whose people may read the token's audit rows: its own, or its user's."""
-    tenant = token.tenant or token.user.tenant
-    return tenant.name if tenant else None
+    return token.tenant.name if token.tenant else users.tenant_of(token.user)
 
 
 def authenticate(plaintext: str, clock: Clock = SYSTEM_CLOCK) -> ApiToken | None:
