@@ -10,7 +10,7 @@ from console.extensions import db
 from console.models import AlertRule, AuditEntry, DeadLetter, OutboxMessage, Tenant
 from console.scheduler.task_jobs import TaskJobs
 from console.services.actor import Actor
-from console.services.delivery import outbox
+from console.services.delivery import dispatch, outbox
 from console.services.engine.execute import execute
 from console.services.errors import QueueFull
 from console.services.people import tenants
@@ -227,9 +227,11 @@ def test_breaker_opened_fires_when_a_breaker_opens(runs, clock):
     for _ in range(2):
         execute(runs.submit("demo.flaky", {"fail_times": 9}, policy=policy), 0, clock=clock)
     assert [m.payload["rule"] for m in runs.outbox("alert")] == ["breaker_opened"]
-    assert_fires("breaker_opened", clock, 1)
+    alert = assert_fires("breaker_opened", clock, 1)
+    # The breaker's own alert pages (and its closing resolves that incident): the rule says it again, never paging.
+    assert dispatch.route(alert) == ["slack", "webhook"]
     clock.advance(601)
-    assert_clears("breaker_opened", clock)
+    assert dispatch.route(assert_clears("breaker_opened", clock)) == ["slack"]
 
 
 def test_a_flap_before_delivery_leaves_one_message_in_the_latest_state(runs, clock):

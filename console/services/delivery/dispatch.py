@@ -19,7 +19,9 @@ log = logging.getLogger("rebound.delivery")
 CHANNELS = {"slack": slack, "pagerduty": pagerduty, "webhook": webhook, "workorder": workorder}
 # Which channels an alert goes to, by the outbox row's channel; a channel that is not configured is left out.
 ROUTES = {"default": ("slack", "pagerduty", "webhook"), "sla-breach": ("webhook", "slack"),
-          "manager": ("pagerduty", "slack")}
+          "manager": ("pagerduty", "slack"),
+          # What already pages on its own incident (each breaker does): said again, but never a second page.
+          "no-page": ("slack", "webhook")}
 CLAIMABLE = ("pending", "sending")
 TICK_BUDGET_S = 20.0
 
@@ -34,8 +36,8 @@ def route(message: OutboxMessage) -> list[str]:
     """Return the channels a message is meant for, before looking at which are configured."""
     if message.kind == "workorder":
         names = ("workorder",)
-    elif message.kind == "resolve":
-        names = ("pagerduty", "slack")
+    elif message.kind == "resolve":  # where the alert it ends went, of the channels that take a resolve
+        names = [name for name in ("pagerduty", "slack") if name in ROUTES.get(message.channel, ROUTES["default"])]
     elif message.kind == "test":
         names = (message.channel,)
     else:

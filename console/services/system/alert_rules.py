@@ -41,6 +41,7 @@ class Rule:
     unit: str  # rate (a fraction, shown as %) | count | multiple (of a usual value, shown as 3×) | seconds
     severity: str
     measure: Callable[[datetime, int | None], Measure]
+    channel: str = "default"  # its alert's route (delivery/dispatch.py ROUTES)
 
     def show(self, value: float | None) -> str:
         """Format a value or threshold of this rule for people."""
@@ -80,7 +81,7 @@ RULES: dict[str, Rule] = {rule.key: rule for rule in (
          "Work orders the work-order system refused for good, until someone sends them again.",
          0, None, "count", "error", alert_measures.workorder_failed),
     Rule("breaker_opened", "Circuit breaker opened", "Times a handler's circuit breaker opened in the window.",
-         0, 600, "count", "error", alert_measures.breaker_opened),
+         0, 600, "count", "error", alert_measures.breaker_opened, channel="no-page"),
     Rule("lock_contention", "Lock contention high: consider scaling out",
          f"Share of the planner lock's requests or the leader lock's renewals that found it taken (the worse, of "
          f"{MIN_EVENTS} or more) over the window. High: scale out (busy tenants on their own deployment) and "
@@ -196,7 +197,7 @@ def _switch(row: AlertRule, state: str, now: datetime, measure: Measure | None) 
                "severity": rule.severity if firing else "info", "value": measure.value if measure else None,
                "threshold": row.threshold, "window_s": row.window_s, "at": now.isoformat()}
     kind, key = ("alert" if firing else "resolve"), f"rule:{row.key}"
-    if outbox.add(kind, key, payload, now) is None:
+    if outbox.add(kind, key, payload, now, channel=rule.channel) is None:
         # Merged into a message not sent yet: the latest state wins, trigger or resolve.
         db.session.execute(update(OutboxMessage).where(OutboxMessage.dedup_key == key,
                                                        OutboxMessage.status == "pending").values(kind=kind))
