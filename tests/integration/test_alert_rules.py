@@ -377,7 +377,14 @@ def test_a_bad_value_on_the_page_is_a_422_with_the_reason(client, auth):
     halves = client.post("/admin/alert-rules/dlq_length", data={
         "csrf_token": token, f"r{count_row}-threshold": "2.5", f"r{count_row}-enabled": "1"})
     assert halves.status_code == 422 and "Threshold: a whole number for a count" in halves.get_data(as_text=True)
-    assert rule("retry_failure_rate").threshold == 0.15 and audit_rows("retry_failure_rate") == []
+    # Other scripts' digits and underscores, which Python's int() reads: an on-call walk saved ٣٠٠ as a 300 s window.
+    for window in ("٣٠٠", "3_00", "３００"):
+        odd = client.post("/admin/alert-rules/retry_failure_rate", data={
+            "csrf_token": token, f"r{row_id}-threshold": "15", f"r{row_id}-window_s": window,
+            f"r{row_id}-enabled": "1"})
+        assert odd.status_code == 422 and "a whole number of seconds, e.g. 300" in odd.get_data(as_text=True), window
+    assert rule("retry_failure_rate").threshold == 0.15 and rule("retry_failure_rate").window_s == 600
+    assert audit_rows("retry_failure_rate") == []
 
 
 def test_viewers_get_403_on_the_page_and_its_form(client, auth):
