@@ -24,6 +24,7 @@ class Receiver:
         self.requests: list[Received] = []
         self.replies: list[tuple[int, dict]] = []
         self.default = (200, {"ok": True})
+        self.hold = lambda: None  # called before each answer: a test makes the receiver slow or silent with it
         self._lock = threading.Lock()
         receiver = self
 
@@ -33,6 +34,7 @@ class Receiver:
                 with receiver._lock:
                     receiver.requests.append(Received(self.path, dict(self.headers), body))
                     status, document = receiver.replies.pop(0) if receiver.replies else receiver.default
+                receiver.hold()
                 answer = json.dumps(document).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")

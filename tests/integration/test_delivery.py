@@ -27,6 +27,7 @@ from console.services.system import alert_measures, delivery_round
 from console.services.system.maintenance import MAINTENANCE
 from console.services.workorders import changes
 from console.services.workorders import orders as workorders
+from tests.helpers import wait_for
 from tests.receiver import Receiver
 
 SLACK_PATH = "/services/T0001/B0002/XXXXslackSECRETpath"
@@ -238,6 +239,44 @@ def test_a_failing_channel_is_retried_with_backoff_then_failed_with_a_delivery_f
         assert len(alert_rows("delivery_failed")) == 1
     logged = caplog.text
     assert SLACK_PATH not in logged and "XXXX" not in logged
+
+
+def test_a_message_goes_to_its_channels_at_once(app, channels, clock):
+    app.config.update(DELIVERY_TIMEOUT_S=2)
+    # Slack answers only once the webhook has been asked: sent one after the other, Slack (first) would time out.
+    channels.slack.hold = lambda: wait_for(lambda: channels.webhook.requests, 3, what="the webhook asked")
+    dead_run(clock)
+    delivery_round.tick(clock)
+    [alert] = alert_rows("retry_limit_reached")
+    assert {d.channel: d.outcome for d in channel_report.deliveries_of([alert.id])} == {
+        "slack": "sent", "pagerduty": "sent", "webhook": "sent"}
+
+
+def test_a_receiver_that_gives_no_answer_holds_up_no_other_channel(app, channels, clock):
+    app.config.update(DELIVERY_TIMEOUT_S=2)
+    answered = threading.Event()
+    channels.webhook.hold = lambda: answered.wait(5)
+    for code in ("upstream_502", "card_declined", "db_timeout"):
+        dead_run(clock, code=code, message=f"{code} for order 4411")
+    first, *others = alerts = alert_rows("retry_limit_reached")
+    try:
+        assert delivery_round.tick(clock)["retrying"] == 3
+    finally:
+        answered.set()
+    # Waited on once in the round; every alert reached Slack and PagerDuty.
+    assert len(channels.webhook.requests) == 1
+    assert (len(channels.slack.requests), len(channels.pagerduty.requests)) == (3, 3)
+    for alert in others:
+        [untried] = [d for d in channel_report.deliveries_of([alert.id]) if d.channel == "webhook"]
+        assert untried.outcome == "failed" and untried.duration_ms == 0
+        assert untried.error.startswith(f"not tried: no answer from 127.0.0.1 within 2 s for message #{first.id}")
+    # The next round after the backoff tries the webhook again, for each alert, and sends nothing twice.
+    channels.webhook.hold = lambda: None
+    clock.advance(60)
+    assert delivery_round.tick(clock)["delivered"] == 3
+    assert len(channels.webhook.requests) == 4
+    assert (len(channels.slack.requests), len(channels.pagerduty.requests)) == (3, 3)
+    assert {m.status for m in alerts if db.session.refresh(m) is None} == {"delivered"}
 
 
 def test_work_order_creation_failed_is_alerted_on_the_other_channels(app, clock):

@@ -3,6 +3,7 @@
 import logging
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -145,10 +146,13 @@ def _hold(message: OutboxMessage, claim: Claim, now: datetime) -> datetime | Non
     return until
 
 
-def deliver(claim: Claim, clock: Clock = SYSTEM_CLOCK) -> str:
-    """Send one claimed message; return delivered, retrying, merged, failed, skipped or held."""
+def deliver(claim: Claim, clock: Clock = SYSTEM_CLOCK, silent: dict[str, str] | None = None) -> str:
+    """Send one claimed message; return delivered, retrying, merged, failed, skipped or held.
+
+    silent maps the channels that gave no answer earlier in this round to what happened; they are not waited on
+    again (it gains the channels that give none now), so one hanging receiver delays no other channel's messages."""
     try:
-        return _deliver(claim, clock)
+        return _deliver(claim, clock, {} if silent is None else silent)
     except Exception as error:
         # A message that cannot even be formatted is retried, then failed, like one that cannot be sent.
         log.exception("outbox %s: delivery attempt %s broke", claim.message_id, claim.attempt)
@@ -156,7 +160,7 @@ def deliver(claim: Claim, clock: Clock = SYSTEM_CLOCK) -> str:
         return _after(claim, clock(), {"rebound": f"{type(error).__name__} while delivering"}, None)
 
 
-def _deliver(claim: Claim, clock: Clock) -> str:
+def _deliver(claim: Claim, clock: Clock, silent: dict[str, str]) -> str:
     now = clock()
     message = db.session.get(OutboxMessage, claim.message_id)
     if _hold(message, claim, now):
@@ -175,13 +179,17 @@ def _deliver(claim: Claim, clock: Clock) -> str:
     snapshot = {"kind": message.kind, "payload": dict(message.payload or {}), "created_at": message.created_at,
                 "tenant_id": message.tenant_id, "title": text.title}
     db.session.commit()  # no transaction stays open while we wait on the network
+    due = [name for name in names if name not in sent_before]
+    results = _post_each({name: (CHANNELS[name].request(text, every[name]), every[name].secrets())
+                          for name in due if name not in silent}, float(setting("DELIVERY_TIMEOUT_S")))
     errors: dict[str, str] = {}
-    for name in names:
-        if name in sent_before:
+    for name in due:
+        target, result = every[name], results.get(name)
+        if result is None:  # it gave another message no answer moments ago: this attempt does not wait on it
+            errors[name] = f"not tried: {silent[name]}"
+            db.session.add(Delivery(outbox_id=claim.message_id, channel=name, attempt=claim.attempt,
+                                    outcome="failed", error=errors[name], duration_ms=0, at=clock()))
             continue
-        target = every[name]
-        result = http.post(CHANNELS[name].request(text, target), float(setting("DELIVERY_TIMEOUT_S")),
-                           target.secrets())
         db.session.add(Delivery(outbox_id=claim.message_id, channel=name, attempt=claim.attempt,
                                 outcome="sent" if result.ok else "failed", status_code=result.status_code,
                                 error=result.error, duration_ms=result.duration_ms, at=clock()))
@@ -192,10 +200,22 @@ def _deliver(claim: Claim, clock: Clock) -> str:
                      result.duration_ms)
         else:
             errors[name] = result.error or "failed"
+            if result.timed_out:
+                silent[name] = f"{result.error} for message #{claim.message_id} at {clock():%H:%M:%S} UTC"
             log.warning("outbox %s (%s) to %s %s failed, attempt %s: %s", claim.message_id, text.rule, name,
                         target.masked_url, claim.attempt, result.error)
-        db.session.commit()
+    db.session.commit()
     return _after(claim, clock(), errors, snapshot)
+
+
+def _post_each(requests: dict[str, tuple[http.Request, tuple[str, ...]]], timeout_s: float) -> dict[str, http.Result]:
+    """POST to every channel at once, so a message waits on its slowest channel rather than on their sum."""
+    if len(requests) < 2:
+        return {name: http.post(request, timeout_s, secrets) for name, (request, secrets) in requests.items()}
+    with ThreadPoolExecutor(max_workers=len(requests), thread_name_prefix="delivery") as pool:
+        futures = {name: pool.submit(http.post, request, timeout_s, secrets)
+                   for name, (request, secrets) in requests.items()}
+        return {name: future.result() for name, future in futures.items()}
 
 
 def _store_external_id(work_order_id, result: http.Result) -> None:
@@ -246,10 +266,10 @@ def _raise_failure(claim: Claim, now: datetime, errors: dict[str, str], error: s
 
 def deliver_due(clock: Clock = SYSTEM_CLOCK, budget_s: float = TICK_BUDGET_S, limit: int = 1000) -> Counter:
     """Deliver every due message, one claim at a time, until none is due or the time budget is spent."""
-    started, outcomes = time.monotonic(), Counter()
+    started, outcomes, silent = time.monotonic(), Counter(), {}
     while sum(outcomes.values()) < limit and time.monotonic() - started < budget_s:
         claim = claim_next(clock())
         if claim is None:
             break
-        outcomes[deliver(claim, clock)] += 1
+        outcomes[deliver(claim, clock, silent)] += 1
     return outcomes

@@ -25,6 +25,7 @@ class Result:
     error: str | None
     duration_ms: int
     data: dict | None = None
+    timed_out: bool = False  # no answer within the timeout: the channel is waited on no more in this round
 
 
 def encode(document: dict) -> bytes:
@@ -49,7 +50,7 @@ def post(request: Request, timeout_s: float, secrets: tuple[str, ...] = ()) -> R
         response = requests.post(request.url, data=request.body, headers=headers, timeout=timeout_s,
                                  allow_redirects=False)
     except requests.Timeout:
-        return Result(False, None, f"no answer from {host} within {timeout_s:g} s", _ms(started))
+        return Result(False, None, f"no answer from {host} within {timeout_s:g} s", _ms(started), timed_out=True)
     except requests.ConnectionError:
         return Result(False, None, f"could not connect to {host}", _ms(started))
     except requests.RequestException as error:
