@@ -1,4 +1,4 @@
-"""`rebound channels reseal`: seal channel secrets saved before sealing, or with a key that was rotated out."""
+"""`rebound channels reseal`: seal channel URLs and secrets saved before sealing, or with a key rotated out."""
 
 import click
 from flask.cli import with_appcontext
@@ -12,7 +12,7 @@ def channels_group():
 @channels_group.command("reseal")
 @with_appcontext
 def reseal_command():
-    """Seal every saved channel secret with the current secret key (plaintext or older-key ones)."""
+    """Seal every saved channel URL and secret with the current secret key (plaintext or older-key ones)."""
     from console.services.actor import Actor
     from console.services.delivery import targets
 
@@ -25,6 +25,6 @@ def reseal_command():
         click.echo(f"{name}: unreadable with every key in force: enter it again in Admin → Channels, or put the "
                    "old key in REBOUND_SECRET_KEY_FALLBACKS and run this again", err=True)
     if not any(done.values()):
-        click.echo("no channel secret is saved in the console")
+        click.echo("no channel URL or secret is saved in the console")
     if done["unreadable"]:
         raise SystemExit(1)

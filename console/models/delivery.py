@@ -13,7 +13,8 @@ class ChannelSetting(db.Model):
 
     __tablename__ = "channel_settings"
     name: Mapped[str] = mapped_column(String(32), primary_key=True)
-    url: Mapped[str | None] = mapped_column(String(500))
+    # Sealed like the secret: a Slack incoming webhook's URL is its credential.
+    url: Mapped[str | None] = mapped_column(Text)
     # PagerDuty's routing key or the webhook's HMAC secret, sealed (console/services/sealing.py); never rendered,
     # never logged. Text: the sealed form of a 500-character secret is about 770 characters.
     secret: Mapped[str | None] = mapped_column(Text)

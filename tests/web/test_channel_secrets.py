@@ -1,4 +1,5 @@
-"""Channel secrets at rest: sealed in the database, opened only in memory to send, clear when they cannot be."""
+"""Channel secrets and URLs at rest: sealed in the database, opened only in memory to send, clear when they cannot
+be."""
 
 import hashlib
 import hmac
@@ -24,9 +25,32 @@ def save(client, auth, name: str, **fields):
     return client.post(f"/admin/channels/{name}", data=data)
 
 
-def stored(name: str) -> str | None:
-    return db.session.execute(text("SELECT secret FROM channel_settings WHERE name = :name"),
+def stored(name: str, column: str = "secret") -> str | None:
+    return db.session.execute(text(f"SELECT {column} FROM channel_settings WHERE name = :name"),
                               {"name": name}).scalar_one()
+
+
+def on_disk(app, value: str) -> bool:
+    """Tell whether a value is in any page of the SQLite file or its write-ahead log (False on PostgreSQL)."""
+    database = app.config["SQLALCHEMY_DATABASE_URI"]
+    if not database.startswith("sqlite:///"):
+        return False
+    files = Path(database.removeprefix("sqlite:///")).parent.glob("*.db*")
+    return any(value.encode() in path.read_bytes() for path in files)
+
+
+def seal_with_a_lost_key(name: str, column: str) -> None:
+    """Store a value sealed with a key no longer in force (a new data dir, a new REBOUND_SECRET_KEY, no fallback)."""
+    lost = sealing.PREFIX + sealing._fernet("a-key-nobody-has-any-more").encrypt(b"x").decode()
+    db.session.execute(text(f"UPDATE channel_settings SET {column} = :lost WHERE name = :name"),
+                       {"lost": lost, "name": name})
+    db.session.commit()
+
+
+def channels_page(client) -> str:
+    page = client.get("/admin/channels")
+    assert page.status_code == 200
+    return page.get_data(as_text=True)
 
 
 def signature(secret: str, body: bytes) -> str:
@@ -50,10 +74,7 @@ def test_a_saved_secret_is_sealed_at_rest_and_still_signs(app, client, auth, adm
         assert save(client, auth, "webhook", url=hook.url, secret=HOOK_SECRET).status_code == 303
         raw = stored("webhook")
         assert raw.startswith(sealing.PREFIX) and HOOK_SECRET not in raw and "ABCD" not in raw
-        database = app.config["SQLALCHEMY_DATABASE_URI"]
-        if database.startswith("sqlite:///"):  # nor in any page of the file or its write-ahead log
-            files = Path(database.removeprefix("sqlite:///")).parent.glob("*.db*")
-            assert not any(HOOK_SECRET.encode() in path.read_bytes() for path in files)
+        assert not on_disk(app, HOOK_SECRET)
         manual.send_test("webhook", Actor("ada"))
         [sent] = hook.requests
         assert sent.headers["X-Rebound-Signature"] == signature(HOOK_SECRET, sent.body)
@@ -78,12 +99,17 @@ def test_a_secret_saved_before_sealing_still_sends_and_the_cli_seals_it(app, cli
         assert hook.requests[0].headers["X-Rebound-Signature"] == signature(HOOK_SECRET, hook.requests[0].body)
 
         result = cli(app, "reseal")
-        assert result.exit_code == 0 and result.output == "webhook: sealed with the current key\n"
+        assert result.exit_code == 0 and result.output == ("webhook URL: sealed with the current key\n"
+                                                           "webhook HMAC secret: sealed with the current key\n")
         assert sealing.is_sealed(stored("webhook")) and targets.get("webhook").secret == HOOK_SECRET
-        [entry] = db.session.execute(select(AuditEntry).where(AuditEntry.action == "channel.reseal")).scalars()
-        assert (entry.target_id, entry.before, entry.after) == ("webhook", {"secret": "plaintext"},
-                                                                {"secret": "sealed"})
-        assert cli(app, "reseal").output == "webhook: already sealed with the current key\n"
+        assert sealing.is_sealed(stored("webhook", "url")) and targets.get("webhook").url == hook.url
+        entries = db.session.execute(select(AuditEntry).where(AuditEntry.action == "channel.reseal")
+                                     .order_by(AuditEntry.seq)).scalars()
+        assert [(e.target_id, e.before, e.after) for e in entries] == [
+            ("webhook", {"url": "plaintext"}, {"url": "sealed"}), ("webhook", {"secret": "plaintext"},
+                                                                   {"secret": "sealed"})]
+        assert cli(app, "reseal").output == ("webhook URL: already sealed with the current key\n"
+                                             "webhook HMAC secret: already sealed with the current key\n")
         assert ">not encrypted</span>" not in client.get("/admin/channels").get_data(as_text=True)
 
 
@@ -92,7 +118,8 @@ def test_a_rotated_key_kept_as_a_fallback_still_opens_and_reseal_moves_to_the_ne
     old_key = app.config["SECRET_KEY"]
     app.config.update(SECRET_KEY="the-new-secret-key-" + "x" * 32, SECRET_KEY_FALLBACKS=[old_key])
     assert targets.get("webhook").secret == HOOK_SECRET
-    assert cli(app, "reseal").output == "webhook: sealed with the current key\n"
+    assert cli(app, "reseal").output == ("webhook URL: sealed with the current key\n"
+                                         "webhook HMAC secret: sealed with the current key\n")
     app.config.update(SECRET_KEY_FALLBACKS=[])
     assert targets.get("webhook").secret == HOOK_SECRET
 
@@ -100,15 +127,11 @@ def test_a_rotated_key_kept_as_a_fallback_still_opens_and_reseal_moves_to_the_ne
 def test_a_secret_sealed_with_a_lost_key_says_so_and_never_fails_a_page(app, client, auth, admin):
     with Receiver() as hook:
         save(client, auth, "webhook", url=hook.url, secret=HOOK_SECRET)
-        # The secret key changed with no fallback (a new data dir, a new REBOUND_SECRET_KEY).
-        lost = sealing.PREFIX + sealing._fernet("a-key-nobody-has-any-more").encrypt(b"x").decode()
-        db.session.execute(text("UPDATE channel_settings SET secret = :lost WHERE name = 'webhook'"), {"lost": lost})
-        db.session.commit()
+        seal_with_a_lost_key("webhook", "secret")
         app.config.update(ALERT_WEBHOOK_SECRET="an-env-secret-that-must-not-stand-in")
 
-        page = client.get("/admin/channels")
-        html = page.get_data(as_text=True)
-        assert page.status_code == 200 and ">unreadable</span> re-enter it below" in html
+        html = channels_page(client)
+        assert ">unreadable</span> re-enter it below" in html
         assert "the saved hmac secret is unreadable (the secret key changed): enter it again, or forget it" in html
         target = targets.get("webhook")
         assert (target.configured, target.secret, target.masked_secret) == (False, "", "unreadable")
@@ -116,9 +139,42 @@ def test_a_secret_sealed_with_a_lost_key_says_so_and_never_fails_a_page(app, cli
         assert refused.status_code == 303 and hook.requests == []  # never sent unsigned, nor signed with the env's
 
         result = cli(app, "reseal")
-        assert result.exit_code == 1 and "webhook: unreadable with every key in force" in result.output
+        assert result.exit_code == 1 and "webhook HMAC secret: unreadable with every key in force" in result.output
 
         save(client, auth, "webhook", secret=HOOK_SECRET)  # entered again
         manual.send_test("webhook", Actor("ada"))
         [sent] = hook.requests
         assert sent.headers["X-Rebound-Signature"] == signature(HOOK_SECRET, sent.body)
+
+
+def test_a_saved_slack_url_is_sealed_at_rest_and_still_sends(app, client, auth, admin):
+    with Receiver() as slack:
+        url = slack.url + "/services/T0001/B0002/XXXXslackSECRETpath"
+        assert save(client, auth, "slack", url=url).status_code == 303
+        raw = stored("slack", "url")
+        assert raw.startswith(sealing.PREFIX) and "slackSECRET" not in raw
+        assert not on_disk(app, "slackSECRET")
+        html = client.get("/admin/channels").get_data(as_text=True)
+        assert "slackSECRET" not in html and "/…path" in html and ">not encrypted</span>" not in html
+        manual.send_test("slack", Actor("ada"))
+        assert slack.paths() == ["/services/T0001/B0002/XXXXslackSECRETpath"]
+
+
+def test_a_url_sealed_with_a_lost_key_says_so_and_the_env_url_does_not_stand_in(app, client, auth, admin):
+    with Receiver() as saved, Receiver() as env:
+        save(client, auth, "slack", url=saved.url + "/services/saved")
+        seal_with_a_lost_key("slack", "url")
+        app.config.update(SLACK_WEBHOOK_URL=env.url + "/services/env")
+
+        html = channels_page(client)
+        assert ">unreadable</span> re-enter the URL below" in html
+        assert "the saved URL is unreadable (the secret key changed): enter it again, or forget it" in html
+        target = targets.get("slack")
+        assert (target.configured, target.url, target.url_source) == (False, "", "console")
+        client.post("/admin/channels/slack/test", data={"csrf_token": auth.csrf("/admin/channels")})
+        assert saved.requests == [] and env.requests == []
+        assert "slack URL: unreadable with every key in force" in cli(app, "reseal").output
+
+        save(client, auth, "slack", forget_url="y")  # back to the env's URL, as the page offers
+        manual.send_test("slack", Actor("ada"))
+        assert env.paths() == ["/services/env"]

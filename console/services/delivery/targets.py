@@ -92,6 +92,9 @@ class Target:
     secret_unreadable: bool = False
     # The saved secret is plaintext from before sealing: `rebound channels reseal` or a save seals it.
     secret_unsealed: bool = False
+    # The same of a saved URL (a Slack webhook's URL is its credential, so every saved URL is sealed).
+    url_unreadable: bool = False
+    url_unsealed: bool = False
 
     @property
     def name(self) -> str:
@@ -99,7 +102,7 @@ class Target:
 
     @property
     def configured(self) -> bool:
-        return bool(self.enabled and self.url and not self.secret_unreadable
+        return bool(self.enabled and self.url and not self.secret_unreadable and not self.url_unreadable
                      and (self.secret or not self.spec.secret_required))
 
     @property
@@ -115,6 +118,8 @@ class Target:
         """Say what keeps the channel from sending, or ''."""
         if not self.enabled:
             return "turned off in the console"
+        if self.url_unreadable:
+            return "the saved URL is unreadable (the secret key changed): enter it again, or forget it"
         if not self.url:
             return f"no URL: set {ENV_NAMES[self.spec.url_setting]} or save one here"
         if self.secret_unreadable:
@@ -149,21 +154,27 @@ def _open(stored: str | None) -> tuple[str | None, bool]:
         return None, True
 
 
+def _unsealed(stored: str | None) -> bool:
+    return bool(stored) and not sealing.is_sealed(stored)
+
+
 def all_targets() -> dict[str, Target]:
     """Return every channel's effective settings (one query); saved secrets are opened here, in memory only."""
     saved = {row.name: row for row in db.session.execute(select(ChannelSetting)).scalars()}
     found = {}
     for name, spec in SPECS.items():
         row = saved.get(name)
-        url, url_source = _pick(row.url if row else None, setting(spec.url_setting) or "")
+        # An unreadable saved value still wins over the env: sending elsewhere, or signing with another key, would
+        # be a silent change.
+        saved_url, url_unreadable = _open(row.url if row else None)
+        url, url_source = ("", "console") if url_unreadable else _pick(saved_url, setting(spec.url_setting) or "")
         saved_secret, unreadable = _open(row.secret if row else None)
-        # An unreadable saved secret still wins over the env: signing with another key would be a silent change.
         secret, secret_source = ("", "console") if unreadable else _pick(
             saved_secret, setting(spec.secret_setting) or "" if spec.secret_setting else "")
         found[name] = Target(spec, url.rstrip("/") if name in ("webhook", "workorder") else url, secret,
                              row.enabled if row else True, url_source, secret_source,
                              row.updated_at if row else None, row.updated_by if row else "", unreadable,
-                             bool(row and row.secret and not sealing.is_sealed(row.secret)))
+                             _unsealed(row and row.secret), url_unreadable, _unsealed(row and row.url))
     return found
 
 
@@ -213,7 +224,7 @@ def save(name: str, actor: Actor, *, url: str = "", secret: str = "", enabled: b
     if forget_url:
         row.url = None
     elif url:
-        row.url = url
+        row.url = sealing.seal(url)
     if forget_secret:
         row.secret = None
     elif secret:
@@ -235,27 +246,31 @@ def _describe(target: Target) -> dict:
 
 
 def reseal_all(actor: Actor, clock: Clock = SYSTEM_CLOCK) -> dict[str, list[str]]:
-    """Seal saved secrets that are plaintext or sealed with a fallback key with the current key; list what was done."""
+    """Seal saved URLs and secrets that are plaintext or sealed with a fallback key with the current key; list what
+    was done, each as "<channel> <what>" (e.g. "slack URL")."""
     done = {"resealed": [], "unreadable": [], "current": []}
-    saved = db.session.execute(select(ChannelSetting.name, ChannelSetting.secret)
-                               .where(ChannelSetting.secret.is_not(None))).all()
-    for name, secret in saved:
-        try:
-            sealed = sealing.reseal(secret)
-        except sealing.Unreadable:
-            done["unreadable"].append(name)
-            continue
-        if sealed is None:
-            done["current"].append(name)
-            continue
-        # Only if nobody saved another secret meanwhile: theirs is sealed already and must not be overwritten.
-        changed = db.session.execute(update(ChannelSetting).where(ChannelSetting.name == name,
-                                                                  ChannelSetting.secret == secret)
-                                     .values(secret=sealed).execution_options(synchronize_session=False)).rowcount
-        if changed:
-            audit.record(db.session, actor, "channel.reseal", "channel", name,
-                         before={"secret": "older key" if sealing.is_sealed(secret) else "plaintext"},
-                         after={"secret": "sealed"}, clock=clock)
-            done["resealed"].append(name)
+    for row in db.session.execute(select(ChannelSetting.name, ChannelSetting.url, ChannelSetting.secret)).all():
+        for column, stored in (("url", row.url), ("secret", row.secret)):
+            if stored:
+                what = f"{row.name} {'URL' if column == 'url' else SPECS[row.name].secret_label}"
+                done[_reseal(row.name, column, stored, actor, clock)].append(what)
     db.session.commit()
     return done
+
+
+def _reseal(name: str, column: str, stored: str, actor: Actor, clock: Clock) -> str:
+    try:
+        sealed = sealing.reseal(stored)
+    except sealing.Unreadable:
+        return "unreadable"
+    if sealed is None:
+        return "current"
+    # Only if nobody saved another value meanwhile: theirs is sealed already and must not be overwritten.
+    field = getattr(ChannelSetting, column)
+    changed = db.session.execute(update(ChannelSetting).where(ChannelSetting.name == name, field == stored)
+                                 .values({column: sealed}).execution_options(synchronize_session=False)).rowcount
+    if changed:
+        audit.record(db.session, actor, "channel.reseal", "channel", name,
+                     before={column: "older key" if sealing.is_sealed(stored) else "plaintext"},
+                     after={column: "sealed"}, clock=clock)
+    return "resealed" if changed else "current"
