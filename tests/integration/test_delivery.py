@@ -599,6 +599,73 @@ def test_a_failed_work_order_request_can_be_sent_again(app, clock):
         assert db.session.get(WorkOrder, request.payload["work_order_id"]).external_id == "777"
 
 
+def fail_for_good(message_id: int, clock) -> OutboxMessage:
+    """Tick through a message's five attempts at a failing channel; return it, failed."""
+    for _ in range(5):
+        delivery_round.tick(clock)
+        clock.advance(30)
+    db.session.expire_all()
+    message = db.session.get(OutboxMessage, message_id)
+    assert message.status == "failed"
+    return message
+
+
+def test_the_delivery_failed_incident_is_resolved_once_the_lost_message_got_through(app, clock):
+    with Receiver() as orders, Receiver() as pagerduty:
+        orders.always(500)
+        only(app, WORKORDER_URL=orders.url, PAGERDUTY_URL=pagerduty.url + "/v2/enqueue",
+             PAGERDUTY_ROUTING_KEY=ROUTING_KEY)
+        dead_run(clock)
+        request = fail_for_good(messages("workorder")[0].id, clock)
+        delivery_round.tick(clock)
+        [failed] = alert_rows("delivery_failed")
+        assert failed.status == "delivered"
+        incident = "rebound-delivery_failed:workorder:workorder"
+        assert [(r.json["event_action"], r.json["dedup_key"]) for r in pagerduty.requests][-1] == ("trigger", incident)
+
+        orders.always(200, {"id": 777})
+        manual.redeliver(request.id, ops, clock=clock)
+        delivery_round.tick(clock)  # the request gets through, and queues the resolve
+        delivery_round.tick(clock)
+        assert [(r.json["event_action"], r.json["dedup_key"]) for r in pagerduty.requests][-1] == ("resolve", incident)
+        [resolve] = messages("resolve")
+        assert resolve.status == "delivered" and resolve.payload["skip_channels"] == ["workorder"]
+        # Another delivery of a re-sent message resolves nothing twice.
+        dead_run(clock, code="other_code")
+        orders.always(500)
+        clock.advance(600)
+        second = fail_for_good(messages("workorder")[-1].id, clock)
+        orders.always(200, {"id": 778})
+        manual.redeliver(second.id, ops, clock=clock)
+        delivery_round.tick(clock)
+        delivery_round.tick(clock)
+        assert len(messages("resolve")) == 2  # the second loss was told (merged or new) and resolved in turn
+
+
+def test_a_delivery_failed_alert_is_not_sent_once_its_message_was_re_sent_and_delivered(app, clock):
+    with Receiver() as orders, Receiver() as slack:
+        orders.always(500)
+        slack.always(500)
+        only(app, WORKORDER_URL=orders.url, SLACK_WEBHOOK_URL=slack.url + SLACK_PATH)
+        dead_run(clock)
+        request = fail_for_good(messages("workorder")[0].id, clock)
+        # Retrying: Slack, its one channel, fails too (as it failed the dead letter's own alert).
+        [failed] = [m for m in alert_rows("delivery_failed") if m.payload["failed_kind"] == "workorder"]
+        assert (failed.status, failed.attempts) == ("pending", 1)
+        told = len(slack.requests)
+        orders.always(200, {"id": 777})
+        manual.redeliver(request.id, ops, clock=clock)
+        dispatch.deliver(dispatch.claim_next(clock(), message_id=request.id), clock)
+        slack.always(200)
+        clock.advance(60)
+        delivery_round.tick(clock)
+        db.session.expire_all()
+        failed = db.session.get(OutboxMessage, failed.id)
+        assert failed.status == "skipped" and len(slack.requests) == told
+        assert failed.last_error.startswith(f"not sent: message #{request.id} it tells of was sent again and "
+                                            "delivered at ")
+
+
 def test_completion_rate_counts_work_orders_closed_of_those_created(app, clock):
     only(app)
     runs = [dead_run(clock, message=f"m{n}", code=f"c{n}", params={"fail_times": 1}) for n in range(4)]

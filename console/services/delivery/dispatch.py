@@ -13,7 +13,7 @@ from sqlalchemy.exc import IntegrityError
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import Delivery, OutboxMessage, WorkOrder
-from console.services.delivery import http, notice, outbox, pagerduty, slack, targets, webhook, workorder
+from console.services.delivery import http, losses, notice, pagerduty, slack, targets, webhook, workorder
 from console.services.settings import setting
 
 log = logging.getLogger("rebound.delivery")
@@ -165,6 +165,10 @@ def _deliver(claim: Claim, clock: Clock, silent: dict[str, str]) -> str:
     message = db.session.get(OutboxMessage, claim.message_id)
     if _hold(message, claim, now):
         return "held"
+    if reason := losses.overtaken(message):
+        _settle(claim, status="skipped", next_attempt_at=now, last_error=reason)
+        db.session.commit()
+        return "skipped"
     every = targets.all_targets()
     wanted = route(message)
     names = configured_routes(message, every)
@@ -231,6 +235,8 @@ def _after(claim: Claim, now: datetime, errors: dict[str, str], snapshot: dict |
         if settled and snapshot and snapshot["payload"].get("rule") in notice.DEAD_RULES:
             log.info("alert latency %.1f s for outbox %s (dead letter to delivered)",
                          (now - snapshot["created_at"]).total_seconds(), claim.message_id)
+        if settled and snapshot and snapshot["payload"].get("resent_by"):
+            losses.after_resent(snapshot["kind"], now)
         db.session.commit()
         return "delivered"
     error = "; ".join(f"{name}: {text}" for name, text in sorted(errors.items()))[:2000]
@@ -242,26 +248,9 @@ def _after(claim: Claim, now: datetime, errors: dict[str, str], snapshot: dict |
         requeued = _requeue(claim, now, next_attempt_at=now + timedelta(seconds=delay), last_error=error)
         return "merged" if requeued == "merged" else "retrying"
     if _settle(claim, status="failed", next_attempt_at=now, last_error=error) and kind != "test":
-        _raise_failure(claim, now, errors, plain, snapshot)
+        losses.raise_for(claim.message_id, claim.attempt, now, errors, plain, (snapshot or {}).get("title"))
     db.session.commit()
     return "failed"
-
-
-def _raise_failure(claim: Claim, now: datetime, errors: dict[str, str], error: str, snapshot: dict | None) -> None:
-    """Queue a "delivery failed" alert, except for a failed "delivery failed" alert: that stops here."""
-    message = db.session.get(OutboxMessage, claim.message_id)
-    payload = message.payload or {}
-    if payload.get("rule") == "delivery_failed":
-        log.error("outbox %s: the 'delivery failed' alert itself could not be delivered: %s", message.id, error)
-        return
-    failed = sorted(errors)
-    log.error("outbox %s (%s) failed for good after %s attempts: %s", message.id, message.kind, claim.attempt, error)
-    outbox.add("alert", f"delivery_failed:{message.kind}:{','.join(failed)}", {
-        "rule": "delivery_failed", "failed_outbox_id": message.id, "failed_kind": message.kind,
-        "failed_rule": payload.get("rule"), "failed_title": (snapshot or {}).get("title") or payload.get("title"),
-        "failed_channels": failed, "skip_channels": failed, "attempts": claim.attempt, "error": error[:500],
-        "work_order_id": payload.get("work_order_id") if message.kind == "workorder" else None,
-        "tenant_id": message.tenant_id}, now, tenant_id=message.tenant_id)
 
 
 def deliver_due(clock: Clock = SYSTEM_CLOCK, budget_s: float = TICK_BUDGET_S, limit: int = 1000) -> Counter:

@@ -55,7 +55,9 @@ def redeliver(message_id: int, actor: Actor, *, tenant_id: int | None = None,
                        "one's place", "status")
     changed = db.session.execute(
         update(OutboxMessage).where(OutboxMessage.id == message_id, OutboxMessage.status.in_(("failed", "skipped")))
-        .values(status="pending", attempts=0, next_attempt_at=clock(), last_error=None)
+        # Marked, so its delivery resolves the "delivery failed" incident it caused once nothing of its kind is lost.
+        .values(status="pending", attempts=0, next_attempt_at=clock(), last_error=None,
+                payload={**(message.payload or {}), "resent_by": actor.name})
         .execution_options(synchronize_session=False)).rowcount
     if not changed:
         db.session.rollback()
