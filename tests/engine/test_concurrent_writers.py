@@ -327,6 +327,25 @@ def test_changes_at_once_to_one_thing_audit_what_each_replaced(app):
     assert_replayable(audit_trail("channel.update"))
 
 
+def test_edits_of_one_task_at_once_audit_a_true_history_and_leave_what_the_last_one_audited(app):
+    """A walk on PostgreSQL: eight edits at once each audited the task as it was before any of them, and an edit of
+    the cron beside an edit of the params left a row no audit row shows and no validation saw whole."""
+    task = task_service.register(tenants.find("default"), {"name": "nightly", "handler": "demo.noop",
+                                                           "cron": "0 3 * * *", "params": {"v": "base"}}, SCHEDULER)
+
+    def edit(i: int):
+        change = {"cron": f"{i} 4 * * *"} if i % 2 else {"params": {"v": f"p{i}"}}
+        return task_service.edit(db.session.get(Task, task.id), change, Actor(f"e{i}"))
+
+    race(app, 6, edit)
+    trail = audit_trail("task.edit")
+    assert len(trail) == 6 and trail[0][0]["cron"] == "0 3 * * *"
+    assert_replayable(trail)
+    final = task_service.snapshot(db.session.get(Task, task.id))
+    assert (final["cron"], final["params"]) == (trail[-1][1]["cron"], trail[-1][1]["params"])
+    assert final["cron"] != "0 3 * * *" and final["params"] != {"v": "base"}  # both kinds of edit landed
+
+
 def test_a_letter_parked_while_its_work_order_closes_lands_on_an_active_order(app, dead_run, clock, monkeypatch):
     first_run, first_letter = dead_run()
     order_id = db.session.get(DeadLetter, first_letter).work_order_id

@@ -78,7 +78,6 @@ def edit(task: Task, data: dict, actor: Actor, clock: Clock = SYSTEM_CLOCK, *, s
         raise InvalidInput(f"a task stays in its tenant ({task.tenant.name}); register a new task in the other one",
                            "tenant")
     data = {k: v for k, v in data.items() if k != "tenant"}
-    before = snapshot(task)
     values = _validated(data, task.tenant, current=task)
     _check_name_free(task.tenant, values["name"], task.id)
     if seen is not None:
@@ -92,6 +91,11 @@ def edit(task: Task, data: dict, actor: Actor, clock: Clock = SYSTEM_CLOCK, *, s
             read = "you opened this form" if seen_field == "seen" else f"the updated_at you sent ({seen.isoformat()})"
             raise Conflict(f"{task.name} was changed since {read}; nothing was saved. {AGAIN[seen_field]}",
                            seen_field)
+    # Held to the commit and read again (after the template's lock, in that order as above): "before" is what this
+    # edit replaces, and what it leaves is validated whole, when an edit of other fields committed meanwhile.
+    task = locks.fresh_row(Task, task.id)
+    before = snapshot(task)
+    values = _validated(data, task.tenant, current=task)
     was_paused = task.paused
     for key, value in values.items():
         setattr(task, key, value)
