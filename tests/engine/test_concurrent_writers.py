@@ -31,7 +31,7 @@ from console.models import (
 from console.services.actor import Actor
 from console.services.delivery import targets
 from console.services.dlq import discards
-from console.services.engine import control, parking, replays
+from console.services.engine import batch_submit, claim, control, parking, replays
 from console.services.engine.execute import execute
 from console.services.errors import Conflict, StaleVersion
 from console.services.people import tenants, users
@@ -325,6 +325,42 @@ def test_changes_at_once_to_one_thing_audit_what_each_replaced(app):
     assert_replayable(audit_trail("setting.update"))
     race(app, 4, lambda i: targets.save("slack", Actor(f"c{i}"), url=f"https://hooks.example.com/services/T{i}"))
     assert_replayable(audit_trail("channel.update"))
+
+
+@pytest.mark.parametrize("limit", ["tenant max_running", "policy concurrency"])
+def test_workers_claiming_at_once_never_take_more_than_a_limits_last_slot(app, runs, clock, limit):
+    """A walk on PostgreSQL: a tenant limited to one running run had two running, claimed 9 ms apart by two worker
+    processes that had both counted none running."""
+    if limit == "tenant max_running":
+        tenants.set_quota(tenants.find("default"), Actor("admin"), max_running=1)
+        ids = [runs.submit() for _ in range(4)]
+    else:
+        ids = [runs.submit(policy={"concurrency": 1}) for _ in range(4)]
+    outcomes = race(app, 4, lambda i: claim.claim(ids[i], 0, clock, f"worker-{i}"))
+    assert not [outcome for outcome in outcomes if isinstance(outcome, Exception)], outcomes
+    assert count(select(Run).where(Run.status == "running")) == 1
+    assert sorted(o for o in outcomes if isinstance(o, str)) == [
+        "deferred:" + ("quota" if limit == "tenant max_running" else "concurrency")] * 3
+
+
+@pytest.mark.parametrize("how", ["submits", "batches", "submits over a queue_limit"])
+def test_submits_at_once_never_queue_past_a_limit(app, runs, how):
+    """A walk on PostgreSQL: a tenant with max_queued 3 took 8 runs from submits sent at once, each counting 0."""
+    tenant = tenants.find("default")
+    tenants.set_quota(tenant, Actor("admin"), max_queued=100 if how.endswith("queue_limit") else 3)
+    policy = {"queue_limit": 3} if how.endswith("queue_limit") else None
+
+    def send(i: int):
+        if how == "batches":
+            return batch_submit.submit_batch([{"handler": "demo.noop"}] * 2, Actor(f"c{i}"),
+                                             lambda name, task_id: tenants.find("default"))
+        return runs.submit(policy=policy)
+
+    outcomes = race(app, 8, send)
+    assert count(select(Run).where(Run.tenant_id == tenant.id)) == 3
+    refused = [o for o in outcomes if isinstance(o, Exception)] if how != "batches" else [
+        answer for answers in outcomes for answer in answers if "error" in answer]
+    assert len(refused) == (16 if how == "batches" else 8) - 3, outcomes
 
 
 def test_edits_of_one_task_at_once_audit_a_true_history_and_leave_what_the_last_one_audited(app):

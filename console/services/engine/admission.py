@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import bindparam, case, func, select
 
+from console.db import locks
 from console.domain.words import plural
 from console.extensions import db
 from console.models import QuotaClass, Reservation, RetryPolicyRecord, Run, Task, Tenant
@@ -94,9 +95,15 @@ def read(run_id: int, now) -> tuple[dict, Admission] | None:
 CLASS_WAIT = "quota class "
 
 
+# A limit with fewer free slots than this is counted again under its lock before a claim takes one, so workers
+# claiming at once never take more than its last slot: exact for every limit up to it (concurrency 1 is a mutex). With
+# more free, a claim counts without the lock, which keeps it off the hot path (the default concurrency is 10); it could
+# overshoot by one only if its worker stalled between its count and its claim while others took all those slots.
+EXACT_SLOTS = 4
+
+
 def over_capacity(admission: Admission, concurrency: int) -> str | None:
     """Name the limit that is full (the task's concurrency or the tenant's max_running), if any."""
-    # Counted, then claimed: two workers racing may overshoot by one; the limits are for load, not safety.
     if admission.own_running >= concurrency:
         return "concurrency"
     if admission.class_max_running is not None and admission.class_running >= admission.class_max_running:
@@ -104,6 +111,24 @@ def over_capacity(admission: Admission, concurrency: int) -> str | None:
     # During a reservation the tenant's quota is at least the running slots it reserved.
     limit = max(admission.max_running, admission.reserved_running)
     return "quota" if admission.tenant_running >= limit else None
+
+
+def near_a_limit(admission: Admission, concurrency: int) -> bool:
+    """Tell whether a limit has fewer than EXACT_SLOTS free: the claim must count again under its lock."""
+    free = [concurrency - admission.own_running,
+            max(admission.max_running, admission.reserved_running) - admission.tenant_running]
+    if admission.class_max_running is not None:
+        free.append(admission.class_max_running - admission.class_running)
+    return min(free) < EXACT_SLOTS
+
+
+def hold_limits(tenant_id: int, task_id: int | None, handler: str, quota_class: str | None) -> None:
+    """Hold, to the commit, the locks of the limits a claim counts against; always in this order, so claims of runs
+    that share some of them never deadlock."""
+    if quota_class is not None:
+        locks.hold(f"running:class:{quota_class}")
+    locks.hold(f"running:task:{task_id}" if task_id is not None else f"running:handler:{handler}")
+    locks.hold(f"running:tenant:{tenant_id}")
 
 
 def explain(full: str, admission: Admission, concurrency: int, *, tenant: str, policy: str, handler: str,

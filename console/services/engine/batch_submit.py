@@ -3,6 +3,7 @@
 import json
 import logging
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -197,16 +198,16 @@ def _known(slots: list[tuple[int, str]]) -> dict[tuple[int, str], tuple[int, str
 def _within_limits(items: list[_Item], outcome: dict, now: datetime) -> list[_Item]:
     """Return the items the queue limit and the tenant's quota leave room for; answer the rest with a 429."""
     # Counted once per batch, then carried forward item by item, as one submit after another would see them.
-    own: dict[tuple, int] = {}
-    waiting: dict[int, list[int]] = {}
+    own, waiting = _counted(items, now)
+    taking = Counter(_group(item) for item in items) + Counter(item.tenant_id for item in items)
+    near = sorted({item.tenant_id for item in items if _near(item, own, waiting, taking)})
+    if near:
+        for tenant_id in near:  # in tenant order, so two batches sharing tenants wait rather than deadlock
+            submitting.hold_queue(tenant_id)
+        own, waiting = _counted(items, now)
     accepted, refused = [], {}
     for item in items:
-        group = (item.tenant_id, item.task.id if item.task else None, item.handler)
-        if group not in own:
-            own[group], total, max_queued = _waiting(item.tenant_id, item.task, item.handler)
-            if item.tenant_id not in waiting:
-                max_queued = reserved.queued_allowance(item.tenant_id, max_queued, now)
-            waiting.setdefault(item.tenant_id, [total, max_queued])
+        group = _group(item)
         tenant_total, max_queued = waiting[item.tenant_id]
         if own[group] >= item.policy.queue_limit:
             refusal = _full(item, "queue_limit", own[group], item.policy.queue_limit, refused)
@@ -223,6 +224,31 @@ def _within_limits(items: list[_Item], outcome: dict, now: datetime) -> list[_It
     for (_, _, limit), (item, current, maximum, count) in refused.items():
         submitting.overflow(item.tenant, item.handler, limit, current, maximum, now, refused=count)
     return accepted
+
+
+def _group(item: _Item) -> tuple:
+    return item.tenant_id, item.task.id if item.task else None, item.handler
+
+
+def _counted(items: list[_Item], now: datetime) -> tuple[dict[tuple, int], dict[int, list[int]]]:
+    """Return the runs waiting per group (tenant, task, handler) and per tenant [waiting, max_queued]."""
+    own: dict[tuple, int] = {}
+    waiting: dict[int, list[int]] = {}
+    for item in items:
+        group = _group(item)
+        if group not in own:
+            own[group], total, max_queued = _waiting(item.tenant_id, item.task, item.handler)
+            if item.tenant_id not in waiting:
+                max_queued = reserved.queued_allowance(item.tenant_id, max_queued, now)
+            waiting.setdefault(item.tenant_id, [total, max_queued])
+    return own, waiting
+
+
+def _near(item: _Item, own: dict, waiting: dict, taking: Counter) -> bool:
+    """Tell whether the batch's items of this one's group or tenant (`taking` counts both) come near a limit."""
+    group, (total, max_queued) = _group(item), waiting[item.tenant_id]
+    return (submitting.near_a_limit(item.policy.queue_limit - own[group], taking=taking[group])
+            or submitting.near_a_limit(max_queued - total, taking=taking[item.tenant_id]))
 
 
 def _full(item: _Item, limit: str, current: int, maximum: int, refused: dict) -> QueueFull:

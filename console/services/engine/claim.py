@@ -78,6 +78,17 @@ def claim(run_id: int, expected_attempt: int, clock: Clock, worker_id: str):
                        f"execution window: it starts when the window opens at {opening:%Y-%m-%d %H:%M} UTC")
                 return "deferred:window"
         full = admission.over_capacity(admitted, policy.concurrency)
+        if not full and admission.near_a_limit(admitted, policy.concurrency):
+            # Counted again under the limits' locks, held to the claim's commit: two workers that both counted one
+            # slot left cannot both take it.
+            single_statements.end()
+            admission.hold_limits(run.tenant_id, run.task_id, run.handler, admitted.quota_class)
+            found = admission.read(run_id, now)
+            if found is None:
+                db.session.rollback()
+                return "missing"
+            admitted = found[1]
+            full = admission.over_capacity(admitted, policy.concurrency)
         if full:
             why = admission.explain(full, admitted, policy.concurrency, tenant=names.tenant(run.tenant_id),
                                     policy=names.policy(admitted.policy_id), handler=run.handler,

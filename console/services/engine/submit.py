@@ -8,6 +8,7 @@ from sqlalchemy import bindparam, func, insert, inspect, literal, literal_column
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import make_transient_to_detached
 
+from console.db import locks
 from console.db.prepared import Prepared, default_value
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.policy import PolicyError, RetryPolicy
@@ -17,7 +18,7 @@ from console.models import Run, Task, Tenant
 from console.models.runs import live
 from console.services.actor import Actor
 from console.services.delivery import outbox
-from console.services.engine import handler_kinds, queueing, reserved, transitions
+from console.services.engine import admission, handler_kinds, queueing, reserved, transitions
 from console.services.errors import Conflict, InvalidInput, NotFound, QueueFull
 from console.services.inputs import is_id, params_too_large
 from console.services.policies import versions as policies
@@ -128,6 +129,17 @@ def _waiting(tenant_id: int, task: Task | None, handler: str) -> tuple[int, int,
     return own, tenant_total, max_queued
 
 
+def near_a_limit(*free: int, taking: int = 1) -> bool:
+    """Tell whether a queue limit has too few places left (admission.EXACT_SLOTS beyond those being taken) to count
+    without its lock."""
+    return min(free) < admission.EXACT_SLOTS + taking
+
+
+def hold_queue(tenant_id: int) -> None:
+    """Hold the tenant's queue lock to the commit: its queue_limit and max_queued are counted one submit at a time."""
+    locks.hold(f"queued:tenant:{tenant_id}")
+
+
 def _waiting_and_policy(tenant_id: int, task: Task | None, handler: str, policy_id: int | None,
                         overrides: dict) -> tuple[int, int, int, int, RetryPolicy]:
     """Return the waiting counts and max_queued as _waiting does, then the policy version in force and the policy."""
@@ -207,6 +219,11 @@ def submit(tenant: Tenant, actor: Actor, *, handler: str | None = None, task: Ta
     now = clock()
     own, tenant_total, max_queued, version, effective = _waiting_and_policy(tenant_id, task, handler, policy_id,
                                                                             overrides)
+    if near_a_limit(effective.queue_limit - own, max_queued - tenant_total):
+        # Counted again under the tenant's queue lock, held to the commit: submits at once cannot all take the last
+        # place. Far from the limits (the usual case) the count above stands, off the hot path.
+        hold_queue(tenant_id)
+        own, tenant_total, max_queued = _waiting(tenant_id, task, handler)
     if own >= effective.queue_limit:
         _reject(tenant, handler, "queue_limit", own, effective.queue_limit, now)
     if tenant_total >= max_queued:
