@@ -203,11 +203,15 @@ def test_a_runbook_fix_whose_letter_was_replayed_meanwhile_is_refused_on_approva
         control.replay(db.session.get(DeadLetter, letter_id), staff["bea"], clock)  # settled another way meanwhile
         requests.append((execution, letter_id))
     (approved, approved_letter), (left, left_letter) = requests
-    # Approving could only fail: refused, saying why, and its execution never runs.
-    with pytest.raises(Conflict, match=rf"dead letter {approved_letter} was replayed by bea at .*nothing ran"):
+    # Approving could only fail: refused, saying why, closed as superseded (by nobody, as a fix asked from the DLQ
+    # is), and its execution never runs.
+    with pytest.raises(Conflict, match=rf"no longer needs deciding: dead letter {approved_letter} was replayed by bea "
+                                       r"at .*nothing ran"):
         decisions.approve(approved.approval_id, staff["alex"], clock=clock)
     db.session.expire_all()
-    assert db.session.get(Approval, approved.approval_id).status == "failed"
+    refused = db.session.get(Approval, approved.approval_id)
+    assert (refused.status, refused.decided_by_id) == ("superseded", None)
+    assert refused.outcome.startswith(f"dead letter {approved_letter} was replayed by bea")
     assert runbooks.get(approved.id).status == "cancelled"
     # The other is closed by the maintenance job, as a fix asked from the DLQ would be.
     assert params_fix.supersede_settled(clock) == [left.approval_id]
@@ -219,6 +223,43 @@ def test_a_runbook_fix_whose_letter_was_replayed_meanwhile_is_refused_on_approva
                                                           AuditEntry.target_id == str(left.approval_id))).scalars()
     assert (entry.actor, entry.tenant, entry.note) == ("system", None, closed.outcome)  # filed for every tenant
     assert params_fix.supersede_settled(clock) == []
+
+
+def test_an_approved_runbook_that_would_now_change_what_its_approver_never_saw_runs_nothing(staff, clock, dead_run):
+    """A walk: a run died again after the preview was approved, so resolving it closed a dead letter and a work order
+    the approver had never seen, while the approval's audit row listed what the preview had shown."""
+    (run_id, letter_id), (other_run, other_letter) = dead_run(code="gone_a"), dead_run(code="gone_b")
+    execution = runbooks.start("resolve_runs", {"runs": f"{run_id} {other_run}", "note": "refunded by hand"},
+                               staff["olga"], scope=None, reason="refunded", clock=clock, enqueue=False)
+    assert runbook_runner.preview(execution.id, clock=clock) == "awaiting_approval"
+    control.replay(db.session.get(DeadLetter, letter_id), staff["bea"], clock)
+    attempt = db.session.get(Run, run_id).attempt
+    assert execute(run_id, attempt, clock=clock) == "dead"  # died again: a new dead letter the preview never listed
+    new_letter = max(letter.id for letter in Runs().dead_letters(run_id))
+    decisions.approve(execution.approval_id, staff["alex"], clock=clock)
+    assert runbook_runner.execute(execution.id, clock=clock) == "failed"
+    db.session.expire_all()
+    refused = runbooks.get(execution.id)
+    assert refused.error.startswith(f"things moved on since the preview request #{execution.approval_id} approved: "
+                                    "run now, it would make ")
+    assert f"dead_letter #{new_letter} status → resolved" in refused.error and "nothing ran" in refused.error
+    assert f"Not in the approved preview: dead_letter #{new_letter} status → resolved" in refused.log
+    assert changes_of(refused, planned=False) == []
+    assert {db.session.get(DeadLetter, i).status for i in (new_letter, other_letter)} == {"open"}
+    assert db.session.get(Run, run_id).status == "dead"
+
+
+def test_an_approved_runbook_with_less_left_to_do_than_its_preview_runs_the_rest(staff, clock, dead_run):
+    (run_id, letter_id), (other_run, other_letter) = dead_run(code="gone_a"), dead_run(code="gone_b")
+    execution = runbooks.start("resolve_runs", {"runs": f"{run_id} {other_run}", "note": "refunded by hand"},
+                               staff["olga"], scope=None, reason="refunded", clock=clock, enqueue=False)
+    runbook_runner.preview(execution.id, clock=clock)
+    control.replay(db.session.get(DeadLetter, letter_id), staff["bea"], clock)  # settled another way: less to do
+    decisions.approve(execution.approval_id, staff["alex"], clock=clock)
+    assert runbook_runner.execute(execution.id, clock=clock) == "succeeded"
+    db.session.expire_all()
+    assert db.session.get(DeadLetter, other_letter).status == "resolved"
+    assert "Checked against the approved preview:" in runbooks.get(execution.id).log
 
 
 def test_backfill_task_creates_one_run_per_missed_firing_once(staff, clock, snapshot):

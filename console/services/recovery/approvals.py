@@ -11,7 +11,7 @@ from console.models import Approval, Tenant, User
 from console.services import inputs
 from console.services.actor import SYSTEM, Actor
 from console.services.audit import trail as audit
-from console.services.errors import Forbidden, InvalidInput, NotFound
+from console.services.errors import Conflict, Forbidden, InvalidInput, NotFound
 from console.services.settings import setting
 
 STATUSES = ("pending", "executed", "failed", "rejected", "withdrawn", "expired", "superseded", "rolled_back")
@@ -22,6 +22,10 @@ class FourEyes(Forbidden):
     """The requester of a change tried to approve (or reject) it themselves."""
 
     code = "four_eyes"
+
+
+class Superseded(Conflict):
+    """What a request would change was settled another way before its approval: it closes as superseded."""
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,14 @@ def approve(approval_id: int, actor: Actor, note: str | None = None, *, tenant_i
     requester = on_behalf(approval, actor)
     try:
         applied = kind.apply(approval, requester, now)
+    except approvals.Superseded as error:
+        # Settled another way before anyone decided: closed as superseded (by nobody), as the job would have.
+        db.session.rollback()
+        if approvals.supersede(approval.id, error.detail, now):
+            _close_refused(approval, "superseded", error.detail, now)
+        db.session.commit()
+        raise Conflict(f"request {approval.id} no longer needs deciding: {error.detail}; nothing ran",
+                       error.field) from None
     except ServiceError as error:
         db.session.rollback()
         _failed(approval, kind, actor, note, error.detail, now)

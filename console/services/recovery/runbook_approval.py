@@ -9,7 +9,7 @@ from console.models import Approval, RunbookExecution
 from console.services.actor import Actor
 from console.services.engine import waiting_fixes
 from console.services.errors import Conflict
-from console.services.recovery import params_fix, runbook_reconcile, runbooks
+from console.services.recovery import approvals, params_fix, runbook_reconcile, runbooks
 from console.services.recovery.kinds import Applied, FixKind
 
 EX = RunbookExecution
@@ -20,7 +20,7 @@ def _apply(approval: Approval, actor: Actor, now: datetime) -> Applied:
     execution_id = approval.payload["execution_id"]
     gone = params_fix.settled(approval)
     if gone is not None:  # a fix_params_and_replay whose letter was settled another way: it could only fail
-        raise Conflict(waiting_fixes.nothing_left(*gone) + "; nothing ran", "status")
+        raise approvals.Superseded(waiting_fixes.nothing_left(*gone), "status")
     queued = db.session.execute(
         update(EX).where(EX.id == execution_id, EX.status == "awaiting_approval", EX.previewed_at.is_not(None))
         .values(status="queued", queued_at=now).execution_options(synchronize_session=False)).rowcount

@@ -66,6 +66,10 @@ class RunbookContext:
         self._changes.append({"object": obj, "object_id": str(object_id), "field": field, "before": plain(before),
                               "after": plain(after)})
 
+    def recorded(self) -> list[dict]:
+        """Return the changes recorded and not yet written (all of a dry-run's, until it finishes)."""
+        return list(self._changes)
+
     def backup(self, obj: str, object_id, row: dict) -> None:
         """Keep a row as it was before this run changed it (a real run; kept with the next commit)."""
         if not self.dry_run:

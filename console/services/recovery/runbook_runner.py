@@ -19,7 +19,7 @@ from console.extensions import db
 from console.models import Approval, RunbookChange, RunbookExecution, User
 from console.services.actor import Actor
 from console.services.errors import ServiceError
-from console.services.recovery import approvals, runbook_registry
+from console.services.recovery import approvals, runbook_drift, runbook_registry
 from console.services.recovery.runbook_context import RunbookContext
 from console.services.recovery.runbook_live import Beat, read_only
 from console.services.settings import setting
@@ -114,6 +114,8 @@ def _run(execution: RunbookExecution, *, preview: bool, clock: Clock, on_line, s
                 with read_only():
                     runbook.run(ctx)
             else:
+                if execution.approval_id:  # what the approver saw bounds what it does
+                    runbook_drift.check(runbook, execution, ctx)
                 runbook.run(ctx)
                 ctx.commit()
         except BaseException as caught:

@@ -1,0 +1,50 @@
+"""Before an approved runbook runs for real, check it would change nothing its approver did not see in the preview."""
+
+import json
+
+from sqlalchemy import select
+
+from console.extensions import db
+from console.models import RunbookChange, RunbookExecution
+from console.services.errors import Conflict
+from console.services.recovery.runbook_context import MAX_CHANGES, RunbookContext
+from console.services.recovery.runbook_live import read_only
+
+SHOWN = 3  # unseen changes named in the refusal; the execution's log lists them all
+
+
+def _key(change: dict) -> tuple:
+    # The "before" may differ (a row moved on in a way that leaves the same result): what was approved is the result.
+    return change["object"], str(change["object_id"]), change["field"], json.dumps(change["after"], sort_keys=True)
+
+
+def _words(change: dict) -> str:
+    return f"{change['object']} #{change['object_id']} {change['field']} → {change['after']}"
+
+
+def check(runbook, execution: RunbookExecution, ctx: RunbookContext) -> None:
+    """Dry-run the runbook as things stand now; raise Conflict (nothing has run) if it would make a change the
+    approved preview did not list. Fewer changes are fine: rows that moved on need nothing more."""
+    planned = db.session.execute(select(RunbookChange.object, RunbookChange.object_id, RunbookChange.field,
+                                        RunbookChange.after).where(RunbookChange.execution_id == execution.id,
+                                                                   RunbookChange.planned.is_(True))).all()
+    if len(planned) >= MAX_CHANGES:
+        ctx.log(f"The preview listed {MAX_CHANGES} changes or more: what it would change now is not compared with it.")
+        return
+    approved = {_key(row._asdict()) for row in planned}
+    now = RunbookContext(execution.id, dry_run=True, tenant_id=ctx.tenant_id, actor=ctx.actor, reason=ctx.reason,
+                         params=ctx.params, clock=ctx.clock, sleep=lambda seconds: None, monotonic=ctx.monotonic)
+    with read_only():
+        runbook.run(now)
+    found = now.recorded()
+    unseen = [change for change in found if _key(change) not in approved]
+    if unseen:
+        for change in unseen:
+            ctx.log(f"Not in the approved preview: {_words(change)}")
+        named = "; ".join(_words(change) for change in unseen[:SHOWN])
+        more = f" and {len(unseen) - SHOWN} more" if len(unseen) > SHOWN else ""
+        raise Conflict(f"things moved on since the preview request #{execution.approval_id} approved: run now, it "
+                       f"would make {len(unseen)} change{'s' if len(unseen) != 1 else ''} the approver did not see "
+                       f"({named}{more}); nothing ran. Ask again: a new preview shows what it would do now", "status")
+    ctx.log(f"Checked against the approved preview: {len(found)} of its {len(approved)} changes still to make, "
+            "none it did not list.")
