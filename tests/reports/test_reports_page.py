@@ -14,6 +14,7 @@ from console.domain.figures import FIGURES
 from console.extensions import db
 from console.models import DeadLetter, Delivery, Run, SlaBreach, Task
 from console.models.reports import report_error_hours
+from console.services.engine import control
 from console.services.engine.execute import execute
 from console.services.people import tenants
 from console.services.reports import page, rollup
@@ -59,7 +60,7 @@ def test_cards_and_charts_lead_to_the_runs_and_dead_letters_behind_them(manager,
     html = client.get("/reports?period=24h").get_data(as_text=True)
     success = card(html, "execution_success_rate").group(2).replace("&amp;", "&")
     assert success.startswith("/runs?") and "failed=1" in success and "status=" not in success
-    assert "created_from=2026-03-01T11:00" in success
+    assert "series_from=2026-03-01T11:00" in success and "created_from" not in success
     # Every run with a failed series, whatever it is now: the replayed one that then succeeded too.
     listed = run_rows(client.get(success).get_data(as_text=True))
     assert {built["twice_dead"], built["recovered"]} <= listed and built["edge_late"] not in listed
@@ -159,6 +160,30 @@ def test_automatic_retry_success_opens_the_runs_whose_first_series_failed(manage
     assert {built["twice_dead"], built["recovered"]} <= listed  # and the retry that worked on its own
     assert built["edge_late"] not in listed and built["duplicate"] not in listed  # never failed in series 1
     assert card(html, "execution_success_rate").group(2) != card(html, "retry_success_rate").group(2)
+
+
+def test_the_success_cards_open_the_runs_whose_series_they_count_whenever_created(manager, client, clock, built):
+    """A manager's walk: Execution success read 16 failed series while its link listed 15 runs, and Automatic retry
+    success 19 runs while its link listed 22: the links chose runs by when they were created, the cards count series
+    by when they ended."""
+    now = clock()
+    clock.set(now - timedelta(days=2))  # created before the period, replayed and dead again inside it
+    old = history._adhoc(clock, {"fail_times": 9, "code": "gateway_down"})
+    assert execute(old, 0, clock=clock) == "dead"
+    clock.set(now - timedelta(hours=1))
+    control.replay(history._letter(old), history.OPS, clock=clock)
+    assert execute(old, 0, clock=clock) == "dead"
+    waiting = history._adhoc(clock, {"fail_times": 1}, history.TWO_ATTEMPTS)  # still retrying: not ended
+    assert execute(waiting, 0, clock=clock) == "retry_wait"
+    clock.set(now)
+    html = client.get("/reports?period=24h").get_data(as_text=True)
+    failed = run_rows(client.get(card(html, "execution_success_rate").group(2).replace("&amp;", "&")).get_data(
+        as_text=True))
+    assert old in failed and {built["twice_dead"], built["recovered"]} <= failed
+    page_html = client.get(card(html, "retry_success_rate").group(2).replace("&amp;", "&")).get_data(as_text=True)
+    assert waiting not in run_rows(page_html) and old not in run_rows(page_html)  # its first series ended before
+    assert "Its first series ended between 2026-03-01 11:00 and 2026-03-02 11:00 UTC, whenever it was created" in \
+        page_html
 
 
 def test_duplicate_execution_opens_the_runs_whose_handler_succeeded_twice(manager, client, built):

@@ -45,6 +45,10 @@ class RunFilters:
     duplicated: bool = False  # a handler success beyond the first (Duplicate execution)
     conflicted: bool = False  # a firing deferred or skipped for a conflict (Conflict early warning)
     ended_from: datetime | None = None  # ended at or after (the Overview's counters of the last 24 h)
+    # A series of it ended in [series_from, series_to): the one `failed` asks for, or the first with `retried` (what
+    # the Reports figures count in a period, whenever the run was created).
+    series_from: datetime | None = None
+    series_to: datetime | None = None
 
 
 @dataclass
@@ -84,10 +88,15 @@ def apply(query, filters: RunFilters, scope: int | None):
         query = query.where(error_code_is(filters.error_code))
     if filters.handler:
         query = query.where(Run.handler == filters.handler, Run.task_id.is_(None))
+    within = (filters.series_from, filters.series_to)
     if filters.failed:
-        query = query.where(_attempt_ended("failed", "dead"))
+        query = query.where(_attempt_ended("failed", "dead", within=within))
     if filters.retried:
         query = query.where(_attempt_ended("retry_wait", "failed", "dead", series=1))
+        if any(within):
+            query = query.where(_attempt_ended("succeeded", "failed", "dead", series=1, within=within))
+    elif any(within) and not filters.failed:
+        query = query.where(_attempt_ended("succeeded", "failed", "dead", within=within))
     if filters.late:
         query = query.where(*late_start(filters.task_id))
     if filters.duplicated:
@@ -109,9 +118,15 @@ def conflict_move(event):
                event.kind == "replaced")
 
 
-def _attempt_ended(*kinds: str, series: int | None = None):
-    """Runs with an attempt that ended in one of these moves (in this series), read from their timelines."""
+def _attempt_ended(*kinds: str, series: int | None = None, within: tuple = (None, None)):
+    """Runs with an attempt that ended in one of these moves (in this series, at a moment in [start, end) when given),
+    read from their timelines."""
     ended = exists().where(RunEvent.run_id == Run.id, RunEvent.from_status == "running", RunEvent.kind.in_(kinds))
+    start, end = within
+    if start is not None:
+        ended = ended.where(RunEvent.at >= start)
+    if end is not None:
+        ended = ended.where(RunEvent.at < end)
     return ended if series is None else ended.where(RunEvent.series == series)
 
 

@@ -29,15 +29,17 @@ class Links:
     def runs(self, *statuses: str, start: datetime | None = None, end: datetime | None = None,
              task_id: int | None = None, handler: str | None = None, tenant: str | None = None,
              failed: bool = False, retried: bool = False, late: bool = False, duplicated: bool = False,
-             conflicted: bool = False) -> str:
-        """The runs created in the period; `handler`: those of a handler run without a task;
+             conflicted: bool = False, ended: bool = False) -> str:
+        """The runs created in the period (`ended`: whose series, the failed one or the first, ended in it, as the
+        success figures count); `handler`: those of a handler run without a task;
         `failed`: with a series that failed for good; `retried`: whose first series failed at least once; `late`: a
         task's that started past its limit; `duplicated`: whose handler succeeded twice; `conflicted`: held back by a
         conflict."""
-        start, end = start or self.period.start, end or self.period.end
+        start, end = (start or self.period.start).strftime(RUN_TIME), (end or self.period.end).strftime(RUN_TIME)
         return url_for("runs.index", status=list(statuses) or None, task=task_id or self.scope.task_id,
-                       tenant=tenant or self.tenant, created_from=start.strftime(RUN_TIME),
-                       created_to=end.strftime(RUN_TIME), handler=handler if handler and not task_id else None,
+                       tenant=tenant or self.tenant, created_from=None if ended else start,
+                       created_to=None if ended else end, series_from=start if ended else None,
+                       series_to=end if ended else None, handler=handler if handler and not task_id else None,
                        failed=1 if failed else None, retried=1 if retried else None, late=1 if late else None,
                        duplicated=1 if duplicated else None, conflicted=1 if conflicted else None)
 
@@ -101,9 +103,9 @@ class Links:
         if name == "sla_breaches":
             return self.breaches(start=start, end=end)
         if name == "execution_success_rate":
-            return self.runs(start=start, end=end, failed=True)
+            return self.runs(start=start, end=end, failed=True, ended=True)
         if name == "retry_success_rate":
-            return self.runs(start=start, end=end, retried=True)
+            return self.runs(start=start, end=end, retried=True, ended=True)
         if name == "duplicate_rate":
             return self.runs(start=start, end=end, duplicated=True)
         if name == "dead_letters_recovered" or name.startswith("recovery_time"):

@@ -150,6 +150,8 @@ class RunFilterForm(TimelineFilterForm):
     duplicated = HiddenField("Succeeded twice")
     conflicted = HiddenField("Held back by a conflict")
     ended_from = IsoTimeField("Ended from (UTC)", validators=[Optional()])
+    series_from = IsoTimeField("A series ended from (UTC)", validators=[Optional()])
+    series_to = IsoTimeField("A series ended before (UTC)", validators=[Optional()])
 
     def page_size(self) -> int:
         """Return the page size chosen (a value not offered is refused by validation)."""
@@ -168,7 +170,8 @@ class RunFilterForm(TimelineFilterForm):
                        text=(self.q.data or "").strip(), handler=(self.handler.data or "").strip(),
                        failed=bool(self.failed.data), retried=bool(self.retried.data),
                        late=bool(self.late.data), duplicated=bool(self.duplicated.data),
-                       conflicted=bool(self.conflicted.data), ended_from=_utc(self.ended_from.data))
+                       conflicted=bool(self.conflicted.data), ended_from=_utc(self.ended_from.data),
+                       series_from=_utc(self.series_from.data), series_to=_utc(self.series_to.data))
 
 
 def _utc(moment):

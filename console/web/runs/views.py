@@ -62,8 +62,10 @@ def index():
     late_limit = runs_query.start_limit_of(int(form.task.data)) if (
         form.late.data and form.task.data and not form.task.errors) else None
     # The Reports page's conditions show as notes, each with a link that drops it.
-    without = {name: url_for("runs.index", **{key: value for key, value in args.items() if key != name})
-               for name in ("handler", "failed", "retried", "late", "duplicated", "conflicted", "ended_from")}
+    without = {name: url_for("runs.index", **{key: value for key, value in args.items() if key not in keys})
+               for name, keys in (*((name, (name,)) for name in ("handler", "failed", "retried", "late", "duplicated",
+                                                                  "conflicted", "ended_from")),
+                                  ("series", ("series_from", "series_to")))}
     return page("runs/index.html", "results", form=form, result=result, total=total, count_cap=cap,
                 before=before, args=args, scoped=scope is not None, late_limit=late_limit, without=without,
                 resets=breaker_resets(result.runs) if result else {}), status
