@@ -118,9 +118,17 @@ def choose(name: str | None, first: str | None, last: str | None, now: datetime,
     """Return the period asked for: a span of minutes if either end is given, else a date range if either end is
     given, else a preset (default 7 d)."""
     if since or until:
-        return span(since or "", until or "")
+        return _begun(span(since or "", until or ""), now, "since")
     if first or last:
         if not (first and last):
             raise PeriodError("give both 'from' and 'to' (dates like 2026-03-01)", "to" if first else "from")
-        return between(parse_day(first, "from"), parse_day(last, "to"))
+        return _begun(between(parse_day(first, "from"), parse_day(last, "to")), now, "from")
     return preset(name or DEFAULT, now)
+
+
+def _begun(period: Period, now: datetime, field: str) -> Period:
+    """Refuse a period that has not begun: nothing happened in it, and "the days before" would be ahead too."""
+    if period.start > now:
+        raise PeriodError(f"{field} is after now ({now:%Y-%m-%d %H:%M} UTC): nothing has happened then yet; choose "
+                          "a period that has begun", field)
+    return period

@@ -62,3 +62,27 @@ def test_a_time_trend_reads_in_the_unit_its_values_need_not_in_kiloseconds():
 def test_every_page_a_chart_point_opens_writes_its_times_alike():
     # Links.buckets swaps one pair of marks in a chart's link, whichever page it leads to.
     assert RUN_TIME == MOMENT == MINUTE
+
+
+def test_a_trend_with_nothing_measured_says_so_instead_of_drawing_its_target_on_bare_axes():
+    start = datetime(2025, 1, 1, tzinfo=UTC)
+    chart = json.loads(charts.trend(BY_NAME["execution_success_rate"], {start + timedelta(days=n): None
+                                                                          for n in range(5)}, [""] * 5, False))
+    assert len(chart["data"]) == 1  # no target line to set the axis by
+    assert chart["layout"]["annotations"][0]["text"] == "nothing measured in this period"
+    assert chart["layout"]["yaxis"]["showticklabels"] is False
+    measured = json.loads(charts.trend(BY_NAME["execution_success_rate"], {start: 0.99}, [""], False))
+    assert len(measured["data"]) == 2 and "annotations" not in measured["layout"]
+
+
+def test_the_heat_maps_labels_are_cut_short_apart_with_the_whole_name_in_the_tooltip():
+    """A manager's phone: 200 px of names left the 24 hours 70 px; two names cut alike must stay two rows."""
+    rows = [SimpleNamespace(tenant="acme", task_id=n, task=f"nightly-settlement-of-card-payments-{n}")
+            for n in (1, 2)] + [SimpleNamespace(tenant="acme", task_id=3, task="short")]
+    heat = SimpleNamespace(tasks=rows, cells={(1, 9): (4, 3)}, rate=lambda task_id, hour: 0.75 if (
+        task_id, hour) == (1, 9) else None)
+    chart = json.loads(charts.heat_map(heat, [[""] * 24] * 3))
+    labels = chart["data"][0]["y"]
+    assert labels == ["acme / nightly-settlement…", "acme / nightly-settlement… (2)", "acme / short"]
+    assert chart["data"][0]["text"][0][9] == "acme / nightly-settlement-of-card-payments-1<br>9:00 UTC: 3 of 4"
+    assert chart["layout"]["margin"]["l"] < 40 and chart["layout"]["yaxis"]["automargin"] is True

@@ -74,6 +74,15 @@ def test_a_date_range_covers_whole_days_and_bad_input_names_the_field():
             periods.choose(*args, datetime.now(UTC))
         assert error.value.field == field
     assert periods.between(date(2026, 1, 1), date(2026, 1, 1)).length == timedelta(days=1)
+    # A period that has not begun is refused (a manager's walk: "7 d 16 h to come … beside the 3 days before").
+    now = datetime(2026, 12, 5, 7, 30, tzinfo=UTC)
+    with pytest.raises(periods.PeriodError, match=r"from is after now \(2026-12-05 07:30 UTC\)") as error:
+        periods.choose(None, "2026-12-10", "2026-12-12", now)
+    assert error.value.field == "from"
+    with pytest.raises(periods.PeriodError) as error:
+        periods.choose(None, None, None, now, "2026-12-05T08:00", "2026-12-05T09:00")
+    assert error.value.field == "since"
+    assert periods.choose(None, "2026-12-05", "2026-12-07", now).end == datetime(2026, 12, 8, tzinfo=UTC)  # begun
 
 
 def test_the_readme_defines_each_figure_in_the_words_of_its_tooltip():

@@ -14,6 +14,7 @@ from console.services.reports.read import ErrorGroup
 
 DAY_MS = 86_400_000  # a Plotly date axis counts its tick spacing in milliseconds
 OK, BAD, LINE, TARGET, MUTED = "#1a7f4b", "#c0362c", "#3348c8", "#a86400", "#667085"
+LABEL_CHARS = 26  # a heat-map row's label on its axis (about 150 px)
 FONT = {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 11, "color": "#1c2230"}
 
 
@@ -41,7 +42,8 @@ def trend(figure: Figure, points: dict[datetime, float | None], links: list[str]
     data = [{"type": "scatter", "mode": "lines+markers", "x": x, "y": y, "customdata": links, "connectgaps": False,
              "line": {"color": LINE, "width": 1.8}, "marker": {"size": 4},
              "hovertemplate": f"%{{x|{'%b %d %H:00' if hourly else '%b %d'}}}: %{{y}}{suffix}<extra></extra>"}]
-    if figure.target is not None and x:
+    measured = any(value is not None for value in y)
+    if figure.target is not None and x and measured:
         data.append({"type": "scatter", "mode": "lines", "x": [x[0], x[-1]], "y": [figure.target * factor] * 2,
                      "line": {"color": TARGET, "width": 1, "dash": "dash"}, "hoverinfo": "skip"})
     # automargin: a 90-day axis turns its dates, which the bottom margin would otherwise cut ("Sep 0(").
@@ -49,11 +51,25 @@ def trend(figure: Figure, points: dict[datetime, float | None], links: list[str]
     if not hourly and x:
         # Ticks on whole days: left to itself Plotly puts two a day on a short range, each labelled with the date.
         xaxis |= {"tick0": x[0], "dtick": DAY_MS * max(1, math.ceil(len(x) / 6))}
-    return _dumps(data, {"height": 130, "xaxis": xaxis,
-                         # Rates near their target would look flat from zero; counts and times start at zero.
-                         "yaxis": {"rangemode": "normal" if figure.unit == "rate" else "tozero",
-                                   "gridcolor": "#eef0f3", "ticksuffix": suffix, "nticks": 4,
-                                   "exponentformat": "none"}})
+    layout = {"height": 130, "xaxis": xaxis,
+              # Rates near their target would look flat from zero; counts and times start at zero.
+              "yaxis": {"rangemode": "normal" if figure.unit == "rate" else "tozero",
+                        "gridcolor": "#eef0f3", "ticksuffix": suffix, "nticks": 4, "exponentformat": "none"}}
+    if not measured:  # bare axes around a target line read as a measurement; say there was none
+        layout["yaxis"] |= {"showticklabels": False, "showgrid": False}
+        layout["annotations"] = [{"text": "nothing measured in this period", "showarrow": False, "xref": "paper",
+                                  "yref": "paper", "x": 0.5, "y": 0.5, "font": {"color": MUTED}}]
+    return _dumps(data, layout)
+
+
+def _short(labels: list[str]) -> list[str]:
+    """Cut long labels short, keeping them apart: a category axis draws two equal labels as one row."""
+    shown, seen = [], {}
+    for label in labels:
+        short = label if len(label) <= LABEL_CHARS else label[:LABEL_CHARS - 1] + "…"
+        seen[short] = seen.get(short, 0) + 1
+        shown.append(short if seen[short] == 1 else f"{short} ({seen[short]})")
+    return shown
 
 
 def heat_map(heat: HeatMap, links: list[list[str]]) -> str:
@@ -61,14 +77,16 @@ def heat_map(heat: HeatMap, links: list[list[str]]) -> str:
     labels = [f"{row.tenant} / {row.task}" for row in heat.tasks]
     z = [[None if (rate := heat.rate(row.task_id, hour)) is None else round(100 * rate, 1) for hour in range(24)]
          for row in heat.tasks]
-    text = [[f"{heat.cells.get((row.task_id, hour), (0, 0))[1]} of {heat.cells.get((row.task_id, hour), (0, 0))[0]}"
-             for hour in range(24)] for row in heat.tasks]
-    data = [{"type": "heatmap", "z": z, "x": list(range(24)), "y": labels, "text": text, "zmin": 80, "zmax": 100,
-             "customdata": links, "xgap": 2, "ygap": 2,
+    # The whole name in the tooltip; the axis shows it cut short, so the cells keep their width on a phone.
+    text = [[f"{label}<br>{hour}:00 UTC: {heat.cells.get((row.task_id, hour), (0, 0))[1]} of "
+             f"{heat.cells.get((row.task_id, hour), (0, 0))[0]}" for hour in range(24)]
+            for label, row in zip(labels, heat.tasks, strict=True)]
+    data = [{"type": "heatmap", "z": z, "x": list(range(24)), "y": _short(labels), "text": text,
+             "zmin": 80, "zmax": 100, "customdata": links, "xgap": 2, "ygap": 2,
              "colorscale": [[0, BAD], [0.9, "#f2c94c"], [1, OK]], "colorbar": {"ticksuffix": "%", "thickness": 10},
-             "hovertemplate": "%{y}<br>%{x}:00 UTC: %{z}% on time (%{text} starts)<extra></extra>"}]
-    return _dumps(data, {"height": 70 + 24 * max(1, len(labels)), "margin": {"l": 200, "r": 10, "t": 6, "b": 34},
-                         "xaxis": {"title": {"text": "hour of day (UTC)"}, "dtick": 2},
+             "hovertemplate": "%{text} starts on time: %{z}%<extra></extra>"}]
+    return _dumps(data, {"height": 70 + 24 * max(1, len(labels)), "margin": {"l": 10, "r": 10, "t": 6, "b": 34},
+                         "xaxis": {"title": {"text": "hour of day (UTC)"}, "dtick": 3},
                          "yaxis": {"autorange": "reversed", "automargin": True}})
 
 
