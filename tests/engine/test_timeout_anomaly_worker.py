@@ -47,6 +47,8 @@ def test_timeout_anomaly_names_the_handler_timing_out_above_its_usual_rate_not_o
     alert_rules.update_rule("timeout_anomaly", {"window_s": 86_400}, ADMIN, clock=clock)
     _history(runs, clock, STEADY, per_day=5)  # usually 5 a day
     _history(runs, clock, SPIKING, per_day=1)  # usually 1 a day
+    # Two real workers: each batch's five hung runs wait out their timeouts two at a time, not one after another.
+    workers()
     workers()
 
     _time_out_for_real(runs, STEADY, 5)  # today as usual

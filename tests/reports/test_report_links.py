@@ -78,11 +78,13 @@ def test_a_trend_with_nothing_measured_says_so_instead_of_drawing_its_target_on_
 def test_the_heat_maps_labels_are_cut_short_apart_with_the_whole_name_in_the_tooltip():
     """A manager's phone: 200 px of names left the 24 hours 70 px; two names cut alike must stay two rows."""
     rows = [SimpleNamespace(tenant="acme", task_id=n, task=f"nightly-settlement-of-card-payments-{n}")
-            for n in (1, 2)] + [SimpleNamespace(tenant="acme", task_id=3, task="short")]
+            for n in (1, 2)] + [SimpleNamespace(tenant="acme", task_id=3, task="short"),
+                                SimpleNamespace(tenant="acme", task_id=4, task="nightly-settlement-of-card-payments-1")]
     heat = SimpleNamespace(tasks=rows, cells={(1, 9): (4, 3)}, rate=lambda task_id, hour: 0.75 if (
         task_id, hour) == (1, 9) else None)
-    chart = json.loads(charts.heat_map(heat, [[""] * 24] * 3))
+    chart = json.loads(charts.heat_map(heat, [[""] * 24] * 4))
     labels = chart["data"][0]["y"]
-    assert labels == ["acme / nightly-settlement…", "acme / nightly-settlement… (2)", "acme / short"]
+    assert labels == ["acme / night…-payments-1", "acme / night…-payments-2", "acme / short",
+                      "acme / night…-payments-1 (2)"]  # two names that cut alike stay two rows
     assert chart["data"][0]["text"][0][9] == "acme / nightly-settlement-of-card-payments-1<br>9:00 UTC: 3 of 4"
     assert chart["layout"]["margin"]["l"] < 40 and chart["layout"]["yaxis"]["automargin"] is True
