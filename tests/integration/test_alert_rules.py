@@ -7,10 +7,11 @@ from sqlalchemy import select, update
 
 from console.domain.clock import utcnow
 from console.extensions import db
-from console.models import AlertRule, AuditEntry, DeadLetter, OutboxMessage, Tenant
+from console.models import AlertRule, AuditEntry, DeadLetter, OutboxMessage, Run, Tenant
 from console.scheduler.task_jobs import TaskJobs
 from console.services.actor import Actor
 from console.services.delivery import dispatch, outbox
+from console.services.engine import control
 from console.services.engine.execute import execute
 from console.services.errors import QueueFull
 from console.services.people import tenants
@@ -136,6 +137,17 @@ def test_queue_wait_fires_when_a_wanted_job_waits_past_five_minutes_and_clears_o
     execute(run_id, 0, clock=clock)  # its run ended meanwhile (cancelled, or run elsewhere): the job is not wanted
     assert_clears("queue_wait", clock)
     assert rule("queue_wait").detail == "no job waits in a queue; 0 workers registered"
+
+
+def test_queue_wait_finds_a_wanted_job_behind_hundreds_of_jobs_whose_runs_ended(runs, clock, monkeypatch):
+    """An on-call walk: the rule read the first 100 jobs only, so a mass cancel ahead of a waiting run hid it."""
+    monkeypatch.setattr(alert_measures, "QUEUE_SCAN", 20)  # pages of 20, so 45 ended jobs span three of them
+    for _ in range(45):
+        control.cancel(db.session.get(Run, runs.submit("demo.noop")), Actor("olga"), clock=clock)
+    runs.submit("demo.noop")
+    clock.set(utcnow())
+    clock.advance(301)
+    assert_fires("queue_wait", clock, 301)
 
 
 def test_scheduling_failure_rate_counts_late_starts_and_missed_firings(app, runs, clock):

@@ -33,7 +33,9 @@ MIN_TIMEOUTS = 5
 FAILED_ATTEMPT = ("retry_wait", "dead", "failed")
 # A queued job whose run is in one of these is still wanted; others ended meanwhile (a worker drops their job).
 WAITING = ("pending", "retry_wait")
-QUEUE_SCAN = 100
+# Jobs read from a queue's head a round trip at a time, at most QUEUE_SCAN_MAX in all: jobs of runs that ended (a
+# mass cancel) ahead of a wanted one must not hide it, and a queue of a million stale jobs must not cost a million.
+QUEUE_SCAN, QUEUE_SCAN_MAX = 200, 2000
 
 
 @dataclass(frozen=True)
@@ -86,15 +88,18 @@ def queue_wait(now: datetime, window_s: int | None) -> Measure:
 
 def _oldest_wanted(queue: Queue, now: datetime) -> float | None:
     """Return how long the queue's oldest job whose run still waits has waited (a job of a run that ended since
-    is left for a worker to drop), or None; read from the first QUEUE_SCAN jobs."""
-    ids = queue.get_job_ids(0, QUEUE_SCAN - 1)
-    runs = {job_id: parsed[0] for job_id in ids if (parsed := queueing.parse_job_id(job_id))}
-    waiting = set(db.session.execute(select(Run.id).where(Run.id.in_(set(runs.values())),
-                                                          Run.status.in_(WAITING))).scalars()) if runs else set()
-    wanted = [job_id for job_id in ids if job_id not in runs or runs[job_id] in waiting]
-    for job in Job.fetch_many(wanted[:1], connection=queue.connection):
-        if job is not None and job.enqueued_at is not None:
-            return max(0.0, (now - job.enqueued_at.replace(tzinfo=UTC)).total_seconds())
+    is left for a worker to drop), or None; read from the queue's head, QUEUE_SCAN jobs at a time."""
+    for start in range(0, QUEUE_SCAN_MAX, QUEUE_SCAN):
+        ids = queue.get_job_ids(start, QUEUE_SCAN)  # offset, length
+        runs = {job_id: parsed[0] for job_id in ids if (parsed := queueing.parse_job_id(job_id))}
+        waiting = set(db.session.execute(select(Run.id).where(Run.id.in_(set(runs.values())),
+                                                              Run.status.in_(WAITING))).scalars()) if runs else set()
+        wanted = [job_id for job_id in ids if job_id not in runs or runs[job_id] in waiting]
+        for job in Job.fetch_many(wanted[:1], connection=queue.connection):
+            if job is not None and job.enqueued_at is not None:
+                return max(0.0, (now - job.enqueued_at.replace(tzinfo=UTC)).total_seconds())
+        if len(ids) < QUEUE_SCAN:
+            break
     return None
 
 
