@@ -2,6 +2,9 @@
 
 # Error codes, messages, task names and audit notes come from callers and people.
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# What a CSV file starts with: Excel reads a file without it as the PC's legacy code page ("Ã·" for "÷"); other
+# spreadsheets and csv readers opening it as utf-8-sig skip it.
+BOM = "\ufeff"
 
 
 def as_text(value: str) -> str:

@@ -302,9 +302,11 @@ def test_the_page_and_its_files_say_which_tenant_and_task_they_cover(manager, cl
 @pytest.mark.parametrize("table", ["figures", "trend", "tasks", "heat", "errors", "breaches"])
 def test_every_table_downloads_as_csv(manager, client, table):
     response = client.get(f"/reports/{table}.csv?period=24h")
-    assert response.status_code == 200 and response.mimetype == "text/csv"
+    assert response.status_code == 200 and response.content_type == "text/csv; charset=utf-8"
     assert "attachment" in response.headers["Content-Disposition"]
-    rows = list(csv.reader(io.StringIO(response.get_data(as_text=True))))
+    # A manager's walk: the definitions' ÷, — and ≥ came out garbled in Excel, which reads UTF-8 only after a BOM.
+    assert response.get_data().startswith(b"\xef\xbb\xbf")
+    rows = list(csv.reader(io.StringIO(response.get_data().decode("utf-8-sig"))))
     assert len(rows) >= 2, rows
     if table == "figures":
         assert {row[0]: row[2] for row in rows[1:]}["on_time_rate"] == "0.75"
@@ -338,7 +340,7 @@ def test_a_heat_map_cell_opens_the_late_starts_of_its_hour_of_day(manager, clien
     ten = client.get(f"/reports/breaches?period=24h&task={built['edge']}&hour=10").get_data(as_text=True)
     assert "No SLA breaches" in ten and f"/runs/{built['edge_late']}" not in ten
     ten_csv = client.get("/reports/breaches.csv?period=24h&hour=10")
-    assert len(list(csv.reader(io.StringIO(ten_csv.get_data(as_text=True))))) == 1  # the header only
+    assert len(list(csv.reader(io.StringIO(ten_csv.get_data().decode("utf-8-sig"))))) == 1  # the header only
     assert ten_csv.headers["Content-Disposition"].endswith('-hour10.csv"')  # the file says which hour it holds
     for bad in ("24", "-1", "nine", "9" * 400, "٣"):  # "٣" is 3 to int(), not to a person typing an hour
         refused = client.get(f"/reports/breaches?period=24h&hour={bad}")
@@ -615,7 +617,7 @@ def test_a_missed_deadline_shows_its_deadline_so_due_plus_limit_plus_lateness_ad
     late = client.get("/reports/breaches?period=24h&kind=start_delay").get_data(as_text=True)
     assert re.search(r"2026-03-02 09:20:00\s*</time>\s*</td>\s*<td>.*?>09:21:00</time></span> <span[^>]*>"
                      r"\(start within 1 min\)", late, re.S), late
-    download = client.get("/reports/breaches.csv?period=24h&kind=deadline").get_data(as_text=True)
+    download = client.get("/reports/breaches.csv?period=24h&kind=deadline").get_data().decode("utf-8-sig")
     header, first = list(csv.reader(io.StringIO(download)))[:2]
     assert dict(zip(header, first, strict=True))["limit_at"] == "2026-03-02T10:13:05+00:00"
 
@@ -690,10 +692,11 @@ def test_a_csv_cell_a_spreadsheet_would_run_as_a_formula_is_written_as_text(mana
     db.session.execute(update(report_error_hours).values(error_code='=HYPERLINK("http://evil.example","open")',
                                                          message="@SUM(1+1)"))
     db.session.commit()
-    rows = list(csv.reader(io.StringIO(client.get("/reports/errors.csv?period=24h").get_data(as_text=True))))
+    rows = list(csv.reader(io.StringIO(client.get("/reports/errors.csv?period=24h").get_data().decode("utf-8-sig"))))
     assert rows[1][1:3] == ['\'=HYPERLINK("http://evil.example","open")', "'@SUM(1+1)"]
     assert all(row[3].isdigit() for row in rows[1:])  # numbers are numbers still
-    figures = list(csv.reader(io.StringIO(client.get("/reports/trend.csv?period=24h").get_data(as_text=True))))
+    figures = list(csv.reader(io.StringIO(client.get("/reports/trend.csv?period=24h").get_data().decode(
+        "utf-8-sig"))))
     assert not any(cell.startswith("'") for row in figures for cell in row)
 
 

@@ -4,7 +4,7 @@ import csv
 import io
 import json
 
-from console.domain.spreadsheets import as_text
+from console.domain.spreadsheets import BOM, as_text
 from console.models import AuditEntry
 
 COLUMNS = ("seq", "at", "actor", "actor_id", "remote_addr", "action", "target_type", "target_id", "tenant", "before",
@@ -19,7 +19,7 @@ def as_dict(entry: AuditEntry) -> dict:
 
 def header(kind: str) -> str:
     """Return what the file starts with: CSV's column names, nothing for JSON lines."""
-    return _csv_lines([COLUMNS]) if kind == "csv" else ""
+    return BOM + _csv_lines([COLUMNS]) if kind == "csv" else ""
 
 
 def encode(kind: str, rows: list[dict]) -> str:

@@ -9,7 +9,7 @@ from flask import Response
 
 from console.domain.figures import FIGURES
 from console.domain.periods import Period
-from console.domain.spreadsheets import as_text
+from console.domain.spreadsheets import BOM, as_text
 from console.services.reports import breaches as breach_list
 from console.services.reports import figures, page, read
 from console.services.reports import scope as report_scope
@@ -90,6 +90,7 @@ WRITERS = {"figures": _figures, "trend": _trend, "tasks": _tasks, "heat": _heat,
 def respond(table: str, period: Period, scope: Scope, now: datetime, breach: dict | None = None) -> Response:
     """Answer a CSV download of one table; `breach`: the breaches list's own filters (kind, hour)."""
     buffer = io.StringIO()
+    buffer.write(BOM)
     writer = csv.writer(buffer)
     for row in WRITERS[table](period, scope, now, breach or {}):
         writer.writerow([_number(value) for value in row])
@@ -97,6 +98,6 @@ def respond(table: str, period: Period, scope: Scope, now: datetime, breach: dic
     hour = (breach or {}).get("hour")
     only = f"-hour{hour:02d}" if table == "breaches" and hour is not None else ""  # a heat-map cell's list
     name = f"rebound-{table}-{covers}-{period.start:%Y%m%d%H}-{period.end:%Y%m%d%H}{only}.csv"
-    return Response(buffer.getvalue(), mimetype="text/csv",
+    return Response(buffer.getvalue(), mimetype="text/csv",  # Flask adds "; charset=utf-8"
                     headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
