@@ -15,8 +15,13 @@ def reseal_command():
     """Seal every saved channel URL and secret with the current secret key (plaintext or older-key ones)."""
     from console.services.actor import Actor
     from console.services.delivery import targets
+    from console.services.errors import ServiceError
 
-    done = targets.reseal_all(Actor("channels reseal (cli)"))
+    try:
+        done = targets.reseal_all(Actor("channels reseal (cli)"))
+    except ServiceError as error:
+        click.echo(error.detail, err=True)
+        raise SystemExit(1) from None
     for name in done["resealed"]:
         click.echo(f"{name}: sealed with the current key")
     for name in done["current"]:

@@ -32,7 +32,8 @@ class Delivery(db.Model):
     outbox_id: Mapped[int] = mapped_column(ForeignKey("outbox.id"), index=True)
     channel: Mapped[str] = mapped_column(String(32))
     attempt: Mapped[int] = mapped_column(Integer)
-    # sent | failed | held (a repeat of an alert delivered moments ago, kept back to gather its count)
+    # sent | failed | held (a repeat of an alert delivered moments ago, kept back to gather its count) | not_tried (the
+    # channel gave no answer moments ago: this attempt did not wait on it)
     outcome: Mapped[str] = mapped_column(String(16))
     status_code: Mapped[int | None] = mapped_column(Integer)
     error: Mapped[str | None] = mapped_column(Text)

@@ -253,30 +253,40 @@ def test_a_message_goes_to_its_channels_at_once(app, channels, clock):
 
 
 def test_a_receiver_that_gives_no_answer_holds_up_no_other_channel(app, channels, clock):
+    """An on-call walk: with the webhook silent, every 2-s round waited 5 s on it before Slack and PagerDuty heard of
+    the round's other alerts."""
     app.config.update(DELIVERY_TIMEOUT_S=2)
     answered = threading.Event()
-    channels.webhook.hold = lambda: answered.wait(5)
+    channels.webhook.hold = lambda: answered.wait(10)
     for code in ("upstream_502", "card_declined", "db_timeout"):
         dead_run(clock, code=code, message=f"{code} for order 4411")
-    first, *others = alerts = alert_rows("retry_limit_reached")
+    first, *others = alert_rows("retry_limit_reached")
     try:
         assert delivery_round.tick(clock)["retrying"] == 3
+        # Waited on once; every alert reached Slack and PagerDuty.
+        assert len(channels.webhook.requests) == 1
+        assert (len(channels.slack.requests), len(channels.pagerduty.requests)) == (3, 3)
+        for alert in others:
+            [untried] = [d for d in channel_report.deliveries_of([alert.id]) if d.channel == "webhook"]
+            assert untried.outcome == "not_tried" and untried.duration_ms == 0
+            assert untried.error.startswith(f"not tried: no answer from 127.0.0.1 within 2 s for message #{first.id}")
+            assert (db.session.get(OutboxMessage, alert.id).next_attempt_at - clock()).total_seconds() >= 59
+        # The next rounds do not wait on it either, for a minute: a new alert reaches the others at once.
+        clock.advance(10)
+        dead_run(clock, code="disk_full", message="disk full")
+        delivery_round.tick(clock)
+        assert len(channels.webhook.requests) == 1 and len(channels.slack.requests) == 4
+        # Admin → Channels shows the timeout, not the attempts that did not wait on it.
+        [webhook] = [state for state in channel_report.channels() if state.target.name == "webhook"]
+        assert webhook.failing and webhook.last.error == "no answer from 127.0.0.1 within 2 s"
     finally:
         answered.set()
-    # Waited on once in the round; every alert reached Slack and PagerDuty.
-    assert len(channels.webhook.requests) == 1
-    assert (len(channels.slack.requests), len(channels.pagerduty.requests)) == (3, 3)
-    for alert in others:
-        [untried] = [d for d in channel_report.deliveries_of([alert.id]) if d.channel == "webhook"]
-        assert untried.outcome == "failed" and untried.duration_ms == 0
-        assert untried.error.startswith(f"not tried: no answer from 127.0.0.1 within 2 s for message #{first.id}")
-    # The next round after the backoff tries the webhook again, for each alert, and sends nothing twice.
+    # Once the silence is over one message tries it again; it answers, and the rest go to it at once.
     channels.webhook.hold = lambda: None
     clock.advance(60)
-    assert delivery_round.tick(clock)["delivered"] == 3
-    assert len(channels.webhook.requests) == 4
-    assert (len(channels.slack.requests), len(channels.pagerduty.requests)) == (3, 3)
-    assert {m.status for m in alerts if db.session.refresh(m) is None} == {"delivered"}
+    assert delivery_round.tick(clock)["delivered"] == 4
+    assert len(channels.webhook.requests) == 5
+    assert (len(channels.slack.requests), len(channels.pagerduty.requests)) == (4, 4)
 
 
 def test_work_order_creation_failed_is_alerted_on_the_other_channels(app, clock):
@@ -662,8 +672,40 @@ def test_a_delivery_failed_alert_is_not_sent_once_its_message_was_re_sent_and_de
         db.session.expire_all()
         failed = db.session.get(OutboxMessage, failed.id)
         assert failed.status == "skipped" and len(slack.requests) == told
-        assert failed.last_error.startswith(f"not sent: message #{request.id} it tells of was sent again and "
-                                            "delivered at ")
+        assert failed.last_error == (f"not sent: every workorder message it tells of (#{request.id}, the last) was "
+                                     "sent again and delivered first")
+
+
+def test_a_delivery_failed_incident_waits_for_every_lost_message_and_a_re_sent_one_goes_now(app, clock):
+    """An on-call walk: the resolve went out while a re-sent alert was still waiting, a held 'delivery failed' alert
+    then opened the incident again for good, and "Send again" waited out the alerts' repeat window."""
+    with Receiver() as slack, Receiver() as pagerduty:
+        slack.always(500)
+        pagerduty.always(202, {"status": "success"})
+        only(app, SLACK_WEBHOOK_URL=slack.url + SLACK_PATH, PAGERDUTY_URL=pagerduty.url + "/v2/enqueue",
+             PAGERDUTY_ROUTING_KEY=ROUTING_KEY)
+        dead_run(clock, code="code_a")
+        dead_run(clock, code="code_b")
+        a, b = alert_rows("retry_limit_reached")
+        fail_for_good(a.id, clock)
+        fail_for_good(b.id, clock)
+        [told] = alert_rows("delivery_failed")
+        incident = "rebound-delivery_failed:alert:slack"
+        assert told.status == "delivered" and told.occurrences == 2
+        slack.always(200)
+        # A new alert of b's group gets through: b's own would be a repeat within the alerts' repeat window.
+        outbox.add("alert", b.dedup_key, dict(b.payload), clock())
+        db.session.commit()
+        assert delivery_round.tick(clock)["delivered"] == 1
+        for lost in (a, b):
+            manual.redeliver(lost.id, ops, clock=clock)
+        dispatch.deliver(dispatch.claim_next(clock(), message_id=a.id), clock)
+        assert messages("resolve") == []  # b was sent again but has not got through yet
+        # A person's "Send again" goes at once, not held as a repeat; then the incident is resolved.
+        assert delivery_round.tick(clock).get("held", 0) == 0
+        db.session.expire_all()
+        assert db.session.get(OutboxMessage, b.id).status == "delivered"
+        assert [(r.json["event_action"], r.json["dedup_key"]) for r in pagerduty.requests][-1] == ("resolve", incident)
 
 
 def test_completion_rate_counts_work_orders_closed_of_those_created(app, clock):

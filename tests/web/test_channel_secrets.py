@@ -173,8 +173,25 @@ def test_a_url_sealed_with_a_lost_key_says_so_and_the_env_url_does_not_stand_in(
         assert (target.configured, target.url, target.url_source) == (False, "", "console")
         client.post("/admin/channels/slack/test", data={"csrf_token": auth.csrf("/admin/channels")})
         assert saved.requests == [] and env.requests == []
-        assert "slack URL: unreadable with every key in force" in cli(app, "reseal").output
+        assert "unreadable: slack URL): is it the key the console runs with?" in cli(app, "reseal").output
 
         save(client, auth, "slack", forget_url="y")  # back to the env's URL, as the page offers
         manual.send_test("slack", Actor("ada"))
         assert env.paths() == ["/services/env"]
+
+
+def test_reseal_with_a_key_that_opens_nothing_seals_nothing(app, client, auth, admin):
+    """A walk ran reseal with a wrong REBOUND_SECRET_KEY: it sealed the plaintext Slack URL with it, and the channel
+    went dark until the URL was typed again."""
+    save(client, auth, "webhook", url="https://hooks.example.com/in", secret=HOOK_SECRET)
+    db.session.add(ChannelSetting(name="slack", url="https://hooks.slack.com/services/T0/B0/plainSECRET",
+                                  enabled=True))
+    db.session.commit()
+    right_key = app.config["SECRET_KEY"]
+    app.config.update(SECRET_KEY="a-wrong-secret-key-" + "y" * 32)
+    result = cli(app, "reseal")
+    assert result.exit_code == 1 and "no saved value opens with the secret key in force" in result.output
+    assert stored("slack", "url") == "https://hooks.slack.com/services/T0/B0/plainSECRET"  # left as it was
+    app.config.update(SECRET_KEY=right_key)
+    assert "slack URL: sealed with the current key" in cli(app, "reseal").output
+    assert targets.get("slack").url == "https://hooks.slack.com/services/T0/B0/plainSECRET"

@@ -54,9 +54,11 @@ def channels() -> list[ChannelState]:
     """Return each channel with its settings, its latest attempt and its latest test (three index lookups each)."""
     states = []
     for target in targets.all_targets().values():
-        # Walks the channel's attempts newest first to the first that is not a test's: tests are a few of them.
+        # Walks the channel's attempts newest first to the first that is not a test's: tests are a few of them. An
+        # attempt that did not wait on it (silent since a timeout) is left out: the timeout is what people need.
         recent = (select(Delivery).join(OutboxMessage, OutboxMessage.id == Delivery.outbox_id)
-                  .where(Delivery.channel == target.name, OutboxMessage.kind != "test")
+                  .where(Delivery.channel == target.name, OutboxMessage.kind != "test",
+                         Delivery.outcome != "not_tried")
                   .order_by(Delivery.id.desc()).limit(1))
         last = db.session.execute(recent).scalar_one_or_none()
         last_sent = last if last is not None and last.outcome == "sent" else db.session.execute(

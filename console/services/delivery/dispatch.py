@@ -14,6 +14,7 @@ from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import Delivery, OutboxMessage, WorkOrder
 from console.services.delivery import http, losses, notice, pagerduty, slack, targets, webhook, workorder
+from console.services.delivery import silence as silences
 from console.services.settings import setting
 
 log = logging.getLogger("rebound.delivery")
@@ -24,6 +25,7 @@ ROUTES = {"default": ("slack", "pagerduty", "webhook"), "sla-breach": ("webhook"
           # What already pages on its own incident (each breaker does): said again, but never a second page.
           "no-page": ("slack", "webhook")}
 CLAIMABLE = ("pending", "sending")
+NOT_TRIED = "not_tried"  # a delivery row for a channel this attempt did not wait on (silent since a timeout)
 TICK_BUDGET_S = 20.0
 
 
@@ -127,8 +129,8 @@ def _requeue(claim: Claim, now: datetime, **values) -> str:
 def _hold(message: OutboxMessage, claim: Claim, now: datetime) -> datetime | None:
     """Hold back a repeat of an alert delivered moments ago, so a storm reaches people as few messages."""
     repeat_s = float(setting("ALERT_REPEAT_S"))
-    if message.kind != "alert" or claim.attempt != 1 or repeat_s <= 0:
-        return None
+    if message.kind != "alert" or claim.attempt != 1 or repeat_s <= 0 or (message.payload or {}).get("resent_by"):
+        return None  # a person's "Send again" goes now
     previous = db.session.execute(select(OutboxMessage.delivered_at, OutboxMessage.payload).where(
         OutboxMessage.dedup_key == message.dedup_key, OutboxMessage.status == "delivered",
         OutboxMessage.id != message.id).order_by(OutboxMessage.delivered_at.desc()).limit(1)).first()
@@ -146,13 +148,13 @@ def _hold(message: OutboxMessage, claim: Claim, now: datetime) -> datetime | Non
     return until
 
 
-def deliver(claim: Claim, clock: Clock = SYSTEM_CLOCK, silent: dict[str, str] | None = None) -> str:
+def deliver(claim: Claim, clock: Clock = SYSTEM_CLOCK, *, probe: bool = False) -> str:
     """Send one claimed message; return delivered, retrying, merged, failed, skipped or held.
 
-    silent maps the channels that gave no answer earlier in this round to what happened; they are not waited on
-    again (it gains the channels that give none now), so one hanging receiver delays no other channel's messages."""
+    A channel silent since it last gave no answer (delivery/silence.py) is not tried, unless `probe` (a test sent
+    from its page tries it anyway)."""
     try:
-        return _deliver(claim, clock, {} if silent is None else silent)
+        return _deliver(claim, clock, probe)
     except Exception as error:
         # A message that cannot even be formatted is retried, then failed, like one that cannot be sent.
         log.exception("outbox %s: delivery attempt %s broke", claim.message_id, claim.attempt)
@@ -160,7 +162,7 @@ def deliver(claim: Claim, clock: Clock = SYSTEM_CLOCK, silent: dict[str, str] | 
         return _after(claim, clock(), {"rebound": f"{type(error).__name__} while delivering"}, None)
 
 
-def _deliver(claim: Claim, clock: Clock, silent: dict[str, str]) -> str:
+def _deliver(claim: Claim, clock: Clock, probe: bool) -> str:
     now = clock()
     message = db.session.get(OutboxMessage, claim.message_id)
     if _hold(message, claim, now):
@@ -184,16 +186,22 @@ def _deliver(claim: Claim, clock: Clock, silent: dict[str, str]) -> str:
                 "tenant_id": message.tenant_id, "title": text.title}
     db.session.commit()  # no transaction stays open while we wait on the network
     due = [name for name in names if name not in sent_before]
+    silence = silences.of_app()
+    silent = {} if probe else {name: why for name in due if (why := silence.why(name, now))}
     results = _post_each({name: (CHANNELS[name].request(text, every[name]), every[name].secrets())
                           for name in due if name not in silent}, float(setting("DELIVERY_TIMEOUT_S")))
     errors: dict[str, str] = {}
     for name in due:
         target, result = every[name], results.get(name)
-        if result is None:  # it gave another message no answer moments ago: this attempt does not wait on it
+        if result is None:  # it gave a message no answer moments ago: this attempt does not wait on it
             errors[name] = f"not tried: {silent[name]}"
             db.session.add(Delivery(outbox_id=claim.message_id, channel=name, attempt=claim.attempt,
-                                    outcome="failed", error=errors[name], duration_ms=0, at=clock()))
+                                    outcome=NOT_TRIED, error=errors[name], duration_ms=0, at=clock()))
             continue
+        if result.timed_out:
+            silence.timed_out(name, result.error, claim.message_id, clock())
+        else:
+            silence.answered(name)
         db.session.add(Delivery(outbox_id=claim.message_id, channel=name, attempt=claim.attempt,
                                 outcome="sent" if result.ok else "failed", status_code=result.status_code,
                                 error=result.error, duration_ms=result.duration_ms, at=clock()))
@@ -204,12 +212,13 @@ def _deliver(claim: Claim, clock: Clock, silent: dict[str, str]) -> str:
                      result.duration_ms)
         else:
             errors[name] = result.error or "failed"
-            if result.timed_out:
-                silent[name] = f"{result.error} for message #{claim.message_id} at {clock():%H:%M:%S} UTC"
             log.warning("outbox %s (%s) to %s %s failed, attempt %s: %s", claim.message_id, text.rule, name,
                         target.masked_url, claim.attempt, result.error)
     db.session.commit()
-    return _after(claim, clock(), errors, snapshot)
+    # Waiting only on silent channels: due again when their silence ends (and one message tries them), not sooner.
+    wait = max((silence.until(name) for name in errors if name in silent), default=None) if (
+        errors and set(errors) <= set(silent)) else None
+    return _after(claim, clock(), errors, snapshot, not_before=wait)
 
 
 def _post_each(requests: dict[str, tuple[http.Request, tuple[str, ...]]], timeout_s: float) -> dict[str, http.Result]:
@@ -228,8 +237,10 @@ def _store_external_id(work_order_id, result: http.Result) -> None:
         db.session.execute(update(WorkOrder).where(WorkOrder.id == work_order_id).values(external_id=external))
 
 
-def _after(claim: Claim, now: datetime, errors: dict[str, str], snapshot: dict | None) -> str:
-    """Mark the message delivered, due again after a backoff, or failed for good (and say so)."""
+def _after(claim: Claim, now: datetime, errors: dict[str, str], snapshot: dict | None,
+           not_before: datetime | None = None) -> str:
+    """Mark the message delivered, due again after a backoff (not before `not_before`), or failed for good (and say
+    so)."""
     if not errors:
         settled = _settle(claim, status="delivered", delivered_at=now, next_attempt_at=now, last_error=None)
         if settled and snapshot and snapshot["payload"].get("rule") in notice.DEAD_RULES:
@@ -244,8 +255,8 @@ def _after(claim: Claim, now: datetime, errors: dict[str, str], snapshot: dict |
     kind = snapshot["kind"] if snapshot else db.session.get(OutboxMessage, claim.message_id).kind
     attempts = int(setting("DELIVERY_ATTEMPTS"))
     if claim.attempt < attempts and kind != "test":
-        delay = float(setting("DELIVERY_BACKOFF_S")) * 2 ** (claim.attempt - 1)
-        requeued = _requeue(claim, now, next_attempt_at=now + timedelta(seconds=delay), last_error=error)
+        due = now + timedelta(seconds=float(setting("DELIVERY_BACKOFF_S")) * 2 ** (claim.attempt - 1))
+        requeued = _requeue(claim, now, next_attempt_at=max(due, not_before or due), last_error=error)
         return "merged" if requeued == "merged" else "retrying"
     if _settle(claim, status="failed", next_attempt_at=now, last_error=error) and kind != "test":
         losses.raise_for(claim.message_id, claim.attempt, now, errors, plain, (snapshot or {}).get("title"))
@@ -255,10 +266,10 @@ def _after(claim: Claim, now: datetime, errors: dict[str, str], snapshot: dict |
 
 def deliver_due(clock: Clock = SYSTEM_CLOCK, budget_s: float = TICK_BUDGET_S, limit: int = 1000) -> Counter:
     """Deliver every due message, one claim at a time, until none is due or the time budget is spent."""
-    started, outcomes, silent = time.monotonic(), Counter(), {}
+    started, outcomes = time.monotonic(), Counter()
     while sum(outcomes.values()) < limit and time.monotonic() - started < budget_s:
         claim = claim_next(clock())
         if claim is None:
             break
-        outcomes[deliver(claim, clock, silent)] += 1
+        outcomes[deliver(claim, clock)] += 1
     return outcomes

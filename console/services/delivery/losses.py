@@ -4,7 +4,7 @@ through (an admin sent it again)."""
 import logging
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import and_, func, or_, select
 
 from console.extensions import db
 from console.models import OutboxMessage
@@ -37,24 +37,29 @@ def raise_for(message_id: int, attempt: int, now: datetime, errors: dict[str, st
 
 
 def overtaken(message: OutboxMessage) -> str | None:
-    """Say why a "delivery failed" alert about one message need not go out: that message was sent again and got
-    through before it did (None: it must go out)."""
+    """Say why a "delivery failed" alert need not go out: every message of its kind that was lost has been sent
+    again and got through before it did (None: it must go out)."""
     payload = message.payload or {}
-    if payload.get("rule") != RULE or message.occurrences != 1:
+    kind = payload.get("failed_kind")
+    if payload.get("rule") != RULE or kind is None or _still_lost(kind):
         return None
-    lost = db.session.get(OutboxMessage, payload.get("failed_outbox_id") or 0)
-    if lost is None or lost.status != "delivered":
-        return None
-    return f"not sent: message #{lost.id} it tells of was sent again and delivered at {lost.delivered_at:%H:%M:%S} UTC"
+    return (f"not sent: every {kind} message it tells of (#{payload.get('failed_outbox_id')}, the last) was sent "
+            "again and delivered first")
+
+
+def _still_lost(kind: str) -> bool:
+    """Tell whether a message of this kind is failed, or sent again and not delivered yet."""
+    resent = OutboxMessage.payload["resent_by"].as_string().is_not(None)
+    return db.session.execute(select(OutboxMessage.id).where(
+        OutboxMessage.kind == kind, OutboxMessage.payload["rule"].as_string().is_distinct_from(RULE),
+        or_(OutboxMessage.status == "failed",
+            and_(OutboxMessage.status.in_(("pending", "sending")), resent))).limit(1)).first() is not None
 
 
 def after_resent(kind: str, now: datetime) -> None:
     """Resolve the "delivery failed" incidents of a kind of message once a re-sent one got through and no message of
     that kind stays failed: what they told of is repaired. Call in the transaction that records the delivery."""
-    still_lost = db.session.execute(select(OutboxMessage.id).where(
-        OutboxMessage.status == "failed", OutboxMessage.kind == kind,
-        OutboxMessage.payload["rule"].as_string().is_distinct_from(RULE)).limit(1)).first()
-    if still_lost:
+    if _still_lost(kind):
         return
     told = dict(db.session.execute(
         select(OutboxMessage.dedup_key, func.max(OutboxMessage.delivered_at))

@@ -13,7 +13,7 @@ from console.models import ChannelSetting
 from console.services import sealing
 from console.services.actor import Actor
 from console.services.audit import trail as audit
-from console.services.errors import InvalidInput, NotFound
+from console.services.errors import Conflict, InvalidInput, NotFound
 from console.services.settings import setting
 
 
@@ -249,11 +249,18 @@ def reseal_all(actor: Actor, clock: Clock = SYSTEM_CLOCK) -> dict[str, list[str]
     """Seal saved URLs and secrets that are plaintext or sealed with a fallback key with the current key; list what
     was done, each as "<channel> <what>" (e.g. "slack URL")."""
     done = {"resealed": [], "unreadable": [], "current": []}
-    for row in db.session.execute(select(ChannelSetting.name, ChannelSetting.url, ChannelSetting.secret)).all():
-        for column, stored in (("url", row.url), ("secret", row.secret)):
-            if stored:
-                what = f"{row.name} {'URL' if column == 'url' else SPECS[row.name].secret_label}"
-                done[_reseal(row.name, column, stored, actor, clock)].append(what)
+    rows = db.session.execute(select(ChannelSetting.name, ChannelSetting.url, ChannelSetting.secret)).all()
+    values = [(f"{row.name} {'URL' if column == 'url' else SPECS[row.name].secret_label}", column, row.name, stored)
+              for row in rows for column, stored in (("url", row.url), ("secret", row.secret)) if stored]
+    sealed = [(what, stored) for what, _, _, stored in values if sealing.is_sealed(stored)]
+    if sealed and all(_open(stored)[1] for _, stored in sealed):
+        # A wrong REBOUND_SECRET_KEY (a walk ran it with one): sealing the plaintext values with it would lock them
+        # away as well.
+        raise Conflict(f"no saved value opens with the secret key in force (REBOUND_SECRET_KEY and its fallbacks; "
+                       f"unreadable: {', '.join(what for what, _ in sealed)}): is it the key the console runs with? "
+                       "Nothing was sealed")
+    for what, column, name, stored in values:
+        done[_reseal(name, column, stored, actor, clock)].append(what)
     db.session.commit()
     return done
 
