@@ -252,6 +252,9 @@ def _threshold(rule: Rule, value) -> float:
         raise InvalidInput("threshold is a number of at least 0", "threshold")
     if rule.unit == "rate" and value > 1:
         raise InvalidInput("threshold is a fraction from 0 to 1 for a rate (0.15 is 15%)", "threshold")
+    if rule.unit == "multiple" and value < 1:  # under 1 it would fire at fewer timeouts than usual
+        raise InvalidInput("threshold is a multiple of the usual count of at least 1 (3 fires at three times it)",
+                           "threshold")
     if rule.unit in ("count", "seconds") and not float(value).is_integer():
         raise InvalidInput(f"threshold is a whole number for a {'count' if rule.unit == 'count' else 'wait'}",
                            "threshold")
