@@ -109,11 +109,11 @@ FIGURES: tuple[Figure, ...] = (
            "90th percentile of the time from a dead letter's creation to its run's success. " + RECOVERY_BUCKETS,
            higher_is_better=False),
     Figure("alert_latency_p50_s", "Alert latency p50", "seconds",
-           "Median time from a dead letter to the delivery of its group's alert, over alerts delivered in the "
-           "period (repeats held back to gather a count are left out).", higher_is_better=False),
+           "Median time from a dead letter to its group's alert reaching the first of its channels, over alerts "
+           "delivered in the period (repeats held back to gather a count are left out).", higher_is_better=False),
     Figure("alert_latency_p95_s", "Alert latency p95", "seconds",
-           "95th percentile of the time from a dead letter to the delivery of its group's alert. Exact to the "
-           "bucket (5 min is an edge).", 300, "at_most"),
+           "95th percentile of the time from a dead letter to its group's alert reaching the first of its channels. "
+           "Exact to the bucket (5 min is an edge).", 300, "at_most"),
     Figure("workorder_completion_rate", "Work orders completed", "rate",
            "Of the work orders opened in the period, the share closed now. A work order closes by itself only when "
            "each of its dead letters was discarded or resolved by a person, or replayed and its run ended well "

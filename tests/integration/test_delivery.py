@@ -568,6 +568,20 @@ def test_alert_latency_is_measured_from_dead_letter_to_delivery(app, channels, c
     assert channel_report.latency(start + timedelta(days=2)).count == 0
 
 
+def test_alert_latency_ends_when_the_first_channel_took_the_alert(app, channels, clock):
+    """An on-call walk: with the webhook down for minutes, alerts PagerDuty had paged in a second read as minutes
+    late, since latency ran to the last channel's delivery."""
+    channels.webhook.reply(500)
+    dead_run(clock)
+    clock.advance(1)
+    delivery_round.tick(clock)  # Slack and PagerDuty take it; the webhook fails
+    clock.advance(120)
+    delivery_round.tick(clock)  # the webhook takes it on its second attempt
+    [alert] = alert_rows("retry_limit_reached")
+    assert (alert.delivered_at - alert.created_at).total_seconds() == 121
+    assert channel_report.latency(clock()).p50_s == 1.0
+
+
 def test_test_alert_is_sent_at_once_and_audited(app, channels, clock):
     message, attempt = manual.send_test("pagerduty", ops, clock)
     assert (message.status, attempt.outcome, attempt.status_code) == ("delivered", "sent", 202)

@@ -15,6 +15,11 @@ LATENCY_WINDOW = timedelta(hours=24)
 LATENCY_ROWS_CAP = 2_000  # the latest alerts of the window: plenty for a p95
 # The dead letter whose alert an outbox row is (JSON element access, the same on SQLite and PostgreSQL).
 ALERTED_LETTER = OutboxMessage.payload["dead_letter_id"].as_integer()
+# When an alert first reached a person: its first channel that took it (by the deliveries' outbox index). Latency
+# ends there, not when the last channel took it: a webhook that hung for minutes made alerts PagerDuty had paged in a
+# second read as minutes late (an on-call walk).
+FIRST_SENT = (select(func.min(Delivery.at)).where(Delivery.outbox_id == OutboxMessage.id, Delivery.outcome == "sent")
+              .correlate(OutboxMessage).scalar_subquery())
 
 
 @dataclass(frozen=True)
@@ -97,12 +102,13 @@ def timed_alerts(start: datetime | None = None, end: datetime | None = None) -> 
 
 
 def latency(now: datetime, tenant_id: int | None = None, window: timedelta = LATENCY_WINDOW) -> Latency:
-    """Return p50/p95 of alert latency (dead letter created → alert delivered) over the window's latest alerts."""
-    query = (select(OutboxMessage.created_at, OutboxMessage.delivered_at).where(*timed_alerts(now - window))
-             .order_by(OutboxMessage.delivered_at.desc()).limit(LATENCY_ROWS_CAP))
+    """Return p50/p95 of alert latency (dead letter created → its alert's first channel took it) over the window's
+    latest alerts."""
+    query = (select(OutboxMessage.created_at, func.coalesce(FIRST_SENT, OutboxMessage.delivered_at))
+             .where(*timed_alerts(now - window)).order_by(OutboxMessage.delivered_at.desc()).limit(LATENCY_ROWS_CAP))
     if tenant_id is not None:
         query = query.where(OutboxMessage.tenant_id == tenant_id)
-    values = sorted(max(0.0, (delivered - created).total_seconds()) for created, delivered in db.session.execute(query))
+    values = sorted(max(0.0, (told - created).total_seconds()) for created, told in db.session.execute(query))
     return Latency(len(values), _percentile(values, 0.5), _percentile(values, 0.95), values[-1] if values else None)
 
 
