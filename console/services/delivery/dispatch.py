@@ -216,7 +216,7 @@ def _deliver(claim: Claim, clock: Clock, probe: bool) -> str:
                         target.masked_url, claim.attempt, result.error)
     db.session.commit()
     # Waiting only on silent channels: due again when their silence ends (and one message tries them), not sooner.
-    wait = max((silence.until(name) for name in errors if name in silent), default=None) if (
+    wait = max((until for name in errors if (until := silence.until(name))), default=None) if (
         errors and set(errors) <= set(silent)) else None
     return _after(claim, clock(), errors, snapshot, not_before=wait)
 
