@@ -35,6 +35,13 @@ def fails(ctx) -> None:
     raise RuntimeError("disk on fire")
 
 
+def reprices(ctx) -> None:
+    """Record changes whose values are whole-number floats (a JSON column gives 9.0 back as 9)."""
+    ctx.change("invoice", 1, "amount", 10.0, 9.0)
+    ctx.change("invoice", 1, "lines", [{"price": 10.0}], [{"price": 9.0}])
+    ctx.commit()
+
+
 def refuses(ctx) -> None:
     """Fail before changing anything (as a range too large to look at does)."""
     raise RuntimeError("that range holds more than 1000 firings")
@@ -47,4 +54,5 @@ RUNBOOKS = (
     Runbook("sample_writer", "Writer", "Writes even in a dry-run.", Risk.LOW, (), writes_anyway),
     Runbook("sample_fails", "Fails", "Fails after one step.", Risk.MEDIUM, (), fails),
     Runbook("sample_refuses", "Refuses", "Fails before any change.", Risk.LOW, (), refuses),
+    Runbook("sample_reprice", "Reprice", "Changes amounts, approved first.", Risk.HIGH, (), reprices),
 )

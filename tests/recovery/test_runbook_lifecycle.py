@@ -116,6 +116,16 @@ def test_a_high_risk_run_waits_for_approval_with_the_dry_runs_changes_as_its_dif
     assert "Approved (request #" in done.log and "Preview done: 2 changes" in done.log
 
 
+def test_an_approved_run_whose_changes_are_whole_number_floats_runs(samples, staff, clock):
+    """An extension developer's walk: 'amount → 9.0' was refused as a change the approver never saw, beside a
+    preview that read 9 (the JSON column gives 9.0 back as 9)."""
+    execution = runbooks.start("sample_reprice", {}, staff["bea"], scope=None, reason="price fix", clock=clock,
+                               enqueue=False)
+    assert runbook_runner.preview(execution.id, clock=clock) == "awaiting_approval"
+    decisions.approve(execution.approval_id, staff["alex"], clock=clock)
+    assert runbook_runner.execute(execution.id, clock=clock) == "succeeded", runbooks.get(execution.id).error
+
+
 def test_a_request_whose_preview_finds_nothing_to_change_closes_without_asking_an_approver(staff, clock):
     run_id = Runs().submit("demo.noop", {})
     assert execute(run_id, 0, clock=clock) == "succeeded"  # nothing for resolve_runs to do

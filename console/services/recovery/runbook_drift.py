@@ -13,9 +13,22 @@ from console.services.recovery.runbook_live import read_only
 SHOWN = 3  # unseen changes named in the refusal; the execution's log lists them all
 
 
+def _same_numbers(value):
+    """Return the value with whole-number floats as ints: a JSON column gives 9.0 back as 9 (an extension developer's
+    walk had 'amount → 9.0' refused as unseen beside a preview of 9)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _same_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_same_numbers(item) for item in value]
+    return value
+
+
 def _key(change: dict) -> tuple:
     # The "before" may differ (a row moved on in a way that leaves the same result): what was approved is the result.
-    return change["object"], str(change["object_id"]), change["field"], json.dumps(change["after"], sort_keys=True)
+    return (change["object"], str(change["object_id"]), change["field"],
+            json.dumps(_same_numbers(change["after"]), sort_keys=True))
 
 
 def _words(change: dict) -> str:
