@@ -1,6 +1,7 @@
 """Import the modules a setting names (handlers, runbooks), saying which setting and what to fix when one fails."""
 
 import importlib
+import traceback
 from types import ModuleType
 
 
@@ -16,8 +17,15 @@ def load(setting: str, name: str) -> ModuleType:
         raise SystemExit(f"{setting} names {name!r}, but {where} importable (PYTHONPATH, or a package missing from "
                          f"this environment?). Fix it, or take it out of {setting}.") from None
     except Exception as error:  # noqa: BLE001 - whatever its import raised, said in one line, not a traceback
-        raise SystemExit(f"{setting} names {name!r}, whose import failed: {type(error).__name__}: {error}. Fix it, "
-                         f"or take it out of {setting}.") from None
+        raise SystemExit(f"{setting} names {name!r}, whose import failed{_where(name, error)}: "
+                         f"{type(error).__name__}: {error}. Fix it, or take it out of {setting}.") from None
+
+
+def _where(name: str, error: Exception) -> str:
+    """Say which line of the module raised (a declaration's, typically), or nothing when it was not the module's."""
+    own = (name.replace(".", "/") + ".py", name.replace(".", "/") + "/__init__.py")
+    lines = [frame for frame in traceback.extract_tb(error.__traceback__) if frame.filename.endswith(own)]
+    return f" at {lines[-1].filename.rsplit('/', 1)[-1]}, line {lines[-1].lineno}" if lines else ""
 
 
 def attribute(setting: str, module: ModuleType, name: str):

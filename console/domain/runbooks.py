@@ -84,8 +84,16 @@ class Param:
             raise ValueError(f"parameter {self.name}: only text takes a JSON object as its text")
         if self.many and self.type not in REFERENCES:
             raise ValueError(f"parameter {self.name}: only run, dead-letter and task references take many ids")
+        if self.max_length != 500 and self.type is not ParamType.STR:
+            raise ValueError(f"parameter {self.name}: only text takes max_length")
+        if (self.minimum is not None or self.maximum is not None) and self.type not in (ParamType.INT, ParamType.FLOAT):
+            raise ValueError(f"parameter {self.name}: only int and float take minimum and maximum")
         if self.default is not None:
-            coerce(self, self.default)  # a declaration with a default its own type refuses is a bug; fail at import
+            try:  # a declaration with a default its own type refuses is a bug: fail at import, saying where
+                coerce(self, self.default)
+            except ValueError as error:
+                raise ValueError(f"parameter {self.name}: its default {self.default!r} is not {error}".rstrip(".")
+                                 ) from None
         if not self.label:
             object.__setattr__(self, "label", self.name.replace("_", " ").capitalize())
 

@@ -68,6 +68,17 @@ def test_the_readmes_runbook_dry_runs_then_runs(billing, staff, clock):
      "runbook fix_it: its code (after the params) is a function taking ctx"),
     (lambda: Runbook("fix_it", "Fix", "", "low", ("limit",), print),
      "runbook fix_it: params are Param(...) declarations"),
+    # An extension developer's walk: these said "one of up, down.", "at most 5." or nothing at all.
+    (lambda: Param("mode", "choice", choices=("up", "down"), default="sideways"),
+     "parameter mode: its default 'sideways' is not one of up, down"),
+    (lambda: Param("limit", "int", maximum=5, default=9), "parameter limit: its default 9 is not at most 5"),
+    (lambda: Param("note", "str", minimum=1), "parameter note: only int and float take minimum and maximum"),
+    (lambda: Param("limit", "int", max_length=3), "parameter limit: only text takes max_length"),
+    (lambda: Runbook("fix_it", "Fix", "", "low", (Param("limit", "int"), Param("limit", "str")), print),
+     "runbook fix_it: two parameters are named limit"),
+    (lambda: Runbook("executions", "Fix", "", "low", (), print),
+     "runbook name 'executions': lower-case letters, digits and _, starting with a letter, and not executions "
+     "(words the console's addresses use)"),
 ])
 def test_a_wrong_declaration_says_what_to_fix(declare, said):
     with pytest.raises(ValueError) as refused:
@@ -84,8 +95,9 @@ def test_a_module_with_a_wrong_declaration_stops_the_start_saying_what(tmp_path,
         "from console.services.recovery.runbook_registry import Runbook\n\n"
         "RUNBOOKS = (Runbook('fix_it', 'Fix', '', 'extreme', (), print),)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(SystemExit, match="REBOUND_RUNBOOK_MODULES names 'risky_runbooks', whose import failed: "
-                                         "ValueError: runbook fix_it: risk is one of low, medium, high, not 'extreme'"):
+    with pytest.raises(SystemExit, match="REBOUND_RUNBOOK_MODULES names 'risky_runbooks', whose import failed at "
+                                         "risky_runbooks.py, line 3: ValueError: runbook fix_it: risk is one of low, "
+                                         "medium, high, not 'extreme'"):
         create_app(make_config(tmp_path / "data", redis_url, RUNBOOK_MODULES=["jobs.runbooks", "risky_runbooks"]))
     sys.modules.pop("risky_runbooks", None)
     runbook_registry.init_app(type("App", (), {"config": {"RUNBOOK_MODULES": ["jobs.runbooks"]}}))

@@ -34,7 +34,8 @@ class Runbook:
 
     def __post_init__(self):
         if not NAME.fullmatch(self.name) or self.name in RESERVED:
-            raise ValueError(f"runbook name {self.name!r}: lower-case letters, digits and _, not {sorted(RESERVED)}")
+            raise ValueError(f"runbook name {self.name!r}: lower-case letters, digits and _, starting with a letter, "
+                             f"and not {' or '.join(sorted(RESERVED))} (words the console's addresses use)")
         if self.scope not in SCOPES:
             raise ValueError(f"runbook {self.name}: scope is one of {', '.join(SCOPES)}")
         object.__setattr__(self, "risk", member(Risk, self.risk, f"runbook {self.name}: risk"))
@@ -44,8 +45,8 @@ class Runbook:
         if not all(isinstance(param, Param) for param in self.params):
             raise ValueError(f"runbook {self.name}: params are Param(...) declarations")
         names = [param.name for param in self.params]
-        if len(set(names)) != len(names):
-            raise ValueError(f"runbook {self.name}: two parameters share a name")
+        if twice := sorted({name for name in names if names.count(name) > 1}):
+            raise ValueError(f"runbook {self.name}: two parameters are named {', '.join(twice)}")
 
     def param(self, name: str) -> Param | None:
         return next((param for param in self.params if param.name == name), None)
