@@ -4,7 +4,7 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
 
 from console.extensions import db
 from console.models import Delivery, OutboxMessage
@@ -119,9 +119,12 @@ def backlog(now: datetime) -> Backlog:
 
     return Backlog(
         pending=count(OutboxMessage.status == "pending", OutboxMessage.attempts == 0,
-                      OutboxMessage.next_attempt_at <= now),
-        held=count(OutboxMessage.status == "pending", OutboxMessage.attempts == 0, OutboxMessage.next_attempt_at > now),
-        retrying=count(OutboxMessage.status == "pending", OutboxMessage.attempts > 0),
+                      OutboxMessage.next_attempt_at <= now, OutboxMessage.last_error.is_(None)),
+        held=count(OutboxMessage.status == "pending", OutboxMessage.attempts == 0, OutboxMessage.next_attempt_at > now,
+                   OutboxMessage.last_error.is_(None)),
+        # An attempt given back (its channel silent, never asked) leaves attempts at 0 and says why in last_error.
+        retrying=count(OutboxMessage.status == "pending", or_(OutboxMessage.attempts > 0,
+                                                               OutboxMessage.last_error.is_not(None))),
         sending=count(OutboxMessage.status == "sending"),
         # A failed test alert checked a channel; no alert was lost, so it counts on its channel only.
         failed_24h=count(OutboxMessage.status == "failed", OutboxMessage.next_attempt_at >= now - LATENCY_WINDOW,

@@ -13,8 +13,7 @@ from sqlalchemy.exc import IntegrityError
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import Delivery, OutboxMessage, WorkOrder
-from console.services.delivery import http, losses, notice, pagerduty, slack, targets, webhook, workorder
-from console.services.delivery import silence as silences
+from console.services.delivery import http, losses, notice, pagerduty, silence, slack, targets, webhook, workorder
 from console.services.settings import setting
 
 log = logging.getLogger("rebound.delivery")
@@ -186,8 +185,8 @@ def _deliver(claim: Claim, clock: Clock, probe: bool) -> str:
                 "tenant_id": message.tenant_id, "title": text.title}
     db.session.commit()  # no transaction stays open while we wait on the network
     due = [name for name in names if name not in sent_before]
-    silence = silences.of_app()
     silent = {} if probe else {name: why for name in due if (why := silence.why(name, now))}
+    posted = clock()
     results = _post_each({name: (CHANNELS[name].request(text, every[name]), every[name].secrets())
                           for name in due if name not in silent}, float(setting("DELIVERY_TIMEOUT_S")))
     errors: dict[str, str] = {}
@@ -202,9 +201,11 @@ def _deliver(claim: Claim, clock: Clock, probe: bool) -> str:
             silence.timed_out(name, result.error, claim.message_id, clock())
         else:
             silence.answered(name)
+        # When its answer came (the channels are asked at once; the slowest ends the round)
         db.session.add(Delivery(outbox_id=claim.message_id, channel=name, attempt=claim.attempt,
                                 outcome="sent" if result.ok else "failed", status_code=result.status_code,
-                                error=result.error, duration_ms=result.duration_ms, at=clock()))
+                                error=result.error, duration_ms=result.duration_ms,
+                                at=posted + timedelta(milliseconds=result.duration_ms)))
         if result.ok and name == "workorder" and text.rule != "test":
             _store_external_id(snapshot["payload"].get("work_order_id"), result)
         if result.ok:
@@ -215,10 +216,12 @@ def _deliver(claim: Claim, clock: Clock, probe: bool) -> str:
             log.warning("outbox %s (%s) to %s %s failed, attempt %s: %s", claim.message_id, text.rule, name,
                         target.masked_url, claim.attempt, result.error)
     db.session.commit()
-    # Waiting only on silent channels: due again when their silence ends (and one message tries them), not sooner.
-    wait = max((until for name in errors if (until := silence.until(name))), default=None) if (
-        errors and set(errors) <= set(silent)) else None
-    return _after(claim, clock(), errors, snapshot, not_before=wait)
+    # Failing only on silent channels (silent before, or since it timed out now): due again when their silence ends,
+    # when one message tries them again, not sooner; and an attempt that tried none of them is not counted.
+    ended = clock()
+    silent_until = [silence.until(name, ended) for name in errors]
+    wait = max(silent_until) if errors and all(silent_until) else None
+    return _after(claim, ended, errors, snapshot, not_before=wait, counted=not errors or not set(errors) <= set(silent))
 
 
 def _post_each(requests: dict[str, tuple[http.Request, tuple[str, ...]]], timeout_s: float) -> dict[str, http.Result]:
@@ -238,9 +241,10 @@ def _store_external_id(work_order_id, result: http.Result) -> None:
 
 
 def _after(claim: Claim, now: datetime, errors: dict[str, str], snapshot: dict | None,
-           not_before: datetime | None = None) -> str:
+           not_before: datetime | None = None, counted: bool = True) -> str:
     """Mark the message delivered, due again after a backoff (not before `not_before`), or failed for good (and say
-    so)."""
+    so). An attempt that tried no channel it failed on (`counted` False) is given back, while the message is younger
+    than its attempts would take a minute apart: a message is not lost on a channel it never asked."""
     if not errors:
         settled = _settle(claim, status="delivered", delivered_at=now, next_attempt_at=now, last_error=None)
         if settled and snapshot and snapshot["payload"].get("rule") in notice.DEAD_RULES:
@@ -254,9 +258,12 @@ def _after(claim: Claim, now: datetime, errors: dict[str, str], snapshot: dict |
     plain = next(iter(errors.values())) if len(errors) == 1 else error
     kind = snapshot["kind"] if snapshot else db.session.get(OutboxMessage, claim.message_id).kind
     attempts = int(setting("DELIVERY_ATTEMPTS"))
-    if claim.attempt < attempts and kind != "test":
+    given_back = not counted and snapshot is not None and (
+        now - snapshot["created_at"]).total_seconds() < attempts * silence.SILENT_S
+    if (claim.attempt < attempts or given_back) and kind != "test":
         due = now + timedelta(seconds=float(setting("DELIVERY_BACKOFF_S")) * 2 ** (claim.attempt - 1))
-        requeued = _requeue(claim, now, next_attempt_at=max(due, not_before or due), last_error=error)
+        requeued = _requeue(claim, now, next_attempt_at=max(due, not_before or due), last_error=error,
+                            **({"attempts": claim.attempt - 1} if given_back else {}))
         return "merged" if requeued == "merged" else "retrying"
     if _settle(claim, status="failed", next_attempt_at=now, last_error=error) and kind != "test":
         losses.raise_for(claim.message_id, claim.attempt, now, errors, plain, (snapshot or {}).get("title"))
