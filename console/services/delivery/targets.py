@@ -250,7 +250,7 @@ def reseal_all(actor: Actor, clock: Clock = SYSTEM_CLOCK) -> dict[str, list[str]
     was done, each as "<channel> <what>" (e.g. "slack URL")."""
     done = {"resealed": [], "unreadable": [], "current": []}
     rows = db.session.execute(select(ChannelSetting.name, ChannelSetting.url, ChannelSetting.secret)).all()
-    values = [(f"{row.name} {'URL' if column == 'url' else SPECS[row.name].secret_label}", column, row.name, stored)
+    values = [(f"{row.name} {'URL' if column == 'url' else _secret_label(row.name)}", column, row.name, stored)
               for row in rows for column, stored in (("url", row.url), ("secret", row.secret)) if stored]
     sealed = [(what, stored) for what, _, _, stored in values if sealing.is_sealed(stored)]
     if sealed and all(_open(stored)[1] for _, stored in sealed):
@@ -263,6 +263,11 @@ def reseal_all(actor: Actor, clock: Clock = SYSTEM_CLOCK) -> dict[str, list[str]
         done[_reseal(name, column, stored, actor, clock)].append(what)
     db.session.commit()
     return done
+
+
+def _secret_label(name: str) -> str:
+    spec = SPECS.get(name)  # a row of a channel this version no longer has is resealed all the same
+    return spec.secret_label if spec and spec.secret_label else "secret"
 
 
 def _reseal(name: str, column: str, stored: str, actor: Actor, clock: Clock) -> str:
