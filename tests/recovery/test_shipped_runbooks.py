@@ -240,10 +240,15 @@ def test_an_approved_runbook_that_would_now_change_what_its_approver_never_saw_r
     assert runbook_runner.execute(execution.id, clock=clock) == "failed"
     db.session.expire_all()
     refused = runbooks.get(execution.id)
-    assert refused.error.startswith(f"things moved on since the preview request #{execution.approval_id} approved: "
-                                    "run now, it would make ")
-    assert f"dead_letter #{new_letter} status → resolved" in refused.error and "nothing ran" in refused.error
-    assert f"Not in the approved preview: dead_letter #{new_letter} status → resolved" in refused.log
+    assert refused.error.startswith(f"nothing ran: things moved on since request #{execution.approval_id} was "
+                                    "approved, and run now it would also make ")
+    assert f"dead letter #{new_letter} status → resolved" in refused.error
+    assert f"Not in the approved preview: dead letter #{new_letter} status → resolved" in refused.log
+    # The request says so too (it read "executed", its outcome "queued for a worker"), audited as the system's.
+    request = db.session.get(Approval, execution.approval_id)
+    assert (request.status, request.outcome) == ("failed", refused.error)
+    [entry] = db.session.execute(select(AuditEntry).where(AuditEntry.action == "approval.fail")).scalars()
+    assert (entry.actor, entry.target_id, entry.note) == ("system", str(execution.approval_id), refused.error)
     assert changes_of(refused, planned=False) == []
     assert {db.session.get(DeadLetter, i).status for i in (new_letter, other_letter)} == {"open"}
     assert db.session.get(Run, run_id).status == "dead"

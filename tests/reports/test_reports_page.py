@@ -186,6 +186,16 @@ def test_the_success_cards_open_the_runs_whose_series_they_count_whenever_create
         page_html
 
 
+def test_a_range_before_the_first_recorded_run_measured_nothing_not_zeros(manager, client, built):
+    """A manager's walk: an old empty range drew flat zeros for SLA breaches and dead letters, and its cards read 0
+    beside a "before" of "—"."""
+    html = client.get("/reports?from=2025-01-01&to=2025-01-07").get_data(as_text=True)
+    charts = re.findall(r'data-figure="([^"]+)"', html)
+    assert charts and all("nothing measured in this period" in chart for chart in charts[:16])
+    for name in ("sla_breaches", "dead_letters_created", "dead_letters_recovered"):
+        assert "—" in card(html, name).group(3), name
+
+
 def test_duplicate_execution_opens_the_runs_whose_handler_succeeded_twice(manager, client, built):
     html = client.get("/reports?period=24h").get_data(as_text=True)
     behind = card(html, "duplicate_rate").group(2).replace("&amp;", "&")

@@ -153,6 +153,20 @@ def supersede(approval_id: int, outcome: str, now: datetime, *conditions) -> boo
     return True
 
 
+def fail_executed(approval_id: int, outcome: str, now: datetime) -> bool:
+    """Mark an approved request whose change could not be made after all (its runbook refused to run) failed, saying
+    why, audited as the system's, and commit; tell whether this call changed it."""
+    failed = db.session.execute(update(Approval).where(Approval.id == approval_id, Approval.status == "executed")
+                                .values(outcome=outcome, status="failed").returning(Approval.tenant_id)).first()
+    if failed is not None:
+        tenant = db.session.get(Tenant, failed.tenant_id) if failed.tenant_id else None
+        audit.record(db.session, SYSTEM, "approval.fail", "approval", approval_id, before={"status": "executed"},
+                     after={"status": "failed"}, note=outcome, tenant=tenant.name if tenant else None,
+                     clock=lambda: now)
+    db.session.commit()
+    return failed is not None
+
+
 def expire_due(clock: Clock = SYSTEM_CLOCK) -> int:
     """The "approvals-expire" maintenance job: mark pending requests past their time expired; they never run."""
     now = clock()

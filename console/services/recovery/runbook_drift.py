@@ -7,6 +7,7 @@ from sqlalchemy import select
 from console.extensions import db
 from console.models import RunbookChange, RunbookExecution
 from console.services.errors import Conflict
+from console.services.recovery import approvals
 from console.services.recovery.runbook_context import MAX_CHANGES, RunbookContext
 from console.services.recovery.runbook_live import read_only
 
@@ -32,7 +33,7 @@ def _key(change: dict) -> tuple:
 
 
 def _words(change: dict) -> str:
-    return f"{change['object']} #{change['object_id']} {change['field']} → {change['after']}"
+    return f"{change['object'].replace('_', ' ')} #{change['object_id']} {change['field']} → {change['after']}"
 
 
 def check(runbook, execution: RunbookExecution, ctx: RunbookContext) -> None:
@@ -56,8 +57,10 @@ def check(runbook, execution: RunbookExecution, ctx: RunbookContext) -> None:
             ctx.log(f"Not in the approved preview: {_words(change)}")
         named = "; ".join(_words(change) for change in unseen[:SHOWN])
         more = f" and {len(unseen) - SHOWN} more" if len(unseen) > SHOWN else ""
-        raise Conflict(f"things moved on since the preview request #{execution.approval_id} approved: run now, it "
-                       f"would make {len(unseen)} change{'s' if len(unseen) != 1 else ''} the approver did not see "
-                       f"({named}{more}); nothing ran. Ask again: a new preview shows what it would do now", "status")
+        refused = (f"nothing ran: things moved on since request #{execution.approval_id} was approved, and run now it "
+                   f"would also make {len(unseen)} change{'s' if len(unseen) != 1 else ''} its approver never saw "
+                   f"({named}{more}). Ask again: a new preview shows what it would do now")
+        approvals.fail_executed(execution.approval_id, refused, ctx.now)  # the request says so, not only the run
+        raise Conflict(refused, "status")
     ctx.log(f"Checked against the approved preview: {len(found)} of its {len(approved)} changes still to make, "
             "none it did not list.")

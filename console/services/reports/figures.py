@@ -146,6 +146,8 @@ def summary(period: Period, scope: Scope, now: datetime, totals=None) -> Summary
     measured = inputs(period, scope, now, totals)
     now_values, now_bases = definitions.values(measured), definitions.bases(measured)
     first = rollup.first_hour()
+    if first is None or period.end <= first:  # it ended before the first recorded run: nothing measured, not zeros
+        now_values = dict.fromkeys(now_values)
     # A period before the first run anyone recorded is not a period of zeros: nothing was measured ("—", no arrow).
     before = (definitions.values(inputs(period.previous, scope, now, current=False))
               if first is not None and period.previous.end > first else dict.fromkeys(now_values))

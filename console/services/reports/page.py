@@ -10,7 +10,7 @@ from console.domain import deleted_names
 from console.domain.periods import Period
 from console.extensions import db
 from console.models import Task, Tenant
-from console.services.reports import figures, read
+from console.services.reports import figures, read, rollup
 from console.services.reports.figures import Summary
 from console.services.reports.read import ErrorGroup, Scope
 
@@ -114,5 +114,9 @@ def build(period: Period, scope: Scope, now: datetime) -> Report:
     starts = buckets_of(period)
     trend = figures.per_bucket_values({bucket: buckets.get(bucket, Counter()) for bucket in starts},
                                       figures.workorders_per_bucket(period, scope, starts))
+    # An hour or day that ended before the first run anyone recorded measured nothing: not a zero on its chart.
+    first, step = rollup.first_hour(), timedelta(hours=1) if period.hourly else timedelta(days=1)
+    trend = {bucket: values if first is not None and bucket + step > first else dict.fromkeys(values)
+             for bucket, values in trend.items()}
     rows = task_rows(period, scope)
     return Report(summary, trend, rows, heat_map(period, scope, rows), read.fingerprints(period, scope))
