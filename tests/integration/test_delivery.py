@@ -322,11 +322,35 @@ def test_a_message_waits_for_a_silent_channel_without_losing_attempts_it_never_m
     assert len(channels.webhook.requests) == 1  # only the first message ever asked it
 
 
-def test_a_test_sent_from_the_channels_page_ends_its_silence(app, channels, clock):
+def test_a_test_sent_from_the_channels_page_ends_its_silence_and_what_waited_goes_at_once(app, channels, clock):
+    """A third walk: after a test from the page got through, the alerts waiting out the webhook's silence still
+    waited up to a minute."""
     silence.timed_out("webhook", "no answer from 127.0.0.1 within 5 s", 1, clock())
-    assert silence.why("webhook", clock()).startswith("no answer")
+    dead_run(clock)
+    delivery_round.tick(clock)  # Slack and PagerDuty take it; the silent webhook is not tried
+    [alert] = alert_rows("retry_limit_reached")
+    db.session.expire_all()
+    assert (db.session.get(OutboxMessage, alert.id).next_attempt_at - clock()).total_seconds() >= 59
     manual.send_test("webhook", ops, clock)  # tried even while silent; it answers
-    assert silence.why("webhook", clock()) is None and len(channels.webhook.requests) == 1
+    assert silence.why("webhook", clock()) is None
+    assert delivery_round.tick(clock)["delivered"] == 1  # at once, not when the minute is up
+    assert [r.path for r in channels.webhook.requests] == ["/hooks/notifications/retry-alert"] * 2
+
+
+def test_send_again_asks_a_silent_channel_at_once(app, clock):
+    """A third walk: messages sent again after the receiver was fixed waited out its silence (35-46 s)."""
+    with Receiver() as hook:
+        hook.always(500)
+        only(app, ALERT_WEBHOOK_URL=hook.url)
+        outbox.add("alert", "queue_overflow:1:demo.noop", {"rule": "queue_overflow", "tenant_id": 1,
+                                                           "handler": "demo.noop", "limit": "queue_limit",
+                                                           "current": 10, "max": 10}, clock())
+        db.session.commit()
+        lost = fail_for_good(alert_rows("queue_overflow")[0].id, clock)
+        hook.always(200)
+        silence.timed_out("webhook", "no answer from 127.0.0.1 within 5 s", lost.id, clock())
+        manual.redeliver(lost.id, ops, clock=clock)
+        assert delivery_round.tick(clock)["delivered"] == 1
 
 
 def test_work_order_creation_failed_is_alerted_on_the_other_channels(app, clock):

@@ -49,8 +49,11 @@ def timed_out(name: str, error: str, message_id: int, now: datetime) -> None:
         KEY + name, f"{ends.isoformat()}|{error} for message #{message_id} at {now:%H:%M:%S} UTC", ex=SILENT_S))
 
 
-def answered(name: str) -> None:
-    _quietly(lambda connection: connection.delete(KEY + name))
+def answered(name: str) -> bool:
+    """End the channel's silence; tell whether it was silent (messages may be waiting for it)."""
+    ended = []
+    _quietly(lambda connection: ended.append(connection.delete(KEY + name)))
+    return bool(ended and ended[0])
 
 
 def _quietly(write) -> None:
