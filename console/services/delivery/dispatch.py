@@ -187,27 +187,27 @@ def _deliver(claim: Claim, clock: Clock, probe: bool) -> str:
     due = [name for name in names if name not in sent_before]
     # A person's "Send again" asks a silent channel at once, as a test from its page does: they likely just fixed it.
     probe = probe or (claim.attempt == 1 and bool(snapshot["payload"].get("resent_by")))
-    silent = {} if probe else {name: why for name in due if (why := silence.why(name, now))}
-    posted = clock()
+    on_record = silence.read(due)  # one round trip; a silence that ended by our clock is still there to end
+    silent = {} if probe else {name: what for name, (until, what) in on_record.items() if until > now}
     results = _post_each({name: (CHANNELS[name].request(text, every[name]), every[name].secrets())
-                          for name in due if name not in silent}, float(setting("DELIVERY_TIMEOUT_S")))
+                          for name in due if name not in silent}, float(setting("DELIVERY_TIMEOUT_S")), clock)
     errors: dict[str, str] = {}
+    silent_until = {name: on_record[name][0] for name in silent}
     for name in due:
-        target, result = every[name], results.get(name)
+        target, (result, answered_at) = every[name], results.get(name, (None, None))
         if result is None:  # it gave a message no answer moments ago: this attempt does not wait on it
             errors[name] = f"not tried: {silent[name]}"
             db.session.add(Delivery(outbox_id=claim.message_id, channel=name, attempt=claim.attempt,
                                     outcome=NOT_TRIED, error=errors[name], duration_ms=0, at=clock()))
             continue
         if result.timed_out:
-            silence.timed_out(name, result.error, claim.message_id, clock())
-        elif silence.answered(name):
-            wake_waiting(name, clock())
-        # When its answer came (the channels are asked at once; the slowest ends the round)
+            silent_until[name] = silence.timed_out(name, result.error, claim.message_id, answered_at)
+        elif name in on_record:  # it answered: its silence is over, and what waited for it goes now
+            silence.answered(name)
+            wake_waiting(name, answered_at)
         db.session.add(Delivery(outbox_id=claim.message_id, channel=name, attempt=claim.attempt,
                                 outcome="sent" if result.ok else "failed", status_code=result.status_code,
-                                error=result.error, duration_ms=result.duration_ms,
-                                at=posted + timedelta(milliseconds=result.duration_ms)))
+                                error=result.error, duration_ms=result.duration_ms, at=answered_at))
         if result.ok and name == "workorder" and text.rule != "test":
             _store_external_id(snapshot["payload"].get("work_order_id"), result)
         if result.ok:
@@ -220,10 +220,9 @@ def _deliver(claim: Claim, clock: Clock, probe: bool) -> str:
     db.session.commit()
     # Failing only on silent channels (silent before, or since it timed out now): due again when their silence ends,
     # when one message tries them again, not sooner; and an attempt that tried none of them is not counted.
-    ended = clock()
-    silent_until = [silence.until(name, ended) for name in errors]
-    wait = max(silent_until) if errors and all(silent_until) else None
-    return _after(claim, ended, errors, snapshot, not_before=wait, counted=not errors or not set(errors) <= set(silent))
+    wait = max(silent_until[name] for name in errors) if errors and set(errors) <= set(silent_until) else None
+    return _after(claim, clock(), errors, snapshot, not_before=wait,
+                  counted=not errors or not set(errors) <= set(silent))
 
 
 def wake_waiting(channel: str, now: datetime) -> None:
@@ -235,13 +234,18 @@ def wake_waiting(channel: str, now: datetime) -> None:
     db.session.commit()
 
 
-def _post_each(requests: dict[str, tuple[http.Request, tuple[str, ...]]], timeout_s: float) -> dict[str, http.Result]:
-    """POST to every channel at once, so a message waits on its slowest channel rather than on their sum."""
+def _post_each(requests: dict[str, tuple[http.Request, tuple[str, ...]]], timeout_s: float,
+               clock: Clock) -> dict[str, tuple[http.Result, datetime]]:
+    """POST to every channel at once, so a message waits on its slowest channel rather than on their sum; return
+    each result with when it came (the slowest ends the round, not the others' deliveries)."""
+    def post(request, secrets):
+        result = http.post(request, timeout_s, secrets)
+        return result, clock()
+
     if len(requests) < 2:
-        return {name: http.post(request, timeout_s, secrets) for name, (request, secrets) in requests.items()}
+        return {name: post(request, secrets) for name, (request, secrets) in requests.items()}
     with ThreadPoolExecutor(max_workers=len(requests), thread_name_prefix="delivery") as pool:
-        futures = {name: pool.submit(http.post, request, timeout_s, secrets)
-                   for name, (request, secrets) in requests.items()}
+        futures = {name: pool.submit(post, request, secrets) for name, (request, secrets) in requests.items()}
         return {name: future.result() for name, future in futures.items()}
 
 

@@ -18,42 +18,43 @@ KEY = "rebound:delivery:silent:"
 log = logging.getLogger("rebound.delivery")
 
 
-def _read(name: str) -> tuple[datetime, str] | None:
+def read(names) -> dict[str, tuple[datetime, str]]:
+    """Return the channels of `names` that have a silence on record: when it ends and what happened (one round
+    trip); whether it is still on is the caller's clock's to say."""
+    names = list(names)
+    if not names:
+        return {}
     try:
-        said = get_redis().get(KEY + name)
+        said = get_redis().mget([KEY + name for name in names])
     except redis.RedisError as error:
-        log.warning("delivery: whether %s is silent is unknown (%s); trying it", name, type(error).__name__)
-        return None
-    if not said:
-        return None
-    until, _, what = said.decode().partition("|")
-    return datetime.fromisoformat(until), what
+        log.warning("delivery: which channels are silent is unknown (%s); trying them", type(error).__name__)
+        return {}
+    found = {}
+    for name, value in zip(names, said, strict=True):
+        if value:
+            until, _, what = value.decode().partition("|")
+            found[name] = (datetime.fromisoformat(until), what)
+    return found
 
 
 def why(name: str, now: datetime) -> str | None:
     """Say why the channel is not to be waited on at `now` (None: try it)."""
-    found = _read(name)
-    return found[1] if found and found[0] > now else None
+    until, what = read([name]).get(name, (None, None))
+    return what if until is not None and until > now else None
 
 
-def until(name: str, now: datetime) -> datetime | None:
-    """Return when the channel's silence ends, or None when it is not silent at `now`."""
-    found = _read(name)
-    return found[0] if found and found[0] > now else None
-
-
-def timed_out(name: str, error: str, message_id: int, now: datetime) -> None:
+def timed_out(name: str, error: str, message_id: int, now: datetime) -> datetime:
+    """Start the channel's silence; return when it ends."""
     # The end is kept as the deliverer's clock reads it (a test's clock moves on its own); Redis drops the key then.
     ends = now + timedelta(seconds=SILENT_S)
     _quietly(lambda connection: connection.set(
         KEY + name, f"{ends.isoformat()}|{error} for message #{message_id} at {now:%H:%M:%S} UTC", ex=SILENT_S))
+    return ends
 
 
-def answered(name: str) -> bool:
-    """End the channel's silence; tell whether it was silent (messages may be waiting for it)."""
-    ended = []
-    _quietly(lambda connection: ended.append(connection.delete(KEY + name)))
-    return bool(ended and ended[0])
+def answered(name: str) -> None:
+    """End the channel's silence."""
+    _quietly(lambda connection: connection.delete(KEY + name))
 
 
 def _quietly(write) -> None:

@@ -141,11 +141,12 @@ def inputs(period: Period, scope: Scope, now: datetime, totals=None, current: bo
                   late_waiting=late_waiting(scope, now) if includes_now else 0)
 
 
-def summary(period: Period, scope: Scope, now: datetime, totals=None) -> Summary:
-    """Return every figure for the period beside the previous period's."""
+def summary(period: Period, scope: Scope, now: datetime, totals=None, first: datetime | None = ...) -> Summary:
+    """Return every figure for the period beside the previous period's (`first`: the rollups' first hour, when the
+    caller read it already)."""
     measured = inputs(period, scope, now, totals)
     now_values, now_bases = definitions.values(measured), definitions.bases(measured)
-    first = rollup.first_hour()
+    first = rollup.first_hour() if first is ... else first
     if first is None or period.end <= first:  # it ended before the first recorded run: nothing measured, not zeros
         now_values = dict.fromkeys(now_values)
     # A period before the first run anyone recorded is not a period of zeros: nothing was measured ("—", no arrow).

@@ -110,12 +110,13 @@ def build(period: Period, scope: Scope, now: datetime) -> Report:
     totals: Counter = Counter()
     for counts in buckets.values():
         totals.update(counts)
-    summary = figures.summary(period, scope, now, totals=totals)
+    first = rollup.first_hour()
+    summary = figures.summary(period, scope, now, totals=totals, first=first)
     starts = buckets_of(period)
     trend = figures.per_bucket_values({bucket: buckets.get(bucket, Counter()) for bucket in starts},
                                       figures.workorders_per_bucket(period, scope, starts))
     # An hour or day that ended before the first run anyone recorded measured nothing: not a zero on its chart.
-    first, step = rollup.first_hour(), timedelta(hours=1) if period.hourly else timedelta(days=1)
+    step = timedelta(hours=1) if period.hourly else timedelta(days=1)
     trend = {bucket: values if first is not None and bucket + step > first else dict.fromkeys(values)
              for bucket, values in trend.items()}
     rows = task_rows(period, scope)
