@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import redis
@@ -31,7 +32,7 @@ from console.services.recovery import runbook_registry
 from console.services.system import bootstrap
 from tests.databases import BACKEND, open_databases
 from tests.factories import BOOKKEEPING, BROKEN, LENIENT, RUNBOOK_SAMPLES, Runs, Saga
-from tests.helpers import ARTIFACTS, AUDIT_KEY, PASSWORD, Auth, env_for, free_port, make_config
+from tests.helpers import ARTIFACTS, AUDIT_KEY, PASSWORD, Auth, env_for, free_port, make_config, wait_stopped
 from tests.route_builders import remembered as remembered_url_builders
 from tests.servers import app_beside, web_server
 
@@ -304,10 +305,9 @@ def workers(app, tmp_path):
             process.send_signal(signal.SIGTERM)
     for process, log in started:
         try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            wait_stopped(process, Path(log.name))
+        except AssertionError as hung:
+            print(hung)  # shown with the test's report: its stacks and log
         # A worker the test killed (SIGKILL) left its RQ scheduler running on this process's Redis, where it
         # would re-take the locks after the next test's flush and move that test's due delayed jobs.
         with contextlib.suppress(ProcessLookupError):

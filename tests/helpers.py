@@ -3,9 +3,11 @@
 import os
 import re
 import socket
+import subprocess
 import time
 from pathlib import Path
 
+from console.processes import stacks
 from console.services.actor import Actor
 from console.services.people import users
 
@@ -86,6 +88,18 @@ def living_children(pid: int) -> set[int]:
     """Return the processes whose parent is `pid` and that have not exited."""
     return {int(stat.parent.name) for stat in Path("/proc").glob("[0-9]*/stat")
             if (found := _state_and_parent(stat)) and found[1] == pid and found[0] != "Z"}
+
+
+def wait_stopped(process: subprocess.Popen, log_path: Path, timeout_s: float = 15.0) -> None:
+    """Wait for a process asked to stop; if it does not, fail with its stacks and log (and kill it)."""
+    try:
+        process.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        stacks.dump(process.pid)  # written to its log: where it hangs
+        process.kill()
+        process.wait()
+        raise AssertionError(f"pid {process.pid} did not stop within {timeout_s:.0f} s; its log:\n"
+                             f"{log_path.read_text(errors='replace')[-20_000:]}") from None
 
 
 CSRF = re.compile(r'name="csrf_token" type="hidden" value="([^"]+)"|name="csrf_token" value="([^"]+)"')

@@ -17,9 +17,10 @@ from console.logs import mask_prints, rq_level
 def _start_process() -> None:
     """Prepare a long-running process: Redis reachable (embedded unless REBOUND_REDIS_URL), defaults loaded."""
     from console import metrics
-    from console.processes import embedded_redis
+    from console.processes import embedded_redis, stacks
     from console.services.system import bootstrap
 
+    stacks.dump_on_signal()  # the supervisor asks a child that will not stop where it hangs
     if not current_app.config.get("REDIS_URL_GIVEN"):
         _, process = embedded_redis.start(current_app.config["DATA_DIR"])
         if process is not None:

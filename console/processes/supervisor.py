@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from console.logs import PROCESS_NAME_ENV
 from console.parent_death import exec_dies_with_this_process
+from console.processes import stacks
 
 log = logging.getLogger("rebound.up")
 
@@ -37,8 +38,10 @@ class Child:
 class Supervisor:
     """Keep every child running until asked to stop."""
 
-    def __init__(self, children: list[Child], poll_s: float = 0.5, tend: Callable[[], None] | None = None):
+    def __init__(self, children: list[Child], poll_s: float = 0.5, tend: Callable[[], None] | None = None,
+                 stop_timeout_s: float = 15.0):
         self.children = children
+        self.stop_timeout_s = stop_timeout_s
         self.poll_s = poll_s
         self.tend = tend  # called every poll: keeps up what the children need (the embedded Redis)
         self.stopping = False
@@ -84,8 +87,9 @@ class Supervisor:
         child.process = None
         child.next_start = now + delay
 
-    def stop(self, timeout_s: float = 15.0) -> None:
+    def stop(self) -> None:
         """Ask every child to stop; kill whatever still runs after the timeout, or at once on a second signal."""
+        timeout_s = self.stop_timeout_s
         live = [c for c in self.children if c.process and c.process.poll() is None]
         for child in live:
             child.process.send_signal(signal.SIGTERM)
@@ -101,8 +105,13 @@ class Supervisor:
             time.sleep(0.05)
         for child in live:
             if child.process.poll() is None:
-                log.warning("%s did not stop %s; killing it", child.name,
-                            "before the second Ctrl-C" if self.forced else f"within {timeout_s:.0f} s")
+                if self.forced:
+                    log.warning("%s did not stop before the second Ctrl-C; killing it", child.name)
+                else:
+                    # Where it hangs is worth a line in the log: a stop that never comes is otherwise a mystery.
+                    dumped = stacks.dump(child.process.pid)
+                    log.warning("%s did not stop within %.0f s; killing it%s", child.name, timeout_s,
+                                f" (the stacks of pids {', '.join(map(str, dumped))} are above)" if dumped else "")
                 child.process.kill()
                 child.process.wait()
         log.info("all processes stopped")

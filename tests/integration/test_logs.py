@@ -15,7 +15,7 @@ from console.services.engine.execute import execute
 from console.services.people import tenants
 from console.services.scheduling import planner, tasks
 from tests.factories import Runs
-from tests.helpers import wait_for
+from tests.helpers import wait_for, wait_stopped
 
 NO_JITTER = {"base_delay_s": 1, "multiplier": 2, "jitter": 0, "max_delay_s": 60, "max_attempts": 2}
 SEED_FIELDS = {"task_id", "tenant_id", "run_id", "retry_token", "attempt", "reason", "next_retry_at", "dlq_flag",
@@ -191,7 +191,7 @@ def test_a_worker_logs_at_the_configured_level_rq_included(runs, workers, tmp_pa
     run_id = runs.submit("demo.noop")
     runs.wait(run_id, "succeeded")
     quiet.terminate()
-    quiet.wait(15)
+    wait_stopped(quiet, tmp_path / "worker-0.log")
     # RQ's own loggers used to be set to INFO by its work loop: two lines per job, whatever the setting said.
     levels = {json.loads(line)["level"] for line in (tmp_path / "worker-0.log").read_text().splitlines() if line}
     assert levels <= {"WARNING", "ERROR", "CRITICAL"}

@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from tests.helpers import ROOT, wait_for
+from tests.helpers import ROOT, process_alive, wait_for
 
 # A child that finishes its "job" before stopping: it ignores SIGTERM and exits only when Ctrl-C reaches it.
 PATIENT_CHILD = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); " \
@@ -54,3 +54,50 @@ def test_a_second_ctrl_c_kills_children_still_finishing_their_jobs(tmp_path):
     assert "child-1 did not stop before the second Ctrl-C; killing it" in output
     assert "child-2 did not stop before the second Ctrl-C; killing it" in output
     assert "restarting" not in output
+
+
+# A child stuck on SIGTERM that forks twice: one grandchild that inherits the stack dump, one that execs a
+# program which never asked for it (SIGUSR2 would kill it).
+STUCK_CHILD = """
+import os, signal, subprocess, sys, time
+from console.processes import stacks
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+stacks.dump_on_signal()
+def grandchild_waits_too():
+    time.sleep(120)
+def stuck_in_its_teardown():
+    time.sleep(120)
+if os.fork() == 0:
+    grandchild_waits_too()
+bystander = subprocess.Popen(["sleep", "120"])
+print("up", bystander.pid, flush=True)
+stuck_in_its_teardown()
+"""
+IMPATIENT_SUPERVISOR = """
+import logging, sys
+from console.processes.supervisor import Child, Supervisor
+logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(message)s")
+Supervisor([Child("stuck", [sys.executable, "-c", sys.argv[1]])], poll_s=0.2, stop_timeout_s=1).run()
+"""
+
+
+def test_a_child_that_does_not_stop_has_its_stacks_written_before_it_is_killed(tmp_path):
+    log_path = tmp_path / "supervisor.log"
+    with log_path.open("w") as log:
+        supervisor = subprocess.Popen([sys.executable, "-c", IMPATIENT_SUPERVISOR, STUCK_CHILD], cwd=ROOT,
+                                      stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                      env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"})
+    try:
+        wait_for(lambda: "up " in log_path.read_text(), 30, 0.05, "the child to start")
+        bystander = int(log_path.read_text().split("up ")[1].split()[0])
+        supervisor.send_signal(signal.SIGINT)
+
+        assert supervisor.wait(30) == 0, log_path.read_text()
+        output = log_path.read_text()
+        assert "stuck did not stop within 1 s; killing it (the stacks of pids " in output
+        assert output.count("stuck_in_its_teardown") == 1, output
+        assert output.count("grandchild_waits_too") == 1, output
+        # Still running: a process that did not ask for a dump is not sent the signal (it would have killed it).
+        assert process_alive(bystander)
+    finally:
+        os.killpg(supervisor.pid, signal.SIGKILL)
