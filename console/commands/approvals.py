@@ -14,14 +14,14 @@ def _person(username: str):
     """Return the actor and tenant scope of the person a decision is made as."""
     from sqlalchemy import select
 
+    from console.commands.terminal import cli_actor
     from console.extensions import db
     from console.models import User
-    from console.services.actor import Actor
 
     user = db.session.execute(select(User).where(User.username == username)).scalar_one_or_none()
     if user is None or not user.active:
         raise click.ClickException(f"no active user {username!r}")
-    return Actor(f"{user.username} (cli)", user.id), user.tenant_id
+    return cli_actor(f"{user.username} (cli)", user.id), user.tenant_id
 
 
 def _decide(action: str, approval_id: int, username: str, note: str | None) -> None:

@@ -13,12 +13,12 @@ def channels_group():
 @with_appcontext
 def reseal_command():
     """Seal every saved channel URL and secret with the current secret key (plaintext or older-key ones)."""
-    from console.services.actor import Actor
+    from console.commands.terminal import cli_actor
     from console.services.delivery import targets
     from console.services.errors import ServiceError
 
     try:
-        done = targets.reseal_all(Actor("channels reseal (cli)"))
+        done = targets.reseal_all(cli_actor("channels reseal (cli)"))
     except ServiceError as error:
         click.echo(error.detail, err=True)
         raise SystemExit(1) from None

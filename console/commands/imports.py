@@ -3,10 +3,8 @@
 import click
 from flask.cli import with_appcontext
 
+from console.commands.terminal import cli_actor
 from console.domain.words import plural
-from console.services.actor import Actor
-
-CLI = Actor("cli")
 
 
 @click.command("import-failures")
@@ -43,7 +41,7 @@ def import_failures_command(redis_url, queues, path, maps, tenant, dry_run):
         if dry_run:
             _print_plan(plan, importer.already_imported(plan))
             return
-        done = importer.run_import(plan, CLI)
+        done = importer.run_import(plan, cli_actor())
     except ServiceError as error:
         db.session.rollback()
         raise click.ClickException(f"refused ({error.code}, {error.status}): {error.detail}") from None

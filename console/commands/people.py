@@ -13,13 +13,13 @@ from flask.cli import with_appcontext
 @with_appcontext
 def create_user_command(username, role, password, tenant):
     """Create a user."""
-    from console.services.actor import Actor
+    from console.commands.terminal import cli_actor
     from console.services.errors import ServiceError
     from console.services.people import tenants, users
 
     try:
         scope = tenants.require(tenant) if tenant else None
-        user, generated = users.create(username, role, password, Actor("cli"), tenant=scope)
+        user, generated = users.create(username, role, password, cli_actor(), tenant=scope)
     except ServiceError as error:
         raise click.ClickException(error.detail) from None
     click.echo(f"Created {user.username} ({user.role}" + (f", tenant {scope.name} only" if scope else "") + ").")
@@ -33,7 +33,7 @@ def create_user_command(username, role, password, tenant):
 @with_appcontext
 def set_password_command(username, password):
     """Give USERNAME a new password (a forgotten or leaked one); it ends every session of theirs."""
-    from console.services.actor import Actor
+    from console.commands.terminal import cli_actor
     from console.services.errors import ServiceError
     from console.services.people import users
 
@@ -43,7 +43,7 @@ def set_password_command(username, password):
     if password is None:
         password = click.prompt("New password", hide_input=True, confirmation_prompt=True)
     try:
-        users.set_password(user, password, Actor("cli"))
+        users.set_password(user, password, cli_actor())
     except ServiceError as error:
         raise click.ClickException(error.detail) from None
     click.echo(f"Set a new password for {user.username}; their sessions are ended.")
@@ -58,7 +58,7 @@ def set_password_command(username, password):
 @with_appcontext
 def create_token_command(username, tenant, name, days):
     """Print a new bearer token acting as USERNAME."""
-    from console.services.actor import Actor
+    from console.commands.terminal import cli_actor
     from console.services.errors import ServiceError
     from console.services.people import tenants, tokens, users
 
@@ -67,7 +67,7 @@ def create_token_command(username, tenant, name, days):
         raise click.ClickException(f"no user named {username!r}")
     try:
         scope = tenants.require(tenant) if tenant else None
-        _, plaintext = tokens.issue(user, Actor("cli"), name=name, tenant=scope, days=days)
+        _, plaintext = tokens.issue(user, cli_actor(), name=name, tenant=scope, days=days)
     except ServiceError as error:
         raise click.ClickException(error.detail) from None
     click.echo(plaintext)
@@ -79,7 +79,7 @@ def create_token_command(username, tenant, name, days):
 def revoke_token_command(prefix):
     """Revoke the token whose prefix is PREFIX (rb_ and 7 characters: Admin → API tokens, or GET /api/me); the whole
     token works too, and is never printed back."""
-    from console.services.actor import Actor
+    from console.commands.terminal import cli_actor
     from console.services.people import tokens
 
     prefix = prefix.strip()[:tokens.PREFIX_CHARS]  # a whole token pasted: its prefix, and nothing of its secret
@@ -92,5 +92,5 @@ def revoke_token_command(prefix):
     if token.revoked_at is not None:
         click.echo(f"{token.prefix}… ({token.user.username}, {token.name}) was already revoked.")
         return
-    tokens.revoke(token.id, Actor("cli"))
+    tokens.revoke(token.id, cli_actor())
     click.echo(f"Revoked {token.prefix}… ({token.user.username}, {token.name}); it no longer authenticates.")

@@ -7,10 +7,9 @@ import click
 from flask.cli import with_appcontext
 
 from console.commands.output import refused, table
-from console.services.actor import Actor
+from console.commands.terminal import cli_actor
 
 COLUMNS = ["name", "max_running", "tasks", "running", "description"]
-CLI = Actor("cli")
 
 
 @click.group("quota-classes")
@@ -51,11 +50,11 @@ def set_command(name, max_running, description):
     max_running = int(max_running) if re.fullmatch(r"-?[0-9]{1,9}", max_running.strip()) else max_running
     try:
         if quota_classes.find(name) is None:
-            record = quota_classes.create(name, max_running, CLI, description=description)
+            record = quota_classes.create(name, max_running, cli_actor(), description=description)
             click.echo(f"Created quota class {record.name}: at most {record.max_running} of its tasks' runs at once.")
             return
         before = quota_classes.get(name).max_running
-        record = quota_classes.change(name, CLI, max_running=max_running, description=description)
+        record = quota_classes.change(name, cli_actor(), max_running=max_running, description=description)
     except ServiceError as error:
         db.session.rollback()
         raise refused(error) from None
@@ -75,7 +74,7 @@ def delete_command(name):
     from console.services.scheduling import quota_class_deletion
 
     try:
-        quota_class_deletion.delete(name, CLI)
+        quota_class_deletion.delete(name, cli_actor())
     except ServiceError as error:
         db.session.rollback()
         raise refused(error) from None

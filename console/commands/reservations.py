@@ -6,11 +6,10 @@ import click
 from flask.cli import with_appcontext
 
 from console.commands.output import ROW_ID, refused, table
-from console.services.actor import Actor
+from console.commands.terminal import cli_actor
 
 COLUMNS = ["id", "tenant", "running_slots", "queued_runs", "starts_at", "ends_at", "reason", "created_by",
            "cancelled_at"]
-CLI = Actor("cli")
 
 
 @click.group("reservations")
@@ -58,7 +57,7 @@ def reserve_command(tenant, running_slots, queued_runs, starts_at, ends_at, reas
     from console.services.scheduling import reservations
 
     try:
-        made = reservations.create(tenant, CLI, running_slots=running_slots, queued_runs=queued_runs,
+        made = reservations.create(tenant, cli_actor(), running_slots=running_slots, queued_runs=queued_runs,
                                    starts_at=starts_at, ends_at=ends_at, reason=reason)
     except ServiceError as error:
         db.session.rollback()
@@ -77,7 +76,7 @@ def cancel_command(reservation_id):
     from console.services.scheduling import reservations
 
     try:
-        done = reservations.cancel(reservation_id, CLI)
+        done = reservations.cancel(reservation_id, cli_actor())
     except ServiceError as error:
         db.session.rollback()
         raise refused(error) from None

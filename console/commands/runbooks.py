@@ -17,18 +17,18 @@ def _params(pairs: tuple[str, ...]) -> dict:
 
 def _actor(username: str | None):
     """Return who acts, and their tenant wall: the named person (who must be able to operate), or the CLI."""
-    from console.services.actor import Actor
+    from console.commands.terminal import cli_actor
     from console.services.people import users
     from console.services.people.permissions import OPERATE, can
 
     if username is None:
-        return Actor("cli"), None
+        return cli_actor(), None
     user = users.find(username)
     if user is None or not user.active:
         raise click.ClickException(f"no active user named {username!r}")
     if not can(user.role, OPERATE):
         raise click.ClickException(f"{username} is a {user.role}; running runbooks needs the operate permission")
-    return Actor(f"{user.username} (cli)", user.id), user.tenant_id
+    return cli_actor(f"{user.username} (cli)", user.id), user.tenant_id
 
 
 def _list() -> None:

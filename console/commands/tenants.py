@@ -6,10 +6,9 @@ import click
 from flask.cli import with_appcontext
 
 from console.commands.output import refused, table
-from console.services.actor import Actor
+from console.commands.terminal import cli_actor
 
 COLUMNS = ["name", "running", "max_running", "queued", "max_queued"]
-CLI = Actor("cli")
 
 
 @click.group("tenants")
@@ -43,7 +42,7 @@ def create_command(name, max_running, max_queued):
     from console.services.people import tenants
 
     try:
-        tenant = tenants.create(name, CLI, max_running=max_running, max_queued=max_queued)
+        tenant = tenants.create(name, cli_actor(), max_running=max_running, max_queued=max_queued)
     except ServiceError as error:
         db.session.rollback()
         raise refused(error) from None
@@ -62,7 +61,8 @@ def set_quota_command(name, max_running, max_queued):
     from console.services.people import tenants
 
     try:
-        tenant = tenants.set_quota(tenants.visible(name, None), CLI, max_running=max_running, max_queued=max_queued)
+        tenant = tenants.set_quota(tenants.visible(name, None), cli_actor(), max_running=max_running,
+                                   max_queued=max_queued)
     except ServiceError as error:
         db.session.rollback()
         raise refused(error) from None

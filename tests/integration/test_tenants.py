@@ -1,8 +1,13 @@
 """Tenants: created and given quotas by admins on the page, the API and the CLI; audited; the tenant wall holds."""
 
+import os
+import pwd
+import socket
+
 import pytest
 from sqlalchemy import select
 
+from console.commands import terminal
 from console.extensions import db
 from console.models import AuditEntry, Tenant
 from console.services.actor import Actor
@@ -175,4 +180,17 @@ def test_cli_creates_lists_and_sets_quotas(app):
     bad = runner.invoke(args=["tenants", "set-quota", "acme", "--max-running", "-1"])
     assert bad.exit_code == 1 and "max_running must be a whole number from 1 to 100000, got '-1'" in bad.output
     assert _tenant("acme").max_running == 3
-    assert [e.actor for e in _audit("tenant.set_quota")] == ["cli"]
+    # The terminal's account stands where the web's address does: a CLI change names the hand that typed it.
+    assert [(e.actor, e.remote_addr) for e in _audit("tenant.set_quota")] == [("cli", terminal.account())]
+
+
+def test_a_cli_change_names_the_os_account_and_who_ran_sudo(app, monkeypatch):
+    me = pwd.getpwuid(os.getuid()).pw_name
+    monkeypatch.setenv("USER", "someone-else")  # $USER is anyone's to set: the real uid names the account
+    monkeypatch.delenv("SUDO_USER", raising=False)
+    assert terminal.account() == f"terminal {me}@{socket.gethostname()}"[:64]
+    monkeypatch.setenv("SUDO_USER", "alice")
+    runner = app.test_cli_runner()
+    assert runner.invoke(args=["tenants", "create", "globex"]).exit_code == 0
+    [entry] = _audit("tenant.create")
+    assert entry.remote_addr == f"terminal alice as {me}@{socket.gethostname()}"[:64]
