@@ -192,8 +192,12 @@ class FewerRoundTripsMixin:
             job.cleanup(result_ttl, pipeline=pipeline, remove_from_queue=False)
             job._status = JobStatus.FINISHED
             self.cleanup_execution(job, pipeline=pipeline, execution=execution)
-            self.set_state(WorkerStatus.IDLE, pipeline=pipeline)
+            # "idle" goes in this transaction, but the worker reads busy until it is done: RQ's SIGTERM handler
+            # raises StopRequested at once in an idle worker, and raised here, inside the job's bookkeeping, RQ took
+            # it for the job's error and the stop was lost (the worker went back to waiting for work, till killed).
+            pipeline.hset(self.key, "state", WorkerStatus.IDLE)
             pipeline.execute()
+        self._state = self._state_written = WorkerStatus.IDLE
         release_slot(job)
 
 

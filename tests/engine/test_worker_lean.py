@@ -1,5 +1,6 @@
 """A worker's per-job overhead: one database connection kept while busy; RQ's writes that say nothing new skipped."""
 
+import signal
 import threading
 
 import pytest
@@ -7,7 +8,7 @@ import redis
 from redis.client import Pipeline
 from rq import Callback, Queue
 from rq.job import Job, JobStatus
-from rq.worker import BaseWorker
+from rq.worker import WorkerStatus
 from sqlalchemy import event, func, select
 
 from console import metrics
@@ -124,15 +125,25 @@ def test_a_job_leaves_no_transaction_or_isolation_level_behind(app, runs):
 
 def test_the_worker_state_is_written_only_when_it_changes(app, runs, monkeypatch):
     written = []
-    real = BaseWorker.set_state
-
-    def counted(self, state, pipeline=None):
-        written.append(state)
-        return real(self, state, pipeline)
-
-    monkeypatch.setattr(BaseWorker, "set_state", counted)
-    ids = [runs.submit() for _ in range(10)]
     worker = build_worker(app, get_redis(), "simple")
+    real_command, real_queued = redis.Redis.execute_command, Pipeline.pipeline_execute_command
+
+    def noted(args):
+        if args[:3] == ("HSET", worker.key, "state"):
+            written.append(args[3])
+
+    def command(self, *args, **options):
+        if not isinstance(self, Pipeline):
+            noted(args)
+        return real_command(self, *args, **options)
+
+    def queued(self, *args, **options):
+        noted(args)
+        return real_queued(self, *args, **options)
+
+    monkeypatch.setattr(redis.Redis, "execute_command", command)
+    monkeypatch.setattr(Pipeline, "pipeline_execute_command", queued)
+    ids = [runs.submit() for _ in range(10)]
     worker.work(burst=True, logging_level="WARNING")
 
     assert _succeeded(ids) == 10
@@ -221,3 +232,33 @@ def test_a_job_costs_the_worker_five_redis_round_trips(app, runs, monkeypatch):
     # state; end it (RQ's success and the worker's "idle" in one MULTI/EXEC). RQ's own worker sends nine.
     assert per_job == ["LPOP", "HGETALL", "pipeline", "GET", "pipeline"]
     assert sent[second_job:second_job + 45] == per_job * 9
+
+
+def test_a_stop_asked_while_a_job_s_success_is_written_stops_the_worker_after_that_job(app, runs, monkeypatch):
+    first, second = runs.submit(), runs.submit()
+    worker = build_worker(app, get_redis(), "simple")
+    real_execute = Pipeline.execute
+    asked = []
+
+    def execute(pipeline, *args, **kwargs):
+        # SIGTERM's handler, run where a signal can land: while the success's transaction is on its way.
+        ending = any(args == ("HSET", worker.key, "state", WorkerStatus.IDLE) for args, _ in pipeline.command_stack)
+        if ending and not asked and threading.current_thread() is threading.main_thread():
+            asked.append(worker.get_state())
+            worker.request_stop(signal.SIGTERM, None)
+        return real_execute(pipeline, *args, **kwargs)
+
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    monkeypatch.setattr(Pipeline, "execute", execute)
+    try:
+        worker.work(burst=True, logging_level="WARNING")
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+
+    # The stop waited for the job's end, as it does while a handler runs, and was kept: the worker took no
+    # other job. Raised inside the bookkeeping it had failed the finished job in RQ and been lost.
+    assert asked == [WorkerStatus.BUSY]
+    assert (runs.status(first), runs.status(second)) == ("succeeded", "pending")
+    assert Job.fetch(f"run-{first}-s1-a0", connection=get_redis()).get_status() == JobStatus.FINISHED
+    assert worker.get_state() == WorkerStatus.IDLE
