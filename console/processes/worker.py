@@ -122,9 +122,10 @@ class SparseHousekeepingMixin:
 
     def set_state(self, state: str, pipeline=None):
         # RQ writes "idle" after each job and again before the next dequeue: one HSET round trip of the two says
-        # nothing new. Only this method writes the state (or the whole hash, from the state it last set), so a
-        # skipped write leaves Redis and get_state() as they were: already this state.
+        # nothing new. Only this method and a job's success (below) write the state (or the whole hash, from the
+        # state it last set), so a skipped write leaves Redis as it was: already this state.
         if pipeline is None and state == self._state_written:
+            self._state = state  # Redis has it already (a job's success wrote "idle")
             return
         self._state_written = state
         super().set_state(state, pipeline)
@@ -192,12 +193,13 @@ class FewerRoundTripsMixin:
             job.cleanup(result_ttl, pipeline=pipeline, remove_from_queue=False)
             job._status = JobStatus.FINISHED
             self.cleanup_execution(job, pipeline=pipeline, execution=execution)
-            # "idle" goes in this transaction, but the worker reads busy until it is done: RQ's SIGTERM handler
-            # raises StopRequested at once in an idle worker, and raised here, inside the job's bookkeeping, RQ took
-            # it for the job's error and the stop was lost (the worker went back to waiting for work, till killed).
+            # "idle" goes in this transaction, but the worker reads busy until the job is over (execute_job's
+            # set_state): RQ's SIGTERM handler raises StopRequested at once in an idle worker, and raised in here,
+            # inside perform_job, RQ took it for the job's error and the stop was lost (the worker went back to
+            # waiting for work till it was killed).
             pipeline.hset(self.key, "state", WorkerStatus.IDLE)
             pipeline.execute()
-        self._state = self._state_written = WorkerStatus.IDLE
+        self._state_written = WorkerStatus.IDLE
         release_slot(job)
 
 
