@@ -110,7 +110,8 @@ FIGURES: tuple[Figure, ...] = (
            higher_is_better=False),
     Figure("alert_latency_p50_s", "Alert latency p50", "seconds",
            "Median time from a dead letter to its group's alert reaching the first of its channels, over alerts "
-           "delivered in the period (repeats held back to gather a count are left out).", higher_is_better=False),
+           "a channel first took in the period, also those another channel then failed (repeats held back to "
+           "gather a count are left out).", higher_is_better=False),
     Figure("alert_latency_p95_s", "Alert latency p95", "seconds",
            "95th percentile of the time from a dead letter to its group's alert reaching the first of its channels. "
            "Exact to the bucket (5 min is an edge).", 300, "at_most"),

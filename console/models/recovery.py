@@ -89,6 +89,7 @@ class OutboxMessage(db.Model):
     __table_args__ = (
         Index("ix_outbox_status_next_attempt_at", "status", "next_attempt_at"),
         Index("ix_outbox_kind_delivered_at", "kind", "delivered_at"),
+        Index("ix_outbox_kind_first_sent_at", "kind", "first_sent_at"),
         # One pending message per key: a storm becomes one message with a count (outbox.add upserts).
         Index("uq_outbox_pending_dedup_key", "dedup_key", unique=True, sqlite_where=text(PENDING_MESSAGE),
               postgresql_where=text(PENDING_MESSAGE)),
@@ -107,7 +108,10 @@ class OutboxMessage(db.Model):
     next_attempt_at = mapped_column(UTCDateTime, default=utcnow)
     last_error: Mapped[str | None] = mapped_column(Text)
     created_at = mapped_column(UTCDateTime, default=utcnow, nullable=False)
-    delivered_at = mapped_column(UTCDateTime)
+    delivered_at = mapped_column(UTCDateTime)  # when the last of its channels took it
+    # When the first of its channels took it: a person was told. Alert latency ends here, also for a message another
+    # channel then failed for good (it was left out while latency waited for delivered_at).
+    first_sent_at = mapped_column(UTCDateTime)
 
 
 class Approval(db.Model):

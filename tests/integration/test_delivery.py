@@ -646,6 +646,26 @@ def test_alert_latency_ends_when_the_first_channel_took_the_alert(app, channels,
     assert channel_report.latency(clock()).p50_s == 1.0
 
 
+def test_an_alert_a_channel_failed_for_good_is_timed_when_the_first_channel_took_it(app, channels, clock):
+    """Latency counted only alerts every channel took: with the webhook down, the hours it was down, the very
+    ones on-call and managers look back at, dropped out of the card and the reports."""
+    channels.webhook.always(500)
+    dead_run(clock)
+    clock.advance(2)
+    for _ in range(5):
+        delivery_round.tick(clock)  # Slack and PagerDuty take it at once; the webhook fails five times
+        clock.advance(60)
+    [alert] = alert_rows("retry_limit_reached")
+    assert (alert.status, alert.delivered_at) == ("failed", None)
+    assert (alert.first_sent_at - alert.created_at).total_seconds() == 2
+    latency = channel_report.latency(clock())
+    assert (latency.count, latency.p50_s) == (1, 2.0)
+    # The same rows Reports times (and the DLQ's "alerted" filter opens), in the hour a channel first took it.
+    timed = db.session.execute(select(OutboxMessage.id).where(*channel_report.timed_alerts(
+        alert.first_sent_at, alert.first_sent_at + timedelta(seconds=1)))).scalars().all()
+    assert timed == [alert.id]
+
+
 def test_test_alert_is_sent_at_once_and_audited(app, channels, clock):
     message, attempt = manual.send_test("pagerduty", ops, clock)
     assert (message.status, attempt.outcome, attempt.status_code) == ("delivered", "sent", 202)

@@ -101,3 +101,27 @@ def test_a_command_on_a_database_nobody_migrated_says_to_run_db_upgrade(tmp_path
     # is one line: PostgreSQL's message went on with the statement and a caret.
     shown = make_url(blank_database).render_as_string(hide_password=True)
     assert f"the database {shown} lacks" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_first_sent_at_is_filled_from_the_deliveries_of_messages_sent_before_it(tmp_path, redis_url, blank_database):
+    app = create_app(make_config(tmp_path, redis_url, SQLALCHEMY_DATABASE_URI=blank_database))
+    with app.app_context():
+        upgrade("a35e0001c0de")
+        engine = create_engine(app.config["SQLALCHEMY_DATABASE_URI"])
+        with engine.begin() as connection:
+            for message in (1, 2):
+                connection.execute(text(
+                    "INSERT INTO outbox (id, kind, channel, dedup_key, payload, occurrences, status, attempts, "
+                    "created_at) VALUES (:id, 'alert', 'default', :key, '{}', 1, 'failed', 5, '2026-03-02 10:00:00')"),
+                    {"id": message, "key": f"dead:{message}"})
+            for message, outcome, second in ((1, "failed", 1), (1, "sent", 2), (1, "sent", 3), (2, "failed", 4)):
+                connection.execute(text(
+                    "INSERT INTO deliveries (outbox_id, channel, attempt, outcome, duration_ms, at) "
+                    "VALUES (:message, 'slack', 1, :outcome, 5, :at)"),
+                    {"message": message, "outcome": outcome, "at": f"2026-03-02 10:00:0{second}"})
+        upgrade()
+        with engine.connect() as connection:
+            filled = connection.execute(text("SELECT id, first_sent_at FROM outbox ORDER BY id")).all()
+        engine.dispose()
+    # Message 1 was first taken at 10:00:02; message 2 reached nobody.
+    assert [(id_, str(at)[:19] if at else None) for id_, at in filled] == [(1, "2026-03-02 10:00:02"), (2, None)]

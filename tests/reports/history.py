@@ -41,7 +41,8 @@ def _deliver_alert(after_s: int) -> None:
     pending = db.session.execute(select(OutboxMessage).where(OutboxMessage.kind == "alert",
                                                              OutboxMessage.status == "pending")).scalars()
     [alert] = [row for row in pending if row.payload.get("dead_letter_id")]
-    alert.status, alert.delivered_at = "delivered", alert.created_at + timedelta(seconds=after_s)
+    alert.status = "delivered"
+    alert.delivered_at = alert.first_sent_at = alert.created_at + timedelta(seconds=after_s)
     db.session.commit()
 
 

@@ -222,7 +222,7 @@ def _dead_with_alert(runs, clock, died: str, delivered: str, tenant: str = "defa
     [letter] = runs.dead_letters(run_id)
     [alert] = [row for row in runs.outbox("alert") if row.payload.get("dead_letter_id") == letter.id]
     alert.status = "delivered"
-    alert.delivered_at = datetime(2026, 3, 2, *map(int, delivered.split(":")), tzinfo=UTC)
+    alert.delivered_at = alert.first_sent_at = datetime(2026, 3, 2, *map(int, delivered.split(":")), tzinfo=UTC)
     if held:
         db.session.add(Delivery(outbox_id=alert.id, channel="default", attempt=1, outcome="held", at=clock()))
     db.session.commit()
@@ -246,7 +246,7 @@ def test_alert_latency_opens_the_letters_whose_alert_was_delivered_in_the_hour_n
     assert dlq_rows(client.get(nine).get_data(as_text=True)) == []  # created at 09:58, alerted in the next hour
     listed = client.get(ten).get_data(as_text=True)
     assert dlq_rows(listed) == [str(theirs), str(late)]
-    assert "Alert delivered from 2026-03-02 10:00 before 2026-03-02 11:00 UTC" in listed
+    assert "Alert sent from 2026-03-02 10:00 before 2026-03-02 11:00 UTC" in listed
     whole = card(html, "alert_latency_p95_s").group(2).replace("&amp;", "&")
     assert whole == card(html, "alert_latency_p50_s").group(2).replace("&amp;", "&")
     assert dlq_rows(client.get(whole).get_data(as_text=True)) == [str(theirs), str(late)]

@@ -84,7 +84,7 @@ class History:
         elif action < 0.94:
             # A deliverer sends what is due now.
             db.session.execute(update(OutboxMessage).where(OutboxMessage.status == "pending")
-                               .values(status="delivered", delivered_at=clock()))
+                               .values(status="delivered", delivered_at=clock(), first_sent_at=clock()))
             db.session.commit()
         else:
             warnings.record(forecast.forecast(clock(), hours=2), clock())

@@ -15,11 +15,6 @@ LATENCY_WINDOW = timedelta(hours=24)
 LATENCY_ROWS_CAP = 2_000  # the latest alerts of the window: plenty for a p95
 # The dead letter whose alert an outbox row is (JSON element access, the same on SQLite and PostgreSQL).
 ALERTED_LETTER = OutboxMessage.payload["dead_letter_id"].as_integer()
-# When an alert first reached a person: its first channel that took it (by the deliveries' outbox index). Latency
-# ends there, not when the last channel took it: a webhook that hung for minutes made alerts PagerDuty had paged in a
-# second read as minutes late (an on-call walk).
-FIRST_SENT = (select(func.min(Delivery.at)).where(Delivery.outbox_id == OutboxMessage.id, Delivery.outcome == "sent")
-              .correlate(OutboxMessage).scalar_subquery())
 
 
 @dataclass(frozen=True)
@@ -88,24 +83,28 @@ def _percentile(values: list[float], share: float) -> float | None:
 
 
 def timed_alerts(start: datetime | None = None, end: datetime | None = None) -> list:
-    """Return the conditions on outbox rows of the dead letters' alerts delivered in [start, end) whose latency is
-    timed (here and in Reports): each raised by a dead letter itself, repeats held back to gather a count left out."""
+    """Return the conditions on outbox rows of the dead letters' alerts first taken by a channel in [start, end)
+    whose latency is timed (here and in Reports): each raised by a dead letter itself, repeats held back to gather a
+    count left out."""
     held = select(Delivery.id).where(Delivery.outbox_id == OutboxMessage.id, Delivery.outcome == "held").exists()
+    # Latency ends when a person was first told: the first channel that took it. Not the last: a webhook that hung
+    # for minutes made alerts PagerDuty had paged in a second read as minutes late; nor only delivered ones: an
+    # alert another channel then failed for good was left out, so the card missed exactly the troubled hours.
     # An alert rule that counts dead letters carries no dead_letter_id: it times no letter's alert.
-    found = [OutboxMessage.kind == "alert", OutboxMessage.delivered_at.is_not(None),
+    found = [OutboxMessage.kind == "alert", OutboxMessage.first_sent_at.is_not(None),
              OutboxMessage.payload["rule"].as_string().in_(DEAD_RULES), ALERTED_LETTER.is_not(None), ~held]
     if start is not None:
-        found.append(OutboxMessage.delivered_at >= start)
+        found.append(OutboxMessage.first_sent_at >= start)
     if end is not None:
-        found.append(OutboxMessage.delivered_at < end)
+        found.append(OutboxMessage.first_sent_at < end)
     return found
 
 
 def latency(now: datetime, tenant_id: int | None = None, window: timedelta = LATENCY_WINDOW) -> Latency:
     """Return p50/p95 of alert latency (dead letter created → its alert's first channel took it) over the window's
     latest alerts."""
-    query = (select(OutboxMessage.created_at, func.coalesce(FIRST_SENT, OutboxMessage.delivered_at))
-             .where(*timed_alerts(now - window)).order_by(OutboxMessage.delivered_at.desc()).limit(LATENCY_ROWS_CAP))
+    query = (select(OutboxMessage.created_at, OutboxMessage.first_sent_at)
+             .where(*timed_alerts(now - window)).order_by(OutboxMessage.first_sent_at.desc()).limit(LATENCY_ROWS_CAP))
     if tenant_id is not None:
         query = query.where(OutboxMessage.tenant_id == tenant_id)
     values = sorted(max(0.0, (told - created).total_seconds()) for created, told in db.session.execute(query))

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import func, literal, select, update
 from sqlalchemy.exc import IntegrityError
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
@@ -217,6 +217,12 @@ def _deliver(claim: Claim, clock: Clock, probe: bool) -> str:
             errors[name] = result.error or "failed"
             log.warning("outbox %s (%s) to %s %s failed, attempt %s: %s", claim.message_id, text.rule, name,
                         target.masked_url, claim.attempt, result.error)
+    if told := [answered_at for result, answered_at in results.values() if result.ok]:
+        # Kept by the first attempt that reached anyone (one UPDATE, whichever deliverer gets there).
+        db.session.execute(update(OutboxMessage).where(OutboxMessage.id == claim.message_id)
+                           .values(first_sent_at=func.coalesce(OutboxMessage.first_sent_at,
+                                                               literal(min(told), OutboxMessage.first_sent_at.type)))
+                           .execution_options(synchronize_session=False))
     db.session.commit()
     # Failing only on silent channels (silent before, or since it timed out now): due again when their silence ends,
     # when one message tries them again, not sooner; and an attempt that tried none of them is not counted.

@@ -11,7 +11,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import exists, func, or_, select
+from sqlalchemy import exists, or_, select
 from sqlalchemy.orm import aliased
 
 from console.domain.errors import shown_message
@@ -19,7 +19,7 @@ from console.domain.figures import DEFAULT_MAX_START_DELAY_S
 from console.domain.histograms import ALERT_LATENCY, RECOVERY, TRIGGER_DELAY
 from console.extensions import db
 from console.models import DeadLetter, ForecastWarning, OutboxMessage, Run, RunEvent, SlaBreach, Task
-from console.services.delivery.channel_report import FIRST_SENT, timed_alerts
+from console.services.delivery.channel_report import timed_alerts
 from console.services.runs.query import conflict_move
 from console.services.scheduling.sla import limits_of
 
@@ -170,16 +170,15 @@ def _dead_letters(cells: Cells, start: datetime, end: datetime) -> None:
 
 
 def _alerts(cells: Cells, start: datetime, end: datetime) -> None:
-    """Dead letter -> its group's alert first taken by a channel (counted when delivered to all); repeats held back to
-    gather a count are left out."""
+    """Dead letter -> its group's alert first taken by a channel, in the hour it was; repeats held back to gather a
+    count are left out."""
     for row in db.session.execute(select(
-            OutboxMessage.created_at, OutboxMessage.delivered_at, OutboxMessage.tenant_id, OutboxMessage.payload,
-            func.coalesce(FIRST_SENT, OutboxMessage.delivered_at).label("told_at"))
+            OutboxMessage.created_at, OutboxMessage.first_sent_at, OutboxMessage.tenant_id, OutboxMessage.payload)
             .where(*timed_alerts(start, end))):
         payload = row.payload
-        cell = cells.at(row.delivered_at, row.tenant_id, payload.get("task_id"), payload.get("handler"))
+        cell = cells.at(row.first_sent_at, row.tenant_id, payload.get("task_id"), payload.get("handler"))
         cell["alerts"] += 1
-        cell[ALERT_LATENCY.column(max(0.0, (row.told_at - row.created_at).total_seconds()))] += 1
+        cell[ALERT_LATENCY.column(max(0.0, (row.first_sent_at - row.created_at).total_seconds()))] += 1
 
 
 def _breaches(cells: Cells, start: datetime, end: datetime) -> None:

@@ -221,4 +221,5 @@ def _alert(letter_id: int, letter: dict, rand: random.Random) -> dict:
             "payload": {"rule": "retry_limit_reached", "dead_letter_id": letter_id, "task_id": letter["task_id"],
                         "handler": letter["handler"], "tenant_id": letter["tenant_id"]},
             "next_attempt_at": created, "created_at": created,
-            "delivered_at": created + timedelta(seconds=rand.choice((2, 3, 5, 8, 12, 30, 45, 90, 240, 420)))}
+            "delivered_at": (told := created + timedelta(seconds=rand.choice((2, 3, 5, 8, 12, 30, 45, 90, 240, 420)))),
+            "first_sent_at": told}
