@@ -21,7 +21,9 @@ def audit_verify_command():
     report = audit.verify(db.session)
     if not report.ok:
         where = f"row {report.first_bad_seq}" if report.first_bad_seq else "its anchors"
-        raise click.ClickException(f"audit chain broken at {where}: {report.problem}")
+        also = "".join(f"\n  also: {problem}" for _, problem in report.also)
+        more = f"\n  and {plural(report.unlisted, 'more problem')}" if report.unlisted else ""
+        raise click.ClickException(f"audit chain broken at {where}: {report.problem}{also}{more}")
     legacy = f" ({plural(report.legacy, 'legacy row')} chained before the key)" if report.legacy else ""
     click.echo(f"audit chain intact: {plural(report.checked, 'row')} verified{legacy}, "
                f"{plural(report.anchors, 'anchor')} checked in {report.anchor_file}")

@@ -15,6 +15,7 @@ from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.people import tokens, users
 from console.services.policies import versions as policies
+from tests.audit_tools import plain_sha256, rechain
 from tests.factories import bearer, make_tenant
 
 
@@ -52,6 +53,37 @@ def test_deleting_the_newest_rows_is_found(app):
     db.session.commit()
     report = audit.verify(db.session)
     assert not report.ok and "removed" in report.problem
+
+
+def test_verify_names_every_row_touched_not_only_the_first(app, client, auth):
+    """An auditor needs the extent of a tampering: the walk stopped at the first bad row, hiding the rest."""
+    base = audit.verify(db.session).checked
+    write_rows(12)
+    first, second, gone = base + 3, base + 7, base + 10
+    db.session.execute(text("UPDATE audit_log SET actor = 'someone-else' WHERE seq IN (:a, :b)"),
+                       {"a": first, "b": second})
+    db.session.execute(text("DELETE FROM audit_log WHERE seq = :s"), {"s": gone})
+    db.session.commit()
+    report = audit.verify(db.session)
+    assert (report.ok, report.first_bad_seq, report.unlisted) == (False, first, 0)
+    assert report.problem.startswith(f"row {first} does not match its MAC")
+    assert [seq for seq, _ in report.also] == [second, gone]
+    assert report.also[1][1] == f"row {gone} was removed: the log goes from row {gone - 1} to row {gone + 1}"
+    assert report.checked == base + 11  # every row there is was read
+    cli = app.test_cli_runner().invoke(args=["audit", "verify"])
+    assert cli.exit_code == 1 and f"broken at row {first}" in cli.output
+    assert f"also: row {second} does not match its MAC" in cli.output and f"also: row {gone} was removed" in cli.output
+    auth.as_role("admin")
+    page = client.get("/audit/verify", headers={"HX-Request": "true"}).get_data(as_text=True)
+    assert f"Hash chain broken at row {first}" in page and page.count("<li>Also: ") == 2
+
+
+def test_a_log_rewritten_from_one_row_on_lists_the_first_problems_and_counts_the_rest(app):
+    write_rows(40)
+    rechain(5, plain_sha256)  # every row from 5 on re-linked without the audit key
+    report = audit.verify(db.session)
+    assert report.first_bad_seq == 5 and len(report.also) == audit.LISTED_PROBLEMS
+    assert report.unlisted == report.checked - 4 - 1 - audit.LISTED_PROBLEMS  # rows 5 on, less those listed
 
 
 def test_the_orm_refuses_to_rewrite_history(app):

@@ -92,6 +92,9 @@ _INSERT = Prepared(insert(AuditEntry.__table__), tuple(column.key for column in 
 _JSON = frozenset({"before", "after"})
 
 
+LISTED_PROBLEMS = 20  # a re-chained log breaks every row after the edit: the first ones say where, a count the rest
+
+
 @dataclass(frozen=True)
 class ChainReport:
     ok: bool
@@ -101,6 +104,9 @@ class ChainReport:
     legacy: int = 0  # of the rows checked, those chained with the unkeyed SHA-256 of before the switch
     anchors: int = 0
     anchor_file: str = ""
+    # Every other problem the walk found past the first, as (row, what), the first LISTED_PROBLEMS of them.
+    also: tuple[tuple[int | None, str], ...] = ()
+    unlisted: int = 0  # problems found beyond those listed
 
 
 class _Broken(Exception):
@@ -126,7 +132,12 @@ def verify(session, *, publish: bool = True, clock: Clock = SYSTEM_CLOCK, batch:
     except anchors.BadAnchorFile as error:
         return ChainReport(False, walk.checked, None, str(error), anchor_file=str(where))
     except _Broken as broken:
-        return ChainReport(False, walk.checked, broken.seq, broken.problem, anchor_file=str(where))
+        walk.note(broken)
+    if walk.problems:
+        # The walk goes on past a bad row, so an auditor learns every row that was touched, not only the first.
+        (seq, problem), *also = walk.problems
+        return ChainReport(False, walk.checked, seq, problem, anchor_file=str(where), also=tuple(also),
+                           unlisted=walk.unlisted)
     legacy = min(walk.keyed_from - 1, walk.checked)
     if publish:
         head = anchors.Anchor(0, clock().isoformat(timespec="seconds"), walk.seq, walk.mac, walk.keyed_from)
@@ -142,6 +153,15 @@ class _Walk:
     def __init__(self, session, batch: int):
         self.session, self.batch = session, batch
         self.checked, self.seq, self.mac, self.keyed_from = 0, 0, GENESIS, 1
+        self.problems: list[tuple[int | None, str]] = []
+        self.unlisted = 0
+
+    def note(self, broken: _Broken) -> None:
+        """Keep a problem and walk on."""
+        if len(self.problems) <= LISTED_PROBLEMS:
+            self.problems.append((broken.seq, broken.problem))
+        else:
+            self.unlisted += 1
 
     def run(self, published: list[anchors.Anchor], where) -> None:
         # The head is read first: rows appended while we walk lie beyond it and wait for the next verify.
@@ -184,17 +204,24 @@ class _Walk:
             for entry in rows:
                 seq = self.seq + 1
                 if entry.seq != seq:
-                    raise _Broken(seq, f"row {seq} is missing: the log goes from row {self.seq} to row {entry.seq}")
-                if entry.prev_hash != self.mac:
-                    raise _Broken(seq, f"row {seq} does not chain from row {self.seq} (its prev_hash differs)")
-                self._check_link(key, entry)
-                for anchor in by_seq.get(seq, ()):
+                    # The row after a gap chains from a row that is gone: the gap is its problem, not its link.
+                    self.note(_Broken(seq, f"{_rows_were(seq, entry.seq - 1)} removed: the log goes from row "
+                                           f"{self.seq} to row {entry.seq}"))
+                elif entry.prev_hash != self.mac:
+                    self.note(_Broken(seq, f"row {seq} does not chain from row {self.seq} (its prev_hash differs)"))
+                try:
+                    self._check_link(key, entry)
+                except _Broken as broken:
+                    self.note(broken)
+                for anchor in by_seq.get(entry.seq, ()):
                     if anchor.mac != entry.hash:
                         since = f" after row {anchored_ok}" if anchored_ok else ""
-                        raise _Broken(seq, f"row {seq} is not the row anchored at {anchor.at} (line {anchor.line} "
-                                           f"of {where}): the chain was rewritten{since}")
-                    anchored_ok = seq
-                self.seq, self.mac, self.checked = seq, entry.hash, self.checked + 1
+                        self.note(_Broken(entry.seq, f"row {entry.seq} is not the row anchored at {anchor.at} (line "
+                                                     f"{anchor.line} of {where}): the chain was rewritten{since}"))
+                    else:
+                        anchored_ok = entry.seq
+                # Walk on from the row as stored: a row changed in place leaves its successors' links intact.
+                self.seq, self.mac, self.checked = entry.seq, entry.hash, self.checked + 1
                 self.session.expunge(entry)
 
     def _check_link(self, key: bytes, entry: AuditEntry) -> None:
