@@ -205,8 +205,8 @@ class _Walk:
                 seq = self.seq + 1
                 if entry.seq != seq:
                     # The row after a gap chains from a row that is gone: the gap is its problem, not its link.
-                    self.note(_Broken(seq, f"{_rows_were(seq, entry.seq - 1)} removed: the log goes from row "
-                                           f"{self.seq} to row {entry.seq}"))
+                    gone = f"row {seq} is" if seq == entry.seq - 1 else f"rows {seq}–{entry.seq - 1} are"
+                    self.note(_Broken(seq, f"{gone} missing: the log goes from row {self.seq} to row {entry.seq}"))
                 elif entry.prev_hash != self.mac:
                     self.note(_Broken(seq, f"row {seq} does not chain from row {self.seq} (its prev_hash differs)"))
                 try:
