@@ -110,6 +110,19 @@ def test_a_number_json_cannot_carry_is_a_clear_400(client, operator, path, body)
     assert "not finite" in api_checks.refused(response, 400, "bad_json")["detail"]
 
 
+@pytest.mark.parametrize("path, body, key", [
+    ("/worker/tasks", '{"handler": "demo.noop", "idempotency_key": "a", "idempotency_key": "b"}', "idempotency_key"),
+    ("/worker/tasks", '{"handler": "demo.noop", "params": {"deep": {"n": 1, "n": 2}}}', "n"),
+    ("/events", '{"type": "order.paid", "type": "order.refunded", "data": {}}', "type"),
+])
+def test_a_key_given_twice_in_one_object_is_a_clear_400(client, operator, path, body, key):
+    """Python keeps the last of two, other readers the first: which run the client meant is a guess."""
+    with api_checks.nothing_written(COUNTED):
+        response = client.post(path, data=body, content_type="application/json", headers=operator)
+    detail = api_checks.refused(response, 400, "bad_json")["detail"]
+    assert detail == f"the key '{key}' is given twice in one object: give it once"
+
+
 @pytest.mark.parametrize("path", ["/worker/tasks", "/events"])
 def test_a_number_with_more_digits_than_python_reads_is_said_to_be_one(client, operator, path):
     """Valid JSON, which Python refuses to turn into an int: not "the body is not valid JSON"."""
