@@ -51,8 +51,11 @@ def unit():
     try:
         yield
     except BaseException:
-        if active():
-            db.session.rollback()  # sends nothing either; it only ends the session's unit
-        end()
+        try:
+            if active():
+                db.session.rollback()  # sends nothing either; it only ends the session's unit
+            end()
+        except Exception:  # noqa: BLE001 - a session whose COMMIT failed refuses even this: the block's error is news
+            db.session.rollback()
         raise
     end()

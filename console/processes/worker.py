@@ -34,11 +34,19 @@ class AppContextMixin:
             # A job's session lives for one job; reloading every object after each commit only costs queries.
             session.expire_on_commit = False
             session.info[PINNED] = connection
+            succeeded = False
             try:
-                return super().perform_job(*args, **kwargs)
+                succeeded = super().perform_job(*args, **kwargs)
+                return succeeded
             finally:
                 db.session.remove()
-                self._job_ended(connection)
+                if succeeded:
+                    self._job_ended(connection)
+                else:
+                    # A job fails only when its bookkeeping did (handlers' errors are outcomes): after a COMMIT
+                    # the database refused (a full disk), the connection kept a transaction SQLAlchemy no longer
+                    # knew of, and the next job's claim was committed inside it, or failed on it. A new one is safe.
+                    self._drop_connection()
 
     def _job_connection(self):
         """Return the worker's connection, pinged if it sat idle, or a new one if it is gone or was never opened."""

@@ -262,3 +262,26 @@ def test_a_stop_asked_while_a_job_s_success_is_written_stops_the_worker_after_th
     assert (runs.status(first), runs.status(second)) == ("succeeded", "pending")
     assert Job.fetch(f"run-{first}-s1-a0", connection=get_redis()).get_status() == JobStatus.FINISHED
     assert worker.get_state() == WorkerStatus.IDLE
+
+
+def test_a_commit_the_database_refused_leaves_the_next_job_a_clean_connection(app, runs, monkeypatch):
+    """A full disk refused a claim's COMMIT: its transaction, left on the kept connection, failed every later job of
+    that worker ("already initialized a Transaction"), which stayed up and idle until restarted."""
+    first, second = runs.submit(), runs.submit()
+    dialect = type(db.engine.dialect)
+    real_commit, refused = dialect.do_commit, []
+
+    def do_commit(self, dbapi_connection):
+        if not refused:
+            refused.append(1)
+            raise self.loaded_dbapi.OperationalError("database or disk is full")
+        return real_commit(self, dbapi_connection)
+
+    monkeypatch.setattr(dialect, "do_commit", do_commit)
+    worker = build_worker(app, get_redis(), "simple")
+    worker.work(burst=True, logging_level="WARNING")
+
+    assert refused and runs.status(second) == "succeeded"
+    # On SQLite the refused claim never reached the database, and the reconciler queues the run again; PostgreSQL's
+    # claim is one statement in autocommit, durable before any COMMIT: the run waits to be found lost.
+    assert runs.status(first) == ("running" if db.engine.dialect.name == "postgresql" else "pending")
