@@ -7,6 +7,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import MultipleResultsFound, OperationalError
 
+from console.db import single_statements
 from console.domain.clock import utcnow
 from console.extensions import db
 from console.services.engine import execute as engine
@@ -128,3 +129,28 @@ def test_when_the_database_refuses_everything_the_reconciler_parks_the_run_inste
     assert "account 42 is closed" in run.error_message
     assert known_outcomes.recall(run_id, 1) is None
     assert [e.kind for e in runs.events(run_id)].count("running") == 1  # the handler ran once
+
+
+def test_a_database_gone_even_for_the_cleanup_parks_the_run_rather_than_run_it_again(runs, clock, monkeypatch):
+    """A PostgreSQL restart: the success's write failed, then so did leaving its single-statement unit (which asks
+    the database); that error escaped the retries, the worker quit, and the reconciler ran the handler again."""
+    run_id = runs.submit("demo.noop")
+    real_move, real_call = transitions.move, engine.call_handler
+
+    def refuse_success(run, target, *args, **kwargs):
+        if target == "succeeded":
+            raise OperationalError("UPDATE runs", {}, Exception("terminating connection due to administrator command"))
+        return real_move(run, target, *args, **kwargs)
+
+    def call_then_lose_the_database(*args, **kwargs):
+        result = real_call(*args, **kwargs)
+        failing(monkeypatch, single_statements, "end", times=None,
+                error=OperationalError("SET TRANSACTION", {}, Exception("the database system is shutting down")))
+        return result
+
+    monkeypatch.setattr(transitions, "move", refuse_success)
+    monkeypatch.setattr(engine, "call_handler", call_then_lose_the_database)
+    assert execute(run_id, 0, clock=clock) == "dead"
+    run = runs.get(run_id)
+    assert (run.status, run.status_reason, run.executions) == ("dead", "bookkeeping_failed", 1)
+    assert "the handler succeeded" in run.error_message

@@ -1,5 +1,6 @@
 """Execute one attempt: claim the run, call its handler under a timeout, record what happened."""
 
+import contextlib
 import logging
 import os
 import socket
@@ -135,6 +136,19 @@ def _reread(run) -> RunRow:
     return fresh
 
 
+def _abandon_write() -> None:
+    """Roll back a failed write of an outcome and leave its unit; with the database gone this fails too, harmlessly."""
+    # A PostgreSQL restart: leaving the unit asks the database again, and that error, escaping here, skipped the
+    # retries and the parking below; the worker quit, and the reconciler ran the handler again.
+    try:
+        db.session.rollback()
+        single_statements.end()
+    except Exception as also:  # noqa: BLE001 - the next try, or the parking (Redis if need be), copes
+        log.warning("cleaning up after a failed outcome write failed too: %s", also)
+        with contextlib.suppress(Exception):
+            db.session.rollback()
+
+
 def _park_known_outcome(run_id: int, attempt: int, outcome: Outcome, policy, bookkeeping_error, now) -> str:
     """Park the run for a person with the handler's real outcome: never a retry that would run it again."""
     if outcome.error is None:
@@ -184,8 +198,7 @@ def _perform(run: RunRow, policy, breaker: breakers.BreakerKey, settings: Breake
             breakers.release_probe(breaker, verdict)  # a dropped outcome is counted nowhere, a held slot would be
             return "stale"
         except Exception as bookkeeping_error:  # noqa: BLE001 - the database's, or any other: never a re-run
-            db.session.rollback()
-            single_statements.end()
+            _abandon_write()
             log.warning("run %s: recording the outcome of attempt %s failed (try %s of %s): %s", run.id,
                         ctx.attempt, attempt, BOOKKEEPING_TRIES, bookkeeping_error)
             if attempt == BOOKKEEPING_TRIES:
