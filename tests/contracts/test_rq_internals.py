@@ -248,3 +248,11 @@ def test_rebound_queues_no_job_with_rq_dependents_or_repeats():
         text = source.read_text()
         for word in ("depends_on", "Dependency(", "Repeat("):
             assert word not in text, f"{source.relative_to(root)} uses RQ's {word}"
+
+
+def test_rq_s_worker_raises_its_client_s_timeout_only_in_set_connection():
+    # The Workers page reads workers as queues._Observed, whose _set_connection leaves the console's client alone.
+    assert "connection = self._set_connection(connection)" in inspect.getsource(BaseWorker.__init__)
+    assert "socket_timeout" not in inspect.getsource(BaseWorker.__init__)
+    assert "'socket_timeout'" in inspect.getsource(BaseWorker._set_connection)
+    assert list(inspect.signature(BaseWorker._set_connection).parameters) == ["self", "connection"]

@@ -3,13 +3,14 @@
 import re
 from datetime import timedelta
 
+import redis
 from rq import SimpleWorker
 from rq.job import Job
 
 from console.domain.clock import utcnow
 from console.extensions import db
 from console.models import Tenant
-from console.redis_conn import get_redis
+from console.redis_conn import ANSWER_TIMEOUT_S, get_redis
 from console.services.actor import Actor
 from console.services.engine import queueing
 from console.services.engine.submit import submit
@@ -168,3 +169,14 @@ def test_page_says_redis_is_down_instead_of_failing(client, auth, redis_down):
     page = response.get_data(as_text=True)
     assert "Redis is unreachable, so queues and workers cannot be read." in page
     assert "ConnectionError" in page and "data-queue" not in page
+
+
+def test_reading_the_workers_leaves_the_console_s_redis_answer_timeout_as_it_was(client, auth, redis_url):
+    """RQ's Worker() raised the socket timeout of the client it is given to a worker's 415 s: once someone opened this
+    page, a frozen Redis held every submit and /healthz for the whole outage instead of answering in 3 s."""
+    own = redis.Redis.from_url(redis_url)  # the worker's client, as in its own process
+    SimpleWorker(["default"], connection=own, name="w-timeout").register_birth()
+    auth.as_role("viewer")
+    page = client.get("/queues/").get_data(as_text=True)
+    assert worker_row(page, "w-timeout") is not None
+    assert get_redis().connection_pool.connection_kwargs["socket_timeout"] == ANSWER_TIMEOUT_S

@@ -118,8 +118,17 @@ def _scheduler_of(connection, name: str) -> str:
     return name
 
 
+class _Observed(Worker):
+    """A worker as read from Redis for this page, leaving the console's client as it is."""
+
+    def _set_connection(self, connection):
+        # RQ's constructor raises the socket timeout of the client it is given to a worker's (415 s, for BLPOP):
+        # given the console's, a frozen Redis then held every submit and /healthz for the whole outage, not 3 s.
+        return connection
+
+
 def _workers(connection, scope: int | None, now: datetime) -> list[WorkerInfo]:
-    workers = sorted(Worker.all(connection=connection), key=lambda worker: worker.name)
+    workers = sorted(_Observed.all(connection=connection), key=lambda worker: worker.name)
     jobs = {worker.name: worker.get_current_job_id() for worker in workers}
     runs = {job_id: parsed for job_id in jobs.values() if job_id and (parsed := queueing.parse_job_id(job_id))}
     visible = {run_id for run_id, _, _ in runs.values()}
