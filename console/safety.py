@@ -1,10 +1,12 @@
 """Safety defaults in one place: response headers and error pages."""
 
+import contextlib
 import logging
 
 from flask import Response, jsonify, make_response, render_template, request
 from flask_wtf.csrf import CSRFError
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from console.auth import wants_json
@@ -39,6 +41,10 @@ def _error_response(status: int, code: str, detail: str, body: dict | None = Non
     return render_template("error.html", status=status, detail=detail), status
 
 
+DATABASE_RETRY_AFTER_S = 5
+DATABASE_UNAVAILABLE = ("the database did not answer (it may be restarting, unreachable or out of disk space), so this "
+                        "request was not completed: send it again in a few seconds (a submit with the same "
+                        "idempotency key is never made twice)")
 NUL_REFUSED = "contains a NUL character (\\u0000), which Rebound does not store: remove it and send it again"
 
 
@@ -99,6 +105,22 @@ def init_app(app) -> None:
         db.session.rollback()
         log.info("write refused by a unique key path=%s: %s", request.path, type(error.orig).__name__)
         return _error_response(409, "conflict", "someone else changed this at the same moment; reload and try again")
+
+    @app.errorhandler(OperationalError)
+    @app.errorhandler(InterfaceError)
+    @app.errorhandler(PoolTimeout)
+    def database_unavailable(error):
+        # Restarting, unreachable, out of disk, or busy past the wait: a 503 to try again, not a 500 (or an empty
+        # one: the error page itself read the person from the database).
+        with contextlib.suppress(Exception):
+            db.session.rollback()
+        log.warning("database unavailable path=%s: %s", request.path, error.__class__.__name__)
+        headers = {"Retry-After": str(DATABASE_RETRY_AFTER_S)}
+        if wants_json():
+            return jsonify({"error": "database_unavailable", "detail": DATABASE_UNAVAILABLE}), 503, headers
+        # Straight from the template, without the context processors: Flask-Login's reads the person.
+        page = app.jinja_env.get_template("unavailable.html").render(detail=DATABASE_UNAVAILABLE)
+        return page, 503, headers
 
     @app.errorhandler(HTTPException)
     def http_error(error):

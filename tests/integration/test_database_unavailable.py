@@ -1,0 +1,31 @@
+"""A database that does not answer (restarting, unreachable, out of disk) is a 503 to try again, never a 500."""
+
+from sqlalchemy.exc import OperationalError
+
+from console.api import worker as worker_api
+from console.extensions import PinnableSession
+from tests.factories import bearer
+
+GONE = OperationalError("SELECT 1", {}, Exception("the database system is shutting down"))
+
+
+def _refuse(*args, **kwargs):
+    raise GONE
+
+
+def test_an_api_call_while_the_database_restarts_is_a_503_saying_to_send_it_again(client, auth, monkeypatch):
+    token = bearer(auth.make_user("svc", "operator"))
+    monkeypatch.setattr(worker_api, "submit", _refuse)
+    response = client.post("/worker/tasks", json={"handler": "demo.noop", "idempotency_key": "k-1"}, headers=token)
+    assert response.status_code == 503 and response.headers["Retry-After"] == "5"
+    assert response.json["error"] == "database_unavailable"
+    assert "send it again in a few seconds" in response.json["detail"]
+
+
+def test_a_page_while_the_database_is_gone_says_so_and_tries_again(client, auth, monkeypatch):
+    auth.as_role("viewer")
+    monkeypatch.setattr(PinnableSession, "get", _refuse)  # even the person behind the session cannot be read
+    response = client.get("/runs/")
+    page = response.get_data(as_text=True)
+    assert response.status_code == 503 and response.headers["Retry-After"] == "5"
+    assert "The database is not answering" in page and '<meta http-equiv="refresh" content="10">' in page
