@@ -1,9 +1,10 @@
 """Put attempts on RQ queues: now, or at a time (RQ's scheduler moves them when due)."""
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from rq import Queue
 from rq.job import Job
+from rq.registry import StartedJobRegistry
 
 from console.redis_conn import get_redis
 from console.services.engine import bulk_enqueue
@@ -83,6 +84,26 @@ def enqueue_at(when: datetime, run_id: int, series: int, attempt: int, timeout_s
 def job_status(run_id: int, series: int, attempt: int, deferred_to: datetime | None = None) -> str | None:
     """Return the status RQ holds for this attempt's job ("queued", "scheduled", ...), or None if it has none."""
     return status_of(job_id(run_id, series, attempt, deferred_to))
+
+
+def job_state(run_id: int, series: int, attempt: int, deferred_to: datetime | None = None
+              ) -> tuple[str | None, datetime | None]:
+    """Return the status RQ holds for this attempt's job and when a worker took it (None, None if it has none)."""
+    job = Job.fetch_many([job_id(run_id, series, attempt, deferred_to)], connection=get_redis())[0]
+    if job is None:
+        return None, None
+    status = job.get_status(refresh=False)
+    started = job.started_at
+    return (status.value if hasattr(status, "value") else status), (
+        started.replace(tzinfo=UTC) if started is not None and started.tzinfo is None else started)
+
+
+def release_abandoned(run_id: int, series: int, attempt: int, deferred_to: datetime | None = None) -> None:
+    """Take a job a dead worker held out of RQ's started registry, before it is queued again under its id."""
+    # Left there, RQ's own cleanup would later take the job's next execution, running by then, for the abandoned one.
+    job = Job.fetch_many([job_id(run_id, series, attempt, deferred_to)], connection=get_redis())[0]
+    if job is not None:
+        StartedJobRegistry(job.origin, connection=get_redis()).remove_executions(job)
 
 
 def status_of(name: str) -> str | None:

@@ -53,24 +53,32 @@ def reconcile(clock: Clock = SYSTEM_CLOCK, *, dry_run: bool = False) -> Report:
 
 
 def _requeue_pending(now, report: Report, dry_run: bool = False) -> None:
-    """Pending runs whose job Redis no longer holds are queued again."""
+    """Pending runs whose job Redis no longer holds, or that a worker took and never claimed, are queued again."""
     cutoff = now - timedelta(seconds=setting("REQUEUE_AFTER_S"))
     runs = db.session.execute(select(Run).where(Run.status == "pending", Run.enqueued_at <= cutoff)
                               .order_by(Run.id).limit(BATCH)).scalars().all()
     for run in runs:
         # A deferred run (window, capacity) waits on its deferral's job, named by when it is due.
         due = run.next_retry_at
-        if queueing.job_status(run.id, run.series, run.attempt, due) in ("queued", "started", "scheduled"):
+        status, started_at = queueing.job_state(run.id, run.series, run.attempt, due)
+        if status in ("queued", "scheduled"):
+            continue
+        # A worker claims a run the moment it takes its job: one taken long ago with the run still pending was
+        # taken by a worker that died first (its database down, killed). RQ frees such jobs only in its own
+        # cleanup, every 10 minutes; a second delivery is harmless (the claim is guarded).
+        if status == "started" and (started_at is None or started_at > cutoff):
             continue
         report.requeued.append(run.id)
         if dry_run:
             continue
+        if status == "started":
+            queueing.release_abandoned(run.id, run.series, run.attempt, due)
         if due is not None and due > now:
             queueing.enqueue_at(due, run.id, run.series, run.attempt, _timeout(run), deferral=True)
         else:
             queueing.enqueue_now(run.id, run.series, run.attempt, _timeout(run))
         run.enqueued_at = now
-        transitions.event(run, "requeued", now, reason="job_missing")
+        transitions.event(run, "requeued", now, reason="job_abandoned" if status == "started" else "job_missing")
     if not dry_run:
         db.session.commit()
 
