@@ -5,7 +5,7 @@ import os
 import socket
 import time
 
-from rq import Queue, SimpleWorker, Worker
+from rq import Queue, SimpleWorker, Worker, worker_registration
 from rq.executions import Execution
 from rq.job import JobStatus
 from rq.rate_limit import release_slot
@@ -111,12 +111,25 @@ class SparseHousekeepingMixin:
         # RQ beats before and after each dequeue and after each job, 3 round trips each: ~0.8 ms of a bare no-op
         # job's ~4 ms here. The key lives worker_ttl + 60 s, so a beat a second keeps it as alive as nine per job did.
         # Beats with a timeout or on a pipeline (RQ's job monitoring) always go through.
-        if timeout is None and pipeline is None:
-            beat_at = self.clock()
-            if beat_at - self._last_beat < self.EVERY_S:
-                return
-            self._last_beat = beat_at
-        super().heartbeat(timeout, pipeline)
+        if timeout is not None or pipeline is not None:
+            return super().heartbeat(timeout, pipeline)
+        beat_at = self.clock()
+        if beat_at - self._last_beat < self.EVERY_S:
+            return None
+        self._last_beat = beat_at
+        # One round trip for RQ's three writes, which also says again that this worker exists: a Redis restarted
+        # without its data (or with an older snapshot) had forgotten it, and the Workers page said none ran.
+        with self.connection.pipeline() as beat:
+            beat.exists(self.key)
+            super().heartbeat(None, beat)
+            worker_registration.register(self, beat)
+            existed = beat.execute()[0]
+        if not existed:
+            with self.connection.pipeline() as again:
+                again.hset(self.key, mapping={**self.serialize(), "state": self._state or WorkerStatus.IDLE})
+                again.expire(self.key, self.worker_ttl + 60)
+                again.execute()
+        return None
 
     def check_for_suspension(self, burst: bool):
         # `rq suspend` then takes effect within a second rather than before the very next job.

@@ -256,3 +256,15 @@ def test_rq_s_worker_raises_its_client_s_timeout_only_in_set_connection():
     assert "socket_timeout" not in inspect.getsource(BaseWorker.__init__)
     assert "'socket_timeout'" in inspect.getsource(BaseWorker._set_connection)
     assert list(inspect.signature(BaseWorker._set_connection).parameters) == ["self", "connection"]
+
+
+def test_what_the_worker_s_own_beat_sends_in_one_pipeline_is_rqs():
+    # SparseHousekeepingMixin.heartbeat sends RQ's beat on a pipeline with RQ's registration and, for a hash Redis
+    # lost, RQ's own serialized fields: each still written by these, with these arguments.
+    from rq import worker_registration
+
+    beat = inspect.getsource(BaseWorker.heartbeat)
+    assert "connection: Redis | Pipeline = pipeline if pipeline is not None else self.connection" in beat
+    assert list(inspect.signature(worker_registration.register).parameters) == ["worker", "pipeline"]
+    assert "sadd(worker.redis_workers_keys, worker.key)" in inspect.getsource(worker_registration.register)
+    assert "pipeline.hset(key, mapping=self.serialize())" in inspect.getsource(BaseWorker.register_birth)

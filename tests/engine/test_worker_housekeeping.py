@@ -1,6 +1,7 @@
 """RQ's per-job housekeeping, once a second: the worker key (never let lapse) and the suspension check."""
 
-from rq import Queue
+import redis
+from rq import Queue, Worker
 from rq.suspension import suspend
 from rq.worker import BaseWorker
 from sqlalchemy import func, select
@@ -17,7 +18,10 @@ def test_a_busy_worker_beats_once_per_second_not_per_job(app, runs, monkeypatch)
     real = BaseWorker.heartbeat
 
     def counted(self, timeout=None, pipeline=None):
-        beats.append("job" if timeout or pipeline is not None else "worker")
+        # The worker's own beat: bare, or the one pipeline that also says the worker exists (it starts with EXISTS).
+        stack = getattr(pipeline, "command_stack", [])
+        own = timeout is None and (pipeline is None or bool(stack) and stack[0][0][:2] == ("EXISTS", self.key))
+        beats.append("worker" if own else "job")
         return real(self, timeout, pipeline)
 
     monkeypatch.setattr(BaseWorker, "heartbeat", counted)
@@ -68,3 +72,22 @@ def test_suspension_is_checked_once_per_second_and_still_stops_a_worker(app, run
     stopped = build_worker(app, get_redis(), "simple")
     stopped.work(burst=True, logging_level="WARNING")  # a suspended burst worker leaves at its first check
     assert runs.status(waiting) == "pending"
+
+
+def test_a_worker_says_again_that_it_exists_once_redis_forgot_it(app, redis_url):
+    """The embedded Redis restarted without its worker registrations: workers ran on, the Workers page said none."""
+    worker = build_worker(app, get_redis(), "simple")
+    now = [100.0]
+    worker.clock = lambda: now[0]
+    worker.register_birth()
+    worker.set_state("idle")
+    reader = redis.Redis.from_url(redis_url)
+    for forgotten in (lambda: reader.delete("rq:workers"), reader.flushdb):  # the set only; then everything
+        forgotten()
+        now[0] += 1.0
+        worker.heartbeat()
+        [found] = Worker.all(connection=reader)
+        assert (found.name, found.queue_names(), found.hostname) == (worker.name, worker.queue_names(),
+                                                                     worker.hostname)
+        assert found.get_state() == "idle" and found.birth_date is not None
+        assert reader.ttl(worker.key) > 0
