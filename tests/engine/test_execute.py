@@ -207,3 +207,14 @@ def test_a_breaker_deferred_run_whose_time_passed_is_queued_again_once_not_every
         reconcile(clock)
     assert retries.get_job_ids().count(queueing.job_id(held, 1, 0)) == 1
     assert len(runs.events(held, "requeued")) == 1
+
+
+def test_each_timeline_row_counts_the_handler_s_executions_so_far(runs, clock):
+    """The column was written 0 on every row: the timeline could not tell which rows came after a second run."""
+    run_id = runs.submit("demo.flaky", {"fail_times": 1}, policy={"max_attempts": 3, "base_delay_s": 1, "jitter": 0})
+    assert execute(run_id, 0, clock=clock) == "retry_wait"
+    clock.advance(2)
+    assert execute(run_id, 1, clock=clock) == "succeeded"
+    counted = [(event.kind, event.to_status, event.executions) for event in runs.events(run_id) if event.to_status]
+    assert counted == [("submitted", "pending", 0), ("running", "running", 1), ("retry_wait", "retry_wait", 1),
+                       ("pending", "pending", 1), ("running", "running", 2), ("succeeded", "succeeded", 2)]

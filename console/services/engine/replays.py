@@ -183,7 +183,7 @@ def _record(rows: list[Restarted], actor: Actor, now: datetime) -> None:
     # The links are built by the database from the rows just written, as move_many's timeline rows are.
     link = insert(EVENTS).from_select(transitions.EVENT_COLUMNS, select(
         RUNS.c.id, bindparam("at", now, type_=EVENTS.c.at.type), bindparam("kind", "replay_of_dead_letter"),
-        RUNS.c.attempt, RUNS.c.series, RUNS.c.retry_token, RUNS.c.worker_id, *[null()] * 7,
+        RUNS.c.attempt, RUNS.c.series, RUNS.c.executions, RUNS.c.retry_token, RUNS.c.worker_id, *[null()] * 7,
         bindparam("actor", actor.signature), _json_object(connection.dialect.name, "dead_letter_id", LETTERS.c.id),
     ).join_from(LETTERS, RUNS, RUNS.c.id == LETTERS.c.run_id)
         .where(among(LETTERS.c.id, [row.letter_id for row in rows], connection.dialect.name)).order_by(RUNS.c.id))

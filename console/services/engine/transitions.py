@@ -7,7 +7,7 @@ import functools
 import logging
 from datetime import datetime
 
-from sqlalchemy import bindparam, insert, literal_column, null, select, update
+from sqlalchemy import bindparam, insert, null, select, update
 from sqlalchemy.orm.attributes import set_committed_value
 
 from console import metrics
@@ -27,8 +27,8 @@ NEEDS_A_PERSON = frozenset({"dead", "compensation_failed"})
 # than the SQL itself. The session's connection keeps them in the caller's transaction.
 RUNS, EVENTS = Run.__table__, RunEvent.__table__
 # Every timeline row names all of these, so one INSERT statement (compiled once) serves every event.
-EVENT_COLUMNS = ("run_id", "at", "kind", "attempt", "series", "retry_token", "worker_id", "from_status", "to_status",
-                 "reason", "error_code", "message", "next_retry_at", "duration_ms", "actor", "data")
+EVENT_COLUMNS = ("run_id", "at", "kind", "attempt", "series", "executions", "retry_token", "worker_id", "from_status",
+                 "to_status", "reason", "error_code", "message", "next_retry_at", "duration_ms", "actor", "data")
 INSERT_EVENT = insert(EVENTS)
 _INSERT_ONE_EVENT = Prepared(INSERT_EVENT, EVENT_COLUMNS)
 
@@ -39,15 +39,15 @@ class StaleRun(Exception):
 
 def event_row(**fields) -> dict:
     """Return a timeline row naming every column (None where not given), for INSERT_EVENT."""
-    return {**dict.fromkeys(EVENT_COLUMNS), **fields}
+    return {**dict.fromkeys(EVENT_COLUMNS), "executions": 0, **fields}
 
 
 def event(run: Run, kind: str, now: datetime, **fields) -> None:
     """Append one timeline entry for the run's current attempt (in the caller's transaction)."""
     # A plain INSERT: the timeline is append-only, so the unit of work has nothing to track.
     _INSERT_ONE_EVENT.execute(db.session.connection(), event_row(
-        run_id=run.id, at=now, kind=kind, attempt=run.attempt, series=run.series, retry_token=run.retry_token,
-        worker_id=run.worker_id, **fields))
+        run_id=run.id, at=now, kind=kind, attempt=run.attempt, series=run.series, executions=run.executions,
+        retry_token=run.retry_token, worker_id=run.worker_id, **fields))
 
 
 @functools.lru_cache(maxsize=256)
@@ -61,8 +61,8 @@ def _guarded_update(columns: tuple[str, ...]) -> Prepared:
 
 
 # Event columns the moved row supplies (as the UPDATE left it); the rest are bound per transition.
-_FROM_RUN = {"run_id": "id", "attempt": "attempt", "series": "series", "retry_token": "retry_token",
-             "worker_id": "worker_id"}
+_FROM_RUN = {"run_id": "id", "attempt": "attempt", "series": "series", "executions": "executions",
+             "retry_token": "retry_token", "worker_id": "worker_id"}
 _BOUND = tuple(name for name in EVENT_COLUMNS if name not in _FROM_RUN)
 
 
@@ -75,7 +75,6 @@ def _guarded_move(columns: tuple[str, ...]) -> Prepared:
              .cte("moved"))
     values = {name: moved.c[column] for name, column in _FROM_RUN.items()}
     values.update({name: bindparam(f"e_{name}", type_=EVENTS.c[name].type) for name in _BOUND})
-    values["executions"] = literal_column("0")
     names = tuple(values)
     return Prepared(insert(EVENTS).from_select(names, select(*(values[name] for name in names))
                                                .select_from(moved)))
@@ -95,8 +94,9 @@ def _move_row(run, source: str, changes: dict, event: dict) -> int:
         # The timeline row carries the run's values as the UPDATE left them (the attempt it now counts).
         _INSERT_ONE_EVENT.execute(connection, event_row(
             run_id=run.id, attempt=changes.get("attempt", run.attempt), series=changes.get("series", run.series),
-            retry_token=changes.get("retry_token", run.retry_token),
-            worker_id=changes.get("worker_id", run.worker_id), **event))
+            executions=changes.get("executions", run.executions),
+            retry_token=changes.get("retry_token", run.retry_token), worker_id=changes.get("worker_id", run.worker_id),
+            **event))
     return changed
 
 
@@ -203,7 +203,8 @@ def _constant(name: str):
 def _timeline_of_moved(dialect: str):
     """One timeline row per moved run, as event_row() would build it from the run's row after the UPDATE."""
     return insert(EVENTS).from_select(EVENT_COLUMNS, select(
-        RUNS.c.id, _constant("at"), _constant("kind"), RUNS.c.attempt, RUNS.c.series, RUNS.c.retry_token,
+        RUNS.c.id, _constant("at"), _constant("kind"), RUNS.c.attempt, RUNS.c.series, RUNS.c.executions,
+        RUNS.c.retry_token,
         RUNS.c.worker_id, _constant("from_status"), _constant("to_status"), _constant("reason"),
         _constant("error_code"), _constant("message"), RUNS.c.next_retry_at, null(), _constant("actor"), null(),
     ).where(among(RUNS.c.id, ids_param("ids", dialect), dialect)).order_by(RUNS.c.id))
