@@ -180,3 +180,15 @@ def test_reading_the_workers_leaves_the_console_s_redis_answer_timeout_as_it_was
     page = client.get("/queues/").get_data(as_text=True)
     assert worker_row(page, "w-timeout") is not None
     assert get_redis().connection_pool.connection_kwargs["socket_timeout"] == ANSWER_TIMEOUT_S
+
+
+def test_a_scheduler_whose_record_redis_lost_is_not_named_by_its_random_id(client, auth):
+    from rq.scheduler import SCHEDULER_KEY_TEMPLATE, SCHEDULER_LOCKING_KEY_TEMPLATE
+
+    connection = get_redis()
+    connection.set(SCHEDULER_LOCKING_KEY_TEMPLATE % "default", "0fbd96d6df7443728560265220092dd6", ex=60)
+    auth.as_role("viewer")
+    page = client.get("/queues/").get_data(as_text=True)
+    assert "an RQ scheduler in a worker (host not recorded; id 0fbd96d6)" in page
+    connection.hset(SCHEDULER_KEY_TEMPLATE % "0fbd96d6df7443728560265220092dd6", mapping={"hostname": "h1", "pid": 7})
+    assert "h1 · pid 7" in client.get("/queues/").get_data(as_text=True)

@@ -115,7 +115,8 @@ def _scheduler_of(connection, name: str) -> str:
     meta = {key.decode(): value.decode() for key, value in connection.hgetall(SCHEDULER_KEY_TEMPLATE % name).items()}
     if meta.get("hostname"):
         return f"{meta['hostname']} · pid {meta.get('pid', '?')}"
-    return name
+    # Its record lost (a Redis restarted without its data) until it starts again: its random id says nothing.
+    return f"an RQ scheduler in a worker (host not recorded; id {name[:8]})"
 
 
 class _Observed(Worker):
