@@ -103,6 +103,11 @@ def pytest_collection_modifyitems(config, items):
             (keep if touches and once is None else drop).append(item)
         items[:] = keep
         config.hook.pytest_deselected(items=drop)
+    else:
+        drop = [item for item in items if item.get_closest_marker("postgresql_only")]
+        if drop:
+            items[:] = [item for item in items if not item.get_closest_marker("postgresql_only")]
+            config.hook.pytest_deselected(items=drop)
     items[:] = _waiting_beside_busy(items)
 
 
