@@ -17,6 +17,8 @@ from console.services.engine import parking, transitions
 
 log = logging.getLogger("rebound.engine")
 BOOKKEEPING_FAILED = "bookkeeping_failed"
+SUCCEEDED = "succeeded"  # a kept outcome that is a success: recorded as one, never parked
+RECORDED_LATE = "recorded_late"  # the timeline's reason for a success written after its worker could not
 KEY = "rebound:known-outcome:{}:{}"
 KEEP_S = 7 * 24 * 3600
 
@@ -39,6 +41,31 @@ def park(run_id: int, attempt: int, failure: Failure, now, duration_ms: int | No
     return "dead"
 
 
+def settle_success(run_id: int, attempt: int, result, now, duration_ms: int | None = None) -> str:
+    """Record a success its worker could not write while the database did not answer; if it still does not, keep
+    it in Redis for the reconciler to record (never park a success: a person would replay work that was done)."""
+    message = f"the handler succeeded (result {str(result)[:200]}); recording it waited for the database"
+    try:
+        run = db.session.get(Run, run_id, populate_existing=True)
+        if (run.status, run.attempt) != ("running", attempt):
+            return "stale"
+        record_success(run, result, now, duration_ms)
+    except SQLAlchemyError as still_failing:
+        db.session.rollback()
+        remember(run_id, attempt, SUCCEEDED, message, result=result, duration_ms=duration_ms)
+        log.error("run %s: attempt %s succeeded but cannot be recorded yet (%s); the reconciler records it",
+                  run_id, attempt, still_failing)
+        return BOOKKEEPING_FAILED
+    return "succeeded"
+
+
+def record_success(run: Run, result, now, duration_ms: int | None = None) -> None:
+    """Move a running run whose handler is known to have succeeded to succeeded, later than it happened; commit."""
+    transitions.move(run, "succeeded", now, reason=RECORDED_LATE, finished_at=now, result=result, progress=100,
+                     duration_ms=duration_ms)
+    db.session.commit()
+
+
 def park_for_a_person(run: Run, failure: Failure, now, duration_ms: int | None = None) -> None:
     """Move a running run whose outcome is known to dead, with its dead letter, and commit."""
     transitions.move(run, "dead", now, reason=BOOKKEEPING_FAILED, error_code=failure.code, finished_at=now,
@@ -47,9 +74,10 @@ def park_for_a_person(run: Run, failure: Failure, now, duration_ms: int | None =
     db.session.commit()
 
 
-def remember(run_id: int, attempt: int, code: str, message: str) -> None:
+def remember(run_id: int, attempt: int, code: str, message: str, **kept) -> None:
     """Keep what attempt `attempt` of the run ended with, so no one retries it as a lost worker."""
-    get_redis().set(KEY.format(run_id, attempt), json.dumps({"code": code, "message": message}), ex=KEEP_S)
+    get_redis().set(KEY.format(run_id, attempt), json.dumps({"code": code, "message": message, **kept}),
+                    ex=KEEP_S)
 
 
 def recall(run_id: int, attempt: int) -> dict | None:

@@ -118,8 +118,11 @@ def _recover_lost_workers(now, report: Report, dry_run: bool = False) -> None:
         if known is not None:
             # Its worker knew how the handler ended but could not write it: park it, never run the handler again.
             try:
-                failure = Failure(code=known["code"], message=known["message"], retryable=False)
-                known_outcomes.park_for_a_person(run, failure, now)
+                if known["code"] == known_outcomes.SUCCEEDED:
+                    known_outcomes.record_success(run, known.get("result"), now, known.get("duration_ms"))
+                else:
+                    failure = Failure(code=known["code"], message=known["message"], retryable=False)
+                    known_outcomes.park_for_a_person(run, failure, now)
             except transitions.StaleRun:
                 continue
             known_outcomes.forget(run.id, run.attempt)
