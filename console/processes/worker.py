@@ -1,6 +1,7 @@
 """RQ workers that run each job inside a fresh app context of an app built once."""
 
 import importlib
+import logging
 import os
 import socket
 import time
@@ -11,10 +12,13 @@ from rq.job import JobStatus
 from rq.rate_limit import release_slot
 from rq.utils import now
 from rq.worker import WorkerStatus
+from sqlalchemy.exc import SQLAlchemyError
 
 from console.extensions import PINNED, db
 from console.services.engine import registry
 from console.services.engine.queueing import QUEUES
+
+log = logging.getLogger("rebound.worker")
 
 
 class AppContextMixin:
@@ -29,20 +33,28 @@ class AppContextMixin:
 
     def perform_job(self, *args, **kwargs):
         with self.flask_app.app_context():
-            connection = self._job_connection()
+            try:
+                connection = self._job_connection()
+            except SQLAlchemyError as unanswered:
+                # The database does not answer (restarting): raised here, outside RQ's handling of the job, it
+                # stopped the worker. Unpinned, the job fails in RQ's hands instead, its run still pending for the
+                # reconciler to queue again, and the worker takes the next job when the database is back.
+                log.warning("no database connection for job %s: %s", getattr(args[0], "id", "?"), unanswered)
+                connection = None
             session = db.session()
             # A job's session lives for one job; reloading every object after each commit only costs queries.
             session.expire_on_commit = False
-            session.info[PINNED] = connection
+            if connection is not None:
+                session.info[PINNED] = connection
             succeeded = False
             try:
                 succeeded = super().perform_job(*args, **kwargs)
                 return succeeded
             finally:
                 db.session.remove()
-                if succeeded:
+                if connection is not None and succeeded:
                     self._job_ended(connection)
-                else:
+                elif connection is not None:
                     # A job fails only when its bookkeeping did (handlers' errors are outcomes): after a COMMIT
                     # the database refused (a full disk), the connection kept a transaction SQLAlchemy no longer
                     # knew of, and the next job's claim was committed inside it, or failed on it. A new one is safe.

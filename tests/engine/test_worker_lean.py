@@ -10,6 +10,7 @@ from rq import Callback, Queue
 from rq.job import Job, JobStatus
 from rq.worker import WorkerStatus
 from sqlalchemy import event, func, select
+from sqlalchemy.exc import OperationalError
 
 from console import metrics
 from console.extensions import db
@@ -285,3 +286,22 @@ def test_a_commit_the_database_refused_leaves_the_next_job_a_clean_connection(ap
     # On SQLite the refused claim never reached the database, and the reconciler queues the run again; PostgreSQL's
     # claim is one statement in autocommit, durable before any COMMIT: the run waits to be found lost.
     assert runs.status(first) == ("running" if db.engine.dialect.name == "postgresql" else "pending")
+
+
+def test_a_database_that_does_not_answer_as_a_job_starts_fails_that_job_not_the_worker(app, runs, monkeypatch):
+    """A PostgreSQL restart: the connection a job starts with was opened outside RQ's handling of the job, and its
+    error stopped the worker (the supervisor restarted it, backing off up to 16 s after several)."""
+    first, second = runs.submit(), runs.submit()
+    real_connect, refused = type(db.engine).connect, []
+
+    def connect(engine):
+        if len(refused) < 2:  # the job's connection, then the session's own try within the job
+            refused.append(1)
+            raise OperationalError("connect", {}, Exception("the database system is starting up"))
+        return real_connect(engine)
+
+    monkeypatch.setattr(type(db.engine), "connect", connect)
+    worker = build_worker(app, get_redis(), "simple")
+    worker.work(burst=True, logging_level="WARNING")  # returns: it did not stop on the error
+
+    assert (runs.status(first), runs.status(second)) == ("pending", "succeeded")  # the reconciler queues the first
