@@ -29,3 +29,20 @@ def test_a_page_while_the_database_is_gone_says_so_and_tries_again(client, auth,
     page = response.get_data(as_text=True)
     assert response.status_code == 503 and response.headers["Retry-After"] == "5"
     assert "The database is not answering" in page and '<meta http-equiv="refresh" content="10">' in page
+
+
+def test_a_token_s_calls_go_on_when_its_last_use_cannot_be_noted(client, auth, monkeypatch):
+    """A full disk: the once-a-minute note of a token's use failed, and every call of the token, reads too, was a
+    503 for as long as writes failed."""
+    token = bearer(auth.make_user("svc", "operator"))
+    real_commit, refused = PinnableSession.commit, []
+
+    def commit(session):
+        if not refused:
+            refused.append(1)
+            raise OperationalError("UPDATE api_tokens", {}, Exception("database or disk is full"))
+        return real_commit(session)
+
+    monkeypatch.setattr(PinnableSession, "commit", commit)
+    response = client.get("/api/me", headers=token)
+    assert refused and response.status_code == 200 and response.json["username"] == "svc"

@@ -1,11 +1,12 @@
 """API bearer tokens: issued once, stored hashed, revocable, optionally limited to a tenant."""
 
 import hashlib
+import logging
 import secrets
 from datetime import timedelta
 
 from sqlalchemy import bindparam, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm.attributes import set_committed_value
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
@@ -21,6 +22,8 @@ PREFIX_CHARS = 10  # what is kept in clear and shown: "rb_" and 7 characters of 
 # The token, its user and the tenant it is limited to (if any), in one read.
 _BY_HASH = (select(ApiToken, User, Tenant).join(User, User.id == ApiToken.user_id)
             .outerjoin(Tenant, Tenant.id == ApiToken.tenant_id).where(ApiToken.token_hash == bindparam("token_hash")))
+
+log = logging.getLogger("rebound.tokens")
 
 
 def _hash(token: str) -> str:
@@ -124,7 +127,14 @@ def authenticate(plaintext: str, clock: Clock = SYSTEM_CLOCK) -> ApiToken | None
     # Touch last_used_at at most once a minute so reads stay reads.
     if token.last_used_at is None or now - token.last_used_at > timedelta(minutes=1):
         token.last_used_at = now
-        db.session.commit()
+        try:
+            db.session.commit()
+        except OperationalError as unanswered:
+            # A full disk or a locked SQLite: the call goes on without its note of use (the next call tries
+            # again). It was a 503 for every call of the token, reads too, for as long as writes failed.
+            prefix = token.prefix
+            db.session.rollback()
+            log.warning("token %s…: its last use could not be noted: %s", prefix, unanswered.__class__.__name__)
     return token
 
 
