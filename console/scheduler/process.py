@@ -5,6 +5,7 @@ import logging
 import threading
 
 from apscheduler.schedulers.background import BackgroundScheduler
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 from console.redis_conn import get_redis
 from console.scheduler.firing import FiringBuffer
@@ -24,6 +25,10 @@ def _in_app(app, func, name: str):
         with app.app_context():
             try:
                 func()
+            except (OperationalError, InterfaceError) as unanswered:
+                # A database restarting or out of disk: one line a job a tick says it, a traceback each said nothing.
+                log.warning("scheduler job %s skipped: the database did not answer (%s)", name,
+                            str(unanswered.orig or unanswered).splitlines()[0][:200])
             except Exception:
                 log.exception("scheduler job %s failed", name)
 
