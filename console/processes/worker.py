@@ -28,19 +28,16 @@ class AppContextMixin:
     # A connection idle this long is pinged before a job uses it, as the pool's pre-ping would on checkout.
     PING_AFTER_IDLE_S = 1.0
     clock = staticmethod(time.monotonic)
+    sleep = staticmethod(time.sleep)
+    # A database that does not answer as a job starts (a restart takes 0.5–2 s) is waited for this long.
+    CONNECT_PATIENCE_S = 15.0
+    CONNECT_FIRST_PAUSE_S = 0.1
     _connection = None
     _connection_used_at = float("-inf")
 
     def perform_job(self, *args, **kwargs):
         with self.flask_app.app_context():
-            try:
-                connection = self._job_connection()
-            except SQLAlchemyError as unanswered:
-                # The database does not answer (restarting): raised here, outside RQ's handling of the job, it
-                # stopped the worker. Unpinned, the job fails in RQ's hands instead, its run still pending for the
-                # reconciler to queue again, and the worker takes the next job when the database is back.
-                log.warning("no database connection for job %s: %s", getattr(args[0], "id", "?"), unanswered)
-                connection = None
+            connection = self._connection_within_patience(getattr(args[0], "id", "?"))
             session = db.session()
             # A job's session lives for one job; reloading every object after each commit only costs queries.
             session.expire_on_commit = False
@@ -59,6 +56,25 @@ class AppContextMixin:
                     # the database refused (a full disk), the connection kept a transaction SQLAlchemy no longer
                     # knew of, and the next job's claim was committed inside it, or failed on it. A new one is safe.
                     self._drop_connection()
+
+    def _connection_within_patience(self, job_id: str):
+        """Return the job's connection, waiting out a database that does not answer (a restart); None past that."""
+        waited, pause = 0.0, self.CONNECT_FIRST_PAUSE_S
+        while True:
+            try:
+                return self._job_connection()
+            except SQLAlchemyError as unanswered:
+                if waited >= self.CONNECT_PATIENCE_S:
+                    # Raised here, outside RQ's handling of the job, it stopped the worker. Unpinned, the job fails
+                    # in RQ's hands instead, its run still pending for the reconciler to queue again.
+                    log.warning("no database connection for job %s after %.0f s: %s", job_id, waited, unanswered)
+                    return None
+                if not waited:
+                    log.warning("the database does not answer; job %s waits for it: %s", job_id, unanswered)
+            # Waiting, not failing at once: a worker ran its whole queue into RQ's failed jobs in a second.
+            pause = min(pause, self.CONNECT_PATIENCE_S - waited)
+            self.sleep(pause)
+            waited, pause = waited + pause, min(pause * 2, 2.0)
 
     def _job_connection(self):
         """Return the worker's connection, pinged if it sat idle, or a new one if it is gone or was never opened."""

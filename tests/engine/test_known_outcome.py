@@ -97,6 +97,7 @@ def test_a_success_the_database_never_took_is_kept_and_recorded_by_the_reconcile
     run = runs.get(run_id)
     assert (run.status, run.status_reason, run.result, run.executions) == ("succeeded", "recorded_late", {"ok": True},
                                                                            1)
+    assert run.finished_at < clock() - timedelta(minutes=5)  # when the handler ended, not when it was recorded
     assert runs.dead_letters(run_id) == [] and known_outcomes.recall(run_id, 1) is None
 
 
@@ -142,7 +143,7 @@ def test_a_handler_that_cannot_be_resolved_fails_its_attempt_instead_of_holding_
     assert run.status == "retry_wait" and "bad YAML line 3" in (run.error_message or "")
 
 
-def test_when_the_database_refuses_everything_the_reconciler_parks_the_run_instead_of_retrying_it(
+def test_a_failure_the_database_never_took_is_recorded_by_the_reconciler_as_its_worker_would_have(
         runs, clock, monkeypatch):
     run_id = runs.submit("demo.flaky", BROKEN, policy=LENIENT)
     failing(monkeypatch, parking, "park", times=None)
@@ -153,11 +154,32 @@ def test_when_the_database_refuses_everything_the_reconciler_parks_the_run_inste
     monkeypatch.setattr(engine, "_sleep", lambda seconds: None)
     assert reconcile.reconcile(_stale(run_id, clock)).lost_workers == [run_id]
     run = runs.get(run_id)
-    assert (run.status, run.status_reason, run.error_code, run.executions) == ("dead", "bookkeeping_failed",
+    assert (run.status, run.status_reason, run.error_code, run.executions) == ("dead", "non_retryable",
                                                                                "bad_account", 1)
-    assert "account 42 is closed" in run.error_message
+    assert "account 42 is closed" in run.error_message and len(runs.dead_letters(run_id)) == 1
     assert known_outcomes.recall(run_id, 1) is None
     assert [e.kind for e in runs.events(run_id)].count("running") == 1  # the handler ran once
+
+
+def test_a_retryable_failure_the_database_never_took_is_retried_by_its_policy_not_parked(runs, clock, monkeypatch):
+    """A handler's transient error while the database was down past the worker's patience became a dead letter and
+    a work order for a person, where its policy would have retried it."""
+    run_id = runs.submit("demo.flaky", {"fail_times": 1}, policy={**LENIENT, "max_attempts": 3, "jitter": 0})
+    real_move = transitions.move
+
+    def refuse_retry_wait(run, target, *args, **kwargs):
+        if target == "retry_wait":
+            raise OperationalError("UPDATE runs", {}, Exception("the database system is shutting down"))
+        return real_move(run, target, *args, **kwargs)
+
+    monkeypatch.setattr(transitions, "move", refuse_retry_wait)
+    assert execute(run_id, 0, clock=clock) == "bookkeeping_failed"
+    monkeypatch.undo()
+    monkeypatch.setattr(engine, "_sleep", lambda seconds: None)
+    assert reconcile.reconcile(_stale(run_id, clock)).lost_workers == [run_id]
+    run = runs.get(run_id)
+    assert (run.status, run.attempt, run.executions) == ("retry_wait", 1, 1)
+    assert runs.dead_letters(run_id) == []
 
 
 def test_a_database_gone_even_for_the_cleanup_parks_the_run_rather_than_run_it_again(runs, clock, monkeypatch):

@@ -302,6 +302,27 @@ def test_a_database_that_does_not_answer_as_a_job_starts_fails_that_job_not_the_
 
     monkeypatch.setattr(type(db.engine), "connect", connect)
     worker = build_worker(app, get_redis(), "simple")
+    worker.CONNECT_PATIENCE_S = 0  # past its patience at once (the next test waits)
     worker.work(burst=True, logging_level="WARNING")  # returns: it did not stop on the error
 
     assert (runs.status(first), runs.status(second)) == ("pending", "succeeded")  # the reconciler queues the first
+
+
+def test_a_job_waits_out_a_database_restart_before_it_starts(app, runs, monkeypatch):
+    """Failing at once, a worker ran its whole queue into RQ's failed jobs within a second of a restart."""
+    run_id = runs.submit()
+    real_connect, refused = type(db.engine).connect, []
+
+    def connect(engine):
+        if len(refused) < 3:
+            refused.append(1)
+            raise OperationalError("connect", {}, Exception("the database system is starting up"))
+        return real_connect(engine)
+
+    monkeypatch.setattr(type(db.engine), "connect", connect)
+    worker = build_worker(app, get_redis(), "simple")
+    slept = []
+    worker.sleep = slept.append
+    worker.work(burst=True, logging_level="WARNING")
+
+    assert runs.status(run_id) == "succeeded" and slept == [0.1, 0.2, 0.4]

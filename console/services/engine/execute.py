@@ -163,8 +163,13 @@ def _unanswered(error: BaseException) -> bool:
 def _park_known_outcome(run_id: int, attempt: int, outcome: Outcome, policy, bookkeeping_error, now) -> str:
     """Park the run for a person with the handler's real outcome: never a retry that would run it again. A success
     the database only did not take is recorded as one, now or by the reconciler."""
-    if outcome.error is None and _unanswered(bookkeeping_error):
-        return known_outcomes.settle_success(run_id, attempt, json_safe(outcome.result), now,
+    if _unanswered(bookkeeping_error):
+        # The database only did not answer: the outcome is recorded as it would have been, now or by the
+        # reconciler (a retryable failure parked for a person made a dead letter of a run its policy would retry).
+        if outcome.error is None:
+            return known_outcomes.settle_success(run_id, attempt, json_safe(outcome.result), now,
+                                                 duration_ms=outcome.duration_ms)
+        return known_outcomes.settle_failure(run_id, attempt, classify(outcome.error, policy), policy, now,
                                              duration_ms=outcome.duration_ms)
     if outcome.error is None:
         failure = Failure(code=known_outcomes.BOOKKEEPING_FAILED, retryable=False, message=(
@@ -217,8 +222,9 @@ def _perform(run: RunRow, policy, breaker: breakers.BreakerKey, settings: Breake
             return "stale"
         except Exception as bookkeeping_error:  # noqa: BLE001 - the database's, or any other: never a re-run
             _abandon_write()
-            pause = min(BOOKKEEPING_BACKOFF_S * 2 ** (attempt - 1), BOOKKEEPING_MAX_PAUSE_S)
-            patient = _unanswered(bookkeeping_error) and waited + pause <= BOOKKEEPING_PATIENCE_S
+            pause = min(BOOKKEEPING_BACKOFF_S * 2 ** (attempt - 1), BOOKKEEPING_MAX_PAUSE_S,
+                        max(0.0, BOOKKEEPING_PATIENCE_S - waited))
+            patient = _unanswered(bookkeeping_error) and pause > 0
             log.warning("run %s: recording the outcome of attempt %s failed (try %s, %.1f s so far): %s", run.id,
                         ctx.attempt, attempt, waited, bookkeeping_error)
             if attempt >= BOOKKEEPING_TRIES and not patient:

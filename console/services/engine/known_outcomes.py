@@ -6,6 +6,7 @@ handler round again.
 
 import json
 import logging
+from dataclasses import asdict
 
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -19,6 +20,7 @@ log = logging.getLogger("rebound.engine")
 BOOKKEEPING_FAILED = "bookkeeping_failed"
 SUCCEEDED = "succeeded"  # a kept outcome that is a success: recorded as one, never parked
 RECORDED_LATE = "recorded_late"  # the timeline's reason for a success written after its worker could not
+FAIL = "fail"  # a kept failure the reconciler records as any failure is (retried if the policy says so)
 KEY = "rebound:known-outcome:{}:{}"
 KEEP_S = 7 * 24 * 3600
 
@@ -45,24 +47,41 @@ def settle_success(run_id: int, attempt: int, result, now, duration_ms: int | No
     """Record a success its worker could not write while the database did not answer; if it still does not, keep
     it in Redis for the reconciler to record (never park a success: a person would replay work that was done)."""
     message = f"the handler succeeded (result {str(result)[:200]}); recording it waited for the database"
+    return _settle(run_id, attempt, lambda run: record_success(run, result, now, duration_ms, finished_at=now),
+                   lambda: remember(run_id, attempt, SUCCEEDED, message, result=result, duration_ms=duration_ms,
+                                    finished_at=now.isoformat()), "succeeded")
+
+
+def settle_failure(run_id: int, attempt: int, failure: Failure, policy, now, duration_ms: int | None = None) -> str:
+    """Record a failure its worker could not write while the database did not answer, as any failure is (a retry
+    if the policy says so); if it still does not, keep it in Redis for the reconciler to record the same way."""
+    from console.services.engine.failures import fail  # failures' own imports reach back here
+
+    return _settle(run_id, attempt, lambda run: fail(run, failure, policy, now, duration_ms=duration_ms),
+                   lambda: remember(run_id, attempt, failure.code, failure.message, then=FAIL,
+                                    failure=asdict(failure), duration_ms=duration_ms), "failed")
+
+
+def _settle(run_id: int, attempt: int, record, keep, outcome: str) -> str:
     try:
         run = db.session.get(Run, run_id, populate_existing=True)
         if (run.status, run.attempt) != ("running", attempt):
             return "stale"
-        record_success(run, result, now, duration_ms)
+        record(run)
+        db.session.commit()
     except SQLAlchemyError as still_failing:
         db.session.rollback()
-        remember(run_id, attempt, SUCCEEDED, message, result=result, duration_ms=duration_ms)
-        log.error("run %s: attempt %s succeeded but cannot be recorded yet (%s); the reconciler records it",
-                  run_id, attempt, still_failing)
+        keep()
+        log.error("run %s: attempt %s %s but cannot be recorded yet (%s); the reconciler records it", run_id,
+                  attempt, outcome, still_failing)
         return BOOKKEEPING_FAILED
-    return "succeeded"
+    return outcome
 
 
-def record_success(run: Run, result, now, duration_ms: int | None = None) -> None:
+def record_success(run: Run, result, now, duration_ms: int | None = None, finished_at=None) -> None:
     """Move a running run whose handler is known to have succeeded to succeeded, later than it happened; commit."""
-    transitions.move(run, "succeeded", now, reason=RECORDED_LATE, finished_at=now, result=result, progress=100,
-                     duration_ms=duration_ms)
+    transitions.move(run, "succeeded", now, reason=RECORDED_LATE, finished_at=finished_at or now, result=result,
+                     progress=100, duration_ms=duration_ms)
     db.session.commit()
 
 

@@ -2,7 +2,7 @@
 
 import logging
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from rq import Queue
 from sqlalchemy import and_, or_, select
@@ -119,7 +119,13 @@ def _recover_lost_workers(now, report: Report, dry_run: bool = False) -> None:
             # Its worker knew how the handler ended but could not write it: park it, never run the handler again.
             try:
                 if known["code"] == known_outcomes.SUCCEEDED:
-                    known_outcomes.record_success(run, known.get("result"), now, known.get("duration_ms"))
+                    ended = known.get("finished_at")
+                    known_outcomes.record_success(run, known.get("result"), now, known.get("duration_ms"),
+                                                  finished_at=datetime.fromisoformat(ended) if ended else None)
+                elif known.get("then") == known_outcomes.FAIL:
+                    # Its handler failed while the database did not answer: the failure goes the way any does.
+                    policy = policies.effective(run.policy_id, run.policy_overrides)[1]
+                    fail(run, Failure(**known["failure"]), policy, now, duration_ms=known.get("duration_ms"))
                 else:
                     failure = Failure(code=known["code"], message=known["message"], retryable=False)
                     known_outcomes.park_for_a_person(run, failure, now)
