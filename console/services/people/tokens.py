@@ -3,6 +3,7 @@
 import hashlib
 import logging
 import secrets
+import time
 from datetime import timedelta
 
 from sqlalchemy import bindparam, select, update
@@ -24,6 +25,7 @@ _BY_HASH = (select(ApiToken, User, Tenant).join(User, User.id == ApiToken.user_i
             .outerjoin(Tenant, Tenant.id == ApiToken.tenant_id).where(ApiToken.token_hash == bindparam("token_hash")))
 
 log = logging.getLogger("rebound.tokens")
+_unnoted_warned_at = float("-inf")
 
 
 def _hash(token: str) -> str:
@@ -134,7 +136,10 @@ def authenticate(plaintext: str, clock: Clock = SYSTEM_CLOCK) -> ApiToken | None
             # again). It was a 503 for every call of the token, reads too, for as long as writes failed.
             prefix = token.prefix
             db.session.rollback()
-            log.warning("token %s…: its last use could not be noted: %s", prefix, unanswered.__class__.__name__)
+            global _unnoted_warned_at
+            if time.monotonic() - _unnoted_warned_at >= 60:  # one line a minute, not one a call, while writes fail
+                _unnoted_warned_at = time.monotonic()
+                log.warning("token %s…: its last use could not be noted: %s", prefix, unanswered.__class__.__name__)
     return token
 
 
