@@ -205,3 +205,21 @@ def test_a_database_gone_even_for_the_cleanup_parks_the_run_rather_than_run_it_a
     run = runs.get(run_id)
     assert (run.status, run.executions) == ("running", 1)
     assert known_outcomes.recall(run_id, 1)["code"] == known_outcomes.SUCCEEDED
+
+
+def test_an_outcome_kept_while_its_run_moved_on_is_dropped_not_raised(runs, clock, monkeypatch):
+    """The reconciler took the attempt for lost while its worker waited for the database: the late write finds the
+    run moved on, and drops the outcome as any stale attempt's is."""
+    run_id = runs.submit("demo.noop")
+    db.session.execute(text("UPDATE runs SET status = 'running', attempt = 2 WHERE id = :id"), {"id": run_id})
+    db.session.commit()
+    assert known_outcomes.settle_success(run_id, 1, {"ok": True}, clock()) == "stale"
+    real_get = db.session.get
+
+    def moved_on_meanwhile(*args, **kwargs):  # read as at attempt 1, then someone else moves it
+        run = real_get(*args, **kwargs)
+        run.attempt = 1
+        return run
+
+    monkeypatch.setattr(db.session, "get", moved_on_meanwhile)
+    assert known_outcomes.settle_success(run_id, 1, {"ok": True}, clock()) == "stale"

@@ -161,8 +161,8 @@ def _unanswered(error: BaseException) -> bool:
 
 
 def _park_known_outcome(run_id: int, attempt: int, outcome: Outcome, policy, bookkeeping_error, now) -> str:
-    """Park the run for a person with the handler's real outcome: never a retry that would run it again. A success
-    the database only did not take is recorded as one, now or by the reconciler."""
+    """Park the run for a person with the handler's real outcome: never a retry that would run it again. An outcome
+    the database only did not take is recorded as it would have been, now or by the reconciler."""
     if _unanswered(bookkeeping_error):
         # The database only did not answer: the outcome is recorded as it would have been, now or by the
         # reconciler (a retryable failure parked for a person made a dead letter of a run its policy would retry).

@@ -69,6 +69,8 @@ def _settle(run_id: int, attempt: int, record, keep, outcome: str) -> str:
             return "stale"
         record(run)
         db.session.commit()
+    except transitions.StaleRun:
+        return "stale"  # moved on meanwhile (the reconciler took the attempt for lost): its outcome is dropped
     except SQLAlchemyError as still_failing:
         db.session.rollback()
         keep()
