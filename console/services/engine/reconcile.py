@@ -116,7 +116,8 @@ def _recover_lost_workers(now, report: Report, dry_run: bool = False) -> None:
             continue
         known = known_outcomes.recall(run.id, run.attempt)
         if known is not None:
-            # Its worker knew how the handler ended but could not write it: park it, never run the handler again.
+            # Its worker knew how the handler ended but could not write it: record that outcome (a failure as any
+            # is, so a retry is a new attempt its policy asks for), or park it; never run this attempt again.
             try:
                 if known["code"] == known_outcomes.SUCCEEDED:
                     ended = known.get("finished_at")
