@@ -207,19 +207,45 @@ def test_a_database_gone_even_for_the_cleanup_parks_the_run_rather_than_run_it_a
     assert known_outcomes.recall(run_id, 1)["code"] == known_outcomes.SUCCEEDED
 
 
-def test_an_outcome_kept_while_its_run_moved_on_is_dropped_not_raised(runs, clock, monkeypatch):
+def test_an_outcome_whose_run_moved_on_while_its_worker_waited_for_the_database_is_dropped(runs, clock, monkeypatch):
     """The reconciler took the attempt for lost while its worker waited for the database: the late write finds the
-    run moved on, and drops the outcome as any stale attempt's is."""
+    run moved on and drops the outcome, as any stale attempt's is; nothing is kept for the reconciler."""
     run_id = runs.submit("demo.noop")
-    db.session.execute(text("UPDATE runs SET status = 'running', attempt = 2 WHERE id = :id"), {"id": run_id})
-    db.session.commit()
-    assert known_outcomes.settle_success(run_id, 1, {"ok": True}, clock()) == "stale"
-    real_get = db.session.get
+    refused = refuse_success(monkeypatch, times=None)
+    real_sleep = engine._sleep
 
-    def moved_on_meanwhile(*args, **kwargs):  # read as at attempt 1, then someone else moves it
-        run = real_get(*args, **kwargs)
-        run.attempt = 1
-        return run
+    def moved_on_meanwhile(seconds):
+        if len(refused) == 2:
+            db.session.execute(text("UPDATE runs SET attempt = 2 WHERE id = :id"), {"id": run_id})
+            db.session.commit()
+        return real_sleep(seconds)
 
-    monkeypatch.setattr(db.session, "get", moved_on_meanwhile)
-    assert known_outcomes.settle_success(run_id, 1, {"ok": True}, clock()) == "stale"
+    monkeypatch.setattr(engine, "_sleep", moved_on_meanwhile)
+    assert execute(run_id, 0, clock=clock) == "stale"
+    assert known_outcomes.recall(run_id, 1) is None and known_outcomes.recall(run_id, 2) is None
+
+
+def test_a_failure_with_an_undo_step_kept_for_the_reconciler_gets_its_undo_and_its_diagnostics(
+        runs, clock, monkeypatch):
+    """A handler with an undo step failed for good while the database was down past the worker's patience: it
+    was parked as a dead letter, its undo never ran, and the attempt's traceback was lost."""
+    from console.services.engine import compensation, diagnostics
+
+    run_id = runs.submit("demo.flaky_compensated", {"fail_times": 1, "error": "compensable"})
+    real_move = transitions.move
+
+    def refuse_failed(run, target, *args, **kwargs):
+        if target == "failed":
+            raise OperationalError("UPDATE runs", {}, Exception("the database system is shutting down"))
+        return real_move(run, target, *args, **kwargs)
+
+    monkeypatch.setattr(transitions, "move", refuse_failed)
+    assert execute(run_id, 0, clock=clock) == "bookkeeping_failed"
+    monkeypatch.undo()
+    monkeypatch.setattr(engine, "_sleep", lambda seconds: None)
+    assert reconcile.reconcile(_stale(run_id, clock)).lost_workers == [run_id]
+    assert (runs.get(run_id).status, compensation.is_queued(run_id)) == ("compensating", True)
+    assert compensation.execute(run_id) == "compensated"  # what its job runs
+    run = runs.get(run_id)
+    assert (run.status, run.executions, runs.dead_letters(run_id)) == ("compensated", 1, [])
+    assert "CompensableError: compensable: flaky failure 1 of 1" in diagnostics.of_run(run_id)[(1, 1)].traceback

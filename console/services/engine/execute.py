@@ -160,17 +160,27 @@ def _unanswered(error: BaseException) -> bool:
         isinstance(error, DBAPIError) and error.connection_invalidated)
 
 
+def _keep_for_the_reconciler(run, outcome: Outcome, policy, ctx: HandlerContext, now, clock: Clock) -> str:
+    """The database did not answer for the whole patience: one last try the usual way, else keep the outcome in Redis
+    for the reconciler to record as this would have (a retryable failure parked for a person had made a dead letter
+    of a run its policy would retry, and a success a dead letter a person would replay)."""
+    try:
+        return _record(_reread(run), outcome, policy, ctx, now, clock).status
+    except transitions.StaleRun:
+        return "stale"
+    except Exception as still:  # noqa: BLE001 - kept below, whatever it was
+        _abandon_write()
+        log.warning("run %s: the database still did not answer: %s", run.id, still)
+    if outcome.error is None:
+        known_outcomes.keep_success(run.id, ctx.attempt, json_safe(outcome.result), now, outcome.duration_ms)
+    else:
+        known_outcomes.keep_failure(run.id, ctx.attempt, classify(outcome.error, policy),
+                                    diagnostics.of(outcome.error, list(outcome.log_lines)), outcome.duration_ms)
+    return known_outcomes.BOOKKEEPING_FAILED
+
+
 def _park_known_outcome(run_id: int, attempt: int, outcome: Outcome, policy, bookkeeping_error, now) -> str:
-    """Park the run for a person with the handler's real outcome: never a retry that would run it again. An outcome
-    the database only did not take is recorded as it would have been, now or by the reconciler."""
-    if _unanswered(bookkeeping_error):
-        # The database only did not answer: the outcome is recorded as it would have been, now or by the
-        # reconciler (a retryable failure parked for a person made a dead letter of a run its policy would retry).
-        if outcome.error is None:
-            return known_outcomes.settle_success(run_id, attempt, json_safe(outcome.result), now,
-                                                 duration_ms=outcome.duration_ms)
-        return known_outcomes.settle_failure(run_id, attempt, classify(outcome.error, policy), policy, now,
-                                             duration_ms=outcome.duration_ms)
+    """Park the run for a person with the handler's real outcome: never a retry that would run it again."""
     if outcome.error is None:
         failure = Failure(code=known_outcomes.BOOKKEEPING_FAILED, retryable=False, message=(
             f"the handler succeeded (result {str(json_safe(outcome.result))[:200]}) but recording it failed: "
@@ -229,6 +239,8 @@ def _perform(run: RunRow, policy, breaker: breakers.BreakerKey, settings: Breake
                         ctx.attempt, attempt, waited, bookkeeping_error)
             if attempt >= BOOKKEEPING_TRIES and not patient:
                 breakers.release_probe(breaker, verdict)
+                if _unanswered(bookkeeping_error):
+                    return _keep_for_the_reconciler(run, outcome, policy, ctx, now, clock)
                 return _park_known_outcome(run.id, ctx.attempt, outcome, policy, bookkeeping_error, now)
             _sleep(pause)
             waited += pause

@@ -49,8 +49,14 @@ def fail(run: Run, failure: Failure, policy: RetryPolicy, now, *, duration_ms: i
     if failure.severity == 3:
         return _dead(run, failure, "manual_intervention", now, common)
     if compensate is not None:
-        return _compensate(run, failure, now, common, compensate, ctx, clock)
+        begin_compensation(run, failure, now, duration_ms=duration_ms)
+        return compensate_run(run, compensate, ctx, now, failure.code, clock=clock)
     return _dead(run, failure, "non_retryable", now, common)
+
+
+def undoes(failure: Failure) -> bool:
+    """Tell whether a failed attempt goes to its handler's undo step, when it has one (fail's own rule)."""
+    return not failure.retryable and failure.severity != 3
 
 
 def _dead(run: Run, failure: Failure, reason: str, now, common: dict) -> str:
@@ -65,8 +71,9 @@ def _dead(run: Run, failure: Failure, reason: str, now, common: dict) -> str:
     return "dead"
 
 
-def _compensate(run: Run, failure: Failure, now, common: dict, compensate, ctx, clock) -> str:
-    """Run the handler's compensation (idempotent; retried with backoff) after a non-retryable failure."""
+def begin_compensation(run: Run, failure: Failure, now, *, duration_ms: int | None = None) -> None:
+    """Move a run whose attempt failed for good to compensating (and commit); its undo step runs next."""
+    common = {"duration_ms": duration_ms, "message": failure.message[:2000]}
     transitions.move(run, "failed", now, reason="non_retryable", error_code=failure.code, **common,
                      **_error_fields(failure))
     transitions.move(run, "compensating", now, reason=AFTER_FAILURE)
@@ -76,7 +83,6 @@ def _compensate(run: Run, failure: Failure, now, common: dict, compensate, ctx, 
             "error_code": failure.code, "message": failure.message[:500]}, now, tenant_id=run.tenant_id)
         metrics.RETRY_ESCALATED.inc(tenant=run.tenant_id, reason="compensation_alert")
     db.session.commit()
-    return compensate_run(run, compensate, ctx, now, failure.code, clock=clock)
 
 
 def compensate_run(run: Run, compensate, ctx, now, cause: str, *, missing: Failure | None = None, clock=None,

@@ -10,11 +10,14 @@ from dataclasses import asdict
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from console.domain.errors import Failure
+from console.domain.errors import Failure, NonRetryableError
 from console.extensions import db
 from console.models import Run
 from console.redis_conn import get_redis
-from console.services.engine import parking, transitions
+from console.services.engine import diagnostics, handler_kinds, parking, transitions
+from console.services.engine.calling import undo_call
+from console.services.engine.diagnostics import Diagnostics
+from console.services.policies import versions as policies
 
 log = logging.getLogger("rebound.engine")
 BOOKKEEPING_FAILED = "bookkeeping_failed"
@@ -43,41 +46,46 @@ def park(run_id: int, attempt: int, failure: Failure, now, duration_ms: int | No
     return "dead"
 
 
-def settle_success(run_id: int, attempt: int, result, now, duration_ms: int | None = None) -> str:
-    """Record a success its worker could not write while the database did not answer; if it still does not, keep
-    it in Redis for the reconciler to record (never park a success: a person would replay work that was done)."""
-    message = f"the handler succeeded (result {str(result)[:200]}); recording it waited for the database"
-    return _settle(run_id, attempt, lambda run: record_success(run, result, now, duration_ms, finished_at=now),
-                   lambda: remember(run_id, attempt, SUCCEEDED, message, result=result, duration_ms=duration_ms,
-                                    finished_at=now.isoformat()), "succeeded")
+def keep_success(run_id: int, attempt: int, result, ended_at, duration_ms: int | None = None) -> None:
+    """Keep a success the database did not take, for the reconciler to record (never parked: a person would replay
+    work that was done)."""
+    remember(run_id, attempt, SUCCEEDED, f"the handler succeeded (result {str(result)[:200]})", result=result,
+             duration_ms=duration_ms, finished_at=ended_at.isoformat())
+    log.error("run %s: attempt %s succeeded but cannot be recorded yet; the reconciler records it", run_id, attempt)
 
 
-def settle_failure(run_id: int, attempt: int, failure: Failure, policy, now, duration_ms: int | None = None) -> str:
-    """Record a failure its worker could not write while the database did not answer, as any failure is (a retry
-    if the policy says so); if it still does not, keep it in Redis for the reconciler to record the same way."""
-    from console.services.engine.failures import fail  # failures' own imports reach back here
+def keep_failure(run_id: int, attempt: int, failure: Failure, found: Diagnostics, duration_ms: int | None = None
+                 ) -> None:
+    """Keep a failure the database did not take, for the reconciler to record as any failure is."""
+    remember(run_id, attempt, failure.code, failure.message, then=FAIL, failure=asdict(failure),
+             diagnostics=asdict(found), duration_ms=duration_ms)
+    log.error("run %s: attempt %s failed (%s) but cannot be recorded yet; the reconciler records it", run_id,
+              attempt, failure.code)
 
-    return _settle(run_id, attempt, lambda run: fail(run, failure, policy, now, duration_ms=duration_ms),
-                   lambda: remember(run_id, attempt, failure.code, failure.message, then=FAIL,
-                                    failure=asdict(failure), duration_ms=duration_ms), "failed")
+
+def record_failure(run: Run, kept: dict, now) -> None:
+    """Record a kept failure as the worker would have: its diagnostics, then a retry, an undo or a dead letter."""
+    # Imported here: compensation and failures import the engine's execute, which imports this module.
+    from console.services.engine import compensation
+    from console.services.engine.failures import begin_compensation, fail, undoes
+
+    failure = Failure(**kept["failure"])
+    policy = policies.effective(run.policy_id, run.policy_overrides)[1]
+    if kept.get("diagnostics"):
+        diagnostics.store(run.id, run.series, run.attempt, Diagnostics(**kept["diagnostics"]), now)
+    if undoes(failure) and _undo_after_failure(run, policy) is not None:
+        # Its undo runs as a job of its own, as one a worker began after a failed attempt and died during.
+        begin_compensation(run, failure, now, duration_ms=kept.get("duration_ms"))
+        compensation.enqueue(run.id)
+        return
+    fail(run, failure, policy, now, duration_ms=kept.get("duration_ms"))
 
 
-def _settle(run_id: int, attempt: int, record, keep, outcome: str) -> str:
+def _undo_after_failure(run: Run, policy):
     try:
-        run = db.session.get(Run, run_id, populate_existing=True)
-        if (run.status, run.attempt) != ("running", attempt):
-            return "stale"
-        record(run)
-        db.session.commit()
-    except transitions.StaleRun:
-        return "stale"  # moved on meanwhile (the reconciler took the attempt for lost): its outcome is dropped
-    except SQLAlchemyError as still_failing:
-        db.session.rollback()
-        keep()
-        log.error("run %s: attempt %s %s but cannot be recorded yet (%s); the reconciler records it", run_id,
-                  attempt, outcome, still_failing)
-        return BOOKKEEPING_FAILED
-    return outcome
+        return undo_call(handler_kinds.resolve(run.handler), policy.timeout_s)
+    except NonRetryableError:
+        return None  # the handler is gone: nothing to undo with
 
 
 def record_success(run: Run, result, now, duration_ms: int | None = None, finished_at=None) -> None:

@@ -125,8 +125,7 @@ def _recover_lost_workers(now, report: Report, dry_run: bool = False) -> None:
                                                   finished_at=datetime.fromisoformat(ended) if ended else None)
                 elif known.get("then") == known_outcomes.FAIL:
                     # Its handler failed while the database did not answer: the failure goes the way any does.
-                    policy = policies.effective(run.policy_id, run.policy_overrides)[1]
-                    fail(run, Failure(**known["failure"]), policy, now, duration_ms=known.get("duration_ms"))
+                    known_outcomes.record_failure(run, known, now)
                 else:
                     failure = Failure(code=known["code"], message=known["message"], retryable=False)
                     known_outcomes.park_for_a_person(run, failure, now)
