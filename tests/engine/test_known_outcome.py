@@ -249,3 +249,18 @@ def test_a_failure_with_an_undo_step_kept_for_the_reconciler_gets_its_undo_and_i
     run = runs.get(run_id)
     assert (run.status, run.executions, runs.dead_letters(run_id)) == ("compensated", 1, [])
     assert "CompensableError: compensable: flaky failure 1 of 1" in diagnostics.of_run(run_id)[(1, 1)].traceback
+
+
+def test_a_claim_met_by_a_database_restart_waits_for_it_instead_of_failing_its_job(runs, clock, monkeypatch):
+    """A restart of 0.23 s cut a busy worker's connection in its claim: the job failed at once and its run waited
+    43 s for the reconciler while the rest of the queue ran."""
+    from console.services.engine import claim
+
+    run_id = runs.submit("demo.noop")
+    failing(monkeypatch, claim, "claim", times=4,
+            error=OperationalError("UPDATE runs", {}, Exception("the database system is starting up")))
+    slept = []
+    monkeypatch.setattr(engine, "_sleep", slept.append)
+    assert execute(run_id, 0, clock=clock) == "succeeded"
+    assert slept == [0.1, 0.2, 0.4]  # the first retry at once: a dropped connection is replaced
+    assert runs.get(run_id).executions == 1

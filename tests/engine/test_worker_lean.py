@@ -18,6 +18,7 @@ from console.models import Run
 from console.processes import worker as workers
 from console.processes.worker import build_worker
 from console.redis_conn import get_redis
+from console.services.engine import execute as execute_module
 from console.services.engine import queueing
 
 called_back = []
@@ -302,7 +303,8 @@ def test_a_database_that_does_not_answer_as_a_job_starts_fails_that_job_not_the_
 
     monkeypatch.setattr(type(db.engine), "connect", connect)
     worker = build_worker(app, get_redis(), "simple")
-    worker.CONNECT_PATIENCE_S = 0  # past its patience at once (the next test waits)
+    worker.CONNECT_PATIENCE_S = 0  # past its patience at once (the next test waits), the claim's too
+    monkeypatch.setattr(execute_module, "BOOKKEEPING_PATIENCE_S", 0)
     worker.work(burst=True, logging_level="WARNING")  # returns: it did not stop on the error
 
     assert (runs.status(first), runs.status(second)) == ("pending", "succeeded")  # the reconciler queues the first

@@ -60,18 +60,26 @@ def execute(run_id: int, expected_attempt: int, *, clock: Clock = SYSTEM_CLOCK, 
     """Claim and run one attempt; return what became of the run (or why nothing was done)."""
     # From a pending run, the claim (or the deferral, or the cancel) is one write: on PostgreSQL the reads and it
     # need no transaction around them (console/db/single_statements.py).
-    try:
-        with single_statements.unit():
-            claimed = claim.claim(run_id, expected_attempt, clock, worker_id)
-    except DBAPIError as error:
-        # A busy worker keeps its connection and pings it only after an idle second (console/processes/worker.py):
-        # one the server dropped meanwhile fails here, before the handler. The claim is guarded, so it is tried
-        # once more, on a new connection, as the pool's pre-ping would have given.
-        if not error.connection_invalidated:
-            raise
-        db.session.rollback()
-        with single_statements.unit():
-            claimed = claim.claim(run_id, expected_attempt, clock, worker_id)
+    # A busy worker keeps its connection and pings it only after an idle second (console/processes/worker.py): one
+    # the server dropped meanwhile fails here, before the handler. The claim is guarded, so it is tried again on a
+    # new connection, as the pool's pre-ping would have given, and while the database restarts for as long as an
+    # outcome's write waits (failing at once, its run waited up to a minute for the reconciler).
+    tries, waited = 0, 0.0
+    while True:
+        tries += 1
+        try:
+            with single_statements.unit():
+                claimed = claim.claim(run_id, expected_attempt, clock, worker_id)
+            break
+        except DBAPIError as error:
+            if not (error.connection_invalidated or _unanswered(error)) or waited >= BOOKKEEPING_PATIENCE_S:
+                raise
+            _abandon_write()
+            if tries > 1:  # the first retry goes at once: a dropped connection is replaced, nothing may be down
+                pause = min(BOOKKEEPING_BACKOFF_S * 2 ** (tries - 2), BOOKKEEPING_MAX_PAUSE_S,
+                            BOOKKEEPING_PATIENCE_S - waited)
+                _sleep(pause)
+                waited += pause
     return claimed if isinstance(claimed, str) else _perform(*claimed, clock)
 
 
