@@ -37,20 +37,21 @@ def failing(monkeypatch, target, attribute: str, times: int | None, error=None):
     return calls
 
 
-def refuse_success(monkeypatch, times: int | None) -> list:
-    """Make the database refuse to record a success `times` times (None: always), as a restarting server does."""
-    real_move, refused = transitions.move, []
+def refuse(monkeypatch, target: str, times: int | None) -> list:
+    """Make the database refuse to record a move to `target` `times` times (None: always), as a restarting server
+    does; return the moves to it asked for (1 refused, 0 let through)."""
+    real_move, asked = transitions.move, []
 
-    def move(run, target, *args, **kwargs):
-        if target == "succeeded" and (times is None or len(refused) < times):
-            refused.append(1)
+    def move(run, to, *args, **kwargs):
+        if to == target and (times is None or len(asked) < times):
+            asked.append(1)
             raise OperationalError("UPDATE runs", {}, Exception("the database system is shutting down"))
-        if target == "succeeded":
-            refused.append(0)
-        return real_move(run, target, *args, **kwargs)
+        if to == target:
+            asked.append(0)
+        return real_move(run, to, *args, **kwargs)
 
     monkeypatch.setattr(transitions, "move", move)
-    return refused
+    return asked
 
 
 def _stale(run_id: int, clock):
@@ -77,7 +78,7 @@ def test_a_failed_write_of_a_known_failure_is_retried_not_the_handler(runs, cloc
 def test_a_success_written_once_the_database_answers_again_is_recorded_as_it_ran(runs, clock, monkeypatch):
     """A PostgreSQL restart takes 0.5–2 s: three tries in 0.3 s made its successes dead letters and work orders."""
     run_id = runs.submit("demo.noop")
-    refused = refuse_success(monkeypatch, times=6)  # some 3 s of pauses, within the worker's patience
+    refused = refuse(monkeypatch, "succeeded", times=6)  # some 3 s of pauses, within the worker's patience
     assert execute(run_id, 0, clock=clock) == "succeeded"
     run = runs.get(run_id)
     assert (run.status, run.executions, len(refused)) == ("succeeded", 1, 7)
@@ -87,7 +88,7 @@ def test_a_success_written_once_the_database_answers_again_is_recorded_as_it_ran
 def test_a_success_the_database_never_took_is_kept_and_recorded_by_the_reconciler_never_parked(
         runs, clock, monkeypatch):
     run_id = runs.submit("demo.noop")
-    refuse_success(monkeypatch, times=None)
+    refuse(monkeypatch, "succeeded", times=None)
     assert execute(run_id, 0, clock=clock) == "bookkeeping_failed"  # waited its patience, then kept it in Redis
     assert runs.get(run_id).status == "running"
     assert known_outcomes.recall(run_id, 1)["result"] == {"ok": True}
@@ -165,14 +166,7 @@ def test_a_retryable_failure_the_database_never_took_is_retried_by_its_policy_no
     """A handler's transient error while the database was down past the worker's patience became a dead letter and
     a work order for a person, where its policy would have retried it."""
     run_id = runs.submit("demo.flaky", {"fail_times": 1}, policy={**LENIENT, "max_attempts": 3, "jitter": 0})
-    real_move = transitions.move
-
-    def refuse_retry_wait(run, target, *args, **kwargs):
-        if target == "retry_wait":
-            raise OperationalError("UPDATE runs", {}, Exception("the database system is shutting down"))
-        return real_move(run, target, *args, **kwargs)
-
-    monkeypatch.setattr(transitions, "move", refuse_retry_wait)
+    refuse(monkeypatch, "retry_wait", times=None)
     assert execute(run_id, 0, clock=clock) == "bookkeeping_failed"
     monkeypatch.undo()
     monkeypatch.setattr(engine, "_sleep", lambda seconds: None)
@@ -186,12 +180,7 @@ def test_a_database_gone_even_for_the_cleanup_parks_the_run_rather_than_run_it_a
     """A PostgreSQL restart: the success's write failed, then so did leaving its single-statement unit (which asks
     the database); that error escaped the retries, the worker quit, and the reconciler ran the handler again."""
     run_id = runs.submit("demo.noop")
-    real_move, real_call = transitions.move, engine.call_handler
-
-    def refuse_success(run, target, *args, **kwargs):
-        if target == "succeeded":
-            raise OperationalError("UPDATE runs", {}, Exception("terminating connection due to administrator command"))
-        return real_move(run, target, *args, **kwargs)
+    real_call = engine.call_handler
 
     def call_then_lose_the_database(*args, **kwargs):
         result = real_call(*args, **kwargs)
@@ -199,7 +188,7 @@ def test_a_database_gone_even_for_the_cleanup_parks_the_run_rather_than_run_it_a
                 error=OperationalError("SET TRANSACTION", {}, Exception("the database system is shutting down")))
         return result
 
-    monkeypatch.setattr(transitions, "move", refuse_success)
+    refuse(monkeypatch, "succeeded", times=None)
     monkeypatch.setattr(engine, "call_handler", call_then_lose_the_database)
     assert execute(run_id, 0, clock=clock) == "bookkeeping_failed"  # kept in Redis: it escaped before
     run = runs.get(run_id)
@@ -211,7 +200,7 @@ def test_an_outcome_whose_run_moved_on_while_its_worker_waited_for_the_database_
     """The reconciler took the attempt for lost while its worker waited for the database: the late write finds the
     run moved on and drops the outcome, as any stale attempt's is; nothing is kept for the reconciler."""
     run_id = runs.submit("demo.noop")
-    refused = refuse_success(monkeypatch, times=None)
+    refused = refuse(monkeypatch, "succeeded", times=None)
     real_sleep = engine._sleep
 
     def moved_on_meanwhile(seconds):
@@ -232,14 +221,7 @@ def test_a_failure_with_an_undo_step_kept_for_the_reconciler_gets_its_undo_and_i
     from console.services.engine import compensation, diagnostics
 
     run_id = runs.submit("demo.flaky_compensated", {"fail_times": 1, "error": "compensable"})
-    real_move = transitions.move
-
-    def refuse_failed(run, target, *args, **kwargs):
-        if target == "failed":
-            raise OperationalError("UPDATE runs", {}, Exception("the database system is shutting down"))
-        return real_move(run, target, *args, **kwargs)
-
-    monkeypatch.setattr(transitions, "move", refuse_failed)
+    refuse(monkeypatch, "failed", times=None)
     assert execute(run_id, 0, clock=clock) == "bookkeeping_failed"
     monkeypatch.undo()
     monkeypatch.setattr(engine, "_sleep", lambda seconds: None)
