@@ -158,6 +158,7 @@ def test_a_failure_the_database_never_took_is_recorded_by_the_reconciler_as_its_
     assert (run.status, run.status_reason, run.error_code, run.executions) == ("dead", "non_retryable",
                                                                                "bad_account", 1)
     assert "account 42 is closed" in run.error_message and len(runs.dead_letters(run_id)) == 1
+    assert run.finished_at < clock() - timedelta(minutes=5)  # when the handler ended (it read the reconcile's time)
     assert known_outcomes.recall(run_id, 1) is None
     assert [e.kind for e in runs.events(run_id)].count("running") == 1  # the handler ran once
 
@@ -246,3 +247,72 @@ def test_a_claim_met_by_a_database_restart_waits_for_it_instead_of_failing_its_j
     assert execute(run_id, 0, clock=clock) == "succeeded"
     assert slept == [0.1, 0.2, 0.4]  # the first retry at once: a dropped connection is replaced
     assert runs.get(run_id).executions == 1
+
+
+def test_a_success_recorded_late_after_someone_asked_to_cancel_is_cancelled_as_its_worker_would_have(
+        runs, clock, monkeypatch):
+    """The worker's own write says `cancelled` when a cancel was asked while the handler ran; the late record said
+    `succeeded`."""
+    run_id = runs.submit("demo.noop")
+    refuse(monkeypatch, "cancelled", times=None)
+    real_call = engine.call_handler
+
+    def asked_to_cancel_meanwhile(*args, **kwargs):
+        result = real_call(*args, **kwargs)
+        transitions.request_cancel(runs.get(run_id), clock(), actor="alice")
+        db.session.commit()
+        args[1].cancel_event.set()  # what the heartbeat does when it reads the request
+        return result
+
+    monkeypatch.setattr(engine, "call_handler", asked_to_cancel_meanwhile)
+    assert execute(run_id, 0, clock=clock) == "bookkeeping_failed"
+    monkeypatch.undo()
+    monkeypatch.setattr(engine, "_sleep", lambda seconds: None)
+    assert reconcile.reconcile(_stale(run_id, clock)).lost_workers == [run_id]
+    run = runs.get(run_id)
+    assert (run.status, run.status_reason, run.result, run.executions) == ("cancelled", "cancel_requested",
+                                                                           {"ok": True}, 1)
+    assert run.finished_at < clock() - timedelta(minutes=5)
+
+
+@pytest.mark.parametrize("handler, params, refused, counted", [
+    ("demo.flaky", {"fail_times": 1}, "dead", True),  # a dependency's failure: the breaker counts it
+    ("demo.flaky", BROKEN, "dead", False),  # a caller's bad input: it does not, as a worker's own record
+])
+def test_a_failure_recorded_late_counts_toward_its_breaker_as_its_workers_record_would(
+        runs, clock, monkeypatch, handler, params, refused, counted):
+    """A late failure counted nowhere: a dependency failing through a database outage never opened its breaker."""
+    from console.services.engine import breakers
+
+    policy = {"max_attempts": 1, "breaker": {"failure_threshold": 1, "open_s": 60, "success_threshold": 1}}
+    run_id = runs.submit(handler, params, policy=policy)
+    refuse(monkeypatch, refused, times=None)
+    assert execute(run_id, 0, clock=clock) == "bookkeeping_failed"
+    key = breakers.key_for(runs.get(run_id).handler, runs.get(run_id).tenant_id, "handler")
+    assert breakers.state_of(key, clock()).state == "closed"  # its worker released the slot, counted nothing
+    monkeypatch.undo()
+    monkeypatch.setattr(engine, "_sleep", lambda seconds: None)
+    assert reconcile.reconcile(_stale(run_id, clock)).lost_workers == [run_id]
+    assert runs.get(run_id).status == "dead"
+    assert (breakers.state_of(key, clock()).state == "open") is counted
+    opened = [m for m in runs.outbox("alert") if m.payload["rule"] == "breaker_opened"]
+    assert len(opened) == int(counted)
+
+
+def test_a_failure_recorded_at_the_workers_last_try_counts_toward_its_breaker(runs, clock, monkeypatch):
+    from console.services.engine import breakers
+
+    policy = {"max_attempts": 1, "breaker": {"failure_threshold": 1, "open_s": 60, "success_threshold": 1}}
+    run_id = runs.submit("demo.flaky", {"fail_times": 1}, policy=policy)
+    real_move, real_keep = transitions.move, engine._keep_for_the_reconciler
+    refuse(monkeypatch, "dead", times=None)
+
+    def back_for_the_last_try(*args, **kwargs):
+        monkeypatch.setattr(transitions, "move", real_move)
+        return real_keep(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "_keep_for_the_reconciler", back_for_the_last_try)
+    assert execute(run_id, 0, clock=clock) == "dead"
+    run = runs.get(run_id)
+    assert breakers.state_of(breakers.key_for(run.handler, run.tenant_id, "handler"), clock()).state == "open"
+    assert known_outcomes.recall(run_id, 1) is None

@@ -6,6 +6,7 @@ from console.domain.breaker import BreakerSettings
 from console.extensions import db
 from console.models import Tenant
 from console.services.delivery import outbox
+from console.services.engine import breakers
 from console.services.engine.breakers import BreakerKey
 
 
@@ -33,3 +34,15 @@ def closed(key: BreakerKey, now: datetime, reset_by: str | None = None) -> None:
         summary = f"{reset_by} reset the circuit breaker of {key.handler}{whose} by hand: it is closed."
     outbox.resolve(f"rebound-{key.alert_key}", title, summary, now, tenant_id=key.tenant_id, handler=key.handler,
                    scope=key.scope)
+
+
+def count(key: BreakerKey, ok: bool, now: datetime, settings: BreakerSettings, *, clean_before: bool = False) -> bool:
+    """Count an attempt's outcome against its breaker; queue the alert an opening or closing raises, in the caller's
+    transaction, and tell whether one was queued (the caller commits it)."""
+    change = breakers.record(key, ok, now, settings, clean_before=clean_before)
+    if change == "opened":
+        opened(key, settings, now)
+    elif change == "closed":
+        # The cause has cleared: resolve the PagerDuty incident the "opened" alert started (same key).
+        closed(key, now)
+    return change in ("opened", "closed")

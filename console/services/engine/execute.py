@@ -168,12 +168,14 @@ def _unanswered(error: BaseException) -> bool:
         isinstance(error, DBAPIError) and error.connection_invalidated)
 
 
-def _keep_for_the_reconciler(run, outcome: Outcome, policy, ctx: HandlerContext, now, clock: Clock) -> str:
-    """The database did not answer for the whole patience: one last try the usual way, else keep the outcome in Redis
-    for the reconciler to record as this would have (a retryable failure parked for a person had made a dead letter
-    of a run its policy would retry, and a success a dead letter a person would replay)."""
+def _keep_for_the_reconciler(run, outcome: Outcome, policy, ctx: HandlerContext, now, clock: Clock
+                             ) -> Run | RunRow | str:
+    """The database did not answer for the whole patience: one last try the usual way (return the run it recorded),
+    else keep the outcome in Redis for the reconciler to record as this would have (a retryable failure parked for a
+    person had made a dead letter of a run its policy would retry, and a success a dead letter a person would
+    replay) and return why nothing was recorded."""
     try:
-        return _record(_reread(run), outcome, policy, ctx, now, clock).status
+        return _record(_reread(run), outcome, policy, ctx, now, clock)
     except transitions.StaleRun:
         return "stale"
     except Exception as still:  # noqa: BLE001 - kept below, whatever it was
@@ -183,7 +185,7 @@ def _keep_for_the_reconciler(run, outcome: Outcome, policy, ctx: HandlerContext,
         known_outcomes.keep_success(run.id, ctx.attempt, json_safe(outcome.result), now, outcome.duration_ms)
     else:
         known_outcomes.keep_failure(run.id, ctx.attempt, classify(outcome.error, policy),
-                                    diagnostics.of(outcome.error, list(outcome.log_lines)), outcome.duration_ms)
+                                    diagnostics.of(outcome.error, list(outcome.log_lines)), now, outcome.duration_ms)
     return known_outcomes.BOOKKEEPING_FAILED
 
 
@@ -246,10 +248,13 @@ def _perform(run: RunRow, policy, breaker: breakers.BreakerKey, settings: Breake
             log.warning("run %s: recording the outcome of attempt %s failed (try %s, %.1f s so far): %s", run.id,
                         ctx.attempt, attempt, waited, bookkeeping_error)
             if attempt >= BOOKKEEPING_TRIES and not patient:
-                breakers.release_probe(breaker, verdict)
-                if _unanswered(bookkeeping_error):
-                    return _keep_for_the_reconciler(run, outcome, policy, ctx, now, clock)
-                return _park_known_outcome(run.id, ctx.attempt, outcome, policy, bookkeeping_error, now)
+                kept = (_keep_for_the_reconciler(run, outcome, policy, ctx, now, clock)
+                        if _unanswered(bookkeeping_error) else None)
+                if not isinstance(kept, str | None):
+                    run = kept  # recorded at the last try: its breaker counts it below, as any
+                    break
+                breakers.release_probe(breaker, verdict)  # the reconciler counts a kept outcome; a parked one no one
+                return kept or _park_known_outcome(run.id, ctx.attempt, outcome, policy, bookkeeping_error, now)
             _sleep(pause)
             waited += pause
     single_statements.end()
@@ -258,12 +263,6 @@ def _perform(run: RunRow, policy, breaker: breakers.BreakerKey, settings: Breake
         # but a probe's slot is freed at once, or every run of the handler would wait out the probe timeout.
         breakers.release_probe(breaker, verdict)
         return run.status
-    change = breakers.record(breaker, error is None, now, settings, clean_before=verdict.clean)
-    if change == "opened":
-        breaker_alerts.opened(breaker, settings, now)
-        db.session.commit()
-    elif change == "closed":
-        # The cause has cleared: resolve the PagerDuty incident the "opened" alert started (same key).
-        breaker_alerts.closed(breaker, now)
+    if breaker_alerts.count(breaker, error is None, now, settings, clean_before=verdict.clean):
         db.session.commit()
     return run.status

@@ -29,8 +29,11 @@ def _error_fields(failure: Failure) -> dict:
 
 
 def fail(run: Run, failure: Failure, policy: RetryPolicy, now, *, duration_ms: int | None = None,
-         compensate=None, ctx=None, clock=None) -> str:
-    """Move a running run on after a failed attempt; return its new status."""
+         compensate=None, ctx=None, clock=None, finished_at=None) -> str:
+    """Move a running run on after a failed attempt; return its new status.
+
+    finished_at: when the attempt ended, if that was before now (an outcome its worker could not write).
+    """
     common = {"duration_ms": duration_ms, "message": failure.message[:2000]}
     if failure.retryable and run.attempt < policy.max_attempts:
         delay = retry_delay(policy, run.attempt, failure.retry_after_s)
@@ -45,13 +48,13 @@ def fail(run: Run, failure: Failure, policy: RetryPolicy, now, *, duration_ms: i
             log.warning("retry of run %s committed but not scheduled (%s)", run.id, error)
         return "retry_wait"
     if failure.retryable:
-        return _dead(run, failure, "exhausted", now, common)
+        return _dead(run, failure, "exhausted", now, common, finished_at)
     if failure.severity == 3:
-        return _dead(run, failure, "manual_intervention", now, common)
+        return _dead(run, failure, "manual_intervention", now, common, finished_at)
     if compensate is not None:
         begin_compensation(run, failure, now, duration_ms=duration_ms)
         return compensate_run(run, compensate, ctx, now, failure.code, clock=clock)
-    return _dead(run, failure, "non_retryable", now, common)
+    return _dead(run, failure, "non_retryable", now, common, finished_at)
 
 
 def undoes(failure: Failure) -> bool:
@@ -59,8 +62,8 @@ def undoes(failure: Failure) -> bool:
     return not failure.retryable and failure.severity != 3
 
 
-def _dead(run: Run, failure: Failure, reason: str, now, common: dict) -> str:
-    transitions.move(run, "dead", now, reason=reason, error_code=failure.code, finished_at=now, **common,
+def _dead(run: Run, failure: Failure, reason: str, now, common: dict, finished_at=None) -> str:
+    transitions.move(run, "dead", now, reason=reason, error_code=failure.code, finished_at=finished_at or now, **common,
                      **_error_fields(failure))
     letter = dead_letters.park(run, failure, reason, now)
     db.session.commit()

@@ -7,14 +7,16 @@ handler round again.
 import json
 import logging
 from dataclasses import asdict
+from datetime import datetime
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from console.domain.breaker import BreakerSettings
 from console.domain.errors import Failure, NonRetryableError
 from console.extensions import db
 from console.models import Run
 from console.redis_conn import get_redis
-from console.services.engine import diagnostics, handler_kinds, parking, transitions
+from console.services.engine import breaker_alerts, breakers, diagnostics, handler_kinds, parking, transitions
 from console.services.engine.calling import undo_call
 from console.services.engine.diagnostics import Diagnostics
 from console.services.policies import versions as policies
@@ -23,6 +25,7 @@ log = logging.getLogger("rebound.engine")
 BOOKKEEPING_FAILED = "bookkeeping_failed"
 SUCCEEDED = "succeeded"  # a kept outcome that is a success: recorded as one, never parked
 RECORDED_LATE = "recorded_late"  # the timeline's reason for a success written after its worker could not
+RECORDED_LATE_NOTE = "recorded after its worker could not write it"
 FAIL = "fail"  # a kept failure the reconciler records as any failure is (retried if the policy says so)
 KEY = "rebound:known-outcome:{}:{}"
 KEEP_S = 7 * 24 * 3600
@@ -54,17 +57,18 @@ def keep_success(run_id: int, attempt: int, result, ended_at, duration_ms: int |
     log.error("run %s: attempt %s succeeded but cannot be recorded yet; the reconciler records it", run_id, attempt)
 
 
-def keep_failure(run_id: int, attempt: int, failure: Failure, found: Diagnostics, duration_ms: int | None = None
-                 ) -> None:
+def keep_failure(run_id: int, attempt: int, failure: Failure, found: Diagnostics, ended_at,
+                 duration_ms: int | None = None) -> None:
     """Keep a failure the database did not take, for the reconciler to record as any failure is."""
     remember(run_id, attempt, failure.code, failure.message, then=FAIL, failure=asdict(failure),
-             diagnostics=asdict(found), duration_ms=duration_ms)
+             diagnostics=asdict(found), duration_ms=duration_ms, finished_at=ended_at.isoformat())
     log.error("run %s: attempt %s failed (%s) but cannot be recorded yet; the reconciler records it", run_id,
               attempt, failure.code)
 
 
 def record_failure(run: Run, kept: dict, now) -> None:
-    """Record a kept failure as the worker would have: its diagnostics, then a retry, an undo or a dead letter."""
+    """Record a kept failure as the worker would have: its diagnostics, then a retry, an undo or a dead letter, and
+    a retryable one against its breaker."""
     # Imported here: compensation and failures import the engine's execute, which imports this module.
     from console.services.engine import compensation
     from console.services.engine.failures import begin_compensation, fail, undoes
@@ -78,7 +82,13 @@ def record_failure(run: Run, kept: dict, now) -> None:
         begin_compensation(run, failure, now, duration_ms=kept.get("duration_ms"))
         compensation.enqueue(run.id)
         return
-    fail(run, failure, policy, now, duration_ms=kept.get("duration_ms"))
+    fail(run, failure, policy, now, duration_ms=kept.get("duration_ms"), finished_at=_ended(kept))
+    if failure.retryable:  # the worker's rule: a caller's bad input says nothing of the dependency's health
+        _count_toward_breaker(run, policy, False, now)
+
+
+def _ended(kept: dict):
+    return datetime.fromisoformat(kept["finished_at"]) if kept.get("finished_at") else None
 
 
 def _undo_after_failure(run: Run, policy):
@@ -88,11 +98,25 @@ def _undo_after_failure(run: Run, policy):
         return None  # the handler is gone: nothing to undo with
 
 
-def record_success(run: Run, result, now, duration_ms: int | None = None, finished_at=None) -> None:
-    """Move a running run whose handler is known to have succeeded to succeeded, later than it happened; commit."""
-    transitions.move(run, "succeeded", now, reason=RECORDED_LATE, finished_at=finished_at or now, result=result,
-                     progress=100, duration_ms=duration_ms)
+def record_success(run: Run, kept: dict, now) -> None:
+    """Record a kept success as the worker would have, later than it happened: succeeded (cancelled if someone asked
+    meanwhile), counted toward its breaker; commit."""
+    ended, duration_ms = _ended(kept) or now, kept.get("duration_ms")
+    if run.cancel_requested:
+        transitions.move(run, "cancelled", now, reason="cancel_requested", finished_at=ended, result=kept.get("result"),
+                         duration_ms=duration_ms, message=RECORDED_LATE_NOTE)
+    else:
+        transitions.move(run, "succeeded", now, reason=RECORDED_LATE, finished_at=ended, result=kept.get("result"),
+                         progress=100, duration_ms=duration_ms)
     db.session.commit()
+    _count_toward_breaker(run, policies.effective(run.policy_id, run.policy_overrides)[1], True, now)
+
+
+def _count_toward_breaker(run: Run, policy, ok: bool, now) -> None:
+    """Count a late outcome against the run's breaker (its worker released the slot it held); commit any alert."""
+    settings = BreakerSettings.from_policy(policy, run.policy_id, run.policy_version)
+    if breaker_alerts.count(breakers.key_for(run.handler, run.tenant_id, policy.breaker_scope), ok, now, settings):
+        db.session.commit()
 
 
 def park_for_a_person(run: Run, failure: Failure, now, duration_ms: int | None = None) -> None:

@@ -2,7 +2,7 @@
 
 import logging
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from rq import Queue
 from sqlalchemy import and_, or_, select
@@ -120,9 +120,7 @@ def _recover_lost_workers(now, report: Report, dry_run: bool = False) -> None:
             # is, so a retry is a new attempt its policy asks for), or park it; never run this attempt again.
             try:
                 if known["code"] == known_outcomes.SUCCEEDED:
-                    ended = known.get("finished_at")
-                    known_outcomes.record_success(run, known.get("result"), now, known.get("duration_ms"),
-                                                  finished_at=datetime.fromisoformat(ended) if ended else None)
+                    known_outcomes.record_success(run, known, now)
                 elif known.get("then") == known_outcomes.FAIL:
                     # Its handler failed while the database did not answer: the failure goes the way any does.
                     known_outcomes.record_failure(run, known, now)
