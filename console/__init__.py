@@ -15,7 +15,7 @@ def create_app(config: dict | None = None) -> Flask:
     from console.commands import register as register_cli
     from console.db import migrations, sqlite, sqlite_busy
     from console.extensions import csrf, db, htmx, limiter
-    from console.services.engine import followups, registry
+    from console.services.engine import followups, registry, transition_lines
     from console.services.recovery import runbook_registry
     from console.web import converters
 
@@ -34,6 +34,7 @@ def create_app(config: dict | None = None) -> Flask:
     metrics.init_app(app)
     registry.init_app(app)
     followups.init_app(app)
+    transition_lines.init_app(app)
     runbook_registry.init_app(app)
     app.config.setdefault("RATELIMIT_STORAGE_URI", redis_conn.limiter_storage_uri(app.config["REDIS_URL"]))
     app.config.setdefault("RATELIMIT_STORAGE_OPTIONS", redis_conn.limiter_options())

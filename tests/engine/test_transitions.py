@@ -17,7 +17,7 @@ def test_move_many_changes_only_the_runs_still_in_the_source_status(runs, clock,
     with caplog.at_level(logging.INFO, logger="rebound.runs"):
         rows = transitions.move_many("pending", "cancelled", [*waiting, moved_on], clock(), reason="replaced",
                                      actor="ops", message="superseded", finished_at=clock())
-    db.session.commit()
+        db.session.commit()
     assert sorted(row.id for row in rows) == waiting
     assert {row.status for row in rows} == {"cancelled"}  # RETURNING gives the rows as stored now
     for run_id in waiting:
@@ -69,3 +69,18 @@ def test_request_cancel_asks_only_a_running_run(runs, clock):
     db.session.commit()
     assert runs.get(run_id).cancel_requested is True
     assert runs.events(run_id)[-1].kind == "cancel_requested"
+
+
+def test_a_change_is_logged_once_its_transaction_commits_and_never_if_it_rolls_back(runs, clock, caplog):
+    """Through a database outage the log said "running → dead" 43 s before the write that said so committed."""
+    first, second = runs.submit(idempotency_key="c1"), runs.submit(idempotency_key="c2")
+    with caplog.at_level(logging.INFO, logger="rebound.runs"):
+        transitions.move(runs.get(first), "cancelled", clock(), reason="cancelled_by_person")
+        transitions.move_many("pending", "cancelled", [second], clock(), reason="cancelled_by_person")
+        assert not [r for r in caplog.records if "→ cancelled" in r.getMessage()]  # not yet written
+        db.session.rollback()
+        assert runs.get(first).status == runs.get(second).status == "pending"
+        transitions.move(runs.get(first), "cancelled", clock(), reason="cancelled_by_person")
+        db.session.commit()
+    assert [r.getMessage() for r in caplog.records if "→ cancelled" in r.getMessage()] == [
+        f"run {first}: pending → cancelled (cancelled_by_person)"]

@@ -18,6 +18,7 @@ from console.extensions import db
 from console.logs import run_fields
 from console.models import Run, RunEvent
 from console.services.engine import followups
+from console.services.engine.transition_lines import log_at_commit
 
 log = logging.getLogger("rebound.runs")
 # Statuses that need a person: logged as warnings, the rest as info.
@@ -129,8 +130,8 @@ def move(run: Run, target: str, now: datetime, *, reason: str | None = None, err
         mirror(run, key, value)
     level = logging.WARNING if target in NEEDS_A_PERSON else logging.INFO
     if log.isEnabledFor(level):  # the seed fields are gathered only for a line that is written
-        log.log(level, "run %s: %s → %s%s", run.id, source, target, f" ({reason})" if reason else "",
-                extra=run_fields(run, reason, error_code, duration_ms))
+        log_at_commit(db.session, log, level, "run %s: %s → %s%s", run.id, source, target,
+                      f" ({reason})" if reason else "", extra=run_fields(run, reason, error_code, duration_ms))
 
 
 def move_many(source: str, target: str, run_ids: list[int], now: datetime, *, reason: str,
@@ -170,12 +171,12 @@ def move_many(source: str, target: str, run_ids: list[int], now: datetime, *, re
         if target in followups.SIGNALS and row.workflow_id is not None:
             followups.note(db.session, row.workflow_id)
         if each:
-            log.log(level, "run %s: %s → %s (%s)", row.id, source, target, reason,
-                    extra=run_fields(row, reason, error_code, None))
+            log_at_commit(db.session, log, level, "run %s: %s → %s (%s)", row.id, source, target, reason,
+                          extra=run_fields(row, reason, error_code, None))
     if rows and columns is not None and log.isEnabledFor(level):
         ids = sorted(row.id for row in rows)
         shown = ", ".join(map(str, ids[:10])) + (f" … {ids[-1]}" if len(ids) > 10 else "")
-        log.log(level, "%d runs: %s → %s (%s): %s", len(rows), source, target, reason, shown)
+        log_at_commit(db.session, log, level, "%d runs: %s → %s (%s): %s", len(rows), source, target, reason, shown)
     if rows:
         # Read from the rows just written, in the database: no timeline row is built in Python.
         connection.execute(_timeline_of_moved(dialect), {
