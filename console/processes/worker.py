@@ -187,11 +187,15 @@ class SparseHousekeepingMixin:
             return
         super().handle_execution_ended(job, queue, heartbeat_ttl)
 
+    # An idle worker wakes this often to beat. A job's preparation cuts the key's life to ~90 s (RQ's job
+    # monitoring), which the beat skipped just before an idle wait cannot restore; and a Redis restarted without its
+    # data knows the worker again only from its next beat (the client's retry sends the wait again on a new
+    # connection, so it ends on time, not at the restart): every 60 s, the Workers page said none ran for a minute.
+    IDLE_WAKE_S = 15
+
     @property
     def dequeue_timeout(self) -> int:
-        # A job's preparation cuts the key's life to ~90 s (RQ's job monitoring), and the beat skipped just before
-        # an idle wait cannot restore it: so an idle worker wakes to beat every minute rather than every 405 s.
-        return min(super().dequeue_timeout, 60)
+        return min(super().dequeue_timeout, self.IDLE_WAKE_S)
 
 
 class FewerRoundTripsMixin:

@@ -109,7 +109,7 @@ def test_rq_waits_for_a_job_as_long_as_dequeue_timeout_says(app):
     assert "self.dequeue_timeout" in source and "self.check_for_suspension(burst)" in source
     worker = build_worker(app, get_redis(), "simple")
     assert BaseWorker.dequeue_timeout.fget(worker) == max(1, worker.worker_ttl - 15)
-    assert worker.dequeue_timeout == 60
+    assert worker.dequeue_timeout == worker.IDLE_WAKE_S == 15
 
 
 def test_a_job_payload_is_written_as_zlib_level_0_which_rq_reads_back():

@@ -1,9 +1,16 @@
 """A cheap check of the two things every process depends on."""
 
+import shutil
+
 import redis
 from sqlalchemy import text
 
+from console.db.sqlite import database_file
 from console.extensions import db
+
+# SQLite on a full disk still answers reads, so SELECT 1 said ok while every submit and outcome failed (a resilience
+# walk filled the disk): below this much free space next to the database file, the database is reported full.
+MIN_FREE_BYTES = 16 * 1024 * 1024
 
 
 def check(redis_client) -> dict:
@@ -11,7 +18,7 @@ def check(redis_client) -> dict:
     report = {}
     try:
         db.session.execute(text("SELECT 1"))
-        report["database"] = "ok"
+        report["database"] = _room() or "ok"
     except Exception as exc:  # noqa: BLE001 - any failure is the answer we report
         report["database"] = f"error: {type(exc).__name__}"
         db.session.rollback()
@@ -22,3 +29,15 @@ def check(redis_client) -> dict:
         report["redis"] = f"error: {type(exc).__name__}"
     report["status"] = "ok" if all(v == "ok" for v in report.values()) else "degraded"
     return report
+
+
+def _room() -> str | None:
+    """Say when a SQLite database's disk is (nearly) full; a PostgreSQL server's disk is not this host's to see."""
+    engine = db.engine
+    path = database_file(engine.url) if engine.dialect.name == "sqlite" else None
+    if path is None:
+        return None
+    free = shutil.disk_usage(path.parent).free
+    if free >= MIN_FREE_BYTES:
+        return None
+    return f"error: disk full ({free // 1024 // 1024} MiB free; writes fail until space is freed)"
