@@ -96,6 +96,25 @@ def test_retry_inspect_shows_the_delay_queue_and_dead_letters(app, runs, clock):
     assert "Reconciled:" in text and "Dead-letter queue (open)" in text and "bad_row" in text
 
 
+def test_retry_inspect_lists_the_oldest_dead_letters_by_age_not_by_id(app, runs, clock):
+    """An imported letter failed months before the engine's own, yet got the larger id: it was left off the list."""
+    from datetime import timedelta
+
+    from console.extensions import db
+    from console.models import DeadLetter
+
+    first, imported = (runs.submit("demo.flaky", {"fail_times": 5, "error": "fatal", "code": code})
+                       for code in ("recent", "old_import"))
+    for run_id in (first, imported):
+        execute(run_id, 0, clock=clock)
+    letter = db.session.execute(db.select(DeadLetter).where(DeadLetter.run_id == imported)).scalar_one()
+    letter.created_at = clock() - timedelta(days=300)
+    db.session.commit()
+    data = json.loads(app.test_cli_runner().invoke(args=["retry-inspect", "--json"]).output)
+    assert [d["error_code"] for d in data["oldest_dead_letters"]] == ["old_import", "recent"]
+    assert data["oldest_dead_letters"][0]["age_s"] >= 300 * 86400
+
+
 def test_a_commands_file_entry_that_cannot_run_is_named_with_what_to_fix(app, runs, tmp_path):
     path = tmp_path / "commands.yaml"
     path.write_text("no-argv:\n  run: echo hi\nstring-argv:\n  argv: echo hi\nslow-typo:\n  argv: [sleep, '1']\n"

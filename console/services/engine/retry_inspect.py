@@ -20,7 +20,8 @@ def snapshot(clock: Clock = SYSTEM_CLOCK, oldest: int = 10) -> dict:
     oldest_waiting = db.session.execute(select(Run).where(Run.status == "retry_wait")
                                         .order_by(Run.next_retry_at).limit(oldest)).scalars().all()
     oldest_dead = db.session.execute(select(DeadLetter).where(DeadLetter.status == "open")
-                                     .order_by(DeadLetter.id).limit(oldest)).scalars().all()
+                                     # by age: an imported letter failed long before its id was given
+                                     .order_by(DeadLetter.created_at, DeadLetter.id).limit(oldest)).scalars().all()
     return {
         "at": now.isoformat(),
         "runs_by_status": by_status,
