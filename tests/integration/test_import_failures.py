@@ -269,3 +269,16 @@ def test_a_function_mapped_to_two_handlers_is_refused(app, cli, tmp_path):
 
 def test_exactly_one_source_is_required(app, cli, tmp_path):
     assert "give exactly one of --redis-url or --file" in cli().output
+
+
+@pytest.mark.parametrize("error, kind, message", [
+    ("ValueError: bad", "ValueError", "bad"),  # the README's example: grouped as UnknownError before
+    ("billing.CardDeclined: card declined for order 7", "CardDeclined", "card declined for order 7"),
+    ("card declined: order 7", "UnknownError", "card declined: order 7"),  # words, not a type's name
+    ("timed out", "UnknownError", "timed out"),
+])
+def test_an_error_given_as_one_string_names_its_type_when_it_starts_with_one(tmp_path, error, kind, message):
+    from console.services.dlq.import_sources import read_jsonl
+
+    [failed] = read_jsonl(write_lines(tmp_path, [{"id": "j", "function": "billing.charge", "error": error}]))
+    assert (failed.error_type, failed.error_message) == (kind, message)

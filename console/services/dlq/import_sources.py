@@ -1,6 +1,7 @@
 """Read failures from before Rebound: RQ's FailedJobRegistry in a Redis, or a JSON-lines file."""
 
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -9,6 +10,7 @@ from console.services import inputs
 from console.services.errors import InvalidInput
 
 MAX_ATTEMPTS = 1000
+_TYPE_NAME = re.compile(r"[A-Za-z_][\w.]*")  # an exception's (dotted) name: no spaces
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,14 @@ def error_from_traceback(text: str | None) -> tuple[str, str]:
     kind, sep, message = last.partition(": ")
     kind = kind.rsplit(".", 1)[-1] if sep and " " not in kind else ("UnknownError" if sep else last)
     return (kind, message) if sep else (kind, "")
+
+
+def _error_text(text: str) -> dict:
+    """Read an error given as one string: "ValueError: bad" names its type, as a traceback's last line does."""
+    kind, sep, message = text.strip().partition(": ")
+    if sep and _TYPE_NAME.fullmatch(kind):
+        return {"type": kind.rsplit(".", 1)[-1], "message": message}
+    return {"message": text}
 
 
 def _plain(value):
@@ -143,7 +153,7 @@ def _line(data, where: str) -> Failed:
         raise InvalidInput(f"{where}: params must be a JSON object", "params")
     error = data.get("error") or {}
     if isinstance(error, str):
-        error = {"message": error}
+        error = _error_text(error)
     if not isinstance(error, dict):
         raise InvalidInput(f"{where}: error must be an object with type, message and traceback", "error")
     traceback = error.get("traceback")
