@@ -109,6 +109,7 @@ def test_the_error_code_filter_finds_a_code_whatever_its_case(client, auth, runs
     assert listed(client.get("/runs?error_code=timeout")) == [upper]
     assert listed(client.get("/runs?error_code=TimeOut")) == [upper]
     assert 'data-total="1"' in client.get("/runs?error_code=timeout").get_data(as_text=True)
+    assert listed(client.get("/runs?code=timeout")) == [upper]  # the DLQ's and the API's name for it
 
 
 def test_a_bad_filter_is_a_422_that_names_the_field(client, auth, runs):

@@ -124,6 +124,8 @@ class TimelineFilterForm(Form):
             created_from=_utc(self.created_from.data), created_to=_utc(self.created_to.data),
         )
 
+    ALIASES: dict[str, str] = {}  # another name a field is asked for by in a URL
+
     def query_args(self) -> dict:
         """Return the filters as query-string arguments (for links that keep them), empty ones left out."""
         args = {}
@@ -136,6 +138,8 @@ class TimelineFilterForm(Form):
 
 
 class RunFilterForm(TimelineFilterForm):
+    # The DLQ's filter and the API call it `code`: a Runs URL written that way was ignored and listed every run.
+    ALIASES = {"code": "error_code"}
     error_code = StringField("Error code", validators=[Optional(), Length(max=80)])
     q = StringField("Text", validators=[Optional(), Length(max=200)])
     # The selector shows what the page shows: with none chosen, DEFAULT_PAGE_SIZE.

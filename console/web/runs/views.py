@@ -37,7 +37,12 @@ def pretty(value) -> str:
 def _filter_form(form_class, scope: int | None):
     # Another tenant's filter is refused as the DLQ refuses it (403), not taken for a typo in the filter.
     tenants.keep_within(request.args.get("tenant", ""), scope, "runs")
-    form = form_class(request.args)
+    args = request.args
+    for alias, name in form_class.ALIASES.items():
+        if alias in args and name not in args:
+            args = args.copy()
+            args.setlist(name, args.poplist(alias))
+    form = form_class(args)
     form.fill_choices(runs_query.tenant_options(scope), runs_query.task_options(scope))
     return form
 
