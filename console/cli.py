@@ -72,6 +72,11 @@ def _tidy_group_options(group: click.Group) -> None:
                            "the environment wins.")
 
 
+def _only_what_changed(record: logging.LogRecord) -> bool:
+    """Keep alembic's "Running upgrade …" lines; drop its two about the database's dialect, said every time."""
+    return not record.getMessage().startswith(("Context impl ", "Will assume "))
+
+
 def main() -> None:
     """Entry point of the `rebound` console script."""
     configure_logging(_level(sys.argv))
@@ -80,6 +85,7 @@ def main() -> None:
         # to migrate, and without them said nothing of what it did ("Running upgrade a30… -> a31…").
         logging.getLogger("alembic").setLevel(logging.INFO)
         logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)  # a line per plugin it loads
+        logging.getLogger("alembic.runtime.migration").addFilter(_only_what_changed)
     # Not Flask's `run` (a development server), `shell` and `routes`, nor its --version (Flask's, not Rebound's).
     group = ReboundGroup(create_app=_create_app, help="Rebound: ops console for background tasks that fail.",
                        add_default_commands=False, add_version_option=False)
