@@ -17,8 +17,23 @@ MAX_JSON_DEPTH = 64
 
 
 def is_digits(text: str) -> bool:
-    """Tell whether text is ASCII digits only: str.isdigit() and int() take other scripts' digits too ("٣" is 3)."""
-    return text.isascii() and text.isdigit()
+    """Tell whether text is ASCII digits only, few enough for int() to read.
+
+    str.isdigit() and int() take other scripts' digits too ("٣" is 3); and int() refuses a string of more digits than
+    sys.get_int_max_str_digits() (4,300) with a ValueError, which a query argument of 5,000 nines made a 500.
+    """
+    return text.isascii() and text.isdigit() and _few_enough(text)
+
+
+def typed_whole(text: str) -> int | str:
+    """Return the whole number a person typed (a sign allowed), or the text itself for the service to say what it
+    takes."""
+    return int(text) if is_digits(text[1:] if text[:1] in ("+", "-") else text) else text
+
+
+def _few_enough(digits: str) -> bool:
+    limit = sys.get_int_max_str_digits()
+    return limit == 0 or len(digits) <= limit
 
 
 def is_id(value) -> bool:

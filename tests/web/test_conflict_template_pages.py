@@ -2,6 +2,8 @@
 
 import re
 
+import pytest
+
 from console.extensions import db
 from console.models import Task
 from console.services.actor import Actor
@@ -91,10 +93,11 @@ def test_a_tampered_version_field_is_422_and_saves_nothing(client, auth):
     assert templates.get("nightly").current_version == 1
 
 
-def test_bad_rules_are_shown_under_their_field_and_save_nothing(client, auth):
+@pytest.mark.parametrize("grace", ["soon", "9" * 5000])  # more digits than int() reads was a 500
+def test_bad_rules_are_shown_under_their_field_and_save_nothing(client, auth, grace):
     arrange()
     auth.as_role("operator")
-    response = post_form(client, auth, "/tasks/templates/nightly", misfire_grace_s="soon")
+    response = post_form(client, auth, "/tasks/templates/nightly", misfire_grace_s=grace)
     assert response.status_code == 422
     assert "misfire_grace_s must be a whole number of seconds" in response.get_data(as_text=True)
     assert templates.get("nightly").current_version == 1

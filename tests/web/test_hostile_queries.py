@@ -12,7 +12,8 @@ from tests.factories import bearer
 NAMES = ("page", "before", "after", "status", "tenant", "task", "period", "from", "to", "since", "until", "q",
          "limit", "kind", "tab", "view", "handler", "code", "per_page", "open", "group", "age", "created_from",
          "created_to", "ended_from", "error_code", "failed", "late", "metric", "day", "rate", "op", "mine")
-HOSTILE = ("  ", "-1", "99999999999999999999999", "1e309", "nan", "%ff%fe", "\u202e1", "x" * 3000, "0x10", "[]")
+HOSTILE = ("  ", "-1", "99999999999999999999999", "1e309", "nan", "%ff%fe", "\u202e1", "x" * 3000, "0x10", "[]",
+           "9" * 5000)  # more digits than int() reads: the API's limit, before and task were a 500
 # Not pages: the log-out link (it would end the session), static files.
 SKIPPED = {"auth.logout", "static"}
 
@@ -28,7 +29,7 @@ def read_routes(app) -> list[str]:
 
 
 @pytest.mark.parametrize("value", HOSTILE, ids=["blank", "negative", "huge", "overflow", "nan", "bad-utf8", "bidi",
-                                                 "long", "hex", "brackets"])
+                                                 "long", "hex", "brackets", "past-int-digits"])
 def test_no_read_answers_a_hostile_query_with_a_500(app, client, auth, dead_run, value):
     dead_run()  # a run, its dead letter and work order: the pages with id 1 have something to show
     admin = auth.as_role("admin")

@@ -428,6 +428,10 @@ def test_edit_with_an_invalid_cron_is_422_with_the_error_on_the_cron_field_and_c
     ({"policy": "no-such-policy"}, "policy", "no retry policy named"),
     ({"sla": '{"deadline_s": -5}'}, "sla", "deadline_s"),
     ({"jitter_s": "soon"}, "jitter_s", "jitter_s must be a whole number of seconds from 0 to 3600"),
+    # More digits than int() reads: a 500 before, for each of the three number boxes.
+    ({"jitter_s": "9" * 5000}, "jitter_s", "jitter_s must be a whole number of seconds from 0 to 3600"),
+    ({"debounce_s": "9" * 5000}, "debounce_s", "debounce_s must be a whole number of seconds"),
+    ({"misfire_grace_s": "9" * 5000}, "misfire_grace_s", "misfire_grace_s must be a whole number of seconds"),
     ({"cron": "", "event": "order.created", "jitter_s": "30"}, "jitter_s",
      "a jitter spreads cron firings only, and this task has no cron: give it a cron expression, or set the jitter to "
      "0"),

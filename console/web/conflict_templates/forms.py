@@ -1,7 +1,5 @@
 """The conflict template form: plain text in, rules out; the domain validates the values."""
 
-import re
-
 from wtforms import HiddenField, SelectField, StringField, TextAreaField
 from wtforms.fields.choices import SelectChoice
 from wtforms.validators import Length
@@ -12,7 +10,6 @@ from console.services.scheduling import quota_classes
 from console.web.forms import ConsoleForm
 from console.web.tasks.forms import CONCURRENCY_CHOICES, json_text
 
-WHOLE = re.compile(r"[+-]?\d+")
 CODES = {"autocomplete": "off", "spellcheck": "false"}
 
 
@@ -54,7 +51,7 @@ class TemplateForm(ConsoleForm):
         return {"mutex_key": (self.mutex_key.data or "").strip() or None,
                 "concurrency_policy": self.concurrency_policy.data or "allow",
                 "window": _json(self.window, "window"),
-                "misfire_grace_s": int(grace) if WHOLE.fullmatch(grace) else grace,
+                "misfire_grace_s": inputs.typed_whole(grace),
                 "sla": _json(self.sla, "sla"), "quota_class": self.quota_class.data or None}
 
     def fill(self, rules: dict) -> None:

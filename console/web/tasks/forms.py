@@ -1,7 +1,6 @@
 """The task form: its fields become the same JSON body the task API takes, and the service validates it."""
 
 import json
-import re
 from datetime import datetime
 
 from wtforms import BooleanField, HiddenField, SelectField, StringField, TextAreaField
@@ -12,7 +11,6 @@ from console.services.errors import InvalidInput
 from console.services.scheduling.tasks import CONCURRENCY_POLICIES
 from console.web.forms import ConsoleForm
 
-WHOLE = re.compile(r"[+-]?\d+")
 DEFAULT_POLICY = "default"
 _CONCURRENCY_HINTS = {"allow": "runs may overlap", "forbid": "skip a firing while one runs",
                       "replace": "cancel the running one"}
@@ -48,7 +46,7 @@ def _text(field) -> str | None:
 def _whole(field):
     """Return the number typed, or the text itself so the service says what a valid value is."""
     text = (field.data or "").strip()
-    return int(text) if WHOLE.fullmatch(text) else text
+    return inputs.typed_whole(text)
 
 
 def json_text(value) -> str:
