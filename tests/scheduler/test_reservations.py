@@ -41,6 +41,10 @@ def test_a_reservation_is_created_listed_and_audited(client, app, admin):
     assert made["created_by"].startswith("root")
     listed = client.get("/ops/capacity/reservations", headers=admin).get_json()["reservations"]
     assert [r["id"] for r in listed] == [made["id"]]
+    for tenant, found in (("acme", [made["id"]]), ("globex", [])):
+        listed = client.get(f"/ops/capacity/reservations?tenant={tenant}", headers=admin).get_json()["reservations"]
+        assert [r["id"] for r in listed] == found
+    assert client.get("/ops/capacity/reservations?tenant=nobody", headers=admin).status_code == 422
     entry = db.session.execute(select(AuditEntry).where(AuditEntry.action == "capacity.reserve")).scalar_one()
     assert (entry.actor[:4], entry.tenant, entry.after["running_slots"]) == ("root", "acme", 3)
 
@@ -154,3 +158,12 @@ def test_the_forecast_counts_a_reservation_as_quota_while_it_holds(app, register
                         reason="batch", clock=clock)
     minutes = {row["minute"] for row in forecast(now, 1).quota_overflows}
     assert minutes and min(minutes) >= (now + timedelta(minutes=30)).isoformat()
+
+
+def test_a_tenant_limited_caller_naming_another_tenant_in_the_list_is_refused_not_ignored(client, auth, admin):
+    _reserve(client, admin, tenant="globex")
+    tenant = tenants.find("acme")
+    acme = bearer(auth.make_user("acme-viewer", "viewer", tenant=tenant), tenant=tenant)
+    refused = client.get("/ops/capacity/reservations?tenant=globex", headers=acme)
+    assert refused.status_code == 403 and "tenant acme" in refused.get_json()["detail"]
+    assert client.get("/ops/capacity/reservations?tenant=acme", headers=acme).get_json()["reservations"] == []
