@@ -67,6 +67,7 @@ def test_a_compensated_workflow_shows_each_steps_undo(client, operator, saga):
     ({"name": "x" * 121}, "name"),
     ({"idempotency_key": None}, "idempotency_key"),
     ({"idempotency_key": 7}, "idempotency_key"),
+    ({"idempotency_key": "   "}, "idempotency_key"),  # spaces only: every client's "   " named one workflow
     ({"priority": 1}, "priority"),
     ({"tenant": 3}, "tenant"),
 ])

@@ -327,6 +327,9 @@ def check_key_shape(idempotency_key, limit: int = MAX_KEY) -> None:
         raise InvalidInput(f"idempotency_key must be a string of 1-{limit} characters", "idempotency_key")
     if idempotency_key is not None and "\x00" in idempotency_key:  # PostgreSQL refuses it in a string (a 500)
         raise InvalidInput("idempotency_key must not contain a NUL character (\\u0000)", "idempotency_key")
+    if idempotency_key is not None and not idempotency_key.strip():  # two clients' "  " would be one piece of work
+        raise InvalidInput("idempotency_key is only spaces: send a key that names this piece of work, or none",
+                           "idempotency_key")
 
 
 def check_key_given(idempotency_key, source: str) -> None:
