@@ -66,7 +66,7 @@ def list_dead_letters():
 @requires(VIEW)
 def get_dead_letter(letter_id: int):
     letter = dlq.get(letter_id, tenant_scope())
-    return jsonify({**serialize.dead_letter(letter), "params": letter.run.params,
+    return jsonify({**serialize.dead_letter(letter), "params": serialize.params(letter.run.params),
                     "run": serialize.run(letter.run)})
 
 

@@ -2,6 +2,7 @@
 
 from flask import Blueprint, jsonify, url_for
 
+from console.api import serialize
 from console.api.common import body, no_unknown
 from console.api.serialize import iso
 from console.auth import current_actor, requires, tenant_scope
@@ -29,7 +30,7 @@ def execution_json(execution) -> dict:
     """An execution as the API shows it: for a dry-run the changes it would make, for a real run those it made."""
     rows, _ = runbooks.changes(execution.id, planned=execution.dry_run)
     body = {"id": execution.id, "runbook": execution.runbook, "status": execution.status,
-            "dry_run": execution.dry_run, "params": execution.params,
+            "dry_run": execution.dry_run, "params": serialize.params(execution.params),
             "changes": [runbooks.as_change(row) for row in rows], "changes_total": execution.changes_total,
             "log": [line for line in execution.log.splitlines() if line], "approval_id": execution.approval_id,
             "tenant": execution.tenant.name if execution.tenant else None, "requested_by": execution.requested_by,

@@ -1,11 +1,21 @@
 """JSON shapes of the API's objects (ISO 8601 times with offsets)."""
 
+from flask_login import current_user
+
 from console.domain.cron import describe
+from console.domain.secrets import mask_fields
 from console.models import DeadLetter, Run, RunEvent
+from console.services.people.permissions import OPERATE, can
 
 
 def iso(moment):
     return moment.isoformat() if moment else None
+
+
+def params(value):
+    """Params as this caller may read them: as stored for one who may change them (an operator fixing them), with
+    fields named like secrets masked for the rest, as the pages show them (a viewer's token read them in clear)."""
+    return value if can(current_user.role, OPERATE) else mask_fields(value)
 
 
 def event(entry: RunEvent) -> dict:
@@ -57,7 +67,8 @@ def operation(progress) -> dict:
 def task(entry, next_runs: list, template: str | None) -> dict:
     return {
         "id": entry.id, "name": entry.name, "tenant": entry.tenant.name, "handler": entry.handler,
-        "params": entry.params, "cron": entry.cron, "cron_description": describe(entry.cron) if entry.cron else None,
+        "params": params(entry.params), "cron": entry.cron,
+        "cron_description": describe(entry.cron) if entry.cron else None,
         "timezone": entry.timezone, "event": entry.event,
         "policy": entry.policy.name if entry.policy else "default", "policy_overrides": entry.policy_overrides,
         "mutex_key": entry.mutex_key, "concurrency_policy": entry.concurrency_policy, "window": entry.window,

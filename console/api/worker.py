@@ -87,7 +87,7 @@ def get_task(run_id: int):
     series_started_at = min((event.at for event in events if event.kind == "running" and event.series == run.series),
                             default=None)
     # Seed 003's "mode": Rebound's worker pool is its standalone mode (a local queue and a pool of workers).
-    return jsonify({**serialize.run(run, events), "params": run.params, "dead_letter_id": letter_id,
+    return jsonify({**serialize.run(run, events), "params": serialize.params(run.params), "dead_letter_id": letter_id,
                     "mode": "standalone", "series_started_at": serialize.iso(series_started_at)})
 
 

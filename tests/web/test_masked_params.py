@@ -8,6 +8,7 @@ from console.services.actor import Actor
 from console.services.people import tenants
 from console.services.recovery import params_fix
 from console.services.scheduling import tasks
+from tests.factories import bearer
 from tests.helpers import Auth
 
 SECRETS = {"api_key": "sk_live_4f9a7c21", "nested": {"password": "hunter2-hunter2"}}
@@ -44,3 +45,30 @@ def test_a_task_s_page_masks_its_secret_params(client, auth):
     auth.as_role("viewer")
     page = unescape(client.get(f"/tasks/{task.id}").get_data(as_text=True))
     assert "tok_5a5a5a5a" not in page and '"token": "***"' in page and '"region": "eu"' in page
+
+
+def test_the_api_shows_params_as_stored_to_who_may_change_them_and_masked_to_a_viewer(app, client, auth, dead_run):
+    """A viewer's token read in clear what the pages mask; an operator's reads them as stored (it may fix them)."""
+    run_id, letter_id = dead_run(**SECRETS)
+    task = tasks.register(tenants.ensure_default(), {"name": "sync", "handler": "demo.noop", "cron": "0 * * * *",
+                                                     "params": {"token": "tok_5a5a5a5a"}}, Actor("seed"))
+    paths = [f"/worker/tasks/{run_id}", f"/api/dead-letters/{letter_id}", f"/internal/tasks/{task.id}"]
+    viewer, operator = (bearer(auth.make_user(role, role)) for role in ("viewer", "operator"))
+    for path in paths:
+        read = client.get(path, headers=viewer)
+        text = read.get_data(as_text=True)
+        assert read.status_code == 200 and '"***"' in text, path
+        assert not [secret for secret in ("sk_live_4f9a7c21", "hunter2-hunter2", "tok_5a5a5a5a") if secret in text]
+        assert "***" not in client.get(path, headers=operator).get_data(as_text=True), path
+
+
+def test_a_request_to_approve_reads_masked_over_the_api_for_everyone(app, client, auth, dead_run):
+    run_id, letter_id = dead_run(**SECRETS)
+    olga = auth.make_user("olga", "operator")
+    approval = params_fix.request_fix(letter_id, {**db.session.get(Run, run_id).params, "api_key": "sk_live_new0042"},
+                                      "key rotated", Actor(olga.username, olga.id))
+    for role in ("viewer", "approver"):
+        body = client.get(f"/api/approvals/{approval.id}", headers=bearer(auth.make_user(role, role))).get_json()
+        assert (body["before"]["params"]["api_key"], body["after"]["params"]["api_key"]) == ("***", "***"), body
+        listed = client.get("/api/approvals", headers=bearer(auth.make_user(f"{role}2", role))).get_json()
+        assert "sk_live" not in str(listed)
