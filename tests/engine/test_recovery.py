@@ -83,3 +83,25 @@ def test_reconcile_drops_queued_jobs_of_finished_runs(runs, clock):
     queueing.enqueue_now(run_id, 1, 0, 10)  # a stray duplicate left in the queue
     report = reconcile()
     assert report.dropped_jobs == [f"run-{run_id}-s1-a0"]
+
+
+def test_reconcile_clears_rqs_failed_jobs_once_their_runs_have_finished(runs, clock):
+    """A database outage left jobs failed in RQ's hands whose runs the reconciler then saw through: Queues & workers
+    counted them as "Failed in RQ" for a day, though nothing was wrong any more."""
+    from rq import Queue
+    from rq.job import Job
+
+    from console.redis_conn import get_redis
+
+    finished, still_running = runs.submit("demo.noop"), runs.submit("demo.noop")
+    queue = Queue(queueing.RUN_QUEUE, connection=get_redis())
+    for run_id in (finished, still_running):  # each one's first job, failed in RQ's hands
+        job = Job.fetch(f"run-{run_id}-s1-a0", connection=get_redis())
+        queue.remove(job)
+        queue.failed_job_registry.add(job, exc_string="OperationalError: the database system is shutting down")
+    failed = queue.failed_job_registry
+    assert execute(finished, 0, clock=clock) == "succeeded"
+    report = reconcile()
+    assert report.dropped_jobs == [f"run-{finished}-s1-a0"]
+    assert failed.get_job_ids() == [f"run-{still_running}-s1-a0"]  # its run is not through yet: kept
+    assert not Job.exists(f"run-{finished}-s1-a0", connection=get_redis())

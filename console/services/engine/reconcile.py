@@ -3,6 +3,7 @@
 import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import partial
 
 from rq import Queue
 from sqlalchemy import and_, or_, select
@@ -143,20 +144,29 @@ def _recover_lost_workers(now, report: Report, dry_run: bool = False) -> None:
 
 
 def _drop_jobs_of_finished_runs(report: Report, dry_run: bool = False) -> None:
-    """Queued jobs whose run already finished are removed, so no worker wakes for nothing."""
+    """Jobs whose run already finished are removed: queued ones, so no worker wakes for nothing; and those RQ keeps as
+    failed (their bookkeeping crashed, in a database outage say) once the reconciler has seen their run through, so
+    Queues & workers' "Failed in RQ" counts what is still wrong, not a day of outages since recovered."""
     connection = get_redis()
     for name in (queueing.RUN_QUEUE, queueing.RETRY_QUEUE):
         queue = Queue(name, connection=connection)
-        parsed = {job_id: queueing.parse_job_id(job_id) for job_id in queue.get_job_ids(0, BATCH * 4)}
-        ids = {value[0] for value in parsed.values() if value}
-        if not ids:
-            continue
-        finished = set(db.session.execute(select(Run.id).where(Run.id.in_(ids), Run.status.in_(TERMINAL))).scalars())
-        for job_id, value in parsed.items():
-            if value and value[0] in finished:
+        for held, remove in ((queue.get_job_ids(0, BATCH * 4), queue.remove),
+                             (queue.failed_job_registry.get_job_ids(0, BATCH * 4 - 1),
+                              partial(queue.failed_job_registry.remove, delete_job=True))):
+            for job_id in _of_finished_runs(held):
                 if not dry_run:
-                    queue.remove(job_id)
+                    remove(job_id)
                 report.dropped_jobs.append(job_id)
+
+
+def _of_finished_runs(job_ids: list[str]) -> list[str]:
+    """Return the job ids, of these, whose run has finished."""
+    parsed = {job_id: queueing.parse_job_id(job_id) for job_id in job_ids}
+    ids = {value[0] for value in parsed.values() if value}
+    if not ids:
+        return []
+    finished = set(db.session.execute(select(Run.id).where(Run.id.in_(ids), Run.status.in_(TERMINAL))).scalars())
+    return [job_id for job_id, value in parsed.items() if value and value[0] in finished]
 
 
 def _requeue_compensations(now, report: Report, dry_run: bool = False) -> None:
