@@ -23,7 +23,7 @@ def event(entry: RunEvent) -> dict:
             "attempt": entry.attempt, "series": entry.series, "retry_token": entry.retry_token,
             "reason": entry.reason, "error_code": entry.error_code, "message": entry.message,
             "next_retry_at": iso(entry.next_retry_at), "worker_id": entry.worker_id,
-            "duration_ms": entry.duration_ms, "actor": entry.actor, "data": entry.data}
+            "duration_ms": entry.duration_ms, "actor": entry.actor, "data": params(entry.data)}
 
 
 def run(entry: Run, events: list[RunEvent] | None = None) -> dict:

@@ -1,5 +1,6 @@
 """Secrets masked in text people read or logs keep: tokens, Authorization values, passwords and keys, URL paths."""
 
+import json
 import re
 
 MASK = "***"
@@ -15,9 +16,11 @@ _PATTERNS = [
     (re.compile(r"(?i)\b(?!retry_token\b)([a-z0-9_]*(?:password|passwd|secret|token|api_?key|access_?key|routing_?key|"
                 r"private_?key|signature)[a-z0-9_]*)([\"']?\s*[:=]\s*[\"']?)[^\s\"'&,;}]+"), rf"\1\2{MASK}"),
 ]
-# A field whose name says it holds a secret (a params fix's api_key, a runbook's token); retry_token is not one.
-SECRET_FIELD = re.compile(r"(?i)(?!retry_token$)[a-z0-9_]*(?:password|passwd|secret|token|api_?key|access_?key|"
-                          r"routing_?key|private_?key|signature)[a-z0-9_]*")
+# A field whose name says it holds a secret (a params fix's api_key, a runbook's token, a header's Authorization);
+# retry_token is not one.
+SECRET_FIELD = re.compile(r"(?i)(?!retry_token$)[a-z0-9_-]*(?:password|passwd|secret|token|api[_-]?key|"
+                          r"access[_-]?key|routing[_-]?key|private[_-]?key|signature|authorization|credential)"
+                          r"[a-z0-9_-]*")
 # What a field may say about a secret without holding it: kept as it is.
 _STATES = frozenset({"", "set", "unreadable", "plaintext", "sealed", MASK})
 # Absolute URLs keep scheme and host: webhook URLs (Slack, Teams, ...) carry their secret in the path,
@@ -40,13 +43,30 @@ def redact(text: str, secrets: list[str] = ()) -> str:
 
 
 def mask_fields(value):
-    """Return JSON with the value of every field named like a secret masked, at any depth (for rows kept for good)."""
+    """Return JSON with the value of every field named like a secret masked, at any depth (for rows kept for good),
+    JSON written as text included (a runbook's params parameter is a JSON object typed into a text box)."""
     if isinstance(value, dict):
         return {key: MASK if isinstance(key, str) and SECRET_FIELD.fullmatch(key) and _held(item)
                 else mask_fields(item) for key, item in value.items()}
     if isinstance(value, list):
         return [mask_fields(item) for item in value]
+    if isinstance(value, str) and value.lstrip()[:1] in ("{", "["):
+        return _mask_json_text(value)
     return value
+
+
+def mask_field(value, name: str):
+    """Return a field's value masked as mask_fields masks it under that name (a runbook's change of one field)."""
+    return mask_fields({name: value})[name]
+
+
+def _mask_json_text(text: str) -> str:
+    try:
+        parsed = json.loads(text)
+    except (ValueError, RecursionError):
+        return text  # not JSON: text, which is kept as written
+    masked = mask_fields(parsed)
+    return text if masked == parsed else json.dumps(masked, ensure_ascii=False)
 
 
 def _held(value) -> bool:

@@ -15,7 +15,7 @@ from console.domain.clock import utcnow
 from console.domain.figures import duration
 from console.domain.notes import MAX_NOTE_CHARS
 from console.domain.saga import replay_consequence, steps_replay_words, undo_failed
-from console.domain.secrets import mask_fields
+from console.domain.secrets import mask_field, mask_fields
 from console.domain.words import plural
 from console.services.dlq.groups import replay_caution
 from console.services.people.permissions import OPERATE, can
@@ -92,6 +92,7 @@ def register(app) -> None:
     # Params as read-only pages show them: a field named like a secret (api_key, password, token) reads ***. The forms
     # that edit params, open only to people who may change them, show them as they are.
     app.add_template_filter(mask_fields, "masked")
+    app.add_template_filter(mask_field, "masked_as")
     app.add_template_filter(code_spans, "code_spans")
     # A handler, an error code, a worker in a table that must fit a laptop's window.
     app.add_template_filter(soft_breaks, "soft_breaks")

@@ -1,6 +1,8 @@
 """Fields named like a secret are masked in rows kept for good (the audit chain); words about a secret are kept."""
 
-from console.domain.secrets import MASK, mask_fields
+import json
+
+from console.domain.secrets import MASK, mask_field, mask_fields
 
 
 def test_secret_named_fields_are_masked_at_any_depth():
@@ -15,3 +17,22 @@ def test_words_about_a_secret_are_kept():
             "secret_enabled": True, "api_key": ""}
     assert mask_fields(said) == said
     assert mask_fields("password=x") == "password=x" and mask_fields(None) is None
+
+
+def test_a_header_s_authorization_and_credentials_are_secrets_too():
+    headers = {"Authorization": "Bearer abc.def", "X-Api-Key": "k1", "credentials": {"user": "ops", "pass": "x"}}
+    assert mask_fields(headers) == {"Authorization": MASK, "X-Api-Key": MASK, "credentials": MASK}
+
+
+def test_json_written_as_text_is_masked_inside_and_other_text_is_kept():
+    """A runbook's params parameter is a JSON object typed into a text box: its token went into the chain in clear."""
+    typed = '{"fail_times": 0, "token": "S3CR-rbtok"}'
+    assert json.loads(mask_fields({"params": typed})["params"]) == {"fail_times": 0, "token": MASK}
+    for kept in ('{"fail_times": 0}', "{not json", "[" * 100_000, "token=x in words"):
+        assert mask_fields({"note": kept})["note"] == kept  # unchanged, byte for byte
+
+
+def test_one_field_is_masked_as_it_would_be_under_its_name():
+    assert mask_field("sk_live_1", "api_key") == MASK
+    assert mask_field({"token": "t", "n": 1}, "params") == {"token": MASK, "n": 1}
+    assert mask_field("eu", "region") == "eu"

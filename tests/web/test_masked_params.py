@@ -72,3 +72,37 @@ def test_a_request_to_approve_reads_masked_over_the_api_for_everyone(app, client
         assert (body["before"]["params"]["api_key"], body["after"]["params"]["api_key"]) == ("***", "***"), body
         listed = client.get("/api/approvals", headers=bearer(auth.make_user(f"{role}2", role))).get_json()
         assert "sk_live" not in str(listed)
+
+
+def test_a_runbook_execution_masks_secrets_in_its_params_text_and_its_changes_on_page_and_api(app, client, auth,
+                                                                                                 dead_run):
+    """fix_params_and_replay's params are JSON typed as text, and its changes carry the run's params: both showed a
+    viewer the keys in clear, on the page and through the API."""
+    from console.services.recovery import runbook_runner, runbooks
+
+    run_id, letter_id = dead_run(**SECRETS)
+    execution = runbooks.start("fix_params_and_replay", {
+        "dead_letter": str(letter_id), "params": '{"fail_times": 0, "token": "S3CR-rbtok"}', "merge": "true"},
+        Actor("ops"), scope=None, dry_run=True, enqueue=False)
+    assert runbook_runner.execute(execution.id) == "succeeded"
+    viewer = bearer(auth.make_user("viewer", "viewer"))
+    read = client.get(f"/api/runbooks/executions/{execution.id}", headers=viewer).get_data(as_text=True)
+    auth.as_role("viewer", "vera")
+    page = unescape(client.get(f"/runbooks/executions/{execution.id}").get_data(as_text=True))
+    for shown in (read, page):
+        assert not [s for s in ("S3CR-rbtok", "sk_live_4f9a7c21", "hunter2-hunter2") if s in shown], shown
+        assert "api_key" in shown  # what changes is named; its value is not
+
+
+def test_a_params_fix_on_a_run_s_timeline_reads_masked_to_a_viewer_over_the_api(app, client, auth, dead_run):
+    run_id, letter_id = dead_run(**SECRETS)
+    olga, alex = auth.make_user("olga", "operator"), auth.make_user("alex", "approver")
+    approval = params_fix.request_fix(letter_id, {"api_key": "sk_live_new0042"}, "key rotated",
+                                      Actor(olga.username, olga.id), merge=True)
+    from console.services.recovery import decisions
+
+    decisions.approve(approval.id, Actor(alex.username, alex.id))
+    events = client.get(f"/worker/tasks/{run_id}", headers=bearer(auth.make_user("viewer", "viewer"))).get_json()
+    assert "sk_live" not in str(events["events"]) and "***" in str(events["events"])
+    as_operator = client.get(f"/worker/tasks/{run_id}", headers=bearer(olga)).get_json()
+    assert "sk_live_new0042" in str(as_operator["events"])  # who may fix params reads them as stored

@@ -9,6 +9,7 @@ from sqlalchemy import func, select
 from console.db.upsert import insert_for
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.runbooks import dump, needs_approval
+from console.domain.secrets import mask_field
 from console.extensions import db
 from console.models import Approval, RunbookChange, RunbookExecution, RunbookPolicy, Tenant
 from console.redis_conn import get_redis
@@ -213,7 +214,9 @@ def changes(execution_id: int, *, planned: bool, limit: int = CHANGES_SHOWN) -> 
 
 
 def as_change(row: RunbookChange) -> dict:
-    return {"object": row.object, "id": row.object_id, "field": row.field, "before": row.before, "after": row.after}
+    """A change as people read it, on the API as on the page: a secret's value masked, under its name or inside."""
+    return {"object": row.object, "id": row.object_id, "field": row.field,
+            "before": mask_field(row.before, row.field), "after": mask_field(row.after, row.field)}
 
 
 def approval_of(execution: RunbookExecution) -> Approval | None:
