@@ -225,6 +225,7 @@ def test_the_page_says_which_created_dates_it_ignored_or_cannot_match(client, au
 @pytest.mark.parametrize("query, said", [
     ("task=99999999999999999999", "no task has id 99999999999999999999"),
     ("task=%C2%B2", "task=² is not a task id (a whole number)"),
+    ("task=" + "9" * 5000, "no task has id " + "9" * 40 + "…"),  # not echoed whole
     ("since=0001-01-01T00:00", "since=0001-01-01T00:00 is not between the years 1970 and 9998, so it is ignored"),
     ("until=0001-01-01T00:00", "until=0001-01-01T00:00 is not between the years 1970 and 9998, so it is ignored"),
     ("recovered_since=0001-01-01T00:00",

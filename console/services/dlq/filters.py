@@ -172,12 +172,13 @@ def task_problem(task: str) -> str | None:
     """Say why a task filter can name no task (it is not a whole number, or past any row id), or None."""
     if not task or task.startswith(("handler:", UNTASKED)):
         return None
+    shown = task if len(task) <= 40 else f"{task[:40]}…"  # said back, not echoed whole (5,000 digits were)
     if not is_digits(task):
-        return f"task={task} is not a task id (a whole number)"
+        return f"task={shown} is not a task id (a whole number)"
     try:
         row_id(task)
     except ValueError:
-        return f"no task has id {task}"
+        return f"no task has id {shown}"
     return None
 
 
