@@ -2,7 +2,7 @@
 
 from flask import Blueprint, jsonify, request
 
-from console.api.common import body, cursor_arg, no_unknown, whole_arg
+from console.api.common import body, cursor_arg, known_args, no_unknown, whole_arg
 from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import utcnow
 from console.domain.secrets import mask_fields
@@ -16,6 +16,7 @@ MAX_LIMIT = 200
 @bp.get("/api/approvals")
 @requires(VIEW)
 def list_approvals():
+    known_args(("status", "limit", "before"))
     limit = whole_arg("limit", approvals.PAGE_SIZE, 1, MAX_LIMIT)
     before = cursor_arg("before")
     status = request.args.get("status") or None

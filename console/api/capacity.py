@@ -2,7 +2,7 @@
 
 from flask import Blueprint, jsonify, request
 
-from console.api.common import body, no_unknown
+from console.api.common import body, known_args, no_unknown
 from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import SYSTEM_CLOCK
 from console.services.people import tenants
@@ -27,6 +27,7 @@ def reserve():
 @bp.get("/ops/capacity/reservations")
 @requires(VIEW)
 def list_reservations():
+    known_args(("tenant", "include_past"))
     past = request.args.get("include_past", "") in ("1", "true", "yes")
     # ?tenant= as every list takes it: another tenant's, for a tenant-limited caller, is refused (it was ignored).
     named, scope = request.args.get("tenant", "").strip(), tenant_scope()

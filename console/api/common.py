@@ -63,6 +63,15 @@ def no_unknown(data: dict, allowed) -> None:
         raise InvalidInput(f"unknown field {unknown[0]!r}; {takes}", unknown[0])
 
 
+def known_args(allowed) -> None:
+    """Refuse a query parameter the endpoint does not read: a typo (or another list's name for a filter) was
+    dropped unseen, and the whole list answered as if unfiltered. A 422 naming it and what is allowed."""
+    unknown = sorted(set(request.args) - set(allowed))
+    if unknown:
+        raise InvalidInput(f"unknown parameter {unknown[0][:64]!r}; allowed: {', '.join(sorted(allowed))}",
+                           unknown[0][:64])
+
+
 def whole_arg(name: str, default: int | None, low: int, high: int) -> int | None:
     """Return a query argument that must be a whole number in [low, high] (default when absent), or a 422."""
     raw = request.args.get(name)

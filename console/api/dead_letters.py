@@ -3,7 +3,7 @@
 from flask import Blueprint, jsonify, request, url_for
 
 from console.api import serialize
-from console.api.common import body, is_id, no_unknown, whole_arg
+from console.api.common import body, is_id, known_args, no_unknown, whole_arg
 from console.auth import current_actor, requires, tenant_scope
 from console.domain import saga
 from console.extensions import db
@@ -53,6 +53,7 @@ def _filters(given: dict) -> Filters:
 @bp.get("/api/dead-letters")
 @requires(VIEW)
 def list_dead_letters():
+    known_args({*FILTER_FIELDS, "limit", "after"})
     args = request.args
     filters = _filters({key: args.get(key) for key in FILTER_FIELDS if key in args})
     limit = whole_arg("limit", 50, 1, MAX_LIMIT)

@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 from flask import Blueprint, jsonify, request
 
 from console.api import serialize
-from console.api.common import acting_tenant, cursor_arg, whole_arg
+from console.api.common import acting_tenant, cursor_arg, known_args, whole_arg
 from console.auth import requires, tenant_scope
 from console.domain.ids import MAX_ID
 from console.domain.statuses import RunStatus
@@ -36,10 +36,8 @@ def _moment(name: str) -> datetime | None:
 
 
 def _filters() -> run_query.RunFilters:
+    known_args(FIELDS)
     args = request.args
-    unknown = sorted(set(args) - set(FIELDS))
-    if unknown:
-        raise InvalidInput(f"unknown parameter {unknown[0]!r}; allowed: {', '.join(FIELDS)}", unknown[0])
     statuses = tuple(s for s in args.get("status", "").split(",") if s)
     wrong = [s for s in statuses if s not in STATUSES]
     if wrong:

@@ -3,7 +3,7 @@
 from flask import Blueprint, jsonify, request, url_for
 
 from console.api import serialize
-from console.api.common import acting_tenant, body, cursor_arg, no_unknown, whole_arg
+from console.api.common import acting_tenant, body, cursor_arg, known_args, no_unknown, whole_arg
 from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import utcnow
 from console.services import inputs
@@ -77,6 +77,7 @@ def delete(task_id: int):
 @bp.get("/internal/tasks/<int:task_id>/runs")
 @requires(VIEW)
 def task_runs(task_id: int):
+    known_args(("limit",))
     limit = whole_arg("limit", 50, 1, 500)
     task = tasks.get(task_id, tenant_scope())
     return jsonify([serialize.run_row(run) for run in tasks.recent_runs(task, limit)])
@@ -86,6 +87,7 @@ def task_runs(task_id: int):
 @requires(VIEW)
 def list_tasks():
     """Live tasks, newest first, one keyset page at a time; narrowed by tenant, handler, paused or not, name."""
+    known_args(("tenant", "status", "name", "handler", "limit", "before"))
     args, scope = request.args, tenant_scope()
     tenant = acting_tenant(args["tenant"]).name if args.get("tenant") else ""
     status = args.get("status", "")

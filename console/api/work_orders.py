@@ -3,7 +3,7 @@
 from flask import Blueprint, jsonify, request
 
 from console.api import serialize
-from console.api.common import acting_tenant, body, cursor_arg, no_unknown, whole_arg
+from console.api.common import acting_tenant, body, cursor_arg, known_args, no_unknown, whole_arg
 from console.auth import current_actor, requires, tenant_scope
 from console.domain.ids import MAX_ID
 from console.services.errors import InvalidInput
@@ -20,10 +20,8 @@ FIELDS = ("status", "tenant", "task", "limit", "before")
 @requires(VIEW)
 def list_work_orders():
     """Work orders newest first (`status`: active, the default, or open, acknowledged, closed, all)."""
+    known_args(FIELDS)
     args = request.args
-    unknown = sorted(set(args) - set(FIELDS))
-    if unknown:
-        raise InvalidInput(f"unknown parameter {unknown[0]!r}; allowed: {', '.join(FIELDS)}", unknown[0])
     status = args.get("status") or "active"
     if status not in workorders.FILTERS:
         raise InvalidInput(f"status is one of {', '.join(workorders.FILTERS)}", "status")

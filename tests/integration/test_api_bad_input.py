@@ -401,3 +401,14 @@ def test_a_known_key_sent_for_other_work_is_a_409_not_the_other_runs_answer(clie
                                     headers=operator), 409, "conflict", "idempotency_key")
     assert other["detail"] == (f"idempotency_key 'order-42' already names run {first.get_json()['id']}, of handler "
                                "python:demo.noop: send other work with a new key")
+
+
+@pytest.mark.parametrize("path", ["/api/runs", "/api/work-orders", "/api/dead-letters", "/api/approvals",
+                                  "/internal/tasks", "/ops/capacity/reservations"])
+def test_a_list_given_a_parameter_it_does_not_read_says_so_instead_of_listing_everything(client, operator, path):
+    """/api/dead-letters?before=… (its cursor is `after`) answered the first page as if no cursor was given."""
+    answer = client.get(f"{path}?befor=5", headers=operator)
+    assert answer.status_code == 422, answer.get_data(as_text=True)
+    assert answer.get_json()["field"] == "befor" and "unknown parameter 'befor'; allowed: " in (
+        answer.get_json()["detail"])
+    assert client.get(path, headers=operator).status_code == 200
