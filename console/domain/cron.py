@@ -12,6 +12,8 @@ Choices a caller must know:
 - When day-of-month and day-of-week are both restricted (neither is literally `*`), a day matching either
   fires (Vixie/POSIX OR). `*/2` counts as restricted, unlike Vixie's "starts with *" quirk; croniter agrees.
 - Day-of-week: 0 and 7 are Sunday; an open-ended `a/n` runs to 6, as in croniter (write `a-7/n` for Sunday).
+- Day-of-month `L` is the month's last day (28–31), alone or in a list (`15,L`), as croniter and cron-descriptor read
+  it: month-end work needed `28-31` and a check in the handler. The other Quartz letters (W, #, ?) are refused.
 """
 
 import difflib
@@ -47,7 +49,8 @@ _ALIASES = {
     "@annually": "0 0 1 1 *",
 }
 _ITEM = re.compile(r"(?:(\*)|([A-Za-z0-9]+)(?:-([A-Za-z0-9]+))?)(?:/([A-Za-z0-9]*))?")
-_QUARTZ = "; L, W, # and ? are Quartz extensions that classic cron does not support"
+_QUARTZ = "; W, # and ? are Quartz extensions that classic cron does not support (L alone, in day-of-month, is)"
+LAST_DAY = 32  # day-of-month `L`, the month's last day: a value past any day, so sets of days stay sets of ints
 _MONTH_DAYS = (0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 # Offsets around one transition differ by at most this much (2 hours for double summer time); looking this far
 # either side of a moment tells whether a transition is near and by how much the clock moves.
@@ -153,6 +156,9 @@ def _parse_field(text: str, position: int) -> frozenset[int]:
     for item in text.split(","):
         if len(item) > 24:
             raise CronError("cron", f"{where} has {item[:24]!r}…: no cron item is that long")
+        if position == 3 and item.upper() == "L":
+            values.add(LAST_DAY)
+            continue
         match = _ITEM.fullmatch(item)
         if not match:
             quartz = _QUARTZ if set(item) & set("#?") else ""
@@ -181,7 +187,7 @@ def parse(expression: str, timezone: str = "UTC") -> "CronSchedule":
     days_any, weekdays_any = fields[2] == "*", fields[4] == "*"
     # Only when day-of-month alone decides can the day set be impossible ("31" in "FEB,APR"); refuse it
     # rather than search for years.
-    if weekdays_any and not any(day <= _MONTH_DAYS[month] for day in days for month in months):
+    if weekdays_any and not any(day == LAST_DAY or day <= _MONTH_DAYS[month] for day in days for month in months):
         names = ", ".join(name for name, number in _MONTHS.items() if number in months)
         shown = ",".join(map(str, sorted(days)))
         raise CronError("cron", f"day-of-month {shown} never occurs in {names}; pick days that exist in those months")
@@ -243,7 +249,8 @@ class CronSchedule:
             yield moment
 
     def _matches_day(self, day: date) -> bool:
-        in_month, in_week = day.day in self.days, (day.weekday() + 1) % 7 in self.weekdays
+        in_month = day.day in self.days or (LAST_DAY in self.days and (day + timedelta(days=1)).day == 1)
+        in_week = (day.weekday() + 1) % 7 in self.weekdays
         if self.days_any or self.weekdays_any:
             return in_month and in_week
         return in_month or in_week
@@ -270,24 +277,29 @@ class CronSchedule:
 _WORDS = Options()
 _WORDS.use_24hour_time_format = True  # as every time in the console is written
 _HOUR_SPAN = re.compile(r"between (\d\d):00 and (\d\d):59")
+_LAST_IN_A_LIST = re.compile(r"\bL of the month")
 
 
 def describe(expression: str) -> str:
     """Return the expression in words ("At 02:30, only on Monday"), or the expression if that fails."""
     try:
         text = _ALIASES.get(expression.strip().lower(), " ".join(expression.split()))
-        words = ExpressionDescriptor(_one_sunday(text), _WORDS).get_description()
+        words = ExpressionDescriptor(_for_words(text), _WORDS).get_description()
         return _exact_words(text, words)
     except Exception:  # a label must never break a page, and the raw expression is still true
         return expression
 
 
-def _one_sunday(text: str) -> str:
-    """Write day-of-week 7 as 0 and drop repeats, so "0,7" reads "only on Sunday", not "Sunday and Sunday"."""
+def _for_words(text: str) -> str:
+    """Write day-of-week 7 as 0 and drop repeats, so "0,7" reads "only on Sunday", not "Sunday and Sunday"; and a
+    day-of-month list's L last, where the words can name it ("on day 15 and the last day of the month")."""
     fields = text.split()
     if len(fields) == 5 and "," in fields[4]:
         days = ["0" if day == "7" else day for day in fields[4].split(",")]
         fields[4] = ",".join(dict.fromkeys(days))
+    if len(fields) == 5:
+        days = ["L" if day.upper() == "L" else day for day in fields[2].split(",")]
+        fields[2] = ",".join(sorted(days, key=lambda day: day == "L"))
     return " ".join(fields)
 
 
@@ -296,6 +308,7 @@ def _exact_words(text: str, words: str) -> str:
     fields = text.split()
     if len(fields) != 5:
         return words
+    words = _LAST_IN_A_LIST.sub("the last day of the month", words)  # the library says "on day 15 and L of the month"
     minute = fields[0]
     if minute.isdigit():  # "0 9-17": the last firing is 17:00, not "between 09:00 and 17:59"
         words = _HOUR_SPAN.sub(lambda m: f"between {m[1]}:{int(minute):02d} and {m[2]}:{int(minute):02d}", words)

@@ -298,7 +298,9 @@ def test_aliases_expand_to_their_five_fields(alias, expanded):
         ("*/ * * * *", "UTC", "cron", "step '' in '*/' must be"),
         ("5-1 * * * *", "UTC", "cron", "range 5-1 runs backwards; split it, e.g. 5-59,0-1"),
         ("0 0 * FOO *", "UTC", "cron", "field 4 (month) value 'FOO' is not a number or a name like JAN"),
-        ("0 0 L * *", "UTC", "cron", "Quartz"),
+        ("0 0 LW * *", "UTC", "cron", "Quartz"),  # L alone is the last day; its Quartz kin are refused
+        ("0 0 L-3 * *", "UTC", "cron", "Quartz"),
+        ("0 0 * * L", "UTC", "cron", "Quartz"),  # in day-of-month only
         ("0 0 ? * MON", "UTC", "cron", "Quartz"),
         ("0 0 * * MON#2", "UTC", "cron", "Quartz"),
         ("1,,2 * * * *", "UTC", "cron", "field 1 (minute) has ''"),
@@ -321,6 +323,25 @@ def test_invalid_input_names_the_field_and_the_fix(expression, timezone, field, 
     assert caught.value.field == field
     assert message in caught.value.message
     assert str(caught.value).startswith(f"{field}: ")
+
+
+def test_l_is_the_last_day_of_each_month_on_the_task_s_wall_clock():
+    """Month-end work (billing, exports) needed 28-31 and a check in the handler: L fires once, on the last day."""
+    schedule = parse("0 23 L * *", "Europe/Berlin")
+    fired = [moment.strftime("%Y-%m-%d %H:%M %z") for moment in schedule.next_n(utc(2027, 12, 15), 4)]
+    assert fired == ["2027-12-31 23:00 +0100", "2028-01-31 23:00 +0100", "2028-02-29 23:00 +0100",  # a leap year
+                     "2028-03-31 23:00 +0200"]  # after the spring change, still 23:00 local
+    assert parse("0 0 l 2 *").next_after(utc(2029, 1, 1)) == utc(2029, 2, 28)  # lower case, and only February
+    assert [m.day for m in parse("0 0 15,L * *").next_n(utc(2027, 4, 1), 3)] == [15, 30, 15]
+    # With a weekday too, either day fires (cron's OR), as for any restricted day-of-month.
+    assert [m.day for m in parse("0 0 L * MON").next_n(utc(2027, 2, 20), 3)] == [22, 28, 1]
+
+
+@pytest.mark.parametrize("expression", ["0 0 L * *", "30 4 1,L * *", "0 12 L 2,6 *", "15 6 L * 5"])
+def test_l_fires_where_croniter_says(expression):
+    start = utc(2027, 1, 1)
+    theirs = croniter(expression, start)
+    assert parse(expression).next_n(start, 24) == [theirs.get_next(datetime) for _ in range(24)]
 
 
 def test_feb_29_and_day_or_weekday_are_not_refused():
@@ -383,6 +404,8 @@ def test_sparse_schedules_skip_ahead_quickly():
         ("0 0 * * 0,7", "At 00:00, only on Sunday"),  # 7 is Sunday too: not "Sunday and Sunday"
         ("*/7 * * * *", "Every 7 minutes (at :00, :07 … :56 past each hour, so :56 to :00 is 4 min)"),
         ("*/15 * * * *", "Every 15 minutes"),
+        ("0 23 L * *", "At 23:00, on the last day of the month"),
+        ("30 2 L,15 * *", "At 02:30, on day 15 and the last day of the month"),  # not "day 15 and L"
         ("  0   3 * * MON  ", "At 03:00, only on Monday"),
         ("not a cron", "not a cron"),
     ],
