@@ -46,17 +46,22 @@ def error_from_traceback(text: str | None) -> tuple[str, str]:
     if not lines:
         return "UnknownError", "no error recorded"
     last = lines[-1].strip()
-    kind, sep, message = last.partition(": ")
-    kind = kind.rsplit(".", 1)[-1] if sep and " " not in kind else ("UnknownError" if sep else last)
-    return (kind, message) if sep else (kind, "")
+    if named := _named_error(last):
+        return named
+    _, sep, message = last.partition(": ")
+    return ("UnknownError", message) if sep else (last, "")
+
+
+def _named_error(line: str) -> tuple[str, str] | None:
+    """Return (type, message) of a line that names its exception ("billing.CardDeclined: card declined"), else None."""
+    kind, sep, message = line.strip().partition(": ")
+    return (kind.rsplit(".", 1)[-1], message) if sep and _TYPE_NAME.fullmatch(kind) else None
 
 
 def _error_text(text: str) -> dict:
     """Read an error given as one string: "ValueError: bad" names its type, as a traceback's last line does."""
-    kind, sep, message = text.strip().partition(": ")
-    if sep and _TYPE_NAME.fullmatch(kind):
-        return {"type": kind.rsplit(".", 1)[-1], "message": message}
-    return {"message": text}
+    named = _named_error(text)
+    return {"type": named[0], "message": named[1]} if named else {"message": text}
 
 
 def _plain(value):

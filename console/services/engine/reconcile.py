@@ -151,7 +151,8 @@ def _drop_jobs_of_finished_runs(report: Report, dry_run: bool = False) -> None:
     for name in (queueing.RUN_QUEUE, queueing.RETRY_QUEUE):
         queue = Queue(name, connection=connection)
         for held, remove in ((queue.get_job_ids(0, BATCH * 4), queue.remove),
-                             (queue.failed_job_registry.get_job_ids(0, BATCH * 4 - 1),
+                             # cleanup=False: RQ's own maintenance expires its entries; a dry run changes nothing
+                             (queue.failed_job_registry.get_job_ids(0, BATCH * 4 - 1, cleanup=False),
                               partial(queue.failed_job_registry.remove, delete_job=True))):
             for job_id in _of_finished_runs(held):
                 if not dry_run:
