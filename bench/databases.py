@@ -11,6 +11,8 @@ process. `--synchronous-commit off` gives the workers' connections PostgreSQL's 
 URL, as the README's "Scale out" shows: the durability SQLite's `synchronous=NORMAL` already has.
 `--database-core` gives PostgreSQL's server the machine's last core and everything else (this process, the workers,
 Redis) the others, for both databases: one application box against the same box with a database host of its own.
+`--unix-socket` connects Rebound to PostgreSQL through the cluster's Unix-domain socket instead of TCP on loopback,
+as a server on the application's own box is usually reached (Debian's default, `host=/var/run/postgresql`).
 """
 
 import argparse
@@ -25,7 +27,7 @@ from tests.pg_cluster import Cluster
 
 # A real server keeps its durability settings; the tests' cluster turns them off for speed.
 DURABLE = {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on"}
-OPTIONS = {"on": "", "off": "?options=-c%20synchronous_commit%3Doff"}
+OPTIONS = {"on": "", "off": "options=-c%20synchronous_commit%3Doff"}
 
 
 def main() -> None:
@@ -37,6 +39,8 @@ def main() -> None:
                         help="PostgreSQL's synchronous_commit for Rebound's connections (set in the URL)")
     parser.add_argument("--database-core", action="store_true",
                         help="PostgreSQL's server on the last core, everything else on the others")
+    parser.add_argument("--unix-socket", action="store_true",
+                        help="reach PostgreSQL through its Unix-domain socket, not TCP on 127.0.0.1")
     args = parser.parse_args()
     cores = sorted(os.sched_getaffinity(0))
     if args.database_core:
@@ -46,8 +50,11 @@ def main() -> None:
     if args.database_core:
         os.sched_setaffinity(0, cores[:-1])
     with tempfile.TemporaryDirectory() as sqlite_dir, tempfile.TemporaryDirectory() as pg_dir:
-        benches = {"sqlite": Bench(Path(sqlite_dir)),
-                   "postgresql": Bench(Path(pg_dir), cluster.url(cluster.create()) + OPTIONS[args.synchronous_commit])}
+        database = cluster.create()
+        url = cluster.socket_url(database) if args.unix_socket else cluster.url(database)
+        query = "&".join(part for part in (url.partition("?")[2], OPTIONS[args.synchronous_commit]) if part)
+        url = url.partition("?")[0] + (f"?{query}" if query else "")
+        benches = {"sqlite": Bench(Path(sqlite_dir)), "postgresql": Bench(Path(pg_dir), url)}
         try:
             figures = {name: {"drain": [], "end to end": [], "cpu": [], "roles": []} for name in benches}
             for _ in range(args.rounds):
@@ -58,6 +65,7 @@ def main() -> None:
                     figures[name]["roles"].append(bench.end_to_end_by_role)
             print(f"{args.runs} no-op runs, {args.processes} simple workers, median of {args.rounds} alternating "
                   f"rounds; embedded Redis per database; PostgreSQL synchronous_commit={args.synchronous_commit}")
+            print(f"PostgreSQL reached through {'its Unix-domain socket' if args.unix_socket else 'TCP on 127.0.0.1'}")
             if args.database_core:
                 print(f"PostgreSQL's server on core {cores[-1]}; this process, the workers and Redis on {cores[:-1]}")
             print(f"{'':<11} {'SQLite/s':>9} {'PostgreSQL/s':>13} {'ratio':>6}")

@@ -60,6 +60,10 @@ class Cluster:
     def url(self, database: str) -> str:
         return f"postgresql+psycopg://{SUPERUSER}@127.0.0.1:{self.port}/{database}"
 
+    def socket_url(self, database: str) -> str:
+        """The same database reached through the cluster's Unix-domain socket (in its directory) instead of TCP."""
+        return f"postgresql+psycopg://{SUPERUSER}@/{database}?host={self.directory}&port={self.port}"
+
     def create(self, template: str | None = None) -> str:
         """Create a new database, empty or a copy of `template`, and return its name."""
         name = "t_" + uuid.uuid4().hex[:16]
