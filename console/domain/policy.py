@@ -51,14 +51,23 @@ class PolicyError(ValueError):
 def _check_number(name: str, value: object) -> float | int:
     kind, low, high = _RANGES[name]
     what = "an integer" if kind == "int" else "a number"
-    hint = f"{name} must be {what} from {_num(low)} to {_num(high)}, got {value!r}"
+    hint = f"{name} must be {what} from {_num(low)} to {_num(high)}, got {_echo(value)}"
     # bool is an int subclass, but `true` for an attempt count is a typo, not a number.
     wrong_type = kind == "int" and isinstance(value, float)
     if isinstance(value, bool) or not isinstance(value, int | float) or wrong_type:
         raise PolicyError(name, hint)
-    if not math.isfinite(value) or not low <= value <= high:
+    # An int never is infinite, and math.isfinite() cannot take one too large for a float.
+    if (isinstance(value, float) and not math.isfinite(value)) or not low <= value <= high:
         raise PolicyError(name, hint)
     return float(value) if kind == "float" else value
+
+
+def _echo(value: object) -> str:
+    """Say a refused value back in at most 40 characters (a 5,000-digit one is shown, not echoed whole)."""
+    if isinstance(value, int) and value.bit_length() >= 128:
+        return f"a {len(str(abs(value)))}-digit number"
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:40]}…"
 
 
 def _num(value: float) -> str:

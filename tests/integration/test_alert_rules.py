@@ -309,6 +309,8 @@ def test_the_api_lists_the_rules_and_admins_change_them_audited(client, auth):
     ("dlq_length", {"threshold": 2.5}, "threshold"),
     ("dlq_length", {"threshold": 99999999999999999999}, "threshold"),  # a float would keep 1e20, not what was typed
     ("dlq_length", {"threshold": 1e30}, "threshold"),
+    ("dlq_length", {"threshold": 10 ** 400}, "threshold"),  # too large for a float: math.isfinite() raised, a 500
+    ("retry_failure_rate", {"threshold": 10 ** 400}, "threshold"),
     ("timeout_anomaly", {"threshold": 1e-300}, "threshold"),  # under 1× the usual count it fires on fewer
     ("timeout_anomaly", {"threshold": 0.5}, "threshold"),
     ("retry_failure_rate", {"window_s": 10}, "window_s"),

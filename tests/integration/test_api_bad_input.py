@@ -92,6 +92,9 @@ def test_good_submission_is_202_pending_and_its_run_shows_one_submitted_event(cl
                  "1 to 100", id="override-out-of-range"),
     pytest.param({"handler": "demo.noop", "policy": {"breaker": {"open_s": 0}}}, 422, "invalid",
                  "policy.breaker.open_s", "open_s", id="nested-override-out-of-range"),
+    # Too large for a float: math.isfinite() raised OverflowError, a 500.
+    pytest.param({"handler": "demo.noop", "policy": {"max_attempts": 10 ** 400}}, 422, "invalid", "policy.max_attempts",
+                 "got a 401-digit number", id="override-too-large-for-a-float"),
     pytest.param({"handler": "demo.noop", "policy": {"max_atempts": 3}}, 422, "invalid", "policy.max_atempts",
                  "max_atempts", id="override-unknown-field"),
     pytest.param({"handler": "demo.noop", "policy": "no-such-policy"}, 422, "invalid", "policy", "no-such-policy",

@@ -161,6 +161,7 @@ def test_replay_all_matching_starts_an_operation_whose_progress_is_readable(clie
     ({}, "filter"), ({"filter": {}, "ids": [1]}, "filter"), ({"filter": "code=x"}, "filter"),
     ({"ids": ["1"]}, "ids"), ({"filter": {"status": "replayed"}}, "status"), ({"filter": {"code": 5}}, "code"),
     ({"filter": {"code": "x"}, "rate_per_s": 5000}, "rate_per_s"), ({"filter": {"code": "x"}, "speed": 1}, "speed"),
+    ({"filter": {"code": "x"}, "rate_per_s": 10 ** 400}, "rate_per_s"),  # float() raised OverflowError: a 500
     ({"filter": {}}, "filter"), ({"filter": {"status": "open", "code": ""}}, "filter"),
     ({"filter": {}, "every": "yes"}, "every"), ({"filter": {"q": "x" * 201}}, "q"),
     ({"filter": {"code": "x" * 81}}, "code"),

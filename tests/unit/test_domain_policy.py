@@ -116,6 +116,15 @@ def test_error_message_says_what_to_fix():
     assert info.value.message == "max_attempts must be an integer from 1 to 100, got 0"
 
 
+def test_a_huge_refused_value_is_said_back_short():
+    with pytest.raises(PolicyError) as info:
+        RetryPolicy.from_mapping({"max_attempts": int("9" * 4000)})
+    assert info.value.message == "max_attempts must be an integer from 1 to 100, got a 4000-digit number"
+    with pytest.raises(PolicyError) as info:
+        RetryPolicy.from_mapping({"max_attempts": "9" * 5000})
+    assert info.value.message.endswith(f"got '{'9' * 39}…") and len(info.value.message) < 100
+
+
 def test_nested_errors_speak_the_nested_names():
     with pytest.raises(PolicyError) as info:
         RetryPolicy.from_mapping({"sla": {"deadline_s": 1.5}})

@@ -123,7 +123,7 @@ def rate_of(rate) -> float:
         return 0.0
     try:
         value = float(rate)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int too large for a float
         raise InvalidInput(f"the rate is a number of runs per second, or {FASTEST!r}: as fast as it safely can",
                            "rate") from None
     if not 1 <= value <= MAX_RATE:

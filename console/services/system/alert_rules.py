@@ -248,14 +248,16 @@ MAX_THRESHOLD = 1_000_000_000
 
 
 def _threshold(rule: Rule, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+    # An int is never infinite, and math.isfinite() cannot take one too large for a float (a 400-digit one).
+    if (isinstance(value, bool) or not isinstance(value, int | float)
+            or (isinstance(value, float) and not math.isfinite(value)) or value < 0):
         raise InvalidInput("threshold is a number of at least 0", "threshold")
     if rule.unit == "rate" and value > 1:
         raise InvalidInput("threshold is a fraction from 0 to 1 for a rate (0.15 is 15%)", "threshold")
     if rule.unit == "multiple" and value < 1:  # under 1 it would fire at fewer timeouts than usual
         raise InvalidInput("threshold is a multiple of the usual count of at least 1 (3 fires at three times it)",
                            "threshold")
-    if rule.unit in ("count", "seconds") and not float(value).is_integer():
+    if rule.unit in ("count", "seconds") and isinstance(value, float) and not value.is_integer():
         raise InvalidInput(f"threshold is a whole number for a {'count' if rule.unit == 'count' else 'wait'}",
                            "threshold")
     if value > MAX_THRESHOLD:  # a float past 2**53 no longer holds the whole number typed, and no alert could fire

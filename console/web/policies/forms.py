@@ -1,11 +1,13 @@
 """The policy form: plain text in, a spec out; the domain validates the values."""
 
+import math
 import re
 
 from wtforms import HiddenField, SelectField, StringField
 from wtforms.fields.choices import SelectChoice
 from wtforms.validators import Length
 
+from console.services.inputs import typed_whole
 from console.web.forms import ConsoleForm
 
 NUMBER = {"type": "number", "step": "any", "inputmode": "decimal", "autocomplete": "off"}
@@ -117,12 +119,15 @@ _SPELLED = re.compile("|".join(rf"(?<![\w.]){re.escape(key)}(?![\w.])"
 def _parse_number(text: str | None):
     """Turn '3' into 3 and '2.5' into 2.5; anything else is passed on for the domain to reject by name."""
     text = (text or "").strip()
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            continue
-    return text
+    whole = typed_whole(text)
+    if not isinstance(whole, str):
+        return whole
+    try:
+        number = float(text) if text.isascii() else math.nan
+    except ValueError:
+        return text
+    # float() reads what int() refuses (5,000 nines is inf): the domain says back what was typed, not "got inf".
+    return number if math.isfinite(number) else text
 
 
 def _format(value) -> str:
