@@ -177,6 +177,21 @@ def test_a_retryable_failure_the_database_never_took_is_retried_by_its_policy_no
     assert runs.dead_letters(run_id) == []
 
 
+def test_a_late_failures_retry_is_due_its_delay_after_the_handler_ended_not_after_the_reconcile(
+        runs, clock, monkeypatch):
+    # A Retry-After of 15 minutes given 10 minutes before the reconciler recorded it is 5 minutes away, not 15.
+    run_id = runs.submit("demo.flaky", {"fail_times": 1}, policy={**LENIENT, "max_attempts": 3, "jitter": 0,
+                                                                  "base_delay_s": 900, "max_delay_s": 900})
+    refuse(monkeypatch, "retry_wait", times=None)
+    clock.set(utcnow())
+    assert execute(run_id, 0, clock=clock) == "bookkeeping_failed"
+    ended = clock().replace(tzinfo=None)
+    monkeypatch.undo()
+    monkeypatch.setattr(engine, "_sleep", lambda seconds: None)
+    reconcile.reconcile(_stale(run_id, clock))  # ten minutes later
+    assert runs.get(run_id).next_retry_at.replace(tzinfo=None) == ended + timedelta(seconds=900)
+
+
 def test_a_database_gone_even_for_the_cleanup_parks_the_run_rather_than_run_it_again(runs, clock, monkeypatch):
     """A PostgreSQL restart: the success's write failed, then so did leaving its single-statement unit (which asks
     the database); that error escaped the retries, the worker quit, and the reconciler ran the handler again."""

@@ -37,7 +37,8 @@ def fail(run: Run, failure: Failure, policy: RetryPolicy, now, *, duration_ms: i
     common = {"duration_ms": duration_ms, "message": failure.message[:2000]}
     if failure.retryable and run.attempt < policy.max_attempts:
         delay = retry_delay(policy, run.attempt, failure.retry_after_s)
-        next_at = now + timedelta(seconds=delay)
+        # A late outcome's wait counts from when its handler failed (a Retry-After was said then), never before now.
+        next_at = max(now, (finished_at or now) + timedelta(seconds=delay))
         transitions.move(run, "retry_wait", now, reason="retryable", error_code=failure.code, next_retry_at=next_at,
                          data={"delay_s": round(delay, 3), "retry_after_s": failure.retry_after_s}, **common,
                          **_error_fields(failure))
