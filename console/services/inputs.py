@@ -3,6 +3,7 @@
 import json
 import math
 import sys
+import unicodedata
 from datetime import UTC, datetime
 
 from console.domain import names
@@ -34,6 +35,15 @@ def typed_whole(text: str) -> int | str:
 def _few_enough(digits: str) -> bool:
     limit = sys.get_int_max_str_digits()
     return limit == 0 or len(digits) <= limit
+
+
+# Characters that show nothing: separators (spaces), controls and formats (zero-width space, bidi marks).
+_UNSEEN = ("Z", "Cc", "Cf")
+
+
+def blank(text: str) -> bool:
+    """Tell whether text shows nothing: only spaces and invisible characters (U+200B, bidi marks, controls)."""
+    return all(unicodedata.category(char).startswith(_UNSEEN) for char in text)
 
 
 def is_id(value) -> bool:

@@ -88,6 +88,8 @@ def test_good_submission_is_202_pending_and_its_run_shows_one_submitted_event(cl
                  id="key-empty"),
     pytest.param({"handler": "demo.noop", "idempotency_key": "   "}, 422, "invalid", "idempotency_key", "only spaces",
                  id="key-blank"),  # taken before: every client's "   " named one run
+    pytest.param({"handler": "demo.noop", "idempotency_key": "\u200b\u200e "}, 422, "invalid", "idempotency_key",
+                 "invisible characters", id="key-invisible"),  # a zero-width space and a bidi mark show nothing
     pytest.param({"handler": "demo.noop", "policy": {"max_attempts": 0}}, 422, "invalid", "policy.max_attempts",
                  "1 to 100", id="override-out-of-range"),
     pytest.param({"handler": "demo.noop", "policy": {"breaker": {"open_s": 0}}}, 422, "invalid",

@@ -68,6 +68,7 @@ def test_a_compensated_workflow_shows_each_steps_undo(client, operator, saga):
     ({"idempotency_key": None}, "idempotency_key"),
     ({"idempotency_key": 7}, "idempotency_key"),
     ({"idempotency_key": "   "}, "idempotency_key"),  # spaces only: every client's "   " named one workflow
+    ({"idempotency_key": "\u200b"}, "idempotency_key"),  # a zero-width space shows nothing either
     ({"priority": 1}, "priority"),
     ({"tenant": 3}, "tenant"),
 ])

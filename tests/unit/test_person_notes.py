@@ -24,3 +24,4 @@ def test_a_refused_note_says_what_to_fix_at_its_field(value, missing, message):
     with pytest.raises(InvalidInput) as refused:
         inputs.note(value, "reason", missing=missing)
     assert (refused.value.detail, refused.value.field) == (message, "reason")
+

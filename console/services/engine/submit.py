@@ -20,7 +20,7 @@ from console.services.actor import Actor
 from console.services.delivery import outbox
 from console.services.engine import admission, handler_kinds, queueing, reserved, transitions
 from console.services.errors import Conflict, InvalidInput, NotFound, QueueFull
-from console.services.inputs import is_id, params_too_large
+from console.services.inputs import blank, is_id, params_too_large
 from console.services.policies import versions as policies
 from console.services.settings import setting
 
@@ -327,8 +327,9 @@ def check_key_shape(idempotency_key, limit: int = MAX_KEY) -> None:
         raise InvalidInput(f"idempotency_key must be a string of 1-{limit} characters", "idempotency_key")
     if idempotency_key is not None and "\x00" in idempotency_key:  # PostgreSQL refuses it in a string (a 500)
         raise InvalidInput("idempotency_key must not contain a NUL character (\\u0000)", "idempotency_key")
-    if idempotency_key is not None and not idempotency_key.strip():  # two clients' "  " would be one piece of work
-        raise InvalidInput("idempotency_key is only spaces: send a key that names this piece of work, or none",
+    if idempotency_key is not None and blank(idempotency_key):  # every client's "  " would be one piece of work
+        raise InvalidInput("idempotency_key is only spaces or invisible characters: send a key that names this piece "
+                           "of work, or none",
                            "idempotency_key")
 
 

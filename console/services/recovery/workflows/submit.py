@@ -42,8 +42,9 @@ def check_key(key) -> str:
     if not isinstance(key, str) or not 0 < len(key) <= MAX_KEY:
         raise InvalidInput(f"idempotency_key is a string of 1-{MAX_KEY} characters; a second submit with the same "
                            "key answers with the same workflow", "idempotency_key")
-    if not key.strip():  # every client's "   " would be one workflow
-        raise InvalidInput("idempotency_key is only spaces: send a key that names this workflow", "idempotency_key")
+    if inputs.blank(key):  # every client's "   " would be one workflow
+        raise InvalidInput("idempotency_key is only spaces or invisible characters: send a key that names this "
+                           "workflow", "idempotency_key")
     return key
 
 
