@@ -2,7 +2,7 @@
 
 from flask import Blueprint, jsonify
 
-from console.api.common import body
+from console.api.common import body, known_args
 from console.auth import current_actor, requires, shared_by_all_tenants, tenant_scope
 from console.services.errors import Forbidden
 from console.services.people.permissions import ADMIN, VIEW
@@ -14,6 +14,7 @@ bp = Blueprint("alert_rules_api", __name__)
 @bp.get("/internal/alert-rules")
 @requires(VIEW)
 def list_rules():
+    known_args(())
     if tenant_scope() is not None:
         raise Forbidden("alert rules watch every tenant; a token limited to one tenant may not read them")
     return jsonify([alert_rules.as_dict(row) for row in alert_rules.all_rules()])

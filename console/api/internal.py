@@ -3,7 +3,7 @@
 from flask import Blueprint, jsonify, url_for
 
 from console.api import serialize
-from console.api.common import acting_tenant, body, is_id, no_unknown
+from console.api.common import acting_tenant, body, is_id, known_args, no_unknown
 from console.auth import current_actor, requires, shared_by_all_tenants, tenant_scope
 from console.services import versioning
 from console.services.engine import control, executor_reports
@@ -36,6 +36,7 @@ def retry():
 @bp.get("/internal/policies")
 @requires(VIEW)
 def list_policies():
+    known_args(())
     return jsonify([policies.as_dict(record) for record in policies.all_policies()])
 
 

@@ -2,7 +2,7 @@
 
 from flask import Blueprint, jsonify, url_for
 
-from console.api.common import body, no_unknown
+from console.api.common import body, known_args, no_unknown
 from console.auth import current_actor, requires, shared_by_all_tenants
 from console.services.errors import InvalidInput
 from console.services.people.permissions import OPERATE, VIEW
@@ -20,6 +20,7 @@ def _checked(data: dict, allowed: set[str]) -> dict:
 @bp.get("/internal/quota-classes")
 @requires(VIEW)
 def list_classes():
+    known_args(())
     return jsonify([quota_classes.as_dict(record) for record in quota_classes.all_classes()])
 
 

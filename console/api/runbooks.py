@@ -3,7 +3,7 @@
 from flask import Blueprint, jsonify, url_for
 
 from console.api import serialize
-from console.api.common import body, no_unknown
+from console.api.common import body, known_args, no_unknown
 from console.api.serialize import iso
 from console.auth import current_actor, requires, tenant_scope
 from console.services.people.permissions import OPERATE, VIEW
@@ -45,6 +45,7 @@ def execution_json(execution) -> dict:
 @bp.get("/api/runbooks")
 @requires(VIEW)
 def list_runbooks():
+    known_args(())
     return jsonify([_runbook(listed) for listed in runbooks.listing(tenant_scope(), latest=0)])
 
 

@@ -2,7 +2,7 @@
 
 from flask import Blueprint, jsonify, url_for
 
-from console.api.common import body, no_unknown
+from console.api.common import body, known_args, no_unknown
 from console.auth import current_actor, requires, shared_by_all_tenants, tenant_scope
 from console.domain import conflict_rules
 from console.services import versioning
@@ -32,6 +32,7 @@ def _changes(preview) -> dict:
 @bp.get("/internal/templates")
 @requires(VIEW)
 def list_templates():
+    known_args(())
     return jsonify([templates.as_dict(record) for record in templates.all_templates()])
 
 

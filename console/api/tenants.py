@@ -2,7 +2,7 @@
 
 from flask import Blueprint, jsonify
 
-from console.api.common import body, no_unknown
+from console.api.common import body, known_args, no_unknown
 from console.auth import current_actor, requires, tenant_scope
 from console.services.people import tenants
 from console.services.people.permissions import ADMIN
@@ -24,6 +24,7 @@ def _one(tenant) -> dict:
 @bp.get("/api/tenants")
 @requires(ADMIN)
 def list_tenants():
+    known_args(())  # it has no filters: ?tenant=other answered as if it had one
     return jsonify(tenants=[row.as_dict() for row in tenants.usage(tenant_scope())])
 
 

@@ -409,9 +409,13 @@ def test_a_known_key_sent_for_other_work_is_a_409_not_the_other_runs_answer(clie
 
 
 @pytest.mark.parametrize("path", ["/api/runs", "/api/work-orders", "/api/dead-letters", "/api/approvals",
-                                  "/internal/tasks", "/ops/capacity/reservations"])
-def test_a_list_given_a_parameter_it_does_not_read_says_so_instead_of_listing_everything(client, operator, path):
-    """/api/dead-letters?before=… (its cursor is `after`) answered the first page as if no cursor was given."""
+                                  "/internal/tasks", "/ops/capacity/reservations", "/api/reports/summary",
+                                  "/api/tenants", "/internal/policies", "/internal/templates",
+                                  "/internal/quota-classes", "/api/runbooks", "/internal/alert-rules"])
+def test_a_list_given_a_parameter_it_does_not_read_says_so_instead_of_listing_everything(client, auth, path):
+    """/api/dead-letters?before=… (its cursor is `after`) answered the first page as if no cursor was given; a
+    manager's /api/reports/summary?tenat=acme every tenant's figures as if they were acme's."""
+    operator = bearer(auth.make_user("root", "admin"))
     answer = client.get(f"{path}?befor=5", headers=operator)
     assert answer.status_code == 422, answer.get_data(as_text=True)
     assert answer.get_json()["field"] == "befor" and "unknown parameter 'befor'; allowed: " in (
