@@ -54,7 +54,7 @@ def acknowledge_work_order(order_id: int):
 @bp.post("/api/work-orders/<int:order_id>/close")
 @requires(OPERATE)
 def close_work_order(order_id: int):
-    """Close it by hand with a note saying what was done; its PagerDuty incident is resolved."""
+    """Close it by hand with a note saying what was done; its incident is resolved where it was raised."""
     data = body()
     no_unknown(data, ("note",))
     order = workorders.get(order_id, tenant_scope())

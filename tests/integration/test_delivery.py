@@ -392,19 +392,20 @@ def test_a_delivery_failed_alert_that_fails_does_not_raise_another(app, clock):
 
 
 def test_a_delivery_failed_alert_that_fails_on_its_own_channel_stops_there(app, clock):
-    with Receiver() as slack, Receiver() as hook:
-        slack.always(500)
-        hook.always(500)
-        only(app, SLACK_WEBHOOK_URL=slack.url + SLACK_PATH, ALERT_WEBHOOK_URL=hook.url)
-        # A resolve goes to PagerDuty (off) and Slack (failing); its 'delivery failed' alert then tries the webhook.
-        outbox.resolve("rebound-breaker:x", "Circuit breaker opened: x", "x recovered", clock())
+    with Receiver() as slack, Receiver() as hook, Receiver() as orders:
+        for receiver in (slack, hook, orders):
+            receiver.always(500)
+        only(app, SLACK_WEBHOOK_URL=slack.url + SLACK_PATH, ALERT_WEBHOOK_URL=hook.url, WORKORDER_URL=orders.url)
+        # A work-order request fails on its system; its 'delivery failed' alert then tries Slack and the webhook,
+        # which fail too: that alert is failed, and raises no alert of its own.
+        outbox.add("workorder", "workorder:1", {"work_order_id": None, "title": "x"}, clock())
         db.session.commit()
         for _ in range(12):
             delivery_round.tick(clock)
             clock.advance(60)
         [failed] = alert_rows("delivery_failed")
-        assert (failed.payload["skip_channels"], failed.status, failed.attempts) == (["slack"], "failed", 5)
-        assert len(hook.requests) == 5 and len(slack.requests) == 5
+        assert (failed.payload["skip_channels"], failed.status, failed.attempts) == (["workorder"], "failed", 5)
+        assert len(hook.requests) == 5 and len(slack.requests) == 5 and len(orders.requests) == 5
         assert len(alert_rows("delivery_failed")) == 1
 
 
@@ -462,6 +463,43 @@ def test_a_failure_of_a_group_whose_work_order_was_just_closed_is_told_at_once(a
     assert runs_letters(again.id)[0].work_order_id != order.id
     assert delivery_round.tick(clock)["held"] == 0  # not held for the closed order's 300 s repeat window
     assert "bad row 2" in channels.slack.requests[-1].json["text"]
+
+
+def test_a_held_repeat_of_a_work_order_closed_meanwhile_is_not_sent_after_its_resolve(app, channels, clock):
+    """The repeat went out minutes after the close: PagerDuty's incident, just resolved, was triggered again."""
+    first = dead_run(clock, message="bad row 1")
+    delivery_round.tick(clock)
+    clock.advance(5)
+    dead_run(clock, message="bad row 2")
+    assert delivery_round.tick(clock)["held"] == 1
+    order = db.session.get(WorkOrder, runs_letters(first.id)[0].work_order_id)
+    changes.close(order, "fixed the schema", Actor("olga"), clock)
+    clock.advance(300)
+    delivery_round.tick(clock)
+    events = [r.json["event_action"] for r in channels.pagerduty.requests]
+    assert events == ["trigger", "resolve"]
+    # The webhook is told of the resolve too, on the incident's key (it had "action": "trigger" and no end).
+    assert [(r.json["action"], r.json["dedup_key"]) for r in channels.webhook.requests] == [
+        ("trigger", f"rebound-workorder-{order.id}"), ("resolve", f"rebound-workorder-{order.id}")]
+    assert len(channels.slack.requests) == 2  # the first alert, the resolve
+    repeat = alert_rows("retry_limit_reached")[-1]
+    assert repeat.status == "skipped" and repeat.last_error.startswith(
+        f"not sent: work order #{order.id} was closed at ") and "this alert would open it again" in repeat.last_error
+    with pytest.raises(Conflict, match=f"work order #{order.id} was closed at .*; it is not sent again"):
+        manual.redeliver(repeat.id, ops, clock=clock)
+
+
+def test_a_closed_work_orders_request_is_not_sent_again(app, clock):
+    """"Send again" on a closed work order opened a ticket in the work-order system for work already done."""
+    only(app)  # no channel: the request is skipped, as before the channels were set up
+    run = dead_run(clock)
+    delivery_round.tick(clock)
+    [request] = messages("workorder")
+    assert request.status == "skipped"
+    changes.close(db.session.get(WorkOrder, request.payload["work_order_id"]), "done", Actor("olga"), clock)
+    with pytest.raises(Conflict, match="its request to the work-order system would open it again"):
+        manual.redeliver(request.id, ops, clock=clock)
+    assert messages("workorder")[0].status == "skipped" and run.status == "dead"
 
 
 def test_an_alert_repeated_while_it_was_out_is_retried_as_one_message(app, clock):

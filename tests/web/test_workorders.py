@@ -4,7 +4,7 @@ import re
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from console.domain.clock import FrozenClock, utcnow
 from console.extensions import db
@@ -228,12 +228,19 @@ def test_the_close_says_which_channels_are_told_and_none_when_none_is_configured
     auth.as_role("operator", "olga")
     done = post(client, auth, f"/workorders/{first.work_order_id}/close", {"close-note": "fixed"}, headers=HX)
     words = done.get_data(as_text=True)
-    assert f"Closed work order #{first.work_order_id}." in words and "PagerDuty" not in words
-    assert "No alerting channel is configured: nothing outside Rebound is told." in words
+    assert f"Closed work order #{first.work_order_id}." in words and "told it is resolved" not in words
+    assert ("No channel that takes a resolve (PagerDuty, Slack, the alert webhook) is configured: none is told."
+            in words)
 
-    app.config.update(PAGERDUTY_URL="http://127.0.0.1:9/v2/enqueue", PAGERDUTY_ROUTING_KEY="r" * 32)
+    # The webhook and the work-order system were configured, and took the trigger and the ticket: the close said
+    # no channel was configured, and the webhook was never told of the resolve.
+    app.config.update(PAGERDUTY_URL="http://127.0.0.1:9/v2/enqueue", PAGERDUTY_ROUTING_KEY="r" * 32,
+                      ALERT_WEBHOOK_URL="http://127.0.0.1:9/hooks", WORKORDER_URL="http://127.0.0.1:9/itsm")
+    db.session.execute(update(WorkOrder).where(WorkOrder.id == second.work_order_id).values(external_id="WO-EXT-7"))
+    db.session.commit()
     done = post(client, auth, f"/workorders/{second.work_order_id}/close", {"close-note": "fixed"}, headers=HX)
-    assert "PagerDuty is told it is resolved." in done.get_data(as_text=True)
+    assert ("PagerDuty and the alert webhook are told it is resolved. Close ticket WO-EXT-7 in the work-order "
+            "system: it is not told.") in done.get_data(as_text=True)
 
 
 def test_viewer_sees_no_actions_and_is_refused(app, client, auth, runs, clock):

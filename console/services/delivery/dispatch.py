@@ -14,6 +14,7 @@ from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import Delivery, OutboxMessage, WorkOrder
 from console.services.delivery import http, losses, notice, pagerduty, silence, slack, targets, webhook, workorder
+from console.services.delivery.closed_orders import closed_before_sent
 from console.services.settings import setting
 
 log = logging.getLogger("rebound.delivery")
@@ -38,8 +39,8 @@ def route(message: OutboxMessage) -> list[str]:
     """Return the channels a message is meant for, before looking at which are configured."""
     if message.kind == "workorder":
         names = ("workorder",)
-    elif message.kind == "resolve":  # where the alert it ends went, of the channels that take a resolve
-        names = [name for name in ("pagerduty", "slack") if name in ROUTES.get(message.channel, ROUTES["default"])]
+    elif message.kind == "resolve":  # where the alert it ends went (the work-order system takes no close)
+        names = ROUTES.get(message.channel, ROUTES["default"])
     elif message.kind == "test":
         names = (message.channel,)
     else:
@@ -166,7 +167,8 @@ def _deliver(claim: Claim, clock: Clock, probe: bool) -> str:
     message = db.session.get(OutboxMessage, claim.message_id)
     if _hold(message, claim, now):
         return "held"
-    if reason := losses.overtaken(message):
+    closed = closed_before_sent(message)
+    if reason := losses.overtaken(message) or (closed and f"not sent: {closed}"):
         _settle(claim, status="skipped", next_attempt_at=now, last_error=reason)
         db.session.commit()
         return "skipped"

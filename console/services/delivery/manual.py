@@ -9,7 +9,7 @@ from console.extensions import db
 from console.models import Delivery, OutboxMessage, Tenant
 from console.services.actor import Actor
 from console.services.audit import trail as audit
-from console.services.delivery import outbox, targets
+from console.services.delivery import closed_orders, outbox, targets
 from console.services.delivery.dispatch import claim_next, deliver
 from console.services.errors import Conflict, NotFound
 
@@ -45,6 +45,8 @@ def redeliver(message_id: int, actor: Actor, *, tenant_id: int | None = None,
     if message.kind == "test":
         # A test checks a channel as it is now; sending an old one again would pass it off as an alert.
         raise Conflict(f"message {message_id} is a test alert; send a new test from its channel instead", "kind")
+    if closed := closed_orders.closed_before_sent(message):
+        raise Conflict(f"{closed}; it is not sent again", "status")
     before = message.status
     waiting = db.session.execute(select(OutboxMessage.id).where(
         OutboxMessage.dedup_key == message.dedup_key, OutboxMessage.status == "pending",

@@ -161,15 +161,22 @@ def close(order_id: int):
     form = CloseForm(prefix="close")
     told = []
     return _done(order_id, lambda: told.extend(changes.close(order, form.note.data, current_actor())),
-                 lambda: f"Closed work order #{order_id}. {_told_words(told)}", close_form=form)
+                 lambda: f"Closed work order #{order_id}. {_told_words(told, order.external_id)}", close_form=form)
 
 
-def _told_words(channels: list[str]) -> str:
-    """Say who outside Rebound hears of a close, by the channels its resolve goes to."""
-    if not channels:
-        return "No alerting channel is configured: nothing outside Rebound is told."
-    names = " and ".join({"pagerduty": "PagerDuty", "slack": "Slack"}.get(name, name) for name in channels)
-    return f"{names} {'is' if len(channels) == 1 else 'are'} told it is resolved."
+CHANNEL_NAMES = {"pagerduty": "PagerDuty", "slack": "Slack", "webhook": "the alert webhook"}
+
+
+def _told_words(channels: list[str], ticket: str | None) -> str:
+    """Say who outside Rebound hears of a close: the channels its resolve goes to, and the ticket nobody closes."""
+    if channels:
+        names = [CHANNEL_NAMES.get(name, name) for name in channels]
+        listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+        told = f"{listed[:1].upper()}{listed[1:]} {'is' if len(names) == 1 else 'are'} told it is resolved."
+    else:
+        told = "No channel that takes a resolve (PagerDuty, Slack, the alert webhook) is configured: none is told."
+    # The work-order system's API (POST /ops/workorders) opens tickets and has no close.
+    return f"{told} Close ticket {ticket} in the work-order system: it is not told." if ticket else told
 
 
 @bp.post("/<int:order_id>/redeliver")

@@ -1,0 +1,26 @@
+"""Triggers about a work order that was closed before they went: not sent, so a resolved incident stays resolved."""
+
+from sqlalchemy import select
+
+from console.extensions import db
+from console.models import OutboxMessage, WorkOrder
+from console.services.delivery import notice
+
+
+def closed_before_sent(message: OutboxMessage) -> str | None:
+    """Say why a trigger need not go: its work order was closed (and its resolve queued) since it was queued.
+
+    A dead-letter alert held back to gather a storm, or a work-order request not yet delivered, would otherwise
+    open the incident or the ticket again after the close resolved it (None: it must go out)."""
+    payload = message.payload or {}
+    order_id = payload.get("work_order_id")
+    triggers = message.kind == "workorder" or (message.kind == "alert" and payload.get("rule") in notice.DEAD_RULES)
+    if not triggers or not order_id:
+        return None
+    closed_at = db.session.execute(select(WorkOrder.closed_at).where(
+        WorkOrder.id == order_id, WorkOrder.status == "closed")).scalar_one_or_none()
+    if closed_at is None:
+        return None
+    what = "its request to the work-order system" if message.kind == "workorder" else "this alert"
+    return (f"work order #{order_id} was closed at {closed_at:%Y-%m-%d %H:%M} UTC and its incident resolved: {what} "
+            "would open it again")
