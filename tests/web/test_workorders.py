@@ -291,6 +291,18 @@ def test_a_failed_work_order_request_is_sent_again_from_its_page(app, client, au
         AuditEntry.action == "outbox.redeliver")).scalars()] == ["outbox.redeliver"]
 
 
+def test_a_closed_work_orders_request_is_not_offered_again(app, client, auth, runs, clock):
+    letter = dead(runs, clock)
+    delivery_round.tick(clock)  # no work-order system configured: the request is skipped
+    auth.as_role("operator")
+    assert "Send again</button>" in client.get(f"/workorders/{letter.work_order_id}").get_data(as_text=True)
+    post(client, auth, f"/workorders/{letter.work_order_id}/close", {"close-note": "fixed"}, headers=HX)
+    page = client.get(f"/workorders/{letter.work_order_id}").get_data(as_text=True)
+    assert "Send again</button>" not in page  # it opened a ticket for work already done
+    refused = post(client, auth, f"/workorders/{letter.work_order_id}/redeliver", headers=HX)
+    assert refused.status_code == 409 and "would open it again" in refused.get_data(as_text=True)
+
+
 def test_the_work_orders_nav_item_follows_the_dlq(app, client, auth):
     auth.as_role("viewer")
     html = client.get("/workorders").get_data(as_text=True)
