@@ -507,6 +507,23 @@ def test_each_error_fingerprint_opens_the_letters_it_counts_whatever_became_of_t
     assert chart["data"][0]["customdata"] == [link.replace("&amp;", "&") for link, _, _ in rows]
 
 
+def test_a_task_rows_failed_link_lists_the_run_created_before_the_period_whose_series_failed_in_it(
+        manager, client, built, clock):
+    """The row counts series that ended in the period; its link listed runs created in it, so a replayed old letter
+    that died again counted in Failed and was missing behind it (6 shown, 4 listed)."""
+    now = clock()
+    clock.set(now - timedelta(days=5))
+    old = history._adhoc(clock, {"fail_times": 9, "code": "gateway_down"}, handler="demo.flaky_compensated")
+    assert execute(old, 0, clock=clock) == "dead"
+    clock.set(now)
+    control.replay(history._letter(old), history.OPS, clock=clock)
+    assert execute(old, 0, clock=clock) == "dead"
+    rollup.tick(clock)
+    html = client.get("/reports?period=24h").get_data(as_text=True)
+    link = re.search(r'<a href="([^"]+)">default / python:demo.flaky_compensated \(no task\)</a>', html).group(1)
+    assert run_rows(client.get(link.replace("&amp;", "&")).get_data(as_text=True)) == {old}
+
+
 def test_a_handler_row_without_a_task_opens_that_handlers_failed_runs_only(manager, client, built, clock):
     # Runs a text search for the handler would also find: a longer handler's, and a task's run of the same handler.
     longer = history._adhoc(clock, {"fail_times": 9}, handler="demo.flaky_compensated")

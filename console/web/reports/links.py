@@ -48,9 +48,10 @@ class Links:
         return self.runs(task_id=row.task_id, tenant=row.tenant, late=True)
 
     def row_runs(self, row) -> str:
-        """The failed runs behind a row of the tasks table (a task's, or a handler's run without one, in its tenant)."""
+        """The failed runs behind a row of the tasks table (a task's, or a handler's run without one, in its tenant):
+        whose failed series ended in the period, as the row counts them, whenever the run was created."""
         return self.runs(task_id=row.task_id or None, handler=None if row.task_id else row.handler,
-                         tenant=row.tenant, failed=True)
+                         tenant=row.tenant, failed=True, ended=True)
 
     def dlq(self, status: str = "open", task_id: int | None = None) -> str:
         task = task_id or self.scope.task_id
