@@ -207,7 +207,7 @@ def test_the_requester_is_not_offered_the_buttons_and_is_refused_when_posting(pe
 
 
 def test_an_approver_approves_from_the_page_and_the_run_is_replayed(person, letter, runs):
-    _, olga = person("olga", "operator")
+    olga_client, olga = person("olga", "operator")
     approver_client, alex = person("alex", "approver")
     request = file_fix(letter(), olga)
     token = approver_client.csrf(f"/approvals/{request.id}")
@@ -255,7 +255,7 @@ def test_the_requester_cannot_roll_their_own_change_back(person, letter):
 
 def test_a_fix_whose_run_ran_again_says_why_it_stays_instead_of_offering_a_rollback(person, letter, runs, clock):
     """A params fix replays at once, so its run usually runs again before anyone thinks of rolling back."""
-    _, olga = person("olga", "operator")
+    olga_client, olga = person("olga", "operator")
     approver_client, alex = person("alex", "approver")
     request = file_fix(letter(), olga)
     approve(approver_client, request)
@@ -267,6 +267,10 @@ def test_a_fix_whose_run_ran_again_says_why_it_stays_instead_of_offering_a_rollb
     kept = re.search(r'<div class="panel rollback">(.*?)</div>', page, re.S).group(1)
     assert f"run {run.id} ran again since the fix (it is succeeded, series 2, attempt 1)" in kept
     assert "cannot be rolled back" in kept
+    # The requester reads the same, not that another person may roll it back.
+    theirs = html(olga_client.get(f"/approvals/{request.id}"))
+    assert f"cannot be rolled back now: run {run.id} ran again since the fix" in theirs
+    assert "rolls it back" not in theirs
 
 
 def test_reject_needs_a_note_and_then_never_runs(person, letter, runs):
