@@ -217,6 +217,9 @@
       return box.name === "id" && box.checked;
     });
     if (!ticked.length) return;
+    // A field the action needs left blank (a discard's reason): no question first, the server says what to fill in.
+    var needs = button.dataset.needs && button.form.elements[button.dataset.needs];
+    if (needs && !needs.value.trim()) return;
     var fixes = ticked.map(function (box) { return Number(box.dataset.fix); }).filter(Boolean)
       .sort(function (a, b) { return a - b; });
     // Past the discard limit the button files a request (a second person approves), and asks as such.
@@ -230,6 +233,13 @@
     if (button.dataset.confirmSteps !== undefined) question += stepWords(ticked) + finalWords(ticked);
     event.preventDefault();
     if (window.confirm(question)) event.detail.issueRequest(true);
+  });
+
+  // A bulk action tried again clears what the last try said above the list: an old "a reason is required" stayed
+  // beside "Discarded 1 dead letter."
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    if (!event.detail.elt.closest || !event.detail.elt.closest("#dlq-bulk")) return;
+    document.querySelectorAll("#bulk-area .dlq-notice").forEach(function (notice) { notice.remove(); });
   });
 
   // A "select all" box ticks every box its data-check-all selector names.

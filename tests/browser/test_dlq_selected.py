@@ -91,6 +91,28 @@ def test_the_selected_buttons_count_the_ticked_rows_and_name_their_waiting_fixes
     assert {run.status for run in db.session.execute(select(Run)).scalars()} == {"dead"}  # none was replayed
 
 
+def test_a_discard_without_a_reason_asks_nothing_and_its_refusal_goes_once_the_discard_is_done(
+        page, live_server, letters):
+    """It asked "Discard …?" first and then refused for the missing reason, whose notice stayed beside the
+    success of the next try."""
+    (first, _, _), _ = letters
+    browser_login(page, live_server.url)
+    page.goto(f"{live_server.url}/dlq/?view=list")
+    tick(page, first)
+    asked = []
+    page.on("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
+    page.get_by_role("button", name="Discard selected", exact=True).click()
+    refusal = page.locator("#bulk-area .dlq-notice")
+    expect(refusal).to_contain_text("a reason is required")
+    assert asked == []
+    page.get_by_label("reason to discard the selected").fill("a duplicate")
+    page.get_by_role("button", name="Discard selected", exact=True).click()
+    expect(page.locator("#results .flash.success")).to_contain_text("Discarded 1 dead letter")
+    expect(refusal).to_have_count(0)
+    assert asked == ["Discard the selected dead letter? It will not be replayed. Params fix "
+                     f"#{letters[1][0].id} waiting for approval is closed then."]
+
+
 def test_discarding_more_than_the_limit_asks_to_file_a_request_and_discards_nothing(page, live_server, letters):
     (first, second, plain), _ = letters
     console_settings.save(console_settings.DISCARD_WITHOUT_APPROVAL, 2, ARRANGE)
