@@ -452,6 +452,17 @@ def test_a_repeat_soon_after_is_held_back_and_sent_once_with_its_count(app, chan
     assert len({r.json["dedup_key"] for r in channels.pagerduty.requests}) == 1
 
 
+def test_one_held_repeat_is_said_in_the_singular(app, channels, clock):
+    dead_run(clock, message="bad row 1")
+    delivery_round.tick(clock)
+    clock.advance(5)
+    dead_run(clock, message="bad row 2")
+    assert delivery_round.tick(clock)["held"] == 1
+    clock.advance(295)
+    assert delivery_round.tick(clock)["delivered"] == 1
+    assert "1 more dead letter in this group (2 in all)" in channels.slack.requests[-1].json["text"]  # was "letters"
+
+
 def test_a_failure_of_a_group_whose_work_order_was_just_closed_is_told_at_once(app, channels, clock):
     first = dead_run(clock, message="bad row 1")
     delivery_round.tick(clock)

@@ -13,8 +13,10 @@ from sqlalchemy import event, select
 
 from console.domain.clock import utcnow
 from console.extensions import db
-from console.models import AuditEntry, Run, Task, Tenant
+from console.models import AuditEntry, DeadLetter, Run, Task, Tenant
 from console.services.actor import Actor
+from console.services.engine import control
+from console.services.engine.execute import execute
 from console.services.people import tenants
 from console.services.scheduling import on_demand, quota_classes, task_query, tasks, template_insight, templates
 from tests.factories import make_tenant
@@ -177,6 +179,23 @@ def test_task_page_lists_recent_runs_linked_to_the_runs_page(client, auth):
     links = re.findall(r'href="/runs/(\d+)"', html)
     assert links == [str(o.run_id) for o in reversed(outcomes)]
     assert "manual" in html
+
+
+def test_a_replayed_run_shows_its_series_start_not_series_1s(client, auth, clock):
+    """The Runs list said 15:28:08 s2 where the task's page said 15:25:33 for the same run."""
+    task = make_task(handler="demo.flaky", params={"fail_times": 9, "error": "fatal"})
+    run_id = on_demand.run_now(task, SEED).run_id
+    first = clock()
+    assert execute(run_id, 0, clock=clock) == "dead"
+    clock.advance(155)
+    letter = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run_id)).scalar_one()
+    control.replay(letter, SEED, clock=clock)
+    execute(run_id, 0, clock=clock)
+    auth.as_role("viewer")
+    html = client.get(f"/tasks/{task.id}").get_data(as_text=True)
+    row = re.search(rf'<tr>\s*<td><a class="mono" href="/runs/{run_id}".*?</tr>', html, re.S).group(0)
+    assert f'datetime="{clock().isoformat()}"' in row and ">s2</span>" in row and "· s2</span>" in row
+    assert f'title="{first.isoformat()}"' not in row.split("s2</span>")[1]  # not series 1's start as Started
 
 
 def test_a_task_without_runs_says_no_runs_yet_not_last_0(client, auth):

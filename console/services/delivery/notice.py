@@ -127,7 +127,7 @@ def _dead_words(message: OutboxMessage, rule: str, payload: dict, facts: _Facts)
                 f"{plural(int(payload['reopened']), 'dead letter')} reopened by the rollback of request "
                 f"#{payload.get('approval_id')}: {failed}: {payload.get('message') or 'no message'}")
     total = facts.order.dead_letter_count if facts.order else message.occurrences
-    group = (f"{message.occurrences} more dead letters in this group ({total} in all)"
+    group = (f"{plural(message.occurrences, 'more dead letter')} in this group ({total} in all)"
              if total > message.occurrences else f"{plural(message.occurrences, 'dead letter')} in this group")
     lead = "Retry limit reached" if rule == "retry_limit_reached" else "Dead letter"
     attempts = payload.get("attempts")

@@ -11,6 +11,7 @@ from console.services import inputs
 from console.services.people import tenants
 from console.services.people.permissions import VIEW
 from console.services.reports import breaches as breach_list
+from console.services.runs import query as run_query
 from console.services.runs.waiting import breaker_resets
 from console.services.scheduling import task_query, tasks, template_insight
 from console.services.scheduling.forecast import forecast as forecast_firings
@@ -112,7 +113,8 @@ def runs_panel(task) -> dict:
     """What the recent-runs panel shows: the runs and their SLA breaches."""
     runs = tasks.recent_runs(task, RECENT_RUNS)
     return {"runs": runs, "resets": breaker_resets(runs), "breaches": breach_list.of_task(task.id, utcnow()),
-            "run_breaches": breach_list.of_runs([run.id for run in runs])}
+            "run_breaches": breach_list.of_runs([run.id for run in runs]),
+            "series_starts": run_query.series_starts(runs)}
 
 
 @bp.get("/cron-preview")
