@@ -38,6 +38,18 @@ def _check_replay(values: dict, now) -> dict:
     return {}
 
 
+NARROWING = ("code", "handler", "task", "search", "group", "limit")
+
+
+def _narrowed_or_every(values: dict, now) -> dict:
+    """Refuse a real replay that no filter narrows unless `every` says so, as the API's bulk replay does: left
+    empty, the form replayed every open dead letter of every tenant it may act for."""
+    if values["every"] or values["age"] != "any" or any(values[name] for name in NARROWING):
+        return {}
+    return {"every": "no filter narrows this replay: give a code, handler, task, search, age, group or limit, or "
+                     "tick every to replay every open dead letter"}
+
+
 def replay_dead_letters(ctx) -> None:
     """Replay the open dead letters that match, oldest first, at most `rate` a second."""
     params, filters = ctx.params, _filters(ctx.params)
@@ -199,7 +211,9 @@ REPLAY = Runbook(
         Param("rate", T.FLOAT, default=float(bulk.DEFAULT_RATE), minimum=1, maximum=bulk.MAX_RATE,
               help="Dead letters replayed per second."),
         Param("limit", T.INT, minimum=1, help="Replay at most this many (the oldest); all when empty."),
-    ), replay_dead_letters, check=_check_replay)
+        Param("every", T.BOOL, default=False,
+              help="With no filter above, replay every open dead letter (a dry-run lists them without it)."),
+    ), replay_dead_letters, check=_check_replay, real_check=_narrowed_or_every)
 
 RESOLVE = Runbook(
     "resolve_runs", "Mark dead runs resolved",

@@ -93,6 +93,17 @@ def test_replay_dead_letters_takes_a_limit_and_refuses_a_task_with_a_handler(sta
                        scope=None, clock=clock)
 
 
+def test_replay_dead_letters_with_no_filter_replays_everything_only_when_every_says_so(staff, clock, dead_run):
+    """Left empty, the form replayed every open dead letter of every tenant after a confirm that gave no count."""
+    first = dead_run()[0]
+    with pytest.raises(Exception, match="no filter narrows this replay: .* or tick every") as refused:
+        runbooks.start("replay_dead_letters", {}, staff["olga"], scope=None, clock=clock)
+    assert refused.value.field == "every" and run_of(first).status == "dead"
+    assert "Would replay" in run_now("replay_dead_letters", {}, staff["olga"], clock=clock, dry_run=True).log
+    run_now("replay_dead_letters", {"every": True}, staff["olga"], clock=clock)
+    assert run_of(first).status == "pending"
+
+
 def test_replay_dead_letters_says_what_it_does_to_the_workflows_among_them(staff, clock, saga, snapshot):
     saga.two_failed()  # three dead steps: two failed going forward, one died undoing itself
     dry = dry_run_changes_nothing(snapshot, "replay_dead_letters", {}, staff["olga"], clock)
