@@ -59,12 +59,12 @@ def test_a_reservation_is_created_listed_and_audited(client, app, admin):
     ({"starts_at": "tomorrow"}, "starts_at", "ISO 8601"),
     ({"starts_at": "2030-01-01T10:00:00"}, "starts_at", "time zone"),
     ({"ends_at": _at(24 * 400)}, "ends_at", "at most 366 days"),
-    ({"tenant": "nobody"}, None, "no tenant named"),
+    ({"tenant": "nobody"}, "tenant", "no tenant named 'nobody'"),  # a 422 as in every body, not a 404
 ])
 def test_bad_input_says_what_to_fix_and_writes_nothing(client, admin, change, field, words):
     body = {"tenant": "acme", "running_slots": 2, "starts_at": _at(1), "ends_at": _at(2), "reason": "batch", **change}
     response = client.post("/ops/capacity/reserve", json=body, headers=admin)
-    assert response.status_code in (404, 422), response.get_json()
+    assert response.status_code == 422, response.get_json()
     answer = response.get_json()
     assert words in answer["detail"] and answer.get("field") == field
     assert db.session.execute(select(func.count()).select_from(Reservation)).scalar_one() == 0
@@ -103,9 +103,14 @@ def test_tenant_walls_hold_for_reservations(client, app, auth, admin):
 
     acme = tenants.find("acme")
     scoped = bearer(auth.make_user("acme-admin", "admin", tenant=acme), tenant=acme)
-    assert _reserve(client, scoped, "globex").status_code == 404
-    mine = _reserve(client, scoped, "acme", slots=2)
-    assert mine.status_code == 201
+    # Another tenant's is refused as every endpoint refuses it (it said "no tenant named 'globex'", a 404 when globex
+    # exists), whether or not that tenant exists; none named is the token's own, as a submit's is.
+    for named in ("globex", "initech"):
+        refused = _reserve(client, scoped, named)
+        assert refused.status_code == 403 and refused.get_json()["detail"] == (
+            "you may reserve capacity only for tenant acme")
+    mine = _reserve(client, scoped, None, slots=2)
+    assert mine.status_code == 201 and mine.get_json()["tenant"] == "acme"
     listed = client.get("/ops/capacity/reservations", headers=scoped).get_json()["reservations"]
     assert [r["tenant"] for r in listed] == ["acme"]
     assert client.delete(f"/ops/capacity/reservations/{other['id']}", headers=scoped).status_code == 404

@@ -72,7 +72,7 @@ def test_a_refusal_exits_non_zero_says_why_and_writes_nothing(app):
                                   "2030-01-01T10:00", "--ends-at", "2030-01-01T12:00", "--reason", "x"])
     assert no_zone.exit_code == 1 and "starts_at needs a time zone (end it with Z for UTC)" in no_zone.output
     unknown = _reserve(runner, "initech", "1")
-    assert unknown.exit_code == 1 and "refused (not_found, 404): no tenant named 'initech'" in unknown.output
+    assert unknown.exit_code == 1 and "refused (invalid, 422): no tenant named 'initech'" in unknown.output
     assert len(_stored()) == 1
     assert runner.invoke(args=["reservations", "cancel", "999"]).exit_code == 1
     listed = runner.invoke(args=["reservations", "list", "--tenant", "initech"])

@@ -181,7 +181,7 @@ def test_a_scoped_admin_reserves_only_for_its_own_tenant_within_its_quotas(clien
     assert _form_errors(over) == ["a reservation made by someone limited to tenant acme stays within its quotas "
                                   "(max_running 3, max_queued 10000); ask an admin of every tenant for more"]
     other = client.post("/admin/tenants/reservations/new", data=_form(auth, tenant="globex"))
-    assert other.status_code == 404 and _form_errors(other) == ["no tenant named 'globex'"]
+    assert other.status_code == 403 and _form_errors(other) == ["you may reserve capacity only for tenant acme"]
     assert _stored() == []
     assert client.post("/admin/tenants/reservations/new", data=_form(auth, running_slots="3")).status_code == 303
     assert [(r.tenant_id, r.created_by) for r in _stored()] == [(acme.id, "ada")]

@@ -13,7 +13,7 @@ from console.models import Reservation, Tenant
 from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.engine import reserved
-from console.services.errors import Conflict, InvalidInput, NotFound
+from console.services.errors import Conflict, Forbidden, InvalidInput, NotFound
 from console.services.inputs import is_digits, is_id
 from console.services.people import tenants
 from console.services.settings import setting
@@ -80,12 +80,23 @@ def freed(cancelled: dict) -> str:
     return f"its {plural(slots, 'running slot')} {agree(slots, 'is', 'are')} free now"
 
 
+def _reserving_for(name, scope: int | None) -> Tenant:
+    """The tenant a reservation is for: the one named (a 422 if none is), a tenant-limited caller's own."""
+    name = name.strip() if isinstance(name, str) else name
+    own = db.session.get(Tenant, scope) if scope is not None else None
+    if own is not None and name in (None, "", own.name):  # as a submit without a tenant acts for the token's own
+        return own
+    if not isinstance(name, str) or not name:
+        raise InvalidInput("give the tenant's name", "tenant")
+    if own is not None:  # whether that tenant exists is not said
+        raise Forbidden(f"you may reserve capacity only for tenant {own.name}", "tenant")
+    return tenants.require(name)
+
+
 def create(tenant_name, actor: Actor, *, running_slots, queued_runs=0, starts_at, ends_at, reason,
            scope: int | None = None, clock: Clock = SYSTEM_CLOCK) -> dict:
     """Reserve capacity for a tenant over [starts_at, ends_at); audited. 409 if it would promise more than exists."""
-    if not isinstance(tenant_name, str) or not tenant_name.strip():
-        raise InvalidInput("give the tenant's name", "tenant")
-    tenant = tenants.visible(tenant_name.strip(), scope)
+    tenant = _reserving_for(tenant_name, scope)
     now, promised = clock(), setting("CAPACITY_RUNNING")
     slots = _count(running_slots, "running_slots", 1, promised)
     queued = _count(0 if queued_runs in (None, "") else queued_runs, "queued_runs", 0, MAX_QUEUED)
