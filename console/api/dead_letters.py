@@ -105,7 +105,10 @@ def replay_matching():
         ids = data["ids"]
         if not isinstance(ids, list) or not all(is_id(i) for i in ids):
             raise InvalidInput("ids is a list of dead letter ids (whole numbers a row id can be)", "ids")
-        progress = dlq_bulk.start_replay(current_actor(), tenant_scope(), ids=ids, rate=rate)
+        try:
+            progress = dlq_bulk.start_replay(current_actor(), tenant_scope(), ids=ids, rate=rate)
+        except InvalidInput as error:  # the console's form calls the field "id"; this body, "ids"
+            raise InvalidInput(error.detail, "ids" if error.field == "id" else error.field) from None
     else:
         if not isinstance(data["filter"], dict):
             raise InvalidInput("filter is an object, e.g. {\"code\": \"db_timeout\"}", "filter")

@@ -250,25 +250,26 @@ def test_retrying_a_pending_run_with_a_new_policy_is_409_and_keeps_its_policy(cl
 
 
 @pytest.mark.parametrize(("name", "payload", "field"), [
-    pytest.param("default", {"max_attempts": 0}, "policy.max_attempts", id="out-of-range"),
-    pytest.param("default", {"max_atempts": 3}, "policy.max_atempts", id="unknown-field"),
-    pytest.param("default", {"breaker": {"open_s": 0}}, "policy.breaker.open_s", id="nested-out-of-range"),
-    pytest.param("default", {"breaker": {"scope": "tenant"}}, "policy.breaker.scope", id="unknown-breaker-scope"),
-    pytest.param("default", {"breaker_scope": ["handler"]}, "policy.breaker_scope", id="breaker-scope-not-text"),
-    pytest.param("default", {"retryable_codes": "timeout"}, "policy.retryable_codes", id="codes-a-string"),
-    pytest.param("default", {"retryable_codes": ["timeout", "x" * 100_000]}, "policy.retryable_codes",
+    pytest.param("default", {"max_attempts": 0}, "max_attempts", id="out-of-range"),
+    pytest.param("default", {"max_atempts": 3}, "max_atempts", id="unknown-field"),
+    pytest.param("default", {"breaker": {"open_s": 0}}, "breaker.open_s", id="nested-out-of-range"),
+    pytest.param("default", {"breaker": {"scope": "tenant"}}, "breaker.scope", id="unknown-breaker-scope"),
+    pytest.param("default", {"breaker_scope": ["handler"]}, "breaker_scope", id="breaker-scope-not-text"),
+    pytest.param("default", {"retryable_codes": "timeout"}, "retryable_codes", id="codes-a-string"),
+    pytest.param("default", {"retryable_codes": ["timeout", "x" * 100_000]}, "retryable_codes",
                  id="code-too-long"),
-    pytest.param("fresh", {"non_retryable_codes": ["y" * 81]}, "policy.non_retryable_codes",
+    pytest.param("fresh", {"non_retryable_codes": ["y" * 81]}, "non_retryable_codes",
                  id="new-policy-code-too-long"),
     pytest.param("default", {"max_attempts": 3, "description": 5}, "description", id="description-not-text"),
-    pytest.param("fresh", {"jitter": 2}, "policy.jitter", id="new-policy-out-of-range"),
+    pytest.param("fresh", {"jitter": 2}, "jitter", id="new-policy-out-of-range"),
     pytest.param("Bad_Name", {"max_attempts": 3}, "name", id="invalid-name"),
-    pytest.param("default", {"sla": {"max_start_delay_s": 600, "deadline_s": 60}}, "policy.sla.deadline_s",
+    pytest.param("default", {"sla": {"max_start_delay_s": 600, "deadline_s": 60}}, "sla.deadline_s",
                  id="deadline-before-start-limit"),
-    pytest.param("fresh", {"max_start_delay_s": 600, "deadline_s": 599}, "policy.deadline_s",
+    pytest.param("fresh", {"max_start_delay_s": 600, "deadline_s": 599}, "deadline_s",
                  id="flat-deadline-before-start-limit"),
 ])
 def test_bad_policy_edit_adds_no_version_and_no_audit_row(client, operator, name, payload, field):
+    # The body is the policy: its fields are named as sent (it said "policy.jitter" of a body without "policy").
     with nothing_written():
         refused(client.put(f"/internal/policies/{name}", json=payload, headers=operator), 422, "invalid", field)
     assert client.get("/internal/policies/default", headers=operator).json["version"] == 1
@@ -277,7 +278,7 @@ def test_bad_policy_edit_adds_no_version_and_no_audit_row(client, operator, name
 def test_a_too_long_code_is_refused_naming_the_field_and_the_limit(client, operator):
     with nothing_written():
         body = refused(client.put("/internal/policies/default", json={"retryable_codes": ["z" * 81]},
-                                  headers=operator), 422, "invalid", "policy.retryable_codes")
+                                  headers=operator), 422, "invalid", "retryable_codes")
     assert body["detail"].startswith("retryable_codes holds a code of 81 characters")
     assert "an error code is at most 80 characters" in body["detail"]
     assert client.put("/internal/policies/default", json={"retryable_codes": ["z" * 80]},

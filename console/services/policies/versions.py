@@ -39,7 +39,8 @@ def problems(spec, field_prefix: str = "policy") -> list[InvalidInput]:
         return [InvalidInput("a policy is an object of fields such as max_attempts", field_prefix)]
     # The length of a code is a rule for new values only: stored versions are read with RetryPolicy alone.
     found = RetryPolicy.problems(spec) + too_long_codes(spec) + sla_out_of_order(spec)
-    return [InvalidInput(error.message, f"{field_prefix}.{error.field}") for error in found]
+    return [InvalidInput(error.message, f"{field_prefix}.{error.field}" if field_prefix else error.field)
+            for error in found]
 
 
 def normalized(spec: dict) -> dict:
@@ -149,7 +150,9 @@ def save(name: str, spec: dict, actor: Actor, *, description: str | None = None,
     versioning.check(base_version, f"retry policy {name!r}", record.current_version if record else None,
                      lambda: current_version(record).created_by)
     if merge:  # read under the lock: what is in force now, with the fields sent over it
-        policy = validated(_over(normalized(current_version(record).spec), spec) if record is not None else spec)
+        # The API's body is the policy itself: a bad field is named as sent ("jitter", not "policy.jitter").
+        policy = validated(_over(normalized(current_version(record).spec), spec) if record is not None else spec,
+                           field_prefix="")
     before, after = None, policy.to_dict()
     if record is None:
         record = RetryPolicyRecord(name=name, description=description or "", current_version=1)
