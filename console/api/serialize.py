@@ -32,6 +32,9 @@ def run(entry: Run, events: list[RunEvent] | None = None) -> dict:
         "tenant": entry.tenant.name, "task_id": entry.task_id, "handler": entry.handler,
         "idempotency_key": entry.idempotency_key, "attempt": entry.attempt, "series": entry.series,
         "policy": entry.policy.name if entry.policy else "default", "policy_version": entry.policy_version,
+        # What a submission's policy object set over the named policy: a run that stopped after one attempt of a
+        # five-attempt policy says why.
+        "policy_overrides": entry.policy_overrides or {},
         "progress": {"percent": entry.progress, "message": entry.progress_message},
         "result": entry.result,
         "error": {"code": entry.error_code, "message": entry.error_message} if entry.error_code else None,

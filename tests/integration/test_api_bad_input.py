@@ -72,6 +72,14 @@ def test_good_submission_is_202_pending_and_its_run_shows_one_submitted_event(cl
     assert [event["kind"] for event in body["events"]] == ["submitted"]
     times = [body["created_at"], body["enqueued_at"], body["scheduled_for"], body["events"][0]["at"]]
     assert all(datetime.fromisoformat(moment).utcoffset() is not None for moment in times), times
+    assert body["policy_overrides"] == {}
+
+
+def test_a_runs_read_shows_the_policy_fields_its_submission_set(client, operator):
+    """A run that stopped after one attempt of the default five said policy "default" and nothing of why."""
+    sent = client.post("/worker/tasks", json={"handler": "demo.noop", "policy": {"max_attempts": 1}}, headers=operator)
+    body = client.get(f"/worker/tasks/{sent.json['id']}", headers=operator).json
+    assert (body["policy"], body["policy_overrides"]) == ("default", {"max_attempts": 1})
 
 
 @pytest.mark.parametrize(("payload", "status", "error", "field", "says"), [
