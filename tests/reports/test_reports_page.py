@@ -357,6 +357,12 @@ def test_a_heat_map_cell_opens_the_late_starts_of_its_hour_of_day(manager, clien
         assert refused.status_code == 422 and "hour is an hour of day from 0 to 23 (UTC)" in refused.get_data(
             as_text=True)
         assert client.get(f"/reports/breaches.csv?hour={bad}").status_code == 422
+    # A kind that is none was listed as both kinds, as if asked for.
+    bogus = client.get("/reports/breaches?period=24h&kind=bogus")
+    said = "kind is start_delay or deadline (or leave it out for both), not &#39;bogus"
+    assert bogus.status_code == 422 and said in bogus.get_data(as_text=True)
+    assert client.get("/reports/breaches.csv?kind=bogus").status_code == 422
+    assert client.get("/reports/breaches?period=24h&kind=deadline").status_code == 200
 
 
 @pytest.mark.parametrize("role", ["viewer", "operator", "approver"])
@@ -390,12 +396,12 @@ def test_the_run_and_task_pages_mark_breaches_and_how_late(built, client, auth, 
     monkeypatch.setattr("console.web.tasks.views.utcnow", clock)
     auth.as_role("viewer")
     run_page = client.get(f"/runs/{built['edge_late']}").get_data(as_text=True)
-    assert "late start · 1 s late" in run_page and "Scheduled for" in run_page
+    assert "late start · 1 s past the limit" in run_page and "Scheduled for" in run_page
     on_time = client.get(f"/runs/{built['edge_late'] - 1}").get_data(as_text=True)
     assert "late start" not in on_time
     task_page = client.get(f"/tasks/{built['edge']}").get_data(as_text=True)
     assert "SLA breaches · last 7 days" in task_page and "1 late start" in task_page
-    assert task_page.count("late start · 1 s late") == 1
+    assert task_page.count("late start · 1 s past the limit") == 1
     assert f'href="/reports/breaches?task={built["edge"]}&amp;period=7d">All breaches' in task_page  # a viewer's too
 
 

@@ -64,6 +64,14 @@ def _query(filters: Filters):
     return query
 
 
+def kind_of(text: str | None) -> str:
+    """Read the `kind` filter: a breach kind, or "" for both; anything else is a 422 naming the kinds."""
+    text = (text or "").strip()
+    if text and text not in KINDS:
+        raise InvalidInput(f"kind is {' or '.join(KINDS)} (or leave it out for both), not {text[:40]!r}", "kind")
+    return text
+
+
 def hour_of_day(text: str | None) -> int | None:
     """Read the `hour` filter (a heat-map cell's column); None when it is not given."""
     text = (text or "").strip()

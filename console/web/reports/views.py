@@ -107,6 +107,7 @@ def breaches():
     try:
         period, scope, links, _ = _selection()
         hour = breach_list.hour_of_day(request.args.get("hour"))
+        kind = breach_list.kind_of(kind)  # "bogus" listed both kinds as if asked for
     except ServiceError as error:
         return _page("reports/breaches.html", "breaches", error.status, error=error, rows=[], kind=kind, hour=None,
                      kinds=breach_list.KINDS)
@@ -126,6 +127,7 @@ def export(table: str):
     try:
         period, scope, _, now = _selection()
         hour = breach_list.hour_of_day(request.args.get("hour"))
+        kind = breach_list.kind_of(request.args.get("kind"))
     except ServiceError as error:  # a download says what to fix in words, not in a saved file or an HTML page
         return Response(f"{error.detail}\n", error.status, mimetype="text/plain")
-    return exports.respond(table, period, scope, now, {"kind": request.args.get("kind", ""), "hour": hour})
+    return exports.respond(table, period, scope, now, {"kind": kind, "hour": hour})
