@@ -1,6 +1,6 @@
 """Tenants over the API: list them with their quotas and use now, create one, set its quotas (admins)."""
 
-from flask import Blueprint, jsonify
+from flask import Blueprint, jsonify, url_for
 
 from console.api.common import body, known_args, no_unknown
 from console.auth import current_actor, requires, tenant_scope
@@ -34,7 +34,13 @@ def create_tenant():
     data = _checked(body(), FIELDS)
     tenant = tenants.create(data.get("name"), current_actor(), max_running=data.get("max_running"),
                             max_queued=data.get("max_queued"), scope=tenant_scope())
-    return jsonify(_one(tenant)), 201
+    return jsonify(_one(tenant)), 201, {"Location": url_for("tenants_api.get_tenant", name=tenant.name)}
+
+
+@bp.get("/api/tenants/<name>")
+@requires(ADMIN)
+def get_tenant(name: str):
+    return jsonify(_one(tenants.visible(name, tenant_scope())))
 
 
 @bp.put("/api/tenants/<name>")

@@ -95,6 +95,8 @@ def test_api_lists_creates_and_sets_quotas(client, auth):
     created = client.post("/api/tenants", json={"name": "acme", "max_running": 2}, headers=headers)
     assert created.status_code == 201
     assert created.json == {**created.json, "name": "acme", "max_running": 2, "max_queued": 10_000, "running": 0}
+    assert created.headers["Location"] == "/api/tenants/acme"  # it had none, and no GET to point at
+    assert client.get(created.headers["Location"], headers=headers).json == created.json
     changed = client.put("/api/tenants/acme", json={"max_queued": 20}, headers=headers)
     assert changed.status_code == 200 and changed.json["max_queued"] == 20
     listed = client.get("/api/tenants", headers=headers).json["tenants"]
@@ -119,6 +121,8 @@ def test_api_keeps_the_tenant_wall_and_needs_admin(client, auth):
     scoped = bearer(auth.make_user("ada", "admin", tenant=acme), tenant=acme)
     assert [t["name"] for t in client.get("/api/tenants", headers=scoped).json["tenants"]] == ["acme"]
     assert client.put("/api/tenants/globex", json={"max_running": 1}, headers=scoped).status_code == 404
+    assert client.get("/api/tenants/globex", headers=scoped).status_code == 404
+    assert client.get("/api/tenants/acme", headers=scoped).json["name"] == "acme"
     assert client.put("/api/tenants/acme", json={"max_running": 999}, headers=scoped).status_code == 403
     assert client.post("/api/tenants", json={"name": "mine"}, headers=scoped).status_code == 403
     operator = bearer(auth.make_user("olga", "operator"))
