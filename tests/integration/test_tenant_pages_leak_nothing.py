@@ -79,6 +79,7 @@ WITH_ID = {
     "tasks_api.get_task": lambda d: {"task_id": d["task"]},
     "tasks_api.task_runs": lambda d: {"task_id": d["task"]},
     "worker_api.get_task": lambda d: {"run_id": d["dead_run"]},
+    "tenants_api.get_tenant": lambda d: {"name": d["tenant"].name},
 }
 # Routes taking what every tenant shares (a policy, a template, a quota class, a runbook, a report's table).
 SHARED = {
@@ -216,7 +217,9 @@ def walk_problems(client, app, acme: dict, clock, headers: dict, api: bool) -> l
         status, ended, text = ask(client, path, headers)
         if status not in {200, 403, 404} or ended == "/login":
             problems.append(f"{path}: {status} at {ended}")
-        if found := [word for word in GLOBEX if word in text]:
+        # A word the address itself names is the caller's own input said back ("no tenant named 'globex'", the same
+        # whether or not it exists), not a row shown.
+        if found := [word for word in GLOBEX if word in text and word not in path]:
             problems.append(f"{path} ({status}) shows {found}")
         elif added := changed_lines(before[path][2], text):
             problems.append(f"{path} ({status}) changed when globex got rows: {added}")
@@ -264,6 +267,8 @@ def test_another_tenants_ids_are_not_found_for_a_tenant_limited_person(client, a
         status, ended, text = ask(client, path, headers if path.startswith(API_PREFIXES) else {})
         if status not in ({200, 403, 404} if path.startswith(NOT_A_ROW) else {403, 404}) or ended == "/login":
             problems.append(f"{path}: {status} at {ended}")
-        if found := [word for word in GLOBEX if word in text]:
+        # A word the address itself names is the caller's own input said back ("no tenant named 'globex'", the same
+        # whether or not it exists), not a row shown.
+        if found := [word for word in GLOBEX if word in text and word not in path]:
             problems.append(f"{path} ({status}) shows {found}")
     assert not problems, "\n".join(problems)
