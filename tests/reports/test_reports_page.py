@@ -740,7 +740,9 @@ def test_the_tasks_table_says_when_it_shows_only_the_first_15_and_where_the_rest
     monkeypatch.setattr(page, "task_rows", lambda period, scope: every(period, scope) * 20)
     cut = client.get("/reports?period=24h").get_data(as_text=True)
     said = re.search(r"<p class=\"subtle\" data-cut>(.*?)</p>", cut, re.S).group(1)
-    counted = re.fullmatch(r"The 15 with the most failures of (\d+) tasks; all \1 in the CSV\.",
-                           re.sub(r"<[^>]+>", "", said))
+    # Rows are tasks and handlers run without one: it called all of them tasks.
+    counted = re.fullmatch(r"The 15 with the most failures of (\d+) rows \((\d+) tasks?, (\d+) handlers? run without "
+                           r"a task\); all \1 in the CSV\.", re.sub(r"<[^>]+>", "", said))
     assert counted and int(counted.group(1)) % 20 == 0 and int(counted.group(1)) > 15
+    assert int(counted.group(2)) + int(counted.group(3)) == int(counted.group(1)) and int(counted.group(3)) > 0
     assert 'href="/reports/tasks.csv?period=24h"' in said
