@@ -18,7 +18,7 @@ from console.services.errors import Conflict
 from console.services.people import tenants
 from console.services.recovery import decisions, params_fix, runbook_runner, runbooks
 from console.services.scheduling import planner, tasks
-from tests.factories import Runs, changes_of, run_now
+from tests.factories import Runs, changes_of, make_tenant, run_now
 
 
 def run_approved(name: str, params: dict, staff, clock):
@@ -91,6 +91,20 @@ def test_replay_dead_letters_takes_a_limit_and_refuses_a_task_with_a_handler(sta
     with pytest.raises(Exception, match="a task or a handler, not both"):
         runbooks.start("replay_dead_letters", {"task": task.id, "handler": "python:demo.flaky"}, staff["olga"],
                        scope=None, clock=clock)
+
+
+def test_a_runbook_started_without_a_tenant_on_one_tenants_objects_is_that_tenants(staff, clock, dead_run):
+    """A fix of acme's dead letter filed without a tenant read "acts on every tenant" in Approvals."""
+    acme = make_tenant("acme")
+    acme_run, letter_id = dead_run(tenant="acme")
+    execution = runbooks.start("fix_params_and_replay", {"dead_letter": letter_id, "params": '{"fail_times": 0}'},
+                               staff["olga"], scope=None, reason="reopened", clock=clock, enqueue=False)
+    assert execution.tenant_id == acme.id
+    assert db.session.get(Approval, execution.approval_id).tenant_id == acme.id
+    other, _ = dead_run()  # default's: two tenants' runs are every tenant's business
+    spread = runbooks.start("resolve_runs", {"runs": f"{acme_run} {other}", "note": "handled"},
+                            staff["olga"], scope=None, reason="handled", clock=clock, enqueue=False, dry_run=True)
+    assert spread.tenant_id is None
 
 
 def test_replay_dead_letters_with_no_filter_replays_everything_only_when_every_says_so(staff, clock, dead_run):
@@ -232,7 +246,8 @@ def test_a_runbook_fix_whose_letter_was_replayed_meanwhile_is_refused_on_approva
     assert runbooks.get(left.id).status == "cancelled" and "superseded" in runbooks.get(left.id).error
     [entry] = db.session.execute(select(AuditEntry).where(AuditEntry.action == "approval.supersede",
                                                           AuditEntry.target_id == str(left.approval_id))).scalars()
-    assert (entry.actor, entry.tenant, entry.note) == ("system", None, closed.outcome)  # filed for every tenant
+    # Filed without a tenant, it is the letter's tenant's (it was on record as every tenant's).
+    assert (entry.actor, entry.tenant, entry.note) == ("system", "default", closed.outcome)
     assert params_fix.supersede_settled(clock) == []
 
 

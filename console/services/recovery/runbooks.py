@@ -8,10 +8,19 @@ from sqlalchemy import func, select
 
 from console.db.upsert import insert_for
 from console.domain.clock import SYSTEM_CLOCK, Clock
-from console.domain.runbooks import dump, needs_approval
+from console.domain.runbooks import ParamType, dump, needs_approval
 from console.domain.secrets import mask_field
 from console.extensions import db
-from console.models import Approval, RunbookChange, RunbookExecution, RunbookPolicy, Tenant
+from console.models import (
+    Approval,
+    DeadLetter,
+    Run,
+    RunbookChange,
+    RunbookExecution,
+    RunbookPolicy,
+    Task,
+    Tenant,
+)
 from console.redis_conn import get_redis
 from console.services import inputs
 from console.services.actor import Actor
@@ -100,6 +109,21 @@ def _tenant(runbook: Runbook, scope: int | None, name) -> Tenant | None:
     return tenants.require(name) if name else None
 
 
+_OWNED = {ParamType.RUN: Run, ParamType.DEAD_LETTER: DeadLetter, ParamType.TASK: Task}
+
+
+def _owner(runbook: Runbook, values: dict) -> Tenant | None:
+    """The one tenant whose runs, dead letters or tasks the params name (None: none named, or several tenants'), so
+    an execution started without a tenant is on record, and in Approvals, as acting on that tenant's objects."""
+    owners: set[int] = set()
+    for param in runbook.params:
+        model, value = _OWNED.get(param.type), values.get(param.name)
+        if model is not None and value not in (None, "", []):
+            ids = value if isinstance(value, list) else [value]
+            owners |= set(db.session.execute(select(model.tenant_id).where(model.id.in_(ids))).scalars())
+    return db.session.get(Tenant, owners.pop()) if len(owners) == 1 else None
+
+
 def _reason(reason, required: bool) -> str | None:
     return approvals.reason_of(reason) if required else inputs.note(reason, "reason")
 
@@ -131,6 +155,8 @@ def start(name: str, raw_params, actor: Actor, *, scope: int | None, tenant=None
     target = _tenant(runbook, scope, tenant)
     now = clock()
     values = checked(runbook, raw_params, target.id if target else None)
+    if target is None and runbook.scope != "system":  # "every tenant" said of one tenant's dead letter
+        target = _owner(runbook, values)
     errors = runbook.check(values, now) if runbook.check is not None else {}
     if not dry_run and runbook.real_check is not None:
         errors = {**runbook.real_check(values, now), **errors}
