@@ -489,6 +489,9 @@ def test_an_approved_runbook_request_says_it_is_queued_and_shows_its_execution_n
     execution = runbooks.start("resolve_runs", {"runs": str(dead.run_id), "note": "paid"}, Actor("olga", olga.id),
                                scope=None, reason="refunded by finance", enqueue=False)
     runbook_runner.preview(execution.id)
+    # The list says what the request touches (it read "runbook resolve_runs · execution #3").
+    listed = html(approver_client.get("/approvals"))
+    assert f"runbook resolve_runs on run #{dead.run_id} · execution #{execution.id}" in listed
     token = approver_client.csrf(f"/approvals/{execution.approval_id}")
     done = approver_client.post(f"/approvals/{execution.approval_id}/approve", data={"csrf_token": token})
     assert done.status_code == 303

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from flask import url_for
 
 from console.domain import diff
+from console.domain.runbooks import ParamType
 from console.extensions import db
 from console.models import Approval, DeadLetter, Run, RunbookExecution
 from console.services.engine import control
@@ -38,12 +39,29 @@ def subject(approval: Approval) -> Subject:
     if approval.subject_type == "run" and approval.subject_id.isdigit():
         return Subject(f"run #{approval.subject_id}", url_for("runs.show", run_id=int(approval.subject_id)))
     if approval.subject_type == "runbook_execution" and approval.subject_id.isdigit():
-        return Subject(f"runbook {payload.get('runbook', '?')} · execution #{approval.subject_id}",
+        acts_on = _objects_named(payload.get("runbook", ""), payload.get("params") or {})
+        return Subject(f"runbook {payload.get('runbook', '?')}{acts_on} · execution #{approval.subject_id}",
                        url_for("runbooks.execution", execution_id=int(approval.subject_id)))
     if approval.subject_type == "dead_letters":
         count = len(payload.get("ids", []))
         return Subject(f"{count} dead letter{'s' if count != 1 else ''}", url_for("dlq.index", view="list"))
     return Subject(f"{approval.subject_type.replace('_', ' ')} {approval.subject_id}", None)
+
+
+_OBJECT_WORDS = {ParamType.RUN: "run", ParamType.DEAD_LETTER: "dead letter", ParamType.TASK: "task"}
+
+
+def _objects_named(name: str, params: dict, shown: int = 3) -> str:
+    """Say which runs, dead letters or task a runbook's params name (" on dead letter #77"), so a request in the list
+    says what it touches; "" when they name none (a filter)."""
+    runbook, parts = runbook_registry.get(name), []
+    for param in runbook.params if runbook else ():
+        value = params.get(param.name)
+        if param.type in _OBJECT_WORDS and value not in (None, "", []):
+            ids = value if isinstance(value, list) else [value]
+            listed = ", ".join(f"#{one}" for one in ids[:shown]) + (" …" if len(ids) > shown else "")
+            parts.append(f"{_OBJECT_WORDS[param.type]}{'s' if len(ids) > 1 else ''} {listed}")
+    return f" on {'; '.join(parts)}" if parts else ""
 
 
 def letters(approval: Approval) -> list[DeadLetter]:
