@@ -4,6 +4,7 @@ execution's page with its changes, log and approval, and Admin → Runbooks."""
 import re
 from datetime import timedelta
 
+import pytest
 from rq import Queue
 from sqlalchemy import select, update
 
@@ -170,7 +171,8 @@ def test_a_runbook_that_needs_approval_asks_for_a_reason_then_files_a_request(cl
     assert "ran the approver's dry-run</span>" in html  # no worker has run it yet; the preview's is named
     # The approver judges it on the request's page: which runbook, how risky, with which params, what it changes.
     request = client.get(f"/approvals/{execution.approval_id}").get_data(as_text=True)
-    assert f'href="/runbooks/executions/{execution.id}">runbook resolve_runs · execution #{execution.id}</a>' in request
+    assert (f'href="/runbooks/executions/{execution.id}">runbook resolve_runs on run #{run_id} · execution '
+            f'#{execution.id}</a>') in request
     assert "high risk</span>" in request and "<th>note</th><td class=\"mono\">paid</td>" in request
     assert "Changes its dry-run found <span class=\"subtle\">3</span>" in request  # the run, its letter, its order
     assert f'href="/runs/{run_id}">#{run_id}</a>' in request
@@ -222,10 +224,15 @@ def test_a_dry_run_that_failed_before_any_change_does_not_say_nothing_needed_cha
     assert "It failed first: its log says why." in html and "Nothing needed changing" not in html
 
 
-def test_a_viewer_reads_but_cannot_start(client, auth):
-    auth.as_role("viewer")
+@pytest.mark.parametrize("role", ["viewer", "manager"])
+def test_a_reader_sees_the_form_disabled_and_why_and_cannot_start(client, auth, role):
+    """A manager got an editable form with no button, under words about asking for approval."""
+    auth.as_role(role)
     html = client.get("/runbooks/engine_reconcile").get_data(as_text=True)
     assert "Dry-run</button>" not in html
+    assert '<fieldset class="rb-fieldset" disabled>' in html and "takes the\n  operate permission" in html
+    gated = client.get("/runbooks/resolve_runs").get_data(as_text=True)
+    assert "Asking for it" not in gated and '<fieldset class="rb-fieldset" disabled>' in gated
     assert post(client, auth, "/runbooks/engine_reconcile", {"action": "dry_run"}).status_code == 403
     assert executions() == []
 
