@@ -38,11 +38,19 @@ def retry_inspect_command(reconcile, as_json):
     click.echo("Runs by status: " + (", ".join(f"{k} {v}" for k, v in sorted(data["runs_by_status"].items()))
                                      or "none"))
     section("Delay queue (retry_wait)", ["handler", "count", "next_retry_at"], data["delay_queue"])
-    section("Dead-letter queue (open)", ["handler", "error_code", "count", "oldest_age_s"], data["dead_letter_queue"])
+    section("Dead-letter queue (open)", ["handler", "error_code", "count", "oldest_age"],
+            _aged(data["dead_letter_queue"], "oldest_age_s"))
     section("Oldest retry-waiting runs", ["run_id", "handler", "attempt", "next_retry_at", "error_code"],
             data["oldest_retry_wait"])
-    section("Oldest open dead letters", ["id", "run_id", "handler", "error_code", "age_s", "reason"],
-            data["oldest_dead_letters"])
+    section("Oldest open dead letters", ["id", "run_id", "handler", "error_code", "age", "reason"],
+            _aged(data["oldest_dead_letters"], "age_s"))
+
+
+def _aged(rows: list[dict], key: str) -> list[dict]:
+    """Say an age in seconds as a person reads it in the tables ("11 d 12 h", not 996900); --json keeps seconds."""
+    from console.domain.figures import duration
+
+    return [{**row, key.removesuffix("_s"): duration(row[key])} for row in rows]
 
 
 @click.command("task-dryrun")

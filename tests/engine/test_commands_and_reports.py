@@ -1,6 +1,7 @@
 """command:<name> handlers, failures reported by external executors, and `rebound retry-inspect`."""
 
 import json
+import re
 
 import pytest
 
@@ -94,6 +95,9 @@ def test_retry_inspect_shows_the_delay_queue_and_dead_letters(app, runs, clock):
     assert data["dead_letter_queue"][0]["error_code"] == "bad_row"
     text = app.test_cli_runner().invoke(args=["retry-inspect", "--reconcile"]).output
     assert "Reconciled:" in text and "Dead-letter queue (open)" in text and "bad_row" in text
+    # Ages read as durations in the tables (it printed oldest_age_s 996900); --json keeps the seconds.
+    assert "oldest_age" in text and "oldest_age_s" not in text and re.search(r"\b\d+ d( \d+ h)?\b", text)
+    assert isinstance(data["dead_letter_queue"][0]["oldest_age_s"], int)
 
 
 def test_retry_inspect_lists_the_oldest_dead_letters_by_age_not_by_id(app, runs, clock):
