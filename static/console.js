@@ -125,6 +125,15 @@
     if (popover) { popover.open = false; popover.querySelector("summary").focus(); }
   });
 
+  // A popover form opened (a row's Discard…) puts the keyboard in its first field: focus stayed on the summary, a
+  // Tab away from the box it asks for. "toggle" does not bubble: listened for on the way down.
+  document.addEventListener("toggle", function (event) {
+    var popover = event.target;
+    if (!popover.matches || !popover.matches("details[data-popover]") || !popover.open) return;
+    var field = popover.querySelector("input:not([type=hidden]), textarea, select");
+    if (field) field.focus();
+  }, true);
+
   // Tabbing out of the account dropdown closes it: left open, it covered the banner below it.
   document.addEventListener("focusout", function (event) {
     var who = event.target.closest && event.target.closest(".who");
