@@ -790,7 +790,7 @@ def test_replaying_all_that_match_a_filter_it_cannot_read_replays_nothing(client
 
 
 def test_a_group_whose_handler_has_an_open_breaker_says_so_before_a_replay(client, auth, make_dead_letter):
-    make_dead_letter("carrier api down")
+    letter = make_dead_letter("carrier api down")
     auth.as_role("operator")
     calm = client.get("/dlq/").get_data(as_text=True)
     assert "breaker open" not in calm and "circuit breaker" not in calm
@@ -801,6 +801,11 @@ def test_a_group_whose_handler_has_an_open_breaker_says_so_before_a_replay(clien
            'lets it through">breaker open</a>' in held
     assert ("The circuit breaker of python:demo.flaky is open: the replayed runs wait until it lets them through."
             in html.unescape(held))
+    # A single letter's Replay says it too, in the list and in an expanded group (it said nothing, and the run sat
+    # in retry_wait for minutes).
+    one = "The circuit breaker of python:demo.flaky is open: the replayed run waits until it lets it through."
+    for page in ("/dlq/?view=list", f"/dlq/?open={letter.fingerprint}"):
+        assert one in html.unescape(client.get(page).get_data(as_text=True)), page
 
 
 def test_the_group_filter_chip_names_the_error_not_its_fingerprint(client, auth, make_dead_letter):

@@ -10,7 +10,7 @@ from console.extensions import db, htmx
 from console.models import Workflow
 from console.services.dlq import discards
 from console.services.dlq import groups as dlq
-from console.services.engine import control, waiting_fixes
+from console.services.engine import breaker_admin, control, waiting_fixes
 from console.services.engine.transitions import StaleRun
 from console.services.errors import Conflict, InvalidInput, ServiceError
 from console.services.people.permissions import OPERATE, VIEW
@@ -31,7 +31,8 @@ def _row(letter, *, error=None, notice=None, notice_run=None, closed_fixes=(), s
     return render_template("dlq/_row.html", letter=letter, replays=dlq.replays([letter]),
                            task_names=dlq.task_names([letter]), selectable=request.form.get("nested") != "1",
                            fixes=fixes_of([letter]), requests=requests_of([letter]), error=error, notice=notice,
-                           notice_run=notice_run, closed_fixes=closed_fixes), status
+                           notice_run=notice_run, closed_fixes=closed_fixes,
+                           held=breaker_admin.not_closed_handlers(tenant_scope(), utcnow())), status
 
 
 def _closed(closed_fixes: list[int]) -> str:

@@ -38,7 +38,9 @@ def results(filters: dlq_filters.Filters, view: str, before: int | None = None, 
                "default_rate": dlq_bulk.DEFAULT_RATE, "max_rate": dlq_bulk.MAX_RATE,
                "fast_chunk": dlq_bulk.FAST_CHUNK,
                # The group filter's chip names the error as people read it, not its fingerprint.
-               "group_named": dlq.group_words(filters.group, scope) if filters.group else None}
+               "group_named": dlq.group_words(filters.group, scope) if filters.group else None,
+               # Handlers whose circuit breaker is not closed: a replay's run waits for it, as its button says.
+               "held": breaker_admin.not_closed_handlers(scope, utcnow())}
     if view == "list":
         every = dlq.window(filters, scope, utcnow())  # what "Replay all matching" counts, whatever the page
         found = dlq.entries(filters, scope, before, within=every)
@@ -57,7 +59,6 @@ def results(filters: dlq_filters.Filters, view: str, before: int | None = None, 
         # Judged from each group's newest letters, as its own Replay button is; the server counts them all.
         context.update(groups=found.groups, more_groups=found.more, matching=found.total,
                        search_floor=found.search_floor, matching_fixes=found.fixes_waiting,
-                       held=breaker_admin.not_closed_handlers(scope, utcnow()),
                        explained=any(group.failed_for_good or group.workflow_steps for group in found.groups))
         opened = _opened()
         if opened and any(group.fingerprint == opened for group in found.groups):
@@ -71,7 +72,8 @@ def _group_context(fingerprint: str, filters: dlq_filters.Filters) -> dict:
     return {"fingerprint": fingerprint, "group_filters": filters, "group_letters": found.entries,
             "group_more": found.next_before is not None, "group_replays": dlq.replays(found.entries),
             "group_task_names": dlq.task_names(found.entries), "group_fixes": fixes_of(found.entries),
-            "group_requests": requests_of(found.entries)}
+            "group_requests": requests_of(found.entries),
+            "held": breaker_admin.not_closed_handlers(tenant_scope(), utcnow())}
 
 
 def fixes_of(letters) -> dict[int, int]:
