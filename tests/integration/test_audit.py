@@ -337,3 +337,17 @@ def test_a_tenant_limited_person_exports_only_their_tenants_rows(client, auth):
             ("run.replay", "7")]
         assert {row["tenant"] for row in rows} == {"acme"}
     assert "globex" not in _export(client, "csv")
+
+
+def test_a_request_for_approval_reads_field_by_field_like_an_edit(client, auth):
+    """Its row showed the change it asks for as one raw blob, {"after": {…}, "before": {…}}."""
+    audit.record(db.session, Actor("olga"), "approval.request", "approval", 7,
+                 after={"kind": "dlq.fix_params", "subject": "dead_letter:77",
+                        "before": {"params": {"account": 42}}, "after": {"params": {"account": 43}}})
+    db.session.commit()
+    auth.as_role("admin")
+    page = client.get("/audit/?action=approval.request").get_data(as_text=True)
+    row = re.search(r'<td class="diff">(.*?)</td>', page, re.S).group(1)
+    assert re.search(r'<span class="key">params\.account</span>: <span class="was">42</span> → '
+                     r'<span class="now">43</span>', row), row
+    assert "<details><summary>whole rows</summary>" in row  # the request itself, whole, behind it

@@ -74,8 +74,14 @@ def _streamed(app, kind: str, asked: dict, tenant: str | None):
 
 
 def _field_changes(before, after) -> list[diff.FieldChange]:
-    """An edit's changed fields, when both sides are objects (a create or a delete has one side: shown whole)."""
-    return diff.changes(before, after) if isinstance(before, dict) and isinstance(after, dict) else []
+    """An edit's changed fields, when both sides are objects (a create or a delete has one side: shown whole); a
+    request for approval's, from the before and after of the change it asks for."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        return diff.changes(before, after)
+    asked = after if before is None and isinstance(after, dict) else {}
+    if isinstance(asked.get("before"), dict) and isinstance(asked.get("after"), dict):
+        return diff.changes(asked["before"], asked["after"])
+    return []
 
 
 @bp.get("/verify")
