@@ -7,7 +7,7 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, update
 
 from console.domain import periods
 from console.domain.errors import Failure
@@ -797,6 +797,41 @@ def test_the_delivery_failed_incident_is_resolved_once_the_lost_message_got_thro
         delivery_round.tick(clock)
         delivery_round.tick(clock)
         assert len(messages("resolve")) == 2  # the second loss was told (merged or new) and resolved in turn
+
+
+def test_closing_a_work_order_retires_its_failed_request_and_resolves_the_incident_it_held_open(app, clock):
+    """A closed order's failed request could not be sent again (it would open a ticket for work done), yet it still
+    counted as lost: "Work order creation failed" stayed open for good, its Send again refused."""
+    with Receiver() as orders, Receiver() as pagerduty:
+        orders.always(500)
+        only(app, WORKORDER_URL=orders.url, PAGERDUTY_URL=pagerduty.url + "/v2/enqueue",
+             PAGERDUTY_ROUTING_KEY=ROUTING_KEY)
+        dead_run(clock)
+        request = fail_for_good(messages("workorder")[0].id, clock)
+        delivery_round.tick(clock)
+        incident = "rebound-delivery_failed:workorder:workorder"
+        assert [(r.json["event_action"], r.json["dedup_key"]) for r in pagerduty.requests][-1] == ("trigger", incident)
+        order = db.session.get(WorkOrder, request.payload["work_order_id"])
+        changes.close(order, "fixed by hand", Actor("olga"), clock)
+        db.session.expire_all()
+        retired = db.session.get(OutboxMessage, request.id)
+        assert retired.status == "skipped" and retired.last_error.startswith(f"not sent: work order #{order.id} was "
+                                                                              "closed at ")
+        assert channel_report.recent_failures() == []  # no Send again left to refuse
+        delivery_round.tick(clock)
+        assert [(r.json["event_action"], r.json["dedup_key"]) for r in pagerduty.requests][-1] == ("resolve", incident)
+
+
+def test_an_automatic_close_tells_its_resolve_which_ticket_to_close_by_hand(app, channels, clock):
+    run = dead_run(clock)
+    letter = runs_letters(run.id)[0]
+    db.session.execute(update(WorkOrder).where(WorkOrder.id == letter.work_order_id).values(external_id="EXT-6"))
+    db.session.commit()
+    db.session.execute(update(DeadLetter).where(DeadLetter.id == letter.id).values(status="discarded"))
+    db.session.commit()
+    assert changes.close_settled(clock) == [letter.work_order_id]
+    [resolve] = messages("resolve")
+    assert resolve.payload["summary"].endswith("Close ticket EXT-6 in the work-order system by hand: it is not told.")
 
 
 def test_a_delivery_failed_alert_is_not_sent_once_its_message_was_re_sent_and_delivered(app, clock):

@@ -303,6 +303,16 @@ def test_a_closed_work_orders_request_is_not_offered_again(app, client, auth, ru
     assert refused.status_code == 409 and "would open it again" in refused.get_data(as_text=True)
 
 
+def test_an_alert_not_sent_because_its_order_closed_reads_not_sent_not_internal_only(app, client, auth, runs, clock):
+    letter = dead(runs, clock)  # its alert waits in the outbox
+    auth.as_role("operator")
+    post(client, auth, f"/workorders/{letter.work_order_id}/close", {"close-note": "fixed"}, headers=HX)
+    delivery_round.tick(clock)
+    page = client.get(f"/workorders/{letter.work_order_id}").get_data(as_text=True)
+    badge = re.search(r'<span class="badge idle" title="([^"]*)">not sent</span>', page)
+    assert badge and badge.group(1).startswith(f"not sent: work order #{letter.work_order_id} was closed at ")
+
+
 def test_the_work_orders_nav_item_follows_the_dlq(app, client, auth):
     auth.as_role("viewer")
     html = client.get("/workorders").get_data(as_text=True)

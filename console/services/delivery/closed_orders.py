@@ -4,7 +4,7 @@ from sqlalchemy import select
 
 from console.extensions import db
 from console.models import OutboxMessage, WorkOrder
-from console.services.delivery import notice
+from console.services.delivery import losses, notice
 
 
 def closed_before_sent(message: OutboxMessage) -> str | None:
@@ -24,3 +24,21 @@ def closed_before_sent(message: OutboxMessage) -> str | None:
     what = "its request to the work-order system" if message.kind == "workorder" else "this alert"
     return (f"work order #{order_id} was closed at {closed_at:%Y-%m-%d %H:%M} UTC and its incident resolved: {what} "
             "would open it again")
+
+
+def retire(order_id: int, now) -> None:
+    """Retire a closing work order's triggers that failed for good (in the caller's transaction): they are never
+    sent now, so they are no longer lost, and the "delivery failed" incident they held open is resolved once nothing
+    else of their kind is lost (it stayed open for good, its Send again refused)."""
+    failed = db.session.execute(select(OutboxMessage).where(
+        OutboxMessage.status == "failed", OutboxMessage.kind.in_(("workorder", "alert")),
+        OutboxMessage.payload["work_order_id"].as_integer() == order_id)).scalars().all()
+    kinds = set()
+    for message in failed:
+        if reason := closed_before_sent(message):
+            message.status, message.last_error = "skipped", f"not sent: {reason}"
+            kinds.add(message.kind)
+    db.session.flush()
+    for kind in sorted(kinds):
+        losses.after_resent(kind, now, repaired="has been sent again and delivered, or was for a work order closed "
+                                                 "since")

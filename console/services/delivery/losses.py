@@ -56,9 +56,10 @@ def _still_lost(kind: str) -> bool:
             and_(OutboxMessage.status.in_(("pending", "sending")), resent))).limit(1)).first() is not None
 
 
-def after_resent(kind: str, now: datetime) -> None:
-    """Resolve the "delivery failed" incidents of a kind of message once a re-sent one got through and no message of
-    that kind stays failed: what they told of is repaired. Call in the transaction that records the delivery."""
+def after_resent(kind: str, now: datetime, repaired: str = "has been sent again and delivered") -> None:
+    """Resolve the "delivery failed" incidents of a kind of message once a re-sent one got through (or a closed work
+    order retired one) and no message of that kind stays failed: what they told of is repaired. Call in the
+    transaction that records the delivery or the close."""
     if _still_lost(kind):
         return
     told = dict(db.session.execute(
@@ -80,4 +81,4 @@ def after_resent(kind: str, now: datetime) -> None:
         title, what = (("Work order creation failed", "work order requests") if kind == "workorder"
                        else ("Alert delivery failed", "alerts"))
         outbox.resolve(f"rebound-{name}", title, f"Every one of the {what} that could not be delivered to "
-                       f"{', '.join(failed)} has been sent again and delivered.", now, skip_channels=failed)
+                       f"{', '.join(failed)} {repaired}.", now, skip_channels=failed)

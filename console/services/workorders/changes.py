@@ -11,7 +11,7 @@ from console.models import DeadLetter, OutboxMessage, Run, User, WorkOrder
 from console.services import inputs
 from console.services.actor import SYSTEM, Actor
 from console.services.audit import trail as audit
-from console.services.delivery import dispatch, notice, outbox
+from console.services.delivery import closed_orders, dispatch, notice, outbox
 from console.services.errors import Conflict, InvalidInput
 from console.services.workorders.orders import ACTIVE, assignable
 
@@ -66,9 +66,13 @@ def _closed(order: WorkOrder, actor: Actor, note: str, now: datetime, before: st
     """Audit a close and resolve its incident (PagerDuty), in the caller's transaction."""
     audit.record(db.session, actor, "work_order.close", "work_order", order.id, before={"status": before},
                  after={"status": "closed"}, tenant=order.tenant.name, note=note, clock=lambda: now)
+    # The work-order system takes no close (POST /ops/workorders opens tickets): its ticket is closed by hand.
+    ticket = (f" Close ticket {order.external_id} in the work-order system by hand: it is not told."
+              if order.external_id else "")
     outbox.resolve(notice.work_order_incident(order.id), f"Work order #{order.id}: {order.title}",
-                   f"Work order #{order.id} was closed by {actor.name}: {note}", now, tenant_id=order.tenant_id,
-                   work_order_id=order.id)
+                   f"Work order #{order.id} was closed by {actor.name}: {note}{ticket}", now,
+                   tenant_id=order.tenant_id, work_order_id=order.id)
+    closed_orders.retire(order.id, now)
 
 
 def close(order: WorkOrder, note: str | None, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> list[str]:
