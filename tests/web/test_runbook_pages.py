@@ -215,6 +215,29 @@ def test_the_execution_page_shows_changes_and_log_and_answers_htmx_with_its_regi
     assert (real.dry_run, real.params, real.reason, real.status) == (False, execution.params, "as shown", "queued")
 
 
+def test_a_dry_run_whose_real_run_would_be_refused_offers_the_form_not_a_button(client, auth, dead_run):  # noqa: F811
+    """A replay with no filter needs every ticked: "Run this for real" was refused, on a page with no such box."""
+    dead_run()
+    user = auth.as_role("operator", "olga")
+    dry = runbooks.start("replay_dead_letters", {"rate": 5}, _actor(user), scope=None, dry_run=True, enqueue=False)
+    runbook_runner.execute(dry.id)
+    html = client.get(f"/runbooks/executions/{dry.id}").get_data(as_text=True)
+    assert "Run this for real" not in html and "A real run with these params is refused: no filter narrows" in html
+    link = re.search(r'<a href="([^"]+)">Open the form with these params</a>', html).group(1).replace("&amp;", "&")
+    assert link.startswith("/runbooks/replay_dead_letters?") and "rate=5" in link and "every" not in link
+    assert 'value="5"' in client.get(link).get_data(as_text=True)
+
+
+@pytest.mark.parametrize(("given", "shown"), [("5.0", "5"), ("2.5", "2.5"), ("lots", "lots")])
+def test_a_links_number_fills_its_box_as_typed(client, auth, given, shown):
+    """?rate=5.0 was a 500 (int("5.0")), and ?rate=2.5 showed '2.5' with its quotes."""
+    auth.as_role("operator")
+    page = client.get(f"/runbooks/replay_dead_letters?rate={given}")
+    assert page.status_code == 200
+    box = re.search(r'<input[^>]*name="rate"[^>]*>', page.get_data(as_text=True)).group(0)
+    assert f'value="{shown}"' in box, box
+
+
 def test_a_dry_run_that_failed_before_any_change_does_not_say_nothing_needed_changing(samples, client, auth):
     user = auth.as_role("operator", "olga")
     execution = runbooks.start("sample_refuses", {}, _actor(user), scope=None, dry_run=True, enqueue=False)

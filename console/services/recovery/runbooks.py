@@ -142,6 +142,19 @@ def param_problems(name: str, raw_params, *, scope: int | None, tenant=None) -> 
     return {}
 
 
+def real_run_refusal(execution: RunbookExecution, clock: Clock = SYSTEM_CLOCK) -> dict[str, str]:
+    """Say what a real run of a dry-run's params would be refused for by its runbook's own rule (a replay with no
+    filter needs `every`), so its page offers the form to change them instead of a button that can only fail."""
+    runbook = runbook_registry.get(execution.runbook)
+    if runbook is None or runbook.real_check is None:
+        return {}
+    try:
+        values = checked(runbook, execution.params, execution.tenant_id)
+    except InvalidParams as invalid:
+        return dict(invalid.errors)
+    return runbook.real_check(values, clock())
+
+
 def start(name: str, raw_params, actor: Actor, *, scope: int | None, tenant=None, dry_run: bool = False,
           reason=None, clock: Clock = SYSTEM_CLOCK, enqueue: bool = True) -> RunbookExecution:
     """File an execution: queued for a worker, or (a real run that needs it) awaiting a second person's approval.

@@ -44,7 +44,12 @@ class NumberField(FloatField):
             return self.raw_data[0]
         if self.data is None:
             return ""
-        return str(int(self.data)) if float(self.data).is_integer() else repr(self.data)
+        # A link's prefill is text ("5.0", "2.5", "lots"): int("5.0") was a 500, and "2.5" showed as '2.5'.
+        try:
+            number = float(self.data)
+        except (TypeError, ValueError):
+            return str(self.data)
+        return str(int(number)) if number.is_integer() else repr(number)
 
 
 def _label(param: Param) -> str:

@@ -107,7 +107,17 @@ def _execution_page(execution, *, status: int = 200):
                 planned_count=planned_count, live=live, lines=[line for line in execution.log.splitlines() if line],
                 run_form=ExecutionRunForm(), gated=runbook is not None and runbooks.approval_needed(runbook),
                 tenant=execution.tenant.name if execution.tenant else None, shown=value_text, now=utcnow(),
-                approval_status=lambda approval: approvals.status_at(approval, utcnow())), status
+                approval_status=lambda approval: approvals.status_at(approval, utcnow()),
+                refused_for_real=runbooks.real_run_refusal(execution) if execution.dry_run else {},
+                form_link=_form_link(execution)), status
+
+
+def _form_link(execution) -> str:
+    """The runbook's form filled in with an execution's params and tenant, to change them before a real run."""
+    filled = {name: " ".join(map(str, value)) if isinstance(value, list) else ("true" if value is True else value)
+              for name, value in (execution.params or {}).items() if value not in (None, False, "", [])}
+    return url_for("runbooks.show", name=execution.runbook, tenant=execution.tenant.name if execution.tenant else None,
+                   **filled)
 
 
 @bp.get("/executions/<int:execution_id>")
