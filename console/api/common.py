@@ -68,8 +68,8 @@ def known_args(allowed) -> None:
     dropped unseen, and the whole list answered as if unfiltered. A 422 naming it and what is allowed."""
     unknown = sorted(set(request.args) - set(allowed))
     if unknown:
-        raise InvalidInput(f"unknown parameter {unknown[0][:64]!r}; allowed: {', '.join(sorted(allowed))}",
-                           unknown[0][:64])
+        takes = f"allowed: {', '.join(sorted(allowed))}" if allowed else "this list takes no query parameters"
+        raise InvalidInput(f"unknown parameter {unknown[0][:64]!r}; {takes}", unknown[0][:64])
 
 
 def whole_arg(name: str, default: int | None, low: int, high: int) -> int | None:

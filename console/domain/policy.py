@@ -5,6 +5,8 @@ import random
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
 
+from console.domain.words import said_back
+
 DAY_S = 86_400
 MAX_DELAY_CEILING_S = 7 * DAY_S
 SLA_CEILING_S = 365 * DAY_S
@@ -51,7 +53,7 @@ class PolicyError(ValueError):
 def _check_number(name: str, value: object) -> float | int:
     kind, low, high = _RANGES[name]
     what = "an integer" if kind == "int" else "a number"
-    hint = f"{name} must be {what} from {_num(low)} to {_num(high)}, got {_echo(value)}"
+    hint = f"{name} must be {what} from {_num(low)} to {_num(high)}, got {said_back(value)}"
     # bool is an int subclass, but `true` for an attempt count is a typo, not a number.
     wrong_type = kind == "int" and isinstance(value, float)
     if isinstance(value, bool) or not isinstance(value, int | float) or wrong_type:
@@ -60,14 +62,6 @@ def _check_number(name: str, value: object) -> float | int:
     if (isinstance(value, float) and not math.isfinite(value)) or not low <= value <= high:
         raise PolicyError(name, hint)
     return float(value) if kind == "float" else value
-
-
-def _echo(value: object) -> str:
-    """Say a refused value back in at most 40 characters (a 5,000-digit one is shown, not echoed whole)."""
-    if isinstance(value, int) and value.bit_length() >= 128:
-        return f"a {len(str(abs(value)))}-digit number"
-    text = repr(value)
-    return text if len(text) <= 40 else f"{text[:40]}…"
 
 
 def _num(value: float) -> str:

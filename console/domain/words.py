@@ -1,4 +1,4 @@
-"""Counts in words, as people write them: "1 run", "2 runs"; "1 run waits", "2 runs wait"."""
+"""Words as people write them: counts ("1 run", "2 runs"; "1 run waits", "2 runs wait"), a refused value said back."""
 
 
 def plural(count: int, word: str, many: str | None = None) -> str:
@@ -9,3 +9,11 @@ def plural(count: int, word: str, many: str | None = None) -> str:
 def agree(count: int, one: str, many: str) -> str:
     """Pick the word that agrees with a count: agree(1, "is", "are") is "is"."""
     return one if count == 1 else many
+
+
+def said_back(value: object, limit: int = 40) -> str:
+    """Say a refused value back in at most `limit` characters: a 5,000-digit one is named, not echoed whole."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() >= 128:
+        return f"a {len(str(abs(value)))}-digit number"
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}…"

@@ -47,7 +47,8 @@ def _narrowed_or_every(values: dict, now) -> dict:
     if values["every"] or values["age"] != "any" or any(values[name] for name in NARROWING):
         return {}
     return {"every": "no filter narrows this replay: give a code, handler, task, search, age, group or limit, or "
-                     "tick every to replay every open dead letter"}
+                     "set every to replay every open dead letter (tick it in the form; --param every=true on the "
+                     "command line)"}
 
 
 def replay_dead_letters(ctx) -> None:

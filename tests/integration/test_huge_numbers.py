@@ -71,3 +71,17 @@ def test_a_huge_number_in_any_field_of_a_body_is_a_4xx(client, auth, method, pat
             if not isinstance(status, int) or status >= 500:
                 failures.append(f"{'.'.join(keys)}={value:.3g}: {status}")
     assert fields and not failures, "\n".join(failures[:20])
+
+
+@pytest.mark.parametrize(("method", "path", "body"), [
+    ("post", "/api/tenants", {"name": "acme", "max_running": 10**400}),
+    ("post", "/ops/capacity/reserve", {"tenant": "default", "running_slots": 10**400, "starts_at": "2030-01-01T00:00Z",
+                                       "ends_at": "2030-01-02T00:00Z", "reason": "batch"}),
+    ("post", "/worker/tasks", {"task_id": 10**400}),
+    ("put", "/internal/policies/default", {"max_attempts": 10**400}),
+])
+def test_a_huge_number_refused_is_named_not_echoed_whole(client, auth, method, path, body):
+    """Each 422 said all 401 digits back."""
+    answer = getattr(client, method)(path, json=body, headers=bearer(auth.make_user("root", "admin")))
+    assert answer.status_code == 422 and "a 401-digit number" in answer.json["detail"]
+    assert len(answer.json["detail"]) < 200

@@ -110,7 +110,7 @@ def test_a_runbook_started_without_a_tenant_on_one_tenants_objects_is_that_tenan
 def test_replay_dead_letters_with_no_filter_replays_everything_only_when_every_says_so(staff, clock, dead_run):
     """Left empty, the form replayed every open dead letter of every tenant after a confirm that gave no count."""
     first = dead_run()[0]
-    with pytest.raises(Exception, match="no filter narrows this replay: .* or tick every") as refused:
+    with pytest.raises(Exception, match="no filter narrows this replay: .* or set every") as refused:
         runbooks.start("replay_dead_letters", {}, staff["olga"], scope=None, clock=clock)
     assert refused.value.field == "every" and run_of(first).status == "dead"
     assert "Would replay" in run_now("replay_dead_letters", {}, staff["olga"], clock=clock, dry_run=True).log

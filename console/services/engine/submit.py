@@ -12,7 +12,7 @@ from console.db import locks
 from console.db.prepared import Prepared, default_value
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.policy import PolicyError, RetryPolicy
-from console.domain.words import agree, plural
+from console.domain.words import agree, plural, said_back
 from console.extensions import db
 from console.models import Run, Task, Tenant
 from console.models.runs import live
@@ -55,10 +55,10 @@ _INSERT_RUN_AND_EVENT = _insert_run_and_event()
 def task_for(value, tenant: Tenant) -> Task:
     """Return the live task a submission names by `task_id` in this tenant, or a 422 saying what is wrong."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInput(f"task_id is a task's id, a whole number, not {repr(value)[:40]}", "task_id")
+        raise InvalidInput(f"task_id is a task's id, a whole number, not {said_back(value)}", "task_id")
     task = db.session.get(Task, value) if is_id(value) else None  # past the id column's range: no task has it
     if task is None or task.tenant_id != tenant.id or task.deleted_at is not None:
-        raise InvalidInput(f"no task {value} in tenant {tenant.name}", "task_id")
+        raise InvalidInput(f"no task {said_back(value)} in tenant {tenant.name}", "task_id")
     return task
 
 

@@ -8,6 +8,7 @@ from console.db import locks
 from console.db.upsert import insert_for
 from console.domain import names
 from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.domain.words import said_back
 from console.extensions import db
 from console.models import Run, Tenant
 from console.models.runs import live
@@ -74,7 +75,7 @@ def keep_within(name: str, scope: int | None, what: str) -> None:
 def quota(field: str, raw) -> int:
     """Return a quota as a whole number within its bounds, or a 422 that says what to send."""
     low, high = QUOTAS[field]
-    hint = f"{field} must be a whole number from {low} to {high}, got {raw!r}"
+    hint = f"{field} must be a whole number from {low} to {high}, got {said_back(raw)}"
     if isinstance(raw, bool):
         raise InvalidInput(hint, field)
     if isinstance(raw, str):

@@ -7,7 +7,7 @@ from sqlalchemy import select, update
 from console.db import locks
 from console.domain import capacity
 from console.domain.clock import SYSTEM_CLOCK, Clock
-from console.domain.words import agree, plural
+from console.domain.words import agree, plural, said_back
 from console.extensions import db
 from console.models import Reservation, Tenant
 from console.services.actor import Actor
@@ -34,16 +34,16 @@ def _when(raw, field: str) -> datetime:
             moment = datetime.fromisoformat(raw.strip().replace("Z", "+00:00"))
         except ValueError:
             raise InvalidInput(f"{field} must be an ISO 8601 date and time such as 2026-12-31T18:00:00Z, "
-                               f"got {raw!r}", field) from None
+                               f"got {said_back(raw)}", field) from None
     else:
         raise InvalidInput(f"give {field} as an ISO 8601 date and time such as 2026-12-31T18:00:00Z", field)
     if moment.tzinfo is None:
-        raise InvalidInput(f"{field} needs a time zone (end it with Z for UTC), got {raw!r}", field)
+        raise InvalidInput(f"{field} needs a time zone (end it with Z for UTC), got {said_back(raw)}", field)
     return moment.astimezone(UTC)
 
 
 def _count(raw, field: str, low: int, high: int) -> int:
-    hint = f"{field} must be a whole number from {low} to {high}, got {raw!r}"
+    hint = f"{field} must be a whole number from {low} to {high}, got {said_back(raw)}"
     if isinstance(raw, str) and is_digits(raw.strip()) and len(raw.strip()) <= 9:
         raw = int(raw.strip())
     if isinstance(raw, bool) or not isinstance(raw, int) or not low <= raw <= high:
