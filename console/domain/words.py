@@ -11,6 +11,11 @@ def agree(count: int, one: str, many: str) -> str:
     return one if count == 1 else many
 
 
+def listed(items: list[str]) -> str:
+    """Join words as a sentence lists them: "a", "a and b", "a, b and c" ("" for none)."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}" if items else ""
+
+
 def said_back(value: object, limit: int = 40) -> str:
     """Say a refused value back in at most `limit` characters: a 5,000-digit one is named, not echoed whole."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() >= 128:

@@ -111,6 +111,18 @@ def test_token_is_shown_once_stored_hashed_and_revocable(client, auth):
     assert api.get("/api/me", headers={"Authorization": f"Bearer {plaintext}"}).status_code == 401
     tokens_audited = db.session.query(AuditEntry).filter(AuditEntry.target_type == "api_token").order_by(AuditEntry.seq)
     assert [e.action for e in tokens_audited] == ["token.create", "token.revoke"]
+    # A second press says it was already revoked (it said "Revoked" again), and audits nothing more.
+    again = client.post(f"/admin/tokens/{token.id}/revoke", data={"csrf_token": auth.csrf()}, follow_redirects=True)
+    assert f"Token {token.prefix}… was already revoked (" in again.get_data(as_text=True)
+    assert db.session.query(AuditEntry).filter(AuditEntry.action == "token.revoke").count() == 1
+
+
+def test_a_disabled_persons_token_reads_user_disabled_not_active(client, auth):
+    """The API refused it (401) while the tokens page said "active"."""
+    svc, _ = issued_on_the_page(client, auth)
+    users.update(svc, Actor("root"), active=False)
+    page = client.get("/admin/tokens").get_data(as_text=True)
+    assert ">user disabled</span>" in page and '">active</span>' not in page
 
 
 def test_sending_the_token_form_again_issues_no_second_token(client, auth):

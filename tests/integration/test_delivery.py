@@ -820,6 +820,12 @@ def test_closing_a_work_order_retires_its_failed_request_and_resolves_the_incide
         assert channel_report.recent_failures() == []  # no Send again left to refuse
         delivery_round.tick(clock)
         assert [(r.json["event_action"], r.json["dedup_key"]) for r in pagerduty.requests][-1] == ("resolve", incident)
+        said = {m.dedup_key: m.payload["summary"] for m in messages("resolve")}
+        assert said[f"resolve:{incident}"] == (  # it said "delivered to workorder"
+            "Every one of the work order requests that could not be delivered to the work-order system has been sent "
+            "again and delivered, or was for a work order closed since.")
+        assert said[f"resolve:rebound-workorder-{order.id}"] == (
+            f"Work order #{order.id} was closed by olga: fixed by hand.")  # the note ran into what followed
 
 
 def test_an_automatic_close_tells_its_resolve_which_ticket_to_close_by_hand(app, channels, clock):

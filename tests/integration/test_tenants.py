@@ -67,6 +67,9 @@ def test_set_quota_audits_before_and_after(app):
     assert entry.after["max_queued"] == 10_000
     with pytest.raises(InvalidInput, match="give max_running, max_queued or both"):
         tenants.set_quota(tenants.find("default"), ADA)
+    # The same values again change nothing and write no row saying nothing changed (before == after).
+    tenants.set_quota(tenants.find("default"), ADA, max_running=4)
+    assert len(_audit("tenant.set_quota")) == 1
 
 
 def test_a_scoped_person_may_neither_create_nor_raise_quotas(app):
@@ -145,6 +148,11 @@ def test_the_page_creates_a_tenant_and_sets_its_quota(client, auth):
     assert saved.status_code == 303 and _tenant("acme").max_queued == 30
     listed = client.get("/admin/tenants").get_data(as_text=True)
     assert "Saved acme: at most 1 running and 30 queued." in listed
+    again = client.post("/admin/tenants/acme", data={"csrf_token": auth.csrf("/admin/tenants"),
+                                                      f"q-{acme.id}-max_running": "1", f"q-{acme.id}-max_queued": "30"})
+    assert again.status_code == 303
+    assert "No change to acme: it already runs at most 1 and queues 30." in client.get("/admin/tenants").get_data(
+        as_text=True)
 
 
 def test_the_page_shows_a_bad_quota_beside_its_field(client, auth):

@@ -40,6 +40,18 @@ def test_the_page_shows_each_channel_masked_and_never_a_secret(app, client, auth
     assert "No failed deliveries." in html
 
 
+def test_the_page_says_the_repeat_window_and_retry_waits_this_deployment_uses(app, client, auth):
+    """It said "5 minutes" and "2, 4, 8 and 16 s" whatever REBOUND_ALERT_REPEAT_S and REBOUND_DELIVERY_* set."""
+    auth.as_role("admin")
+    page = client.get("/admin/channels").get_data(as_text=True)
+    assert "a repeat within 5 min waits" in page and "retried after 2 s, 4 s, 8 s and 16 s; after attempt 5" in page
+    app.config.update(ALERT_REPEAT_S=60, DELIVERY_ATTEMPTS=3, DELIVERY_BACKOFF_S=1.5)
+    page = client.get("/admin/channels").get_data(as_text=True)
+    assert "a repeat within 1 min waits" in page and "retried after 1.5 s and 3 s; after attempt 3" in page
+    routes = re.search(r"<h2>Routing</h2>(.*?)</table>", page, re.S).group(1)
+    assert "webhook (&#34;action&#34;: &#34;resolve&#34;); the work-order system is not told" in routes
+
+
 def test_send_test_alert_delivers_now_is_audited_and_shows_the_last_attempt(app, client, auth):
     with Receiver() as slack:
         app.config.update(SLACK_WEBHOOK_URL=slack.url + SLACK_PATH)

@@ -6,9 +6,11 @@ from datetime import datetime
 
 from sqlalchemy import and_, func, or_, select
 
+from console.domain.words import listed
 from console.extensions import db
 from console.models import OutboxMessage
 from console.services.delivery import outbox
+from console.services.delivery.targets import SPOKEN
 
 log = logging.getLogger("rebound.delivery")
 RULE = "delivery_failed"
@@ -81,4 +83,4 @@ def after_resent(kind: str, now: datetime, repaired: str = "has been sent again 
         title, what = (("Work order creation failed", "work order requests") if kind == "workorder"
                        else ("Alert delivery failed", "alerts"))
         outbox.resolve(f"rebound-{name}", title, f"Every one of the {what} that could not be delivered to "
-                       f"{', '.join(failed)} {repaired}.", now, skip_channels=failed)
+                       f"{listed([SPOKEN.get(one, one) for one in failed])} {repaired}.", now, skip_channels=failed)

@@ -46,6 +46,9 @@ SPECS = {spec.name: spec for spec in (
          "test work order", "Posts a work order marked \"test\": true (Idempotency-Key rebound-test-…); your "
          "work-order system should answer it without opening a ticket."),
 )}
+# A channel named mid-sentence ("told PagerDuty and the alert webhook"; it said "delivered to workorder").
+SPOKEN = {"slack": "Slack", "pagerduty": "PagerDuty", "webhook": "the alert webhook",
+          "workorder": "the work-order system"}
 ENV_NAMES = {"SLACK_WEBHOOK_URL": "REBOUND_SLACK_WEBHOOK_URL", "PAGERDUTY_URL": "REBOUND_PAGERDUTY_URL",
              "PAGERDUTY_ROUTING_KEY": "REBOUND_PAGERDUTY_ROUTING_KEY", "ALERT_WEBHOOK_URL": "REBOUND_ALERT_WEBHOOK_URL",
              "ALERT_WEBHOOK_SECRET": "REBOUND_ALERT_WEBHOOK_SECRET", "WORKORDER_URL": "REBOUND_WORKORDER_URL"}

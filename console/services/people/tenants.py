@@ -133,6 +133,9 @@ def set_quota(tenant: Tenant, actor: Actor, *, max_running=None, max_queued=None
         raise InvalidInput("give max_running, max_queued or both", "max_running")
     current = locks.fresh_row(Tenant, tenant.id)
     before = _snapshot(current)
+    if all(before[field] == value for field, value in changes.items()):
+        db.session.rollback()  # the same values again change nothing, and write no audit row saying nothing
+        return current
     db.session.execute(update(Tenant).where(Tenant.id == tenant.id).values(**changes)
                        .execution_options(synchronize_session=False))
     db.session.refresh(current)

@@ -87,20 +87,23 @@ class AlreadyIssued(Conflict):
         self.token = token
 
 
-def revoke(token_id: int, actor: Actor, clock: Clock = SYSTEM_CLOCK, scope: int | None = None) -> ApiToken:
-    """Revoke a token so it no longer authenticates."""
+def revoke(token_id: int, actor: Actor, clock: Clock = SYSTEM_CLOCK,
+           scope: int | None = None) -> tuple[ApiToken, bool]:
+    """Revoke a token so it no longer authenticates; return it, and whether this call revoked it (False: it was
+    already)."""
     token = db.session.get(ApiToken, token_id)
     if token is None or (scope is not None and token.tenant_id != scope):
         raise NotFound(f"no token with id {token_id}")
     # Guarded: two revokes at once are one change, audited once.
-    if db.session.execute(update(ApiToken).where(ApiToken.id == token.id, ApiToken.revoked_at.is_(None))
-                          .values(revoked_at=clock()).execution_options(synchronize_session=False)).rowcount:
+    revoked = db.session.execute(update(ApiToken).where(ApiToken.id == token.id, ApiToken.revoked_at.is_(None))
+                                 .values(revoked_at=clock()).execution_options(synchronize_session=False)).rowcount
+    if revoked:
         audit.record(db.session, actor, "token.revoke", "api_token", token.id,
                      before={"revoked": False}, after={"revoked": True, "prefix": token.prefix},
                      tenant=_tenant_of(token))
     db.session.commit()
     db.session.refresh(token)
-    return token
+    return token, bool(revoked)
 
 
 def _tenant_of(token: ApiToken) -> str | None:

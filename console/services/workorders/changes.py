@@ -69,8 +69,9 @@ def _closed(order: WorkOrder, actor: Actor, note: str, now: datetime, before: st
     # The work-order system takes no close (POST /ops/workorders opens tickets): its ticket is closed by hand.
     ticket = (f" Close ticket {order.external_id} in the work-order system by hand: it is not told."
               if order.external_id else "")
+    said = note.rstrip() if note.rstrip().endswith((".", "!", "?")) else f"{note.rstrip()}."
     outbox.resolve(notice.work_order_incident(order.id), f"Work order #{order.id}: {order.title}",
-                   f"Work order #{order.id} was closed by {actor.name}: {note}{ticket}", now,
+                   f"Work order #{order.id} was closed by {actor.name}: {said}{ticket}", now,
                    tenant_id=order.tenant_id, work_order_id=order.id)
     closed_orders.retire(order.id, now)
 

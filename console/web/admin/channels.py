@@ -4,9 +4,12 @@ from flask import flash, redirect, render_template, url_for
 
 from console.auth import current_actor, every_tenants_view, requires, shared_by_all_tenants
 from console.domain.clock import utcnow
+from console.domain.figures import duration
+from console.domain.words import listed
 from console.services.delivery import channel_report, manual, targets
 from console.services.errors import ServiceError
 from console.services.people.permissions import ADMIN
+from console.services.settings import setting
 from console.web.admin.blueprint import bp
 from console.web.admin.forms import ChannelForm
 
@@ -16,9 +19,19 @@ ROUTES = [
     ("SLA breach", "webhook /notifications/sla-breach · Slack"),
     ("3 SLA breaches in a row (manager escalation)", "PagerDuty (critical) · Slack"),
     ("New work order", "work-order system POST /ops/workorders"),
-    ("Work order closed", "PagerDuty resolve · Slack"),
+    ("Work order closed (and every resolve)",
+     "PagerDuty resolve · Slack · webhook (\"action\": \"resolve\"); the work-order system is not told"),
     ("Delivery failed for good (e.g. work order creation failed)", "the default channels, minus the one that failed"),
 ]
+
+
+def _timing() -> dict:
+    """The repeat window and the retry waits as this deployment sets them (the page said 5 minutes and 2, 4, 8, 16 s
+    whatever REBOUND_ALERT_REPEAT_S and REBOUND_DELIVERY_* said)."""
+    attempts, backoff = int(setting("DELIVERY_ATTEMPTS")), float(setting("DELIVERY_BACKOFF_S"))
+    repeat_s = float(setting("ALERT_REPEAT_S"))
+    return {"repeat_s": repeat_s, "repeat": duration(repeat_s), "attempts": attempts,
+            "waits": listed([duration(backoff * 2 ** n) for n in range(max(0, attempts - 1))])}
 
 
 def _form(target: targets.Target) -> ChannelForm:
@@ -38,7 +51,7 @@ def _page(failed: tuple[str, ChannelForm] | None = None, status: int = 200):
         # The refused URL is the person's own, sent back to be corrected (the page is no-store); a secret never is.
         form.secret.data = ""
         forms[name] = form
-    return render_template("admin/channels.html", states=states, forms=forms, routes=ROUTES, now=now,
+    return render_template("admin/channels.html", states=states, forms=forms, routes=ROUTES, now=now, timing=_timing(),
                            backlog=channel_report.backlog(now), latency=channel_report.latency(now),
                            failures=channel_report.recent_failures(), failed=failed), status
 

@@ -69,6 +69,7 @@ def set_tenant_quota(name: str):
     form = QuotaForm(prefix=f"q-{tenant.id}")
     if not form.validate_on_submit():
         return _page(failed=(tenant.name, form), status=422)
+    was = (tenant.max_running, tenant.max_queued)
     try:
         tenant = tenants.set_quota(tenant, current_actor(), max_running=form.max_running.data,
                                    max_queued=form.max_queued.data, scope=tenant_scope())
@@ -76,7 +77,12 @@ def set_tenant_quota(name: str):
         db.session.rollback()
         _attach(form, error)
         return _page(failed=(name, form), status=error.status)
-    flash(f"Saved {tenant.name}: at most {tenant.max_running} running and {tenant.max_queued} queued.", "success")
+    if (tenant.max_running, tenant.max_queued) == was:
+        flash(f"No change to {tenant.name}: it already runs at most {tenant.max_running} and queues "
+              f"{tenant.max_queued}.", "info")
+    else:
+        flash(f"Saved {tenant.name}: at most {tenant.max_running} running and {tenant.max_queued} queued.",
+              "success")
     return redirect(url_for("admin.tenants_index"), 303)
 
 

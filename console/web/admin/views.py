@@ -129,6 +129,9 @@ def create_token():
 @bp.post("/tokens/<int:token_id>/revoke")
 @requires(ADMIN)
 def revoke_token(token_id: int):
-    token = tokens.revoke(token_id, current_actor(), scope=tenant_scope())
-    flash(f"Revoked token {token.prefix}….", "success")
+    token, revoked = tokens.revoke(token_id, current_actor(), scope=tenant_scope())
+    if revoked:
+        flash(f"Revoked token {token.prefix}….", "success")
+    else:  # a second press, or another tab's: said as it is, not as a new revoke
+        flash(f"Token {token.prefix}… was already revoked ({token.revoked_at:%Y-%m-%d %H:%M} UTC).", "info")
     return redirect(url_for("admin.tokens_index"))

@@ -6,8 +6,9 @@ from wtforms.fields.choices import SelectChoice
 
 from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import utcnow
+from console.domain.words import agree, listed
 from console.extensions import db, htmx
-from console.services.delivery import channel_report, manual
+from console.services.delivery import channel_report, manual, targets
 from console.services.dlq.filters import moment, utc
 from console.services.errors import Conflict, InvalidInput, ServiceError
 from console.services.inputs import is_digits, row_id
@@ -164,15 +165,11 @@ def close(order_id: int):
                  lambda: f"Closed work order #{order_id}. {_told_words(told, order.external_id)}", close_form=form)
 
 
-CHANNEL_NAMES = {"pagerduty": "PagerDuty", "slack": "Slack", "webhook": "the alert webhook"}
-
-
 def _told_words(channels: list[str], ticket: str | None) -> str:
     """Say who outside Rebound hears of a close: the channels its resolve goes to, and the ticket nobody closes."""
     if channels:
-        names = [CHANNEL_NAMES.get(name, name) for name in channels]
-        listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
-        told = f"{listed[:1].upper()}{listed[1:]} {'is' if len(names) == 1 else 'are'} told it is resolved."
+        names = listed([targets.SPOKEN.get(name, name) for name in channels])
+        told = f"{names[:1].upper()}{names[1:]} {agree(len(channels), 'is', 'are')} told it is resolved."
     else:
         told = "No channel that takes a resolve (PagerDuty, Slack, the alert webhook) is configured: none is told."
     # The work-order system's API (POST /ops/workorders) opens tickets and has no close.
