@@ -601,6 +601,20 @@ def test_an_approved_fix_and_compensation_show_how_their_run_stands_now(person, 
     assert "badge compensated" in outcome.group(1) and "its undo step succeeded" in outcome.group(1)
 
 
+def test_a_fix_whose_run_died_again_links_the_new_dead_letter(person, letter, runs, clock):
+    """It said "now dead" with nowhere to go next."""
+    _, olga = person("olga", "operator")
+    approver_client, _ = person("alex", "approver")
+    found = letter()
+    fix = file_fix(found, olga, params={**BROKEN, "message": "account 43 is closed"})  # the wrong fix: it dies again
+    approver_client.post(f"/approvals/{fix.id}/approve",
+                         data={"csrf_token": approver_client.csrf(f"/approvals/{fix.id}")})
+    assert execute(found.run_id, 0, clock=clock) == "dead"
+    [again] = [one for one in runs.dead_letters(found.run_id) if one.status == "open"]
+    outcome = re.search(r"<dt>Outcome</dt><dd>(.*?)</dd>", html(approver_client.get(f"/approvals/{fix.id}")), re.S)
+    assert f'· <a href="/dlq/{again.id}">dead letter #{again.id}</a>' in outcome.group(1)
+
+
 def test_a_requester_withdraws_their_waiting_request_from_its_page_and_it_never_runs(person, letter, runs):
     requester_client, olga = person("olga", "operator")
     approver_client, _ = person("alex", "approver")

@@ -3,6 +3,7 @@
 from dataclasses import dataclass
 
 from flask import url_for
+from sqlalchemy import select
 
 from console.domain import diff
 from console.domain.runbooks import ParamType
@@ -96,6 +97,12 @@ class RunOutcome:
 
     run: Run
     words: str
+    letter_id: int | None = None  # its open dead letter, when it died again: where to act next
+
+
+def _open_letter(run: Run) -> int | None:
+    return db.session.execute(select(DeadLetter.id).where(DeadLetter.run_id == run.id, DeadLetter.status == "open")
+                              .order_by(DeadLetter.id.desc()).limit(1)).scalar() if run.status == "dead" else None
 
 
 def run_outcome(approval: Approval) -> RunOutcome | None:
@@ -107,12 +114,13 @@ def run_outcome(approval: Approval) -> RunOutcome | None:
     if approval.kind == params_fix.NAME:
         series = backup.get("series")
         if series is None:
-            return RunOutcome(run, "replayed with the fixed params; now")
+            return RunOutcome(run, "replayed with the fixed params; now", _open_letter(run))
         moved = f", and has since moved on to series {run.series}" if run.series != series else ""
-        return RunOutcome(run, f"replayed as series {series} with the fixed params{moved}; now")
+        return RunOutcome(run, f"replayed as series {series} with the fixed params{moved}; now", _open_letter(run))
     if approval.kind == run_compensation.NAME:
         words = {"compensating": "its undo step is queued or running", "compensated": "its undo step succeeded"}
-        return RunOutcome(run, "— " + words.get(run.status, "its undo step did not succeed") + "; now")
+        return RunOutcome(run, "— " + words.get(run.status, "its undo step did not succeed") + "; now",
+                          _open_letter(run))
     return None
 
 
