@@ -1,6 +1,6 @@
 """Triggers about a work order that was closed before they went: not sent, so a resolved incident stays resolved."""
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from console.extensions import db
 from console.models import OutboxMessage, WorkOrder
@@ -35,10 +35,13 @@ def retire(order_id: int, now) -> None:
         OutboxMessage.payload["work_order_id"].as_integer() == order_id)).scalars().all()
     kinds = set()
     for message in failed:
-        if reason := closed_before_sent(message):
-            message.status, message.last_error = "skipped", f"not sent: {reason}"
+        reason = closed_before_sent(message)
+        # Guarded: a Send again pressed meanwhile moved it on, and keeps it.
+        if reason and db.session.execute(
+                update(OutboxMessage).where(OutboxMessage.id == message.id, OutboxMessage.status == "failed")
+                .values(status="skipped", last_error=f"not sent: {reason}")
+                .execution_options(synchronize_session=False)).rowcount:
             kinds.add(message.kind)
-    db.session.flush()
     for kind in sorted(kinds):
         losses.after_resent(kind, now, repaired="has been sent again and delivered, or was for a work order closed "
                                                  "since")
