@@ -252,6 +252,16 @@ def _ids(value) -> list[int]:
     return ids
 
 
+def references(declared: Sequence[Param], values: Mapping) -> list[tuple[ParamType, list]]:
+    """The runs, dead letters and tasks the values name, by type, in declaration order (none given: left out)."""
+    found = []
+    for param in declared:
+        value = values.get(param.name)
+        if param.type in REFERENCES and value not in (None, "", []):
+            found.append((param.type, value if isinstance(value, list) else [value]))
+    return found
+
+
 def dump(declared: Sequence[Param], values: Mapping) -> dict:
     """Return typed values as JSON (moments in ISO 8601), to store them; `parse` reads them back."""
     return {param.name: values[param.name].isoformat() if isinstance(values.get(param.name), datetime)

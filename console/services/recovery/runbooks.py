@@ -8,7 +8,7 @@ from sqlalchemy import func, select
 
 from console.db.upsert import insert_for
 from console.domain.clock import SYSTEM_CLOCK, Clock
-from console.domain.runbooks import ParamType, dump, needs_approval
+from console.domain.runbooks import ParamType, dump, needs_approval, references
 from console.domain.secrets import mask_field
 from console.extensions import db
 from console.models import (
@@ -116,11 +116,9 @@ def _owner(runbook: Runbook, values: dict) -> Tenant | None:
     """The one tenant whose runs, dead letters or tasks the params name (None: none named, or several tenants'), so
     an execution started without a tenant is on record, and in Approvals, as acting on that tenant's objects."""
     owners: set[int] = set()
-    for param in runbook.params:
-        model, value = _OWNED.get(param.type), values.get(param.name)
-        if model is not None and value not in (None, "", []):
-            ids = value if isinstance(value, list) else [value]
-            owners |= set(db.session.execute(select(model.tenant_id).where(model.id.in_(ids))).scalars())
+    for kind, ids in references(runbook.params, values):
+        model = _OWNED[kind]
+        owners |= set(db.session.execute(select(model.tenant_id).where(model.id.in_(ids))).scalars())
     return db.session.get(Tenant, owners.pop()) if len(owners) == 1 else None
 
 

@@ -6,7 +6,7 @@ from flask import url_for
 from sqlalchemy import select
 
 from console.domain import diff
-from console.domain.runbooks import ParamType
+from console.domain.runbooks import NOUNS, references
 from console.extensions import db
 from console.models import Approval, DeadLetter, Run, RunbookExecution
 from console.services.engine import control
@@ -49,19 +49,13 @@ def subject(approval: Approval) -> Subject:
     return Subject(f"{approval.subject_type.replace('_', ' ')} {approval.subject_id}", None)
 
 
-_OBJECT_WORDS = {ParamType.RUN: "run", ParamType.DEAD_LETTER: "dead letter", ParamType.TASK: "task"}
-
-
 def _objects_named(name: str, params: dict, shown: int = 3) -> str:
     """Say which runs, dead letters or task a runbook's params name (" on dead letter #77"), so a request in the list
     says what it touches; "" when they name none (a filter)."""
-    runbook, parts = runbook_registry.get(name), []
-    for param in runbook.params if runbook else ():
-        value = params.get(param.name)
-        if param.type in _OBJECT_WORDS and value not in (None, "", []):
-            ids = value if isinstance(value, list) else [value]
-            listed = ", ".join(f"#{one}" for one in ids[:shown]) + (" …" if len(ids) > shown else "")
-            parts.append(f"{_OBJECT_WORDS[param.type]}{'s' if len(ids) > 1 else ''} {listed}")
+    runbook = runbook_registry.get(name)
+    parts = [f"{NOUNS[kind]}{'s' if len(ids) > 1 else ''} "
+             + ", ".join(f"#{one}" for one in ids[:shown]) + (" …" if len(ids) > shown else "")
+             for kind, ids in (references(runbook.params, params) if runbook else [])]
     return f" on {'; '.join(parts)}" if parts else ""
 
 
