@@ -767,24 +767,36 @@ def fail_for_good(message_id: int, clock) -> OutboxMessage:
     return message
 
 
+LOST_REQUESTS = "rebound-delivery_failed:workorder:workorder"  # the incident of work-order requests lost
+
+
+def lose_a_request(app, clock, orders, pagerduty) -> OutboxMessage:
+    """Fail a work order's request for good, so PagerDuty is paged for it; return the request."""
+    orders.always(500)
+    only(app, WORKORDER_URL=orders.url, PAGERDUTY_URL=pagerduty.url + "/v2/enqueue", PAGERDUTY_ROUTING_KEY=ROUTING_KEY)
+    dead_run(clock)
+    request = fail_for_good(messages("workorder")[0].id, clock)
+    delivery_round.tick(clock)
+    assert last_page(pagerduty) == ("trigger", LOST_REQUESTS)
+    return request
+
+
+def last_page(pagerduty) -> tuple[str, str]:
+    """PagerDuty's last event: its action and incident."""
+    return pagerduty.requests[-1].json["event_action"], pagerduty.requests[-1].json["dedup_key"]
+
+
 def test_the_delivery_failed_incident_is_resolved_once_the_lost_message_got_through(app, clock):
     with Receiver() as orders, Receiver() as pagerduty:
-        orders.always(500)
-        only(app, WORKORDER_URL=orders.url, PAGERDUTY_URL=pagerduty.url + "/v2/enqueue",
-             PAGERDUTY_ROUTING_KEY=ROUTING_KEY)
-        dead_run(clock)
-        request = fail_for_good(messages("workorder")[0].id, clock)
-        delivery_round.tick(clock)
+        request = lose_a_request(app, clock, orders, pagerduty)
         [failed] = alert_rows("delivery_failed")
         assert failed.status == "delivered"
-        incident = "rebound-delivery_failed:workorder:workorder"
-        assert [(r.json["event_action"], r.json["dedup_key"]) for r in pagerduty.requests][-1] == ("trigger", incident)
 
         orders.always(200, {"id": 777})
         manual.redeliver(request.id, ops, clock=clock)
         delivery_round.tick(clock)  # the request gets through, and queues the resolve
         delivery_round.tick(clock)
-        assert [(r.json["event_action"], r.json["dedup_key"]) for r in pagerduty.requests][-1] == ("resolve", incident)
+        assert last_page(pagerduty) == ("resolve", LOST_REQUESTS)
         [resolve] = messages("resolve")
         assert resolve.status == "delivered" and resolve.payload["skip_channels"] == ["workorder"]
         # Another delivery of a re-sent message resolves nothing twice.
@@ -803,14 +815,7 @@ def test_closing_a_work_order_retires_its_failed_request_and_resolves_the_incide
     """A closed order's failed request could not be sent again (it would open a ticket for work done), yet it still
     counted as lost: "Work order creation failed" stayed open for good, its Send again refused."""
     with Receiver() as orders, Receiver() as pagerduty:
-        orders.always(500)
-        only(app, WORKORDER_URL=orders.url, PAGERDUTY_URL=pagerduty.url + "/v2/enqueue",
-             PAGERDUTY_ROUTING_KEY=ROUTING_KEY)
-        dead_run(clock)
-        request = fail_for_good(messages("workorder")[0].id, clock)
-        delivery_round.tick(clock)
-        incident = "rebound-delivery_failed:workorder:workorder"
-        assert [(r.json["event_action"], r.json["dedup_key"]) for r in pagerduty.requests][-1] == ("trigger", incident)
+        request = lose_a_request(app, clock, orders, pagerduty)
         order = db.session.get(WorkOrder, request.payload["work_order_id"])
         changes.close(order, "fixed by hand", Actor("olga"), clock)
         db.session.expire_all()
@@ -819,9 +824,9 @@ def test_closing_a_work_order_retires_its_failed_request_and_resolves_the_incide
                                                                               "closed at ")
         assert channel_report.recent_failures() == []  # no Send again left to refuse
         delivery_round.tick(clock)
-        assert [(r.json["event_action"], r.json["dedup_key"]) for r in pagerduty.requests][-1] == ("resolve", incident)
+        assert last_page(pagerduty) == ("resolve", LOST_REQUESTS)
         said = {m.dedup_key: m.payload["summary"] for m in messages("resolve")}
-        assert said[f"resolve:{incident}"] == (  # it said "delivered to workorder"
+        assert said[f"resolve:{LOST_REQUESTS}"] == (  # it said "delivered to workorder"
             "Every one of the work order requests that could not be delivered to the work-order system has been sent "
             "again and delivered, or was for a work order closed since.")
         assert said[f"resolve:rebound-workorder-{order.id}"] == (
