@@ -806,6 +806,8 @@ def test_a_group_whose_handler_has_an_open_breaker_says_so_before_a_replay(clien
     one = "The circuit breaker of python:demo.flaky is open: the replayed run waits until it lets it through."
     for page in ("/dlq/?view=list", f"/dlq/?open={letter.fingerprint}"):
         assert one in html.unescape(client.get(page).get_data(as_text=True)), page
+    expanded = client.get(f"/dlq/groups/{letter.fingerprint}", headers={"HX-Request": "true"})  # the expand button's
+    assert one in html.unescape(expanded.get_data(as_text=True))
 
 
 def test_the_group_filter_chip_names_the_error_not_its_fingerprint(client, auth, make_dead_letter):

@@ -72,8 +72,7 @@ def _group_context(fingerprint: str, filters: dlq_filters.Filters) -> dict:
     return {"fingerprint": fingerprint, "group_filters": filters, "group_letters": found.entries,
             "group_more": found.next_before is not None, "group_replays": dlq.replays(found.entries),
             "group_task_names": dlq.task_names(found.entries), "group_fixes": fixes_of(found.entries),
-            "group_requests": requests_of(found.entries),
-            "held": breaker_admin.not_closed_handlers(tenant_scope(), utcnow())}
+            "group_requests": requests_of(found.entries)}
 
 
 def fixes_of(letters) -> dict[int, int]:
@@ -119,4 +118,5 @@ def group_entries(fingerprint: str):
     filters = dlq_filters.Filters.parse({**request.args.to_dict(), "group": fingerprint})
     if not htmx:
         return redirect(url_for("dlq.index", view="list", **filters.args()))
-    return render_template("dlq/_group_entries.html", **_group_context(fingerprint, filters))
+    return render_template("dlq/_group_entries.html", **_group_context(fingerprint, filters),
+                           held=breaker_admin.not_closed_handlers(tenant_scope(), utcnow()))

@@ -108,8 +108,14 @@ def _execution_page(execution, *, status: int = 200):
                 run_form=ExecutionRunForm(), gated=runbook is not None and runbooks.approval_needed(runbook),
                 tenant=execution.tenant.name if execution.tenant else None, shown=value_text, now=utcnow(),
                 approval_status=lambda approval: approvals.status_at(approval, utcnow()),
-                refused_for_real=runbooks.real_run_refusal(execution) if execution.dry_run else {},
-                form_link=_form_link(execution)), status
+                **_refused_for_real(execution)), status
+
+
+def _refused_for_real(execution) -> dict:
+    """What a finished dry-run's real run would be refused for, and the form to change its params in; asked only
+    once it is done (the page polls every second while it runs)."""
+    refused = runbooks.real_run_refusal(execution) if execution.dry_run and execution.status == "succeeded" else {}
+    return {"refused_for_real": refused, "form_link": _form_link(execution) if refused else None}
 
 
 def _form_link(execution) -> str:
