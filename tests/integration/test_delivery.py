@@ -12,7 +12,7 @@ from sqlalchemy import insert, select, update
 from console.domain import periods
 from console.domain.errors import Failure
 from console.extensions import db
-from console.models import DeadLetter, Delivery, OutboxMessage, Run, WorkOrder
+from console.models import AlertRule, DeadLetter, Delivery, OutboxMessage, Run, WorkOrder
 from console.services.actor import Actor
 from console.services.delivery import channel_report, dispatch, manual, outbox, silence
 from console.services.engine import control
@@ -23,7 +23,7 @@ from console.services.errors import Conflict
 from console.services.people import tenants
 from console.services.reports import figures as report_figures
 from console.services.reports.read import Scope
-from console.services.system import alert_measures, delivery_round
+from console.services.system import alert_measures, alert_rules, delivery_round
 from console.services.system.maintenance import MAINTENANCE
 from console.services.workorders import changes
 from console.services.workorders import orders as workorders
@@ -353,10 +353,43 @@ def test_send_again_asks_a_silent_channel_at_once(app, clock):
         assert delivery_round.tick(clock)["delivered"] == 1
 
 
-def test_work_order_creation_failed_is_alerted_on_the_other_channels(app, clock):
+def rule_pages_for_work_orders(on: bool) -> None:
+    """Switch the "work-order creation failed" rule (on by default): while it is on, it is their page."""
+    db.session.execute(update(AlertRule).where(AlertRule.key == "workorder_failed").values(enabled=on))
+    db.session.commit()
+
+
+def test_a_work_order_system_outage_pages_once_through_its_rule(app, clock):
+    """Each failed request raised a "delivery failed" alert beside the rule's, two incidents for one outage."""
     with Receiver() as slack, Receiver() as orders:
         orders.always(503)
         only(app, SLACK_WEBHOOK_URL=slack.url + SLACK_PATH, WORKORDER_URL=orders.url)
+        dead_run(clock)
+        request = fail_for_good(messages("workorder")[0].id, clock)
+        order_id = request.payload["work_order_id"]
+        assert alert_rows("delivery_failed") == []
+        assert alert_rules.evaluate(clock)["workorder_failed"] == "firing"  # beside the dead letter's own rule
+        delivery_round.tick(clock)
+        [page] = [r.json["text"] for r in slack.requests if "creation failed" in r.json["text"]]
+        assert page.startswith(":red_circle: Work-order creation failed: 1 work order could not be created in the "
+                               f"work-order system; the last, work order #{order_id}: 127.0.0.1 answered HTTP 503")
+        assert f"<{CONSOLE}/admin/channels|Open in Rebound>" in page  # where it is sent again
+
+        orders.always(200, {"id": 777})
+        manual.redeliver(request.id, ops, clock=clock)
+        delivery_round.tick(clock)
+        assert alert_rules.evaluate(clock)["workorder_failed"] == "ok"
+        delivery_round.tick(clock)
+        assert [(m.kind, m.status) for m in messages() if m.dedup_key == "rule:workorder_failed"] == [
+            ("alert", "delivered"), ("resolve", "delivered")]
+        assert alert_rows("delivery_failed") == []
+
+
+def test_work_order_creation_failed_is_alerted_on_the_other_channels_with_its_rule_off(app, clock):
+    with Receiver() as slack, Receiver() as orders:
+        orders.always(503)
+        only(app, SLACK_WEBHOOK_URL=slack.url + SLACK_PATH, WORKORDER_URL=orders.url)
+        rule_pages_for_work_orders(False)
         run = dead_run(clock)
         for _ in range(5):
             delivery_round.tick(clock)
@@ -398,6 +431,7 @@ def test_a_delivery_failed_alert_that_fails_on_its_own_channel_stops_there(app, 
         only(app, SLACK_WEBHOOK_URL=slack.url + SLACK_PATH, ALERT_WEBHOOK_URL=hook.url, WORKORDER_URL=orders.url)
         # A work-order request fails on its system; its 'delivery failed' alert then tries Slack and the webhook,
         # which fail too: that alert is failed, and raises no alert of its own.
+        rule_pages_for_work_orders(False)
         outbox.add("workorder", "workorder:1", {"work_order_id": None, "title": "x"}, clock())
         db.session.commit()
         for _ in range(12):
@@ -771,9 +805,10 @@ LOST_REQUESTS = "rebound-delivery_failed:workorder:workorder"  # the incident of
 
 
 def lose_a_request(app, clock, orders, pagerduty) -> OutboxMessage:
-    """Fail a work order's request for good, so PagerDuty is paged for it; return the request."""
+    """Fail a work order's request for good, so PagerDuty is paged for it (its rule off); return the request."""
     orders.always(500)
     only(app, WORKORDER_URL=orders.url, PAGERDUTY_URL=pagerduty.url + "/v2/enqueue", PAGERDUTY_ROUTING_KEY=ROUTING_KEY)
+    rule_pages_for_work_orders(False)
     dead_run(clock)
     request = fail_for_good(messages("workorder")[0].id, clock)
     delivery_round.tick(clock)
@@ -850,6 +885,7 @@ def test_a_delivery_failed_alert_is_not_sent_once_its_message_was_re_sent_and_de
         orders.always(500)
         slack.always(500)
         only(app, WORKORDER_URL=orders.url, SLACK_WEBHOOK_URL=slack.url + SLACK_PATH)
+        rule_pages_for_work_orders(False)
         dead_run(clock)
         request = fail_for_good(messages("workorder")[0].id, clock)
         # Retrying: Slack, its one channel, fails too (as it failed the dead letter's own alert).

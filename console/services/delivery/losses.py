@@ -8,12 +8,13 @@ from sqlalchemy import and_, func, or_, select
 
 from console.domain.words import listed
 from console.extensions import db
-from console.models import OutboxMessage
+from console.models import AlertRule, OutboxMessage
 from console.services.delivery import outbox
 from console.services.delivery.targets import SPOKEN
 
 log = logging.getLogger("rebound.delivery")
 RULE = "delivery_failed"
+WORK_ORDER_RULE = "workorder_failed"
 
 
 def key(kind: str, channels: list[str]) -> str:
@@ -30,12 +31,19 @@ def raise_for(message_id: int, attempt: int, now: datetime, errors: dict[str, st
         return
     failed = sorted(errors)
     log.error("outbox %s (%s) failed for good after %s attempts: %s", message.id, message.kind, attempt, error)
+    if message.kind == "workorder" and _rule_pages_for_work_orders():
+        return  # one outage, one page: the "work-order creation failed" rule counts it and alerts
     outbox.add("alert", key(message.kind, failed), {
         "rule": RULE, "failed_outbox_id": message.id, "failed_kind": message.kind,
         "failed_rule": payload.get("rule"), "failed_title": title or payload.get("title"),
         "failed_channels": failed, "skip_channels": failed, "attempts": attempt, "error": error[:500],
         "work_order_id": payload.get("work_order_id") if message.kind == "workorder" else None,
         "tenant_id": message.tenant_id}, now, tenant_id=message.tenant_id)
+
+
+def _rule_pages_for_work_orders() -> bool:
+    """Tell whether the "work-order creation failed" alert rule is on: then it, not this alert, pages for them."""
+    return bool(db.session.execute(select(AlertRule.enabled).where(AlertRule.key == WORK_ORDER_RULE)).scalar())
 
 
 def overtaken(message: OutboxMessage) -> str | None:

@@ -232,7 +232,7 @@ def _links(rule: str, payload: dict, facts: _Facts) -> list[tuple[str, str]]:
         links.append(("Breakers", console_url("/breakers")))
     if rule in ("queue_overflow", "tenant_quota"):
         links.append(("Queues", console_url("/queues")))
-    if rule in ("delivery_failed", "test"):
+    if rule in ("delivery_failed", "workorder_failed", "test"):  # where a failed message is sent again
         links.append(("Channels", console_url("/admin/channels")))
     if rule in DEAD_RULES and not links:
         links.append(("Dead-letter queue", console_url("/dlq/")))

@@ -139,9 +139,16 @@ def retry_limit_reached(now: datetime, window_s: int | None) -> Measure:
 
 
 def workorder_failed(now: datetime, window_s: int | None) -> Measure:
-    count = db.session.execute(select(func.count()).select_from(OutboxMessage).where(
-        OutboxMessage.status == "failed", OutboxMessage.kind == "workorder")).scalar_one()
-    return Measure(count, f"{plural(count, 'work order')} could not be created in the work-order system")
+    """Count the work-order requests failed for good, naming the last one and why (this rule is their page)."""
+    failed = (OutboxMessage.status == "failed", OutboxMessage.kind == "workorder")
+    count = db.session.execute(select(func.count()).select_from(OutboxMessage).where(*failed)).scalar_one()
+    detail = f"{plural(count, 'work order')} could not be created in the work-order system"
+    last = db.session.execute(select(OutboxMessage.payload["work_order_id"].as_integer(), OutboxMessage.last_error)
+                              .where(*failed).order_by(OutboxMessage.id.desc()).limit(1)).first()
+    if last is not None:
+        error = (last[1] or "no error recorded").removeprefix("workorder: ")  # its one channel, said already
+        detail += f"; the last, work order #{last[0]}: {error[:120]}"
+    return Measure(count, detail)
 
 
 def breaker_opened(now: datetime, window_s: int | None) -> Measure:

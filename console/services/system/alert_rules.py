@@ -78,7 +78,8 @@ RULES: dict[str, Rule] = {rule.key: rule for rule in (
          "Runs that used up their retries in the window and still wait in the dead-letter queue.",
          0, 3600, "count", "error", alert_measures.retry_limit_reached),
     Rule("workorder_failed", "Work-order creation failed",
-         "Work orders the work-order system refused for good, until someone sends them again.",
+         "Work orders the work-order system refused for good, until someone sends them again or their work order "
+         "closes. While this rule is on it is their one page; switched off, each raises a \"delivery failed\" alert.",
          0, None, "count", "error", alert_measures.workorder_failed),
     Rule("breaker_opened", "Circuit breaker opened", "Times a handler's circuit breaker opened in the window.",
          0, 600, "count", "error", alert_measures.breaker_opened, channel="no-page"),
