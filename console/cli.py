@@ -20,7 +20,28 @@ from console.redis_conn import embedded_url, shown_url
 def _create_app():
     from console import create_app
 
+    missing = _missing_data_dir(sys.argv, os.environ)  # read here: an --env-file's settings are loaded by now
+    if missing:
+        raise SystemExit(missing)
     return create_app()
+
+
+def _missing_data_dir(argv: list[str], env) -> str | None:
+    """Say why a command that reads a deployment stops when its data dir does not exist (None: it may go on).
+
+    Creating it would give a mistyped REBOUND_DATA_DIR an empty database and a new secret key, and the command an
+    answer about nothing (`audit verify` of no rows, `tenants list` of none) instead of an error."""
+    command = _command(argv)
+    if command is None or command in MAKES_DATA_DIR or "--help" in argv:
+        return None
+    if env.get("REBOUND_DATABASE_URL") and env.get("REBOUND_SECRET_KEY"):
+        return None  # a host that keeps nothing of Rebound's on its disk
+    where = data_dir_of(env)
+    if where.is_dir():
+        return None
+    return (f"Error: there is no Rebound data dir at {where}: `rebound {command}` reads a deployment's database and "
+            "secret key from it and creates neither. Set REBOUND_DATA_DIR to the directory `rebound up` uses (or run "
+            "it where that ./instance is).")
 
 
 def _schema_missing(error: DBAPIError) -> bool:
@@ -31,6 +52,8 @@ def _schema_missing(error: DBAPIError) -> bool:
 # The processes that run until stopped log their INFO lines (what an operator follows); a one-shot command prints
 # its answer, and its INFO lines (JSON when piped) would only bury it: it logs warnings and worse unless told.
 SERVING = frozenset({"up", "web", "worker", "scheduler"})
+# The commands that may start a deployment on a data dir not made yet; every other one reads an existing one.
+MAKES_DATA_DIR = SERVING | {"db", "create-user", "seed-demo"}
 
 
 def _command(argv: list[str]) -> str | None:

@@ -81,3 +81,21 @@ def test_a_database_or_redis_nobody_answers_at_is_one_line_naming_it_without_its
     assert cache.returncode == 1 and "Traceback" not in cache.stderr, cache.stderr
     assert f"cannot reach Redis at redis://:***@127.0.0.1:{port}/0" in cache.stderr
     assert "hunter22" not in database.stderr + cache.stderr
+
+
+def test_a_mistyped_data_dir_is_refused_by_a_command_that_reads_one_and_is_not_created(app, tmp_path):
+    """A typo in REBOUND_DATA_DIR made a new empty deployment there: `tenants list` listed none, without an error."""
+    typo = tmp_path / "instnace"
+    env = {key: value for key, value in env_for(app).items()
+           if key not in ("REBOUND_DATABASE_URL", "REBOUND_SECRET_KEY", "REBOUND_AUDIT_KEY")}
+    for command in (("tenants", "list"), ("audit", "verify"), ("retry-inspect",)):
+        done = rebound(app, *command, env={**env, "REBOUND_DATA_DIR": str(typo)})
+        assert done.returncode == 1 and done.stderr.strip() == (
+            f"Error: there is no Rebound data dir at {typo}: `rebound {command[0]}` reads a deployment's database "
+            "and secret key from it and creates neither. Set REBOUND_DATA_DIR to the directory `rebound up` uses (or "
+            "run it where that ./instance is)."), done.stderr
+        assert not typo.exists()
+    assert rebound(app, "tenants", "list", "--help", env={**env, "REBOUND_DATA_DIR": str(typo)}).returncode == 0
+    made = rebound(app, "db", "upgrade", env={**env, "REBOUND_DATA_DIR": str(typo)})
+    assert made.returncode == 0, made.stderr  # a deployment's first step may make it
+    assert rebound(app, "tenants", "list", env={**env, "REBOUND_DATA_DIR": str(typo)}).returncode == 0
