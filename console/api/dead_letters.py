@@ -1,4 +1,4 @@
-"""The dead-letter queue over the API: list and read letters, replay one or all matching, ask for a params fix."""
+"""The dead-letter queue over the API: list and read letters, replay or discard them, ask for a params fix."""
 
 from flask import Blueprint, jsonify, request, url_for
 
@@ -9,13 +9,14 @@ from console.domain import saga
 from console.extensions import db
 from console.models import Run, Tenant
 from console.services.dlq import bulk as dlq_bulk
+from console.services.dlq import discards
 from console.services.dlq import groups as dlq
 from console.services.dlq.filters import PERIODS, Filters, check
 from console.services.engine import control, handler_kinds
 from console.services.errors import Forbidden, InvalidInput
 from console.services.people import tenants
 from console.services.people.permissions import OPERATE, VIEW
-from console.services.recovery import params_fix
+from console.services.recovery import bulk_discard, params_fix
 
 bp = Blueprint("dead_letters_api", __name__)
 MAX_LIMIT = 200
@@ -89,6 +90,42 @@ def _workflow_step(run) -> dict | None:
             "note": saga.replay_consequence(run.workflow_step, workflow.status, workflow.failed_step)}
 
 
+@bp.post("/api/dead-letters/<int:letter_id>/discard")
+@requires(OPERATE)
+def discard_dead_letter(letter_id: int):
+    data = body()
+    no_unknown(data, {"reason"})
+    closed = discards.discard(dlq.get(letter_id, tenant_scope()), data.get("reason"), current_actor())
+    return jsonify(dead_letter_id=letter_id, status="discarded", closed_fixes=closed)
+
+
+@bp.post("/api/dead-letters/discard")
+@requires(OPERATE)
+def discard_dead_letters():
+    data = body()
+    no_unknown(data, {"ids", "reason"})
+    ids = _ids(data)
+    try:
+        outcome = bulk_discard.discard(ids, data.get("reason"), current_actor(), tenant_scope())
+    except InvalidInput as error:  # the console's form calls the field "id"; this body, "ids"
+        raise InvalidInput(error.detail, "ids" if error.field == "id" else error.field) from None
+    if outcome.approval is None:
+        return jsonify(discarded=outcome.discarded, skipped=outcome.skipped, closed_fixes=outcome.closed_fixes)
+    # Above what one person may discard at once: a request another person approves, as the console files it.
+    approval = outcome.approval
+    return jsonify(approval_id=approval.id, status=approval.status, expires_at=serialize.iso(approval.expires_at),
+                   count=len(approval.payload["ids"]), skipped=outcome.skipped, threshold=outcome.threshold), 202, {
+        "Location": url_for("approvals_api.get_approval", approval_id=approval.id)}
+
+
+def _ids(data: dict) -> list[int]:
+    """Return a body's list of dead letter ids, or say what it must be."""
+    ids = data.get("ids")
+    if not isinstance(ids, list) or not all(is_id(i) for i in ids):
+        raise InvalidInput("ids is a list of dead letter ids (whole numbers a row id can be)", "ids")
+    return ids
+
+
 @bp.post("/api/dead-letters/replay")
 @requires(OPERATE)
 def replay_matching():
@@ -102,9 +139,7 @@ def replay_matching():
     except InvalidInput as error:  # named as this body names it
         raise InvalidInput(error.detail, "rate_per_s") from None
     if "ids" in data:
-        ids = data["ids"]
-        if not isinstance(ids, list) or not all(is_id(i) for i in ids):
-            raise InvalidInput("ids is a list of dead letter ids (whole numbers a row id can be)", "ids")
+        ids = _ids(data)
         try:
             progress = dlq_bulk.start_replay(current_actor(), tenant_scope(), ids=ids, rate=rate)
         except InvalidInput as error:  # the console's form calls the field "id"; this body, "ids"

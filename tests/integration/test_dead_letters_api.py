@@ -1,9 +1,10 @@
-"""The DLQ over the API: list with filters and keyset paging, read one, replay one or all matching, ask for a fix."""
+"""The DLQ over the API: list with filters and keyset paging, read one, replay or discard, ask for a fix."""
 
 import pytest
+from sqlalchemy import select
 
 from console.extensions import db
-from console.models import Approval, DeadLetter
+from console.models import Approval, AuditEntry, DeadLetter
 from console.services.actor import Actor
 from console.services.engine import control
 from console.services.engine.execute import execute
@@ -248,11 +249,67 @@ def test_a_fix_with_merge_changes_only_the_keys_sent_and_the_approver_reads_the_
     assert filed.headers["Location"] == f"/api/approvals/{approval.id}"
 
 
-def test_a_viewer_reads_but_cannot_replay_or_fix(client, dead):
+def test_a_viewer_reads_but_cannot_replay_fix_or_discard(client, dead):
     viewer, _ = users.create("vic", "viewer", "correct-horse-battery", Actor("test"))
     letter = dead()
     headers = bearer(viewer)
     assert client.get("/api/dead-letters", headers=headers).status_code == 200
     assert client.post(f"/api/dead-letters/{letter.id}/replay", headers=headers).status_code == 403
+    for path, payload in ((f"/api/dead-letters/{letter.id}/discard", {"reason": "x"}),
+                          ("/api/dead-letters/discard", {"ids": [letter.id], "reason": "x"})):
+        assert client.post(path, json=payload, headers=headers).status_code == 403
     assert client.post(f"/api/dead-letters/{letter.id}/fix", json={"params": {}, "reason": "x"},
                        headers=headers).status_code == 403
+
+
+def test_one_letter_is_discarded_with_a_reason_audited_and_only_once(client, operator, dead):
+    """The console discarded letters; the API could only replay them (a client had to leave them open)."""
+    letter = dead()
+    headers = bearer(operator)
+    refused = client.post(f"/api/dead-letters/{letter.id}/discard", json={"reason": "  "}, headers=headers)
+    assert refused.status_code == 422 and refused.get_json()["field"] == "reason"
+    assert client.post(f"/api/dead-letters/{letter.id}/discard", json={"reason": "x", "why": "y"},
+                       headers=headers).status_code == 422
+    request = params_fix.request_fix(letter.id, {"fail_times": 0}, "the account was reopened",
+                                     Actor(operator.username, operator.id))
+    done = client.post(f"/api/dead-letters/{letter.id}/discard", json={"reason": "account closed for good"},
+                       headers=headers)
+    assert done.status_code == 200
+    assert done.get_json() == {"dead_letter_id": letter.id, "status": "discarded", "closed_fixes": [request.id]}
+    db.session.expire_all()
+    kept = db.session.get(DeadLetter, letter.id)
+    assert (kept.status, kept.resolution_note) == ("discarded", "account closed for good")
+    assert kept.resolved_by.startswith("olga (token rb_")
+    [row] = db.session.execute(select(AuditEntry).where(AuditEntry.action == "dead_letter.discard",
+                                                        AuditEntry.target_id == str(letter.id))).scalars().all()
+    assert (row.actor, row.note) == (kept.resolved_by, "account closed for good")
+    again = client.post(f"/api/dead-letters/{letter.id}/discard", json={"reason": "again"}, headers=headers)
+    assert again.status_code == 409 and "already discarded" in again.get_json()["detail"]
+
+
+def test_many_letters_are_discarded_at_once_up_to_the_threshold_and_beyond_it_are_filed_for_approval(
+        client, operator, dead):
+    acme, _ = make_tenant("acme"), make_tenant("globex")
+    own = [dead(tenant="acme") for _ in range(13)]
+    other = dead(tenant="globex")
+    headers = bearer(operator, tenant=acme)
+    for payload, field in (({"ids": [own[0].id]}, "reason"), ({"ids": [], "reason": "x"}, "ids"),
+                           ({"ids": ["1"], "reason": "x"}, "ids"), ({"reason": "x"}, "ids")):
+        refused = client.post("/api/dead-letters/discard", json=payload, headers=headers)
+        assert refused.status_code == 422 and refused.get_json()["field"] == field, payload
+    # Another tenant's letter is skipped, as one no longer open: not discarded, not named.
+    done = client.post("/api/dead-letters/discard", json={"ids": [own[0].id, own[1].id, other.id],
+                                                           "reason": "accounts closed"}, headers=headers)
+    assert done.status_code == 200
+    assert done.get_json() == {"discarded": 2, "skipped": 1, "closed_fixes": []}
+    db.session.expire_all()
+    assert db.session.get(DeadLetter, other.id).status == "open"
+    filed = client.post("/api/dead-letters/discard", json={"ids": [letter.id for letter in own],
+                                                            "reason": "accounts closed"}, headers=headers)
+    assert filed.status_code == 202, filed.get_json()
+    body = filed.get_json()
+    assert (body["status"], body["count"], body["skipped"], body["threshold"]) == ("pending", 11, 2, 10)
+    assert filed.headers["Location"] == f"/api/approvals/{body['approval_id']}"
+    db.session.expire_all()
+    assert db.session.get(Approval, body["approval_id"]).kind == "dlq.discard_bulk"
+    assert {db.session.get(DeadLetter, letter.id).status for letter in own[2:]} == {"open"}  # nothing yet
