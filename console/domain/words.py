@@ -20,5 +20,7 @@ def said_back(value: object, limit: int = 40) -> str:
     """Say a refused value back in at most `limit` characters: a 5,000-digit one is named, not echoed whole."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() >= 128:
         return f"a {len(str(abs(value)))}-digit number"
+    if isinstance(value, str) and not value.strip():
+        return "nothing"  # an empty box (a browser empties a number box it cannot read: 5,000 digits), not "got ''"
     text = repr(value)
     return text if len(text) <= limit else f"{text[:limit]}…"

@@ -269,6 +269,9 @@ def test_preview_of_a_number_too_long_to_read_says_back_what_was_typed(client, a
     page = post_form(client, auth, "/policies/preview?policy=quick", max_attempts="9" * 5000).get_data(as_text=True)
     assert "Max attempts must be an integer from 1 to 100, got &#39;999" in page and "got inf" not in page
     assert "9" * 41 not in page
+    # Typed into the page's number box, the browser sends it empty: said as such, not "got ''".
+    page = post_form(client, auth, "/policies/preview?policy=quick", max_attempts="").get_data(as_text=True)
+    assert "Max attempts must be an integer from 1 to 100, got nothing" in page
 
 
 def test_viewer_reads_the_policy_but_sees_no_save_and_gets_403(client, auth):
