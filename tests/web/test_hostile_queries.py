@@ -39,3 +39,25 @@ def test_no_read_answers_a_hostile_query_with_a_500(app, client, auth, dead_run,
     assert {path: status for path, status in answers.items() if status >= 500} == {}
     # Read as the admin, not refused for want of a log-in: each shows, or refuses the input or the id.
     assert {path: status for path, status in answers.items() if status == 401} == {}
+
+
+# Routes named by a word, not an id: one real name each, so the page behind them is rendered too.
+NAMED = ("/runbooks/replay_dead_letters", "/runbooks/resolve_runs", "/runbooks/fix_params_and_replay")
+
+
+def test_no_page_asked_for_by_htmx_answers_with_a_500(app, client, auth, dead_run):
+    """A page asked for with htmx's header renders its block: four did a 500 ('ui' is undefined) when a request
+    the console never sends asked for one."""
+    dead_run()
+    auth.as_role("admin")
+    paths = [*read_routes(app), *NAMED]
+    answers = {path: answer(client, path, {"HX-Request": "true"}) for path in paths}
+    assert {path: status for path, status in answers.items() if status == 500} == {}
+
+
+def answer(client, path: str, headers: dict) -> int | str:
+    """The status a GET answers, or 500 for an error the test app raises instead of answering it."""
+    try:
+        return client.get(path, headers=headers).status_code
+    except Exception:  # noqa: BLE001 - the test client raises what a server would answer with a 500
+        return 500
