@@ -153,6 +153,16 @@ def test_webhook_posts_retry_alerts_and_sla_breaches_to_their_paths_signed_with_
     assert any("SLA breach: nightly-report" in r.json["text"] for r in channels.slack.requests)
 
 
+def test_a_channel_url_with_a_query_or_a_trailing_slash_keeps_both_where_they_belong(app, channels, clock):
+    """The path was appended to the whole URL: `…/hook?key=Q` was posted at `/hook?key=Q/notifications/…`."""
+    app.config.update(ALERT_WEBHOOK_URL=channels.webhook.url + "/hooks/?key=Q%2B1",
+                      WORKORDER_URL=channels.workorder.url + "/itsm?token=T")
+    dead_run(clock)
+    delivery_round.tick(clock)
+    assert channels.webhook.paths() == ["/hooks/notifications/retry-alert?key=Q%2B1"]
+    assert channels.workorder.paths() == ["/itsm/ops/workorders?token=T"]
+
+
 def test_a_tampered_body_does_not_match_its_signature(app, channels, clock):
     dead_run(clock)
     delivery_round.tick(clock)

@@ -3,7 +3,7 @@
 import json
 import time
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import requests
 
@@ -26,6 +26,13 @@ class Result:
     duration_ms: int
     data: dict | None = None
     timed_out: bool = False  # no answer within the timeout: the channel is waited on no more in this round
+
+
+def below(base: str, path: str) -> str:
+    """Return the address of `path` under a base URL, keeping the base's query (`…/hook?key=Q` + `/x` is
+    `…/hook/x?key=Q`, not `…/hook?key=Q/x`) and one slash between them."""
+    parts = urlsplit(base)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + path, fragment=""))
 
 
 def encode(document: dict) -> bytes:

@@ -3,7 +3,7 @@
 import hashlib
 import hmac
 
-from console.services.delivery.http import Request, encode
+from console.services.delivery.http import Request, below, encode
 from console.services.delivery.notice import Notice
 from console.services.delivery.targets import Target
 
@@ -37,4 +37,4 @@ def request(notice: Notice, target: Target) -> Request:
     headers = {"X-Rebound-Event": notice.rule, "X-Rebound-Delivery": str(notice.message_id)}
     if target.secret:
         headers[SIGNATURE_HEADER] = sign(target.secret, body)
-    return Request(target.url + path(notice), body, headers)
+    return Request(below(target.url, path(notice)), body, headers)

@@ -1,6 +1,6 @@
 """The external work-order system: POST {url}/ops/workorders with the failure and its task context."""
 
-from console.services.delivery.http import Request, Result, encode
+from console.services.delivery.http import Request, Result, below, encode
 from console.services.delivery.notice import Notice, work_order_incident
 from console.services.delivery.targets import Target
 
@@ -32,7 +32,7 @@ def document(notice: Notice) -> dict:
 def request(notice: Notice, target: Target) -> Request:
     key = (f"rebound-test-{notice.message_id}" if notice.rule == "test"
            else work_order_incident(notice.details.get("work_order_id")))
-    return Request(target.url + PATH, encode(document(notice)), {"Idempotency-Key": key})
+    return Request(below(target.url, PATH), encode(document(notice)), {"Idempotency-Key": key})
 
 
 def external_id(result: Result) -> str | None:
