@@ -72,6 +72,7 @@ def assert_closed(request: Approval, letter: DeadLetter, how: str, by: str) -> N
                                                           AuditEntry.target_id == str(request.id))).scalars()
     assert (entry.actor, entry.before, entry.after, entry.note) == (
         by, {"status": "pending"}, {"status": "superseded"}, closed.outcome)
+    assert entry.tenant == letter.tenant.name  # its tenant's people read it beside the request's own rows
     assert params_fix.supersede_settled() == []  # nothing left for the job
     assert approvals.waiting_for(None, None, closed.created_at) == 0  # no approver sees it waiting
 

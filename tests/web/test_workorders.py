@@ -189,6 +189,7 @@ def test_assign_to_a_person_and_to_me(app, client, auth, runs, clock):
     response = post(client, auth, path, {"me": "1"}, headers=HX)
     assert response.status_code == 200 and "assigned to you" in response.get_data(as_text=True)
     assert order(letter.work_order_id).assignee_id == me.id
+    assert post(client, auth, path, {"me": "1"}).status_code == 303  # to whom it is already: nothing to audit
     assert [e.after for e in audit_rows("work_order.assign", letter.work_order_id)] == [
         {"assignee": "pat"}, {"assignee": "olga"}]
     viewer = db.session.execute(select(type(me)).where(type(me).username == "vic")).scalar_one()

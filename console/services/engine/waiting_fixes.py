@@ -13,7 +13,7 @@ from sqlalchemy import select, update
 
 from console.db.id_lists import among
 from console.extensions import db
-from console.models import Approval, DeadLetter
+from console.models import Approval, DeadLetter, Tenant
 from console.services.actor import Actor
 from console.services.audit import trail as audit
 
@@ -92,12 +92,15 @@ def close(approval_ids: list[int], actor: Actor, now: datetime) -> list[int]:
         letter_id, said = how[approval_id]
         outcome = nothing_left(letter_id, said)
         # Guarded like a decision's claim: an approver deciding at the same moment wins or loses as a whole.
-        if db.session.execute(update(Approval).where(Approval.id == approval_id, Approval.status == "pending")
-                              .values(status="superseded", decided_at=now, outcome=outcome)
-                              .execution_options(synchronize_session=False)).rowcount:
+        won = db.session.execute(update(Approval).where(Approval.id == approval_id, Approval.status == "pending")
+                                 .values(status="superseded", decided_at=now, outcome=outcome)
+                                 .returning(Approval.tenant_id).execution_options(synchronize_session=False)).first()
+        if won is not None:
             closed.append(approval_id)
+            # The request's tenant, as its request and decision rows carry: its tenant's people read it too.
+            tenant = db.session.get(Tenant, won.tenant_id).name if won.tenant_id else None
             audit.record(db.session, actor, "approval.supersede", "approval", approval_id,
-                         before={"status": "pending"}, after={"status": "superseded"}, note=outcome,
+                         before={"status": "pending"}, after={"status": "superseded"}, note=outcome, tenant=tenant,
                          clock=lambda: now)
     return closed
 

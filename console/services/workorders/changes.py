@@ -49,11 +49,13 @@ def _name(user_id: int | None) -> str | None:
 
 
 def assign(order: WorkOrder, user_id: int | None, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> WorkOrder:
-    """Give the work order to a person (or to nobody)."""
+    """Give the work order to a person (or to nobody); audited when that changes who has it."""
     if order.status == "closed":
         raise Conflict(f"work order #{order.id} is closed; reopen work happens on a new work order", "status")
     if user_id is not None and user_id not in {person.id for person in assignable(order)}:
         raise InvalidInput("pick an active operator who can see this tenant", "user")
+    if user_id == order.assignee_id:
+        return order  # nothing changes: no audit row saying "nobody → nobody"
     before = {"assignee": _name(order.assignee_id)}
     _move(order, ACTIVE, assignee_id=user_id)
     audit.record(db.session, actor, "work_order.assign", "work_order", order.id, before=before,
