@@ -277,12 +277,30 @@ def test_trigger_outside_the_window_waits_unless_asked_to_run_outside_it(client,
     empty = client.post(f"/internal/tasks/{task_id}/trigger", headers={**operator, "Content-Type": "application/json"})
     assert empty.status_code == 202 and empty.json["reason"] == "window"
     now = client.post(f"/internal/tasks/{task_id}/trigger", json={"outside_window": True}, headers=operator).json
-    assert (now["status"], now["reason"]) == ("created", None)
+    assert (now["status"], now["reason"], now["run_id"]) == ("released", None, waits["run_id"])  # the oldest waiting
+    again = client.post(f"/internal/tasks/{task_id}/trigger", json={"outside_window": True}, headers=operator).json
+    assert (again["status"], again["run_id"]) == ("released", empty.json["run_id"])
+    fresh = client.post(f"/internal/tasks/{task_id}/trigger", json={"outside_window": True}, headers=operator).json
+    assert (fresh["status"], fresh["reason"]) == ("created", None)
     with nothing_written():
         refused(client.post(f"/internal/tasks/{task_id}/trigger", json={"outside_window": "yes"}, headers=operator),
                 422, "invalid", "outside_window")
         refused(client.post(f"/internal/tasks/{task_id}/trigger", json={"window": False}, headers=operator),
                 422, "invalid", "window")
+
+
+def test_run_now_outside_the_window_starts_a_forbid_tasks_waiting_run_instead_of_a_cancelled_second(
+        client, operator, register):
+    """The waiting run held the task's mutex: a new run was cancelled at once (mutex forbid), never starting."""
+    opens = (datetime.now(UTC).hour + 2) % 24
+    task_id = register(window={"days": ["mon", "tue", "wed", "thu", "fri", "sat", "sun"], "start": f"{opens:02d}:00",
+                               "end": f"{(opens + 1) % 24:02d}:00", "timezone": "UTC"},
+                       mutex_key="ledger", concurrency_policy="forbid")["id"]
+    waits = client.post(f"/internal/tasks/{task_id}/trigger", headers=operator).json
+    now = client.post(f"/internal/tasks/{task_id}/trigger", json={"outside_window": True}, headers=operator).json
+    assert (now["status"], now["run_id"]) == ("released", waits["run_id"])
+    released = run_of(now["run_id"])
+    assert (released.status, released.status_reason) == ("pending", None)
 
 
 def test_delete_hides_the_task_and_frees_its_name(client, operator, register):

@@ -13,7 +13,7 @@ from sqlalchemy import event, select
 
 from console.domain.clock import utcnow
 from console.extensions import db
-from console.models import AuditEntry, DeadLetter, Run, Task, Tenant
+from console.models import AuditEntry, DeadLetter, Run, RunEvent, Task, Tenant
 from console.services.actor import Actor
 from console.services.engine import control
 from console.services.engine.execute import execute
@@ -322,11 +322,23 @@ def test_outside_its_window_run_now_offers_to_wait_or_to_start_now_audited(clien
     page = client.get(f"/tasks/{task.id}").get_data(as_text=True)
     assert ">Run when the window opens</button>" in page and 'name="outside_window" value="1"' in page
     client.post(f"/tasks/{task.id}/trigger", data={"csrf_token": auth.csrf()})
+    [waiting] = db.session.execute(select(Run).where(Run.task_id == task.id)).scalars().all()
+    assert waiting.status_reason == "window"
+    # Asked to run now while its run waits for the window: that run starts, no second one is made.
     client.post(f"/tasks/{task.id}/trigger", data={"csrf_token": auth.csrf(), "outside_window": "1"})
-    waiting, now = db.session.execute(select(Run).where(Run.task_id == task.id).order_by(Run.id)).scalars().all()
-    assert (waiting.status_reason, now.status_reason) == ("window", None)
+    assert (f'Started <a href="/runs/{waiting.id}">run #{waiting.id}</a> of {task.name} now, outside its execution '
+            "window: it was waiting for the window to open.") in client.get(f"/tasks/{task.id}").get_data(as_text=True)
+    client.post(f"/tasks/{task.id}/trigger", data={"csrf_token": auth.csrf(), "outside_window": "1"})
+    db.session.expire_all()
+    released, now = db.session.execute(select(Run).where(Run.task_id == task.id).order_by(Run.id)).scalars().all()
+    assert (released.id, released.status, released.status_reason, now.status_reason) == (
+        waiting.id, "pending", None, None)
+    last = db.session.execute(select(RunEvent).where(RunEvent.run_id == released.id).order_by(RunEvent.id.desc())
+                              ).scalars().first()
+    assert (last.kind, last.reason, last.actor) == ("released", "outside_window", "olga")
     assert [entry.after for entry in audits("task.trigger", task.id)] == [
-        {"run_id": waiting.id}, {"run_id": now.id, "outside_window": True}]
+        {"run_id": waiting.id}, {"run_id": waiting.id, "outside_window": True, "released": True},
+        {"run_id": now.id, "outside_window": True}]
     assert f'Queued <a href="/runs/{now.id}">run #{now.id}</a> of {task.name} outside its execution window.' in (
         client.get(f"/tasks/{task.id}").get_data(as_text=True))
     open_now = make_task(name="any-time")

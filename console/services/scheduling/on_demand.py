@@ -1,16 +1,23 @@
 """Fire tasks on demand: events from other services, and 'run now'."""
 
-from sqlalchemy import select
+import logging
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import aliased
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
-from console.models import Run, Task, Tenant
+from console.models import Run, RunEvent, Task, Tenant
 from console.services.actor import Actor
 from console.services.audit import trail as audit
+from console.services.engine import queueing
 from console.services.engine.submit import MAX_KEY, check_key_shape
 from console.services.errors import InvalidInput
 from console.services.inputs import params_too_large
+from console.services.policies import versions as policies
 from console.services.scheduling import planner
+
+log = logging.getLogger("rebound.scheduler")
 
 # A run's key holds "event:<task id>:" before the sender's key, within the column's 200 characters.
 MAX_EVENT_KEY = MAX_KEY - len("event:2147483647:")
@@ -78,6 +85,9 @@ def run_now(task: Task, actor: Actor, clock: Clock = SYSTEM_CLOCK, *, outside_wi
     if not isinstance(outside_window, bool):
         raise InvalidInput("outside_window is true or false", "outside_window")
     now = clock()
+    released = _start_waiting_run(task, actor, now) if outside_window else None
+    if released is not None:
+        return released
     [outcome] = planner.fire([planner.Firing(task.id, now, source="manual", outside_window=outside_window)], actor,
                              clock)
     audit.record(db.session, actor, "task.trigger", "task", task.id,
@@ -85,3 +95,37 @@ def run_now(task: Task, actor: Actor, clock: Clock = SYSTEM_CLOCK, *, outside_wi
                  tenant=task.tenant.name, clock=clock)
     db.session.commit()
     return outcome
+
+
+RELEASED = "started now, outside its execution window, at a person's ask"
+
+
+def _start_waiting_run(task: Task, actor: Actor, now) -> planner.Outcome | None:
+    """Start now the task's oldest run waiting for its execution window, if one waits; audited, committed.
+
+    What "run now, outside the window" means then: a new run would find the task's mutex held by the waiting one
+    (a forbid task's was cancelled at once), and the waiting one would still start again at the opening."""
+    waiting = aliased(Run)  # not correlated with the UPDATE's own table
+    oldest = (select(waiting.id).where(waiting.task_id == task.id, waiting.status == "pending",
+                                       waiting.status_reason == "window").order_by(waiting.id).limit(1)
+              .scalar_subquery())
+    # Guarded: a worker taking it at the window's opening meanwhile leaves it to that worker.
+    run = db.session.execute(
+        update(Run).where(Run.id == oldest, Run.status == "pending", Run.status_reason == "window")
+        .values(status_reason=None, due_at=now, enqueued_at=now, updated_at=now)
+        .returning(Run.id, Run.series, Run.attempt).execution_options(synchronize_session=False)).first()
+    if run is None:
+        return None
+    db.session.add(RunEvent(run_id=run.id, at=now, kind="released", attempt=run.attempt, series=run.series,
+                            reason="outside_window", message=RELEASED, actor=actor.name))
+    audit.record(db.session, actor, "task.trigger", "task", task.id,
+                 after={"run_id": run.id, "outside_window": True, "released": True}, tenant=task.tenant.name,
+                 clock=lambda: now)
+    db.session.commit()
+    _, policy = policies.effective(task.policy_id, task.policy_overrides)
+    try:
+        queueing.enqueue_now(run.id, run.series, run.attempt, policy.timeout_s)
+    except Exception as error:  # noqa: BLE001 - committed: the reconciler queues a pending run Redis lost
+        log.warning("run %s released from its window but not queued (%s); the reconciler will queue it", run.id,
+                    error)
+    return planner.Outcome(task.id, run.id, "released")

@@ -43,7 +43,7 @@ class Firing:
 class Outcome:
     task_id: int
     run_id: int | None
-    status: str  # created | duplicate | skipped | debounced | paused
+    status: str  # created | duplicate | skipped | debounced | paused | released (a waiting run started now)
     reason: str | None = None
 
 

@@ -60,6 +60,9 @@ def trigger(task_id: int):
     if outcome.status == "created" and outcome.reason:
         flash(Markup("Created {} for {}; it waits ({}).").format(link, task.name, _REASONS.get(
             outcome.reason, outcome.reason)), "info")
+    elif outcome.status == "released":
+        flash(Markup("Started {} of {} now, outside its execution window: it was waiting for the window to "
+                     "open.").format(link, task.name), "success")
     elif outcome.status == "created":
         outside = " outside its execution window" if request.form.get("outside_window") == "1" else ""
         flash(Markup("Queued {} of {}{}.").format(link, task.name, outside), "success")
