@@ -2,6 +2,7 @@
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from rq.registry import ScheduledJobRegistry
 from sqlalchemy import select
 
@@ -142,6 +143,28 @@ def test_firings_outside_the_window_wait_for_its_opening_in_one_run(register, ru
     waiting = db.session.execute(select(Run).where(Run.task_id == task.id)).scalars().all()
     assert [(r.id, r.status, r.due_at) for r in waiting] == [
         (first.run_id, "pending", datetime(2026, 3, 9, 8, 0, tzinfo=UTC))]
+
+
+@pytest.mark.parametrize("policy", ["forbid", "replace"])
+def test_a_mutex_tasks_firings_outside_the_window_join_its_waiting_run(register, runs, clock, policy):
+    """Its own waiting run held the key: forbid cancelled a run every minute of the closed window ("another run
+    with the same mutex key is active"), replace cancelled the waiting run and its firing joined nothing."""
+    clock.set(datetime(2026, 3, 6, 20, 0, tzinfo=UTC))  # a Friday evening
+    task = register(cron="* * * * *", mutex_key="ledger", concurrency_policy=policy, window={
+        "days": ["mon", "tue", "wed", "thu", "fri"], "start": "08:00", "end": "18:00", "timezone": "UTC"})
+    first = fire(task, clock)
+    later = []
+    for _ in range(3):
+        clock.advance(60)
+        later.append(fire(task, clock))
+    assert first.status == "created" and {o.status for o in later} == {"duplicate"}
+    waiting = db.session.execute(select(Run).where(Run.task_id == task.id)).scalars().all()
+    assert [(r.id, r.status, r.status_reason) for r in waiting] == [(first.run_id, "pending", "window")]
+    if policy == "forbid":  # another task's run holding the key still cancels the firing
+        assert fire(register("export", mutex_key="ledger"), clock).status == "created"
+        clock.advance(60)
+        held = fire(task, clock)
+        assert (held.status, held.reason) == ("skipped", "mutex_forbid")
 
 
 def test_a_paused_task_does_not_fire_from_cron_but_run_now_still_works(register, runs, clock):

@@ -105,10 +105,10 @@ def fire(firings: list[Firing], actor: Actor, clock: Clock = SYSTEM_CLOCK) -> li
         if task is None or task.deleted_at is not None or (task.paused and firing.source in ("cron", "catchup")):
             outcomes.append(Outcome(firing.task_id, None, "paused"))
             continue
-        status, reason, start_at = _rules(task, batch, actor, now, firing.outside_window)
+        scheduled = firing.source in ("cron", "catchup")
+        status, reason, start_at = _rules(task, batch, actor, now, firing.outside_window, scheduled)
         outcome = Outcome(task.id, None, "created" if status == "pending" else "skipped", reason)
         outcomes.append(outcome)
-        scheduled = firing.source in ("cron", "catchup")
         if scheduled:
             fired_for.setdefault(firing.scheduled_for, []).append(task.id)
         if scheduled and (status, reason, firing.params, firing.key, task.jitter_s) == ("pending", None, {}, None, 0):
@@ -188,19 +188,26 @@ def _insert_others(others: list[tuple], versions: "_Versions", actor: Actor, now
     return deferred
 
 
-def _rules(task, batch: "_Batch", actor: Actor, now: datetime,
-           outside_window: bool = False) -> tuple[str, str | None, datetime | None]:
-    """Apply mutex, window (unless a person asked to run outside it) and quota to one firing; return (status,
-    reason, start_at)."""
+def _rules(task, batch: "_Batch", actor: Actor, now: datetime, outside_window: bool = False,
+           scheduled: bool = False) -> tuple[str, str | None, datetime | None]:
+    """Apply mutex, window (unless a person asked to run outside it) and quota to one firing (`scheduled`: a cron
+    or catch-up one); return (status, reason, start_at)."""
     status, reason, start_at = "pending", None, None
-    if task.mutex_key and batch.busy.get(task.mutex_key):
+    window = Window.from_mapping(task.window) if task.window and not outside_window else None
+    opening = window.next_opening(now) if window is not None and not window.contains(now) else None
+    holders = batch.busy.get(task.mutex_key) if task.mutex_key else None
+    if holders and scheduled and opening and all(
+            run is not None and run.idempotency_key == window_key(task.id, opening) for run in holders):
+        # Only its own run waiting for this opening holds the key, and this cron firing is that run (one per
+        # opening): it joins it, not cancelled every minute of a closed window (forbid) nor cancelling it (replace).
+        holders = None
+    if holders:
         if task.concurrency_policy == "forbid":
             status, reason = "cancelled", "mutex_forbid"
         elif task.concurrency_policy == "replace":
             _replace(batch.busy.pop(task.mutex_key), actor, now)
-    if status == "pending" and task.window and not outside_window and not Window.from_mapping(task.window).contains(
-            now):
-        reason, start_at = "window", Window.from_mapping(task.window).next_opening(now)
+    if status == "pending" and opening:
+        reason, start_at = "window", opening
     tenant = batch.tenants[task.tenant_id]
     if status == "pending" and batch.waiting.get(tenant.id, 0) >= batch.max_queued[tenant.id]:
         # A scheduled firing is never dropped for quota: it waits, and someone is told.
