@@ -131,33 +131,32 @@ def test_outside_its_window_a_firing_is_deferred_to_the_next_opening(register, r
 
 def test_firings_outside_the_window_wait_for_its_opening_in_one_run(register, runs, clock):
     # An every-minute task closed for the weekend queued one run per minute, all started at Monday's opening.
-    clock.set(datetime(2026, 3, 6, 20, 0, tzinfo=UTC))  # a Friday evening
+    task, first = closed_for_the_weekend(register, clock)
+    waiting = db.session.execute(select(Run).where(Run.task_id == task.id)).scalars().all()
+    assert [(r.id, r.status, r.due_at) for r in waiting] == [
+        (first.run_id, "pending", datetime(2026, 3, 9, 8, 0, tzinfo=UTC))]
+
+
+def closed_for_the_weekend(register, clock, **task):
+    """Register an every-minute task with a weekday window and fire it four times on a Friday evening; return the
+    task and its first firing's outcome (the three others, its duplicates)."""
+    clock.set(datetime(2026, 3, 6, 20, 0, tzinfo=UTC))
     task = register(cron="* * * * *", window={"days": ["mon", "tue", "wed", "thu", "fri"], "start": "08:00",
-                                               "end": "18:00", "timezone": "UTC"})
+                                               "end": "18:00", "timezone": "UTC"}, **task)
     first = fire(task, clock)
     later = []
     for _ in range(3):
         clock.advance(60)
         later.append(fire(task, clock))
     assert first.status == "created" and {o.status for o in later} == {"duplicate"}
-    waiting = db.session.execute(select(Run).where(Run.task_id == task.id)).scalars().all()
-    assert [(r.id, r.status, r.due_at) for r in waiting] == [
-        (first.run_id, "pending", datetime(2026, 3, 9, 8, 0, tzinfo=UTC))]
+    return task, first
 
 
 @pytest.mark.parametrize("policy", ["forbid", "replace"])
 def test_a_mutex_tasks_firings_outside_the_window_join_its_waiting_run(register, runs, clock, policy):
     """Its own waiting run held the key: forbid cancelled a run every minute of the closed window ("another run
     with the same mutex key is active"), replace cancelled the waiting run and its firing joined nothing."""
-    clock.set(datetime(2026, 3, 6, 20, 0, tzinfo=UTC))  # a Friday evening
-    task = register(cron="* * * * *", mutex_key="ledger", concurrency_policy=policy, window={
-        "days": ["mon", "tue", "wed", "thu", "fri"], "start": "08:00", "end": "18:00", "timezone": "UTC"})
-    first = fire(task, clock)
-    later = []
-    for _ in range(3):
-        clock.advance(60)
-        later.append(fire(task, clock))
-    assert first.status == "created" and {o.status for o in later} == {"duplicate"}
+    task, first = closed_for_the_weekend(register, clock, mutex_key="ledger", concurrency_policy=policy)
     waiting = db.session.execute(select(Run).where(Run.task_id == task.id)).scalars().all()
     assert [(r.id, r.status, r.status_reason) for r in waiting] == [(first.run_id, "pending", "window")]
     if policy == "forbid":  # another task's run holding the key still cancels the firing
