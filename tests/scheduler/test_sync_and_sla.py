@@ -142,6 +142,30 @@ def test_a_run_that_never_starts_breaches_its_start_delay_too(register, runs, cl
     assert runs.status(outcome.run_id) == "pending"
 
 
+def test_a_breach_found_before_the_run_started_says_how_late_it_started_at_last(register, runs, clock):
+    """Found at the minute's check, 2 s past the limit, a late start read "2 s" on the reports though the run
+    started 68 s past it; a run that has not started yet reads how late it is so far."""
+    task = register(cron="0 * * * *", sla={"max_start_delay_s": 30, "deadline_s": 60})
+    clock.set(datetime(2026, 3, 2, 9, 0, tzinfo=UTC))
+    [outcome] = planner.fire([planner.Firing(task.id, clock())], Actor("scheduler"), clock)
+    clock.advance(32)
+    assert [(b.kind, b.late_by_s) for b in sla.check(clock)] == [("start_delay", 2)]
+    clock.advance(60)
+    assert [(b.kind, b.late_by_s) for b in sla.check(clock)] == [("deadline", 32)]
+    assert late_by(outcome.run_id) == {"start_delay": 62, "deadline": 32}  # still waiting: so far
+    clock.advance(6)
+    assert execute(outcome.run_id, 0, clock=clock) == "succeeded"  # started and finished 68 s past its limit
+    assert sla.check(clock) == []
+    assert late_by(outcome.run_id) == {"start_delay": 68, "deadline": 38}
+    clock.advance(600)
+    assert sla.check(clock) == [] and late_by(outcome.run_id) == {"start_delay": 68, "deadline": 38}
+
+
+def late_by(run_id: int) -> dict[str, int]:
+    db.session.expire_all()
+    return {b.kind: b.late_by_s for b in db.session.query(SlaBreach).filter_by(run_id=run_id)}
+
+
 def test_a_run_deferred_into_its_window_is_due_at_the_opening_and_no_breach_for_waiting(register, runs, clock):
     clock.set(datetime(2026, 3, 6, 6, 0, tzinfo=UTC))  # the window opens at 08:00
     task = register(cron="0 6 * * *", sla={"max_start_delay_s": 60, "deadline_s": 600},

@@ -3,7 +3,7 @@
 import logging
 from datetime import timedelta
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import and_, func, or_, select, update
 
 from console import metrics
 from console.domain.clock import SYSTEM_CLOCK, Clock
@@ -62,13 +62,16 @@ def check(clock: Clock = SYSTEM_CLOCK) -> list[SlaBreach]:
             for kind, limit, reached_at in (("start_delay", max_delay, run.started_at),
                                             ("deadline", deadline, run.finished_at if run.status == "succeeded"
                                              else None)):
-                if limit is None or (run.id, kind) in known:
+                if limit is None:
                     continue
                 # A run deferred into its window is due when the window opens: waiting for it is no breach.
                 due = (run.due_at or run.scheduled_for) + timedelta(seconds=limit)
                 if run.series > 1 and (kind == "start_delay" or due <= (run.started_at or now)):
                     # A replay's series: the schedule's promise was the first series', missed (and judged) when it
                     # died; a person replaying it later makes no new breach, today, of an old firing.
+                    continue
+                if (run.id, kind) in known:
+                    _late_by_so_far(run.id, kind, (reached_at or now) - due)
                     continue
                 late_at = reached_at or now
                 if late_at > due:
@@ -89,6 +92,14 @@ def check(clock: Clock = SYSTEM_CLOCK) -> list[SlaBreach]:
     if found:
         log.warning("recorded %d SLA breaches", len(found))
     return found
+
+
+def _late_by_so_far(run_id: int, kind: str, late: timedelta) -> None:
+    """Raise a recorded breach's lateness to what it is now: found while the run had not started (or finished), it
+    said how late it was at that check (2 s), not when it started at last (68 s)."""
+    db.session.execute(update(SlaBreach).where(SlaBreach.run_id == run_id, SlaBreach.kind == kind,
+                                               SlaBreach.late_by_s < int(late.total_seconds()))
+                       .values(late_by_s=int(late.total_seconds())).execution_options(synchronize_session=False))
 
 
 def _escalate(task: Task, now) -> None:
