@@ -166,6 +166,16 @@ def test_a_mutex_tasks_firings_outside_the_window_join_its_waiting_run(register,
         assert (held.status, held.reason) == ("skipped", "mutex_forbid")
 
 
+def test_a_cron_time_before_the_task_was_created_makes_no_run(register, runs, clock):
+    """With a jitter a firing comes up to an hour after its cron time: a task created at 18:16 made a run "scheduled
+    for 18:01", a time it did not exist at."""
+    task = register(cron="* * * * *", jitter_s=3600, clock=clock)
+    [before] = planner.fire([planner.Firing(task.id, clock() - timedelta(minutes=15))], SCHEDULER, clock)
+    assert (before.status, before.run_id) == ("before_task", None)
+    clock.advance(60)
+    assert fire(task, clock).status == "created"
+
+
 def test_a_paused_task_does_not_fire_from_cron_but_run_now_still_works(register, runs, clock):
     from console.services.scheduling import on_demand
 

@@ -181,11 +181,12 @@ def test_a_run_deferred_into_its_window_is_due_at_the_opening_and_no_breach_for_
 def test_a_jittered_firing_is_due_at_its_offset_so_the_offset_is_never_a_late_start(register, runs, clock):
     """The scheduler fires a jittered task at cron time + its offset: that is when it is due, for the SLA check,
     the on-time figure and the breaches list alike."""
-    task = register(cron="*/2 * * * *", jitter_s=300)
+    cron_time = datetime(2026, 3, 6, 9, 10, tzinfo=UTC)
+    clock.set(cron_time - timedelta(days=1))
+    task = register(cron="*/2 * * * *", jitter_s=300, clock=clock)
     offset = jitter_offset(task.id, 300)
     limit = max(1, int(offset.total_seconds()) // 2)  # its offset is past its start limit: late from the cron time
     tasks.edit(task, {"sla": {"max_start_delay_s": limit}}, Actor("ops"))
-    cron_time = datetime(2026, 3, 6, 9, 10, tzinfo=UTC)
     clock.set(cron_time + offset)  # when the scheduler fires it
     [outcome] = planner.fire([planner.Firing(task.id, cron_time)], Actor("scheduler"), clock)
     run = runs.get(outcome.run_id)

@@ -609,9 +609,10 @@ def test_progress_says_where_a_run_stopped_only_when_it_stopped_short(client, au
 
 
 def test_a_jittered_cron_runs_page_says_it_is_due_by_its_jitter_not_a_window(client, auth, clock):
-    task = tasks.register(tenants.find("default"), {"name": "spread", "handler": "demo.noop", "cron": "*/2 * * * *",
-                                                    "jitter_s": 45}, Actor("test"))
     cron_time = datetime(2026, 3, 6, 9, 10, tzinfo=UTC)
+    clock.set(cron_time - timedelta(days=1))
+    task = tasks.register(tenants.find("default"), {"name": "spread", "handler": "demo.noop", "cron": "*/2 * * * *",
+                                                    "jitter_s": 45}, Actor("test"), clock)
     clock.set(cron_time + jitter_offset(task.id, 45))
     [outcome] = planner.fire([planner.Firing(task.id, cron_time)], Actor("scheduler"), clock)
     auth.as_role("viewer")

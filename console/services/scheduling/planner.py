@@ -10,7 +10,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from console.db import locks
 from console.domain.clock import SYSTEM_CLOCK, Clock
-from console.domain.cron import jitter_offset
+from console.domain.cron import as_utc, jitter_offset
 from console.domain.windows import Window
 from console.extensions import db
 from console.models import Run, RunEvent, Task, Tenant
@@ -26,7 +26,7 @@ log = logging.getLogger("rebound.planner")
 ACTIVE = ("pending", "running", "retry_wait")
 # What the rules read of a task: plain columns, no ORM object per task.
 _TASK_COLUMNS = (Task.id, Task.tenant_id, Task.policy_id, Task.policy_overrides, Task.mutex_key,
-                 Task.concurrency_policy, Task.window, Task.paused, Task.deleted_at, Task.jitter_s)
+                 Task.concurrency_policy, Task.window, Task.paused, Task.deleted_at, Task.jitter_s, Task.created_at)
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,9 @@ class Firing:
 class Outcome:
     task_id: int
     run_id: int | None
-    status: str  # created | duplicate | skipped | debounced | paused | released (a waiting run started now)
+    # created | duplicate | skipped | debounced | paused | released (a waiting run started now) | before_task (a
+    # cron time before the task was created)
+    status: str
     reason: str | None = None
 
 
@@ -102,10 +104,15 @@ def fire(firings: list[Firing], actor: Actor, clock: Clock = SYSTEM_CLOCK) -> li
     outcomes, others, plain, fired_for = [], [], {}, {}
     for firing in firings:
         task = tasks.get(firing.task_id)
-        if task is None or task.deleted_at is not None or (task.paused and firing.source in ("cron", "catchup")):
+        scheduled = firing.source in ("cron", "catchup")
+        if task is None or task.deleted_at is not None or (task.paused and scheduled):
             outcomes.append(Outcome(firing.task_id, None, "paused"))
             continue
-        scheduled = firing.source in ("cron", "catchup")
+        if scheduled and task.jitter_s and firing.scheduled_for < as_utc(task.created_at):
+            # A jittered task fires each cron time up to its jitter later (a plain one fires at the time): one
+            # created at 18:16 with an offset of 15 minutes was fired for 18:01, a time before it existed.
+            outcomes.append(Outcome(task.id, None, "before_task"))
+            continue
         status, reason, start_at = _rules(task, batch, actor, now, firing.outside_window, scheduled)
         outcome = Outcome(task.id, None, "created" if status == "pending" else "skipped", reason)
         outcomes.append(outcome)
