@@ -122,7 +122,7 @@ def test_a_large_tenant_forecasts_only_the_task_and_its_mutex_partners(app, monk
     register(name="c", window={"start": "01:00", "end": "02:00"})  # not a partner: not forecast
     tenant = tenants.find("default")
     marks = conflicts.marks(tenant, a.created_at, mutex_key="k", task_id=a.id)
-    # A mutex overlap's mark names both of its tasks: (mutex, first task, second task, first start).
+    # A mutex overlap's mark names both of its tasks: (mutex, first task, second task, the second's start).
     assert {kind for kind, *_ in marks} == {"mutex"} and {task for _, *tasks, _ in marks for task in tasks} == {
         a.id, b.id}
 
@@ -189,6 +189,16 @@ def test_a_task_still_running_at_its_own_next_firing_is_said_so_not_paired_with_
     assert re.search(r"<td>export</td><td>its own next firing, while its run from the one before is still going"
                      r"</td><td class=\"num\">\d+</td>", page), page
     assert "next firing skipped" in page
+
+
+def test_a_run_outlasting_several_firings_counts_each_overlap_in_the_save_as_on_the_page(app):
+    """An every-minute task whose run lasts 5 minutes meets its key held at four firings of every five: a save said
+    288 overlaps (one per held run) where the forecast page counted 1,152."""
+    task = register(name="self", cron="* * * * *", mutex_key="self", concurrency_policy="forbid",
+                    policy={"timeout_s": 300})
+    marks = conflicts.marks(tenants.find("default"), task.created_at, mutex_key="self", task_id=task.id)
+    overlaps = forecast(task.created_at, conflicts.HOURS, "default").mutex_overlaps
+    assert len([mark for mark in marks if mark[0] == "mutex"]) == len(overlaps) > 1000
 
 
 def test_the_save_warning_counts_mutex_overlaps_as_the_forecast_page_does(client, auth, monkeypatch):

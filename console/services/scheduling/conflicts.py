@@ -37,14 +37,15 @@ def _scope(tenant: Tenant, mutex_key: str | None, task_id: int | None) -> list[i
 
 def marks(tenant: Tenant, now: datetime, *, mutex_key: str | None = None, task_id: int | None = None) -> Marks:
     """Return the conflicts forecast for the tenant's next 24 h: (kind, tenant, task or 0, minute) each, but a mutex
-    overlap, which is (mutex, first task, second task, first start)."""
+    overlap, which is (mutex, first task, second task, the second's start: when it meets the key held)."""
     only = _scope(tenant, mutex_key, task_id)
     if only == []:
         return frozenset()
     result = forecast(now, HOURS, tenant.name, only=only)
     # One mark per overlap, not the forecast's warning on each of its two firings: a save then counts overlaps, as
-    # the forecast page does, and not the minutes they touch.
-    overlaps = {("mutex", o["first_task_id"], o["second_task_id"], datetime.fromisoformat(o["first_at"]))
+    # the forecast page does, and not the minutes they touch. By the second firing: a run held long meets several
+    # (an every-minute task's 5-minute run, four), which its own start would have counted as one.
+    overlaps = {("mutex", o["first_task_id"], o["second_task_id"], datetime.fromisoformat(o["second_at"]))
                 for o in result.mutex_overlaps}
     return frozenset(mark for mark in result.warnings if mark[0] != "mutex") | overlaps
 

@@ -154,7 +154,7 @@ def _overlaps(planned: list[_Firing], warnings: list) -> list[dict]:
             found.append({"mutex_key": key, "first": f"{first.task.name} at {first.start.isoformat()}",
                           "second": f"{task.name} at {firing.start.isoformat()}",
                           "first_task_id": first.task.id, "first_at": first.start.isoformat(),
-                          "second_task_id": task.id, "same_task": same_task,
+                          "second_task_id": task.id, "second_at": firing.start.isoformat(), "same_task": same_task,
                           "overlap_s": int((first.finish - firing.start).total_seconds()),
                           "duration_basis": first.basis,
                           "consequence": (OWN_CONSEQUENCES if same_task else CONSEQUENCES)[task.concurrency_policy]})
