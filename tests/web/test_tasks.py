@@ -640,6 +640,10 @@ def test_a_deleted_tasks_runs_name_it_as_it_was_marked_deleted(client, auth):
     for page in (client.get("/runs").get_data(as_text=True), client.get(f"/runs/{run.id}").get_data(as_text=True)):
         assert "<strong>weekly-report (deleted)</strong>" in page and "~deleted" not in page
     assert f'href="/tasks/{task.id}"' not in client.get(f"/runs/{run.id}").get_data(as_text=True)  # a 404 now
+    client.post("/logout", data={"csrf_token": auth.csrf()})
+    auth.as_role("manager")
+    reports = client.get("/reports").get_data(as_text=True)  # its task filter offers it by the name people knew
+    assert ">default / weekly-report (deleted)</option>" in reports and "~deleted" not in reports
 
 
 # -- cron preview -----------------------------------------------------------------------------------------------------
