@@ -103,6 +103,21 @@ def test_bad_rules_are_shown_under_their_field_and_save_nothing(client, auth, gr
     assert templates.get("nightly").current_version == 1
 
 
+def test_every_bad_field_of_a_new_template_is_marked_at_once(client, auth):
+    """Only the first refusal was said: fixing it showed the next, then the next (four saves for four typos)."""
+    auth.as_role("operator")
+    response = post_form(client, auth, "/tasks/templates/new", name="Nightly Batch!", mutex_key="k" * 5000,
+                         misfire_grace_s="-1", sla='{"deadline_s": 1e400}', window="{not json")
+    page = response.get_data(as_text=True)
+    assert response.status_code == 422
+    assert "Nothing was saved: fix the 5 fields marked below." in page, page
+    for said in ("template names are 1-64 lowercase letters", "mutex_key is a string of 1-120 characters",
+                 "window is not valid JSON", "misfire_grace_s must be a whole number of seconds",
+                 "sla: the number at $.deadline_s is not finite"):
+        assert said in page
+    assert templates.find("nightly-batch") is None and 'value="Nightly Batch!"' in page  # kept as typed
+
+
 def test_deleting_a_template_in_use_is_refused_naming_its_tasks(client, auth):
     arrange()
     make_task("export")

@@ -4,6 +4,7 @@ from wtforms import HiddenField, SelectField, StringField, TextAreaField
 from wtforms.fields.choices import SelectChoice
 from wtforms.validators import Length
 
+from console.domain import conflict_rules
 from console.services import inputs
 from console.services.errors import InvalidInput
 from console.services.scheduling import quota_classes
@@ -47,13 +48,38 @@ class TemplateForm(ConsoleForm):
 
     def to_rules(self) -> dict:
         """Return the rules the fields spell; a JSON box that is not JSON is a 422 naming it."""
-        grace = (self.misfire_grace_s.data or "").strip()
-        return {"mutex_key": (self.mutex_key.data or "").strip() or None,
-                "concurrency_policy": self.concurrency_policy.data or "allow",
-                "window": _json(self.window, "window"),
-                "misfire_grace_s": inputs.typed_whole(grace),
-                "sla": _json(self.sla, "sla"), "quota_class": self.quota_class.data or None}
+        return {field: self._value(field) for field in self.RULE_FIELDS}
 
+    def _value(self, field: str):
+        """Return one rule's value as its field spells it."""
+        if field in ("window", "sla"):
+            return _json(self[field], field)
+        if field == "misfire_grace_s":
+            return inputs.typed_whole((self.misfire_grace_s.data or "").strip())
+        if field == "concurrency_policy":
+            return self.concurrency_policy.data or "allow"
+        return (self[field].data or "").strip() or None  # the mutex key, the quota class
+
+    def mark_every_refusal(self, name: str | None = None) -> bool:
+        """Mark every field the save would refuse, not only the first (and `name`, for a new template); tell
+        whether any was."""
+        marked = False
+        if name is not None:
+            try:
+                inputs.name(name, "template")
+            except InvalidInput as error:
+                self.attach("name", error.detail)
+                marked = True
+        for field in self.RULE_FIELDS:
+            try:
+                conflict_rules.check(field, self._value(field))
+            except InvalidInput as error:  # a JSON box that is not JSON
+                self.attach(field, error.detail)
+                marked = True
+            except conflict_rules.RuleError as error:
+                self.attach(error.field, error.message)
+                marked = True
+        return marked
     def fill(self, rules: dict) -> None:
         """Put stored rules into the fields."""
         self.mutex_key.data = rules.get("mutex_key") or ""

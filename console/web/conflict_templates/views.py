@@ -70,11 +70,12 @@ def new():
 def create():
     form = TemplateForm()
     name = (form.name.data or "").strip()
-    if form.validate_on_submit():
-        if name in RESERVED:
-            form.attach("name", f"{name!r} is reserved by the console; choose another name")
-        else:
-            return _save(form, name, None)
+    valid = form.validate_on_submit()
+    if name in RESERVED:
+        form.attach("name", f"{name!r} is reserved by the console; choose another name")
+    # Every refusal at once, the form's own (the description's length) beside the rules'.
+    elif not form.mark_every_refusal(name) and valid:
+        return _save(form, name, None)
     return _edit_page(form, status=422)
 
 
@@ -96,7 +97,8 @@ def update(name: str):
     record = _record_or_404(name)
     form = TemplateForm()
     form.name.data = record.name  # the name is the address; it is not edited here
-    if not form.validate_on_submit():
+    valid = form.validate_on_submit()
+    if form.mark_every_refusal() or not valid:
         return _edit_page(form, record, 422)
     return _save(form, record.name, record)
 
