@@ -206,7 +206,9 @@ def test_a_task_without_runs_says_no_runs_yet_not_last_0(client, auth):
     assert heading.search(html).group(1) == "" and "No runs yet." in html
     on_demand.run_now(task, SEED)
     html = client.get(f"/tasks/{task.id}").get_data(as_text=True)
-    assert heading.search(html).group(1) == ' <span class="subtle">· last 1</span>'
+    assert heading.search(html).group(1) == (  # and where the rest are: the task page had no way to them
+        f' <span class="subtle">· last 1 · <a href="/runs?task={task.id}">all runs of {task.name}</a></span>')
+    assert '<th>Scheduled for (<span class="tz">UTC</span>)</th>' in html  # beside a zone's next firings
 
 
 def test_event_only_task_page_says_how_it_fires(client, auth):
