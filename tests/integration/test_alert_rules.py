@@ -179,14 +179,16 @@ def test_scheduling_failure_rate_counts_late_starts_and_missed_firings(app, runs
 def test_sla_rule_fires_when_a_task_breaches_three_runs_in_a_row(runs, clock):
     task = tasks.register(tenants.find("default"), {"name": "hourly", "handler": "demo.noop", "cron": "0 * * * *",
                                                     "sla": {"max_start_delay_s": 60}}, SCHEDULER)
-    for _ in range(3):
+    for _ in range(6):  # late on and on, it escalates at the third run and again at the sixth: still one task
         [fired] = planner.fire([planner.Firing(task.id, clock())], SCHEDULER, clock)
         clock.advance(300)
         execute(fired.run_id, 0, clock=clock)
         sla.check(clock)
         if _ < 2:
             assert alert_rules.evaluate(clock) == {}  # one or two breaches do not escalate
-    assert_fires("sla_consecutive_breaches", clock, 1)
+    assert len(runs.outbox("escalation")) == 2
+    assert_fires("sla_consecutive_breaches", clock, 1)  # it said "2 tasks"
+    assert rule("sla_consecutive_breaches").detail == "1 task breached its SLA three runs in a row"
     clock.advance(3601)
     assert_clears("sla_consecutive_breaches", clock)
 
