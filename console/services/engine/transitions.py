@@ -8,6 +8,7 @@ import logging
 from datetime import datetime
 
 from sqlalchemy import bindparam, insert, null, select, update
+from sqlalchemy.orm import aliased
 from sqlalchemy.orm.attributes import set_committed_value
 
 from console import metrics
@@ -221,3 +222,22 @@ def request_cancel(run: Run, now: datetime, *, actor: str | None = None, kind: s
         mirror(run, "cancel_requested", True)
         event(run, kind, now, actor=actor, reason=reason, message=message)
     return bool(changed)
+
+
+def release_from_window(task_id: int, now: datetime, *, actor: str, message: str) -> Run | None:
+    """Start the task's oldest run waiting for its execution window now: due now, no longer waiting, with its
+    timeline row, in the caller's transaction; return it (None when none waits)."""
+    waiting = aliased(Run)  # not correlated with the UPDATE's own table
+    oldest = (select(waiting.id).where(waiting.task_id == task_id, waiting.status == "pending",
+                                       waiting.status_reason == "window").order_by(waiting.id).limit(1)
+              .scalar_subquery())
+    # Guarded: a worker taking it at the window's opening meanwhile leaves it to that worker.
+    run_id = db.session.execute(
+        update(Run).where(Run.id == oldest, Run.status == "pending", Run.status_reason == "window")
+        .values(status_reason=None, due_at=now, enqueued_at=now, updated_at=now)
+        .returning(Run.id).execution_options(synchronize_session=False)).scalar()
+    if run_id is None:
+        return None
+    run = db.session.get(Run, run_id, populate_existing=True)
+    event(run, "released", now, reason="outside_window", message=message, actor=actor)
+    return run

@@ -2,15 +2,14 @@
 
 import logging
 
-from sqlalchemy import select, update
-from sqlalchemy.orm import aliased
+from sqlalchemy import select
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
-from console.models import Run, RunEvent, Task, Tenant
+from console.models import Run, Task, Tenant
 from console.services.actor import Actor
 from console.services.audit import trail as audit
-from console.services.engine import queueing
+from console.services.engine import queueing, transitions
 from console.services.engine.submit import MAX_KEY, check_key_shape
 from console.services.errors import InvalidInput
 from console.services.inputs import params_too_large
@@ -105,19 +104,9 @@ def _start_waiting_run(task: Task, actor: Actor, now) -> planner.Outcome | None:
 
     What "run now, outside the window" means then: a new run would find the task's mutex held by the waiting one
     (a forbid task's was cancelled at once), and the waiting one would still start again at the opening."""
-    waiting = aliased(Run)  # not correlated with the UPDATE's own table
-    oldest = (select(waiting.id).where(waiting.task_id == task.id, waiting.status == "pending",
-                                       waiting.status_reason == "window").order_by(waiting.id).limit(1)
-              .scalar_subquery())
-    # Guarded: a worker taking it at the window's opening meanwhile leaves it to that worker.
-    run = db.session.execute(
-        update(Run).where(Run.id == oldest, Run.status == "pending", Run.status_reason == "window")
-        .values(status_reason=None, due_at=now, enqueued_at=now, updated_at=now)
-        .returning(Run.id, Run.series, Run.attempt).execution_options(synchronize_session=False)).first()
+    run = transitions.release_from_window(task.id, now, actor=actor.name, message=RELEASED)
     if run is None:
         return None
-    db.session.add(RunEvent(run_id=run.id, at=now, kind="released", attempt=run.attempt, series=run.series,
-                            reason="outside_window", message=RELEASED, actor=actor.name))
     audit.record(db.session, actor, "task.trigger", "task", task.id,
                  after={"run_id": run.id, "outside_window": True, "released": True}, tenant=task.tenant.name,
                  clock=lambda: now)
