@@ -587,17 +587,17 @@ def test_new_task_marks_every_field_the_service_refuses_at_once_and_saves_nothin
     auth.as_role("operator")
     response = client.post("/tasks/new", data={
         "csrf_token": auth.csrf("/tasks/new"), "tenant": "default", "name": "nightly!", "handler": "demo.nope",
-        "params": '{"a": 1', "cron": "0 25 * * *", "timezone": "UTC", "event": "Task.Started",
+        "params": '{"a": 1', "cron": "0 25 * * *", "timezone": "Mars/Olympus", "event": "Task.Started",
         "policy": "no-such-policy", "concurrency_policy": "sometimes", "window": '{"start": "8am", "end": "18:00"}',
         "jitter_s": "soon", "debounce_s": "-1", "misfire_grace_s": "300", "sla": '{"deadline_s": -5}'})
     assert response.status_code == 422
     page = response.get_data(as_text=True)
     errors = marked(page)
-    assert set(errors) == {"name", "handler", "params", "cron", "event", "policy", "concurrency_policy", "window",
-                           "jitter_s", "debounce_s", "sla"}, errors
-    assert errors["cron"] == "field 2 (hour) value 25 is out of range 0-23"
+    assert set(errors) == {"name", "handler", "params", "cron", "timezone", "event", "policy", "concurrency_policy",
+                           "window", "jitter_s", "debounce_s", "sla"}, errors
+    assert errors["cron"] == "field 2 (hour) value 25 is out of range 0-23"  # the zone's said too, not after it
     assert errors["params"].startswith("params is not valid JSON")
-    assert "Nothing was saved: fix the 11 fields marked below." in page
+    assert "Nothing was saved: fix the 12 fields marked below." in page
     assert 'value="nightly!"' in page and 'value="0 25 * * *"' in page  # what was typed stays
     assert db.session.execute(select(Task)).first() is None
 

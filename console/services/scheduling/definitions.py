@@ -58,7 +58,9 @@ def checked(data: dict, tenant: Tenant, current: Task | None = None) -> tuple[di
         merged["policy"] = None if default_policy == policies.DEFAULT else default_policy
     values = {"tenant_id": tenant.id, "name": refusals.check(_name, merged.get("name")),
               "params": refusals.check(_params, merged.get("params") or {})}
-    values["cron"], values["timezone"] = refusals.check(_schedule, merged, failed=(None, None))
+    # Each said on its own: a mistyped cron hid a mistyped zone until it was fixed.
+    values["timezone"] = refusals.check(_zone, merged)
+    values["cron"] = refusals.check(_cron, merged, values["timezone"] or "UTC")
     values["event"] = refusals.check(_event, merged.get("event") or None)
     values["policy_id"], values["policy_overrides"] = refusals.check(_policy, merged.get("policy"),
                                                                      failed=(None, None))
@@ -113,30 +115,35 @@ def _params(params) -> dict:
 MAX_CRON = Task.cron.type.length
 
 
-def _schedule(merged: dict) -> tuple[str | None, str]:
-    """Return the cron expression (None for a task without one) and the time zone, checked together."""
+def _zone(merged: dict) -> str:
+    """Return the task's time zone (UTC unless given), checked."""
     timezone = merged.get("timezone") or "UTC"
+    if not isinstance(timezone, str):
+        raise InvalidInput("timezone is an IANA name such as Europe/Berlin", "timezone")
+    try:
+        cron.load_zone(timezone)
+    except cron.CronError as error:
+        raise InvalidInput(error.message, error.field) from None
+    return timezone
+
+
+def _cron(merged: dict, timezone: str) -> str | None:
+    """Return the cron expression, checked in the time zone (None for a task without one)."""
     # Neither cron nor event is allowed: such a task runs only when someone runs it (Run now, the API).
     expression = merged.get("cron") or None
-    if expression is not None:
-        if not isinstance(expression, str):
-            raise InvalidInput("cron is a 5-field crontab expression such as '30 2 * * MON'", "cron")
-        expression = " ".join(expression.split())  # stored and shown as one space between fields
-        if len(expression) > MAX_CRON:  # what the column holds: a longer one was a database error (500) on PostgreSQL
-            raise InvalidInput(f"cron is at most {MAX_CRON} characters, got {len(expression)}; a range (1-5) or a "
-                               "step (*/5) says a long list shorter", "cron")
-        try:
-            cron.parse(expression, timezone)
-        except cron.CronError as error:
-            raise InvalidInput(error.message, error.field) from None
-    else:
-        if not isinstance(timezone, str):
-            raise InvalidInput("timezone is an IANA name such as Europe/Berlin", "timezone")
-        try:
-            cron.load_zone(timezone)
-        except cron.CronError as error:
-            raise InvalidInput(error.message, error.field) from None
-    return expression, timezone
+    if expression is None:
+        return None
+    if not isinstance(expression, str):
+        raise InvalidInput("cron is a 5-field crontab expression such as '30 2 * * MON'", "cron")
+    expression = " ".join(expression.split())  # stored and shown as one space between fields
+    if len(expression) > MAX_CRON:  # what the column holds: a longer one was a database error (500) on PostgreSQL
+        raise InvalidInput(f"cron is at most {MAX_CRON} characters, got {len(expression)}; a range (1-5) or a "
+                           "step (*/5) says a long list shorter", "cron")
+    try:
+        cron.parse(expression, timezone)
+    except cron.CronError as error:
+        raise InvalidInput(error.message, error.field) from None
+    return expression
 
 
 def is_event_name(name) -> bool:
