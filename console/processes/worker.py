@@ -6,6 +6,7 @@ import os
 import socket
 import time
 
+from redis.exceptions import RedisError
 from rq import Queue, SimpleWorker, Worker, worker_registration
 from rq.executions import Execution
 from rq.job import JobStatus
@@ -157,7 +158,29 @@ class SparseHousekeepingMixin:
                 again.hset(self.key, mapping={**self.serialize(), "state": self._state or WorkerStatus.IDLE})
                 again.expire(self.key, self.worker_ttl + 60)
                 again.execute()
+        if beat_at - self._last_scheduler_check >= self.SCHEDULER_CHECK_S:
+            self._last_scheduler_check = beat_at
+            self._keep_scheduler()
         return None
+
+    # RQ's scheduler runs in a child of one worker, which dies with its Redis connection (a Redis restart): RQ starts
+    # it again only at its maintenance, every 10 minutes, and delayed retries waited for the reconciler meanwhile.
+    SCHEDULER_CHECK_S = 10.0
+    _last_scheduler_check = float("-inf")
+    _burst = False  # a burst worker moves the due jobs once at its start and keeps no scheduler running
+
+    def work(self, burst: bool = False, **options):
+        self._burst = burst
+        return super().work(burst=burst, **options)
+
+    def _keep_scheduler(self) -> None:
+        """Take the scheduler's locks again if they are free or ours, starting its child if it is not running."""
+        if self.scheduler is None or self._burst:
+            return
+        try:
+            self.scheduler.acquire_locks(auto_start=True)  # RQ's own call at its maintenance; ours refreshes it
+        except RedisError as error:  # the next check tries again
+            log.warning("could not check RQ's scheduler: %s", error)
 
     def check_for_suspension(self, burst: bool):
         # `rq suspend` then takes effect within a second rather than before the very next job.

@@ -209,6 +209,25 @@ def test_a_breaker_deferred_run_whose_time_passed_is_queued_again_once_not_every
     assert len(runs.events(held, "requeued")) == 1
 
 
+def test_a_retry_queued_by_the_reconciler_says_whether_its_job_was_gone_or_only_not_moved(runs, clock):
+    """With RQ's scheduler down its job still waited in the schedule, and the timeline said "retry job missing"."""
+    from rq.job import Job
+
+    from console.redis_conn import get_redis
+    from console.services.engine import queueing
+    from console.services.engine.reconcile import reconcile
+
+    retry = {"max_attempts": 3, "base_delay_s": 1, "jitter": 0}
+    overdue, gone = (runs.submit("demo.flaky", {"fail_times": 1}, policy=retry) for _ in range(2))
+    for run_id in (overdue, gone):
+        assert execute(run_id, 0, clock=clock) == "retry_wait"
+    Job.fetch(queueing.job_id(gone, 1, 1), connection=get_redis()).delete()
+    clock.advance(60)  # past their time, and no scheduler moved them
+    reconcile(clock)
+    assert [event.reason for event in runs.events(overdue, "requeued")] == ["retry_overdue"]
+    assert [event.reason for event in runs.events(gone, "requeued")] == ["retry_job_missing"]
+
+
 def test_each_timeline_row_counts_the_handler_s_executions_so_far(runs, clock):
     """The column was written 0 on every row: the timeline could not tell which rows came after a second run."""
     run_id = runs.submit("demo.flaky", {"fail_times": 1}, policy={"max_attempts": 3, "base_delay_s": 1, "jitter": 0})

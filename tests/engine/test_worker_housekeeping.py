@@ -2,6 +2,7 @@
 
 import redis
 from rq import Queue, Worker
+from rq.scheduler import RQScheduler
 from rq.suspension import suspend
 from rq.worker import BaseWorker
 from sqlalchemy import func, select
@@ -91,3 +92,31 @@ def test_a_worker_says_again_that_it_exists_once_redis_forgot_it(app, redis_url)
                                                                      worker.hostname)
         assert found.get_state() == "idle" and found.birth_date is not None
         assert reader.ttl(worker.key) > 0
+
+
+def test_a_worker_starts_rqs_scheduler_again_within_seconds_once_it_died(app, redis_url):
+    """RQ's scheduler child died with its Redis connection (a Redis restart) and RQ started it again only at its
+    maintenance, 10 minutes on: delayed retries waited for the reconciler meanwhile, 10 s late each."""
+    worker = build_worker(app, get_redis(), "simple")
+    now = [100.0]
+    worker.clock = lambda: now[0]
+    worker.register_birth()
+    worker.scheduler = RQScheduler(worker.queues, connection=worker.connection)
+    worker.heartbeat()  # its first beat takes the locks and starts the child, as RQ's start does
+    first = worker.scheduler._process
+    try:
+        assert first is not None and first.is_alive()
+        first.kill()
+        first.join(10)
+        redis.Redis.from_url(redis_url).flushdb()  # the restarted Redis knows no lock
+        now[0] += 1.0
+        worker.heartbeat()
+        assert worker.scheduler._process is first  # checked every 10 s, not at every beat
+        now[0] += worker.SCHEDULER_CHECK_S
+        worker.heartbeat()
+        assert worker.scheduler._process is not first and worker.scheduler._process.is_alive()
+    finally:
+        for process in {first, worker.scheduler._process}:
+            if process is not None and process.is_alive():
+                process.kill()
+                process.join(10)

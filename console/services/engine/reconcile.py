@@ -101,7 +101,9 @@ def _enqueue_due_retries(now, report: Report, dry_run: bool = False) -> None:
             report.retries_enqueued.append(run.id)
             if not dry_run:
                 queueing.enqueue_now(run.id, run.series, run.attempt, _timeout(run), queue=queueing.RETRY_QUEUE)
-                transitions.event(run, "requeued", now, reason="retry_job_missing")
+                # Its job still scheduled, past its time, is not missing: no scheduler moved it (RQ's was down).
+                transitions.event(run, "requeued", now,
+                                  reason="retry_overdue" if "scheduled" in statuses else "retry_job_missing")
     if not dry_run:
         db.session.commit()
 
