@@ -23,13 +23,16 @@ FIELDS = ("run_id", "task_id", "tenant_id", "handler", "status", "from_status", 
           "retry_token", "next_retry_at", "dlq_flag", "dead_letter_id", "workorder_id", "trigger_time",
           "actual_start", "duration_ms", "error_code", "trace_id", "worker_id")
 SECRET_ENV = re.compile(r"SECRET|TOKEN|PASSWORD|ROUTING_KEY|AUDIT_KEY|_URL$")
+# The console's own address is in every alert's links, not a secret: masked, "Listening at: ***" hid where it was.
+NOT_SECRET = frozenset({"REBOUND_CONSOLE_URL"})
 
 
 def known_secrets(env=None) -> list[str]:
     """Return the configured secrets (REBOUND_* tokens, passwords, keys, channel URLs), longest first."""
     env = os.environ if env is None else env
     values = {value for name, value in env.items()
-              if name.startswith("REBOUND_") and SECRET_ENV.search(name) and len(value) >= 8}
+              if name.startswith("REBOUND_") and SECRET_ENV.search(name) and name not in NOT_SECRET
+              and len(value) >= 8}
     return sorted(values, key=len, reverse=True)
 
 

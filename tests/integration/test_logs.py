@@ -122,6 +122,12 @@ def test_configured_secrets_are_masked_wherever_they_appear(monkeypatch):
     assert stream.getvalue().rstrip().endswith("pagerduty refused key ***")
 
 
+def test_the_consoles_own_address_is_no_secret_but_a_webhook_url_is():
+    """`Listening at: ***`: the console's address was masked like the channel URLs beside it."""
+    env = {"REBOUND_CONSOLE_URL": "http://ops.example.com:8895", "REBOUND_SLACK_WEBHOOK_URL": "https://hooks.x/T0/B0"}
+    assert logs.known_secrets(env) == ["https://hooks.x/T0/B0"]
+
+
 def test_log_format_is_json_unless_a_terminal_and_a_bad_value_is_refused(monkeypatch):
     assert config.log_format({}) == "auto" and config.log_format({"REBOUND_LOG_FORMAT": "JSON"}) == "json"
     with pytest.raises(SystemExit, match="REBOUND_LOG_FORMAT must be one of auto, json, text"):
