@@ -108,6 +108,21 @@ def test_a_worker_busy_with_a_long_run_shows_the_runs_heartbeat_not_its_last_rq_
     assert '<span class="badge running">busy</span>' in row
 
 
+def test_an_idle_worker_silent_for_over_a_minute_is_lost_not_idle(client, auth):
+    """Killed while idle, a worker read "idle" for the 8 minutes RQ keeps its key (last heartbeat 5 min ago)."""
+    worker = SimpleWorker(["default", "retries"], connection=get_redis(), name="worker-a")
+    worker.register_birth()
+    worker.set_state("idle")
+    auth.as_role("viewer")
+    row = worker_row(client.get("/queues/").get_data(as_text=True), "worker-a")
+    assert '<span class="badge ok">idle</span>' in row  # it beat just now
+    get_redis().hset(worker.key, "last_heartbeat", (utcnow() - timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+    page = client.get("/queues/").get_data(as_text=True)
+    row = worker_row(page, "worker-a")
+    assert '<span class="badge bad" title="Idle but silent for over a minute' in row and ">lost</span>" in row
+    assert 'data-counter="workers">0<' in page and "No worker is running" in page
+
+
 def test_tenant_limited_user_sees_no_link_to_another_tenants_run(client, auth):
     run, _ = submit(tenants.find("default"), Actor("test"), handler="demo.noop")
     busy_worker("worker-a", queueing.job_id(run.id, 1, 0))

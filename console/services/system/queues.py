@@ -147,6 +147,9 @@ def _workers(connection, scope: int | None, now: datetime) -> list[WorkerInfo]:
             # Killed mid-run: RQ keeps its key "busy" for minutes, while the run's heartbeat (written by a thread of
             # the worker running it) stopped, or the run moved on to an attempt elsewhere.
             state = "lost"
+        elif state == "idle" and (own_beat is None or (now - own_beat).total_seconds() > IDLE_SILENT_S):
+            # Killed while idle: RQ keeps its key "idle" for 8 minutes, and the page said so of a dead worker.
+            state = "lost"
         infos.append(WorkerInfo(
             name=worker.name, hostname=worker.hostname, pid=worker.pid, state=state,
             queues=worker.queue_names(), job_id=jobs[worker.name], run=_visible(run, visible),
@@ -156,6 +159,10 @@ def _workers(connection, scope: int | None, now: datetime) -> list[WorkerInfo]:
             failed=worker.failed_job_count, working_s=worker.total_working_time,
         ))
     return infos
+
+
+# An idle worker wakes to beat every 15 s (processes/worker.py, IDLE_WAKE_S): four missed beats is a dead one.
+IDLE_SILENT_S = 60
 
 
 def _silent(beat: datetime | None, now: datetime) -> bool:
