@@ -246,8 +246,10 @@ def test_a_run_that_dies_before_its_deadline_breaches_it_when_it_passes_and_a_la
     clock.advance(3596)  # 1 s past its deadline, long after it died: the next check records the miss
     [missed] = sla.check(clock)
     assert (missed.kind, missed.run_id, missed.late_by_s) == ("deadline", outcome.run_id, 1)
+    clock.advance(300)
+    assert sla.check(clock) == [] and late_by(outcome.run_id) == {"deadline": 1}  # dead: not later and later
 
-    clock.advance(24 * 3600 - 3700)  # the next day a person fixes the cause and replays it; it succeeds
+    clock.advance(24 * 3600 - 4000)  # the next day a person fixes the cause and replays it; it succeeds
     control.replay(runs.dead_letters(outcome.run_id)[0], Actor("olga"), clock=clock)
     run = runs.get(outcome.run_id)
     db.session.execute(update(Run).where(Run.id == run.id).values(params={"fail_times": 0}))

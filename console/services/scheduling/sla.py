@@ -17,6 +17,7 @@ log = logging.getLogger("rebound.sla")
 ESCALATE_AFTER = 3
 LOOKBACK = timedelta(days=2)
 RECHECK = timedelta(minutes=10)
+STILL_GOING = ("pending", "running", "retry_wait")
 
 
 def _limits(task: Task) -> tuple[int | None, int | None]:
@@ -71,7 +72,8 @@ def check(clock: Clock = SYSTEM_CLOCK) -> list[SlaBreach]:
                     # died; a person replaying it later makes no new breach, today, of an old firing.
                     continue
                 if (run.id, kind) in known:
-                    _late_by_so_far(run.id, kind, (reached_at or now) - due)
+                    if reached_at is not None or run.status in STILL_GOING:  # a dead run's lateness stays as found
+                        _late_by_so_far(run.id, kind, (reached_at or now) - due)
                     continue
                 late_at = reached_at or now
                 if late_at > due:
