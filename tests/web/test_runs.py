@@ -573,7 +573,9 @@ def test_the_list_says_how_many_runs_match_and_pages_by_the_size_chosen(client, 
     monkeypatch.setattr(runs_query, "COUNT_CAP", 20)
     capped = client.get("/runs?status=pending&per_page=25").get_data(as_text=True)
     assert counted(capped) == "Runs 1–25 of more than 20 that match the filter"
-    assert client.get("/runs?per_page=7").status_code == 422  # only the sizes offered
+    refused = client.get("/runs?per_page=7")
+    assert refused.status_code == 422  # only the sizes offered, named ("Not a valid choice" named none)
+    assert "show 25, 50, 100 or 200 runs per page" in refused.get_data(as_text=True)
 
 
 def test_time_inputs_show_and_take_the_pages_iso_format(client, auth, runs, clock):

@@ -144,7 +144,8 @@ class RunFilterForm(TimelineFilterForm):
     q = StringField("Text", validators=[Optional(), Length(max=200)])
     # The selector shows what the page shows: with none chosen, DEFAULT_PAGE_SIZE.
     per_page = SelectField("Per page", choices=[SelectChoice(str(n)) for n in PAGE_SIZES], validators=[Optional()],
-                           default=str(DEFAULT_PAGE_SIZE))
+                           default=str(DEFAULT_PAGE_SIZE), invalid_choice_message=(
+                               f"show {', '.join(map(str, PAGE_SIZES[:-1]))} or {PAGE_SIZES[-1]} runs per page"))
 
     # Set by the Reports page's links, shown as removable notes rather than boxes: a handler's name; "1" or nothing.
     handler = HiddenField("Handler", validators=[Optional(), Length(max=120)])
