@@ -6,13 +6,14 @@ import pytest
 from rq.registry import ScheduledJobRegistry
 from sqlalchemy import select
 
+from console.domain.cron import jitter_offset
 from console.extensions import db
 from console.models import Run, Tenant
 from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.engine import control, queueing, reconcile
 from console.services.engine.execute import execute
-from console.services.scheduling import planner, tasks
+from console.services.scheduling import planner, task_query, tasks
 
 SCHEDULER = Actor("scheduler")
 
@@ -159,6 +160,11 @@ def test_a_mutex_tasks_firings_outside_the_window_join_its_waiting_run(register,
     task, first = closed_for_the_weekend(register, clock, mutex_key="ledger", concurrency_policy=policy)
     waiting = db.session.execute(select(Run).where(Run.task_id == task.id)).scalars().all()
     assert [(r.id, r.status, r.status_reason) for r in waiting] == [(first.run_id, "pending", "window")]
+    # A person's "run when the window opens" joins it too, and so do the cron firings after a person's waiting run.
+    from console.services.scheduling import on_demand
+
+    asked = on_demand.run_now(task, Actor("ops"), clock)
+    assert (asked.status, asked.run_id, asked.reason) == ("duplicate", first.run_id, "window")
     if policy == "forbid":  # another task's run holding the key still cancels the firing
         assert fire(register("export", mutex_key="ledger"), clock).status == "created"
         clock.advance(60)
@@ -172,8 +178,35 @@ def test_a_cron_time_before_the_task_was_created_makes_no_run(register, runs, cl
     task = register(cron="* * * * *", jitter_s=3600, clock=clock)
     [before] = planner.fire([planner.Firing(task.id, clock() - timedelta(minutes=15))], SCHEDULER, clock)
     assert (before.status, before.run_id) == ("before_task", None)
+    # Nor does its page promise one: its next firings are the cron times from its creation on, plus the offset.
+    offset = jitter_offset(task.id, 3600)
+    [first] = task_query.firing_times(task, clock(), 1)
+    assert first - offset > task.created_at >= first - offset - timedelta(minutes=1)
     clock.advance(60)
     assert fire(task, clock).status == "created"
+
+
+def test_after_its_waiting_run_was_started_outside_the_window_the_next_firings_wait_for_the_opening(
+        register, runs, clock):
+    """The started run kept the opening's key: the cron firings after it joined a run that had already run, and
+    none started at the opening."""
+    from console.services.scheduling import on_demand
+
+    task, first = closed_for_the_weekend(register, clock, mutex_key="ledger", concurrency_policy="forbid")
+    released = on_demand.run_now(task, Actor("ops"), clock, outside_window=True)
+    assert (released.status, released.run_id) == ("released", first.run_id)
+    clock.advance(60)
+    meanwhile = fire(task, clock)
+    assert (meanwhile.status, meanwhile.reason) == ("skipped", "mutex_forbid")  # it is the task's run now
+    assert execute(first.run_id, 0, clock=clock) == "succeeded"
+    clock.advance(60)
+    later = fire(task, clock)
+    assert later.status == "created" and later.run_id != first.run_id
+    run = runs.get(later.run_id)
+    assert (run.status, run.status_reason, run.due_at) == ("pending", "window", datetime(2026, 3, 9, 8, 0, tzinfo=UTC))
+    clock.advance(60)
+    joined = fire(task, clock)
+    assert (joined.status, joined.run_id) == ("duplicate", later.run_id)
 
 
 def test_a_paused_task_does_not_fire_from_cron_but_run_now_still_works(register, runs, clock):

@@ -347,6 +347,17 @@ def test_outside_its_window_run_now_offers_to_wait_or_to_start_now_audited(clien
     assert ">Run now</button>" in client.get(f"/tasks/{open_now.id}").get_data(as_text=True)
 
 
+def test_run_when_the_window_opens_of_a_forbid_task_whose_run_waits_says_so_and_makes_none(client, auth):
+    """It made a second run, cancelled at once: "did not start: another run with the same mutex key is active"."""
+    task = make_task(window=closed_window(), timezone="UTC", mutex_key="ledger", concurrency_policy="forbid")
+    auth.as_role("operator", "olga")
+    client.post(f"/tasks/{task.id}/trigger", data={"csrf_token": auth.csrf()})
+    client.post(f"/tasks/{task.id}/trigger", data={"csrf_token": auth.csrf()})
+    [waiting] = db.session.execute(select(Run).where(Run.task_id == task.id)).scalars().all()
+    assert (f'<a href="/runs/{waiting.id}">Run #{waiting.id}</a> of {task.name} already waits for the execution '
+            "window; no second run was made") in client.get(f"/tasks/{task.id}").get_data(as_text=True)
+
+
 # -- posting an event from the task page ------------------------------------------------------------------------------
 
 def event_runs(task: Task) -> list[Run]:

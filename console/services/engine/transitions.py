@@ -7,7 +7,7 @@ import functools
 import logging
 from datetime import datetime
 
-from sqlalchemy import bindparam, insert, null, select, update
+from sqlalchemy import bindparam, case, insert, null, select, update
 from sqlalchemy.orm import aliased
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -231,10 +231,14 @@ def release_from_window(task_id: int, now: datetime, *, actor: str, message: str
     oldest = (select(waiting.id).where(waiting.task_id == task_id, waiting.status == "pending",
                                        waiting.status_reason == "window").order_by(waiting.id).limit(1)
               .scalar_subquery())
+    # A cron run waiting for an opening holds that opening's key (the planner's window_key): it lets the key go, or
+    # the cron firings after it would join a run that has already run, and none would start at the opening.
+    opening_key = Run.idempotency_key.startswith(f"task:{task_id}:window:", autoescape=True)
     # Guarded: a worker taking it at the window's opening meanwhile leaves it to that worker.
     run_id = db.session.execute(
         update(Run).where(Run.id == oldest, Run.status == "pending", Run.status_reason == "window")
-        .values(status_reason=None, due_at=now, enqueued_at=now, updated_at=now)
+        .values(status_reason=None, due_at=now, enqueued_at=now, updated_at=now,
+                idempotency_key=case((opening_key, Run.idempotency_key + "~released"), else_=Run.idempotency_key))
         .returning(Run.id).execution_options(synchronize_session=False)).scalar()
     if run_id is None:
         return None

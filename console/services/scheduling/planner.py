@@ -113,11 +113,15 @@ def fire(firings: list[Firing], actor: Actor, clock: Clock = SYSTEM_CLOCK) -> li
             # created at 18:16 with an offset of 15 minutes was fired for 18:01, a time before it existed.
             outcomes.append(Outcome(task.id, None, "before_task"))
             continue
-        status, reason, start_at = _rules(task, batch, actor, now, firing.outside_window, scheduled)
-        outcome = Outcome(task.id, None, "created" if status == "pending" else "skipped", reason)
-        outcomes.append(outcome)
         if scheduled:
             fired_for.setdefault(firing.scheduled_for, []).append(task.id)
+        joined = _waiting_run_joined(task, batch, now, firing)
+        if joined is not None:
+            outcomes.append(Outcome(task.id, joined, "duplicate", "window"))
+            continue
+        status, reason, start_at = _rules(task, batch, actor, now, firing.outside_window)
+        outcome = Outcome(task.id, None, "created" if status == "pending" else "skipped", reason)
+        outcomes.append(outcome)
         if scheduled and (status, reason, firing.params, firing.key, task.jitter_s) == ("pending", None, {}, None, 0):
             # The common case, a plain pending cron run: the database copies it from the task row.
             plain.setdefault((firing.scheduled_for, firing.source, versions.of(task)), []).append(outcome)
@@ -195,19 +199,29 @@ def _insert_others(others: list[tuple], versions: "_Versions", actor: Actor, now
     return deferred
 
 
-def _rules(task, batch: "_Batch", actor: Actor, now: datetime, outside_window: bool = False,
-           scheduled: bool = False) -> tuple[str, str | None, datetime | None]:
-    """Apply mutex, window (unless a person asked to run outside it) and quota to one firing (`scheduled`: a cron
-    or catch-up one); return (status, reason, start_at)."""
+def _waiting_run_joined(task, batch: "_Batch", now: datetime, firing: Firing) -> int | None:
+    """Return the run this firing joins: the task's own run waiting for its window, when only such runs hold its
+    mutex key and this firing would wait for the window too (None: the rules decide).
+
+    Forbid cancelled a run at every cron firing of a closed window ("another run with the same mutex key is active"
+    of its own waiting run), and replace cancelled the waiting run; a second waiting run would start beside it."""
+    if firing.outside_window or not task.window or not task.mutex_key or task.concurrency_policy == "allow":
+        return None
+    if Window.from_mapping(task.window).contains(now):
+        return None
+    holders = batch.busy.get(task.mutex_key) or []
+    own = [run.id for run in holders if run is not None and run.task_id == task.id and run.status_reason == "window"]
+    return min(own) if own and len(own) == len(holders) else None
+
+
+def _rules(task, batch: "_Batch", actor: Actor, now: datetime,
+           outside_window: bool = False) -> tuple[str, str | None, datetime | None]:
+    """Apply mutex, window (unless a person asked to run outside it) and quota to one firing; return (status,
+    reason, start_at)."""
     status, reason, start_at = "pending", None, None
     window = Window.from_mapping(task.window) if task.window and not outside_window else None
     opening = window.next_opening(now) if window is not None and not window.contains(now) else None
     holders = batch.busy.get(task.mutex_key) if task.mutex_key else None
-    if holders and scheduled and opening and all(
-            run is not None and run.idempotency_key == window_key(task.id, opening) for run in holders):
-        # Only its own run waiting for this opening holds the key, and this cron firing is that run (one per
-        # opening): it joins it, not cancelled every minute of a closed window (forbid) nor cancelling it (replace).
-        holders = None
     if holders:
         if task.concurrency_policy == "forbid":
             status, reason = "cancelled", "mutex_forbid"

@@ -51,8 +51,11 @@ def firing_times(task: Task, now: datetime, count: int = 5) -> list[datetime]:
     if not task.cron:
         return []
     offset = cron.jitter_offset(task.id, task.jitter_s)
+    after = now - offset
+    if offset and getattr(task, "created_at", None) is not None:
+        after = max(after, cron.as_utc(task.created_at))  # the planner makes no run of a cron time before the task
     try:
-        moments = schedule(task.cron, task.timezone).next_n(now - offset, count)
+        moments = schedule(task.cron, task.timezone).next_n(after, count)
     except (cron.CronError, ValueError):
         return []
     return [(cron.as_utc(moment) + offset).astimezone(moment.tzinfo) for moment in moments]
