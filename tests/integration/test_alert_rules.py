@@ -269,6 +269,9 @@ def test_a_disabled_rule_is_not_watched_and_disabling_a_firing_rule_resolves_it(
     assert messages("dlq_length")[-1].kind == "resolve"
     assert alert_rules.evaluate(clock) == {}
     assert rule("dlq_length").state == "ok"
+    # Switched on again, it is not yet measured, not "— / None · 39 s ago" as of its last measure before.
+    alert_rules.update_rule("dlq_length", {"enabled": True}, ADMIN)
+    assert (rule("dlq_length").evaluated_at, rule("dlq_length").detail) == (None, None)
 
 
 # The API and the page.

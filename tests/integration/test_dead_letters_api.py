@@ -268,6 +268,7 @@ def test_one_letter_is_discarded_with_a_reason_audited_and_only_once(client, ope
     headers = bearer(operator)
     refused = client.post(f"/api/dead-letters/{letter.id}/discard", json={"reason": "  "}, headers=headers)
     assert refused.status_code == 422 and refused.get_json()["field"] == "reason"
+    assert refused.get_json()["detail"] == "say why this dead letter is discarded: a reason is required"
     assert client.post(f"/api/dead-letters/{letter.id}/discard", json={"reason": "x", "why": "y"},
                        headers=headers).status_code == 422
     request = params_fix.request_fix(letter.id, {"fail_times": 0}, "the account was reopened",

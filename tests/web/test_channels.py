@@ -202,6 +202,9 @@ SPACES = "a URL has no spaces, line breaks or other control characters; write a 
 
 def test_a_url_from_the_environment_that_is_no_url_is_masked_not_a_500():
     assert targets.mask_url("http://127.0.0.1:99999/hook/secret") == "(not a URL Rebound can use)"
+    # A query's token is never shown: its last 4 characters were the whole of `?token=T`.
+    assert targets.mask_url("http://127.0.0.1:8912/itsm?token=T") == "http://127.0.0.1:8912/…?…"
+    assert targets.mask_url("https://hooks.example.com/inbound/abc123?key=Q%2B1") == "https://hooks.example.com/…c123?…"
     assert targets.mask_url("http://[::1/hook") == "(not a URL Rebound can use)"
 
 

@@ -66,10 +66,13 @@ def mask_url(url: str) -> str:
     host = parts.hostname or "?"
     if port:
         host = f"{host}:{port}"
-    rest = parts.path.lstrip("/") + (f"?{parts.query}" if parts.query else "")
-    if not rest:
+    path = parts.path.lstrip("/")
+    if parts.query:
+        # A query is where a short token sits (`?token=T`): none of it is shown, its tail would be the whole token.
+        return f"{parts.scheme}://{host}/…{path[-4:] if len(path) >= 8 else ''}?…"
+    if not path:
         return f"{parts.scheme}://{host}"
-    return f"{parts.scheme}://{host}/…{rest[-4:]}" if len(rest) > 4 else f"{parts.scheme}://{host}/…"
+    return f"{parts.scheme}://{host}/…{path[-4:]}" if len(path) > 4 else f"{parts.scheme}://{host}/…"
 
 
 def mask_secret(secret: str) -> str:

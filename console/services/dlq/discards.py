@@ -16,8 +16,8 @@ from console.services.engine import parking, waiting_fixes
 from console.services.errors import Conflict, InvalidInput
 
 
-def reason_of(reason: str | None) -> str:
-    return inputs.note(reason, "reason", missing="say why these dead letters are discarded: a reason is required")
+def reason_of(reason: str | None, what: str = "these dead letters are") -> str:
+    return inputs.note(reason, "reason", missing=f"say why {what} discarded: a reason is required")
 
 
 def _discard(letter: DeadLetter, reason: str, actor: Actor, now: datetime) -> bool:
@@ -38,7 +38,7 @@ def _discard(letter: DeadLetter, reason: str, actor: Actor, now: datetime) -> bo
 def discard(letter: DeadLetter, reason: str | None, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> list[int]:
     """Close one open dead letter without replaying it, saying why; return the params fixes waiting on it that this
     closed."""
-    reason = reason_of(reason)
+    reason = reason_of(reason, "this dead letter is")
     now = clock()
     fixes = waiting_fixes.hold([letter.id])
     if not _discard(letter, reason, actor, now):

@@ -236,7 +236,8 @@ def update_rule(key: str, changes: dict, actor: Actor, clock: Clock = SYSTEM_CLO
     for name, value in values.items():
         setattr(row, name, value)
     if values.get("enabled") is False:
-        row.last_value = row.detail = None
+        # Its last measure goes too: switched on again, it read "— / None · 39 s ago" until the next minute's check.
+        row.last_value = row.detail = row.evaluated_at = None
         if row.state == "firing":
             _switch(row, "ok", now, None)
     audit.record(db.session, actor, "alert_rule.update", "alert_rule", key,
