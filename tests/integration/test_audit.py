@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import select, text
 
 from console.extensions import db
-from console.models import AuditEntry
+from console.models import AuditEntry, Tenant
 from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.people import tokens, users
@@ -337,6 +337,28 @@ def test_a_tenant_limited_person_exports_only_their_tenants_rows(client, auth):
             ("run.replay", "7")]
         assert {row["tenant"] for row in rows} == {"acme"}
     assert "globex" not in _export(client, "csv")
+
+
+def test_a_tenant_filter_reads_one_tenants_rows_and_a_limited_person_may_name_only_their_own(client, auth):
+    """`?tenant=` was no filter: ignored for everyone, another tenant's name included."""
+    make_tenant("acme"), make_tenant("globex")
+    audit.record(db.session, Actor("ops"), "run.replay", "run", 7, tenant="acme")
+    audit.record(db.session, Actor("ops"), "run.replay", "run", 8, tenant="globex")
+    db.session.commit()
+    auth.as_role("admin", "root")
+    page = client.get("/audit/?tenant=globex&action=run.").get_data(as_text=True)
+    assert "run:<wbr>8" in page and "run:<wbr>7" not in page and '<option selected>globex</option>' in page
+    assert "tenant=globex" in page.split('class="subtle export-links"')[1]  # its exports keep the filter
+    exported = list(csv.DictReader(io.StringIO(client.get("/audit/export.csv?tenant=globex").get_data(as_text=True))))
+    assert {row["tenant"] for row in exported} == {"globex"}
+    assert client.get("/audit/?tenant=nobody").status_code == 422
+    client.post("/logout", data={"csrf_token": auth.csrf()})
+    auth.make_user("acme.aud", "viewer", tenant=db.session.execute(
+        select(Tenant).where(Tenant.name == "acme")).scalar_one())
+    auth.login("acme.aud")
+    assert client.get("/audit/?tenant=globex").status_code == 403
+    own = client.get("/audit/?tenant=acme").get_data(as_text=True)
+    assert "run:<wbr>7" in own and "run:<wbr>8" not in own and 'id="audit-tenant"' not in own  # no choice to make
 
 
 def test_a_request_for_approval_reads_field_by_field_like_an_edit(client, auth):

@@ -10,7 +10,8 @@ from console.models import Tenant
 from console.services.audit import export as audit_export
 from console.services.audit import query as audit_query
 from console.services.audit import trail as audit
-from console.services.errors import InvalidInput
+from console.services.errors import Forbidden, InvalidInput
+from console.services.people import tenants
 from console.services.people.permissions import ADMIN, VIEW
 from console.web.render import page
 
@@ -21,8 +22,7 @@ EXPORT_BATCH = 1000
 @bp.get("/")
 @requires(VIEW)
 def index():
-    scope = tenant_scope()
-    tenant = db.session.get(Tenant, scope).name if scope else None
+    tenant = _tenant(tenant_scope())
     asked, refused = audit_query.from_args(request.args)
     # An address that names no page shows no rows: what it says to fix, and the newest with the filters that were good.
     entries, next_seq = ([], None) if refused else audit_query.page(**asked, tenant=tenant)
@@ -31,7 +31,11 @@ def index():
     query = {key: value for key, value in filters.items() if value}
     if asked["hide_sign_ins"]:
         query["hide_signins"] = "1"
+    if tenant and tenant_scope() is None:
+        query["tenant"] = filters["tenant"] = tenant
+    tenant_names = [] if tenant_scope() else [t.name for t in tenants.all_tenants()]
     return page("audit/index.html", "results", entries=entries, next_seq=next_seq, filters=filters, query=query,
+                tenant_names=tenant_names,
                 hide_sign_ins=asked["hide_sign_ins"], refused=refused, field_changes=_field_changes,
                 shown=diff.shown), 422 if refused else 200
 
@@ -40,12 +44,11 @@ def index():
 @requires(VIEW)
 def export(kind: str):
     """Every row the filters select, oldest first, as CSV or JSON lines: evidence taken out whole, audited itself."""
-    scope = tenant_scope()
+    tenant = _tenant(tenant_scope())
     asked, refused = audit_query.from_args(request.args)
     if refused:
         raise InvalidInput("Fix the address: " + "; ".join(refused), "since")
     asked.pop("before_seq")
-    tenant = db.session.get(Tenant, scope).name if scope else None
     shown = {key: value.isoformat() if hasattr(value, "isoformat") else value for key, value in asked.items() if value}
     # Who took which rows out is itself on the record, before the first row leaves.
     audit.record(db.session, current_actor(), "audit.export", "audit_log", kind, after={"filters": shown},
@@ -55,6 +58,18 @@ def export(kind: str):
     return Response(_streamed(current_app._get_current_object(), kind, asked, tenant),
                     mimetype=audit_export.MIMETYPES[kind],
                     headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+
+def _tenant(scope: int | None) -> str | None:
+    """Return the tenant whose rows are read: a limited person's own; for others the one asked for (?tenant=), or
+    None for every row. Another tenant asked by a limited person is a 403, an unknown one a 422 (it was ignored)."""
+    own = db.session.get(Tenant, scope).name if scope else None
+    wanted = (request.args.get("tenant") or "").strip()
+    if not wanted or wanted == own:
+        return own
+    if own is not None:
+        raise Forbidden("the audit log shows you your own tenant's rows only", "tenant")
+    return tenants.require(wanted).name
 
 
 def _streamed(app, kind: str, asked: dict, tenant: str | None):
