@@ -138,3 +138,13 @@ class Window:
         opens = wall_to_utc(datetime.combine(day, self.start), zone)
         # On a spring-forward day a window inside the gap (02:00-02:30) opens and closes at the same instant.
         return opens, wall_to_utc(datetime.combine(close_day, self.end), zone)
+
+
+def opening_keys(task_id: int) -> str:
+    """Return how the idempotency keys of a task's runs waiting for an opening of its window begin."""
+    return f"task:{task_id}:window:"
+
+
+def opening_key(task_id: int, opening) -> str:
+    """Name the run a task's cron firings wait in for one opening of its window: one run, however many fired."""
+    return f"{opening_keys(task_id)}{opening.isoformat()}"

@@ -90,7 +90,7 @@ def test_firings_outside_their_window_are_deferred_to_its_next_opening(app):
         assert deferred.utcoffset() == timedelta(0)
         assert deferred.weekday() == 5 and deferred.time() == time(1, 0), entry
         assert deferred - firing <= timedelta(days=7)
-    # They wait in one run for the opening, as the planner makes them (planner.window_key): no crowd of starts.
+    # They wait in one run for the opening, as the planner makes them (windows.opening_key): no crowd of starts.
     assert not any(minute["starts"] > 1 for minute in report["crowded_minutes"]), report["crowded_minutes"]
 
 

@@ -15,6 +15,7 @@ from console import metrics
 from console.db.id_lists import among, ids_param
 from console.db.prepared import Prepared
 from console.domain.statuses import check_transition
+from console.domain.windows import opening_keys
 from console.extensions import db
 from console.logs import run_fields
 from console.models import Run, RunEvent
@@ -231,9 +232,9 @@ def release_from_window(task_id: int, now: datetime, *, actor: str, message: str
     oldest = (select(waiting.id).where(waiting.task_id == task_id, waiting.status == "pending",
                                        waiting.status_reason == "window").order_by(waiting.id).limit(1)
               .scalar_subquery())
-    # A cron run waiting for an opening holds that opening's key (the planner's window_key): it lets the key go, or
+    # A cron run waiting for an opening holds that opening's key (windows.opening_key): it lets the key go, or
     # the cron firings after it would join a run that has already run, and none would start at the opening.
-    opening_key = Run.idempotency_key.startswith(f"task:{task_id}:window:", autoescape=True)
+    opening_key = Run.idempotency_key.startswith(opening_keys(task_id), autoescape=True)
     # Guarded: a worker taking it at the window's opening meanwhile leaves it to that worker.
     run_id = db.session.execute(
         update(Run).where(Run.id == oldest, Run.status == "pending", Run.status_reason == "window")

@@ -79,7 +79,7 @@ def forecast(now: datetime, hours: float = 24, tenant: str | None = None, task_i
         offset = jitter_offset(task.id, task.jitter_s)
         window = Window.from_mapping(task.window) if task.window else None
         schedule = cron.parse(task.cron, task.timezone)
-        openings: set[datetime] = set()  # the planner makes one run per opening of the window (planner.window_key)
+        openings: set[datetime] = set()  # the planner makes one run per opening of the window (windows.opening_key)
         for nominal in schedule.fires_between(now - offset, end - offset, MAX_FIRINGS_PER_TASK):
             start = nominal + offset
             result.firings += 1

@@ -11,7 +11,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from console.db import locks
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.cron import as_utc, jitter_offset
-from console.domain.windows import Window
+from console.domain.windows import Window, opening_key
 from console.extensions import db
 from console.models import Run, RunEvent, Task, Tenant
 from console.models.runs import live
@@ -52,11 +52,6 @@ class Outcome:
 def cron_key(task_id: int, scheduled_for: datetime) -> str:
     """Name a cron firing, so two leaders (or a catch-up and a live firing) cannot create two runs."""
     return f"task:{task_id}:{scheduled_for.isoformat()}"
-
-
-def window_key(task_id: int, opening: datetime) -> str:
-    """Name the run a task's cron firings wait in for one opening of its window: one run, however many fired."""
-    return f"task:{task_id}:window:{opening.isoformat()}"
 
 
 def _insert_ignoring_duplicates(rows: list[dict]) -> dict[str, int]:
@@ -173,7 +168,7 @@ def _insert_others(others: list[tuple], versions: "_Versions", actor: Actor, now
         key = firing.key or (
             # Cron firings outside the window wait for its opening in one run: an every-minute task closed for a
             # weekend queued 2,880 runs that all started at the opening.
-            window_key(task.id, start_at) if start_at is not None and firing.source in ("cron", "catchup")
+            opening_key(task.id, start_at) if start_at is not None and firing.source in ("cron", "catchup")
             else cron_key(task.id, firing.scheduled_for) if firing.source in ("cron", "catchup")
             else f"{firing.source}:{task.id}:{uuid.uuid4().hex}")
         rows.append({

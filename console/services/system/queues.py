@@ -22,6 +22,8 @@ from console.services.system.maintenance import MAINTENANCE, Periodic
 
 # A delayed job this late was not moved by RQ's scheduler: no worker runs one for its queue.
 OVERDUE_AFTER_S = 30
+# An idle worker wakes to beat every 15 s (processes/worker.py, IDLE_WAKE_S): four missed beats is a dead one.
+IDLE_SILENT_S = 60
 
 
 @dataclass(frozen=True)
@@ -159,10 +161,6 @@ def _workers(connection, scope: int | None, now: datetime) -> list[WorkerInfo]:
             failed=worker.failed_job_count, working_s=worker.total_working_time,
         ))
     return infos
-
-
-# An idle worker wakes to beat every 15 s (processes/worker.py, IDLE_WAKE_S): four missed beats is a dead one.
-IDLE_SILENT_S = 60
 
 
 def _silent(beat: datetime | None, now: datetime) -> bool:

@@ -22,7 +22,8 @@ EXPORT_BATCH = 1000
 @bp.get("/")
 @requires(VIEW)
 def index():
-    tenant = _tenant(tenant_scope())
+    scope = tenant_scope()
+    tenant = _tenant(scope)
     asked, refused = audit_query.from_args(request.args)
     # An address that names no page shows no rows: what it says to fix, and the newest with the filters that were good.
     entries, next_seq = ([], None) if refused else audit_query.page(**asked, tenant=tenant)
@@ -31,9 +32,9 @@ def index():
     query = {key: value for key, value in filters.items() if value}
     if asked["hide_sign_ins"]:
         query["hide_signins"] = "1"
-    if tenant and tenant_scope() is None:
+    if tenant and scope is None:
         query["tenant"] = filters["tenant"] = tenant
-    tenant_names = [] if tenant_scope() else [t.name for t in tenants.all_tenants()]
+    tenant_names = [] if scope else [t.name for t in tenants.all_tenants()]
     return page("audit/index.html", "results", entries=entries, next_seq=next_seq, filters=filters, query=query,
                 tenant_names=tenant_names,
                 hide_sign_ins=asked["hide_sign_ins"], refused=refused, field_changes=_field_changes,

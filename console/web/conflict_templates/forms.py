@@ -80,6 +80,7 @@ class TemplateForm(ConsoleForm):
                 self.attach(error.field, error.message)
                 marked = True
         return marked
+
     def fill(self, rules: dict) -> None:
         """Put stored rules into the fields."""
         self.mutex_key.data = rules.get("mutex_key") or ""
