@@ -354,8 +354,8 @@ def test_run_when_the_window_opens_of_a_forbid_task_whose_run_waits_says_so_and_
     client.post(f"/tasks/{task.id}/trigger", data={"csrf_token": auth.csrf()})
     client.post(f"/tasks/{task.id}/trigger", data={"csrf_token": auth.csrf()})
     [waiting] = db.session.execute(select(Run).where(Run.task_id == task.id)).scalars().all()
-    assert (f'<a href="/runs/{waiting.id}">Run #{waiting.id}</a> of {task.name} already waits for the execution '
-            "window; no second run was made") in client.get(f"/tasks/{task.id}").get_data(as_text=True)
+    assert (f'No second run was made: <a href="/runs/{waiting.id}">run #{waiting.id}</a> of {task.name} already waits '
+            "for the execution window") in client.get(f"/tasks/{task.id}").get_data(as_text=True)
 
 
 # -- posting an event from the task page ------------------------------------------------------------------------------

@@ -61,9 +61,8 @@ def trigger(task_id: int):
         flash(Markup("Created {} for {}; it waits ({}).").format(link, task.name, _REASONS.get(
             outcome.reason, outcome.reason)), "info")
     elif outcome.status == "duplicate" and outcome.reason == "window":
-        flash(Markup('<a href="/runs/{0}">Run #{0}</a> of {1} already waits for the execution window; no second run '
-                     "was made (its mutex would not let it start beside it).").format(outcome.run_id, task.name),
-              "info")
+        flash(Markup("No second run was made: {} of {} already waits for the execution window (its mutex would not "
+                     "let another start beside it).").format(link, task.name), "info")
     elif outcome.status == "released":
         flash(Markup("Started {} of {} now, outside its execution window: it was waiting for the window to "
                      "open.").format(link, task.name), "success")
