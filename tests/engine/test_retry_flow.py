@@ -147,3 +147,19 @@ def test_a_run_deferred_by_its_concurrency_limit_starts_once_the_slot_frees(runs
     db.session.commit()
     # The deferred job itself comes back (the reconciler, which would also requeue it, is not running here).
     assert runs.wait(waiting, "succeeded", timeout_s=15).attempt == 1
+
+
+def test_runs_waiting_for_one_slot_start_oldest_first(runs, workers):
+    busy = runs.submit("demo.noop", policy={"concurrency": 1})
+    db.session.execute(db.text("UPDATE runs SET status = 'running', attempt = 1 WHERE id = :id"), {"id": busy})
+    db.session.commit()
+    waiting = [runs.submit("demo.noop", policy={"concurrency": 1}) for _ in range(3)]
+    workers()
+    workers()
+    wait_for(lambda: all(runs.get(run_id).wait_reason for run_id in waiting), 15, 0.05, "every run to wait")
+    db.session.execute(db.text("UPDATE runs SET status = 'succeeded' WHERE id = :id"), {"id": busy})
+    db.session.commit()
+    # A run submitted as the slot frees reaches a worker at once, while the waiting ones ask again within a second.
+    waiting.append(runs.submit("demo.noop", policy={"concurrency": 1}))
+    started = {run_id: runs.wait(run_id, "succeeded", timeout_s=30).started_at for run_id in waiting}
+    assert sorted(waiting, key=started.get) == waiting

@@ -90,9 +90,11 @@ def read(run_id: int, now) -> tuple[dict, Admission] | None:
     return columns, admitted
 
 
-# How a run waiting on its quota class's slots is explained: its page shows it; a deferral tells by it whether the run
-# was already waiting on its class.
+# How a run waiting on a limit's slots is explained: its page shows it; a deferral tells by it whether the run was
+# already waiting on its class, and a claim by it which older runs wait for the same slots.
 CLASS_WAIT = "quota class "
+CAPACITY_WAIT = "policy capacity: "
+QUOTA_WAIT = "tenant quota: "
 
 
 # A limit with fewer free slots than this is counted again under its lock before a claim takes one, so workers
@@ -122,6 +124,31 @@ def near_a_limit(admission: Admission, concurrency: int) -> bool:
     return min(free) < EXACT_SLOTS
 
 
+def queued_ahead(run, admission: Admission, concurrency: int) -> tuple[str, int] | None:
+    """Name a limit whose free slots older runs waiting for it take first, and how many wait: slots go oldest first.
+
+    Counted only near a limit, under its lock (a deferred run asks again each second, so without this the first to ask
+    after a slot frees takes it, and the oldest can wait for minutes). At most as many rows as there are free slots
+    are read, so a long queue costs each claim little.
+    """
+    limits = [("concurrency", concurrency - admission.own_running,
+               (Run.task_id == run.task_id) if run.task_id is not None
+               else (Run.task_id.is_(None)) & (Run.handler == run.handler), CAPACITY_WAIT),
+              ("quota", max(admission.max_running, admission.reserved_running) - admission.tenant_running,
+               Run.tenant_id == run.tenant_id, QUOTA_WAIT)]
+    if admission.class_max_running is not None:
+        in_class = Run.task_id.in_(select(Task.id).where(Task.quota_class == admission.quota_class))
+        limits.append(("quota_class", admission.class_max_running - admission.class_running, in_class,
+                       f"{CLASS_WAIT}{admission.quota_class}:"))
+    for limit, free, scope, wait in limits:
+        older = (select(Run.id).where(scope, status_is("pending"), Run.id < run.id,
+                                      Run.wait_reason.startswith(wait, autoescape=True)).limit(free).subquery())
+        ahead = db.session.execute(select(func.count()).select_from(older)).scalar_one()
+        if ahead >= free:
+            return limit, ahead
+    return None
+
+
 def hold_limits(tenant_id: int, task_id: int | None, handler: str, quota_class: str | None) -> None:
     """Hold, to the commit, the locks of the limits a claim counts against; always in this order, so claims of runs
     that share some of them never deadlock."""
@@ -132,22 +159,23 @@ def hold_limits(tenant_id: int, task_id: int | None, handler: str, quota_class: 
 
 
 def explain(full: str, admission: Admission, concurrency: int, *, tenant: str, policy: str, handler: str,
-            by_task: bool, tenant_id: int | None = None) -> str:
-    """Say in words which limit holds a run back, for its page (`full` as over_capacity named it)."""
+            by_task: bool, tenant_id: int | None = None, ahead: int = 0) -> str:
+    """Say in words which limit holds a run back, for its page (`full` as over_capacity or queued_ahead named it)."""
+    first = f"; {plural(ahead, 'older run')} {'waits' if ahead == 1 else 'wait'} first" if ahead else ""
     if full == "quota_class":
         running = class_tasks(admission.quota_class, tenant_id)
         return (f"{CLASS_WAIT}{admission.quota_class}: {admission.class_running} of its "
-                f"{plural(admission.class_max_running, 'running slot')} in use ({running})")
+                f"{plural(admission.class_max_running, 'running slot')} in use ({running}){first}")
     if full == "quota":
         if admission.reserved_running > admission.max_running:
-            return (f"tenant quota: tenant {tenant} is running {admission.tenant_running} of the "
-                    f"{plural(admission.reserved_running, 'running slot')} it reserved for now")
-        return (f"tenant quota: tenant {tenant} is running {admission.tenant_running} of its max_running "
-                f"{admission.max_running}")
+            return (f"{QUOTA_WAIT}tenant {tenant} is running {admission.tenant_running} of the "
+                    f"{plural(admission.reserved_running, 'running slot')} it reserved for now{first}")
+        return (f"{QUOTA_WAIT}tenant {tenant} is running {admission.tenant_running} of its max_running "
+                f"{admission.max_running}{first}")
     # A run without a task shares its policy's concurrency with every run of its handler, in every tenant.
     scope = "this task" if by_task else f"handler {handler}, counted across every tenant"
-    return (f"policy capacity: policy {policy} lets {concurrency} run at once for {scope}; "
-            f"{admission.own_running} running")
+    return (f"{CAPACITY_WAIT}policy {policy} lets {concurrency} run at once for {scope}; "
+            f"{admission.own_running} running{first}")
 
 
 def class_tasks(name: str, tenant_id: int, shown: int = 5) -> str:

@@ -77,7 +77,7 @@ def claim(run_id: int, expected_attempt: int, clock: Clock, worker_id: str):
                 _defer(run, opening, policy.timeout_s,
                        f"execution window: it starts when the window opens at {opening:%Y-%m-%d %H:%M} UTC")
                 return "deferred:window"
-        full = admission.over_capacity(admitted, policy.concurrency)
+        full, ahead = admission.over_capacity(admitted, policy.concurrency), 0
         if not full and admission.near_a_limit(admitted, policy.concurrency):
             # Counted again under the limits' locks, held to the claim's commit: two workers that both counted one
             # slot left cannot both take it.
@@ -89,10 +89,12 @@ def claim(run_id: int, expected_attempt: int, clock: Clock, worker_id: str):
                 return "missing"
             admitted = found[1]
             full = admission.over_capacity(admitted, policy.concurrency)
+            if not full and (queued := admission.queued_ahead(run, admitted, policy.concurrency)):
+                full, ahead = queued
         if full:
             why = admission.explain(full, admitted, policy.concurrency, tenant=names.tenant(run.tenant_id),
                                     policy=names.policy(admitted.policy_id), handler=run.handler,
-                                    by_task=run.task_id is not None, tenant_id=run.tenant_id)
+                                    by_task=run.task_id is not None, tenant_id=run.tenant_id, ahead=ahead)
             if full == "quota_class" and not (run.wait_reason or "").startswith(admission.CLASS_WAIT):
                 # A conflict the forecast can name (its class overflows): on the timeline once, for the Reports
                 # page's early-warning figure; a run waiting on, deferred again, adds nothing (one whose wait went
