@@ -129,3 +129,20 @@ def test_a_reset_marks_the_runs_its_breaker_put_off_until_one_is_put_off_again(r
     clock.advance(25)
     assert execute(ours, 0, clock=clock) == "breaker_open"
     assert breaker_resets([runs.get(ours)]) == {}  # put off again: it waits for the breaker anew
+
+
+def test_a_run_held_by_its_breaker_notes_the_hold_once_however_often_it_asks(runs, clock):
+    run_id = runs.submit(policy={"breaker": {"failure_threshold": 1, "open_s": 60}})
+    key = breakers.key_for("python:demo.noop", runs.get(run_id).tenant_id, "handler")
+    breakers.record(key, False, clock(), BreakerSettings(failure_threshold=1, open_s=60))
+    assert execute(run_id, 0, clock=clock) == "breaker_open"
+    held = len(runs.events(run_id))
+    for _ in range(5):  # its job comes back early (a re-queue after a Redis loss, the reconciler), again and again
+        clock.advance(5)
+        assert execute(run_id, 0, clock=clock) == "breaker_open"
+    run = runs.get(run_id)
+    assert len(runs.events(run_id)) == held  # one "pending → retry wait (breaker open)", not a pair per ask
+    assert (run.status, run.status_reason, run.attempt) == ("retry_wait", "breaker_open", 0)
+    assert run.updated_at == clock()  # put off again: a reset before now no longer marks it (breaker_resets)
+    clock.advance(60)
+    assert execute(run_id, 0, clock=clock) == "succeeded"  # the breaker half-opens: it goes as the probe

@@ -111,6 +111,16 @@ def allow(key: BreakerKey | str, now: datetime, settings: BreakerSettings) -> Ve
     return Verdict(allowed, retry_at, False, after.probe_expires_at if probing else None, after.opened_by)
 
 
+def refused_until(key: BreakerKey | str, now: datetime, settings: BreakerSettings) -> datetime | None:
+    """Tell when to ask again if the breaker would refuse a call now; None if it would let one go. Reads only: it
+    takes no probe slot (allow() does, for the call that goes)."""
+    raw = get_redis().get(_key(key))
+    if raw is None:
+        return None
+    allowed, _, retry_at = breaker.allow(BreakerState.from_dict(json.loads(raw)), now, settings)
+    return None if allowed else retry_at
+
+
 def release_probe(key: BreakerKey | str, verdict: Verdict) -> None:
     """Free the probe slot this call held, if it was the probe, without counting its outcome."""
     if verdict.probe_until is None:

@@ -47,6 +47,24 @@ def _defer(run: RunRow, when, timeout_s: int, why: str) -> None:
     queueing.enqueue_at(when, run.id, run.series, run.attempt, timeout_s, deferral=True)
 
 
+# A run the breaker holds, asking again while it still refuses: only its due time moves (and updated_at, which tells a
+# breaker reset before this hold from one after it).
+_HOLD_AGAIN = (update(Run.__table__)
+               .where(Run.id == bindparam("run_id"), Run.status == "retry_wait", Run.status_reason == "breaker_open",
+                      Run.attempt == bindparam("expected_attempt"))
+               .values(next_retry_at=bindparam("due"), updated_at=bindparam("now")))
+
+
+def _held_again(run: RunRow, now, due, timeout_s: int) -> bool:
+    """Put a run the breaker holds off again with no timeline entry: its hold is noted once, not at every ask."""
+    moved = db.session.connection().execute(_HOLD_AGAIN, {"run_id": run.id, "expected_attempt": run.attempt,
+                                                          "due": due, "now": now}).rowcount
+    db.session.commit()
+    if moved:
+        queueing.enqueue_at(due, run.id, run.series, run.attempt, timeout_s, deferral=True)
+    return bool(moved)
+
+
 def claim(run_id: int, expected_attempt: int, clock: Clock, worker_id: str):
     """Claim the run for this attempt: return what the attempt needs, or a word saying why nothing is to be run."""
     now = clock()
@@ -66,6 +84,14 @@ def claim(run_id: int, expected_attempt: int, clock: Clock, worker_id: str):
             transitions.move(run, "cancelled", now, reason="cancel_requested", finished_at=now)
             db.session.commit()
             return "cancelled"
+        settings = BreakerSettings.from_policy(policy, admitted.policy_id, version)
+        breaker = breakers.key_for(run.handler, run.tenant_id, policy.breaker_scope)
+        if run.status == "retry_wait" and run.status_reason == "breaker_open":
+            # Asked again while its breaker still refuses (a probe in flight, a job back early): a pair of timeline
+            # rows at every ask read 28 rows for 2 attempts.
+            due = breakers.refused_until(breaker, now, settings)
+            if due is not None:
+                return "breaker_open" if _held_again(run, now, due, policy.timeout_s) else "skipped"
         if run.status == "retry_wait":
             single_statements.end()  # the timer's move and what follows it are one transaction
             transitions.move(run, "pending", now, reason="timer")
@@ -107,8 +133,6 @@ def claim(run_id: int, expected_attempt: int, clock: Clock, worker_id: str):
         if held is not None:
             _defer(run, now + timedelta(seconds=DEFER_S), policy.timeout_s, held.explain())
             return "deferred:reserved"
-        settings = BreakerSettings.from_policy(policy, admitted.policy_id, version)
-        breaker = breakers.key_for(run.handler, run.tenant_id, policy.breaker_scope)
         verdict = breakers.allow(breaker, now, settings)
         if not verdict.allowed:
             transitions.move(run, "retry_wait", now, reason="breaker_open", next_retry_at=verdict.retry_at,
