@@ -588,3 +588,25 @@ def test_a_dlq_fix_and_a_fix_runbook_filed_at_once_for_one_letter_leave_one_wait
         thread.join(60)
     assert isinstance(results["form"], int) and isinstance(results["runbook"], runbooks.InvalidParams), results
     assert count(select(Approval).where(Approval.status == "pending")) == 1
+
+
+def test_people_retrying_one_run_at_once_let_one_win_and_tell_the_others_it_moved(app, dead_run, staff, clock):
+    run_id, _ = dead_run()
+    results = race(app, 4, lambda _: control.retry_now(db.session.get(Run, run_id), staff["ada"], clock=clock))
+    assert sum(isinstance(result, tuple) for result in results) == 1
+    assert all(isinstance(result, Conflict) for result in results if not isinstance(result, tuple))  # a 409, not a 500
+    assert count(select(AuditEntry).where(AuditEntry.action == "run.retry")) == 1
+
+
+@pytest.mark.parametrize("status", ["dead", "retry_wait"])
+def test_a_retry_of_a_run_that_moved_since_it_was_read_is_a_conflict(app, dead_run, staff, clock, status):
+    run_id, _ = dead_run()
+    db.session.execute(update(Run).where(Run.id == run_id).values(status=status))
+    db.session.commit()
+    stale = db.session.get(Run, run_id)
+    # Another person's retry lands between this request's read and its write.
+    with app.app_context():
+        control.retry_now(db.session.get(Run, run_id), staff["bea"], clock=clock)
+        db.session.remove()
+    with pytest.raises(Conflict, match=f"run {run_id} changed meanwhile"):
+        control.retry_now(stale, staff["ada"], clock=clock)

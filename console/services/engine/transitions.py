@@ -21,6 +21,7 @@ from console.logs import run_fields
 from console.models import Run, RunEvent
 from console.services.engine import followups
 from console.services.engine.transition_lines import log_at_commit
+from console.services.errors import Conflict
 
 log = logging.getLogger("rebound.runs")
 # Statuses that need a person: logged as warnings, the rest as info.
@@ -36,8 +37,11 @@ INSERT_EVENT = insert(EVENTS)
 _INSERT_ONE_EVENT = Prepared(INSERT_EVENT, EVENT_COLUMNS)
 
 
-class StaleRun(Exception):
-    """The run moved on (another worker, a cancel, the reconciler) since it was read."""
+class StaleRun(Conflict):
+    """The run moved on (another worker, a cancel, the reconciler, another person) since it was read.
+
+    A Conflict: a person's change that lost such a race gets a 409 saying so, not a 500.
+    """
 
 
 def event_row(**fields) -> dict:
@@ -122,7 +126,8 @@ def move(run: Run, target: str, now: datetime, *, reason: str | None = None, err
         "duration_ms": duration_ms, "actor": actor, "data": data})
     if changed != 1:
         db.session.rollback()
-        raise StaleRun(f"run {run.id} is no longer {source} at attempt {run.attempt}")
+        raise StaleRun(f"run {run.id} changed meanwhile: it is no longer {source} at attempt {run.attempt}; "
+                       f"reload it to see what it is now", "status")
     metrics.transition(run, source, target, now, reason, error_code, values)
     if target in followups.SIGNALS and run.workflow_id is not None:
         followups.note(db.session, run.workflow_id)

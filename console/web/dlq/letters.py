@@ -11,7 +11,6 @@ from console.models import Workflow
 from console.services.dlq import discards
 from console.services.dlq import groups as dlq
 from console.services.engine import breaker_admin, control, waiting_fixes
-from console.services.engine.transitions import StaleRun
 from console.services.errors import Conflict, InvalidInput, ServiceError
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.recovery import params_fix
@@ -56,9 +55,9 @@ def replay(dead_letter_id: int):
     letter = dlq.get(dead_letter_id, tenant_scope())
     try:
         run, closed = control.replay(letter, current_actor())
-    except (Conflict, StaleRun) as error:
+    except Conflict as error:  # a StaleRun too: the run moved since it was read
         db.session.rollback()
-        message = getattr(error, "detail", None) or f"run {letter.run_id} changed meanwhile; look again"
+        message = error.detail
         if htmx:
             return _row(letter, error=message, status=409)
         flash(message, "error")
