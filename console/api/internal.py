@@ -5,6 +5,7 @@ from flask import Blueprint, jsonify, url_for
 from console.api import serialize
 from console.api.common import acting_tenant, body, is_id, known_args, no_unknown
 from console.auth import current_actor, requires, shared_by_all_tenants, tenant_scope
+from console.domain.ids import MAX_ID
 from console.services import versioning
 from console.services.engine import control, executor_reports
 from console.services.engine.submit import find_by_key
@@ -15,18 +16,25 @@ from console.services.scheduling import definitions, on_demand
 
 bp = Blueprint("internal_api", __name__)
 EVENT_FIELDS = ("type", "tenant", "data", "idempotency_key")
+RETRY_FIELDS = ("run_id", "idempotency_key", "tenant", "policy")
 
 
 @bp.post("/internal/tasks/retry")
 @requires(OPERATE)
 def retry():
     data = body()
+    no_unknown(data, RETRY_FIELDS)
     if is_id(data.get("run_id")):
         run = control.get_run(data["run_id"], tenant_scope())
+    elif isinstance(data.get("run_id"), int) and not isinstance(data["run_id"], bool):
+        raise NotFound(f"no run has id {data['run_id']}: ids go up to {MAX_ID}")
     elif isinstance(data.get("idempotency_key"), str):
-        run = find_by_key(acting_tenant(data.get("tenant")).id, data["idempotency_key"])
+        # Keys are the tenant's own: the same key in two tenants names two runs.
+        tenant = acting_tenant(data.get("tenant"))
+        run = find_by_key(tenant.id, data["idempotency_key"])
         if run is None:
-            raise NotFound(f"no run with idempotency key {data['idempotency_key']!r}")
+            raise NotFound(f"no run of tenant {tenant.name} has idempotency key {data['idempotency_key']!r}"
+                           + ("" if "tenant" in data else "; keys are per tenant: name it with \"tenant\""))
     else:
         raise InvalidInput("give run_id (a number) or idempotency_key", "run_id")
     run, _ = control.retry_now(run, current_actor(), policy=data.get("policy"))

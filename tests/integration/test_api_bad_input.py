@@ -7,6 +7,7 @@ from sqlalchemy import func, select, update
 
 from console.extensions import db
 from console.models import AuditEntry, OutboxMessage, PolicyVersion, RetryPolicyRecord, Run, RunEvent, Task
+from console.services.engine.execute import execute
 from console.services.people import tenants
 from tests import api_checks
 from tests.factories import bearer, make_tenant
@@ -100,6 +101,13 @@ def test_a_runs_read_shows_the_policy_fields_its_submission_set(client, operator
                  "invisible characters", id="key-invisible"),  # a zero-width space and a bidi mark show nothing
     pytest.param({"handler": "demo.noop", "policy": {"max_attempts": 0}}, 422, "invalid", "policy.max_attempts",
                  "1 to 100", id="override-out-of-range"),
+    # A policy's save refuses these two; a run's own override took them (helper 94).
+    pytest.param({"handler": "demo.noop", "policy": {"sla": {"max_start_delay_s": 100, "deadline_s": 10}}}, 422,
+                 "invalid", "policy.sla.deadline_s", "must be at least max_start_delay_s", id="override-sla-backwards"),
+    pytest.param({"handler": "demo.noop", "policy": {"retryable_codes": ["x" * 81]}}, 422, "invalid",
+                 "policy.retryable_codes", "at most", id="override-code-too-long"),
+    pytest.param({"handler": "demo.noop", "idempotency_key": "order\n7"}, 422, "invalid", "idempotency_key",
+                 "'\\n' at position 6", id="key-with-a-newline"),
     pytest.param({"handler": "demo.noop", "policy": {"breaker": {"open_s": 0}}}, 422, "invalid",
                  "policy.breaker.open_s", "open_s", id="nested-override-out-of-range"),
     # Too large for a float: math.isfinite() raised OverflowError, a 500.
@@ -238,10 +246,26 @@ def test_cancelling_a_succeeded_run_is_409_and_changes_nothing(client, operator,
     pytest.param({"run_id": "1"}, 422, "invalid", "run_id", id="run-id-not-a-number"),
     pytest.param({"idempotency_key": "nope"}, 404, "not_found", None, id="unknown-key"),
     pytest.param({"run_id": 999}, 404, "not_found", None, id="unknown-run"),
+    pytest.param({"run_id": 10 ** 30}, 404, "not_found", None, id="run-id-past-every-id"),
+    pytest.param({"run_id": 1, "bogus": 1}, 422, "invalid", "bogus", id="unknown-field"),
+    pytest.param({"idempotency_key": "nope", "tenant": "nobody"}, 422, "invalid", "tenant", id="unknown-tenant"),
 ])
 def test_bad_retry_is_refused(client, operator, payload, status, error, field):
     with nothing_written():
         refused(client.post("/internal/tasks/retry", json=payload, headers=operator), status, error, field)
+
+
+def test_a_retry_by_key_looks_in_the_tenant_named(client, operator, runs, clock):
+    make_tenant("acme")
+    run_id = runs.submit("demo.flaky", {"fail_times": 9, "error": "fatal"}, tenant="acme", idempotency_key="only-acme")
+    execute(run_id, 0, clock=clock)
+    missing = refused(client.post("/internal/tasks/retry", json={"idempotency_key": "only-acme"}, headers=operator),
+                      404, "not_found")
+    assert missing["detail"] == ("no run of tenant default has idempotency key 'only-acme'; keys are per tenant: "
+                                 'name it with "tenant"')
+    found = client.post("/internal/tasks/retry", json={"idempotency_key": "only-acme", "tenant": "acme"},
+                        headers=operator)
+    assert (found.status_code, found.json["id"], found.json["status"]) == (202, run_id, "pending")
 
 
 def test_retrying_a_pending_run_with_a_new_policy_is_409_and_keeps_its_policy(client, operator, submitted):

@@ -1,6 +1,7 @@
 """Submit work: validate, deduplicate by idempotency key, enforce limits, commit, then enqueue."""
 
 import logging
+import re
 import uuid
 from datetime import datetime
 
@@ -11,7 +12,7 @@ from sqlalchemy.orm import make_transient_to_detached
 from console.db import locks
 from console.db.prepared import Prepared, default_value
 from console.domain.clock import SYSTEM_CLOCK, Clock
-from console.domain.policy import PolicyError, RetryPolicy
+from console.domain.policy import PolicyError, RetryPolicy, sla_out_of_order, too_long_codes
 from console.domain.words import agree, plural, said_back
 from console.extensions import db
 from console.models import Run, Task, Tenant
@@ -76,6 +77,9 @@ def _policy_choice(policy, task: Task | None) -> tuple[int | None, dict]:
     if isinstance(policy, str):
         base_id = policies.require(policy).id
     elif isinstance(policy, dict):
+        # The rules for values saved anew, as a policy's save checks them (a stored override is read as it was).
+        if problem := next(iter(too_long_codes(policy) + sla_out_of_order(policy)), None):
+            raise InvalidInput(problem.message, f"policy.{problem.field}")
         overrides.update(policy)
     elif policy is not None:
         raise InvalidInput("policy is a policy name or an object of overrides", "policy")
@@ -321,12 +325,17 @@ def key_required(source: str) -> bool:
     return source == "api" and setting("WORKER_CONFIG").idempotency_required
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
 def check_key_shape(idempotency_key, limit: int = MAX_KEY) -> None:
     """Refuse an idempotency key no row could hold: not a string of 1-limit characters, or one with a NUL."""
     if idempotency_key is not None and not (isinstance(idempotency_key, str) and 0 < len(idempotency_key) <= limit):
         raise InvalidInput(f"idempotency_key must be a string of 1-{limit} characters", "idempotency_key")
-    if idempotency_key is not None and "\x00" in idempotency_key:  # PostgreSQL refuses it in a string (a 500)
-        raise InvalidInput("idempotency_key must not contain a NUL character (\\u0000)", "idempotency_key")
+    if idempotency_key is not None and (control := _CONTROL.search(idempotency_key)):
+        # NUL: PostgreSQL refuses it in a string (a 500); a newline or tab: a key nobody can paste back as it is.
+        raise InvalidInput(f"idempotency_key must not contain control characters such as newlines or tabs; it "
+                           f"holds {control.group()!r} at position {control.start() + 1}", "idempotency_key")
     if idempotency_key is not None and blank(idempotency_key):  # every client's "  " would be one piece of work
         raise InvalidInput("idempotency_key is only spaces or invisible characters: send a key that names this piece "
                            "of work, or none",
