@@ -111,10 +111,11 @@ def discard_dead_letters():
         raise InvalidInput(error.detail, "ids" if error.field == "id" else error.field) from None
     if outcome.approval is None:
         return jsonify(discarded=outcome.discarded, skipped=outcome.skipped, closed_fixes=outcome.closed_fixes)
-    # Above what one person may discard at once: a request another person approves, as the console files it.
+    # Above what one person may discard in an hour: a request another person approves, as the console files it.
     approval = outcome.approval
     return jsonify(approval_id=approval.id, status=approval.status, expires_at=serialize.iso(approval.expires_at),
-                   count=len(approval.payload["ids"]), skipped=outcome.skipped, threshold=outcome.threshold), 202, {
+                   count=len(approval.payload["ids"]), skipped=outcome.skipped, threshold=outcome.threshold,
+                   discarded_lately=outcome.discarded_lately), 202, {
         "Location": url_for("approvals_api.get_approval", approval_id=approval.id)}
 
 

@@ -123,8 +123,9 @@ def test_discarding_more_than_the_limit_asks_to_file_a_request_and_discards_noth
     assert ask(page, "Discard selected", answer=False).startswith("Discard the 2 selected dead letters?")
     tick(page, plain)
     assert ask(page, "Discard selected", answer=True).startswith(
-        "Ask to discard the 3 selected dead letters? More than 2 at once wait for a second person with the approve "
-        "permission: nothing is discarded until they approve.")
+        "Ask to discard the 3 selected dead letters? One person may discard 2 an hour without approval (2 left for "
+        "you now): more wait for a second person with the approve permission, and nothing is discarded until they "
+        "approve.")
     expect(page.get_by_role("link", name="request #", exact=False)).to_be_visible()
     db.session.expire_all()
     assert {db.session.get(DeadLetter, letter.id).status for letter in (first, second, plain)} == {"open"}

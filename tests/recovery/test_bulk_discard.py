@@ -90,6 +90,28 @@ def test_above_the_threshold_a_bulk_discard_becomes_a_request_that_changes_nothi
     assert statuses(found) == ["open"] * 3 and not audited("dead_letter.discard")
 
 
+def test_the_limit_counts_what_the_person_discarded_in_the_last_hour(staff, letters, clock):
+    console_settings.save(THRESHOLD, 4, Actor("root"), clock)
+    found = letters(9)
+    ids = [x.id for x in found]
+    assert bulk_discard.allowance(staff["olga"], clock()) == 4
+    assert bulk_discard.discard(ids[:3], "junk", staff["olga"], None, clock).discarded == 3
+    clock.advance(600)
+    # Split into small discards, one person's 4 an hour went to 20 (helper 93): the second of these is a request.
+    assert bulk_discard.allowance(staff["olga"], clock()) == 1
+    outcome = bulk_discard.discard(ids[3:5], "junk", staff["olga"], None, clock)
+    assert (outcome.discarded, outcome.discarded_lately) == (0, 3) and outcome.approval.payload["ids"] == ids[3:5]
+    assert bulk_discard.over_the_limit(2, outcome) == ("You discarded 3 dead letters in the last hour; discarding "
+                                                       "2 dead letters more makes 5,")
+    # What an approval let them discard is not theirs alone: it leaves their allowance as it was.
+    decisions.approve(outcome.approval.id, staff["alex"], clock=clock)
+    assert bulk_discard.allowance(staff["olga"], clock()) == 1
+    # Another person has their own hour; and an hour after, the first person's discards no longer count.
+    assert bulk_discard.discard(ids[5:9], "junk", staff["bea"], None, clock).discarded == 4
+    clock.advance(3001)
+    assert bulk_discard.allowance(staff["olga"], clock()) == 4
+
+
 def test_an_approved_bulk_discard_closes_those_still_open_and_rolls_back(staff, letters, clock, runs):
     console_settings.save(THRESHOLD, 2, Actor("root"), clock)
     found = letters(4)

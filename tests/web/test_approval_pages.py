@@ -428,7 +428,8 @@ def test_a_bulk_discard_over_the_limit_becomes_a_request(person, letter, clock):
     request = db.session.execute(select(Approval)).scalar_one()
     assert response.status_code == 200 and request.kind == "dlq.discard_bulk"
     assert f'<a href="/approvals/{request.id}">request #{request.id}</a>' in html(response)
-    assert "more than the 2 one person may discard at once" in html(response)
+    assert "Discarding 3 dead letters is more than the 2 one person may discard in an hour without approval" in html(
+        response)
     db.session.expire_all()
     assert {db.session.get(DeadLetter, x.id).status for x in found} == {"open"}
     # The approver reads which letters: each one's handler, tenant, error, run and status now, not only its id.
@@ -449,10 +450,24 @@ def test_a_bulk_discard_over_the_limit_becomes_a_request(person, letter, clock):
     assert [db.session.get(DeadLetter, x.id).status for x in found] == ["discarded", "discarded", "open"]
 
 
+def test_the_discard_button_knows_what_the_person_may_still_discard_this_hour(person, letter, clock):
+    console_settings.save(console_settings.DISCARD_WITHOUT_APPROVAL, 2, Actor("root"))
+    client, _ = person("olga", "operator")
+    found = [letter() for _ in range(3)]
+    assert 'data-request-above="2"' in client.get("/dlq/?view=list").get_data(as_text=True)
+    token = client.csrf("/dlq/")
+    client.post("/dlq/bulk/discard", data={"csrf_token": token, "id": [found[0].id], "reason": "junk", "view": "list"})
+    page = client.get("/dlq/?view=list").get_data(as_text=True)
+    assert 'data-request-above="1"' in page and "(1 left for you now)" in page
+    response = client.post("/dlq/bulk/discard", headers={"HX-Request": "true"}, data={
+        "csrf_token": token, "id": [found[1].id], "reason": "junk", "view": "list"})
+    assert "Discarded 1 dead letter" in html(response) and 'data-request-above="0"' in html(response)
+
+
 def test_admins_set_the_bulk_discard_limit_on_the_settings_page(person, app):
     admin_client, _ = person("root", "admin")
     page = html(admin_client.get("/admin/settings"))
-    assert "Dead letters a bulk discard may close without approval" in page and 'value="10"' in page
+    assert "Dead letters one person may discard in an hour without approval" in page and 'value="10"' in page
     token = csrf_from(page)
     path = f"/admin/settings/{console_settings.DISCARD_WITHOUT_APPROVAL}"
     bad = admin_client.post(path, data={"csrf_token": token, "value": "900"})

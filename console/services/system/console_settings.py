@@ -28,9 +28,10 @@ class Setting:
 
 
 SETTINGS = {setting.key: setting for setting in (
-    Setting(DISCARD_WITHOUT_APPROVAL, "Dead letters a bulk discard may close without approval",
-            "Discarding more of them at once becomes a request another person with the approve permission decides. "
-            "0: every bulk discard needs approval.", default=10, minimum=0, maximum=500),
+    Setting(DISCARD_WITHOUT_APPROVAL, "Dead letters one person may discard in an hour without approval",
+            "A bulk discard that takes a person past it (counting what they discarded in the last hour) becomes a "
+            "request another person with the approve permission decides. 0: every bulk discard needs approval.",
+            default=10, minimum=0, maximum=500),
 )}
 
 

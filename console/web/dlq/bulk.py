@@ -110,9 +110,10 @@ def bulk_discard():
     if outcome.approval is not None:
         count = len(outcome.approval.payload["ids"])
         link = url_for("approvals.show", approval_id=outcome.approval.id)
-        message = Markup("Discarding {} dead letters is more than the {} one person may discard at once: "
+        message = Markup("{} more than the {} one person may discard in an hour without approval: "
                          '<a href="{}">request #{}</a> waits for another person with the approve permission.'
-                         ).format(count, outcome.threshold, link, outcome.approval.id)
+                         ).format(bulk_discard_fix.over_the_limit(count, outcome), outcome.threshold, link,
+                                  outcome.approval.id)
         category = "info"
     else:
         said = [f"Discarded {outcome.discarded} dead letter{'s' if outcome.discarded != 1 else ''}"]

@@ -4,7 +4,7 @@ from dataclasses import replace
 
 from flask import redirect, render_template, request, url_for
 
-from console.auth import requires, tenant_scope
+from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import utcnow
 from console.extensions import htmx
 from console.services.dlq import bulk as dlq_bulk
@@ -44,7 +44,9 @@ def results(filters: dlq_filters.Filters, view: str, before: int | None = None, 
     if view == "list":
         every = dlq.window(filters, scope, utcnow())  # what "Replay all matching" counts, whatever the page
         found = dlq.entries(filters, scope, before, within=every)
-        context.update(discard_limit=bulk_discard.threshold(),  # more ticked than this files a request instead
+        context.update(discard_limit=bulk_discard.threshold(),
+                       # more ticked than this files a request instead: the limit less what they discarded lately
+                       discard_left=bulk_discard.allowance(current_actor(), utcnow()),
                        letters=found.entries, next_before=found.next_before, search_floor=found.search_floor,
                        replays=dlq.replays(found.entries), task_names=dlq.task_names(found.entries),
                        fixes=fixes_of(found.entries), requests=requests_of(found.entries),
