@@ -196,8 +196,14 @@ def test_rollback_leaves_discarded_a_letter_whose_run_was_retried_since(staff, l
     request = bulk_discard.discard([x.id for x in found], "duplicates", staff["olga"], None, clock).approval
     decisions.approve(request.id, staff["alex"], clock=clock)
     control.retry_now(runs.get(found[0].run_id), staff["bea"], clock=clock)  # its run is no longer dead
-    decisions.rollback(request.id, staff["bea"], clock=clock)
+    rolled = decisions.rollback(request.id, staff["bea"], "not duplicates", clock=clock)
     assert statuses(found) == ["discarded", "open"]  # no open letter for a run that is not dead
+    # Said where the request's page, the API and the audit log read it: "the rows are as they were" was untrue.
+    left = (f"1 dead letter reopened; #{found[0].id} stays as now: settled another way since the discard, or its run "
+            "was retried")
+    assert decisions.rolled_back_in_part(rolled) == left
+    assert rolled.outcome == f"discarded 2 dead letters; rolled back in part: {left}"
+    assert audited("approval.rollback")[0].note == f"not duplicates · {left}"
 
 
 def test_rolling_back_an_approved_discard_opens_the_work_order_it_closed_again(staff, letters, clock, runs):

@@ -13,7 +13,7 @@ from console.models import Approval, AuditEntry, DeadLetter, Run
 from console.services.actor import Actor
 from console.services.engine import compensation, control
 from console.services.engine.execute import execute
-from console.services.recovery import bulk_discard, params_fix, run_compensation, runbook_runner, runbooks
+from console.services.recovery import bulk_discard, decisions, params_fix, run_compensation, runbook_runner, runbooks
 from console.services.system import console_settings
 from tests.factories import Runs, make_tenant
 from tests.helpers import Auth, assert_marked, csrf_from
@@ -666,3 +666,20 @@ def test_an_approvals_audit_row_names_the_requester_not_their_row_id(person, let
     approve(approver_client, request)
     (entry,) = db.session.execute(select(AuditEntry).where(AuditEntry.action == "approval.approve")).scalars()
     assert entry.after["requested_by"] == "olga" and "requested_by_id" not in entry.after
+
+
+def test_a_bulk_discard_rolled_back_in_part_says_which_letters_stay(person, letter, runs, clock):
+    console_settings.save(console_settings.DISCARD_WITHOUT_APPROVAL, 1, Actor("root"))
+    _, olga = person("olga", "operator")
+    approver_client, _ = person("alex", "approver")
+    _, bea = person("bea", "approver")
+    found = [letter() for _ in range(2)]
+    request = bulk_discard.discard([x.id for x in found], "duplicates", Actor("olga", olga.id), None, clock).approval
+    decisions.approve(request.id, Actor("bea", bea.id), clock=clock)
+    control.retry_now(runs.get(found[0].run_id), Actor("bea"), clock=clock)  # settled another way since
+    page = html(approver_client.get(f"/approvals/{request.id}"))
+    rolled = approver_client.post(f"/approvals/{request.id}/rollback", data={"csrf_token": csrf_from(page)},
+                                  follow_redirects=True)
+    assert (f"Rolled back request #{request.id} in part: 1 dead letter reopened; #{found[0].id} stays as now"
+            in html(rolled))
+    assert "the rows are as they were before it ran" not in html(rolled)

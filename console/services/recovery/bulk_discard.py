@@ -152,8 +152,13 @@ def _rollback(approval: Approval, actor: Actor, now: datetime) -> Restored:
                           approval_id=approval.id)
     if not reopened:
         raise Conflict("none of these dead letters is still discarded by this request; nothing was reopened", "status")
+    kept = sorted(set(backup["ids"]) - set(reopened))
+    left = None if not kept else (
+        f"{plural(len(reopened), 'dead letter')} reopened; {', '.join(f'#{i}' for i in kept)} "
+        f"{'stays' if len(kept) == 1 else 'stay'} as now: settled another way since the discard, or "
+        f"{'its run was' if len(kept) == 1 else 'their runs were'} retried")
     return Restored(before={"dead_letters": {str(i): "discarded" for i in reopened}},
-                    after={"dead_letters": {str(i): "open" for i in reopened}})
+                    after={"dead_letters": {str(i): "open" for i in reopened}}, left=left)
 
 
 KIND = FixKind(NAME, "Discard dead letters in bulk", _apply, _rollback)

@@ -14,6 +14,15 @@ from console.services.recovery import approvals
 from console.services.recovery.approvals import FourEyes
 from console.services.recovery.registry import KINDS
 
+# How a rollback that left some rows as they are now says so, after the change's outcome.
+ROLLED_BACK_IN_PART = "; rolled back in part: "
+
+
+def rolled_back_in_part(approval: Approval) -> str | None:
+    """Return what a rollback left as it is now, in words, if it left anything."""
+    _, found, left = (approval.outcome or "").rpartition(ROLLED_BACK_IN_PART)
+    return left if found else None
+
 
 def _tenant_name(approval: Approval) -> str | None:
     tenant = db.session.get(Tenant, approval.tenant_id) if approval.tenant_id else None
@@ -195,9 +204,15 @@ def rollback(approval_id: int, actor: Actor, note: str | None = None, *, tenant_
     except ServiceError:
         db.session.rollback()  # the rows moved on since the change: nothing restored, the request stays executed
         raise
+    if restored is not None and restored.left:
+        # Said where the request's page and the API read it: not every row is as it was before the change.
+        db.session.execute(update(Approval).where(Approval.id == approval.id)
+                           .values(outcome=f"{approval.outcome or ''}{ROLLED_BACK_IN_PART}{restored.left}")
+                           .execution_options(synchronize_session=False))
     audit.record(db.session, actor, "approval.rollback", "approval", approval.id,
                  before=restored.before if restored else approval.after,
-                 after=restored.after if restored else approval.before, tenant=_tenant_name(approval), note=note,
+                 after=restored.after if restored else approval.before, tenant=_tenant_name(approval),
+                 note=" · ".join(part for part in (note, restored and restored.left) if part) or None,
                  clock=lambda: now)
     db.session.commit()
     db.session.refresh(approval)

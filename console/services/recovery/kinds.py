@@ -25,6 +25,7 @@ class Restored:
 
     before: dict
     after: dict
+    left: str | None = None  # what stayed as it is now, in words, when rows had moved on since the change
 
 
 @dataclass(frozen=True)

@@ -153,7 +153,13 @@ def reject(approval_id: int):
 @requires(APPROVE, ROLL_BACK)
 def rollback(approval_id: int):
     return _decide(approval_id, RollbackForm(prefix="rollback"), "rollback_form", decisions.rollback,
-                   lambda decided: f"Rolled back request #{decided.id}: the rows are as they were before it ran.")
+                   _rolled_back)
+
+
+def _rolled_back(decided) -> str:
+    if left := decisions.rolled_back_in_part(decided):
+        return f"Rolled back request #{decided.id} in part: {left}."
+    return f"Rolled back request #{decided.id}: the rows are as they were before it ran."
 
 
 @bp.post("/<int:approval_id>/withdraw")
