@@ -6,9 +6,11 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
+from console.domain.breaker import BreakerSettings
 from console.extensions import db
 from console.models import Approval, AuditEntry, DeadLetter, Run, User
 from console.services.actor import Actor
+from console.services.engine import breakers
 from console.services.engine.execute import execute
 from console.services.errors import Conflict, Forbidden, InvalidInput
 from console.services.people import users
@@ -216,6 +218,18 @@ def test_a_fix_is_not_rolled_back_once_its_run_has_run_again(letter, people, clo
     run = runs.get(letter.run_id)
     assert (run.status, run.params["fail_times"]) == ("succeeded", 0)  # it keeps the params it ran with
     assert runs.events(run.id)[-1].kind != "params_restored"
+
+
+def test_a_fix_whose_run_waits_for_its_breaker_without_an_attempt_can_still_be_rolled_back(letter, people, clock,
+                                                                                           runs):
+    approval = fixed(letter, people, clock)
+    decisions.approve(approval.id, people["alex"], clock=clock)
+    run = runs.get(letter.run_id)
+    breakers.record(breakers.key_for(run.handler, run.tenant_id, "handler"), False, clock(),
+                    BreakerSettings(failure_threshold=1, open_s=600))
+    assert execute(run.id, 0, clock=clock) == "breaker_open"  # held before its first attempt: it never ran
+    rolled = decisions.rollback(approval.id, people["bea"], "wrong account", clock=clock)
+    assert rolled.status == "rolled_back" and runs.get(run.id).params == BROKEN
 
 
 def test_an_approved_fix_is_recorded_as_the_requesters_with_the_approver_beside(letter, people, clock, runs):

@@ -217,10 +217,13 @@ def _apply(approval: Approval, actor: Actor, now: datetime) -> Applied:
 
 
 def _moved_on(run: Run, backup: dict) -> bool:
-    """Say whether the run has left the state the fix put it in (a backup from before this check: not pending)."""
+    """Say whether the run has started an attempt since the fix (a backup from before this check: not pending).
+
+    Its status alone may move without one: a breaker holding the replay puts it in retry_wait at attempt 0.
+    """
     if "series" not in backup:
         return run.status != "pending" or run.attempt != 0
-    return (run.series, run.status, run.attempt) != (backup["series"], backup["status"], backup["attempt"])
+    return (run.series, run.attempt) != (backup["series"], backup["attempt"])
 
 
 def _kept(run: Run, approval: Approval) -> Conflict | None:
