@@ -87,6 +87,9 @@ class BreakerState:
     # While closed: the failure threshold of the settings the last failure was counted under (its policy's), so a
     # page says "6 of 50" by the rule that counted them; None before any failure, or in a state stored before it.
     counted_against: int | None = None
+    # Opened again by a failed half-open probe, not by a run of failures: a page says so (it read "5 of 50 … opened
+    # by policy demo: 50 failures in a row").
+    reopened_by_probe: bool = False
 
     def to_dict(self) -> dict:
         """Return a JSON-able form with ISO-8601 times."""
@@ -205,6 +208,7 @@ def record_failure(
             opened_at=now,
             open_until=now + timedelta(seconds=settings.open_s),
             opened_by=Opener.of(settings),
+            reopened_by_probe=state.state == BreakerMode.HALF_OPEN,
         )
     else:
         after = replace(state, consecutive_failures=failures, consecutive_successes=0,

@@ -2,6 +2,7 @@
 
 import json
 import re
+from datetime import timedelta
 
 from console.domain.breaker import BreakerMode, BreakerSettings
 from console.domain.clock import FrozenClock, utcnow
@@ -57,6 +58,18 @@ def test_an_open_breaker_shows_its_state_counts_countdown_and_held_runs(client, 
     assert re.search(r"in (1 min \d+|2 min 0) s", cells[6])  # open for 120 s from now
     assert cells[8] == "1"  # runs held back
     assert 'data-counter="open">1<' in page and 'data-counter="held">1<' in page
+
+
+def test_a_breaker_its_failed_probe_opened_again_says_so_not_a_threshold(client, auth):
+    open_breaker()
+    probing = utcnow() + timedelta(seconds=SETTINGS.open_s + 1)
+    assert breakers.allow(HANDLER, probing, SETTINGS).allowed  # half-open: this call is the probe
+    breakers.record(HANDLER, False, probing, SETTINGS)  # and it fails
+    auth.as_role("viewer")
+    row = breaker_row(client.get("/breakers/").get_data(as_text=True), HANDLER)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+    assert re.sub(r"<[^>]+>", "", cells[3]) == "4"  # "4 of 3" read as if the threshold were not kept
+    assert "opened again: its half-open probe failed" in cells[5] and "opened by policy" not in cells[5]
 
 
 def test_a_breaker_shared_by_two_policies_says_whose_settings_opened_it(client, auth, runs):
