@@ -8,7 +8,7 @@ import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import func, select, update
 
 from console.domain.figures import FIGURES
 from console.extensions import db
@@ -194,6 +194,9 @@ def test_a_range_before_the_first_recorded_run_measured_nothing_not_zeros(manage
     assert charts and all("nothing measured in this period" in chart for chart in charts[:16])
     for name in ("sla_breaches", "dead_letters_created", "dead_letters_recovered"):
         assert "—" in card(html, name).group(3), name
+    # What is about now stands whatever the period: the letters open now (it read "—").
+    open_now = db.session.execute(select(func.count()).select_from(DeadLetter).where(DeadLetter.status == "open"))
+    assert open_now.scalar_one() == 1 and '<span class="value">1</span>' in card(html, "dead_letters_open").group(3)
 
 
 def test_duplicate_execution_opens_the_runs_whose_handler_succeeded_twice(manager, client, built):

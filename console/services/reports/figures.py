@@ -123,6 +123,10 @@ def workorders_per_bucket(period: Period, scope: Scope, starts: list[datetime]) 
     return {bucket: (opened, closed) for bucket, (opened, closed) in found.items()}
 
 
+# Figures read about now, not about the period they are shown beside.
+ABOUT_NOW = frozenset({"dead_letters_open"})
+
+
 def open_letters(scope: Scope) -> int:
     query = select(func.count()).select_from(DeadLetter).where(DeadLetter.status == "open")
     if scope.tenant_id is not None:
@@ -148,7 +152,8 @@ def summary(period: Period, scope: Scope, now: datetime, totals=None, first: dat
     now_values, now_bases = definitions.values(measured), definitions.bases(measured)
     first = rollup.first_hour() if first is ... else first
     if first is None or period.end <= first:  # it ended before the first recorded run: nothing measured, not zeros
-        now_values = dict.fromkeys(now_values)
+        # But what is about now stands whatever the period (the open letters: it read "—" for last year).
+        now_values = {name: value if name in ABOUT_NOW else None for name, value in now_values.items()}
     # A period before the first run anyone recorded is not a period of zeros: nothing was measured ("—", no arrow).
     before = (definitions.values(inputs(period.previous, scope, now, current=False))
               if first is not None and period.previous.end > first else dict.fromkeys(now_values))
