@@ -107,6 +107,17 @@ def _say_workflow_steps(ctx, run_ids, words) -> None:
         ctx.log(words(run))
 
 
+def _only_dead_runs(values: dict, now) -> dict:
+    """Refuse a real run naming a run that is not dead: its approver read the run in the list and one change fewer,
+    and only the execution's log said it was left alone (a dry-run still lists what it would skip)."""
+    skipped = resolving.plan(values["runs"], None).skipped
+    if not skipped:
+        return {}
+    said = "; ".join(f"run {run_id}: {why}" for run_id, why in list(skipped.items())[:5])
+    more = f" (and {len(skipped) - 5} more)" if len(skipped) > 5 else ""
+    return {"runs": f"{said}{more}; leave {'it' if len(skipped) == 1 else 'them'} out"}
+
+
 def resolve_runs(ctx) -> None:
     """Mark dead runs resolved with a note: their open dead letters close, and work orders left with none."""
     chosen = resolving.plan(ctx.params["runs"], ctx.tenant_id)
@@ -223,7 +234,7 @@ RESOLVE = Runbook(
         Param("runs", T.RUN, required=True, many=True, help="Run ids, separated by commas or spaces."),
         Param("note", T.STR, required=True, max_length=MAX_NOTE_CHARS,
               help="Why they need no replay; kept on each dead letter."),
-    ), resolve_runs)
+    ), resolve_runs, real_check=_only_dead_runs)
 
 FIX_PARAMS = Runbook(
     params_fix.FIX_RUNBOOK, "Fix a run's params and replay it",

@@ -14,6 +14,7 @@ from console.services.engine.execute import execute
 from console.services.errors import Forbidden, InvalidInput, NotFound
 from console.services.recovery import approvals, decisions, runbook_reconcile, runbook_runner, runbooks
 from console.services.recovery.approvals import FourEyes
+from console.services.recovery.runbook_params import InvalidParams
 from console.services.system.maintenance import MAINTENANCE
 from tests.factories import Runs, changes_of, make_tenant, run_now
 
@@ -128,8 +129,8 @@ def test_an_approved_run_whose_changes_are_whole_number_floats_runs(samples, sta
 
 def test_a_request_whose_preview_finds_nothing_to_change_closes_without_asking_an_approver(staff, clock):
     run_id = Runs().submit("demo.noop", {})
-    assert execute(run_id, 0, clock=clock) == "succeeded"  # nothing for resolve_runs to do
-    execution = runbooks.start("resolve_runs", {"runs": str(run_id), "note": "paid"}, staff["olga"], scope=None,
+    assert execute(run_id, 0, clock=clock) == "succeeded"  # nothing finished a year ago: nothing to purge
+    execution = runbooks.start("purge_finished_runs", {"older_than_days": "365"}, staff["olga"], scope=None,
                                reason="tidy up", clock=clock, enqueue=False)
     assert execution.status == "awaiting_approval"
     assert runbook_runner.preview(execution.id, clock=clock) == "cancelled"
@@ -142,6 +143,20 @@ def test_a_request_whose_preview_finds_nothing_to_change_closes_without_asking_a
     [entry] = db.session.execute(select(AuditEntry).where(AuditEntry.action == "approval.supersede")).scalars()
     assert (entry.actor, entry.target_id) == ("system", str(request.id))
     assert runbook_runner.execute(execution.id, clock=clock) == "skipped"  # nothing runs
+
+
+def test_a_real_resolve_of_a_run_that_is_not_dead_is_refused_naming_it(staff, clock):
+    run_id = Runs().submit("demo.noop", {})
+    assert execute(run_id, 0, clock=clock) == "succeeded"
+    with pytest.raises(InvalidParams) as refused:
+        runbooks.start("resolve_runs", {"runs": str(run_id), "note": "paid"}, staff["olga"], scope=None,
+                       reason="tidy up", clock=clock, enqueue=False)
+    assert refused.value.errors == {
+        "runs": f"run {run_id}: it is succeeded; only a dead run can be marked resolved; leave it out"}
+    assert db.session.execute(select(Approval)).first() is None
+    # A dry-run still lists what it would leave alone.
+    assert runbooks.start("resolve_runs", {"runs": str(run_id), "note": "paid"}, staff["olga"], scope=None,
+                          dry_run=True, clock=clock, enqueue=False).status == "queued"
 
 
 def test_approving_before_the_preview_finished_runs_nothing(samples, staff, clock):

@@ -154,7 +154,7 @@ def test_resolve_runs_closes_their_dead_letters_and_then_the_work_order(staff, c
                                              ("dead_letter", str(letter_of(first).id), "status", "open", "resolved")]
     assert f"Run #{succeeded} left alone: it is succeeded; only a dead run can be marked resolved." in dry.log
 
-    execution = run_approved("resolve_runs", params, staff, clock)
+    execution = run_approved("resolve_runs", {**params, "runs": str(first)}, staff, clock)  # a real run: dead ones
     assert execution.status == "succeeded", execution.log
     assert run_of(first).status == "resolved" and run_of(succeeded).status == "succeeded"
     letter = letter_of(first)
