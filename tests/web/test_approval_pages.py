@@ -607,6 +607,13 @@ def test_an_approved_fix_and_compensation_show_how_their_run_stands_now(person, 
     run_id = runs.submit("demo.flaky_compensated", {"fail_times": 0})
     assert execute(run_id, 0, clock=clock) == "succeeded"
     undo = run_compensation.request_compensation(run_id, "step 3 failed", Actor("olga", olga.id))
+    # The approver judges the run it undoes: its handler, tenant, params (masked) and result, not "succeeded →
+    # compensating" alone (helper 93).
+    asked = html(approver_client.get(f"/approvals/{undo.id}"))
+    undone = re.search(r'<div class="panel approval-undone">(.*?)</div>\s*</div>\s*</div>', asked, re.S).group(1)
+    assert f'<a href="/runs/{run_id}">run #{run_id}</a>' in undone
+    assert "<code>python:demo.flaky_compensated</code>" in undone
+    assert "&#34;fail_times&#34;: 0" in undone and "Result" in undone and "undo step with the run's params" in undone
     approved = approver_client.post(f"/approvals/{undo.id}/approve",
                                     data={"csrf_token": approver_client.csrf(f"/approvals/{undo.id}")})
     assert approved.status_code == 303 and runs.status(run_id) == "compensating", html(approved)

@@ -118,6 +118,13 @@ def run_outcome(approval: Approval) -> RunOutcome | None:
     return None
 
 
+def run_to_undo(approval: Approval) -> Run | None:
+    """Return the run a compensation request undoes (what the approver judges: its handler, params and result)."""
+    if approval.kind != run_compensation.NAME:
+        return None
+    return db.session.get(Run, approval.payload["run_id"])
+
+
 def can_roll_back(approval: Approval) -> bool:
     """Tell whether an executed change has a way back."""
     return approval.status == "executed" and approval.kind in KINDS and KINDS[approval.kind].rollback is not None

@@ -80,6 +80,7 @@ def _show(approval_id: int, *, error: str | None = None, status: int = 200, appr
                 runbook_request=present.runbook_request(approval), run_outcome=present.run_outcome(approval),
                 state=state, mine=mine, decidable=approver and not mine and state == "pending" and not settled,
                 settled=settled, letters=present.letters(approval), workflow_note=present.workflow_note(approval),
+                run_to_undo=present.run_to_undo(approval),
                 can_roll_back=can_roll_back, rollback_by_another=mine and rollback_possible,
                 kept=present.why_kept(approval) if rollback_possible and (can_roll_back or mine) else None,
                 rolled_back_by=rolled_back_by.username if rolled_back_by else None,
