@@ -77,8 +77,9 @@ def events():
     payload = data.get("data") if isinstance(data.get("data"), dict) else data
     tenant = acting_tenant(data.get("tenant"))
     if kind == "task.execution.failed":
-        run = executor_reports.report_failure(tenant, payload, current_actor())
-        return jsonify(id=run.id, status=run.status, next_retry_at=serialize.iso(run.next_retry_at)), 202
+        run, again = executor_reports.report_failure(tenant, payload, current_actor())
+        return jsonify(id=run.id, status=run.status, next_retry_at=serialize.iso(run.next_retry_at),
+                       duplicate=again), 200 if again else 202
     if kind == "task.execution.updated":
         run = executor_reports.report_update(tenant, payload, current_actor())
         return jsonify(id=run.id, status=run.status), 202

@@ -9,7 +9,7 @@ from console.services.actor import Actor
 from console.services.engine import executor_reports
 from console.services.engine.execute import execute
 from console.services.engine.submit import submit
-from console.services.errors import InvalidInput
+from console.services.errors import Conflict, InvalidInput
 from console.services.people import tenants
 
 
@@ -66,7 +66,7 @@ def test_an_externally_failed_execution_enters_the_retry_flow(runs, clock):
     tenant = tenants.find("default")
     payload = {"idempotency_key": "ext-1", "error_code": "db_timeout", "retryable": True, "handler": "demo.noop",
                "retry_after_s": 5}
-    run = executor_reports.report_failure(tenant, payload, Actor("billing"), clock=clock)
+    run, _ = executor_reports.report_failure(tenant, payload, Actor("billing"), clock=clock)
     assert (run.status, run.attempt, run.error_code) == ("retry_wait", 1, "db_timeout")
     assert (run.next_retry_at - clock()).total_seconds() == 5
     clock.set(run.next_retry_at)
@@ -75,7 +75,7 @@ def test_an_externally_failed_execution_enters_the_retry_flow(runs, clock):
 
 def test_a_reported_non_retryable_failure_is_dead_lettered(runs, clock):
     tenant = tenants.find("default")
-    run = executor_reports.report_failure(tenant, {"idempotency_key": "ext-2", "error_code": "invalid_account",
+    run, _ = executor_reports.report_failure(tenant, {"idempotency_key": "ext-2", "error_code": "invalid_account",
                                           "retryable": False, "handler": "demo.noop", "message": "acct 99 closed"},
                                  Actor("billing"), clock=clock)
     assert run.status == "dead"
@@ -141,3 +141,20 @@ def test_a_commands_file_that_stops_parsing_is_a_422_not_a_500_and_the_dlq_still
         submit(tenants.find("default"), Actor("test"), handler="command:broken")
     auth.as_role("viewer")
     assert client.get("/dlq/").status_code == 200  # its handler filter lists no commands meanwhile
+
+
+@pytest.mark.parametrize(("report", "status"), [
+    ({"retryable": True, "retry_after_s": 60}, "retry_wait"), ({"retryable": False}, "dead")])
+def test_a_report_sent_again_changes_nothing_and_says_duplicate(runs, clock, report, status):
+    tenant = tenants.find("default")
+    payload = {"idempotency_key": "ext-3", "error_code": "db_timeout", "handler": "demo.noop", **report}
+    run, again = executor_reports.report_failure(tenant, payload, Actor("billing"), clock=clock)
+    assert (run.status, again) == (status, False)
+    before = [event.id for event in runs.events(run.id)]
+    # The executor timed out waiting for the answer and sends the same report again (it was a 409).
+    run, again = executor_reports.report_failure(tenant, payload, Actor("billing"), clock=clock)
+    assert (run.status, again) == (status, True) and [event.id for event in runs.events(run.id)] == before
+    assert len(runs.dead_letters(run.id)) == (status == "dead")
+    # Another failure for a run that is not running is still refused.
+    with pytest.raises(Conflict, match="only a running run can fail"):
+        executor_reports.report_failure(tenant, {**payload, "error_code": "other"}, Actor("billing"), clock=clock)

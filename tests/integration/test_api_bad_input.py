@@ -400,6 +400,16 @@ def test_failure_reported_for_a_run_that_is_not_running_is_409(client, operator,
     assert db.session.execute(select(Run.status).where(Run.id == run_id)).scalar_one() == "pending"
 
 
+def test_a_failure_report_sent_again_is_200_duplicate_and_changes_nothing(client, operator):
+    report = {"type": FAILED, "idempotency_key": "ext-9", "error_code": "boom", "retryable": False,
+              "handler": "demo.noop"}
+    first = client.post("/events", json=report, headers=operator)
+    assert (first.status_code, first.json["status"], first.json["duplicate"]) == (202, "dead", False)
+    with nothing_written():
+        again = client.post("/events", json=report, headers=operator)
+    assert (again.status_code, again.json["id"], again.json["duplicate"]) == (200, first.json["id"], True)
+
+
 def test_a_task_id_names_its_tenant_and_a_value_that_is_no_id_says_so(client, auth, operator):
     """{"task_id": 11} of acme's task submits in acme (a task is one tenant's); `true` is no task id."""
     acme = make_tenant("acme")

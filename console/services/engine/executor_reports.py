@@ -2,12 +2,12 @@
 
 import uuid
 
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.errors import MAX_RETRY_AFTER_S, classify_reported
 from console.extensions import db
-from console.models import Run, Tenant
+from console.models import Run, RunEvent, Tenant
 from console.services.actor import Actor
 from console.services.engine import handler_kinds, transitions
 from console.services.engine.failures import fail
@@ -25,8 +25,9 @@ def _text(data: dict, name: str, limit: int, required: bool = False) -> str | No
     return value
 
 
-def report_failure(tenant: Tenant, data: dict, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> Run:
-    """Put an externally failed execution into the retry flow: retry later, or dead-letter it."""
+def report_failure(tenant: Tenant, data: dict, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> tuple[Run, bool]:
+    """Put an externally failed execution into the retry flow: retry later, or dead-letter it; return the run and
+    whether this was the same report sent again (it changed nothing)."""
     key = _text(data, "idempotency_key", 200, required=True)
     code = _text(data, "error_code", 80, required=True)
     message = data.get("message") or ""
@@ -43,13 +44,25 @@ def report_failure(tenant: Tenant, data: dict, actor: Actor, clock: Clock = SYST
     if run is None:
         run = _external_run(tenant, data, key, actor, now)
     elif run.status != "running":
+        if _reported_already(run, code):
+            return run, True  # the executor's retry of a report that landed (a timeout on its side)
         raise Conflict(f"run {run.id} is {run.status}; only a running run can fail "
                        "(use POST /internal/tasks/retry for dead or failed runs)", "idempotency_key")
     _, policy = policies.effective(run.policy_id, run.policy_overrides)
     failure = classify_reported(code, str(message)[:2000], retryable, policy, retry_after_s=retry_after)
     transitions.event(run, "failure_reported", now, actor=actor.name, error_code=code, message=failure.message)
     fail(run, failure, policy, now)
-    return run
+    return run, False
+
+
+def _reported_already(run: Run, code: str) -> bool:
+    """Tell whether the run's latest report is this failure of its current attempt, and nothing moved it since."""
+    latest = db.session.execute(select(RunEvent.kind, RunEvent.attempt, RunEvent.series, RunEvent.error_code)
+                                .where(RunEvent.run_id == run.id)
+                                .order_by(RunEvent.id.desc()).limit(2)).all()
+    # A report adds two rows: "failure_reported" and the move it caused (to retry_wait or dead).
+    return (len(latest) == 2 and latest[1].kind == "failure_reported" and latest[1].error_code == code
+            and (latest[1].attempt, latest[1].series) == (run.attempt, run.series))
 
 
 def _external_run(tenant: Tenant, data: dict, key: str, actor: Actor, now) -> Run:
