@@ -1,6 +1,6 @@
 """Capacity reservations over the API (seed 001's /ops/capacity/reserve): reserve, list, cancel."""
 
-from flask import Blueprint, jsonify, request
+from flask import Blueprint, jsonify, request, url_for
 
 from console.api.common import body, known_args, no_unknown
 from console.auth import current_actor, requires, tenant_scope
@@ -21,7 +21,7 @@ def reserve():
     created = reservations.create(data.get("tenant"), current_actor(), running_slots=data.get("running_slots"),
                                   queued_runs=data.get("queued_runs"), starts_at=data.get("starts_at"),
                                   ends_at=data.get("ends_at"), reason=data.get("reason"), scope=tenant_scope())
-    return jsonify(created), 201
+    return jsonify(created), 201, {"Location": url_for("capacity_api.get_reservation", reservation_id=created["id"])}
 
 
 @bp.get("/ops/capacity/reservations")
@@ -34,6 +34,12 @@ def list_reservations():
     tenants.keep_within(named, scope, "reservations")
     tenant_id = tenants.require(named).id if named else None
     return jsonify(reservations=reservations.listing(scope, SYSTEM_CLOCK(), tenant_id=tenant_id, include_past=past))
+
+
+@bp.get("/ops/capacity/reservations/<reservation_id>")
+@requires(VIEW)
+def get_reservation(reservation_id: str):
+    return jsonify(reservations.get(reservation_id, scope=tenant_scope()))
 
 
 @bp.delete("/ops/capacity/reservations/<reservation_id>")

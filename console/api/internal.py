@@ -66,7 +66,9 @@ def put_policy(name: str):
     existed = policies.find(name) is not None
     record = policies.save(name, data, current_actor(), description=description, base_version=base_version,
                            merge=True)
-    return jsonify(policies.as_dict(record)), 200 if existed else 201
+    if existed:
+        return jsonify(policies.as_dict(record))
+    return jsonify(policies.as_dict(record)), 201, {"Location": url_for("internal_api.get_policy", name=record.name)}
 
 
 @bp.post("/events")

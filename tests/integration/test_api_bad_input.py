@@ -468,3 +468,11 @@ def test_a_list_given_a_parameter_it_does_not_read_says_so_instead_of_listing_ev
     assert detail.endswith("this list takes no query parameters" if takes_none else "")  # "allowed: " said nothing
     assert ("allowed: " in detail) is not takes_none
     assert client.get(path, headers=operator).status_code == 200
+
+
+def test_a_new_policy_is_201_with_its_location_and_a_new_version_200(client, operator):
+    made = client.put("/internal/policies/nightly", json={"max_attempts": 3}, headers=operator)
+    assert (made.status_code, made.headers["Location"]) == (201, "/internal/policies/nightly")
+    assert client.get(made.headers["Location"], headers=operator).json["spec"]["max_attempts"] == 3
+    again = client.put("/internal/policies/nightly", json={"max_attempts": 4}, headers=operator)
+    assert again.status_code == 200 and "Location" not in again.headers

@@ -80,6 +80,7 @@ WITH_ID = {
     "tasks_api.task_runs": lambda d: {"task_id": d["task"]},
     "worker_api.get_task": lambda d: {"run_id": d["dead_run"]},
     "tenants_api.get_tenant": lambda d: {"name": d["tenant"].name},
+    "capacity_api.get_reservation": lambda d: {"reservation_id": d["reservation"]},
 }
 # Routes taking what every tenant shares (a policy, a template, a quota class, a runbook, a report's table).
 SHARED = {
@@ -124,8 +125,9 @@ def arrange_tenant(name: str, clock) -> dict:
                                   idempotency_key=f"{name}-order")
     execution = run_now("replay_dead_letters", {"code": words["code"]}, ARRANGE, clock=clock, dry_run=True,
                         tenant=name)
-    reservations.create(name, ARRANGE, running_slots=2, queued_runs=5, starts_at=utcnow(),
-                        ends_at=utcnow() + timedelta(hours=6), reason=f"{words['message']}: month-end close")
+    reservation = reservations.create(name, ARRANGE, running_slots=2, queued_runs=5, starts_at=utcnow(),
+                                      ends_at=utcnow() + timedelta(hours=6),
+                                      reason=f"{words['message']}: month-end close")
     op = bulk.start_replay(actor, tenant.id, ids=[spare_letter.id])  # queued only: no worker runs here
     order = db.session.get(WorkOrder, letter.work_order_id)
     outbox.add("workorder", f"{name}-wo-{order.id}", {"work_order_id": order.id, "title": words["message"]},
@@ -134,7 +136,7 @@ def arrange_tenant(name: str, clock) -> dict:
     db.session.commit()
     return {"tenant": tenant, "task": task.id, "dead_run": dead.id, "letter": letter.id,
             "fingerprint": letter.fingerprint, "approval": approval.id, "workflow": workflow.id,
-            "execution": execution.id, "op": op.op_id, "work_order": order.id}
+            "execution": execution.id, "op": op.op_id, "work_order": order.id, "reservation": reservation["id"]}
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import pytest
 from sqlalchemy import func, select
 
 from console.extensions import db
-from console.models import AuditEntry, Reservation
+from console.models import AuditEntry, Reservation, User
 from console.services.actor import Actor
 from console.services.people import tenants
 from console.services.scheduling import reservations
@@ -39,6 +39,11 @@ def test_a_reservation_is_created_listed_and_audited(client, app, admin):
     made = response.get_json()
     assert (made["tenant"], made["running_slots"], made["queued_runs"]) == ("acme", 3, 500)
     assert made["created_by"].startswith("root")
+    assert response.headers["Location"] == f"/ops/capacity/reservations/{made['id']}"
+    assert client.get(response.headers["Location"], headers=admin).get_json() == made
+    globex_only = bearer(db.session.execute(select(User).where(User.username == "root")).scalar_one(),
+                       tenant=tenants.find("globex"))
+    assert client.get(response.headers["Location"], headers=globex_only).status_code == 404  # another tenant's
     listed = client.get("/ops/capacity/reservations", headers=admin).get_json()["reservations"]
     assert [r["id"] for r in listed] == [made["id"]]
     for tenant, found in (("acme", [made["id"]]), ("globex", [])):

@@ -168,8 +168,8 @@ def between(start: datetime, end: datetime, tenant: str | None = None) -> list[d
     return [snapshot(reservation, name) for reservation, name in db.session.execute(query)]
 
 
-def cancel(reservation_id, actor: Actor, *, scope: int | None = None, clock: Clock = SYSTEM_CLOCK) -> dict:
-    """Cancel a reservation (its slots are free at once); audited. 404 outside the scope, 409 if cancelled already."""
+def _find(reservation_id, scope: int | None) -> tuple[Reservation, str]:
+    """Return a reservation this scope may see, with its tenant's name; 404 otherwise."""
     if isinstance(reservation_id, str) and is_digits(reservation_id) and len(reservation_id) <= 12:
         reservation_id = int(reservation_id)
     found = db.session.execute(select(Reservation, Tenant.name).join(Tenant, Tenant.id == Reservation.tenant_id)
@@ -177,7 +177,17 @@ def cancel(reservation_id, actor: Actor, *, scope: int | None = None, clock: Clo
         if is_id(reservation_id) else None
     if found is None or (scope is not None and found[0].tenant_id != scope):
         raise NotFound(f"no reservation {reservation_id}")
-    reservation, name = found
+    return found[0], found[1]
+
+
+def get(reservation_id, scope: int | None = None) -> dict:
+    """Return one reservation as the API shows it (cancelled and ended ones too); 404 outside the scope."""
+    return snapshot(*_find(reservation_id, scope))
+
+
+def cancel(reservation_id, actor: Actor, *, scope: int | None = None, clock: Clock = SYSTEM_CLOCK) -> dict:
+    """Cancel a reservation (its slots are free at once); audited. 404 outside the scope, 409 if cancelled already."""
+    reservation, name = _find(reservation_id, scope)
     before = snapshot(reservation, name)
     now = clock()
     # Guarded: of two people cancelling at once, one does and the other is told.
