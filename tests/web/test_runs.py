@@ -620,3 +620,22 @@ def test_a_jittered_cron_runs_page_says_it_is_due_by_its_jitter_not_a_window(cli
     auth.as_role("viewer")
     page = client.get(f"/runs/{outcome.run_id}").get_data(as_text=True)
     assert "<dt>Due (jitter)</dt>" in page and "cron time 09:10" in page and "window" not in page
+
+
+def test_a_running_run_whose_worker_went_silent_says_it_is_taken_for_lost(client, auth, runs, app, monkeypatch):
+    monkeypatch.setitem(app.config, "STALE_AFTER_S", 30)  # the default (the tests run with 2)
+    auth.as_role("viewer")
+    run_id = runs.submit()
+    beat = utcnow() - timedelta(seconds=12)
+    db.session.execute(db.text("UPDATE runs SET status = 'running', attempt = 1, worker_id = 'vm.7', "
+                               "heartbeat_at = :beat WHERE id = :id"), {"beat": beat, "id": run_id})
+    db.session.commit()
+    page = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    assert re.search(r"heartbeat <time[^>]*>1[2-9] s ago", page) and "taken for lost" not in page
+    db.session.execute(db.text("UPDATE runs SET heartbeat_at = :beat WHERE id = :id"),
+                       {"beat": utcnow() - timedelta(seconds=45), "id": run_id})
+    db.session.commit()
+    page = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    # It read "heartbeat 33 s ago" for the minute the reconciler took, while Queues & workers said "lost".
+    assert re.search(r"no heartbeat for 4\d s, over the 30 s a worker may stay silent: its worker is taken for lost",
+                     page) and "retries this attempt as worker_lost" in page

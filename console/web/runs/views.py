@@ -16,6 +16,7 @@ from console.services.people import tenants
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.recovery import approvals, run_compensation, undo_retry
 from console.services.reports import breaches as breach_list
+from console.services.runs import liveness
 from console.services.runs import query as runs_query
 from console.services.runs import timeline as run_timeline
 from console.services.runs.waiting import breaker_of, breaker_resets, why_waiting
@@ -90,6 +91,7 @@ def _detail(run_id: int, *, error: str | None = None, notice: str | None = None,
                 breaches=breach_list.of_run(run_id), waiting_fix=fix,
                 compensable=compensation.can_compensate(detail.run) and not waiting, requests=requests,
                 waits_because=why_waiting(detail.run, utcnow()), resets=breaker_resets([detail.run]),
+                silent=liveness.silence(detail.run, utcnow()),
                 error=error, notice=notice, pretty=pretty, **present.helpers()), status
 
 
