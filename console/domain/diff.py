@@ -20,9 +20,15 @@ class FieldChange:
         return "removed" if self.after is MISSING else "changed"
 
 
+def _in_order(key) -> tuple:
+    """Order keys as people count: ids held as text ("70", "107") by number, before any other key by its text."""
+    text = str(key)
+    return (0, int(text), "") if text.isdigit() and len(text) < 19 else (1, 0, text)
+
+
 def _walk(before, after, path: str, found: list[FieldChange]) -> None:
     if isinstance(before, dict) and isinstance(after, dict):
-        for key in sorted({*before, *after}, key=str):
+        for key in sorted({*before, *after}, key=_in_order):
             _walk(before.get(key, MISSING), after.get(key, MISSING), f"{path}.{key}" if path else str(key), found)
     elif before != after:
         found.append(FieldChange(path, before, after))

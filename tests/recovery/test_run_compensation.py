@@ -106,7 +106,7 @@ def test_a_compensated_runs_duration_is_its_handlers_not_the_wait_for_approval(r
     duration = re.search(r"<dt>Duration</dt><dd>(.*?)</dd>", page, re.S).group(1)
     # It read 3.3 min for a handler that took no time: finished_at is when its undo ended.
     assert duration.strip().startswith("0 ms <span") and "its handler, which succeeded" in duration
-    assert "its undo ended at Finished" in duration
+    assert "its undo ended at the Finished time" in duration
     # The runs list says the same.
     listed = client.get("/runs").get_data(as_text=True)
     row = re.search(rf'<a href="/runs/{run_id}">{run_id}</a>.*?</tr>', listed, re.S).group(0)

@@ -157,7 +157,7 @@ def test_a_workflow_that_needs_a_person_says_so(client, auth, saga):
     step_one = saga.run(workflow_id, 1).id
     # Its duration is its handler's, not the time until its undo was found impossible.
     run_page = " ".join(client.get(f"/runs/{step_one}").get_data(as_text=True).split())
-    assert "· its handler, which succeeded" in run_page and "its undo failed at Finished" in run_page
+    assert "· its handler, which succeeded" in run_page and "its undo failed for good at the Finished time" in run_page
     link = f'<a href="/runbooks/resolve_runs\\?runs={step_one}&amp;tenant=default">mark its run resolved</a>'
     assert re.search(rf"Or undo step 1 by hand, then {link}:\s+the workflow then goes on undoing the steps before it",
                      page)
