@@ -174,7 +174,8 @@ def test_a_runbook_that_needs_approval_asks_for_a_reason_then_files_a_request(cl
     assert (f'href="/runbooks/executions/{execution.id}">runbook resolve_runs on run #{run_id} · execution '
             f'#{execution.id}</a>') in request
     assert "high risk</span>" in request and "<th>note</th><td class=\"mono\">paid</td>" in request
-    assert "Changes its dry-run found <span class=\"subtle\">3</span>" in request  # the run, its letter, its order
+    assert ("Changes its dry-run found <span class=\"subtle\">3: 1 dead letter, 1 run, 1 work order</span>"
+            in request)  # by object: "8" read as 8 letters
     assert f'href="/runs/{run_id}">#{run_id}</a>' in request
     # Withdrawn, it is cancelled at once, and its page says no worker will run it.
     decisions.withdraw(execution.approval_id, Actor("olga", execution.requested_by_id), "not needed")
