@@ -66,8 +66,10 @@ def test_a_registered_worker_shows_with_its_state_and_a_link_to_the_run_it_works
     row = worker_row(page, "worker-a")
     assert row is not None
     assert '<span class="badge running">busy</span>' in row and "default, retries" in row
-    assert f'href="/runs/{run.id}"' in row and "attempt 1" in row
+    assert f'href="/runs/{run.id}"' in row and "attempt 1" in row and "last: " not in row
     assert "No worker is running" not in page
+    # RQ's counts are of jobs: a handler that fails is a job done (it read "succeeded 740 · failed 0").
+    assert ">Jobs done</th>" in page and ">Jobs crashed</th>" in page and ">Succeeded</th>" not in page
 
 
 def test_a_worker_busy_with_a_long_run_shows_the_runs_heartbeat_not_its_last_rq_beat(client, auth):
@@ -92,6 +94,7 @@ def test_a_worker_busy_with_a_long_run_shows_the_runs_heartbeat_not_its_last_rq_
     assert "12 min ago" in row and "heartbeat</div>" not in row
     # RQ still calls it busy; silent this long on a run that moved on, it is lost, and counted out.
     assert '<span class="badge bad" title="Busy on a run that no longer hears from it' in row and ">lost</span>" in row
+    assert f'<span class="subtle">last: </span><a class="mono" href="/runs/{run.id}"' in row  # not its "current job"
     assert 'data-counter="workers">0<' in page and 'data-counter="busy">0<' in page and "No worker is running" in page
     run.attempt = 1
     db.session.commit()
