@@ -10,8 +10,9 @@ from sqlalchemy import select, update
 
 from console.domain.clock import utcnow
 from console.extensions import db
-from console.models import Approval, AuditEntry, DeadLetter, RunbookExecution
+from console.models import Approval, AuditEntry, DeadLetter, Run, RunbookExecution
 from console.services.actor import Actor
+from console.services.engine import control
 from console.services.engine.queueing import MAINTENANCE_QUEUE
 from console.services.recovery import decisions, runbook_runner, runbooks
 from tests.factories import make_tenant
@@ -293,3 +294,26 @@ def test_an_admin_requires_approval_for_a_runbook_audited(client, auth):
     entry = db.session.execute(select(AuditEntry).where(AuditEntry.action == "runbook.policy")).scalar_one()
     assert (entry.actor, entry.target_id, entry.after) == ("ada", "backfill_task", {"requires_approval": True})
     assert "Request approval to run" in client.get("/runbooks/backfill_task").get_data(as_text=True)
+
+
+def test_a_runbook_request_says_when_its_dry_run_looked_and_what_the_execution_made(client, auth, dead_run):  # noqa: F811
+    (first, _), (second, _) = dead_run(), dead_run()
+    operator = auth.make_user("olga", "operator")
+    execution = runbooks.start("resolve_runs", {"runs": f"{first} {second}", "note": "paid"}, _actor(operator),
+                               scope=None, reason="refunded by finance", enqueue=False)
+    runbook_runner.preview(execution.id)
+    db.session.expire_all()
+    looked = db.session.get(RunbookExecution, execution.id).previewed_at
+    auth.as_role("approver")
+    page = client.get(f"/approvals/{execution.approval_id}").get_data(as_text=True)
+    assert f"Found by a dry-run at {looked:%Y-%m-%d %H:%M:%S} UTC, when it was asked for: rows may have" in page
+    # One of the two is settled another way before the approval: the execution makes fewer changes than planned.
+    control.retry_now(db.session.get(Run, second), Actor("bea"))
+    decisions.approve(execution.approval_id, Actor("alex", auth.make_user("alex", "approver").id))
+    runbook_runner.execute(execution.id)
+    db.session.expire_all()
+    done = db.session.get(RunbookExecution, execution.id)
+    planned = runbooks.changes(execution.id, planned=True)[1]
+    assert done.status == "succeeded" and done.changes_total < planned
+    page = client.get(f"/approvals/{execution.approval_id}").get_data(as_text=True)
+    assert f"Execution #{execution.id} made {done.changes_total} of them" in page
