@@ -40,6 +40,7 @@ def import_failures_command(redis_url, queues, path, maps, tenant, dry_run):
         plan = importer.plan(failures, source, mapping, tenant)
         if dry_run:
             _print_plan(plan, importer.already_imported(plan))
+            _say_args_as_text(failures)
             return
         done = importer.run_import(plan, cli_actor())
     except ServiceError as error:
@@ -48,6 +49,21 @@ def import_failures_command(redis_url, queues, path, maps, tenant, dry_run):
     click.echo(f"Imported {plural(done.imported, 'failed job')} as dead letters in "
                f"{plural(done.work_orders, 'work order')}; {done.already} {'was' if done.already == 1 else 'were'} "
                "imported before.")
+    _say_args_as_text(failures)
+
+
+def _say_args_as_text(failures, shown: int = 10) -> None:
+    """Name the jobs whose arguments JSON cannot hold: their params keep a Python repr, which a replay passes on."""
+    found = [failed for failed in failures if failed.as_text]
+    if not found:
+        return
+    click.echo(f"Warning: {plural(len(found), 'job')} {'has' if len(found) == 1 else 'have'} arguments JSON cannot "
+               "hold, kept as their Python repr (text) in the params a replay gets; fix those params before "
+               "replaying (DLQ → Fix params…), or map them to a handler that reads the text:")
+    for failed in found[:shown]:
+        click.echo(f"  {failed.job_id}: {', '.join(failed.as_text)}")
+    if len(found) > shown:
+        click.echo(f"  … and {len(found) - shown} more")
 
 
 def _print_plan(plan, already: int) -> None:

@@ -4,6 +4,8 @@ import json
 import os
 import subprocess
 import sys
+from datetime import datetime
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -112,6 +114,85 @@ def test_importing_the_same_rq_registry_twice_adds_nothing(app, cli, failed_rq_j
     after = counts()
     assert after.pop("audit_log") == before.pop("audit_log") + 1  # the second import is audited, with its counts
     assert after == before
+
+
+def test_the_same_redis_under_another_address_is_the_same_source(app, cli, failed_rq_jobs):
+    """Imported through 127.0.0.1 then localhost, every job was imported again, and replaying both ran it twice."""
+    # The tests' Redis listens on a socket: the same file spelled another way is the same server.
+    assert failed_rq_jobs.startswith("unix:///")
+    other = failed_rq_jobs.replace("unix:///", "unix:///./", 1)
+    assert cli("--redis-url", failed_rq_jobs, "--queue", LEGACY, *MAPS).exit_code == 0
+    before = counts()
+    result = cli("--redis-url", other, "--queue", LEGACY, *MAPS)
+    assert "Imported 0 failed jobs as dead letters in 0 work orders; 6 were imported before." in result.output
+    assert counts()["runs"] == before["runs"]
+
+
+def test_a_new_job_under_an_id_imported_before_is_imported(app, cli, failed_rq_jobs):
+    """A fixed job_id is a common RQ pattern: a new failure under it was skipped as "imported before"."""
+    assert cli("--redis-url", failed_rq_jobs, "--queue", LEGACY, *MAPS).exit_code == 0
+    connection = redis.Redis.from_url(failed_rq_jobs)
+    queue = Queue(LEGACY, connection=connection)
+    reused = queue.failed_job_registry.get_job_ids()[0]
+    queue.failed_job_registry.remove(reused, delete_job=True)
+    queue.enqueue("tests.rq_legacy.charge", 9999, amount=1, job_id=reused)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run([str(Path(sys.executable).parent / "rq"), "worker", "--burst", "--url", failed_rq_jobs, LEGACY],
+                   cwd=ROOT, env=env, check=True, capture_output=True, timeout=120)
+    result = cli("--redis-url", failed_rq_jobs, "--queue", LEGACY, *MAPS)
+    assert "Imported 1 failed job as dead letters" in result.output and "6 were imported before" not in result.output
+    args = db.session.execute(select(Run.params)).scalars().all()
+    assert sum(params["args"][:1] == [9999] for params in args) == 1
+
+
+def test_jobs_imported_under_the_address_keys_of_before_are_not_imported_again(app, cli, failed_rq_jobs):
+    """Runs imported before keys named a job's identity keep their keys: a second import still adds nothing."""
+    assert cli("--redis-url", failed_rq_jobs, "--queue", LEGACY, *MAPS).exit_code == 0
+    where = redis.Redis.from_url(failed_rq_jobs).connection_pool.connection_kwargs
+    source = f"rq:{where.get('host', where.get('path'))}:{where.get('port', '')}/{where.get('db', 0)}"
+    for run in db.session.execute(select(Run)).scalars():
+        job_id = run.idempotency_key.removeprefix("import:rq:").rsplit("@", 1)[0]
+        run.idempotency_key = f"import:{source}:{job_id}"  # as an import before this change wrote it
+    db.session.commit()
+    result = cli("--redis-url", failed_rq_jobs, "--queue", LEGACY, *MAPS)
+    assert "Imported 0 failed jobs as dead letters in 0 work orders; 6 were imported before." in result.output
+
+
+def test_arguments_json_cannot_hold_are_named_in_the_dry_run_and_the_import(app, cli, redis_url):
+    """A datetime and an object became "datetime.datetime(2026, 1, 1, 12, 0)" and "<Point object at 0x…>" with no
+    word, and a replay "succeeded" on them."""
+    connection = redis.Redis.from_url(redis_url)
+    queue = Queue(LEGACY, connection=connection)
+    queue.enqueue("tests.rq_legacy.charge", datetime(2026, 1, 1, 12, 0), amount=Decimal("1.50"), job_id="odd-args")
+    queue.enqueue("tests.rq_legacy.charge", 7, amount=14, job_id="plain-args")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run([str(Path(sys.executable).parent / "rq"), "worker", "--burst", "--url", redis_url, LEGACY],
+                   cwd=ROOT, env=env, check=True, capture_output=True, timeout=120)
+    for dry in (["--dry-run"], []):
+        result = cli("--redis-url", redis_url, "--queue", LEGACY, *MAPS, *dry)
+        assert result.exit_code == 0, result.output
+        assert "Warning: 1 job has arguments JSON cannot hold, kept as their Python repr" in result.output
+        assert "  odd-args: datetime.datetime, decimal.Decimal" in result.output and "plain-args" not in result.output
+    run = db.session.execute(select(Run).where(Run.idempotency_key.like("import:rq:odd-args@%"))).scalar_one()
+    assert run.params == {"args": ["datetime.datetime(2026, 1, 1, 12, 0)"], "kwargs": {"amount": "Decimal('1.50')"}}
+
+
+def test_a_job_whose_arguments_cannot_be_unpickled_names_the_module_missing(app, cli, redis_url, tmp_path,
+                                                                           monkeypatch):
+    """It said "(DeserializationError: )", with nothing of why."""
+    (tmp_path / "shop_models.py").write_text("class Point:\n    x = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import shop_models  # noqa: PLC0415 - a module only the old deployment has: pickled, then gone
+
+    Queue(LEGACY, connection=redis.Redis.from_url(redis_url)).enqueue("tests.rq_legacy.charge", shop_models.Point())
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{tmp_path}"}
+    subprocess.run([str(Path(sys.executable).parent / "rq"), "worker", "--burst", "--url", redis_url, LEGACY],
+                   cwd=ROOT, env=env, check=True, capture_output=True, timeout=120)
+    monkeypatch.delitem(sys.modules, "shop_models")
+    monkeypatch.setattr(sys, "path", [entry for entry in sys.path if entry != str(tmp_path)])
+    result = cli("--redis-url", redis_url, "--queue", LEGACY, *MAPS, "--dry-run")
+    assert result.exit_code == 1
+    assert "ModuleNotFoundError: No module named 'shop_models'" in result.output and "PYTHONPATH" in result.output
 
 
 def test_a_function_without_a_mapping_is_refused_and_nothing_is_written(app, cli, failed_rq_jobs):

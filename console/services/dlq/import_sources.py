@@ -17,7 +17,7 @@ _TYPE_NAME = re.compile(r"[A-Za-z_][\w.]*")  # an exception's (dotted) name: no 
 class Failed:
     """One job that failed before Rebound, as read from its source."""
 
-    source: str  # "rq:<host>:<port>/<db>" or "jsonl": with job_id, what makes an import idempotent
+    source: str  # "rq:<host>:<port>/<db>" or "jsonl": where it was read, for the audit row and the run's history
     job_id: str
     function: str  # the RQ function path, or the line's handler/function
     params: dict
@@ -32,6 +32,10 @@ class Failed:
     handler: str | None = None  # a line's own Rebound handler ("python:x"), used when no --map names its function
     where: str = ""  # "line 3 of f.jsonl" or "queue default", for messages
     extra: dict = field(default_factory=dict)
+    # An RQ job's own identity, "<job id>@<created at>", whatever the Redis's address was spelled as: an import's
+    # idempotency (its job id alone would take a new job under a reused id for one imported before).
+    identity: str | None = None
+    as_text: tuple[str, ...] = ()  # the types of arguments JSON cannot hold, kept as their Python repr
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -64,16 +68,17 @@ def _error_text(text: str) -> dict:
     return {"type": named[0], "message": named[1]} if named else {"message": text}
 
 
-def _plain(value):
-    """Return the value as JSON can hold it (a repr for what JSON cannot)."""
+def _plain(value, as_text: list[str]):
+    """Return the value as JSON can hold it (a repr for what JSON cannot, its type named in `as_text`)."""
     try:
         json.dumps(value)
         return value
     except (TypeError, ValueError):
         if isinstance(value, list | tuple):
-            return [_plain(item) for item in value]
+            return [_plain(item, as_text) for item in value]
         if isinstance(value, dict):
-            return {str(key): _plain(item) for key, item in value.items()}
+            return {str(key): _plain(item, as_text) for key, item in value.items()}
+        as_text.append(f"{type(value).__module__}.{type(value).__qualname__}")
         return repr(value)
 
 
@@ -109,8 +114,11 @@ def _from_job(job, source: str, queue: str) -> Failed:
     try:
         func, args, kwargs = job.func_name, list(job.args or ()), dict(job.kwargs or {})
     except Exception as error:  # noqa: BLE001 - a job whose data cannot be read is named, not skipped silently
-        raise InvalidInput(f"{where}: its function and arguments cannot be read ({type(error).__name__}: {error})",
-                           "redis_url") from None
+        # RQ's DeserializationError says nothing itself: what it wraps (a module this process cannot import) does.
+        cause = error.__cause__ or error.__context__ or error
+        raise InvalidInput(f"{where}: its function and arguments cannot be read ({type(cause).__name__}: {cause}); "
+                           "unpickling them imports the modules of their classes, so run the import where your "
+                           "app's code is importable (its PYTHONPATH)", "redis_url") from None
     from rq.results import Result
 
     result = job.latest_result()
@@ -119,11 +127,13 @@ def _from_job(job, source: str, queue: str) -> Failed:
     if not traceback and result is not None and result.type == Result.Type.MAX_RETRIES_EXCEEDED:
         # A job that returned Retry until its max leaves no traceback; RQ counts these retries (number_of_retries).
         kind, message = "MaxRetriesExceeded", f"returned Retry {job.number_of_retries or 0} times"
-    return Failed(source=source, job_id=job.id, function=func, params={"args": _plain(args), "kwargs": _plain(kwargs)},
+    as_text: list[str] = []
+    params = {"args": _plain(args, as_text), "kwargs": _plain(kwargs, as_text)}
+    return Failed(source=source, job_id=job.id, function=func, params=params, as_text=tuple(sorted(set(as_text))),
                   error_type=kind, error_message=message, traceback=traceback, enqueued_at=_utc(job.enqueued_at),
                   failed_at=_utc(job.ended_at), started_at=_utc(job.started_at),
                   attempts=(job.number_of_retries or 0) + 1, where=where,
-                  extra={"queue": queue})
+                  extra={"queue": queue}, identity=f"{job.id}@{_utc(job.created_at):%Y-%m-%dT%H:%M:%S.%f}")
 
 
 # --- JSON lines -------------------------------------------------------------------------------------------------

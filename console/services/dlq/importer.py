@@ -67,11 +67,21 @@ def parse_mapping(pairs: list[str]) -> dict[str, str]:
 
 
 def key_of(failed: Failed) -> str:
-    """Return the run's idempotency key: the source and the job id, so a second import finds the first."""
-    key = f"import:{failed.source}:{failed.job_id}"
-    if len(key) > MAX_KEY:
-        key = f"import:{failed.source[:60]}:sha1:{hashlib.sha1(key.encode(), usedforsecurity=False).hexdigest()}"
-    return key
+    """Return the run's idempotency key, so a second import finds the first: an RQ job's identity (its id and
+    creation time: the same job read through localhost or 127.0.0.1 is one), or a line's source and id."""
+    key = f"import:rq:{failed.identity}" if failed.identity else f"import:{failed.source}:{failed.job_id}"
+    return _bounded(key, failed.source)
+
+
+def _legacy_key(failed: Failed) -> str | None:
+    """Return the key an RQ job was imported under before keys named its identity (the Redis's address as typed)."""
+    return _bounded(f"import:{failed.source}:{failed.job_id}", failed.source) if failed.identity else None
+
+
+def _bounded(key: str, source: str) -> str:
+    if len(key) <= MAX_KEY:
+        return key
+    return f"import:{source[:60]}:sha1:{hashlib.sha1(key.encode(), usedforsecurity=False).hexdigest()}"
 
 
 def plan(failures: list[Failed], source: str, mapping: dict[str, str], tenant: str | None, *,
@@ -136,12 +146,28 @@ def refuse_unmapped(result: Plan) -> None:
 
 
 def already_imported(result: Plan, chunk: int = 500) -> int:
-    """Count the planned jobs an earlier import of this source brought in (what a dry run would skip)."""
+    """Count the planned jobs an earlier import brought in (what a dry run would skip)."""
     pairs = [(tenant_id, key_of(failed)) for failed, _, tenant_id in result.items]
     found = 0
     for start in range(0, len(pairs), chunk):
         found += db.session.execute(select(func.count()).select_from(RUNS).where(
             tuple_(RUNS.c.tenant_id, RUNS.c.idempotency_key).in_(pairs[start:start + chunk]))).scalar_one()
+    return found + len(_imported_under_legacy_keys(result, chunk))
+
+
+def _imported_under_legacy_keys(result: Plan, chunk: int = 500) -> set[str]:
+    """Return the identities of the planned RQ jobs an import before identity keys brought in: a run under the old
+    key whose creation time is the job's (a job id reused for a new job is another job)."""
+    wanted = {(tenant_id, legacy): failed for failed, _, tenant_id in result.items
+              if (legacy := _legacy_key(failed)) is not None}
+    pairs, found = list(wanted), set()
+    for start in range(0, len(pairs), chunk):
+        for tenant_id, key, created_at in db.session.execute(
+                select(RUNS.c.tenant_id, RUNS.c.idempotency_key, RUNS.c.created_at).where(
+                    tuple_(RUNS.c.tenant_id, RUNS.c.idempotency_key).in_(pairs[start:start + chunk]))):
+            failed = wanted[(tenant_id, key)]
+            if created_at == (failed.enqueued_at or failed.failed_at):
+                found.add(failed.identity)
     return found
 
 
@@ -156,9 +182,10 @@ def run_import(result: Plan, actor: Actor, *, clock: Clock = SYSTEM_CLOCK) -> Im
     # The policy a replay will use (the default's version now), so the run page names it as for any run.
     version = policies.effective(None, {})[0]
     letters, already, orders = [], 0, set()
+    legacy = _imported_under_legacy_keys(result)
     try:
         for failed, handler, tenant_id in result.items:
-            run = _insert_run(failed, handler, tenant_id, version, now)
+            run = None if failed.identity in legacy else _insert_run(failed, handler, tenant_id, version, now)
             if run is None:
                 already += 1
                 continue
