@@ -118,8 +118,8 @@ FIGURES: tuple[Figure, ...] = (
     Figure("workorder_completion_rate", "Work orders completed", "rate",
            "Of the work orders opened in the period, the share closed now. A work order closes by itself only when "
            "each of its dead letters was discarded or resolved by a person, or replayed and its run ended well "
-           "(succeeded, or compensated); a replayed run that dies again keeps it open. A person may also close it "
-           "with a note.", 0.95, "at_least"),
+           "(succeeded, or compensated); a replayed run that dies again of the same error keeps it open (of another "
+           "error, that error's work order takes it over). A person may also close it with a note.", 0.95, "at_least"),
     Figure("sla_breaches", "SLA breaches", "count",
            "Late starts and missed deadlines recorded in the period (the SLA check runs every minute).",
            higher_is_better=False),

@@ -635,6 +635,27 @@ def test_a_replayed_run_that_dies_again_keeps_its_work_order_open(app, clock):
     assert db.session.get(WorkOrder, order.id).status == "closed"
 
 
+def test_a_replayed_run_that_dies_of_another_error_hands_over_to_that_errors_work_order(app, clock):
+    only(app)
+    run = dead_run(clock)
+    [letter] = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run.id)).scalars().all()
+    db.session.execute(update(Run).where(Run.id == run.id).values(
+        params={"fail_times": 9, "message": "card declined for order 4411", "code": "card_declined"}))
+    db.session.commit()
+    control.replay(letter, ops, clock=clock)
+    assert execute(run.id, 0, clock=clock) == "dead"
+    delivery_round.tick(clock)
+    db.session.expire_all()
+    [_, newer] = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run.id).order_by(DeadLetter.id)
+                                    ).scalars().all()
+    assert newer.work_order_id != letter.work_order_id and newer.status == "open"
+    order = db.session.get(WorkOrder, letter.work_order_id)
+    # Its note said the run "ended well" (helper 96): it died again, tracked by the other error's work order.
+    assert order.status == "closed" and "died again under another error, which that error's work order tracks" in (
+        order.close_note)
+    assert db.session.get(WorkOrder, newer.work_order_id).status == "open"
+
+
 def test_work_order_stays_open_while_one_of_its_dead_letters_is_open(app, channels, clock):
     first = dead_run(clock, message="row 1", params={"fail_times": 1})
     second = dead_run(clock, message="row 2", params={"fail_times": 1})

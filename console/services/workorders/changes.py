@@ -109,8 +109,9 @@ def _unsettled(order_id) -> exists:
         letter.status == "open", and_(letter.status == "replayed", ~succeeded, ~superseded)))
 
 
+# A replayed run that died again under another error left a letter in that error's work order, which tracks it now.
 SETTLED_NOTE = ("Every linked dead letter was discarded or resolved, or replayed and its run ended well (succeeded, or "
-                "compensated).")
+                "compensated) or died again under another error, which that error's work order tracks.")
 
 
 def close_if_resolved(work_order_id: int, now: datetime, by: Actor | None = None) -> bool:
