@@ -639,3 +639,18 @@ def test_a_running_run_whose_worker_went_silent_says_it_is_taken_for_lost(client
     # It read "heartbeat 33 s ago" for the minute the reconciler took, while Queues & workers said "lost".
     assert re.search(r"no heartbeat for 4\d s, over the 30 s a worker may stay silent: its worker is taken for lost",
                      page) and "retries this attempt as worker_lost" in page
+
+
+def test_an_imported_attempt_says_its_system_kept_no_log_lines(client, auth, tmp_path):
+    from console.services.dlq import import_sources, importer
+
+    failure = {"id": "rq-7", "handler": "python:demo.noop", "error": {"type": "ValueError", "message": "bad row 7",
+               "traceback": "Traceback (most recent call last):\n  ...\nValueError: bad row 7"}}
+    (tmp_path / "old.jsonl").write_text(json.dumps(failure) + "\n")
+    plan = importer.plan(import_sources.read_jsonl(str(tmp_path / "old.jsonl")), "jsonl", {}, None)
+    importer.run_import(plan, Actor("test"))
+    run_id = db.session.execute(select(DeadLetter.run_id)).scalar_one()
+    auth.as_role("viewer")
+    page = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    assert "ValueError: bad row 7" in page and "the system it came from kept no log lines" in page
+    assert "The handler logged nothing during this attempt" not in page  # no handler of Rebound's ran it
