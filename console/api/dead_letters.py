@@ -9,7 +9,6 @@ from console.domain import saga
 from console.extensions import db
 from console.models import Run, Tenant
 from console.services.dlq import bulk as dlq_bulk
-from console.services.dlq import discards
 from console.services.dlq import groups as dlq
 from console.services.dlq.filters import PERIODS, Filters, check
 from console.services.engine import control, handler_kinds
@@ -95,8 +94,10 @@ def _workflow_step(run) -> dict | None:
 def discard_dead_letter(letter_id: int):
     data = body()
     no_unknown(data, {"reason"})
-    closed = discards.discard(dlq.get(letter_id, tenant_scope()), data.get("reason"), current_actor())
-    return jsonify(dead_letter_id=letter_id, status="discarded", closed_fixes=closed)
+    outcome = bulk_discard.discard_one(dlq.get(letter_id, tenant_scope()), data.get("reason"), current_actor())
+    if outcome.approval is None:
+        return jsonify(dead_letter_id=letter_id, status="discarded", closed_fixes=outcome.closed_fixes)
+    return _filed(outcome)
 
 
 @bp.post("/api/dead-letters/discard")
@@ -111,7 +112,11 @@ def discard_dead_letters():
         raise InvalidInput(error.detail, "ids" if error.field == "id" else error.field) from None
     if outcome.approval is None:
         return jsonify(discarded=outcome.discarded, skipped=outcome.skipped, closed_fixes=outcome.closed_fixes)
-    # Above what one person may discard in an hour: a request another person approves, as the console files it.
+    return _filed(outcome)
+
+
+def _filed(outcome):
+    """Answer a discard past what the person may discard in an hour: a request another person approves."""
     approval = outcome.approval
     return jsonify(approval_id=approval.id, status=approval.status, expires_at=serialize.iso(approval.expires_at),
                    count=len(approval.payload["ids"]), skipped=outcome.skipped, threshold=outcome.threshold,

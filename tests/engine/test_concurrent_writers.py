@@ -610,3 +610,15 @@ def test_a_retry_of_a_run_that_moved_since_it_was_read_is_a_conflict(app, dead_r
         db.session.remove()
     with pytest.raises(Conflict, match=f"run {run_id} changed meanwhile"):
         control.retry_now(stale, staff["ada"], clock=clock)
+
+
+def test_one_persons_bulk_discards_at_once_never_spend_more_than_their_allowance(app, dead_run, staff, clock):
+    console_settings.save(console_settings.DISCARD_WITHOUT_APPROVAL, 5, Actor("root"), clock)
+    letters = [dead_run()[1] for _ in range(12)]
+    batches = [letters[i:i + 3] for i in range(0, 12, 3)]
+    results = race(app, 4, lambda i: bulk_discard.discard(batches[i], "junk", staff["olga"], None, clock))
+    assert not [result for result in results if isinstance(result, Exception)], results
+    # Four batches of 3 at once against 5 an hour (four at once took 16 of 10): one discards, the rest are filed.
+    assert sum(result.discarded for result in results) == 3
+    assert sum(result.approval is not None for result in results) == 3
+    assert count(select(DeadLetter).where(DeadLetter.status == "discarded")) == 3

@@ -11,6 +11,7 @@ from console.services.engine.execute import execute
 from console.services.people import tenants, users
 from console.services.recovery import params_fix
 from console.services.scheduling import tasks
+from console.services.system import console_settings
 from tests import api_checks
 from tests.factories import Runs, bearer, make_tenant
 
@@ -314,3 +315,19 @@ def test_many_letters_are_discarded_at_once_up_to_the_threshold_and_beyond_it_ar
     db.session.expire_all()
     assert db.session.get(Approval, body["approval_id"]).kind == "dlq.discard_bulk"
     assert {db.session.get(DeadLetter, letter.id).status for letter in own[2:]} == {"open"}  # nothing yet
+
+
+
+def test_one_letter_past_the_persons_hour_is_filed_for_approval(client, operator, dead):
+    console_settings.save(console_settings.DISCARD_WITHOUT_APPROVAL, 1, Actor("root"))
+    first, second = dead(), dead()
+    headers = bearer(operator)
+    assert client.post(f"/api/dead-letters/{first.id}/discard", json={"reason": "junk"},
+                       headers=headers).status_code == 200
+    filed = client.post(f"/api/dead-letters/{second.id}/discard", json={"reason": "junk"}, headers=headers)
+    assert filed.status_code == 202, filed.get_json()
+    body = filed.get_json()
+    assert (body["count"], body["discarded_lately"], body["threshold"]) == (1, 1, 1)
+    assert filed.headers["Location"] == f"/api/approvals/{body['approval_id']}"
+    again = client.post(f"/api/dead-letters/{second.id}/discard", json={"reason": "junk"}, headers=headers)
+    assert again.status_code == 409 and f"request #{body['approval_id']}" in again.get_json()["detail"]

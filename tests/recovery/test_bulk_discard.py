@@ -290,3 +290,31 @@ def test_a_request_whose_letters_were_all_settled_meanwhile_is_superseded_not_le
     with pytest.raises(Conflict):
         decisions.approve(request.id, staff["alex"], clock=clock)
     assert bulk_discard.supersede_settled(clock) == []
+
+
+def test_a_single_discard_past_the_persons_hour_is_filed_for_approval(staff, letters, clock):
+    console_settings.save(THRESHOLD, 2, Actor("root"), clock)
+    found = letters(4)
+    assert bulk_discard.discard_one(found[0], "junk", staff["olga"], clock).discarded == 1
+    assert bulk_discard.discard_one(found[1], "junk", staff["olga"], clock).discarded == 1
+    # One at a time, a person discarded any number (helper 95): the third of the hour waits for a second person.
+    outcome = bulk_discard.discard_one(found[2], "junk", staff["olga"], clock)
+    assert (outcome.discarded, outcome.discarded_lately) == (0, 2) and outcome.approval.payload["ids"] == [found[2].id]
+    assert statuses(found) == ["discarded", "discarded", "open", "open"]
+    # Asked again, it is already waiting: nobody files it twice (approving the second could only fail).
+    with pytest.raises(Conflict, match=f"already in bulk discard request #{outcome.approval.id}"):
+        bulk_discard.discard_one(found[2], "junk", staff["olga"], clock)
+    with pytest.raises(Conflict, match="already in bulk discard request"):
+        bulk_discard.discard([found[2].id], "junk", staff["olga"], None, clock)
+    # A bulk one over the limit leaves the letter already asked for out of its request.
+    request = bulk_discard.discard([found[2].id, found[3].id], "junk", staff["olga"], None, clock).approval
+    assert request.payload["ids"] == [found[3].id]
+
+
+def test_a_discard_over_the_limit_of_letters_no_longer_open_files_nothing(staff, letters, clock):
+    console_settings.save(THRESHOLD, 0, Actor("root"), clock)
+    found = letters(1)
+    discards.discard_many([found[0].id], "by hand", staff["bea"], None, clock)
+    outcome = bulk_discard.discard([found[0].id, 999_999], "junk", staff["olga"], None, clock)
+    assert (outcome.discarded, outcome.skipped, outcome.approval) == (0, 2, None)
+    assert db.session.execute(select(Approval)).first() is None

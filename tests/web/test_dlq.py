@@ -26,6 +26,7 @@ from console.services.engine.execute import execute
 from console.services.engine.submit import submit
 from console.services.people import tenants
 from console.services.scheduling import tasks
+from console.services.system import console_settings
 from jobs import bulk
 from tests.factories import Runs
 
@@ -476,6 +477,17 @@ def test_discard_requires_a_reason_and_is_audited(client, auth, make_dead_letter
     (entry,) = audits("dead_letter.discard")
     assert entry.actor == "olga" and entry.note == "customer closed the account"
     assert entry.before == {"status": "open"} and entry.after["status"] == "discarded"
+
+
+def test_a_discard_past_the_persons_hour_is_filed_for_approval_from_the_row(client, auth, make_dead_letter):
+    console_settings.save(console_settings.DISCARD_WITHOUT_APPROVAL, 0, Actor("root"))
+    letter = make_dead_letter("account 1001 is closed")
+    auth.as_role("operator", "olga")
+    filed = post(client, auth, f"/dlq/{letter.id}/discard", {"reason": "customer closed the account"}, htmx=True)
+    page = filed.get_data(as_text=True)
+    assert filed.status_code == 200 and "more than the 0 one person may discard in an hour without approval" in page
+    assert re.search(r"request #\d+ waits for another person with the approve permission", page)
+    assert fresh(letter.id).status == "open" and not audits("dead_letter.discard")
 
 
 def test_bulk_discard_of_selected_rows(client, auth, make_dead_letter):

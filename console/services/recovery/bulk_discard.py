@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import exists, func, or_, select, true
 from sqlalchemy.orm import joinedload
 
+from console.db import locks
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.words import plural
 from console.extensions import db
@@ -85,15 +86,47 @@ def waiting_on(letter_ids: list[int], now: datetime) -> dict[int, int]:
     return found
 
 
+def _counted(actor: Actor, now: datetime) -> int:
+    """Hold the person's discard lock to the commit, then count their discards of the last hour: two discards of
+    theirs at once cannot both spend the same allowance (four at once took 16 of 10)."""
+    if actor.id is not None:
+        locks.hold(f"discard:person:{actor.id}", now)
+    return discarded_lately(actor, now)
+
+
 def discard(ids: list[int], reason, actor: Actor, tenant_id: int | None, clock: Clock = SYSTEM_CLOCK) -> Outcome:
     """Discard the selected open dead letters now, or, above the threshold, file the discard for approval."""
     ids = discards.selection(ids)  # first: asked for a reason with nothing ticked, a person looks for the wrong fix
     reason = discards.reason_of(reason)
+    limit, lately = threshold(), _counted(actor, clock())
     letters = [letter for letter in dlq.visible(ids, tenant_id) if letter.status == "open"]
-    limit, lately = threshold(), discarded_lately(actor, clock())
-    if len(letters) + lately <= limit:
+    if not letters or len(letters) + lately <= limit:  # none open: nothing to ask anyone about
         discarded, skipped, closed = discards.discard_many(ids, reason, actor, tenant_id, clock)
         return Outcome(discarded, skipped, threshold=limit, closed_fixes=closed)
+    return _file(letters, len(ids), reason, actor, limit, lately, clock)
+
+
+def discard_one(letter: DeadLetter, reason, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> Outcome:
+    """Discard one dead letter now, or file it for approval when the person has no discard left this hour (one at a
+    time, a person could otherwise discard any number)."""
+    reason = discards.reason_of(reason, "this dead letter is")
+    limit, lately = threshold(), _counted(actor, clock())
+    if letter.status != "open" or lately < limit:
+        return Outcome(1, 0, threshold=limit, closed_fixes=discards.discard(letter, reason, actor, clock))
+    return _file([letter], 1, reason, actor, limit, lately, clock)
+
+
+def _file(letters: list[DeadLetter], asked: int, reason: str, actor: Actor, limit: int, lately: int,
+          clock: Clock) -> Outcome:
+    """File the discard of these open letters for a second person's approval, leaving out those another request
+    waits on already (approving the second could only fail)."""
+    waiting = waiting_on([letter.id for letter in letters], clock())
+    if len(waiting) == len(letters):
+        db.session.rollback()
+        requests = ", ".join(f"#{request}" for request in sorted(set(waiting.values())))
+        raise Conflict(f"{'it waits' if len(letters) == 1 else 'they wait'} already in bulk discard request "
+                       f"{requests}: approve or withdraw that one", "id")
+    letters = [letter for letter in letters if letter.id not in waiting]
     tenant_ids = {letter.tenant_id for letter in letters}
     # A request about one tenant's letters is that tenant's; one across tenants only unscoped approvers see.
     tenant = db.session.get(Tenant, tenant_ids.pop()) if len(tenant_ids) == 1 else None
@@ -104,7 +137,7 @@ def discard(ids: list[int], reason, actor: Actor, tenant_id: int | None, clock: 
         before={"dead_letters": {str(i): "open" for i in chosen}},
         after={"dead_letters": {str(i): "discarded" for i in chosen}}, tenant=tenant, clock=clock)
     db.session.commit()
-    return Outcome(0, len(ids) - len(chosen), approval, limit, lately)
+    return Outcome(0, asked - len(chosen), approval, limit, lately)
 
 
 def over_the_limit(count: int, outcome: Outcome) -> str:

@@ -8,12 +8,11 @@ from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import utcnow
 from console.extensions import db, htmx
 from console.models import Workflow
-from console.services.dlq import discards
 from console.services.dlq import groups as dlq
 from console.services.engine import breaker_admin, control, waiting_fixes
 from console.services.errors import Conflict, InvalidInput, ServiceError
 from console.services.people.permissions import OPERATE, VIEW
-from console.services.recovery import params_fix
+from console.services.recovery import bulk_discard, params_fix
 from console.web.dlq.blueprint import bp, go_back
 from console.web.dlq.forms import DiscardForm, FixParamsForm
 from console.web.dlq.views import fixes_of, requests_of
@@ -79,12 +78,21 @@ def discard(dead_letter_id: int):
     try:
         if not form.validate_on_submit():
             raise InvalidInput("; ".join(e for errors in form.errors.values() for e in errors), "reason")
-        closed = discards.discard(letter, form.reason.data, current_actor())
+        outcome = bulk_discard.discard_one(letter, form.reason.data, current_actor())
     except ServiceError as error:
         if htmx:
             return _row(letter, error=error.detail, status=error.status)
         flash(error.detail, "error")
         return go_back()
+    if outcome.approval is not None:
+        filed = (f"{bulk_discard.over_the_limit(1, outcome)} more than the {outcome.threshold} one person may discard "
+                 f"in an hour without approval: request #{outcome.approval.id} waits for another person with the "
+                 "approve permission.")
+        if htmx:
+            return _row(letter, notice=filed)
+        flash(filed, "info")
+        return go_back()
+    closed = outcome.closed_fixes
     if htmx:
         html, status = _row(letter, notice="Discarded.", closed_fixes=closed)
         return html, status, _count_changed(letter)
