@@ -146,3 +146,22 @@ def test_a_run_held_by_its_breaker_notes_the_hold_once_however_often_it_asks(run
     assert run.updated_at == clock()  # put off again: a reset before now no longer marks it (breaker_resets)
     clock.advance(60)
     assert execute(run_id, 0, clock=clock) == "succeeded"  # the breaker half-opens: it goes as the probe
+
+
+def test_runs_held_together_that_lose_the_half_open_probe_note_nothing_new(runs, clock, monkeypatch):
+    policy = {"breaker": {"failure_threshold": 1, "open_s": 60}}
+    first, second = runs.submit(policy=policy), runs.submit(policy=policy)
+    settings = BreakerSettings(failure_threshold=1, open_s=60)
+    key = breakers.key_for("python:demo.noop", runs.get(first).tenant_id, "handler")
+    breakers.record(key, False, clock(), settings)
+    assert execute(first, 0, clock=clock) == execute(second, 0, clock=clock) == "breaker_open"
+    held = len(runs.events(second))
+    clock.advance(61)  # both come due as the breaker half-opens
+    # The second looked while no probe was out, then the first's worker took it before the second asked.
+    monkeypatch.setattr(breakers, "refused_until", lambda *args: None)
+    assert breakers.allow(key, clock(), settings).allowed
+    assert execute(second, 0, clock=clock) == "breaker_open"
+    run = runs.get(second)
+    assert len(runs.events(second)) == held  # it added a "retry wait → pending → retry wait" pair each time
+    assert (run.status, run.status_reason, run.attempt) == ("retry_wait", "breaker_open", 0)
+    assert run.next_retry_at > clock() and run.updated_at == clock()

@@ -86,7 +86,8 @@ def claim(run_id: int, expected_attempt: int, clock: Clock, worker_id: str):
             return "cancelled"
         settings = BreakerSettings.from_policy(policy, admitted.policy_id, version)
         breaker = breakers.key_for(run.handler, run.tenant_id, policy.breaker_scope)
-        if run.status == "retry_wait" and run.status_reason == "breaker_open":
+        held = run.status == "retry_wait" and run.status_reason == "breaker_open"
+        if held:
             # Asked again while its breaker still refuses (a probe in flight, a job back early): a pair of timeline
             # rows at every ask read 28 rows for 2 attempts.
             due = breakers.refused_until(breaker, now, settings)
@@ -129,11 +130,16 @@ def claim(run_id: int, expected_attempt: int, clock: Clock, worker_id: str):
                 transitions.event(run, "deferred", now, reason="quota_class", message=why[:255])
             _defer(run, now + timedelta(seconds=DEFER_S), policy.timeout_s, why)
             return f"deferred:{full}"
-        held = reserved.hold(run.tenant_id, now) if admitted.reservations else None
-        if held is not None:
-            _defer(run, now + timedelta(seconds=DEFER_S), policy.timeout_s, held.explain())
+        reservation = reserved.hold(run.tenant_id, now) if admitted.reservations else None
+        if reservation is not None:
+            _defer(run, now + timedelta(seconds=DEFER_S), policy.timeout_s, reservation.explain())
             return "deferred:reserved"
         verdict = breakers.allow(breaker, now, settings)
+        if not verdict.allowed and held:
+            # Another run took the half-open probe between this one's look and its ask (runs held together come due
+            # together): still held, so the timer's move is taken back and the hold noted once.
+            db.session.rollback()
+            return "breaker_open" if _held_again(run, now, verdict.retry_at, policy.timeout_s) else "skipped"
         if not verdict.allowed:
             transitions.move(run, "retry_wait", now, reason="breaker_open", next_retry_at=verdict.retry_at,
                              message=_opened_by(verdict.opened_by))
