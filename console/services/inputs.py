@@ -46,6 +46,16 @@ def blank(text: str) -> bool:
     return all(unicodedata.category(char).startswith(_UNSEEN) for char in text)
 
 
+def key_refusal(key: str, field: str = "idempotency_key") -> InvalidInput | None:
+    """Return the 422 for a key holding a control character or a line break (NUL: PostgreSQL refuses it in a string;
+    a newline or tab: a key nobody can paste back as it is), or None."""
+    for position, char in enumerate(key, start=1):
+        if unicodedata.category(char) in ("Cc", "Zl", "Zp"):
+            return InvalidInput(f"{field} must not contain control characters such as newlines or tabs; it holds "
+                                f"{char!r} at position {position}", field)
+    return None
+
+
 def is_id(value) -> bool:
     """Tell whether a JSON value is a row id (a whole number that fits a database id; `true` is not one)."""
     return isinstance(value, int) and not isinstance(value, bool) and -MAX_ID <= value <= MAX_ID

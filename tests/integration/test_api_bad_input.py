@@ -410,6 +410,21 @@ def test_a_failure_report_sent_again_is_200_duplicate_and_changes_nothing(client
     assert (again.status_code, again.json["id"], again.json["duplicate"]) == (200, first.json["id"], True)
 
 
+def test_a_failure_report_for_a_key_of_other_work_is_409_and_a_key_with_a_newline_422(client, operator):
+    report = {"type": FAILED, "idempotency_key": "ext-10", "error_code": "boom", "retryable": False,
+              "handler": "demo.noop"}
+    assert client.post("/events", json=report, headers=operator).status_code == 202
+    with nothing_written():
+        other = client.post("/events", json={**report, "handler": "demo.sleep"}, headers=operator)
+        refused(other, 409, "conflict", "idempotency_key")  # it was a 200 "duplicate" of the demo.noop run
+        refused(client.post("/events", json={**report, "handler": 5}, headers=operator), 422, "invalid", "handler")
+        refused(client.post("/events", json={**report, "idempotency_key": "ext\n11"}, headers=operator), 422,
+                "invalid", "idempotency_key")
+        refused(client.post("/api/workflows", json={"name": "ship", "steps": [{"handler": "demo.noop"}],
+                                                    "idempotency_key": "wf\u2028key"}, headers=operator),
+                422, "invalid", "idempotency_key")
+
+
 def test_a_task_id_names_its_tenant_and_a_value_that_is_no_id_says_so(client, auth, operator):
     """{"task_id": 11} of acme's task submits in acme (a task is one tenant's); `true` is no task id."""
     acme = make_tenant("acme")

@@ -11,8 +11,9 @@ from console.models import Run, RunEvent, Tenant
 from console.services.actor import Actor
 from console.services.engine import handler_kinds, transitions
 from console.services.engine.failures import fail
-from console.services.engine.submit import _policy_choice, effective_policy, find_by_key, task_for
+from console.services.engine.submit import _policy_choice, _same_work, effective_policy, find_by_key, task_for
 from console.services.errors import Conflict, InvalidInput, NotFound
+from console.services.inputs import key_refusal
 from console.services.policies import versions as policies
 
 
@@ -29,6 +30,8 @@ def report_failure(tenant: Tenant, data: dict, actor: Actor, clock: Clock = SYST
     """Put an externally failed execution into the retry flow: retry later, or dead-letter it; return the run and
     whether this was the same report sent again (it changed nothing)."""
     key = _text(data, "idempotency_key", 200, required=True)
+    if refused := key_refusal(key):  # the key of a run it may create, as a submit's
+        raise refused
     code = _text(data, "error_code", 80, required=True)
     message = data.get("message") or ""
     retryable = data.get("retryable")
@@ -43,7 +46,11 @@ def report_failure(tenant: Tenant, data: dict, actor: Actor, clock: Clock = SYST
     run = find_by_key(tenant.id, key)
     if run is None:
         run = _external_run(tenant, data, key, actor, now)
-    elif run.status != "running":
+    elif data.get("task_id") is not None or data.get("handler") is not None:
+        # The key names other work than the one reported (a sent-again report for it was taken as a duplicate).
+        task = task_for(data["task_id"], tenant) if data.get("task_id") is not None else None
+        _same_work(run, data.get("handler"), task, key)
+    if run.status != "running":
         if _reported_already(run, code):
             return run, True  # the executor's retry of a report that landed (a timeout on its side)
         raise Conflict(f"run {run.id} is {run.status}; only a running run can fail "

@@ -1,7 +1,6 @@
 """Submit work: validate, deduplicate by idempotency key, enforce limits, commit, then enqueue."""
 
 import logging
-import re
 import uuid
 from datetime import datetime
 
@@ -21,7 +20,7 @@ from console.services.actor import Actor
 from console.services.delivery import outbox
 from console.services.engine import admission, handler_kinds, queueing, reserved, transitions
 from console.services.errors import Conflict, InvalidInput, NotFound, QueueFull
-from console.services.inputs import blank, is_id, params_too_large
+from console.services.inputs import blank, is_id, key_refusal, params_too_large
 from console.services.policies import versions as policies
 from console.services.settings import setting
 
@@ -325,17 +324,12 @@ def key_required(source: str) -> bool:
     return source == "api" and setting("WORKER_CONFIG").idempotency_required
 
 
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
-
-
 def check_key_shape(idempotency_key, limit: int = MAX_KEY) -> None:
     """Refuse an idempotency key no row could hold: not a string of 1-limit characters, or one with a NUL."""
     if idempotency_key is not None and not (isinstance(idempotency_key, str) and 0 < len(idempotency_key) <= limit):
         raise InvalidInput(f"idempotency_key must be a string of 1-{limit} characters", "idempotency_key")
-    if idempotency_key is not None and (control := _CONTROL.search(idempotency_key)):
-        # NUL: PostgreSQL refuses it in a string (a 500); a newline or tab: a key nobody can paste back as it is.
-        raise InvalidInput(f"idempotency_key must not contain control characters such as newlines or tabs; it "
-                           f"holds {control.group()!r} at position {control.start() + 1}", "idempotency_key")
+    if idempotency_key is not None and (refused := key_refusal(idempotency_key)):
+        raise refused
     if idempotency_key is not None and blank(idempotency_key):  # every client's "  " would be one piece of work
         raise InvalidInput("idempotency_key is only spaces or invisible characters: send a key that names this piece "
                            "of work, or none",

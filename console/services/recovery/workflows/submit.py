@@ -45,6 +45,8 @@ def check_key(key) -> str:
     if inputs.blank(key):  # every client's "   " would be one workflow
         raise InvalidInput("idempotency_key is only spaces or invisible characters: send a key that names this "
                            "workflow", "idempotency_key")
+    if refused := inputs.key_refusal(key):
+        raise refused
     return key
 
 
