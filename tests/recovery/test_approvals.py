@@ -230,6 +230,10 @@ def test_a_fix_whose_run_waits_for_its_breaker_without_an_attempt_can_still_be_r
     assert execute(run.id, 0, clock=clock) == "breaker_open"  # held before its first attempt: it never ran
     rolled = decisions.rollback(approval.id, people["bea"], "wrong account", clock=clock)
     assert rolled.status == "rolled_back" and runs.get(run.id).params == BROKEN
+    # It said "the rows are as they were before it ran", and the held replay then ran (helper 95): it says so now.
+    assert decisions.rolled_back_in_part(rolled) == (
+        f"run #{run.id}'s replay has not started and still goes ahead, now with the params as they were; cancel the "
+        "run to stop it")
 
 
 def test_an_approved_fix_is_recorded_as_the_requesters_with_the_approver_beside(letter, people, clock, runs):

@@ -691,3 +691,6 @@ def test_a_bulk_discard_rolled_back_in_part_says_which_letters_stay(person, lett
     assert (f"Rolled back request #{request.id} in part: 1 dead letter reopened; #{found[0].id} stays as now"
             in html(rolled))
     assert "the rows are as they were before it ran" not in html(rolled)
+    # And the request's page says so after (it read "rolled back", "discarded 2").
+    page = html(approver_client.get(f"/approvals/{request.id}"))
+    assert f'<div class="rolled-back-in-part">In part: 1 dead letter reopened; #{found[0].id} stays as now' in page

@@ -14,7 +14,7 @@ from console.services.engine import replays, transitions, waiting_fixes
 from console.services.errors import Conflict, InvalidInput, NotFound
 from console.services.inputs import params_too_large
 from console.services.recovery import approvals, runbook_reconcile, runbooks
-from console.services.recovery.kinds import Applied, FixKind
+from console.services.recovery.kinds import Applied, FixKind, Restored
 
 NAME = waiting_fixes.KIND
 FIX_RUNBOOK = "fix_params_and_replay"  # the runbook that fixes a letter's params too (jobs/runbooks/dead_letters.py)
@@ -242,7 +242,7 @@ def _why_kept(approval: Approval) -> str | None:
     return kept.detail if kept else None
 
 
-def _rollback(approval: Approval, actor: Actor, now: datetime) -> None:
+def _rollback(approval: Approval, actor: Actor, now: datetime) -> Restored | None:
     run_id = approval.backup["run_id"]
     run = db.session.execute(select(Run).where(Run.id == run_id).with_for_update()
                              .execution_options(populate_existing=True)).scalar_one()
@@ -252,6 +252,12 @@ def _rollback(approval: Approval, actor: Actor, now: datetime) -> None:
                        .execution_options(synchronize_session=False))
     transitions.event(run, "params_restored", now, actor=actor.name, message=f"rollback of approval #{approval.id}",
                       data={"before": approval.after["params"], "after": approval.backup["params"]})
+    if run.status in ("pending", "retry_wait"):
+        # Its replay has not started (a breaker may hold it): it still goes, with the params restored.
+        return Restored(before=approval.after, after=approval.before,
+                        left=f"run #{run.id}'s replay has not started and still goes ahead, now with the params as "
+                             "they were; cancel the run to stop it")
+    return None
 
 
 KIND = FixKind(NAME, "Edit a dead letter's params, then replay it", _apply, _rollback, _why_kept)

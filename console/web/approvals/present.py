@@ -13,6 +13,7 @@ from console.services.engine import control
 from console.services.recovery import (
     approvals,
     bulk_discard,
+    decisions,
     params_fix,
     run_compensation,
     runbook_registry,
@@ -139,7 +140,7 @@ def why_kept(approval: Approval) -> str | None:
 def helpers() -> dict:
     """What the Approvals templates (and the pages that link to requests) use."""
     return {"subject_of": subject, "state_of": approvals.status_at, "kind_title": shown.title, "changes": diff.changes,
-            "shown": diff.shown, "value_text": value_text}
+            "shown": diff.shown, "value_text": value_text, "rolled_back_in_part": decisions.rolled_back_in_part}
 
 
 def workflow_note(approval: Approval) -> str:
