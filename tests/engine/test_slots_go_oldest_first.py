@@ -21,7 +21,7 @@ def _waiting_in_turn(runs, clock, holder: int, older: int, newer: int, limit: st
     clock.advance(1)
 
     assert execute(newer, 0, clock=clock) == f"deferred:{limit}"
-    assert runs.get(newer).wait_reason.endswith("; 1 older run waits first")
+    assert runs.get(newer).wait_reason.endswith("; older runs waiting for it go first")
     assert execute(older, 0, clock=clock) == "succeeded"
     assert execute(newer, 0, clock=clock) == "succeeded"  # its turn once the older one is done
 

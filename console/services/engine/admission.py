@@ -161,7 +161,8 @@ def hold_limits(tenant_id: int, task_id: int | None, handler: str, quota_class: 
 def explain(full: str, admission: Admission, concurrency: int, *, tenant: str, policy: str, handler: str,
             by_task: bool, tenant_id: int | None = None, ahead: int = 0) -> str:
     """Say in words which limit holds a run back, for its page (`full` as over_capacity or queued_ahead named it)."""
-    first = f"; {plural(ahead, 'older run')} {'waits' if ahead == 1 else 'wait'} first" if ahead else ""
+    # Counted only up to the free slots (what the claim needs to know), so not "1 older run" when six wait.
+    first = "; older runs waiting for it go first" if ahead else ""
     if full == "quota_class":
         running = class_tasks(admission.quota_class, tenant_id)
         return (f"{CLASS_WAIT}{admission.quota_class}: {admission.class_running} of its "
