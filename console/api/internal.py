@@ -5,6 +5,7 @@ from flask import Blueprint, jsonify, url_for
 from console.api import serialize
 from console.api.common import acting_tenant, body, is_id, known_args, no_unknown
 from console.auth import current_actor, requires, shared_by_all_tenants, tenant_scope
+from console.domain.clock import utcnow
 from console.domain.ids import MAX_ID
 from console.services import versioning
 from console.services.engine import control, executor_reports
@@ -12,6 +13,7 @@ from console.services.engine.submit import find_by_key
 from console.services.errors import InvalidInput, NotFound
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.policies import versions as policies
+from console.services.runs.waiting import held_again_by_breaker
 from console.services.scheduling import definitions, on_demand
 
 bp = Blueprint("internal_api", __name__)
@@ -34,11 +36,15 @@ def retry():
         run = find_by_key(tenant.id, data["idempotency_key"])
         if run is None:
             raise NotFound(f"no run of tenant {tenant.name} has idempotency key {data['idempotency_key']!r}"
-                           + ("" if "tenant" in data else "; keys are per tenant: name it with \"tenant\""))
+                           + ("" if "tenant" in data or tenant_scope() is not None
+                              else "; keys are per tenant: name it with \"tenant\""))
     else:
         raise InvalidInput("give run_id (a number) or idempotency_key", "run_id")
     run, _ = control.retry_now(run, current_actor(), policy=data.get("policy"))
-    return jsonify(serialize.run(run)), 202, {"Location": url_for("worker_api.get_task", run_id=run.id)}
+    # Pulled forward under an open breaker, it is held again at once: the answer says so (it read as done).
+    note = held_again_by_breaker(run, utcnow())
+    return jsonify({**serialize.run(run), **({"note": note} if note else {})}), 202, {
+        "Location": url_for("worker_api.get_task", run_id=run.id)}
 
 
 @bp.get("/internal/policies")

@@ -5,8 +5,11 @@ from datetime import datetime
 import pytest
 from sqlalchemy import func, select, update
 
+from console.domain.breaker import BreakerSettings
+from console.domain.clock import utcnow
 from console.extensions import db
 from console.models import AuditEntry, OutboxMessage, PolicyVersion, RetryPolicyRecord, Run, RunEvent, Task
+from console.services.engine import breakers
 from console.services.engine.execute import execute
 from console.services.people import tenants
 from tests import api_checks
@@ -266,6 +269,25 @@ def test_a_retry_by_key_looks_in_the_tenant_named(client, operator, runs, clock)
     found = client.post("/internal/tasks/retry", json={"idempotency_key": "only-acme", "tenant": "acme"},
                         headers=operator)
     assert (found.status_code, found.json["id"], found.json["status"]) == (202, run_id, "pending")
+
+
+def test_a_tenant_limited_token_is_not_told_to_name_a_tenant_it_cannot(client, auth, runs):
+    acme = make_tenant("acme")
+    scoped = bearer(auth.make_user("sam", "operator", tenant=acme), tenant=acme)
+    missing = refused(client.post("/internal/tasks/retry", json={"idempotency_key": "nope"}, headers=scoped),
+                      404, "not_found")
+    assert missing["detail"] == "no run of tenant acme has idempotency key 'nope'"
+
+
+def test_a_retry_pulled_forward_under_an_open_breaker_says_it_waits_for_it_again(client, operator, runs, clock):
+    run_id = runs.submit(policy={"breaker": {"failure_threshold": 1, "open_s": 600}})
+    run = runs.get(run_id)
+    breakers.record(breakers.key_for(run.handler, run.tenant_id, "handler"), False, utcnow(),
+                    BreakerSettings(failure_threshold=1, open_s=600))
+    assert execute(run_id, 0) == "breaker_open"
+    answer = client.post("/internal/tasks/retry", json={"run_id": run_id}, headers=operator)
+    assert answer.status_code == 202 and answer.json["status"] == "pending"
+    assert "breaker is open until" in answer.json["note"] and "waits for it again" in answer.json["note"]
 
 
 def test_retrying_a_pending_run_with_a_new_policy_is_409_and_keeps_its_policy(client, operator, submitted):

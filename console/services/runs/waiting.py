@@ -56,6 +56,15 @@ def breaker_of(run: Run, now: datetime) -> BreakerState | None:
     return found[0] if found else None
 
 
+def held_again_by_breaker(run: Run, now: datetime) -> str | None:
+    """Say that a run sent on now will be held again by its open breaker, and where to reset it; None otherwise."""
+    state = breaker_of(run, now)
+    if state is None or state.state != BreakerMode.OPEN:
+        return None
+    return (f"its handler's breaker is open until {state.open_until:%H:%M:%S} UTC, so it waits for it again; "
+            "reset it on the Breakers page to let it go now")
+
+
 def _breaker_and_policy(run: Run, now: datetime) -> tuple[BreakerState, int, RetryPolicy] | None:
     """Return the run's breaker's state now, and the run's policy version and policy; None when unreadable."""
     try:

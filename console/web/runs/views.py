@@ -6,7 +6,6 @@ from datetime import timedelta
 from flask import flash, redirect, request, url_for
 
 from console.auth import current_actor, requires, tenant_scope
-from console.domain.breaker import BreakerMode
 from console.domain.clock import utcnow
 from console.domain.statuses import ACTIVE
 from console.extensions import db, htmx
@@ -19,7 +18,7 @@ from console.services.reports import breaches as breach_list
 from console.services.runs import liveness
 from console.services.runs import query as runs_query
 from console.services.runs import timeline as run_timeline
-from console.services.runs.waiting import breaker_of, breaker_resets, why_waiting
+from console.services.runs.waiting import breaker_resets, held_again_by_breaker, why_waiting
 from console.web import paging
 from console.web.approvals import present
 from console.web.render import page
@@ -133,11 +132,8 @@ def _act(run_id: int, action, verb: str):
 
 def _held_by_breaker(run) -> str:
     """Warn that a run sent on now will be held again by its open breaker, and where to reset it."""
-    state = breaker_of(run, utcnow())
-    if state is None or state.state != BreakerMode.OPEN:
-        return ""
-    return (f" But its handler's breaker is open until {state.open_until:%H:%M:%S} UTC, so it waits for it again; "
-            "reset it on the Breakers page to let it go now.")
+    held = held_again_by_breaker(run, utcnow())
+    return f" But {held}." if held else ""
 
 
 @bp.post("/<int:run_id>/retry")
