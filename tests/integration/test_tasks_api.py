@@ -196,6 +196,22 @@ def test_a_deadline_shorter_than_the_policys_start_limit_is_refused(client, oper
                 422, "invalid", "sla")
 
 
+def test_a_policy_edit_that_would_put_a_tasks_deadline_before_its_start_limit_is_refused(client, operator, register):
+    """The task's save refuses the combination; an edit of its policy made it, unseen (helper 95)."""
+    assert client.put("/internal/policies/slow-start", json={"sla": {"max_start_delay_s": 100}},
+                      headers=operator).status_code == 201
+    created = register(policy="slow-start", sla={"deadline_s": 150})
+    with nothing_written():
+        said = refused(client.put("/internal/policies/slow-start", json={"sla": {"max_start_delay_s": 300}},
+                                  headers=operator), 422, "invalid", "sla")["detail"]
+    assert said == (f"sla: this would give task {created['name']} (deadline 150 s, start limit 300 s) a deadline "
+                    "shorter than its start limit; change its SLA first, or this one")
+    # Other edits of the policy, and SLA edits that keep the order, go through.
+    assert client.put("/internal/policies/slow-start", json={"max_attempts": 3}, headers=operator).status_code == 200
+    assert client.put("/internal/policies/slow-start", json={"sla": {"max_start_delay_s": 120}},
+                      headers=operator).status_code == 200
+
+
 def test_dropping_the_trigger_a_setting_shapes_is_refused_and_other_edits_leave_it_alone(client, operator, register):
     created = register(event="order.created", debounce_s=10)
     with nothing_written():

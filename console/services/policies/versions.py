@@ -5,14 +5,14 @@ import json
 from pathlib import Path
 
 import yaml
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, or_, select
 
 from console.db import locks
 from console.domain import names
 from console.domain.clock import SYSTEM_CLOCK, Clock
-from console.domain.policy import RetryPolicy, sla_out_of_order, too_long_codes
+from console.domain.policy import PolicyError, RetryPolicy, sla_out_of_order, too_long_codes
 from console.extensions import db
-from console.models import PolicyVersion, RetryPolicyRecord
+from console.models import PolicyVersion, RetryPolicyRecord, Task
 from console.services import inputs, versioning
 from console.services.actor import SYSTEM, Actor
 from console.services.audit import trail as audit
@@ -154,6 +154,8 @@ def save(name: str, spec: dict, actor: Actor, *, description: str | None = None,
         policy = validated(_over(normalized(current_version(record).spec), spec) if record is not None else spec,
                            field_prefix="")
     before, after = None, policy.to_dict()
+    if record is not None and _sla_of(normalized(current_version(record).spec)) != _sla_of(policy.to_dict()):
+        _keeps_tasks_slas_in_order(record, policy)
     if record is None:
         record = RetryPolicyRecord(name=name, description=description or "", current_version=1)
         db.session.add(record)
@@ -187,6 +189,32 @@ def save(name: str, spec: dict, actor: Actor, *, description: str | None = None,
                  note=f"version {version}", clock=clock)
     db.session.commit()
     return record
+
+
+def _sla_of(spec: dict) -> tuple:
+    return spec.get("max_start_delay_s"), spec.get("deadline_s")
+
+
+def _keeps_tasks_slas_in_order(record: RetryPolicyRecord, policy: RetryPolicy) -> None:
+    """Refuse a new version whose SLA gives a live task of this policy a deadline shorter than its start limit: the
+    task's save refuses that combination, and a policy edit made it (helper 95)."""
+    uses = Task.policy_id == record.id if record.name != DEFAULT else or_(Task.policy_id == record.id,
+                                                                          Task.policy_id.is_(None))
+    broken = []
+    for task in db.session.execute(select(Task).where(uses, Task.deleted_at.is_(None)).order_by(Task.name)).scalars():
+        own = task.sla or {}
+        try:
+            merged = policy.with_overrides(task.policy_overrides) if task.policy_overrides else policy
+        except PolicyError:
+            continue
+        start, deadline = own.get("max_start_delay_s", merged.max_start_delay_s), own.get("deadline_s",
+                                                                                         merged.deadline_s)
+        if start is not None and deadline is not None and deadline < start:
+            broken.append(f"{task.name} (deadline {deadline} s, start limit {start} s)")
+    if broken:
+        raise InvalidInput(f"sla: this would give {'task' if len(broken) == 1 else 'tasks'} {', '.join(broken[:5])}"
+                           f"{' …' if len(broken) > 5 else ''} a deadline shorter than its start limit; change "
+                           f"{'its' if len(broken) == 1 else 'their'} SLA first, or this one", "sla")
 
 
 def load_defaults(path: str) -> list[str]:
