@@ -318,3 +318,16 @@ def test_a_discard_over_the_limit_of_letters_no_longer_open_files_nothing(staff,
     outcome = bulk_discard.discard([found[0].id, 999_999], "junk", staff["olga"], None, clock)
     assert (outcome.discarded, outcome.skipped, outcome.approval) == (0, 2, None)
     assert db.session.execute(select(Approval)).first() is None
+
+
+def test_a_rollback_that_can_reopen_nothing_says_why(staff, letters, clock, runs):
+    console_settings.save(THRESHOLD, 1, Actor("root"), clock)
+    found = letters(2)
+    request = bulk_discard.discard([x.id for x in found], "duplicates", staff["olga"], None, clock).approval
+    decisions.approve(request.id, staff["alex"], clock=clock)
+    for letter in found:
+        control.retry_now(runs.get(letter.run_id), staff["bea"], clock=clock)
+    # It said "none of these dead letters is still discarded by this request" of two letters reading "discarded".
+    with pytest.raises(Conflict, match="its run was retried"):
+        decisions.rollback(request.id, staff["bea"], clock=clock)
+    assert statuses(found) == ["discarded", "discarded"]

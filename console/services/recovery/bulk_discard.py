@@ -184,7 +184,8 @@ def _rollback(approval: Approval, actor: Actor, now: datetime) -> Restored:
     reopened = discards.reopen(backup["ids"], datetime.fromisoformat(backup["discarded_at"]), actor, now,
                           approval_id=approval.id)
     if not reopened:
-        raise Conflict("none of these dead letters is still discarded by this request; nothing was reopened", "status")
+        raise Conflict("nothing was reopened: each of these dead letters was settled another way since the discard, or "
+                       "its run was retried (a letter whose run moved on stays as it is)", "status")
     kept = sorted(set(backup["ids"]) - set(reopened))
     left = None if not kept else (
         f"{plural(len(reopened), 'dead letter')} reopened; {', '.join(f'#{i}' for i in kept)} "
