@@ -195,6 +195,11 @@ def test_a_job_whose_arguments_cannot_be_unpickled_names_the_module_missing(app,
     assert "ModuleNotFoundError: No module named 'shop_models'" in result.output and "PYTHONPATH" in result.output
 
 
+def test_a_queue_rq_does_not_have_is_refused_naming_those_it_has(app, cli, failed_rq_jobs):
+    result = cli("--redis-url", failed_rq_jobs, "--queue", "legasy", *MAPS, "--dry-run")
+    assert result.exit_code == 1 and f"no RQ queue named 'legasy' in that Redis; its queues: {LEGACY}" in result.output
+
+
 def test_a_function_without_a_mapping_is_refused_and_nothing_is_written(app, cli, failed_rq_jobs):
     before = counts()
     result = cli("--redis-url", failed_rq_jobs, "--queue", LEGACY, "--map",

@@ -98,7 +98,12 @@ def read_rq(redis_url: str, queues: list[str] | None = None) -> list[Failed]:
         raise InvalidInput(f"cannot read Redis at --redis-url: {error}", "redis_url") from None
     kwargs = connection.connection_pool.connection_kwargs
     source = f"rq:{kwargs.get('host', kwargs.get('path', 'redis'))}:{kwargs.get('port', '')}/{kwargs.get('db', 0)}"
-    names = queues or sorted(queue.name for queue in Queue.all(connection=connection))
+    known = sorted(queue.name for queue in Queue.all(connection=connection))
+    if unknown := [name for name in queues or () if name not in known]:
+        # A mistyped queue read "0 failed jobs" and exited well.
+        raise InvalidInput(f"no RQ queue named {unknown[0]!r} in that Redis; its queues: "
+                           f"{', '.join(known) or 'none'}", "queue")
+    names = queues or known
     found: list[Failed] = []
     for name in names:
         queue = Queue(name, connection=connection)
