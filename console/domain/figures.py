@@ -186,9 +186,10 @@ def bases(inputs: Inputs) -> dict[str, tuple[int, int, str]]:
     t = _totals(inputs)
     return {
         "on_time_rate": (t["on_time"], t["starts"] + inputs.late_waiting, "starts"),
-        "execution_success_rate": (t["succeeded"], t["finished"], "attempt series"),
-        "retry_success_rate": (t["retry_succeeded"], t["retried"], "retried attempt series"),
-        "duplicate_rate": (t["duplicates"], t["finished"], "attempt series"),
+        # In a manager's words: a run's series is its run, a replay counting again (the definitions say so).
+        "execution_success_rate": (t["succeeded"], t["finished"], "finished runs"),
+        "retry_success_rate": (t["retry_succeeded"], t["retried"], "runs that retried"),
+        "duplicate_rate": (t["duplicates"], t["finished"], "finished runs"),
         "workorder_completion_rate": (inputs.workorders_completed, inputs.workorders_created, "work orders"),
         "conflict_warning_hit_rate": (t["conflicts_named"], t["conflicts"], "conflicts"),
     }

@@ -29,7 +29,7 @@ def test_table_and_csv_name_every_figure_with_its_target(built, app, clock, monk
     assert "UTC, beside the day before; rollups computed up to" in table.splitlines()[0]
     assert "beside the 7 days before;" in run(app, clock, monkeypatch, "--period", "7d").stdout
     assert "Scheduling on time" in table and "75.0 %" in table and "≥ 98.0 %" in table and "NOT MET" in table
-    assert "8 of 11 attempt series" in table  # what each rate is of
+    assert "8 of 11 finished runs" in table  # what each rate is of, in a manager's words
     rows = list(csv.DictReader(io.StringIO(run(app, clock, monkeypatch, "--period", "24h", "--format", "csv").stdout)))
     by_name = {row["name"]: row for row in rows}
     assert by_name["sla_breaches"]["value"] == "1" and by_name["on_time_rate"]["met"] == "false"
