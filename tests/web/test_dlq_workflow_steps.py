@@ -58,8 +58,10 @@ def test_a_dead_step_says_on_its_run_page_that_a_replay_runs_it_alone(client, au
     auth.as_role("operator", "olga")
     failed, undo = steps["failed"], steps["undo"]
     page = client.get(f"/runs/{failed.id}").get_data(as_text=True)
+    # It failed for good too: the confirm says so after the workflow's note (it said only the note: helper 92).
+    reason = runs.dead_letters(failed.id)[-1].reason
     assert confirm_of(page, f"/runs/{failed.id}/retry").endswith(
-        f"Run #{failed.id} is step 3 of workflow #{steps['undone']} (compensated). {ALONE}")
+        f"Run #{failed.id} is step 3 of workflow #{steps['undone']} (compensated). {ALONE} {replay_caution(reason)}")
     page = client.get(f"/runs/{undo.id}").get_data(as_text=True)
     assert confirm_of(page, f"/runs/{undo.id}/retry").endswith(
         f"Run #{undo.id} is step 2 of workflow #{steps['stuck']} (compensation failed). {AGAIN}")
@@ -83,7 +85,7 @@ def test_a_dead_steps_row_asks_before_its_replay_and_marks_its_box(client, auth,
     page = client.get("/dlq/?view=list").get_data(as_text=True)
     assert confirm_of(page, f"/dlq/{letters['failed'].id}/replay") == (
         f"Replay dead letter #{letters['failed'].id} with its params as they are? Run #{steps['failed'].id} is "
-        f"step 3 of workflow #{steps['undone']} (compensated). {ALONE}")
+        f"step 3 of workflow #{steps['undone']} (compensated). {ALONE} {replay_caution(letters['failed'].reason)}")
     assert confirm_of(page, f"/dlq/{letters['undo'].id}/replay").endswith(AGAIN)
     assert confirm_of(page, f"/dlq/{plain.id}/replay") == ""  # one click, as before
     boxes = {int(value): rest for value, rest in re.findall(r'<input type="checkbox" name="id" value="(\d+)"([^>]*)>',
