@@ -9,6 +9,7 @@ from console.domain.clock import FrozenClock
 from console.extensions import db
 from console.models import Approval, DeadLetter, Run
 from console.services.actor import Actor
+from console.services.dlq.groups import replay_caution
 from console.services.engine.execute import execute
 from console.services.engine.submit import submit
 from console.services.people import tenants, users
@@ -169,7 +170,8 @@ def test_replaying_workflows_steps_says_each_runs_alone_before_anything_is_sent(
     row.get_by_role("button", name="Replay", exact=True).click()
     assert asked == [f"Replay dead letter #{failed.id} with its params as they are? Run #{failed.run_id} is step 3 of "
                      f"workflow #{undone} (compensating). A replay runs this step alone: the workflow does not go on "
-                     "from it, and the steps its compensation undid stay undone."]
+                     "from it, and the steps its compensation undid stay undone. "
+                     f"{replay_caution(failed.reason)}"]
     db.session.expire_all()
     assert db.session.get(DeadLetter, failed.id).status == "open"
     page.once("dialog", lambda dialog: dialog.accept())
