@@ -694,3 +694,18 @@ def test_a_bulk_discard_rolled_back_in_part_says_which_letters_stay(person, lett
     # And the request's page says so after (it read "rolled back", "discarded 2").
     page = html(approver_client.get(f"/approvals/{request.id}"))
     assert f'<div class="rolled-back-in-part">In part: 1 dead letter reopened; #{found[0].id} stays as now' in page
+
+
+def test_a_bulk_discard_request_shows_the_approver_what_else_waits_on_its_letters(person, letter):
+    console_settings.save(console_settings.DISCARD_WITHOUT_APPROVAL, 1, Actor("root"))
+    _, olga = person("olga", "operator")
+    approver_client, _ = person("alex", "approver")
+    found = [letter() for _ in range(2)]
+    fix = file_fix(found[0], olga)
+    request = bulk_discard.discard([x.id for x in found], "duplicates", Actor("olga", olga.id), None).approval
+    page = html(approver_client.get(f"/approvals/{request.id}"))
+    # Only the requester's confirm said approving closes the params fix (helper 93).
+    assert "<th>Also waiting on it</th>" in page
+    assert (f'<a href="/approvals/{fix.id}">params fix #{fix.id}</a> <span class="subtle">closed when this is '
+            "approved</span>") in page
+    assert f'bulk discard #{request.id}</a>' not in page  # not itself

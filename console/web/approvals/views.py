@@ -9,10 +9,11 @@ from console.extensions import db, htmx
 from console.models import User
 from console.services.errors import ServiceError
 from console.services.people.permissions import APPROVE, OPERATE, ROLL_BACK, VIEW, can
-from console.services.recovery import approvals, decisions, params_fix, runbooks
+from console.services.recovery import approvals, bulk_discard, decisions, params_fix, runbooks
 from console.web import paging
 from console.web.approvals import present
 from console.web.approvals.forms import ApproveForm, RejectForm, RollbackForm, WithdrawForm
+from console.web.dlq.views import fixes_of, requests_of
 from console.web.render import page, partial
 
 bp = Blueprint("approvals", __name__, url_prefix="/approvals")
@@ -76,10 +77,15 @@ def _show(approval_id: int, *, error: str | None = None, status: int = 200, appr
     rolled_back_by = db.session.get(User, approval.rolled_back_by_id) if approval.rolled_back_by_id else None
     rollback_possible = present.can_roll_back(approval)
     can_roll_back = approver and not mine and rollback_possible
+    letters = present.letters(approval)
+    # What else waits on a bulk discard's letters: approving it closes their params fixes, and the approver is the one
+    # to know (only the requester's confirm said so).
+    others = ({"fixes": fixes_of(letters), "requests": requests_of(letters)}
+              if approval.kind == bulk_discard.NAME and state == "pending" else None)
     return page("approvals/show.html", "detail", row=approvals.row(approval), approval=approval, now=now,
                 runbook_request=present.runbook_request(approval), run_outcome=present.run_outcome(approval),
                 state=state, mine=mine, decidable=approver and not mine and state == "pending" and not settled,
-                settled=settled, letters=present.letters(approval), workflow_note=present.workflow_note(approval),
+                settled=settled, letters=letters, others=others, workflow_note=present.workflow_note(approval),
                 run_to_undo=present.run_to_undo(approval),
                 can_roll_back=can_roll_back, rollback_by_another=mine and rollback_possible,
                 kept=present.why_kept(approval) if rollback_possible and (can_roll_back or mine) else None,
