@@ -16,7 +16,8 @@ from console.services.runs import query as run_query
 
 bp = Blueprint("runs_api", __name__)
 MAX_LIMIT = 200
-FIELDS = ("tenant", "task", "handler", "status", "code", "since", "until", "limit", "before")
+FIELDS = ("tenant", "task", "handler", "status", "code", "q", "since", "until", "limit", "before")
+MAX_TEXT = 200  # as the Runs page's Text box
 STATUSES = tuple(status.value for status in RunStatus)
 
 
@@ -46,6 +47,9 @@ def _filters() -> run_query.RunFilters:
     code, handler = args.get("code", ""), args.get("handler", "")
     if len(code) > 80:
         raise InvalidInput("code is at most 80 characters", "code")
+    text = args.get("q", "").strip()
+    if len(text) > MAX_TEXT:
+        raise InvalidInput(f"q is at most {MAX_TEXT} characters", "q")
     if handler and args.get("task"):
         raise InvalidInput("filter by task or by handler (runs submitted without a task), not both", "handler")
     since, until = _moment("since"), _moment("until")
@@ -54,7 +58,7 @@ def _filters() -> run_query.RunFilters:
     return run_query.RunFilters(
         tenant_id=acting_tenant(args["tenant"]).id if args.get("tenant") else None,
         task_id=whole_arg("task", None, 1, MAX_ID), statuses=statuses, created_from=since, created_to=until,
-        error_code=code, handler="{}:{}".format(*handler_kinds.parse(handler)) if handler else "")
+        error_code=code, text=text, handler="{}:{}".format(*handler_kinds.parse(handler)) if handler else "")
 
 
 @bp.get("/api/runs")
@@ -64,4 +68,7 @@ def list_runs():
     filters = _filters()
     found = run_query.page(filters, scope=tenant_scope(), before=cursor_arg("before"),
                            limit=whole_arg("limit", 50, 1, MAX_LIMIT))
-    return jsonify(runs=[serialize.run_summary(run) for run in found.runs], next_before=found.next_before)
+    # A text search reads a window of ids at a time, as the Runs page does: `searched` says which, and next_before
+    # goes on below it even when this page came back short.
+    more = {"searched": list(found.searched)} if found.searched else {}
+    return jsonify(runs=[serialize.run_summary(run) for run in found.runs], next_before=found.next_before, **more)

@@ -53,6 +53,15 @@ def test_runs_list_newest_first_by_keyset_with_filters_and_the_tokens_tenant_onl
     api_checks.refused(client.get("/api/runs?tenant=default", headers=scoped), 403, "forbidden", "tenant")
 
 
+def test_runs_list_finds_text_as_the_runs_page_does(client, operator, runs):
+    """The Runs page found a run by its key; the API answered ?q= with a 422 (helper 96)."""
+    keyed = runs.submit("demo.noop", {}, idempotency_key="charge-1001")
+    runs.submit("demo.noop", {}, idempotency_key="charge-2002")
+    found = client.get("/api/runs?q=CHARGE-1001", headers=bearer(operator)).json
+    assert [run["id"] for run in found["runs"]] == [keyed] and found["next_before"] is None
+    api_checks.refused(client.get(f"/api/runs?q={'x' * 201}", headers=bearer(operator)), 422, "invalid", "q")
+
+
 def test_runs_list_reads_times_to_the_second(client, operator, runs, clock):
     early, late = runs.submit("demo.noop", {}), runs.submit("demo.noop", {})
     moment = clock().replace(microsecond=0)
