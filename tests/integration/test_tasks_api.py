@@ -599,3 +599,14 @@ def test_an_edit_that_changes_nothing_leaves_updated_at_so_no_one_gets_a_false_c
     careful = client.put(f"/internal/tasks/{made['id']}", headers=operator,
                          json={"cron": "0 4 * * *", "base_updated_at": made["updated_at"]})
     assert careful.status_code == 200, careful.json
+
+
+def test_a_task_moves_from_one_named_policy_to_another(client, operator, register):
+    """It answered 200 with the old policy, and wrote no audit row (helper 97)."""
+    for name in ("quick-one", "slow-one"):
+        assert client.put(f"/internal/policies/{name}", json={"max_attempts": 2}, headers=operator).status_code == 201
+    created = register(policy="quick-one")
+    moved = client.put(f"/internal/tasks/{created['id']}", json={"policy": "slow-one"}, headers=operator)
+    assert moved.status_code == 200 and moved.json["policy"] == "slow-one", moved.json
+    [entry] = audit_rows("task.edit", created["id"])
+    assert entry.before["policy"] == {"name": "quick-one"} and entry.after["policy"] == {"name": "slow-one"}

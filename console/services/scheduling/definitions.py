@@ -4,7 +4,8 @@ import re
 
 from console.domain import conflict_rules, cron
 from console.domain.policy import PolicyError
-from console.models import Task, Tenant
+from console.extensions import db
+from console.models import RetryPolicyRecord, Task, Tenant
 from console.services.engine import handler_kinds
 from console.services.errors import InvalidInput
 from console.services.policies import versions as policies
@@ -253,7 +254,9 @@ def as_input(task: Task) -> dict:
     """Return a task as the fields a request would send (so an edit can change only some): its own rules only."""
     policy = task.policy_overrides or None
     if task.policy_id:
-        policy = {"name": task.policy.name, **(task.policy_overrides or {})}
+        # By its id, not task.policy: the relationship keeps the old policy after an edit sets policy_id, so an edit
+        # from one named policy to another read as no change and was dropped.
+        policy = {"name": db.session.get(RetryPolicyRecord, task.policy_id).name, **(task.policy_overrides or {})}
     inherited = set(task.inherits or ())
     return {"name": task.name, "handler": task.handler, "params": task.params, "cron": task.cron,
             "timezone": task.timezone, "event": task.event, "policy": policy,
