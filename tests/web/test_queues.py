@@ -105,6 +105,15 @@ def test_a_worker_busy_with_a_long_run_shows_the_runs_heartbeat_not_its_last_rq_
     row = worker_row(client.get("/queues/").get_data(as_text=True), "worker-a")
     assert "12 min ago" in row and ">lost</span>" in row
 
+    # Killed mid-run: the run's heartbeat, newer than the worker's own, went silent too (it read "busy" until the
+    # reconciler retried the run: helper 97).
+    run.status, run.heartbeat_at = "running", utcnow() - timedelta(minutes=2)
+    db.session.commit()
+    row = worker_row(client.get("/queues/").get_data(as_text=True), "worker-a")
+    assert ">lost</span>" in row and "last: " in row
+    run.status = "succeeded"
+    db.session.commit()
+
     # A worker that just took a job beat a moment ago: busy, whatever its run says yet.
     get_redis().hset(worker.key, "last_heartbeat", utcnow().strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
     row = worker_row(client.get("/queues/").get_data(as_text=True), "worker-a")

@@ -145,9 +145,10 @@ def _workers(connection, scope: int | None, now: datetime) -> list[WorkerInfo]:
         own_beat, run_beat = _aware(worker.last_heartbeat), beats.get(run) if run else None
         through_run = run_beat is not None and (own_beat is None or run_beat > own_beat)
         state = worker.get_state()
-        if state == "busy" and run is not None and not through_run and _silent(own_beat, now):
+        if state == "busy" and run is not None and _silent(run_beat if through_run else own_beat, now):
             # Killed mid-run: RQ keeps its key "busy" for minutes, while the run's heartbeat (written by a thread of
-            # the worker running it) stopped, or the run moved on to an attempt elsewhere.
+            # the worker running it) stopped, or the run moved on to an attempt elsewhere. Its latest beat, the run's
+            # or its own, is what is silent (it read "busy" while the run page said the run was taken for lost).
             state = "lost"
         elif state == "idle" and (own_beat is None or (now - own_beat).total_seconds() > IDLE_SILENT_S):
             # Killed while idle: RQ keeps its key "idle" for 8 minutes, and the page said so of a dead worker.
