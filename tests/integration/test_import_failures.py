@@ -128,6 +128,19 @@ def test_the_same_redis_under_another_address_is_the_same_source(app, cli, faile
     assert counts()["runs"] == before["runs"]
 
 
+def test_jobs_imported_into_one_tenant_are_not_imported_again_into_another(app, cli, failed_rq_jobs):
+    """Imported into globex then acme, every job was imported twice, and replaying both ran it twice (helper 97)."""
+    make_tenant("globex")
+    make_tenant("acme")
+    assert cli("--redis-url", failed_rq_jobs, "--queue", LEGACY, *MAPS, "--tenant", "globex").exit_code == 0
+    before = counts()
+    result = cli("--redis-url", failed_rq_jobs, "--queue", LEGACY, *MAPS, "--tenant", "acme")
+    assert "Imported 0 failed jobs as dead letters in 0 work orders; 6 were imported before." in result.output
+    assert counts()["runs"] == before["runs"]
+    dry = cli("--redis-url", failed_rq_jobs, "--queue", LEGACY, *MAPS, "--dry-run")
+    assert "6 of them were imported before and would be skipped" in dry.output
+
+
 def test_a_new_job_under_an_id_imported_before_is_imported(app, cli, failed_rq_jobs):
     """A fixed job_id is a common RQ pattern: a new failure under it was skipped as "imported before"."""
     assert cli("--redis-url", failed_rq_jobs, "--queue", LEGACY, *MAPS).exit_code == 0

@@ -6,13 +6,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import func, select, tuple_
+from sqlalchemy import select, tuple_
 
 from console.db.upsert import insert_for
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.errors import MAX_MESSAGE_CHARS, Failure
 from console.extensions import db
-from console.models import Run
+from console.models import Run, Tenant
 from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.dlq.import_sources import Failed
@@ -147,12 +147,21 @@ def refuse_unmapped(result: Plan) -> None:
 
 def already_imported(result: Plan, chunk: int = 500) -> int:
     """Count the planned jobs an earlier import brought in (what a dry run would skip)."""
-    pairs = [(tenant_id, key_of(failed)) for failed, _, tenant_id in result.items]
-    found = 0
+    return len(_imported_before(result, chunk))
+
+
+def _imported_before(result: Plan, chunk: int = 500) -> set[str]:
+    """Return the keys of the planned jobs an earlier import brought in, into any tenant: imported into another
+    tenant, a job was imported again, and replaying both copies ran it twice (helper 97)."""
+    # Every tenant's (tenant, key) pair: the runs' unique index serves that, where a key alone would scan the table.
+    tenant_ids = db.session.execute(select(Tenant.id)).scalars().all()
+    pairs = [(tenant_id, key_of(failed)) for failed, _, _ in result.items for tenant_id in tenant_ids]
+    found = set()
     for start in range(0, len(pairs), chunk):
-        found += db.session.execute(select(func.count()).select_from(RUNS).where(
-            tuple_(RUNS.c.tenant_id, RUNS.c.idempotency_key).in_(pairs[start:start + chunk]))).scalar_one()
-    return found + len(_imported_under_legacy_keys(result, chunk))
+        found.update(db.session.execute(select(RUNS.c.idempotency_key).where(
+            tuple_(RUNS.c.tenant_id, RUNS.c.idempotency_key).in_(pairs[start:start + chunk]))).scalars())
+    legacy = _imported_under_legacy_keys(result, chunk)
+    return found | {key_of(failed) for failed, _, _ in result.items if failed.identity in legacy}
 
 
 def _imported_under_legacy_keys(result: Plan, chunk: int = 500) -> set[str]:
@@ -182,10 +191,10 @@ def run_import(result: Plan, actor: Actor, *, clock: Clock = SYSTEM_CLOCK) -> Im
     # The policy a replay will use (the default's version now), so the run page names it as for any run.
     version = policies.effective(None, {})[0]
     letters, already, orders = [], 0, set()
-    legacy = _imported_under_legacy_keys(result)
+    before = _imported_before(result)
     try:
         for failed, handler, tenant_id in result.items:
-            run = None if failed.identity in legacy else _insert_run(failed, handler, tenant_id, version, now)
+            run = None if key_of(failed) in before else _insert_run(failed, handler, tenant_id, version, now)
             if run is None:
                 already += 1
                 continue
