@@ -123,9 +123,11 @@ def _file(letters: list[DeadLetter], asked: int, reason: str, actor: Actor, limi
     waiting = waiting_on([letter.id for letter in letters], clock())
     if len(waiting) == len(letters):
         db.session.rollback()
-        requests = ", ".join(f"#{request}" for request in sorted(set(waiting.values())))
-        raise Conflict(f"{'it waits' if len(letters) == 1 else 'they wait'} already in bulk discard request "
-                       f"{requests}: approve or withdraw that one", "id")
+        requests = sorted(set(waiting.values()))
+        named = ", ".join(f"#{request}" for request in requests)
+        raise Conflict(f"{'it waits' if len(letters) == 1 else 'they wait'} already in bulk discard "
+                       f"{'request' if len(requests) == 1 else 'requests'} {named}: approve or withdraw "
+                       f"{'that one' if len(requests) == 1 else 'those'}", "id")
     letters = [letter for letter in letters if letter.id not in waiting]
     tenant_ids = {letter.tenant_id for letter in letters}
     # A request about one tenant's letters is that tenant's; one across tenants only unscoped approvers see.
