@@ -486,7 +486,8 @@ def test_a_discard_past_the_persons_hour_is_filed_for_approval_from_the_row(clie
     filed = post(client, auth, f"/dlq/{letter.id}/discard", {"reason": "customer closed the account"}, htmx=True)
     page = filed.get_data(as_text=True)
     assert filed.status_code == 200 and "more than the 0 one person may discard in an hour without approval" in page
-    assert re.search(r"request #\d+ waits for another person with the approve permission", page)
+    assert re.search(r'<a href="/approvals/\d+">request #\d+</a> waits for another person with the approve '
+                     r"permission", page)  # linked, as the bulk one's
     assert fresh(letter.id).status == "open" and not audits("dead_letter.discard")
 
 

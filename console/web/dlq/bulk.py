@@ -93,6 +93,15 @@ def confirm_replay():
                            fastest=request.args.get("fastest") == "y", fast_chunk=dlq_bulk.FAST_CHUNK)
 
 
+def filed_message(outcome) -> Markup:
+    """Say that a discard past the person's hour was filed, linking the request (a bulk discard's or one letter's)."""
+    count = len(outcome.approval.payload["ids"])
+    return Markup("{} more than the {} one person may discard in an hour without approval: "
+                  '<a href="{}">request #{}</a> waits for another person with the approve permission.').format(
+        bulk_discard_fix.over_the_limit(count, outcome), outcome.threshold,
+        url_for("approvals.show", approval_id=outcome.approval.id), outcome.approval.id)
+
+
 @bp.post("/bulk/discard")
 @requires(OPERATE)
 def bulk_discard():
@@ -108,13 +117,7 @@ def bulk_discard():
         flash(error.detail, "error")
         return go_back()
     if outcome.approval is not None:
-        count = len(outcome.approval.payload["ids"])
-        link = url_for("approvals.show", approval_id=outcome.approval.id)
-        message = Markup("{} more than the {} one person may discard in an hour without approval: "
-                         '<a href="{}">request #{}</a> waits for another person with the approve permission.'
-                         ).format(bulk_discard_fix.over_the_limit(count, outcome), outcome.threshold, link,
-                                  outcome.approval.id)
-        category = "info"
+        message, category = filed_message(outcome), "info"
     else:
         said = [f"Discarded {outcome.discarded} dead letter{'s' if outcome.discarded != 1 else ''}"]
         said += [f"{outcome.skipped} skipped (no longer open)"] if outcome.skipped else []

@@ -14,6 +14,7 @@ from console.services.errors import Conflict, InvalidInput, ServiceError
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.recovery import bulk_discard, params_fix
 from console.web.dlq.blueprint import bp, go_back
+from console.web.dlq.bulk import filed_message
 from console.web.dlq.forms import DiscardForm, FixParamsForm
 from console.web.dlq.views import fixes_of, requests_of
 
@@ -85,9 +86,7 @@ def discard(dead_letter_id: int):
         flash(error.detail, "error")
         return go_back()
     if outcome.approval is not None:
-        filed = (f"{bulk_discard.over_the_limit(1, outcome)} more than the {outcome.threshold} one person may discard "
-                 f"in an hour without approval: request #{outcome.approval.id} waits for another person with the "
-                 "approve permission.")
+        filed = filed_message(outcome)  # the row's notice links the request, as the bulk one does
         if htmx:
             return _row(letter, notice=filed)
         flash(filed, "info")
