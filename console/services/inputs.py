@@ -46,13 +46,23 @@ def blank(text: str) -> bool:
     return all(unicodedata.category(char).startswith(_UNSEEN) for char in text)
 
 
+# Joiners shape Persian, Indic scripts and emoji: format characters a key may hold.
+_JOINERS = ("\u200c", "\u200d")
+
+
 def key_refusal(key: str, field: str = "idempotency_key") -> InvalidInput | None:
-    """Return the 422 for a key holding a control character or a line break (NUL: PostgreSQL refuses it in a string;
-    a newline or tab: a key nobody can paste back as it is), or None."""
+    """Return the 422 for a key holding a control character, a line break or an invisible format character (NUL:
+    PostgreSQL refuses it in a string; a newline, tab or zero-width space: a key nobody can type or paste back as
+    it is), or None."""
     for position, char in enumerate(key, start=1):
-        if unicodedata.category(char) in ("Cc", "Zl", "Zp"):
+        category = unicodedata.category(char)
+        if category in ("Cc", "Zl", "Zp"):
             return InvalidInput(f"{field} must not contain control characters such as newlines or tabs; it holds "
                                 f"{char!r} at position {position}", field)
+        if category == "Cf" and char not in _JOINERS:
+            return InvalidInput(f"{field} must not contain invisible characters; it holds U+{ord(char):04X} "
+                                f"({unicodedata.name(char, 'a format character').lower()}) at position {position}",
+                                field)
     return None
 
 

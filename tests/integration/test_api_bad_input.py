@@ -111,6 +111,9 @@ def test_a_runs_read_shows_the_policy_fields_its_submission_set(client, operator
                  "policy.retryable_codes", "at most", id="override-code-too-long"),
     pytest.param({"handler": "demo.noop", "idempotency_key": "order\n7"}, 422, "invalid", "idempotency_key",
                  "'\\n' at position 6", id="key-with-a-newline"),
+    # A zero-width space passed: two keys that look alike on every page (helper 97).
+    pytest.param({"handler": "demo.noop", "idempotency_key": "order\u200b7"}, 422, "invalid", "idempotency_key",
+                 "U+200B (zero width space) at position 6", id="key-with-a-zero-width-space"),
     pytest.param({"handler": "demo.noop", "policy": {"breaker": {"open_s": 0}}}, 422, "invalid",
                  "policy.breaker.open_s", "open_s", id="nested-override-out-of-range"),
     # Too large for a float: math.isfinite() raised OverflowError, a 500.
@@ -402,6 +405,19 @@ UPDATED = "task.execution.updated"
 def test_bad_event_is_refused_and_records_nothing(client, operator, payload, status, error, field):
     with nothing_written():
         refused(client.post("/events", json=payload, headers=operator), status, error, field)
+
+
+def test_a_reports_fields_beside_data_are_refused_by_name(client, operator):
+    # The key beside `data` read "idempotency_key must be a string of 1-200 characters" (helper 97).
+    with nothing_written():
+        body = refused(client.post("/events", json={"type": FAILED, "idempotency_key": "k",
+                                                    "data": {"error_code": "boom"}}, headers=operator),
+                       422, "invalid", "idempotency_key")
+    assert body["detail"] == "idempotency_key goes inside data with the report's other fields"
+    with nothing_written():
+        body = refused(client.post("/events", json={"type": FAILED, "data": {"error_code": "boom"}},
+                                   headers=operator), 422, "invalid", "idempotency_key")
+    assert body["detail"] == "idempotency_key is required: a string of 1-200 characters"
 
 
 @pytest.mark.parametrize("progress", [101, -1, 50.5, True, "50"])

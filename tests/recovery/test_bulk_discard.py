@@ -15,7 +15,7 @@ from console.services.engine import control
 from console.services.engine.execute import execute
 from console.services.errors import Conflict, Forbidden, InvalidInput, NotFound
 from console.services.people import users
-from console.services.recovery import bulk_discard, decisions
+from console.services.recovery import bulk_discard, decisions, shown
 from console.services.system import console_settings
 from console.services.workorders import changes as workorders
 from tests.factories import make_tenant
@@ -300,11 +300,13 @@ def test_a_single_discard_past_the_persons_hour_is_filed_for_approval(staff, let
     # One at a time, a person discarded any number (helper 95): the third of the hour waits for a second person.
     outcome = bulk_discard.discard_one(found[2], "junk", staff["olga"], clock)
     assert (outcome.discarded, outcome.discarded_lately) == (0, 2) and outcome.approval.payload["ids"] == [found[2].id]
+    # Its title says what waits, not "in bulk": a request may hold one letter (helper 97).
+    assert shown.title(outcome.approval.kind) == "Discard dead letters past the hourly allowance"
     assert statuses(found) == ["discarded", "discarded", "open", "open"]
     # Asked again, it is already waiting: nobody files it twice (approving the second could only fail).
-    with pytest.raises(Conflict, match=f"already in bulk discard request #{outcome.approval.id}"):
+    with pytest.raises(Conflict, match=f"already in discard request #{outcome.approval.id}"):
         bulk_discard.discard_one(found[2], "junk", staff["olga"], clock)
-    with pytest.raises(Conflict, match="already in bulk discard request"):
+    with pytest.raises(Conflict, match="already in discard request"):
         bulk_discard.discard([found[2].id], "junk", staff["olga"], None, clock)
     # A bulk one over the limit leaves the letter already asked for out of its request.
     request = bulk_discard.discard([found[2].id, found[3].id], "junk", staff["olga"], None, clock).approval

@@ -11,3 +11,9 @@ def test_blank_is_spaces_and_invisible_characters_only():
 def test_digits_are_ascii_and_few_enough_for_int():
     assert inputs.is_digits("42") and not inputs.is_digits("٣") and not inputs.is_digits("9" * 5000)
     assert inputs.typed_whole("-7") == -7 and inputs.typed_whole("9" * 5000) == "9" * 5000
+
+
+def test_a_key_refuses_controls_and_invisible_characters_but_keeps_joiners():
+    assert inputs.key_refusal("order-7/été") is None and inputs.key_refusal("👩\u200d💻") is None
+    assert "'\\t' at position 2" in str(inputs.key_refusal("a\tb"))
+    assert "U+FEFF (zero width no-break space) at position 1" in str(inputs.key_refusal("\ufeffa", "key"))

@@ -442,7 +442,7 @@ def test_a_bulk_discard_over_the_limit_becomes_a_request(person, letter, clock):
     # Asked again, the letters wait in that request already: a second could only fail once the first is approved.
     plain = client.post("/dlq/bulk/discard", data={"csrf_token": token, "id": [x.id for x in found],
                                                    "reason": "load-test leftovers"}, follow_redirects=True)
-    assert f"they wait already in bulk discard request #{request.id}" in html(plain)
+    assert f"they wait already in discard request #{request.id}" in html(plain)
     assert db.session.execute(select(Approval).order_by(Approval.id.desc())).scalars().first().id == request.id
     small = client.post("/dlq/bulk/discard", data={"csrf_token": token, "id": [found[0].id, found[1].id],
                                                    "reason": "load-test leftovers"})

@@ -21,6 +21,8 @@ def _text(data: dict, name: str, limit: int, required: bool = False) -> str | No
     value = data.get(name)
     if value is None and not required:
         return None
+    if value is None:
+        raise InvalidInput(f"{name} is required: a string of 1-{limit} characters", name)
     if not isinstance(value, str) or not value or len(value) > limit:
         raise InvalidInput(f"{name} must be a string of 1-{limit} characters", name)
     return value

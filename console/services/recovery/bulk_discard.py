@@ -125,7 +125,7 @@ def _file(letters: list[DeadLetter], asked: int, reason: str, actor: Actor, limi
         db.session.rollback()
         requests = sorted(set(waiting.values()))
         named = ", ".join(f"#{request}" for request in requests)
-        raise Conflict(f"{'it waits' if len(letters) == 1 else 'they wait'} already in bulk discard "
+        raise Conflict(f"{'it waits' if len(letters) == 1 else 'they wait'} already in discard "
                        f"{'request' if len(requests) == 1 else 'requests'} {named}: approve or withdraw "
                        f"{'that one' if len(requests) == 1 else 'those'}", "id")
     letters = [letter for letter in letters if letter.id not in waiting]
@@ -197,5 +197,5 @@ def _rollback(approval: Approval, actor: Actor, now: datetime) -> Restored:
                     after={"dead_letters": {str(i): "open" for i in reopened}}, left=left)
 
 
-KIND = FixKind(NAME, "Discard dead letters in bulk", _apply, _rollback)
+KIND = FixKind(NAME, "Discard dead letters past the hourly allowance", _apply, _rollback)
 
