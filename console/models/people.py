@@ -41,6 +41,8 @@ class User(UserMixin, db.Model):
     last_login_at = mapped_column(UTCDateTime)
     # Part of every session's user id: raising it (logout, password, role, disable) ends every session of the user.
     session_generation: Mapped[int] = mapped_column(Integer, default=0, server_default="0", nullable=False)
+    # When the person last read their own requests: answers after it are counted beside Approvals for them.
+    requests_seen_at = mapped_column(UTCDateTime)
     tenant = relationship(Tenant)
 
     @property

@@ -7,7 +7,7 @@ from flask_login import current_user
 
 from console.auth import tenant_scope
 from console.domain.clock import utcnow
-from console.services.people.permissions import ADMIN, APPROVE, REPORT, VIEW, can
+from console.services.people.permissions import ADMIN, APPROVE, OPERATE, REPORT, VIEW, can
 from console.services.recovery import approvals
 
 
@@ -16,6 +16,19 @@ def waiting_approvals() -> int | None:
     if not can(current_user.role, APPROVE):
         return None
     return approvals.waiting_for(current_user.id, tenant_scope(), utcnow())
+
+
+def answered_requests() -> int | None:
+    """Count the person's own requests answered since they last read them (people who may file requests only)."""
+    if not can(current_user.role, OPERATE):
+        return None
+    return approvals.answered_since_seen(current_user)
+
+
+def waiting_in_approvals() -> int | None:
+    """Count what waits for the person in Approvals: requests to decide and answers to their own to read."""
+    counts = [count for count in (waiting_approvals(), answered_requests()) if count is not None]
+    return sum(counts) if counts else None
 
 
 @dataclass(frozen=True)
@@ -39,8 +52,9 @@ NAV = [
     NavItem("Runs", "runs.index", VIEW),
     NavItem("DLQ", "dlq.index", VIEW),
     NavItem("Work orders", "workorders.index", VIEW),
-    # Everyone reads the requests there; operators find their own, approvers what waits for them, counted.
-    NavItem("Approvals", "approvals.index", VIEW, count=waiting_approvals),
+    # Everyone reads the requests there; approvers find what waits for them, operators the answers to their own,
+    # counted.
+    NavItem("Approvals", "approvals.index", VIEW, count=waiting_in_approvals),
     NavItem("Runbooks", "runbooks.index", VIEW),
     NavItem("Policies", "policies.index", VIEW),
     NavItem("Breakers", "breakers.index", VIEW),

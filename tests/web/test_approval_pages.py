@@ -13,7 +13,15 @@ from console.models import Approval, AuditEntry, DeadLetter, Run
 from console.services.actor import Actor
 from console.services.engine import compensation, control
 from console.services.engine.execute import execute
-from console.services.recovery import bulk_discard, decisions, params_fix, run_compensation, runbook_runner, runbooks
+from console.services.recovery import (
+    approvals,
+    bulk_discard,
+    decisions,
+    params_fix,
+    run_compensation,
+    runbook_runner,
+    runbooks,
+)
 from console.services.system import console_settings
 from tests.factories import Runs, make_tenant
 from tests.helpers import Auth, assert_marked, csrf_from
@@ -95,6 +103,35 @@ def test_the_inbox_lists_what_an_approver_can_decide_with_a_count_in_the_nav(per
     assert f'href="/approvals/{theirs.id}"' in mine and f'href="/approvals/{own.id}"' not in mine
     assert 'badge pending' in mine
     assert f'href="/approvals/{own.id}"' in html(operator_client.get("/approvals/all"))  # read-only, like the API
+
+
+def test_a_requester_sees_the_answers_to_their_requests_counted_until_they_read_them(person, letter, app):
+    operator_client, olga = person("olga", "operator")
+    approver_client, alex = person("alex", "approver")
+    approved, rejected, withdrawn, expiring = (file_fix(letter(), olga) for _ in range(4))
+    approve(approver_client, approved)
+    decisions.reject(rejected.id, Actor(alex.username, alex.id), "the account stays closed")
+    decisions.withdraw(withdrawn.id, Actor(olga.username, olga.id))  # their own act is no news to them
+    overview = html(operator_client.get("/overview"))
+    assert nav_count(overview) == "2"  # before: nothing told them, only approvers had a count (helper 93)
+    everything = html(operator_client.get("/approvals/all"))
+    assert ('<span id="tab-answered"> <span class="nav-count" title="2 answered since you last looked">2</span>'
+            '<span class="visually-hidden"> answered since you last looked</span></span>') in everything
+    mine = html(operator_client.get("/approvals/mine"))  # read: the counts go
+    assert nav_count(mine) is None and '<span id="tab-answered"></span>' in mine
+    assert nav_count(html(operator_client.get("/overview"))) is None
+    # Closed by the system (expired) while they are away, it is news again; the list's own refresh says so beside it.
+    approvals.expire_due(lambda: expiring.expires_at + timedelta(seconds=1))
+    assert nav_count(html(operator_client.get("/overview"))) == "1"
+    refreshed = html(operator_client.get("/approvals/all?", headers=HX))
+    assert re.search(r'<span id="nav-count-approvals-index" hx-swap-oob="true"> <span class="nav-count"[^>]*>1</span>',
+                     refreshed)
+    # An approver who files requests too sees both in one count: one to decide, one answer to read.
+    mine_to_decide = file_fix(letter(), olga)
+    own = file_fix(letter(), alex)
+    _, ann = person("ann", "approver")
+    decisions.reject(own.id, Actor(ann.username, ann.id), "not now")
+    assert nav_count(html(approver_client.get("/overview"))) == "2" and mine_to_decide.status == "pending"
 
 
 def test_the_inbox_refreshes_itself_and_the_counts_beside_it(person, letter):

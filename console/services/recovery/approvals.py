@@ -133,6 +133,22 @@ def waiting_for(actor_id: int | None, tenant_id: int | None, now: datetime) -> i
     return db.session.execute(query).scalar_one()
 
 
+def answered_since_seen(user: User) -> int:
+    """Count the person's own requests someone else (or the system: expiry, superseding) closed or rolled back since
+    they last read their requests (since their account began, if never)."""
+    seen = user.requests_seen_at or user.created_at
+    by_another = or_(Approval.decided_by_id.is_(None), Approval.decided_by_id != user.id)
+    return db.session.execute(select(func.count()).select_from(Approval).where(
+        Approval.requested_by_id == user.id,
+        or_(and_(Approval.decided_at > seen, by_another), Approval.rolled_back_at > seen))).scalar_one()
+
+
+def mark_requests_seen(user: User, now: datetime) -> None:
+    """Note that the person has read their own requests as they stand at `now`, and commit."""
+    db.session.execute(update(User).where(User.id == user.id).values(requests_seen_at=now))
+    db.session.commit()
+
+
 def supersede(approval_id: int, outcome: str, now: datetime, *conditions) -> bool:
     """Close a pending request nobody needs to decide any more (what it would change was settled first), saying why,
     audited as the system's, in the caller's transaction; tell whether this call closed it.

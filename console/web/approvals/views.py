@@ -10,7 +10,7 @@ from console.models import User
 from console.services.errors import ServiceError
 from console.services.people.permissions import APPROVE, OPERATE, ROLL_BACK, VIEW, can
 from console.services.recovery import approvals, bulk_discard, decisions, params_fix, runbooks
-from console.web import paging
+from console.web import nav, paging
 from console.web.approvals import present
 from console.web.approvals.forms import ApproveForm, RejectForm, RollbackForm, WithdrawForm
 from console.web.dlq.views import fixes_of, requests_of
@@ -30,6 +30,8 @@ def helpers():
 def _list(tab: str, status: str | None = None, **filters):
     """Render one tab of the list, a keyset page at a time."""
     now, before = utcnow(), paging.before()
+    if tab == "mine" and before is None:  # read now: the answers beside the nav and tab are no longer news
+        approvals.mark_requests_seen(current_user, now)
     found = approvals.rows(status=status, tenant_id=tenant_scope(), before=before, limit=PAGE_SIZE + 1, **filters)
     more = len(found) > PAGE_SIZE
     found = found[:PAGE_SIZE]
@@ -37,8 +39,7 @@ def _list(tab: str, status: str | None = None, **filters):
     return page("approvals/index.html", "results", tab=tab, rows=found, status=status, now=now, before=before,
                 older=found[-1].approval.id if more else None, query=query, statuses=approvals.STATUSES,
                 refresh=partial(),  # the list's own refresh: the counts beside it are swapped too (oob)
-                waiting=approvals.waiting_for(current_user.id, tenant_scope(), now) if can(current_user.role, APPROVE)
-                else None)
+                waiting=nav.waiting_approvals(), answered=nav.answered_requests(), in_nav=nav.waiting_in_approvals())
 
 
 @bp.get("", strict_slashes=False)
