@@ -1,7 +1,10 @@
 """A freed slot goes to the oldest run waiting for it, whichever waiting run asks first."""
 
+from datetime import timedelta
+
 from console.extensions import db
 from console.services.actor import Actor
+from console.services.engine import claim
 from console.services.engine.execute import execute
 from console.services.people import tenants
 from console.services.scheduling import planner, quota_classes
@@ -76,3 +79,18 @@ def test_a_slot_free_beyond_the_older_waiting_runs_is_taken_at_once(runs, clock)
     # Two slots free, one older run waiting: the newest takes the second at once.
     assert execute(newest, 0, clock=clock) == "succeeded"
     assert execute(newer, 0, clock=clock) == "succeeded"
+
+
+def test_a_claim_near_a_limit_records_its_start_after_waiting_for_the_limits_locks(runs, clock):
+    # Under load a claim read its time, waited for the locks while an older run started and finished, and recorded
+    # a start before that run's: the newer seemed to have gone first (seen under four test workers on PostgreSQL).
+    run_id = runs.submit("demo.noop", policy={"concurrency": 1})
+    asked = clock()
+    waited = iter([asked])  # the claim's first reading; every later one is after the wait
+
+    def waiting_clock():
+        return next(waited, None) or clock()
+
+    clock.advance(5)
+    assert claim.claim(run_id, 0, waiting_clock, "worker-1")[0].id == run_id
+    assert runs.get(run_id).started_at == asked + timedelta(seconds=5)

@@ -110,6 +110,9 @@ def claim(run_id: int, expected_attempt: int, clock: Clock, worker_id: str):
             # slot left cannot both take it.
             single_statements.end()
             admission.hold_limits(run.tenant_id, run.task_id, run.handler, admitted.quota_class)
+            # Read after the wait for the locks: a claim that waited behind another's start and finish would record a
+            # start before it (its run then seemed to have started ahead of an older one).
+            now = clock()
             found = admission.read(run_id, now)
             if found is None:
                 db.session.rollback()
