@@ -85,22 +85,34 @@ def templates_compiled_once():
 # Files that spend most of a minute waiting on real time (a minute boundary, a lapsing lock, processes starting and
 # dying) while the CPU is free. `make test` hands out files in collection order (--no-loadscope-reorder): xdist's own
 # order, most tests first, left these one-test files for last, one worker waiting alone for a minute at the end.
-# Collection order otherwise suits two workers: the browser files, slowest, come first and the quick unit and web
+# Collection order otherwise suits the workers: the browser files, slowest, come first and the quick unit and web
 # files last. (tests/engine/test_retry_flow.py was one of these, and its hung-handler test then failed once at the
 # very start of the PostgreSQL pass: its worker sat 20 s in a database query. Left in its place, it passes.)
 WAITING_FILES = ("tests/scheduler/test_leader_failover.py", "tests/integration/test_up.py",
                  "tests/integration/test_schemathesis.py")
 
 
+# The browser files PostgreSQL runs too: every page rendered (the desktop walk) and each role's day, end to end with a
+# real worker. The other browser files check what the page does (its scripts, forms, focus, live parts) over services
+# whose own tests run on both databases; on PostgreSQL they took a quarter of the pass.
+BROWSER_ON_POSTGRESQL = ("test_page_walk.py", "test_operators_day.py", "test_approvers_day.py",
+                         "test_managers_day.py", "test_on_call_flow.py")
+
+
+def _once(item) -> bool:
+    """Tell whether a test runs on SQLite only (see the markers in pyproject.toml, and the browser files above)."""
+    if any(item.get_closest_marker(name) for name in ("sqlite_only", "layout", "once")):
+        return True
+    return item.path.parent.name == "browser" and item.path.name not in BROWSER_ON_POSTGRESQL
+
+
 def pytest_collection_modifyitems(config, items):
-    """On PostgreSQL, keep only the tests that touch a database; then order the files for two workers (above)."""
+    """On PostgreSQL, keep only the tests that touch a database; then order the files for the workers (above)."""
     if BACKEND == "postgresql":
         keep, drop = [], []
         for item in items:
             touches = "databases" in getattr(item, "fixturenames", ())
-            once = next((item.get_closest_marker(name) for name in ("sqlite_only", "layout", "once")
-                         if item.get_closest_marker(name)), None)
-            (keep if touches and once is None else drop).append(item)
+            (keep if touches and not _once(item) else drop).append(item)
         items[:] = keep
         config.hook.pytest_deselected(items=drop)
     else:
@@ -126,18 +138,26 @@ def _waiting_beside_busy(items: list) -> list:
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory):
     """One real Redis server per test process (xdist worker), on a private socket."""
-    url, process = start_redis(str(tmp_path_factory.mktemp("redis")))
+    url, process = start_redis(str(tmp_path_factory.mktemp("redis")), databases=REDIS_DATABASES)
     yield url
     if process is not None:
         process.terminate()
         process.wait(10)
 
 
+# Each test has a Redis database of its own, not used by the tests before it in this process: a process one of them
+# left behind (an RQ scheduler forked by a worker it killed) writes into that test's database only. One such left its
+# scheduler locks in a later test's shared database under four test workers.
+REDIS_DATABASES = 4096
+_next_redis_database = itertools.count(1)
+
+
 @pytest.fixture
 def redis_url(redis_server):
-    """The Redis URL for one test, flushed before it starts."""
-    redis.Redis.from_url(redis_server).flushdb()
-    return redis_server
+    """The Redis URL for one test: a database of its own, flushed before it starts."""
+    url = f"{redis_server}?db={next(_next_redis_database) % REDIS_DATABASES}"
+    redis.Redis.from_url(url).flushdb()
+    return url
 
 
 @pytest.fixture

@@ -36,7 +36,7 @@ def socket_path_of(data_dir: str) -> Path:
     return Path(data_dir).resolve() / "redis.sock"
 
 
-def start(data_dir: str, timeout_s: float = 10.0) -> tuple[str, subprocess.Popen | None]:
+def start(data_dir: str, timeout_s: float = 10.0, databases: int = 64) -> tuple[str, subprocess.Popen | None]:
     """Start (or reuse) the embedded Redis in data_dir; return its URL and our child process."""
     socket_path = socket_path_of(data_dir)
     directory = socket_path.parent
@@ -54,7 +54,7 @@ def start(data_dir: str, timeout_s: float = 10.0) -> tuple[str, subprocess.Popen
             "--dir", str(directory),
             "--dbfilename", "redis.rdb",
             "--save", "60 1000",
-            "--databases", "64",
+            "--databases", str(databases),
             "--daemonize", "no",
             "--loglevel", "warning",
         ],
