@@ -1,6 +1,8 @@
 """A handler's timeout that fires while it reports progress stops the handler once the write is done: never lost."""
 
+import os
 import signal
+import threading
 import time
 
 import pytest
@@ -47,6 +49,42 @@ def test_a_timeout_arriving_during_a_progress_write_is_raised_after_it_not_swall
     assert fired and ctx.progress_failures == 0
     db.session.rollback()  # a fresh read: the write was the context's own transaction
     assert (runs.get(run_id).progress, runs.get(run_id).progress_message) == (40, "part way")
+
+
+def test_a_timeout_another_thread_receives_during_a_progress_write_is_raised_after_it(runs, clock, alarm_raises):
+    # Blocked in the main thread only, the alarm went to another thread of the process (a worker has several), and
+    # Python ran its handler in the main thread inside the driver: a commit broken half-way left a timed-out run
+    # running (session 41, under load on PostgreSQL).
+    run_id = runs.submit()
+    run = runs.get(run_id)
+    transitions.move(run, "running", clock(), attempt=1)
+    db.session.commit()
+    ctx = context_for(run, timeout_s=1)
+    ask, sent = threading.Event(), threading.Event()
+
+    def other_thread():
+        ask.wait(10)
+        os.kill(os.getpid(), signal.SIGALRM)  # the process's alarm; this thread, not blocking it, takes it
+        sent.set()
+
+    def alarm_in_the_write(conn, cursor, statement, *_):
+        if statement.startswith("UPDATE") and not ask.is_set():
+            ask.set()
+            assert sent.wait(10)  # Python's handler for it is due in this thread from here on
+
+    helper = threading.Thread(target=other_thread)
+    helper.start()
+    event.listen(db.engine, "before_cursor_execute", alarm_in_the_write)
+    try:
+        with pytest.raises(JobTimeoutException):
+            ctx.progress(40, "part way")
+    finally:
+        event.remove(db.engine, "before_cursor_execute", alarm_in_the_write)
+        ask.set()
+        helper.join(10)
+    assert sent.is_set() and ctx.progress_failures == 0
+    db.session.rollback()
+    assert runs.get(run_id).progress == 40
 
 
 def test_a_progress_write_waiting_on_a_held_row_gives_up_soon_and_counts_a_lost_write(runs, clock):

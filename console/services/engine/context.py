@@ -66,13 +66,21 @@ def _timeout_held():
 
     The timeout raises an exception wherever the handler is. Raised inside a progress write, it was caught there as a
     lost write, and the handler ran on past its timeout (found in session 15); raised inside the pool or the driver it
-    could leave either half-way. Blocked, the signal waits and is delivered when the block ends.
+    could leave either half-way. The signal's Python handler is swapped for one that only notes it, and the real one
+    runs when the block ends. Blocking the signal in this thread was not enough: the kernel then hands it to another
+    thread of the process, and Python still runs its handler here, inside the driver (a commit broken half-way left a
+    timed-out run running, seen under load in session 41).
     """
-    if threading.current_thread() is not threading.main_thread():
-        yield  # signals reach only the main thread
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGALRM) is None:
+        yield  # Python runs its handlers in the main thread only, and cannot swap one it did not install
         return
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+    noted: list[tuple] = []
+    stop = signal.signal(signal.SIGALRM, lambda *fired: noted.append(fired))
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        signal.signal(signal.SIGALRM, stop)
+        if noted and callable(stop):
+            stop(*noted[0])
+        elif noted and stop == signal.SIG_DFL:
+            signal.raise_signal(signal.SIGALRM)
