@@ -612,6 +612,19 @@ def test_a_retry_of_a_run_that_moved_since_it_was_read_is_a_conflict(app, dead_r
         control.retry_now(stale, staff["ada"], clock=clock)
 
 
+def test_people_filing_the_same_letters_for_a_discard_at_once_file_one_request(app, dead_run, staff, clock):
+    console_settings.save(console_settings.DISCARD_WITHOUT_APPROVAL, 0, Actor("root"), clock)
+    letters = [dead_run()[1] for _ in range(3)]
+    people = [staff[name] for name in ("olga", "alex", "bea", "ada")]
+    results = race(app, 4, lambda i: bulk_discard.discard(letters, "junk", people[i], None, clock))
+    filed = [result for result in results if isinstance(result, bulk_discard.Outcome)]
+    # Each read none waiting and filed its own (helper 97): approving the second could only fail.
+    assert len(filed) == 1 and filed[0].approval is not None, results
+    refused = [result for result in results if result not in filed]
+    assert all(isinstance(result, Conflict) and "already in discard request" in str(result) for result in refused)
+    assert count(select(Approval).where(Approval.kind == bulk_discard.NAME)) == 1
+
+
 def test_one_persons_bulk_discards_at_once_never_spend_more_than_their_allowance(app, dead_run, staff, clock):
     console_settings.save(console_settings.DISCARD_WITHOUT_APPROVAL, 5, Actor("root"), clock)
     letters = [dead_run()[1] for _ in range(12)]

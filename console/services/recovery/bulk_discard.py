@@ -120,6 +120,9 @@ def _file(letters: list[DeadLetter], asked: int, reason: str, actor: Actor, limi
           clock: Clock) -> Outcome:
     """File the discard of these open letters for a second person's approval, leaving out those another request
     waits on already (approving the second could only fail)."""
+    # One filing at a time, to the commit: two people filing the same letters at once both read none waiting and both
+    # filed. Filings are rare (a person past their hour), so one lock for all costs nothing.
+    locks.hold("discard:requests", clock())
     waiting = waiting_on([letter.id for letter in letters], clock())
     if len(waiting) == len(letters):
         db.session.rollback()
