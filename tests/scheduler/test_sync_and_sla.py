@@ -234,6 +234,40 @@ def test_two_schedulers_catching_up_at_once_count_the_missed_firings_once(app, r
     assert sorted(missed) == [0, 6] and db.session.get(type(task), task.id).missed_total == 6
 
 
+def test_a_late_replay_of_a_run_whose_miss_was_never_recorded_adds_no_breach(register, runs, clock):
+    # The demo's history (and a console whose SLA check was down when the deadline came) left no breach for the dead
+    # run; approving the demo's params fix paged "SLA breach" for a day-old firing, missed by 24 h (helper 99).
+    task = register(cron="0 * * * *", sla={"max_start_delay_s": 60, "deadline_s": 3600},
+                    params={"fail_times": 9, "error": "fatal"}, handler="demo.flaky")
+    [outcome] = planner.fire([planner.Firing(task.id, clock())], Actor("scheduler"), clock)
+    clock.advance(5)
+    assert execute(outcome.run_id, 0, clock=clock) == "dead"
+    clock.advance(24 * 3600)
+    control.replay(runs.dead_letters(outcome.run_id)[0], Actor("olga"), clock=clock)
+    run = runs.get(outcome.run_id)
+    db.session.execute(update(Run).where(Run.id == run.id).values(params={"fail_times": 0}))
+    db.session.commit()
+    assert execute(run.id, run.attempt, clock=clock) == "succeeded"
+    assert sla.check(clock) == [] and db.session.query(SlaBreach).count() == 0
+
+
+def test_a_replay_before_the_deadline_that_succeeds_after_it_misses_it_once(register, runs, clock):
+    task = register(cron="0 * * * *", sla={"max_start_delay_s": 60, "deadline_s": 3600},
+                    params={"fail_times": 9, "error": "fatal"}, handler="demo.flaky")
+    [outcome] = planner.fire([planner.Firing(task.id, clock())], Actor("scheduler"), clock)
+    clock.advance(5)
+    assert execute(outcome.run_id, 0, clock=clock) == "dead"
+    clock.advance(60)  # replayed within the hour: the firing's promise still stands for the new series
+    control.replay(runs.dead_letters(outcome.run_id)[0], Actor("olga"), clock=clock)
+    run = runs.get(outcome.run_id)
+    db.session.execute(update(Run).where(Run.id == run.id).values(params={"fail_times": 0}))
+    db.session.commit()
+    clock.advance(3600)
+    assert execute(run.id, run.attempt, clock=clock) == "succeeded"
+    [missed] = sla.check(clock)
+    assert (missed.kind, missed.run_id) == ("deadline", outcome.run_id)
+
+
 def test_a_run_that_dies_before_its_deadline_breaches_it_when_it_passes_and_a_late_replay_adds_none(
         register, runs, clock):
     """The deadline is missed when it comes, by the series that died; replaying it a day later is no new breach."""

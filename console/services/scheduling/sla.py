@@ -67,9 +67,11 @@ def check(clock: Clock = SYSTEM_CLOCK) -> list[SlaBreach]:
                     continue
                 # A run deferred into its window is due when the window opens: waiting for it is no breach.
                 due = (run.due_at or run.scheduled_for) + timedelta(seconds=limit)
-                if run.series > 1 and (kind == "start_delay" or due <= (run.started_at or now)):
+                if run.series > 1 and (kind == "start_delay" or due <= (run.enqueued_at or now)):
                     # A replay's series: the schedule's promise was the first series', missed (and judged) when it
-                    # died; a person replaying it later makes no new breach, today, of an old firing.
+                    # died; a person replaying it later makes no new breach, today, of an old firing. When it was
+                    # replayed is enqueued_at (started_at stays the first series' start: a run that died early then
+                    # breached again when its day-old replay succeeded, and paged).
                     continue
                 if (run.id, kind) in known:
                     if reached_at is not None or run.status in STILL_GOING:  # a dead run's lateness stays as found
