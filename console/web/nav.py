@@ -7,6 +7,7 @@ from flask_login import current_user
 
 from console.auth import tenant_scope
 from console.domain.clock import utcnow
+from console.domain.words import plural
 from console.services.people.permissions import ADMIN, APPROVE, OPERATE, REPORT, VIEW, can
 from console.services.recovery import approvals
 
@@ -25,10 +26,23 @@ def answered_requests() -> int | None:
     return approvals.answered_since_seen(current_user)
 
 
-def waiting_in_approvals() -> int | None:
-    """Count what waits for the person in Approvals: requests to decide and answers to their own to read."""
-    counts = [count for count in (waiting_approvals(), answered_requests()) if count is not None]
-    return sum(counts) if counts else None
+@dataclass(frozen=True)
+class Waiting:
+    """What waits for the person in an area: how many, and what, in words ("2 requests to decide")."""
+
+    total: int
+    words: str
+
+
+def waiting_in_approvals() -> Waiting | None:
+    """Count what waits for the person in Approvals: requests to decide and answers to their own to read (an operator
+    read "2 waiting for you" and could decide none: helper 98)."""
+    decide, answered = waiting_approvals(), answered_requests()
+    if decide is None and answered is None:
+        return None
+    parts = [plural(decide, "request") + " to decide" if decide else "",
+             plural(answered, "answer") + " to read" if answered else ""]
+    return Waiting((decide or 0) + (answered or 0), ", ".join(part for part in parts if part))
 
 
 @dataclass(frozen=True)
@@ -36,7 +50,7 @@ class NavItem:
     label: str
     endpoint: str
     permission: str
-    count: Callable[[], int | None] | None = None  # shown beside the label when above zero
+    count: Callable[[], "Waiting | None"] | None = None  # shown beside the label when above zero
     also: tuple[str, ...] = ()  # other blueprints whose pages belong to this area
 
     def holds(self, blueprint: str | None) -> bool:

@@ -3,11 +3,11 @@
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import String, and_, cast, exists, func, or_, select, update
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
-from console.models import Approval, Tenant, User
+from console.models import Approval, AuditEntry, Tenant, User
 from console.services import inputs
 from console.services.actor import SYSTEM, Actor
 from console.services.audit import trail as audit
@@ -137,7 +137,12 @@ def answered_since_seen(user: User) -> int:
     """Count the person's own requests someone else (or the system: expiry, superseding) closed or rolled back since
     they last read their requests (since their account began, if never)."""
     seen = user.requests_seen_at or user.created_at
-    by_another = or_(Approval.decided_by_id.is_(None), Approval.decided_by_id != user.id)
+    # A request their own act settled (they replayed the letter their fix waited on) is closed by nobody, and its
+    # audit row names them: no news to them (helper 98).
+    settled_by_them = exists().where(AuditEntry.at > seen, AuditEntry.action == "approval.supersede",
+                                     AuditEntry.target_type == "approval",
+                                     AuditEntry.target_id == cast(Approval.id, String), AuditEntry.actor_id == user.id)
+    by_another = and_(or_(Approval.decided_by_id.is_(None), Approval.decided_by_id != user.id), ~settled_by_them)
     return db.session.execute(select(func.count()).select_from(Approval).where(
         Approval.requested_by_id == user.id,
         or_(and_(Approval.decided_at > seen, by_another), Approval.rolled_back_at > seen))).scalar_one()
