@@ -621,8 +621,12 @@ def test_people_filing_the_same_letters_for_a_discard_at_once_file_one_request(a
     # Each read none waiting and filed its own (helper 97): approving the second could only fail.
     assert len(filed) == 1 and filed[0].approval is not None, results
     refused = [result for result in results if result not in filed]
-    assert all(isinstance(result, Conflict) and "already in discard request" in str(result) for result in refused)
     assert count(select(Approval).where(Approval.kind == bulk_discard.NAME)) == 1
+    request = db.session.execute(select(Approval).where(Approval.kind == bulk_discard.NAME)).scalar_one()
+    name = next(person.name for person in people if person.id == request.requested_by_id)
+    # Told who asked and who decides: "approve or withdraw that one" was said to operators, who may do neither.
+    assert all(isinstance(result, Conflict) and f"already in discard request #{request.id} (asked by {name}): a "
+               "person with the approve permission decides it" in str(result) for result in refused)
 
 
 def test_one_persons_bulk_discards_at_once_never_spend_more_than_their_allowance(app, dead_run, staff, clock):

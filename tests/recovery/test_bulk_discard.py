@@ -304,7 +304,8 @@ def test_a_single_discard_past_the_persons_hour_is_filed_for_approval(staff, let
     assert shown.title(outcome.approval.kind) == "Discard dead letters past the hourly allowance"
     assert statuses(found) == ["discarded", "discarded", "open", "open"]
     # Asked again, it is already waiting: nobody files it twice (approving the second could only fail).
-    with pytest.raises(Conflict, match=f"already in discard request #{outcome.approval.id}"):
+    with pytest.raises(Conflict, match=f"already in discard request #{outcome.approval.id} \\(asked by you\\): an "
+                       "approver decides it, or you withdraw it to ask again"):
         bulk_discard.discard_one(found[2], "junk", staff["olga"], clock)
     with pytest.raises(Conflict, match="already in discard request"):
         bulk_discard.discard([found[2].id], "junk", staff["olga"], None, clock)

@@ -11,7 +11,7 @@ from console.db import locks
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.words import plural
 from console.extensions import db
-from console.models import Approval, AuditEntry, DeadLetter, Tenant
+from console.models import Approval, AuditEntry, DeadLetter, Tenant, User
 from console.services.actor import Actor
 from console.services.dlq import discards
 from console.services.dlq import groups as dlq
@@ -116,6 +116,20 @@ def discard_one(letter: DeadLetter, reason, actor: Actor, clock: Clock = SYSTEM_
     return _file([letter], 1, reason, actor, limit, lately, clock)
 
 
+def _asked_by(requests: list[int], actor: Actor) -> str:
+    """Name waiting requests with who asked, and who may act on them: "approve or withdraw that one" was said to
+    operators, who may do neither to another's request (helper 98)."""
+    askers = {approval_id: (user_id, username) for approval_id, user_id, username in db.session.execute(
+        select(Approval.id, User.id, User.username).join(User, User.id == Approval.requested_by_id)
+        .where(Approval.id.in_(requests)))}
+    db.session.rollback()
+    named = ", ".join(f"#{request} (asked by {'you' if askers[request][0] == actor.id else askers[request][1]})"
+                      for request in requests)
+    mine = all(askers[request][0] == actor.id for request in requests)
+    return named + (": an approver decides it, or you withdraw it to ask again" if mine
+                    else ": a person with the approve permission decides it")
+
+
 def _file(letters: list[DeadLetter], asked: int, reason: str, actor: Actor, limit: int, lately: int,
           clock: Clock) -> Outcome:
     """File the discard of these open letters for a second person's approval, leaving out those another request
@@ -125,12 +139,9 @@ def _file(letters: list[DeadLetter], asked: int, reason: str, actor: Actor, limi
     locks.hold("discard:requests", clock())
     waiting = waiting_on([letter.id for letter in letters], clock())
     if len(waiting) == len(letters):
-        db.session.rollback()
         requests = sorted(set(waiting.values()))
-        named = ", ".join(f"#{request}" for request in requests)
         raise Conflict(f"{'it waits' if len(letters) == 1 else 'they wait'} already in discard "
-                       f"{'request' if len(requests) == 1 else 'requests'} {named}: approve or withdraw "
-                       f"{'that one' if len(requests) == 1 else 'those'}", "id")
+                       f"{'request' if len(requests) == 1 else 'requests'} {_asked_by(requests, actor)}", "id")
     letters = [letter for letter in letters if letter.id not in waiting]
     tenant_ids = {letter.tenant_id for letter in letters}
     # A request about one tenant's letters is that tenant's; one across tenants only unscoped approvers see.
