@@ -234,34 +234,39 @@ def test_two_schedulers_catching_up_at_once_count_the_missed_firings_once(app, r
     assert sorted(missed) == [0, 6] and db.session.get(type(task), task.id).missed_total == 6
 
 
-def test_a_late_replay_of_a_run_whose_miss_was_never_recorded_adds_no_breach(register, runs, clock):
-    # The demo's history (and a console whose SLA check was down when the deadline came) left no breach for the dead
-    # run; approving the demo's params fix paged "SLA breach" for a day-old firing, missed by 24 h (helper 99).
+def _died_early(register, clock):
+    """Fire an hourly task with an hour's deadline whose run dies 5 s in; return the firing's outcome."""
     task = register(cron="0 * * * *", sla={"max_start_delay_s": 60, "deadline_s": 3600},
                     params={"fail_times": 9, "error": "fatal"}, handler="demo.flaky")
     [outcome] = planner.fire([planner.Firing(task.id, clock())], Actor("scheduler"), clock)
     clock.advance(5)
     assert execute(outcome.run_id, 0, clock=clock) == "dead"
-    clock.advance(24 * 3600)
-    control.replay(runs.dead_letters(outcome.run_id)[0], Actor("olga"), clock=clock)
-    run = runs.get(outcome.run_id)
+    return outcome
+
+
+def _replayed_fixed(runs, run_id: int, clock):
+    """Replay a dead run's letter as a person, with params that now succeed; return the run."""
+    control.replay(runs.dead_letters(run_id)[0], Actor("olga"), clock=clock)
+    run = runs.get(run_id)
     db.session.execute(update(Run).where(Run.id == run.id).values(params={"fail_times": 0}))
     db.session.commit()
+    return run
+
+
+def test_a_late_replay_of_a_run_whose_miss_was_never_recorded_adds_no_breach(register, runs, clock):
+    # The demo's history (and a console whose SLA check was down when the deadline came) left no breach for the dead
+    # run; approving the demo's params fix paged "SLA breach" for a day-old firing, missed by 24 h (helper 99).
+    outcome = _died_early(register, clock)
+    clock.advance(24 * 3600)
+    run = _replayed_fixed(runs, outcome.run_id, clock)
     assert execute(run.id, run.attempt, clock=clock) == "succeeded"
     assert sla.check(clock) == [] and db.session.query(SlaBreach).count() == 0
 
 
 def test_a_replay_before_the_deadline_that_succeeds_after_it_misses_it_once(register, runs, clock):
-    task = register(cron="0 * * * *", sla={"max_start_delay_s": 60, "deadline_s": 3600},
-                    params={"fail_times": 9, "error": "fatal"}, handler="demo.flaky")
-    [outcome] = planner.fire([planner.Firing(task.id, clock())], Actor("scheduler"), clock)
-    clock.advance(5)
-    assert execute(outcome.run_id, 0, clock=clock) == "dead"
+    outcome = _died_early(register, clock)
     clock.advance(60)  # replayed within the hour: the firing's promise still stands for the new series
-    control.replay(runs.dead_letters(outcome.run_id)[0], Actor("olga"), clock=clock)
-    run = runs.get(outcome.run_id)
-    db.session.execute(update(Run).where(Run.id == run.id).values(params={"fail_times": 0}))
-    db.session.commit()
+    run = _replayed_fixed(runs, outcome.run_id, clock)
     clock.advance(3600)
     assert execute(run.id, run.attempt, clock=clock) == "succeeded"
     [missed] = sla.check(clock)
@@ -271,11 +276,7 @@ def test_a_replay_before_the_deadline_that_succeeds_after_it_misses_it_once(regi
 def test_a_run_that_dies_before_its_deadline_breaches_it_when_it_passes_and_a_late_replay_adds_none(
         register, runs, clock):
     """The deadline is missed when it comes, by the series that died; replaying it a day later is no new breach."""
-    task = register(cron="0 * * * *", sla={"max_start_delay_s": 60, "deadline_s": 3600},
-                    params={"fail_times": 9, "error": "fatal"}, handler="demo.flaky")
-    [outcome] = planner.fire([planner.Firing(task.id, clock())], Actor("scheduler"), clock)
-    clock.advance(5)
-    assert execute(outcome.run_id, 0, clock=clock) == "dead"
+    outcome = _died_early(register, clock)
     assert sla.check(clock) == []  # dead at 5 s: its deadline (an hour) has not come yet
     clock.advance(3596)  # 1 s past its deadline, long after it died: the next check records the miss
     [missed] = sla.check(clock)
@@ -284,10 +285,7 @@ def test_a_run_that_dies_before_its_deadline_breaches_it_when_it_passes_and_a_la
     assert sla.check(clock) == [] and late_by(outcome.run_id) == {"deadline": 1}  # dead: not later and later
 
     clock.advance(24 * 3600 - 4000)  # the next day a person fixes the cause and replays it; it succeeds
-    control.replay(runs.dead_letters(outcome.run_id)[0], Actor("olga"), clock=clock)
-    run = runs.get(outcome.run_id)
-    db.session.execute(update(Run).where(Run.id == run.id).values(params={"fail_times": 0}))
-    db.session.commit()
+    run = _replayed_fixed(runs, outcome.run_id, clock)
     assert execute(run.id, run.attempt, clock=clock) == "succeeded"
     assert sla.check(clock) == []  # neither a late start nor a missed deadline of a day-old firing, today
     assert db.session.query(SlaBreach).count() == 1
