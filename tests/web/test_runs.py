@@ -461,6 +461,10 @@ def test_a_tenant_limited_person_sees_only_their_tenant(client, auth, runs, cloc
     dlq = client.get("/dlq/?tenant=acme")
     assert dlq.status_code == 403 and "you see only tenant globex&#39;s dead letters; remove tenant=acme" in \
         dlq.get_data(as_text=True)
+    tasks = client.get("/tasks?tenant=acme")  # it showed their own tasks, the filter quietly dropped (helper 99)
+    assert tasks.status_code == 403 and "you see only tenant globex&#39;s tasks; remove tenant=acme" in \
+        tasks.get_data(as_text=True)
+    assert client.get("/tasks?tenant=globex").status_code == 200
     gantt = client.get("/runs/timeline?tenant=nosuch")  # a name that does not exist is not told apart
     assert gantt.status_code == 403 and "remove tenant=nosuch from the filter" in gantt.get_data(as_text=True)
     assert listed(client.get("/runs?tenant=globex")) == [theirs]

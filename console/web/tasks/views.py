@@ -30,6 +30,7 @@ def index():
     scope = tenant_scope()
     filters = {key: request.args.get(key, "").strip() for key in FILTERS}
     if scope is not None:
+        tenants.keep_within(filters["tenant"], scope, "tasks")  # refused, as on Runs and the DLQ (helper 99)
         filters["tenant"] = ""
     before, now = paging.before(), utcnow()
     rows, next_id = task_query.page(scope=scope, tenant=filters["tenant"], handler=filters["handler"],
