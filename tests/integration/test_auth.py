@@ -37,6 +37,10 @@ def test_wrong_password_is_401_with_a_message_and_a_log_line(client, auth, caplo
     assert "Wrong username or password" in response.get_data(as_text=True)
     assert "login failed user=olga" in caplog.text
     assert client.get("/overview").status_code == 302  # still logged out
+    # A name no account has is not kept: it is often a password typed into the name box (helper 99).
+    with caplog.at_level(logging.WARNING, logger="rebound.security"):
+        auth.login("Typo-Password-XYZ-987", "not-the-password")
+    assert "Typo-Password" not in caplog.text and "login failed user=<no such account>" in caplog.text
     assert "auth.login" not in audit_actions()
 
 

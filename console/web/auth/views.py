@@ -63,7 +63,9 @@ def login():
             audit.record(db.session, current_actor(), "auth.login", "user", user.id, tenant=users.tenant_of(user))
             db.session.commit()
             return redirect(_safe_next(request.args.get("next")))
-        security_log.warning("login failed user=%s addr=%s", form.username.data[:64], request.remote_addr)
+        # A name no account has is not written: people type their password into the name box (helper 99).
+        named = form.username.data[:64] if users.find(form.username.data) else "<no such account>"
+        security_log.warning("login failed user=%s addr=%s", named, request.remote_addr)
         flash("Wrong username or password.", "error")
         return render_template("auth/login.html", form=form), 401
     return render_template("auth/login.html", form=form), 400 if form.errors else 200
