@@ -28,7 +28,7 @@ conflict:
   rules:
     mutex_key: null            # runs sharing a key are not meant to overlap
     concurrency_policy: allow  # allow | forbid | replace, while a run with the same key is active
-    window: null               # e.g. {days: [mon, fri], start: "08:00", end: "18:00", timezone: UTC}
+    window: null               # e.g. {days: [mon, tue, wed, thu, fri], start: "08:00", end: "18:00", timezone: UTC}
     misfire_grace_s: 300       # the latest firing missed while no scheduler ran is caught up once if at most this old
 # The default template's SLA; a field left null falls back to the task's retry policy's SLA.
 sla:

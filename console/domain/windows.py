@@ -31,7 +31,7 @@ class WindowError(ValueError):
 
 
 def _parse_days(value: object) -> frozenset[int]:
-    hint = 'days must be a list like ["mon", "fri"] or [0, 4] (0 = Monday)'
+    hint = 'days must be a list of each day, like ["mon", "tue", "wed", "thu", "fri"] or [0, 1, 2, 3, 4] (0 = Monday)'
     # A bare string would silently become a list of characters.
     if isinstance(value, str | bytes) or not isinstance(value, list | tuple | set | frozenset | range):
         raise WindowError("window.days", f"{hint}, got {value!r}")

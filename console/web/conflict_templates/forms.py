@@ -25,8 +25,8 @@ class TemplateForm(ConsoleForm):
                                      default="allow",
                                      description="What a firing does while a run with the same key is active.")
     window = TextAreaField("Execution window (JSON)", render_kw={**CODES, "rows": 3, "class": "mono"},
-                           description='E.g. {"days": ["mon", "fri"], "start": "08:00", "end": "18:00", '
-                                       '"timezone": "UTC"}. Empty for any time.')
+                           description='E.g. weekdays: {"days": ["mon", "tue", "wed", "thu", "fri"], "start": "08:00", '
+                                       '"end": "18:00", "timezone": "UTC"}. Empty for any time.')
     misfire_grace_s = StringField("Misfire grace (s)", default="300", render_kw={"inputmode": "numeric"},
                                   description="Catch up a firing missed while no scheduler ran, if at most this old.")
     sla = TextAreaField("SLA (JSON)", render_kw={**CODES, "rows": 2, "class": "mono"},
