@@ -48,6 +48,12 @@ def blank(text: str) -> bool:
 
 # Joiners shape Persian, Indic scripts and emoji: format characters a key may hold.
 _JOINERS = ("\u200c", "\u200d")
+# Letters and marks that draw nothing: a key holding one looks like another key (helper 98).
+_BLANK_LOOKING = frozenset("\u034f\u115f\u1160\u3164\uffa0\u2800")
+
+
+def _named(char: str) -> str:
+    return f"U+{ord(char):04X} ({unicodedata.name(char, 'unnamed').lower()})"
 
 
 def key_refusal(key: str, field: str = "idempotency_key") -> InvalidInput | None:
@@ -57,12 +63,14 @@ def key_refusal(key: str, field: str = "idempotency_key") -> InvalidInput | None
     for position, char in enumerate(key, start=1):
         category = unicodedata.category(char)
         if category in ("Cc", "Zl", "Zp"):
+            held = repr(char) if char.isascii() else _named(char)
             return InvalidInput(f"{field} must not contain control characters such as newlines or tabs; it holds "
-                                f"{char!r} at position {position}", field)
-        if category == "Cf" and char not in _JOINERS:
-            return InvalidInput(f"{field} must not contain invisible characters; it holds U+{ord(char):04X} "
-                                f"({unicodedata.name(char, 'a format character').lower()}) at position {position}",
-                                field)
+                                f"{held} at position {position}", field)
+        if (category == "Cf" and char not in _JOINERS) or char in _BLANK_LOOKING or (category == "Zs" and char != " "):
+            return InvalidInput(f"{field} must not contain invisible characters or spaces other than a plain one; "
+                                f"it holds {_named(char)} at position {position}", field)
+    if key.strip(" ") and key != key.strip(" "):  # one of spaces only is refused as blank, where blanks are
+        return InvalidInput(f"{field} must not start or end with a space", field)
     return None
 
 

@@ -17,3 +17,10 @@ def test_a_key_refuses_controls_and_invisible_characters_but_keeps_joiners():
     assert inputs.key_refusal("order-7/été") is None and inputs.key_refusal("👩\u200d💻") is None
     assert "'\\t' at position 2" in str(inputs.key_refusal("a\tb"))
     assert "U+FEFF (zero width no-break space) at position 1" in str(inputs.key_refusal("\ufeffa", "key"))
+    # Accepted before, each looking like another key (helper 98).
+    for char, name in (("\u00a0", "no-break space"), ("\u3164", "hangul filler"), ("\u2800", "braille pattern blank"),
+                       ("\u034f", "combining grapheme joiner")):
+        assert f"{name}) at position 2" in str(inputs.key_refusal(f"a{char}b")), char
+    assert "U+2028 (line separator) at position 2" in str(inputs.key_refusal("a\u2028b"))
+    assert "must not start or end with a space" in str(inputs.key_refusal(" padded "))
+    assert inputs.key_refusal("order 7") is None
