@@ -35,9 +35,13 @@ class Waiting:
 
 
 def waiting_in_approvals() -> Waiting | None:
-    """Count what waits for the person in Approvals: requests to decide and answers to their own to read (an operator
-    read "2 waiting for you" and could decide none: helper 98)."""
-    decide, answered = waiting_approvals(), answered_requests()
+    """Count what waits for the person in Approvals: requests to decide and answers to their own to read."""
+    return in_approvals(waiting_approvals(), answered_requests())
+
+
+def in_approvals(decide: int | None, answered: int | None) -> Waiting | None:
+    """Put the two counts of Approvals in one, with words (an operator read "2 waiting for you" and could decide
+    none: helper 98); None for a person who has neither."""
     if decide is None and answered is None:
         return None
     parts = [plural(decide, "request") + " to decide" if decide else "",
@@ -50,7 +54,7 @@ class NavItem:
     label: str
     endpoint: str
     permission: str
-    count: Callable[[], "Waiting | None"] | None = None  # shown beside the label when above zero
+    count: Callable[[], Waiting | None] | None = None  # shown beside the label when above zero
     also: tuple[str, ...] = ()  # other blueprints whose pages belong to this area
 
     def holds(self, blueprint: str | None) -> bool:

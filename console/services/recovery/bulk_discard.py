@@ -122,7 +122,6 @@ def _asked_by(requests: list[int], actor: Actor) -> str:
     askers = {approval_id: (user_id, username) for approval_id, user_id, username in db.session.execute(
         select(Approval.id, User.id, User.username).join(User, User.id == Approval.requested_by_id)
         .where(Approval.id.in_(requests)))}
-    db.session.rollback()
     named = ", ".join(f"#{request} (asked by {'you' if askers[request][0] == actor.id else askers[request][1]})"
                       for request in requests)
     mine = all(askers[request][0] == actor.id for request in requests)
@@ -140,8 +139,10 @@ def _file(letters: list[DeadLetter], asked: int, reason: str, actor: Actor, limi
     waiting = waiting_on([letter.id for letter in letters], clock())
     if len(waiting) == len(letters):
         requests = sorted(set(waiting.values()))
+        asked_by = _asked_by(requests, actor)
+        db.session.rollback()  # lets go of the filings' lock
         raise Conflict(f"{'it waits' if len(letters) == 1 else 'they wait'} already in discard "
-                       f"{'request' if len(requests) == 1 else 'requests'} {_asked_by(requests, actor)}", "id")
+                       f"{'request' if len(requests) == 1 else 'requests'} {asked_by}", "id")
     letters = [letter for letter in letters if letter.id not in waiting]
     tenant_ids = {letter.tenant_id for letter in letters}
     # A request about one tenant's letters is that tenant's; one across tenants only unscoped approvers see.

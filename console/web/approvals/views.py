@@ -36,10 +36,11 @@ def _list(tab: str, status: str | None = None, **filters):
     more = len(found) > PAGE_SIZE
     found = found[:PAGE_SIZE]
     query = {"status": status} if tab == "all" and status else {}
+    waiting, answered = nav.waiting_approvals(), nav.answered_requests()
     return page("approvals/index.html", "results", tab=tab, rows=found, status=status, now=now, before=before,
                 older=found[-1].approval.id if more else None, query=query, statuses=approvals.STATUSES,
                 refresh=partial(),  # the list's own refresh: the counts beside it are swapped too (oob)
-                waiting=nav.waiting_approvals(), answered=nav.answered_requests(), in_nav=nav.waiting_in_approvals())
+                waiting=waiting, answered=answered, in_nav=nav.in_approvals(waiting, answered))
 
 
 @bp.get("", strict_slashes=False)
