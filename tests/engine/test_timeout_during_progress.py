@@ -26,12 +26,27 @@ def alarm_raises():
     signal.signal(signal.SIGALRM, previous)
 
 
-def test_a_timeout_arriving_during_a_progress_write_is_raised_after_it_not_swallowed(runs, clock, alarm_raises):
+def _claimed(runs, clock):
+    """Submit a run and move it to running (progress is written for a run in work); return it and its context."""
     run_id = runs.submit()
     run = runs.get(run_id)
-    transitions.move(run, "running", clock(), attempt=1)  # claimed: progress is written for a run in work
+    transitions.move(run, "running", clock(), attempt=1)
     db.session.commit()
-    ctx = context_for(run, timeout_s=1)
+    return run_id, context_for(run, timeout_s=1)
+
+
+def _stopped_in_the_write(ctx, in_the_write) -> None:
+    """Report progress with `in_the_write` called as its statement goes out; the timeout must stop it after."""
+    event.listen(db.engine, "before_cursor_execute", in_the_write)
+    try:
+        with pytest.raises(JobTimeoutException):
+            ctx.progress(40, "part way")
+    finally:
+        event.remove(db.engine, "before_cursor_execute", in_the_write)
+
+
+def test_a_timeout_arriving_during_a_progress_write_is_raised_after_it_not_swallowed(runs, clock, alarm_raises):
+    run_id, ctx = _claimed(runs, clock)
     fired = []
 
     def alarm_in_the_write(conn, cursor, statement, *_):
@@ -39,12 +54,7 @@ def test_a_timeout_arriving_during_a_progress_write_is_raised_after_it_not_swall
             fired.append(1)
             signal.raise_signal(signal.SIGALRM)  # the timeout, in the middle of the database call
 
-    event.listen(db.engine, "before_cursor_execute", alarm_in_the_write)
-    try:
-        with pytest.raises(JobTimeoutException):
-            ctx.progress(40, "part way")
-    finally:
-        event.remove(db.engine, "before_cursor_execute", alarm_in_the_write)
+    _stopped_in_the_write(ctx, alarm_in_the_write)
     # The write finished before the timeout stopped the handler, and was not counted as a lost one.
     assert fired and ctx.progress_failures == 0
     db.session.rollback()  # a fresh read: the write was the context's own transaction
@@ -55,11 +65,7 @@ def test_a_timeout_another_thread_receives_during_a_progress_write_is_raised_aft
     # Blocked in the main thread only, the alarm went to another thread of the process (a worker has several), and
     # Python ran its handler in the main thread inside the driver: a commit broken half-way left a timed-out run
     # running (session 41, under load on PostgreSQL).
-    run_id = runs.submit()
-    run = runs.get(run_id)
-    transitions.move(run, "running", clock(), attempt=1)
-    db.session.commit()
-    ctx = context_for(run, timeout_s=1)
+    run_id, ctx = _claimed(runs, clock)
     ask, sent = threading.Event(), threading.Event()
 
     def other_thread():
@@ -74,12 +80,9 @@ def test_a_timeout_another_thread_receives_during_a_progress_write_is_raised_aft
 
     helper = threading.Thread(target=other_thread)
     helper.start()
-    event.listen(db.engine, "before_cursor_execute", alarm_in_the_write)
     try:
-        with pytest.raises(JobTimeoutException):
-            ctx.progress(40, "part way")
+        _stopped_in_the_write(ctx, alarm_in_the_write)
     finally:
-        event.remove(db.engine, "before_cursor_execute", alarm_in_the_write)
         ask.set()
         helper.join(10)
     assert sent.is_set() and ctx.progress_failures == 0
@@ -90,11 +93,7 @@ def test_a_timeout_another_thread_receives_during_a_progress_write_is_raised_aft
 def test_a_progress_write_waiting_on_a_held_row_gives_up_soon_and_counts_a_lost_write(runs, clock):
     if db.engine.dialect.name != "postgresql":
         pytest.skip("PostgreSQL's lock_timeout; SQLite's writers wait in its busy handler, which gives up by itself")
-    run_id = runs.submit()
-    run = runs.get(run_id)
-    transitions.move(run, "running", clock(), attempt=1)
-    db.session.commit()
-    ctx = context_for(run, timeout_s=1)
+    run_id, ctx = _claimed(runs, clock)
     with db.engine.connect() as holder:
         # Without a lock timeout the write would wait forever on this very thread: the holder lets go after 10 s.
         holder.exec_driver_sql("SET idle_in_transaction_session_timeout = '10s'")
