@@ -18,6 +18,7 @@ from console.services.actor import Actor
 from console.services.engine import control
 from console.services.engine.execute import execute
 from console.services.people import tenants
+from console.services.policies import versions as policies
 from console.services.scheduling import on_demand, quota_classes, task_query, tasks, template_insight, templates
 from tests.factories import make_tenant
 from tests.helpers import csrf_from
@@ -169,6 +170,26 @@ def test_task_page_shows_cron_in_words_and_the_next_five_firings_in_its_zone(cli
     # Each with its own date: five Mondays wait for five different Tuesdays.
     starts = re.findall(r"starts Tue (\d{4}-\d\d-\d\d) 01:00", table)
     assert len(starts) == 5 and len(set(starts)) == 5
+
+
+def test_task_page_shows_the_sla_its_policy_gives_it_and_says_where_each_limit_comes_from(client, auth):
+    policies.save("nightly", {"max_attempts": 2, "sla": {"max_start_delay_s": 300, "deadline_s": 3600}}, SEED)
+    own_deadline = make_task(name="own-deadline", policy="nightly", sla={"deadline_s": 600})
+    from_policy = make_task(name="from-policy", policy="nightly")
+    without = make_task(name="without")
+    auth.as_role("viewer")
+
+    def sla_of(task: Task) -> str:
+        html = client.get(f"/tasks/{task.id}").get_data(as_text=True)
+        shown = html.split("<dt>SLA</dt>")[1].split("</dd>")[0]
+        return " ".join(re.sub(r"<[^>]+>", "", re.sub(r"<span class=\"badge rule-source.*?</span>", "", shown)).split())
+
+    # The SLA check holds a task to its policy's limits where it sets none itself: the page said "none".
+    assert sla_of(own_deadline) == ("start within 300 s (5 min) (from retry policy nightly), "
+                                    "succeed within 600 s (10 min)")
+    assert sla_of(from_policy) == ("start within 300 s (5 min) (from retry policy nightly), "
+                                   "succeed within 3600 s (1 h) (from retry policy nightly)")
+    assert sla_of(without) == "none from template default"
 
 
 def test_task_page_lists_recent_runs_linked_to_the_runs_page(client, auth):

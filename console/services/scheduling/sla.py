@@ -18,6 +18,7 @@ ESCALATE_AFTER = 3
 LOOKBACK = timedelta(days=2)
 RECHECK = timedelta(minutes=10)
 STILL_GOING = ("pending", "running", "retry_wait")
+SLA_KEYS = ("max_start_delay_s", "deadline_s")
 
 
 def _limits(task: Task) -> tuple[int | None, int | None]:
@@ -35,6 +36,14 @@ def limits_of(sla: dict | None, policy_id: int | None, overrides: dict | None) -
     sla = sla or {}
     _, policy = policies.effective(policy_id, overrides)
     return (sla.get("max_start_delay_s", policy.max_start_delay_s), sla.get("deadline_s", policy.deadline_s))
+
+
+def in_force(task: Task) -> dict[str, tuple[int, str]]:
+    """Return each SLA limit the check holds the task to, by key, with where it comes from ("task" or "policy")."""
+    own = task.sla or {}
+    from_policy = dict(zip(SLA_KEYS, limits_of(None, task.policy_id, task.policy_overrides), strict=True))
+    return {key: (own[key], "task") if key in own else (from_policy[key], "policy")
+            for key in SLA_KEYS if own.get(key, from_policy[key]) is not None}
 
 
 def check(clock: Clock = SYSTEM_CLOCK) -> list[SlaBreach]:

@@ -13,7 +13,7 @@ from console.services.people.permissions import VIEW
 from console.services.reports import breaches as breach_list
 from console.services.runs import query as run_query
 from console.services.runs.waiting import breaker_resets
-from console.services.scheduling import task_query, tasks, template_insight
+from console.services.scheduling import sla, task_query, tasks, template_insight
 from console.services.scheduling.forecast import forecast as forecast_firings
 from console.services.system import leader
 from console.web import paging
@@ -104,7 +104,7 @@ def task_page(task, status: int = 200, **event_form):
                            window_opens=task_query.window_opens(task, now),
                            rules={source.rule: source for source in template_insight.sources(task)},
                            template_name=template_insight.template_name(task), event_form=event_form,
-                           listeners=task_query.listeners(task),
+                           listeners=task_query.listeners(task), sla=sla.in_force(task),
                            no_scheduler=task.cron and leader.nobody_leads(get_redis()),
                            **runs_panel(task)), status
 
