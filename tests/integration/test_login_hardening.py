@@ -39,6 +39,10 @@ def test_successful_logins_do_not_count(app, client, auth):
     ("olga.smitholga.smith", "built from the username"), ("olga.smith!1", "built from the username"),
     ("abcabcabcabc", "short piece repeated"), ("xy12xy12xy12", "short piece repeated"),
     ("Password123", "common"), ("qwertyuiop", "common"),
+    # The username and keys in order, or one key again and again; or keys in order alone.
+    ("olga.smith12345", "built from the username"), ("9876olga.smith", "built from the username"),
+    ("olga.smith!!!!!!", "built from the username"), ("olga.smithQWERTY", "built from the username"),
+    ("4567890123", "keys or letters in order"), ("ZYXWVUTSRQP", "keys or letters in order"),
 ])
 def test_weak_passwords_are_refused(app, password, says):
     with pytest.raises(InvalidInput, match=says):

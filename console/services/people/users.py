@@ -45,6 +45,14 @@ def _check_role(role: str) -> str:
 
 
 REPEATED_PIECE = re.compile(r"(.{2,4})\1+", re.DOTALL)
+# Keys or letters in order, either way round (wrapping, as 7890123 does): guessed before any dictionary word.
+RUNS = ("0123456789" * 3, "abcdefghijklmnopqrstuvwxyz" * 2, "qwertyuiop", "asdfghjkl", "zxcvbnm")
+
+
+def _in_order(text: str) -> bool:
+    """Say whether the text is a run of keys or letters in order, forwards or backwards."""
+    lowered = text.lower()
+    return any(lowered in run or lowered in run[::-1] for run in RUNS)
 
 
 def _check_password(password: str, username: str) -> None:
@@ -52,15 +60,20 @@ def _check_password(password: str, username: str) -> None:
         raise InvalidInput(f"password must be at least {MIN_PASSWORD} characters", "password")
     if password.lower() == username.lower():
         raise InvalidInput("the password must not be the username", "password")
-    # "weak3weak3" for weak3: what is left without the username is what an attacker has to guess.
-    if len(username) >= 3 and len(password.lower().replace(username.lower(), "")) < 4:
-        raise InvalidInput("the password must not be built from the username", "password")
+    # "weak3weak3" for weak3, "pat12345678" for pat: what is left without the username is what an attacker has to
+    # guess, and a run of keys in order is guessed at once.
+    rest = password.lower().replace(username.lower(), "") if len(username) >= 3 else password.lower()
+    if rest != password.lower() and (len(rest) < 4 or len(set(rest)) == 1 or _in_order(rest)):
+        raise InvalidInput("the password must not be built from the username (with a few or keys-in-order "
+                           "characters added)", "password")
     if len(set(password)) == 1:
         raise InvalidInput("the password must not be one character repeated", "password")
     if REPEATED_PIECE.fullmatch(password):
         raise InvalidInput("the password must not be a short piece repeated (such as abcabcabcabc)", "password")
     if password.lower() in COMMON_PASSWORDS:
         raise InvalidInput("that password is one of the most common ones; choose another", "password")
+    if _in_order(password):
+        raise InvalidInput("the password must not be keys or letters in order (such as 4567890123)", "password")
 
 
 def _snapshot(user: User) -> dict:
