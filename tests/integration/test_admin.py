@@ -12,6 +12,7 @@ from console.models import ApiToken, AuditEntry, User
 from console.services.actor import Actor
 from console.services.errors import InvalidInput
 from console.services.people import tokens, users
+from tests.factories import make_tenant
 
 
 def last_audit():
@@ -115,6 +116,23 @@ def test_token_is_shown_once_stored_hashed_and_revocable(client, auth):
     again = client.post(f"/admin/tokens/{token.id}/revoke", data={"csrf_token": auth.csrf()}, follow_redirects=True)
     assert f"Token {token.prefix}… was already revoked (" in again.get_data(as_text=True)
     assert db.session.query(AuditEntry).filter(AuditEntry.action == "token.revoke").count() == 1
+
+
+def test_the_new_token_says_whom_it_acts_as_and_which_tenants_it_reaches_and_why_it_was_limited(client, auth):
+    acme = make_tenant("acme")
+    olga = auth.make_user("olga", "operator", tenant=acme)
+    auth.as_role("admin", "root")
+
+    def issue(user, tenant: str) -> str:
+        page = client.post("/admin/tokens", data={"user": str(user.id), "tenant": tenant,
+                                                  "csrf_token": auth.csrf("/admin/tokens")}).get_data(as_text=True)
+        return " ".join(re.sub(r"<[^>]+>", "", page.split('id="new-token-reach">')[1].split("</p>")[0]).split())
+
+    # "All tenants" for a person who acts for one tenant only gave a token of that tenant, without a word.
+    assert issue(olga, "") == ("Acts as olga (operator), for tenant acme only: olga acts only for acme, so a token of "
+                               "theirs can reach no other tenant.")
+    assert issue(olga, "acme") == "Acts as olga (operator), for tenant acme only."
+    assert issue(auth.make_user("svc", "operator"), "") == "Acts as svc (operator), for all tenants."
 
 
 def test_a_disabled_persons_token_reads_user_disabled_not_active(client, auth):

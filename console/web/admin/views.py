@@ -106,11 +106,11 @@ def tokens_index():
 @requires(ADMIN)
 def create_token():
     form = _token_form()
-    plaintext, status = None, 201
+    issued, plaintext, status = None, None, 201
     if form.validate_on_submit():
         try:
             tenant = tenants.require(form.tenant.data) if form.tenant.data else None
-            _, plaintext = tokens.issue(users.get(int(form.user.data), tenant_scope()), current_actor(),
+            issued, plaintext = tokens.issue(users.get(int(form.user.data), tenant_scope()), current_actor(),
                                         name=form.name.data or "", tenant=tenant, scope=tenant_scope(),
                                         issue_key=form.key(), days=int(form.days.data) if form.days.data else None)
             form.new_key()  # the form below is for the next token
@@ -123,7 +123,7 @@ def create_token():
         status = 422
     # The plaintext is rendered into this one response and never again, so no redirect here.
     return render_template("admin/tokens.html", tokens=tokens.all_tokens(tenant_scope()), form=form,
-                           plaintext=plaintext), status
+                           plaintext=plaintext, issued=issued), status
 
 
 @bp.post("/tokens/<int:token_id>/revoke")
