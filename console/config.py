@@ -228,6 +228,7 @@ def from_env(env=None) -> dict:
         "ALERT_WEBHOOK_URL": env.get("REBOUND_ALERT_WEBHOOK_URL", ""),
         "ALERT_WEBHOOK_SECRET": env.get("REBOUND_ALERT_WEBHOOK_SECRET", ""),
         "WORKORDER_URL": env.get("REBOUND_WORKORDER_URL", ""),
+        "WORKORDER_SECRET": env.get("REBOUND_WORKORDER_SECRET", ""),
         "DELIVERY_ATTEMPTS": _number(env, "REBOUND_DELIVERY_ATTEMPTS", 5),
         "DELIVERY_BACKOFF_S": _number(env, "REBOUND_DELIVERY_BACKOFF_S", 2.0, float),
         "DELIVERY_TIMEOUT_S": _number(env, "REBOUND_DELIVERY_TIMEOUT_S", 5.0, float),

@@ -163,6 +163,20 @@ def test_a_channel_url_with_a_query_or_a_trailing_slash_keeps_both_where_they_be
     assert channels.workorder.paths() == ["/itsm/ops/workorders?token=T"]
 
 
+def test_work_orders_are_signed_with_their_own_secret_when_one_is_set(app, channels, clock):
+    """The work-order system could not tell Rebound's requests from anyone's: no signature, no auth header."""
+    app.config.update(WORKORDER_SECRET="orders-secret")
+    dead_run(clock)
+    delivery_round.tick(clock)
+    [sent] = channels.workorder.requests
+    assert sent.headers["X-Rebound-Signature"] == (
+        "sha256=" + hmac.new(b"orders-secret", sent.body, hashlib.sha256).hexdigest())
+    app.config.update(WORKORDER_SECRET="")
+    dead_run(clock, code="upstream_503")  # another error group: a new work order
+    delivery_round.tick(clock)
+    assert "X-Rebound-Signature" not in channels.workorder.requests[-1].headers
+
+
 def test_a_tampered_body_does_not_match_its_signature(app, channels, clock):
     dead_run(clock)
     delivery_round.tick(clock)

@@ -65,17 +65,19 @@ def cli(app, *args: str):
 
 @pytest.fixture
 def admin(app, auth):
-    app.config.update(ALERT_WEBHOOK_URL="", ALERT_WEBHOOK_SECRET="", PAGERDUTY_ROUTING_KEY="")
+    app.config.update(ALERT_WEBHOOK_URL="", ALERT_WEBHOOK_SECRET="", PAGERDUTY_ROUTING_KEY="", WORKORDER_URL="",
+                      WORKORDER_SECRET="")
     return auth.as_role("admin", "ada")
 
 
-def test_a_saved_secret_is_sealed_at_rest_and_still_signs(app, client, auth, admin):
+@pytest.mark.parametrize("channel", ["webhook", "workorder"])
+def test_a_saved_secret_is_sealed_at_rest_and_still_signs(app, client, auth, admin, channel):
     with Receiver() as hook:
-        assert save(client, auth, "webhook", url=hook.url, secret=HOOK_SECRET).status_code == 303
-        raw = stored("webhook")
+        assert save(client, auth, channel, url=hook.url, secret=HOOK_SECRET).status_code == 303
+        raw = stored(channel)
         assert raw.startswith(sealing.PREFIX) and HOOK_SECRET not in raw and "ABCD" not in raw
         assert not on_disk(app, HOOK_SECRET)
-        manual.send_test("webhook", Actor("ada"))
+        manual.send_test(channel, Actor("ada"))
         [sent] = hook.requests
         assert sent.headers["X-Rebound-Signature"] == signature(HOOK_SECRET, sent.body)
 

@@ -41,17 +41,19 @@ SPECS = {spec.name: spec for spec in (
     Spec("webhook", "Alert webhook", "ALERT_WEBHOOK_URL", "ALERT_WEBHOOK_SECRET", "HMAC secret", False,
          "POST {url}/notifications/retry-alert and /notifications/sla-breach, signed with X-Rebound-Signature.",
          "test alert", "Posts an alert with event \"test\" to /notifications/retry-alert, signed if a secret is set."),
-    Spec("workorder", "Work-order system", "WORKORDER_URL", None, None, False,
-         "POST {url}/ops/workorders for every new work order; the returned id is kept as its external id.",
-         "test work order", "Posts a work order marked \"test\": true (Idempotency-Key rebound-test-…); your "
-         "work-order system should answer it without opening a ticket."),
+    Spec("workorder", "Work-order system", "WORKORDER_URL", "WORKORDER_SECRET", "HMAC secret", False,
+         "POST {url}/ops/workorders for every new work order, signed with X-Rebound-Signature; the returned id is "
+         "kept as its external id.",
+         "test work order", "Posts a work order marked \"test\": true (Idempotency-Key rebound-test-…), signed if a "
+         "secret is set; your work-order system should answer it without opening a ticket."),
 )}
 # A channel named mid-sentence ("told PagerDuty and the alert webhook"; it said "delivered to workorder").
 SPOKEN = {"slack": "Slack", "pagerduty": "PagerDuty", "webhook": "the alert webhook",
           "workorder": "the work-order system"}
 ENV_NAMES = {"SLACK_WEBHOOK_URL": "REBOUND_SLACK_WEBHOOK_URL", "PAGERDUTY_URL": "REBOUND_PAGERDUTY_URL",
              "PAGERDUTY_ROUTING_KEY": "REBOUND_PAGERDUTY_ROUTING_KEY", "ALERT_WEBHOOK_URL": "REBOUND_ALERT_WEBHOOK_URL",
-             "ALERT_WEBHOOK_SECRET": "REBOUND_ALERT_WEBHOOK_SECRET", "WORKORDER_URL": "REBOUND_WORKORDER_URL"}
+             "ALERT_WEBHOOK_SECRET": "REBOUND_ALERT_WEBHOOK_SECRET", "WORKORDER_URL": "REBOUND_WORKORDER_URL",
+             "WORKORDER_SECRET": "REBOUND_WORKORDER_SECRET"}
 
 
 def mask_url(url: str) -> str:

@@ -1,5 +1,6 @@
 """The external work-order system: POST {url}/ops/workorders with the failure and its task context."""
 
+from console.services.delivery import webhook
 from console.services.delivery.http import Request, Result, below, encode
 from console.services.delivery.notice import Notice, work_order_incident
 from console.services.delivery.targets import Target
@@ -32,7 +33,11 @@ def document(notice: Notice) -> dict:
 def request(notice: Notice, target: Target) -> Request:
     key = (f"rebound-test-{notice.message_id}" if notice.rule == "test"
            else work_order_incident(notice.details.get("work_order_id")))
-    return Request(below(target.url, PATH), encode(document(notice)), {"Idempotency-Key": key})
+    body = encode(document(notice))
+    headers = {"Idempotency-Key": key}
+    if target.secret:  # as the alert webhook signs: a work-order system reachable by others can tell Rebound's
+        headers[webhook.SIGNATURE_HEADER] = webhook.sign(target.secret, body)
+    return Request(below(target.url, PATH), body, headers)
 
 
 def external_id(result: Result) -> str | None:
