@@ -460,6 +460,24 @@ def test_the_dlq_fix_form_is_prefilled_validated_and_files_a_request(person, let
     db.session.commit()
 
 
+def test_the_fix_forms_cancel_goes_back_to_the_dlq_list_as_it_was_filtered(person, letter):
+    client, _ = person("olga", "operator")
+    found = letter()
+    filtered = "/dlq/?view=list&code=upstream_502&age=1d"
+
+    def cancel(page: str) -> str:
+        return re.search(r'<a class="button secondary" href="([^"]+)">Cancel</a>', page).group(1).replace("&amp;", "&")
+
+    # Cancel went to the unfiltered list: the person lost the filter they had narrowed the letters down with.
+    form = html(client.get(f"/dlq/{found.id}/fix", headers={"Referer": f"http://localhost{filtered}"}))
+    assert cancel(form) == filtered
+    refused = client.post(f"/dlq/{found.id}/fix", data={"csrf_token": csrf_from(form), "params": "{", "reason": "x",
+                                                        "back": filtered})
+    assert refused.status_code == 422 and cancel(html(refused)) == filtered  # kept through a refused send
+    for elsewhere in ("https://evil.example/dlq/?view=list", "http://localhost/runs/?status=dead", ""):
+        assert cancel(html(client.get(f"/dlq/{found.id}/fix", headers={"Referer": elsewhere}))) == "/dlq/?view=list"
+
+
 def test_viewers_cannot_open_or_post_the_fix_form(person, letter):
     client, _ = person("vic", "viewer")
     found = letter()

@@ -20,6 +20,15 @@ def links():
     return {"work_order_url": work_order_url}
 
 
+def list_url(came_from: str | None = None) -> str:
+    """Return the DLQ page a person came from (`came_from`, else the referrer) with its filters, else the list."""
+    parts = urlsplit(came_from or request.referrer or "")
+    index = url_for("dlq.index")
+    if parts.path == index and parts.netloc in ("", request.host):  # only ever this page: never a way off the site
+        return f"{index}?{parts.query}" if parts.query else index
+    return url_for("dlq.index", view="list")
+
+
 def go_back(filters: dlq_filters.Filters | None = None, **extra):
     """Redirect to the DLQ page the request came from (keeping its filters), else to the DLQ page (with `filters`)."""
     referrer = urlsplit(request.referrer or "")

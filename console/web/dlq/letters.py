@@ -13,7 +13,7 @@ from console.services.engine import breaker_admin, control, waiting_fixes
 from console.services.errors import Conflict, InvalidInput, ServiceError
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.recovery import bulk_discard, params_fix
-from console.web.dlq.blueprint import bp, go_back
+from console.web.dlq.blueprint import bp, go_back, list_url
 from console.web.dlq.bulk import filed_message
 from console.web.dlq.forms import DiscardForm, FixParamsForm
 from console.web.dlq.views import fixes_of, requests_of
@@ -105,7 +105,7 @@ def _fix_page(letter, form: FixParamsForm, *, error: str | None = None, status: 
     # A workflow's step replayed alone does not resume its workflow: the page says so before anyone asks.
     workflow = db.session.get(Workflow, letter.run.workflow_id) if letter.run.workflow_id else None
     return render_template("dlq/fix.html", letter=letter, form=form, error=error, expires_in=expires_in,
-                           workflow=workflow,
+                           workflow=workflow, back=list_url(request.form.get("back")),
                            waiting=params_fix.waiting_on([letter.id], utcnow()).get(letter.id),
                            current=json.dumps(letter.run.params or {}, indent=2, sort_keys=True, ensure_ascii=False),
                            task_names=dlq.task_names([letter])), status
