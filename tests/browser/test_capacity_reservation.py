@@ -25,7 +25,8 @@ def test_a_reserved_slot_is_kept_from_another_tenant_until_cancelled(page, live_
     capacity = live_app.config["CAPACITY_RUNNING"]
     held = reservations.create("globex", ARRANGE, running_slots=capacity - 1, queued_runs=1000, starts_at=utcnow(),
                                ends_at=utcnow() + timedelta(hours=2), reason="month-end close")
-    holder, _ = submit(tenants.find("acme"), ARRANGE, handler="demo.sleep", params={"seconds": 20})
+    # Sleeps until cancelled at the end: a loaded machine's clicks must not outlast it.
+    holder, _ = submit(tenants.find("acme"), ARRANGE, handler="demo.sleep", params={"seconds": 600})
     wait_for(lambda: status_of(holder.id) == "running", 60, 0.1, "the holder to start")
     waiting, _ = submit(acme, ARRANGE, handler="demo.noop")
 

@@ -39,7 +39,7 @@ def test_an_admin_sets_a_tenant_quota_and_sees_a_run_wait_for_it(page, live_serv
 
     # One long run holds the tenant's only slot; the next one must wait, and say why.
     acme = tenants.find("acme")
-    holder, _ = submit(acme, ARRANGE, handler="demo.sleep", params={"seconds": 20})
+    holder, _ = submit(acme, ARRANGE, handler="demo.sleep", params={"seconds": 600})  # cancelled at the end
     wait_for(lambda: status_of(holder.id) == "running", 60, 0.1, "the holder to start")
     waiting, _ = submit(acme, ARRANGE, handler="demo.noop")
     page.goto(f"{base}/runs/{waiting.id}")

@@ -179,9 +179,12 @@ def test_a_worker_killed_during_an_undo_step_another_worker_finishes_it(runs, wo
     assert len(runs.events(run_id, "compensated")) == 1
 
 
-def test_a_long_undo_step_is_not_taken_from_its_live_worker(runs, workers):
+def test_a_long_undo_step_is_not_taken_from_its_live_worker(app, runs, workers, monkeypatch):
+    # The reconciler here judges staleness at 4 s (the workers heartbeat every 0.2 s): a loaded machine's pause
+    # of 2 s (the tests' default) was enough to take the undo from a live worker.
+    monkeypatch.setitem(app.config, "STALE_AFTER_S", 4)
     workers()
-    run_id = runs.submit("demo.flaky_compensated", {**COMPENSABLE, "undo_seconds": 4})  # twice STALE_AFTER_S
+    run_id = runs.submit("demo.flaky_compensated", {**COMPENSABLE, "undo_seconds": 8})  # twice STALE_AFTER_S
     runs.wait(run_id, "compensating")
 
     def finished():

@@ -20,7 +20,9 @@ def reconcile_until(runs, run_ids, status="succeeded", timeout_s=40):
     wait_for(settled, timeout_s, 0.5, f"runs {run_ids} to become {status}")
 
 
-def test_worker_killed_mid_run_is_retried_and_finishes_once(runs, workers):
+def test_worker_killed_mid_run_is_retried_and_finishes_once(app, runs, workers, monkeypatch):
+    # Staleness judged at 5 s here, not the tests' 2: the second worker's live attempt must not look lost too.
+    monkeypatch.setitem(app.config, "STALE_AFTER_S", 5)
     doomed = workers()
     run_id = runs.submit("demo.sleep", {"seconds": 2}, policy=QUICK)
     runs.wait(run_id, "running")

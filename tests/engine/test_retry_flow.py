@@ -57,16 +57,17 @@ def test_same_error_group_shares_one_work_order_and_one_pending_alert(runs, work
 
 
 def test_a_policy_change_takes_effect_on_the_next_attempt(app, runs, workers):
-    policies.save("tight", {**NO_JITTER, "base_delay_s": 2, "max_attempts": 2}, Actor("test"))
+    # A first wait long enough for a loaded machine to see it and save the change before it ends.
+    policies.save("tight", {**NO_JITTER, "base_delay_s": 5, "max_attempts": 2}, Actor("test"))
     workers()
     run_id = runs.submit("demo.flaky", {"fail_times": 2}, policy="tight")
     runs.wait(run_id, "retry_wait")
-    # Saved during the first wait (2 s): a third attempt is allowed, after a shorter wait.
+    # Saved during the first wait (5 s): a third attempt is allowed, after a shorter wait.
     policies.save("tight", {**NO_JITTER, "base_delay_s": 0.25, "max_attempts": 3}, Actor("ops"))
     run = runs.wait(run_id, "succeeded", "dead")
     assert (run.status, run.attempt, run.policy_version) == ("succeeded", 3, 2)
     assert [e.data["policy_version"] for e in runs.events(run_id, "running")] == [1, 2, 2]
-    assert [e.data["delay_s"] for e in runs.events(run_id, "retry_wait")] == [2.0, 0.5]
+    assert [e.data["delay_s"] for e in runs.events(run_id, "retry_wait")] == [5.0, 0.5]
 
 
 def test_non_retryable_goes_straight_to_dead(runs, workers):
@@ -95,12 +96,14 @@ def test_a_hung_handler_is_stopped_at_its_timeout_and_retried(runs, workers):
 
 def test_progress_is_visible_while_the_handler_runs(runs, workers):
     workers()
-    run_id = runs.submit("demo.sleep", {"seconds": 3})
-    runs.wait(run_id, "running")
-    progress = wait_for(lambda: runs.get(run_id).progress, 2.0, 0.05, "progress within 2 s of starting")
+    # Long enough that a loaded machine reads the progress before the handler ends; cancelled once read.
+    run_id = runs.submit("demo.sleep", {"seconds": 60})
+    run = runs.wait(run_id, "running")
+    progress = wait_for(lambda: runs.get(run_id).progress, 15, 0.05, "progress soon after starting")
     assert 0 < progress < 100
-    assert "of 3 s" in runs.get(run_id).progress_message
-    assert runs.wait(run_id, "succeeded").progress == 100
+    assert "of 60 s" in runs.get(run_id).progress_message
+    control.cancel(run, Actor("ops"))
+    assert runs.wait(run_id, "cancelled").status == "cancelled"
 
 
 def test_cancel_stops_a_running_handler_cooperatively(runs, workers):

@@ -16,7 +16,8 @@ def stored(execution_id: int) -> RunbookExecution:
 
 def test_a_worker_runs_a_queued_runbook_and_its_log_is_stored_while_it_runs(samples, staff, workers):
     workers(REBOUND_RUNBOOK_MODULES=samples)
-    execution = runbooks.start("sample_steps", {"steps": 12, "pause_s": 0.25}, staff["olga"], scope=None)
+    # Paced so a loaded machine still reads the log between step 2 and step 12 (5 s apart).
+    execution = runbooks.start("sample_steps", {"steps": 12, "pause_s": 0.5}, staff["olga"], scope=None)
     assert execution.status == "queued"
     # Lines reach the database while it is still running (the page polls them), not only at the end.
     running = wait_for(lambda: (found := stored(execution.id)).status == "running" and "step 2 of 12" in found.log
