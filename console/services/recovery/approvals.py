@@ -34,6 +34,7 @@ class Row:
     requested_by: str
     decided_by: str | None
     tenant: str | None
+    rolled_back_by: str | None = None
 
 
 def reason_of(text) -> str:
@@ -76,11 +77,12 @@ def rows(*, status: str | None = None, tenant_id: int | None = None, requested_b
     """
     if status is not None and status not in STATUSES:
         raise InvalidInput(f"status must be all, or one of {', '.join(STATUSES)}", "status")
-    requester, decider = db.aliased(User), db.aliased(User)
-    query = (select(Approval, requester.username, decider.username, Tenant.name)
+    requester, decider, undoer = db.aliased(User), db.aliased(User), db.aliased(User)
+    query = (select(Approval, requester.username, decider.username, Tenant.name, undoer.username)
              .join(requester, requester.id == Approval.requested_by_id)
              .outerjoin(decider, decider.id == Approval.decided_by_id)
              .outerjoin(Tenant, Tenant.id == Approval.tenant_id)
+             .outerjoin(undoer, undoer.id == Approval.rolled_back_by_id)
              .order_by(Approval.id.desc()).limit(limit))
     if status is not None:
         query = query.where(Approval.status == status)
