@@ -23,7 +23,7 @@ def answered_requests() -> int | None:
     """Count the person's own requests answered since they last read them (people who may file requests only)."""
     if not can(current_user.role, OPERATE):
         return None
-    return approvals.answered_since_seen(current_user)
+    return approvals.answered_since_seen(current_user, utcnow())
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 import json
 import re
 from datetime import timedelta
+from html import unescape as html_unescape
 
 import pytest
 from sqlalchemy import select, update
@@ -147,6 +148,33 @@ def test_a_requester_sees_the_answers_to_their_requests_counted_until_they_read_
     both = html(approver_client.get("/overview"))
     assert nav_count(both) == "2" and mine_to_decide.status == "pending"
     assert 'title="2 waiting for you: 1 request to decide, 1 answer to read"' in both
+
+
+def test_my_requests_marks_the_rows_answered_since_the_last_look_through_its_refreshes(person, letter):
+    operator_client, olga = person("olga", "operator")
+    approver_client, _ = person("alex", "approver")
+    approved, waiting = file_fix(letter(), olga), file_fix(letter(), olga)
+    approve(approver_client, approved)
+
+    def marked(page: str) -> set[int]:
+        return {int(found) for found in re.findall(r'<tr class="answered-news">\s*<td class="mono"><a href="'
+                                                   r'/approvals/(\d+)">', page)}
+
+    # The count went on opening the list, and nothing said which row the answer was.
+    mine = html(operator_client.get("/approvals/mine"))
+    assert marked(mine) == {approved.id} and ">new<" in mine
+    refresh = html_unescape(re.search(r'<div id="results" hx-get="([^"]+)"', mine).group(1))
+    assert marked(html(operator_client.get(refresh, headers=HX))) == {approved.id}  # still there 10 s on
+    assert marked(html(operator_client.get("/approvals/mine"))) == set()  # the next look starts afresh
+    # Time running out is news when the lists say "expired", not when the expiry job marks it up to a minute later.
+    db.session.execute(update(Approval).where(Approval.id == waiting.id).values(expires_at=utcnow()))
+    db.session.commit()
+    assert nav_count(html(operator_client.get("/overview"))) == "1"
+    assert marked(html(operator_client.get("/approvals/mine"))) == {waiting.id}
+    approvals.expire_due(utcnow)  # and once read, the job's mark is no news again
+    assert nav_count(html(operator_client.get("/overview"))) is None
+    bad = html(operator_client.get("/approvals/mine?since=not-a-time", headers=HX))
+    assert marked(bad) == set()
 
 
 def test_the_inbox_refreshes_itself_and_the_counts_beside_it(person, letter):

@@ -135,19 +135,37 @@ def waiting_for(actor_id: int | None, tenant_id: int | None, now: datetime) -> i
     return db.session.execute(query).scalar_one()
 
 
-def answered_since_seen(user: User) -> int:
-    """Count the person's own requests someone else (or the system: expiry, superseding) closed or rolled back since
-    they last read their requests (since their account began, if never)."""
-    seen = user.requests_seen_at or user.created_at
+def seen_at(user: User) -> datetime:
+    """Return when the person last read their own requests (when their account began, if never)."""
+    return user.requests_seen_at or user.created_at
+
+
+def _answered_since_seen(user: User, now: datetime, seen: datetime | None = None):
+    """The condition of the person's own requests someone else (or the system: expiry, superseding) closed or rolled
+    back since `seen` (by default since they last read their requests)."""
+    seen = seen or seen_at(user)
     # A request their own act settled (they replayed the letter their fix waited on) is closed by nobody, and its
     # audit row names them: no news to them (helper 98).
     settled_by_them = exists().where(AuditEntry.at > seen, AuditEntry.action == "approval.supersede",
                                      AuditEntry.target_type == "approval",
                                      AuditEntry.target_id == cast(Approval.id, String), AuditEntry.actor_id == user.id)
     by_another = and_(or_(Approval.decided_by_id.is_(None), Approval.decided_by_id != user.id), ~settled_by_them)
+    # Expiry is news when the time runs out, as the lists show it, not when the job marks it up to a minute later
+    # (whose mark, after the person looked, would make it news twice).
+    expired = and_(Approval.status.in_(("pending", "expired")), Approval.expires_at > seen, Approval.expires_at <= now)
+    decided = and_(Approval.status != "expired", Approval.decided_at > seen, by_another)
+    return and_(Approval.requested_by_id == user.id, or_(decided, expired, Approval.rolled_back_at > seen))
+
+
+def answered_since_seen(user: User, now: datetime) -> int:
+    """Count the person's own requests answered since they last read their requests."""
     return db.session.execute(select(func.count()).select_from(Approval).where(
-        Approval.requested_by_id == user.id,
-        or_(and_(Approval.decided_at > seen, by_another), Approval.rolled_back_at > seen))).scalar_one()
+        _answered_since_seen(user, now))).scalar_one()
+
+
+def answered_ids_since(user: User, seen: datetime, now: datetime) -> set[int]:
+    """Return the ids of the person's own requests answered between `seen` and `now`."""
+    return set(db.session.execute(select(Approval.id).where(_answered_since_seen(user, now, seen))).scalars())
 
 
 def mark_requests_seen(user: User, now: datetime) -> None:

@@ -1,5 +1,7 @@
 """Approvals: the inbox of other people's requests, my requests, all requests, and one request's diff and decision."""
 
+from datetime import UTC, datetime
+
 from flask import Blueprint, flash, redirect, request, session, url_for
 from flask_login import current_user
 
@@ -7,7 +9,8 @@ from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import utcnow
 from console.extensions import db, htmx
 from console.models import User
-from console.services.errors import ServiceError
+from console.services import inputs
+from console.services.errors import InvalidInput, ServiceError
 from console.services.people.permissions import APPROVE, OPERATE, ROLL_BACK, VIEW, can
 from console.services.recovery import approvals, bulk_discard, decisions, params_fix, runbooks
 from console.web import nav, paging
@@ -27,10 +30,24 @@ def helpers():
     return present.helpers()
 
 
+def _since() -> datetime | None:
+    """Return the time a refresh of My requests carries (when the look before it was), if it is one."""
+    try:
+        since = inputs.aware_time(request.args.get("since"), "since", "when")
+    except InvalidInput:
+        return None  # a bad one marks what the stored time does: only this person's own rows are at stake
+    return since.astimezone(UTC) if since else None
+
+
 def _list(tab: str, status: str | None = None, **filters):
     """Render one tab of the list, a keyset page at a time."""
     now, before = utcnow(), paging.before()
+    news, since = set(), None
     if tab == "mine" and before is None:  # read now: the answers beside the nav and tab are no longer news
+        # The rows answered since the look before this one are marked, and stay marked through the list's own
+        # refreshes (they carry that time), so the marks do not vanish ten seconds after the page opens.
+        since = _since() or approvals.seen_at(current_user)
+        news = approvals.answered_ids_since(current_user, since, now)
         approvals.mark_requests_seen(current_user, now)
     found = approvals.rows(status=status, tenant_id=tenant_scope(), before=before, limit=PAGE_SIZE + 1, **filters)
     more = len(found) > PAGE_SIZE
@@ -38,6 +55,7 @@ def _list(tab: str, status: str | None = None, **filters):
     query = {"status": status} if tab == "all" and status else {}
     waiting, answered = nav.waiting_approvals(), nav.answered_requests()
     return page("approvals/index.html", "results", tab=tab, rows=found, status=status, now=now, before=before,
+                news=news, since=since,
                 older=found[-1].approval.id if more else None, query=query, statuses=approvals.STATUSES,
                 refresh=partial(),  # the list's own refresh: the counts beside it are swapped too (oob)
                 waiting=waiting, answered=answered, in_nav=nav.in_approvals(waiting, answered))
