@@ -23,6 +23,7 @@ from console.services.recovery.workflows.words import workflow_compensation, wor
 from console.web.display import display_prefs
 from console.web.nav import NAV
 from console.web.plotly_css import guarded_style_ids, stylesheet
+from console.web.render import partial
 
 # One line per area; each module defines `bp`.
 BLUEPRINTS = [
@@ -138,7 +139,7 @@ def register(app) -> None:
                     and can(current_user.role, item.permission)]
 
         cookies = request.cookies if has_request_context() else {}
-        return {"nav": visible_nav, "now": utcnow(), "display": display_prefs(cookies),
+        return {"nav": visible_nav, "now": utcnow(), "display": display_prefs(cookies), "live_refresh": partial,
                 "can": lambda perm: current_user.is_authenticated and can(current_user.role, perm),
                 # What every tenant shares (policies, templates, quota classes) only unscoped people change.
                 "changes_shared": lambda: current_user.is_authenticated and can(current_user.role, OPERATE)

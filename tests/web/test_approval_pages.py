@@ -177,6 +177,17 @@ def test_my_requests_marks_the_rows_answered_since_the_last_look_through_its_ref
     assert marked(bad) == set()
 
 
+@pytest.mark.parametrize("path", ["/overview", "/runs/", "/runs/workflows", "/workorders/", "/queues/", "/breakers/"])
+def test_a_live_page_refreshes_the_nav_count_beside_approvals(person, letter, path):
+    _, olga = person("olga", "operator")
+    approver_client, _ = person("alex", "approver")
+    assert "hx-swap-oob" not in html(approver_client.get(path))  # the whole page has its counts in place
+    file_fix(letter(), olga)  # filed while the approver sits on the page: its 5 s refresh did not show the count
+    refreshed = html(approver_client.get(path, headers=HX))
+    assert re.search(r'<span id="nav-count-approvals-index" hx-swap-oob="true"> <span class="nav-count"[^>]*>1</span>',
+                     refreshed), refreshed[:500]
+
+
 def test_the_inbox_refreshes_itself_and_the_counts_beside_it(person, letter):
     _, olga = person("olga", "operator")
     approver_client, _ = person("alex", "approver")
