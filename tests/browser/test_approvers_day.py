@@ -74,6 +74,11 @@ def test_an_approvers_day(page, browser, live_server, live_app, dead_run, live_w
     assert refused.status == 403
     assert status_of(dead_run) == "dead"
 
+    # The operator watches the Overview while they wait.
+    page.goto(f"{base}/overview")
+    answered = page.locator("header nav").get_by_role("link", name=re.compile("^Approvals")).locator(".nav-count")
+    expect(answered).to_have_count(0)
+
     # The approver, in a second browser, sees one request waiting and approves it from the inbox.
     approver = browser.new_context()
     try:
@@ -101,14 +106,14 @@ def test_an_approvers_day(page, browser, live_server, live_app, dead_run, live_w
     assert (run.series, run.params["fail_times"]) == (2, 0)
     approval = db.session.get(Approval, request_id)
     assert (approval.status, approval.decision_note) == ("executed", "checked with billing")
-    # The operator's console counts the answer beside Approvals until they read their requests.
-    page.goto(f"{base}/overview")
-    answered = page.locator("header nav").get_by_role("link", name=re.compile("^Approvals")).locator(".nav-count")
-    expect(answered).to_have_text("1")
+    # The operator's console counts the answer beside Approvals until they read their requests: on the Overview
+    # they sit on, with its own refresh, no reload.
+    expect(answered).to_have_text("1", timeout=15_000)
     screenshot("approvers-day-answer-counted")
     page.locator("header nav").get_by_role("link", name=re.compile("^Approvals")).click()
     expect(page).to_have_url(re.compile(r"/approvals/mine$"))
     expect(page.locator("table.approvals")).to_contain_text("executed")
     expect(page.locator("table.approvals")).to_contain_text("checked with billing")
+    expect(page.locator("table.approvals tr.answered-news")).to_contain_text("new")  # which one is the answer
     expect(answered).to_have_count(0)
 
