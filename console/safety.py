@@ -7,7 +7,7 @@ from flask import Response, jsonify, make_response, render_template, request
 from flask_wtf.csrf import CSRFError
 from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
-from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
+from werkzeug.exceptions import HTTPException, MethodNotAllowed, RequestEntityTooLarge
 
 from console.auth import wants_json
 from console.extensions import db
@@ -122,6 +122,14 @@ def init_app(app) -> None:
         page = app.jinja_env.get_template("unavailable.html").render(detail=DATABASE_UNAVAILABLE)
         return page, 503, headers
 
+    def _not_this_method(allowed: list[str]) -> str:
+        taken = ", ".join(method for method in allowed if method not in ("HEAD", "OPTIONS")) or ", ".join(allowed)
+        said = f"{request.method} is not taken at {request.path}: it takes {taken}"
+        # The one a caller looks for here: runs are read under /api but submitted under /worker.
+        if request.method == "POST" and request.path.rstrip("/") == "/api/runs":
+            said += "; submit a run with POST /worker/tasks"
+        return said
+
     @app.errorhandler(HTTPException)
     def http_error(error):
         code = (error.name or "error").lower().replace(" ", "_")
@@ -129,6 +137,8 @@ def init_app(app) -> None:
         if isinstance(error, RequestEntityTooLarge):
             detail = (f"the request body is larger than {app.config['MAX_CONTENT_LENGTH']:,} bytes "
                       "(REBOUND_MAX_BODY_BYTES); send less, or split it")
+        if isinstance(error, MethodNotAllowed):
+            detail = _not_this_method(error.valid_methods or [])
         response, status = _error_response(error.code or 500, code, detail)
         response = make_response(response, status)
         # A 405 says which methods the path takes, as HTTP asks.

@@ -153,6 +153,11 @@ def test_a_wrong_method_is_a_405_that_says_which_ones_work(client, operator):
     response = client.delete("/worker/tasks", headers=operator)
     assert response.status_code == 405
     assert set(response.headers["Allow"].split(", ")) >= {"POST"}
+    assert response.json["detail"] == "DELETE is not taken at /worker/tasks: it takes POST"
+    # Runs are read under /api and submitted under /worker: the answer said only "not allowed" (helper 98).
+    submitted_at_reads = client.post("/api/runs", json={"handler": "demo.noop"}, headers=operator)
+    assert submitted_at_reads.status_code == 405 and submitted_at_reads.json["detail"] == (
+        "POST is not taken at /api/runs: it takes GET; submit a run with POST /worker/tasks")
 
 
 def test_a_body_sent_without_its_length_is_refused_saying_to_send_it(app, client, operator):
