@@ -56,8 +56,8 @@ def failed_rq_jobs(redis_url):
     # RQ retries this one twice before it fails for good, but keeps no count of retries after an exception.
     queue.enqueue("tests.rq_legacy.charge", 103, amount=206, retry=Retry(max=2))
     queue.enqueue("tests.rq_legacy.poll_partner")  # returns Retry(max=2): three runs, and RQ counts them
-    for to in ("ann@example.com", "bob@example.com"):
-        queue.enqueue("tests.rq_legacy.send_mail", to)
+    queue.enqueue("tests.rq_legacy.send_mail", "ann@example.com", job_timeout=3600, meta={"campaign": "winter"})
+    queue.enqueue("tests.rq_legacy.send_mail", "bob@example.com", job_timeout=-1, meta={"blob": "x" * 5000})
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     subprocess.run([str(Path(sys.executable).parent / "rq"), "worker", "--burst", "--url", redis_url, LEGACY],
                    cwd=ROOT, env=env, check=True, capture_output=True, timeout=120)
@@ -103,6 +103,25 @@ def test_rq_failed_jobs_become_grouped_dead_letters_and_replay_through_a_mapping
     assert replayed.runs == {charge.id: run.id}
     workers()
     assert runs.wait(run.id, "succeeded", "dead").status == "succeeded"
+
+
+def test_a_jobs_timeout_carries_to_its_replays_and_its_meta_to_its_history(app, cli, failed_rq_jobs):
+    assert cli("--redis-url", failed_rq_jobs, "--queue", LEGACY, *MAPS).exit_code == 0
+    runs = {run.params["args"][0] if run.params["args"] else "poll": run
+            for run in db.session.execute(select(Run)).scalars()}
+
+    def imported(run: Run) -> dict:
+        event = db.session.execute(select(RunEvent).where(RunEvent.run_id == run.id,
+                                                          RunEvent.kind == "submitted")).scalar_one()
+        return event.data["imported"]
+
+    # A job given an hour in RQ replayed under the default policy's timeout: a replay would time out.
+    assert runs["ann@example.com"].policy_overrides == {"timeout_s": 3600}
+    assert runs[101].policy_overrides == {"timeout_s": 180}  # RQ's default, which it ran with
+    assert runs["bob@example.com"].policy_overrides == {}  # RQ's -1 (no limit): the policy's
+    assert imported(runs["ann@example.com"])["meta"] == {"campaign": "winter"}
+    assert imported(runs["bob@example.com"])["meta_left_out"] == "5012 characters of JSON"
+    assert "meta" not in imported(runs[101])
 
 
 def test_importing_the_same_rq_registry_twice_adds_nothing(app, cli, failed_rq_jobs):

@@ -6,10 +6,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from console.domain.policy import DAY_S
 from console.services import inputs
 from console.services.errors import InvalidInput
 
 MAX_ATTEMPTS = 1000
+MAX_META_CHARS = 4000  # an RQ job's meta kept on its run's timeline, as JSON, at most this long
 _TYPE_NAME = re.compile(r"[A-Za-z_][\w.]*")  # an exception's (dotted) name: no spaces
 
 
@@ -36,6 +38,9 @@ class Failed:
     # idempotency (its job id alone would take a new job under a reused id for one imported before).
     identity: str | None = None
     as_text: tuple[str, ...] = ()  # the types of arguments JSON cannot hold, kept as their Python repr
+    # The job's own timeout (RQ's job_timeout, or its queue's default), which its replays keep: one that took an
+    # hour in RQ would time out under the default policy's. None where it has none Rebound can hold (RQ's -1).
+    timeout_s: int | None = None
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -134,11 +139,22 @@ def _from_job(job, source: str, queue: str) -> Failed:
         kind, message = "MaxRetriesExceeded", f"returned Retry {job.number_of_retries or 0} times"
     as_text: list[str] = []
     params = {"args": _plain(args, as_text), "kwargs": _plain(kwargs, as_text)}
+    timeout = job.timeout if isinstance(job.timeout, int) and 1 <= job.timeout <= DAY_S else None
     return Failed(source=source, job_id=job.id, function=func, params=params, as_text=tuple(sorted(set(as_text))),
                   error_type=kind, error_message=message, traceback=traceback, enqueued_at=_utc(job.enqueued_at),
                   failed_at=_utc(job.ended_at), started_at=_utc(job.started_at),
-                  attempts=(job.number_of_retries or 0) + 1, where=where,
-                  extra={"queue": queue}, identity=f"{job.id}@{_utc(job.created_at):%Y-%m-%dT%H:%M:%S.%f}")
+                  attempts=(job.number_of_retries or 0) + 1, where=where, timeout_s=timeout,
+                  extra={"queue": queue, **_meta(job.meta)},
+                  identity=f"{job.id}@{_utc(job.created_at):%Y-%m-%dT%H:%M:%S.%f}")
+
+
+def _meta(meta) -> dict:
+    """Return what the run's history keeps of a job's meta: all of it as JSON holds it, or how long it was."""
+    if not meta:
+        return {}
+    kept = _plain(meta, [])
+    size = len(json.dumps(kept))
+    return {"meta": kept} if size <= MAX_META_CHARS else {"meta_left_out": f"{size} characters of JSON"}
 
 
 # --- JSON lines -------------------------------------------------------------------------------------------------

@@ -216,7 +216,8 @@ def _insert_run(failed: Failed, handler: str, tenant_id: int, version: int, now)
     """Insert the dead run unless this source's job is there already (ON CONFLICT on the idempotency key)."""
     failed_at = failed.failed_at or now
     values = dict(
-        tenant_id=tenant_id, task_id=None, handler=handler, params=failed.params, policy_overrides={},
+        tenant_id=tenant_id, task_id=None, handler=handler, params=failed.params,
+        policy_overrides={"timeout_s": failed.timeout_s} if failed.timeout_s else {},
         policy_version=version,
         idempotency_key=key_of(failed), status="dead", status_reason="imported", attempt=failed.attempts, series=1,
         executions=failed.attempts, scheduled_for=failed.enqueued_at or failed_at, enqueued_at=failed.enqueued_at,
