@@ -11,7 +11,7 @@ from console.models import Approval, AuditEntry, RunbookBackup, RunbookExecution
 from console.services.actor import Actor
 from console.services.engine import queueing
 from console.services.engine.execute import execute
-from console.services.errors import Forbidden, InvalidInput, NotFound
+from console.services.errors import Conflict, Forbidden, InvalidInput, NotFound
 from console.services.recovery import approvals, decisions, runbook_reconcile, runbook_runner, runbooks
 from console.services.recovery.approvals import FourEyes
 from console.services.recovery.runbook_params import InvalidParams
@@ -159,19 +159,21 @@ def test_a_real_resolve_of_a_run_that_is_not_dead_is_refused_naming_it(staff, cl
                           dry_run=True, clock=clock, enqueue=False).status == "queued"
 
 
-def test_approving_before_the_preview_finished_runs_nothing(samples, staff, clock):
+def test_approving_before_the_preview_finished_is_refused_and_the_request_keeps_waiting(samples, staff, clock):
     execution = runbooks.start("sample_gated", {}, staff["olga"], scope=None, reason="now", clock=clock,
                                enqueue=False)
-    with pytest.raises(Exception, match="preview has not finished"):
+    with pytest.raises(Conflict, match="preview has not finished .its dry-run waits for a worker.") as refused:
         decisions.approve(execution.approval_id, staff["alex"], clock=clock)
+    assert "It still waits for you" in refused.value.detail
     db.session.expire_all()
-    assert db.session.get(Approval, execution.approval_id).status == "failed"
-    # The failed request cancels the execution with it: it never runs, and its page does not say it waits.
-    execution = runbooks.get(execution.id)
-    assert execution.status == "cancelled" and (
-        f"request #{execution.approval_id} was approved, but it could not start: runbook execution "
-        f"#{execution.id}'s dry-run preview has not finished") in execution.error
-    assert runbook_reconcile.reconcile(clock=clock)["cancelled"] == []
+    # It was closed as failed and its execution cancelled: a click made while busy workers had not previewed it
+    # threw the request away (helper 101).
+    assert db.session.get(Approval, execution.approval_id).status == "pending"
+    assert runbooks.get(execution.id).status == "awaiting_approval"
+    assert db.session.execute(select(AuditEntry).where(AuditEntry.action == "approval.approve")).first() is None
+    assert runbook_runner.preview(execution.id, clock=clock) == "awaiting_approval"
+    assert decisions.approve(execution.approval_id, staff["alex"], clock=clock).status == "executed"
+    assert runbooks.get(execution.id).status == "queued"
 
 
 def test_a_rejected_withdrawn_or_expired_request_never_runs(samples, staff, clock):

@@ -184,6 +184,29 @@ def test_a_runbook_that_needs_approval_asks_for_a_reason_then_files_a_request(cl
     assert "none: it never ran</span>" in html and "ran the approver's dry-run" not in html
 
 
+def test_an_approver_cannot_approve_a_runbook_request_before_its_preview_and_it_keeps_waiting(
+        client, auth, dead_run):  # noqa: F811
+    run_id, _ = dead_run()
+    auth.as_role("operator")
+    post(client, auth, "/runbooks/resolve_runs", {"action": "run", "runs": str(run_id), "note": "paid",
+                                                  "reason": "refunded by finance"})
+    [execution] = executions()
+    client.post("/logout", data={"csrf_token": auth.csrf()})
+    auth.as_role("approver", "alex")
+    request = client.get(f"/approvals/{execution.approval_id}").get_data(as_text=True)
+    assert "Not yet: runbook execution" in request and "<button type=\"submit\" disabled>Approve and run" in request
+    # Sent anyway (another tab, the API): a 409 that writes nothing; it closed the request as failed (helper 101).
+    refused = client.post(f"/approvals/{execution.approval_id}/approve",
+                          data={"csrf_token": auth.csrf(f"/approvals/{execution.approval_id}")},
+                          follow_redirects=True)
+    assert refused.status_code == 409 and "preview has not finished" in refused.get_data(as_text=True)
+    db.session.expire_all()
+    assert db.session.get(Approval, execution.approval_id).status == "pending"
+    runbook_runner.preview(execution.id)
+    request = client.get(f"/approvals/{execution.approval_id}").get_data(as_text=True)
+    assert "Not yet" not in request and "<button type=\"submit\">Approve and run" in request
+
+
 def test_a_request_nobody_decided_in_time_reads_expired_before_the_job_marks_it(client, auth, dead_run):  # noqa: F811
     run_id, _ = dead_run()
     auth.as_role("operator")

@@ -71,6 +71,12 @@ def _claim(approval: Approval, actor: Actor, status: str, note: str | None, now)
         raise Conflict(f"request {approval.id} was decided meanwhile: it is {current.replace('_', ' ')}", "status")
 
 
+def not_ready(approval: Approval) -> str | None:
+    """Say why a pending request cannot be approved yet, or None."""
+    check = KINDS[approval.kind].not_ready
+    return check(approval) if check is not None else None
+
+
 def on_behalf(approval: Approval, approver: Actor) -> Actor:
     """Return who an approved change is by: its requester, with the approver and the request beside them."""
     requester = db.session.execute(select(User.username).where(User.id == approval.requested_by_id)).scalar_one()
@@ -85,6 +91,10 @@ def approve(approval_id: int, actor: Actor, note: str | None = None, *, tenant_i
     note = _note(note, required=False)
     _check_decider(approval, actor, "approve", now)
     kind = KINDS[approval.kind]
+    if why := not_ready(approval):
+        # Refused before anything is written: the request keeps waiting (it was closed as failed, its execution
+        # cancelled, for a click made while the preview ran; helper 101).
+        raise Conflict(why, "status")
     _claim(approval, actor, "executed", note, now)
     requester = on_behalf(approval, actor)
     try:

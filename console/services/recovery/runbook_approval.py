@@ -26,13 +26,20 @@ def _apply(approval: Approval, actor: Actor, now: datetime) -> Applied:
         .values(status="queued", queued_at=now).execution_options(synchronize_session=False)).rowcount
     if queued != 1:
         execution = db.session.get(EX, execution_id)
-        if execution is not None and execution.status == "awaiting_approval":
-            raise Conflict(f"runbook execution #{execution_id}'s dry-run preview has not finished, so there was no "
-                           "diff to approve; nothing ran. Ask for the run again once a worker is up", "status")
         status = execution.status.replace("_", " ") if execution is not None else "gone"
         raise Conflict(f"runbook execution #{execution_id} is {status}, no longer waiting for approval", "status")
     return Applied(backup={"execution_id": execution_id}, after_commit=lambda: runbooks.enqueue_run(execution_id),
                    outcome=f"runbook execution #{execution_id} queued for a worker")
+
+
+def _not_ready(approval: Approval) -> str | None:
+    """Say why the request cannot be approved yet: its dry-run preview, what the approver judges, has not finished."""
+    execution = db.session.get(EX, approval.payload["execution_id"])
+    if execution is None or execution.status != "awaiting_approval" or execution.previewed_at is not None:
+        return None
+    waits = "a worker is dry-running it" if execution.preview_started_at else "its dry-run waits for a worker"
+    return (f"runbook execution #{execution.id}'s preview has not finished ({waits}), so there is no list of changes "
+            "to approve yet; approve once the request shows them. It still waits for you")
 
 
 def _refused(approval: Approval, decided: str, note: str | None, now: datetime) -> None:
@@ -40,4 +47,4 @@ def _refused(approval: Approval, decided: str, note: str | None, now: datetime) 
     runbook_reconcile.cancel_refused(approval.payload["execution_id"], approval.id, decided, note, now)
 
 
-KIND = FixKind(runbooks.KIND, "Run a runbook for real", _apply, refused=_refused)
+KIND = FixKind(runbooks.KIND, "Run a runbook for real", _apply, refused=_refused, not_ready=_not_ready)

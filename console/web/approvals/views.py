@@ -105,6 +105,7 @@ def _show(approval_id: int, *, error: str | None = None, status: int = 200, appr
     return page("approvals/show.html", "detail", row=approvals.row(approval), approval=approval, now=now,
                 runbook_request=present.runbook_request(approval), run_outcome=present.run_outcome(approval),
                 state=state, mine=mine, decidable=approver and not mine and state == "pending" and not settled,
+                not_ready=decisions.not_ready(approval) if state == "pending" else None,
                 settled=settled, letters=letters, others=others, workflow_note=present.workflow_note(approval),
                 run_to_undo=present.run_to_undo(approval),
                 can_roll_back=can_roll_back, rollback_by_another=mine and rollback_possible,
