@@ -42,6 +42,7 @@ def test_imported_failures_are_grouped_shown_and_replayed(page, live_server, liv
     page.goto(f"{base}/runs/{run_id}")
     expect(page.get_by_role("heading", name=re.compile(f"Run #{run_id}"))).to_be_visible()
     expect(page.locator("body")).to_contain_text("billing.py")
+    expect(page.locator(".imported-from")).to_contain_text("billing.charge · job rq-1")  # what it was before
     screenshot("import-run")
 
     page.goto(f"{base}/dlq?view=list&q=order+1")

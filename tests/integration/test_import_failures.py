@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 from datetime import datetime
@@ -56,7 +57,8 @@ def failed_rq_jobs(redis_url):
     # RQ retries this one twice before it fails for good, but keeps no count of retries after an exception.
     queue.enqueue("tests.rq_legacy.charge", 103, amount=206, retry=Retry(max=2))
     queue.enqueue("tests.rq_legacy.poll_partner")  # returns Retry(max=2): three runs, and RQ counts them
-    queue.enqueue("tests.rq_legacy.send_mail", "ann@example.com", job_timeout=3600, meta={"campaign": "winter"})
+    queue.enqueue("tests.rq_legacy.send_mail", "ann@example.com", job_timeout=3600,
+                  meta={"campaign": "winter", "api_key": "k-123"})
     queue.enqueue("tests.rq_legacy.send_mail", "bob@example.com", job_timeout=-1, meta={"blob": "x" * 5000})
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     subprocess.run([str(Path(sys.executable).parent / "rq"), "worker", "--burst", "--url", redis_url, LEGACY],
@@ -105,7 +107,7 @@ def test_rq_failed_jobs_become_grouped_dead_letters_and_replay_through_a_mapping
     assert runs.wait(run.id, "succeeded", "dead").status == "succeeded"
 
 
-def test_a_jobs_timeout_carries_to_its_replays_and_its_meta_to_its_history(app, cli, failed_rq_jobs):
+def test_a_jobs_timeout_carries_to_its_replays_and_its_meta_to_its_history(app, cli, failed_rq_jobs, client, auth):
     assert cli("--redis-url", failed_rq_jobs, "--queue", LEGACY, *MAPS).exit_code == 0
     runs = {run.params["args"][0] if run.params["args"] else "poll": run
             for run in db.session.execute(select(Run)).scalars()}
@@ -119,9 +121,18 @@ def test_a_jobs_timeout_carries_to_its_replays_and_its_meta_to_its_history(app, 
     assert runs["ann@example.com"].policy_overrides == {"timeout_s": 3600}
     assert runs[101].policy_overrides == {"timeout_s": 180}  # RQ's default, which it ran with
     assert runs["bob@example.com"].policy_overrides == {}  # RQ's -1 (no limit): the policy's
-    assert imported(runs["ann@example.com"])["meta"] == {"campaign": "winter"}
+    assert imported(runs["ann@example.com"])["meta"] == {"campaign": "winter", "api_key": "k-123"}
     assert imported(runs["bob@example.com"])["meta_left_out"] == "5012 characters of JSON"
     assert "meta" not in imported(runs[101])
+    # The run's page says where it came from: it showed only the handler it was mapped to (helper 102).
+    auth.as_role("viewer")
+    page = client.get(f"/runs/{runs['ann@example.com'].id}").get_data(as_text=True)
+    origin = " ".join(re.sub(r"<[^>]+>", " ", page.split("<dt>Imported from</dt>")[1].split("</dd>")[0]).split())
+    job = runs["ann@example.com"].idempotency_key.removeprefix("import:rq:").split("@")[0]
+    assert origin.startswith(f"tests.rq_legacy.send_mail · job {job} in queue {LEGACY} · rq:")
+    assert "Its meta" in origin and "&#34;campaign&#34;: &#34;winter&#34;" in origin and "k-123" not in origin
+    bob = client.get(f"/runs/{runs['bob@example.com'].id}").get_data(as_text=True)
+    assert "its meta (5012 characters of JSON) was too long to keep" in bob
 
 
 def test_importing_the_same_rq_registry_twice_adds_nothing(app, cli, failed_rq_jobs):
@@ -227,6 +238,12 @@ def test_a_job_whose_arguments_cannot_be_unpickled_names_the_module_missing(app,
     assert "ModuleNotFoundError: No module named 'shop_models'" in result.output and "PYTHONPATH" in result.output
 
 
+def test_a_redis_without_rq_queues_is_refused_not_read_as_nothing_failed(app, cli, redis_url):
+    result = cli("--redis-url", redis_url, "--dry-run")
+    assert result.exit_code != 0 and "no RQ queues in that Redis (rq:" in result.output
+    assert "is --redis-url the database your RQ uses" in result.output
+
+
 def test_a_queue_rq_does_not_have_is_refused_naming_those_it_has(app, cli, failed_rq_jobs):
     result = cli("--redis-url", failed_rq_jobs, "--queue", "legasy", *MAPS, "--dry-run")
     assert result.exit_code == 1 and f"no RQ queue named 'legasy' in that Redis; its queues: {LEGACY}" in result.output
@@ -294,6 +311,8 @@ def test_a_json_lines_file_is_imported_with_tenants_attempts_and_times(app, cli,
     events = runs.events(first.id)
     assert [event.kind for event in events] == [
         "submitted", "running", "retry_wait", "running", "retry_wait", "running", "dead"]
+    # Each row starts where the one before it left the run (a retry's attempt read "pending → running").
+    assert all(event.from_status == before.to_status for before, event in zip(events, events[1:], strict=False))
     assert [event.at.strftime("%H:%M") for event in events[-2:]] == ["09:04", "09:05"]
     assert first.policy_version is not None and first.started_at.isoformat().startswith("2026-03-01T09:04")
     trace = db.session.execute(select(AttemptDiagnostics).where(AttemptDiagnostics.run_id == first.id)).scalar_one()

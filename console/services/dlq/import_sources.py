@@ -104,6 +104,9 @@ def read_rq(redis_url: str, queues: list[str] | None = None) -> list[Failed]:
     kwargs = connection.connection_pool.connection_kwargs
     source = f"rq:{kwargs.get('host', kwargs.get('path', 'redis'))}:{kwargs.get('port', '')}/{kwargs.get('db', 0)}"
     known = sorted(queue.name for queue in Queue.all(connection=connection))
+    if not known:  # a wrong database number read "0 failed jobs", taken for nothing having failed
+        raise InvalidInput(f"no RQ queues in that Redis ({source}): is --redis-url the database your RQ uses (its "
+                           "/<db> number)?", "redis_url")
     if unknown := [name for name in queues or () if name not in known]:
         # A mistyped queue read "0 failed jobs" and exited well.
         raise InvalidInput(f"no RQ queue named {unknown[0]!r} in that Redis; its queues: "

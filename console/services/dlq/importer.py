@@ -243,7 +243,8 @@ def _timeline(run: Run, failed: Failed, now) -> None:
     for number in range(1, failed.attempts + 1):
         last = number == failed.attempts
         rows.append(transitions.event_row(run_id=run.id, at=(run.started_at or start) if last else start,
-                                          kind="running", from_status="pending", to_status="running",
+                                          kind="running", from_status="pending" if number == 1 else "retry_wait",
+                                          to_status="running",
                                           attempt=number, series=1))
         rows.append(transitions.event_row(
             run_id=run.id, at=run.finished_at if last else start, kind="dead" if last else "retry_wait",

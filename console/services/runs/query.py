@@ -263,16 +263,24 @@ class RunDetail:
                      and event.attempt == 1), None)
 
     @cached_property
+    def submitted(self) -> RunEvent | None:
+        """Return the run's first event, its submission (read when the timeline shown starts later)."""
+        if not self.hidden_events:
+            return next((event for event in self.events if event.kind == "submitted"), None)
+        return db.session.execute(select(RunEvent).where(RunEvent.run_id == self.run.id, RunEvent.kind == "submitted")
+                                  .order_by(RunEvent.id).limit(1)).scalar()
+
+    @cached_property
     def deferred_into_window(self) -> bool:
         """Whether its planner deferred it into its execution window (its due_at is the opening, not a jitter)."""
-        if self.run.due_at is None:
-            return False
-        submitted = next((event for event in self.events if event.kind == "submitted"), None) \
-            if not self.hidden_events else None  # its first event is shown, else asked for
-        reason = submitted.reason if submitted is not None else db.session.execute(
-            select(RunEvent.reason).where(RunEvent.run_id == self.run.id, RunEvent.kind == "submitted")
-            .order_by(RunEvent.id).limit(1)).scalar()  # past the events shown
-        return reason == "window"
+        return self.run.due_at is not None and self.submitted is not None and self.submitted.reason == "window"
+
+    @cached_property
+    def imported(self) -> dict | None:
+        """Return where an imported run came from (source, job id, function, queue, meta), as its import kept it."""
+        if self.run.source != "import" or self.submitted is None:
+            return None
+        return (self.submitted.data or {}).get("imported")
 
     @cached_property
     def succeeded_at(self) -> datetime | None:
