@@ -132,6 +132,15 @@ def test_the_new_token_says_whom_it_acts_as_and_which_tenants_it_reaches_and_why
     assert issue(olga, "") == ("Acts as olga (operator), for tenant acme only: olga acts only for acme, so a token of "
                                "theirs can reach no other tenant.")
     assert issue(olga, "acme") == "Acts as olga (operator), for tenant acme only."
+    # The list says whom each person acts for; another tenant is refused at the tenant field.
+    page = client.get("/admin/tokens").get_data(as_text=True)
+    assert f'<option value="{olga.id}">olga (operator, acme)</option>' in page
+    make_tenant("globex")
+    refused = client.post("/admin/tokens", data={"user": str(olga.id), "tenant": "globex",
+                                                 "csrf_token": auth.csrf("/admin/tokens")})
+    assert refused.status_code == 422
+    tenant_field = refused.get_data(as_text=True).split('name="tenant"')[1].split("</div>")[0]
+    assert "olga may only act for tenant acme" in tenant_field
     assert issue(auth.make_user("svc", "operator"), "") == "Acts as svc (operator), for all tenants."
 
 

@@ -88,7 +88,9 @@ def update_user(user_id: int):
 
 def _token_form() -> CreateTokenForm:
     form = CreateTokenForm()
-    form.user.choices = [SelectChoice(str(u.id), u.username) for u in users.all_users(tenant_scope()) if u.active]
+    # Each with their role and, when limited to one, their tenant: what a token of theirs can reach.
+    form.user.choices = [SelectChoice(str(u.id), f"{u.username} ({u.role}{', ' + u.tenant.name if u.tenant else ''})")
+                         for u in users.all_users(tenant_scope()) if u.active]
     form.tenant.choices = _tenant_choices()
     return form
 
@@ -115,7 +117,9 @@ def create_token():
                                         issue_key=form.key(), days=int(form.days.data) if form.days.data else None)
             form.new_key()  # the form below is for the next token
         except ServiceError as error:
-            form.form_errors.append(error.detail)
+            # At the field it is about (a tenant the person does not act for), else below the form.
+            field = getattr(form, error.field, None) if error.field in ("user", "tenant", "days") else None
+            (field.errors if field is not None else form.form_errors).append(error.detail)
             status = error.status
             if isinstance(error, tokens.AlreadyIssued):
                 form.new_key()
