@@ -205,6 +205,11 @@ def test_an_approver_cannot_approve_a_runbook_request_before_its_preview_and_it_
     runbook_runner.preview(execution.id)
     request = client.get(f"/approvals/{execution.approval_id}").get_data(as_text=True)
     assert "Not yet" not in request and "<button type=\"submit\">Approve and run" in request
+    assert client.post(f"/approvals/{execution.approval_id}/approve", data={
+        "csrf_token": auth.csrf(f"/approvals/{execution.approval_id}")}).status_code == 303
+    # Executed, it has no way back here, and the page says why (it offered nothing, without a word; helper 101).
+    executed = client.get(f"/approvals/{execution.approval_id}").get_data(as_text=True)
+    assert "This kind of change is not rolled back from here: what a runbook changes is its own code" in executed
 
 
 def test_a_request_nobody_decided_in_time_reads_expired_before_the_job_marks_it(client, auth, dead_run):  # noqa: F811

@@ -39,5 +39,7 @@ class FixKind:
     why_kept: Callable[[Approval], str | None] | None = None
     # What a request refused by a person (rejected, withdrawn) closes at once, in the decision's transaction.
     refused: Callable[[Approval, str, str | None, datetime], None] | None = None
+    # Why a kind without a rollback has none, for its executed request's page to say (it offered nothing, silently).
+    no_rollback: str | None = None
     # Why the request cannot be approved yet (a runbook's preview still running), or None: approving waits.
     not_ready: Callable[[Approval], str | None] | None = None

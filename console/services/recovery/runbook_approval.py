@@ -47,4 +47,6 @@ def _refused(approval: Approval, decided: str, note: str | None, now: datetime) 
     runbook_reconcile.cancel_refused(approval.payload["execution_id"], approval.id, decided, note, now)
 
 
-KIND = FixKind(runbooks.KIND, "Run a runbook for real", _apply, refused=_refused, not_ready=_not_ready)
+KIND = FixKind(runbooks.KIND, "Run a runbook for real", _apply, refused=_refused, not_ready=_not_ready,
+               no_rollback="what a runbook changes is its own code's to undo; its execution's page lists each change "
+                           "with the row as it was before (its backup), to put back by hand or with a runbook")

@@ -131,6 +131,12 @@ def can_roll_back(approval: Approval) -> bool:
     return approval.status == "executed" and approval.kind in KINDS and KINDS[approval.kind].rollback is not None
 
 
+def no_rollback(approval: Approval) -> str | None:
+    """Say why an executed change of a kind without a way back has none (None: it has one, or is not executed)."""
+    kind = KINDS.get(approval.kind)
+    return kind.no_rollback if approval.status == "executed" and kind is not None and kind.rollback is None else None
+
+
 def why_kept(approval: Approval) -> str | None:
     """Say why an executed change that has a way back would be refused one now (None: it may be tried)."""
     kind = KINDS[approval.kind]

@@ -109,6 +109,7 @@ def _show(approval_id: int, *, error: str | None = None, status: int = 200, appr
                 settled=settled, letters=letters, others=others, workflow_note=present.workflow_note(approval),
                 run_to_undo=present.run_to_undo(approval),
                 can_roll_back=can_roll_back, rollback_by_another=mine and rollback_possible,
+                no_rollback=present.no_rollback(approval),
                 kept=present.why_kept(approval) if rollback_possible and (can_roll_back or mine) else None,
                 rolled_back_by=rolled_back_by.username if rolled_back_by else None,
                 approve_form=approve_form or ApproveForm(prefix="approve"),
