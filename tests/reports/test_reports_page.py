@@ -342,6 +342,18 @@ def test_the_breaches_list_filters_by_kind_and_task(manager, client, built):
     assert "No SLA breaches" in client.get("/reports/breaches?period=24h&kind=deadline").get_data(as_text=True)
 
 
+def test_a_heat_map_cell_of_a_task_without_a_start_limit_opens_its_late_runs(manager, client, built):
+    """The SLA check records no breach for a task without a start limit, while on time counts its starts over the
+    60 s default late: its cells opened "0 breaches recorded" (helper 101)."""
+    report = client.get(f"/reports?period=24h&task={built['office']}").get_data(as_text=True)
+    figure = json.loads(html_text.unescape(re.search(r'class="heat-chart" data-figure="([^"]*)"', report).group(1)))
+    [cells] = figure["data"][0]["customdata"]
+    assert len(set(cells)) == 1 and cells[0].startswith(f"/runs?task={built['office']}&") and "&late=1" in cells[0]
+    assert client.get(cells[0]).status_code == 200
+    breaches = client.get("/reports/breaches?period=24h&kind=start_delay").get_data(as_text=True)
+    assert "A task without a start limit (its own SLA or its policy's) has no late-start breaches" in breaches
+
+
 def test_a_heat_map_cell_opens_the_late_starts_of_its_hour_of_day(manager, client, built):
     report = client.get(f"/reports?period=24h&task={built['edge']}").get_data(as_text=True)
     figure = json.loads(html_text.unescape(re.search(r'class="heat-chart" data-figure="([^"]*)"', report).group(1)))

@@ -189,7 +189,8 @@ def test_task_page_shows_the_sla_its_policy_gives_it_and_says_where_each_limit_c
                                     "succeed within 600 s (10 min)")
     assert sla_of(from_policy) == ("start within 300 s (5 min) (from retry policy nightly), "
                                    "succeed within 3600 s (1 h) (from retry policy nightly)")
-    assert sla_of(without) == "none from template default"
+    assert sla_of(without) == ("none (no breach is recorded; Reports' on-time figure counts a start over the 60 s "
+                               "default late) from template default")
 
 
 def test_task_page_lists_recent_runs_linked_to_the_runs_page(client, auth):

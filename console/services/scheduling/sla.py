@@ -26,6 +26,12 @@ def _limits(task: Task) -> tuple[int | None, int | None]:
     return limits_of(task.sla, task.policy_id, task.policy_overrides)
 
 
+def records_late_starts(task: Task) -> bool:
+    """Tell whether the SLA check records the task's late starts (it has a start limit, its own or its policy's);
+    without one, only the Reports' on-time figure counts them, against its default."""
+    return _limits(task)[0] is not None
+
+
 def start_limit(task: Task) -> int:
     """Return how late a run of the task may start: its SLA's, else its policy's, else the Reports' default."""
     return _limits(task)[0] or DEFAULT_MAX_START_DELAY_S

@@ -6,8 +6,11 @@ from datetime import datetime, timedelta
 from flask import url_for
 
 from console.domain.periods import MINUTE, Period
+from console.extensions import db
+from console.models import Task
 from console.services.dlq.filters import MOMENT, UNTASKED
 from console.services.reports.read import Scope
+from console.services.scheduling import sla
 from console.web.runs.forms import TIME_FORMATS
 
 # How the Runs page reads times in its query string; the DLQ's (MOMENT) and Reports' (MINUTE) are the same, which
@@ -46,6 +49,15 @@ class Links:
     def late_starts(self, row) -> str:
         """A task row's late starts: its runs that started past the task's start limit."""
         return self.runs(task_id=row.task_id, tenant=row.tenant, late=True)
+
+    def heat_cell(self, row, hour: int) -> str:
+        """A heat-map cell's late starts: the late-start breaches of runs that started in that hour of day, for a task
+        whose late starts the SLA check records; else its runs that started late (the check records none for it,
+        and its cell opened "0 breaches")."""
+        task = db.session.get(Task, row.task_id) if row.task_id else None
+        if task is None or sla.records_late_starts(task):
+            return self.breaches("start_delay", row.task_id, hour=hour)
+        return self.late_starts(row)
 
     def row_runs(self, row) -> str:
         """The failed runs behind a row of the tasks table (a task's, or a handler's run without one, in its tenant):

@@ -92,8 +92,8 @@ def index():
     return _page("reports/index.html", "report", report=report, links=links, cards=CARDS, headline=HEADLINE,
                  trends=trends, points=points, error=None, covers=report_scope.describe(scope),
                  to_come=period.end - now,
-                 heat_figure=charts.heat_map(report.heat, [[links.breaches("start_delay", row.task_id, hour=hour)
-                                                            for hour in range(24)] for row in report.heat.tasks]),
+                 heat_figure=charts.heat_map(report.heat, [[links.heat_cell(row, hour) for hour in range(24)]
+                                                           for row in report.heat.tasks]),
                  failing=failing,
                  failing_figure=charts.failing_tasks(failing, [links.row_runs(row) for row in failing]),
                  errors_figure=charts.error_groups(report.errors, [links.dlq_created(group=group.fingerprint)
