@@ -102,6 +102,9 @@ def parse_minute(raw: str, field: str) -> datetime:
 
 def span(since: str, until: str) -> Period:
     """Return [since, until) in UTC minutes: what a chart point's hour or day opens."""
+    for given, field in ((since, "since"), (until, "until")):
+        if given:  # a bad one is named first: "give both" read as if it had not been given
+            parse_minute(given, field)
     if not (since and until):
         raise PeriodError("give both 'since' and 'until' (UTC times like 2026-03-01T09:00)",
                           "until" if since else "since")
@@ -120,6 +123,9 @@ def choose(name: str | None, first: str | None, last: str | None, now: datetime,
     if since or until:
         return _begun(span(since or "", until or ""), now, "since")
     if first or last:
+        for given, field in ((first, "from"), (last, "to")):
+            if given:  # a bad one is named first: "give both" read as if it had not been given
+                parse_day(given, field)
         if not (first and last):
             raise PeriodError("give both 'from' and 'to' (dates like 2026-03-01)", "to" if first else "from")
         return _begun(between(parse_day(first, "from"), parse_day(last, "to")), now, "from")

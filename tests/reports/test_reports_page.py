@@ -460,6 +460,7 @@ def test_the_overview_shows_runs_per_hour_from_the_rollups_and_its_counters_lead
     ("from=2026-13-45&to=2026-03-01", "from", "from is a date like 2026-03-01"),
     ("from=2026-03-01&to=%FF%FE", "to", "to is a date like 2026-03-01"),
     ("from=2026-03-05", "to", "give both &#39;from&#39; and &#39;to&#39;"),
+    ("from=2026-13-45", "from", "from is a date like 2026-03-01"),  # named, not "give both" (helper 101)
     ("from=2024-01-01&to=2026-03-01", "from", "a report covers at most 366 days"),
     ("period=24h&task=99999999999999999999999", "task", "no task with id 99999999999999999999999"),
     ("from=2026-02-30&to=2026-03-01", "from", "from is a date like 2026-03-01"),
@@ -642,6 +643,7 @@ def test_a_span_of_minutes_is_read_whole_and_a_preset_or_show_drops_it(manager, 
     assert 'href="/reports/breaches?period=7d"' in html and 'name="since"' not in html
     for query, message in (("since=2026-03-02T10:00&until=2026-03-02T09:00", "&#39;until&#39; must be after"),
                            ("since=2026-03-02T09:00", "give both &#39;since&#39; and &#39;until&#39;"),
+                           ("until=9am", "until is a UTC time like 2026-03-01T09:00"),
                            ("since=soon&until=2026-03-02T09:00", "since is a UTC time like 2026-03-01T09:00")):
         response = client.get(f"/reports/breaches?{query}")
         assert response.status_code == 422 and message in response.get_data(as_text=True), query

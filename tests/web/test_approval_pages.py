@@ -188,6 +188,15 @@ def test_a_live_page_refreshes_the_nav_count_beside_approvals(person, letter, pa
                      refreshed), refreshed[:500]
 
 
+def test_a_status_no_request_can_have_is_said_not_dropped(person, letter):
+    client, olga = person("olga", "operator")
+    file_fix(letter(), olga)
+    refused = client.get("/approvals/all?status=%F0%9F%92%A5")
+    # It listed every request as if no status had been asked for (helper 101); the API's is a 422 too.
+    assert refused.status_code == 422
+    assert "Fix the filter: status is one of pending, executed" in html(refused) and "not &#39;💥&#39;" in html(refused)
+
+
 def test_the_inbox_refreshes_itself_and_the_counts_beside_it(person, letter):
     _, olga = person("olga", "operator")
     approver_client, _ = person("alex", "approver")

@@ -39,7 +39,7 @@ def _since() -> datetime | None:
     return since.astimezone(UTC) if since else None
 
 
-def _list(tab: str, status: str | None = None, **filters):
+def _list(tab: str, status: str | None = None, notice: str | None = None, **filters):
     """Render one tab of the list, a keyset page at a time."""
     now, before = utcnow(), paging.before()
     news, since = set(), None
@@ -55,7 +55,7 @@ def _list(tab: str, status: str | None = None, **filters):
     query = {"status": status} if tab == "all" and status else {}
     waiting, answered = nav.waiting_approvals(), nav.answered_requests()
     return page("approvals/index.html", "results", tab=tab, rows=found, status=status, now=now, before=before,
-                news=news, since=since,
+                news=news, since=since, notice=notice,
                 older=found[-1].approval.id if more else None, query=query, statuses=approvals.STATUSES,
                 refresh=partial(),  # the list's own refresh: the counts beside it are swapped too (oob)
                 waiting=waiting, answered=answered, in_nav=nav.in_approvals(waiting, answered))
@@ -83,7 +83,11 @@ def mine():
 @requires(VIEW)
 def everything():
     status = request.args.get("status") or None
-    return _list("all", status if status in approvals.STATUSES else None)
+    if status is not None and status not in approvals.STATUSES:
+        # It listed every request, as if no status had been asked for (the API's 422 says why).
+        return _list("all", notice=f"Fix the filter: status is one of {', '.join(approvals.STATUSES)}, not "
+                                  f"{status[:40]!r}; every status is shown."), 422
+    return _list("all", status)
 
 
 def _show(approval_id: int, *, error: str | None = None, status: int = 200, approve_form=None, reject_form=None,
