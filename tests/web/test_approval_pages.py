@@ -330,6 +330,9 @@ def test_an_approver_approves_from_the_page_and_the_run_is_replayed(person, lett
     assert "badge rolled_back" in page
     rolled_back = re.search(r"<dt>Rolled back</dt><dd>(.*?)</dd>", page, re.S).group(1)
     assert "<strong>alex</strong>" in rolled_back and "billing reopened the wrong account" in rolled_back
+    # Its replay goes ahead with the params as they were: the outcome said "with the fixed params" (helper 101).
+    outcome = re.search(r"<dt>Outcome</dt><dd>(.*?)</dd>", page, re.S).group(1)
+    assert "with the params as they were (rolled back)" in outcome and "fixed params" not in outcome
     assert runs.get(run.id).params == BROKEN
 
 

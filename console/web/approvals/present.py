@@ -107,11 +107,13 @@ def run_outcome(approval: Approval) -> RunOutcome | None:
         return None
     run = control.get_run(backup["run_id"])  # the request's tenant scope holds for its run
     if approval.kind == params_fix.NAME:
+        # Rolled back before its replay started, the replay runs with the params as they were, not the fix's.
+        params = "the params as they were (rolled back)" if approval.status == "rolled_back" else "the fixed params"
         series = backup.get("series")
         if series is None:
-            return RunOutcome(run, "replayed with the fixed params; now", _open_letter(run))
+            return RunOutcome(run, f"replayed with {params}; now", _open_letter(run))
         moved = f", and has since moved on to series {run.series}" if run.series != series else ""
-        return RunOutcome(run, f"replayed as series {series} with the fixed params{moved}; now", _open_letter(run))
+        return RunOutcome(run, f"replayed as series {series} with {params}{moved}; now", _open_letter(run))
     if approval.kind == run_compensation.NAME:
         words = {"compensating": "its undo step is queued or running", "compensated": "its undo step succeeded"}
         return RunOutcome(run, "— " + words.get(run.status, "its undo step did not succeed") + "; now",
