@@ -74,7 +74,8 @@ def _print_plan(plan, already: int) -> None:
     for function, count in sorted(plan.by_function.items()):
         note = "  (no --map: refused)" if function in plan.unmapped else ""
         click.echo(f"  {count:6d}  {function}{note}")
-    click.echo("By group (function, error, fingerprint):")
+    # The fingerprint is the error's (its type and message): two functions failing alike share one DLQ group.
+    click.echo("By function and error group (function, error, fingerprint; the DLQ groups by error alone):")
     for (function, code, fingerprint), count in sorted(plan.by_group.items()):
         click.echo(f"  {count:6d}  {function}  {code}  {fingerprint}")
     if plan.unmapped:

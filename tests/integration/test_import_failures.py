@@ -95,6 +95,9 @@ def test_rq_failed_jobs_become_grouped_dead_letters_and_replay_through_a_mapping
     audit = db.session.execute(select(AuditEntry).where(AuditEntry.action == "dead_letter.import")).scalar_one()
     assert audit.after["imported"] == 6 and audit.after["by_function"] == {
         "tests.rq_legacy.charge": 3, "tests.rq_legacy.send_mail": 2, "tests.rq_legacy.poll_partner": 1}
+    assert audit.after["handlers"] == {"tests.rq_legacy.charge": "python:demo.noop",  # the --map choices kept
+                                       "tests.rq_legacy.poll_partner": "python:demo.noop",
+                                       "tests.rq_legacy.send_mail": "python:demo.noop"}
 
     polled = db.session.execute(select(Run).where(Run.error_code == "MaxRetriesExceeded")).scalar_one()
     assert (polled.attempt, polled.error_message) == (3, "returned Retry 2 times")
@@ -274,6 +277,7 @@ def test_dry_run_prints_counts_per_function_and_group_and_writes_nothing(app, cl
     assert "     3  tests.rq_legacy.charge\n" in result.output
     assert "     2  tests.rq_legacy.send_mail  (no --map: refused)" in result.output
     assert "     3  tests.rq_legacy.charge  ValueError  " in result.output
+    assert "By function and error group (function, error, fingerprint; the DLQ groups by error alone):" in result.output
     assert counts() == before
 
 

@@ -204,7 +204,10 @@ def run_import(result: Plan, actor: Actor, *, clock: Clock = SYSTEM_CLOCK) -> Im
             orders.add(letter.work_order_id)
         audit.record(db.session, actor, "dead_letter.import", "import", result.source, after={
             "imported": len(letters), "already_imported": already, "work_orders": len(orders),
-            "by_function": dict(Counter(f.function for f, _, _ in result.items))}, clock=lambda: now)
+            "by_function": dict(Counter(f.function for f, _, _ in result.items)),
+            # The --map choices: which handler each function's replays run (they were in no record).
+            "handlers": dict(sorted({f.function: handler for f, handler, _ in result.items}.items()))},
+            clock=lambda: now)
         db.session.commit()
     except Exception:
         db.session.rollback()
