@@ -574,6 +574,10 @@ def test_a_bulk_discard_over_the_limit_becomes_a_request(person, letter, clock):
         assert f'<a href="/runs/{each.run_id}">run {each.run_id}</a>' in page and f"#{each.id}</td>" in page
     code = f'<span class="error-code">{found[0].error_code}</span>'
     assert page.replace("<wbr>", "").count(code) >= 3 and "<code>python:demo.flaky</code>" in page
+    # Approving asks first, as a rollback does: the letters leave the DLQ unreplayed (helper 101).
+    approver_client, _ = person("alex", "approver")
+    assert 'hx-confirm="Approve and discard 3 dead letters? They leave the DLQ unreplayed' in html(
+        approver_client.get(f"/approvals/{request.id}"))
     # Asked again, the letters wait in that request already: a second could only fail once the first is approved.
     plain = client.post("/dlq/bulk/discard", data={"csrf_token": token, "id": [x.id for x in found],
                                                    "reason": "load-test leftovers"}, follow_redirects=True)
