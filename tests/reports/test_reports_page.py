@@ -312,6 +312,9 @@ def test_the_page_and_its_files_say_which_tenant_and_task_they_cover(manager, cl
     name = db.session.get(Task, built["edge"]).name
     assert download.headers["Content-Disposition"].startswith(
         f'attachment; filename="rebound-figures-tenant-default-task-{name}-{built["edge"]}-2026030111-')
+    # A task chosen without its tenant is still that tenant's: the file said "all-tenants" (helper 101).
+    alone = client.get(f"/reports/figures.csv?period=24h&task={built['edge']}")
+    assert f'filename="rebound-figures-tenant-default-task-{name}-' in alone.headers["Content-Disposition"]
 
 
 @pytest.mark.parametrize("table", ["figures", "trend", "tasks", "heat", "errors", "breaches"])

@@ -23,10 +23,12 @@ def period(name: str | None, first: str | None, last: str | None, now: datetime,
 
 def describe(scope: Scope) -> str:
     """Say what a report covers, for its heading, its print-out and its file names: "tenant acme · task nightly"."""
-    words = [f"tenant {db.session.get(Tenant, scope.tenant_id).name}" if scope.tenant_id is not None
-             else "all tenants"]
-    if scope.task_id is not None:
-        words.append(f"task {deleted_names.shown(db.session.get(Task, scope.task_id).name)} (#{scope.task_id})")
+    task = db.session.get(Task, scope.task_id) if scope.task_id is not None else None
+    # A task is one tenant's, whether or not the tenant was chosen too ("all tenants · task x" named no one's).
+    tenant_id = task.tenant_id if task is not None else scope.tenant_id
+    words = [f"tenant {db.session.get(Tenant, tenant_id).name}" if tenant_id is not None else "all tenants"]
+    if task is not None:
+        words.append(f"task {deleted_names.shown(task.name)} (#{scope.task_id})")
     return " · ".join(words)
 
 
