@@ -468,6 +468,8 @@ def test_the_overview_shows_runs_per_hour_from_the_rollups_and_its_counters_lead
     ("period=24h&task=99999999999999999999999", "task", "no task with id 99999999999999999999999"),
     ("from=2026-02-30&to=2026-03-01", "from", "from is a date like 2026-03-01"),
     ("tenant=nosuch", "tenant", "no tenant named &#39;nosuch&#39;"),
+    # A second value was dropped without a word: a report of less than was asked (helper 101).
+    ("period=24h&task=1&task=2", "task", "give one task, not 2 (1, 2): a report covers one"),
     # The period before year 1's, and the end of 9999's last day, are past what a datetime holds.
     ("from=0001-01-01&to=0001-01-02", "from", "from is a date from 1970-01-01 to 9998-12-31"),
     ("from=9998-12-30&to=9999-12-31", "to", "to is a date from 1970-01-01 to 9998-12-31"),

@@ -8,7 +8,7 @@ from console.domain.figures import BY_NAME, HEADLINE, duration, shown, target_te
 from console.domain.periods import DEFAULT, PRESETS
 from console.extensions import db
 from console.models import Tenant
-from console.services.errors import ServiceError
+from console.services.errors import InvalidInput, ServiceError
 from console.services.people.permissions import REPORT, VIEW
 from console.services.reports import breaches as breach_list
 from console.services.reports import page as report_page
@@ -38,6 +38,11 @@ def _query() -> dict:
 def _selection():
     """Return (period, scope, links) of the request, or raise a ServiceError saying what to fix."""
     now, query = utcnow(), _query()
+    for name in FILTERS:
+        given = [value for value in request.args.getlist(name) if value.strip()]
+        if len(set(given)) > 1:  # the first was read and the others dropped: a report of less than was asked
+            raise InvalidInput(f"give one {name}, not {len(given)} ({', '.join(value[:20] for value in given[:3])}"
+                               f"{', …' if len(given) > 3 else ''}): a report covers one", name)
     period = report_scope.period(query.get("period"), query.get("from"), query.get("to"), now, query.get("since"),
                                  query.get("until"))
     scope = report_scope.resolve(query.get("tenant"), query.get("task"), tenant_scope())
