@@ -101,6 +101,10 @@ def test_rq_failed_jobs_become_grouped_dead_letters_and_replay_through_a_mapping
 
     polled = db.session.execute(select(Run).where(Run.error_code == "MaxRetriesExceeded")).scalar_one()
     assert (polled.attempt, polled.error_message) == (3, "returned Retry 2 times")
+    # Its earlier tries returned Retry: they raised nothing (they read "MaxRetriesExceeded failed before Rebound").
+    earlier = runs.events(polled.id, "retry_wait")
+    assert [(event.error_code, event.message) for event in earlier] == [
+        (None, "returned Retry before Rebound (time not recorded)")] * 2
     assert [event.kind for event in runs.events(polled.id)] == [
         "submitted", "running", "retry_wait", "running", "retry_wait", "running", "dead"]
 

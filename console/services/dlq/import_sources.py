@@ -11,6 +11,7 @@ from console.services import inputs
 from console.services.errors import InvalidInput
 
 MAX_ATTEMPTS = 1000
+RETURNED_RETRY = "MaxRetriesExceeded"  # the error of a job that returned Retry until RQ's max: none was raised
 MAX_META_CHARS = 4000  # an RQ job's meta kept on its run's timeline, as JSON, at most this long
 _TYPE_NAME = re.compile(r"[A-Za-z_][\w.]*")  # an exception's (dotted) name: no spaces
 
@@ -139,7 +140,7 @@ def _from_job(job, source: str, queue: str) -> Failed:
     kind, message = error_from_traceback(traceback)
     if not traceback and result is not None and result.type == Result.Type.MAX_RETRIES_EXCEEDED:
         # A job that returned Retry until its max leaves no traceback; RQ counts these retries (number_of_retries).
-        kind, message = "MaxRetriesExceeded", f"returned Retry {job.number_of_retries or 0} times"
+        kind, message = RETURNED_RETRY, f"returned Retry {job.number_of_retries or 0} times"
     as_text: list[str] = []
     params = {"args": _plain(args, as_text), "kwargs": _plain(kwargs, as_text)}
     timeout = job.timeout if isinstance(job.timeout, int) and 1 <= job.timeout <= DAY_S else None

@@ -15,7 +15,7 @@ from console.extensions import db
 from console.models import Run, Tenant
 from console.services.actor import Actor
 from console.services.audit import trail as audit
-from console.services.dlq.import_sources import Failed
+from console.services.dlq.import_sources import RETURNED_RETRY, Failed
 from console.services.engine import diagnostics, handler_kinds, parking, transitions
 from console.services.errors import InvalidInput
 from console.services.people import tenants as tenant_rows
@@ -237,6 +237,13 @@ def _insert_run(failed: Failed, handler: str, tenant_id: int, version: int, now)
     return None if run_id is None else Run(id=run_id, **values)
 
 
+def _earlier_try(failed: Failed) -> str:
+    """Say what a try before the last did, as far as the source knows (a job that returned Retry raised nothing)."""
+    if failed.error_type == RETURNED_RETRY:
+        return "returned Retry before Rebound (time not recorded)"
+    return "failed before Rebound (time not recorded)"
+
+
 def _timeline(run: Run, failed: Failed, now) -> None:
     """Write the run's history: submitted, then each attempt (times known only for the last attempt's start and end)."""
     start = failed.enqueued_at or run.finished_at
@@ -252,8 +259,9 @@ def _timeline(run: Run, failed: Failed, now) -> None:
         rows.append(transitions.event_row(
             run_id=run.id, at=run.finished_at if last else start, kind="dead" if last else "retry_wait",
             from_status="running", to_status="dead" if last else "retry_wait",
-            reason=LETTER_REASON if last else "retryable", error_code=run.error_code, attempt=number, series=1,
-            message=(failed.error_message if last else "failed before Rebound (time not recorded)")[:2000],
+            reason=LETTER_REASON if last else "retryable", attempt=number, series=1,
+            error_code=None if not last and failed.error_type == RETURNED_RETRY else run.error_code,
+            message=(failed.error_message if last else _earlier_try(failed))[:2000],
             data={"imported": True}))
     db.session.connection().execute(transitions.INSERT_EVENT, rows)
     if failed.traceback:
