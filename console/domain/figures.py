@@ -4,6 +4,7 @@ Pure: the rollup job counts (MEASURES, per task per hour), the report sums those
 `values` turns the sums into figures. The definitions here are the words the page's tooltips and the README use.
 """
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -193,6 +194,9 @@ def bases(inputs: Inputs) -> dict[str, tuple[int, int, str]]:
         "workorder_completion_rate": (inputs.workorders_completed, inputs.workorders_created, "work orders"),
         "conflict_warning_hit_rate": (t["conflicts_named"], t["conflicts"], "conflicts"),
     }
+
+
+RATE_BASES = tuple(bases(Inputs(totals=Counter())))  # the rates bases() counts, in its order
 
 
 def met(figure: Figure, value) -> bool | None:

@@ -332,6 +332,9 @@ def test_every_table_downloads_as_csv(manager, client, table):
         assert {row[0]: row[-2:] for row in rows[1:]}["on_time_rate"] == ["3", "4"]
     if table == "breaches":
         assert rows[1][1] == "start_delay" and rows[1][8] == "1"
+    if table == "trend":  # each hour's rates with their counts, which add up to the period's (3 of 4 on time)
+        part, whole = rows[0].index("on_time_rate_part"), rows[0].index("on_time_rate_whole")
+        assert [sum(int(row[i] or 0) for row in rows[1:]) for i in (part, whole)] == [3, 4]
 
 
 def test_the_breaches_list_filters_by_kind_and_task(manager, client, built):

@@ -162,13 +162,12 @@ def summary(period: Period, scope: Scope, now: datetime, totals=None, first: dat
                                    for figure in FIGURES}, rollup.through())
 
 
-def per_bucket_values(buckets: dict, workorders_by_bucket: dict | None = None) -> dict[datetime, dict]:
-    """Return each hour's or day's figures from its sums and its work orders (open letters and late waiting are
-    about now, left out)."""
-    values = {}
+def per_bucket_inputs(buckets: dict, workorders_by_bucket: dict | None = None) -> dict[datetime, Inputs]:
+    """Return each hour's or day's inputs from its sums and its work orders (open letters and late waiting are
+    about now, left out): its figures are definitions.values of them, its rates' counts definitions.bases."""
+    inputs_of = {}
     for bucket, counts in buckets.items():
         opened, closed = (workorders_by_bucket or {}).get(bucket, (0, 0))
-        values[bucket] = definitions.values(Inputs(totals=counts, workorders_created=opened,
-                                                   workorders_completed=closed))
-    return values
+        inputs_of[bucket] = Inputs(totals=counts, workorders_created=opened, workorders_completed=closed)
+    return inputs_of
 

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import select
 
 from console.domain import deleted_names
+from console.domain import figures as definitions
 from console.domain.periods import Period
 from console.extensions import db
 from console.models import Task, Tenant
@@ -59,6 +60,7 @@ class HeatMap:
 class Report:
     summary: Summary
     trend: dict[datetime, dict]  # each hour or day of the period (oldest first) -> its figures
+    trend_bases: dict[datetime, dict]  # -> its rates' (part, whole, what the whole counts)
     tasks: list[TaskRow]  # most failures first
     heat: HeatMap
     errors: list[ErrorGroup] = field(default_factory=list)
@@ -113,11 +115,13 @@ def build(period: Period, scope: Scope, now: datetime) -> Report:
     first = rollup.first_hour()
     summary = figures.summary(period, scope, now, totals=totals, first=first)
     starts = buckets_of(period)
-    trend = figures.per_bucket_values({bucket: buckets.get(bucket, Counter()) for bucket in starts},
-                                      figures.workorders_per_bucket(period, scope, starts))
+    inputs = figures.per_bucket_inputs({bucket: buckets.get(bucket, Counter()) for bucket in starts},
+                                       figures.workorders_per_bucket(period, scope, starts))
     # An hour or day that ended before the first run anyone recorded measured nothing: not a zero on its chart.
     step = timedelta(hours=1) if period.hourly else timedelta(days=1)
-    trend = {bucket: values if first is not None and bucket + step > first else dict.fromkeys(values)
-             for bucket, values in trend.items()}
+    measured = {bucket: first is not None and bucket + step > first for bucket in inputs}
+    trend = {bucket: definitions.values(each) if measured[bucket] else dict.fromkeys(definitions.values(each))
+             for bucket, each in inputs.items()}
+    bases = {bucket: definitions.bases(each) if measured[bucket] else {} for bucket, each in inputs.items()}
     rows = task_rows(period, scope)
-    return Report(summary, trend, rows, heat_map(period, scope, rows), read.fingerprints(period, scope))
+    return Report(summary, trend, bases, rows, heat_map(period, scope, rows), read.fingerprints(period, scope))

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from flask import Response
 
-from console.domain.figures import FIGURES
+from console.domain.figures import FIGURES, RATE_BASES
 from console.domain.periods import Period
 from console.domain.spreadsheets import BOM, as_text
 from console.services.reports import breaches as breach_list
@@ -42,9 +42,15 @@ def _figures(period: Period, scope: Scope, now: datetime, _breach: dict):
 
 def _trend(period: Period, scope: Scope, now: datetime, _breach: dict):
     names = [figure.name for figure in FIGURES if figure.name != "dead_letters_open"]
-    yield ["hour" if period.hourly else "day", *names]
-    for bucket, values in page.build(period, scope, now).trend.items():
-        yield [bucket, *[values[name] for name in names]]
+    # Each rate's part and whole too: an hour reading 0.333 could not be weighed (1 of 3, or 100 of 300).
+    rates = [name for name in names if name in RATE_BASES]
+    counted = [f"{name}_{end}" for name in rates for end in ("part", "whole")]
+    yield ["hour" if period.hourly else "day", *names, *counted]
+    report = page.build(period, scope, now)
+    for bucket, values in report.trend.items():
+        bases = report.trend_bases[bucket]
+        yield [bucket, *[values[name] for name in names],
+               *(bases[name][index] if name in bases else None for name in rates for index in (0, 1))]
 
 
 def _tasks(period: Period, scope: Scope, _now: datetime, _breach: dict):
