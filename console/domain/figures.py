@@ -73,10 +73,14 @@ FIGURES: tuple[Figure, ...] = (
            "past their limit now count as late; runs the planner skipped (mutex forbid) never start and are left out.",
            0.98, "at_least"),
     Figure("trigger_delay_p50_s", "Trigger delay p50", "seconds",
-           "Median seconds from when a task run was due to when its first attempt started (due as for on-time).",
+           "Median seconds from when a task run was due to when its first attempt started (due as for on-time). "
+           "Read from fixed buckets: exact to the bucket, interpolated inside it, so with few runs it can read above "
+           "the longest delay.",
            higher_is_better=False),
     Figure("trigger_delay_p95_s", "Trigger delay p95", "seconds",
-           "95th percentile of seconds from when a task run was due to when its first attempt started.",
+           "95th percentile of seconds from when a task run was due to when its first attempt started. Read from fixed "
+           "buckets: exact to the bucket, interpolated inside it, so with few runs it can read above the longest "
+           "delay.",
            higher_is_better=False),
     Figure("trigger_delay_p99_s", "Trigger delay p99", "seconds",
            "99th percentile of seconds from when a task run was due to when its first attempt started. Read from "
