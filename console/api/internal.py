@@ -77,13 +77,22 @@ def put_policy(name: str):
     return jsonify(policies.as_dict(record)), 201, {"Location": url_for("internal_api.get_policy", name=record.name)}
 
 
-def _report(data: dict) -> dict:
-    """Return an executor's report: the body's `data`, or the body itself when it has none (both are accepted)."""
+# What each executor report takes; a misspelt field (retry_after for retry_after_s) was dropped unseen.
+FAILED_FIELDS = ("idempotency_key", "error_code", "message", "retryable", "retry_after_s", "handler", "task_id",
+                 "params", "policy", "retry_token")
+UPDATED_FIELDS = ("idempotency_key", "progress", "message")
+
+
+def _report(data: dict, fields: tuple[str, ...]) -> dict:
+    """Return an executor's report: the body's `data`, or the body itself when it has none (both are accepted);
+    a field it does not take is a 422 naming it."""
     if not isinstance(data.get("data"), dict):
+        no_unknown(data, (*fields, "type", "tenant"))
         return data
     # Sent beside `data`, the report's key read as missing, "must be a string of 1-200 characters" (helper 97).
     if misplaced := [name for name in data if name not in ("type", "tenant", "data")]:
         raise InvalidInput(f"{', '.join(misplaced)} goes inside data with the report's other fields", misplaced[0])
+    no_unknown(data["data"], fields)
     return data["data"]
 
 
@@ -94,11 +103,11 @@ def events():
     kind = data.get("type")
     tenant = acting_tenant(data.get("tenant"))
     if kind == "task.execution.failed":
-        run, again = executor_reports.report_failure(tenant, _report(data), current_actor())
+        run, again = executor_reports.report_failure(tenant, _report(data, FAILED_FIELDS), current_actor())
         return jsonify(id=run.id, status=run.status, next_retry_at=serialize.iso(run.next_retry_at),
                        duplicate=again), 200 if again else 202
     if kind == "task.execution.updated":
-        run = executor_reports.report_update(tenant, _report(data), current_actor())
+        run = executor_reports.report_update(tenant, _report(data, UPDATED_FIELDS), current_actor())
         return jsonify(id=run.id, status=run.status), 202
     if not definitions.is_event_name(kind):
         # As a task's event is checked: a name no task can listen for was a 202 that fired nothing.

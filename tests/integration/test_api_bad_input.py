@@ -420,6 +420,20 @@ def test_a_reports_fields_beside_data_are_refused_by_name(client, operator):
     assert body["detail"] == "idempotency_key is required: a string of 1-200 characters"
 
 
+@pytest.mark.parametrize("payload, field", [
+    # Misspelt, they were dropped: the failure was retried in a second, not after 600 s, and as retryable (helper 104).
+    ({"type": FAILED, "idempotency_key": "k", "error_code": "http_429", "handler": "demo.noop", "retry_after": 600},
+     "retry_after"),
+    ({"type": FAILED, "data": {"idempotency_key": "k", "error_code": "boom", "handler": "demo.noop",
+                               "retriable": False}}, "retriable"),
+    ({"type": "task.execution.updated", "idempotency_key": "k", "progress": 5, "percent": 5}, "percent"),
+])
+def test_a_report_field_it_does_not_take_is_refused_by_name(client, operator, payload, field):
+    with nothing_written():
+        body = refused(client.post("/events", json=payload, headers=operator), 422, "invalid", field)
+    assert body["detail"].startswith(f"unknown field {field!r}; allowed: ")
+
+
 @pytest.mark.parametrize("progress", [101, -1, 50.5, True, "50"])
 def test_progress_outside_0_to_100_is_422(client, operator, submitted, progress):
     submitted(idempotency_key="job-7")
