@@ -63,6 +63,14 @@ def no_unknown(data: dict, allowed) -> None:
         raise InvalidInput(f"unknown field {unknown[0]!r}; {takes}", unknown[0])
 
 
+def no_body(hint: str = "") -> None:
+    """Refuse a body where the endpoint takes none: what it held was dropped unseen (params sent with a replay)."""
+    data = body() if request.content_length else {}
+    if data:
+        field = sorted(data)[0]
+        raise InvalidInput(f"unknown field {field!r}; this takes no body" + (f": {hint}" if hint else ""), field)
+
+
 def known_args(allowed) -> None:
     """Refuse a query parameter the endpoint does not read: a typo (or another list's name for a filter) was
     dropped unseen, and the whole list answered as if unfiltered. A 422 naming it and what is allowed."""

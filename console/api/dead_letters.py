@@ -3,7 +3,7 @@
 from flask import Blueprint, jsonify, request, url_for
 
 from console.api import serialize
-from console.api.common import body, is_id, known_args, no_unknown, whole_arg
+from console.api.common import body, is_id, known_args, no_body, no_unknown, whole_arg
 from console.auth import current_actor, requires, tenant_scope
 from console.domain import saga
 from console.extensions import db
@@ -74,6 +74,7 @@ def get_dead_letter(letter_id: int):
 @bp.post("/api/dead-letters/<int:letter_id>/replay")
 @requires(OPERATE)
 def replay_dead_letter(letter_id: int):
+    no_body(f"a replay runs with the params as they are; to change them, POST /api/dead-letters/{letter_id}/fix")
     run, closed = control.replay(dlq.get(letter_id, tenant_scope()), current_actor())
     return jsonify(dead_letter_id=letter_id, run_id=run.id, status=run.status, series=run.series,
                    closed_fixes=closed, workflow=_workflow_step(run)), 202, {

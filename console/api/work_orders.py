@@ -3,7 +3,7 @@
 from flask import Blueprint, jsonify, request
 
 from console.api import serialize
-from console.api.common import acting_tenant, body, cursor_arg, known_args, no_unknown, whole_arg
+from console.api.common import acting_tenant, body, cursor_arg, known_args, no_body, no_unknown, whole_arg
 from console.auth import current_actor, requires, tenant_scope
 from console.domain.ids import MAX_ID
 from console.services.errors import InvalidInput
@@ -46,7 +46,7 @@ def get_work_order(order_id: int):
 @requires(OPERATE)
 def acknowledge_work_order(order_id: int):
     """Say someone is on it; the token's person takes it if nobody has."""
-    no_unknown(body() if request.content_length else {}, ())
+    no_body()
     order = changes.acknowledge(workorders.get(order_id, tenant_scope()), current_actor())
     return jsonify(serialize.work_order(workorders.row(order)))
 

@@ -6,7 +6,7 @@ from flask import Blueprint, jsonify, request, url_for
 from sqlalchemy import select
 
 from console.api import serialize
-from console.api.common import BadRequest, acting_tenant, body, no_unknown, refuse_chunked
+from console.api.common import BadRequest, acting_tenant, body, no_body, no_unknown, refuse_chunked
 from console.auth import current_actor, requires, tenant_scope
 from console.extensions import db
 from console.json_input import UnusableJSON
@@ -94,6 +94,7 @@ def get_task(run_id: int):
 @bp.post("/worker/tasks/<int:run_id>/cancel")
 @requires(OPERATE)
 def cancel_task(run_id: int):
+    no_body()
     run = control.cancel(control.get_run(run_id, tenant_scope()), current_actor())
     return jsonify(id=run.id, status=run.status, cancel_requested=run.cancel_requested)
 
@@ -114,6 +115,7 @@ def compensate_task(run_id: int):
 @requires(OPERATE)
 def retry_undo_task(run_id: int):
     """Try a failed undo again once its cause is fixed (a replay would run the handler itself, not its undo)."""
+    no_body()
     retried = undo_retry.retry(run_id, current_actor(), tenant_id=tenant_scope())
     return jsonify(id=run_id, status="compensating", dead_letters_replayed=retried.letters,
                    workflow_id=retried.workflow_id, params_fixes_closed=retried.closed_fixes), 202

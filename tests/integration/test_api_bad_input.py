@@ -434,6 +434,17 @@ def test_a_report_field_it_does_not_take_is_refused_by_name(client, operator, pa
     assert body["detail"].startswith(f"unknown field {field!r}; allowed: ")
 
 
+def test_a_replay_cancel_or_undo_retry_sent_a_body_refuses_it_by_name(client, operator, submitted):
+    # Sent with params, a replay answered 202 and ran the old ones: the client believed them applied (helper 104).
+    run_id = submitted(idempotency_key="job-body")
+    for path in ("/api/dead-letters/1/replay", f"/worker/tasks/{run_id}/cancel", f"/worker/tasks/{run_id}/retry-undo"):
+        with nothing_written():
+            body = refused(client.post(path, json={"params": {"x": 1}}, headers=operator), 422, "invalid", "params")
+        assert body["detail"].startswith("unknown field 'params'; this takes no body"), path
+    assert "to change them, POST /api/dead-letters/1/fix" in client.post(
+        "/api/dead-letters/1/replay", json={"params": {}}, headers=operator).json["detail"]
+
+
 @pytest.mark.parametrize("progress", [101, -1, 50.5, True, "50"])
 def test_progress_outside_0_to_100_is_422(client, operator, submitted, progress):
     submitted(idempotency_key="job-7")
