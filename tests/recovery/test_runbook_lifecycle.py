@@ -4,6 +4,7 @@ import importlib
 
 import pytest
 import redis
+from rq import Queue
 from sqlalchemy import select
 
 from console.extensions import db
@@ -262,6 +263,15 @@ def test_the_cli_runs_as_nobody_cannot_ask_for_approval(samples, clock):
     with pytest.raises(Forbidden, match="must be requested by a person"):
         runbooks.start("sample_gated", {}, Actor("cli"), scope=None, reason="r", clock=clock, enqueue=False)
     assert db.session.execute(select(RunbookExecution)).first() is None
+
+
+def test_an_approvers_preview_is_queued_ahead_of_the_waiting_runs(samples, staff, clock, redis_url, runs):
+    """On the maintenance queue, which workers read last, a preview waited behind an incident's backlog of runs
+    while the approver could not approve (helper 103)."""
+    waiting = [runs.submit("demo.noop") for _ in range(3)]
+    gated = runbooks.start("sample_gated", {}, staff["bea"], scope=None, reason="r", clock=clock)
+    queued = Queue(queueing.RUN_QUEUE, connection=redis.Redis.from_url(redis_url)).job_ids
+    assert queued[0] == runbooks.preview_job_id(gated.id) and len(queued) == len(waiting) + 1
 
 
 def test_the_reconciler_queues_again_what_redis_lost_and_is_on_the_maintenance_schedule(samples, staff, clock,

@@ -25,7 +25,7 @@ from console.redis_conn import get_redis
 from console.services import inputs
 from console.services.actor import Actor
 from console.services.audit import trail as audit
-from console.services.engine.queueing import MAINTENANCE_QUEUE
+from console.services.engine.queueing import MAINTENANCE_QUEUE, RUN_QUEUE
 from console.services.errors import Forbidden, InvalidInput, NotFound, ServiceError
 from console.services.people import tenants
 from console.services.recovery import approvals, runbook_registry
@@ -201,11 +201,13 @@ def start(name: str, raw_params, actor: Actor, *, scope: int | None, tenant=None
     return execution
 
 
-def _enqueue(function: str, execution_id: int, job_id: str) -> None:
+def _enqueue(function: str, execution_id: int, job_id: str, *, first: bool = False) -> None:
+    # `first`: at the front of the runs' queue, which workers read first, so the next free worker takes it before
+    # any waiting run; on the maintenance queue (read last) an approver waited behind an incident's backlog.
+    queue = Queue(RUN_QUEUE if first else MAINTENANCE_QUEUE, connection=get_redis())
     try:
-        Queue(MAINTENANCE_QUEUE, connection=get_redis()).enqueue(
-            function, execution_id, job_id=job_id, job_timeout=int(setting("RUNBOOK_TIMEOUT_S")), result_ttl=60,
-            failure_ttl=24 * 3600)
+        queue.enqueue(function, execution_id, job_id=job_id, job_timeout=int(setting("RUNBOOK_TIMEOUT_S")),
+                      result_ttl=60, failure_ttl=24 * 3600, at_front=first)
     except Exception as error:  # noqa: BLE001 - any transport failure is recoverable by the reconciler
         log.warning("runbook execution %s committed but not queued (%s); the reconciler will queue it",
                     execution_id, error)
@@ -217,8 +219,8 @@ def enqueue_run(execution_id: int) -> None:
 
 
 def enqueue_preview(execution_id: int) -> None:
-    """Queue the dry-run an approver reads before deciding."""
-    _enqueue(PREVIEW_JOB, execution_id, preview_job_id(execution_id))
+    """Queue the dry-run an approver reads before deciding, ahead of the waiting runs: a person waits on it."""
+    _enqueue(PREVIEW_JOB, execution_id, preview_job_id(execution_id), first=True)
 
 
 def get(execution_id, tenant_id: int | None = None) -> RunbookExecution:
