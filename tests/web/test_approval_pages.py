@@ -762,7 +762,8 @@ def test_an_approved_fix_and_compensation_show_how_their_run_stands_now(person, 
     assert f'<a href="/runs/{run_id}">run #{run_id}</a>' in outcome.group(1)
     assert "badge compensated" in outcome.group(1) and "its undo step succeeded" in outcome.group(1)
     assert ("This kind of change is not rolled back from here: an undo step&#39;s effects are the handler&#39;s "
-            "own") in html(approver_client.get(f"/approvals/{undo.id}"))
+            "own, outside Rebound, and a compensated run is not retried; to do the work again, submit it as a new "
+            "run.") in html(approver_client.get(f"/approvals/{undo.id}"))
 
 
 def test_a_fix_whose_run_died_again_links_the_new_dead_letter(person, letter, runs, clock):

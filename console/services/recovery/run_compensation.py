@@ -58,5 +58,5 @@ def _apply(approval: Approval, actor: Actor, now: datetime) -> Applied:
 
 # An undo step cannot be taken back: there is no rollback.
 KIND = FixKind(NAME, "Compensate a succeeded run (run its handler's undo step)", _apply,
-               no_rollback="an undo step's effects are the handler's own, outside Rebound; to do the work again, "
-                           "retry the run")
+               no_rollback="an undo step's effects are the handler's own, outside Rebound, and a compensated run "
+                           "is not retried; to do the work again, submit it as a new run")
