@@ -266,8 +266,8 @@ def test_an_approved_runbook_that_would_now_change_what_its_approver_never_saw_r
     assert runbook_runner.execute(execution.id, clock=clock) == "failed"
     db.session.expire_all()
     refused = runbooks.get(execution.id)
-    assert refused.error.startswith(f"nothing ran: things moved on since request #{execution.approval_id} was "
-                                    "approved, and run now it would also make ")
+    assert refused.error.startswith(f"nothing ran: things moved on since the preview request "
+                                    f"#{execution.approval_id} was approved on, and run now it would also make ")
     assert f"dead letter #{new_letter} status → resolved" in refused.error
     assert f"Not in the approved preview: dead letter #{new_letter} status → resolved" in refused.log
     # The request says so too (it read "executed", its outcome "queued for a worker"), audited as the system's.

@@ -57,7 +57,9 @@ def check(runbook, execution: RunbookExecution, ctx: RunbookContext) -> None:
             ctx.log(f"Not in the approved preview: {_words(change)}")
         named = "; ".join(_words(change) for change in unseen[:SHOWN])
         more = f" and {len(unseen) - SHOWN} more" if len(unseen) > SHOWN else ""
-        refused = (f"nothing ran: things moved on since request #{execution.approval_id} was approved, and run now it "
+        # Since the preview the approver read, not since the approval: what moved may have moved before it.
+        refused = (f"nothing ran: things moved on since the preview request #{execution.approval_id} was approved on, "
+                   "and run now it "
                    f"would also make {len(unseen)} change{'s' if len(unseen) != 1 else ''} its approver never saw "
                    f"({named}{more}). Ask again: a new preview shows what it would do now")
         approvals.fail_executed(execution.approval_id, refused, ctx.now)  # the request says so, not only the run
