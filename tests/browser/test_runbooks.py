@@ -105,7 +105,7 @@ def test_a_high_risk_runbook_waits_for_approval_showing_the_approver_its_preview
     approval = page.locator(".rb-approval")
     expect(approval.get_by_role("link", name=re.compile(r"Request #\d+"))).to_have_attribute(
         "href", re.compile(r"^/approvals/\d+$"))
-    expect(page.get_by_role("heading", name=re.compile("Changes the approver was shown"))).to_be_visible(
+    expect(page.get_by_role("heading", name=re.compile("Changes the approver is shown"))).to_be_visible(
         timeout=30_000)
     expect(page.locator("table.rb-changes tbody tr")).to_have_count(4)  # two runs, two dead letters
     expect(approval).to_contain_text("pending")

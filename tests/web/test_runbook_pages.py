@@ -161,7 +161,7 @@ def test_a_runbook_that_needs_approval_asks_for_a_reason_then_files_a_request(cl
     runbook_runner.preview(execution.id)
     html = client.get(response.headers["Location"]).get_data(as_text=True)
     assert 'hx-trigger="every 5s"' in html  # now it waits for a person: the page still sees the decision land
-    assert "Changes the approver was shown" in html
+    assert "Changes the approver is shown" in html  # waiting: nobody has decided yet
     # Each changed object is a link: the run, its dead letter (its row in the DLQ) and its work order.
     letter = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run_id)).scalar_one()
     for href in (f"/runs/{run_id}", f"/dlq/{letter.id}", f"/workorders/{letter.work_order_id}"):
@@ -210,6 +210,7 @@ def test_an_approver_cannot_approve_a_runbook_request_before_its_preview_and_it_
     # Executed, it has no way back here, and the page says why (it offered nothing, without a word; helper 101).
     executed = client.get(f"/approvals/{execution.approval_id}").get_data(as_text=True)
     assert "This kind of change is not rolled back from here: what a runbook changes is its own code" in executed
+    assert "Changes the approver was shown" in client.get(f"/runbooks/executions/{execution.id}").get_data(as_text=True)
 
 
 def test_a_request_nobody_decided_in_time_reads_expired_before_the_job_marks_it(client, auth, dead_run):  # noqa: F811
