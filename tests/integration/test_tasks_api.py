@@ -224,11 +224,22 @@ def test_dropping_the_trigger_a_setting_shapes_is_refused_and_other_edits_leave_
     assert renamed.status_code == 200, renamed.get_data(as_text=True)
 
 
+def test_an_event_whose_data_and_a_tasks_params_together_pass_the_limit_fires_nothing(client, operator, register):
+    """Each under 64 KiB, together 80 KB: the run was created with them (helper 104)."""
+    register(name="big", cron=DROP, event="order.created", params={"a": "x" * 40_000})
+    with nothing_written():
+        body = refused(client.post("/events", json={"type": "order.created", "data": {"b": "y" * 40_000}},
+                                   headers=operator), 422, "invalid", "data")
+    assert body["detail"].startswith("data merged into task big's params: params are 80,")
+
+
 def test_bad_edit_is_422_and_leaves_the_task_as_it_was(client, operator, register):
     created = register()
     with nothing_written():
         refused(client.put(f"/internal/tasks/{created['id']}", json={"cron": "61 * * * *"}, headers=operator),
                 422, "invalid", "cron")
+        refused(client.put(f"/internal/tasks/{created['id']}", json={"params": {"blob": "x" * 200_000}},
+                           headers=operator), 422, "invalid", "params")
     assert client.get(f"/internal/tasks/{created['id']}", headers=operator).json == created
 
 
@@ -383,6 +394,8 @@ def test_unknown_task_is_404(client, operator):
     pytest.param({"handler": "demo.nope"}, "handler", id="unknown-handler"),
     pytest.param({"jitter_s": -1}, "jitter_s", id="negative-jitter"),
     pytest.param({"paused": "false"}, "paused", id="paused-not-a-boolean"),
+    # Each run of the task carries them: 70 KB was registered, though a submit refuses over 64 KiB (helper 104).
+    pytest.param({"params": {"blob": "x" * 70_000}}, "params", id="params-over-the-runs-limit"),
 ])
 def test_bad_registration_is_422_naming_the_field_and_writes_nothing(client, operator, changes, field):
     with nothing_written():

@@ -8,6 +8,7 @@ from console.extensions import db
 from console.models import RetryPolicyRecord, Task, Tenant
 from console.services.engine import handler_kinds
 from console.services.errors import InvalidInput
+from console.services.inputs import params_too_large
 from console.services.policies import versions as policies
 from console.services.scheduling import quota_classes, sla, template_insight, templates
 from console.services.settings import setting
@@ -110,6 +111,8 @@ def _name(name) -> str:
 def _params(params) -> dict:
     if not isinstance(params, dict):
         raise InvalidInput("params must be a JSON object", "params")
+    if too_large := params_too_large(params):  # each run of the task carries them: a submit's limit holds here too
+        raise InvalidInput(too_large, "params")
     return params
 
 

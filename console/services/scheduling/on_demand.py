@@ -37,6 +37,9 @@ def on_event(tenant: Tenant, event_type: str, data, actor: Actor, clock: Clock =
     now = clock()
     tasks = db.session.execute(select(Task).where(Task.tenant_id == tenant.id, Task.event == event_type,
                                                   Task.deleted_at.is_(None)).order_by(Task.id)).scalars().all()
+    for task in tasks:  # each within the limit, and together over it: the run would carry both
+        if too_large := params_too_large({**(task.params or {}), **data}):
+            raise InvalidInput(f"data merged into task {task.name}'s params: {too_large}", "data")
     keys = {task.id: f"event:{task.id}:{sent_key or now.isoformat()}" for task in tasks}
     fired = _runs_of(tenant.id, list(keys.values())) if sent_key else {}
     outcomes, firings = [], []
