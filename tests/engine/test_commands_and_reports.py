@@ -4,13 +4,17 @@ import json
 import re
 
 import pytest
+from sqlalchemy import update
 
+from console.extensions import db
+from console.models import Run
 from console.services.actor import Actor
 from console.services.engine import executor_reports
 from console.services.engine.execute import execute
 from console.services.engine.submit import submit
 from console.services.errors import Conflict, InvalidInput
 from console.services.people import tenants
+from tests.engine.test_concurrent_writers import race
 
 
 @pytest.fixture
@@ -158,3 +162,17 @@ def test_a_report_sent_again_changes_nothing_and_says_duplicate(runs, clock, rep
     # Another failure for a run that is not running is still refused.
     with pytest.raises(Conflict, match="only a running run can fail"):
         executor_reports.report_failure(tenant, {**payload, "error_code": "other"}, Actor("billing"), clock=clock)
+
+
+def test_the_same_report_sent_at_once_by_several_threads_is_one_failure_and_the_rest_duplicates(app, runs, clock):
+    """An executor's retries racing its first send: one or two of twelve got 409 "changed meanwhile" (helper 104)."""
+    tenant = tenants.find("default")
+    run, _ = submit(tenant, Actor("billing"), handler="demo.noop", idempotency_key="ext-race", clock=clock)
+    db.session.execute(update(Run).where(Run.id == run.id).values(status="running", attempt=1, started_at=clock()))
+    db.session.commit()
+    payload = {"idempotency_key": "ext-race", "error_code": "db_timeout", "retryable": True, "retry_after_s": 60}
+    outcomes = race(app, 6, lambda _: executor_reports.report_failure(tenant, payload, Actor("billing"),
+                                                                      clock=clock)[1])
+    assert sorted(outcomes, key=str) == [False] + [True] * 5, outcomes
+    assert runs.status(run.id) == "retry_wait" and len(runs.events(run.id, "failure_reported")) == 1
+

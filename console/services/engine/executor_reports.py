@@ -60,7 +60,16 @@ def report_failure(tenant: Tenant, data: dict, actor: Actor, clock: Clock = SYST
     _, policy = policies.effective(run.policy_id, run.policy_overrides)
     failure = classify_reported(code, str(message)[:2000], retryable, policy, retry_after_s=retry_after)
     transitions.event(run, "failure_reported", now, actor=actor.name, error_code=code, message=failure.message)
-    fail(run, failure, policy, now)
+    try:
+        fail(run, failure, policy, now)
+    except transitions.StaleRun:
+        # The same report sent again at once (an executor's retry racing its first send) lost to that first: a
+        # duplicate, as it would be a moment later, not a 409 (helper 104). Another change of the run stays a 409.
+        db.session.expire_all()
+        moved = find_by_key(tenant.id, key)
+        if moved is not None and _reported_already(moved, code):
+            return moved, True
+        raise
     return run, False
 
 
