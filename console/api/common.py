@@ -7,6 +7,7 @@ from console.auth import tenant_scope
 from console.domain.ids import MAX_ID
 from console.extensions import db
 from console.models import Tenant
+from console.services.engine.submit import tenant_of_task
 from console.services.errors import Forbidden, InvalidInput, ServiceError
 from console.services.inputs import (
     is_digits,
@@ -107,3 +108,13 @@ def acting_tenant(name) -> Tenant:
             raise Forbidden(f"this token may act only for tenant {own.name}", "tenant")
         return own
     return tenants.require(name or tenants.DEFAULT)
+
+
+def submission_tenant(named, task_id) -> Tenant:
+    """Return the tenant a submission or an executor's report acts for: the one named, else a token of every
+    tenant's task's own."""
+    if named is None and task_id is not None and tenant_scope() is None:
+        named = tenant_of_task(task_id)
+        if named is None and is_id(task_id):  # no live task has it: "not in tenant default" would send them looking
+            raise InvalidInput(f"no task {task_id}: give the id of a task that exists", "task_id")
+    return acting_tenant(named)

@@ -3,7 +3,7 @@
 from flask import Blueprint, jsonify, url_for
 
 from console.api import serialize
-from console.api.common import acting_tenant, body, is_id, known_args, no_unknown
+from console.api.common import acting_tenant, body, is_id, known_args, no_unknown, submission_tenant
 from console.auth import current_actor, requires, shared_by_all_tenants, tenant_scope
 from console.domain.clock import utcnow
 from console.domain.ids import MAX_ID
@@ -101,11 +101,14 @@ def _report(data: dict, fields: tuple[str, ...]) -> dict:
 def events():
     data = body()
     kind = data.get("type")
-    tenant = acting_tenant(data.get("tenant"))
     if kind == "task.execution.failed":
-        run, again = executor_reports.report_failure(tenant, _report(data, FAILED_FIELDS), current_actor())
+        # A task's failure from a token of every tenant acts for the task's tenant, as a submit of it does.
+        report = _report(data, FAILED_FIELDS)
+        tenant = submission_tenant(data.get("tenant"), report.get("task_id"))
+        run, again = executor_reports.report_failure(tenant, report, current_actor())
         return jsonify(id=run.id, status=run.status, next_retry_at=serialize.iso(run.next_retry_at),
                        duplicate=again), 200 if again else 202
+    tenant = acting_tenant(data.get("tenant"))
     if kind == "task.execution.updated":
         run = executor_reports.report_update(tenant, _report(data, UPDATED_FIELDS), current_actor())
         return jsonify(id=run.id, status=run.status), 202

@@ -6,16 +6,15 @@ from flask import Blueprint, jsonify, request, url_for
 from sqlalchemy import select
 
 from console.api import serialize
-from console.api.common import BadRequest, acting_tenant, body, no_body, no_unknown, refuse_chunked
+from console.api.common import BadRequest, body, no_body, no_unknown, refuse_chunked, submission_tenant
 from console.auth import current_actor, requires, tenant_scope
 from console.extensions import db
 from console.json_input import UnusableJSON
-from console.models import DeadLetter, RunEvent, Tenant
+from console.models import DeadLetter, RunEvent
 from console.services.engine import batch_submit, control
 from console.services.engine import submit as submit_service
 from console.services.engine.submit import submit
 from console.services.errors import InvalidInput
-from console.services.inputs import is_id
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.recovery import run_compensation, undo_retry
 
@@ -28,7 +27,7 @@ FIELDS = {"handler", "task_id", "tenant", "params", "idempotency_key", "policy"}
 def submit_task():
     data = body()
     no_unknown(data, FIELDS)
-    tenant = _submission_tenant(data.get("tenant"), data.get("task_id"))
+    tenant = submission_tenant(data.get("tenant"), data.get("task_id"))
     task = submit_service.task_for(data["task_id"], tenant) if data.get("task_id") is not None else None
     # The answer reads the run's own columns only: attaching it to the session was 3 % of a submit's CPU.
     run, created = submit(tenant, current_actor(), handler=data.get("handler"), task=task, params=data.get("params"),
@@ -47,16 +46,7 @@ def submit_batch():
     runs = batch_submit.check_size(data.get("runs"))
     if not runs:
         raise InvalidInput("runs is empty: send at least one run", "runs")
-    return jsonify(runs=batch_submit.submit_batch(runs, current_actor(), _submission_tenant)), 202
-
-
-def _submission_tenant(named, task_id) -> Tenant:
-    """Return the tenant a submission acts for: the one named, else a token of every tenant's task's own."""
-    if named is None and task_id is not None and tenant_scope() is None:
-        named = submit_service.tenant_of_task(task_id)
-        if named is None and is_id(task_id):  # no live task has it: "not in tenant default" would send them looking
-            raise InvalidInput(f"no task {task_id}: give the id of a task that exists", "task_id")
-    return acting_tenant(named)
+    return jsonify(runs=batch_submit.submit_batch(runs, current_actor(), submission_tenant)), 202
 
 
 def _batch_body() -> dict:

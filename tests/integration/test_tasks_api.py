@@ -233,6 +233,18 @@ def test_an_event_whose_data_and_a_tasks_params_together_pass_the_limit_fires_no
     assert body["detail"].startswith("data merged into task big's params: params are 80,")
 
 
+def test_a_tasks_failure_reported_without_a_tenant_acts_for_the_tasks_tenant_as_its_submit_does(client, operator,
+                                                                                                  register):
+    """A token of every tenant submitting a task's run acts for the task's tenant; its failure report read "no task
+    in tenant default" (helper 104)."""
+    make_tenant("acme")
+    task = register(tenant="acme", name="acme-sync")
+    answer = client.post("/events", json={"type": "task.execution.failed", "idempotency_key": "acme-1",
+                                          "error_code": "http_502", "task_id": task["id"]}, headers=operator)
+    assert answer.status_code == 202, answer.json
+    assert client.get(f"/worker/tasks/{answer.json['id']}", headers=operator).json["tenant"] == "acme"
+
+
 def test_bad_edit_is_422_and_leaves_the_task_as_it_was(client, operator, register):
     created = register()
     with nothing_written():
