@@ -89,6 +89,8 @@ def row_id(text: str) -> int:
 
 def name(value, what: str, field: str = "name") -> str:
     """Return a name a tenant, policy, template or quota class can have, or raise a 422 that says the rule."""
+    if value is None:  # "got NoneType" read as a fault of the server's (helper 104)
+        raise InvalidInput(f"{field} is required: {what} names are {names.RULE}", field)
     if not names.is_name(value):
         shown = repr(value[:80]) + ("…" if len(value) > 80 else "") if isinstance(value, str) else type(value).__name__
         raise InvalidInput(f"{what} names are {names.RULE}; got {shown}", field)

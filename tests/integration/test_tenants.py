@@ -58,6 +58,8 @@ def test_bad_names_are_refused(app):
     for name in ("", "Acme", "has space", "x" * 65, 7):
         with pytest.raises(InvalidInput, match="tenant names are 1-64 lowercase"):
             tenants.create(name, ADA)
+    with pytest.raises(InvalidInput, match="^name is required: tenant names are 1-64 lowercase"):  # "got NoneType"
+        tenants.create(None, ADA)
 
 
 def test_set_quota_audits_before_and_after(app):
