@@ -106,8 +106,10 @@ def events():
         report = _report(data, FAILED_FIELDS)
         tenant = submission_tenant(data.get("tenant"), report.get("task_id"))
         run, again = executor_reports.report_failure(tenant, report, current_actor())
+        # Where to follow the run, as a submit's answer says (the report may have made it).
         return jsonify(id=run.id, status=run.status, next_retry_at=serialize.iso(run.next_retry_at),
-                       duplicate=again), 200 if again else 202
+                       duplicate=again), 200 if again else 202, {"Location": url_for("worker_api.get_task",
+                                                                                      run_id=run.id)}
     tenant = acting_tenant(data.get("tenant"))
     if kind == "task.execution.updated":
         run = executor_reports.report_update(tenant, _report(data, UPDATED_FIELDS), current_actor())

@@ -22,6 +22,10 @@ def test_what_a_request_creates_or_starts_says_where_to_read_it(client, auth, cl
     assert replay.status_code == 202
     assert client.get(replay.headers["Location"], headers=headers).json["operation_id"] == replay.json[
         "operation_id"]
+    # A failure an executor reports makes a run Rebound retries: where to follow it (there was none; helper 104).
+    reported = client.post("/events", json={"type": "task.execution.failed", "idempotency_key": "ext-9",
+                                            "error_code": "http_502", "handler": "demo.noop"}, headers=headers)
+    assert reported.status_code == 202 and reported.headers["Location"] == f"/worker/tasks/{reported.json['id']}"
 
 
 def test_a_401_names_the_bearer_scheme_and_says_when_the_token_sent_was_refused(client):
