@@ -50,14 +50,14 @@ class Links:
         """A task row's late starts: its runs that started past the task's start limit."""
         return self.runs(task_id=row.task_id, tenant=row.tenant, late=True)
 
-    def heat_cell(self, row, hour: int) -> str:
-        """A heat-map cell's late starts: the late-start breaches of runs that started in that hour of day, for a task
-        whose late starts the SLA check records; else its runs that started late (the check records none for it,
-        and its cell opened "0 breaches")."""
+    def heat_cells(self, row) -> list[str]:
+        """A heat-map row's 24 cells' late starts: the late-start breaches of runs that started in each hour of day,
+        for a task whose late starts the SLA check records; else its runs that started late (the check records none
+        for it, and its cells opened "0 breaches"). Its limit is read once for the row, not once a cell."""
         task = db.session.get(Task, row.task_id) if row.task_id else None
         if task is None or sla.records_late_starts(task):
-            return self.breaches("start_delay", row.task_id, hour=hour)
-        return self.late_starts(row)
+            return [self.breaches("start_delay", row.task_id, hour=hour) for hour in range(24)]
+        return [self.late_starts(row)] * 24
 
     def row_runs(self, row) -> str:
         """The failed runs behind a row of the tasks table (a task's, or a handler's run without one, in its tenant):

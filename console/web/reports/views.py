@@ -94,11 +94,11 @@ def index():
     trends = {name: charts.trend(BY_NAME[name], {bucket: value for bucket, value, _ in points[name]},
                                  [link for _, _, link in points[name]], hourly) for name in named}
     failing = [row for row in report.tasks if row.failed][:15]
+    heat_links = [links.heat_cells(row) for row in report.heat.tasks]  # the chart's and the table's, read once
     return _page("reports/index.html", "report", report=report, links=links, cards=CARDS, headline=HEADLINE,
                  trends=trends, points=points, error=None, covers=report_scope.describe(scope),
                  to_come=period.end - now,
-                 heat_figure=charts.heat_map(report.heat, [[links.heat_cell(row, hour) for hour in range(24)]
-                                                           for row in report.heat.tasks]),
+                 heat_figure=charts.heat_map(report.heat, heat_links), heat_links=heat_links,
                  failing=failing,
                  failing_figure=charts.failing_tasks(failing, [links.row_runs(row) for row in failing]),
                  errors_figure=charts.error_groups(report.errors, [links.dlq_created(group=group.fingerprint)
