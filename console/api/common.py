@@ -66,10 +66,10 @@ def no_unknown(data: dict, allowed) -> None:
 
 def no_body(hint: str = "") -> None:
     """Refuse a body where the endpoint takes none: what it held was dropped unseen (params sent with a replay)."""
-    data = body() if request.content_length else {}
-    if data:
-        field = sorted(data)[0]
-        raise InvalidInput(f"unknown field {field!r}; this takes no body" + (f": {hint}" if hint else ""), field)
+    try:
+        no_unknown(body() if request.content_length else {}, ())
+    except InvalidInput as refused:
+        raise InvalidInput(f"{refused.detail}: {hint}" if hint else refused.detail, refused.field) from None
 
 
 def known_args(allowed) -> None:
