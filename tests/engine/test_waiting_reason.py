@@ -136,7 +136,8 @@ def test_a_run_held_by_its_breaker_notes_the_hold_once_however_often_it_asks(run
     key = breakers.key_for("python:demo.noop", runs.get(run_id).tenant_id, "handler")
     breakers.record(key, False, clock(), BreakerSettings(failure_threshold=1, open_s=60))
     assert execute(run_id, 0, clock=clock) == "breaker_open"
-    held = len(runs.events(run_id))
+    held, held_at = len(runs.events(run_id)), clock()
+    assert " and was still open when it asked again" not in why_waiting(runs.get(run_id))
     for _ in range(5):  # its job comes back early (a re-queue after a Redis loss, the reconciler), again and again
         clock.advance(5)
         assert execute(run_id, 0, clock=clock) == "breaker_open"
@@ -144,6 +145,11 @@ def test_a_run_held_by_its_breaker_notes_the_hold_once_however_often_it_asks(run
     assert len(runs.events(run_id)) == held  # one "pending → retry wait (breaker open)", not a pair per ask
     assert (run.status, run.status_reason, run.attempt) == ("retry_wait", "breaker_open", 0)
     assert run.updated_at == clock()  # put off again: a reset before now no longer marks it (breaker_resets)
+    # Its page says it was asked again, so one timeline entry beside a next try that moves on reads as held, not lost.
+    first, last = (f"{moment:%Y-%m-%d %H:%M:%S} UTC" for moment in (held_at, clock()))
+    assert why_waiting(run).startswith(
+        f"circuit breaker: the breaker of handler python:demo.noop was open when its turn came at {first}, and was "
+        f"still open when it asked again at {last}; the next try is at")
     clock.advance(60)
     assert execute(run_id, 0, clock=clock) == "succeeded"  # the breaker half-opens: it goes as the probe
 

@@ -12,7 +12,7 @@ from console.domain.breaker import BreakerMode, BreakerState
 from console.domain.policy import RetryPolicy
 from console.domain.words import plural
 from console.extensions import db
-from console.models import AuditEntry, Run, Tenant
+from console.models import AuditEntry, Run, RunEvent, Tenant
 from console.services.engine import breaker_policies, breakers
 from console.services.errors import NotFound
 from console.services.policies import versions as policies
@@ -33,8 +33,9 @@ def why_waiting(run: Run, now: datetime | None = None) -> str | None:
         return None
     if run.status == "retry_wait":
         if run.status_reason == "breaker_open":
-            return (f"circuit breaker: the breaker of handler {run.handler} was open when its turn came; the next try "
-                    f"is at {_at(run.next_retry_at)} (no attempt is spent){_breaker_now(run, now)}")
+            return (f"circuit breaker: the breaker of handler {run.handler} was open when its turn came"
+                    f"{_turned_away_since(run)}; the next try is at {_at(run.next_retry_at)} (no attempt is spent)"
+                    f"{_breaker_now(run, now)}")
         return f"retry backoff: attempt {run.attempt} failed; the next attempt is at {_at(run.next_retry_at)}"
     if run.cancel_requested:
         return "cancel requested: it is cancelled when a worker picks it up"
@@ -48,6 +49,18 @@ def why_waiting(run: Run, now: datetime | None = None) -> str | None:
                 f"{plural(run.tenant.max_queued, 'run')} waiting when this one fired; it was kept, not dropped, and "
                 "waits its turn")
     return "queued: waiting for a free worker"
+
+
+def _turned_away_since(run: Run) -> str:
+    """Say when a held run was last turned away, when it asked again after its hold's one timeline entry."""
+    # The engine notes a hold once (a row at every ask buried the attempts); without this the page's one entry and a
+    # next try that keeps moving read as a run the engine forgot.
+    held_at = db.session.scalar(
+        select(RunEvent.at).where(RunEvent.run_id == run.id, RunEvent.to_status == "retry_wait",
+                                  RunEvent.reason == "breaker_open").order_by(RunEvent.id.desc()).limit(1))
+    if held_at is None or run.updated_at is None or run.updated_at <= held_at:
+        return ""
+    return f" at {_at(held_at)}, and was still open when it asked again at {_at(run.updated_at)}"
 
 
 def breaker_of(run: Run, now: datetime) -> BreakerState | None:
