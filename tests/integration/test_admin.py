@@ -87,6 +87,25 @@ def test_the_last_admin_cannot_be_demoted(client, auth):
     assert root.role == "admin"
 
 
+def test_the_last_admin_of_every_tenant_cannot_be_demoted_or_disabled_beside_tenant_admins(client, auth):
+    # Admins limited to a tenant cannot make tenants or manage the others' people: they do not count as the admin left.
+    auth.make_user("acme-admin", "admin", tenant=make_tenant("acme"))
+    root = auth.as_role("admin", "root")
+    for role, active in (("viewer", "1"), ("admin", "0")):
+        response = client.post(f"/admin/users/{root.id}", headers={"HX-Request": "true"}, data={
+            f"u{root.id}-role": role, f"u{root.id}-active": active, "csrf_token": auth.csrf()})
+        assert response.status_code == 409
+        assert "last active admin not limited to a tenant" in response.get_data(as_text=True)
+        db.session.refresh(root)
+        assert (root.role, root.active) == ("admin", True)
+    auth.make_user("other-root", "admin")
+    response = client.post(f"/admin/users/{root.id}", headers={"HX-Request": "true"}, data={
+        f"u{root.id}-role": "viewer", f"u{root.id}-active": "1", "csrf_token": auth.csrf()})
+    assert response.status_code == 200
+    db.session.refresh(root)
+    assert root.role == "viewer"
+
+
 def issued_on_the_page(client, auth, **fields):
     """Log in as the admin root and issue a token for a new operator svc through the form; return (svc, answer)."""
     svc = auth.make_user("svc", "operator")

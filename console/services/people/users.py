@@ -139,9 +139,16 @@ def update(user: User, actor: Actor, *, role: str | None = None, active: bool | 
         user.role = _check_role(role)
     if active is not None:
         user.active = active
-    if before["role"] == Role.ADMIN and (user.role != Role.ADMIN or not user.active) and _admins_left(user) == 0:
-        db.session.rollback()
-        raise Conflict("this is the last active admin; make someone else admin first", "role")
+    if before["role"] == Role.ADMIN and (user.role != Role.ADMIN or not user.active):
+        if _admins_left(user) == 0:
+            db.session.rollback()
+            raise Conflict("this is the last active admin; make someone else admin first", "role")
+        if user.tenant_id is None and _admins_left(user, of_every_tenant=True) == 0:
+            # Admins limited to a tenant cannot make tenants, shared settings or the other tenants' people: left
+            # with only them, the console needs the CLI to get an admin back (helper 107).
+            db.session.rollback()
+            raise Conflict("this is the last active admin not limited to a tenant; make someone else an admin of "
+                           "every tenant first", "role")
     after = _snapshot(user)
     if after != before:
         audit.record(db.session, actor, "user.update", "user", user.id, before=before, after=after,
@@ -184,11 +191,12 @@ def end_session(user: User, now: datetime, keep_for: timedelta) -> None:
         index_elements=[EndedSession.__table__.c.session_id]))
 
 
-def _admins_left(excluding: User) -> int:
-    return db.session.execute(
-        select(func.count()).select_from(User).where(
-            User.role == Role.ADMIN, User.active.is_(True), User.id != excluding.id)
-    ).scalar_one()
+def _admins_left(excluding: User, *, of_every_tenant: bool = False) -> int:
+    query = select(func.count()).select_from(User).where(
+        User.role == Role.ADMIN, User.active.is_(True), User.id != excluding.id)
+    if of_every_tenant:
+        query = query.where(User.tenant_id.is_(None))
+    return db.session.execute(query).scalar_one()
 
 
 def set_password(user: User, password: str, actor: Actor) -> None:
