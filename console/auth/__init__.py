@@ -99,19 +99,25 @@ def tenant_scope() -> int | None:
     return current_user.tenant_id if current_user.is_authenticated else None
 
 
+def _sessionless(req) -> bool:
+    """Tell whether the request goes without the cookie session: an API call, or any call with a bearer token."""
+    return req.path.startswith(API_PREFIXES) or (req.authorization is not None and req.authorization.type == "bearer")
+
+
 class NoSessionForTheApi(SecureCookieSessionInterface):
-    """Cookie sessions for the console; an API call gets an empty session that is never read from or written to a
-    cookie, since the API takes bearer tokens only."""
+    """Cookie sessions for the console; an API call, or a page called with a bearer token, gets an empty session that
+    is never read from or written to a cookie: the token alone says who calls."""
 
     def open_session(self, app, request):
-        if request.path.startswith(API_PREFIXES):
+        if _sessionless(request):
             # Verifying the cookie's signature (and saving it back) was work on every API call for a session the
-            # call may not use.
+            # call may not use. A page's cookie kept by a token's client (curl -b) holds a CSRF token and no user,
+            # which Flask-Login's strong protection took for a stolen session: the token was refused (helper 107).
             return self.session_class()
         return super().open_session(app, request)
 
     def save_session(self, app, session, response):
-        if not request.path.startswith(API_PREFIXES):
+        if not _sessionless(request):
             super().save_session(app, session, response)
 
 

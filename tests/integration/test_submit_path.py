@@ -116,3 +116,14 @@ def test_a_console_page_still_takes_a_bearer_token(client, auth):
     _, _, headers = token_for(auth)
     assert client.get("/overview", headers=headers).status_code == 200
     assert client.get("/overview").status_code == 302  # and without one, the login page
+
+
+def test_a_console_page_takes_a_bearer_token_again_from_a_client_that_keeps_cookies(client, auth):
+    # curl -c jar -b jar: the first page's cookie (a CSRF token, no user) rode along on the next call, and Flask-Login
+    # took it for a session stolen from another browser: the token was refused with a 401.
+    _, _, headers = token_for(auth, role="admin")
+    with client.session_transaction() as session:
+        session["csrf_token"] = "from-an-earlier-page"
+    for path in ("/overview", "/admin/users", "/overview"):
+        assert client.get(path, headers=headers).status_code == 200
+    assert "Set-Cookie" not in client.get("/overview", headers=headers).headers  # nothing to keep: the token says who
