@@ -2,13 +2,14 @@
 
 from types import SimpleNamespace
 
+from rq import Queue
 from sqlalchemy import select
 
 from console.extensions import db
 from console.models import Approval, AuditEntry
 from console.redis_conn import get_redis
 from console.services.actor import Actor
-from console.services.engine import compensation, failures, reconcile
+from console.services.engine import compensation, failures, followups, queueing, reconcile
 from console.services.engine.execute import execute
 from tests.factories import bearer
 from tests.helpers import wait_for
@@ -243,3 +244,16 @@ def test_an_undo_step_that_fails_once_is_retried_after_its_backoff_and_compensat
     assert done.data["compensation_attempts"] == 2
     run = runs.get(run_id)
     assert (run.status, run.status_reason) == ("compensated", "compensated") and runs.dead_letters(run_id) == []
+
+
+def test_an_undo_and_a_workflows_advance_go_before_the_runs_already_queued(runs, clock):
+    # On the maintenance queue, which workers read last, a saga's undo (a refund) and its next step waited behind
+    # every queued run of an incident's backlog (helper 105).
+    backlog = [runs.submit() for _ in range(3)]
+    queue = Queue(queueing.RUN_QUEUE, connection=get_redis())
+    assert len(queue.job_ids) == len(backlog)
+    compensation.enqueue(backlog[0])
+    followups.enqueue_advance(7)
+    ahead = [job.func_name for job in queue.jobs[:2]]
+    assert ahead == [followups.ADVANCE, compensation.ENTRY_POINT]
+    assert Queue(queueing.MAINTENANCE_QUEUE, connection=get_redis()).count == 0

@@ -11,7 +11,7 @@ from console.models import AuditEntry, DeadLetter, Run, RunEvent, WorkOrder
 from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.dlq import discards
-from console.services.engine import compensation
+from console.services.engine import compensation, queueing
 from console.services.errors import Conflict, NotFound
 from console.services.people import tenants
 from console.services.recovery import params_fix, undo_retry
@@ -96,7 +96,7 @@ def test_a_retried_undo_that_works_lets_the_workflow_undo_the_steps_left_before_
     assert workflow.note.startswith("step 3 failed for good: run #")  # why it is undone, as before the stop
     assert (saga.run(stopped, 2).error_code, saga.run(stopped, 2).error_message) == (None, None)  # a clean try
     assert undo_statuses(saga, stopped) == ["pending", "compensating", None]
-    assert compensation.job_id(run.id) in Queue("maintenance", connection=get_redis()).job_ids
+    assert compensation.job_id(run.id) in Queue(queueing.RUN_QUEUE, connection=get_redis()).job_ids
     (moved,) = db.session.execute(select(RunEvent).where(RunEvent.run_id == run.id,
                                                          RunEvent.reason == "undo_retried")).scalars()
     assert (moved.from_status, moved.to_status, moved.actor) == ("dead", "compensating", "olga")

@@ -2,7 +2,7 @@
 
 The engine knows a workflow only as `runs.workflow_id`. When such a run reaches a status its workflow acts on,
 `transitions.move` notes the workflow here; once the transaction commits (write-ahead: the status is durable
-first), an RQ job named by its entry point string advances it on the maintenance queue. A rollback drops the
+first), an RQ job named by its entry point string, at the front of the runs' queue, advances it. A rollback drops the
 note. A job lost on the way (Redis down, flushed) is found again by the workflows' reconcile pass.
 """
 
@@ -49,7 +49,9 @@ def enqueue_advance(workflow_id: int) -> None:
     # No fixed job id: an advance already running may have read the step before this change, so a second
     # one must still run. Advancing is idempotent; a spare job finds nothing to do.
     try:
-        Queue(queueing.MAINTENANCE_QUEUE, connection=get_redis()).enqueue(
-            ADVANCE, workflow_id, result_ttl=60, failure_ttl=24 * 3600)
+        # At the front of the runs' queue, which workers read first: on the maintenance queue (read last) a saga's
+        # next step and its undos waited behind every queued run (helper 105).
+        Queue(queueing.RUN_QUEUE, connection=get_redis()).enqueue(
+            ADVANCE, workflow_id, result_ttl=60, failure_ttl=24 * 3600, at_front=True)
     except Exception as error:  # noqa: BLE001 - any transport failure is recovered by the reconcile pass
         log.warning("workflow %s: advance not queued (%s); the reconcile pass will advance it", workflow_id, error)
