@@ -11,6 +11,7 @@ from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.dlq import resolve as resolving
 from console.services.engine import compensation
+from console.services.engine.control import replay
 from console.services.engine.submit import submit as submit_run
 from console.services.errors import Conflict, InvalidInput
 from console.services.people import tenants
@@ -128,6 +129,36 @@ def test_resolving_the_step_that_stopped_the_undo_goes_on_undoing_the_steps_befo
     trail = [(entry.position, entry.kind, entry.actor) for entry in query.detail(saga.get(workflow_id)).trail]
     assert trail == [(2, "compensating", f"workflow #{workflow_id}"), (2, "compensation_failed", None),
                      (2, "resolved", "olga"), (1, "compensating", f"workflow #{workflow_id}"), (1, "compensated", None)]
+
+
+def test_a_step_replayed_after_its_undo_failed_then_compensated_lets_the_workflow_undo_the_steps_before_it(
+        saga, client, auth):
+    # Replay ran the step again (it warns so); the person then undid it with Compensate. The workflow stayed
+    # compensation_failed for good, its step's undo "failed" beside a run compensated, step 1 never undone (helper 105).
+    workflow_id = saga.submit(three_steps(second={"fail_times": 0, "undo_fail_times": 3}))
+    for position in (1, 2, 3):
+        saga.execute(workflow_id, position)
+        saga.advance(workflow_id)
+    assert saga.undo(workflow_id, 2) == "dead"
+    assert saga.advance(workflow_id) == "compensation_failed"
+    stopper = saga.run(workflow_id, 2)
+    replay(DeadLetter.query.filter_by(run_id=stopper.id).one(), Actor("olga"), clock=saga.clock)
+    assert saga.execute(workflow_id, 2) == "succeeded"
+    assert saga.advance(workflow_id) == "compensation_failed"  # a replay runs the step alone
+    auth.as_role("operator")
+    page = " ".join(client.get(f"/runs/workflows/{workflow_id}").get_data(as_text=True).split())
+    # Its run page has no Retry the undo for a succeeded run: the page points at Compensate.
+    assert (f'Its run was replayed since and succeeded: <a href="/runs/{stopper.id}">compensate step 2</a> on its run '
+            "page; once that undo works, the steps before it are undone too.") in page
+    assert "retry the undo of step 2" not in page
+    compensation.start(saga.run(workflow_id, 2), Actor("olga"), cause="undo the charge", now=saga.clock(),
+                       reason=compensation.REQUESTED)  # Compensate on the run page, approved
+    db.session.commit()
+    assert saga.undo(workflow_id, 2) == "compensated"  # its fourth undo works
+    assert saga.advance(workflow_id) == "undoing"  # step 1's undo asked for
+    assert saga.undo(workflow_id, 1) == "compensated"
+    assert saga.advance(workflow_id) == "compensated"
+    assert [step.compensation_status for step in saga.steps(workflow_id)] == ["compensated", "compensated", None]
 
 
 def test_the_runbooks_dry_run_tells_the_approver_what_resolving_or_fixing_a_step_does_to_its_workflow(saga, staff):

@@ -280,29 +280,32 @@ def _undone(workflow: Workflow, step: WorkflowStep, run: Run, clock: Clock) -> s
 
 
 def _resume_if_resolved(workflow: Workflow, clock: Clock) -> str | None:
-    """Go on undoing once a person has resolved the step whose undo stopped the workflow (undone by hand)."""
+    """Go on undoing once the step whose undo stopped the workflow is undone after all: a person resolved its run
+    (undone by hand), or its run, replayed since, was compensated at a person's request."""
     position = workflow.current_step
     run = _step_run(workflow, position) if position else None
-    if run is None or run.status != "resolved":
+    if run is None or run.status not in ("resolved", "compensated"):
         return workflow.status  # a person decides what next
     now = clock()
+    # A replayed step compensated later stayed "failed" here, the workflow stuck for good (helper 105).
+    undone = Undo.RESOLVED.value if run.status == "resolved" else Undo.COMPENSATED.value
     marked = db.session.execute(update(STEPS).where(
         STEPS.c.workflow_id == workflow.id, STEPS.c.position == position,
         STEPS.c.compensation_status.in_([Undo.FAILED.value, Undo.NOT_COMPENSABLE.value]))
-        .values(compensation_status=Undo.RESOLVED.value, compensation_finished_at=now)).rowcount
+        .values(compensation_status=undone, compensation_finished_at=now)).rowcount
     if not marked:
         return _raced()
     failed = _step_run(workflow, workflow.failed_step)
     note = failure_note(workflow.failed_step, failed) if failed is not None else None
-    if not _move(workflow, COMPENSATION_FAILED, position, {"resolved"}, status=COMPENSATING, current_step=position - 1,
+    if not _move(workflow, COMPENSATION_FAILED, position, {run.status}, status=COMPENSATING, current_step=position - 1,
                  updated_at=now, finished_at=None, note=note[:NOTE_CHARS] if note else None):
         return _raced()
     db.session.execute(update(STEPS).where(
         STEPS.c.workflow_id == workflow.id, STEPS.c.position < position,
         STEPS.c.compensation_status == Undo.NOT_ATTEMPTED.value).values(compensation_status=Undo.PENDING.value))
     db.session.commit()
-    log.warning("workflow %s: step %s was resolved by a person; undoing steps %s..1", workflow.id, position,
-                position - 1)
+    log.warning("workflow %s: step %s was %s; undoing steps %s..1", workflow.id, position,
+                "resolved by a person" if run.status == "resolved" else "compensated at last", position - 1)
     return None
 
 
@@ -311,13 +314,15 @@ def reconcile(clock: Clock = SYSTEM_CLOCK) -> list[int]:
 
     Their advance job was lost (Redis down or flushed) or its caller died between a claim and its side effect.
     A workflow whose current step's run is still at work is left alone: the engine's reconciler tends the run.
-    So is one stopped for a person, until the person resolves the step that stopped it.
+    So is one stopped for a person, until the step that stopped it is resolved or, replayed since, compensated.
     """
     cutoff = clock() - timedelta(seconds=setting("REQUEUE_AFTER_S"))
     current = and_(RUNS.c.workflow_id == WORKFLOWS.c.id, RUNS.c.workflow_step == WORKFLOWS.c.current_step)
-    resolved_stop = and_(WORKFLOWS.c.status == COMPENSATION_FAILED, RUNS.c.status == "resolved", exists().where(
+    stop_still_marked = exists().where(
         STEPS.c.workflow_id == WORKFLOWS.c.id, STEPS.c.position == WORKFLOWS.c.current_step,
-        STEPS.c.compensation_status.in_([Undo.FAILED.value, Undo.NOT_COMPENSABLE.value])))
+        STEPS.c.compensation_status.in_([Undo.FAILED.value, Undo.NOT_COMPENSABLE.value]))
+    resolved_stop = and_(WORKFLOWS.c.status == COMPENSATION_FAILED, RUNS.c.status.in_(["compensated", "resolved"]),
+                         stop_still_marked)
     ids = db.session.execute(
         select(WORKFLOWS.c.id).select_from(WORKFLOWS.outerjoin(RUNS, current))
         .where(or_(WORKFLOWS.c.status.in_(ACTIVE), resolved_stop), WORKFLOWS.c.updated_at <= cutoff,
