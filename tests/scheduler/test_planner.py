@@ -13,7 +13,8 @@ from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.engine import control, queueing, reconcile
 from console.services.engine.execute import execute
-from console.services.scheduling import planner, task_query, tasks
+from console.services.people import tenants
+from console.services.scheduling import forecast, planner, task_query, tasks
 
 SCHEDULER = Actor("scheduler")
 
@@ -91,6 +92,26 @@ def test_forbid_skips_and_records_the_new_firing_while_the_mutex_is_held(registe
     run = runs.get(outcome.run_id)
     assert (outcome.status, run.status, run.status_reason) == ("skipped", "cancelled", "mutex_forbid")
     assert [e.kind for e in runs.events(run.id)] == ["submitted", "cancelled"]
+
+
+def test_a_mutex_key_is_its_tenants_own(register, runs, clock):
+    # A globex operator's task naming acme's key cancelled acme's running payroll (replace) and kept acme's firings
+    # from starting (forbid); the forecast, per tenant, showed neither (helper 106).
+    tenants.create("globex", Actor("test"))
+    payroll = register("payroll", mutex_key="payroll", concurrency_policy="forbid")
+    running = fire(payroll, clock).run_id
+    db.session.execute(db.text("UPDATE runs SET status = 'running', attempt = 1 WHERE id = :id"), {"id": running})
+    db.session.commit()
+    theirs = register("evil", tenant="globex", mutex_key="payroll", concurrency_policy="replace")
+    assert fire(theirs, clock).status == "created"
+    assert runs.get(running).cancel_requested is False
+    clock.advance(60)
+    assert fire(payroll, clock).reason == "mutex_forbid"  # its own run still holds its key
+    hog = register("hog", tenant="globex", mutex_key="ledger")
+    fire(hog, clock)
+    assert fire(register("ledger", mutex_key="ledger", concurrency_policy="forbid"), clock).status == "created"
+    overlaps = forecast.forecast(clock(), hours=1).mutex_overlaps  # every tenant's
+    assert overlaps and all(o["same_task"] for o in overlaps)  # each task meets its own next firing, no other's
 
 
 def test_replace_cancels_the_running_holder_and_starts_the_new_one(register, runs, clock):

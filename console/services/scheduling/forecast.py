@@ -132,12 +132,12 @@ def _minute(moment: datetime) -> datetime:
 def _overlaps(planned: list[_Firing], warnings: list) -> list[dict]:
     """Firings that find their mutex key held by a run expected to be still going, as the planner would meet them:
     a skipped firing holds nothing, a cancelled run holds nothing after it is cancelled. Marks what it skips."""
-    by_mutex: dict[str, list[_Firing]] = defaultdict(list)
+    by_mutex: dict[tuple[int, str], list[_Firing]] = defaultdict(list)
     for firing in planned:
-        if firing.task.mutex_key:
-            by_mutex[firing.task.mutex_key].append(firing)
+        if firing.task.mutex_key:  # a tenant's own, as the planner holds it
+            by_mutex[firing.task.tenant_id, firing.task.mutex_key].append(firing)
     found = []
-    for key, firings in by_mutex.items():
+    for (_, key), firings in by_mutex.items():
         # Firings at one moment go in task id order, as the planner fires them (task_jobs._fire).
         firings.sort(key=lambda firing: (firing.start, firing.task.id))
         holding: list[_Firing] = []

@@ -79,11 +79,13 @@ class _Batch:
                                                       Run.status.in_(("pending", "retry_wait")), live())
             .group_by(Run.tenant_id)).all())
         keys = {task.mutex_key for task in tasks.values() if task.mutex_key}
-        self.busy: dict[str, list[Run]] = {}
+        # A mutex key is its tenant's: another tenant's task naming the same word neither waits for nor cancels
+        # this tenant's runs (a globex operator cancelled acme's payroll with a task of theirs; helper 106).
+        self.busy: dict[tuple[int, str], list[Run]] = {}
         if keys:
             for run, key in db.session.execute(select(Run, Task.mutex_key).join(Task, Task.id == Run.task_id).where(
-                    Task.mutex_key.in_(keys), Run.status.in_(ACTIVE), live())):
-                self.busy.setdefault(key, []).append(run)
+                    Task.mutex_key.in_(keys), Task.tenant_id.in_(tenant_ids), Run.status.in_(ACTIVE), live())):
+                self.busy.setdefault((run.tenant_id, key), []).append(run)
 
 
 def fire(firings: list[Firing], actor: Actor, clock: Clock = SYSTEM_CLOCK) -> list[Outcome]:
@@ -204,7 +206,7 @@ def _waiting_run_joined(task, batch: "_Batch", now: datetime, firing: Firing) ->
         return None
     if Window.from_mapping(task.window).contains(now):
         return None
-    holders = batch.busy.get(task.mutex_key) or []
+    holders = batch.busy.get((task.tenant_id, task.mutex_key)) or []
     own = [run.id for run in holders if run is not None and run.task_id == task.id and run.status_reason == "window"]
     return min(own) if own and len(own) == len(holders) else None
 
@@ -216,12 +218,13 @@ def _rules(task, batch: "_Batch", actor: Actor, now: datetime,
     status, reason, start_at = "pending", None, None
     window = Window.from_mapping(task.window) if task.window and not outside_window else None
     opening = window.next_opening(now) if window is not None and not window.contains(now) else None
-    holders = batch.busy.get(task.mutex_key) if task.mutex_key else None
+    mutex = (task.tenant_id, task.mutex_key)
+    holders = batch.busy.get(mutex) if task.mutex_key else None
     if holders:
         if task.concurrency_policy == "forbid":
             status, reason = "cancelled", "mutex_forbid"
         elif task.concurrency_policy == "replace":
-            _replace(batch.busy.pop(task.mutex_key), actor, now)
+            _replace(batch.busy.pop(mutex), actor, now)
     if status == "pending" and opening:
         reason, start_at = "window", opening
     tenant = batch.tenants[task.tenant_id]
@@ -235,7 +238,7 @@ def _rules(task, batch: "_Batch", actor: Actor, now: datetime,
     if status == "pending":
         batch.waiting[tenant.id] = batch.waiting.get(tenant.id, 0) + 1
         if task.mutex_key:
-            batch.busy.setdefault(task.mutex_key, []).append(None)
+            batch.busy.setdefault(mutex, []).append(None)
     return status, reason, start_at
 
 
