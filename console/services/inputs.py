@@ -129,11 +129,36 @@ def params_too_large(params: dict) -> str | None:
 ESCAPES = " (JSON, where each character outside ASCII is written as a 6-byte \\u escape)"
 
 
+class RepeatedKey(Exception):
+    """A JSON object with a key given twice."""
+
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+    @property
+    def problem(self) -> str:
+        return f"the key {self.key[:80]!r} is given twice in one object: give it once"
+
+
+def one_value_per_key(pairs: list) -> dict:
+    """Build an object, refusing a key given twice: Python keeps the last silently, other readers the first."""
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set = set()
+        raise RepeatedKey(next(key for key, _ in pairs if key in seen or seen.add(key)))
+    return value
+
+
 def json_text(text: str, label: str = "") -> object:
-    """Decode JSON a person typed or uploaded; ValueError saying what to fix (its syntax, depth or bad Unicode)."""
+    """Decode JSON a person typed or uploaded; ValueError saying what to fix (its syntax, a key given twice, its depth
+    or bad Unicode), as the API refuses its body."""
     named = f"{label} is " if label else ""
     try:
-        value = json.loads(text)
+        value = json.loads(text, object_pairs_hook=one_value_per_key)
+    except RepeatedKey as repeated:
+        # The form kept the last silently, where the API refuses the same body (helpers 105, 106).
+        raise ValueError(f"{label}: {repeated.problem}" if label else repeated.problem) from None
     except json.JSONDecodeError as error:
         raise ValueError(f"{named}not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}") from None
     except RecursionError:  # the decoder's own stack, before json_problem could count the levels

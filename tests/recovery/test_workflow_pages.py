@@ -61,7 +61,9 @@ def test_bad_steps_are_shown_at_the_steps_field_and_nothing_is_submitted(client,
     cases = [("[{\"handler\": ", "steps is not valid JSON"), ("[]", "steps is a non-empty list"),
              (json.dumps([{"handler": "demo.noop"}, {"handler": "demo.nope"}]), "step 2: no Python handler"),
              (json.dumps([{"handler": "demo.noop", "params": [1]}]), "step 1: params must be a JSON object"),
-             (json.dumps([{"handler": "demo.noop"}] * 21), "a workflow has at most 20 steps")]
+             (json.dumps([{"handler": "demo.noop"}] * 21), "a workflow has at most 20 steps"),
+             ('[{"handler": "demo.noop", "handler": "demo.flaky"}]',
+              "steps: the key &#39;handler&#39; is given twice in one object: give it once")]
     for steps, message in cases:
         response = post_form(client, steps=steps)
         page = response.get_data(as_text=True)

@@ -72,6 +72,7 @@ def test_bad_input_is_a_4xx_under_its_field_and_nothing_is_written(client, auth)
     for fields, field, message in [
         ({"params": "{order: 7}"}, "params", "params is not valid JSON"),
         ({"params": "[1]"}, "params", "params must be a JSON object"),
+        ({"params": '{"order": 7, "order": 8}'}, "params", "params: the key &#39;order&#39; is given twice"),
         ({"handler": "python:demo.nope"}, "handler", "no Python handler named"),
         ({"handler": ""}, "handler", "handler"),
         ({"policy": "no-such-policy"}, "policy", "no retry policy named"),

@@ -441,6 +441,7 @@ def test_posting_the_event_of_a_paused_task_says_nothing_fired(client, auth):
 @pytest.mark.parametrize("typed, message", [
     ("{order: 42", "Data is not valid JSON: Expecting property name enclosed in double quotes at line 1, column 2"),
     ("[1, 2]", "data must be a JSON object"),
+    ('{"a": 1, "a": 2}', "Data: the key &#39;a&#39; is given twice in one object: give it once"),
     ('{"x": "\\ud800"}', "not valid Unicode"),
     ("[" * 5000 + "]" * 5000, "nested deeper than 64 levels"),
     ('{"blob": "' + "x" * 70_000 + '"}', "data: params are 70,012 bytes as stored; at most 65,536"),
@@ -488,6 +489,7 @@ def test_edit_with_an_invalid_cron_is_422_with_the_error_on_the_cron_field_and_c
 @pytest.mark.parametrize(("changes", "field", "message"), [
     ({"params": "{report: 1}"}, "params", "params is not valid JSON"),
     ({"params": "[1, 2]"}, "params", "params must be a JSON object"),
+    ({"params": '{"a": 1, "a": 2}'}, "params", "params: the key &#39;a&#39; is given twice"),
     ({"timezone": "Europe/Berln"}, "timezone", "did you mean &#39;Europe/Berlin&#39;"),
     ({"window": '{"start": "8am", "end": "18:00"}'}, "window", "start must be a 24-hour time"),
     ({"policy_overrides": '{"max_attempts": 0}'}, "policy_overrides", "max_attempts"),
