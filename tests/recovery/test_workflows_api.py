@@ -65,6 +65,7 @@ def test_a_compensated_workflow_shows_each_steps_undo(client, operator, saga):
     ({"steps": None}, "steps"),
     ({"name": ""}, "name"),
     ({"name": "x" * 121}, "name"),
+    ({"name": "\u200b\u200b"}, "name"),  # shows nothing: listed as a workflow with no name
     ({"idempotency_key": None}, "idempotency_key"),
     ({"idempotency_key": 7}, "idempotency_key"),
     ({"idempotency_key": "   "}, "idempotency_key"),  # spaces only: every client's "   " named one workflow

@@ -34,6 +34,9 @@ def check_name(name) -> str:
     """Return the workflow's name, or a 422 naming the field."""
     if not isinstance(name, str) or not name.strip() or len(name.strip()) > MAX_NAME_CHARS:
         raise InvalidInput(f"name is text of 1-{MAX_NAME_CHARS} characters, e.g. \"ship order 7\"", "name")
+    if inputs.blank(name):  # "\u200b\u200b" passed strip() and listed as a workflow with no name (helper 105)
+        raise InvalidInput("name shows nothing: it is only spaces or invisible characters; give the workflow a name a "
+                           "person can read, e.g. \"ship order 7\"", "name")
     return name.strip()
 
 
