@@ -428,6 +428,19 @@ def test_the_run_and_task_pages_mark_breaches_and_how_late(built, client, auth, 
     assert f'href="/reports/breaches?task={built["edge"]}&amp;period=7d">All breaches' in task_page  # a viewer's too
 
 
+def test_a_task_pages_latest_breaches_are_of_the_week_it_counts(built, client, auth, clock, monkeypatch):
+    monkeypatch.setattr("console.web.tasks.views.utcnow", clock)
+    breach = db.session.execute(select(SlaBreach).where(SlaBreach.task_id == built["edge"])).scalar_one()
+    old_run = built["edge_late"] - 1
+    db.session.add(SlaBreach(task_id=breach.task_id, run_id=old_run, tenant_id=breach.tenant_id, kind="start_delay",
+                             late_by_s=99, detected_at=clock() - timedelta(days=9)))
+    db.session.commit()
+    auth.as_role("viewer")
+    task_page = client.get(f"/tasks/{built['edge']}").get_data(as_text=True)
+    assert "1 late start" in task_page and "late start · 1 s past the limit" in task_page
+    assert f'href="/runs/{old_run}"' not in task_page.split("SLA breaches · last 7 days")[1].split("</div>")[0]
+
+
 def test_a_run_deferred_into_its_window_shows_when_it_was_due(built, client, auth):
     auth.as_role("viewer")
     office_run = db.session.query(Run).filter_by(task_id=built["office"]).one()
