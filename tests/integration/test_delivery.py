@@ -534,6 +534,28 @@ def test_a_failure_of_a_group_whose_work_order_was_just_closed_is_told_at_once(a
     assert "bad row 2" in channels.slack.requests[-1].json["text"]
 
 
+def test_a_new_work_orders_first_alert_is_not_merged_into_the_closed_ones_held_repeat(app, channels, clock):
+    # The new letter joined the pending repeat (one pending row per key): told 4 minutes late, counted with the closed
+    # order's letters, listed on the closed order's page and not on its own (helper 108).
+    first = dead_run(clock, message="bad row 1")
+    delivery_round.tick(clock)
+    clock.advance(5)
+    dead_run(clock, message="bad row 2")
+    assert delivery_round.tick(clock)["held"] == 1
+    order = db.session.get(WorkOrder, runs_letters(first.id)[0].work_order_id)
+    changes.close(order, "fixed the schema", Actor("olga"), clock)
+    clock.advance(5)
+    again = dead_run(clock, message="bad row 3")
+    new_order = runs_letters(again.id)[0].work_order_id
+    assert delivery_round.tick(clock)["held"] == 0
+    told = channels.slack.requests[-1].json["text"]
+    assert "1 dead letter in this group" in told and "bad row 3" in told  # its own first alert, one letter, at once
+    def alerts_on_the_page_of(order_id):
+        return {m.payload["work_order_id"] for m in workorders.detail(order_id).messages if m.kind == "alert"}
+
+    assert alerts_on_the_page_of(new_order) == {new_order} and alerts_on_the_page_of(order.id) == {order.id}
+
+
 def test_a_held_repeat_of_a_work_order_closed_meanwhile_is_not_sent_after_its_resolve(app, channels, clock):
     """The repeat went out minutes after the close: PagerDuty's incident, just resolved, was triggered again."""
     first = dead_run(clock, message="bad row 1")

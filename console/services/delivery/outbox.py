@@ -28,6 +28,15 @@ def add(kind: str, dedup_key: str, payload: dict, now: datetime, *, tenant_id: i
     return db.session.get(OutboxMessage, row.id) if row.occurrences == occurrences else None
 
 
+def dead_letters_key(tenant_id: int, fingerprint: str, work_order_id: int | None) -> str:
+    """Name the alert of an error group's dead letters while one work order tracks them.
+
+    The work order is in the key: a new work order's first letter merged into the pending repeat of its group's
+    closed one, waited out that repeat's hold (minutes) and showed on the closed order's page (helper 108).
+    """
+    return f"dead:{tenant_id}:{fingerprint}:wo{work_order_id or 0}"
+
+
 def resolve(key: str, title: str, summary: str, now: datetime, *, tenant_id: int | None = None,
             **details) -> OutboxMessage | None:
     """Queue a resolve for the incident `key` (PagerDuty resolve, a note in Slack), in the caller's transaction."""

@@ -73,7 +73,7 @@ def park(run: Run, failure: Failure, reason: str, now: datetime, *, learned_at: 
     db.session.add(letter)
     db.session.flush()
     # One alert per error group while it is pending delivery; a storm becomes one alert with a count.
-    outbox.add("alert", f"dead:{run.tenant_id}:{failure.fingerprint}", {
+    outbox.add("alert", outbox.dead_letters_key(run.tenant_id, failure.fingerprint, order_id), {
         "rule": "retry_limit_reached" if reason == "exhausted" else "dead_letter", "dead_letter_id": letter.id,
         "run_id": run.id, "tenant_id": run.tenant_id, "handler": run.handler, "task_id": run.task_id,
         "error_code": failure.code, "message": failure.message[:500], "attempts": run.attempt,
@@ -126,7 +126,7 @@ def rejoin(letter_ids: list[int], now: datetime, *, approval_id: int, settled_at
         else:
             order_id = closed_id
         if opened or reopened:  # the group's incident was resolved when its order closed: page about the work again
-            outbox.add("alert", f"dead:{tenant_id}:{fingerprint}", {
+            outbox.add("alert", outbox.dead_letters_key(tenant_id, fingerprint, order_id), {
                 "rule": "dead_letter", "dead_letter_id": first.id, "run_id": first.run_id, "tenant_id": tenant_id,
                 "handler": first.handler, "task_id": first.task_id, "error_code": first.error_code,
                 "message": (first.error_message or "")[:500], "reason": first.reason, "work_order_id": order_id,

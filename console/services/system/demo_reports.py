@@ -15,6 +15,7 @@ from console.domain.errors import fingerprint
 from console.extensions import db
 from console.models import DeadLetter, OutboxMessage, Run, RunEvent, SlaBreach, Task, Tenant, WorkOrder
 from console.services.actor import SYSTEM
+from console.services.delivery import outbox
 from console.services.system.demo_history import ERRORS, HANDLERS
 from console.services.workorders.changes import SETTLED_NOTE
 
@@ -216,7 +217,8 @@ def _letter(run_id: int, row: dict, extra: dict) -> dict:
 
 def _alert(letter_id: int, letter: dict, rand: random.Random) -> dict:
     created = letter["created_at"]
-    return {"kind": "alert", "channel": "default", "dedup_key": f"dead:{letter['tenant_id']}:{letter['fingerprint']}",
+    return {"kind": "alert", "channel": "default", "dedup_key": outbox.dead_letters_key(
+                letter["tenant_id"], letter["fingerprint"], letter["work_order_id"]),
             "tenant_id": letter["tenant_id"], "occurrences": 1, "status": "delivered", "attempts": 1,
             "payload": {"rule": "retry_limit_reached", "dead_letter_id": letter_id, "task_id": letter["task_id"],
                         "handler": letter["handler"], "tenant_id": letter["tenant_id"]},

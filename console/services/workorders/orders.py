@@ -10,7 +10,7 @@ from console.domain import periods
 from console.extensions import db
 from console.models import DeadLetter, OutboxMessage, User, WorkOrder
 from console.services.delivery import channel_report as delivery_report
-from console.services.delivery import notice
+from console.services.delivery import notice, outbox
 from console.services.errors import NotFound
 from console.services.people.permissions import OPERATE, can
 
@@ -172,12 +172,13 @@ def detail(order_id: int, tenant_id: int | None = None) -> Detail:
         select(DeadLetter).options(joinedload(DeadLetter.run)).where(DeadLetter.work_order_id == order.id)
         .order_by(DeadLetter.id.desc()).limit(LETTERS_SHOWN)).scalars().all()
     open_letters = _open_letters([order.id]).get(order.id, 0)
-    alert_key = f"dead:{order.tenant_id}:{order.fingerprint}"
+    # Before alerts were keyed by work order, a group's were shared with its earlier work orders: this one's lifetime.
+    shared_key = f"dead:{order.tenant_id}:{order.fingerprint}"
     candidates = db.session.execute(select(OutboxMessage).where(OutboxMessage.dedup_key.in_(
-        (request_key(order.id), alert_key, f"resolve:{notice.work_order_incident(order.id)}")))
+        (request_key(order.id), outbox.dead_letters_key(order.tenant_id, order.fingerprint, order.id), shared_key,
+         f"resolve:{notice.work_order_incident(order.id)}")))
         .order_by(OutboxMessage.id.desc()).limit(60)).scalars().all()
-    # The group's alerts are shared with earlier work orders of the same error: keep this one's lifetime.
-    messages = [m for m in candidates if m.dedup_key != alert_key or (
+    messages = [m for m in candidates if m.dedup_key != shared_key or (
         m.created_at >= order.created_at and (order.closed_at is None or m.created_at <= order.closed_at))][:20]
     request = next((m for m in messages if m.dedup_key == request_key(order.id)), None)
     return Detail(order, letters, open_letters, messages, delivery_report.deliveries_of([m.id for m in messages]),
