@@ -15,8 +15,9 @@ from console.extensions import db
 from console.models import AlertRule, DeadLetter, Delivery, OutboxMessage, Run, WorkOrder
 from console.services.actor import Actor
 from console.services.delivery import channel_report, dispatch, manual, outbox, silence
-from console.services.engine import control
+from console.services.engine import breaker_admin, control
 from console.services.engine import parking as dead_letters
+from console.services.engine.breakers import BreakerKey
 from console.services.engine.execute import execute
 from console.services.engine.submit import submit
 from console.services.errors import Conflict
@@ -1054,6 +1055,56 @@ def test_a_breaker_that_closes_resolves_the_incident_its_opening_started(app, ch
     assert closed == {"routing_key": ROUTING_KEY, "event_action": "resolve", "dedup_key": f"rebound-breaker:{HANDLER}"}
     assert channels.slack.requests[-1].json["text"].startswith(
         f":white_check_mark: Resolved: Circuit breaker opened: {HANDLER}: {HANDLER} answers again")
+
+
+def test_a_breakers_reopening_held_as_a_repeat_is_not_sent_after_a_reset_resolved_it(app, channels, clock):
+    # The reopening went out minutes after the reset: PagerDuty paged for a closed breaker, never resolved (helper 108).
+    policy = {"max_attempts": 5, "base_delay_s": 1, "jitter": 0,
+              "breaker": {"failure_threshold": 2, "open_s": 30, "success_threshold": 1}}
+    default = tenants.find("default")
+    for _ in range(2):
+        run, _ = submit(default, Actor("test"), handler="demo.flaky", params={"fail_times": 9}, policy=policy,
+                        clock=clock)
+        execute(run.id, 0, clock=clock)
+    delivery_round.tick(clock)
+    clock.advance(30)
+    probe, _ = submit(default, Actor("test"), handler="demo.flaky", params={"fail_times": 9}, policy=policy,
+                      clock=clock)
+    assert execute(probe.id, 0, clock=clock) == "retry_wait"  # the probe fails: open again
+    assert delivery_round.tick(clock)["held"] == 1  # a repeat of the opening sent 30 s ago
+    clock.advance(10)
+    breaker_admin.reset(BreakerKey(HANDLER), ops, clock=clock)
+    delivery_round.tick(clock)
+    clock.advance(300)
+    delivery_round.tick(clock)
+    assert [r.json["event_action"] for r in channels.pagerduty.requests] == ["trigger", "resolve"]
+    reopened = [m for m in messages("alert") if m.dedup_key.startswith("breaker:")][-1]
+    assert reopened.status == "skipped" and "the circuit breaker closed at" in reopened.last_error
+    clock.advance(60)  # it opens again after the reset: that is news, and goes
+    for _ in range(2):
+        run, _ = submit(default, Actor("test"), handler="demo.flaky", params={"fail_times": 9}, policy=policy,
+                        clock=clock)
+        execute(run.id, 0, clock=clock)
+    delivery_round.tick(clock)
+    assert [r.json["event_action"] for r in channels.pagerduty.requests] == ["trigger", "resolve", "trigger"]
+
+
+def test_an_alert_rule_firing_again_soon_after_its_resolve_is_told_at_once(app, channels, clock):
+    # Its resolve shares the rule's key: the new trigger was held as a "repeat" of the resolve for 5 minutes, while
+    # PagerDuty showed the incident resolved and the Overview the rule firing (helper 108).
+    for minute in range(3):
+        dead_run(clock, message=f"bad row {minute}")
+    assert alert_rules.evaluate(clock)["retry_limit_reached"] == "firing"
+    delivery_round.tick(clock)
+    alert_rules.update_rule("retry_limit_reached", {"enabled": False}, ops, clock=clock)
+    delivery_round.tick(clock)
+    clock.advance(60)
+    alert_rules.update_rule("retry_limit_reached", {"enabled": True}, ops, clock=clock)
+    assert alert_rules.evaluate(clock)["retry_limit_reached"] == "firing"
+    assert delivery_round.tick(clock)["held"] == 0
+    rule_pages = [r.json["event_action"] for r in channels.pagerduty.requests
+                  if r.json["dedup_key"] == "rebound-rule:retry_limit_reached"]
+    assert rule_pages == ["trigger", "resolve", "trigger"]
 
 
 def test_the_work_orders_completion_card_counts_what_reports_7_days_count(app, clock):

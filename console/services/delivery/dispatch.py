@@ -131,12 +131,15 @@ def _hold(message: OutboxMessage, claim: Claim, now: datetime) -> datetime | Non
     repeat_s = float(setting("ALERT_REPEAT_S"))
     if message.kind != "alert" or claim.attempt != 1 or repeat_s <= 0 or (message.payload or {}).get("resent_by"):
         return None  # a person's "Send again" goes now
-    previous = db.session.execute(select(OutboxMessage.delivered_at, OutboxMessage.payload).where(
+    previous = db.session.execute(select(OutboxMessage.delivered_at, OutboxMessage.payload, OutboxMessage.kind).where(
         OutboxMessage.dedup_key == message.dedup_key, OutboxMessage.status == "delivered",
-        OutboxMessage.id != message.id).order_by(OutboxMessage.delivered_at.desc()).limit(1)).first()
+        OutboxMessage.id != message.id).order_by(OutboxMessage.delivered_at.desc(), OutboxMessage.id.desc())
+        .limit(1)).first()
     last = previous.delivered_at if previous else None
     if last is None or last + timedelta(seconds=repeat_s) <= now:
         return None
+    if previous.kind != "alert":
+        return None  # an alert rule's resolve shares its key: firing again after it is a new incident, told at once
     if (previous.payload or {}).get("work_order_id") != (message.payload or {}).get("work_order_id"):
         return None  # a new work order (its group's last one was closed since): a new incident, told at once
     until = last + timedelta(seconds=repeat_s)
