@@ -192,6 +192,11 @@ def test_assign_to_a_person_and_to_me(app, client, auth, runs, clock):
     assert post(client, auth, path, {"me": "1"}).status_code == 303  # to whom it is already: nothing to audit
     assert [e.after for e in audit_rows("work_order.assign", letter.work_order_id)] == [
         {"assignee": "pat"}, {"assignee": "olga"}]
+    page = client.get(f"/workorders/{letter.work_order_id}").get_data(as_text=True)
+    select_tag = re.search(r'<select[^>]*id="assign-user"[^>]*>', page).group(0)
+    assert "required" not in select_tag  # the browser refused to send "nobody" (helper 108)
+    assert post(client, auth, path, {"assign-user": ""}).status_code == 303
+    assert order(letter.work_order_id).assignee_id is None
     viewer = db.session.execute(select(type(me)).where(type(me).username == "vic")).scalar_one()
     refused = post(client, auth, path, {"assign-user": str(viewer.id)}, headers=HX)
     assert refused.status_code == 422 and "pick an active operator" in refused.get_data(as_text=True)

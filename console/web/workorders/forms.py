@@ -8,7 +8,8 @@ from console.web.notes import note_length
 
 
 class AssignForm(ConsoleForm):
-    user = SelectField("Assign to", choices=[], validators=[DataRequired(message="pick a person")])
+    # No DataRequired: its "required" made the browser refuse "nobody", so a work order could not be unassigned.
+    user = SelectField("Assign to", choices=[])
 
 
 class CloseForm(ConsoleForm):
