@@ -203,6 +203,10 @@ def test_an_admin_can_require_approval_for_any_runbook_audited(samples, staff, c
     assert run_now("sample_steps", {}, staff["olga"], clock=clock).status == "succeeded"
     runbooks.set_requires_approval("sample_steps", True, staff["ada"], scope=None, clock=clock)
     assert audit_actions()[-1] == "runbook.policy"
+    audited = len(audit_actions())
+    runbooks.set_requires_approval("sample_steps", True, staff["ada"], scope=None, clock=clock)
+    runbooks.set_requires_approval("sample_writer", False, staff["ada"], scope=None, clock=clock)  # off, as it was
+    assert len(audit_actions()) == audited  # saved as it was: nothing changed, nothing to audit
     execution = runbooks.start("sample_steps", {}, staff["olga"], scope=None, reason="r", clock=clock, enqueue=False)
     assert execution.status == "awaiting_approval"
     # A dry-run changes nothing, so it never waits.

@@ -263,8 +263,9 @@ def approval_of(execution: RunbookExecution) -> Approval | None:
 
 
 def set_requires_approval(name: str, required: bool, actor: Actor, *, scope: int | None,
-                          clock: Clock = SYSTEM_CLOCK) -> RunbookPolicy:
-    """An admin's rule: real runs of this runbook wait for approval whatever its risk (audited)."""
+                          clock: Clock = SYSTEM_CLOCK) -> RunbookPolicy | None:
+    """An admin's rule: real runs of this runbook wait for approval whatever its risk (audited when it changes);
+    return the rule stored (None: none ever was, and it stays off)."""
     runbook = require(name)
     if scope is not None:
         raise Forbidden("runbooks are shared by every tenant; only an admin not limited to a tenant changes their "
@@ -277,6 +278,9 @@ def set_requires_approval(name: str, required: bool, actor: Actor, *, scope: int
     found = db.session.execute(select(RunbookPolicy.requires_approval).where(RunbookPolicy.runbook == runbook.name)
                                .with_for_update()).scalar_one_or_none()
     before = bool(found)
+    if before == required:  # saved as it was: 8 audit rows said false → false (helper 107)
+        db.session.commit()
+        return db.session.get(RunbookPolicy, runbook.name)
     connection = db.session.connection()
     statement = insert_for(connection)(RunbookPolicy.__table__).values(
         runbook=runbook.name, requires_approval=required, updated_at=now, updated_by=actor.name)

@@ -26,12 +26,12 @@ def update_runbook(name: str):
     try:
         if not form.validate():
             raise ServiceError("the form expired; reload the page and try again")
-        rule = runbooks.set_requires_approval(name, required, current_actor(), scope=tenant_scope())
+        runbooks.set_requires_approval(name, required, current_actor(), scope=tenant_scope())
     except ServiceError as error:
         db.session.rollback()
         flash(error.detail, "error")
         return redirect(url_for("admin.runbooks_index"), 303)
-    flash(f"Real runs of {rule.runbook} {'now wait' if required else 'no longer wait'} for a second person's approval"
+    flash(f"Real runs of {name} {'now wait' if required else 'no longer wait'} for a second person's approval"
           + (" (its risk is high, so they still do)." if not required and runbooks.approval_needed(
               runbooks.require(name)) else "."), "success")
     return redirect(url_for("admin.runbooks_index"), 303)
