@@ -68,10 +68,27 @@ def test_a_run_that_moved_on_before_approval_is_not_compensated_twice(runs, staf
     run_id = succeeded(runs, clock)
     request = run_compensation.request_compensation(run_id, "step 3 failed", staff["olga"], clock=clock)
     compensation.request(runs.get(run_id), Actor("workflow"), cause="the saga undid it", clock=clock)  # no approval
-    with pytest.raises(Conflict, match="could not be made"):
+    # Undone another way: nothing left to decide (it stayed approvable, then failed; helper 105).
+    with pytest.raises(Conflict, match=f"request {request.id} no longer needs deciding: run #{run_id} is "
+                                       "compensating now: it was undone"):
         decisions.approve(request.id, staff["alex"], clock=clock)
-    assert db.session.get(Approval, request.id).status == "failed"
+    assert db.session.get(Approval, request.id).status == "superseded"
     assert len(runs.events(run_id, "compensating")) == 1
+
+
+def test_a_request_to_compensate_a_run_undone_another_way_closes_by_itself(runs, staff, clock):
+    undone, kept = succeeded(runs, clock), succeeded(runs, clock)
+    request = run_compensation.request_compensation(undone, "step 3 failed", staff["olga"], clock=clock)
+    waiting = run_compensation.request_compensation(kept, "step 4 failed", staff["olga"], clock=clock)
+    compensation.request(runs.get(undone), Actor("workflow"), cause="the saga undid it", clock=clock)
+    assert compensation.execute(undone, clock=clock) == "compensated"
+    assert run_compensation.supersede_undone(clock) == [request.id]
+    closed = db.session.get(Approval, request.id)
+    assert (closed.status, closed.outcome) == ("superseded", f"run #{undone} is compensated now: it was undone (or its "
+                                               "undo began) another way since the request, so there is nothing left "
+                                               "to compensate")
+    assert db.session.get(Approval, waiting.id).status == "pending"
+    assert run_compensation.supersede_undone(clock) == []
 
 
 def test_a_tenant_scoped_person_cannot_ask_about_another_tenants_run(runs, staff, clock):

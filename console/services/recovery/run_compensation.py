@@ -2,7 +2,7 @@
 
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import exists, select
 
 from console.db import locks
 from console.domain.clock import SYSTEM_CLOCK, Clock
@@ -45,11 +45,41 @@ def request_compensation(run_id: int, cause, actor: Actor, *, tenant_id: int | N
     return approval
 
 
+# A run in one of these was undone since the request was filed (its workflow's undo, another request, a person by
+# hand): approving could only fail, so the request closes as superseded.
+UNDONE = ("compensating", "compensated", "compensation_failed", "resolved")
+
+
+def _undone_since(run_id: int, status: str) -> str:
+    return (f"run #{run_id} is {status.replace('_', ' ')} now: it was undone (or its undo began) another way since "
+            "the request, so there is nothing left to compensate")
+
+
+def supersede_undone(clock: Clock = SYSTEM_CLOCK) -> list[int]:
+    """The "compensations-supersede" maintenance job: close the requests to compensate a run that was undone another
+    way meanwhile (a workflow undoing its steps, say); return their ids."""
+    now, closed = clock(), []
+    waiting = {int(subject): approval_id for approval_id, subject in db.session.execute(
+        select(Approval.id, Approval.subject_id).where(Approval.kind == NAME, Approval.status == "pending"))}
+    undone = db.session.execute(select(Run.id, Run.status).where(Run.id.in_(waiting), Run.status.in_(UNDONE))).all()
+    for run_id, status in undone:
+        approval_id = waiting[run_id]
+        # Guarded by the run's status still being undone: a request approved at the same moment wins as a whole.
+        if approvals.supersede(approval_id, _undone_since(run_id, status), now,
+                               exists().where(Run.id == run_id, Run.status.in_(UNDONE))):
+            closed.append(approval_id)
+        db.session.commit()
+    return closed
+
+
 def _apply(approval: Approval, actor: Actor, now: datetime) -> Applied:
     run_id = approval.payload["run_id"]
     # Held until the commit: the transition below is guarded too, but this keeps the check and the move together.
     run = db.session.execute(select(Run).where(Run.id == run_id).with_for_update()
                              .execution_options(populate_existing=True)).scalar_one()
+    if run.status in UNDONE:
+        # Its workflow undid it meanwhile: the request stayed pending and approvable, and failed (helper 105).
+        raise approvals.Superseded(_undone_since(run_id, run.status), "status")
     cause = f"{approval.payload['cause']} (approval #{approval.id})"[:MAX_NOTE_CHARS]
     compensation.start(run, actor, cause=cause, now=now, reason=compensation.REQUESTED)
     return Applied(backup={"run_id": run_id, "status": "succeeded"}, after_commit=lambda: compensation.enqueue(run_id),

@@ -25,6 +25,8 @@ MAINTENANCE: list[Periodic] = [
              "Close params fixes waiting for approval whose dead letter was replayed, discarded or resolved"),
     Periodic("bulk-discards-supersede", "console.services.recovery.bulk_discard:supersede_settled", 15,
              "Close bulk discards waiting for approval none of whose dead letters is open any more"),
+    Periodic("compensations-supersede", "console.services.recovery.run_compensation:supersede_undone", 15,
+             "Close requests to compensate a run that was undone another way meanwhile (its workflow's undo)"),
     Periodic("workflows", "console.services.recovery.workflows.advance:reconcile", 30,
              "Advance workflows whose advance job was lost (Redis is transport, the database the truth)"),
     Periodic("outbox", "console.services.system.delivery_round:tick", 2,
