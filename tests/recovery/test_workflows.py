@@ -10,7 +10,7 @@ from console.models import AuditEntry, DeadLetter, Workflow
 from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.dlq import resolve as resolving
-from console.services.engine import compensation
+from console.services.engine import compensation, control
 from console.services.engine.control import replay
 from console.services.engine.submit import submit as submit_run
 from console.services.errors import Conflict, InvalidInput
@@ -204,6 +204,18 @@ def test_an_undo_that_keeps_failing_ends_compensation_failed_after_the_engines_r
     assert len([kind for _, kind in saga.events("compensation_attempt_failed", workflow_id=workflow_id)]) == 3
     [letter] = runs.dead_letters(saga.run(workflow_id, 2).id)
     assert letter.error_code == "compensation_failed" and "undo failure 3 of 9" in letter.error_message
+
+
+def test_a_step_a_person_cancelled_says_so_not_that_it_failed(saga):
+    # Its note read "step 1 failed for good: … ended cancelled (flaky: flaky failure 1 of 5)": a person's cancel
+    # called a failure, an earlier attempt's error given as its cause, and "compensated" with nothing undone.
+    workflow_id = saga.submit([{"handler": "demo.flaky", "params": {"fail_times": 1}}, {"handler": "demo.noop"}])
+    assert saga.execute(workflow_id, 1) == "retry_wait"  # an attempt failed: its error stays on the run
+    first = saga.run(workflow_id, 1)
+    control.cancel(first, Actor("olga"), clock=saga.clock)
+    assert saga.advance(workflow_id) == "compensated"
+    assert saga.get(workflow_id).note == (f"step 1 was cancelled by olga: run #{first.id} ended cancelled; no step "
+                                          "before it had succeeded, so there was nothing to undo")
 
 
 def test_a_first_step_that_fails_leaves_nothing_to_undo(saga):

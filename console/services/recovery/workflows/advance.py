@@ -187,10 +187,24 @@ def _start(workflow: Workflow, position: int, clock: Clock) -> str | None:
 def failure_note(position: int, run: Run) -> str:
     """Say why the workflow turned to undoing: which step failed for good, and how (read again later, its run may
     have been replayed alone since: then the note says so rather than that it ended well)."""
+    # The first step leaves nothing to undo: "compensated" alone read as if something had been (helper 105).
+    nothing = "; no step before it had succeeded, so there was nothing to undo" if position == 1 else ""
+    if run.status == "cancelled":
+        # A cancel is a person's (or a mutex's) word, not a failure: an earlier attempt's error is not its cause.
+        by = _cancelled_by(run.id)
+        return f"step {position} was cancelled{f' by {by}' if by else ''}: run #{run.id} ended cancelled{nothing}"
     error = f" ({run.error_code}: {(run.error_message or '')[:300]})" if run.error_code else ""
     if run.status in STEP_FAILED:
-        return f"step {position} failed for good: run #{run.id} ended {run.status.replace('_', ' ')}{error}"
+        return f"step {position} failed for good: run #{run.id} ended {run.status.replace('_', ' ')}{error}{nothing}"
     return f"step {position} failed for good; {words.replayed_alone(run)}"
+
+
+def _cancelled_by(run_id: int) -> str | None:
+    """Name who cancelled the run (or asked it to stop), from its timeline; None when nobody is named."""
+    return db.session.execute(select(EVENTS.c.actor).where(
+        EVENTS.c.run_id == run_id, EVENTS.c.actor.is_not(None),
+        or_(EVENTS.c.to_status == "cancelled", EVENTS.c.kind == "cancel_requested"))
+        .order_by(EVENTS.c.id.desc()).limit(1)).scalar_one_or_none()
 
 
 def _fail(workflow: Workflow, position: int, clock: Clock, note: str, run_statuses=None) -> str | None:
