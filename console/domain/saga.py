@@ -117,6 +117,16 @@ def compensate_consequence(position: int) -> str:
             "and its status does not change.")
 
 
+def cancel_consequence(position: int, workflow_status: str) -> str:
+    """Say what cancelling a step's run does to its workflow, for the person about to cancel it."""
+    if workflow_status != WorkflowStatus.RUNNING.value:
+        return "Cancelling it changes this run only: the workflow stays as it is."
+    if position == 1:
+        return "Once it ends cancelled the workflow ends too: no step before it succeeded, so nothing is undone."
+    earlier = "step 1" if position == 2 else f"steps {position - 1} to 1, last first"
+    return f"Once it ends cancelled the workflow stops and undoes {earlier}."
+
+
 def step_words(run_id: int, position: int, workflow_id: int, workflow_status: str) -> str:
     """Name a run as a workflow's step, in plain text (a confirm dialog cannot hold a link)."""
     return f"Run #{run_id} is step {position} of workflow #{workflow_id} ({workflow_status.replace('_', ' ')})."

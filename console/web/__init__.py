@@ -19,7 +19,7 @@ from console.domain.secrets import mask_field, mask_fields
 from console.domain.words import plural
 from console.services.dlq.groups import replay_caution
 from console.services.people.permissions import OPERATE, can
-from console.services.recovery.workflows.words import workflow_compensation, workflow_replay
+from console.services.recovery.workflows.words import workflow_cancel, workflow_compensation, workflow_replay
 from console.web.display import display_prefs
 from console.web.nav import NAV
 from console.web.plotly_css import guarded_style_ids, stylesheet
@@ -101,6 +101,7 @@ def register(app) -> None:
     app.add_template_filter(deleted_names.shown, "task_name")
     # A saga's step replayed alone: the run page, a dead letter's row and its fix form say so before anyone asks.
     app.add_template_global(workflow_replay, "workflow_replay")
+    app.add_template_global(workflow_cancel, "workflow_cancel")
     app.add_template_global(workflow_compensation, "workflow_compensation")
     app.add_template_global(replay_consequence, "replay_consequence")
     app.add_template_global(undo_failed, "undo_failed")

@@ -168,6 +168,18 @@ def test_a_workflow_that_needs_a_person_says_so(client, auth, saga):
     assert client.get("/runs/workflows?status=nonsense").status_code == 422
 
 
+def test_cancelling_a_step_says_what_it_does_to_its_workflow(client, auth, saga):
+    # The Cancel dialog said nothing of the workflow, where Replay, Compensate and Resolve each do (helper 105).
+    workflow_id = saga.submit(three_steps())
+    saga.execute(workflow_id, 1)
+    saga.advance(workflow_id)
+    second = saga.run(workflow_id, 2)
+    auth.as_role("operator")
+    page = " ".join(client.get(f"/runs/{second.id}").get_data(as_text=True).split())
+    assert (f"Cancel run #{second.id}? It will not run again unless someone retries it. Run #{second.id} is step 2 of "
+            f"workflow #{workflow_id} (running). Once it ends cancelled the workflow stops and undoes step 1.") in page
+
+
 def test_another_tenants_workflow_is_not_found(client, auth, saga):
     workflow_id = saga.submit(three_steps())
     acme = make_tenant("acme")

@@ -2,7 +2,15 @@
 
 import pytest
 
-from console.domain.saga import STEP_DONE, STILL_WORKING, UNDO_DONE, resolve_consequence, step_key, step_outcome
+from console.domain.saga import (
+    STEP_DONE,
+    STILL_WORKING,
+    UNDO_DONE,
+    cancel_consequence,
+    resolve_consequence,
+    step_key,
+    step_outcome,
+)
 from console.domain.statuses import RunStatus
 
 
@@ -34,3 +42,13 @@ def test_a_steps_run_key_names_the_workflow_and_the_step():
 ])
 def test_resolving_a_step_goes_on_with_the_undo_only_where_it_stopped_it(position, status, stopped_at, said):
     assert resolve_consequence(position, status, stopped_at).endswith(said)
+
+
+def test_cancelling_a_step_says_what_follows_for_its_workflow():
+    assert cancel_consequence(1, "running") == (
+        "Once it ends cancelled the workflow ends too: no step before it succeeded, so nothing is undone.")
+    assert cancel_consequence(2, "running") == "Once it ends cancelled the workflow stops and undoes step 1."
+    assert cancel_consequence(4, "running") == (
+        "Once it ends cancelled the workflow stops and undoes steps 3 to 1, last first.")
+    # An undo already under way, or a workflow that ended: a step's cancel no longer moves it.
+    assert cancel_consequence(2, "compensating") == "Cancelling it changes this run only: the workflow stays as it is."

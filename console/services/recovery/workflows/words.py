@@ -5,7 +5,13 @@ One source for the run page, a dead letter's row and fix form, the approver's pa
 
 from collections.abc import Callable
 
-from console.domain.saga import compensate_consequence, replay_consequence, resolve_consequence, step_words
+from console.domain.saga import (
+    cancel_consequence,
+    compensate_consequence,
+    replay_consequence,
+    resolve_consequence,
+    step_words,
+)
 from console.models import Run, Workflow
 
 
@@ -26,6 +32,11 @@ def as_step(run: Run | None, consequence: Callable[[Workflow], str]) -> str:
 def workflow_replay(run: Run | None) -> str:
     """Say what replaying this dead run does to its workflow."""
     return as_step(run, lambda workflow: replay_consequence(run.workflow_step, workflow.status, workflow.failed_step))
+
+
+def workflow_cancel(run: Run | None) -> str:
+    """Say what cancelling this run does to its workflow (the Cancel on a step's run page said nothing of it)."""
+    return as_step(run, lambda workflow: cancel_consequence(run.workflow_step, workflow.status))
 
 
 def workflow_compensation(run: Run | None) -> str:
