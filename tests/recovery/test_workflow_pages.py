@@ -180,6 +180,32 @@ def test_cancelling_a_step_says_what_it_does_to_its_workflow(client, auth, saga)
             f"workflow #{workflow_id} (running). Once it ends cancelled the workflow stops and undoes step 1.") in page
 
 
+def test_the_list_finds_a_workflow_by_number_name_or_key_and_tenant(client, auth, saga):
+    # It filtered by status only: "where is the saga of order 7?" meant paging through 50 at a time (helper 105).
+    acme = make_tenant("acme")
+    ours = saga.submit(three_steps(), key="order-7", name="ship order 7")
+    other = saga.submit(three_steps(), key="refund-99", name="refund", tenant="acme")
+    auth.as_role("viewer")
+
+    def listed(**query) -> set[int]:
+        response = client.get("/runs/workflows", query_string=query)
+        assert response.status_code == 200
+        return {int(found) for found in re.findall(r'href="/runs/workflows/(\d+)"', response.get_data(as_text=True))}
+
+    assert listed() == {ours, other}
+    assert listed(q="ORDER-7") == listed(q="ship") == listed(q=f"#{ours}") == {ours}
+    assert listed(q="refund", tenant="default") == set() and listed(tenant="acme") == {other}
+    assert listed(q="50%_") == set() and listed(tenant="nope") == set()  # LIKE's wildcards are plain text
+    page = client.get("/runs/workflows", query_string={"q": "order", "status": "running"}).get_data(as_text=True)
+    assert 'href="/runs/workflows?q=order"' in page  # "All" keeps the search; the live refresh too
+    assert 'hx-get="/runs/workflows?status=running&amp;q=order"' in page
+    auth.make_user("acme-viewer", "viewer", tenant=acme)
+    client.post("/logout", data={"csrf_token": auth.csrf()})
+    auth.login("acme-viewer")
+    assert client.get("/runs/workflows", query_string={"tenant": "default"}).status_code == 403
+    assert listed(q="order") == set() and listed() == {other}
+
+
 def test_another_tenants_workflow_is_not_found(client, auth, saga):
     workflow_id = saga.submit(three_steps())
     acme = make_tenant("acme")

@@ -29,15 +29,23 @@ EXAMPLE = [{"handler": "python:demo.flaky_compensated", "params": {"fail_times":
 @requires(VIEW)
 def workflows():
     status = request.args.get("status") or None
+    text = " ".join((request.args.get("q") or "").split())[:200] or None
+    tenant = (request.args.get("tenant") or "").strip()[:64] or None
+    scope = tenant_scope()
+    tenants.keep_within(tenant or "", scope, "workflows")  # another tenant's name is a 403, not quietly your own
+    found = tenants.find(tenant) if tenant else None
     before = paging.before()
     error, items = None, []
     try:
-        items = query.rows(scope=tenant_scope(), status=status, before=before)
+        items = query.rows(scope=scope, status=status, before=before, text=text,
+                           tenant_id=(found.id if found else -1) if tenant else None)  # an unknown name finds none
     except ServiceError as refused:
         error = refused.detail
     older = items[-1].id if len(items) == query.PAGE_SIZE else None
+    kept = {name: value for name, value in (("q", text), ("tenant", tenant)) if value}
     return page("runs/workflows.html", "results", items=items, status=status, before=before, older=older,
-                statuses=query.STATUSES, error=error), 422 if error else 200
+                statuses=query.STATUSES, error=error, kept=kept, text=text, tenant=tenant,
+                tenant_names=_tenant_names()), 422 if error else 200
 
 
 def _tenant_names() -> list[str]:

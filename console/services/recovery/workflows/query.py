@@ -3,7 +3,7 @@
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import joinedload
 
 from console.domain.saga import STEP_FAILED, Undo, WorkflowStatus
@@ -97,13 +97,22 @@ def _try_number(data: dict) -> int | None:
 
 
 def rows(*, scope: int | None = None, status: str | None = None, before: int | None = None,
-         limit: int = PAGE_SIZE) -> list[Workflow]:
-    """Return workflows newest first, one keyset page at a time (pass the last id as `before` for the next)."""
+         limit: int = PAGE_SIZE, tenant_id: int | None = None, text: str | None = None) -> list[Workflow]:
+    """Return workflows newest first, one keyset page at a time (pass the last id as `before` for the next);
+    `text` finds it by its number (#12), or by a piece of its name or idempotency key."""
     if status is not None and status not in STATUSES:
         raise InvalidInput(f"status must be one of {', '.join(STATUSES)}", "status")
     query = select(Workflow).options(joinedload(Workflow.tenant)).order_by(Workflow.id.desc()).limit(limit)
     if scope is not None:
         query = query.where(Workflow.tenant_id == scope)
+    if tenant_id is not None:
+        query = query.where(Workflow.tenant_id == tenant_id)
+    if text:
+        # "Where is the saga of order 7?": its key is how the caller knows it (helper 105).
+        number = text.removeprefix("#")
+        found = or_(Workflow.name.icontains(text, autoescape=True),
+                    Workflow.idempotency_key.icontains(text, autoescape=True))
+        query = query.where(or_(found, Workflow.id == int(number)) if number.isdigit() and len(number) < 19 else found)
     if status is not None:
         query = query.where(Workflow.status == status)
     if before is not None:
