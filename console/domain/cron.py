@@ -116,6 +116,12 @@ def wall_to_utc(wall: datetime, zone: ZoneInfo) -> datetime:
     return datetime.fromtimestamp(high, UTC)
 
 
+def in_gap(wall: datetime, zone: ZoneInfo) -> bool:
+    """Tell whether naive `wall` is a time `zone`'s clock skips (a spring-forward gap)."""
+    # In a gap fold=0 reads the wall time with the old offset, which lands after fold=1 (PEP 495).
+    return wall.replace(tzinfo=zone, fold=0).astimezone(UTC) > wall.replace(tzinfo=zone, fold=1).astimezone(UTC)
+
+
 def _split(expression: str) -> list[str]:
     if not isinstance(expression, str) or not expression.strip():
         raise CronError("cron", "expression is empty; write 5 fields like '30 2 * * *' or an alias like '@daily'")
@@ -217,7 +223,10 @@ class CronSchedule:
         moment, zone = as_utc(moment), ZoneInfo(self.timezone)
         wall = moment.astimezone(zone).replace(tzinfo=None, second=0, microsecond=0, fold=0)
         # First occurrences (and gap ends) rise with the wall clock, so the first one past `moment` is the earliest.
-        first = next(((w, t) for w in self._walls(wall) if (t := wall_to_utc(w, zone)) > moment), None)
+        # An interval (a wildcard minute or hour) skips the wall times a spring-forward gap removes, as Vixie cron
+        # does: moved to the gap's end, "30 * * * *" fired at 02:00 and 02:30 BST, 30 minutes apart (helper 106).
+        first = next(((w, t) for w in self._walls(wall) if (t := wall_to_utc(w, zone)) > moment
+                      and not (self.wild and in_gap(w, zone))), None)
         if first is None:
             raise ValueError(f"{self.expression!r} has no firing after {moment.isoformat()}")
         shift = abs((moment + _SWING).astimezone(zone).utcoffset() - (moment - _SWING).astimezone(zone).utcoffset())

@@ -189,7 +189,8 @@ def test_fixed_local_time_across_new_york_fall_back():
 
 def _brute_force(schedule, minutes: list[tuple[datetime, datetime]]) -> list[datetime]:
     # The documented rule, checked one real minute at a time: a matching wall time fires at its first pass
-    # (both passes when the schedule is wild), and matching wall times the clock skipped fire at the gap's end.
+    # (both passes when the schedule is wild), and matching wall times the clock skipped fire at the gap's end
+    # (none when the schedule is wild: an interval goes on from the gap's end, as Vixie cron's does).
     def matches(wall: datetime) -> bool:
         in_month, in_week = wall.day in schedule.days, (wall.weekday() + 1) % 7 in schedule.weekdays
         day = (in_month and in_week) if schedule.days_any or schedule.weekdays_any else (in_month or in_week)
@@ -199,7 +200,8 @@ def _brute_force(schedule, minutes: list[tuple[datetime, datetime]]) -> list[dat
     for (_, before), (instant, local) in zip(minutes, minutes[1:], strict=False):
         wall, previous = local.replace(tzinfo=None), before.replace(tzinfo=None)
         skipped = (previous + timedelta(minutes=step) for step in range(1, (wall - previous) // timedelta(minutes=1)))
-        if (matches(wall) and (local.fold == 0 or schedule.wild)) or any(map(matches, skipped)):
+        if (matches(wall) and (local.fold == 0 or schedule.wild)) or (
+                not schedule.wild and any(map(matches, skipped))):
             fired.append(instant)
     return fired
 
@@ -225,6 +227,17 @@ def test_generated_expressions_match_a_minute_by_minute_reading_across_transitio
         expression = f"{minute} {rng.choice([hour, '*', '0-3', '1,2', '*/2', '2'])} * * {rng.choice([weekday, '*'])}"
         schedule = parse(expression, timezone)
         assert list(schedule.fires_between(start, utc_minutes[-1], 5000)) == _brute_force(schedule, minutes), expression
+
+
+def test_an_interval_skips_the_wall_times_a_spring_forward_removes():
+    # "30 * * * *" fired at 00:30 GMT, then 02:00 and 02:30 BST: two runs 30 minutes apart (helper 106).
+    night = datetime(2027, 3, 27, 23, 0, tzinfo=UTC)
+    assert [t.isoformat() for t in parse("30 * 28 3 *", "Europe/London").next_n(night, 3)] == [
+        "2027-03-28T00:30:00+00:00", "2027-03-28T02:30:00+01:00", "2027-03-28T03:30:00+01:00"]
+    assert [t.isoformat() for t in parse("*/20 * 28 3 *", "Europe/London").next_n(night, 4)][2:] == [
+        "2027-03-28T00:40:00+00:00", "2027-03-28T02:00:00+01:00"]
+    # A fixed time the clocks skip still fires once, at the gap's end.
+    assert parse("30 1 28 3 *", "Europe/London").next_n(night, 1)[0].isoformat() == "2027-03-28T02:00:00+01:00"
 
 
 def test_wall_to_utc_maps_gap_to_its_end_and_fold_to_first():
