@@ -122,5 +122,6 @@ def events():
     no_unknown(data, EVENT_FIELDS)
     outcomes = on_demand.on_event(tenant, kind, data.get("data", {}), current_actor(),
                                   idempotency_key=data.get("idempotency_key"))
-    return jsonify(type=kind, runs=[{"task_id": o.task_id, "run_id": o.run_id, "status": o.status,
-                                     "reason": o.reason} for o in outcomes]), 202
+    # The tenant it fired in, said back: sent without one, a token of every tenant fires in `default` (helper 106).
+    return jsonify(type=kind, tenant=tenant.name, runs=[{"task_id": o.task_id, "run_id": o.run_id, "status": o.status,
+                                                         "reason": o.reason} for o in outcomes]), 202

@@ -534,6 +534,14 @@ def test_event_nobody_listens_for_is_202_with_no_runs(client, operator, register
     assert response.status_code == 202 and response.json["runs"] == []
 
 
+def test_an_event_sent_without_a_tenant_says_the_tenant_it_fired_in(client, operator, register):
+    # A token of every tenant fires in `default`: a 202 with no runs said nothing of why acme's tasks did not fire.
+    make_tenant("acme")
+    register(name="on-order", cron=DROP, event="order.created", tenant="acme")
+    response = client.post("/events", json={"type": "order.created", "data": {}}, headers=operator)
+    assert response.status_code == 202 and (response.json["tenant"], response.json["runs"]) == ("default", [])
+
+
 def test_debounced_task_fires_once_for_two_events_in_a_row(client, operator, register):
     task_id = register(name="on-ship", cron=DROP, event="order.shipped", debounce_s=60)["id"]
     first = post_event(client, operator, type="order.shipped", tenant="default", data={"order": 1})
