@@ -29,6 +29,8 @@ def test_dead_letter_rows_link_to_their_group_tenant_handler_and_run(client, aut
     assert 'href="/dlq/?task=handler:python:demo.flaky"' in page
     assert f'href="/runs/{run_id}">run {run_id}</a>' in page
     assert 'class="see-all" href="/dlq/">see all 1 →' in page
+    # Beside the failed attempts, the runs retrying now: not every dead run ever (helper 110).
+    assert re.search(r'class="see-all" href="/runs/?\?status=retry_wait"[^>]*>retrying now: 0 →', page)
     # The group link reproduces the filtered list the row stands for.
     listed = client.get(f"/dlq/?view=list&group={letter.fingerprint}").get_data(as_text=True)
     assert f'id="dl-{letter_id}"' in listed
