@@ -13,6 +13,7 @@ from console.services.actor import Actor
 from console.services.dlq import discards
 from console.services.engine.execute import execute
 from console.services.system import delivery_round
+from console.services.workorders import changes
 from tests.factories import Runs
 from tests.helpers import assert_marked
 from tests.receiver import Receiver
@@ -337,3 +338,17 @@ def test_the_list_counts_a_work_orders_open_letters_as_its_page_does(client, aut
     assert '<td class="num">1 <span class="subtle">open of 2</span></td>' in row
     page = client.get(f"/workorders/{first.work_order_id}").get_data(as_text=True)
     assert "1 open of 2" in page and "1 of its dead letters is still open;" in page
+
+
+def test_a_held_repeat_reads_held_and_on_a_closed_order_that_it_will_not_be_sent(app, client, auth, runs, clock):
+    # It read "pending" on the closed order's page: about to go out, though the close had settled it (helper 108).
+    letter = dead(runs, clock)
+    [alert] = db.session.execute(select(OutboxMessage).where(OutboxMessage.kind == "alert")).scalars().all()
+    alert.next_attempt_at = alert.created_at + timedelta(seconds=300)  # as a delivery round holds a repeat
+    db.session.commit()
+    auth.as_role("operator", "olga")
+    page = client.get(f"/workorders/{letter.work_order_id}").get_data(as_text=True)
+    assert f"held until {alert.next_attempt_at:%H:%M:%S} UTC" in page
+    changes.close(order(letter.work_order_id), "fixed", Actor("olga"), clock)
+    page = client.get(f"/workorders/{letter.work_order_id}").get_data(as_text=True)
+    assert "held · will not be sent" in page
