@@ -8,6 +8,8 @@ from console.extensions import db
 from console.models import AuditEntry, ChannelSetting
 from console.services.actor import Actor
 from console.services.delivery import manual, targets
+from console.services.delivery.dispatch import ROUTES
+from console.services.system.alert_rules import RULES
 from tests.receiver import Receiver
 
 SLACK_PATH = "/services/T0001/B0002/slackSECRETtoken"
@@ -50,6 +52,10 @@ def test_the_page_says_the_repeat_window_and_retry_waits_this_deployment_uses(ap
     assert "a repeat within 1 min waits" in page and "retried after 1.5 s and 3 s; after attempt 3" in page
     routes = re.search(r"<h2>Routing</h2>(.*?)</table>", page, re.S).group(1)
     assert "webhook (&#34;action&#34;: &#34;resolve&#34;); the work-order system is not told" in routes
+    # The breaker_opened rule goes where dispatch sends it (the page said PagerDuty too).
+    rule = RULES["breaker_opened"]
+    assert rule.channel == "no-page" and ROUTES["no-page"] == ("slack", "webhook")
+    assert "<td>The breaker_opened rule (each breaker&#39;s own alert already pages)</td><td>Slack · webhook " in routes
 
 
 def test_send_test_alert_delivers_now_is_audited_and_shows_the_last_attempt(app, client, auth):

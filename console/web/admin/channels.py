@@ -14,8 +14,10 @@ from console.web.admin.blueprint import bp
 from console.web.admin.forms import ChannelForm
 
 ROUTES = [
-    ("Dead letters, retry limit reached, breaker opened, queue overflow, other alert rules",
+    ("Dead letters, retry limit reached, a breaker's own opening, queue overflow, other alert rules",
      "Slack · PagerDuty · webhook /notifications/retry-alert"),
+    # As dispatch's "no-page" route sends it: the page said PagerDuty too (helper 108).
+    ("The breaker_opened rule (each breaker's own alert already pages)", "Slack · webhook /notifications/retry-alert"),
     ("SLA breach", "webhook /notifications/sla-breach · Slack"),
     ("3 SLA breaches in a row (manager escalation)", "PagerDuty (critical) · Slack"),
     ("New work order", "work-order system POST /ops/workorders"),
