@@ -267,6 +267,8 @@ def test_a_disabled_rule_is_not_watched_and_disabling_a_firing_rule_resolves_it(
     row = rule("dlq_length")
     assert (row.state, row.enabled, row.last_value) == ("ok", False, None)
     assert messages("dlq_length")[-1].kind == "resolve"
+    # A count reads with its thousands: a threshold of a billion read "1e+09" (helper 108).
+    assert [alert_rules.RULES["dlq_length"].show(value) for value in (1e9, 90, 2.5)] == ["1,000,000,000", "90", "2.5"]
     assert alert_rules.evaluate(clock) == {}
     assert rule("dlq_length").state == "ok"
     # Switched on again, it is not yet measured, not "— / None · 39 s ago" as of its last measure before.

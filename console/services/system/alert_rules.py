@@ -53,7 +53,8 @@ class Rule:
             return f"{value:.1f}×".replace(".0×", "×")
         if self.unit == "seconds":
             return duration(value)
-        return f"{value:g}"
+        # "g" wrote a threshold of a billion as 1e+09 (helper 108): counts read with their thousands.
+        return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}".rstrip("0").rstrip(".")
 
 
 RULES: dict[str, Rule] = {rule.key: rule for rule in (
