@@ -1,8 +1,34 @@
 """`rebound recovery-runbook`: run a runbook from a terminal, in this process, printing its log as it goes."""
 
+import contextlib
+import os
+import sys
+
 import click
 from flask import current_app
 from flask.cli import with_appcontext
+
+
+class _Printer:
+    """Print a runbook's log while someone reads it: a reader that goes (`| head`) stops the printing, never the run.
+
+    The log line that met the closed pipe raised BrokenPipeError inside the runbook, which failed it part-way, its
+    execution left running until the reconciler called it a lost worker (helper 109)."""
+
+    def __init__(self):
+        self.gone = False
+
+    def __call__(self, line: str) -> None:
+        if self.gone:
+            return
+        try:
+            click.echo(line)
+        except BrokenPipeError:
+            self.gone = True
+            # Python flushes stdout again at exit: give it somewhere that takes the bytes (a test's stdout has no
+            # real file behind it, and nothing to flush there).
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _params(pairs: tuple[str, ...]) -> dict:
@@ -79,18 +105,19 @@ def recovery_runbook_command(name, pairs, dry_run, reason, username, tenant, lis
     except ServiceError as refused:
         raise click.ClickException(refused.detail) from None
     link = f"{current_app.config['CONSOLE_URL']}/runbooks/executions/{execution.id}"
-    click.echo(f"Execution #{execution.id} of {execution.runbook}: {link}")
+    echo = _Printer()
+    echo(f"Execution #{execution.id} of {execution.runbook}: {link}")
     if execution.status == "awaiting_approval":
-        runbook_runner.preview(execution.id, on_line=click.echo)
+        runbook_runner.preview(execution.id, on_line=echo)
         final = runbooks.get(execution.id)
         if final.status == "failed":
             raise click.ClickException(final.error)
         if final.status == "cancelled":  # its preview found nothing to change: the request closed itself
-            click.echo(f"Nothing to approve: {final.error}.")
+            echo(f"Nothing to approve: {final.error}.")
             return
-        click.echo(f"Approval request #{execution.approval_id} is filed; once another person approves it, a worker "
-                   "runs it for real.")
+        echo(f"Approval request #{execution.approval_id} is filed; once another person approves it, a worker runs it "
+             "for real.")
         return
-    status = runbook_runner.execute(execution.id, on_line=click.echo)
+    status = runbook_runner.execute(execution.id, on_line=echo)
     if status != "succeeded":
         raise click.ClickException(f"execution #{execution.id} {status}: {runbooks.get(execution.id).error}")

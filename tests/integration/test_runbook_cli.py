@@ -46,6 +46,27 @@ def test_a_real_run_as_a_person_does_the_work(app, dead_run, staff):  # noqa: F8
     assert db.session.execute(select(RunbookExecution.requested_by)).scalar_one() == "olga (cli)"
 
 
+def test_a_reader_that_goes_stops_the_printing_not_the_run(app, dead_run, staff, monkeypatch):  # noqa: F811
+    # `… | head -3`: the line that met the closed pipe failed the runbook part-way, its execution left running until
+    # the reconciler called it a lost worker (helper 109).
+    run_id, _ = dead_run()
+    printed = []
+
+    def head(line, *args, **kwargs):
+        if len(printed) == 2:
+            raise BrokenPipeError(32, "Broken pipe")
+        printed.append(line)
+
+    monkeypatch.setattr("console.commands.runbooks.click.echo", head)
+    result = cli(app, "replay_dead_letters", "--param", "code=bad_account", "--as", "olga", "--reason", "fixed")
+    assert result.exit_code == 0, result.output
+    assert len(printed) == 2
+    db.session.expire_all()
+    [execution] = db.session.execute(select(RunbookExecution)).scalars().all()
+    assert execution.status == "succeeded" and "Done: 2 changes made." in execution.log
+    assert db.session.get(Run, run_id).status == "pending"
+
+
 def test_bad_params_say_what_to_fix_and_start_nothing(app):
     result = cli(app, "backfill_task", "--param", "task=x", "--dry-run")
     assert result.exit_code == 1
