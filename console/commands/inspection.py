@@ -53,9 +53,16 @@ def _aged(rows: list[dict], key: str) -> list[dict]:
     return [{**row, key.removesuffix("_s"): duration(row[key])} for row in rows]
 
 
+def _a_number(value: float, option: str) -> float:
+    """Refuse NaN, which every range check lets through (it compares false both ways)."""
+    if value != value:
+        raise click.BadParameter("nan is not a number of hours; give one such as 24", param_hint=option)
+    return value
+
+
 @click.command("task-dryrun")
 @click.option("--hours", type=click.FloatRange(0, 24 * 366, min_open=True), default=24, show_default=True,
-              help="How far ahead to forecast.")
+              callback=lambda context, param, value: _a_number(value, "--hours"), help="How far ahead to forecast.")
 @click.option("--tenant", default=None, help="Only this tenant's tasks.")
 @click.option("--task", "task_id", type=ROW_ID, default=None, help="Only this task (its id).")
 @click.option("--crowded", type=click.IntRange(1, 100_000), default=50, show_default=True,
@@ -70,7 +77,7 @@ def task_dryrun_command(hours, tenant, task_id, crowded, as_json):
     from console.services.errors import NotFound
     from console.services.people import tenants
     from console.services.scheduling import tasks, warnings
-    from console.services.scheduling.forecast import forecast
+    from console.services.scheduling.forecast import MAX_FIRINGS_PER_TASK, forecast
 
     # A name or id that matches nothing forecast "0 cron tasks", read as a quiet schedule.
     if tenant and tenants.find(tenant) is None:
@@ -89,6 +96,10 @@ def task_dryrun_command(hours, tenant, task_id, crowded, as_json):
         return
     click.echo(f"{result.tasks} cron tasks, {result.firings} firings from {result.start:%Y-%m-%d %H:%M} "
                f"to {result.end:%Y-%m-%d %H:%M} UTC")
+    if result.cut_short:
+        section(f"Cut short: at most {MAX_FIRINGS_PER_TASK:,} firings a task are forecast; after 'until' these "
+                "tasks' firings are not counted (ask for fewer --hours)", ["task", "firings", "until"],
+                result.cut_short)
     section("Mutex overlaps", ["mutex_key", "first", "second", "overlap_s", "duration_basis", "consequence"],
             result.mutex_overlaps)
     section("Quota overflows", ["tenant", "minute", "expected_running", "max_running"], result.quota_overflows)

@@ -152,6 +152,7 @@ def test_each_forecast_keeps_what_it_named_and_a_repeat_keeps_the_earlier_time(a
 
 @pytest.mark.parametrize(("args", "says"), [
     (["--hours", "-1"], "--hours"), (["--hours", "0"], "--hours"), (["--crowded", "0"], "--crowded"),
+    (["--hours", "nan"], "nan is not a number of hours"),  # it was a traceback (helper 109)
     (["--tenant", "nosuch"], "no tenant named 'nosuch'"), (["--task", "9999"], "no task with id 9999"),
 ])
 def test_a_horizon_threshold_tenant_or_task_that_can_forecast_nothing_is_a_usage_error(app, args, says):
@@ -162,3 +163,14 @@ def test_a_horizon_threshold_tenant_or_task_that_can_forecast_nothing_is_a_usage
 def test_a_task_id_no_row_can_have_is_a_usage_error(app):
     result = app.test_cli_runner().invoke(args=["task-dryrun", "--task", "9" * 20])
     assert result.exit_code == 2 and "is not in the range 1<=x<=2147483647" in result.output
+
+
+def test_a_forecast_cut_short_at_its_firing_limit_says_so(app):
+    # A year of an every-minute task stopped at 20,000 firings (14 days), with nothing said (helper 109).
+    task = register("heartbeat", "* * * * *")
+    result = app.test_cli_runner().invoke(args=["task-dryrun", "--json", "--hours", "400"])
+    [cut] = json.loads(result.output)["cut_short"]
+    assert (cut["task_id"], cut["firings"]) == (task.id, 20_000)
+    text = app.test_cli_runner().invoke(args=["task-dryrun", "--hours", "400"]).output
+    assert "Cut short: at most 20,000 firings a task are forecast" in text and "heartbeat" in text
+    assert json.loads(app.test_cli_runner().invoke(args=["task-dryrun", "--json"]).output)["cut_short"] == []

@@ -37,6 +37,8 @@ class Forecast:
     crowded_minutes: list[dict] = field(default_factory=list)
     # Capacity reservations in force at some moment of the horizon (see scheduling/reservations.py).
     reservations: list[dict] = field(default_factory=list)
+    # Tasks whose firings reached MAX_FIRINGS_PER_TASK before the horizon: nothing of theirs after `until` is counted.
+    cut_short: list[dict] = field(default_factory=list)
     # (kind, tenant id, task id or 0, nominal minute) of each conflict named, for `warnings.record`.
     warnings: list[tuple[str, int, int, datetime]] = field(default_factory=list)
 
@@ -45,7 +47,8 @@ class Forecast:
                 "firings": self.firings, "mutex_overlaps": self.mutex_overlaps,
                 "quota_overflows": self.quota_overflows, "class_overflows": self.class_overflows,
                 "outside_window": self.outside_window,
-                "crowded_minutes": self.crowded_minutes, "reservations": self.reservations}
+                "crowded_minutes": self.crowded_minutes, "reservations": self.reservations,
+                "cut_short": self.cut_short}
 
 
 def expected_duration(task: Task) -> tuple[float, str]:
@@ -80,9 +83,15 @@ def forecast(now: datetime, hours: float = 24, tenant: str | None = None, task_i
         window = Window.from_mapping(task.window) if task.window else None
         schedule = cron.parse(task.cron, task.timezone)
         openings: set[datetime] = set()  # the planner makes one run per opening of the window (windows.opening_key)
+        counted = 0
         for nominal in schedule.fires_between(now - offset, end - offset, MAX_FIRINGS_PER_TASK):
             start = nominal + offset
             result.firings += 1
+            counted += 1
+            if counted == MAX_FIRINGS_PER_TASK:
+                # A year of an every-minute task stopped at 14 days, silently (helper 109): said, not hidden.
+                result.cut_short.append({"task_id": task.id, "task": task.name, "firings": counted,
+                                         "until": start.isoformat()})
             if window and not window.contains(start):
                 result.outside_window.append({"task_id": task.id, "task": task.name, "firing": start.isoformat(),
                                               "deferred_to": window.next_opening(start).isoformat()})
