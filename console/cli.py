@@ -100,8 +100,24 @@ def _only_what_changed(record: logging.LogRecord) -> bool:
     return not record.getMessage().startswith(("Context impl ", "Will assume "))
 
 
+def _unreadable_argument(argv: list[str]) -> str | None:
+    """Say which argument holds bytes that are not UTF-8 (Python keeps them as lone surrogates), else None."""
+    for position, argument in enumerate(argv[1:], 1):
+        try:
+            argument.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = argument.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")[:80]
+            return (f"Error: argument {position} ({shown}) holds bytes that are not UTF-8; type it again in a UTF-8 "
+                    "terminal. Nothing was done.")
+    return None
+
+
 def main() -> None:
     """Entry point of the `rebound` console script."""
+    if refusal := _unreadable_argument(sys.argv):
+        # Each command met such bytes where it stored or printed them: a traceback, a runbook execution failed
+        # part-way, an approval rolled back (helper 109).
+        raise SystemExit(refusal)
     configure_logging(_level(sys.argv))
     if _command(sys.argv) == "db":
         # Alembic's lines are quiet in every process that migrates at its start; `rebound db upgrade` is asked

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from console.services.people import users
 from tests.helpers import env_for, free_port
 
 
@@ -99,3 +100,14 @@ def test_a_mistyped_data_dir_is_refused_by_a_command_that_reads_one_and_is_not_c
     made = rebound(app, "db", "upgrade", env={**env, "REBOUND_DATA_DIR": str(typo)})
     assert made.returncode == 0, made.stderr  # a deployment's first step may make it
     assert rebound(app, "tenants", "list", env={**env, "REBOUND_DATA_DIR": str(typo)}).returncode == 0
+
+
+def test_an_argument_that_is_not_utf8_is_refused_before_anything_runs(app):
+    # Each command met such bytes where it stored or printed them: a traceback, a runbook execution failed part-way,
+    # an approval rolled back (helper 109).
+    done = subprocess.run([sys.executable, "-m", "console.cli", "create-user", "tom2", "--role", "operator",
+                           "--password", b"abc\xffdefghijklm"], env=env_for(app), capture_output=True, timeout=60)
+    said = done.stderr.decode()
+    assert done.returncode == 1 and "Traceback" not in said
+    assert "argument 6 (abc\\udcffdefghijklm) holds bytes that are not UTF-8" in said and "Nothing was done." in said
+    assert users.find("tom2") is None
