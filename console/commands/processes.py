@@ -56,7 +56,8 @@ def _child(*args: str) -> list[str]:
 
 
 @click.command("up")
-@click.option("--workers", type=int, default=None, help="Worker processes (default REBOUND_WORKERS).")
+@click.option("--workers", type=click.IntRange(1, 1000), default=None,
+              help="Worker processes (default REBOUND_WORKERS).")
 @with_appcontext
 def up_command(workers):
     """Start everything: embedded Redis, web, workers and scheduler, supervised."""
@@ -106,9 +107,12 @@ def up_command(workers):
 
 @click.command("web")
 @click.option("--host", default=lambda: os.environ.get("REBOUND_HOST", "127.0.0.1"), show_default="127.0.0.1")
-@click.option("--port", type=int, default=None, help="Default REBOUND_PORT (8000).")
-@click.option("--workers", type=int, default=None, help="Server processes (default REBOUND_WEB_WORKERS, 1).")
-@click.option("--threads", type=int, default=None, help="Threads per process (default REBOUND_WEB_THREADS, 4).")
+# Ranges: --port 99999 was a traceback (OverflowError), --processes 0 or -3 quietly ran one worker (helper 109).
+@click.option("--port", type=click.IntRange(1, 65535), default=None, help="Default REBOUND_PORT (8000).")
+@click.option("--workers", type=click.IntRange(1, 1000), default=None,
+              help="Server processes (default REBOUND_WEB_WORKERS, 1).")
+@click.option("--threads", type=click.IntRange(1, 1000), default=None,
+              help="Threads per process (default REBOUND_WEB_THREADS, 4).")
 @with_appcontext
 def web_command(host, port, workers, threads):
     """Serve the console and API with granian."""
@@ -123,7 +127,8 @@ def web_command(host, port, workers, threads):
 
 
 @click.command("worker")
-@click.option("--processes", type=int, default=1, show_default=True, help="Worker processes to supervise.")
+@click.option("--processes", type=click.IntRange(1, 1000), default=1, show_default=True,
+              help="Worker processes to supervise.")
 @click.option("--kind", type=click.Choice(["simple", "fork"]), default="simple", show_default=True,
               help="simple: handlers run in the worker (fastest); fork: each handler call in a child (isolated).")
 @click.option("--burst", is_flag=True, help="Stop when the queues are empty.")

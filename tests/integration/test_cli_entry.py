@@ -111,3 +111,11 @@ def test_an_argument_that_is_not_utf8_is_refused_before_anything_runs(app):
     assert done.returncode == 1 and "Traceback" not in said
     assert "argument 6 (abc\\udcffdefghijklm) holds bytes that are not UTF-8" in said and "Nothing was done." in said
     assert users.find("tom2") is None
+
+
+@pytest.mark.parametrize("args", [["web", "--port", "99999"], ["web", "--threads", "0"], ["worker", "--processes", "0"],
+                                  ["worker", "--processes", "-3"], ["up", "--workers", "0"]])
+def test_a_process_count_or_port_out_of_range_is_a_usage_error(app, args):
+    # --port 99999 was a traceback (OverflowError); --processes 0 and -3 quietly ran one worker (helper 109).
+    result = app.test_cli_runner().invoke(args=args)
+    assert result.exit_code == 2 and "is not in the range" in result.output, result.output
