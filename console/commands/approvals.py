@@ -35,7 +35,9 @@ def _decide(action: str, approval_id: int, username: str, note: str | None) -> N
     except ServiceError as error:
         db.session.rollback()
         raise refused(error) from None
-    click.echo(f"request #{decided.id} is {decided.status.replace('_', ' ')}")
+    # What it did, not its status alone: "is executed" read as done where a runbook was only queued (helper 109).
+    outcome = f": {decided.outcome}" if decided.outcome else ""
+    click.echo(f"request #{decided.id} is {decided.status.replace('_', ' ')}{outcome}")
 
 
 @click.group("approvals")

@@ -71,6 +71,9 @@ def test_list_show_approve_and_roll_back_from_the_cli(cli, people, request_of):
     assert cli("approve", str(request.id), "--as", "nobody").exit_code == 1
     done = cli("approve", str(request.id), "--as", "ada", "--note", "checked with billing")
     assert done.exit_code == 0 and f"request #{request.id} is executed" in done.output
+    db.session.expire_all()
+    # What it did, as the page says it (not "executed" alone, which read as done where work was only queued).
+    assert done.output.strip() == f"request #{request.id} is executed: {db.session.get(Approval, request.id).outcome}"
     assert db.session.get(Run, request.payload["run_id"]).params == FIXED
     assert cli("list", "--status", "executed").output.count("dead_letter.fix_params") == 1
 
