@@ -6,12 +6,15 @@ from flask.cli import with_appcontext
 
 @click.command("seed-demo")
 @click.option("--force", is_flag=True, help="Seed even when the database already has tasks.")
-@click.option("--runs", type=int, default=0, help="Also insert this many finished runs of history (scale tests).")
-@click.option("--dead-letters", type=int, default=None, help="How many of those runs are dead (default runs/10).")
-@click.option("--days", type=int, default=None,
+@click.option("--runs", type=click.IntRange(0, 100_000_000), default=0,
+              help="Also insert this many finished runs of history (scale tests).")
+@click.option("--dead-letters", type=click.IntRange(0, 100_000_000), default=None,
+              help="How many of those runs are dead (default runs/10).")
+@click.option("--days", type=click.IntRange(1, 3660), default=None,
               help="Spread the --runs over this many days as scheduled tasks' firings, with late starts, retries, "
                    "replays, alerts and SLA breaches (for the Reports page).")
-@click.option("--tasks", type=int, default=200, show_default=True, help="How many tasks fire the --days history.")
+@click.option("--tasks", type=click.IntRange(1, 100_000), default=200, show_default=True,
+              help="How many tasks fire the --days history.")
 @with_appcontext
 def seed_demo_command(force, runs, dead_letters, days, tasks):
     """Create demo tenants, tasks, runs, a fortnight of report history and a waiting data fix; --runs N instead adds
@@ -23,7 +26,14 @@ def seed_demo_command(force, runs, dead_letters, days, tasks):
     bootstrap.ensure_ready()  # the runs it creates need the default policies, even before any process ran
     if not force and not demo.is_empty():
         raise click.ClickException("the database already has tasks; use --force to add demo data anyway")
-    click.echo(demo.seed(roles=not runs))  # without --runs: what `rebound up` writes on a first start
+    if not demo.is_seeded():
+        click.echo(demo.seed(roles=not runs))  # without --runs: what `rebound up` writes on a first start
+    elif not runs:
+        # --force on the demo itself was a traceback (its tasks registered twice; helper 109).
+        raise click.ClickException("the demo data is here already (tenant acme's tasks); nothing was added. Give "
+                                   "--runs N to add history to it")
+    else:
+        click.echo("The demo data is here already; adding the history only.")
     if not runs:
         return
     if days:

@@ -38,6 +38,14 @@ def test_seed_demo_submits_runs_through_the_engine_and_refuses_to_run_twice(app)
     again = runner.invoke(args=["seed-demo"])
     assert again.exit_code == 1 and "--force" in again.output
     assert not demo.is_empty()
+    # --force on the demo itself was a traceback (its tasks registered twice); with --runs it adds the history only.
+    forced = runner.invoke(args=["seed-demo", "--force"])
+    assert forced.exit_code == 1 and "the demo data is here already" in forced.output
+    runs_before = db.session.query(Run).count()
+    history = runner.invoke(args=["seed-demo", "--force", "--runs", "20"])
+    assert history.exit_code == 0 and "adding the history only" in history.output, history.output
+    assert db.session.query(Run).count() == runs_before + 20
+    assert runner.invoke(args=["seed-demo", "--force", "--runs", "-5"]).exit_code == 2
 
 
 def test_overview_counts_live_runs_and_refreshes_one_region_over_htmx(client, auth, app, clock):

@@ -28,6 +28,13 @@ def is_empty() -> bool:
     return tasks == 0 and db.session.execute(select(func.count()).select_from(Run)).scalar_one() == 0
 
 
+def is_seeded() -> bool:
+    """Tell whether the demo's tasks are here already (a second seed would register them twice)."""
+    tenant_name, body = DEMO_TASKS[0]
+    return db.session.execute(select(func.count()).select_from(Task).join(Tenant).where(
+        Tenant.name == tenant_name, Task.name == body["name"], Task.deleted_at.is_(None))).scalar_one() > 0
+
+
 def _tenant(name: str, max_running: int, max_queued: int) -> Tenant:
     tenant = db.session.execute(select(Tenant).where(Tenant.name == name)).scalar_one_or_none()
     if tenant is None:

@@ -28,7 +28,12 @@ def seed_history(runs: int, dead_letters: int, clock: Clock = SYSTEM_CLOCK, seed
     now = clock()
     tenant_ids = list(db.session.execute(select(Tenant.id).order_by(Tenant.id)).scalars())
     dead_every = max(1, runs // max(dead_letters, 1)) if dead_letters else 0
-    orders: dict[tuple[int, str], int] = {}
+    # An error group with an active work order already (history added to a worked database) joins it: one active
+    # work order per group is a unique index.
+    active = select(WorkOrder.id, WorkOrder.tenant_id, WorkOrder.fingerprint).where(
+        WorkOrder.status.in_(("open", "acknowledged")))
+    orders: dict[tuple[int, str], int] = {(tenant_id, print_): order_id
+                                          for order_id, tenant_id, print_ in db.session.execute(active)}
     made_dead = 0
     for start in range(0, runs, BATCH):
         run_rows, dead_plan = [], []
