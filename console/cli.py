@@ -37,11 +37,19 @@ def _missing_data_dir(argv: list[str], env) -> str | None:
     if env.get("REBOUND_DATABASE_URL") and env.get("REBOUND_SECRET_KEY"):
         return None  # a host that keeps nothing of Rebound's on its disk
     where = data_dir_of(env)
-    if where.is_dir():
-        return None
-    return (f"Error: there is no Rebound data dir at {where}: `rebound {command}` reads a deployment's database and "
-            "secret key from it and creates neither. Set REBOUND_DATA_DIR to the directory `rebound up` uses (or run "
-            "it where that ./instance is).")
+    fix = ("Set REBOUND_DATA_DIR to the directory `rebound up` uses (or run it where that ./instance is).")
+    if not where.is_dir():
+        return (f"Error: there is no Rebound data dir at {where}: `rebound {command}` reads a deployment's database "
+                f"and secret key from it and creates neither. {fix}")
+    # A directory that is not a deployment's got a new empty database and a new secret key, which a later
+    # `rebound up` there would take for the deployment's (helper 109).
+    lacking = [name for name, needed in (("secret_key", not env.get("REBOUND_SECRET_KEY")),
+                                         ("rebound.db", not env.get("REBOUND_DATABASE_URL")))
+               if needed and not (where / name).is_file()]
+    if lacking:
+        return (f"Error: {where} is not a Rebound data dir: it holds no {' and no '.join(lacking)}, and "
+                f"`rebound {command}` creates neither. {fix}")
+    return None
 
 
 def _schema_missing(error: DBAPIError) -> bool:

@@ -119,3 +119,15 @@ def test_a_process_count_or_port_out_of_range_is_a_usage_error(app, args):
     # --port 99999 was a traceback (OverflowError); --processes 0 and -3 quietly ran one worker (helper 109).
     result = app.test_cli_runner().invoke(args=args)
     assert result.exit_code == 2 and "is not in the range" in result.output, result.output
+
+
+def test_a_directory_that_is_not_a_deployment_is_refused_and_left_as_it_was(app, tmp_path):
+    # It refused (no tables) but left a new rebound.db and secret_key there, for a later `rebound up` (helper 109).
+    elsewhere = tmp_path / "downloads"
+    elsewhere.mkdir()
+    env = {key: value for key, value in env_for(app).items()
+           if key not in ("REBOUND_DATABASE_URL", "REBOUND_SECRET_KEY", "REBOUND_AUDIT_KEY")}
+    done = rebound(app, "tenants", "list", env={**env, "REBOUND_DATA_DIR": str(elsewhere)})
+    assert done.returncode == 1 and done.stderr.strip().startswith(
+        f"Error: {elsewhere} is not a Rebound data dir: it holds no secret_key and no rebound.db"), done.stderr
+    assert list(elsewhere.iterdir()) == []
