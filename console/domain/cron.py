@@ -286,6 +286,8 @@ class CronSchedule:
 _WORDS = Options()
 _WORDS.use_24hour_time_format = True  # as every time in the console is written
 _HOUR_SPAN = re.compile(r"between (\d\d):00 and (\d\d):59")
+# "At 0, 20, and 40 minutes past the hour, at 01:00" read as one firing at 01:00 (helper 106).
+_MINUTES_AT_AN_HOUR = re.compile(r"^At [\d, and]+ minutes past the hour, at (\d\d):00")
 _LAST_IN_A_LIST = re.compile(r"\bL of the month")
 
 
@@ -309,6 +311,8 @@ def _for_words(text: str) -> str:
     if len(fields) == 5:
         days = ["L" if day.upper() == "L" else day for day in fields[2].split(",")]
         fields[2] = ",".join(sorted(days, key=lambda day: day == "L"))
+        if fields[4] in ("0-7", "0-6", "1-7"):  # every day: not "Sunday through Sunday"
+            fields[4] = "*"
     return " ".join(fields)
 
 
@@ -321,10 +325,18 @@ def _exact_words(text: str, words: str) -> str:
     minute = fields[0]
     if minute.isdigit():  # "0 9-17": the last firing is 17:00, not "between 09:00 and 17:59"
         words = _HOUR_SPAN.sub(lambda m: f"between {m[1]}:{int(minute):02d} and {m[2]}:{int(minute):02d}", words)
+    hour = fields[1]
+    if "," in minute and all(part.isdigit() for part in minute.split(",")) and hour.isdigit():
+        times = [f"{int(hour):02d}:{int(part):02d}" for part in sorted(set(minute.split(",")), key=int)]
+        words = _MINUTES_AT_AN_HOUR.sub(f"At {', '.join(times[:-1])} and {times[-1]}", words)
     step = int(minute[2:]) if minute.startswith("*/") and minute[2:].isdigit() else 0
     if 0 < step < 60 and 60 % step:  # */7 restarts at :00 each hour: the last gap is shorter
         last = 59 // step * step
         words += f" (at :00, :{step:02d} … :{last:02d} past each hour, so :{last:02d} to :00 is {60 - last} min)"
+    hours = int(hour[2:]) if hour.startswith("*/") and hour[2:].isdigit() else 0
+    if 0 < hours < 24 and 24 % hours:  # */7 restarts at 00 each day: "every 7 hours" hid a 3-hour gap (helper 106)
+        last = 23 // hours * hours
+        words += f" (hours 00, {hours:02d} … {last:02d} of each day, so {last:02d} to 00 is {24 - last} h)"
     return words
 
 

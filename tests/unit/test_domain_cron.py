@@ -417,6 +417,13 @@ def test_sparse_schedules_skip_ahead_quickly():
         ("0 0 * * 0,7", "At 00:00, only on Sunday"),  # 7 is Sunday too: not "Sunday and Sunday"
         ("*/7 * * * *", "Every 7 minutes (at :00, :07 … :56 past each hour, so :56 to :00 is 4 min)"),
         ("*/15 * * * *", "Every 15 minutes"),
+        # A minute list at one hour: each firing, not "… minutes past the hour, at 01:00" (helper 106).
+        ("0,20,40 1 * * *", "At 01:00, 01:20 and 01:40"),
+        ("5,35 14 1 * *", "At 14:05 and 14:35, on day 1 of the month"),
+        ("0-59 0-23 1-31 1-12 0-7", "Minutes 0 through 59 past the hour, between 00:00 and 23:59, between day 1 and 31 "
+                                    "of the month, January through December"),  # not "Sunday through Sunday"
+        ("0 */7 * * *", "Every 7 hours (hours 00, 07 … 21 of each day, so 21 to 00 is 3 h)"),
+        ("0 */6 * * *", "Every 6 hours"),
         ("0 23 L * *", "At 23:00, on the last day of the month"),
         ("30 2 L,15 * *", "At 02:30, on day 15 and the last day of the month"),  # not "day 15 and L"
         ("  0   3 * * MON  ", "At 03:00, only on Monday"),
