@@ -340,6 +340,16 @@ def test_list_says_when_a_window_defers_the_next_firing(client, auth):
     assert "starts " not in row(free) and "in " in row(free)
 
 
+def test_a_window_whose_end_is_its_start_or_before_it_says_how_long_it_stays_open(client, auth):
+    # "mon 08:00–08:00 UTC" read as an empty window; it is open 24 h from each opening (helper 106).
+    whole = make_task(name="whole-day", window={"days": ["mon"], "start": "08:00", "end": "08:00"})
+    night = make_task(name="night", window={"days": ["fri"], "start": "22:00", "end": "06:00"})
+    auth.as_role("viewer")
+    assert "08:00–08:00 <span class=\"subtle\">UTC</span> <span class=\"subtle\">(24 h from each opening)</span>" in \
+        client.get(f"/tasks/{whole.id}").get_data(as_text=True)
+    assert "(closes the next day)" in client.get(f"/tasks/{night.id}").get_data(as_text=True)
+
+
 def test_outside_its_window_run_now_offers_to_wait_or_to_start_now_audited(client, auth):
     task = make_task(window=closed_window(), timezone="UTC")
     auth.as_role("operator", "olga")
