@@ -105,6 +105,12 @@ def test_a_retried_undo_that_works_lets_the_workflow_undo_the_steps_left_before_
 
     # The compensation job runs the undo again; the workflow then undoes step 1 and ends compensated.
     assert saga.undo(stopped, 2) == "compensated"
+    # Its try counts on from the round before, as the handler's undo_attempt does (the trail restarted at 1).
+    trail = workflow_query.detail(saga.get(stopped)).trail
+    tries = [(entry.kind, entry.number) for entry in trail
+             if entry.position == 2 and entry.kind in ("compensation_attempt_failed", "compensated")]
+    assert tries[-1] == ("compensated", len(tries)) > ("compensated", 3)
+    assert [number for _, number in tries] == list(range(1, len(tries) + 1))
     assert saga.advance(stopped) == "undoing"
     assert saga.undo(stopped, 1) == "compensated"
     assert saga.advance(stopped) == "compensated"

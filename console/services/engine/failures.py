@@ -107,7 +107,8 @@ def compensate_run(run: Run, compensate, ctx, now, cause: str, *, missing: Failu
         return _compensation_failed(run, cause, missing.message, now, code=missing.code)
     last_error, code = "", "compensation_failed"
     # Counted across rounds: after "Retry the undo", the undo's first try of this round is its 4th, as the workflow
-    # page counts it; a handler that escalates after N tries must see the real count, not 1 again.
+    # page counts it; a handler that escalates after N tries must see the real count, not 1 again. Its timeline and
+    # the workflow's trail say the same number (their Try restarted at 1 beside "undo failure 4 of 5"; helper 105).
     earlier = db.session.execute(select(func.count()).select_from(RunEvent).where(
         RunEvent.run_id == run.id, RunEvent.kind == "compensation_attempt_failed")).scalar_one()
     for number in range(1, COMPENSATION_ATTEMPTS + 1):
@@ -117,7 +118,7 @@ def compensate_run(run: Run, compensate, ctx, now, cause: str, *, missing: Failu
         except Exception as error:  # noqa: BLE001 - any failure of the undo is recorded and retried
             last_error = f"{type(error).__name__}: {error}"[:2000]
             transitions.event(run, "compensation_attempt_failed", stamp(), message=last_error,
-                              error_code=getattr(error, "code", None), data={"number": number})
+                              error_code=getattr(error, "code", None), data={"number": ctx.undo_attempt})
             db.session.commit()
             if isinstance(error, NonRetryableError):
                 code = NOT_COMPENSABLE if error.code == NOT_COMPENSABLE else code
@@ -128,7 +129,7 @@ def compensate_run(run: Run, compensate, ctx, now, cause: str, *, missing: Failu
             continue
         done = stamp()
         transitions.move(run, "compensated", done, reason="compensated", finished_at=done,
-                         data={"compensation_attempts": number})
+                         data={"compensation_attempts": ctx.undo_attempt})
         db.session.commit()
         return "compensated"
     return _compensation_failed(run, cause, last_error, stamp(), code=code)
