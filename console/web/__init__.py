@@ -19,7 +19,12 @@ from console.domain.secrets import mask_field, mask_fields
 from console.domain.words import plural
 from console.services.dlq.groups import replay_caution
 from console.services.people.permissions import OPERATE, can
-from console.services.recovery.workflows.words import workflow_cancel, workflow_compensation, workflow_replay
+from console.services.recovery.workflows.words import (
+    workflow_cancel,
+    workflow_compensation,
+    workflow_replay,
+    workflow_resolve,
+)
 from console.web.display import display_prefs
 from console.web.nav import NAV
 from console.web.plotly_css import guarded_style_ids, stylesheet
@@ -103,6 +108,7 @@ def register(app) -> None:
     app.add_template_global(workflow_replay, "workflow_replay")
     app.add_template_global(workflow_cancel, "workflow_cancel")
     app.add_template_global(workflow_compensation, "workflow_compensation")
+    app.add_template_global(workflow_resolve, "workflow_resolve")
     app.add_template_global(replay_consequence, "replay_consequence")
     app.add_template_global(undo_failed, "undo_failed")
     app.add_template_global(steps_replay_words, "steps_replay_words")  # the confirm page; a runbook logs the same

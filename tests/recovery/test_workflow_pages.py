@@ -163,6 +163,12 @@ def test_a_workflow_that_needs_a_person_says_so(client, auth, saga):
     link = f'<a href="/runbooks/resolve_runs\\?runs={step_one}&amp;tenant=default">mark its run resolved</a>'
     assert re.search(rf"Or undo step 1 by hand, then {link}:\s+the workflow then goes on undoing the steps before it",
                      page)
+    # Resolve… says what it does to the workflow, as Replay and Compensate do (helper 105).
+    client.post("/logout", data={"csrf_token": auth.csrf()})
+    auth.as_role("operator", "opal")
+    run_page = " ".join(client.get(f"/runs/{step_one}").get_data(as_text=True).split())
+    assert ("close Run #%d is step 1 of workflow #%d (compensation failed). Resolving it says it was undone by hand: the "
+            "workflow then ends compensated.\">Resolve…</a>" % (step_one, workflow_id)) in run_page
     listing = client.get("/runs/workflows?status=compensation_failed").get_data(as_text=True)
     assert f'href="/runs/workflows/{workflow_id}"' in listing
     assert client.get("/runs/workflows?status=nonsense").status_code == 422
