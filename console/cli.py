@@ -114,8 +114,11 @@ def _unreadable_argument(argv: list[str]) -> str | None:
         try:
             argument.encode("utf-8")
         except UnicodeEncodeError:
-            shown = argument.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")[:80]
-            return (f"Error: argument {position} ({shown}) holds bytes that are not UTF-8; type it again in a UTF-8 "
+            # Named, never shown: it may be a password (it was echoed back to the terminal; helper 111).
+            option = argument.partition("=")[0] if argument.startswith("--") and "=" in argument else (
+                argv[position - 1] if position > 1 and argv[position - 1].startswith("-") else None)
+            what = f"the value of {option}" if option else "a value"
+            return (f"Error: argument {position} ({what}) holds bytes that are not UTF-8; type it again in a UTF-8 "
                     "terminal. Nothing was done.")
     return None
 

@@ -167,8 +167,8 @@ def test_a_workflow_that_needs_a_person_says_so(client, auth, saga):
     client.post("/logout", data={"csrf_token": auth.csrf()})
     auth.as_role("operator", "opal")
     run_page = " ".join(client.get(f"/runs/{step_one}").get_data(as_text=True).split())
-    assert ("close Run #%d is step 1 of workflow #%d (compensation failed). Resolving it says it was undone by hand: the "
-            "workflow then ends compensated.\">Resolve…</a>" % (step_one, workflow_id)) in run_page
+    assert (f"close Run #{step_one} is step 1 of workflow #{workflow_id} (compensation failed). Resolving it says it "
+            "was undone by hand: the workflow then ends compensated.\">Resolve…</a>") in run_page
     listing = client.get("/runs/workflows?status=compensation_failed").get_data(as_text=True)
     assert f'href="/runs/workflows/{workflow_id}"' in listing
     assert client.get("/runs/workflows?status=nonsense").status_code == 422
