@@ -754,6 +754,7 @@ def test_an_approved_fix_and_compensation_show_how_their_run_stands_now(person, 
     assert f'<a href="/runs/{run_id}">run #{run_id}</a>' in undone
     assert "<code>python:demo.flaky_compensated</code>" in undone
     assert "&#34;fail_times&#34;: 0" in undone and "Result" in undone and "undo step with the run's params" in undone
+    assert "On approval, a worker runs" in undone
     approved = approver_client.post(f"/approvals/{undo.id}/approve",
                                     data={"csrf_token": approver_client.csrf(f"/approvals/{undo.id}")})
     assert approved.status_code == 303 and runs.status(run_id) == "compensating", html(approved)
@@ -761,6 +762,8 @@ def test_an_approved_fix_and_compensation_show_how_their_run_stands_now(person, 
     outcome = re.search(r"<dt>Outcome</dt><dd>(.*?)</dd>", html(approver_client.get(f"/approvals/{undo.id}")), re.S)
     assert f'<a href="/runs/{run_id}">run #{run_id}</a>' in outcome.group(1)
     assert "badge compensated" in outcome.group(1) and "its undo step succeeded" in outcome.group(1)
+    # Past once decided: "On approval, a worker runs" read as still to come (helper 111).
+    assert "Approved, a worker ran" in html(approver_client.get(f"/approvals/{undo.id}"))
     assert ("This kind of change is not rolled back from here: an undo step&#39;s effects are the handler&#39;s "
             "own, outside Rebound, and a compensated run is not retried; to do the work again, submit it as a new "
             "run.") in html(approver_client.get(f"/approvals/{undo.id}"))
