@@ -338,6 +338,12 @@ def test_the_list_counts_a_work_orders_open_letters_as_its_page_does(client, aut
     assert '<td class="num">1 <span class="subtle">open of 2</span></td>' in row
     page = client.get(f"/workorders/{first.work_order_id}").get_data(as_text=True)
     assert "1 open of 2" in page and "1 of its dead letters is still open;" in page
+    # Closed by the last discard, its note says how its letters were settled, not every way one can be (helper 108).
+    second = db.session.execute(select(DeadLetter).where(DeadLetter.work_order_id == first.work_order_id,
+                                                         DeadLetter.id != first.id)).scalar_one()
+    discards.discard(second, "a duplicate too", Actor("olga"), clock)
+    assert changes.close_settled(clock) == [first.work_order_id]
+    assert order(first.work_order_id).close_note == "Every linked dead letter is settled (2): 2 discarded."
 
 
 def test_a_held_repeat_reads_held_and_on_a_closed_order_that_it_will_not_be_sent(app, client, auth, runs, clock):

@@ -114,6 +114,28 @@ SETTLED_NOTE = ("Every linked dead letter was discarded or resolved, or replayed
                 "compensated) or died again under another error, which that error's work order tracks.")
 
 
+def settled_note(work_order_id: int) -> str:
+    """Say how the order's dead letters were settled, by kind and count ("2 discarded; 1 replayed and its run
+    succeeded"): the one sentence that covered every way read the same whatever happened (helper 108)."""
+    newer = aliased(DeadLetter)
+    superseded = exists().where(newer.run_id == DeadLetter.run_id, newer.id > DeadLetter.id)
+    kinds = db.session.execute(select(DeadLetter.status, Run.status, superseded, func.count())
+                               .join(Run, Run.id == DeadLetter.run_id).where(DeadLetter.work_order_id == work_order_id)
+                               .group_by(DeadLetter.status, Run.status, superseded)).all()
+    counts: dict[str, int] = {}
+    for letter, run, moved_on, count in kinds:
+        if letter != "replayed":
+            said = letter  # discarded, resolved
+        elif moved_on:
+            said = "replayed and died again under another error, which that error's work order tracks"
+        else:
+            said = f"replayed and {run}"  # succeeded, or compensated
+        counts[said] = counts.get(said, 0) + count
+    parts = [f"{count} {said}" for said, count in sorted(counts.items(), key=lambda item: -item[1])]
+    total = sum(counts.values())
+    return (f"Every linked dead letter is settled ({total}): " + "; ".join(parts) + ".") if parts else SETTLED_NOTE
+
+
 def close_if_resolved(work_order_id: int, now: datetime, by: Actor | None = None) -> bool:
     """Close the work order once each of its dead letters is settled (in the caller's transaction).
 
@@ -128,7 +150,8 @@ def close_if_resolved(work_order_id: int, now: datetime, by: Actor | None = None
         return False
     before = order.status
     # The system closes it; a person whose action settled the last letter is named in the note.
-    note = SETTLED_NOTE if by is None else f"{SETTLED_NOTE.rstrip('.')} (the last by {by.name})."
+    said = settled_note(work_order_id)
+    note = said if by is None else f"{said.rstrip('.')} (the last by {by.name})."
     changed = db.session.execute(
         update(WorkOrder).where(WorkOrder.id == work_order_id, WorkOrder.status.in_(ACTIVE),
                                 ~_unsettled(work_order_id))
