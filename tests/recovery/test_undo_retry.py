@@ -62,7 +62,7 @@ def test_the_note_of_a_workflow_whose_failed_step_was_fixed_alone_since_says_so(
                                       "succeeded now, which does not resume the workflow")
 
 
-def test_a_compensated_workflow_whose_failed_step_is_fixed_after_says_so_in_its_note(saga):
+def test_a_compensated_workflow_whose_failed_step_is_fixed_after_says_so_in_its_note(saga, client, auth):
     undone, _ = saga.two_failed()
     saga.advance(undone)
     saga.undo(undone, 1)
@@ -78,6 +78,11 @@ def test_a_compensated_workflow_whose_failed_step_is_fixed_after_says_so_in_its_
     shown = workflow_query.detail(saga.get(undone)).note
     assert shown == (f"{stored}; its run #{failed.id} was replayed alone since and is succeeded now, which does not "
                      "resume the workflow")
+    # The Workflows list says the same (its Note said the run "ended dead"; helper 105).
+    assert workflow_query.notes([saga.get(undone)]) == {undone: shown}
+    auth.as_role("viewer")
+    listing = client.get("/runs/workflows").get_data(as_text=True)
+    assert f"its run #{failed.id} was replayed alone since and is succeeded now" in listing
 
 
 def test_a_retried_undo_that_works_lets_the_workflow_undo_the_steps_left_before_it(saga, stopped):

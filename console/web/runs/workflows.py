@@ -44,7 +44,7 @@ def workflows():
     older = items[-1].id if len(items) == query.PAGE_SIZE else None
     kept = {name: value for name, value in (("q", text), ("tenant", tenant)) if value}
     return page("runs/workflows.html", "results", items=items, status=status, before=before, older=older,
-                statuses=query.STATUSES, error=error, kept=kept, text=text, tenant=tenant,
+                notes=query.notes(items), statuses=query.STATUSES, error=error, kept=kept, text=text, tenant=tenant,
                 tenant_names=_tenant_names()), 422 if error else 200
 
 

@@ -52,13 +52,29 @@ class WorkflowDetail:
 
     @property
     def note(self) -> str | None:
-        """The workflow's note, and what became of its failed step's run since when a person replayed it alone
-        after the workflow ended (the note was written when it failed)."""
-        note, failed = self.workflow.note, self.workflow.failed_step
+        """The workflow's note, and what became of its failed step's run since (see shown_note)."""
+        failed = self.workflow.failed_step
         run = next((view.run for view in self.steps if view.step.position == failed), None) if failed else None
-        if not note or run is None or run.status in STEP_FAILED or f"run #{run.id} was replayed alone" in note:
-            return note
-        return f"{note}; {words.replayed_alone(run)}"
+        return shown_note(self.workflow.note, run)
+
+
+def shown_note(note: str | None, failed_run) -> str | None:
+    """Return a workflow's note, with what became of its failed step's run when a person replayed it alone after the
+    workflow ended (the note was written when it failed); `failed_run` has the run's id and status."""
+    if not note or failed_run is None or failed_run.status in STEP_FAILED or (
+            f"run #{failed_run.id} was replayed alone" in note):
+        return note
+    return f"{note}; {words.replayed_alone(failed_run)}"
+
+
+def notes(workflows: list[Workflow]) -> dict[int, str | None]:
+    """Return each listed workflow's note as its page shows it, in one query for their failed steps' runs (the list
+    said "run #4090 ended dead" where the page said it was replayed alone since and succeeded; helper 105)."""
+    failed = {workflow.id: workflow.failed_step for workflow in workflows if workflow.failed_step and workflow.note}
+    runs = {row.workflow_id: row for row in db.session.execute(
+        select(Run.id, Run.status, Run.workflow_id, Run.workflow_step).where(Run.workflow_id.in_(list(failed))))
+        if row.workflow_step == failed[row.workflow_id]} if failed else {}
+    return {workflow.id: shown_note(workflow.note, runs.get(workflow.id)) for workflow in workflows}
 
 
 def get(workflow_id: int, scope: int | None = None) -> Workflow:
