@@ -155,6 +155,7 @@ def test_a_workflow_that_needs_a_person_says_so(client, auth, saga):
     auth.as_role("viewer")
     page = client.get(f"/runs/workflows/{workflow_id}").get_data(as_text=True)
     assert "A person takes over:" in page and "step 1 is not compensable" in page
+    assert "Your role reads this workflow: a person with the operate permission does what these lines say." in page
     assert "badge not_compensable" in page
     step_one = saga.run(workflow_id, 1).id
     # Its duration is its handler's, not the time until its undo was found impossible.
@@ -166,6 +167,7 @@ def test_a_workflow_that_needs_a_person_says_so(client, auth, saga):
     # Resolve… says what it does to the workflow, as Replay and Compensate do (helper 105).
     client.post("/logout", data={"csrf_token": auth.csrf()})
     auth.as_role("operator", "opal")
+    assert "data-not-yours" not in client.get(f"/runs/workflows/{workflow_id}").get_data(as_text=True)
     run_page = " ".join(client.get(f"/runs/{step_one}").get_data(as_text=True).split())
     assert (f"close Run #{step_one} is step 1 of workflow #{workflow_id} (compensation failed). Resolving it says it "
             "was undone by hand: the workflow then ends compensated.\">Resolve…</a>") in run_page
