@@ -53,15 +53,18 @@ def set_command(name, max_running, description):
             record = quota_classes.create(name, max_running, cli_actor(), description=description)
             click.echo(f"Created quota class {record.name}: at most {record.max_running} of its tasks' runs at once.")
             return
-        before = quota_classes.get(name).max_running
+        kept = quota_classes.get(name)
+        before, described = kept.max_running, kept.description
         record = quota_classes.change(name, cli_actor(), max_running=max_running, description=description)
     except ServiceError as error:
         db.session.rollback()
         raise refused(error) from None
+    # A new description alone was saved and audited while this said "stays" (helper 109).
+    new_words = " Its description is new." if record.description != described else ""
     if record.max_running == before:
-        click.echo(f"Quota class {record.name} stays at {record.max_running} at once.")
+        click.echo(f"Quota class {record.name} stays at {record.max_running} at once.{new_words}")
     else:
-        click.echo(f"Saved quota class {record.name}: at most {record.max_running} at once (was {before}).")
+        click.echo(f"Saved quota class {record.name}: at most {record.max_running} at once (was {before}).{new_words}")
 
 
 @quota_classes_group.command("delete")

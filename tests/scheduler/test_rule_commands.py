@@ -74,14 +74,20 @@ def test_quota_classes_are_set_listed_changed_and_deleted_each_audited_as_cli(ap
     assert changed.output == "Saved quota class heavy-etl: at most 5 at once (was 2).\n"
     same = runner.invoke(args=["quota-classes", "set", "heavy-etl", "--max-running", "5"])
     assert same.output == "Quota class heavy-etl stays at 5 at once.\n"
+    reworded = runner.invoke(args=["quota-classes", "set", "heavy-etl", "--max-running", "5", "--description", "ETL"])
+    assert reworded.output == "Quota class heavy-etl stays at 5 at once.\n"  # the same words: nothing new
+
     [row] = json.loads(runner.invoke(args=["quota-classes", "list", "--json"]).output)
     assert (row["name"], row["max_running"], row["description"], row["tasks"]) == ("heavy-etl", 5, "ETL", 1)
+    described = runner.invoke(args=["quota-classes", "set", "heavy-etl", "--max-running", "5", "--description", "ELT"])
+    assert described.output == "Quota class heavy-etl stays at 5 at once. Its description is new.\n"
 
     in_use = runner.invoke(args=["quota-classes", "delete", "heavy-etl"])
     assert in_use.exit_code == 1
     assert "refused (conflict, 409): quota class 'heavy-etl' is used by task default/export" in in_use.output
     assert audited("quota_class") == [("quota_class.create", "heavy-etl", "cli"),
-                                      ("quota_class.update", "heavy-etl", "cli")]
+                                      ("quota_class.update", "heavy-etl", "cli"),
+                                      ("quota_class.update", "heavy-etl", "cli")]  # the limit, then the words
 
 
 def test_a_class_no_task_names_is_deleted(app):
