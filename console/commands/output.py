@@ -1,5 +1,7 @@
 """What the command groups print: a refusal (exit 1 with the reason) and a plain table; the id they read."""
 
+import re
+
 import click
 
 from console.domain.ids import MAX_ID
@@ -9,8 +11,20 @@ ROW_ID = click.IntRange(1, MAX_ID)
 
 
 def refused(error) -> click.ClickException:
-    """Turn a service's refusal into exit code 1 with `refused (<code>, <status>): <detail>`."""
-    return click.ClickException(f"refused ({error.code}, {error.status}): {error.detail}")
+    """Turn a service's refusal into exit code 1 with `refused (<code>, <status>): <detail>`, the fields it names
+    written as the command's options (`--max-running`, not the API's `max_running`)."""
+    return click.ClickException(f"refused ({error.code}, {error.status}): {_as_options(error.detail)}")
+
+
+def _as_options(detail: str) -> str:
+    """Write each field name of the running command's options (those with an underscore: no plain word is one) as
+    the option a person types: "max_running must be a whole number" named what nobody typed (helper 109)."""
+    context = click.get_current_context(silent=True)
+    for param in context.command.params if context is not None else ():
+        option = next((name for name in param.opts if name.startswith("--")), None)
+        if option and "_" in (param.name or ""):
+            detail = re.sub(rf"(?<![\w-]){re.escape(param.name)}(?![\w-])", option, detail)
+    return detail
 
 
 def table(rows: list[dict], columns: list[str], indent: str = "") -> None:

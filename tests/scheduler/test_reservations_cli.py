@@ -67,10 +67,10 @@ def test_a_refusal_exits_non_zero_says_why_and_writes_nothing(app):
     assert "Error: refused (conflict, 409): over-reservation: between" in over.output
     assert "(by globex); 10 are free then. Ask for at most 10 or choose another range." in over.output
     backwards = _reserve(runner, "acme", "1", 5, 1)
-    assert backwards.exit_code == 1 and "refused (invalid, 422): ends_at (" in backwards.output
+    assert backwards.exit_code == 1 and "refused (invalid, 422): --ends-at (" in backwards.output
     no_zone = runner.invoke(args=["reservations", "reserve", "acme", "--running-slots", "1", "--starts-at",
                                   "2030-01-01T10:00", "--ends-at", "2030-01-01T12:00", "--reason", "x"])
-    assert no_zone.exit_code == 1 and "starts_at needs a time zone (end it with Z for UTC)" in no_zone.output
+    assert no_zone.exit_code == 1 and "--starts-at needs a time zone (end it with Z for UTC)" in no_zone.output
     unknown = _reserve(runner, "initech", "1")
     assert unknown.exit_code == 1 and "refused (invalid, 422): no tenant named 'initech'" in unknown.output
     assert len(_stored()) == 1

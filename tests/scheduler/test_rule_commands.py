@@ -103,8 +103,8 @@ def test_bad_values_exit_1_with_the_services_reason_and_write_nothing(app):
     runner = app.test_cli_runner()
     for args, said in (
             (["set", "Heavy ETL", "--max-running", "2"], "refused (invalid, 422): quota class names are 1-64"),
-            (["set", "heavy", "--max-running", "0"], "refused (invalid, 422): max_running is a whole number from 1"),
-            (["set", "heavy", "--max-running", "lots"], "refused (invalid, 422): max_running is a whole number"),
+            (["set", "heavy", "--max-running", "0"], "refused (invalid, 422): --max-running is a whole number from 1"),
+            (["set", "heavy", "--max-running", "lots"], "refused (invalid, 422): --max-running is a whole number"),
             (["set", "a\u0000b", "--max-running", "2"], "refused (invalid, 422): quota class names are 1-64"),
             (["delete", "ghost"], "refused (not_found, 404): no quota class named 'ghost'")):
         result = runner.invoke(args=["quota-classes", *args])
