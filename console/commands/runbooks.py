@@ -37,6 +37,8 @@ def _params(pairs: tuple[str, ...]) -> dict:
         name, equals, value = pair.partition("=")
         if not equals or not name.strip():
             raise click.BadParameter(f"{pair!r}: write it as name=value", param_hint="--param")
+        if name.strip() in params:  # the last kept silently: which one was meant is a guess (helper 109)
+            raise click.BadParameter(f"{name.strip()} is given twice; give it once", param_hint="--param")
         params[name.strip()] = value
     return params
 

@@ -73,6 +73,8 @@ def test_bad_params_say_what_to_fix_and_start_nothing(app):
     assert "nothing was started:" in result.output and "--param task: an id (a whole number)" in result.output
     assert "--param start: required" in result.output
     assert cli(app, "backfill_task", "--param", "task").exit_code == 2  # not name=value
+    twice = cli(app, "backfill_task", "--param", "task=1", "--param", "task=2", "--dry-run")
+    assert twice.exit_code == 2 and "task is given twice; give it once" in twice.output
     assert "no runbook named 'nope'" in cli(app, "nope").output
     assert db.session.execute(select(RunbookExecution)).first() is None
 
