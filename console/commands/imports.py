@@ -41,6 +41,8 @@ def import_failures_command(redis_url, queues, path, maps, tenant, dry_run):
         if dry_run:
             _print_plan(plan, importer.already_imported(plan))
             _say_args_as_text(failures)
+            if plan.unmapped:  # exit 0 told a script the real import would go through (helper 109)
+                raise click.ClickException("the import would be refused: give a --map for each function above")
             return
         done = importer.run_import(plan, cli_actor())
     except ServiceError as error:

@@ -275,7 +275,8 @@ def test_dry_run_prints_counts_per_function_and_group_and_writes_nothing(app, cl
     before = counts()
     # Without --queue every queue RQ knows in that Redis is read.
     result = cli("--redis-url", failed_rq_jobs, "--dry-run", "--map", "tests.rq_legacy.charge=python:demo.noop")
-    assert result.exit_code == 0, result.output
+    # The plan, then exit 1: the real import would be refused (send_mail has no --map), as a script must learn.
+    assert result.exit_code == 1 and "the import would be refused: give a --map for each function" in result.output
     assert "Dry run: 6 failed jobs read from" in result.output
     assert "0 of them were imported before and would be skipped" in result.output
     assert "     3  tests.rq_legacy.charge\n" in result.output
