@@ -7,6 +7,7 @@ def register(app) -> None:
     from console.commands.audit import audit_group
     from console.commands.channels import channels_group
     from console.commands.conflict_templates import templates_group
+    from console.commands.dead_letters import dlq_group
     from console.commands.demo import seed_demo_command
     from console.commands.imports import import_failures_command
     from console.commands.inspection import retry_inspect_command, task_dryrun_command
@@ -21,11 +22,13 @@ def register(app) -> None:
     from console.commands.reports import sla_report_command
     from console.commands.reservations import reservations_group
     from console.commands.runbooks import recovery_runbook_command
+    from console.commands.tasks import tasks_group
     from console.commands.tenants import tenants_group
 
     for command in (up_command, retry_inspect_command, task_dryrun_command, web_command, worker_command,
                     scheduler_command, create_user_command, set_password_command, create_token_command,
                     revoke_token_command, seed_demo_command, audit_group, approvals_group, channels_group,
                     recovery_runbook_command, sla_report_command, tenants_group, import_failures_command,
-                    reservations_group, templates_group, quota_classes_group):
+                    reservations_group, templates_group, quota_classes_group, tasks_group,
+                    dlq_group):
         app.cli.add_command(command)
