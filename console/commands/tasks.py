@@ -8,7 +8,7 @@ from flask.cli import with_appcontext
 from console.commands.output import ROW_ID, refused, table
 from console.commands.terminal import cli_actor
 
-COLUMNS = ["id", "tenant", "name", "cron", "timezone", "paused", "next_firing", "last_run", "last_status"]
+COLUMNS = ["id", "tenant", "name", "cron", "timezone", "paused", "next_firing", "starts", "last_run", "last_status"]
 
 
 @click.group("tasks")
@@ -24,7 +24,8 @@ def tasks_group():
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @with_appcontext
 def list_command(tenant, status, limit, as_json):
-    """List live tasks, newest first, with their next firing (UTC) and last run."""
+    """List live tasks, newest first, with their next firing (UTC; `starts`: when its window lets it start) and last
+    run."""
     from console.domain.clock import utcnow
     from console.services.people import tenants
     from console.services.scheduling import task_query
@@ -34,8 +35,9 @@ def list_command(tenant, status, limit, as_json):
     rows, _ = task_query.page(tenant=tenant, status=status or "", now=utcnow(), limit=limit)
     found = [{"id": row.task.id, "tenant": row.task.tenant.name, "name": row.task.name, "cron": row.task.cron,
               "timezone": row.task.timezone, "paused": row.task.paused,
-              "next_firing": (row.starts_at or row.next_firing).isoformat()
-              if row.next_firing and not row.task.paused else None,
+              "next_firing": row.next_firing.isoformat() if row.next_firing and not row.task.paused else None,
+              # Its execution window holds that firing until it opens, as the Tasks page says "starts …".
+              "starts": row.starts_at.isoformat() if row.starts_at and not row.task.paused else None,
               "last_run": row.last_run.id if row.last_run else None,
               "last_status": row.last_run.status if row.last_run else None} for row in rows]
     if as_json:
@@ -97,6 +99,6 @@ def trigger_command(task_id, outside_window):
     except ServiceError as error:
         db.session.rollback()
         raise refused(error) from None
-    said = f" ({outcome.reason.replace('_', ' ')})" if outcome.reason else ""
+    said = f" ({on_demand.REASONS.get(outcome.reason, outcome.reason)})" if outcome.reason else ""
     click.echo(f"Task #{task.id} {task.tenant.name}/{task.name}: run #{outcome.run_id} {outcome.status}{said}."
                if outcome.run_id else f"Task #{task.id} {task.tenant.name}/{task.name}: {outcome.status}{said}.")

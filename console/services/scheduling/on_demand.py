@@ -99,6 +99,12 @@ def run_now(task: Task, actor: Actor, clock: Clock = SYSTEM_CLOCK, *, outside_wi
     return outcome
 
 
+# Why a run made now waits or did not start, for the person who asked (the console's flash, the CLI's line).
+REASONS = {
+    "window": "outside its execution window; it starts when the window opens",
+    "quota": "the tenant's queue is full; it starts when there is room",
+    "mutex_forbid": "another run with the same mutex key is active and the concurrency policy is forbid",
+}
 RELEASED = "started now, outside its execution window, at a person's ask"
 
 

@@ -44,13 +44,6 @@ def resume(task_id: int):
     return _toggle(task_id, False)
 
 
-_REASONS = {
-    "window": "outside its execution window; it starts when the window opens",
-    "quota": "the tenant's queue is full; it starts when there is room",
-    "mutex_forbid": "another run with the same mutex key is active and the concurrency policy is forbid",
-}
-
-
 @bp.post("/<int:task_id>/trigger")
 @requires(OPERATE)
 def trigger(task_id: int):
@@ -58,7 +51,7 @@ def trigger(task_id: int):
     outcome = on_demand.run_now(task, current_actor(), outside_window=request.form.get("outside_window") == "1")
     link = Markup('<a href="/runs/{0}">run #{0}</a>').format(outcome.run_id) if outcome.run_id else None
     if outcome.status == "created" and outcome.reason:
-        flash(Markup("Created {} for {}; it waits ({}).").format(link, task.name, _REASONS.get(
+        flash(Markup("Created {} for {}; it waits ({}).").format(link, task.name, on_demand.REASONS.get(
             outcome.reason, outcome.reason)), "info")
     elif outcome.status == "duplicate" and outcome.reason == "window":
         flash(Markup("No second run was made: {} of {} already waits for the execution window (its mutex would not "
@@ -70,7 +63,7 @@ def trigger(task_id: int):
         outside = " outside its execution window" if request.form.get("outside_window") == "1" else ""
         flash(Markup("Queued {} of {}{}.").format(link, task.name, outside), "success")
     elif link is not None:
-        flash(Markup("Created {} of {} but it did not start: {}.").format(link, task.name, _REASONS.get(
+        flash(Markup("Created {} of {} but it did not start: {}.").format(link, task.name, on_demand.REASONS.get(
             outcome.reason, outcome.reason or outcome.status)), "error")
     else:
         flash(f"{task.name} did not fire: {outcome.reason or outcome.status}.", "error")
@@ -102,7 +95,7 @@ def _fired(outcomes: list, task) -> Markup:
         name = names.get(outcome.task_id, f"task #{outcome.task_id}")
         if outcome.run_id and outcome.status == "created":
             link = Markup('<a href="/runs/{0}">run #{0}</a>').format(outcome.run_id)
-            waits = _REASONS.get(outcome.reason, outcome.reason)
+            waits = on_demand.REASONS.get(outcome.reason, outcome.reason)
             parts.append(Markup("{} of {} waits ({})").format(link, name, waits) if waits
                          else Markup("queued {} of {}").format(link, name))
         else:
