@@ -1090,6 +1090,31 @@ def test_a_breakers_reopening_held_as_a_repeat_is_not_sent_after_a_reset_resolve
     assert [r.json["event_action"] for r in channels.pagerduty.requests] == ["trigger", "resolve", "trigger"]
 
 
+def test_a_breaker_that_opens_again_after_it_closed_is_a_new_incident_told_at_once(app, channels, clock):
+    # Its resolve has a key of its own, so the new opening was held 5 min as a "repeat" of the first.
+    policy = {"max_attempts": 5, "base_delay_s": 1, "jitter": 0,
+              "breaker": {"failure_threshold": 2, "open_s": 30, "success_threshold": 1}}
+    default = tenants.find("default")
+
+    def fail_twice():
+        for _ in range(2):
+            run, _ = submit(default, Actor("test"), handler="demo.flaky", params={"fail_times": 9}, policy=policy,
+                            clock=clock)
+            execute(run.id, 0, clock=clock)
+
+    fail_twice()
+    delivery_round.tick(clock)
+    clock.advance(30)
+    probe, _ = submit(default, Actor("test"), handler="demo.flaky", params={"fail_times": 0}, policy=policy,
+                      clock=clock)
+    assert execute(probe.id, 0, clock=clock) == "succeeded"  # it closes: the resolve goes
+    delivery_round.tick(clock)
+    clock.advance(10)
+    fail_twice()
+    assert delivery_round.tick(clock)["held"] == 0
+    assert [r.json["event_action"] for r in channels.pagerduty.requests] == ["trigger", "resolve", "trigger"]
+
+
 def test_an_alert_rule_firing_again_soon_after_its_resolve_is_told_at_once(app, channels, clock):
     # Its resolve shares the rule's key: the new trigger was held as a "repeat" of the resolve for 5 minutes, while
     # PagerDuty showed the incident resolved and the Overview the rule firing (helper 108).

@@ -142,6 +142,10 @@ def _hold(message: OutboxMessage, claim: Claim, now: datetime) -> datetime | Non
         return None  # an alert rule's resolve shares its key: firing again after it is a new incident, told at once
     if (previous.payload or {}).get("work_order_id") != (message.payload or {}).get("work_order_id"):
         return None  # a new work order (its group's last one was closed since): a new incident, told at once
+    if db.session.execute(select(OutboxMessage.id).where(
+            OutboxMessage.dedup_key == f"resolve:{notice.incident_key(message)}",
+            OutboxMessage.created_at >= last).limit(1)).first():
+        return None  # its incident was resolved since (a breaker closed, then opened again): a new one, told at once
     until = last + timedelta(seconds=repeat_s)
     if _requeue(claim, now, attempts=0, next_attempt_at=until) == "requeued":
         db.session.add(Delivery(outbox_id=message.id, channel="all", attempt=0, outcome="held", at=now,
