@@ -37,7 +37,7 @@ def _missing_data_dir(argv: list[str], env) -> str | None:
     if env.get("REBOUND_DATABASE_URL") and env.get("REBOUND_SECRET_KEY"):
         return None  # a host that keeps nothing of Rebound's on its disk
     where = data_dir_of(env)
-    fix = ("Set REBOUND_DATA_DIR to the directory `rebound up` uses (or run it where that ./instance is).")
+    fix = "Set REBOUND_DATA_DIR to the directory `rebound up` uses (or run it where that ./instance is)."
     if not where.is_dir():
         return (f"Error: there is no Rebound data dir at {where}: `rebound {command}` reads a deployment's database "
                 f"and secret key from it and creates neither. {fix}")

@@ -25,26 +25,16 @@ def dlq_group():
 @with_appcontext
 def list_command(tenant, error_code, handler, limit, as_json):
     """List open dead letters, newest first."""
-    from sqlalchemy import select
-
-    from console.extensions import db
-    from console.models import DeadLetter, Tenant
+    from console.services.dlq import groups
     from console.services.people import tenants
 
-    query = (select(DeadLetter, Tenant.name).join(Tenant, Tenant.id == DeadLetter.tenant_id)
-             .where(DeadLetter.status == "open").order_by(DeadLetter.id.desc()).limit(limit))
-    if tenant:
-        if tenants.find(tenant) is None:
-            raise click.BadParameter(f"no tenant named {tenant!r}", param_hint="--tenant")
-        query = query.where(Tenant.name == tenant)
-    if error_code:
-        query = query.where(DeadLetter.error_code == error_code.strip())
-    if handler:
-        query = query.where(DeadLetter.handler == handler.strip())
+    if tenant and tenants.find(tenant) is None:
+        raise click.BadParameter(f"no tenant named {tenant!r}", param_hint="--tenant")
     found = [{"id": letter.id, "tenant": name, "handler": letter.handler, "error_code": letter.error_code,
               "attempts": letter.attempts, "run_id": letter.run_id, "work_order_id": letter.work_order_id,
               "created_at": letter.created_at.isoformat(), "message": (letter.error_message or "")[:80]}
-             for letter, name in db.session.execute(query)]
+             for letter, name in groups.newest_open(tenant=tenant, error_code=error_code, handler=handler,
+                                                    limit=limit)]
     if as_json:
         click.echo(json.dumps(found, indent=2))
         return

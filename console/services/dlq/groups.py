@@ -269,6 +269,19 @@ def visible(ids: list[int], tenant_id: int | None) -> list[DeadLetter]:
     return list(db.session.execute(query).scalars())
 
 
+def newest_open(*, tenant: str = "", error_code: str = "", handler: str = "", limit: int = 50) -> list[tuple]:
+    """Return the newest open dead letters with their tenant's name (the CLI's list), narrowed as asked."""
+    query = (select(DeadLetter, Tenant.name).join(Tenant, Tenant.id == DeadLetter.tenant_id)
+             .where(DeadLetter.status == "open").order_by(DeadLetter.id.desc()).limit(limit))
+    if tenant:
+        query = query.where(Tenant.name == tenant)
+    if error_code:
+        query = query.where(DeadLetter.error_code == error_code.strip())
+    if handler:
+        query = query.where(DeadLetter.handler == handler.strip())
+    return list(db.session.execute(query))
+
+
 def replays(letters: list[DeadLetter]) -> dict[int, list[RunEvent]]:
     """Return, per dead letter, the replay events that started a new series of its run."""
     run_ids = {letter.run_id for letter in letters}

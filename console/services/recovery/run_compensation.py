@@ -46,8 +46,9 @@ def request_compensation(run_id: int, cause, actor: Actor, *, tenant_id: int | N
 
 
 # A run in one of these was undone since the request was filed (its workflow's undo, another request, a person by
-# hand): approving could only fail, so the request closes as superseded.
-UNDONE = ("compensating", "compensated", "compensation_failed", "resolved")
+# hand), or its undo began and failed (dead: Retry the undo is its way on): approving could only fail, so the request
+# closes as superseded.
+UNDONE = ("compensating", "compensated", "compensation_failed", "resolved", "dead")
 
 
 def _undone_since(run_id: int, status: str) -> str:
