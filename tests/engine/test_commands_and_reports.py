@@ -164,6 +164,29 @@ def test_a_report_sent_again_changes_nothing_and_says_duplicate(runs, clock, rep
         executor_reports.report_failure(tenant, {**payload, "error_code": "other"}, Actor("billing"), clock=clock)
 
 
+def test_a_report_names_its_attempt_by_its_token_so_a_late_resend_fails_no_later_attempt(runs, clock):
+    # Attempt 1's report, sent again after a timeout while attempt 2 ran, failed attempt 2: a healthy run died
+    # (helper 113). The token says which attempt a report is about.
+    tenant = tenants.find("default")
+    run, _ = submit(tenant, Actor("billing"), handler="demo.noop", idempotency_key="ext-token", clock=clock,
+                    policy={"max_attempts": 2, "base_delay_s": 1, "jitter": 0})
+    db.session.execute(update(Run).where(Run.id == run.id).values(status="running", attempt=1, retry_token="tok-1"))
+    db.session.commit()
+    payload = {"idempotency_key": "ext-token", "error_code": "upstream_503", "retryable": True, "retry_token": "tok-1"}
+    assert executor_reports.report_failure(tenant, payload, Actor("billing"), clock=clock)[0].status == "retry_wait"
+    db.session.execute(update(Run).where(Run.id == run.id).values(status="running", attempt=2, retry_token="tok-2"))
+    db.session.commit()
+    again, duplicate = executor_reports.report_failure(tenant, payload, Actor("billing"), clock=clock)
+    assert duplicate and runs.status(run.id) == "running"  # attempt 2 goes on
+    with pytest.raises(Conflict, match="retry_token is not run .* current attempt's .no attempt of this run has it"):
+        executor_reports.report_failure(tenant, {**payload, "retry_token": "bogus"}, Actor("billing"), clock=clock)
+    with pytest.raises(Conflict, match="it is attempt 1's, which is over"):
+        executor_reports.report_failure(tenant, {**payload, "error_code": "other"}, Actor("billing"), clock=clock)
+    assert runs.status(run.id) == "running" and len(runs.events(run.id, "failure_reported")) == 1
+    current = {**payload, "retry_token": "tok-2", "retryable": False}
+    assert executor_reports.report_failure(tenant, current, Actor("billing"), clock=clock)[0].status == "dead"
+
+
 def test_the_same_report_sent_at_once_by_several_threads_is_one_failure_and_the_rest_duplicates(app, runs, clock):
     """An executor's retries racing its first send: one or two of twelve got 409 "changed meanwhile" (helper 104)."""
     tenant = tenants.find("default")

@@ -44,14 +44,20 @@ def report_failure(tenant: Tenant, data: dict, actor: Actor, clock: Clock = SYST
                                     or not 0 <= retry_after <= MAX_RETRY_AFTER_S):
         raise InvalidInput(f"retry_after_s must be a number of seconds from 0 to {MAX_RETRY_AFTER_S} (30 days)",
                            "retry_after_s")
+    token = _text(data, "retry_token", 64)
     now = clock()
     run = find_by_key(tenant.id, key)
     if run is None:
         run = _external_run(tenant, data, key, actor, now)
-    elif data.get("task_id") is not None or data.get("handler") is not None:
-        # The key names other work than the one reported (a sent-again report for it was taken as a duplicate).
-        task = task_for(data["task_id"], tenant) if data.get("task_id") is not None else None
-        _same_work(run, data.get("handler"), task, key)
+    else:
+        if data.get("task_id") is not None or data.get("handler") is not None:
+            # The key names other work than the one reported (a sent-again report for it was taken as a duplicate).
+            task = task_for(data["task_id"], tenant) if data.get("task_id") is not None else None
+            _same_work(run, data.get("handler"), task, key)
+        if token is not None and token != run.retry_token:
+            # A report names its attempt by its token: attempt 1's report sent again during attempt 2 failed attempt
+            # 2, and a healthy run died (helper 113).
+            return run, _earlier_attempt(run, token, code)
     if run.status != "running":
         if _reported_already(run, code):
             return run, True  # the executor's retry of a report that landed (a timeout on its side)
@@ -71,6 +77,23 @@ def report_failure(tenant: Tenant, data: dict, actor: Actor, clock: Clock = SYST
             return moved, True
         raise
     return run, False
+
+
+def _earlier_attempt(run: Run, token: str, code: str) -> bool:
+    """Answer a report whose token is not the run's current attempt's: True (a duplicate, nothing changes) when that
+    earlier attempt's failure was reported with this code; a 409 otherwise, naming what to send."""
+    reported = db.session.execute(select(RunEvent.attempt).where(
+        RunEvent.run_id == run.id, RunEvent.kind == "failure_reported", RunEvent.retry_token == token,
+        RunEvent.error_code == code).limit(1)).scalar_one_or_none()
+    if reported is not None:
+        return True
+    known = db.session.execute(select(RunEvent.attempt).where(
+        RunEvent.run_id == run.id, RunEvent.retry_token == token).order_by(RunEvent.id.desc()).limit(1)
+    ).scalar_one_or_none()
+    said = (f"it is attempt {known}'s, which is over" if known is not None
+            else "no attempt of this run has it")
+    raise Conflict(f"retry_token is not run {run.id}'s current attempt's ({said}; the run is at attempt {run.attempt}, "
+                   f"{run.status}): nothing changed. Send the token of the attempt that failed", "retry_token")
 
 
 def _reported_already(run: Run, code: str) -> bool:
