@@ -438,12 +438,18 @@ def test_a_bad_entry_fails_alone_and_the_rest_of_its_chunk_is_replayed(app, make
 def test_a_bulk_replay_can_be_stopped(client, auth, make_dead_letter):
     letters = [make_dead_letter(f"flaky upstream {n}") for n in range(3)]
     auth.as_role("operator")
-    post(client, auth, "/dlq/bulk/replay-matching", {"rate": "50"}, htmx=True)
+    post(client, auth, "/dlq/bulk/replay-matching", {"rate": "50", "tenant": "default"}, htmx=True)
     (job,) = Queue("maintenance", connection=get_redis()).jobs
     stopped = post(client, auth, f"/dlq/bulk/{job.args[0]}/stop", htmx=True)
     assert stopped.status_code == 200 and "stopping" in stopped.get_data(as_text=True)
     assert bulk.replay_matching(*job.args, **job.kwargs) == "stopped"
-    assert {fresh(x.id).status for x in letters} == {"open"} and len(audits("dead_letter.bulk_replay_stop")) == 1
+    assert {fresh(x.id).status for x in letters} == {"open"}
+    # Both rows under the filter's tenant, so the audit's tenant filter finds who started and stopped it; the stop
+    # says how far it had come (helper 112).
+    (started,) = audits("dead_letter.bulk_replay")
+    (stop,) = audits("dead_letter.bulk_replay_stop")
+    assert (started.tenant, stop.tenant) == ("default", "default")
+    assert stop.after == {"status": "stopping", "processed": 0, "total": 3}
 
 
 def test_bulk_replay_needs_something_to_replay_and_a_sane_rate(client, auth, make_dead_letter):

@@ -195,6 +195,8 @@ def start_replay(actor: Actor, tenant_id: int | None, *, ids: list[int] | None =
         if total and total < chosen:  # said, not silently dropped; which of the two reasons is not (another tenant's)
             described += f" ({chosen - total:,} of the {chosen:,} chosen left out: not open, or not found here)"
         recorded = {"ids": ids}
+        of = {letter.tenant_id for letter in letters}
+        of_tenants = {db.session.get(Tenant, of.pop()).name} if len(of) == 1 else set()
     else:
         # Bulk replay only ever touches open dead letters, whatever status the page showed.
         filters = (filters or Filters()).with_status("open")
@@ -204,11 +206,15 @@ def start_replay(actor: Actor, tenant_id: int | None, *, ids: list[int] | None =
                        "max_id": bounds and bounds.max_id}
         described = filters.describe(dlq.group_words(filters.group, tenant_id))
         recorded = {"filter": filters.args()}
+        of_tenants = {filters.tenant} if filters.tenant else set()
     if not total:
         raise InvalidInput("no open dead letters to replay: they may have been replayed or discarded already", "id")
     op_id = uuid.uuid4().hex[:12]
     key = KEY.format(op_id)
-    tenant = db.session.get(Tenant, tenant_id).name if tenant_id else None
+    # The tenant whose letters it replays, for the audit's tenant filter: a person's own, the filter's, or the one
+    # tenant of the letters selected (an operation of every tenant's letters has none; helper 112).
+    tenant = db.session.get(Tenant, tenant_id).name if tenant_id else (
+        next(iter(of_tenants)) if len(of_tenants) == 1 else None)
     # The audit row joins the transaction first, the progress hash and the job go to Redis in one MULTI, and
     # the commit comes last: a Redis failure leaves no audit of an operation that never started.
     audit.record(db.session, actor, "dead_letter.bulk_replay", "bulk_operation", op_id, tenant=tenant,
@@ -223,6 +229,7 @@ def start_replay(actor: Actor, tenant_id: int | None, *, ids: list[int] | None =
         pipe.hset(key, mapping={"kind": "replay", "status": "queued", "total": total, "done": 0, "failed": 0,
                                 "skipped": 0, "rate": rate, "actor": actor.name, "filter": described,
                                 "selection": json.dumps(recorded), "tenant_id": tenant_id or "",
+                                "audit_tenant": tenant or "",
                                 "started_at": now.isoformat(), "finished_at": ""})
         pipe.expire(key, KEEP_S)
         pipe.lpush(RECENT, op_id)
@@ -246,9 +253,12 @@ def stop(op_id: str, actor: Actor, tenant_id: int | None, clock: Clock = SYSTEM_
     progress = get(op_id, tenant_id)
     if not progress.running:
         raise Conflict(f"bulk operation {op_id} is already {progress.status}", "status")
-    get_redis().hset(KEY.format(op_id), "status", "stopping")
-    tenant = db.session.get(Tenant, tenant_id).name if tenant_id else None
+    redis = get_redis()
+    redis.hset(KEY.format(op_id), "status", "stopping")
+    # Under the start's tenant, with how far it had come (the row said "stopping" alone; helper 112).
+    tenant = (redis.hget(KEY.format(op_id), "audit_tenant") or b"").decode() or None
     audit.record(db.session, actor, "dead_letter.bulk_replay_stop", "bulk_operation", op_id, tenant=tenant,
-                 before={"status": progress.status, "done": progress.done}, after={"status": "stopping"}, clock=clock)
+                 before={"status": progress.status, "done": progress.done},
+                 after={"status": "stopping", "processed": progress.processed, "total": progress.total}, clock=clock)
     db.session.commit()
     return get(op_id, tenant_id)
