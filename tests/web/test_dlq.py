@@ -180,6 +180,13 @@ def test_filters_by_code_tenant_task_and_age(app, make_dead_letter, clock):
     assert ids(task="handler:python:demo.flaky") == {old.id, new.id, other.id}
     assert ids(task="handler:python:demo.noop") == set()
     assert ids(group=new.fingerprint) == {old.id, new.id}
+    # A plugin's letters: the filter offers their handler (it offered the registry's and the commands' alone), and
+    # a tenant-limited list only its own tenant's (helper 112).
+    db.session.execute(update(DeadLetter).where(DeadLetter.id == old.id).values(handler="plugin:payments"))
+    db.session.commit()
+    assert "plugin:payments" in dlq.handler_choices() and "python:demo.flaky" in dlq.handler_choices()
+    assert "plugin:payments" not in dlq.handler_choices(tenants.find("default").id)
+    assert ids(task="handler:plugin:payments") == {old.id}
     task = tasks.register(tenants.find("default"), {"name": "nightly ledger sync", "handler": "python:demo.flaky",
                                                     "event": "ledger.closed", "policy": LENIENT,
                                                     "params": {"fail_times": 9, "error": "fatal"}}, Actor("test"))

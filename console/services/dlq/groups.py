@@ -317,7 +317,14 @@ def task_choices(tenant_id: int | None, limit: int = 500) -> list[tuple[str, str
             for task_id, name, tenant in db.session.execute(query)]
 
 
-def handler_choices() -> list[str]:
-    """Return the handlers a filter can pick, in their stored 'kind:name' form (plugins are open-ended)."""
+def handler_choices(tenant_id: int | None = None, limit: int = 100) -> list[str]:
+    """Return the handlers a filter can pick, in their stored 'kind:name' form: the registry's and the commands',
+    and the plugins the scope's open letters name (plugins are open-ended: the list offered none of the plugin
+    handlers most letters had; helper 112)."""
+    plugins = (select(DeadLetter.handler).where(DeadLetter.status == "open", DeadLetter.handler.startswith("plugin:"))
+               .group_by(DeadLetter.handler).order_by(DeadLetter.handler).limit(limit))
+    if tenant_id is not None:
+        plugins = plugins.where(DeadLetter.tenant_id == tenant_id)
     return ([f"python:{name}" for name in registry.names()]
-            + [f"command:{name}" for name in handler_kinds.listed_commands()])
+            + [f"command:{name}" for name in handler_kinds.listed_commands()]
+            + list(db.session.execute(plugins).scalars()))

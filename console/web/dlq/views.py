@@ -107,7 +107,7 @@ def index():
     return page("dlq/index.html", "results", **results(filters, chosen_view(), paging.before(),
                                                         notice=notice),
                 scoped=scope is not None, bulk_ops=lambda: dlq_bulk.recent(scope, include=op),
-                task_choices=lambda: dlq.task_choices(scope), handler_choices=dlq.handler_choices,
+                task_choices=lambda: dlq.task_choices(scope), handler_choices=lambda: dlq.handler_choices(scope),
                 tenant_choices=lambda: [] if scope else [t.name for t in tenants.all_tenants()]), \
         422 if refused else 200
 
