@@ -4,11 +4,11 @@ import html
 import re
 from datetime import timedelta
 
-from sqlalchemy import update
+from sqlalchemy import insert, select, update
 
 from console.domain.clock import utcnow
 from console.extensions import db
-from console.models import AlertRule, DeadLetter, Tenant
+from console.models import AlertRule, DeadLetter, Run, Tenant
 from console.services.system import alert_rules
 from tests.factories import Runs
 
@@ -157,3 +157,17 @@ def test_the_failures_chart_is_said_in_words_for_a_reader_who_cannot_see_it(clie
     said = re.search(r"data-said>([^<]+)<", client.get("/overview").get_data(as_text=True)).group(1)
     assert re.fullmatch(r"1 failed attempt in the last hour \(1 dead-lettered\); the most in one minute, 1, at "
                         r"\d\d:\d\d UTC\.", said), said
+
+
+def test_the_counters_read_with_their_thousands_as_the_dlq_says_them(client, auth):
+    # "DEAD LETTERS OPEN 19990" beside the DLQ's "19,990" (helper 112).
+    default = db.session.execute(select(Tenant).where(Tenant.name == "default")).scalar_one()
+    now = utcnow()
+    db.session.execute(insert(Run), [{
+        "tenant_id": default.id, "handler": "python:demo.noop", "params": {}, "policy_overrides": {},
+        "idempotency_key": f"many-{n}", "status": "pending", "attempt": 0, "series": 1, "executions": 0,
+        "progress": 0, "source": "api", "cancel_requested": False, "created_at": now, "updated_at": now}
+        for n in range(1234)])
+    db.session.commit()
+    auth.as_role("viewer")
+    assert 'data-counter="pending">1,234<' in client.get("/overview").get_data(as_text=True)
