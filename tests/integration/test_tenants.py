@@ -192,7 +192,7 @@ def test_cli_creates_lists_and_sets_quotas(app):
     listed = runner.invoke(args=["tenants", "list"]).output
     assert "acme" in listed and "40" in listed
     bad = runner.invoke(args=["tenants", "set-quota", "acme", "--max-running", "-1"])
-    assert bad.exit_code == 1 and "max_running must be a whole number from 1 to 100000, got '-1'" in bad.output
+    assert bad.exit_code == 1 and "--max-running must be a whole number from 1 to 100000, got '-1'" in bad.output
     assert _tenant("acme").max_running == 3
     # The terminal's account stands where the web's address does: a CLI change names the hand that typed it.
     assert [(e.actor, e.remote_addr) for e in _audit("tenant.set_quota")] == [("cli", terminal.account())]
