@@ -535,9 +535,8 @@ def test_a_failure_of_a_group_whose_work_order_was_just_closed_is_told_at_once(a
     assert "bad row 2" in channels.slack.requests[-1].json["text"]
 
 
-def test_a_new_work_orders_first_alert_is_not_merged_into_the_closed_ones_held_repeat(app, channels, clock):
-    # The new letter joined the pending repeat (one pending row per key): told 4 minutes late, counted with the closed
-    # order's letters, listed on the closed order's page and not on its own (helper 108).
+def closed_with_a_repeat_held(clock) -> WorkOrder:
+    """A work order whose first alert went out and whose repeat was held back, closed by a person meanwhile."""
     first = dead_run(clock, message="bad row 1")
     delivery_round.tick(clock)
     clock.advance(5)
@@ -545,12 +544,20 @@ def test_a_new_work_orders_first_alert_is_not_merged_into_the_closed_ones_held_r
     assert delivery_round.tick(clock)["held"] == 1
     order = db.session.get(WorkOrder, runs_letters(first.id)[0].work_order_id)
     changes.close(order, "fixed the schema", Actor("olga"), clock)
+    return order
+
+
+def test_a_new_work_orders_first_alert_is_not_merged_into_the_closed_ones_held_repeat(app, channels, clock):
+    # The new letter joined the pending repeat (one pending row per key): told 4 minutes late, counted with the closed
+    # order's letters, listed on the closed order's page and not on its own (helper 108).
+    order = closed_with_a_repeat_held(clock)
     clock.advance(5)
     again = dead_run(clock, message="bad row 3")
     new_order = runs_letters(again.id)[0].work_order_id
     assert delivery_round.tick(clock)["held"] == 0
     told = channels.slack.requests[-1].json["text"]
     assert "1 dead letter in this group" in told and "bad row 3" in told  # its own first alert, one letter, at once
+
     def alerts_on_the_page_of(order_id):
         return {m.payload["work_order_id"] for m in workorders.detail(order_id).messages if m.kind == "alert"}
 
@@ -559,13 +566,7 @@ def test_a_new_work_orders_first_alert_is_not_merged_into_the_closed_ones_held_r
 
 def test_a_held_repeat_of_a_work_order_closed_meanwhile_is_not_sent_after_its_resolve(app, channels, clock):
     """The repeat went out minutes after the close: PagerDuty's incident, just resolved, was triggered again."""
-    first = dead_run(clock, message="bad row 1")
-    delivery_round.tick(clock)
-    clock.advance(5)
-    dead_run(clock, message="bad row 2")
-    assert delivery_round.tick(clock)["held"] == 1
-    order = db.session.get(WorkOrder, runs_letters(first.id)[0].work_order_id)
-    changes.close(order, "fixed the schema", Actor("olga"), clock)
+    order = closed_with_a_repeat_held(clock)
     clock.advance(300)
     delivery_round.tick(clock)
     events = [r.json["event_action"] for r in channels.pagerduty.requests]
@@ -1036,21 +1037,25 @@ def test_errors_and_logs_never_show_a_webhook_url_or_routing_key(app, clock, cap
     assert "/…path" in caplog.text  # the masked target: host and last 4 only
 
 
+BREAKER_POLICY = {"max_attempts": 5, "base_delay_s": 1, "jitter": 0,
+                  "breaker": {"failure_threshold": 2, "open_s": 30, "success_threshold": 1}}
+
+
+def breaker_attempt(clock, fail_times: int) -> str:
+    """Submit a demo.flaky run under a breaker that opens after 2 failures, run its attempt here; return the outcome."""
+    run, _ = submit(tenants.find("default"), Actor("test"), handler="demo.flaky", params={"fail_times": fail_times},
+                    policy=BREAKER_POLICY, clock=clock)
+    return execute(run.id, 0, clock=clock)
+
+
 def test_a_breaker_that_closes_resolves_the_incident_its_opening_started(app, channels, clock):
-    policy = {"max_attempts": 5, "base_delay_s": 1, "jitter": 0,
-              "breaker": {"failure_threshold": 2, "open_s": 30, "success_threshold": 1}}
-    default = tenants.find("default")
     for _ in range(2):
-        run, _ = submit(default, Actor("test"), handler="demo.flaky", params={"fail_times": 9}, policy=policy,
-                        clock=clock)
-        assert execute(run.id, 0, clock=clock) == "retry_wait"
+        assert breaker_attempt(clock, 9) == "retry_wait"
     delivery_round.tick(clock)
     opened = channels.pagerduty.requests[-1].json
     assert (opened["event_action"], opened["dedup_key"]) == ("trigger", f"rebound-breaker:{HANDLER}")
     clock.advance(30)
-    probe, _ = submit(default, Actor("test"), handler="demo.flaky", params={"fail_times": 0}, policy=policy,
-                      clock=clock)
-    assert execute(probe.id, 0, clock=clock) == "succeeded"
+    assert breaker_attempt(clock, 0) == "succeeded"
     delivery_round.tick(clock)
     closed = channels.pagerduty.requests[-1].json
     assert closed == {"routing_key": ROUTING_KEY, "event_action": "resolve", "dedup_key": f"rebound-breaker:{HANDLER}"}
@@ -1060,18 +1065,11 @@ def test_a_breaker_that_closes_resolves_the_incident_its_opening_started(app, ch
 
 def test_a_breakers_reopening_held_as_a_repeat_is_not_sent_after_a_reset_resolved_it(app, channels, clock):
     # The reopening went out minutes after the reset: PagerDuty paged for a closed breaker, never resolved (helper 108).
-    policy = {"max_attempts": 5, "base_delay_s": 1, "jitter": 0,
-              "breaker": {"failure_threshold": 2, "open_s": 30, "success_threshold": 1}}
-    default = tenants.find("default")
     for _ in range(2):
-        run, _ = submit(default, Actor("test"), handler="demo.flaky", params={"fail_times": 9}, policy=policy,
-                        clock=clock)
-        execute(run.id, 0, clock=clock)
+        breaker_attempt(clock, 9)
     delivery_round.tick(clock)
     clock.advance(30)
-    probe, _ = submit(default, Actor("test"), handler="demo.flaky", params={"fail_times": 9}, policy=policy,
-                      clock=clock)
-    assert execute(probe.id, 0, clock=clock) == "retry_wait"  # the probe fails: open again
+    assert breaker_attempt(clock, 9) == "retry_wait"  # the probe fails: open again
     assert delivery_round.tick(clock)["held"] == 1  # a repeat of the opening sent 30 s ago
     clock.advance(10)
     breaker_admin.reset(BreakerKey(HANDLER), ops, clock=clock)
@@ -1083,34 +1081,22 @@ def test_a_breakers_reopening_held_as_a_repeat_is_not_sent_after_a_reset_resolve
     assert reopened.status == "skipped" and "the circuit breaker closed at" in reopened.last_error
     clock.advance(60)  # it opens again after the reset: that is news, and goes
     for _ in range(2):
-        run, _ = submit(default, Actor("test"), handler="demo.flaky", params={"fail_times": 9}, policy=policy,
-                        clock=clock)
-        execute(run.id, 0, clock=clock)
+        breaker_attempt(clock, 9)
     delivery_round.tick(clock)
     assert [r.json["event_action"] for r in channels.pagerduty.requests] == ["trigger", "resolve", "trigger"]
 
 
 def test_a_breaker_that_opens_again_after_it_closed_is_a_new_incident_told_at_once(app, channels, clock):
     # Its resolve has a key of its own, so the new opening was held 5 min as a "repeat" of the first.
-    policy = {"max_attempts": 5, "base_delay_s": 1, "jitter": 0,
-              "breaker": {"failure_threshold": 2, "open_s": 30, "success_threshold": 1}}
-    default = tenants.find("default")
-
-    def fail_twice():
-        for _ in range(2):
-            run, _ = submit(default, Actor("test"), handler="demo.flaky", params={"fail_times": 9}, policy=policy,
-                            clock=clock)
-            execute(run.id, 0, clock=clock)
-
-    fail_twice()
+    for _ in range(2):
+        breaker_attempt(clock, 9)
     delivery_round.tick(clock)
     clock.advance(30)
-    probe, _ = submit(default, Actor("test"), handler="demo.flaky", params={"fail_times": 0}, policy=policy,
-                      clock=clock)
-    assert execute(probe.id, 0, clock=clock) == "succeeded"  # it closes: the resolve goes
+    assert breaker_attempt(clock, 0) == "succeeded"  # it closes: the resolve goes
     delivery_round.tick(clock)
     clock.advance(10)
-    fail_twice()
+    for _ in range(2):
+        breaker_attempt(clock, 9)
     assert delivery_round.tick(clock)["held"] == 0
     assert [r.json["event_action"] for r in channels.pagerduty.requests] == ["trigger", "resolve", "trigger"]
 
