@@ -658,3 +658,11 @@ def test_an_imported_attempt_says_its_system_kept_no_log_lines(client, auth, tmp
     page = client.get(f"/runs/{run_id}").get_data(as_text=True)
     assert "ValueError: bad row 7" in page and "the system it came from kept no log lines" in page
     assert "The handler logged nothing during this attempt" not in page  # no handler of Rebound's ran it
+
+
+def test_a_page_past_the_oldest_run_says_so_not_that_there_are_none(client, auth, runs):
+    # /runs?before=1 on a deployment with runs said "No runs yet … rebound seed-demo adds examples" (helper 112).
+    runs.submit()
+    auth.as_role("viewer")
+    past = client.get("/runs?before=1").get_data(as_text=True)
+    assert "No older runs." in past and "No runs yet." not in past
