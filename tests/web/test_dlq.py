@@ -663,6 +663,8 @@ def test_replaying_a_group_that_failed_for_good_asks_first(client, auth, runs, m
     assert 'value="failed_for_good"' in confirm
     assert 'name="rate" value="50"' in confirm and f"/dlq/{letters[1].id}/fix" in confirm
     assert 'name="fastest" value="y" checked' in confirm
+    assert ">Replay all 2 anyway</button>" in confirm  # all that match, not "them" (which ones?; helper 112)
+    assert "does not hold replays back" in confirm  # the unpaced choice says what it costs here too
     response = post(client, auth, "/dlq/bulk/replay-matching",
                     {"group": fingerprint, "rate": "50", "confirmed": "failed_for_good"})
     assert response.status_code == 303 and "op=" in response.headers["Location"]
