@@ -9,14 +9,21 @@ from flask.cli import with_appcontext
 @click.argument("username")
 @click.option("--role", required=True, type=click.Choice(["viewer", "operator", "approver", "manager", "admin"]))
 @click.option("--password", default=None, help="Generated and printed when omitted.")
+@click.option("--ask-password", is_flag=True,
+              help="Ask for the password (twice, hidden) rather than take it from the command line, where other "
+                   "accounts on the host can read it (ps, shell history).")
 @click.option("--tenant", default=None, help="Limit the user to one tenant.")
 @with_appcontext
-def create_user_command(username, role, password, tenant):
+def create_user_command(username, role, password, ask_password, tenant):
     """Create a user."""
     from console.commands.terminal import cli_actor
     from console.services.errors import ServiceError
     from console.services.people import tenants, users
 
+    if ask_password and password is not None:
+        raise click.UsageError("give --password or --ask-password, not both")
+    if ask_password:
+        password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
     try:
         scope = tenants.require(tenant) if tenant else None
         user, generated = users.create(username, role, password, cli_actor(), tenant=scope)

@@ -244,3 +244,16 @@ def test_set_password_gives_a_new_password_from_the_cli_and_ends_the_old_session
     assert entry.actor == "cli" and "a-new-long-pass-42" not in str(entry.after)
     unknown = runner.invoke(args=["set-password", "nobody", "--password", "a-new-long-pass-42"])
     assert unknown.exit_code == 1 and "no user named 'nobody'" in unknown.output
+
+
+def test_create_user_asks_for_the_password_off_the_command_line_when_told(app):
+    """`--ask-password` keeps a chosen password out of argv (ps, shell history); given with --password it is refused."""
+    runner = app.test_cli_runner()
+    asked = runner.invoke(args=["create-user", "olga", "--role", "operator", "--ask-password"],
+                          input="a-long-pass-42\na-long-pass-42\n")
+    assert asked.exit_code == 0 and "Created olga (operator)." in asked.output
+    assert "a-long-pass-42" not in asked.output and "Password:" not in asked.output.split("Created")[1]
+    assert users.authenticate("olga", "a-long-pass-42") is not None
+    both = runner.invoke(args=["create-user", "ada", "--role", "admin", "--password", "a-long-pass-42",
+                               "--ask-password"])
+    assert both.exit_code == 2 and "not both" in both.output and users.find("ada") is None
