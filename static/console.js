@@ -157,7 +157,26 @@
   document.addEventListener("submit", function (event) {
     var button = event.submitter;
     var question = (button && button.dataset.confirm) || event.target.dataset.confirm;
-    if (question && !window.confirm(question)) event.preventDefault();
+    if (question && !window.confirm(question)) {
+      event.preventDefault();
+      return;
+    }
+    // A second press while the first one's page is on its way would do the work twice (two runs of "Run now"):
+    // a plain POST form sends once per page. htmx's own forms (default prevented) drop a second request already;
+    // 15 s frees a form whose answer did not replace the page (a download, a dropped connection).
+    var form = event.target;
+    if (event.defaultPrevented || form.method !== "post") return;
+    if (form.dataset.sending) {
+      event.preventDefault();
+      return;
+    }
+    form.dataset.sending = "1";
+    setTimeout(function () { delete form.dataset.sending; }, 15000);
+  });
+  // A page shown again from the back-forward cache is a new visit: its forms may be sent again.
+  window.addEventListener("pageshow", function (event) {
+    if (!event.persisted) return;
+    document.querySelectorAll("form[data-sending]").forEach(function (form) { delete form.dataset.sending; });
   });
 
   document.addEventListener("click", function (event) {
