@@ -151,7 +151,7 @@ def coerce(param: Param, value):
             raise ValueError(f"at most {param.max_length} characters")
         return value
     if kind is ParamType.INT:
-        return _ranged(param, _int(value))
+        return _digits(_ranged(param, _int(value)))
     if kind is ParamType.FLOAT:
         return _ranged(param, _float(value))
     if kind is ParamType.BOOL:
@@ -167,16 +167,27 @@ def coerce(param: Param, value):
     return _id(value)
 
 
+# A whole number of at most 18 digits, however it came: text was held to it, a JSON number was not (a 400-digit
+# `limit` ran, and was kept in the execution's params).
+_INT_BOUND = 10**18
+
+
 def _int(value) -> int:
     if isinstance(value, bool):
         raise ValueError("a whole number")
     if isinstance(value, float) and value.is_integer():
-        return int(value)
+        value = int(value)
+    if isinstance(value, str) and re.fullmatch(r"\s*[-+]?[0-9]{1,18}\s*", value):
+        value = int(value)
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and re.fullmatch(r"\s*[-+]?[0-9]{1,18}\s*", value):
-        return int(value)
     raise ValueError("a whole number")
+
+
+def _digits(number: int) -> int:
+    if not -_INT_BOUND < number < _INT_BOUND:
+        raise ValueError("a whole number of at most 18 digits")
+    return number
 
 
 def _float(value) -> float:
@@ -184,6 +195,8 @@ def _float(value) -> float:
         raise ValueError("a number")
     try:
         number = float(value)
+    except OverflowError:  # an integer past a float's range (10**400)
+        raise ValueError("a finite number") from None
     except ValueError:
         raise ValueError("a number") from None
     if not math.isfinite(number):

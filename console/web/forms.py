@@ -21,6 +21,10 @@ class ConsoleForm(FlaskForm):
             if typed.strip() and not PLAIN_NUMBER.fullmatch(typed) and not field.process_errors:
                 field.data = None
                 field.process_errors.append(field.invalid_value_message or "enter a number in the digits 0-9")
+            elif isinstance(field, IntegerField) and isinstance(field.data, int) and abs(field.data) >= 10**18:
+                # Past any field's range, and past a float's: WTForms' NumberRange (math.isnan) was a 500.
+                field.data = None
+                field.process_errors.append(field.invalid_value_message or "a whole number of at most 18 digits")
 
     class Meta(FlaskForm.Meta):
         def render_field(self, field, render_kw):

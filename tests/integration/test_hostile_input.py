@@ -337,3 +337,17 @@ def test_digits_of_other_scripts_are_no_number(client, operator, path):
 def test_a_tenant_quota_in_other_digits_is_refused(client, admin_token):
     response = client.put("/api/tenants/default", json={"max_running": "٣"}, headers=admin_token)
     assert response.status_code == 422 and "max_running must be a whole number" in response.get_json()["detail"]
+
+
+@pytest.mark.parametrize(("path", "data", "said"), [
+    ("/tasks/quota-classes/", {"name": "qcbig", "max_running": "1" + "0" * 400}, "how many may run at once"),
+    # Refused back to the list it came from, the rule in its flash.
+    ("/dlq/bulk/replay", {"id": "1", "rate": "1" + "0" * 400, "action": "replay"}, "from 1 to 1000"),
+])
+def test_a_number_past_a_floats_range_in_a_form_is_refused_not_a_500(client, auth, path, data, said):
+    """WTForms' NumberRange calls math.isnan on an int: 400 digits raised OverflowError, a 500."""
+    auth.as_role("admin")
+    with api_checks.nothing_written(COUNTED):
+        response = client.post(path, data={**data, "csrf_token": auth.csrf("/overview")}, follow_redirects=True)
+    assert response.status_code == (422 if "quota" in path else 200)
+    assert said in response.get_data(as_text=True)

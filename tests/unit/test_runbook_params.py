@@ -70,6 +70,9 @@ def test_every_bad_field_is_named_with_what_to_fix():
     ({"note": "x", "count": 2.5}, "count", "a whole number"),
     ({"note": "x", "count": True}, "count", "a whole number"),
     ({"note": "x", "rate": "nan"}, "rate", "a finite number"),
+    # JSON numbers past what a field takes (an int past a float's range was a 500; any int was kept as sent).
+    ({"note": "x", "rate": 10**400}, "rate", "a finite number"),
+    ({"note": "x", "count": 10**400}, "count", "at most 100"),
     ({"note": "x", "letters": ",".join(str(n) for n in range(1, 502))}, "letters", "at most 500 ids at once"),
     ({"note": "   "}, "note", "required"),
     # Digits no row's id can have: said as the range, not as "not a whole number".
@@ -82,6 +85,16 @@ def test_every_bad_field_is_named_with_what_to_fix():
 ])
 def test_out_of_range_and_wrong_kinds_are_refused(raw, field, message):
     assert errors_of(raw)[field] == message
+
+
+@pytest.mark.parametrize("huge", [10**18, -(10**19), 1e300, 10**400],
+                         ids=["1e18", "-1e19", "1e300", "400 digits"])
+def test_a_whole_number_without_a_maximum_is_held_to_18_digits_as_text_is(huge):
+    """A JSON `limit` of 400 digits ran a runbook and stayed in its execution's params; as text it was refused."""
+    with pytest.raises(ParamErrors) as raised:
+        parse((Param("limit", T.INT),), {"limit": huge})
+    assert raised.value.errors == {"limit": "a whole number of at most 18 digits"}
+    assert parse((Param("limit", T.INT),), {"limit": 10**18 - 1}) == {"limit": 10**18 - 1}
 
 
 def test_params_must_be_an_object():
