@@ -28,6 +28,9 @@ def retry():
     no_unknown(data, RETRY_FIELDS)
     if is_id(data.get("run_id")):
         run = control.get_run(data["run_id"], tenant_scope())
+        # A tenant named beside the id is checked, not ignored: garbage, or another tenant's name, retried the run.
+        if data.get("tenant") is not None and acting_tenant(data["tenant"]).id != run.tenant_id:
+            raise NotFound(f"run {run.id} is not tenant {data['tenant']}'s")
     elif isinstance(data.get("run_id"), int) and not isinstance(data["run_id"], bool):
         raise NotFound(f"no run has id {data['run_id']}: ids go up to {MAX_ID}")
     elif isinstance(data.get("idempotency_key"), str):

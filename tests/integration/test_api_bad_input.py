@@ -274,6 +274,23 @@ def test_a_retry_by_key_looks_in_the_tenant_named(client, operator, runs, clock)
     assert (found.status_code, found.json["id"], found.json["status"]) == (202, run_id, "pending")
 
 
+def test_a_tenant_named_beside_a_run_id_is_checked_not_ignored(client, operator, runs, clock):
+    """Garbage or another tenant's name beside the id retried the run all the same."""
+    make_tenant("acme")
+    run_id = runs.submit("demo.flaky", {"fail_times": 9, "error": "fatal"}, tenant="acme")
+    execute(run_id, 0, clock=clock)
+    with nothing_written():
+        refused(client.post("/internal/tasks/retry", json={"run_id": run_id, "tenant": 10**400}, headers=operator),
+                422, "invalid", "tenant")
+        refused(client.post("/internal/tasks/retry", json={"run_id": run_id, "tenant": "nobody"}, headers=operator),
+                422, "invalid", "tenant")
+        wrong = refused(client.post("/internal/tasks/retry", json={"run_id": run_id, "tenant": "default"},
+                                    headers=operator), 404, "not_found")
+    assert wrong["detail"] == f"run {run_id} is not tenant default's"
+    found = client.post("/internal/tasks/retry", json={"run_id": run_id, "tenant": "acme"}, headers=operator)
+    assert (found.status_code, found.json["status"]) == (202, "pending")
+
+
 def test_a_tenant_limited_token_is_not_told_to_name_a_tenant_it_cannot(client, auth, runs):
     acme = make_tenant("acme")
     scoped = bearer(auth.make_user("sam", "operator", tenant=acme), tenant=acme)
