@@ -181,9 +181,10 @@ def too_many_digits(error: ValueError) -> str:
            "smaller number"
 
 
-def json_problem(value) -> str | None:
-    """Say what makes decoded JSON unusable (too deep, a lone surrogate, a number that is not finite), or None."""
-    stack = [(value, 1, "$")]
+def json_problem(value, root: str = "$") -> str | None:
+    """Say what makes decoded JSON unusable (too deep, a lone surrogate, a number that is not finite), or None; the
+    place is named from `root` (a batch item's field: "runs[3].params")."""
+    stack = [(value, 1, root)]
     while stack:
         node, depth, path = stack.pop()
         if depth > MAX_JSON_DEPTH:

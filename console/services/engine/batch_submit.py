@@ -131,7 +131,7 @@ def _check(index: int, item, tenant_for, cache: dict, needs_key: bool = False) -
         if name not in FIELDS:
             raise InvalidInput(f"unknown field {name!r}; allowed: {', '.join(sorted(FIELDS))}", name)
         # What the single path's JSON reader refuses for a whole body is this item's own problem here.
-        if problem := json_problem(value):
+        if problem := json_problem(value, f"runs[{index}].{name[:40]}"):
             raise InvalidInput(problem, name)
     name = item.get("tenant")
     if name is not None and not isinstance(name, str):
