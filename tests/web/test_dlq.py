@@ -673,6 +673,20 @@ def test_replaying_a_group_that_failed_for_good_asks_first(client, auth, runs, m
     assert job.kwargs["filters"]["group"] == fingerprint
 
 
+def test_the_replay_question_opened_from_a_link_asks_what_its_letters_are(client, auth, make_dead_letter):
+    """Opened by address on letters that neither failed for good nor are steps (or on none), the page asked
+    "Replay workflows' steps alone?" and told a tenant that never had any that someone replayed them."""
+    make_dead_letter("carrier timed out", code="carrier_down")
+    auth.as_role("operator", "olga")
+    plain = " ".join(client.get("/dlq/replay/confirm?code=carrier_down").get_data(as_text=True).split())
+    assert "<h1>Replay these dead letters?</h1>" in plain and "workflows' steps" not in plain
+    assert "none failed for good or is a workflow's step" in plain
+    assert ">Replay it</button>" in plain and "anyway" not in plain
+    empty = " ".join(client.get("/dlq/replay/confirm?code=nothing_like_it").get_data(as_text=True).split())
+    assert "<h1>Nothing to replay</h1>" in empty and "No open dead letter matches this filter now" in empty
+    assert "someone replayed" not in empty and "<button" not in empty.split("<h1>")[1]
+
+
 def test_replaying_all_that_match_a_filter_asks_first_when_some_failed_for_good(client, auth, make_dead_letter):
     """Not only a group's Replay: the same letters chosen by their code get the same question, once (no dialog)."""
     make_dead_letter("account 1 is closed", code="invalid_account", fatal=True)
