@@ -10,7 +10,7 @@ from console.domain.clock import utcnow
 from console.extensions import db
 from console.models import ApiToken, AuditEntry, User
 from console.services.actor import Actor
-from console.services.errors import InvalidInput
+from console.services.errors import Conflict, InvalidInput
 from console.services.people import tokens, users
 from tests.factories import make_tenant
 
@@ -163,10 +163,31 @@ def test_the_new_token_says_whom_it_acts_as_and_which_tenants_it_reaches_and_why
     assert issue(auth.make_user("svc", "operator"), "") == "Acts as svc (operator), for all tenants."
 
 
-def test_a_disabled_persons_token_reads_user_disabled_not_active(client, auth):
+def test_disabling_a_person_revokes_their_tokens_for_good(client, auth):
+    """Their tokens only paused while the account was disabled: a re-enable (a compromised account's) brought back
+    every one unseen, while their sessions stayed ended (helper 115)."""
+    svc, _ = issued_on_the_page(client, auth)
+    plaintext = tokens.issue(svc, Actor("root"), name="second")[1]
+    response = client.post(f"/admin/users/{svc.id}", headers={"HX-Request": "true"}, data={
+        f"u{svc.id}-role": "operator", f"u{svc.id}-active": "0", "csrf_token": auth.csrf()})
+    assert "2 API tokens revoked with the disable" in response.get_data(as_text=True)
+    page = client.get("/admin/tokens").get_data(as_text=True)
+    assert page.count(">revoked</span>") == 2 and '">active</span>' not in page
+    rows = db.session.execute(select(AuditEntry.note).where(AuditEntry.action == "token.revoke")).scalars().all()
+    assert rows == ["svc's account was disabled"] * 2
+    users.update(svc, Actor("root"), active=True)
+    assert client.get("/api/me", headers={"Authorization": f"Bearer {plaintext}"}).status_code == 401
+    # A token for a disabled person would wait, refused, for a re-enable to bring it back: not issued.
+    users.update(svc, Actor("root"), active=False)
+    with pytest.raises(Conflict, match="svc's account is disabled: enable it first"):
+        tokens.issue(svc, Actor("root"))
+
+
+def test_a_token_of_a_person_disabled_before_tokens_were_revoked_reads_user_disabled(client, auth):
     """The API refused it (401) while the tokens page said "active"."""
     svc, _ = issued_on_the_page(client, auth)
-    users.update(svc, Actor("root"), active=False)
+    svc.active = False  # as an account disabled by an earlier version, whose disable left its tokens live
+    db.session.commit()
     page = client.get("/admin/tokens").get_data(as_text=True)
     assert ">user disabled</span>" in page and '">active</span>' not in page
 

@@ -51,6 +51,8 @@ def issue(user: User, actor: Actor, *, name: str = "", tenant: Tenant | None = N
                            "expire", "days")
     if scope is not None and user.tenant_id != scope:
         raise NotFound(f"no user with id {user.id}")
+    if not user.active:  # it would be refused until a re-enable, and then work unseen
+        raise Conflict(f"{user.username}'s account is disabled: enable it first", "user")
     tenant = users.within_scope(tenant, scope)
     if user.tenant_id and tenant and tenant.id != user.tenant_id:
         raise InvalidInput(f"{user.username} may only act for tenant {user.tenant.name}", "tenant")

@@ -14,7 +14,7 @@ from console.db import locks
 from console.db.upsert import insert_for
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
-from console.models import EndedSession, Role, Tenant, User
+from console.models import ApiToken, EndedSession, Role, Tenant, User
 from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.errors import Conflict, Forbidden, InvalidInput, NotFound
@@ -129,8 +129,10 @@ def create(username: str, role: str, password: str | None, actor: Actor, *, scop
     return user, generated
 
 
-def update(user: User, actor: Actor, *, role: str | None = None, active: bool | None = None) -> User:
-    """Change a user's role or whether they may log in; refuse to lock out the last admin."""
+def update(user: User, actor: Actor, *, role: str | None = None, active: bool | None = None,
+           clock: Clock = SYSTEM_CLOCK) -> tuple[User, int]:
+    """Change a user's role or whether they may log in; refuse to lock out the last admin. Return the user and how
+    many of their API tokens a disable revoked."""
     # Two admins demoting each other at once must not both count the other as the admin left.
     locks.hold("admins")
     db.session.refresh(user)
@@ -150,12 +152,31 @@ def update(user: User, actor: Actor, *, role: str | None = None, active: bool | 
             raise Conflict("this is the last active admin not limited to a tenant; make someone else an admin of "
                            "every tenant first", "role")
     after = _snapshot(user)
+    revoked = 0
     if after != before:
         audit.record(db.session, actor, "user.update", "user", user.id, before=before, after=after,
                      tenant=tenant_of(user))
         end_sessions(user)  # a new role or a disabled account takes effect now, not at the next login
+        if before["active"] and not user.active:
+            revoked = _revoke_tokens(user, actor, clock())
     db.session.commit()
-    return user
+    return user, revoked
+
+
+def _revoke_tokens(user: User, actor: Actor, now: datetime) -> int:
+    """Revoke a disabled person's live API tokens, each audited: they stopped working only while the account was
+    disabled, and a re-enable (a compromised account's, say) brought back every one unseen (helper 115)."""
+    live = db.session.execute(select(ApiToken).where(ApiToken.user_id == user.id,
+                                                     ApiToken.revoked_at.is_(None))).scalars().all()
+    if not live:
+        return 0
+    db.session.execute(sql_update(ApiToken).where(ApiToken.id.in_([t.id for t in live]), ApiToken.revoked_at.is_(None))
+                       .values(revoked_at=now).execution_options(synchronize_session=False))
+    audit.record_many(db.session, actor, "token.revoke", "api_token", [
+        audit.Change(token.id, {"revoked": False}, {"revoked": True, "prefix": token.prefix},
+                     token.tenant.name if token.tenant else tenant_of(user)) for token in live],
+        note=f"{user.username}'s account was disabled", clock=lambda: now)
+    return len(live)
 
 
 def tenant_of(user: User) -> str | None:

@@ -70,20 +70,24 @@ def create_user():
 def update_user(user_id: int):
     user = users.get(user_id, tenant_scope())
     form = UpdateUserForm(prefix=f"u{user.id}")
-    error = None
+    error, revoked = None, 0
     if form.validate_on_submit():
         try:
-            users.update(user, current_actor(), role=form.role.data, active=form.active.data == "1")
+            user, revoked = users.update(user, current_actor(), role=form.role.data, active=form.active.data == "1")
         except ServiceError as exc:
             error = exc.detail
     else:
         error = "; ".join(f"{k}: {', '.join(v)}" for k, v in form.errors.items())
     if htmx:
         form = UpdateUserForm(prefix=f"u{user.id}", role=user.role, active="1" if user.active else "0")
-        return render_template("admin/_user_row.html", user=user, form=form, error=error,
-                               saved=error is None), 200 if error is None else 409
-    flash(error or f"Saved {user.username}.", "error" if error else "success")
+        return render_template("admin/_user_row.html", user=user, form=form, error=error, saved=error is None,
+                               revoked=revoked), 200 if error is None else 409
+    flash(error or f"Saved {user.username}.{_revoked_words(revoked)}", "error" if error else "success")
     return redirect(url_for("admin.users_index"))
+
+
+def _revoked_words(revoked: int) -> str:
+    return f" Their {revoked} API token{'s were' if revoked != 1 else ' was'} revoked." if revoked else ""
 
 
 def _token_form() -> CreateTokenForm:
