@@ -270,6 +270,20 @@
     document.querySelectorAll("#bulk-area .dlq-notice").forEach(function (notice) { notice.remove(); });
   });
 
+  // A row's Replay or Discard refreshes the DLQ's count and, with it, the bulk bar (its "Replay all N matching"):
+  // what the person set there stays. A rate of 7 went back to 50 and a typed reason was emptied, so the next
+  // "Replay selected" ran at 50 while its question said "at the rate set here".
+  document.addEventListener("htmx:oobBeforeSwap", function (event) {
+    var old = event.detail.target;  // a form: its .id would be its inputs named "id"
+    if (!old || old.getAttribute("id") !== "dlq-bulk") return;
+    event.detail.fragment.querySelectorAll("input[name]:not([type=hidden])").forEach(function (input) {
+      var was = old.querySelector('input[name="' + input.name + '"]');
+      if (!was) return;
+      if (input.type === "checkbox") input.checked = was.checked;
+      else input.value = was.value;
+    });
+  });
+
   // A "select all" box ticks every box its data-check-all selector names.
   document.addEventListener("change", function (event) {
     var all = event.target.closest("[data-check-all]");

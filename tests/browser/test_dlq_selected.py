@@ -180,3 +180,22 @@ def test_replaying_workflows_steps_says_each_runs_alone_before_anything_is_sent(
     db.session.expire_all()
     assert db.session.get(DeadLetter, failed.id).status == "replayed"
     assert saga.status(undone) == "compensating"  # the workflow does not go on from its replayed step
+
+
+def test_a_rows_own_replay_keeps_what_was_set_in_the_bulk_bar(page, live_server, letters):
+    """The row's answer refreshes the count and, with it, the bulk bar: a rate of 7 went back to 50 and a typed
+    reason was emptied, so the next "Replay selected" ran at 50 while its question said "the rate set here"."""
+    found, _ = letters
+    browser_login(page, live_server.url)
+    page.goto(f"{live_server.url}/dlq/?view=list")
+    tick(page, found[0], found[1])
+    page.get_by_label("Rate").fill("7")
+    page.get_by_label("or as fast as it safely can").check()
+    page.get_by_label("reason to discard the selected").fill("carrier fixed, typed text")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.locator(f"#dl-{found[2].id}").get_by_role("button", name="Replay", exact=True).click()
+    expect(page.locator("#dlq-count")).to_contain_text("2 open dead letters")  # the count read itself again
+    expect(page.get_by_label("Rate")).to_have_value("7")
+    expect(page.get_by_label("or as fast as it safely can")).to_be_checked()
+    expect(page.get_by_label("reason to discard the selected")).to_have_value("carrier fixed, typed text")
+    expect(page.get_by_label(f"select dead letter {found[0].id}", exact=True)).to_be_checked()
