@@ -327,6 +327,47 @@
     return null;
   }
 
+  // A live region reading itself again (hx-trigger "every …") that finds nothing new is left as it is: swapping in an
+  // equal copy folded the traceback being read on a run's page every 2 s, and focus moved to the copy of its control,
+  // which a screen reader announced again each time (helper 117). When it did change, the tracebacks that were open
+  // stay open, and an action's answer (data-notices: "Asked run #4053 to stop") is carried into the new copy.
+  var lastRead = {}, carried = null;
+
+  function polled(event) {
+    var elt = event.detail.elt;
+    return elt === event.detail.target && /\bevery\b/.test(elt.getAttribute("hx-trigger") || "");
+  }
+
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    if (!event.detail.shouldSwap || !polled(event)) return;
+    var region = event.detail.target, id = region.getAttribute("id");
+    var read = event.detail.serverResponse.replace(/name="csrf_token" value="[^"]*"/g, "");  // signed anew each time
+    if (id && lastRead[id] === read) {
+      event.detail.shouldSwap = false;
+      return;
+    }
+    lastRead[id] = read;
+    var slot = region.querySelector("[data-notices]");
+    carried = {
+      id: id,
+      notices: slot ? Array.prototype.slice.call(slot.children) : [],
+      open: Array.prototype.map.call(region.querySelectorAll("details[open] > summary"), function (summary) {
+        return summary.textContent.trim();
+      })
+    };
+  });
+
+  document.addEventListener("htmx:afterSwap", function () {
+    var was = carried, region = was && document.getElementById(was.id);
+    carried = null;
+    if (!region) return;
+    var slot = region.querySelector("[data-notices]");
+    if (slot && !slot.children.length) was.notices.forEach(function (notice) { slot.appendChild(notice); });
+    region.querySelectorAll("details > summary").forEach(function (summary) {
+      if (was.open.indexOf(summary.textContent.trim()) >= 0) summary.parentNode.open = true;
+    });
+  });
+
   // Only a swap that takes the focused element notes it: another swap meanwhile (the count a row's answer asks to
   // refresh) must not forget it.
   document.addEventListener("htmx:beforeSwap", function (event) {
