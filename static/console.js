@@ -205,6 +205,16 @@
     var toggle = event.detail.elt;
     if (toggle.dataset && toggle.dataset.fold && event.detail.successful) toggle.setAttribute("aria-expanded", "true");
   });
+  // A swapped-in toggle (a group's header reading its count again after a Replay in it) says what is shown: its
+  // header came from the page's first address and said "collapsed" over the open entries, so a press fetched them
+  // again instead of folding them.
+  document.addEventListener("htmx:afterSettle", function (event) {
+    var scope = event.detail.elt && event.detail.elt.isConnected ? event.detail.elt : document;
+    scope.querySelectorAll("[data-fold]").forEach(function (toggle) {
+      var region = document.getElementById(toggle.dataset.fold);
+      toggle.setAttribute("aria-expanded", region && !region.hidden && region.childElementCount ? "true" : "false");
+    });
+  });
 
   // What replaying workflows' steps does, for the ticked rows that are one (templates/dlq/_row.html's data-step;
   // one row's own Replay says it with console/domain/saga.py's words).

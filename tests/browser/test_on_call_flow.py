@@ -115,3 +115,22 @@ def test_a_shared_dlq_address_reproduces_the_filtered_view(page, live_server, ar
         expect(page.locator("#dlq-count")).to_contain_text(
             f"{left} open dead letter{'s' if left != 1 else ''} match")
     expect(page.locator("#dlq-bulk").get_by_role("button")).to_have_count(0)
+
+
+def test_a_group_opened_by_its_toggle_still_says_so_after_a_replay_in_it(page, live_server, arranged):
+    """The header's refresh came from the page's first address (no group open): it said "collapsed" over the open
+    entries, and the next press fetched them again instead of folding them (helper 117)."""
+    fingerprint = arranged["group"][0][1].fingerprint
+    browser_login(page, live_server.url)
+    page.goto(f"{live_server.url}/dlq/")
+    expand = page.locator(f"#group-{fingerprint} button.expand")
+    expect(expand).to_have_accessible_name(re.compile(r"^the newest entries of group carrier_down “"))
+    expand.click()
+    entries = page.locator(f"#ge-{fingerprint} tr.dl-row")
+    expect(entries).to_have_count(3)
+    entries.first.get_by_role("button", name="Replay", exact=True).click()
+    expect(page.locator(f"#gh-{fingerprint} td.num")).to_have_text("2")  # the header read itself again
+    expect(expand).to_have_attribute("aria-expanded", "true")
+    expand.click()
+    expect(entries).to_have_count(0)  # one press folds it
+    expect(expand).to_have_attribute("aria-expanded", "false")
