@@ -34,7 +34,10 @@ def test_wrong_password_is_401_with_a_message_and_a_log_line(client, auth, caplo
     with caplog.at_level(logging.WARNING, logger="rebound.security"):
         response = auth.login("olga", "not-the-password")
     assert response.status_code == 401
-    assert "Wrong username or password" in response.get_data(as_text=True)
+    page = response.get_data(as_text=True)
+    # An alert the fields point at, so a screen reader says it (a flash at the top of the new page was not read).
+    assert '<div class="field-error" role="alert" id="login-error">Wrong username or password.</div>' in page
+    assert page.count('aria-describedby="login-error"') == 2 and page.count('aria-invalid="true"') == 2
     assert "login failed user=olga" in caplog.text
     assert client.get("/overview").status_code == 302  # still logged out
     # A name no account has is not kept: it is often a password typed into the name box (helper 99).

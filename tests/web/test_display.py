@@ -67,3 +67,16 @@ def test_soft_breaks_let_a_name_wrap_between_its_parts_and_escape_it():
     assert str(soft_breaks("python:demo.flaky_compensated")) == "python:<wbr>demo.<wbr>flaky_<wbr>compensated"
     assert str(soft_breaks("<b>a&b</b>/c")) == "&lt;b&gt;a&amp;b&lt;/<wbr>b&gt;/<wbr>c"
     assert str(soft_breaks(None)) == ""
+
+
+@pytest.mark.parametrize(("path", "current"), [
+    ("/admin/users", '"page" href="/admin/users">People</a>'),
+    ("/workorders?status=open", '"true" href="/workorders?status=open">'),
+    ("/runs/workflows", '"page" href="/runs/workflows">Workflows</a>'),
+    ("/approvals/mine", '"page" href="/approvals/mine">My requests'),
+])
+def test_the_chosen_tab_says_so_not_by_colour_alone(client, auth, path, current):
+    """A screen reader could not tell which tab or filter was chosen: only its fill said so (helper 117)."""
+    auth.as_role("admin")
+    page = client.get(path).get_data(as_text=True)
+    assert f"aria-current={current}" in page, re.findall(r'<a class="button[^>]*aria-current[^>]*>', page)

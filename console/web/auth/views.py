@@ -3,7 +3,7 @@
 import logging
 from urllib.parse import urlsplit
 
-from flask import Blueprint, current_app, flash, redirect, render_template, request, url_for
+from flask import Blueprint, current_app, redirect, render_template, request, url_for
 from flask_login import current_user, login_required, login_user, logout_user
 
 from console.auth import current_actor, public
@@ -66,8 +66,8 @@ def login():
         # A name no account has is not written: people type their password into the name box (helper 99).
         named = form.username.data[:64] if users.find(form.username.data) else "<no such account>"
         security_log.warning("login failed user=%s addr=%s", named, request.remote_addr)
-        flash("Wrong username or password.", "error")
-        return render_template("auth/login.html", form=form), 401
+        # Beside the fields, as an alert they point at: a flash at the top of a new page was not announced.
+        return render_template("auth/login.html", form=form, failed=True), 401
     return render_template("auth/login.html", form=form), 400 if form.errors else 200
 
 
