@@ -181,7 +181,14 @@
 
   document.addEventListener("click", function (event) {
     var dismiss = event.target.closest("[data-dismiss]");
-    if (dismiss) dismiss.closest(dismiss.dataset.dismiss).remove();
+    if (dismiss) {
+      // Focus goes on to what followed the dismissed panel, not to <body> (the next Tab landed at the page's top).
+      var gone = dismiss.closest(dismiss.dataset.dismiss), hadFocus = gone.contains(document.activeElement);
+      var next = Array.prototype.find.call(document.querySelectorAll("a[href], button, input, select, textarea"),
+        function (e) { return !gone.contains(e) && (gone.compareDocumentPosition(e) & Node.DOCUMENT_POSITION_FOLLOWING); });
+      gone.remove();
+      if (hadFocus && next) next.focus();
+    }
     var collapse = event.target.closest("[data-collapse]");
     if (collapse) {
       var toggle = document.getElementById(collapse.dataset.collapse);
@@ -291,6 +298,24 @@
       if (!was) return;
       if (input.type === "checkbox") input.checked = was.checked;
       else input.value = was.value;
+    });
+  });
+
+  // A bulk replay's start and end are said once (its panel's data-said, into #bulk-said), not every second's count.
+  var bulkSaid = {};
+  document.addEventListener("htmx:afterSettle", function () {
+    var region = document.getElementById("bulk-said");
+    if (!region) return;
+    document.querySelectorAll(".bulk-progress[data-said]").forEach(function (panel) {
+      var id = panel.getAttribute("id"), said = panel.dataset.said;
+      if (bulkSaid[id] === said) return;
+      region.textContent = said;
+      bulkSaid[id] = said;
+    });
+  });
+  document.addEventListener("DOMContentLoaded", function () {  // the panels the page came with are not news
+    document.querySelectorAll(".bulk-progress[data-said]").forEach(function (panel) {
+      bulkSaid[panel.getAttribute("id")] = panel.dataset.said;
     });
   });
 

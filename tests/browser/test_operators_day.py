@@ -88,6 +88,14 @@ def test_an_operators_day(page, live_server, live_app, arranged, live_worker, sc
     expect(page.locator("[data-outcomes]")).to_contain_text("3 succeeded · 0 died again · 0 not ended yet",
                                                             timeout=15_000)
     assert db.session.query(DeadLetter).filter(DeadLetter.status == "open").count() == 0
+    # A screen reader is told its end once (a live region outside the panel that refreshes every second), and
+    # Dismiss leaves focus on what followed the panel, not on <body> (helper 117).
+    told = re.compile(r"^Bulk replay done: 3 replayed, 0 could not be replayed")
+    expect(page.locator("#bulk-said")).to_have_text(told)
+    page.locator(".bulk-progress").get_by_role("button", name="Dismiss").focus()
+    page.keyboard.press("Enter")
+    expect(page.locator(".bulk-progress")).to_have_count(0)
+    assert page.evaluate("document.activeElement !== document.body && !!document.activeElement.closest('main')")
 
     # Edit a policy and watch the backoff preview change.
     page.goto(f"{base}/policies/browser")
