@@ -18,6 +18,7 @@ from console.domain.clock import utcnow
 from console.extensions import db
 from console.models import AttemptDiagnostics, AuditEntry, DeadLetter, OutboxMessage, Run, RunEvent, WorkOrder
 from console.services.actor import Actor
+from console.services.dlq import discards
 from console.services.engine import replays
 from tests.factories import make_tenant
 from tests.helpers import env_for
@@ -225,6 +226,8 @@ def test_arguments_json_cannot_hold_are_named_in_the_dry_run_and_the_import(app,
         assert "  odd-args: datetime.datetime, decimal.Decimal" in result.output and "plain-args" not in result.output
     run = db.session.execute(select(Run).where(Run.idempotency_key.like("import:rq:odd-args@%"))).scalar_one()
     assert run.params == {"args": ["datetime.datetime(2026, 1, 1, 12, 0)"], "kwargs": {"amount": "Decimal('1.50')"}}
+    again = cli("--redis-url", redis_url, "--queue", LEGACY, *MAPS)  # nothing written: nothing to warn of
+    assert "2 were imported before" in again.output and "Warning" not in again.output
 
 
 def test_a_job_whose_arguments_cannot_be_unpickled_names_the_module_missing(app, cli, redis_url, tmp_path,
@@ -360,6 +363,12 @@ def test_a_json_lines_file_is_imported_with_tenants_attempts_and_times(app, cli,
      "line 3 of old.jsonl: failed_at (2026-03-01 00:00:00) is before enqueued_at (2026-03-02 00:00:00)"),
     ({"id": "job-1", "function": "billing.charge"}, "line 3 of old.jsonl: id 'job-1' is also on line 1 of old.jsonl"),
     ({"id": "2", "function": "billing.charge"}, "line 3 of old.jsonl: id '2' is also on line 2 of old.jsonl"),
+    # A field the format does not take is refused, not dropped: "tennant" put the job in the default tenant for
+    # good, and RQ's "exc_info" left it an UnknownError with no traceback (helper 119).
+    ({"id": 9, "function": "billing.charge", "tennant": "acme"},
+     "line 3 of old.jsonl: unknown field 'tennant' (did you mean 'tenant'?); a line takes id, function, handler"),
+    ({"id": 9, "function": "billing.charge", "exc_info": "Traceback…"},
+     "line 3 of old.jsonl: unknown field 'exc_info' (did you mean 'error'?)"),
 ])
 def test_a_bad_line_is_named_and_nothing_is_written(app, cli, tmp_path, bad, message):
     make_tenant("acme")
@@ -428,3 +437,53 @@ def test_an_error_given_as_one_string_names_its_type_when_it_starts_with_one(tmp
 
     [failed] = read_jsonl(write_lines(tmp_path, [{"id": "j", "function": "billing.charge", "error": error}]))
     assert (failed.error_type, failed.error_message) == (kind, message)
+
+
+def test_a_map_changed_since_an_import_is_refused_until_remap_points_open_letters_at_it(app, cli, tmp_path, runs):
+    """A typo in a first --map stayed for good: importing again with the right one said "imported before", and the
+    letter's Replay ran the wrong function with another function's arguments (helper 119)."""
+    make_tenant("acme")
+    path = write_lines(tmp_path, LINES)
+    assert cli("--file", path, "--map", "billing.charge=python:demo.flaky", "--map",
+               "billing.refund=python:demo.flaky").exit_code == 0
+    refund = db.session.execute(select(Run).where(Run.idempotency_key == "import:jsonl:job-3")).scalar_one()
+    discards.discard(runs.dead_letters(refund.id)[0], "handled by hand", Actor("olga"))
+    right = ["--map", "billing.charge=python:demo.noop", "--map", "billing.refund=python:demo.noop"]
+
+    dry = cli("--file", path, "--dry-run", *right)
+    assert dry.exit_code == 1
+    assert ("Imported before under another handler, letters open: billing.charge: 1 job imported before runs "
+            "python:demo.flaky, --map says python:demo.noop; --remap replays them") in dry.output
+    assert "Left as they are (their letters are no longer open: replayed, discarded or resolved): billing.refund" \
+        in dry.output
+    before = counts()
+    refused = cli("--file", path, *right)
+    assert refused.exit_code == 1 and "give --remap to replay them through the handler --map names now" in \
+        refused.output
+    assert counts() == before
+
+    done = cli("--file", path, "--remap", *right)
+    assert done.exit_code == 0, done.output
+    assert "Remapped 1 open dead letter imported before: billing.charge" in done.output
+    charge = db.session.execute(select(Run).where(Run.idempotency_key == "import:jsonl:job-1")).scalar_one()
+    assert (charge.handler, runs.dead_letters(charge.id)[0].handler) == ("python:demo.noop", "python:demo.noop")
+    db.session.refresh(refund)
+    assert refund.handler == "python:demo.flaky"  # discarded: a person's decision, left as it was
+    row = db.session.execute(select(AuditEntry).where(AuditEntry.action == "dead_letter.import")
+                             .order_by(AuditEntry.seq.desc())).scalars().first()
+    assert row.after["remapped"] == [{"run_id": charge.id, "function": "billing.charge", "from": "python:demo.flaky",
+                                      "to": "python:demo.noop"}]
+    assert cli("--file", path, *right).exit_code == 0  # nothing open is left on another handler
+
+
+def test_the_dry_run_says_which_tenants_and_the_audit_row_names_its_tenant(app, cli, tmp_path):
+    """An auditor could not tell which tenant an import went into, nor could the person before running it."""
+    make_tenant("acme")
+    path = write_lines(tmp_path, [LINES[0]])
+    maps = ["--map", "billing.charge=python:demo.noop", "--map", "billing.chrage=python:demo.noop"]
+    dry = cli("--file", path, "--dry-run", *maps)
+    assert "Into tenants: acme (1)" in dry.output
+    assert "Note: no job read has the function of --map billing.chrage (a typo?)" in dry.output
+    assert cli("--file", path, *maps).exit_code == 0
+    row = db.session.execute(select(AuditEntry).where(AuditEntry.action == "dead_letter.import")).scalar_one()
+    assert (row.tenant, row.after["by_tenant"]) == ("acme", {"acme": 1})

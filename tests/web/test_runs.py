@@ -658,6 +658,7 @@ def test_an_imported_attempt_says_its_system_kept_no_log_lines(client, auth, tmp
     page = client.get(f"/runs/{run_id}").get_data(as_text=True)
     assert "ValueError: bad row 7" in page and "the system it came from kept no log lines" in page
     assert "The handler logged nothing during this attempt" not in page  # no handler of Rebound's ran it
+    assert fact(page, "Started") == "not recorded"  # a dead run that had "not yet" started (helper 119)
 
 
 def test_a_page_past_the_oldest_run_says_so_not_that_there_are_none(client, auth, runs):

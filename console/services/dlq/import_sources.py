@@ -1,5 +1,6 @@
 """Read failures from before Rebound: RQ's FailedJobRegistry in a Redis, or a JSON-lines file."""
 
+import difflib
 import json
 import re
 from dataclasses import dataclass, field
@@ -173,10 +174,28 @@ def _time(value, name: str, where: str) -> datetime | None:
                            name) from None
 
 
+# The documented fields of a line. Another is refused, not dropped: "tennant" put a job in the default tenant for
+# good, and RQ's own "exc_info" left it "UnknownError" with no traceback (helper 119).
+LINE_FIELDS = ("id", "function", "handler", "params", "args", "kwargs", "error", "enqueued_at", "started_at",
+               "failed_at", "attempts", "tenant")
+# What an exporter that copies RQ's names would send, and the field that holds it here.
+RQ_NAMES = {"exc_info": "error", "ended_at": "failed_at", "func_name": "function", "retries": "attempts"}
+
+
+def _unknown_field(data: dict, where: str) -> None:
+    for name in data:
+        if name in LINE_FIELDS:
+            continue
+        hint = RQ_NAMES.get(name) or next(iter(difflib.get_close_matches(name, LINE_FIELDS, n=1)), None)
+        raise InvalidInput(f"{where}: unknown field {name!r}" + (f" (did you mean {hint!r}?)" if hint else "")
+                           + f"; a line takes {', '.join(LINE_FIELDS)}", name)
+
+
 def _line(data, where: str) -> Failed:
     """Check one parsed line of the documented format and turn it into a Failed."""
     if not isinstance(data, dict):
         raise InvalidInput(f"{where}: expected a JSON object, got {type(data).__name__}")
+    _unknown_field(data, where)
     job_id = data.get("id")
     if not isinstance(job_id, str | int) or isinstance(job_id, bool) or not str(job_id).strip():
         raise InvalidInput(f"{where}: id is required (a string or number unique to the job)", "id")

@@ -6,13 +6,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import select, tuple_
+from sqlalchemy import select, tuple_, update
 
 from console.db.upsert import insert_for
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.errors import MAX_MESSAGE_CHARS, Failure
+from console.domain.words import plural
 from console.extensions import db
-from console.models import Run, Tenant
+from console.models import DeadLetter, Run, Tenant
 from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.dlq.import_sources import RETURNED_RETRY, Failed
@@ -49,6 +50,7 @@ class Imported:
     already: int  # jobs a previous import of this source brought in already
     dead_letters: list[int]
     work_orders: int
+    remapped: int = 0  # jobs imported before whose open letters now replay through the handler --map names
 
 
 def parse_mapping(pairs: list[str]) -> dict[str, str]:
@@ -145,74 +147,160 @@ def refuse_unmapped(result: Plan) -> None:
                            "(nothing was imported)", "map")
 
 
+@dataclass(frozen=True)
+class Earlier:
+    """A planned job an earlier import brought in: its run, the handler it was mapped to, its letter's status."""
+
+    run_id: int
+    handler: str
+    letter: str | None  # open, replayed, discarded, resolved (None: no letter)
+
+
+@dataclass(frozen=True)
+class Remap:
+    """A job imported before under another handler than this import's --map names for its function."""
+
+    function: str
+    run_id: int
+    was: str
+    now: str
+    letter: str | None
+
+
 def already_imported(result: Plan, chunk: int = 500) -> int:
     """Count the planned jobs an earlier import brought in (what a dry run would skip)."""
-    return len(_imported_before(result, chunk))
+    return len(imported_before(result, chunk))
 
 
-def _imported_before(result: Plan, chunk: int = 500) -> set[str]:
-    """Return the keys of the planned jobs an earlier import brought in, into any tenant: imported into another
+def imported_before(result: Plan, chunk: int = 500) -> dict[str, Earlier]:
+    """Return the planned jobs an earlier import brought in, into any tenant, by key: imported into another
     tenant, a job was imported again, and replaying both copies ran it twice (helper 97)."""
     # Every tenant's (tenant, key) pair: the runs' unique index serves that, where a key alone would scan the table.
     tenant_ids = db.session.execute(select(Tenant.id)).scalars().all()
     pairs = [(tenant_id, key_of(failed)) for failed, _, _ in result.items for tenant_id in tenant_ids]
-    found = set()
+    found = {}
     for start in range(0, len(pairs), chunk):
-        found.update(db.session.execute(select(RUNS.c.idempotency_key).where(
-            tuple_(RUNS.c.tenant_id, RUNS.c.idempotency_key).in_(pairs[start:start + chunk]))).scalars())
+        found.update(_earlier(tuple_(RUNS.c.tenant_id, RUNS.c.idempotency_key).in_(pairs[start:start + chunk])))
     legacy = _imported_under_legacy_keys(result, chunk)
-    return found | {key_of(failed) for failed, _, _ in result.items if failed.identity in legacy}
+    found.update({key_of(failed): legacy[failed.identity] for failed, _, _ in result.items
+                  if failed.identity in legacy})
+    return found
 
 
-def _imported_under_legacy_keys(result: Plan, chunk: int = 500) -> set[str]:
-    """Return the identities of the planned RQ jobs an import before identity keys brought in: a run under the old
-    key whose creation time is the job's (a job id reused for a new job is another job)."""
+def _earlier(condition) -> dict[str, Earlier]:
+    """Read the runs the condition selects with their letters: key → Earlier."""
+    rows = db.session.execute(select(RUNS.c.idempotency_key, RUNS.c.id, RUNS.c.handler, DeadLetter.status)
+                              .outerjoin(DeadLetter, DeadLetter.run_id == RUNS.c.id).where(condition)
+                              .order_by(DeadLetter.id))
+    return {key: Earlier(run_id, handler, status) for key, run_id, handler, status in rows}
+
+
+def _imported_under_legacy_keys(result: Plan, chunk: int = 500) -> dict[str, Earlier]:
+    """Return, by identity, the planned RQ jobs an import before identity keys brought in: a run under the old key
+    whose creation time is the job's (a job id reused for a new job is another job)."""
     wanted = {(tenant_id, legacy): failed for failed, _, tenant_id in result.items
               if (legacy := _legacy_key(failed)) is not None}
-    pairs, found = list(wanted), set()
+    pairs, found = list(wanted), {}
     for start in range(0, len(pairs), chunk):
-        for tenant_id, key, created_at in db.session.execute(
-                select(RUNS.c.tenant_id, RUNS.c.idempotency_key, RUNS.c.created_at).where(
+        for tenant_id, key, created_at, run_id, handler, letter in db.session.execute(
+                select(RUNS.c.tenant_id, RUNS.c.idempotency_key, RUNS.c.created_at, RUNS.c.id, RUNS.c.handler,
+                       DeadLetter.status).outerjoin(DeadLetter, DeadLetter.run_id == RUNS.c.id).where(
                     tuple_(RUNS.c.tenant_id, RUNS.c.idempotency_key).in_(pairs[start:start + chunk]))):
             failed = wanted[(tenant_id, key)]
             if created_at == (failed.enqueued_at or failed.failed_at):
-                found.add(failed.identity)
+                found[failed.identity] = Earlier(run_id, handler, letter)
     return found
+
+
+def remaps(result: Plan, earlier: dict[str, Earlier]) -> list[Remap]:
+    """List the jobs imported before whose handler is not the one this import's --map gives their function: a typo in
+    a first --map stayed for good, and a replay ran the wrong function (helper 119)."""
+    return [Remap(failed.function, before.run_id, before.handler, handler, before.letter)
+            for failed, handler, _ in result.items
+            if (before := earlier.get(key_of(failed))) is not None and before.handler != handler]
+
+
+def refuse_open_remaps(found: list[Remap]) -> None:
+    """Raise a 422 naming the open letters an import would leave on another handler than its --map says."""
+    open_ones = [remap for remap in found if remap.letter == "open"]
+    if open_ones:
+        raise InvalidInput(f"{remap_words(open_ones)}; give --remap to replay them through the handler --map names "
+                           "now, or correct --map (nothing was imported)", "map")
+
+
+def remap_words(found: list[Remap]) -> str:
+    """Say which functions' jobs imported before run another handler: 'app.charge: 2 open letters run python:x,
+    --map says python:y'."""
+    counted = Counter((remap.function, remap.was, remap.now) for remap in found)
+    return "; ".join(f"{function}: {plural(count, 'job')} imported before {'runs' if count == 1 else 'run'} {was}, "
+                     f"--map says {now}" for (function, was, now), count in sorted(counted.items()))
 
 
 def _failure(failed: Failed) -> Failure:
     return Failure(failed.error_type[:80] or "UnknownError", failed.error_message[:MAX_MESSAGE_CHARS], retryable=True)
 
 
-def run_import(result: Plan, actor: Actor, *, clock: Clock = SYSTEM_CLOCK) -> Imported:
-    """Write the plan in one transaction, audit it once with its counts, and commit; a job seen before adds nothing."""
+def run_import(result: Plan, actor: Actor, *, remap: bool = False, clock: Clock = SYSTEM_CLOCK) -> Imported:
+    """Write the plan in one transaction, audit it once with its counts, and commit; a job seen before adds nothing.
+
+    A job imported before under another handler than --map now names is refused while its letter is open, unless
+    `remap`: then its run and letter take the handler --map names (a replayed, discarded or resolved one stays)."""
     refuse_unmapped(result)
     now = clock()
     # The policy a replay will use (the default's version now), so the run page names it as for any run.
     version = policies.effective(None, {})[0]
     letters, already, orders = [], 0, set()
-    before = _imported_before(result)
+    before = imported_before(result)
+    moved = [found for found in remaps(result, before) if found.letter == "open"]
+    if not remap:
+        refuse_open_remaps(moved)
+    tenants_of = Counter()
     try:
         for failed, handler, tenant_id in result.items:
             run = None if key_of(failed) in before else _insert_run(failed, handler, tenant_id, version, now)
             if run is None:
                 already += 1
                 continue
+            tenants_of[tenant_id] += 1
             _timeline(run, failed, now)
             letter = parking.park(run, _failure(failed), LETTER_REASON, run.finished_at, learned_at=now)
             letters.append(letter.id)
             orders.add(letter.work_order_id)
+        remapped = _remap(moved, now)
+        names = tenant_names(tenants_of)
         audit.record(db.session, actor, "dead_letter.import", "import", result.source, after={
             "imported": len(letters), "already_imported": already, "work_orders": len(orders),
             "by_function": dict(Counter(f.function for f, _, _ in result.items)),
+            "by_tenant": {names[tenant_id]: count for tenant_id, count in sorted(tenants_of.items())},
             # The --map choices: which handler each function's replays run (they were in no record).
-            "handlers": dict(sorted({f.function: handler for f, handler, _ in result.items}.items()))},
-            clock=lambda: now)
+            "handlers": dict(sorted({f.function: handler for f, handler, _ in result.items}.items())),
+            **({"remapped": remapped} if remapped else {})},
+            tenant=names[next(iter(tenants_of))] if len(tenants_of) == 1 else None, clock=lambda: now)
         db.session.commit()
     except Exception:
         db.session.rollback()
         raise
-    return Imported(len(letters), already, letters, len(orders))
+    return Imported(len(letters), already, letters, len(orders), len(moved))
+
+
+def tenant_names(tenant_ids) -> dict[int, str]:
+    """Name the tenants of these ids."""
+    return dict(db.session.execute(select(Tenant.id, Tenant.name).where(Tenant.id.in_(list(tenant_ids)))).all())
+
+
+def _remap(moved: list[Remap], now) -> list[dict]:
+    """Point the runs and open letters of jobs imported before at the handler --map names now; return what moved."""
+    done = []
+    for found in moved:
+        # Guarded: a letter replayed meanwhile keeps the handler its replay ran.
+        changed = db.session.execute(update(DeadLetter).where(
+            DeadLetter.run_id == found.run_id, DeadLetter.status == "open", DeadLetter.handler == found.was)
+            .values(handler=found.now).execution_options(synchronize_session=False)).rowcount
+        if changed:
+            db.session.execute(update(Run).where(Run.id == found.run_id, Run.status == "dead")
+                               .values(handler=found.now, updated_at=now).execution_options(synchronize_session=False))
+            done.append({"run_id": found.run_id, "function": found.function, "from": found.was, "to": found.now})
+    return done
 
 
 def _insert_run(failed: Failed, handler: str, tenant_id: int, version: int, now) -> Run | None:
