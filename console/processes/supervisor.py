@@ -1,5 +1,6 @@
 """Run several child processes, restart the ones that die, stop them all on Ctrl-C."""
 
+import faulthandler
 import logging
 import os
 import signal
@@ -53,10 +54,20 @@ class Supervisor:
     def _force(self, signum, frame) -> None:
         self.forced = True
 
+    def _dump_everyone(self, signum, frame) -> None:
+        """Write this process's stacks, and ask each child (and what it forked) for theirs."""
+        faulthandler.dump_traceback(all_threads=True)
+        for child in self.children:
+            if child.process is not None and child.process.poll() is None:
+                stacks.dump(child.process.pid, settle_s=0)
+
     def run(self) -> None:
         """Start the children and watch them; return once all have stopped."""
         signal.signal(signal.SIGINT, self._request_stop)
         signal.signal(signal.SIGTERM, self._request_stop)
+        # `kill -USR2` on the one pid a person has (rebound up's) ended the whole console: SIGUSR2's default action
+        # killed it, and its children followed. Here it writes every process's stacks, as on the others.
+        signal.signal(stacks.DUMP_SIGNAL, self._dump_everyone)
         for child in self.children:
             child.start()
         while not self.stopping:

@@ -1,5 +1,6 @@
 """The supervisor's stop: nothing restarted on Ctrl-C, a grace period for running jobs, a second Ctrl-C ends it."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -101,3 +102,35 @@ def test_a_child_that_does_not_stop_has_its_stacks_written_before_it_is_killed(t
         assert process_alive(bystander)
     finally:
         os.killpg(supervisor.pid, signal.SIGKILL)
+
+
+# A child that writes its stacks on SIGUSR2, as web, worker and scheduler do, waiting in a function of its own.
+DUMPING_CHILD = """
+import time
+from console.processes import stacks
+stacks.dump_on_signal()
+def serving_requests():
+    time.sleep(120)
+print("up", flush=True)
+serving_requests()
+"""
+
+
+def test_sigusr2_to_the_supervisor_writes_every_processs_stacks_and_stops_nothing(tmp_path):
+    """`kill -USR2` on rebound up's pid, the one a person has, ended the whole console (helper 118)."""
+    log_path = tmp_path / "supervisor.log"
+    with log_path.open("w") as log:
+        supervisor = subprocess.Popen([sys.executable, "-c", SUPERVISOR, DUMPING_CHILD], cwd=ROOT, stdout=log,
+                                      stderr=subprocess.STDOUT, start_new_session=True,
+                                      env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"})
+    try:
+        wait_for(lambda: log_path.read_text().count("up\n") == 2, 30, 0.05, "both children to start")
+        supervisor.send_signal(signal.SIGUSR2)
+        wait_for(lambda: log_path.read_text().count("serving_requests") == 2, 30, 0.05, "both children's stacks")
+        assert "in run" in log_path.read_text()  # the supervisor's own: its loop in Supervisor.run
+        assert supervisor.poll() is None and "restarting" not in log_path.read_text()
+        supervisor.send_signal(signal.SIGINT)
+        assert supervisor.wait(30) == 0, log_path.read_text()
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # stopped already, as it should have
+            os.killpg(supervisor.pid, signal.SIGKILL)
