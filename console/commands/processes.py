@@ -73,6 +73,7 @@ def up_command(workers):
         raise click.ClickException(
             f"a console already runs on the data dir {config['DATA_DIR']} (rebound up, pid {holder}): stop it first "
             "(Ctrl-C where it runs), or give this one its own REBOUND_DATA_DIR") from None
+    _refuse_a_taken_port(os.environ.get("REBOUND_HOST", "127.0.0.1"), config["PORT"])
     env = dict(os.environ)
     keeper = None
     if not config.get("REDIS_URL_GIVEN"):
@@ -105,6 +106,15 @@ def up_command(workers):
             keeper.close()  # last: the children's final writes go to Redis; also when preparing failed
 
 
+def _refuse_a_taken_port(host: str, port: int) -> None:
+    from console.processes.webserver import PortTaken, check_port_free
+
+    try:
+        check_port_free(host, port)
+    except PortTaken as taken:
+        raise click.ClickException(str(taken)) from None
+
+
 @click.command("web")
 @click.option("--host", default=lambda: os.environ.get("REBOUND_HOST", "127.0.0.1"), show_default="127.0.0.1")
 # Ranges: --port 99999 was a traceback (OverflowError), --processes 0 or -3 quietly ran one worker (helper 109).
@@ -119,6 +129,7 @@ def web_command(host, port, workers, threads):
     from console.processes.webserver import serve
 
     config = current_app.config
+    _refuse_a_taken_port(host, port or config["PORT"])
     _start_process()
     _warn_of_exposed_files()
     _freeze_startup_heap()

@@ -3,6 +3,7 @@
 import logging
 import multiprocessing
 import multiprocessing.util
+import socket
 
 from granian.constants import HTTPModes, Interfaces
 from granian.http import HTTP1Settings
@@ -54,6 +55,24 @@ def server(app, host: str, port: int, workers: int = 1, threads: int = 4) -> Ser
         workers_kill_timeout=GRACE_S,
         respawn_failed_workers=True,
     )
+
+
+class PortTaken(Exception):
+    """Another process listens on the address the web would serve."""
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Raise PortTaken if something listens on host:port: granian binds with SO_REUSEPORT, so a second web started
+    beside a first (an old one left running, another deployment's) shared the port, and the kernel split requests
+    between the two consoles (helper 118)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a closed connection's TIME_WAIT is no listener
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            raise PortTaken(f"{host}:{port} is taken ({error.strerror}): another process listens there (another "
+                            "rebound web, or another program); stop it, or choose another REBOUND_PORT") from None
 
 
 def serve(app, host: str, port: int, workers: int = 1, threads: int = 4) -> None:

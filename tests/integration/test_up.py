@@ -37,6 +37,15 @@ def test_up_starts_everything_restarts_a_dead_child_and_stops_on_ctrl_c(tmp_path
         assert second.returncode == 1 and f"a console already runs on the data dir {tmp_path} (rebound up, pid " \
             f"{up.pid})" in second.stderr, second.stderr
         assert _health(up, port, log_path) == HEALTHY
+        # Nor does another console (or a lone web) on this port start: granian's SO_REUSEPORT let both listen, and
+        # the kernel split the requests between two consoles (helper 118).
+        other = tmp_path / "other"
+        other.mkdir()
+        for command in (["up"], ["web"]):
+            taken = subprocess.run([sys.executable, "-m", "console.cli", *command], env=_env(other, port),
+                                   capture_output=True, text=True, timeout=60)
+            assert taken.returncode == 1 and f"127.0.0.1:{port} is taken" in taken.stderr, taken.stderr
+        assert _health(up, port, log_path) == HEALTHY
         # Never in a file of the data dir (the console output here is up.log, which the test itself writes).
         for path in tmp_path.rglob("*"):
             if path.is_file() and path != log_path:
