@@ -13,6 +13,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DatabaseError, DBAPIError, OperationalError
 
 from console.config import data_dir_of, database_url
+from console.logs import command_named
 from console.logs import configure as configure_logging
 from console.redis_conn import embedded_url, shown_url
 
@@ -31,7 +32,7 @@ def _missing_data_dir(argv: list[str], env) -> str | None:
 
     Creating it would give a mistyped REBOUND_DATA_DIR an empty database and a new secret key, and the command an
     answer about nothing (`audit verify` of no rows, `tenants list` of none) instead of an error."""
-    command = _command(argv)
+    command = command_named(argv)
     if command is None or command in MAKES_DATA_DIR or "--help" in argv:
         return None
     if env.get("REBOUND_DATABASE_URL") and env.get("REBOUND_SECRET_KEY"):
@@ -64,20 +65,9 @@ SERVING = frozenset({"up", "web", "worker", "scheduler"})
 MAKES_DATA_DIR = SERVING | {"db", "create-user", "seed-demo"}
 
 
-def _command(argv: list[str]) -> str | None:
-    """Return the command named on the line, past the group's own options (--env-file and --app take a value)."""
-    words = iter(argv[1:])
-    for word in words:
-        if word in ("-e", "--env-file", "-A", "--app"):
-            next(words, None)
-        elif not word.startswith("-"):
-            return word
-    return None
-
-
 def _level(argv: list[str]) -> str | None:
     """Return the log level a command gets when REBOUND_LOG_LEVEL does not say (None: the configured default)."""
-    return None if _command(argv) in SERVING or os.environ.get("REBOUND_LOG_LEVEL") else "WARNING"
+    return None if command_named(argv) in SERVING or os.environ.get("REBOUND_LOG_LEVEL") else "WARNING"
 
 
 class ReboundGroup(FlaskGroup):
@@ -89,8 +79,8 @@ class ReboundGroup(FlaskGroup):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return [name for name in super().list_commands(ctx) if name not in self.LEFT_OUT]
 
-    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        return None if name in self.LEFT_OUT else super().get_command(ctx, name)
+    def getcommand_named(self, ctx: click.Context, name: str) -> click.Command | None:
+        return None if name in self.LEFT_OUT else super().getcommand_named(ctx, name)
 
 
 def _tidy_group_options(group: click.Group) -> None:
@@ -130,7 +120,7 @@ def main() -> None:
         # part-way, an approval rolled back (helper 109).
         raise SystemExit(refusal)
     configure_logging(_level(sys.argv))
-    if _command(sys.argv) == "db":
+    if command_named(sys.argv) == "db":
         # Alembic's lines are quiet in every process that migrates at its start; `rebound db upgrade` is asked
         # to migrate, and without them said nothing of what it did ("Running upgrade a30… -> a31…").
         logging.getLogger("alembic").setLevel(logging.INFO)

@@ -104,12 +104,23 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(processName)s %(name)s: %(message)s"
 PROCESS_NAME_ENV = "REBOUND_PROCESS_NAME"
 
 
+def command_named(argv: list[str]) -> str | None:
+    """Return the command named on the line, past the group's own options (--env-file and --app take a value)."""
+    words = iter(argv[1:])
+    for word in words:
+        if word in ("-e", "--env-file", "-A", "--app"):
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
 def _process_role() -> str:
     """Name this process as `rebound up` named it, else by its CLI command (web, worker, scheduler, up)."""
     if os.environ.get(PROCESS_NAME_ENV):
         return os.environ[PROCESS_NAME_ENV]
-    command = next((arg for arg in sys.argv[1:] if not arg.startswith("-")), None)
-    return command or os.path.basename(sys.argv[0] or "rebound")
+    # Past `-e FILE`: every line of a host started so read "process": "/etc/rebound.env" (helper 118).
+    return command_named(sys.argv) or os.path.basename(sys.argv[0] or "rebound")
 
 
 class NameProcess(logging.Filter):

@@ -1,5 +1,6 @@
 """The `rebound` command itself: its version is Rebound's, and its commands are Rebound's."""
 
+import json
 import subprocess
 import sys
 from importlib.metadata import version
@@ -50,6 +51,17 @@ def test_env_file_supplies_settings_the_environment_lacks(app, tmp_path):
     from console.models import User
 
     assert User.query.filter_by(username="from-env-file").one().role == "viewer"
+
+
+def test_a_process_started_with_an_env_file_is_named_by_its_command_in_its_log(app, tmp_path):
+    """Every line of a host started with `rebound -e FILE` read "process": "FILE" (helper 118)."""
+    settings = tmp_path / "rebound.env"
+    settings.write_text(f"REBOUND_DATABASE_URL=sqlite:///{tmp_path / 'fresh.db'}\nREBOUND_LOG_FORMAT=json\n")
+    env = {key: value for key, value in env_for(app).items() if key not in ("REBOUND_DATABASE_URL",
+                                                                           "REBOUND_LOG_FORMAT")}
+    ran = rebound(app, "-e", str(settings), "db", "upgrade", env=env)
+    lines = [json.loads(line) for line in ran.stderr.splitlines() if line.startswith("{")]
+    assert ran.returncode == 0 and lines and {line["process"] for line in lines} == {"db"}, ran.stderr
 
 
 def test_db_upgrade_says_which_migrations_it_ran(app, tmp_path):
