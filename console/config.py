@@ -1,5 +1,6 @@
 """Read every REBOUND_* setting from the environment, in one place."""
 
+import math
 import os
 import secrets
 from pathlib import Path
@@ -32,15 +33,42 @@ def stored_secret_key(data_dir: str) -> str:
     return key_file.read_text().strip()
 
 
-def _number(env, name: str, default, kind=int):
+def _number(env, name: str, default, kind=int, low=None, high=None):
+    """Read a number setting, refusing one outside what works: REBOUND_PORT=99999 was a traceback later,
+    REBOUND_WORKERS=0 a console "ready" with no worker, REBOUND_LEADER_TTL_S=0 a scheduler that never led and
+    REBOUND_HEARTBEAT_S=0 a worker spinning a core (helper 118)."""
     raw = env.get(name)
     if raw in (None, ""):
         return default
+    what = "a whole number" if kind is int else "a number"
     try:
-        return kind(raw)
+        value = kind(raw)
     except ValueError:
-        what = "a whole number" if kind is int else "a number"
         raise SystemExit(f"{name} must be {what}, got {raw!r}") from None
+    if not math.isfinite(value) or (low is not None and value < low) or (high is not None and value > high):
+        bounds = (f"from {low:g} to {high:g}" if high is not None else f"at least {low:g}") if low is not None \
+            else "finite"
+        raise SystemExit(f"{name} must be {what} {bounds}, got {raw!r}")
+    return value
+
+
+def _switch(env, name: str, default: bool) -> bool:
+    """Read an on/off setting: "off" turned REBOUND_ACCESS_LOG on, as anything but 0, false or no did."""
+    raw = (env.get(name) or "").strip().lower()
+    if raw == "":
+        return default
+    if raw not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+        raise SystemExit(f"{name} must be 1 or 0 (true/false, yes/no, on/off), got {raw!r}")
+    return raw in ("1", "true", "yes", "on")
+
+
+def _redis_url(env) -> str:
+    url = env.get("REBOUND_REDIS_URL") or ""
+    if url and not url.startswith(("redis://", "rediss://", "unix://")):
+        # Not echoed: a URL may carry a password.
+        raise SystemExit("REBOUND_REDIS_URL must be a redis://, rediss:// or unix:// URL (e.g. "
+                         "redis://host:6379/1); the one given is not")
+    return url
 
 
 def _modules(env, name: str, shipped: str) -> list[str]:
@@ -51,11 +79,8 @@ def _modules(env, name: str, shipped: str) -> list[str]:
 
 
 def _demo(env) -> bool:
-    raw = env.get("REBOUND_DEMO", "1").strip().lower()
-    if raw not in ("1", "true", "yes", "on", "0", "false", "no", "off", ""):
-        # "maybe" read as on: demo data and the demo handlers that kill a worker on what was meant as production.
-        raise SystemExit(f"REBOUND_DEMO must be 1 or 0 (true/false, yes/no, on/off), got {raw!r}")
-    return raw in ("1", "true", "yes", "on")
+    # "maybe" read as on: demo data and the demo handlers that kill a worker on what was meant as production.
+    return _switch(env, "REBOUND_DEMO", True)
 
 
 def database_url(env, data_dir: Path) -> str:
@@ -170,8 +195,8 @@ def from_env(env=None) -> dict:
         "SQLALCHEMY_DATABASE_URI": database,
         # A server database may drop idle connections; a local SQLite file cannot, so no ping per checkout.
         "SQLALCHEMY_ENGINE_OPTIONS": {"pool_pre_ping": not database.startswith("sqlite")},
-        "REDIS_URL": env.get("REBOUND_REDIS_URL") or "",
-        "PORT": _number(env, "REBOUND_PORT", 8000),
+        "REDIS_URL": _redis_url(env),
+        "PORT": _number(env, "REBOUND_PORT", 8000, low=1, high=65535),
         "SECRET_KEY": env.get("REBOUND_SECRET_KEY") or None,
         # The audit chain's key (HMAC); unset, it is derived from the secret key (console/services/audit/chain.py).
         "AUDIT_KEY": env.get("REBOUND_AUDIT_KEY") or "",
@@ -191,10 +216,10 @@ def from_env(env=None) -> dict:
         # The tasks' defaults file: the retry policy and conflict template a task naming none gets.
         "TASK_DEFAULTS_FILE": task_file,
         "TASK_DEFAULTS": task_defaults(task_file),
-        "WORKERS": _number(env, "REBOUND_WORKERS", worker.processes),
+        "WORKERS": _number(env, "REBOUND_WORKERS", worker.processes, low=1, high=1000),
         # `rebound web`'s granian: processes × threads each (chosen by measurement: docs/architecture.md).
-        "WEB_WORKERS": _number(env, "REBOUND_WEB_WORKERS", 1),
-        "WEB_THREADS": _number(env, "REBOUND_WEB_THREADS", 4),
+        "WEB_WORKERS": _number(env, "REBOUND_WEB_WORKERS", 1, low=1, high=1000),
+        "WEB_THREADS": _number(env, "REBOUND_WEB_THREADS", 4, low=1, high=1000),
         "DEMO": _demo(env),
         "LOGIN_RATE_LIMIT": _rate_limit(env, "REBOUND_LOGIN_RATE_LIMIT", "10 per minute"),
         # Failed logins from one address across every username (password spraying).
@@ -202,26 +227,26 @@ def from_env(env=None) -> dict:
         "POLICIES_FILE": env.get("REBOUND_POLICIES_FILE") or str(PROJECT / "config" / "retry-policies.yaml"),
         "COMMANDS_FILE": env.get("REBOUND_COMMANDS_FILE") or str(PROJECT / "config" / "commands.yaml"),
         # The largest request body accepted (a 413 above it, saying so); a batch of 1,000 runs fits.
-        "MAX_CONTENT_LENGTH": _number(env, "REBOUND_MAX_BODY_BYTES", 4 * 1024 * 1024),
+        "MAX_CONTENT_LENGTH": _number(env, "REBOUND_MAX_BODY_BYTES", 4 * 1024 * 1024, low=1024, high=2**31),
         # How long a change waiting for a second person's approval stays open before it expires (24 h).
-        "APPROVAL_TTL_S": _number(env, "REBOUND_APPROVAL_TTL_S", 86_400),
+        "APPROVAL_TTL_S": _number(env, "REBOUND_APPROVAL_TTL_S", 86_400, low=60),
         # Python modules whose import registers `python:` handlers, comma-separated, after the shipped ones.
         "HANDLER_MODULES": _modules(env, "REBOUND_HANDLER_MODULES", "jobs.handlers"),
         # Python modules that list runbooks (each has a RUNBOOKS tuple), comma-separated, after the shipped ones.
         "RUNBOOK_MODULES": _modules(env, "REBOUND_RUNBOOK_MODULES", "jobs.runbooks"),
         # A runbook execution still running after this long is stopped by its worker and marked failed.
-        "RUNBOOK_TIMEOUT_S": _number(env, "REBOUND_RUNBOOK_TIMEOUT_S", 21_600),
+        "RUNBOOK_TIMEOUT_S": _number(env, "REBOUND_RUNBOOK_TIMEOUT_S", 21_600, low=1),
         "PLUGIN_RUNTIME_URL": env.get("REBOUND_PLUGIN_RUNTIME_URL", ""),
         # A running run whose heartbeat is older than this is taken for lost (its worker died).
-        "HEARTBEAT_S": _number(env, "REBOUND_HEARTBEAT_S", 5.0, float),
-        "STALE_AFTER_S": _number(env, "REBOUND_STALE_AFTER_S", 30.0, float),
+        "HEARTBEAT_S": _number(env, "REBOUND_HEARTBEAT_S", 5.0, float, low=0.1, high=3600),
+        "STALE_AFTER_S": _number(env, "REBOUND_STALE_AFTER_S", 30.0, float, low=0.5),
         # Call each handler in a forked child; `rebound worker --kind fork` turns it on for its process.
         "ISOLATE_HANDLERS": False,
         # A pending run not picked up this long after enqueueing is checked against Redis.
-        "REQUEUE_AFTER_S": _number(env, "REBOUND_REQUEUE_AFTER_S", 30.0, float),
+        "REQUEUE_AFTER_S": _number(env, "REBOUND_REQUEUE_AFTER_S", 30.0, float, low=0.5),
         # Alert and work-order channels; Admin → Channels can override each target (see console/services/delivery).
         "CONSOLE_URL": (env.get("REBOUND_CONSOLE_URL")
-                        or f"http://127.0.0.1:{_number(env, 'REBOUND_PORT', 8000)}").rstrip("/"),
+                        or f"http://127.0.0.1:{_number(env, 'REBOUND_PORT', 8000, low=1, high=65535)}").rstrip("/"),
         "SLACK_WEBHOOK_URL": env.get("REBOUND_SLACK_WEBHOOK_URL", ""),
         "PAGERDUTY_URL": env.get("REBOUND_PAGERDUTY_URL") or "https://events.pagerduty.com/v2/enqueue",
         "PAGERDUTY_ROUTING_KEY": env.get("REBOUND_PAGERDUTY_ROUTING_KEY", ""),
@@ -229,25 +254,25 @@ def from_env(env=None) -> dict:
         "ALERT_WEBHOOK_SECRET": env.get("REBOUND_ALERT_WEBHOOK_SECRET", ""),
         "WORKORDER_URL": env.get("REBOUND_WORKORDER_URL", ""),
         "WORKORDER_SECRET": env.get("REBOUND_WORKORDER_SECRET", ""),
-        "DELIVERY_ATTEMPTS": _number(env, "REBOUND_DELIVERY_ATTEMPTS", 5),
-        "DELIVERY_BACKOFF_S": _number(env, "REBOUND_DELIVERY_BACKOFF_S", 2.0, float),
-        "DELIVERY_TIMEOUT_S": _number(env, "REBOUND_DELIVERY_TIMEOUT_S", 5.0, float),
+        "DELIVERY_ATTEMPTS": _number(env, "REBOUND_DELIVERY_ATTEMPTS", 5, low=1, high=100),
+        "DELIVERY_BACKOFF_S": _number(env, "REBOUND_DELIVERY_BACKOFF_S", 2.0, float, low=0),
+        "DELIVERY_TIMEOUT_S": _number(env, "REBOUND_DELIVERY_TIMEOUT_S", 5.0, float, low=0.1),
         # A repeat of an alert delivered less than this ago waits out the gap, gathering occurrences.
-        "ALERT_REPEAT_S": _number(env, "REBOUND_ALERT_REPEAT_S", 300.0, float),
+        "ALERT_REPEAT_S": _number(env, "REBOUND_ALERT_REPEAT_S", 300.0, float, low=0),
         # GET /metrics is open unless this is set; then it takes `Authorization: Bearer <token>`.
         "METRICS_TOKEN": env.get("REBOUND_METRICS_TOKEN", ""),
         # Web, workers and the scheduler send their counts to Redis this often (0: at every commit).
-        "METRICS_FLUSH_S": _number(env, "REBOUND_METRICS_FLUSH_S", 1.0, float),
+        "METRICS_FLUSH_S": _number(env, "REBOUND_METRICS_FLUSH_S", 1.0, float, low=0),
         # A scheduler that dies leaves its leader lock this long; a standby then takes over.
-        "LEADER_TTL_S": _number(env, "REBOUND_LEADER_TTL_S", 10.0, float),
+        "LEADER_TTL_S": _number(env, "REBOUND_LEADER_TTL_S", 10.0, float, low=1),
         # The running slots the system promises at once: capacity reservations together never exceed it.
-        "CAPACITY_RUNNING": _number(env, "REBOUND_CAPACITY_RUNNING", 100),
+        "CAPACITY_RUNNING": _number(env, "REBOUND_CAPACITY_RUNNING", 100, low=1),
         "LOG_FORMAT": log_format(env),
         # granian's line per request (every live page polls every few seconds): off unless asked for, or at DEBUG.
-        "ACCESS_LOG": (env.get("REBOUND_ACCESS_LOG") or "0").lower() not in ("0", "false", "no")
+        "ACCESS_LOG": _switch(env, "REBOUND_ACCESS_LOG", False)
         or (env.get("REBOUND_LOG_LEVEL") or "").upper() == "DEBUG",
         # SQLite writers wait for the lock in 0.5 ms steps (console/sqlite_busy.py); 0 keeps SQLite's busy_timeout.
-        "SQLITE_BUSY_HANDLER": (env.get("REBOUND_SQLITE_BUSY_HANDLER") or "1").lower() not in ("0", "false", "no"),
+        "SQLITE_BUSY_HANDLER": _switch(env, "REBOUND_SQLITE_BUSY_HANDLER", True),
     }
 
 

@@ -76,6 +76,13 @@ def test_db_upgrade_says_which_migrations_it_ran(app, tmp_path):
     ("REBOUND_DATABASE_URL", "notaurl", "REBOUND_DATABASE_URL is not a database URL Rebound can use"),
     ("REBOUND_LOG_LEVEL", "LOUD", "REBOUND_LOG_LEVEL must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL"),
     ("REBOUND_DEMO", "maybe", "REBOUND_DEMO must be 1 or 0"),
+    # Numbers outside what works, and words that read as their opposite (helper 118).
+    ("REBOUND_PORT", "99999", "REBOUND_PORT must be a whole number from 1 to 65535, got '99999'"),
+    ("REBOUND_WORKERS", "0", "REBOUND_WORKERS must be a whole number from 1 to 1000, got '0'"),
+    ("REBOUND_LEADER_TTL_S", "0", "REBOUND_LEADER_TTL_S must be a number at least 1, got '0'"),
+    ("REBOUND_HEARTBEAT_S", "nan", "REBOUND_HEARTBEAT_S must be a number from 0.1 to 3600, got 'nan'"),
+    ("REBOUND_ACCESS_LOG", "of", "REBOUND_ACCESS_LOG must be 1 or 0 (true/false, yes/no, on/off), got 'of'"),
+    ("REBOUND_REDIS_URL", "notaurl", "REBOUND_REDIS_URL must be a redis://, rediss:// or unix:// URL"),
 ])
 def test_a_setting_that_cannot_work_is_one_line_naming_it(app, setting, value, says):
     done = rebound(app, "tenants", "list", env={**env_for(app), setting: value})

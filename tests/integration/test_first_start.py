@@ -111,6 +111,9 @@ def test_the_access_log_setting(monkeypatch):
     assert from_env({})["ACCESS_LOG"] is False
     assert from_env({"REBOUND_ACCESS_LOG": "1"})["ACCESS_LOG"] is True
     assert from_env({"REBOUND_LOG_LEVEL": "debug"})["ACCESS_LOG"] is True
+    # "off" turned it on: anything but 0, false or no did (helper 118).
+    assert from_env({"REBOUND_ACCESS_LOG": "off"})["ACCESS_LOG"] is False
+    assert from_env({"REBOUND_SQLITE_BUSY_HANDLER": "off"})["SQLITE_BUSY_HANDLER"] is False
 
 
 def test_the_demo_seeds_scheduled_tasks_that_show_a_mutex_overlap_and_a_window_deferral(app):
