@@ -5,6 +5,7 @@ def register(app) -> None:
     """Add the commands to `flask --app app`."""
     from console.commands.approvals import approvals_group
     from console.commands.audit import audit_group
+    from console.commands.backup import backup_command
     from console.commands.channels import channels_group
     from console.commands.conflict_templates import templates_group
     from console.commands.dead_letters import dlq_group
@@ -30,5 +31,5 @@ def register(app) -> None:
                     revoke_token_command, seed_demo_command, audit_group, approvals_group, channels_group,
                     recovery_runbook_command, sla_report_command, tenants_group, import_failures_command,
                     reservations_group, templates_group, quota_classes_group, tasks_group,
-                    dlq_group):
+                    dlq_group, backup_command):
         app.cli.add_command(command)

@@ -125,3 +125,27 @@ def test_first_sent_at_is_filled_from_the_deliveries_of_messages_sent_before_it(
         engine.dispose()
     # Message 1 was first taken at 10:00:02; message 2 reached nobody.
     assert [(id_, str(at)[:19] if at else None) for id_, at in filled] == [(1, "2026-03-02 10:00:02"), (2, None)]
+
+
+def test_the_newest_migration_goes_down_and_up_again_on_a_database_with_people_and_tokens(tmp_path, redis_url,
+                                                                                          blank_database):
+    """On SQLite, rebuilding `users` under its tokens' foreign keys failed the downgrade half-way, leaving a
+    _alembic_tmp_users table behind (helper 118)."""
+    app = create_app(make_config(tmp_path, redis_url, SQLALCHEMY_DATABASE_URI=blank_database))
+    runner = app.test_cli_runner()
+    assert runner.invoke(args=["db", "upgrade"]).exit_code == 0
+    made = runner.invoke(args=["create-user", "olga", "--role", "operator", "--password", "a-long-pass-42"])
+    assert made.exit_code == 0
+    assert runner.invoke(args=["create-token", "olga"]).exit_code == 0
+    down = runner.invoke(args=["db", "downgrade"])
+    assert down.exit_code == 0, down.output
+    up = runner.invoke(args=["db", "upgrade"])
+    assert up.exit_code == 0, up.output
+    engine = create_engine(blank_database)
+    with engine.connect() as connection:
+        tables = set(inspect(connection).get_table_names())
+        people = connection.execute(text("SELECT username FROM users")).scalars().all()
+        tokens = connection.execute(text("SELECT count(*) FROM api_tokens")).scalar_one()
+    engine.dispose()
+    assert not {name for name in tables if name.startswith("_alembic_tmp")}
+    assert "olga" in people and tokens == 1
