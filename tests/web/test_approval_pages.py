@@ -337,17 +337,21 @@ def test_an_approver_approves_from_the_page_and_the_run_is_replayed(person, lett
 
 
 def test_the_lists_say_who_rolled_a_request_back_beside_who_approved_it(person, letter):
-    _, olga = person("olga", "operator")
+    olga_client, olga = person("olga", "operator")
     alex_client, _ = person("alex", "approver")
     bea_client, _ = person("bea", "approver")
     request = file_fix(letter(), olga)
     approve(alex_client, request)
     token = bea_client.csrf(f"/approvals/{request.id}")
-    assert bea_client.post(f"/approvals/{request.id}/rollback", data={"csrf_token": token}).status_code == 303
-    # "Decided by" read alex alone: the list did not say someone else had undone it.
-    row = html(bea_client.get("/approvals/all")).split(f">#{request.id}</a>")[1].split("</tr>")[0]
-    decided = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", row.split("badge rolled_back")[1])).strip()
-    assert decided.endswith("alex rolled back by bea"), decided
+    rolled = bea_client.post(f"/approvals/{request.id}/rollback",
+                             data={"csrf_token": token, "rollback-note": "QA says two were real orders"})
+    assert rolled.status_code == 303
+    # "Decided by" read alex alone: the list did not say someone else had undone it; nor why, on the requester's
+    # My requests (helper 116).
+    for page in (bea_client.get("/approvals/all"), olga_client.get("/approvals/mine")):
+        row = html(page).split(f">#{request.id}</a>")[1].split("</tr>")[0]
+        decided = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", row.split("badge rolled_back")[1])).strip()
+        assert decided.endswith("alex rolled back by bea “QA says two were real orders”"), decided
 
 
 def test_the_requester_cannot_roll_their_own_change_back(person, letter):
