@@ -79,6 +79,8 @@ def test_cards_and_charts_lead_to_the_runs_and_dead_letters_behind_them(manager,
 
 def test_every_chart_has_a_table_a_keyboard_and_a_screen_reader_can_read(manager, client, built):
     html = client.get("/reports?period=24h").get_data(as_text=True)
+    # The charts' hours are UTC's, as the period's: said where the charts are (the breaches' tables may read local).
+    assert '<h2>Hourly trend <span class="subtle">(UTC hours)</span></h2>' in html
     assert html.count('data-figure="') == html.count('aria-hidden="true"></div>')  # Plotly's drawing is left out
     tables = re.findall(r'<details class="chart-table no-print"><summary>As a table<span class="visually-hidden">: '
                         r'([^<]+)</span></summary>(.*?)</details>', html, re.S)
