@@ -319,6 +319,22 @@
     });
   });
 
+  // A filter form's answer replaces the results below it, not the form: the fields it refused are marked here, and
+  // unmarked once an answer refuses none (a screen reader heard the alert, but no field said it was the one).
+  document.addEventListener("htmx:afterSettle", function () {
+    var said = document.getElementById("filter-error");
+    var refused = said ? said.dataset.invalidFields.split(" ") : [];
+    document.querySelectorAll("form.filters [name]").forEach(function (field) {
+      if (refused.indexOf(field.name) >= 0) {
+        field.setAttribute("aria-invalid", "true");
+        field.setAttribute("aria-describedby", "filter-error");
+      } else if (field.getAttribute("aria-describedby") === "filter-error") {
+        field.removeAttribute("aria-invalid");
+        field.removeAttribute("aria-describedby");
+      }
+    });
+  });
+
   // A "select all" box ticks every box its data-check-all selector names.
   document.addEventListener("change", function (event) {
     var all = event.target.closest("[data-check-all]");
