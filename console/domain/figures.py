@@ -119,7 +119,8 @@ FIGURES: tuple[Figure, ...] = (
            "gather a count are left out).", higher_is_better=False),
     Figure("alert_latency_p95_s", "Alert latency p95", "seconds",
            "95th percentile of the time from a dead letter to its group's alert reaching the first of its channels. "
-           "Exact to the bucket (5 min is an edge).", 300, "at_most"),
+           "Exact to the bucket (5 min is an edge; between edges, 1 and 2 min say, it is interpolated, so the exact "
+           "figure of the last 24 h on Work orders may read a little differently).", 300, "at_most"),
     Figure("workorder_completion_rate", "Work orders completed", "rate",
            "Of the work orders opened in the period, the share closed now. A work order closes by itself only when "
            "each of its dead letters was discarded or resolved by a person, or replayed and its run ended well "
