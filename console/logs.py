@@ -14,6 +14,7 @@ import os
 import re
 import sys
 from datetime import UTC, datetime
+from urllib.parse import unquote
 
 from console.domain.secrets import redact
 
@@ -48,6 +49,9 @@ class RedactSecrets(logging.Filter):
             message = record.getMessage()
         except Exception:  # noqa: BLE001 - a bad format string is logging's to report, unmasked args are not
             message = str(record.msg)
+        if record.name == "granian.access" and "%" in message:
+            # A request line as sent: `next=/runs%3Fapi_key%3D…` hid a secret from the patterns (helper 118).
+            message = unquote(message)
         record.msg, record.args = redact(message, self.secrets), None
         for name in FIELDS:
             value = getattr(record, name, None)

@@ -111,6 +111,14 @@ def test_secrets_are_masked_in_messages_fields_and_tracebacks(captured):
         failure["exc"])
 
 
+def test_a_secret_percent_encoded_in_a_request_line_is_masked_too():
+    """`GET /login?next=/runs%3Fapi_key%3D…` was logged as sent: the patterns read no `api_key=` in it."""
+    line = '127.0.0.1 "GET /login?next=/runs%3Fapi_key%3DKEYINNEXT777 HTTP/1.1" 200 1.0 ms'
+    record = logging.LogRecord("granian.access", logging.INFO, __file__, 1, line, (), None)
+    logs.RedactSecrets([]).filter(record)
+    assert "KEYINNEXT777" not in record.msg and "api_key=***" in record.msg
+
+
 def test_configured_secrets_are_masked_wherever_they_appear(monkeypatch):
     monkeypatch.setenv("REBOUND_PAGERDUTY_ROUTING_KEY", "R0UTINGKEY-plain-words")
     stream = io.StringIO()
