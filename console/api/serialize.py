@@ -120,16 +120,20 @@ def work_order(row) -> dict:
             "closed_at": iso(order.closed_at), "closed_by": order.closed_by, "close_note": order.close_note}
 
 
+def workflow_summary(entry, note: str | None) -> dict:
+    """A workflow as a list shows it: where it stands, without its steps (GET /api/workflows/{id} has them)."""
+    return {
+        "id": entry.id, "name": entry.name, "tenant": entry.tenant.name, "status": entry.status,
+        "idempotency_key": entry.idempotency_key, "current_step": entry.current_step,
+        "failed_step": entry.failed_step, "note": note, "created_by": entry.created_by,
+        "created_at": iso(entry.created_at), "updated_at": iso(entry.updated_at), "finished_at": iso(entry.finished_at),
+    }
+
+
 def workflow(detail) -> dict:
     """A workflow with its steps (index is the step's 1-based number) and where each one's run and undo stand."""
     entry = detail.workflow
     steps = [{"index": view.step.position, "handler": view.step.handler, "run_id": view.run.id if view.run else None,
               "status": view.status, "compensation_status": view.step.compensation_status,
               "compensation_attempts": view.undo_attempts, "note": view.step.note} for view in detail.steps]
-    return {
-        "id": entry.id, "name": entry.name, "tenant": entry.tenant.name, "status": entry.status,
-        "idempotency_key": entry.idempotency_key, "current_step": entry.current_step,
-        "failed_step": entry.failed_step, "note": detail.note, "created_by": entry.created_by,
-        "created_at": iso(entry.created_at), "updated_at": iso(entry.updated_at), "finished_at": iso(entry.finished_at),
-        "steps": steps,
-    }
+    return {**workflow_summary(entry, detail.note), "steps": steps}

@@ -1,9 +1,9 @@
-"""Saga workflows over the API: submit one as a unit, read it back with its steps."""
+"""Saga workflows over the API: submit one as a unit, list them, read one back with its steps."""
 
-from flask import Blueprint, jsonify, url_for
+from flask import Blueprint, jsonify, request, url_for
 
 from console.api import serialize
-from console.api.common import acting_tenant, body
+from console.api.common import acting_tenant, body, cursor_arg, known_args, whole_arg
 from console.auth import current_actor, requires, tenant_scope
 from console.services.errors import InvalidInput
 from console.services.people.permissions import OPERATE, VIEW
@@ -12,6 +12,8 @@ from console.services.recovery.workflows.submit import submit
 
 bp = Blueprint("workflows_api", __name__)
 FIELDS = ("tenant", "name", "steps", "idempotency_key")
+LIST_ARGS = ("tenant", "status", "q", "limit", "before")
+MAX_LIMIT = 200
 
 
 @bp.post("/api/workflows")
@@ -31,3 +33,20 @@ def submit_workflow():
 @requires(VIEW)
 def get_workflow(workflow_id: int):
     return jsonify(serialize.workflow(query.detail(query.get(workflow_id, tenant_scope()))))
+
+
+@bp.get("/api/workflows")
+@requires(VIEW)
+def list_workflows():
+    """Workflows newest first, as the Workflows page lists them: pass `next_before` as `before` for the next page."""
+    known_args(LIST_ARGS)
+    text = " ".join(request.args.get("q", "").split())
+    if len(text) > 200:
+        raise InvalidInput("q is at most 200 characters", "q")
+    tenant = acting_tenant(request.args["tenant"]).id if request.args.get("tenant") else None
+    limit = whole_arg("limit", 50, 1, MAX_LIMIT)
+    found = query.rows(scope=tenant_scope(), status=request.args.get("status") or None, before=cursor_arg("before"),
+                       limit=limit, tenant_id=tenant, text=text or None)
+    notes = query.notes(found)
+    return jsonify(workflows=[serialize.workflow_summary(entry, notes.get(entry.id)) for entry in found],
+                   next_before=found[-1].id if len(found) == limit else None)

@@ -107,3 +107,30 @@ def test_a_viewer_reads_but_cannot_submit(client, auth, saga):
         api_checks.refused(client.post("/api/workflows", headers=viewer, json=body(idempotency_key="k2")), 403,
                            "forbidden")
     assert client.post("/api/workflows", json=body()).status_code == 401
+
+
+def test_workflows_are_listed_newest_first_filtered_and_paged_within_the_tenant_wall(client, auth, saga):
+    """There was no way to list them over the API: a client knew a workflow only by the id its submit answered."""
+    acme = make_tenant("acme")
+    first = saga.submit(three_steps(), key="order-1", name="ship order 1")
+    second = saga.submit(three_steps(), key="order-2", name="refund order 2")
+    theirs = saga.submit(three_steps(), key="order-3", name="ship order 3", tenant="acme")
+    viewer = bearer(auth.make_user("vic", "viewer"))
+    listed = client.get("/api/workflows", headers=viewer).get_json()
+    assert [entry["id"] for entry in listed["workflows"]] == [theirs, second, first]
+    assert listed["next_before"] is None and "steps" not in listed["workflows"][0]
+    one = client.get(f"/api/workflows/{second}", headers=viewer).get_json()
+    assert listed["workflows"][1] == {key: value for key, value in one.items() if key != "steps"}
+    page = client.get("/api/workflows?limit=2", headers=viewer).get_json()
+    assert [entry["id"] for entry in page["workflows"]] == [theirs, second] and page["next_before"] == second
+    rest = client.get(f"/api/workflows?limit=2&before={second}", headers=viewer).get_json()
+    assert [entry["id"] for entry in rest["workflows"]] == [first] and rest["next_before"] is None
+    by_name = client.get("/api/workflows?q=SHIP&tenant=default", headers=viewer).get_json()["workflows"]
+    assert [entry["id"] for entry in by_name] == [first]
+    assert client.get("/api/workflows?status=compensated", headers=viewer).get_json()["workflows"] == []
+    scoped = bearer(auth.make_user("ann", "viewer", tenant=acme), tenant=acme)
+    assert [entry["id"] for entry in client.get("/api/workflows", headers=scoped).get_json()["workflows"]] == [theirs]
+    api_checks.refused(client.get("/api/workflows?tenant=default", headers=scoped), 403, "forbidden", "tenant")
+    api_checks.refused(client.get("/api/workflows?status=lost", headers=viewer), 422, "invalid", "status")
+    api_checks.refused(client.get("/api/workflows?colour=red", headers=viewer), 422, "invalid", "colour")
+    api_checks.refused(client.get("/api/workflows?limit=0", headers=viewer), 422, "invalid", "limit")
