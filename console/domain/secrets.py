@@ -2,8 +2,15 @@
 
 import json
 import re
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 MASK = "***"
+# The values of the secret-named fields a run or a runbook execution was given, masked by value in whatever text is
+# redacted while it runs (its error's message, traceback, log lines, a runbook's log): the patterns caught
+# "api_key=sk_…" but not "upstream refused key sk_…", which every viewer then read (helper 120).
+_HELD: ContextVar[tuple[str, ...]] = ContextVar("held_secrets", default=())
+MIN_HELD = 4  # shorter values ("1", "yes") would mask ordinary words
 
 _PATTERNS = [
     # An Authorization header or field, whatever its scheme.
@@ -33,9 +40,52 @@ def _mask_url(match: re.Match) -> str:
     return f"{match.group(1)}{match.group(2)}{'/' + MASK if rest.strip('/') else rest}"
 
 
+def held_in(params) -> tuple[str, ...]:
+    """Return the text held in secret-named fields at any depth of params (all of a secret-named object), longest
+    first."""
+    found, todo = set(), [(params, False)]
+    while todo:
+        node, secret = todo.pop()
+        if isinstance(node, dict):
+            todo.extend((item, secret or (isinstance(key, str) and bool(SECRET_FIELD.fullmatch(key))))
+                        for key, item in node.items())
+        elif isinstance(node, list):
+            todo.extend((item, secret) for item in node)
+        elif secret and isinstance(node, str) and len(node) >= MIN_HELD and _held(node):
+            found.add(node)
+    return tuple(sorted(found, key=len, reverse=True))
+
+
+@contextmanager
+def holding(values: tuple[str, ...]):
+    """Mask these values too in everything redacted within (this thread, and what it forks)."""
+    token = _HELD.set(tuple(sorted({*values, *_HELD.get()}, key=len, reverse=True)))
+    try:
+        yield
+    finally:
+        _HELD.reset(token)
+
+
+def mask_held(value):
+    """Return JSON with its secret-named fields masked and the held values masked in its text (a handler's result,
+    kept on the run and shown to every viewer)."""
+    return _without_held(mask_fields(value), _HELD.get())
+
+
+def _without_held(value, held: tuple[str, ...]):
+    if isinstance(value, dict):
+        return {key: _without_held(item, held) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_without_held(item, held) for item in value]
+    if isinstance(value, str):
+        for secret in held:
+            value = value.replace(secret, MASK)
+    return value
+
+
 def redact(text: str, secrets: list[str] = ()) -> str:
     """Mask tokens, Authorization values, URL paths and queries, passwords and keys in a piece of text."""
-    for secret in secrets:
+    for secret in (*secrets, *_HELD.get()):
         text = text.replace(secret, MASK)
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)

@@ -6,7 +6,7 @@ from sqlalchemy import select
 
 from console.extensions import db
 from console.models import AttemptDiagnostics
-from console.services.engine import diagnostics
+from console.services.engine import diagnostics, registry
 from console.services.engine.execute import execute
 
 NO_JITTER = {"base_delay_s": 1, "multiplier": 2, "jitter": 0, "max_delay_s": 60}
@@ -77,3 +77,33 @@ def test_storing_the_same_attempt_twice_keeps_one_row(runs, clock):
     diagnostics.store(run_id, 1, 1, diagnostics.Diagnostics("other", []), clock())
     db.session.commit()
     assert [(row.traceback, row.log_lines) for row in _rows(run_id)] == [("Traceback ...", ["a"])]
+
+
+KEY = "sk_live_ABCDEF1234567890"
+
+
+def test_a_secret_param_is_masked_by_value_wherever_the_run_shows_what_it_did(runs, clock):
+    """`upstream refused key sk_live_…` (no `key=`, so no pattern) reached every viewer: the run's error, its dead
+    letter and work order, the traceback, the log lines, the API (helper 120)."""
+    run_id = runs.submit("demo.flaky", {"fail_times": 1, "error": "fatal", "credentials": {"api_key": KEY},
+                                        "message": f"upstream refused key {KEY}", "log": f"calling with {KEY}"})
+    assert execute(run_id, 0, clock=clock) == "dead"
+    run, [row] = runs.get(run_id), _rows(run_id)
+    assert run.error_message == "upstream refused key ***"
+    assert runs.dead_letters(run_id)[0].error_message == "upstream refused key ***"
+    assert KEY not in row.traceback and "upstream refused key ***" in row.traceback
+    assert row.log_lines and not any(KEY in line for line in row.log_lines)
+
+
+def test_a_handlers_result_keeps_no_secret_it_was_given(runs, clock):
+    """A result {"token": <the api_key it was given>} was shown whole to viewers, where a command's was masked."""
+    @registry.handler("echo.secret")
+    def echo(ctx):
+        return {"token": ctx.params["api_key"], "said": f"used {ctx.params['api_key']}", "count": 2}
+
+    try:
+        run_id = runs.submit("echo.secret", {"api_key": KEY})
+        assert execute(run_id, 0, clock=clock) == "succeeded"
+        assert runs.get(run_id).result == {"token": "***", "said": "used ***", "count": 2}
+    finally:
+        registry._handlers.pop("echo.secret")

@@ -47,6 +47,12 @@ def refuses(ctx) -> None:
     raise RuntimeError("that range holds more than 1000 firings")
 
 
+def leaks(ctx) -> None:
+    """Log the key it was given, then fail naming it: a runbook's author did both (helper 120)."""
+    ctx.log(f"connecting with {ctx.params['api_key']}")
+    raise RuntimeError(f"db refused credential {ctx.params['api_key']}")
+
+
 STEP_PARAMS = (Param("steps", T.INT, default=3, minimum=1, maximum=1000), Param("pause_s", T.FLOAT, default=0.0))
 RUNBOOKS = (
     Runbook("sample_steps", "Steps", "Log and record a few steps.", Risk.LOW, STEP_PARAMS, steps),
@@ -55,4 +61,6 @@ RUNBOOKS = (
     Runbook("sample_fails", "Fails", "Fails after one step.", Risk.MEDIUM, (), fails),
     Runbook("sample_refuses", "Refuses", "Fails before any change.", Risk.LOW, (), refuses),
     Runbook("sample_reprice", "Reprice", "Changes amounts, approved first.", Risk.HIGH, (), reprices),
+    Runbook("sample_leaky", "Leaky", "Logs and fails with its key.", Risk.LOW,
+            (Param("api_key", T.STR, required=True),), leaks),
 )

@@ -1,12 +1,15 @@
 """A runbook execution's life: filed, run or dry-run, log and changes kept; gated by approval; walled by tenant."""
 
 import importlib
+import io
+import logging
 
 import pytest
 import redis
 from rq import Queue
 from sqlalchemy import select
 
+from console import logs
 from console.extensions import db
 from console.models import Approval, AuditEntry, RunbookBackup, RunbookExecution, Tenant
 from console.services.actor import Actor
@@ -66,6 +69,21 @@ def test_a_failure_keeps_what_was_committed_and_says_why(samples, staff, clock):
     assert changes_of(execution, planned=False) == [("step", "1", "done", False, True)]  # step 2 rolled back
     assert execution.changes_total == 1
     assert execution.log.splitlines()[-1].endswith("Failed: RuntimeError: disk on fire")
+
+
+def test_a_secret_param_is_masked_by_value_in_the_log_the_error_and_the_servers_log(samples, staff, clock):
+    """A key logged as `connecting with sk_…` and raised as `refused credential sk_…` was on the execution's page for
+    every viewer and in the server's log file (helper 120)."""
+    key, stream = "sk_live_RBFAIL7777", io.StringIO()
+    server_log = logs.handler("json", stream)
+    logging.getLogger("rebound.runbooks").addHandler(server_log)
+    try:
+        execution = run_now("sample_leaky", {"api_key": key}, staff["olga"], clock=clock)
+    finally:
+        logging.getLogger("rebound.runbooks").removeHandler(server_log)
+    assert execution.status == "failed" and execution.error == "RuntimeError: db refused credential ***"
+    assert key not in execution.log and "connecting with ***" in execution.log
+    assert "runbook execution" in stream.getvalue() and key not in stream.getvalue()
 
 
 def test_invalid_params_are_refused_naming_each_field_and_nothing_is_filed(samples, staff, clock):

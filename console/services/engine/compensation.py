@@ -12,6 +12,7 @@ from sqlalchemy import select
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.errors import NOT_COMPENSABLE, Failure, NonRetryableError
 from console.domain.notes import MAX_NOTE_CHARS, too_long
+from console.domain.secrets import held_in, holding
 from console.extensions import db
 from console.models import DeadLetter, Run
 from console.redis_conn import get_redis
@@ -137,7 +138,7 @@ def execute(run_id: int, *, clock: Clock = SYSTEM_CLOCK) -> str:
         cause = _retried_cause(run.id)
     ctx = context_for(run, timeout_s)
     try:
-        with Heartbeat(run.id, run.attempt, setting("HEARTBEAT_S"), ctx.cancel_event):
+        with Heartbeat(run.id, run.attempt, setting("HEARTBEAT_S"), ctx.cancel_event), holding(held_in(run.params)):
             return compensate_run(run, undo_call(invocation, timeout_s, asked=True), ctx, clock(), cause,
                                   missing=missing, clock=clock)
     except transitions.StaleRun:

@@ -14,6 +14,7 @@ from console.db import single_statements
 from console.domain.breaker import BreakerSettings
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.errors import Failure, classify
+from console.domain.secrets import held_in, holding, mask_held
 from console.extensions import db
 from console.models import Run
 from console.services.engine import (
@@ -124,9 +125,9 @@ def _record(run, outcome: Outcome, policy, ctx: HandlerContext, now, clock: Cloc
     if outcome.error is None:
         if ctx.cancelled():
             transitions.move(run, "cancelled", now, reason="cancel_requested", finished_at=now,
-                             result=json_safe(outcome.result), duration_ms=outcome.duration_ms)
+                             result=kept_result(outcome.result), duration_ms=outcome.duration_ms)
         else:
-            transitions.move(run, "succeeded", now, reason=None, finished_at=now, result=json_safe(outcome.result),
+            transitions.move(run, "succeeded", now, reason=None, finished_at=now, result=kept_result(outcome.result),
                              progress=100, duration_ms=outcome.duration_ms)
         db.session.commit()
         return run
@@ -182,7 +183,7 @@ def _keep_for_the_reconciler(run, outcome: Outcome, policy, ctx: HandlerContext,
         _abandon_write()
         log.warning("run %s: the database still did not answer: %s", run.id, still)
     if outcome.error is None:
-        known_outcomes.keep_success(run.id, ctx.attempt, json_safe(outcome.result), now, outcome.duration_ms)
+        known_outcomes.keep_success(run.id, ctx.attempt, kept_result(outcome.result), now, outcome.duration_ms)
     else:
         known_outcomes.keep_failure(run.id, ctx.attempt, classify(outcome.error, policy),
                                     diagnostics.of(outcome.error, list(outcome.log_lines)), now, outcome.duration_ms)
@@ -193,7 +194,7 @@ def _park_known_outcome(run_id: int, attempt: int, outcome: Outcome, policy, boo
     """Park the run for a person with the handler's real outcome: never a retry that would run it again."""
     if outcome.error is None:
         failure = Failure(code=known_outcomes.BOOKKEEPING_FAILED, retryable=False, message=(
-            f"the handler succeeded (result {str(json_safe(outcome.result))[:200]}) but recording it failed: "
+            f"the handler succeeded (result {str(kept_result(outcome.result))[:200]}) but recording it failed: "
             f"{bookkeeping_error}"[:2000]))
     else:
         real = classify(outcome.error, policy)
@@ -202,7 +203,19 @@ def _park_known_outcome(run_id: int, attempt: int, outcome: Outcome, policy, boo
     return known_outcomes.park(run_id, attempt, failure, now, duration_ms=outcome.duration_ms)
 
 
+def kept_result(result) -> object:
+    """Return a handler's result as the run keeps it: JSON, its secret-named fields and the run's secrets masked."""
+    return mask_held(json_safe(result))
+
+
 def _perform(run: RunRow, policy, breaker: breakers.BreakerKey, settings: BreakerSettings,
+             verdict: breakers.Verdict, clock: Clock) -> str:
+    """Run the attempt with the run's secret params masked by value in all it records and logs."""
+    with holding(held_in(run.params)):
+        return _attempt(run, policy, breaker, settings, verdict, clock)
+
+
+def _attempt(run: RunRow, policy, breaker: breakers.BreakerKey, settings: BreakerSettings,
              verdict: breakers.Verdict, clock: Clock) -> str:
     # The context's reads and, when the handler succeeds, its record are one statement each (see execute).
     single_statements.begin()

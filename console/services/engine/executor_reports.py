@@ -6,6 +6,7 @@ from sqlalchemy import select, update
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.errors import MAX_RETRY_AFTER_S, classify_reported
+from console.domain.secrets import held_in, holding
 from console.extensions import db
 from console.models import Run, RunEvent, Tenant
 from console.services.actor import Actor
@@ -64,7 +65,8 @@ def report_failure(tenant: Tenant, data: dict, actor: Actor, clock: Clock = SYST
         raise Conflict(f"run {run.id} is {run.status}; only a running run can fail "
                        "(use POST /internal/tasks/retry for dead or failed runs)", "idempotency_key")
     _, policy = policies.effective(run.policy_id, run.policy_overrides)
-    failure = classify_reported(code, str(message)[:2000], retryable, policy, retry_after_s=retry_after)
+    with holding(held_in(run.params)):  # the executor was given the run's secrets, and may name one
+        failure = classify_reported(code, str(message)[:2000], retryable, policy, retry_after_s=retry_after)
     transitions.event(run, "failure_reported", now, actor=actor.name, error_code=code, message=failure.message)
     try:
         fail(run, failure, policy, now)

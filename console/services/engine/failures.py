@@ -9,6 +9,7 @@ from sqlalchemy import func, select
 from console import metrics
 from console.domain.errors import NOT_COMPENSABLE, Failure, NonRetryableError
 from console.domain.policy import RetryPolicy, retry_delay
+from console.domain.secrets import redact
 from console.extensions import db
 from console.models import Run, RunEvent
 from console.services.delivery import outbox
@@ -116,7 +117,8 @@ def compensate_run(run: Run, compensate, ctx, now, cause: str, *, missing: Failu
         try:
             compensate(ctx)
         except Exception as error:  # noqa: BLE001 - any failure of the undo is recorded and retried
-            last_error = f"{type(error).__name__}: {error}"[:2000]
+            # Masked as a failure's message is: shown on the run, its dead letter and work order, to every viewer.
+            last_error = redact(f"{type(error).__name__}: {error}")[:2000]
             transitions.event(run, "compensation_attempt_failed", stamp(), message=last_error,
                               error_code=getattr(error, "code", None), data={"number": ctx.undo_attempt})
             db.session.commit()

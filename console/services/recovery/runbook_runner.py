@@ -14,7 +14,7 @@ from sqlalchemy import or_, select, update
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.runbooks import ParamErrors, parse
-from console.domain.secrets import redact
+from console.domain.secrets import held_in, holding, redact
 from console.extensions import db
 from console.models import Approval, RunbookChange, RunbookExecution, User
 from console.services.actor import Actor
@@ -105,7 +105,8 @@ def _run(execution: RunbookExecution, *, preview: bool, clock: Clock, on_line, s
     ctx.log(f"{'Dry-run' if dry_run else 'Run'} of {execution.runbook} by {execution.requested_by}"
             f"{' on ' + execution.worker_id if execution.worker_id else ''}.")
     error = None
-    with Beat(execution.id, ctx, "awaiting_approval" if preview else "running"):
+    # Its secret params masked by value in its log, its error and the server's log line (helper 120).
+    with Beat(execution.id, ctx, "awaiting_approval" if preview else "running"), holding(held_in(execution.params)):
         try:
             if runbook is None:
                 raise ServiceError(f"runbook {execution.runbook} is not installed where this ran")
