@@ -76,7 +76,8 @@ class Param:
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not NAME.fullmatch(self.name):
-            raise ValueError(f"parameter name {self.name!r}: lower-case letters, digits and _, starting with a letter")
+            raise ValueError(f"parameter name {self.name!r}: 2 to 60 lower-case letters, digits and _, starting with a "
+                             "letter")
         object.__setattr__(self, "type", member(ParamType, self.type, f"parameter {self.name}: type"))
         if (self.type is ParamType.CHOICE) != bool(self.choices):
             raise ValueError(f"parameter {self.name}: a choice, and only a choice, lists its choices")

@@ -27,7 +27,10 @@ def commands_file(app, tmp_path):
         "broken:\n  argv: [python3, -c, 'import sys; sys.exit(3)']\n"
         "chatty:\n  argv: [python3, -c, 'import sys; print(\"login password=hunter2-SECRET\", file=sys.stderr); "
         "sys.exit(3)']\n"
-        "slow:\n  argv: [sleep, '30']\n  timeout_s: 1\n")
+        "slow:\n  argv: [sleep, '30']\n  timeout_s: 1\n"
+        f"notexec:\n  argv: [{tmp_path / 'notexec.sh'}]\n"
+        f"missing:\n  argv: [{tmp_path / 'nosuch'}]\n")
+    (tmp_path / "notexec.sh").write_text("#!/bin/sh\necho hi\n")  # mode 644: not executable
     app.config["COMMANDS_FILE"] = str(path)
     return path
 
@@ -59,8 +62,19 @@ def test_a_commands_secrets_are_masked_in_what_its_run_keeps(runs, clock, comman
     assert "hunter2" not in runs.dead_letters(run_id)[0].error_message
 
 
+def test_a_command_that_cannot_start_is_dead_at_once_saying_what_to_fix(runs, clock, commands_file):
+    """A program not executable, or not there, was retried five times as PermissionError (helper 120)."""
+    for name, why in (("notexec", "Permission denied"), ("missing", "No such file or directory")):
+        run_id = runs.submit(f"command:{name}")
+        assert execute(run_id, 0, clock=clock) == "dead"
+        run = runs.get(run_id)
+        assert run.error_code == "command_not_runnable" and run.attempt == 1
+        assert f"command {name} could not start ({why}: " in run.error_message
+        assert "make the program executable (chmod +x) or fix its argv in the commands file" in run.error_message
+
+
 def test_a_command_that_is_not_registered_cannot_be_submitted(runs, commands_file):
-    with pytest.raises(InvalidInput, match="no command named 'rm'") as refused:
+    with pytest.raises(InvalidInput, match="no command named 'rm' .*; known: broken, chatty, echo, later, ") as refused:
         runs.submit("command:rm")
     assert str(commands_file) not in refused.value.detail  # the file is named by its setting, not its path
     assert "REBOUND_COMMANDS_FILE" in refused.value.detail

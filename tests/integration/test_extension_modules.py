@@ -19,6 +19,11 @@ BROKEN = {
     "twice_named": ("from console.services.engine.registry import handler\n\n\n@handler('demo.noop')\n"
                     "def noop(ctx):\n    return None\n",
                     "two handlers are named 'demo.noop': jobs.handlers.demo.noop and twice_named.noop; rename one"),
+    # Registered as "python:prefixed", it was submitted as python:python:prefixed only (helper 120).
+    "prefixed": ("from console.services.engine.registry import handler\n\n\n@handler('python:team.prefixed')\n"
+                 "def prefixed(ctx):\n    return None\n",
+                 "handler name 'python:team.prefixed' takes no kind prefix: @handler('team.prefixed'), submitted as "
+                 "python:team.prefixed"),
 }
 
 

@@ -119,6 +119,8 @@ def test_a_declaration_that_contradicts_itself_fails_at_import():
         Param("count", T.INT, default="five")
     with pytest.raises(ValueError, match="name"):
         Param("Bad-Name", T.STR)
+    with pytest.raises(ValueError, match="'n': 2 to 60 lower-case letters"):  # the length was not said (helper 120)
+        Param("n", T.INT)
 
 
 def test_high_risk_always_needs_approval_and_an_admin_can_ask_for_it_on_any():

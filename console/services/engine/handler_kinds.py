@@ -59,7 +59,8 @@ def normalise(handler: str) -> str:
     if kind == "command" and name not in commands():
         wrong = _read()[1].get(name)
         raise InvalidInput(f"command {name!r} in {FILE} {wrong}: fix its entry" if wrong else
-                           f"no command named {name!r} is registered in {FILE}", "handler")
+                           f"no command named {name!r} is registered in {FILE}; known: "
+                           f"{', '.join(sorted(commands())) or 'none'}", "handler")
     if kind == "plugin" and not setting("PLUGIN_RUNTIME_URL"):
         raise InvalidInput("plugin handlers need REBOUND_PLUGIN_RUNTIME_URL to be set", "handler")
     return f"{kind}:{name}"
@@ -225,6 +226,10 @@ def run_command(name: str, ctx, *, undo: bool = False) -> object:
                               preexec_fn=exec_dies_with_this_process())
     except subprocess.TimeoutExpired:
         raise HandlerTimeout(message=f"command {name} ran past {timeout} s and was stopped") from None
+    except OSError as error:  # not executable, not there: no retry mends that, five of them only filled the DLQ
+        raise NonRetryableError("command_not_runnable", f"command {name} could not start ({error.strerror}: "
+                                f"{spec['argv'][0]}): make the program executable (chmod +x) or fix its argv in "
+                                f"{FILE}") from None
     # Kept in the run's result and error, shown on its page and in the API: masked as the logs are.
     output = (redact(done.stdout[-OUTPUT_LIMIT:]), redact(done.stderr[-OUTPUT_LIMIT:]))
     if done.returncode == 0:

@@ -28,6 +28,9 @@ def handler(name: str, *, compensate: Callable | None = None, demo_only: bool = 
     """Register a function as the Python handler `name` (it receives a HandlerContext)."""
 
     def register(func):
+        if ":" in name:  # @handler("python:x") registered "python:x", submitted as python:python:x only (helper 120)
+            raise ValueError(f"handler name {name!r} takes no kind prefix: @handler({name.partition(':')[2]!r}), "
+                             f"submitted as python:{name.partition(':')[2]}")
         known = _handlers.get(name)
         if known is not None and _where(known.run) != _where(func):  # the same function imported again is fine
             raise ValueError(f"two handlers are named {name!r}: {_where(known.run)} and {_where(func)}; rename one")
