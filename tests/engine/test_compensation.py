@@ -61,6 +61,11 @@ def test_what_cannot_be_compensated_is_refused_with_the_reason(client, auth, run
     pending = runs.submit("demo.flaky_compensated")
     refused = client.post(f"/worker/tasks/{pending}/compensate", headers=headers)
     assert refused.status_code == 409 and "only a succeeded run" in refused.get_json()["detail"]
+    # Left for a person by its error's severity 3: told what a person does instead, not that it was undone already.
+    held = runs.submit("demo.flaky_compensated", {"fail_times": 1, "error": "compensable", "severity": 3})
+    assert execute(held, 0, clock=clock) == "dead"
+    refused = client.post(f"/worker/tasks/{held}/compensate", headers=headers, json={"cause": "x"})
+    assert "severity 3 left it for a person, with no undo run: replay it, or resolve it" in refused.get_json()["detail"]
     no_undo = succeeded(runs, clock, "demo.noop")
     refused = client.post(f"/worker/tasks/{no_undo}/compensate", headers=headers, json={"cause": "x"})
     assert refused.status_code == 409 and refused.get_json()["field"] == "handler"

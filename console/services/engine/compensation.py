@@ -57,8 +57,11 @@ def check(run: Run, cause) -> str:
     if len(cause) > MAX_NOTE_CHARS:
         raise InvalidInput(too_long("cause"), "cause")
     if run.status != "succeeded":
-        raise Conflict(f"run {run.id} is {run.status}; only a succeeded run can be compensated (a failed one is "
-                       "compensated automatically when its handler has an undo step)", "status")
+        held = run.status == "dead" and run.status_reason == "manual_intervention"
+        raise Conflict(f"run {run.id} is {run.status}; only a succeeded run can be compensated (" + (
+            "its error's severity 3 left it for a person, with no undo run: replay it, or resolve it saying what "
+            "was done by hand" if held else "a failed one is compensated automatically when its handler has an "
+            "undo step") + ")", "status")
     if _undo_step(run.handler) is None:
         raise Conflict(f"handler {run.handler} has no compensation step to run", "handler")
     return cause
