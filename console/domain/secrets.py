@@ -2,7 +2,7 @@
 
 import json
 import re
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 
 MASK = "***"
@@ -51,8 +51,12 @@ def held_in(params) -> tuple[str, ...]:
                         for key, item in node.items())
         elif isinstance(node, list):
             todo.extend((item, secret) for item in node)
-        elif secret and isinstance(node, str) and len(node) >= MIN_HELD and _held(node):
-            found.add(node)
+        elif isinstance(node, str):
+            if secret and len(node) >= MIN_HELD and _held(node):
+                found.add(node)
+            if node.lstrip()[:1] in ("{", "["):  # JSON typed into a text box: its own secret-named fields
+                with suppress(ValueError, RecursionError):
+                    todo.append((json.loads(node), secret))
     return tuple(sorted(found, key=len, reverse=True))
 
 
@@ -94,12 +98,17 @@ def redact(text: str, secrets: list[str] = ()) -> str:
 
 def mask_fields(value):
     """Return JSON with the value of every field named like a secret masked, at any depth (for rows kept for good),
-    JSON written as text included (a runbook's params parameter is a JSON object typed into a text box)."""
+    JSON written as text included (a runbook's params parameter is a JSON object typed into a text box), and those
+    values masked wherever else the JSON repeats them (a "message" quoting its api_key read whole; helper 121)."""
+    return _without_held(_mask_named(value), held_in(value))
+
+
+def _mask_named(value):
     if isinstance(value, dict):
         return {key: MASK if isinstance(key, str) and SECRET_FIELD.fullmatch(key) and _held(item)
-                else mask_fields(item) for key, item in value.items()}
+                else _mask_named(item) for key, item in value.items()}
     if isinstance(value, list):
-        return [mask_fields(item) for item in value]
+        return [_mask_named(item) for item in value]
     if isinstance(value, str) and value.lstrip()[:1] in ("{", "["):
         return _mask_json_text(value)
     return value

@@ -36,3 +36,15 @@ def test_one_field_is_masked_as_it_would_be_under_its_name():
     assert mask_field("sk_live_1", "api_key") == MASK
     assert mask_field({"token": "t", "n": 1}, "params") == {"token": MASK, "n": 1}
     assert mask_field("eu", "region") == "eu"
+
+
+def test_a_secret_fields_value_is_masked_wherever_else_the_params_repeat_it():
+    """A viewer read `"message": "upstream refused key sk_live_…"` beside `"api_key": "***"` (helper 121); JSON
+    typed into a text box (a params fix's params) counts too."""
+    key = "sk_live_SECRET12345"
+    params = {"api_key": key, "message": f"upstream refused key {key}", "log": [f"calling with {key}"], "n": 1}
+    assert mask_fields(params) == {"api_key": MASK, "message": f"upstream refused key {MASK}",
+                                   "log": [f"calling with {MASK}"], "n": 1}
+    typed = {"params": json.dumps({"api_key": "sk_live_RBK777", "note": "key sk_live_RBK777"})}
+    assert json.loads(mask_fields(typed)["params"]) == {"api_key": MASK, "note": f"key {MASK}"}
+    assert mask_fields({"token": "abc", "note": "abc is short"}) == {"token": MASK, "note": "abc is short"}
