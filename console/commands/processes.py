@@ -154,7 +154,7 @@ def worker_command(processes, kind, burst):
     _start_process()
     if processes > 1:
         args = ["worker", "--kind", kind] + (["--burst"] if burst else [])
-        Supervisor([Child(f"worker-{n + 1}", _child(*args)) for n in range(processes)]).run()
+        Supervisor([Child(f"worker-{n + 1}", _child(*args), one_shot=burst) for n in range(processes)]).run()
         return
     forked_children_die_with_this_process()  # RQ's scheduler child and fork-kind handler children
     mask_prints()  # a handler's print() reaches the same console the log lines do

@@ -25,6 +25,10 @@ class Child:
     started_at: float = 0.0
     next_start: float = 0.0
     env: dict = field(default_factory=dict)
+    # A burst worker: exiting 0 is its work done, not a crash to restart (`worker --burst --processes 2` restarted
+    # its drained children for ever; helper 121).
+    one_shot: bool = False
+    finished: bool = False
 
     def start(self) -> None:
         # A supervisor killed -9 (the OOM killer, an operator) takes its children with it: left running, they
@@ -70,7 +74,7 @@ class Supervisor:
         signal.signal(stacks.DUMP_SIGNAL, self._dump_everyone)
         for child in self.children:
             child.start()
-        while not self.stopping:
+        while not self.stopping and not all(child.finished for child in self.children):
             time.sleep(self.poll_s)
             if self.stopping:
                 break  # children that Ctrl-C reached directly are not dying: they are not to be restarted
@@ -82,12 +86,18 @@ class Supervisor:
 
     def _watch(self, child: Child) -> None:
         now = time.monotonic()
+        if child.finished:
+            return
         if child.process is None:
             if now >= child.next_start:
                 child.start()
             return
         code = child.process.poll()
         if code is None:
+            return
+        if code == 0 and child.one_shot:
+            log.info("%s finished its work", child.name)
+            child.process, child.finished = None, True
             return
         # Back off if it keeps dying young, so a broken child does not spin the CPU.
         quick = now - child.started_at < 10

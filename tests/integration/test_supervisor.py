@@ -134,3 +134,16 @@ def test_sigusr2_to_the_supervisor_writes_every_processs_stacks_and_stops_nothin
     finally:
         with contextlib.suppress(ProcessLookupError):  # stopped already, as it should have
             os.killpg(supervisor.pid, signal.SIGKILL)
+
+
+def test_burst_workers_in_several_processes_drain_the_queues_and_exit(app, runs):
+    """`worker --burst --processes 2` restarted each drained child (exit 0) for ever (helper 121)."""
+    from tests.helpers import env_for
+
+    run_id = runs.submit("demo.noop")
+    done = subprocess.run([sys.executable, "-m", "console.cli", "worker", "--burst", "--processes", "2"],
+                          cwd=ROOT, env={**env_for(app), "REBOUND_LOG_LEVEL": "INFO"}, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "restarting" not in done.stderr and done.stderr.count("finished its work") == 2
+    assert runs.status(run_id) == "succeeded"
