@@ -321,7 +321,7 @@
 
   // A filter form's answer replaces the results below it, not the form: the fields it refused are marked here, and
   // unmarked once an answer refuses none (a screen reader heard the alert, but no field said it was the one).
-  document.addEventListener("htmx:afterSettle", function () {
+  function markRefusedFields() {
     var said = document.getElementById("filter-error");
     var refused = said ? said.dataset.invalidFields.split(" ") : [];
     document.querySelectorAll("form.filters [name]").forEach(function (field) {
@@ -333,7 +333,9 @@
         field.removeAttribute("aria-describedby");
       }
     });
-  });
+  }
+  document.addEventListener("htmx:afterSettle", markRefusedFields);
+  document.addEventListener("DOMContentLoaded", markRefusedFields);  // a refused filter's address, reloaded or shared
 
   // A "select all" box ticks every box its data-check-all selector names.
   document.addEventListener("change", function (event) {

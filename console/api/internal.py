@@ -29,7 +29,7 @@ def retry():
     if is_id(data.get("run_id")):
         run = control.get_run(data["run_id"], tenant_scope())
         # A tenant named beside the id is checked, not ignored: garbage, or another tenant's name, retried the run.
-        if data.get("tenant") is not None and acting_tenant(data["tenant"]).id != run.tenant_id:
+        if data.get("tenant") is not None and acting_tenant(_named(data["tenant"])).id != run.tenant_id:
             raise NotFound(f"run {run.id} is not tenant {data['tenant']}'s")
     elif isinstance(data.get("run_id"), int) and not isinstance(data["run_id"], bool):
         raise NotFound(f"no run has id {data['run_id']}: ids go up to {MAX_ID}")
@@ -48,6 +48,13 @@ def retry():
     note = held_again_by_breaker(run, utcnow())
     return jsonify({**serialize.run(run), **({"note": note} if note else {})}), 202, {
         "Location": url_for("worker_api.get_task", run_id=run.id)}
+
+
+def _named(tenant):
+    """A tenant given as text must name one: "" read as the default tenant, and the 404 said "not tenant 's"."""
+    if isinstance(tenant, str) and not tenant.strip():
+        raise InvalidInput("tenant is a tenant name", "tenant")
+    return tenant
 
 
 @bp.get("/internal/policies")

@@ -63,7 +63,7 @@ def import_failures_command(redis_url, queues, path, maps, tenant, remap, dry_ru
                f"{plural(done.work_orders, 'work order')}; {done.already} {'was' if done.already == 1 else 'were'} "
                "imported before.")
     if done.remapped:
-        click.echo(f"Remapped {plural(done.remapped, 'open dead letter')} imported before: "
+        click.echo(f"Remapped {plural(done.remapped, 'open dead letter')} imported before (not replayed): "
                    f"{importer.remap_words([found for found in remaps if found.letter == 'open'])}; now as --map says.")
     _say_closed_remaps(remaps)
     _say_args_as_text(fresh)
@@ -107,9 +107,10 @@ def _print_plan(plan, before: dict, remaps: list) -> None:
     click.echo(f"Dry run: {plural(total, 'failed job')} read from {plan.source} (nothing written); {already} of "
                f"them {'was' if already == 1 else 'were'} imported before and would be skipped.")
     tenants = Counter(tenant_id for failed, _, tenant_id in plan.items if importer.key_of(failed) not in before)
-    if tenants:  # a misspelt tenant field, or the wrong --tenant, shows here before anything is written
-        names = importer.tenant_names(tenants)
-        click.echo("Into tenants: " + ", ".join(f"{names[t]} ({n})" for t, n in sorted(tenants.items())))
+    # A misspelt tenant field, or the wrong --tenant, shows here before anything is written.
+    names = importer.tenant_names(tenants)
+    click.echo("Into tenants: " + (", ".join(f"{names[t]} ({n})" for t, n in sorted(tenants.items()))
+                                   or "none (every job was imported before)"))
     click.echo("By function:")
     for function, count in sorted(plan.by_function.items()):
         note = "  (no --map: refused)" if function in plan.unmapped else ""
@@ -124,5 +125,5 @@ def _print_plan(plan, before: dict, remaps: list) -> None:
     open_ones = [found for found in remaps if found.letter == "open"]
     if open_ones:
         click.echo(f"Imported before under another handler, letters open: {importer.remap_words(open_ones)}; "
-                   "--remap replays them through the handler --map names now.")
+                   "--remap points their runs and open letters at the handler --map names now (it replays nothing).")
     _say_closed_remaps(remaps)

@@ -72,7 +72,8 @@ def check_port_free(host: str, port: int) -> None:
             probe.bind((host, port))
         except OSError as error:
             raise PortTaken(f"{host}:{port} is taken ({error.strerror}): another process listens there (another "
-                            "rebound web, or another program); stop it, or choose another REBOUND_PORT") from None
+                            "rebound web, or another program); stop it, or choose another port (--port, or "
+                            "REBOUND_PORT)") from None
 
 
 def serve(app, host: str, port: int, workers: int = 1, threads: int = 4) -> None:

@@ -133,6 +133,8 @@ def test_an_operators_day(page, live_server, live_app, arranged, live_worker, sc
     page.get_by_role("button", name="Filter").click()
     expect(page.locator("#results")).not_to_contain_text("Fix the filter")
     expect(refused).to_have_count(0)
+    page.goto(f"{base}/runs?created_from=2026-13-45")  # the same, from an address (a reload, a shared link)
+    expect(page.locator("#created_from")).to_have_attribute("aria-invalid", "true")
     for path, name in (("/runs", "day-runs"), ("/runs/timeline", "day-timeline"), ("/breakers", "day-breakers"),
                        ("/queues", "day-queues"), ("/policies", "day-policies"), ("/tasks", "day-tasks")):
         page.goto(base + path)

@@ -284,6 +284,8 @@ def test_a_tenant_named_beside_a_run_id_is_checked_not_ignored(client, operator,
                 422, "invalid", "tenant")
         refused(client.post("/internal/tasks/retry", json={"run_id": run_id, "tenant": "nobody"}, headers=operator),
                 422, "invalid", "tenant")
+        refused(client.post("/internal/tasks/retry", json={"run_id": run_id, "tenant": ""}, headers=operator),
+                422, "invalid", "tenant")  # was a 404 saying "not tenant 's" (helper 121)
         wrong = refused(client.post("/internal/tasks/retry", json={"run_id": run_id, "tenant": "default"},
                                     headers=operator), 404, "not_found")
     assert wrong["detail"] == f"run {run_id} is not tenant default's"

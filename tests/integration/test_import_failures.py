@@ -453,18 +453,20 @@ def test_a_map_changed_since_an_import_is_refused_until_remap_points_open_letter
     dry = cli("--file", path, "--dry-run", *right)
     assert dry.exit_code == 1
     assert ("Imported before under another handler, letters open: billing.charge: 1 job imported before runs "
-            "python:demo.flaky, --map says python:demo.noop; --remap replays them") in dry.output
+            "python:demo.flaky, --map says python:demo.noop; --remap points their runs and open letters at the handler "
+            "--map names now (it replays nothing)") in dry.output
+    assert "Into tenants: none (every job was imported before)" in dry.output
     assert "Left as they are (their letters are no longer open: replayed, discarded or resolved): billing.refund" \
         in dry.output
     before = counts()
     refused = cli("--file", path, *right)
-    assert refused.exit_code == 1 and "give --remap to replay them through the handler --map names now" in \
-        refused.output
+    assert refused.exit_code == 1 and "give --remap to point their open letters at the handler --map names now (it " \
+        "replays nothing)" in refused.output
     assert counts() == before
 
     done = cli("--file", path, "--remap", *right)
     assert done.exit_code == 0, done.output
-    assert "Remapped 1 open dead letter imported before: billing.charge" in done.output
+    assert "Remapped 1 open dead letter imported before (not replayed): billing.charge" in done.output
     charge = db.session.execute(select(Run).where(Run.idempotency_key == "import:jsonl:job-1")).scalar_one()
     assert (charge.handler, runs.dead_letters(charge.id)[0].handler) == ("python:demo.noop", "python:demo.noop")
     db.session.refresh(refund)

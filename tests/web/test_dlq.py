@@ -683,7 +683,7 @@ def test_the_replay_question_opened_from_a_link_asks_what_its_letters_are(client
     assert "none failed for good or is a workflow's step" in plain
     assert ">Replay it</button>" in plain and "anyway" not in plain
     empty = " ".join(client.get("/dlq/replay/confirm?code=nothing_like_it").get_data(as_text=True).split())
-    assert "<h1>Nothing to replay</h1>" in empty and "No open dead letter matches this filter now" in empty
+    assert "<h1>Nothing to replay</h1>" in empty and "No open dead letter matches this filter now." in empty
     assert "someone replayed" not in empty and "<button" not in empty.split("<h1>")[1]
 
 

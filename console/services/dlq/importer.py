@@ -224,8 +224,8 @@ def refuse_open_remaps(found: list[Remap]) -> None:
     """Raise a 422 naming the open letters an import would leave on another handler than its --map says."""
     open_ones = [remap for remap in found if remap.letter == "open"]
     if open_ones:
-        raise InvalidInput(f"{remap_words(open_ones)}; give --remap to replay them through the handler --map names "
-                           "now, or correct --map (nothing was imported)", "map")
+        raise InvalidInput(f"{remap_words(open_ones)}; give --remap to point their open letters at the handler --map "
+                           "names now (it replays nothing), or correct --map (nothing was imported)", "map")
 
 
 def remap_words(found: list[Remap]) -> str:
