@@ -50,7 +50,7 @@ class Imported:
     already: int  # jobs a previous import of this source brought in already
     dead_letters: list[int]
     work_orders: int
-    remapped: int = 0  # jobs imported before whose open letters now replay through the handler --map names
+    remapped: int = 0  # jobs imported before whose open letters were pointed at the handler --map names now
 
 
 def parse_mapping(pairs: list[str]) -> dict[str, str]:
@@ -205,7 +205,8 @@ def _imported_under_legacy_keys(result: Plan, chunk: int = 500) -> dict[str, Ear
         for tenant_id, key, created_at, run_id, handler, letter in db.session.execute(
                 select(RUNS.c.tenant_id, RUNS.c.idempotency_key, RUNS.c.created_at, RUNS.c.id, RUNS.c.handler,
                        DeadLetter.status).outerjoin(DeadLetter, DeadLetter.run_id == RUNS.c.id).where(
-                    tuple_(RUNS.c.tenant_id, RUNS.c.idempotency_key).in_(pairs[start:start + chunk]))):
+                    tuple_(RUNS.c.tenant_id, RUNS.c.idempotency_key).in_(pairs[start:start + chunk]))
+                .order_by(DeadLetter.id)):  # a run's newest letter last: its status is the one kept
             failed = wanted[(tenant_id, key)]
             if created_at == (failed.enqueued_at or failed.failed_at):
                 found[failed.identity] = Earlier(run_id, handler, letter)
@@ -229,8 +230,8 @@ def refuse_open_remaps(found: list[Remap]) -> None:
 
 
 def remap_words(found: list[Remap]) -> str:
-    """Say which functions' jobs imported before run another handler: 'app.charge: 2 open letters run python:x,
-    --map says python:y'."""
+    """Say which functions' jobs imported before run another handler: 'app.charge: 2 jobs imported before run
+    python:x, --map says python:y'."""
     counted = Counter((remap.function, remap.was, remap.now) for remap in found)
     return "; ".join(f"{function}: {plural(count, 'job')} imported before {'runs' if count == 1 else 'run'} {was}, "
                      f"--map says {now}" for (function, was, now), count in sorted(counted.items()))
