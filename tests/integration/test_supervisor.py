@@ -20,10 +20,10 @@ Supervisor([Child(f"child-{n}", [sys.executable, "-c", sys.argv[1]]) for n in (1
 """
 
 
-def _start(tmp_path):
+def _start(tmp_path, child: str = PATIENT_CHILD):
     log_path = tmp_path / "supervisor.log"
     with log_path.open("w") as log:
-        process = subprocess.Popen([sys.executable, "-c", SUPERVISOR, PATIENT_CHILD], cwd=ROOT, stdout=log,
+        process = subprocess.Popen([sys.executable, "-c", SUPERVISOR, child], cwd=ROOT, stdout=log,
                                    stderr=subprocess.STDOUT, start_new_session=True,
                                    env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"})
     wait_for(lambda: log_path.read_text().count("up\n") == 2, 30, 0.05, "both children to start")
@@ -118,13 +118,8 @@ serving_requests()
 
 def test_sigusr2_to_the_supervisor_writes_every_processs_stacks_and_stops_nothing(tmp_path):
     """`kill -USR2` on rebound up's pid, the one a person has, ended the whole console (helper 118)."""
-    log_path = tmp_path / "supervisor.log"
-    with log_path.open("w") as log:
-        supervisor = subprocess.Popen([sys.executable, "-c", SUPERVISOR, DUMPING_CHILD], cwd=ROOT, stdout=log,
-                                      stderr=subprocess.STDOUT, start_new_session=True,
-                                      env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"})
+    supervisor, log_path = _start(tmp_path, DUMPING_CHILD)
     try:
-        wait_for(lambda: log_path.read_text().count("up\n") == 2, 30, 0.05, "both children to start")
         supervisor.send_signal(signal.SIGUSR2)
         wait_for(lambda: log_path.read_text().count("serving_requests") == 2, 30, 0.05, "both children's stacks")
         assert "in run" in log_path.read_text()  # the supervisor's own: its loop in Supervisor.run
