@@ -166,17 +166,18 @@ def update(user: User, actor: Actor, *, role: str | None = None, active: bool | 
 def _revoke_tokens(user: User, actor: Actor, now: datetime) -> int:
     """Revoke a disabled person's live API tokens, each audited: they stopped working only while the account was
     disabled, and a re-enable (a compromised account's, say) brought back every one unseen (helper 115)."""
-    live = db.session.execute(select(ApiToken).where(ApiToken.user_id == user.id,
-                                                     ApiToken.revoked_at.is_(None))).scalars().all()
-    if not live:
-        return 0
-    db.session.execute(sql_update(ApiToken).where(ApiToken.id.in_([t.id for t in live]), ApiToken.revoked_at.is_(None))
-                       .values(revoked_at=now).execution_options(synchronize_session=False))
+    # One guarded UPDATE that returns what it revoked: a revoke of one of them at the same moment (another admin, on
+    # PostgreSQL) is audited once, by whichever write took it.
+    revoked = db.session.execute(sql_update(ApiToken).where(ApiToken.user_id == user.id, ApiToken.revoked_at.is_(None))
+                                 .values(revoked_at=now).returning(ApiToken.id, ApiToken.prefix, ApiToken.tenant_id)
+                                 .execution_options(synchronize_session=False)).all()
+    names = dict(db.session.execute(select(Tenant.id, Tenant.name).where(
+        Tenant.id.in_({tenant_id for *_, tenant_id in revoked if tenant_id}))).all()) if revoked else {}
     audit.record_many(db.session, actor, "token.revoke", "api_token", [
-        audit.Change(token.id, {"revoked": False}, {"revoked": True, "prefix": token.prefix},
-                     token.tenant.name if token.tenant else tenant_of(user)) for token in live],
+        audit.Change(token_id, {"revoked": False}, {"revoked": True, "prefix": prefix},
+                     names[tenant_id] if tenant_id else tenant_of(user)) for token_id, prefix, tenant_id in revoked],
         note=f"{user.username}'s account was disabled", clock=lambda: now)
-    return len(live)
+    return len(revoked)
 
 
 def tenant_of(user: User) -> str | None:
