@@ -183,6 +183,20 @@ def test_disabling_a_person_revokes_their_tokens_for_good(client, auth):
         tokens.issue(svc, Actor("root"))
 
 
+def test_a_token_for_a_person_disabled_since_the_page_was_drawn_says_so(client, auth):
+    """The form answered "Not a valid choice." (the list had been drawn with them in it) (helper 121)."""
+    svc = auth.make_user("svc", "operator")
+    auth.as_role("admin", "root")
+    form = {"user": str(svc.id), "csrf_token": auth.csrf("/admin/tokens")}
+    users.update(svc, Actor("root"), active=False)
+    refused = client.post("/admin/tokens", data=form)
+    assert refused.status_code == 409
+    user_field = refused.get_data(as_text=True).split('name="user"')[1].split("</div>")[0]
+    assert "svc&#39;s account is disabled: enable it first" in user_field
+    assert f'value="{svc.id}"' not in user_field  # the list offers active people only, as before
+    assert db.session.execute(select(ApiToken)).first() is None
+
+
 def test_a_token_of_a_person_disabled_before_tokens_were_revoked_reads_user_disabled(client, auth):
     """The API refused it (401) while the tokens page said "active"."""
     svc, _ = issued_on_the_page(client, auth)

@@ -90,13 +90,17 @@ def _revoked_words(revoked: int) -> str:
     return f" Their {revoked} API token{'s were' if revoked != 1 else ' was'} revoked." if revoked else ""
 
 
-def _token_form() -> CreateTokenForm:
+def _token_form(*, with_disabled: bool = False) -> CreateTokenForm:
     form = CreateTokenForm()
-    # Each with their role and, when limited to one, their tenant: what a token of theirs can reach.
-    form.user.choices = [SelectChoice(str(u.id), f"{u.username} ({u.role}{', ' + u.tenant.name if u.tenant else ''})")
-                         for u in users.all_users(tenant_scope()) if u.active]
+    _offer_people(form, with_disabled=with_disabled)
     form.tenant.choices = _tenant_choices()
     return form
+
+
+def _offer_people(form: CreateTokenForm, *, with_disabled: bool = False) -> None:
+    # Each with their role and, when limited to one, their tenant: what a token of theirs can reach.
+    form.user.choices = [SelectChoice(str(u.id), f"{u.username} ({u.role}{', ' + u.tenant.name if u.tenant else ''})")
+                         for u in users.all_users(tenant_scope()) if u.active or with_disabled]
 
 
 @bp.get("/tokens")
@@ -111,7 +115,9 @@ def tokens_index():
 @bp.post("/tokens")
 @requires(ADMIN)
 def create_token():
-    form = _token_form()
+    # Someone disabled since the page was drawn is still a choice here, so the service says why they get no token
+    # ("Not a valid choice." did not); the form drawn again offers active people only.
+    form = _token_form(with_disabled=True)
     issued, plaintext, status = None, None, 201
     if form.validate_on_submit():
         try:
@@ -129,6 +135,7 @@ def create_token():
                 form.new_key()
     else:
         status = 422
+    _offer_people(form)
     # The plaintext is rendered into this one response and never again, so no redirect here.
     return render_template("admin/tokens.html", tokens=tokens.all_tokens(tenant_scope()), form=form,
                            plaintext=plaintext, issued=issued), status
