@@ -14,8 +14,10 @@ def iso(moment):
 
 def params(value):
     """Params as this caller may read them: as stored for one who may change them (an operator fixing them), with
-    fields named like secrets masked for the rest, as the pages show them (a viewer's token read them in clear)."""
-    return value if can(current_user.role, OPERATE) else mask_fields(value)
+    fields named like secrets masked for the rest, as the pages show them (a viewer's token read them in clear).
+    Outside a request (the CLI's `runs show --json`) nobody is signed in, so they are masked."""
+    role = getattr(current_user, "role", None)  # current_user is None outside a request
+    return value if role and can(role, OPERATE) else mask_fields(value)
 
 
 def event(entry: RunEvent) -> dict:

@@ -23,6 +23,7 @@ def register(app) -> None:
     from console.commands.reports import sla_report_command
     from console.commands.reservations import reservations_group
     from console.commands.runbooks import recovery_runbook_command
+    from console.commands.runs import runs_group
     from console.commands.tasks import tasks_group
     from console.commands.tenants import tenants_group
 
@@ -31,5 +32,5 @@ def register(app) -> None:
                     revoke_token_command, seed_demo_command, audit_group, approvals_group, channels_group,
                     recovery_runbook_command, sla_report_command, tenants_group, import_failures_command,
                     reservations_group, templates_group, quota_classes_group, tasks_group,
-                    dlq_group, backup_command):
+                    dlq_group, runs_group, backup_command):
         app.cli.add_command(command)

@@ -65,3 +65,58 @@ def test_open_dead_letters_are_listed_and_replayed_by_id_audited(app, dead_run):
     again = cli(app, "dlq", "replay", str(letter_id), "999")
     assert again.exit_code == 1 and "not replayed (no such open dead letter, or its run is not dead): #" in again.output
     assert json.loads(cli(app, "dlq", "list", "--json").output) == []
+
+
+def test_runs_are_listed_filtered_and_shown_with_their_timeline(app, dead_run, runs):
+    run_id, letter_id = dead_run(api_key="sk_live_never_shown")
+    other = runs.submit("demo.noop", {}, tenant="default")
+    listed = cli(app, "runs", "list", "--status", "dead", "--json")
+    assert listed.exit_code == 0, listed.output
+    [row] = json.loads(listed.output)["runs"]
+    assert (row["id"], row["status"], row["tenant"], row["error"]["code"]) == (run_id, "dead", "default",
+                                                                                 "bad_account")
+    both = json.loads(cli(app, "runs", "list", "--status", "dead,pending", "--json").output)
+    assert [r["id"] for r in both["runs"]] == [other, run_id] and both["next_before"] is None
+    first = json.loads(cli(app, "runs", "list", "--limit", "1", "--json").output)
+    assert [r["id"] for r in first["runs"]] == [other] and first["next_before"] == other
+    older = json.loads(cli(app, "runs", "list", "--before", str(other), "--json").output)
+    assert [r["id"] for r in older["runs"]] == [run_id]
+    table = cli(app, "runs", "list", "--code", "bad_account").output.splitlines()
+    assert table[0].split()[:4] == ["id", "tenant", "task", "handler"] and len(table) == 2
+    assert table[1].split()[:2] == [str(run_id), "default"] and "bad_account" in table[1]
+    shown = cli(app, "runs", "show", str(run_id))
+    assert shown.exit_code == 0, shown.output
+    text = shown.output
+    assert f"Run #{run_id} · default · python:demo.flaky" in text and "status: dead" in text
+    assert "error: bad_account: account 42 is closed" in text
+    assert f"dead letters: #{letter_id} open" in text
+    assert "running → dead" in text and "sk_live_never_shown" not in text
+    as_json = json.loads(cli(app, "runs", "show", str(run_id), "--json").output)
+    assert as_json["id"] == run_id and [e["to"] for e in as_json["events"]][-1] == "dead"
+    assert "sk_live_never_shown" not in json.dumps(as_json)  # secret-named params masked, as a viewer's page
+
+
+def test_runs_commands_refuse_what_they_cannot_read(app):
+    assert "no run with id 999" in cli(app, "runs", "show", "999").output
+    wrong = cli(app, "runs", "list", "--status", "deadd")
+    assert wrong.exit_code == 2 and "'deadd' is none of pending" in wrong.output
+    assert cli(app, "runs", "list", "--tenant", "nope").exit_code == 2
+    assert cli(app, "runs", "list", "--limit", "0").exit_code == 2
+    assert cli(app, "runs", "list", "--before", "9" * 400).exit_code == 2
+
+
+def test_the_audit_log_is_searched_from_a_terminal(app, dead_run):
+    _, letter_id = dead_run()
+    cli(app, "dlq", "replay", str(letter_id))
+    found = cli(app, "audit", "list", "--action", "dead_letter.", "--json")
+    assert found.exit_code == 0, found.output
+    [row] = json.loads(found.output)
+    assert (row["actor"], row["action"], row["target_type"], row["target_id"]) == (
+        "cli", "dead_letter.replay", "dead_letter", str(letter_id))
+    table = cli(app, "audit", "list", "--actor", "cli").output.splitlines()
+    assert table[0].split()[:4] == ["seq", "at", "actor", "action"] and "dead_letter.replay" in table[1]
+    assert cli(app, "audit", "list", "--actor", "nobody").output.splitlines()[1:] == []
+    refused = cli(app, "audit", "list", "--since", "2026-13-01")
+    assert refused.exit_code == 2 and "--since 2026-13-01 is not a day: write it as YYYY-MM-DD" in refused.output
+    later = cli(app, "audit", "list", "--since", "2999-01-01", "--json")
+    assert later.exit_code == 0 and json.loads(later.output) == []
