@@ -434,6 +434,19 @@ def test_an_acknowledgement_keeps_an_assignment_made_since_the_order_was_read(ap
     assert (order.status, order.assignee_id) == ("acknowledged", staff["ada"].id)
 
 
+def test_an_assignment_read_before_another_is_refused_not_audited_as_from_nobody(app, dead_run, staff):
+    _, letter_id = dead_run()
+    order = orders.get(db.session.get(DeadLetter, letter_id).work_order_id)
+    changes.assign(order, staff["ada"].id, staff["ada"])
+    set_committed_value(order, "assignee_id", None)  # olga's request read the order before ada took it
+    with pytest.raises(Conflict, match="was assigned to ada meanwhile"):
+        changes.assign(order, staff["olga"].id, staff["olga"])
+    db.session.expire_all()
+    assert order.assignee_id == staff["ada"].id
+    assert db.session.execute(select(func.count()).select_from(AuditEntry).where(
+        AuditEntry.action == "work_order.assign")).scalar_one() == 1
+
+
 def test_two_people_asking_to_compensate_one_run_at_once_file_one_request(app, runs, staff, clock, monkeypatch):
     run_id = runs.submit("demo.flaky_compensated", {"fail_times": 0})
     assert execute(run_id, 0, clock=clock) == "succeeded"

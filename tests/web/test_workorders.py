@@ -203,6 +203,30 @@ def test_assign_to_a_person_and_to_me(app, client, auth, runs, clock):
     assert refused.status_code == 422 and "pick an active operator" in refused.get_data(as_text=True)
 
 
+def test_a_stale_page_does_not_take_a_work_order_someone_took_meanwhile(app, client, auth, runs, clock):
+    """Three people pressing Assign to me on one page were each told it was theirs, and the audit said each took it
+    from nobody (helper 122)."""
+    letter = dead(runs, clock)
+    pat = auth.make_user("pat", "operator")
+    auth.as_role("operator", "olga")
+    path = f"/workorders/{letter.work_order_id}/assign"
+    page = client.get(f"/workorders/{letter.work_order_id}").get_data(as_text=True)
+    assert page.count('<input type="hidden" name="seen" value="">') == 2  # both forms say whom the page showed
+    changes.assign(order(letter.work_order_id), pat.id, Actor("pat", pat.id))  # pat took it after olga's page drew
+    refused = post(client, auth, path, {"me": "1", "seen": ""}, headers=HX)
+    assert refused.status_code == 409
+    assert (f"work order #{letter.work_order_id} was assigned to pat meanwhile (the page showed nobody); look again"
+            in refused.get_data(as_text=True))
+    assert order(letter.work_order_id).assignee_id == pat.id
+    assert [(e.before, e.after) for e in audit_rows("work_order.assign", letter.work_order_id)] == [
+        ({"assignee": None}, {"assignee": "pat"})]
+    # Said knowingly, from the page drawn again, it is taken over, and the audit says from whom.
+    assert post(client, auth, path, {"me": "1", "seen": str(pat.id)}).status_code == 303
+    assert [(e.before, e.after) for e in audit_rows("work_order.assign", letter.work_order_id)][-1] == (
+        {"assignee": "pat"}, {"assignee": "olga"})
+    assert post(client, auth, path, {"me": "1", "seen": "x"}, headers=HX).status_code == 422
+
+
 def test_close_needs_a_note_then_closes_audits_and_resolves(app, client, auth, runs, clock):
     letter = dead(runs, clock)
     auth.as_role("operator", "olga")

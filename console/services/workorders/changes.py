@@ -48,18 +48,36 @@ def _name(user_id: int | None) -> str | None:
     return user.username if user else None
 
 
-def assign(order: WorkOrder, user_id: int | None, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> WorkOrder:
-    """Give the work order to a person (or to nobody); audited when that changes who has it."""
+AS_READ = object()  # assign()'s `seen` when the caller saw no page: the assignee as this request read it
+
+
+def assign(order: WorkOrder, user_id: int | None, actor: Actor, *, seen=AS_READ,
+           clock: Clock = SYSTEM_CLOCK) -> WorkOrder:
+    """Give the work order to a person (or to nobody), from whoever the person saw had it (`seen`: a user id, or
+    None for nobody); audited when that changes who has it. Taken meanwhile by someone else, it is refused."""
     if order.status == "closed":
         raise Conflict(f"work order #{order.id} is closed; reopen work happens on a new work order", "status")
     if user_id is not None and user_id not in {person.id for person in assignable(order)}:
         raise InvalidInput("pick an active operator who can see this tenant", "user")
     if user_id == order.assignee_id:
         return order  # nothing changes: no audit row saying "nobody → nobody"
-    before = {"assignee": _name(order.assignee_id)}
-    _move(order, ACTIVE, assignee_id=user_id)
-    audit.record(db.session, actor, "work_order.assign", "work_order", order.id, before=before,
-                 after={"assignee": _name(user_id)}, tenant=order.tenant.name, clock=clock)
+    expected = order.assignee_id if seen is AS_READ else seen
+    # Decided in SQL: three people pressing "Assign to me" at once were each told it was theirs, each audited as
+    # taking it from nobody; a page drawn before someone took it took it from them unseen.
+    changed = db.session.execute(update(WorkOrder).where(
+        WorkOrder.id == order.id, WorkOrder.status.in_(ACTIVE), WorkOrder.assignee_id.is_not_distinct_from(expected))
+        .values(assignee_id=user_id).execution_options(synchronize_session=False)).rowcount
+    if not changed:
+        db.session.rollback()
+        db.session.refresh(order)
+        if order.status not in ACTIVE:
+            raise Conflict(f"work order #{order.id} is {order.status} now; look again", "status")
+        raise Conflict(f"work order #{order.id} was assigned to {_name(order.assignee_id) or 'nobody'} meanwhile "
+                       f"(the page showed {_name(expected) or 'nobody'}); look again", "user")
+    db.session.refresh(order)
+    audit.record(db.session, actor, "work_order.assign", "work_order", order.id,
+                 before={"assignee": _name(expected)}, after={"assignee": _name(user_id)},
+                 tenant=order.tenant.name, clock=clock)
     db.session.commit()
     return order
 

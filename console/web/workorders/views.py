@@ -146,11 +146,15 @@ def _assignee(order) -> str:
 def assign(order_id: int):
     order = workorders.get(order_id, tenant_scope())
     raw = str(current_user.id) if request.form.get("me") == "1" else request.form.get("assign-user", "").strip()
+    seen = request.form.get("seen")  # whom the page showed it with: "" for nobody; left out by a script
 
     def act():
         if raw and not is_digits(raw):
             raise InvalidInput("pick a person from the list", "user")
-        changes.assign(order, int(raw) if raw else None, current_actor())
+        if seen and not is_digits(seen):
+            raise InvalidInput("seen is the id of the assignee the page showed, or empty for nobody", "user")
+        changes.assign(order, int(raw) if raw else None, current_actor(),
+                       seen=changes.AS_READ if seen is None else int(seen) if seen else None)
 
     return _done(order_id, act, lambda: f"Work order #{order_id} is assigned to {_assignee(order)}.")
 
