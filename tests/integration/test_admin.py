@@ -77,6 +77,33 @@ def test_role_change_over_htmx_returns_the_row_and_audits_before_and_after(clien
     assert (entry.action, entry.before["role"], entry.after["role"]) == ("user.update", "viewer", "approver")
 
 
+def test_a_stale_row_does_not_undo_another_admins_change(client, auth):
+    """adm2's row still showed manager when they disabled mg1: their Save put the role back, and the audit had adm2
+    demote mg1 from approver (helper 122)."""
+    target = auth.make_user("mg1", "manager")
+    auth.as_role("admin", "root")
+    page = client.get("/admin/users").get_data(as_text=True)
+    assert f'name="u{target.id}-seen" type="hidden" value="manager:1"' in page
+    users.update(target, Actor("admin"), role="approver")  # another admin's Save, after this page was drawn
+    stale = {f"u{target.id}-role": "manager", f"u{target.id}-active": "0", f"u{target.id}-seen": "manager:1",
+             "csrf_token": auth.csrf()}
+    response = client.post(f"/admin/users/{target.id}", headers={"HX-Request": "true"}, data=stale)
+    assert response.status_code == 409
+    row = response.get_data(as_text=True)
+    assert ("mg1 was changed since this page was drawn (now approver, active); nothing was saved: look again and "
+            "save once more") in row
+    assert 'value="approver:1"' in row  # the row drawn again shows what holds now, ready to save over it
+    db.session.refresh(target)
+    assert (target.role, target.active) == ("approver", True)
+    assert [e.after["role"] for e in db.session.execute(select(AuditEntry).where(
+        AuditEntry.action == "user.update")).scalars()] == ["approver"]
+    again = client.post(f"/admin/users/{target.id}", headers={"HX-Request": "true"},
+                        data={**stale, f"u{target.id}-role": "approver", f"u{target.id}-seen": "approver:1"})
+    assert again.status_code == 200
+    db.session.refresh(target)
+    assert (target.role, target.active) == ("approver", False)
+
+
 def test_the_last_admin_cannot_be_demoted(client, auth):
     root = auth.as_role("admin", "root")
     response = client.post(f"/admin/users/{root.id}", headers={"HX-Request": "true"}, data={

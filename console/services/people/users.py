@@ -130,12 +130,17 @@ def create(username: str, role: str, password: str | None, actor: Actor, *, scop
 
 
 def update(user: User, actor: Actor, *, role: str | None = None, active: bool | None = None,
-           clock: Clock = SYSTEM_CLOCK) -> tuple[User, int]:
-    """Change a user's role or whether they may log in; refuse to lock out the last admin. Return the user and how
-    many of their API tokens a disable revoked."""
+           seen: tuple[str, bool] | None = None, clock: Clock = SYSTEM_CLOCK) -> tuple[User, int]:
+    """Change a user's role or whether they may log in; refuse to lock out the last admin, and a change made from a
+    row that showed another (role, active) than `seen`. Return the user and how many API tokens a disable revoked."""
     # Two admins demoting each other at once must not both count the other as the admin left.
     locks.hold("admins")
     db.session.refresh(user)
+    if seen is not None and (user.role, user.active) != seen:
+        db.session.rollback()
+        raise Conflict(f"{user.username} was changed since this page was drawn (now {user.role}, "
+                       f"{'active' if user.active else 'disabled'}); nothing was saved: look again and save once more",
+                       "role")
     before = _snapshot(user)
     if role is not None:
         user.role = _check_role(role)

@@ -27,6 +27,23 @@ class CreateUserForm(ConsoleForm):
 class UpdateUserForm(ConsoleForm):
     role = SelectField("Role", choices=ROLE_CHOICES)
     active = SelectField("Status", choices=[SelectChoice("1", "active"), SelectChoice("0", "disabled")])
+    # What the row showed (role:1 or role:0): a Save from a row drawn before another admin's change is refused,
+    # not written over that change. Left out (a script), the change is made over whatever holds.
+    seen = HiddenField(validators=[Optional(), Regexp(r"^[a-z]+:[01]$", message="the row's role:status as drawn, "
+                                                                                 "such as manager:1")])
+
+    @classmethod
+    def of(cls, user) -> "UpdateUserForm":
+        """Return the row's form as the user stands now (not as a request posted it)."""
+        active = "1" if user.active else "0"
+        return cls(formdata=None, prefix=f"u{user.id}", role=user.role, active=active, seen=f"{user.role}:{active}")
+
+    def seen_state(self) -> tuple[str, bool] | None:
+        """Return the (role, active) the row was drawn with, or None when the form did not say."""
+        if not self.seen.data:
+            return None
+        role, active = self.seen.data.split(":")
+        return role, active == "1"
 
 
 class CreateTokenForm(ConsoleForm):

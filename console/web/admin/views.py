@@ -27,8 +27,7 @@ def _create_user_form() -> CreateUserForm:
 
 
 def _users_page(form=None, status=200):
-    rows = [(user, UpdateUserForm(prefix=f"u{user.id}", role=user.role, active="1" if user.active else "0"))
-            for user in users.all_users(tenant_scope())]
+    rows = [(user, UpdateUserForm.of(user)) for user in users.all_users(tenant_scope())]
     return render_template("admin/users.html", rows=rows, form=form or _create_user_form()), status
 
 
@@ -73,13 +72,14 @@ def update_user(user_id: int):
     error, revoked = None, 0
     if form.validate_on_submit():
         try:
-            user, revoked = users.update(user, current_actor(), role=form.role.data, active=form.active.data == "1")
+            user, revoked = users.update(user, current_actor(), role=form.role.data, active=form.active.data == "1",
+                                         seen=form.seen_state())
         except ServiceError as exc:
             error = exc.detail
     else:
         error = "; ".join(f"{k}: {', '.join(v)}" for k, v in form.errors.items())
     if htmx:
-        form = UpdateUserForm(prefix=f"u{user.id}", role=user.role, active="1" if user.active else "0")
+        form = UpdateUserForm.of(user)
         return render_template("admin/_user_row.html", user=user, form=form, error=error, saved=error is None,
                                revoked=revoked), 200 if error is None else 409
     flash(error or f"Saved {user.username}.{_revoked_words(revoked)}", "error" if error else "success")
