@@ -331,3 +331,20 @@ def test_a_failure_recorded_at_the_workers_last_try_counts_toward_its_breaker(ru
     run = runs.get(run_id)
     assert breakers.state_of(breakers.key_for(run.handler, run.tenant_id, "handler"), clock()).state == "open"
     assert known_outcomes.recall(run_id, 1) is None
+
+
+@pytest.mark.parametrize("max_attempts", [1, 3])
+def test_a_run_asked_to_stop_whose_worker_died_is_cancelled_not_retried_or_parked(runs, clock, max_attempts):
+    """A `replace` firing asked the running run to stop, then its worker died: the reconciler sent it to retry_wait
+    (another run under the mutex), or, on its last attempt, to the DLQ with an alert for a run nobody wants (helper
+    123)."""
+    run_id = runs.submit("demo.sleep", {"seconds": 60}, policy={"max_attempts": max_attempts, "base_delay_s": 1})
+    db.session.execute(text("UPDATE runs SET status = 'running', attempt = 1 WHERE id = :id"), {"id": run_id})
+    db.session.commit()
+    assert transitions.request_cancel(runs.get(run_id), clock(), kind="replaced")
+    db.session.commit()
+    assert reconcile.reconcile(_stale(run_id, clock)).lost_workers == [run_id]
+    run = runs.get(run_id)
+    assert (run.status, run.status_reason, run.next_retry_at) == ("cancelled", "cancel_requested", None)
+    assert "stopped sending heartbeats" in runs.events(run_id, "cancelled")[0].message
+    assert runs.dead_letters(run_id) == []

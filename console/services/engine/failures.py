@@ -36,6 +36,13 @@ def fail(run: Run, failure: Failure, policy: RetryPolicy, now, *, duration_ms: i
     finished_at: when the attempt ended, if that was before now (an outcome its worker could not write).
     """
     common = {"duration_ms": duration_ms, "message": failure.message[:2000]}
+    if failure.retryable and (run.cancel_requested or (ctx is not None and ctx.cancelled())):
+        # Someone asked it to stop (a person's Cancel, a `replace` firing) before its worker died or its handler
+        # failed: a retry would start what they stopped, and a last attempt's failure parked a run nobody wants.
+        transitions.move(run, "cancelled", now, reason="cancel_requested", error_code=failure.code,
+                         finished_at=finished_at or now, **common, **_error_fields(failure))
+        db.session.commit()
+        return "cancelled"
     if failure.retryable and run.attempt < policy.max_attempts:
         delay = retry_delay(policy, run.attempt, failure.retry_after_s)
         # A late outcome's wait counts from when its handler failed (a Retry-After was said then), never before now.
