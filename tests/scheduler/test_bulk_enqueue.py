@@ -34,3 +34,19 @@ def test_a_burst_of_firings_is_run_by_a_real_worker(register, runs, workers, clo
     workers()
     for outcome in outcomes:
         assert runs.wait(outcome.run_id, "succeeded").executions == 1
+
+
+def test_a_job_queued_again_after_it_finished_is_a_fresh_hash_that_does_not_expire(app):
+    """A run released from its window is queued again under the job id that deferred it: RQ had kept that finished
+    job's hash for its result_ttl (60 s), and writing over it kept the expiry, so with the workers busy a minute the
+    job was gone when one was free, and the run waited a week for its window (helper 123)."""
+    connection = get_redis()
+    key = "rq:job:run-9-s1-a0"
+    connection.hset(key, mapping={"status": "finished", "worker_name": "w1", "last_heartbeat": "2026-12-06T13:00:00Z"})
+    connection.expire(key, 60)
+    queueing.enqueue_now(9, 1, 0, 30)
+    assert connection.ttl(key) == -1  # no expiry
+    stored = connection.hgetall(key)
+    assert stored[b"status"] == b"queued"
+    assert stored.get(b"worker_name") == stored.get(b"last_heartbeat") == b""  # nothing of the finished job
+    assert Job.fetch("run-9-s1-a0", connection=connection).get_status() == "queued"

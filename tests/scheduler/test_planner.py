@@ -228,6 +228,20 @@ def test_after_its_waiting_run_was_started_outside_the_window_the_next_firings_w
     clock.advance(60)
     joined = fire(task, clock)
     assert (joined.status, joined.run_id) == ("duplicate", later.run_id)
+    # Its job delivered before the opening (the reconciler's requeue) defers it to the opening again; a second
+    # "run outside the window" then starts it: the first release's key collided (a 409, a traceback in the CLI),
+    # and the run kept its deferral's due time, so the reconciler looked for that job and never queued it anew.
+    assert execute(later.run_id, 0, clock=clock) == "deferred:window"
+    assert runs.get(later.run_id).next_retry_at == datetime(2026, 3, 9, 8, 0, tzinfo=UTC)
+    again = on_demand.run_now(task, Actor("ops"), clock, outside_window=True)
+    assert (again.status, again.run_id) == ("released", later.run_id)
+    run = runs.get(later.run_id)
+    assert (run.status, run.status_reason, run.next_retry_at) == ("pending", None, None)
+    # Its job lost (Redis restarted, say) while the workers were busy: the reconciler queues the run anew.
+    get_redis().delete(f"rq:job:{queueing.job_id(later.run_id, 1, 0)}")
+    clock.advance(600)
+    assert reconcile.reconcile(clock).requeued == [later.run_id]
+    assert execute(later.run_id, 0, clock=clock) == "succeeded"
 
 
 def test_a_paused_task_does_not_fire_from_cron_but_run_now_still_works(register, runs, clock):

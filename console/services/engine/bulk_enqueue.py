@@ -10,9 +10,12 @@ from rq.job import Job, JobStatus
 from rq.utils import now, utcformat
 
 # Per job this writes what Queue.enqueue_many writes for a job without dependencies (the job hash, then its id
-# pushed on the queue), all in one script call. RQ's own path spends ~0.3 ms per job in Python building a Job
-# and encoding a 20-field HSET; a burst of 10,000 cron firings cannot wait 3 s for that. ARGV: the fields every job
+# pushed on the queue), all in one script call. RQ's own path spends ~0.3 ms per job in Python building a Job and
+# encoding a 20-field HSET; a burst of 10,000 cron firings cannot wait 3 s for that. ARGV: the fields every job
 # shares (a JSON list: field, value, field, value...), the moment of queueing, then id, data, description per job.
+# A job queued again under an id that ran before (a run released from its window goes under the id of the job that
+# deferred it) gets a fresh hash: written over, the finished job's expiry (its result_ttl) stayed, and the job could
+# be gone before a worker was free.
 _SCRIPT = """
 local fields = cjson.decode(ARGV[1])
 fields[#fields + 1] = 'created_at'
@@ -26,6 +29,7 @@ for i = 3, #ARGV, 3 do
   fields[base + 2] = ARGV[i + 1]
   fields[base + 3] = 'description'
   fields[base + 4] = ARGV[i + 2]
+  redis.call('DEL', KEYS[3] .. ARGV[i])
   redis.call('HSET', KEYS[3] .. ARGV[i], unpack(fields))
   ids[#ids + 1] = ARGV[i]
   if #ids == 500 then

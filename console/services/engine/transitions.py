@@ -7,7 +7,7 @@ import functools
 import logging
 from datetime import datetime
 
-from sqlalchemy import bindparam, case, insert, null, select, update
+from sqlalchemy import String, bindparam, case, cast, insert, null, select, update
 from sqlalchemy.orm import aliased
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -240,11 +240,14 @@ def release_from_window(task_id: int, now: datetime, *, actor: str, message: str
     # A cron run waiting for an opening holds that opening's key (windows.opening_key): it lets the key go, or
     # the cron firings after it would join a run that has already run, and none would start at the opening.
     opening_key = Run.idempotency_key.startswith(opening_keys(task_id), autoescape=True)
-    # Guarded: a worker taking it at the window's opening meanwhile leaves it to that worker.
+    # Suffixed with the run's own id: the next run waiting for the same opening lets its key go too, when released.
+    released_key = Run.idempotency_key + "~released:" + cast(Run.id, String)
+    # Guarded: a worker taking it at the window's opening meanwhile leaves it to that worker. Its deferral's due time
+    # goes (next_retry_at): the reconciler would look for that job, find it scheduled, and never queue the run anew.
     run_id = db.session.execute(
         update(Run).where(Run.id == oldest, Run.status == "pending", Run.status_reason == "window")
-        .values(status_reason=None, due_at=now, enqueued_at=now, updated_at=now,
-                idempotency_key=case((opening_key, Run.idempotency_key + "~released"), else_=Run.idempotency_key))
+        .values(status_reason=None, due_at=now, enqueued_at=now, updated_at=now, next_retry_at=None,
+                idempotency_key=case((opening_key, released_key), else_=Run.idempotency_key))
         .returning(Run.id).execution_options(synchronize_session=False)).scalar()
     if run_id is None:
         return None
