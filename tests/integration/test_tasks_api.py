@@ -349,6 +349,9 @@ def test_delete_hides_the_task_and_frees_its_name(client, operator, register):
     assert response.json == {"id": task_id, "deleted": True, "waiting_runs": 0}
     assert len(audit_rows("task.delete", task_id)) == 1
     refused(client.get(f"/internal/tasks/{task_id}", headers=operator), 404, "not_found")
+    # Said as it is: a person saving an edit of a task someone deleted meanwhile read a bare "no task" (helper 122).
+    assert client.put(f"/internal/tasks/{task_id}", headers=operator, json={"cron": "0 * * * *"}).json["detail"] == (
+        f"no task with id {task_id}: it was deleted")
     refused(client.get(f"/internal/tasks/{task_id}/runs", headers=operator), 404, "not_found")
     with nothing_written():
         refused(client.post(f"/internal/tasks/{task_id}/trigger", headers=operator), 404, "not_found")
@@ -371,6 +374,17 @@ def test_two_deletes_of_one_task_at_once_free_its_name_once(register):
     db.session.expire_all()
     assert db.session.get(Task, task.id).name == f"weekly-report~deleted-{task.id}"
     assert len(audit_rows("task.delete", task.id)) == 1
+
+
+def test_a_delete_audits_the_task_as_it_deleted_it_not_as_it_read_it(register):
+    """A pause committed between the delete's read and its write: the delete's audit row said paused false (helper
+    122)."""
+    task = db.session.get(Task, register()["id"])
+    tasks.set_paused(task, True, Actor("other"))
+    set_committed_value(task, "paused", False)  # what the delete's request had read
+    tasks.delete(task, Actor("first"))
+    [row] = audit_rows("task.delete", task.id)
+    assert row.before["paused"] is True and row.before["name"] == "weekly-report"
 
 
 def test_unknown_task_is_404(client, operator):

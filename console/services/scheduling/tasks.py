@@ -139,7 +139,14 @@ def delete(task: Task, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> int:
     """Delete a task (kept for its runs' history; it never fires again); return how many of its runs still wait
     to start or retry (they run unless someone cancels them)."""
     now = clock()
-    before = snapshot(task)
+    # Read again under a row lock: a pause or an edit committed since this request read the task is what is deleted,
+    # and what its audit row must say.
+    locked = db.session.execute(select(Task).where(Task.id == task.id, Task.deleted_at.is_(None)).with_for_update()
+                                .execution_options(populate_existing=True)).scalar_one_or_none()
+    if locked is None:
+        db.session.rollback()
+        raise NotFound(f"no task with id {task.id}: it was deleted meanwhile")
+    before = snapshot(locked)
     # Claimed in one guarded statement: two deletes of one task at once (a double click, a retried call) freed its
     # name twice ("b4c~deleted-23~deleted-23") and audited two deletes.
     claimed = db.session.execute(update(Task).where(Task.id == task.id, Task.deleted_at.is_(None)).values(
@@ -160,8 +167,10 @@ def delete(task: Task, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> int:
 def get(task_id, tenant_id: int | None = None) -> Task:
     """Return a live task visible to this tenant scope, or raise NotFound."""
     task = db.session.get(Task, task_id) if isinstance(task_id, int) and not isinstance(task_id, bool) else None
-    if task is None or task.deleted_at is not None or (tenant_id is not None and task.tenant_id != tenant_id):
+    if task is None or (tenant_id is not None and task.tenant_id != tenant_id):
         raise NotFound(f"no task with id {task_id}")
+    if task.deleted_at is not None:  # said so: an edit saved after someone deleted the task read a bare "no task"
+        raise NotFound(f"no task with id {task_id}: it was deleted")
     return task
 
 
