@@ -140,6 +140,8 @@ def _cron(merged: dict, timezone: str) -> str | None:
     if not isinstance(expression, str):
         raise InvalidInput("cron is a 5-field crontab expression such as '30 2 * * MON'", "cron")
     expression = " ".join(expression.split())  # stored and shown as one space between fields
+    if not expression:
+        return None  # spaces only: no cron, as an empty one
     if len(expression) > MAX_CRON:  # what the column holds: a longer one was a database error (500) on PostgreSQL
         raise InvalidInput(f"cron is at most {MAX_CRON} characters, got {len(expression)}; a range (1-5) or a "
                            "step (*/5) says a long list shorter", "cron")
