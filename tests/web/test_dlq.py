@@ -673,6 +673,32 @@ def test_replaying_a_group_that_failed_for_good_asks_first(client, auth, runs, m
     assert job.kwargs["filters"]["group"] == fingerprint
 
 
+def test_a_groups_replay_pressed_on_a_stale_page_replays_only_the_letters_it_showed(client, auth, make_dead_letter):
+    """Two people pressed a group's "Replay 2" seconds apart: the second sent another wave at the letters the first
+    wave's runs had just died into again (helper 122)."""
+    shown = [make_dead_letter(f"carrier {n} timed out", code="carrier_down") for n in (1, 2)]
+    fingerprint = shown[0].fingerprint
+    auth.as_role("operator", "olga")
+    action = f"/dlq/bulk/replay-matching?upto={shown[1].id}"
+    page = client.get("/dlq/").get_data(as_text=True)
+    assert f'formaction="{action}"' in page and f'hx-post="{action}"' in page
+    replays.replay_many([letter.id for letter in shown], Actor("pat"))  # the first person's wave
+    newer = make_dead_letter("carrier 3 timed out", code="carrier_down")  # died since the page was drawn
+    assert newer.fingerprint == fingerprint
+    response = post(client, auth, action, {"group": fingerprint, "rate": "50"}, htmx=True)
+    assert response.status_code == 422 and "No open dead letters to replay" in response.get_data(as_text=True)
+    assert fresh(newer.id).status == "open" and Queue("maintenance", connection=get_redis()).jobs == []
+    # The page drawn again offers the newer letter; its replay takes it.
+    again = f"/dlq/bulk/replay-matching?upto={newer.id}"
+    assert f'formaction="{again}"' in client.get("/dlq/").get_data(as_text=True)
+    assert post(client, auth, again, {"group": fingerprint, "rate": "50"}).status_code == 303
+    (job,) = Queue("maintenance", connection=get_redis()).jobs
+    assert job.kwargs["filters"]["max_id"] == newer.id
+    refused = post(client, auth, "/dlq/bulk/replay-matching?upto=x", {"group": fingerprint, "rate": "50"}, htmx=True)
+    assert refused.status_code == 422 and "newest dead letter (upto) is not an id" in refused.get_data(
+        as_text=True)
+
+
 def test_the_replay_question_opened_from_a_link_asks_what_its_letters_are(client, auth, make_dead_letter):
     """Opened by address on letters that neither failed for good nor are steps (or on none), the page asked
     "Replay workflows' steps alone?" and told a tenant that never had any that someone replayed them."""

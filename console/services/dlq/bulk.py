@@ -2,7 +2,7 @@
 
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from rq import Queue
@@ -174,8 +174,10 @@ def recent(tenant_id: int | None, include: str | None = None) -> list[Progress]:
 
 
 def start_replay(actor: Actor, tenant_id: int | None, *, ids: list[int] | None = None,
-                 filters: Filters | None = None, rate=DEFAULT_RATE, clock: Clock = SYSTEM_CLOCK) -> Progress:
-    """Start replaying the selected dead letters, or all that match the filters, at `rate` runs per second.
+                 filters: Filters | None = None, upto: int | None = None, rate=DEFAULT_RATE,
+                 clock: Clock = SYSTEM_CLOCK) -> Progress:
+    """Start replaying the selected dead letters, or all that match the filters (`upto`: none newer than this id,
+    the newest the person was shown), at `rate` runs per second.
 
     `rate` "max" replays as fast as it safely can: one transaction per chunk of FAST_CHUNK letters, no pause between
     them; the workers still run the replayed attempts within each policy's concurrency and queue limits.
@@ -201,6 +203,8 @@ def start_replay(actor: Actor, tenant_id: int | None, *, ids: list[int] | None =
         # Bulk replay only ever touches open dead letters, whatever status the page showed.
         filters = (filters or Filters()).with_status("open")
         bounds = dlq.bounds(filters, tenant_id, now)
+        if bounds is not None and upto is not None:
+            bounds = replace(bounds, max_id=min(bounds.max_id, upto))
         total = dlq.count_matching(filters, tenant_id, cap=None, bounds=bounds) if bounds else 0
         job_filters = {**filters.to_dict(), "as_of": now.isoformat(), "min_id": bounds and bounds.min_id,
                        "max_id": bounds and bounds.max_id}

@@ -64,6 +64,13 @@ def bulk_replay_matching():
         target = url_for("dlq.confirm_replay", rate=request.form.get("rate"), fastest=request.form.get("fastest"),
                          **filters.args())
         return ("", 204, {"HX-Redirect": target}) if htmx else redirect(target, 303)
+    upto = request.args.get("upto")  # a group's button: its newest letter as the page drew it
+    if upto is not None:
+        try:
+            return _start_bulk(filters, filters=filters, upto=row_id(upto))
+        except ValueError:
+            return _refused(InvalidInput("the page's newest dead letter (upto) is not an id: reload the page; "
+                                         "nothing was replayed", "upto"), filters)
     return _start_bulk(filters, filters=filters)
 
 
