@@ -2,10 +2,10 @@
 
 from flask import Blueprint, jsonify, url_for
 
-from console.api import serialize
 from console.api.common import body, known_args, no_unknown
 from console.api.serialize import iso
 from console.auth import current_actor, requires, tenant_scope
+from console.domain.secrets import mask_fields
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.recovery import runbooks
 
@@ -30,7 +30,9 @@ def execution_json(execution) -> dict:
     """An execution as the API shows it: for a dry-run the changes it would make, for a real run those it made."""
     rows, _ = runbooks.changes(execution.id, planned=execution.dry_run)
     body = {"id": execution.id, "runbook": execution.runbook, "status": execution.status,
-            "dry_run": execution.dry_run, "params": serialize.params(execution.params),
+            # Masked for every token, as on the execution's page: no one edits an execution's params, so no role
+            # needs its secrets back (an operator's and an approver's token read them in clear; helper 125).
+            "dry_run": execution.dry_run, "params": mask_fields(execution.params),
             "changes": [runbooks.as_change(row) for row in rows], "changes_total": execution.changes_total,
             "log": [line for line in execution.log.splitlines() if line], "approval_id": execution.approval_id,
             "tenant": execution.tenant.name if execution.tenant else None, "requested_by": execution.requested_by,

@@ -173,13 +173,19 @@ def coerce(param: Param, value):
 _INT_BOUND = 10**18
 
 
+# Text as JSON numbers are read: any number of digits (the range then says what is too big, as for a JSON 10**30),
+# and a whole value written with a point (5.0, as JSON's 5.0). Longer than this is no one's number.
+_WHOLE_TEXT = re.compile(r"\s*([-+]?[0-9]+)(?:\.0*)?\s*")
+_MAX_TEXT_DIGITS = 1000
+
+
 def _int(value) -> int:
     if isinstance(value, bool):
         raise ValueError("a whole number")
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if isinstance(value, str) and re.fullmatch(r"\s*[-+]?[0-9]{1,18}\s*", value):
-        value = int(value)
+    if isinstance(value, str) and len(value) <= _MAX_TEXT_DIGITS and (whole := _WHOLE_TEXT.fullmatch(value)):
+        value = int(whole.group(1))
     if isinstance(value, int):
         return value
     raise ValueError("a whole number")

@@ -97,6 +97,20 @@ def test_a_whole_number_without_a_maximum_is_held_to_18_digits_as_text_is(huge):
     assert parse((Param("limit", T.INT),), {"limit": 10**18 - 1}) == {"limit": 10**18 - 1}
 
 
+def test_text_is_read_as_a_json_number_would_be():
+    """The CLI said "a whole number" of `limit=99999999999999999999999999999` where the API and the form said "at most
+    50", and refused `limit=5.0` that the API took as JSON 5.0 (helper 125)."""
+    assert errors_of({"note": "x", "count": "9" * 29})["count"] == "at most 100"
+    assert parse(DECLARED, {"note": "x", "count": "5.0"})["count"] == parse(DECLARED, {"note": "x", "count": 5.0})[
+        "count"] == 5
+    assert errors_of({"note": "x", "count": "5.5"})["count"] == errors_of({"note": "x", "count": 5.5})["count"] == (
+        "a whole number")
+    with pytest.raises(ParamErrors) as raised:
+        parse((Param("limit", T.INT),), {"limit": "9" * 30})
+    assert raised.value.errors == {"limit": "a whole number of at most 18 digits"}
+    assert errors_of({"note": "x", "count": "9" * 5000})["count"] == "a whole number"  # no one's number
+
+
 def test_params_must_be_an_object():
     with pytest.raises(ParamErrors) as raised:
         parse(DECLARED, ["note"])

@@ -62,10 +62,14 @@ def _field(param: Param):
     kind = param.type
     if kind is T.BOOL:
         return BooleanField(param.label, description=param.help, default=bool(param.default))
+    # Whole numbers and choices are checked by the domain's parse alone, as the API's and the CLI's are: WTForms
+    # refused 5.0 that the API takes, and said "Not a valid choice." without naming the choices (helper 125).
     if kind is T.CHOICE:
-        return SelectField(choices=[SelectChoice(value) for value in param.choices], default=param.default, **options)
+        return SelectField(choices=[SelectChoice(value) for value in param.choices], default=param.default,
+                           validate_choice=False, **options)
     if kind is T.INT:
-        return IntegerField(default=param.default, invalid_value_message="is a whole number, e.g. 20", **options)
+        options["render_kw"] = {"inputmode": "numeric"}
+        return StringField(default=None if param.default is None else str(param.default), **options)
     if kind is T.FLOAT:
         return NumberField(default=param.default, invalid_value_message="is a number, e.g. 2.5", **options)
     if kind is T.DATETIME:
