@@ -23,8 +23,8 @@ def list_approvals():
     found = approvals.rows(status=None if status == "all" else status, tenant_id=tenant_scope(), before=before,
                            limit=limit + 1)  # "all", as the CLI and the console say it: every status
     now, page = utcnow(), found[:limit]
-    runs = shown.runs_acted_on(page)
-    return jsonify(items=[_as_json(row, now, runs) for row in page],
+    runs, executions = shown.runs_acted_on(page), shown.executions_asked(page)
+    return jsonify(items=[_as_json(row, now, runs, executions) for row in page],
                    next_before=found[limit - 1].approval.id if len(found) > limit else None)
 
 
@@ -45,10 +45,10 @@ def _decided(decide):
     return jsonify(_as_json(approvals.row(approval), utcnow()))
 
 
-def _as_json(row, now, runs=None) -> dict:
+def _as_json(row, now, runs=None, executions=None) -> dict:
     """A request as the page shows it: fields named like secrets in its before and after masked for everyone (an
     approver decides that a key changes, not to what; a viewer's token read them in clear)."""
-    found = shown.as_dict(row, now, runs)
+    found = shown.as_dict(row, now, runs, executions)
     return {**found, "before": mask_fields(found["before"]), "after": mask_fields(found["after"])}
 
 

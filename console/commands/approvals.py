@@ -93,6 +93,13 @@ def show_command(approval_id):
         if request[key] is not None:
             click.echo(f"  {key.replace('_', ' ')}: {request[key]}")
     click.echo(f"  subject: {request['subject']['type']} {request['subject']['id']}")
+    # How what it acted on stands now: `outcome` is what was said when it ran ("queued for a worker").
+    if request["run"]:
+        click.echo(f"  run now: #{request['run']['id']} {request['run']['status']} (series {request['run']['series']})")
+    if request["execution"]:
+        execution = request["execution"]
+        click.echo(f"  execution now: #{execution['id']} {execution['status']}, {execution['changes_total']} "
+                   f"change{'s' if execution['changes_total'] != 1 else ''}")
     click.echo(f"  reason: {request['reason']}")
     click.echo("change (before -> after):")
     for change in diff.changes(request["before"], request["after"]):

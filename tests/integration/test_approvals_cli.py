@@ -76,6 +76,8 @@ def test_list_show_approve_and_roll_back_from_the_cli(cli, people, request_of):
     assert done.output.strip() == f"request #{request.id} is executed: {db.session.get(Approval, request.id).outcome}"
     assert db.session.get(Run, request.payload["run_id"]).params == FIXED
     assert cli("list", "--status", "executed").output.count("dead_letter.fix_params") == 1
+    # How the run it acted on stands now, beside what was said when it ran (the API's `run`).
+    assert f"  run now: #{request.payload['run_id']} pending (series 2)" in cli("show", str(request.id)).output
 
     again = cli("approve", str(request.id), "--as", "alex")
     assert again.exit_code == 1 and "refused (conflict, 409)" in again.output

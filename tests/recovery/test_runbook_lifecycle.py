@@ -6,6 +6,7 @@ import logging
 
 import pytest
 import redis
+from flask import current_app
 from rq import Queue
 from sqlalchemy import select
 
@@ -16,7 +17,7 @@ from console.services.actor import Actor
 from console.services.engine import queueing
 from console.services.engine.execute import execute
 from console.services.errors import Conflict, Forbidden, InvalidInput, NotFound
-from console.services.recovery import approvals, decisions, runbook_reconcile, runbook_runner, runbooks
+from console.services.recovery import approvals, decisions, runbook_reconcile, runbook_runner, runbooks, shown
 from console.services.recovery.approvals import FourEyes
 from console.services.recovery.runbook_params import InvalidParams
 from console.services.system.maintenance import MAINTENANCE
@@ -132,6 +133,14 @@ def test_a_high_risk_run_waits_for_approval_with_the_dry_runs_changes_as_its_dif
     assert runbook_runner.execute(execution.id, clock=clock) == "succeeded"
     db.session.expire_all()
     done = runbooks.get(execution.id)
+    # The request, as the API and the CLI read it, says how the execution ended, not only "queued for a worker"
+    # (its outcome when approved; helper 125).
+    request = shown.as_dict(approvals.row(db.session.get(Approval, execution.approval_id)), clock())
+    assert "queued for a worker" in request["outcome"]
+    assert request["execution"] == {"id": execution.id, "status": "succeeded", "changes_total": 2,
+                                    "finished_at": done.finished_at.isoformat()}
+    said = current_app.test_cli_runner().invoke(args=["approvals", "show", str(execution.approval_id)]).output
+    assert f"  execution now: #{execution.id} succeeded, 2 changes" in said
     assert changes_of(done, planned=False) == [("step", "1", "done", False, True), ("step", "2", "done", False, True)]
     assert "Approved (request #" in done.log and "Preview done: 2 changes" in done.log
 

@@ -5,9 +5,10 @@ from datetime import datetime
 from sqlalchemy import select
 
 from console.extensions import db
-from console.models import Run
+from console.models import Run, RunbookExecution
 from console.services.recovery import approvals
 from console.services.recovery.registry import KINDS
+from console.services.recovery.runbooks import KIND as RUNBOOK_RUN
 
 
 def title(kind: str) -> str:
@@ -34,15 +35,36 @@ def runs_acted_on(found: list[approvals.Row]) -> dict[int, dict]:
     return {run_id: {"id": run_id, "status": status, "series": series} for run_id, status, series in rows}
 
 
-def as_dict(found: approvals.Row, now: datetime, runs: dict[int, dict] | None = None) -> dict:
+def _execution_id(approval) -> int | None:
+    """Return the runbook execution a request to run a runbook asks for."""
+    subject = approval.subject_id or ""
+    return int(subject) if approval.kind == RUNBOOK_RUN and subject.isdigit() else None
+
+
+def executions_asked(found: list[approvals.Row]) -> dict[int, dict]:
+    """Return the runbook executions these requests ask to run, as they stand now (one query for a page)."""
+    ids = {execution_id for row in found if (execution_id := _execution_id(row.approval)) is not None}
+    if not ids:
+        return {}
+    rows = db.session.execute(select(RunbookExecution.id, RunbookExecution.status, RunbookExecution.changes_total,
+                                     RunbookExecution.finished_at).where(RunbookExecution.id.in_(ids)))
+    return {execution_id: {"id": execution_id, "status": status, "changes_total": changes, "finished_at": _iso(ended)}
+            for execution_id, status, changes, ended in rows}
+
+
+def as_dict(found: approvals.Row, now: datetime, runs: dict[int, dict] | None = None,
+            executions: dict[int, dict] | None = None) -> dict:
     """Return one request as JSON; a pending one past its time reads as expired. `run` is how the run an executed
-    change acted on stands now (`outcome` is what was said when it ran: a compensation's undo was then queued)."""
+    change acted on stands now, `execution` how a runbook's execution does (`outcome` is what was said when it ran:
+    a compensation's undo, a runbook's execution, was then queued)."""
     a = found.approval
     runs = runs_acted_on([found]) if runs is None else runs
+    executions = executions_asked([found]) if executions is None else executions
     return {"id": a.id, "kind": a.kind, "title": title(a.kind), "status": approvals.status_at(a, now),
             "tenant": found.tenant, "subject": {"type": a.subject_type, "id": a.subject_id},
             "requested_by": found.requested_by, "reason": a.reason, "before": a.before, "after": a.after,
             "expires_at": _iso(a.expires_at), "decided_by": found.decided_by, "note": a.decision_note,
             "outcome": a.outcome, "created_at": _iso(a.created_at), "decided_at": _iso(a.decided_at),
             "executed_at": _iso(a.executed_at), "rolled_back_at": _iso(a.rolled_back_at),
-            "rollback_note": a.rollback_note, "run": runs.get(_run_id(a))}
+            "rollback_note": a.rollback_note, "run": runs.get(_run_id(a)),
+            "execution": executions.get(_execution_id(a))}
