@@ -121,6 +121,19 @@ def test_a_mistyped_data_dir_is_refused_by_a_command_that_reads_one_and_is_not_c
     assert rebound(app, "tenants", "list", env={**env, "REBOUND_DATA_DIR": str(typo)}).returncode == 0
 
 
+def test_a_data_dir_that_is_a_file_is_said_in_one_line(app, tmp_path):
+    """`create-user` (which may make the data dir) wrote a NotADirectoryError traceback (helper 109)."""
+    afile = tmp_path / "instance"
+    afile.write_text("")
+    env = {key: value for key, value in env_for(app).items()
+           if key not in ("REBOUND_DATABASE_URL", "REBOUND_SECRET_KEY", "REBOUND_AUDIT_KEY")}
+    for command in (("create-user", "bob", "--role", "viewer", "--password", "a-long-password-1"), ("tenants", "list")):
+        done = rebound(app, *command, env={**env, "REBOUND_DATA_DIR": str(afile)})
+        assert done.returncode == 1 and done.stderr.strip() == (
+            f"Error: the data dir {afile} is a file, not a directory. Set REBOUND_DATA_DIR to the directory "
+            "`rebound up` uses (or run it where that ./instance is)."), done.stderr
+
+
 def test_an_argument_that_is_not_utf8_is_refused_before_anything_runs(app):
     # Each command met such bytes where it stored or printed them: a traceback, a runbook execution failed part-way,
     # an approval rolled back (helper 109).
