@@ -5,7 +5,6 @@ from flask import Blueprint, jsonify, request
 from console.api.common import body, cursor_arg, known_args, no_unknown, whole_arg
 from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import utcnow
-from console.domain.secrets import mask_fields
 from console.services.people.permissions import APPROVE, ROLL_BACK, VIEW
 from console.services.recovery import approvals, decisions, shown
 
@@ -24,14 +23,14 @@ def list_approvals():
                            limit=limit + 1)  # "all", as the CLI and the console say it: every status
     now, page = utcnow(), found[:limit]
     runs, executions = shown.runs_acted_on(page), shown.executions_asked(page)
-    return jsonify(items=[_as_json(row, now, runs, executions) for row in page],
+    return jsonify(items=[shown.as_dict(row, now, runs, executions) for row in page],
                    next_before=found[limit - 1].approval.id if len(found) > limit else None)
 
 
 @bp.get("/api/approvals/<int:approval_id>")
 @requires(VIEW)
 def get_approval(approval_id: int):
-    return jsonify(_as_json(approvals.row(approvals.get(approval_id, tenant_scope())), utcnow()))
+    return jsonify(shown.as_dict(approvals.row(approvals.get(approval_id, tenant_scope())), utcnow()))
 
 
 def _note() -> str | None:
@@ -42,14 +41,7 @@ def _note() -> str | None:
 
 def _decided(decide):
     approval = decide(current_actor(), _note())
-    return jsonify(_as_json(approvals.row(approval), utcnow()))
-
-
-def _as_json(row, now, runs=None, executions=None) -> dict:
-    """A request as the page shows it: fields named like secrets in its before and after masked for everyone (an
-    approver decides that a key changes, not to what; a viewer's token read them in clear)."""
-    found = shown.as_dict(row, now, runs, executions)
-    return {**found, "before": mask_fields(found["before"]), "after": mask_fields(found["after"])}
+    return jsonify(shown.as_dict(approvals.row(approval), utcnow()))
 
 
 @bp.post("/api/approvals/<int:approval_id>/approve")

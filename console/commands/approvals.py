@@ -49,8 +49,9 @@ def approvals_group():
 @click.option("--status", default="pending", show_default=True, help="pending, executed, failed, rejected, "
               "withdrawn, expired, superseded, rolled_back, or 'all'.")
 @click.option("--limit", type=click.IntRange(1, 500), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON, as GET /api/approvals answers its items.")
 @with_appcontext
-def list_command(status, limit):
+def list_command(status, limit, as_json):
     """List requests, newest first."""
     from console.domain.clock import utcnow
     from console.services.errors import ServiceError
@@ -61,8 +62,11 @@ def list_command(status, limit):
     except ServiceError as error:
         raise refused(error) from None
     now = utcnow()
-    runs = shown.runs_acted_on(found)
-    rows = [shown.as_dict(row, now, runs) for row in found]
+    runs, executions = shown.runs_acted_on(found), shown.executions_asked(found)
+    rows = [shown.as_dict(row, now, runs, executions) for row in found]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, default=str))
+        return
     if not rows:
         click.echo(f"no {'' if status == 'all' else status + ' '}requests")
         return
@@ -75,8 +79,9 @@ def list_command(status, limit):
 
 @approvals_group.command("show")
 @click.argument("approval_id", type=ROW_ID)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON, as GET /api/approvals/ID answers.")
 @with_appcontext
-def show_command(approval_id):
+def show_command(approval_id, as_json):
     """Show one request: who asked, why, and the change before → after."""
     from console.domain import diff
     from console.domain.clock import utcnow
@@ -87,6 +92,9 @@ def show_command(approval_id):
         request = shown.as_dict(approvals.row(approvals.get(approval_id)), utcnow())
     except ServiceError as error:
         raise refused(error) from None
+    if as_json:
+        click.echo(json.dumps(request, indent=2, default=str))
+        return
     click.echo(f"request #{request['id']}: {request['title']} ({request['kind']})")
     for key in ("status", "tenant", "requested_by", "created_at", "expires_at", "decided_by", "decided_at", "note",
                 "outcome", "rolled_back_at", "rollback_note"):

@@ -1,5 +1,7 @@
 """`rebound approvals …`: the same decisions as the pages and the API, four eyes included."""
 
+import json
+
 import pytest
 
 from console.extensions import db
@@ -78,12 +80,30 @@ def test_list_show_approve_and_roll_back_from_the_cli(cli, people, request_of):
     assert cli("list", "--status", "executed").output.count("dead_letter.fix_params") == 1
     # How the run it acted on stands now, beside what was said when it ran (the API's `run`).
     assert f"  run now: #{request.payload['run_id']} pending (series 2)" in cli("show", str(request.id)).output
+    # As the API answers, for a script (helper 109).
+    [listed] = json.loads(cli("list", "--status", "executed", "--json").output)
+    assert (listed["id"], listed["run"]["series"]) == (request.id, 2)
+    assert json.loads(cli("show", str(request.id), "--json").output) == listed
 
     again = cli("approve", str(request.id), "--as", "alex")
     assert again.exit_code == 1 and "refused (conflict, 409)" in again.output
     rolled = cli("rollback", str(request.id), "--as", "alex")
     assert rolled.exit_code == 0 and "rolled back" in rolled.output
     assert db.session.get(Run, request.payload["run_id"]).params == BROKEN
+
+
+def test_a_secret_in_a_request_is_masked_on_the_cli_as_over_the_api(cli, people, app, clock):
+    """`approvals show` printed the new api_key a params fix would set, which the API and the page mask."""
+    runs = Runs()
+    run_id = runs.submit("demo.flaky", {**BROKEN, "api_key": "sk_live_old1234"}, policy=LENIENT)
+    assert execute(run_id, 0, clock=clock) == "dead"
+    olga = db.session.execute(db.select(User).where(User.username == "olga")).scalar_one()
+    request = params_fix.request_fix(runs.dead_letters(run_id)[0].id, {**FIXED, "api_key": "sk_live_new5678"},
+                                     "key rotated", Actor("olga", olga.id))
+    for said in (cli("show", str(request.id)).output, cli("show", str(request.id), "--json").output,
+                 cli("list", "--json").output):
+        assert "sk_live" not in said, said
+    assert json.loads(cli("show", str(request.id), "--json").output)["after"]["params"]["api_key"] == "***"
 
 
 def test_reject_needs_a_note_on_the_cli(cli, people, request_of):
