@@ -194,7 +194,8 @@ def bases(inputs: Inputs) -> dict[str, tuple[int, int, str]]:
         "on_time_rate": (t["on_time"], t["starts"] + inputs.late_waiting, "starts"),
         # In a manager's words: a run's series is its run, a replay counting again (the definitions say so).
         "execution_success_rate": (t["succeeded"], t["finished"], "finished runs"),
-        "retry_success_rate": (t["retry_succeeded"], t["retried"], "runs that retried"),
+        # Not "runs that retried": a first attempt that failed for good is counted too, as the definition says (124).
+        "retry_success_rate": (t["retry_succeeded"], t["retried"], "runs that failed at least once"),
         "duplicate_rate": (t["duplicates"], t["finished"], "finished runs"),
         "workorder_completion_rate": (inputs.workorders_completed, inputs.workorders_created, "work orders"),
         "conflict_warning_hit_rate": (t["conflicts_named"], t["conflicts"], "conflicts"),

@@ -9,6 +9,7 @@ PRESETS = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta
            "90d": timedelta(days=90)}
 DEFAULT = "7d"
 LONGEST = timedelta(days=366)
+HOUR = timedelta(hours=1)
 MINUTE = "%Y-%m-%dT%H:%M"  # how `since` and `until` are written (a chart point's hour or day), UTC
 # Earlier or later is a typo; the bounds keep a period's end (the next midnight) and the period before it inside what
 # a datetime holds (years 1 to 9999).
@@ -101,7 +102,8 @@ def parse_minute(raw: str, field: str) -> datetime:
 
 
 def span(since: str, until: str) -> Period:
-    """Return [since, until) in UTC minutes: what a chart point's hour or day opens."""
+    """Return [since, until) in UTC minutes, widened to the whole hours it touches: what a chart point's hour or day
+    opens. The figures are read from hourly rollups, so 05:30-06:15 is counted, and said, as 05:00-07:00."""
     for given, field in ((since, "since"), (until, "until")):
         if given:  # a bad one is named first: "give both" read as if it had not been given
             parse_minute(given, field)
@@ -111,6 +113,8 @@ def span(since: str, until: str) -> Period:
     start, end = parse_minute(since, "since"), parse_minute(until, "until")
     if end <= start:
         raise PeriodError("'until' must be after 'since'", "until")
+    start = start.replace(minute=0)
+    end = end.replace(minute=0) + (HOUR if end.minute else timedelta())
     if end - start > LONGEST:
         raise PeriodError(f"a report covers at most {LONGEST.days} days", "since")
     return Period(start, end)

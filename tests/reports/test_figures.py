@@ -83,3 +83,15 @@ def test_a_later_period_sees_this_one_as_its_previous(built, clock):
     assert summary.values["dead_letters_created"].previous == 3
     assert summary.values["dead_letters_created"].value == 0
     assert summary.values["on_time_rate"].previous == 3 / 4 and summary.values["on_time_rate"].value is None
+
+
+def test_a_date_range_of_a_day_is_drawn_per_hour_from_the_hour_rows(built, clock):
+    """A From/To of one or two days drew an hourly trend whose whole day sat on its midnight hour, the other 23
+    empty, and the midnight point's link opened that hour alone (helper 124)."""
+    day = periods.between(history.START.date(), history.START.date())
+    assert day.hourly
+    buckets = read.per_bucket(day, Scope())
+    busy = sorted(hour for hour, counts in buckets.items() if any(counts.values()))
+    assert len(busy) > 1 and busy[0] > history.START  # its runs start from 09:00 on, not at midnight
+    totals = read.totals(day, Scope())
+    assert sum((counts for counts in buckets.values()), start=type(totals)()) == totals

@@ -85,6 +85,14 @@ def test_a_date_range_covers_whole_days_and_bad_input_names_the_field():
     assert periods.choose(None, "2026-12-05", "2026-12-07", now).end == datetime(2026, 12, 8, tzinfo=UTC)  # begun
 
 
+def test_a_span_of_minutes_is_widened_to_the_whole_hours_it_touches():
+    """05:30-06:15 was said in the page's header and counted as 06:00-07:00: the rollups are hourly (helper 124)."""
+    period = periods.span("2026-12-04T05:30", "2026-12-04T06:15")
+    assert (period.start, period.end) == (datetime(2026, 12, 4, 5, tzinfo=UTC), datetime(2026, 12, 4, 7, tzinfo=UTC))
+    whole = periods.span("2026-12-04T05:00", "2026-12-04T06:00")
+    assert (whole.start, whole.end) == (datetime(2026, 12, 4, 5, tzinfo=UTC), datetime(2026, 12, 4, 6, tzinfo=UTC))
+
+
 def test_the_readme_defines_each_figure_in_the_words_of_its_tooltip():
     from pathlib import Path
 
@@ -103,3 +111,14 @@ def test_the_time_to_recover_percentiles_say_they_are_exact_to_their_bucket_and_
         words = BY_NAME[name].definition
         assert "exact to the bucket, interpolated inside it" in words, name
         assert "1, 5, 15, 30 min, 1, 2, 4, 8, 16, 24 h, 2, 4, 7, 14, 30 days" in words, name
+
+
+def test_the_retry_figure_counts_runs_that_failed_at_least_once_and_says_so():
+    """"102 of 146 runs that retried" counted 7 that never retried (a first attempt that failed for good), as the
+    definition does: the words now follow it (helper 124)."""
+    from collections import Counter
+
+    from console.domain.figures import bases
+
+    assert bases(Inputs(totals=Counter(retried=146, retry_succeeded=102)))["retry_success_rate"] == (
+        102, 146, "runs that failed at least once")

@@ -60,7 +60,10 @@ TASK_MEASURES = ("finished", "succeeded", "starts", "on_time", "dead_letters", "
 def _query(period: Period, scope: Scope, group: str | None, measures=MEASURES) -> dict:
     """Sum measures over the period, grouped by `group` (None, "bucket" or "task"); {group key: Counter}."""
     found: dict = defaultdict(Counter)
-    for daily, start, end in parts(period.start, period.end):
+    # An hourly trend reads hour rows only: a date range of a day or two holds whole days, whose day rows put each
+    # day's total on its midnight hour (helper 124).
+    hourly = group == "bucket" and period.hourly
+    for daily, start, end in [(False, period.start, period.end)] if hourly else parts(period.start, period.end):
         table = report_days if daily else report_hours
         when = table.c.day if daily else table.c.hour
         keys = {None: [], "bucket": [when], "task": [table.c.tenant_id, table.c.task_id, table.c.handler]}[group]
