@@ -1,11 +1,12 @@
 """Bucketed percentiles, targets, trends and report periods: the pure maths of the reports."""
 
+from collections import Counter
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
 from console.domain import periods
-from console.domain.figures import BY_NAME, FIGURES, HEADLINE, MEASURES, Inputs, met, trend, values
+from console.domain.figures import BY_NAME, FIGURES, HEADLINE, MEASURES, Inputs, bases, met, trend, values
 from console.domain.histograms import ALERT_LATENCY, RECOVERY, TRIGGER_DELAY, Histogram, percentile
 
 
@@ -116,9 +117,5 @@ def test_the_time_to_recover_percentiles_say_they_are_exact_to_their_bucket_and_
 def test_the_retry_figure_counts_runs_that_failed_at_least_once_and_says_so():
     """"102 of 146 runs that retried" counted 7 that never retried (a first attempt that failed for good), as the
     definition does: the words now follow it (helper 124)."""
-    from collections import Counter
-
-    from console.domain.figures import bases
-
     assert bases(Inputs(totals=Counter(retried=146, retry_succeeded=102)))["retry_success_rate"] == (
         102, 146, "runs that failed at least once")
