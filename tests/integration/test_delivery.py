@@ -234,6 +234,23 @@ def test_work_order_carries_its_task(app, channels, clock):
     assert {"href": f"{CONSOLE}/tasks/{task.id}", "text": "Task charge-cards"} in sent.json["links"]
 
 
+def test_a_receivers_error_text_is_masked_as_a_log_line_is_its_urls_query_too(app, clock):
+    """A receiver repeating the request's URL put a channel URL's ?key=… on work orders and the Overview for every
+    viewer, and the secrets its error text named were masked in the log but not on the pages (helper 127)."""
+    with Receiver() as slack:
+        slack.always(500, {"echo": "path=/hook/x?key=querysecret99", "detail": "db_password=hunter2hunter2 "
+                                                                              "aws_secret_access_key=AKIAFAKE12345"})
+        only(app, SLACK_WEBHOOK_URL=slack.url + "/hook/x?key=querysecret99")
+        dead_run(clock)
+        [alert] = alert_rows("retry_limit_reached")
+        delivery_round.tick(clock)
+        db.session.expire_all()
+        stored = db.session.get(OutboxMessage, alert.id).last_error
+        assert stored.startswith("slack: 127.0.0.1 answered HTTP 500")
+        for secret in ("querysecret99", "hunter2hunter2", "AKIAFAKE12345"):
+            assert secret not in stored, stored
+
+
 def test_a_failing_channel_is_retried_with_backoff_then_failed_with_a_delivery_failed_alert(app, clock, caplog):
     with Receiver() as slack:
         slack.always(500, {"error": "internal"})

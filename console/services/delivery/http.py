@@ -7,6 +7,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import requests
 
+from console.domain.secrets import redact as mask_secrets
+
 USER_AGENT = "Rebound-Delivery/1"
 MAX_ERROR_CHARS = 300
 
@@ -41,11 +43,13 @@ def encode(document: dict) -> bytes:
 
 
 def redact(text: str, secrets: tuple[str, ...]) -> str:
-    """Replace every secret (longest first) in a text meant for a log or a page."""
+    """Replace every secret (longest first) in a text meant for a log or a page, then mask what the log masks
+    (key=value pairs naming a secret, tokens, URLs' paths): a receiver's error text is shown to every viewer on work
+    orders and the Overview, where the log's masking had not reached (helper 127)."""
     for secret in sorted(secrets, key=len, reverse=True):
         if len(secret) >= 4:
             text = text.replace(secret, "…")
-    return text
+    return mask_secrets(text)
 
 
 def post(request: Request, timeout_s: float, secrets: tuple[str, ...] = ()) -> Result:

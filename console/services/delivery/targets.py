@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from sqlalchemy import select, update
 
@@ -140,9 +140,11 @@ class Target:
     def secrets(self) -> tuple[str, ...]:
         """Return the strings that must never appear in a log line or on a page."""
         values = [self.secret, self.url]
-        path = urlsplit(self.url).path if self.url else ""
-        if len(path) > 1:
-            values.append(path)
+        parts = urlsplit(self.url) if self.url else None
+        if parts and len(parts.path) > 1:
+            values.append(parts.path)
+        if parts and parts.query:  # ?key=…: a receiver repeating the URL it was sent to put it on pages (helper 127)
+            values += [parts.query, *(value for _, value in parse_qsl(parts.query) if len(value) >= 4)]
         return tuple(value for value in values if value)
 
 
