@@ -75,6 +75,19 @@ def test_login_without_csrf_token_is_rejected(client, auth, caplog):
     assert "csrf rejected" in caplog.text
 
 
+def test_a_csrf_token_from_before_login_is_not_taken_after_it(client, auth):
+    """The token the login page gave stayed valid once signed in: one planted before login (a sibling subdomain's
+    cookie) forged posts after it (helper 127)."""
+    auth.make_user("root", "admin")
+    before = csrf_from(client.get("/login").get_data(as_text=True))
+    signed_in = client.post("/login", data={"username": "root", "password": PASSWORD, "csrf_token": before})
+    assert signed_in.status_code == 302
+    forged = client.post("/admin/users", data={"username": "mallory", "role": "admin", "csrf_token": before})
+    assert forged.status_code == 400
+    assert db.session.query(User).filter_by(username="mallory").first() is None
+    assert auth.csrf() != before
+
+
 def test_admin_form_without_csrf_token_changes_nothing(client, auth):
     auth.as_role("admin", "root")
     response = client.post("/admin/users", data={"username": "mallory", "role": "admin"})

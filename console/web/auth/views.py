@@ -3,7 +3,7 @@
 import logging
 from urllib.parse import urlsplit
 
-from flask import Blueprint, current_app, redirect, render_template, request, url_for
+from flask import Blueprint, current_app, redirect, render_template, request, session, url_for
 from flask_login import current_user, login_required, login_user, logout_user
 
 from console.auth import current_actor, public
@@ -58,6 +58,9 @@ def login():
     if form.validate_on_submit():
         user = users.authenticate(form.username.data, form.password.data)
         if user is not None:
+            # A new session, so a new CSRF token: one planted before login (a sibling subdomain's cookie) forged
+            # posts after it (helper 127).
+            session.clear()
             users.start_session(user)
             login_user(user)
             audit.record(db.session, current_actor(), "auth.login", "user", user.id, tenant=users.tenant_of(user))
