@@ -43,6 +43,11 @@ def test_successful_logins_do_not_count(app, client, auth):
     ("olga.smith12345", "built from the username"), ("9876olga.smith", "built from the username"),
     ("olga.smith!!!!!!", "built from the username"), ("olga.smithQWERTY", "built from the username"),
     ("4567890123", "keys or letters in order"), ("ZYXWVUTSRQP", "keys or letters in order"),
+    # Pieces repeated with a tail, keyboard walks: zxcvbn's judgement, in its words (helper 127 had them accepted).
+    ("abcabcabca", "too easy to guess: Repeats like"), ("ababababa1", "too easy to guess"),
+    ("12121212121", "too easy to guess"), ("asdfasdfas", "too easy to guess"),
+    ("qazwsxedcr", "too easy to guess: This is similar to a commonly used password"),
+    ("zxcvbnmasd", "too easy to guess"),
 ])
 def test_weak_passwords_are_refused(app, password, says):
     with pytest.raises(InvalidInput, match=says):
@@ -50,6 +55,11 @@ def test_weak_passwords_are_refused(app, password, says):
     user, _ = users.create("olga.smith", "operator", "a-fine-long-passphrase", Actor("test"))
     with pytest.raises(InvalidInput, match=says):
         users.set_password(user, password, Actor("test"))
+
+
+def test_a_long_strong_password_is_judged_and_taken(app):
+    user, _ = users.create("olga.smith", "operator", "Kq83-zzT1-" * 12, Actor("test"))  # past zxcvbn's 72
+    assert users.authenticate("olga.smith", "Kq83-zzT1-" * 12) == user
 
 
 def test_handlers_that_can_take_a_worker_down_exist_only_in_demo_mode(tmp_path, redis_url, client):

@@ -9,6 +9,7 @@ from sqlalchemy import delete as sql_delete
 from sqlalchemy import func, select
 from sqlalchemy import update as sql_update
 from werkzeug.security import check_password_hash, generate_password_hash
+from zxcvbn import zxcvbn
 
 from console.db import locks
 from console.db.upsert import insert_for
@@ -21,6 +22,8 @@ from console.services.errors import Conflict, Forbidden, InvalidInput, NotFound
 
 USERNAME = re.compile(r"[a-zA-Z0-9_.-]{2,64}")
 MIN_PASSWORD = 10
+MIN_SCORE = 3  # zxcvbn's score: 3 is "safely unguessable", under 10^10 guesses
+ZXCVBN_MAX = 72  # zxcvbn refuses longer text; a longer password is judged by its first 72 characters
 # The commonest passwords of at least MIN_PASSWORD characters in public breach lists (compared lower-cased).
 COMMON_PASSWORDS = frozenset({
     "1234567890", "0123456789", "12345678910", "123456789a", "1q2w3e4r5t", "1qaz2wsx3edc", "abcdefghij",
@@ -74,6 +77,13 @@ def _check_password(password: str, username: str) -> None:
         raise InvalidInput("that password is one of the most common ones; choose another", "password")
     if _in_order(password):
         raise InvalidInput("the password must not be keys or letters in order (such as 4567890123)", "password")
+    # What the rules above miss (a piece repeated with a tail, abcabcabca; a keyboard walk, qazwsxedcr; a name and a
+    # year) zxcvbn estimates from how an attacker guesses: at least "safely unguessable" (score 3, 10^8 guesses).
+    judged = zxcvbn(password[:ZXCVBN_MAX], user_inputs=[username])
+    if judged["score"] < MIN_SCORE:
+        feedback = judged["feedback"]
+        said = " ".join(part for part in (feedback["warning"], *feedback["suggestions"]) if part)
+        raise InvalidInput(f"the password is too easy to guess{': ' + said if said else ''}", "password")
 
 
 def _snapshot(user: User) -> dict:
