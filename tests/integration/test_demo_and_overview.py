@@ -18,7 +18,8 @@ from console.models import (
 )
 from console.services.actor import SYSTEM, Actor
 from console.services.engine.execute import execute
-from console.services.people import users
+from console.services.engine.submit import submit
+from console.services.people import tenants, users
 from console.services.recovery import decisions, undo_retry
 from console.services.reports import figures
 from console.services.reports import scope as report_scope
@@ -46,6 +47,24 @@ def test_seed_demo_submits_runs_through_the_engine_and_refuses_to_run_twice(app)
     assert history.exit_code == 0 and "adding the history only" in history.output, history.output
     assert db.session.query(Run).count() == runs_before + 20
     assert runner.invoke(args=["seed-demo", "--force", "--runs", "-5"]).exit_code == 2
+
+
+def test_the_demos_failures_leave_the_readmes_first_run_to_its_own_retries(app, clock):
+    """The demo's dying demo.flaky runs counted on the handler's shared breaker, so the README's first example (the
+    default policy: 5 failures open it) was held by an open breaker on its first failure (helper 126)."""
+    demo.seed()
+    dying = db.session.query(Run).filter(Run.source == "demo", Run.handler == "python:demo.flaky",
+                                         Run.params["fail_times"].as_integer() == 9).order_by(Run.id).all()
+    assert len(dying) >= 5
+    for run in dying:  # each fails its first attempt: more failures in a row than the default policy allows
+        assert execute(run.id, 0, clock=clock) in ("retry_wait", "dead")
+    first, _ = submit(tenants.find("default"), Actor("newcomer"), handler="demo.flaky", params={"fail_times": 2},
+                      idempotency_key="invoice-7", clock=clock)
+    for attempt in (0, 1):  # it fails twice, then succeeds at its retries' times, as the README says
+        assert execute(first.id, attempt, clock=clock) == "retry_wait"
+        db.session.expire_all()
+        clock.set(db.session.get(Run, first.id).next_retry_at)
+    assert execute(first.id, 2, clock=clock) == "succeeded"
 
 
 def test_overview_counts_live_runs_and_refreshes_one_region_over_htmx(client, auth, app, clock):

@@ -16,9 +16,12 @@ from console.services.scheduling import tasks
 from console.services.system import demo_roles
 
 # Short delays so the demo's retries and dead letters appear within seconds of `rebound up`.
-# The breaker is lenient so the demo's deliberate failures fill the DLQ instead of tripping it.
+# The breaker is lenient so the demo's deliberate failures fill the DLQ instead of tripping it, and counted per
+# tenant: on the handler's shared breaker they were failures in a row to the default policy, whose threshold of 5
+# the README's first example (demo.flaky, default policy) then reached on its first failure (helper 126).
 DEMO_POLICY = {"description": "Demo: three quick attempts.", "max_attempts": 3, "base_delay_s": 1,
                "multiplier": 2, "max_delay_s": 5, "jitter": 0.1, "timeout_s": 300,
+               "breaker_scope": "handler_and_tenant",
                "breaker": {"failure_threshold": 50, "open_s": 20, "success_threshold": 2}}
 
 
