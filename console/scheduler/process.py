@@ -80,8 +80,10 @@ class Leadership:
                 self.scheduler.resume()
             else:
                 self.scheduler.pause()
-            log.warning("scheduler %s %s", self.lock.identity,
-                        "is now the leader" if now_leading else "lost leadership")
+            # Leading is the normal state of a console's one scheduler (every start said it as a warning); losing
+            # the lead is the news (helper 126).
+            log.log(logging.INFO if now_leading else logging.WARNING, "scheduler %s %s", self.lock.identity,
+                    "is now the leader" if now_leading else "lost leadership")
         return self.leading
 
 

@@ -136,8 +136,9 @@ class TaskJobs:
         _due.cache_clear()
         if firings:
             fired = sum(1 for o in planner.fire(firings, SCHEDULER, self.clock) if o.status == "created")
-        if fired or missed_total:
-            log.warning("caught up %d task firings; %d missed beyond their grace", fired, missed_total)
+        if fired or missed_total:  # a warning only when some firings are lost for good
+            log.log(logging.WARNING if missed_total else logging.INFO,
+                    "caught up %d task firings; %d missed beyond their grace", fired, missed_total)
         return fired, missed_total
 
 

@@ -5,6 +5,7 @@ clock moves instead of time passing, and a cron time comes when the test says so
 one real two-process failover is tests/scheduler/test_leader_failover.py.
 """
 
+import logging
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -121,17 +122,21 @@ def test_without_redis_nobody_leads(app):
     assert not LeaderLock(down).acquire_or_renew()
 
 
-def test_winning_the_lock_catches_up_before_firing_and_losing_it_stops_firing(app):
+def test_winning_the_lock_catches_up_before_firing_and_losing_it_stops_firing(app, caplog):
     calls = []
     firing = Firing()
     firing.calls = calls
     lock = LeaderLock(get_redis(), ttl_s=TTL_S)
     leadership = Leadership(lock, lambda: calls.append("catch up"), firing)
-    assert leadership.contend() and calls == ["catch up", "resume"]
-    assert leadership.contend() and calls == ["catch up", "resume"]  # a renewal changes nothing
-    get_redis().set(KEY, "another-host:1:abcd", px=10_000)  # it lapsed during a stall and another took it
-    assert not leadership.contend() and calls == ["catch up", "resume", "pause"] and not firing.on
-    assert not leadership.contend() and calls == ["catch up", "resume", "pause"]
+    with caplog.at_level(logging.INFO, logger="rebound.scheduler"):
+        assert leadership.contend() and calls == ["catch up", "resume"]
+        assert leadership.contend() and calls == ["catch up", "resume"]  # a renewal changes nothing
+        get_redis().set(KEY, "another-host:1:abcd", px=10_000)  # it lapsed during a stall and another took it
+        assert not leadership.contend() and calls == ["catch up", "resume", "pause"] and not firing.on
+        assert not leadership.contend() and calls == ["catch up", "resume", "pause"]
+    # Leading is every start's normal state, not a warning (helper 126); losing the lead is.
+    assert [(r.levelname, r.getMessage().split()[-2:]) for r in caplog.records if "scheduler" in r.getMessage()] == [
+        ("INFO", ["the", "leader"]), ("WARNING", ["lost", "leadership"])]
 
 
 def test_a_leader_killed_after_a_firing_hands_over_with_nothing_twice_or_missed(app, task, clock):

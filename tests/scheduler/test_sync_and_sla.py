@@ -1,5 +1,6 @@
 """The scheduler's task jobs follow the table; missed firings are caught up once; SLA breaches escalate."""
 
+import logging
 import threading
 from datetime import UTC, datetime, timedelta
 
@@ -77,14 +78,16 @@ def test_tasks_sharing_a_schedule_share_one_job_that_fires_each_of_them(register
     assert [f.task_id for f in jobs.buffer.firings] == [second.id]
 
 
-def test_missed_firings_within_grace_are_caught_up_once_and_the_rest_counted(register, jobs, clock, runs):
+def test_missed_firings_within_grace_are_caught_up_once_and_the_rest_counted(register, jobs, clock, runs, caplog):
     clock.set(datetime(2026, 3, 2, 10, 0, tzinfo=UTC))
     task = register(cron="*/10 * * * *", misfire_grace_s=900)
     task.created_at = clock()
     db.session.commit()
     clock.set(datetime(2026, 3, 2, 11, 3, tzinfo=UTC))  # the scheduler was down for an hour
-    fired, missed = jobs.catch_up()
+    with caplog.at_level(logging.INFO, logger="rebound.scheduler"):
+        fired, missed = jobs.catch_up()
     assert (fired, missed) == (1, 5)  # 11:00 is caught up; 10:10 .. 10:50 are past their grace
+    assert [r.levelname for r in caplog.records if "caught up" in r.getMessage()] == ["WARNING"]  # some are lost
     [run] = db.session.query(Run).filter_by(task_id=task.id).all()
     assert run.scheduled_for == datetime(2026, 3, 2, 11, 0, tzinfo=UTC) and run.source == "catchup"
     db.session.refresh(task)
