@@ -105,8 +105,10 @@ def classify(exc: BaseException, policy: RetryPolicy) -> Failure:
         code, message = exc.code, exc.message
     else:
         code, message = type(exc).__name__, str(exc)
-    # Masked as the traceback and the logs are: the message is shown on the run, the DLQ and the API, and kept.
+    # Masked as the traceback and the logs are: the message is shown on the run, the DLQ and the API, and kept; so is
+    # the code, shown beside it (a handler that used its token as its code showed it to every viewer; helper 127).
     message = redact(message[:MAX_MESSAGE_CHARS])
+    code = redact(code)
     if isinstance(exc, NonRetryableError):
         failure = Failure(code, message, retryable=False)
     elif isinstance(exc, CompensableError):
@@ -126,7 +128,7 @@ def classify_reported(
     retry_after_s: float | None = None,
 ) -> Failure:
     """Classify a failure an external executor reported; its flag decides unless the policy lists the code."""
-    code = (code or "").strip() or "unknown"
+    code = redact((code or "").strip()) or "unknown"  # masked as classify masks a handler's
     flag = True if retryable is None else bool(retryable)
     failure = Failure(code, redact((message or "")[:MAX_MESSAGE_CHARS]), retryable=flag, retry_after_s=retry_after_s)
     return _apply_policy(failure, policy)

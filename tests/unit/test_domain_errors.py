@@ -16,6 +16,7 @@ from console.domain.errors import (
     shown_message,
 )
 from console.domain.policy import RetryPolicy
+from console.domain.secrets import holding
 
 POLICY = RetryPolicy()
 
@@ -170,3 +171,14 @@ def test_a_runbooks_failure_is_masked_on_its_execution_too():
     from console.services.recovery.runbook_runner import _describe
 
     assert _describe(RuntimeError("boom password=hunter2-SECRET")) == "RuntimeError: boom password=***"
+
+
+def test_a_code_that_is_a_secret_param_is_masked_as_the_message_is():
+    """A handler using its token as its error code showed it to every viewer on the run, the DLQ and the API, while
+    the params read *** (helper 127)."""
+    with holding(("tok_zzSecretVal42",)):
+        failure = classify(NonRetryableError("tok_zzSecretVal42", "refused tok_zzSecretVal42"), POLICY)
+    assert (failure.code, failure.message) == ("***", "refused ***")
+    with holding(("tok_zzSecretVal42",)):  # an executor's report, the same
+        assert classify_reported("tok_zzSecretVal42", "x", False, POLICY).code == "***"
+    assert classify(NonRetryableError("bad_account", "closed"), POLICY).code == "bad_account"
