@@ -22,7 +22,7 @@ from console.services.errors import Conflict, Forbidden, InvalidInput, NotFound
 
 USERNAME = re.compile(r"[a-zA-Z0-9_.-]{2,64}")
 MIN_PASSWORD = 10
-MIN_SCORE = 3  # zxcvbn's score: 3 is "safely unguessable", under 10^10 guesses
+MIN_SCORE = 3  # zxcvbn's score: 3 is "safely unguessable", an estimated 10^8 guesses or more
 ZXCVBN_MAX = 72  # zxcvbn refuses longer text; a longer password is judged by its first 72 characters
 # The commonest passwords of at least MIN_PASSWORD characters in public breach lists (compared lower-cased).
 COMMON_PASSWORDS = frozenset({
@@ -78,7 +78,7 @@ def _check_password(password: str, username: str) -> None:
     if _in_order(password):
         raise InvalidInput("the password must not be keys or letters in order (such as 4567890123)", "password")
     # What the rules above miss (a piece repeated with a tail, abcabcabca; a keyboard walk, qazwsxedcr; a name and a
-    # year) zxcvbn estimates from how an attacker guesses: at least "safely unguessable" (score 3, 10^8 guesses).
+    # year) zxcvbn estimates from how an attacker guesses: at least "safely unguessable" (MIN_SCORE).
     judged = zxcvbn(password[:ZXCVBN_MAX], user_inputs=[username])
     if judged["score"] < MIN_SCORE:
         feedback = judged["feedback"]
