@@ -224,7 +224,8 @@ def test_a_stale_page_does_not_take_a_work_order_someone_took_meanwhile(app, cli
     assert post(client, auth, path, {"me": "1", "seen": str(pat.id)}).status_code == 303
     assert [(e.before, e.after) for e in audit_rows("work_order.assign", letter.work_order_id)][-1] == (
         {"assignee": "pat"}, {"assignee": "olga"})
-    assert post(client, auth, path, {"me": "1", "seen": "x"}, headers=HX).status_code == 422
+    for garbage in ("x", "9" * 30, "-1"):
+        assert post(client, auth, path, {"me": "1", "seen": garbage}, headers=HX).status_code == 422
 
 
 def test_close_needs_a_note_then_closes_audits_and_resolves(app, client, auth, runs, clock):

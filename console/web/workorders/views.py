@@ -151,12 +151,19 @@ def assign(order_id: int):
     def act():
         if raw and not is_digits(raw):
             raise InvalidInput("pick a person from the list", "user")
-        if seen and not is_digits(seen):
-            raise InvalidInput("seen is the id of the assignee the page showed, or empty for nobody", "user")
-        changes.assign(order, int(raw) if raw else None, current_actor(),
-                       seen=changes.AS_READ if seen is None else int(seen) if seen else None)
+        changes.assign(order, int(raw) if raw else None, current_actor(), seen=_seen_assignee(seen))
 
     return _done(order_id, act, lambda: f"Work order #{order_id} is assigned to {_assignee(order)}.")
+
+
+def _seen_assignee(seen: str | None):
+    """Read the assignee the page showed: an id, "" for nobody, or left out (changes.AS_READ)."""
+    if seen is None:
+        return changes.AS_READ
+    try:
+        return row_id(seen) if seen else None  # bounded: a 30-digit id was compared in SQL (PostgreSQL's 500)
+    except ValueError:
+        raise InvalidInput("seen is the id of the assignee the page showed, or empty for nobody", "user") from None
 
 
 @bp.post("/<int:order_id>/close")
