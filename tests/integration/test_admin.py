@@ -221,6 +221,14 @@ def test_a_token_for_a_person_disabled_since_the_page_was_drawn_says_so(client, 
     user_field = refused.get_data(as_text=True).split('name="user"')[1].split("</div>")[0]
     assert "svc&#39;s account is disabled: enable it first" in user_field
     assert f'value="{svc.id}"' not in user_field  # the list offers active people only, as before
+    # And chooses nobody: the first person (an admin) was selected, so pressing again issued a token acting as them
+    # (helper 128). The page opens that way too: who a token acts as is chosen, never defaulted.
+    for page in (refused.get_data(as_text=True), client.get("/admin/tokens").get_data(as_text=True)):
+        chooser = page.split('name="user"')[1].split("</select>")[0]
+        assert '<option selected value="">choose who it acts as</option>' in chooser
+        assert chooser.count("selected") == 1
+    again = client.post("/admin/tokens", data={"user": "", "csrf_token": auth.csrf("/admin/tokens")})
+    assert again.status_code == 422 and "choose who the token acts as" in again.get_data(as_text=True)
     assert db.session.execute(select(ApiToken)).first() is None
 
 

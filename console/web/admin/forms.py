@@ -47,7 +47,7 @@ class UpdateUserForm(ConsoleForm):
 
 
 class CreateTokenForm(ConsoleForm):
-    user = SelectField("User", choices=[], validators=[DataRequired()])
+    user = SelectField("User", choices=[], validators=[DataRequired("choose who the token acts as")])
     name = StringField("Name", validators=[Optional(), Length(max=80)])
     tenant = SelectField("Limited to tenant", choices=[], validators=[Optional()])
     days = SelectField("Expires", choices=[SelectChoice("", "never (until revoked)"), SelectChoice("30", "in 30 days"),

@@ -98,9 +98,14 @@ def _token_form(*, with_disabled: bool = False) -> CreateTokenForm:
 
 
 def _offer_people(form: CreateTokenForm, *, with_disabled: bool = False) -> None:
-    # Each with their role and, when limited to one, their tenant: what a token of theirs can reach.
-    form.user.choices = [SelectChoice(str(u.id), f"{u.username} ({u.role}{', ' + u.tenant.name if u.tenant else ''})")
-                         for u in users.all_users(tenant_scope()) if u.active or with_disabled]
+    # Each with their role and, when limited to one, their tenant: what a token of theirs can reach. Nobody first:
+    # who a token acts as is chosen, never defaulted (a person disabled meanwhile fell back to the first, an admin,
+    # and the next press issued a token acting as them; helper 128).
+    form.user.choices = [SelectChoice("", "choose who it acts as")] + [
+        SelectChoice(str(u.id), f"{u.username} ({u.role}{', ' + u.tenant.name if u.tenant else ''})")
+        for u in users.all_users(tenant_scope()) if u.active or with_disabled]
+    if form.user.data not in {choice.value for choice in form.user.choices}:
+        form.user.data = ""
 
 
 @bp.get("/tokens")
