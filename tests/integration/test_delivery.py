@@ -249,6 +249,13 @@ def test_a_receivers_error_text_is_masked_as_a_log_line_is_its_urls_query_too(ap
         assert stored.startswith("slack: 127.0.0.1 answered HTTP 500")
         for secret in ("querysecret99", "hunter2hunter2", "AKIAFAKE12345"):
             assert secret not in stored, stored
+        # Named past the 200 characters shown: it was cut there first, and half of it no longer matched (helper 128).
+        slack.always(401, {"detail": "x" * 178 + " key querysecret99"})  # it starts at the 196th character
+        clock.advance(60)
+        delivery_round.tick(clock)
+        db.session.expire_all()
+        stored = db.session.get(OutboxMessage, alert.id).last_error
+        assert "query" not in stored and "answered HTTP 401" in stored, stored
 
 
 def test_a_failing_channel_is_retried_with_backoff_then_failed_with_a_delivery_failed_alert(app, clock, caplog):

@@ -11,6 +11,7 @@ from console.domain.secrets import redact as mask_secrets
 
 USER_AGENT = "Rebound-Delivery/1"
 MAX_ERROR_CHARS = 300
+MAX_READ_CHARS = 4000  # of an error answer, masked before the first 200 are kept
 
 
 @dataclass(frozen=True)
@@ -73,8 +74,9 @@ def post(request: Request, timeout_s: float, secrets: tuple[str, ...] = ()) -> R
         data = None
     if 200 <= response.status_code < 300:
         return Result(True, response.status_code, None, duration, data if isinstance(data, dict) else None)
-    detail = " ".join(response.text.split())[:200]
-    error = redact(f"{host} answered HTTP {response.status_code}" + (f": {detail}" if detail else ""), secrets)
+    # Masked, then cut: cut first, a secret across the cut was no longer whole and half of it stayed (helper 128).
+    detail = redact(" ".join(response.text[:MAX_READ_CHARS].split()), secrets)[:200]
+    error = f"{host} answered HTTP {response.status_code}" + (f": {detail}" if detail else "")
     return Result(False, response.status_code, error[:MAX_ERROR_CHARS], duration)
 
 
