@@ -48,7 +48,10 @@ def audit_list_command(actor, action, target, tenant, since, until, hide_sign_in
     from console.commands.output import table
     from console.services.audit import export
     from console.services.audit import query as audit_query
+    from console.services.people import tenants
 
+    if tenant and tenants.find(tenant) is None:
+        raise click.BadParameter(f"no tenant named {tenant!r}", param_hint="--tenant")
     filters, wrong = audit_query.from_args({"actor": actor, "action": action, "target": target, "since": since,
                                             "until": until, "hide_signins": "1" if hide_sign_ins else ""})
     if wrong:

@@ -30,7 +30,7 @@ def _as_options(detail: str) -> str:
 def table(rows: list[dict], columns: list[str], indent: str = "") -> None:
     """Print rows as columns padded to their widest cell (missing or None as empty, a list comma-separated)."""
     cells = [[_cell(row.get(c)) for c in columns] for row in rows]
-    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+    widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]  # no rows: the header
     click.echo(indent + "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
     for r in cells:
         click.echo(indent + "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())

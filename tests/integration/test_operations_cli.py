@@ -96,6 +96,17 @@ def test_runs_are_listed_filtered_and_shown_with_their_timeline(app, dead_run, r
     assert "sk_live_never_shown" not in json.dumps(as_json)  # secret-named params masked, as a viewer's page
 
 
+def test_a_list_that_matches_nothing_prints_its_header_not_a_traceback(app):
+    """`runs list --code nosuchcode` and `audit list --actor zzz` crashed in the table (helper 128)."""
+    for command in (("runs", "list", "--code", "nosuchcode"), ("audit", "list", "--actor", "zzz"),
+                    ("dlq", "list", "--code", "none"), ("tasks", "list")):
+        done = cli(app, *command)
+        assert done.exit_code == 0, done.output
+        assert len(done.output.splitlines()) == 1 and done.output.split()[0] in ("id", "seq"), done.output
+    unknown = cli(app, "audit", "list", "--tenant", "nope")
+    assert unknown.exit_code == 2 and "no tenant named 'nope'" in unknown.output
+
+
 def test_runs_commands_refuse_what_they_cannot_read(app):
     assert "no run with id 999" in cli(app, "runs", "show", "999").output
     wrong = cli(app, "runs", "list", "--status", "deadd")
