@@ -33,7 +33,7 @@ def _missing_data_dir(argv: list[str], env) -> str | None:
     Creating it would give a mistyped REBOUND_DATA_DIR an empty database and a new secret key, and the command an
     answer about nothing (`audit verify` of no rows, `tenants list` of none) instead of an error."""
     command = command_named(argv)
-    if command is None or "--help" in argv:
+    if command is None:
         return None
     if env.get("REBOUND_DATABASE_URL") and env.get("REBOUND_SECRET_KEY"):
         return None  # a host that keeps nothing of Rebound's on its disk
@@ -41,7 +41,7 @@ def _missing_data_dir(argv: list[str], env) -> str | None:
     fix = "Set REBOUND_DATA_DIR to the directory `rebound up` uses (or run it where that ./instance is)."
     if where.exists() and not where.is_dir():  # a traceback (NotADirectoryError) when the secret key was written
         return f"Error: the data dir {where} is a file, not a directory. {fix}"
-    if command in MAKES_DATA_DIR:
+    if command in MAKES_DATA_DIR or "--help" in argv:
         return None
     if not where.is_dir():
         return (f"Error: there is no Rebound data dir at {where}: `rebound {command}` reads a deployment's database "

@@ -127,7 +127,8 @@ def test_a_data_dir_that_is_a_file_is_said_in_one_line(app, tmp_path):
     afile.write_text("")
     env = {key: value for key, value in env_for(app).items()
            if key not in ("REBOUND_DATABASE_URL", "REBOUND_SECRET_KEY", "REBOUND_AUDIT_KEY")}
-    for command in (("create-user", "bob", "--role", "viewer", "--password", "a-long-password-1"), ("tenants", "list")):
+    for command in (("create-user", "bob", "--role", "viewer", "--password", "a-long-password-1"), ("tenants", "list"),
+                    ("runs", "--help")):  # --help too (helper 128)
         done = rebound(app, *command, env={**env, "REBOUND_DATA_DIR": str(afile)})
         assert done.returncode == 1 and done.stderr.strip() == (
             f"Error: the data dir {afile} is a file, not a directory. Set REBOUND_DATA_DIR to the directory "
