@@ -3,13 +3,14 @@
 import contextlib
 import logging
 
-from flask import Response, jsonify, make_response, render_template, request
+from flask import Response, jsonify, make_response, redirect, render_template, request
+from flask_login import current_user
 from flask_wtf.csrf import CSRFError
 from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, RequestEntityTooLarge
 
-from console.auth import wants_json
+from console.auth import safe_next, wants_json
 from console.extensions import db
 from console.services.errors import InvalidInput, NotFound, ServiceError
 
@@ -88,6 +89,10 @@ def init_app(app) -> None:
 
     @app.errorhandler(CSRFError)
     def csrf_error(error):
+        if request.endpoint == "auth.login" and current_user.is_authenticated:
+            # A second tab's login page, drawn before the first tab signed in (a new session, a new token): the
+            # person is signed in, so that tab goes where it was going (helper 128).
+            return redirect(safe_next(request.args.get("next")))
         security_log.warning("csrf rejected path=%s addr=%s reason=%s", request.path, request.remote_addr,
                              error.description)
         return _error_response(400, "csrf", f"{error.description} Reload the page and try again.")

@@ -2,6 +2,7 @@
 
 import functools
 import logging
+from urllib.parse import urlsplit
 
 from flask import abort, g, jsonify, redirect, request, url_for
 from flask.sessions import SecureCookieSessionInterface
@@ -74,6 +75,13 @@ def every_tenants_view(why: str):
     """Let only a person not limited to a tenant open a page whose figures or messages are every tenant's; `why`
     says so to anyone else."""
     return _unscoped_only(f"{why}; only a person not limited to a tenant may open it", "view of every tenant's page")
+
+
+def safe_next(target: str | None) -> str:
+    """Return where a login goes next: a path inside the console, else the Overview (never another host)."""
+    if target and target.startswith("/") and not target.startswith("//") and not urlsplit(target).netloc:
+        return target
+    return url_for("overview.index")
 
 
 def public(view):

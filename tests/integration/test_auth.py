@@ -88,6 +88,19 @@ def test_a_csrf_token_from_before_login_is_not_taken_after_it(client, auth):
     assert auth.csrf() != before
 
 
+def test_a_second_tab_signing_in_after_the_first_lands_where_it_was_going(client, auth):
+    """Login starts a new session (a new CSRF token), so a second tab's login page, drawn before, answered "The CSRF
+    tokens do not match" (helper 128): the person is signed in by then, and goes where that tab was going."""
+    auth.make_user("root", "admin")
+    second_tab = csrf_from(client.get("/login?next=/dlq/").get_data(as_text=True))
+    assert auth.login("root").status_code == 302  # the first tab
+    again = client.post("/login?next=/dlq/", data={"username": "root", "password": PASSWORD,
+                                                   "csrf_token": second_tab})
+    assert (again.status_code, again.headers["Location"]) == (302, "/dlq/")
+    signed_out = client.post("/logout", data={"csrf_token": second_tab})  # elsewhere the stale token is refused
+    assert signed_out.status_code == 400
+
+
 def test_admin_form_without_csrf_token_changes_nothing(client, auth):
     auth.as_role("admin", "root")
     response = client.post("/admin/users", data={"username": "mallory", "role": "admin"})

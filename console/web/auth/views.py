@@ -1,12 +1,11 @@
 """Log in and out."""
 
 import logging
-from urllib.parse import urlsplit
 
 from flask import Blueprint, current_app, redirect, render_template, request, session, url_for
 from flask_login import current_user, login_required, login_user, logout_user
 
-from console.auth import current_actor, public
+from console.auth import current_actor, public, safe_next
 from console.domain.clock import utcnow
 from console.extensions import db, limiter
 from console.services.audit import trail as audit
@@ -34,12 +33,6 @@ def _login_key() -> str:
     return f"{request.remote_addr}|{request.form.get('username', '')[:64].lower()}"
 
 
-def _safe_next(target: str | None) -> str:
-    if target and target.startswith("/") and not target.startswith("//") and not urlsplit(target).netloc:
-        return target
-    return url_for("overview.index")
-
-
 def _failed(response) -> bool:
     # Only failed attempts count: a person who logs in and out all day is never throttled.
     return response.status_code == 401
@@ -65,7 +58,7 @@ def login():
             login_user(user)
             audit.record(db.session, current_actor(), "auth.login", "user", user.id, tenant=users.tenant_of(user))
             db.session.commit()
-            return redirect(_safe_next(request.args.get("next")))
+            return redirect(safe_next(request.args.get("next")))
         # A name no account has is not written: people type their password into the name box (helper 99).
         named = form.username.data[:64] if users.find(form.username.data) else "<no such account>"
         security_log.warning("login failed user=%s addr=%s", named, request.remote_addr)
