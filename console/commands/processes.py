@@ -64,6 +64,7 @@ def up_command(workers):
     from console.processes import console_lock, embedded_redis
     from console.processes.ready import ReadyNotice
     from console.processes.supervisor import Child, Supervisor
+    from console.services.errors import InvalidInput
     from console.services.system import bootstrap, demo
 
     config = current_app.config
@@ -81,7 +82,11 @@ def up_command(workers):
         env["REBOUND_REDIS_URL"] = keeper.url
     env.setdefault("REBOUND_DATA_DIR", config["DATA_DIR"])
     try:
-        password = bootstrap.prepare(config["ADMIN_PASSWORD"])
+        try:
+            password = bootstrap.prepare(config["ADMIN_PASSWORD"])
+        except InvalidInput as refused:  # the first admin's, from REBOUND_ADMIN_PASSWORD: one line, not a traceback
+            raise click.ClickException(f"REBOUND_ADMIN_PASSWORD cannot be the first admin's password: {refused.detail}."
+                                       " Choose another, or leave it unset for a generated one") from None
         if password:
             click.secho(f"\n  First admin created. Log in as 'admin' with password: {password}\n"
                         "  (shown once; set REBOUND_ADMIN_PASSWORD to choose it)\n", fg="yellow", bold=True)

@@ -152,6 +152,19 @@ def test_up_on_a_file_that_is_no_database_says_so_in_one_line_and_leaves_no_redi
     assert not socket_path_of(str(tmp_path)).exists()  # its embedded Redis stopped with it
 
 
+def test_up_with_a_first_admin_password_too_easy_to_guess_says_so_in_one_line(tmp_path):
+    """It was a traceback ending in InvalidInput (helper 128): a value that cannot work is one line naming it."""
+    env = {**_env(tmp_path, free_port()), "REBOUND_ADMIN_PASSWORD": "Password2024!", "REBOUND_DEMO": "0"}
+    up = subprocess.run([sys.executable, "-m", "console.cli", "up"], env=env, capture_output=True, text=True,
+                        timeout=60)
+    assert up.returncode == 1 and "Traceback" not in up.stderr, up.stderr
+    said = up.stderr.strip().splitlines()[-1]
+    assert said.startswith("Error: REBOUND_ADMIN_PASSWORD cannot be the first admin's password: the password is too "
+                           "easy to guess") and said.endswith("Choose another, or leave it unset for a generated one")
+    assert "Password2024!" not in up.stderr + up.stdout
+    assert not socket_path_of(str(tmp_path)).exists()  # its embedded Redis stopped with it
+
+
 def _health(up, port: int, log_path) -> dict | None:
     """Return the console's /healthz answer, or None while it does not answer; fail at once if `rebound up` exited."""
     assert up.poll() is None, log_path.read_text()
