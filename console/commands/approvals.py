@@ -96,10 +96,12 @@ def show_command(approval_id, as_json):
         click.echo(json.dumps(request, indent=2, default=str))
         return
     click.echo(f"request #{request['id']}: {request['title']} ({request['kind']})")
+    # The outcome is what was said when the change ran ("queued for a worker"); "… now" below is how it stands.
+    said = {"outcome": "outcome when it ran"}
     for key in ("status", "tenant", "requested_by", "created_at", "expires_at", "decided_by", "decided_at", "note",
                 "outcome", "rolled_back_at", "rollback_note"):
         if request[key] is not None:
-            click.echo(f"  {key.replace('_', ' ')}: {request[key]}")
+            click.echo(f"  {said.get(key, key.replace('_', ' '))}: {request[key]}")
     click.echo(f"  subject: {request['subject']['type']} {request['subject']['id']}")
     # How what it acted on stands now: `outcome` is what was said when it ran ("queued for a worker").
     if request["run"]:

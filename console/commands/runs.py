@@ -85,8 +85,12 @@ def show_command(run_id, as_json):
     click.echo(f"Run #{run.id} · {run.tenant.name}{task} · {run.handler}")
     reason = f" ({run.status_reason})" if run.status_reason else ""
     click.echo(f"status: {run.status}{reason} · attempt {run.attempt} · series {run.series}")
+    # A later series' own start, as the Runs page shows it: started_at stays series 1's, and beside the latest
+    # series' end it read as one six-minute run (helper 128).
+    started = ("started", run.started_at) if run.series == 1 else (f"series {run.series} started",
+                                                                    detail.series_started_at)
     click.echo("times: " + " · ".join(f"{name} {moment:%Y-%m-%d %H:%M:%S}" for name, moment in (
-        ("created", run.created_at), ("started", run.started_at), ("finished", run.finished_at),
+        ("created", run.created_at), started, ("finished", run.finished_at),
         ("next retry", run.next_retry_at)) if moment))
     click.echo(f"params: {_clipped(json.dumps(serialize.params(run.params)), 500)}")
     if run.error_code:

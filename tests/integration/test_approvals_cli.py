@@ -79,7 +79,9 @@ def test_list_show_approve_and_roll_back_from_the_cli(cli, people, request_of):
     assert db.session.get(Run, request.payload["run_id"]).params == FIXED
     assert cli("list", "--status", "executed").output.count("dead_letter.fix_params") == 1
     # How the run it acted on stands now, beside what was said when it ran (the API's `run`).
-    assert f"  run now: #{request.payload['run_id']} pending (series 2)" in cli("show", str(request.id)).output
+    shown = cli("show", str(request.id)).output
+    assert f"  run now: #{request.payload['run_id']} pending (series 2)" in shown
+    assert "  outcome when it ran: run #" in shown  # not read as how it stands now (helper 128)
     # As the API answers, for a script (helper 109).
     [listed] = json.loads(cli("list", "--status", "executed", "--json").output)
     assert (listed["id"], listed["run"]["series"]) == (request.id, 2)

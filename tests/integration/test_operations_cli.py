@@ -7,6 +7,7 @@ from sqlalchemy import select
 from console.extensions import db
 from console.models import AuditEntry, Run, Task
 from console.services.actor import Actor
+from console.services.engine.execute import execute
 from console.services.people import tenants
 from console.services.scheduling import tasks
 from tests.factories import make_tenant
@@ -67,7 +68,7 @@ def test_open_dead_letters_are_listed_and_replayed_by_id_audited(app, dead_run):
     assert json.loads(cli(app, "dlq", "list", "--json").output) == []
 
 
-def test_runs_are_listed_filtered_and_shown_with_their_timeline(app, dead_run, runs):
+def test_runs_are_listed_filtered_and_shown_with_their_timeline(app, dead_run, runs, clock):
     run_id, letter_id = dead_run(api_key="sk_live_never_shown")
     other = runs.submit("demo.noop", {}, tenant="default")
     listed = cli(app, "runs", "list", "--status", "dead", "--json")
@@ -94,6 +95,12 @@ def test_runs_are_listed_filtered_and_shown_with_their_timeline(app, dead_run, r
     as_json = json.loads(cli(app, "runs", "show", str(run_id), "--json").output)
     assert as_json["id"] == run_id and [e["to"] for e in as_json["events"]][-1] == "dead"
     assert "sk_live_never_shown" not in json.dumps(as_json)  # secret-named params masked, as a viewer's page
+    # A replay's own start, as the Runs page gives it: series 1's beside series 2's end read as one long run.
+    assert "started" in text and "series 2" not in text
+    cli(app, "dlq", "replay", str(letter_id))
+    assert execute(run_id, 0, clock=clock) == "dead"
+    again = cli(app, "runs", "show", str(run_id)).output
+    assert "series 2 started" in again and " started 20" not in again.replace("series 2 started", "")
 
 
 def test_a_list_that_matches_nothing_prints_its_header_not_a_traceback(app):
