@@ -6,6 +6,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
+from decimal import Decimal
 from enum import Enum
 
 from console.domain.ids import MAX_ID
@@ -173,9 +174,10 @@ def coerce(param: Param, value):
 _INT_BOUND = 10**18
 
 
-# Text as JSON numbers are read: any number of digits (the range then says what is too big, as for a JSON 10**30),
-# and a whole value written with a point (5.0, as JSON's 5.0). Longer than this is no one's number.
-_WHOLE_TEXT = re.compile(r"\s*([-+]?[0-9]+)(?:\.0*)?\s*")
+# Text is read as a JSON number is: any number of digits (the range then says what is too big, as for a JSON
+# 10**30), and a whole value written with a point or an exponent (5.0, 1e3, as JSON's). Past this many digits it is
+# no one's number (and an exponent of a billion would be a billion-digit int).
+_NUMBER_TEXT = re.compile(r"\s*[-+]?[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?\s*")
 _MAX_TEXT_DIGITS = 1000
 
 
@@ -184,8 +186,10 @@ def _int(value) -> int:
         raise ValueError("a whole number")
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if isinstance(value, str) and len(value) <= _MAX_TEXT_DIGITS and (whole := _WHOLE_TEXT.fullmatch(value)):
-        value = int(whole.group(1))
+    if isinstance(value, str) and len(value) <= _MAX_TEXT_DIGITS and _NUMBER_TEXT.fullmatch(value):
+        number = Decimal(value)
+        if number.adjusted() < _MAX_TEXT_DIGITS and number == number.to_integral_value():
+            value = int(number)
     if isinstance(value, int):
         return value
     raise ValueError("a whole number")
