@@ -47,6 +47,13 @@ def test_seed_demo_submits_runs_through_the_engine_and_refuses_to_run_twice(app)
     assert history.exit_code == 0 and "adding the history only" in history.output, history.output
     assert db.session.query(Run).count() == runs_before + 20
     assert runner.invoke(args=["seed-demo", "--force", "--runs", "-5"]).exit_code == 2
+    # A Reports history on top of the first start's: its tasks' names were taken (a UNIQUE traceback; helper 129).
+    reports = runner.invoke(args=["seed-demo", "--force", "--runs", "30", "--days", "2", "--tasks", "3"])
+    assert reports.exit_code == 0, reports.output
+    names = db.session.query(Task.name).filter(Task.name.startswith("report-history-")).order_by(Task.id).all()
+    assert [name for (name,) in names][-3:] == ["report-history-006", "report-history-007", "report-history-008"]
+    both = runner.invoke(args=["seed-demo", "--force", "--runs", "30", "--days", "2", "--dead-letters", "5"])
+    assert both.exit_code == 2 and "--dead-letters goes without --days" in both.output
 
 
 def test_the_demos_failures_leave_the_readmes_first_run_to_its_own_retries(app, clock):

@@ -8,7 +8,7 @@ import random
 import uuid
 from datetime import timedelta
 
-from sqlalchemy import insert, select
+from sqlalchemy import func, insert, select
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.errors import fingerprint
@@ -32,10 +32,18 @@ ALERTED_SHARE = 0.3  # of dead letters, the first of their group: an alert is de
 REPLAY_RUNS_FOR = timedelta(seconds=2)  # from a replay to its run's success
 
 
+PREFIX = "report-history-"
+
+
 def _tasks(count: int, tenant_ids: list[int], rand: random.Random, now, days: int) -> list:
     """Create paused tasks (history only: they do not fire) spread over the tenants, as old as their history."""
     since = (now - timedelta(days=days)).replace(second=0, microsecond=0)  # as the first run's minute is (_plan)
-    rows = [{"tenant_id": tenant_ids[i % len(tenant_ids)], "name": f"report-history-{i:03d}",
+    # Numbered after the history's tasks already there (a first start's six, an earlier --days): a name taken was
+    # a UNIQUE traceback (helper 129). Counting the deleted ones too keeps clear of every name in use.
+    first = db.session.execute(select(func.count()).select_from(Task).where(
+        Task.name.startswith(PREFIX))).scalar_one()
+    names = [f"{PREFIX}{i:03d}" for i in range(first, first + count)]
+    rows = [{"tenant_id": tenant_ids[i % len(tenant_ids)], "name": names[i],
              "handler": HANDLERS[i % len(HANDLERS)], "params": {}, "policy_overrides": {},
              "cron": f"*/{rand.choice((1, 5, 10, 15, 30))} * * * *", "timezone": "UTC", "concurrency_policy": "allow",
              "jitter_s": 0, "debounce_s": 0, "sla": {"max_start_delay_s": 60, "deadline_s": 1800}, "paused": True,
@@ -44,7 +52,7 @@ def _tasks(count: int, tenant_ids: list[int], rand: random.Random, now, days: in
     db.session.execute(insert(Task.__table__), rows)
     db.session.commit()
     return db.session.execute(select(Task.id, Task.tenant_id, Task.handler).where(
-        Task.name.like("report-history-%")).order_by(Task.id)).all()
+        Task.name.in_(names)).order_by(Task.id)).all()
 
 
 def seed_report_history(runs: int, days: int = 90, tasks: int = 200, clock: Clock = SYSTEM_CLOCK,
