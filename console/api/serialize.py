@@ -2,6 +2,7 @@
 
 from flask_login import current_user
 
+from console.domain.clock import utcnow
 from console.domain.cron import describe
 from console.domain.secrets import mask_fields
 from console.models import DeadLetter, Run, RunEvent
@@ -64,7 +65,7 @@ def operation(progress) -> dict:
     return {"operation_id": progress.op_id, "status": progress.status, "total": progress.total,
             "done": progress.done, "failed": progress.failed, "skipped": progress.skipped,
             "percent": progress.percent, "rate_per_s": "max" if progress.fastest else progress.rate,
-            "eta_s": progress.eta_s,
+            "eta_s": progress.eta_s(utcnow()),
             "selection": progress.filter, "started_at": iso(progress.started_at),
             "finished_at": iso(progress.finished_at), "last_error": progress.last_error or None}
 

@@ -316,6 +316,15 @@ def test_bulk_replay_of_selected_rows_runs_in_the_background(client, auth, runs,
     assert 'class="panel bulk-progress queued"' in fragment and 'hx-trigger="every 1s"' in fragment
     (job,) = Queue("maintenance", connection=get_redis()).jobs
     assert job.func_name == "jobs.bulk.replay_matching" and job.kwargs["ids"] == [first.id, second.id]
+    # Waiting for a worker is said, with why (0 of 5,052 "queued" for a minute said nothing; helper 129).
+    assert "waiting for a free worker: bulk replays run on the maintenance queue" in fragment
+    key = dlq_bulk.KEY.format(job.args[0])  # a minute in, one of two done: half the rate asked, and said so
+    get_redis().hset(key, mapping={"status": "running", "done": 1, "rate": 1000})
+    get_redis().hset(key, "started_at", (utcnow() - timedelta(seconds=60)).isoformat())
+    going = client.get(f"/dlq/bulk/{job.args[0]}?was=running", headers=HX).get_data(as_text=True)
+    assert "0.0167 a second so far" in going and "about 1 min 0 s left" in going
+    assert "waiting for a free worker" not in going
+    get_redis().hset(key, mapping={"status": "queued", "done": 0})
 
     assert bulk.replay_matching(*job.args, **job.kwargs) == "done"
     assert {fresh(x.id).status for x in (first, second)} == {"replayed"} and fresh(untouched.id).status == "open"
@@ -785,7 +794,7 @@ def test_bulk_replay_as_fast_as_it_safely_can_never_pauses_and_replays_each_lett
     started = post(client, auth, "/dlq/bulk/replay-matching", {"rate": "50", "fastest": "y"}, htmx=True)
     assert started.status_code == 200 and "as fast as it safely can" in started.get_data(as_text=True)
     (job,) = Queue("maintenance", connection=get_redis()).jobs
-    assert job.kwargs["rate"] == 0 and dlq_bulk.get(job.args[0]).eta_s is None
+    assert job.kwargs["rate"] == 0 and dlq_bulk.get(job.args[0]).eta_s(utcnow()) is None
     monkeypatch.setattr(dlq_bulk, "FAST_CHUNK", 2)
     chunks, slept = [], []
     replay_many = replays.replay_many
