@@ -65,13 +65,12 @@ def bulk_replay_matching():
                          **filters.args())
         return ("", 204, {"HX-Redirect": target}) if htmx else redirect(target, 303)
     upto = request.args.get("upto")  # a group's button: its newest letter as the page drew it
-    if upto is not None:
-        try:
-            return _start_bulk(filters, filters=filters, upto=row_id(upto))
-        except ValueError:
-            return _refused(InvalidInput("the page's newest dead letter (upto) is not an id: reload the page; "
-                                         "nothing was replayed", "upto"), filters)
-    return _start_bulk(filters, filters=filters)
+    try:
+        newest = row_id(upto) if upto is not None else None
+    except ValueError:
+        return _refused(InvalidInput("the page's newest dead letter (upto) is not an id: reload the page; "
+                                     "nothing was replayed", "upto"), filters)
+    return _start_bulk(filters, filters=filters, upto=newest)
 
 
 def _ask_first(filters: dlq_filters.Filters) -> bool:
