@@ -708,6 +708,49 @@ def test_a_groups_replay_pressed_on_a_stale_page_replays_only_the_letters_it_sho
         as_text=True)
 
 
+def test_replay_all_matching_pressed_on_a_stale_page_replays_only_the_letters_it_showed(client, auth, make_dead_letter):
+    """The bar's "Replay all N matching", like a group's button: pressed on a page drawn before someone else replayed
+    those letters, it sent a second wave at the letters the first wave's runs died into since (helper 128)."""
+    shown = [make_dead_letter(f"carrier {n} timed out", code="carrier_down") for n in (1, 2)]
+    auth.as_role("operator", "olga")
+    page = client.get("/dlq/?view=list&code=carrier_down").get_data(as_text=True)
+    assert f'<input type="hidden" name="upto" value="{shown[1].id}">' in page
+    replays.replay_many([letter.id for letter in shown], Actor("pat"))  # the first person's wave
+    newer = make_dead_letter("carrier 3 timed out", code="carrier_down")  # died since the page was drawn
+    form = {"code": "carrier_down", "rate": "50", "upto": str(shown[1].id)}
+    response = post(client, auth, "/dlq/bulk/replay-matching", form, htmx=True)
+    assert response.status_code == 422 and "No open dead letters to replay" in response.get_data(as_text=True)
+    assert fresh(newer.id).status == "open" and Queue("maintenance", connection=get_redis()).jobs == []
+    # The page drawn again offers the newer letter, and its replay takes it.
+    assert f'name="upto" value="{newer.id}"' in client.get("/dlq/?view=list&code=carrier_down").get_data(as_text=True)
+    assert post(client, auth, "/dlq/bulk/replay-matching", {**form, "upto": str(newer.id)}).status_code == 303
+    (job,) = Queue("maintenance", connection=get_redis()).jobs
+    assert job.kwargs["filters"]["max_id"] == newer.id
+    refused = post(client, auth, "/dlq/bulk/replay-matching", {**form, "upto": "x"}, htmx=True)
+    assert refused.status_code == 422 and "newest dead letter (upto) is not an id" in refused.get_data(as_text=True)
+
+
+def test_the_replay_question_counts_and_replays_only_the_letters_the_page_showed(client, auth, make_dead_letter):
+    """Letters that failed for good are asked about on a page of its own: it kept the page's newest letter neither in
+    its count nor in its button, so one that died meanwhile was counted and replayed too."""
+    shown = make_dead_letter("account 1 is closed", code="invalid_account", fatal=True)
+    auth.as_role("operator", "olga")
+    newer = make_dead_letter("account 2 is closed", code="invalid_account", fatal=True)
+    response = post(client, auth, "/dlq/bulk/replay-matching",
+                    {"code": "invalid_account", "rate": "5", "upto": str(shown.id)})
+    assert response.headers["Location"] == f"/dlq/replay/confirm?rate=5&upto={shown.id}&code=invalid_account"
+    confirm = " ".join(client.get(response.headers["Location"]).get_data(as_text=True).split())
+    assert "1 of the 1 open dead letter" in confirm and f"run {shown.run_id}" in confirm
+    assert f'<input type="hidden" name="upto" value="{shown.id}">' in confirm
+    assert ">Replay it anyway</button>" in confirm
+    assert post(client, auth, "/dlq/bulk/replay-matching", {"code": "invalid_account", "rate": "5",
+                                                          "confirmed": "failed_for_good",
+                                                          "upto": str(shown.id)}).status_code == 303
+    (job,) = Queue("maintenance", connection=get_redis()).jobs
+    assert job.kwargs["filters"]["max_id"] == shown.id and fresh(newer.id).status == "open"
+    assert client.get("/dlq/replay/confirm?code=invalid_account&upto=x").status_code == 422
+
+
 def test_the_replay_question_opened_from_a_link_asks_what_its_letters_are(client, auth, make_dead_letter):
     """Opened by address on letters that neither failed for good nor are steps (or on none), the page asked
     "Replay workflows' steps alone?" and told a tenant that never had any that someone replayed them."""

@@ -1,6 +1,6 @@
 """The dead-letter queue as people read it: grouped by error, filtered, searched, counted."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from sqlalchemy import and_, case, func, select
@@ -153,7 +153,7 @@ def entries(filters: Filters, tenant_id: int | None, before: int | None = None, 
             limit: int = PAGE_SIZE, within: Bounds | None = None) -> EntryPage:
     """Return one page of dead letters, newest first, and the id to continue before (None on the last page).
 
-    `within`: the window the page's counts read (see window); the first page shares its search floor.
+    `within`: the window the page's counts read (see window); the first page shares its search floor and newest id.
     """
     query = select(DeadLetter).order_by(DeadLetter.id.desc()).limit(limit + 1).options(
         selectinload(DeadLetter.run).selectinload(Run.workflow), selectinload(DeadLetter.tenant),
@@ -162,7 +162,8 @@ def entries(filters: Filters, tenant_id: int | None, before: int | None = None, 
         query = query.where(DeadLetter.id < before)
     floor = within.min_id if within is not None and not before else search_floor(filters, tenant_id, before)
     now = within.as_of if within is not None else clock()
-    rows = db.session.execute(where(query, filters, tenant_id, now, floor)).scalars().all()
+    newest = within.max_id if within is not None else None
+    rows = db.session.execute(where(query, filters, tenant_id, now, floor, newest)).scalars().all()
     if len(rows) > limit:
         return EntryPage(rows[:limit], rows[limit - 1].id, floor)
     # The search window ran out before the page filled: the next page searches the window below it.
@@ -226,10 +227,15 @@ def needs_explaining(filters: Filters, tenant_id: int | None, bounds: Bounds) ->
 
 def bounds(filters: Filters, tenant_id: int | None, now: datetime) -> Bounds | None:
     """Fix what the filters select now (the search window, the newest id); None when they select nothing."""
-    floor = search_floor(filters, tenant_id)
-    query = where(select(DeadLetter.id), filters, tenant_id, now, floor).order_by(DeadLetter.id.desc()).limit(1)
-    newest = db.session.execute(query).scalar_one_or_none()
-    return Bounds(now, floor, newest) if newest is not None else None
+    every = window(filters, tenant_id, now)
+    newest = newest_id(filters, tenant_id, every)
+    return replace(every, max_id=newest) if newest is not None else None
+
+
+def newest_id(filters: Filters, tenant_id: int | None, within: Bounds) -> int | None:
+    """Return the newest dead letter the filters select within a window (a page's: its search floor read once)."""
+    query = where(select(DeadLetter.id), filters, tenant_id, within.as_of, within.min_id, within.max_id)
+    return db.session.execute(query.order_by(DeadLetter.id.desc()).limit(1)).scalar_one_or_none()
 
 
 def matching_ids(filters: Filters, tenant_id: int | None, bounds: Bounds, after_id: int, limit: int) -> list[int]:

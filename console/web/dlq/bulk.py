@@ -1,5 +1,7 @@
 """Many dead letters at once: replayed (ticked, or all matching, at a rate) or discarded; a bulk replay's progress."""
 
+from dataclasses import replace
+
 from flask import flash, redirect, render_template, request, url_for
 from markupsafe import Markup
 
@@ -60,23 +62,38 @@ def bulk_replay_matching():
         dlq_filters.check(request.form)  # a filter dropped would replay more than was asked for
     except InvalidInput as error:
         return _refused(InvalidInput(f"Fix the filter: {error.detail}; nothing was replayed.", error.field), filters)
-    if request.form.get("confirmed") != "failed_for_good" and _ask_first(filters):
-        target = url_for("dlq.confirm_replay", rate=request.form.get("rate"), fastest=request.form.get("fastest"),
-                         **filters.args())
-        return ("", 204, {"HX-Redirect": target}) if htmx else redirect(target, 303)
-    upto = request.args.get("upto")  # a group's button: its newest letter as the page drew it
+    # The newest letter the page drew: a group's button says its own (in its address), the bar the page's.
+    upto = request.args.get("upto", request.form.get("upto"))
     try:
-        newest = row_id(upto) if upto is not None else None
-    except ValueError:
-        return _refused(InvalidInput("the page's newest dead letter (upto) is not an id: reload the page; "
-                                     "nothing was replayed", "upto"), filters)
+        newest = _upto(upto)
+    except InvalidInput as error:
+        return _refused(error, filters)
+    if request.form.get("confirmed") != "failed_for_good" and _ask_first(filters, newest):
+        target = url_for("dlq.confirm_replay", rate=request.form.get("rate"), fastest=request.form.get("fastest"),
+                         upto=newest, **filters.args())
+        return ("", 204, {"HX-Redirect": target}) if htmx else redirect(target, 303)
     return _start_bulk(filters, filters=filters, upto=newest)
 
 
-def _ask_first(filters: dlq_filters.Filters) -> bool:
+def _upto(value: str | None) -> int | None:
+    """Read the newest dead letter a page drew, which a replay of all that match takes no letter newer than."""
+    try:
+        return row_id(value) if value is not None else None
+    except ValueError:
+        raise InvalidInput("the page's newest dead letter (upto) is not an id: reload the page; nothing was replayed",
+                           "upto") from None
+
+
+def _within(filters: dlq_filters.Filters, scope: int | None, newest: int | None) -> dlq_filters.Bounds:
+    """Fix the window a replay of all that match would read now, up to the newest letter the page drew."""
+    every = dlq.window(filters, scope, utcnow())
+    return every if newest is None else replace(every, max_id=newest)
+
+
+def _ask_first(filters: dlq_filters.Filters, newest: int | None) -> bool:
     """Tell whether a replay of all that match needs a page of its own that says what it would do first."""
     scope = tenant_scope()
-    return dlq.needs_explaining(filters, scope, dlq.window(filters, scope, utcnow()))
+    return dlq.needs_explaining(filters, scope, _within(filters, scope, newest))
 
 
 @bp.get("/replay/confirm")
@@ -86,7 +103,8 @@ def confirm_replay():
     dlq_filters.check(request.args)  # the page must describe what its button would replay, no more
     filters = dlq_filters.Filters.parse(request.args)
     scope = tenant_scope()
-    every = dlq.window(filters, scope, utcnow())
+    upto = _upto(request.args.get("upto"))
+    every = _within(filters, scope, upto)
     total, for_good = (dlq.count_matching(filters, scope, bounds=every),
                        dlq.count_non_retryable(filters, scope, bounds=every))
     sample = dlq.entries(filters, scope, limit=1, within=every).entries
@@ -94,7 +112,7 @@ def confirm_replay():
     return render_template("dlq/confirm_replay.html", filters=filters, total=total, for_good=for_good, fixes=fixes,
                            steps=dlq.workflow_steps(filters, scope, every),
                            described=filters.describe(dlq.group_words(filters.group, scope)),
-                           sample=sample[0] if sample else None, count_cap=dlq.COUNT_CAP,
+                           sample=sample[0] if sample else None, count_cap=dlq.COUNT_CAP, upto=upto,
                            rate=request.args.get("rate", type=int) or dlq_bulk.DEFAULT_RATE, max_rate=dlq_bulk.MAX_RATE,
                            fastest=request.args.get("fastest") == "y", fast_chunk=dlq_bulk.FAST_CHUNK)
 

@@ -62,9 +62,13 @@ def results(filters: dlq_filters.Filters, view: str, before: int | None = None, 
         context.update(groups=found.groups, more_groups=found.more, matching=found.total,
                        search_floor=found.search_floor, matching_fixes=found.fixes_waiting,
                        explained=any(group.failed_for_good or group.workflow_steps for group in found.groups))
+        every = dlq_filters.Bounds(utcnow(), found.search_floor)
         opened = _opened()
         if opened and any(group.fingerprint == opened for group in found.groups):
             context.update(opened=opened, **_group_context(opened, replace(filters, group=opened)))
+    # "Replay all matching" takes no letter newer than the page showed: pressed on a page drawn before someone else
+    # replayed them, it would send a second wave at the letters the first wave's runs died into since.
+    context["upto"] = dlq.newest_id(filters, scope, every) if filters.status == "open" else None
     return context
 
 
