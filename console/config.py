@@ -281,7 +281,10 @@ DEFAULTS = {
     "SESSION_COOKIE_SAMESITE": "Lax",
     "REMEMBER_COOKIE_HTTPONLY": True,
     "WTF_CSRF_TIME_LIMIT": None,
-    # A Redis outage must not lock people out of the console: the login throttle then lets requests through.
+    # A Redis outage must not lock people out of the console, nor open it to guessing: the login throttle counts in
+    # the web process's memory until Redis answers again (Flask-Limiter's fallback, which asks Redis again now and
+    # then). Swallowing the error alone let every guess through, and each login waited out Redis twice (6 s).
+    "RATELIMIT_IN_MEMORY_FALLBACK_ENABLED": True,
     "RATELIMIT_SWALLOW_ERRORS": True,
     # A throttled login answers with Retry-After (seconds until the window frees a try), as RFC 9110 asks of a 429.
     "RATELIMIT_HEADERS_ENABLED": True,

@@ -6,6 +6,7 @@ import logging
 from flask import Response, jsonify, make_response, redirect, render_template, request
 from flask_login import current_user
 from flask_wtf.csrf import CSRFError
+from redis.exceptions import RedisError
 from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, RequestEntityTooLarge
@@ -46,6 +47,8 @@ DATABASE_RETRY_AFTER_S = 5
 DATABASE_UNAVAILABLE = ("the database did not answer (it may be restarting, unreachable or out of disk space), so this "
                         "request was not completed: send it again in a few seconds (a submit with the same "
                         "idempotency key is never made twice)")
+REDIS_UNAVAILABLE = ("Redis did not answer (it may be down, restarting or paused), so this was not done: try again "
+                     "once it answers; pages that only read the database still work meanwhile")
 NUL_REFUSED = "contains a NUL character (\\u0000), which Rebound does not store: remove it and send it again"
 
 
@@ -126,6 +129,16 @@ def init_app(app) -> None:
         # Straight from the template, without the context processors: Flask-Login's reads the person.
         page = app.jinja_env.get_template("unavailable.html").render(detail=DATABASE_UNAVAILABLE)
         return page, 503, headers
+
+    @app.errorhandler(RedisError)
+    def redis_unavailable(error):
+        # Queues, breakers and bulk operations live in Redis: an action that needs it during an incident is a 503 that
+        # says so, not a 500 (pages that only read the database say what they cannot read, and are drawn).
+        with contextlib.suppress(Exception):
+            db.session.rollback()
+        log.warning("redis unavailable path=%s: %s", request.path, error.__class__.__name__)
+        response, status = _error_response(503, "redis_unavailable", REDIS_UNAVAILABLE)
+        return response, status, {"Retry-After": str(DATABASE_RETRY_AFTER_S)}
 
     def _not_this_method(allowed: list[str]) -> str:
         taken = ", ".join(method for method in allowed if method not in ("HEAD", "OPTIONS")) or ", ".join(allowed)

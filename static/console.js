@@ -391,6 +391,41 @@
     return elt === event.detail.target && /\bevery\b/.test(elt.getAttribute("hx-trigger") || "");
   }
 
+  // An answer htmx does not swap (a 5xx: the database or Redis did not answer, a fault), or none at all, is said above
+  // the page: a press on Replay during a Redis incident did nothing visible, as if it had worked. A live region's own
+  // reads are left out: they try again by themselves.
+  function sayNotDone(text) {
+    var flashes = document.getElementById("flashes");
+    if (!flashes) return;
+    var said = document.getElementById("not-done") || document.createElement("div");
+    said.id = "not-done";
+    said.className = "flash error";
+    said.setAttribute("role", "alert");
+    said.textContent = text;
+    flashes.prepend(said);
+  }
+
+  function answerDetail(xhr) {
+    try {
+      if (/json/.test(xhr.getResponseHeader("Content-Type") || "")) return JSON.parse(xhr.responseText).detail || "";
+      var found = new DOMParser().parseFromString(xhr.responseText, "text/html").querySelector(".error-panel p");
+      return found ? found.textContent.trim() : "";
+    } catch (unreadable) {
+      return "";
+    }
+  }
+
+  document.addEventListener("htmx:responseError", function (event) {
+    if (polled(event)) return;
+    var detail = answerDetail(event.detail.xhr);
+    sayNotDone("That did not go through (" + event.detail.xhr.status + "): " +
+               (detail || "reload the page to see where things stand."));
+  });
+  document.addEventListener("htmx:sendError", function (event) {
+    if (polled(event)) return;
+    sayNotDone("The console did not answer, so that did not go through: check that it is running, then try again.");
+  });
+
   document.addEventListener("htmx:beforeSwap", function (event) {
     if (!event.detail.shouldSwap || !polled(event)) return;
     var region = event.detail.target, id = region.getAttribute("id");

@@ -224,15 +224,24 @@ def auth(client):
     return Auth(client)
 
 
-@pytest.fixture
-def redis_down(app):
+@contextlib.contextmanager
+def redis_unreachable(app: Flask):
     """Point the app at a port where no Redis listens, for pages that must degrade, not fail."""
     working = app.extensions["rebound_redis"]
     # Retried as the app's own client is (once, quickly): redis-py's default backoff took 15 s for one page.
     app.extensions["rebound_redis"] = redis.Redis(port=free_port(), socket_connect_timeout=1,
                                                   retry=working.get_retry())
-    yield
-    app.extensions["rebound_redis"] = working
+    try:
+        yield
+    finally:
+        app.extensions["rebound_redis"] = working
+
+
+@pytest.fixture
+def redis_down(app):
+    """The app's Redis unreachable for the whole test (redis_unreachable)."""
+    with redis_unreachable(app):
+        yield
 
 
 @pytest.fixture(scope="session")

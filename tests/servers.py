@@ -14,14 +14,16 @@ from tests.helpers import AUDIT_KEY, PASSWORD, free_port
 
 
 @contextlib.contextmanager
-def web_server(data_dir: Path, redis_url: str, migrated_template: str, databases):
-    """Run a real `rebound web` process on a free port, over a copy of the migrated database with an admin."""
+def web_server(data_dir: Path, redis_url: str, migrated_template: str, databases, **settings: str):
+    """Run a real `rebound web` process on a free port, over a copy of the migrated database with an admin
+    (`settings`: more of its environment, REBOUND_… variables)."""
+    data_dir.mkdir(parents=True, exist_ok=True)
     with databases.copy(migrated_template, data_dir) as database_url:
         env = {**os.environ, "REBOUND_DATA_DIR": str(data_dir), "REBOUND_REDIS_URL": redis_url,
                "REBOUND_DATABASE_URL": database_url, "REBOUND_ADMIN_PASSWORD": PASSWORD,
                "REBOUND_SECRET_KEY": "live-" + data_dir.name, "REBOUND_AUDIT_KEY": AUDIT_KEY,
                "REBOUND_PORT": str(free_port()),
-               "REBOUND_LOG_LEVEL": "WARNING"}
+               "REBOUND_LOG_LEVEL": "WARNING", **settings}
         log = (data_dir / "web.log").open("w")
         process = subprocess.Popen([sys.executable, "-m", "console.cli", "web", "--threads", "4"], env=env,
                                    stdout=log, stderr=log)

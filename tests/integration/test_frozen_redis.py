@@ -3,17 +3,21 @@ refuses connections: without a read timeout every page, submit and scrape that t
 These tests freeze a real Redis and time the answers."""
 
 import os
+import re
 import signal
 import time
 
 import pytest
+import requests
 from sqlalchemy import select
 
 from console import redis_conn
 from console.extensions import db
 from console.models import Run
 from console.processes import embedded_redis
+from tests.helpers import PASSWORD
 from tests.integration.test_submit_path import token_for
+from tests.servers import web_server
 
 # Redis's side of the story, the same on any database: run once.
 pytestmark = pytest.mark.once
@@ -74,3 +78,41 @@ def test_a_scrape_waits_once_and_still_serves_the_database_gauges(client, frozen
     assert took < 2 * redis_conn.ANSWER_TIMEOUT_S  # inside Prometheus's default 10 s scrape timeout
     assert response.status_code == 200
     assert "\ndead_letters_open" in response.get_data(as_text=True)
+
+
+def login(session: requests.Session, base: str, username: str, password: str) -> tuple[int, float]:
+    """Log in through the form as a browser does (its CSRF token first); return the answer's status and its time."""
+    page = session.get(f"{base}/login", timeout=30).text
+    token = re.search(r'name="csrf_token" type="hidden" value="([^"]+)"', page).group(1)
+    started = time.monotonic()
+    answer = session.post(f"{base}/login", data={"csrf_token": token, "username": username, "password": password},
+                          allow_redirects=False, timeout=30)
+    return answer.status_code, time.monotonic() - started
+
+
+def test_logins_while_redis_is_frozen_wait_for_it_once_and_are_still_throttled(tmp_path, migrated_template,
+                                                                                databases):
+    """A real `rebound web` on a Redis that stops answering: each login waited out Redis twice (two throttle
+    checks, 6 s) and every guess went through unthrottled (helper 132). The throttle now counts in the web
+    process's memory until Redis answers."""
+    url, redis_process = embedded_redis.start(str(tmp_path / "redis"))
+    try:
+        with web_server(tmp_path / "web", url, migrated_template, databases,
+                        REBOUND_LOGIN_RATE_LIMIT="3 per minute") as server:
+            assert login(requests.Session(), server.url, "admin", PASSWORD)[0] == 302  # Redis answering
+            os.kill(redis_process.pid, signal.SIGSTOP)
+            try:
+                answers = [login(requests.Session(), server.url, "admin", PASSWORD) for _ in range(4)]
+                guesses = [login(requests.Session(), server.url, "mallory", "not-the-password")[0] for _ in range(4)]
+            finally:
+                os.kill(redis_process.pid, signal.SIGCONT)
+    finally:
+        redis_process.terminate()
+        redis_process.wait(10)
+    assert [status for status, _ in answers] == [302] * 4
+    # The first waits for the throttle's count and its first look whether Redis is back; the rest count in memory (a
+    # look again now and then costs one of them a wait).
+    times = sorted(took for _, took in answers)
+    assert times[-1] < 2 * redis_conn.THROTTLE_TIMEOUT_S + 1.5, times
+    assert times[:2] < [redis_conn.THROTTLE_TIMEOUT_S] * 2, times
+    assert guesses == [401, 401, 401, 429]

@@ -2,6 +2,7 @@
 
 from dataclasses import replace
 
+import redis
 from flask import flash, redirect, render_template, request, url_for
 from markupsafe import Markup
 
@@ -157,7 +158,13 @@ def bulk_discard():
 @bp.get("/bulk/<op_id>")
 @requires(VIEW)
 def bulk_progress(op_id: str):
-    progress = dlq_bulk.get(op_id, tenant_scope())
+    try:
+        progress = dlq_bulk.get(op_id, tenant_scope())
+    except (redis.RedisError, OSError):
+        # Its progress lives in Redis: the panel says so and keeps asking, as it would while the replay runs.
+        if not htmx:
+            return redirect(url_for("dlq.index", op=op_id))
+        return render_template("dlq/_progress_unreadable.html", op_id=op_id, was=request.args.get("was", ""))
     if not htmx:
         return redirect(url_for("dlq.index", op=op_id))
     # The list below refreshes once, when the replay ends: not at every later look at how its runs end, which

@@ -2,6 +2,7 @@
 
 from dataclasses import replace
 
+import redis
 from flask import redirect, render_template, request, url_for
 
 from console.auth import current_actor, requires, tenant_scope
@@ -110,10 +111,19 @@ def index():
     # Callables, so an htmx request that renders only the results block does not run their queries.
     return page("dlq/index.html", "results", **results(filters, chosen_view(), paging.before(),
                                                         notice=notice),
-                scoped=scope is not None, bulk_ops=lambda: dlq_bulk.recent(scope, include=op),
+                scoped=scope is not None, bulk_ops=lambda: _bulk_panels(scope, op),
                 task_choices=lambda: dlq.task_choices(scope), handler_choices=lambda: dlq.handler_choices(scope),
                 tenant_choices=lambda: [] if scope else [t.name for t in tenants.all_tenants()]), \
         422 if refused else 200
+
+
+def _bulk_panels(scope: int | None, include: str) -> list | None:
+    """Return the bulk operations the page follows, or None while Redis does not answer (the page says so): the
+    letters themselves are the database's, and a Redis incident is when people come here."""
+    try:
+        return dlq_bulk.recent(scope, include=include)
+    except (redis.RedisError, OSError):
+        return None
 
 
 @bp.get("/groups/<fingerprint>")
