@@ -53,7 +53,10 @@ def start(data_dir: str, timeout_s: float = 10.0, databases: int = 64) -> tuple[
             "--unixsocketperm", "700",
             "--dir", str(directory),
             "--dbfilename", "redis.rdb",
-            "--save", "60 1000",
+            # Saved within 5 minutes of any change (a minute after 1,000), and at every stop: a restart (an upgrade)
+            # keeps the queues and a bulk replay's progress. One argument per word, or Redis reads no save point
+            # at all ("60 1000" as one word left it never saving).
+            "--save", "300", "1", "--save", "60", "1000",
             "--databases", str(databases),
             "--daemonize", "no",
             "--loglevel", "warning",
