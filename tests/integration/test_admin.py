@@ -4,7 +4,7 @@ import re
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from console.domain.clock import utcnow
 from console.extensions import db
@@ -208,6 +208,29 @@ def test_disabling_a_person_revokes_their_tokens_for_good(client, auth):
     users.update(svc, Actor("root"), active=False)
     with pytest.raises(Conflict, match="svc's account is disabled: enable it first"):
         tokens.issue(svc, Actor("root"))
+
+
+def test_a_re_enable_revokes_tokens_a_disable_before_the_upgrade_left_live(client, auth):
+    """An account disabled by a release whose disable revoked nothing kept its tokens: enabled again after the
+    upgrade, its old token answered 200 and submitted runs (helper 130)."""
+    svc, _ = issued_on_the_page(client, auth)
+    plaintext = tokens.issue(svc, Actor("root"), name="second")[1]
+    db.session.execute(update(User).where(User.id == svc.id).values(active=False))  # the old release's disable
+    db.session.commit()
+    response = client.post(f"/admin/users/{svc.id}", headers={"HX-Request": "true"}, data={
+        f"u{svc.id}-role": "operator", f"u{svc.id}-active": "1", f"u{svc.id}-seen": "operator:0",
+        "csrf_token": auth.csrf()})
+    assert response.status_code == 200, response.get_data(as_text=True)
+    assert "2 API tokens revoked with the re-enable: they were from before the disable" in response.get_data(
+        as_text=True)
+    assert client.get("/api/me", headers={"Authorization": f"Bearer {plaintext}"}).status_code == 401
+    rows = db.session.execute(select(AuditEntry.note).where(AuditEntry.action == "token.revoke")).scalars().all()
+    assert rows == ["svc's account was enabled again; its tokens from before it was disabled stay revoked"] * 2
+    # A token issued after the re-enable is the person's own, and stays.
+    db.session.refresh(svc)
+    kept = tokens.issue(svc, Actor("root"), name="third")[1]
+    users.update(svc, Actor("root"), role="viewer")
+    assert client.get("/api/me", headers={"Authorization": f"Bearer {kept}"}).status_code == 200
 
 
 def test_a_token_for_a_person_disabled_since_the_page_was_drawn_says_so(client, auth):

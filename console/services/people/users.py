@@ -142,7 +142,8 @@ def create(username: str, role: str, password: str | None, actor: Actor, *, scop
 def update(user: User, actor: Actor, *, role: str | None = None, active: bool | None = None,
            seen: tuple[str, bool] | None = None, clock: Clock = SYSTEM_CLOCK) -> tuple[User, int]:
     """Change a user's role or whether they may log in; refuse to lock out the last admin, and a change made from a
-    row that showed another (role, active) than `seen`. Return the user and how many API tokens a disable revoked."""
+    row that showed another (role, active) than `seen`. Return the user and how many API tokens a disable (or a
+    re-enable, of tokens from before it) revoked."""
     # Two admins demoting each other at once must not both count the other as the admin left.
     locks.hold("admins")
     db.session.refresh(user)
@@ -172,13 +173,17 @@ def update(user: User, actor: Actor, *, role: str | None = None, active: bool | 
         audit.record(db.session, actor, "user.update", "user", user.id, before=before, after=after,
                      tenant=tenant_of(user))
         end_sessions(user)  # a new role or a disabled account takes effect now, not at the next login
-        if before["active"] and not user.active:
-            revoked = _revoke_tokens(user, actor, clock())
+        if before["active"] != user.active:
+            # A re-enabled person's live tokens predate the disable (none is issued to a disabled account): those of
+            # an account disabled before a disable revoked them (an upgraded deployment's) came back unseen too.
+            revoked = _revoke_tokens(user, actor, clock(), f"{user.username}'s account was disabled" if not user.active
+                                     else f"{user.username}'s account was enabled again; its tokens from before it was "
+                                          "disabled stay revoked")
     db.session.commit()
     return user, revoked
 
 
-def _revoke_tokens(user: User, actor: Actor, now: datetime) -> int:
+def _revoke_tokens(user: User, actor: Actor, now: datetime, why: str) -> int:
     """Revoke a disabled person's live API tokens, each audited: they stopped working only while the account was
     disabled, and a re-enable (a compromised account's, say) brought back every one unseen (helper 115)."""
     # One guarded UPDATE that returns what it revoked: a revoke of one of them at the same moment (another admin, on
@@ -191,7 +196,7 @@ def _revoke_tokens(user: User, actor: Actor, now: datetime) -> int:
     audit.record_many(db.session, actor, "token.revoke", "api_token", [
         audit.Change(token_id, {"revoked": False}, {"revoked": True, "prefix": prefix},
                      names[tenant_id] if tenant_id else tenant_of(user)) for token_id, prefix, tenant_id in revoked],
-        note=f"{user.username}'s account was disabled", clock=lambda: now)
+        note=why, clock=lambda: now)
     return len(revoked)
 
 
