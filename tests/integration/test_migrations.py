@@ -13,6 +13,7 @@ from sqlalchemy.schema import CreateIndex
 from console import create_app
 from console.db.migrations import upgrade
 from console.extensions import db
+from console.services import sealing
 from tests.helpers import env_for, make_config
 
 
@@ -154,3 +155,46 @@ def test_the_newest_migrations_go_down_and_up_again_on_a_database_with_people_an
     engine.dispose()
     assert not {name for name in tables if name.startswith("_alembic_tmp")}
     assert "olga" in people and tokens == 1
+
+
+def channel_rows(url: str) -> dict:
+    engine = create_engine(url)
+    with engine.connect() as connection:
+        rows = {name: (target, secret) for name, target, secret in connection.execute(
+            text("SELECT name, url, secret FROM channel_settings ORDER BY name"))}
+    engine.dispose()
+    return rows
+
+
+def test_a_downgrade_opens_the_channel_targets_the_release_before_reads_as_plaintext(tmp_path, redis_url,
+                                                                                   blank_database, caplog):
+    """The downgrades only narrowed the columns: the release before posted its alerts to `sealed://…` and signed its
+    webhooks with the sealed text (helper 130). A value no key in force opens stops the downgrade, changing nothing."""
+    app = create_app(make_config(tmp_path, redis_url, SQLALCHEMY_DATABASE_URI=blank_database))
+    with app.app_context():
+        upgrade()
+        with db.engine.begin() as connection:
+            for name, target, secret in (("slack", "https://hooks.slack.test/T1/B2/xyz", None),
+                                         ("webhook", "https://ops.example.test/hook?token=t0k", "hmac-secret-1")):
+                connection.execute(text(
+                    "INSERT INTO channel_settings (name, url, secret, enabled, updated_at, updated_by) "
+                    "VALUES (:name, :url, :secret, :enabled, '2026-12-06 10:00:00', 'root')"),
+                    {"name": name, "url": sealing.seal(target), "enabled": True,
+                     "secret": sealing.seal(secret) if secret else None})
+        db.engine.dispose()
+    sealed = channel_rows(blank_database)
+    assert all(sealing.is_sealed(url) for url, _ in sealed.values()) and sealing.is_sealed(sealed["webhook"][1])
+
+    stranger = create_app(make_config(tmp_path, redis_url, SQLALCHEMY_DATABASE_URI=blank_database,
+                                      SECRET_KEY="another-deployment's-key"))
+    refused = stranger.test_cli_runner().invoke(args=["db", "downgrade", "a17b3c5e9d01"])
+    assert refused.exit_code != 0
+    said = " ".join(record.getMessage() for record in caplog.records if record.levelname == "ERROR")
+    assert "channel slack's url is sealed with a secret key no longer in force" in said
+    assert "the downgrade stopped before this step" in said
+    assert channel_rows(blank_database) == sealed
+
+    down = app.test_cli_runner().invoke(args=["db", "downgrade", "a17b3c5e9d01"])  # before secrets were sealed
+    assert down.exit_code == 0, down.output
+    assert channel_rows(blank_database) == {"slack": ("https://hooks.slack.test/T1/B2/xyz", None),
+                                            "webhook": ("https://ops.example.test/hook?token=t0k", "hmac-secret-1")}
