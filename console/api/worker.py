@@ -8,6 +8,7 @@ from sqlalchemy import select
 from console.api import serialize
 from console.api.common import BadRequest, body, no_body, no_unknown, refuse_chunked, submission_tenant
 from console.auth import current_actor, requires, tenant_scope
+from console.domain.clock import utcnow
 from console.extensions import db
 from console.json_input import UnusableJSON
 from console.models import DeadLetter, RunEvent
@@ -17,6 +18,7 @@ from console.services.engine.submit import submit
 from console.services.errors import InvalidInput
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.recovery import run_compensation, undo_retry
+from console.services.runs.waiting import why_waiting
 
 bp = Blueprint("worker_api", __name__)
 FIELDS = {"handler", "task_id", "tenant", "params", "idempotency_key", "policy"}
@@ -77,8 +79,10 @@ def get_task(run_id: int):
     series_started_at = min((event.at for event in events if event.kind == "running" and event.series == run.series),
                             default=None)
     # Seed 003's "mode": Rebound's worker pool is its standalone mode (a local queue and a pool of workers).
+    # Why it waits, in the run page's words (a run held by capacity said only status_reason null; helper 132).
     return jsonify({**serialize.run(run, events), "params": serialize.params(run.params), "dead_letter_id": letter_id,
-                    "mode": "standalone", "series_started_at": serialize.iso(series_started_at)})
+                    "mode": "standalone", "series_started_at": serialize.iso(series_started_at),
+                    "waiting": why_waiting(run, utcnow())})
 
 
 @bp.post("/worker/tasks/<int:run_id>/cancel")

@@ -10,7 +10,7 @@ from console.services.engine import breaker_admin, breakers
 from console.services.engine.breakers import BreakerKey
 from console.services.engine.execute import execute
 from console.services.runs.waiting import Reset, breaker_resets, why_waiting
-from tests.factories import make_tenant
+from tests.factories import bearer, make_tenant
 
 
 def _running(run_id: int) -> None:
@@ -76,6 +76,27 @@ def test_the_other_reasons_come_from_the_status(runs, clock):
     run.status = "running"
     assert why_waiting(run) is None
     db.session.rollback()
+
+
+def test_a_retry_that_came_due_says_it_waits_for_a_worker_not_its_backoff(client, auth, runs, clock):
+    """Both workers busy with long runs: 22 s after its retry came due, a run's page still said "retry backoff … the
+    next attempt is at" a time gone by, and the API said nothing of why it waited (helper 132)."""
+    run = runs.get(runs.submit())
+    run.status, run.status_reason, run.attempt = "retry_wait", "retryable", 1
+    run.next_retry_at = clock() - timedelta(seconds=22)
+    db.session.commit()
+    due = f"{run.next_retry_at:%Y-%m-%d %H:%M:%S} UTC"
+    said = f"queued: attempt 1 failed and its retry came due at {due}; it waits for a free worker"
+    assert why_waiting(run, clock()) == said
+    assert why_waiting(run, run.next_retry_at - timedelta(seconds=1)).startswith("retry backoff: attempt 1 failed")
+    auth.as_role("viewer")
+    assert f"<strong>Waiting:</strong> {said}" in client.get(f"/runs/{run.id}").get_data(as_text=True)
+    body = client.get(f"/worker/tasks/{run.id}", headers=bearer(auth.make_user("vic", "viewer"))).get_json()
+    assert body["waiting"] == said
+    running = runs.submit()
+    _running(running)
+    assert client.get(f"/worker/tasks/{running}", headers=bearer(auth.make_user("val", "viewer"))).get_json()[
+        "waiting"] is None
 
 
 def test_the_run_page_shows_why_it_waits(client, auth, runs, clock):

@@ -36,6 +36,10 @@ def why_waiting(run: Run, now: datetime | None = None) -> str | None:
             return (f"circuit breaker: the breaker of handler {run.handler} was open when its turn came"
                     f"{_turned_away_since(run)}; the next try is at {_at(run.next_retry_at)} (no attempt is spent)"
                     f"{_breaker_now(run, now)}")
+        if now is not None and run.next_retry_at is not None and run.next_retry_at <= now:
+            # Its timer went off: the retry is in the queue, behind the runs the workers are busy with.
+            return (f"queued: attempt {run.attempt} failed and its retry came due at {_at(run.next_retry_at)}; it "
+                    "waits for a free worker")
         return f"retry backoff: attempt {run.attempt} failed; the next attempt is at {_at(run.next_retry_at)}"
     if run.cancel_requested:
         return "cancel requested: it is cancelled when a worker picks it up"
