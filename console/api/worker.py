@@ -35,8 +35,11 @@ def submit_task():
     run, created = submit(tenant, current_actor(), handler=data.get("handler"), task=task, params=data.get("params"),
                           idempotency_key=data.get("idempotency_key"), policy=data.get("policy"), attach=False)
     # Where to follow it (not url_for: the submit is the engine's hot path, and the rule is fixed).
-    return jsonify(id=run.id, status=run.status, idempotency_key=run.idempotency_key,
-                   created=created), 202 if created else 200, {"Location": f"/worker/tasks/{run.id}"}
+    answer = {"id": run.id, "status": run.status, "idempotency_key": run.idempotency_key, "created": created}
+    if not created:  # the same request again returns what the first one recorded (seed 004), not only where to look
+        answer.update(result=run.result, error={"code": run.error_code, "message": run.error_message}
+                      if run.error_code else None)
+    return jsonify(answer), 202 if created else 200, {"Location": f"/worker/tasks/{run.id}"}
 
 
 @bp.post("/worker/tasks/batch")

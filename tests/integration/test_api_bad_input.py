@@ -192,8 +192,27 @@ def test_same_key_resubmission_returns_the_same_run_with_200(client, operator):
         again = client.post("/worker/tasks", json={"handler": "demo.noop", "idempotency_key": "order-42"},
                             headers=operator)
     assert again.status_code == 200
-    assert again.json == {**first.json, "created": False}
+    assert again.json == {**first.json, "created": False, "result": None, "error": None}
     assert again.json["id"] == first.json["id"] and again.json["idempotency_key"] == "order-42"
+
+
+def test_a_request_sent_again_returns_the_result_its_run_recorded(client, operator):
+    """Seed 004: "a duplicate request returns the recorded result" without running it again; the answer said only
+    where to look (helper 132)."""
+    done = client.post("/worker/tasks", json={"handler": "demo.flaky", "params": {"fail_times": 0},
+                                              "idempotency_key": "pay-7"}, headers=operator).json
+    assert execute(done["id"], 0) == "succeeded"
+    again = client.post("/worker/tasks", json={"handler": "demo.flaky", "params": {"fail_times": 0},
+                                               "idempotency_key": "pay-7"}, headers=operator)
+    recorded = db.session.get(Run, done["id"]).result
+    assert again.status_code == 200 and recorded and again.json["result"] == recorded and again.json["error"] is None
+    failed = client.post("/worker/tasks", json={"handler": "demo.flaky", "idempotency_key": "pay-8",
+                                                "params": {"fail_times": 9, "error": "fatal", "code": "card_declined"}},
+                         headers=operator).json
+    assert execute(failed["id"], 0) == "dead"
+    again = client.post("/worker/tasks", json={"handler": "demo.flaky", "idempotency_key": "pay-8"}, headers=operator)
+    assert again.json["status"] == "dead" and again.json["error"]["code"] == "card_declined"
+    assert db.session.get(Run, done["id"]).executions == 1  # nothing ran again
 
 
 def test_queue_limit_overflow_is_429_with_an_alert_and_no_third_run(client, operator):
