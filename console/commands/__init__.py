@@ -20,7 +20,7 @@ def register(app) -> None:
     )
     from console.commands.processes import scheduler_command, up_command, web_command, worker_command
     from console.commands.quota_classes import quota_classes_group
-    from console.commands.reports import sla_report_command
+    from console.commands.reports import sla_report_command, task_sla_report_command
     from console.commands.reservations import reservations_group
     from console.commands.runbooks import recovery_runbook_command
     from console.commands.runs import runs_group
@@ -32,5 +32,5 @@ def register(app) -> None:
                     revoke_token_command, seed_demo_command, audit_group, approvals_group, channels_group,
                     recovery_runbook_command, sla_report_command, tenants_group, import_failures_command,
                     reservations_group, templates_group, quota_classes_group, tasks_group,
-                    dlq_group, runs_group, backup_command):
+                    dlq_group, runs_group, backup_command, task_sla_report_command):
         app.cli.add_command(command)

@@ -218,7 +218,7 @@ def test_an_undo_step_that_keeps_failing_is_tried_three_times_then_left_to_a_per
     status = failures.compensate_run(runs.get(run_id), undo, SimpleNamespace(), clock(), compensation.REASON,
                                      sleep=waits.append)
     assert status == "dead"
-    assert waits == list(failures.COMPENSATION_BACKOFF_S)  # a backoff between attempts, none after the last
+    assert waits == [1.0, 2.0]  # seed 004: 2^n s between attempts (1 s, 2 s), none after the last
     attempts = runs.events(run_id, "compensation_attempt_failed")
     assert [event.data["number"] for event in attempts] == [1, 2, 3]
     assert {event.message for event in attempts} == {"ConnectionError: refund API unreachable"}

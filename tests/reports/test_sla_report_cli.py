@@ -24,6 +24,16 @@ def test_json_is_the_api_summary(built, app, clock, monkeypatch):
     assert body["figures"]["execution_success_rate"]["value"] == 0.727273  # 8 / 11 to 6 digits, as the API gives it
 
 
+def test_the_seeds_name_for_the_tool_runs_the_same_report(built, app, clock, monkeypatch):
+    """MISSION.md names the tool `task-sla-report (--rebuild)`: that name was "No such command" (helper 132)."""
+    monkeypatch.setattr("console.domain.clock.utcnow", clock)
+    seed = app.test_cli_runner().invoke(args=["task-sla-report", "--period", "24h", "--format", "json"])
+    assert seed.exit_code == 0, seed.output
+    assert json.loads(seed.stdout) == json.loads(run(app, clock, monkeypatch, "--period", "24h", "--format",
+                                                     "json").stdout)
+    assert app.test_cli_runner().invoke(args=["task-sla-report", "--rebuild", "--period", "24h"]).exit_code == 0
+
+
 def test_table_and_csv_name_every_figure_with_its_target(built, app, clock, monkeypatch):
     table = run(app, clock, monkeypatch, "--period", "24h").stdout
     assert "UTC, beside the day before; rollups computed up to" in table.splitlines()[0]

@@ -18,7 +18,8 @@ from console.services.engine import queueing, transitions
 
 log = logging.getLogger("rebound.engine")
 COMPENSATION_ATTEMPTS = 3
-COMPENSATION_BACKOFF_S = (0.5, 1.0)
+# Seed 004: an undo that fails waits 2^n s before the next try (1 s, then 2 s), as it may call an outside service.
+COMPENSATION_BACKOFF_S = (1.0, 2.0)
 # The undo runs inline in a worker (or in its own job): a Retry-After beyond this is not waited out in full.
 UNDO_RETRY_AFTER_CAP_S = 30.0
 # The status reason of a run compensating after its own attempt failed (the worker undoes it there and then).
