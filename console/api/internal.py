@@ -90,7 +90,11 @@ def put_policy(name: str):
 # What each executor report takes; a misspelt field (retry_after for retry_after_s) was dropped unseen.
 FAILED_FIELDS = ("idempotency_key", "error_code", "message", "retryable", "retry_after_s", "handler", "task_id",
                  "params", "policy", "retry_token")
-UPDATED_FIELDS = ("idempotency_key", "progress", "message")
+# Seed 001: "task.execution.updated — progress, result, error code". A status of succeeded (with its result) ends the
+# attempt as task.execution.failed's counterpart; failed (with its error_code) is that report under this name.
+UPDATED_FIELDS = ("idempotency_key", "progress", "message", "status", "result", "error_code", "retryable",
+                  "retry_after_s", "retry_token")
+UPDATE_STATUSES = ("running", "succeeded", "failed")
 
 
 def _report(data: dict, fields: tuple[str, ...]) -> dict:
@@ -104,6 +108,38 @@ def _report(data: dict, fields: tuple[str, ...]) -> dict:
         raise InvalidInput(f"{', '.join(misplaced)} goes inside data with the report's other fields", misplaced[0])
     no_unknown(data["data"], fields)
     return data["data"]
+
+
+def _execution_updated(tenant, report: dict):
+    """Answer task.execution.updated: progress of a running attempt, or its end (succeeded with a result, failed
+    with an error code)."""
+    status = report.get("status", "running")
+    if status not in UPDATE_STATUSES:
+        raise InvalidInput("status must be running (progress), succeeded (with its result) or failed (with its "
+                           "error_code)", "status")
+    if status == "failed" or report.get("error_code") is not None:
+        if status != "failed":
+            raise InvalidInput("error_code goes with status failed: a report of a failure", "error_code")
+        if "result" in report:
+            raise InvalidInput("result goes with status succeeded, not failed", "result")
+        key = report.get("idempotency_key")
+        if isinstance(key, str) and find_by_key(tenant.id, key) is None:
+            raise NotFound(f"no run with idempotency key {key!r}")  # failed's own report may make one; this may not
+        failure = {name: report[name] for name in executor_reports.FAILURE_FIELDS if name in report}
+        run, again = executor_reports.report_failure(tenant, failure, current_actor())
+        return jsonify(id=run.id, status=run.status, next_retry_at=serialize.iso(run.next_retry_at),
+                       duplicate=again), 200 if again else 202
+    if status == "succeeded":
+        for name in ("retryable", "retry_after_s"):
+            if name in report:
+                raise InvalidInput(f"{name} goes with status failed, not succeeded", name)
+        run, again = executor_reports.report_success(tenant, report, current_actor())
+        return jsonify(id=run.id, status=run.status, duplicate=again), 200 if again else 202
+    for name in ("result", "retryable", "retry_after_s", "retry_token"):
+        if name in report:
+            raise InvalidInput(f"{name} goes with a report that ends the attempt (status succeeded or failed)", name)
+    run = executor_reports.report_update(tenant, report, current_actor())
+    return jsonify(id=run.id, status=run.status), 202
 
 
 @bp.post("/events")
@@ -122,8 +158,7 @@ def events():
                                                                                       run_id=run.id)}
     tenant = acting_tenant(data.get("tenant"))
     if kind == "task.execution.updated":
-        run = executor_reports.report_update(tenant, _report(data, UPDATED_FIELDS), current_actor())
-        return jsonify(id=run.id, status=run.status), 202
+        return _execution_updated(tenant, _report(data, UPDATED_FIELDS))
     if not definitions.is_event_name(kind):
         # As a task's event is checked: a name no task can listen for was a 202 that fired nothing.
         raise InvalidInput("type is a lowercase event name such as order.created (letters, digits and . _ -, at most "

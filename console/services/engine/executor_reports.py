@@ -1,4 +1,4 @@
-"""Failures and progress reported by external executors (events task.execution.failed / .updated)."""
+"""Failures, successes and progress reported by external executors (events task.execution.failed / .updated)."""
 
 import uuid
 
@@ -11,11 +11,15 @@ from console.extensions import db
 from console.models import Run, RunEvent, Tenant
 from console.services.actor import Actor
 from console.services.engine import handler_kinds, transitions
+from console.services.engine.execute import kept_result
 from console.services.engine.failures import fail
 from console.services.engine.submit import _policy_choice, _same_work, effective_policy, find_by_key, task_for
 from console.services.errors import Conflict, InvalidInput, NotFound
 from console.services.inputs import key_refusal
 from console.services.policies import versions as policies
+
+# What a failure report reads of an update that ends its attempt as failed (task.execution.updated, status failed).
+FAILURE_FIELDS = ("idempotency_key", "error_code", "message", "retryable", "retry_after_s", "retry_token")
 
 
 def _text(data: dict, name: str, limit: int, required: bool = False) -> str | None:
@@ -134,8 +138,47 @@ def _external_run(tenant: Tenant, data: dict, key: str, actor: Actor, now) -> Ru
     return run
 
 
+def report_success(tenant: Tenant, data: dict, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> tuple[Run, bool]:
+    """Record that an executor finished a running run's attempt, with its result (seed 001's task.execution.updated
+    carries "progress, result, error code"); return the run and whether this was the same report sent again."""
+    key = _text(data, "idempotency_key", 200, required=True)
+    token = _text(data, "retry_token", 64)
+    run = find_by_key(tenant.id, key)
+    if run is None:
+        raise NotFound(f"no run with idempotency key {key!r}")
+    if token is not None and token != run.retry_token:
+        raise Conflict(f"retry_token is not run {run.id}'s current attempt's (it is at attempt {run.attempt}, "
+                       f"{run.status}): nothing changed", "retry_token")
+    if run.status != "running":
+        latest = db.session.execute(select(RunEvent.kind, RunEvent.attempt, RunEvent.series).where(
+            RunEvent.run_id == run.id).order_by(RunEvent.id.desc()).limit(2)).all()
+        # A report adds two rows, "success_reported" and the move to succeeded: sent again after a timeout.
+        if run.status == "succeeded" and len(latest) == 2 and latest[1].kind == "success_reported" and \
+                (latest[1].attempt, latest[1].series) == (run.attempt, run.series):
+            return run, True
+        raise Conflict(f"run {run.id} is {run.status}; only a running run's attempt can be reported done",
+                       "idempotency_key")
+    now = clock()
+    with holding(held_in(run.params)):  # the executor was given the run's secrets, and its result may repeat one
+        result = kept_result(data.get("result"))
+    transitions.event(run, "success_reported", now, actor=actor.name)
+    try:
+        transitions.move(run, "succeeded", now, reason=None, finished_at=now, result=result, progress=100,
+                         progress_message=_message(data) or run.progress_message)
+    except transitions.StaleRun:
+        db.session.rollback()
+        raise Conflict(f"run {run.id} changed while this report was recorded: nothing changed; read it again",
+                       "idempotency_key") from None
+    db.session.commit()
+    return run, False
+
+
+def _message(data: dict) -> str | None:
+    return data["message"][:255] if isinstance(data.get("message"), str) else None
+
+
 def report_update(tenant: Tenant, data: dict, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> Run:
-    """Record progress (and a result) an executor reports for a running run."""
+    """Record progress (and a message) an executor reports for a running run."""
     key = _text(data, "idempotency_key", 200, required=True)
     run = find_by_key(tenant.id, key)
     if run is None:
@@ -146,7 +189,7 @@ def report_update(tenant: Tenant, data: dict, actor: Actor, clock: Clock = SYSTE
         raise InvalidInput("progress must be a whole number from 0 to 100", "progress")
     if run.status != "running":
         raise Conflict(f"run {run.id} is {run.status}; progress is recorded for running runs only", "idempotency_key")
-    message = data["message"][:255] if isinstance(data.get("message"), str) else None
+    message = _message(data)
     # What the executor left out keeps its stored value (the column itself), not the value read above.
     db.session.execute(update(Run).where(Run.id == run.id, Run.status == "running").values(
         heartbeat_at=clock(), progress=Run.progress if progress is None else progress,
