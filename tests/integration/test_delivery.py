@@ -188,7 +188,9 @@ def test_a_tampered_body_does_not_match_its_signature(app, channels, clock):
         "sha256=" + hmac.new(WEBHOOK_SECRET.encode(), forged, hashlib.sha256).hexdigest())
 
 
-def test_manager_escalation_pages_pagerduty_at_critical_and_tells_slack(app, channels, clock):
+def test_manager_escalation_pages_pagerduty_at_critical_and_tells_slack_and_the_sla_webhook(app, channels, clock):
+    """A receiver of seed 001's /notifications/sla-breach heard of each breach but not of the escalation they caused
+    (helper 132): it gets that too, at the same endpoint."""
     outbox.add("escalation", "sla-escalation:3:120", {"rule": "sla_consecutive_breaches", "task": "billing-sync",
                                                       "runs": [118, 119, 120], "count": 3}, clock(), channel="manager")
     db.session.commit()
@@ -198,7 +200,9 @@ def test_manager_escalation_pages_pagerduty_at_critical_and_tells_slack(app, cha
     assert page.json["payload"]["summary"].startswith("SLA breached 3 runs in a row: billing-sync")
     [note] = channels.slack.requests
     assert note.json["text"].startswith(":rotating_light: SLA breached 3 runs in a row: billing-sync")
-    assert channels.webhook.requests == []
+    [told] = channels.webhook.requests
+    assert told.path == "/hooks/notifications/sla-breach" and told.json["event"] == "sla_consecutive_breaches"
+    assert told.json["severity"] == "critical" and told.headers["X-Rebound-Signature"].startswith("sha256=")
 
 
 def test_work_order_is_posted_with_failure_and_task_context_and_keeps_the_external_id(app, channels, clock):

@@ -21,7 +21,9 @@ log = logging.getLogger("rebound.delivery")
 CHANNELS = {"slack": slack, "pagerduty": pagerduty, "webhook": webhook, "workorder": workorder}
 # Which channels an alert goes to, by the outbox row's channel; a channel that is not configured is left out.
 ROUTES = {"default": ("slack", "pagerduty", "webhook"), "sla-breach": ("webhook", "slack"),
-          "manager": ("pagerduty", "slack"),
+          # Three SLA breaches in a row: paged, and told to the webhook's SLA endpoint as the breaches were (seed
+          # 001's /notifications/sla-breach is for "SLA breach alerts or work-order notices").
+          "manager": ("pagerduty", "slack", "webhook"),
           # What already pages on its own incident (each breaker does): said again, but never a second page.
           "no-page": ("slack", "webhook")}
 CLAIMABLE = ("pending", "sending")

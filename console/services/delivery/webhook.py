@@ -18,7 +18,8 @@ def sign(secret: str, body: bytes) -> str:
 
 
 def path(notice: Notice) -> str:
-    return SLA_BREACH if notice.route == "sla-breach" else RETRY_ALERT
+    # An SLA escalation (the manager channel) is an SLA alert too: a receiver of the breaches hears of it there.
+    return SLA_BREACH if notice.route in ("sla-breach", "manager") else RETRY_ALERT
 
 
 def document(notice: Notice) -> dict:
