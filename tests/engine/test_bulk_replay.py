@@ -220,3 +220,52 @@ def test_a_chunk_redis_refuses_behind_the_writer_is_logged_for_the_reconciler_no
     with replays.QueuedBehind() as queue:
         queue(_restarted([21, 22]))
     assert "2 replayed runs committed but not queued" in caplog.text
+
+
+def test_a_bulk_replay_whose_worker_died_mid_way_is_continued_from_where_it_stopped(app, clock, monkeypatch):
+    """Killed with its worker (kill -9, out of memory), a replay said "running" for the 7 days its progress is kept,
+    with its letters after the last chunk never replayed and its Stop never taken (helper 130)."""
+    seed_history(6, 6, clock=clock)
+    letters = open_letters()
+    monkeypatch.setattr(dlq_bulk, "FAST_CHUNK", 3)
+    op = dlq_bulk.start_replay(OLGA, None, filters=Filters(), rate=dlq_bulk.FASTEST, clock=clock)
+    (job,) = Queue("maintenance", connection=get_redis()).jobs
+    replay_many = replays.replay_many
+    chunks = []
+
+    def dies_at_the_second_chunk(ids, *args, **kwargs):
+        if chunks:
+            raise SystemExit("the worker was killed")  # not an Exception: nothing in the job records it
+        chunks.append(ids)
+        return replay_many(ids, *args, **kwargs)
+
+    monkeypatch.setattr(replays, "replay_many", dies_at_the_second_chunk)
+    job.delete()  # its worker had taken it from the queue
+    with pytest.raises(SystemExit):
+        paced_replay.run_replay(op.op_id, **{**job.kwargs, "slice_s": float("inf")}, clock=clock)
+    monkeypatch.setattr(replays, "replay_many", replay_many)
+    assert dlq_bulk.get(op.op_id).status == "running" and len(open_letters()) == 3
+
+    clock.advance(paced_replay.STALL_S - 1)
+    assert paced_replay.resume_stalled(clock) == []  # a slow chunk is not a dead worker
+    clock.advance(2)
+    assert paced_replay.resume_stalled(clock) == [op.op_id]
+    (continued,) = Queue("maintenance", connection=get_redis()).jobs
+    assert continued.kwargs["after_id"] == letters[2].id
+    clock.advance(paced_replay.STALL_S + 1)
+    assert paced_replay.resume_stalled(clock) == []  # its job waits for a worker: not continued twice
+    assert run_unpaced(op.op_id) == "done" and open_letters() == []
+    progress = dlq_bulk.get(op.op_id)
+    assert (progress.done, progress.skipped, progress.failed) == (6, 0, 0)
+    assert sorted(int(entry.target_id) for entry in replay_audits()) == [letter.id for letter in letters]
+
+
+def test_a_stalled_replay_asked_to_stop_is_finished_as_stopped(app, clock):
+    seed_history(2, 2, clock=clock)
+    op = dlq_bulk.start_replay(OLGA, None, filters=Filters(), rate=5, clock=clock)
+    for job in Queue("maintenance", connection=get_redis()).jobs:
+        job.delete()
+    get_redis().hset(dlq_bulk.KEY.format(op.op_id), "status", "stopping")
+    clock.advance(paced_replay.STALL_S + 1)
+    assert paced_replay.resume_stalled(clock) == []
+    assert dlq_bulk.get(op.op_id).status == "stopped" and len(open_letters()) == 2

@@ -184,6 +184,13 @@ def recent(tenant_id: int | None, include: str | None = None) -> list[Progress]:
     return [p for p in shown if _visible(p, tenant_id) and (p.running or p.op_id == include)]
 
 
+def enqueue_slice(op_id: str, work: dict, after_id: int, redis, pipeline=None):
+    """Queue one time slice of a bulk replay, from the letter after `after_id`; return its RQ job."""
+    return Queue(MAINTENANCE_QUEUE, connection=redis).enqueue(
+        JOB, args=(op_id,), kwargs={**work, "after_id": after_id}, job_timeout=int(SLICE_S) + 600, result_ttl=0,
+        failure_ttl=KEEP_S, pipeline=pipeline)
+
+
 def start_replay(actor: Actor, tenant_id: int | None, *, ids: list[int] | None = None,
                  filters: Filters | None = None, upto: int | None = None, rate=DEFAULT_RATE,
                  clock: Clock = SYSTEM_CLOCK) -> Progress:
@@ -235,12 +242,14 @@ def start_replay(actor: Actor, tenant_id: int | None, *, ids: list[int] | None =
     audit.record(db.session, actor, "dead_letter.bulk_replay", "bulk_operation", op_id, tenant=tenant,
                  after={"count": total, "rate": rate, **recorded}, note=described, clock=clock)
     redis = get_redis()
+    work = {"ids": ids if job_filters is None else None, "filters": job_filters, "tenant_id": tenant_id, "rate": rate,
+            "actor": _actor_dict(actor)}
     with redis.pipeline() as pipe:
         # RQ starts the transaction itself, so its enqueue comes first in the pipeline.
-        Queue(MAINTENANCE_QUEUE, connection=redis).enqueue(
-            JOB, args=(op_id,), kwargs={"ids": ids if job_filters is None else None, "filters": job_filters,
-                                        "tenant_id": tenant_id, "rate": rate, "actor": _actor_dict(actor)},
-            job_timeout=int(SLICE_S) + 600, result_ttl=0, failure_ttl=KEEP_S, pipeline=pipe)
+        job = enqueue_slice(op_id, work, 0, redis, pipeline=pipe)
+        # What its jobs do and the last one's id, and when it last moved: a replay whose worker was killed mid-way is
+        # continued from there (paced_replay.resume_stalled).
+        pipe.hset(key, mapping={"job": json.dumps(work), "job_id": job.id, "beat": now.isoformat()})
         pipe.hset(key, mapping={"kind": "replay", "status": "queued", "total": total, "done": 0, "failed": 0,
                                 "skipped": 0, "rate": rate, "actor": actor.name, "filter": described,
                                 "selection": json.dumps(recorded), "tenant_id": tenant_id or "",

@@ -2,12 +2,14 @@
 
 import contextlib
 import gc
+import json
 import logging
 import time
 from collections import Counter
 from datetime import datetime
 
-from rq import Queue
+from rq.exceptions import NoSuchJobError
+from rq.job import Job, JobStatus
 
 from console.db import sqlite_bulk
 from console.domain.clock import SYSTEM_CLOCK, Clock
@@ -18,7 +20,6 @@ from console.services.dlq import bulk
 from console.services.dlq import groups as dlq
 from console.services.dlq.filters import Bounds, Filters
 from console.services.engine import replays
-from console.services.engine.queueing import MAINTENANCE_QUEUE
 
 log = logging.getLogger("rebound.dlq")
 
@@ -94,10 +95,9 @@ def run_replay(op_id: str, *, ids: list[int] | None = None, filters: dict | None
                 if ahead > 0:
                     sleep(ahead)
                 if paced and monotonic() - started >= slice_s:
-                    Queue(MAINTENANCE_QUEUE, connection=redis).enqueue(
-                        bulk.JOB, args=(op_id,), kwargs={"ids": ids, "filters": filters, "tenant_id": tenant_id,
-                                                         "rate": rate, "actor": actor, "after_id": after_id},
-                        job_timeout=int(slice_s) + 600, result_ttl=0, failure_ttl=bulk.KEEP_S)
+                    work = {"ids": ids, "filters": filters, "tenant_id": tenant_id, "rate": rate, "actor": actor}
+                    job = bulk.enqueue_slice(op_id, work, after_id, redis)
+                    redis.hset(key, mapping={"job_id": job.id, "beat": clock().isoformat()})
                     return "running"
                 if filters is not None:
                     batch = dlq.matching_ids(chosen, tenant_id, bounds, after_id, size)
@@ -112,13 +112,55 @@ def run_replay(op_id: str, *, ids: list[int] | None = None, filters: dict | None
                         pipe.hincrby(key, counter, count)
                     if restarted:  # how they end is read from these (bulk.outcomes)
                         pipe.sadd(bulk.RUNS.format(op_id), *restarted).expire(bulk.RUNS.format(op_id), bulk.KEEP_S)
-                    pipe.hset(key, "after_id", after_id).hget(key, "status")
+                    pipe.hset(key, mapping={"after_id": after_id, "beat": clock().isoformat()}).hget(key, "status")
                     if pipe.execute()[-1] == b"stopping":
                         return _finish(key, "stopped", clock)
     except Exception as error:
         redis.hset(key, "last_error", f"{type(error).__name__}: {error}"[:500])
         _finish(key, "failed", clock)
         raise
+
+
+# A slice notes each chunk it replays (at most a second or two apart): this long without one, with its job not waiting
+# in its queue, its worker died with it (killed, out of memory), and nothing else would move it on.
+STALL_S = 120.0
+
+
+def resume_stalled(clock: Clock = SYSTEM_CLOCK) -> list[str]:
+    """Continue the bulk replays whose job died with its worker, from the letter after the last one they replayed
+    (one asked to stop is finished as stopped); return their ids. The maintenance scheduler calls this every minute.
+
+    Before, such a replay said "running" for the 7 days its progress is kept, and its Stop could never take.
+    """
+    redis, now, resumed = get_redis(), clock(), []
+    for raw_id in redis.lrange(bulk.RECENT, 0, bulk.KEEP_RECENT - 1):
+        op_id = raw_id.decode()
+        key = bulk.KEY.format(op_id)
+        fields = {name.decode(): value.decode() for name, value in redis.hgetall(key).items()}
+        if fields.get("status") not in bulk.RUNNING or not fields.get("job") or not fields.get("beat"):
+            continue  # finished, expired, or started before replays noted their work
+        if (now - datetime.fromisoformat(fields["beat"])).total_seconds() < STALL_S or _waiting(fields["job_id"]):
+            continue
+        if fields["status"] == "stopping":
+            _finish(key, "stopped", clock)
+            continue
+        after_id = int(fields.get("after_id") or 0)
+        job = bulk.enqueue_slice(op_id, json.loads(fields["job"]), after_id, redis)
+        redis.hset(key, mapping={"job_id": job.id, "beat": now.isoformat(),
+                                 "resumed": int(fields.get("resumed") or 0) + 1})
+        log.warning("bulk replay %s: its job stopped with its worker (after dead letter %s); continued from there",
+                    op_id, after_id)
+        resumed.append(op_id)
+    return resumed
+
+
+def _waiting(job_id: str) -> bool:
+    """Tell whether a bulk replay's job still waits for a worker (a busy queue is not a dead worker)."""
+    try:
+        status = Job.fetch(job_id, connection=get_redis()).get_status()
+    except NoSuchJobError:
+        return False
+    return status in (JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.DEFERRED)
 
 
 def _finish(key: str, status: str, clock: Clock) -> str:

@@ -33,6 +33,8 @@ MAINTENANCE: list[Periodic] = [
              "Close settled work orders; deliver alerts and work orders to their channels"),
     Periodic("rollups", "console.services.reports.rollup:tick", 60,
              "Recompute the report rollups of the hours since the last pass, and their days"),
+    Periodic("bulk-replays-resume", "console.services.dlq.paced_replay:resume_stalled", 60,
+             "Continue bulk replays whose worker died mid-way, from the last dead letter they replayed"),
     Periodic("audit-anchor", "console.services.audit.anchors:tick", 30,
              "Publish the audit chain's head (seq and MAC) to the anchor file and the log, if it moved"),
 ]
