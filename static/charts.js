@@ -16,9 +16,23 @@
     return out;
   }
 
+  // The charts drawn so far. A live region swapped out (the Overview's every 5 s) took its chart off the page, but
+  // Plotly's window resize handler kept it and all its SVG: a tab left open grew by ~1.5 MB a minute (helper 131).
+  var drawn = [];
+
+  function purgeDetached() {
+    drawn = drawn.filter(function (el) {
+      if (el.isConnected) return true;
+      Plotly.purge(el);
+      return false;
+    });
+  }
+
   function draw(root) {
     if (!window.Plotly) return;
+    purgeDetached();
     root.querySelectorAll("[data-figure]").forEach(function (el) {
+      if (drawn.indexOf(el) < 0) drawn.push(el);
       var figure = JSON.parse(el.dataset.figure);
       var config = Object.assign({displayModeBar: false, responsive: true}, figure.config || {});
       Plotly.react(el, figure.data, themed(figure.layout || {}), config);
