@@ -117,6 +117,9 @@ def _execution_updated(tenant, report: dict):
     if status not in UPDATE_STATUSES:
         raise InvalidInput("status must be running (progress), succeeded (with its result) or failed (with its "
                            "error_code)", "status")
+    if status != "running" and "progress" in report:  # an attempt that ended is at 100 % or where it failed
+        raise InvalidInput("progress goes with status running: a report that ends the attempt carries none",
+                           "progress")
     if status == "failed" or report.get("error_code") is not None:
         if status != "failed":
             raise InvalidInput("error_code goes with status failed: a report of a failure", "error_code")

@@ -7,6 +7,7 @@ from sqlalchemy import select, update
 
 from console.extensions import db
 from console.models import Run, RunEvent
+from console.services.engine import transitions
 from tests.api_checks import refused
 from tests.factories import bearer
 
@@ -63,6 +64,10 @@ def test_progress_then_success_with_its_result_ends_the_attempt(client, operator
     assert again.status_code == 200 and again.json["duplicate"] is True
     assert db.session.scalar(select(db.func.count()).select_from(RunEvent).where(RunEvent.run_id == run.id)) == len(
         kinds)
+    # Still a duplicate once more is noted on the run (its worker's own outcome, dropped as stale; helper 133).
+    transitions.event(fresh(run.id), "stale_success", fresh(run.id).finished_at, message="dropped")
+    db.session.commit()
+    assert report(client, operator, idempotency_key="export-1", status="succeeded").json["duplicate"] is True
     # What a client that sends the same request again reads back is that result.
     resent = client.post("/worker/tasks", json={"handler": "demo.noop", "idempotency_key": "export-1"},
                          headers=operator)
@@ -88,6 +93,8 @@ def test_a_failure_with_its_error_code_goes_into_the_retry_flow(client, operator
     ({"result": {"rows": 1}}, 422, "invalid", "result"),  # progress carries no result
     ({"status": "succeeded", "retry_after_s": 5}, 422, "invalid", "retry_after_s"),
     ({"status": "succeeded", "retry_token": "another-attempt"}, 409, "conflict", "retry_token"),
+    ({"status": "succeeded", "result": 1, "progress": 50}, 422, "invalid", "progress"),
+    ({"status": "failed", "error_code": "boom", "progress": 50}, 422, "invalid", "progress"),
 ])
 def test_a_report_that_does_not_fit_together_is_refused_and_changes_nothing(client, operator, running, data, status,
                                                                             error, field):

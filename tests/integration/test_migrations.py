@@ -190,7 +190,7 @@ def test_a_downgrade_opens_the_channel_targets_the_release_before_reads_as_plain
     refused = stranger.test_cli_runner().invoke(args=["db", "downgrade", "a17b3c5e9d01"])
     assert refused.exit_code != 0
     said = " ".join(record.getMessage() for record in caplog.records if record.levelname == "ERROR")
-    assert "channel slack's url is sealed with a secret key no longer in force" in said
+    assert "the url of channels slack, webhook is sealed with a secret key no longer in force" in said
     assert "the downgrade stopped before this step" in said
     assert channel_rows(blank_database) == sealed
 

@@ -14,6 +14,7 @@ from console.models import Run, SlaBreach
 from console.scheduler import task_jobs
 from console.scheduler.task_jobs import TaskJobs
 from console.services.actor import Actor
+from console.services.delivery import notice
 from console.services.engine import control
 from console.services.engine.execute import execute
 from console.services.scheduling import planner, sla, task_query, tasks
@@ -132,6 +133,8 @@ def test_an_sla_breach_is_recorded_once_and_three_in_a_row_escalate(register, ru
     assert len(alerts) == 1 and alerts[0].occurrences == 3 and alerts[0].channel == "sla-breach"
     [escalation] = runs.outbox("escalation")
     assert escalation.channel == "manager" and escalation.payload["count"] == 3
+    # Named to its receivers with its tenant, as each breach is (the webhook's document read "tenant": null).
+    assert notice.build(escalation).tenant == notice.build(alerts[0]).tenant == "default"
 
 
 def test_a_run_that_never_starts_breaches_its_start_delay_too(register, runs, clock):

@@ -136,4 +136,6 @@ def _escalate(task: Task, now) -> None:
     metrics.RETRY_ESCALATED.inc(tenant=task.tenant_id, reason="sla_consecutive_breaches")
     outbox.add("escalation", f"sla-escalation:{task.id}:{max(last_runs)}", {
         "rule": "sla_consecutive_breaches", "task_id": task.id, "task": task.name, "runs": sorted(last_runs),
-        "count": ESCALATE_AFTER, "at": now.isoformat()}, now, tenant_id=task.tenant_id, channel="manager")
+        # The notice names its tenant from here, as a breach's does: a receiver routing by tenant read null.
+        "tenant_id": task.tenant_id, "count": ESCALATE_AFTER, "at": now.isoformat()}, now, tenant_id=task.tenant_id,
+        channel="manager")
