@@ -1,6 +1,9 @@
 """The shared Redis connection (transport for queues, breakers and locks)."""
 
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
@@ -53,6 +56,25 @@ def client(url: str) -> redis.Redis:
 def limiter_options() -> dict:
     """Return the login throttle's Redis client options: it gives up sooner than the app's own client."""
     return {"socket_connect_timeout": THROTTLE_TIMEOUT_S, "socket_timeout": THROTTLE_TIMEOUT_S}
+
+
+# After a page's read found Redis not answering, the reads that only decorate a page (the DLQ's bulk replays panel,
+# its breaker hints) skip it this long: a frozen Redis cost the DLQ page 6 s (two 3 s timeouts) and every filter
+# change 3 s more, in the incident it is opened for (helper 133).
+QUIET_S = 15.0
+T = TypeVar("T")
+
+
+def read_or(read: Callable[[], T], fallback: T) -> T:
+    """Return what a page's Redis read gives, or `fallback` when Redis does not answer (not asked again for QUIET_S
+    after it did not, in this app)."""
+    if time.monotonic() < current_app.extensions.get("rebound_redis_quiet_until", 0.0):
+        return fallback
+    try:
+        return read()
+    except (redis.RedisError, OSError):
+        current_app.extensions["rebound_redis_quiet_until"] = time.monotonic() + QUIET_S
+        return fallback
 
 
 def get_redis() -> redis.Redis:

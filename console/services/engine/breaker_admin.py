@@ -87,12 +87,8 @@ def _whose(key: BreakerKey, state: BreakerState) -> tuple[PolicyBreaker | None, 
 
 def not_closed_handlers(scope: int | None, now: datetime) -> set[str]:
     """Name the handlers with a breaker `scope` may see that is open or half open: their replayed runs wait for it
-    (empty when Redis does not answer: nobody can tell, and the page says Redis is down elsewhere)."""
-    try:
-        states = breakers.all_states(now)
-    except (redis.RedisError, OSError):
-        return set()
-    held = [key for key, state in states.items() if state.state != BreakerMode.CLOSED]
+    (raises Redis's error when it does not answer: the page decides what it shows then)."""
+    held = [key for key, state in breakers.all_states(now).items() if state.state != BreakerMode.CLOSED]
     return {key.handler for key in visible(held, scope)}
 
 

@@ -9,14 +9,14 @@ from console.domain.clock import utcnow
 from console.extensions import db, htmx
 from console.models import Workflow
 from console.services.dlq import groups as dlq
-from console.services.engine import breaker_admin, control, waiting_fixes
+from console.services.engine import control, waiting_fixes
 from console.services.errors import Conflict, InvalidInput, ServiceError
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.recovery import bulk_discard, params_fix
 from console.web.dlq.blueprint import bp, go_back, list_url
 from console.web.dlq.bulk import filed_message
 from console.web.dlq.forms import DiscardForm, FixParamsForm
-from console.web.dlq.views import fixes_of, requests_of
+from console.web.dlq.views import fixes_of, held_handlers, requests_of
 
 
 # After a letter is replayed or discarded in its row, the page's count of open letters reads itself again.
@@ -31,7 +31,7 @@ def _row(letter, *, error=None, notice=None, notice_run=None, closed_fixes=(), s
                            task_names=dlq.task_names([letter]), selectable=request.form.get("nested") != "1",
                            fixes=fixes_of([letter]), requests=requests_of([letter]), error=error, notice=notice,
                            notice_run=notice_run, closed_fixes=closed_fixes,
-                           held=breaker_admin.not_closed_handlers(tenant_scope(), utcnow())), status
+                           held=held_handlers(tenant_scope())), status
 
 
 def _closed(closed_fixes: list[int]) -> str:

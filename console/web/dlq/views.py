@@ -2,12 +2,12 @@
 
 from dataclasses import replace
 
-import redis
 from flask import redirect, render_template, request, url_for
 
 from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import utcnow
 from console.extensions import htmx
+from console.redis_conn import read_or
 from console.services.dlq import bulk as dlq_bulk
 from console.services.dlq import filters as dlq_filters
 from console.services.dlq import groups as dlq
@@ -41,7 +41,7 @@ def results(filters: dlq_filters.Filters, view: str, before: int | None = None, 
                # The group filter's chip names the error as people read it, not its fingerprint.
                "group_named": dlq.group_words(filters.group, scope) if filters.group else None,
                # Handlers whose circuit breaker is not closed: a replay's run waits for it, as its button says.
-               "held": breaker_admin.not_closed_handlers(scope, utcnow())}
+               "held": held_handlers(scope)}
     if view == "list":
         every = dlq.window(filters, scope, utcnow())  # what "Replay all matching" counts, whatever the page
         found = dlq.entries(filters, scope, before, within=every)
@@ -117,13 +117,16 @@ def index():
         422 if refused else 200
 
 
+def held_handlers(scope: int | None) -> set[str]:
+    """Name the handlers whose breaker is open or half open (none while Redis does not answer: nobody can tell, and
+    the page says Redis is unreachable)."""
+    return read_or(lambda: breaker_admin.not_closed_handlers(scope, utcnow()), set())
+
+
 def _bulk_panels(scope: int | None, include: str) -> list | None:
     """Return the bulk operations the page follows, or None while Redis does not answer (the page says so): the
     letters themselves are the database's, and a Redis incident is when people come here."""
-    try:
-        return dlq_bulk.recent(scope, include=include)
-    except (redis.RedisError, OSError):
-        return None
+    return read_or(lambda: dlq_bulk.recent(scope, include=include), None)
 
 
 @bp.get("/groups/<fingerprint>")
@@ -135,4 +138,4 @@ def group_entries(fingerprint: str):
     if not htmx:
         return redirect(url_for("dlq.index", view="list", **filters.args()))
     return render_template("dlq/_group_entries.html", **_group_context(fingerprint, filters),
-                           held=breaker_admin.not_closed_handlers(tenant_scope(), utcnow()))
+                           held=held_handlers(tenant_scope()))
