@@ -2,14 +2,18 @@
 
 from datetime import timedelta
 
+from rq.job import Job
+
 from console.domain.breaker import BreakerSettings
 from console.extensions import db
 from console.models import Tenant
+from console.redis_conn import get_redis
 from console.services.actor import Actor
-from console.services.engine import breaker_admin, breakers
+from console.services.engine import breaker_admin, breakers, queueing
 from console.services.engine.breakers import BreakerKey
 from console.services.engine.execute import execute
 from console.services.runs.waiting import Reset, breaker_resets, why_waiting
+from tests.conftest import redis_unreachable
 from tests.factories import bearer, make_tenant
 
 
@@ -192,3 +196,15 @@ def test_runs_held_together_that_lose_the_half_open_probe_note_nothing_new(runs,
     assert len(runs.events(second)) == held  # it added a "retry wait → pending → retry wait" pair each time
     assert (run.status, run.status_reason, run.attempt) == ("retry_wait", "breaker_open", 0)
     assert run.next_retry_at > clock() and run.updated_at == clock()
+
+
+def test_a_pending_run_says_whether_its_job_is_in_the_queue(app, runs, clock):
+    """Submitted while Redis did not answer, a run is in the database only until the reconciler queues it: its page
+    and the API said "waiting for a free worker" with every worker idle (helper 133)."""
+    run = runs.get(runs.submit())
+    assert why_waiting(run, clock()) == "queued: waiting for a free worker"
+    with redis_unreachable(app):
+        assert why_waiting(run, clock()).startswith("queued in the database: Redis is unreachable, so no worker can")
+    Job.fetch(queueing.job_id(run.id, run.series, run.attempt), connection=get_redis()).delete()
+    app.extensions.pop("rebound_redis_quiet_until")  # Redis answers again (read_or's quiet period is over)
+    assert why_waiting(run, clock()).startswith("queued in the database, not yet in Redis")

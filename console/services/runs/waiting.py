@@ -13,7 +13,8 @@ from console.domain.policy import RetryPolicy
 from console.domain.words import plural
 from console.extensions import db
 from console.models import AuditEntry, Run, RunEvent, Tenant
-from console.services.engine import breaker_policies, breakers
+from console.redis_conn import read_or
+from console.services.engine import breaker_policies, breakers, queueing
 from console.services.errors import NotFound
 from console.services.policies import versions as policies
 
@@ -52,6 +53,22 @@ def why_waiting(run: Run, now: datetime | None = None) -> str | None:
         return (f"tenant quota: tenant {run.tenant.name} already had its max_queued "
                 f"{plural(run.tenant.max_queued, 'run')} waiting when this one fired; it was kept, not dropped, and "
                 "waits its turn")
+    return _in_the_queue(run) if now is not None else "queued: waiting for a free worker"
+
+
+UNSEEN = object()  # Redis did not answer
+
+
+def _in_the_queue(run: Run) -> str:
+    """Say whether a pending run's job is in the queue: one submitted while Redis did not answer is in the database
+    only, and its page said "waiting for a free worker" with workers idle (helper 133)."""
+    status = read_or(lambda: queueing.job_status(run.id, run.series, run.attempt), UNSEEN)
+    if status is UNSEEN:
+        return ("queued in the database: Redis is unreachable, so no worker can take it; it is queued there once "
+                "Redis answers (the reconciler, within a minute)")
+    if status is None:
+        return ("queued in the database, not yet in Redis (it was unreachable, or lost the job): the reconciler "
+                "queues it within a minute")
     return "queued: waiting for a free worker"
 
 
