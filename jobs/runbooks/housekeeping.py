@@ -88,7 +88,8 @@ def engine_reconcile(ctx) -> None:
 
 PURGE = Runbook(
     "purge_finished_runs", "Purge old finished runs",
-    "Delete finished runs (succeeded, cancelled, compensated, resolved) older than N days with their timelines, "
+    "Delete finished runs (succeeded, cancelled, compensated, resolved, and dead ones whose dead letters are all "
+    "discarded) older than N days with their timelines, "
     "closed dead letters and SLA records, after writing each to a JSON-lines export in the data dir.", Risk.HIGH, (
         Param("older_than_days", T.INT, required=True, minimum=1, maximum=3650,
               help="Purge runs that finished more than this many days ago."),

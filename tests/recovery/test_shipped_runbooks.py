@@ -12,6 +12,7 @@ from console.domain.clock import FrozenClock
 from console.extensions import db
 from console.models import Approval, AuditEntry, DeadLetter, Run, RunEvent, WorkOrder
 from console.services.actor import Actor
+from console.services.dlq import discards
 from console.services.engine import control, queueing
 from console.services.engine.execute import execute
 from console.services.errors import Conflict
@@ -324,20 +325,28 @@ def test_purge_finished_runs_exports_them_then_deletes_them(app, staff, clock, d
     recent = runs.submit("demo.noop")
     assert execute(recent, 0, clock=clock) == "succeeded"
     dead_id, _ = dead_run()  # dead, with an open dead letter: never purged
+    # Dead long ago: one whose letter a person discarded is settled and goes too (it stayed for good, helper 131);
+    # one whose letter is still open stays.
+    settled, waiting = (runs.submit("demo.flaky", {"fail_times": 9, "error": "fatal"}) for _ in range(2))
+    for run_id in (settled, waiting):
+        assert execute(run_id, 0, clock=old) == "dead"
+    discards.discard(runs.dead_letters(settled)[0], "the customer cancelled the order", Actor("olga"), clock=old)
+    ancient.append(settled)
     params = {"older_than_days": 30}
     dry = dry_run_changes_nothing(snapshot, "purge_finished_runs", params, staff["olga"], clock)
     assert [change[1] for change in changes_of(dry, planned=True)] == [str(run_id) for run_id in ancient]
 
     execution = run_approved("purge_finished_runs", params, staff, clock)
     assert execution.status == "succeeded", execution.log
-    assert [run_of(run_id) for run_id in ancient] == [None, None]
-    assert run_of(recent) is not None and run_of(dead_id) is not None
+    assert [run_of(run_id) for run_id in ancient] == [None, None, None]
+    assert run_of(recent) is not None and run_of(dead_id) is not None and run_of(waiting) is not None
     assert db.session.execute(select(RunEvent).where(RunEvent.run_id.in_(ancient))).first() is None
     export = app.config["DATA_DIR"] + f"/exports/purged-runs-{execution.id}.jsonl"
     with open(export, encoding="utf-8") as lines_file:
         lines = [json.loads(line) for line in lines_file]
     assert [line["run"]["id"] for line in lines] == ancient
     assert {event["kind"] for event in lines[0]["run_events"]} >= {"running", "succeeded"}
+    assert [letter["status"] for letter in lines[2]["dead_letters"]] == ["discarded"]  # in the export, then gone
     assert export in execution.log
 
 

@@ -11,7 +11,9 @@ from console.extensions import db
 from console.models import AttemptDiagnostics, DeadLetter, Run, RunEvent, SlaBreach
 
 RUNS = Run.__table__
-FINISHED = ("succeeded", "cancelled", "compensated", "resolved")
+# Dead too: one whose dead letters were all discarded is settled business (an open letter keeps it, below); before,
+# such runs stayed for good, with their timelines and diagnostics (helper 131).
+FINISHED = ("succeeded", "cancelled", "compensated", "resolved", "dead")
 # The rows that belong to a run and go with it (into its export line first).
 CHILDREN = (RunEvent.__table__, AttemptDiagnostics.__table__, DeadLetter.__table__, SlaBreach.__table__)
 
