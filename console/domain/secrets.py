@@ -78,7 +78,15 @@ def mask_held(value):
 
 def _without_held(value, held: tuple[str, ...]):
     if isinstance(value, dict):
-        return {key: _without_held(item, held) for key, item in value.items()}
+        masked: dict = {}
+        for key, item in value.items():
+            # Keys too: a result keyed by account or credential gave the secret to every viewer (helper 134).
+            shown = _without_held(key, held) if isinstance(key, str) else key
+            base, number = shown, 2
+            while shown in masked:  # two keys masked alike both stay, the second numbered
+                shown, number = f"{base} #{number}", number + 1
+            masked[shown] = _without_held(item, held)
+        return masked
     if isinstance(value, list):
         return [_without_held(item, held) for item in value]
     if isinstance(value, str):

@@ -112,3 +112,31 @@ def test_an_end_reported_for_a_run_not_running_or_unknown_is_refused(client, ope
     refused(report(client, operator, idempotency_key="nobody", status="succeeded"), 404, "not_found")
     refused(report(client, operator, idempotency_key="nobody", status="failed", error_code="boom"), 404,
             "not_found")
+
+
+def test_what_an_executor_says_is_masked_as_a_handlers_failure_is(client, operator, running):
+    """A viewer read a secret param where an executor repeated it: as a result's key, in its status text (with a
+    URL's credentials and an api_key query), and as an error code on the timeline (helper 134)."""
+    run = running("export-5", {"api_key": "SUPERSECRET-1", "nested": {"password": "hunter2hunter2"}})
+    said = "GET https://u:p4ss@api.example.test/v1?api_key=sk_live_abcdefgh with SUPERSECRET-1"
+    assert report(client, operator, idempotency_key="export-5", progress=10, message=said).status_code == 202
+    shown = fresh(run.id).progress_message
+    assert "SUPERSECRET-1" not in shown and "p4ss" not in shown and "sk_live_abcdefgh" not in shown
+    done = report(client, operator, idempotency_key="export-5", status="succeeded", message=f"done: {said}",
+                  result={"hunter2hunter2": "as a key", "n": {"hunter2hunter2": {"x": 1}},
+                          "hunter2hunter2 again": 1, "*** again": 2})
+    assert done.status_code == 202
+    ended = fresh(run.id)
+    # Keys masked alike both stay (in the result's key order, as it is kept: sorted), the later one numbered.
+    assert ended.result == {"***": "as a key", "n": {"***": {"x": 1}}, "*** again": 2, "*** again #2": 1}
+    assert "SUPERSECRET-1" not in ended.progress_message and "p4ss" not in ended.progress_message
+
+    failing = running("export-6", {"db_password": "PW-GLOBEX-777x"})
+    failed = report(client, operator, idempotency_key="export-6", status="failed", error_code="PW-GLOBEX-777x",
+                    message="login failed for PW-GLOBEX-777x", retryable=False)
+    assert failed.status_code == 202
+    codes = db.session.execute(select(RunEvent.error_code).where(RunEvent.run_id == failing.id,
+                                                                 RunEvent.error_code.is_not(None))).scalars().all()
+    assert codes and set(codes) == {"***"}
+    again = report(client, operator, idempotency_key="export-6", status="failed", error_code="PW-GLOBEX-777x")
+    assert again.status_code == 200 and again.json["duplicate"] is True

@@ -6,7 +6,7 @@ from sqlalchemy import select, update
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.errors import MAX_RETRY_AFTER_S, classify_reported
-from console.domain.secrets import held_in, holding
+from console.domain.secrets import held_in, holding, redact
 from console.extensions import db
 from console.models import Run, RunEvent, Tenant
 from console.services.actor import Actor
@@ -52,9 +52,14 @@ def report_failure(tenant: Tenant, data: dict, actor: Actor, clock: Clock = SYST
     token = _text(data, "retry_token", 64)
     now = clock()
     run = find_by_key(tenant.id, key)
-    if run is None:
+    known = run is not None
+    if not known:
         run = _external_run(tenant, data, key, actor, now)
-    else:
+    # The code as the run and its timeline keep it: masked as classify masks it (a secret param used as a code
+    # was masked on the run and shown on its timeline; helper 134). Reports sent again are matched by it.
+    with holding(held_in(run.params)):
+        code = redact(code.strip()) or "unknown"
+    if known:
         if data.get("task_id") is not None or data.get("handler") is not None:
             # The key names other work than the one reported (a sent-again report for it was taken as a duplicate).
             task = task_for(data["task_id"], tenant) if data.get("task_id") is not None else None
@@ -71,7 +76,8 @@ def report_failure(tenant: Tenant, data: dict, actor: Actor, clock: Clock = SYST
     _, policy = policies.effective(run.policy_id, run.policy_overrides)
     with holding(held_in(run.params)):  # the executor was given the run's secrets, and may name one
         failure = classify_reported(code, str(message)[:2000], retryable, policy, retry_after_s=retry_after)
-    transitions.event(run, "failure_reported", now, actor=actor.name, error_code=code, message=failure.message)
+    transitions.event(run, "failure_reported", now, actor=actor.name, error_code=failure.code,
+                      message=failure.message)
     try:
         fail(run, failure, policy, now)
     except transitions.StaleRun:
@@ -160,11 +166,11 @@ def report_success(tenant: Tenant, data: dict, actor: Actor, clock: Clock = SYST
                        "idempotency_key")
     now = clock()
     with holding(held_in(run.params)):  # the executor was given the run's secrets, and its result may repeat one
-        result = kept_result(data.get("result"))
+        result, message = kept_result(data.get("result")), _message(data)
     transitions.event(run, "success_reported", now, actor=actor.name)
     try:
         transitions.move(run, "succeeded", now, reason=None, finished_at=now, result=result, progress=100,
-                         progress_message=_message(data) or run.progress_message)
+                         progress_message=message or run.progress_message)
     except transitions.StaleRun:
         db.session.rollback()
         raise Conflict(f"run {run.id} changed while this report was recorded: nothing changed; read it again",
@@ -174,7 +180,9 @@ def report_success(tenant: Tenant, data: dict, actor: Actor, clock: Clock = SYST
 
 
 def _message(data: dict) -> str | None:
-    return data["message"][:255] if isinstance(data.get("message"), str) else None
+    """Return an executor's status text as a viewer may read it: masked as a failure's message is (its URLs, tokens,
+    the run's secret params held), then cut to the column (helper 134: a connection string reached every viewer)."""
+    return redact(data["message"])[:255] if isinstance(data.get("message"), str) else None
 
 
 def report_update(tenant: Tenant, data: dict, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> Run:
@@ -189,7 +197,8 @@ def report_update(tenant: Tenant, data: dict, actor: Actor, clock: Clock = SYSTE
         raise InvalidInput("progress must be a whole number from 0 to 100", "progress")
     if run.status != "running":
         raise Conflict(f"run {run.id} is {run.status}; progress is recorded for running runs only", "idempotency_key")
-    message = _message(data)
+    with holding(held_in(run.params)):
+        message = _message(data)
     # What the executor left out keeps its stored value (the column itself), not the value read above.
     db.session.execute(update(Run).where(Run.id == run.id, Run.status == "running").values(
         heartbeat_at=clock(), progress=Run.progress if progress is None else progress,
