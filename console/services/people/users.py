@@ -184,8 +184,9 @@ def update(user: User, actor: Actor, *, role: str | None = None, active: bool | 
 
 
 def _revoke_tokens(user: User, actor: Actor, now: datetime, why: str) -> int:
-    """Revoke a disabled person's live API tokens, each audited: they stopped working only while the account was
-    disabled, and a re-enable (a compromised account's, say) brought back every one unseen (helper 115)."""
+    """Revoke a person's live API tokens at a disable (or a re-enable, those from before it), each audited: they
+    stopped working only while the account was disabled, and a re-enable (a compromised account's, say) brought back
+    every one unseen (helper 115; helper 130 for an account an older release disabled)."""
     # One guarded UPDATE that returns what it revoked: a revoke of one of them at the same moment (another admin, on
     # PostgreSQL) is audited once, by whichever write took it.
     revoked = db.session.execute(sql_update(ApiToken).where(ApiToken.user_id == user.id, ApiToken.revoked_at.is_(None))
