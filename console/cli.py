@@ -1,8 +1,11 @@
 """The `rebound` console script (also `flask --app app ...`): build the app, whose commands console/commands adds."""
 
+import atexit
 import logging
 import os
+import shutil
 import sys
+import tempfile
 from importlib.metadata import version
 
 import click
@@ -24,7 +27,18 @@ def _create_app():
     missing = _missing_data_dir(sys.argv, os.environ)  # read here: an --env-file's settings are loaded by now
     if missing:
         raise SystemExit(missing)
+    if ("--help" in sys.argv or command_named(sys.argv) is None) and not data_dir_of(os.environ).exists():
+        _help_in_a_throwaway_dir()
     return create_app()
+
+
+def _help_in_a_throwaway_dir() -> None:
+    """Point this process at a temporary data dir, removed at its exit: help lists the commands, and made a deployment
+    (a database and a new secret key) wherever a mistyped REBOUND_DATA_DIR pointed (helper 128)."""
+    place = tempfile.mkdtemp(prefix="rebound-help-")
+    atexit.register(shutil.rmtree, place, True)
+    os.environ["REBOUND_DATA_DIR"] = place
+    os.environ.pop("REBOUND_DATABASE_URL", None)  # a database elsewhere is not touched either
 
 
 def _missing_data_dir(argv: list[str], env) -> str | None:

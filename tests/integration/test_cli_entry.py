@@ -115,7 +115,10 @@ def test_a_mistyped_data_dir_is_refused_by_a_command_that_reads_one_and_is_not_c
             "and secret key from it and creates neither. Set REBOUND_DATA_DIR to the directory `rebound up` uses (or "
             "run it where that ./instance is)."), done.stderr
         assert not typo.exists()
-    assert rebound(app, "tenants", "list", "--help", env={**env, "REBOUND_DATA_DIR": str(typo)}).returncode == 0
+    # Help lists the commands without making a deployment there either (helper 128: a database and a secret key).
+    for asked, code in ((("tenants", "list", "--help"), 0), (("--help",), 0), ((), 2)):  # bare: Click's usage, 2
+        assert rebound(app, *asked, env={**env, "REBOUND_DATA_DIR": str(typo)}).returncode == code
+        assert not typo.exists(), asked
     made = rebound(app, "db", "upgrade", env={**env, "REBOUND_DATA_DIR": str(typo)})
     assert made.returncode == 0, made.stderr  # a deployment's first step may make it
     assert rebound(app, "tenants", "list", env={**env, "REBOUND_DATA_DIR": str(typo)}).returncode == 0
