@@ -21,7 +21,8 @@ def purge_finished_runs(ctx) -> None:
     total = purging.count(cutoff, ctx.tenant_id)
     wanted = min(total, limit) if limit else total
     path = purging.export_path(setting("DATA_DIR"), ctx.execution_id)
-    ctx.log(f"{total} finished run(s) ({', '.join(purging.FINISHED)}) finished before {cutoff:%Y-%m-%d %H:%M} UTC"
+    ctx.log(f"{total} finished run(s) ({', '.join(purging.FINISHED[:-1])}, or {purging.FINISHED[-1]} with no dead "
+            f"letter open) finished before {cutoff:%Y-%m-%d %H:%M} UTC"
             + (f"; purging the oldest {wanted}" if wanted < total else "") + ".")
     if not wanted:
         return
