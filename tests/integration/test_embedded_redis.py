@@ -14,11 +14,13 @@ def test_what_redis_holds_outlives_a_stop_and_start(tmp_path):
     """It was started with `--save "60 1000"` as one word, which Redis reads as no save point: it never wrote its
     dump, so an upgrade's restart lost a bulk replay half-way with no trace of it (helper 130)."""
     url, process = embedded_redis.start(str(tmp_path))
-    client = redis.Redis.from_url(url)
-    assert client.config_get("save") == {"save": "300 1 60 1000"}
-    client.hset("rebound:bulk:op1", mapping={"status": "running", "done": 6, "total": 15})
-    client.close()
-    process.terminate()  # as `rebound up` stops it, last
+    try:
+        client = redis.Redis.from_url(url)
+        assert client.config_get("save") == {"save": "300 1 60 1000"}
+        client.hset("rebound:bulk:op1", mapping={"status": "running", "done": 6, "total": 15})
+        client.close()
+    finally:
+        process.terminate()  # as `rebound up` stops it, last (and never left running by a failed assertion)
     assert process.wait(10) == 0
     assert (tmp_path / "redis.rdb").is_file()
 
