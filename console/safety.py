@@ -47,8 +47,11 @@ DATABASE_RETRY_AFTER_S = 5
 DATABASE_UNAVAILABLE = ("the database did not answer (it may be restarting, unreachable or out of disk space), so this "
                         "request was not completed: send it again in a few seconds (a submit with the same "
                         "idempotency key is never made twice)")
-REDIS_UNAVAILABLE = ("Redis did not answer (it may be down, restarting or paused), so this was not done: try again "
-                     "once it answers; pages that only read the database still work meanwhile")
+# Not "nothing was done": the session is rolled back, but whatever committed before Redis was asked stays, so the
+# page is to be read again before another try.
+REDIS_UNAVAILABLE = ("Redis did not answer (it may be down, restarting or paused), so this did not go through: look "
+                     "at the page again, then try once more when it answers; pages that only read the database still "
+                     "work meanwhile")
 NUL_REFUSED = "contains a NUL character (\\u0000), which Rebound does not store: remove it and send it again"
 
 

@@ -1,29 +1,33 @@
 """A press whose answer htmx does not swap (a 5xx: Redis or the database did not answer) or that gets no answer at all
-says so above the page: during a Redis incident "Replay all matching" did nothing visible, as if it had worked."""
+says so above the page: during a Redis incident "Replay all matching" did nothing visible, as if it had worked.
+
+A real `rebound web` on a Redis of the test's own, stopped after the page is drawn: the 503 is the server's.
+"""
 
 import pytest
 from playwright.sync_api import expect
 
+from console.processes import embedded_redis
 from console.services.actor import Actor
 from console.services.engine.execute import execute
 from console.services.engine.submit import submit
 from console.services.people import tenants
 from tests.factories import LENIENT
 from tests.helpers import browser_login
+from tests.servers import app_beside, web_server
 
 pytestmark = pytest.mark.browser
-# The server's own 503 page for an action that needs Redis (console/safety.py), as the browser receives it.
-REDIS_503 = ('<!doctype html><html><body><main id="content"><div class="panel error-panel"><h1>503 · Unavailable</h1>'
-             "<p>Redis did not answer (it may be down, restarting or paused), so this was not done: try again once it "
-             "answers; pages that only read the database still work meanwhile</p></div></main></body></html>")
 
 
 @pytest.fixture
-def letter(live_app):
-    """An open dead letter that ran out of its one try, so "Replay all 1 matching" asks only its dialog."""
-    run, _ = submit(tenants.find("default"), Actor("arrange"), handler="demo.flaky",
-                    params={"fail_times": 9, "code": "carrier_down"}, policy={**LENIENT, "max_attempts": 1})
-    assert execute(run.id, 0) == "dead"
+def own_redis(tmp_path):
+    """An embedded Redis the test may stop and start again on the same socket."""
+    place = str(tmp_path / "redis")
+    url, process = embedded_redis.start(place)
+    state = {"url": url, "process": process, "place": place}
+    yield state
+    state["process"].terminate()
+    state["process"].wait(10)
 
 
 def replay_all(page) -> None:
@@ -31,28 +35,39 @@ def replay_all(page) -> None:
     page.get_by_role("button", name="Replay all 1 matching").click()
 
 
-def test_an_answer_htmx_does_not_swap_is_said_above_the_page(page, live_server, letter):
-    browser_login(page, live_server.url)
-    page.goto(f"{live_server.url}/dlq/?view=list")
-    page.route("**/dlq/bulk/replay-matching", lambda route: route.fulfill(
-        status=503, content_type="text/html; charset=utf-8", body=REDIS_503, headers={"Retry-After": "5"}))
-    replay_all(page)
-    said = page.locator("#flashes #not-done")
-    expect(said).to_have_text("That did not go through (503): Redis did not answer (it may be down, restarting or "
-                              "paused), so this was not done: try again once it answers; pages that only read the "
-                              "database still work meanwhile")
-    expect(said).to_have_attribute("role", "alert")
-    expect(page.locator(".bulk-progress")).to_have_count(0)
+def test_an_answer_htmx_does_not_swap_is_said_above_the_page(browser, tmp_path, own_redis, migrated_template,
+                                                             databases):
+    with web_server(tmp_path / "web", own_redis["url"], migrated_template, databases) as server:
+        with app_beside(server):  # an open dead letter that ran out of its one try: only its dialog asks
+            run, _ = submit(tenants.find("default"), Actor("arrange"), handler="demo.flaky",
+                            params={"fail_times": 9, "code": "carrier_down"}, policy={**LENIENT, "max_attempts": 1})
+            assert execute(run.id, 0) == "dead"
+        page = browser.new_page()
+        try:
+            browser_login(page, server.url)
+            page.goto(f"{server.url}/dlq/?view=list")
+            own_redis["process"].terminate()  # Redis goes away with the page open
+            own_redis["process"].wait(10)
+            replay_all(page)
+            said = page.locator("#flashes #not-done")
+            expect(said).to_have_text(
+                "That did not go through (503): Redis did not answer (it may be down, restarting or paused), so this "
+                "did not go through: look at the page again, then try once more when it answers; pages that only read "
+                "the database still work meanwhile", timeout=15_000)
+            expect(said).to_have_attribute("role", "alert")
+            expect(page.locator(".bulk-progress")).to_have_count(0)
 
-    # No answer at all (the console stopped): said too, in the same place, not stacked.
-    page.unroute("**/dlq/bulk/replay-matching")
-    page.route("**/dlq/bulk/replay-matching", lambda route: route.abort("connectionrefused"))
-    replay_all(page)
-    expect(said).to_have_text("The console did not answer, so that did not go through: check that it is running, "
-                              "then try again.")
-    expect(page.locator("#flashes .flash.error")).to_have_count(1)
+            # No answer at all (the network or the console down: the browser's own failure), said in the same place.
+            page.route("**/dlq/bulk/replay-matching", lambda route: route.abort("connectionrefused"))
+            replay_all(page)
+            expect(said).to_have_text("The console did not answer, so that did not go through: check that it is "
+                                      "running, then try again.")
+            expect(page.locator("#flashes .flash.error")).to_have_count(1)  # replaced, not stacked
+            page.unroute("**/dlq/bulk/replay-matching")
 
-    # Once it answers, the same press starts the replay.
-    page.unroute("**/dlq/bulk/replay-matching")
-    replay_all(page)
-    expect(page.locator(".bulk-progress")).to_have_count(1)
+            # Redis back on its socket: the same press starts the replay.
+            own_redis["url"], own_redis["process"] = embedded_redis.start(own_redis["place"])
+            replay_all(page)
+            expect(page.locator(".bulk-progress")).to_have_count(1, timeout=15_000)
+        finally:
+            page.close()

@@ -59,12 +59,13 @@ def test_the_dlq_says_what_it_cannot_read_and_an_action_that_needs_redis_says_it
         bulk = client.post("/dlq/bulk/replay-matching", data={"csrf_token": token, "code": "carrier_down", "rate": "5"})
         replayed = client.post("/dlq/{letter}/replay".format(**world), data={"csrf_token": token})
     assert "<strong>Redis is unreachable.</strong> Bulk replays' progress cannot be read" in page
+    assert "a bulk replay cannot start until it answers" in page and "a letter's own Replay is taken" in page
     assert "carrier_down" in page  # the letters are the database's
     panel = progress.get_data(as_text=True)
     assert progress.status_code == 200 and 'hx-trigger="every 5s"' in panel and "Redis is unreachable" in panel
     # A bulk replay's job is Redis's: nothing started, and nothing audited.
     assert bulk.status_code == 503 and bulk.headers["Retry-After"]
-    assert "Redis did not answer (it may be down, restarting or paused), so this was not done" in bulk.get_data(
+    assert "Redis did not answer (it may be down, restarting or paused), so this did not go through" in bulk.get_data(
         as_text=True)
     assert len(Queue("maintenance", connection=get_redis()).jobs) == queued
     assert len(audit_rows("dead_letter.bulk_replay")) == 1  # the world's own

@@ -249,12 +249,11 @@ def start_replay(actor: Actor, tenant_id: int | None, *, ids: list[int] | None =
         job = enqueue_slice(op_id, work, 0, redis, pipeline=pipe)
         # What its jobs do and the last one's id, and when it last moved: a replay whose worker was killed mid-way is
         # continued from there (paced_replay.resume_stalled).
-        pipe.hset(key, mapping={"job": json.dumps(work), "job_id": job.id, "beat": now.isoformat()})
         pipe.hset(key, mapping={"kind": "replay", "status": "queued", "total": total, "done": 0, "failed": 0,
                                 "skipped": 0, "rate": rate, "actor": actor.name, "filter": described,
                                 "selection": json.dumps(recorded), "tenant_id": tenant_id or "",
-                                "audit_tenant": tenant or "",
-                                "started_at": now.isoformat(), "finished_at": ""})
+                                "audit_tenant": tenant or "", "started_at": now.isoformat(), "finished_at": "",
+                                "job": json.dumps(work), "job_id": job.id, "beat": now.isoformat()})
         pipe.expire(key, KEEP_S)
         pipe.lpush(RECENT, op_id)
         pipe.ltrim(RECENT, 0, KEEP_RECENT - 1)

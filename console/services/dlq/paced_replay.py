@@ -146,8 +146,7 @@ def resume_stalled(clock: Clock = SYSTEM_CLOCK) -> list[str]:
             continue
         after_id = int(fields.get("after_id") or 0)
         job = bulk.enqueue_slice(op_id, json.loads(fields["job"]), after_id, redis)
-        redis.hset(key, mapping={"job_id": job.id, "beat": now.isoformat(),
-                                 "resumed": int(fields.get("resumed") or 0) + 1})
+        redis.hset(key, mapping={"job_id": job.id, "beat": now.isoformat()})
         log.warning("bulk replay %s: its job stopped with its worker (after dead letter %s); continued from there",
                     op_id, after_id)
         resumed.append(op_id)
