@@ -224,7 +224,7 @@ def from_env(env=None) -> dict:
         "LOGIN_RATE_LIMIT": _rate_limit(env, "REBOUND_LOGIN_RATE_LIMIT", "10 per minute"),
         # Failed logins from one address across every username (password spraying).
         "LOGIN_RATE_LIMIT_PER_ADDRESS": _rate_limit(env, "REBOUND_LOGIN_RATE_LIMIT_PER_ADDRESS", "30 per minute"),
-        "POLICIES_FILE": env.get("REBOUND_POLICIES_FILE") or str(PROJECT / "config" / "retry-policies.yaml"),
+        "POLICIES_FILE": env.get("REBOUND_POLICIES_FILE") or str(PROJECT / "config" / "tasks" / "retry-policies.yaml"),
         "COMMANDS_FILE": env.get("REBOUND_COMMANDS_FILE") or str(PROJECT / "config" / "commands.yaml"),
         # The largest request body accepted (a 413 above it, saying so); a batch of 1,000 runs fits.
         "MAX_CONTENT_LENGTH": _number(env, "REBOUND_MAX_BODY_BYTES", 4 * 1024 * 1024, low=1024, high=2**31),

@@ -2,6 +2,7 @@
 
 import dataclasses
 import re
+from pathlib import Path
 
 import pytest
 import yaml
@@ -101,3 +102,10 @@ def test_the_queues_page_shows_the_file_and_what_is_in_force(app, client, auth):
                      page, re.S)
     fragment = client.get("/queues/", headers={"HX-Request": "true"}).get_data(as_text=True)
     assert "Worker pool defaults" not in fragment  # the live refresh swaps the queues only
+
+
+def test_the_shipped_retry_policies_sit_where_seed_000_puts_them(app):
+    # Seed 000's contract names config/tasks/retry-policies.yaml, beside the tasks' defaults file.
+    shipped = Path(app.config["POLICIES_FILE"])
+    assert shipped.relative_to(PROJECT) == Path("config/tasks/retry-policies.yaml")
+    assert {"quick", "external-api"} <= set(yaml.safe_load(shipped.read_text()))

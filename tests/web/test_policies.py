@@ -15,7 +15,7 @@ from console.services.policies import versions as policies
 from console.services.scheduling import tasks
 from tests.factories import make_tenant
 
-# The `quick` policy of config/retry-policies.yaml, as its edit form posts it.
+# The `quick` policy of config/tasks/retry-policies.yaml, as its edit form posts it.
 QUICK = {
     "description": "Three fast attempts for cheap, idempotent work.", "max_attempts": "3", "base_delay_s": "1",
     "multiplier": "2", "max_delay_s": "10", "jitter": "0.1", "timeout_s": "60", "concurrency": "20",

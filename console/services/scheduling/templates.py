@@ -193,7 +193,7 @@ def load_defaults(defaults: TaskDefaults, path: str) -> list[str]:
     """Create the defaults file's template if the database has none of its name; check its retry policy exists."""
     if policies.find(defaults.policy) is None:
         raise SystemExit(f"{path}: retry.policy: no retry policy named {defaults.policy!r} (create it on Policies "
-                         "or in config/retry-policies.yaml)")
+                         "or in config/tasks/retry-policies.yaml)")
     if find(defaults.template) is not None:
         return []
     try:
