@@ -17,7 +17,7 @@ CHUNK = 200
 def purge_finished_runs(ctx) -> None:
     """Export finished runs older than N days (with timelines and dead letters) to JSON lines, then delete them."""
     days, limit = ctx.params["older_than_days"], ctx.params["limit"]
-    cutoff = ctx.now - timedelta(days=days)
+    cutoff = ctx.asked_at - timedelta(days=days)
     total = purging.count(cutoff, ctx.tenant_id)
     wanted = min(total, limit) if limit else total
     path = purging.export_path(setting("DATA_DIR"), ctx.execution_id)

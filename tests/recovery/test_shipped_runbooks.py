@@ -350,6 +350,23 @@ def test_purge_finished_runs_exports_them_then_deletes_them(app, staff, clock, d
     assert export in execution.log
 
 
+def test_a_purge_approved_hours_later_takes_what_was_past_the_cut_off_when_it_was_asked(staff, clock):
+    # "Older than 30 days" counts from the request: measured from the approval, a run that crossed the line while the
+    # request waited was a change the preview never listed, and the approved purge was refused.
+    runs = Runs()
+    ancient, crossing = runs.submit("demo.noop"), runs.submit("demo.noop")
+    assert execute(ancient, 0, clock=FrozenClock(clock() - timedelta(days=40))) == "succeeded"
+    assert execute(crossing, 0, clock=FrozenClock(clock() - timedelta(days=29, hours=18))) == "succeeded"
+    execution = runbooks.start("purge_finished_runs", {"older_than_days": 30}, staff["olga"], scope=None,
+                               reason="cleaning up", clock=clock, enqueue=False)
+    assert runbook_runner.preview(execution.id, clock=clock) == "awaiting_approval"
+    clock.advance(12 * 3600)  # approvals expire after a day
+    decisions.approve(execution.approval_id, staff["alex"], "looks right", clock=clock)
+    assert runbook_runner.execute(execution.id, clock=clock, sleep=lambda s: None) == "succeeded"
+    db.session.expire_all()
+    assert run_of(ancient) is None and run_of(crossing) is not None
+
+
 def test_engine_reconcile_reports_drift_in_a_dry_run_and_repairs_it_for_real(staff, clock, snapshot, redis_url):
     run_id = Runs().submit("demo.noop")
     redis.Redis.from_url(redis_url).flushdb()  # Redis lost the run's job

@@ -30,7 +30,7 @@ class RunbookContext:
     def __init__(self, execution_id: int, *, dry_run: bool, tenant_id: int | None, actor: Actor, reason: str | None,
                  params: dict | None = None, lines: list[str] | None = None, clock: Clock = SYSTEM_CLOCK,
                  on_line: Callable[[str], None] | None = None, sleep: Callable[[float], None] = time.sleep,
-                 monotonic: Callable[[], float] = time.monotonic):
+                 monotonic: Callable[[], float] = time.monotonic, requested_at: datetime | None = None):
         self.execution_id = execution_id
         self.dry_run = dry_run
         self.tenant_id = tenant_id  # None: every tenant (an unscoped person), or a system runbook
@@ -42,6 +42,7 @@ class RunbookContext:
         self.changes_total = 0
         self._on_line = on_line
         self._sleep = sleep
+        self._requested_at = requested_at
         self.monotonic = monotonic  # the clock a runbook paces by; tests pass one that only their sleep moves
         self._kept = 0
         self._changes: list[dict] = []
@@ -50,6 +51,12 @@ class RunbookContext:
     @property
     def now(self) -> datetime:
         return self.clock()
+
+    @property
+    def asked_at(self) -> datetime:
+        """When the execution was requested: "older than N days" counts from here, so the run an approver allows
+        hours later takes what its preview listed, not what crossed the line while the request waited."""
+        return self._requested_at or self.now
 
     def log(self, message: str) -> None:
         """Write one line of the execution's log (the page shows it within a second)."""

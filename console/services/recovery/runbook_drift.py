@@ -47,7 +47,8 @@ def check(runbook, execution: RunbookExecution, ctx: RunbookContext) -> None:
         return
     approved = {_key(row._asdict()) for row in planned}
     now = RunbookContext(execution.id, dry_run=True, tenant_id=ctx.tenant_id, actor=ctx.actor, reason=ctx.reason,
-                         params=ctx.params, clock=ctx.clock, sleep=lambda seconds: None, monotonic=ctx.monotonic)
+                         params=ctx.params, clock=ctx.clock, sleep=lambda seconds: None, monotonic=ctx.monotonic,
+                         requested_at=ctx.asked_at)
     with read_only():
         runbook.run(now)
     found = now.recorded()

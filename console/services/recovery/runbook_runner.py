@@ -97,7 +97,7 @@ def _run(execution: RunbookExecution, *, preview: bool, clock: Clock, on_line, s
     ctx = RunbookContext(execution.id, dry_run=dry_run, tenant_id=execution.tenant_id, actor=actor,
                          reason=execution.reason,
                          lines=execution.log.splitlines() if execution.log else [], clock=clock, on_line=on_line,
-                         sleep=sleep, monotonic=monotonic)
+                         sleep=sleep, monotonic=monotonic, requested_at=execution.created_at)
     if preview:
         ctx.log("Preview for the approver: a dry-run, nothing changes until a second person approves.")
     elif execution.approval_id:
