@@ -1,4 +1,5 @@
-"""Runbooks that keep the system tidy: purge old finished runs (exported first), the engine's reconcile."""
+"""Runbooks that keep the system tidy: purge old finished runs and settled messages (exported first), the engine's
+reconcile."""
 
 from datetime import timedelta
 
@@ -6,64 +7,79 @@ from console.domain.runbooks import Param, Risk
 from console.domain.runbooks import ParamType as T
 from console.extensions import db
 from console.services.audit import trail as audit
+from console.services.delivery import purge as message_purge
 from console.services.engine import reconcile as reconciling
 from console.services.recovery.runbook_registry import Runbook
-from console.services.runs import purge as purging
+from console.services.runs import purge as run_purge
 from console.services.settings import setting
+from console.services.system import exports
 
 CHUNK = 200
 
 
-def purge_finished_runs(ctx) -> None:
-    """Export finished runs older than N days (with timelines and dead letters) to JSON lines, then delete them."""
+def _purge(ctx, purging, what: str, obj: str, before: str, said: str, contents: str) -> None:
+    """Export then delete, a chunk per transaction, the rows `purging` finds past the params' age (counted from the
+    request); a dry run lists them. The export holds exactly what was deleted."""
     days, limit = ctx.params["older_than_days"], ctx.params["limit"]
     cutoff = ctx.asked_at - timedelta(days=days)
-    total = purging.count(cutoff, ctx.tenant_id)
+    found = purging.purgeable(cutoff, ctx.tenant_id)
+    total = exports.count_of(found)
     wanted = min(total, limit) if limit else total
-    path = purging.export_path(setting("DATA_DIR"), ctx.execution_id)
-    ctx.log(f"{total} finished run(s) ({', '.join(purging.FINISHED[:-1])}, or {purging.FINISHED[-1]} with no dead "
-            f"letter open) finished before {cutoff:%Y-%m-%d %H:%M} UTC"
+    path = exports.export_path(setting("DATA_DIR"), what, ctx.execution_id)
+    ctx.log(f"{total} {said} before {cutoff:%Y-%m-%d %H:%M} UTC"
             + (f"; purging the oldest {wanted}" if wanted < total else "") + ".")
     if not wanted:
         return
     if ctx.dry_run:
         after_id = seen = 0
         while seen < wanted:
-            ids = purging.next_ids(cutoff, ctx.tenant_id, after_id, min(1000, wanted - seen))
+            ids = exports.ids_after(found, purging.ID, after_id, min(1000, wanted - seen))
             if not ids:
                 break
-            for run_id in ids:
-                ctx.change("run", run_id, "row", "finished", "deleted (exported)")
+            for object_id in ids:
+                ctx.change(obj, object_id, "row", before, "deleted (exported)")
             after_id, seen = ids[-1], seen + len(ids)
-        ctx.log(f"Would export {seen} run(s) with their timelines and dead letters to {path}, then delete them.")
+        ctx.log(f"Would export {seen} {what} with {contents} to {path}, then delete them.")
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     purged = 0
     with path.open("a", encoding="utf-8") as out:
         while purged < wanted:
-            ids = purging.next_ids(cutoff, ctx.tenant_id, 0, min(CHUNK, wanted - purged))
+            ids = exports.ids_after(found, purging.ID, 0, min(CHUNK, wanted - purged))
             if not ids:
                 break
             mark = out.tell()
             try:
-                runs = purging.export_and_delete(ids, cutoff, out)
-                for run in runs:
-                    ctx.change("run", run["id"], "row", run["status"], "deleted (exported)")
+                rows = purging.export_and_delete(ids, cutoff, out)
+                for row in rows:
+                    ctx.change(obj, row["id"], "row", row["status"], "deleted (exported)")
                 ctx.commit()
             except BaseException:
                 out.truncate(mark)  # the export holds exactly what was deleted
                 raise
-            if not runs:
+            if not rows:
                 break
-            purged += len(runs)
+            purged += len(rows)
             ctx.log(f"Exported and deleted {purged} of {wanted}.")
-    ctx.backup("export", path, {"runs": purged, "format": "one JSON object per line: run, run_events, dead_letters, "
-                                                          "sla_breaches"})
-    audit.record(db.session, ctx.actor, "run.purge", "runbook_execution", ctx.execution_id,
-                 after={"runs": purged, "older_than_days": days, "export": str(path)}, note=ctx.reason,
+    ctx.backup("export", path, {what: purged, "format": f"one JSON object per line: {contents}"})
+    audit.record(db.session, ctx.actor, f"{obj}.purge", "runbook_execution", ctx.execution_id,
+                 after={what: purged, "older_than_days": days, "export": str(path)}, note=ctx.reason,
                  clock=ctx.clock)
     ctx.commit()
-    ctx.log(f"{purged} run(s) purged; the export is {path}.")
+    ctx.log(f"{purged} {what} purged; the export is {path}.")
+
+
+def purge_finished_runs(ctx) -> None:
+    """Export finished runs older than N days (with timelines and dead letters) to JSON lines, then delete them."""
+    _purge(ctx, run_purge, "runs", "run", "finished",
+           f"finished run(s) ({', '.join(run_purge.FINISHED[:-1])}, or {run_purge.FINISHED[-1]} with no dead "
+           "letter open) finished", "run, run_events, dead_letters, sla_breaches")
+
+
+def purge_settled_messages(ctx) -> None:
+    """Export delivered and skipped alert and work-order messages older than N days to JSON lines, then delete them."""
+    _purge(ctx, message_purge, "messages", "outbox_message", "settled",
+           f"settled message(s) ({' or '.join(message_purge.SETTLED)}) created", "message, deliveries")
 
 
 LISTS = {
@@ -87,15 +103,23 @@ def engine_reconcile(ctx) -> None:
     ctx.log(("Would repair: " if ctx.dry_run else "Repaired: ") + (found or "nothing, the database and Redis agree."))
 
 
+AGE = Param("older_than_days", T.INT, required=True, minimum=1, maximum=3650,
+            help="Purge what finished or was created more than this many days before the request.")
+LIMIT = Param("limit", T.INT, minimum=1, help="Purge at most this many (the oldest ids); all when empty.")
+
 PURGE = Runbook(
     "purge_finished_runs", "Purge old finished runs",
     "Delete finished runs (succeeded, cancelled, compensated, resolved, and dead ones whose dead letters are all "
     "discarded) older than N days with their timelines, "
-    "closed dead letters and SLA records, after writing each to a JSON-lines export in the data dir.", Risk.HIGH, (
-        Param("older_than_days", T.INT, required=True, minimum=1, maximum=3650,
-              help="Purge runs that finished more than this many days ago."),
-        Param("limit", T.INT, minimum=1, help="Purge at most this many (the oldest ids); all when empty."),
-    ), purge_finished_runs)
+    "closed dead letters and SLA records, after writing each to a JSON-lines export in the data dir.", Risk.HIGH,
+    (AGE, LIMIT), purge_finished_runs)
+
+PURGE_MESSAGES = Runbook(
+    "purge_settled_messages", "Purge old alert and work-order messages",
+    "Delete the outbox's alert, escalation and work-order messages older than N days that were delivered, or skipped "
+    "for want of a channel, with their delivery attempts, after writing each to a JSON-lines export in the data dir. "
+    "Failed messages stay until someone resends them; the alert latency a report rebuild reads goes with them.",
+    Risk.MEDIUM, (AGE, LIMIT), purge_settled_messages)
 
 RECONCILE = Runbook(
     "engine_reconcile", "Reconcile the engine",

@@ -10,7 +10,7 @@ from sqlalchemy import select
 
 from console.domain.clock import FrozenClock
 from console.extensions import db
-from console.models import Approval, AuditEntry, DeadLetter, Run, RunEvent, WorkOrder
+from console.models import Approval, AuditEntry, DeadLetter, Delivery, OutboxMessage, Run, RunEvent, WorkOrder
 from console.services.actor import Actor
 from console.services.dlq import discards
 from console.services.engine import control, queueing
@@ -348,6 +348,49 @@ def test_purge_finished_runs_exports_them_then_deletes_them(app, staff, clock, d
     assert {event["kind"] for event in lines[0]["run_events"]} >= {"running", "succeeded"}
     assert [letter["status"] for letter in lines[2]["dead_letters"]] == ["discarded"]  # in the export, then gone
     assert export in execution.log
+
+
+def test_purge_settled_messages_exports_them_with_their_deliveries_then_deletes_them(app, staff, clock, snapshot):
+    def message(status: str, days_ago: int, tenant_id=None) -> int:
+        row = OutboxMessage(kind="alert", dedup_key=f"k{status}{days_ago}{tenant_id}", payload={"summary": status},
+                            status=status, tenant_id=tenant_id, created_at=clock() - timedelta(days=days_ago))
+        db.session.add(row)
+        db.session.flush()
+        db.session.add(Delivery(outbox_id=row.id, channel="slack", attempt=1, outcome="sent", at=row.created_at))
+        return row.id
+
+    globex = make_tenant("globex").id
+    old = [message("delivered", 40), message("skipped", 40)]
+    kept = [message("failed", 40), message("pending", 40), message("delivered", 5)]  # a person's, in flight, recent
+    theirs = message("delivered", 40, globex)
+    db.session.commit()
+    params = {"older_than_days": 30}
+    dry = dry_run_changes_nothing(snapshot, "purge_settled_messages", params, staff["olga"], clock)
+    assert [change[1] for change in changes_of(dry, planned=True)] == [str(i) for i in old + [theirs]]
+
+    execution = run_now("purge_settled_messages", params, staff["olga"], clock=clock)
+    assert execution.status == "succeeded", execution.log
+    left = set(db.session.execute(select(OutboxMessage.id)).scalars())
+    assert left == set(kept)
+    assert set(db.session.execute(select(Delivery.outbox_id)).scalars()) == set(kept)
+    export = app.config["DATA_DIR"] + f"/exports/purged-messages-{execution.id}.jsonl"
+    with open(export, encoding="utf-8") as lines_file:
+        lines = [json.loads(line) for line in lines_file]
+    assert [line["message"]["id"] for line in lines] == old + [theirs]
+    assert [delivery["outcome"] for delivery in lines[0]["deliveries"]] == ["sent"]
+    assert db.session.execute(select(AuditEntry).where(AuditEntry.action == "outbox_message.purge")).scalar_one()
+
+
+def test_a_tenants_person_purges_only_that_tenants_messages(staff, clock):
+    acme, globex = make_tenant("acme"), make_tenant("globex")
+    for tenant in (acme, globex, None):
+        db.session.add(OutboxMessage(kind="alert", dedup_key=f"k{tenant}", payload={}, status="delivered",
+                                     tenant_id=tenant.id if tenant else None,
+                                     created_at=clock() - timedelta(days=40)))
+    db.session.commit()
+    execution = run_now("purge_settled_messages", {"older_than_days": 30}, staff["olga"], clock=clock, scope=acme.id)
+    assert execution.status == "succeeded", execution.log
+    assert set(db.session.execute(select(OutboxMessage.tenant_id)).scalars()) == {None, globex.id}
 
 
 def test_a_purge_approved_hours_later_takes_what_was_past_the_cut_off_when_it_was_asked(staff, clock):
