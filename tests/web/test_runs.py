@@ -21,7 +21,7 @@ from console.services.runs import query as runs_query
 from console.services.runs import timeline as run_timeline
 from console.services.runs.query import RunFilters
 from console.services.scheduling import planner, tasks
-from tests.factories import Runs
+from tests.factories import Runs, bearer
 
 ROW_ID = re.compile(r'<td class="num mono"><a href="/runs/(\d+)">')
 FLAKY_ONCE = {"fail_times": 1, "message": "lock wait timeout on ledger row"}
@@ -394,6 +394,19 @@ def test_retry_now_under_an_open_breaker_says_the_run_will_wait_for_it_again(cli
     db.session.commit()
     response = client.post(f"/runs/{run_id}/retry", data={"csrf_token": auth.csrf(f"/runs/{run_id}")})
     assert "breaker is open" not in client.get(response.headers["Location"]).get_data(as_text=True)
+
+
+def test_a_retried_run_drops_the_result_of_the_series_before(client, auth, runs, clock):
+    # Kept, a cancelled run's partial result read as the new series' while it ran (and a resent submit answered it).
+    run_id = runs.submit(clock=clock)
+    run = runs.get(run_id)
+    run.status, run.result, run.finished_at = "cancelled", {"cancelled": True, "slept_s": 2.1}, utcnow()
+    db.session.commit()
+    headers = bearer(auth.make_user("svc", "operator"))
+    retried = client.post("/internal/tasks/retry", json={"run_id": run_id}, headers=headers)
+    assert retried.status_code == 202 and retried.json["series"] == 2
+    assert retried.json["result"] is None
+    assert client.get(f"/worker/tasks/{run_id}", headers=headers).json["result"] is None
 
 
 def test_cancel_a_pending_run_over_htmx_returns_the_refreshed_run(client, auth, runs, clock):

@@ -21,9 +21,10 @@ from console.services.policies import versions as policies
 
 log = logging.getLogger("rebound.runs")
 RUNS, LETTERS, EVENTS = Run.__table__, DeadLetter.__table__, RunEvent.__table__
-# What a new attempt series starts from, besides its series number, times and a cleared error.
+# What a new attempt series starts from, besides its series number, times and a cleared error. The result goes too:
+# kept, a cancelled series' partial result read as the new series' own while it ran (helper 135).
 RESTART_VALUES = {"attempt": 0, "retry_token": None, "next_retry_at": None, "finished_at": None,
-                  "cancel_requested": False, "progress": 0, "progress_message": None}
+                  "cancel_requested": False, "progress": 0, "progress_message": None, "result": None}
 OPENED = {"status": "open"}
 
 
