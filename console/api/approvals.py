@@ -18,13 +18,9 @@ def list_approvals():
     known_args(("status", "limit", "before"))
     limit = whole_arg("limit", approvals.PAGE_SIZE, 1, MAX_LIMIT)
     before = cursor_arg("before")
-    status = request.args.get("status") or None
-    found = approvals.rows(status=None if status == "all" else status, tenant_id=tenant_scope(), before=before,
-                           limit=limit + 1)  # "all", as the CLI and the console say it: every status
-    now, page = utcnow(), found[:limit]
-    runs, executions = shown.runs_acted_on(page), shown.executions_asked(page)
-    return jsonify(items=[shown.as_dict(row, now, runs, executions) for row in page],
-                   next_before=found[limit - 1].approval.id if len(found) > limit else None)
+    status = request.args.get("status") or None  # "all", as the CLI and the console say it: every status
+    return jsonify(shown.page(status=None if status == "all" else status, tenant_id=tenant_scope(), before=before,
+                              limit=limit, now=utcnow()))
 
 
 @bp.get("/api/approvals/<int:approval_id>")

@@ -49,24 +49,24 @@ def approvals_group():
 @click.option("--status", default="pending", show_default=True, help="pending, executed, failed, rejected, "
               "withdrawn, expired, superseded, rolled_back, or 'all'.")
 @click.option("--limit", type=click.IntRange(1, 500), default=50, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON, as GET /api/approvals answers its items.")
+@click.option("--before", type=ROW_ID, default=None, help="Older than this request: the next_before a list printed.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON as GET /api/approvals answers: {items, next_before}.")
 @with_appcontext
-def list_command(status, limit, as_json):
+def list_command(status, limit, before, as_json):
     """List requests, newest first."""
     from console.domain.clock import utcnow
     from console.services.errors import ServiceError
-    from console.services.recovery import approvals, shown
+    from console.services.recovery import shown
 
     try:
-        found = approvals.rows(status=None if status == "all" else status, limit=limit)
+        found = shown.page(status=None if status == "all" else status, tenant_id=None, before=before, limit=limit,
+                           now=utcnow())
     except ServiceError as error:
         raise refused(error) from None
-    now = utcnow()
-    runs, executions = shown.runs_acted_on(found), shown.executions_asked(found)
-    rows = [shown.as_dict(row, now, runs, executions) for row in found]
     if as_json:
-        click.echo(json.dumps(rows, indent=2, default=str))
+        click.echo(json.dumps(found, indent=2, default=str))
         return
+    rows = found["items"]
     if not rows:
         click.echo(f"no {'' if status == 'all' else status + ' '}requests")
         return
@@ -75,6 +75,8 @@ def list_command(status, limit, as_json):
     click.echo("  ".join(c.ljust(w) for c, w in zip(LIST_COLUMNS, widths, strict=True)))
     for r in cells:
         click.echo("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)))
+    if found["next_before"]:
+        click.echo(f"older requests: --before {found['next_before']}")
 
 
 @approvals_group.command("show")

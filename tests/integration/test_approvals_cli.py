@@ -83,7 +83,9 @@ def test_list_show_approve_and_roll_back_from_the_cli(cli, people, request_of):
     assert f"  run now: #{request.payload['run_id']} pending (series 2)" in shown
     assert "  outcome when it ran: run #" in shown  # not read as how it stands now (helper 128)
     # As the API answers, for a script (helper 109).
-    [listed] = json.loads(cli("list", "--status", "executed", "--json").output)
+    answered = json.loads(cli("list", "--status", "executed", "--json").output)
+    assert answered["next_before"] is None  # {items, next_before}, as GET /api/approvals (it printed a bare list)
+    [listed] = answered["items"]
     assert (listed["id"], listed["run"]["series"]) == (request.id, 2)
     assert json.loads(cli("show", str(request.id), "--json").output) == listed
 
@@ -92,6 +94,15 @@ def test_list_show_approve_and_roll_back_from_the_cli(cli, people, request_of):
     rolled = cli("rollback", str(request.id), "--as", "alex")
     assert rolled.exit_code == 0 and "rolled back" in rolled.output
     assert db.session.get(Run, request.payload["run_id"]).params == BROKEN
+
+
+def test_the_list_pages_as_the_api_does(cli, people, request_of):
+    first, second = request_of("olga"), request_of("olga")
+    newest = json.loads(cli("list", "--limit", "1", "--json").output)
+    assert [item["id"] for item in newest["items"]] == [second.id] and newest["next_before"] == second.id
+    assert f"older requests: --before {second.id}" in cli("list", "--limit", "1").output
+    older = json.loads(cli("list", "--limit", "1", "--before", str(second.id), "--json").output)
+    assert [item["id"] for item in older["items"]] == [first.id] and older["next_before"] is None
 
 
 def test_a_secret_in_a_request_is_masked_on_the_cli_as_over_the_api(cli, people, app, clock):

@@ -71,3 +71,12 @@ def as_dict(found: approvals.Row, now: datetime, runs: dict[int, dict] | None = 
             "executed_at": _iso(a.executed_at), "rolled_back_at": _iso(a.rolled_back_at),
             "rollback_note": a.rollback_note, "run": runs.get(_run_id(a)),
             "execution": executions.get(_execution_id(a))}
+
+
+def page(*, status: str | None, tenant_id: int | None, before: int | None, limit: int, now: datetime) -> dict:
+    """Return one keyset page of requests as `GET /api/approvals` answers it: {items, next_before}."""
+    found = approvals.rows(status=status, tenant_id=tenant_id, before=before, limit=limit + 1)
+    rows = found[:limit]
+    runs, executions = runs_acted_on(rows), executions_asked(rows)
+    return {"items": [as_dict(row, now, runs, executions) for row in rows],
+            "next_before": found[limit - 1].approval.id if len(found) > limit else None}
