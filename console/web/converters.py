@@ -9,6 +9,9 @@ from console.services.inputs import MAX_ID
 class RowIdConverter(IntegerConverter):
     """An `int` converter for database ids: a number too large to be one is a 404 (whatever the method)."""
 
+    # ASCII digits only: werkzeug's `\d+` and int() take any script's digits, so /runs/١ was run 1 too.
+    regex = r"[0-9]+"
+
     def to_python(self, value: str) -> int:
         number = super().to_python(value)
         if number > MAX_ID:

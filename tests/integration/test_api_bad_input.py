@@ -254,6 +254,15 @@ def test_unknown_run_is_404(client, operator):
         refused(client.post("/worker/tasks/999/cancel", headers=operator), 404, "not_found")
 
 
+@pytest.mark.parametrize("zero", [0x0660, 0xFF10, 0x0966])  # Arabic-Indic, fullwidth, Devanagari digits
+def test_an_id_in_a_path_is_ascii_digits_only(client, operator, submitted, zero):
+    # int() reads any Unicode digit: each run had several addresses, which a proxy's rule keyed on the path misses.
+    run_id = submitted()
+    assert client.get(f"/worker/tasks/{run_id}", headers=operator).status_code == 200
+    other = "".join(chr(zero + int(digit)) for digit in str(run_id))
+    refused(client.get(f"/worker/tasks/{other}", headers=operator), 404, "not_found")
+
+
 def test_cancelling_a_succeeded_run_is_409_and_changes_nothing(client, operator, submitted):
     run_id = submitted()
     set_status(run_id, "succeeded")
