@@ -278,6 +278,20 @@ def test_the_entries_pager_says_where_a_page_is(client, auth, make_dead_letter):
     assert "data-position" not in client.get("/dlq/?view=list&q=broken").get_data(as_text=True)
 
 
+def test_a_letters_address_opens_the_page_of_its_group_that_holds_it(client, auth, make_dead_letter):
+    # It opened the group's newest 50: a letter below them had no row there for its #dl- anchor (helper 136).
+    letters = [make_dead_letter(f"broken thing {n}") for n in range(dlq.PAGE_SIZE + 2)]
+    auth.as_role("viewer")
+    for letter in (letters[0], letters[1], letters[2], letters[-1]):
+        opened = client.get(f"/dlq/{letter.id}")
+        assert opened.status_code == 303 and opened.headers["Location"].endswith(f"#dl-{letter.id}")
+        page = client.get(opened.headers["Location"]).get_data(as_text=True)
+        assert f'id="dl-{letter.id}"' in page
+    # One among the newest page opens that page as its group's own list does, not one starting at the letter.
+    assert "before=" not in client.get(f"/dlq/{letters[2].id}").headers["Location"]
+    assert "before=" in client.get(f"/dlq/{letters[1].id}").headers["Location"]
+
+
 def test_one_click_replay_starts_a_new_series_with_the_same_idempotency_key(client, auth, runs, make_dead_letter):
     letter = make_dead_letter("account 1001 is closed")
     key = runs.get(letter.run_id).idempotency_key

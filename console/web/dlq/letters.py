@@ -8,6 +8,7 @@ from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import utcnow
 from console.extensions import db, htmx
 from console.models import Workflow
+from console.services.dlq import filters as dlq_filters
 from console.services.dlq import groups as dlq
 from console.services.engine import control, waiting_fixes
 from console.services.errors import Conflict, InvalidInput, ServiceError
@@ -43,10 +44,15 @@ def _closed(closed_fixes: list[int]) -> str:
 @requires(VIEW)
 def letter(dead_letter_id: int):
     """One dead letter's address: its row in the DLQ list, among its error group and with its status."""
-    found = dlq.get(dead_letter_id, tenant_scope())
-    status = found.status if found.status != "open" else None
-    return redirect(url_for("dlq.index", view="list", group=found.fingerprint, status=status) + f"#dl-{found.id}",
-                    303)
+    scope = tenant_scope()
+    found = dlq.get(dead_letter_id, scope)
+    args = {"view": "list", "group": found.fingerprint, "status": found.status if found.status != "open" else None}
+    # The page that holds it: below its group's newest page, one that starts at it (the newest page had no row for
+    # the anchor in a group of more than 50; helper 136).
+    filters = dlq_filters.Filters.parse(args)
+    if dlq.count_newer(filters, scope, found.id + 1, dlq.window(filters, scope, utcnow())) >= dlq.PAGE_SIZE:
+        args["before"] = found.id + 1
+    return redirect(url_for("dlq.index", **args) + f"#dl-{found.id}", 303)
 
 
 @bp.post("/<int:dead_letter_id>/replay")
