@@ -256,6 +256,20 @@ def test_per_tenant_breakers_show_their_tenant_and_count_only_their_own_held_run
     assert 'data-counter="open">2<' in page and 'data-counter="held">2<' in page
 
 
+def test_a_held_run_counts_on_the_breaker_its_policy_uses_even_where_its_tenant_has_its_own(client, auth):
+    # Any tenant's own breaker took its runs' count, so a closed one read as holding a run the shared one held.
+    globex = make_tenant("globex")
+    shared, _ = submit(globex, Actor("test"), handler="demo.flaky")  # policy default: the handler-wide breaker
+    open_breaker(shared.handler)
+    breakers.record(BreakerKey(shared.handler, globex.id), False, utcnow(), SETTINGS)  # globex's own: closed, 1 of 3
+    assert execute(shared.id, 0, clock=FrozenClock(utcnow())) == "breaker_open"
+    auth.as_role("viewer")
+    page = client.get("/breakers/").get_data(as_text=True)
+    held = [re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)[8]
+            for row in (breaker_row(page, shared.handler), breaker_row(page, shared.handler, "globex"))]
+    assert held == ["1", "0"]
+
+
 def test_reset_works_per_breaker_and_the_audit_names_the_tenant(client, auth):
     globex = make_tenant("globex")
     own = BreakerKey(HANDLER, globex.id)

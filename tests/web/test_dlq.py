@@ -22,6 +22,7 @@ from console.services.dlq import filters as dlq_filters
 from console.services.dlq import groups as dlq
 from console.services.dlq.filters import Filters
 from console.services.engine import breakers, control, replays
+from console.services.engine.breakers import BreakerKey
 from console.services.engine.execute import execute
 from console.services.engine.submit import submit
 from console.services.people import tenants
@@ -931,10 +932,10 @@ def test_a_group_whose_handler_has_an_open_breaker_says_so_before_a_replay(clien
     settings = BreakerSettings(failure_threshold=1, open_s=120)
     breakers.record("python:demo.flaky", False, utcnow(), settings)
     held = client.get("/dlq/").get_data(as_text=True)
-    assert '<a class="badge open" href="/breakers/" title="python:demo.flaky: a replayed run waits until the breaker ' \
-           'lets it through">breaker open</a>' in held
-    assert ("The circuit breaker of python:demo.flaky is open: the replayed runs wait until it lets them through."
-            in html.unescape(held))
+    assert ('<a class="badge open" href="/breakers/" title="open: python:demo.flaky; a replayed run whose policy '
+            'counts there waits until it lets it through">breaker open</a>') in held
+    assert ("The circuit breaker of python:demo.flaky is open: the replayed runs it counts wait until it lets them "
+            "through." in html.unescape(held))
     # A single letter's Replay says it too, in the list and in an expanded group (it said nothing, and the run sat
     # in retry_wait for minutes).
     one = "The circuit breaker of python:demo.flaky is open: the replayed run waits until it lets it through."
@@ -942,6 +943,25 @@ def test_a_group_whose_handler_has_an_open_breaker_says_so_before_a_replay(clien
         assert one in html.unescape(client.get(page).get_data(as_text=True)), page
     expanded = client.get(f"/dlq/groups/{letter.fingerprint}", headers={"HX-Request": "true"})  # the expand button's
     assert one in html.unescape(expanded.get_data(as_text=True))
+
+
+def test_only_an_open_breaker_the_letters_run_counts_on_is_said_before_its_replay(client, auth, make_dead_letter):
+    # Any breaker of its handler was: another tenant's own, its tenant's own where its policy counts handler-wide, a
+    # half open one whose probe the replay may be (helper 136 saw the replay run 27 ms after such a warning).
+    letter = make_dead_letter("carrier api down")  # the default tenant's; its policy's breaker is handler-wide
+    handler, settings, now = "python:demo.flaky", BreakerSettings(failure_threshold=1, open_s=120), utcnow()
+    breakers.record(BreakerKey(handler, tenant("globex").id), False, now, settings)
+    breakers.record(BreakerKey(handler, letter.tenant_id), False, now, settings)
+    breakers.record(handler, False, now - timedelta(seconds=300), settings)  # half open by now
+    auth.as_role("operator")
+    listed = html.unescape(client.get("/dlq/?view=list").get_data(as_text=True))
+    assert f'id="dl-{letter.id}"' in listed and "circuit breaker of" not in listed
+    grouped = html.unescape(client.get("/dlq/").get_data(as_text=True))
+    assert "python:demo.flaky for globex" not in grouped  # not a tenant of the group
+    breakers.record(handler, False, now, settings)  # the one it counts on opens again
+    listed = html.unescape(client.get("/dlq/?view=list").get_data(as_text=True))
+    assert "The circuit breaker of python:demo.flaky is open: the replayed run waits until it lets it through." \
+        in listed
 
 
 def test_the_group_filter_chip_names_the_error_not_its_fingerprint(client, auth, make_dead_letter):

@@ -1,10 +1,11 @@
 """Circuit breakers as people see and reset them: the state per breaker, runs held back, audited resets."""
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 
 import redis
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from console.domain.breaker import BreakerMode, BreakerState
 from console.domain.clock import SYSTEM_CLOCK, Clock
@@ -85,11 +86,41 @@ def _whose(key: BreakerKey, state: BreakerState) -> tuple[PolicyBreaker | None, 
     return opened_by, tuple(used) if differ else (), tuple(sorted({each.failure_threshold for each in used}))
 
 
-def not_closed_handlers(scope: int | None, now: datetime) -> set[str]:
-    """Name the handlers with a breaker `scope` may see that is open or half open: their replayed runs wait for it
-    (raises Redis's error when it does not answer: the page decides what it shows then)."""
-    held = [key for key, state in breakers.all_states(now).items() if state.state != BreakerMode.CLOSED]
-    return {key.handler for key in visible(held, scope)}
+@dataclass(frozen=True)
+class OpenBreakers:
+    """The open breakers a person may see, to say which replays would wait for one (half open ones let probes by)."""
+
+    keys: frozenset[BreakerKey] = frozenset()
+    tenant_names: dict[int, str] = field(default_factory=dict)
+
+    def name(self, key: BreakerKey) -> str:
+        """Name a breaker as the Breakers page does: "demo.flaky", or "demo.flaky for globex"."""
+        return key.handler if key.tenant_id is None else f"{key.handler} for {self.tenant_names.get(key.tenant_id)}"
+
+    def of_group(self, handlers, tenants) -> list[str]:
+        """Name the open breakers a group's replayed runs may wait for: its handlers' handler-wide ones, and its
+        tenants' own ones of its handlers (which of them a run uses is its policy's breaker scope)."""
+        return sorted(self.name(key) for key in self.keys if key.handler in handlers
+                      and (key.tenant_id is None or self.tenant_names.get(key.tenant_id) in tenants))
+
+    def of_run(self, run) -> str:
+        """Name the open breaker a replay of this run would wait for, by its policy's breaker scope ("" for none)."""
+        if not any(key.handler == run.handler for key in self.keys):
+            return ""
+        try:
+            _, policy = policies.effective(run.policy_id, run.policy_overrides)
+        except NotFound:
+            return ""
+        key = breakers.key_for(run.handler, run.tenant_id, policy.breaker_scope)
+        return self.name(key) if key in self.keys else ""
+
+
+def open_breakers(scope: int | None, now: datetime) -> OpenBreakers:
+    """Return the breakers `scope` may see that are open now (raises Redis's error when it does not answer: the page
+    decides what it shows then). Half open ones are left out: a replayed run may go through as their probe."""
+    found = [key for key, state in breakers.all_states(now).items() if state.state == BreakerMode.OPEN]
+    keys = frozenset(visible(found, scope))
+    return OpenBreakers(keys, _tenant_names({key.tenant_id for key in keys} - {None}))
 
 
 def visible(keys: list[BreakerKey], scope: int | None) -> list[BreakerKey]:
@@ -112,26 +143,31 @@ def _tenant_names(ids: set[int]) -> dict[int, str]:
 def held_runs(keys: list[BreakerKey], scope: int | None = None) -> tuple[dict[BreakerKey, int], bool]:
     """Count runs waiting because a breaker was open (capped); tell whether the cap was hit.
 
-    A run held by its tenant's own breaker counts there; the handler-wide breaker counts the other tenants' runs.
+    Each counts on the breaker its policy's scope names: its tenant's own, or the handler-wide one (a tenant's own
+    breaker took every run of its tenant, so a closed one read as holding runs the shared one held; helper 136).
     """
     handlers = sorted({key.handler for key in keys})
     if not handlers:
         return {}, False
-    waiting = select(Run.handler, Run.tenant_id).where(
+    waiting = select(Run.handler, Run.tenant_id, Run.policy_id, Run.policy_overrides).where(
         Run.status == "retry_wait", Run.status_reason == "breaker_open", Run.handler.in_(handlers))
     if scope is not None:
         waiting = waiting.where(Run.tenant_id == scope)
-    sample = waiting.limit(HELD_COUNT_CAP + 1).subquery()
-    groups = db.session.execute(select(sample.c.handler, sample.c.tenant_id, func.count())
-                                .group_by(sample.c.handler, sample.c.tenant_id)).all()
-    shown = set(keys)
-    counts: dict[BreakerKey, int] = {}
-    for handler, tenant_id, count in groups:
-        own = BreakerKey(handler, tenant_id)
-        key = own if own in shown else BreakerKey(handler)
+    rows = db.session.execute(waiting.limit(HELD_COUNT_CAP + 1)).all()
+    shown, scopes, counts = set(keys), {}, {}
+    for handler, tenant_id, policy_id, overrides in rows:
+        which = (policy_id, json.dumps(overrides, sort_keys=True) if overrides else "")
+        if which not in scopes:
+            try:
+                scopes[which] = policies.effective(policy_id, overrides)[1].breaker_scope
+            except NotFound:
+                scopes[which] = None  # its policy is gone: nothing says which breaker holds it
+        if scopes[which] is None:
+            continue
+        key = breakers.key_for(handler, tenant_id, scopes[which])
         if key in shown:
-            counts[key] = counts.get(key, 0) + count
-    return counts, sum(count for *_, count in groups) > HELD_COUNT_CAP
+            counts[key] = counts.get(key, 0) + 1
+    return counts, len(rows) > HELD_COUNT_CAP
 
 
 def describe(key: BreakerKey) -> str:

@@ -40,7 +40,7 @@ def results(filters: dlq_filters.Filters, view: str, before: int | None = None, 
                "fast_chunk": dlq_bulk.FAST_CHUNK,
                # The group filter's chip names the error as people read it, not its fingerprint.
                "group_named": dlq.group_words(filters.group, scope) if filters.group else None,
-               # Handlers whose circuit breaker is not closed: a replay's run waits for it, as its button says.
+               # Open circuit breakers: a replay's run waits for its own, as its button says.
                "held": held_handlers(scope)}
     if view == "list":
         every = dlq.window(filters, scope, utcnow())  # what "Replay all matching" counts, whatever the page
@@ -117,10 +117,10 @@ def index():
         422 if refused else 200
 
 
-def held_handlers(scope: int | None) -> set[str]:
-    """Name the handlers whose breaker is open or half open (none while Redis does not answer: nobody can tell, and
-    the page says Redis is unreachable)."""
-    return read_or(lambda: breaker_admin.not_closed_handlers(scope, utcnow()), set())
+def held_handlers(scope: int | None) -> breaker_admin.OpenBreakers:
+    """Return the open breakers a replay may wait for (none while Redis does not answer: nobody can tell, and the
+    page says Redis is unreachable)."""
+    return read_or(lambda: breaker_admin.open_breakers(scope, utcnow()), breaker_admin.OpenBreakers())
 
 
 def _bulk_panels(scope: int | None, include: str) -> list | None:
