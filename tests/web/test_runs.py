@@ -221,6 +221,32 @@ def test_a_time_range_pages_through_created_at_order_without_losing_ties(client,
         as_text=True).split('class="pager"')[1]
 
 
+def test_text_finds_a_run_by_a_value_of_its_params_but_never_by_a_secret(client, auth, runs, clock):
+    # An on-call engineer holds a customer's email or an order id; it was in no column the search read (helper 136).
+    ours = runs.submit("demo.noop", {"email": "Bob1@Example.com", "city": "Zürich", "api_key": "sk_live_7f3a9q"},
+                       clock=clock)
+    runs.submit("demo.noop", {"email": "carol@example.com"}, clock=clock)
+    auth.as_role("viewer")
+    assert listed(client.get("/runs?q=bob1@example")) == [ours]
+    assert listed(client.get("/runs?q=zürich")) == [ours]  # stored as JSON writes it: \u00fc
+    # Every page masks it: listing the run would confirm a guessed token.
+    assert listed(client.get("/runs?q=sk_live_7f3a9q")) == []
+    assert [run["id"] for run in client.get("/api/runs?q=sk_live_7f3a9q", headers=bearer(
+        auth.make_user("svc", "operator"))).json["runs"]] == []
+
+
+def test_a_search_for_a_runs_number_names_that_run(client, auth, runs, clock):
+    tenant("acme")
+    ours, theirs = runs.submit(clock=clock), runs.submit(tenant="acme", clock=clock)
+    auth.as_role("viewer")
+    page = client.get(f"/runs?q=%23{ours}").get_data(as_text=True)
+    assert re.search(rf'data-named-run>Run <a href="/runs/{ours}"><strong>#{ours}</strong></a>', page)
+    assert "data-named-run" not in client.get("/runs?q=99999999").get_data(as_text=True)
+    assert "data-named-run" not in client.get("/runs?q=" + "9" * 30).get_data(as_text=True)
+    assert runs_query.page(RunFilters(text=str(theirs)), scope=tenants.find("default").id).named_run is None
+    assert runs_query.page(RunFilters(text=str(theirs)), scope=None).named_run == theirs
+
+
 def test_text_search_reads_a_bounded_window_of_ids_then_offers_to_go_on(app, runs):
     match_old = runs.submit(idempotency_key="needle-1")
     filler = [runs.submit() for _ in range(10)]

@@ -1,13 +1,17 @@
 """Read runs for the console: filtered, newest first, one keyset page at a time; one run with its timeline."""
 
+import json
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 
-from sqlalchemy import and_, exists, func, or_, select
+from sqlalchemy import Text, and_, cast, exists, func, or_, select
 from sqlalchemy.orm import joinedload
 
 from console.db.intervals import seconds_between
+from console.domain.ids import MAX_ID
+from console.domain.secrets import mask_fields
 from console.extensions import db
 from console.models import AttemptDiagnostics, DeadLetter, Run, RunEvent, Task, Tenant
 from console.models.runs import LIVE, RARE, error_code_is, live, rare
@@ -64,6 +68,7 @@ class RunPage:
     series_starts: dict[int, datetime | None] = field(default_factory=dict)
     # Runs compensated since: when their handler succeeded, which their Duration runs to (not the undo's end).
     succeeded_at: dict[int, datetime] = field(default_factory=dict)
+    named_run: int | None = None  # the run a text search of its id ("4048", "#4048") names, when the caller sees it
 
 
 def apply(query, filters: RunFilters, scope: int | None):
@@ -204,15 +209,46 @@ def page(filters: RunFilters, *, scope: int | None, before: int | None = None, l
         query = query.where(Run.id >= low, or_(
             Run.handler.icontains(filters.text, autoescape=True),
             Run.idempotency_key.icontains(filters.text, autoescape=True),
-            Run.error_message.icontains(filters.text, autoescape=True)))
+            Run.error_message.icontains(filters.text, autoescape=True),
+            # A value of its params (an order id, a customer's email), as stored: JSON text, non-ASCII escaped.
+            *(cast(Run.params, Text).icontains(form, autoescape=True) for form in _json_forms(filters.text))))
     rows = db.session.execute(query.order_by(*order).limit(limit + 1)).scalars().all()
     shown, next_before, searched = rows, None, None
     if len(rows) > limit:
         shown, next_before = rows[:limit], rows[limit - 1].id
     elif low is not None and low > 1:
         next_before, searched = low, (low, high - 1)
+    if filters.text:
+        shown = [run for run in shown if not _only_a_secret_matches(run, filters.text)]
     return RunPage(shown, next_before, searched, filters=filters, series_starts=series_starts(shown),
-                   succeeded_at=succeeded_at(shown))
+                   succeeded_at=succeeded_at(shown), named_run=_named_run(filters.text, scope))
+
+
+def _json_forms(text: str) -> list[str]:
+    """Return the text as JSON writes it inside a string (non-ASCII as \\u escapes), besides itself when it differs."""
+    written = json.dumps(text)[1:-1]
+    return [text] if written == text else [text, written]
+
+
+def _only_a_secret_matches(run: Run, text: str) -> bool:
+    """Tell whether a run matched a text search by a secret param's value alone: every page masks those, so listing
+    it would tell anyone searching that a guessed token is some run's."""
+    wanted = text.casefold()
+    if any(wanted in (value or "").casefold() for value in (run.handler, run.idempotency_key, run.error_message)):
+        return False
+    written = json.dumps(run.params, ensure_ascii=False).casefold()
+    return wanted in written and wanted not in json.dumps(mask_fields(run.params), ensure_ascii=False).casefold()
+
+
+def _named_run(text: str, scope: int | None) -> int | None:
+    """Return the run a search of its id names ("4048", "#4048"), if there is one the caller may see."""
+    match = re.fullmatch(r"#?([0-9]{1,10})", text.strip())
+    if not match or int(match.group(1)) > MAX_ID:
+        return None
+    query = select(Run.id).where(Run.id == int(match.group(1)))
+    if scope is not None:
+        query = query.where(Run.tenant_id == scope)
+    return db.session.execute(query).scalar()
 
 
 # Statuses a run can reach after its handler succeeded: being undone, undone, or its undo failed (dead, and then
