@@ -2,7 +2,7 @@
 
 from flask import Blueprint, jsonify, request, url_for
 
-from console.api.common import body, known_args, no_unknown
+from console.api.common import body, flag_arg, known_args, no_unknown
 from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import SYSTEM_CLOCK
 from console.services.people import tenants
@@ -28,7 +28,7 @@ def reserve():
 @requires(VIEW)
 def list_reservations():
     known_args(("tenant", "include_past"))
-    past = request.args.get("include_past", "") in ("1", "true", "yes")
+    past = flag_arg("include_past")
     # ?tenant= as every list takes it: another tenant's, for a tenant-limited caller, is refused (it was ignored).
     named, scope = request.args.get("tenant", "").strip(), tenant_scope()
     tenants.keep_within(named, scope, "reservations")

@@ -97,6 +97,16 @@ def whole_arg(name: str, default: int | None, low: int, high: int) -> int | None
     return int(raw)
 
 
+def flag_arg(name: str) -> bool:
+    """Return a yes/no query argument (absent: no), or a 422: a typo is not taken for "no"."""
+    raw = request.args.get(name, "").strip().lower()
+    if raw in ("", "0", "false", "no"):
+        return False
+    if raw in ("1", "true", "yes"):
+        return True
+    raise InvalidInput(f"{name} is true or false (1 or 0, yes or no)", name)
+
+
 def cursor_arg(name: str) -> int | None:
     """Return a keyset cursor (`before`: ids below it); one past every id a row can have bounds nothing."""
     value = whole_arg(name, None, 1, 2**63 - 1)

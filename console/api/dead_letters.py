@@ -142,6 +142,10 @@ def replay_matching():
         raise InvalidInput("give either filter (replay all matching) or ids (these dead letters)", "filter")
     rate = data.get("rate_per_s", dlq_bulk.DEFAULT_RATE)
     try:
+        if isinstance(rate, bool) or not isinstance(rate, int | float | str) or (
+                isinstance(rate, str) and rate != dlq_bulk.FASTEST):  # JSON's number; the form's text is a number
+            raise InvalidInput(f"rate_per_s is a number of runs per second, or {dlq_bulk.FASTEST!r}: as fast as it "
+                               "safely can", "rate_per_s")
         dlq_bulk.rate_of(rate)
     except InvalidInput as error:  # named as this body names it
         raise InvalidInput(error.detail, "rate_per_s") from None
@@ -164,7 +168,10 @@ def replay_matching():
             raise InvalidInput("the filter names nothing to narrow it, so it would replay every open dead letter you "
                                "may see, of every tenant and error; name a criterion (code, group, task, …), or send "
                                "\"every\": true to mean all of them", "filter")
-        progress = dlq_bulk.start_replay(current_actor(), tenant_scope(), filters=filters, rate=rate)
+        try:
+            progress = dlq_bulk.start_replay(current_actor(), tenant_scope(), filters=filters, rate=rate)
+        except InvalidInput as error:  # the console's form calls its selection "id"; this body has a filter
+            raise InvalidInput(error.detail, "filter" if error.field == "id" else error.field) from None
     return jsonify(serialize.operation(progress)), 202, {
         "Location": url_for("dead_letters_api.get_operation", op_id=progress.op_id)}
 

@@ -167,6 +167,9 @@ def test_replay_all_matching_starts_an_operation_whose_progress_is_readable(clie
     ({"filter": {}}, "filter"), ({"filter": {"status": "open", "code": ""}}, "filter"),
     ({"filter": {}, "every": "yes"}, "every"), ({"filter": {"q": "x" * 201}}, "q"),
     ({"filter": {"code": "x" * 81}}, "code"), ({"ids": []}, "ids"),  # was "id", the console form's name
+    ({"filter": {"code": "nothing-open"}}, "filter"),  # also "id" (helper 135)
+    ({"filter": {"code": "x"}, "rate_per_s": True}, "rate_per_s"), ({"filter": {"code": "x"}, "rate_per_s": "5"},
+                                                                    "rate_per_s"),  # both read as numbers
 ])
 def test_bad_bulk_replays_are_refused_and_start_nothing(client, operator, payload, field):
     response = client.post("/api/dead-letters/replay", json=payload, headers=bearer(operator))

@@ -483,7 +483,7 @@ def test_the_overview_shows_runs_per_hour_from_the_rollups_and_its_counters_lead
     ("from=2026-03-05", "to", "give both &#39;from&#39; and &#39;to&#39;"),
     ("from=2026-13-45", "from", "from is a date like 2026-03-01"),  # named, not "give both" (helper 101)
     ("from=2024-01-01&to=2026-03-01", "from", "a report covers at most 366 days"),
-    ("period=24h&task=99999999999999999999999", "task", "no task with id 99999999999999999999999"),
+    ("period=24h&task=99999999999999999999999", "task", "task must be a whole number from 1 to 2,147,483,647"),
     ("from=2026-02-30&to=2026-03-01", "from", "from is a date like 2026-03-01"),
     ("tenant=nosuch", "tenant", "no tenant named &#39;nosuch&#39;"),
     # A second value was dropped without a word: a report of less than was asked (helper 101).
@@ -513,7 +513,8 @@ def test_a_bad_period_keeps_the_form_with_the_message_beside_its_field(manager, 
     ("from=9999-12-30&to=9999-12-31", 422, "from is a date from 1970-01-01 to 9998-12-31"),
     ("from=2026-02-30&to=2026-03-01", 422, "from is a date like 2026-03-01"),
     ("period=1y", 422, "period is one of 24h, 7d, 30d, 90d"),
-    ("task=99999999999999999999", 404, "no task with id 99999999999999999999"),
+    ("task=99999999999999999999", 422, "task must be a whole number from 1 to 2,147,483,647"),
+    ("task=99999", 404, "no task with id 99999"),
     ("tenant=nosuch", 422, "no tenant named 'nosuch'"),
 ])
 @pytest.mark.parametrize("table", ["figures", "tasks", "breaches"])

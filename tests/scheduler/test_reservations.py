@@ -50,6 +50,11 @@ def test_a_reservation_is_created_listed_and_audited(client, app, admin):
         listed = client.get(f"/ops/capacity/reservations?tenant={tenant}", headers=admin).get_json()["reservations"]
         assert [r["id"] for r in listed] == found
     assert client.get("/ops/capacity/reservations?tenant=nobody", headers=admin).status_code == 422
+    # A typo is not taken for "no" (helper 135); yes and no read as they say.
+    assert client.get("/ops/capacity/reservations?include_past=maybe", headers=admin).get_json()["field"] == \
+        "include_past"
+    for said in ("yes", "0", "TRUE"):
+        assert client.get(f"/ops/capacity/reservations?include_past={said}", headers=admin).status_code == 200
     entry = db.session.execute(select(AuditEntry).where(AuditEntry.action == "capacity.reserve")).scalar_one()
     assert (entry.actor[:4], entry.tenant, entry.after["running_slots"]) == ("root", "acme", 3)
 

@@ -3,6 +3,7 @@
 from datetime import datetime
 
 from console.domain import deleted_names, periods
+from console.domain.ids import MAX_ID
 from console.domain.periods import Period
 from console.extensions import db
 from console.models import Task, Tenant
@@ -46,9 +47,9 @@ def resolve(tenant: str | None, task: str | None, wall: int | None) -> Scope:
             raise InvalidInput("task is a task id (a whole number)", "task")
         try:
             wanted = row_id(task)
-        except ValueError:  # 0, or past the id column's range: no task has it, and the database would refuse it
-            wanted = None
-        found = db.session.get(Task, wanted) if wanted is not None else None
+        except ValueError:  # 0, or past the id column's range: said as the Runs list says it
+            raise InvalidInput(f"task must be a whole number from 1 to {MAX_ID:,}", "task") from None
+        found = db.session.get(Task, wanted)
         if found is None or (wall is not None and found.tenant_id != wall):
             raise NotFound(f"no task with id {task.strip()}", "task")
         if tenant_id is not None and found.tenant_id != tenant_id:
