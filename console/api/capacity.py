@@ -2,7 +2,7 @@
 
 from flask import Blueprint, jsonify, request, url_for
 
-from console.api.common import body, flag_arg, known_args, no_unknown
+from console.api.common import body, flag_arg, known_args, no_body, no_unknown
 from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import SYSTEM_CLOCK
 from console.services.people import tenants
@@ -45,4 +45,5 @@ def get_reservation(reservation_id: str):
 @bp.delete("/ops/capacity/reservations/<reservation_id>")
 @requires(ADMIN)
 def cancel(reservation_id: str):
+    no_body()
     return jsonify(reservations.cancel(reservation_id, current_actor(), scope=tenant_scope()))

@@ -2,7 +2,7 @@
 
 from flask import Blueprint, jsonify, url_for
 
-from console.api.common import body, known_args, no_unknown
+from console.api.common import body, known_args, no_body, no_unknown
 from console.auth import current_actor, requires, shared_by_all_tenants
 from console.services.errors import InvalidInput
 from console.services.people.permissions import OPERATE, VIEW
@@ -61,5 +61,6 @@ def update_class(name: str):
 @requires(OPERATE)
 @shared_by_all_tenants("Quota classes")
 def delete_class(name: str):
+    no_body()
     quota_class_deletion.delete(name, current_actor())
     return jsonify(name=name, deleted=True)

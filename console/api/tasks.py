@@ -3,7 +3,7 @@
 from flask import Blueprint, jsonify, request, url_for
 
 from console.api import serialize
-from console.api.common import acting_tenant, body, cursor_arg, known_args, no_unknown, whole_arg
+from console.api.common import acting_tenant, body, cursor_arg, known_args, no_body, no_unknown, whole_arg
 from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import utcnow
 from console.services import inputs
@@ -46,12 +46,14 @@ def edit_task(task_id: int):
 @bp.put("/internal/tasks/<int:task_id>/pause")
 @requires(OPERATE)
 def pause(task_id: int):
+    no_body()
     return jsonify(_task_json(tasks.set_paused(tasks.get(task_id, tenant_scope()), True, current_actor())))
 
 
 @bp.put("/internal/tasks/<int:task_id>/resume")
 @requires(OPERATE)
 def resume(task_id: int):
+    no_body()
     return jsonify(_task_json(tasks.set_paused(tasks.get(task_id, tenant_scope()), False, current_actor())))
 
 
@@ -70,6 +72,7 @@ def trigger(task_id: int):
 @bp.delete("/internal/tasks/<int:task_id>")
 @requires(OPERATE)
 def delete(task_id: int):
+    no_body()
     waiting = tasks.delete(tasks.get(task_id, tenant_scope()), current_actor())
     return jsonify(id=task_id, deleted=True, waiting_runs=waiting)
 

@@ -2,7 +2,7 @@
 
 from flask import Blueprint, jsonify, url_for
 
-from console.api.common import body, known_args, no_unknown
+from console.api.common import body, known_args, no_body, no_unknown
 from console.auth import current_actor, requires, shared_by_all_tenants, tenant_scope
 from console.domain import conflict_rules
 from console.services import versioning
@@ -81,5 +81,6 @@ def preview_template(name: str):
 @requires(OPERATE)
 @shared_by_all_tenants("Conflict templates")
 def delete_template(name: str):
+    no_body()
     templates.delete(name, current_actor())
     return jsonify(name=name, deleted=True)

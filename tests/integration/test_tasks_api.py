@@ -344,6 +344,11 @@ def test_run_now_outside_the_window_starts_a_forbid_tasks_waiting_run_instead_of
 
 def test_delete_hides_the_task_and_frees_its_name(client, operator, register):
     task_id = register()["id"]
+    # A body it does not read is refused, as every write refuses one (it was dropped unseen; helper 135).
+    for method, path in (("delete", ""), ("put", "/pause"), ("put", "/resume")):
+        with nothing_written():
+            refused(getattr(client, method)(f"/internal/tasks/{task_id}{path}", json={"confirm": True},
+                                            headers=operator), 422, "invalid", "confirm")
     response = client.delete(f"/internal/tasks/{task_id}", headers=operator)
     assert response.status_code == 200
     assert response.json == {"id": task_id, "deleted": True, "waiting_runs": 0}
