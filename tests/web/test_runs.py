@@ -235,6 +235,17 @@ def test_text_finds_a_run_by_a_value_of_its_params_but_never_by_a_secret(client,
         auth.make_user("svc", "operator"))).json["runs"]] == []
 
 
+def test_a_run_put_off_by_a_limit_says_which_in_the_list(client, auth, runs, clock):
+    # The list read "pending · due 18:25:52": why, only on each run's own page (helper 136).
+    run_id = runs.submit(clock=clock)
+    run = runs.get(run_id)
+    run.wait_reason = "tenant quota: tenant default is running 1 of its max_running 1"
+    db.session.commit()
+    auth.as_role("viewer")
+    page = client.get("/runs").get_data(as_text=True)
+    assert '<span title="tenant quota: tenant default is running 1 of its max_running 1">tenant quota</span>' in page
+
+
 def test_a_search_for_a_runs_number_names_that_run(client, auth, runs, clock):
     tenant("acme")
     ours, theirs = runs.submit(clock=clock), runs.submit(tenant="acme", clock=clock)
