@@ -10,6 +10,7 @@ from redis.exceptions import RedisError
 from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, RequestEntityTooLarge
+from werkzeug.exceptions import NotFound as NoRoute
 
 from console.auth import safe_next, wants_json
 from console.extensions import db
@@ -160,6 +161,10 @@ def init_app(app) -> None:
                       "(REBOUND_MAX_BODY_BYTES); send less, or split it")
         if isinstance(error, MethodNotAllowed):
             detail = _not_this_method(error.valid_methods or [])
+        if isinstance(error, NoRoute) and error.description == NoRoute.description and wants_json():
+            # No route matched (werkzeug's words are a web page's): name what was asked and where the routes are.
+            detail = (f"no endpoint answers {request.method} {request.path[:200]}: check the path against "
+                      "/openapi.json (ids in a path are whole numbers)")
         response, status = _error_response(error.code or 500, code, detail)
         response = make_response(response, status)
         # A 405 says which methods the path takes, as HTTP asks.

@@ -263,6 +263,13 @@ def test_an_id_in_a_path_is_ascii_digits_only(client, operator, submitted, zero)
     refused(client.get(f"/worker/tasks/{other}", headers=operator), 404, "not_found")
 
 
+def test_a_path_no_endpoint_answers_says_so_in_its_own_words(client, operator):
+    # werkzeug's "The requested URL was not found on the server. If you entered the URL manually..." (helper 135)
+    body = refused(client.get("/worker/tasks/abc", headers=operator), 404, "not_found")
+    assert body["detail"] == ("no endpoint answers GET /worker/tasks/abc: check the path against /openapi.json (ids in "
+                              "a path are whole numbers)")
+
+
 def test_cancelling_a_succeeded_run_is_409_and_changes_nothing(client, operator, submitted):
     run_id = submitted()
     set_status(run_id, "succeeded")
