@@ -357,7 +357,8 @@
   // the element that had focus and left focus on <body>: a keyboard user could not reach the overview's cards, and
   // lost their place after each action. Before a swap that replaces the focused element, note what it was; after,
   // focus the first field the answer marks invalid, else the element's twin in the new content (same id, else same
-  // link, else same kind, name and words), else the answer's alert or notice, else the new content itself.
+  // link, else same kind, name and words), else the answer's alert or notice, else the nearest neighbour it had in its
+  // region that is still there, else that region itself.
   var FOCUSABLE = "a[href], button, input, select, textarea, summary, [tabindex]";
   var lostFocus = null, settled = [];
 
@@ -461,9 +462,45 @@
   document.addEventListener("htmx:beforeSwap", function (event) {
     var active = document.activeElement, target = event.detail.target;
     if (!event.detail.shouldSwap || !active || active === document.body || !target || !target.contains(active)) return;
-    var key = focusKey(active);
-    lostFocus = {key: key, nth: focusables(target).filter(function (e) { return focusKey(e) === key; }).indexOf(active)};
+    var around = keyed(focusables(target));
+    var at = around.findIndex(function (mark) { return mark.element === active; });
+    if (at < 0) { around = keyed([active]); at = 0; }  // focused by script, not in the keyboard's order
+    lostFocus = {key: around[at].key, nth: around[at].nth, around: around, at: at, region: target,
+                 regionId: target.getAttribute("id"), polled: polled(event)};
   });
+
+  // Each focusable's key and its place among those of the same key (a row's "Replay" is one of many).
+  function keyed(elements) {
+    var seen = {};
+    return elements.map(function (element) {
+      var key = focusKey(element);
+      seen[key] = (seen[key] || 0) + 1;
+      return {element: element, key: key, nth: seen[key] - 1};
+    });
+  }
+
+  function twinIn(scope, mark) {
+    return focusables(scope).filter(function (e) { return focusKey(e) === mark.key; })[mark.nth] || null;
+  }
+
+  // The region the person was in, as it is now: the target itself after an inner swap, else what replaced it (same
+  // id). Not simply the first thing swapped: every live region sends the nav's counts out of band first, and focus
+  // landed on a count in the top bar, the page scrolled to the top, when the focused run was pushed off the list.
+  function regionNow(lost, scopes) {
+    if (lost.region.isConnected) return lost.region;
+    return (lost.regionId && document.getElementById(lost.regionId)) || scopes[scopes.length - 1];
+  }
+
+  // The focusable nearest the lost one that the new content still has: new runs arriving on top push those below it
+  // off the page, so at each distance the one above is tried first.
+  function nearestNeighbour(lost, region) {
+    for (var distance = 1; distance < lost.around.length; distance++) {
+      var above = lost.around[lost.at - distance], below = lost.around[lost.at + distance];
+      var found = (above && twinIn(region, above)) || (below && twinIn(region, below));
+      if (found) return found;
+    }
+    return null;
+  }
 
   function restoreFocus() {
     var lost = lostFocus, scopes = settled.filter(function (e) { return e.isConnected; });
@@ -478,9 +515,17 @@
     });
     var next = twins[Math.min(lost.nth, twins.length - 1)];
     if (next) { next.focus({preventScroll: true}); return; }
-    next = firstIn(scopes, '[role="alert"], [role="status"]') || scopes[0];
+    // A live region reading itself again says nothing to the person: its alerts are not an answer to them.
+    next = !lost.polled && firstIn(scopes, '[role="alert"], [role="status"]');
+    if (next) {
+      if (!next.matches(FOCUSABLE)) next.setAttribute("tabindex", "-1");
+      next.focus();
+      return;
+    }
+    var region = regionNow(lost, scopes);
+    next = nearestNeighbour(lost, region) || region;
     if (!next.matches(FOCUSABLE)) next.setAttribute("tabindex", "-1");
-    next.focus();
+    next.focus({preventScroll: true});  // where the person was reading: the page stays where it was
   }
 
   // htmx settles each new top-level element apart: gather them, then look once.

@@ -11,7 +11,7 @@ from console.services.actor import Actor
 from console.services.engine.execute import execute
 from console.services.engine.submit import submit
 from console.services.people import tenants
-from tests.factories import BROKEN, LENIENT
+from tests.factories import BROKEN, LENIENT, Runs
 from tests.helpers import browser_login
 
 pytestmark = pytest.mark.browser
@@ -79,3 +79,26 @@ def test_a_rows_replay_by_keyboard_lands_on_its_answer_and_a_refused_close_on_th
     expect(note).to_have_attribute("aria-invalid", "true")
     expect(note).to_be_focused()
     expect(page.locator("#close-note-error")).to_contain_text("say what was done")
+
+
+def test_a_runs_refresh_that_pushes_the_focused_row_off_the_page_keeps_focus_in_the_table(page, live_server,
+                                                                                           live_app):
+    runs = Runs()
+    ids = [runs.submit(params={"n": n}) for n in range(50)]
+    page.set_viewport_size({"width": 1280, "height": 720})
+    browser_login(page, live_server.url)
+    page.goto(f"{live_server.url}/runs/")
+    forty_fifth = page.locator("#results table.runs tbody tr").nth(44).locator("a").first
+    expect(forty_fifth).to_have_text(str(ids[5]))  # newest first
+    forty_fifth.focus()
+    scrolled = page.evaluate("() => window.scrollY")
+    assert scrolled > 1000
+
+    # Ten new runs push it (and the five below it) past the page's 50: it has no twin in the new table.
+    newer = [runs.submit(params={"n": n}) for n in range(50, 60)]
+    expect(page.locator("#results table.runs tbody tr").first.locator("a").first).to_have_text(str(newer[-1]),
+                                                                                               timeout=20_000)
+    # Focus went to its nearest neighbour still shown, the page's last run (the four above it went too), not to a
+    # count in the top bar (and the page, after it, to the top).
+    expect(page.locator(":focus")).to_have_attribute("href", f"/runs/{ids[10]}")
+    assert abs(page.evaluate("() => window.scrollY") - scrolled) < 100  # the browser's scroll anchoring moves it a row
