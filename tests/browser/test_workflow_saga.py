@@ -6,7 +6,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.factories import three_steps
+from console.domain.clock import FrozenClock, utcnow
+from tests.factories import Saga, make_tenant, three_steps
 from tests.helpers import browser_login
 
 pytestmark = pytest.mark.browser
@@ -63,3 +64,23 @@ def test_a_step_with_no_undo_stops_the_workflow_for_a_person(page, live_server, 
     expect(steps_table.nth(0)).to_contain_text("not attempted")
     expect(steps_table.nth(1)).to_contain_text("not compensable")
     screenshot("workflow-needs-a-person")
+
+
+def test_a_search_half_typed_on_the_workflows_list_outlives_its_refresh(page, live_server, live_app):
+    make_tenant("globex")
+    saga = Saga(FrozenClock(utcnow()))
+    saga.submit(three_steps(), key="order-1", name="ship order 1")
+    browser_login(page, live_server.url)
+    page.goto(f"{live_server.url}/runs/workflows")
+    tenant = page.get_by_label("Tenant")
+    tenant.select_option("globex")  # chosen, not yet sent
+    search = page.get_by_label("Number, name or idempotency key")
+    search.press_sequentially("order-")
+
+    saga.submit(three_steps(), key="order-2", name="ship order 2")  # the list changes: its 5 s read swaps it
+    expect(page.locator("table.workflows")).to_contain_text("ship order 2", timeout=20_000)
+    expect(search).to_have_value("order-")
+    expect(search).to_be_focused()
+    expect(tenant).to_have_value("globex")
+    search.press_sequentially("7")
+    expect(search).to_have_value("order-7")
