@@ -1,0 +1,53 @@
+"""Long tables keep their column headers in sight while the page scrolls, at a laptop's 1280 and 1024 px, and a
+table too wide for its window still scrolls sideways inside its frame."""
+
+import pytest
+
+from console.extensions import db
+from console.services.actor import Actor
+from console.services.audit import trail
+from console.services.reports import rollup
+from console.services.system.demo_reports import seed_report_history
+from tests.factories import make_tenant
+from tests.helpers import browser_login
+
+pytestmark = [pytest.mark.browser, pytest.mark.layout]
+# The first header cell's top and the table's own top, in the viewport, after the page scrolled down by 1500 px (or
+# as far as it goes).
+SCROLLED = """() => {
+  window.scrollTo(0, 1500);
+  const table = document.querySelector('main table'), th = table.querySelector('thead th');
+  return {scrolled: window.scrollY, table: table.getBoundingClientRect().top, th: th.getBoundingClientRect().top};
+}"""
+LONG_TABLES = ("/runs/?per_page=100", "/dlq/?view=list", "/audit/", "/reports/breaches?period=7d")
+
+
+@pytest.fixture
+def history(live_app):
+    """A week of demo history (runs, dead letters, late starts) and a hundred audit rows."""
+    make_tenant("acme"), make_tenant("globex")
+    seed_report_history(3000, 7, 6)
+    rollup.rebuild()
+    for n in range(100):
+        trail.record(db.session, Actor("olga"), "run.submit", "run", n, after={"handler": "demo.noop"})
+    db.session.commit()
+
+
+@pytest.mark.parametrize("size", [{"width": 1280, "height": 720}, {"width": 1024, "height": 700}])
+def test_the_headers_of_long_tables_stay_in_sight_while_the_page_scrolls(page, live_server, history, size):
+    page.set_viewport_size(size)
+    browser_login(page, live_server.url)
+    for path in LONG_TABLES:
+        page.goto(f"{live_server.url}{path}")
+        where = page.evaluate(SCROLLED)
+        assert where["table"] < -200, (path, where)  # the page scrolled well past the table's top
+        assert where["th"] == 0, (path, where)  # stuck to the window's top
+
+
+def test_a_table_wider_than_a_phone_still_scrolls_inside_its_frame(page, live_server, history):
+    page.set_viewport_size({"width": 390, "height": 800})
+    browser_login(page, live_server.url)
+    page.goto(f"{live_server.url}/runs/")
+    frame = page.locator("main .table-wrap").first
+    assert frame.evaluate("f => f.scrollWidth - f.clientWidth") > 100
+    assert frame.evaluate("f => { f.scrollLeft = 100; return f.scrollLeft; }") == 100
