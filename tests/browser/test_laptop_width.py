@@ -124,6 +124,8 @@ TABLES = {
                               ("Time", "Event", "From → to", "Error or note", "Worker")),
     "an undone step's timeline": ("/runs/{undone}", "table.timeline", "td:last-child",
                                   ("Time", "Event", "From → to", "Error or note", "Worker", "Actor")),
+    "workflows list": ("/runs/workflows", "table.workflows", "td a",
+                       ("#", "Status", "Name", "Tenant", "Step", "Finished", "By", "Note")),
     "workflow steps": ("/runs/workflows/{workflow}", "table.wf-steps", "td a", ("Step", "Handler", "Run", "Undo")),
     "audit log": ("/audit/", "table", "details summary", ("#", "When", "Who", "Action", "Target", "Before → after")),
 }
