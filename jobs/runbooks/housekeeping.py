@@ -1,7 +1,9 @@
 """Runbooks that keep the system tidy: purge old finished runs and settled messages (exported first), the engine's
 reconcile."""
 
+from dataclasses import dataclass
 from datetime import timedelta
+from types import ModuleType
 
 from console.domain.runbooks import Param, Risk
 from console.domain.runbooks import ParamType as T
@@ -17,16 +19,39 @@ from console.services.system import exports
 CHUNK = 200
 
 
-def _purge(ctx, purging, what: str, obj: str, before: str, said: str, contents: str) -> None:
-    """Export then delete, a chunk per transaction, the rows `purging` finds past the params' age (counted from the
-    request); a dry run lists them. The export holds exactly what was deleted."""
+@dataclass(frozen=True)
+class Purged:
+    """What a purge takes, in the words of its log, its change list and its export."""
+
+    purging: ModuleType  # purgeable(cutoff, tenant_id), ID, export_and_delete(ids, cutoff, out)
+    what: str  # "runs": the export's name (purged-runs-7.jsonl) and the count's key
+    obj: str  # each change's object, and the audit action's ("run.purge")
+    before: str  # a change's "before", in a dry run
+    found: str  # "… before <cut-off>", the first line of the log
+    kept_with: str  # "their timelines, dead letters and SLA records"
+    line: str  # the keys of each export line
+
+
+RUNS = Purged(run_purge, "runs", "run", "finished",
+              f"finished run(s) ({', '.join(run_purge.FINISHED[:-1])}, or {run_purge.FINISHED[-1]} with no dead letter "
+              "open) finished", "their timelines, dead letters and SLA records",
+              "run, run_events, dead_letters, sla_breaches")
+MESSAGES = Purged(message_purge, "messages", "outbox_message", "settled",
+                  f"settled message(s) ({' or '.join(message_purge.SETTLED)}) created", "their delivery attempts",
+                  "message, deliveries")
+
+
+def _purge(ctx, kind: Purged) -> None:
+    """Export then delete, a chunk per transaction, what `kind` finds past the params' age (counted from the
+    request); a dry run lists it. The export holds exactly what was deleted."""
+    purging, what, obj = kind.purging, kind.what, kind.obj
     days, limit = ctx.params["older_than_days"], ctx.params["limit"]
     cutoff = ctx.asked_at - timedelta(days=days)
     found = purging.purgeable(cutoff, ctx.tenant_id)
     total = exports.count_of(found)
     wanted = min(total, limit) if limit else total
     path = exports.export_path(setting("DATA_DIR"), what, ctx.execution_id)
-    ctx.log(f"{total} {said} before {cutoff:%Y-%m-%d %H:%M} UTC"
+    ctx.log(f"{total} {kind.found} before {cutoff:%Y-%m-%d %H:%M} UTC"
             + (f"; purging the oldest {wanted}" if wanted < total else "") + ".")
     if not wanted:
         return
@@ -37,9 +62,9 @@ def _purge(ctx, purging, what: str, obj: str, before: str, said: str, contents: 
             if not ids:
                 break
             for object_id in ids:
-                ctx.change(obj, object_id, "row", before, "deleted (exported)")
+                ctx.change(obj, object_id, "row", kind.before, "deleted (exported)")
             after_id, seen = ids[-1], seen + len(ids)
-        ctx.log(f"Would export {seen} {what} with {contents} to {path}, then delete them.")
+        ctx.log(f"Would export {seen} {what} with {kind.kept_with} to {path}, then delete them.")
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     purged = 0
@@ -61,7 +86,7 @@ def _purge(ctx, purging, what: str, obj: str, before: str, said: str, contents: 
                 break
             purged += len(rows)
             ctx.log(f"Exported and deleted {purged} of {wanted}.")
-    ctx.backup("export", path, {what: purged, "format": f"one JSON object per line: {contents}"})
+    ctx.backup("export", path, {what: purged, "format": f"one JSON object per line: {kind.line}"})
     audit.record(db.session, ctx.actor, f"{obj}.purge", "runbook_execution", ctx.execution_id,
                  after={what: purged, "older_than_days": days, "export": str(path)}, note=ctx.reason,
                  clock=ctx.clock)
@@ -71,15 +96,12 @@ def _purge(ctx, purging, what: str, obj: str, before: str, said: str, contents: 
 
 def purge_finished_runs(ctx) -> None:
     """Export finished runs older than N days (with timelines and dead letters) to JSON lines, then delete them."""
-    _purge(ctx, run_purge, "runs", "run", "finished",
-           f"finished run(s) ({', '.join(run_purge.FINISHED[:-1])}, or {run_purge.FINISHED[-1]} with no dead "
-           "letter open) finished", "run, run_events, dead_letters, sla_breaches")
+    _purge(ctx, RUNS)
 
 
 def purge_settled_messages(ctx) -> None:
     """Export delivered and skipped alert and work-order messages older than N days to JSON lines, then delete them."""
-    _purge(ctx, message_purge, "messages", "outbox_message", "settled",
-           f"settled message(s) ({' or '.join(message_purge.SETTLED)}) created", "message, deliveries")
+    _purge(ctx, MESSAGES)
 
 
 LISTS = {

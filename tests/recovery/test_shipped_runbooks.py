@@ -367,6 +367,7 @@ def test_purge_settled_messages_exports_them_with_their_deliveries_then_deletes_
     params = {"older_than_days": 30}
     dry = dry_run_changes_nothing(snapshot, "purge_settled_messages", params, staff["olga"], clock)
     assert [change[1] for change in changes_of(dry, planned=True)] == [str(i) for i in old + [theirs]]
+    assert "Would export 3 messages with their delivery attempts to " in dry.log
 
     execution = run_now("purge_settled_messages", params, staff["olga"], clock=clock)
     assert execution.status == "succeeded", execution.log
