@@ -14,6 +14,7 @@ from console.models import Approval, AuditEntry, DeadLetter, Run
 from console.services.actor import Actor
 from console.services.engine import compensation, control
 from console.services.engine.execute import execute
+from console.services.errors import Conflict
 from console.services.recovery import (
     approvals,
     bulk_discard,
@@ -690,6 +691,25 @@ def test_a_waiting_bulk_discard_and_runbook_fix_show_in_their_letters_dlq_rows_a
         assert "is closed then" not in re.search(r'<form [^>]*action="/dlq/\d+/replay"[^>]*>', row).group(0)
         mate = re.search(rf'<tr id="dl-{other.id}".*?</tr>', page, re.S).group(0)
         assert f"bulk discard #{discard.id} waiting" in mate and "(runbook)" not in mate
+
+
+def test_a_bulk_discard_across_tenants_is_named_to_a_tenants_people_without_a_link_they_cannot_follow(
+        person, letter):
+    # Its link was a 404 to them, and the refusal of their own discard sent them to a request they could not find.
+    acme = make_tenant("acme")
+    console_settings.save(console_settings.DISCARD_WITHOUT_APPROVAL, 1, Actor("root"))
+    _, root = person("root", "admin")
+    ours, theirs = letter("acme"), letter()
+    request = bulk_discard.discard([ours.id, theirs.id], "cross-tenant cleanup", Actor("root", root.id), None).approval
+    assert request.tenant_id is None
+    client, olga = person("olga", "operator", tenant=acme)
+    row = re.search(rf'<tr id="dl-{ours.id}".*?</tr>', html(client.get("/dlq/?view=list")), re.S).group(0)
+    assert f"bulk discard #{request.id} waiting, across tenants" in row and f'href="/approvals/{request.id}"' not in row
+    bulk_discard.discard([letter("acme").id], "spent my one", Actor("olga", olga.id), acme.id)
+    with pytest.raises(Conflict) as refused:
+        bulk_discard.discard_one(ours, "the customer left", Actor("olga", olga.id))
+    assert refused.value.detail == (f"it waits already in discard request #{request.id} (asked by root, across "
+                                    "tenants): an approver who sees every tenant decides it")
 
 
 def test_a_fix_whose_letter_was_replayed_behind_its_back_says_so_and_the_job_closes_it(person, letter, clock):

@@ -75,14 +75,20 @@ def letters(approval: Approval) -> list[DeadLetter]:
 
 def waiting_on(letter_ids: list[int], now: datetime) -> dict[int, int]:
     """Return the bulk discard waiting for approval that names each of these dead letters: letter id → request id."""
+    return {letter_id: approval_id for letter_id, (approval_id, _) in waiting_with_tenant(letter_ids, now).items()}
+
+
+def waiting_with_tenant(letter_ids: list[int], now: datetime) -> dict[int, tuple[int, int | None]]:
+    """As waiting_on, with each request's tenant (None: across tenants, which only unscoped people see)."""
     if not letter_ids:
         return {}
     wanted, found = set(letter_ids), {}
     # The ids are inside each request's payload (JSON), and few requests wait at once: read them all, oldest first.
-    for approval_id, payload in db.session.execute(select(Approval.id, Approval.payload).where(
-            Approval.kind == NAME, Approval.status == "pending", Approval.expires_at > now).order_by(Approval.id)):
+    waiting = select(Approval.id, Approval.payload, Approval.tenant_id).where(
+        Approval.kind == NAME, Approval.status == "pending", Approval.expires_at > now).order_by(Approval.id)
+    for approval_id, payload, tenant_id in db.session.execute(waiting):
         for letter_id in wanted.intersection((payload or {}).get("ids") or ()):
-            found.setdefault(letter_id, approval_id)
+            found.setdefault(letter_id, (approval_id, tenant_id))
     return found
 
 
@@ -118,12 +124,15 @@ def discard_one(letter: DeadLetter, reason, actor: Actor, clock: Clock = SYSTEM_
 
 def _asked_by(requests: list[int], actor: Actor) -> str:
     """Name waiting requests with who asked, and who may act on them: "approve or withdraw that one" was said to
-    operators, who may do neither to another's request (helper 98)."""
-    askers = {approval_id: (user_id, username) for approval_id, user_id, username in db.session.execute(
-        select(Approval.id, User.id, User.username).join(User, User.id == Approval.requested_by_id)
-        .where(Approval.id.in_(requests)))}
-    named = ", ".join(f"#{request} (asked by {'you' if askers[request][0] == actor.id else askers[request][1]})"
-                      for request in requests)
+    operators, who may do neither to another's request (helper 98); one across tenants only an approver who sees
+    every tenant can open (a tenant's approver was sent to a request they could not find; helper 140)."""
+    askers = {approval_id: (user_id, username, tenant_id) for approval_id, user_id, username, tenant_id
+              in db.session.execute(select(Approval.id, User.id, User.username, Approval.tenant_id)
+                                    .join(User, User.id == Approval.requested_by_id).where(Approval.id.in_(requests)))}
+    named = ", ".join(f"#{request} (asked by {'you' if askers[request][0] == actor.id else askers[request][1]}"
+                      f"{', across tenants' if askers[request][2] is None else ''})" for request in requests)
+    if any(askers[request][2] is None for request in requests):
+        return named + ": an approver who sees every tenant decides it"
     mine = all(askers[request][0] == actor.id for request in requests)
     return named + (": an approver decides it, or you withdraw it to ask again" if mine
                     else ": a person with the approve permission decides it")

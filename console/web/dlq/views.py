@@ -87,16 +87,18 @@ def fixes_of(letters) -> dict[int, int]:
     return params_fix.waiting_on([letter.id for letter in letters if letter.status == "open"], utcnow())
 
 
-def requests_of(letters) -> dict[int, list[tuple[str, int]]]:
+def requests_of(letters) -> dict[int, list[tuple[str, int, bool]]]:
     """Return the other requests waiting for approval that name each open letter shown (a runbook's params fix, a
-    bulk discard): letter id → [(what it asks, request id)]. A replay does not close them in its own transaction,
-    so a row's Replay does not say it would: their supersede jobs close them once nothing of them is left."""
-    ids, now = [letter.id for letter in letters if letter.status == "open"], utcnow()
-    found: dict[int, list[tuple[str, int]]] = {}
-    for words, waiting in (("params fix (runbook)", params_fix.runbook_fixes_on(ids, now)),
-                           ("bulk discard", bulk_discard.waiting_on(ids, now))):
-        for letter_id, approval_id in waiting.items():
-            found.setdefault(letter_id, []).append((words, approval_id))
+    bulk discard): letter id → [(what it asks, request id, whether the person may open it)]. A replay does not close
+    them in its own transaction, so a row's Replay does not say it would: their supersede jobs close them once nothing
+    of them is left. A bulk discard across tenants is only unscoped people's to open (its link was a 404 to a
+    tenant's people; helper 140)."""
+    ids, now, scope = [letter.id for letter in letters if letter.status == "open"], utcnow(), tenant_scope()
+    found: dict[int, list[tuple[str, int, bool]]] = {}
+    for letter_id, approval_id in params_fix.runbook_fixes_on(ids, now).items():
+        found.setdefault(letter_id, []).append(("params fix (runbook)", approval_id, True))
+    for letter_id, (approval_id, tenant_id) in bulk_discard.waiting_with_tenant(ids, now).items():
+        found.setdefault(letter_id, []).append(("bulk discard", approval_id, scope is None or tenant_id is not None))
     return found
 
 
