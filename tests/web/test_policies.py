@@ -81,10 +81,17 @@ def test_tenant_limited_user_counts_only_their_tenants_tasks(client, auth):
     auth.login("gina")
     page = client.get("/policies/").get_data(as_text=True)
     assert 'data-tasks="1"' in row(page, "quick")
+    # Counted as hers, said so: "1" read as all a change would touch (helper 140).
+    assert "Your tasks</th>" in page
     # Policies are every tenant's: she reads them and is not offered a form she may not save.
     assert "New policy" not in page
     edit = client.get("/policies/quick").get_data(as_text=True)
     assert "it is shared by every tenant, so only a person not limited to a tenant changes it" in edit
+    assert "nightly-export" not in edit
+    assert "Used by <code>cleanup</code> in your tenant; other tenants' tasks may use it too." in edit
+    assert "No task of your tenant uses it; other tenants' tasks may." in client.get("/policies/external-api").text
+    new = client.get("/policies/new").get_data(as_text=True)  # a form with no Save said nothing of why
+    assert "a policy is shared by every tenant, so only a person not limited to a tenant creates one" in new
     assert "Save as version" not in edit
     field = re.search(r'<input[^>]*id="max_attempts"[^>]*>', edit).group(0)
     assert re.search(r"\bdisabled\b", field)

@@ -21,7 +21,8 @@ STALE_NEXT_STEP = "see what they changed under Version history, then save again 
 @bp.get("/")
 @requires(VIEW)
 def index():
-    return render_template("policies/index.html", rows=policy_insight.overview(tenant_scope()), duration=duration)
+    return render_template("policies/index.html", rows=policy_insight.overview(tenant_scope()), duration=duration,
+                           scoped=tenant_scope() is not None)
 
 
 def _preview_context(form: PolicyForm, record) -> dict:
@@ -40,7 +41,7 @@ def _edit_page(form: PolicyForm, record=None, status: int = 200):
         "form": form, "record": record, "history": history, "older": older,
         "version": policies.current_version(record) if record else None,
         "tasks": policy_insight.tasks_using(record, tenant_scope(), limit=20) if record else [],
-        "duration": duration, **_preview_context(form, record),
+        "duration": duration, "scoped": tenant_scope() is not None, **_preview_context(form, record),
     }
     return render_template("policies/edit.html", **context), status
 
