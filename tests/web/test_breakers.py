@@ -304,6 +304,8 @@ def test_a_tenant_limited_operator_sees_and_resets_only_its_own_breakers(client,
     assert breaker_row(page, run.handler, "globex") is not None and breaker_row(page, run.handler, "acme") is None
     assert breaker_row(page, run.handler) is not None and breaker_row(page, HANDLER) is None
     assert page.count('name="tenant"') == 1 and f'name="tenant" value="{globex.id}"' in page
+    # Her tenant's held runs only, said so: on a shared breaker's row it read as the breaker's whole hold (helper 140).
+    assert "Your tenant&#39;s runs held back</div>" in page and ">Your runs held</th>" in page
     assert reset(client, auth, run.handler).status_code == 403  # the shared breaker is every tenant's
     assert reset(client, auth, run.handler, acme.id).status_code == 303  # another tenant's: refused in the notice
     assert "breakers are not yours to reset" in client.get("/breakers/").get_data(as_text=True)
