@@ -383,3 +383,20 @@ def test_a_held_repeat_reads_held_and_on_a_closed_order_that_it_will_not_be_sent
     changes.close(order(letter.work_order_id), "fixed", Actor("olga"), clock)
     page = client.get(f"/workorders/{letter.work_order_id}").get_data(as_text=True)
     assert "held · will not be sent" in page
+
+
+def test_the_alert_latency_card_follows_the_pages_tenant_filter(client, auth, clock):
+    # It followed the person's scope only: an admin's globex page timed another tenant's alert (helper 140).
+    acme, globex = Tenant(name="acme"), Tenant(name="globex")
+    db.session.add_all([acme, globex])
+    db.session.flush()
+    for letter_id, tenant in enumerate((acme, acme), start=1):
+        db.session.add(OutboxMessage(kind="alert", dedup_key=f"dead:{letter_id}", tenant_id=tenant.id,
+                                     status="delivered", payload={"rule": "dead_letter", "dead_letter_id": letter_id},
+                                     created_at=clock() - timedelta(minutes=5), first_sent_at=clock()))
+    db.session.commit()
+    auth.as_role("admin")
+    for tenant, said in (("acme", "2 alerts"), ("globex", "no alert sent yet"), ("", "2 alerts")):
+        html = client.get(f"/workorders?tenant={tenant}").get_data(as_text=True)
+        card = re.search(r"Alert latency · 24 h</div>.*?</div>\s*<div class=\"subtle\">(.*?)</div>", html, re.S)
+        assert said in card.group(1), (tenant, card.group(1))
