@@ -26,6 +26,8 @@ def seed_demo_command(force, runs, dead_letters, days, tasks):
     if days and dead_letters is not None:  # it was ignored without a word (helper 129)
         raise click.UsageError("--dead-letters goes without --days: a --days history's dead letters follow its "
                                "tasks' failure rates (about 2 % of its runs)")
+    if dead_letters is not None and dead_letters > runs:  # it was cut to --runs without a word (helper 139)
+        raise click.UsageError(f"--dead-letters {dead_letters} is more than the --runs {runs} they are among")
     bootstrap.ensure_ready()  # the runs it creates need the default policies, even before any process ran
     if not force and not demo.is_empty():
         raise click.ClickException("the database already has tasks; use --force to add demo data anyway")

@@ -18,18 +18,21 @@ def tasks_group():
 
 @tasks_group.command("list")
 @click.option("--tenant", default="", help="Only this tenant's tasks.")
-@click.option("--paused", "status", flag_value="paused", default=None, help="Only paused tasks.")
-@click.option("--active", "status", flag_value="active", help="Only tasks that are not paused.")
+@click.option("--paused", is_flag=True, help="Only paused tasks.")
+@click.option("--active", is_flag=True, help="Only tasks that are not paused.")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=200, show_default=True, help="At most this many.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @with_appcontext
-def list_command(tenant, status, limit, as_json):
+def list_command(tenant, paused, active, limit, as_json):
     """List live tasks, newest first, with their next firing (UTC; `starts`: when its window lets it start) and last
     run."""
     from console.domain.clock import utcnow
     from console.services.people import tenants
     from console.services.scheduling import task_query
 
+    if paused and active:  # the last given won without a word (helper 139)
+        raise click.UsageError("give --paused or --active, not both (neither lists every task)")
+    status = "paused" if paused else "active" if active else None
     if tenant and tenants.find(tenant) is None:
         raise click.BadParameter(f"no tenant named {tenant!r}", param_hint="--tenant")
     rows, _ = task_query.page(tenant=tenant, status=status or "", now=utcnow(), limit=limit)

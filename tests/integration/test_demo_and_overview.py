@@ -47,6 +47,8 @@ def test_seed_demo_submits_runs_through_the_engine_and_refuses_to_run_twice(app)
     assert history.exit_code == 0 and "adding the history only" in history.output, history.output
     assert db.session.query(Run).count() == runs_before + 20
     assert runner.invoke(args=["seed-demo", "--force", "--runs", "-5"]).exit_code == 2
+    more = runner.invoke(args=["seed-demo", "--force", "--runs", "10", "--dead-letters", "50"])  # cut to 10 unsaid
+    assert more.exit_code == 2 and "--dead-letters 50 is more than the --runs 10 they are among" in more.output
     # A Reports history on top of the first start's: its tasks' names were taken (a UNIQUE traceback; helper 129).
     reports = runner.invoke(args=["seed-demo", "--force", "--runs", "30", "--days", "2", "--tasks", "3"])
     assert reports.exit_code == 0, reports.output

@@ -39,6 +39,8 @@ def test_tasks_are_listed_paused_resumed_and_run_now_audited(app):
     assert db.session.get(Task, nightly.id).paused
     assert json.loads(cli(app, "tasks", "list", "--paused", "--json").output)[0]["next_firing"] is None
     assert cli(app, "tasks", "list", "--active", "--json").output.strip() == "[]"
+    both = cli(app, "tasks", "list", "--paused", "--active")  # the last given won without a word (helper 139)
+    assert both.exit_code == 2 and "give --paused or --active, not both" in both.output
     assert cli(app, "tasks", "resume", str(nightly.id)).exit_code == 0
     ran = cli(app, "tasks", "trigger", str(nightly.id))
     [run] = db.session.execute(select(Run).where(Run.task_id == nightly.id)).scalars().all()

@@ -82,3 +82,19 @@ def test_a_groups_next_letter_after_its_work_order_closed_opens_a_new_one_as_the
     week = [order for orders in groups.values() for order in orders
             if as_utc(order.created_at) >= clock() - timedelta(days=7)]
     assert {order.status for order in week} == {"open", "closed"}
+
+
+def test_a_second_history_joins_the_work_orders_still_open_of_its_groups(app, clock):
+    # It opened a second one beside each: the unique index refused it, a traceback after the runs were written.
+    _fortnight(clock)
+    seed_report_history(1000, days=3, tasks=6, clock=clock, chronological=True)
+    open_letters = db.session.execute(select(DeadLetter.work_order_id, func.count()).where(DeadLetter.status == "open")
+                                      .group_by(DeadLetter.work_order_id)).all()
+    assert open_letters and all(order_id is not None for order_id, _ in open_letters)
+    doubled = db.session.execute(select(WorkOrder.tenant_id, WorkOrder.fingerprint).where(
+        WorkOrder.status == "open").group_by(WorkOrder.tenant_id, WorkOrder.fingerprint).having(func.count() > 1)).all()
+    assert doubled == []
+    for order in db.session.execute(select(WorkOrder).where(WorkOrder.status == "open")).scalars():
+        letters = db.session.execute(select(func.count()).select_from(DeadLetter).where(
+            DeadLetter.work_order_id == order.id)).scalar_one()
+        assert order.dead_letter_count == letters

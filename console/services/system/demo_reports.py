@@ -141,9 +141,15 @@ def _file_work_orders(parked: list[tuple[int, dict]]) -> None:
     Written as they ended, like the rest of the history (no audit entry, no resolve to send): closing them now would
     audit a fortnight of closes after the demo's first entries, dated in the past.
     """
-    letters = DeadLetter.__table__
+    letters, orders = DeadLetter.__table__, WorkOrder.__table__
     for first, ids, until in _episodes(parked):
-        order_id = db.session.connection().execute(insert(WorkOrder.__table__).values(
+        # A group with an order open already (a history added to one before, or the demo's): its letters join it, as
+        # a live dead letter would (a second open order of one group broke the unique index: a traceback, helper 139).
+        same_group = (orders.c.tenant_id == first["tenant_id"], orders.c.fingerprint == first["fingerprint"])
+        joined = None if until is not None else db.session.connection().execute(
+            orders.update().where(*same_group, orders.c.status.in_(("open", "acknowledged")))
+            .values(dead_letter_count=orders.c.dead_letter_count + len(ids)).returning(orders.c.id)).scalar()
+        order_id = joined or db.session.connection().execute(insert(WorkOrder.__table__).values(
             tenant_id=first["tenant_id"], fingerprint=first["fingerprint"], dead_letter_count=len(ids),
             title=f"{first['handler']}: {first['error_code']}", created_at=first["created_at"],
             **({"status": "open"} if until is None else {"status": "closed", "closed_at": until,
