@@ -36,7 +36,10 @@ def _decide(action: str, approval_id: int, username: str, note: str | None) -> N
         db.session.rollback()
         raise refused(error) from None
     # What it did, not its status alone: "is executed" read as done where a runbook was only queued (helper 109).
-    outcome = f": {decided.outcome}" if decided.outcome else ""
+    # A rollback's outcome is still the change's own: said as what was undone ("…: discarded 12 dead letters" read as
+    # the rollback discarding them; helper 139).
+    outcome = (f" (it had: {decided.outcome})" if action == "rollback" else f": {decided.outcome}") \
+        if decided.outcome else ""
     click.echo(f"request #{decided.id} is {decided.status.replace('_', ' ')}{outcome}")
 
 

@@ -26,11 +26,16 @@ def test_a_backup_copies_the_database_the_key_and_the_anchors_and_says_what_it_w
     assert {path.name for path in target.iterdir()} == {"rebound.db", "audit-anchor.log", "secret_key"}
     assert all(stat.S_IMODE(path.stat().st_mode) == 0o600 for path in target.iterdir())
     assert stat.S_IMODE(target.stat().st_mode) == 0o700
+    made_before = tmp_path / "empty"
+    made_before.mkdir(mode=0o755)
+    assert runner.invoke(args=["backup", str(made_before)]).exit_code == 0
+    assert stat.S_IMODE(made_before.stat().st_mode) == 0o700  # it kept 755, listable by every account
     with sqlite3.connect(target / "rebound.db") as copy:
         assert copy.execute("SELECT username FROM users WHERE username = 'olga'").fetchone() == ("olga",)
     copy.close()
     assert (target / "secret_key").read_text() == "the-generated-key\n"
-    row = db.session.execute(select(AuditEntry).where(AuditEntry.action == "backup.create")).scalar_one()
+    row = db.session.execute(select(AuditEntry).where(AuditEntry.action == "backup.create")
+                             .order_by(AuditEntry.seq)).scalars().first()
     assert row.target_id == str(target) and row.after["files"] == ["rebound.db", "audit-anchor.log", "secret_key"]
     # Into a directory holding files already: refused, so no older backup's file passes for this one's.
     again = runner.invoke(args=["backup", str(target)])

@@ -38,6 +38,7 @@ def backup(destination: Path, database_url: str, data_dir: Path, anchor_file: Pa
         raise InvalidInput(f"{destination} is not empty: give a new or empty directory, so no older backup's file "
                            "is taken for this one's", "directory")
     destination.mkdir(mode=0o700, parents=True, exist_ok=True)
+    destination.chmod(0o700)  # an empty directory made before keeps its own mode otherwise (755: listable; helper 139)
     files = []
     for kept in (anchor_file, data_dir / SECRET_KEY):
         if kept.is_file():
