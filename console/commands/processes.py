@@ -61,6 +61,7 @@ def _child(*args: str) -> list[str]:
 @with_appcontext
 def up_command(workers):
     """Start everything: embedded Redis, web, workers and scheduler, supervised."""
+    from console.extensions import db
     from console.processes import console_lock, embedded_redis
     from console.processes.ready import ReadyNotice
     from console.processes.supervisor import Child, Supervisor
@@ -92,6 +93,10 @@ def up_command(workers):
                         "  (shown once; set REBOUND_ADMIN_PASSWORD to choose it)\n", fg="yellow", bold=True)
         if config["DEMO"] and demo.is_empty():
             click.echo(demo.seed(roles=True))
+        # The supervisor is done with the database: a connection kept open for its lifetime checkpointed its WAL at
+        # exit, into a rebound.db restored from a backup meanwhile, and corrupted it (a restore loses run rows).
+        db.session.remove()
+        db.engine.dispose()
         count = workers or config["WORKERS"]
         children = [Child("web", _child("web"), env=env), Child("scheduler", _child("scheduler"), env=env)]
         children += [Child(f"worker-{n + 1}", _child("worker"), env=env) for n in range(count)]
