@@ -1,5 +1,5 @@
 // Draw every element that carries a Plotly figure in data-figure, on load, after each htmx swap and when the theme
-// changes.
+// or the times' zone changes.
 (function () {
   // The figures come from the server with a white ground and dark ink; the page's theme decides instead: a clear
   // ground over the panel, the page's own text colour, grid lines that read on either ground.
@@ -14,6 +14,27 @@
       }
     });
     return out;
+  }
+
+  // The server writes UTC. With Local time on (<html data-times="local">) a chart's times read in the browser's zone,
+  // as the page's <time> elements do: the Overview's failures spike sat five hours from the dead letters listed
+  // beside it (helper 139). Only full moments convert; a day ("2026-12-01") stays the day it names.
+  var MOMENT = /^\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\d:?\d\d)$/;
+
+  function pad(n) { return (n < 10 ? "0" : "") + n; }
+
+  function localMoment(value) {
+    if (typeof value !== "string" || !MOMENT.test(value)) return value;
+    var when = new Date(value);
+    return when.getFullYear() + "-" + pad(when.getMonth() + 1) + "-" + pad(when.getDate()) + " " +
+      pad(when.getHours()) + ":" + pad(when.getMinutes()) + ":" + pad(when.getSeconds());
+  }
+
+  function inZone(traces) {
+    if (document.documentElement.getAttribute("data-times") !== "local") return traces;
+    return traces.map(function (trace) {
+      return Array.isArray(trace.x) ? Object.assign({}, trace, {x: trace.x.map(localMoment)}) : trace;
+    });
   }
 
   // The charts drawn so far. A live region swapped out (the Overview's every 5 s) took its chart off the page, but
@@ -35,7 +56,7 @@
       if (drawn.indexOf(el) < 0) drawn.push(el);
       var figure = JSON.parse(el.dataset.figure);
       var config = Object.assign({displayModeBar: false, responsive: true}, figure.config || {});
-      Plotly.react(el, figure.data, themed(figure.layout || {}), config);
+      Plotly.react(el, inZone(figure.data), themed(figure.layout || {}), config);
       // A point whose customdata is a link opens what lies behind it (the Reports page's charts).
       if (!el.dataset.linked) {
         el.dataset.linked = "1";
@@ -50,4 +71,5 @@
   // After any swap (outerHTML replaces the element the event names), redraw what is on the page.
   document.addEventListener("htmx:afterSettle", function () { draw(document); });
   document.addEventListener("rebound:theme", function () { draw(document); });
+  document.addEventListener("rebound:times", function () { draw(document); });
 })();

@@ -93,6 +93,7 @@
     remember("rebound_times", local ? "local" : null);
     pressed("times", local);
     showTimes(document);
+    document.dispatchEvent(new CustomEvent("rebound:times", {detail: {local: local}}));  // charts.js redraws
   }
 
   // -- the narrow-screen menu and the account dropdown: a button that shows the element it controls --

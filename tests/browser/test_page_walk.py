@@ -8,6 +8,7 @@ One server, one browser page and one arranged database serve the whole walk (mod
 would cost two seconds each.
 """
 
+import json
 import re
 import time
 from datetime import datetime, timedelta
@@ -371,8 +372,17 @@ def test_local_time_and_the_dark_theme_are_one_click_away_and_remembered(walk):
     expect(moment).to_have_text(local_text)
     page.reload()
     expect(page.locator("main time[datetime]").first).to_have_text(local_text)  # remembered
+    # The Overview's chart reads in the zone too: its failures spike sat hours from the letters listed beside it.
+    visit(walk, "/overview")
+    chart = page.locator("#failures-chart")
+    expect(chart.locator(".main-svg").first).to_be_attached()
+    sent = datetime.fromisoformat(json.loads(chart.get_attribute("data-figure"))["data"][0]["x"][0])
+    drawn = "() => document.getElementById('failures-chart').data[0].x[0]"
+    assert page.evaluate(drawn) == (sent + OFFSET).strftime("%Y-%m-%d %H:%M:%S")
     page.get_by_role("button", name="admin").click()
     page.get_by_role("button", name="Local time").click()
+    assert page.evaluate(drawn) == sent.isoformat()  # redrawn in UTC at once, as the server wrote it
+    visit(walk, "/audit/")
     expect(page.locator("main time[datetime]").first).to_have_text(utc_text)
     page.keyboard.press("Escape")
     expect(page.get_by_role("button", name="Local time")).to_be_hidden()
