@@ -34,8 +34,8 @@ class Purged:
 
 RUNS = Purged(run_purge, "runs", "run", "finished",
               f"finished run(s) ({', '.join(run_purge.FINISHED[:-1])}, or {run_purge.FINISHED[-1]} with no dead letter "
-              "open) finished", "their timelines, dead letters and SLA records",
-              "run, run_events, dead_letters, sla_breaches")
+              "open) finished", "their timelines, attempts' diagnostics, dead letters and SLA records",
+              ", ".join(["run", *(table.name for table in run_purge.CHILDREN)]))
 MESSAGES = Purged(message_purge, "messages", "outbox_message", "settled",
                   f"settled message(s) ({' or '.join(message_purge.SETTLED)}) created", "their delivery attempts",
                   "message, deliveries")
@@ -132,7 +132,7 @@ LIMIT = Param("limit", T.INT, minimum=1, help="Purge at most this many (the olde
 PURGE = Runbook(
     "purge_finished_runs", "Purge old finished runs",
     "Delete finished runs (succeeded, cancelled, compensated, resolved, and dead ones whose dead letters are all "
-    "discarded) older than N days with their timelines, "
+    "discarded) older than N days with their timelines, attempts' diagnostics (tracebacks, log lines), "
     "closed dead letters and SLA records, after writing each to a JSON-lines export in the data dir.", Risk.HIGH,
     (AGE, LIMIT), purge_finished_runs)
 

@@ -10,7 +10,17 @@ from sqlalchemy import select
 
 from console.domain.clock import FrozenClock
 from console.extensions import db
-from console.models import Approval, AuditEntry, DeadLetter, Delivery, OutboxMessage, Run, RunEvent, WorkOrder
+from console.models import (
+    Approval,
+    AuditEntry,
+    DeadLetter,
+    Delivery,
+    OutboxMessage,
+    Run,
+    RunbookBackup,
+    RunEvent,
+    WorkOrder,
+)
 from console.services.actor import Actor
 from console.services.dlq import discards
 from console.services.engine import control, queueing
@@ -347,6 +357,9 @@ def test_purge_finished_runs_exports_them_then_deletes_them(app, staff, clock, d
     assert [line["run"]["id"] for line in lines] == ancient
     assert {event["kind"] for event in lines[0]["run_events"]} >= {"running", "succeeded"}
     assert [letter["status"] for letter in lines[2]["dead_letters"]] == ["discarded"]  # in the export, then gone
+    # The backup's record names every key a line carries (it left out the diagnostics; helper 141).
+    kept = db.session.execute(select(RunbookBackup.row).where(RunbookBackup.execution_id == execution.id)).scalar_one()
+    assert kept["format"] == "one JSON object per line: " + ", ".join(lines[0])
     assert export in execution.log
 
 
