@@ -206,12 +206,12 @@ def page(filters: RunFilters, *, scope: int | None, before: int | None = None, l
         # The text matches inside free-form columns no index can serve, so bound the scan by id.
         high = before or (db.session.execute(select(func.max(Run.id))).scalar() or 0) + 1
         low = max(high - text_window, 1)
+        plain, in_json = _text_forms(filters.text)
         query = query.where(Run.id >= low, or_(
-            Run.handler.icontains(filters.text, autoescape=True),
-            Run.idempotency_key.icontains(filters.text, autoescape=True),
-            Run.error_message.icontains(filters.text, autoescape=True),
+            *(column.icontains(form, autoescape=True) for column in (Run.handler, Run.idempotency_key,
+                                                                     Run.error_message) for form in plain),
             # A value of its params (an order id, a customer's email), as stored: JSON text, non-ASCII escaped.
-            *(cast(Run.params, Text).icontains(form, autoescape=True) for form in _json_forms(filters.text))))
+            *(cast(Run.params, Text).icontains(form, autoescape=True) for form in in_json)))
     rows = db.session.execute(query.order_by(*order).limit(limit + 1)).scalars().all()
     shown, next_before, searched = rows, None, None
     if len(rows) > limit:
@@ -224,10 +224,11 @@ def page(filters: RunFilters, *, scope: int | None, before: int | None = None, l
                    succeeded_at=succeeded_at(shown), named_run=_named_run(filters.text, scope))
 
 
-def _json_forms(text: str) -> list[str]:
-    """Return the text as JSON writes it inside a string (non-ASCII as \\u escapes), besides itself when it differs."""
-    written = json.dumps(text)[1:-1]
-    return [text] if written == text else [text, written]
+def _text_forms(text: str) -> tuple[list[str], list[str]]:
+    """Return the text as written and in lower case (SQLite's case-blind match folds ASCII only: "ZÜRICH" missed a
+    stored "Zürich"; helper 141), and those as JSON writes them inside a string too (non-ASCII as \\u escapes)."""
+    plain = list(dict.fromkeys((text, text.lower())))
+    return plain, list(dict.fromkeys([*plain, *(json.dumps(form)[1:-1] for form in plain)]))
 
 
 def _only_a_secret_matches(run: Run, text: str) -> bool:
