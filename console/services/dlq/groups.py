@@ -65,6 +65,8 @@ class Group:
     message: str = ""
     work_orders: list[WorkOrderRef] = field(default_factory=list)
     fixes_waiting: int = 0  # params fixes waiting for approval on its letters: a replay closes them
+    # Its newest letter of each tenant, with its run's handler, tenant and policy: which breaker a replay waits for.
+    newest_runs: list = field(default_factory=list)
 
 
 @dataclass
@@ -111,7 +113,8 @@ def groups(filters: Filters, tenant_id: int | None, clock: Clock = SYSTEM_CLOCK,
     shown = ordered[:limit]
     sample_ids = [i for g in shown for i in samples[g.fingerprint].values()]
     details = {row.id: row for row in db.session.execute(
-        select(dl.id, dl.error_message, dl.work_order_id, dl.reason, Run.workflow_id)
+        select(dl.id, dl.error_message, dl.work_order_id, dl.reason, Run.workflow_id, dl.handler, dl.tenant_id,
+               Run.policy_id, Run.policy_overrides)
         .join(Run, Run.id == dl.run_id).where(dl.id.in_(sample_ids)))}
     order_ids = {row.work_order_id for row in details.values() if row.work_order_id}
     orders = {order.id: order for order in db.session.execute(
@@ -126,6 +129,7 @@ def groups(filters: Filters, tenant_id: int | None, clock: Clock = SYSTEM_CLOCK,
         group.failed_for_good = any(row.reason not in RETRYABLE_REASONS for row in newest)
         # From the newest letters, as above; the replay itself counts them all before it asks (web/dlq/bulk.py).
         group.workflow_steps = any(row.workflow_id is not None for row in newest)
+        group.newest_runs = newest
         found = {orders[details[i].work_order_id] for i in samples[group.fingerprint].values()
                  if i in details and details[i].work_order_id in orders}
         group.work_orders = [WorkOrderRef(o.id, o.status, o.title, names.get(o.tenant_id, str(o.tenant_id)))

@@ -97,11 +97,10 @@ class OpenBreakers:
         """Name a breaker as the Breakers page does: "demo.flaky", or "demo.flaky for globex"."""
         return key.handler if key.tenant_id is None else f"{key.handler} for {self.tenant_names.get(key.tenant_id)}"
 
-    def of_group(self, handlers, tenants) -> list[str]:
-        """Name the open breakers a group's replayed runs may wait for: its handlers' handler-wide ones, and its
-        tenants' own ones of its handlers (which of them a run uses is its policy's breaker scope)."""
-        return sorted(self.name(key) for key in self.keys if key.handler in handlers
-                      and (key.tenant_id is None or self.tenant_names.get(key.tenant_id) in tenants))
+    def of_group(self, runs) -> list[str]:
+        """Name the open breakers a group's replayed runs would wait for, read from its newest letter of each tenant
+        (by handler and tenant alone it named breakers none of its runs counts on; helper 141)."""
+        return sorted({name for name in map(self.of_run, runs) if name})
 
     def of_run(self, run) -> str:
         """Name the open breaker a replay of this run would wait for, by its policy's breaker scope ("" for none)."""
