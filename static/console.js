@@ -467,7 +467,7 @@
     var at = around.findIndex(function (mark) { return mark.element === active; });
     if (at < 0) { around = keyed([active]); at = 0; }  // focused by script, not in the keyboard's order
     lostFocus = {key: around[at].key, nth: around[at].nth, around: around, at: at, region: target,
-                 regionId: target.getAttribute("id"), polled: polled(event)};
+                 regionId: target.getAttribute("id"), polled: polled(event), top: active.getBoundingClientRect().top};
   });
 
   // Each focusable's key and its place among those of the same key (a row's "Replay" is one of many).
@@ -515,7 +515,7 @@
       twins = twins.concat(focusables(scope).filter(function (e) { return focusKey(e) === lost.key; }));
     });
     var next = twins[Math.min(lost.nth, twins.length - 1)];
-    if (next) { next.focus({preventScroll: true}); return; }
+    if (next) { next.focus({preventScroll: true}); keepInPlace(lost, next); return; }
     // A live region reading itself again says nothing to the person: its alerts are not an answer to them.
     next = !lost.polled && firstIn(scopes, '[role="alert"], [role="status"]');
     if (next) {
@@ -527,6 +527,15 @@
     next = nearestNeighbour(lost, region) || region;
     if (!next.matches(FOCUSABLE)) next.setAttribute("tabindex", "-1");
     next.focus({preventScroll: true});  // where the person was reading: the page stays where it was
+    keepInPlace(lost, next);
+  }
+
+  // A refresh the person did not ask for leaves what they have focus on where it was on the screen: ten new runs on
+  // top of the list pushed the focused row below the window (helper 141), as scroll anchoring would have kept it.
+  function keepInPlace(lost, element) {
+    if (!lost.polled) return;
+    var moved = element.getBoundingClientRect().top - lost.top;
+    if (Math.abs(moved) > 1) window.scrollBy(0, moved);
   }
 
   // htmx settles each new top-level element apart: gather them, then look once.

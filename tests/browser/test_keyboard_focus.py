@@ -102,3 +102,23 @@ def test_a_runs_refresh_that_pushes_the_focused_row_off_the_page_keeps_focus_in_
     # count in the top bar (and the page, after it, to the top).
     expect(page.locator(":focus")).to_have_attribute("href", f"/runs/{ids[10]}")
     assert abs(page.evaluate("() => window.scrollY") - scrolled) < 100  # the browser's scroll anchoring moves it a row
+
+
+def test_a_runs_refresh_that_adds_rows_above_the_focused_one_keeps_it_where_it_was_on_screen(page, live_server,
+                                                                                            live_app):
+    # Ten new runs on top pushed the focused row below the window (focus stayed on it, out of sight; helper 141).
+    runs = Runs()
+    ids = [runs.submit(params={"n": n}) for n in range(20)]
+    page.set_viewport_size({"width": 1280, "height": 720})
+    browser_login(page, live_server.url)
+    page.goto(f"{live_server.url}/runs/")
+    link = page.locator(f'#results table.runs a[href="/runs/{ids[9]}"]')
+    link.focus()
+    top = link.bounding_box()["y"]
+    assert 300 < top < 720
+    newer = [runs.submit(params={"n": n}) for n in range(20, 30)]
+    expect(page.locator("#results table.runs tbody tr").first.locator("a").first).to_have_text(str(newer[-1]),
+                                                                                               timeout=20_000)
+    expect(page.locator(":focus")).to_have_attribute("href", f"/runs/{ids[9]}")
+    assert abs(page.locator(":focus").bounding_box()["y"] - top) < 5
+
