@@ -34,6 +34,15 @@ def test_admin_creates_a_user_with_a_generated_password_shown_once(client, auth)
     assert entry.actor == "root" and entry.after["role"] == "operator"
 
 
+def test_a_tenant_admins_new_person_is_said_to_be_limited_to_the_tenant(client, auth):
+    acme = make_tenant("acme")
+    auth.make_user("tad", "admin", tenant=acme)
+    auth.login("tad")
+    client.post("/admin/users", data={"username": "wide1", "role": "viewer", "tenant": "", "password": "",
+                                      "csrf_token": auth.csrf("/admin/users")})
+    assert "Created wide1 (viewer, tenant acme only). Their password" in client.get("/admin/users").text
+
+
 def test_invalid_new_user_gets_422_naming_the_field(client, auth):
     auth.as_role("admin", "root")
     response = client.post("/admin/users", data={"username": "x", "role": "operator", "password": "short",

@@ -57,7 +57,9 @@ def create_user():
     except ServiceError as error:
         (form[error.field].errors if error.field in form else form.form_errors).append(error.detail)
         return _users_page(form, error.status)
-    message = f"Created {user.username} ({user.role})."
+    # As the CLI says it: a tenant admin's new person is limited to their tenant, whatever the form asked (helper 139).
+    limited = f", tenant {user.tenant.name} only" if user.tenant_id is not None else ""
+    message = f"Created {user.username} ({user.role}{limited})."
     if generated:
         message += f" Their password, shown once: {generated}"
     flash(message, "success")
