@@ -39,8 +39,10 @@ class HandlerContext:
         percent = max(0, min(100, int(percent)))
         # Attempts as well as failures, for the write-back failure rate (alert rule progress_write_failure_rate).
         at = utcnow()
-        metrics.PROGRESS_WRITES.inc_now(at=at, kind="progress")
         with _timeout_held():
+            # Counted inside the hold too: the count's Redis write swallows its errors, the timeout's among them when
+            # it landed there, and the handler ran on past its timeout (seen under load in session 47).
+            metrics.PROGRESS_WRITES.inc_now(at=at, kind="progress")
             try:
                 # Its own short transaction, so progress is visible while the handler still runs.
                 with db.engine.begin() as connection:
