@@ -81,13 +81,26 @@ def test_a_rows_replay_by_keyboard_lands_on_its_answer_and_a_refused_close_on_th
     expect(page.locator("#close-note-error")).to_contain_text("say what was done")
 
 
-def test_a_runs_refresh_that_pushes_the_focused_row_off_the_page_keeps_focus_in_the_table(page, live_server,
-                                                                                           live_app):
+def runs_listed(page, live_server, count: int) -> tuple[Runs, list[int]]:
+    """Submit `count` runs and open the Runs list on a laptop's window; return the factory and their ids."""
     runs = Runs()
-    ids = [runs.submit(params={"n": n}) for n in range(50)]
+    ids = [runs.submit(params={"n": n}) for n in range(count)]
     page.set_viewport_size({"width": 1280, "height": 720})
     browser_login(page, live_server.url)
     page.goto(f"{live_server.url}/runs/")
+    return runs, ids
+
+
+def ten_more_arrive(page, runs: Runs, after: int) -> None:
+    """Submit ten runs and wait for the list's live refresh to show the newest on top."""
+    newer = [runs.submit(params={"n": n}) for n in range(after, after + 10)]
+    expect(page.locator("#results table.runs tbody tr").first.locator("a").first).to_have_text(str(newer[-1]),
+                                                                                               timeout=20_000)
+
+
+def test_a_runs_refresh_that_pushes_the_focused_row_off_the_page_keeps_focus_in_the_table(page, live_server,
+                                                                                           live_app):
+    runs, ids = runs_listed(page, live_server, 50)
     forty_fifth = page.locator("#results table.runs tbody tr").nth(44).locator("a").first
     expect(forty_fifth).to_have_text(str(ids[5]))  # newest first
     forty_fifth.focus()
@@ -95,9 +108,7 @@ def test_a_runs_refresh_that_pushes_the_focused_row_off_the_page_keeps_focus_in_
     assert scrolled > 1000
 
     # Ten new runs push it (and the five below it) past the page's 50: it has no twin in the new table.
-    newer = [runs.submit(params={"n": n}) for n in range(50, 60)]
-    expect(page.locator("#results table.runs tbody tr").first.locator("a").first).to_have_text(str(newer[-1]),
-                                                                                               timeout=20_000)
+    ten_more_arrive(page, runs, 50)
     # Focus went to its nearest neighbour still shown, the page's last run (the four above it went too), not to a
     # count in the top bar (and the page, after it, to the top).
     expect(page.locator(":focus")).to_have_attribute("href", f"/runs/{ids[10]}")
@@ -107,18 +118,11 @@ def test_a_runs_refresh_that_pushes_the_focused_row_off_the_page_keeps_focus_in_
 def test_a_runs_refresh_that_adds_rows_above_the_focused_one_keeps_it_where_it_was_on_screen(page, live_server,
                                                                                             live_app):
     # Ten new runs on top pushed the focused row below the window (focus stayed on it, out of sight; helper 141).
-    runs = Runs()
-    ids = [runs.submit(params={"n": n}) for n in range(20)]
-    page.set_viewport_size({"width": 1280, "height": 720})
-    browser_login(page, live_server.url)
-    page.goto(f"{live_server.url}/runs/")
+    runs, ids = runs_listed(page, live_server, 20)
     link = page.locator(f'#results table.runs a[href="/runs/{ids[9]}"]')
     link.focus()
     top = link.bounding_box()["y"]
     assert 300 < top < 720
-    newer = [runs.submit(params={"n": n}) for n in range(20, 30)]
-    expect(page.locator("#results table.runs tbody tr").first.locator("a").first).to_have_text(str(newer[-1]),
-                                                                                               timeout=20_000)
+    ten_more_arrive(page, runs, 20)
     expect(page.locator(":focus")).to_have_attribute("href", f"/runs/{ids[9]}")
     assert abs(page.locator(":focus").bounding_box()["y"] - top) < 5
-
