@@ -21,13 +21,8 @@
   // beside it (helper 139). Only full moments convert; a day ("2026-12-01") stays the day it names.
   var MOMENT = /^\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\d:?\d\d)$/;
 
-  function pad(n) { return (n < 10 ? "0" : "") + n; }
-
   function localMoment(value) {
-    if (typeof value !== "string" || !MOMENT.test(value)) return value;
-    var when = new Date(value);
-    return when.getFullYear() + "-" + pad(when.getMonth() + 1) + "-" + pad(when.getDate()) + " " +
-      pad(when.getHours()) + ":" + pad(when.getMinutes()) + ":" + pad(when.getSeconds());
+    return typeof value === "string" && MOMENT.test(value) ? window.reboundLocalMoment(new Date(value)) : value;
   }
 
   function inZone(traces) {

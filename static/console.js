@@ -63,6 +63,9 @@
     return date + " " + clock + (m[5] ? " " + zoneName(when) : "");
   }
 
+  // A chart's times are written as the page's (static/charts.js reads them through this).
+  window.reboundLocalMoment = function (when) { return localText(when, "1970-01-01 00:00:00"); };
+
   function showTimes(scope) {
     var local = root.getAttribute("data-times") === "local";
     scope.querySelectorAll(".tz").forEach(function (el) {
@@ -480,8 +483,11 @@
     });
   }
 
-  function twinIn(scope, mark) {
-    return focusables(scope).filter(function (e) { return focusKey(e) === mark.key; })[mark.nth] || null;
+  // The region's focusables by key, read once: `twin(mark)` finds a lost element's twin among them.
+  function twinsIn(scope) {
+    var byKey = {};
+    keyed(focusables(scope)).forEach(function (mark) { (byKey[mark.key] = byKey[mark.key] || []).push(mark.element); });
+    return function (mark) { return (byKey[mark.key] || [])[mark.nth] || null; };
   }
 
   // The region the person was in, as it is now: the target itself after an inner swap, else what replaced it (same
@@ -495,9 +501,10 @@
   // The focusable nearest the lost one that the new content still has: new runs arriving on top push those below it
   // off the page, so at each distance the one above is tried first.
   function nearestNeighbour(lost, region) {
+    var twin = twinsIn(region);
     for (var distance = 1; distance < lost.around.length; distance++) {
       var above = lost.around[lost.at - distance], below = lost.around[lost.at + distance];
-      var found = (above && twinIn(region, above)) || (below && twinIn(region, below));
+      var found = (above && twin(above)) || (below && twin(below));
       if (found) return found;
     }
     return null;
