@@ -555,17 +555,20 @@
   // A table's frame scrolls sideways only when its table is wider than it (a phone): a frame that scrolls is where
   // its headers stick, and with no height of its own it never scrolls down, so on a long list they went up with the
   // page. A frame its table fits is marked .fits and clips instead (console.css), and the headers stick to the
-  // window. Watched for size (a window resized, rows added in place, local times rewritten), and again after each swap:
-  // a live region's new frame is marked before it is painted.
+  // window. Marked at once when the page or a swap is ready (an observer's first report waits for the browser's next
+  // frame, which a busy browser renders after the page's load), then watched for size (a window resized, rows added in
+  // place, local times rewritten).
+  function markFrame(frame) { frame.classList.toggle("fits", frame.scrollWidth <= frame.clientWidth); }
   var frames = new ResizeObserver(function (entries) {
     entries.forEach(function (entry) {
       var frame = entry.target.closest(".table-wrap");
-      if (frame) frame.classList.toggle("fits", frame.scrollWidth <= frame.clientWidth);
+      if (frame) markFrame(frame);
     });
   });
   function watchFrames() {
     frames.disconnect();  // the frames a swap took away are let go
     document.querySelectorAll(".table-wrap").forEach(function (frame) {
+      markFrame(frame);
       frames.observe(frame);
       Array.prototype.forEach.call(frame.children, function (child) { frames.observe(child); });
     });
