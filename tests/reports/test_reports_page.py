@@ -270,7 +270,8 @@ def test_alert_latency_opens_the_letters_whose_alert_was_delivered_in_the_hour_n
 
 
 @pytest.mark.parametrize(("query", "message"), [
-    ("alerted_since=soon", "alerted_since=soon is not a date and time (YYYY-MM-DDTHH:MM, UTC), so it is ignored"),
+    ("alerted_since=soon", "alerted_since=soon is not a date and time (YYYY-MM-DDTHH:MM in UTC, or with an offset "
+                           "such as +02:00), so it is ignored"),
     ("alerted_until=9999-12-31T23:59", "alerted_until=9999-12-31T23:59 is not between the years 1970 and 9998"),
     ("alerted_since=2026-03-02T10:00&alerted_until=2026-03-02T09:00",
      "&#39;alerted_until&#39; (2026-03-02T09:00) is not after &#39;alerted_since&#39; (2026-03-02T10:00)"),

@@ -222,8 +222,8 @@ def test_the_page_says_which_created_dates_it_ignored_or_cannot_match(client, au
     auth.as_role("viewer")
     bad = client.get("/dlq/?view=list&since=garbage")
     assert bad.status_code == 422
-    assert "since=garbage is not a date and time (YYYY-MM-DDTHH:MM, UTC), so it is ignored" in bad.get_data(
-        as_text=True)
+    assert ("since=garbage is not a date and time (YYYY-MM-DDTHH:MM in UTC, or with an offset such as +02:00), so it "
+            "is ignored") in bad.get_data(as_text=True)
     inverted = client.get("/dlq/?view=list&status=any&since=2026-12-03T07:40&until=2026-12-03T07:30")
     assert inverted.status_code == 422
     assert "&#39;until&#39; (2026-12-03T07:30) is not after &#39;since&#39; (2026-12-03T07:40)" in \
@@ -587,6 +587,24 @@ def test_tenant_limited_users_see_and_touch_only_their_tenant(client, auth, make
     assert client.get(f"/dlq/bulk/{job.args[0]}", headers=HX).status_code == 200
 
 
+def test_another_tenants_task_as_a_filter_reads_as_no_task_at_all(client, auth, make_dead_letter):
+    tenant("acme")
+    globex = tenant("globex")
+    theirs = tasks.register(tenants.find("acme"), {"name": "acme ledger", "handler": "python:demo.noop",
+                                                   "event": "ledger.closed"}, Actor("test"))
+    auth.make_user("gina", "viewer", tenant=globex)
+    auth.login("gina")
+    for view in ("list", "groups"):
+        refused = client.get(f"/dlq/?view={view}&task={theirs.id}")  # it said "0 dead letters", as if it had none
+        assert refused.status_code == 422
+        assert f"no task with id {theirs.id} that you can see" in refused.get_data(as_text=True)
+        assert client.get(f"/dlq/?view={view}&task=handler:python:demo.noop").status_code == 200
+    client.post("/logout", data={"csrf_token": auth.csrf()})
+    auth.as_role("viewer")  # an unscoped person sees it; an id no task has is said to them too
+    assert client.get(f"/dlq/?view=list&task={theirs.id}").status_code == 200
+    assert "no task with id 987654 that you can see" in client.get("/dlq/?task=987654").get_data(as_text=True)
+
+
 def test_htmx_requests_get_only_the_fragment(client, auth, make_dead_letter):
     letter = make_dead_letter("account 1001 is closed")
     auth.as_role("viewer")
@@ -903,7 +921,8 @@ def test_the_api_takes_max_as_the_rate(client, auth, make_dead_letter):
 
 @pytest.mark.parametrize(("field", "value", "said"), [
     ("group", "not-a-fingerprint", "group is an error fingerprint: up to 32 hex digits"),
-    ("since", "2026-99-99T00:00", "since=2026-99-99T00:00 is not a date and time (YYYY-MM-DDTHH:MM, UTC)"),
+    ("since", "2026-99-99T00:00", "since=2026-99-99T00:00 is not a date and time (YYYY-MM-DDTHH:MM in UTC, or with "
+                                  "an offset such as +02:00)"),
     ("age", "forever", "age must be one of 1h, 24h, 7d (older than)"),
     ("status", "lost", "status must be one of open, replayed, discarded, resolved, any"),
 ])

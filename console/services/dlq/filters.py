@@ -187,7 +187,7 @@ def moment_problem(text: str) -> str | None:
     try:
         when = datetime.fromisoformat(text)
     except ValueError:
-        return "is not a date and time (YYYY-MM-DDTHH:MM, UTC)"
+        return "is not a date and time (YYYY-MM-DDTHH:MM in UTC, or with an offset such as +02:00)"
     # Earlier or later is a typo; the bounds keep it in UTC inside what a datetime holds (and in four digits).
     if not EARLIEST.year <= when.year <= LATEST.year:
         return f"is not between the years {EARLIEST.year} and {LATEST.year}"

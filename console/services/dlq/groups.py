@@ -11,9 +11,10 @@ from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.errors import shown_message
 from console.extensions import db
 from console.models import DeadLetter, Run, RunEvent, Task, Tenant, Workflow, WorkOrder
-from console.services.dlq.filters import Bounds, Filters, search_floor, where
+from console.services.dlq.filters import Bounds, Filters, search_floor, task_problem, where
 from console.services.engine import handler_kinds, registry, waiting_fixes
 from console.services.errors import NotFound
+from console.services.inputs import is_digits
 
 PAGE_SIZE = 50
 GROUP_LIMIT = 50
@@ -325,6 +326,17 @@ def task_choices(tenant_id: int | None, limit: int = 500) -> list[tuple[str, str
         query = query.where(Task.tenant_id == tenant_id)
     return [(str(task_id), name if tenant_id is not None else f"{name} · {tenant}")
             for task_id, name, tenant in db.session.execute(query)]
+
+
+def unseen_task(task: str, tenant_id: int | None) -> list[str]:
+    """Say that a task filter's id names no task this person can see, deleted ones counted (their letters remain),
+    or nothing: another tenant's task reads as no task at all, as on Runs, so its existence is not told."""
+    if not task or task_problem(task) or not is_digits(task):  # a handler's filter, or said already
+        return []
+    query = select(Task.id).where(Task.id == int(task))
+    if tenant_id is not None:
+        query = query.where(Task.tenant_id == tenant_id)
+    return [] if db.session.execute(query).first() else [f"no task with id {task} that you can see"]
 
 
 def handler_choices(tenant_id: int | None = None, limit: int = 100) -> list[str]:

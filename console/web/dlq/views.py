@@ -107,7 +107,7 @@ def requests_of(letters) -> dict[int, list[tuple[str, int, bool]]]:
 def index():
     scope = tenant_scope()
     filters = dlq_filters.Filters.parse(request.args)
-    refused = dlq_filters.refused(request.args)
+    refused = dlq_filters.refused(request.args) + dlq.unseen_task(filters.task, scope)
     op = request.args.get("op", "")
     notice = ("error", "Fix the filter: " + "; ".join(refused) + ".") if refused else None
     # Callables, so an htmx request that renders only the results block does not run their queries.
