@@ -605,6 +605,19 @@ def test_another_tenants_task_as_a_filter_reads_as_no_task_at_all(client, auth, 
     assert "no task with id 987654 that you can see" in client.get("/dlq/?task=987654").get_data(as_text=True)
 
 
+def test_a_deleted_tasks_filter_stays_picked_in_the_task_list(client, auth, make_dead_letter):
+    """Its letters remain; the select offered live tasks only and showed "any" while the filter held."""
+    make_dead_letter("disk full on node 3")
+    gone = tasks.register(tenants.find("default"), {"name": "old export", "handler": "python:demo.noop",
+                                                    "event": "export.done"}, Actor("test"))
+    tasks.delete(gone, Actor("test"))
+    auth.as_role("viewer")
+    page = client.get(f"/dlq/?view=list&task={gone.id}")
+    assert page.status_code == 200
+    assert f'<option value="{gone.id}" selected>old export (deleted) · default</option>' in page.get_data(as_text=True)
+    assert "old export" not in client.get("/dlq/").get_data(as_text=True)  # not offered otherwise
+
+
 def test_htmx_requests_get_only_the_fragment(client, auth, make_dead_letter):
     letter = make_dead_letter("account 1001 is closed")
     auth.as_role("viewer")

@@ -6,13 +6,13 @@ import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import insert, select
 
 from console.domain.breaker import BreakerSettings
 from console.domain.clock import utcnow
 from console.domain.cron import jitter_offset
 from console.extensions import db
-from console.models import AuditEntry, DeadLetter, Tenant
+from console.models import AuditEntry, DeadLetter, Task, Tenant
 from console.services.actor import Actor
 from console.services.engine import breakers
 from console.services.engine.execute import execute
@@ -136,6 +136,20 @@ def test_a_task_the_person_cannot_see_is_no_task_with_that_id(client, auth, path
         body = refused.get_data(as_text=True)
         assert refused.status_code == 422 and f"Task: no task with id {task} that you can see" in body, body
         assert "Not a valid choice" not in body and "acme" not in body  # the other tenant's task is not told apart
+
+
+def test_a_task_past_the_filters_first_five_hundred_is_still_a_filter(client, auth):
+    """A task page's runs link names its task by id: with more tasks than the Task list offers, it was refused."""
+    default = tenants.find("default")
+    db.session.execute(insert(Task), [{"tenant_id": default.id, "name": f"a{n:03}", "handler": "python:demo.noop",
+                                       "event": f"e{n}"} for n in range(500)])
+    last = tasks.register(default, {"name": "zz last", "handler": "demo.noop", "event": "zz"}, Actor("t"))
+    auth.as_role("viewer")
+    for path in ("/runs", "/runs/timeline"):
+        shown = client.get(f"{path}?task={last.id}")
+        assert shown.status_code == 200, shown.get_data(as_text=True)[-600:]
+        assert f'<option selected value="{last.id}">' in shown.get_data(as_text=True)
+    assert client.get("/runs?task=999999").status_code == 422
 
 
 def test_created_time_range_filters_by_created_at(client, auth, runs, clock):

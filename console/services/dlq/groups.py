@@ -318,14 +318,18 @@ def task_names(letters: list[DeadLetter]) -> dict[int, str]:
             for task_id, name in db.session.execute(select(Task.id, Task.name).where(Task.id.in_(ids)))}
 
 
-def task_choices(tenant_id: int | None, limit: int = 500) -> list[tuple[str, str]]:
-    """Return (value, label) of the tasks a filter can pick, by name."""
-    query = (select(Task.id, Task.name, Tenant.name).join(Tenant, Task.tenant_id == Tenant.id)
-             .where(Task.deleted_at.is_(None)).order_by(Task.name, Tenant.name).limit(limit))
+def task_choices(tenant_id: int | None, limit: int = 500, asked: str = "") -> list[tuple[str, str]]:
+    """Return (value, label) of the tasks a filter can pick, by name, and the task the filter asks for by id when
+    they leave it out (deleted, or past the first `limit`): the select showed "any" while the filter held."""
+    query = select(Task.id, Task.name, Tenant.name).join(Tenant, Task.tenant_id == Tenant.id)
     if tenant_id is not None:
         query = query.where(Task.tenant_id == tenant_id)
-    return [(str(task_id), name if tenant_id is not None else f"{name} · {tenant}")
-            for task_id, name, tenant in db.session.execute(query)]
+    rows = db.session.execute(query.where(Task.deleted_at.is_(None)).order_by(Task.name, Tenant.name)
+                              .limit(limit)).all()
+    if is_digits(asked) and not task_problem(asked) and all(str(row[0]) != asked for row in rows):
+        rows += db.session.execute(query.where(Task.id == int(asked))).all()
+    return [(str(task_id), deleted_names.shown(name) if tenant_id is not None
+             else f"{deleted_names.shown(name)} · {tenant}") for task_id, name, tenant in rows]
 
 
 def unseen_task(task: str, tenant_id: int | None) -> list[str]:

@@ -18,6 +18,7 @@ from console.models.runs import LIVE, RARE, error_code_is, live, rare
 from console.services.engine import diagnostics as attempt_diagnostics
 from console.services.engine.control import get_run
 from console.services.errors import InvalidInput
+from console.services.inputs import is_digits
 from console.services.scheduling import sla
 
 PAGE_SIZE = 50
@@ -381,9 +382,14 @@ def tenant_options(scope: int | None) -> list[Tenant]:
     return db.session.execute(query).scalars().all()
 
 
-def task_options(scope: int | None, limit: int = 500) -> list[Task]:
-    """Return the tasks a person may filter by (deleted ones too: their runs remain), by tenant and name."""
+def task_options(scope: int | None, limit: int = 500, asked: str = "") -> list[Task]:
+    """Return the tasks a person may filter by (deleted ones too: their runs remain), by tenant and name, and the
+    task a filter asks for by id when it is past the first `limit` of them (a task page's runs link named one the
+    filter then refused as one they cannot see)."""
     query = select(Task).options(joinedload(Task.tenant)).join(Tenant, Tenant.id == Task.tenant_id)
     if scope is not None:
         query = query.where(Task.tenant_id == scope)
-    return db.session.execute(query.order_by(Tenant.name, Task.name).limit(limit)).scalars().all()
+    found = db.session.execute(query.order_by(Tenant.name, Task.name).limit(limit)).scalars().all()
+    if is_digits(asked) and len(found) == limit and int(asked) <= MAX_ID and all(t.id != int(asked) for t in found):
+        found += db.session.execute(query.where(Task.id == int(asked))).scalars().all()
+    return found

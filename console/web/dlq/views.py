@@ -114,7 +114,8 @@ def index():
     return page("dlq/index.html", "results", **results(filters, chosen_view(), paging.before(),
                                                         notice=notice),
                 scoped=scope is not None, bulk_ops=lambda: _bulk_panels(scope, op),
-                task_choices=lambda: dlq.task_choices(scope), handler_choices=lambda: dlq.handler_choices(scope),
+                task_choices=lambda: dlq.task_choices(scope, asked=filters.task),
+                handler_choices=lambda: dlq.handler_choices(scope),
                 tenant_choices=lambda: [] if scope else [t.name for t in tenants.all_tenants()]), \
         422 if refused else 200
 

@@ -43,7 +43,7 @@ def _filter_form(form_class, scope: int | None):
             args = args.copy()
             args.setlist(name, args.poplist(alias))
     form = form_class(args)
-    form.fill_choices(runs_query.tenant_options(scope), runs_query.task_options(scope))
+    form.fill_choices(runs_query.tenant_options(scope), runs_query.task_options(scope, asked=form.task.data or ""))
     return form
 
 
