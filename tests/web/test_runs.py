@@ -139,17 +139,20 @@ def test_a_task_the_person_cannot_see_is_no_task_with_that_id(client, auth, path
 
 
 def test_a_task_past_the_filters_first_five_hundred_is_still_a_filter(client, auth):
-    """A task page's runs link names its task by id: with more tasks than the Task list offers, it was refused."""
+    """A task page's runs link names its task by id: with more tasks than the Task list offers, it was refused (and
+    the report's select showed all tasks while the report was the task's)."""
     default = tenants.find("default")
     db.session.execute(insert(Task), [{"tenant_id": default.id, "name": f"a{n:03}", "handler": "python:demo.noop",
                                        "event": f"e{n}"} for n in range(500)])
     last = tasks.register(default, {"name": "zz last", "handler": "demo.noop", "event": "zz"}, Actor("t"))
-    auth.as_role("viewer")
+    auth.as_role("manager")  # who reads reports
     for path in ("/runs", "/runs/timeline"):
         shown = client.get(f"{path}?task={last.id}")
         assert shown.status_code == 200, shown.get_data(as_text=True)[-600:]
         assert f'<option selected value="{last.id}">' in shown.get_data(as_text=True)
     assert client.get("/runs?task=999999").status_code == 422
+    report = client.get(f"/reports/?task={last.id}").get_data(as_text=True)  # its select showed "all tasks"
+    assert f'<option value="{last.id}" data-tenant="default" selected>' in report
 
 
 def test_created_time_range_filters_by_created_at(client, auth, runs, clock):

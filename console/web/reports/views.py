@@ -55,7 +55,8 @@ def _choices() -> dict:
     tenants = runs_query.tenant_options(wall)
     # The chosen tenant's tasks (picked with another tenant's, a task is refused); else every tenant's in the wall.
     chosen = next((tenant.id for tenant in tenants if tenant.name == _query().get("tenant")), wall)
-    return {"tenants": tenants, "tasks": runs_query.task_options(chosen), "scoped": wall is not None}
+    return {"tenants": tenants, "tasks": runs_query.task_options(chosen, asked=_query().get("task") or ""),
+            "scoped": wall is not None}
 
 
 def _presets(query: dict) -> tuple[dict[str, str], str | None]:
