@@ -1,5 +1,6 @@
 """Helpers the tests share: polling with a deadline, config and environment of a test app, processes, logging in."""
 
+import html
 import os
 import re
 import socket
@@ -102,6 +103,7 @@ def wait_stopped(process: subprocess.Popen, log_path: Path, timeout_s: float = 1
                              f"{log_path.read_text(errors='replace')[-20_000:]}") from None
 
 
+HX = {"HX-Request": "true"}  # what htmx sends: the answer is the fragment it swaps in
 CSRF = re.compile(r'name="csrf_token" type="hidden" value="([^"]+)"|name="csrf_token" value="([^"]+)"')
 
 
@@ -110,6 +112,14 @@ def csrf_from(html: str) -> str:
     match = CSRF.search(html)
     assert match, "no CSRF token in the page"
     return match.group(1) or match.group(2)
+
+
+def confirm_of(page: str, action: str) -> str:
+    """Return the hx-confirm of the form posting to `action`, as the browser reads it ('' when it asks nothing)."""
+    form = re.search(rf'<form[^>]*action="{re.escape(action)}"[^>]*>', page, re.S)
+    assert form, action
+    found = re.search(r'hx-confirm="([^"]*)"', form.group(0))
+    return " ".join(html.unescape(found.group(1)).split()) if found else ""
 
 
 def assert_marked(html: str, tag: str, field_id: str, message: str):

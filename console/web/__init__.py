@@ -17,7 +17,7 @@ from console.domain.notes import MAX_NOTE_CHARS
 from console.domain.saga import replay_consequence, steps_replay_words, undo_failed
 from console.domain.secrets import mask_field, mask_fields
 from console.domain.words import plural
-from console.services.dlq.groups import replay_caution
+from console.services.dlq.groups import replay_caution, undo_offered
 from console.services.people.permissions import OPERATE, can
 from console.services.recovery.workflows.words import (
     workflow_cancel,
@@ -113,6 +113,7 @@ def register(app) -> None:
     app.add_template_global(undo_failed, "undo_failed")
     app.add_template_global(steps_replay_words, "steps_replay_words")  # the confirm page; a runbook logs the same
     app.add_template_global(replay_caution, "replay_caution")  # one letter that failed for good, replayed anyway
+    app.add_template_global(undo_offered, "undo_offered")  # a letter left for a person whose undo can run
 
     def plotly_dir() -> str:
         import plotly

@@ -65,7 +65,8 @@ def test_what_cannot_be_compensated_is_refused_with_the_reason(client, auth, run
     held = runs.submit("demo.flaky_compensated", {"fail_times": 1, "error": "compensable", "severity": 3})
     assert execute(held, 0, clock=clock) == "dead"
     refused = client.post(f"/worker/tasks/{held}/compensate", headers=headers, json={"cause": "x"})
-    assert "severity 3 left it for a person, with no undo run: replay it, or resolve it" in refused.get_json()["detail"]
+    assert ("severity 3 left it for a person, with no undo run: replay it, run its undo (Run the undo, on its page), "
+            "or resolve it") in refused.get_json()["detail"]
     no_undo = succeeded(runs, clock, "demo.noop")
     refused = client.post(f"/worker/tasks/{no_undo}/compensate", headers=headers, json={"cause": "x"})
     assert refused.status_code == 409 and refused.get_json()["field"] == "handler"

@@ -1,4 +1,5 @@
-"""Retrying a failed undo: the run's undo step runs again, and a saga workflow it stopped goes back to undoing."""
+"""Retrying a failed undo: the run's undo step runs again, and a saga workflow it stopped goes back to undoing. And
+running the undo a severity-3 error left for a person."""
 
 import threading
 
@@ -12,12 +13,14 @@ from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.dlq import discards
 from console.services.engine import compensation, queueing
+from console.services.engine.execute import execute
 from console.services.errors import Conflict, NotFound
 from console.services.people import tenants
 from console.services.recovery import params_fix, undo_retry
 from console.services.recovery.workflows import query as workflow_query
 from console.services.workorders import changes as workorders
 from tests.factories import bearer, three_steps
+from tests.helpers import HX, confirm_of, csrf_from
 
 OLGA = Actor("olga")
 
@@ -157,7 +160,8 @@ def test_an_undo_that_fails_again_stops_the_workflow_again_with_a_new_dead_lette
 def test_only_a_run_that_died_undoing_itself_with_an_undo_step_can_retry_it(saga, runs, stopped, snapshot):
     refusals = {
         saga.run(stopped, 3).id: "did not die undoing itself (non retryable); replay it instead",
-        saga.run(stopped, 1).id: "is succeeded; only a dead run whose undo failed can have it retried",
+        saga.run(stopped, 1).id: "is succeeded; only a dead run whose undo failed, or that its error's severity 3 "
+                                 "left for a person, can have its undo run",
     }
     # A step with no undo step of its own: its undo fails at once as not compensable, for a person to do by hand.
     bare = saga.submit(three_steps(first_handler="demo.flaky", second={"fail_times": 0}), key="order-3")
@@ -227,7 +231,7 @@ def test_a_service_retries_the_undo_through_the_api_with_an_operators_token(clie
                            "workflow_id": stopped, "params_fixes_closed": []}
     again = client.post(f"/worker/tasks/{run_id}/retry-undo", headers=bearer(operator))
     assert again.status_code == 409
-    assert "only a dead run whose undo failed can have it retried" in again.json["detail"]
+    assert "only a dead run whose undo failed, or that its error's severity 3" in again.json["detail"]
     assert client.post("/worker/tasks/999999/retry-undo", headers=bearer(operator)).status_code == 404
 
 
@@ -251,3 +255,41 @@ def test_a_letter_discarded_while_the_undo_retry_was_decided_keeps_the_run_dead(
     assert not db.session.execute(select(RunEvent).where(RunEvent.run_id == run_id,
                                                          RunEvent.reason == "undo_retried")).all()
     assert not db.session.execute(select(AuditEntry).where(AuditEntry.action == "run.retry_undo")).all()
+
+
+def test_a_run_its_severity_3_error_left_for_a_person_has_its_undo_run_at_their_word(runs, clock, client, auth):
+    """Seed 004's severity 3: a person looks first. Replay and Resolve were their only ways on; the undo its handler
+    has now runs at their word, keeping the handler's error as the undo's cause."""
+    held = runs.submit("demo.flaky_compensated", {"fail_times": 1, "error": "compensable", "severity": 3,
+                                                   "code": "ledger_mismatch"})
+    assert execute(held, 0, clock=clock) == "dead"
+    (letter,) = runs.dead_letters(held)
+    assert (letter.reason, runs.events(held, "compensating")) == ("manual_intervention", [])
+    auth.as_role("operator", "olga")
+    page = client.get(f"/runs/{held}").get_data(as_text=True)
+    assert ">Run the undo</button>" in page and "Retry the undo" not in page
+    assert confirm_of(page, f"/runs/{held}/retry-undo").startswith(
+        f"Run the undo of run #{held}? Its handler's undo step runs (up to 3 tries, with backoff)")
+    row = client.get("/dlq/?view=list").get_data(as_text=True)
+    assert f'href="/runs/{held}" title="its error\'s severity 3 left it for a person' in row
+    answer = client.post(f"/runs/{held}/retry-undo", data={"csrf_token": csrf_from(page)}, headers=HX)
+    assert f"Ran the undo of run #{held}: it is now compensating." in answer.get_data(as_text=True)
+    run = runs.get(held)
+    assert (run.status, run.status_reason, run.error_code) == ("compensating", "undo_after_review", "ledger_mismatch")
+    assert letters_of(held) == [("manual_intervention", "replayed")]
+    (entry,) = db.session.execute(select(AuditEntry).where(AuditEntry.action == "run.undo")).scalars()
+    assert (entry.actor, entry.after["dead_letters"]) == ("olga", [letter.id])
+    assert compensation.execute(held, clock=clock) == "compensated"
+    assert runs.status(held) == "compensated"
+    assert workorders.close_settled(clock=clock) == [letter.work_order_id]  # its letter settled by the undo
+
+
+def test_a_severity_3_run_whose_handler_has_no_undo_is_not_offered_one(runs, clock, client, auth):
+    held = runs.submit("demo.flaky", {"fail_times": 1, "error": "compensable", "severity": 3})
+    assert execute(held, 0, clock=clock) == "dead"
+    with pytest.raises(Conflict) as refused:
+        undo_retry.retry(held, OLGA, clock=clock)
+    assert "has no undo step to run: undo it by hand, then mark the run resolved" in refused.value.detail
+    auth.as_role("operator", "olga")
+    assert "Run the undo" not in client.get(f"/runs/{held}").get_data(as_text=True)
+    assert "Undo…" not in client.get("/dlq/?view=list").get_data(as_text=True)

@@ -13,9 +13,8 @@ from console.services.engine.execute import execute
 from console.services.people import users
 from console.services.recovery import run_compensation
 from tests.factories import FATAL, OK, bearer, three_steps
-from tests.helpers import csrf_from
+from tests.helpers import HX, confirm_of, csrf_from
 
-HX = {"HX-Request": "true"}
 LENIENT = {"breaker": {"failure_threshold": 1000, "open_s": 1, "success_threshold": 1}}
 ALONE = "A replay runs this step alone: the workflow does not go on from it, and the steps its compensation undid " \
         "stay undone."
@@ -34,14 +33,6 @@ def steps(saga):
     assert (saga.status(undone), saga.status(stuck)) == ("compensated", "compensation_failed")
     return {"failed": saga.run(undone, 3), "undo": saga.run(stuck, 2), "stuck_failed": saga.run(stuck, 3),
             "undone": undone, "stuck": stuck}
-
-
-def confirm_of(page: str, action: str) -> str:
-    """Return the hx-confirm of the form posting to `action`, as the browser reads it ('' when it asks nothing)."""
-    form = re.search(rf'<form[^>]*action="{re.escape(action)}"[^>]*>', page, re.S)
-    assert form, action
-    found = re.search(r'hx-confirm="([^"]*)"', form.group(0))
-    return " ".join(html.unescape(found.group(1)).split()) if found else ""
 
 
 def bulk_replays() -> list:
@@ -174,7 +165,8 @@ def test_a_step_that_died_undoing_itself_has_its_undo_retried_from_its_run_page(
     # Asked again (a second tab), it says why not and changes nothing.
     again = client.post(f"/runs/{undo.id}/retry-undo", data={"csrf_token": csrf_from(page)}, headers=HX)
     assert again.status_code == 409
-    assert "only a dead run whose undo failed can have it retried" in again.get_data(as_text=True)
+    assert ("only a dead run whose undo failed, or that its error&#39;s severity 3 left for a person, can have its "
+            "undo run") in again.get_data(as_text=True)
 
 
 def test_a_replay_over_the_api_says_what_it_did_to_the_workflow(client, steps, runs):

@@ -12,7 +12,7 @@ from console.domain.errors import shown_message
 from console.extensions import db
 from console.models import DeadLetter, Run, RunEvent, Task, Tenant, Workflow, WorkOrder
 from console.services.dlq.filters import Bounds, Filters, search_floor, task_problem, where
-from console.services.engine import handler_kinds, registry, waiting_fixes
+from console.services.engine import compensation, handler_kinds, registry, waiting_fixes
 from console.services.errors import NotFound
 from console.services.inputs import is_digits
 
@@ -27,13 +27,16 @@ MAX_SELECTED = 500
 RETRYABLE_REASONS = ("exhausted",)
 
 
-def replay_caution(reason: str) -> str:
+def replay_caution(reason: str, handler: str = "") -> str:
     """Say what replaying one letter parked for this reason will likely do ('' for one that ran out of retries)."""
     if reason in RETRYABLE_REASONS:
         return ""
     if reason == "compensation_failed":
         return ("Its undo failed: a replay runs the handler itself again, not its undo (Retry the undo, on its run "
                 "page, does that).")
+    if handler and undo_offered(reason, handler):  # without a handler: whether it failed for good, only
+        return ("Its error's severity 3 left it for a person, its undo not run: a replay runs the handler itself "
+                "again (Run the undo, on its run page, undoes what it did instead).")
     return (f"It failed for good ({reason.replace('_', ' ')}), not by running out of retries: unless its cause was "
             "fixed, the same params to the same code will most likely fail the same way.")
 
@@ -316,6 +319,12 @@ def task_names(letters: list[DeadLetter]) -> dict[int, str]:
         return {}
     return {task_id: deleted_names.shown(name)
             for task_id, name in db.session.execute(select(Task.id, Task.name).where(Task.id.in_(ids)))}
+
+
+def undo_offered(reason: str, handler: str) -> bool:
+    """Tell whether a letter's run can have its undo run by a person: its error's severity 3 left it for them and its
+    handler has an undo step (a failed undo is offered again as its own case)."""
+    return reason == "manual_intervention" and compensation.has_undo_step(handler)
 
 
 def task_choices(tenant_id: int | None, limit: int = 500, asked: str = "") -> list[tuple[str, str]]:

@@ -32,7 +32,9 @@ ENTRY_POINT = "jobs.compensate.compensate"
 REASON = "workflow_step_failed"
 REQUESTED = "compensation_requested"  # a person asked for it (and another approved), on a run in no workflow or any
 RETRIED = "undo_retried"  # a person had a failed undo tried again (console/services/recovery/undo_retry.py)
-ASKED = (REASON, REQUESTED, RETRIED)  # compensations run as a job of their own, not by the worker after an attempt
+CHECKED = "undo_after_review"  # a person ran the undo its error's severity 3 left for them (the same module)
+# Compensations that run as a job of their own, not by the worker after an attempt.
+ASKED = (REASON, REQUESTED, RETRIED, CHECKED)
 
 
 def job_id(run_id: int) -> str:
@@ -58,10 +60,11 @@ def check(run: Run, cause) -> str:
         raise InvalidInput(too_long("cause"), "cause")
     if run.status != "succeeded":
         held = run.status == "dead" and run.status_reason == "manual_intervention"
+        undo = "run its undo (Run the undo, on its page), " if _undo_step(run.handler) is not None else ""
         raise Conflict(f"run {run.id} is {run.status}; only a succeeded run can be compensated (" + (
-            "its error's severity 3 left it for a person, with no undo run: replay it, or resolve it saying what "
-            "was done by hand" if held else "a failed one is compensated automatically when its handler has an "
-            "undo step") + ")", "status")
+            f"its error's severity 3 left it for a person, with no undo run: replay it, {undo}or resolve it saying "
+            "what was done by hand" if held else
+            "a failed one is compensated automatically when its handler has an undo step") + ")", "status")
     if _undo_step(run.handler) is None:
         raise Conflict(f"handler {run.handler} has no compensation step to run", "handler")
     return cause
@@ -137,7 +140,9 @@ def execute(run_id: int, *, clock: Clock = SYSTEM_CLOCK) -> str:
     except NonRetryableError:
         invocation = None  # the handler is gone since the undo was asked for: compensate_run records that
     cause = run.status_reason if run.status_reason in ASKED else run.error_code or "non_retryable"
-    if cause == RETRIED:
+    if cause == CHECKED:  # undone for its own error, as a severity 1 or 2 is at once
+        cause = run.error_code or CHECKED
+    elif cause == RETRIED:
         cause = _retried_cause(run.id)
     ctx = context_for(run, timeout_s)
     try:

@@ -1,11 +1,12 @@
-"""Try a failed undo again: a person fixed what stopped a run's compensation, and its undo step runs once more.
+"""Run a dead run's undo at a person's word: a failed undo tried again, or the first undo of a run left for a person.
 
-A run whose undo failed is dead with a dead letter (reason `compensation_failed`). A replay would run the run's
+A run whose undo failed is dead with a dead letter (reason `compensation_failed`); one whose error had severity 3 is
+dead with its undo not run (reason `manual_intervention`: a person looks first). A replay would run the run's
 handler again, not its undo; this moves it dead → compensating instead, marks its letter replayed (settled, like a
 replayed run's, only once the undo works: its work order stays open meanwhile), and queues the compensation job,
-which tries the undo as before (three tries with backoff) and ends compensated, or dead with a new letter in the
-same error group and work order. If the run is the step whose undo stopped its saga workflow, the workflow goes
-back to undoing from that step: the steps before it, left as they were, are undone after it.
+which tries the undo (three tries with backoff) and ends compensated, or dead with a new letter in the same work
+order. If the run is the step whose undo stopped its saga workflow, the workflow goes back to undoing from that step:
+the steps before it, left as they were, are undone after it.
 """
 
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from console.services.recovery.workflows import advance
 
 LETTERS, WORKFLOWS, STEPS = DeadLetter.__table__, Workflow.__table__, WorkflowStep.__table__
 UNDO_FAILED = "compensation_failed"  # the dead letter's reason when a run's undo failed
+LEFT_FOR_A_PERSON = "manual_intervention"  # its error's severity 3: dead, its undo not run
 
 
 @dataclass(frozen=True)
@@ -36,13 +38,19 @@ class Retried:
     closed_fixes: list[int]
 
 
-def why_not(run: Run) -> str | None:
-    """Say why this run's undo cannot be tried again now, or None when it can (reading only)."""
-    if run.status != "dead":
-        return f"run {run.id} is {run.status.replace('_', ' ')}; only a dead run whose undo failed can have it retried"
-    reason = db.session.execute(select(DeadLetter.reason).where(
+def parked_for(run: Run) -> str | None:
+    """Return the reason of the run's open dead letter (its newest), or None."""
+    return db.session.execute(select(DeadLetter.reason).where(
         DeadLetter.run_id == run.id, DeadLetter.status == "open").order_by(DeadLetter.id.desc()).limit(1)).scalar()
-    if reason != UNDO_FAILED:
+
+
+def why_not(run: Run) -> str | None:
+    """Say why this run's undo cannot be run now, or None when it can (reading only)."""
+    if run.status != "dead":
+        return (f"run {run.id} is {run.status.replace('_', ' ')}; only a dead run whose undo failed, or that its "
+                "error's severity 3 left for a person, can have its undo run")
+    reason = parked_for(run)
+    if reason not in (UNDO_FAILED, LEFT_FOR_A_PERSON):
         return (f"run {run.id} did not die undoing itself ({(reason or 'no open dead letter').replace('_', ' ')}); "
                 "replay it instead")
     if run.error_code == NOT_COMPENSABLE or not compensation.has_undo_step(run.handler):
@@ -64,27 +72,31 @@ def retry(run_id: int, actor: Actor, *, tenant_id: int | None = None, clock: Clo
     problem = why_not(run)
     if problem:
         raise Conflict(problem, "status")
+    first = parked_for(run) == LEFT_FOR_A_PERSON  # its undo never ran: not a retry
+    done = "undo run" if first else "undo retried"
     now = clock()
     # Locks in the order a replay, a resolve and a fix's approval take them: the waiting fixes, the run, its letters.
     fixes = waiting_fixes.hold(db.session.execute(select(DeadLetter.id).where(
         DeadLetter.run_id == run.id, DeadLetter.status == "open")).scalars())
     try:
-        # The error was the undo's: a new try starts clean, and records its own if it fails again.
-        transitions.move(run, "compensating", now, reason=compensation.RETRIED, actor=actor.signature,
-                         message=f"undo retried by {actor.name}", clear_error=True)
+        # A failed undo's error was the undo's: a new try starts clean, and records its own if it fails again. A
+        # first undo keeps the handler's error: it is why the run is undone.
+        transitions.move(run, "compensating", now, reason=compensation.CHECKED if first else compensation.RETRIED,
+                         actor=actor.signature, message=f"{done} by {actor.name}", clear_error=not first)
     except transitions.StaleRun:
         raise Conflict(f"run {run.id} changed while you acted on it; look again", "status") from None
     # Replayed, not resolved: a new try of the same work settles nothing until it works (workorders._unsettled),
     # so the work order and its incident stay open instead of closing now and opening again if the undo fails.
     closed = db.session.execute(
         update(LETTERS).where(LETTERS.c.run_id == run.id, LETTERS.c.status == "open")
-        .values(status="replayed", resolved_at=now, resolved_by=actor.signature, resolution_note="undo retried")
+        .values(status="replayed", resolved_at=now, resolved_by=actor.signature, resolution_note=done)
         .returning(LETTERS.c.id)).scalars().all()
     if not closed:  # discarded or resolved by someone else since it was read: theirs stands
         db.session.rollback()
         raise Conflict(f"run {run.id}'s dead letter was settled meanwhile; look again", "status")
     workflow_id = _undo_again(run, now)
-    audit.record(db.session, actor, "run.retry_undo", "run", run.id, before={"status": "dead"},
+    audit.record(db.session, actor, "run.undo" if first else "run.retry_undo", "run", run.id,
+                 before={"status": "dead"},
                  after={"status": "compensating", "dead_letters": sorted(closed),
                         **({"workflow": workflow_id} if workflow_id else {})}, tenant=run.tenant.name,
                  clock=lambda: now)

@@ -83,10 +83,13 @@ def _detail(run_id: int, *, error: str | None = None, notice: str | None = None,
     # A replay closes a params fix waiting on one of the run's letters: the Replay button says so first.
     fix = next((r.id for r in requests if r.kind == waiting_fixes.KIND and approvals.status_at(r, utcnow()) ==
                 "pending"), None)
-    # A run that died undoing itself: its undo can be tried again (a replay would run its handler instead).
+    # A run that died undoing itself, or that its error's severity 3 left for a person: its undo can be run (a
+    # replay would run its handler instead).
     undo_again = detail.run.status == "dead" and undo_retry.why_not(detail.run) is None
+    undo_first = undo_again and undo_retry.parked_for(detail.run) == undo_retry.LEFT_FOR_A_PERSON
     return page("runs/show.html", "detail", d=detail, run=detail.run, live=detail.run.status in LIVE,
-                undo_again=undo_again, undo_reopens=undo_retry.stopped_at(detail.run) if undo_again else None,
+                undo_again=undo_again, undo_first=undo_first,
+                undo_reopens=undo_retry.stopped_at(detail.run) if undo_again else None,
                 breaches=breach_list.of_run(run_id), waiting_fix=fix,
                 compensable=compensation.can_compensate(detail.run) and not waiting, requests=requests,
                 waits_because=why_waiting(detail.run, utcnow()), resets=breaker_resets([detail.run]),
@@ -151,7 +154,8 @@ def _retry(run, actor) -> list[int]:
 @bp.post("/<int:run_id>/retry-undo")
 @requires(OPERATE)
 def retry_undo(run_id: int):
-    return _act(run_id, _retry_undo, "Retried the undo of")
+    first = undo_retry.parked_for(control.get_run(run_id, tenant_scope())) == undo_retry.LEFT_FOR_A_PERSON
+    return _act(run_id, _retry_undo, "Ran the undo of" if first else "Retried the undo of")
 
 
 def _retry_undo(run, actor) -> list[int]:
