@@ -639,6 +639,31 @@ def test_an_alert_repeated_while_it_was_out_is_retried_as_one_message(app, clock
             manual.redeliver(out.id, ops, clock=clock)
 
 
+def test_a_failing_channel_keeps_its_backoff_through_a_storm_of_repeats(app, clock):
+    """Each death of a storm queued a new row while the last was out; the failed one folded into it, which went out
+    at once as attempt 1: 24 POSTs in a second to a failing receiver (helper 143). The fold carries the backoff."""
+    with Receiver() as slack:
+        slack.always(500, {"error": "internal"})
+        only(app, SLACK_WEBHOOK_URL=slack.url + SLACK_PATH)
+        dead_run(clock, message="bad row 0")
+        for n in range(1, 4):
+            due = [m.id for m in alert_rows("retry_limit_reached") if m.status == "pending" and
+                   m.next_attempt_at <= clock()]
+            if not due:
+                break
+            claim = dispatch.claim_next(clock(), due[0])
+            dead_run(clock, message=f"bad row {n}")  # it is out: the death queues a new row
+            dispatch.deliver(claim, clock)
+        assert len(slack.requests) == 1
+        queued = alert_rows("retry_limit_reached")[-1]
+        assert (queued.status, queued.attempts, queued.occurrences) == ("pending", 1, 2)
+        assert queued.next_attempt_at == clock() + timedelta(seconds=2) and queued.last_error.startswith("slack:")
+        clock.advance(2)
+        claim = dispatch.claim_next(clock(), queued.id)
+        assert claim.attempt == 2 and dispatch.deliver(claim, clock) == "retrying"
+        assert len(slack.requests) == 2
+
+
 def test_a_held_repeat_joins_the_occurrence_queued_while_it_was_out(app, channels, clock):
     dead_run(clock, message="bad row 1")
     delivery_round.tick(clock)

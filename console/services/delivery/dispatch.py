@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, literal, select, update
+from sqlalchemy import case, func, literal, select, update
 from sqlalchemy.exc import IntegrityError
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
@@ -111,8 +111,8 @@ def _requeue(claim: Claim, now: datetime, **values) -> str:
             folded = db.session.execute(
                 update(OutboxMessage).where(OutboxMessage.dedup_key == key, OutboxMessage.status == "pending",
                                             OutboxMessage.id != claim.message_id)
-                .values(occurrences=OutboxMessage.occurrences + this).returning(OutboxMessage.id)
-                .execution_options(synchronize_session=False)).scalar_one_or_none()
+                .values(occurrences=OutboxMessage.occurrences + this, **_carried(claim, values))
+                .returning(OutboxMessage.id).execution_options(synchronize_session=False)).scalar_one_or_none()
             if folded is None:
                 outcome = "requeued" if _settle(claim, status="pending", **values) else "lost"
             elif _settle(claim, status="skipped", next_attempt_at=now,
@@ -126,6 +126,20 @@ def _requeue(claim: Claim, now: datetime, **values) -> str:
         except IntegrityError:
             db.session.rollback()
     raise RuntimeError(f"outbox {claim.message_id}: neither back to pending nor merged after 3 tries")
+
+
+def _carried(claim: Claim, values: dict) -> dict:
+    """Return what the pending row a claim folds into takes over from it: its attempts and the wait before the next
+    (whichever is further on), and its error. Folded afresh, a failing channel was tried again at once as attempt 1
+    by each death of a storm (24 POSTs in a second to a receiver answering 404, helper 143)."""
+    attempts, due = values.get("attempts", claim.attempt), values.get("next_attempt_at")
+    carried = {"attempts": case((OutboxMessage.attempts < attempts, attempts), else_=OutboxMessage.attempts)}
+    if due is not None:
+        carried["next_attempt_at"] = case((OutboxMessage.next_attempt_at < due, due),
+                                          else_=OutboxMessage.next_attempt_at)
+    if values.get("last_error"):
+        carried["last_error"] = values["last_error"]
+    return carried
 
 
 def _hold(message: OutboxMessage, claim: Claim, now: datetime) -> datetime | None:
