@@ -303,6 +303,12 @@ def test_a_tenant_limited_person_sees_only_their_tenant(app, client, auth, runs,
     assert order(theirs.work_order_id).status == "open"
 
 
+def messages_of(order_id: int, kind: str) -> list[str]:
+    db.session.expire_all()
+    return [m.status for m in db.session.execute(select(OutboxMessage).where(OutboxMessage.kind == kind)).scalars()
+            if (m.payload or {}).get("work_order_id") == order_id]
+
+
 def test_a_failed_work_order_request_is_sent_again_from_its_page(app, client, auth, runs, clock):
     with Receiver() as tickets:
         tickets.always(500)
@@ -323,9 +329,27 @@ def test_a_failed_work_order_request_is_sent_again_from_its_page(app, client, au
         AuditEntry.action == "outbox.redeliver")).scalars()] == ["outbox.redeliver"]
 
 
+def test_a_request_skipped_for_want_of_a_work_order_system_is_sent_again_only_once_one_is_set_up(app, client, auth,
+                                                                                                   runs, clock):
+    letter = dead(runs, clock)
+    delivery_round.tick(clock)  # no work-order system configured: the request is skipped
+    auth.as_role("operator")
+    page = client.get(f"/workorders/{letter.work_order_id}").get_data(as_text=True)
+    # It offered Send again, said "it goes out within seconds", and the request was skipped again at once.
+    assert "Send again</button>" not in page and "no work-order system is set up to send it to" in page
+    refused = post(client, auth, f"/workorders/{letter.work_order_id}/redeliver", headers=HX)
+    assert refused.status_code == 409
+    assert "no channel it goes to is set up (workorder): set one up under Admin → Channels" in refused.get_data(
+        as_text=True)
+    assert messages_of(letter.work_order_id, "workorder") == ["skipped"]
+    app.config.update(WORKORDER_URL="https://itsm.example.com/api/tickets")
+    assert "Send again</button>" in client.get(f"/workorders/{letter.work_order_id}").get_data(as_text=True)
+
+
 def test_a_closed_work_orders_request_is_not_offered_again(app, client, auth, runs, clock):
     letter = dead(runs, clock)
     delivery_round.tick(clock)  # no work-order system configured: the request is skipped
+    app.config.update(WORKORDER_URL="https://itsm.example.com/api/tickets")  # set up since
     auth.as_role("operator")
     assert "Send again</button>" in client.get(f"/workorders/{letter.work_order_id}").get_data(as_text=True)
     post(client, auth, f"/workorders/{letter.work_order_id}/close", {"close-note": "fixed"}, headers=HX)

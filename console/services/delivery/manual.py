@@ -10,7 +10,7 @@ from console.models import Delivery, OutboxMessage, Tenant
 from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.delivery import closed_orders, outbox, targets
-from console.services.delivery.dispatch import claim_next, deliver
+from console.services.delivery.dispatch import claim_next, configured_routes, deliver, route
 from console.services.errors import Conflict, NotFound
 
 
@@ -47,6 +47,10 @@ def redeliver(message_id: int, actor: Actor, *, tenant_id: int | None = None,
         raise Conflict(f"message {message_id} is a test alert; send a new test from its channel instead", "kind")
     if closed := closed_orders.closed_before_sent(message):
         raise Conflict(f"{closed}; it is not sent again", "status")
+    if not configured_routes(message):
+        # It would be skipped again at once, after a page saying it goes out within seconds (helper 142).
+        raise Conflict(f"no channel it goes to is set up ({', '.join(route(message)) or 'none'}): set one up under "
+                       "Admin → Channels, then send it again", "channel")
     before = message.status
     waiting = db.session.execute(select(OutboxMessage.id).where(
         OutboxMessage.dedup_key == message.dedup_key, OutboxMessage.status == "pending",

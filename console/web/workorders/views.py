@@ -83,7 +83,8 @@ def _detail(order_id: int, *, notice=None, error=None, close_form=None, status=2
     d = workorders.detail(order_id, tenant_scope())
     return page("workorders/show.html", "detail", d=d, order=d.order, notice=notice, error=error,
                 assign_form=_assign_form(d.order), close_form=close_form or CloseForm(prefix="close"),
-                now=utcnow()), status
+                # Its request can be sent again only to a work-order system that is set up now.
+                workorder_system=targets.all_targets()["workorder"].configured, now=utcnow()), status
 
 
 @bp.get("/<int:order_id>")
