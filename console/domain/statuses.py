@@ -49,6 +49,7 @@ TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
 # succeeded, dead and cancelled still have outgoing edges (compensate, replay, retry).
 TERMINAL = frozenset({S.SUCCEEDED, S.DEAD, S.COMPENSATED, S.CANCELLED, S.RESOLVED})
 ACTIVE = frozenset({S.PENDING, S.RUNNING, S.RETRY_WAIT, S.COMPENSATING})
+ACTIVE_VALUES = frozenset(status.value for status in ACTIVE)  # as stored, for pages that follow a run at work
 # A worker runs code for the run: its handler, or its undo step (heartbeats and progress reports apply).
 IN_WORK = (S.RUNNING.value, S.COMPENSATING.value)
 # Neither terminal nor active: failed and compensation_failed wait for the next decision.

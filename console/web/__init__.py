@@ -16,6 +16,7 @@ from console.domain.figures import duration
 from console.domain.notes import MAX_NOTE_CHARS
 from console.domain.saga import replay_consequence, steps_replay_words, undo_failed
 from console.domain.secrets import mask_field, mask_fields
+from console.domain.statuses import ACTIVE_VALUES
 from console.domain.words import plural
 from console.services.dlq.groups import replay_caution, undo_offered
 from console.services.people.permissions import OPERATE, can
@@ -114,6 +115,7 @@ def register(app) -> None:
     app.add_template_global(steps_replay_words, "steps_replay_words")  # the confirm page; a runbook logs the same
     app.add_template_global(replay_caution, "replay_caution")  # one letter that failed for good, replayed anyway
     app.add_template_global(undo_offered, "undo_offered")  # a letter left for a person whose undo can run
+    app.add_template_global(ACTIVE_VALUES, "live_statuses")  # a run at work: a replayed row follows it
 
     def plotly_dir() -> str:
         import plotly

@@ -77,6 +77,19 @@ def test_overview_to_traceback_to_replay_to_succeeded_by_links(page, live_server
     assert errors == []
 
 
+def test_a_letter_replayed_in_its_row_follows_its_run_to_the_end_without_a_reload(page, live_server, arranged,
+                                                                                   live_worker):
+    """Its row read "series 2 pending … 0 s ago" for good while the run succeeded (helper 142)."""
+    run_id, letter = arranged["lone"]
+    browser_login(page, live_server.url)
+    page.goto(f"{live_server.url}/dlq/{letter.id}")
+    row = page.locator(f"#dl-{letter.id}")
+    row.get_by_role("button", name="Replay", exact=True).click()
+    expect(row).to_contain_text(f"Replayed as series 2 of run {run_id}")
+    expect(row.locator(".replays")).to_contain_text("succeeded", timeout=30_000)  # its run, read again every 3 s
+    expect(row.locator(".replays[hx-get]")).to_have_count(0)  # ended: it stops asking
+
+
 def test_a_shared_dlq_address_reproduces_the_filtered_view(page, live_server, arranged, screenshot):
     fingerprint = arranged["group"][0][1].fingerprint
     shared = f"{live_server.url}/dlq/?code=carrier_down&open={fingerprint}"

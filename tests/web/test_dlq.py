@@ -313,12 +313,29 @@ def test_one_click_replay_starts_a_new_series_with_the_same_idempotency_key(clie
 
     again = post(client, auth, f"/dlq/{letter.id}/replay", htmx=True)
     assert again.status_code == 409 and "already replayed" in again.get_data(as_text=True)
+    assert "dlq-count" in again.headers["HX-Trigger"]  # a second tab's counts read themselves again (helper 142)
     plain = post(client, auth, f"/dlq/{letter.id}/replay")
     assert plain.status_code == 303 and plain.headers["Location"].endswith("/dlq/")
     # A row inside an expanded group has no selection column, and keeps none after its replay.
     nested = make_dead_letter("account 1002 is closed")
     inside = post(client, auth, f"/dlq/{nested.id}/replay", {"nested": "1"}, htmx=True).get_data(as_text=True)
     assert ">replayed<" in inside and 'class="check"' not in inside
+
+
+def test_a_row_replayed_on_its_own_follows_its_run_to_the_end(client, auth, runs, make_dead_letter, clock):
+    """It read "series 2 pending … 0 s ago" for good while the run succeeded (helper 142)."""
+    letter = make_dead_letter("account 1001 is closed")
+    auth.as_role("operator", "olga")
+    row = post(client, auth, f"/dlq/{letter.id}/replay", htmx=True).get_data(as_text=True)
+    polled = f'id="replays-{letter.id}" hx-get="/dlq/{letter.id}/replays" hx-trigger="every 3s"'
+    assert polled in row and ">pending<" in row
+    assert polled in client.get("/dlq/?view=list&status=any").get_data(as_text=True)  # the page drawn later too
+    assert execute(letter.run_id, 0, clock=clock) == "dead"  # the account is still closed
+    now = client.get(f"/dlq/{letter.id}/replays", headers=HX)
+    text = now.get_data(as_text=True)
+    assert now.status_code == 200 and text.lstrip().startswith(f'<div class="replays" id="replays-{letter.id}">')
+    assert ">dead<" in text and "hx-get" not in text and "by olga" in text  # ended: it stops asking
+    assert client.get("/dlq/999999/replays", headers=HX).status_code == 404
 
 
 def test_bulk_replay_of_selected_rows_runs_in_the_background(client, auth, runs, make_dead_letter):
@@ -743,6 +760,7 @@ def test_a_groups_replay_pressed_on_a_stale_page_replays_only_the_letters_it_sho
     response = post(client, auth, action, {"group": fingerprint, "rate": "50"}, htmx=True)
     assert response.status_code == 422 and "No open dead letters to replay" in response.get_data(as_text=True)
     assert fresh(newer.id).status == "open" and Queue("maintenance", connection=get_redis()).jobs == []
+    assert response.headers["HX-Trigger"] == "dlq-changed"  # the page reads its groups again (helper 142)
     # The page drawn again offers the newer letter; its replay takes it.
     again = f"/dlq/bulk/replay-matching?upto={newer.id}"
     assert f'formaction="{again}"' in client.get("/dlq/").get_data(as_text=True)

@@ -24,9 +24,12 @@ from console.web.render import page
 
 
 def _refused(error: ServiceError, back: dlq_filters.Filters | None = None):
-    """Say why a bulk replay did not start: above the results (htmx), or in a flash on the page it came from."""
+    """Say why a bulk replay did not start: above the results (htmx), or in a flash on the page it came from. The
+    results read themselves again: what refused it is most often another person's replay or discard since the page
+    was drawn (a second tab still offered "Replay 4" on a group gone; helper 142)."""
     if htmx:
-        return render_template("dlq/_notice.html", category="error", message=error.detail), error.status
+        return (render_template("dlq/_notice.html", category="error", message=error.detail), error.status,
+                {"HX-Trigger": "dlq-changed"})
     flash(error.detail, "error")
     return go_back(back)
 

@@ -55,6 +55,14 @@ def letter(dead_letter_id: int):
     return redirect(url_for("dlq.index", **args) + f"#dl-{found.id}", 303)
 
 
+@bp.get("/<int:dead_letter_id>/replays")
+@requires(VIEW)
+def replays_of(dead_letter_id: int):
+    """A letter's replays and their runs' status now, for its row to read again while the newest is at work."""
+    letter = dlq.get(dead_letter_id, tenant_scope())
+    return render_template("dlq/_replays.html", letter=letter, run=letter.run, replays=dlq.replays([letter]))
+
+
 @bp.post("/<int:dead_letter_id>/replay")
 @requires(OPERATE)
 def replay(dead_letter_id: int):
@@ -64,8 +72,8 @@ def replay(dead_letter_id: int):
     except Conflict as error:  # a StaleRun too: the run moved since it was read
         db.session.rollback()
         message = error.detail
-        if htmx:
-            return _row(letter, error=message, status=409)
+        if htmx:  # replayed from another tab, say: the counts read themselves again too
+            return (*_row(letter, error=message, status=409), _count_changed(letter))
         flash(message, "error")
         return go_back()
     if htmx:

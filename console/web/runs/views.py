@@ -7,7 +7,7 @@ from flask import flash, redirect, request, url_for
 
 from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import utcnow
-from console.domain.statuses import ACTIVE
+from console.domain.statuses import ACTIVE_VALUES as LIVE
 from console.extensions import db, htmx
 from console.services.engine import compensation, control, transitions, waiting_fixes
 from console.services.errors import Conflict, ServiceError
@@ -25,7 +25,6 @@ from console.web.render import page
 from console.web.runs.blueprint import bp
 from console.web.runs.forms import RunFilterForm, TimelineFilterForm
 
-LIVE = frozenset(status.value for status in ACTIVE)
 DEFAULT_WINDOW = timedelta(hours=1)
 
 
