@@ -39,7 +39,7 @@ def test_a_real_run_logs_line_by_line_and_records_each_change_it_committed(sampl
     assert lines[-1].endswith("Done: 3 changes made.")
     assert changes_of(execution, planned=False) == [("step", str(n), "done", False, True) for n in (1, 2, 3)]
     assert execution.started_at == execution.finished_at == clock()
-    assert audit_actions()[-1] == "runbook.request"
+    assert audit_actions()[-2:] == ["runbook.request", "runbook.finish"]  # asked, then how it ended
 
 
 def test_a_dry_run_records_what_it_would_change_and_is_not_audited(samples, staff, clock):
@@ -49,7 +49,7 @@ def test_a_dry_run_records_what_it_would_change_and_is_not_audited(samples, staf
                                                    ("step", "2", "done", False, True)]
     assert changes_of(execution, planned=False) == []
     assert execution.log.splitlines()[-1].endswith("Dry-run done: 2 changes would be made.")
-    assert "runbook.request" not in audit_actions()
+    assert "runbook.request" not in audit_actions() and "runbook.finish" not in audit_actions()
 
 
 def test_a_dry_run_cannot_write_even_when_its_code_tries(samples, staff, clock, snapshot):

@@ -27,7 +27,7 @@ from console.services.engine import control, queueing
 from console.services.engine.execute import execute
 from console.services.errors import Conflict
 from console.services.people import tenants
-from console.services.recovery import decisions, params_fix, runbook_runner, runbooks
+from console.services.recovery import approvals, decisions, params_fix, runbook_reconcile, runbook_runner, runbooks
 from console.services.scheduling import planner, tasks
 from tests.factories import Runs, changes_of, make_tenant, run_now
 
@@ -302,6 +302,27 @@ def test_an_approved_runbook_with_less_left_to_do_than_its_preview_runs_the_rest
     db.session.expire_all()
     assert db.session.get(DeadLetter, other_letter).status == "resolved"
     assert "Checked against the approved preview:" in runbooks.get(execution.id).log
+    # The audit log says it made fewer changes than were approved: it listed only the approved ones (helper 144).
+    (finish,) = db.session.execute(select(AuditEntry).where(AuditEntry.action == "runbook.finish")).scalars()
+    assert (finish.target_type, finish.target_id) == ("runbook_execution", str(execution.id))
+    assert finish.after == {"runbook": "resolve_runs", "status": "succeeded", "approval_id": execution.approval_id,
+                            "changes_made": 3, "changes_approved": 6}
+    assert finish.actor == "olga"  # who asked; its approval_id names the request alex approved
+
+
+def test_a_runbook_request_that_expired_is_audited_as_cancelled(staff, clock, dead_run):
+    (run_id, _), = [dead_run(code="gone_a")]
+    execution = runbooks.start("resolve_runs", {"runs": str(run_id), "note": "refunded by hand"}, staff["olga"],
+                               scope=None, reason="refunded", clock=clock, enqueue=False)
+    runbook_runner.preview(execution.id, clock=clock)
+    clock.advance(2 * 86400)
+    approvals.expire_due(clock)
+    runbook_reconcile.reconcile(clock)
+    assert runbooks.get(execution.id).status == "cancelled"
+    (cancel,) = db.session.execute(select(AuditEntry).where(AuditEntry.action == "runbook.cancel")).scalars()
+    assert cancel.target_id == str(execution.id) and cancel.actor == "system"
+    assert cancel.note == f"approval request #{execution.approval_id} was expired; it never ran"
+    assert "changes_made" not in cancel.after
 
 
 def test_backfill_task_creates_one_run_per_missed_firing_once(staff, clock, snapshot):

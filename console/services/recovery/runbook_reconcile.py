@@ -9,7 +9,7 @@ from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
 from console.models import Approval, RunbookExecution
 from console.services.engine import queueing
-from console.services.recovery import runbooks
+from console.services.recovery import runbook_audit, runbooks
 from console.services.settings import setting
 
 log = logging.getLogger("rebound.runbooks")
@@ -51,6 +51,7 @@ def _fail_lost(now) -> list[int]:
                                          log=_appended(f"{now:%H:%M:%S} Failed: {error}"))
                                  .execution_options(synchronize_session=False)).rowcount
         if won:
+            runbook_audit.ended(execution_id, "failed", now, note=error)
             failed.append(execution_id)
     return failed
 
@@ -71,10 +72,13 @@ def cancel_refused(execution_id: int, approval_id: int, decided: str, note: str 
     """Cancel an execution whose approval was refused (in the caller's transaction); tell whether this call did."""
     how = "approved, but it could not start" if decided == "failed" else decided
     error = f"approval request #{approval_id} was {how}" + (f": {note}" if note else "")
-    return bool(db.session.execute(update(EX).where(EX.id == execution_id, EX.status == "awaiting_approval")
-                                   .values(status="cancelled", error=f"{error}; it never ran", finished_at=now,
-                                           log=_appended(f"{now:%H:%M:%S} Cancelled: {error}; it never ran."))
-                                   .execution_options(synchronize_session=False)).rowcount)
+    cancelled = bool(db.session.execute(update(EX).where(EX.id == execution_id, EX.status == "awaiting_approval")
+                                        .values(status="cancelled", error=f"{error}; it never ran", finished_at=now,
+                                                log=_appended(f"{now:%H:%M:%S} Cancelled: {error}; it never ran."))
+                                        .execution_options(synchronize_session=False)).rowcount)
+    if cancelled:
+        runbook_audit.ended(execution_id, "cancelled", now, note=f"{error}; it never ran")
+    return cancelled
 
 
 def _settle_waiting(now) -> dict[str, list[int]]:

@@ -19,7 +19,7 @@ from console.extensions import db
 from console.models import Approval, RunbookChange, RunbookExecution, User
 from console.services.actor import Actor
 from console.services.errors import ServiceError
-from console.services.recovery import approvals, runbook_drift, runbook_registry
+from console.services.recovery import approvals, runbook_audit, runbook_drift, runbook_registry
 from console.services.recovery.runbook_context import RunbookContext
 from console.services.recovery.runbook_live import Beat, read_only
 from console.services.settings import setting
@@ -154,6 +154,9 @@ def _finish(execution_id: int, ctx: RunbookContext, error: str | None, *, previe
                     f"{' would be made' if ctx.dry_run else ' made'}.")
         written = _write(execution_id, "running", ctx,
                          {"status": status, "error": error, "finished_at": now, "changes_total": ctx.changes_total})
+        if written:
+            runbook_audit.ended(execution_id, status, now, actor=ctx.actor, note=error,
+                                changes_made=ctx.changes_total)
     if not written:
         # The reconciler took it for lost meanwhile (no heartbeat for too long): keep the truth in its log.
         ctx.log(f"This worker finished it after all ({status}); the status above stays as the reconciler left it.")
@@ -184,9 +187,10 @@ def _nothing_to_approve(execution_id: int, ctx: RunbookContext, now) -> str:
     if not approvals.supersede(approval_id, outcome, now):
         return "awaiting_approval"  # decided meanwhile: the decision stands
     ctx.log(f"Nothing to change: request #{approval_id} closed without asking an approver.")
-    db.session.execute(update(EX).where(EX.id == execution_id, EX.status == "awaiting_approval").values(
-        status="cancelled", error=outcome, finished_at=now, log="\n".join(ctx.lines))
-        .execution_options(synchronize_session=False))
+    if db.session.execute(update(EX).where(EX.id == execution_id, EX.status == "awaiting_approval").values(
+            status="cancelled", error=outcome, finished_at=now, log="\n".join(ctx.lines))
+            .execution_options(synchronize_session=False)).rowcount:
+        runbook_audit.ended(execution_id, "cancelled", now, note=outcome)
     return "cancelled"
 
 
