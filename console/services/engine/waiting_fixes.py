@@ -106,9 +106,12 @@ def close(approval_ids: list[int], actor: Actor, now: datetime) -> list[int]:
 
 
 def nothing_left(letter_id, said: str) -> str:
-    """Say why a fix whose dead letter was settled first closes without anyone deciding."""
-    return (f"dead letter {letter_id} was {said}, before anyone decided: there is nothing left to fix; file a new "
-            "request against its newer dead letter if it died again")
+    """Say why a fix whose dead letter was settled first closes without anyone deciding, and what is left to do: a
+    replayed run may die again into a newer letter; a discarded or resolved one will not (a discard's words sent the
+    requester looking for a newer letter that cannot be; helper 144)."""
+    then = ("file a new request against its newer dead letter if it dies again" if said.startswith("replayed")
+            else "nothing of it is left to replay")
+    return f"dead letter {letter_id} was {said}, before anyone decided: there is nothing left to fix; {then}"
 
 
 def closed_words(approval_ids: list[int]) -> str:
