@@ -1,6 +1,7 @@
 """`rebound seed-demo`: demo tenants, tasks and history for a first look, or many runs of history for scale tests."""
 
 import click
+from flask import current_app
 from flask.cli import with_appcontext
 
 
@@ -31,6 +32,12 @@ def seed_demo_command(force, runs, dead_letters, days, tasks):
     bootstrap.ensure_ready()  # the runs it creates need the default policies, even before any process ran
     if not force and not demo.is_empty():
         raise click.ClickException("the database already has tasks; use --force to add demo data anyway")
+    if not demo.is_seeded() and not current_app.config["DEMO"]:
+        # Its tasks name demo.sleep, known in demo mode only: it stopped half-way, tenants and history written and
+        # no way to finish (helper 143).
+        raise click.ClickException("the demo's tasks use handlers that exist in demo mode only (demo.sleep): run it "
+                                   "with REBOUND_DEMO=1, and only where the workers run in demo mode too; nothing "
+                                   "was added")
     if not demo.is_seeded():
         click.echo(demo.seed(roles=not runs))  # without --runs: what `rebound up` writes on a first start
     elif not runs:

@@ -26,6 +26,16 @@ from console.services.reports import scope as report_scope
 from console.services.system import demo, demo_roles
 
 
+def test_seed_demo_outside_demo_mode_refuses_before_writing_anything(app, snapshot):
+    """Its tasks name demo.sleep, known in demo mode only: it stopped half-way with a traceback (helper 143)."""
+    app.config["DEMO"] = False
+    before = snapshot()
+    refused = app.test_cli_runner().invoke(args=["seed-demo"])
+    assert refused.exit_code == 1 and "run it with REBOUND_DEMO=1" in refused.output and "nothing was added" in \
+        refused.output
+    assert snapshot() == before
+
+
 def test_seed_demo_submits_runs_through_the_engine_and_refuses_to_run_twice(app):
     runner = app.test_cli_runner()
     result = runner.invoke(args=["seed-demo"])
