@@ -10,6 +10,7 @@ from console.domain.clock import utcnow
 from console.extensions import db
 from console.models import AlertRule, DeadLetter, Run, Tenant
 from console.services.system import alert_rules
+from console.web.overview.views import ALERT_LOOKS
 from tests.factories import Runs
 
 
@@ -43,6 +44,19 @@ def test_firing_alerts_show_to_every_role_read_only(client, auth):
     assert "1 alert firing" in page and "Dead-letter queue long" in page and "140 dead letters are open" in page
     assert "/admin/alert-rules" not in page  # only admins are sent to the rules
     assert "Retry failure rate high" not in page  # not firing: not shown
+
+
+def test_each_firing_alert_leads_to_the_page_it_is_looked_into_on(client, auth):
+    """They were plain text: the on-call guessed which counter was the next click (helper 142)."""
+    assert set(ALERT_LOOKS) == set(alert_rules.RULES)  # a new rule says where it leads
+    _fire("retry_limit_reached", "6 runs used up their retries")
+    _fire("breaker_opened", "circuit breakers opened 5 times")
+    _fire("timeout_anomaly", "12 timeouts in the window")
+    auth.as_role("viewer", "vic")
+    page = html.unescape(client.get("/overview").get_data(as_text=True))
+    assert '<a href="/dlq/">dead letters →</a>' in page and '<a href="/breakers/">breakers →</a>' in page
+    timeouts = re.search(r'<a href="([^"]+)">runs that timed out →</a>', page).group(1)
+    assert "error_code=timeout" in timeouts and client.get(timeouts).status_code == 200
 
 
 def test_a_tenant_limited_person_sees_which_alert_fires_but_not_other_tenants_counts(client, auth):
