@@ -105,6 +105,16 @@ def test_a_closed_breakers_failures_read_against_the_threshold_that_counted_them
     assert '<td class="num" data-failures>6<span class="subtle"> of 50</span></td>' in row
 
 
+def test_failures_past_the_threshold_read_as_more_than_it_not_as_a_miscount(client, auth):
+    """Calls already at work when it opened fail after it: the page read "6 of 5" (helper 142)."""
+    now, settings = utcnow(), BreakerSettings(failure_threshold=5, open_s=60)
+    for _ in range(6):
+        breakers.record("python:demo.flaky", False, now, settings)
+    auth.as_role("viewer")
+    row = breaker_row(client.get("/breakers/").get_data(as_text=True), "python:demo.flaky")
+    assert '<td class="num" data-failures>6<span class="subtle"> (opens at 5)</span></td>' in row
+
+
 def test_a_breaker_stored_before_it_kept_its_threshold_reads_against_the_policies_counting_there(client, auth, runs):
     get_redis().set(breakers._key("python:demo.flaky"), json.dumps({"state": "closed", "consecutive_failures": 2}))
     runs.submit("demo.flaky", {"fail_times": 0})  # default: 5
