@@ -270,6 +270,13 @@ def test_pause_and_resume_over_htmx_swap_the_header_and_are_audited(client, auth
     assert reload(task.id).paused is True
     page = client.get(f"/tasks/{task.id}").get_data(as_text=True)
     assert page.count(">skipped</span>") == 5 and "the schedule creates none while the task is paused" in page
+    assert "“Run now” still works" in page
+    client.post("/logout", data={"csrf_token": csrf})
+    auth.as_role("viewer", "vic")  # who has no Run now: it was said to them too (helper 142)
+    assert "“Run now” still works" not in client.get(f"/tasks/{task.id}").get_data(as_text=True)
+    client.post("/logout", data={"csrf_token": auth.csrf(f"/tasks/{task.id}")})
+    auth.login("olga")
+    csrf = auth.csrf(f"/tasks/{task.id}")
     [entry] = audits("task.pause", task.id)
     assert (entry.actor, entry.before, entry.after) == ("olga", {"paused": False}, {"paused": True})
 
