@@ -39,6 +39,18 @@ def test_a_group_shares_one_work_order_with_an_exact_count_and_one_pending_alert
     assert len([m for m in runs.outbox("workorder")]) == 1
 
 
+def test_a_storm_spends_no_numbers_of_the_next_work_order_or_message(runs, clock):
+    """On PostgreSQL each insert that found the group's order or pending alert there spent a sequence number: after
+    WO #36 came #636 (helper 143). The next group's order and alert take the next numbers."""
+    storm = [die(runs, clock) for _ in range(5)]
+    run_id = runs.submit("demo.flaky", {**BROKEN, "code": "other", "message": "disk full"}, policy=LENIENT)
+    assert execute(run_id, 0, clock=clock) == "dead"
+    (other,) = runs.dead_letters(run_id)
+    assert other.work_order_id == storm[0].work_order_id + 1
+    alerts = sorted(m.id for m in runs.outbox("alert"))
+    assert alerts[1] - alerts[0] <= 2  # the first order's request may sit between them, not the storm's letters
+
+
 def test_the_database_refuses_a_second_active_work_order_for_a_group(runs, clock):
     letter = die(runs, clock)
     order = db.session.get(WorkOrder, letter.work_order_id)

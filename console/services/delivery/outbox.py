@@ -2,7 +2,7 @@
 
 from datetime import datetime
 
-from sqlalchemy import select, text
+from sqlalchemy import select, text, update
 
 from console.db.upsert import insert_for
 from console.extensions import db
@@ -17,7 +17,12 @@ def add(kind: str, dedup_key: str, payload: dict, now: datetime, *, tenant_id: i
     """Queue a message for delivery; a pending one with the same key counts `occurrences` more (and takes the
     newer payload). Return the new message, or None when it was merged into one already pending."""
     connection = db.session.connection()
-    # One statement against the unique index on pending keys: two writers cannot both insert (READ COMMITTED).
+    # Into the pending one first: an insert that finds it spends a number of PostgreSQL's sequence (a storm's next
+    # message after #74 was #374; helper 143).
+    if connection.execute(update(OUTBOX).where(OUTBOX.c.dedup_key == dedup_key, OUTBOX.c.status == "pending").values(
+            occurrences=OUTBOX.c.occurrences + occurrences, payload=payload)).rowcount:
+        return None
+    # Else one statement against the unique index on pending keys: two writers cannot both insert (READ COMMITTED).
     statement = insert_for(connection)(OUTBOX).values(
         kind=kind, channel=channel, dedup_key=dedup_key, payload=payload, tenant_id=tenant_id, occurrences=occurrences,
         status="pending", attempts=0, created_at=now, next_attempt_at=now)

@@ -35,8 +35,19 @@ def group_work_order(tenant_id: int, fingerprint: str, title: str, now: datetime
     active = (ORDERS.c.tenant_id == tenant_id, ORDERS.c.fingerprint == fingerprint,
               ORDERS.c.status.in_(("open", "acknowledged")))
     for _ in range(OPEN_ORDER_TRIES):
+        # Counted in SQL (a read-modify-write lost counts on PostgreSQL) and only while the order is active. The
+        # update locks the order until our letter commits, so close_if_resolved, which locks it first, sees the
+        # letter; an order closed since we looked counts nothing, and the insert below opens a new one. Tried
+        # first: each insert that finds the order there spends a number of PostgreSQL's sequence, and a storm's
+        # next work order after #36 was #636 (helper 143).
+        order_id = connection.execute(
+            update(ORDERS).where(*active)  # one at most: the unique index on active orders per group
+            .values(dead_letter_count=ORDERS.c.dead_letter_count + count).returning(ORDERS.c.id)).scalar_one_or_none()
+        if order_id is not None:
+            return order_id, False
         # The unique index on active orders per group decides between concurrent parkers: one inserts, the others
-        # wait for its commit and find its order (no SELECT-then-INSERT, which forked work orders on PostgreSQL).
+        # wait for its commit and count into its order on the next round (no SELECT-then-INSERT, which forked work
+        # orders on PostgreSQL).
         order_id = connection.execute(
             insert_for(connection)(ORDERS).values(
                 tenant_id=tenant_id, fingerprint=fingerprint, status="open", dead_letter_count=count,
@@ -48,14 +59,6 @@ def group_work_order(tenant_id: int, fingerprint: str, title: str, now: datetime
             outbox.add("workorder", f"workorder:{order_id}", {
                 "work_order_id": order_id, "title": title, "tenant_id": tenant_id, **notice}, now, tenant_id=tenant_id)
             return order_id, True
-        # Counted in SQL (a read-modify-write lost counts on PostgreSQL) and only while the order is active. The
-        # update locks the order until our letter commits, so close_if_resolved, which locks it first, sees the
-        # letter; an order closed since we looked counts nothing, and the next try opens a new one.
-        order_id = connection.execute(
-            update(ORDERS).where(*active)  # one at most: the unique index on active orders per group
-            .values(dead_letter_count=ORDERS.c.dead_letter_count + count).returning(ORDERS.c.id)).scalar_one_or_none()
-        if order_id is not None:
-            return order_id, False
     raise RuntimeError(f"could not open or find the work order of group {fingerprint}")
 
 
