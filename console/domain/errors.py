@@ -9,6 +9,9 @@ from console.domain.policy import RetryPolicy
 from console.domain.secrets import redact
 
 MAX_MESSAGE_CHARS = 2000
+# The column that keeps it (runs.error_code, dead_letters.error_code): a longer code made PostgreSQL refuse the
+# attempt's whole bookkeeping (SQLite does not check lengths).
+MAX_CODE_CHARS = 80
 MAX_NORMALISED_CHARS = 200
 # The code of an undo step that says there is nothing to undo with (a plugin's compensate answered 404).
 NOT_COMPENSABLE = "not_compensable"
@@ -108,7 +111,7 @@ def classify(exc: BaseException, policy: RetryPolicy) -> Failure:
     # Masked as the traceback and the logs are: the message is shown on the run, the DLQ and the API, and kept; so is
     # the code, shown beside it (a handler that used its token as its code showed it to every viewer; helper 127).
     message = redact(message[:MAX_MESSAGE_CHARS])
-    code = redact(code)
+    code = redact(code)[:MAX_CODE_CHARS]
     if isinstance(exc, NonRetryableError):
         failure = Failure(code, message, retryable=False)
     elif isinstance(exc, CompensableError):
@@ -128,7 +131,7 @@ def classify_reported(
     retry_after_s: float | None = None,
 ) -> Failure:
     """Classify a failure an external executor reported; its flag decides unless the policy lists the code."""
-    code = redact((code or "").strip()) or "unknown"  # masked as classify masks a handler's
+    code = redact((code or "").strip())[:MAX_CODE_CHARS] or "unknown"  # masked and cut as classify does a handler's
     flag = True if retryable is None else bool(retryable)
     failure = Failure(code, redact((message or "")[:MAX_MESSAGE_CHARS]), retryable=flag, retry_after_s=retry_after_s)
     return _apply_policy(failure, policy)

@@ -51,6 +51,17 @@ def test_a_storm_spends_no_numbers_of_the_next_work_order_or_message(runs, clock
     assert alerts[1] - alerts[0] <= 2  # the first order's request may sit between them, not the storm's letters
 
 
+def test_a_long_code_and_message_fit_their_columns_on_postgresql_too(runs, clock):
+    """An 80+ character code, or a title past 255, made PostgreSQL refuse the attempt's whole bookkeeping (SQLite
+    does not check lengths)."""
+    run_id = runs.submit("demo.flaky", {**BROKEN, "code": "c" * 300, "message": "m" * 300}, policy=LENIENT)
+    assert execute(run_id, 0, clock=clock) == "dead"
+    (letter,) = runs.dead_letters(run_id)
+    assert letter.error_code == "c" * 80 and runs.get(run_id).error_code == "c" * 80
+    title = db.session.get(WorkOrder, letter.work_order_id).title
+    assert len(title) == 255 and title.startswith("python:demo.flaky: " + "c" * 80) and title.endswith("…")
+
+
 def test_the_database_refuses_a_second_active_work_order_for_a_group(runs, clock):
     letter = die(runs, clock)
     order = db.session.get(WorkOrder, letter.work_order_id)

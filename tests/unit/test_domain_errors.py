@@ -100,6 +100,7 @@ def test_classify_reported_uses_the_flag_unless_the_policy_lists_the_code():
     assert not classify_reported("E42", "boom", True, policy).retryable
     assert classify_reported("E7", "boom", False, policy).retryable
     assert classify_reported("", "", True, POLICY).code == "unknown"
+    assert classify_reported("E" * 300, "boom", True, POLICY).code == "E" * 80  # the column's length
 
 
 @pytest.mark.parametrize(

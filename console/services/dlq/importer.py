@@ -10,7 +10,7 @@ from sqlalchemy import select, tuple_, update
 
 from console.db.upsert import insert_for
 from console.domain.clock import SYSTEM_CLOCK, Clock
-from console.domain.errors import MAX_MESSAGE_CHARS, Failure
+from console.domain.errors import MAX_CODE_CHARS, MAX_MESSAGE_CHARS, Failure
 from console.domain.words import plural
 from console.extensions import db
 from console.models import DeadLetter, Run, Tenant
@@ -238,7 +238,8 @@ def remap_words(found: list[Remap]) -> str:
 
 
 def _failure(failed: Failed) -> Failure:
-    return Failure(failed.error_type[:80] or "UnknownError", failed.error_message[:MAX_MESSAGE_CHARS], retryable=True)
+    return Failure(failed.error_type[:MAX_CODE_CHARS] or "UnknownError", failed.error_message[:MAX_MESSAGE_CHARS],
+                   retryable=True)
 
 
 def run_import(result: Plan, actor: Actor, *, remap: bool = False, clock: Clock = SYSTEM_CLOCK) -> Imported:
@@ -315,7 +316,7 @@ def _insert_run(failed: Failed, handler: str, tenant_id: int, version: int, now)
         executions=failed.attempts, scheduled_for=failed.enqueued_at or failed_at, enqueued_at=failed.enqueued_at,
         started_at=failed.started_at or failed.enqueued_at, finished_at=failed_at,
         created_at=failed.enqueued_at or failed_at, updated_at=now, progress=0,
-        cancel_requested=False, error_code=failed.error_type[:80], error_message=failed.error_message,
+        cancel_requested=False, error_code=failed.error_type[:MAX_CODE_CHARS], error_message=failed.error_message,
         trace_id=uuid.uuid4().hex, source="import")
     connection = db.session.connection()
     # An insert of a finished run, not a status change: two imports of one source at once insert it once.

@@ -17,6 +17,7 @@ from console.services.delivery import outbox
 ORDERS = WorkOrder.__table__
 # A found work order may be closed between our insert and our count (close_settled); then we insert again.
 OPEN_ORDER_TRIES = 3
+TITLE_CHARS = ORDERS.c.title.type.length  # 255
 
 
 def _work_order(run: Run, failure: Failure, now: datetime) -> int:
@@ -31,6 +32,9 @@ def group_work_order(tenant_id: int, fingerprint: str, title: str, now: datetime
                      count: int = 1) -> tuple[int, bool]:
     """Return (id, opened) of the group's active work order, opening one (its notice queued) if there is none;
     count `count` letters in it. In the caller's transaction."""
+    # A long handler, code and message made more than the column holds: PostgreSQL refused the letter's whole
+    # bookkeeping (SQLite does not check lengths).
+    title = title if len(title) <= TITLE_CHARS else title[:TITLE_CHARS - 1] + "…"
     connection = db.session.connection()
     active = (ORDERS.c.tenant_id == tenant_id, ORDERS.c.fingerprint == fingerprint,
               ORDERS.c.status.in_(("open", "acknowledged")))
