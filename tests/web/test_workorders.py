@@ -336,12 +336,15 @@ def test_a_request_skipped_for_want_of_a_work_order_system_is_sent_again_only_on
     auth.as_role("operator")
     page = client.get(f"/workorders/{letter.work_order_id}").get_data(as_text=True)
     # It offered Send again, said "it goes out within seconds", and the request was skipped again at once.
-    assert "Send again</button>" not in page and "no work-order system is set up to send it to" in page
+    assert "Send again</button>" not in page and "no channel configured for it (workorder)" in page
     refused = post(client, auth, f"/workorders/{letter.work_order_id}/redeliver", headers=HX)
     assert refused.status_code == 409
     assert "no channel it goes to is set up (workorder): set one up under Admin → Channels" in refused.get_data(
         as_text=True)
     assert messages_of(letter.work_order_id, "workorder") == ["skipped"]
+    client.post("/logout", data={"csrf_token": auth.csrf()})
+    auth.as_role("admin", "ada")  # who can set one up is shown where
+    assert ">set one up under Channels</a>" in client.get(f"/workorders/{letter.work_order_id}").get_data(as_text=True)
     app.config.update(WORKORDER_URL="https://itsm.example.com/api/tickets")
     assert "Send again</button>" in client.get(f"/workorders/{letter.work_order_id}").get_data(as_text=True)
 
