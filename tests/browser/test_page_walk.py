@@ -57,6 +57,7 @@ NOT_PAGES = {
     "dlq.group_entries": "htmx fragment: a group's rows",
     "dlq.bulk_progress": "htmx fragment: a bulk replay's progress",
     "dlq.letter": "redirects to the letter's row in the DLQ list",
+    "dlq.replays_of": "htmx fragment: a replayed row's replays, read again",
     "tasks.cron_preview": "htmx fragment: the cron preview",
     "audit.verify": "htmx fragment: the chain check",
     "reports.export": "CSV download",

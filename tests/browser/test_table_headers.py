@@ -3,12 +3,15 @@ table too wide for its window still scrolls sideways inside its frame."""
 
 import pytest
 
+from console.domain.clock import FrozenClock, utcnow
 from console.extensions import db
 from console.services.actor import Actor
 from console.services.audit import trail
+from console.services.engine import replays
+from console.services.engine.execute import execute
 from console.services.reports import rollup
 from console.services.system.demo_reports import seed_report_history
-from tests.factories import make_tenant
+from tests.factories import Runs, make_tenant
 from tests.helpers import browser_login
 
 pytestmark = [pytest.mark.browser, pytest.mark.layout]
@@ -19,7 +22,8 @@ SCROLLED = """() => {
   const table = document.querySelector('main table'), th = table.querySelector('thead th');
   return {scrolled: window.scrollY, table: table.getBoundingClientRect().top, th: th.getBoundingClientRect().top};
 }"""
-LONG_TABLES = ("/runs/?per_page=100", "/dlq/?view=list", "/audit/", "/reports/breaches?period=7d")
+LONG_TABLES = ("/runs/?per_page=100", "/dlq/?view=list", "/dlq/?view=list&status=any", "/audit/",
+               "/reports/breaches?period=7d")
 
 
 @pytest.fixture
@@ -31,6 +35,14 @@ def history(live_app):
     for n in range(100):
         trail.record(db.session, Actor("olga"), "run.submit", "run", n, after={"handler": "demo.noop"})
     db.session.commit()
+    # The demo's longest handler, whose name did not wrap, and a replay by a token's bearer: each held the DLQ's
+    # list past a 1024 px window, its headers scrolled away and its Status under the row's buttons (helper 145).
+    runs, clock = Runs(), FrozenClock(utcnow())
+    held = runs.submit("demo.flaky_compensated", {"fail_times": 1, "error": "compensable", "severity": 3})
+    replayed = runs.submit("demo.flaky", {"fail_times": 1, "error": "fatal"}, policy={"max_attempts": 1})
+    for run_id in (held, replayed):
+        assert execute(run_id, 0, clock=clock) == "dead"
+    replays.replay_many([runs.dead_letters(replayed)[0].id], Actor("aop (token rb_30bCqTl)"), clock=clock)
 
 
 @pytest.mark.parametrize("size", [{"width": 1280, "height": 720}, {"width": 1024, "height": 700}])

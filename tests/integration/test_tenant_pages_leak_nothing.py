@@ -65,6 +65,7 @@ WITH_ID = {
     "runs.workflow": lambda d: {"workflow_id": d["workflow"]},
     "dlq.letter": lambda d: {"dead_letter_id": d["letter"]},
     "dlq.fix_form": lambda d: {"dead_letter_id": d["letter"]},
+    "dlq.replays_of": lambda d: {"dead_letter_id": d["letter"]},
     "dlq.group_entries": lambda d: {"fingerprint": d["fingerprint"]},
     "dlq.bulk_progress": lambda d: {"op_id": d["op"]},
     "workorders.show": lambda d: {"order_id": d["work_order"]},
