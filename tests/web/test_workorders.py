@@ -339,8 +339,8 @@ def test_a_request_skipped_for_want_of_a_work_order_system_is_sent_again_only_on
     assert "Send again</button>" not in page and "no channel configured for it (workorder)" in page
     refused = post(client, auth, f"/workorders/{letter.work_order_id}/redeliver", headers=HX)
     assert refused.status_code == 409
-    assert "no channel it goes to is set up (workorder): set one up under Admin → Channels" in refused.get_data(
-        as_text=True)
+    said = refused.get_data(as_text=True)
+    assert "no channel it goes to is set up (workorder): an admin sets one up under Admin → Channels" in said
     assert messages_of(letter.work_order_id, "workorder") == ["skipped"]
     client.post("/logout", data={"csrf_token": auth.csrf()})
     auth.as_role("admin", "ada")  # who can set one up is shown where

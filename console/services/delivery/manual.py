@@ -49,8 +49,8 @@ def redeliver(message_id: int, actor: Actor, *, tenant_id: int | None = None,
         raise Conflict(f"{closed}; it is not sent again", "status")
     if not configured_routes(message):
         # It would be skipped again at once, after a page saying it goes out within seconds (helper 142).
-        raise Conflict(f"no channel it goes to is set up ({', '.join(route(message)) or 'none'}): set one up under "
-                       "Admin → Channels, then send it again", "channel")
+        raise Conflict(f"no channel it goes to is set up ({', '.join(route(message)) or 'none'}): an admin sets "
+                       "one up under Admin → Channels; then send it again", "channel")
     before = message.status
     waiting = db.session.execute(select(OutboxMessage.id).where(
         OutboxMessage.dedup_key == message.dedup_key, OutboxMessage.status == "pending",
