@@ -2,9 +2,10 @@
 
 import pytest
 from rq.registry import ScheduledJobRegistry
+from sqlalchemy import select
 
 from console.extensions import db
-from console.models import Run, WorkOrder
+from console.models import AttemptDiagnostics, Run, WorkOrder
 from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.engine import control, queueing
@@ -92,6 +93,10 @@ def test_a_hung_handler_is_stopped_at_its_timeout_and_retried(runs, workers):
     run = runs.wait(run_id, "dead", timeout_s=20)
     assert (run.error_code, run.status_reason) == ("timeout", "exhausted")
     assert 900 <= runs.events(run_id, "dead")[0].duration_ms < 5000
+    # Its traceback shows where the handler was when stopped, not the engine's frames only (helper 146).
+    (found,) = db.session.execute(select(AttemptDiagnostics).where(AttemptDiagnostics.run_id == run_id)).scalars()
+    assert 'demo_harmful.py", line' in found.traceback and ", in sleep" in found.traceback
+    assert found.traceback.rstrip().endswith("handler ran past its 1 s timeout and was stopped")
 
 
 def test_progress_is_visible_while_the_handler_runs(runs, workers):

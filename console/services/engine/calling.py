@@ -26,8 +26,10 @@ def call_handler(fn, ctx: HandlerContext, timeout_s: int):
     try:
         with _inner_alarm(int(timeout_s)):
             return fn(ctx)
-    except JobTimeoutException:
-        raise HandlerTimeout(message=f"handler ran past its {timeout_s} s timeout and was stopped") from None
+    except JobTimeoutException as stopped:
+        # Chained, so the run page's traceback shows the handler's own frames where it was stopped (the line that
+        # hung), not only the engine's (helper 146).
+        raise HandlerTimeout(message=f"handler ran past its {timeout_s} s timeout and was stopped") from stopped
 
 
 @contextlib.contextmanager

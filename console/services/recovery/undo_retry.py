@@ -6,8 +6,9 @@ handler again, not its undo; this moves it dead → compensating instead, marks 
 replayed run's, only once the undo works: its work order stays open meanwhile), and queues the compensation job,
 which tries the undo (three tries with backoff) and ends compensated, or dead with a new letter: in the same work
 order for a retried undo (its words are the failed undo's again), in the undo error's own for a first one (whose
-letter was the handler's error: that order closes, saying the run died again under another error). If the run is the step whose undo stopped its saga workflow, the workflow goes back to undoing from that step:
-the steps before it, left as they were, are undone after it.
+letter was the handler's error: that order closes, saying the run died again under another error). If the run
+is the step whose undo stopped its saga workflow, the workflow goes back to undoing from that step: the steps before
+it, left as they were, are undone after it.
 """
 
 from dataclasses import dataclass
