@@ -116,6 +116,11 @@ def test_classify_reported_uses_the_flag_unless_the_policy_lists_the_code():
         ("mail to ops@example.com bounced", "mail to <email> bounced"),
         ("can't   reach\n host", "can't reach host"),
         ("deadbeef is a word", "deadbeef is a word"),
+        # Ids mixing letters and digits: each letter naming one was a group of its own (helper 146).
+        ("card declined for order ord_Kx9QmZ", "card declined for order <id>"),
+        ("charge ch_3MqXyZ2eZvKYlo2C refused", "charge <id> refused"),
+        ("VAT id DE902 invalid", "vat id de<n> invalid"),  # short: a word with a number
+        ("api v2 answered 404", "api v<n> answered <n>"),
     ],
 )
 def test_normalise_message_replaces_variable_parts(message, expected):
@@ -137,6 +142,11 @@ def test_a_message_shown_to_people_keeps_its_case_with_the_same_placeholders(mes
     # A group's title read "vat id de<n> invalid": the lower case is the fingerprint's, not the error's.
     assert shown_message(message) == expected
     assert shown_message(message).lower() == normalise_message(message)
+
+
+def test_letters_naming_different_orders_share_one_group():
+    said = [f"card declined after capture for order {order}" for order in ("ord_Kx9QmZ", "ord_Pw3RtY", "ord_Ab7CdE")]
+    assert len({fingerprint("card_declined", message) for message in said}) == 1
 
 
 def test_normalised_message_is_cut_to_200_chars():
