@@ -1,5 +1,6 @@
 """succeeded → compensating: a later workflow step failed; a service undoes a success, a person asks (four eyes)."""
 
+import logging
 from types import SimpleNamespace
 
 from rq import Queue
@@ -214,6 +215,7 @@ def test_an_undo_step_that_keeps_failing_is_tried_three_times_then_left_to_a_per
     waits = []
 
     def undo(ctx):
+        logging.getLogger("billing").warning("refunding order 77: try %s", ctx.undo_attempt)
         raise ConnectionError("refund API unreachable")
 
     status = failures.compensate_run(runs.get(run_id), undo, SimpleNamespace(), clock(), compensation.REASON,
@@ -223,6 +225,10 @@ def test_an_undo_step_that_keeps_failing_is_tried_three_times_then_left_to_a_per
     attempts = runs.events(run_id, "compensation_attempt_failed")
     assert [event.data["number"] for event in attempts] == [1, 2, 3]
     assert {event.message for event in attempts} == {"ConnectionError: refund API unreachable"}
+    # Each try keeps its traceback and log lines, as an attempt does: they were in the worker's log only (helper 146).
+    assert ", in undo" in attempts[0].data["traceback"] and "ConnectionError: refund API unreachable" in \
+        attempts[0].data["traceback"]
+    assert attempts[2].data["log_lines"][0].endswith("WARNING billing: refunding order 77: try 3")
     run = runs.get(run_id)
     assert (run.status, run.status_reason) == ("dead", "compensation_failed")
     assert [event.kind for event in runs.events(run_id)][-2:] == ["compensation_failed", "dead"]
@@ -230,6 +236,23 @@ def test_an_undo_step_that_keeps_failing_is_tried_three_times_then_left_to_a_per
     assert (letter.reason, letter.error_code) == ("compensation_failed", "compensation_failed")
     assert letter.error_message == "workflow_step_failed: ConnectionError: refund API unreachable"
     assert letter.work_order_id is not None  # a person is asked to undo it by hand
+
+
+def test_the_run_page_folds_each_failed_undo_trys_traceback_under_it(client, auth, runs, clock):
+    run_id = compensating(runs, clock)
+
+    def undo(ctx):
+        logging.getLogger("billing").warning("refund service answered 503")
+        raise ConnectionError("refund API unreachable")
+
+    failures.compensate_run(runs.get(run_id), undo, SimpleNamespace(), clock(), compensation.REASON,
+                            sleep=lambda s: None)
+    auth.as_role("viewer")
+    page = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    for number in (1, 2, 3):
+        assert f'id="undo-try-{number}"' in page
+        assert f"Traceback and the undo step's last 1 log line · undo try {number}</summary>" in page
+    assert "ConnectionError: refund API unreachable" in page and "refund service answered 503" in page
 
 
 def test_an_undo_step_that_fails_once_is_retried_after_its_backoff_and_compensates(runs, clock):

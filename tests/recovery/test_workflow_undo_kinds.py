@@ -46,7 +46,8 @@ def test_a_plugin_step_is_undone_with_its_execute_body_and_key_retrying_a_503_af
                                                         "params": {"order": 7}, "attempt": 1}
         assert call["headers"]["Idempotency-Key"] == execute_call["headers"]["Idempotency-Key"] == run.idempotency_key
     [failed_try] = runs.events(run.id, "compensation_attempt_failed")
-    assert failed_try.error_code == "http_503" and failed_try.data == {"number": 1}
+    assert failed_try.error_code == "http_503" and failed_try.data["number"] == 1
+    assert "http_503" in failed_try.data["traceback"]  # kept for the run page, as an attempt's is
 
 
 def test_a_plugin_that_answers_404_to_compensate_is_not_compensable(saga, runtime, runs):

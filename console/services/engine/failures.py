@@ -13,8 +13,8 @@ from console.domain.secrets import redact
 from console.extensions import db
 from console.models import Run, RunEvent
 from console.services.delivery import outbox
+from console.services.engine import diagnostics, queueing, transitions
 from console.services.engine import parking as dead_letters
-from console.services.engine import queueing, transitions
 
 log = logging.getLogger("rebound.engine")
 COMPENSATION_ATTEMPTS = 3
@@ -122,13 +122,20 @@ def compensate_run(run: Run, compensate, ctx, now, cause: str, *, missing: Failu
         RunEvent.run_id == run.id, RunEvent.kind == "compensation_attempt_failed")).scalar_one()
     for number in range(1, COMPENSATION_ATTEMPTS + 1):
         ctx.undo_attempt = earlier + number
+        captured = diagnostics.Capture()
         try:
-            compensate(ctx)
+            with captured:
+                compensate(ctx)
         except Exception as error:  # noqa: BLE001 - any failure of the undo is recorded and retried
             # Masked as a failure's message is: shown on the run, its dead letter and work order, to every viewer.
             last_error = redact(f"{type(error).__name__}: {error}")[:2000]
+            # Its traceback and log lines go with the try's event, as an attempt's go beside it: a failing undo left
+            # none anywhere but the worker's own log (helper 146).
+            found = diagnostics.of(error, captured.lines)
             transitions.event(run, "compensation_attempt_failed", stamp(), message=last_error,
-                              error_code=getattr(error, "code", None), data={"number": ctx.undo_attempt})
+                              error_code=getattr(error, "code", None),
+                              data={"number": ctx.undo_attempt, "traceback": found.traceback,
+                                    "log_lines": found.log_lines})
             db.session.commit()
             if isinstance(error, NonRetryableError):
                 code = NOT_COMPENSABLE if error.code == NOT_COMPENSABLE else code

@@ -364,13 +364,17 @@ def detail(run_id: int, scope: int | None, event_limit: int = EVENT_LIMIT) -> Ru
 
 
 def _attach_diagnostics(run_id: int, events: list[RunEvent]) -> dict[int, AttemptDiagnostics]:
-    """Put each attempt's diagnostics beside the event that ended it (the first one leaving `running`)."""
+    """Put each attempt's diagnostics beside the event that ended it (the first one leaving `running`), and each
+    failed undo try's beside its own event (kept in its data)."""
     found = attempt_diagnostics.of_run(run_id)
     placed = {}
     for event in events:
         key = (event.series, event.attempt)
         if event.from_status == "running" and key in found:
             placed[event.id] = found.pop(key)
+        elif event.kind == "compensation_attempt_failed" and (event.data or {}).get("traceback"):
+            kept = event.data
+            placed[event.id] = attempt_diagnostics.Diagnostics(kept["traceback"], kept.get("log_lines") or [])
     return placed
 
 
