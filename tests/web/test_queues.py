@@ -56,6 +56,8 @@ def test_depths_and_delayed_counts_match_what_was_enqueued(client, auth):
     assert maintenance[1] == "1"
     assert "s ago" in default[2]  # the oldest waiting job's age
     assert 'data-counter="waiting">3<' in page and 'data-counter="delayed">3<' in page
+    # Which runs a limit holds back is said on the Runs list, one click away (helper 136).
+    assert '<a href="/runs?status=pending&amp;status=retry_wait">the Runs list</a> says which' in page
 
 
 def test_a_registered_worker_shows_with_its_state_and_a_link_to_the_run_it_works_on(client, auth):
