@@ -149,10 +149,6 @@ _PATTERNS = [
     # A hex id mixes digits and letters: a word like "deadbeef" stays, a long number becomes <n>;
     # Unlike \b, these lookarounds let `_` border an id, as in job_3f9a2c7d.
     (re.compile(r"(?<![0-9a-z])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{8,}(?![0-9a-z])"), "<hex>"),
-    # Any other word of 6 or more mixing letters and digits is an id too (a Stripe charge ch_3MqXyZ…, an order
-    # ord_Kx9QmZ): kept, each letter naming one was a group, work order and alert of its own (helper 146). A short
-    # one (DE902, v2) stays a word with a number.
-    (re.compile(r"(?<![0-9a-z])(?=[0-9a-z_]*\d)(?=[0-9a-z_]*[a-z])[0-9a-z_]{6,}(?![0-9a-z])"), "<id>"),
     # The lookarounds keep apostrophes ("can't ... don't") from reading as a quoted string.
     (re.compile(r"(?<!\w)'[^'\n]*'(?!\w)"), "<str>"),
     (re.compile(r'"[^"\n]*"'), "<str>"),

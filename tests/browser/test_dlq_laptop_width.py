@@ -4,6 +4,7 @@ and 960 px (half of a 1920 px screen) no column hides with a demo's mix of handl
 import pytest
 from playwright.sync_api import expect
 
+from console.domain.clock import FrozenClock, utcnow
 from console.services.engine.execute import execute
 from console.services.system.demo_reports import seed_report_history
 from tests.factories import BROKEN, LENIENT, Runs, make_tenant
@@ -69,6 +70,11 @@ def test_no_dead_letter_column_hides_at_1024_or_960_px_with_a_demos_mix_of_handl
                                                                                                    live_app):
     make_tenant("acme"), make_tenant("globex")
     seed_report_history(1500, 14, 6)  # dead letters of five handlers (plugin and python) in three tenants
+    # The demo's longest handler name: unbroken, it ran over the Work orders column of its group (helper 147).
+    runs = Runs()
+    run_id = runs.submit("demo.flaky_compensated", {"fail_times": 9, "code": "undo_flaky"},
+                         policy={**LENIENT, "max_attempts": 1})
+    assert execute(run_id, 0, clock=FrozenClock(utcnow())) == "dead"
     browser_login(page, live_server.url)
     for width in (1024, 960):
         page.set_viewport_size({**LAPTOP, "width": width})
@@ -78,3 +84,6 @@ def test_no_dead_letter_column_hides_at_1024_or_960_px_with_a_demos_mix_of_handl
             overflow = page.evaluate("[...document.querySelectorAll('.table-wrap')]"
                                      ".map(frame => frame.scrollWidth - frame.clientWidth)")
             assert overflow == [0], (width, view, overflow)  # the work orders column too, not only the sticky actions
+            spilled = page.evaluate("[...document.querySelectorAll('#dlq td .mono')].filter(name => "
+                                    "name.scrollWidth > name.clientWidth + 1).map(name => name.innerText)")
+            assert spilled == [], (width, view, spilled)  # no name runs over the next column

@@ -116,11 +116,6 @@ def test_classify_reported_uses_the_flag_unless_the_policy_lists_the_code():
         ("mail to ops@example.com bounced", "mail to <email> bounced"),
         ("can't   reach\n host", "can't reach host"),
         ("deadbeef is a word", "deadbeef is a word"),
-        # Ids mixing letters and digits: each letter naming one was a group of its own (helper 146).
-        ("card declined for order ord_Kx9QmZ", "card declined for order <id>"),
-        ("charge ch_3MqXyZ2eZvKYlo2C refused", "charge <id> refused"),
-        ("VAT id DE902 invalid", "vat id de<n> invalid"),  # short: a word with a number
-        ("api v2 answered 404", "api v<n> answered <n>"),
     ],
 )
 def test_normalise_message_replaces_variable_parts(message, expected):
@@ -144,9 +139,13 @@ def test_a_message_shown_to_people_keeps_its_case_with_the_same_placeholders(mes
     assert shown_message(message).lower() == normalise_message(message)
 
 
-def test_letters_naming_different_orders_share_one_group():
-    said = [f"card declined after capture for order {order}" for order in ("ord_Kx9QmZ", "ord_Pw3RtY", "ord_Ab7CdE")]
-    assert len({fingerprint("card_declined", message) for message in said}) == 1
+def test_letters_naming_different_orders_share_one_group_when_the_id_is_quoted():
+    """As the README tells a handler's author: an id with letters in it is a word unless quoted. Masking any word
+    mixing letters and digits merged different outages (redis01 and postgres01 refusing connections; helper 147)."""
+    quoted = [f"card declined for order '{order}'" for order in ("ord_Kx9QmZ", "ord_PwRtYa", "ord_Ab12Cd34")]
+    assert len({fingerprint("card_declined", message) for message in quoted}) == 1
+    hosts = ("could not connect to redis01:6379", "could not connect to postgres01:5432")
+    assert len({fingerprint("connection_refused", message) for message in hosts}) == 2
 
 
 def test_normalised_message_is_cut_to_200_chars():
