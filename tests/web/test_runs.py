@@ -451,6 +451,20 @@ def test_retry_now_under_an_open_breaker_says_the_run_will_wait_for_it_again(cli
     assert "breaker is open" not in client.get(response.headers["Location"]).get_data(as_text=True)
 
 
+def test_a_retry_put_off_again_since_its_event_says_so_in_the_timeline(client, auth, runs, clock):
+    """A breaker or a limit puts a waiting retry off without a new event: its "next 20:56:30" read as due for minutes
+    after (helper 142); the timeline's newest event says it was put off since."""
+    run_id = runs.submit("demo.flaky", {"fail_times": 1}, clock=clock)
+    assert execute(run_id, 0, clock=clock) == "retry_wait"
+    auth.as_role("viewer")
+    assert "put off to" not in client.get(f"/runs/{run_id}").get_data(as_text=True)
+    run = runs.get(run_id)
+    run.next_retry_at = run.next_retry_at + timedelta(minutes=7)  # as a breaker's put-off does
+    db.session.commit()
+    text = " ".join(re.sub(r"<[^>]+>", "", client.get(f"/runs/{run_id}").get_data(as_text=True)).split())
+    assert re.search(r"next \d\d:\d\d:\d\d · put off to \d\d:\d\d:\d\d since", text), text[-3000:]
+
+
 def test_a_retried_run_drops_the_result_of_the_series_before(client, auth, runs, clock):
     # Kept, a cancelled run's partial result read as the new series' while it ran (and a resent submit answered it).
     run_id = runs.submit(clock=clock)
