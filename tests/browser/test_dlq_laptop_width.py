@@ -87,3 +87,29 @@ def test_no_dead_letter_column_hides_at_1024_or_960_px_with_a_demos_mix_of_handl
             spilled = page.evaluate("[...document.querySelectorAll('#dlq td .mono')].filter(name => "
                                     "name.scrollWidth > name.clientWidth + 1).map(name => name.innerText)")
             assert spilled == [], (width, view, spilled)  # no name runs over the next column
+
+
+# The element a click at the middle of this one would reach: itself, not what covers or clips it.
+CLICKABLE = "el => { const box = el.getBoundingClientRect(); " \
+            "return document.elementFromPoint(box.left + box.width / 2, box.top + box.height / 2) === el; }"
+
+
+def test_the_only_letters_discard_box_opens_where_it_can_be_used(page, live_server, live_app, clock):
+    """A saga step's letter is often alone in its group: its Discard box opened under the row, inside a frame that
+    clipped it, and could not be clicked (helper 148)."""
+    runs = Runs()
+    run_id = runs.submit("demo.flaky", {**BROKEN, "code": "carrier_rejected"}, policy=LENIENT)
+    assert execute(run_id, 0, clock=clock) == "dead"
+    (letter,) = runs.dead_letters(run_id)
+    page.set_viewport_size(LAPTOP)
+    browser_login(page, live_server.url)
+    page.goto(f"{live_server.url}/dlq/{letter.id}")
+    row = page.locator(f"#dl-{letter.id}")
+    row.get_by_text("Discard…").click()
+    reason, discard = row.get_by_role("textbox"), row.get_by_role("button", name="Discard", exact=True)
+    expect(reason).to_be_visible()
+    assert reason.evaluate(CLICKABLE) and discard.evaluate(CLICKABLE)
+    reason.click()
+    page.keyboard.type("undid the shipment label by hand")
+    discard.click()
+    expect(row).to_contain_text("discarded")

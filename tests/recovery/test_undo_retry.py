@@ -293,3 +293,19 @@ def test_a_severity_3_run_whose_handler_has_no_undo_is_not_offered_one(runs, clo
     auth.as_role("operator", "olga")
     assert "Run the undo" not in client.get(f"/runs/{held}").get_data(as_text=True)
     assert "Undo…" not in client.get("/dlq/?view=list").get_data(as_text=True)
+
+
+def test_a_failed_undo_whose_letter_was_discarded_is_not_offered_again_nor_sent_to_a_replay(saga, stopped, client,
+                                                                                             auth):
+    """Its workflow's page still said to retry the undo, the run page had no such button, and the API said "replay
+    it instead", which runs the step's handler, not its undo (helper 148)."""
+    step = saga.run(stopped, 2)
+    (letter,) = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == step.id)).scalars()
+    discards.discard(letter, "undid the shipment label by hand at the carrier", OLGA)
+    with pytest.raises(Conflict) as refused:
+        undo_retry.retry(step.id, OLGA, clock=saga.clock)
+    assert refused.value.detail == (f"run {step.id} has no open dead letter (it was discarded or resolved): undo it "
+                                    "by hand, then mark the run resolved")
+    auth.as_role("operator", "opal")
+    page = client.get(f"/runs/workflows/{stopped}").get_data(as_text=True)
+    assert "retry the undo of step 2" not in page and "mark its run resolved" in page

@@ -176,6 +176,26 @@ def test_a_workflow_that_needs_a_person_says_so(client, auth, saga):
     assert client.get("/runs/workflows?status=nonsense").status_code == 422
 
 
+def test_a_step_left_for_a_person_says_so_on_its_compensated_workflow(client, auth, saga):
+    """Its error's severity 3 left the failed step for a person, its undo not run, while the steps before it were
+    undone: the workflow read a green "compensated" and nothing said step 2 still waited (helper 148)."""
+    workflow_id = saga.submit([{"handler": "demo.flaky_compensated", "params": {"fail_times": 0}},
+                               {"handler": "demo.flaky_compensated",
+                                "params": {"fail_times": 9, "error": "compensable", "severity": 3}}])
+    assert saga.execute(workflow_id, 1) == "succeeded"
+    saga.advance(workflow_id)
+    assert saga.execute(workflow_id, 2) == "dead"
+    saga.advance(workflow_id)
+    assert saga.undo(workflow_id, 1) == "compensated"
+    saga.advance(workflow_id)
+    assert saga.status(workflow_id) == "compensated"
+    auth.as_role("viewer")
+    text = " ".join(re.sub(r"<[^>]+>", "", client.get(f"/runs/workflows/{workflow_id}").get_data(as_text=True))
+                    .split())
+    assert ("Step 2 waits for a person: its error&#39;s severity 3 left it for a person, its undo not run; the steps "
+            "before it were undone. Its run page offers Run the undo, Replay or Resolve….") in text
+
+
 def test_cancelling_a_step_says_what_it_does_to_its_workflow(client, auth, saga):
     # The Cancel dialog said nothing of the workflow, where Replay, Compensate and Resolve each do (helper 105).
     workflow_id = saga.submit(three_steps())

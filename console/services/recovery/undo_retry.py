@@ -52,9 +52,11 @@ def why_not(run: Run) -> str | None:
         return (f"run {run.id} is {run.status.replace('_', ' ')}; only a dead run whose undo failed, or that its "
                 "error's severity 3 left for a person, can have its undo run")
     reason = parked_for(run)
+    if reason is None:  # its letter was discarded or resolved: "replay it" would run the handler, not its undo
+        return (f"run {run.id} has no open dead letter (it was discarded or resolved): undo it by hand, then mark "
+                "the run resolved")
     if reason not in (UNDO_FAILED, LEFT_FOR_A_PERSON):
-        return (f"run {run.id} did not die undoing itself ({(reason or 'no open dead letter').replace('_', ' ')}); "
-                "replay it instead")
+        return f"run {run.id} did not die undoing itself ({reason.replace('_', ' ')}); replay it instead"
     if run.error_code == NOT_COMPENSABLE or not compensation.has_undo_step(run.handler):
         return f"handler {run.handler} has no undo step to run: undo it by hand, then mark the run resolved"
     return None

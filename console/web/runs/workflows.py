@@ -13,6 +13,7 @@ from console.services.engine import registry
 from console.services.errors import ServiceError
 from console.services.people import tenants
 from console.services.people.permissions import OPERATE, VIEW
+from console.services.recovery import undo_retry
 from console.services.recovery.workflows import query
 from console.services.recovery.workflows.submit import submit
 from console.web import paging
@@ -98,4 +99,9 @@ def submit_workflow():
 @requires(VIEW)
 def workflow(workflow_id: int):
     detail = query.detail(query.get(workflow_id, tenant_scope()))
-    return page("runs/workflow.html", "detail", d=detail, wf=detail.workflow, live=detail.workflow.status in ACTIVE)
+    workflow = detail.workflow
+    stuck = next((s.run for s in detail.steps if s.step.position == workflow.current_step and s.run), None)
+    # "Retry the undo" only while its letter waits: discarded or resolved, the run page has no such button.
+    undo_again = stuck is not None and stuck.status == "dead" and undo_retry.why_not(stuck) is None
+    return page("runs/workflow.html", "detail", d=detail, wf=workflow, live=workflow.status in ACTIVE,
+                undo_again=undo_again)
