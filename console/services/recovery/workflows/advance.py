@@ -282,8 +282,9 @@ def _undone(workflow: Workflow, step: WorkflowStep, run: Run, clock: Clock) -> s
         what = "is not compensable" if result == Undo.NOT_COMPENSABLE.value else "could not be undone"
         why = note[:1].upper() + note[1:].rstrip(".")  # its own sentence after the workflow's
         moved = _move(workflow, COMPENSATING, position, UNDO_DONE, status=COMPENSATION_FAILED, updated_at=now,
-                      finished_at=now, note=(f"step {position} {what} (run #{run.id}, a dead letter for a person); "
-                                             f"steps before it were left as they are. {why}.")[:NOTE_CHARS])
+                      finished_at=now, note=(f"step {position} {what} (run #{run.id}, a dead letter for a person)"
+                                             + ("; steps before it were left as they are" if position > 1 else "")
+                                             + f". {why}.")[:NOTE_CHARS])
         db.session.execute(update(STEPS).where(
             STEPS.c.workflow_id == workflow.id, STEPS.c.position < position,
             STEPS.c.compensation_status == Undo.PENDING.value).values(compensation_status=Undo.NOT_ATTEMPTED.value))
