@@ -46,12 +46,23 @@ def parked_for(run: Run) -> str | None:
         DeadLetter.run_id == run.id, DeadLetter.status == "open").order_by(DeadLetter.id.desc()).limit(1)).scalar()
 
 
+def offered(run: Run) -> str | None:
+    """Return how this run's undo can be run now: "first" (its error's severity 3 left it for a person), "again"
+    (its undo failed), or None (reading only)."""
+    reason = parked_for(run) if run.status == "dead" else None
+    return None if _refusal(run, reason) else "first" if reason == LEFT_FOR_A_PERSON else "again"
+
+
 def why_not(run: Run) -> str | None:
     """Say why this run's undo cannot be run now, or None when it can (reading only)."""
+    return _refusal(run, parked_for(run) if run.status == "dead" else None)
+
+
+def _refusal(run: Run, reason: str | None) -> str | None:
+    """Say why the undo of this run, its open letter parked for `reason`, cannot be run now, or None."""
     if run.status != "dead":
         return (f"run {run.id} is {run.status.replace('_', ' ')}; only a dead run whose undo failed, or that its "
                 "error's severity 3 left for a person, can have its undo run")
-    reason = parked_for(run)
     if reason is None:  # its letter was discarded or resolved: "replay it" would run the handler, not its undo
         return (f"run {run.id} has no open dead letter (it was discarded or resolved): undo it by hand, then mark "
                 "the run resolved")

@@ -84,10 +84,10 @@ def _detail(run_id: int, *, error: str | None = None, notice: str | None = None,
                 "pending"), None)
     # A run that died undoing itself, or that its error's severity 3 left for a person: its undo can be run (a
     # replay would run its handler instead).
-    undo_again = detail.run.status == "dead" and undo_retry.why_not(detail.run) is None
-    undo_first = undo_again and undo_retry.parked_for(detail.run) == undo_retry.LEFT_FOR_A_PERSON
+    offer = undo_retry.offered(detail.run)
+    undo_again = offer is not None
     return page("runs/show.html", "detail", d=detail, run=detail.run, live=detail.run.status in LIVE,
-                undo_again=undo_again, undo_first=undo_first,
+                undo_again=undo_again, undo_first=offer == "first",
                 undo_reopens=undo_retry.stopped_at(detail.run) if undo_again else None,
                 breaches=breach_list.of_run(run_id), waiting_fix=fix,
                 compensable=compensation.can_compensate(detail.run) and not waiting, requests=requests,
@@ -153,7 +153,7 @@ def _retry(run, actor) -> list[int]:
 @bp.post("/<int:run_id>/retry-undo")
 @requires(OPERATE)
 def retry_undo(run_id: int):
-    first = undo_retry.parked_for(control.get_run(run_id, tenant_scope())) == undo_retry.LEFT_FOR_A_PERSON
+    first = undo_retry.offered(control.get_run(run_id, tenant_scope())) == "first"
     return _act(run_id, _retry_undo, "Ran the undo of" if first else "Retried the undo of")
 
 

@@ -102,6 +102,6 @@ def workflow(workflow_id: int):
     workflow = detail.workflow
     stuck = next((s.run for s in detail.steps if s.step.position == workflow.current_step and s.run), None)
     # "Retry the undo" only while its letter waits: discarded or resolved, the run page has no such button.
-    undo_again = stuck is not None and stuck.status == "dead" and undo_retry.why_not(stuck) is None
+    undo_again = stuck is not None and undo_retry.offered(stuck) is not None
     return page("runs/workflow.html", "detail", d=detail, wf=workflow, live=workflow.status in ACTIVE,
                 undo_again=undo_again)
