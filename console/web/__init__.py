@@ -3,7 +3,6 @@
 import importlib
 import json
 import re
-from pathlib import Path
 
 from flask import current_app, has_request_context, request, send_from_directory
 from flask_login import current_user
@@ -28,6 +27,7 @@ from console.services.recovery.workflows.words import (
 )
 from console.web.display import display_prefs
 from console.web.nav import NAV
+from console.web.plotly_css import BUNDLE as PLOTLY_BUNDLE
 from console.web.plotly_css import guarded_style_ids, stylesheet
 from console.web.render import partial
 
@@ -117,25 +117,20 @@ def register(app) -> None:
     app.add_template_global(undo_offered, "undo_offered")  # a letter left for a person whose undo can run
     app.add_template_global(ACTIVE_VALUES, "live_statuses")  # a run at work: a replayed row follows it
 
-    def plotly_dir() -> str:
-        import plotly
-
-        return current_app.config.get("PLOTLY_DIR") or f"{plotly.__path__[0]}/package_data"
-
     @app.get("/vendor/plotly.min.js", endpoint="plotly_js")
     @public
     def plotly_js():
-        return send_from_directory(plotly_dir(), "plotly.min.js", max_age=86400)
+        return send_from_directory(PLOTLY_BUNDLE.parent, PLOTLY_BUNDLE.name, max_age=86400)
 
     # The one limit of a reason or note, for the boxes a template writes by hand (a form's comes from its validator).
     app.add_template_global(MAX_NOTE_CHARS, "max_note_chars")
     # Elements that take the ids of plotly.js's other <style> elements, so it adds none (templates/_plotly.html).
-    app.add_template_global(lambda: guarded_style_ids(Path(plotly_dir()) / "plotly.min.js"), "plotly_style_ids")
+    app.add_template_global(lambda: guarded_style_ids(PLOTLY_BUNDLE), "plotly_style_ids")
 
     @app.get("/vendor/plotly.css", endpoint="plotly_css")
     @public
     def plotly_css():
-        response = current_app.response_class(stylesheet(Path(plotly_dir()) / "plotly.min.js"), mimetype="text/css")
+        response = current_app.response_class(stylesheet(PLOTLY_BUNDLE), mimetype="text/css")
         response.cache_control.max_age = 86400
         return response
 
