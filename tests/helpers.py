@@ -7,6 +7,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from urllib.parse import urlencode
 
 from console.processes import stacks
 from console.services.actor import Actor
@@ -159,9 +160,16 @@ class Auth:
         return csrf_from(self.client.get(path).get_data(as_text=True))
 
 
-def browser_login(page, base: str, username: str = "admin", password: str = PASSWORD):
-    """Log in through the login form in a real browser."""
-    page.goto(f"{base}/login")
+def browser_login(page, base: str, username: str = "admin", password: str = PASSWORD, then: str | None = None):
+    """Log in through the login form in a real browser; with `then` (a path), land there, loaded, as the form's
+    `next` takes a person (else on the Overview, not waited for)."""
+    page.goto(f"{base}/login" + (f"?{urlencode({'next': then})}" if then else ""))
     page.get_by_label("Username").fill(username)
     page.get_by_label("Password").fill(password)
-    page.get_by_role("button", name="Log in").click()
+    if then is None:
+        page.get_by_role("button", name="Log in").click()
+        return
+    # Landing on the page asked for spares a browser test the Overview it would leave at once: its charts were the
+    # dearest page load of most tests.
+    with page.expect_navigation(url=lambda url: not url.startswith(f"{base}/login")):  # `then`, or where it redirects
+        page.get_by_role("button", name="Log in").click()

@@ -50,8 +50,7 @@ def test_an_approvers_day(page, browser, live_server, live_app, dead_run, live_w
     letter = db.session.query(DeadLetter).filter_by(run_id=dead_run).one()
 
     # The operator finds the dead letter and asks for its params to be fixed.
-    browser_login(page, base, "olga")
-    page.goto(f"{base}/dlq/?view=list")
+    browser_login(page, base, "olga", then="/dlq/?view=list")
     row = page.locator("tr.dl-row", has_text="account 42 is closed")
     row.get_by_role("link", name="Fix params…").click()
     expect(page.get_by_role("heading", name=re.compile(f"dead letter #{letter.id}"))).to_be_visible()

@@ -24,8 +24,7 @@ def test_an_operator_sees_the_blast_radius_saves_and_the_task_follows(page, live
 
     base = live_server.url
     page.set_viewport_size({"width": 1440, "height": 900})
-    browser_login(page, base, "olga")
-    page.goto(f"{base}/tasks")
+    browser_login(page, base, "olga", then="/tasks")
     page.get_by_role("link", name="Conflict templates").click()
     page.get_by_role("link", name="nightly-batch").click()
     expect(page.locator("#template-preview")).to_contain_text("No task changes")

@@ -9,8 +9,7 @@ pytestmark = pytest.mark.browser
 
 
 def test_a_pasted_cron_expression_is_previewed_without_a_key_pressed(page, live_server, live_app):
-    browser_login(page, live_server.url)
-    page.goto(f"{live_server.url}/tasks/new")
+    browser_login(page, live_server.url, then="/tasks/new")
     # fill() sets the value and fires `input`, as a paste from the mouse does: no key is pressed.
     page.locator("#cron").fill("30 2 * * MON")
     expect(page.locator("#cron-preview [data-preview=words]")).to_contain_text("02:30")

@@ -60,8 +60,7 @@ def tick(page, *letters: DeadLetter) -> None:
 
 def test_the_selected_buttons_count_the_ticked_rows_and_name_their_waiting_fixes(page, live_server, letters):
     (first, second, plain), (fix_one, fix_two) = letters
-    browser_login(page, live_server.url)
-    page.goto(f"{live_server.url}/dlq/?view=list")
+    browser_login(page, live_server.url, then="/dlq/?view=list")
 
     tick(page, plain)
     assert ask(page, "Replay selected", answer=False) == (
@@ -97,8 +96,7 @@ def test_a_discard_without_a_reason_asks_nothing_and_its_refusal_goes_once_the_d
     """It asked "Discard …?" first and then refused for the missing reason, whose notice stayed beside the
     success of the next try."""
     (first, _, _), _ = letters
-    browser_login(page, live_server.url)
-    page.goto(f"{live_server.url}/dlq/?view=list")
+    browser_login(page, live_server.url, then="/dlq/?view=list")
     tick(page, first)
     asked = []
     page.on("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
@@ -117,8 +115,7 @@ def test_a_discard_without_a_reason_asks_nothing_and_its_refusal_goes_once_the_d
 def test_discarding_more_than_the_limit_asks_to_file_a_request_and_discards_nothing(page, live_server, letters):
     (first, second, plain), _ = letters
     console_settings.save(console_settings.DISCARD_WITHOUT_APPROVAL, 2, ARRANGE)
-    browser_login(page, live_server.url)
-    page.goto(f"{live_server.url}/dlq/?view=list")
+    browser_login(page, live_server.url, then="/dlq/?view=list")
     tick(page, first, second)
     page.get_by_label("reason to discard the selected").fill("duplicates of fulfilled orders")
     assert ask(page, "Discard selected", answer=False).startswith("Discard the 2 selected dead letters?")
@@ -140,8 +137,7 @@ def test_replaying_workflows_steps_says_each_runs_alone_before_anything_is_sent(
     failed = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == saga.run(undone, 3).id)).scalar_one()
     undo = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == saga.run(stuck, 2).id)).scalar_one()
     plain = dead_letter()
-    browser_login(page, live_server.url)
-    page.goto(f"{live_server.url}/dlq/?view=list")
+    browser_login(page, live_server.url, then="/dlq/?view=list")
 
     tick(page, undo)
     assert ask(page, "Replay selected", answer=False) == (
@@ -186,8 +182,7 @@ def test_a_rows_own_replay_keeps_what_was_set_in_the_bulk_bar(page, live_server,
     """The row's answer refreshes the count and, with it, the bulk bar: a rate of 7 went back to 50 and a typed
     reason was emptied, so the next "Replay selected" ran at 50 while its question said "the rate set here"."""
     found, _ = letters
-    browser_login(page, live_server.url)
-    page.goto(f"{live_server.url}/dlq/?view=list")
+    browser_login(page, live_server.url, then="/dlq/?view=list")
     tick(page, found[0], found[1])
     page.get_by_label("Rate").fill("7")
     page.get_by_label("or as fast as it safely can").check()

@@ -45,8 +45,7 @@ RING = """el => {
 
 
 def test_the_dlq_view_switchs_selected_button_shows_its_focus_ring(page, live_server):
-    browser_login(page, live_server.url)
-    page.goto(f"{live_server.url}/dlq/")
+    browser_login(page, live_server.url, then="/dlq/")
     page.locator("#dlq-q").focus()
     page.keyboard.press("Shift+Tab")  # the radio group's stop: its checked button, Grouped
     grouped = page.get_by_role("radio", name="Grouped")
@@ -57,8 +56,7 @@ def test_the_dlq_view_switchs_selected_button_shows_its_focus_ring(page, live_se
 
 
 def test_each_reports_period_link_shows_its_whole_focus_ring(page, live_server):
-    browser_login(page, live_server.url)
-    page.goto(f"{live_server.url}/reports/?period=7d")
+    browser_login(page, live_server.url, then="/reports/?period=7d")
     links = page.locator("#reports .segmented a")
     expect(links).to_have_count(4)
     page.locator("#from").focus()

@@ -32,8 +32,7 @@ def test_imported_failures_are_grouped_shown_and_replayed(page, live_server, liv
     assert "Imported 3 failed jobs as dead letters in 1 work order;" in done.stdout
 
     base = live_server.url
-    browser_login(page, base)
-    page.goto(f"{base}/dlq")
+    browser_login(page, base, then="/dlq")
     group = page.locator("tr", has_text="CardDeclined")
     expect(group.first).to_contain_text("3")
     screenshot("import-dlq-groups")

@@ -32,8 +32,7 @@ def focused(page) -> dict:
 
 def test_the_overviews_refresh_leaves_focus_on_the_link_it_was_on(page, live_server, live_app):
     dead_letter()
-    browser_login(page, live_server.url)
-    page.goto(f"{live_server.url}/overview")
+    browser_login(page, live_server.url, then="/overview")
     page.evaluate(COUNT_SWAPS)
     link = page.locator("#live a[href]").last
     link.focus()
@@ -47,8 +46,7 @@ def test_the_overviews_refresh_leaves_focus_on_the_link_it_was_on(page, live_ser
 
 def test_a_rows_replay_by_keyboard_lands_on_its_answer_and_a_refused_close_on_the_note(page, live_server, live_app):
     letter = dead_letter()
-    browser_login(page, live_server.url)
-    page.goto(f"{live_server.url}/dlq/?view=list")
+    browser_login(page, live_server.url, then="/dlq/?view=list")
     row = page.locator(f"#dl-{letter.id}")
 
     # Opening a row's Discard… popover puts focus in its reason box (it stayed on the summary); Escape closes it and
@@ -86,8 +84,7 @@ def runs_listed(page, live_server, count: int) -> tuple[Runs, list[int]]:
     runs = Runs()
     ids = [runs.submit(params={"n": n}) for n in range(count)]
     page.set_viewport_size({"width": 1280, "height": 720})
-    browser_login(page, live_server.url)
-    page.goto(f"{live_server.url}/runs/")
+    browser_login(page, live_server.url, then="/runs/")
     return runs, ids
 
 

@@ -30,8 +30,7 @@ def refresh_live_region(page) -> None:
 
 
 def test_the_overview_left_open_keeps_one_chart_however_often_it_refreshes(page, live_server):
-    browser_login(page, live_server.url)
-    page.goto(f"{live_server.url}/overview")
+    browser_login(page, live_server.url, then="/overview")
     page.wait_for_selector("#failures-chart .main-svg")
     before = resize_listeners(page)
     first = page.evaluate("() => document.getElementById('failures-chart')")

@@ -134,8 +134,7 @@ def test_a_group_opened_by_its_toggle_still_says_so_after_a_replay_in_it(page, l
     """The header's refresh came from the page's first address (no group open): it said "collapsed" over the open
     entries, and the next press fetched them again instead of folding them (helper 117)."""
     fingerprint = arranged["group"][0][1].fingerprint
-    browser_login(page, live_server.url)
-    page.goto(f"{live_server.url}/dlq/")
+    browser_login(page, live_server.url, then="/dlq/")
     expand = page.locator(f"#group-{fingerprint} button.expand")
     expect(expand).to_have_accessible_name(re.compile(r"^the newest entries of group carrier_down “"))
     expand.click()

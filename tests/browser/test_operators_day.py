@@ -144,8 +144,7 @@ def test_an_operators_day(page, live_server, live_app, arranged, live_worker, sc
 
 def test_a_viewer_sees_no_actions_and_is_refused_when_posting_anyway(page, live_server, live_app, arranged):
     users.create("vera", "viewer", PASSWORD, ARRANGE)
-    browser_login(page, live_server.url, "vera")
-    page.goto(f"{live_server.url}/dlq?view=list")
+    browser_login(page, live_server.url, "vera", then="/dlq?view=list")
     expect(page.locator("tr.dl-row").first).to_be_visible()
     expect(page.get_by_role("button", name="Replay")).to_have_count(0)
     page.goto(f"{live_server.url}/tasks/{arranged['task']}")

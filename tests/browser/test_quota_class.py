@@ -26,8 +26,7 @@ def test_an_operator_creates_a_class_puts_it_on_a_template_and_the_task_follows(
 
     base = live_server.url
     page.set_viewport_size({"width": 1440, "height": 900})
-    browser_login(page, base, "olga")
-    page.goto(f"{base}/tasks/templates/")
+    browser_login(page, base, "olga", then="/tasks/templates/")
     page.get_by_role("link", name="Quota classes").click()
     page.get_by_label("Name").fill("heavy-etl")
     page.get_by_label("Max running").fill("2")

@@ -43,8 +43,7 @@ def test_an_admin_reserves_capacity_is_refused_more_than_is_free_and_cancels(pag
     capacity = live_app.config["CAPACITY_RUNNING"]
     base = live_server.url
     page.set_viewport_size({"width": 1440, "height": 900})
-    browser_login(page, base)
-    page.goto(f"{base}/admin/tenants")
+    browser_login(page, base, then="/admin/tenants")
 
     _reserve(page, "acme", capacity - 30, "month-end close", start=0)  # from this minute
     expect(page.locator(".flash.success")).to_contain_text(

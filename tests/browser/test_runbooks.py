@@ -91,8 +91,7 @@ def test_a_dry_run_then_a_real_run_with_its_log_streaming(page, live_server, dea
 def test_a_high_risk_runbook_waits_for_approval_showing_the_approver_its_preview(page, live_server, dead_runs,
                                                                                 live_worker, screenshot):
     base = live_server.url
-    browser_login(page, base)
-    page.goto(f"{base}/runbooks/resolve_runs")
+    browser_login(page, base, then="/runbooks/resolve_runs")
     expect(page.locator(".rb-gate")).to_contain_text("second person's approval")
     page.get_by_label("Runs (run ids)").fill(", ".join(map(str, dead_runs[:2])))
     page.get_by_label("Note").fill("refunded by hand")

@@ -16,8 +16,7 @@ def in_view(page, locator) -> bool:
 
 
 def test_the_first_tab_focuses_a_visible_skip_link_and_enter_moves_focus_to_main(page, live_server):
-    browser_login(page, live_server.url)
-    page.goto(f"{live_server.url}/dlq/")
+    browser_login(page, live_server.url, then="/dlq/")
     skip = page.get_by_role("link", name="Skip to content")
     expect(skip).to_have_attribute("href", "#content")
     assert not in_view(page, skip)  # out of sight until a keyboard reaches it

@@ -66,15 +66,13 @@ LATE_OBSERVER = """window.ResizeObserver = class extends window.ResizeObserver {
 def test_the_headers_stick_from_the_page_load_on_even_when_the_browser_renders_late(page, live_server, history):
     page.add_init_script(LATE_OBSERVER)
     page.set_viewport_size({"width": 1024, "height": 700})
-    browser_login(page, live_server.url)
-    page.goto(f"{live_server.url}/audit/")
+    browser_login(page, live_server.url, then="/audit/")
     assert page.evaluate(SCROLLED)["th"] == 0
 
 
 def test_a_table_wider_than_a_phone_still_scrolls_inside_its_frame(page, live_server, history):
     page.set_viewport_size({"width": 390, "height": 800})
-    browser_login(page, live_server.url)
-    page.goto(f"{live_server.url}/runs/")
+    browser_login(page, live_server.url, then="/runs/")
     frame = page.locator("main .table-wrap").first
     assert frame.evaluate("f => f.scrollWidth - f.clientWidth") > 100
     assert frame.evaluate("f => { f.scrollLeft = 100; return f.scrollLeft; }") == 100

@@ -73,8 +73,7 @@ def test_the_conflict_forecast_is_linked_from_tasks(page, live_server, live_app,
         tasks.register(default, {"handler": "demo.noop", "timezone": "UTC", **body}, ARRANGE)
     base = live_server.url
     page.set_viewport_size({"width": 1440, "height": 900})
-    browser_login(page, base)
-    page.goto(f"{base}/tasks")
+    browser_login(page, base, then="/tasks")
     page.get_by_role("link", name="Conflict forecast").click()
     expect(page.get_by_role("heading", name="Conflict forecast")).to_be_visible()
     expect(page.locator("table").first).to_contain_text("orders-db")

@@ -17,8 +17,7 @@ def test_an_admins_navigation_with_a_waiting_request_is_one_row_from_1100_px_up(
     run_id = Runs().submit("demo.flaky", BROKEN, policy=LENIENT)
     assert execute(run_id, 0, clock=clock) == "dead"
     assert "waits for an approver" in demo_roles.file_waiting_fix()  # real time, as the badge counts: one request waits
-    browser_login(page, live_server.url)
-    page.goto(f"{live_server.url}/overview")
+    browser_login(page, live_server.url, then="/overview")
     expect(page.locator(".topbar nav").get_by_role("link", name="Approvals")).to_contain_text("1")
     for width in (1440, 1280, 1200, 1100):
         page.set_viewport_size({"width": width, "height": 800})

@@ -44,8 +44,7 @@ def test_an_answer_htmx_does_not_swap_is_said_above_the_page(browser, tmp_path, 
             assert execute(run.id, 0) == "dead"
         page = browser.new_page()
         try:
-            browser_login(page, server.url)
-            page.goto(f"{server.url}/dlq/?view=list")
+            browser_login(page, server.url, then="/dlq/?view=list")
             own_redis["process"].terminate()  # Redis goes away with the page open
             own_redis["process"].wait(10)
             replay_all(page)

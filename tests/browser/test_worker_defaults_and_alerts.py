@@ -17,8 +17,7 @@ def test_the_queues_page_shows_the_worker_defaults_and_admins_edit_the_new_rules
     metrics.LOCK_CONTENDED.inc_now(17, at=utcnow(), lock="planner")
     alert_rules.evaluate(FrozenClock(utcnow()))
     base = live_server.url
-    browser_login(page, base)
-    page.goto(f"{base}/queues/")
+    browser_login(page, base, then="/queues/")
     section = page.locator("table.worker-defaults")
     expect(page.get_by_role("heading", name="Worker pool defaults")).to_be_visible()
     expect(section.locator("tr", has_text="pool.processes")).to_contain_text("worker processes")

@@ -70,8 +70,7 @@ def test_a_search_half_typed_on_the_workflows_list_outlives_its_refresh(page, li
     make_tenant("globex")
     saga = Saga(FrozenClock(utcnow()))
     saga.submit(three_steps(), key="order-1", name="ship order 1")
-    browser_login(page, live_server.url)
-    page.goto(f"{live_server.url}/runs/workflows")
+    browser_login(page, live_server.url, then="/runs/workflows")
     tenant = page.get_by_label("Tenant")
     tenant.select_option("globex")  # chosen, not yet sent
     search = page.get_by_label("Number, name or idempotency key")
