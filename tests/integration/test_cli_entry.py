@@ -17,6 +17,7 @@ def rebound(app, *args: str, env: dict | None = None) -> subprocess.CompletedPro
                           text=True, timeout=60)
 
 
+@pytest.mark.once  # help and version
 def test_version_is_rebounds_and_help_lists_no_flask_development_commands(app):
     shown = rebound(app, "--version")
     assert shown.returncode == 0 and shown.stdout.strip() == f"rebound {version('rebound')}"
@@ -26,6 +27,7 @@ def test_version_is_rebounds_and_help_lists_no_flask_development_commands(app):
     assert not {"run", "shell", "routes", "limiter"} & commands  # Flask's and its extensions' tools are not Rebound's
 
 
+@pytest.mark.once  # help and version
 def test_db_help_offers_an_operator_the_commands_that_run_migrations_not_those_that_write_them(app):
     shown = rebound(app, "db", "--help")
     commands = {line.split()[0] for line in shown.stdout.split("Commands:")[1].splitlines() if line.strip()}
@@ -35,6 +37,7 @@ def test_db_help_offers_an_operator_the_commands_that_run_migrations_not_those_t
     assert rebound(app, "db", "revision", "--help").returncode == 0  # still there for a developer
 
 
+@pytest.mark.once  # help and version
 def test_help_shows_rebounds_own_options_not_flasks(app):
     listed = rebound(app, "--help").stdout
     assert "--env-file" in listed and "REBOUND_*" in listed
@@ -53,6 +56,7 @@ def test_env_file_supplies_settings_the_environment_lacks(app, tmp_path):
     assert User.query.filter_by(username="from-env-file").one().role == "viewer"
 
 
+@pytest.mark.once  # refused before any database is opened, or on a SQLite file of its own
 def test_a_process_started_with_an_env_file_is_named_by_its_command_in_its_log(app, tmp_path):
     """Every line of a host started with `rebound -e FILE` read "process": "FILE" (helper 118)."""
     settings = tmp_path / "rebound.env"
@@ -103,6 +107,7 @@ def test_a_database_or_redis_nobody_answers_at_is_one_line_naming_it_without_its
     assert "hunter22" not in database.stderr + cache.stderr
 
 
+@pytest.mark.once  # refused before any database is opened, or on a SQLite file of its own
 def test_a_mistyped_data_dir_is_refused_by_a_command_that_reads_one_and_is_not_created(app, tmp_path):
     """A typo in REBOUND_DATA_DIR made a new empty deployment there: `tenants list` listed none, without an error."""
     typo = tmp_path / "instnace"
@@ -124,6 +129,7 @@ def test_a_mistyped_data_dir_is_refused_by_a_command_that_reads_one_and_is_not_c
     assert rebound(app, "tenants", "list", env={**env, "REBOUND_DATA_DIR": str(typo)}).returncode == 0
 
 
+@pytest.mark.once  # refused before any database is opened, or on a SQLite file of its own
 def test_a_data_dir_that_is_a_file_is_said_in_one_line(app, tmp_path):
     """`create-user` (which may make the data dir) wrote a NotADirectoryError traceback (helper 109)."""
     afile = tmp_path / "instance"
