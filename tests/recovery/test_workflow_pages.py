@@ -9,6 +9,7 @@ from console.domain.breaker import BreakerSettings
 from console.extensions import db
 from console.models import DeadLetter, Run, Workflow
 from console.services.actor import Actor
+from console.services.dlq import discards
 from console.services.engine import breakers
 from console.services.policies import versions as policies
 from tests.factories import make_tenant, three_steps
@@ -195,6 +196,12 @@ def test_a_step_left_for_a_person_says_so_on_its_compensated_workflow(client, au
                     .split())
     assert ("Step 2 waits for a person: its error&#39;s severity 3 left it for a person, its undo not run; the steps "
             "before it were undone. Its run page offers Run the undo, Replay or Resolve….") in text
+    # Its letter discarded, the run page offers no undo: neither does this line (it named one from the handler).
+    (letter,) = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == saga.run(workflow_id, 2).id)).scalars()
+    discards.discard(letter, "the label was voided by hand at the carrier", Actor("olga"))
+    text = " ".join(re.sub(r"<[^>]+>", "", client.get(f"/runs/workflows/{workflow_id}").get_data(as_text=True))
+                    .split())
+    assert "Its run page offers Replay or Resolve…." in text
 
 
 def test_cancelling_a_step_says_what_it_does_to_its_workflow(client, auth, saga):
