@@ -2,8 +2,6 @@
 
 import importlib
 import logging
-import os
-import socket
 import time
 
 from redis.exceptions import RedisError
@@ -17,6 +15,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from console.extensions import PINNED, db
 from console.services.engine import registry
+from console.services.engine.execute import this_worker
 from console.services.engine.queueing import QUEUES
 
 log = logging.getLogger("rebound.worker")
@@ -294,11 +293,6 @@ class ReboundForkWorker(AppContextMixin, FewerRoundTripsMixin, SparseHousekeepin
 WORKER_CLASSES = {"simple": ReboundSimpleWorker, "fork": ReboundForkWorker}
 
 
-def worker_name() -> str:
-    """Return a name that tells the host and process apart."""
-    return f"{socket.gethostname()}.{os.getpid()}"
-
-
 def build_worker(app, connection, kind: str = "simple", queues: list[str] | None = None) -> Worker:
     """Create a worker of the given kind bound to the app."""
     # Import the job and handler modules once here, not in every forked child.
@@ -306,6 +300,6 @@ def build_worker(app, connection, kind: str = "simple", queues: list[str] | None
     registry.names()
     cls = WORKER_CLASSES[kind]
     app.config["ISOLATE_HANDLERS"] = kind == "fork"
-    worker = cls(queues or QUEUES, connection=connection, name=worker_name())
+    worker = cls(queues or QUEUES, connection=connection, name=this_worker())
     worker.flask_app = app
     return worker

@@ -19,7 +19,7 @@ from console.scheduler.task_jobs import TaskJobs
 from console.services.actor import Actor
 from console.services.engine import transitions
 from console.services.engine.context import HandlerContext
-from console.services.engine.execute import WORKER_ID, execute
+from console.services.engine.execute import execute, this_worker
 from console.services.people import tenants
 from console.services.scheduling import planner, sla, tasks
 from console.services.system.leader import LeaderLock
@@ -265,7 +265,7 @@ def test_counts_from_a_worker_process_reach_the_web_process(client, runs, worker
     assert value(families, "task_retry_success_total", tenant="default") == 1
     assert value(families, "worker_queue_wait_ms", "worker_queue_wait_ms_count") == 5
     # This process executed nothing: every attempt ran in the worker process.
-    assert {e.worker_id for run_id in run_ids for e in runs.events(run_id, "running")}.isdisjoint({WORKER_ID})
+    assert {e.worker_id for run_id in run_ids for e in runs.events(run_id, "running")}.isdisjoint({this_worker()})
 
 
 def test_a_metrics_token_guards_the_endpoint(client, app):

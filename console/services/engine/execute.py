@@ -44,7 +44,12 @@ BOOKKEEPING_BACKOFF_S = 0.1
 BOOKKEEPING_PATIENCE_S = 15.0
 BOOKKEEPING_MAX_PAUSE_S = 2.0
 _sleep = time.sleep  # tests replace it
-WORKER_ID = f"{socket.gethostname()}.{os.getpid()}"
+
+
+def this_worker() -> str:
+    """Name this process in a run's bookkeeping (host.pid), read at each call: a process forked after the import is
+    a worker of its own, not its parent (the tests' launcher forks workers from one that imported this)."""
+    return f"{socket.gethostname()}.{os.getpid()}"
 
 
 # The hot path reads the run as a plain row: the ORM's loading machinery cost more than SQLite's read (18% of an
@@ -57,8 +62,9 @@ def _load(run_id: int) -> RunRow | None:
     return None if row is None else RunRow(**row._mapping)
 
 
-def execute(run_id: int, expected_attempt: int, *, clock: Clock = SYSTEM_CLOCK, worker_id: str = WORKER_ID) -> str:
+def execute(run_id: int, expected_attempt: int, *, clock: Clock = SYSTEM_CLOCK, worker_id: str | None = None) -> str:
     """Claim and run one attempt; return what became of the run (or why nothing was done)."""
+    worker_id = worker_id or this_worker()
     # From a pending run, the claim (or the deferral, or the cancel) is one write: on PostgreSQL the reads and it
     # need no transaction around them (console/db/single_statements.py).
     # A busy worker keeps its connection and pings it only after an idle second (console/processes/worker.py): one
