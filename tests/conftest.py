@@ -30,6 +30,7 @@ from console.services.engine.execute import execute
 from console.services.people import users
 from console.services.recovery import runbook_registry
 from console.services.system import bootstrap
+from tests import console_forks
 from tests.databases import BACKEND, open_databases
 from tests.factories import BOOKKEEPING, BROKEN, LENIENT, RUNBOOK_SAMPLES, Runs, Saga
 from tests.helpers import ARTIFACTS, AUDIT_KEY, PASSWORD, Auth, env_for, free_port, make_config, wait_stopped
@@ -278,8 +279,7 @@ def live_app(live_server):
 def live_worker(live_server):
     """A real `rebound worker` beside the live server, on the same database and Redis."""
     log = (live_server.data_dir / "worker.log").open("w")
-    process = subprocess.Popen([sys.executable, "-m", "console.cli", "worker"], env=live_server.env, stdout=log,
-                               stderr=subprocess.STDOUT)
+    process = console_forks.start(["worker"], live_server.env, stdout=log, stderr=subprocess.STDOUT)
     yield process
     process.terminate()
     process.wait(15)
@@ -329,9 +329,8 @@ def workers(app, tmp_path):
     def start(kind: str = "simple", **env):
         log = (tmp_path / f"worker-{len(started)}.log").open("w")
         # Its own process group, so the teardown can reach what the worker forks: RQ's scheduler.
-        process = subprocess.Popen([sys.executable, "-m", "console.cli", "worker", "--kind", kind],
-                                   env={**env_for(app), **env}, stdout=log, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
+        process = console_forks.start(["worker", "--kind", kind], {**env_for(app), **env}, stdout=log,
+                                      stderr=subprocess.STDOUT, start_new_session=True)
         started.append((process, log))
         return process
 

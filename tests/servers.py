@@ -2,14 +2,13 @@
 
 import contextlib
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 from console import create_app
 from console.extensions import db
 from console.processes.ready import wait_until_ready
 from console.services.system import bootstrap
+from tests import console_forks
 from tests.helpers import AUDIT_KEY, PASSWORD, free_port
 
 
@@ -25,8 +24,7 @@ def web_server(data_dir: Path, redis_url: str, migrated_template: str, databases
                "REBOUND_PORT": str(free_port()),
                "REBOUND_LOG_LEVEL": "WARNING", **settings}
         log = (data_dir / "web.log").open("w")
-        process = subprocess.Popen([sys.executable, "-m", "console.cli", "web", "--threads", "4"], env=env,
-                                   stdout=log, stderr=log)
+        process = console_forks.start(["web", "--threads", "4"], env, stdout=log, stderr=log)
 
         url = f"http://127.0.0.1:{env['REBOUND_PORT']}"
         try:

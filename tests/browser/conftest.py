@@ -1,7 +1,6 @@
 """Browser fixtures."""
 
 import subprocess
-import sys
 
 import pytest
 from sqlalchemy import select
@@ -10,6 +9,7 @@ from console.domain.clock import utcnow
 from console.extensions import db
 from console.models import Run
 from console.services.engine import transitions
+from tests import console_forks
 
 
 @pytest.fixture
@@ -30,8 +30,8 @@ def two_workers(live_server, live_app):
     20-second holder made the stop most of the test's time.
     """
     log = (live_server.data_dir / "workers.log").open("w")
-    process = subprocess.Popen([sys.executable, "-m", "console.cli", "worker", "--processes", "2"],
-                               env=live_server.env, stdout=log, stderr=subprocess.STDOUT)
+    process = console_forks.start(["worker", "--processes", "2"], live_server.env, stdout=log,
+                                  stderr=subprocess.STDOUT)
     yield process
     db.session.rollback()
     for run in db.session.execute(select(Run).where(Run.status == "running")).scalars():

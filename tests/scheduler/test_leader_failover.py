@@ -6,7 +6,6 @@ leader waking up) are tests/scheduler/test_leadership.py, on the injected clock.
 
 import signal
 import subprocess
-import sys
 from datetime import timedelta
 
 import pytest
@@ -17,6 +16,7 @@ from console.domain.clock import utcnow
 from console.extensions import db
 from console.models import Run, Task
 from console.services.system.leader import KEY
+from tests import console_forks
 from tests.helpers import env_for, wait_for
 
 # A leader's lock lapses this long after it dies; the default (10 s) would only make the test wait longer, and a
@@ -30,9 +30,8 @@ def schedulers(app, tmp_path):
 
     def start():
         log = (tmp_path / f"scheduler-{len(started)}.log").open("w")
-        process = subprocess.Popen([sys.executable, "-m", "console.cli", "scheduler"],
-                                   env={**env_for(app), "REBOUND_LEADER_TTL_S": LEADER_TTL_S},
-                                   stdout=log, stderr=subprocess.STDOUT)
+        process = console_forks.start(["scheduler"], {**env_for(app), "REBOUND_LEADER_TTL_S": LEADER_TTL_S},
+                                      stdout=log, stderr=subprocess.STDOUT)
         started.append((process, log))
         return process
 
