@@ -29,7 +29,6 @@ from console.services.actor import Actor
 from console.services.engine.execute import execute
 from console.services.people import users
 from console.services.recovery import runbook_registry
-from console.services.system import bootstrap
 from tests import console_forks
 from tests.databases import BACKEND, open_databases
 from tests.factories import BOOKKEEPING, BROKEN, LENIENT, RUNBOOK_SAMPLES, Runs, Saga
@@ -191,16 +190,7 @@ def blank_database(tmp_path, databases) -> str:
 @pytest.fixture(scope="session")
 def database_template(tmp_path_factory, redis_server, databases) -> str:
     """Create the tables and the bootstrap rows once per test process; each test starts from a copy of them."""
-    directory = tmp_path_factory.mktemp("template")
-    url = databases.blank(directory)
-    app = create_app(make_config(directory, redis_server, SQLALCHEMY_DATABASE_URI=url))
-    with app.app_context():
-        db.create_all()  # tables created directly; migrations have their own test
-        bootstrap.ensure_ready()
-        db.session.remove()
-        db.engine.dispose()
-    databases.seal(url)
-    return url
+    return databases.template(tmp_path_factory.mktemp("template"), redis_server)
 
 
 @pytest.fixture

@@ -12,14 +12,35 @@ from pathlib import Path
 import psycopg
 from sqlalchemy.engine import make_url
 
+from console import create_app
+from console.extensions import db
+from console.services.system import bootstrap
 from tests import pg_recycle
-from tests.helpers import DATABASE_FILE
+from tests.helpers import DATABASE_FILE, make_config
 from tests.pg_cluster import Cluster
 
 BACKEND = "postgresql" if os.environ.get("REBOUND_TEST_DATABASE") == "postgresql" else "sqlite"
 
 
-class SqliteDatabases:
+class Databases:
+    """What both backends do alike."""
+
+    def template(self, directory: Path, redis_url: str, fill=None) -> str:
+        """Return a sealed template: the tables and bootstrap rows, and whatever `fill()` adds inside its app."""
+        url = self.blank(directory)
+        app = create_app(make_config(directory, redis_url, SQLALCHEMY_DATABASE_URI=url))
+        with app.app_context():
+            db.create_all()  # tables created directly; migrations have their own test
+            bootstrap.ensure_ready()
+            if fill:
+                fill()
+            db.session.remove()
+            db.engine.dispose()
+        self.seal(url)
+        return url
+
+
+class SqliteDatabases(Databases):
     """A database is a file; a copy is a file copy."""
 
     def blank(self, directory: Path) -> str:
@@ -39,7 +60,7 @@ class SqliteDatabases:
         """Nothing to stop: the files go with the temp dirs."""
 
 
-class PostgresDatabases:
+class PostgresDatabases(Databases):
     """A database is one of the private cluster's; a copy is CREATE DATABASE ... TEMPLATE, then reused.
 
     A copy a test has finished with is renamed (whatever the test left running loses it) and goes back to its

@@ -16,6 +16,7 @@ from console.services.system import delivery_round
 
 SCHEDULER, OPS = Actor("scheduler"), Actor("olga", 1)
 START = datetime(2026, 3, 2, 8, 55, tzinfo=UTC)  # a Monday
+END = START.replace(hour=10, minute=0, second=10)  # the clock when the history is built
 ONE_ATTEMPT = {"max_attempts": 1, "base_delay_s": 1, "jitter": 0}
 TWO_ATTEMPTS = {"max_attempts": 2, "base_delay_s": 1, "jitter": 0}
 
@@ -123,7 +124,7 @@ def build(clock, monkeypatch) -> dict:
     control.cancel(db.session.get(Run, _adhoc(clock, {}, handler="demo.noop")), OPS, clock=clock)
 
     # 10:00:10 the office run starts, 10 s after its window opened: on time.
-    clock.set(START.replace(hour=10, minute=0, second=10))
+    clock.set(END)
     assert execute(office_run, 0, clock=clock) == "succeeded"
     sla.check(clock)
     delivery_round.tick(clock)  # closes the recovered run's work order
