@@ -1,5 +1,6 @@
 """Injected time: services ask a clock instead of the system, so tests move time."""
 
+import time
 from datetime import UTC, datetime, timedelta
 
 
@@ -13,6 +14,10 @@ class Clock:
 
     def __call__(self) -> datetime:
         return utcnow()
+
+    def sleep(self, seconds: float) -> None:
+        """Wait while time passes (a pause between tries)."""
+        time.sleep(seconds)
 
 
 SystemClock = Clock
@@ -31,6 +36,10 @@ class FrozenClock(Clock):
         """Move time forward by some seconds."""
         self._now += timedelta(seconds=seconds)
         return self._now
+
+    def sleep(self, seconds: float) -> None:
+        """Let the time pass at once: a pause between tries costs a test nothing, and its tries are still apart."""
+        self.advance(seconds)
 
     def set(self, moment: datetime) -> None:
         """Jump to a given moment."""

@@ -7,6 +7,7 @@ from datetime import timedelta
 from sqlalchemy import func, select
 
 from console import metrics
+from console.domain.clock import Clock
 from console.domain.errors import NOT_COMPENSABLE, Failure, NonRetryableError
 from console.domain.policy import RetryPolicy, retry_delay
 from console.domain.secrets import redact
@@ -99,7 +100,7 @@ def begin_compensation(run: Run, failure: Failure, now, *, duration_ms: int | No
 
 
 def compensate_run(run: Run, compensate, ctx, now, cause: str, *, missing: Failure | None = None, clock=None,
-                   sleep=time.sleep) -> str:
+                   sleep=None) -> str:
     """Run the undo step of a compensating run (idempotent; retried with backoff); return its new status.
 
     A retryable error (a 5xx, a timeout, any unexpected exception) is tried again, after the backoff or the
@@ -107,9 +108,10 @@ def compensate_run(run: Run, compensate, ctx, now, cause: str, *, missing: Failu
     the code `not_compensable` (a plugin answered 404) says there is no undo to try. With no step to run
     (compensate None), the compensation fails at once with `missing` (default: its handler is gone). With a
     `clock`, each try is stamped when it ends (the tries are seconds apart); else all at `now`. `sleep` waits
-    between tries (tests pass one that does not wait).
+    between tries: by default the clock's (a test's frozen clock lets the time pass without waiting).
     """
     stamp = clock or (lambda: now)
+    sleep = sleep or (clock.sleep if isinstance(clock, Clock) else time.sleep)
     if compensate is None:
         missing = missing or Failure("compensation_failed",
                                      f"no compensation step to run: handler {run.handler} is gone", retryable=False)
