@@ -89,7 +89,7 @@ class Launcher:
         with open(log_path, "ab") as log:
             self.process = subprocess.Popen([sys.executable, "-m", "tests.console_forks", str(theirs.fileno())],
                                             pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=log,
-                                            stderr=log, start_new_session=True)
+                                            stderr=log)
         theirs.close()
         self.channel, self.lock, self.log_path = ours, threading.Lock(), log_path
         self.settings = _interpreter_settings(os.environ)  # the launcher's, which every fork of it keeps
@@ -212,6 +212,7 @@ def _serve(channel: socket.socket) -> tuple[dict, list[int]] | None:
 
 def _become(message: dict, fds: list[int]) -> None:
     """In the forked child: take the start's stdio, session, environment, directory and argv."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if message["new_session"]:
         os.setsid()
     for target, fd in enumerate(fds):
@@ -233,6 +234,9 @@ def _become(message: dict, fds: list[int]) -> None:
 
 def main() -> None:
     channel = socket.socket(fileno=int(sys.argv[1]))
+    # In the tests' process group, as Popen's children were, so a Ctrl-C on `make test` stops every start; the
+    # launcher itself lives on to answer the fixtures' teardowns (each start gets Python's handler back).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _preload()
     start_request = _serve(channel)
     if start_request is None:

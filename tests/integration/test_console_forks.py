@@ -17,7 +17,8 @@ import json, os, signal, sys, threading
 import console.cli
 print(json.dumps({"argv": sys.argv, "cwd": os.getcwd(), "path": sys.path[:2], "setting": os.environ.get("PROBE"),
                   "sid": os.getsid(0) == os.getpid(), "name": __name__, "threads": threading.active_count(),
-                  "stdin": sys.stdin.read(), "cli_imported": "console.cli" in sys.modules}), flush=True)
+                  "stdin": sys.stdin.read(), "cli_imported": "console.cli" in sys.modules,
+                  "ctrl_c": signal.getsignal(signal.SIGINT) is signal.default_int_handler}), flush=True)
 print("to stderr", file=sys.stderr, flush=True)
 if "--wait" in sys.argv:
     signal.pause()
@@ -47,7 +48,7 @@ def test_a_forked_start_takes_the_argv_environment_directory_path_stdio_and_sess
                                 "cwd": str(tmp_path / "elsewhere"),
                                 "path": [str(tmp_path / "elsewhere"), str(tmp_path / "modules")],
                                 "setting": "given", "sid": True, "name": "__main__", "threads": 1, "stdin": "",
-                                "cli_imported": True}
+                                "cli_imported": True, "ctrl_c": True}
 
 
 def test_a_forked_start_is_waited_for_and_signalled_as_popen_is(probe):
@@ -56,6 +57,7 @@ def test_a_forked_start_is_waited_for_and_signalled_as_popen_is(probe):
     started = console_forks.start(["0", "--wait"], env, stdout=log, stderr=log, module="fork_probe")
     wait_for(lambda: "to stderr" in (tmp_path / "out.log").read_text(), 30, 0.05, "the probe to start")
     assert started.poll() is None
+    assert os.getpgid(started.pid) == os.getpgid(0)  # a Ctrl-C on the tests reaches it, as it reached Popen's
     with pytest.raises(subprocess.TimeoutExpired):
         started.wait(0.2)
     started.terminate()
