@@ -30,25 +30,20 @@ _MAX_FDS = 3
 def _send(channel: socket.socket, message: dict, fds: list[int] = ()) -> None:
     data = json.dumps(message).encode()
     payload = len(data).to_bytes(_HEADER, "big") + data
-    if fds:
-        socket.send_fds(channel, [payload], list(fds))
-    else:
-        channel.sendall(payload)
+    sent = socket.send_fds(channel, [payload], list(fds)) if fds else 0
+    channel.sendall(payload[sent:])  # sendmsg may take only part of a stream's bytes
 
 
 def _receive(channel: socket.socket) -> tuple[dict, list[int]] | None:
-    """Read one message and the descriptors sent with it; None at end of file."""
+    """Read one message and the descriptors sent with it; None at end of file. Only one message is ever in flight
+    (each request waits for its answer), so a read never takes the start of the next."""
     data, fds, _flags, _address = socket.recv_fds(channel, 1 << 20, _MAX_FDS)
-    if not data:
-        return None
-    size = int.from_bytes(data[:_HEADER], "big")
-    data = data[_HEADER:]
-    while len(data) < size:
-        more = channel.recv(size - len(data))
+    while data and (len(data) < _HEADER or len(data) < _HEADER + int.from_bytes(data[:_HEADER], "big")):
+        more = channel.recv(1 << 20)
         if not more:
             return None
         data += more
-    return json.loads(data), fds
+    return (json.loads(data[_HEADER:]), fds) if data else None
 
 
 class ForkedProcess:

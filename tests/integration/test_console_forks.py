@@ -18,7 +18,8 @@ import console.cli
 print(json.dumps({"argv": sys.argv, "cwd": os.getcwd(), "path": sys.path[:2], "setting": os.environ.get("PROBE"),
                   "sid": os.getsid(0) == os.getpid(), "name": __name__, "threads": threading.active_count(),
                   "stdin": sys.stdin.read(), "cli_imported": "console.cli" in sys.modules,
-                  "ctrl_c": signal.getsignal(signal.SIGINT) is signal.default_int_handler}), flush=True)
+                  "ctrl_c": signal.getsignal(signal.SIGINT) is signal.default_int_handler,
+                  "big": len(os.environ.get("BIG", ""))}), flush=True)
 print("to stderr", file=sys.stderr, flush=True)
 if "--wait" in sys.argv:
     signal.pause()
@@ -38,8 +39,9 @@ def probe(tmp_path):
 def test_a_forked_start_takes_the_argv_environment_directory_path_stdio_and_session_it_was_given(probe):
     tmp_path, env = probe
     log = (tmp_path / "out.log").open("w")
-    started = console_forks.start(["3"], env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                  cwd=tmp_path / "elsewhere", module="fork_probe")
+    big = "x" * 600_000  # past a socket's buffer: the request arrives in several reads
+    started = console_forks.start(["3"], {**env, "BIG": big}, stdout=log, stderr=subprocess.STDOUT,
+                                  start_new_session=True, cwd=tmp_path / "elsewhere", module="fork_probe")
     assert isinstance(started, console_forks.ForkedProcess)
     assert started.wait(30) == 3 and started.poll() == 3
     said, err = (tmp_path / "out.log").read_text().splitlines()
@@ -48,7 +50,7 @@ def test_a_forked_start_takes_the_argv_environment_directory_path_stdio_and_sess
                                 "cwd": str(tmp_path / "elsewhere"),
                                 "path": [str(tmp_path / "elsewhere"), str(tmp_path / "modules")],
                                 "setting": "given", "sid": True, "name": "__main__", "threads": 1, "stdin": "",
-                                "cli_imported": True, "ctrl_c": True}
+                                "cli_imported": True, "ctrl_c": True, "big": len(big)}
 
 
 def test_a_forked_start_is_waited_for_and_signalled_as_popen_is(probe):
