@@ -57,14 +57,19 @@ def test_a_forked_start_is_waited_for_and_signalled_as_popen_is(probe):
     tmp_path, env = probe
     log = (tmp_path / "out.log").open("w")
     started = console_forks.start(["0", "--wait"], env, stdout=log, stderr=log, module="fork_probe")
-    wait_for(lambda: "to stderr" in (tmp_path / "out.log").read_text(), 30, 0.05, "the probe to start")
-    assert started.poll() is None
-    assert os.getpgid(started.pid) == os.getpgid(0)  # a Ctrl-C on the tests reaches it, as it reached Popen's
-    with pytest.raises(subprocess.TimeoutExpired):
-        started.wait(0.2)
-    started.terminate()
-    assert started.wait(10) == -signal.SIGTERM
-    started.kill()  # as Popen: a signal to a process already reaped is not sent
+    try:
+        wait_for(lambda: "to stderr" in (tmp_path / "out.log").read_text(), 30, 0.05, "the probe to start")
+        assert started.poll() is None
+        assert os.getpgid(started.pid) == os.getpgid(0)  # a Ctrl-C on the tests reaches it, as it reached Popen's
+        with pytest.raises(subprocess.TimeoutExpired):
+            started.wait(0.2)
+        started.terminate()
+        assert started.wait(10) == -signal.SIGTERM
+        started.kill()  # as Popen: a signal to a process already reaped is not sent
+    finally:  # a failed check above must not leave the probe waiting for ever
+        if started.returncode is None:
+            started.kill()
+            started.wait(10)
 
 
 def test_a_start_that_changes_how_python_starts_is_a_real_one(probe):
