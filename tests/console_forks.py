@@ -55,7 +55,8 @@ class ForkedProcess:
     def poll(self) -> int | None:
         return self.wait(0) if self.returncode is None else self.returncode
 
-    def wait(self, timeout: float | None = None) -> int:
+    def wait(self, timeout: float | None = None) -> int | None:
+        """Wait for the exit status as Popen does; a timeout of 0 answers None while it runs (poll)."""
         if self.returncode is None:
             answer = self._launcher.ask({"wait": self.pid, "timeout": timeout})
             if answer["returncode"] is None:
@@ -165,7 +166,6 @@ def _preload() -> None:
         for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
             if not module.name.endswith("__main__"):
                 importlib.import_module(module.name)
-    import flask_migrate  # noqa: F401  (the CLI's db commands)
 
 
 def _exit_status(status: int) -> int:

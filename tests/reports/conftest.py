@@ -23,10 +23,10 @@ def history_template(tmp_path_factory, redis_server, databases) -> dict:
 
     # Redis as a test gets it, empty (the process's earlier tests wrote to this database: a breaker one of them
     # opened deferred a retry here); the jobs the runs were enqueued as are not kept, as no test runs them.
-    scratch = redis.Redis.from_url(f"{redis_server}?db=0")
-    scratch.flushdb()
-    url = databases.template(tmp_path_factory.mktemp("history"), f"{redis_server}?db=0", fill)
-    scratch.flushdb()
+    redis_url = f"{redis_server}?db=0"
+    redis.Redis.from_url(redis_url).flushdb()
+    url = databases.template(tmp_path_factory.mktemp("history"), redis_url, fill)
+    redis.Redis.from_url(redis_url).flushdb()
     return {"url": url, "ids": built}
 
 
