@@ -87,7 +87,8 @@ def _workflow_step(run) -> dict | None:
     if workflow is None:
         return None
     return {"id": workflow.id, "step": run.workflow_step, "status": workflow.status,
-            "note": saga.replay_consequence(run.workflow_step, workflow.status, workflow.failed_step)}
+            "note": saga.replay_consequence(run.workflow_step, workflow.status, workflow.failed_step,
+                                            workflow.current_step)}
 
 
 @bp.post("/api/dead-letters/<int:letter_id>/discard")

@@ -37,6 +37,9 @@ class Undo(str, Enum):  # noqa: UP042 - as above
     NOT_COMPENSABLE = "not_compensable"  # its handler has no undo step: a person takes over
     NOT_ATTEMPTED = "not_attempted"  # left alone: a later step's undo failed, so undoing this one could do harm
     RESOLVED = "resolved"  # its undo failed or could not be, and a person undid it by hand and marked its run resolved
+    # The step that failed, its undo not run: its error's severity 3 left it for a person (a person runs it, or
+    # undoes the step by hand and resolves its run).
+    MANUAL_INTERVENTION = "manual_intervention"
 
     def __str__(self) -> str:
         return self.value
@@ -52,6 +55,12 @@ STEP_DONE = STEP_FAILED | {"succeeded"}
 # (compensation_failed turns dead in the same transaction).
 UNDO_FAILED = frozenset({"dead", "compensation_failed", "resolved"})
 UNDO_DONE = UNDO_FAILED | {"compensated"}
+# A failed step's run dead for one of these reasons may still be in place: its error's severity 3 left it for a
+# person with its undo not run, or its own undo failed. Undoing the steps before it could do harm (as under a step
+# whose undo failed), so the workflow stops at it for a person; the value is the step's undo status meanwhile.
+LEFT_IN_PLACE = {"manual_intervention": Undo.MANUAL_INTERVENTION.value, "compensation_failed": Undo.FAILED.value}
+# Undo statuses of the step a stopped workflow waits at (a person runs or retries its undo, or resolves its run).
+STOPPED_AT = (Undo.FAILED.value, Undo.NOT_COMPENSABLE.value, Undo.MANUAL_INTERVENTION.value)
 # A run in one of these is still at work (or about to be); nothing for its workflow to do yet.
 STILL_WORKING = frozenset({"pending", "running", "retry_wait", "failed", "compensating"})
 
@@ -74,11 +83,17 @@ def undo_failed(position: int, failed_step: int | None) -> bool:
     return failed_step is not None and position != failed_step
 
 
-def replay_consequence(position: int, workflow_status: str, failed_step: int | None) -> str:
+def replay_consequence(position: int, workflow_status: str, failed_step: int | None, current_step: int) -> str:
     """Say what replaying a dead step's run does to its workflow, for the person about to replay it."""
     if undo_failed(position, failed_step):
         return ("It had succeeded, and its undo failed: a replay runs the step again, not its undo "
                 "(Retry the undo, on its run page, does that).")
+    if workflow_status == WorkflowStatus.COMPENSATION_FAILED.value and position == current_step:
+        # It failed and stopped its workflow at once, for a person: nothing was undone.
+        return ("A replay runs this step alone: the workflow stays stopped at it"
+                + (", the steps before it as they are" if position > 1 else "")
+                + ". If the replay succeeds, Compensate… on its run page undoes it"
+                + (", and then the steps before it." if position > 1 else ", and the workflow ends compensated."))
     undone = workflow_status in UNDOING_OR_UNDONE
     return ("A replay runs this step alone: the workflow does not go on from it"
             + (", and the steps its compensation undid stay undone." if undone else "."))

@@ -46,7 +46,8 @@ class WorkflowStep(db.Model):
     params = mapped_column(JSON, default=dict, nullable=False)
     policy = mapped_column(JSON)  # a policy name or an object of overrides, as POST /worker/tasks takes
     # None until the step is to be undone; then pending → compensating → compensated | failed | not_compensable,
-    # or not_attempted (console/domain/saga.py Undo).
+    # or not_attempted; the step that failed, left in place for a person: manual_intervention or failed
+    # (console/domain/saga.py Undo).
     compensation_status: Mapped[str | None] = mapped_column(String(24))
     compensation_started_at = mapped_column(UTCDateTime)
     compensation_finished_at = mapped_column(UTCDateTime)

@@ -49,16 +49,21 @@ def test_a_workflow_submitted_from_the_form_is_undone_backward_on_its_live_page(
     screenshot("workflow-list")
 
 
-def test_a_step_with_no_undo_stops_the_workflow_for_a_person(page, live_server, live_worker, screenshot):
-    browser_login(page, live_server.url)
+def submit_from_the_form(page, base: str, name: str, steps: list[dict]) -> None:
+    """Log in, submit a workflow from its form, and wait for it to stop for a person."""
+    browser_login(page, base)
     page.wait_for_url("**/overview")
-    page.goto(f"{live_server.url}/runs/workflows/new")
-    page.get_by_label("Name").fill("notify, then charge")
-    steps = [{"handler": "demo.flaky_compensated", "params": {"fail_times": 0}}, {"handler": "demo.noop"},
-             {"handler": "demo.flaky", "params": {"fail_times": 9, "error": "fatal", "code": "card_declined"}}]
+    page.goto(f"{base}/runs/workflows/new")
+    page.get_by_label("Name").fill(name)
     page.get_by_label("Steps (JSON list)").fill(json.dumps(steps))
     page.get_by_role("button", name="Submit workflow").click()
     expect(page.locator("#workflow-detail h1")).to_contain_text("compensation failed", timeout=60_000)
+
+
+def test_a_step_with_no_undo_stops_the_workflow_for_a_person(page, live_server, live_worker, screenshot):
+    submit_from_the_form(page, live_server.url, "notify, then charge", [
+        {"handler": "demo.flaky_compensated", "params": {"fail_times": 0}}, {"handler": "demo.noop"},
+        {"handler": "demo.flaky", "params": {"fail_times": 9, "error": "fatal", "code": "card_declined"}}])
     expect(page.get_by_role("alert")).to_contain_text("step 2 is not compensable")
     steps_table = page.locator("table.wf-steps tbody tr")
     expect(steps_table.nth(0)).to_contain_text("not attempted")
@@ -83,3 +88,27 @@ def test_a_search_half_typed_on_the_workflows_list_outlives_its_refresh(page, li
     expect(tenant).to_have_value("globex")
     search.press_sequentially("7")
     expect(search).to_have_value("order-7")
+
+
+def test_a_step_left_for_a_person_holds_the_undo_until_they_run_its_own(page, live_server, live_worker, screenshot):
+    """Its error's severity 3 left step 2 for a person: step 1 stays as it is until step 2's undo has run."""
+    submit_from_the_form(page, live_server.url, "reserve, then label", [
+        {"handler": "demo.flaky_compensated", "params": {"fail_times": 0}},
+        {"handler": "demo.flaky_compensated",
+         "params": {"fail_times": 9, "error": "compensable", "severity": 3, "code": "label_unclear"}}])
+    expect(page.get_by_role("alert")).to_contain_text("step 2 failed for good and waits for a person")
+    rows = page.locator("table.wf-steps tbody tr")
+    expect(rows.nth(0)).to_contain_text("not attempted")
+    expect(rows.nth(1)).to_contain_text("manual intervention")
+    screenshot("workflow-held-for-a-person")
+
+    page.get_by_role("link", name="run the undo of step 2").click()
+    asked = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
+    page.get_by_role("button", name="Run the undo").click()
+    expect(page.locator("#run-detail h1")).to_contain_text("compensat", timeout=30_000)
+    assert "goes back to undoing: step 2, then the steps before it." in asked[0]
+    page.get_by_role("link", name=re.compile(r"#\d+ reserve, then label")).click()
+    expect(page.locator("#workflow-detail h1")).to_contain_text("compensated", timeout=60_000)
+    expect(rows.nth(0)).to_contain_text("compensated")
+    expect(rows.nth(1)).to_contain_text("compensated")

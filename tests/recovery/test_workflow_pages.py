@@ -178,30 +178,61 @@ def test_a_workflow_that_needs_a_person_says_so(client, auth, saga):
     assert client.get("/runs/workflows?status=nonsense").status_code == 422
 
 
-def test_a_step_left_for_a_person_says_so_on_its_compensated_workflow(client, auth, saga):
-    """Its error's severity 3 left the failed step for a person, its undo not run, while the steps before it were
-    undone: the workflow read a green "compensated" and nothing said step 2 still waited (helper 148)."""
+def page_text(client, workflow_id: int) -> str:
+    return " ".join(re.sub(r"<[^>]+>", "", client.get(f"/runs/workflows/{workflow_id}").get_data(as_text=True))
+                    .split())
+
+
+def test_a_step_left_for_a_person_stops_its_workflow_and_the_page_says_what_a_person_can_do(client, auth, saga):
+    """Its error's severity 3 left the failed step for a person, its undo not run: the workflow stops there, the
+    step before it left as it is, and the page names the person's three ways on."""
     workflow_id = saga.submit([{"handler": "demo.flaky_compensated", "params": {"fail_times": 0}},
                                {"handler": "demo.flaky_compensated",
                                 "params": {"fail_times": 9, "error": "compensable", "severity": 3}}])
     assert saga.execute(workflow_id, 1) == "succeeded"
     saga.advance(workflow_id)
     assert saga.execute(workflow_id, 2) == "dead"
+    assert saga.advance(workflow_id) == "compensation_failed"
+    held = saga.run(workflow_id, 2)
+    auth.as_role("operator")
+    text = page_text(client, workflow_id)
+    assert (f"A person takes over: step 2 failed for good and waits for a person: its error&#39;s severity 3 left it "
+            f"with its undo not run (run #{held.id}, a dead letter for a person); steps before it were left as they "
+            "are. compensable: flaky failure 1 of 9 Once a person has looked at it, run the undo of step 2 on its run "
+            "page: the steps before it are then undone too. Or undo step 2 by hand, then mark its run resolved: the "
+            "workflow then goes on undoing the steps before it.") in text
+    assert "manual intervention" in text  # step 2's undo, as its run's reason reads
+    assert ("The step that failed waits for a person first: once its undo has run, or its run is resolved, the steps "
+            "before it are undone, last first.") in text
+    assert "data-step-waits" not in client.get(f"/runs/workflows/{workflow_id}").get_data(as_text=True)
+    # Its Replay says what a replay does here: nothing was undone, so none of "the steps its compensation undid".
+    run_page = " ".join(client.get(f"/runs/{held.id}").get_data(as_text=True).split())
+    assert (f"Run #{held.id} is step 2 of workflow #{workflow_id} (compensation failed). A replay runs this step "
+            "alone: the workflow stays stopped at it, the steps before it as they are. If the replay succeeds, "
+            "Compensate… on its run page undoes it, and then the steps before it.") in run_page
+
+
+def test_a_workflow_undone_under_a_step_left_for_a_person_before_the_stop_says_so(client, auth, saga):
+    """A workflow undone by an earlier Rebound, which went on undoing the steps before a step its error's severity 3
+    left for a person: the workflow read a green "compensated" and nothing said step 2 still waited (helper 148)."""
+    workflow_id = saga.submit([{"handler": "demo.flaky_compensated", "params": {"fail_times": 0}},
+                               {"handler": "demo.flaky_compensated",
+                                "params": {"fail_times": 9, "error": "compensable", "severity": 3}}])
+    assert saga.execute(workflow_id, 1) == "succeeded"
     saga.advance(workflow_id)
-    assert saga.undo(workflow_id, 1) == "compensated"
-    saga.advance(workflow_id)
-    assert saga.status(workflow_id) == "compensated"
+    assert saga.execute(workflow_id, 2) == "dead"
+    # As that version left it: steps before undone, the failed step's run dead for a person, the workflow compensated.
+    db.session.execute(Workflow.__table__.update().where(Workflow.id == workflow_id).values(
+        status="compensated", current_step=0, failed_step=2, finished_at=saga.clock()))
+    db.session.commit()
     auth.as_role("viewer")
-    text = " ".join(re.sub(r"<[^>]+>", "", client.get(f"/runs/workflows/{workflow_id}").get_data(as_text=True))
-                    .split())
     assert ("Step 2 waits for a person: its error&#39;s severity 3 left it for a person, its undo not run; the steps "
-            "before it were undone. Its run page offers Run the undo, Replay or Resolve….") in text
+            "before it were undone. Its run page offers Run the undo, Replay or Resolve….") in page_text(client,
+                                                                                                         workflow_id)
     # Its letter discarded, the run page offers no undo: neither does this line (it named one from the handler).
     (letter,) = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == saga.run(workflow_id, 2).id)).scalars()
     discards.discard(letter, "the label was voided by hand at the carrier", Actor("olga"))
-    text = " ".join(re.sub(r"<[^>]+>", "", client.get(f"/runs/workflows/{workflow_id}").get_data(as_text=True))
-                    .split())
-    assert "Its run page offers Replay or Resolve…." in text
+    assert "Its run page offers Replay or Resolve…." in page_text(client, workflow_id)
 
 
 def test_cancelling_a_step_says_what_it_does_to_its_workflow(client, auth, saga):

@@ -15,6 +15,7 @@ from console.services.engine.control import replay
 from console.services.engine.submit import submit as submit_run
 from console.services.errors import Conflict, InvalidInput
 from console.services.people import tenants
+from console.services.recovery import undo_retry
 from console.services.recovery.workflows import advance, query
 from console.services.recovery.workflows.submit import submit
 from tests.factories import FATAL, OK, Runs, run_now, three_steps
@@ -206,6 +207,106 @@ def test_an_undo_that_keeps_failing_ends_compensation_failed_after_the_engines_r
     assert letter.error_code == "compensation_failed" and "undo failure 3 of 9" in letter.error_message
 
 
+# Its error's severity 3 leaves the step for a person, its undo not run (seed 004: a person looks first).
+HELD = {"fail_times": 9, "error": "compensable", "severity": 3, "code": "label_unclear",
+        "message": "the carrier's answer does not say whether parcel 7 was labelled"}
+
+
+def held_at_step_2(saga, second=HELD) -> int:
+    """A workflow whose step 1 succeeded and whose step 2 failed, left in place for a person."""
+    workflow_id = saga.submit([{"handler": "demo.flaky_compensated", "params": OK},
+                               {"handler": "demo.flaky_compensated", "params": second}, {"handler": "demo.noop"}])
+    assert saga.execute(workflow_id, 1) == "succeeded"
+    saga.advance(workflow_id)
+    assert saga.execute(workflow_id, 2) == "dead"
+    assert saga.advance(workflow_id) == "compensation_failed"
+    return workflow_id
+
+
+def test_a_step_its_severity_3_error_left_for_a_person_stops_the_workflow_before_anything_is_undone(saga):
+    # Step 1 was undone while step 2, which may have labelled the parcel, was still in place: by the rule for an
+    # undo that fails, undoing an earlier step under one still in place could do harm (helper 148, note 49).
+    workflow_id = held_at_step_2(saga)
+    held = saga.run(workflow_id, 2)
+    workflow = saga.get(workflow_id)
+    assert (workflow.status, workflow.current_step, workflow.failed_step) == ("compensation_failed", 2, 2)
+    assert workflow.finished_at == saga.clock()
+    assert workflow.note == (
+        f"step 2 failed for good and waits for a person: its error's severity 3 left it with its undo not run "
+        f"(run #{held.id}, a dead letter for a person); steps before it were left as they are. label_unclear: the "
+        "carrier's answer does not say whether parcel 7 was labelled")
+    assert [step.compensation_status for step in saga.steps(workflow_id)] == [
+        "not_attempted", "manual_intervention", None]
+    assert saga.run(workflow_id, 1).status == "succeeded"
+    assert saga.events(*UNDO_KINDS, workflow_id=workflow_id) == []
+    assert saga.advance(workflow_id) == "compensation_failed"  # it waits for a person, however often advanced
+
+
+def test_running_the_held_steps_undo_then_undoes_the_steps_before_it(saga):
+    workflow_id = held_at_step_2(saga)
+    held = saga.run(workflow_id, 2)
+    retried = undo_retry.retry(held.id, Actor("olga"), clock=saga.clock)  # Run the undo, on its run page
+    assert retried.workflow_id == workflow_id
+    workflow = saga.get(workflow_id)
+    assert (workflow.status, workflow.current_step, workflow.finished_at) == ("compensating", 2, None)
+    assert workflow.note == (f"step 2 failed for good (label_unclear: the carrier's answer does not say whether "
+                             f"parcel 7 was labelled): a person had its undo run (run #{held.id})")
+    assert query.detail(workflow).note == workflow.note  # not read as a replay of the failed step
+    assert [step.compensation_status for step in saga.steps(workflow_id)] == ["pending", "compensating", None]
+    assert saga.advance(workflow_id) == "waiting"  # step 1 waits for step 2's undo
+    assert saga.undo(workflow_id, 2) == "compensated"
+    assert saga.advance(workflow_id) == "undoing"
+    assert saga.undo(workflow_id, 1) == "compensated"
+    assert saga.advance(workflow_id) == "compensated"
+    assert [step.compensation_status for step in saga.steps(workflow_id)] == ["compensated", "compensated", None]
+    assert saga.events("compensating", workflow_id=workflow_id) == [(2, "compensating"), (1, "compensating")]
+
+
+def test_resolving_the_held_step_by_hand_goes_on_undoing_the_steps_before_it(saga):
+    workflow_id = held_at_step_2(saga)
+    resolve_by_hand(saga.run(workflow_id, 2).id, saga.clock)
+    assert saga.advance(workflow_id) == "undoing"
+    assert saga.undo(workflow_id, 1) == "compensated"
+    assert saga.advance(workflow_id) == "compensated"
+    assert [step.compensation_status for step in saga.steps(workflow_id)] == ["compensated", "resolved", None]
+
+
+def test_a_step_whose_own_undo_failed_stops_the_workflow_until_its_undo_is_retried(saga):
+    # It failed, its own undo kept failing: it may be half in place, so step 1 waits for it, as under a step 2 that
+    # had succeeded and whose undo failed.
+    workflow_id = held_at_step_2(saga, {"fail_times": 9, "error": "compensable", "code": "card_declined",
+                                        "undo_fail_times": 3})
+    stuck = saga.run(workflow_id, 2)
+    workflow = saga.get(workflow_id)
+    assert (workflow.status, workflow.current_step, workflow.failed_step) == ("compensation_failed", 2, 2)
+    assert workflow.note == (
+        f"step 2 failed for good and could not be undone by its own undo step (run #{stuck.id}, a dead letter for a "
+        "person); steps before it were left as they are. card_declined: RetryableError: undo_flaky: undo failure 3 "
+        "of 3")
+    assert [step.compensation_status for step in saga.steps(workflow_id)] == ["not_attempted", "failed", None]
+    undo_retry.retry(stuck.id, Actor("olga"), clock=saga.clock)  # Retry the undo: its 4th try works
+    assert saga.get(workflow_id).note == f"step 2 failed for good: a person had its undo run (run #{stuck.id})"
+    assert saga.undo(workflow_id, 2) == "compensated"
+    assert saga.advance(workflow_id) == "undoing"
+    assert saga.undo(workflow_id, 1) == "compensated"
+    assert saga.advance(workflow_id) == "compensated"
+
+
+def test_a_first_step_left_for_a_person_ends_the_workflow_stopped_not_compensated(saga):
+    # "compensated" with nothing undone and step 1 still in place read as all rolled back.
+    workflow_id = saga.submit([{"handler": "demo.flaky_compensated", "params": HELD}, {"handler": "demo.noop"}])
+    assert saga.execute(workflow_id, 1) == "dead"
+    assert saga.advance(workflow_id) == "compensation_failed"
+    held = saga.run(workflow_id, 1)
+    assert saga.get(workflow_id).note.startswith(
+        f"step 1 failed for good and waits for a person: its error's severity 3 left it with its undo not run (run "
+        f"#{held.id}, a dead letter for a person). label_unclear: ")
+    undo_retry.retry(held.id, Actor("olga"), clock=saga.clock)
+    assert saga.undo(workflow_id, 1) == "compensated"
+    assert saga.advance(workflow_id) == "compensated"
+    assert [step.compensation_status for step in saga.steps(workflow_id)] == ["compensated", None]
+
+
 def test_a_step_a_person_cancelled_says_so_not_that_it_failed(saga):
     # Its note read "step 1 failed for good: … ended cancelled (flaky: flaky failure 1 of 5)": a person's cancel
     # called a failure, an earlier attempt's error given as its cause, and "compensated" with nothing undone.
@@ -341,8 +442,9 @@ def test_a_lost_advance_job_is_recovered_by_the_reconcile_pass(saga):
     assert advance.reconcile(saga.clock) == []  # step 2 is at work: the engine's reconciler tends it
 
 
-def test_a_stop_resolved_by_a_person_whose_advance_job_was_lost_is_resumed_by_the_reconcile_pass(saga):
-    workflow_id = stopped_at_a_step_with_no_undo(saga)
+@pytest.mark.parametrize("stop", ["an earlier step with no undo", "the failed step, left for a person"])
+def test_a_stop_resolved_by_a_person_whose_advance_job_was_lost_is_resumed_by_the_reconcile_pass(saga, stop):
+    workflow_id = stopped_at_a_step_with_no_undo(saga) if stop.startswith("an") else held_at_step_2(saga)
     saga.clock.advance(5)
     assert advance.reconcile(saga.clock) == []  # stopped for a person: left alone
     resolve_by_hand(saga.run(workflow_id, 2).id, saga.clock)

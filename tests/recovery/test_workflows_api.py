@@ -1,10 +1,13 @@
 """POST /api/workflows and GET /api/workflows/{id}: submitted as a unit, read back by step, behind the tenant wall."""
 
+import jsonschema
 import pytest
+import referencing
+import referencing.jsonschema
 
 from console.models import AuditEntry, Run, RunEvent, Workflow, WorkflowStep
 from tests import api_checks
-from tests.factories import bearer, make_tenant, three_steps
+from tests.factories import OK, bearer, make_tenant, three_steps
 
 COUNTED = {"workflows": Workflow, "steps": WorkflowStep, "runs": Run, "run_events": RunEvent, "audit": AuditEntry}
 
@@ -134,3 +137,24 @@ def test_workflows_are_listed_newest_first_filtered_and_paged_within_the_tenant_
     api_checks.refused(client.get("/api/workflows?status=lost", headers=viewer), 422, "invalid", "status")
     api_checks.refused(client.get("/api/workflows?colour=red", headers=viewer), 422, "invalid", "colour")
     api_checks.refused(client.get("/api/workflows?limit=0", headers=viewer), 422, "invalid", "limit")
+
+
+def test_a_workflow_stopped_at_a_step_left_for_a_person_reads_so_as_the_document_says(client, operator, saga):
+    """Its error's severity 3 left step 2 for a person: the workflow stops there, step 1 not undone, and the answer
+    is one the OpenAPI document's Workflow schema takes (its undo statuses are an enum a client may check)."""
+    held = {"fail_times": 9, "error": "compensable", "severity": 3}
+    steps = [{"handler": "demo.flaky_compensated", "params": OK}, {"handler": "demo.flaky_compensated", "params": held}]
+    workflow_id = client.post("/api/workflows", headers=operator, json=body(steps=steps)).get_json()["id"]
+    saga.execute(workflow_id, 1)
+    saga.advance(workflow_id)
+    saga.execute(workflow_id, 2)
+    saga.advance(workflow_id)
+    shown = client.get(f"/api/workflows/{workflow_id}", headers=operator).get_json()
+    assert (shown["status"], shown["current_step"], shown["failed_step"]) == ("compensation_failed", 2, 2)
+    assert [(s["status"], s["compensation_status"]) for s in shown["steps"]] == [
+        ("succeeded", "not_attempted"), ("dead", "manual_intervention")]
+    document = client.get("/openapi.json").get_json()
+    resource = referencing.Resource.from_contents(document, default_specification=referencing.jsonschema.DRAFT202012)
+    validator = jsonschema.Draft202012Validator({"$ref": "urn:rebound#/components/schemas/Workflow"},
+                                                registry=referencing.Registry().with_resource("urn:rebound", resource))
+    assert list(validator.iter_errors(shown)) == []

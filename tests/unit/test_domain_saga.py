@@ -7,6 +7,7 @@ from console.domain.saga import (
     STILL_WORKING,
     UNDO_DONE,
     cancel_consequence,
+    replay_consequence,
     resolve_consequence,
     step_key,
     step_outcome,
@@ -52,3 +53,22 @@ def test_cancelling_a_step_says_what_follows_for_its_workflow():
         "Once it ends cancelled the workflow stops and undoes steps 3 to 1, last first.")
     # An undo already under way, or a workflow that ended: a step's cancel no longer moves it.
     assert cancel_consequence(2, "compensating") == "Cancelling it changes this run only: the workflow stays as it is."
+
+
+@pytest.mark.parametrize(("position", "status", "failed_step", "current_step", "said"), [
+    # The step that failed stopped its workflow at once (severity 3, or its own undo failed): nothing was undone.
+    (2, "compensation_failed", 2, 2, "A replay runs this step alone: the workflow stays stopped at it, the steps "
+                                     "before it as they are. If the replay succeeds, Compensate… on its run page "
+                                     "undoes it, and then the steps before it."),
+    (1, "compensation_failed", 1, 1, "A replay runs this step alone: the workflow stays stopped at it. If the replay "
+                                     "succeeds, Compensate… on its run page undoes it, and the workflow ends "
+                                     "compensated."),
+    # An earlier step's undo stopped it: the steps after it were undone.
+    (3, "compensation_failed", 3, 2, "A replay runs this step alone: the workflow does not go on from it, and the "
+                                     "steps its compensation undid stay undone."),
+    (2, "compensation_failed", 3, 2, "It had succeeded, and its undo failed: a replay runs the step again, not its "
+                                     "undo (Retry the undo, on its run page, does that)."),
+    (2, "running", None, 2, "A replay runs this step alone: the workflow does not go on from it."),
+])
+def test_replaying_a_step_says_what_follows_for_its_workflow(position, status, failed_step, current_step, said):
+    assert replay_consequence(position, status, failed_step, current_step) == said

@@ -132,10 +132,14 @@ def _undo_again(run: Run, now) -> int | None:
     workflow = stopped_at(run)
     if workflow is None:
         return None  # a workflow stopped elsewhere, or this step as the one that failed going forward: as it is
-    failed = db.session.execute(select(Run).where(Run.workflow_id == workflow.id,
-                                                  Run.workflow_step == workflow.failed_step)).scalar_one_or_none()
-    # Its note goes back to why it is being undone, as before the undo stopped (the trail shows the retry).
-    note = advance.failure_note(workflow.failed_step, failed) if failed is not None else None
+    if workflow.failed_step == run.workflow_step:  # the step that failed stopped it at once: its own undo runs now
+        error = f" ({run.error_code}: {(run.error_message or '')[:300]})" if run.error_code else ""
+        note = f"step {run.workflow_step} failed for good{error}: a person had its undo run (run #{run.id})"
+    else:
+        failed = db.session.execute(select(Run).where(Run.workflow_id == workflow.id,
+                                                      Run.workflow_step == workflow.failed_step)).scalar_one_or_none()
+        # Its note goes back to why it is being undone, as before the undo stopped (the trail shows the retry).
+        note = advance.failure_note(workflow.failed_step, failed) if failed is not None else None
     # Guarded by the state the stop left (its status, this step current), as read: a race loses here.
     moved = db.session.execute(update(WORKFLOWS).where(
         WORKFLOWS.c.id == workflow.id, WORKFLOWS.c.status == WorkflowStatus.COMPENSATION_FAILED.value,
@@ -146,7 +150,7 @@ def _undo_again(run: Run, now) -> int | None:
         raise _changed(workflow.id)
     step = db.session.execute(update(STEPS).where(
         STEPS.c.workflow_id == workflow.id, STEPS.c.position == run.workflow_step,
-        STEPS.c.compensation_status == Undo.FAILED.value).values(
+        STEPS.c.compensation_status.in_((Undo.FAILED.value, Undo.MANUAL_INTERVENTION.value))).values(
         compensation_status=Undo.COMPENSATING.value, compensation_started_at=now, compensation_finished_at=None,
         note=None)).rowcount
     if not step:

@@ -103,6 +103,6 @@ def workflow(workflow_id: int):
     step_runs = {s.step.position: s.run for s in detail.steps if s.run}
     stuck, failed = step_runs.get(workflow.current_step), step_runs.get(workflow.failed_step)
     # An undo is offered only while its letter waits: discarded or resolved, the run page has no such button.
-    undo_again = stuck is not None and undo_retry.offered(stuck) is not None
     return page("runs/workflow.html", "detail", d=detail, wf=workflow, live=workflow.status in ACTIVE,
-                undo_again=undo_again, failed_undo=undo_retry.offered(failed) if failed is not None else None)
+                stuck_undo=undo_retry.offered(stuck) if stuck is not None else None,
+                failed_undo=undo_retry.offered(failed) if failed is not None else None)

@@ -17,9 +17,11 @@ from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.errors import NOT_COMPENSABLE
 from console.domain.saga import (
     ACTIVE,
+    LEFT_IN_PLACE,
     MAX_STEPS,
     STEP_FAILED,
     STILL_WORKING,
+    STOPPED_AT,
     UNDO_DONE,
     Undo,
     WorkflowStatus,
@@ -114,14 +116,17 @@ def _step(workflow: Workflow, position: int) -> WorkflowStep:
     return _read(WorkflowStep, WorkflowStep.workflow_id == workflow.id, WorkflowStep.position == position)
 
 
-def _move(workflow: Workflow, expected_status: str, expected_step: int, run_statuses=None, **values) -> bool:
-    """Change the workflow if it still is as read (and its step's run in one of run_statuses); tell whether it was."""
+def _move(workflow: Workflow, expected_status: str, expected_step: int, run_statuses=None, run_reason=None,
+          **values) -> bool:
+    """Change the workflow if it still is as read (and its step's run in one of run_statuses, for run_reason if
+    given); tell whether it was."""
     statement = update(WORKFLOWS).where(WORKFLOWS.c.id == workflow.id, WORKFLOWS.c.status == expected_status,
                                         WORKFLOWS.c.current_step == expected_step)
     if run_statuses is not None:
         statement = statement.where(exists().where(
             RUNS.c.workflow_id == workflow.id, RUNS.c.workflow_step == expected_step,
-            RUNS.c.status.in_(sorted(run_statuses))))
+            RUNS.c.status.in_(sorted(run_statuses)),
+            *([RUNS.c.status_reason == run_reason] if run_reason is not None else [])))
     return db.session.execute(statement.values(**values)).rowcount == 1
 
 
@@ -143,6 +148,8 @@ def _forward(workflow: Workflow, clock: Clock) -> str | None:
     if outcome == "waiting":
         return "waiting"
     if outcome == "failed":
+        if run.status == "dead" and run.status_reason in LEFT_IN_PLACE:
+            return _hold(workflow, run, clock)
         return _fail(workflow, position, clock, failure_note(position, run), run_statuses=STEP_FAILED)
     now = clock()
     if position == workflow.step_count:
@@ -218,6 +225,32 @@ def _fail(workflow: Workflow, position: int, clock: Clock, note: str, run_status
                        .values(compensation_status=Undo.PENDING.value))
     db.session.commit()
     log.warning("workflow %s: %s; undoing steps %s..1", workflow.id, note, position - 1)
+    return None
+
+
+def _hold(workflow: Workflow, run: Run, clock: Clock) -> str | None:
+    """Stop the workflow at the step that failed, before undoing anything: its run may still be in place (its
+    error's severity 3 left it for a person, or its own undo failed), and undoing the steps before it under it could
+    do harm, as under an earlier step whose undo failed. A person runs or retries its undo, or resolves its run."""
+    now, position = clock(), run.workflow_step
+    undo = Undo.NOT_COMPENSABLE.value if run.error_code == NOT_COMPENSABLE else LEFT_IN_PLACE[run.status_reason]
+    if undo == Undo.MANUAL_INTERVENTION.value:
+        what = "waits for a person: its error's severity 3 left it with its undo not run"
+        why = f"{run.error_code}: {run.error_message or ''}".rstrip(": ")
+    else:  # the run's error is its undo's, after why it was undone ("card_declined: RuntimeError: ...")
+        what, why = "could not be undone by its own undo step", run.error_message or ""
+    note = (f"step {position} failed for good and {what} (run #{run.id}, a dead letter for a person)"
+            + ("; steps before it were left as they are" if position > 1 else "") + (f". {why[:300]}" if why else ""))
+    if not _move(workflow, RUNNING, position, {"dead"}, run_reason=run.status_reason, status=COMPENSATION_FAILED,
+                 failed_step=position, updated_at=now, finished_at=now, note=note[:NOTE_CHARS]):
+        return _raced()
+    db.session.execute(update(STEPS).where(STEPS.c.workflow_id == workflow.id, STEPS.c.position == position)
+                       .values(compensation_status=undo, note=(why or what)[:NOTE_CHARS]))
+    db.session.execute(update(STEPS).where(STEPS.c.workflow_id == workflow.id, STEPS.c.position < position,
+                                           STEPS.c.compensation_status.is_(None))
+                       .values(compensation_status=Undo.NOT_ATTEMPTED.value))
+    db.session.commit()
+    log.warning("workflow %s: %s; stopped for a person", workflow.id, note)
     return None
 
 
@@ -306,7 +339,7 @@ def _resume_if_resolved(workflow: Workflow, clock: Clock) -> str | None:
     undone = Undo.RESOLVED.value if run.status == "resolved" else Undo.COMPENSATED.value
     marked = db.session.execute(update(STEPS).where(
         STEPS.c.workflow_id == workflow.id, STEPS.c.position == position,
-        STEPS.c.compensation_status.in_([Undo.FAILED.value, Undo.NOT_COMPENSABLE.value]))
+        STEPS.c.compensation_status.in_(STOPPED_AT))
         .values(compensation_status=undone, compensation_finished_at=now)).rowcount
     if not marked:
         return _raced()
@@ -335,7 +368,7 @@ def reconcile(clock: Clock = SYSTEM_CLOCK) -> list[int]:
     current = and_(RUNS.c.workflow_id == WORKFLOWS.c.id, RUNS.c.workflow_step == WORKFLOWS.c.current_step)
     stop_still_marked = exists().where(
         STEPS.c.workflow_id == WORKFLOWS.c.id, STEPS.c.position == WORKFLOWS.c.current_step,
-        STEPS.c.compensation_status.in_([Undo.FAILED.value, Undo.NOT_COMPENSABLE.value]))
+        STEPS.c.compensation_status.in_(STOPPED_AT))
     resolved_stop = and_(WORKFLOWS.c.status == COMPENSATION_FAILED, RUNS.c.status.in_(["compensated", "resolved"]),
                          stop_still_marked)
     ids = db.session.execute(

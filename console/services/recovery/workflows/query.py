@@ -55,13 +55,16 @@ class WorkflowDetail:
         """The workflow's note, and what became of its failed step's run since (see shown_note)."""
         failed = self.workflow.failed_step
         run = next((view.run for view in self.steps if view.step.position == failed), None) if failed else None
-        return shown_note(self.workflow.note, run)
+        return shown_note(self.workflow, run)
 
 
-def shown_note(note: str | None, failed_run) -> str | None:
+def shown_note(workflow: Workflow, failed_run) -> str | None:
     """Return a workflow's note, with what became of its failed step's run when a person replayed it alone after the
     workflow ended (the note was written when it failed); `failed_run` has the run's id and status."""
-    if not note or failed_run is None or failed_run.status in STEP_FAILED or (
+    note = workflow.note
+    # The step that failed and stopped the workflow at once has its undo run at a person's word: not a replay.
+    undoing_it = workflow.status == WorkflowStatus.COMPENSATING.value and workflow.current_step == workflow.failed_step
+    if not note or failed_run is None or failed_run.status in STEP_FAILED or undoing_it or (
             f"run #{failed_run.id} was replayed alone" in note):
         return note
     return f"{note}; {words.replayed_alone(failed_run)}"
@@ -74,7 +77,7 @@ def notes(workflows: list[Workflow]) -> dict[int, str | None]:
     runs = {row.workflow_id: row for row in db.session.execute(
         select(Run.id, Run.status, Run.workflow_id, Run.workflow_step).where(Run.workflow_id.in_(list(failed))))
         if row.workflow_step == failed[row.workflow_id]} if failed else {}
-    return {workflow.id: shown_note(workflow.note, runs.get(workflow.id)) for workflow in workflows}
+    return {workflow.id: shown_note(workflow, runs.get(workflow.id)) for workflow in workflows}
 
 
 def get(workflow_id: int, scope: int | None = None) -> Workflow:

@@ -31,7 +31,8 @@ def as_step(run: Run | None, consequence: Callable[[Workflow], str]) -> str:
 
 def workflow_replay(run: Run | None) -> str:
     """Say what replaying this dead run does to its workflow."""
-    return as_step(run, lambda workflow: replay_consequence(run.workflow_step, workflow.status, workflow.failed_step))
+    return as_step(run, lambda workflow: replay_consequence(run.workflow_step, workflow.status,
+                                                                 workflow.failed_step, workflow.current_step))
 
 
 def workflow_cancel(run: Run | None) -> str:
