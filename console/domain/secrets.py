@@ -6,6 +6,7 @@ from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 
 MASK = "***"
+CHANGED = "*** (changed)"  # the after side of a secret-named field whose value a change replaces
 # The values of the secret-named fields a run or a runbook execution was given, masked by value in whatever text is
 # redacted while it runs (its error's message, traceback, log lines, a runbook's log): the patterns caught
 # "api_key=sk_…" but not "upstream refused key sk_…", which every viewer then read (helper 120).
@@ -29,7 +30,7 @@ SECRET_FIELD = re.compile(r"(?i)(?!retry_token$)[a-z0-9_-]*(?:password|passwd|se
                           r"access[_-]?key|routing[_-]?key|private[_-]?key|signature|authorization|credential)"
                           r"[a-z0-9_-]*")
 # What a field may say about a secret without holding it: kept as it is.
-_STATES = frozenset({"", "set", "unreadable", "plaintext", "sealed", MASK})
+_STATES = frozenset({"", "set", "unreadable", "plaintext", "sealed", MASK, CHANGED})
 # Absolute URLs keep scheme and host: webhook URLs (Slack, Teams, ...) carry their secret in the path,
 # others in the query or user info. The console's own access log has relative paths, which stay.
 _URL = re.compile(r"\b(https?://)(?:[^\s/@'\"<>]+@)?([^\s/?#'\"<>]+)([/?#][^\s'\"<>]*)?", re.IGNORECASE)
@@ -122,9 +123,28 @@ def _mask_named(value):
     return value
 
 
-def mask_field(value, name: str):
-    """Return a field's value masked as mask_fields masks it under that name (a runbook's change of one field)."""
-    return mask_fields({name: value})[name]
+def mask_pair(before, after, name: str | None = None) -> tuple:
+    """Return a change's before and after masked as mask_fields masks them (as field `name`'s values, if given), a
+    secret-named field that changed reading CHANGED on the after side: masked alike, "***" → "***" read as
+    unchanged, and an approver saw "1 field" while the request also changed an api_key (helper 149)."""
+    if name is not None:
+        shown = mask_pair({name: before}, {name: after})
+        return shown[0][name], shown[1][name]
+    return mask_fields(before), _mark_changed(before, after, mask_fields(after))
+
+
+def _mark_changed(before, after, shown):
+    """Put CHANGED where a secret-named field of `after` differs from `before` (shown: after, masked)."""
+    if not (isinstance(before, dict) and isinstance(after, dict) and isinstance(shown, dict)):
+        return shown
+    for key, value in after.items():
+        if key not in before or key not in shown:
+            continue  # added (no before to differ from), or its key masked away
+        if isinstance(key, str) and SECRET_FIELD.fullmatch(key) and shown[key] == MASK and before[key] != value:
+            shown[key] = CHANGED
+        else:
+            shown[key] = _mark_changed(before[key], value, shown[key])
+    return shown
 
 
 def _mask_json_text(text: str) -> str:

@@ -14,7 +14,7 @@ from console.domain.clock import utcnow
 from console.domain.figures import duration
 from console.domain.notes import MAX_NOTE_CHARS
 from console.domain.saga import replay_consequence, steps_replay_words, undo_failed
-from console.domain.secrets import mask_field, mask_fields
+from console.domain.secrets import mask_fields, mask_pair
 from console.domain.statuses import ACTIVE_VALUES
 from console.domain.words import plural
 from console.services.dlq.groups import replay_caution, undo_offered
@@ -99,7 +99,7 @@ def register(app) -> None:
     # Params as read-only pages show them: a field named like a secret (api_key, password, token) reads ***. The forms
     # that edit params, open only to people who may change them, show them as they are.
     app.add_template_filter(mask_fields, "masked")
-    app.add_template_filter(mask_field, "masked_as")
+    app.add_template_global(mask_pair, "masked_pair")  # a change's two sides: a secret that changed says so
     app.add_template_filter(code_spans, "code_spans")
     # A handler, an error code, a worker in a table that must fit a laptop's window.
     app.add_template_filter(soft_breaks, "soft_breaks")

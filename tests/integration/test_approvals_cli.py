@@ -119,7 +119,8 @@ def test_a_secret_in_a_request_is_masked_on_the_cli_as_over_the_api(cli, people,
     for said in (cli("show", str(request.id)).output, cli("show", str(request.id), "--json").output,
                  cli("list", "--json").output):
         assert "sk_live" not in said, said
-    assert json.loads(cli("show", str(request.id), "--json").output)["after"]["params"]["api_key"] == "***"
+    assert json.loads(cli("show", str(request.id), "--json").output)["after"]["params"]["api_key"] == "*** (changed)"
+    assert 'params.api_key: "***" -> "*** (changed)"' in cli("show", str(request.id)).output  # a row of the change
 
 
 def test_reject_needs_a_note_on_the_cli(cli, people, request_of):

@@ -2,7 +2,7 @@
 
 import json
 
-from console.domain.secrets import MASK, mask_field, mask_fields
+from console.domain.secrets import CHANGED, MASK, mask_fields, mask_pair
 
 
 def test_secret_named_fields_are_masked_at_any_depth():
@@ -32,10 +32,27 @@ def test_json_written_as_text_is_masked_inside_and_other_text_is_kept():
         assert mask_fields({"note": kept})["note"] == kept  # unchanged, byte for byte
 
 
-def test_one_field_is_masked_as_it_would_be_under_its_name():
-    assert mask_field("sk_live_1", "api_key") == MASK
-    assert mask_field({"token": "t", "n": 1}, "params") == {"token": MASK, "n": 1}
-    assert mask_field("eu", "region") == "eu"
+def test_one_fields_change_is_masked_as_it_would_be_under_its_name():
+    assert mask_pair("sk_live_1", "sk_live_1", "api_key") == (MASK, MASK)
+    assert mask_pair("sk_live_1", "sk_live_2", "api_key") == (MASK, CHANGED)
+    assert mask_pair({"token": "t", "n": 1}, {"token": "t", "n": 2}, "params") == ({"token": MASK, "n": 1},
+                                                                                    {"token": MASK, "n": 2})
+    assert mask_pair("eu", "us", "region") == ("eu", "us")
+
+
+def test_a_secret_that_changes_says_so_on_its_after_side_without_its_value():
+    """Masked alike, an api_key replaced under a params fix read "***" → "***": no change, and the approver's page
+    counted one field where there were two (helper 149)."""
+    before = {"params": {"fail_times": 5, "api_key": "sk-OLD123", "nested": {"db_password": "pw-OLD-777"},
+                         "token": "kept-1"}}
+    after = {"params": {"fail_times": 0, "api_key": "sk-NEW456", "nested": {"db_password": "pw-NEW-888"},
+                        "token": "kept-1", "secret": "added-9"}}
+    assert mask_pair(before, after) == (
+        {"params": {"fail_times": 5, "api_key": MASK, "nested": {"db_password": MASK}, "token": MASK}},
+        {"params": {"fail_times": 0, "api_key": CHANGED, "nested": {"db_password": CHANGED}, "token": MASK,
+                    "secret": MASK}})
+    assert mask_fields(CHANGED) == CHANGED and mask_fields({"api_key": CHANGED}) == {"api_key": CHANGED}
+    assert mask_pair(None, after)[1]["params"]["api_key"] == MASK  # nothing before it: added, not changed
 
 
 def test_a_secret_fields_value_is_masked_wherever_else_the_params_repeat_it():

@@ -9,7 +9,7 @@ from sqlalchemy import func, insert, select, update
 from console.db.prepared import Prepared
 from console.db.upsert import insert_for
 from console.domain.clock import SYSTEM_CLOCK, Clock
-from console.domain.secrets import mask_fields
+from console.domain.secrets import mask_pair
 from console.models import AuditEntry, AuditHead
 from console.services.actor import Actor
 from console.services.audit import anchors
@@ -27,8 +27,9 @@ class Change:
 
     def __post_init__(self):
         # The chain keeps a row for good: a secret in it (a params fix's api_key) could never be taken out again.
-        object.__setattr__(self, "before", mask_fields(self.before))
-        object.__setattr__(self, "after", mask_fields(self.after))
+        before, after = mask_pair(self.before, self.after)
+        object.__setattr__(self, "before", before)
+        object.__setattr__(self, "after", after)
 
 
 def record(session, actor: Actor, action: str, target_type: str, target_id="", *, before=None,

@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import String, and_, cast, exists, func, or_, select, update
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.domain.secrets import mask_pair
 from console.extensions import db
 from console.models import Approval, AuditEntry, Tenant, User
 from console.services import inputs
@@ -54,8 +55,9 @@ def request(kind: str, actor: Actor, *, reason: str, subject_type: str, subject_
                         expires_at=now + timedelta(seconds=setting("APPROVAL_TTL_S")))
     db.session.add(approval)
     db.session.flush()
+    shown_before, shown_after = mask_pair(before, after)  # a secret that changes says so, without its value
     audit.record(db.session, actor, "approval.request", "approval", approval.id, after={
-        "kind": kind, "subject": f"{subject_type}:{subject_id}", "before": before, "after": after},
+        "kind": kind, "subject": f"{subject_type}:{subject_id}", "before": shown_before, "after": shown_after},
         tenant=tenant.name if tenant else None, note=approval.reason, clock=lambda: now)
     return approval
 

@@ -9,7 +9,7 @@ from sqlalchemy import func, select
 from console.db.upsert import insert_for
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.runbooks import ParamType, dump, needs_approval, references
-from console.domain.secrets import mask_field
+from console.domain.secrets import mask_pair
 from console.extensions import db
 from console.models import (
     Approval,
@@ -254,8 +254,8 @@ def changes(execution_id: int, *, planned: bool, limit: int = CHANGES_SHOWN) -> 
 
 def as_change(row: RunbookChange) -> dict:
     """A change as people read it, on the API as on the page: a secret's value masked, under its name or inside."""
-    return {"object": row.object, "id": row.object_id, "field": row.field,
-            "before": mask_field(row.before, row.field), "after": mask_field(row.after, row.field)}
+    before, after = mask_pair(row.before, row.after, row.field)
+    return {"object": row.object, "id": row.object_id, "field": row.field, "before": before, "after": after}
 
 
 def approval_of(execution: RunbookExecution) -> Approval | None:

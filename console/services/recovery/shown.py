@@ -4,7 +4,7 @@ from datetime import datetime
 
 from sqlalchemy import select
 
-from console.domain.secrets import mask_fields
+from console.domain.secrets import mask_pair
 from console.extensions import db
 from console.models import Run, RunbookExecution
 from console.services.recovery import approvals
@@ -56,16 +56,17 @@ def executions_asked(found: list[approvals.Row]) -> dict[int, dict]:
 def as_dict(found: approvals.Row, now: datetime, runs: dict[int, dict] | None = None,
             executions: dict[int, dict] | None = None) -> dict:
     """Return one request as JSON, fields named like secrets in its before and after masked for everyone (an
-    approver decides that a key changes, not to what); a pending one past its time reads as expired. `run` is how
-    the run an executed change acted on stands now, `execution` how a runbook's execution does (`outcome` is what
-    was said when it ran: a compensation's undo, a runbook's execution, was then queued)."""
+    approver decides that a key changes, not to what: a changed one reads "*** (changed)" after); a pending one past
+    its time reads as expired. `run` is how the run an executed change acted on stands now, `execution` how a
+    runbook's execution does (`outcome` is what was said when it ran: a compensation's undo, a runbook's execution,
+    was then queued)."""
     a = found.approval
+    before, after = mask_pair(a.before, a.after)
     runs = runs_acted_on([found]) if runs is None else runs
     executions = executions_asked([found]) if executions is None else executions
     return {"id": a.id, "kind": a.kind, "title": title(a.kind), "status": approvals.status_at(a, now),
             "tenant": found.tenant, "subject": {"type": a.subject_type, "id": a.subject_id},
-            "requested_by": found.requested_by, "reason": a.reason, "before": mask_fields(a.before),
-            "after": mask_fields(a.after),
+            "requested_by": found.requested_by, "reason": a.reason, "before": before, "after": after,
             "expires_at": _iso(a.expires_at), "decided_by": found.decided_by, "note": a.decision_note,
             "outcome": a.outcome, "created_at": _iso(a.created_at), "decided_at": _iso(a.decided_at),
             "executed_at": _iso(a.executed_at), "rolled_back_at": _iso(a.rolled_back_at),
