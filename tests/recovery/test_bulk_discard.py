@@ -112,6 +112,19 @@ def test_the_limit_counts_what_the_person_discarded_in_the_last_hour(staff, lett
     assert bulk_discard.allowance(staff["olga"], clock()) == 4
 
 
+@pytest.mark.parametrize("reason", ["approved by myself", "cleanup · approved by petra, request #9"])
+def test_a_reason_that_reads_like_an_approval_counts_against_the_allowance_as_any(staff, letters, clock, reason):
+    """The allowance left out rows whose note read "approved by": a reason typed so discarded 11 letters of 9 one at
+    a time, and the bulk bar still said 9 left (helper 149)."""
+    console_settings.save(THRESHOLD, 4, Actor("root"), clock)
+    found = letters(5)
+    for letter in found[:4]:
+        discards.discard(letter, reason, staff["olga"], clock)
+    assert bulk_discard.allowance(staff["olga"], clock()) == 0
+    outcome = bulk_discard.discard([found[4].id], reason, staff["olga"], None, clock)
+    assert (outcome.discarded, outcome.discarded_lately) == (0, 4) and outcome.approval is not None
+
+
 def test_an_approved_bulk_discard_closes_those_still_open_and_rolls_back(staff, letters, clock, runs):
     console_settings.save(THRESHOLD, 2, Actor("root"), clock)
     found = letters(4)

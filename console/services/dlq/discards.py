@@ -20,6 +20,13 @@ def reason_of(reason: str | None, what: str = "these dead letters are") -> str:
     return inputs.note(reason, "reason", missing=f"say why {what} discarded: a reason is required")
 
 
+def _after(run_id: int, actor: Actor) -> dict:
+    """A discard's audited outcome; one an approval let through names its approver in a field of its own, which the
+    hourly allowance reads (the note's "approved by" is after a reason anyone may type; helper 149)."""
+    approved = {"approved_by": actor.approved_by} if actor.approved_by else {}
+    return {"status": "discarded", "run_id": run_id, **approved}
+
+
 def _discard(letter: DeadLetter, reason: str, actor: Actor, now: datetime) -> bool:
     # Conditional, so a replay that wins the race is not overwritten by a discard.
     changed = db.session.execute(
@@ -30,8 +37,7 @@ def _discard(letter: DeadLetter, reason: str, actor: Actor, now: datetime) -> bo
         return False
     db.session.refresh(letter)
     audit.record(db.session, actor, "dead_letter.discard", "dead_letter", letter.id, before={"status": "open"},
-                 after={"status": "discarded", "run_id": letter.run_id}, tenant=letter.tenant.name, note=reason,
-                 clock=lambda: now)
+                 after=_after(letter.run_id, actor), tenant=letter.tenant.name, note=reason, clock=lambda: now)
     return True
 
 
@@ -73,8 +79,8 @@ def discard_open(ids: list[int], reason: str, actor: Actor, now: datetime, *,
     if done:
         names = dict(db.session.execute(select(Tenant.id, Tenant.name)).all())
         audit.record_many(db.session, actor, "dead_letter.discard", "dead_letter", [
-            audit.Change(letter_id, before={"status": "open"}, after={"status": "discarded", "run_id": run_id},
-                         tenant=names.get(tenant)) for letter_id, run_id, tenant in sorted(done)],
+            audit.Change(letter_id, before={"status": "open"}, after=_after(run_id, actor), tenant=names.get(tenant))
+            for letter_id, run_id, tenant in sorted(done)],
             note=reason, clock=lambda: now)
     return Discarded(sorted(letter_id for letter_id, _, _ in done), waiting_fixes.close(fixes, actor, now))
 
