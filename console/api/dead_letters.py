@@ -11,7 +11,7 @@ from console.models import Run, Tenant
 from console.services.dlq import bulk as dlq_bulk
 from console.services.dlq import groups as dlq
 from console.services.dlq.filters import PERIODS, Filters, check
-from console.services.engine import control, handler_kinds
+from console.services.engine import compensation, control, handler_kinds
 from console.services.errors import Forbidden, InvalidInput
 from console.services.people import tenants
 from console.services.people.permissions import OPERATE, VIEW
@@ -88,7 +88,7 @@ def _workflow_step(run) -> dict | None:
         return None
     return {"id": workflow.id, "step": run.workflow_step, "status": workflow.status,
             "note": saga.replay_consequence(run.workflow_step, workflow.status, workflow.failed_step,
-                                            workflow.current_step)}
+                                            workflow.current_step, compensation.has_undo_step(run.handler))}
 
 
 @bp.post("/api/dead-letters/<int:letter_id>/discard")

@@ -83,16 +83,27 @@ def undo_failed(position: int, failed_step: int | None) -> bool:
     return failed_step is not None and position != failed_step
 
 
-def replay_consequence(position: int, workflow_status: str, failed_step: int | None, current_step: int) -> str:
-    """Say what replaying a dead step's run does to its workflow, for the person about to replay it."""
+def replay_consequence(position: int, workflow_status: str, failed_step: int | None, current_step: int,
+                       has_undo: bool = True) -> str:
+    """Say what replaying a dead step's run does to its workflow, for the person about to replay it (has_undo:
+    whether its handler has an undo step)."""
+    # Without an undo step a replayed step that succeeds can be undone only by hand, and a succeeded run cannot be
+    # marked resolved: the workflow would stay stopped for good (helper 150).
+    by_hand = (f"to have {'the steps before it undone' if position > 1 else 'it end compensated'}, undo this step "
+               "by hand and mark its run resolved instead")
     if undo_failed(position, failed_step):
+        if not has_undo:
+            return f"It had succeeded, and its handler has no undo step: a replay runs the step again ({by_hand})."
         return ("It had succeeded, and its undo failed: a replay runs the step again, not its undo "
                 "(Retry the undo, on its run page, does that).")
     if workflow_status == WorkflowStatus.COMPENSATION_FAILED.value and position == current_step:
         # It failed and stopped its workflow at once, for a person: nothing was undone.
-        return ("A replay runs this step alone: the workflow stays stopped at it"
-                + (", the steps before it as they are" if position > 1 else "")
-                + ". If the replay succeeds, Compensate… on its run page undoes it"
+        stays = ("A replay runs this step alone: the workflow stays stopped at it"
+                 + (", the steps before it as they are" if position > 1 else ""))
+        if not has_undo:
+            return (f"{stays}. Its handler has no undo step: once a replay succeeds nothing here undoes it, and the "
+                    f"workflow stays stopped ({by_hand}).")
+        return (f"{stays}. If the replay succeeds, Compensate… on its run page undoes it"
                 + (", and then the steps before it." if position > 1 else ", and the workflow ends compensated."))
     undone = workflow_status in UNDOING_OR_UNDONE
     return ("A replay runs this step alone: the workflow does not go on from it"
@@ -126,8 +137,13 @@ def steps_replay_words(steps: int, undone_failed: int) -> str:
     return said
 
 
-def compensate_consequence(position: int) -> str:
+def compensate_consequence(position: int, workflow_status: str, current_step: int) -> str:
     """Say what compensating one step's run does to its workflow, for the person asking and the one approving."""
+    if workflow_status == WorkflowStatus.COMPENSATION_FAILED.value and position == current_step:
+        # The step its workflow stopped at (replayed since): its undo lets the workflow go on. The form and the
+        # approver's page said "alone", then the steps before it were undone too (helper 150).
+        return (f"Its workflow stopped at step {position} for a person: once this undo works, the workflow "
+                + ("ends compensated." if position == 1 else "goes on undoing the steps before it, last first."))
     return (f"Compensating runs the undo of step {position} alone: the workflow's other steps stay as they are, "
             "and its status does not change.")
 

@@ -18,6 +18,7 @@ from console.domain.secrets import mask_fields, mask_pair
 from console.domain.statuses import ACTIVE_VALUES
 from console.domain.words import plural
 from console.services.dlq.groups import replay_caution, undo_offered
+from console.services.engine import compensation
 from console.services.people.permissions import OPERATE, can
 from console.services.recovery.workflows.words import (
     workflow_cancel,
@@ -115,6 +116,7 @@ def register(app) -> None:
     app.add_template_global(steps_replay_words, "steps_replay_words")  # the confirm page; a runbook logs the same
     app.add_template_global(replay_caution, "replay_caution")  # one letter that failed for good, replayed anyway
     app.add_template_global(undo_offered, "undo_offered")  # a letter left for a person whose undo can run
+    app.add_template_global(compensation.has_undo_step, "has_undo_step")
     app.add_template_global(ACTIVE_VALUES, "live_statuses")  # a run at work: a replayed row follows it
 
     @app.get("/vendor/plotly.min.js", endpoint="plotly_js")

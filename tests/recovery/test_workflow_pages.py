@@ -2,6 +2,7 @@
 
 import json
 import re
+from html import unescape
 
 from sqlalchemy import func, select
 
@@ -10,7 +11,7 @@ from console.extensions import db
 from console.models import DeadLetter, Run, Workflow
 from console.services.actor import Actor
 from console.services.dlq import discards
-from console.services.engine import breakers
+from console.services.engine import breakers, control
 from console.services.policies import versions as policies
 from tests.factories import make_tenant, three_steps
 from tests.helpers import csrf_from
@@ -163,8 +164,10 @@ def test_a_workflow_that_needs_a_person_says_so(client, auth, saga):
     run_page = " ".join(client.get(f"/runs/{step_one}").get_data(as_text=True).split())
     assert "· its handler, which succeeded" in run_page and "its undo failed for good at the Finished time" in run_page
     link = f'<a href="/runbooks/resolve_runs\\?runs={step_one}&amp;tenant=default">mark its run resolved</a>'
-    # Step 1 has no steps before it to go on to (helper 148).
-    assert re.search(rf"Or undo step 1 by hand, then {link}:\s+the workflow then ends compensated", page)
+    # Step 1 has no steps before it to go on to (helper 148); with no undo step to run, this is the only way on, not
+    # an "Or" after nothing (helper 150).
+    assert re.search(rf"Undo step 1 by hand, then {link}:\s+the workflow then ends compensated", page)
+    assert "Or undo step 1" not in page
     assert "steps before it" not in page
     # Resolve… says what it does to the workflow, as Replay and Compensate do (helper 105).
     client.post("/logout", data={"csrf_token": auth.csrf()})
@@ -202,14 +205,65 @@ def test_a_step_left_for_a_person_stops_its_workflow_and_the_page_says_what_a_pe
             "page: the steps before it are then undone too. Or undo step 2 by hand, then mark its run resolved: the "
             "workflow then goes on undoing the steps before it.") in text
     assert "manual intervention" in text  # step 2's undo, as its run's reason reads
-    assert ("The step that failed waits for a person first: once its undo has run, or its run is resolved, the steps "
-            "before it are undone, last first.") in text
+    assert ("The step that failed waits for a person first: once it is undone (its undo run, or by hand and its run "
+            "resolved), the steps before it are undone, last first.") in text
     assert "data-step-waits" not in client.get(f"/runs/workflows/{workflow_id}").get_data(as_text=True)
     # Its Replay says what a replay does here: nothing was undone, so none of "the steps its compensation undid".
     run_page = " ".join(client.get(f"/runs/{held.id}").get_data(as_text=True).split())
     assert (f"Run #{held.id} is step 2 of workflow #{workflow_id} (compensation failed). A replay runs this step "
             "alone: the workflow stays stopped at it, the steps before it as they are. If the replay succeeds, "
             "Compensate… on its run page undoes it, and then the steps before it.") in run_page
+
+
+def test_a_stopped_steps_replay_and_compensate_say_what_they_do_to_its_workflow(client, auth, saga):
+    """Its own undo failed: its Replay said nothing of running the handler, not the undo. Replayed since and succeeded:
+    its Compensate… said "alone" where the workflow then undid the steps before it (helper 150)."""
+    workflow_id = saga.submit([{"handler": "demo.flaky_compensated", "params": {"fail_times": 0}},
+                               {"handler": "demo.flaky_compensated",
+                                "params": {"fail_times": 1, "error": "compensable", "undo_fail_times": 3}}])
+    saga.execute(workflow_id, 1)
+    saga.advance(workflow_id)
+    assert saga.execute(workflow_id, 2) == "dead"  # failed, and its own undo failed three times
+    assert saga.advance(workflow_id) == "compensation_failed"
+    stopped = saga.run(workflow_id, 2)
+    auth.as_role("operator")
+    page = " ".join(client.get(f"/runs/{stopped.id}").get_data(as_text=True).split())
+    assert ("Its undo failed: a replay runs the handler itself again, not its undo (Retry the undo, on its run page, "
+            "does that).") in unescape(page)
+    (letter,) = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == stopped.id)).scalars()
+    row = unescape(" ".join(client.get("/dlq/?view=list").get_data(as_text=True).split()))
+    assert "a replay runs the handler itself again, not its undo" in row
+    control.replay(letter, Actor("olga"), clock=saga.clock)
+    assert saga.execute(workflow_id, 2) == "succeeded"
+    page = unescape(" ".join(client.get(f"/runs/{stopped.id}").get_data(as_text=True).split()))
+    assert (f"Run #{stopped.id} is step 2 of workflow #{workflow_id} (compensation failed). Its workflow stopped at "
+            "step 2 for a person: once this undo works, the workflow goes on undoing the steps before it, last "
+            "first.") in page
+
+
+def test_a_stopped_step_with_no_undo_replayed_since_says_nothing_here_can_undo_it(client, auth, saga):
+    """The page pointed at a Compensate… its run page does not have: the workflow stayed stopped with nothing to
+    press (helper 150)."""
+    workflow_id = saga.submit([{"handler": "demo.flaky_compensated", "params": {"fail_times": 0}},
+                               {"handler": "demo.flaky",
+                                "params": {"fail_times": 1, "error": "compensable", "severity": 3}}])
+    saga.execute(workflow_id, 1)
+    saga.advance(workflow_id)
+    saga.execute(workflow_id, 2)
+    assert saga.advance(workflow_id) == "compensation_failed"
+    held = saga.run(workflow_id, 2)
+    auth.as_role("operator")
+    run_page = unescape(" ".join(client.get(f"/runs/{held.id}").get_data(as_text=True).split()))
+    assert ("Its handler has no undo step: once a replay succeeds nothing here undoes it, and the workflow stays "
+            "stopped (to have the steps before it undone, undo this step by hand and mark its run resolved "
+            "instead).") in run_page
+    control.replay(DeadLetter.query.filter_by(run_id=held.id).one(), Actor("olga"), clock=saga.clock)
+    assert saga.execute(workflow_id, 2) == "succeeded"
+    text = page_text(client, workflow_id)
+    assert ("Its run was replayed since and succeeded. Its handler has no undo step, so nothing here can undo it and "
+            "the workflow stays stopped: undo step 2 by hand if it must be, and the steps before it with Compensate… "
+            "on their run pages.") in text
+    assert "compensate step 2" not in text
 
 
 def test_a_workflow_undone_under_a_step_left_for_a_person_before_the_stop_says_so(client, auth, saga):

@@ -292,6 +292,54 @@ def test_a_step_whose_own_undo_failed_stops_the_workflow_until_its_undo_is_retri
     assert saga.advance(workflow_id) == "compensated"
 
 
+def test_a_step_left_for_a_person_with_no_undo_step_reads_not_compensable_and_is_resolved_by_hand(saga):
+    # Its note said "its undo not run" and its undo "manual intervention", for a handler with none (helper 150).
+    workflow_id = saga.submit([{"handler": "demo.flaky_compensated", "params": OK},
+                               {"handler": "demo.flaky", "params": HELD}])
+    saga.execute(workflow_id, 1)
+    saga.advance(workflow_id)
+    assert saga.execute(workflow_id, 2) == "dead"
+    assert saga.advance(workflow_id) == "compensation_failed"
+    held = saga.run(workflow_id, 2)
+    assert saga.get(workflow_id).note.startswith(
+        "step 2 failed for good and waits for a person: its error's severity 3 left it for a person, and its handler "
+        f"has no undo step (run #{held.id}, a dead letter for a person); steps before it were left as they are.")
+    assert [step.compensation_status for step in saga.steps(workflow_id)] == ["not_attempted", "not_compensable"]
+    resolve_by_hand(held.id, saga.clock)
+    assert saga.advance(workflow_id) == "undoing"
+    assert saga.undo(workflow_id, 1) == "compensated"
+    assert saga.advance(workflow_id) == "compensated"
+
+
+def test_a_stopped_step_replayed_then_compensated_records_when_its_undo_started(saga):
+    # "Undo started" read "—" beside its "Undo ended" (helper 150).
+    workflow_id = held_at_step_2(saga, {**HELD, "fail_times": 1})
+    held = saga.run(workflow_id, 2)
+    replay(DeadLetter.query.filter_by(run_id=held.id).one(), Actor("olga"), clock=saga.clock)
+    assert saga.execute(workflow_id, 2) == "succeeded"
+    saga.clock.advance(60)
+    asked = saga.clock()
+    compensation.start(saga.run(workflow_id, 2), Actor("olga"), cause="undo the label", now=asked,
+                       reason=compensation.REQUESTED)  # Compensate… on its run page, approved
+    db.session.commit()
+    saga.clock.advance(5)
+    assert saga.undo(workflow_id, 2) == "compensated"
+    assert saga.advance(workflow_id) == "undoing"  # step 1's undo asked for
+    step = saga.steps(workflow_id)[1]
+    assert (step.compensation_status, step.compensation_started_at) == ("compensated", asked)
+    assert step.compensation_finished_at >= asked
+
+
+def test_an_undo_that_fails_again_keeps_its_error_code_as_written_in_the_workflows_note(saga):
+    # "Compensable: RetryableError…": the note made the code the head of a sentence (helper 150).
+    workflow_id = held_at_step_2(saga, {**HELD, "undo_fail_times": 9})
+    undo_retry.retry(saga.run(workflow_id, 2).id, Actor("olga"), clock=saga.clock)
+    assert saga.undo(workflow_id, 2) == "dead"
+    assert saga.advance(workflow_id) == "compensation_failed"
+    note = saga.get(workflow_id).note
+    assert note.startswith("step 2 could not be undone") and ". label_unclear: " in note, note
+
+
 def test_a_first_step_left_for_a_person_ends_the_workflow_stopped_not_compensated(saga):
     # "compensated" with nothing undone and step 1 still in place read as all rolled back.
     workflow_id = saga.submit([{"handler": "demo.flaky_compensated", "params": HELD}, {"handler": "demo.noop"}])

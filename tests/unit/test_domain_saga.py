@@ -7,6 +7,7 @@ from console.domain.saga import (
     STILL_WORKING,
     UNDO_DONE,
     cancel_consequence,
+    compensate_consequence,
     replay_consequence,
     resolve_consequence,
     step_key,
@@ -72,3 +73,28 @@ def test_cancelling_a_step_says_what_follows_for_its_workflow():
 ])
 def test_replaying_a_step_says_what_follows_for_its_workflow(position, status, failed_step, current_step, said):
     assert replay_consequence(position, status, failed_step, current_step) == said
+
+
+def test_replaying_a_step_whose_handler_has_no_undo_says_only_a_person_can_undo_it():
+    """It pointed at Compensate… and at Retry the undo, which such a step does not have: a replay that succeeded left
+    the workflow stopped for good with nothing to press (helper 150)."""
+    assert replay_consequence(2, "compensation_failed", 2, 2, has_undo=False) == (
+        "A replay runs this step alone: the workflow stays stopped at it, the steps before it as they are. Its handler "
+        "has no undo step: once a replay succeeds nothing here undoes it, and the workflow stays stopped (to have the "
+        "steps before it undone, undo this step by hand and mark its run resolved instead).")
+    assert replay_consequence(1, "compensation_failed", 3, 1, has_undo=False) == (
+        "It had succeeded, and its handler has no undo step: a replay runs the step again (to have it end "
+        "compensated, undo this step by hand and mark its run resolved instead).")
+
+
+def test_compensating_the_step_its_workflow_stopped_at_says_the_workflow_goes_on():
+    """The form and the approver's page said "alone", then the steps before it were undone too (helper 150)."""
+    assert compensate_consequence(2, "compensation_failed", 2) == (
+        "Its workflow stopped at step 2 for a person: once this undo works, the workflow goes on undoing the steps "
+        "before it, last first.")
+    assert compensate_consequence(1, "compensation_failed", 1).endswith("once this undo works, the workflow ends "
+                                                                       "compensated.")
+    for status, current in (("compensation_failed", 3), ("succeeded", 3), ("compensating", 2)):
+        assert compensate_consequence(2, status, current) == (
+            "Compensating runs the undo of step 2 alone: the workflow's other steps stay as they are, and its status "
+            "does not change.")

@@ -235,8 +235,12 @@ def _hold(workflow: Workflow, run: Run, clock: Clock) -> str | None:
     now, position = clock(), run.workflow_step
     undo = Undo.NOT_COMPENSABLE.value if run.error_code == NOT_COMPENSABLE else LEFT_IN_PLACE[run.status_reason]
     if undo == Undo.MANUAL_INTERVENTION.value:
-        what = "waits for a person: its error's severity 3 left it with its undo not run"
         why = f"{run.error_code}: {run.error_message or ''}".rstrip(": ")
+        if compensation.has_undo_step(run.handler):
+            what = "waits for a person: its error's severity 3 left it with its undo not run"
+        else:  # "its undo not run" promised one (helper 150): a person undoes it by hand and resolves its run
+            undo, what = Undo.NOT_COMPENSABLE.value, ("waits for a person: its error's severity 3 left it for a "
+                                                      "person, and its handler has no undo step")
     else:  # the run's error is its undo's, after why it was undone ("card_declined: RuntimeError: ...")
         what, why = "could not be undone by its own undo step", run.error_message or ""
     note = (f"step {position} failed for good and {what} (run #{run.id}, a dead letter for a person)"
@@ -313,7 +317,7 @@ def _undone(workflow: Workflow, step: WorkflowStep, run: Run, clock: Clock) -> s
     else:
         # Undoing an earlier step under one that is still in place could do harm: a person decides what next.
         what = "is not compensable" if result == Undo.NOT_COMPENSABLE.value else "could not be undone"
-        why = note[:1].upper() + note[1:].rstrip(".")  # its own sentence after the workflow's
+        why = _sentence(note)  # its own sentence after the workflow's
         moved = _move(workflow, COMPENSATING, position, UNDO_DONE, status=COMPENSATION_FAILED, updated_at=now,
                       finished_at=now, note=(f"step {position} {what} (run #{run.id}, a dead letter for a person)"
                                              + ("; steps before it were left as they are" if position > 1 else "")
@@ -325,6 +329,14 @@ def _undone(workflow: Workflow, step: WorkflowStep, run: Run, clock: Clock) -> s
         return _raced()
     db.session.commit()
     return None
+
+
+def _sentence(text: str) -> str:
+    """Make an undo's error its own sentence: capitalised, unless it starts with an error code ("card_declined: …"
+    read "Card_declined: …"; helper 150), without a full stop of its own."""
+    first = text.split(" ", 1)[0]
+    code = first.endswith(":") or "_" in first
+    return (text if code else text[:1].upper() + text[1:]).rstrip(".")
 
 
 def _resume_if_resolved(workflow: Workflow, clock: Clock) -> str | None:
@@ -340,7 +352,10 @@ def _resume_if_resolved(workflow: Workflow, clock: Clock) -> str | None:
     marked = db.session.execute(update(STEPS).where(
         STEPS.c.workflow_id == workflow.id, STEPS.c.position == position,
         STEPS.c.compensation_status.in_(STOPPED_AT))
-        .values(compensation_status=undone, compensation_finished_at=now)).rowcount
+        .values(compensation_status=undone, compensation_finished_at=now,
+                # Compensated at a person's request: its undo started then ("Undo started" read "—"; helper 150).
+                compensation_started_at=func.coalesce(STEPS.c.compensation_started_at, _undo_time("compensating"))
+                if undone == Undo.COMPENSATED.value else STEPS.c.compensation_started_at)).rowcount
     if not marked:
         return _raced()
     failed = _step_run(workflow, workflow.failed_step)

@@ -13,6 +13,7 @@ from console.domain.saga import (
     step_words,
 )
 from console.models import Run, Workflow
+from console.services.engine.compensation import has_undo_step
 
 
 def replayed_alone(run: Run) -> str:
@@ -31,8 +32,8 @@ def as_step(run: Run | None, consequence: Callable[[Workflow], str]) -> str:
 
 def workflow_replay(run: Run | None) -> str:
     """Say what replaying this dead run does to its workflow."""
-    return as_step(run, lambda workflow: replay_consequence(run.workflow_step, workflow.status,
-                                                                 workflow.failed_step, workflow.current_step))
+    return as_step(run, lambda workflow: replay_consequence(run.workflow_step, workflow.status, workflow.failed_step,
+                                                                 workflow.current_step, has_undo_step(run.handler)))
 
 
 def workflow_cancel(run: Run | None) -> str:
@@ -42,7 +43,8 @@ def workflow_cancel(run: Run | None) -> str:
 
 def workflow_compensation(run: Run | None) -> str:
     """Say what compensating this run does to its workflow."""
-    return as_step(run, lambda workflow: compensate_consequence(run.workflow_step))
+    return as_step(run, lambda workflow: compensate_consequence(run.workflow_step, workflow.status,
+                                                                     workflow.current_step))
 
 
 def workflow_resolve(run: Run | None) -> str:
