@@ -454,6 +454,26 @@ def test_a_refused_decision_without_javascript_lands_on_the_requests_page_with_i
         "pending", "executed")
 
 
+def test_a_refused_action_in_place_clears_the_pages_older_messages_and_refreshes_the_nav_count(person, letter):
+    """A withdraw refused on a tab left open showed "Filed request #12 …" above "request 12 is executed", and the nav
+    still counted a request decided meanwhile (helper 149)."""
+    operator_client, olga = person("olga", "operator")
+    approver_client, _ = person("alex", "approver")
+    request, waiting = file_fix(letter(), olga), file_fix(letter(), olga)
+    here = f"/approvals/{request.id}"
+    assert approver_client.post(f"{here}/approve", data={"csrf_token": approver_client.csrf(here)}).status_code == 303
+    refused = operator_client.post(f"{here}/withdraw", headers=HX, data={"csrf_token": operator_client.csrf(here)})
+    body = html(refused)
+    assert refused.status_code == 409 and f"request {request.id} is executed, no longer pending" in body
+    assert '<div id="flashes" hx-swap-oob="true"></div>' in body
+    there = f"/approvals/{waiting.id}"
+    refused = approver_client.post(f"{there}/approve", headers=HX, data={"csrf_token": approver_client.csrf(there),
+                                                                         "approve-note": "x" * 5000})
+    assert refused.status_code == 422
+    assert re.search(r'<span id="nav-count-approvals-index" hx-swap-oob="true"> <span class="nav-count"[^>]*>1<',
+                     html(refused))
+
+
 def test_decisions_need_the_csrf_token(person, letter):
     _, olga = person("olga", "operator")
     approver_client, _ = person("alex", "approver")
@@ -702,6 +722,10 @@ def test_a_bulk_discard_across_tenants_is_named_to_a_tenants_people_without_a_li
     ours, theirs = letter("acme"), letter()
     request = bulk_discard.discard([ours.id, theirs.id], "cross-tenant cleanup", Actor("root", root.id), None).approval
     assert request.tenant_id is None
+    approver, _ = person("alex", "approver")
+    listed = re.search(rf'<tr>\s*<td class="mono"><a href="/approvals/{request.id}">.*?</tr>',
+                       html(approver.get("/approvals/")), re.S).group(0)
+    assert '<div class="subtle">across tenants</div>' in listed  # its tenant cell was blank (helper 149)
     client, olga = person("olga", "operator", tenant=acme)
     row = re.search(rf'<tr id="dl-{ours.id}".*?</tr>', html(client.get("/dlq/?view=list")), re.S).group(0)
     assert f"bulk discard #{request.id} waiting, across tenants" in row and f'href="/approvals/{request.id}"' not in row
