@@ -63,7 +63,9 @@ def test_a_tenant_scoped_reader_sees_only_their_tenant(built, client, auth, froz
     scoped = auth.make_user("sam", "manager", tenant=acme)
     body = client.get("/api/reports/summary?period=24h", headers=bearer(scoped)).json
     assert body["period"]["tenant_id"] == acme.id and body["figures"]["dead_letters_created"]["value"] == 0
-    refused(client.get("/api/reports/summary?tenant=default", headers=bearer(scoped)), 403, "forbidden", "tenant")
+    said = refused(client.get("/api/reports/summary?tenant=default", headers=bearer(scoped)), 403, "forbidden",
+                   "tenant")
+    assert said["detail"] == "you see only tenant acme's figures; remove tenant=default from the filter"
     refused(client.get(f"/api/reports/summary?task={built['edge']}", headers=bearer(scoped)), 404, "not_found",
             "task")
     manager = auth.make_user("maria", "manager")

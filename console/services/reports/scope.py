@@ -39,7 +39,9 @@ def resolve(tenant: str | None, task: str | None, wall: int | None) -> Scope:
     if tenant:
         named = tenants.require(tenant.strip())
         if wall is not None and named.id != wall:
-            raise Forbidden(f"you may read the reports of tenant {db.session.get(Tenant, wall).name} only", "tenant")
+            # Read by the SLA breaches list's every role too, not a manager's reports alone (helper 149).
+            raise Forbidden(f"you see only tenant {db.session.get(Tenant, wall).name}'s figures; remove "
+                            f"tenant={tenant.strip()[:64]} from the filter", "tenant")
         tenant_id = named.id
     task_id = None
     if task:
