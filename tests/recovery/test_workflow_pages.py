@@ -233,6 +233,10 @@ def test_a_stopped_steps_replay_and_compensate_say_what_they_do_to_its_workflow(
     (letter,) = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == stopped.id)).scalars()
     row = unescape(" ".join(client.get("/dlq/?view=list").get_data(as_text=True).split()))
     assert "a replay runs the handler itself again, not its undo" in row
+    # Its Discard took away Retry the undo, and the workflow's way on, unsaid (helper 150).
+    assert (f"Discard dead letter #{letter.id}? Its run's undo can no longer be run from Rebound once it is discarded: "
+            f"its workflow #{workflow_id} then goes on only once a person undoes step 2 by hand and marks its run "
+            "resolved.") in row
     control.replay(letter, Actor("olga"), clock=saga.clock)
     assert saga.execute(workflow_id, 2) == "succeeded"
     page = unescape(" ".join(client.get(f"/runs/{stopped.id}").get_data(as_text=True).split()))
