@@ -19,7 +19,8 @@ from tests.helpers import ARTIFACTS, PASSWORD, browser_login, wait_for
 
 pytestmark = pytest.mark.browser
 ARRANGE = Actor("arrange")
-BROKEN = {"fail_times": 3, "code": "bad_account", "message": "account 42 is closed"}
+BROKEN = {"fail_times": 3, "code": "bad_account", "message": "account 42 is closed", "api_key": "sk_live_old0001"}
+FIXED = {**BROKEN, "fail_times": 0, "api_key": "sk_live_new0002"}  # the key rotated too
 
 
 @pytest.fixture
@@ -60,10 +61,11 @@ def test_an_approvers_day(page, browser, live_server, live_app, dead_run, live_w
     page.get_by_label("Reason").fill("the customer reopened account 42 (ticket OPS-311)")
     page.get_by_role("button", name="Ask for approval").click()
     expect(page.get_by_role("alert")).to_contain_text("not valid JSON")  # the field says what to fix
-    page.get_by_label("New params (JSON)").fill(json.dumps({**BROKEN, "fail_times": 0}, indent=2))
+    page.get_by_label("New params (JSON)").fill(json.dumps(FIXED, indent=2))
     page.get_by_role("button", name="Ask for approval").click()
     expect(page.get_by_role("heading", name=re.compile(r"Request #\d+"))).to_be_visible()
     request_id = int(re.search(r"/approvals/(\d+)$", page.url).group(1))
+    expect(page.locator(".flash.success")).to_contain_text(f"Filed request #{request_id}")
     expect(page.locator("table.approval-diff")).to_contain_text("params.fail_times")
     expect(page.get_by_role("button", name="Approve and run")).to_have_count(0)  # never offered to the requester
     expect(page.get_by_text("another person with the approve permission decides it")).to_be_visible()
@@ -73,7 +75,8 @@ def test_an_approvers_day(page, browser, live_server, live_app, dead_run, live_w
     assert refused.status == 403
     assert status_of(dead_run) == "dead"
 
-    # The operator watches the Overview while they wait.
+    # The operator watches the Overview in another tab while they wait; the request's tab stays open.
+    request_tab, page = page, page.context.new_page()
     page.goto(f"{base}/overview")
     answered = page.locator("header nav").get_by_role("link", name=re.compile("^Approvals")).locator(".nav-count")
     expect(answered).to_have_count(0)
@@ -91,6 +94,10 @@ def test_an_approvers_day(page, browser, live_server, live_app, dead_run, live_w
         second.screenshot(path=str(ARTIFACTS / "approvers-day-inbox.png"), full_page=True)
         inbox_row.get_by_role("link", name=f"#{request_id}", exact=True).click()
         expect(second.locator("table.approval-diff")).to_contain_text("params.fail_times")
+        # The key changes too: a row of its own, its values masked (masked alike, it was no row at all).
+        key_row = second.locator("table.approval-diff tr", has_text="params.api_key")
+        expect(key_row).to_contain_text('"*** (changed)"')
+        assert "sk_live" not in second.content()
         second.get_by_label("Note (optional)").fill("checked with billing")
         second.get_by_role("button", name="Approve and run").click()
         expect(second.locator(".flash.success")).to_contain_text(f"Approved request #{request_id}")
@@ -102,7 +109,7 @@ def test_an_approvers_day(page, browser, live_server, live_app, dead_run, live_w
     # A real worker runs the replay with the fixed params, and the run recovers.
     wait_for(lambda: status_of(dead_run) == "succeeded", 60, 0.3, f"run {dead_run} to succeed after the fix")
     run = db.session.get(Run, dead_run)
-    assert (run.series, run.params["fail_times"]) == (2, 0)
+    assert (run.series, run.params["fail_times"], run.params["api_key"]) == (2, 0, "sk_live_new0002")
     approval = db.session.get(Approval, request_id)
     assert (approval.status, approval.decision_note) == ("executed", "checked with billing")
     # The operator's console counts the answer beside Approvals until they read their requests: on the Overview
@@ -115,4 +122,12 @@ def test_an_approvers_day(page, browser, live_server, live_app, dead_run, live_w
     expect(page.locator("table.approvals")).to_contain_text("checked with billing")
     expect(page.locator("table.approvals tr.answered-news")).to_contain_text("new")  # which one is the answer
     expect(answered).to_have_count(0)
+
+    # The request's tab, left open since filing, still offers Withdraw: refused in place, and its old "Filed request"
+    # message goes with it (it stood above the refusal, saying the opposite).
+    request_tab.bring_to_front()
+    request_tab.once("dialog", lambda dialog: dialog.accept())
+    request_tab.get_by_role("button", name="Withdraw").click()
+    expect(request_tab.get_by_role("alert")).to_contain_text(f"request {request_id} is executed, no longer pending")
+    expect(request_tab.locator(".flash.success")).to_have_count(0)
 
