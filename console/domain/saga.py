@@ -110,16 +110,26 @@ def replay_consequence(position: int, workflow_status: str, failed_step: int | N
             + (", and the steps its compensation undid stay undone." if undone else "."))
 
 
-def resolve_consequence(position: int, workflow_status: str, stopped_at: int) -> str:
+def resolve_consequence(position: int, workflow_status: str, stopped_at: int, no_undo: tuple[int, ...] = ()) -> str:
     """Say what marking a dead step's run resolved does to its workflow, for the person about to do it (and the
-    approver): resolving the step that stopped the undo says it was undone by hand, so the undo goes on."""
+    approver): resolving the step that stopped the undo says it was undone by hand, so the undo goes on (no_undo:
+    the steps before it still to undo whose handlers have no undo step, where it will stop again)."""
     if workflow_status != WorkflowStatus.COMPENSATION_FAILED.value or position != stopped_at:
         return "Resolving it changes this run only: the workflow stays as it is."
     if position == 1:
         return "Resolving it says it was undone by hand: the workflow then ends compensated."
+    said = "Resolving it says it was undone by hand: the workflow then goes on undoing "
+    # "running its undo step" was said of a step with none, where the workflow stops again (helper 150).
+    next_stop = max((step for step in no_undo if step < position), default=None)
+    if next_stop == position - 1:
+        return (f"{said}step {next_stop}, whose handler has no undo step: it stops there again, for a person to undo "
+                "that step by hand.")
+    if next_stop is not None:
+        return (f"{said}step {position - 1} and the steps before it, running their undo steps, as far as step "
+                f"{next_stop}, whose handler has no undo step: it stops there again, for a person.")
     earlier = "step 1, running its undo step" if position == 2 else (
         f"step {position - 1} and the steps before it, running their undo steps")
-    return f"Resolving it says it was undone by hand: the workflow then goes on undoing {earlier}."
+    return f"{said}{earlier}."
 
 
 def steps_replay_words(steps: int, undone_failed: int) -> str:

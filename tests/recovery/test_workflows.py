@@ -340,6 +340,24 @@ def test_an_undo_that_fails_again_keeps_its_error_code_as_written_in_the_workflo
     assert note.startswith("step 2 could not be undone") and ". label_unclear: " in note, note
 
 
+def test_resolving_a_held_step_says_the_undo_stops_again_at_a_step_with_no_undo(saga, staff):
+    workflow_id = saga.submit([{"handler": "demo.noop"}, {"handler": "demo.flaky_compensated", "params": HELD}])
+    saga.execute(workflow_id, 1)
+    saga.advance(workflow_id)
+    saga.execute(workflow_id, 2)
+    assert saga.advance(workflow_id) == "compensation_failed"
+    held = saga.run(workflow_id, 2)
+    dry = run_now("resolve_runs", {"runs": f"{held.id}", "note": "voided by hand"}, staff["olga"], clock=saga.clock,
+                  dry_run=True)
+    assert ("Resolving it says it was undone by hand: the workflow then goes on undoing step 1, whose handler has no "
+            "undo step: it stops there again, for a person to undo that step by hand.") in dry.log
+    resolve_by_hand(held.id, saga.clock)
+    assert saga.advance(workflow_id) == "undoing"
+    saga.undo(workflow_id, 1)
+    assert saga.advance(workflow_id) == "compensation_failed"  # as it said
+    assert [step.compensation_status for step in saga.steps(workflow_id)] == ["not_compensable", "resolved"]
+
+
 def test_a_first_step_left_for_a_person_ends_the_workflow_stopped_not_compensated(saga):
     # "compensated" with nothing undone and step 1 still in place read as all rolled back.
     workflow_id = saga.submit([{"handler": "demo.flaky_compensated", "params": HELD}, {"handler": "demo.noop"}])

@@ -46,6 +46,18 @@ def test_resolving_a_step_goes_on_with_the_undo_only_where_it_stopped_it(positio
     assert resolve_consequence(position, status, stopped_at).endswith(said)
 
 
+def test_resolving_a_step_says_where_the_undo_will_stop_again_at_a_step_with_no_undo():
+    # "running its undo step" was said of a step whose handler has none (helper 150).
+    assert resolve_consequence(2, "compensation_failed", 2, no_undo=(1,)) == (
+        "Resolving it says it was undone by hand: the workflow then goes on undoing step 1, whose handler has no undo "
+        "step: it stops there again, for a person to undo that step by hand.")
+    assert resolve_consequence(4, "compensation_failed", 4, no_undo=(1, 2)) == (
+        "Resolving it says it was undone by hand: the workflow then goes on undoing step 3 and the steps before it, "
+        "running their undo steps, as far as step 2, whose handler has no undo step: it stops there again, for a "
+        "person.")
+    assert resolve_consequence(2, "compensation_failed", 2, no_undo=(3,)).endswith("step 1, running its undo step.")
+
+
 def test_cancelling_a_step_says_what_follows_for_its_workflow():
     assert cancel_consequence(1, "running") == (
         "Once it ends cancelled the workflow ends too: no step before it succeeded, so nothing is undone.")

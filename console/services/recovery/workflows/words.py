@@ -6,6 +6,8 @@ One source for the run page, a dead letter's row and fix form, the approver's pa
 from collections.abc import Callable
 
 from console.domain.saga import (
+    Undo,
+    WorkflowStatus,
     cancel_consequence,
     compensate_consequence,
     replay_consequence,
@@ -50,4 +52,13 @@ def workflow_compensation(run: Run | None) -> str:
 def workflow_resolve(run: Run | None) -> str:
     """Say what marking this dead run resolved does to its workflow."""
     return as_step(run, lambda workflow: resolve_consequence(run.workflow_step, workflow.status,
-                                                             workflow.current_step))
+                                                             workflow.current_step, _without_undo(workflow)))
+
+
+def _without_undo(workflow: Workflow) -> tuple[int, ...]:
+    """Return the steps of a stopped workflow still to undo (left as they were) whose handlers have no undo step."""
+    if workflow.status != WorkflowStatus.COMPENSATION_FAILED.value:
+        return ()
+    return tuple(step.position for step in workflow.steps
+                 if step.position < workflow.current_step and step.compensation_status == Undo.NOT_ATTEMPTED.value
+                 and not has_undo_step(step.handler))
