@@ -96,7 +96,7 @@ def current_actor() -> Actor:
     name = user.username if user.is_authenticated else "anonymous"
     if getattr(g, "api_token", None) is not None:
         name = f"{name} (token {g.api_token.prefix})"
-    return Actor(name, getattr(user, "id", None), request.remote_addr)
+    return Actor(name, getattr(user, "id", None), request.remote_addr, tenant_id=tenant_scope())
 
 
 def tenant_scope() -> int | None:

@@ -12,6 +12,8 @@ class Actor:
     approved_by: str | None = None
     # What acted for the person, when not their own hand ("runbook replay_dead_letters, execution #7").
     via: str | None = None
+    # The tenant this person or token is limited to (None: every tenant), for rules about what every tenant shares.
+    tenant_id: int | None = None
 
     @property
     def signature(self) -> str:

@@ -21,6 +21,7 @@ from console.services.engine import submit as submitting
 from console.services.engine.submit import _id_of, _policy_choice, _waiting, effective_policy, task_for
 from console.services.errors import InvalidInput, QueueFull, ServiceError
 from console.services.inputs import is_id, json_problem, params_too_large
+from console.services.policies.tenant_overrides import keep_breaker_to_tenant
 
 log = logging.getLogger("rebound.engine")
 MAX_ITEMS = 1000
@@ -76,7 +77,7 @@ def submit_batch(items: list, actor: Actor, tenant_for: Callable[[object, object
     source_needs_key = submitting.key_required(source)
     for index, item in enumerate(items):
         try:
-            valid.append(_check(index, item, tenant_for, cache, source_needs_key))
+            valid.append(_check(index, item, tenant_for, cache, source_needs_key, actor))
         except ServiceError as error:
             answers[index] = _refusal(index, error)
     # Later items with a key already seen in this batch answer with the first one's outcome.
@@ -123,7 +124,7 @@ def _refusal(index: int, error: ServiceError) -> dict:
     return {"index": index, "error": error.code, "detail": error.detail, "field": error.field}
 
 
-def _check(index: int, item, tenant_for, cache: dict, needs_key: bool = False) -> _Item:
+def _check(index: int, item, tenant_for, cache: dict, needs_key: bool = False, actor: Actor | None = None) -> _Item:
     """Check one item as POST /worker/tasks checks its body; raise the 4xx that names what to fix."""
     if not isinstance(item, dict):
         raise InvalidInput("each run is an object, as POST /worker/tasks takes")
@@ -161,6 +162,8 @@ def _check(index: int, item, tenant_for, cache: dict, needs_key: bool = False) -
     handler = _once(cache, ("handler", handler), handler_kinds.normalise, handler)
     # A named policy and the policy in force are a query each: a batch asks once per task and policy given.
     policy = item.get("policy")
+    if actor is not None:
+        keep_breaker_to_tenant(policy, actor)
     policy_id, overrides = _once(cache, ("choice", task and task.id, json.dumps(policy, sort_keys=True)),
                                  _policy_choice, policy, task)
     version, policy = _once(cache, ("policy", policy_id, json.dumps(overrides, sort_keys=True)),

@@ -4,6 +4,7 @@ import json
 from dataclasses import dataclass
 
 from sqlalchemy import select
+from sqlalchemy.exc import NoResultFound
 
 from console.domain.breaker import BreakerState, Opener
 from console.domain.words import plural
@@ -46,7 +47,15 @@ def opener(state: BreakerState) -> PolicyBreaker | None:
     found: Opener | None = state.opened_by
     if found is None or found.policy_id is None or found.policy_version is None:
         return None
-    return PolicyBreaker(policy_label(found.policy_id, found.policy_version), found.failure_threshold, found.open_s)
+    # The opening run's own overrides are not kept, but settings other than its version's say there were some: "policy
+    # default v1 (1 failure in a row, open 86400 s)" blamed a policy for a run's override (helper 152).
+    try:
+        named = policies.of_version(found.policy_id, found.policy_version, None)
+        overridden = (named.breaker_failure_threshold, named.breaker_open_s) != (found.failure_threshold, found.open_s)
+    except NoResultFound:  # its version is gone: say what is known
+        overridden = False
+    return PolicyBreaker(policy_label(found.policy_id, found.policy_version, overridden), found.failure_threshold,
+                         found.open_s)
 
 
 def in_use(key: BreakerKey, opened_by: PolicyBreaker | None) -> list[PolicyBreaker]:

@@ -11,6 +11,7 @@ from console.services.engine import replays, transitions, waiting_fixes
 from console.services.engine import submit as submitting
 from console.services.errors import Conflict, NotFound
 from console.services.policies import versions as policies
+from console.services.policies.tenant_overrides import keep_breaker_to_tenant
 
 RETRYABLE_BY_HAND = ("dead", "failed", "cancelled")
 
@@ -61,6 +62,7 @@ def retry_now(run: Run, actor: Actor, *, policy=None, clock: Clock = SYSTEM_CLOC
     before = {"status": run.status, "series": run.series, "policy_id": run.policy_id,
               "policy_overrides": run.policy_overrides}
     if policy is not None:
+        keep_breaker_to_tenant(policy, actor)
         policy_id, overrides = submitting._policy_choice(policy, None)
         policy_id = policy_id or run.policy_id
         submitting.effective_policy(policy_id, overrides)

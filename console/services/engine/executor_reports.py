@@ -17,6 +17,7 @@ from console.services.engine.submit import _policy_choice, _same_work, effective
 from console.services.errors import Conflict, InvalidInput, NotFound
 from console.services.inputs import key_refusal
 from console.services.policies import versions as policies
+from console.services.policies.tenant_overrides import keep_breaker_to_tenant
 
 # What a failure report reads of an update that ends its attempt as failed (task.execution.updated, status failed).
 FAILURE_FIELDS = ("idempotency_key", "error_code", "message", "retryable", "retry_after_s", "retry_token")
@@ -126,6 +127,7 @@ def _external_run(tenant: Tenant, data: dict, key: str, actor: Actor, now) -> Ru
     elif data.get("handler") is None:
         raise NotFound(f"no run with idempotency key {key!r}; send handler or task_id to let Rebound retry it")
     handler = handler_kinds.normalise(task.handler if task else data["handler"])
+    keep_breaker_to_tenant(data.get("policy"), actor)
     policy_id, overrides = _policy_choice(data.get("policy"), task)
     version, _ = effective_policy(policy_id, overrides)
     retry_token = _text(data, "retry_token", 64)

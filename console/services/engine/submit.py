@@ -22,6 +22,7 @@ from console.services.engine import admission, handler_kinds, queueing, reserved
 from console.services.errors import Conflict, InvalidInput, NotFound, QueueFull
 from console.services.inputs import blank, is_id, key_refusal, params_too_large
 from console.services.policies import versions as policies
+from console.services.policies.tenant_overrides import keep_breaker_to_tenant
 from console.services.settings import setting
 
 log = logging.getLogger("rebound.engine")
@@ -209,6 +210,7 @@ def submit(tenant: Tenant, actor: Actor, *, handler: str | None = None, task: Ta
         raise InvalidInput("params must be a JSON object", "params")
     if params and (too_large := params_too_large(params)):
         raise InvalidInput(too_large, "params")
+    keep_breaker_to_tenant(policy, actor)
     check_key_shape(idempotency_key)
     check_key_given(idempotency_key, source)
     tenant_id = _id_of(tenant)

@@ -12,6 +12,7 @@ from console.models import Run, Task, Tenant
 from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.errors import Conflict, InvalidInput, NotFound
+from console.services.policies.tenant_overrides import keep_breaker_to_tenant
 from console.services.scheduling import definitions, task_query, template_insight
 
 CONCURRENCY_POLICIES = conflict_rules.CONCURRENCY_POLICIES
@@ -52,6 +53,7 @@ def _check_name_free(tenant: Tenant, name: str, own_id: int | None = None) -> No
 
 def register(tenant: Tenant, data: dict, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> Task:
     """Create a task from a request body; a name already used in the tenant is a 409."""
+    keep_breaker_to_tenant(data.get("policy"), actor)
     values = _validated(data, tenant)
     _check_name_free(tenant, values["name"])
     now = clock()
@@ -78,6 +80,7 @@ def edit(task: Task, data: dict, actor: Actor, clock: Clock = SYSTEM_CLOCK, *, s
         raise InvalidInput(f"a task stays in its tenant ({task.tenant.name}); register a new task in the other one",
                            "tenant")
     data = {k: v for k, v in data.items() if k != "tenant"}
+    keep_breaker_to_tenant(data.get("policy"), actor)
     values = _validated(data, task.tenant, current=task)
     _check_name_free(task.tenant, values["name"], task.id)
     if seen is not None:

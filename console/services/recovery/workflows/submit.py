@@ -15,7 +15,8 @@ from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.engine import handler_kinds
 from console.services.engine import submit as engine_submit
-from console.services.errors import Conflict, InvalidInput
+from console.services.errors import Conflict, Forbidden, InvalidInput
+from console.services.policies.tenant_overrides import keep_breaker_to_tenant
 from console.services.recovery.workflows import advance
 
 log = logging.getLogger("rebound.workflows")
@@ -103,6 +104,11 @@ def submit(tenant: Tenant, actor: Actor, *, name, steps, idempotency_key, clock:
     other ones it is a 409 naming the workflow, as a run's key sent for other work is.
     """
     name, key, checked = check_name(name), check_key(idempotency_key), check_steps(steps)
+    for index, step in enumerate(checked):
+        try:
+            keep_breaker_to_tenant(step.policy, actor)
+        except Forbidden as refused:
+            raise Forbidden(f"steps[{index}]: {refused.detail}", f"steps[{index}].policy.breaker") from None
     existing = find_by_key(tenant.id, key)
     if existing is not None:
         return _same_work(existing, name, checked), False
