@@ -44,6 +44,8 @@ def run(entry: Run, events: list[RunEvent] | None = None) -> dict:
         "next_retry_at": iso(entry.next_retry_at), "scheduled_for": iso(entry.scheduled_for),
         "enqueued_at": iso(entry.enqueued_at), "created_at": iso(entry.created_at),
         "started_at": iso(entry.started_at), "finished_at": iso(entry.finished_at),
+        # When anything about it last changed: a poller's cue (RunStatus said to read it, and no answer had it).
+        "updated_at": iso(entry.updated_at),
         "cancel_requested": entry.cancel_requested, "trace_id": entry.trace_id,
         "workflow": {"id": entry.workflow_id, "step": entry.workflow_step} if entry.workflow_id else None,
     }

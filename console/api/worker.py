@@ -6,7 +6,15 @@ from flask import Blueprint, jsonify, request, url_for
 from sqlalchemy import select
 
 from console.api import serialize
-from console.api.common import BadRequest, body, no_body, no_unknown, refuse_chunked, submission_tenant
+from console.api.common import (
+    BadRequest,
+    UnreadableJSON,
+    body,
+    no_body,
+    no_unknown,
+    refuse_chunked,
+    submission_tenant,
+)
 from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import utcnow
 from console.extensions import db
@@ -16,6 +24,7 @@ from console.services.engine import batch_submit, control
 from console.services.engine import submit as submit_service
 from console.services.engine.submit import submit
 from console.services.errors import InvalidInput
+from console.services.inputs import RepeatedKey, one_value_per_key, too_many_digits
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.recovery import run_compensation, undo_retry
 from console.services.runs.waiting import why_waiting
@@ -60,11 +69,17 @@ def _batch_body() -> dict:
         raise BadRequest("send a JSON object with Content-Type: application/json")
     refuse_chunked()
     try:
-        data = json.loads(request.get_data(cache=False))
+        # A key given twice is refused as every other body refuses it: {"amount": 1, "amount": 1000000} stored the
+        # last one here (helper 152).
+        data = json.loads(request.get_data(cache=False), object_pairs_hook=one_value_per_key)
+    except RepeatedKey as repeated:
+        raise UnusableJSON(repeated.problem) from None
     except RecursionError:
         raise UnusableJSON("the JSON is nested too deeply to read") from None
-    except ValueError as error:  # broken JSON, bytes that are not UTF-8, an integer of thousands of digits
-        raise BadRequest(f"the body is not JSON: {str(error)[:200]}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):  # said as the other bodies say it, not Python's words
+        raise UnreadableJSON("the body is not valid JSON (nor UTF-8 text that holds it)") from None
+    except ValueError as error:  # an integer of thousands of digits
+        raise UnusableJSON(too_many_digits(error)) from None
     if not isinstance(data, dict):
         raise BadRequest('send a JSON object: {"runs": [...]}')
     return data

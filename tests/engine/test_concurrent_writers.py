@@ -76,6 +76,15 @@ def count(query) -> int:
     return value
 
 
+def in_threads(target, names) -> None:
+    """Run target(name) in one thread per name (each thread named so), and wait for them all."""
+    threads = [threading.Thread(target=target, args=(name,), name=name) for name in names]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+
+
 def held_open(original, holder: str, filed: threading.Event, looked: threading.Event):
     """Wrap a filing call: in thread `holder` it says it filed, then keeps its transaction open until the other
     thread has looked (at most 1 s); with the lock under test, the other waits for this commit instead."""
@@ -594,11 +603,7 @@ def test_a_dlq_fix_and_a_fix_runbook_filed_at_once_for_one_letter_leave_one_wait
                 results[name] = error
             db.session.remove()
 
-    threads = [threading.Thread(target=file, args=(name,), name=name) for name in ("form", "runbook")]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
+    in_threads(file, ("form", "runbook"))
     assert isinstance(results["form"], int) and isinstance(results["runbook"], runbooks.InvalidParams), results
     assert count(select(Approval).where(Approval.status == "pending")) == 1
 
@@ -652,3 +657,34 @@ def test_one_persons_bulk_discards_at_once_never_spend_more_than_their_allowance
     assert sum(result.discarded for result in results) == 3
     assert sum(result.approval is not None for result in results) == 3
     assert count(select(DeadLetter).where(DeadLetter.status == "discarded")) == 3
+
+
+def test_one_failure_reported_twice_at_once_for_a_new_key_is_a_duplicate_not_a_409(app, clock, monkeypatch):
+    """An executor's retry after a timeout, racing its first send of a failure Rebound had no run for: both looked,
+    found no run, and the second's insert met the first's key: a 409 "someone else changed this" (helper 152)."""
+    from console.services.engine import executor_reports
+
+    tenant = tenants.ensure_default()
+    db.session.commit()
+    created, second_looked = threading.Event(), threading.Event()
+    monkeypatch.setattr(executor_reports, "_external_run",
+                        held_open(executor_reports._external_run, "first", created, second_looked))
+    monkeypatch.setattr(executor_reports, "find_by_key", noting(executor_reports.find_by_key, "second", second_looked))
+    report = {"idempotency_key": "ext-race", "error_code": "timeout", "handler": "demo.noop", "retry_after_s": 60}
+    results = {}
+
+    def send(name: str):
+        with app.app_context():
+            if name == "second":
+                created.wait(10)
+            try:
+                run, duplicate = executor_reports.report_failure(tenants.find("default"), dict(report),
+                                                                 Actor("billing"), clock=clock)
+                results[name] = (run.id, duplicate)
+            except Exception as error:  # noqa: BLE001 - the test looks at what each sender got
+                results[name] = error
+            db.session.remove()
+
+    in_threads(send, ("first", "second"))
+    assert results["first"][1] is False and results["second"] == (results["first"][0], True), results
+    assert count(select(Run).where(Run.tenant_id == tenant.id)) == 1

@@ -9,9 +9,11 @@ from console.domain.breaker import BreakerSettings
 from console.domain.clock import utcnow
 from console.extensions import db
 from console.models import AuditEntry, OutboxMessage, PolicyVersion, RetryPolicyRecord, Run, RunEvent, Task
+from console.services.actor import Actor
 from console.services.engine import breakers
 from console.services.engine.execute import execute
 from console.services.people import tenants
+from console.services.scheduling import tasks
 from tests import api_checks
 from tests.factories import bearer, make_tenant
 
@@ -443,6 +445,13 @@ UPDATED = "task.execution.updated"
                   "params": [1]}, 422, "invalid", "params", id="unknown-key-and-params-a-list"),
     pytest.param({"type": FAILED, "idempotency_key": "k", "error_code": "boom", "handler": "demo.noop",
                   "retry_token": 5}, 422, "invalid", "retry_token", id="unknown-key-and-retry-token-not-a-string"),
+    # A run a report creates keeps params as a submitted one does: 3.5 MB were kept (helper 152).
+    pytest.param({"type": FAILED, "idempotency_key": "k", "error_code": "boom", "handler": "demo.noop",
+                  "params": {"s": "x" * 70_000}}, 422, "invalid", "params", id="unknown-key-and-params-too-large"),
+    pytest.param({"type": FAILED, "data": {"idempotency_key": "k", "error_code": "boom", "handler": "demo.noop",
+                                           "params": {"s": "x" * 70_000}}}, 422, "invalid", "params",
+                 id="params-too-large-nested-in-data"),
+
     pytest.param({"type": UPDATED, "idempotency_key": "k", "progress": 50}, 404, "not_found", None,
                  id="update-for-unknown-key"),
     pytest.param({"type": FAILED, "idempotency_key": "k", "error_code": "boom", "tenant": "nowhere"}, 422,
@@ -459,6 +468,17 @@ UPDATED = "task.execution.updated"
 def test_bad_event_is_refused_and_records_nothing(client, operator, payload, status, error, field):
     with nothing_written():
         refused(client.post("/events", json=payload, headers=operator), status, error, field)
+
+
+def test_a_report_naming_both_a_handler_and_a_task_is_refused_as_a_submit_is(client, operator):
+    # The handler was dropped unsaid and the run made with the task's (helper 152); a submit with both is this 422.
+    task = tasks.register(tenants.ensure_default(), {"name": "sync", "handler": "demo.sleep", "cron": "0 * * * *"},
+                          Actor("seed"))
+    with nothing_written():
+        body = refused(client.post("/events", json={"type": FAILED, "idempotency_key": "k", "error_code": "boom",
+                                                    "handler": "demo.noop", "task_id": task.id}, headers=operator),
+                       422, "invalid", "handler")
+    assert body["detail"] == "give exactly one of handler or task_id"
 
 
 def test_a_reports_fields_beside_data_are_refused_by_name(client, operator):

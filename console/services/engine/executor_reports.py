@@ -3,6 +3,7 @@
 import uuid
 
 from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.errors import MAX_RETRY_AFTER_S, classify_reported
@@ -15,7 +16,7 @@ from console.services.engine.execute import kept_result
 from console.services.engine.failures import fail
 from console.services.engine.submit import _policy_choice, _same_work, effective_policy, find_by_key, task_for
 from console.services.errors import Conflict, InvalidInput, NotFound
-from console.services.inputs import key_refusal
+from console.services.inputs import key_refusal, params_too_large
 from console.services.policies import versions as policies
 from console.services.policies.tenant_overrides import keep_breaker_to_tenant
 
@@ -51,11 +52,22 @@ def report_failure(tenant: Tenant, data: dict, actor: Actor, clock: Clock = SYST
         raise InvalidInput(f"retry_after_s must be a number of seconds from 0 to {MAX_RETRY_AFTER_S} (30 days)",
                            "retry_after_s")
     token = _text(data, "retry_token", 64)
+    if data.get("task_id") is not None and data.get("handler") is not None:
+        raise InvalidInput("give exactly one of handler or task_id", "handler")  # the handler was dropped unsaid
     now = clock()
     run = find_by_key(tenant.id, key)
     known = run is not None
     if not known:
-        run = _external_run(tenant, data, key, actor, now)
+        try:
+            run = _external_run(tenant, data, key, actor, now)
+        except IntegrityError:
+            # The same report sent again at once (an executor's retry after a timeout) created the run first: this
+            # one is about that run, a duplicate below, not a 409 "someone else changed this" (helper 152).
+            db.session.rollback()
+            run = find_by_key(tenant.id, key)
+            if run is None:
+                raise
+            known = True
     # The code as the run and its timeline keep it: masked as classify masks it (a secret param used as a code
     # was masked on the run and shown on its timeline; helper 134). Reports sent again are matched by it.
     with holding(held_in(run.params)):
@@ -134,6 +146,8 @@ def _external_run(tenant: Tenant, data: dict, key: str, actor: Actor, now) -> Ru
     params = data.get("params") or {}
     if not isinstance(params, dict):
         raise InvalidInput("params must be a JSON object", "params")
+    if params and (too_large := params_too_large(params)):  # as a submit's: 3.5 MB of params were kept (helper 152)
+        raise InvalidInput(too_large, "params")
     run = Run(tenant_id=tenant.id, task_id=task.id if task else None, handler=handler,
               params={**(task.params if task else {}), **params}, policy_id=policy_id, policy_version=version,
               policy_overrides=overrides, idempotency_key=key, status="running", attempt=1, executions=1,
