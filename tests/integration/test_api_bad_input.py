@@ -639,3 +639,14 @@ def test_a_new_policy_is_201_with_its_location_and_a_new_version_200(client, ope
     assert client.get(made.headers["Location"], headers=operator).json["spec"]["max_attempts"] == 3
     again = client.put("/internal/policies/nightly", json={"max_attempts": 4}, headers=operator)
     assert again.status_code == 200 and "Location" not in again.headers
+
+
+@pytest.mark.parametrize("path", ["/worker/tasks?tenant=globex", "/events?tenant=acme", "/api/workflows?dry_run=1"])
+def test_a_writes_query_string_is_refused_not_dropped(client, operator, path):
+    """POST /worker/tasks?tenant=globex made the run in the default tenant, unsaid (helper 152): a write reads its
+    body only."""
+    make_tenant("globex"), make_tenant("acme")
+    with nothing_written():
+        body = refused(client.post(path, json={"handler": "demo.noop", "type": "order.created"}, headers=operator),
+                       422, "invalid", path.split("?")[1].split("=")[0])
+    assert "takes no query parameters" in body["detail"] and "JSON body" in body["detail"]
