@@ -39,7 +39,8 @@ class Task(db.Model):
     # A firing missed while no scheduler ran is caught up once if it is at most this old.
     misfire_grace_s: Mapped[int] = mapped_column(Integer, default=300, server_default="300")
     last_fired_for = mapped_column(UTCDateTime)
-    # When it was last resumed: the catch-up counts firings from here on, as a pause skips the ones before.
+    # When its schedule last started: a resume, or a change of its cron or zone. The catch-up counts firings from here
+    # on, as a pause skips the ones before and a new schedule's earlier firings were never due.
     resumed_at = mapped_column(UTCDateTime)
     missed_total: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     deleted_at = mapped_column(UTCDateTime)

@@ -118,6 +118,23 @@ def test_the_firings_a_pause_skipped_are_neither_caught_up_nor_missed_once_resum
     assert jobs.catch_up() == (1, 8)  # 10:12 is caught up; 10:04 .. 10:11 are counted missed
 
 
+def test_a_new_schedule_is_neither_caught_up_nor_missed_before_its_edit(register, jobs, clock):
+    """Editing `30 2 * * *` to `*/5 * * * *` at 07:15 fired a catch-up run for 07:15 and counted 4 "missed" firings
+    that were never due, with a scheduler leading all along (helper 151)."""
+    clock.set(datetime(2026, 3, 2, 6, 54, tzinfo=UTC))
+    task = register(cron="30 2 * * *", misfire_grace_s=300)
+    task.created_at = clock()
+    db.session.commit()
+    clock.set(datetime(2026, 3, 2, 7, 15, 24, tzinfo=UTC))
+    tasks.edit(task, {"cron": "*/5 * * * *"}, Actor("ops"), clock=clock)
+    clock.set(datetime(2026, 3, 2, 7, 15, 28, tzinfo=UTC))  # the next catch-up pass
+    assert jobs.catch_up() == (0, 0)
+    db.session.refresh(task)
+    assert (task.missed_total, db.session.query(Run).filter_by(task_id=task.id).count()) == (0, 0)
+    clock.set(datetime(2026, 3, 2, 7, 36, tzinfo=UTC))  # a scheduler down after the edit still counts its misses
+    assert jobs.catch_up() == (1, 3)  # 07:35 is caught up; 07:20 .. 07:30 are missed
+
+
 def test_an_sla_breach_is_recorded_once_and_three_in_a_row_escalate(register, runs, clock):
     task = register(cron="0 * * * *", sla={"max_start_delay_s": 60})
     for hour in range(3):

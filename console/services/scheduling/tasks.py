@@ -99,11 +99,16 @@ def edit(task: Task, data: dict, actor: Actor, clock: Clock = SYSTEM_CLOCK, *, s
     task = locks.fresh_row(Task, task.id)
     before = snapshot(task)
     values = _validated(data, task.tenant, current=task)
-    was_paused = task.paused
+    was_paused, schedule = task.paused, (task.cron, task.timezone)
     for key, value in values.items():
         setattr(task, key, value)
     task.updated_at = clock()
     _note_resume(task, was_paused)
+    if task.cron and (task.cron, task.timezone) != schedule:
+        # The new schedule starts now: its firings before the edit were never due. The catch-up counted them from
+        # the last firing under the old one, fired one for a time before the edit and counted the rest missed,
+        # feeding the scheduling failure alert (helper 151).
+        task.resumed_at = task.updated_at
     after = snapshot(task)
     if after == before:
         # Nothing changed: updated_at stays, or the next careful editor would get a 409 for a change nobody made
