@@ -244,6 +244,28 @@ def test_after_its_waiting_run_was_started_outside_the_window_the_next_firings_w
     assert execute(later.run_id, 0, clock=clock) == "succeeded"
 
 
+@pytest.mark.parametrize("window", [None, {"days": ["fri", "sat"], "start": "18:00", "end": "23:00",
+                                            "timezone": "UTC"}], ids=["removed", "open-now"])
+def test_a_run_waiting_for_a_window_its_task_no_longer_has_starts_at_the_edit(register, runs, clock, window):
+    """It kept the old window's opening: removed, a forbid task's run waited six days and cancelled every firing
+    meanwhile, with no "run outside the window" left to press (helper 151)."""
+    task, first = closed_for_the_weekend(register, clock, mutex_key="ledger", concurrency_policy="forbid")
+    tasks.edit(task, {"window": window}, Actor("ops"), clock=clock)
+    run = runs.get(first.run_id)
+    assert (run.status, run.status_reason, run.due_at, run.next_retry_at) == ("pending", None, clock(), None)
+    assert [event.kind for event in runs.events(run.id)][-1] == "released"
+    assert queueing.job_id(run.id, 1, 0).encode() in get_redis().lrange("rq:queue:default", 0, -1)
+    assert execute(run.id, 0, clock=clock) == "succeeded"
+    clock.advance(60)
+    assert fire(task, clock).status == "created"  # nothing holds its mutex now
+
+
+def test_a_run_waiting_for_a_window_still_closed_after_an_edit_keeps_waiting(register, runs, clock):
+    task, first = closed_for_the_weekend(register, clock)
+    tasks.edit(task, {"window": {**task.window, "start": "07:00"}}, Actor("ops"), clock=clock)
+    assert runs.get(first.run_id).status_reason == "window"
+
+
 def test_a_paused_task_does_not_fire_from_cron_but_run_now_still_works(register, runs, clock):
     from console.services.scheduling import on_demand
 

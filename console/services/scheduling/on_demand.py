@@ -5,6 +5,7 @@ import logging
 from sqlalchemy import select
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.domain.windows import Window
 from console.extensions import db
 from console.models import Run, Task, Tenant
 from console.services.actor import Actor
@@ -106,6 +107,36 @@ REASONS = {
     "mutex_forbid": "another run with the same mutex key is active and the concurrency policy is forbid",
 }
 RELEASED = "started now, outside its execution window, at a person's ask"
+
+
+WINDOW_CHANGED = "started now: its task's execution window, changed, no longer holds it"
+
+
+def release_for_new_window(task: Task, actor: Actor, now) -> list[Run]:
+    """Start now the task's runs waiting for an execution window that its edit removed or that is open now, in the
+    caller's transaction; queue them with `queue_released` after the commit.
+
+    They waited for the opening of the window they were made under: removed, one waited six days and, under a
+    forbid mutex, cancelled every firing meanwhile (helper 151)."""
+    if task.window and not Window.from_mapping(task.window).contains(now):
+        return []  # still closed: they start at the opening they were made for
+    released = []
+    while (run := transitions.release_from_window(task.id, now, actor=actor.name, message=WINDOW_CHANGED)):
+        released.append(run)
+    return released
+
+
+def queue_released(task: Task, runs: list[Run]) -> None:
+    """Queue runs released from their window, once committed; the reconciler queues any Redis lost."""
+    if not runs:
+        return
+    _, policy = policies.effective(task.policy_id, task.policy_overrides)
+    try:
+        for run in runs:
+            queueing.enqueue_now(run.id, run.series, run.attempt, policy.timeout_s)
+    except Exception as error:  # noqa: BLE001 - committed: the reconciler queues a pending run Redis lost
+        log.warning("runs %s released from their window but not queued (%s); the reconciler will queue them",
+                    [run.id for run in runs], error)
 
 
 def _start_waiting_run(task: Task, actor: Actor, now) -> planner.Outcome | None:

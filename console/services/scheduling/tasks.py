@@ -13,7 +13,7 @@ from console.services.actor import Actor
 from console.services.audit import trail as audit
 from console.services.errors import Conflict, InvalidInput, NotFound
 from console.services.policies.tenant_overrides import keep_breaker_to_tenant
-from console.services.scheduling import definitions, task_query, template_insight
+from console.services.scheduling import definitions, on_demand, task_query, template_insight
 
 CONCURRENCY_POLICIES = conflict_rules.CONCURRENCY_POLICIES
 
@@ -99,7 +99,7 @@ def edit(task: Task, data: dict, actor: Actor, clock: Clock = SYSTEM_CLOCK, *, s
     task = locks.fresh_row(Task, task.id)
     before = snapshot(task)
     values = _validated(data, task.tenant, current=task)
-    was_paused, schedule = task.paused, (task.cron, task.timezone)
+    was_paused, schedule, window = task.paused, (task.cron, task.timezone), task.window
     for key, value in values.items():
         setattr(task, key, value)
     task.updated_at = clock()
@@ -115,9 +115,12 @@ def edit(task: Task, data: dict, actor: Actor, clock: Clock = SYSTEM_CLOCK, *, s
         # (and no audit row to show for it).
         db.session.rollback()
         return task
-    audit.record(db.session, actor, "task.edit", "task", task.id, before=before, after=after,
+    released = on_demand.release_for_new_window(task, actor, task.updated_at) if task.window != window else []
+    audit.record(db.session, actor, "task.edit", "task", task.id, before=before,
+                 after={**after, **({"released_runs": [run.id for run in released]} if released else {})},
                  tenant=task.tenant.name, clock=clock)
     db.session.commit()
+    on_demand.queue_released(task, released)
     return task
 
 
