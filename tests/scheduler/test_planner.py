@@ -266,6 +266,20 @@ def test_a_run_waiting_for_a_window_still_closed_after_an_edit_keeps_waiting(reg
     assert runs.get(first.run_id).status_reason == "window"
 
 
+def test_firings_of_one_moment_are_planned_in_task_id_order_as_the_forecast_reads_them(register, runs, clock):
+    """The demo's export (allow) and reindex (forbid) share a mutex at :30: handed over reindex first, both ran,
+    where the forecast said reindex is skipped (helper 151)."""
+    clock.set(datetime(2026, 3, 2, 10, 30, tzinfo=UTC))
+    export = register(name="export", cron="*/15 * * * *", mutex_key="orders-db", concurrency_policy="allow")
+    reindex = register(name="reindex", cron="*/30 * * * *", mutex_key="orders-db", concurrency_policy="forbid")
+    outcomes = planner.fire([planner.Firing(reindex.id, clock()), planner.Firing(export.id, clock())], SCHEDULER,
+                            clock)
+    by_task = {outcome.task_id: (outcome.status, outcome.reason) for outcome in outcomes}
+    assert by_task == {export.id: ("created", None), reindex.id: ("skipped", "mutex_forbid")}
+    overlap = forecast.forecast(clock() - timedelta(seconds=1), hours=0.1).mutex_overlaps[0]
+    assert (overlap["first_task_id"], overlap["second_task_id"]) == (export.id, reindex.id)  # as it was planned
+
+
 def test_a_paused_task_does_not_fire_from_cron_but_run_now_still_works(register, runs, clock):
     from console.services.scheduling import on_demand
 

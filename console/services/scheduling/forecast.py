@@ -147,7 +147,8 @@ def _overlaps(planned: list[_Firing], warnings: list) -> list[dict]:
             by_mutex[firing.task.tenant_id, firing.task.mutex_key].append(firing)
     found = []
     for (_, key), firings in by_mutex.items():
-        # Firings at one moment go in task id order, as the planner fires them (task_jobs._fire).
+        # Firings at one moment go in task id order, as the planner fires each batch (planner.fire; the scheduler's
+        # buffer gathers a second's firings into one batch).
         firings.sort(key=lambda firing: (firing.start, firing.task.id))
         holding: list[_Firing] = []
         for firing in firings:
