@@ -173,6 +173,10 @@ def test_edit_with_a_base_updated_at_that_is_no_time_is_422(client, operator, re
     # Valid, but longer than the column holds: PostgreSQL refused it as a database error (a 500).
     ({"cron": ",".join(str(minute) for minute in range(60)) + " * * * *"}, "cron",
      "cron is at most 120 characters, got 177"),
+    # It acts on runs holding the same mutex key: without one it was a 201 that did nothing (helper 151).
+    ({"concurrency_policy": "replace"}, "concurrency_policy", "concurrency_policy replace needs a mutex_key"),
+    ({"concurrency_policy": "forbid", "mutex_key": None}, "concurrency_policy",
+     "concurrency_policy forbid needs a mutex_key"),
 ])
 def test_a_setting_that_could_never_act_is_refused_at_registration(client, operator, changes, field, words):
     with nothing_written():

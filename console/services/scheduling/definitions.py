@@ -67,6 +67,13 @@ def checked(data: dict, tenant: Tenant, current: Task | None = None) -> tuple[di
     values["policy_id"], values["policy_overrides"] = refusals.check(_policy, merged.get("policy"),
                                                                      failed=(None, None))
     rules, values["template_id"], values["inherits"] = _rules(data, merged, current, refusals)
+    if data.get("concurrency_policy") in ("forbid", "replace") and rules and not rules.get("mutex_key"):
+        # It acts on the runs holding the same mutex key, so without one it did nothing, unsaid: read as Kubernetes'
+        # concurrencyPolicy, it was taken to keep a task's own runs from overlapping (helper 151).
+        refusals.found.append(InvalidInput(
+            f"concurrency_policy {data['concurrency_policy']} needs a mutex_key: it decides what a firing does while "
+            "another run holding the same key is active (give the task its own key to keep its runs from "
+            "overlapping)", "concurrency_policy"))
     values.update(rules, handler=refusals.check(handler_kinds.normalise, merged.get("handler")),
                   jitter_s=refusals.check(_whole, merged, "jitter_s", 0, 3600, 0),
                   debounce_s=refusals.check(_whole, merged, "debounce_s", 0, 86_400, 0),
