@@ -208,8 +208,10 @@ def test_the_same_report_sent_at_once_by_several_threads_is_one_failure_and_the_
     db.session.execute(update(Run).where(Run.id == run.id).values(status="running", attempt=1, started_at=clock()))
     db.session.commit()
     payload = {"idempotency_key": "ext-race", "error_code": "db_timeout", "retryable": True, "retry_after_s": 60}
-    outcomes = race(app, 6, lambda _: executor_reports.report_failure(tenant, payload, Actor("billing"),
-                                                                      clock=clock)[1])
+    # Each thread reads the tenant in its own session: the test's row, expired by its commit, was refreshed by six
+    # threads at once through one session ("concurrent operations are not permitted", once in a full run).
+    outcomes = race(app, 6, lambda _: executor_reports.report_failure(tenants.find("default"), payload,
+                                                                      Actor("billing"), clock=clock)[1])
     assert sorted(outcomes, key=str) == [False] + [True] * 5, outcomes
     assert runs.status(run.id) == "retry_wait" and len(runs.events(run.id, "failure_reported")) == 1
 
