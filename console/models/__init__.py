@@ -20,14 +20,14 @@ from console.models.recovery import (
 from console.models.reports import ForecastWarning, ReportState
 from console.models.runs import AttemptDiagnostics, Run, RunEvent
 from console.models.settings import ConsoleSetting
-from console.models.tasks import SlaBreach, Task
+from console.models.tasks import EventReceipt, SlaBreach, Task
 from console.models.templates import ConflictTemplate, ConflictTemplateVersion
 from console.models.workflows import Workflow, WorkflowStep
 
 __all__ = [
     "AlertRule", "ApiToken", "Approval", "AttemptDiagnostics", "AuditEntry", "AuditHead", "ChannelSetting",
     "ConflictTemplate", "ConflictTemplateVersion", "ConsoleSetting", "DeadLetter", "EndedSession",
-    "Delivery", "ForecastWarning", "OutboxMessage", "PolicyVersion", "QuotaClass",
+    "Delivery", "EventReceipt", "ForecastWarning", "OutboxMessage", "PolicyVersion", "QuotaClass",
     "ReportState", "Reservation", "RetryPolicyRecord",
     "Role", "Run",
     "RunEvent", "RunbookBackup", "RunbookChange", "RunbookExecution", "RunbookPolicy", "SlaBreach", "Task", "Tenant",

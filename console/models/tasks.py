@@ -63,3 +63,19 @@ class SlaBreach(db.Model):
     late_by_s: Mapped[int] = mapped_column(Integer)
     detected_at = mapped_column(UTCDateTime, default=utcnow, nullable=False, index=True)
     escalated: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class EventReceipt(db.Model):
+    """An event sent with an idempotency key that a task did not fire for (paused, debounced): what it answered.
+
+    A run holds its key when the task fired; without these, the same event sent again after a resume or after the
+    debounce fired the task the first send had not (helper 151)."""
+
+    __tablename__ = "event_receipts"
+    __table_args__ = (UniqueConstraint("tenant_id", "task_id", "idempotency_key"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"))
+    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id"))
+    idempotency_key: Mapped[str] = mapped_column(String(200))  # the sender's own key
+    status: Mapped[str] = mapped_column(String(16))  # paused | debounced
+    received_at = mapped_column(UTCDateTime, default=utcnow, nullable=False, index=True)

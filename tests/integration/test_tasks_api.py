@@ -11,9 +11,10 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from console.extensions import db
 from console.models import AuditEntry, OutboxMessage, Run, RunEvent, Task
+from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.errors import NotFound
-from console.services.scheduling import tasks
+from console.services.scheduling import event_receipts, tasks
 from tests import api_checks
 from tests.factories import bearer, make_tenant
 
@@ -593,6 +594,48 @@ def test_an_event_sent_again_with_its_idempotency_key_fires_nothing_and_names_it
     other = post_event(client, operator, type="order.created", tenant="default", data={"order": 8},
                        idempotency_key="order-8-created")
     assert [o["status"] for o in other.json["runs"]] == ["created", "debounced"]
+
+
+def test_an_event_sent_again_after_its_paused_task_resumed_fires_nothing(client, operator, register):
+    # The first send fired nothing for the paused task; the sender's retry after the resume fired it (helper 151).
+    task_id = register(name="on-order", cron=DROP, event="order.created")["id"]
+    client.put(f"/internal/tasks/{task_id}/pause", headers=operator)
+    sent = post_event(client, operator, type="order.created", tenant="default", data={}, idempotency_key="order-7")
+    assert [o["status"] for o in sent.json["runs"]] == ["paused"]
+    client.put(f"/internal/tasks/{task_id}/resume", headers=operator)
+    again = post_event(client, operator, type="order.created", tenant="default", data={}, idempotency_key="order-7")
+    assert again.json["runs"] == [{"task_id": task_id, "run_id": None, "status": "duplicate",
+                                   "reason": "idempotency_key sent before, when the task was paused"}]
+    assert runs_of(task_id) == []
+    fresh = post_event(client, operator, type="order.created", tenant="default", data={}, idempotency_key="order-8")
+    assert [o["status"] for o in fresh.json["runs"]] == ["created"]
+
+
+def test_an_event_debounced_at_its_first_send_stays_unfired_when_sent_again_past_the_debounce(
+        client, operator, register):
+    task_id = register(name="on-ship", cron=DROP, event="order.shipped", debounce_s=60)["id"]
+    post_event(client, operator, type="order.shipped", tenant="default", data={"order": 1}, idempotency_key="ship-1")
+    sent = post_event(client, operator, type="order.shipped", tenant="default", data={"order": 2},
+                      idempotency_key="ship-2")
+    assert [o["status"] for o in sent.json["runs"]] == ["debounced"]
+    get_redis().delete(f"rebound:debounce:{task_id}")  # its debounce_s has passed
+    again = post_event(client, operator, type="order.shipped", tenant="default", data={"order": 2},
+                       idempotency_key="ship-2")
+    assert [(o["status"], o["reason"]) for o in again.json["runs"]] == [
+        ("duplicate", "idempotency_key sent before, when the task was debounced")]
+    assert [run.params for run in runs_of(task_id)] == [{"order": 1}]
+
+
+def test_what_an_event_did_not_fire_is_forgotten_after_a_week(client, operator, register):
+    task_id = register(name="on-order", cron=DROP, event="order.created")["id"]
+    client.put(f"/internal/tasks/{task_id}/pause", headers=operator)
+    post_event(client, operator, type="order.created", tenant="default", data={}, idempotency_key="order-7")
+    client.put(f"/internal/tasks/{task_id}/resume", headers=operator)
+    in_six_days = datetime.now(UTC) + timedelta(days=6)
+    assert event_receipts.expire(lambda: in_six_days) == 0
+    assert event_receipts.expire(lambda: in_six_days + timedelta(days=2)) == 1
+    again = post_event(client, operator, type="order.created", tenant="default", data={}, idempotency_key="order-7")
+    assert [o["status"] for o in again.json["runs"]] == ["created"]
 
 
 @pytest.mark.parametrize(("body", "field"), [

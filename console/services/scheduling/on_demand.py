@@ -15,6 +15,7 @@ from console.services.engine.submit import MAX_KEY, check_key_shape
 from console.services.errors import InvalidInput
 from console.services.inputs import params_too_large
 from console.services.policies import versions as policies
+from console.services.scheduling import event_receipts as receipts
 from console.services.scheduling import planner
 
 log = logging.getLogger("rebound.scheduler")
@@ -43,19 +44,27 @@ def on_event(tenant: Tenant, event_type: str, data, actor: Actor, clock: Clock =
             raise InvalidInput(f"data merged into task {task.name}'s params: {too_large}", "data")
     keys = {task.id: f"event:{task.id}:{sent_key or now.isoformat()}" for task in tasks}
     fired = _runs_of(tenant.id, list(keys.values())) if sent_key else {}
+    answered = receipts.answered(tenant.id, [task.id for task in tasks], sent_key) if sent_key else {}
     outcomes, firings = [], []
     for task in tasks:
         key = keys[task.id]
         if key in fired:  # sent before: its run, whatever it became
             outcomes.append(planner.Outcome(task.id, fired[key], "duplicate", "idempotency_key sent before"))
+        elif task.id in answered:  # sent before and not fired then: resumed or past its debounce since, it still not
+            outcomes.append(planner.Outcome(task.id, None, "duplicate",
+                                            f"idempotency_key sent before, when the task was {answered[task.id]}"))
         elif task.paused:  # named in the answer, so a sender learns why a task it expected did not fire
             outcomes.append(planner.Outcome(task.id, None, "paused"))
         elif planner.debounced(task, key):
             outcomes.append(planner.Outcome(task.id, None, "debounced", f"within debounce_s {task.debounce_s}"))
         else:
             firings.append(planner.Firing(task.id, now, source="event", params=data, key=key))
-    outcomes += planner.fire(firings, actor, clock)
-    raced = [outcome for outcome in outcomes if outcome.status == "duplicate" and outcome.run_id is None]
+    if sent_key:
+        receipts.keep(tenant.id, sent_key, [(o.task_id, o.status) for o in outcomes if o.status in receipts.KEPT], now)
+    made = planner.fire(firings, actor, clock)
+    db.session.commit()  # the receipts, when nothing fired to commit them
+    outcomes += made
+    raced = [outcome for outcome in made if outcome.status == "duplicate" and outcome.run_id is None]
     if sent_key and raced:  # the same event sent at the same moment: the other request's runs
         won = _runs_of(tenant.id, [keys[outcome.task_id] for outcome in raced])
         for outcome in raced:

@@ -35,6 +35,8 @@ MAINTENANCE: list[Periodic] = [
              "Recompute the report rollups of the hours since the last pass, and their days"),
     Periodic("bulk-replays-resume", "console.services.dlq.paced_replay:resume_stalled", 60,
              "Continue bulk replays whose worker died mid-way, from the last dead letter they replayed"),
+    Periodic("event-receipts-expire", "console.services.scheduling.event_receipts:expire", 3600,
+             "Forget what events sent with an idempotency key answered for tasks they did not fire, after a week"),
     Periodic("audit-anchor", "console.services.audit.anchors:tick", 30,
              "Publish the audit chain's head (seq and MAC) to the anchor file and the log, if it moved"),
 ]
