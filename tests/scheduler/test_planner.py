@@ -6,6 +6,7 @@ import pytest
 from rq.registry import ScheduledJobRegistry
 from sqlalchemy import select
 
+from console.domain import windows
 from console.domain.cron import jitter_offset
 from console.extensions import db
 from console.models import Run, Tenant
@@ -260,10 +261,31 @@ def test_a_run_waiting_for_a_window_its_task_no_longer_has_starts_at_the_edit(re
     assert fire(task, clock).status == "created"  # nothing holds its mutex now
 
 
-def test_a_run_waiting_for_a_window_still_closed_after_an_edit_keeps_waiting(register, runs, clock):
+def test_a_run_waiting_for_a_window_changed_to_another_closed_one_waits_for_the_new_opening(register, runs, clock):
+    """It kept the old opening: a window moved to open an hour earlier still started it an hour late (helper 151)."""
     task, first = closed_for_the_weekend(register, clock)
     tasks.edit(task, {"window": {**task.window, "start": "07:00"}}, Actor("ops"), clock=clock)
-    assert runs.get(first.run_id).status_reason == "window"
+    opening = datetime(2026, 3, 9, 7, 0, tzinfo=UTC)
+    run = runs.get(first.run_id)
+    assert (run.status, run.status_reason, run.due_at, run.next_retry_at) == ("pending", "window", opening, opening)
+    assert run.idempotency_key == windows.opening_key(task.id, opening)
+    assert [(e.kind, e.reason) for e in runs.events(run.id)][-1] == ("deferred", "window_changed")
+    assert "2026-03-09 07:00 UTC" in run.wait_reason
+    deferral = queueing.job_id(run.id, 1, 0, opening)
+    assert deferral in ScheduledJobRegistry(queueing.RETRY_QUEUE, connection=get_redis()).get_job_ids()
+    clock.advance(60)
+    assert fire(task, clock).status == "duplicate"  # the firings after the edit join it
+    assert [r.id for r in db.session.execute(select(Run).where(Run.task_id == task.id)).scalars()] == [run.id]
+    clock.set(opening)
+    assert execute(run.id, 0, clock=clock) == "succeeded"
+
+
+def test_a_run_waiting_for_a_window_that_now_opens_later_is_put_off_at_the_old_opening(register, runs, clock):
+    task, first = closed_for_the_weekend(register, clock)
+    tasks.edit(task, {"window": {**task.window, "start": "10:00"}}, Actor("ops"), clock=clock)
+    clock.set(datetime(2026, 3, 9, 8, 0, tzinfo=UTC))  # the old opening: its first job comes due
+    assert execute(first.run_id, 0, clock=clock) == "deferred:window"
+    assert runs.get(first.run_id).due_at == datetime(2026, 3, 9, 10, 0, tzinfo=UTC)
 
 
 def test_firings_of_one_moment_are_planned_in_task_id_order_as_the_forecast_reads_them(register, runs, clock):

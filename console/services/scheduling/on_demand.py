@@ -1,11 +1,15 @@
 """Fire tasks on demand: events from other services, and 'run now'."""
 
+import contextlib
 import logging
+from dataclasses import dataclass, field
+from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import or_, select, update
+from sqlalchemy.exc import IntegrityError
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
-from console.domain.windows import Window
+from console.domain.windows import Window, opening_key, opening_keys
 from console.extensions import db
 from console.models import Run, Task, Tenant
 from console.services.actor import Actor
@@ -119,33 +123,76 @@ RELEASED = "started now, outside its execution window, at a person's ask"
 
 
 WINDOW_CHANGED = "started now: its task's execution window, changed, no longer holds it"
+WINDOW_MOVED = "execution window: its task's window changed; it starts when the window opens at {:%Y-%m-%d %H:%M} UTC"
 
 
-def release_for_new_window(task: Task, actor: Actor, now) -> list[Run]:
-    """Start now the task's runs waiting for an execution window that its edit removed or that is open now, in the
-    caller's transaction; queue them with `queue_released` after the commit.
+@dataclass
+class WindowFollowed:
+    """What a window edit did to the task's runs waiting for its window: started now, or moved to the new opening."""
+
+    released: list[Run] = field(default_factory=list)
+    moved: list[Run] = field(default_factory=list)
+    opening: datetime | None = None
+
+    def audited(self) -> dict:
+        return {**({"released_runs": [run.id for run in self.released]} if self.released else {}),
+                **({"moved_runs": [run.id for run in self.moved], "to_opening": self.opening.isoformat()}
+                   if self.moved else {})}
+
+
+def follow_new_window(task: Task, actor: Actor, now) -> WindowFollowed:
+    """Start now the task's runs waiting for an execution window that its edit removed or that is open now, or move
+    them to the new window's next opening, in the caller's transaction (which holds the task's row); queue them with
+    `queue_followed` after the commit.
 
     They waited for the opening of the window they were made under: removed, one waited six days and, under a
-    forbid mutex, cancelled every firing meanwhile (helper 151)."""
-    if task.window and not Window.from_mapping(task.window).contains(now):
-        return []  # still closed: they start at the opening they were made for
+    forbid mutex, cancelled every firing meanwhile; changed to another closed one, they kept the old opening
+    (helper 151)."""
+    if task.window and not (window := Window.from_mapping(task.window)).contains(now):
+        return _move_to_opening(task, window.next_opening(now), actor, now)
     released = []
     while (run := transitions.release_from_window(task.id, now, actor=actor.name, message=WINDOW_CHANGED)):
         released.append(run)
-    return released
+    return WindowFollowed(released=released)
 
 
-def queue_released(task: Task, runs: list[Run]) -> None:
-    """Queue runs released from their window, once committed; the reconciler queues any Redis lost."""
-    if not runs:
+def _move_to_opening(task: Task, opening: datetime, actor: Actor, now) -> WindowFollowed:
+    """Move the task's runs waiting for another opening to this one (due then, their deferral's job named by it)."""
+    why = WINDOW_MOVED.format(opening)
+    # Guarded: a worker taking one at its old opening meanwhile leaves it to that worker.
+    moved_ids = db.session.execute(
+        update(Run).where(Run.task_id == task.id, Run.status == "pending", Run.status_reason == "window",
+                          or_(Run.due_at.is_(None), Run.due_at != opening))
+        .values(due_at=opening, next_retry_at=opening, wait_reason=why, updated_at=now)
+        .returning(Run.id).execution_options(synchronize_session=False)).scalars().all()
+    moved = [db.session.get(Run, run_id, populate_existing=True) for run_id in sorted(moved_ids)]
+    for run in moved:
+        transitions.event(run, "deferred", now, reason="window_changed", message=why, actor=actor.name)
+    # The run the cron firings of a closed window join takes the new opening's key, or the firings after the edit
+    # would make a second run beside it. Refused (a firing planned with the old window made that key meanwhile), it
+    # keeps its own.
+    joined = [run for run in moved if run.idempotency_key.startswith(opening_keys(task.id))]
+    if joined:
+        with contextlib.suppress(IntegrityError), db.session.begin_nested():
+            db.session.execute(update(Run).where(Run.id == joined[0].id)
+                               .values(idempotency_key=opening_key(task.id, opening))
+                               .execution_options(synchronize_session=False))
+    return WindowFollowed(moved=moved, opening=opening)
+
+
+def queue_followed(task: Task, followed: WindowFollowed) -> None:
+    """Queue the runs a window edit released or moved, once committed; the reconciler queues any Redis lost."""
+    if not followed.released and not followed.moved:
         return
     _, policy = policies.effective(task.policy_id, task.policy_overrides)
     try:
-        for run in runs:
+        for run in followed.released:
             queueing.enqueue_now(run.id, run.series, run.attempt, policy.timeout_s)
+        for run in followed.moved:
+            queueing.enqueue_at(followed.opening, run.id, run.series, run.attempt, policy.timeout_s, deferral=True)
     except Exception as error:  # noqa: BLE001 - committed: the reconciler queues a pending run Redis lost
-        log.warning("runs %s released from their window but not queued (%s); the reconciler will queue them",
-                    [run.id for run in runs], error)
+        log.warning("runs %s moved by a window edit but not queued (%s); the reconciler will queue them",
+                    [run.id for run in followed.released + followed.moved], error)
 
 
 def _start_waiting_run(task: Task, actor: Actor, now) -> planner.Outcome | None:

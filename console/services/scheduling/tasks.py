@@ -115,12 +115,12 @@ def edit(task: Task, data: dict, actor: Actor, clock: Clock = SYSTEM_CLOCK, *, s
         # (and no audit row to show for it).
         db.session.rollback()
         return task
-    released = on_demand.release_for_new_window(task, actor, task.updated_at) if task.window != window else []
-    audit.record(db.session, actor, "task.edit", "task", task.id, before=before,
-                 after={**after, **({"released_runs": [run.id for run in released]} if released else {})},
+    followed = (on_demand.follow_new_window(task, actor, task.updated_at) if task.window != window
+                else on_demand.WindowFollowed())
+    audit.record(db.session, actor, "task.edit", "task", task.id, before=before, after={**after, **followed.audited()},
                  tenant=task.tenant.name, clock=clock)
     db.session.commit()
-    on_demand.queue_released(task, released)
+    on_demand.queue_followed(task, followed)
     return task
 
 
