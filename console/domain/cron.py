@@ -55,6 +55,7 @@ _MONTH_DAYS = (0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 # Offsets around one transition differ by at most this much (2 hours for double summer time); looking this far
 # either side of a moment tells whether a transition is near and by how much the clock moves.
 _SWING = timedelta(hours=3)
+_HOUR = timedelta(hours=1)
 # Parse rejects day sets that never occur, so a match comes within 8 years (Feb 29 around 2100).
 _SEARCH_DAYS = 366 * 9
 
@@ -114,6 +115,18 @@ def wall_to_utc(wall: datetime, zone: ZoneInfo) -> datetime:
         else:
             low = middle
     return datetime.fromtimestamp(high, UTC)
+
+
+def _steady_offset(zone: ZoneInfo, start: datetime, end: datetime) -> timedelta | None:
+    """Return the zone's UTC offset if it is the same from `start` to `end`, else None (a clock change between).
+
+    Read hour by hour: no zone changes its clock twice within an hour (zoneinfo does not expose its transitions)."""
+    offset, moment = start.astimezone(zone).utcoffset(), start
+    while moment < end:
+        moment = min(moment + _HOUR, end)
+        if moment.astimezone(zone).utcoffset() != offset:
+            return None
+    return offset
 
 
 def in_gap(wall: datetime, zone: ZoneInfo) -> bool:
@@ -249,8 +262,23 @@ class CronSchedule:
 
     def fires_between(self, start: datetime, end: datetime, max_count: int = 1000) -> Iterator[datetime]:
         """Yield UTC firings after `start` up to and including `end`, at most `max_count` of them."""
-        end = as_utc(end)
+        start, end = as_utc(start), as_utc(end)
+        offset = _steady_offset(ZoneInfo(self.timezone), start - _SWING, end + _SWING)
+        if offset is not None:
+            return islice(self._steady(start, end, offset), max_count)
         return takewhile(lambda instant: instant <= end, islice(self._following(start), max_count))
+
+    def _steady(self, start: datetime, end: datetime, offset: timedelta) -> Iterator[datetime]:
+        """Yield the firings in (start, end] of a stretch with no clock change: each wall time once, at one offset.
+
+        What next_after answers there, without its search for the first wall time after each firing again: a 7-day
+        forecast of 50 tasks took 10 s (helper 151)."""
+        for wall in self._walls((start + offset).replace(tzinfo=None, second=0, microsecond=0)):
+            instant = (wall - offset).replace(tzinfo=UTC)
+            if instant > end:
+                return
+            if instant > start:
+                yield instant
 
     def _following(self, moment: datetime) -> Iterator[datetime]:
         while True:

@@ -7,6 +7,7 @@ Wall times follow the cron module's DST rule: one the clock skips means the firs
 one it shows twice means its first occurrence.
 """
 
+import bisect
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -138,6 +139,30 @@ class Window:
         opens = wall_to_utc(datetime.combine(day, self.start), zone)
         # On a spring-forward day a window inside the gap (02:00-02:30) opens and closes at the same instant.
         return opens, wall_to_utc(datetime.combine(close_day, self.end), zone)
+
+
+class WindowSpans:
+    """A window's open spans over a horizon, for asking about many moments in it (a forecast's firings)."""
+
+    def __init__(self, window: Window, start: datetime, end: datetime):
+        zone = ZoneInfo(window.timezone)
+        # From the day before (a span opened then may still be open) to a week after (the last moment's opening).
+        day, last = as_utc(start).astimezone(zone).date() - timedelta(days=1), as_utc(end).astimezone(zone).date()
+        self._spans = []
+        while day <= last + timedelta(days=8):
+            if day.weekday() in window.days:
+                self._spans.append(window._span(day))
+            day += timedelta(days=1)
+        self._opens = [opens for opens, _ in self._spans]
+
+    def next_opening(self, moment: datetime) -> datetime:
+        """Return `moment` if the window is open then, else when it next opens: Window.next_opening, for a moment
+        between the horizon's start and end."""
+        after = bisect.bisect_right(self._opens, moment)
+        # A span is at most a day long (25 hours across a clock change), so only the two before can hold it.
+        if any(opens <= moment < closes for opens, closes in self._spans[max(0, after - 2):after]):
+            return moment
+        return self._opens[after]
 
 
 def opening_keys(task_id: int) -> str:

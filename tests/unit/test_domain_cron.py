@@ -432,3 +432,28 @@ def test_sparse_schedules_skip_ahead_quickly():
 )
 def test_describe_in_words(expression, words):
     assert describe(expression) == words
+
+
+def _one_at_a_time(schedule, start, end):
+    """The firings as next_after answers them, one after another: what fires_between's steady stretch must match."""
+    found, moment = [], start
+    while (moment := schedule.next_after(moment)) <= end:
+        found.append(moment)
+    return found
+
+
+@pytest.mark.parametrize("expression", ["* * * * *", "*/7 * * * *", "30 2 * * *", "0 1-3 * * *", "15 * * * 1-5",
+                                        "0 0 L * *", "*/20 1,2 * * 0"])
+@pytest.mark.parametrize("zone", ["UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Asia/Kolkata"])
+@pytest.mark.parametrize("start", [datetime(2026, 3, 27, 22, 13, 5, tzinfo=UTC),  # over Berlin's spring-forward
+                                   datetime(2026, 10, 24, 23, 0, tzinfo=UTC),  # over its fall-back
+                                   datetime(2026, 6, 1, 0, 0, tzinfo=UTC)])  # no change anywhere
+def test_fires_between_answers_as_next_after_does_across_clock_changes_and_without(expression, zone, start):
+    schedule, end = parse(expression, zone), start + timedelta(days=3)
+    assert list(schedule.fires_between(start, end, 100_000)) == _one_at_a_time(schedule, start, end)
+
+
+def test_fires_between_stops_at_max_count_on_a_steady_stretch():
+    schedule, start = parse("* * * * *"), datetime(2026, 6, 1, tzinfo=UTC)
+    assert list(schedule.fires_between(start, start + timedelta(days=1), 3)) == [
+        start + timedelta(minutes=n) for n in (1, 2, 3)]

@@ -1,9 +1,9 @@
-from datetime import UTC, datetime, time
+from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
 
-from console.domain.windows import Window, WindowError
+from console.domain.windows import Window, WindowError, WindowSpans
 
 BERLIN, NEW_YORK = ZoneInfo("Europe/Berlin"), ZoneInfo("America/New_York")
 WEEKDAYS = ["mon", "tue", "wed", "thu", "fri"]
@@ -152,3 +152,20 @@ def test_direct_construction_is_validated():
     with pytest.raises(WindowError) as caught:
         Window(frozenset(), time(8), time(18))
     assert caught.value.field == "window.days"
+
+
+@pytest.mark.parametrize("window", [
+    {"days": ["mon", "tue", "wed", "thu", "fri"], "start": "08:00", "end": "18:00", "timezone": "Europe/Berlin"},
+    {"days": ["fri", "sat"], "start": "22:00", "end": "06:00", "timezone": "America/New_York"},
+    {"days": ["sun"], "start": "02:00", "end": "02:30", "timezone": "Europe/Berlin"},  # inside the spring-forward gap
+    {"days": ["sat", "sun"], "start": "03:00", "end": "03:00", "timezone": "Europe/Berlin"},  # 24 hours
+])
+@pytest.mark.parametrize("start", [datetime(2026, 3, 25, tzinfo=UTC), datetime(2026, 10, 21, tzinfo=UTC)])
+def test_window_spans_answer_as_the_window_does_for_every_moment_of_their_horizon(window, start):
+    """The forecast asks a window's spans about each firing; they must say what the planner's window says."""
+    shape, end = Window.from_mapping(window), start + timedelta(days=14)
+    spans = WindowSpans(shape, start, end)
+    moment = start
+    while moment <= end:
+        assert spans.next_opening(moment) == shape.next_opening(moment), moment
+        moment += timedelta(minutes=7)

@@ -9,7 +9,7 @@ from sqlalchemy import select
 
 from console.domain import cron
 from console.domain.cron import jitter_offset
-from console.domain.windows import Window
+from console.domain.windows import Window, WindowSpans
 from console.extensions import db
 from console.models import QuotaClass, Run, Task, Tenant
 from console.services.policies import versions as policies
@@ -80,7 +80,7 @@ def forecast(now: datetime, hours: float = 24, tenant: str | None = None, task_i
         result.tasks += 1
         duration, basis = expected_duration(task)
         offset = jitter_offset(task.id, task.jitter_s)
-        window = Window.from_mapping(task.window) if task.window else None
+        window = WindowSpans(Window.from_mapping(task.window), now, end) if task.window else None
         schedule = cron.parse(task.cron, task.timezone)
         openings: set[datetime] = set()  # the planner makes one run per opening of the window (windows.opening_key)
         counted = 0
@@ -92,11 +92,11 @@ def forecast(now: datetime, hours: float = 24, tenant: str | None = None, task_i
                 # A year of an every-minute task stopped at 14 days, silently (helper 109): said, not hidden.
                 result.cut_short.append({"task_id": task.id, "task": task.name, "firings": counted,
                                          "until": start.isoformat()})
-            if window and not window.contains(start):
+            if window and (opening := window.next_opening(start)) != start:
                 result.outside_window.append({"task_id": task.id, "task": task.name, "firing": start.isoformat(),
-                                              "deferred_to": window.next_opening(start).isoformat()})
+                                              "deferred_to": opening.isoformat()})
                 result.warnings.append(("window", task.tenant_id, task.id, _minute(nominal)))
-                start = window.next_opening(start)
+                start = opening
                 if start in openings:
                     continue
                 openings.add(start)
