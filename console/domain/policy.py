@@ -33,6 +33,7 @@ BREAKER_SCOPES = ("handler", "handler_and_tenant")
 _CODE_LISTS = ("retryable_codes", "non_retryable_codes")
 # A run keeps its error code in 80 characters (runs.error_code): a longer code in a policy could never match one.
 MAX_CODE_CHARS = 80
+MAX_CODES = 200
 # The nested form the YAML file and the API may use, mapped to the flat field names.
 _NESTED = {
     "breaker": {key: f"breaker_{key}" for key in ("failure_threshold", "open_s", "success_threshold", "scope")},
@@ -71,22 +72,25 @@ def _num(value: float) -> str:
 def _check_codes(name: str, value: object) -> tuple[str, ...]:
     # A bare string would silently become a list of characters.
     if isinstance(value, str) or not isinstance(value, list | tuple):
-        raise PolicyError(name, f"{name} must be a list of error codes, got {value!r}")
+        raise PolicyError(name, f"{name} must be a list of error codes, got {said_back(value)}")
     for code in value:
         if not isinstance(code, str) or not code.strip():
-            raise PolicyError(name, f"{name} must hold non-empty strings, got {code!r}")
+            raise PolicyError(name, f"{name} must hold non-empty strings, got {said_back(code)}")
     return tuple(dict.fromkeys(code.strip() for code in value))
 
 
 def too_long_codes(data: Mapping) -> list[PolicyError]:
-    """Return a problem per code list holding a code over MAX_CODE_CHARS: checked where a policy is saved, not where
-    a stored one is loaded (a version saved before the limit still runs)."""
+    """Return a problem per code list over MAX_CODES codes or holding a code over MAX_CODE_CHARS: checked where a
+    policy is saved, not where a stored one is loaded (a version saved before the limit still runs)."""
     found = []
     for name in _CODE_LISTS:
         value = data.get(name)
         codes = [code for code in value if isinstance(code, str)] if isinstance(value, list | tuple) else []
         longest = max(codes, key=len, default="")
-        if len(longest) > MAX_CODE_CHARS:
+        if len(codes) > MAX_CODES:
+            # Each run submitted with it keeps the override: 30,000 codes in a 1 MB body were a megabyte a run.
+            found.append(PolicyError(name, f"{name} holds {len(codes):,} codes; a list holds at most {MAX_CODES}"))
+        elif len(longest) > MAX_CODE_CHARS:
             hint = (f"{name} holds a code of {len(longest):,} characters ({longest[:20]!r}…); an error code is at "
                     f"most {MAX_CODE_CHARS} characters, as a run records it")
             found.append(PolicyError(name, hint))

@@ -111,6 +111,10 @@ def test_a_runs_read_shows_the_policy_fields_its_submission_set(client, operator
                  "invalid", "policy.sla.deadline_s", "must be at least max_start_delay_s", id="override-sla-backwards"),
     pytest.param({"handler": "demo.noop", "policy": {"retryable_codes": ["x" * 81]}}, 422, "invalid",
                  "policy.retryable_codes", "at most", id="override-code-too-long"),
+    # Each run keeps its override: 30,000 codes in a 1 MB body were a megabyte a run (helper 152).
+    pytest.param({"handler": "demo.noop", "policy": {"non_retryable_codes": [f"c{n}" for n in range(201)]}}, 422,
+                 "invalid", "policy.non_retryable_codes", "holds 201 codes; a list holds at most 200",
+                 id="override-too-many-codes"),
     pytest.param({"handler": "demo.noop", "idempotency_key": "order\n7"}, 422, "invalid", "idempotency_key",
                  "'\\n' at position 6", id="key-with-a-newline"),
     # A zero-width space passed: two keys that look alike on every page (helper 97).
@@ -373,6 +377,7 @@ def test_retrying_a_pending_run_with_a_new_policy_is_409_and_keeps_its_policy(cl
                  id="code-too-long"),
     pytest.param("fresh", {"non_retryable_codes": ["y" * 81]}, "non_retryable_codes",
                  id="new-policy-code-too-long"),
+    pytest.param("fresh", {"retryable_codes": ["timeout"] * 201}, "retryable_codes", id="new-policy-too-many-codes"),
     pytest.param("default", {"max_attempts": 3, "description": 5}, "description", id="description-not-text"),
     pytest.param("fresh", {"jitter": 2}, "jitter", id="new-policy-out-of-range"),
     pytest.param("Bad_Name", {"max_attempts": 3}, "name", id="invalid-name"),
@@ -386,6 +391,14 @@ def test_bad_policy_edit_adds_no_version_and_no_audit_row(client, operator, name
     with nothing_written():
         refused(client.put(f"/internal/policies/{name}", json=payload, headers=operator), 422, "invalid", field)
     assert client.get("/internal/policies/default", headers=operator).json["version"] == 1
+
+
+@pytest.mark.parametrize("codes", [{"x" * 5000: 1}, ["ok", {"y" * 5000: 1}]], ids=["not-a-list", "not-a-code"])
+def test_a_refused_code_list_is_named_not_echoed_whole(client, operator, codes):
+    body = refused(client.post("/worker/tasks", json={"handler": "demo.noop", "policy": {"retryable_codes": codes}},
+                               headers=operator), 422, "invalid", "policy.retryable_codes")
+    assert "xxxxxxxx" in body["detail"] or "yyyyyyyy" in body["detail"]
+    assert len(body["detail"]) < 200
 
 
 def test_a_too_long_code_is_refused_naming_the_field_and_the_limit(client, operator):
