@@ -138,7 +138,7 @@ def _execution_updated(tenant, report: dict):
                 raise InvalidInput(f"{name} goes with status failed, not succeeded", name)
         run, again = executor_reports.report_success(tenant, report, current_actor())
         return jsonify(id=run.id, status=run.status, duplicate=again), 200 if again else 202
-    for name in ("result", "retryable", "retry_after_s", "retry_token"):
+    for name in ("result", "retryable", "retry_after_s"):
         if name in report:
             raise InvalidInput(f"{name} goes with a report that ends the attempt (status succeeded or failed)", name)
     run = executor_reports.report_update(tenant, report, current_actor())

@@ -60,7 +60,8 @@ def test_progress_then_success_with_its_result_ends_the_attempt(client, operator
                                ).scalars().all()
     assert kinds[-2:] == ["success_reported", "succeeded"]
     # Sent again after a timeout: the same answer, nothing changed.
-    again = report(client, operator, idempotency_key="export-1", status="succeeded", result={"rows": 5})
+    again = report(client, operator, idempotency_key="export-1", status="succeeded",
+                   result={"rows": 5, "echo": "s3cr3t-value"})
     assert again.status_code == 200 and again.json["duplicate"] is True
     assert db.session.scalar(select(db.func.count()).select_from(RunEvent).where(RunEvent.run_id == run.id)) == len(
         kinds)
@@ -93,6 +94,8 @@ def test_a_failure_with_its_error_code_goes_into_the_retry_flow(client, operator
     ({"result": {"rows": 1}}, 422, "invalid", "result"),  # progress carries no result
     ({"status": "succeeded", "retry_after_s": 5}, 422, "invalid", "retry_after_s"),
     ({"status": "succeeded", "retry_token": "another-attempt"}, 409, "conflict", "retry_token"),
+    # An earlier attempt's executor still reporting wrote its progress over the current attempt's (helper 152).
+    ({"progress": 90, "retry_token": "another-attempt"}, 409, "conflict", "retry_token"),
     ({"status": "succeeded", "result": 1, "progress": 50}, 422, "invalid", "progress"),
     ({"status": "failed", "error_code": "boom", "progress": 50}, 422, "invalid", "progress"),
 ])
@@ -101,6 +104,36 @@ def test_a_report_that_does_not_fit_together_is_refused_and_changes_nothing(clie
     run = running("export-3")
     refused(report(client, operator, idempotency_key="export-3", **data), status, error, field)
     assert fresh(run.id).status == "running" and fresh(run.id).result is None
+
+
+def test_a_success_sent_again_with_another_result_is_refused_and_keeps_the_first(client, operator, running):
+    """It was a 200 "duplicate" that dropped the second result unsaid (helper 152)."""
+    run = running("export-6")
+    report(client, operator, idempotency_key="export-6", status="succeeded", result={"rows": 5})
+    refused(report(client, operator, idempotency_key="export-6", status="succeeded", result={"rows": 6}), 409,
+            "conflict", "result")
+    assert fresh(run.id).result == {"rows": 5}
+
+
+def test_progress_with_the_current_attempts_token_is_recorded(client, operator, running):
+    run = running("export-7")
+    answer = report(client, operator, idempotency_key="export-7", progress=30, retry_token="token-export-7")
+    assert answer.status_code == 202 and fresh(run.id).progress == 30
+
+
+def test_a_failure_sent_again_after_a_person_cancelled_its_retry_is_a_duplicate(client, operator, running):
+    """The resend of a report that landed met a 409 "only a running run can fail" once someone had cancelled the
+    retry it scheduled (helper 152)."""
+    run = running("export-8")
+    sent = report(client, operator, idempotency_key="export-8", status="failed", error_code="http_503",
+                  retryable=True, retry_after_s=300)
+    assert sent.json["status"] == "retry_wait"
+    assert client.post(f"/worker/tasks/{run.id}/cancel", headers=operator).status_code in (200, 202)
+    assert fresh(run.id).status == "cancelled"
+    again = report(client, operator, idempotency_key="export-8", status="failed", error_code="http_503")
+    assert again.status_code == 200 and (again.json["status"], again.json["duplicate"]) == ("cancelled", True)
+    refused(report(client, operator, idempotency_key="export-8", status="failed", error_code="http_500"), 409,
+            "conflict", "idempotency_key")
 
 
 def test_an_end_reported_for_a_run_not_running_or_unknown_is_refused(client, operator, running):

@@ -122,13 +122,11 @@ def _earlier_attempt(run: Run, token: str, code: str) -> bool:
 
 
 def _reported_already(run: Run, code: str) -> bool:
-    """Tell whether the run's latest report is this failure of its current attempt, and nothing moved it since."""
-    latest = db.session.execute(select(RunEvent.kind, RunEvent.attempt, RunEvent.series, RunEvent.error_code)
-                                .where(RunEvent.run_id == run.id)
-                                .order_by(RunEvent.id.desc()).limit(2)).all()
-    # A report adds two rows: "failure_reported" and the move it caused (to retry_wait or dead).
-    return (len(latest) == 2 and latest[1].kind == "failure_reported" and latest[1].error_code == code
-            and (latest[1].attempt, latest[1].series) == (run.attempt, run.series))
+    """Tell whether this failure of the run's current attempt was reported, whatever was done to the run since (a
+    person's cancel of its retry answered the executor's resend with a 409; helper 152)."""
+    return db.session.execute(select(RunEvent.id).where(
+        RunEvent.run_id == run.id, RunEvent.kind == "failure_reported", RunEvent.error_code == code,
+        RunEvent.attempt == run.attempt, RunEvent.series == run.series).limit(1)).first() is not None
 
 
 def _external_run(tenant: Tenant, data: dict, key: str, actor: Actor, now) -> Run:
@@ -171,18 +169,22 @@ def report_success(tenant: Tenant, data: dict, actor: Actor, clock: Clock = SYST
     if token is not None and token != run.retry_token:
         raise Conflict(f"retry_token is not run {run.id}'s current attempt's (it is at attempt {run.attempt}, "
                        f"{run.status}): nothing changed", "retry_token")
+    with holding(held_in(run.params)):  # the executor was given the run's secrets, and its result may repeat one
+        result, message = kept_result(data.get("result")), _message(data)
     if run.status != "running":
         # Sent again after a timeout: this attempt's success was reported, whatever was noted since (the worker's own
         # outcome of it arriving later, dropped as stale, added a row: the resend was a 409).
         if run.status == "succeeded" and db.session.execute(select(RunEvent.id).where(
                 RunEvent.run_id == run.id, RunEvent.kind == "success_reported", RunEvent.attempt == run.attempt,
                 RunEvent.series == run.series).limit(1)).first():
+            if "result" in data and result != run.result:
+                # Another result for the same attempt was a 200 "duplicate" that dropped it unsaid (helper 152).
+                raise Conflict(f"run {run.id}'s attempt {run.attempt} was reported succeeded with another result; "
+                               "nothing changed. Read the run for the result it kept", "result")
             return run, True
         raise Conflict(f"run {run.id} is {run.status}; only a running run's attempt can be reported done",
                        "idempotency_key")
     now = clock()
-    with holding(held_in(run.params)):  # the executor was given the run's secrets, and its result may repeat one
-        result, message = kept_result(data.get("result")), _message(data)
     transitions.event(run, "success_reported", now, actor=actor.name)
     try:
         transitions.move(run, "succeeded", now, reason=None, finished_at=now, result=result, progress=100,
@@ -211,6 +213,11 @@ def report_update(tenant: Tenant, data: dict, actor: Actor, clock: Clock = SYSTE
     whole = isinstance(progress, int) and not isinstance(progress, bool)
     if progress is not None and not (whole and 0 <= progress <= 100):
         raise InvalidInput("progress must be a whole number from 0 to 100", "progress")
+    token = _text(data, "retry_token", 64)
+    if token is not None and token != run.retry_token:
+        # An earlier attempt's executor, still reporting, wrote its progress over the current attempt's (helper 152).
+        raise Conflict(f"retry_token is not run {run.id}'s current attempt's (it is at attempt {run.attempt}, "
+                       f"{run.status}): nothing changed", "retry_token")
     if run.status != "running":
         raise Conflict(f"run {run.id} is {run.status}; progress is recorded for running runs only", "idempotency_key")
     with holding(held_in(run.params)):
