@@ -15,12 +15,12 @@ MAX_LIMIT = 200
 @bp.get("/api/approvals")
 @requires(VIEW)
 def list_approvals():
-    known_args(("status", "limit", "before"))
+    known_args(("status", "kind", "limit", "before"))
     limit = whole_arg("limit", approvals.PAGE_SIZE, 1, MAX_LIMIT)
     before = cursor_arg("before")
     status = request.args.get("status") or None  # "all", as the CLI and the console say it: every status
     return jsonify(shown.page(status=None if status == "all" else status, tenant_id=tenant_scope(), before=before,
-                              limit=limit, now=utcnow()))
+                              limit=limit, now=utcnow(), kind=request.args.get("kind") or None))
 
 
 @bp.get("/api/approvals/<int:approval_id>")

@@ -51,11 +51,13 @@ def approvals_group():
 @approvals_group.command("list")
 @click.option("--status", default="pending", show_default=True, help="pending, executed, failed, rejected, "
               "withdrawn, expired, superseded, rolled_back, or 'all'.")
+@click.option("--kind", default=None, help="Only this kind of change: dead_letter.fix_params, dlq.discard_bulk, "
+              "run.compensate or runbook.execute.")
 @click.option("--limit", type=click.IntRange(1, 500), default=50, show_default=True)
 @click.option("--before", type=ROW_ID, default=None, help="Older than this request: the next_before a list printed.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON as GET /api/approvals answers: {items, next_before}.")
 @with_appcontext
-def list_command(status, limit, before, as_json):
+def list_command(status, kind, limit, before, as_json):
     """List requests, newest first."""
     from console.domain.clock import utcnow
     from console.services.errors import ServiceError
@@ -63,7 +65,7 @@ def list_command(status, limit, before, as_json):
 
     try:
         found = shown.page(status=None if status == "all" else status, tenant_id=None, before=before, limit=limit,
-                           now=utcnow())
+                           now=utcnow(), kind=kind)
     except ServiceError as error:
         raise refused(error) from None
     if as_json:

@@ -59,6 +59,12 @@ def test_list_and_read_requests_with_keyset_paging(client, people, fix):
     assert [item["id"] for item in every.get_json()["items"]] == [r.id for r in reversed(requests)]
     bogus = client.get("/api/approvals?status=done", headers=headers)
     assert api_checks.refused(bogus, 422, "invalid", "status")["detail"].startswith("status must be all, or one of")
+    fixes = client.get("/api/approvals?kind=dead_letter.fix_params&limit=5", headers=headers).get_json()["items"]
+    assert [item["id"] for item in fixes] == [r.id for r in reversed(requests)]
+    assert client.get("/api/approvals?kind=run.compensate", headers=headers).get_json()["items"] == []
+    wrong = api_checks.refused(client.get("/api/approvals?kind=fix", headers=headers), 422, "invalid", "kind")
+    assert wrong["detail"] == ("kind is one of dead_letter.fix_params, dlq.discard_bulk, run.compensate, "
+                               "runbook.execute, not 'fix'")
 
     one = client.get(f"/api/approvals/{requests[0].id}", headers=headers).get_json()
     assert set(one) >= FIELDS

@@ -198,6 +198,34 @@ def test_a_status_no_request_can_have_is_said_not_dropped(person, letter):
     assert "Fix the filter: status is one of pending, executed" in html(refused) and "not &#39;💥&#39;" in html(refused)
 
 
+def test_all_requests_filter_by_the_kind_of_change(person, letter):
+    """A manager looking for last week's compensations read every params fix and discard to find them (helper 149)."""
+    client, olga = person("olga", "operator")
+    request = file_fix(letter(), olga)
+    fixes = html(client.get("/approvals/all?kind=dead_letter.fix_params&status=pending"))
+    assert f'href="/approvals/{request.id}"' in fixes
+    assert "Every “Edit a dead letter&#39;s params, then replay it” request that is pending, newest first." in fixes
+    assert '<option value="dead_letter.fix_params" selected>' in fixes
+    compensations = html(client.get("/approvals/all?kind=run.compensate"))
+    assert f'href="/approvals/{request.id}"' not in compensations and "No requests." in compensations
+    refused = client.get("/approvals/all?kind=everything")
+    assert refused.status_code == 422
+    assert "Fix the filter: kind is one of dead_letter.fix_params, dlq.discard_bulk" in html(refused)
+    assert f'href="/approvals/{request.id}"' in html(refused)  # every kind is shown
+
+
+def test_the_cli_filters_requests_by_kind(person, letter, app):
+    _, olga = person("olga", "operator")
+    request = file_fix(letter(), olga)
+    runner = app.test_cli_runner()
+    listed = runner.invoke(args=["approvals", "list", "--kind", "dead_letter.fix_params", "--json"])
+    assert [item["id"] for item in json.loads(listed.output)["items"]] == [request.id]
+    none = runner.invoke(args=["approvals", "list", "--kind", "run.compensate", "--json"])
+    assert json.loads(none.output)["items"] == []
+    bad = runner.invoke(args=["approvals", "list", "--kind", "nope"])
+    assert bad.exit_code != 0 and "kind is one of dead_letter.fix_params" in bad.output
+
+
 def test_the_inbox_refreshes_itself_and_the_counts_beside_it(person, letter):
     _, olga = person("olga", "operator")
     approver_client, _ = person("alex", "approver")

@@ -72,7 +72,7 @@ def get(approval_id: int, tenant_id: int | None = None) -> Approval:
 
 def rows(*, status: str | None = None, tenant_id: int | None = None, requested_by_id: int | None = None,
          decidable_by: int | None = None, live_at: datetime | None = None, before: int | None = None,
-         limit: int = PAGE_SIZE) -> list[Row]:
+         limit: int = PAGE_SIZE, kind: str | None = None) -> list[Row]:
     """Return requests newest first, one keyset page at a time, with the names people read.
 
     decidable_by leaves out that person's own requests; live_at leaves out those expired by then.
@@ -88,6 +88,8 @@ def rows(*, status: str | None = None, tenant_id: int | None = None, requested_b
              .order_by(Approval.id.desc()).limit(limit))
     if status is not None:
         query = query.where(Approval.status == status)
+    if kind is not None:
+        query = query.where(Approval.kind == kind)
     if tenant_id is not None:
         query = query.where(Approval.tenant_id == tenant_id)
     if requested_by_id is not None:

@@ -5,8 +5,10 @@ from datetime import datetime
 from sqlalchemy import select
 
 from console.domain.secrets import mask_pair
+from console.domain.words import said_back
 from console.extensions import db
 from console.models import Run, RunbookExecution
+from console.services.errors import InvalidInput
 from console.services.recovery import approvals
 from console.services.recovery.registry import KINDS
 from console.services.recovery.runbooks import KIND as RUNBOOK_RUN
@@ -74,9 +76,17 @@ def as_dict(found: approvals.Row, now: datetime, runs: dict[int, dict] | None = 
             "execution": executions.get(_execution_id(a))}
 
 
-def page(*, status: str | None, tenant_id: int | None, before: int | None, limit: int, now: datetime) -> dict:
+def check_kind(kind: str | None) -> str | None:
+    """Return a list's kind filter, or a 422 naming the kinds there are."""
+    if kind is not None and kind not in KINDS:
+        raise InvalidInput(f"kind is one of {', '.join(KINDS)}, not {said_back(kind)}", "kind")
+    return kind
+
+
+def page(*, status: str | None, tenant_id: int | None, before: int | None, limit: int, now: datetime,
+         kind: str | None = None) -> dict:
     """Return one keyset page of requests as `GET /api/approvals` answers it: {items, next_before}."""
-    found = approvals.rows(status=status, tenant_id=tenant_id, before=before, limit=limit + 1)
+    found = approvals.rows(status=status, tenant_id=tenant_id, before=before, limit=limit + 1, kind=check_kind(kind))
     rows = found[:limit]
     runs, executions = runs_acted_on(rows), executions_asked(rows)
     return {"items": [as_dict(row, now, runs, executions) for row in rows],

@@ -12,7 +12,8 @@ from console.models import User
 from console.services import inputs
 from console.services.errors import InvalidInput, ServiceError
 from console.services.people.permissions import APPROVE, OPERATE, ROLL_BACK, VIEW, can
-from console.services.recovery import approvals, bulk_discard, decisions, params_fix, runbooks
+from console.services.recovery import approvals, bulk_discard, decisions, params_fix, runbooks, shown
+from console.services.recovery.registry import KINDS
 from console.web import nav, paging
 from console.web.approvals import present
 from console.web.approvals.forms import ApproveForm, RejectForm, RollbackForm, WithdrawForm
@@ -49,12 +50,14 @@ def _list(tab: str, status: str | None = None, notice: str | None = None, **filt
         since = _since() or approvals.seen_at(current_user)
         news = approvals.answered_ids_since(current_user, since, now)
         approvals.mark_requests_seen(current_user, now)
+    kind = filters.get("kind")
     found = approvals.rows(status=status, tenant_id=tenant_scope(), before=before, limit=PAGE_SIZE + 1, **filters)
     more = len(found) > PAGE_SIZE
     found = found[:PAGE_SIZE]
-    query = {"status": status} if tab == "all" and status else {}
+    query = {name: value for name, value in (("status", status), ("kind", kind)) if value} if tab == "all" else {}
     waiting, answered = nav.waiting_approvals(), nav.answered_requests()
-    return page("approvals/index.html", "results", tab=tab, rows=found, status=status, now=now, before=before,
+    return page("approvals/index.html", "results", tab=tab, rows=found, status=status, kind=kind, kinds=KINDS,
+                now=now, before=before,
                 news=news, since=since, notice=notice,
                 older=found[-1].approval.id if more else None, query=query, statuses=approvals.STATUSES,
                 refresh=partial(),  # the list's own refresh: the counts beside it are swapped too (oob)
@@ -82,12 +85,16 @@ def mine():
 @bp.get("/all")
 @requires(VIEW)
 def everything():
-    status = request.args.get("status") or None
+    status, kind = request.args.get("status") or None, request.args.get("kind") or None
     if status is not None and status not in approvals.STATUSES:
         # It listed every request, as if no status had been asked for (the API's 422 says why).
         return _list("all", notice=f"Fix the filter: status is one of {', '.join(approvals.STATUSES)}, not "
                                   f"{status[:40]!r}; every status is shown."), 422
-    return _list("all", status)
+    try:
+        shown.check_kind(kind)
+    except InvalidInput as refused:
+        return _list("all", status, notice=f"Fix the filter: {refused.detail}; every kind is shown."), 422
+    return _list("all", status, kind=kind)
 
 
 def _show(approval_id: int, *, error: str | None = None, status: int = 200, approve_form=None, reject_form=None,
