@@ -160,7 +160,9 @@ class RunFilterForm(TimelineFilterForm):
 
     def page_size(self) -> int:
         """Return the page size chosen (a value not offered is refused by validation)."""
-        return int(self.per_page.data) if self.per_page.data else DEFAULT_PAGE_SIZE
+        # Optional() takes a value of spaces for none and leaves it: "per_page= " was a 500 (helper 155).
+        chosen = (self.per_page.data or "").strip()
+        return int(chosen) if chosen else DEFAULT_PAGE_SIZE
 
     def validate_handler(self, field) -> None:
         if field.data and self.task.data:
