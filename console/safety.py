@@ -38,9 +38,19 @@ DEFAULT_HEADERS = (("X-Content-Type-Options", "nosniff"), ("X-Frame-Options", "D
                    ("Referrer-Policy", "same-origin"), ("Content-Security-Policy", CONTENT_SECURITY_POLICY))
 
 
+# What the browser's htmx swaps in place (the page's htmx-config): a refusal raised outside a view's own answer.
+SWAPPED_IN_PLACE = frozenset({403, 404, 409, 422})
+
+
 def _error_response(status: int, code: str, detail: str, body: dict | None = None):
     if wants_json():
         return jsonify(body or {"error": code, "detail": detail}), status
+    if status in SWAPPED_IN_PLACE and request.headers.get("HX-Request") == "true" and not request.headers.get(
+            "HX-History-Restore-Request"):
+        # Said above the page, where the console's messages are: the whole error page, swapped into the card that
+        # asked, put a second console inside it and took the form's text away (helper 155).
+        return (render_template("_error_flash.html", status=status, detail=detail), status,
+                {"HX-Retarget": "#flashes", "HX-Reswap": "innerHTML"})
     return render_template("error.html", status=status, detail=detail), status
 
 
@@ -141,7 +151,7 @@ def init_app(app) -> None:
         with contextlib.suppress(Exception):
             db.session.rollback()
         log.warning("redis unavailable path=%s: %s", request.path, error.__class__.__name__)
-        response, status = _error_response(503, "redis_unavailable", REDIS_UNAVAILABLE)
+        response, status = _error_response(503, "redis_unavailable", REDIS_UNAVAILABLE)[:2]
         return response, status, {"Retry-After": str(DATABASE_RETRY_AFTER_S)}
 
     def _not_this_method(allowed: list[str]) -> str:
@@ -165,8 +175,7 @@ def init_app(app) -> None:
             # No route matched (werkzeug's words are a web page's): name what was asked and where the routes are.
             detail = (f"no endpoint answers {request.method} {request.path[:200]}: check the path against "
                       "/openapi.json (ids in a path are whole numbers)")
-        response, status = _error_response(error.code or 500, code, detail)
-        response = make_response(response, status)
+        response = make_response(*_error_response(error.code or 500, code, detail))
         # A 405 says which methods the path takes, as HTTP asks.
         for name, value in error.get_headers():
             if name.lower() != "content-type":

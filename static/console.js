@@ -432,6 +432,13 @@
   });
 
   document.addEventListener("htmx:beforeSwap", function (event) {
+    // A refusal is said above the page (the server retargets it there); a live region's own read tries again by
+    // itself, so its refusal is not said every ten seconds.
+    var refusal = event.detail.xhr.getResponseHeader("HX-Retarget") === "#flashes" && event.detail.xhr.status >= 400;
+    if (refusal && /\bevery\b/.test(event.detail.elt.getAttribute("hx-trigger") || "")) {
+      event.detail.shouldSwap = false;
+      return;
+    }
     if (!event.detail.shouldSwap || !polled(event)) return;
     var region = event.detail.target, id = region.getAttribute("id");
     var read = event.detail.serverResponse.replace(/name="csrf_token" value="[^"]*"/g, "");  // signed anew each time

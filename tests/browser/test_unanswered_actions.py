@@ -70,3 +70,29 @@ def test_an_answer_htmx_does_not_swap_is_said_above_the_page(browser, tmp_path, 
             expect(page.locator(".bulk-progress")).to_have_count(1, timeout=15_000)
         finally:
             page.close()
+
+
+def test_an_action_refused_before_its_view_answers_is_said_above_the_page_and_keeps_the_form(
+        browser, tmp_path, own_redis, migrated_template, databases):
+    """The whole error page was swapped into the work order's card: a second top bar and nav inside it, the close
+    note typed gone (helper 155)."""
+    with web_server(tmp_path / "web", own_redis["url"], migrated_template, databases) as server:
+        with app_beside(server):
+            run, _ = submit(tenants.find("default"), Actor("arrange"), handler="demo.flaky",
+                            params={"fail_times": 9, "error": "fatal", "code": "account_closed"}, policy=LENIENT)
+            assert execute(run.id, 0) == "dead"
+        page = browser.new_page()
+        try:
+            browser_login(page, server.url, then="/workorders")
+            page.locator("table a[href^='/workorders/']").first.click()
+            note = page.locator("textarea[name='close-note']")
+            note.fill("restarted the billing\u0000 service")
+            page.once("dialog", lambda dialog: dialog.accept())
+            page.get_by_role("button", name="Close work order").click()
+            said = page.locator("#flashes #not-done")
+            expect(said).to_contain_text("422 · Invalid input: close-note contains a NUL character", timeout=15_000)
+            expect(said).to_have_attribute("role", "alert")
+            expect(page.locator("header")).to_have_count(1)  # no second console inside the card
+            expect(note).to_have_value("restarted the billing\u0000 service")
+        finally:
+            page.close()

@@ -255,6 +255,27 @@ def test_close_needs_a_note_then_closes_audits_and_resolves(app, client, auth, r
     assert "Closed with 1 still open: it stays in the DLQ until replayed, resolved or discarded." in page
 
 
+@pytest.mark.parametrize(("path", "data", "status", "said"), [
+    # A refusal raised before the view answers (a NUL in any field), the letter of a stale page, a viewer's press.
+    ("/workorders/{order}/close", {"close-note": "done\x00"}, 422, "close-note contains a NUL character"),
+    ("/dlq/999999/replay", {}, 404, "no dead letter with id 999999. Nothing changed"),
+])
+def test_an_htmx_action_refused_outside_its_view_is_said_above_the_page_not_swapped_into_it(
+        client, auth, runs, clock, path, data, status, said):
+    """The whole error page was swapped into the card that asked: a second top bar and nav inside it, the note
+    typed gone (helper 155)."""
+    letter = dead(runs, clock)
+    auth.as_role("operator", "olga")
+    answer = post(client, auth, path.format(order=letter.work_order_id), data, headers=HX)
+    text = answer.get_data(as_text=True)
+    assert answer.status_code == status and said in text
+    assert (answer.headers["HX-Retarget"], answer.headers["HX-Reswap"]) == ("#flashes", "innerHTML")
+    assert text.lstrip().startswith('<div id="not-done" class="flash error" role="alert">') and "<nav" not in text
+    # Without htmx (a browser with scripts off), the error page as before.
+    plain = post(client, auth, path.format(order=letter.work_order_id), data)
+    assert plain.status_code == status and "HX-Retarget" not in plain.headers and "<nav" in plain.get_data(as_text=True)
+
+
 def test_the_close_says_which_channels_are_told_and_none_when_none_is_configured(app, client, auth, runs, clock):
     first, second = dead(runs, clock), dead(runs, clock, code="card_expired", message="card expired")
     auth.as_role("operator", "olga")
