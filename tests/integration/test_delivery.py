@@ -678,6 +678,9 @@ def test_a_held_repeat_joins_the_occurrence_queued_while_it_was_out(app, channel
     clock.advance(295)
     assert delivery_round.tick(clock)["delivered"] == 1
     assert "2 more dead letters in this group (3 in all)" in channels.slack.requests[-1].json["text"]
+    # The hold is not lateness: the row it folded into was sent unmarked, and the latency read 300 s (helper 153).
+    timed = channel_report.latency(clock())
+    assert (timed.count, timed.p95_s) == (1, 0.0)
 
 
 def test_work_order_is_closed_once_its_replayed_run_succeeded_with_a_pagerduty_resolve(app, channels, clock):
