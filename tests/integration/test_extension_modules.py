@@ -32,7 +32,7 @@ def own_modules(tmp_path, monkeypatch):
     """A directory on the path for the test's modules; whatever it imported is forgotten afterwards."""
     monkeypatch.syspath_prepend(str(tmp_path))
     yield tmp_path
-    for name in [*BROKEN, "billing", "no_runbooks"]:
+    for name in [*BROKEN, "billing", "no_runbooks", "lone_runbook"]:
         sys.modules.pop(name, None)
     registry._handlers.pop("billing.charge", None)  # other tests list the handlers there are
     registry.init_app(type("App", (), {"config": {"HANDLER_MODULES": ["jobs.handlers"], "DEMO": True}}))
@@ -66,4 +66,24 @@ def test_a_runbook_module_without_runbooks_stops_the_start_saying_so(own_modules
     (own_modules / "no_runbooks.py").write_text("TAGS = ()\n")
     with pytest.raises(SystemExit, match="REBOUND_RUNBOOK_MODULES names 'no_runbooks', which has no RUNBOOKS"):
         create_app(make_config(tmp_path / "data", redis_url, RUNBOOK_MODULES=["jobs.runbooks", "no_runbooks"]))
+    runbook_registry.init_app(type("App", (), {"config": {"RUNBOOK_MODULES": ["jobs.runbooks"]}}))
+
+
+@pytest.mark.parametrize(("declared", "held"), [
+    ("Runbook('solo', 'Solo', 'One', 'low', (), lambda ctx: None)", "Runbook Runbook(name='solo'"),  # comma forgotten
+    ("None", "NoneType None"),
+    ("'replay'", "str 'replay'"),
+    ("(len,)", "builtin_function_or_method <built-in function len>"),
+])
+def test_runbooks_declared_in_the_wrong_shape_stop_the_start_naming_the_module(own_modules, tmp_path, redis_url,
+                                                                               declared, held):
+    """A lone Runbook (the tuple's comma forgotten), None or a function: a traceback, 'Runbook' object is not
+    iterable, naming neither the module nor the fix (helper 154)."""
+    (own_modules / "lone_runbook.py").write_text(
+        f"from console.services.recovery.runbook_registry import Runbook\n\nRUNBOOKS = {declared}\n")
+    with pytest.raises(SystemExit) as stopped:
+        create_app(make_config(tmp_path / "data", redis_url, RUNBOOK_MODULES=["jobs.runbooks", "lone_runbook"]))
+    said = str(stopped.value)
+    assert said.startswith("REBOUND_RUNBOOK_MODULES names 'lone_runbook', whose RUNBOOKS is a list or tuple of "
+                           "Runbook(...) declarations") and f"it holds {held}" in said, said
     runbook_registry.init_app(type("App", (), {"config": {"RUNBOOK_MODULES": ["jobs.runbooks"]}}))

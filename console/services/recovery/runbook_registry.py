@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from console import modules
 from console.domain.runbooks import NAME, Param, Risk, member
+from console.domain.words import said_back
 
 # Modules whose RUNBOOKS list is read (REBOUND_RUNBOOK_MODULES); the web, the worker and the CLI all read them.
 _modules: tuple[str, ...] = ("jobs.runbooks",)
@@ -69,8 +70,7 @@ def _load() -> None:
         return
     found: dict[str, Runbook] = {}
     for name in _modules:
-        for runbook in modules.attribute("REBOUND_RUNBOOK_MODULES", modules.load("REBOUND_RUNBOOK_MODULES", name),
-                                         "RUNBOOKS"):
+        for runbook in _declared(name):
             if runbook.name in found:
                 raise SystemExit(f"REBOUND_RUNBOOK_MODULES: two runbooks are named {runbook.name!r} (the second in "
                                  f"{name!r}); rename one")
@@ -78,6 +78,20 @@ def _load() -> None:
     _runbooks.clear()
     _runbooks.update(found)
     _loaded = True
+
+
+def _declared(name: str) -> list[Runbook]:
+    """Return a module's RUNBOOKS, or stop the start naming the module and what to fix (a lone Runbook, the tuple's
+    comma forgotten, was a traceback: 'Runbook' object is not iterable; helper 154)."""
+    declared = modules.attribute("REBOUND_RUNBOOK_MODULES", modules.load("REBOUND_RUNBOOK_MODULES", name), "RUNBOOKS")
+    listed = list(declared) if isinstance(declared, list | tuple) else None
+    if listed is None or not all(isinstance(runbook, Runbook) for runbook in listed):
+        wrong = declared if listed is None else next(item for item in listed if not isinstance(item, Runbook))
+        raise SystemExit(f"REBOUND_RUNBOOK_MODULES names {name!r}, whose RUNBOOKS is a list or tuple of Runbook(...) "
+                         f"declarations (e.g. RUNBOOKS = (Runbook(...),), with its comma); it holds "
+                         f"{type(wrong).__name__} {said_back(wrong)}. Fix it, or take it out of "
+                         "REBOUND_RUNBOOK_MODULES.")
+    return listed
 
 
 def get(name: str) -> Runbook | None:
