@@ -14,7 +14,7 @@ FIELDS = ("tenant", "params", "dry_run", "reason")
 
 
 def _param(param) -> dict:
-    return {"name": param.name, "type": str(param.type), "required": param.required, "default": param.default,
+    return {"name": param.name, "type": str(param.type), "required": param.required, "default": param.shown_default,
             "choices": list(param.choices) or None, "many": param.many, "minimum": param.minimum,
             "maximum": param.maximum, "json_object": param.json_object, "help": param.help}
 

@@ -71,7 +71,7 @@ def _list() -> None:
         for param in runbook.params:
             kind = f"{param.type}{' ids' if param.many else ''}"
             extra = f" one of {', '.join(param.choices)};" if param.choices else ""
-            default = f" default {param.default};" if param.default is not None else ""
+            default = f" default {param.shown_default};" if param.default is not None else ""
             need = "required" if param.required else "optional"
             click.echo(f"    --param {param.name}=…  {kind}, {need};{extra}{default} {param.help}".rstrip())
         click.echo("")

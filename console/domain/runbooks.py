@@ -10,6 +10,7 @@ from decimal import Decimal
 from enum import Enum
 
 from console.domain.ids import MAX_ID
+from console.domain.secrets import MASK, SECRET_FIELD
 
 NAME = re.compile(r"[a-z][a-z0-9_]{1,59}")
 EARLIEST_YEAR, LATEST_YEAR = 1970, 9998  # as Reports' dates: a moment and a day either side stay in a datetime
@@ -74,6 +75,11 @@ class Param:
     max_length: int = 500
     json_object: bool = False  # text only: a JSON object sent as an object (API, JSON body) is taken as its text
     label: str = field(default="", compare=False)
+
+    @property
+    def shown_default(self):
+        """The default as pages, the API and the CLI show it: a secret-named one masked (helper 154)."""
+        return MASK if self.default is not None and SECRET_FIELD.fullmatch(self.name) else self.default
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not NAME.fullmatch(self.name):

@@ -53,6 +53,15 @@ def leaks(ctx) -> None:
     raise RuntimeError(f"db refused credential {ctx.params['api_key']}")
 
 
+DECLARED_PASSWORD = "hunter2-PW-xyz"
+
+
+def connects(ctx) -> None:
+    """Say which password it was given: a secret-named default is used when none is typed, and never shown."""
+    ctx.log("connected with the declared password" if ctx.params["db_password"] == DECLARED_PASSWORD
+            else "connected with another password")
+
+
 STEP_PARAMS = (Param("steps", T.INT, default=3, minimum=1, maximum=1000), Param("pause_s", T.FLOAT, default=0.0))
 RUNBOOKS = (
     Runbook("sample_steps", "Steps", "Log and record a few steps.", Risk.LOW, STEP_PARAMS, steps),
@@ -63,4 +72,6 @@ RUNBOOKS = (
     Runbook("sample_reprice", "Reprice", "Changes amounts, approved first.", Risk.HIGH, (), reprices),
     Runbook("sample_leaky", "Leaky", "Logs and fails with its key.", Risk.LOW,
             (Param("api_key", T.STR, required=True),), leaks),
+    Runbook("sample_connects", "Connects", "Connects with a declared password.", Risk.LOW,
+            (Param("db_password", T.STR, default=DECLARED_PASSWORD),), connects),
 )

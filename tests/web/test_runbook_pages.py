@@ -15,7 +15,8 @@ from console.services.actor import Actor
 from console.services.engine import control
 from console.services.engine.queueing import MAINTENANCE_QUEUE
 from console.services.recovery import decisions, runbook_runner, runbooks
-from tests.factories import make_tenant
+from tests.factories import bearer, make_tenant
+from tests.recovery.sample_runbooks import DECLARED_PASSWORD
 
 HX = {"HX-Request": "true"}
 
@@ -231,6 +232,23 @@ def test_a_request_nobody_decided_in_time_reads_expired_before_the_job_marks_it(
     assert '<span class="badge expired">expired</span>' in html
     assert "nobody decided in time: it will not run; ask again if it is still needed" in html
     assert "waits for a second person with the approve permission to decide" not in html
+
+
+def test_a_secret_named_default_is_never_shown_and_is_used_when_left_empty(samples, app, client, auth):  # noqa: F811
+    """`db_password`'s declared default was in GET /api/runbooks for a viewer, pre-filled in the form's plain box and
+    printed by `recovery-runbook --list` (helper 154); its execution page and audit row already masked it."""
+    listed = client.get("/api/runbooks", headers=bearer(auth.make_user("vic", "viewer"))).get_json()
+    [param] = next(item for item in listed if item["name"] == "sample_connects")["params"]
+    assert param["default"] == "***"
+    user = auth.as_role("operator", "olga")
+    form = client.get("/runbooks/sample_connects").get_data(as_text=True)
+    assert DECLARED_PASSWORD not in form and 'placeholder="*** (its default, kept when left empty)"' in form
+    printed = app.test_cli_runner().invoke(args=["recovery-runbook", "--list"]).output
+    assert "--param db_password=…  str, optional; default ***;" in printed and DECLARED_PASSWORD not in printed
+    execution = runbooks.start("sample_connects", {"db_password": ""}, _actor(user), scope=None, dry_run=True,
+                               enqueue=False)
+    runbook_runner.execute(execution.id)
+    assert "connected with the declared password" in runbooks.get(execution.id).log
 
 
 def test_the_execution_page_shows_changes_and_log_and_answers_htmx_with_its_region(samples, client, auth):  # noqa: F811

@@ -84,6 +84,9 @@ def _field(param: Param):
         return (StringField if param.many else IntegerField)(**options)
     # The box holds what the domain's parse takes (a resolve's note: the one limit of a note).
     options["render_kw"] = {"maxlength": param.max_length}
+    if param.shown_default != param.default:  # a secret-named default: kept when the box is left empty, never shown
+        options["render_kw"]["placeholder"] = "*** (its default, kept when left empty)"
+        return StringField(**options)
     if param.max_length > LONG_TEXT:
         return TextAreaField(default=param.default, **options)
     return StringField(default=param.default, **options)
