@@ -139,6 +139,30 @@ def test_search_finds_an_entry_by_a_word_of_its_error_text(client, auth, make_de
     assert f'id="dl-{ledger.id}"' in upper and f'id="dl-{gateway.id}"' not in upper
 
 
+def test_search_finds_a_letter_by_its_id_or_its_runs(client, auth, make_dead_letter):
+    """A run's id, or "#" and a letter's as the pages write it, found nothing (helper 153)."""
+    first = make_dead_letter("ledger row locked", code="lock_timeout")
+    other = make_dead_letter("ledger row locked", code="lock_timeout")
+    auth.as_role("viewer")
+    for q in (f"%23{first.id}", str(first.run_id), f"%23{first.run_id}"):
+        html = client.get(f"/dlq/?view=list&q={q}").get_data(as_text=True)
+        assert f'id="dl-{first.id}"' in html and f'id="dl-{other.id}"' not in html, q
+
+
+def test_the_handler_argument_filters_the_page_as_the_api_does(client, auth, make_dead_letter):
+    """`?handler=` was dropped unsaid and every open letter listed (the page's own link names it task=handler:…)."""
+    flaky, other = (make_dead_letter("ledger row locked", code="lock_timeout") for _ in range(2))
+    db.session.execute(DeadLetter.__table__.update().where(DeadLetter.id == other.id).values(
+        handler="python:demo.always_fails"))
+    db.session.commit()
+    auth.as_role("viewer")
+    for handler in ("demo.flaky", "python:demo.flaky"):
+        html = client.get(f"/dlq/?view=list&handler={handler}").get_data(as_text=True)
+        assert f'id="dl-{flaky.id}"' in html and f'id="dl-{other.id}"' not in html, handler
+    both = client.get("/dlq/?view=list&handler=demo.flaky&task=handler:python:demo.always_fails")
+    assert "filter by handler or by task, not both" in both.get_data(as_text=True)
+
+
 @pytest.mark.sqlite_only  # reads SQLite's EXPLAIN QUERY PLAN
 def test_the_search_query_leads_with_an_index_on_status(app, make_dead_letter):
     make_dead_letter("payments-gateway answered 502")

@@ -12,6 +12,7 @@ from console.domain.periods import EARLIEST, LATEST
 from console.extensions import db
 from console.models import DeadLetter, Run, Tenant
 from console.services.delivery.channel_report import ALERTED_LETTER, timed_alerts
+from console.services.engine import handler_kinds
 from console.services.errors import InvalidInput
 from console.services.inputs import is_digits, row_id
 from console.services.people import tenants
@@ -58,7 +59,8 @@ class Filters:
             return str(args.get(name) or "").strip()[:limit]
 
         status = text("status")
-        filters = cls(q=text("q", MAX_QUERY_CHARS), task=text("task"), tenant=text("tenant", MAX_TENANT_CHARS),
+        filters = cls(q=text("q", MAX_QUERY_CHARS), task=text("task") or handler_task(text("handler")),
+                      tenant=text("tenant", MAX_TENANT_CHARS),
                       age=text("age") if text("age") in AGES else "", code=text("code", MAX_CODE_CHARS),
                       status=status if status in (*STATUSES, ANY) else "open",
                       group=text("group", 32) if FINGERPRINT.fullmatch(text("group", 32)) else "",
@@ -122,6 +124,17 @@ class Filters:
         return " ".join(parts)
 
 
+def handler_task(handler: str) -> str:
+    """Return the task filter a `handler` argument means (`handler:<kind>:<name>`, a bare name a Python handler's), as
+    the API names it: on the page it was dropped unsaid and every letter was listed (helper 153)."""
+    if not handler:
+        return ""
+    try:
+        return "handler:{}:{}".format(*handler_kinds.parse(handler))
+    except InvalidInput:
+        return f"handler:{handler}"  # a name no handler has: it matches nothing, which the page then shows
+
+
 def untasked_words(task: str) -> str | None:
     """Name an "untasked:<handler>" filter as people read it, or None for any other."""
     return f"{task.removeprefix(UNTASKED)} without a task" if task.startswith(UNTASKED) else None
@@ -150,6 +163,8 @@ def check(args: Mapping) -> None:
 def refused(args: Mapping) -> list[str]:
     """Say what in the filters parse() drops or can never match, for the page to show."""
     said = [problem] if (problem := task_problem(str(args.get("task") or "").strip()[:120])) else []
+    if str(args.get("task") or "").strip() and str(args.get("handler") or "").strip():
+        said.append("filter by handler or by task, not both: the task is used and the handler is ignored")
     for name, allowed in (("status", (*STATUSES, ANY)), ("age", AGES)):
         given = str(args.get(name) or "").strip()[:40]
         if given and given not in allowed:
@@ -231,6 +246,15 @@ def search_floor(filters: Filters, tenant_id: int | None, before: int | None = N
     return db.session.execute(query).scalar_one_or_none()
 
 
+def _named_id(text: str) -> int | None:
+    """Return the id a search names ("4048", "#4048"), or None: a run's id found nothing on the DLQ (helper 153)."""
+    number = text.removeprefix("#")
+    try:
+        return row_id(number) if is_digits(number) else None
+    except ValueError:
+        return None
+
+
 def _escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
@@ -292,7 +316,10 @@ def where(query, filters: Filters, tenant_id: int | None, now: datetime, min_id:
         query = query.where(_alerted(filters))
     if filters.q:
         pattern = f"%{_escape_like(filters.q)}%"
-        query = query.where(dl.error_message.ilike(pattern, escape="\\") | dl.error_code.ilike(pattern, escape="\\"))
+        found = dl.error_message.ilike(pattern, escape="\\") | dl.error_code.ilike(pattern, escape="\\")
+        if number := _named_id(filters.q):  # "4048" or "#4048": the letter, or the run's letters, of that id too
+            found = found | (dl.id == number) | (dl.run_id == number)
+        query = query.where(found)
     if min_id is not None:
         query = query.where(dl.id >= min_id)
     if max_id is not None:
