@@ -149,6 +149,27 @@ def test_search_finds_a_letter_by_its_id_or_its_runs(client, auth, make_dead_let
         assert f'id="dl-{first.id}"' in html and f'id="dl-{other.id}"' not in html, q
 
 
+def test_the_groups_page_on_past_the_largest_with_their_count(client, auth, make_dead_letter, monkeypatch):
+    """Only the 50 largest groups were shown, with no count and no way on (helper 153)."""
+    monkeypatch.setattr(dlq, "GROUP_LIMIT", 2)
+    for size in (5, 4, 3, 2, 1):
+        for _ in range(size):
+            make_dead_letter(f"failure of size {size}", code=f"code_{size}")
+    auth.as_role("viewer")
+    first = client.get("/dlq/?tenant=default").get_data(as_text=True)
+    assert "Groups 1–2 of 5, the largest first" in first and "Larger groups" not in first
+    assert "code_5" in first and "code_4" in first and "code_3" not in first
+    assert 'href="/dlq/?groups_from=2&amp;tenant=default"' in first  # on, with the filter kept
+    second = client.get("/dlq/?tenant=default&groups_from=2").get_data(as_text=True)
+    assert "Groups 3–4 of 5, the largest first" in second and "code_3" in second and "code_5" not in second
+    assert 'href="/dlq/?tenant=default"' in second  # back to the first page
+    last = client.get("/dlq/?groups_from=4").get_data(as_text=True)
+    assert "Groups 5–5 of 5" in last and "code_1" in last and "Smaller groups" not in last
+    beyond = client.get("/dlq/?groups_from=40").get_data(as_text=True)  # a link kept while groups went away
+    assert "Groups 5–5 of 5" in beyond
+    assert client.get("/dlq/?groups_from=-3").status_code == 200
+
+
 def test_the_handler_argument_filters_the_page_as_the_api_does(client, auth, make_dead_letter):
     """`?handler=` was dropped unsaid and every open letter listed (the page's own link names it task=handler:…)."""
     flaky, other = (make_dead_letter("ledger row locked", code="lock_timeout") for _ in range(2))

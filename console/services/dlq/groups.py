@@ -76,10 +76,12 @@ class Group:
 @dataclass
 class GroupPage:
     groups: list[Group]
-    more: bool  # more groups than shown
+    more: bool  # more groups after the ones shown
     total: int  # dead letters in all groups
     search_floor: int | None  # a search covered ids from here up only
     fixes_waiting: int = 0  # params fixes waiting for approval on the letters of all groups
+    count: int = 0  # groups in all
+    offset: int = 0  # groups before the ones shown (larger ones)
 
 
 @dataclass
@@ -89,8 +91,10 @@ class EntryPage:
     search_floor: int | None  # a search covered ids from here up only; older ones continue before it
 
 
-def groups(filters: Filters, tenant_id: int | None, clock: Clock = SYSTEM_CLOCK, limit: int = GROUP_LIMIT) -> GroupPage:
-    """Return the largest error groups with their handlers, tenants and work orders."""
+def groups(filters: Filters, tenant_id: int | None, clock: Clock = SYSTEM_CLOCK, limit: int = GROUP_LIMIT,
+           offset: int = 0) -> GroupPage:
+    """Return the largest error groups (after the `offset` larger ones) with their handlers, tenants and work
+    orders."""
     dl = DeadLetter
     # Grouped in the order of an index on (status, fingerprint, tenant_id, handler, ...), which covers it.
     query = select(dl.fingerprint, dl.tenant_id, dl.handler, func.max(dl.error_code), func.count(),
@@ -114,7 +118,9 @@ def groups(filters: Filters, tenant_id: int | None, clock: Clock = SYSTEM_CLOCK,
         per_tenant = samples.setdefault(fingerprint, {})
         per_tenant[tenant] = max(per_tenant.get(tenant, 0), newest)
     ordered = sorted(merged.values(), key=lambda g: (g.count, g.last_seen, g.fingerprint), reverse=True)
-    shown = ordered[:limit]
+    # Past the last group (a link kept after letters were replayed): its last page, not an empty one.
+    offset = min(max(offset, 0), max(len(ordered) - 1, 0) // limit * limit)
+    shown = ordered[offset:offset + limit]
     sample_ids = [i for g in shown for i in samples[g.fingerprint].values()]
     details = {row.id: row for row in db.session.execute(
         select(dl.id, dl.error_message, dl.work_order_id, dl.reason, Run.workflow_id, dl.handler, dl.tenant_id,
@@ -138,7 +144,8 @@ def groups(filters: Filters, tenant_id: int | None, clock: Clock = SYSTEM_CLOCK,
                  if i in details and details[i].work_order_id in orders}
         group.work_orders = [WorkOrderRef(o.id, o.status, o.title, names.get(o.tenant_id, str(o.tenant_id)))
                              for o in sorted(found, key=lambda o: o.id)]
-    return GroupPage(shown, len(ordered) > limit, sum(g.count for g in ordered), floor, sum(fixes.values()))
+    return GroupPage(shown, len(ordered) > offset + limit, sum(g.count for g in ordered), floor, sum(fixes.values()),
+                     len(ordered), offset)
 
 
 def window(filters: Filters, tenant_id: int | None, now: datetime) -> Bounds:

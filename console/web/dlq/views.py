@@ -13,6 +13,7 @@ from console.services.dlq import filters as dlq_filters
 from console.services.dlq import groups as dlq
 from console.services.engine import breaker_admin
 from console.services.errors import NotFound
+from console.services.inputs import is_digits
 from console.services.people import tenants
 from console.services.people.permissions import VIEW
 from console.services.recovery import bulk_discard, params_fix
@@ -23,6 +24,12 @@ from console.web.render import page
 
 def chosen_view() -> str:
     return "list" if request.values.get("view") == "list" else "groups"
+
+
+def _groups_from() -> int:
+    """Return how many larger groups the page skips (?groups_from=50: the next fifty); anything else is none."""
+    value = request.args.get("groups_from", "")
+    return int(value) if is_digits(value) and len(value) <= 6 else 0
 
 
 def _opened() -> str:
@@ -58,9 +65,10 @@ def results(filters: dlq_filters.Filters, view: str, before: int | None = None, 
                        shown_from=None if filters.q else 1 + (dlq.count_newer(filters, scope, before, every)
                                                                  if before else 0))
     else:
-        found = dlq.groups(filters, scope)
+        found = dlq.groups(filters, scope, limit=dlq.GROUP_LIMIT, offset=_groups_from())
         # Judged from each group's newest letters, as its own Replay button is; the server counts them all.
-        context.update(groups=found.groups, more_groups=found.more, matching=found.total,
+        context.update(groups=found.groups, more_groups=found.more, group_count=found.count,
+                       groups_from=found.offset, group_page=dlq.GROUP_LIMIT, matching=found.total,
                        search_floor=found.search_floor, matching_fixes=found.fixes_waiting,
                        explained=any(group.failed_for_good or group.workflow_steps for group in found.groups))
         every = dlq_filters.Bounds(utcnow(), found.search_floor)
