@@ -187,6 +187,9 @@ def test_a_token_issued_for_days_works_until_then_and_then_says_it_expired(app, 
     issued = tokens.authenticate(printed.output.strip())
     assert timedelta(days=89, hours=23) < issued.expires_at - utcnow() <= timedelta(days=90)
     assert runner.invoke(args=["create-token", "svc", "--days", "0"]).exit_code == 2
+    # A name past the column was cut to 80 characters unsaid (the form refuses it; helper 155).
+    long_name = runner.invoke(args=["create-token", "svc", "--name", "n" * 500])
+    assert long_name.exit_code == 1 and "a token's name is at most 80 characters (this one has 500)" in long_name.output
 
 
 def test_a_token_is_revoked_from_the_cli_by_the_prefix_people_see_and_audited(app, client, auth):

@@ -738,8 +738,9 @@ def test_work_orders_completed_of_one_task_opens_that_tasks_work_orders_not_ever
         listed = client.get(behind).get_data(as_text=True)
         assert workorder_rows(listed) == expected  # not every work order of the period
         assert f"with a dead letter of task #{task_id}" in listed
-    for bad in ("abc", "0", "99999999999999999999"):
+    for bad in ("abc", "0", "99999999999999999999", "987654"):  # the last: no such task (another tenant's reads so)
         assert client.get(f"/workorders?task={bad}").status_code == 422, bad
+    assert "no task with id 987654 that you can see" in client.get("/workorders?task=987654").get_data(as_text=True)
 
 
 @pytest.mark.parametrize("period", ["24h", "7d"])

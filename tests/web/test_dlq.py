@@ -647,6 +647,11 @@ def test_tenant_limited_users_see_and_touch_only_their_tenant(client, auth, make
     bulk.replay_matching(*job.args, **job.kwargs)
     assert (fresh(theirs.id).status, fresh(ours.id).status) == ("open", "replayed")
     assert client.get(f"/dlq/bulk/{job.args[0]}", headers=HX).status_code == 200
+    # Another tenant's open letter in a crafted bulk discard is skipped, and not called "no longer open" (helper 155).
+    discarded = post(client, auth, "/dlq/bulk/discard", {"id": [theirs.id], "reason": "not mine", "view": "list"},
+                     htmx=True).get_data(as_text=True)
+    assert "Discarded 0 dead letters; 1 skipped (no longer open, or not your tenant&#39;s)." in discarded
+    assert fresh(theirs.id).status == "open"
 
 
 def test_another_tenants_task_as_a_filter_reads_as_no_task_at_all(client, auth, make_dead_letter):

@@ -148,7 +148,9 @@ def bulk_discard():
         message, category = filed_message(outcome), "info"
     else:
         said = [f"Discarded {outcome.discarded} dead letter{'s' if outcome.discarded != 1 else ''}"]
-        said += [f"{outcome.skipped} skipped (no longer open)"] if outcome.skipped else []
+        # A tenant-limited person's ticks may name another tenant's letters (a crafted form): not "no longer open".
+        unseen = ", or not your tenant's" if tenant_scope() is not None else ""
+        said += [f"{outcome.skipped} skipped (no longer open{unseen})"] if outcome.skipped else []
         said += [waiting_fixes.closed_words(outcome.closed_fixes)] if outcome.closed_fixes else []
         message = "; ".join(said) + "."
         category = "success"

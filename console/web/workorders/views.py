@@ -9,6 +9,7 @@ from console.domain.clock import utcnow
 from console.domain.words import agree, listed
 from console.extensions import db, htmx
 from console.services.delivery import channel_report, manual, targets
+from console.services.dlq import groups as dlq_groups
 from console.services.dlq.filters import moment, utc
 from console.services.errors import Conflict, InvalidInput, ServiceError
 from console.services.inputs import is_digits, row_id
@@ -37,6 +38,9 @@ def _narrowed(scope: int | None) -> tuple[dict, int | None, tuple, int | None]:
         task_id = row_id(task) if task else None
     except ValueError:
         raise InvalidInput(f"task={task} is not a task id (a whole number from 1)", "task") from None
+    if task_id is not None and (unseen := dlq_groups.unseen_task(task, scope)):
+        # Another tenant's task read "Only work orders with a dead letter of task #9" over an empty list (helper 155).
+        raise InvalidInput(unseen[0], "task")
     asked = {"tenant": tenant, "task": task, **{name: moment((request.args.get(name) or "").strip()[:40])
                                                 for name in ("since", "until")}}
     for name in ("since", "until"):
