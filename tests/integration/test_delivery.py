@@ -683,6 +683,28 @@ def test_a_held_repeat_joins_the_occurrence_queued_while_it_was_out(app, channel
     assert (timed.count, timed.p95_s) == (1, 0.0)
 
 
+def test_acknowledging_a_work_order_acknowledges_its_pagerduty_incident(app, channels, clock):
+    """Its incident kept escalating while someone was already on it in Rebound (helper 154)."""
+    run = dead_run(clock)
+    delivery_round.tick(clock)
+    order = db.session.get(WorkOrder, runs_letters(run.id)[0].work_order_id)
+    changes.acknowledge(order, Actor("olga", None), clock)
+    clock.advance(1)
+    delivery_round.tick(clock)
+    key = f"rebound-workorder-{order.id}"
+    assert [(r.json["event_action"], r.json["dedup_key"]) for r in channels.pagerduty.requests] == [
+        ("trigger", key), ("acknowledge", key)]
+    assert [(r.json["action"], r.json["dedup_key"]) for r in channels.webhook.requests] == [
+        ("trigger", key), ("acknowledge", key)]
+    assert channels.webhook.requests[-1].json["title"] == f"Acknowledged: Work order #{order.id}: {order.title}"
+    assert len(channels.slack.requests) == 1  # the alert; no chat note for an acknowledgement
+    # A letter of its group dying since still reaches PagerDuty, on the same (acknowledged) incident.
+    clock.advance(400)
+    dead_run(clock, message="upstream 502 for order 4412")
+    delivery_round.tick(clock)
+    assert channels.pagerduty.requests[-1].json["event_action"] == "trigger"
+
+
 def test_work_order_is_closed_once_its_replayed_run_succeeded_with_a_pagerduty_resolve(app, channels, clock):
     run = dead_run(clock, params={"fail_times": 1})
     [letter] = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == run.id)).scalars().all()

@@ -43,6 +43,8 @@ def route(message: OutboxMessage) -> list[str]:
         names = ("workorder",)
     elif message.kind == "resolve":  # where the alert it ends went (the work-order system takes no close)
         names = ROUTES.get(message.channel, ROUTES["default"])
+    elif message.kind == "acknowledge":  # what pages, and a receiver that mirrors incidents; no chat note
+        names = ("pagerduty", "webhook")
     elif message.kind == "test":
         names = (message.channel,)
     else:

@@ -108,7 +108,8 @@ def build(message: OutboxMessage) -> Notice:
         severity = "critical"  # escalations page the manager at high urgency
     notice = Notice(
         message_id=message.id, kind=message.kind, route=message.channel, rule=rule,
-        action="resolve" if message.kind == "resolve" else "trigger", severity=severity, title=title,
+        action=message.kind if message.kind in ("resolve", "acknowledge") else "trigger", severity=severity,
+        title=title,
         summary=summary[:1000], incident_key=incident_key(message), occurrences=message.occurrences,
         at=message.created_at, tenant=facts.tenant,
         component=payload.get("handler") or facts.task or "rebound",
@@ -139,6 +140,8 @@ def _dead_words(message: OutboxMessage, rule: str, payload: dict, facts: _Facts)
 def _words(message: OutboxMessage, rule: str, payload: dict, facts: _Facts) -> tuple[str, str]:
     if rule == "resolved":
         return (f"Resolved: {payload.get('title', 'alert')}", payload.get("summary") or "The cause has cleared.")
+    if rule == "acknowledged":
+        return f"Acknowledged: {payload.get('title', 'alert')}", payload.get("summary") or "Someone is on it."
     if payload.get("title") and payload.get("summary"):
         return str(payload["title"]), str(payload["summary"])
     if rule in DEAD_RULES:

@@ -50,6 +50,15 @@ def resolve(key: str, title: str, summary: str, now: datetime, *, tenant_id: int
         **details}, now, tenant_id=tenant_id)
 
 
+def acknowledge(key: str, title: str, summary: str, now: datetime, *, tenant_id: int | None = None,
+                **details) -> OutboxMessage | None:
+    """Queue an acknowledgement of the incident `key` (PagerDuty acknowledge: its escalation stops), in the caller's
+    transaction."""
+    return add("acknowledge", f"acknowledge:{key}", {
+        "rule": "acknowledged", "incident_key": key, "title": title, "summary": summary, "tenant_id": tenant_id,
+        **details}, now, tenant_id=tenant_id)
+
+
 def pending(limit: int = 100) -> list[OutboxMessage]:
     """Return messages waiting for delivery, oldest first."""
     return db.session.execute(select(OutboxMessage).where(OutboxMessage.status == "pending")

@@ -1,4 +1,5 @@
-"""PagerDuty Events API v2: trigger an incident per dedup key, resolve it when the cause clears."""
+"""PagerDuty Events API v2: trigger an incident per dedup key, acknowledge it when someone takes it in Rebound, resolve
+it when the cause clears."""
 
 from urllib.parse import urlsplit
 
@@ -9,8 +10,8 @@ from console.services.delivery.targets import Target
 
 def document(notice: Notice, routing_key: str) -> dict:
     """Return the Events API v2 event for a notice."""
-    if notice.action == "resolve":
-        return {"routing_key": routing_key, "event_action": "resolve", "dedup_key": notice.incident_key}
+    if notice.action in ("resolve", "acknowledge"):
+        return {"routing_key": routing_key, "event_action": notice.action, "dedup_key": notice.incident_key}
     return {
         "routing_key": routing_key,
         "event_action": "trigger",

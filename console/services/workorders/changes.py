@@ -39,6 +39,10 @@ def acknowledge(order: WorkOrder, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> 
     audit.record(db.session, actor, "work_order.acknowledge", "work_order", order.id, before=before,
                  after={"status": order.status, "assignee": _name(order.assignee_id)}, tenant=order.tenant.name,
                  clock=clock)
+    # Its PagerDuty incident kept escalating while someone was on it in Rebound (helper 154).
+    outbox.acknowledge(notice.work_order_incident(order.id), f"Work order #{order.id}: {order.title}",
+                       f"Work order #{order.id} was acknowledged by {actor.name} in Rebound.", clock(),
+                       tenant_id=order.tenant_id, work_order_id=order.id)
     db.session.commit()
     return order
 
