@@ -19,6 +19,7 @@ from console.services.scheduling import planner, sla, tasks
 from console.services.system import alert_measures, alert_rules
 from tests.factories import Runs, bearer
 from tests.helpers import csrf_from
+from tests.receiver import Receiver
 
 NO_JITTER = {"base_delay_s": 1, "multiplier": 2, "jitter": 0, "max_delay_s": 60}
 ADMIN = Actor("test-admin")
@@ -123,6 +124,33 @@ def test_dlq_length_fires_over_its_threshold_and_clears_when_dead_letters_are_ha
     db.session.execute(update(DeadLetter).where(DeadLetter.id == 1).values(status="resolved"))
     db.session.commit()
     assert_clears("dlq_length", clock)
+
+
+def test_a_rule_firing_before_any_channel_was_set_up_is_told_once_one_is(app, runs, clock):
+    """It was skipped for want of a channel and stayed silent until it cleared and fired again (helper 154)."""
+    app.config.update(SLACK_WEBHOOK_URL="", PAGERDUTY_ROUTING_KEY="", ALERT_WEBHOOK_URL="", WORKORDER_URL="")
+    alert_rules.update_rule("dlq_length", {"threshold": 2}, ADMIN)
+    for _ in range(3):
+        assert execute(runs.submit("demo.flaky", {"error": "fatal"}), 0, clock=clock) == "dead"
+    assert alert_rules.evaluate(clock) == {"dlq_length": "firing"}
+    fired = messages("dlq_length")[-1]
+    assert dispatch.deliver(dispatch.claim_next(clock(), fired.id), clock) == "skipped"
+    clock.advance(60)
+    alert_rules.evaluate(clock)
+    assert [m.id for m in messages("dlq_length")] == [fired.id]  # still no channel: nothing new
+    with Receiver() as hook:
+        app.config.update(ALERT_WEBHOOK_URL=hook.url)
+        clock.advance(60)
+        assert alert_rules.evaluate(clock) == {}  # not a new firing
+        _, told = messages("dlq_length")
+        assert (told.kind, told.status) == ("alert", "pending")
+        assert told.payload["summary"].endswith(f"Firing since {fired.created_at:%Y-%m-%d %H:%M} UTC; told now, as no "
+                                                "channel was configured then.")
+        assert dispatch.deliver(dispatch.claim_next(clock(), told.id), clock) == "delivered"
+        assert [r.json["event"] for r in hook.requests] == ["dlq_length"]
+        clock.advance(60)
+        alert_rules.evaluate(clock)
+        assert len(messages("dlq_length")) == 2  # told once
 
 
 def test_queue_wait_fires_when_a_wanted_job_waits_past_five_minutes_and_clears_once_none_does(runs, clock):

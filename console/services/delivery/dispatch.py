@@ -27,6 +27,7 @@ ROUTES = {"default": ("slack", "pagerduty", "webhook"), "sla-breach": ("webhook"
           # What already pages on its own incident (each breaker does): said again, but never a second page.
           "no-page": ("slack", "webhook")}
 CLAIMABLE = ("pending", "sending")
+NO_CHANNEL = "no channel configured for it"  # a skipped message's reason, which an alert rule still firing reads
 NOT_TRIED = "not_tried"  # a delivery row for a channel this attempt did not wait on (silent since a timeout)
 TICK_BUDGET_S = 20.0
 
@@ -212,7 +213,7 @@ def _deliver(claim: Claim, clock: Clock, probe: bool) -> str:
     names = configured_routes(message, every)
     if not names:
         _settle(claim, status="skipped", next_attempt_at=now,
-                last_error=f"no channel configured for it ({', '.join(wanted) or 'none'})")
+                last_error=f"{NO_CHANNEL} ({', '.join(wanted) or 'none'})")
         db.session.commit()
         return "skipped"
     sent_before = set(db.session.execute(select(Delivery.channel).where(

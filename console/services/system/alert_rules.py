@@ -22,7 +22,7 @@ from console.extensions import db
 from console.models import AlertRule, OutboxMessage
 from console.services.actor import Actor
 from console.services.audit import trail as audit
-from console.services.delivery import outbox
+from console.services.delivery import dispatch, outbox
 from console.services.errors import InvalidInput, NotFound
 from console.services.system import alert_measures
 from console.services.system.alert_measures import LATE_START_S, MIN_EVENTS, Measure
@@ -174,6 +174,8 @@ def evaluate(clock: Clock = SYSTEM_CLOCK) -> dict[str, str]:
         breached = measure.value > row.threshold if measure.enough else row.state == "firing"
         if breached != (row.state == "firing") and _switch(row, "firing" if breached else "ok", now, measure):
             changed[row.key] = row.state
+        elif row.state == "firing":
+            _tell_new_channels(row, now)
         db.session.commit()
     return changed
 
@@ -205,6 +207,22 @@ def _switch(row: AlertRule, state: str, now: datetime, measure: Measure | None) 
                                                        OutboxMessage.status == "pending").values(kind=kind))
     log.warning("alert rule %s %s: %s", row.key, "fired" if firing else "cleared", summary)
     return True
+
+
+def _tell_new_channels(row: AlertRule, now: datetime) -> None:
+    """Send a firing rule's alert again once a channel for it is configured, when it went nowhere (none was when it
+    fired): on a fresh install a rule firing before the channels were set up stayed silent until it cleared and fired
+    again (helper 154)."""
+    key = f"rule:{row.key}"
+    last = db.session.execute(select(OutboxMessage).where(OutboxMessage.dedup_key == key)
+                              .order_by(OutboxMessage.id.desc()).limit(1)).scalar_one_or_none()
+    if (last is None or last.kind != "alert" or last.status != "skipped"
+            or not (last.last_error or "").startswith(dispatch.NO_CHANNEL) or not dispatch.configured_routes(last)):
+        return
+    since = row.changed_at or last.created_at
+    outbox.add("alert", key, {**last.payload, "summary": f"{last.payload.get('summary', '')} Firing since "
+                              f"{since:%Y-%m-%d %H:%M} UTC; told now, as no channel was configured then."},
+               now, channel=last.channel)
 
 
 def _duration(seconds: int) -> str:
