@@ -3,5 +3,6 @@
 from jobs.runbooks.dead_letters import FIX_PARAMS, REPLAY, RESOLVE
 from jobs.runbooks.housekeeping import PURGE, PURGE_MESSAGES, RECONCILE
 from jobs.runbooks.scheduling import BACKFILL
+from jobs.runbooks.waiting_runs import CANCEL, RETRY
 
-RUNBOOKS = (REPLAY, RESOLVE, FIX_PARAMS, BACKFILL, PURGE, PURGE_MESSAGES, RECONCILE)
+RUNBOOKS = (REPLAY, RESOLVE, FIX_PARAMS, RETRY, CANCEL, BACKFILL, PURGE, PURGE_MESSAGES, RECONCILE)

@@ -24,27 +24,57 @@ def get_run(run_id: int, tenant_id: int | None = None) -> Run:
     return run
 
 
+WAITING = ("pending", "retry_wait")
+
+
 def cancel(run: Run, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> Run:
     """Cancel a waiting run at once, or ask a running one to stop at its next check."""
     now = clock()
-    before = run.status
-    if run.status in ("pending", "retry_wait"):
-        try:
-            transitions.move(run, "cancelled", now, reason="cancelled_by_person", actor=actor.name, finished_at=now,
-                             next_retry_at=None)
-        except transitions.StaleRun:
-            raise Conflict(f"run {run.id} changed while cancelling; look again") from None
+    if run.status in WAITING:
+        cancel_waiting(run, actor, now)
     elif run.status == "running":
         if not transitions.request_cancel(run, now, actor=actor.name):
             raise Conflict(f"run {run.id} changed while cancelling; look again")
+        _audit_cancel(run, actor, "running", now)
     else:
         raise Conflict(f"run {run.id} is {run.status}; only pending, retry_wait and running runs can be cancelled",
                        "status")
-    audit.record(db.session, actor, "run.cancel", "run", run.id, before={"status": before},
-                 after={"status": run.status, "cancel_requested": run.cancel_requested}, tenant=run.tenant.name,
-                 clock=clock)
     db.session.commit()
     return run
+
+
+def cancel_waiting(run: Run, actor: Actor, now) -> None:
+    """Cancel a pending or retry_wait run, audited, in the caller's transaction; a Conflict (its transaction rolled
+    back) when it moved on meanwhile."""
+    before = run.status
+    if before not in WAITING:  # a running one is asked to stop instead (cancel), never by a bulk cancel of waiting runs
+        raise Conflict(f"run {run.id} is {before}, no longer waiting", "status")
+    try:
+        transitions.move(run, "cancelled", now, reason="cancelled_by_person", actor=actor.name, finished_at=now,
+                         next_retry_at=None)
+    except transitions.StaleRun:
+        raise Conflict(f"run {run.id} changed while cancelling; look again") from None
+    _audit_cancel(run, actor, before, now)
+
+
+def _audit_cancel(run: Run, actor: Actor, before: str, now) -> None:
+    audit.record(db.session, actor, "run.cancel", "run", run.id, before={"status": before},
+                 after={"status": run.status, "cancel_requested": run.cancel_requested}, tenant=run.tenant.name,
+                 clock=lambda: now)
+
+
+def pull_forward(run: Run, actor: Actor, now) -> None:
+    """Start a run waiting for its retry now, audited, in the caller's transaction (queue it after the commit); a
+    Conflict (its transaction rolled back) when it moved on meanwhile."""
+    if run.status != "retry_wait":
+        raise Conflict(f"run {run.id} is {run.status}, no longer waiting for a retry", "status")
+    try:
+        transitions.move(run, "pending", now, reason="manual_retry", actor=actor.name, next_retry_at=None,
+                         enqueued_at=now)
+    except transitions.StaleRun:
+        raise Conflict(f"run {run.id} changed while retrying; look again") from None
+    audit.record(db.session, actor, "run.retry", "run", run.id, before={"status": "retry_wait", "series": run.series},
+                 after={"status": run.status, "series": run.series}, tenant=run.tenant.name, clock=lambda: now)
 
 
 def _restart(run: Run, actor: Actor, now, kind: str) -> None:

@@ -1,9 +1,11 @@
 """Runs: find runs, read one run's timeline, retry or cancel it, ask for its compensation, see many on a Gantt."""
 
 import json
+from dataclasses import replace
 from datetime import timedelta
 
 from flask import flash, redirect, request, url_for
+from flask_login import current_user
 
 from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import utcnow
@@ -12,7 +14,7 @@ from console.extensions import db, htmx
 from console.services.engine import compensation, control, transitions, waiting_fixes
 from console.services.errors import Conflict, ServiceError
 from console.services.people import tenants
-from console.services.people.permissions import OPERATE, VIEW
+from console.services.people.permissions import OPERATE, VIEW, can
 from console.services.recovery import approvals, run_compensation, undo_retry
 from console.services.reports import breaches as breach_list
 from console.services.runs import liveness
@@ -70,9 +72,28 @@ def index():
                for name, keys in (*((name, (name,)) for name in ("handler", "failed", "retried", "late", "duplicated",
                                                                   "conflicted", "ended_from")),
                                   ("series", ("series_from", "series_to")))}
+    bulk = _waiting_runs_bulk(filters, form.tenant.data) if result and can(current_user.role, OPERATE) else []
     return page("runs/index.html", "results", form=form, result=result, total=total, count_cap=cap,
                 before=before, args=args, scoped=scope is not None, late_limit=late_limit, without=without,
+                bulk=bulk,
                 resets=breaker_resets(result.runs) if result else {}), status
+
+
+WAITING_STATUSES = {("retry_wait",): "retry_wait", ("pending",): "pending", ("pending", "retry_wait"): "both"}
+
+
+def _waiting_runs_bulk(filters: runs_query.RunFilters, tenant: str | None) -> list[tuple[str, str]]:
+    """Return (label, link) of the runbooks that retry or cancel every waiting run the list shows, their forms filled
+    in: one run at a time was all the page offered (helper 153). None when the list says more than they take."""
+    chosen = WAITING_STATUSES.get(tuple(sorted(filters.statuses)))
+    if chosen is None or replace(filters, statuses=(), task_id=None, error_code="", tenant_id=None) != \
+            runs_query.RunFilters():
+        return []
+    given = {name: value for name, value in (("task", filters.task_id), ("code", filters.error_code),
+                                             ("tenant", tenant)) if value}
+    links = [("Retry all now…", url_for("runbooks.show", name="retry_waiting_runs", **given))] \
+        if chosen == "retry_wait" else []
+    return [*links, ("Cancel all…", url_for("runbooks.show", name="cancel_waiting_runs", status=chosen, **given))]
 
 
 def _detail(run_id: int, *, error: str | None = None, notice: str | None = None, status: int = 200):
