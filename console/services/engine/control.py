@@ -45,15 +45,10 @@ def cancel(run: Run, actor: Actor, clock: Clock = SYSTEM_CLOCK) -> Run:
 
 def cancel_waiting(run: Run, actor: Actor, now) -> None:
     """Cancel a pending or retry_wait run, audited, in the caller's transaction; a Conflict (its transaction rolled
-    back) when it moved on meanwhile."""
+    back) when it moved on meanwhile (a running one is asked to stop by cancel(), never by a bulk cancel)."""
     before = run.status
-    if before not in WAITING:  # a running one is asked to stop instead (cancel), never by a bulk cancel of waiting runs
-        raise Conflict(f"run {run.id} is {before}, no longer waiting", "status")
-    try:
-        transitions.move(run, "cancelled", now, reason="cancelled_by_person", actor=actor.name, finished_at=now,
-                         next_retry_at=None)
-    except transitions.StaleRun:
-        raise Conflict(f"run {run.id} changed while cancelling; look again") from None
+    _move_waiting(run, WAITING, "cancelled", "cancelling", now, reason="cancelled_by_person", actor=actor.name,
+                  finished_at=now, next_retry_at=None)
     _audit_cancel(run, actor, before, now)
 
 
@@ -66,15 +61,20 @@ def _audit_cancel(run: Run, actor: Actor, before: str, now) -> None:
 def pull_forward(run: Run, actor: Actor, now) -> None:
     """Start a run waiting for its retry now, audited, in the caller's transaction (queue it after the commit); a
     Conflict (its transaction rolled back) when it moved on meanwhile."""
-    if run.status != "retry_wait":
-        raise Conflict(f"run {run.id} is {run.status}, no longer waiting for a retry", "status")
-    try:
-        transitions.move(run, "pending", now, reason="manual_retry", actor=actor.name, next_retry_at=None,
-                         enqueued_at=now)
-    except transitions.StaleRun:
-        raise Conflict(f"run {run.id} changed while retrying; look again") from None
+    _move_waiting(run, ("retry_wait",), "pending", "retrying", now, reason="manual_retry", actor=actor.name,
+                  next_retry_at=None, enqueued_at=now)
     audit.record(db.session, actor, "run.retry", "run", run.id, before={"status": "retry_wait", "series": run.series},
                  after={"status": run.status, "series": run.series}, tenant=run.tenant.name, clock=lambda: now)
+
+
+def _move_waiting(run: Run, waiting: tuple[str, ...], target: str, doing: str, now, **values) -> None:
+    """Move a run still in one of these statuses, or raise a Conflict naming what it is now."""
+    if run.status not in waiting:
+        raise Conflict(f"run {run.id} is {run.status}, no longer {' or '.join(waiting)}", "status")
+    try:
+        transitions.move(run, target, now, **values)
+    except transitions.StaleRun:
+        raise Conflict(f"run {run.id} changed while {doing}; look again") from None
 
 
 def _restart(run: Run, actor: Actor, now, kind: str) -> None:
