@@ -12,7 +12,7 @@ from console.extensions import db
 from console.models import DeadLetter, Run
 from console.services import inputs
 from console.services.audit import trail as audit
-from console.services.dlq import bulk
+from console.services.dlq import bulk, discards
 from console.services.dlq import groups as dlq
 from console.services.dlq import resolve as resolving
 from console.services.dlq.filters import AGES, Filters
@@ -41,14 +41,16 @@ def _check_replay(values: dict, now) -> dict:
 NARROWING = ("code", "handler", "task", "search", "group", "limit")
 
 
-def _narrowed_or_every(values: dict, now) -> dict:
-    """Refuse a real replay that no filter narrows unless `every` says so, as the API's bulk replay does: left
-    empty, the form replayed every open dead letter of every tenant it may act for."""
-    if values["every"] or values["age"] != "any" or any(values[name] for name in NARROWING):
-        return {}
-    return {"every": "no filter narrows this replay: give a code, handler, task, search, age, group or limit, or "
-                     "set every to replay every open dead letter (tick it in the form; --param every=true on the "
-                     "command line)"}
+def _narrowed_or_every(doing: str):
+    """Refuse a real run that no filter narrows unless `every` says so, as the API's bulk replay does: left empty,
+    the form replayed every open dead letter of every tenant it may act for."""
+    def check(values: dict, now) -> dict:
+        if values["every"] or values["age"] != "any" or any(values[name] for name in NARROWING):
+            return {}
+        return {"every": f"no filter narrows this {doing}: give a code, handler, task, search, age, group or limit, "
+                         f"or set every to {doing} every open dead letter (tick it in the form; --param every=true "
+                         "on the command line)"}
+    return check
 
 
 def replay_dead_letters(ctx) -> None:
@@ -97,6 +99,34 @@ def replay_dead_letters(ctx) -> None:
                 + (f", {left_alone} no longer open or their run not dead" if left_alone else "")
                 + (f"; {closed}" if closed else "") + f"; {seen} of {wanted} done.")
     ctx.log(f"{replayed} dead letter{'s' if replayed != 1 else ''} {'would be ' if ctx.dry_run else ''}replayed.")
+
+
+def discard_dead_letters(ctx) -> None:
+    """Discard the open dead letters that match, oldest first, with the reason: each audited, their work orders
+    closing once none is left open."""
+    params, filters = ctx.params, _filters(ctx.params)
+    limit = params["limit"]
+    bounds = dlq.bounds(filters, ctx.tenant_id, ctx.now)
+    total = dlq.count_matching(filters, ctx.tenant_id, cap=None, bounds=bounds) if bounds else 0
+    wanted = min(total, limit) if limit else total
+    ctx.log(filters.describe(count=total) + (f"; discarding the oldest {wanted}" if wanted < total else "") + ".")
+    after_id, seen, discarded = 0, 0, 0
+    while seen < wanted and (batch := dlq.matching_ids(filters, ctx.tenant_id, bounds, after_id,
+                                                       min(CHUNK, wanted - seen))):
+        after_id, seen = batch[-1], seen + len(batch)
+        # Guarded: a letter replayed or discarded by someone else since is left as it is (and not listed).
+        done = batch if ctx.dry_run else discards.discard_open(batch, params["reason"], ctx.actor, ctx.now,
+                                                              tenant_id=ctx.tenant_id).ids
+        for letter_id in done:
+            ctx.backup("dead_letter", letter_id, {"status": "open", "resolved_at": None, "resolved_by": None,
+                                                  "resolution_note": None})
+            ctx.change("dead_letter", letter_id, "status", "open", "discarded")
+        ctx.commit()
+        discarded += len(done)
+        left_alone = len(batch) - len(done)
+        ctx.log(f"{'Would discard' if ctx.dry_run else 'Discarded'} {len(done)}"
+                + (f", {left_alone} no longer open" if left_alone else "") + f"; {seen} of {wanted} done.")
+    ctx.log(f"{discarded} dead letter{'s' if discarded != 1 else ''} {'would be ' if ctx.dry_run else ''}discarded.")
 
 
 def _say_workflow_steps(ctx, run_ids, words) -> None:
@@ -225,7 +255,20 @@ REPLAY = Runbook(
         Param("limit", T.INT, minimum=1, help="Replay at most this many (the oldest); all when empty."),
         Param("every", T.BOOL, default=False,
               help="With no filter above, replay every open dead letter (a dry-run lists them without it)."),
-    ), replay_dead_letters, check=_check_replay, real_check=_narrowed_or_every)
+    ), replay_dead_letters, check=_check_replay, real_check=_narrowed_or_every("replay"))
+
+DISCARD = Runbook(
+    "discard_dead_letters", "Discard dead letters by filter",
+    "Discard every open dead letter that matches the filters, oldest first, with a reason: each is audited, its run "
+    "stays dead, and a work order left with no open dead letter closes. Past the hourly allowance of the DLQ's own "
+    "discard, so a second person approves it.", Risk.HIGH, (
+        *REPLAY.params[:6],
+        Param("limit", T.INT, minimum=1, help="Discard at most this many (the oldest); all when empty."),
+        Param("every", T.BOOL, default=False,
+              help="With no filter above, discard every open dead letter (a dry-run lists them without it)."),
+        Param("reason", T.STR, required=True, max_length=MAX_NOTE_CHARS,
+              help="Why they need no replay; kept on each dead letter and in the audit log."),
+    ), discard_dead_letters, check=_check_replay, real_check=_narrowed_or_every("discard"))
 
 RESOLVE = Runbook(
     "resolve_runs", "Mark dead runs resolved",

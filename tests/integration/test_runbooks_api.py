@@ -25,9 +25,9 @@ def test_list_runbooks_with_their_risk_and_declared_params(client):
     response = client.get("/api/runbooks", headers=token("viewer"))
     assert response.status_code == 200
     found = {item["name"]: item for item in response.json}
-    assert set(found) == {"replay_dead_letters", "resolve_runs", "fix_params_and_replay", "retry_waiting_runs",
-                          "cancel_waiting_runs", "backfill_task", "purge_finished_runs", "purge_settled_messages",
-                          "engine_reconcile"}
+    assert set(found) == {"replay_dead_letters", "discard_dead_letters", "resolve_runs", "fix_params_and_replay",
+                          "retry_waiting_runs", "cancel_waiting_runs", "backfill_task", "purge_finished_runs",
+                          "purge_settled_messages", "engine_reconcile"}
     resolve = found["resolve_runs"]
     assert (resolve["risk"], resolve["needs_approval"], resolve["scope"]) == ("high", True, "tenant")
     assert resolve["params"][0] == {"name": "runs", "type": "run", "required": True, "default": None, "choices": None,

@@ -29,6 +29,7 @@ from console.services.errors import Conflict
 from console.services.people import tenants
 from console.services.recovery import approvals, decisions, params_fix, runbook_reconcile, runbook_runner, runbooks
 from console.services.scheduling import planner, tasks
+from console.services.workorders import changes as workorder_changes
 from tests.factories import Runs, changes_of, make_tenant, run_now
 
 
@@ -127,6 +128,33 @@ def test_replay_dead_letters_with_no_filter_replays_everything_only_when_every_s
     assert "Would replay" in run_now("replay_dead_letters", {}, staff["olga"], clock=clock, dry_run=True).log
     run_now("replay_dead_letters", {"every": True}, staff["olga"], clock=clock)
     assert run_of(first).status == "pending"
+
+
+def test_discard_dead_letters_discards_the_ones_that_match_after_a_second_persons_approval(staff, clock, dead_run,
+                                                                                          snapshot):
+    """The DLQ discarded at most the 50 ticked rows of a page, each batch over the hourly allowance a request of its
+    own: a 700-letter group took 14 (helper 153)."""
+    (first, first_letter), (second, second_letter) = dead_run(), dead_run()
+    other, _ = dead_run(code="bad_iban", message="IBAN checksum failed")
+    with pytest.raises(Exception, match="no filter narrows this discard: .* or set every to discard every"):
+        runbooks.start("discard_dead_letters", {"reason": "test accounts"}, staff["olga"], scope=None, clock=clock)
+    params = {"code": "bad_account", "reason": "test accounts, closed on purpose"}
+    dry = dry_run_changes_nothing(snapshot, "discard_dead_letters", params, staff["olga"], clock)
+    assert changes_of(dry, planned=True) == [("dead_letter", str(first_letter), "status", "open", "discarded"),
+                                             ("dead_letter", str(second_letter), "status", "open", "discarded")]
+    done = run_approved("discard_dead_letters", params, staff, clock)
+    assert done.status == "succeeded" and "2 dead letters discarded." in done.log
+    assert [letter_of(run_id).status for run_id in (first, second, other)] == ["discarded", "discarded", "open"]
+    assert run_of(first).status == "dead"
+    rows = db.session.execute(select(AuditEntry).where(AuditEntry.action == "dead_letter.discard")
+                              .order_by(AuditEntry.seq)).scalars().all()
+    assert [(row.target_id, row.actor) for row in rows] == [(str(first_letter), "olga"), (str(second_letter), "olga")]
+    assert rows[0].note == (f"test accounts, closed on purpose · approved by alex, request #{done.approval_id} · via "
+                            f"runbook discard_dead_letters, execution #{done.id}")
+    assert rows[0].after["approved_by"] == f"alex, request #{done.approval_id}"  # not counted in her allowance
+    workorder_changes.close_settled(clock)  # the scheduler's outbox job, every 2 s
+    assert db.session.get(WorkOrder, letter_of(first).work_order_id).status == "closed"
+    assert db.session.get(WorkOrder, letter_of(other).work_order_id).status == "open"
 
 
 def test_replay_dead_letters_says_what_it_does_to_the_workflows_among_them(staff, clock, saga, snapshot):

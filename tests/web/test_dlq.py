@@ -170,6 +170,19 @@ def test_the_groups_page_on_past_the_largest_with_their_count(client, auth, make
     assert client.get("/dlq/?groups_from=-3").status_code == 200
 
 
+def test_the_bulk_bar_links_to_discarding_all_that_match_filled_in(client, auth, make_dead_letter):
+    """Discard took at most a page's ticked rows, each batch over the allowance a request of its own (helper 153)."""
+    make_dead_letter("ledger row locked", code="lock_timeout")
+    auth.as_role("operator")
+    page = client.get("/dlq/?view=list&code=lock_timeout&q=ledger").get_data(as_text=True)
+    assert 'href="/runbooks/discard_dead_letters?code=lock_timeout&amp;search=ledger"' in page
+    assert "Discard all 1 matching…" in page
+    form = client.get("/runbooks/discard_dead_letters?code=lock_timeout&search=ledger").get_data(as_text=True)
+    assert 'value="lock_timeout"' in form and 'value="ledger"' in form
+    # A period is not the runbook's to say: no link, rather than one that discards more than the list shows.
+    assert "Discard all" not in client.get("/dlq/?view=list&since=2026-01-01T00:00").get_data(as_text=True)
+
+
 def test_the_handler_argument_filters_the_page_as_the_api_does(client, auth, make_dead_letter):
     """`?handler=` was dropped unsaid and every open letter listed (the page's own link names it task=handler:…)."""
     flaky, other = (make_dead_letter("ledger row locked", code="lock_timeout") for _ in range(2))

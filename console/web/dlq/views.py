@@ -38,12 +38,26 @@ def _opened() -> str:
     return value if dlq_filters.FINGERPRINT.fullmatch(value) else ""
 
 
+def discard_matching_link(filters: dlq_filters.Filters) -> str | None:
+    """Return the `discard_dead_letters` runbook's form filled in with these filters, or None when they say what it
+    cannot (a period, replayed letters, a handler's runs without a task): the DLQ discarded a page's ticked rows at
+    most (helper 153)."""
+    task, handler = (filters.task, "") if filters.task.isdigit() else ("", filters.task.removeprefix("handler:"))
+    unsaid = replace(filters, q="", task="", tenant="", age="", code="", group="")
+    if unsaid != dlq_filters.Filters() or filters.task.startswith(dlq_filters.UNTASKED):
+        return None
+    given = {"code": filters.code, "task": task, "handler": handler, "search": filters.q, "age": filters.age,
+             "group": filters.group, "tenant": filters.tenant}
+    return url_for("runbooks.show", name="discard_dead_letters", **{k: v for k, v in given.items() if v})
+
+
 def results(filters: dlq_filters.Filters, view: str, before: int | None = None, notice=None) -> dict:
     """Return what the results region shows: groups, or one page of entries."""
     scope = tenant_scope()
     context = {"filters": filters, "view": view, "before": before, "results_notice": notice, "opened": "",
                "count_cap": dlq.COUNT_CAP, "search_window": dlq_filters.SEARCH_WINDOW,
                "default_rate": dlq_bulk.DEFAULT_RATE, "max_rate": dlq_bulk.MAX_RATE,
+               "discard_matching": discard_matching_link(filters),
                "fast_chunk": dlq_bulk.FAST_CHUNK,
                # The group filter's chip names the error as people read it, not its fingerprint.
                "group_named": dlq.group_words(filters.group, scope) if filters.group else None,
