@@ -67,6 +67,16 @@ def test_a_double_click_submits_once(client, auth):
     assert len(_runs()) == 1 and _runs()[0].idempotency_key == f"console:{data['form_key']}"
 
 
+def test_a_form_key_no_form_was_shown_with_is_replaced_not_refused_as_the_idempotency_key(client, auth):
+    """A tampered form_key came back as "idempotency_key must be…", under a box the person had left empty
+    (helper 155)."""
+    auth.as_role("operator")
+    data = _form(client, auth, form_key="x\ty" * 80)
+    assert client.post("/runs/new", data=data).status_code == 303
+    [run] = _runs()
+    assert re.fullmatch(r"console:[0-9a-f]{32}", run.idempotency_key)
+
+
 def test_bad_input_is_a_4xx_under_its_field_and_nothing_is_written(client, auth):
     auth.as_role("operator")
     for fields, field, message in [

@@ -1,6 +1,7 @@
 """Forms of the Runs area: the filters of the list and of the timeline (GET, so no CSRF); a new workflow."""
 
 import re
+import uuid
 from dataclasses import replace
 from datetime import UTC, datetime, time, timedelta
 
@@ -27,6 +28,7 @@ DAY = "%Y-%m-%d"
 EARLIEST = datetime.combine(periods.EARLIEST, time())
 LATEST = datetime.combine(periods.LATEST, time()) + timedelta(days=1)  # exclusive: the whole last day is in
 PAGE_SIZES = (25, 50, 100, 200)
+FORM_KEY = re.compile(r"[0-9a-f]{32}")  # what the submit form is shown with (uuid4().hex)
 DEFAULT_PAGE_SIZE = 50
 
 
@@ -231,8 +233,10 @@ class SubmitRunForm(ConsoleForm):
         return value
 
     def key(self) -> str:
-        """Return the idempotency key typed, else the one this form was shown with."""
-        return (self.idempotency_key.data or "").strip() or f"console:{self.form_key.data}"
+        """Return the idempotency key typed, else the one this form was shown with (a fresh one for a form_key no
+        form was shown with: a tampered one was refused as the idempotency key, which the person had left empty)."""
+        shown = self.form_key.data if FORM_KEY.fullmatch(self.form_key.data or "") else uuid.uuid4().hex
+        return (self.idempotency_key.data or "").strip() or f"console:{shown}"
 
     def attach(self, error) -> None:
         """Show a service error under the field it names (policy.max_attempts → the policy picker)."""
