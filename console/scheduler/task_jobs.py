@@ -97,7 +97,7 @@ class TaskJobs:
         grace = timedelta(seconds=job.misfire_grace_time or 60) + timedelta(minutes=1)
         nominal = job.trigger.nominal_time(self.clock(), grace)
         if nominal is not None:
-            self.buffer.add_many([planner.Firing(task_id, nominal) for task_id in task_ids])
+            self.buffer.add_many([planner.Firing(task_id, nominal, schedule=schedule[:2]) for task_id in task_ids])
 
     def catch_up(self) -> tuple[int, int]:
         """Fire once for tasks that missed firings within their grace; count the rest as missed."""

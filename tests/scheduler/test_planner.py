@@ -348,3 +348,17 @@ def test_a_long_deferral_keeps_its_own_job_and_the_reconciler_leaves_it_alone(re
     assert reconcile.reconcile(clock).requeued == [run_id]
     assert scheduled.get_scheduled_time(deferral) == opening
     assert queueing.job_status(run_id, 1, 0) is None
+
+
+def test_a_firing_of_the_schedule_an_edit_replaced_makes_no_run(register, runs, clock):
+    """A cron edit saved in the 2 s before the scheduler's sync saw it: the old cron's minute still fired (helper
+    151). The firing names the schedule that fired it; the planner drops it when the task has another now."""
+    task = register(cron="*/5 * * * *")
+    clock.set(datetime(2026, 3, 2, 10, 5, tzinfo=UTC))
+    tasks.edit(task, {"cron": "*/10 * * * *"}, Actor("ops"), clock=clock)
+    old = fire(task, clock, schedule=("*/5 * * * *", "UTC"))
+    assert (old.status, old.run_id) == ("schedule_changed", None)
+    clock.set(datetime(2026, 3, 2, 10, 10, tzinfo=UTC))
+    assert fire(task, clock, schedule=("*/10 * * * *", "UTC")).status == "created"
+    assert [run.scheduled_for for run in db.session.execute(select(Run).where(Run.task_id == task.id)).scalars()] == [
+        datetime(2026, 3, 2, 10, 10, tzinfo=UTC)]

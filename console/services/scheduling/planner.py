@@ -26,7 +26,8 @@ log = logging.getLogger("rebound.planner")
 ACTIVE = ("pending", "running", "retry_wait")
 # What the rules read of a task: plain columns, no ORM object per task.
 _TASK_COLUMNS = (Task.id, Task.tenant_id, Task.policy_id, Task.policy_overrides, Task.mutex_key,
-                 Task.concurrency_policy, Task.window, Task.paused, Task.deleted_at, Task.jitter_s, Task.created_at)
+                 Task.concurrency_policy, Task.window, Task.paused, Task.deleted_at, Task.jitter_s, Task.created_at,
+                 Task.cron, Task.timezone)
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class Firing:
     params: dict = field(default_factory=dict)
     key: str | None = None
     outside_window: bool = False  # a person asked for it now, though the task's execution window is closed
+    schedule: tuple[str, str] | None = None  # (cron, time zone) of the schedule job that fired it
 
 
 @dataclass
@@ -44,7 +46,7 @@ class Outcome:
     task_id: int
     run_id: int | None
     # created | duplicate | skipped | debounced | paused | released (a waiting run started now) | before_task (a
-    # cron time before the task was created)
+    # cron time before the task was created) | schedule_changed (fired by the schedule an edit just replaced)
     status: str
     reason: str | None = None
 
@@ -108,6 +110,11 @@ def fire(firings: list[Firing], actor: Actor, clock: Clock = SYSTEM_CLOCK) -> li
         scheduled = firing.source in ("cron", "catchup")
         if task is None or task.deleted_at is not None or (task.paused and scheduled):
             outcomes.append(Outcome(firing.task_id, None, "paused"))
+            continue
+        if firing.schedule is not None and firing.schedule != (task.cron, task.timezone):
+            # Fired by the schedule an edit replaced in the 2 s before the scheduler's sync saw it: the old cron's
+            # minute ran after the edit (helper 151). The new schedule's firings since the edit are the catch-up's.
+            outcomes.append(Outcome(task.id, None, "schedule_changed"))
             continue
         if scheduled and task.jitter_s and firing.scheduled_for < as_utc(task.created_at):
             # A jittered task fires each cron time up to its jitter later (a plain one fires at the time): one
