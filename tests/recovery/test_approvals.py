@@ -260,3 +260,20 @@ def test_a_fix_approved_before_backups_kept_the_runs_state_is_judged_by_the_run_
     assert execute(letter.run_id, 0, clock=clock) == "succeeded"
     with pytest.raises(Conflict, match="ran again since the fix"):
         decisions.rollback(approval.id, people["bea"], clock=clock)
+
+
+def test_the_audit_log_searched_by_run_finds_its_letters_and_the_requests_about_them(letter, people, clock, runs):
+    """A params fix's rows are under its request and its letter: searched by run they were not found (helper 149)."""
+    from console.services.audit import query as audit_query
+
+    request = fixed(letter, people, clock)
+    decisions.approve(request.id, people["alex"], "checked", clock=clock)
+    other = runs.submit("demo.flaky", BROKEN, policy=LENIENT)
+    assert execute(other, 0, clock=clock) == "dead"
+    entries, _ = audit_query.page(target=f"run:{letter.run_id}", limit=50)
+    found = {(entry.action, entry.target_type, entry.target_id) for entry in entries}
+    assert ("approval.request", "approval", str(request.id)) in found
+    assert ("approval.approve", "approval", str(request.id)) in found
+    assert {entry.target_type for entry in entries} <= {"run", "dead_letter", "approval"}
+    assert all(entry.target_id != str(other) for entry in entries if entry.target_type == "run")
+    assert audit_query.page(target=f"approval:{request.id}", limit=50)[0]  # other targets as before
