@@ -51,7 +51,7 @@ def index():
                 history_figure=history, history_rows=history_rows, history_labels=HISTORY_LABELS,
                 window=window, windows=list(overview.HISTORY), links=_links(scope, now),
                 alerts=[(row, alert_rules.spec(row)) for row in alert_rules.firing()], alert_looks=ALERT_LOOKS,
-                scoped=scope is not None,
+                scoped=scope is not None, now=now,
                 no_scheduler=no_scheduler)
 
 
