@@ -1,4 +1,4 @@
-"""Work orders over the API: list and read them (one per open error group), acknowledge and close them."""
+"""Work orders over the API: list and read them (one per open error group), acknowledge, assign and close them."""
 
 from flask import Blueprint, jsonify, request
 
@@ -6,7 +6,8 @@ from console.api import serialize
 from console.api.common import acting_tenant, body, cursor_arg, known_args, no_body, no_unknown, whole_arg
 from console.auth import current_actor, requires, tenant_scope
 from console.domain.ids import MAX_ID
-from console.services.errors import InvalidInput
+from console.domain.words import said_back
+from console.services.errors import Conflict, InvalidInput
 from console.services.people.permissions import OPERATE, VIEW
 from console.services.workorders import changes
 from console.services.workorders import orders as workorders
@@ -48,6 +49,33 @@ def acknowledge_work_order(order_id: int):
     """Say someone is on it; the token's person takes it if nobody has."""
     no_body()
     order = changes.acknowledge(workorders.get(order_id, tenant_scope()), current_actor())
+    return jsonify(serialize.work_order(workorders.row(order)))
+
+
+@bp.post("/api/work-orders/<int:order_id>/assign")
+@requires(OPERATE)
+def assign_work_order(order_id: int):
+    """Give it to a person (`assignee`: a username, or null for nobody); with `seen`, only if it is still that
+    person's (or nobody's, null) as the caller read it. The console's Assign had no API (helper 154)."""
+    data = body()
+    no_unknown(data, ("assignee", "seen"))
+    if "assignee" not in data:
+        raise InvalidInput("assignee is required: a username, or null for nobody", "assignee")
+    order = workorders.get(order_id, tenant_scope())
+    chosen = data["assignee"]
+    assignable = {person.username: person.id for person in workorders.assignable(order)}
+    # One answer for a name nobody has and one who may not take it: a tenant's token learns no other tenant's people.
+    if chosen is not None and (not isinstance(chosen, str) or chosen not in assignable):
+        raise InvalidInput(f"assignee is the username of an active operator, approver or admin who can see this work "
+                           f"order's tenant, or null for nobody; not {said_back(chosen)}", "assignee")
+    seen = changes.AS_READ
+    if "seen" in data:
+        holder = order.assignee.username if order.assignee else None
+        if data["seen"] != holder:
+            raise Conflict(f"work order #{order.id} is assigned to {holder or 'nobody'}, not "
+                           f"{said_back(data['seen']) if data['seen'] is not None else 'nobody'}: look again", "seen")
+        seen = order.assignee_id
+    order = changes.assign(order, assignable.get(chosen), current_actor(), seen=seen)
     return jsonify(serialize.work_order(workorders.row(order)))
 
 

@@ -177,6 +177,38 @@ def test_a_work_order_of_another_tenant_is_not_found_and_a_viewer_may_not_change
     assert db.session.get(WorkOrder, order_id).status == "open"
 
 
+def test_a_work_order_is_assigned_over_the_api_as_on_its_page(client, operator, runs, clock):
+    """The console's Assign had no API; the roles table says operators assign work orders (helper 154)."""
+    acme = make_tenant("acme")
+    dead_run(runs, clock)
+    order_id = db.session.execute(select(WorkOrder.id)).scalar_one()
+    users.create("pete", "operator", "correct-horse-battery", Actor("test"))
+    users.create("acme-ann", "operator", "correct-horse-battery", Actor("test"), tenant=acme)
+    headers = bearer(operator)
+    path = f"/api/work-orders/{order_id}/assign"
+    given = client.post(path, json={"assignee": "pete"}, headers=headers)
+    assert given.status_code == 200 and given.json["assignee"] == "pete"
+    stale = client.post(path, json={"assignee": "olga", "seen": None}, headers=headers)  # read before pete had it
+    assert api_checks.refused(stale, 409, "conflict", "seen")["detail"].startswith(
+        f"work order #{order_id} is assigned to pete, not nobody")
+    taken = client.post(path, json={"assignee": "olga", "seen": "pete"}, headers=headers)
+    assert taken.status_code == 200 and taken.json["assignee"] == "olga"
+    assert client.post(path, json={"assignee": None}, headers=headers).json["assignee"] is None
+    # Another tenant's person and a name nobody has read alike: a token learns no one's name from it.
+    for name in ("acme-ann", "nobody-at-all"):
+        refused = api_checks.refused(client.post(path, json={"assignee": name}, headers=headers), 422, "invalid",
+                                     "assignee")
+        assert refused["detail"].startswith("assignee is the username of an active operator, approver or admin")
+    api_checks.refused(client.post(path, json={}, headers=headers), 422, "invalid", "assignee")
+    api_checks.refused(client.post(path, json={"assignee": "pete", "who": 1}, headers=headers), 422, "invalid", "who")
+    viewer = bearer(users.create("vera", "viewer", "correct-horse-battery", Actor("test"))[0])
+    assert client.post(path, json={"assignee": "pete"}, headers=viewer).status_code == 403
+    rows = db.session.execute(select(AuditEntry.before, AuditEntry.after).where(
+        AuditEntry.action == "work_order.assign").order_by(AuditEntry.seq)).all()
+    assert [(before["assignee"], after["assignee"]) for before, after in rows] == [
+        (None, "pete"), ("pete", "olga"), ("olga", None)]
+
+
 def test_ids_past_any_row_are_a_422_as_a_filter_and_no_bound_as_a_cursor(client, operator, runs, clock):
     dead_run(runs, clock)
     headers = bearer(operator)
