@@ -64,7 +64,8 @@ def test_a_dry_run_then_a_real_run_with_its_log_streaming(page, live_server, dea
     page.get_by_role("button", name="Dry-run").click()
 
     # The worker dry-runs it; the page polls itself until it is done.
-    expect(page).to_have_url(re.compile(r"/runbooks/executions/\d+$"))
+    expect(page).to_have_url(re.compile(r"/runbooks/executions/\d+\?started=1$"))
+    expect(page.locator(".flash.success")).to_contain_text("Started execution #")  # said on its own page
     log = page.locator("#rb-log")
     expect(log).to_contain_text("Dry-run done: 10 changes would be made.", timeout=30_000)
     expect(page.locator("#rb-execution h1")).to_contain_text("succeeded")

@@ -90,7 +90,8 @@ def test_a_dry_run_is_queued_for_a_worker_and_the_page_goes_to_it(app, client, a
     response = post(client, auth, "/runbooks/replay_dead_letters", {"action": "dry_run", "code": "carrier_down",
                                                                      "rate": "5", "age": "any"})
     [execution] = executions()
-    assert response.status_code == 303 and response.headers["Location"] == f"/runbooks/executions/{execution.id}"
+    assert response.status_code == 303
+    assert response.headers["Location"] == f"/runbooks/executions/{execution.id}?started=1"
     assert (execution.dry_run, execution.status, execution.requested_by) == (True, "queued", "olga")
     assert execution.params["code"] == "carrier_down" and execution.params["rate"] == 5.0
     assert Queue(MAINTENANCE_QUEUE, connection=app.extensions["rebound_redis"]).get_job_ids() == [
@@ -98,6 +99,10 @@ def test_a_dry_run_is_queued_for_a_worker_and_the_page_goes_to_it(app, client, a
     page = client.get(response.headers["Location"]).get_data(as_text=True)
     assert f"Started execution #{execution.id} of replay_dead_letters (a dry-run)" in page
     assert 'hx-trigger="every 1s"' in page
+    # Said on its own page, not in the session: another tab of the person's loading a page meanwhile showed it there,
+    # and two tabs pressing Run each showed the other's (helper 154).
+    assert "Started execution" not in client.get("/runbooks").get_data(as_text=True)
+    assert "Started execution" not in client.get(f"/runbooks/executions/{execution.id}").get_data(as_text=True)
 
 
 def test_bad_params_are_shown_at_their_field_and_nothing_starts(client, auth):
@@ -265,7 +270,7 @@ def test_the_execution_page_shows_changes_and_log_and_answers_htmx_with_its_regi
 
     response = post(client, auth, f"/runbooks/executions/{execution.id}/run", {"reason": "as shown"})
     real = executions()[-1]
-    assert response.headers["Location"] == f"/runbooks/executions/{real.id}"
+    assert response.headers["Location"] == f"/runbooks/executions/{real.id}?started=1"
     assert (real.dry_run, real.params, real.reason, real.status) == (False, execution.params, "as shown", "queued")
 
 

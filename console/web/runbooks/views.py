@@ -2,6 +2,7 @@
 
 
 from flask import Blueprint, flash, redirect, request, url_for
+from flask_login import current_user
 
 from console.auth import current_actor, requires, tenant_scope
 from console.domain.clock import utcnow
@@ -76,8 +77,13 @@ def start(name: str):
             form[refused.field].errors = [refused.detail]
             return _runbook_page(runbook, form, error=_unsaved(form), status=refused.status)
         return _runbook_page(runbook, form, error=refused.detail, status=refused.status)
-    flash(_started(execution), "success")
-    return redirect(url_for("runbooks.execution", execution_id=execution.id), 303)
+    return _go_to_started(execution)
+
+
+def _go_to_started(execution):
+    """Go to the execution just started, which says so there: a session's flash was read by whichever tab of the
+    person's loaded a page next, so two tabs pressing Run each showed the other's message (helper 154)."""
+    return redirect(url_for("runbooks.execution", execution_id=execution.id, started=1), 303)
 
 
 def _unsaved(form) -> str:
@@ -94,7 +100,7 @@ def _started(execution) -> str:
             "follows it.")
 
 
-def _execution_page(execution, *, status: int = 200):
+def _execution_page(execution, *, status: int = 200, started: str | None = None):
     made, made_count = runbooks.changes(execution.id, planned=False)
     planned, planned_count = runbooks.changes(execution.id, planned=True)
     # Every second while a worker writes it; every 5 s while it waits for a person, to see their decision land.
@@ -107,7 +113,7 @@ def _execution_page(execution, *, status: int = 200):
                 planned_count=planned_count, live=live, lines=[line for line in execution.log.splitlines() if line],
                 run_form=ExecutionRunForm(), gated=runbook is not None and runbooks.approval_needed(runbook),
                 tenant=execution.tenant.name if execution.tenant else None, shown=value_text, now=utcnow(),
-                approval_status=lambda approval: approvals.status_at(approval, utcnow()),
+                approval_status=lambda approval: approvals.status_at(approval, utcnow()), started=started,
                 **_refused_for_real(execution)), status
 
 
@@ -129,7 +135,9 @@ def _form_link(execution) -> str:
 @bp.get("/executions/<int:execution_id>")
 @requires(VIEW)
 def execution(execution_id: int):
-    return _execution_page(runbooks.get(execution_id, tenant_scope()))
+    found = runbooks.get(execution_id, tenant_scope())
+    started = request.args.get("started") == "1" and found.requested_by_id == current_user.id
+    return _execution_page(found, started=_started(found) if started else None)
 
 
 @bp.post("/executions/<int:execution_id>/run")
@@ -149,5 +157,4 @@ def run_for_real(execution_id: int):
         db.session.rollback()
         flash(refused.detail, "error")
         return redirect(url_for("runbooks.execution", execution_id=execution_id), 303)
-    flash(_started(execution), "success")
-    return redirect(url_for("runbooks.execution", execution_id=execution.id), 303)
+    return _go_to_started(execution)
