@@ -2,7 +2,7 @@
 
 from collections.abc import Mapping
 
-from console.domain import names
+from console.domain import keys, names
 from console.domain.policy import PolicyError, RetryPolicy, sla_out_of_order
 from console.domain.windows import Window, WindowError
 
@@ -29,6 +29,10 @@ def check(name: str, value):
     if name == "mutex_key":
         if value is not None and (not isinstance(value, str) or not 0 < len(value) <= 120):
             raise RuleError("mutex_key", "mutex_key is a string of 1-120 characters")
+        # "ledger" and "ledger\u200b" look alike on every page and are two keys: the runs meant to exclude each other
+        # would not (helper 155).
+        if value is not None and (said := keys.hidden(value, "mutex_key")):
+            raise RuleError("mutex_key", said)
         return value
     if name == "concurrency_policy":
         if value not in CONCURRENCY_POLICIES:

@@ -6,7 +6,7 @@ import sys
 import unicodedata
 from datetime import UTC, datetime
 
-from console.domain import names
+from console.domain import keys, names
 from console.domain.ids import MAX_ID
 from console.domain.notes import MAX_NOTE_CHARS, too_long
 from console.services.errors import InvalidInput
@@ -46,32 +46,10 @@ def blank(text: str) -> bool:
     return all(unicodedata.category(char).startswith(_UNSEEN) for char in text)
 
 
-# Joiners shape Persian, Indic scripts and emoji: format characters a key may hold.
-_JOINERS = ("\u200c", "\u200d")
-# Letters and marks that draw nothing: a key holding one looks like another key (helper 98).
-_BLANK_LOOKING = frozenset("\u034f\u115f\u1160\u3164\uffa0\u2800")
-
-
-def _named(char: str) -> str:
-    return f"U+{ord(char):04X} ({unicodedata.name(char, 'unnamed').lower()})"
-
-
 def key_refusal(key: str, field: str = "idempotency_key") -> InvalidInput | None:
-    """Return the 422 for a key holding a control character, a line break or an invisible format character (NUL:
-    PostgreSQL refuses it in a string; a newline, tab or zero-width space: a key nobody can type or paste back as
-    it is), or None."""
-    for position, char in enumerate(key, start=1):
-        category = unicodedata.category(char)
-        if category in ("Cc", "Zl", "Zp"):
-            held = repr(char) if char.isascii() else _named(char)
-            return InvalidInput(f"{field} must not contain control characters such as newlines or tabs; it holds "
-                                f"{held} at position {position}", field)
-        if (category == "Cf" and char not in _JOINERS) or char in _BLANK_LOOKING or (category == "Zs" and char != " "):
-            return InvalidInput(f"{field} must not contain invisible characters or spaces other than a plain one; "
-                                f"it holds {_named(char)} at position {position}", field)
-    if key.strip(" ") and key != key.strip(" "):  # one of spaces only is refused as blank, where blanks are
-        return InvalidInput(f"{field} must not start or end with a space", field)
-    return None
+    """Return the 422 for a key holding a character a person cannot see or type back (keys.hidden), or None."""
+    said = keys.hidden(key, field)
+    return InvalidInput(said, field) if said else None
 
 
 def is_id(value) -> bool:

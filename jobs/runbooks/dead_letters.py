@@ -15,7 +15,7 @@ from console.services.audit import trail as audit
 from console.services.dlq import bulk, discards
 from console.services.dlq import groups as dlq
 from console.services.dlq import resolve as resolving
-from console.services.dlq.filters import AGES, Filters
+from console.services.dlq.filters import AGES, FINGERPRINT, Filters
 from console.services.engine import replays, waiting_fixes
 from console.services.errors import Conflict
 from console.services.inputs import MAX_PARAMS_BYTES
@@ -35,6 +35,9 @@ def _filters(params: dict) -> Filters:
 def _check_replay(values: dict, now) -> dict:
     if values["task"] and values["handler"]:
         return {"handler": "give a task or a handler, not both"}
+    if values["group"] and not FINGERPRINT.fullmatch(values["group"]):
+        # Any text was taken and matched nothing: "0 dead letters" read as an empty group (helper 155).
+        return {"group": "group is an error group's fingerprint: up to 32 hex digits, from the DLQ page"}
     return {}
 
 

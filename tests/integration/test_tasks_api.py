@@ -178,6 +178,10 @@ def test_edit_with_a_base_updated_at_that_is_no_time_is_422(client, operator, re
     ({"concurrency_policy": "replace"}, "concurrency_policy", "concurrency_policy replace needs a mutex_key"),
     ({"concurrency_policy": "forbid", "mutex_key": None}, "concurrency_policy",
      "concurrency_policy forbid needs a mutex_key"),
+    # "ledger" and "ledger\u200b" look alike and are two keys: runs meant to exclude each other would not (helper 155).
+    ({"concurrency_policy": "forbid", "mutex_key": "ledger\u200b"}, "mutex_key",
+     "mutex_key must not contain invisible characters or spaces other than a plain one; it holds U+200B"),
+    ({"mutex_key": "ledger\u202e"}, "mutex_key", "it holds U+202E (right-to-left override) at position 7"),
 ])
 def test_a_setting_that_could_never_act_is_refused_at_registration(client, operator, changes, field, words):
     with nothing_written():

@@ -103,6 +103,9 @@ def test_replay_dead_letters_takes_a_limit_and_refuses_a_task_with_a_handler(sta
     with pytest.raises(Exception, match="a task or a handler, not both"):
         runbooks.start("replay_dead_letters", {"task": task.id, "handler": "python:demo.flaky"}, staff["olga"],
                        scope=None, clock=clock)
+    # Any text was taken as a group and matched nothing: "0 dead letters" read as an empty group (helper 155).
+    with pytest.raises(Exception, match="group is an error group's fingerprint: up to 32 hex digits"):
+        runbooks.start("replay_dead_letters", {"group": "carrier\u202edown"}, staff["olga"], scope=None, clock=clock)
 
 
 def test_a_runbook_started_without_a_tenant_on_one_tenants_objects_is_that_tenants(staff, clock, dead_run):

@@ -235,3 +235,12 @@ def test_retry_schedule_lists_each_retry_with_running_totals():
 
 def test_single_attempt_policy_has_empty_schedule():
     assert retry_schedule(RetryPolicy(max_attempts=1)) == []
+
+
+def test_a_code_that_hides_a_character_is_a_problem_to_save():
+    """"card_declined\u200b" reads as card_declined on every page and matches no error raised with it (helper 155)."""
+    [problem] = too_long_codes({"retryable_codes": ["ok", "card_declined\u200b"]})
+    assert (problem.field, problem.message) == ("retryable_codes", "retryable_codes must not contain invisible "
+                                                "characters or spaces other than a plain one; it holds U+200B (zero "
+                                                "width space) at position 14")
+    assert too_long_codes({"retryable_codes": [" timeout "]}) == []  # stripped when saved, as before
