@@ -8,6 +8,7 @@ from sqlalchemy import select, update
 
 from console.db import locks
 from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.domain.secrets import CHANGED, MASK
 from console.extensions import db
 from console.models import ChannelSetting
 from console.services import sealing
@@ -243,16 +244,24 @@ def save(name: str, actor: Actor, *, url: str = "", secret: str = "", enabled: b
     row.updated_at, row.updated_by = clock(), actor.name
     db.session.flush()
     after = all_targets()[name]
-    audit.record(db.session, actor, "channel.update", "channel", name, before=_describe(before),
-                 after=_describe(after), clock=clock)
+    if (after.url, after.url_source, after.secret, after.enabled) == (
+            before.url, before.url_source, before.secret, before.enabled):
+        db.session.rollback()  # nothing changed: no audit row whose before and after read the same (helper 156)
+        return before
+    said_before, said_after = _describe(before), _describe(after, changed=after.secret != before.secret)
+    if after.url != before.url and said_after["url"] == said_before["url"]:  # masked alike: said it is another
+        said_after["url"] = f"{said_after['url']} (changed)"
+    audit.record(db.session, actor, "channel.update", "channel", name, before=said_before, after=said_after,
+                 clock=clock)
     db.session.commit()
     return after
 
 
-def _describe(target: Target) -> dict:
-    """Describe a channel for the audit log, with its secrets masked."""
-    return {"url": target.masked_url, "url_source": target.url_source, "secret": target.masked_secret,
-            "enabled": target.enabled}
+def _describe(target: Target, changed: bool = False) -> dict:
+    """Describe a channel for the audit log: whether its secret is set, and changed, never a character of it (its
+    last four were kept for good in the chain; helper 156)."""
+    secret = (CHANGED if changed else MASK) if target.secret else ""
+    return {"url": target.masked_url, "url_source": target.url_source, "secret": secret, "enabled": target.enabled}
 
 
 def reseal_all(actor: Actor, clock: Clock = SYSTEM_CLOCK) -> dict[str, list[str]]:
