@@ -18,6 +18,7 @@ from console.domain.clock import utcnow
 from console.extensions import db
 from console.models import AttemptDiagnostics, AuditEntry, DeadLetter, OutboxMessage, Run, RunEvent, WorkOrder
 from console.services.actor import Actor
+from console.services.delivery import notice
 from console.services.dlq import discards
 from console.services.engine import replays
 from tests.factories import make_tenant
@@ -338,6 +339,13 @@ def test_a_json_lines_file_is_imported_with_tenants_attempts_and_times(app, cli,
     assert db.session.get(WorkOrder, letter.work_order_id).created_at >= imported_from
     queued = db.session.execute(select(OutboxMessage.kind, OutboxMessage.created_at)).all()
     assert {kind for kind, _ in queued} >= {"alert"} and min(at for _, at in queued) >= imported_from, queued
+    # Its alert names the function that failed, not the handler it was mapped to, which never ran (helper 156).
+    alert = db.session.execute(select(OutboxMessage).where(
+        OutboxMessage.kind == "alert", OutboxMessage.payload["dead_letter_id"].as_integer() == letter.id)).scalar_one()
+    said = notice.build(alert)
+    assert said.title == "Retry limit reached: billing.charge — CardDeclined"
+    assert ("billing.charge failed with CardDeclined before Rebound (imported; a replay runs python:demo.noop) "
+            "after 3 attempts") in said.summary
     second = db.session.execute(select(Run).where(Run.idempotency_key == "import:jsonl:2")).scalar_one()
     assert (second.tenant.name, second.params, second.handler) == ("default", {"order": 8}, "python:demo.noop")
     third = db.session.execute(select(Run).where(Run.idempotency_key == "import:jsonl:job-3")).scalar_one()

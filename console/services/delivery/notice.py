@@ -122,7 +122,8 @@ def build(message: OutboxMessage) -> Notice:
 
 def _dead_words(message: OutboxMessage, rule: str, payload: dict, facts: _Facts) -> tuple[str, str]:
     handler, code = payload.get("handler", "?"), payload.get("error_code") or "error"
-    failed = f"{handler} failed with {code}"
+    failed = (f"{payload['imported_from']} failed with {code} before Rebound (imported; a replay runs {handler})"
+              if payload.get("imported_from") else f"{handler} failed with {code}")
     if payload.get("reopened"):  # a rollback opened discarded letters again, in a new work order
         return (f"Dead letters reopened: {handler} — {code}",
                 f"{plural(int(payload['reopened']), 'dead letter')} reopened by the rollback of request "
@@ -133,7 +134,7 @@ def _dead_words(message: OutboxMessage, rule: str, payload: dict, facts: _Facts)
     lead = "Retry limit reached" if rule == "retry_limit_reached" else "Dead letter"
     attempts = payload.get("attempts")
     after = f" after {plural(int(attempts), 'attempt')}" if attempts else ""
-    return (f"{lead}: {handler} — {code}",
+    return (f"{lead}: {payload.get('imported_from') or handler} — {code}",
             f"{group}: {failed}{after}: {payload.get('message') or 'no message'}")
 
 

@@ -265,7 +265,10 @@ def run_import(result: Plan, actor: Actor, *, remap: bool = False, clock: Clock 
                 continue
             tenants_of[tenant_id] += 1
             _timeline(run, failed, now)
-            letter = parking.park(run, _failure(failed), LETTER_REASON, run.finished_at, learned_at=now)
+            # Said in its alert: "python:demo.noop failed" blamed the handler a replay will run, which never ran
+            # (helper 156).
+            letter = parking.park(run, _failure(failed), LETTER_REASON, run.finished_at, learned_at=now,
+                                  imported_from=failed.function)
             letters.append(letter.id)
             orders.add(letter.work_order_id)
         remapped = _remap(moved, now)

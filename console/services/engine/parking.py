@@ -66,11 +66,13 @@ def group_work_order(tenant_id: int, fingerprint: str, title: str, now: datetime
     raise RuntimeError(f"could not open or find the work order of group {fingerprint}")
 
 
-def park(run: Run, failure: Failure, reason: str, now: datetime, *, learned_at: datetime | None = None) -> DeadLetter:
+def park(run: Run, failure: Failure, reason: str, now: datetime, *, learned_at: datetime | None = None,
+         imported_from: str | None = None) -> DeadLetter:
     """Record a dead letter for the run (in the caller's transaction) with its work order and alert.
 
     `learned_at`: when Rebound learned of a failure that happened at `now` (an import of old failures): its work
     order opens and its alert is queued then, so neither reads months old and alert latency times Rebound alone.
+    `imported_from`: the function an imported failure's job ran, which its alert names.
     """
     order_id = _work_order(run, failure, learned_at or now)
     letter = DeadLetter(run_id=run.id, tenant_id=run.tenant_id, task_id=run.task_id, handler=run.handler,
@@ -84,7 +86,8 @@ def park(run: Run, failure: Failure, reason: str, now: datetime, *, learned_at: 
         "rule": "retry_limit_reached" if reason == "exhausted" else "dead_letter", "dead_letter_id": letter.id,
         "run_id": run.id, "tenant_id": run.tenant_id, "handler": run.handler, "task_id": run.task_id,
         "error_code": failure.code, "message": failure.message[:500], "attempts": run.attempt,
-        "reason": reason, "work_order_id": order_id, "dead_at": now.isoformat()}, learned_at or now,
+        "reason": reason, "work_order_id": order_id, "dead_at": now.isoformat(),
+        **({"imported_from": imported_from} if imported_from else {})}, learned_at or now,
         tenant_id=run.tenant_id)
     return letter
 
