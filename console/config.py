@@ -46,10 +46,15 @@ def _number(env, name: str, default, kind=int, low=None, high=None):
     except ValueError:
         raise SystemExit(f"{name} must be {what}, got {raw!r}") from None
     if not math.isfinite(value) or (low is not None and value < low) or (high is not None and value > high):
-        bounds = (f"from {low:g} to {high:g}" if high is not None else f"at least {low:g}") if low is not None \
-            else "finite"
+        bounds = (f"from {_shown(low)} to {_shown(high)}" if high is not None else f"at least {_shown(low)}") \
+            if low is not None else "finite"
         raise SystemExit(f"{name} must be {what} {bounds}, got {raw!r}")
     return value
+
+
+def _shown(bound) -> str:
+    """Write a bound as people read it: 2147483648, not 2.14748e+09 (helper 156); 0.5 as 0.5."""
+    return str(int(bound)) if float(bound).is_integer() else f"{bound:g}"
 
 
 def _switch(env, name: str, default: bool) -> bool:

@@ -82,6 +82,7 @@ def test_db_upgrade_says_which_migrations_it_ran(app, tmp_path):
     ("REBOUND_DEMO", "maybe", "REBOUND_DEMO must be 1 or 0"),
     # Numbers outside what works, and words that read as their opposite (helper 118).
     ("REBOUND_PORT", "99999", "REBOUND_PORT must be a whole number from 1 to 65535, got '99999'"),
+    ("REBOUND_MAX_BODY_BYTES", "-5", "REBOUND_MAX_BODY_BYTES must be a whole number from 1024 to 2147483648, got '-5'"),
     ("REBOUND_WORKERS", "0", "REBOUND_WORKERS must be a whole number from 1 to 1000, got '0'"),
     ("REBOUND_LEADER_TTL_S", "0", "REBOUND_LEADER_TTL_S must be a number at least 1, got '0'"),
     ("REBOUND_HEARTBEAT_S", "nan", "REBOUND_HEARTBEAT_S must be a number from 0.1 to 3600, got 'nan'"),
