@@ -348,6 +348,13 @@ def test_a_json_lines_file_is_imported_with_tenants_attempts_and_times(app, cli,
             "after 3 attempts") in said.summary
     second = db.session.execute(select(Run).where(Run.idempotency_key == "import:jsonl:2")).scalar_one()
     assert (second.tenant.name, second.params, second.handler) == ("default", {"order": 8}, "python:demo.noop")
+    # Into two tenants: the whole import's row, of no tenant, and one of each tenant's own, which its people see
+    # (a tenant-limited admin of acme saw nothing of it; helper 156).
+    rows = db.session.execute(select(AuditEntry).where(AuditEntry.action == "dead_letter.import")
+                              .order_by(AuditEntry.seq)).scalars().all()
+    assert sorted((row.tenant or "", row.after["imported"]) for row in rows) == [("", 3), ("acme", 1), ("default", 2)]
+    [acme_row] = [row for row in rows if row.tenant == "acme"]
+    assert acme_row.after["by_function"] == {"billing.charge": 1}
     third = db.session.execute(select(Run).where(Run.idempotency_key == "import:jsonl:job-3")).scalar_one()
     assert (third.error_code, third.error_message) == ("KeyError", "'refund_id'")
 

@@ -273,14 +273,22 @@ def run_import(result: Plan, actor: Actor, *, remap: bool = False, clock: Clock 
             orders.add(letter.work_order_id)
         remapped = _remap(moved, now)
         names = tenant_names(tenants_of)
-        audit.record(db.session, actor, "dead_letter.import", "import", result.source, after={
-            "imported": len(letters), "already_imported": already, "work_orders": len(orders),
-            "by_function": dict(Counter(f.function for f, _, _ in result.items)),
-            "by_tenant": {names[tenant_id]: count for tenant_id, count in sorted(tenants_of.items())},
-            # The --map choices: which handler each function's replays run (they were in no record).
-            "handlers": dict(sorted({f.function: handler for f, handler, _ in result.items}.items())),
-            **({"remapped": remapped} if remapped else {})},
-            tenant=names[next(iter(tenants_of))] if len(tenants_of) == 1 else None, clock=lambda: now)
+        whole = {"imported": len(letters), "already_imported": already, "work_orders": len(orders),
+                 "by_function": dict(Counter(f.function for f, _, _ in result.items)),
+                 "by_tenant": {names[tenant_id]: count for tenant_id, count in sorted(tenants_of.items())},
+                 # The --map choices: which handler each function's replays run (they were in no record).
+                 "handlers": dict(sorted({f.function: handler for f, handler, _ in result.items}.items())),
+                 **({"remapped": remapped} if remapped else {})}
+        # Into several tenants: a row of each tenant's own, so each tenant's people see what came into it (a row of no
+        # tenant, as one across tenants was, is hidden from people limited to one; helper 156).
+        changes = [audit.Change(result.source, after=whole, tenant=names[tenant_id] if tenant_id else None)
+                   for tenant_id in (list(tenants_of) if len(tenants_of) == 1 else [None])]
+        if len(tenants_of) > 1:
+            changes += [audit.Change(result.source, tenant=names[tenant_id], after={
+                "imported": count, "of_the_import": {"imported": len(letters), "tenants": len(tenants_of)},
+                "by_function": dict(Counter(f.function for f, _, t in result.items if t == tenant_id))})
+                for tenant_id, count in sorted(tenants_of.items())]
+        audit.record_many(db.session, actor, "dead_letter.import", "import", changes, clock=lambda: now)
         db.session.commit()
     except Exception:
         db.session.rollback()
