@@ -435,7 +435,10 @@
     // A refusal is said above the page (the server retargets it there); a live region's own read tries again by
     // itself, so its refusal is not said every ten seconds.
     var refusal = event.detail.xhr.getResponseHeader("HX-Retarget") === "#flashes" && event.detail.xhr.status >= 400;
-    if (refusal && /\bevery\b/.test(event.detail.elt.getAttribute("hx-trigger") || "")) {
+    // A poll has no triggering event; a person's press or submit has one, also in a region that polls (a Runs
+    // filter's refusal was dropped as if it were the list's own refresh: helper 157).
+    var asked = event.detail.requestConfig && event.detail.requestConfig.triggeringEvent;
+    if (refusal && !asked && /\bevery\b/.test(event.detail.elt.getAttribute("hx-trigger") || "")) {
       event.detail.shouldSwap = false;
       return;
     }

@@ -96,3 +96,19 @@ def test_an_action_refused_before_its_view_answers_is_said_above_the_page_and_ke
             expect(note).to_have_value("restarted the billing\u0000 service")
         finally:
             page.close()
+
+
+def test_a_refused_filter_in_a_region_that_refreshes_itself_is_still_said(browser, tmp_path, own_redis,
+                                                                           migrated_template, databases):
+    """The Runs list refreshes itself every 5 s: a person's refused filter was dropped as if it were that refresh,
+    and the list read as matching everything (helper 157)."""
+    with web_server(tmp_path / "web", own_redis["url"], migrated_template, databases) as server:
+        page = browser.new_page()
+        try:
+            browser_login(page, server.url, then="/runs")
+            page.locator("input[name='q']").fill("walk\u0000err")
+            page.locator("input[name='q']").press("Enter")
+            expect(page.locator("#flashes #not-done")).to_contain_text(
+                "422 · Invalid input: q contains a NUL character", timeout=15_000)
+        finally:
+            page.close()
