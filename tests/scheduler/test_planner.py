@@ -255,6 +255,7 @@ def test_a_run_waiting_for_a_window_its_task_no_longer_has_starts_at_the_edit(re
     run = runs.get(first.run_id)
     assert (run.status, run.status_reason, run.due_at, run.next_retry_at) == ("pending", None, clock(), None)
     assert [event.kind for event in runs.events(run.id)][-1] == "released"
+    assert run.wait_reason is None  # not "it starts when the window opens" while a worker is on its way
     assert queueing.job_id(run.id, 1, 0).encode() in get_redis().lrange("rq:queue:default", 0, -1)
     assert execute(run.id, 0, clock=clock) == "succeeded"
     clock.advance(60)
@@ -362,3 +363,13 @@ def test_a_firing_of_the_schedule_an_edit_replaced_makes_no_run(register, runs, 
     assert fire(task, clock, schedule=("*/10 * * * *", "UTC")).status == "created"
     assert [run.scheduled_for for run in db.session.execute(select(Run).where(Run.task_id == task.id)).scalars()] == [
         datetime(2026, 3, 2, 10, 10, tzinfo=UTC)]
+
+
+def test_a_run_moved_to_a_new_opening_then_released_by_another_edit_waits_for_nothing(register, runs, clock):
+    """Released, it still read "it starts when the window opens at …", the moved opening's words (helper 157)."""
+    task, first = closed_for_the_weekend(register, clock)
+    tasks.edit(task, {"window": {**task.window, "start": "07:00"}}, Actor("ops"), clock=clock)
+    assert runs.get(first.run_id).wait_reason
+    tasks.edit(task, {"window": None}, Actor("ops"), clock=clock)
+    run = runs.get(first.run_id)
+    assert (run.status_reason, run.wait_reason) == (None, None)

@@ -247,7 +247,9 @@ def release_from_window(task_id: int, now: datetime, *, actor: str, message: str
     run_id = db.session.execute(
         update(Run).where(Run.id == oldest, Run.status == "pending", Run.status_reason == "window")
         .values(status_reason=None, due_at=now, enqueued_at=now, updated_at=now, next_retry_at=None,
-                idempotency_key=case((opening_key, released_key), else_=Run.idempotency_key))
+                # What it last waited for goes too: released, it read "waits for the window to open at 20:00" until a
+                # worker took it (helper 157).
+                wait_reason=None, idempotency_key=case((opening_key, released_key), else_=Run.idempotency_key))
         .returning(Run.id).execution_options(synchronize_session=False)).scalar()
     if run_id is None:
         return None
