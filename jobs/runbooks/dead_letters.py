@@ -16,7 +16,7 @@ from console.services.dlq import bulk, discards
 from console.services.dlq import groups as dlq
 from console.services.dlq import resolve as resolving
 from console.services.dlq.filters import AGES, FINGERPRINT, Filters
-from console.services.engine import replays, waiting_fixes
+from console.services.engine import handler_kinds, replays, waiting_fixes
 from console.services.errors import Conflict
 from console.services.inputs import MAX_PARAMS_BYTES
 from console.services.recovery import params_fix
@@ -27,7 +27,8 @@ CHUNK = 100
 
 
 def _filters(params: dict) -> Filters:
-    task = str(params["task"]) if params["task"] else (f"handler:{params['handler']}" if params["handler"] else "")
+    task = str(params["task"]) if params["task"] else (
+        "handler:{}:{}".format(*handler_kinds.parse(params["handler"])) if params["handler"] else "")
     return Filters(q=params["search"], task=task, code=params["code"], group=params["group"],
                    age="" if params["age"] == "any" else params["age"], status="open")
 

@@ -8,7 +8,7 @@ from console.domain.runbooks import ParamType as T
 from console.extensions import db
 from console.models import Run
 from console.models.runs import error_code_is
-from console.services.engine import control
+from console.services.engine import control, handler_kinds
 from console.services.engine.submit import enqueue
 from console.services.errors import Conflict
 from console.services.policies import versions as policies
@@ -38,8 +38,9 @@ def _waiting(ctx, statuses: tuple[str, ...], after_id: int, size: int) -> list[R
         query = query.where(Run.tenant_id == ctx.tenant_id)
     if params["task"]:
         query = query.where(Run.task_id == params["task"])
-    if params["handler"]:
-        query = query.where(Run.handler == params["handler"])
+    if params["handler"]:  # a bare name is a Python handler's, as on the Runs page and the DLQ (helper 157)
+        # Parsed, not looked up: the runs of a handler removed since are still to be cancelled.
+        query = query.where(Run.handler == "{}:{}".format(*handler_kinds.parse(params["handler"])))
     if params["code"]:
         query = query.where(error_code_is(params["code"]))  # in any case, as the Runs page's filter
     return db.session.execute(query).scalars().all()
@@ -93,7 +94,7 @@ RETRY = Runbook(
     "retry_waiting_runs", "Retry waiting runs now",
     "Start now every run waiting for its next retry that matches, oldest first, as each run page's Retry now does: "
     "its backoff is cut short (no attempt is spent; an open circuit breaker still holds it).", Risk.LOW,
-    NARROWING, retry_waiting_runs, check=_check)
+    NARROWING, retry_waiting_runs, check=_check, ahead=True)
 
 CANCEL = Runbook(
     "cancel_waiting_runs", "Cancel waiting runs",
@@ -101,4 +102,4 @@ CANCEL = Runbook(
     "run page's Cancel does; a run that started meanwhile goes on.", Risk.MEDIUM,
     (Param("status", T.CHOICE, default="retry_wait", choices=tuple(STATUSES),
            help="Which waiting runs: retry_wait (waiting for a retry), pending (queued), or both."), *NARROWING),
-    cancel_waiting_runs, check=_check)
+    cancel_waiting_runs, check=_check, ahead=True)

@@ -89,6 +89,24 @@ def test_a_run_that_moved_on_before_its_turn_is_left_alone_and_said(app, staff, 
     assert changes_of(done, planned=False) == [("run", str(kept), "status", "retry_wait", "cancelled")]
 
 
+def test_a_bare_handler_name_is_a_python_handlers_as_everywhere_else(app, staff, clock):
+    """"demo.flaky" matched nothing ("No run matches") where the Runs page and the DLQ take it (helper 157)."""
+    first = waiting(Runs(), clock)
+    dry = run_now("cancel_waiting_runs", {"handler": "demo.flaky"}, staff["olga"], clock=clock, dry_run=True)
+    assert changes_of(dry, planned=True) == [("run", str(first), "status", "retry_wait", "cancelled")]
+
+
+def test_their_real_runs_go_ahead_of_the_waiting_runs_they_act_on(app, staff, clock):
+    """On the maintenance queue, read last, a cancel of a backlog ran once the backlog had (helper 157)."""
+    runs = Runs()
+    backlog = [runs.submit("demo.noop") for _ in range(3)]
+    execution = runbooks.start("cancel_waiting_runs", {"status": "pending"}, staff["olga"], scope=None, clock=clock)
+    queued = Queue(queueing.RUN_QUEUE, connection=get_redis()).job_ids
+    assert queued[0] == f"runbook-{execution.id}" and len(queued) == len(backlog) + 1
+    replay = runbooks.start("replay_dead_letters", {"every": True}, staff["olga"], scope=None, clock=clock)
+    assert f"runbook-{replay.id}" not in Queue(queueing.RUN_QUEUE, connection=get_redis()).job_ids  # as before
+
+
 def test_a_task_and_a_handler_together_are_refused(app, staff, clock):
     task = tasks.register(tenants.find("default"), {"name": "nightly", "handler": "demo.flaky", "cron": "0 2 * * *"},
                           staff["olga"])

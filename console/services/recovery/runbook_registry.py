@@ -32,6 +32,9 @@ class Runbook:
     check: Callable | None = None
     # The same, for a real run only (a dry-run changes nothing, so nothing it could contend with matters).
     real_check: Callable | None = None
+    # Its real run goes ahead of the waiting runs, as a preview does: it acts on them, and on the maintenance queue
+    # (read last) a cancel of a backlog waited until the backlog had run (helper 157).
+    ahead: bool = False
 
     def __post_init__(self):
         if not NAME.fullmatch(self.name) or self.name in RESERVED:

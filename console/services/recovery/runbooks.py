@@ -214,8 +214,11 @@ def _enqueue(function: str, execution_id: int, job_id: str, *, first: bool = Fal
 
 
 def enqueue_run(execution_id: int) -> None:
-    """Queue an execution for a worker; if Redis is down the reconciler queues it later."""
-    _enqueue(RUN_JOB, execution_id, run_job_id(execution_id))
+    """Queue an execution for a worker (ahead of the waiting runs when its runbook acts on them); if Redis is down
+    the reconciler queues it later."""
+    execution = db.session.get(RunbookExecution, execution_id)
+    runbook = runbook_registry.get(execution.runbook) if execution is not None else None
+    _enqueue(RUN_JOB, execution_id, run_job_id(execution_id), first=bool(runbook and runbook.ahead))
 
 
 def enqueue_preview(execution_id: int) -> None:
