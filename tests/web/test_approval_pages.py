@@ -208,6 +208,9 @@ def test_all_requests_filter_by_the_kind_of_change(person, letter):
     assert '<option value="dead_letter.fix_params" selected>' in fixes
     compensations = html(client.get("/approvals/all?kind=run.compensate"))
     assert f'href="/approvals/{request.id}"' not in compensations and "No requests." in compensations
+    # "all", as the API and the CLI say every status, keeping the kind (it was a 422 that dropped it; helper 157).
+    every = html(client.get("/approvals/all?kind=dead_letter.fix_params&status=all"))
+    assert '<option value="dead_letter.fix_params" selected>' in every and "Fix the filter" not in every
     refused = client.get("/approvals/all?kind=everything")
     assert refused.status_code == 422
     assert "Fix the filter: kind is one of dead_letter.fix_params, dlq.discard_bulk" in html(refused)

@@ -86,14 +86,16 @@ def mine():
 @requires(VIEW)
 def everything():
     status, kind = request.args.get("status") or None, request.args.get("kind") or None
-    if status is not None and status not in approvals.STATUSES:
-        # It listed every request, as if no status had been asked for (the API's 422 says why).
-        return _list("all", notice=f"Fix the filter: status is one of {', '.join(approvals.STATUSES)}, not "
-                                  f"{status[:40]!r}; every status is shown."), 422
+    status = None if status == "all" else status  # as the API and the CLI say every status (helper 157)
     try:
         shown.check_kind(kind)
     except InvalidInput as refused:
-        return _list("all", status, notice=f"Fix the filter: {refused.detail}; every kind is shown."), 422
+        return _list("all", None if status not in approvals.STATUSES else status,
+                     notice=f"Fix the filter: {refused.detail}; every kind is shown."), 422
+    if status is not None and status not in approvals.STATUSES:
+        # It listed every request, as if no status had been asked for (the API's 422 says why).
+        return _list("all", notice=f"Fix the filter: status is one of {', '.join(approvals.STATUSES)}, not "
+                                  f"{status[:40]!r}; every status is shown.", kind=kind), 422
     return _list("all", status, kind=kind)
 
 
