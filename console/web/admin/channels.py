@@ -21,6 +21,7 @@ ROUTES = [
     ("SLA breach", "webhook /notifications/sla-breach · Slack"),
     ("3 SLA breaches in a row (manager escalation)", "PagerDuty (critical) · Slack"),
     ("New work order", "work-order system POST /ops/workorders"),
+    ("Work order acknowledged", "PagerDuty acknowledge · webhook (\"action\": \"acknowledge\"); no Slack note"),
     ("Work order closed (and every resolve)",
      "PagerDuty resolve · Slack · webhook (\"action\": \"resolve\"); the work-order system is not told"),
     ("Delivery failed for good (e.g. work order creation failed)", "the default channels, minus the one that failed"),
