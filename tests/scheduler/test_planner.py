@@ -9,7 +9,7 @@ from sqlalchemy import select
 from console.domain import windows
 from console.domain.cron import jitter_offset
 from console.extensions import db
-from console.models import Run, Tenant
+from console.models import AuditEntry, Run, Tenant
 from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.engine import control, queueing, reconcile
@@ -373,3 +373,25 @@ def test_a_run_moved_to_a_new_opening_then_released_by_another_edit_waits_for_no
     tasks.edit(task, {"window": None}, Actor("ops"), clock=clock)
     run = runs.get(first.run_id)
     assert (run.status_reason, run.wait_reason) == (None, None)
+
+
+def test_a_templates_window_changed_moves_or_starts_its_tasks_waiting_runs(register, runs, clock):
+    """The template's window removed, a task inheriting it read "any time from template" while its run still waited
+    for Sunday's opening, with no "run outside the window" to press (helper 157)."""
+    from console.services.scheduling import templates
+
+    clock.set(datetime(2026, 3, 6, 20, 0, tzinfo=UTC))  # a Friday evening
+    weekdays = {"days": ["mon", "tue", "wed", "thu", "fri"], "start": "08:00", "end": "18:00", "timezone": "UTC"}
+    templates.save("office-hours", {"window": weekdays}, Actor("ops"), clock=clock)
+    task = register(cron="* * * * *", template="office-hours")
+    first = fire(task, clock)
+    assert runs.get(first.run_id).due_at == datetime(2026, 3, 9, 8, 0, tzinfo=UTC)
+    templates.save("office-hours", {"window": {**weekdays, "start": "07:00"}}, Actor("ops"), clock=clock)
+    assert runs.get(first.run_id).due_at == datetime(2026, 3, 9, 7, 0, tzinfo=UTC)
+    templates.save("office-hours", {"window": None}, Actor("ops"), clock=clock)
+    run = runs.get(first.run_id)
+    assert (run.status, run.status_reason, run.due_at) == ("pending", None, clock())
+    assert queueing.job_id(run.id, 1, 0).encode() in get_redis().lrange("rq:queue:default", 0, -1)
+    applied = db.session.execute(select(AuditEntry).where(AuditEntry.action == "task.template_applied")
+                                 .order_by(AuditEntry.seq)).scalars().all()
+    assert applied[-1].after["released_runs"] == [run.id] and applied[0].after["moved_runs"] == [run.id]

@@ -14,7 +14,7 @@ from console.services.actor import SYSTEM, Actor
 from console.services.audit import trail as audit
 from console.services.errors import Conflict, InvalidInput, NotFound
 from console.services.policies import versions as policies
-from console.services.scheduling import quota_classes
+from console.services.scheduling import on_demand, quota_classes
 
 SHOWN_NAMES = 10
 
@@ -106,7 +106,7 @@ def save(name: str, rules: dict, actor: Actor, *, description: str | None = None
         raise
     record = db.session.execute(select(ConflictTemplate).where(ConflictTemplate.name == name)
                                 .execution_options(populate_existing=True)).scalar_one_or_none()
-    now, before, changed = clock(), None, []
+    now, before, changed, followed = clock(), None, [], []
     if record is not None and new_only:
         db.session.rollback()
         raise Conflict(f"a conflict template named {name!r} exists already; edit it instead", "name")
@@ -126,19 +126,24 @@ def save(name: str, rules: dict, actor: Actor, *, description: str | None = None
         if description is not None:
             record.description = description
         record.updated_at = now
-        changed = _apply(record, new, actor, now, clock)
+        changed, followed = _apply(record, new, actor, now, clock)
     db.session.add(ConflictTemplateVersion(template_id=record.id, version=record.current_version, rules=new,
                                            created_by=actor.name, created_at=now, tasks_changed=len(changed)))
     audit.record(db.session, actor, "template.save", "conflict_template", name, before=before, after=new,
                  note=_note(record.current_version, changed), clock=clock)
     db.session.commit()
+    for task, runs in followed:
+        on_demand.queue_followed(task, runs)
     return record
 
 
-def _apply(record: ConflictTemplate, rules: dict, actor: Actor, now, clock: Clock) -> list[Task]:
-    """Write the new rules into every task that inherits a changed one; audit each task's change."""
+def _apply(record: ConflictTemplate, rules: dict, actor: Actor, now,
+           clock: Clock) -> tuple[list[Task], list[tuple[Task, on_demand.WindowFollowed]]]:
+    """Write the new rules into every task that inherits a changed one, and move or start its runs waiting for a
+    window that changed, as a task's own edit does; audit each task's change. Return the tasks changed, and the runs
+    to queue once committed."""
     tasks = db.session.execute(inheriting(record).execution_options(populate_existing=True)).scalars().all()
-    changed, rows = [], []
+    changed, rows, followed = [], [], []
     for task in tasks:
         diff = changes_for(task, rules)
         if not diff:
@@ -148,12 +153,17 @@ def _apply(record: ConflictTemplate, rules: dict, actor: Actor, now, clock: Cloc
         # The scheduler resyncs on updated_at: misfire grace is part of a schedule.
         task.updated_at = now
         changed.append(task)
-        rows.append(audit.Change(task.id, {rule: old for rule, old, _ in diff}, {rule: new for rule, _, new in diff},
+        # A template's window removed or moved left its tasks' waiting runs at the old opening (helper 157).
+        runs = on_demand.follow_new_window(task, actor, now) if any(rule == "window" for rule, *_ in diff) else None
+        if runs is not None:
+            followed.append((task, runs))
+        rows.append(audit.Change(task.id, {rule: old for rule, old, _ in diff},
+                                 {**{rule: new for rule, _, new in diff}, **(runs.audited() if runs else {})},
                                  task.tenant.name))
     if rows:
         audit.record_many(db.session, actor, "task.template_applied", "task", rows,
                           note=f"template {record.name} version {record.current_version}", clock=clock)
-    return changed
+    return changed, followed
 
 
 def _note(version: int, changed: list[Task]) -> str:
