@@ -256,6 +256,14 @@ def test_a_secret_named_default_is_never_shown_and_is_used_when_left_empty(sampl
     assert "connected with the declared password" in runbooks.get(execution.id).log
 
 
+def test_a_real_run_not_started_yet_says_so_not_what_a_preview_found(samples, client, auth):  # noqa: F811
+    """It read "0 found by the preview" where no preview had run (helper 157)."""
+    user = auth.as_role("operator", "olga")
+    execution = runbooks.start("sample_steps", {"steps": 2}, _actor(user), scope=None, dry_run=False, enqueue=False)
+    html = client.get(f"/runbooks/executions/{execution.id}").get_data(as_text=True)
+    assert "none yet: it has not started" in html and "found by the preview" not in html
+
+
 def test_the_execution_page_shows_changes_and_log_and_answers_htmx_with_its_region(samples, client, auth):  # noqa: F811
     user = auth.as_role("operator", "olga")
     execution = runbooks.start("sample_steps", {"steps": 2}, _actor(user), scope=None, dry_run=True, enqueue=False)
