@@ -62,6 +62,8 @@ def test_a_reservation_is_created_listed_and_audited(client, app, admin):
 @pytest.mark.parametrize(("change", "field", "words"), [
     ({"starts_at": _at(5), "ends_at": _at(1)}, "ends_at", "must be after starts_at"),
     ({"starts_at": _at(-3), "ends_at": _at(1)}, "starts_at", "in the past"),
+    # The C library wrote the year 1 as "1-01-01 00:00 UTC" (helper 155).
+    ({"starts_at": "0001-01-01T00:00:00Z", "ends_at": _at(1)}, "starts_at", "starts_at (0001-01-01 00:00 UTC) is in"),
     ({"running_slots": 0}, "running_slots", "from 1 to 100"),
     ({"running_slots": 101}, "running_slots", "from 1 to 100"),
     ({"queued_runs": -1}, "queued_runs", "whole number"),

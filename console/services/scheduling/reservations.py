@@ -20,7 +20,10 @@ from console.services.settings import setting
 
 MAX_QUEUED = 10_000_000
 MAX_DAYS = 366
-SHOWN = "%Y-%m-%d %H:%M UTC"  # times in messages, as the console writes them (not ISO with microseconds)
+def shown(moment) -> str:
+    """Write a time in a message as the console does (not ISO with microseconds), its year in four digits: the C
+    library writes the year 1 as '1' (helper 155)."""
+    return f"{moment.year:04d}-{moment:%m-%d %H:%M} UTC"
 # A range "from now" typed into a form reaches the server a little later; that is not the past.
 GRACE = timedelta(minutes=5)
 
@@ -102,9 +105,9 @@ def create(tenant_name, actor: Actor, *, running_slots, queued_runs=0, starts_at
     queued = _count(0 if queued_runs in (None, "") else queued_runs, "queued_runs", 0, MAX_QUEUED)
     start, end = _when(starts_at, "starts_at"), _when(ends_at, "ends_at")
     if end <= start:
-        raise InvalidInput(f"ends_at ({end:{SHOWN}}) must be after starts_at ({start:{SHOWN}})", "ends_at")
+        raise InvalidInput(f"ends_at ({shown(end)}) must be after starts_at ({shown(start)})", "ends_at")
     if start < now - GRACE:
-        raise InvalidInput(f"starts_at ({start:{SHOWN}}) is in the past; start it now ({now:{SHOWN}}) or later",
+        raise InvalidInput(f"starts_at ({shown(start)}) is in the past; start it now ({shown(now)}) or later",
                            "starts_at")
     if end - start > timedelta(days=MAX_DAYS):
         raise InvalidInput(f"a reservation lasts at most {MAX_DAYS} days; shorten the range", "ends_at")
