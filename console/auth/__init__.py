@@ -36,6 +36,8 @@ def requires(permission: str, doing: str | None = None):
             user = _api_user() if api_call else current_user._get_current_object()
             if not user.is_authenticated or (api_call and g.get("api_token") is None):
                 return login_manager.unauthorized()
+            if user.must_change_password and g.get("api_token") is None and request.endpoint not in OWN_PASSWORD:
+                return _to_own_password()
             if not can(user.role, permission):
                 security_log.warning("forbidden user=%s role=%s needs=%s path=%s", user.username, user.role,
                                      permission, request.path)
@@ -46,6 +48,18 @@ def requires(permission: str, doing: str | None = None):
         return wrapper
 
     return decorate
+
+
+# What a person whose password an admin reset may open before choosing their own (logging out needs no role).
+OWN_PASSWORD = frozenset({"account.index", "account.change_password"})
+
+
+def _to_own_password():
+    """Send a person whose password an admin reset (and so has seen) to choose their own first."""
+    target = url_for("account.index")
+    if request.headers.get("HX-Request"):
+        return "", 204, {"HX-Redirect": target}
+    return redirect(target)
 
 
 def _unscoped_only(refusal: str, refused: str):

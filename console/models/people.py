@@ -3,7 +3,7 @@
 from enum import StrEnum
 
 from flask_login import UserMixin
-from sqlalchemy import Boolean, ForeignKey, Integer, String
+from sqlalchemy import Boolean, ForeignKey, Integer, String, false
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from console.db.types import UTCDateTime
@@ -43,6 +43,9 @@ class User(UserMixin, db.Model):
     session_generation: Mapped[int] = mapped_column(Integer, default=0, server_default="0", nullable=False)
     # When the person last read their own requests: answers after it are counted beside Approvals for them.
     requests_seen_at = mapped_column(UTCDateTime)
+    # Set by an admin's reset: the password is one another person has seen, so the console asks for a new one first.
+    must_change_password: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false(),
+                                                       nullable=False)
     tenant = relationship(Tenant)
 
     @property

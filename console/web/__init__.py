@@ -35,6 +35,7 @@ from console.web.render import partial
 # One line per area; each module defines `bp`.
 BLUEPRINTS = [
     "console.web.auth.views",
+    "console.web.account.views",
     "console.web.overview.views",
     "console.web.admin",
     "console.web.audit.views",

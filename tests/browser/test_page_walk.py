@@ -107,6 +107,7 @@ PAGES = {
     "queues.index": lambda d: {},
     "audit.index": lambda d: {},
     "admin.users_index": lambda d: {},
+    "account.index": lambda d: {},
     "admin.tenants_index": lambda d: {},
     "admin.tokens_index": lambda d: {},
     "admin.channels_index": lambda d: {},

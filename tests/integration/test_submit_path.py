@@ -98,7 +98,8 @@ def test_rate_limits_are_on_console_routes_only(app):
     # The API skips Flask-Limiter (console/page_hooks.py), which would skip a limit put on an API view too.
     limited = {rule.rule for rule in app.url_map.iter_rules()
                if getattr(app.view_functions[rule.endpoint], "__wrapper-limiter-instance", None) is not None}
-    assert limited == {"/login"}  # the marker Flask-Limiter puts on a limited view still means what it did
+    # The marker Flask-Limiter puts on a limited view still means what it did.
+    assert limited == {"/login", "/account/password"}
     assert not any(path.startswith(API_PREFIXES) for path in limited)
 
 

@@ -242,13 +242,35 @@ def _admins_left(excluding: User, *, of_every_tenant: bool = False) -> int:
     return db.session.execute(query).scalar_one()
 
 
-def set_password(user: User, password: str, actor: Actor) -> None:
-    """Replace a user's password."""
+def set_password(user: User, password: str, actor: Actor, *, note: str | None = None,
+                 must_change: bool = False) -> None:
+    """Replace a user's password; it ends every session of theirs."""
     _check_password(password, user.username)
     user.password_hash = generate_password_hash(password)
-    audit.record(db.session, actor, "user.password", "user", user.id, tenant=tenant_of(user))
+    user.must_change_password = must_change
+    audit.record(db.session, actor, "user.password", "user", user.id, tenant=tenant_of(user), note=note)
     end_sessions(user)
     db.session.commit()
+
+
+def change_own_password(user: User, current: str, new: str, actor: Actor) -> None:
+    """Replace the person's own password, given the one they have now (a session left open is not enough)."""
+    if not check_password_hash(user.password_hash, current or ""):
+        raise InvalidInput("that is not your current password", "current")
+    if new == current:
+        raise InvalidInput("the new password must differ from the current one", "password")
+    set_password(user, new, actor, note="changed by its person")
+
+
+def reset_password(user: User, actor: Actor) -> str:
+    """Give another person a generated password, shown once to the admin; they choose their own at their next
+    login, since the admin has seen this one."""
+    if actor.id == user.id:
+        raise Conflict("this is your own account: change your password under Your account, with your current one",
+                       "password")
+    password = secrets.token_urlsafe(12)
+    set_password(user, password, actor, note="reset by an admin; to be changed at the next login", must_change=True)
+    return password
 
 
 def authenticate(username: str, password: str, clock: Clock = SYSTEM_CLOCK) -> User | None:

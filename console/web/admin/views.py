@@ -1,5 +1,7 @@
 """Admin: people, roles and API tokens."""
 
+from typing import NamedTuple
+
 from flask import flash, redirect, render_template, url_for
 from wtforms.fields.choices import SelectChoice
 
@@ -10,6 +12,14 @@ from console.services.people import tenants, tokens, users
 from console.services.people.permissions import ADMIN
 from console.web.admin.blueprint import bp
 from console.web.admin.forms import CreateTokenForm, CreateUserForm, UpdateUserForm, tenant_choices
+
+
+class ShownOnce(NamedTuple):
+    """A generated password, shown on the one answer that made it."""
+
+    user: object
+    password: str
+    said: str
 
 
 def _tenant_choices():
@@ -26,9 +36,10 @@ def _create_user_form() -> CreateUserForm:
     return form
 
 
-def _users_page(form=None, status=200):
+def _users_page(form=None, status=200, *, shown_once=None):
     rows = [(user, UpdateUserForm.of(user)) for user in users.all_users(tenant_scope())]
-    return render_template("admin/users.html", rows=rows, form=form or _create_user_form()), status
+    return render_template("admin/users.html", rows=rows, form=form or _create_user_form(),
+                           shown_once=shown_once), status
 
 
 @bp.get("/")
@@ -61,9 +72,24 @@ def create_user():
     limited = f", tenant {user.tenant.name} only" if user.tenant_id is not None else ""
     message = f"Created {user.username} ({user.role}{limited})."
     if generated:
-        message += f" Their password, shown once: {generated}"
+        # On this answer only, never in a flash: a flash travels in the session cookie.
+        return _users_page(shown_once=ShownOnce(user, generated, message))
     flash(message, "success")
     return redirect(url_for("admin.users_index"))
+
+
+@bp.post("/users/<int:user_id>/password")
+@requires(ADMIN)
+def reset_password(user_id: int):
+    user = users.get(user_id, tenant_scope())
+    try:
+        generated = users.reset_password(user, current_actor())
+    except ServiceError as error:
+        flash(error.detail, "error")
+        return redirect(url_for("admin.users_index"))
+    return _users_page(shown_once=ShownOnce(
+        user, generated, f"Reset {user.username}'s password; their sessions have ended, and they choose their own at "
+                         "their next login."))
 
 
 @bp.post("/users/<int:user_id>")
