@@ -155,5 +155,5 @@ def test_a_requester_withdraws_their_own_waiting_request_from_the_cli(cli, peopl
 @pytest.mark.parametrize("command", [["show"], ["approve", "--as", "alex"], ["withdraw", "--as", "olga"]])
 def test_an_id_no_row_can_have_is_a_usage_error_not_a_traceback(cli, people, command):
     result = cli(command[0], "9" * 20, *command[1:])
-    assert result.exit_code == 2 and "is not in the range 1<=x<=2147483647" in result.output
+    assert result.exit_code == 2 and "is not an id: ids are whole numbers from 1 to 2147483647" in result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)

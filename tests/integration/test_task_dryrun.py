@@ -160,9 +160,10 @@ def test_a_horizon_threshold_tenant_or_task_that_can_forecast_nothing_is_a_usage
     assert result.exit_code == 2 and says in result.output, result.output
 
 
-def test_a_task_id_no_row_can_have_is_a_usage_error(app):
-    result = app.test_cli_runner().invoke(args=["task-dryrun", "--task", "9" * 20])
-    assert result.exit_code == 2 and "is not in the range 1<=x<=2147483647" in result.output
+@pytest.mark.parametrize("task", ["9" * 20, "abc", "0", "٣"])
+def test_a_task_id_no_row_can_have_is_a_usage_error(app, task):
+    result = app.test_cli_runner().invoke(args=["task-dryrun", "--task", task])
+    assert result.exit_code == 2 and "is not an id: ids are whole numbers from 1 to 2147483647" in result.output
 
 
 def test_a_forecast_cut_short_at_its_firing_limit_says_so(app):
