@@ -26,15 +26,19 @@ def dlq_group():
 def list_command(tenant, error_code, handler, limit, as_json):
     """List open dead letters, newest first."""
     from console.services.dlq import groups
+    from console.services.errors import InvalidInput
     from console.services.people import tenants
 
     if tenant and tenants.find(tenant) is None:
         raise click.BadParameter(f"no tenant named {tenant!r}", param_hint="--tenant")
+    try:
+        newest = groups.newest_open(tenant=tenant, error_code=error_code, handler=handler, limit=limit)
+    except InvalidInput as error:
+        raise click.BadParameter(error.detail, param_hint=f"--{error.field}") from None
     found = [{"id": letter.id, "tenant": name, "handler": letter.handler, "error_code": letter.error_code,
               "attempts": letter.attempts, "run_id": letter.run_id, "work_order_id": letter.work_order_id,
               "created_at": letter.created_at.isoformat(), "message": (letter.error_message or "")[:80]}
-             for letter, name in groups.newest_open(tenant=tenant, error_code=error_code, handler=handler,
-                                                    limit=limit)]
+             for letter, name in newest]
     if as_json:
         click.echo(json.dumps(found, indent=2))
         return

@@ -59,6 +59,12 @@ def test_open_dead_letters_are_listed_and_replayed_by_id_audited(app, dead_run):
     [row] = json.loads(listed.output)
     assert (row["id"], row["run_id"], row["tenant"], row["error_code"]) == (letter_id, run_id, "default", "bad_account")
     assert json.loads(cli(app, "dlq", "list", "--code", "other", "--json").output) == []
+    # As the API's filters and the DLQ page take them: a code in any case, a bare handler name (helper 158).
+    for narrowed in (("--code", "BAD_ACCOUNT"), ("--handler", "demo.flaky"), ("--handler", "python:demo.flaky")):
+        assert [row["id"] for row in json.loads(cli(app, "dlq", "list", *narrowed, "--json").output)] == [letter_id]
+    assert json.loads(cli(app, "dlq", "list", "--handler", "command:demo.flaky", "--json").output) == []
+    wrong = cli(app, "dlq", "list", "--handler", "perl:x")
+    assert wrong.exit_code == 2 and "handler must be python:<name>" in wrong.output
     replayed = cli(app, "dlq", "replay", str(letter_id))
     assert replayed.exit_code == 0 and replayed.output == f"Dead letter #{letter_id}: run #{run_id} replayed.\n"
     db.session.expire_all()

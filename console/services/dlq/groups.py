@@ -296,10 +296,10 @@ def newest_open(*, tenant: str = "", error_code: str = "", handler: str = "", li
              .where(DeadLetter.status == "open").order_by(DeadLetter.id.desc()).limit(limit))
     if tenant:
         query = query.where(Tenant.name == tenant)
-    if error_code:
-        query = query.where(DeadLetter.error_code == error_code.strip())
-    if handler:
-        query = query.where(DeadLetter.handler == handler.strip())
+    if error_code:  # in any case, as the API and the pages (codes are kept as raised: TIMEOUT, http_502)
+        query = query.where(func.lower(DeadLetter.error_code) == error_code.strip().lower())
+    if handler:  # a bare name is a Python handler's, as everywhere else (demo.flaky is python:demo.flaky)
+        query = query.where(DeadLetter.handler == "{}:{}".format(*handler_kinds.parse(handler.strip())))
     return list(db.session.execute(query))
 
 
