@@ -8,6 +8,7 @@ from console.api import serialize
 from console.api.common import acting_tenant, cursor_arg, known_args, whole_arg
 from console.auth import requires, tenant_scope
 from console.domain.ids import MAX_ID
+from console.domain.periods import through_named_day
 from console.domain.statuses import RunStatus
 from console.services.engine import handler_kinds
 from console.services.errors import InvalidInput
@@ -53,6 +54,8 @@ def _filters() -> run_query.RunFilters:
     if handler and args.get("task"):
         raise InvalidInput("filter by task or by handler (runs submitted without a task), not both", "handler")
     since, until = _moment("since"), _moment("until")
+    if until is not None:
+        until = through_named_day(request.args["until"], until)  # a bare date: through that day, as the page's
     if since and until and until <= since:
         raise InvalidInput("until must be after since", "until")
     return run_query.RunFilters(

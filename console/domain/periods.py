@@ -142,3 +142,13 @@ def _begun(period: Period, now: datetime, field: str) -> Period:
         raise PeriodError(f"{field} is after now ({now:%Y-%m-%d %H:%M} UTC): nothing has happened then yet; choose "
                           "a period that has begun", field)
     return period
+
+
+def through_named_day(text: str, when: datetime) -> datetime:
+    """Return the end bound `text` means: a bare date (2026-12-01) is through that day (its next midnight), as the
+    pages' "to" fields take it; a date and time is that moment."""
+    try:
+        date.fromisoformat(text.strip())
+    except ValueError:
+        return when
+    return when + timedelta(days=1)

@@ -1,5 +1,7 @@
 """The DLQ over the API: list with filters and keyset paging, read one, replay or discard, ask for a fix."""
 
+from datetime import timedelta
+
 import pytest
 from sqlalchemy import select
 
@@ -204,6 +206,18 @@ def test_since_and_until_keep_the_seconds_a_client_pages_by(client, operator, de
                        headers=headers).get_json()
     assert [d["id"] for d in until["dead_letters"]] == [letters[0].id]
     assert until["filter"] == f"open dead letters created before {minute:%Y-%m-%dT%H:%M}:08 UTC"
+
+
+def test_an_until_given_as_a_bare_date_takes_that_whole_day_as_the_pages_do(client, operator, dead, clock):
+    letter = dead()
+    day = letter.created_at.date()
+    headers = bearer(operator)
+    same_day = client.get("/api/dead-letters", query_string={"since": f"{day}", "until": f"{day}"},
+                          headers=headers).get_json()
+    assert [d["id"] for d in same_day["dead_letters"]] == [letter.id]
+    assert same_day["filter"].endswith(f"created before {day + timedelta(days=1)}T00:00 UTC")
+    before = client.get("/api/dead-letters", query_string={"until": f"{day - timedelta(days=1)}"}, headers=headers)
+    assert before.get_json()["dead_letters"] == []
 
 
 def test_a_task_filter_takes_the_task_id_as_a_number_too(client, operator, dead, runs, clock):

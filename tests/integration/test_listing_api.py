@@ -33,6 +33,16 @@ def dead_run(runs, clock, tenant: str = "default") -> int:
     return run_id
 
 
+def test_a_runs_until_given_as_a_bare_date_takes_that_whole_day(client, operator, runs, clock):
+    run_id = runs.submit("demo.noop", {})
+    day = db.session.get(Run, run_id).created_at.date()
+    listed = client.get("/api/runs", query_string={"since": f"{day}", "until": f"{day}"}, headers=bearer(operator))
+    assert listed.status_code == 200, listed.json
+    assert [run["id"] for run in listed.json["runs"]] == [run_id]
+    earlier = client.get("/api/runs", query_string={"until": f"{day}T00:00"}, headers=bearer(operator))
+    assert earlier.json["runs"] == []  # a time is that moment
+
+
 def test_runs_list_newest_first_by_keyset_with_filters_and_the_tokens_tenant_only(client, operator, runs, clock):
     acme = make_tenant("acme")
     waiting = [runs.submit("demo.noop", {"n": n}) for n in range(3)]

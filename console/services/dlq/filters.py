@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import exists, func, select
 from sqlalchemy.orm import aliased
 
-from console.domain.periods import EARLIEST, LATEST
+from console.domain.periods import EARLIEST, LATEST, through_named_day
 from console.extensions import db
 from console.models import DeadLetter, Run, Tenant
 from console.services.delivery.channel_report import ALERTED_LETTER, timed_alerts
@@ -64,10 +64,11 @@ class Filters:
                       age=text("age") if text("age") in AGES else "", code=text("code", MAX_CODE_CHARS),
                       status=status if status in (*STATUSES, ANY) else "open",
                       group=text("group", 32) if FINGERPRINT.fullmatch(text("group", 32)) else "",
-                      since=moment(text("since", 40)), until=moment(text("until", 40)),
+                      since=moment(text("since", 40)), until=moment(text("until", 40), end=True),
                       recovered_since=moment(text("recovered_since", 40)),
-                      recovered_until=moment(text("recovered_until", 40)),
-                      alerted_since=moment(text("alerted_since", 40)), alerted_until=moment(text("alerted_until", 40)))
+                      recovered_until=moment(text("recovered_until", 40), end=True),
+                      alerted_since=moment(text("alerted_since", 40)),
+                      alerted_until=moment(text("alerted_until", 40), end=True))
         return filters
 
     def with_status(self, status: str) -> "Filters":
@@ -177,7 +178,7 @@ def refused(args: Mapping) -> list[str]:
             given = str(args.get(name) or "").strip()[:40]
             if given and (problem := moment_problem(given)):
                 said.append(f"{name}={given} {problem}, so it is ignored")
-        since, until = moment(str(args.get(first) or "")[:40]), moment(str(args.get(last) or "")[:40])
+        since, until = moment(str(args.get(first) or "")[:40]), moment(str(args.get(last) or "")[:40], end=True)
         if since and until and until <= since:
             said.append(f"'{last}' ({until}) is not after '{first}' ({since}): no dead letter can match")
     return said
@@ -209,13 +210,16 @@ def moment_problem(text: str) -> str | None:
     return None
 
 
-def moment(text: str) -> str:
+def moment(text: str, *, end: bool = False) -> str:
     """Return a UTC moment as "YYYY-MM-DDTHH:MM" (with its seconds, and their fraction, when it has any: an API
-    client pages by a letter's created_at), or "" for anything moment_problem refuses."""
+    client pages by a letter's created_at), or "" for anything moment_problem refuses. An `end` given as a bare date
+    is through that day."""
     if not text or moment_problem(text):
         return ""
     when = datetime.fromisoformat(text)
     when = when.astimezone(UTC) if when.tzinfo else when
+    if end:
+        when = through_named_day(text, when)
     return when.strftime(MOMENT + (":%S.%f" if when.microsecond else ":%S" if when.second else ""))
 
 
