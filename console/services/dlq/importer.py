@@ -21,6 +21,7 @@ from console.services.engine import diagnostics, handler_kinds, parking, transit
 from console.services.errors import InvalidInput
 from console.services.people import tenants as tenant_rows
 from console.services.policies import versions as policies
+from console.services.reports import rollup
 
 RUNS = Run.__table__
 # A dead letter of an imported job reads as one whose retries ran out: RQ moves a job to its failed registry
@@ -256,7 +257,7 @@ def run_import(result: Plan, actor: Actor, *, remap: bool = False, clock: Clock 
     moved = [found for found in remaps(result, before) if found.letter == "open"]
     if not remap:
         refuse_open_remaps(moved)
-    tenants_of = Counter()
+    tenants_of, moments = Counter(), []
     try:
         for failed, handler, tenant_id in result.items:
             run = None if key_of(failed) in before else _insert_run(failed, handler, tenant_id, version, now)
@@ -264,6 +265,7 @@ def run_import(result: Plan, actor: Actor, *, remap: bool = False, clock: Clock 
                 already += 1
                 continue
             tenants_of[tenant_id] += 1
+            moments += [run.created_at, run.finished_at]
             _timeline(run, failed, now)
             # Said in its alert: "python:demo.noop failed" blamed the handler a replay will run, which never ran
             # (helper 156).
@@ -272,6 +274,7 @@ def run_import(result: Plan, actor: Actor, *, remap: bool = False, clock: Clock 
             letters.append(letter.id)
             orders.add(letter.work_order_id)
         remapped = _remap(moved, now)
+        moments += [moment for row in remapped for moment in row.pop("times")]
         names = tenant_names(tenants_of)
         whole = {"imported": len(letters), "already_imported": already, "work_orders": len(orders),
                  "by_function": dict(Counter(f.function for f, _, _ in result.items)),
@@ -293,6 +296,9 @@ def run_import(result: Plan, actor: Actor, *, remap: bool = False, clock: Clock 
     except Exception:
         db.session.rollback()
         raise
+    # The failures keep their own times, which the report rollups' minute pass has left behind: their days are
+    # counted again now, so a report's figure and the list it opens agree (helper 159).
+    rollup.recompute_days(moments, clock)
     return Imported(len(letters), already, letters, len(orders), len(moved))
 
 
@@ -310,9 +316,12 @@ def _remap(moved: list[Remap], now) -> list[dict]:
             DeadLetter.run_id == found.run_id, DeadLetter.status == "open", DeadLetter.handler == found.was)
             .values(handler=found.now).execution_options(synchronize_session=False)).rowcount
         if changed:
-            db.session.execute(update(Run).where(Run.id == found.run_id, Run.status == "dead")
-                               .values(handler=found.now, updated_at=now).execution_options(synchronize_session=False))
-            done.append({"run_id": found.run_id, "function": found.function, "from": found.was, "to": found.now})
+            times = db.session.execute(update(Run).where(Run.id == found.run_id, Run.status == "dead")
+                                       .values(handler=found.now, updated_at=now)
+                                       .returning(Run.created_at, Run.finished_at)
+                                       .execution_options(synchronize_session=False)).all()
+            done.append({"run_id": found.run_id, "function": found.function, "from": found.was, "to": found.now,
+                         "times": [moment for row in times for moment in row]})
     return done
 
 

@@ -3,7 +3,8 @@
 The "rollups" maintenance job (every minute, on the leading scheduler) recomputes the hours from the last
 pass (less MARGIN, for transactions that committed after their events' time) up to the current one, and the
 days they fall in. Each hour is recomputed whole from its source rows and written with an upsert, so a pass
-that runs twice, or beside `rebuild`, writes the same numbers; nothing reads a count to add to it.
+that runs twice, or beside `rebuild`, writes the same numbers; nothing reads a count to add to it. What writes facts
+at their own past time (an import of failures) recomputes those days itself (`recompute_days`).
 """
 
 from collections import Counter, defaultdict
@@ -137,6 +138,17 @@ def tick(clock: Clock = SYSTEM_CLOCK) -> tuple[datetime, datetime] | None:
     _set_through(min(now, end))
     db.session.commit()
     return start, end
+
+
+def recompute_days(moments, clock: Clock = SYSTEM_CLOCK) -> int:
+    """Recompute the whole days these moments fall in, a day per transaction (facts written after their own time,
+    as an import's failures are, lie behind what the minute's pass reads); return the number of days."""
+    end = floor_hour(clock()) + HOUR
+    days = sorted({floor_day(moment) for moment in moments if moment is not None and moment < end})
+    for day in days:
+        recompute(day, min(day + DAY, end))
+        db.session.commit()
+    return len(days)
 
 
 def rebuild(clock: Clock = SYSTEM_CLOCK, progress=None) -> int:
