@@ -18,7 +18,8 @@
 
   // The server writes UTC. With Local time on (<html data-times="local">) a chart's times read in the browser's zone,
   // as the page's <time> elements do: the Overview's failures spike sat five hours from the dead letters listed
-  // beside it (helper 139). Only full moments convert; a day ("2026-12-01") stays the day it names.
+  // beside it (helper 139). Only full moments convert; a day ("2026-12-01") stays the day it names, and a figure
+  // marked "utc" (Reports': UTC hours and days, as their headings and tables say) stays as written.
   var MOMENT = /^\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\d:?\d\d)$/;
 
   function localMoment(value) {
@@ -51,7 +52,7 @@
       if (drawn.indexOf(el) < 0) drawn.push(el);
       var figure = JSON.parse(el.dataset.figure);
       var config = Object.assign({displayModeBar: false, responsive: true}, figure.config || {});
-      Plotly.react(el, inZone(figure.data), themed(figure.layout || {}), config);
+      Plotly.react(el, figure.utc ? figure.data : inZone(figure.data), themed(figure.layout || {}), config);
       // A point whose customdata is a link opens what lies behind it (the Reports page's charts).
       if (!el.dataset.linked) {
         el.dataset.linked = "1";

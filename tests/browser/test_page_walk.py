@@ -407,6 +407,16 @@ def test_local_time_and_the_dark_theme_are_one_click_away_and_remembered(walk):
     sent = datetime.fromisoformat(json.loads(chart.get_attribute("data-figure"))["data"][0]["x"][0])
     drawn = "() => document.getElementById('failures-chart').data[0].x[0]"
     assert page.evaluate(drawn) == (sent + OFFSET).strftime("%Y-%m-%d %H:%M:%S")
+    # Reports' hours and days are UTC ones, as their headings and tables say: converted, each day's point read as
+    # the day before west of UTC (helper 159).
+    visit(walk, "/reports/?period=7d")
+    trend = page.locator(".trend-chart").first
+    expect(trend.locator(".main-svg").first).to_be_attached()
+    day = json.loads(trend.get_attribute("data-figure"))["data"][0]["x"][0]
+    assert page.evaluate("() => document.querySelector('.trend-chart').data[0].x[0]") == day
+    visit(walk, "/overview")
+    expect(chart.locator(".main-svg").first).to_be_attached()
+    sent = datetime.fromisoformat(json.loads(chart.get_attribute("data-figure"))["data"][0]["x"][0])
     page.get_by_role("button", name="admin").click()
     page.get_by_role("button", name="Local time").click()
     assert page.evaluate(drawn) == sent.isoformat()  # redrawn in UTC at once, as the server wrote it

@@ -31,7 +31,9 @@ def _scale(figure: Figure, values=()) -> tuple[float, str]:
 def _dumps(data: list, layout: dict) -> str:
     base = {"margin": {"l": 40, "r": 8, "t": 6, "b": 26}, "plot_bgcolor": "#fff", "paper_bgcolor": "#fff",
             "font": FONT, "showlegend": False}
-    return json.dumps({"data": data, "layout": {**base, **layout}}, default=str, separators=(",", ":"))
+    # "utc": a report's hours and days are UTC ones, as its headings and tables say; Local time leaves them so
+    # (converted, each day's point read as the day before west of UTC; helper 159).
+    return json.dumps({"data": data, "layout": {**base, **layout}, "utc": True}, default=str, separators=(",", ":"))
 
 
 def trend(figure: Figure, points: dict[datetime, float | None], links: list[str], hourly: bool) -> str:
