@@ -162,6 +162,10 @@ def test_the_expiry_job_closes_requests_nobody_decided(letter, people, clock):
     assert approvals.expire_due(clock=clock) == 1
     assert db.session.get(Approval, approval.id).status == "expired"
     assert approvals.waiting_for(people["alex"].id, None, clock()) == 0
+    # Under the request's tenant, as its other rows: that tenant's people read it expire (helper 159).
+    rows = db.session.execute(select(AuditEntry.action, AuditEntry.tenant).where(
+        AuditEntry.target_type == "approval", AuditEntry.target_id == str(approval.id))).all()
+    assert sorted(rows) == [("approval.expire", "default"), ("approval.request", "default")]
 
 
 def test_a_fix_whose_letter_was_settled_meanwhile_fails_clearly(letter, people, clock, runs):

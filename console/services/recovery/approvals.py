@@ -219,8 +219,11 @@ def expire_due(clock: Clock = SYSTEM_CLOCK) -> int:
         update(Approval).where(Approval.status == "pending", Approval.expires_at <= now)
         .values(status="expired", decided_at=now).returning(Approval.id, Approval.tenant_id)).all()
     if expired:
+        # Each row under its request's tenant, as the request's other rows: that tenant's people read it expire.
+        names = dict(db.session.execute(select(Tenant.id, Tenant.name).where(
+            Tenant.id.in_({tenant_id for _, tenant_id in expired if tenant_id}))).all())
         audit.record_many(db.session, Actor("system"), "approval.expire", "approval", [
-            audit.Change(approval_id, before={"status": "pending"}, after={"status": "expired"})
-            for approval_id, _ in expired], clock=lambda: now)
+            audit.Change(approval_id, before={"status": "pending"}, after={"status": "expired"},
+                         tenant=names.get(tenant_id)) for approval_id, tenant_id in expired], clock=lambda: now)
     db.session.commit()
     return len(expired)
