@@ -15,6 +15,7 @@ from console.services.reports.read import ErrorGroup
 DAY_MS = 86_400_000  # a Plotly date axis counts its tick spacing in milliseconds
 OK, BAD, LINE, TARGET, MUTED = "#1a7f4b", "#c0362c", "#3348c8", "#a86400", "#667085"
 LABEL_CHARS = 24  # a heat-map row's label on its axis (about 140 px)
+BAR_CHARS = 32  # a bar chart's row label (about 190 px)
 FONT = {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 11, "color": "#1c2230"}
 
 
@@ -64,13 +65,13 @@ def trend(figure: Figure, points: dict[datetime, float | None], links: list[str]
     return _dumps(data, layout)
 
 
-def _short(labels: list[str]) -> list[str]:
+def _short(labels: list[str], most: int = LABEL_CHARS) -> list[str]:
     """Cut long labels short in their middle (a tenant's start and a task's numbered end tell rows apart), keeping
     them apart: a category axis draws two equal labels as one row."""
     shown, seen = [], {}
-    head = LABEL_CHARS // 2
+    head = most // 2
     for label in labels:
-        short = label if len(label) <= LABEL_CHARS else label[:head] + "…" + label[head + 1 - LABEL_CHARS:]
+        short = label if len(label) <= most else label[:head] + "…" + label[head + 1 - most:]
         seen[short] = seen.get(short, 0) + 1
         shown.append(short if seen[short] == 1 else f"{short} ({seen[short]})")
     return shown
@@ -100,9 +101,11 @@ def heat_map(heat: HeatMap, links: list[list[str]]) -> str:
 def failing_tasks(rows: list[TaskRow], links: list[str]) -> str:
     """Failed series per task (horizontal bars, most first); a bar opens the task's failed runs."""
     labels = [f"{row.tenant} / {row.task or row.handler + ' (no task)'}" for row in rows]
-    data = [{"type": "bar", "orientation": "h", "x": [row.failed for row in rows], "y": labels,
-             "customdata": links, "marker": {"color": BAD},
-             "hovertemplate": "%{y}: %{x} failed<extra></extra>"}]
+    # Cut short on the axis as the heat map's, the whole name in the tooltip: a 117-character name took the width
+    # from the bars, and a phone cut off its tenant (helper 159).
+    data = [{"type": "bar", "orientation": "h", "x": [row.failed for row in rows], "y": _short(labels, BAR_CHARS),
+             "text": labels, "textposition": "none", "customdata": links, "marker": {"color": BAD},
+             "hovertemplate": "%{text}: %{x} failed<extra></extra>"}]
     return _dumps(data, {"height": 60 + 22 * max(1, len(rows)), "margin": {"l": 200, "r": 10, "t": 6, "b": 26},
                          "yaxis": {"autorange": "reversed", "automargin": True},
                          "xaxis": {"rangemode": "tozero", "gridcolor": "#eef0f3"}})
