@@ -397,6 +397,10 @@ def test_roles_without_report_get_403_and_no_nav_item(app, client, auth, role):
     assert client.get("/reports").status_code == 403
     assert client.get("/reports/tasks.csv").status_code == 403
     assert 'href="/reports"' not in client.get("/overview").get_data(as_text=True)
+    # The breaches list is every role's to read, and so is its download (helper 158).
+    assert 'href="/reports/breaches.csv?period=7d"' in client.get("/reports/breaches?period=7d").text
+    download = client.get("/reports/breaches.csv?period=7d")
+    assert download.status_code == 200 and download.mimetype == "text/csv"
 
 
 def test_a_manager_limited_to_a_tenant_reads_only_it(built, client, auth, clock, monkeypatch):

@@ -124,9 +124,19 @@ def breaches():
                  newer=request.args.get("before") is not None)
 
 
+@bp.get("/breaches.csv")
+@requires(VIEW)  # the breaches list is every role's to read, so is its download
+def breaches_export():
+    return _export("breaches")
+
+
 @bp.get("/<table>.csv")
 @requires(REPORT)
 def export(table: str):
+    return _export(table)
+
+
+def _export(table: str):
     if table not in exports.TABLES:
         return render_template("error.html", status=404, detail=f"no table {table!r} to export; "
                                f"try one of {', '.join(exports.TABLES)}"), 404
