@@ -63,6 +63,7 @@ NOT_PAGES = {
     "tasks.cron_preview": "htmx fragment: the cron preview",
     "audit.verify": "htmx fragment: the chain check",
     "reports.export": "CSV download",
+    "reports.breaches_export": "CSV download",
     "audit.export": "CSV and JSON-lines download",
 }
 
