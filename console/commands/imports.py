@@ -106,11 +106,16 @@ def _print_plan(plan, before: dict, remaps: list) -> None:
     total, already = sum(plan.by_function.values()), len(before)
     click.echo(f"Dry run: {plural(total, 'failed job')} read from {plan.source} (nothing written); {already} of "
                f"them {'was' if already == 1 else 'were'} imported before and would be skipped.")
-    tenants = Counter(tenant_id for failed, _, tenant_id in plan.items if importer.key_of(failed) not in before)
-    # A misspelt tenant field, or the wrong --tenant, shows here before anything is written.
+    fresh = [(failed, tenant_id) for failed, _, tenant_id in plan.items] + plan.waiting_for_map
+    tenants = Counter(tenant_id for failed, tenant_id in fresh if importer.key_of(failed) not in before)
+    unmapped = Counter(tenant_id for failed, tenant_id in plan.waiting_for_map
+                       if importer.key_of(failed) not in before)
+    # A misspelt tenant field, or the wrong --tenant, shows here before anything is written: the jobs still without
+    # a --map too, whose tenant is known already (helper 156).
     names = importer.tenant_names(tenants)
-    click.echo("Into tenants: " + (", ".join(f"{names[t]} ({n})" for t, n in sorted(tenants.items()))
-                                   or "none (every job was imported before)"))
+    click.echo("Into tenants: " + (", ".join(
+        f"{names[t]} ({n}" + (f", {unmapped[t]} of them without a --map yet" if unmapped[t] else "") + ")"
+        for t, n in sorted(tenants.items())) or "none (every job was imported before)"))
     click.echo("By function:")
     for function, count in sorted(plan.by_function.items()):
         note = "  (no --map: refused)" if function in plan.unmapped else ""

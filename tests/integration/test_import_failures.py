@@ -524,6 +524,9 @@ def test_the_dry_run_says_which_tenants_and_the_audit_row_names_its_tenant(app, 
     dry = cli("--file", path, "--dry-run", *maps)
     assert "Into tenants: acme (1)" in dry.output
     assert "Note: no job read has the function of --map billing.chrage (a typo?)" in dry.output
+    # A job whose function has no --map yet is counted into its tenant too, and said (helper 156).
+    unmapped = cli("--file", write_lines(tmp_path, [LINES[0], LINES[2]], "two.jsonl"), "--dry-run", *maps)
+    assert "Into tenants: default (1, 1 of them without a --map yet), acme (1)" in unmapped.output
     assert cli("--file", path, *maps).exit_code == 0
     row = db.session.execute(select(AuditEntry).where(AuditEntry.action == "dead_letter.import")).scalar_one()
     assert (row.tenant, row.after["by_tenant"]) == ("acme", {"acme": 1})

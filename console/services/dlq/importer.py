@@ -41,6 +41,8 @@ class Plan:
     by_function: Counter = field(default_factory=Counter)
     by_group: Counter = field(default_factory=Counter)  # (function, error type, fingerprint) → count
     unmapped: Counter = field(default_factory=Counter)  # functions no --map names, with their counts
+    # The failures of those functions with their tenant ids: the dry run counts them into their tenants too.
+    waiting_for_map: list[tuple[Failed, int]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,7 @@ def plan(failures: list[Failed], source: str, mapping: dict[str, str], tenant: s
         result.by_group[(failed.function, failure.code, failure.fingerprint)] += 1
         if handler is None:
             result.unmapped[failed.function] += 1
+            result.waiting_for_map.append((failed, tenant_ids[name]))
         else:
             result.items.append((failed, handler, tenant_ids[name]))
     return result
