@@ -58,6 +58,7 @@ CODE_SPAN = re.compile(r"`([^`\n]+)`")
 # Where a name made of parts (python:billing.settle_invoices, payments_gateway_502, host.eu-west-1.internal.4821) may
 # wrap: after each separator, as it already may after a hyphen. None of them occurs in an escaped entity.
 PART_END = re.compile(r"([._:/@])")
+UTC_MOMENT = re.compile(r"\b(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}:\d{2}) UTC\b")
 
 
 def json_text(value, indent: int | None = None) -> str:
@@ -73,6 +74,13 @@ def code_spans(text: str | None) -> Markup:
 def soft_breaks(text: str | None) -> Markup:
     """Let a long name wrap between its parts, not in the middle of one, when its column is narrow."""
     return Markup(PART_END.sub(r"\1<wbr>", str(escape(text or ""))))
+
+
+def moments_in(text: str | None) -> Markup:
+    """Mark the UTC moments a sentence of a service names ("the next try is at 2026-12-07 10:15:00 UTC") as <time>,
+    so Local time reads them in the person's zone as the page's other times."""
+    return Markup(UTC_MOMENT.sub(lambda m: f'<time datetime="{m[1]}T{m[2]}+00:00">{m[0]}</time>',
+                                 str(escape(text or ""))))
 
 
 def visible(value):
@@ -105,6 +113,7 @@ def register(app) -> None:
     app.add_template_filter(code_spans, "code_spans")
     # A handler, an error code, a worker in a table that must fit a laptop's window.
     app.add_template_filter(soft_breaks, "soft_breaks")
+    app.add_template_filter(moments_in, "moments_in")
     # A deleted task's runs name it as it was, marked deleted, not by the freed name its row keeps.
     app.add_template_filter(deleted_names.shown, "task_name")
     # A saga's step replayed alone: the run page, a dead letter's row and its fix form say so before anyone asks.

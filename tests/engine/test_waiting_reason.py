@@ -94,7 +94,8 @@ def test_a_retry_that_came_due_says_it_waits_for_a_worker_not_its_backoff(client
     assert why_waiting(run, clock()) == said
     assert why_waiting(run, run.next_retry_at - timedelta(seconds=1)).startswith("retry backoff: attempt 1 failed")
     auth.as_role("viewer")
-    assert f"<strong>Waiting:</strong> {said}" in client.get(f"/runs/{run.id}").get_data(as_text=True)
+    shown = said.replace(due, f'<time datetime="{run.next_retry_at:%Y-%m-%dT%H:%M:%S}+00:00">{due}</time>')
+    assert f"<strong>Waiting:</strong> {shown}" in client.get(f"/runs/{run.id}").get_data(as_text=True)
     body = client.get(f"/worker/tasks/{run.id}", headers=bearer(auth.make_user("vic", "viewer"))).get_json()
     assert body["waiting"] == said
     running = runs.submit()

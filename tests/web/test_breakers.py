@@ -144,8 +144,10 @@ def test_after_a_reset_a_held_run_says_its_breaker_was_reset_not_that_it_is_open
     heading = re.search(r"<h1>(.*?)</h1>", shown, re.S).group(1)  # the timeline keeps what happened: put off, open
     assert "breaker open" not in heading and "breaker reset <time" in heading and f">{reset_at}</time>" in heading
     waiting = re.search(r"<strong>Waiting:</strong>(.*?)</p>", shown, re.S).group(1)
-    assert waiting.endswith(f"(no attempt is spent). The breaker was reset at {entry.at:%Y-%m-%d %H:%M:%S} UTC by "
-                            "olga: the run goes at its next try.")
+    # Its moments as <time>, so Local time reads them in the person's zone as the page's other times (helper 156).
+    reset_moment = f'<time datetime="{entry.at:%Y-%m-%dT%H:%M:%S}+00:00">{entry.at:%Y-%m-%d %H:%M:%S} UTC</time>'
+    assert waiting.endswith(f"(no attempt is spent). The breaker was reset at {reset_moment} by olga: the run goes "
+                            "at its next try.")
 
 
 def test_live_refresh_returns_only_the_region(client, auth):
