@@ -10,7 +10,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm.attributes import set_committed_value
 
 from console.extensions import db
-from console.models import AuditEntry, OutboxMessage, Run, RunEvent, Task
+from console.models import AuditEntry, EventReceipt, OutboxMessage, Run, RunEvent, Task
 from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.errors import NotFound
@@ -628,6 +628,21 @@ def test_an_event_debounced_at_its_first_send_stays_unfired_when_sent_again_past
     assert [(o["status"], o["reason"]) for o in again.json["runs"]] == [
         ("duplicate", "idempotency_key sent before, when the task was debounced")]
     assert [run.params for run in runs_of(task_id)] == [{"order": 1}]
+
+
+def test_an_event_sent_again_while_its_first_send_is_answered_is_a_duplicate_not_debounced(client, operator,
+                                                                                            register):
+    # Six identical sends at one instant: those that found the first's debounce but not yet its run answered
+    # "debounced", a state a resend never had (helper 157). The debounce holds the key of the event that took it.
+    task_id = register(name="on-ship", cron=DROP, event="order.shipped", debounce_s=60)["id"]
+    get_redis().set(f"rebound:debounce:{task_id}", f"event:{task_id}:ship-1", ex=60)  # the first send, in flight
+    same = post_event(client, operator, type="order.shipped", tenant="default", data={}, idempotency_key="ship-1")
+    assert same.json["runs"] == [{"task_id": task_id, "run_id": None, "status": "duplicate",
+                                  "reason": "idempotency_key sent at the same moment"}]
+    other = post_event(client, operator, type="order.shipped", tenant="default", data={}, idempotency_key="ship-2")
+    assert [o["status"] for o in other.json["runs"]] == ["debounced"]  # another event within the debounce
+    assert runs_of(task_id) == []
+    assert db.session.execute(select(EventReceipt.idempotency_key)).scalars().all() == ["ship-2"]
 
 
 def test_what_an_event_did_not_fire_is_forgotten_after_a_week(client, operator, register):

@@ -49,7 +49,7 @@ def on_event(tenant: Tenant, event_type: str, data, actor: Actor, clock: Clock =
     keys = {task.id: f"event:{task.id}:{sent_key or now.isoformat()}" for task in tasks}
     fired = _runs_of(tenant.id, list(keys.values())) if sent_key else {}
     answered = receipts.answered(tenant.id, [task.id for task in tasks], sent_key) if sent_key else {}
-    outcomes, firings = [], []
+    outcomes, firings, in_flight = [], [], []
     for task in tasks:
         key = keys[task.id]
         if key in fired:  # sent before: its run, whatever it became
@@ -59,8 +59,12 @@ def on_event(tenant: Tenant, event_type: str, data, actor: Actor, clock: Clock =
                                             f"idempotency_key sent before, when the task was {answered[task.id]}"))
         elif task.paused:  # named in the answer, so a sender learns why a task it expected did not fire
             outcomes.append(planner.Outcome(task.id, None, "paused"))
-        elif planner.debounced(task, key):
-            outcomes.append(planner.Outcome(task.id, None, "debounced", f"within debounce_s {task.debounce_s}"))
+        elif (holder := planner.debounced_by(task, key)) is not None:
+            if sent_key and holder == key:  # the same event, sent again before its first send's answer (helper 157)
+                in_flight.append(planner.Outcome(task.id, None, "duplicate", "idempotency_key sent at the same moment"))
+                outcomes.append(in_flight[-1])
+            else:
+                outcomes.append(planner.Outcome(task.id, None, "debounced", f"within debounce_s {task.debounce_s}"))
         else:
             firings.append(planner.Firing(task.id, now, source="event", params=data, key=key))
     if sent_key:
@@ -68,11 +72,13 @@ def on_event(tenant: Tenant, event_type: str, data, actor: Actor, clock: Clock =
     made = planner.fire(firings, actor, clock)
     db.session.commit()  # the receipts, when nothing fired to commit them
     outcomes += made
-    raced = [outcome for outcome in made if outcome.status == "duplicate" and outcome.run_id is None]
+    raced = in_flight + [outcome for outcome in made if outcome.status == "duplicate" and outcome.run_id is None]
     if sent_key and raced:  # the same event sent at the same moment: the other request's runs
         won = _runs_of(tenant.id, [keys[outcome.task_id] for outcome in raced])
         for outcome in raced:
-            outcome.run_id, outcome.reason = won.get(keys[outcome.task_id]), "idempotency_key sent before"
+            outcome.run_id = won.get(keys[outcome.task_id])
+            if outcome.run_id is not None:
+                outcome.reason = "idempotency_key sent before"
     return sorted(outcomes, key=lambda outcome: outcome.task_id)
 
 

@@ -319,11 +319,18 @@ def _enqueue(now_runs: list[tuple[int, int]], later: list[tuple[int, datetime, i
                     len(now_runs) + len(later), error)
 
 
-def debounced(task: Task, key: str) -> bool:
-    """Tell whether an event for this task arrived within its debounce_s (and remember this one if not)."""
+def debounced_by(task: Task, key: str) -> str | None:
+    """Return the key of the event this task's debounce_s holds, when one arrived within it (else remember this one
+    and return None): the same key is the same event, sent again while its first send was still being answered."""
     if not task.debounce_s:
-        return False
+        return None
     try:
-        return not get_redis().set(f"rebound:debounce:{task.id}", key, nx=True, ex=task.debounce_s)
+        redis = get_redis()
+        name = f"rebound:debounce:{task.id}"
+        if redis.set(name, key, nx=True, ex=task.debounce_s):
+            return None
+        held = redis.get(name)
     except Exception:  # noqa: BLE001 - without Redis, run every event rather than drop one
-        return False
+        return None
+    # Expired between the two calls: another event's, gone; still debounced, as the SET found it.
+    return held.decode() if held else ""
