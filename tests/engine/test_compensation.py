@@ -187,6 +187,28 @@ def test_a_worker_killed_during_an_undo_step_another_worker_finishes_it(runs, wo
     assert len(runs.events(run_id, "compensated")) == 1
 
 
+def test_a_worker_killed_during_an_undo_a_workflow_asked_for_another_worker_finishes_it(runs, workers):
+    # The undo runs as a job of its own: RQ called it "started" for 10 minutes after its worker died, and the
+    # reconciler, trusting that, said the database and Redis agreed (helper 160).
+    doomed = workers()
+    run_id = runs.submit("demo.flaky_compensated", {"fail_times": 0, "undo_seconds": 3})
+    runs.wait(run_id, "succeeded")
+    compensation.request(runs.get(run_id), Actor("workflow"), cause="step 2 failed")
+    wait_for(lambda: queueing.status_of(compensation.job_id(run_id)) == "started", 30, 0.05,
+             "a worker to take the undo")
+    doomed.kill()  # SIGKILL mid-undo: no cleanup
+    doomed.wait()
+    workers()
+
+    def finished():
+        reconcile.reconcile()
+        return runs.status(run_id) == "compensated"
+
+    wait_for(finished, 40, 0.5, f"run {run_id} to be compensated")
+    assert [event.reason for event in runs.events(run_id, "requeued")] == ["compensation_worker_lost"]
+    assert len(runs.events(run_id, "compensated")) == 1
+
+
 def test_a_long_undo_step_is_not_taken_from_its_live_worker(app, runs, workers, monkeypatch):
     # The reconciler here judges staleness at 4 s (the workers heartbeat every 0.2 s): a loaded machine's pause
     # of 2 s (the tests' default) was enough to take the undo from a live worker.

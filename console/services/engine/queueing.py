@@ -89,7 +89,12 @@ def job_status(run_id: int, series: int, attempt: int, deferred_to: datetime | N
 def job_state(run_id: int, series: int, attempt: int, deferred_to: datetime | None = None
               ) -> tuple[str | None, datetime | None]:
     """Return the status RQ holds for this attempt's job and when a worker took it (None, None if it has none)."""
-    job = Job.fetch_many([job_id(run_id, series, attempt, deferred_to)], connection=get_redis())[0]
+    return state_of(job_id(run_id, series, attempt, deferred_to))
+
+
+def state_of(name: str) -> tuple[str | None, datetime | None]:
+    """Return the status RQ holds for the job of this id and when a worker took it (None, None if it has none)."""
+    job = Job.fetch_many([name], connection=get_redis())[0]
     if job is None:
         return None, None
     status = job.get_status(refresh=False)
@@ -100,8 +105,13 @@ def job_state(run_id: int, series: int, attempt: int, deferred_to: datetime | No
 
 def release_abandoned(run_id: int, series: int, attempt: int, deferred_to: datetime | None = None) -> None:
     """Take a job a dead worker held out of RQ's started registry, before it is queued again under its id."""
+    release(job_id(run_id, series, attempt, deferred_to))
+
+
+def release(name: str) -> None:
+    """Take the job of this id, which a dead worker held, out of RQ's started registry."""
     # Left there, RQ's own cleanup would later take the job's next execution, running by then, for the abandoned one.
-    job = Job.fetch_many([job_id(run_id, series, attempt, deferred_to)], connection=get_redis())[0]
+    job = Job.fetch_many([name], connection=get_redis())[0]
     if job is not None:
         StartedJobRegistry(job.origin, connection=get_redis()).remove_executions(job)
 

@@ -179,18 +179,28 @@ def _requeue_compensations(now, report: Report, dry_run: bool = False) -> None:
     attempt and died during (their heartbeat stopped).
     """
     cutoff = now - timedelta(seconds=setting("REQUEUE_AFTER_S"))
-    worker_lost = and_(Run.status_reason == AFTER_FAILURE,
-                       or_(Run.heartbeat_at.is_(None), Run.heartbeat_at <= now - timedelta(
-                           seconds=setting("STALE_AFTER_S"))))
+    stale = now - timedelta(seconds=setting("STALE_AFTER_S"))
+    worker_lost = and_(Run.status_reason == AFTER_FAILURE, or_(Run.heartbeat_at.is_(None), Run.heartbeat_at <= stale))
     runs = db.session.execute(select(Run).where(Run.status == "compensating", Run.updated_at <= cutoff,
                                                 or_(Run.status_reason.in_(compensation.ASKED), worker_lost))
                               .order_by(Run.id).limit(BATCH)).scalars().all()
     for run in runs:
-        if not compensation.is_queued(run.id):
-            report.compensations_requeued.append(run.id)
-            if not dry_run:
-                compensation.enqueue(run.id)
-                transitions.event(run, "requeued", now, reason="compensation_job_missing"
-                                  if run.status_reason in compensation.ASKED else "compensation_worker_lost")
+        status, started_at = compensation.job_state(run.id)
+        if status == "queued":
+            continue
+        # A job a worker took long ago whose undo has not beaten since (its first beat is at its start) was taken
+        # by a worker that died: RQ still calls it started until its own cleanup, 10 minutes on (helper 160).
+        if status == "started" and (started_at is None or started_at > stale
+                                    or (run.heartbeat_at is not None and run.heartbeat_at > stale)):
+            continue
+        report.compensations_requeued.append(run.id)
+        if dry_run:
+            continue
+        if status == "started":
+            compensation.release_abandoned(run.id)
+        compensation.enqueue(run.id)
+        transitions.event(run, "requeued", now, reason="compensation_job_missing"
+                          if run.status_reason in compensation.ASKED and status != "started"
+                          else "compensation_worker_lost")
     if not dry_run:
         db.session.commit()
