@@ -13,6 +13,7 @@ from console.services.engine.submit import enqueue
 from console.services.errors import Conflict
 from console.services.policies import versions as policies
 from console.services.recovery.runbook_registry import Runbook
+from console.services.recovery.workflows import words as workflow_words
 
 CHUNK = 200
 STATUSES = {"retry_wait": ("retry_wait",), "pending": ("pending",), "both": control.WAITING}
@@ -46,14 +47,18 @@ def _waiting(ctx, statuses: tuple[str, ...], after_id: int, size: int) -> list[R
     return db.session.execute(query).scalars().all()
 
 
-def _each(ctx, statuses: tuple[str, ...], act, after: str, said: str, then=None) -> None:
+def _each(ctx, statuses: tuple[str, ...], act, after: str, said: str, then=None, consequence=None) -> None:
     """Act on every selected run, one transaction each, then call `then(run)` (a run that moved on meanwhile is left
-    alone, said in the log)."""
+    alone, said in the log); `consequence(run)` says what acting does to a workflow the run is a step of."""
     wanted, seen, after_id, done = ctx.params["limit"], 0, 0, 0
     while seen < wanted and (runs := _waiting(ctx, statuses, after_id, min(CHUNK, wanted - seen))):
         after_id, seen = runs[-1].id, seen + len(runs)
         for run in runs:
             was = {"status": run.status, "next_retry_at": run.next_retry_at}
+            if consequence is not None and run.workflow_id is not None:
+                # Before the act, as the dry-run an approver reads says it: a step's cancel stopped its workflow and
+                # undid the steps before it, and no line said so (helper 160).
+                ctx.log(consequence(run))
             if not ctx.dry_run:
                 try:
                     act(run, ctx.actor, ctx.now)
@@ -87,7 +92,8 @@ def retry_waiting_runs(ctx) -> None:
 
 def cancel_waiting_runs(ctx) -> None:
     """Cancel the runs that match and are still waiting (pending, or waiting for a retry); running ones go on."""
-    _each(ctx, STATUSES[ctx.params["status"]], control.cancel_waiting, "cancelled", "cancelled")
+    _each(ctx, STATUSES[ctx.params["status"]], control.cancel_waiting, "cancelled", "cancelled",
+          consequence=workflow_words.workflow_cancel)
 
 
 RETRY = Runbook(
@@ -99,7 +105,8 @@ RETRY = Runbook(
 CANCEL = Runbook(
     "cancel_waiting_runs", "Cancel waiting runs",
     "Cancel every run that matches and still waits (pending, or waiting for its next retry), oldest first, as each "
-    "run page's Cancel does; a run that started meanwhile goes on.", Risk.MEDIUM,
+    "run page's Cancel does; a run that started meanwhile goes on. A workflow step's cancel stops its workflow, "
+    "which undoes the steps before it: the log names each such workflow.", Risk.MEDIUM,
     (Param("status", T.CHOICE, default="retry_wait", choices=tuple(STATUSES),
            help="Which waiting runs: retry_wait (waiting for a retry), pending (queued), or both."), *NARROWING),
     cancel_waiting_runs, check=_check, ahead=True)

@@ -133,3 +133,19 @@ def test_the_runs_list_of_waiting_runs_links_to_the_runbooks_filled_in(app, clie
     client.post("/logout", data={"csrf_token": auth.csrf()})
     auth.as_role("viewer")
     assert "Cancel all…" not in client.get("/runs?status=retry_wait").get_data(as_text=True)
+
+
+def test_cancelling_a_workflows_waiting_step_says_the_workflow_then_undoes_the_steps_before(app, staff, clock, saga):
+    # The step's cancel stopped its workflow and undid step 1; the dry-run and the log said nothing of it (helper 160).
+    workflow_id = saga.submit([{"handler": "demo.flaky_compensated", "params": {"fail_times": 0}},
+                               {"handler": "demo.flaky", "params": {"fail_times": 9, "code": "carrier_down"}}])
+    assert saga.execute(workflow_id, 1) == "succeeded"
+    saga.advance(workflow_id)
+    assert saga.execute(workflow_id, 2) == "retry_wait"
+    step = saga.run(workflow_id, 2)
+    said = (f"Run #{step.id} is step 2 of workflow #{workflow_id} (running). Once it ends cancelled the workflow "
+            "stops and undoes step 1.")
+    dry = run_now("cancel_waiting_runs", {"handler": "demo.flaky"}, staff["olga"], clock=clock, dry_run=True)
+    assert said in dry.log
+    real = run_now("cancel_waiting_runs", {"handler": "demo.flaky"}, staff["olga"], clock=clock)
+    assert said in real.log and statuses(step.id) == ["cancelled"]
