@@ -749,7 +749,11 @@ def test_a_replayed_run_that_dies_again_keeps_its_work_order_open(app, clock):
     db.session.commit()
     delivery_round.tick(clock)
     db.session.expire_all()
-    assert db.session.get(WorkOrder, order.id).status == "closed"
+    closed = db.session.get(WorkOrder, order.id)
+    # It died again under this order's own error: said so, not handed to "another error's work order" (helper 160).
+    assert (closed.status, closed.close_note) == ("closed", "Every linked dead letter is settled (2): 1 discarded; "
+                                                  "1 replayed and died again under the same error, its newer letter "
+                                                  "counted here.")
 
 
 def test_a_replayed_run_that_dies_of_another_error_hands_over_to_that_errors_work_order(app, clock):

@@ -141,13 +141,18 @@ def settled_note(work_order_id: int) -> str:
     succeeded"): the one sentence that covered every way read the same whatever happened (helper 108)."""
     newer = aliased(DeadLetter)
     superseded = exists().where(newer.run_id == DeadLetter.run_id, newer.id > DeadLetter.id)
-    kinds = db.session.execute(select(DeadLetter.status, Run.status, superseded, func.count())
+    # Died again under the same error: its newer letter is in this order, and counted below (helper 160).
+    superseded_here = exists().where(newer.run_id == DeadLetter.run_id, newer.id > DeadLetter.id,
+                                     newer.work_order_id == work_order_id)
+    kinds = db.session.execute(select(DeadLetter.status, Run.status, superseded, superseded_here, func.count())
                                .join(Run, Run.id == DeadLetter.run_id).where(DeadLetter.work_order_id == work_order_id)
-                               .group_by(DeadLetter.status, Run.status, superseded)).all()
+                               .group_by(DeadLetter.status, Run.status, superseded, superseded_here)).all()
     counts: dict[str, int] = {}
-    for letter, run, moved_on, count in kinds:
+    for letter, run, moved_on, here, count in kinds:
         if letter != "replayed":
             said = letter  # discarded, resolved
+        elif here:
+            said = "replayed and died again under the same error, its newer letter counted here"
         elif moved_on:
             said = "replayed and died again under another error, which that error's work order tracks"
         else:
