@@ -22,6 +22,7 @@ from console.services.inputs import MAX_PARAMS_BYTES
 from console.services.recovery import params_fix
 from console.services.recovery.runbook_registry import Runbook
 from console.services.recovery.workflows import words as workflow_words
+from console.services.workorders import changes as work_orders
 
 CHUNK = 100
 
@@ -114,13 +115,14 @@ def discard_dead_letters(ctx) -> None:
     total = dlq.count_matching(filters, ctx.tenant_id, cap=None, bounds=bounds) if bounds else 0
     wanted = min(total, limit) if limit else total
     ctx.log(filters.describe(count=total) + (f"; discarding the oldest {wanted}" if wanted < total else "") + ".")
-    after_id, seen, discarded = 0, 0, 0
+    after_id, seen, discarded, settled = 0, 0, 0, []
     while seen < wanted and (batch := dlq.matching_ids(filters, ctx.tenant_id, bounds, after_id,
                                                        min(CHUNK, wanted - seen))):
         after_id, seen = batch[-1], seen + len(batch)
         # Guarded: a letter replayed or discarded by someone else since is left as it is (and not listed).
         done = batch if ctx.dry_run else discards.discard_open(batch, params["reason"], ctx.actor, ctx.now,
                                                               tenant_id=ctx.tenant_id).ids
+        settled += done
         for letter_id in done:
             ctx.backup("dead_letter", letter_id, {"status": "open", "resolved_at": None, "resolved_by": None,
                                                   "resolution_note": None})
@@ -131,6 +133,11 @@ def discard_dead_letters(ctx) -> None:
         ctx.log(f"{'Would discard' if ctx.dry_run else 'Discarded'} {len(done)}"
                 + (f", {left_alone} no longer open" if left_alone else "") + f"; {seen} of {wanted} done.")
     ctx.log(f"{discarded} dead letter{'s' if discarded != 1 else ''} {'would be ' if ctx.dry_run else ''}discarded.")
+    # The delivery round closes them, not this runbook: said, as it follows from the discards (helper 160).
+    if closing := work_orders.closing_with(settled):
+        ctx.log(f"Left with no dead letter to settle, work order{'s' if len(closing) != 1 else ''} "
+                f"{', '.join(f'#{order_id}' for order_id in closing)} {'would close' if ctx.dry_run else 'close'} "
+                "within a minute (the delivery round closes them, sending their resolve).")
 
 
 def _say_workflow_steps(ctx, run_ids, words) -> None:

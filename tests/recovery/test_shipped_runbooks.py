@@ -145,8 +145,13 @@ def test_discard_dead_letters_discards_the_ones_that_match_after_a_second_person
     dry = dry_run_changes_nothing(snapshot, "discard_dead_letters", params, staff["olga"], clock)
     assert changes_of(dry, planned=True) == [("dead_letter", str(first_letter), "status", "open", "discarded"),
                                              ("dead_letter", str(second_letter), "status", "open", "discarded")]
+    # The work order the two leave with nothing to do closes: the change lists did not say so (helper 160).
+    order = letter_of(first).work_order_id
+    closes = f"work order #{order} would close within a minute (the delivery round closes them"
+    assert closes in dry.log
     done = run_approved("discard_dead_letters", params, staff, clock)
     assert done.status == "succeeded" and "2 dead letters discarded." in done.log
+    assert closes.replace("would close", "close") in done.log
     assert [letter_of(run_id).status for run_id in (first, second, other)] == ["discarded", "discarded", "open"]
     assert run_of(first).status == "dead"
     rows = db.session.execute(select(AuditEntry).where(AuditEntry.action == "dead_letter.discard")

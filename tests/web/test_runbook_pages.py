@@ -189,6 +189,9 @@ def test_a_runbook_that_needs_approval_asks_for_a_reason_then_files_a_request(cl
     assert ("Changes its dry-run found <span class=\"subtle\">3: 1 dead letter, 1 run, 1 work order</span>"
             in request)  # by object: "8" read as 8 letters
     assert f'href="/runs/{run_id}">#{run_id}</a>' in request
+    # What follows from the changes (a workflow's undo) is in the log only: the approver reads it here (helper 160).
+    log = request.split("approval-dry-run-log")[1].split("</pre>")[0]
+    assert "1 run(s) would be resolved, 1 dead letter(s) closed, 1 work order(s) closed." in log
     # Withdrawn, it is cancelled at once, and its page says no worker will run it.
     decisions.withdraw(execution.approval_id, Actor("olga", execution.requested_by_id), "not needed")
     html = client.get(response.headers["Location"]).get_data(as_text=True)

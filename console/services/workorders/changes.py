@@ -117,8 +117,9 @@ def close(order: WorkOrder, note: str | None, actor: Actor, clock: Clock = SYSTE
     return told
 
 
-def _unsettled(order_id) -> exists:
-    """A dead letter of the order still needs work: open, or replayed and its run not (yet) succeeded.
+def _unsettled(order_id, settling: list[int] = ()) -> exists:
+    """A dead letter of the order still needs work: open, or replayed and its run not (yet) succeeded; `settling`
+    names letters taken as settled already (those a discard is about to settle).
 
     A replayed letter whose run died again is superseded by the run's newer letter, which is judged instead
     (it is open, in this work order or in the one of its new error). A run compensated has ended well too: a
@@ -127,8 +128,19 @@ def _unsettled(order_id) -> exists:
     letter, newer = aliased(DeadLetter), aliased(DeadLetter)
     succeeded = exists().where(Run.id == letter.run_id, Run.status.in_(("succeeded", "compensated")))
     superseded = exists().where(newer.run_id == letter.run_id, newer.id > letter.id)
-    return exists().where(letter.work_order_id == order_id, or_(
+    return exists().where(letter.work_order_id == order_id, letter.id.not_in(list(settling)), or_(
         letter.status == "open", and_(letter.status == "replayed", ~succeeded, ~superseded)))
+
+
+def closing_with(letter_ids: list[int]) -> list[int]:
+    """Return the active work orders these dead letters, settled, leave with nothing to do: the next delivery round
+    closes them (a bulk discard's runbook names them)."""
+    if not letter_ids:
+        return []
+    orders = select(DeadLetter.work_order_id).where(DeadLetter.id.in_(letter_ids))
+    return db.session.execute(select(WorkOrder.id).where(
+        WorkOrder.id.in_(orders), WorkOrder.status.in_(ACTIVE), ~_unsettled(WorkOrder.id, letter_ids))
+        .order_by(WorkOrder.id)).scalars().all()
 
 
 # A replayed run that died again under another error left a letter in that error's work order, which tracks it now.
