@@ -9,7 +9,7 @@ from flask_wtf.csrf import CSRFError
 from redis.exceptions import RedisError
 from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
-from werkzeug.exceptions import HTTPException, MethodNotAllowed, RequestEntityTooLarge
+from werkzeug.exceptions import ClientDisconnected, HTTPException, MethodNotAllowed, RequestEntityTooLarge
 from werkzeug.exceptions import NotFound as NoRoute
 
 from console.auth import safe_next, wants_json
@@ -55,6 +55,7 @@ def _error_response(status: int, code: str, detail: str, body: dict | None = Non
 
 
 DATABASE_RETRY_AFTER_S = 5
+BODY_CHUNK = 64 * 1024
 DATABASE_UNAVAILABLE = ("the database did not answer (it may be restarting, unreachable or out of disk space), so this "
                         "request was not completed: send it again in a few seconds (a submit with the same "
                         "idempotency key is never made twice)")
@@ -92,6 +93,18 @@ def init_app(app) -> None:
         # work on every API call).
         present = {name.lower() for name, _ in response.headers.items()}
         response.headers.extend([(name, value) for name, value in DEFAULT_HEADERS if name.lower() not in present])
+        return response
+
+    @app.after_request
+    def drain_unread_body(response):
+        # A refusal answered before its body was read (a 401, a 403) left the body on the connection: the server then
+        # closed it after the answer without a "Connection: close", and a client reusing it (a requests Session) lost
+        # its next request to a reset (helper 163). Read to its end, the connection stays good for the next one.
+        length = request.content_length
+        if length and length <= app.config["MAX_CONTENT_LENGTH"]:
+            with contextlib.suppress(ClientDisconnected, OSError):
+                while request.stream.read(BODY_CHUNK):
+                    pass
         return response
 
     @app.before_request
