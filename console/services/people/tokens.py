@@ -138,12 +138,12 @@ def authenticate(plaintext: str, clock: Clock = SYSTEM_CLOCK) -> ApiToken | None
     # Touch last_used_at at most once a minute so reads stay reads.
     if token.last_used_at is None or now - token.last_used_at > timedelta(minutes=1):
         token.last_used_at = now
+        prefix = token.prefix  # read now: after a failed flush the session reads nothing until its rollback
         try:
             db.session.commit()
         except OperationalError as unanswered:
             # A full disk or a locked SQLite: the call goes on without its note of use (the next call tries
             # again). It was a 503 for every call of the token, reads too, for as long as writes failed.
-            prefix = token.prefix
             db.session.rollback()
             global _unnoted_warned_at
             if time.monotonic() - _unnoted_warned_at >= 60:  # one line a minute, not one a call, while writes fail
