@@ -87,6 +87,37 @@ def test_reconcile_drops_queued_jobs_of_finished_runs(runs, clock):
     assert report.dropped_jobs == [f"run-{run_id}-s1-a0"]
 
 
+def test_a_failed_job_whose_record_rq_lost_in_part_is_dropped_and_the_pass_goes_on(runs, clock, monkeypatch):
+    """A worker killed mid-job: RQ's delete raised "Execution … not found in Redis", and the whole pass stopped before
+    its compensations (helper 162)."""
+    from rq import Queue
+    from rq.job import Job
+    from rq.registry import FailedJobRegistry
+
+    from console.redis_conn import get_redis
+
+    run_id = runs.submit("demo.noop")
+    queue = Queue(queueing.RUN_QUEUE, connection=get_redis())
+    job = Job.fetch(f"run-{run_id}-s1-a0", connection=get_redis())
+    queue.remove(job)
+    queue.failed_job_registry.add(job, exc_string="killed")
+    assert execute(run_id, 0, clock=clock) == "succeeded"
+    real_remove = FailedJobRegistry.remove
+
+    def lost_execution(registry, job_id, pipeline=None, delete_job=False):
+        if delete_job:
+            raise ValueError(f"Execution {job_id}-x not found in Redis")
+        return real_remove(registry, job_id, pipeline)
+
+    monkeypatch.setattr(FailedJobRegistry, "remove", lost_execution)
+    compensations = []
+    monkeypatch.setattr("console.services.engine.reconcile._requeue_compensations",
+                        lambda *args, **kwargs: compensations.append(1))
+    report = reconcile()
+    assert report.dropped_jobs == [f"run-{run_id}-s1-a0"] and compensations == [1]
+    assert queue.failed_job_registry.get_job_ids() == []
+
+
 def test_reconcile_clears_rqs_failed_jobs_once_their_runs_have_finished(runs, clock):
     """A database outage left jobs failed in RQ's hands whose runs the reconciler then saw through: Queues & workers
     counted them as "Failed in RQ" for a day, though nothing was wrong any more."""

@@ -6,6 +6,7 @@ from datetime import timedelta
 from functools import partial
 
 from rq import Queue
+from rq.exceptions import NoSuchJobError
 from sqlalchemy import and_, or_, select
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
@@ -155,11 +156,23 @@ def _drop_jobs_of_finished_runs(report: Report, dry_run: bool = False) -> None:
         for held, remove in ((queue.get_job_ids(0, BATCH * 4), queue.remove),
                              # cleanup=False: RQ's own maintenance expires its entries; a dry run changes nothing
                              (queue.failed_job_registry.get_job_ids(0, BATCH * 4 - 1, cleanup=False),
-                              partial(queue.failed_job_registry.remove, delete_job=True))):
+                              partial(_drop_failed, queue.failed_job_registry))):
             for job_id in _of_finished_runs(held):
                 if not dry_run:
                     remove(job_id)
                 report.dropped_jobs.append(job_id)
+
+
+def _drop_failed(registry, job_id: str) -> None:
+    """Take a job out of RQ's failed registry, and delete it; one whose record RQ lost in part goes from the
+    registry all the same (its hash expires with RQ's own TTL)."""
+    try:
+        registry.remove(job_id, delete_job=True)
+    except (ValueError, NoSuchJobError) as partial_record:
+        # A worker killed mid-job left an entry whose execution record had expired: RQ raised "Execution … not found
+        # in Redis", and the whole pass stopped before its compensations (helper 162).
+        registry.remove(job_id)
+        log.info("failed job %s dropped from RQ's registry; its record was incomplete (%s)", job_id, partial_record)
 
 
 def _of_finished_runs(job_ids: list[str]) -> list[str]:
