@@ -430,6 +430,22 @@
     if (polled(event)) return;
     sayNotDone("The console did not answer, so that did not go through: check that it is running, then try again.");
   });
+  // htmx tells of an answer on the element that asked; a live region's refresh may have replaced it meanwhile (a
+  // Cancel that waited 10 s on a locked database), and then nothing reached the listeners above: the person was told
+  // nothing (helper 162). The request itself still ends, so a person's own one is followed to its end.
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    if (polled(event)) return;
+    var elt = event.detail.elt, xhr = event.detail.xhr;
+    xhr.addEventListener("loadend", function () {
+      if (elt.isConnected) return;  // said, if need be, by the listeners above
+      if (xhr.status === 0) {
+        sayNotDone("The console did not answer, so that did not go through: check that it is running, then try again.");
+      } else if (xhr.status >= 400) {
+        sayNotDone("That did not go through (" + xhr.status + "): " +
+                   (answerDetail(xhr) || "reload the page to see where things stand."));
+      }
+    });
+  });
 
   document.addEventListener("htmx:beforeSwap", function (event) {
     // A refusal is said above the page (the server retargets it there); a live region's own read tries again by

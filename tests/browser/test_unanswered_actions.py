@@ -112,3 +112,36 @@ def test_a_refused_filter_in_a_region_that_refreshes_itself_is_still_said(browse
                 "422 · Invalid input: q contains a NUL character", timeout=15_000)
         finally:
             page.close()
+
+
+def test_a_refusal_that_arrives_after_a_live_refresh_replaced_the_form_is_still_said(browser, tmp_path, own_redis,
+                                                                                   migrated_template, databases):
+    """A Cancel that waited 10 s on a locked database: the run page's refresh replaced its form meanwhile, and the 503
+    reached no listener, so the person was told nothing (helper 162)."""
+    with web_server(tmp_path / "web", own_redis["url"], migrated_template, databases) as server:
+        with app_beside(server):
+            run, _ = submit(tenants.find("default"), Actor("arrange"), handler="demo.flaky",
+                            params={"fail_times": 9, "code": "carrier_down"},
+                            policy={**LENIENT, "max_attempts": 5, "base_delay_s": 3600, "max_delay_s": 3600})
+            assert execute(run.id, 0) == "retry_wait"
+        page = browser.new_page()
+        held = []
+        try:
+            browser_login(page, server.url, then=f"/runs/{run.id}")
+            page.route(f"**/runs/{run.id}/retry", lambda route: held.append(route))  # answered below, late
+            page.once("dialog", lambda dialog: dialog.accept())
+            page.get_by_role("button", name="Retry now").click()
+            deadline_ms = 10_000
+            while not held and deadline_ms > 0:
+                page.wait_for_timeout(50)
+                deadline_ms -= 50
+            assert held, "the press never left the page"
+            # The live refresh lands first: the region, and the form in it, are new elements.
+            page.evaluate("() => { const region = document.getElementById('run-detail');"
+                          " region.replaceWith(region.cloneNode(true)); }")
+            held[0].fulfill(status=503, content_type="application/json",
+                            body='{"error": "database_unavailable", "detail": "the database did not answer"}')
+            said = page.locator("#flashes #not-done")
+            expect(said).to_have_text("That did not go through (503): the database did not answer", timeout=15_000)
+        finally:
+            page.close()
