@@ -20,6 +20,7 @@ from datetime import datetime
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
+from console.domain.statuses import INTERRUPTED
 from console.extensions import db
 from console.redis_conn import get_redis
 
@@ -285,7 +286,7 @@ def transition(run, source: str, target: str, now: datetime, reason: str | None,
             EXECUTION_SUCCESS.inc(tenant=tenant, handler=handler)
         if attempt > 1:
             RETRY_SUCCESS.inc(tenant=tenant, handler=handler)
-    if source == "running" and target in FAILED_ATTEMPT:
+    if source == "running" and target in FAILED_ATTEMPT and reason != INTERRUPTED:
         WORKER_FAILURE.inc(tenant=tenant, handler=handler, at=now)
         if attempt > 1:
             RETRY_FAILURE.inc(tenant=tenant, handler=handler)

@@ -54,6 +54,9 @@ ACTIVE_VALUES = frozenset(status.value for status in ACTIVE)  # as stored, for p
 IN_WORK = (S.RUNNING.value, S.COMPENSATING.value)
 # Neither terminal nor active: failed and compensation_failed wait for the next decision.
 NEEDS_ATTENTION = frozenset(set(RunStatus) - TERMINAL - ACTIVE)
+# running → retry_wait for an attempt its worker was stopped during (a restart, a deploy): not a failure, and the same
+# attempt runs again.
+INTERRUPTED = "interrupted"
 
 del S
 

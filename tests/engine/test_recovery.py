@@ -1,10 +1,17 @@
 """Nothing lost, nothing twice: a worker killed mid-run, and Redis losing every job."""
 
-import redis
+import signal
+from datetime import timedelta
 
+import redis
+from sqlalchemy import func, select
+
+from console.extensions import db
+from console.models.reports import ALL_TASKS, report_hours
 from console.services.engine import queueing
 from console.services.engine.execute import execute
 from console.services.engine.reconcile import reconcile
+from console.services.reports import rollup
 from tests.helpers import living_children, process_alive, wait_for
 
 QUICK = {"base_delay_s": 1, "multiplier": 1, "jitter": 0, "max_attempts": 3}
@@ -35,6 +42,34 @@ def test_worker_killed_mid_run_is_retried_and_finishes_once(app, runs, workers, 
     [lost] = runs.events(run_id, "retry_wait")
     assert lost.error_code == "worker_lost" and lost.attempt == 1
     assert len(runs.events(run_id, "succeeded")) == 1
+
+
+def test_an_attempt_its_worker_was_stopped_during_runs_again_without_spending_an_attempt(app, runs, workers,
+                                                                                        monkeypatch):
+    """A restart (Ctrl-C, a deploy) asks the workers to stop and kills one still busy after its grace: its attempt was
+    counted a failure, and a run allowed one attempt was dead-lettered by the restart (helper 162)."""
+    monkeypatch.setitem(app.config, "STALE_AFTER_S", 5)
+    stopped = workers()
+    run_id = runs.submit("demo.sleep", {"seconds": 3}, policy={**QUICK, "max_attempts": 1})
+    runs.wait(run_id, "running")
+    stopped.send_signal(signal.SIGTERM)  # asked to stop: it waits for its run
+    wait_for(lambda: queueing.asked_to_stop({runs.get(run_id).worker_id}), 15, 0.05, "the stop to be noted")
+    stopped.kill()  # and killed at the end of its grace
+    stopped.wait()
+    workers()
+    reconcile_until(runs, [run_id])
+    run = runs.get(run_id)
+    assert (run.attempt, run.executions) == (1, 2)
+    [interrupted] = runs.events(run_id, "retry_wait")
+    assert (interrupted.reason, interrupted.attempt) == ("interrupted", 0)  # back before attempt 1, which it starts
+    assert "was stopped (a restart or a deploy) during attempt 1" in interrupted.message
+    assert runs.dead_letters(run_id) == []
+    # Nor is it a failed attempt in the reports.
+    hour = interrupted.at.replace(minute=0, second=0, microsecond=0)
+    rollup.recompute(hour, hour + timedelta(hours=2))  # its success may fall in the next hour
+    counted = db.session.execute(select(func.sum(report_hours.c.attempts_failed), func.sum(report_hours.c.succeeded))
+                                 .where(report_hours.c.hour >= hour, report_hours.c.task_id == ALL_TASKS)).one()
+    assert tuple(counted) == (0, 1)
 
 
 def test_a_killed_workers_scheduler_and_handler_children_end_with_it(runs, workers):

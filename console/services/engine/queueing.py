@@ -2,7 +2,7 @@
 
 from datetime import UTC, datetime, timedelta
 
-from rq import Queue
+from rq import Queue, Worker
 from rq.job import Job
 from rq.registry import StartedJobRegistry
 
@@ -101,6 +101,18 @@ def state_of(name: str) -> tuple[str | None, datetime | None]:
     started = job.started_at
     return (status.value if hasattr(status, "value") else status), (
         started.replace(tzinfo=UTC) if started is not None and started.tzinfo is None else started)
+
+
+def asked_to_stop(worker_names: set[str]) -> set[str]:
+    """Return those of these RQ workers that were asked to stop (a restart, a deploy) while busy: RQ notes when, on
+    the worker's own key, which outlives the process by its TTL."""
+    connection = get_redis()
+    found = set()
+    for name in worker_names:
+        worker = Worker.find_by_key(Worker.redis_worker_namespace_prefix + name, connection=connection)
+        if worker is not None and worker.shutdown_requested_date is not None:
+            found.add(name)
+    return found
 
 
 def release_abandoned(run_id: int, series: int, attempt: int, deferred_to: datetime | None = None) -> None:

@@ -11,6 +11,7 @@ from sqlalchemy import and_, or_, select
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.errors import Failure
+from console.domain.statuses import INTERRUPTED
 from console.extensions import db
 from console.models import Run
 from console.redis_conn import get_redis
@@ -114,6 +115,7 @@ def _recover_lost_workers(now, report: Report, dry_run: bool = False) -> None:
     cutoff = now - timedelta(seconds=setting("STALE_AFTER_S"))
     runs = db.session.execute(select(Run).where(Run.status == "running", Run.heartbeat_at <= cutoff)
                               .order_by(Run.id).limit(BATCH)).scalars().all()
+    stopped = queueing.asked_to_stop({run.worker_id for run in runs if run.worker_id}) if runs else set()
     for run in runs:
         if dry_run:
             report.lost_workers.append(run.id)
@@ -136,6 +138,15 @@ def _recover_lost_workers(now, report: Report, dry_run: bool = False) -> None:
             known_outcomes.forget(run.id, run.attempt)
             report.lost_workers.append(run.id)
             continue
+        if run.worker_id in stopped:
+            # Asked to stop (a restart, a deploy) and killed at the end of its grace: the attempt did not fail, and
+            # runs again as it was; counted a failure, a run allowed one attempt died of a restart (helper 162).
+            try:
+                _run_again(run, now)
+            except transitions.StaleRun:
+                continue
+            report.lost_workers.append(run.id)
+            continue
         policy = policies.effective(run.policy_id, run.policy_overrides)[1]
         failure = Failure(code="worker_lost", retryable=True,
                           message=f"worker {run.worker_id} stopped sending heartbeats during attempt {run.attempt}")
@@ -144,6 +155,19 @@ def _recover_lost_workers(now, report: Report, dry_run: bool = False) -> None:
             report.lost_workers.append(run.id)
         except transitions.StaleRun:
             continue  # it finished after all
+
+
+def _run_again(run: Run, now) -> None:
+    """Queue again, as the same attempt, a run whose worker was stopped during it (no attempt is spent)."""
+    # A claim counts the attempt it starts: the count goes back one, so the next claim starts this one again, under
+    # the job id it was queued with (the abandoned job's, taken out of RQ's started registry first).
+    before = run.attempt - 1
+    transitions.move(run, "retry_wait", now, reason=INTERRUPTED, next_retry_at=now, attempt=before,
+                     message=f"its worker {run.worker_id} was stopped (a restart or a deploy) during attempt "
+                             f"{run.attempt}, which runs again from its start; no attempt is spent")
+    db.session.commit()
+    queueing.release_abandoned(run.id, run.series, before)
+    queueing.enqueue_now(run.id, run.series, before, _timeout(run), queue=queueing.RETRY_QUEUE)
 
 
 def _drop_jobs_of_finished_runs(report: Report, dry_run: bool = False) -> None:

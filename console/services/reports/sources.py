@@ -17,6 +17,7 @@ from sqlalchemy.orm import aliased
 from console.domain.errors import shown_message
 from console.domain.figures import DEFAULT_MAX_START_DELAY_S
 from console.domain.histograms import ALERT_LATENCY, RECOVERY, TRIGGER_DELAY
+from console.domain.statuses import INTERRUPTED
 from console.extensions import db
 from console.models import DeadLetter, ForecastWarning, OutboxMessage, Run, RunEvent, SlaBreach, Task
 from console.services.delivery.channel_report import timed_alerts
@@ -99,7 +100,7 @@ def _outcomes(cells: Cells, start: datetime, end: datetime) -> None:
     """Series that ended, retries that worked, duplicates, failed attempts, recoveries."""
     rows = db.session.execute(
         select(RunEvent.id, RunEvent.run_id, RunEvent.at, RunEvent.kind, RunEvent.from_status, RunEvent.attempt,
-               RunEvent.series, Run.tenant_id, Run.task_id, Run.handler)
+               RunEvent.series, RunEvent.reason, Run.tenant_id, Run.task_id, Run.handler)
         .join(Run, Run.id == RunEvent.run_id)
         .where(RunEvent.kind.in_(("succeeded", "failed", "dead", "retry_wait", "stale_success")),
                RunEvent.at >= start, RunEvent.at < end)).all()
@@ -125,8 +126,8 @@ def _outcomes(cells: Cells, start: datetime, end: datetime) -> None:
         elif row.kind in ("failed", "dead") and from_running:
             cell["finished"] += 1
             cell["retried"] += row.series == 1
-        if from_running and row.kind in ("retry_wait", "failed", "dead"):
-            cell["attempts_failed"] += 1
+        if from_running and row.kind in ("retry_wait", "failed", "dead") and row.reason != INTERRUPTED:
+            cell["attempts_failed"] += 1  # an attempt its worker was stopped during did not fail
         if row.kind == "dead":
             cell["dead"] += 1
 

@@ -10,6 +10,7 @@ from sqlalchemy import select
 
 from console.domain.breaker import BreakerMode, BreakerState
 from console.domain.policy import RetryPolicy
+from console.domain.statuses import INTERRUPTED
 from console.domain.words import plural
 from console.extensions import db
 from console.models import AuditEntry, Run, RunEvent, Tenant
@@ -37,6 +38,9 @@ def why_waiting(run: Run, now: datetime | None = None) -> str | None:
             return (f"circuit breaker: the breaker of handler {run.handler} was open when its turn came"
                     f"{_turned_away_since(run)}; the next try is at {_at(run.next_retry_at)} (no attempt is spent)"
                     f"{_breaker_now(run, now)}")
+        if run.status_reason == INTERRUPTED:
+            return (f"interrupted: its worker was stopped (a restart or a deploy) during attempt {run.attempt + 1}, "
+                    "which runs again from its start as soon as a worker is free (no attempt is spent)")
         if now is not None and run.next_retry_at is not None and run.next_retry_at <= now:
             # Its timer went off: the retry is in the queue, behind the runs the workers are busy with.
             return (f"queued: attempt {run.attempt} failed and its retry came due at {_at(run.next_retry_at)}; it "
