@@ -26,6 +26,9 @@ RETRY_FIELDS = ("run_id", "idempotency_key", "tenant", "policy")
 def retry():
     data = body()
     no_unknown(data, RETRY_FIELDS)
+    if data.get("run_id") is not None and data.get("idempotency_key") is not None:
+        # Both named two runs and the id won without a word: a client could retry the wrong run (helper 163).
+        raise InvalidInput("give run_id or idempotency_key, not both", "idempotency_key")
     if is_id(data.get("run_id")):
         run = control.get_run(data["run_id"], tenant_scope())
         # A tenant named beside the id is checked, not ignored: garbage, or another tenant's name, retried the run.

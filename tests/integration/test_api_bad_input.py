@@ -296,6 +296,9 @@ def test_cancelling_a_succeeded_run_is_409_and_changes_nothing(client, operator,
     pytest.param({"run_id": 10 ** 30}, 404, "not_found", None, id="run-id-past-every-id"),
     pytest.param({"run_id": 1, "bogus": 1}, 422, "invalid", "bogus", id="unknown-field"),
     pytest.param({"idempotency_key": "nope", "tenant": "nobody"}, 422, "invalid", "tenant", id="unknown-tenant"),
+    # Both named two runs, and the id won without a word (helper 163).
+    pytest.param({"run_id": 1, "idempotency_key": "another"}, 422, "invalid", "idempotency_key", id="id-and-key"),
+    pytest.param({"run_id": 1, "idempotency_key": 12345}, 422, "invalid", "idempotency_key", id="id-and-bad-key"),
 ])
 def test_bad_retry_is_refused(client, operator, payload, status, error, field):
     with nothing_written():
