@@ -71,7 +71,8 @@ def update_template(name: str):
 @requires(VIEW)
 def preview_template(name: str):
     """Say which tasks an update with this body would change; nothing is saved."""
-    _, rules = _fields(body(), FIELDS - {"name"})
+    description, rules = _fields(body(), FIELDS - {"name"})
+    templates.check_description(description)  # as the save would: a number was previewed as fine (helper 163)
     record = templates.get(name)
     result = template_insight.preview(record, {**templates.rules_of(record), **rules}, tenant_scope())
     return jsonify(_changes(result))

@@ -69,6 +69,10 @@ def assign_work_order(order_id: int):
         raise InvalidInput(f"assignee is the username of an active operator, approver or admin who can see this work "
                            f"order's tenant, or null for nobody; not {said_back(chosen)}", "assignee")
     seen = changes.AS_READ
+    if "seen" in data and data["seen"] is not None and not isinstance(data["seen"], str):
+        # A number was a 409 "assigned to nobody, not 12345", as if the work order had changed (helper 163).
+        raise InvalidInput("seen is the username the work order was assigned to as you read it, or null for nobody",
+                           "seen")
     if "seen" in data:
         holder = order.assignee.username if order.assignee else None
         if data["seen"] != holder:

@@ -211,6 +211,9 @@ def test_a_work_order_is_assigned_over_the_api_as_on_its_page(client, operator, 
         assert refused["detail"].startswith("assignee is the username of an active operator, approver or admin")
     api_checks.refused(client.post(path, json={}, headers=headers), 422, "invalid", "assignee")
     api_checks.refused(client.post(path, json={"assignee": "pete", "who": 1}, headers=headers), 422, "invalid", "who")
+    # A seen that is no username is a mistake to fix, not a change of the work order's to look at (helper 163).
+    api_checks.refused(client.post(path, json={"assignee": "pete", "seen": 12345}, headers=headers), 422, "invalid",
+                       "seen")
     viewer = bearer(users.create("vera", "viewer", "correct-horse-battery", Actor("test"))[0])
     assert client.post(path, json={"assignee": "pete"}, headers=viewer).status_code == 403
     rows = db.session.execute(select(AuditEntry.before, AuditEntry.after).where(

@@ -44,6 +44,8 @@ def test_a_template_is_created_read_previewed_updated_and_reaches_its_tasks(clie
                           json={"rules": {"quota_class": "nope"}})
     assert (missing.status_code, missing.json["field"]) == (422, "rules.quota_class")
     assert missing.json["detail"].startswith("no quota class named 'nope'")
+    number = client.post("/internal/templates/nightly/preview", headers=operator, json={"description": 12345})
+    assert (number.status_code, number.json["field"]) == (422, "description")  # previewed as fine (helper 163)
     not_rules = client.post("/internal/templates/nightly/preview", headers=operator, json={"rules": []})
     assert not_rules.json["detail"] == ("rules is an object of mutex_key, concurrency_policy, window, "
                                         "misfire_grace_s, sla, quota_class")

@@ -85,6 +85,12 @@ def changes_for(task: Task, rules: dict) -> list[tuple[str, object, object]]:
             if name in inherited and getattr(task, name) != rules[name]]
 
 
+def check_description(description) -> None:
+    """Refuse a description that is not text of at most 255 characters."""
+    if description is not None and (not isinstance(description, str) or len(description) > 255):
+        raise InvalidInput("description is text of at most 255 characters", "description")
+
+
 def save(name: str, rules: dict, actor: Actor, *, description: str | None = None, new_only: bool = False,
          base_version: int | None = None, clock: Clock = SYSTEM_CLOCK) -> ConflictTemplate:
     """Create a template or add a new version, rewriting the rules of the tasks that inherit them; one commit.
@@ -93,8 +99,7 @@ def save(name: str, rules: dict, actor: Actor, *, description: str | None = None
     `base_version`: the version the change was made from; another one in force is a 409 (StaleVersion).
     """
     inputs.name(name, "template")
-    if description is not None and (not isinstance(description, str) or len(description) > 255):
-        raise InvalidInput("description is text of at most 255 characters", "description")
+    check_description(description)
     new = validated(rules)
     # Two saves at once would both take the next version number, and a task save between our read of the tasks
     # and our write would be overwritten: one at a time (task saves take the same lock), read afresh.
