@@ -45,8 +45,10 @@ def list_workflows():
         raise InvalidInput("q is at most 200 characters", "q")
     tenant = acting_tenant(request.args["tenant"]).id if request.args.get("tenant") else None
     limit = whole_arg("limit", 50, 1, MAX_LIMIT)
+    # One more than asked: a page exactly as long as the rest gave a cursor to an empty page (helper 163).
     found = query.rows(scope=tenant_scope(), status=request.args.get("status") or None, before=cursor_arg("before"),
-                       limit=limit, tenant_id=tenant, text=text or None)
+                       limit=limit + 1, tenant_id=tenant, text=text or None)
+    more, found = len(found) > limit, found[:limit]
     notes = query.notes(found)
     return jsonify(workflows=[serialize.workflow_summary(entry, notes.get(entry.id)) for entry in found],
-                   next_before=found[-1].id if len(found) == limit else None)
+                   next_before=found[-1].id if more else None)

@@ -128,6 +128,9 @@ def test_workflows_are_listed_newest_first_filtered_and_paged_within_the_tenant_
     assert [entry["id"] for entry in page["workflows"]] == [theirs, second] and page["next_before"] == second
     rest = client.get(f"/api/workflows?limit=2&before={second}", headers=viewer).get_json()
     assert [entry["id"] for entry in rest["workflows"]] == [first] and rest["next_before"] is None
+    # A last page exactly full says it is the last: its cursor led to an empty page (helper 163).
+    whole = client.get("/api/workflows?limit=3", headers=viewer).get_json()
+    assert len(whole["workflows"]) == 3 and whole["next_before"] is None
     by_name = client.get("/api/workflows?q=SHIP&tenant=default", headers=viewer).get_json()["workflows"]
     assert [entry["id"] for entry in by_name] == [first]
     assert client.get("/api/workflows?status=compensated", headers=viewer).get_json()["workflows"] == []

@@ -38,11 +38,13 @@ def workflows():
     before = paging.before()
     error, items = None, []
     try:
-        items = query.rows(scope=scope, status=status, before=before, text=text,
+        items = query.rows(scope=scope, status=status, before=before, text=text, limit=query.PAGE_SIZE + 1,
                            tenant_id=(found.id if found else -1) if tenant else None)  # an unknown name finds none
     except ServiceError as refused:
         error = refused.detail
-    older = items[-1].id if len(items) == query.PAGE_SIZE else None
+    # One more than shown: a last page exactly full offered "Older" onto an empty one.
+    older = items[query.PAGE_SIZE - 1].id if len(items) > query.PAGE_SIZE else None
+    items = items[:query.PAGE_SIZE]
     kept = {name: value for name, value in (("q", text), ("tenant", tenant)) if value}
     return page("runs/workflows.html", "results", items=items, status=status, before=before, older=older,
                 notes=query.notes(items), statuses=query.STATUSES, error=error, kept=kept, text=text, tenant=tenant,
