@@ -66,6 +66,7 @@ def test_a_reservation_is_created_listed_and_audited(client, app, admin):
     ({"starts_at": "0001-01-01T00:00:00Z", "ends_at": _at(1)}, "starts_at", "starts_at (0001-01-01 00:00 UTC) is in"),
     ({"running_slots": 0}, "running_slots", "from 1 to 100"),
     ({"running_slots": 101}, "running_slots", "from 1 to 100"),
+    ({"running_slots": None}, "running_slots", "from 1 to 100, and is required"),  # it said "got None" (helper 163)
     ({"queued_runs": -1}, "queued_runs", "whole number"),
     ({"reason": " "}, "reason", "reason"),
     ({"starts_at": "tomorrow"}, "starts_at", "ISO 8601"),

@@ -46,7 +46,9 @@ def _when(raw, field: str) -> datetime:
 
 
 def _count(raw, field: str, low: int, high: int) -> int:
-    hint = f"{field} must be a whole number from {low} to {high}, got {said_back(raw)}"
+    # None is a field left out: "got None" read as Python, not as what to send (helper 163).
+    hint = f"{field} must be a whole number from {low} to {high}, " + (
+        "and is required" if raw is None else f"got {said_back(raw)}")
     if isinstance(raw, str) and is_digits(raw.strip()) and len(raw.strip()) <= 9:
         raw = int(raw.strip())
     if isinstance(raw, bool) or not isinstance(raw, int) or not low <= raw <= high:
