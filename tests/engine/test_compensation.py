@@ -7,7 +7,7 @@ from rq import Queue
 from sqlalchemy import select
 
 from console.extensions import db
-from console.models import Approval, AuditEntry
+from console.models import Approval, AuditEntry, OutboxMessage
 from console.redis_conn import get_redis
 from console.services.actor import Actor
 from console.services.engine import compensation, failures, followups, queueing, reconcile
@@ -308,3 +308,17 @@ def test_an_undo_and_a_workflows_advance_go_before_the_runs_already_queued(runs,
     ahead = [job.func_name for job in queue.jobs[:2]]
     assert ahead == [followups.ADVANCE, compensation.ENTRY_POINT]
     assert Queue(queueing.MAINTENANCE_QUEUE, connection=get_redis()).count == 0
+
+
+def test_the_page_a_severity_2_undo_opens_is_resolved_when_the_undo_ends(runs, clock):
+    """PagerDuty was told "its undo is running" and never that it ended: the incident stayed open for good, and later
+    failures of the group piled onto it (helper 160)."""
+    run_id = runs.submit("demo.flaky_compensated", {"fail_times": 1, "error": "compensable", "severity": 2})
+    assert execute(run_id, 0, clock=clock) == "compensated"
+    messages = db.session.execute(select(OutboxMessage.kind, OutboxMessage.dedup_key, OutboxMessage.payload)
+                                  .order_by(OutboxMessage.id)).all()
+    [(page_key, opened)] = [(key, payload) for kind, key, payload in messages if kind == "alert"]
+    assert page_key.startswith("compensating:") and opened["rule"] == "compensation_started"
+    [resolved] = [payload for kind, key, payload in messages if kind == "resolve"]
+    assert resolved["incident_key"] == f"rebound-{page_key}" and resolved["run_id"] == run_id
+    assert resolved["summary"] == f"Run #{run_id}'s undo worked: it is compensated."

@@ -90,13 +90,31 @@ def begin_compensation(run: Run, failure: Failure, now, *, duration_ms: int | No
     common = {"duration_ms": duration_ms, "message": failure.message[:2000]}
     transitions.move(run, "failed", now, reason="non_retryable", error_code=failure.code, **common,
                      **_error_fields(failure))
-    transitions.move(run, "compensating", now, reason=AFTER_FAILURE)
-    if failure.severity == 2:
-        outbox.add("alert", f"compensating:{run.tenant_id}:{failure.fingerprint}", {
+    page = f"compensating:{run.tenant_id}:{failure.fingerprint}" if failure.severity == 2 else None
+    # The page its undo opens is named on the timeline, so the undo's end resolves it.
+    transitions.move(run, "compensating", now, reason=AFTER_FAILURE, data={"page": page} if page else None)
+    if page:
+        outbox.add("alert", page, {
             "rule": "compensation_started", "run_id": run.id, "tenant_id": run.tenant_id, "handler": run.handler,
             "error_code": failure.code, "message": failure.message[:500]}, now, tenant_id=run.tenant_id)
         metrics.RETRY_ESCALATED.inc(tenant=run.tenant_id, reason="compensation_alert")
     db.session.commit()
+
+
+def _end_undo_page(run: Run, now, said: str, error_code: str | None) -> None:
+    """Resolve the page a severity-2 failure's undo opened ("its undo is running"), once no undo it covers runs in the
+    tenant: it stayed open in PagerDuty for good, and later failures of the group piled onto it (helper 160)."""
+    data = db.session.execute(select(RunEvent.data).where(RunEvent.run_id == run.id, RunEvent.kind == "compensating")
+                              .order_by(RunEvent.id.desc()).limit(1)).scalar()
+    page = (data or {}).get("page")
+    if not page:
+        return
+    still = db.session.execute(select(func.count()).select_from(Run).where(
+        Run.tenant_id == run.tenant_id, Run.status == "compensating", Run.status_reason == AFTER_FAILURE,
+        Run.error_code == error_code, Run.id != run.id)).scalar_one()
+    if not still:
+        outbox.resolve(f"rebound-{page}", f"{run.handler}: the undo has ended", said, now, tenant_id=run.tenant_id,
+                       run_id=run.id)
 
 
 def compensate_run(run: Run, compensate, ctx, now, cause: str, *, missing: Failure | None = None, clock=None,
@@ -149,13 +167,17 @@ def compensate_run(run: Run, compensate, ctx, now, cause: str, *, missing: Failu
         done = stamp()
         transitions.move(run, "compensated", done, reason="compensated", finished_at=done,
                          data={"compensation_attempts": ctx.undo_attempt})
+        _end_undo_page(run, done, f"Run #{run.id}'s undo worked: it is compensated.", run.error_code)
         db.session.commit()
         return "compensated"
     return _compensation_failed(run, cause, last_error, stamp(), code=code)
 
 
 def _compensation_failed(run: Run, cause: str, last_error: str, now, *, code: str = "compensation_failed") -> str:
+    failed_with = run.error_code
     transitions.move(run, "compensation_failed", now, reason="compensation_failed", error_code=code,
                      message=last_error)
+    _end_undo_page(run, now, f"Run #{run.id}'s undo failed: its dead letter's work order and alert take it on.",
+                   failed_with)
     failed = Failure(code=code, message=f"{cause}: {last_error}", retryable=False)
     return _dead(run, failed, "compensation_failed", now, {"message": last_error})
