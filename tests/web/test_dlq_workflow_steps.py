@@ -11,7 +11,7 @@ from console.services.actor import Actor
 from console.services.dlq.groups import replay_caution
 from console.services.engine.execute import execute
 from console.services.people import users
-from console.services.recovery import run_compensation
+from console.services.recovery import decisions, run_compensation
 from tests.factories import FATAL, OK, bearer, three_steps
 from tests.helpers import HX, confirm_of, csrf_from
 
@@ -215,5 +215,8 @@ def test_compensating_a_step_of_a_workflow_says_the_workflow_stays_as_it_is(clie
     request = run_compensation.request_compensation(step.id, "the order was cancelled", Actor("olga", olga.id))
     approval = " ".join(html.unescape(client.get(f"/approvals/{request.id}").get_data(as_text=True)).split())
     assert f"data-workflow-step>{said}</div>" in approval
+    # Decided, it no longer says what approving would do, read from the workflow as it is by then (helper 160).
+    decisions.reject(request.id, Actor("alex", auth.make_user("alex", "approver").id), "not needed")
+    assert "data-workflow-step" not in client.get(f"/approvals/{request.id}").get_data(as_text=True)
     no_undo = client.get(f"/runs/{saga.run(done, 3).id}").get_data(as_text=True)
     assert "data-workflow-step" not in no_undo  # its handler has no undo step: nothing to compensate, nothing said

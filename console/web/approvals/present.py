@@ -153,9 +153,11 @@ def helpers() -> dict:
 
 def workflow_note(approval: Approval) -> str:
     """Say what the request does to the saga workflow its run is a step of (the approver is the last to decide):
-    a compensation undoes that step alone, a params fix replays it alone; '' for any other request or run."""
+    a compensation undoes that step alone, a params fix replays it alone; '' for any other request or run, and once
+    it is decided: read from the workflow as it is now, an executed compensation said it would leave the workflow as
+    it was beside a workflow its undo had gone on undoing (helper 160); its outcome says what happened."""
     words = {run_compensation.NAME: workflow_compensation, params_fix.NAME: workflow_replay}.get(approval.kind)
-    if words is None:
+    if words is None or approval.status != "pending":
         return ""
     run = db.session.get(Run, approval.payload["run_id"])
     return words(run) if run is not None else ""
