@@ -64,7 +64,10 @@ def _purge(ctx, kind: Purged) -> None:
             for object_id in ids:
                 ctx.change(obj, object_id, "row", kind.before, "deleted (exported)")
             after_id, seen = ids[-1], seen + len(ids)
-        ctx.log(f"Would export {seen} {what} with {kind.kept_with} to {path}, then delete them.")
+        # Named after the real run's execution, not this dry-run's (it named a file no run would write; helper 160).
+        named = exports.export_path(setting("DATA_DIR"), what, "<execution>")
+        ctx.log(f"Would export {seen} {what} with {kind.kept_with} to {named} (named after the real run's "
+                "execution), then delete them.")
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     purged = 0

@@ -438,6 +438,7 @@ def test_purge_settled_messages_exports_them_with_their_deliveries_then_deletes_
     dry = dry_run_changes_nothing(snapshot, "purge_settled_messages", params, staff["olga"], clock)
     assert [change[1] for change in changes_of(dry, planned=True)] == [str(i) for i in old + [theirs]]
     assert "Would export 3 messages with their delivery attempts to " in dry.log
+    assert "purged-messages-<execution>.jsonl (named after the real run's execution)" in dry.log  # not the dry-run's
 
     execution = run_now("purge_settled_messages", params, staff["olga"], clock=clock)
     assert execution.status == "succeeded", execution.log

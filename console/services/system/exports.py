@@ -10,8 +10,8 @@ from sqlalchemy import func, select, update
 from console.extensions import db
 
 
-def export_path(data_dir: str, kind: str, execution_id: int) -> Path:
-    """Name the export of one purge (`purged-runs-7.jsonl`), in the data dir."""
+def export_path(data_dir: str, kind: str, execution_id: int | str) -> Path:
+    """Name the export of one purge (`purged-runs-7.jsonl`), in the data dir; a dry-run names `<execution>`."""
     return Path(data_dir) / "exports" / f"purged-{kind}-{execution_id}.jsonl"
 
 
