@@ -153,6 +153,25 @@ def test_a_failed_job_whose_record_rq_lost_in_part_is_dropped_and_the_pass_goes_
     assert queue.failed_job_registry.get_job_ids() == []
 
 
+def test_a_delayed_retry_of_a_run_that_ended_since_is_dropped(runs, clock):
+    """Pulled forward (Retry now, a bulk retry) or cancelled, a run left its delayed retry scheduled: Queues counted it
+    "delayed, in 10 min" after the run had ended (helper 160)."""
+    from rq import Queue
+
+    from console.redis_conn import get_redis
+    from console.services.actor import Actor
+    from console.services.engine import control
+
+    run_id = runs.submit("demo.flaky", {"fail_times": 1}, policy={**QUICK, "base_delay_s": 600, "max_delay_s": 600})
+    assert execute(run_id, 0, clock=clock) == "retry_wait"
+    scheduled = Queue(queueing.RETRY_QUEUE, connection=get_redis()).scheduled_job_registry
+    [delayed] = scheduled.get_job_ids()
+    control.retry_now(runs.get(run_id), Actor("olga"), clock=clock)
+    assert execute(run_id, 1, clock=clock) == "succeeded"
+    assert delayed in reconcile().dropped_jobs
+    assert scheduled.get_job_ids() == []
+
+
 def test_reconcile_clears_rqs_failed_jobs_once_their_runs_have_finished(runs, clock):
     """A database outage left jobs failed in RQ's hands whose runs the reconciler then saw through: Queues & workers
     counted them as "Failed in RQ" for a day, though nothing was wrong any more."""

@@ -180,16 +180,20 @@ def _drop_jobs_of_finished_runs(report: Report, dry_run: bool = False) -> None:
         for held, remove in ((queue.get_job_ids(0, BATCH * 4), queue.remove),
                              # cleanup=False: RQ's own maintenance expires its entries; a dry run changes nothing
                              (queue.failed_job_registry.get_job_ids(0, BATCH * 4 - 1, cleanup=False),
-                              partial(_drop_failed, queue.failed_job_registry))):
+                              partial(_drop_registered, queue.failed_job_registry)),
+                             # A delayed retry of a run pulled forward (Retry now, a bulk retry) or cancelled since:
+                             # Queues counted it "delayed, in 10 min" after its run had ended (helper 160).
+                             (queue.scheduled_job_registry.get_job_ids(0, BATCH * 4 - 1, cleanup=False),
+                              partial(_drop_registered, queue.scheduled_job_registry))):
             for job_id in _of_finished_runs(held):
                 if not dry_run:
                     remove(job_id)
                 report.dropped_jobs.append(job_id)
 
 
-def _drop_failed(registry, job_id: str) -> None:
-    """Take a job out of RQ's failed registry, and delete it; one whose record RQ lost in part goes from the
-    registry all the same (its hash expires with RQ's own TTL)."""
+def _drop_registered(registry, job_id: str) -> None:
+    """Take a job out of one of RQ's registries (failed, scheduled), and delete it; one whose record RQ lost in part
+    goes from the registry all the same (its hash expires with RQ's own TTL)."""
     try:
         registry.remove(job_id, delete_job=True)
     except (ValueError, NoSuchJobError) as partial_record:
