@@ -221,3 +221,18 @@ def test_a_scheduler_whose_record_redis_lost_is_not_named_by_its_random_id(clien
     assert "an RQ scheduler in a worker (host not recorded; id 0fbd96d6)" in page
     connection.hset(SCHEDULER_KEY_TEMPLATE % "0fbd96d6df7443728560265220092dd6", mapping={"hostname": "h1", "pid": 7})
     assert "h1 · pid 7" in client.get("/queues/").get_data(as_text=True)
+
+
+def test_a_live_worker_whose_job_ended_since_reads_idle_not_busy_with_it(client, auth):
+    """A Redis restarted from its last snapshot gave back a job its worker had finished since: the page read "busy,
+    run 4066" for ten minutes after that run had ended (helper 162)."""
+    run, _ = submit(tenants.find("default"), Actor("test"), handler="demo.noop")
+    worker = busy_worker("worker-a", queueing.job_id(run.id, 1, 0))
+    worker.heartbeat()
+    taken = (utcnow() - timedelta(minutes=10)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    get_redis().hset(Job.key_for(queueing.job_id(run.id, 1, 0)), "started_at", taken)
+    db.session.execute(db.update(type(run)).where(type(run).id == run.id).values(status="succeeded"))
+    db.session.commit()
+    auth.as_role("viewer")
+    row = worker_row(client.get("/queues/").get_data(as_text=True), "worker-a")
+    assert '<span class="badge' in row and ">idle</span>" in row and f'href="/runs/{run.id}"' not in row

@@ -10,7 +10,7 @@ from rq.registry import FailedJobRegistry, ScheduledJobRegistry, StartedJobRegis
 from rq.scheduler import SCHEDULER_KEY_TEMPLATE, SCHEDULER_LOCKING_KEY_TEMPLATE
 from sqlalchemy import select
 
-from console.domain.statuses import IN_WORK
+from console.domain.statuses import ACTIVE_VALUES, IN_WORK
 from console.extensions import db
 from console.models import Run
 from console.redis_conn import get_redis
@@ -139,12 +139,17 @@ def _workers(connection, scope: int | None, now: datetime) -> list[WorkerInfo]:
     if scope is not None and visible:
         visible = set(db.session.execute(select(Run.id).where(Run.id.in_(visible), Run.tenant_id == scope))
                       .scalars())
+    ended = _ended(visible, {job_id for job_id, parsed in runs.items() if parsed[0] in visible}, now)
     infos = []
     for worker in workers:
         run = runs.get(jobs[worker.name])
         own_beat, run_beat = _aware(worker.last_heartbeat), beats.get(run) if run else None
         through_run = run_beat is not None and (own_beat is None or run_beat > own_beat)
         state = worker.get_state()
+        if run is not None and jobs[worker.name] in ended and not _silent(own_beat, now):
+            # A Redis restarted from its last snapshot gave back a job the worker had finished since: it read "busy,
+            # run 4066" for ten minutes after that run had ended (helper 162). The worker is alive and the run over.
+            state, run, jobs[worker.name] = "idle", None, None
         if state == "busy" and run is not None and _silent(run_beat if through_run else own_beat, now):
             # Killed mid-run: RQ keeps its key "busy" for minutes, while the run's heartbeat (written by a thread of
             # the worker running it) stopped, or the run moved on to an attempt elsewhere. Its latest beat, the run's
@@ -162,6 +167,18 @@ def _workers(connection, scope: int | None, now: datetime) -> list[WorkerInfo]:
             failed=worker.failed_job_count, working_s=worker.total_working_time,
         ))
     return infos
+
+
+def _ended(run_ids: set[int], job_ids: set[str], now: datetime) -> set[str]:
+    """Return those of these jobs taken long ago (longer than an attempt may stay silent) whose run has ended since:
+    a job just taken may name a run that ended (a duplicate delivery, skipped at its claim)."""
+    if not run_ids:
+        return set()
+    over = set(db.session.execute(select(Run.id).where(Run.id.in_(run_ids), Run.status.not_in(ACTIVE_VALUES)))
+               .scalars())
+    taken = {job.id: _aware(job.started_at) for job in Job.fetch_many(
+        [job_id for job_id in job_ids if queueing.parse_job_id(job_id)[0] in over], connection=get_redis()) if job}
+    return {job_id for job_id, started in taken.items() if started is not None and _silent(started, now)}
 
 
 def _silent(beat: datetime | None, now: datetime) -> bool:
