@@ -10,6 +10,7 @@ from console.domain.clock import utcnow
 from console.domain.words import plural
 from console.services.people.permissions import ADMIN, APPROVE, OPERATE, REPORT, VIEW, can
 from console.services.recovery import approvals
+from console.services.workorders import orders
 
 
 def waiting_approvals() -> int | None:
@@ -37,6 +38,15 @@ class Waiting:
 def waiting_in_approvals() -> Waiting | None:
     """Count what waits for the person in Approvals: requests to decide and answers to their own to read."""
     return in_approvals(waiting_approvals(), answered_requests())
+
+
+def waiting_in_work_orders() -> Waiting | None:
+    """Count the work orders assigned to the person and not closed (people who may act on them only): a nav count
+    for what is theirs, as Approvals has (helper 153)."""
+    if not can(current_user.role, OPERATE):
+        return None
+    count = orders.assigned_active(current_user.id, tenant_scope())
+    return Waiting(count, plural(count, "work order") + " assigned to you") if count else None
 
 
 def in_approvals(decide: int | None, answered: int | None) -> Waiting | None:
@@ -69,7 +79,7 @@ NAV = [
     NavItem("Tasks", "tasks.index", VIEW, also=("conflict_templates",)),
     NavItem("Runs", "runs.index", VIEW),
     NavItem("DLQ", "dlq.index", VIEW),
-    NavItem("Work orders", "workorders.index", VIEW),
+    NavItem("Work orders", "workorders.index", VIEW, count=waiting_in_work_orders),
     # Everyone reads the requests there; approvers find what waits for them, operators the answers to their own,
     # counted.
     NavItem("Approvals", "approvals.index", VIEW, count=waiting_in_approvals),

@@ -448,3 +448,16 @@ def test_the_alert_latency_card_follows_the_pages_tenant_filter(client, auth, cl
         html = client.get(f"/workorders?tenant={tenant}").get_data(as_text=True)
         card = re.search(r"Alert latency · 24 h</div>.*?</div>\s*<div class=\"subtle\">(.*?)</div>", html, re.S)
         assert said in card.group(1), (tenant, card.group(1))
+
+
+def test_the_nav_counts_the_work_orders_assigned_to_the_person(app, client, auth, runs, clock):
+    """What is theirs shows beside Work orders, as what waits for an approver shows beside Approvals (helper 153)."""
+    letter = dead(runs, clock)
+    nav = re.compile(r'Work orders<span id="nav-count-workorders-index">(.*?)</span></a>', re.S)
+    auth.as_role("operator", "olga")
+    assert nav.search(client.get("/overview").text).group(1) == ""
+    post(client, auth, f"/workorders/{letter.work_order_id}/acknowledge")  # takes it
+    counted = nav.search(client.get("/overview").text).group(1)
+    assert 'title="1 waiting for you: 1 work order assigned to you">1<' in counted
+    changes.close(order(letter.work_order_id), "restarted the carrier gateway", Actor("olga"))
+    assert nav.search(client.get("/overview").text).group(1) == ""

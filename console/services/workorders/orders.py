@@ -79,6 +79,15 @@ def of_task(task_id: int):
     return exists().where(DeadLetter.work_order_id == WorkOrder.id, DeadLetter.task_id == task_id)
 
 
+def assigned_active(user_id: int, tenant_id: int | None) -> int:
+    """Count the open or acknowledged work orders assigned to this person, within their scope."""
+    query = select(func.count()).select_from(WorkOrder).where(WorkOrder.assignee_id == user_id,
+                                                              WorkOrder.status.in_(ACTIVE))
+    if tenant_id is not None:
+        query = query.where(WorkOrder.tenant_id == tenant_id)
+    return db.session.execute(query).scalar_one()
+
+
 def page(status: str, tenant_id: int | None, before: int | None = None, assignee_id: int | None = None,
          limit: int = PAGE_SIZE, *, of_tenant: int | None = None, opened: tuple = (None, None),
          task_id: int | None = None) -> Page:
