@@ -1,5 +1,6 @@
 """Invariant 7: once a handler has returned or raised, a bookkeeping failure never sends it round again."""
 
+import time
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -83,6 +84,25 @@ def test_a_success_written_once_the_database_answers_again_is_recorded_as_it_ran
     run = runs.get(run_id)
     assert (run.status, run.executions, len(refused)) == ("succeeded", 1, 7)
     assert runs.dead_letters(run_id) == []
+
+
+def test_the_time_each_refused_write_takes_counts_toward_the_workers_patience(runs, clock, monkeypatch):
+    """On a write-locked SQLite each try waits 10 s for the lock: counting the pauses alone, the worker tried for
+    minutes past its 15 s and logged "5.1 s so far" (helper 162)."""
+    run_id = runs.submit("demo.noop")
+    monkeypatch.setattr(engine, "BOOKKEEPING_PATIENCE_S", 0.5)
+    real_move, asked = transitions.move, []
+
+    def slow_refusal(run, to, *args, **kwargs):
+        if to == "succeeded":
+            asked.append(1)
+            time.sleep(0.3)  # the lock's wait, inside the try
+            raise OperationalError("UPDATE runs", {}, Exception("database is locked"))
+        return real_move(run, to, *args, **kwargs)
+
+    monkeypatch.setattr(transitions, "move", slow_refusal)
+    assert execute(run_id, 0, clock=clock) == "bookkeeping_failed"  # kept for the reconciler once 0.5 s had passed
+    assert len(asked) <= 4  # three tries and the look before keeping it; the pauses alone (0.1 s, 0.2 s, …) let five
 
 
 def test_a_success_the_database_never_took_is_kept_and_recorded_by_the_reconciler_never_parked(

@@ -247,7 +247,7 @@ def _attempt(run: RunRow, policy, breaker: breakers.BreakerKey, settings: Breake
     # The handler has run: from here on, nothing may send it round again (invariant 7). A failure of the
     # bookkeeping is retried on a fresh read (while the database does not answer, for BOOKKEEPING_PATIENCE_S); if
     # it keeps failing, the run is parked for a person, or a success kept for the reconciler to record.
-    attempt, waited = 0, 0.0
+    attempt, waited, began = 0, 0.0, time.monotonic()
     while True:
         attempt += 1
         try:
@@ -261,11 +261,14 @@ def _attempt(run: RunRow, policy, breaker: breakers.BreakerKey, settings: Breake
             return "stale"
         except Exception as bookkeeping_error:  # noqa: BLE001 - the database's, or any other: never a re-run
             _abandon_write()
+            # The time a try itself took counts too: on a write-locked SQLite each try waits 10 s for the lock, and
+            # pauses alone read "5.1 s so far" after minutes (helper 162).
+            spent = max(waited, time.monotonic() - began)
             pause = min(BOOKKEEPING_BACKOFF_S * 2 ** (attempt - 1), BOOKKEEPING_MAX_PAUSE_S,
-                        max(0.0, BOOKKEEPING_PATIENCE_S - waited))
+                        max(0.0, BOOKKEEPING_PATIENCE_S - spent))
             patient = _unanswered(bookkeeping_error) and pause > 0
             log.warning("run %s: recording the outcome of attempt %s failed (try %s, %.1f s so far): %s", run.id,
-                        ctx.attempt, attempt, waited, bookkeeping_error)
+                        ctx.attempt, attempt, spent, bookkeeping_error)
             if attempt >= BOOKKEEPING_TRIES and not patient:
                 kept = (_keep_for_the_reconciler(run, outcome, policy, ctx, now, clock)
                         if _unanswered(bookkeeping_error) else None)
