@@ -1,6 +1,7 @@
-"""Work orders over the API: list and read them (one per open error group), acknowledge, assign and close them."""
+"""Work orders over the API: list and read them (one per open error group), acknowledge, assign, note and close
+them."""
 
-from flask import Blueprint, jsonify, request
+from flask import Blueprint, jsonify, request, url_for
 
 from console.api import serialize
 from console.api.common import acting_tenant, body, cursor_arg, known_args, no_body, no_unknown, whole_arg
@@ -9,7 +10,7 @@ from console.domain.ids import MAX_ID
 from console.domain.words import said_back
 from console.services.errors import Conflict, InvalidInput
 from console.services.people.permissions import OPERATE, VIEW
-from console.services.workorders import changes
+from console.services.workorders import changes, notes
 from console.services.workorders import orders as workorders
 
 bp = Blueprint("work_orders_api", __name__)
@@ -40,7 +41,23 @@ def get_work_order(order_id: int):
     detail = workorders.detail(order_id, tenant_scope())
     return jsonify({**serialize.work_order(workorders.row(detail.order)),
                     "dead_letters": [{"id": letter.id, "run_id": letter.run_id, "status": letter.status}
-                                     for letter in detail.letters]})
+                                     for letter in detail.letters],
+                    "notes": [_note(note) for note in notes.of(order_id)]})
+
+
+def _note(note) -> dict:
+    return {"id": note.id, "author": note.author, "note": note.body, "created_at": serialize.iso(note.created_at)}
+
+
+@bp.post("/api/work-orders/<int:order_id>/notes")
+@requires(OPERATE)
+def add_work_order_note(order_id: int):
+    """Add a note (what was tried, found or handed over), open or closed; audited."""
+    data = body()
+    no_unknown(data, ("note",))
+    order = workorders.get(order_id, tenant_scope())
+    note = notes.add(order, data.get("note"), current_actor())
+    return jsonify(_note(note)), 201, {"Location": url_for("work_orders_api.get_work_order", order_id=order_id)}
 
 
 @bp.post("/api/work-orders/<int:order_id>/acknowledge")

@@ -16,6 +16,7 @@ from console.models.recovery import (
     RunbookExecution,
     RunbookPolicy,
     WorkOrder,
+    WorkOrderNote,
 )
 from console.models.reports import ForecastWarning, ReportState
 from console.models.runs import AttemptDiagnostics, Run, RunEvent
@@ -31,5 +32,5 @@ __all__ = [
     "ReportState", "Reservation", "RetryPolicyRecord",
     "Role", "Run",
     "RunEvent", "RunbookBackup", "RunbookChange", "RunbookExecution", "RunbookPolicy", "SlaBreach", "Task", "Tenant",
-    "User", "WorkOrder", "Workflow", "WorkflowStep",
+    "User", "WorkOrder", "WorkOrderNote", "Workflow", "WorkflowStep",
 ]

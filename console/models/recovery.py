@@ -40,6 +40,18 @@ class WorkOrder(db.Model):
     assignee = relationship("User")
 
 
+class WorkOrderNote(db.Model):
+    """A person's note on a work order: what they tried, found or handed over, kept beside it in order."""
+
+    __tablename__ = "work_order_notes"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    work_order_id: Mapped[int] = mapped_column(ForeignKey("work_orders.id"), index=True)
+    author: Mapped[str] = mapped_column(String(80))
+    author_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    body: Mapped[str] = mapped_column(Text)
+    created_at = mapped_column(UTCDateTime, default=utcnow, nullable=False)
+
+
 class DeadLetter(db.Model):
     __tablename__ = "dead_letters"
     __table_args__ = (

@@ -246,3 +246,25 @@ def test_tasks_sharing_a_template_read_it_once_for_the_list(client, operator, ap
         event.remove(db.engine, "before_cursor_execute", listener)
     assert [task["template"] for task in listed] == ["nightly"] * 3
     assert len([statement for statement in seen if "conflict_templates" in statement]) == 1
+
+
+def test_notes_are_added_to_a_work_order_and_read_with_it_over_the_api(client, operator, runs, clock):
+    acme = make_tenant("acme")
+    dead_run(runs, clock)
+    order_id = db.session.execute(select(WorkOrder.id)).scalar_one()
+    headers = bearer(operator)
+    added = client.post(f"/api/work-orders/{order_id}/notes", json={"note": "retried the export by hand"},
+                        headers=headers)
+    assert added.status_code == 201 and added.headers["Location"] == f"/api/work-orders/{order_id}"
+    assert added.json["author"].startswith("olga (token rb_") and added.json["note"] == "retried the export by hand"
+    read = client.get(f"/api/work-orders/{order_id}", headers=headers).json["notes"]
+    assert [note["note"] for note in read] == ["retried the export by hand"]
+    for refused, field in (({}, "note"), ({"note": 7}, "note"), ({"note": "x" * 2001}, "note"),
+                           ({"note": "ok", "by": "me"}, "by")):
+        api_checks.refused(client.post(f"/api/work-orders/{order_id}/notes", json=refused, headers=headers), 422,
+                           "invalid", field)
+    theirs = bearer(users.create("acme-ann", "operator", "correct-horse-battery", Actor("test"), tenant=acme)[0])
+    assert client.post(f"/api/work-orders/{order_id}/notes", json={"note": "hi"}, headers=theirs).status_code == 404
+    viewer = bearer(users.create("vera", "viewer", "correct-horse-battery", Actor("test"))[0])
+    assert client.post(f"/api/work-orders/{order_id}/notes", json={"note": "hi"}, headers=viewer).status_code == 403
+    assert len(client.get(f"/api/work-orders/{order_id}", headers=headers).json["notes"]) == 1

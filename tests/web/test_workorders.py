@@ -461,3 +461,27 @@ def test_the_nav_counts_the_work_orders_assigned_to_the_person(app, client, auth
     assert 'title="1 waiting for you: 1 work order assigned to you">1<' in counted
     changes.close(order(letter.work_order_id), "restarted the carrier gateway", Actor("olga"))
     assert nav.search(client.get("/overview").text).group(1) == ""
+
+
+def test_people_leave_notes_on_a_work_order_for_the_next_person_on_call(app, client, auth, runs, clock):
+    """Nothing but the close note said what anyone had tried: a hand-over lived in a chat somewhere else."""
+    letter = dead(runs, clock)
+    auth.as_role("operator", "olga")
+    path = f"/workorders/{letter.work_order_id}"
+    assert "No notes yet." in client.get(path).text
+    added = post(client, auth, f"{path}/notes", {"note-note": "gateway certificate expired at 02:10; renewing"},
+                 headers=HX)
+    assert added.status_code == 200 and "Note added." in added.text
+    assert "gateway certificate expired at 02:10; renewing" in added.text and "olga · " in added.text
+    empty = post(client, auth, f"{path}/notes", {"note-note": "   "}, headers=HX)
+    assert empty.status_code == 422 and "write the note: what you tried, found or hand over" in empty.text
+    changes.close(order(letter.work_order_id), "renewed the certificate", Actor("olga"))
+    assert post(client, auth, f"{path}/notes", {"note-note": "postmortem: PM-12"}).status_code == 303  # closed too
+    [first, later] = audit_rows("work_order.note", letter.work_order_id)
+    assert (first.actor, first.note, later.note) == ("olga", "gateway certificate expired at 02:10; renewing",
+                                                    "postmortem: PM-12")
+    client.post("/logout", data={"csrf_token": auth.csrf()})
+    auth.as_role("viewer", "vic")
+    page = client.get(path).text
+    assert page.index("gateway certificate") < page.index("postmortem: PM-12") and "Add note</button>" not in page
+    assert post(client, auth, f"{path}/notes", {"note-note": "hi"}).status_code == 403

@@ -15,3 +15,8 @@ class AssignForm(ConsoleForm):
 class CloseForm(ConsoleForm):
     note = TextAreaField("What was done", validators=[
         DataRequired(message="say what was done: a note is required to close a work order"), note_length("note")])
+
+
+class NoteForm(ConsoleForm):
+    note = TextAreaField("Add a note", validators=[
+        DataRequired(message="write the note: what you tried, found or hand over"), note_length("note")])

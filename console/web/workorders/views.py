@@ -15,11 +15,11 @@ from console.services.errors import Conflict, InvalidInput, ServiceError
 from console.services.inputs import is_digits, row_id
 from console.services.people import tenants
 from console.services.people.permissions import OPERATE, VIEW
-from console.services.workorders import changes
+from console.services.workorders import changes, notes
 from console.services.workorders import orders as workorders
 from console.web import paging
 from console.web.render import page
-from console.web.workorders.forms import AssignForm, CloseForm
+from console.web.workorders.forms import AssignForm, CloseForm, NoteForm
 
 bp = Blueprint("workorders", __name__, url_prefix="/workorders")
 
@@ -83,10 +83,11 @@ def _assign_form(order) -> AssignForm:
     return form
 
 
-def _detail(order_id: int, *, notice=None, error=None, close_form=None, status=200):
+def _detail(order_id: int, *, notice=None, error=None, close_form=None, note_form=None, status=200):
     d = workorders.detail(order_id, tenant_scope())
     return page("workorders/show.html", "detail", d=d, order=d.order, notice=notice, error=error,
                 assign_form=_assign_form(d.order), close_form=close_form or CloseForm(prefix="close"),
+                notes=notes.of(order_id), note_form=note_form or NoteForm(prefix="note"),
                 # Its request can be sent again only to a work-order system that is set up now.
                 workorder_system=targets.all_targets()["workorder"].configured, now=utcnow()), status
 
@@ -116,7 +117,7 @@ def _done(order_id: int, action, message, **failed_context):
         if _in_row():
             return _row(order_id, error.detail, error.status)
         if htmx:
-            form = failed_context.get("close_form")
+            form = failed_context.get("close_form") or failed_context.get("note_form")
             if form is not None and error.field in form:  # said at the box it is about, not above the page
                 form[error.field].errors = [*form[error.field].errors, error.detail]
                 return _detail(order_id, status=error.status, **failed_context)
@@ -191,6 +192,15 @@ def _told_words(channels: list[str], ticket: str | None) -> str:
         told = "No channel that takes a resolve (PagerDuty, Slack, the alert webhook) is configured: none is told."
     # The work-order system's API (POST /ops/workorders) opens tickets and has no close.
     return f"{told} Close ticket {ticket} in the work-order system: it is not told." if ticket else told
+
+
+@bp.post("/<int:order_id>/notes")
+@requires(OPERATE)
+def add_note(order_id: int):
+    """A note on the work order: what was tried, found or handed over (the next person on call reads it first)."""
+    order = workorders.get(order_id, tenant_scope())
+    form = NoteForm(prefix="note")
+    return _done(order_id, lambda: notes.add(order, form.note.data, current_actor()), "Note added.", note_form=form)
 
 
 @bp.post("/<int:order_id>/redeliver")
