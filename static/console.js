@@ -433,11 +433,15 @@
   // htmx tells of an answer on the element that asked; a live region's refresh may have replaced it meanwhile (a
   // Cancel that waited 10 s on a locked database), and then nothing reached the listeners above: the person was told
   // nothing (helper 162). The request itself still ends, so a person's own one is followed to its end.
+  document.addEventListener("htmx:beforeOnLoad", function (event) {
+    event.detail.xhr.reboundHeard = true;  // htmx handles this answer where the page hears it: said above, if need be
+  });
   document.addEventListener("htmx:beforeRequest", function (event) {
     if (polled(event)) return;
     var elt = event.detail.elt, xhr = event.detail.xhr;
     xhr.addEventListener("loadend", function () {
-      if (elt.isConnected) return;  // said, if need be, by the listeners above
+      // Heard, or its element still on the page: the listeners above said it (its own swap may have replaced it).
+      if (xhr.reboundHeard || elt.isConnected) return;
       if (xhr.status === 0) {
         sayNotDone("The console did not answer, so that did not go through: check that it is running, then try again.");
       } else if (xhr.status >= 400) {
