@@ -1,5 +1,6 @@
 """RQ workers that run each job inside a fresh app context of an app built once."""
 
+import contextlib
 import importlib
 import logging
 import time
@@ -14,7 +15,7 @@ from rq.worker import WorkerStatus
 from sqlalchemy.exc import SQLAlchemyError
 
 from console.extensions import PINNED, db
-from console.services.engine import registry
+from console.services.engine import queueing, registry
 from console.services.engine.execute import this_worker
 from console.services.engine.queueing import QUEUES
 
@@ -126,6 +127,22 @@ def _alive(connection) -> bool:
         return connection.dialect.do_ping(connection.connection.dbapi_connection)
     except Exception:  # noqa: BLE001 - any failure means the connection is gone
         return False
+
+
+class StopNoteMixin:
+    """Note, for a week, that this worker was asked to stop (Ctrl-C, a deploy's SIGTERM), so the reconciler runs its
+    attempt again as the same one if it is killed at the end of its grace; RQ's own note lives with the worker's key,
+    gone some minutes after a job began (a restart after a lunch break dead-lettered the run: helper 164)."""
+
+    def request_stop(self, signum, frame):
+        with contextlib.suppress(Exception):  # a note not written leaves the reconciler RQ's own
+            self.connection.set(queueing.stop_note_key(self.name), "1", ex=queueing.STOP_NOTE_S)
+        return super().request_stop(signum, frame)
+
+    def register_birth(self, *args, **kwargs):
+        with contextlib.suppress(Exception):  # a process of the same name from before (a pid used again)
+            self.connection.delete(queueing.stop_note_key(self.name))
+        return super().register_birth(*args, **kwargs)
 
 
 class SparseHousekeepingMixin:
@@ -278,11 +295,11 @@ class FewerRoundTripsMixin:
         release_slot(job)
 
 
-class ReboundSimpleWorker(AppContextMixin, FewerRoundTripsMixin, SparseHousekeepingMixin, SimpleWorker):
+class ReboundSimpleWorker(StopNoteMixin, AppContextMixin, FewerRoundTripsMixin, SparseHousekeepingMixin, SimpleWorker):
     """Runs jobs in the worker process itself: no fork per job, so several times faster."""
 
 
-class ReboundForkWorker(AppContextMixin, FewerRoundTripsMixin, SparseHousekeepingMixin, SimpleWorker):
+class ReboundForkWorker(StopNoteMixin, AppContextMixin, FewerRoundTripsMixin, SparseHousekeepingMixin, SimpleWorker):
     """Forks a child per handler call: a crashing, leaking or hung handler cannot take the worker down.
 
     Unlike RQ's forking Worker, which forks for the whole job, only the handler runs in the child: the claim

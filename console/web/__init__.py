@@ -3,6 +3,7 @@
 import importlib
 import json
 import re
+import uuid
 
 from flask import current_app, has_request_context, request, send_from_directory
 from flask_login import current_user
@@ -109,6 +110,7 @@ def register(app) -> None:
     # Params as read-only pages show them: a field named like a secret (api_key, password, token) reads ***. The forms
     # that edit params, open only to people who may change them, show them as they are.
     app.add_template_filter(mask_fields, "masked")
+    app.add_template_global(lambda: uuid.uuid4().hex, "fresh_key")  # a form that must act once per drawing
     app.add_template_global(mask_pair, "masked_pair")  # a change's two sides: a secret that changed says so
     app.add_template_filter(code_spans, "code_spans")
     # A handler, an error code, a worker in a table that must fit a laptop's window.

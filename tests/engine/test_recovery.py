@@ -56,6 +56,12 @@ def test_an_attempt_its_worker_was_stopped_during_runs_again_without_spending_an
     wait_for(lambda: queueing.asked_to_stop({runs.get(run_id).worker_id}), 15, 0.05, "the stop to be noted")
     stopped.kill()  # and killed at the end of its grace
     stopped.wait()
+    # RQ's own note lives on the worker's key, gone minutes after the job began: `up` down over lunch lost it, and
+    # the run was dead-lettered as worker_lost (helper 164). The worker's own note outlives it.
+    from rq import Worker
+
+    from console.redis_conn import get_redis
+    get_redis().delete(Worker.redis_worker_namespace_prefix + runs.get(run_id).worker_id)
     workers()
     reconcile_until(runs, [run_id])
     run = runs.get(run_id)

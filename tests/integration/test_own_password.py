@@ -117,3 +117,20 @@ def test_only_an_admin_may_reset_a_password(app, client, auth):
     refused = client.post(f"/admin/users/{olga.id}/password", data={"csrf_token": auth.csrf()})
     assert refused.status_code == 403
     assert password_rows() == []
+
+
+def test_an_answer_sent_again_does_not_reset_the_password_a_second_time(app, client, auth):
+    """A reload of the page showing the password sent the form again: a second reset, and the password the admin
+    had given out stopped working (helper 164)."""
+    auth.as_role("admin", "root")
+    olga = auth.make_user("olga", "operator")
+    page = client.get("/admin/users").text
+    key = re.search(rf'/admin/users/{olga.id}/password">.*?name="reset_key" value="([0-9a-f]{{32}})"', page,
+                    re.S).group(1)
+    form = {"csrf_token": auth.csrf("/admin/users"), "reset_key": key}
+    first = client.post(f"/admin/users/{olga.id}/password", data=form)
+    given = re.search(r'<p class="secret" id="new-password">(\S+)</p>', first.text).group(1)
+    again = client.post(f"/admin/users/{olga.id}/password", data=form, follow_redirects=True)
+    assert "That reset of olga&#39;s password was done already" in again.text and given not in again.text
+    assert len(password_rows()) == 1
+    assert Auth(app.test_client()).login("olga", given).status_code == 302  # what was given out still works

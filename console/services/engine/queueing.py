@@ -103,16 +103,26 @@ def state_of(name: str) -> tuple[str | None, datetime | None]:
         started.replace(tzinfo=UTC) if started is not None and started.tzinfo is None else started)
 
 
+STOP_NOTE_S = 7 * 24 * 3600  # how long a worker's "asked to stop" is remembered: a week's outage
+
+
+def stop_note_key(worker_name: str) -> str:
+    """Name the note a worker leaves when asked to stop (processes/worker.py's StopNoteMixin)."""
+    return f"rebound:worker-stopped:{worker_name}"
+
+
 def asked_to_stop(worker_names: set[str]) -> set[str]:
-    """Return those of these RQ workers that were asked to stop (a restart, a deploy) while busy: RQ notes when, on
-    the worker's own key, which outlives the process by its TTL."""
+    """Return those of these workers that were asked to stop (a restart, a deploy): each notes it for a week; one
+    from before that note is known by RQ's own, on the worker's key while it lives."""
     connection = get_redis()
-    found = set()
-    for name in worker_names:
+    names = sorted(worker_names)
+    noted = {name for name, there in zip(names, connection.mget([stop_note_key(name) for name in names]) if names
+                                         else [], strict=True) if there}
+    for name in set(names) - noted:
         worker = Worker.find_by_key(Worker.redis_worker_namespace_prefix + name, connection=connection)
         if worker is not None and worker.shutdown_requested_date is not None:
-            found.add(name)
-    return found
+            noted.add(name)
+    return noted
 
 
 def release_abandoned(run_id: int, series: int, attempt: int, deferred_to: datetime | None = None) -> None:

@@ -1,17 +1,22 @@
 """Admin: people, roles and API tokens."""
 
+import re
 from typing import NamedTuple
 
-from flask import flash, redirect, render_template, url_for
+import redis
+from flask import flash, redirect, render_template, request, url_for
 from wtforms.fields.choices import SelectChoice
 
 from console.auth import current_actor, requires, tenant_scope
 from console.extensions import htmx
+from console.redis_conn import get_redis
 from console.services.errors import ServiceError
 from console.services.people import tenants, tokens, users
 from console.services.people.permissions import ADMIN
 from console.web.admin.blueprint import bp
 from console.web.admin.forms import CreateTokenForm, CreateUserForm, UpdateUserForm, tenant_choices
+
+RESET_KEY = re.compile(r"[0-9a-f]{32}")  # what a Reset password form is drawn with (uuid4().hex)
 
 
 class ShownOnce(NamedTuple):
@@ -82,6 +87,12 @@ def create_user():
 @requires(ADMIN)
 def reset_password(user_id: int):
     user = users.get(user_id, tenant_scope())
+    if not _first_send(request.form.get("reset_key", "")):
+        # A reload of the answer sent the form again: it reset the password a second time, and the one the admin
+        # had given out stopped working (helper 164).
+        flash(f"That reset of {user.username}'s password was done already (the page was sent again): its password was "
+              "shown once. Press Reset password again for a new one.", "error")
+        return redirect(url_for("admin.users_index"), 303)
     try:
         generated = users.reset_password(user, current_actor())
     except ServiceError as error:
@@ -112,6 +123,17 @@ def update_user(user_id: int):
                                revoked=revoked), 200 if error is None else 409
     flash(error or f"Saved {user.username}.{_revoked_words(revoked)}", "error" if error else "success")
     return redirect(url_for("admin.users_index"))
+
+
+def _first_send(key: str) -> bool:
+    """Tell whether this is the first send of a form shown with this key (an hour's memory, in Redis); a key that is
+    not one the page gave, or a Redis that does not answer, counts as first."""
+    if not RESET_KEY.fullmatch(key):
+        return True
+    try:
+        return bool(get_redis().set(f"rebound:password-reset:{key}", 1, nx=True, ex=3600))
+    except (redis.RedisError, OSError):
+        return True
 
 
 def _revoked_words(revoked: int) -> str:
