@@ -31,7 +31,9 @@ def test_a_person_changes_their_own_password_and_their_other_sessions_end(app, c
     assert Auth(laptop).login("vic").status_code == 302
     answer = change(client, auth)
     assert (answer.status_code, answer.headers["Location"]) == (302, "/account/")
-    assert "Your password is changed; your other sessions have ended." in client.get("/account/").text
+    page = client.get("/account/").text
+    assert "Your password is changed; your other sessions have ended." in page
+    assert "Your role may read the console&#39;s pages." in page  # not the refusal's "view this"
     assert client.get("/overview").status_code == 200  # this session goes on
     assert laptop.get("/overview").status_code == 302  # the other one ended
     assert Auth(app.test_client()).login("vic", PASSWORD).status_code == 401

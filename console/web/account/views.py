@@ -19,7 +19,9 @@ def _wrong_current(response) -> bool:
 
 
 def _page(form, status=200):
-    may = [DOING[permission] for permission in sorted(GRANTS[current_user.role])]
+    # DOING says what a refusal is about ("view this"); here each permission is named for what it opens.
+    may = ["read the console's pages" if permission == VIEW else DOING[permission]
+           for permission in sorted(GRANTS[current_user.role])]
     return render_template("account/index.html", form=form, may=may), status
 
 
