@@ -200,7 +200,7 @@ def _drop_registered(registry, job_id: str) -> None:
         # A worker killed mid-job left an entry whose execution record had expired: RQ raised "Execution … not found
         # in Redis", and the whole pass stopped before its compensations (helper 162).
         registry.remove(job_id)
-        log.info("failed job %s dropped from RQ's registry; its record was incomplete (%s)", job_id, partial_record)
+        log.info("job %s dropped from RQ's %s; its record was incomplete (%s)", job_id, registry.key, partial_record)
 
 
 def _of_finished_runs(job_ids: list[str]) -> list[str]:
