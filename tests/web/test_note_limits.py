@@ -40,7 +40,7 @@ def test_every_reason_and_note_box_holds_the_one_limit(app, client, auth, dead_r
     assert execute(compensable, 0, clock=clock) == "succeeded"
     one = {str(MAX_NOTE_CHARS)}
     pages = {"/dlq/?view=list": {"reason"},  # the row's discard and the bulk bar's
-             f"/dlq/{letter_id}/fix": {"reason"}, f"/workorders/{order_id}": {"close-note"},
+             f"/dlq/{letter_id}/fix": {"reason"}, f"/workorders/{order_id}": {"close-note", "note-note"},
              "/runbooks/resolve_runs": {"reason", "note"}, f"/runs/{compensable}": {"cause"}}
     for path, names in pages.items():
         assert boxes(client.get(path).get_data(as_text=True)) == dict.fromkeys(names, one), path
