@@ -170,11 +170,10 @@ def test_the_reconciler_finishes_a_compensation_whose_worker_died(runs, clock, m
     assert compensation.execute(run_id, clock=clock) == "skipped"  # a duplicate job does nothing
 
 
-def test_a_worker_killed_during_an_undo_step_another_worker_finishes_it(runs, workers):
-    doomed = workers()
-    run_id = runs.submit("demo.flaky_compensated", {**COMPENSABLE, "undo_seconds": 2})
-    runs.wait(run_id, "compensating")
-    doomed.kill()  # SIGKILL mid-undo: no cleanup
+def killed_mid_undo_then_finished_elsewhere(doomed, runs, run_id: int, workers) -> None:
+    """Kill the worker running the run's undo (SIGKILL: no cleanup), start another, and see the reconciler give the
+    undo to it: compensated once, its requeue said to be for a lost worker."""
+    doomed.kill()
     doomed.wait()
     workers()
 
@@ -185,6 +184,13 @@ def test_a_worker_killed_during_an_undo_step_another_worker_finishes_it(runs, wo
     wait_for(finished, 40, 0.5, f"run {run_id} to be compensated")
     assert [event.reason for event in runs.events(run_id, "requeued")] == ["compensation_worker_lost"]
     assert len(runs.events(run_id, "compensated")) == 1
+
+
+def test_a_worker_killed_during_an_undo_step_another_worker_finishes_it(runs, workers):
+    doomed = workers()
+    run_id = runs.submit("demo.flaky_compensated", {**COMPENSABLE, "undo_seconds": 2})
+    runs.wait(run_id, "compensating")
+    killed_mid_undo_then_finished_elsewhere(doomed, runs, run_id, workers)
 
 
 def test_a_worker_killed_during_an_undo_a_workflow_asked_for_another_worker_finishes_it(runs, workers):
@@ -196,17 +202,7 @@ def test_a_worker_killed_during_an_undo_a_workflow_asked_for_another_worker_fini
     compensation.request(runs.get(run_id), Actor("workflow"), cause="step 2 failed")
     wait_for(lambda: queueing.status_of(compensation.job_id(run_id)) == "started", 30, 0.05,
              "a worker to take the undo")
-    doomed.kill()  # SIGKILL mid-undo: no cleanup
-    doomed.wait()
-    workers()
-
-    def finished():
-        reconcile.reconcile()
-        return runs.status(run_id) == "compensated"
-
-    wait_for(finished, 40, 0.5, f"run {run_id} to be compensated")
-    assert [event.reason for event in runs.events(run_id, "requeued")] == ["compensation_worker_lost"]
-    assert len(runs.events(run_id, "compensated")) == 1
+    killed_mid_undo_then_finished_elsewhere(doomed, runs, run_id, workers)
 
 
 def test_a_long_undo_step_is_not_taken_from_its_live_worker(app, runs, workers, monkeypatch):
