@@ -151,7 +151,9 @@ def register(app) -> None:
     @app.context_processor
     def console_context():
         def visible_nav():
-            if not current_user.is_authenticated:
+            # A person whose password an admin reset opens nothing but Your account until they choose their own: every
+            # link led back there (helper 164).
+            if not current_user.is_authenticated or current_user.must_change_password:
                 return []
             # An area appears once its blueprint is registered; until then there is no link to it.
             return [item for item in NAV if item.endpoint in current_app.view_functions

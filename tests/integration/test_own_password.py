@@ -90,7 +90,9 @@ def test_an_admin_resets_a_password_shown_once_and_its_person_must_choose_their_
         assert (moved.status_code, moved.headers["Location"]) == (302, "/account/"), path
     fragment = theirs.get("/dlq/", headers={"HX-Request": "true"})
     assert (fragment.status_code, fragment.headers["HX-Redirect"]) == (204, "/account/")
-    assert "An admin reset your password" in theirs.get("/account/").text
+    walled = theirs.get("/account/").text
+    assert "An admin reset your password" in walled
+    assert 'href="/dlq/"' not in walled and 'href="/runs/"' not in walled  # no nav links that lead back here
     # A service's token acts on: it was never the password's to end.
     assert theirs.get("/api/runs", headers={"Authorization": f"Bearer {token}"}).status_code == 200
 
