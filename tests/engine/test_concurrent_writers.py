@@ -140,12 +140,12 @@ def test_concurrent_replays_of_one_letter_restart_its_run_once(app, dead_run):
 
 
 def test_two_schedulers_racing_one_firing_make_one_run(app, clock):
-    task = task_service.register(tenants.find("default"), {"name": "nightly", "handler": "demo.noop",
-                                                            "cron": "* * * * *"}, Actor("test"))
+    task_id = task_service.register(tenants.find("default"), {"name": "nightly", "handler": "demo.noop",
+                                                               "cron": "* * * * *"}, Actor("test")).id
     at = datetime(2026, 3, 2, 10, 5, tzinfo=UTC)
-    results = race(app, 2, lambda _: planner.fire([planner.Firing(task.id, at)], SCHEDULER, clock)[0].status)
+    results = race(app, 2, lambda _: planner.fire([planner.Firing(task_id, at)], SCHEDULER, clock)[0].status)
     assert sorted(results) == ["created", "duplicate"]
-    assert count(select(Run).where(Run.task_id == task.id)) == 1
+    assert count(select(Run).where(Run.task_id == task_id)) == 1
 
 
 def test_two_firings_racing_for_one_mutex_let_one_hold_it(app, clock):
@@ -161,10 +161,10 @@ def test_two_firings_racing_for_one_mutex_let_one_hold_it(app, clock):
 
 def test_concurrent_approvals_of_one_request_apply_it_once(app, dead_run, staff, clock):
     _, letter_id = dead_run()
-    request = params_fix.request_fix(letter_id, {**BROKEN, "fail_times": 0}, "the account was reopened",
-                                     staff["olga"], clock=clock)
+    request_id = params_fix.request_fix(letter_id, {**BROKEN, "fail_times": 0}, "the account was reopened",
+                                        staff["olga"], clock=clock).id
     deciders = [staff["alex"], staff["bea"]]
-    results = race(app, 2, lambda i: decisions.approve(request.id, deciders[i], clock=clock).status)
+    results = race(app, 2, lambda i: decisions.approve(request_id, deciders[i], clock=clock).status)
     assert results.count("executed") == 1
     [refused] = [result for result in results if result != "executed"]
     assert isinstance(refused, Conflict), refused
@@ -319,16 +319,16 @@ def assert_replayable(trail: list[tuple]) -> None:
 def test_changes_at_once_to_one_thing_audit_what_each_replaced(app):
     """An auditor's walk: four pauses at once wrote up to four 'false → true' rows, and eight threshold changes
     each said they replaced 55; an audit trail must read as the history it records."""
-    task = task_service.register(tenants.find("default"), {"name": "nightly", "handler": "demo.noop",
-                                                           "cron": "0 3 * * *"}, SCHEDULER)
-    race(app, 4, lambda i: task_service.set_paused(db.session.get(Task, task.id), True, Actor(f"p{i}")).paused)
+    task_id = task_service.register(tenants.find("default"), {"name": "nightly", "handler": "demo.noop",
+                                                              "cron": "0 3 * * *"}, SCHEDULER).id
+    race(app, 4, lambda i: task_service.set_paused(db.session.get(Task, task_id), True, Actor(f"p{i}")).paused)
     assert audit_trail("task.pause") == [({"paused": False}, {"paused": True})]
     race(app, 6, lambda i: alert_rules.update_rule("dlq_length", {"threshold": 200 + i}, Actor(f"a{i}")))
     trail = audit_trail("alert_rule.update")
     assert len(trail) == 6 and trail[0][0] == {"threshold": 100.0}
     assert_replayable(trail)
-    tenant = tenants.find("default")
-    race(app, 6, lambda i: tenants.set_quota(db.session.get(Tenant, tenant.id), Actor(f"q{i}"), max_running=3 + i))
+    tenant_id = tenants.find("default").id
+    race(app, 6, lambda i: tenants.set_quota(db.session.get(Tenant, tenant_id), Actor(f"q{i}"), max_running=3 + i))
     assert_replayable(audit_trail("tenant.set_quota"))
     race(app, 6, lambda i: console_settings.save(console_settings.DISCARD_WITHOUT_APPROVAL, 2 + i, Actor(f"s{i}")))
     assert_replayable(audit_trail("setting.update"))
@@ -377,16 +377,17 @@ def test_edits_of_one_task_at_once_audit_a_true_history_and_leave_what_the_last_
     the cron beside an edit of the params left a row no audit row shows and no validation saw whole."""
     task = task_service.register(tenants.find("default"), {"name": "nightly", "handler": "demo.noop",
                                                            "cron": "0 3 * * *", "params": {"v": "base"}}, SCHEDULER)
+    task_id = task.id  # read here: `task` belongs to this thread's session, which the writers must not share
 
     def edit(i: int):
         change = {"cron": f"{i} 4 * * *"} if i % 2 else {"params": {"v": f"p{i}"}}
-        return task_service.edit(db.session.get(Task, task.id), change, Actor(f"e{i}"))
+        return task_service.edit(db.session.get(Task, task_id), change, Actor(f"e{i}"))
 
-    race(app, 6, edit)
+    outcomes = race(app, 6, edit)
     trail = audit_trail("task.edit")
-    assert len(trail) == 6 and trail[0][0]["cron"] == "0 3 * * *"
+    assert len(trail) == 6 and trail[0][0]["cron"] == "0 3 * * *", outcomes
     assert_replayable(trail)
-    final = task_service.snapshot(db.session.get(Task, task.id))
+    final = task_service.snapshot(db.session.get(Task, task_id))
     assert (final["cron"], final["params"]) == (trail[-1][1]["cron"], trail[-1][1]["params"])
     assert final["cron"] != "0 3 * * *" and final["params"] != {"v": "base"}  # both kinds of edit landed
 
@@ -543,8 +544,8 @@ def test_a_rollback_reopening_a_work_order_while_a_parker_opens_its_groups_next_
     letters = [dead_run()[1] for _ in range(2)]
     first = db.session.get(DeadLetter, letters[0])
     tenant_id, fingerprint, closed_id = first.tenant_id, first.fingerprint, first.work_order_id
-    request = bulk_discard.discard(letters, "duplicates", staff["olga"], None, clock).approval
-    decisions.approve(request.id, staff["alex"], clock=clock)
+    request_id = bulk_discard.discard(letters, "duplicates", staff["olga"], None, clock).approval.id
+    decisions.approve(request_id, staff["alex"], clock=clock)
     assert changes.close_settled(clock=clock) == [closed_id]
 
     parker = db.engine.connect()  # the group's next order, inserted and not yet committed, as a parker holds it
@@ -555,7 +556,7 @@ def test_a_rollback_reopening_a_work_order_while_a_parker_opens_its_groups_next_
     def roll_back():
         with app.app_context():
             try:
-                outcome.append(decisions.rollback(request.id, staff["bea"], clock=clock).status)
+                outcome.append(decisions.rollback(request_id, staff["bea"], clock=clock).status)
             except Exception as error:  # noqa: BLE001 - the assertion below says what it got
                 outcome.append(error)
             finally:
