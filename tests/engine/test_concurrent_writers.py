@@ -19,6 +19,7 @@ from console.models import (
     ConflictTemplate,
     ConflictTemplateVersion,
     DeadLetter,
+    OutboxMessage,
     PolicyVersion,
     RetryPolicyRecord,
     Run,
@@ -31,7 +32,7 @@ from console.models import (
 from console.services.actor import Actor
 from console.services.delivery import targets
 from console.services.dlq import discards
-from console.services.engine import batch_submit, claim, control, parking, replays
+from console.services.engine import batch_submit, claim, control, failures, parking, replays
 from console.services.engine.execute import execute
 from console.services.errors import Conflict, StaleVersion
 from console.services.people import tenants, users
@@ -390,6 +391,29 @@ def test_edits_of_one_task_at_once_audit_a_true_history_and_leave_what_the_last_
     final = task_service.snapshot(db.session.get(Task, task_id))
     assert (final["cron"], final["params"]) == (trail[-1][1]["cron"], trail[-1][1]["params"])
     assert final["cron"] != "0 3 * * *" and final["params"] != {"v": "base"}  # both kinds of edit landed
+
+
+def test_two_undos_of_one_group_ending_at_once_resolve_the_page_they_opened(app, runs, clock, monkeypatch):
+    """Each undo, ending, counted the other as still compensating (its end not yet committed), so neither resolved
+    the severity-2 page and it stayed open in PagerDuty for good."""
+    ids = [runs.submit("demo.flaky_compensated", {"fail_times": 1, "error": "compensable", "severity": 2})
+           for _ in range(2)]
+    ending, end_undo_page = {run_id: threading.Event() for run_id in ids}, failures._end_undo_page
+
+    def ended_beside_the_other(run, *args, **kwargs):
+        ending[run.id].set()
+        [other] = [event for run_id, event in ending.items() if run_id != run.id]
+        other.wait(1.0)  # both ends uncommitted at once; SQLite's one writer keeps the other out, hence the limit
+        return end_undo_page(run, *args, **kwargs)
+
+    monkeypatch.setattr(failures, "_end_undo_page", ended_beside_the_other)
+    assert race(app, 2, lambda i: execute(ids[i], 0, clock=clock)) == ["compensated", "compensated"]
+    messages = db.session.execute(select(OutboxMessage.kind, OutboxMessage.dedup_key, OutboxMessage.payload)
+                                  .order_by(OutboxMessage.id)).all()
+    [page] = {key for kind, key, _ in messages if kind == "alert"}
+    about_page = [kind for kind, key, payload in messages
+                  if key == page or (kind == "resolve" and payload["incident_key"] == f"rebound-{page}")]
+    assert about_page[-1] == "resolve", about_page
 
 
 def test_a_letter_parked_while_its_work_order_closes_lands_on_an_active_order(app, dead_run, clock, monkeypatch):

@@ -7,6 +7,7 @@ from datetime import timedelta
 from sqlalchemy import func, select
 
 from console import metrics
+from console.db import locks
 from console.domain.clock import Clock
 from console.domain.errors import NOT_COMPENSABLE, Failure, NonRetryableError
 from console.domain.policy import RetryPolicy, retry_delay
@@ -109,6 +110,9 @@ def _end_undo_page(run: Run, now, said: str, error_code: str | None) -> None:
     page = (data or {}).get("page")
     if not page:
         return
+    # Two undos of the group ending at once would each count the other (its end not yet committed) and neither
+    # resolve: held to the commit, the later one counts after the earlier one's end is committed.
+    locks.hold(f"undo-page:{page}", now)
     still = db.session.execute(select(func.count()).select_from(Run).where(
         Run.tenant_id == run.tenant_id, Run.status == "compensating", Run.status_reason == AFTER_FAILURE,
         Run.error_code == error_code, Run.id != run.id)).scalar_one()
