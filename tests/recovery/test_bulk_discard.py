@@ -15,7 +15,7 @@ from console.services.engine import control
 from console.services.engine.execute import execute
 from console.services.errors import Conflict, Forbidden, InvalidInput, NotFound
 from console.services.people import users
-from console.services.recovery import bulk_discard, decisions, shown
+from console.services.recovery import bulk_discard, decisions, params_fix, shown
 from console.services.system import console_settings
 from console.services.workorders import changes as workorders
 from tests.factories import make_tenant
@@ -175,6 +175,45 @@ def test_rollback_reopens_only_the_letters_this_request_discarded(staff, letters
     [rollback_row] = audited("approval.rollback")  # it names the letter it reopened, not both the request named
     assert (rollback_row.before, rollback_row.after) == ({"dead_letters": {str(found[1].id): "discarded"}},
                                                          {"dead_letters": {str(found[1].id): "open"}})
+
+
+def fix_closed_by_an_approved_discard(staff, letters, clock) -> tuple[list[DeadLetter], int, Approval]:
+    """Two letters, a params fix waiting on the first, and an approved bulk discard of both (which closed the fix)."""
+    console_settings.save(THRESHOLD, 1, Actor("root"), clock)
+    found = letters(2)
+    fix = params_fix.request_fix(found[0].id, {**BROKEN, "fail_times": 0}, "account reopened", staff["olga"],
+                                 clock=clock).id
+    request = bulk_discard.discard([x.id for x in found], "duplicates", staff["olga"], None, clock).approval
+    decisions.approve(request.id, staff["alex"], clock=clock)
+    return found, fix, request
+
+
+def test_rollback_puts_back_to_waiting_the_params_fix_the_discard_closed(staff, letters, clock):
+    """The fix closed as "nothing left to fix" stayed closed after its letter was opened again, and no page told its
+    requester to file it again (helper 158)."""
+    found, fix, request = fix_closed_by_an_approved_discard(staff, letters, clock)
+    assert db.session.get(Approval, fix).status == "superseded"
+    clock.advance(60)
+    decisions.rollback(request.id, staff["bea"], clock=clock)
+    restored = db.session.get(Approval, fix)
+    assert (restored.status, restored.decided_at, restored.outcome) == ("pending", None, None)
+    [row] = audited("approval.restore")
+    assert (row.target_id, row.actor, row.after) == (str(fix), "bea", {"status": "pending"})
+    assert row.note == f"rollback of approval #{request.id}: dead letter {found[0].id} is open again"
+    [rollback_row] = audited("approval.rollback")
+    assert rollback_row.after["params_fixes"] == {str(fix): "pending"}
+    assert decisions.approve(fix, staff["alex"], clock=clock).status == "executed"
+
+
+def test_a_fix_past_its_time_stays_closed_after_the_rollback_and_says_its_letter_is_open_again(app, staff, letters,
+                                                                                               clock):
+    found, fix, request = fix_closed_by_an_approved_discard(staff, letters, clock)
+    clock.advance(app.config["APPROVAL_TTL_S"] + 60)
+    decisions.rollback(request.id, staff["bea"], clock=clock)
+    closed = db.session.get(Approval, fix)
+    assert closed.status == "superseded" and not audited("approval.restore")
+    assert closed.outcome.endswith(f"dead letter {found[0].id} was opened again since (rollback of approval "
+                                   f"#{request.id}): file a new fix if it still needs one")
 
 
 def test_an_approved_bulk_discard_with_nothing_left_open_fails_clearly(staff, letters, clock):

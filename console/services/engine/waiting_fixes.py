@@ -9,7 +9,8 @@ because the engine's replays settle letters too; `recovery/params_fix.py` files 
 from collections.abc import Iterable
 from datetime import datetime
 
-from sqlalchemy import select, update
+from sqlalchemy import exists, select, update
+from sqlalchemy.orm import aliased
 
 from console.db.id_lists import among
 from console.extensions import db
@@ -103,6 +104,42 @@ def close(approval_ids: list[int], actor: Actor, now: datetime) -> list[int]:
                          before={"status": "pending"}, after={"status": "superseded"}, note=outcome, tenant=tenant,
                          clock=lambda: now)
     return closed
+
+
+def restore(letter_ids: list[int], settled_at: datetime, actor: Actor, now: datetime, *, note: str) -> list[int]:
+    """Put back to waiting the fixes closed when these dead letters were settled at `settled_at`, now that they are
+    open again (a discard rolled back), each audited as `actor`'s with `note`, in the caller's transaction; return
+    their ids. A fix past its expiry, or whose letter has another fix waiting, stays closed and says the letter is
+    open again, so its requester knows to file a new one."""
+    if not letter_ids:
+        return []
+    closed = db.session.execute(select(Approval.id, Approval.subject_id, Approval.expires_at, Approval.tenant_id)
+                                .where(Approval.kind == KIND, Approval.status == "superseded",
+                                       Approval.decided_at == settled_at,
+                                       Approval.subject_id.in_([str(letter_id) for letter_id in letter_ids]))
+                                .order_by(Approval.id)).all()
+    other = aliased(Approval)
+    none_waiting = ~exists().where(other.kind == KIND, other.status == "pending",
+                                   other.subject_id == Approval.subject_id)
+    restored, names = [], {}
+    for approval_id, letter_id, expires_at, tenant_id in closed:
+        back = expires_at > now and db.session.execute(
+            update(Approval).where(Approval.id == approval_id, Approval.status == "superseded", none_waiting)
+            .values(status="pending", decided_at=None, outcome=None)
+            .execution_options(synchronize_session=False)).rowcount
+        if not back:
+            # Still closed: its words said nothing was left to fix, and the letter is open again.
+            db.session.execute(update(Approval).where(Approval.id == approval_id).values(
+                outcome=Approval.outcome + f"; dead letter {letter_id} was opened again since ({note}): file a new "
+                                           "fix if it still needs one").execution_options(synchronize_session=False))
+            continue
+        restored.append(approval_id)
+        if tenant_id not in names:
+            names[tenant_id] = db.session.get(Tenant, tenant_id).name if tenant_id else None
+        audit.record(db.session, actor, "approval.restore", "approval", approval_id, before={"status": "superseded"},
+                     after={"status": "pending"}, tenant=names[tenant_id],
+                     note=f"{note}: dead letter {letter_id} is open again", clock=lambda: now)
+    return restored
 
 
 def nothing_left(letter_id, said: str) -> str:

@@ -15,6 +15,7 @@ from console.models import Approval, AuditEntry, DeadLetter, Tenant, User
 from console.services.actor import Actor
 from console.services.dlq import discards
 from console.services.dlq import groups as dlq
+from console.services.engine import waiting_fixes
 from console.services.errors import Conflict
 from console.services.recovery import approvals
 from console.services.recovery.kinds import Applied, FixKind, Restored
@@ -207,8 +208,8 @@ def _apply(approval: Approval, actor: Actor, now: datetime) -> Applied:
 
 def _rollback(approval: Approval, actor: Actor, now: datetime) -> Restored:
     backup = approval.backup
-    reopened = discards.reopen(backup["ids"], datetime.fromisoformat(backup["discarded_at"]), actor, now,
-                          approval_id=approval.id)
+    discarded_at = datetime.fromisoformat(backup["discarded_at"])
+    reopened = discards.reopen(backup["ids"], discarded_at, actor, now, approval_id=approval.id)
     if not reopened:
         raise Conflict("nothing was reopened: each of these dead letters was settled another way since the discard, or "
                        "its run was retried (a letter whose run moved on stays as it is)", "status")
@@ -217,8 +218,14 @@ def _rollback(approval: Approval, actor: Actor, now: datetime) -> Restored:
         f"{plural(len(reopened), 'dead letter')} reopened; {', '.join(f'#{i}' for i in kept)} "
         f"{'stays' if len(kept) == 1 else 'stay'} as now: settled another way since the discard, or "
         f"{'its run was' if len(kept) == 1 else 'their runs were'} retried")
-    return Restored(before={"dead_letters": {str(i): "discarded" for i in reopened}},
-                    after={"dead_letters": {str(i): "open" for i in reopened}}, left=left)
+    # The params fixes the discard closed wait for approval again, as they did before it.
+    fixes = waiting_fixes.restore(reopened, discarded_at, actor, now, note=f"rollback of approval #{approval.id}")
+    before, after = {"dead_letters": {str(i): "discarded" for i in reopened}}, {
+        "dead_letters": {str(i): "open" for i in reopened}}
+    if fixes:
+        before["params_fixes"], after["params_fixes"] = ({str(i): status for i in fixes}
+                                                         for status in ("superseded", "pending"))
+    return Restored(before=before, after=after, left=left)
 
 
 KIND = FixKind(NAME, "Discard dead letters past the hourly allowance", _apply, _rollback)
