@@ -186,9 +186,8 @@ def page_text(client, workflow_id: int) -> str:
                     .split())
 
 
-def test_a_step_left_for_a_person_stops_its_workflow_and_the_page_says_what_a_person_can_do(client, auth, saga):
-    """Its error's severity 3 left the failed step for a person, its undo not run: the workflow stops there, the
-    step before it left as it is, and the page names the person's three ways on."""
+def stopped_at_a_step_for_a_person(saga) -> tuple[int, Run]:
+    """A two-step workflow whose step 2 failed with a severity-3 error: stopped there, its run dead for a person."""
     workflow_id = saga.submit([{"handler": "demo.flaky_compensated", "params": {"fail_times": 0}},
                                {"handler": "demo.flaky_compensated",
                                 "params": {"fail_times": 9, "error": "compensable", "severity": 3}}])
@@ -197,6 +196,28 @@ def test_a_step_left_for_a_person_stops_its_workflow_and_the_page_says_what_a_pe
     assert saga.execute(workflow_id, 2) == "dead"
     assert saga.advance(workflow_id) == "compensation_failed"
     held = saga.run(workflow_id, 2)
+    return workflow_id, held
+
+
+def test_a_stopped_workflow_whose_letter_was_discarded_says_so_and_not_that_a_letter_waits(client, auth, saga):
+    """Its note, written when the step failed, went on saying "a dead letter for a person" on the page and in the
+    list after someone discarded that letter (helper 160)."""
+    workflow_id, held = stopped_at_a_step_for_a_person(saga)
+    [letter] = db.session.execute(select(DeadLetter).where(DeadLetter.run_id == held.id)).scalars()
+    discards.discard(letter, "the label was printed by hand", Actor("olga"), clock=saga.clock)
+    auth.as_role("operator")
+    said = (f"(run #{held.id}; its dead letter #{letter.id} was discarded by olga at "
+            f"{saga.clock():%Y-%m-%d %H:%M} UTC); steps before it were left as they are.")
+    assert said in page_text(client, workflow_id)
+    assert "a dead letter for a person" not in page_text(client, workflow_id)
+    listing = " ".join(unescape(client.get("/runs/workflows").get_data(as_text=True)).split())
+    assert said in listing and "a dead letter for a person" not in listing
+
+
+def test_a_step_left_for_a_person_stops_its_workflow_and_the_page_says_what_a_person_can_do(client, auth, saga):
+    """Its error's severity 3 left the failed step for a person, its undo not run: the workflow stops there, the
+    step before it left as it is, and the page names the person's three ways on."""
+    workflow_id, held = stopped_at_a_step_for_a_person(saga)
     auth.as_role("operator")
     text = page_text(client, workflow_id)
     assert (f"A person takes over: step 2 failed for good and waits for a person: its error&#39;s severity 3 left it "

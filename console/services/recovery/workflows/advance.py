@@ -243,7 +243,7 @@ def _hold(workflow: Workflow, run: Run, clock: Clock) -> str | None:
                                                       "person, and its handler has no undo step")
     else:  # the run's error is its undo's, after why it was undone ("card_declined: RuntimeError: ...")
         what, why = "could not be undone by its own undo step", run.error_message or ""
-    note = (f"step {position} failed for good and {what} (run #{run.id}, a dead letter for a person)"
+    note = (f"step {position} failed for good and {what} (run #{run.id}{words.FOR_A_PERSON}"
             + ("; steps before it were left as they are" if position > 1 else "") + (f". {why[:300]}" if why else ""))
     if not _move(workflow, RUNNING, position, {"dead"}, run_reason=run.status_reason, status=COMPENSATION_FAILED,
                  failed_step=position, updated_at=now, finished_at=now, note=note[:NOTE_CHARS]):
@@ -319,7 +319,7 @@ def _undone(workflow: Workflow, step: WorkflowStep, run: Run, clock: Clock) -> s
         what = "is not compensable" if result == Undo.NOT_COMPENSABLE.value else "could not be undone"
         why = _sentence(note)  # its own sentence after the workflow's
         moved = _move(workflow, COMPENSATING, position, UNDO_DONE, status=COMPENSATION_FAILED, updated_at=now,
-                      finished_at=now, note=(f"step {position} {what} (run #{run.id}, a dead letter for a person)"
+                      finished_at=now, note=(f"step {position} {what} (run #{run.id}{words.FOR_A_PERSON}"
                                              + ("; steps before it were left as they are" if position > 1 else "")
                                              + f". {why}.")[:NOTE_CHARS])
         db.session.execute(update(STEPS).where(

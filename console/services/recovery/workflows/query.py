@@ -8,7 +8,7 @@ from sqlalchemy.orm import joinedload
 
 from console.domain.saga import STEP_FAILED, Undo, WorkflowStatus
 from console.extensions import db
-from console.models import Run, RunEvent, Workflow, WorkflowStep
+from console.models import DeadLetter, Run, RunEvent, Workflow, WorkflowStep
 from console.services.errors import InvalidInput, NotFound
 from console.services.recovery.workflows import words
 
@@ -55,19 +55,36 @@ class WorkflowDetail:
         """The workflow's note, and what became of its failed step's run since (see shown_note)."""
         failed = self.workflow.failed_step
         run = next((view.run for view in self.steps if view.step.position == failed), None) if failed else None
-        return shown_note(self.workflow, run)
+        return shown_note(self.workflow, run, _settled_letters([run.id] if run is not None else []))
 
 
-def shown_note(workflow: Workflow, failed_run) -> str | None:
+def shown_note(workflow: Workflow, failed_run, settled: dict | None = None) -> str | None:
     """Return a workflow's note, with what became of its failed step's run when a person replayed it alone after the
-    workflow ended (the note was written when it failed); `failed_run` has the run's id and status."""
+    workflow ended (the note was written when it failed), or of its dead letter when a person settled it without a
+    replay; `failed_run` has the run's id and status, `settled` maps a run id to its settled letter."""
     note = workflow.note
     # The step that failed and stopped the workflow at once has its undo run at a person's word: not a replay.
     undoing_it = workflow.status == WorkflowStatus.COMPENSATING.value and workflow.current_step == workflow.failed_step
-    if not note or failed_run is None or failed_run.status in STEP_FAILED or undoing_it or (
-            f"run #{failed_run.id} was replayed alone" in note):
+    if not note or failed_run is None or undoing_it or f"run #{failed_run.id} was replayed alone" in note:
         return note
+    if failed_run.status in STEP_FAILED:
+        letter = (settled or {}).get(failed_run.id)
+        # Written when it failed; a discard since left no letter waiting for anyone (helper 160).
+        return note.replace(words.FOR_A_PERSON, words.letter_settled(*letter)) if letter else note
     return f"{note}; {words.replayed_alone(failed_run)}"
+
+
+def _settled_letters(run_ids: list[int]) -> dict[int, tuple]:
+    """Return, for each of these runs whose latest dead letter was settled without a replay (discarded or resolved),
+    that letter: run id → (letter id, status, by whom, when)."""
+    if not run_ids:
+        return {}
+    latest = {}
+    for row in db.session.execute(select(DeadLetter.run_id, DeadLetter.id, DeadLetter.status, DeadLetter.resolved_by,
+                                         DeadLetter.resolved_at).where(DeadLetter.run_id.in_(run_ids))
+                                  .order_by(DeadLetter.id)):
+        latest[row.run_id] = tuple(row)[1:]
+    return {run_id: letter for run_id, letter in latest.items() if letter[1] in ("discarded", "resolved")}
 
 
 def notes(workflows: list[Workflow]) -> dict[int, str | None]:
@@ -77,7 +94,8 @@ def notes(workflows: list[Workflow]) -> dict[int, str | None]:
     runs = {row.workflow_id: row for row in db.session.execute(
         select(Run.id, Run.status, Run.workflow_id, Run.workflow_step).where(Run.workflow_id.in_(list(failed))))
         if row.workflow_step == failed[row.workflow_id]} if failed else {}
-    return {workflow.id: shown_note(workflow, runs.get(workflow.id)) for workflow in workflows}
+    settled = _settled_letters([run.id for run in runs.values() if run.status in STEP_FAILED])
+    return {workflow.id: shown_note(workflow, runs.get(workflow.id), settled) for workflow in workflows}
 
 
 def get(workflow_id: int, scope: int | None = None) -> Workflow:

@@ -17,6 +17,15 @@ from console.domain.saga import (
 from console.models import Run, Workflow
 from console.services.engine.compensation import has_undo_step
 
+# How a stopped workflow's note names its failed step's letter, written when it failed.
+FOR_A_PERSON = ", a dead letter for a person)"
+
+
+def letter_settled(letter_id: int, status: str, by: str | None, at) -> str:
+    """Say, in place of FOR_A_PERSON, how a person settled the failed step's dead letter since without a replay."""
+    when = f" at {at:%Y-%m-%d %H:%M} UTC" if at else ""
+    return f"; its dead letter #{letter_id} was {status} by {by or 'someone'}{when})"
+
 
 def replayed_alone(run: Run) -> str:
     """Say what became of a failed step's run that a person replayed on its own since it failed."""
