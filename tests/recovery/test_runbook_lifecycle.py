@@ -270,7 +270,7 @@ def test_a_worker_lost_mid_run_is_failed_clearly_by_the_reconciler(samples, staf
     execution = runbooks.start("sample_steps", {}, staff["olga"], scope=None, clock=clock, enqueue=False)
     # Claimed by a worker that then died: running, and no heartbeat since.
     db.session.execute(db.update(RunbookExecution).where(RunbookExecution.id == execution.id).values(
-        status="running", started_at=clock(), heartbeat_at=clock(), worker_id="host:4242"))
+        status="running", started_at=clock(), heartbeat_at=clock(), worker_id="host:4242", changes_total=3))
     db.session.commit()
     assert runbook_reconcile.reconcile(clock=clock)["lost"] == []  # still fresh
     clock.advance(3)
@@ -279,6 +279,8 @@ def test_a_worker_lost_mid_run_is_failed_clearly_by_the_reconciler(samples, staf
     lost = runbooks.get(execution.id)
     assert lost.status == "failed" and lost.error.startswith("worker lost: host:4242 stopped sending heartbeats")
     assert lost.log.endswith("Check them, then run it again.")
+    # Its log is written a second behind its work: the changes, not the log's last lines, say what it committed.
+    assert "What it committed before (3 changes) is listed in its changes" in lost.error
 
 
 def test_a_real_run_keeps_a_backup_of_the_rows_it_changed(staff, clock, dead_run):

@@ -6,6 +6,7 @@ from datetime import timedelta
 from sqlalchemy import case, select, update
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
+from console.domain.words import plural
 from console.extensions import db
 from console.models import Approval, RunbookExecution
 from console.services.engine import queueing
@@ -38,13 +39,15 @@ def reconcile(clock: Clock = SYSTEM_CLOCK) -> dict[str, list[int]]:
 def _fail_lost(now) -> list[int]:
     """Running executions whose heartbeat stopped: their worker was killed. Failed, saying so; never left running."""
     stale = now - timedelta(seconds=setting("STALE_AFTER_S"))
-    lost = db.session.execute(select(EX.id, EX.worker_id, EX.heartbeat_at).where(
+    lost = db.session.execute(select(EX.id, EX.worker_id, EX.heartbeat_at, EX.changes_total).where(
         EX.status == "running", EX.heartbeat_at <= stale).order_by(EX.id).limit(BATCH)).all()
     failed = []
-    for execution_id, worker, beat in lost:
+    for execution_id, worker, beat, made in lost:
+        # Its log is written a second behind its work: the lines of its last commit may be missing, its changes not.
         error = (f"worker lost: {worker or 'its worker'} stopped sending heartbeats at {beat:%H:%M:%S} UTC (killed or "
-                 "cut off) while running it. What it committed before is listed in its changes, with the rows' "
-                 "backup; nothing was rolled back. Check them, then run it again.")
+                 f"cut off) while running it. What it committed before ({plural(made or 0, 'change')}) is listed in "
+                 "its changes, with the rows' backup, even where the log above ends before it; nothing was rolled "
+                 "back. Check them, then run it again.")
         won = db.session.execute(update(EX).where(EX.id == execution_id, EX.status == "running",
                                                   EX.heartbeat_at <= stale)
                                  .values(status="failed", error=error, finished_at=now,
