@@ -70,6 +70,7 @@ def test_a_registered_worker_shows_with_its_state_and_a_link_to_the_run_it_works
     assert '<span class="badge running">busy</span>' in row and "default, retries" in row
     assert f'href="/runs/{run.id}"' in row and "attempt 1" in row and "last: " not in row
     assert "No worker is running" not in page
+    assert queue_row(page, "default")[5] == "1"  # Running
     # RQ's counts are of jobs: a handler that fails is a job done (it read "succeeded 740 · failed 0").
     assert ">Jobs done</th>" in page and ">Jobs crashed</th>" in page and ">Succeeded</th>" not in page
 
@@ -236,3 +237,4 @@ def test_a_live_worker_whose_job_ended_since_reads_idle_not_busy_with_it(client,
     auth.as_role("viewer")
     row = worker_row(client.get("/queues/").get_data(as_text=True), "worker-a")
     assert '<span class="badge' in row and ">idle</span>" in row and f'href="/runs/{run.id}"' not in row
+    assert queue_row(client.get("/queues/").get_data(as_text=True), "default")[5] == "0"  # Running, as RQ counted 1

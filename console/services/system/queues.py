@@ -105,11 +105,19 @@ def _queue_stats(queue: Queue, now: datetime) -> QueueStats:
         scheduled=scheduled.get_job_count(cleanup=False),
         next_due=datetime.fromtimestamp(first_due[0][1], UTC) if first_due else None,
         overdue=overdue,
-        started=StartedJobRegistry(queue=queue).get_job_count(cleanup=False),
+        started=_running(StartedJobRegistry(queue=queue), now),
         failed=FailedJobRegistry(queue=queue).get_job_count(cleanup=False),
         oldest_enqueued_at=_aware(oldest_job.enqueued_at) if oldest_job else None,
         scheduler=_scheduler_of(connection, holder.decode()) if holder else None,
     )
+
+
+def _running(registry: StartedJobRegistry, now: datetime) -> int:
+    """Count the jobs RQ says run on a queue, less those it gave back from a snapshot after they ended: past their
+    expiry (until RQ's cleanup), or taken long ago for a run that has ended since (helper 162)."""
+    taken = set(registry.get_job_ids(cleanup=False)) - set(registry.get_expired_job_ids(now.timestamp()))
+    runs = {job_id: parsed[0] for job_id in taken if (parsed := queueing.parse_job_id(job_id))}
+    return len(taken - _ended(set(runs.values()), set(runs), now))
 
 
 def _scheduler_of(connection, name: str) -> str:
