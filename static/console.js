@@ -208,8 +208,12 @@
     region.hidden = true;
     region.replaceChildren();
     toggle.setAttribute("aria-expanded", "false");
-    // The address says which group is open (a shared link, Back): folding goes back to the one without it.
-    if (toggle.dataset.closedUrl) history.pushState(null, "", toggle.dataset.closedUrl);
+    // The address says which group is open (a shared link, Back): folding goes back to the one without it. Both
+    // entries marked as htmx marks its own, so Back to either loads it (htmx keeps no history cache here).
+    if (toggle.dataset.closedUrl) {
+      history.replaceState({htmx: true}, document.title, location.href);
+      history.pushState({htmx: true}, document.title, toggle.dataset.closedUrl);
+    }
     event.stopImmediatePropagation();
   }, true);
   document.addEventListener("htmx:afterRequest", function (event) {
