@@ -473,6 +473,9 @@ def test_people_leave_notes_on_a_work_order_for_the_next_person_on_call(app, cli
                  headers=HX)
     assert added.status_code == 200 and "Note added." in added.text
     assert "gateway certificate expired at 02:10; renewing" in added.text and "olga · " in added.text
+    # The box is emptied: the note left in it invited a second press that saved it twice (helper 164).
+    box = re.search(r'<textarea[^>]*name="note-note"[^>]*>(.*?)</textarea>', added.text, re.S)
+    assert box and box.group(1).strip() == ""
     empty = post(client, auth, f"{path}/notes", {"note-note": "   "}, headers=HX)
     assert empty.status_code == 422 and "write the note: what you tried, found or hand over" in empty.text
     changes.close(order(letter.work_order_id), "renewed the certificate", Actor("olga"))

@@ -85,9 +85,11 @@ def _assign_form(order) -> AssignForm:
 
 def _detail(order_id: int, *, notice=None, error=None, close_form=None, note_form=None, status=200):
     d = workorders.detail(order_id, tenant_scope())
+    # Forms not given are drawn empty, not from the request: after "Note added." the note stayed in its box, and a
+    # second press saved it twice (helper 164).
     return page("workorders/show.html", "detail", d=d, order=d.order, notice=notice, error=error,
-                assign_form=_assign_form(d.order), close_form=close_form or CloseForm(prefix="close"),
-                notes=notes.of(order_id), note_form=note_form or NoteForm(prefix="note"),
+                assign_form=_assign_form(d.order), close_form=close_form or CloseForm(prefix="close", formdata=None),
+                notes=notes.of(order_id), note_form=note_form or NoteForm(prefix="note", formdata=None),
                 # Its request can be sent again only to a work-order system that is set up now.
                 workorder_system=targets.all_targets()["workorder"].configured, now=utcnow()), status
 
