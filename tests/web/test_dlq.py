@@ -1056,6 +1056,11 @@ def test_a_group_whose_handler_has_an_open_breaker_says_so_before_a_replay(clien
         assert one in html.unescape(client.get(page).get_data(as_text=True)), page
     expanded = client.get(f"/dlq/groups/{letter.fingerprint}", headers={"HX-Request": "true"})  # the expand button's
     assert one in html.unescape(expanded.get_data(as_text=True))
+    # The page a group's large or failed-for-good replay goes to first says it too (it said nothing; helper 164).
+    confirm = " ".join(re.sub(r"<[^>]+>", "", html.unescape(
+        client.get(f"/dlq/replay/confirm?group={letter.fingerprint}").text)).split())
+    assert ("The circuit breaker of python:demo.flaky is open: the replayed runs wait until it lets them through "
+            "(Breakers).") in confirm
 
 
 def test_only_an_open_breaker_the_letters_run_counts_on_is_said_before_its_replay(client, auth, make_dead_letter):
@@ -1069,6 +1074,7 @@ def test_only_an_open_breaker_the_letters_run_counts_on_is_said_before_its_repla
     auth.as_role("operator")
     listed = html.unescape(client.get("/dlq/?view=list").get_data(as_text=True))
     assert f'id="dl-{letter.id}"' in listed and "circuit breaker of" not in listed
+    assert "circuit breaker of" not in client.get(f"/dlq/replay/confirm?group={letter.fingerprint}").text
     grouped = html.unescape(client.get("/dlq/").get_data(as_text=True))
     assert "breaker open" not in grouped  # by handler and tenant alone, it named breakers its run does not count on
     breakers.record(handler, False, now, settings)  # the one it counts on opens again
@@ -1076,6 +1082,7 @@ def test_only_an_open_breaker_the_letters_run_counts_on_is_said_before_its_repla
     assert "The circuit breaker of python:demo.flaky is open: the replayed run waits until it lets it through." \
         in listed
     assert "open: python:demo.flaky; a replayed run waits" in html.unescape(client.get("/dlq/").get_data(as_text=True))
+    assert "circuit breaker of python:demo.flaky is open" in client.get("/dlq/replay/confirm").text
 
 
 def test_the_group_filter_chip_names_the_error_not_its_fingerprint(client, auth, make_dead_letter):

@@ -233,6 +233,21 @@ def workflow_steps(filters: Filters, tenant_id: int | None, bounds: Bounds, cap:
     return WorkflowSteps(found, undone)
 
 
+def runs_behind(filters: Filters, tenant_id: int | None, bounds: Bounds, handlers: set[str],
+                limit: int = 200) -> list:
+    """Return the distinct (handler, tenant, policy) of the selected dead letters' runs of these handlers (those
+    with a breaker open), at most `limit`: which breakers a replay of them would wait for (`OpenBreakers.of_group`)."""
+    if not handlers:
+        return []
+    query = (select(Run.id, Run.handler, Run.tenant_id, Run.policy_id).select_from(DeadLetter)
+             .join(Run, Run.id == DeadLetter.run_id).where(DeadLetter.handler.in_(sorted(handlers))))
+    inner = where(query, filters, tenant_id, bounds.as_of, bounds.min_id, bounds.max_id).subquery()
+    # The newest run of each (handler, tenant, policy), its overrides read after: PostgreSQL compares no JSON.
+    newest = select(func.max(inner.c.id)).group_by(inner.c.handler, inner.c.tenant_id, inner.c.policy_id).limit(limit)
+    return db.session.execute(select(Run.handler, Run.tenant_id, Run.policy_id, Run.policy_overrides)
+                              .where(Run.id.in_(newest))).all()
+
+
 def needs_explaining(filters: Filters, tenant_id: int | None, bounds: Bounds) -> bool:
     """Tell whether replaying all the filters select needs a page that says what it would do first: some failed for
     good (the same input is likely to fail the same way), or are workflows' steps (each runs alone)."""

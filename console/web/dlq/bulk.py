@@ -19,7 +19,7 @@ from console.services.people.permissions import OPERATE, VIEW
 from console.services.recovery import bulk_discard as bulk_discard_fix
 from console.web.dlq.blueprint import bp, go_back
 from console.web.dlq.forms import BulkReplayForm
-from console.web.dlq.views import chosen_view, results
+from console.web.dlq.views import chosen_view, held_handlers, results
 from console.web.render import page
 
 
@@ -113,7 +113,11 @@ def confirm_replay():
                        dlq.count_non_retryable(filters, scope, bounds=every))
     sample = dlq.entries(filters, scope, limit=1, within=every).entries
     fixes = sum(dlq.fixes_waiting(filters, scope, every).values())
+    # The group's own Replay said so in its dialog; this page, where its largest replays come, did not (helper 164).
+    open_now = held_handlers(scope)
+    held = open_now.of_group(dlq.runs_behind(filters, scope, every, {key.handler for key in open_now.keys}))
     return render_template("dlq/confirm_replay.html", filters=filters, total=total, for_good=for_good, fixes=fixes,
+                           held=held,
                            steps=dlq.workflow_steps(filters, scope, every),
                            described=filters.describe(dlq.group_words(filters.group, scope)),
                            sample=sample[0] if sample else None, count_cap=dlq.COUNT_CAP, upto=upto,
