@@ -207,6 +207,25 @@ def test_odd_crons_and_zones_that_are_not_iana_are_refused(client, operator, fie
     api_checks.refused(response, 422, "invalid", field)
 
 
+@pytest.mark.parametrize("field, value", [
+    (field, value) for field in ("params", "timezone", "event", "cron", "quota_class", "mutex_key")
+    for value in (0, False, [], {} if field != "params" else [])])
+def test_a_wrong_typed_empty_looking_value_is_refused_not_taken_for_none(client, operator, field, value):
+    """{"params": 0} cleared a task's params, {"timezone": 0} put it back on UTC, {"cron": false} unscheduled it and
+    {"event": []} dropped its trigger, each a 200 (helper 165): only null (or "" for a text) clears a field."""
+    defined = {"name": "nightly", "handler": "demo.noop", "cron": "0 4 * * *", "timezone": "Europe/Paris",
+               "event": "order.created", "params": {"account": 42}, "mutex_key": "ledger"}
+    task = client.post("/internal/tasks/register", json=defined, headers=operator)
+    assert task.status_code == 201, task.get_json()
+    with api_checks.nothing_written(COUNTED):
+        response = client.put(f"/internal/tasks/{task.get_json()['id']}", json={field: value}, headers=operator)
+    api_checks.refused(response, 422, "invalid", field)
+    with api_checks.nothing_written(COUNTED):
+        response = client.post("/internal/tasks/register", json={**defined, "name": "other", field: value},
+                               headers=operator)
+    api_checks.refused(response, 422, "invalid", field)
+
+
 NUL = "a\u0000b"
 
 

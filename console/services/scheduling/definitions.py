@@ -59,11 +59,11 @@ def checked(data: dict, tenant: Tenant, current: Task | None = None) -> tuple[di
         default_policy = setting("TASK_DEFAULTS").policy
         merged["policy"] = None if default_policy == policies.DEFAULT else default_policy
     values = {"tenant_id": tenant.id, "name": refusals.check(_name, merged.get("name")),
-              "params": refusals.check(_params, merged.get("params") or {})}
+              "params": refusals.check(_params, _unless_cleared(merged.get("params"), {}))}
     # Each said on its own: a mistyped cron hid a mistyped zone until it was fixed.
     values["timezone"] = refusals.check(_zone, merged)
     values["cron"] = refusals.check(_cron, merged, values["timezone"] or "UTC")
-    values["event"] = refusals.check(_event, merged.get("event") or None)
+    values["event"] = refusals.check(_event, _unless_cleared(merged.get("event")))
     values["policy_id"], values["policy_overrides"] = refusals.check(_policy, merged.get("policy"),
                                                                      failed=(None, None))
     rules, values["template_id"], values["inherits"] = _rules(data, merged, current, refusals)
@@ -83,6 +83,12 @@ def checked(data: dict, tenant: Tenant, current: Task | None = None) -> tuple[di
     if not refusals.found and (current is None or {"sla", "policy", "template"} & set(data)):
         refusals.check(_sla_in_order, values)
     return values, refusals.found
+
+
+def _unless_cleared(value, cleared=None):
+    """Return `cleared` for a field cleared (null, or "" as a form sends an empty box), else the value to check: 0,
+    false or [] is a mistake to refuse, not a way to clear it ({"cron": false} unscheduled a task; helper 165)."""
+    return cleared if value is None or value == "" else value
 
 
 def _sla_in_order(values: dict) -> None:
@@ -128,7 +134,7 @@ MAX_CRON = Task.cron.type.length
 
 def _zone(merged: dict) -> str:
     """Return the task's time zone (UTC unless given), checked."""
-    timezone = merged.get("timezone") or "UTC"
+    timezone = _unless_cleared(merged.get("timezone"), "UTC")
     if not isinstance(timezone, str):
         raise InvalidInput("timezone is an IANA name such as Europe/Berlin", "timezone")
     try:
@@ -141,7 +147,7 @@ def _zone(merged: dict) -> str:
 def _cron(merged: dict, timezone: str) -> str | None:
     """Return the cron expression, checked in the time zone (None for a task without one)."""
     # Neither cron nor event is allowed: such a task runs only when someone runs it (Run now, the API).
-    expression = merged.get("cron") or None
+    expression = _unless_cleared(merged.get("cron"))
     if expression is None:
         return None
     if not isinstance(expression, str):
