@@ -118,8 +118,14 @@ def member(kind: type[Enum], value, what: str):
         raise ValueError(f"{what} is one of {', '.join(item.value for item in kind)}, not {value!r}") from None
 
 
-def _blank(value) -> bool:
-    return value is None or (isinstance(value, str) and not value.strip()) or value == []
+def _blank(param: Param, value) -> bool:
+    """Tell whether a value says "not given": null, an empty box, or an empty list of ids ([] for a single value is
+    a mistake to refuse: `limit: []` ran with the default 1000; helper 165)."""
+    return _empty(value) or (param.many and value == [])
+
+
+def _empty(value) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
 
 
 def parse(declared: Sequence[Param], raw: Mapping) -> dict:
@@ -132,7 +138,7 @@ def parse(declared: Sequence[Param], raw: Mapping) -> dict:
     values = {}
     for param in declared:
         value = raw.get(param.name)
-        if _blank(value):
+        if _blank(param, value):
             if param.required:
                 errors[param.name] = "required"
             values[param.name] = list(param.default) if param.many and param.default else param.default
@@ -276,7 +282,7 @@ def _ids(value) -> list[int]:
     items = re.split(r"[\s,]+", value.strip()) if isinstance(value, str) else value
     if not isinstance(items, list | tuple):
         raise ValueError("ids, separated by commas or spaces")
-    ids = list(dict.fromkeys(_id(item) for item in items if not _blank(item)))
+    ids = list(dict.fromkeys(_id(item) for item in items if not _empty(item)))
     if len(ids) > MAX_IDS:
         raise ValueError(f"at most {MAX_IDS} ids at once")
     return ids

@@ -95,7 +95,10 @@ def test_invalid_params_are_a_422_naming_the_field_and_nothing_is_filed(client):
     for payload, field in (({"params": [1]}, "params"), ({"dry_run": "yes"}, "dry_run"),
                            ({"tenant": 5}, "tenant"), ({"colour": "red"}, "colour"),
                            ({"params": {"rate": 0}}, "rate"), ({"params": {"rate": 10**400}}, "rate"),
-                           ({"params": {"limit": 10**400}}, "limit")):
+                           ({"params": {"limit": 10**400}}, "limit"),
+                           # A stray space read as "every tenant", [] as "the default 1000" (helper 165).
+                           ({"tenant": " "}, "tenant"), ({"tenant": "\t\n"}, "tenant"),
+                           ({"params": {"limit": []}}, "limit")):
         answer = client.post("/api/runbooks/replay_dead_letters/executions", headers=headers, json=payload)
         assert (answer.status_code, answer.json["field"]) == (422, field), payload
     assert client.post("/api/runbooks/nope/executions", headers=headers, json={}).status_code == 404

@@ -93,6 +93,9 @@ def _tenant(runbook: Runbook, scope: int | None, name) -> Tenant | None:
     """Return the tenant an execution acts on (None: every tenant, or the whole system), within the caller's wall."""
     if name is not None and not isinstance(name, str):
         raise InvalidInput("tenant is a tenant name", "tenant")
+    if name and not name.strip():
+        # Read as "every tenant", a stray space widened an execution to all of them (helper 165).
+        raise InvalidInput("tenant is a tenant name; leave it out to act on every tenant you may see", "tenant")
     name = (name or "").strip() or None
     if runbook.scope == "system":
         if scope is not None:
