@@ -846,8 +846,11 @@ def test_a_save_over_a_change_made_since_the_form_was_opened_is_refused(client, 
     reader.feed(client.get(f"/tasks/{task.id}/edit").get_data(as_text=True))
     assert client.post(f"/tasks/{task.id}/edit", data={**reader.values, "jitter_s": "15"}).status_code == 303
     assert (reload(task.id).cron, reload(task.id).jitter_s) == ("45 9 * * MON-FRI", 15)
-    for edited in ("2026-01-01T00:00", "yesterday", "9" * 100):  # a hidden field someone edited: no 500
-        assert client.post(f"/tasks/{task.id}/edit", data={**reader.values, "seen": edited}).status_code == 303
+    # A hidden field someone edited: refused, not a 500, and not a save that skips the check (helper 165).
+    for edited in ("2026-01-01T00:00", "yesterday", "9" * 100, "-1"):
+        refused = client.post(f"/tasks/{task.id}/edit", data={**reader.values, "seen": edited, "jitter_s": "20"})
+        assert refused.status_code == 422 and "is not one the page wrote; reload the page" in refused.text, edited
+        assert reload(task.id).jitter_s == 15
 
 
 def test_task_pages_say_when_no_scheduler_runs_so_their_next_firings_will_not_happen(client, auth):

@@ -83,12 +83,19 @@ class TaskForm(ConsoleForm):
     seen = HiddenField()
 
     def seen_at(self) -> datetime | None:
-        """Return the task's updated_at the form was filled from (None: not given, or not a time: no check)."""
-        try:
-            seen = datetime.fromisoformat((self.seen.data or "").strip()[:40])
-        except ValueError:
+        """Return the task's updated_at the form was filled from (None: not given, as by a script: no check); one
+        the page did not write is refused (it skipped the check, and the save went over a later change)."""
+        given = (self.seen.data or "").strip()
+        if not given:
             return None
-        return seen if seen.tzinfo is not None else None  # the page writes an aware time; a bare one was edited
+        try:
+            seen = datetime.fromisoformat(given[:40])
+        except ValueError:
+            seen = None
+        if seen is None or seen.tzinfo is None:  # the page writes an aware time; anything else was edited
+            raise InvalidInput("this form's time of the task as you opened it is not one the page wrote; reload the "
+                               "page and make your change again", "seen")
+        return seen
 
     def fill(self, snapshot: dict) -> None:
         """Put a task's current definition (tasks.snapshot) into the fields."""
