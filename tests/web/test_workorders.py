@@ -366,6 +366,13 @@ def test_a_request_skipped_for_want_of_a_work_order_system_is_sent_again_only_on
     client.post("/logout", data={"csrf_token": auth.csrf()})
     auth.as_role("admin", "ada")  # who can set one up is shown where
     assert ">set one up under Channels</a>" in client.get(f"/workorders/{letter.work_order_id}").get_data(as_text=True)
+    client.post("/logout", data={"csrf_token": auth.csrf()})
+    # An admin of one tenant cannot open Channels (every tenant's): told who can, not linked to a 403 (helper 165).
+    auth.make_user("tia", "admin", tenant=db.session.get(Tenant, db.session.get(WorkOrder, letter.work_order_id)
+                                                          .tenant_id))
+    auth.login("tia")
+    page = client.get(f"/workorders/{letter.work_order_id}").text
+    assert "/admin/channels" not in page and "an admin of every tenant sets one up under Channels" in page
     app.config.update(WORKORDER_URL="https://itsm.example.com/api/tickets")
     assert "Send again</button>" in client.get(f"/workorders/{letter.work_order_id}").get_data(as_text=True)
 
