@@ -13,7 +13,8 @@ def _check(values: dict, now) -> dict:
         return {"end": "must be after start"}
     if values["end"] > now:
         return {"end": f"must not be in the future (it is {now:%Y-%m-%d %H:%M} UTC now); the scheduler fires those"}
-    return {}
+    too_many = backfilling.over_the_limit(values["task"], values["start"], values["end"])
+    return {"end": too_many} if too_many else {}
 
 
 def backfill_task(ctx) -> None:

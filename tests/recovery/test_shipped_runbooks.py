@@ -382,6 +382,12 @@ def test_backfill_task_creates_one_run_per_missed_firing_once(staff, clock, snap
     assert len(tasks.recent_runs(task)) == 3
     with pytest.raises(Exception, match="must not be in the future"):
         runbooks.start("backfill_task", {**params, "end": "2027-01-01T00:00"}, staff["olga"], scope=None, clock=clock)
+    # A range of too many firings is refused when asked for, not after a 202 by the worker (helper 165).
+    with pytest.raises(runbooks.InvalidParams) as refused:
+        runbooks.start("backfill_task", {**params, "start": "2025-11-01T00:00"}, staff["olga"], scope=None,
+                       dry_run=True, clock=clock, enqueue=False)
+    assert refused.value.errors == {"end": "that range holds more than 1000 firings of '0 * * * *'; backfill a "
+                                           "shorter one"}
 
 
 def test_purge_finished_runs_exports_them_then_deletes_them(app, staff, clock, dead_run, snapshot):

@@ -35,12 +35,9 @@ def plan(task_id: int, start: datetime, end: datetime, now: datetime, tenant_id:
         raise InvalidInput("end must be after start", "end")
     if end > now:
         raise InvalidInput(f"end is in the future ({end:%Y-%m-%d %H:%M} UTC); the scheduler fires those itself", "end")
-    schedule = cron.parse(task.cron, task.timezone)
-    # fires_between starts strictly after its first moment; a firing exactly at `start` belongs to the range.
-    firings = list(schedule.fires_between(start - timedelta(microseconds=1), end, max_count=limit + 1))
+    firings = _firings(task, start, end, limit)
     if len(firings) > limit:
-        raise InvalidInput(f"that range holds more than {limit} firings of '{task.cron}'; backfill a shorter one",
-                           "end")
+        raise InvalidInput(too_many(task, limit), "end")
     keys = {planner.cron_key(task.id, moment): moment for moment in firings}
     names = list(keys)
     existing: set[str] = set()
@@ -49,6 +46,27 @@ def plan(task_id: int, start: datetime, end: datetime, now: datetime, tenant_id:
             Run.tenant_id == task.tenant_id, Run.idempotency_key.in_(names[offset:offset + KEYS_PER_QUERY])))
             .scalars())
     return Backfill(task, firings, [moment for key, moment in keys.items() if key not in existing])
+
+
+def _firings(task: Task, start: datetime, end: datetime, limit: int) -> list[datetime]:
+    """Return the task's cron firings from start to end, both included, up to limit + 1 of them."""
+    schedule = cron.parse(task.cron, task.timezone)
+    # fires_between starts strictly after its first moment; a firing exactly at `start` belongs to the range.
+    return list(schedule.fires_between(start - timedelta(microseconds=1), end, max_count=limit + 1))
+
+
+def too_many(task: Task, limit: int = MAX_FIRINGS) -> str:
+    """Say that a range holds more firings than one backfill creates."""
+    return f"that range holds more than {limit} firings of '{task.cron}'; backfill a shorter one"
+
+
+def over_the_limit(task_id: int, start: datetime, end: datetime, limit: int = MAX_FIRINGS) -> str | None:
+    """Say, when a backfill is asked for, that its range holds too many firings (None when it does not, or when the
+    task has no schedule: the run says so): it was said only on the worker, after a 202 (helper 165)."""
+    task = db.session.get(Task, task_id)
+    if task is None or not task.cron or end <= start:
+        return None
+    return too_many(task, limit) if len(_firings(task, start, end, limit)) > limit else None
 
 
 def fire(backfill: Backfill, moments: list[datetime], actor: Actor, clock: Clock = SYSTEM_CLOCK) -> list:
