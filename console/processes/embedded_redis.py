@@ -62,6 +62,8 @@ def start(data_dir: str, timeout_s: float = 10.0, databases: int = 64) -> tuple[
             "--loglevel", "warning",
         ],
         stdout=subprocess.DEVNULL,
+        # Its dump holds the queues' params: 0600 whatever the umask (it was 0644; helper 165).
+        umask=0o077,
         # Its own session: Ctrl-C reaches the other processes first, and Redis stops last.
         start_new_session=True,
     )

@@ -23,6 +23,7 @@ def test_what_redis_holds_outlives_a_stop_and_start(tmp_path):
         process.terminate()  # as `rebound up` stops it, last (and never left running by a failed assertion)
     assert process.wait(10) == 0
     assert (tmp_path / "redis.rdb").is_file()
+    assert (tmp_path / "redis.rdb").stat().st_mode & 0o777 == 0o600  # the queues' params: its owner's alone
 
     url, process = embedded_redis.start(str(tmp_path))
     try:
