@@ -276,7 +276,8 @@ def matching_ids(filters: Filters, tenant_id: int | None, bounds: Bounds, after_
 
 
 def group_words(fingerprint: str, tenant_id: int | None) -> str | None:
-    """Name an error group as people read it: its code and its newest message, not its fingerprint."""
+    """Name an error group as people read it: its code and its message with the parts that vary between its letters
+    replaced (as its header shows it), not its fingerprint, nor one letter's ids and addresses (helper 164)."""
     if not fingerprint:
         return None
     query = select(DeadLetter.error_code, DeadLetter.error_message).where(DeadLetter.fingerprint == fingerprint)
@@ -285,7 +286,7 @@ def group_words(fingerprint: str, tenant_id: int | None) -> str | None:
     found = db.session.execute(query.order_by(DeadLetter.id.desc()).limit(1)).first()
     if found is None:
         return None
-    message = (found.error_message or "").splitlines()[0][:80] if found.error_message else "(no message)"
+    message = shown_message(found.error_message.splitlines()[0])[:80] if found.error_message else "(no message)"
     return f"{found.error_code or 'unknown'} “{message}”"
 
 

@@ -7,7 +7,7 @@ from sqlalchemy import case, select, text, update
 from sqlalchemy.exc import IntegrityError
 
 from console.db.upsert import insert_for
-from console.domain.errors import Failure
+from console.domain.errors import Failure, shown_message
 from console.extensions import db
 from console.models import DeadLetter, Run, WorkOrder
 from console.models.recovery import ACTIVE_WORK_ORDER
@@ -22,7 +22,9 @@ TITLE_CHARS = ORDERS.c.title.type.length  # 255
 
 def _work_order(run: Run, failure: Failure, now: datetime) -> int:
     """Return the id of this error group's active work order, opening one if there is none; count the letter."""
-    title = f"{run.handler}: {failure.code} — {failure.message[:160]}"
+    # The group's words, not its first letter's: "order 'ord_00001x' customer 1@example.com" named one customer
+    # (and put their address in the title) for a work order about all of them (helper 164).
+    title = f"{run.handler}: {failure.code} — {shown_message(failure.message)[:160]}"
     return group_work_order(run.tenant_id, failure.fingerprint, title, now, notice={
         "handler": run.handler, "task_id": run.task_id, "error_code": failure.code,
         "reason": failure.message[:500], "first_run_id": run.id})[0]
