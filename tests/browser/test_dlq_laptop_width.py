@@ -113,3 +113,21 @@ def test_the_only_letters_discard_box_opens_where_it_can_be_used(page, live_serv
     page.keyboard.type("undid the shipment label by hand")
     discard.click()
     expect(row).to_contain_text("discarded")
+
+
+def test_a_link_to_one_dead_letter_stops_its_row_below_the_sticky_header(page, live_server, live_app, clock):
+    """/dlq/<id> lands on the row's anchor: the table's sticky header covered the top of the row it pointed at,
+    its number and error code (helper 164)."""
+    runs = Runs()
+    ids = [runs.submit("demo.flaky", {**BROKEN, "message": f"account {n} is closed"}, policy=LENIENT)
+           for n in range(30)]
+    for run_id in ids:
+        assert execute(run_id, 0, clock=clock) == "dead"
+    middle = runs.dead_letters(ids[15])[0].id  # far down its group's list, with rows below it to scroll past
+    page.set_viewport_size({"width": 1024, "height": 420})
+    browser_login(page, live_server.url)
+    page.goto(f"{live_server.url}/dlq/{middle}")
+    row = page.locator(f"#dl-{middle}")
+    expect(row).to_be_in_viewport()
+    header = row.locator("xpath=ancestor::table[1]/thead//th[1]").bounding_box()  # the cell is sticky, not <thead>
+    assert row.bounding_box()["y"] >= header["y"] + header["height"] - 1, (row.bounding_box(), header)
