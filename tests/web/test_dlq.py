@@ -753,6 +753,9 @@ def test_a_shared_link_reproduces_the_filtered_view_with_its_group_open(client, 
     assert f'<tr id="ge-{fingerprint}" class="group-entries" hidden></tr>' in plain
     # An open= that is no group on the page opens nothing.
     assert 'aria-expanded="true"' not in client.get("/dlq/?open=ffff&code=invalid_account").get_data(as_text=True)
+    # view=entries, as the button names the list, shows the list (it showed the groups; helper 164).
+    entries = client.get("/dlq/?view=entries&code=invalid_account").text
+    assert 'value="list" checked' in entries and all(f'id="dl-{letter.id}"' in entries for letter in closed)
 
 
 def test_a_row_replay_tells_the_page_to_recount(client, auth, make_dead_letter):

@@ -103,6 +103,9 @@ def test_a_dry_run_is_queued_for_a_worker_and_the_page_goes_to_it(app, client, a
     # and two tabs pressing Run each showed the other's (helper 154).
     assert "Started execution" not in client.get("/runbooks").get_data(as_text=True)
     assert "Started execution" not in client.get(f"/runbooks/executions/{execution.id}").get_data(as_text=True)
+    # Once it has run, a reload of the address it was started at no longer says a worker runs it (helper 164).
+    runbook_runner.execute(execution.id)
+    assert "Started execution" not in client.get(response.headers["Location"]).get_data(as_text=True)
 
 
 def test_bad_params_are_shown_at_their_field_and_nothing_starts(client, auth):

@@ -23,7 +23,9 @@ from console.web.render import page
 
 
 def chosen_view() -> str:
-    return "list" if request.values.get("view") == "list" else "groups"
+    """Return the view asked for: the Entries list (view=list, or view=entries as its button names it), else the
+    groups (view=entries showed the groups; helper 164)."""
+    return "list" if request.values.get("view") in ("list", "entries") else "groups"
 
 
 def _groups_from() -> int:

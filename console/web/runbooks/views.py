@@ -136,7 +136,9 @@ def _form_link(execution) -> str:
 @requires(VIEW)
 def execution(execution_id: int):
     found = runbooks.get(execution_id, tenant_scope())
-    started = request.args.get("started") == "1" and found.requested_by_id == current_user.id
+    # Said while it is under way: a reload after it ended still said "a worker runs it" (helper 164).
+    started = (request.args.get("started") == "1" and found.requested_by_id == current_user.id
+               and found.status in ("awaiting_approval", *runbooks.LIVE))
     return _execution_page(found, started=_started(found) if started else None)
 
 
