@@ -1097,3 +1097,17 @@ def test_the_group_filter_chip_names_the_error_not_its_fingerprint(client, auth,
     page = html.unescape(client.get(f"/dlq/?view=list&group={letter.fingerprint}").get_data(as_text=True))
     chip = re.search(r'<span class="chip" title="error group ([0-9a-f]+)">group (.*?)\s*<a ', page, re.S)
     assert chip.group(1) == letter.fingerprint and chip.group(2) == "carrier_down “carrier api down for parcel <n>”"
+
+
+def test_a_letters_row_shows_its_runs_params_with_secrets_masked(client, auth, runs, clock):
+    """Which order a letter is about took a click into each run page (Sidekiq's Dead tab lists the arguments;
+    helper 164); a secret-named field reads *** as on the run page."""
+    params = {"fail_times": 9, "code": "card_declined", "message": "card declined", "order": "ord_7",
+              "api_key": "sk_live_abcdef123456"}
+    run_id = runs.submit("demo.flaky", params, policy={**LENIENT, "max_attempts": 1})
+    assert execute(run_id, 0, clock=clock) == "dead"
+    (letter,) = runs.dead_letters(run_id)
+    auth.as_role("viewer")
+    for path in ("/dlq/?view=list", f"/dlq/?open={letter.fingerprint}"):
+        row = re.search(rf'<tr id="dl-{letter.id}".*?</tr>', html.unescape(client.get(path).text), re.S).group(0)
+        assert '"order": "ord_7"' in row and '"api_key": "***"' in row and "sk_live" not in row, path
