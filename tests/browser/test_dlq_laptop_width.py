@@ -131,3 +131,36 @@ def test_a_link_to_one_dead_letter_stops_its_row_below_the_sticky_header(page, l
     expect(row).to_be_in_viewport()
     header = row.locator("xpath=ancestor::table[1]/thead//th[1]").bounding_box()  # the cell is sticky, not <thead>
     assert row.bounding_box()["y"] >= header["y"] + header["height"] - 1, (row.bounding_box(), header)
+
+
+PHONE = {"width": 390, "height": 844}
+# Across inside the viewport, and the topmost element at its middle is itself (not a pinned cell over it).
+ON_SCREEN = """el => {
+  const box = el.getBoundingClientRect();
+  if (!(box.width > 0 && box.left >= 0 && box.right <= innerWidth)) return false;
+  el.scrollIntoView({block: 'center'});
+  const again = el.getBoundingClientRect(), top = document.elementFromPoint(again.left + again.width / 2,
+                                                                             again.top + again.height / 2);
+  return el === top || el.contains(top);
+}"""
+
+
+def test_on_a_phone_each_dead_letter_reads_as_a_card_with_its_error_and_buttons_on_screen(page, live_server,
+                                                                                         dead_letters, screenshot):
+    """At 390 px the tables were 879 px wide in their frame: the pinned buttons covered the error, and a group's
+    count, times and tenants were off the screen (helper 164)."""
+    page.set_viewport_size(PHONE)
+    browser_login(page, live_server.url)
+    for address, wanted in (("/dlq/?view=list", ("tr.dl-row td.err .code", "tr.dl-row td.err",
+                                                 "tr.dl-row td.actions > form > button", "tr.dl-row td.status")),
+                            ("/dlq/", ("tbody.group td.err .code", "tbody.group td.num a", "tbody.group td.where",
+                                       "tbody.group td.actions button[name=group]"))):
+        page.goto(f"{live_server.url}{address}")
+        for selector in wanted:
+            found = page.locator(selector).all()
+            assert found and all(each.evaluate(ON_SCREEN) for each in found), (address, selector)
+        assert page.evaluate("document.scrollingElement.scrollWidth <= innerWidth"), address
+    page.locator("button.expand").first.click()  # the group's entries, cards inside its card
+    expect(page.locator("table.nested tr.dl-row").first).to_be_visible()
+    assert all(each.evaluate(ON_SCREEN) for each in page.locator("table.nested tr.dl-row td.err .code").all())
+    screenshot("dlq-phone-cards")
