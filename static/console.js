@@ -179,7 +179,17 @@
   });
   // A page shown again from the back-forward cache is a new visit: its forms may be sent again.
   window.addEventListener("pageshow", function (event) {
-    if (!event.persisted) return;
+    if (!event.persisted) {
+      // Loaded anew by Back or a reload: the browser put back what the filter boxes held before, over what the
+      // server drew for this address; the boxes then named acme above every tenant's figures (helper 166). A page
+      // from the back-forward cache is left as it was (its boxes and rows are the same moment's), and one reached
+      // by a link keeps what a person typed while it loaded.
+      var visit = (performance.getEntriesByType("navigation")[0] || {}).type;
+      if (visit === "back_forward" || visit === "reload") {
+        document.querySelectorAll("form[method=get]").forEach(function (form) { form.reset(); });
+      }
+      return;
+    }
     document.querySelectorAll("form[data-sending]").forEach(function (form) { delete form.dataset.sending; });
   });
 

@@ -70,6 +70,7 @@ def test_a_tenant_scoped_reader_sees_only_their_tenant(built, client, auth, froz
     said = refused(client.get("/api/reports/summary?tenant=nosuch", headers=bearer(scoped)), 403, "forbidden",
                    "tenant")
     assert said["detail"] == "you see only tenant acme's figures; remove tenant=nosuch from the filter"
+    assert client.get("/api/reports/summary?tenant=%20", headers=bearer(scoped)).status_code == 200  # no tenant chosen
     refused(client.get(f"/api/reports/summary?task={built['edge']}", headers=bearer(scoped)), 404, "not_found",
             "task")
     manager = auth.make_user("maria", "manager")

@@ -35,13 +35,13 @@ def describe(scope: Scope) -> str:
 
 def resolve(tenant: str | None, task: str | None, wall: int | None) -> Scope:
     """Return the scope of a tenant name and a task id; a reader limited to a tenant sees only that tenant."""
-    tenant_id = wall
+    tenant_id, tenant = wall, (tenant or "").strip()  # spaces alone choose no tenant, as an empty box
     if tenant:
         # Within a wall, any other name is refused alike, before it is looked up: a 422 for a name no tenant has
         # beside a 403 for another tenant's told a customer which others share the deployment (helper 165).
         # Read by the SLA breaches list's every role too, not a manager's reports alone (helper 149).
-        tenants.keep_within(tenant.strip(), wall, "figures")
-        tenant_id = tenants.require(tenant.strip()).id
+        tenants.keep_within(tenant, wall, "figures")
+        tenant_id = tenants.require(tenant).id
     task_id = None
     if task:
         if not is_digits(task.strip()):
