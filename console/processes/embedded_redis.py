@@ -16,6 +16,9 @@ log = logging.getLogger("rebound.up")
 # A server found running (not ours) that stops answering with its socket still there may be killed or only busy:
 # start ours after this many checks in a row (half a second apart under `rebound up`).
 SILENT_CHECKS = 3
+# How long a stop waits for Redis's final save and exit. Redis refuses SIGTERM while that save fails (a full disk, its
+# directory gone): the console's stop hung on it, then left it running (found by hand).
+STOP_WAIT_S = 10.0
 
 
 def _client(socket_path: Path, timeout_s: float) -> redis.Redis:
@@ -125,5 +128,12 @@ class Keeper:
         """Stop the server if this keeper started it."""
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
-            self.process.wait(10)
+            try:
+                self.process.wait(STOP_WAIT_S)
+            except subprocess.TimeoutExpired:
+                log.error("embedded Redis did not stop within %g s: its final save failed (is the disk full, or its "
+                          "directory %s gone?); killing it: what changed since its last save is lost",
+                          STOP_WAIT_S, self.socket_path.parent)
+                self.process.kill()
+                self.process.wait(STOP_WAIT_S)
         self.process = None

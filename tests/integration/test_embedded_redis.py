@@ -33,3 +33,23 @@ def test_what_redis_holds_outlives_a_stop_and_start(tmp_path):
     finally:
         process.terminate()
         process.wait(10)
+
+
+def test_a_redis_whose_final_save_fails_is_stopped_anyway_and_said(tmp_path, monkeypatch, caplog):
+    """Redis refuses SIGTERM while its final save fails (a full disk, its directory gone): the console's stop hung
+    on it, then left it running."""
+    monkeypatch.setattr(embedded_redis, "STOP_WAIT_S", 2.0)
+    keeper = embedded_redis.Keeper(str(tmp_path / "data"))
+    process = keeper.process
+    client = redis.Redis.from_url(keeper.url)
+    client.set("a", "1")  # a change since its last save: the stop must save
+    client.config_set("dir", "/proc")  # where no dump can be written
+    client.close()
+    try:
+        keeper.close()
+    finally:
+        stopped = process.poll() is not None
+        if not stopped:
+            process.kill()  # never left running by a failed test
+    assert stopped and keeper.process is None
+    assert "embedded Redis did not stop within 2 s: its final save failed" in caplog.text
