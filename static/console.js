@@ -160,6 +160,11 @@
   // A form (or the button that submits it) with data-confirm asks first.
   document.addEventListener("submit", function (event) {
     var button = event.submitter;
+    if (event.target.dataset.sending) {
+      // Sent already: a second press neither asks again nor sends (a double click asked "Run … for real?" twice).
+      event.preventDefault();
+      return;
+    }
     var question = (button && button.dataset.confirm) || event.target.dataset.confirm;
     if (question && !window.confirm(question)) {
       event.preventDefault();
@@ -170,10 +175,6 @@
     // 15 s frees a form whose answer did not replace the page (a download, a dropped connection).
     var form = event.target;
     if (event.defaultPrevented || form.method !== "post") return;
-    if (form.dataset.sending) {
-      event.preventDefault();
-      return;
-    }
     form.dataset.sending = "1";
     setTimeout(function () { delete form.dataset.sending; }, 15000);
   });
