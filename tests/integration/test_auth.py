@@ -210,6 +210,10 @@ def test_a_token_is_revoked_from_the_cli_by_the_prefix_people_see_and_audited(ap
     assert unknown.exit_code == 1 and "no token has the prefix 'rb_nothing'" in unknown.output
     # The whole token pasted works, and its secret is never printed back.
     _, other = tokens.issue(user, Actor("test"), name="deploy")
+    # A typo after the prefix names no token: it revoked the one it began like (helper 167).
+    typo = runner.invoke(args=["revoke-token", other[:10] + "_wrong"])
+    assert typo.exit_code == 1 and "no token has the prefix" in typo.output and "_wrong" not in typo.output
+    assert client.get("/api/me", headers={"Authorization": f"Bearer {other}"}).status_code == 200
     whole = runner.invoke(args=["revoke-token", other])
     assert whole.exit_code == 0 and other[10:] not in whole.output and f"Revoked {other[:10]}…" in whole.output
 

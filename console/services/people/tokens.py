@@ -166,6 +166,16 @@ def refusal(plaintext: str, clock: Clock = SYSTEM_CLOCK) -> str:
     return "the bearer token is invalid, revoked, or its user is disabled"
 
 
+def matching(given: str) -> list[ApiToken]:
+    """Return the tokens a person named: by the shown prefix (rb_ and 7 characters), or by the whole token; anything
+    longer than a prefix that is not a whole token names none (a typo after the prefix revoked the token it began
+    like; helper 167)."""
+    given = given.strip()
+    if len(given) <= PREFIX_CHARS:
+        return by_prefix(given)
+    return db.session.execute(select(ApiToken).where(ApiToken.token_hash == _hash(given))).scalars().all()
+
+
 def by_prefix(prefix: str) -> list[ApiToken]:
     """Return the tokens whose shown prefix (rb_ and 7 characters, as the admin page and /api/me show it) is this."""
     return db.session.execute(select(ApiToken).where(ApiToken.prefix == prefix.strip()[:PREFIX_CHARS])
