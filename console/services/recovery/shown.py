@@ -86,7 +86,8 @@ def check_kind(kind: str | None) -> str | None:
 def page(*, status: str | None, tenant_id: int | None, before: int | None, limit: int, now: datetime,
          kind: str | None = None) -> dict:
     """Return one keyset page of requests as `GET /api/approvals` answers it: {items, next_before}."""
-    found = approvals.rows(status=status, tenant_id=tenant_id, before=before, limit=limit + 1, kind=check_kind(kind))
+    found = approvals.rows(status=status, tenant_id=tenant_id, before=before, limit=limit + 1, kind=check_kind(kind),
+                           now=now)
     rows = found[:limit]
     runs, executions = runs_acted_on(rows), executions_asked(rows)
     return {"items": [as_dict(row, now, runs, executions) for row in rows],

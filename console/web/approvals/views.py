@@ -51,7 +51,8 @@ def _list(tab: str, status: str | None = None, notice: str | None = None, **filt
         news = approvals.answered_ids_since(current_user, since, now)
         approvals.mark_requests_seen(current_user, now)
     kind = filters.get("kind")
-    found = approvals.rows(status=status, tenant_id=tenant_scope(), before=before, limit=PAGE_SIZE + 1, **filters)
+    found = approvals.rows(status=status, tenant_id=tenant_scope(), before=before, limit=PAGE_SIZE + 1, now=now,
+                           **filters)
     more = len(found) > PAGE_SIZE
     found = found[:PAGE_SIZE]
     query = {name: value for name, value in (("status", status), ("kind", kind)) if value} if tab == "all" else {}
