@@ -212,6 +212,10 @@ def test_a_fix_past_its_time_stays_closed_after_the_rollback_and_says_its_letter
     decisions.rollback(request.id, staff["bea"], clock=clock)
     closed = db.session.get(Approval, fix)
     assert closed.status == "superseded" and not audited("approval.restore")
+    # The rollback says so: "the rows are as they were before it ran" was not true of the fix (helper 167).
+    assert decisions.rolled_back_in_part(db.session.get(Approval, request.id)) == (
+        f"params fix #{fix} stays closed: past its time to be decided, or another fix of the letter waits; file a "
+        "new one if it is still needed")
     assert closed.outcome.endswith(f"dead letter {found[0].id} was opened again since (rollback of approval "
                                    f"#{request.id}): file a new fix if it still needs one")
 

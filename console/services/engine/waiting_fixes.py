@@ -106,13 +106,14 @@ def close(approval_ids: list[int], actor: Actor, now: datetime) -> list[int]:
     return closed
 
 
-def restore(letter_ids: list[int], settled_at: datetime, actor: Actor, now: datetime, *, note: str) -> list[int]:
+def restore(letter_ids: list[int], settled_at: datetime, actor: Actor, now: datetime, *,
+            note: str) -> tuple[list[int], list[int]]:
     """Put back to waiting the fixes closed when these dead letters were settled at `settled_at`, now that they are
     open again (a discard rolled back), each audited as `actor`'s with `note`, in the caller's transaction; return
-    their ids. A fix past its expiry, or whose letter has another fix waiting, stays closed and says the letter is
-    open again, so its requester knows to file a new one."""
+    their ids, and those of the fixes that stay closed: past their expiry, or their letter has another fix waiting
+    (each says its letter is open again, so its requester knows to file a new one)."""
     if not letter_ids:
-        return []
+        return [], []
     closed = db.session.execute(select(Approval.id, Approval.subject_id, Approval.expires_at, Approval.tenant_id)
                                 .where(Approval.kind == KIND, Approval.status == "superseded",
                                        Approval.decided_at == settled_at,
@@ -121,7 +122,7 @@ def restore(letter_ids: list[int], settled_at: datetime, actor: Actor, now: date
     other = aliased(Approval)
     none_waiting = ~exists().where(other.kind == KIND, other.status == "pending",
                                    other.subject_id == Approval.subject_id)
-    restored, names = [], {}
+    restored, kept, names = [], [], {}
     for approval_id, letter_id, expires_at, tenant_id in closed:
         back = expires_at > now and db.session.execute(
             update(Approval).where(Approval.id == approval_id, Approval.status == "superseded", none_waiting)
@@ -132,6 +133,7 @@ def restore(letter_ids: list[int], settled_at: datetime, actor: Actor, now: date
             db.session.execute(update(Approval).where(Approval.id == approval_id).values(
                 outcome=Approval.outcome + f"; dead letter {letter_id} was opened again since ({note}): file a new "
                                            "fix if it still needs one").execution_options(synchronize_session=False))
+            kept.append(approval_id)
             continue
         restored.append(approval_id)
         if tenant_id not in names:
@@ -139,7 +141,7 @@ def restore(letter_ids: list[int], settled_at: datetime, actor: Actor, now: date
         audit.record(db.session, actor, "approval.restore", "approval", approval_id, before={"status": "superseded"},
                      after={"status": "pending"}, tenant=names[tenant_id],
                      note=f"{note}: dead letter {letter_id} is open again", clock=lambda: now)
-    return restored
+    return restored, kept
 
 
 def nothing_left(letter_id, said: str) -> str:

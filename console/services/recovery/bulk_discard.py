@@ -219,7 +219,13 @@ def _rollback(approval: Approval, actor: Actor, now: datetime) -> Restored:
         f"{'stays' if len(kept) == 1 else 'stay'} as now: settled another way since the discard, or "
         f"{'its run was' if len(kept) == 1 else 'their runs were'} retried")
     # The params fixes the discard closed wait for approval again, as they did before it.
-    fixes = waiting_fixes.restore(reopened, discarded_at, actor, now, note=f"rollback of approval #{approval.id}")
+    fixes, closed = waiting_fixes.restore(reopened, discarded_at, actor, now,
+                                          note=f"rollback of approval #{approval.id}")
+    if closed:  # "the rows are as they were" would not be true of them (helper 167)
+        left = "; ".join(part for part in (left, (
+            f"params {'fix' if len(closed) == 1 else 'fixes'} {', '.join(f'#{i}' for i in closed)} "
+            f"{'stays' if len(closed) == 1 else 'stay'} closed: past {'its' if len(closed) == 1 else 'their'} time "
+            "to be decided, or another fix of the letter waits; file a new one if it is still needed")) if part)
     before, after = {"dead_letters": {str(i): "discarded" for i in reopened}}, {
         "dead_letters": {str(i): "open" for i in reopened}}
     if fixes:
