@@ -92,6 +92,8 @@ def show_command(approval_id, as_json):
     """Show one request: who asked, why, and the change before → after."""
     from console.domain import diff
     from console.domain.clock import utcnow
+    from console.extensions import db
+    from console.models import User
     from console.services.errors import ServiceError
     from console.services.recovery import approvals, shown
 
@@ -103,10 +105,14 @@ def show_command(approval_id, as_json):
         click.echo(json.dumps(request, indent=2, default=str))
         return
     click.echo(f"request #{request['id']}: {request['title']} ({request['kind']})")
-    # The outcome is what was said when the change ran ("queued for a worker"); "… now" below is how it stands.
-    said = {"outcome": "outcome when it ran"}
+    # The outcome is what was said when the change ran ("queued for a worker"); "… now" below is how it stands. One
+    # that never ran (superseded, expired) says why instead (helper 167).
+    ran = request["executed_at"] is not None
+    said = {"outcome": "outcome when it ran" if ran else "outcome"}
+    undoer_id = approvals.get(approval_id).rolled_back_by_id
+    request["rolled_back_by"] = db.session.get(User, undoer_id).username if undoer_id else None
     for key in ("status", "tenant", "requested_by", "created_at", "expires_at", "decided_by", "decided_at", "note",
-                "outcome", "rolled_back_at", "rollback_note"):
+                "outcome", "rolled_back_by", "rolled_back_at", "rollback_note"):
         if request[key] is not None:
             click.echo(f"  {said.get(key, key.replace('_', ' '))}: {request[key]}")
     click.echo(f"  subject: {request['subject']['type']} {request['subject']['id']}")

@@ -4,12 +4,13 @@ import json
 
 import pytest
 
+from console.domain.clock import utcnow
 from console.extensions import db
 from console.models import Approval, AuditEntry, Run, User
 from console.services.actor import Actor
 from console.services.engine.execute import execute
 from console.services.people import users
-from console.services.recovery import params_fix
+from console.services.recovery import approvals, params_fix
 from tests.factories import Runs, make_tenant
 
 LENIENT = {"breaker": {"failure_threshold": 1000, "open_s": 1, "success_threshold": 1}}
@@ -97,6 +98,14 @@ def test_list_show_approve_and_roll_back_from_the_cli(cli, people, request_of):
     assert rolled.output.strip() == (f"request #{request.id} is rolled back (it had: "
                                      f"{db.session.get(Approval, request.id).outcome})")
     assert db.session.get(Run, request.payload["run_id"]).params == BROKEN
+    assert "  rolled back by: alex" in cli("show", str(request.id)).output  # the page says who; the CLI did not
+    # One that never ran says why it closed, not "when it ran" (helper 167).
+    settled = request_of("olga")
+    assert approvals.supersede(settled.id, "its dead letter was discarded first", utcnow())
+    db.session.commit()
+    shown = cli("show", str(settled.id)).output
+    assert "  outcome: its dead letter was discarded first" in shown and "when it ran" not in shown
+    assert "rolled back by" not in shown
 
 
 def test_the_list_pages_as_the_api_does(cli, people, request_of):
