@@ -102,8 +102,12 @@ def recovery_runbook_command(name, pairs, dry_run, reason, username, tenant, lis
         execution = runbooks.start(name, _params(pairs), actor, scope=scope, tenant=tenant, dry_run=dry_run,
                                    reason=reason, enqueue=False)
     except InvalidParams as invalid:
+        # A runbook's own `reason` param is not --reason (why the execution is asked for): "--param reason: required"
+        # read as a contradiction right after --reason was given (helper 167).
+        hint = ("\n  (--reason says why the execution is asked for; this runbook's own reason is "
+                "--param reason=...)") if reason and "reason" in invalid.errors else ""
         raise click.ClickException("nothing was started:\n" + "\n".join(
-            f"  --param {field}: {message}" for field, message in invalid.errors.items())) from None
+            f"  --param {field}: {message}" for field, message in invalid.errors.items()) + hint) from None
     except ServiceError as refused:
         raise click.ClickException(refused.detail) from None
     link = f"{current_app.config['CONSOLE_URL']}/runbooks/executions/{execution.id}"

@@ -76,6 +76,10 @@ def test_bad_params_say_what_to_fix_and_start_nothing(app):
     twice = cli(app, "backfill_task", "--param", "task=1", "--param", "task=2", "--dry-run")
     assert twice.exit_code == 2 and "task is given twice; give it once" in twice.output
     assert "no runbook named 'nope'" in cli(app, "nope").output
+    # --reason beside a runbook's own reason param says which is which (helper 167).
+    both = cli(app, "discard_dead_letters", "--reason", "cli walk", "--dry-run")
+    assert both.exit_code == 1 and "--param reason: required" in both.output
+    assert "this runbook's own reason is --param reason=..." in both.output
     assert db.session.execute(select(RunbookExecution)).first() is None
 
 
