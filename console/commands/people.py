@@ -92,8 +92,8 @@ def revoke_token_command(prefix):
     found = tokens.matching(prefix)
     prefix = prefix.strip()[:tokens.PREFIX_CHARS]  # said back: its prefix, and nothing of a secret pasted
     if not found:
-        raise click.ClickException(f"no token has the prefix {prefix!r}, or is the whole token given; Admin → API "
-                                   "tokens lists them")
+        raise click.ClickException(f"no token has the prefix {prefix!r}, and none is the whole token given; Admin "
+                                   "→ API tokens lists them")
     if len(found) > 1:  # 7 random characters: two alike are all but impossible, and then neither is guessed
         raise click.ClickException(f"{len(found)} tokens have the prefix {prefix!r}; revoke them in Admin → API tokens")
     token = found[0]

@@ -1,6 +1,5 @@
 """Admin: people, roles and API tokens."""
 
-import re
 from typing import NamedTuple
 
 import redis
@@ -14,9 +13,7 @@ from console.services.errors import ServiceError
 from console.services.people import tenants, tokens, users
 from console.services.people.permissions import ADMIN
 from console.web.admin.blueprint import bp
-from console.web.admin.forms import CreateTokenForm, CreateUserForm, UpdateUserForm, tenant_choices
-
-RESET_KEY = re.compile(r"[0-9a-f]{32}")  # what a Reset password form is drawn with (uuid4().hex)
+from console.web.admin.forms import ISSUE_KEY, CreateTokenForm, CreateUserForm, UpdateUserForm, tenant_choices
 
 
 class ShownOnce(NamedTuple):
@@ -128,7 +125,7 @@ def update_user(user_id: int):
 def _first_send(key: str) -> bool:
     """Tell whether this is the first send of a form shown with this key (an hour's memory, in Redis); a key that is
     not one the page gave, or a Redis that does not answer, counts as first."""
-    if not RESET_KEY.fullmatch(key):
+    if not ISSUE_KEY.fullmatch(key):  # a form's key as pages draw them (uuid4().hex), as a token form's
         return True
     try:
         return bool(get_redis().set(f"rebound:password-reset:{key}", 1, nx=True, ex=3600))
