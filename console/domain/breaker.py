@@ -90,6 +90,10 @@ class BreakerState:
     # Opened again by a failed half-open probe, not by a run of failures: a page says so (it read "5 of 50 … opened
     # by policy demo: 50 failures in a row").
     reopened_by_probe: bool = False
+    # The run holding the half-open probe slot, and the run whose failure opened the breaker: the Breakers page links
+    # them, so whoever watches a breaker open again and again can read the error that keeps doing it.
+    probe_run: int | None = None
+    opened_by_run: int | None = None
 
     def to_dict(self) -> dict:
         """Return a JSON-able form with ISO-8601 times."""
@@ -140,14 +144,16 @@ def current(state: BreakerState, now: datetime) -> BreakerState:
             consecutive_successes=0,
             probe_in_flight=False,
             probe_expires_at=None,
+            probe_run=None,
         )
     return state
 
 
 def allow(
-    state: BreakerState, now: datetime, settings: BreakerSettings = DEFAULT_SETTINGS
+    state: BreakerState, now: datetime, settings: BreakerSettings = DEFAULT_SETTINGS, run_id: int | None = None
 ) -> tuple[bool, BreakerState, datetime | None]:
-    """Decide whether one call may go now; return (allowed, new state, when to try again if denied)."""
+    """Decide whether one call (of run `run_id`) may go now; return (allowed, new state, when to try again if
+    denied)."""
     state = current(state, now)
     if state.state == BreakerMode.CLOSED:
         return True, state, None
@@ -156,7 +162,8 @@ def allow(
     if state.probe_in_flight and state.probe_expires_at is not None and now < state.probe_expires_at:
         return False, state, now + timedelta(seconds=min(settings.open_s, PROBE_WAIT_S))
     probing = replace(
-        state, probe_in_flight=True, probe_expires_at=now + timedelta(seconds=settings.probe_timeout_s)
+        state, probe_in_flight=True, probe_expires_at=now + timedelta(seconds=settings.probe_timeout_s),
+        probe_run=run_id,
     )
     return True, probing, None
 
@@ -165,7 +172,7 @@ def release_probe(state: BreakerState, probe_until: datetime) -> BreakerState:
     """Free the half-open probe slot a call held without counting its outcome (the call said nothing)."""
     # Only the call that took the slot may free it: its expiry is the slot's identity.
     if state.probe_in_flight and state.probe_expires_at == probe_until:
-        return replace(state, probe_in_flight=False, probe_expires_at=None)
+        return replace(state, probe_in_flight=False, probe_expires_at=None, probe_run=None)
     return state
 
 
@@ -186,6 +193,7 @@ def record_success(
             consecutive_successes=successes,
             probe_in_flight=False,
             probe_expires_at=None,
+            probe_run=None,
         )
     else:
         after = BreakerState(consecutive_successes=successes if state.state == BreakerMode.CLOSED else 0)
@@ -193,9 +201,9 @@ def record_success(
 
 
 def record_failure(
-    state: BreakerState, now: datetime, settings: BreakerSettings = DEFAULT_SETTINGS
+    state: BreakerState, now: datetime, settings: BreakerSettings = DEFAULT_SETTINGS, run_id: int | None = None
 ) -> tuple[BreakerState, str | None]:
-    """Count a failed call; return the new state and the mode-change event, if any."""
+    """Count a failed call (of run `run_id`); return the new state and the mode-change event, if any."""
     stored, state = state, current(state, now)
     failures = state.consecutive_failures + 1
     if state.state == BreakerMode.OPEN:
@@ -209,6 +217,7 @@ def record_failure(
             open_until=now + timedelta(seconds=settings.open_s),
             opened_by=Opener.of(settings),
             reopened_by_probe=state.state == BreakerMode.HALF_OPEN,
+            opened_by_run=run_id,
         )
     else:
         after = replace(state, consecutive_failures=failures, consecutive_successes=0,

@@ -163,3 +163,18 @@ def test_settings_come_from_the_policy():
 def test_settings_must_be_positive(field):
     with pytest.raises(ValueError, match=field):
         BreakerSettings(**{field: 0})
+
+
+def test_the_state_names_the_probe_run_while_it_holds_the_slot_and_the_run_whose_failure_opened_it():
+    state, _ = fail_times(BreakerState(), 4)
+    state, _ = record_failure(state, T0, SETTINGS, run_id=7)
+    assert (state.state, state.opened_by_run) == (BreakerMode.OPEN, 7)
+    allowed, probing, _ = allow(state, at(31), SETTINGS, run_id=8)
+    assert allowed and probing.probe_run == 8
+    assert BreakerState.from_dict(json.loads(json.dumps(probing.to_dict()))) == probing  # kept in Redis as JSON
+    succeeded, _ = record_success(probing, at(32), SETTINGS)
+    assert succeeded.state == BreakerMode.HALF_OPEN and succeeded.probe_run is None  # the next probe takes the slot
+    reopened, _ = record_failure(allow(succeeded, at(33), SETTINGS, run_id=9)[1], at(34), SETTINGS, run_id=9)
+    assert (reopened.state, reopened.reopened_by_probe, reopened.opened_by_run, reopened.probe_run) == (
+        BreakerMode.OPEN, True, 9, None)
+    assert current(reopened, at(34 + SETTINGS.open_s)).probe_run is None

@@ -339,3 +339,43 @@ def test_the_overview_counts_only_the_breakers_the_breakers_page_shows(client, a
     client.post("/logout", data={"csrf_token": auth.csrf("/overview")})
     auth.as_role("viewer", "vic")
     assert 'data-counter="breakers_open">3<' in client.get("/overview").get_data(as_text=True)
+
+
+def test_the_probe_in_flight_and_the_run_whose_failure_opened_it_are_linked(client, auth):
+    default = tenants.find("default")
+    tipping, probe = (submit(default, Actor("test"), handler="demo.noop")[0].id for _ in range(2))
+    for _ in range(SETTINGS.failure_threshold):
+        breakers.record(HANDLER, False, utcnow(), SETTINGS, run_id=tipping)
+    auth.as_role("viewer")
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", breaker_row(client.get("/breakers/").get_data(as_text=True), HANDLER),
+                       re.S)
+    assert f'the failure that opened it: <a href="/runs/{tipping}"' in cells[5]
+
+    probing = utcnow() + timedelta(seconds=SETTINGS.open_s + 1)
+    assert breakers.allow(HANDLER, probing, SETTINGS, probe).allowed  # half-open: this run's call is the probe
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", breaker_row(client.get("/breakers/").get_data(as_text=True), HANDLER),
+                       re.S)
+    assert "in flight" in cells[7] and f'<a href="/runs/{probe}" data-run="{probe}">run #{probe}</a>' in cells[7]
+
+    breakers.record(HANDLER, False, probing, SETTINGS, run_id=probe)  # and it fails
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", breaker_row(client.get("/breakers/").get_data(as_text=True), HANDLER),
+                       re.S)
+    assert re.sub(r"<[^>]+>", "", cells[5]).endswith(f"opened again: its half-open probe (run #{probe}) failed")
+    assert f'href="/runs/{probe}"' in cells[5] and "in flight" not in cells[7]
+
+
+def test_a_shared_breaker_names_no_run_of_another_tenant_to_a_tenant_limited_person(client, auth):
+    globex = Tenant(name="globex")
+    db.session.add(globex)
+    db.session.commit()
+    ours = submit(globex, Actor("test"), handler="demo.flaky")[0]
+    theirs = submit(tenants.find("default"), Actor("test"), handler="demo.flaky")[0].id
+    for _ in range(SETTINGS.failure_threshold):
+        breakers.record(ours.handler, False, utcnow(), SETTINGS, run_id=theirs)
+    auth.make_user("gina", "viewer", tenant=globex)
+    auth.login("gina")
+    row = breaker_row(client.get("/breakers/").get_data(as_text=True), ours.handler)
+    assert row is not None and "the failure that opened it" not in row and f"/runs/{theirs}" not in row
+    client.post("/logout", data={"csrf_token": auth.csrf()})
+    auth.as_role("viewer")
+    assert f'href="/runs/{theirs}"' in breaker_row(client.get("/breakers/").get_data(as_text=True), ours.handler)

@@ -33,6 +33,10 @@ class BreakerRow:
     opened_by: PolicyBreaker | None = None  # whose settings opened it (and hold back every run that shares it)
     shared: tuple[PolicyBreaker, ...] = ()  # the policies sharing it, when their settings differ
     thresholds: tuple[int, ...] = ()  # the failures in a row that open it, by the policies counting here (lowest first)
+    # The runs the state names that this person may open (None when gone, or another tenant's): the half-open probe
+    # in flight, and the run whose failure opened it.
+    probe_run: int | None = None
+    opened_by_run: int | None = None
 
     @property
     def handler(self) -> str:
@@ -70,7 +74,10 @@ def board(now: datetime, scope: int | None = None) -> BreakerBoard:
     keys = visible(list(states), scope)
     held, capped = held_runs(keys, scope)
     names = _tenant_names({key.tenant_id for key in keys} - {None})
-    rows = [BreakerRow(key, states[key], held.get(key, 0), names.get(key.tenant_id), *_whose(key, states[key]))
+    runs = _openable_runs({run for key in keys for run in (states[key].probe_run, states[key].opened_by_run)}, scope)
+    rows = [BreakerRow(key, states[key], held.get(key, 0), names.get(key.tenant_id), *_whose(key, states[key]),
+                       probe_run=_if_in(states[key].probe_run, runs),
+                       opened_by_run=_if_in(states[key].opened_by_run, runs))
             for key in keys]
     rows.sort(key=lambda row: (_ORDER[row.state.state], -row.state.consecutive_failures, row.handler,
                                row.tenant or ""))
@@ -131,6 +138,21 @@ def visible(keys: list[BreakerKey], scope: int | None) -> list[BreakerKey]:
     used = set(db.session.execute(select(Run.handler).distinct().where(
         Run.tenant_id == scope, Run.handler.in_(shared))).scalars()) if shared else set()
     return [key for key in keys if key.tenant_id is not None or key.handler in used]
+
+
+def _openable_runs(ids: set[int | None], scope: int | None) -> set[int]:
+    """Return which of these runs exist and are `scope`'s to open (a shared breaker counts every tenant's runs)."""
+    ids = {each for each in ids if isinstance(each, int)}
+    if not ids:
+        return set()
+    found = select(Run.id).where(Run.id.in_(ids))
+    if scope is not None:
+        found = found.where(Run.tenant_id == scope)
+    return set(db.session.execute(found).scalars())
+
+
+def _if_in(run_id: int | None, runs: set[int]) -> int | None:
+    return run_id if run_id in runs else None
 
 
 def _tenant_names(ids: set[int]) -> dict[int, str]:

@@ -36,10 +36,11 @@ def closed(key: BreakerKey, now: datetime, reset_by: str | None = None) -> None:
                    scope=key.scope)
 
 
-def count(key: BreakerKey, ok: bool, now: datetime, settings: BreakerSettings, *, clean_before: bool = False) -> bool:
-    """Count an attempt's outcome against its breaker; queue the alert an opening or closing raises, in the caller's
-    transaction, and tell whether one was queued (the caller commits it)."""
-    change = breakers.record(key, ok, now, settings, clean_before=clean_before)
+def count(key: BreakerKey, ok: bool, now: datetime, settings: BreakerSettings, *, clean_before: bool = False,
+          run_id: int | None = None) -> bool:
+    """Count an attempt's outcome (of run `run_id`) against its breaker; queue the alert an opening or closing raises,
+    in the caller's transaction, and tell whether one was queued (the caller commits it)."""
+    change = breakers.record(key, ok, now, settings, clean_before=clean_before, run_id=run_id)
     if change == "opened":
         opened(key, settings, now)
     elif change == "closed":

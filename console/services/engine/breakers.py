@@ -98,13 +98,13 @@ class Verdict(NamedTuple):
     opened_by: Opener | None = None
 
 
-def allow(key: BreakerKey | str, now: datetime, settings: BreakerSettings) -> Verdict:
-    """Ask whether a call counted against this breaker may go now; if not, when to try again."""
+def allow(key: BreakerKey | str, now: datetime, settings: BreakerSettings, run_id: int | None = None) -> Verdict:
+    """Ask whether a call (of run `run_id`) counted against this breaker may go now; if not, when to try again."""
     if _closed_and_clean(key):
         return Verdict(True, None, True)  # a closed breaker lets everything through and changes nothing
 
     def change(state):
-        allowed, new_state, retry_at = breaker.allow(state, now, settings)
+        allowed, new_state, retry_at = breaker.allow(state, now, settings, run_id)
         return new_state, allowed, retry_at, allowed and new_state.probe_in_flight
 
     after, allowed, retry_at, probing = _update(key, change)
@@ -129,8 +129,8 @@ def release_probe(key: BreakerKey | str, verdict: Verdict) -> None:
 
 
 def record(key: BreakerKey | str, ok: bool, now: datetime, settings: BreakerSettings, *,
-           clean_before: bool = False) -> str | None:
-    """Record an outcome; return "opened", "half_opened" or "closed" when the mode changed.
+           clean_before: bool = False, run_id: int | None = None) -> str | None:
+    """Record an outcome (of run `run_id`); return "opened", "half_opened" or "closed" when the mode changed.
 
     clean_before: the breaker was closed and clean when this call was allowed (Verdict.clean).
     """
@@ -139,10 +139,10 @@ def record(key: BreakerKey | str, ok: bool, now: datetime, settings: BreakerSett
     # Skipping the read keeps the hot path at one Redis round trip per attempt.
     if ok and (clean_before or _closed_and_clean(key)):
         return None
-    outcome = breaker.record_success if ok else breaker.record_failure
-
     def change(state):
-        return outcome(state, now, settings)
+        if ok:
+            return breaker.record_success(state, now, settings)
+        return breaker.record_failure(state, now, settings, run_id)
 
     _, event = _update(key, change)
     return event

@@ -137,7 +137,7 @@ def claim(run_id: int, expected_attempt: int, clock: Clock, worker_id: str):
         if reservation is not None:
             _defer(run, now + timedelta(seconds=DEFER_S), policy.timeout_s, reservation.explain())
             return "deferred:reserved"
-        verdict = breakers.allow(breaker, now, settings)
+        verdict = breakers.allow(breaker, now, settings, run.id)
         if not verdict.allowed and held:
             # Another run took the half-open probe between this one's look and its ask (runs held together come due
             # together): still held, so the timer's move is taken back and the hold noted once.

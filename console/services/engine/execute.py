@@ -285,6 +285,6 @@ def _attempt(run: RunRow, policy, breaker: breakers.BreakerKey, settings: Breake
         # but a probe's slot is freed at once, or every run of the handler would wait out the probe timeout.
         breakers.release_probe(breaker, verdict)
         return run.status
-    if breaker_alerts.count(breaker, error is None, now, settings, clean_before=verdict.clean):
+    if breaker_alerts.count(breaker, error is None, now, settings, clean_before=verdict.clean, run_id=run.id):
         db.session.commit()
     return run.status

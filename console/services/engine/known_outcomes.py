@@ -115,7 +115,8 @@ def record_success(run: Run, kept: dict, now) -> None:
 def _count_toward_breaker(run: Run, policy, ok: bool, now) -> None:
     """Count a late outcome against the run's breaker (its worker released the slot it held); commit any alert."""
     settings = BreakerSettings.from_policy(policy, run.policy_id, run.policy_version)
-    if breaker_alerts.count(breakers.key_for(run.handler, run.tenant_id, policy.breaker_scope), ok, now, settings):
+    if breaker_alerts.count(breakers.key_for(run.handler, run.tenant_id, policy.breaker_scope), ok, now, settings,
+                            run_id=run.id):
         db.session.commit()
 
 
