@@ -14,6 +14,7 @@ from console.services.inputs import (
     is_id,  # noqa: F401 - the API views use it from here
 )
 from console.services.people import tenants
+from console.services.scheduling import task_query
 
 
 class BadRequest(ServiceError):
@@ -105,6 +106,15 @@ def flag_arg(name: str) -> bool:
     if raw in ("1", "true", "yes"):
         return True
     raise InvalidInput(f"{name} is true or false (1 or 0, yes or no)", name)
+
+
+def task_arg() -> int | None:
+    """Return the `task` query argument as the id of a task this request may see (deleted ones too: their runs and
+    letters remain), or a 422 as the pages give: an empty list read as "no runs of that task"."""
+    task_id = whole_arg("task", None, 1, MAX_ID)
+    if task_id is not None and not task_query.can_see(task_id, tenant_scope()):
+        raise InvalidInput(f"no task with id {task_id} that you can see", "task")
+    return task_id
 
 
 def cursor_arg(name: str) -> int | None:

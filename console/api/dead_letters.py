@@ -44,6 +44,8 @@ def _filters(given: dict) -> Filters:
         raise Forbidden("this token sees only its own tenant's dead letters", "tenant")
     if "tenant" in texts:
         tenants.require(texts["tenant"])  # a misspelt tenant is a 422, not an empty list that reads as "none dead"
+    if unseen := dlq.unseen_task(texts.get("task", ""), scope):  # as the page says it
+        raise InvalidInput(unseen[0], "task")
     # A bare handler name means a Python handler, as everywhere else (demo.noop is python:demo.noop).
     task = "handler:{}:{}".format(*handler_kinds.parse(texts["handler"])) if "handler" in texts else texts.get(
         "task", "")

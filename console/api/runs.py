@@ -5,9 +5,8 @@ from datetime import UTC, datetime
 from flask import Blueprint, jsonify, request
 
 from console.api import serialize
-from console.api.common import acting_tenant, cursor_arg, known_args, whole_arg
+from console.api.common import acting_tenant, cursor_arg, known_args, task_arg, whole_arg
 from console.auth import requires, tenant_scope
-from console.domain.ids import MAX_ID
 from console.domain.periods import through_named_day
 from console.domain.statuses import RunStatus
 from console.services.engine import handler_kinds
@@ -60,7 +59,7 @@ def _filters() -> run_query.RunFilters:
         raise InvalidInput("until must be after since", "until")
     return run_query.RunFilters(
         tenant_id=acting_tenant(args["tenant"]).id if args.get("tenant") else None,
-        task_id=whole_arg("task", None, 1, MAX_ID), statuses=statuses, created_from=since, created_to=until,
+        task_id=task_arg(), statuses=statuses, created_from=since, created_to=until,
         error_code=code, text=text, handler="{}:{}".format(*handler_kinds.parse(handler)) if handler else "")
 
 

@@ -4,9 +4,8 @@ them."""
 from flask import Blueprint, jsonify, request, url_for
 
 from console.api import serialize
-from console.api.common import acting_tenant, body, cursor_arg, known_args, no_body, no_unknown, whole_arg
+from console.api.common import acting_tenant, body, cursor_arg, known_args, no_body, no_unknown, task_arg, whole_arg
 from console.auth import current_actor, requires, tenant_scope
-from console.domain.ids import MAX_ID
 from console.domain.words import said_back
 from console.services.errors import Conflict, InvalidInput
 from console.services.people.permissions import OPERATE, VIEW
@@ -30,7 +29,7 @@ def list_work_orders():
     found = workorders.page(status, tenant_scope(), cursor_arg("before"),
                             limit=whole_arg("limit", 50, 1, MAX_LIMIT),
                             of_tenant=acting_tenant(args["tenant"]).id if args.get("tenant") else None,
-                            task_id=whole_arg("task", None, 1, MAX_ID))
+                            task_id=task_arg())
     return jsonify(work_orders=[serialize.work_order(row) for row in found.rows], next_before=found.next_before)
 
 

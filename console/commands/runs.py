@@ -40,10 +40,13 @@ def list_command(tenant, task_id, status, error_code, limit, before, as_json):
     from console.api import serialize
     from console.services.people import tenants
     from console.services.runs import query as run_query
+    from console.services.scheduling import task_query
 
     found_tenant = tenants.find(tenant) if tenant else None
     if tenant and found_tenant is None:
         raise click.BadParameter(f"no tenant named {tenant!r}", param_hint="--tenant")
+    if task_id is not None and not task_query.can_see(task_id, None):  # an empty table read as "it never ran"
+        raise click.BadParameter(f"no task with id {task_id}", param_hint="--task")
     filters = run_query.RunFilters(tenant_id=found_tenant.id if found_tenant else None, task_id=task_id,
                                    statuses=status, error_code=error_code)
     found = run_query.page(filters, scope=None, before=before, limit=limit)

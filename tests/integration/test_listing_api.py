@@ -268,3 +268,23 @@ def test_notes_are_added_to_a_work_order_and_read_with_it_over_the_api(client, o
     viewer = bearer(users.create("vera", "viewer", "correct-horse-battery", Actor("test"))[0])
     assert client.post(f"/api/work-orders/{order_id}/notes", json={"note": "hi"}, headers=viewer).status_code == 403
     assert len(client.get(f"/api/work-orders/{order_id}", headers=headers).json["notes"]) == 1
+
+
+def test_a_task_filter_naming_no_task_the_token_may_see_is_a_422_as_on_the_pages(client, operator, runs, clock):
+    acme = make_tenant("acme")
+    theirs = tasks.register(acme, {"name": "nightly", "handler": "demo.noop"}, Actor("test"))
+    ours = tasks.register(tenants.find("default"), {"name": "nightly", "handler": "demo.noop"}, Actor("test"))
+    gone = tasks.register(tenants.find("default"), {"name": "gone", "handler": "demo.noop"}, Actor("test"))
+    gone_run = runs.submit(None, {}, task=gone)
+    tasks.delete(gone, Actor("test"))
+    scoped = bearer(users.create("dora", "operator", "correct-horse-battery", Actor("test"),
+                                 tenant=tenants.find("default"))[0])
+    for path in ("/api/runs", "/api/work-orders", "/api/dead-letters"):
+        for task_id, headers in ((999_999, bearer(operator)), (theirs.id, scoped)):
+            refused = client.get(f"{path}?task={task_id}", headers=headers)
+            api_checks.refused(refused, 422, "invalid", "task")
+            assert f"no task with id {task_id} that you can see" in refused.json["detail"], (path, refused.json)
+        assert client.get(f"{path}?task={ours.id}", headers=scoped).status_code == 200, path
+        assert client.get(f"{path}?task={theirs.id}", headers=bearer(operator)).status_code == 200, path
+    # A deleted task's runs remain, so it may still be filtered by.
+    assert [r["id"] for r in client.get(f"/api/runs?task={gone.id}", headers=scoped).json["runs"]] == [gone_run]

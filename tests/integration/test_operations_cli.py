@@ -129,6 +129,8 @@ def test_runs_commands_refuse_what_they_cannot_read(app):
     assert cli(app, "runs", "list", "--tenant", "nope").exit_code == 2
     assert cli(app, "runs", "list", "--limit", "0").exit_code == 2
     assert cli(app, "runs", "list", "--before", "9" * 400).exit_code == 2
+    unknown = cli(app, "runs", "list", "--task", "999999")  # an empty table read as "it never ran"
+    assert unknown.exit_code == 2 and "no task with id 999999" in unknown.output
 
 
 def test_the_audit_log_is_searched_from_a_terminal(app, dead_run):

@@ -15,6 +15,7 @@ from console.services.dlq.filters import Bounds, Filters, search_floor, task_pro
 from console.services.engine import compensation, handler_kinds, registry, waiting_fixes
 from console.services.errors import NotFound
 from console.services.inputs import is_digits
+from console.services.scheduling import task_query
 
 PAGE_SIZE = 50
 GROUP_LIMIT = 50
@@ -369,10 +370,7 @@ def unseen_task(task: str, tenant_id: int | None) -> list[str]:
     or nothing: another tenant's task reads as no task at all, as on Runs, so its existence is not told."""
     if not task or task_problem(task) or not is_digits(task):  # a handler's filter, or said already
         return []
-    query = select(Task.id).where(Task.id == int(task))
-    if tenant_id is not None:
-        query = query.where(Task.tenant_id == tenant_id)
-    return [] if db.session.execute(query).first() else [f"no task with id {task} that you can see"]
+    return [] if task_query.can_see(int(task), tenant_id) else [f"no task with id {task} that you can see"]
 
 
 def handler_choices(tenant_id: int | None = None, limit: int = 100) -> list[str]:
