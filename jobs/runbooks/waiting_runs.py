@@ -20,6 +20,8 @@ STATUSES = {"retry_wait": ("retry_wait",), "pending": ("pending",), "both": cont
 NARROWING = (
     Param("task", T.TASK, help="Only this task's runs (its id)."),
     Param("handler", T.STR, max_length=120, help="Only this handler's runs, as stored: python:demo.flaky."),
+    Param("without_task", T.BOOL, default=False,
+          help="Only runs submitted without a task (as the Runs page's handler filter lists them)."),
     Param("code", T.STR, max_length=80, help="Only runs whose last failure had this error code."),
     Param("limit", T.INT, default=1000, minimum=1, maximum=100_000, help="At most this many, oldest first."),
 )
@@ -28,6 +30,8 @@ NARROWING = (
 def _check(values: dict, now) -> dict:
     if values["task"] and values["handler"]:
         return {"handler": "give a task or a handler, not both"}
+    if values["task"] and values["without_task"]:
+        return {"without_task": "a task's runs were submitted with it: give the task, or runs without one"}
     return {}
 
 
@@ -42,6 +46,8 @@ def _waiting(ctx, statuses: tuple[str, ...], after_id: int, size: int) -> list[R
     if params["handler"]:  # a bare name is a Python handler's, as on the Runs page and the DLQ (helper 157)
         # Parsed, not looked up: the runs of a handler removed since are still to be cancelled.
         query = query.where(Run.handler == "{}:{}".format(*handler_kinds.parse(params["handler"])))
+    if params["without_task"]:
+        query = query.where(Run.task_id.is_(None))
     if params["code"]:
         query = query.where(error_code_is(params["code"]))  # in any case, as the Runs page's filter
     return db.session.execute(query).scalars().all()

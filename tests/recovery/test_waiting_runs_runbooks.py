@@ -1,6 +1,8 @@
 """Retry or cancel waiting runs by filter (Sidekiq's Retry all / Delete all): the console offered one run at a time,
 and an operator with 250 runs in an hour's backoff had 250 pages to press (helper 153)."""
 
+import re
+
 import pytest
 from rq import Queue
 from sqlalchemy import select, update
@@ -149,3 +151,28 @@ def test_cancelling_a_workflows_waiting_step_says_the_workflow_then_undoes_the_s
     assert said in dry.log
     real = run_now("cancel_waiting_runs", {"handler": "demo.flaky"}, staff["olga"], clock=clock)
     assert said in real.log and statuses(step.id) == ["cancelled"]
+
+
+def test_the_runs_list_of_a_handlers_waiting_runs_links_to_runbooks_that_leave_its_task_runs_alone(
+        app, client, auth, staff, clock):
+    runs = Runs()
+    bare = waiting(runs, clock)  # demo.flaky submitted without a task, as the list's handler filter shows
+    task = tasks.register(tenants.find("default"), {"name": "nightly", "handler": "demo.flaky"}, staff["olga"])
+    of_task = runs.submit(None, {"fail_times": 9, "code": "carrier_down"}, task=task, policy=SLOW_RETRY)
+    assert execute(of_task, 0, clock=clock) == "retry_wait"
+    auth.as_role("operator")
+    page = client.get("/runs?status=retry_wait&handler=python:demo.flaky").get_data(as_text=True)
+    link = "/runbooks/retry_waiting_runs?handler=python:demo.flaky&amp;without_task=1"
+    assert f'href="{link}"' in page
+    assert 'href="/runbooks/cancel_waiting_runs?status=retry_wait&amp;handler=python:demo.flaky&amp;without_task=1"' \
+        in page
+    form = client.get(link.replace("&amp;", "&")).get_data(as_text=True)
+    assert 'value="python:demo.flaky"' in form and re.search(r'<input checked id="without_task"', form)
+    done = run_now("retry_waiting_runs", {"handler": "python:demo.flaky", "without_task": True}, staff["olga"],
+                   clock=clock)
+    assert "1 of the 1 looked at started now." in done.log
+    assert statuses(bare, of_task) == ["pending", "retry_wait"]  # as the list showed: the task's run is left
+    with pytest.raises(InvalidInput) as refused:
+        runbooks.start("cancel_waiting_runs", {"task": task.id, "without_task": True}, staff["olga"], scope=None,
+                       clock=clock, enqueue=False)
+    assert "without_task" in refused.value.to_dict()["errors"]

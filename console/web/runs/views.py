@@ -86,11 +86,14 @@ def _waiting_runs_bulk(filters: runs_query.RunFilters, tenant: str | None) -> li
     """Return (label, link) of the runbooks that retry or cancel every waiting run the list shows, their forms filled
     in: one run at a time was all the page offered (helper 153). None when the list says more than they take."""
     chosen = WAITING_STATUSES.get(tuple(sorted(filters.statuses)))
-    if chosen is None or replace(filters, statuses=(), task_id=None, error_code="", tenant_id=None) != \
+    if chosen is None or replace(filters, statuses=(), task_id=None, error_code="", tenant_id=None, handler="") != \
             runs_query.RunFilters():
         return []
-    given = {name: value for name, value in (("task", filters.task_id), ("code", filters.error_code),
-                                             ("tenant", tenant)) if value}
+    # The list's handler filter shows a handler's runs submitted without a task; the runbooks' alone takes its task
+    # runs too, so the link says without_task.
+    given = {name: value for name, value in (("task", filters.task_id), ("handler", filters.handler),
+                                             ("without_task", "1" if filters.handler else ""),
+                                             ("code", filters.error_code), ("tenant", tenant)) if value}
     links = [("Retry all now…", url_for("runbooks.show", name="retry_waiting_runs", **given))] \
         if chosen == "retry_wait" else []
     return [*links, ("Cancel all…", url_for("runbooks.show", name="cancel_waiting_runs", status=chosen, **given))]
