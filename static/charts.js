@@ -64,8 +64,14 @@
     });
   }
   document.addEventListener("DOMContentLoaded", function () { draw(document); });
-  // After any swap (outerHTML replaces the element the event names), redraw what is on the page.
-  document.addEventListener("htmx:afterSettle", function () { draw(document); });
+  // After any swap (outerHTML replaces the element the event names), redraw what is on the page: in a task of its
+  // own, so the keyboard's place is given back (console.js) before Plotly's drawing holds the page.
+  var pending = false;
+  document.addEventListener("htmx:afterSettle", function () {
+    if (pending) return;
+    pending = true;
+    window.setTimeout(function () { pending = false; draw(document); }, 0);
+  });
   document.addEventListener("rebound:theme", function () { draw(document); });
   document.addEventListener("rebound:times", function () { draw(document); });
 })();

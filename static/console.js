@@ -138,12 +138,15 @@
     if (field) field.focus();
   }, true);
 
-  // Tabbing out of the account dropdown closes it: left open, it covered the banner below it.
+  // Tabbing out of the account dropdown closes it: left open, it covered the banner below it. A popover form (a row's
+  // Discard…) likewise: left open, it covered the next row's buttons (helper 168).
   document.addEventListener("focusout", function (event) {
     var who = event.target.closest && event.target.closest(".who");
     if (who && event.relatedTarget && !who.contains(event.relatedTarget)) {
       who.querySelectorAll('.account-toggle[aria-expanded="true"]').forEach(function (b) { setOpen(b, false); });
     }
+    var popover = event.target.closest && event.target.closest("details[data-popover][open]");
+    if (popover && event.relatedTarget && !popover.contains(event.relatedTarget)) popover.open = false;
   });
 
   systemDark.addEventListener("change", themeChanged);
@@ -206,8 +209,9 @@
     }
     var collapse = event.target.closest("[data-collapse]");
     if (collapse) {
+      // Hide folds the group and gives focus to its toggle: the Hide button went with the entries, focus to <body>.
       var toggle = document.getElementById(collapse.dataset.collapse);
-      if (toggle) toggle.click();
+      if (toggle) { toggle.click(); toggle.focus(); }
     }
   });
 
@@ -590,11 +594,13 @@
     if (Math.abs(moved) > 1) window.scrollBy(0, moved);
   }
 
-  // htmx settles each new top-level element apart: gather them, then look once.
+  // htmx settles each new top-level element apart, one after another in the swap's own task (settle delay 0, in the
+  // htmx config): gather them, then look once, before that task ends. A timer let the Overview's charts redraw first,
+  // and for up to 0.85 s the keys a person pressed went to <body> (helper 168).
   document.addEventListener("htmx:afterSettle", function (event) {
     if (!lostFocus) return;
     settled.push(event.target);
-    if (settled.length === 1) window.setTimeout(restoreFocus, 0);
+    if (settled.length === 1) window.queueMicrotask(restoreFocus);
   });
 
   // A table's frame scrolls sideways only when its table is wider than it (a phone): a frame that scrolls is where

@@ -123,3 +123,44 @@ def test_a_runs_refresh_that_adds_rows_above_the_focused_one_keeps_it_where_it_w
     ten_more_arrive(page, runs, 20)
     expect(page.locator(":focus")).to_have_attribute("href", f"/runs/{ids[9]}")
     assert abs(page.locator(":focus").bounding_box()["y"] - top) < 5
+
+
+def test_focus_is_back_before_the_next_task_after_a_refresh_even_while_a_chart_redraws(page, live_server, live_app):
+    # It came back on a timer after the swap's settle (20 ms) and after the Overview's charts redrew (up to 0.85 s):
+    # a Tab pressed meanwhile left from <body> and skipped the cards (helper 168).
+    dead_letter()
+    browser_login(page, live_server.url, then="/overview")
+    assert page.locator("#live [data-figure]").count() >= 1
+    page.evaluate("""() => { window.seen = [];
+      document.addEventListener('htmx:afterSwap', () => {
+        setTimeout(() => window.seen.push(document.activeElement.tagName), 0); }); }""")
+    page.locator("#live a[href]").last.focus()
+    page.wait_for_function("() => window.seen.length >= 1", timeout=20_000)  # the region refreshes every 5 s
+    assert page.evaluate("() => window.seen")[0] == "A"
+
+
+def test_hide_gives_focus_to_the_groups_toggle_and_a_popover_closes_when_tabbed_out_of(page, live_server, live_app):
+    letter = dead_letter()
+    browser_login(page, live_server.url, then="/dlq/")
+    toggle = page.locator("button[data-fold]").first
+    toggle.focus()
+    page.keyboard.press("Enter")
+    hide = page.get_by_role("button", name="Hide")
+    expect(hide).to_be_visible()
+    hide.focus()
+    page.keyboard.press("Enter")
+    expect(toggle).to_be_focused()  # it went to <body> with the entries
+    expect(toggle).to_have_attribute("aria-expanded", "false")
+
+    letter = dead_letter()  # the newest, on top: the first letter's row below it takes the Tab
+    page.goto(f"{live_server.url}/dlq/?view=list")
+    row = page.locator(f"#dl-{letter.id}")
+    row.locator("summary", has_text="Discard…").focus()
+    page.keyboard.press("Enter")
+    reason = row.get_by_label(f"reason to discard dead letter {letter.id}")
+    expect(reason).to_be_focused()
+    for _ in range(4):  # the box's own button, then on past it
+        page.keyboard.press("Tab")
+        if not page.evaluate("() => !!document.activeElement.closest('details[data-popover]')"):
+            break
+    expect(reason).to_be_hidden()  # left open, it covered the next row's buttons
