@@ -152,13 +152,14 @@ def recompute_days(moments, clock: Clock = SYSTEM_CLOCK) -> int:
 
 
 def rebuild(clock: Clock = SYSTEM_CLOCK, progress=None) -> int:
-    """Recompute every rollup from the runs, a day per transaction; return the number of days."""
+    """Recompute every rollup from the runs, a day per transaction, each day's rows replaced in its own; return the
+    number of days. Stopped half-way (Ctrl-C, a closed pipe), each day holds its old figures or its new ones: the
+    tables were emptied first, and the reports read nothing for the days not yet done (helper 172)."""
     now = clock()
-    for table in (report_hours, report_days, report_error_hours, report_error_days):
-        db.session.connection().execute(delete(table))
     first, days = _first_moment(), 0
+    start = end = floor_hour(now) + HOUR
     if first is not None:
-        day, end = floor_day(first), floor_hour(now) + HOUR
+        day = start = floor_day(first)
         while day < end:
             recompute(day, min(day + DAY, end))
             db.session.commit()
@@ -166,6 +167,12 @@ def rebuild(clock: Clock = SYSTEM_CLOCK, progress=None) -> int:
             if progress:
                 progress(day)
             day += DAY
+    # What lies outside the runs' span counts nothing the runs still hold, so it goes with the last day.
+    hours, day_rows = (report_hours, report_error_hours), (report_days, report_error_days)
+    for table in hours:
+        db.session.connection().execute(delete(table).where((table.c.hour < start) | (table.c.hour >= end)))
+    for table in day_rows:
+        db.session.connection().execute(delete(table).where((table.c.day < start) | (table.c.day >= end)))
     _set_through(now)
     db.session.commit()
     return days
