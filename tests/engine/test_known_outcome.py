@@ -284,12 +284,13 @@ def test_a_claim_met_by_a_database_restart_waits_for_it_instead_of_failing_its_j
     assert runs.get(run_id).executions == 1
 
 
-def test_a_success_recorded_late_after_someone_asked_to_cancel_is_cancelled_as_its_worker_would_have(
-        runs, clock, monkeypatch):
-    """The worker's own write says `cancelled` when a cancel was asked while the handler ran; the late record said
-    `succeeded`."""
+@pytest.mark.parametrize("seen, recorded", [(True, "cancelled"), (False, "succeeded")])
+def test_a_success_recorded_late_after_someone_asked_to_cancel_is_what_its_worker_would_have_written(
+        runs, clock, monkeypatch, seen, recorded):
+    """The worker's own write says `cancelled` when the handler returned on seeing a cancel asked while it ran, and
+    `succeeded` when it never looked (its work is done); the late record said `succeeded` for both."""
     run_id = runs.submit("demo.noop")
-    refuse(monkeypatch, "cancelled", times=None)
+    refuse(monkeypatch, recorded, times=None)
     real_call = engine.call_handler
 
     def asked_to_cancel_meanwhile(*args, **kwargs):
@@ -297,6 +298,8 @@ def test_a_success_recorded_late_after_someone_asked_to_cancel_is_cancelled_as_i
         transitions.request_cancel(runs.get(run_id), clock(), actor="alice")
         db.session.commit()
         args[1].cancel_event.set()  # what the heartbeat does when it reads the request
+        if seen:
+            assert args[1].cancelled()  # the handler looks, and stops
         return result
 
     monkeypatch.setattr(engine, "call_handler", asked_to_cancel_meanwhile)
@@ -305,9 +308,11 @@ def test_a_success_recorded_late_after_someone_asked_to_cancel_is_cancelled_as_i
     monkeypatch.setattr(engine, "_sleep", lambda seconds: None)
     assert reconcile.reconcile(_stale(run_id, clock)).lost_workers == [run_id]
     run = runs.get(run_id)
-    assert (run.status, run.status_reason, run.result, run.executions) == ("cancelled", "cancel_requested",
-                                                                           {"ok": True}, 1)
+    reason = "cancel_requested" if seen else known_outcomes.RECORDED_LATE
+    assert (run.status, run.status_reason, run.result, run.executions) == (recorded, reason, {"ok": True}, 1)
     assert run.finished_at < clock() - timedelta(minutes=5)
+    if not seen:
+        assert runs.events(run_id, "succeeded")[-1].message == known_outcomes.FINISHED_ANYWAY
 
 
 @pytest.mark.parametrize("handler, params, refused, counted", [
@@ -368,3 +373,26 @@ def test_a_run_asked_to_stop_whose_worker_died_is_cancelled_not_retried_or_parke
     assert (run.status, run.status_reason, run.next_retry_at) == ("cancelled", "cancel_requested", None)
     assert "stopped sending heartbeats" in runs.events(run_id, "cancelled")[0].message
     assert runs.dead_letters(run_id) == []
+
+
+@pytest.mark.parametrize("seen, recorded", [(True, "cancelled"), (False, "succeeded")])
+def test_a_handler_asked_to_stop_reads_cancelled_only_if_it_looked(runs, clock, monkeypatch, seen, recorded):
+    """One that never checks did its work whole: "cancelled" read as not done, with a Replay that would do it twice
+    (helper 169)."""
+    run_id = runs.submit("demo.noop")
+    real_call = engine.call_handler
+
+    def asked_to_cancel_meanwhile(*args, **kwargs):
+        transitions.request_cancel(runs.get(run_id), clock(), actor="alice")
+        db.session.commit()
+        args[1].cancel_event.set()  # what the heartbeat does when it reads the request
+        if seen:
+            assert args[1].cancelled()
+        return real_call(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "call_handler", asked_to_cancel_meanwhile)
+    assert execute(run_id, 0, clock=clock) == recorded
+    run = runs.get(run_id)
+    assert (run.status, run.result) == (recorded, {"ok": True})
+    note = runs.events(run_id, recorded)[-1].message
+    assert (note == known_outcomes.FINISHED_ANYWAY) is (not seen)

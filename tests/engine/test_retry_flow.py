@@ -120,6 +120,25 @@ def test_cancel_stops_a_running_handler_cooperatively(runs, workers):
     assert run.result["cancelled"] is True and run.result["slept_s"] < 20
 
 
+def test_cancel_stops_a_running_command_at_once_and_its_breaker_counts_nothing(app, runs, workers, tmp_path):
+    # A command has no cancellation check: it ran its 120 s to the end holding a worker, then read cancelled with its
+    # work done and a Replay button (helper 169). Its process is stopped now.
+    commands = tmp_path / "commands.yaml"
+    commands.write_text("long:\n  argv: [sleep, '120']\n")
+    app.config["COMMANDS_FILE"] = str(commands)
+    workers()
+    policy = {"max_attempts": 3, "breaker": {"failure_threshold": 1, "open_s": 60, "success_threshold": 1}}
+    run_id = runs.submit("command:long", policy=policy)
+    run = runs.wait(run_id, "running")
+    control.cancel(run, Actor("ops"))
+    run = runs.wait(run_id, "cancelled", timeout_s=15)
+    assert (run.status_reason, run.error_code, run.executions) == ("cancel_requested", "cancelled", 1)
+    assert (run.finished_at - run.started_at).total_seconds() < 15
+    assert "was stopped: its run was asked to stop" in run.error_message
+    from console.services.engine import breakers
+    assert not breakers.exists(breakers.BreakerKey("command:long"))  # a person's stop says nothing of its health
+
+
 def test_cancel_of_a_waiting_run_is_immediate_and_no_worker_runs_it(runs, workers):
     run_id = runs.submit("demo.noop")
     control.cancel(runs.get(run_id), Actor("ops"))

@@ -33,6 +33,8 @@ class HandlerContext:
     undo_attempt: int = 0  # which try of the undo step this is (1, 2, ...); 0 while the handler itself runs
     cancel_event: threading.Event = field(default_factory=threading.Event)
     progress_failures: int = 0
+    # The handler saw a cancel (cancelled() told it so): its return then is a stop, not its work done.
+    cancel_seen: bool = False
 
     def progress(self, percent: int, message: str = "") -> None:
         """Record progress (0-100) and a short message; visible in the console at once."""
@@ -59,7 +61,10 @@ class HandlerContext:
 
     def cancelled(self) -> bool:
         """Tell whether someone asked to cancel this run; long handlers should check it and stop."""
-        return self.cancel_event.is_set()
+        if self.cancel_event.is_set():
+            self.cancel_seen = True
+            return True
+        return False
 
 
 @contextlib.contextmanager

@@ -129,12 +129,15 @@ class Outcome:
 def _record(run, outcome: Outcome, policy, ctx: HandlerContext, now, clock: Clock) -> Run | RunRow:
     """Write the attempt's outcome; guarded by status and attempt (StaleRun if the run moved on meanwhile)."""
     if outcome.error is None:
-        if ctx.cancelled():
+        if ctx.cancel_seen:  # it stopped because it was asked to: what it returns is where it stopped
             transitions.move(run, "cancelled", now, reason="cancel_requested", finished_at=now,
                              result=kept_result(outcome.result), duration_ms=outcome.duration_ms)
         else:
+            # A handler that never looked did its work whole, asked to stop or not: "cancelled" read as not done,
+            # with a Replay button that would do it twice (helper 169).
             transitions.move(run, "succeeded", now, reason=None, finished_at=now, result=kept_result(outcome.result),
-                             progress=100, duration_ms=outcome.duration_ms)
+                             progress=100, duration_ms=outcome.duration_ms,
+                             message=known_outcomes.FINISHED_ANYWAY if ctx.cancel_event.is_set() else None)
         db.session.commit()
         return run
     single_statements.end()  # a failure writes many rows: one transaction
@@ -189,7 +192,8 @@ def _keep_for_the_reconciler(run, outcome: Outcome, policy, ctx: HandlerContext,
         _abandon_write()
         log.warning("run %s: the database still did not answer: %s", run.id, still)
     if outcome.error is None:
-        known_outcomes.keep_success(run.id, ctx.attempt, kept_result(outcome.result), now, outcome.duration_ms)
+        known_outcomes.keep_success(run.id, ctx.attempt, kept_result(outcome.result), now, outcome.duration_ms,
+                                    stopped=ctx.cancel_seen)
     else:
         known_outcomes.keep_failure(run.id, ctx.attempt, classify(outcome.error, policy),
                                     diagnostics.of(outcome.error, list(outcome.log_lines)), now, outcome.duration_ms)
@@ -280,9 +284,10 @@ def _attempt(run: RunRow, policy, breaker: breakers.BreakerKey, settings: Breake
             _sleep(pause)
             waited += pause
     single_statements.end()
-    if error is not None and not classify(error, policy).retryable:
-        # A caller's bad input (non-retryable) says nothing about the dependency's health: the breaker ignores it,
-        # but a probe's slot is freed at once, or every run of the handler would wait out the probe timeout.
+    if error is not None and (not classify(error, policy).retryable or ctx.cancel_event.is_set()):
+        # A caller's bad input (non-retryable) says nothing about the dependency's health, nor does an attempt
+        # stopped on a person's cancel: the breaker ignores them, but a probe's slot is freed at once, or every run
+        # of the handler would wait out the probe timeout.
         breakers.release_probe(breaker, verdict)
         return run.status
     if breaker_alerts.count(breaker, error is None, now, settings, clean_before=verdict.clean, run_id=run.id):

@@ -2,6 +2,7 @@
 
 import json
 import subprocess
+import time
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from pathlib import Path
@@ -20,6 +21,8 @@ from console.services.settings import setting
 KINDS = ("python", "plugin", "command")
 OUTPUT_LIMIT = 4000
 EX_TEMPFAIL = 75  # sysexits.h: "try again later"
+CANCEL_CHECK_S = 0.5  # how often a running command's run is checked for a cancel (the heartbeat notes it first)
+STOP_GRACE_S = 5  # a stopped command's time to end on SIGTERM before SIGKILL
 
 
 @dataclass(frozen=True)
@@ -221,20 +224,56 @@ def run_command(name: str, ctx, *, undo: bool = False) -> object:
     try:
         # A worker killed mid-command takes the command with it: left running, it would go on beside the attempt
         # the reconciler starts for the lost one.
-        done = subprocess.run([str(part) for part in spec["argv"]], input=json.dumps(ctx.params), env=env,
-                              capture_output=True, text=True, timeout=timeout, check=False,
-                              preexec_fn=exec_dies_with_this_process())
-    except subprocess.TimeoutExpired:
-        raise HandlerTimeout(message=f"command {name} ran past {timeout} s and was stopped") from None
+        process = subprocess.Popen([str(part) for part in spec["argv"]], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, env=env,
+                                   preexec_fn=exec_dies_with_this_process())
     except OSError as error:  # not executable, not there: no retry mends that, five of them only filled the DLQ
         raise NonRetryableError("command_not_runnable", f"command {name} could not start ({error.strerror}: "
                                 f"{spec['argv'][0]}): make the program executable (chmod +x) or fix its argv in "
                                 f"{FILE}") from None
+    # An undo is not stopped by the cancel its run was asked for before it failed: it is what puts things back.
+    try:
+        stdout, stderr = _communicate(process, json.dumps(ctx.params), timeout, name,
+                                      None if undo else getattr(ctx, "cancel_event", None))
+    except BaseException:  # the attempt's own timeout (SIGALRM) raised while it waited: the command goes with it
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+        raise
     # Kept in the run's result and error, shown on its page and in the API: masked as the logs are.
-    output = (redact(done.stdout[-OUTPUT_LIMIT:]), redact(done.stderr[-OUTPUT_LIMIT:]))
-    if done.returncode == 0:
+    output = (redact(stdout[-OUTPUT_LIMIT:]), redact(stderr[-OUTPUT_LIMIT:]))
+    if process.returncode == 0:
         return {"exit_code": 0, "stdout": output[0], "stderr": output[1]}
-    message = f"command {name} exited {done.returncode}: {output[1][-500:] or output[0][-500:]}"
-    if done.returncode == EX_TEMPFAIL or done.returncode < 0:
-        raise RetryableError(f"exit_{done.returncode}", message)
-    raise NonRetryableError(f"exit_{done.returncode}", message)
+    message = f"command {name} exited {process.returncode}: {output[1][-500:] or output[0][-500:]}"
+    if process.returncode == EX_TEMPFAIL or process.returncode < 0:
+        raise RetryableError(f"exit_{process.returncode}", message)
+    raise NonRetryableError(f"exit_{process.returncode}", message)
+
+
+def _communicate(process: subprocess.Popen, given: str, timeout: float, name: str, cancel) -> tuple[str, str]:
+    """Feed the command its params and read its output until it ends; stop it past its timeout, or as soon as its run
+    is asked to stop (`cancel`, set by the attempt's heartbeat): a command has no cancellation check of its own, and a
+    cancelled one ran on to its end, holding a worker, then read as cancelled with its work done (helper 169)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return process.communicate(given, timeout=max(0.0, min(CANCEL_CHECK_S, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            given = None  # written whole by the first call; a later one goes on reading
+        if cancel is not None and cancel.is_set():
+            _stop(process)
+            raise RetryableError("cancelled", f"command {name} was stopped: its run was asked to stop")
+        if time.monotonic() >= deadline:
+            process.kill()
+            process.communicate()
+            raise HandlerTimeout(message=f"command {name} ran past {timeout} s and was stopped")
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """End a cancelled command: SIGTERM, then SIGKILL if it has not ended within STOP_GRACE_S; its pipes drained."""
+    process.terminate()
+    try:
+        process.communicate(timeout=STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()

@@ -77,6 +77,8 @@ def call_forked(fn, ctx, timeout_s: float):
     if not payload:
         raise RetryableError("handler_crashed", f"the handler's process died without an answer ({_death(status)})")
     answer = json.loads(payload)
+    if answer.get("cancel_seen"):  # the handler looked in the child: its return is a stop (execute reads it)
+        ctx.cancel_seen = True
     if "error" in answer:
         error = _rebuild(answer["error"])
         # The traceback and log lines are the child's: the parent's own would say only "raised here".
@@ -129,6 +131,7 @@ def _child(fn, ctx, writer: int) -> None:  # pragma: no cover - runs in the fork
         if failure is not None:
             answer["error"].update(traceback="".join(traceback.format_exception(failure)),
                                    log_lines=captured.lines)
+        answer["cancel_seen"] = getattr(ctx, "cancel_seen", False)
         data = json.dumps(answer, default=str).encode()
         while data:
             data = data[os.write(writer, data):]

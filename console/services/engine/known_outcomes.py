@@ -49,11 +49,16 @@ def park(run_id: int, attempt: int, failure: Failure, now, duration_ms: int | No
     return "dead"
 
 
-def keep_success(run_id: int, attempt: int, result, ended_at, duration_ms: int | None = None) -> None:
+# The success's timeline line when a cancel was asked for while a handler that never checks for one ran on.
+FINISHED_ANYWAY = "asked to stop while it ran; it finished first (its handler does not check for a cancel)"
+
+
+def keep_success(run_id: int, attempt: int, result, ended_at, duration_ms: int | None = None, *,
+                 stopped: bool = False) -> None:
     """Keep a success the database did not take, for the reconciler to record (never parked: a person would replay
-    work that was done)."""
+    work that was done); `stopped`: the handler returned because it saw a cancel."""
     remember(run_id, attempt, SUCCEEDED, f"the handler succeeded (result {str(result)[:200]})", result=result,
-             duration_ms=duration_ms, finished_at=ended_at.isoformat())
+             duration_ms=duration_ms, finished_at=ended_at.isoformat(), stopped=stopped)
     log.error("run %s: attempt %s succeeded but cannot be recorded yet; the reconciler records it", run_id, attempt)
 
 
@@ -99,15 +104,17 @@ def _undo_after_failure(run: Run, policy):
 
 
 def record_success(run: Run, kept: dict, now) -> None:
-    """Record a kept success as the worker would have, later than it happened: succeeded (cancelled if someone asked
-    meanwhile), counted toward its breaker; commit."""
+    """Record a kept success as the worker would have, later than it happened: succeeded (cancelled if its handler
+    stopped on a cancel), counted toward its breaker; commit."""
     ended, duration_ms = _ended(kept) or now, kept.get("duration_ms")
-    if run.cancel_requested:
+    # One kept before the handler's own look was noted counts any cancel asked, as the worker's write did then.
+    if kept.get("stopped", run.cancel_requested):
         transitions.move(run, "cancelled", now, reason="cancel_requested", finished_at=ended, result=kept.get("result"),
                          duration_ms=duration_ms, message=RECORDED_LATE_NOTE)
     else:
         transitions.move(run, "succeeded", now, reason=RECORDED_LATE, finished_at=ended, result=kept.get("result"),
-                         progress=100, duration_ms=duration_ms)
+                         progress=100, duration_ms=duration_ms,
+                         message=FINISHED_ANYWAY if run.cancel_requested else None)
     db.session.commit()
     _count_toward_breaker(run, policies.effective(run.policy_id, run.policy_overrides)[1], True, now)
 

@@ -145,7 +145,8 @@ def _act(run_id: int, action, verb: str):
     notice = f"{verb} run #{run_id}: it is now {run.status.replace('_', ' ')}" + (
         f" (series {run.series})." if verb == "Replayed" else ".")
     if run.cancel_requested and run.status == "running":
-        notice = f"Asked run #{run_id} to stop; the handler stops at its next cancellation check."
+        notice = (f"Asked run #{run_id} to stop: a command is stopped at once, a Python handler at its next "
+                  "cancellation check.")
     if verb in ("Retried", "Replayed"):
         notice += _held_by_breaker(run)
     if closed:
