@@ -237,3 +237,39 @@ def test_each_timeline_row_counts_the_handler_s_executions_so_far(runs, clock):
     counted = [(event.kind, event.to_status, event.executions) for event in runs.events(run_id) if event.to_status]
     assert counted == [("submitted", "pending", 0), ("running", "running", 1), ("retry_wait", "retry_wait", 1),
                        ("pending", "pending", 1), ("running", "running", 2), ("succeeded", "succeeded", 2)]
+
+
+def test_a_pending_run_claimed_while_the_reconciler_reads_its_batch_is_not_queued_again(runs, monkeypatch):
+    """A backlog's runs are claimed and finished between the reconciler's read of its batch and its look at each job:
+    the job then read finished, so 557 finished runs got "requeued · job missing" and a second job (helper 170)."""
+    from datetime import timedelta
+
+    from rq import Queue
+    from sqlalchemy import update
+
+    from console.domain.clock import utcnow
+    from console.extensions import db
+    from console.models import Run
+    from console.redis_conn import get_redis
+    from console.services.engine import queueing
+    from console.services.engine import reconcile as reconciler
+
+    taken, lost = runs.submit("demo.noop"), runs.submit("demo.noop")
+    Queue(queueing.RUN_QUEUE, connection=get_redis()).empty()  # both jobs taken: one by a worker, one lost
+    db.session.execute(update(Run).where(Run.id.in_([taken, lost])).values(  # pending past REQUEUE_AFTER_S
+        enqueued_at=utcnow() - timedelta(minutes=2)))
+    db.session.commit()
+    real_state = queueing.job_state
+
+    def a_worker_takes_it_meanwhile(run_id, *args):
+        if run_id == taken:
+            assert execute(taken, 0) == "succeeded"
+            return "finished", None
+        return real_state(run_id, *args)
+
+    monkeypatch.setattr(queueing, "job_state", a_worker_takes_it_meanwhile)
+    report = reconciler.reconcile()
+    assert report.requeued == [lost]
+    assert runs.events(taken, "requeued") == [] and runs.status(taken) == "succeeded"
+    assert [event.reason for event in runs.events(lost, "requeued")] == ["job_missing"]
+    assert Queue(queueing.RUN_QUEUE, connection=get_redis()).get_job_ids() == [queueing.job_id(lost, 1, 0)]

@@ -7,7 +7,7 @@ from functools import partial
 
 from rq import Queue
 from rq.exceptions import NoSuchJobError
-from sqlalchemy import and_, or_, select
+from sqlalchemy import and_, or_, select, update
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.domain.errors import Failure
@@ -71,19 +71,35 @@ def _requeue_pending(now, report: Report, dry_run: bool = False) -> None:
         # cleanup, every 10 minutes; a second delivery is harmless (the claim is guarded).
         if status == "started" and (started_at is None or started_at > cutoff):
             continue
-        report.requeued.append(run.id)
         if dry_run:
+            report.requeued.append(run.id)
             continue
+        # Still as read? A worker may have taken its job, claimed it and even finished it since the batch was read
+        # (a backlog's runs are due by the hundred): its job then reads finished, which is no missing job. One
+        # guarded write, committed before the job is queued, so a claim never waits on this pass (helper 170: 557
+        # finished runs had "requeued · job missing" on their timeline, and their jobs were queued twice).
+        if not _still_waiting(run, due, cutoff, now):
+            db.session.rollback()
+            continue
+        transitions.event(run, "requeued", now, reason="job_abandoned" if status == "started" else "job_missing")
+        db.session.commit()
+        report.requeued.append(run.id)
         if status == "started":
             queueing.release_abandoned(run.id, run.series, run.attempt, due)
         if due is not None and due > now:
             queueing.enqueue_at(due, run.id, run.series, run.attempt, _timeout(run), deferral=True)
         else:
             queueing.enqueue_now(run.id, run.series, run.attempt, _timeout(run))
-        run.enqueued_at = now
-        transitions.event(run, "requeued", now, reason="job_abandoned" if status == "started" else "job_missing")
-    if not dry_run:
-        db.session.commit()
+
+
+def _still_waiting(run: Run, due, cutoff, now) -> bool:
+    """Mark the run queued again now if it is still the pending attempt read, waiting on the same job; tell whether
+    it was (a deferral since moved its job to another due time; a claim made it running)."""
+    runs = Run.__table__.c
+    return db.session.execute(update(Run.__table__).where(
+        runs.id == run.id, runs.status == "pending", runs.series == run.series, runs.attempt == run.attempt,
+        runs.next_retry_at.is_not_distinct_from(due), runs.enqueued_at <= cutoff,
+    ).values(enqueued_at=now)).rowcount == 1
 
 
 def _enqueue_due_retries(now, report: Report, dry_run: bool = False) -> None:
