@@ -584,6 +584,15 @@ def test_timeline_page_draws_each_segment_kind(client, auth, runs, clock):
     assert f"#{waiting} default/python:demo.noop" in traces["queue wait"]["y"]
     assert figure["layout"]["xaxis"]["type"] == "date"
     assert figure["layout"]["yaxis"]["categoryarray"][0] == f"#{waiting} default/python:demo.noop"  # newest on top
+    # The same segments as a table a keyboard and a screen reader reach (the bars answer a mouse only, by colour).
+    assert 'class="gantt"' in body and re.search(r'class="gantt"[^>]*aria-hidden="true"', body)
+    table = body[body.index('<table class="report-table timeline-table">'):]
+    table = table[:table.index("</table>")]
+    rows = [re.sub(r"<[^>]+>|\s+", " ", row).split() for row in re.findall(r"<tr>(.*?)</tr>", table, re.S)[1:]]
+    assert re.findall(rf'href="(/runs/{dead})"', table)[:1] == [f"/runs/{dead}"]
+    assert rows[[r[0] for r in rows].index(f"#{recovered}") + 1][2:6] == ["failed,", "will", "retry", "1"]
+    assert any(row[0] == f"#{dead}" and row[2] == "dead" and "invalid_account" in row for row in rows)
+    assert len(rows) == sum(len(trace["y"]) for trace in traces.values())
     outside = client.get("/runs/timeline?created_from=2026-01-04T08:30&created_to=2026-01-04T09:30")
     assert "No runs were created between" in outside.get_data(as_text=True)
     # With no window given it shows the last hour of the real clock, where these frozen-clock runs are not.

@@ -147,6 +147,23 @@ def label(run: Run) -> str:
     return f"#{run.id} {run.tenant.name}/{name}"
 
 
+@dataclass(frozen=True)
+class TableRow:
+    """One segment as the chart's table lists it, for a keyboard or a screen reader (the bars are mouse-only)."""
+
+    run_id: int
+    run: str
+    segment: Segment
+    took: str
+
+
+def table(timeline: Timeline) -> list[TableRow]:
+    """Return the chart's segments in its order: newest run first, each run's segments oldest first."""
+    labels = {run.id: label(run) for run in timeline.runs}
+    return [TableRow(s.run_id, labels[s.run_id], s, _duration((s.end - s.start).total_seconds()))
+            for s in timeline.segments]
+
+
 def figure(timeline: Timeline) -> go.Figure:
     """Draw the timeline as horizontal bars, one trace per segment kind, newest run on top."""
     labels = {run.id: label(run) for run in timeline.runs}

@@ -218,7 +218,8 @@ def timeline():
         form.created_from.data = form.created_from.data or start.replace(tzinfo=None)
         form.created_to.data = form.created_to.data or end.replace(tzinfo=None)
         built = run_timeline.build(filters, (start, end), scope=scope, now=now)
-        chart, status = {"timeline": built, "figure": run_timeline.figure(built).to_json()}, 200
+        chart, status = {"timeline": built, "figure": run_timeline.figure(built).to_json(),
+                         "rows": run_timeline.table(built)}, 200
     # A window that reaches now grows while people watch: it refreshes like the other live pages.
     live = chart is not None and not request.args.get("created_to") and chart["timeline"].window[1] >= now
     return page("runs/timeline.html", "chart", form=form, chart=chart, args=form.query_args(),
