@@ -3,6 +3,7 @@
 import contextlib
 import importlib
 import logging
+import threading
 import time
 
 from redis.exceptions import RedisError
@@ -15,7 +16,7 @@ from rq.worker import WorkerStatus
 from sqlalchemy.exc import SQLAlchemyError
 
 from console.extensions import PINNED, db
-from console.services.engine import queueing, registry
+from console.services.engine import heartbeat, queueing, registry
 from console.services.engine.execute import this_worker
 from console.services.engine.queueing import QUEUES
 
@@ -295,11 +296,39 @@ class FewerRoundTripsMixin:
         release_slot(job)
 
 
-class ReboundSimpleWorker(StopNoteMixin, AppContextMixin, FewerRoundTripsMixin, SparseHousekeepingMixin, SimpleWorker):
+class BusyBeatMixin:
+    """Beat while a job that is no run's attempt works (a bulk replay's slice, a runbook): a run's own heartbeat
+    proves its worker alive, but nothing did for these, so the Workers page could not tell a long one from a worker
+    killed in it, and showed a dead worker busy for minutes (helper 170)."""
+
+    BUSY_BEAT_S = 5.0
+
+    def execute_job(self, job, queue):
+        if queueing.parse_job_id(job.id) is not None:
+            return super().execute_job(job, queue)
+        done = threading.Event()
+        beat = threading.Thread(target=self._beat_until, args=(done,), name="busy-beat", daemon=True)
+        beat.start()
+        try:
+            return super().execute_job(job, queue)
+        finally:
+            done.set()
+            beat.join(timeout=self.BUSY_BEAT_S)
+
+    def _beat_until(self, done: threading.Event) -> None:
+        while not done.wait(self.BUSY_BEAT_S):
+            # Under the lock a handler's fork takes first (engine/isolation.py): no beat is half-sent in a child.
+            with heartbeat.BEATING, contextlib.suppress(RedisError):
+                self.heartbeat(self.worker_ttl + 60)
+
+
+class ReboundSimpleWorker(StopNoteMixin, AppContextMixin, BusyBeatMixin, FewerRoundTripsMixin, SparseHousekeepingMixin,
+                          SimpleWorker):
     """Runs jobs in the worker process itself: no fork per job, so several times faster."""
 
 
-class ReboundForkWorker(StopNoteMixin, AppContextMixin, FewerRoundTripsMixin, SparseHousekeepingMixin, SimpleWorker):
+class ReboundForkWorker(StopNoteMixin, AppContextMixin, BusyBeatMixin, FewerRoundTripsMixin, SparseHousekeepingMixin,
+                        SimpleWorker):
     """Forks a child per handler call: a crashing, leaking or hung handler cannot take the worker down.
 
     Unlike RQ's forking Worker, which forks for the whole job, only the handler runs in the child: the claim

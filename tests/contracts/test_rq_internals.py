@@ -268,3 +268,13 @@ def test_what_the_worker_s_own_beat_sends_in_one_pipeline_is_rqs():
     assert list(inspect.signature(worker_registration.register).parameters) == ["worker", "pipeline"]
     assert "sadd(worker.redis_workers_keys, worker.key)" in inspect.getsource(worker_registration.register)
     assert "pipeline.hset(key, mapping=self.serialize())" in inspect.getsource(BaseWorker.register_birth)
+
+
+def test_a_simple_worker_runs_each_job_through_execute_job_in_its_own_thread():
+    # BusyBeatMixin wraps execute_job(job, queue) with a beat thread for the jobs that are no run's attempt: it must
+    # be where a SimpleWorker runs a job, in the worker's main thread (perform_job, no fork), and heartbeat must take
+    # a timeout that renews the key.
+    assert list(inspect.signature(SimpleWorker.execute_job).parameters) == ["self", "job", "queue"]
+    assert "self.perform_job(job, queue" in inspect.getsource(SimpleWorker.execute_job)
+    assert "fork_work_horse" not in inspect.getsource(SimpleWorker.execute_job)
+    assert list(inspect.signature(BaseWorker.heartbeat).parameters)[:2] == ["self", "timeout"]

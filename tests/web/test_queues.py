@@ -238,3 +238,18 @@ def test_a_live_worker_whose_job_ended_since_reads_idle_not_busy_with_it(client,
     row = worker_row(client.get("/queues/").get_data(as_text=True), "worker-a")
     assert '<span class="badge' in row and ">idle</span>" in row and f'href="/runs/{run.id}"' not in row
     assert queue_row(client.get("/queues/").get_data(as_text=True), "default")[5] == "0"  # Running, as RQ counted 1
+
+
+def test_a_worker_killed_in_a_job_that_is_no_runs_attempt_reads_lost_once_its_beat_is_silent(client, auth):
+    """Killed in a bulk replay's slice, a worker read "busy" for eleven minutes (helper 170): such a job beats every
+    5 s while it works (processes/worker.py), so a silent one is lost."""
+    from rq import Queue
+
+    job = Queue(queueing.MAINTENANCE_QUEUE, connection=get_redis()).enqueue("time.sleep", 60)
+    worker = busy_worker("worker-a", job.id)
+    auth.as_role("viewer")
+    row = worker_row(client.get("/queues/").get_data(as_text=True), "worker-a")
+    assert '<span class="badge running">busy</span>' in row  # it beat just now
+    get_redis().hset(worker.key, "last_heartbeat", (utcnow() - timedelta(minutes=2)).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+    page = client.get("/queues/").get_data(as_text=True)
+    assert ">lost</span>" in worker_row(page, "worker-a") and 'data-counter="busy">0<' in page
