@@ -257,6 +257,11 @@ def shown(figure: Figure, value) -> str:
         return "—"
     if figure.unit == "rate":
         digits = 2 if figure.target is not None and figure.target < 0.01 else 1
+        # A value that misses its target never reads as the target itself: "97.0 % · target ≥ 97.0 % · missed"
+        # (96.97 %) contradicted its verdict in front of a manager (helper 172); more digits until they differ.
+        while (digits < 4 and value != figure.target and met(figure, value) is False
+               and round(value, digits + 2) == round(figure.target, digits + 2)):
+            digits += 1
         return f"{100 * value:.{digits}f} %"
     if figure.unit == "seconds":
         return duration(value)

@@ -6,7 +6,19 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 
 from console.domain import periods
-from console.domain.figures import BY_NAME, FIGURES, HEADLINE, MEASURES, Inputs, bases, met, trend, values
+from console.domain.figures import (
+    BY_NAME,
+    FIGURES,
+    HEADLINE,
+    MEASURES,
+    Inputs,
+    bases,
+    met,
+    shown,
+    target_text,
+    trend,
+    values,
+)
 from console.domain.histograms import ALERT_LATENCY, RECOVERY, TRIGGER_DELAY, Histogram, percentile
 
 
@@ -119,3 +131,13 @@ def test_the_retry_figure_counts_runs_that_failed_at_least_once_and_says_so():
     definition does: the words now follow it (helper 124)."""
     assert bases(Inputs(totals=Counter(retried=146, retry_succeeded=102)))["retry_success_rate"] == (
         102, 146, "runs that failed at least once")
+
+
+def test_a_rate_that_misses_its_target_never_reads_as_the_target():
+    # "97.0 % · target ≥ 97.0 % · missed" for 96.97 % contradicted its verdict (helper 172).
+    success = next(f for f in FIGURES if f.name == "execution_success_rate")
+    duplicates = next(f for f in FIGURES if f.name == "duplicate_rate")
+    assert (shown(success, 1982 / 2044), shown(success, 0.97), shown(success, 0.9704)) == ("96.97 %", "97.0 %",
+                                                                                          "97.0 %")
+    assert (shown(duplicates, 0.00501), shown(duplicates, 0.005), target_text(duplicates)) == ("0.501 %", "0.50 %",
+                                                                                              "< 0.50 %")
