@@ -86,9 +86,14 @@ def register(client, operator):
     def create(headers=None, **changes) -> dict:
         response = client.post("/internal/tasks/register", json=task_body(**changes), headers=headers or operator)
         assert response.status_code == 201, response.get_data(as_text=True)
-        return response.json
+        return as_read(response.json)
 
     return create
+
+
+def as_read(saved: dict) -> dict:
+    """A save's answer as GET answers the task: without what the save added to the conflict forecast."""
+    return {key: value for key, value in saved.items() if key != "conflicts_created"}
 
 
 # --- the life of a task -----------------------------------------------------------------------------------------
@@ -113,6 +118,20 @@ def test_get_returns_what_register_returned(client, operator, register):
     response = client.get(f"/internal/tasks/{created['id']}", headers=operator)
     assert response.status_code == 200
     assert response.json == created
+
+
+def test_a_save_answers_the_conflicts_it_added_to_the_forecast_as_the_form_warns(client, operator):
+    # The console's form warned of 288 mutex overlaps; the API, the seed's own caller of register, said nothing.
+    ledger = {"cron": "*/5 * * * *", "timezone": "UTC", "mutex_key": "ledger", "concurrency_policy": "forbid"}
+    first = client.post("/internal/tasks/register", json=task_body(name="ledger-a", **ledger), headers=operator)
+    assert first.status_code == 201 and first.json["conflicts_created"] is None
+    second = client.post("/internal/tasks/register", json=task_body(name="ledger-b", **ledger), headers=operator)
+    made = second.json["conflicts_created"]
+    assert second.status_code == 201 and made["counts"]["mutex"] > 0, second.json
+    assert made["summary"].startswith(f"{made['counts']['mutex']} mutex overlaps (first at ")
+    assert made["forecast"] == "/tasks/forecast?tenant=default" and set(made["first_at"]) == {"mutex"}
+    moved = client.put(f"/internal/tasks/{second.json['id']}", json={"mutex_key": "ledger-b"}, headers=operator)
+    assert moved.status_code == 200 and moved.json["conflicts_created"] is None  # a save that removes them adds none
 
 
 def test_edit_changes_next_runs_and_is_audited_with_before_and_after(client, operator, register):
@@ -151,7 +170,7 @@ def test_edit_with_the_updated_at_read_saves_and_one_over_a_later_change_is_409(
     refused(stale, 409, "conflict", "base_updated_at")
     assert "changed since the updated_at you sent" in stale.json["detail"]
     assert "nothing was saved" in stale.json["detail"]
-    assert client.get(f"/internal/tasks/{created['id']}", headers=operator).json == first.json
+    assert client.get(f"/internal/tasks/{created['id']}", headers=operator).json == as_read(first.json)
 
 
 @pytest.mark.parametrize("value", ["yesterday", 5, True, "2026-12-01T10:00:00", "9999-12-31T23:59:59-01:00",
