@@ -22,8 +22,8 @@ def test_a_worker_beats_while_a_maintenance_job_works(workers):
         found = [w for w in Worker.all(connection=get_redis()) if w.pid == worker_process.pid]
         return found[0] if found and found[0].get_current_job_id() == job.id else None
 
-    worker = wait_for(working, 20, what="the worker to take the job")
+    wait_for(working, 20, what="the worker to take the job")
     started = Job.fetch(job.id, connection=get_redis()).started_at
+    # A beat later than the job's start, read while the worker still works it (RQ beats only between jobs).
     wait_for(lambda: (w := working()) is not None and w.last_heartbeat - started > timedelta(
         seconds=BusyBeatMixin.BUSY_BEAT_S), 20, what="a beat while the job works")
-    assert worker.get_state() == "busy"
