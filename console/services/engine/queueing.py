@@ -12,7 +12,7 @@ from console.services.engine import bulk_enqueue
 RUN_QUEUE = "default"
 RETRY_QUEUE = "retries"
 MAINTENANCE_QUEUE = "maintenance"
-# What a worker listens to, in order of priority.
+# What a worker listens to; they take turns (round robin, commands/processes.py), so none waits behind another.
 QUEUES = [RUN_QUEUE, RETRY_QUEUE, MAINTENANCE_QUEUE]
 ENTRY_POINT = "jobs.execute.run_attempt"
 # Workers record results in the database; RQ needs to keep none.
