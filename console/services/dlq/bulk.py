@@ -88,8 +88,8 @@ class Progress:
         return self.processed / elapsed if self.processed and elapsed >= PACE_AFTER_S else None
 
     def eta_s(self, now: datetime) -> int | None:
-        """Seconds left at the pace seen so far when that is slower than the rate asked for (the workers read the
-        runs it replays before its next slice: asked 50/s, it went at 10/s, and "52 s left" stood for minutes),
+        """Seconds left at the pace seen so far when that is slower than the rate asked for (the workers run the
+        runs it replays between its slices: asked 50/s, it went at 10/s, and "52 s left" stood for minutes),
         else at that rate; None for as fast as it can before it has gone a while."""
         seen = self.pace(now)
         pace = min(rate for rate in (self.rate, seen) if rate) if self.rate or seen else None

@@ -113,8 +113,8 @@ def start_for_workflow(run: Run, *, actor: str, cause: str, clock: Clock = SYSTE
 def enqueue(run_id: int) -> None:
     """Queue a compensation job; if Redis is down the reconciler queues it later."""
     try:
-        # At the front of the runs' queue, as a workflow's advance: an undo (a refund) is recovery, not to wait
-        # behind a backlog on the maintenance queue, which workers read last.
+        # At the front of the runs' queue, as a workflow's advance: an undo (a refund) is recovery, ahead of every
+        # queued run (the queues take turns), not at the back of the maintenance queue's own backlog.
         Queue(queueing.RUN_QUEUE, connection=get_redis()).enqueue(
             ENTRY_POINT, run_id, job_id=job_id(run_id), result_ttl=60, failure_ttl=24 * 3600, at_front=True)
     except Exception as error:  # noqa: BLE001 - any transport failure is recoverable by the reconciler

@@ -49,8 +49,9 @@ def enqueue_advance(workflow_id: int) -> None:
     # No fixed job id: an advance already running may have read the step before this change, so a second
     # one must still run. Advancing is idempotent; a spare job finds nothing to do.
     try:
-        # At the front of the runs' queue, which workers read first: on the maintenance queue (read last) a saga's
-        # next step and its undos waited behind every queued run (helper 105).
+        # At the front of the runs' queue, ahead of every queued run (the queues take turns): on the maintenance
+        # queue, when workers read it last, a saga's next step and its undos waited behind every queued run (helper
+        # 105).
         Queue(queueing.RUN_QUEUE, connection=get_redis()).enqueue(
             ADVANCE, workflow_id, result_ttl=60, failure_ttl=24 * 3600, at_front=True)
     except Exception as error:  # noqa: BLE001 - any transport failure is recovered by the reconcile pass

@@ -205,8 +205,9 @@ def start(name: str, raw_params, actor: Actor, *, scope: int | None, tenant=None
 
 
 def _enqueue(function: str, execution_id: int, job_id: str, *, first: bool = False) -> None:
-    # `first`: at the front of the runs' queue, which workers read first, so the next free worker takes it before
-    # any waiting run; on the maintenance queue (read last) an approver waited behind an incident's backlog.
+    # `first`: at the front of the runs' queue, so a free worker takes it before any waiting run (the queues take
+    # turns: at most one job of each other queue goes first); on the maintenance queue, when workers read it last, an
+    # approver waited behind an incident's backlog.
     queue = Queue(RUN_QUEUE if first else MAINTENANCE_QUEUE, connection=get_redis())
     try:
         queue.enqueue(function, execution_id, job_id=job_id, job_timeout=int(setting("RUNBOOK_TIMEOUT_S")),
