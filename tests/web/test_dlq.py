@@ -414,7 +414,16 @@ def test_bulk_replay_of_selected_rows_runs_in_the_background(client, auth, runs,
     get_redis().hset(key, "started_at", (utcnow() - timedelta(seconds=60)).isoformat())
     going = client.get(f"/dlq/bulk/{job.args[0]}?was=running", headers=HX).get_data(as_text=True)
     assert "0.0167 a second so far" in going and "about 1 min 0 s left" in going
-    assert "waiting for a free worker" not in going
+    assert "waiting for a free worker" not in going and "data-quiet" not in going
+    # Silent for 40 s: said, and whether its next slice only waits for a worker (helper 170: a worker killed
+    # mid-slice left "running · 0 of 5,000" for minutes, saying nothing).
+    get_redis().hset(key, "beat", (utcnow() - timedelta(seconds=40)).isoformat())
+    quiet = client.get(f"/dlq/bulk/{job.args[0]}?was=running", headers=HX).get_data(as_text=True)
+    assert re.search(r"no letter replayed for 4\d s: its next slice waits for a free worker", quiet)  # job queued
+    get_redis().hset(key, "job_id", "gone")
+    quiet = client.get(f"/dlq/bulk/{job.args[0]}?was=running", headers=HX).get_data(as_text=True)
+    assert re.search(r"no letter replayed for 4\d s: if its worker stopped, it goes on from the letter after", quiet)
+    get_redis().hset(key, mapping={"job_id": job.id, "beat": utcnow().isoformat()})
     get_redis().hset(key, mapping={"status": "queued", "done": 0})
 
     assert bulk.replay_matching(*job.args, **job.kwargs) == "done"

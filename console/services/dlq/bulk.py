@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from rq import Queue
+from rq.job import Job, JobStatus
 from sqlalchemy import func, select
 
 from console.domain.clock import SYSTEM_CLOCK, Clock
@@ -38,6 +39,7 @@ FAST_CHUNK = 5000
 SLICE_S = 10.0
 CHUNK = 100
 RUNNING = ("queued", "running", "stopping")
+QUIET_S = 15  # a replay replays a chunk every second or two: this long without one, its page says so
 
 
 PACE_AFTER_S = 5  # seconds a bulk replay goes before its pace so far says anything
@@ -61,6 +63,16 @@ class Progress:
     tenant_id: int | None
     last_error: str = ""
     fixes_closed: int = 0  # params fixes that waited for approval on the letters replayed, closed as superseded
+    beat: datetime | None = None  # when it last replayed a chunk or queued its next slice
+    slice_queued: bool = False  # its next slice's job waits in its queue for a free worker
+
+    def quiet_s(self, now: datetime) -> int | None:
+        """Seconds since it last moved, once that is long enough to say (a worker killed mid-slice left "running ·
+        0 of 5,000" on the page for minutes, saying nothing; helper 170); else None."""
+        if self.status not in ("running", "stopping") or self.beat is None:
+            return None
+        quiet = int((now - self.beat).total_seconds())
+        return quiet if quiet >= QUIET_S else None
 
     @property
     def processed(self) -> int:
@@ -154,7 +166,16 @@ def _progress(op_id: str, raw: dict) -> Progress:
                     number("skipped"), float(fields.get("rate") or 0), fields.get("actor", ""),
                     fields.get("filter", ""), _time(fields.get("started_at")), _time(fields.get("finished_at")),
                     int(fields["tenant_id"]) if fields.get("tenant_id") else None, fields.get("last_error", ""),
-                    number("fixes_closed"))
+                    number("fixes_closed"), _time(fields.get("beat")),
+                    fields.get("status") in RUNNING and job_waits(fields.get("job_id")))
+
+
+def job_waits(job_id: str | None) -> bool:
+    """Tell whether a replay's job waits in its queue (a busy queue is no stopped worker)."""
+    if not job_id:
+        return False
+    job = Job.fetch_many([job_id], connection=get_redis())[0]
+    return job is not None and job.get_status() in (JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.DEFERRED)
 
 
 def _visible(progress: Progress, tenant_id: int | None) -> bool:

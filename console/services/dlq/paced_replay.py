@@ -8,9 +8,6 @@ import time
 from collections import Counter
 from datetime import datetime
 
-from rq.exceptions import NoSuchJobError
-from rq.job import Job, JobStatus
-
 from console.db import sqlite_bulk
 from console.domain.clock import SYSTEM_CLOCK, Clock
 from console.extensions import db
@@ -139,7 +136,7 @@ def resume_stalled(clock: Clock = SYSTEM_CLOCK) -> list[str]:
         fields = {name.decode(): value.decode() for name, value in redis.hgetall(key).items()}
         if fields.get("status") not in bulk.RUNNING or not fields.get("job") or not fields.get("beat"):
             continue  # finished, expired, or started before replays noted their work
-        if (now - datetime.fromisoformat(fields["beat"])).total_seconds() < STALL_S or _waiting(fields["job_id"]):
+        if (now - datetime.fromisoformat(fields["beat"])).total_seconds() < STALL_S or bulk.job_waits(fields["job_id"]):
             continue
         if fields["status"] == "stopping":
             _finish(key, "stopped", clock)
@@ -151,15 +148,6 @@ def resume_stalled(clock: Clock = SYSTEM_CLOCK) -> list[str]:
                     op_id, after_id)
         resumed.append(op_id)
     return resumed
-
-
-def _waiting(job_id: str) -> bool:
-    """Tell whether a bulk replay's job still waits for a worker (a busy queue is not a dead worker)."""
-    try:
-        status = Job.fetch(job_id, connection=get_redis()).get_status()
-    except NoSuchJobError:
-        return False
-    return status in (JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.DEFERRED)
 
 
 def _finish(key: str, status: str, clock: Clock) -> str:
