@@ -594,30 +594,6 @@
     if (Math.abs(moved) > 1) window.scrollBy(0, moved);
   }
 
-  // A person's own request is answered aloud in #said (base.html): the first notice its answer brought that focus is
-  // not already on (a work order's "assigned to olivia", a replay's start), else, for a filter, the list's new count
-  // ("35 runs match the filter"). Screen readers read neither as swapped in (helper 168). A live region's own reads
-  // say nothing: they are no one's answer.
-  function said(text) {
-    var region = document.getElementById("said");
-    if (!region || !text) return;
-    region.textContent = "";  // emptied first, so the same words said again are read again
-    window.setTimeout(function () { region.textContent = text; }, 50);
-  }
-
-  document.addEventListener("htmx:afterRequest", function (event) {
-    var asked = event.detail.requestConfig && event.detail.requestConfig.triggeringEvent;
-    if (!asked || polled(event) || !event.detail.xhr || event.detail.xhr.status === 0) return;
-    var target = event.detail.target, id = target && target.getAttribute("id");
-    var region = (target && target.isConnected ? target : id && document.getElementById(id)) || document.body;
-    var notice = Array.prototype.find.call(region.querySelectorAll('[role="status"], .flash'), function (e) {
-      return e.textContent.trim() && !e.contains(document.activeElement);
-    });
-    var filter = event.detail.elt.matches && event.detail.elt.matches("form.filters, form.filters *");
-    var count = filter && document.querySelector(".results-count");
-    said((notice || count || {textContent: ""}).textContent.replace(/\s+/g, " ").trim());
-  });
-
   // htmx settles each new top-level element apart, one after another in the swap's own task (settle delay 0, in the
   // htmx config): gather them, then look once, before that task ends. A timer let the Overview's charts redraw first,
   // and for up to 0.85 s the keys a person pressed went to <body> (helper 168).

@@ -1,8 +1,6 @@
 """A keyboard user keeps their place: a live region's refresh, a row's own action, a refused field and a popover's
 Escape each leave focus somewhere that makes sense, never on <body>."""
 
-import re
-
 import pytest
 from playwright.sync_api import expect
 from sqlalchemy import select
@@ -166,23 +164,3 @@ def test_hide_gives_focus_to_the_groups_toggle_and_a_popover_closes_when_tabbed_
         if not page.evaluate("() => !!document.activeElement.closest('details[data-popover]')"):
             break
     expect(reason).to_be_hidden()  # left open, it covered the next row's buttons
-
-
-def test_a_filters_new_count_and_an_actions_answer_are_said_to_a_screen_reader(page, live_server, live_app):
-    # Neither the DLQ's new count nor "Work order #41 is assigned to olivia." (inserted with its text) was read by a
-    # screen reader (helper 168): a polite live region on the page from the start says them.
-    letter = dead_letter()
-    dead_letter()
-    said = page.locator("#said")
-    browser_login(page, live_server.url, then="/dlq/?view=list")
-    expect(said).to_have_attribute("aria-live", "polite")
-    search = page.locator("form.filters input[name=q]")
-    search.fill(str(letter.error_code or "invalid"))
-    search.press("Enter")
-    expect(said).to_contain_text("match the filter")
-    expect(said).to_have_text(re.compile(r"^\d+ open dead letters? match"))
-
-    page.goto(f"{live_server.url}/workorders/{letter.work_order_id}")
-    page.locator("#assign-user").select_option(index=1)  # the admin, who is logged in
-    page.get_by_role("button", name="Assign", exact=True).click()
-    expect(said).to_have_text(f"Work order #{letter.work_order_id} is assigned to you.")
