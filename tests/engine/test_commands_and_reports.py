@@ -2,6 +2,7 @@
 
 import json
 import re
+import time
 
 import pytest
 from sqlalchemy import update
@@ -28,6 +29,7 @@ def commands_file(app, tmp_path):
         "chatty:\n  argv: [python3, -c, 'import sys; print(\"login password=hunter2-SECRET\", file=sys.stderr); "
         "sys.exit(3)']\n"
         "slow:\n  argv: [sleep, '30']\n  timeout_s: 1\n"
+        "slow-wrapper:\n  argv: [sh, -c, 'sleep 31; echo done']\n  timeout_s: 1\n"
         f"notexec:\n  argv: [{tmp_path / 'notexec.sh'}]\n"
         f"missing:\n  argv: [{tmp_path / 'nosuch'}]\n")
     (tmp_path / "notexec.sh").write_text("#!/bin/sh\necho hi\n")  # mode 644: not executable
@@ -51,6 +53,10 @@ def test_exit_75_is_retried_other_codes_are_not_and_a_hang_is_stopped(runs, cloc
     assert runs.get(broken).error_code == "exit_3"
     assert execute(slow, 0, clock=clock) == "retry_wait"
     assert runs.get(slow).error_code == "timeout"
+    # A wrapper's child is stopped with it: the attempt ended at its 31 s `sleep` (helper 173).
+    wrapped, began = runs.submit("command:slow-wrapper"), time.monotonic()
+    assert execute(wrapped, 0, clock=clock) == "retry_wait" and time.monotonic() - began < 10
+    assert runs.get(wrapped).error_code == "timeout"
 
 
 def test_a_commands_secrets_are_masked_in_what_its_run_keeps(runs, clock, commands_file):

@@ -1,5 +1,7 @@
 """Seed 000's acceptance cases, end to end through real RQ workers and a real Redis."""
 
+import subprocess
+
 import pytest
 from rq.registry import ScheduledJobRegistry
 from sqlalchemy import select
@@ -124,7 +126,8 @@ def test_cancel_stops_a_running_command_at_once_and_its_breaker_counts_nothing(a
     # A command has no cancellation check: it ran its 120 s to the end holding a worker, then read cancelled with its
     # work done and a Replay button (helper 169). Its process is stopped now.
     commands = tmp_path / "commands.yaml"
-    commands.write_text("long:\n  argv: [sleep, '120']\n")
+    # A wrapper script: its child holds the output pipes too (signalled alone, the shell went and `sleep` ran on).
+    commands.write_text("long:\n  argv: [sh, -c, 'sleep 117; echo done']\n")
     app.config["COMMANDS_FILE"] = str(commands)
     workers()
     policy = {"max_attempts": 3, "breaker": {"failure_threshold": 1, "open_s": 60, "success_threshold": 1}}
@@ -135,6 +138,7 @@ def test_cancel_stops_a_running_command_at_once_and_its_breaker_counts_nothing(a
     assert (run.status_reason, run.error_code, run.executions) == ("cancel_requested", "cancelled", 1)
     assert (run.finished_at - run.started_at).total_seconds() < 15
     assert "was stopped: its run was asked to stop" in run.error_message
+    assert subprocess.run(["pgrep", "-f", "sleep 117"], capture_output=True).returncode == 1  # nothing left running
     from console.services.engine import breakers
     assert not breakers.exists(breakers.BreakerKey("command:long"))  # a person's stop says nothing of its health
 

@@ -1,6 +1,9 @@
 """Turn a task's handler string into something to call: python:, plugin: or command:."""
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -224,8 +227,10 @@ def run_command(name: str, ctx, *, undo: bool = False) -> object:
     try:
         # A worker killed mid-command takes the command with it: left running, it would go on beside the attempt
         # the reconciler starts for the lost one.
+        # A group of its own, so a stop reaches what it started too (a wrapper script's `sleep`): signalled alone,
+        # the shell went and its child held the output pipes open, and the worker with them, to its end (helper 173).
         process = subprocess.Popen([str(part) for part in spec["argv"]], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True, env=env,
+                                   stderr=subprocess.PIPE, text=True, env=env, process_group=0,
                                    preexec_fn=exec_dies_with_this_process())
     except OSError as error:  # not executable, not there: no retry mends that, five of them only filled the DLQ
         raise NonRetryableError("command_not_runnable", f"command {name} could not start ({error.strerror}: "
@@ -236,9 +241,7 @@ def run_command(name: str, ctx, *, undo: bool = False) -> object:
         stdout, stderr = _communicate(process, json.dumps(ctx.params), timeout, name,
                                       None if undo else getattr(ctx, "cancel_event", None))
     except BaseException:  # the attempt's own timeout (SIGALRM) raised while it waited: the command goes with it
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
+        _kill(process)
         raise
     # Kept in the run's result and error, shown on its page and in the API: masked as the logs are.
     output = (redact(stdout[-OUTPUT_LIMIT:]), redact(stderr[-OUTPUT_LIMIT:]))
@@ -264,16 +267,33 @@ def _communicate(process: subprocess.Popen, given: str, timeout: float, name: st
             _stop(process)
             raise RetryableError("cancelled", f"command {name} was stopped: its run was asked to stop")
         if time.monotonic() >= deadline:
-            process.kill()
-            process.communicate()
+            _kill(process)
             raise HandlerTimeout(message=f"command {name} ran past {timeout} s and was stopped")
 
 
 def _stop(process: subprocess.Popen) -> None:
-    """End a cancelled command: SIGTERM, then SIGKILL if it has not ended within STOP_GRACE_S; its pipes drained."""
-    process.terminate()
+    """End a cancelled command and what it started: SIGTERM, then SIGKILL if they have not ended within
+    STOP_GRACE_S."""
+    _signal(process, signal.SIGTERM)
     try:
         process.communicate(timeout=STOP_GRACE_S)
     except subprocess.TimeoutExpired:
-        process.kill()
-        process.communicate()
+        _kill(process)
+
+
+def _kill(process: subprocess.Popen) -> None:
+    """SIGKILL the command's group and read what is left; a process that left the group (a daemon) and keeps the
+    pipes open is not waited for: the pipes are closed on it after STOP_GRACE_S."""
+    _signal(process, signal.SIGKILL)
+    try:
+        process.communicate(timeout=STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        for pipe in (process.stdin, process.stdout, process.stderr):
+            if pipe is not None:
+                pipe.close()
+        process.wait()
+
+
+def _signal(process: subprocess.Popen, number: int) -> None:
+    with contextlib.suppress(ProcessLookupError):  # every one of them ended already
+        os.killpg(process.pid, number)
