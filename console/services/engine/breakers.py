@@ -139,6 +139,7 @@ def record(key: BreakerKey | str, ok: bool, now: datetime, settings: BreakerSett
     # Skipping the read keeps the hot path at one Redis round trip per attempt.
     if ok and (clean_before or _closed_and_clean(key)):
         return None
+
     def change(state):
         if ok:
             return breaker.record_success(state, now, settings)
