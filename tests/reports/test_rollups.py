@@ -118,12 +118,17 @@ def test_incremental_rollups_equal_a_rebuild_from_the_runs(app, clock, seed):
     assert snapshot() == kept
 
 
-def test_a_pass_recomputes_its_window_so_running_it_twice_changes_nothing(app, clock):
-    history = History(random.Random(9), clock)
-    for _ in range(80):
+def rebuilt_history(seed: int, steps: int, clock) -> dict:
+    """Do a random history's steps, rebuild the rollups from it, and return them."""
+    history = History(random.Random(seed), clock)
+    for _ in range(steps):
         history.step()
     rollup.rebuild(clock)
-    before = snapshot()
+    return snapshot()
+
+
+def test_a_pass_recomputes_its_window_so_running_it_twice_changes_nothing(app, clock):
+    before = rebuilt_history(9, 80, clock)
     rollup.tick(clock)
     rollup.tick(clock)
     assert snapshot() == before
@@ -132,11 +137,7 @@ def test_a_pass_recomputes_its_window_so_running_it_twice_changes_nothing(app, c
 def test_a_rebuild_stopped_half_way_leaves_every_day_with_its_figures(app, clock):
     # It emptied the tables first and filled them a day at a time: a Ctrl-C (or `| head`) left the reports reading
     # 0 of 0 for every day not yet done, with no warning (helper 172).
-    history = History(random.Random(5), clock)
-    for _ in range(150):
-        history.step()
-    rollup.rebuild(clock)
-    before = snapshot()
+    before = rebuilt_history(5, 150, clock)
     assert len({row[0] for row in before["report_days"]}) >= 2
 
     def interrupt(day):

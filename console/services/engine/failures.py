@@ -39,7 +39,7 @@ def fail(run: Run, failure: Failure, policy: RetryPolicy, now, *, duration_ms: i
     finished_at: when the attempt ended, if that was before now (an outcome its worker could not write).
     """
     common = {"duration_ms": duration_ms, "message": failure.message[:2000]}
-    if failure.retryable and (run.cancel_requested or (ctx is not None and ctx.cancelled())):
+    if failure.retryable and (run.cancel_requested or (ctx is not None and ctx.cancel_event.is_set())):
         # Someone asked it to stop (a person's Cancel, a `replace` firing) before its worker died or its handler
         # failed: a retry would start what they stopped, and a last attempt's failure parked a run nobody wants.
         transitions.move(run, "cancelled", now, reason="cancel_requested", error_code=failure.code,

@@ -241,7 +241,8 @@ def run_command(name: str, ctx, *, undo: bool = False) -> object:
         stdout, stderr = _communicate(process, json.dumps(ctx.params), timeout, name,
                                       None if undo else getattr(ctx, "cancel_event", None))
     except BaseException:  # the attempt's own timeout (SIGALRM) raised while it waited: the command goes with it
-        _kill(process)
+        if process.poll() is None:  # not one _communicate stopped itself
+            _kill(process)
         raise
     # Kept in the run's result and error, shown on its page and in the API: masked as the logs are.
     output = (redact(stdout[-OUTPUT_LIMIT:]), redact(stderr[-OUTPUT_LIMIT:]))

@@ -163,8 +163,7 @@ def _workers(connection, scope: int | None, now: datetime) -> list[WorkerInfo]:
             # the worker running it) stopped, or the run moved on to an attempt elsewhere. Its latest beat, the run's
             # or its own, is what is silent (it read "busy" while the run page said the run was taken for lost).
             state = "lost"
-        elif state == "busy" and run is None and jobs[worker.name] and not queueing.parse_job_id(jobs[worker.name]) \
-                and _silent(own_beat, now):
+        elif state == "busy" and run is None and jobs[worker.name] and _silent(own_beat, now):
             # Killed in a job that is no run's (a bulk replay's slice, a runbook), which beats every 5 s while it
             # works (processes/worker.py): it read "busy" for eleven minutes after its worker died (helper 170).
             state = "lost"
